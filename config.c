@@ -1,0 +1,357 @@
+// config.c: the option-table machinery (flags, JSON config files, --help) and the train table.
+// Every user mistake here ends in user_error: one line naming the value and the fix, exit 2.
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "config.h"
+#include "util.h"
+
+#define T(field) offsetof(TrainConfig, field)
+const Option train_options[] = {
+    {"config", 'c', OPT_STR, T(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)"},
+    {"mode", 'm', OPT_CHOICE, T(mode), MODE_CHOICES, 0, 0, "MODE", "monolith: one process; manual: K parts in one process; pp: one stage per rank"},
+    {"parts", 0, OPT_INT, T(parts), 0, 1, 4096, "K", "manual mode: cut the model into K parts"},
+    {"layers", 'L', OPT_INT, T(layers), 0, 1, 4096, "L", "hidden layers, each Linear(H,H)+ReLU"},
+    {"hidden", 'H', OPT_INT, T(hidden), 0, 1, 65536, "H", "hidden size (= input features)"},
+    {"classes", 'C', OPT_INT, T(classes), 0, 2, 65536, "C", "output classes"},
+    {"batch", 'B', OPT_INT, T(batch), 0, 1, 1 << 24, "B", "global batch size (rows per step)"},
+    {"steps", 'n', OPT_INT, T(steps), 0, 1, 1 << 30, "N", "optimizer steps"},
+    {"lr", 0, OPT_FLOAT, T(lr), 0, 1e-12, 1e3, "LR", "learning rate"},
+    {"optimizer", 0, OPT_CHOICE, T(optimizer), "adam|sgd", 0, 0, "OPT", "adam (PyTorch semantics) or plain sgd"},
+    {"seed", 's', OPT_INT, T(seed), 0, 0, 9.0e15, "S", "seed of weights and synthetic data"},
+    {"threads", 't', OPT_INT, T(threads), 0, 1, 1024, "T", "BLAS threads per rank"},
+    {"data", 0, OPT_STR, T(data), 0, 0, 0, "SRC", "'synthetic' or FILE.npy (float32 [N,H] features)"},
+    {"labels", 0, OPT_STR, T(labels), 0, 0, 0, "FILE", "labels .npy (int32/int64 [N]) for --data FILE.npy"},
+    {"log-every", 0, OPT_INT, T(log_every), 0, 0, 1 << 30, "N", "print a line every N steps (0: never)"},
+    {"json", 0, OPT_BOOL, T(json), 0, 0, 0, 0, "print one JSON object on stdout instead of text"},
+    {"samples", 0, OPT_INT, T(samples), 0, 0, 1LL << 40, "N", "synthetic: training set of N samples, cycled (0: one fixed batch, as the course)"},
+    {"eval-samples", 0, OPT_INT, T(eval_samples), 0, 0, 1 << 24, "N", "held-out samples for the final accuracy (synthetic data)"},
+    {"schedule", 'S', OPT_CHOICE, T(schedule), SCHED_CHOICES, 0, 0, "SCHED", "pp: pipeline schedule"},
+    {"micro-batches", 'M', OPT_INT, T(micro_batches), 0, 1, 1 << 20, "M", "pp: micro-batches per step (0 in JSON not allowed)"},
+    {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST", "pp: layers per stage, e.g. 5,4,4,3 (default: even split)"},
+    {"checkpoint-activations", 0, OPT_BOOL, T(checkpoint_activations), 0, 0, 0, 0, "pp: keep only stage inputs, recompute in backward"},
+    {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0, "after step 1 compare loss and gradients with a monolith reference"},
+    {0},
+};
+#undef T
+
+void train_config_defaults(TrainConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->mode = MODE_MONOLITH;
+    c->parts = 2;
+    c->layers = 16;
+    c->hidden = 128;
+    c->classes = 2;
+    c->batch = 32;
+    c->steps = 50;
+    c->lr = 1e-3;
+    c->optimizer = OPTIM_ADAM;
+    c->seed = 42;
+    c->threads = 1;
+    strcpy(c->data, "synthetic");
+    c->log_every = 10;
+    c->eval_samples = 1024;
+    c->schedule = SCHED_1F1B;
+    c->micro_batches = 4;
+}
+
+const char *choice_name(const char *choices, int index, char *buf, size_t n) {
+    const char *p = choices;
+    for (int i = 0; i < index && p; i++) { p = strchr(p, '|'); if (p) p++; }
+    if (!p) { snprintf(buf, n, "?"); return buf; }
+    size_t len = strcspn(p, "|");
+    if (len >= n) len = n - 1;
+    memcpy(buf, p, len);
+    buf[len] = 0;
+    return buf;
+}
+
+static int choice_index(const char *choices, const char *value) {
+    const char *p = choices;
+    for (int i = 0; p; i++) {
+        size_t len = strcspn(p, "|");
+        if (strlen(value) == len && strncmp(p, value, len) == 0) return i;
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    return -1;
+}
+
+int parse_size(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v < 0) return -1;
+    double mult = 1;
+    if (*end) {
+        switch (toupper((unsigned char)*end)) {
+            case 'K': mult = 1024.0; break;
+            case 'M': mult = 1024.0 * 1024; break;
+            case 'G': mult = 1024.0 * 1024 * 1024; break;
+            default: return -1;
+        }
+        end++;
+        if (*end == 'i' || *end == 'B' || *end == 'b') end++;
+        if (*end == 'B') end++;
+        if (*end) return -1;
+    }
+    v *= mult;
+    if (v != floor(v) || v > 9.0e18) return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int parse_int_list(const char *s, int *out, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < INT32_MIN || v > INT32_MAX || n >= max) return -1;
+        out[n++] = (int)v;
+        while (*end == ' ') end++;
+        if (*end == ',') { end++; if (!*end) return -1; }
+        else if (*end) return -1;
+        p = end;
+    }
+    return n;
+}
+
+static const Option *set_opts[256];  // options given by the user in the last parse
+static int n_set;
+static void mark_set(const Option *o) { if (n_set < 256) set_opts[n_set++] = o; }
+int option_was_set(const char *name) {
+    for (int i = 0; i < n_set; i++) if (!strcmp(set_opts[i]->name, name)) return 1;
+    return 0;
+}
+
+static const Option *find_option(const Option *opts, const char *name) {
+    char norm[128];
+    snprintf(norm, sizeof norm, "%s", name);
+    for (char *q = norm; *q; q++) if (*q == '_') *q = '-';
+    for (const Option *o = opts; o->name; o++) if (strcmp(o->name, norm) == 0) return o;
+    return NULL;
+}
+
+// Sets one option from its text form (a flag's argument). where: "--name" or "file: key 'name'".
+static void set_from_text(const char *cmd, const Option *o, void *base, const char *text, const char *where) {
+    char *dst = (char *)base + o->offset;
+    mark_set(o);
+    char *end;
+    switch (o->type) {
+    case OPT_INT: case OPT_SIZE: {
+        int64_t v;
+        if (o->type == OPT_SIZE) {
+            if (parse_size(text, &v) != 0)
+                user_error("%s: %s expects a size like 4096, 64K, 4M or 1G, got '%s'", cmd, where, text);
+        } else {
+            errno = 0;
+            long long ll = strtoll(text, &end, 10);
+            if (end == text || *end || errno)
+                user_error("%s: %s expects an integer, got '%s'", cmd, where, text);
+            v = ll;
+        }
+        if ((double)v < o->lo || (double)v > o->hi)
+            user_error("%s: %s = %s is out of range: use a value in [%.0f, %.0f]", cmd, where, text, o->lo, o->hi);
+        *(int64_t *)dst = v;
+        break;
+    }
+    case OPT_FLOAT: {
+        errno = 0;
+        double v = strtod(text, &end);
+        if (end == text || *end || errno || !isfinite(v))
+            user_error("%s: %s expects a number, got '%s'", cmd, where, text);
+        if (v < o->lo || v > o->hi)
+            user_error("%s: %s = %s is out of range: use a value in [%g, %g]", cmd, where, text, o->lo, o->hi);
+        *(double *)dst = v;
+        break;
+    }
+    case OPT_STR:
+        if (strlen(text) >= PATH_LEN)
+            user_error("%s: %s is longer than %d characters: use a shorter value", cmd, where, PATH_LEN - 1);
+        strcpy(dst, text);
+        break;
+    case OPT_CHOICE: {
+        int i = choice_index(o->choices, text);
+        if (i < 0) user_error("%s: %s = '%s' is not one of %s", cmd, where, text, o->choices);
+        *(int *)dst = i;
+        break;
+    }
+    case OPT_BOOL:
+        if (!strcmp(text, "1") || !strcmp(text, "true") || !strcmp(text, "yes") || !strcmp(text, "on")) *(int *)dst = 1;
+        else if (!strcmp(text, "0") || !strcmp(text, "false") || !strcmp(text, "no") || !strcmp(text, "off")) *(int *)dst = 0;
+        else user_error("%s: %s expects true or false, got '%s'", cmd, where, text);
+        break;
+    }
+}
+
+static void line_col(const char *text, const char *at, int *line, int *col) {
+    *line = 1; *col = 1;
+    for (const char *p = text; p < at && *p; p++) {
+        if (*p == '\n') { (*line)++; *col = 1; } else (*col)++;
+    }
+}
+
+static const char *json_type_name(const cJSON *v) {
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "null";
+}
+
+void options_load_json(const char *cmd, const Option *opts, void *base, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) user_error("%s: cannot read config '%s': %s (check the path)", cmd, path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (len < 0 || len > (64 << 20)) { fclose(f); user_error("%s: config '%s' is not a regular file under 64 MiB", cmd, path); }
+    char *text = xmalloc((size_t)len + 1);
+    size_t got = fread(text, 1, (size_t)len, f);
+    fclose(f);
+    text[got] = 0;
+    const char *err_at = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &err_at, 1);
+    if (!root) {
+        int line, col;
+        line_col(text, err_at ? err_at : text + got, &line, &col);
+        free(text);
+        user_error("%s: %s:%d:%d: JSON syntax error (check commas, quotes and braces near there)", cmd, path, line, col);
+    }
+    if (!cJSON_IsObject(root)) { free(text); user_error("%s: %s: the config must be a JSON object { ... }", cmd, path); }
+    for (cJSON *it = root->child; it; it = it->next) {
+        const Option *o = find_option(opts, it->string);
+        char where[PATH_LEN + 160];
+        snprintf(where, sizeof where, "%s: key '%s'", path, it->string);
+        if (!o || !strcmp(o->name, "config"))
+            user_error("%s: %s: unknown key '%s' (see '%s --help' for the keys)", cmd, path, it->string, cmd);
+        char buf[64];
+        switch (o->type) {
+        case OPT_INT: case OPT_SIZE: case OPT_FLOAT:
+            if (cJSON_IsString(it) && o->type == OPT_SIZE) { set_from_text(cmd, o, base, it->valuestring, where); break; }
+            if (!cJSON_IsNumber(it)) user_error("%s: %s must be a number, not %s", cmd, where, json_type_name(it));
+            if (o->type != OPT_FLOAT && it->valuedouble != floor(it->valuedouble))
+                user_error("%s: %s must be an integer, got %g", cmd, where, it->valuedouble);
+            if (o->type == OPT_FLOAT) snprintf(buf, sizeof buf, "%.17g", it->valuedouble);
+            else snprintf(buf, sizeof buf, "%.0f", it->valuedouble);
+            set_from_text(cmd, o, base, buf, where);
+            break;
+        case OPT_BOOL:
+            if (!cJSON_IsBool(it)) user_error("%s: %s must be true or false, not %s", cmd, where, json_type_name(it));
+            *(int *)((char *)base + o->offset) = cJSON_IsTrue(it);
+            mark_set(o);
+            break;
+        case OPT_STR: case OPT_CHOICE:
+            if (cJSON_IsArray(it) && o->type == OPT_STR) {  // e.g. "partition": [5,4,4,3]
+                char list[PATH_LEN] = "";
+                for (cJSON *e = it->child; e; e = e->next) {
+                    if (!cJSON_IsNumber(e)) user_error("%s: %s must be an array of integers", cmd, where);
+                    size_t l = strlen(list);
+                    snprintf(list + l, sizeof list - l, "%s%.0f", l ? "," : "", e->valuedouble);
+                }
+                set_from_text(cmd, o, base, list, where);
+                break;
+            }
+            if (!cJSON_IsString(it)) user_error("%s: %s must be a string, not %s", cmd, where, json_type_name(it));
+            set_from_text(cmd, o, base, it->valuestring, where);
+            break;
+        }
+    }
+    cJSON_Delete(root);
+    free(text);
+}
+
+void options_parse(const char *cmd, const Option *opts, void *base, int argc, char **argv,
+                   const char *usage, const char *examples) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        if (strcmp(argv[i], "--help") && strcmp(argv[i], "-h")) continue;
+        if (g_rank == 0) options_help(stdout, cmd, usage, opts, base, examples);
+        finish(0);
+    }
+    int n = 0;
+    while (opts[n].name) n++;
+    struct option *lo = xcalloc((size_t)n * 2 + 1, sizeof *lo);
+    char shortopts[256] = ":";
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int has_arg = opts[i].type == OPT_BOOL ? no_argument : required_argument;
+        lo[k++] = (struct option){opts[i].name, has_arg, NULL, 1000 + i};
+        if (strchr(opts[i].name, '-')) {  // also accept --log_every for --log-every
+            char *alias = xmalloc(strlen(opts[i].name) + 1);
+            strcpy(alias, opts[i].name);
+            for (char *q = alias; *q; q++) if (*q == '-') *q = '_';
+            lo[k++] = (struct option){alias, has_arg, NULL, 1000 + i};
+        }
+        if (opts[i].short_name) {
+            size_t l = strlen(shortopts);
+            shortopts[l] = opts[i].short_name;
+            shortopts[l + 1] = 0;
+            if (has_arg == required_argument) strcat(shortopts, ":");
+        }
+    }
+    n_set = 0;
+    // Pass 1: only --config, so that flags given on the command line win over the file.
+    const Option *cfg = find_option(opts, "config");
+    if (cfg) {
+        opterr = 0;
+        optind = 1;
+        int c;
+        while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
+            if (c >= 1000 && &opts[c - 1000] == cfg) options_load_json(cmd, opts, base, optarg);
+            if (c == cfg->short_name) options_load_json(cmd, opts, base, optarg);
+        }
+    }
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
+        const Option *o = NULL;
+        if (c >= 1000) o = &opts[c - 1000];
+        else if (c == '?') {
+            if (optopt) user_error("%s: unknown option '-%c' (see '%s --help')", cmd, optopt, cmd);
+            user_error("%s: unknown option '%s' (see '%s --help')", cmd, argv[optind - 1], cmd);
+        } else if (c == ':') {
+            user_error("%s: option '%s' needs a value (see '%s --help')", cmd, argv[optind - 1], cmd);
+        } else {
+            for (int i = 0; i < n; i++) if (opts[i].short_name == c) o = &opts[i];
+        }
+        if (!o) user_error("%s: unknown option '%s'", cmd, argv[optind - 1]);
+        if (!strcmp(o->name, "config")) continue;
+        char where[160];
+        snprintf(where, sizeof where, "--%s", o->name);
+        if (o->type == OPT_BOOL) { *(int *)((char *)base + o->offset) = 1; mark_set(o); }
+        else set_from_text(cmd, o, base, optarg, where);
+    }
+    if (optind < argc) user_error("%s: unexpected argument '%s' (options start with --; see '%s --help')", cmd, argv[optind], cmd);
+    for (int i = 0; i < k; i++) if (strchr(lo[i].name, '_')) free((char *)lo[i].name);  // the aliases
+    free(lo);
+}
+
+void options_help(FILE *f, const char *cmd, const char *usage, const Option *opts,
+                  const void *defaults, const char *examples) {
+    fprintf(f, "Usage: %s\n\nOptions (each is also a JSON config key; underscores work for dashes):\n", usage);
+    for (const Option *o = opts; o->name; o++) {
+        char left[96], def[PATH_LEN + 32] = "";
+        if (o->short_name) snprintf(left, sizeof left, "  -%c, --%s%s%s", o->short_name, o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        else snprintf(left, sizeof left, "      --%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        const char *v = (const char *)defaults + o->offset;
+        char buf[64];
+        switch (o->type) {
+        case OPT_INT: case OPT_SIZE: snprintf(def, sizeof def, " (%lld)", (long long)*(const int64_t *)v); break;
+        case OPT_FLOAT: snprintf(def, sizeof def, " (%g)", *(const double *)v); break;
+        case OPT_STR: if (*v) snprintf(def, sizeof def, " (%s)", v); break;
+        case OPT_CHOICE: snprintf(def, sizeof def, " [%s] (%s)", o->choices, choice_name(o->choices, *(const int *)v, buf, sizeof buf)); break;
+        case OPT_BOOL: break;
+        }
+        fprintf(f, "%-36s %s%s\n", left, o->help, def);
+    }
+    fprintf(f, "%-36s %s\n", "  -h, --help", "print this help and exit");
+    if (examples) fprintf(f, "\nExamples:\n%s", examples);
+    (void)cmd;
+}

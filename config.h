@@ -1,0 +1,69 @@
+// config.h: the options of every subcommand, described once in a table (name, type, range, help)
+// that drives the command-line parser, the JSON config reader and --help alike, so none can drift.
+// Order of precedence: defaults -> JSON file (--config) -> command-line flags.
+#pragma once
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+typedef enum { OPT_INT, OPT_FLOAT, OPT_STR, OPT_BOOL, OPT_CHOICE, OPT_SIZE } OptType;
+
+typedef struct {
+    const char *name;     // long flag "--name" and JSON key "name" (underscores accepted for dashes)
+    char short_name;      // 0 when none
+    OptType type;         // INT/SIZE: int64_t, FLOAT: double, STR: char[PATH_LEN], BOOL/CHOICE: int
+    size_t offset;        // where the value lives in the subcommand's struct
+    const char *choices;  // OPT_CHOICE: "a|b|c", stored as the index
+    double lo, hi;        // numeric range, inclusive
+    const char *metavar;  // shown in --help
+    const char *help;
+} Option;
+
+#define PATH_LEN 512
+
+// Parses argv (after the subcommand) into base: first --config FILE (if the table has "config"),
+// then every flag. Bad input ends the run through user_error (exit 2). -h/--help prints the help
+// (base holds the defaults at that point) and exits 0.
+void options_parse(const char *cmd, const Option *opts, void *base, int argc, char **argv,
+                   const char *usage, const char *examples);
+void options_load_json(const char *cmd, const Option *opts, void *base, const char *path);
+void options_help(FILE *f, const char *cmd, const char *usage, const Option *opts,
+                  const void *defaults, const char *examples);
+int parse_size(const char *s, int64_t *out);  // "64K" -> 65536; returns 0 on success
+int parse_int_list(const char *s, int *out, int max);  // "5,4,4,3" -> count, or -1 when malformed
+// Whether the last options_parse saw this option in the config file or on the command line.
+int option_was_set(const char *name);
+
+// ---- train ----
+enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP };
+#define MODE_CHOICES "monolith|manual|pp"
+enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B };
+#define SCHED_CHOICES "naive|gpipe|1f1b"
+enum { OPTIM_ADAM, OPTIM_SGD };
+
+typedef struct {
+    char config[PATH_LEN];
+    int mode;
+    int64_t parts;           // manual: number of parts
+    int64_t layers, hidden, classes, batch, steps;
+    double lr;
+    int optimizer;
+    int64_t seed;
+    int64_t threads;
+    char data[PATH_LEN];     // "synthetic" or FILE.npy
+    char labels[PATH_LEN];
+    int64_t log_every;
+    int json;
+    int64_t eval_samples;
+    int64_t samples;         // synthetic training set size; 0 = one fixed batch
+    // pipeline
+    int schedule;
+    int64_t micro_batches;
+    char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"
+    int checkpoint_activations;
+    int verify;
+} TrainConfig;
+
+extern const Option train_options[];
+void train_config_defaults(TrainConfig *c);
+const char *choice_name(const char *choices, int index, char *buf, size_t n);

@@ -1,0 +1,239 @@
+// model.c: the forward and backward pass of one pipeline stage of the MLP, weight init keyed by
+// the global layer index (so every partition starts from the same weights), SGD and Adam, and the
+// stage's activation-memory counters.
+#include <math.h>
+#include <string.h>
+#include "data.h"
+#include "model.h"
+#include "util.h"
+
+size_t model_param_count(int L, int H, int C) {
+    return (size_t)L * ((size_t)H * H + H) + (size_t)C * H + C;
+}
+
+void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, float *b) {
+    float bound = 1.0f / sqrtf((float)fan_in);  // nn.Linear: kaiming_uniform(a=sqrt(5)) == U(-1/sqrt(in), 1/sqrt(in))
+    uint64_t kw = rng_key(seed, RNG_PARAM, 2 * (uint64_t)l), kb = rng_key(seed, RNG_PARAM, 2 * (uint64_t)l + 1);
+    for (size_t i = 0; i < (size_t)fan_in * fan_out; i++) W[i] = (2.0f * rng_uniform(kw, i) - 1.0f) * bound;
+    for (int i = 0; i < fan_out; i++) b[i] = (2.0f * rng_uniform(kb, (uint64_t)i) - 1.0f) * bound;
+}
+
+static size_t act_bytes_per_slot(const Stage *s) {
+    size_t rowsH = (size_t)s->rows * s->H * sizeof(float);
+    size_t bytes = rowsH;                                  // the stage input
+    if (!s->ckpt) bytes += (size_t)s->n_layers * rowsH;    // every layer's output
+    if (s->has_head) bytes += (size_t)s->rows * s->C * sizeof(float);  // logits -> dlogits
+    return bytes;
+}
+
+void stage_init(Stage *s, const Backend *be, int L, int H, int C, int lo, int hi, int has_head,
+                int rows, int n_slots, int ckpt, uint64_t seed) {
+    memset(s, 0, sizeof *s);
+    s->be = be; s->H = H; s->C = C; s->lo = lo; s->hi = hi; s->n_layers = hi - lo;
+    s->has_head = has_head; s->rows = rows; s->ckpt = ckpt; s->n_slots = n_slots;
+    s->grad_scale = 1.0f / rows;
+    size_t layer = (size_t)H * H + H;
+    s->n_params = (size_t)s->n_layers * layer + (has_head ? (size_t)C * H + C : 0);
+    s->params = be->alloc(s->n_params * sizeof(float));
+    s->grads = be->alloc(s->n_params * sizeof(float));
+    int n = s->n_layers;
+    s->W = xcalloc((size_t)n + 1, sizeof(float *)); s->b = xcalloc((size_t)n + 1, sizeof(float *));
+    s->dW = xcalloc((size_t)n + 1, sizeof(float *)); s->db = xcalloc((size_t)n + 1, sizeof(float *));
+    float *host = xmalloc(layer * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        size_t off = (size_t)i * layer;
+        s->W[i] = s->params + off; s->b[i] = s->params + off + (size_t)H * H;
+        s->dW[i] = s->grads + off; s->db[i] = s->grads + off + (size_t)H * H;
+        init_layer_host(seed, lo + i, H, H, host, host + (size_t)H * H);
+        be->to_device(s->W[i], host, layer * sizeof(float));
+    }
+    if (has_head) {
+        size_t off = (size_t)n * layer;
+        s->Wh = s->params + off; s->bh = s->params + off + (size_t)C * H;
+        s->dWh = s->grads + off; s->dbh = s->grads + off + (size_t)C * H;
+        float *hh = xmalloc(((size_t)C * H + C) * sizeof(float));
+        init_layer_host(seed, L, H, C, hh, hh + (size_t)C * H);
+        be->to_device(s->Wh, hh, ((size_t)C * H + C) * sizeof(float));
+        free(hh);
+    }
+    free(host);
+    size_t rowsH = (size_t)rows * H * sizeof(float);
+    s->slots = xcalloc((size_t)n_slots, sizeof(Slot));
+    for (int k = 0; k < n_slots; k++) {
+        Slot *sl = &s->slots[k];
+        sl->mb = -1;
+        sl->in = be->alloc(rowsH);
+        if (!ckpt) {
+            sl->act = xcalloc((size_t)n, sizeof(float *));
+            for (int i = 0; i < n; i++) sl->act[i] = be->alloc(rowsH);
+        }
+        if (has_head) {
+            sl->logits = be->alloc((size_t)rows * C * sizeof(float));
+            sl->labels = be->alloc((size_t)rows * sizeof(int32_t));
+        }
+    }
+    if (ckpt) {
+        s->scratch = xcalloc((size_t)n, sizeof(float *));
+        for (int i = 0; i < n; i++) s->scratch[i] = be->alloc(rowsH);
+    }
+    s->gbuf[0] = be->alloc(rowsH);
+    s->gbuf[1] = be->alloc(rowsH);
+}
+
+void stage_free(Stage *s) {
+    const Backend *be = s->be;
+    for (int k = 0; k < s->n_slots; k++) {
+        Slot *sl = &s->slots[k];
+        be->free(sl->in);
+        if (sl->act) { for (int i = 0; i < s->n_layers; i++) be->free(sl->act[i]); free(sl->act); }
+        if (sl->logits) { be->free(sl->logits); be->free(sl->labels); }
+    }
+    if (s->scratch) { for (int i = 0; i < s->n_layers; i++) be->free(s->scratch[i]); free(s->scratch); }
+    be->free(s->gbuf[0]); be->free(s->gbuf[1]);
+    be->free(s->params); be->free(s->grads);
+    if (s->adam_m) { be->free(s->adam_m); be->free(s->adam_v); }
+    free(s->slots); free(s->W); free(s->b); free(s->dW); free(s->db);
+    memset(s, 0, sizeof *s);
+}
+
+int stage_slot_of(const Stage *s, int mb) {
+    for (int k = 0; k < s->n_slots; k++) if (s->slots[k].mb == mb) return k;
+    return -1;
+}
+
+int stage_slot_acquire(Stage *s, int mb) {
+    int k = stage_slot_of(s, mb);
+    if (k >= 0) return k;
+    for (k = 0; k < s->n_slots; k++) if (s->slots[k].mb < 0) break;
+    if (k == s->n_slots) fatal("stage %d..%d: micro-batch %d needs a slot but all %d are in flight (schedule bug)",
+                               s->lo, s->hi, mb, s->n_slots);
+    s->slots[k].mb = mb;
+    s->live_slots++;
+    if (s->live_slots > s->peak_slots) s->peak_slots = s->live_slots;
+    s->act_bytes += act_bytes_per_slot(s);
+    if (s->act_bytes > s->peak_act_bytes) s->peak_act_bytes = s->act_bytes;
+    return k;
+}
+
+static void slot_release(Stage *s, int slot) {
+    s->slots[slot].mb = -1;
+    s->live_slots--;
+    s->act_bytes -= act_bytes_per_slot(s);
+}
+
+float *stage_slot_input(Stage *s, int slot) { return s->slots[slot].in; }
+
+void stage_set_labels(Stage *s, int slot, const int32_t *labels_host) {
+    s->be->to_device(s->slots[slot].labels, labels_host, (size_t)s->rows * sizeof(int32_t));
+}
+
+// The layers of this stage: x[rows,H] -> out[i] = ReLU(in W_i^T + b_i) for each local layer i.
+static void layers_forward(Stage *s, const float *x, float **out, int rows) {
+    const Backend *be = s->be;
+    int H = s->H;
+    for (int i = 0; i < s->n_layers; i++) {
+        const float *in = i == 0 ? x : out[i - 1];
+        be->gemm(0, 1, rows, H, H, 1.0f, in, H, s->W[i], H, 0.0f, out[i], H);
+        be->bias_act(out[i], s->b[i], rows, H, 1);
+    }
+}
+
+void stage_forward(Stage *s, int slot) {
+    Slot *sl = &s->slots[slot];
+    if (s->ckpt) {
+        // Checkpointing: run the layers in the shared scratch; only sl->in stays stashed. The
+        // output must survive until it is sent (the executor copies it right after), and the
+        // head stage needs only its dlogits.
+        layers_forward(s, sl->in, s->scratch, s->rows);
+    } else {
+        layers_forward(s, sl->in, sl->act, s->rows);
+    }
+    if (s->has_head) {
+        const float *last = s->n_layers ? (s->ckpt ? s->scratch : sl->act)[s->n_layers - 1] : sl->in;
+        s->be->gemm(0, 1, s->rows, s->C, s->H, 1.0f, last, s->H, s->Wh, s->H, 0.0f, sl->logits, s->C);
+        s->be->bias_act(sl->logits, s->bh, s->rows, s->C, 0);
+        int correct = 0;
+        s->loss_sum += s->be->softmax_xent(sl->logits, sl->labels, s->rows, s->C, s->grad_scale, sl->logits, &correct);
+        s->correct += correct;
+        s->loss_rows += s->rows;
+    }
+}
+
+const float *stage_output(const Stage *s, int slot) {
+    return s->ckpt ? s->scratch[s->n_layers - 1] : s->slots[slot].act[s->n_layers - 1];
+}
+
+void stage_backward(Stage *s, int slot, const float *dout, float *din) {
+    const Backend *be = s->be;
+    Slot *sl = &s->slots[slot];
+    int H = s->H, rows = s->rows;
+    float **act = sl->act;
+    if (s->ckpt) {  // recompute the inside from the stashed input
+        size_t extra = (size_t)s->n_layers * rows * H * sizeof(float);
+        s->act_bytes += extra;
+        if (s->act_bytes > s->peak_act_bytes) s->peak_act_bytes = s->act_bytes;
+        layers_forward(s, sl->in, s->scratch, rows);
+        s->act_bytes -= extra;
+        act = s->scratch;
+    }
+    const float *g = dout;  // gradient w.r.t. the current layer's output
+    int pp = 0;
+    if (s->has_head) {
+        const float *last = s->n_layers ? act[s->n_layers - 1] : sl->in;
+        const float *dl = sl->logits;  // already dlogits
+        be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, 1.0f, s->dWh, H);
+        be->bias_grad(s->dbh, dl, rows, s->C);
+        float *dx = s->n_layers ? s->gbuf[pp] : din;
+        if (dx) be->gemm(0, 0, rows, H, s->C, 1.0f, dl, s->C, s->Wh, H, 0.0f, dx, H);
+        g = dx;
+        pp ^= 1;
+    }
+    for (int i = s->n_layers - 1; i >= 0; i--) {
+        float *dz = s->gbuf[pp];
+        be->relu_backward(dz, g, act[i], (size_t)rows * H);  // may alias g (in place) when g == dz
+        const float *in = i == 0 ? sl->in : act[i - 1];
+        be->gemm(1, 0, H, H, rows, 1.0f, dz, H, in, H, 1.0f, s->dW[i], H);
+        be->bias_grad(s->db[i], dz, rows, H);
+        float *dx = i == 0 ? din : s->gbuf[pp ^ 1];
+        if (dx) be->gemm(0, 0, rows, H, H, 1.0f, dz, H, s->W[i], H, 0.0f, dx, H);
+        g = dx;
+        pp ^= 1;
+    }
+    slot_release(s, slot);
+}
+
+void stage_forward_eval(Stage *s, const float *x, int rows, float *out) {
+    // Ping-pong through the two gradient buffers (free outside backward); rows <= s->rows.
+    const Backend *be = s->be;
+    int H = s->H;
+    const float *in = x;
+    for (int i = 0; i < s->n_layers; i++) {
+        float *o = (!s->has_head && i == s->n_layers - 1) ? out : s->gbuf[i & 1];
+        be->gemm(0, 1, rows, H, H, 1.0f, in, H, s->W[i], H, 0.0f, o, H);
+        be->bias_act(o, s->b[i], rows, H, 1);
+        in = o;
+    }
+    if (s->has_head) {
+        be->gemm(0, 1, rows, s->C, H, 1.0f, in, H, s->Wh, H, 0.0f, out, s->C);
+        be->bias_act(out, s->bh, rows, s->C, 0);
+    }
+}
+
+void stage_zero_grads(Stage *s) {
+    s->be->fill(s->grads, 0.0f, s->n_params);
+    s->loss_sum = 0;
+    s->correct = 0;
+    s->loss_rows = 0;
+}
+
+void stage_optimizer_step(Stage *s, int optimizer, float lr, int t) {
+    if (optimizer == 1) { s->be->sgd(s->params, s->grads, s->n_params, lr); return; }
+    if (!s->adam_m) {
+        s->adam_m = s->be->alloc(s->n_params * sizeof(float));
+        s->adam_v = s->be->alloc(s->n_params * sizeof(float));
+    }
+    AdamArgs a = {.lr = lr, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                  .bias_correction1 = (float)(1.0 - pow(0.9, t)),
+                  .bias_correction2_sqrt = (float)sqrt(1.0 - pow(0.999, t))};
+    s->be->adam(s->params, s->grads, s->adam_m, s->adam_v, s->n_params, a);
+}

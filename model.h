@@ -1,0 +1,59 @@
+// model.h: a Stage of the MLP: global hidden layers [lo, hi) (each Linear(H,H)+ReLU) and, on the
+// last stage, the head Linear(H,C) with softmax cross-entropy. Parameters, gradients and Adam
+// moments each live in ONE flat buffer per stage. Activations are stashed per micro-batch slot.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "ops.h"
+
+typedef struct {
+    int mb;          // micro-batch id held, -1 when free
+    float *in;       // [rows, H] stage input (always kept)
+    float **act;     // [n_layers] of [rows, H] layer outputs (not kept with checkpointing)
+    float *logits;   // head: [rows, C], turned into dlogits by forward
+    int32_t *labels; // head: [rows] device labels
+} Slot;
+
+typedef struct {
+    const Backend *be;
+    int H, C, lo, hi, n_layers, has_head;
+    int rows;        // rows per micro-batch
+    int ckpt;        // activation checkpointing
+    size_t n_params;
+    float *params, *grads, *adam_m, *adam_v;  // flat, n_params each (moments lazily allocated)
+    // views into params/grads: layer i (local) weight [H,H] (out,in) and bias [H]; head [C,H], [C]
+    float **W, **b, **dW, **db;
+    float *Wh, *bh, *dWh, *dbh;
+    int n_slots;
+    Slot *slots;
+    float **scratch;          // checkpointing: one recompute set of [rows,H] x n_layers
+    float *gbuf[2];           // backward ping-pong [rows, H]
+    float grad_scale;         // dlogits scale: 1 / rows per optimizer step on this replica
+    double loss_sum;          // sum of row losses since the last stage_zero_grads
+    int correct, loss_rows;
+    // activation memory accounting (bytes of stashed activations, and slots in use)
+    size_t act_bytes, peak_act_bytes;
+    int live_slots, peak_slots;
+} Stage;
+
+// Parameter count of the whole model, and FLOPs of one step (6 per parameter per row).
+size_t model_param_count(int L, int H, int C);
+void stage_init(Stage *s, const Backend *be, int L, int H, int C, int lo, int hi, int has_head,
+                int rows, int n_slots, int ckpt, uint64_t seed);
+void stage_free(Stage *s);
+// Parameters of global layer l (or the head when l == L) from (seed, l): PyTorch nn.Linear ranges.
+void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, float *b);
+
+int stage_slot_acquire(Stage *s, int mb);   // returns slot index holding mb
+int stage_slot_of(const Stage *s, int mb);  // -1 when mb is not in flight
+float *stage_slot_input(Stage *s, int slot);
+void stage_set_labels(Stage *s, int slot, const int32_t *labels_host);
+void stage_forward(Stage *s, int slot);              // fills activations; head: loss + dlogits
+const float *stage_output(const Stage *s, int slot); // [rows, H] last layer output (non-head)
+// dout: gradient of the stage output [rows,H] (ignored on the head stage); din: where to write the
+// gradient of the stage input (NULL on the first stage). Releases the slot.
+void stage_backward(Stage *s, int slot, const float *dout, float *din);
+// Forward only, no stash, for evaluation: x[rows,H] in, logits or output written to out.
+void stage_forward_eval(Stage *s, const float *x, int rows, float *out);
+void stage_zero_grads(Stage *s);
+void stage_optimizer_step(Stage *s, int optimizer, float lr, int t);  // t: 1-based step count

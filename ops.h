@@ -1,0 +1,45 @@
+// ops.h: the backend interface, the few operations training needs. All float pointers are
+// device pointers of the chosen backend (plain host memory for "cpu"). Row-major throughout.
+// One implementation per device: ops_cpu.c (cblas + loops) and kernels.cu (cuBLAS + kernels).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "ops_math.h"
+
+typedef struct Backend {
+    const char *name;  // "cpu" or "cuda"
+    int on_host;       // 1 when device pointers are ordinary host pointers
+    void *(*alloc)(size_t bytes);  // zero-filled
+    void (*free)(void *p);
+    void (*to_device)(void *dst, const void *src_host, size_t bytes);
+    void (*to_host)(void *dst_host, const void *src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);  // device to device
+    void (*fill)(float *x, float value, size_t n);
+    // C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C; op transposes when ta/tb is 1.
+    void (*gemm)(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc);
+    // y[rows,cols] = act(y + b) with act = ReLU when relu, else identity.
+    void (*bias_act)(float *y, const float *b, int rows, int cols, int relu);
+    // dz = dy * (y > 0), n elements; dz may alias dy.
+    void (*relu_backward)(float *dz, const float *dy, const float *y, size_t n);
+    // db[cols] += sum over rows of dz[rows,cols].
+    void (*bias_grad)(float *db, const float *dz, int rows, int cols);
+    // Softmax cross-entropy over rows: returns the SUM of the rows' losses, writes
+    // dlogits = (softmax - onehot) * scale, and adds the count of argmax hits to *correct.
+    double (*softmax_xent)(const float *logits, const int32_t *labels, int rows, int C,
+                           float scale, float *dlogits, int *correct);
+    void (*adam)(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a);
+    void (*sgd)(float *p, const float *g, size_t n, float lr);
+    void (*axpy)(float *y, float a, const float *x, size_t n);  // y += a * x
+    void (*scale)(float *x, float a, size_t n);                 // x *= a
+    void (*sync)(void);  // wait for queued device work (no-op on cpu)
+} Backend;
+
+extern const Backend backend_cpu;
+
+// The CUDA backend (kernels.cu), or NULL with a reason in err when this binary or machine has none.
+const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen);
+
+// BLAS in use, for the header line: e.g. "openblas 0.3.21 core=SkylakeX threads=1".
+void blas_describe(char *out, size_t n);
+void blas_set_threads(int threads);

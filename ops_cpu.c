@@ -1,0 +1,85 @@
+// ops_cpu.c: the CPU backend: OpenBLAS sgemm for the matrix products, plain loops over the
+// element-wise functions of ops_math.h for everything else.
+#include <string.h>
+#include <cblas.h>
+#include "ops.h"
+#include "util.h"
+
+static void *cpu_alloc(size_t bytes) {
+    // 64-byte aligned, zero-filled: gemm and the vector loops like aligned rows.
+    size_t n = (bytes + 63) / 64 * 64;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64) != 0) fatal("out of memory allocating %zu bytes", bytes);
+    memset(p, 0, n);
+    return p;
+}
+static void cpu_free(void *p) { free(p); }
+static void cpu_memcpy(void *dst, const void *src, size_t bytes) { if (bytes) memcpy(dst, src, bytes); }
+
+static void cpu_fill(float *x, float v, size_t n) { for (size_t i = 0; i < n; i++) x[i] = v; }
+
+static void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void cpu_bias_act(float *y, const float *b, int rows, int cols, int relu) {
+    for (int r = 0; r < rows; r++) {
+        float *row = y + (size_t)r * cols;
+        if (relu) for (int c = 0; c < cols; c++) row[c] = relu_f(row[c] + b[c]);
+        else      for (int c = 0; c < cols; c++) row[c] = row[c] + b[c];
+    }
+}
+
+static void cpu_relu_backward(float *dz, const float *dy, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) dz[i] = relu_backward_f(dy[i], y[i]);
+}
+
+static void cpu_bias_grad(float *db, const float *dz, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        const float *row = dz + (size_t)r * cols;
+        for (int c = 0; c < cols; c++) db[c] += row[c];
+    }
+}
+
+static double cpu_softmax_xent(const float *logits, const int32_t *labels, int rows, int C,
+                               float scale, float *dlogits, int *correct) {
+    double sum = 0.0;
+    for (int r = 0; r < rows; r++) {
+        int hit = 0;
+        sum += softmax_xent_row(logits + (size_t)r * C, C, labels[r], scale, dlogits + (size_t)r * C, &hit);
+        *correct += hit;
+    }
+    return sum;
+}
+
+static void cpu_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, AdamArgs a) {
+    for (size_t i = 0; i < n; i++) adam_update(&p[i], g[i], &m[i], &v[i], a);
+}
+static void cpu_sgd(float *p, const float *g, size_t n, float lr) {
+    for (size_t i = 0; i < n; i++) p[i] = sgd_update(p[i], g[i], lr);
+}
+static void cpu_axpy(float *y, float a, const float *x, size_t n) { for (size_t i = 0; i < n; i++) y[i] += a * x[i]; }
+static void cpu_scale(float *x, float a, size_t n) { for (size_t i = 0; i < n; i++) x[i] *= a; }
+static void cpu_sync(void) {}
+
+const Backend backend_cpu = {
+    .name = "cpu", .on_host = 1,
+    .alloc = cpu_alloc, .free = cpu_free,
+    .to_device = cpu_memcpy, .to_host = cpu_memcpy, .copy = cpu_memcpy,
+    .fill = cpu_fill, .gemm = cpu_gemm, .bias_act = cpu_bias_act,
+    .relu_backward = cpu_relu_backward, .bias_grad = cpu_bias_grad,
+    .softmax_xent = cpu_softmax_xent, .adam = cpu_adam, .sgd = cpu_sgd,
+    .axpy = cpu_axpy, .scale = cpu_scale, .sync = cpu_sync,
+};
+
+void blas_set_threads(int threads) { openblas_set_num_threads(threads); }
+
+void blas_describe(char *out, size_t n) {
+    // openblas_get_config() reads like "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64".
+    char version[32] = "?";
+    sscanf(openblas_get_config(), "OpenBLAS %31s", version);
+    snprintf(out, n, "openblas %s core=%s threads=%d", version, openblas_get_corename(),
+             openblas_get_num_threads());
+}

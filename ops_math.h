@@ -1,0 +1,54 @@
+// ops_math.h: the element-wise arithmetic of training, written once. The CPU backend (ops_cpu.c)
+// calls these in loops; the CUDA kernels (kernels.cu) call the very same functions per thread,
+// so the CPU tests cover the arithmetic the GPU runs.
+#pragma once
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define HD __host__ __device__
+#else
+#define HD
+#endif
+
+// Adam as torch.optim.Adam (weight_decay=0, amsgrad=False), bias corrections precomputed per step.
+typedef struct {
+    float lr, beta1, beta2, eps;
+    float bias_correction1;       // 1 - beta1^t
+    float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+} AdamArgs;
+
+HD static inline float relu_f(float x) { return x > 0.0f ? x : 0.0f; }
+
+// dz = dy where the ReLU was active (its output y > 0), else 0.
+HD static inline float relu_backward_f(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
+
+HD static inline void adam_update(float *p, float g, float *m, float *v, AdamArgs a) {
+    float mi = a.beta1 * *m + (1.0f - a.beta1) * g;
+    float vi = a.beta2 * *v + (1.0f - a.beta2) * g * g;
+    *m = mi;
+    *v = vi;
+    float denom = sqrtf(vi) / a.bias_correction2_sqrt + a.eps;
+    *p -= (a.lr / a.bias_correction1) * mi / denom;
+}
+
+HD static inline float sgd_update(float p, float g, float lr) { return p - lr * g; }
+
+// One row of softmax cross-entropy: returns -log softmax(logits)[label] and writes
+// dlogits = (softmax - onehot(label)) * scale. dlogits may alias logits.
+HD static inline float softmax_xent_row(const float *logits, int C, int label, float scale,
+                                        float *dlogits, int *is_correct) {
+    float mx = logits[0];
+    int arg = 0;
+    for (int j = 1; j < C; j++) if (logits[j] > mx) { mx = logits[j]; arg = j; }
+    float sum = 0.0f;
+    for (int j = 0; j < C; j++) sum += expf(logits[j] - mx);
+    float logsum = logf(sum);
+    float loss = logsum - (logits[label] - mx);
+    *is_correct = (arg == label);
+    for (int j = 0; j < C; j++) {
+        float p = expf(logits[j] - mx - logsum);
+        dlogits[j] = (p - (j == label ? 1.0f : 0.0f)) * scale;
+    }
+    return loss;
+}

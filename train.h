@@ -1,0 +1,4 @@
+// train.h: the subcommands' entry points, called by micropp.c's dispatch.
+#pragma once
+int cmd_train(int argc, char **argv);
+int cmd_pingpong(int argc, char **argv);

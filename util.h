@@ -1,0 +1,38 @@
+// util.h: the check macros every file uses, and the two ways a run ends early.
+// user_error(): a mistake in the input -> one line on stderr, exit 2 (the same decision on every rank).
+// fatal / CHECK: a bug or a failing system call -> "[rank r] file:line: what: why", then the whole job ends.
+#pragma once
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern int g_rank;  // this process's world rank (0 before MPI starts), set by comms_init
+extern int g_quiet_errors;  // when set, user_error on rank != 0 prints nothing (rank 0 speaks for all)
+
+// Ends the whole job (all ranks) after printing the message; defined in comms.c.
+_Noreturn void fatal_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define fatal(...) fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+
+// A user mistake: "micropp: <message>" and exit 2. Callers guarantee every rank decides the same way.
+_Noreturn void user_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Ends this rank normally with an exit code (MPI finalized first when it is running).
+_Noreturn void finish(int code);
+
+#define CHECK(cond, ...) do { if (!(cond)) fatal(__VA_ARGS__); } while (0)
+
+static inline void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) fatal("out of memory allocating %zu bytes", n);
+    return p;
+}
+static inline void *xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) fatal("out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+double now_sec(void);  // monotonic clock, seconds
