@@ -67,7 +67,14 @@ $(BUILD):
 run: micropp
 	mpiexec -n 2 ./micropp train --mode pp --schedule 1f1b --micro-batches 8
 
-test: micropp
+# Unit tests: tests/unit_*.c linked against every object but main's.
+LIB_OBJS := $(filter-out $(BUILD)/micropp.o,$(OBJS))
+UNIT_BINS := $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/unit_*.c))
+tests/bin/%: tests/%.c tests/unit.h $(LIB_OBJS) | deps
+	@mkdir -p tests/bin
+	$(CC) $(CFLAGS) -I. -o $@ $< $(LIB_OBJS) $(LDLIBS)
+
+test: micropp $(UNIT_BINS)
 	@bash tests/run.sh
 
 # AddressSanitizer + UBSan build of the same sources, then the suite against it.

@@ -1,0 +1,218 @@
+// tests/unit_core.c: the CPU backend against naive loops, gradients against finite differences,
+// Adam/SGD against hand-computed values, init independent of the split, .npy round trip, and
+// the schedule simulator (deadlock-freedom sweep, bubble formula, peak in-flight).
+#include <stdlib.h>
+#include "unit.h"
+#include "data.h"
+#include "model.h"
+#include "ops.h"
+#include "schedule.h"
+
+static const Backend *be = &backend_cpu;
+
+static void fill_rand(float *x, long n, uint64_t key) {
+    for (long i = 0; i < n; i++) x[i] = 2.0f * rng_uniform(key, (uint64_t)i) - 1.0f;
+}
+
+static void test_gemm(void) {
+    int M = 7, N = 5, K = 9;
+    for (int ta = 0; ta < 2; ta++) for (int tb = 0; tb < 2; tb++) {
+        float A[63], B[45], C[35], R[35];
+        fill_rand(A, M * K, 1); fill_rand(B, K * N, 2); fill_rand(C, M * N, 3);
+        memcpy(R, C, sizeof C);
+        int lda = ta ? M : K, ldb = tb ? K : N;
+        for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += (double)(ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
+            R[i * N + j] = (float)(0.5 * s + 0.25 * R[i * N + j]);
+        }
+        be->gemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.25f, C, N);
+        char name[64];
+        snprintf(name, sizeof name, "ops/gemm ta=%d tb=%d", ta, tb);
+        long bad = close_all(C, R, M * N, 1e-6, 1e-5);
+        EXPECT(name, bad < 0, "element %ld: %g vs %g", bad, bad < 0 ? 0 : C[bad], bad < 0 ? 0 : R[bad]);
+    }
+}
+
+static void test_elementwise(void) {
+    int rows = 4, cols = 6, n = rows * cols;
+    float y[24], b[6], ref[24], dy[24], dz[24], db[6] = {0}, dbr[6] = {0};
+    fill_rand(y, n, 4); fill_rand(b, cols, 5); fill_rand(dy, n, 6);
+    for (int i = 0; i < n; i++) { float v = y[i] + b[i % cols]; ref[i] = v > 0 ? v : 0; }
+    be->bias_act(y, b, rows, cols, 1);
+    EXPECT("ops/bias+relu", close_all(y, ref, n, 0, 0) < 0, "mismatch");
+    for (int i = 0; i < n; i++) ref[i] = y[i] > 0 ? dy[i] : 0;
+    be->relu_backward(dz, dy, y, (size_t)n);
+    EXPECT("ops/relu backward", close_all(dz, ref, n, 0, 0) < 0, "mismatch");
+    for (int i = 0; i < n; i++) dbr[i % cols] += dz[i];
+    be->bias_grad(db, dz, rows, cols);
+    EXPECT("ops/bias grad", close_all(db, dbr, cols, 1e-6, 1e-6) < 0, "mismatch");
+    // softmax cross-entropy on a hand example: logits (1,2,3), label 2
+    float lg[3] = {1, 2, 3}, dl[3];
+    int32_t lab[1] = {2};
+    int correct = 0;
+    double loss = be->softmax_xent(lg, lab, 1, 3, 0.5f, dl, &correct);
+    double z = exp(1) + exp(2) + exp(3);
+    double want = -log(exp(3) / z);
+    float dref[3] = {(float)(0.5 * exp(1) / z), (float)(0.5 * exp(2) / z), (float)(0.5 * (exp(3) / z - 1))};
+    EXPECT("ops/softmax-xent loss", fabs(loss - want) < 1e-6 && correct == 1, "loss %g want %g, correct %d", loss, want, correct);
+    EXPECT("ops/softmax-xent grad", close_all(dl, dref, 3, 1e-7, 1e-5) < 0, "dlogits mismatch");
+}
+
+static void test_optimizers(void) {
+    // Adam, PyTorch semantics, two steps on one parameter with gradients 0.5 then -1.
+    float p = 1.0f, m = 0, v = 0;
+    double P = 1.0, Mo = 0, V = 0;
+    double g[2] = {0.5, -1.0};
+    for (int t = 1; t <= 2; t++) {
+        AdamArgs a = {0.1f, 0.9f, 0.999f, 1e-8f, (float)(1 - pow(0.9, t)), (float)sqrt(1 - pow(0.999, t))};
+        be->adam(&p, (float[]){(float)g[t - 1]}, &m, &v, 1, a);
+        Mo = 0.9 * Mo + 0.1 * g[t - 1];
+        V = 0.999 * V + 0.001 * g[t - 1] * g[t - 1];
+        P -= 0.1 / (1 - pow(0.9, t)) * Mo / (sqrt(V) / sqrt(1 - pow(0.999, t)) + 1e-8);
+    }
+    EXPECT("optim/adam two steps", fabs(p - P) < 1e-6, "p=%.9g want %.9g", p, P);
+    // Adam's first step moves every parameter by lr * sign(g), whatever the gradient's size.
+    float w[3] = {0, 0, 0}, gw[3] = {1e-3f, -5.0f, 200.0f}, mw[3] = {0}, vw[3] = {0};
+    AdamArgs a1 = {0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, (float)sqrt(0.001)};
+    be->adam(w, gw, mw, vw, 3, a1);
+    EXPECT("optim/adam first step = lr*sign(g)", fabs(w[0] + 0.01) < 1e-6 && fabs(w[1] - 0.01) < 1e-6 && fabs(w[2] + 0.01) < 1e-6,
+           "%g %g %g", w[0], w[1], w[2]);
+    float q[3] = {1, 2, 3}, gq[3] = {0.5f, -1, 2};
+    be->sgd(q, gq, 3, 0.1f);
+    EXPECT("optim/sgd", fabs(q[0] - 0.95f) < 1e-7 && fabs(q[1] - 2.1f) < 1e-6 && fabs(q[2] - 2.8f) < 1e-6, "%g %g %g", q[0], q[1], q[2]);
+}
+
+// Loss of a stage holding the whole model on a fixed batch (forward only).
+static double model_loss(Stage *s, const float *x, const int32_t *y) {
+    s->loss_sum = 0; s->loss_rows = 0; s->correct = 0;
+    int slot = stage_slot_acquire(s, 0);
+    memcpy(stage_slot_input(s, slot), x, sizeof(float) * (size_t)s->rows * s->H);
+    stage_set_labels(s, slot, y);
+    stage_forward(s, slot);
+    s->slots[slot].mb = -1; s->live_slots--; s->act_bytes = 0;  // drop without backward
+    return s->loss_sum * s->grad_scale;
+}
+
+static void test_gradcheck(int ckpt) {
+    int L = 3, H = 5, C = 3, rows = 4;
+    Stage s;
+    stage_init(&s, be, L, H, C, 0, L, 1, rows, 1, ckpt, 7);
+    float x[20]; int32_t y[4] = {0, 2, 1, 2};
+    fill_rand(x, rows * H, 9);
+    // make the pre-activations well away from the ReLU kink: shift biases up
+    for (int i = 0; i < L; i++) for (int j = 0; j < H; j++) s.b[i][j] += 0.3f;
+    stage_zero_grads(&s);
+    int slot = stage_slot_acquire(&s, 0);
+    memcpy(stage_slot_input(&s, slot), x, sizeof x);
+    stage_set_labels(&s, slot, y);
+    stage_forward(&s, slot);
+    stage_backward(&s, slot, NULL, NULL);
+    float *g = malloc(sizeof(float) * s.n_params);
+    memcpy(g, s.grads, sizeof(float) * s.n_params);
+    double worst = 0;
+    long worst_i = -1;
+    for (size_t i = 0; i < s.n_params; i++) {
+        float keep = s.params[i];
+        double h = 1e-2;
+        s.params[i] = keep + (float)h; double lp = model_loss(&s, x, y);
+        s.params[i] = keep - (float)h; double lm = model_loss(&s, x, y);
+        s.params[i] = keep;
+        double fd = (lp - lm) / (2 * h);
+        double err = fabs(fd - g[i]) / (1e-3 + fabs(fd));
+        if (err > worst) { worst = err; worst_i = (long)i; }
+    }
+    char name[64];
+    snprintf(name, sizeof name, "model/gradient check (%s)", ckpt ? "checkpointing" : "stash");
+    printf("# worst %g\n", worst);
+    EXPECT(name, worst < 5e-3, "worst relative error %.3g at parameter %ld of %zu", worst, worst_i, s.n_params);
+    free(g);
+    stage_free(&s);
+}
+
+static void test_init_split(void) {
+    int L = 6, H = 8, C = 2;
+    Stage mono, a, b;
+    stage_init(&mono, be, L, H, C, 0, L, 1, 2, 1, 0, 42);
+    stage_init(&a, be, L, H, C, 0, 4, 0, 2, 1, 0, 42);
+    stage_init(&b, be, L, H, C, 4, 6, 1, 2, 1, 0, 42);
+    size_t layer = (size_t)H * H + H;
+    int same = memcmp(a.params, mono.params, 4 * layer * sizeof(float)) == 0 &&
+               memcmp(b.params, mono.params + 4 * layer, b.n_params * sizeof(float)) == 0;
+    EXPECT("model/init independent of the split", same, "weights differ between a 1-stage and a 2-stage split");
+    Stage other;
+    stage_init(&other, be, L, H, C, 0, L, 1, 2, 1, 0, 43);
+    EXPECT("model/init depends on the seed", memcmp(other.params, mono.params, layer * sizeof(float)) != 0, "seed ignored");
+    float bound = 1.0f / sqrtf((float)H), mx = 0;
+    for (size_t i = 0; i < mono.n_params; i++) mx = fmaxf(mx, fabsf(mono.params[i]));
+    EXPECT("model/init within nn.Linear bound", mx <= bound && mx > 0.8f * bound, "max |w| %g, bound %g", mx, bound);
+    stage_free(&mono); stage_free(&a); stage_free(&b); stage_free(&other);
+}
+
+static void test_npy(void) {
+    const char *path = "/tmp/micropp-unit.npy";
+    float x[6] = {1, 2, 3, 4, 5, 6};
+    int64_t shape[2] = {2, 3};
+    Npy r;
+    char err[256];
+    int ok = npy_write(path, "<f4", 2, shape, x) == 0 && npy_read(path, &r, err, sizeof err) == 0;
+    EXPECT("npy/round trip float32 [2,3]", ok && r.ndim == 2 && r.shape[0] == 2 && r.shape[1] == 3 && !strcmp(r.dtype, "<f4") &&
+           !memcmp(r.data, x, sizeof x), "read back differs (%s)", ok ? "data" : err);
+    if (ok) free(r.data);
+    int64_t lab[3] = {0, 1, 1}, n3 = 3;
+    ok = npy_write(path, "<i8", 1, &n3, lab) == 0 && npy_read(path, &r, err, sizeof err) == 0;
+    EXPECT("npy/round trip int64 [3]", ok && r.ndim == 1 && r.shape[0] == 3 && !memcmp(r.data, lab, sizeof lab), "read back differs");
+    if (ok) free(r.data);
+    remove(path);
+}
+
+static void test_schedules(void) {
+    const char *names[3] = {"naive", "gpipe", "1f1b"};
+    int bad = 0, formula_bad = 0, peak_bad = 0;
+    char why[300] = "";
+    for (int kind = 0; kind < 3; kind++)
+        for (int K = 1; K <= 16; K++)
+            for (int M = 1; M <= 32; M++) {
+                SimResult r;
+                schedule_simulate(kind, K, M, 1, 2, 0, &r);
+                if (r.deadlock && !bad++) snprintf(why, sizeof why, "%s K=%d M=%d: %s", names[kind], K, M, r.why);
+                double f = schedule_bubble_formula(kind, K, M);
+                for (int s = 0; s < K; s++) {
+                    if (fabs(r.bubble[s] - f) > 1e-12 && !formula_bad++)
+                        snprintf(why, sizeof why, "%s K=%d M=%d stage %d: simulated %.15f formula %.15f", names[kind], K, M, s, r.bubble[s], f);
+                    int want = kind == 0 ? 1 : kind == 1 ? M : (K - s < M ? K - s : M);
+                    if (r.peak_inflight[s] != want && !peak_bad++)
+                        snprintf(why, sizeof why, "%s K=%d M=%d stage %d: peak %d want %d", names[kind], K, M, s, r.peak_inflight[s], want);
+                }
+                sim_result_free(&r);
+            }
+    EXPECT("schedule/no deadlock for K<=16, M<=32", !bad, "%s", why);
+    EXPECT("schedule/simulated bubble == formula (F=1, B=2)", !formula_bad, "%s", why);
+    EXPECT("schedule/peak in-flight: naive 1, gpipe M, 1f1b min(K-s,M)", !peak_bad, "%s", why);
+    // Every stage runs each micro-batch's forward once and backward once, forward first.
+    int order_bad = 0;
+    for (int kind = 0; kind < 3; kind++) for (int K = 1; K <= 8; K++) for (int M = 1; M <= 12; M++) for (int s = 0; s < K; s++) {
+        ActionList l = {0};
+        schedule_build(kind, K, M, s, &l);
+        int f[12] = {0}, b[12] = {0};
+        for (int i = 0; i < l.n; i++) {
+            if (l.a[i].kind == ACT_FORWARD) f[l.a[i].mb]++;
+            if (l.a[i].kind == ACT_BACKWARD) { if (!f[l.a[i].mb]) order_bad++; b[l.a[i].mb]++; }
+        }
+        for (int m = 0; m < M; m++) if (f[m] != 1 || b[m] != 1) order_bad++;
+        action_list_free(&l);
+    }
+    EXPECT("schedule/each micro-batch one F then one B per stage", !order_bad, "%d violations", order_bad);
+}
+
+int main(void) {
+    test_gemm();
+    test_elementwise();
+    test_optimizers();
+    test_gradcheck(0);
+    test_gradcheck(1);
+    test_init_split();
+    test_npy();
+    test_schedules();
+    return unit_failures ? 1 : 0;
+}
