@@ -2,6 +2,7 @@
 # tests/run.sh: runs every test (C unit tests in tests/bin, then tests/t_*.sh) and ends with the
 # line "N passed, N failed, N skipped". Exit status is nonzero when any test failed.
 set -u
+shopt -s nullglob
 cd "$(dirname "$0")/.."
 pass=0 failed=0 skipped=0
 count() {  # reads PASS/FAIL/SKIP lines from stdin, echoes them, tallies
