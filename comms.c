@@ -141,6 +141,12 @@ void comm_recv(Comm *c, float *buf, size_t n, int src, int tag) {
     if (dst != buf) c->be->to_device(buf, dst, n * sizeof(float));
 }
 
+long long comm_tag_ub(void) {
+    int *ub = NULL, flag = 0;
+    MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
+    return flag && ub ? *ub : 32767;  // 32767: the least the MPI standard guarantees
+}
+
 void comm_barrier(MPI_Comm comm) { MPI_CHECK(MPI_Barrier(comm)); }
 void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, comm));

@@ -7,7 +7,14 @@
 #include "ops.h"
 
 enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_DATA = 2, TAG_CTRL = 3 };
-static inline int comm_tag(int kind, int mb) { return mb * 4 + kind; }
+// Tags encode (chunk, micro-batch, kind); chunk is the RECEIVING chunk on its rank (interleaved
+// pipelines send several chunks' messages between the same two ranks). chunk 0 gives comm_tag.
+#define COMM_MAX_MB (1 << 20)   // the most micro-batches (the --micro-batches range)
+#define COMM_MAX_CHUNKS 64      // the most chunks per rank (the --virtual-stages range)
+static inline int comm_tag_chunk(int kind, int mb, int chunk) { return (chunk * COMM_MAX_MB + mb) * 4 + kind; }
+static inline int comm_tag(int kind, int mb) { return comm_tag_chunk(kind, mb, 0); }
+static inline long long comm_tag_chunk_max(int M, int chunks) { return ((long long)(chunks - 1) * COMM_MAX_MB + M - 1) * 4 + 3; }
+long long comm_tag_ub(void);  // MPI_TAG_UB: the largest tag this MPI accepts
 
 typedef struct {
     int rank, size;        // world
@@ -22,6 +29,8 @@ void comms_finalize(void);
 int comms_world_rank(void);
 int comms_world_size(void);
 void comms_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
+// World rank of stage `stage` of this rank's pipeline (its stages sit on adjacent world ranks).
+static inline int comm_stage_rank(const Comm *c, int stage) { return c->rank - c->stage + stage; }
 
 // Sends n floats of device memory to world rank dst; copies into a staging buffer and returns
 // at once (MPI_Isend). comm_wait_sends completes them all.

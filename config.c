@@ -31,7 +31,8 @@ const Option train_options[] = {
     {"eval-samples", 0, OPT_INT, T(eval_samples), 0, 0, 1 << 24, "N", "held-out samples for the final accuracy (synthetic data)"},
     {"schedule", 'S', OPT_CHOICE, T(schedule), SCHED_CHOICES, 0, 0, "SCHED", "pp: pipeline schedule"},
     {"micro-batches", 'M', OPT_INT, T(micro_batches), 0, 1, 1 << 20, "M", "pp: micro-batches per step (0 in JSON not allowed)"},
-    {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST", "pp: layers per stage, e.g. 5,4,4,3 (default: even split)"},
+    {"virtual-stages", 0, OPT_INT, T(virtual_stages), 0, 1, 64, "V", "pp, interleaved: model chunks per rank (rank r holds chunks r, r+K, ...)"},
+    {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST", "pp: layers per stage (interleaved: per chunk, in pipeline order), e.g. 5,4,4,3 (default: even split)"},
     {"checkpoint-activations", 0, OPT_BOOL, T(checkpoint_activations), 0, 0, 0, 0, "pp: keep only stage inputs, recompute in backward"},
     {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0, "after step 1 compare loss and gradients with a monolith reference"},
     {0},
@@ -56,6 +57,7 @@ void train_config_defaults(TrainConfig *c) {
     c->eval_samples = 1024;
     c->schedule = SCHED_1F1B;
     c->micro_batches = 4;
+    c->virtual_stages = 2;
 }
 
 const char *choice_name(const char *choices, int index, char *buf, size_t n) {

@@ -40,8 +40,8 @@ int option_on_command_line(const char *name);
 // ---- train ----
 enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP };
 #define MODE_CHOICES "monolith|manual|pp"
-enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B };
-#define SCHED_CHOICES "naive|gpipe|1f1b"
+enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1 };
+#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1"
 enum { OPTIM_ADAM, OPTIM_SGD };
 
 typedef struct {
@@ -62,6 +62,7 @@ typedef struct {
     // pipeline
     int schedule;
     int64_t micro_batches;
+    int64_t virtual_stages;  // interleaved: model chunks per rank
     char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"
     int checkpoint_activations;
     int verify;

@@ -18,12 +18,37 @@ void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, fl
     for (int i = 0; i < fan_out; i++) b[i] = (2.0f * rng_uniform(kb, (uint64_t)i) - 1.0f) * bound;
 }
 
-static size_t act_bytes_per_slot(const Stage *s) {
-    size_t rowsH = (size_t)s->rows * s->H * sizeof(float);
-    size_t bytes = rowsH;                                  // the stage input
-    if (!s->ckpt) bytes += (size_t)s->n_layers * rowsH;    // every layer's output
-    if (s->has_head) bytes += (size_t)s->rows * s->C * sizeof(float);  // logits -> dlogits
-    return bytes;
+// Activation bytes a slot holds. stash: from F to the backward (the input, and every layer's output
+// unless checkpointing; the head's logits). all: everything the backward reads at once.
+// deferred: from I to W with a split backward: every layer's input (the stage input and the outputs
+// but the last; the head's input too) and every layer's dz (and the head's dlogits).
+static size_t rowsH(const Stage *s) { return (size_t)s->rows * s->H * sizeof(float); }
+static size_t logits_bytes(const Stage *s) { return s->has_head ? (size_t)s->rows * s->C * sizeof(float) : 0; }
+static size_t stash_bytes(const Stage *s) { return rowsH(s) * (1 + (s->ckpt ? 0 : (size_t)s->n_layers)) + logits_bytes(s); }
+static size_t all_bytes(const Stage *s) { return rowsH(s) * (1 + (size_t)s->n_layers) + logits_bytes(s); }
+static size_t deferred_bytes(const Stage *s) {
+    return rowsH(s) * ((size_t)s->n_layers + (size_t)s->has_head + (size_t)s->n_layers) + logits_bytes(s);
+}
+
+// The slot now holds `bytes`: moves the stage's (and the rank's) live and peak counters.
+static void slot_bytes(Stage *s, Slot *sl, size_t bytes) {
+    s->act_bytes = s->act_bytes - sl->bytes + bytes;
+    if (s->act_bytes > s->peak_act_bytes) s->peak_act_bytes = s->act_bytes;
+    if (s->tally) {
+        MemTally *t = s->tally;
+        t->bytes = t->bytes - sl->bytes + bytes;
+        if (t->bytes > t->peak_bytes) t->peak_bytes = t->bytes;
+    }
+    sl->bytes = bytes;
+}
+// Micro-batches moving between the stash (F .. B or I) and the deferred (I .. W) states.
+static void count(Stage *s, int dstash, int ddeferred) {
+    MemTally *t = s->tally;
+    if (!t) return;
+    t->stashed += dstash;
+    t->deferred += ddeferred;
+    if (t->stashed > t->peak_stashed) t->peak_stashed = t->stashed;
+    if (t->deferred > t->peak_deferred) t->peak_deferred = t->deferred;
 }
 
 void stage_init(Stage *s, const Backend *be, int L, int H, int C, int lo, int hi, int has_head,
@@ -86,6 +111,7 @@ void stage_free(Stage *s) {
         Slot *sl = &s->slots[k];
         be->free(sl->in);
         if (sl->act) { for (int i = 0; i < s->n_layers; i++) be->free(sl->act[i]); free(sl->act); }
+        if (sl->dz) { for (int i = 0; i < s->n_layers; i++) be->free(sl->dz[i]); free(sl->dz); }
         if (sl->logits) { be->free(sl->logits); be->free(sl->labels); }
     }
     if (s->scratch) { for (int i = 0; i < s->n_layers; i++) be->free(s->scratch[i]); free(s->scratch); }
@@ -108,17 +134,18 @@ int stage_slot_acquire(Stage *s, int mb) {
     if (k == s->n_slots) fatal("stage %d..%d: micro-batch %d needs a slot but all %d are in flight (schedule bug)",
                                s->lo, s->hi, mb, s->n_slots);
     s->slots[k].mb = mb;
+    s->slots[k].bytes = 0;
     s->live_slots++;
     if (s->live_slots > s->peak_slots) s->peak_slots = s->live_slots;
-    s->act_bytes += act_bytes_per_slot(s);
-    if (s->act_bytes > s->peak_act_bytes) s->peak_act_bytes = s->act_bytes;
+    slot_bytes(s, &s->slots[k], stash_bytes(s));
+    count(s, 1, 0);
     return k;
 }
 
 static void slot_release(Stage *s, int slot) {
+    slot_bytes(s, &s->slots[slot], 0);
     s->slots[slot].mb = -1;
     s->live_slots--;
-    s->act_bytes -= act_bytes_per_slot(s);
 }
 
 float *stage_slot_input(Stage *s, int slot) { return s->slots[slot].in; }
@@ -163,17 +190,19 @@ const float *stage_output(const Stage *s, int slot) {
     return s->ckpt ? s->scratch[s->n_layers - 1] : s->slots[slot].act[s->n_layers - 1];
 }
 
+// Checkpointing: recomputes the layer outputs from the stashed input into out (counted as live).
+static void recompute(Stage *s, Slot *sl, float **out) {
+    slot_bytes(s, sl, all_bytes(s));
+    layers_forward(s, sl->in, out, s->rows);
+}
+
 void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     const Backend *be = s->be;
     Slot *sl = &s->slots[slot];
     int H = s->H, rows = s->rows;
     float **act = sl->act;
     if (s->ckpt) {  // recompute the inside from the stashed input
-        size_t extra = (size_t)s->n_layers * rows * H * sizeof(float);
-        s->act_bytes += extra;
-        if (s->act_bytes > s->peak_act_bytes) s->peak_act_bytes = s->act_bytes;
-        layers_forward(s, sl->in, s->scratch, rows);
-        s->act_bytes -= extra;
+        recompute(s, sl, s->scratch);
         act = s->scratch;
     }
     const float *g = dout;  // gradient w.r.t. the current layer's output
@@ -199,6 +228,64 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         g = dx;
         pp ^= 1;
     }
+    count(s, -1, 0);
+    slot_release(s, slot);
+}
+
+void stage_enable_split(Stage *s) {
+    if (s->split) return;
+    s->split = 1;
+    size_t bytes = rowsH(s);
+    for (int k = 0; k < s->n_slots; k++) {
+        Slot *sl = &s->slots[k];
+        sl->dz = xcalloc((size_t)s->n_layers, sizeof(float *));
+        for (int i = 0; i < s->n_layers; i++) sl->dz[i] = s->be->alloc(bytes);
+        if (!sl->act) {  // checkpointing: the recompute at I lands here and stays until W
+            sl->act = xcalloc((size_t)s->n_layers, sizeof(float *));
+            for (int i = 0; i < s->n_layers; i++) sl->act[i] = s->be->alloc(bytes);
+        }
+    }
+}
+
+void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
+    CHECK(s->split, "stage_backward_input on a stage without stage_enable_split");
+    const Backend *be = s->be;
+    Slot *sl = &s->slots[slot];
+    int H = s->H, rows = s->rows, n = s->n_layers;
+    if (s->ckpt) recompute(s, sl, sl->act);  // once, here; W reads these outputs later
+    slot_bytes(s, sl, all_bytes(s) + (size_t)n * rowsH(s));  // every output and, by the end, every dz
+    const float *g = dout;  // gradient w.r.t. the current layer's output
+    if (s->has_head) {  // dx of the head = dlogits W_h; its dW waits for W
+        float *dx = n ? s->gbuf[0] : din;
+        if (dx) be->gemm(0, 0, rows, H, s->C, 1.0f, sl->logits, s->C, s->Wh, H, 0.0f, dx, H);
+        g = dx;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        be->relu_backward(sl->dz[i], g, sl->act[i], (size_t)rows * H);
+        float *dx = i == 0 ? din : s->gbuf[(n - i) & 1];
+        if (dx) be->gemm(0, 0, rows, H, H, 1.0f, sl->dz[i], H, s->W[i], H, 0.0f, dx, H);
+        g = dx;
+    }
+    slot_bytes(s, sl, deferred_bytes(s));  // the last layer's output is no longer needed (but by the head)
+    count(s, -1, 1);
+}
+
+void stage_backward_weight(Stage *s, int slot) {
+    CHECK(s->split, "stage_backward_weight on a stage without stage_enable_split");
+    const Backend *be = s->be;
+    Slot *sl = &s->slots[slot];
+    int H = s->H, rows = s->rows, n = s->n_layers;
+    if (s->has_head) {
+        const float *last = n ? sl->act[n - 1] : sl->in;
+        be->gemm(1, 0, s->C, H, rows, 1.0f, sl->logits, s->C, last, H, 1.0f, s->dWh, H);
+        be->bias_grad(s->dbh, sl->logits, rows, s->C);
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        const float *in = i == 0 ? sl->in : sl->act[i - 1];
+        be->gemm(1, 0, H, H, rows, 1.0f, sl->dz[i], H, in, H, 1.0f, s->dW[i], H);
+        be->bias_grad(s->db[i], sl->dz[i], rows, H);
+    }
+    count(s, 0, -1);
     slot_release(s, slot);
 }
 

@@ -9,10 +9,20 @@
 typedef struct {
     int mb;          // micro-batch id held, -1 when free
     float *in;       // [rows, H] stage input (always kept)
-    float **act;     // [n_layers] of [rows, H] layer outputs (not kept with checkpointing)
+    float **act;     // [n_layers] of [rows, H] layer outputs (not kept with checkpointing; with a
+                     // split backward the recompute at I fills them, and they stay until W)
+    float **dz;      // split backward: [n_layers] of [rows, H] pre-activation gradients, I until W
     float *logits;   // head: [rows, C], turned into dlogits by forward
     int32_t *labels; // head: [rows] device labels
+    size_t bytes;    // activation bytes this slot holds now (its share of act_bytes)
 } Slot;
+
+// The activation memory of all the chunks one rank holds (interleaved: v Stages on a rank).
+typedef struct {
+    size_t bytes, peak_bytes;
+    int stashed, peak_stashed;    // micro-batches between F and their B or I
+    int deferred, peak_deferred;  // micro-batches between I and W
+} MemTally;
 
 typedef struct {
     const Backend *be;
@@ -34,6 +44,8 @@ typedef struct {
     // activation memory accounting (bytes of stashed activations, and slots in use)
     size_t act_bytes, peak_act_bytes;
     int live_slots, peak_slots;
+    int split;                // backward split into I and W (stage_enable_split)
+    MemTally *tally;          // optional: the rank's tally, updated with this stage's counters
 } Stage;
 
 // Parameter count of the whole model, and FLOPs of one step (6 per parameter per row).
@@ -53,6 +65,14 @@ const float *stage_output(const Stage *s, int slot); // [rows, H] last layer out
 // dout: gradient of the stage output [rows,H] (ignored on the head stage); din: where to write the
 // gradient of the stage input (NULL on the first stage). Releases the slot.
 void stage_backward(Stage *s, int slot, const float *dout, float *din);
+// The split backward (zero-bubble schedules). stage_enable_split allocates, per slot, what W needs
+// kept: the pre-activation gradients dz of every layer (and, with checkpointing, the layer outputs
+// the recompute at I produces). stage_backward_input computes only din (what the previous stage
+// waits for) and keeps each layer's input and dz; stage_backward_weight then adds
+// dW += dz^T x and db += sum(dz) for every layer (and the head) and releases the slot.
+void stage_enable_split(Stage *s);
+void stage_backward_input(Stage *s, int slot, const float *dout, float *din);
+void stage_backward_weight(Stage *s, int slot);
 // Forward only, no stash, for evaluation: x[rows,H] in, logits or output written to out.
 void stage_forward_eval(Stage *s, const float *x, int rows, float *out);
 void stage_zero_grads(Stage *s);

@@ -18,6 +18,7 @@
 typedef struct {
     int step, kind, mb;
     double t0, t1;
+    int chunk;
 } Event;  // one action as it ran on this rank (times relative to the step start)
 
 typedef struct {
@@ -27,9 +28,11 @@ typedef struct {
     Comm comm;
     int world, rank;
     int K, M, rows;           // stages, micro-batches, rows per micro-batch
-    int lo[MAX_STAGES + 1];   // stage s holds global layers [lo[s], lo[s+1])
+    int V;                    // chunks per rank: --virtual-stages for interleaved, else 1
+    int lo[MAX_STAGES + 1];   // virtual stage vs holds global layers [lo[vs], lo[vs+1]) (vs = chunk*K + stage)
     int stage;                // this rank's stage (pp)
-    Stage st;                 // this rank's stage (pp, monolith)
+    Stage *chunk;             // pp: this rank's V chunks, chunk c = virtual stage c*K + stage
+    MemTally tally;           // pp: activation memory of this rank's chunks together
     ActionList list;
     float *xh;                // host rows [rows, H]
     int32_t *yh;              // host labels [rows]
@@ -44,6 +47,8 @@ typedef struct {
 } Run;
 
 static int is_last(const Run *r) { return r->stage == r->K - 1; }
+static int vstage(const Run *r, int chunk) { return chunk * r->K + r->stage; }
+static int is_last_vs(const Run *r, int vs) { return vs == r->K * r->V - 1; }
 
 // ---- validation: pure functions of the config and world size, identical on every rank ----
 
@@ -54,7 +59,7 @@ static void validate(TrainConfig *c, int world, Run *r) {
         if (world != 1)
             user_error("train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode pp",
                        mode, world, world);
-        static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations"};
+        static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations", "virtual-stages"};
         for (size_t i = 0; i < sizeof pp_only / sizeof *pp_only; i++)
             if (option_on_command_line(pp_only[i]))
                 user_error("train: --%s applies to --mode pp, not --mode %s: drop it or add --mode pp", pp_only[i], mode);
@@ -70,6 +75,31 @@ static void validate(TrainConfig *c, int world, Run *r) {
         user_error("train: %d %s but only %lld layers: every stage needs a layer, so use --layers >= %d or fewer %s",
                    r->K, c->mode == MODE_PP ? "stages (ranks)" : "parts", (long long)c->layers, r->K,
                    c->mode == MODE_PP ? "ranks" : "parts");
+    // the schedule: chunks per rank, and the (M, K) it can run
+    char sched[32];
+    choice_name(SCHED_CHOICES, c->schedule, sched, sizeof sched);
+    int interleaved = c->mode == MODE_PP && c->schedule == SCHED_INTERLEAVED;
+    if (c->mode == MODE_PP && !interleaved && option_on_command_line("virtual-stages"))
+        user_error("train: --virtual-stages applies to --schedule interleaved, not %s: drop it or add --schedule interleaved", sched);
+    r->V = interleaved ? (int)c->virtual_stages : 1;
+    if (interleaved && r->V < 2)
+        user_error("train: --schedule interleaved needs --virtual-stages >= 2 (got %d; with 1 chunk per rank it is 1f1b: use --schedule 1f1b)", r->V);
+    if (interleaved && r->M % r->K) {
+        int lo = r->M / r->K * r->K, hi = lo + r->K;
+        char fits[64];
+        if (lo) snprintf(fits, sizeof fits, "%d or %d", lo, hi); else snprintf(fits, sizeof fits, "%d", hi);
+        user_error("train: --schedule interleaved needs --micro-batches to be a multiple of the %d stages (Megatron's rule), got %d: use %s",
+                   r->K, r->M, fits);
+    }
+    if ((int64_t)r->K * r->V > c->layers)
+        user_error("train: %d ranks x %d virtual stages = %d chunks but only %lld layers: every chunk needs a layer, so use --layers >= %d or fewer --virtual-stages",
+                   r->K, r->V, r->K * r->V, (long long)c->layers, r->K * r->V);
+    if (c->mode == MODE_PP) {  // the largest message tag of the run must be one MPI accepts
+        long long top = comm_tag_chunk_max(r->M, r->V), ub = comm_tag_ub();
+        if (top > ub)
+            user_error("train: %d micro-batches x %d virtual stages need message tags up to %lld but this MPI allows %lld: use fewer micro-batches",
+                       r->M, r->V, top, ub);
+    }
     if (c->batch % r->M) {
         char fits[256] = "";
         for (int m = 1, n = 0; m <= c->batch && n < 8; m++)
@@ -78,37 +108,42 @@ static void validate(TrainConfig *c, int world, Run *r) {
                    (long long)c->batch, r->M, fits);
     }
     r->rows = (int)(c->batch / r->M);
-    // partition
+    // partition: layers per virtual stage (per stage, or per chunk in pipeline order when interleaved)
+    int S = r->K * r->V;
+    const char *what = r->V > 1 ? "chunk" : "stage";
     if (c->partition[0]) {
         int parts[MAX_STAGES];
         int n = parse_int_list(c->partition, parts, MAX_STAGES);
         if (n < 0) user_error("train: --partition '%s' is not a comma-separated list of layer counts like 5,4,4,3", c->partition);
-        if (n != r->K) user_error("train: --partition '%s' has %d entries but there are %d stages: give one layer count per stage", c->partition, n, r->K);
+        if (n != S && r->V > 1)
+            user_error("train: --partition '%s' has %d entries but %d ranks x %d virtual stages make %d chunks: give one layer count per chunk, in pipeline order (rank r holds chunks r, r+%d, ...)",
+                       c->partition, n, r->K, r->V, S, r->K);
+        if (n != S) user_error("train: --partition '%s' has %d entries but there are %d stages: give one layer count per stage", c->partition, n, r->K);
         int sum = 0;
         for (int i = 0; i < n; i++) {
-            if (parts[i] < 1) user_error("train: --partition '%s': stage %d gets %d layers; every stage needs at least 1", c->partition, i, parts[i]);
+            if (parts[i] < 1) user_error("train: --partition '%s': %s %d gets %d layers; every %s needs at least 1", c->partition, what, i, parts[i], what);
             sum += parts[i];
         }
         if (sum != c->layers) user_error("train: --partition '%s' sums to %d but --layers is %lld: the counts must add up to the layers", c->partition, sum, (long long)c->layers);
         r->lo[0] = 0;
         for (int i = 0; i < n; i++) r->lo[i + 1] = r->lo[i] + parts[i];
-    } else {  // even split, the remainder spread over the first stages
-        int L = (int)c->layers, base = L / r->K, extra = L % r->K;
+    } else {  // even split, the remainder spread over the first (virtual) stages
+        int L = (int)c->layers, base = L / S, extra = L % S;
         r->lo[0] = 0;
-        for (int i = 0; i < r->K; i++) r->lo[i + 1] = r->lo[i] + base + (i < extra);
+        for (int i = 0; i < S; i++) r->lo[i + 1] = r->lo[i] + base + (i < extra);
     }
     data_open(&r->data, c->data, c->labels, (int)c->hidden, (int)c->classes, (uint64_t)c->seed);
 }
 
 // ---- per-step bookkeeping ----
 
-static void record(Run *r, int step, int kind, int mb, double t0, double t1) {
+static void record(Run *r, int step, int kind, int mb, int chunk, double t0, double t1) {
     if (r->n_ev == r->cap_ev) {
         r->cap_ev = r->cap_ev ? 2 * r->cap_ev : 1024;
         r->ev = realloc(r->ev, sizeof(Event) * (size_t)r->cap_ev);
         CHECK(r->ev, "out of memory recording events");
     }
-    r->ev[r->n_ev++] = (Event){step, kind, mb, t0, t1};
+    r->ev[r->n_ev++] = (Event){step, kind, mb, t0, t1, chunk};
 }
 
 // The first training sample of micro-batch mb in this step. Synthetic data is a set of --samples
@@ -131,54 +166,73 @@ static void load_inputs(Run *r, Stage *s, int slot, uint64_t first, int load_x, 
     }
 }
 
-// ---- the pipeline executor: run this stage's action list for one step ----
+// ---- the pipeline executor: run this rank's action list for one step ----
 
+// The executor dispatches each action by (kind, micro-batch, chunk): chunk c is virtual stage
+// vs = c*K + stage; its activations come from vs-1 and go to vs+1 (rank (vs+-1) mod K: from the last
+// rank back to rank 0 between chunks), tagged with the receiving chunk. A receive is followed by the
+// compute that consumes it, and a send follows the compute that produced it, so one buffer each
+// for the output gradient (dout) and the input gradient (din) suffices; the checks below hold
+// the schedule to that.
 static double pipeline_step(Run *r, int step) {
-    Stage *s = &r->st;
     Comm *cm = &r->comm;
-    size_t n = (size_t)r->rows * s->H;
-    int dout_mb = -1, din_mb = -1, fwd_mb = -1;
+    size_t n = (size_t)r->rows * r->chunk[0].H;
+    int K = r->K;
+    int dout_mb = -1, dout_c = -1, din_mb = -1, din_c = -1, fwd_mb = -1, fwd_c = -1;
     double busy = 0, base = now_sec();
     for (int i = 0; i < r->list.n; i++) {
         Action a = r->list.a[i];
+        Stage *s = &r->chunk[a.chunk];
+        int vs = vstage(r, a.chunk);
         double t0 = now_sec();
         int slot;
         switch (a.kind) {
         case ACT_RECV_ACT:
             slot = stage_slot_acquire(s, a.mb);
-            comm_recv(cm, stage_slot_input(s, slot), n, cm->prev, comm_tag(TAG_ACT, a.mb));
+            comm_recv(cm, stage_slot_input(s, slot), n, comm_stage_rank(cm, (vs - 1) % K), comm_tag_chunk(TAG_ACT, a.mb, a.chunk));
             break;
         case ACT_FORWARD:
             slot = stage_slot_acquire(s, a.mb);
-            load_inputs(r, s, slot, sample_index(r, step, a.mb), r->stage == 0, is_last(r));
+            load_inputs(r, s, slot, sample_index(r, step, a.mb), vs == 0, is_last_vs(r, vs));
             stage_forward(s, slot);
-            fwd_mb = a.mb;
+            fwd_mb = a.mb; fwd_c = a.chunk;
             break;
         case ACT_SEND_ACT:
             // With checkpointing the output lives in the recompute scratch: send it before the next compute.
-            CHECK(fwd_mb == a.mb, "schedule sends micro-batch %d but the last forward was %d", a.mb, fwd_mb);
-            comm_send(cm, stage_output(s, stage_slot_of(s, a.mb)), n, cm->next, comm_tag(TAG_ACT, a.mb));
+            CHECK(fwd_mb == a.mb && fwd_c == a.chunk, "schedule sends micro-batch %d of chunk %d but the last forward was %d of chunk %d",
+                  a.mb, a.chunk, fwd_mb, fwd_c);
+            comm_send(cm, stage_output(s, stage_slot_of(s, a.mb)), n, comm_stage_rank(cm, (vs + 1) % K),
+                      comm_tag_chunk(TAG_ACT, a.mb, (vs + 1) / K));
             break;
         case ACT_RECV_GRAD:
-            comm_recv(cm, r->dout, n, cm->next, comm_tag(TAG_GRAD, a.mb));
-            dout_mb = a.mb;
+            comm_recv(cm, r->dout, n, comm_stage_rank(cm, (vs + 1) % K), comm_tag_chunk(TAG_GRAD, a.mb, a.chunk));
+            dout_mb = a.mb; dout_c = a.chunk;
             break;
         case ACT_BACKWARD:
+        case ACT_BACKWARD_INPUT:
             slot = stage_slot_of(s, a.mb);
-            CHECK(slot >= 0, "backward of micro-batch %d, which has no forward in flight", a.mb);
-            CHECK(is_last(r) || dout_mb == a.mb, "backward of micro-batch %d without its output gradient", a.mb);
-            stage_backward(s, slot, r->dout, r->stage > 0 ? r->din : NULL);
-            din_mb = a.mb;
+            CHECK(slot >= 0, "backward of micro-batch %d (chunk %d), which has no forward in flight", a.mb, a.chunk);
+            CHECK(is_last_vs(r, vs) || (dout_mb == a.mb && dout_c == a.chunk), "backward of micro-batch %d (chunk %d) without its output gradient", a.mb, a.chunk);
+            if (a.kind == ACT_BACKWARD) stage_backward(s, slot, r->dout, vs > 0 ? r->din : NULL);
+            else stage_backward_input(s, slot, r->dout, vs > 0 ? r->din : NULL);
+            din_mb = a.mb; din_c = a.chunk;
+            dout_mb = fwd_mb = -1;
+            break;
+        case ACT_BACKWARD_WEIGHT:
+            slot = stage_slot_of(s, a.mb);
+            CHECK(slot >= 0, "weight gradient of micro-batch %d (chunk %d), which is not in flight", a.mb, a.chunk);
+            stage_backward_weight(s, slot);
             fwd_mb = -1;
             break;
         case ACT_SEND_GRAD:
-            CHECK(din_mb == a.mb, "schedule sends the gradient of micro-batch %d but the last backward was %d", a.mb, din_mb);
-            comm_send(cm, r->din, n, cm->prev, comm_tag(TAG_GRAD, a.mb));
+            CHECK(din_mb == a.mb && din_c == a.chunk, "schedule sends the gradient of micro-batch %d (chunk %d) but the last backward was %d (chunk %d)",
+                  a.mb, a.chunk, din_mb, din_c);
+            comm_send(cm, r->din, n, comm_stage_rank(cm, (vs - 1) % K), comm_tag_chunk(TAG_GRAD, a.mb, (vs - 1) / K));
             break;
         }
         double t1 = now_sec();
-        if (a.kind == ACT_FORWARD || a.kind == ACT_BACKWARD) busy += t1 - t0;
-        record(r, step, a.kind, a.mb, t0 - base, t1 - base);
+        if (action_is_compute(a.kind)) busy += t1 - t0;
+        record(r, step, a.kind, a.mb, a.chunk, t0 - base, t1 - base);
     }
     comm_wait_sends(cm);
     r->busy_s[step] = busy;
@@ -195,8 +249,8 @@ static void monolith_step(Run *r, Stage *s, int step) {
     double t1 = now_sec();
     stage_backward(s, slot, NULL, NULL);
     double t2 = now_sec();
-    record(r, step, ACT_FORWARD, 0, 0, t1 - t0);
-    record(r, step, ACT_BACKWARD, 0, t1 - t0, t2 - t0);
+    record(r, step, ACT_FORWARD, 0, 0, 0, t1 - t0);
+    record(r, step, ACT_BACKWARD, 0, 0, t1 - t0, t2 - t0);
     r->busy_s[step] = t2 - t0;
 }
 
@@ -233,9 +287,9 @@ static double rel_err(const float *a, const float *b, size_t n) {
     return den > 0 ? num / den : num;
 }
 
-// Compares stage s's gradients (already computed for step 0) with a monolith reference; returns
-// the worst relative error over its tensors and the loss.
-static double verify_stage(Run *r, const Stage *s, double loss) {
+// Compares the gradients of n stages (already computed for step 0) with one monolith reference;
+// err[i] = the worst relative error over stage i's tensors (and the loss, on the head's stage).
+static void verify_stages(Run *r, const Stage *st, int n, double loss, double *err) {
     TrainConfig *c = r->c;
     Stage ref;
     stage_init(&ref, r->be, (int)c->layers, (int)c->hidden, (int)c->classes, 0, (int)c->layers, 1,
@@ -250,26 +304,31 @@ static double verify_stage(Run *r, const Stage *s, double loss) {
     stage_forward(&ref, slot);
     stage_backward(&ref, slot, NULL, NULL);
     size_t layer = (size_t)c->hidden * c->hidden + c->hidden;
-    float *mine = xmalloc(sizeof(float) * s->n_params), *theirs = xmalloc(sizeof(float) * ref.n_params);
-    r->be->to_host(mine, s->grads, sizeof(float) * s->n_params);
+    float *theirs = xmalloc(sizeof(float) * ref.n_params);
     r->be->to_host(theirs, ref.grads, sizeof(float) * ref.n_params);
-    double worst = 0;
-    for (int i = 0; i < s->n_layers; i++) {
-        const float *a = mine + (size_t)i * layer, *b = theirs + (size_t)(s->lo + i) * layer;
-        double e = fmax(rel_err(a, b, (size_t)c->hidden * c->hidden), rel_err(a + (size_t)c->hidden * c->hidden, b + (size_t)c->hidden * c->hidden, (size_t)c->hidden));
-        if (e > worst) worst = e;
+    for (int k = 0; k < n; k++) {
+        const Stage *s = &st[k];
+        float *mine = xmalloc(sizeof(float) * s->n_params);
+        r->be->to_host(mine, s->grads, sizeof(float) * s->n_params);
+        double worst = 0;
+        for (int i = 0; i < s->n_layers; i++) {
+            const float *a = mine + (size_t)i * layer, *b = theirs + (size_t)(s->lo + i) * layer;
+            double e = fmax(rel_err(a, b, (size_t)c->hidden * c->hidden), rel_err(a + (size_t)c->hidden * c->hidden, b + (size_t)c->hidden * c->hidden, (size_t)c->hidden));
+            if (e > worst) worst = e;
+        }
+        if (s->has_head) {
+            const float *a = mine + (size_t)s->n_layers * layer, *b = theirs + (size_t)c->layers * layer;
+            double e = rel_err(a, b, (size_t)c->classes * c->hidden + c->classes);
+            if (e > worst) worst = e;
+            double ref_loss = ref.loss_sum / (double)c->batch;
+            double le = fabs(loss - ref_loss) / fmax(fabs(ref_loss), 1e-30);
+            if (le > worst) worst = le;
+        }
+        err[k] = worst;
+        free(mine);
     }
-    if (s->has_head) {
-        const float *a = mine + (size_t)s->n_layers * layer, *b = theirs + (size_t)c->layers * layer;
-        double e = rel_err(a, b, (size_t)c->classes * c->hidden + c->classes);
-        if (e > worst) worst = e;
-        double ref_loss = ref.loss_sum / (double)c->batch;
-        double le = fabs(loss - ref_loss) / fmax(fabs(ref_loss), 1e-30);
-        if (le > worst) worst = le;
-    }
-    free(mine); free(theirs); free(x); free(y);
+    free(theirs); free(x); free(y);
     stage_free(&ref);
-    return worst;
 }
 
 // ---- evaluation: accuracy on held-out rows, forward only ----
@@ -298,25 +357,29 @@ static double evaluate(Run *r, Stage *stages, int n_local) {
     float *logits = xmalloc(sizeof(float) * (size_t)chunk * C);
     int hits = 0;
     int pp = c->mode == MODE_PP;
-    int first_here = pp ? r->stage == 0 : 1, last_here = pp ? is_last(r) : 1;
+    // pp: batch k goes through the virtual stages in order; on this rank, through its chunks in
+    // turn (tags repeat every COMM_MAX_MB batches, which is safe: each link carries them in order)
+    int last_here = pp ? is_last(r) : 1;
     for (int done = 0, k = 0; done < n_eval; done += chunk, k++) {
-        int rows = n_eval - done < chunk ? n_eval - done : chunk;
-        if (first_here) {
-            data_features(&r->data, base + (uint64_t)done, rows, r->xh);
-            be->to_device(a, r->xh, sizeof(float) * (size_t)rows * H);
-        } else {
-            comm_recv(&r->comm, a, (size_t)rows * H, r->comm.prev, comm_tag(TAG_DATA, k));
-        }
+        int rows = n_eval - done < chunk ? n_eval - done : chunk, tk = k % COMM_MAX_MB;
         for (int i = 0; i < n_local; i++) {
+            int vs = pp ? vstage(r, i) : i;
+            if (vs == 0) {
+                data_features(&r->data, base + (uint64_t)done, rows, r->xh);
+                be->to_device(a, r->xh, sizeof(float) * (size_t)rows * H);
+            } else if (pp) {
+                comm_recv(&r->comm, a, (size_t)rows * H, comm_stage_rank(&r->comm, (vs - 1) % r->K), comm_tag_chunk(TAG_DATA, tk, i));
+            }
             stage_forward_eval(&stages[i], a, rows, b);
-            if (!stages[i].has_head) { float *t = a; a = b; b = t; }
-        }
-        if (last_here) {
-            be->to_host(logits, b, sizeof(float) * (size_t)rows * C);
-            data_labels(&r->data, base + (uint64_t)done, rows, r->yh);
-            hits += argmax_hits(logits, r->yh, rows, C);
-        } else {
-            comm_send(&r->comm, a, (size_t)rows * H, r->comm.next, comm_tag(TAG_DATA, k));
+            if (stages[i].has_head) {
+                be->to_host(logits, b, sizeof(float) * (size_t)rows * C);
+                data_labels(&r->data, base + (uint64_t)done, rows, r->yh);
+                hits += argmax_hits(logits, r->yh, rows, C);
+            } else if (pp) {
+                comm_send(&r->comm, b, (size_t)rows * H, comm_stage_rank(&r->comm, (vs + 1) % r->K), comm_tag_chunk(TAG_DATA, tk, (vs + 1) / r->K));
+            } else {
+                float *t = a; a = b; b = t;
+            }
         }
     }
     if (pp) comm_wait_sends(&r->comm);
@@ -357,6 +420,7 @@ static void print_header(Run *r) {
     printf("micropp train | mode %s", mode);
     if (c->mode == MODE_PP) printf(" | schedule %s | stages %d | micro-batches %d (%d rows each)%s", sched, r->K, r->M, r->rows,
                                    c->checkpoint_activations ? " | checkpointing" : "");
+    if (r->V > 1) printf(" | %d virtual stages per rank", r->V);
     if (c->mode == MODE_MANUAL) printf(" | parts %d", r->K);
     printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
            (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
@@ -364,9 +428,17 @@ static void print_header(Run *r) {
     printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | %s | device %s\n", (long long)c->batch,
            (long long)c->steps, opt, c->lr, (long long)c->seed, c->data, blas, r->be->name);
     if (c->mode != MODE_MONOLITH)
-        for (int k = 0; k < r->K; k++)
-            printf("  %s %d%s: layers %d-%d%s\n", c->mode == MODE_PP ? "stage" : "part", k,
-                   "", r->lo[k], r->lo[k + 1] - 1, k == r->K - 1 ? " + head" : "");
+        for (int k = 0; k < r->K; k++) {
+            printf("  %s %d: layers", c->mode == MODE_PP ? "stage" : "part", k);
+            for (int ch = 0; ch < r->V; ch++)
+                printf("%s %d-%d", ch ? " |" : "", r->lo[ch * r->K + k], r->lo[ch * r->K + k + 1] - 1);
+            if (r->V > 1) {
+                printf(" (virtual stages");
+                for (int ch = 0; ch < r->V; ch++) printf("%s %d", ch ? "," : "", ch * r->K + k);
+                printf(")");
+            }
+            printf("%s\n", k == r->K - 1 ? " + head" : "");
+        }
     fflush(stdout);
 }
 
@@ -409,14 +481,24 @@ int cmd_train(int argc, char **argv) {
     if (c->mode == MODE_PP) {
         comms_pipeline(&r->comm, r->be);
         r->stage = r->comm.stage;
-        // Prove the schedule before running it, and size the activation stash from it.
-        schedule_simulate(c->schedule, r->K, r->M, 1, 2, 0, &sim);
+        // Prove the schedule before running it (uniform costs F = I = W = 1, i.e. F = 1, B = 2), and
+        // size each chunk's activation stash from it.
+        SimSpec spec = {.kind = c->schedule, .K = r->K, .M = r->M, .v = r->V, .f = 1, .b = 1, .w = 1};
+        schedule_sim(&spec, &sim);
         if (sim.deadlock) fatal("schedule would deadlock: %s", sim.why);
-        schedule_build(c->schedule, r->K, r->M, r->stage, &r->list);
-        stage_init(&r->st, r->be, L, H, C, r->lo[r->stage], r->lo[r->stage + 1], is_last(r), r->rows,
-                   sim.peak_inflight[r->stage], c->checkpoint_activations, (uint64_t)c->seed);
-        r->st.grad_scale = 1.0f / (float)c->batch;
-        parts = &r->st;
+        schedule_build(c->schedule, r->K, r->M, r->V, r->stage, &r->list);
+        r->chunk = xcalloc((size_t)r->V, sizeof(Stage));
+        for (int k = 0; k < r->V; k++) {
+            int vs = vstage(r, k);
+            Stage *s = &r->chunk[k];
+            stage_init(s, r->be, L, H, C, r->lo[vs], r->lo[vs + 1], is_last_vs(r, vs), r->rows,
+                       sim.peak_slots[vs], c->checkpoint_activations, (uint64_t)c->seed);
+            if (schedule_splits_backward(c->schedule)) stage_enable_split(s);
+            s->grad_scale = 1.0f / (float)c->batch;
+            s->tally = &r->tally;
+        }
+        parts = r->chunk;
+        n_local = r->V;
     } else {
         n_local = r->K;
         parts = xcalloc((size_t)r->K, sizeof(Stage));
@@ -443,15 +525,19 @@ int cmd_train(int argc, char **argv) {
         double loss = v[0] / v[1];
         r->loss[step] = loss;
         if (step == 0 && c->verify) {
-            stage_err = xcalloc((size_t)r->K, sizeof(double));
+            // one entry per (virtual) stage: every chunk of every rank against the monolith
+            stage_err = xcalloc((size_t)r->K * r->V, sizeof(double));
+            double *mine = xcalloc((size_t)n_local, sizeof(double));
+            verify_stages(r, parts, n_local, loss, mine);
             if (c->mode == MODE_PP) {
-                stage_err[r->stage] = verify_stage(r, &r->st, loss);
-                comm_allreduce_max_double(stage_err, r->K, MPI_COMM_WORLD);
+                for (int k = 0; k < n_local; k++) stage_err[vstage(r, k)] = mine[k];
+                comm_allreduce_max_double(stage_err, r->K * r->V, MPI_COMM_WORLD);
             } else {
-                for (int k = 0; k < n_local; k++) stage_err[k] = verify_stage(r, &parts[k], loss);
+                for (int k = 0; k < n_local; k++) stage_err[k] = mine[k];
             }
+            free(mine);
             verify_err = 0;
-            for (int k = 0; k < r->K; k++) verify_err = fmax(verify_err, stage_err[k]);
+            for (int k = 0; k < r->K * r->V; k++) verify_err = fmax(verify_err, stage_err[k]);
         }
         if (!isfinite(loss))
             user_error("train: the loss became %s at step %d: lower --lr (now %g) and check the data", isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
@@ -475,8 +561,10 @@ int cmd_train(int argc, char **argv) {
     double samples_s = c->batch / step_med, gflops = flops / step_med / 1e9;
 
     // Pipeline: measured bubble per rank = 1 - busy / span, span the slowest rank's pipeline time.
-    double *bubble = NULL, *peak_bytes = NULL, *peak_slots = NULL;
-    double theory = schedule_bubble_formula(c->schedule, r->K, r->M);
+    // The theory: the simulated bubble with uniform costs, which is the textbook formula where one
+    // exists (schedule_bubble_formula).
+    double *bubble = NULL, *peak_bytes = NULL, *peak_slots = NULL, *peak_deferred = NULL;
+    double theory = c->mode == MODE_PP ? sim.bubble_mean : NAN;
     if (c->mode == MODE_PP) {
         comm_allreduce_max_double(r->span_s, steps, MPI_COMM_WORLD);
         double *b = xmalloc(sizeof(double) * (size_t)steps);
@@ -484,12 +572,15 @@ int cmd_train(int argc, char **argv) {
         bubble = xcalloc((size_t)r->K, sizeof(double));
         peak_bytes = xcalloc((size_t)r->K, sizeof(double));
         peak_slots = xcalloc((size_t)r->K, sizeof(double));
+        peak_deferred = xcalloc((size_t)r->K, sizeof(double));
         bubble[r->stage] = median(b + skip, steps - skip);
-        peak_bytes[r->stage] = (double)r->st.peak_act_bytes;
-        peak_slots[r->stage] = r->st.peak_slots;
+        peak_bytes[r->stage] = (double)r->tally.peak_bytes;
+        peak_slots[r->stage] = r->tally.peak_stashed;
+        peak_deferred[r->stage] = r->tally.peak_deferred;
         comm_allreduce_sum_double(bubble, r->K, MPI_COMM_WORLD);
         comm_allreduce_sum_double(peak_bytes, r->K, MPI_COMM_WORLD);
         comm_allreduce_sum_double(peak_slots, r->K, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(peak_deferred, r->K, MPI_COMM_WORLD);
         free(b);
     }
 
@@ -521,18 +612,20 @@ int cmd_train(int argc, char **argv) {
             cJSON_AddStringToObject(o, "schedule", choice_name(SCHED_CHOICES, c->schedule, s, sizeof s));
             cJSON_AddNumberToObject(o, "stages", r->K);
             cJSON_AddNumberToObject(o, "micro_batches", r->M);
+            cJSON_AddNumberToObject(o, "virtual_stages", r->V);
             cJSON_AddBoolToObject(o, "checkpoint_activations", c->checkpoint_activations);
             int part[MAX_STAGES];
-            for (int k = 0; k < r->K; k++) part[k] = r->lo[k + 1] - r->lo[k];
-            cJSON_AddItemToObject(o, "partition", cJSON_CreateIntArray(part, r->K));
+            for (int k = 0; k < r->K * r->V; k++) part[k] = r->lo[k + 1] - r->lo[k];
+            cJSON_AddItemToObject(o, "partition", cJSON_CreateIntArray(part, r->K * r->V));
             cJSON_AddItemToObject(o, "bubble_measured", cJSON_CreateDoubleArray(bubble, r->K));
             cJSON_AddNumberToObject(o, "bubble_theory", theory);
             cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(peak_bytes, r->K));
             cJSON_AddItemToObject(o, "peak_inflight", cJSON_CreateDoubleArray(peak_slots, r->K));
+            cJSON_AddItemToObject(o, "peak_deferred_w", cJSON_CreateDoubleArray(peak_deferred, r->K));
         }
         if (c->verify) {
             cJSON_AddNumberToObject(o, "verify_max_rel_err", verify_err);
-            cJSON_AddItemToObject(o, "verify_stage_rel_err", cJSON_CreateDoubleArray(stage_err, r->K));
+            cJSON_AddItemToObject(o, "verify_stage_rel_err", cJSON_CreateDoubleArray(stage_err, r->K * r->V));
             cJSON_AddBoolToObject(o, "verify_ok", !verify_failed);
         }
         char *text = cJSON_PrintUnformatted(o);
@@ -545,16 +638,24 @@ int cmd_train(int argc, char **argv) {
                r->data.features ? "training" : "held-out");
         printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", step_med * 1e3, samples_s, gflops);
         if (c->mode == MODE_PP) {
-            printf("\n%-6s %-10s %-16s %-16s %-14s %s\n", "stage", "layers", "bubble measured", "bubble theory", "peak in-flight", "peak activations");
+            // per rank; with chunks, its layer ranges in chunk order and in-flight counts chunk passes
+            int split = schedule_splits_backward(c->schedule);
+            printf("\n%-6s %-10s %-16s %-16s %-14s %s%s\n", "stage", "layers", "bubble measured", "bubble theory", "peak in-flight",
+                   split ? "peak deferred W  " : "", "peak activations");
             for (int k = 0; k < r->K; k++) {
-                char lay[32];
-                snprintf(lay, sizeof lay, "%d-%d", r->lo[k], r->lo[k + 1] - 1);
-                printf("%-6d %-10s %-16.3f %-16.3f %-14.0f %.2f MB\n", k, lay, bubble[k], theory, peak_slots[k], peak_bytes[k] / 1e6);
+                char lay[128] = "";
+                for (int ch = 0; ch < r->V; ch++) {
+                    size_t l = strlen(lay);
+                    snprintf(lay + l, sizeof lay - l, "%s%d-%d", ch ? "," : "", r->lo[ch * r->K + k], r->lo[ch * r->K + k + 1] - 1);
+                }
+                char def[32] = "";
+                if (split) snprintf(def, sizeof def, "%-17.0f", peak_deferred[k]);
+                printf("%-6d %-10s %-16.3f %-16.3f %-14.0f %s%.2f MB\n", k, lay, bubble[k], theory, peak_slots[k], def, peak_bytes[k] / 1e6);
             }
         }
         if (c->verify) {
-            printf("\nverify (step 1 vs monolith reference): worst relative error per %s:", c->mode == MODE_PP ? "stage" : "part");
-            for (int k = 0; k < r->K; k++) printf(" %.2e", stage_err[k]);
+            printf("\nverify (step 1 vs monolith reference): worst relative error per %s:", c->mode != MODE_PP ? "part" : r->V > 1 ? "chunk (pipeline order)" : "stage");
+            for (int k = 0; k < r->K * r->V; k++) printf(" %.2e", stage_err[k]);
             printf(" -> %s (tolerance %.0e)\n", verify_failed ? "FAILED" : "ok", VERIFY_TOL);
         }
     }
@@ -565,7 +666,7 @@ int cmd_train(int argc, char **argv) {
     action_list_free(&r->list);
     r->be->free(r->dout); r->be->free(r->din);
     free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->ev);
-    free(bubble); free(peak_bytes); free(peak_slots); free(stage_err);
+    free(bubble); free(peak_bytes); free(peak_slots); free(peak_deferred); free(stage_err);
     data_close(&r->data);
     comms_finalize();
     if (verify_failed && r->rank == 0) fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e\n", verify_err, VERIFY_TOL);

@@ -176,7 +176,7 @@ static void test_schedules(void) {
                 SimResult r;
                 schedule_simulate(kind, K, M, 1, 2, 0, &r);
                 if (r.deadlock && !bad++) snprintf(why, sizeof why, "%s K=%d M=%d: %s", names[kind], K, M, r.why);
-                double f = schedule_bubble_formula(kind, K, M);
+                double f = schedule_bubble_formula(kind, K, M, 1);
                 for (int s = 0; s < K; s++) {
                     if (fabs(r.bubble[s] - f) > 1e-12 && !formula_bad++)
                         snprintf(why, sizeof why, "%s K=%d M=%d stage %d: simulated %.15f formula %.15f", names[kind], K, M, s, r.bubble[s], f);
@@ -193,7 +193,7 @@ static void test_schedules(void) {
     int order_bad = 0;
     for (int kind = 0; kind < 3; kind++) for (int K = 1; K <= 8; K++) for (int M = 1; M <= 12; M++) for (int s = 0; s < K; s++) {
         ActionList l = {0};
-        schedule_build(kind, K, M, s, &l);
+        schedule_build(kind, K, M, 1, s, &l);
         int f[12] = {0}, b[12] = {0};
         for (int i = 0; i < l.n; i++) {
             if (l.a[i].kind == ACT_FORWARD) f[l.a[i].mb]++;
