@@ -1,0 +1,111 @@
+# tests/t_schedules.sh: the schedules beyond 1F1B for real, over MPI: interleaved 1F1B and ZB-H1
+# pass --verify on 2 and 4 ranks (with checkpointing, uneven layers across chunks), train exactly
+# like the monolith, report the memory the theory says, run every (K, M) they accept, and refuse
+# what they cannot run with one line and exit 2 on every rank.
+source "$(dirname "$0")/lib.sh"
+SMALL="--hidden 32 --batch 24 --steps 2 --log-every 0"
+
+# --verify: every chunk's gradients against the monolith reference
+verify() {  # NAME RANKS ARGS...
+    local name=$1 n=$2; shift 2
+    run 90 mpiexec -n "$n" "$MICROPP" train --mode pp $SMALL "$@" --verify --json
+    if [ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ]; then
+        pass "$name (err $(json_get '["verify_max_rel_err"]'), $(json_get '["verify_stage_rel_err"]' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') chunks checked)"
+    else fail "$name" "exit $RC $(printf '%s' "$ERR" | tail -2)"; fi
+}
+for ck in "" "--checkpoint-activations"; do
+    c=${ck:+ckpt }
+    verify "interleaved/verify K=2 v=2 ${c}even" 2 --schedule interleaved --virtual-stages 2 --micro-batches 4 --layers 8 $ck
+    verify "interleaved/verify K=2 v=2 ${c}uneven 3,2,2,1" 2 --schedule interleaved --virtual-stages 2 --micro-batches 4 --layers 8 --partition 3,2,2,1 $ck
+    verify "interleaved/verify K=2 v=3 ${c}remainder (7 layers over 6 chunks)" 2 --schedule interleaved --virtual-stages 3 --micro-batches 2 --layers 7 $ck
+    verify "interleaved/verify K=4 v=2 ${c}uneven 2,1,2,1,1,2,1,2" 4 --schedule interleaved --virtual-stages 2 --micro-batches 4 --layers 12 --partition 2,1,2,1,1,2,1,2 $ck
+    verify "zb-h1/verify K=2 ${c}even" 2 --schedule zb-h1 --micro-batches 4 --layers 8 $ck
+    verify "zb-h1/verify K=2 ${c}uneven 5,3" 2 --schedule zb-h1 --micro-batches 4 --layers 8 --partition 5,3 $ck
+    verify "zb-h1/verify K=4 ${c}uneven 3,2,2,1" 4 --schedule zb-h1 --micro-batches 6 --layers 8 --partition 3,2,2,1 $ck
+    verify "zb-h1/verify K=4 M=2 < K ${c}" 4 --schedule zb-h1 --micro-batches 2 --layers 8 $ck
+done
+
+# hybrid PP x DP: once the data-parallel modes exist
+if "$MICROPP" train --help | grep -q 'hybrid'; then
+    for sched in "interleaved --virtual-stages 2" zb-h1; do
+        for ck in "" "--checkpoint-activations"; do
+            run 120 mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --schedule $sched --micro-batches 2 --layers 8 $SMALL $ck --verify --json
+            name="hybrid/verify 2x2 ${sched%% *} ${ck:+ckpt}"
+            if [ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ]; then pass "$name (err $(json_get '["verify_max_rel_err"]'))"
+            else fail "$name" "exit $RC $(printf '%s' "$ERR" | tail -2)"; fi
+        done
+    done
+else
+    skip "hybrid/verify 2x2 interleaved, zb-h1" "this build has no --mode hybrid (the data-parallel branch is not merged)"
+fi
+
+# 20 steps of training: the losses are the monolith's
+run 60 "$MICROPP" train --layers 8 --hidden 32 --batch 24 --steps 20 --json; mono="$OUT"
+for n in 2 4; do for sched in "interleaved --virtual-stages 2" zb-h1; do
+    run 120 mpiexec -n $n "$MICROPP" train --mode pp --schedule $sched --micro-batches 4 --layers 8 --hidden 32 --batch 24 --steps 20 --json
+    python3 - "$mono" "$OUT" <<'PY' && pass "losses/K=$n ${sched%% *} matches the monolith over 20 steps" || fail "losses/K=$n ${sched%% *}" "rc $RC $(printf '%s' "$ERR" | tail -2)"
+import json, sys
+a = json.loads(sys.argv[1])["losses"]; b = json.loads(sys.argv[2])["losses"]
+sys.exit(0 if len(a) == len(b) == 20 and all(abs(x - y) <= 1e-4 * abs(x) + 1e-6 for x, y in zip(a, b)) else 1)
+PY
+done; done
+
+# memory and theory, K=4, M=8: zb-h1 stashes what 1f1b does (K-s between F and I), defers s+1
+# weight passes, and pays for them in bytes; interleaved stashes Megatron's warm-up + 1 chunk passes
+J="--mode pp --micro-batches 8 --layers 8 $SMALL --json"
+run 90 mpiexec -n 4 "$MICROPP" train $J --schedule 1f1b; one="$OUT"
+run 90 mpiexec -n 4 "$MICROPP" train $J --schedule zb-h1; zb="$OUT"
+run 90 mpiexec -n 4 "$MICROPP" train $J --schedule zb-h1 --checkpoint-activations; zbc="$OUT"
+run 90 mpiexec -n 4 "$MICROPP" train $J --schedule interleaved --virtual-stages 2; il="$OUT"
+python3 - "$one" "$zb" "$zbc" "$il" <<'PY'
+import json, sys
+one, zb, zbc, il = (json.loads(x) for x in sys.argv[1:])
+K, M, v = 4, 8, 2
+def check(name, ok, why):
+    print(("PASS %s" % name) if ok else ("FAIL %s: %s" % (name, why)))
+check("memory/zb-h1 peak in-flight == 1f1b's min(K-s, M)", zb["peak_inflight"] == one["peak_inflight"] == [min(K - s, M) for s in range(K)], (zb["peak_inflight"], one["peak_inflight"]))
+check("memory/zb-h1 stage s defers s+1 weight passes, 1f1b none", zb["peak_deferred_w"] == [s + 1 for s in range(K)] and one["peak_deferred_w"] == [0] * K, (zb["peak_deferred_w"], one["peak_deferred_w"]))
+# the honest price in an MLP: a deferred micro-batch keeps its layers' inputs and dz (2 tensors per layer)
+check("memory/zb-h1 counts the deferred W state: more peak bytes than 1f1b on the last stage", zb["peak_activation_bytes"][-1] > one["peak_activation_bytes"][-1], (zb["peak_activation_bytes"], one["peak_activation_bytes"]))
+check("memory/checkpointing cuts zb-h1's peak bytes on the first stage (where stashes dominate)", zbc["peak_activation_bytes"][0] < zb["peak_activation_bytes"][0], (zbc["peak_activation_bytes"], zb["peak_activation_bytes"]))
+want = [min(2 * (K - s - 1) + (v - 1) * K + 1, v * M) for s in range(K)]
+check("memory/interleaved rank s stashes 2(K-s-1)+(v-1)K+1 chunk passes", il["peak_inflight"] == want, (il["peak_inflight"], want))
+check("theory/interleaved K=4 M=8 v=2: 3/19, zb-h1 3/27, 1f1b 3/11", abs(il["bubble_theory"] - 3 / 19) < 1e-12 and abs(zb["bubble_theory"] - 3 / 27) < 1e-12 and abs(one["bubble_theory"] - 3 / 11) < 1e-12,
+      (il["bubble_theory"], zb["bubble_theory"], one["bubble_theory"]))
+check("json/interleaved reports 8 chunks' partition and virtual_stages 2", il["partition"] == [1] * 8 and il["virtual_stages"] == 2, (il["partition"], il["virtual_stages"]))
+PY
+
+# every (K, M) the schedules accept runs to the end
+bad=""
+for n in 2 3 4; do for m in 1 2 3 5 6 8; do
+    run 60 mpiexec -n $n "$MICROPP" train --mode pp --schedule zb-h1 --micro-batches $m --layers 8 --hidden 16 --batch 120 --steps 2 --log-every 0 --json
+    [ "$RC" -eq 0 ] || bad="$bad zb-h1/K=$n/M=$m(rc=$RC)"
+    if [ $((m % n)) -eq 0 ]; then for v in 2 3; do
+        [ $((n * v)) -le 8 ] || continue
+        run 60 mpiexec -n $n "$MICROPP" train --mode pp --schedule interleaved --virtual-stages $v --micro-batches $m --layers 8 --hidden 16 --batch 120 --steps 2 --log-every 0 --json
+        [ "$RC" -eq 0 ] || bad="$bad interleaved/K=$n/M=$m/v=$v(rc=$RC)"
+    done; fi
+done; done
+[ -z "$bad" ] && pass "grid/zb-h1 for K in 2..4, M in {1,2,3,5,6,8}; interleaved for every M % K == 0, v in {2,3}" || fail "grid" "$bad"
+
+# the text summary: chunks per rank in the header and the table
+run 60 mpiexec -n 2 "$MICROPP" train --mode pp --schedule interleaved --virtual-stages 2 --micro-batches 4 --layers 8 --hidden 32 --batch 24 --steps 3 --partition 3,2,2,1
+if [ "$RC" -eq 0 ] && grep -qE '^  stage 0: layers 0-2 \| 5-6 \(virtual stages 0, 2\)$' <<<"$OUT" && grep -qE '^  stage 1: layers 3-4 \| 7-7 \(virtual stages 1, 3\) \+ head$' <<<"$OUT" \
+   && grep -qE '^1 +3-4,7-7 +[0-9.]+ +0\.111 ' <<<"$OUT"; then pass "summary/interleaved: chunks per rank, theory 1/9"
+else fail "summary/interleaved: chunks per rank" "$OUT"; fi
+run 60 mpiexec -n 2 "$MICROPP" train --mode pp --schedule zb-h1 --micro-batches 4 --layers 8 --hidden 32 --batch 24 --steps 3
+if [ "$RC" -eq 0 ] && grep -qE 'peak deferred W' <<<"$OUT" && grep -qE '^1 +4-7 +[0-9.]+ +0\.077 +1 +2 ' <<<"$OUT"; then pass "summary/zb-h1: theory 1/13, deferred W column"
+else fail "summary/zb-h1" "$OUT"; fi
+
+# bad input: one line, exit 2, quickly, on every rank
+P="$MICROPP train --mode pp --layers 8 --hidden 16 --batch 24 --steps 2"
+expect_user_error "bad/--virtual-stages 0" "--virtual-stages = 0 is out of range: use a value in \[1, 64\]" 20 mpiexec -n 2 $P --schedule interleaved --virtual-stages 0
+expect_user_error "bad/--virtual-stages with 1f1b" "--virtual-stages applies to --schedule interleaved, not 1f1b" 20 mpiexec -n 2 $P --schedule 1f1b --virtual-stages 2
+expect_user_error "bad/--virtual-stages with zb-h1" "--virtual-stages applies to --schedule interleaved, not zb-h1" 20 mpiexec -n 2 $P --schedule zb-h1 --virtual-stages 2
+expect_user_error "bad/--virtual-stages outside pp" "--virtual-stages applies to --mode pp, not --mode monolith" 20 "$MICROPP" train --virtual-stages 2
+expect_user_error "bad/interleaved with 1 chunk" "interleaved needs --virtual-stages >= 2 \(got 1; .*use --schedule 1f1b\)" 20 mpiexec -n 2 $P --schedule interleaved --virtual-stages 1
+expect_user_error "bad/interleaved M % K" "multiple of the 4 stages .*got 6: use 4 or 8" 30 mpiexec -n 4 $P --schedule interleaved --micro-batches 6
+expect_user_error "bad/interleaved M < K" "multiple of the 4 stages .*got 2: use 4$" 30 mpiexec -n 4 $P --schedule interleaved --micro-batches 2
+expect_user_error "bad/more chunks than layers" "4 ranks x 2 virtual stages = 8 chunks but only 6 layers" 30 mpiexec -n 4 $P --schedule interleaved --micro-batches 4 --layers 6
+expect_user_error "bad/partition per stage under interleaved" "has 2 entries but 2 ranks x 2 virtual stages make 4 chunks: give one layer count per chunk" 20 mpiexec -n 2 $P --schedule interleaved --micro-batches 4 --partition 4,4
+expect_user_error "bad/partition empty chunk" "chunk 2 gets 0 layers; every chunk needs at least 1" 20 mpiexec -n 2 $P --schedule interleaved --micro-batches 4 --partition 4,3,0,1

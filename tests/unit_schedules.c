@@ -1,0 +1,283 @@
+// tests/unit_schedules.c: the schedules beyond 1F1B. Simulator sweeps: every schedule is
+// deadlock-free and complete over K <= 8, M <= 32, v <= 4; interleaved's simulated bubble equals its
+// formula exactly; zb-h1's is below 1f1b's for every K >= 2, M >= K with comparable costs, and its
+// peak in-flight equals 1f1b's. Generators: Megatron's interleaved order on a small case. Model:
+// the split backward (I then W) gives the full backward's gradients and counts its memory.
+#include <stdlib.h>
+#include "unit.h"
+#include "data.h"
+#include "model.h"
+#include "ops.h"
+#include "schedule.h"
+
+static const Backend *be = &backend_cpu;
+static const char *names[] = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1"};
+#define NKINDS 5
+
+// v values a schedule runs with for (K, M): interleaved needs v >= 2 and M % K == 0.
+static int runs(int kind, int K, int M, int v) { return schedule_check(kind, K, M, v) == NULL; }
+
+// Every rank's list: each (chunk, mb) forward once, then its backward once (or I once then W
+// once), and every message sent is received exactly once by its virtual stage (and none other).
+static int list_complete(int kind, int K, int M, int v, char *why, size_t n) {
+    int V = K * v;
+    int *sent = calloc((size_t)V * 2 * M, sizeof(int)), *recvd = calloc((size_t)V * 2 * M, sizeof(int));
+    int ok = 1;
+    for (int s = 0; s < K && ok; s++) {
+        ActionList l = {0};
+        schedule_build(kind, K, M, v, s, &l);
+        int *f = calloc((size_t)v * M, sizeof(int)), *b = calloc((size_t)v * M, sizeof(int));
+        int *in = calloc((size_t)v * M, sizeof(int)), *w = calloc((size_t)v * M, sizeof(int));
+        for (int i = 0; i < l.n && ok; i++) {
+            Action a = l.a[i];
+            int vs = a.chunk * K + s, k = a.chunk * M + a.mb;
+            if (a.chunk < 0 || a.chunk >= v || a.mb < 0 || a.mb >= M) { snprintf(why, n, "rank %d: action %d out of range", s, i); ok = 0; break; }
+            switch (a.kind) {
+            case ACT_FORWARD: f[k]++; break;
+            case ACT_BACKWARD: if (!f[k]) ok = 0; b[k]++; break;
+            case ACT_BACKWARD_INPUT: if (!f[k]) ok = 0; in[k]++; break;
+            case ACT_BACKWARD_WEIGHT: if (!in[k]) ok = 0; w[k]++; break;
+            case ACT_SEND_ACT: sent[((size_t)(vs + 1) * 2 + 0) * M + a.mb]++; break;
+            case ACT_SEND_GRAD: sent[((size_t)(vs - 1) * 2 + 1) * M + a.mb]++; break;
+            case ACT_RECV_ACT: recvd[((size_t)vs * 2 + 0) * M + a.mb]++; break;
+            case ACT_RECV_GRAD: recvd[((size_t)vs * 2 + 1) * M + a.mb]++; break;
+            }
+            if (!ok) snprintf(why, n, "%s K=%d M=%d v=%d rank %d: %s of mb %d chunk %d before its forward/input pass",
+                              names[kind], K, M, v, s, action_names[a.kind], a.mb, a.chunk);
+        }
+        int split = schedule_splits_backward(kind);
+        for (int k = 0; k < v * M && ok; k++)
+            if (f[k] != 1 || (split ? (in[k] != 1 || w[k] != 1 || b[k]) : (b[k] != 1 || in[k] || w[k]))) {
+                snprintf(why, n, "%s K=%d M=%d v=%d rank %d chunk %d mb %d: F %d B %d I %d W %d",
+                         names[kind], K, M, v, s, k / M, k % M, f[k], b[k], in[k], w[k]);
+                ok = 0;
+            }
+        free(f); free(b); free(in); free(w);
+        action_list_free(&l);
+    }
+    for (int i = 0; i < V * 2 * M && ok; i++)
+        if (sent[i] != 1 - (i / (2 * M) == 0 && i / M % 2 == 0) - (i / (2 * M) == V - 1 && i / M % 2 == 1) || recvd[i] != sent[i]) {
+            snprintf(why, n, "%s K=%d M=%d v=%d: virtual stage %d mb %d %s: sent %d received %d",
+                     names[kind], K, M, v, i / (2 * M), i % M, i / M % 2 ? "gradient" : "activation", sent[i], recvd[i]);
+            ok = 0;
+        }
+    free(sent); free(recvd);
+    return ok;
+}
+
+static void test_sweep(void) {
+    int bad = 0, incomplete = 0, cases = 0;
+    char why[300] = "", why2[300] = "";
+    for (int kind = 0; kind < NKINDS; kind++)
+        for (int K = 1; K <= 8; K++)
+            for (int M = 1; M <= 32; M++)
+                for (int v = 1; v <= 4; v++) {
+                    if (!runs(kind, K, M, v)) continue;
+                    cases++;
+                    SimSpec sp = {.kind = kind, .K = K, .M = M, .v = v, .f = 1, .b = 1, .w = 1};
+                    SimResult r;
+                    schedule_sim(&sp, &r);
+                    if (r.deadlock && !bad++) snprintf(why, sizeof why, "%s K=%d M=%d v=%d: %s", names[kind], K, M, v, r.why);
+                    sim_result_free(&r);
+                    if (!list_complete(kind, K, M, v, why2, sizeof why2)) incomplete++;
+                }
+    char name[96];
+    snprintf(name, sizeof name, "schedules/no deadlock over K<=8, M<=32, v<=4 (%d runnable cases)", cases);
+    EXPECT(name, !bad && cases > 1000, "%d deadlocks: %s", bad, why);
+    EXPECT("schedules/every (chunk, mb): one F then one B (or I then W); every message received once", !incomplete,
+           "%d incomplete: %s", incomplete, why2);
+}
+
+// The formula is exact: costs are integers and the simulator runs chunk time v times faster, so
+// makespan and busy time are exact and the two fractions are the same rational, rounded once.
+static void test_interleaved_formula(void) {
+    double costs[][3] = {{1, 1, 1}, {1, 2, 1}, {2, 1, 1}, {1, 1, 3}};
+    int bad = 0, n = 0;
+    char why[300] = "";
+    for (size_t c = 0; c < sizeof costs / sizeof *costs; c++)
+        for (int K = 2; K <= 8; K++)
+            for (int v = 2; v <= 4; v++)
+                for (int M = K; M <= 32; M += K) {
+                    SimSpec sp = {.kind = SCHED_INTERLEAVED, .K = K, .M = M, .v = v, .f = costs[c][0], .b = costs[c][1], .w = costs[c][2]};
+                    SimResult r;
+                    schedule_sim(&sp, &r);
+                    double f = schedule_bubble_formula(SCHED_INTERLEAVED, K, M, v);
+                    n++;
+                    for (int s = 0; s < K; s++)
+                        if (r.bubble[s] != f && !bad++)
+                            snprintf(why, sizeof why, "F=%g I=%g W=%g K=%d M=%d v=%d rank %d: simulated %.17g formula %.17g",
+                                     costs[c][0], costs[c][1], costs[c][2], K, M, v, s, r.bubble[s], f);
+                    if (r.bubble_mean != f && !bad++)
+                        snprintf(why, sizeof why, "K=%d M=%d v=%d: mean %.17g formula %.17g", K, M, v, r.bubble_mean, f);
+                    sim_result_free(&r);
+                }
+    EXPECT("interleaved/simulated bubble == (K-1)/(v*M+K-1) exactly, every rank (4 cost ratios)", !bad && n > 100, "%s", why);
+    // and v chunks really cut it: below 1f1b's (K-1)/(M+K-1)
+    SimSpec a = {.kind = SCHED_INTERLEAVED, .K = 4, .M = 8, .v = 2, .f = 1, .b = 1, .w = 1}, o = a;
+    o.kind = SCHED_1F1B; o.v = 1;
+    SimResult ra, ro;
+    schedule_sim(&a, &ra); schedule_sim(&o, &ro);
+    EXPECT("interleaved/K=4 M=8 v=2: bubble 3/19, 1f1b 3/11, same total work",
+           ra.bubble_mean == 3.0 / 19 && ro.bubble_mean == 3.0 / 11 && ra.busy[0] == ro.busy[0],
+           "%.17g %.17g busy %g %g", ra.bubble_mean, ro.bubble_mean, ra.busy[0], ro.busy[0]);
+    sim_result_free(&ra); sim_result_free(&ro);
+}
+
+static void test_zbh1(void) {
+    // comparable costs: 1f1b's full backward costs I + W
+    double costs[][3] = {{1, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 1, 1}, {1, 1.5, 0.5}, {1, 1, 0.25}};
+    int below = 0, n = 0, formula_bad = 0, peak_bad = 0, defer_bad = 0;
+    char why[300] = "", why2[300] = "", why3[300] = "";
+    for (size_t c = 0; c < sizeof costs / sizeof *costs; c++)
+        for (int K = 2; K <= 8; K++)
+            for (int M = K; M <= 32; M++) {
+                SimSpec z = {.kind = SCHED_ZBH1, .K = K, .M = M, .v = 1, .f = costs[c][0], .b = costs[c][1], .w = costs[c][2]}, o = z;
+                o.kind = SCHED_1F1B;
+                SimResult rz, ro;
+                schedule_sim(&z, &rz); schedule_sim(&o, &ro);
+                n++;
+                if (rz.bubble_mean < ro.bubble_mean && rz.makespan < ro.makespan) below++;
+                else if (!why[0]) snprintf(why, sizeof why, "F=%g I=%g W=%g K=%d M=%d: zb-h1 %.4f 1f1b %.4f", costs[c][0], costs[c][1], costs[c][2], K, M, rz.bubble_mean, ro.bubble_mean);
+                if (c == 0 && rz.bubble_mean != schedule_bubble_formula(SCHED_ZBH1, K, M, 1) && !formula_bad++)
+                    snprintf(why2, sizeof why2, "K=%d M=%d: simulated %.17g formula %.17g", K, M, rz.bubble_mean, schedule_bubble_formula(SCHED_ZBH1, K, M, 1));
+                sim_result_free(&rz); sim_result_free(&ro);
+            }
+    EXPECT("zb-h1/simulated bubble below 1f1b's for every K in 2..8, M in K..32 (6 cost ratios, 1f1b's B = I + W)", below == n,
+           "%d of %d: %s", n - below, n, why);
+    EXPECT("zb-h1/simulated bubble == (K-1)/(3M+K-1) exactly for F = I = W, M >= K", !formula_bad, "%s", why2);
+    // memory: every (K, M), M < K too
+    for (int K = 1; K <= 8; K++)
+        for (int M = 1; M <= 32; M++) {
+            SimSpec z = {.kind = SCHED_ZBH1, .K = K, .M = M, .v = 1, .f = 1, .b = 1, .w = 1}, o = z;
+            o.kind = SCHED_1F1B;
+            SimResult rz, ro;
+            schedule_sim(&z, &rz); schedule_sim(&o, &ro);
+            for (int s = 0; s < K; s++) {
+                if (rz.peak_inflight[s] != ro.peak_inflight[s] && !peak_bad++)
+                    snprintf(why, sizeof why, "K=%d M=%d stage %d: zb-h1 %d 1f1b %d", K, M, s, rz.peak_inflight[s], ro.peak_inflight[s]);
+                int most = s + 1 < M ? s + 1 : M;  // reached when M >= K
+                if ((rz.peak_deferred[s] > most || (M >= K && rz.peak_deferred[s] != most) || ro.peak_deferred[s] != 0) && !defer_bad++)
+                    snprintf(why3, sizeof why3, "K=%d M=%d stage %d: deferred %d, at most %d", K, M, s, rz.peak_deferred[s], most);
+            }
+            sim_result_free(&rz); sim_result_free(&ro);
+        }
+    EXPECT("zb-h1/peak in-flight (F..I) == 1f1b's min(K-s, M) on every stage, K<=8, M<=32", !peak_bad, "%s", why);
+    EXPECT("zb-h1/stage s defers at most min(s+1, M) weight passes (s+1 when M >= K); 1f1b none", !defer_bad, "%s", why3);
+    // the old entry splits a full backward evenly: zb-h1 at F=1, B=2 is F=I=W=1
+    SimResult a, b;
+    schedule_simulate(SCHED_ZBH1, 4, 8, 1, 2, 0, &a);
+    SimSpec z = {.kind = SCHED_ZBH1, .K = 4, .M = 8, .v = 1, .f = 1, .b = 1, .w = 1};
+    schedule_sim(&z, &b);
+    EXPECT("zb-h1/schedule_simulate(F=1, B=2) == schedule_sim(F=I=W=1): bubble 3/27", a.bubble_mean == b.bubble_mean && a.bubble_mean == 3.0 / 27,
+           "%.17g %.17g", a.bubble_mean, b.bubble_mean);
+    sim_result_free(&a); sim_result_free(&b);
+}
+
+// Megatron's order for K=2, M=4, v=2 on rank 0: 4 warm-up forwards (chunk 0 of mb 0,1, chunk 1 of
+// mb 0,1), then F/B pairs, backwards starting from the last chunk.
+static void test_interleaved_order(void) {
+    const char *want[2] = {
+        "F0.0 F0.1 F1.0 F1.1 F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 B1.2 B1.3 B0.2 B0.3",
+        "F0.0 F0.1 F1.0 B1.0 F1.1 B1.1 F0.2 B0.0 F0.3 B0.1 F1.2 B1.2 F1.3 B1.3 B0.2 B0.3"};
+    for (int s = 0; s < 2; s++) {
+        ActionList l = {0};
+        schedule_build(SCHED_INTERLEAVED, 2, 4, 2, s, &l);
+        char got[256] = "";
+        for (int i = 0; i < l.n; i++)
+            if (action_is_compute(l.a[i].kind)) {
+                size_t n = strlen(got);
+                snprintf(got + n, sizeof got - n, "%s%s%d.%d", n ? " " : "", action_names[l.a[i].kind], l.a[i].chunk, l.a[i].mb);
+            }
+        char name[80];
+        snprintf(name, sizeof name, "interleaved/Megatron order K=2 M=4 v=2 rank %d (F<chunk>.<mb>)", s);
+        EXPECT(name, !strcmp(got, want[s]), "got  %s\n     want %s", got, want[s]);
+        action_list_free(&l);
+    }
+    // rank 1 of 2 holds virtual stage 1 (chunk 0) and 3 (chunk 1): the head, which receives no gradient
+    ActionList l = {0};
+    schedule_build(SCHED_INTERLEAVED, 2, 4, 2, 1, &l);
+    int chunk1_recv_grad = 0, chunk0_send_act = 0;
+    for (int i = 0; i < l.n; i++) {
+        chunk1_recv_grad += l.a[i].kind == ACT_RECV_GRAD && l.a[i].chunk == 1;
+        chunk0_send_act += l.a[i].kind == ACT_SEND_ACT && l.a[i].chunk == 0;
+    }
+    EXPECT("interleaved/last rank: chunk 0 sends activations on (to rank 0's chunk 1), chunk 1 (the head) receives no gradient",
+           chunk0_send_act == 4 && chunk1_recv_grad == 0, "sends %d, grad receives %d", chunk0_send_act, chunk1_recv_grad);
+    action_list_free(&l);
+    EXPECT("schedules/checks: interleaved needs v>=2 and M%K==0, v only for interleaved, zb-h1 takes any M",
+           schedule_check(SCHED_INTERLEAVED, 4, 6, 2) && schedule_check(SCHED_INTERLEAVED, 4, 8, 1) &&
+           !schedule_check(SCHED_INTERLEAVED, 4, 8, 2) && schedule_check(SCHED_1F1B, 4, 8, 2) && !schedule_check(SCHED_ZBH1, 4, 3, 1),
+           "wrong verdicts");
+    SimSpec sp = {.kind = SCHED_INTERLEAVED, .K = 2, .M = 2, .v = 2, .f = 1, .b = 1, .w = 1};
+    SimResult r;
+    schedule_sim(&sp, &r);
+    int chunks_seen = 0;
+    for (int i = 0; i < r.n_slices[0]; i++) chunks_seen |= 1 << r.slices[0][i].chunk;
+    EXPECT("interleaved/simulated slices carry their chunk, at whole-stage time scale (K=2 M=2 v=2: makespan 7.5, busy 6 of F=1, B=2)",
+           chunks_seen == 3 && r.makespan == 7.5 && r.busy[0] == 6, "chunks %d makespan %g busy %g", chunks_seen, r.makespan, r.busy[0]);
+    sim_result_free(&r);
+}
+
+static void fill_rand(float *x, size_t n, uint64_t seed) {
+    uint64_t k = rng_key(seed, 1, 0);
+    for (size_t i = 0; i < n; i++) x[i] = 2.0f * rng_uniform(k, i) - 1.0f;
+}
+
+// One stage, one micro-batch: full backward vs I then W; gradients and din must agree bit for bit
+// (the same operations on the same numbers), and the memory counters follow the formulas.
+static void test_split_backward(int ckpt, int head) {
+    int L = 4, H = 6, C = 3, rows = 5, lo = 1, hi = 4;
+    Stage a, b;
+    MemTally ta = {0}, tb = {0};
+    stage_init(&a, be, L, H, C, lo, hi, head, rows, 2, ckpt, 11);
+    stage_init(&b, be, L, H, C, lo, hi, head, rows, 2, ckpt, 11);
+    a.tally = &ta; b.tally = &tb;
+    stage_enable_split(&b);
+    float x[30], dout[30], dina[30], dinb[30];
+    int32_t y[5] = {0, 2, 1, 1, 0};
+    fill_rand(x, 30, 3);
+    fill_rand(dout, 30, 4);
+    Stage *st[2] = {&a, &b};
+    for (int k = 0; k < 2; k++) {
+        stage_zero_grads(st[k]);
+        for (int mb = 0; mb < 2; mb++) {  // two micro-batches accumulate
+            int slot = stage_slot_acquire(st[k], mb);
+            memcpy(stage_slot_input(st[k], slot), x, sizeof x);
+            if (head) stage_set_labels(st[k], slot, y);
+            stage_forward(st[k], slot);
+        }
+    }
+    size_t rowsH = (size_t)rows * H * 4, lg = head ? (size_t)rows * C * 4 : 0, n = (size_t)(hi - lo);
+    size_t stash = rowsH * (1 + (ckpt ? 0 : n)) + lg;
+    int ok_stash = b.act_bytes == 2 * stash && tb.bytes == 2 * stash && tb.stashed == 2;
+    for (int mb = 0; mb < 2; mb++) stage_backward(&a, stage_slot_of(&a, mb), head ? NULL : dout, dina);
+    stage_backward_input(&b, stage_slot_of(&b, 0), head ? NULL : dout, dinb);
+    size_t deferred = rowsH * (n + (size_t)head + n) + lg;
+    int ok_deferred = b.act_bytes == stash + deferred && tb.deferred == 1 && tb.stashed == 1 && b.live_slots == 2;
+    size_t peak_want = stash + rowsH * (1 + n) + lg + n * rowsH;  // mb 1 stashed, mb 0 all outputs + every dz
+    int ok_peak = b.peak_act_bytes == peak_want && tb.peak_bytes == peak_want;
+    stage_backward_input(&b, stage_slot_of(&b, 1), head ? NULL : dout, dinb);
+    stage_backward_weight(&b, stage_slot_of(&b, 0));
+    stage_backward_weight(&b, stage_slot_of(&b, 1));
+    int ok_free = b.act_bytes == 0 && tb.bytes == 0 && b.live_slots == 0 && tb.deferred == 0 && tb.peak_deferred == 2;
+    char name[120];
+    const char *cfg = ckpt ? (head ? "checkpointing, head" : "checkpointing") : (head ? "stash, head" : "stash");
+    snprintf(name, sizeof name, "model/split backward I+W == full backward: grads and din bit for bit (%s)", cfg);
+    EXPECT(name, !memcmp(a.grads, b.grads, sizeof(float) * a.n_params) && !memcmp(dina, dinb, sizeof dina),
+           "grads differ at %ld, din differs at %ld", close_all(b.grads, a.grads, (long)a.n_params, 0, 0), close_all(dinb, dina, 30, 0, 0));
+    snprintf(name, sizeof name, "model/split backward memory: stash, I keeps inputs + dz, W frees (%s)", cfg);
+    EXPECT(name, ok_stash && ok_deferred && ok_peak && ok_free, "stash %d deferred %d (bytes %zu want %zu) peak %d (%zu want %zu) free %d",
+           ok_stash, ok_deferred, b.act_bytes, stash + deferred, ok_peak, b.peak_act_bytes, peak_want, ok_free);
+    stage_free(&a);
+    stage_free(&b);
+}
+
+int main(void) {
+    test_sweep();
+    test_interleaved_formula();
+    test_zbh1();
+    test_interleaved_order();
+    for (int ckpt = 0; ckpt < 2; ckpt++)
+        for (int head = 0; head < 2; head++) test_split_backward(ckpt, head);
+    return unit_failures ? 1 : 0;
+}
