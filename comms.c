@@ -124,6 +124,14 @@ void comm_wait_sends(Comm *c) {
         if (pool[i].req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&pool[i].req, MPI_STATUS_IGNORE));
 }
 
+void comm_poll_sends(void) {
+    for (int i = 0; i < pool_n; i++)
+        if (pool[i].req != MPI_REQUEST_NULL) {
+            int done = 0;
+            MPI_CHECK(MPI_Test(&pool[i].req, &done, MPI_STATUS_IGNORE));
+        }
+}
+
 static float *recv_stage;
 static size_t recv_cap;
 

@@ -36,6 +36,9 @@ static inline int comm_stage_rank(const Comm *c, int stage) { return c->rank - c
 // at once (MPI_Isend). comm_wait_sends completes them all.
 void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag);
 void comm_wait_sends(Comm *c);
+// Tests the sends in flight without blocking. MPI moves a large message only while its sender is
+// inside an MPI call, so the executor calls this between layers of its compute.
+void comm_poll_sends(void);
 // Receives n floats into device memory from world rank src (blocks until they arrive).
 void comm_recv(Comm *c, float *buf, size_t n, int src, int tag);
 void comm_barrier(MPI_Comm comm);

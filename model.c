@@ -162,6 +162,7 @@ static void layers_forward(Stage *s, const float *x, float **out, int rows) {
         const float *in = i == 0 ? x : out[i - 1];
         be->gemm(0, 1, rows, H, H, 1.0f, in, H, s->W[i], H, 0.0f, out[i], H);
         be->bias_act(out[i], s->b[i], rows, H, 1);
+        if (s->progress) s->progress();
     }
 }
 
@@ -227,6 +228,7 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         if (dx) be->gemm(0, 0, rows, H, H, 1.0f, dz, H, s->W[i], H, 0.0f, dx, H);
         g = dx;
         pp ^= 1;
+        if (s->progress) s->progress();
     }
     count(s, -1, 0);
     slot_release(s, slot);
@@ -265,6 +267,7 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
         float *dx = i == 0 ? din : s->gbuf[(n - i) & 1];
         if (dx) be->gemm(0, 0, rows, H, H, 1.0f, sl->dz[i], H, s->W[i], H, 0.0f, dx, H);
         g = dx;
+        if (s->progress) s->progress();
     }
     slot_bytes(s, sl, deferred_bytes(s));  // the last layer's output is no longer needed (but by the head)
     count(s, -1, 1);
@@ -284,6 +287,7 @@ void stage_backward_weight(Stage *s, int slot) {
         const float *in = i == 0 ? sl->in : sl->act[i - 1];
         be->gemm(1, 0, H, H, rows, 1.0f, sl->dz[i], H, in, H, 1.0f, s->dW[i], H);
         be->bias_grad(s->db[i], sl->dz[i], rows, H);
+        if (s->progress) s->progress();
     }
     count(s, 0, -1);
     slot_release(s, slot);

@@ -44,6 +44,9 @@ typedef struct {
     // activation memory accounting (bytes of stashed activations, and slots in use)
     size_t act_bytes, peak_act_bytes;
     int live_slots, peak_slots;
+    // Called after every layer of every compute pass when set: the pipeline executor keeps MPI's
+    // progress engine moving (a large message moves only while its sender is inside MPI).
+    void (*progress)(void);
     int split;                // backward split into I and W (stage_enable_split)
     MemTally *tally;          // optional: the rank's tally, updated with this stage's counters
 } Stage;

@@ -496,6 +496,7 @@ int cmd_train(int argc, char **argv) {
             if (schedule_splits_backward(c->schedule)) stage_enable_split(s);
             s->grad_scale = 1.0f / (float)c->batch;
             s->tally = &r->tally;
+            s->progress = comm_poll_sends;
         }
         parts = r->chunk;
         n_local = r->V;
