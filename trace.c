@@ -141,7 +141,7 @@ void gantt_text(FILE *f, const Gantt *g, int colour) {
     double units_per_col = g->axis_scale / scale;
     char num[32];
     snprintf(num, sizeof num, "%g", g->t_end * g->axis_scale);
-    double tick = nice_tick(units_per_col, (int)strlen(num) + 1);
+    double tick = nice_tick(units_per_col, (int)strlen(num) + 2 > 4 ? (int)strlen(num) + 2 : 4);
     int rl = cols + 16;
     char *ruler = xmalloc((size_t)rl + 1);
     memset(ruler, ' ', (size_t)rl);
