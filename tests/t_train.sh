@@ -128,3 +128,7 @@ run 10 "$MICROPP" train --help
 missing=""
 for f in $(grep -oE '"[a-z-]+", ' "$ROOT/config.c" | grep -oE '[a-z-]+' ); do grep -q -- "--$f" <<<"$OUT" || missing="$missing $f"; done
 [ "$RC" -eq 0 ] && [ -z "$missing" ] && pass "cli/train --help lists every option of the table" || fail "cli/train --help" "rc $RC missing:$missing"
+
+# --- BLAS threads: the header reports what OpenBLAS runs with ---
+run 30 "$MICROPP" train --steps 2 --threads 2
+grep -qE 'openblas .* threads=2' <<<"$OUT" && pass "blas/--threads 2 reaches OpenBLAS" || fail "blas/--threads 2" "$(grep -o 'threads=[0-9]*' <<<"$OUT")"
