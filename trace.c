@@ -97,7 +97,8 @@ static double nice_tick(double units_per_col, int min_gap) {
 
 void gantt_text(FILE *f, const Gantt *g, int colour) {
     int w = cell_width(g);
-    double scale = g->cell > 0 ? w / g->cell : (g->t_end > 0 ? g->width / g->t_end : 1);
+    double scale = g->cell > 0 ? w / g->cell : 1;
+    if (g->width > 0 && g->t_end > 0 && (g->cell <= 0 || g->t_end * scale > g->width)) scale = g->width / g->t_end;
     int cols = (int)ceil(g->t_end * scale - 1e-9);
     if (cols < 1) cols = 1;
     char *line = xmalloc((size_t)cols + 1);

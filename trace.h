@@ -34,8 +34,8 @@ typedef struct {
     Interval **slices;      // [rows], each in time order
     int *n;                 // [rows]
     double t_end;           // the right edge
-    double cell;            // text: the time drawn as one label-wide cell; 0: fit `width` characters
-    int width;
+    double cell;            // text: the time drawn as one label-wide cell (0: none) ...
+    int width;              // ... the chart at most this many characters wide (0: no limit)
     double axis_scale;      // axis value = t * axis_scale (1: time units, 1e3: ms)
     const char *axis_unit;  // "time units", "ms"
 } Gantt;

@@ -455,7 +455,10 @@ static void observe(Run *r, const Timeline *tl, int shown, const SimResult *msim
     g[1].slices = msim->slices;
     g[1].n = msim->n_slices;
     g[1].t_end = msim->makespan;
-    for (int i = 0; i < 2; i++) { g[i].width = 120; g[i].axis_scale = 1e3; g[i].axis_unit = "ms"; }
+    // text: the shortest forward or backward one label wide, the chart at most 160 characters
+    double shortest = INFINITY;
+    for (int k = 0; k < r->K; k++) shortest = fmin(shortest, fmin(fwd[k], bwd[k]));
+    for (int i = 0; i < 2; i++) { g[i].cell = shortest; g[i].width = 160; g[i].axis_scale = 1e3; g[i].axis_unit = "ms"; }
     if (c->timeline[0]) {
         OutFile o;
         int err = out_open(&o, c->timeline);
@@ -676,14 +679,14 @@ int cmd_train(int argc, char **argv) {
                r->data.features ? "training" : "held-out");
         printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", step_med * 1e3, samples_s, gflops);
         if (c->mode == MODE_PP) {
-            printf("\n%-6s %-10s %9s %9s   %-29s %14s  %s\n", "", "", "median", "median", "----------- bubble ----------", "", "");
-            printf("%-6s %-10s %9s %9s %9s %9s %9s %14s  %s\n", "stage", "layers", "F ms", "B ms", "measured", "theory",
-                   "simulated", "peak in-flight", "peak activations");
+            printf("\n%-6s %-10s %-29s   %9s %9s %14s  %s\n", "", "", "----------- bubble ----------", "median", "median", "", "");
+            printf("%-6s %-10s %9s %9s %9s   %9s %9s %14s  %s\n", "stage", "layers", "measured", "theory", "simulated", "F ms", "B ms",
+                   "peak in-flight", "peak activations");
             for (int k = 0; k < r->K; k++) {
                 char lay[32];
                 snprintf(lay, sizeof lay, "%d-%d", r->lo[k], r->lo[k + 1] - 1);
-                printf("%-6d %-10s %9.3f %9.3f %9.3f %9.3f %9.3f %14.0f  %.2f MB\n", k, lay, fwd[k] * 1e3, bwd[k] * 1e3, bubble[k],
-                       theory, msim.bubble[k], peak_slots[k], peak_bytes[k] / 1e6);
+                printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9.3f %14.0f  %.2f MB\n", k, lay, bubble[k], theory, msim.bubble[k],
+                       fwd[k] * 1e3, bwd[k] * 1e3, peak_slots[k], peak_bytes[k] / 1e6);
             }
             char sn[32];
             printf("(simulated: the %s schedule run by the simulator with these F and B times, transfers free)\n",

@@ -14,23 +14,23 @@ usage() {
 Usage: bench/sweep.sh [--tiny] [--out DIR] [--np K] [--no-plot]
 
   --tiny      a seconds-long run for tests (NP=2 LAYERS=4 HIDDEN=32 BATCH=16 STEPS=3 MS="1 2 4" FIXED_M=4)
-  --out DIR   where sweep.jsonl, summary.txt and the plots go (bench/results)
-  --np K      ranks = pipeline stages (4)
+  --out DIR   where sweep.jsonl, summary.txt and the plots go (bench/results/sweep)
+  --np K      ranks = pipeline stages (the cores, at most 4)
   --no-plot   skip the PNG plots even when gnuplot is installed
 
-Sizes come from the environment (defaults in parentheses): NP (4), LAYERS (16), HIDDEN (1024),
+Sizes come from the environment (defaults in parentheses): NP (cores, at most 4), LAYERS (16), HIDDEN (1024),
 BATCH (256, divisible by every M), STEPS (20), THREADS (1, BLAS threads per rank),
 MS ("1 2 4 8 16 32"), FIXED_M (8), SCHEDULES ("naive gpipe 1f1b"), MICROPP (./micropp),
 MPIEXEC (mpiexec), RUN_TIMEOUT (900 s per run).
 
 Examples:
-  bench/sweep.sh                                  # the full sweep, 4 ranks
+  bench/sweep.sh                                  # the full sweep, one rank per core (<= 4)
   NP=2 HIDDEN=512 bench/sweep.sh --out /tmp/sw    # smaller
   bench/sweep.sh --tiny --out /tmp/tiny           # what the test suite runs
 EOF
 }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=bench/results PLOT=1 TINY=0
+OUT=bench/results/sweep PLOT=1 TINY=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --tiny) TINY=1 ;;
@@ -45,7 +45,8 @@ done
 if [ "$TINY" = 1 ]; then
     : "${NP:=2}" "${LAYERS:=4}" "${HIDDEN:=32}" "${BATCH:=16}" "${STEPS:=3}" "${MS:=1 2 4}" "${FIXED_M:=4}"
 fi
-: "${NP:=4}" "${LAYERS:=16}" "${HIDDEN:=1024}" "${BATCH:=256}" "${STEPS:=20}" "${THREADS:=1}"
+cores=$(nproc 2>/dev/null || echo 2); [ "$cores" -gt 4 ] && cores=4; [ "$cores" -lt 2 ] && cores=2
+: "${NP:=$cores}" "${LAYERS:=16}" "${HIDDEN:=1024}" "${BATCH:=256}" "${STEPS:=20}" "${THREADS:=1}"
 : "${MS:=1 2 4 8 16 32}" "${FIXED_M:=8}" "${SCHEDULES:=naive gpipe 1f1b}"
 : "${MICROPP:=$ROOT/micropp}" "${MPIEXEC:=mpiexec}" "${RUN_TIMEOUT:=900}"
 
