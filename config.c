@@ -35,6 +35,10 @@ const Option train_options[] = {
     {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST", "pp: layers per stage (interleaved: per chunk, in pipeline order), e.g. 5,4,4,3 (default: even split)"},
     {"checkpoint-activations", 0, OPT_BOOL, T(checkpoint_activations), 0, 0, 0, 0, "pp: keep only stage inputs, recompute in backward"},
     {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0, "after step 1 compare loss and gradients with a monolith reference"},
+    {"trace", 0, OPT_STR, T(trace), 0, 0, 0, "FILE.json", "pp: write a Chrome trace of every step, one track per rank (Perfetto, chrome://tracing)"},
+    {"timeline", 0, OPT_STR, T(timeline), 0, 0, 0, "FILE.svg", "pp: draw one step's measured Gantt chart (and the simulated one) as SVG"},
+    {"timeline-step", 0, OPT_INT, T(timeline_step), 0, 0, 1 << 30, "N", "pp: the step drawn by --timeline and --gantt (0: the median-time step)"},
+    {"gantt", 0, OPT_BOOL, T(gantt), 0, 0, 0, 0, "pp: print that step's measured Gantt chart at the end"},
     {0},
 };
 #undef T

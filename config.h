@@ -66,6 +66,11 @@ typedef struct {
     char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"
     int checkpoint_activations;
     int verify;
+    // observing the pipeline (trace.c)
+    char trace[PATH_LEN];      // Chrome trace JSON of every step, "" = none
+    char timeline[PATH_LEN];   // SVG of one step's measured Gantt chart, "" = none
+    int64_t timeline_step;     // 1-based step drawn by --timeline / --gantt; 0 = the median-time step
+    int gantt;                 // print that step's Gantt chart at the end
 } TrainConfig;
 
 extern const Option train_options[];

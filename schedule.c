@@ -137,6 +137,15 @@ void schedule_simulate(int kind, int K, int M, double cost_f, double cost_b, dou
     schedule_sim(&spec, r);
 }
 
+void schedule_simulate_stages(int kind, int K, int M, const double *cost_f, const double *cost_b, double cost_comm,
+                              SimResult *r) {
+    double *half = xmalloc(sizeof(double) * (size_t)K);
+    for (int s = 0; s < K; s++) half[s] = cost_b[s] / 2;
+    SimSpec spec = {.kind = kind, .K = K, .M = M, .v = 1, .comm = cost_comm, .stage_f = cost_f, .stage_b = half, .stage_w = half};
+    schedule_sim(&spec, r);
+    free(half);
+}
+
 void schedule_sim(const SimSpec *sp, SimResult *r) {
     int K = sp->K, M = sp->M, v = sp->v, V = K * v;
     memset(r, 0, sizeof *r);

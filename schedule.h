@@ -73,6 +73,9 @@ void schedule_sim(const SimSpec *spec, SimResult *r);
 // The old entry: v = 1, per-action costs cost_f and cost_b for a full backward (split into
 // I = W = cost_b / 2 where a schedule splits it).
 void schedule_simulate(int kind, int K, int M, double cost_f, double cost_b, double cost_comm, SimResult *r);
+// The same with a cost per stage (cost_f[K], cost_b[K]): measured durations, uneven partitions.
+void schedule_simulate_stages(int kind, int K, int M, const double *cost_f, const double *cost_b, double cost_comm,
+                              SimResult *r);
 void sim_result_free(SimResult *r);
 // The bubble with uniform costs, as a fraction of the makespan (idle / (idle + busy)):
 //   naive (K-1)/K; gpipe, 1f1b (K-1)/(M+K-1) (any F, B);

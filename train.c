@@ -3,23 +3,19 @@
 // --verify against a monolith reference, evaluation, and the summary (text or one JSON object).
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include <cjson/cJSON.h>
 #include "comms.h"
 #include "config.h"
 #include "data.h"
 #include "model.h"
 #include "schedule.h"
+#include "trace.h"
 #include "train.h"
 #include "util.h"
 
 #define MAX_STAGES 4096
 #define VERIFY_TOL 1e-5
-
-typedef struct {
-    int step, kind, mb;
-    double t0, t1;
-    int chunk;
-} Event;  // one action as it ran on this rank (times relative to the step start)
 
 typedef struct {
     TrainConfig *c;
@@ -39,12 +35,17 @@ typedef struct {
     float *dout, *din;        // pp: received output gradient, input gradient to send
     // per-step measurements
     double *step_s, *busy_s, *span_s, *loss;
-    Event *ev;
+    double *step_start;       // now_sec() at each step's start (after the step barrier in pp)
+    Event *ev;                // every action as it ran (trace.h), times from its step's start
     int n_ev, cap_ev;
     double first_loss;
     int peak_slots;
     size_t peak_bytes;
 } Run;
+
+// Per-rank median times of one pass of each compute kind ([K] each; i and w: halves of b when the
+// backward is not split).
+typedef struct { double *f, *b, *i, *w; } Costs;
 
 static int is_last(const Run *r) { return r->stage == r->K - 1; }
 static int vstage(const Run *r, int chunk) { return chunk * r->K + r->stage; }
@@ -59,7 +60,8 @@ static void validate(TrainConfig *c, int world, Run *r) {
         if (world != 1)
             user_error("train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode pp",
                        mode, world, world);
-        static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations", "virtual-stages"};
+        static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations", "virtual-stages",
+                                        "trace", "timeline", "timeline-step", "gantt"};
         for (size_t i = 0; i < sizeof pp_only / sizeof *pp_only; i++)
             if (option_on_command_line(pp_only[i]))
                 user_error("train: --%s applies to --mode pp, not --mode %s: drop it or add --mode pp", pp_only[i], mode);
@@ -132,7 +134,29 @@ static void validate(TrainConfig *c, int world, Run *r) {
         r->lo[0] = 0;
         for (int i = 0; i < S; i++) r->lo[i + 1] = r->lo[i] + base + (i < extra);
     }
+    if (c->mode == MODE_PP) {
+        if (c->gantt && c->json)
+            user_error("train: --gantt prints a chart and --json one JSON object: use one of them (--timeline FILE.svg works with --json)");
+        if (c->timeline_step && !c->timeline[0] && !c->gantt)
+            user_error("train: --timeline-step picks the step drawn by --timeline or --gantt: add one of them, or drop it");
+        if (c->timeline_step > c->steps)
+            user_error("train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
+                       (long long)c->timeline_step, (long long)c->steps);
+    }
     data_open(&r->data, c->data, c->labels, (int)c->hidden, (int)c->classes, (uint64_t)c->seed);
+}
+
+// The trace and timeline files are written by rank 0 at the end; it tries them before the first
+// step, and every rank learns the verdict, so a bad path ends every rank at once with exit 2.
+static void check_outputs(Run *r) {
+    const char *flag[2] = {"trace", "timeline"}, *path[2] = {r->c->trace, r->c->timeline};
+    double err[2] = {0, 0};
+    if (r->c->mode != MODE_PP) return;
+    if (r->rank == 0)
+        for (int i = 0; i < 2; i++) if (path[i][0]) err[i] = out_check(path[i]);
+    comm_allreduce_max_double(err, 2, MPI_COMM_WORLD);
+    for (int i = 0; i < 2; i++)
+        if (err[i]) user_error("train: cannot write --%s '%s': %s (%s)", flag[i], path[i], strerror((int)err[i]), out_hint((int)err[i]));
 }
 
 // ---- per-step bookkeeping ----
@@ -179,7 +203,7 @@ static double pipeline_step(Run *r, int step) {
     size_t n = (size_t)r->rows * r->chunk[0].H;
     int K = r->K;
     int dout_mb = -1, dout_c = -1, din_mb = -1, din_c = -1, fwd_mb = -1, fwd_c = -1;
-    double busy = 0, base = now_sec();
+    double busy = 0, base = r->step_start[step];
     for (int i = 0; i < r->list.n; i++) {
         Action a = r->list.a[i];
         Stage *s = &r->chunk[a.chunk];
@@ -442,6 +466,88 @@ static void print_header(Run *r) {
     fflush(stdout);
 }
 
+// ---- what the pipeline did: per-stage costs, the bubble they imply, the trace and the timeline ----
+
+// Median duration of this rank's actions of one kind over the measured steps.
+static double kind_median(const Run *r, int kind, int skip) {
+    double *d = xmalloc(sizeof(double) * (size_t)(r->n_ev + 1));
+    int n = 0;
+    for (int i = 0; i < r->n_ev; i++)
+        if (r->ev[i].kind == kind && r->ev[i].step >= skip) d[n++] = r->ev[i].t1 - r->ev[i].t0;
+    double m = median(d, n);
+    free(d);
+    return m;
+}
+
+// The step drawn by --timeline / --gantt (0-based): the user's, else the one nearest the median time.
+static int shown_step(const Run *r, int skip, double step_med) {
+    if (r->c->timeline_step) return (int)r->c->timeline_step - 1;
+    int best = skip;
+    for (int t = skip; t < (int)r->c->steps; t++)
+        if (fabs(r->step_s[t] - step_med) < fabs(r->step_s[best] - step_med)) best = t;
+    return best;
+}
+
+// Rank 0: writes --trace, and builds the two charts of step `shown` (measured, and simulated with the
+// measured per-stage costs) that --timeline writes as SVG and --gantt prints.
+static void observe(Run *r, const Timeline *tl, int shown, const SimResult *msim, const Costs *med, double theory, Gantt g[2]) {
+    TrainConfig *c = r->c;
+    char sched[32];
+    choice_name(SCHED_CHOICES, c->schedule, sched, sizeof sched);
+    if (c->trace[0]) {
+        OutFile o;
+        int err = out_open(&o, c->trace);
+        if (!err) {
+            char meta[512];
+            snprintf(meta, sizeof meta, "{\"micropp\":\"train\",\"schedule\":\"%s\",\"stages\":%d,\"micro_batches\":%d,"
+                     "\"layers\":%lld,\"hidden\":%lld,\"batch\":%lld,\"steps\":%lld,\"checkpoint_activations\":%s}",
+                     sched, r->K, r->M, (long long)c->layers, (long long)c->hidden, (long long)c->batch, (long long)c->steps,
+                     c->checkpoint_activations ? "true" : "false");
+            timeline_write_chrome(o.f, tl, meta);
+            err = out_commit(&o);
+        }
+        if (err) fatal("writing --trace '%s': %s", c->trace, strerror(err));
+    }
+    // measured: the bubble of this step per rank = 1 - (compute of the action list) / pipeline span
+    timeline_step_gantt(tl, shown, &g[0]);
+    double bub = 0, f_mean = 0, b_mean = 0, i_mean = 0, w_mean = 0;
+    int split = schedule_splits_backward(c->schedule);
+    for (int k = 0; k < g[0].rows; k++) {
+        double busy = 0;
+        for (int i = 0; i < g[0].n[k]; i++) {
+            const Interval *v = &g[0].slices[k][i];
+            if (v->kind < ACT_KINDS && !kind_style(v->kind)->bar) busy += v->t1 - v->t0;
+        }
+        bub += (1 - busy / r->span_s[shown]) / g[0].rows;
+    }
+    for (int k = 0; k < r->K; k++) {
+        f_mean += med->f[k] / r->K; b_mean += med->b[k] / r->K; i_mean += med->i[k] / r->K; w_mean += med->w[k] / r->K;
+    }
+    char vpart[48] = "", costs[96];
+    if (r->V > 1) snprintf(vpart, sizeof vpart, " x %d virtual stages", r->V);
+    if (split) snprintf(costs, sizeof costs, "mean F %.3f ms, I %.3f ms, W %.3f ms", f_mean * 1e3, i_mean * 1e3, w_mean * 1e3);
+    else snprintf(costs, sizeof costs, "mean F %.3f ms, B %.3f ms", f_mean * 1e3, b_mean * 1e3);
+    snprintf(g[0].title, sizeof g[0].title, "measured: step %d of %lld | %s | %d ranks%s | %d micro-batches | %.3f ms | bubble %.3f (mean over ranks), theory %.3f",
+             shown + 1, (long long)c->steps, sched, r->K, vpart, r->M, r->step_s[shown] * 1e3, bub, theory);
+    snprintf(g[1].title, sizeof g[1].title, "simulated: %s with each %s's median costs (%s%s; transfers free) | bubble %.3f",
+             sched, r->V > 1 ? "chunk pass" : "stage", costs, "", msim->bubble_mean);
+    g[1].row_label = "stage";
+    g[1].rows = msim->K;
+    g[1].slices = msim->slices;
+    g[1].n = msim->n_slices;
+    g[1].t_end = msim->makespan;
+    // text: the shortest forward or backward one label wide, the chart at most 160 characters
+    double shortest = INFINITY;
+    for (int k = 0; k < r->K; k++) shortest = fmin(shortest, fmin(med->f[k], split ? fmin(med->i[k], med->w[k]) : med->b[k]));
+    for (int i = 0; i < 2; i++) { g[i].cell = shortest; g[i].width = 160; g[i].axis_scale = 1e3; g[i].axis_unit = "ms"; }
+    if (c->timeline[0]) {
+        OutFile o;
+        int err = out_open(&o, c->timeline);
+        if (!err) { gantt_svg(o.f, g, 2); err = out_commit(&o); }
+        if (err) fatal("writing --timeline '%s': %s", c->timeline, strerror(err));
+    }
+}
+
 // ---- the command ----
 
 int cmd_train(int argc, char **argv) {
@@ -459,6 +565,7 @@ int cmd_train(int argc, char **argv) {
     r->world = comms_world_size();
     r->rank = comms_world_rank();
     validate(&cfg, r->world, r);
+    check_outputs(r);
     r->be = &backend_cpu;
     blas_set_threads((int)cfg.threads);
     TrainConfig *c = &cfg;
@@ -471,6 +578,7 @@ int cmd_train(int argc, char **argv) {
     r->step_s = xcalloc((size_t)steps, sizeof(double));
     r->busy_s = xcalloc((size_t)steps, sizeof(double));
     r->span_s = xcalloc((size_t)steps, sizeof(double));
+    r->step_start = xcalloc((size_t)steps, sizeof(double));
     r->loss = xcalloc((size_t)steps, sizeof(double));
     r->dout = r->be->alloc(sizeof(float) * (size_t)r->rows * H);
     r->din = r->be->alloc(sizeof(float) * (size_t)r->rows * H);
@@ -515,6 +623,7 @@ int cmd_train(int argc, char **argv) {
         for (int k = 0; k < n_local; k++) stage_zero_grads(&parts[k]);
         if (c->mode == MODE_PP) comm_barrier(MPI_COMM_WORLD);
         double t0 = now_sec();
+        r->step_start[step] = t0;
         if (c->mode == MODE_PP) r->span_s[step] = pipeline_step(r, step);
         else if (c->mode == MODE_MANUAL) manual_step(r, parts, r->K, step);
         else monolith_step(r, parts, step);
@@ -522,7 +631,11 @@ int cmd_train(int argc, char **argv) {
         // the loss lives on the last stage; every rank learns it (and so decides alike on NaN)
         double v[3] = {0, 0, 0};
         if (c->mode != MODE_PP || is_last(r)) { v[0] = head->loss_sum; v[1] = head->loss_rows; v[2] = head->correct; }
-        if (c->mode == MODE_PP) comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
+        if (c->mode == MODE_PP) {
+            double ta = now_sec();
+            comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
+            record(r, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
+        }
         double loss = v[0] / v[1];
         r->loss[step] = loss;
         if (step == 0 && c->verify) {
@@ -542,8 +655,10 @@ int cmd_train(int argc, char **argv) {
         }
         if (!isfinite(loss))
             user_error("train: the loss became %s at step %d: lower --lr (now %g) and check the data", isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
+        double to = now_sec();
         for (int k = 0; k < n_local; k++) stage_optimizer_step(&parts[k], c->optimizer, (float)c->lr, step + 1);
         r->be->sync();
+        record(r, step, EV_OPTIMIZER, -1, 0, to - t0, now_sec() - t0);
         r->step_s[step] = now_sec() - t0;
         if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == 0 || step == steps - 1))
             printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
@@ -584,6 +699,45 @@ int cmd_train(int argc, char **argv) {
         comm_allreduce_sum_double(peak_deferred, r->K, MPI_COMM_WORLD);
         free(b);
     }
+    // ... and what the simulator predicts for this schedule with each rank's median action times:
+    // F, and B (or I and W where the backward is split), each the time of one pass of one chunk.
+    // The simulator takes whole-stage costs (a chunk pass is 1/v of them), so they are scaled by v.
+    int split = schedule_splits_backward(c->schedule);
+    Costs med = {0};
+    SimResult msim = {0};
+    Gantt charts[2];
+    memset(charts, 0, sizeof charts);
+    int shown = -1;
+    if (c->mode == MODE_PP) {
+        double *m[4];
+        for (int k = 0; k < 4; k++) m[k] = xcalloc((size_t)r->K, sizeof(double));
+        m[0][r->stage] = kind_median(r, ACT_FORWARD, skip);
+        if (split) {
+            m[2][r->stage] = kind_median(r, ACT_BACKWARD_INPUT, skip);
+            m[3][r->stage] = kind_median(r, ACT_BACKWARD_WEIGHT, skip);
+            m[1][r->stage] = m[2][r->stage] + m[3][r->stage];
+        } else {
+            m[1][r->stage] = kind_median(r, ACT_BACKWARD, skip);
+            m[2][r->stage] = m[3][r->stage] = m[1][r->stage] / 2;  // only their sum matters for a full backward
+        }
+        for (int k = 0; k < 4; k++) comm_allreduce_sum_double(m[k], r->K, MPI_COMM_WORLD);
+        med = (Costs){m[0], m[1], m[2], m[3]};
+        double *st[3];
+        for (int k = 0; k < 3; k++) {
+            st[k] = xmalloc(sizeof(double) * (size_t)r->K);
+            for (int q = 0; q < r->K; q++) st[k][q] = (k == 0 ? med.f : k == 1 ? med.i : med.w)[q] * r->V;
+        }
+        SimSpec ms = {.kind = c->schedule, .K = r->K, .M = r->M, .v = r->V, .stage_f = st[0], .stage_b = st[1], .stage_w = st[2]};
+        schedule_sim(&ms, &msim);
+        for (int k = 0; k < 3; k++) free(st[k]);
+        if (c->trace[0] || c->timeline[0] || c->gantt) {
+            Timeline tl;
+            shown = shown_step(r, skip, step_med);
+            timeline_gather(&tl, r->ev, r->n_ev, r->step_start, steps, MPI_COMM_WORLD);
+            if (r->rank == 0) observe(r, &tl, shown, &msim, &med, theory, charts);
+            timeline_free(&tl);
+        }
+    }
 
     int verify_failed = c->verify && !(verify_err <= VERIFY_TOL);
     if (r->rank == 0 && c->json) {
@@ -620,6 +774,15 @@ int cmd_train(int argc, char **argv) {
             cJSON_AddItemToObject(o, "partition", cJSON_CreateIntArray(part, r->K * r->V));
             cJSON_AddItemToObject(o, "bubble_measured", cJSON_CreateDoubleArray(bubble, r->K));
             cJSON_AddNumberToObject(o, "bubble_theory", theory);
+            cJSON_AddItemToObject(o, "bubble_simulated", cJSON_CreateDoubleArray(msim.bubble, r->K));
+            const char *key[4] = {"forward_ms_median", "backward_ms_median", "backward_input_ms_median", "backward_weight_ms_median"};
+            const double *val[4] = {med.f, med.b, med.i, med.w};
+            for (int q = 0; q < (split ? 4 : 2); q++) {
+                double ms[MAX_STAGES];
+                for (int k = 0; k < r->K; k++) ms[k] = val[q][k] * 1e3;
+                cJSON_AddItemToObject(o, key[q], cJSON_CreateDoubleArray(ms, r->K));
+            }
+            if (shown >= 0) cJSON_AddNumberToObject(o, "timeline_step", shown + 1);
             cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(peak_bytes, r->K));
             cJSON_AddItemToObject(o, "peak_inflight", cJSON_CreateDoubleArray(peak_slots, r->K));
             cJSON_AddItemToObject(o, "peak_deferred_w", cJSON_CreateDoubleArray(peak_deferred, r->K));
@@ -639,34 +802,54 @@ int cmd_train(int argc, char **argv) {
                r->data.features ? "training" : "held-out");
         printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", step_med * 1e3, samples_s, gflops);
         if (c->mode == MODE_PP) {
-            // per rank; with chunks, its layer ranges in chunk order and in-flight counts chunk passes
-            int split = schedule_splits_backward(c->schedule);
-            printf("\n%-6s %-10s %-16s %-16s %-14s %s%s\n", "stage", "layers", "bubble measured", "bubble theory", "peak in-flight",
-                   split ? "peak deferred W  " : "", "peak activations");
+            // per rank; with chunks, its layer ranges in chunk order, the medians per chunk pass, and
+            // in-flight counting chunk passes; a split backward shows I and W (and the deferred W's)
+            printf("\n%-6s %-10s %-29s   %9s %9s%s %14s  %s\n", "", "", "----------- bubble ----------", "median", "median",
+                   split ? "    median" : "", "", "");
+            printf("%-6s %-10s %9s %9s %9s   %9s %9s%s %14s  %s%s\n", "stage", "layers", "measured", "theory", "simulated", "F ms",
+                   split ? "I ms" : "B ms", split ? "      W ms" : "", "peak in-flight", split ? "peak deferred W  " : "", "peak activations");
             for (int k = 0; k < r->K; k++) {
-                char lay[128] = "";
+                char lay[128] = "", wcol[16] = "", def[32] = "";
                 for (int ch = 0; ch < r->V; ch++) {
                     size_t l = strlen(lay);
                     snprintf(lay + l, sizeof lay - l, "%s%d-%d", ch ? "," : "", r->lo[ch * r->K + k], r->lo[ch * r->K + k + 1] - 1);
                 }
-                char def[32] = "";
-                if (split) snprintf(def, sizeof def, "%-17.0f", peak_deferred[k]);
-                printf("%-6d %-10s %-16.3f %-16.3f %-14.0f %s%.2f MB\n", k, lay, bubble[k], theory, peak_slots[k], def, peak_bytes[k] / 1e6);
+                if (split) {
+                    snprintf(wcol, sizeof wcol, " %9.3f", med.w[k] * 1e3);
+                    snprintf(def, sizeof def, "%-17.0f", peak_deferred[k]);
+                }
+                printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9.3f%s %14.0f  %s%.2f MB\n", k, lay, bubble[k], theory, msim.bubble[k],
+                       med.f[k] * 1e3, (split ? med.i : med.b)[k] * 1e3, wcol, peak_slots[k], def, peak_bytes[k] / 1e6);
             }
+            char sn[32];
+            printf("(simulated: the %s schedule run by the simulator with these %s times%s, transfers free)\n",
+                   choice_name(SCHED_CHOICES, c->schedule, sn, sizeof sn), split ? "F, I and W" : "F and B",
+                   r->V > 1 ? " of one chunk pass each" : "");
         }
         if (c->verify) {
             printf("\nverify (step 1 vs monolith reference): worst relative error per %s:", c->mode != MODE_PP ? "part" : r->V > 1 ? "chunk (pipeline order)" : "stage");
             for (int k = 0; k < r->K * r->V; k++) printf(" %.2e", stage_err[k]);
             printf(" -> %s (tolerance %.0e)\n", verify_failed ? "FAILED" : "ok", VERIFY_TOL);
         }
+        if (c->gantt) {
+            const char *nc = getenv("NO_COLOR");
+            int colour = isatty(STDOUT_FILENO) && !(nc && *nc);
+            printf("\n");
+            gantt_text(stdout, &charts[0], colour);
+            printf("\n");
+            gantt_text(stdout, &charts[1], colour);
+        }
     }
     fflush(stdout);
+    if (charts[0].slices) gantt_free_slices(&charts[0]);
+    sim_result_free(&msim);
+    free(med.f); free(med.b); free(med.i); free(med.w);
     for (int k = 0; k < n_local; k++) stage_free(&parts[k]);
     if (c->mode != MODE_PP) free(parts);
     sim_result_free(&sim);
     action_list_free(&r->list);
     r->be->free(r->dout); r->be->free(r->din);
-    free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->ev);
+    free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->ev); free(r->step_start);
     free(bubble); free(peak_bytes); free(peak_slots); free(peak_deferred); free(stage_err);
     data_close(&r->data);
     comms_finalize();

@@ -101,7 +101,8 @@ if [ "$RC" -eq 0 ] && grep -qE '^  stage 0: layers 0-2 \| 5-6 \(virtual stages 0
    && grep -qE '^1 +3-4,7-7 +[0-9.]+ +0\.111 ' <<<"$OUT"; then pass "summary/interleaved: chunks per rank, theory 1/9"
 else fail "summary/interleaved: chunks per rank" "$OUT"; fi
 run 60 mpiexec -n 2 "$MICROPP" train --mode pp --schedule zb-h1 --micro-batches 4 --layers 8 --hidden 32 --batch 24 --steps 3
-if [ "$RC" -eq 0 ] && grep -qE 'peak deferred W' <<<"$OUT" && grep -qE '^1 +4-7 +[0-9.]+ +0\.077 +1 +2 ' <<<"$OUT"; then pass "summary/zb-h1: theory 1/13, deferred W column"
+if [ "$RC" -eq 0 ] && grep -qE '^stage +layers +measured +theory +simulated +F ms +I ms +W ms +peak in-flight +peak deferred W +peak activations' <<<"$OUT" \
+   && grep -qE '^1 +4-7 +[0-9.]+ +0\.077 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +1 +2 ' <<<"$OUT"; then pass "summary/zb-h1: theory 1/13, I and W medians, deferred W column"
 else fail "summary/zb-h1" "$OUT"; fi
 
 # bad input: one line, exit 2, quickly, on every rank
@@ -116,3 +117,57 @@ expect_user_error "bad/interleaved M < K" "multiple of the 4 stages .*got 2: use
 expect_user_error "bad/more chunks than layers" "4 ranks x 2 virtual stages = 8 chunks but only 6 layers" 30 mpiexec -n 4 $P --schedule interleaved --micro-batches 4 --layers 6
 expect_user_error "bad/partition per stage under interleaved" "has 2 entries but 2 ranks x 2 virtual stages make 4 chunks: give one layer count per chunk" 20 mpiexec -n 2 $P --schedule interleaved --micro-batches 4 --partition 4,4
 expect_user_error "bad/partition empty chunk" "chunk 2 gets 0 layers; every chunk needs at least 1" 20 mpiexec -n 2 $P --schedule interleaved --micro-batches 4 --partition 4,3,0,1
+
+# micropp bubble shows them: zb-h1's cells where the schedule puts them (F = I = W = 1, 4 characters a time unit)
+run 30 "$MICROPP" bubble --schedule zb-h1 --stages 4 --micro-batches 8 --gantt
+why=$(printf '%s\n' "$OUT" | python3 -c '
+import re, sys
+rows = [l for l in sys.stdin.read().splitlines() if l.startswith("stage ")]
+want = {  # stage 0: 3 warm-up forwards + 1, waits for I0 from below, then F I W rounds; stage 3: F I (W deferred) from the start
+ 0: "F0 0,F1 1,F2 2,F3 3,I0 7,W0 8,F4 9,I1 10,W1 11,F5 12,I2 13,W2 14,F6 15,I3 16,W3 17,F7 18,I4 19,W4 20,I5 21,W5 22,I6 23,W6 24,I7 25,W7 26",
+ 3: "F0 3,I0 4,F1 5,I1 6,F2 7,I2 8,F3 9,I3 10,W0 11,F4 12,I4 13,W1 14,F5 15,I5 16,W2 17,F6 18,I6 19,W3 20,F7 21,I7 22,W4 23,W5 24,W6 25,W7 26",
+}
+bad = [] if len(rows) == 4 else ["%d rows" % len(rows)]
+for s, cells in want.items():
+    body = rows[s][len("stage 0 "):]
+    got = ",".join("%s %d" % (m.group(1), m.start() // 4) for m in re.finditer(r"\[([FIW]\d+) *\]", body))
+    if got != cells: bad.append("stage %d: %s" % (s, got))
+print("; ".join(bad))')
+[ "$RC" -eq 0 ] && [ -z "$why" ] && grep -q 'bubble 0.1111 simulated, 0.1111 formula' <<<"$OUT" && grep -q 'I backward input, W backward weight' <<<"$OUT" \
+    && pass "bubble/zb-h1 K=4 M=8 Gantt: I and W cells where the schedule puts them, bubble 3/27" || fail "bubble/zb-h1 Gantt" "$why $OUT $ERR"
+run 30 "$MICROPP" bubble --schedule interleaved --stages 2 --micro-batches 4 --gantt
+[ "$RC" -eq 0 ] && grep -q '2 stages x 2 virtual stages' <<<"$OUT" && grep -qE '^stage 1 \.+\[F0 *\]\[F1 *\]\[F0\.1\]\[B0\.1 *\]' <<<"$OUT" \
+    && grep -q 'bubble 0.1111 simulated, 0.1111 formula' <<<"$OUT" && grep -q "(.c: on the rank's chunk c)" <<<"$OUT" \
+    && pass "bubble/interleaved K=2 M=4 Gantt: chunk 1 passes labelled .1, bubble 1/9" || fail "bubble/interleaved Gantt" "$OUT $ERR"
+run 30 "$MICROPP" bubble --schedule interleaved,zb-h1 --stages 4 --micro-batches 8 --virtual-stages 3 --cost-b 3 --cost-w 1 --json
+python3 - "$OUT" <<'PY' && pass "bubble/json: virtual_stages, zb-h1 I = cost-b - cost-w and its deferred W, no zb-h1 formula for unequal costs" || fail "bubble/json" "$OUT $ERR"
+import json, sys
+d = json.loads(sys.argv[1]); il, zb = d["rows"]
+ok = (il["virtual_stages"] == 3 and il["bubble_formula"] == 3 / 27 == il["bubble_simulated"] and zb["bubble_formula"] is None
+      and zb["peak_deferred_w"] == [1, 2, 3, 4] and d["cost_w"] == 1 and zb["bubble_simulated"] < 3 / 11)
+sys.exit(0 if ok else 1)
+PY
+B="$MICROPP bubble --stages 4 --micro-batches 8"
+expect_user_error "bubble-bad/--virtual-stages without interleaved" "--virtual-stages applies to --schedule interleaved" 10 $B --schedule 1f1b --virtual-stages 3
+expect_user_error "bubble-bad/interleaved with 1 chunk" "interleaved needs --virtual-stages >= 2" 10 $B --schedule interleaved --virtual-stages 1
+expect_user_error "bubble-bad/interleaved, no M % K == 0" "multiple of --stages .*no \(K, M\) given qualifies" 10 $B --schedule interleaved --micro-batches 6
+expect_user_error "bubble-bad/--cost-w not below --cost-b" "--cost-w 2 is the weight part of the backward: use a value above 0 and below --cost-b 2" 10 $B --schedule zb-h1 --cost-w 2
+
+# train shows them: the trace names chunks, the summary the I and W medians
+run 120 mpiexec -n 2 "$MICROPP" train --mode pp --schedule interleaved --micro-batches 2 --layers 4 $SMALL --trace "$TMP/il.json" --json
+python3 - "$TMP/il.json" <<'PY' && pass "trace/interleaved: every chunk pass named (F1.1), with a chunk arg" || fail "trace/interleaved" "rc $RC $(printf '%s' "$ERR" | tail -2)"
+import json, sys
+x = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+names = {(e["pid"], e["name"]) for e in x}
+ok = all((r, n) in names for r in (0, 1) for n in ("F0", "F1", "F0.1", "F1.1", "B0", "B0.1"))
+ok = ok and all(e["args"].get("chunk") == 1 for e in x if e["name"] == "F1.1") and (0, "SEND_ACT 0 (chunk 1)") in names
+sys.exit(0 if ok else 1)
+PY
+run 120 mpiexec -n 2 "$MICROPP" train --mode pp --schedule zb-h1 --micro-batches 4 --layers 4 $SMALL --json
+python3 - "$OUT" <<'PY' && pass "summary/zb-h1 json: I and W medians, B = I + W, simulated from them" || fail "summary/zb-h1 json" "$OUT"
+import json, sys
+d = json.loads(sys.argv[1])
+i, w, b = d["backward_input_ms_median"], d["backward_weight_ms_median"], d["backward_ms_median"]
+sys.exit(0 if len(i) == len(w) == 2 and all(x > 0 for x in i + w) and all(abs(b[k] - i[k] - w[k]) < 1e-9 for k in range(2))
+         and len(d["bubble_simulated"]) == 2 else 1)
+PY
