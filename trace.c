@@ -229,7 +229,7 @@ void gantt_svg(FILE *f, const Gantt *charts, int n) {
                 double h = k->bar ? bar_h : cell_h, sy = k->bar ? ry + cell_h - bar_h : ry;
                 slice_name(s->kind, s->mb, s->chunk, name, sizeof name);
                 // later chunks of an interleaved rank: the same colour, lighter
-                double opacity = s->chunk > 0 ? fmax(0.4, 1.0 - 0.3 * s->chunk) : 1.0;
+                double opacity = s->chunk > 0 ? fmax(0.25, 1.0 - 0.45 * s->chunk) : 1.0;
                 fprintf(f, "<rect class=\"slice\" data-kind=\"%s\" data-mb=\"%d\" data-chunk=\"%d\" data-row=\"%d\" x=\"%.2f\" y=\"%.1f\" "
                            "width=\"%.2f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"%.2f\" stroke=\"white\" stroke-width=\"%s\">"
                            "<title>%s, %s %d: %g to %g %s</title></rect>\n",
