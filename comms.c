@@ -80,18 +80,32 @@ void comms_finalize(void) { if (mpi_up()) MPI_Finalize(); }
 int comms_world_rank(void) { int r = 0; if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
 int comms_world_size(void) { int n = 1; if (mpi_up()) MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
 
-void comms_pipeline(Comm *c, const Backend *be) {
+void comms_grid(Comm *c, const Backend *be, int P, int D) {
     memset(c, 0, sizeof *c);
     c->be = be;
     c->world = MPI_COMM_WORLD;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->pp));
+    CHECK(P >= 1 && D >= 1 && P * D == c->size, "grid of %d stages x %d replicas on %d ranks", P, D, c->size);
+    c->stages = P;
+    c->replicas = D;
+    c->stage = c->rank % P;
+    c->replica = c->rank / P;
+    // split(color, key): pp gathers one replica's stages in stage order, dp one stage's replicas.
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->replica, c->stage, &c->pp));
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->stage, c->replica, &c->dp));
     MPI_Comm_set_errhandler(c->pp, MPI_ERRORS_RETURN);
-    c->stage = c->rank;
-    c->stages = c->size;
+    MPI_Comm_set_errhandler(c->dp, MPI_ERRORS_RETURN);
     c->prev = c->stage > 0 ? c->rank - 1 : MPI_PROC_NULL;
     c->next = c->stage < c->stages - 1 ? c->rank + 1 : MPI_PROC_NULL;
+}
+
+void comms_pipeline(Comm *c, const Backend *be) { comms_grid(c, be, comms_world_size(), 1); }
+
+void comms_free(Comm *c) {
+    if (!mpi_up()) return;
+    if (c->pp != MPI_COMM_NULL && c->pp) MPI_Comm_free(&c->pp);
+    if (c->dp != MPI_COMM_NULL && c->dp) MPI_Comm_free(&c->dp);
 }
 
 // ---- the send pool: host staging buffers, each with its pending request ----
@@ -147,4 +161,241 @@ void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm) {
 }
 void comm_allreduce_max_double(double *x, int n, MPI_Comm comm) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, comm));
+}
+int comm_same_u64(uint64_t value, MPI_Comm comm) {
+    uint64_t lo = value, hi = value;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, comm));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, comm));
+    return lo == hi;
+}
+
+// ---- data-parallel collectives: MPI's own, or a ring from point-to-point messages ----
+//
+// The ring (the algorithm of Baidu's allreduce, Horovod and NCCL's ring): D ranks in a circle, the
+// buffer cut into D chunks. Reduce-scatter: in D-1 steps each rank sends one chunk to its right
+// neighbour and adds the chunk arriving from its left into its own copy; after step s rank r has
+// summed s+2 contributions of chunk (r-s-2) mod D, so after D-1 steps it holds the full sum of
+// chunk r (its own). All-gather: D-1 more steps pass the finished chunks around the circle. Each
+// rank sends and receives 2(D-1)/D of the buffer in all, whatever D: the bandwidth optimum.
+//
+// Overlap. MPI moves data only inside MPI calls (MPICH has no progress thread unless one is
+// enabled, and that one spins on a core). So a collective in flight is a state machine that
+// comm_progress() advances without blocking: it tests the current step's two messages and, when
+// both are done, adds the received chunk and posts the next step. The trainer calls it after
+// every layer of the backward pass (a few ms apart at the sizes that matter), so a bucket's
+// messages travel while later layers compute, and neither rank sits waiting for the other until
+// the final wait. We chose polling over a helper thread with MPI_THREAD_MULTIPLE because each
+// rank here has one core: a helper thread would spin on the core the gemms need, and MPICH's
+// global lock would serialise it with the pipeline's own sends and receives anyway.
+
+enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER };
+
+struct CommReq {
+    int op, algo;
+    MPI_Comm comm;
+    int D, me, left, right;   // ranks in comm
+    const Backend *be;
+    float *dev, *buf;         // the caller's buffer; the host buffer worked on (== dev on the host)
+    size_t n;
+    float scale;
+    int tag, done;
+    double t_done;
+    MPI_Request req;          // mpi: the non-blocking collective
+    int *counts, *displs;     // mpi: chunk sizes and offsets
+    float *tmp;               // ring: one received chunk; mpi reduce-scatter: the result
+    int step, rs_steps, ag_steps, posted;  // ring: steps done, of D-1 reduce-scatter then D-1 all-gather
+    MPI_Request rq[2];        // ring: this step's receive and send
+    CommReq *next;            // the list of collectives in flight
+};
+static CommReq *in_flight;
+
+void comm_shard(size_t n, int D, int i, size_t *off, size_t *len) {
+    size_t a = (size_t)((unsigned __int128)n * (unsigned)i / (unsigned)D);
+    size_t b = (size_t)((unsigned __int128)n * (unsigned)(i + 1) / (unsigned)D);
+    *off = a;
+    *len = b - a;
+}
+
+static void scale_host(float *x, size_t n, float a) {
+    if (a != 1.0f) for (size_t i = 0; i < n; i++) x[i] *= a;
+}
+
+static void req_complete(CommReq *q) {
+    if (q->buf != q->dev) {  // staged: copy the result back to the device
+        size_t off = 0, len = q->n;
+        if (q->op == OP_REDUCE_SCATTER) comm_shard(q->n, q->D, q->me, &off, &len);
+        q->be->to_device(q->dev + off, q->buf + off, len * sizeof(float));
+    }
+    q->done = 1;
+    q->t_done = now_sec();
+    for (CommReq **p = &in_flight; *p; p = &(*p)->next)
+        if (*p == q) { *p = q->next; break; }
+}
+
+static int mod(int a, int D) { return ((a % D) + D) % D; }
+
+static void ring_post(CommReq *q) {
+    int s = q->step, D = q->D, me = q->me, send_chunk, recv_chunk;
+    float *recv_to;
+    size_t so, sl, ro, rl;
+    if (s < q->rs_steps) {  // reduce-scatter: pass chunk (me-s-1) on, take in chunk (me-s-2)
+        send_chunk = mod(me - s - 1, D);
+        recv_chunk = mod(me - s - 2, D);
+    } else {                // all-gather: pass on the finished chunk (me-a), take in (me-a-1)
+        int a = s - q->rs_steps;
+        send_chunk = mod(me - a, D);
+        recv_chunk = mod(me - a - 1, D);
+    }
+    comm_shard(q->n, D, send_chunk, &so, &sl);
+    comm_shard(q->n, D, recv_chunk, &ro, &rl);
+    recv_to = s < q->rs_steps ? q->tmp : q->buf + ro;
+    MPI_CHECK(MPI_Irecv(recv_to, (int)rl, MPI_FLOAT, q->left, q->tag, q->comm, &q->rq[0]));
+    MPI_CHECK(MPI_Isend(q->buf + so, (int)sl, MPI_FLOAT, q->right, q->tag, q->comm, &q->rq[1]));
+    q->posted = 1;
+}
+
+static void ring_advance(CommReq *q) {
+    for (;;) {
+        if (q->posted) {
+            int flag = 0;
+            MPI_Status st[2];  // (MPI_STATUSES_IGNORE trips gcc's access-size warning)
+            MPI_CHECK(MPI_Testall(2, q->rq, &flag, st));
+            if (!flag) return;
+            q->posted = 0;
+            if (q->step < q->rs_steps) {  // add the received partial sum into our copy
+                size_t off, len;
+                comm_shard(q->n, q->D, mod(q->me - q->step - 2, q->D), &off, &len);
+                float *restrict dst = q->buf + off;
+                const float *restrict src = q->tmp;
+                for (size_t i = 0; i < len; i++) dst[i] += src[i];
+            }
+            q->step++;
+            if (q->step == q->rs_steps && q->op != OP_ALLGATHER) {  // own chunk complete: scale it
+                size_t off, len;
+                comm_shard(q->n, q->D, q->me, &off, &len);
+                scale_host(q->buf + off, len, q->scale);
+            }
+        }
+        if (q->step == q->rs_steps + q->ag_steps) { req_complete(q); return; }
+        ring_post(q);
+    }
+}
+
+static void mpi_advance(CommReq *q) {
+    int flag = 0;
+    MPI_CHECK(MPI_Test(&q->req, &flag, MPI_STATUS_IGNORE));
+    if (!flag) return;
+    if (q->op == OP_ALLREDUCE) scale_host(q->buf, q->n, q->scale);
+    if (q->op == OP_REDUCE_SCATTER) {
+        size_t off, len;
+        comm_shard(q->n, q->D, q->me, &off, &len);
+        for (size_t i = 0; i < len; i++) q->buf[off + i] = q->tmp[i] * q->scale;
+    }
+    req_complete(q);
+}
+
+static void req_advance(CommReq *q) {
+    if (q->done) return;
+    if (q->algo == ALLREDUCE_RING) ring_advance(q);
+    else mpi_advance(q);
+}
+
+static CommReq *req_start(Comm *c, int op, float *buf, size_t n, float scale, int algo) {
+    CHECK(n <= (size_t)INT32_MAX, "collective of %zu floats: more than MPI's int count allows", n);
+    CHECK(algo == ALLREDUCE_MPI || algo == ALLREDUCE_RING, "unknown all-reduce algorithm %d", algo);
+    CommReq *q = xcalloc(1, sizeof *q);
+    q->op = op; q->algo = algo; q->comm = c->dp; q->be = c->be;
+    q->dev = buf; q->n = n; q->scale = scale;
+    MPI_CHECK(MPI_Comm_size(c->dp, &q->D));
+    MPI_CHECK(MPI_Comm_rank(c->dp, &q->me));
+    q->left = mod(q->me - 1, q->D);
+    q->right = mod(q->me + 1, q->D);
+    q->tag = 1000 + (int)(c->seq++ % 20000u);  // the same on every rank: collectives start in the same order
+    q->req = q->rq[0] = q->rq[1] = MPI_REQUEST_NULL;
+    q->buf = buf;
+    if (!c->be->on_host) {
+        q->buf = xmalloc(n * sizeof(float));
+        c->be->to_host(q->buf, buf, n * sizeof(float));
+    }
+    q->next = in_flight;
+    in_flight = q;
+    size_t off, len;
+    comm_shard(n, q->D, q->me, &off, &len);
+    if (q->D == 1 || n == 0) {  // nothing to exchange
+        if (op != OP_ALLGATHER) scale_host(q->buf, n, scale);
+        req_complete(q);
+        return q;
+    }
+    if (algo == ALLREDUCE_RING) {
+        size_t most = (n + (size_t)q->D - 1) / (size_t)q->D;
+        q->rs_steps = op == OP_ALLGATHER ? 0 : q->D - 1;
+        q->ag_steps = op == OP_REDUCE_SCATTER ? 0 : q->D - 1;
+        if (q->rs_steps) q->tmp = xmalloc(most * sizeof(float));
+        ring_advance(q);
+        return q;
+    }
+    q->counts = xmalloc(sizeof(int) * (size_t)q->D);
+    q->displs = xmalloc(sizeof(int) * (size_t)q->D);
+    for (int i = 0; i < q->D; i++) {
+        size_t o, l;
+        comm_shard(n, q->D, i, &o, &l);
+        q->counts[i] = (int)l;
+        q->displs[i] = (int)o;
+    }
+    switch (op) {
+    case OP_ALLREDUCE:
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, q->buf, (int)n, MPI_FLOAT, MPI_SUM, q->comm, &q->req));
+        break;
+    case OP_REDUCE_SCATTER:
+        q->tmp = xmalloc((len ? len : 1) * sizeof(float));
+        MPI_CHECK(MPI_Ireduce_scatter(q->buf, q->tmp, q->counts, MPI_FLOAT, MPI_SUM, q->comm, &q->req));
+        break;
+    default:
+        MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, q->buf, q->counts, q->displs,
+                                  MPI_FLOAT, q->comm, &q->req));
+    }
+    return q;
+}
+
+CommReq *comm_allreduce_start(Comm *c, float *buf, size_t n, float scale, int algo) {
+    return req_start(c, OP_ALLREDUCE, buf, n, scale, algo);
+}
+CommReq *comm_reduce_scatter_start(Comm *c, float *buf, size_t n, float scale, int algo) {
+    return req_start(c, OP_REDUCE_SCATTER, buf, n, scale, algo);
+}
+CommReq *comm_allgather_start(Comm *c, float *buf, size_t n, int algo) {
+    return req_start(c, OP_ALLGATHER, buf, n, 1.0f, algo);
+}
+
+void comm_progress(void) {
+    CommReq *q = in_flight;
+    while (q) {
+        CommReq *next = q->next;  // q may leave the list as it completes
+        req_advance(q);
+        q = next;
+    }
+}
+
+int comm_test(CommReq *q) {
+    comm_progress();
+    return q->done;
+}
+
+double comm_wait(CommReq *q) {
+    while (!q->done) comm_progress();  // spins, as MPI_Wait does; every collective in flight moves
+    double t = q->t_done;
+    if (q->buf != q->dev) free(q->buf);
+    free(q->tmp); free(q->counts); free(q->displs);
+    free(q);
+    return t;
+}
+
+void comm_allreduce(Comm *c, float *buf, size_t n, float scale, int algo) {
+    comm_wait(comm_allreduce_start(c, buf, n, scale, algo));
+}
+void comm_reduce_scatter(Comm *c, float *buf, size_t n, float scale, int algo) {
+    comm_wait(comm_reduce_scatter_start(c, buf, n, scale, algo));
+}
+void comm_allgather(Comm *c, float *buf, size_t n, int algo) {
+    comm_wait(comm_allgather_start(c, buf, n, algo));
 }
