@@ -6,7 +6,7 @@ OPT ?= -O3 -march=native -fno-math-errno
 CFLAGS ?= $(OPT)
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS := -lopenblas -lcjson -lm
-SRCS := micropp.c config.c train.c pingpong.c comms.c model.c schedule.c data.c ops_cpu.c
+SRCS := micropp.c config.c train.c pingpong.c comms.c ddp.c allreduce.c model.c schedule.c data.c ops_cpu.c
 BUILD ?= build
 
 # ---- optional GPU support: detected, reported, and switchable with CUDA=0/1 ----
@@ -70,11 +70,13 @@ run: micropp
 # Unit tests: tests/unit_*.c linked against every object but main's.
 LIB_OBJS := $(filter-out $(BUILD)/micropp.o,$(OBJS))
 UNIT_BINS := $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/unit_*.c))
+# MPI test programs (tests/mpi_*.c): built the same way, run under mpiexec by the tests/t_*.sh scripts.
+MPI_TEST_BINS := $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/mpi_*.c))
 tests/bin/%: tests/%.c tests/unit.h $(LIB_OBJS) | deps
 	@mkdir -p tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LIB_OBJS) $(LDLIBS)
 
-test: micropp $(UNIT_BINS)
+test: micropp $(UNIT_BINS) $(MPI_TEST_BINS)
 	@bash tests/run.sh
 
 # AddressSanitizer + UBSan build of the same sources, then the suite against it.

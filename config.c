@@ -12,7 +12,7 @@
 #define T(field) offsetof(TrainConfig, field)
 const Option train_options[] = {
     {"config", 'c', OPT_STR, T(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)"},
-    {"mode", 'm', OPT_CHOICE, T(mode), MODE_CHOICES, 0, 0, "MODE", "monolith: one process; manual: K parts in one process; pp: one stage per rank"},
+    {"mode", 'm', OPT_CHOICE, T(mode), MODE_CHOICES, 0, 0, "MODE", "monolith: one process; manual: K parts in one process; pp: one stage per rank; ddp: one replica per rank; hybrid: --pp stages x --dp replicas"},
     {"parts", 0, OPT_INT, T(parts), 0, 1, 4096, "K", "manual mode: cut the model into K parts"},
     {"layers", 'L', OPT_INT, T(layers), 0, 1, 4096, "L", "hidden layers, each Linear(H,H)+ReLU"},
     {"hidden", 'H', OPT_INT, T(hidden), 0, 1, 65536, "H", "hidden size (= input features)"},
@@ -34,6 +34,13 @@ const Option train_options[] = {
     {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST", "pp: layers per stage, e.g. 5,4,4,3 (default: even split)"},
     {"checkpoint-activations", 0, OPT_BOOL, T(checkpoint_activations), 0, 0, 0, 0, "pp: keep only stage inputs, recompute in backward"},
     {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0, "after step 1 compare loss and gradients with a monolith reference"},
+    {"pp", 0, OPT_INT, T(pp), 0, 1, 4096, "P", "hybrid: pipeline stages per replica (ranks = P x D)"},
+    {"dp", 0, OPT_INT, T(dp), 0, 1, 1 << 20, "D", "hybrid: data-parallel replicas (ddp: must equal the ranks)"},
+    {"ddp-sync", 0, OPT_CHOICE, T(ddp_sync), SYNC_CHOICES, 0, 0, "SYNC", "ddp/hybrid: naive = one all-reduce per tensor after backward; bucketed = overlapped with backward"},
+    {"allreduce", 0, OPT_CHOICE, T(allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG", "ddp/hybrid: MPI's own collectives or the from-scratch ring"},
+    {"bucket-mb", 0, OPT_FLOAT, T(bucket_mb), 0, -1e12, 1e12, "MB", "ddp/hybrid bucketed: bucket capacity in MiB"},
+    {"grad-accum", 0, OPT_INT, T(grad_accum), 0, 1, 1 << 20, "N", "monolith/ddp: N micro-steps of --batch rows per optimizer step"},
+    {"zero", 0, OPT_INT, T(zero), 0, 0, 1, "Z", "ddp/hybrid: 1 = ZeRO-1, optimizer state sharded over the replicas"},
     {0},
 };
 #undef T
@@ -56,6 +63,10 @@ void train_config_defaults(TrainConfig *c) {
     c->eval_samples = 1024;
     c->schedule = SCHED_1F1B;
     c->micro_batches = 4;
+    c->ddp_sync = 1;  // bucketed
+    c->allreduce = 0; // mpi
+    c->bucket_mb = 25;
+    c->grad_accum = 1;
 }
 
 const char *choice_name(const char *choices, int index, char *buf, size_t n) {

@@ -35,11 +35,13 @@ int parse_int_list(const char *s, int *out, int max);  // "5,4,4,3" -> count, or
 int option_was_set(const char *name);
 
 // ---- train ----
-enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP };
-#define MODE_CHOICES "monolith|manual|pp"
+enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
+#define MODE_CHOICES "monolith|manual|pp|ddp|hybrid"
 enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B };
 #define SCHED_CHOICES "naive|gpipe|1f1b"
 enum { OPTIM_ADAM, OPTIM_SGD };
+#define SYNC_CHOICES "naive|bucketed"   // SYNC_* in ddp.h
+#define ALLREDUCE_CHOICES "mpi|ring"    // ALLREDUCE_* in comms.h
 
 typedef struct {
     char config[PATH_LEN];
@@ -62,6 +64,13 @@ typedef struct {
     char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"
     int checkpoint_activations;
     int verify;
+    // data parallelism (ddp, hybrid)
+    int64_t pp, dp;          // hybrid: stages per replica, replicas
+    int ddp_sync;            // SYNC_*
+    int allreduce;           // ALLREDUCE_*
+    double bucket_mb;        // bucket capacity, MiB
+    int64_t grad_accum;      // micro-steps per optimizer step
+    int64_t zero;            // ZeRO stage: 0 or 1
 } TrainConfig;
 
 extern const Option train_options[];

@@ -19,6 +19,7 @@ typedef struct {
 static const Command commands[] = {
     {"train", cmd_train, "train the MLP: monolith, manual split, or pipeline-parallel over MPI"},
     {"pingpong", cmd_pingpong, "send a tensor between 2 ranks; --sweep measures latency and bandwidth"},
+    {"allreduce", cmd_allreduce, "time the data-parallel all-reduce over all ranks: MPI's own vs the ring"},
     {0},
 };
 
@@ -59,5 +60,5 @@ int main(int argc, char **argv) {
         pick_blas_kernel(argv);
         return c->run(argc - 1, argv + 1);
     }
-    user_error("unknown command '%s': use one of train, pingpong (see micropp --help)", argv[1]);
+    user_error("unknown command '%s': use one of train, pingpong, allreduce (see micropp --help)", argv[1]);
 }

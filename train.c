@@ -1,12 +1,14 @@
 // train.c: `micropp train`: validation of the run (same decision on every rank, before any
-// message), the training loops of each mode (monolith, manual split, pipeline executor),
-// --verify against a monolith reference, evaluation, and the summary (text or one JSON object).
+// message), the training loops of each mode (monolith, manual split, pipeline executor, data
+// parallel and the pipeline x data-parallel grid), --verify against a monolith reference,
+// evaluation, and the summary (text or one JSON object).
 #include <math.h>
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "comms.h"
 #include "config.h"
 #include "data.h"
+#include "ddp.h"
 #include "model.h"
 #include "schedule.h"
 #include "train.h"
@@ -26,7 +28,11 @@ typedef struct {
     Data data;
     Comm comm;
     int world, rank;
-    int K, M, rows;           // stages, micro-batches, rows per micro-batch
+    int K, M, rows;           // stages, micro-batches, rows per micro-batch (per replica)
+    int D, replica;           // data-parallel replicas, this rank's replica
+    int N, micro;             // gradient-accumulation micro-steps per step, the one running
+    GradSync sync;            // ddp/hybrid: the gradient all-reduce of this rank's stage
+    int sync_on;
     int lo[MAX_STAGES + 1];   // stage s holds global layers [lo[s], lo[s+1])
     int stage;                // this rank's stage (pp)
     Stage st;                 // this rank's stage (pp, monolith)
@@ -36,6 +42,7 @@ typedef struct {
     float *dout, *din;        // pp: received output gradient, input gradient to send
     // per-step measurements
     double *step_s, *busy_s, *span_s, *loss;
+    double *comm_s, *exposed_s;  // ddp/hybrid: all-reduce in flight, and its part after compute
     Event *ev;
     int n_ev, cap_ev;
     double first_loss;
@@ -44,32 +51,90 @@ typedef struct {
 } Run;
 
 static int is_last(const Run *r) { return r->stage == r->K - 1; }
+static int pipelined(int mode) { return mode == MODE_PP || mode == MODE_HYBRID; }
+static int data_parallel(int mode) { return mode == MODE_DDP || mode == MODE_HYBRID; }
+static int distributed(int mode) { return mode == MODE_PP || data_parallel(mode); }
 
 // ---- validation: pure functions of the config and world size, identical on every rank ----
 
 static void validate(TrainConfig *c, int world, Run *r) {
     char name[32];
     const char *mode = choice_name(MODE_CHOICES, c->mode, name, sizeof name);
-    if (c->mode != MODE_PP) {
-        if (world != 1)
-            user_error("train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode pp",
-                       mode, world, world);
+    if (!distributed(c->mode) && world != 1)
+        user_error("train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode pp, ddp or hybrid",
+                   mode, world, world);
+    if (!pipelined(c->mode)) {
         static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations"};
         for (size_t i = 0; i < sizeof pp_only / sizeof *pp_only; i++)
             if (option_was_set(pp_only[i]))
-                user_error("train: --%s applies to --mode pp, not --mode %s: drop it or add --mode pp", pp_only[i], mode);
+                user_error("train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", pp_only[i], mode);
     }
     if (c->mode != MODE_MANUAL && option_was_set("parts"))
         user_error("train: --parts applies to --mode manual, not --mode %s: drop it or add --mode manual", mode);
-    r->K = c->mode == MODE_PP ? world : c->mode == MODE_MANUAL ? (int)c->parts : 1;
-    r->M = c->mode == MODE_PP ? (int)c->micro_batches : 1;
+    // data parallelism
+    if (!data_parallel(c->mode)) {
+        static const char *dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
+        for (size_t i = 0; i < sizeof dp_only / sizeof *dp_only; i++)
+            if (option_was_set(dp_only[i]))
+                user_error("train: --%s applies to --mode ddp or hybrid, not --mode %s: drop it or add --mode ddp", dp_only[i], mode);
+    }
+    if (c->mode != MODE_HYBRID && option_was_set("pp"))
+        user_error("train: --pp applies to --mode hybrid, not --mode %s: drop it (--mode pp makes one stage per rank) or add --mode hybrid", mode);
+    if (!data_parallel(c->mode) && option_was_set("dp"))
+        user_error("train: --dp applies to --mode hybrid or ddp, not --mode %s: drop it or add --mode hybrid", mode);
+    if (option_was_set("grad-accum") && c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
+        user_error("train: --grad-accum applies to --mode monolith or ddp, not --mode %s: a pipeline already accumulates over --micro-batches", mode);
+    if (c->bucket_mb <= 0)
+        user_error("train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25", c->bucket_mb);
+    if (c->ddp_sync == SYNC_NAIVE && option_was_set("bucket-mb"))
+        user_error("train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): drop one of them");
+    int P = 1, D = 1;
+    if (c->mode == MODE_PP) P = world;
+    if (c->mode == MODE_MANUAL) P = (int)c->parts;
+    if (c->mode == MODE_DDP) {
+        D = world;
+        if (option_was_set("dp") && c->dp != world)
+            user_error("train: --dp %lld but %d ranks were started: --mode ddp runs one replica per rank, so run 'mpiexec -n %lld' or drop --dp",
+                       (long long)c->dp, world, (long long)c->dp);
+    }
+    if (c->mode == MODE_HYBRID) {
+        int has_p = option_was_set("pp"), has_d = option_was_set("dp");
+        if (!has_p && !has_d)
+            user_error("train: --mode hybrid needs --pp P (stages) and --dp D (replicas) with P x D = %d, the number of ranks", world);
+        if (has_p && has_d && c->pp * c->dp != world)
+            user_error("train: --pp %lld x --dp %lld = %lld ranks, but %d were started: run 'mpiexec -n %lld' or choose P x D = %d",
+                       (long long)c->pp, (long long)c->dp, (long long)(c->pp * c->dp), world, (long long)(c->pp * c->dp), world);
+        if (!has_d && world % c->pp)
+            user_error("train: --pp %lld does not divide the %d ranks: give --pp and --dp with P x D = %d", (long long)c->pp, world, world);
+        if (!has_p && world % c->dp)
+            user_error("train: --dp %lld does not divide the %d ranks: give --pp and --dp with P x D = %d", (long long)c->dp, world, world);
+        P = has_p ? (int)c->pp : world / (int)c->dp;
+        D = has_d ? (int)c->dp : world / (int)c->pp;
+    }
+    r->K = P;
+    r->D = D;
+    r->M = pipelined(c->mode) ? (int)c->micro_batches : 1;
+    r->N = (int)c->grad_accum;
     if (c->mode == MODE_PP && world < 2)
         user_error("train: --mode pp needs at least 2 ranks (one per stage), got 1: run it as 'mpiexec -n 2 ./micropp train --mode pp'");
     if (r->K > MAX_STAGES) user_error("train: %d stages is more than the %d supported", r->K, MAX_STAGES);
     if (r->K > c->layers)
         user_error("train: %d %s but only %lld layers: every stage needs a layer, so use --layers >= %d or fewer %s",
-                   r->K, c->mode == MODE_PP ? "stages (ranks)" : "parts", (long long)c->layers, r->K,
-                   c->mode == MODE_PP ? "ranks" : "parts");
+                   r->K, pipelined(c->mode) ? "stages" : "parts", (long long)c->layers, r->K,
+                   c->mode == MODE_PP ? "ranks" : c->mode == MODE_HYBRID ? "--pp" : "parts");
+    if (r->D > 1 && c->batch % ((int64_t)r->D * r->M)) {  // every replica takes B/D rows in M micro-batches
+        int64_t q = (int64_t)r->D * r->M, lo = c->batch / q * q;
+        char fits[256] = "";
+        if (c->batch % r->D == 0 && r->M > 1)  // the micro-batch counts that would work with this batch
+            for (int m = 1, n = 0; m <= c->batch / r->D && n < 8; m++)
+                if ((c->batch / r->D) % m == 0) { size_t l = strlen(fits); snprintf(fits + l, sizeof fits - l, "%s%d", n++ ? ", " : "", m); }
+        char what[96], tail[320] = "";
+        if (r->M > 1) snprintf(what, sizeof what, "%d replicas x %d micro-batches = %lld", r->D, r->M, (long long)q);
+        else snprintf(what, sizeof what, "the %d replicas", r->D);
+        if (fits[0]) snprintf(tail, sizeof tail, ", or --micro-batches %s (divisors of %lld rows per replica)", fits, (long long)(c->batch / r->D));
+        user_error("train: --batch %lld is not divisible by %s: use --batch %lld or %lld (multiples of %lld)%s",
+                   (long long)c->batch, what, (long long)(lo ? lo : q), (long long)(lo ? lo + q : 2 * q), (long long)q, tail);
+    }
     if (c->batch % r->M) {
         char fits[256] = "";
         for (int m = 1, n = 0; m <= c->batch && n < 8; m++)
@@ -77,7 +142,7 @@ static void validate(TrainConfig *c, int world, Run *r) {
         user_error("train: --batch %lld is not divisible by --micro-batches %d: use micro-batches that divide it (%s, ...) or change --batch",
                    (long long)c->batch, r->M, fits);
     }
-    r->rows = (int)(c->batch / r->M);
+    r->rows = (int)(c->batch / r->D / r->M);
     // partition
     if (c->partition[0]) {
         int parts[MAX_STAGES];
@@ -111,13 +176,19 @@ static void record(Run *r, int step, int kind, int mb, double t0, double t1) {
     r->ev[r->n_ev++] = (Event){step, kind, mb, t0, t1};
 }
 
-// The first training sample of micro-batch mb in this step. Synthetic data is a set of --samples
-// rows (default: one fixed batch, as in the course's monolith) cycled; a .npy file is cycled whole.
-static uint64_t sample_index(const Run *r, int step, int mb) {
-    uint64_t i = (uint64_t)step * (uint64_t)r->c->batch + (uint64_t)mb * (uint64_t)r->rows;
-    uint64_t n = r->c->samples ? (uint64_t)r->c->samples : (uint64_t)r->c->batch;
+// The first training sample of micro-batch mb of replica d in accumulation micro-step k of a step.
+// A micro-step takes --batch consecutive rows of the stream; replica d takes rows [d*B/D, (d+1)*B/D)
+// of them, cut into micro-batches of r->rows. Synthetic data is a set of --samples rows (default:
+// one fixed batch of a step's batch x grad-accum rows, as in the course's monolith) cycled; a .npy
+// file is cycled whole.
+static uint64_t first_sample(const Run *r, int step, int k, int d, int mb) {
+    uint64_t B = (uint64_t)r->c->batch;
+    uint64_t i = ((uint64_t)step * (uint64_t)r->N + (uint64_t)k) * B + (uint64_t)d * (B / (uint64_t)r->D) +
+                 (uint64_t)mb * (uint64_t)r->rows;
+    uint64_t n = r->c->samples ? (uint64_t)r->c->samples : B * (uint64_t)r->N;
     return r->data.features ? i : i % n;
 }
+static uint64_t sample_index(const Run *r, int step, int mb) { return first_sample(r, step, r->micro, r->replica, mb); }
 
 // Loads micro-batch mb's inputs (first stage) and labels (last stage) into a slot.
 static void load_inputs(Run *r, Stage *s, int slot, uint64_t first, int load_x, int load_y) {
@@ -137,7 +208,7 @@ static double pipeline_step(Run *r, int step) {
     Stage *s = &r->st;
     Comm *cm = &r->comm;
     size_t n = (size_t)r->rows * s->H;
-    int dout_mb = -1, din_mb = -1, fwd_mb = -1;
+    int dout_mb = -1, din_mb = -1, fwd_mb = -1, backwards = 0;
     double busy = 0, base = now_sec();
     for (int i = 0; i < r->list.n; i++) {
         Action a = r->list.a[i];
@@ -167,6 +238,9 @@ static double pipeline_step(Run *r, int step) {
             slot = stage_slot_of(s, a.mb);
             CHECK(slot >= 0, "backward of micro-batch %d, which has no forward in flight", a.mb);
             CHECK(is_last(r) || dout_mb == a.mb, "backward of micro-batch %d without its output gradient", a.mb);
+            // hybrid: the last backward of the step makes this stage's gradients final; its layer
+            // hooks start the buckets' all-reduces, which then overlap the pipeline's cool-down.
+            if (r->sync_on) gradsync_set_final(&r->sync, ++backwards == r->M);
             stage_backward(s, slot, r->dout, r->stage > 0 ? r->din : NULL);
             din_mb = a.mb;
             fwd_mb = -1;
@@ -176,6 +250,7 @@ static double pipeline_step(Run *r, int step) {
             comm_send(cm, r->din, n, cm->prev, comm_tag(TAG_GRAD, a.mb));
             break;
         }
+        if (r->sync_on) comm_progress();
         double t1 = now_sec();
         if (a.kind == ACT_FORWARD || a.kind == ACT_BACKWARD) busy += t1 - t0;
         record(r, step, a.kind, a.mb, t0 - base, t1 - base);
@@ -187,17 +262,27 @@ static double pipeline_step(Run *r, int step) {
 
 // ---- monolith and manual split: one process ----
 
+// The whole model on this rank: the monolith, or one ddp replica (its shard of the batch). With
+// --grad-accum N, N forward/backward micro-steps add into the gradients before the one update;
+// only the last one's backward starts the buckets' all-reduces (no communication before it).
 static void monolith_step(Run *r, Stage *s, int step) {
-    int slot = stage_slot_acquire(s, 0);
-    load_inputs(r, s, slot, sample_index(r, step, 0), 1, 1);
-    double t0 = now_sec();
-    stage_forward(s, slot);
-    double t1 = now_sec();
-    stage_backward(s, slot, NULL, NULL);
-    double t2 = now_sec();
-    record(r, step, ACT_FORWARD, 0, 0, t1 - t0);
-    record(r, step, ACT_BACKWARD, 0, t1 - t0, t2 - t0);
-    r->busy_s[step] = t2 - t0;
+    double base = now_sec(), busy = 0;
+    for (int k = 0; k < r->N; k++) {
+        r->micro = k;
+        int slot = stage_slot_acquire(s, 0);
+        load_inputs(r, s, slot, sample_index(r, step, 0), 1, 1);
+        double t0 = now_sec();
+        stage_forward(s, slot);
+        double t1 = now_sec();
+        if (r->sync_on) gradsync_set_final(&r->sync, k == r->N - 1);
+        stage_backward(s, slot, NULL, NULL);
+        double t2 = now_sec();
+        record(r, step, ACT_FORWARD, k, t0 - base, t1 - base);
+        record(r, step, ACT_BACKWARD, k, t1 - base, t2 - base);
+        busy += t2 - t0;
+    }
+    r->micro = 0;
+    r->busy_s[step] = busy;
 }
 
 // The course's "manual split": K parts in one process; the activation is handed from part k to
@@ -233,19 +318,26 @@ static double rel_err(const float *a, const float *b, size_t n) {
     return den > 0 ? num / den : num;
 }
 
-// Compares stage s's gradients (already computed for step 0) with a monolith reference; returns
-// the worst relative error over its tensors and the loss.
+// Compares stage s's gradients (already computed for step 0, and averaged over the replicas in
+// ddp/hybrid) with a monolith reference on the step's whole batch (all replicas' rows, all
+// accumulation micro-steps); returns the worst relative error over its tensors and the loss.
 static double verify_stage(Run *r, const Stage *s, double loss) {
     TrainConfig *c = r->c;
+    int rows = (int)c->batch * r->N;
     Stage ref;
     stage_init(&ref, r->be, (int)c->layers, (int)c->hidden, (int)c->classes, 0, (int)c->layers, 1,
-               (int)c->batch, 1, 0, (uint64_t)c->seed);
+               rows, 1, 0, (uint64_t)c->seed);
     int slot = stage_slot_acquire(&ref, 0);
-    float *x = xmalloc(sizeof(float) * (size_t)c->batch * c->hidden);
-    int32_t *y = xmalloc(sizeof(int32_t) * (size_t)c->batch);
-    data_features(&r->data, 0, (int)c->batch, x);
-    data_labels(&r->data, 0, (int)c->batch, y);
-    r->be->to_device(stage_slot_input(&ref, slot), x, sizeof(float) * (size_t)c->batch * c->hidden);
+    float *x = xmalloc(sizeof(float) * (size_t)rows * c->hidden);
+    int32_t *y = xmalloc(sizeof(int32_t) * (size_t)rows);
+    for (int k = 0, at = 0; k < r->N; k++)  // step 0's rows, as the micro-batches of every replica saw them
+        for (int d = 0; d < r->D; d++)
+            for (int mb = 0; mb < r->M; mb++, at += r->rows) {
+                uint64_t first = first_sample(r, 0, k, d, mb);
+                data_features(&r->data, first, r->rows, x + (size_t)at * c->hidden);
+                data_labels(&r->data, first, r->rows, y + at);
+            }
+    r->be->to_device(stage_slot_input(&ref, slot), x, sizeof(float) * (size_t)rows * c->hidden);
     stage_set_labels(&ref, slot, y);
     stage_forward(&ref, slot);
     stage_backward(&ref, slot, NULL, NULL);
@@ -263,7 +355,7 @@ static double verify_stage(Run *r, const Stage *s, double loss) {
         const float *a = mine + (size_t)s->n_layers * layer, *b = theirs + (size_t)c->layers * layer;
         double e = rel_err(a, b, (size_t)c->classes * c->hidden + c->classes);
         if (e > worst) worst = e;
-        double ref_loss = ref.loss_sum / (double)c->batch;
+        double ref_loss = ref.loss_sum / (double)rows;
         double le = fabs(loss - ref_loss) / fmax(fabs(ref_loss), 1e-30);
         if (le > worst) worst = le;
     }
@@ -297,7 +389,7 @@ static double evaluate(Run *r, Stage *stages, int n_local) {
     float *a = be->alloc(sizeof(float) * (size_t)chunk * H), *b = be->alloc(sizeof(float) * (size_t)chunk * (H > C ? H : C));
     float *logits = xmalloc(sizeof(float) * (size_t)chunk * C);
     int hits = 0;
-    int pp = c->mode == MODE_PP;
+    int pp = pipelined(c->mode);  // hybrid: each replica's pipeline evaluates the same rows
     int first_here = pp ? r->stage == 0 : 1, last_here = pp ? is_last(r) : 1;
     for (int done = 0, k = 0; done < n_eval; done += chunk, k++) {
         int rows = n_eval - done < chunk ? n_eval - done : chunk;
@@ -322,9 +414,9 @@ static double evaluate(Run *r, Stage *stages, int n_local) {
     if (pp) comm_wait_sends(&r->comm);
     be->free(a); be->free(b); free(logits);
     double acc = (double)hits / n_eval;
-    if (pp) {  // the last stage knows it; tell everyone
+    if (pp) {  // the last stage knows it; tell the pipeline's other stages
         double v[1] = {last_here ? acc : 0};
-        comm_allreduce_sum_double(v, 1, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(v, 1, r->comm.pp);
         acc = v[0];
     }
     return acc;
@@ -355,18 +447,35 @@ static void print_header(Run *r) {
     blas_describe(blas, sizeof blas);
     size_t P = model_param_count((int)c->layers, (int)c->hidden, (int)c->classes);
     printf("micropp train | mode %s", mode);
-    if (c->mode == MODE_PP) printf(" | schedule %s | stages %d | micro-batches %d (%d rows each)%s", sched, r->K, r->M, r->rows,
+    if (c->mode == MODE_HYBRID) printf(" | %d stages x %d replicas (--pp %d --dp %d)", r->K, r->D, r->K, r->D);
+    if (c->mode == MODE_DDP) printf(" | %d replicas x %d rows", r->D, r->rows);
+    if (pipelined(c->mode)) printf(" | schedule %s | stages %d | micro-batches %d (%d rows each)%s", sched, r->K, r->M, r->rows,
                                    c->checkpoint_activations ? " | checkpointing" : "");
+    if (r->N > 1) printf(" | grad-accum %d", r->N);
     if (c->mode == MODE_MANUAL) printf(" | parts %d", r->K);
     printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
            (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
            (long long)c->classes, P, P * 4.0 / 1e6);
     printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | %s | device %s\n", (long long)c->batch,
            (long long)c->steps, opt, c->lr, (long long)c->seed, c->data, blas, r->be->name);
-    if (c->mode != MODE_MONOLITH)
+    if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
         for (int k = 0; k < r->K; k++)
-            printf("  %s %d%s: layers %d-%d%s\n", c->mode == MODE_PP ? "stage" : "part", k,
+            printf("  %s %d%s: layers %d-%d%s\n", pipelined(c->mode) ? "stage" : "part", k,
                    "", r->lo[k], r->lo[k + 1] - 1, k == r->K - 1 ? " + head" : "");
+    fflush(stdout);
+}
+
+// The data-parallel line: how the gradients travel (after gradsync_init: it knows the buckets).
+static void print_dp_header(Run *r) {
+    TrainConfig *c = r->c;
+    char sync[32], alg[32];
+    choice_name(SYNC_CHOICES, c->ddp_sync, sync, sizeof sync);
+    choice_name(ALLREDUCE_CHOICES, c->allreduce, alg, sizeof alg);
+    printf("data parallel: %d replicas | %s sync, %d %s", r->D, sync, r->sync.nb, c->ddp_sync == SYNC_BUCKETED ? "buckets" : "tensors");
+    if (c->ddp_sync == SYNC_BUCKETED) printf(" of <= %g MiB%s", c->bucket_mb, c->mode == MODE_HYBRID ? " on stage 0" : "");
+    printf(" | %s %s", c->zero ? "reduce-scatter + all-gather" : "all-reduce", alg);
+    if (c->zero) printf(" | ZeRO-1: this rank updates %zu of %zu parameters", r->sync.shard_total, r->st.n_params);
+    printf("\n");
     fflush(stdout);
 }
 
@@ -381,7 +490,10 @@ int cmd_train(int argc, char **argv) {
                   "  micropp train --config configs/medium.json --steps 20\n"
                   "  micropp train --mode manual --parts 4 --verify # the manual split, checked\n"
                   "  mpiexec -n 2 micropp train --mode pp --schedule 1f1b --micro-batches 8\n"
-                  "  mpiexec -n 4 micropp train --mode pp --schedule gpipe --partition 5,4,4,3 --checkpoint-activations\n");
+                  "  mpiexec -n 4 micropp train --mode pp --schedule gpipe --partition 5,4,4,3 --checkpoint-activations\n"
+                  "  mpiexec -n 2 micropp train --mode ddp --ddp-sync bucketed --allreduce ring --verify\n"
+                  "  mpiexec -n 4 micropp train --mode ddp --zero 1 --grad-accum 4\n"
+                  "  mpiexec -n 4 micropp train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 4 --verify\n");
     Run run = {0}, *r = &run;
     r->c = &cfg;
     r->world = comms_world_size();
@@ -400,51 +512,75 @@ int cmd_train(int argc, char **argv) {
     r->busy_s = xcalloc((size_t)steps, sizeof(double));
     r->span_s = xcalloc((size_t)steps, sizeof(double));
     r->loss = xcalloc((size_t)steps, sizeof(double));
+    r->comm_s = xcalloc((size_t)steps, sizeof(double));
+    r->exposed_s = xcalloc((size_t)steps, sizeof(double));
     r->dout = r->be->alloc(sizeof(float) * (size_t)r->rows * H);
     r->din = r->be->alloc(sizeof(float) * (size_t)r->rows * H);
 
     Stage *parts = NULL;
     int n_local = 1;
     SimResult sim = {0};
-    if (c->mode == MODE_PP) {
-        comms_pipeline(&r->comm, r->be);
+    if (pipelined(c->mode)) {
+        comms_grid(&r->comm, r->be, r->K, r->D);
         r->stage = r->comm.stage;
+        r->replica = r->comm.replica;
         // Prove the schedule before running it, and size the activation stash from it.
         schedule_simulate(c->schedule, r->K, r->M, 1, 2, 0, &sim);
         if (sim.deadlock) fatal("schedule would deadlock: %s", sim.why);
         schedule_build(c->schedule, r->K, r->M, r->stage, &r->list);
         stage_init(&r->st, r->be, L, H, C, r->lo[r->stage], r->lo[r->stage + 1], is_last(r), r->rows,
                    sim.peak_inflight[r->stage], c->checkpoint_activations, (uint64_t)c->seed);
-        r->st.grad_scale = 1.0f / (float)c->batch;
+        r->st.grad_scale = 1.0f / (float)c->batch;  // the global batch's mean (replicas' gradients are summed)
+        parts = &r->st;
+    } else if (c->mode == MODE_DDP) {
+        comms_grid(&r->comm, r->be, 1, r->D);
+        r->replica = r->comm.replica;
+        stage_init(&r->st, r->be, L, H, C, 0, L, 1, r->rows, 1, 0, (uint64_t)c->seed);
+        r->st.grad_scale = 1.0f / (float)(c->batch * r->N);  // the whole step's mean: replicas' gradients are summed
         parts = &r->st;
     } else {
         n_local = r->K;
         parts = xcalloc((size_t)r->K, sizeof(Stage));
         for (int k = 0; k < r->K; k++)
             stage_init(&parts[k], r->be, L, H, C, r->lo[k], r->lo[k + 1], k == r->K - 1, r->rows, 1, 0, (uint64_t)c->seed);
+        parts[r->K - 1].grad_scale = 1.0f / (float)((int64_t)r->rows * r->N);
         r->stage = r->K - 1;
     }
     Stage *head = &parts[n_local - 1];
+    if (data_parallel(c->mode)) {
+        // Replicas must start from identical parameters; compare checksums within each dp group and
+        // let every rank of the world learn the verdict, so all decide alike.
+        double differ[1] = {!comm_same_u64(stage_param_checksum(&r->st), r->comm.dp)};
+        comm_allreduce_max_double(differ, 1, MPI_COMM_WORLD);
+        if (differ[0])
+            user_error("train: the replicas start from different parameters (checksums differ across the dp group): give every rank the same --seed and model options");
+        gradsync_init(&r->sync, &r->comm, &r->st, c->ddp_sync, c->allreduce, (int)c->zero, c->bucket_mb * 1024 * 1024);
+        r->sync_on = 1;
+        if (verbose) print_dp_header(r);
+    }
 
     double verify_err = NAN;
     double *stage_err = NULL;
     for (int step = 0; step < steps; step++) {
         for (int k = 0; k < n_local; k++) stage_zero_grads(&parts[k]);
-        if (c->mode == MODE_PP) comm_barrier(MPI_COMM_WORLD);
+        if (r->sync_on) gradsync_begin_step(&r->sync);
+        if (pipelined(c->mode)) comm_barrier(MPI_COMM_WORLD);
         double t0 = now_sec();
-        if (c->mode == MODE_PP) r->span_s[step] = pipeline_step(r, step);
+        if (pipelined(c->mode)) r->span_s[step] = pipeline_step(r, step);
         else if (c->mode == MODE_MANUAL) manual_step(r, parts, r->K, step);
         else monolith_step(r, parts, step);
-        if (c->mode != MODE_PP) r->span_s[step] = now_sec() - t0;
-        // the loss lives on the last stage; every rank learns it (and so decides alike on NaN)
+        if (!pipelined(c->mode)) r->span_s[step] = now_sec() - t0;
+        if (r->sync_on) gradsync_finish(&r->sync);  // gradients averaged over the replicas
+        // the loss lives on the last stage(s); every rank learns the global batch's (and so decides alike on NaN)
         double v[3] = {0, 0, 0};
-        if (c->mode != MODE_PP || is_last(r)) { v[0] = head->loss_sum; v[1] = head->loss_rows; v[2] = head->correct; }
-        if (c->mode == MODE_PP) comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
+        if (is_last(r)) { v[0] = head->loss_sum; v[1] = head->loss_rows; v[2] = head->correct; }
+        if (distributed(c->mode)) comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
         double loss = v[0] / v[1];
         r->loss[step] = loss;
         if (step == 0 && c->verify) {
             stage_err = xcalloc((size_t)r->K, sizeof(double));
-            if (c->mode == MODE_PP) {
+            if (r->sync_on) gradsync_gather_grads(&r->sync);  // ZeRO-1 holds only its shards
+            if (distributed(c->mode)) {
                 stage_err[r->stage] = verify_stage(r, &r->st, loss);
                 comm_allreduce_max_double(stage_err, r->K, MPI_COMM_WORLD);
             } else {
@@ -455,30 +591,65 @@ int cmd_train(int argc, char **argv) {
         }
         if (!isfinite(loss))
             user_error("train: the loss became %s at step %d: lower --lr (now %g) and check the data", isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
-        for (int k = 0; k < n_local; k++) stage_optimizer_step(&parts[k], c->optimizer, (float)c->lr, step + 1);
+        if (r->sync_on) gradsync_optimizer_step(&r->sync, c->optimizer, (float)c->lr, step + 1);
+        else for (int k = 0; k < n_local; k++) stage_optimizer_step(&parts[k], c->optimizer, (float)c->lr, step + 1);
         r->be->sync();
         r->step_s[step] = now_sec() - t0;
+        if (r->sync_on) gradsync_end_step(&r->sync, &r->comm_s[step], &r->exposed_s[step]);
         if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == 0 || step == steps - 1))
             printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
-                   r->step_s[step] * 1e3, c->batch / r->step_s[step] / 1e3);
+                   r->step_s[step] * 1e3, (double)c->batch * r->N / r->step_s[step] / 1e3);
     }
+    if (r->sync_on && !comm_same_u64(stage_param_checksum(&r->st), r->comm.dp))
+        fatal("the replicas of stage %d ended with different parameters: the gradient all-reduce is broken", r->stage);
 
     double acc = evaluate(r, parts, n_local);
 
     // Summary figures. Step time: the median over steps (the first is a warm-up when there are more).
     int skip = steps > 2 ? 1 : 0;
-    if (c->mode == MODE_PP) comm_allreduce_max_double(r->step_s, steps, MPI_COMM_WORLD);
+    if (distributed(c->mode)) comm_allreduce_max_double(r->step_s, steps, MPI_COMM_WORLD);
     double step_med = median(r->step_s + skip, steps - skip);
     size_t P = model_param_count(L, H, C);
-    double flops = 6.0 * (double)P * (double)c->batch;
-    if (c->checkpoint_activations) flops += 2.0 * (double)(P - ((size_t)C * H + C)) * (double)c->batch;
-    double samples_s = c->batch / step_med, gflops = flops / step_med / 1e9;
+    double rows_per_step = (double)c->batch * r->N;
+    double flops = 6.0 * (double)P * rows_per_step;
+    if (c->checkpoint_activations) flops += 2.0 * (double)(P - ((size_t)C * H + C)) * rows_per_step;
+    double samples_s = rows_per_step / step_med, gflops = flops / step_med / 1e9;
+
+    // Data parallelism. comm_ms: the time per step during which at least one of this rank's
+    // gradient collectives was in flight (from its start to the moment its completion was seen;
+    // completion is noticed at the next layer boundary while the backward runs), averaged over
+    // the ranks, median over the steps. comm_hidden_fraction: the share of that in-flight time
+    // that passed before this rank's forward/backward work of the step ended, summed over ranks
+    // and steps; the rest is exposed (the optimizer step waited for it). Naive sync starts after
+    // the backward, so it is 0 by construction; ZeRO-1's parameter all-gather is always exposed.
+    double comm_ms = NAN, hidden = NAN, opt_bytes = 0, calls = 0, buckets = 0;
+    if (r->sync_on) {
+        comm_allreduce_sum_double(r->comm_s, steps, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(r->exposed_s, steps, MPI_COMM_WORLD);
+        double tot = 0, exp = 0;
+        for (int t = 0; t < steps; t++) {
+            r->comm_s[t] /= r->world;
+            r->exposed_s[t] /= r->world;
+            if (t >= skip) { tot += r->comm_s[t]; exp += r->exposed_s[t]; }
+        }
+        comm_ms = median(r->comm_s + skip, steps - skip) * 1e3;
+        hidden = tot > 0 ? 1.0 - exp / tot : 0;
+        // optimizer state per rank (Adam's two moments), the largest over the ranks
+        size_t held = c->zero ? r->sync.shard_total : r->st.n_params;
+        double v[1] = {c->optimizer == OPTIM_ADAM ? 2.0 * sizeof(float) * (double)held : 0};
+        comm_allreduce_max_double(v, 1, MPI_COMM_WORLD);
+        opt_bytes = v[0];
+        double nb[2] = {r->sync.nb, r->sync.calls};  // buckets and collectives of a replica: the sum over its stages
+        comm_allreduce_sum_double(nb, 2, r->comm.pp);
+        buckets = nb[0];
+        calls = nb[1];
+    }
 
     // Pipeline: measured bubble per rank = 1 - busy / span, span the slowest rank's pipeline time.
     double *bubble = NULL, *peak_bytes = NULL, *peak_slots = NULL;
     double theory = schedule_bubble_formula(c->schedule, r->K, r->M);
-    if (c->mode == MODE_PP) {
-        comm_allreduce_max_double(r->span_s, steps, MPI_COMM_WORLD);
+    if (pipelined(c->mode)) {  // within each pipeline (hybrid: rank 0 reports replica 0's)
+        comm_allreduce_max_double(r->span_s, steps, r->comm.pp);
         double *b = xmalloc(sizeof(double) * (size_t)steps);
         for (int t = 0; t < steps; t++) b[t] = 1.0 - r->busy_s[t] / r->span_s[t];
         bubble = xcalloc((size_t)r->K, sizeof(double));
@@ -487,9 +658,9 @@ int cmd_train(int argc, char **argv) {
         bubble[r->stage] = median(b + skip, steps - skip);
         peak_bytes[r->stage] = (double)r->st.peak_act_bytes;
         peak_slots[r->stage] = r->st.peak_slots;
-        comm_allreduce_sum_double(bubble, r->K, MPI_COMM_WORLD);
-        comm_allreduce_sum_double(peak_bytes, r->K, MPI_COMM_WORLD);
-        comm_allreduce_sum_double(peak_slots, r->K, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(bubble, r->K, r->comm.pp);
+        comm_allreduce_sum_double(peak_bytes, r->K, r->comm.pp);
+        comm_allreduce_sum_double(peak_slots, r->K, r->comm.pp);
         free(b);
     }
 
@@ -517,7 +688,21 @@ int cmd_train(int argc, char **argv) {
         cJSON_AddStringToObject(o, "blas", blas);
         cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(r->loss, steps));
         if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", r->K);
-        if (c->mode == MODE_PP) {
+        if (r->N > 1 || option_was_set("grad-accum")) cJSON_AddNumberToObject(o, "grad_accum", r->N);
+        if (data_parallel(c->mode)) {
+            if (c->mode == MODE_HYBRID) cJSON_AddNumberToObject(o, "pp", r->K);
+            cJSON_AddNumberToObject(o, "dp", r->D);
+            cJSON_AddStringToObject(o, "ddp_sync", choice_name(SYNC_CHOICES, c->ddp_sync, s, sizeof s));
+            cJSON_AddStringToObject(o, "allreduce", choice_name(ALLREDUCE_CHOICES, c->allreduce, s, sizeof s));
+            cJSON_AddNumberToObject(o, "zero", (double)c->zero);
+            if (c->ddp_sync == SYNC_BUCKETED) cJSON_AddNumberToObject(o, "bucket_mb", c->bucket_mb);
+            cJSON_AddNumberToObject(o, "bucket_count", buckets);
+            cJSON_AddNumberToObject(o, "collectives_per_step", calls);
+            cJSON_AddNumberToObject(o, "comm_ms", comm_ms);
+            cJSON_AddNumberToObject(o, "comm_hidden_fraction", hidden);
+            cJSON_AddNumberToObject(o, "optimizer_bytes_per_rank", opt_bytes);
+        }
+        if (pipelined(c->mode)) {
             cJSON_AddStringToObject(o, "schedule", choice_name(SCHED_CHOICES, c->schedule, s, sizeof s));
             cJSON_AddNumberToObject(o, "stages", r->K);
             cJSON_AddNumberToObject(o, "micro_batches", r->M);
@@ -544,7 +729,10 @@ int cmd_train(int argc, char **argv) {
                100 * acc, (long long)(r->data.features && c->eval_samples > r->data.n ? r->data.n : c->eval_samples),
                r->data.features ? "training" : "held-out");
         printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", step_med * 1e3, samples_s, gflops);
-        if (c->mode == MODE_PP) {
+        if (data_parallel(c->mode))
+            printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | optimizer state %.2f MB per rank\n",
+                   calls, comm_ms, 100 * hidden, opt_bytes / 1e6);
+        if (pipelined(c->mode)) {
             printf("\n%-6s %-10s %-16s %-16s %-14s %s\n", "stage", "layers", "bubble measured", "bubble theory", "peak in-flight", "peak activations");
             for (int k = 0; k < r->K; k++) {
                 char lay[32];
@@ -553,20 +741,23 @@ int cmd_train(int argc, char **argv) {
             }
         }
         if (c->verify) {
-            printf("\nverify (step 1 vs monolith reference): worst relative error per %s:", c->mode == MODE_PP ? "stage" : "part");
+            printf("\nverify (step 1 vs monolith reference): worst relative error per %s:", distributed(c->mode) ? "stage" : "part");
             for (int k = 0; k < r->K; k++) printf(" %.2e", stage_err[k]);
             printf(" -> %s (tolerance %.0e)\n", verify_failed ? "FAILED" : "ok", VERIFY_TOL);
         }
     }
     fflush(stdout);
+    if (r->sync_on) gradsync_free(&r->sync);
     for (int k = 0; k < n_local; k++) stage_free(&parts[k]);
-    if (c->mode != MODE_PP) free(parts);
+    if (parts != &r->st) free(parts);
     sim_result_free(&sim);
     action_list_free(&r->list);
     r->be->free(r->dout); r->be->free(r->din);
     free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->ev);
+    free(r->comm_s); free(r->exposed_s);
     free(bubble); free(peak_bytes); free(peak_slots); free(stage_err);
     data_close(&r->data);
+    if (distributed(c->mode)) comms_free(&r->comm);
     comms_finalize();
     if (verify_failed && r->rank == 0) fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e\n", verify_err, VERIFY_TOL);
     return verify_failed ? 1 : 0;
