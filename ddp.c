@@ -135,16 +135,16 @@ static int cmp_span(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-void gradsync_end_step(GradSync *g, double *comm_s, double *exposed_s) {
+void gradsync_end_step(GradSync *g, double compute_end, double *comm_s, double *exposed_s) {
     // Union of the spans (they overlap when several buckets are in flight), and its part after
-    // t_compute_end.
+    // compute_end.
     qsort(g->spans, (size_t)g->n_spans, sizeof(Span), cmp_span);
     double total = 0, exposed = 0, a = 0, z = -1;
     for (int i = 0; i <= g->n_spans; i++) {
         if (i < g->n_spans && g->spans[i].t0 <= z) { if (g->spans[i].t1 > z) z = g->spans[i].t1; continue; }
         if (z > a) {  // close the merged interval [a, z]
             total += z - a;
-            double from = a > g->t_compute_end ? a : g->t_compute_end;
+            double from = a > compute_end ? a : compute_end;
             if (z > from) exposed += z - from;
         }
         if (i < g->n_spans) { a = g->spans[i].t0; z = g->spans[i].t1; }

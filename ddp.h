@@ -54,8 +54,9 @@ void gradsync_optimizer_step(GradSync *g, int optimizer, float lr, int t);
 // ZeRO-1 only, for --verify: all-gathers the averaged gradient shards so the whole buffer holds them.
 void gradsync_gather_grads(GradSync *g);
 // The step's communication: in-flight time (the union of the collectives' spans) and the part of
-// it after this rank's compute ended (exposed: it delayed the optimizer step).
-void gradsync_end_step(GradSync *g, double *comm_s, double *exposed_s);
+// it after compute_end (exposed: nothing computed meanwhile, it delayed the optimizer step).
+// compute_end: g->t_compute_end (this rank's work), or later in a pipeline (its other stages' work).
+void gradsync_end_step(GradSync *g, double compute_end, double *comm_s, double *exposed_s);
 
 // A checksum of the stage's parameters (bit-exact: equal only when every float is identical).
 uint64_t stage_param_checksum(const Stage *s);

@@ -66,34 +66,34 @@ static void validate(TrainConfig *c, int world, Run *r) {
     if (!pipelined(c->mode)) {
         static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations"};
         for (size_t i = 0; i < sizeof pp_only / sizeof *pp_only; i++)
-            if (option_was_set(pp_only[i]))
+            if (option_on_command_line(pp_only[i]))
                 user_error("train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", pp_only[i], mode);
     }
-    if (c->mode != MODE_MANUAL && option_was_set("parts"))
+    if (c->mode != MODE_MANUAL && option_on_command_line("parts"))
         user_error("train: --parts applies to --mode manual, not --mode %s: drop it or add --mode manual", mode);
     // data parallelism
     if (!data_parallel(c->mode)) {
         static const char *dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
         for (size_t i = 0; i < sizeof dp_only / sizeof *dp_only; i++)
-            if (option_was_set(dp_only[i]))
+            if (option_on_command_line(dp_only[i]))
                 user_error("train: --%s applies to --mode ddp or hybrid, not --mode %s: drop it or add --mode ddp", dp_only[i], mode);
     }
-    if (c->mode != MODE_HYBRID && option_was_set("pp"))
+    if (c->mode != MODE_HYBRID && option_on_command_line("pp"))
         user_error("train: --pp applies to --mode hybrid, not --mode %s: drop it (--mode pp makes one stage per rank) or add --mode hybrid", mode);
-    if (!data_parallel(c->mode) && option_was_set("dp"))
+    if (!data_parallel(c->mode) && option_on_command_line("dp"))
         user_error("train: --dp applies to --mode hybrid or ddp, not --mode %s: drop it or add --mode hybrid", mode);
-    if (option_was_set("grad-accum") && c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
+    if (option_on_command_line("grad-accum") && c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
         user_error("train: --grad-accum applies to --mode monolith or ddp, not --mode %s: a pipeline already accumulates over --micro-batches", mode);
-    if (c->bucket_mb <= 0)
+    if (data_parallel(c->mode) && c->bucket_mb <= 0)
         user_error("train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25", c->bucket_mb);
-    if (c->ddp_sync == SYNC_NAIVE && option_was_set("bucket-mb"))
+    if (c->ddp_sync == SYNC_NAIVE && option_on_command_line("bucket-mb"))
         user_error("train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): drop one of them");
     int P = 1, D = 1;
     if (c->mode == MODE_PP) P = world;
     if (c->mode == MODE_MANUAL) P = (int)c->parts;
     if (c->mode == MODE_DDP) {
         D = world;
-        if (option_was_set("dp") && c->dp != world)
+        if (option_on_command_line("dp") && c->dp != world)
             user_error("train: --dp %lld but %d ranks were started: --mode ddp runs one replica per rank, so run 'mpiexec -n %lld' or drop --dp",
                        (long long)c->dp, world, (long long)c->dp);
     }
@@ -114,13 +114,13 @@ static void validate(TrainConfig *c, int world, Run *r) {
     r->K = P;
     r->D = D;
     r->M = pipelined(c->mode) ? (int)c->micro_batches : 1;
-    r->N = (int)c->grad_accum;
+    r->N = c->mode == MODE_MONOLITH || c->mode == MODE_DDP ? (int)c->grad_accum : 1;  // (a config file's key is left unused)
     if (c->mode == MODE_PP && world < 2)
         user_error("train: --mode pp needs at least 2 ranks (one per stage), got 1: run it as 'mpiexec -n 2 ./micropp train --mode pp'");
     if (r->K > MAX_STAGES) user_error("train: %d stages is more than the %d supported", r->K, MAX_STAGES);
     if (r->K > c->layers)
         user_error("train: %d %s but only %lld layers: every stage needs a layer, so use --layers >= %d or fewer %s",
-                   r->K, pipelined(c->mode) ? "stages" : "parts", (long long)c->layers, r->K,
+                   r->K, c->mode == MODE_PP ? "stages (ranks)" : c->mode == MODE_HYBRID ? "stages (--pp)" : "parts", (long long)c->layers, r->K,
                    c->mode == MODE_PP ? "ranks" : c->mode == MODE_HYBRID ? "--pp" : "parts");
     if (r->D > 1 && c->batch % ((int64_t)r->D * r->M)) {  // every replica takes B/D rows in M micro-batches
         int64_t q = (int64_t)r->D * r->M, lo = c->batch / q * q;
@@ -471,7 +471,7 @@ static void print_dp_header(Run *r) {
     char sync[32], alg[32];
     choice_name(SYNC_CHOICES, c->ddp_sync, sync, sizeof sync);
     choice_name(ALLREDUCE_CHOICES, c->allreduce, alg, sizeof alg);
-    printf("data parallel: %d replicas | %s sync, %d %s", r->D, sync, r->sync.nb, c->ddp_sync == SYNC_BUCKETED ? "buckets" : "tensors");
+    printf("data parallel: %d replicas | %s sync, %d %s%s", r->D, sync, r->sync.nb, c->ddp_sync == SYNC_BUCKETED ? "bucket" : "tensor", r->sync.nb == 1 ? "" : "s");
     if (c->ddp_sync == SYNC_BUCKETED) printf(" of <= %g MiB%s", c->bucket_mb, c->mode == MODE_HYBRID ? " on stage 0" : "");
     printf(" | %s %s", c->zero ? "reduce-scatter + all-gather" : "all-reduce", alg);
     if (c->zero) printf(" | ZeRO-1: this rank updates %zu of %zu parameters", r->sync.shard_total, r->st.n_params);
@@ -595,7 +595,18 @@ int cmd_train(int argc, char **argv) {
         else for (int k = 0; k < n_local; k++) stage_optimizer_step(&parts[k], c->optimizer, (float)c->lr, step + 1);
         r->be->sync();
         r->step_s[step] = now_sec() - t0;
-        if (r->sync_on) gradsync_end_step(&r->sync, &r->comm_s[step], &r->exposed_s[step]);
+        if (r->sync_on) {
+            // In a pipeline the other stages still compute (the cool-down) after this one is done:
+            // the replica's compute ends when its last stage does. Every rank left the step's barrier
+            // together, so times since t0 compare across the pipeline's ranks.
+            double end = r->sync.t_compute_end;
+            if (pipelined(c->mode)) {
+                double rel[1] = {end - t0};
+                comm_allreduce_max_double(rel, 1, r->comm.pp);
+                end = t0 + rel[0];
+            }
+            gradsync_end_step(&r->sync, end, &r->comm_s[step], &r->exposed_s[step]);
+        }
         if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == 0 || step == steps - 1))
             printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                    r->step_s[step] * 1e3, (double)c->batch * r->N / r->step_s[step] / 1e3);
@@ -619,9 +630,10 @@ int cmd_train(int argc, char **argv) {
     // gradient collectives was in flight (from its start to the moment its completion was seen;
     // completion is noticed at the next layer boundary while the backward runs), averaged over
     // the ranks, median over the steps. comm_hidden_fraction: the share of that in-flight time
-    // that passed before this rank's forward/backward work of the step ended, summed over ranks
-    // and steps; the rest is exposed (the optimizer step waited for it). Naive sync starts after
-    // the backward, so it is 0 by construction; ZeRO-1's parameter all-gather is always exposed.
+    // that passed while the step's forward/backward work was still running (ddp: this rank's;
+    // hybrid: any stage of this rank's pipeline, i.e. the cool-down counts), summed over ranks and
+    // steps; the rest is exposed (the optimizer step waited for it). Naive sync starts after the
+    // backward, so in ddp it is 0 by construction; ZeRO-1's parameter all-gather is always exposed.
     double comm_ms = NAN, hidden = NAN, opt_bytes = 0, calls = 0, buckets = 0;
     if (r->sync_on) {
         comm_allreduce_sum_double(r->comm_s, steps, MPI_COMM_WORLD);
