@@ -15,7 +15,7 @@ typedef struct {
 } Command;
 
 static const Command commands[] = {
-    {"train", cmd_train, "train the MLP: monolith, manual split, or pipeline-parallel over MPI"},
+    {"train", cmd_train, "train the MLP: monolith, manual split, pipeline- and/or data-parallel over MPI"},
     {"pingpong", cmd_pingpong, "send a tensor between 2 ranks; --sweep measures latency and bandwidth"},
     {"allreduce", cmd_allreduce, "time the data-parallel all-reduce over all ranks: MPI's own vs the ring"},
     {0},
