@@ -1,5 +1,5 @@
 // allreduce.c: `micropp allreduce`: times the data-parallel all-reduce over every rank, MPI's own
-// (MPI_Iallreduce) against the from-scratch ring of comms.c, the way nccl-tests' all_reduce_perf
+// (MPI_Allreduce) against the from-scratch ring of comms.c, the way nccl-tests' all_reduce_perf
 // reports it (time, algorithm and bus bandwidth), and checks the result (#wrong; exit 1 when wrong).
 #include <math.h>
 #include <string.h>
@@ -23,7 +23,7 @@ static const Option allreduce_options[] = {
     {"sweep", 0, OPT_BOOL, A(sweep), 0, 0, 0, 0, "every power of two from 4 B up to --size"},
     {"iters", 'n', OPT_INT, A(iters), 0, 1, 1 << 20, "N", "timed iterations per size"},
     {"warmup", 'w', OPT_INT, A(warmup), 0, 0, 1 << 20, "N", "untimed iterations first"},
-    {"algo", 0, OPT_CHOICE, A(algo), "mpi|ring|both", 0, 0, "ALG", "MPI_Iallreduce, the ring, or both"},
+    {"algo", 0, OPT_CHOICE, A(algo), "mpi|ring|both", 0, 0, "ALG", "MPI_Allreduce, the ring, or both"},
     {"json", 0, OPT_BOOL, A(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
     {0},
 };
@@ -81,7 +81,7 @@ int cmd_allreduce(int argc, char **argv) {
     cJSON *rows = cJSON_CreateArray();
     long total_wrong = 0;
     if (c.rank == 0 && !cfg.json) {
-        printf("# micropp allreduce: %d ranks, float sum in place; time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
+        printf("# micropp allreduce: %d ranks, float sum in place (mpi = MPI_Allreduce, ring = comms.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
                D, (long long)cfg.iters, (long long)cfg.warmup);
         printf("# algbw = size / time, busbw = algbw * 2(D-1)/D (what each rank's link carries); GB = 1e9 bytes\n");
         printf("# %12s %12s %6s %12s %12s %12s %7s\n", "size(B)", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");

@@ -390,12 +390,61 @@ double comm_wait(CommReq *q) {
     return t;
 }
 
+// The blocking forms. MPI's own are its blocking collectives (MPI_Allreduce, ...), which MPI
+// implementations tune hardest; the ring is its non-blocking form, waited for.
+static void mpi_blocking(Comm *c, int op, float *buf, size_t n, float scale) {
+    CHECK(n <= (size_t)INT32_MAX, "collective of %zu floats: more than MPI's int count allows", n);
+    int D, me;
+    MPI_CHECK(MPI_Comm_size(c->dp, &D));
+    MPI_CHECK(MPI_Comm_rank(c->dp, &me));
+    c->seq++;  // as the non-blocking forms do: the ring's tags stay in step on every rank
+    float *h = buf;
+    if (!c->be->on_host) {
+        h = xmalloc((n ? n : 1) * sizeof(float));
+        c->be->to_host(h, buf, n * sizeof(float));
+    }
+    size_t off, len;
+    comm_shard(n, D, me, &off, &len);
+    if (op == OP_ALLREDUCE) {
+        if (D > 1 && n) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, c->dp));
+        scale_host(h, n, scale);
+        off = 0, len = n;
+    } else {
+        int *counts = xmalloc(sizeof(int) * (size_t)D), *displs = xmalloc(sizeof(int) * (size_t)D);
+        for (int i = 0; i < D; i++) {
+            size_t o, l;
+            comm_shard(n, D, i, &o, &l);
+            counts[i] = (int)l;
+            displs[i] = (int)o;
+        }
+        if (op == OP_REDUCE_SCATTER) {
+            float *t = xmalloc((len ? len : 1) * sizeof(float));
+            if (D > 1 && n) MPI_CHECK(MPI_Reduce_scatter(h, t, counts, MPI_FLOAT, MPI_SUM, c->dp));
+            else memcpy(t, h, len * sizeof(float));
+            for (size_t i = 0; i < len; i++) h[off + i] = t[i] * scale;
+            free(t);
+        } else {
+            if (D > 1 && n)
+                MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, counts, displs, MPI_FLOAT, c->dp));
+            off = 0, len = n;
+        }
+        free(counts); free(displs);
+    }
+    if (h != buf) {
+        c->be->to_device(buf + off, h + off, len * sizeof(float));
+        free(h);
+    }
+}
+
 void comm_allreduce(Comm *c, float *buf, size_t n, float scale, int algo) {
-    comm_wait(comm_allreduce_start(c, buf, n, scale, algo));
+    if (algo == ALLREDUCE_MPI) mpi_blocking(c, OP_ALLREDUCE, buf, n, scale);
+    else comm_wait(comm_allreduce_start(c, buf, n, scale, algo));
 }
 void comm_reduce_scatter(Comm *c, float *buf, size_t n, float scale, int algo) {
-    comm_wait(comm_reduce_scatter_start(c, buf, n, scale, algo));
+    if (algo == ALLREDUCE_MPI) mpi_blocking(c, OP_REDUCE_SCATTER, buf, n, scale);
+    else comm_wait(comm_reduce_scatter_start(c, buf, n, scale, algo));
 }
 void comm_allgather(Comm *c, float *buf, size_t n, int algo) {
-    comm_wait(comm_allgather_start(c, buf, n, algo));
+    if (algo == ALLREDUCE_MPI) mpi_blocking(c, OP_ALLGATHER, buf, n, 1.0f);
+    else comm_wait(comm_allgather_start(c, buf, n, algo));
 }

@@ -72,7 +72,8 @@ int comm_test(CommReq *q);      // progresses; 1 when q has completed (q stays v
 // Blocks until q completes, frees it, and returns the time (now_sec) at which its completion was
 // first observed: by an earlier comm_progress/comm_test, or by this wait.
 double comm_wait(CommReq *q);
-// Blocking forms: start, then wait.
+// Blocking forms: MPI's blocking collectives (MPI_Allreduce, MPI_Reduce_scatter, MPI_Allgatherv),
+// or the ring started and waited for. Safe while non-blocking ones are in flight on dp.
 void comm_allreduce(Comm *c, float *buf, size_t n, float scale, int algo);
 void comm_reduce_scatter(Comm *c, float *buf, size_t n, float scale, int algo);
 void comm_allgather(Comm *c, float *buf, size_t n, int algo);

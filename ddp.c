@@ -22,6 +22,16 @@ static Bucket *add_bucket(GradSync *g, size_t off, size_t n, int lo, int hi) {
     return b;
 }
 
+// A bucket's collective: started (bucketed), or run to completion (naive: one tensor at a time).
+static void run_blocking(GradSync *g, Bucket *b) {
+    double t0 = now_sec();
+    float *x = g->s->grads + b->off;
+    if (g->zero) comm_reduce_scatter(g->comm, x, b->n, 1.0f, g->algo);
+    else comm_allreduce(g->comm, x, b->n, 1.0f, g->algo);
+    g->spans[g->n_spans++] = (Span){t0, now_sec()};
+    g->calls++;
+}
+
 static void start(GradSync *g, Bucket *b) {
     Comm *c = g->comm;
     float *x = g->s->grads + b->off;
@@ -90,12 +100,12 @@ void gradsync_set_final(GradSync *g, int final) { g->final = final; }
 
 void gradsync_finish(GradSync *g) {
     g->t_compute_end = now_sec();
-    for (int i = g->next; i < g->nb; i++) {
-        start(g, &g->b[i]);
-        if (g->sync == SYNC_NAIVE) g->spans[g->n_spans - 1].t1 = comm_wait(g->b[i].req);  // one at a time
+    if (g->sync == SYNC_NAIVE) {  // the lesson's baseline: one blocking collective per tensor
+        for (int i = 0; i < g->nb; i++) run_blocking(g, &g->b[i]);
+        return;
     }
+    for (int i = g->next; i < g->nb; i++) start(g, &g->b[i]);  // (the hooks started them all already)
     g->next = g->nb;
-    if (g->sync == SYNC_NAIVE) return;
     for (int i = 0; i < g->nb; i++) g->spans[i].t1 = comm_wait(g->b[i].req);  // started in bucket order
 }
 
@@ -116,10 +126,15 @@ void gradsync_optimizer_step(GradSync *g, int optimizer, float lr, int t) {
     int base = g->n_spans;
     for (int i = 0; i < g->nb; i++) {
         Bucket *b = &g->b[i];
-        b->req = comm_allgather_start(g->comm, s->params + b->off, b->n, g->algo);
-        g->spans[g->n_spans++] = (Span){now_sec(), 0};
+        if (g->sync == SYNC_NAIVE) {
+            double t0 = now_sec();
+            comm_allgather(g->comm, s->params + b->off, b->n, g->algo);
+            g->spans[g->n_spans++] = (Span){t0, now_sec()};
+        } else {  // all in flight together, then waited for
+            b->req = comm_allgather_start(g->comm, s->params + b->off, b->n, g->algo);
+            g->spans[g->n_spans++] = (Span){now_sec(), 0};
+        }
         g->calls++;
-        if (g->sync == SYNC_NAIVE) g->spans[g->n_spans - 1].t1 = comm_wait(b->req);
     }
     if (g->sync != SYNC_NAIVE)
         for (int i = 0; i < g->nb; i++) g->spans[base + i].t1 = comm_wait(g->b[i].req);

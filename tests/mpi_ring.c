@@ -52,21 +52,28 @@ static int check_sum(const float *got, size_t lo, size_t hi, float scale, int sa
 
 static void fill(float *x, size_t n, int salt) { for (size_t i = 0; i < n; i++) x[i] = input(me, i, salt); }
 
-static void test_allreduce(size_t n, int algo, const char *alg) {
-    char name[128], why[256] = "";
+static void test_allreduce(size_t n, int algo, const char *alg, const Backend *be) {
+    char name[160], why[256] = "";
     int ok = 1;
     float *x = xmalloc((n + 1) * sizeof(float)), *ref = xmalloc((n + 1) * sizeof(float));
     fill(x, n, 1);
     fill(ref, n, 1);
     if (n) MPI_Allreduce(MPI_IN_PLACE, ref, (int)n, MPI_FLOAT, MPI_SUM, grid.dp);
     float scale = 1.0f / (float)grid.replicas;
-    comm_allreduce(&grid, x, n, scale, algo);
+    Comm c = grid;  // the same groups, buffers of backend be
+    c.be = be;
+    float *dev = be->alloc((n + 1) * sizeof(float));
+    be->to_device(dev, x, n * sizeof(float));
+    comm_allreduce(&c, dev, n, scale, algo);
+    be->to_host(x, dev, n * sizeof(float));
+    be->free(dev);
     ok = check_sum(x, 0, n, scale, 1, ref, why, sizeof why);
     // every replica must hold the same bits, or replicas drift apart step by step
     uint64_t h = mix64(n);
     for (size_t i = 0; i < n; i++) { uint32_t b; memcpy(&b, &x[i], 4); h = mix64(h ^ b); }
     if (ok && !comm_same_u64(h, grid.dp)) { ok = 0; snprintf(why, sizeof why, "replicas hold different results"); }
-    snprintf(name, sizeof name, "collective/%s all-reduce n=%zu D=%d equals MPI_Allreduce (averaged)", alg, n, grid.replicas);
+    snprintf(name, sizeof name, "collective/%s all-reduce n=%zu D=%d equals MPI_Allreduce (averaged)%s", alg, n, grid.replicas,
+             be->on_host ? "" : ", staged through host");
     report(name, ok, why);
     free(x); free(ref);
 }
@@ -182,7 +189,8 @@ int main(int argc, char **argv) {
         for (int algo = 0; algo < 2; algo++) {
             const char *alg = algo == ALLREDUCE_RING ? "ring" : "mpi";
             for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-                test_allreduce(sizes[k], algo, alg);
+                test_allreduce(sizes[k], algo, alg, &backend_cpu);
+                if (sizes[k] == 7 || sizes[k] == 1000003) test_allreduce(sizes[k], algo, alg, &staged);
                 test_reduce_scatter_allgather(sizes[k], algo, alg);
             }
             test_in_flight(algo, alg, &backend_cpu);
