@@ -22,7 +22,7 @@ static Bucket *add_bucket(GradSync *g, size_t off, size_t n, int lo, int hi) {
     return b;
 }
 
-// A bucket's collective: started (bucketed), or run to completion (naive: one tensor at a time).
+// Naive sync: one bucket (one tensor) reduced to completion before the next starts.
 static void run_blocking(GradSync *g, Bucket *b) {
     double t0 = now_sec();
     float *x = g->s->grads + b->off;
@@ -62,7 +62,7 @@ void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, int zero,
             add_bucket(g, off + w, len - w, j, j + 1);  // bias
             add_bucket(g, off, w, j, j + 1);            // weight
         }
-    } else {  // whole layers, newest first, until a bucket reaches bucket_bytes
+    } else {  // whole layers, newest first; a bucket closes once it holds bucket_bytes (as PyTorch DDP's cap)
         int hi = top;
         size_t bytes = 0;
         for (int j = top - 1; j >= 0; j--) {

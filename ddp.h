@@ -36,8 +36,9 @@ typedef struct {
     size_t shard_total;
 } GradSync;
 
-// Buckets of at most bucket_bytes (bucketed; a single layer larger than that gets its own bucket)
-// or one per parameter tensor (naive). Bucketed installs the stage's gradient hook.
+// Buckets of whole layers, each closed once it reaches bucket_bytes (bucketed: so a bucket exceeds
+// the cap by less than one layer), or one per parameter tensor (naive). Bucketed installs the
+// stage's gradient hook.
 void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, int zero, double bucket_bytes);
 void gradsync_free(GradSync *g);
 void gradsync_begin_step(GradSync *g);

@@ -472,7 +472,7 @@ static void print_dp_header(Run *r) {
     choice_name(SYNC_CHOICES, c->ddp_sync, sync, sizeof sync);
     choice_name(ALLREDUCE_CHOICES, c->allreduce, alg, sizeof alg);
     printf("data parallel: %d replicas | %s sync, %d %s%s", r->D, sync, r->sync.nb, c->ddp_sync == SYNC_BUCKETED ? "bucket" : "tensor", r->sync.nb == 1 ? "" : "s");
-    if (c->ddp_sync == SYNC_BUCKETED) printf(" of <= %g MiB%s", c->bucket_mb, c->mode == MODE_HYBRID ? " on stage 0" : "");
+    if (c->ddp_sync == SYNC_BUCKETED) printf(" (cap %g MiB)%s", c->bucket_mb, c->mode == MODE_HYBRID ? " on stage 0" : "");
     printf(" | %s %s", c->zero ? "reduce-scatter + all-gather" : "all-reduce", alg);
     if (c->zero) printf(" | ZeRO-1: this rank updates %zu of %zu parameters", r->sync.shard_total, r->st.n_params);
     printf("\n");
