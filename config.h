@@ -40,6 +40,10 @@ enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP };
 enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B };
 #define SCHED_CHOICES "naive|gpipe|1f1b"
 enum { OPTIM_ADAM, OPTIM_SGD };
+enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
+#define DEVICE_CHOICES "auto|cpu|cuda"
+enum { TRANSPORT_AUTO, TRANSPORT_MPI, TRANSPORT_NCCL };
+#define TRANSPORT_CHOICES "auto|mpi|nccl"
 
 typedef struct {
     char config[PATH_LEN];
@@ -62,6 +66,11 @@ typedef struct {
     char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"
     int checkpoint_activations;
     int verify;
+    // device
+    int device;              // DEVICE_*: auto = cuda when every rank sees a GPU
+    int transport;           // TRANSPORT_*: how stages exchange device buffers
+    int tf32;                // cuBLAS may round fp32 inputs to TF32
+    int gemm_timing;         // time every gemm, report the share of step time in BLAS
 } TrainConfig;
 
 extern const Option train_options[];

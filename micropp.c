@@ -19,6 +19,7 @@ typedef struct {
 static const Command commands[] = {
     {"train", cmd_train, "train the MLP: monolith, manual split, or pipeline-parallel over MPI"},
     {"pingpong", cmd_pingpong, "send a tensor between 2 ranks; --sweep measures latency and bandwidth"},
+    {"selftest", cmd_selftest, "check every backend operation and a training step (GPU vs CPU, or CPU vs naive loops)"},
     {0},
 };
 
@@ -29,7 +30,7 @@ static void usage(FILE *f) {
     for (const Command *c = commands; c->name; c++) fprintf(f, "  %-10s %s\n", c->name, c->summary);
     fprintf(f, "\nmicropp COMMAND --help shows a command's options; micropp --version its version.\n\n"
                "Examples:\n  micropp train\n  mpiexec -n 4 micropp train --mode pp --schedule 1f1b --micro-batches 8\n"
-               "  mpiexec -n 2 micropp pingpong --sweep\n");
+               "  mpiexec -n 2 micropp pingpong --sweep\n  micropp selftest --device cuda\n");
 }
 
 // OpenBLAS picks its kernel when it loads. On virtual machines it may not recognise the CPU and fall
@@ -59,5 +60,5 @@ int main(int argc, char **argv) {
         pick_blas_kernel(argv);
         return c->run(argc - 1, argv + 1);
     }
-    user_error("unknown command '%s': use one of train, pingpong (see micropp --help)", argv[1]);
+    user_error("unknown command '%s': use one of train, pingpong, selftest (see micropp --help)", argv[1]);
 }

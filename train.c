@@ -23,6 +23,7 @@ typedef struct {
 typedef struct {
     TrainConfig *c;
     const Backend *be;
+    Placement place;          // device and transport, the same decision on every rank
     Data data;
     Comm comm;
     int world, rank;
@@ -35,7 +36,7 @@ typedef struct {
     int32_t *yh;              // host labels [rows]
     float *dout, *din;        // pp: received output gradient, input gradient to send
     // per-step measurements
-    double *step_s, *busy_s, *span_s, *loss;
+    double *step_s, *busy_s, *span_s, *loss, *gemm_s;
     Event *ev;
     int n_ev, cap_ev;
     double first_loss;
@@ -176,6 +177,8 @@ static double pipeline_step(Run *r, int step) {
             comm_send(cm, r->din, n, cm->prev, comm_tag(TAG_GRAD, a.mb));
             break;
         }
+        // On a GPU the calls above only queue work: wait for it, so events hold device time.
+        if ((a.kind == ACT_FORWARD || a.kind == ACT_BACKWARD) && !r->be->on_host) r->be->sync();
         double t1 = now_sec();
         if (a.kind == ACT_FORWARD || a.kind == ACT_BACKWARD) busy += t1 - t0;
         record(r, step, a.kind, a.mb, t0 - base, t1 - base);
@@ -192,8 +195,10 @@ static void monolith_step(Run *r, Stage *s, int step) {
     load_inputs(r, s, slot, sample_index(r, step, 0), 1, 1);
     double t0 = now_sec();
     stage_forward(s, slot);
+    r->be->sync();  // device time, not the time to queue the work (a no-op on the CPU)
     double t1 = now_sec();
     stage_backward(s, slot, NULL, NULL);
+    r->be->sync();
     double t2 = now_sec();
     record(r, step, ACT_FORWARD, 0, 0, t1 - t0);
     record(r, step, ACT_BACKWARD, 0, t1 - t0, t2 - t0);
@@ -348,11 +353,13 @@ static double median(const double *v, int n) {
 
 static void print_header(Run *r) {
     TrainConfig *c = r->c;
-    char mode[32], sched[32], opt[16], blas[160];
+    char mode[32], sched[32], opt[16], blas[160], dev[192], tr[16];
     choice_name(MODE_CHOICES, c->mode, mode, sizeof mode);
     choice_name(SCHED_CHOICES, c->schedule, sched, sizeof sched);
     choice_name("adam|sgd", c->optimizer, opt, sizeof opt);
     blas_describe(blas, sizeof blas);
+    r->be->describe(dev, sizeof dev);
+    choice_name(TRANSPORT_CHOICES, r->place.transport, tr, sizeof tr);
     size_t P = model_param_count((int)c->layers, (int)c->hidden, (int)c->classes);
     printf("micropp train | mode %s", mode);
     if (c->mode == MODE_PP) printf(" | schedule %s | stages %d | micro-batches %d (%d rows each)%s", sched, r->K, r->M, r->rows,
@@ -361,8 +368,12 @@ static void print_header(Run *r) {
     printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
            (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
            (long long)c->classes, P, P * 4.0 / 1e6);
-    printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | %s | device %s\n", (long long)c->batch,
-           (long long)c->steps, opt, c->lr, (long long)c->seed, c->data, blas, r->be->name);
+    printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
+           (long long)c->steps, opt, c->lr, (long long)c->seed, c->data);
+    if (r->be->on_host) printf("%s | device %s", blas, dev);
+    else printf("device %s", dev);
+    if (c->mode == MODE_PP) printf(" | transport %s", tr);
+    printf("\n");
     if (c->mode != MODE_MONOLITH)
         for (int k = 0; k < r->K; k++)
             printf("  %s %d%s: layers %d-%d%s\n", c->mode == MODE_PP ? "stage" : "part", k,
@@ -387,7 +398,8 @@ int cmd_train(int argc, char **argv) {
     r->world = comms_world_size();
     r->rank = comms_world_rank();
     validate(&cfg, r->world, r);
-    r->be = &backend_cpu;
+    comms_place("train", cfg.device, cfg.transport, cfg.tf32, &r->place);
+    r->be = r->place.be;
     blas_set_threads((int)cfg.threads);
     TrainConfig *c = &cfg;
     int H = (int)c->hidden, C = (int)c->classes, L = (int)c->layers, steps = (int)c->steps;
@@ -400,6 +412,7 @@ int cmd_train(int argc, char **argv) {
     r->busy_s = xcalloc((size_t)steps, sizeof(double));
     r->span_s = xcalloc((size_t)steps, sizeof(double));
     r->loss = xcalloc((size_t)steps, sizeof(double));
+    r->gemm_s = xcalloc((size_t)steps, sizeof(double));
     r->dout = r->be->alloc(sizeof(float) * (size_t)r->rows * H);
     r->din = r->be->alloc(sizeof(float) * (size_t)r->rows * H);
 
@@ -408,6 +421,7 @@ int cmd_train(int argc, char **argv) {
     SimResult sim = {0};
     if (c->mode == MODE_PP) {
         comms_pipeline(&r->comm, r->be);
+        comms_use_transport(&r->comm, r->place.transport);
         r->stage = r->comm.stage;
         // Prove the schedule before running it, and size the activation stash from it.
         schedule_simulate(c->schedule, r->K, r->M, 1, 2, 0, &sim);
@@ -428,6 +442,7 @@ int cmd_train(int argc, char **argv) {
 
     double verify_err = NAN;
     double *stage_err = NULL;
+    if (c->gemm_timing) r->be->gemm_timing(1);
     for (int step = 0; step < steps; step++) {
         for (int k = 0; k < n_local; k++) stage_zero_grads(&parts[k]);
         if (c->mode == MODE_PP) comm_barrier(MPI_COMM_WORLD);
@@ -458,11 +473,13 @@ int cmd_train(int argc, char **argv) {
         for (int k = 0; k < n_local; k++) stage_optimizer_step(&parts[k], c->optimizer, (float)c->lr, step + 1);
         r->be->sync();
         r->step_s[step] = now_sec() - t0;
+        if (c->gemm_timing) r->gemm_s[step] = r->be->gemm_seconds();
         if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == 0 || step == steps - 1))
             printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                    r->step_s[step] * 1e3, c->batch / r->step_s[step] / 1e3);
     }
 
+    if (c->gemm_timing) r->be->gemm_timing(0);
     double acc = evaluate(r, parts, n_local);
 
     // Summary figures. Step time: the median over steps (the first is a warm-up when there are more).
@@ -473,6 +490,24 @@ int cmd_train(int argc, char **argv) {
     double flops = 6.0 * (double)P * (double)c->batch;
     if (c->checkpoint_activations) flops += 2.0 * (double)(P - ((size_t)C * H + C)) * (double)c->batch;
     double samples_s = c->batch / step_med, gflops = flops / step_med / 1e9;
+
+    // --gemm-timing: this rank's share of step time inside gemm (averaged over ranks), and the
+    // GFLOP/s of the model's gemms while they run: forward 2BHH per layer, backward 4BHH (the
+    // first layer computes no input gradient), the head likewise, recompute 2BHH per layer.
+    double gemm_ms = NAN, gemm_share = NAN, gemm_gflops = NAN;
+    if (c->gemm_timing) {
+        double g = 0, t = 0;
+        for (int k = skip; k < steps; k++) { g += r->gemm_s[k]; t += r->step_s[k]; }
+        double v[2] = {g / (steps - skip), g / t};
+        if (c->mode == MODE_PP) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
+        double B = (double)c->batch, HH = (double)H * H, HC = (double)H * C;
+        double gemm_flops = 2 * B * (L * HH + HC) + 2 * B * (L * HH + HC) + 2 * B * ((L - 1) * HH + HC);
+        if (c->checkpoint_activations) gemm_flops += 2 * B * L * HH;
+        int ranks = c->mode == MODE_PP ? r->K : 1;
+        gemm_ms = v[0] / ranks * 1e3;
+        gemm_share = v[1] / ranks;
+        gemm_gflops = gemm_flops / v[0] / 1e9;  // v[0]: gemm seconds per step summed over ranks
+    }
 
     // Pipeline: measured bubble per rank = 1 - busy / span, span the slowest rank's pipeline time.
     double *bubble = NULL, *peak_bytes = NULL, *peak_slots = NULL;
@@ -515,12 +550,23 @@ int cmd_train(int argc, char **argv) {
         char blas[160];
         blas_describe(blas, sizeof blas);
         cJSON_AddStringToObject(o, "blas", blas);
+        char dev[192];
+        r->be->describe(dev, sizeof dev);
+        cJSON_AddStringToObject(o, "device", r->be->name);
+        cJSON_AddStringToObject(o, "device_info", dev);
+        cJSON_AddBoolToObject(o, "tf32", c->tf32);
+        if (c->gemm_timing) {
+            cJSON_AddNumberToObject(o, "gemm_ms_per_step", gemm_ms);
+            cJSON_AddNumberToObject(o, "gemm_share", gemm_share);
+            cJSON_AddNumberToObject(o, "gemm_gflops", gemm_gflops);
+        }
         cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(r->loss, steps));
         if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", r->K);
         if (c->mode == MODE_PP) {
             cJSON_AddStringToObject(o, "schedule", choice_name(SCHED_CHOICES, c->schedule, s, sizeof s));
             cJSON_AddNumberToObject(o, "stages", r->K);
             cJSON_AddNumberToObject(o, "micro_batches", r->M);
+            cJSON_AddStringToObject(o, "transport", choice_name(TRANSPORT_CHOICES, r->place.transport, s, sizeof s));
             cJSON_AddBoolToObject(o, "checkpoint_activations", c->checkpoint_activations);
             int part[MAX_STAGES];
             for (int k = 0; k < r->K; k++) part[k] = r->lo[k + 1] - r->lo[k];
@@ -544,6 +590,9 @@ int cmd_train(int argc, char **argv) {
                100 * acc, (long long)(r->data.features && c->eval_samples > r->data.n ? r->data.n : c->eval_samples),
                r->data.features ? "training" : "held-out");
         printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", step_med * 1e3, samples_s, gflops);
+        if (c->gemm_timing)
+            printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", gemm_ms,
+                   c->mode == MODE_PP ? " per rank" : "", 100 * gemm_share, gemm_gflops);
         if (c->mode == MODE_PP) {
             printf("\n%-6s %-10s %-16s %-16s %-14s %s\n", "stage", "layers", "bubble measured", "bubble theory", "peak in-flight", "peak activations");
             for (int k = 0; k < r->K; k++) {
@@ -564,7 +613,7 @@ int cmd_train(int argc, char **argv) {
     sim_result_free(&sim);
     action_list_free(&r->list);
     r->be->free(r->dout); r->be->free(r->din);
-    free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->ev);
+    free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->gemm_s); free(r->ev);
     free(bubble); free(peak_bytes); free(peak_slots); free(stage_err);
     data_close(&r->data);
     comms_finalize();

@@ -2,3 +2,4 @@
 #pragma once
 int cmd_train(int argc, char **argv);
 int cmd_pingpong(int argc, char **argv);
+int cmd_selftest(int argc, char **argv);
