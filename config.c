@@ -33,7 +33,7 @@ const Option train_options[] = {
     {"micro-batches", 'M', OPT_INT, T(micro_batches), 0, 1, 1 << 20, "M", "pp: micro-batches per step (0 in JSON not allowed)"},
     {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST", "pp: layers per stage, e.g. 5,4,4,3 (default: even split)"},
     {"checkpoint-activations", 0, OPT_BOOL, T(checkpoint_activations), 0, 0, 0, 0, "pp: keep only stage inputs, recompute in backward"},
-    {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0, "after step 1 compare loss and gradients with a monolith reference"},
+    {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0, "after step 1 compare loss and gradients with a monolith reference computed on the CPU"},
     {"device", 0, OPT_CHOICE, T(device), DEVICE_CHOICES, 0, 0, "DEV", "where to train: auto = cuda when every rank sees a GPU, else cpu"},
     {"transport", 0, OPT_CHOICE, T(transport), TRANSPORT_CHOICES, 0, 0, "T", "pp on cuda: nccl (one GPU per rank) or mpi (via pinned host memory; ranks may share a GPU); auto = nccl when it can"},
     {"tf32", 0, OPT_BOOL, T(tf32), 0, 0, 0, 0, "cuda: let cuBLAS round fp32 gemm inputs to TF32 (tensor cores; ~1e-3 relative error)"},
