@@ -101,10 +101,14 @@ asan:
 micropp-asan: $(OBJS) | deps
 	$(CC) $(CFLAGS) -o $@ $(OBJS) $(LDLIBS)
 
-bench: micropp
-	bash bench/run.sh
+bench/sgemm: bench/sgemm.c $(LIB_OBJS) | deps
+	$(CC) $(CFLAGS) -I. -o $@ $< $(LIB_OBJS) $(LDLIBS)
+
+bench: micropp bench/sgemm
+	bash bench/foundation.sh
+	bash bench/pipeline.sh
 
 clean:
-	rm -rf build build-asan build-cpu micropp micropp-asan micropp-cpu tests/bin
+	rm -rf build build-asan build-cpu micropp micropp-asan micropp-cpu tests/bin bench/sgemm
 
 -include $(OBJS:.o=.d)

@@ -126,10 +126,17 @@ int parse_int_list(const char *s, int *out, int max) {
 }
 
 static const Option *set_opts[256];  // options given by the user in the last parse
-static int n_set;
-static void mark_set(const Option *o) { if (n_set < 256) set_opts[n_set++] = o; }
+static int set_on_cli[256];          // ... and whether on the command line (else in the config file)
+static int n_set, parsing_cli;
+static void mark_set(const Option *o) {
+    if (n_set < 256) { set_on_cli[n_set] = parsing_cli; set_opts[n_set++] = o; }
+}
 int option_was_set(const char *name) {
     for (int i = 0; i < n_set; i++) if (!strcmp(set_opts[i]->name, name)) return 1;
+    return 0;
+}
+int option_on_command_line(const char *name) {
+    for (int i = 0; i < n_set; i++) if (set_on_cli[i] && !strcmp(set_opts[i]->name, name)) return 1;
     return 0;
 }
 
@@ -300,6 +307,7 @@ void options_parse(const char *cmd, const Option *opts, void *base, int argc, ch
         }
     }
     n_set = 0;
+    parsing_cli = 0;
     // Pass 1: only --config, so that flags given on the command line win over the file.
     const Option *cfg = find_option(opts, "config");
     if (cfg) {
@@ -313,6 +321,7 @@ void options_parse(const char *cmd, const Option *opts, void *base, int argc, ch
     }
     opterr = 0;
     optind = 1;
+    parsing_cli = 1;
     int c;
     while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
         const Option *o = NULL;

@@ -33,6 +33,9 @@ int parse_size(const char *s, int64_t *out);  // "64K" -> 65536; returns 0 on su
 int parse_int_list(const char *s, int *out, int max);  // "5,4,4,3" -> count, or -1 when malformed
 // Whether the last options_parse saw this option in the config file or on the command line.
 int option_was_set(const char *name);
+// Whether it was given on the command line. A flag typed for a mode that does not use it is an
+// error; the same key in a config file (a job description shared by modes) is left unused.
+int option_on_command_line(const char *name);
 
 // ---- train ----
 enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP };

@@ -1,10 +1,8 @@
 // micropp.c: the entry point: picks the fastest BLAS kernel the CPU supports, then dispatches to a
 // subcommand (train, pingpong). Each subcommand's options live in one table that also prints --help.
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
-#include <cblas.h>
 #include "config.h"
+#include "ops.h"
 #include "train.h"
 #include "util.h"
 
@@ -33,31 +31,13 @@ static void usage(FILE *f) {
                "  mpiexec -n 2 micropp pingpong --sweep\n  micropp selftest --device cuda\n");
 }
 
-// OpenBLAS picks its kernel when it loads. On virtual machines it may not recognise the CPU and fall
-// back to an old SSE3 kernel ("Prescott"), 3-4x slower. When the user did not choose a core and the
-// chosen one is weaker than what the CPU supports, re-run ourselves with OPENBLAS_CORETYPE set.
-static void pick_blas_kernel(char **argv) {
-    if (getenv("OPENBLAS_CORETYPE") || getenv("MICROPP_BLAS_PICKED")) return;
-    static const char *const good[] = {"Haswell", "Zen", "SkylakeX", "CooperLake", "SapphireRapids", "Excavator"};
-    const char *core = openblas_get_corename();
-    for (size_t i = 0; i < sizeof good / sizeof *good; i++) if (!strcasecmp(core, good[i])) return;
-    __builtin_cpu_init();
-    const char *want = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? "SkylakeX"
-                       : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell" : NULL;
-    if (!want) return;
-    setenv("OPENBLAS_CORETYPE", want, 1);
-    setenv("MICROPP_BLAS_PICKED", core, 1);
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE");  // exec failed: carry on with the kernel we have
-}
-
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) { printf("micropp %s\n", MICROPP_VERSION); return 0; }
     for (const Command *c = commands; c->name; c++) {
         if (strcmp(argv[1], c->name)) continue;
-        pick_blas_kernel(argv);
+        blas_pick_kernel(argv);
         return c->run(argc - 1, argv + 1);
     }
     user_error("unknown command '%s': use one of train, pingpong, selftest (see micropp --help)", argv[1]);

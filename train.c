@@ -58,10 +58,10 @@ static void validate(TrainConfig *c, int world, Run *r) {
                        mode, world, world);
         static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations"};
         for (size_t i = 0; i < sizeof pp_only / sizeof *pp_only; i++)
-            if (option_was_set(pp_only[i]))
+            if (option_on_command_line(pp_only[i]))
                 user_error("train: --%s applies to --mode pp, not --mode %s: drop it or add --mode pp", pp_only[i], mode);
     }
-    if (c->mode != MODE_MANUAL && option_was_set("parts"))
+    if (c->mode != MODE_MANUAL && option_on_command_line("parts"))
         user_error("train: --parts applies to --mode manual, not --mode %s: drop it or add --mode manual", mode);
     r->K = c->mode == MODE_PP ? world : c->mode == MODE_MANUAL ? (int)c->parts : 1;
     r->M = c->mode == MODE_PP ? (int)c->micro_batches : 1;
