@@ -58,7 +58,7 @@ void user_error(const char *fmt, ...) {
 
 void finish(int code) {
     fflush(stdout);
-    if (mpi_up()) MPI_Finalize();
+    comms_finalize();
     exit(code);
 }
 
@@ -177,11 +177,18 @@ static int pool_n;
 
 void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag) {
     if (c->dev) { devcomm_send(c->dev, buf, n, dst); return; }
-    PoolBuf *p = NULL;
+    PoolBuf *p = NULL, *small = NULL;
     for (int i = 0; i < pool_n && !p; i++) {  // a buffer whose send has completed
         int done = 1;
         if (pool[i].req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Test(&pool[i].req, &done, MPI_STATUS_IGNORE));
         if (done && pool[i].cap >= n) p = &pool[i];
+        else if (done && !small) small = &pool[i];
+    }
+    if (!p && small) {  // a free one too small: regrow it, so the pool stays as long as the most in flight
+        c->be->free_host(small->buf);
+        small->buf = c->be->alloc_host(n * sizeof(float));
+        small->cap = n;
+        p = small;
     }
     if (!p) {  // none free: grow, never wait (the schedule simulator assumes sends do not block)
         pool = realloc(pool, sizeof(PoolBuf) * (size_t)(pool_n + 1));

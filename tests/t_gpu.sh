@@ -54,6 +54,11 @@ if nogpu_only "gpu/--transport nccl without a GPU is refused"; then
         mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode pp --transport nccl
 fi
 
+if nogpu_only "gpu/pingpong --device cuda without a GPU: one line, exit 2"; then
+    expect_user_error "gpu/pingpong --device cuda without a GPU: one line, exit 2" '^micropp: no CUDA device: .+' 60 \
+        mpiexec -n 2 "$MICROPP" pingpong --sweep --device cuda
+fi
+
 # ---- flags that need a GPU, asked of the CPU ----
 expect_user_error "gpu/--transport nccl with --device cpu is refused" 'transport nccl.*--device is cpu' 60 \
     "$MICROPP" train "${TINY[@]}" --device cpu --transport nccl
@@ -79,6 +84,15 @@ run 120 "$MICROPP" selftest --device cpu --tol-scale 0
 if [ "$RC" -eq 1 ] && grep -qE '^gemm NT \(layer forward\).*FAIL$' <<<"$OUT" && grep -q 'FAILED$' <<<"$OUT"; then
     pass "gpu/selftest fails (exit 1) when an error exceeds its tolerance"
 else fail "gpu/selftest fails (exit 1) when an error exceeds its tolerance" "exit $RC: $(tail -n 2 <<<"$OUT")"; fi
+
+# ---- pingpong: --device applies to the sweep; auto falls back to host buffers ----
+expect_user_error "gpu/pingpong --device without --sweep is refused" 'apply to the measurement: add --sweep' 60 \
+    mpiexec -n 2 "$MICROPP" pingpong --device cuda
+run 60 mpiexec -n 2 "$MICROPP" pingpong --sweep --device auto -e 1K -f 4 -n 5 -w 1 --json
+want=$([ "$GPU" = 1 ] && echo cuda || echo cpu)
+if [ "$RC" -eq 0 ] && [ "$(json_get '["device"]')" = "$want" ] && [ "$(json_get '["rows"][0]["wrong"]')" = 0 ]; then
+    pass "gpu/pingpong --device auto sweeps on $want"
+else fail "gpu/pingpong --device auto sweeps on $want" "exit $RC: $(head -c 300 <<<"$OUT$ERR")"; fi
 
 # ---- gemm timing: a share of the step in (0, 1] and a positive rate ----
 run 120 "$MICROPP" train "${TINY[@]}" --device cpu --gemm-timing --json
@@ -153,6 +167,19 @@ if gpu_only "gpu/nccl rules"; then
         done
     fi
 fi
+# pingpong between GPU buffers: every byte arrives (over mpi always; over nccl with 2 GPUs)
+ping_gpu() {
+    local name=$1; shift
+    gpu_only "$name" || return 0
+    run 300 mpiexec -n 2 "$MICROPP" pingpong --sweep --device cuda -b 4 -e 4M -f 16 -n 20 -w 2 --json "$@"
+    if [ "$RC" -eq 0 ] && python3 -c "import json,sys; o=json.loads(sys.argv[1]); sys.exit(not (o['device']=='cuda' and len(o['rows'])==6 and all(r['wrong']==0 and r['bandwidth_gbs']>0 for r in o['rows'])))" "$OUT"; then
+        pass "$name"
+    else fail "$name" "exit $RC: $(head -c 300 <<<"$OUT$ERR")"; fi
+}
+ping_gpu "gpu/pingpong --device cuda over mpi (pinned staging)" --transport mpi
+if [ "$GPU" = 1 ] && [ "$GPUS" -lt 2 ]; then skip "gpu/pingpong --device cuda over nccl" "needs 2 GPUs, $GPUS visible"
+else ping_gpu "gpu/pingpong --device cuda over nccl" --transport nccl; fi
+
 if gpu_only "gpu/--gemm-timing on cuda"; then
     run 300 "$MICROPP" train "${TINY[@]}" --device cuda --gemm-timing --json
     share=$(json_get '["gemm_share"]' 2>/dev/null)
