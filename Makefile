@@ -13,9 +13,15 @@ BUILD ?= build
 # ---- optional GPU support: detected, reported, and switchable with CUDA=0/1 ----
 NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_HOME := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),)
-HAVE_CUBLAS := $(if $(and $(CUDA_HOME),$(wildcard $(CUDA_HOME)/include/cublas_v2.h),$(wildcard $(CUDA_HOME)/lib64/libcublas.so)),1,)
-NCCL_LIB := $(firstword $(wildcard $(CUDA_HOME)/lib64/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so))
-HAVE_NCCL := $(if $(and $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h),$(NCCL_LIB)),1,)
+# cuBLAS: with the toolkit, or CUBLAS_HOME=DIR (DIR/include/cublas_v2.h, DIR/lib/libcublas.so*).
+CUBLAS_INC := $(firstword $(wildcard $(if $(CUBLAS_HOME),$(CUBLAS_HOME)/include/cublas_v2.h) $(CUDA_HOME)/include/cublas_v2.h))
+CUBLAS_LIB := $(firstword $(wildcard $(if $(CUBLAS_HOME),$(CUBLAS_HOME)/lib/libcublas.so $(CUBLAS_HOME)/lib/libcublas.so.13) $(CUDA_HOME)/lib64/libcublas.so))
+HAVE_CUBLAS := $(if $(and $(CUDA_HOME),$(CUBLAS_INC),$(CUBLAS_LIB)),1,)
+# NCCL: with the toolkit, the system, or NCCL_HOME=DIR (DIR/include/nccl.h, DIR/lib/libnccl.so*;
+# e.g. the nvidia-nccl Python wheel's folder). Linked by its path, so a versioned .so is enough.
+NCCL_INC := $(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/include/nccl.h) $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))
+NCCL_LIB := $(firstword $(wildcard $(if $(NCCL_HOME),$(NCCL_HOME)/lib/libnccl.so $(NCCL_HOME)/lib/libnccl.so.2) $(CUDA_HOME)/lib64/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so))
+HAVE_NCCL := $(if $(and $(NCCL_INC),$(NCCL_LIB)),1,)
 CUDA ?= $(if $(and $(NVCC),$(HAVE_CUBLAS),$(HAVE_NCCL),$(wildcard kernels.cu)),1,0)
 # sm_80 (A100) and sm_90 (H100/H200) machine code, plus sm_90 PTX that newer GPUs compile at load.
 # -fmad=false: no fused multiply-adds, so the element-wise kernels round exactly as the CPU loops.
@@ -23,7 +29,9 @@ NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 NVCCFLAGS ?= -O3 -std=c++17 -fmad=false $(NVCC_ARCH) --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
 ifeq ($(CUDA),1)
   GPU_OBJS := $(BUILD)/kernels.o
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart -lstdc++
+  NVCCFLAGS += -I$(dir $(CUBLAS_INC)) -I$(dir $(NCCL_INC))
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUBLAS_LIB) -Wl,-rpath,$(dir $(CUBLAS_LIB)) \
+            $(NCCL_LIB) -Wl,-rpath,$(dir $(NCCL_LIB)) -lcudart -lstdc++
 else
   GPU_OBJS := $(BUILD)/cuda_stub.o
 endif
@@ -54,7 +62,7 @@ features:
 	@echo "micropp build: MPI (mpicc): $$(command -v mpicc >/dev/null && echo found || echo not found)"
 	@echo "micropp build: OpenBLAS: $$(test -f /usr/lib/x86_64-linux-gnu/libopenblas.so && echo found || echo not found)"
 	@echo "micropp build: CUDA (nvcc): $(if $(NVCC),found at $(CUDA_HOME),not found)"
-	@echo "micropp build: cuBLAS: $(if $(HAVE_CUBLAS),found,not found)"
+	@echo "micropp build: cuBLAS: $(if $(HAVE_CUBLAS),found ($(CUBLAS_LIB)),not found)"
 	@echo "micropp build: NCCL: $(if $(HAVE_NCCL),found ($(NCCL_LIB)),not found)"
 	@echo "micropp build: GPU support: $(if $(filter 1,$(CUDA)),on,off (CPU only))"
 
@@ -103,12 +111,14 @@ micropp-asan: $(OBJS) | deps
 
 bench/sgemm: bench/sgemm.c $(LIB_OBJS) | deps
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LIB_OBJS) $(LDLIBS)
+bench/gpu_sgemm: bench/gpu_sgemm.c $(LIB_OBJS) | deps
+	$(CC) $(CFLAGS) -I. -o $@ $< $(LIB_OBJS) $(LDLIBS)
 
 bench: micropp bench/sgemm
 	bash bench/foundation.sh
 	bash bench/pipeline.sh
 
 clean:
-	rm -rf build build-asan build-cpu micropp micropp-asan micropp-cpu tests/bin bench/sgemm
+	rm -rf build build-asan build-cpu micropp micropp-asan micropp-cpu tests/bin bench/sgemm bench/gpu_sgemm
 
 -include $(OBJS:.o=.d)
