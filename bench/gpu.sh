@@ -20,6 +20,7 @@ RESULTS=$OUT/gpu.jsonl
 exec > >(tee "$OUT/gpu.log") 2>&1
 STEPS=${STEPS:-30}
 FULL=${FULL:-1}
+DEVICE=${DEVICE:-cuda}  # DEVICE=cpu: a dry run of this script on a machine without a GPU
 BUDGET=${BUDGET:-560}  # seconds; the device tool stops a call at 600
 T0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - T0 )); }
@@ -74,8 +75,8 @@ make "${MAKEARGS[@]}" micropp micropp-cpu tests/bin/unit_core bench/gpu_sgemm 2>
 ldd micropp | grep -E 'cublas|nccl|cudart|mpich|openblas|cjson'
 
 section "selftest (fp32, then TF32)"
-./micropp selftest --device cuda; echo "# selftest fp32 exit $?"
-./micropp selftest --device cuda --tf32 | tail -n 3; echo "# selftest tf32 exit $?"
+./micropp selftest --device "$DEVICE"; echo "# selftest fp32 exit $?"
+./micropp selftest --device "$DEVICE" --tf32 | tail -n 3; echo "# selftest tf32 exit $?"
 
 section "GPU tests"
 bash tests/run.sh t_gpu 2>&1 | tee "$OUT/tests_gpu.log" | grep -vE '^PASS'
@@ -101,7 +102,7 @@ print("%-44s step %8.3f ms | %9.0f samples/s | %8.1f GFLOP/s | %s" % (sys.argv[1
 }
 
 section "configs/medium.json on the GPU ($STEPS steps; median step)"
-M=(--config configs/medium.json --steps "$STEPS" --device cuda)
+M=(--config configs/medium.json --steps "$STEPS" --device "$DEVICE")
 measure "medium fp32" 1 "${M[@]}"
 measure "medium fp32 --gemm-timing" 1 "${M[@]}" --gemm-timing
 measure "medium tf32 --gemm-timing" 1 "${M[@]}" --tf32 --gemm-timing
@@ -109,7 +110,7 @@ measure "medium fp32 --verify (vs CPU)" 1 "${M[@]}" --steps 3 --verify
 measure "medium pp 1f1b M=8, 2 ranks, 1 GPU, mpi" 2 "${M[@]}" --mode pp --schedule 1f1b --micro-batches 8 --transport mpi --gemm-timing
 
 section "pingpong between GPU buffers (MPI through pinned host memory)"
-timeout 120 mpiexec -n 2 ./micropp pingpong --sweep --device cuda --transport mpi -b 4 -e 64M -f 4 -n 100
+timeout 180 mpiexec -n 2 ./micropp pingpong --sweep --device "$DEVICE" --transport mpi -b 4 -e 16M -f 4 -n 100
 
 if [ "$FULL" = 1 ]; then
     left=$(( BUDGET - $(elapsed) ))
