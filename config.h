@@ -74,6 +74,11 @@ typedef struct {
     int transport;           // TRANSPORT_*: how stages exchange device buffers
     int tf32;                // cuBLAS may round fp32 inputs to TF32
     int gemm_timing;         // time every gemm, report the share of step time in BLAS
+    // observing the pipeline (trace.c)
+    char trace[PATH_LEN];      // Chrome trace JSON of every step, "" = none
+    char timeline[PATH_LEN];   // SVG of one step's measured Gantt chart, "" = none
+    int64_t timeline_step;     // 1-based step drawn by --timeline / --gantt; 0 = the median-time step
+    int gantt;                 // print that step's Gantt chart at the end
 } TrainConfig;
 
 extern const Option train_options[];

@@ -3,23 +3,20 @@
 // --verify against a monolith reference, evaluation, and the summary (text or one JSON object).
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include <cjson/cJSON.h>
 #include "comms.h"
 #include "config.h"
 #include "data.h"
 #include "model.h"
 #include "schedule.h"
+#include "trace.h"
 #include "train.h"
 #include "util.h"
 
 #define MAX_STAGES 4096
 #define VERIFY_TOL 1e-5        // fp32 against fp32
 #define VERIFY_TOL_TF32 1e-2   // TF32 gemms (10-bit mantissa inputs) against the fp32 CPU
-
-typedef struct {
-    int step, kind, mb;
-    double t0, t1;
-} Event;  // one action as it ran on this rank (times relative to the step start)
 
 typedef struct {
     TrainConfig *c;
@@ -38,7 +35,8 @@ typedef struct {
     float *dout, *din;        // pp: received output gradient, input gradient to send
     // per-step measurements
     double *step_s, *busy_s, *span_s, *loss, *gemm_s;
-    Event *ev;
+    double *step_start;       // now_sec() at each step's start (after the step barrier in pp)
+    Event *ev;                // every action as it ran (trace.h), times from its step's start
     int n_ev, cap_ev;
     double first_loss;
     int peak_slots;
@@ -56,7 +54,8 @@ static void validate(TrainConfig *c, int world, Run *r) {
         if (world != 1)
             user_error("train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode pp",
                        mode, world, world);
-        static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations"};
+        static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations",
+                                        "trace", "timeline", "timeline-step", "gantt"};
         for (size_t i = 0; i < sizeof pp_only / sizeof *pp_only; i++)
             if (option_on_command_line(pp_only[i]))
                 user_error("train: --%s applies to --mode pp, not --mode %s: drop it or add --mode pp", pp_only[i], mode);
@@ -99,7 +98,29 @@ static void validate(TrainConfig *c, int world, Run *r) {
         r->lo[0] = 0;
         for (int i = 0; i < r->K; i++) r->lo[i + 1] = r->lo[i] + base + (i < extra);
     }
+    if (c->mode == MODE_PP) {
+        if (c->gantt && c->json)
+            user_error("train: --gantt prints a chart and --json one JSON object: use one of them (--timeline FILE.svg works with --json)");
+        if (c->timeline_step && !c->timeline[0] && !c->gantt)
+            user_error("train: --timeline-step picks the step drawn by --timeline or --gantt: add one of them, or drop it");
+        if (c->timeline_step > c->steps)
+            user_error("train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
+                       (long long)c->timeline_step, (long long)c->steps);
+    }
     data_open(&r->data, c->data, c->labels, (int)c->hidden, (int)c->classes, (uint64_t)c->seed);
+}
+
+// The trace and timeline files are written by rank 0 at the end; it tries them before the first
+// step, and every rank learns the verdict, so a bad path ends every rank at once with exit 2.
+static void check_outputs(Run *r) {
+    const char *flag[2] = {"trace", "timeline"}, *path[2] = {r->c->trace, r->c->timeline};
+    double err[2] = {0, 0};
+    if (r->c->mode != MODE_PP) return;
+    if (r->rank == 0)
+        for (int i = 0; i < 2; i++) if (path[i][0]) err[i] = out_check(path[i]);
+    comm_allreduce_max_double(err, 2, MPI_COMM_WORLD);
+    for (int i = 0; i < 2; i++)
+        if (err[i]) user_error("train: cannot write --%s '%s': %s (%s)", flag[i], path[i], strerror((int)err[i]), out_hint((int)err[i]));
 }
 
 // ---- per-step bookkeeping ----
@@ -140,7 +161,7 @@ static double pipeline_step(Run *r, int step) {
     Comm *cm = &r->comm;
     size_t n = (size_t)r->rows * s->H;
     int dout_mb = -1, din_mb = -1, fwd_mb = -1;
-    double busy = 0, base = now_sec();
+    double busy = 0, base = r->step_start[step];
     for (int i = 0; i < r->list.n; i++) {
         Action a = r->list.a[i];
         double t0 = now_sec();
@@ -384,6 +405,82 @@ static void print_header(Run *r) {
     fflush(stdout);
 }
 
+// ---- what the pipeline did: per-stage costs, the bubble they imply, the trace and the timeline ----
+
+// Median duration of this rank's actions of one kind over the measured steps.
+static double kind_median(const Run *r, int kind, int skip) {
+    double *d = xmalloc(sizeof(double) * (size_t)(r->n_ev + 1));
+    int n = 0;
+    for (int i = 0; i < r->n_ev; i++)
+        if (r->ev[i].kind == kind && r->ev[i].step >= skip) d[n++] = r->ev[i].t1 - r->ev[i].t0;
+    double m = median(d, n);
+    free(d);
+    return m;
+}
+
+// The step drawn by --timeline / --gantt (0-based): the user's, else the one nearest the median time.
+static int shown_step(const Run *r, int skip, double step_med) {
+    if (r->c->timeline_step) return (int)r->c->timeline_step - 1;
+    int best = skip;
+    for (int t = skip; t < (int)r->c->steps; t++)
+        if (fabs(r->step_s[t] - step_med) < fabs(r->step_s[best] - step_med)) best = t;
+    return best;
+}
+
+// Rank 0: writes --trace, and builds the two charts of step `shown` (measured, and simulated with the
+// measured per-stage costs) that --timeline writes as SVG and --gantt prints.
+static void observe(Run *r, const Timeline *tl, int shown, const SimResult *msim, const double *fwd, const double *bwd,
+                    Gantt g[2]) {
+    TrainConfig *c = r->c;
+    char sched[32];
+    choice_name(SCHED_CHOICES, c->schedule, sched, sizeof sched);
+    if (c->trace[0]) {
+        OutFile o;
+        int err = out_open(&o, c->trace);
+        if (!err) {
+            char meta[512];
+            snprintf(meta, sizeof meta, "{\"micropp\":\"train\",\"schedule\":\"%s\",\"stages\":%d,\"micro_batches\":%d,"
+                     "\"layers\":%lld,\"hidden\":%lld,\"batch\":%lld,\"steps\":%lld,\"checkpoint_activations\":%s}",
+                     sched, r->K, r->M, (long long)c->layers, (long long)c->hidden, (long long)c->batch, (long long)c->steps,
+                     c->checkpoint_activations ? "true" : "false");
+            timeline_write_chrome(o.f, tl, meta);
+            err = out_commit(&o);
+        }
+        if (err) fatal("writing --trace '%s': %s", c->trace, strerror(err));
+    }
+    // measured: the bubble of this step per rank = 1 - (compute of the action list) / pipeline span
+    timeline_step_gantt(tl, shown, &g[0]);
+    double bub = 0, f_mean = 0, b_mean = 0;
+    for (int k = 0; k < g[0].rows; k++) {
+        double busy = 0;
+        for (int i = 0; i < g[0].n[k]; i++) {
+            const Interval *v = &g[0].slices[k][i];
+            if (v->kind < ACT_KINDS && !kind_style(v->kind)->bar) busy += v->t1 - v->t0;
+        }
+        bub += (1 - busy / r->span_s[shown]) / g[0].rows;
+    }
+    for (int k = 0; k < r->K; k++) { f_mean += fwd[k] / r->K; b_mean += bwd[k] / r->K; }
+    snprintf(g[0].title, sizeof g[0].title, "measured: step %d of %lld | %s | %d ranks | %d micro-batches | %.3f ms | bubble %.3f (mean over ranks), theory %.3f",
+             shown + 1, (long long)c->steps, sched, r->K, r->M, r->step_s[shown] * 1e3, bub, schedule_bubble_formula(c->schedule, r->K, r->M));
+    snprintf(g[1].title, sizeof g[1].title, "simulated: %s with each stage's median costs (mean F %.3f ms, B %.3f ms; transfers free) | bubble %.3f",
+             sched, f_mean * 1e3, b_mean * 1e3, msim->bubble_mean);
+    g[1].row_label = "stage";
+    g[1].rows = msim->K;
+    g[1].slices = msim->slices;
+    g[1].n = msim->n_slices;
+    g[1].t_end = msim->makespan;
+    // text: the shortest forward or backward one label wide, the chart at most 160 characters
+    double shortest = INFINITY;
+    for (int k = 0; k < r->K; k++) shortest = fmin(shortest, fmin(fwd[k], bwd[k]));
+    for (int i = 0; i < 2; i++) { g[i].cell = shortest; g[i].width = 160; g[i].axis_scale = 1e3; g[i].axis_unit = "ms"; }
+    if (c->timeline[0]) {
+        OutFile o;
+        int err = out_open(&o, c->timeline);
+        if (!err) { gantt_svg(o.f, g, 2); err = out_commit(&o); }
+        if (err) fatal("writing --timeline '%s': %s", c->timeline, strerror(err));
+    }
+}
+
 // ---- the command ----
 
 int cmd_train(int argc, char **argv) {
@@ -401,6 +498,7 @@ int cmd_train(int argc, char **argv) {
     r->world = comms_world_size();
     r->rank = comms_world_rank();
     validate(&cfg, r->world, r);
+    check_outputs(r);
     comms_place("train", cfg.device, cfg.transport, cfg.tf32, &r->place);
     r->be = r->place.be;
     blas_set_threads((int)cfg.threads);
@@ -414,6 +512,7 @@ int cmd_train(int argc, char **argv) {
     r->step_s = xcalloc((size_t)steps, sizeof(double));
     r->busy_s = xcalloc((size_t)steps, sizeof(double));
     r->span_s = xcalloc((size_t)steps, sizeof(double));
+    r->step_start = xcalloc((size_t)steps, sizeof(double));
     r->loss = xcalloc((size_t)steps, sizeof(double));
     r->gemm_s = xcalloc((size_t)steps, sizeof(double));
     r->dout = r->be->alloc(sizeof(float) * (size_t)r->rows * H);
@@ -450,6 +549,7 @@ int cmd_train(int argc, char **argv) {
         for (int k = 0; k < n_local; k++) stage_zero_grads(&parts[k]);
         if (c->mode == MODE_PP) comm_barrier(MPI_COMM_WORLD);
         double t0 = now_sec();
+        r->step_start[step] = t0;
         if (c->mode == MODE_PP) r->span_s[step] = pipeline_step(r, step);
         else if (c->mode == MODE_MANUAL) manual_step(r, parts, r->K, step);
         else monolith_step(r, parts, step);
@@ -457,7 +557,11 @@ int cmd_train(int argc, char **argv) {
         // the loss lives on the last stage; every rank learns it (and so decides alike on NaN)
         double v[3] = {0, 0, 0};
         if (c->mode != MODE_PP || is_last(r)) { v[0] = head->loss_sum; v[1] = head->loss_rows; v[2] = head->correct; }
-        if (c->mode == MODE_PP) comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
+        if (c->mode == MODE_PP) {
+            double ta = now_sec();
+            comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
+            record(r, step, EV_ALLREDUCE, -1, ta - t0, now_sec() - t0);
+        }
         double loss = v[0] / v[1];
         r->loss[step] = loss;
         if (step == 0 && c->verify) {
@@ -473,8 +577,10 @@ int cmd_train(int argc, char **argv) {
         }
         if (!isfinite(loss))
             user_error("train: the loss became %s at step %d: lower --lr (now %g) and check the data", isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
+        double to = now_sec();
         for (int k = 0; k < n_local; k++) stage_optimizer_step(&parts[k], c->optimizer, (float)c->lr, step + 1);
         r->be->sync();
+        record(r, step, EV_OPTIMIZER, -1, to - t0, now_sec() - t0);
         r->step_s[step] = now_sec() - t0;
         if (c->gemm_timing) r->gemm_s[step] = r->be->gemm_seconds();
         if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == 0 || step == steps - 1))
@@ -530,6 +636,28 @@ int cmd_train(int argc, char **argv) {
         comm_allreduce_sum_double(peak_slots, r->K, MPI_COMM_WORLD);
         free(b);
     }
+    // ... and what the simulator predicts for this schedule with each stage's median F and B times
+    double *fwd = NULL, *bwd = NULL;
+    SimResult msim = {0};
+    Gantt charts[2];
+    memset(charts, 0, sizeof charts);
+    int shown = -1;
+    if (c->mode == MODE_PP) {
+        fwd = xcalloc((size_t)r->K, sizeof(double));
+        bwd = xcalloc((size_t)r->K, sizeof(double));
+        fwd[r->stage] = kind_median(r, ACT_FORWARD, skip);
+        bwd[r->stage] = kind_median(r, ACT_BACKWARD, skip);
+        comm_allreduce_sum_double(fwd, r->K, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(bwd, r->K, MPI_COMM_WORLD);
+        schedule_simulate_stages(c->schedule, r->K, r->M, fwd, bwd, 0, &msim);
+        if (c->trace[0] || c->timeline[0] || c->gantt) {
+            Timeline tl;
+            shown = shown_step(r, skip, step_med);
+            timeline_gather(&tl, r->ev, r->n_ev, r->step_start, steps, MPI_COMM_WORLD);
+            if (r->rank == 0) observe(r, &tl, shown, &msim, fwd, bwd, charts);
+            timeline_free(&tl);
+        }
+    }
 
     double verify_tol = c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL;
     int verify_failed = c->verify && !(verify_err <= verify_tol);
@@ -577,6 +705,12 @@ int cmd_train(int argc, char **argv) {
             cJSON_AddItemToObject(o, "partition", cJSON_CreateIntArray(part, r->K));
             cJSON_AddItemToObject(o, "bubble_measured", cJSON_CreateDoubleArray(bubble, r->K));
             cJSON_AddNumberToObject(o, "bubble_theory", theory);
+            cJSON_AddItemToObject(o, "bubble_simulated", cJSON_CreateDoubleArray(msim.bubble, r->K));
+            double fms[MAX_STAGES], bms[MAX_STAGES];
+            for (int k = 0; k < r->K; k++) { fms[k] = fwd[k] * 1e3; bms[k] = bwd[k] * 1e3; }
+            cJSON_AddItemToObject(o, "forward_ms_median", cJSON_CreateDoubleArray(fms, r->K));
+            cJSON_AddItemToObject(o, "backward_ms_median", cJSON_CreateDoubleArray(bms, r->K));
+            if (shown >= 0) cJSON_AddNumberToObject(o, "timeline_step", shown + 1);
             cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(peak_bytes, r->K));
             cJSON_AddItemToObject(o, "peak_inflight", cJSON_CreateDoubleArray(peak_slots, r->K));
         }
@@ -598,26 +732,43 @@ int cmd_train(int argc, char **argv) {
             printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", gemm_ms,
                    c->mode == MODE_PP ? " per rank" : "", 100 * gemm_share, gemm_gflops);
         if (c->mode == MODE_PP) {
-            printf("\n%-6s %-10s %-16s %-16s %-14s %s\n", "stage", "layers", "bubble measured", "bubble theory", "peak in-flight", "peak activations");
+            printf("\n%-6s %-10s %-29s   %9s %9s %14s  %s\n", "", "", "----------- bubble ----------", "median", "median", "", "");
+            printf("%-6s %-10s %9s %9s %9s   %9s %9s %14s  %s\n", "stage", "layers", "measured", "theory", "simulated", "F ms", "B ms",
+                   "peak in-flight", "peak activations");
             for (int k = 0; k < r->K; k++) {
                 char lay[32];
                 snprintf(lay, sizeof lay, "%d-%d", r->lo[k], r->lo[k + 1] - 1);
-                printf("%-6d %-10s %-16.3f %-16.3f %-14.0f %.2f MB\n", k, lay, bubble[k], theory, peak_slots[k], peak_bytes[k] / 1e6);
+                printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9.3f %14.0f  %.2f MB\n", k, lay, bubble[k], theory, msim.bubble[k],
+                       fwd[k] * 1e3, bwd[k] * 1e3, peak_slots[k], peak_bytes[k] / 1e6);
             }
+            char sn[32];
+            printf("(simulated: the %s schedule run by the simulator with these F and B times, transfers free)\n",
+                   choice_name(SCHED_CHOICES, c->schedule, sn, sizeof sn));
         }
         if (c->verify) {
             printf("\nverify (step 1 vs monolith reference on the cpu): worst relative error per %s:", c->mode == MODE_PP ? "stage" : "part");
             for (int k = 0; k < r->K; k++) printf(" %.2e", stage_err[k]);
             printf(" -> %s (tolerance %.0e)\n", verify_failed ? "FAILED" : "ok", verify_tol);
         }
+        if (c->gantt) {
+            const char *nc = getenv("NO_COLOR");
+            int colour = isatty(STDOUT_FILENO) && !(nc && *nc);
+            printf("\n");
+            gantt_text(stdout, &charts[0], colour);
+            printf("\n");
+            gantt_text(stdout, &charts[1], colour);
+        }
     }
     fflush(stdout);
+    if (charts[0].slices) gantt_free_slices(&charts[0]);
+    sim_result_free(&msim);
+    free(fwd); free(bwd);
     for (int k = 0; k < n_local; k++) stage_free(&parts[k]);
     if (c->mode != MODE_PP) free(parts);
     sim_result_free(&sim);
     action_list_free(&r->list);
     r->be->free(r->dout); r->be->free(r->din);
-    free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->gemm_s); free(r->ev);
+    free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->gemm_s); free(r->ev); free(r->step_start);
     free(bubble); free(peak_bytes); free(peak_slots); free(stage_err);
     data_close(&r->data);
     comms_finalize();
