@@ -5,6 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "comms.h"
+#include "config.h"
+#include "devcomm.h"
 #include "util.h"
 
 int g_rank = 0;
@@ -56,7 +58,7 @@ void user_error(const char *fmt, ...) {
 
 void finish(int code) {
     fflush(stdout);
-    if (mpi_up()) MPI_Finalize();
+    comms_finalize();
     exit(code);
 }
 
@@ -76,7 +78,12 @@ void comms_init(int *argc, char ***argv) {
     g_quiet_errors = 1;
 }
 
-void comms_finalize(void) { if (mpi_up()) MPI_Finalize(); }
+static DevComm *opened_devcomm;  // closed by comms_finalize
+
+void comms_finalize(void) {
+    if (opened_devcomm) { devcomm_close(opened_devcomm); opened_devcomm = NULL; }
+    if (mpi_up()) MPI_Finalize();
+}
 int comms_world_rank(void) { int r = 0; if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
 int comms_world_size(void) { int n = 1; if (mpi_up()) MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
 
@@ -108,24 +115,101 @@ void comms_free(Comm *c) {
     if (c->dp != MPI_COMM_NULL && c->dp) MPI_Comm_free(&c->dp);
 }
 
+// ---- device and transport ----
+
+void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p) {
+    memset(p, 0, sizeof *p);
+    int rank = comms_world_rank(), size = comms_world_size();
+    if (device == DEVICE_CPU && transport == TRANSPORT_NCCL)
+        user_error("%s: --transport nccl moves GPU buffers, and --device is cpu: drop --transport nccl or use --device cuda", cmd);
+    if (device == DEVICE_CPU && tf32)
+        user_error("%s: --tf32 applies to cuBLAS on a GPU, and --device is cpu: drop --tf32 or use --device cuda", cmd);
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_rank(node, &p->local_rank));
+    MPI_CHECK(MPI_Comm_size(node, &p->local_size));
+    MPI_CHECK(MPI_Comm_free(&node));
+    p->be = &backend_cpu;
+    p->transport = TRANSPORT_MPI;
+    if (device == DEVICE_CPU) return;
+
+    char err[256] = "";
+    const Backend *cuda = backend_cuda_open(p->local_rank, err, sizeof err);
+    int first = cuda ? size : rank;  // the lowest rank without a GPU speaks for all
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first < size) {
+        MPI_CHECK(MPI_Bcast(err, (int)sizeof err, MPI_CHAR, first, MPI_COMM_WORLD));
+        err[sizeof err - 1] = 0;
+        char where[32] = "";
+        if (first > 0) snprintf(where, sizeof where, " (rank %d)", first);
+        if (device == DEVICE_CUDA) user_error("no CUDA device%s: %s", where, err);
+        if (transport == TRANSPORT_NCCL)
+            user_error("%s: --transport nccl needs a GPU on every rank, but there is no CUDA device%s: %s", cmd, where, err);
+        if (tf32) user_error("%s: --tf32 needs a GPU, but there is no CUDA device%s: %s", cmd, where, err);
+        return;  // auto: the CPU
+    }
+    // NCCL refuses two ranks on one GPU: it needs every node to have a GPU per rank.
+    int crowded = p->local_size > cuda->device_count;
+    int v[3] = {crowded, crowded ? p->local_size : 0, crowded ? -cuda->device_count : -(1 << 30)};
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (transport == TRANSPORT_NCCL && v[0])
+        user_error("%s: --transport nccl needs one GPU per rank, but a node runs %d ranks on %d GPU%s: use --transport mpi "
+                   "(stages through pinned host memory, so ranks may share a GPU) or at most %d ranks per node",
+                   cmd, v[1], -v[2], -v[2] == 1 ? "" : "s", -v[2]);
+    p->be = cuda;
+    p->transport = transport == TRANSPORT_AUTO ? (!v[0] && size > 1 ? TRANSPORT_NCCL : TRANSPORT_MPI) : transport;
+    cuda->set_tf32(tf32);
+}
+
+DevComm *comm_nccl_open(MPI_Comm comm) {
+    int rank, size;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    char id[DEVCOMM_ID_BYTES];
+    if (rank == 0) devcomm_unique_id(id);
+    MPI_CHECK(MPI_Bcast(id, DEVCOMM_ID_BYTES, MPI_BYTE, 0, comm));
+    return devcomm_open(id, size, rank);
+}
+
+void comms_use_transport(Comm *c, int transport) {
+    c->transport = transport;
+    if (transport == TRANSPORT_NCCL && c->size > 1 && !c->dev) {
+        CHECK(!c->be->on_host, "the NCCL transport with the %s backend", c->be->name);
+        c->dev = comm_nccl_open(c->world);  // peers are then world ranks, as for MPI
+        CHECK(!opened_devcomm, "a second NCCL communicator for the pipeline");
+        opened_devcomm = c->dev;
+    }
+}
+
 // ---- the send pool: host staging buffers, each with its pending request ----
+// (pinned host memory from the backend, so device-to-host copies run at full speed; one backend
+// per process). With NCCL, sends and receives go to devcomm.h instead: matched in order between
+// two ranks, so the tags are not sent.
 typedef struct { float *buf; size_t cap; MPI_Request req; } PoolBuf;
 static PoolBuf *pool;
 static int pool_n;
 
 void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag) {
-    PoolBuf *p = NULL;
+    if (c->dev) { devcomm_send(c->dev, buf, n, dst); return; }
+    PoolBuf *p = NULL, *small = NULL;
     for (int i = 0; i < pool_n && !p; i++) {  // a buffer whose send has completed
         int done = 1;
         if (pool[i].req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Test(&pool[i].req, &done, MPI_STATUS_IGNORE));
         if (done && pool[i].cap >= n) p = &pool[i];
+        else if (done && !small) small = &pool[i];
+    }
+    if (!p && small) {  // a free one too small: regrow it, so the pool stays as long as the most in flight
+        c->be->free_host(small->buf);
+        small->buf = c->be->alloc_host(n * sizeof(float));
+        small->cap = n;
+        p = small;
     }
     if (!p) {  // none free: grow, never wait (the schedule simulator assumes sends do not block)
         pool = realloc(pool, sizeof(PoolBuf) * (size_t)(pool_n + 1));
         CHECK(pool, "out of memory growing the send pool");
         p = &pool[pool_n++];
         p->cap = n;
-        p->buf = xmalloc(n * sizeof(float));
+        p->buf = c->be->alloc_host(n * sizeof(float));
         p->req = MPI_REQUEST_NULL;
     }
     c->be->to_host(p->buf, buf, n * sizeof(float));
@@ -133,7 +217,7 @@ void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag) {
 }
 
 void comm_wait_sends(Comm *c) {
-    (void)c;
+    if (c->dev) { devcomm_flush(c->dev); return; }
     for (int i = 0; i < pool_n; i++)
         if (pool[i].req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&pool[i].req, MPI_STATUS_IGNORE));
 }
@@ -142,10 +226,15 @@ static float *recv_stage;
 static size_t recv_cap;
 
 void comm_recv(Comm *c, float *buf, size_t n, int src, int tag) {
+    if (c->dev) { devcomm_recv(c->dev, buf, n, src); return; }
     MPI_Status st;
     float *dst = buf;
     if (!c->be->on_host) {
-        if (recv_cap < n) { free(recv_stage); recv_stage = xmalloc(n * sizeof(float)); recv_cap = n; }
+        if (recv_cap < n) {
+            if (recv_stage) c->be->free_host(recv_stage);
+            recv_stage = c->be->alloc_host(n * sizeof(float));
+            recv_cap = n;
+        }
         dst = recv_stage;
     }
     MPI_CHECK(MPI_Recv(dst, (int)n, MPI_FLOAT, src, tag, c->world, &st));

@@ -1,8 +1,9 @@
 // comms.h: the wire. MPI world and the grid of pipeline (pp) and data-parallel (dp) groups,
 // prev/next stage, non-blocking sends from a pool of staging buffers (a send never blocks),
 // blocking receives, tags that encode (kind, micro-batch) so no message can be taken for another,
-// barrier, and the data-parallel collectives on float buffers (all-reduce, reduce-scatter,
-// all-gather) by MPI's own algorithms or a from-scratch ring, blocking and non-blocking.
+// barrier, the data-parallel collectives on float buffers (all-reduce, reduce-scatter, all-gather)
+// by MPI's own algorithms or a from-scratch ring, blocking and non-blocking; the choice of device
+// and transport (MPI, or NCCL between GPUs) made alike on every rank.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +13,8 @@
 enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_DATA = 2, TAG_CTRL = 3 };
 static inline int comm_tag(int kind, int mb) { return mb * 4 + kind; }
 
+struct DevComm;
+
 typedef struct {
     int rank, size;        // world
     int stage, stages;     // position in this rank's pipeline (0..stages-1)
@@ -20,7 +23,25 @@ typedef struct {
     MPI_Comm world, pp, dp;  // pp: the ranks of one pipeline; dp: the same stage in every replica
     const Backend *be;     // device of the buffers handed to send/recv and the collectives
     unsigned seq;          // collectives started on dp so far (gives each ring its own tag)
+    int transport;         // TRANSPORT_MPI (host buffers, or device ones staged through pinned
+                           // host memory) or TRANSPORT_NCCL (device to device; config.h)
+    struct DevComm *dev;   // NCCL communicator over world, when transport is NCCL
 } Comm;
+
+// The device and transport of a run, decided identically on every rank (all-reduces of what each
+// rank found) before any other message; a request that cannot be met ends the run with a
+// user_error. A rank takes GPU (local rank % GPUs of its node); NCCL needs one GPU per rank.
+typedef struct {
+    const Backend *be;
+    int transport;               // TRANSPORT_MPI or TRANSPORT_NCCL
+    int local_rank, local_size;  // among the ranks of this node (MPI_COMM_TYPE_SHARED)
+} Placement;
+void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p);
+// How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL communicator over c->world.
+void comms_use_transport(Comm *c, int transport);
+// An NCCL communicator over any MPI communicator: its rank 0 makes the id (ncclGetUniqueId),
+// MPI_Bcast hands it to the others, each calls ncclCommInitRank. Collective over comm.
+struct DevComm *comm_nccl_open(MPI_Comm comm);
 
 void comms_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
 void comms_finalize(void);

@@ -58,6 +58,14 @@ double schedule_bubble_formula(int kind, int K, int M) {
 }
 
 void schedule_simulate(int kind, int K, int M, double cost_f, double cost_b, double cost_comm, SimResult *r) {
+    double *f = xmalloc(sizeof(double) * (size_t)K), *b = xmalloc(sizeof(double) * (size_t)K);
+    for (int s = 0; s < K; s++) { f[s] = cost_f; b[s] = cost_b; }
+    schedule_simulate_stages(kind, K, M, f, b, cost_comm, r);
+    free(f); free(b);
+}
+
+void schedule_simulate_stages(int kind, int K, int M, const double *cost_f, const double *cost_b, double cost_comm,
+                              SimResult *r) {
     memset(r, 0, sizeof *r);
     r->K = K; r->M = M;
     r->busy = xcalloc((size_t)K, sizeof(double));
@@ -94,7 +102,7 @@ void schedule_simulate(int kind, int K, int M, double cost_f, double cost_b, dou
                     CHECK(s > 0, "stage 0 sends a gradient before the first stage");
                     arrival[((size_t)(s - 1) * 2 + 1) * M + a.mb] = *t + cost_comm;
                 } else {
-                    double c = a.kind == ACT_FORWARD ? cost_f : cost_b;
+                    double c = a.kind == ACT_FORWARD ? cost_f[s] : cost_b[s];
                     r->slices[s][r->n_slices[s]++] = (Interval){a.kind, a.mb, *t, *t + c};
                     *t += c;
                     r->busy[s] += c;
@@ -115,11 +123,15 @@ void schedule_simulate(int kind, int K, int M, double cost_f, double cost_b, dou
         }
         if (clock[s] > r->makespan) r->makespan = clock[s];
     }
+    // idle / makespan rather than 1 - busy / makespan: with integer costs both terms are exact, so
+    // the simulated bubble equals the textbook fraction to the last bit.
+    double busy_all = 0;
     for (int s = 0; s < K; s++) {
-        r->bubble[s] = r->makespan > 0 ? 1.0 - r->busy[s] / r->makespan : 0;
-        r->bubble_mean += r->bubble[s] / K;
+        r->bubble[s] = r->makespan > 0 ? (r->makespan - r->busy[s]) / r->makespan : 0;
+        busy_all += r->busy[s];
         action_list_free(&lists[s]);
     }
+    r->bubble_mean = r->makespan > 0 ? (K * r->makespan - busy_all) / (K * r->makespan) : 0;
     free(lists); free(pc); free(inflight); free(clock); free(arrival);
 }
 

@@ -31,7 +31,7 @@ typedef struct {
     double makespan;
     double *busy;         // [K] compute time per stage
     double *bubble;       // [K] 1 - busy / makespan
-    double bubble_mean;   // mean over stages
+    double bubble_mean;   // idle time of all stages / (K * makespan)
     int *peak_inflight;   // [K] most micro-batches stashed at once
     Interval **slices;    // [K] busy slices in time order, n_slices[K] each
     int *n_slices;
@@ -42,6 +42,9 @@ typedef struct {
 // Runs every stage's action list against the others: compute actions take cost_f / cost_b,
 // a message arrives cost_comm after its send, a receive waits for its message, sends never block.
 void schedule_simulate(int kind, int K, int M, double cost_f, double cost_b, double cost_comm, SimResult *r);
+// The same with a cost per stage (cost_f[K], cost_b[K]): measured durations, uneven partitions.
+void schedule_simulate_stages(int kind, int K, int M, const double *cost_f, const double *cost_b, double cost_comm,
+                              SimResult *r);
 void sim_result_free(SimResult *r);
 // The textbook bubble: (K-1)/(M+K-1) for gpipe and 1f1b, (K-1)/K for naive.
 double schedule_bubble_formula(int kind, int K, int M);

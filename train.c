@@ -4,6 +4,7 @@
 // evaluation, and the summary (text or one JSON object).
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include <cjson/cJSON.h>
 #include "comms.h"
 #include "config.h"
@@ -11,20 +12,18 @@
 #include "ddp.h"
 #include "model.h"
 #include "schedule.h"
+#include "trace.h"
 #include "train.h"
 #include "util.h"
 
 #define MAX_STAGES 4096
-#define VERIFY_TOL 1e-5
-
-typedef struct {
-    int step, kind, mb;
-    double t0, t1;
-} Event;  // one action as it ran on this rank (times relative to the step start)
+#define VERIFY_TOL 1e-5        // fp32 against fp32
+#define VERIFY_TOL_TF32 1e-2   // TF32 gemms (10-bit mantissa inputs) against the fp32 CPU
 
 typedef struct {
     TrainConfig *c;
     const Backend *be;
+    Placement place;          // device and transport, the same decision on every rank
     Data data;
     Comm comm;
     int world, rank;
@@ -41,9 +40,10 @@ typedef struct {
     int32_t *yh;              // host labels [rows]
     float *dout, *din;        // pp: received output gradient, input gradient to send
     // per-step measurements
-    double *step_s, *busy_s, *span_s, *loss;
+    double *step_s, *busy_s, *span_s, *loss, *gemm_s;
     double *comm_s, *exposed_s;  // ddp/hybrid: all-reduce in flight, and its part after compute
-    Event *ev;
+    double *step_start;       // now_sec() at each step's start (after the step barrier in pp)
+    Event *ev;                // every action as it ran (trace.h), times from its step's start
     int n_ev, cap_ev;
     double first_loss;
     int peak_slots;
@@ -63,6 +63,12 @@ static void validate(TrainConfig *c, int world, Run *r) {
     if (!distributed(c->mode) && world != 1)
         user_error("train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode pp, ddp or hybrid",
                    mode, world, world);
+    if (c->mode != MODE_PP) {  // the observers of one pipeline
+        static const char *observe_only[] = {"trace", "timeline", "timeline-step", "gantt"};
+        for (size_t i = 0; i < sizeof observe_only / sizeof *observe_only; i++)
+            if (option_on_command_line(observe_only[i]))
+                user_error("train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", observe_only[i], mode);
+    }
     if (!pipelined(c->mode)) {
         static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations"};
         for (size_t i = 0; i < sizeof pp_only / sizeof *pp_only; i++)
@@ -162,7 +168,29 @@ static void validate(TrainConfig *c, int world, Run *r) {
         r->lo[0] = 0;
         for (int i = 0; i < r->K; i++) r->lo[i + 1] = r->lo[i] + base + (i < extra);
     }
+    if (c->mode == MODE_PP) {
+        if (c->gantt && c->json)
+            user_error("train: --gantt prints a chart and --json one JSON object: use one of them (--timeline FILE.svg works with --json)");
+        if (c->timeline_step && !c->timeline[0] && !c->gantt)
+            user_error("train: --timeline-step picks the step drawn by --timeline or --gantt: add one of them, or drop it");
+        if (c->timeline_step > c->steps)
+            user_error("train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
+                       (long long)c->timeline_step, (long long)c->steps);
+    }
     data_open(&r->data, c->data, c->labels, (int)c->hidden, (int)c->classes, (uint64_t)c->seed);
+}
+
+// The trace and timeline files are written by rank 0 at the end; it tries them before the first
+// step, and every rank learns the verdict, so a bad path ends every rank at once with exit 2.
+static void check_outputs(Run *r) {
+    const char *flag[2] = {"trace", "timeline"}, *path[2] = {r->c->trace, r->c->timeline};
+    double err[2] = {0, 0};
+    if (r->c->mode != MODE_PP) return;
+    if (r->rank == 0)
+        for (int i = 0; i < 2; i++) if (path[i][0]) err[i] = out_check(path[i]);
+    comm_allreduce_max_double(err, 2, MPI_COMM_WORLD);
+    for (int i = 0; i < 2; i++)
+        if (err[i]) user_error("train: cannot write --%s '%s': %s (%s)", flag[i], path[i], strerror((int)err[i]), out_hint((int)err[i]));
 }
 
 // ---- per-step bookkeeping ----
@@ -209,7 +237,7 @@ static double pipeline_step(Run *r, int step) {
     Comm *cm = &r->comm;
     size_t n = (size_t)r->rows * s->H;
     int dout_mb = -1, din_mb = -1, fwd_mb = -1, backwards = 0;
-    double busy = 0, base = now_sec();
+    double busy = 0, base = r->step_start[step];
     for (int i = 0; i < r->list.n; i++) {
         Action a = r->list.a[i];
         double t0 = now_sec();
@@ -250,6 +278,8 @@ static double pipeline_step(Run *r, int step) {
             comm_send(cm, r->din, n, cm->prev, comm_tag(TAG_GRAD, a.mb));
             break;
         }
+        // On a GPU the calls above only queue work: wait for it, so events hold device time.
+        if ((a.kind == ACT_FORWARD || a.kind == ACT_BACKWARD) && !r->be->on_host) r->be->sync();
         if (r->sync_on) comm_progress();
         double t1 = now_sec();
         if (a.kind == ACT_FORWARD || a.kind == ACT_BACKWARD) busy += t1 - t0;
@@ -266,16 +296,18 @@ static double pipeline_step(Run *r, int step) {
 // --grad-accum N, N forward/backward micro-steps add into the gradients before the one update;
 // only the last one's backward starts the buckets' all-reduces (no communication before it).
 static void monolith_step(Run *r, Stage *s, int step) {
-    double base = now_sec(), busy = 0;
+    double base = r->step_start[step], busy = 0;
     for (int k = 0; k < r->N; k++) {
         r->micro = k;
         int slot = stage_slot_acquire(s, 0);
         load_inputs(r, s, slot, sample_index(r, step, 0), 1, 1);
         double t0 = now_sec();
         stage_forward(s, slot);
+        r->be->sync();  // device time, not the time to queue the work (a no-op on the CPU)
         double t1 = now_sec();
         if (r->sync_on) gradsync_set_final(&r->sync, k == r->N - 1);
         stage_backward(s, slot, NULL, NULL);
+        r->be->sync();
         double t2 = now_sec();
         record(r, step, ACT_FORWARD, k, t0 - base, t1 - base);
         record(r, step, ACT_BACKWARD, k, t1 - base, t2 - base);
@@ -319,13 +351,15 @@ static double rel_err(const float *a, const float *b, size_t n) {
 }
 
 // Compares stage s's gradients (already computed for step 0, and averaged over the replicas in
-// ddp/hybrid) with a monolith reference on the step's whole batch (all replicas' rows, all
-// accumulation micro-steps); returns the worst relative error over its tensors and the loss.
+// ddp/hybrid) with a monolith reference computed on the CPU (so on a GPU it checks the device
+// too) on the step's whole batch (all replicas' rows, all accumulation micro-steps); returns the
+// worst relative error over its tensors and the loss.
 static double verify_stage(Run *r, const Stage *s, double loss) {
     TrainConfig *c = r->c;
+    const Backend *rb = &backend_cpu;
     int rows = (int)c->batch * r->N;
     Stage ref;
-    stage_init(&ref, r->be, (int)c->layers, (int)c->hidden, (int)c->classes, 0, (int)c->layers, 1,
+    stage_init(&ref, rb, (int)c->layers, (int)c->hidden, (int)c->classes, 0, (int)c->layers, 1,
                rows, 1, 0, (uint64_t)c->seed);
     int slot = stage_slot_acquire(&ref, 0);
     float *x = xmalloc(sizeof(float) * (size_t)rows * c->hidden);
@@ -337,14 +371,14 @@ static double verify_stage(Run *r, const Stage *s, double loss) {
                 data_features(&r->data, first, r->rows, x + (size_t)at * c->hidden);
                 data_labels(&r->data, first, r->rows, y + at);
             }
-    r->be->to_device(stage_slot_input(&ref, slot), x, sizeof(float) * (size_t)rows * c->hidden);
+    rb->to_device(stage_slot_input(&ref, slot), x, sizeof(float) * (size_t)rows * c->hidden);
     stage_set_labels(&ref, slot, y);
     stage_forward(&ref, slot);
     stage_backward(&ref, slot, NULL, NULL);
     size_t layer = (size_t)c->hidden * c->hidden + c->hidden;
     float *mine = xmalloc(sizeof(float) * s->n_params), *theirs = xmalloc(sizeof(float) * ref.n_params);
     r->be->to_host(mine, s->grads, sizeof(float) * s->n_params);
-    r->be->to_host(theirs, ref.grads, sizeof(float) * ref.n_params);
+    rb->to_host(theirs, ref.grads, sizeof(float) * ref.n_params);
     double worst = 0;
     for (int i = 0; i < s->n_layers; i++) {
         const float *a = mine + (size_t)i * layer, *b = theirs + (size_t)(s->lo + i) * layer;
@@ -440,11 +474,13 @@ static double median(const double *v, int n) {
 
 static void print_header(Run *r) {
     TrainConfig *c = r->c;
-    char mode[32], sched[32], opt[16], blas[160];
+    char mode[32], sched[32], opt[16], blas[160], dev[192], tr[16];
     choice_name(MODE_CHOICES, c->mode, mode, sizeof mode);
     choice_name(SCHED_CHOICES, c->schedule, sched, sizeof sched);
     choice_name("adam|sgd", c->optimizer, opt, sizeof opt);
     blas_describe(blas, sizeof blas);
+    r->be->describe(dev, sizeof dev);
+    choice_name(TRANSPORT_CHOICES, r->place.transport, tr, sizeof tr);
     size_t P = model_param_count((int)c->layers, (int)c->hidden, (int)c->classes);
     printf("micropp train | mode %s", mode);
     if (c->mode == MODE_HYBRID) printf(" | %d stages x %d replicas (--pp %d --dp %d)", r->K, r->D, r->K, r->D);
@@ -456,8 +492,12 @@ static void print_header(Run *r) {
     printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
            (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
            (long long)c->classes, P, P * 4.0 / 1e6);
-    printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | %s | device %s\n", (long long)c->batch,
-           (long long)c->steps, opt, c->lr, (long long)c->seed, c->data, blas, r->be->name);
+    printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
+           (long long)c->steps, opt, c->lr, (long long)c->seed, c->data);
+    if (r->be->on_host) printf("%s | device %s", blas, dev);
+    else printf("device %s", dev);
+    if (pipelined(c->mode)) printf(" | transport %s", tr);
+    printf("\n");
     if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
         for (int k = 0; k < r->K; k++)
             printf("  %s %d%s: layers %d-%d%s\n", pipelined(c->mode) ? "stage" : "part", k,
@@ -477,6 +517,82 @@ static void print_dp_header(Run *r) {
     if (c->zero) printf(" | ZeRO-1: this rank updates %zu of %zu parameters", r->sync.shard_total, r->st.n_params);
     printf("\n");
     fflush(stdout);
+}
+
+// ---- what the pipeline did: per-stage costs, the bubble they imply, the trace and the timeline ----
+
+// Median duration of this rank's actions of one kind over the measured steps.
+static double kind_median(const Run *r, int kind, int skip) {
+    double *d = xmalloc(sizeof(double) * (size_t)(r->n_ev + 1));
+    int n = 0;
+    for (int i = 0; i < r->n_ev; i++)
+        if (r->ev[i].kind == kind && r->ev[i].step >= skip) d[n++] = r->ev[i].t1 - r->ev[i].t0;
+    double m = median(d, n);
+    free(d);
+    return m;
+}
+
+// The step drawn by --timeline / --gantt (0-based): the user's, else the one nearest the median time.
+static int shown_step(const Run *r, int skip, double step_med) {
+    if (r->c->timeline_step) return (int)r->c->timeline_step - 1;
+    int best = skip;
+    for (int t = skip; t < (int)r->c->steps; t++)
+        if (fabs(r->step_s[t] - step_med) < fabs(r->step_s[best] - step_med)) best = t;
+    return best;
+}
+
+// Rank 0: writes --trace, and builds the two charts of step `shown` (measured, and simulated with the
+// measured per-stage costs) that --timeline writes as SVG and --gantt prints.
+static void observe(Run *r, const Timeline *tl, int shown, const SimResult *msim, const double *fwd, const double *bwd,
+                    Gantt g[2]) {
+    TrainConfig *c = r->c;
+    char sched[32];
+    choice_name(SCHED_CHOICES, c->schedule, sched, sizeof sched);
+    if (c->trace[0]) {
+        OutFile o;
+        int err = out_open(&o, c->trace);
+        if (!err) {
+            char meta[512];
+            snprintf(meta, sizeof meta, "{\"micropp\":\"train\",\"schedule\":\"%s\",\"stages\":%d,\"micro_batches\":%d,"
+                     "\"layers\":%lld,\"hidden\":%lld,\"batch\":%lld,\"steps\":%lld,\"checkpoint_activations\":%s}",
+                     sched, r->K, r->M, (long long)c->layers, (long long)c->hidden, (long long)c->batch, (long long)c->steps,
+                     c->checkpoint_activations ? "true" : "false");
+            timeline_write_chrome(o.f, tl, meta);
+            err = out_commit(&o);
+        }
+        if (err) fatal("writing --trace '%s': %s", c->trace, strerror(err));
+    }
+    // measured: the bubble of this step per rank = 1 - (compute of the action list) / pipeline span
+    timeline_step_gantt(tl, shown, &g[0]);
+    double bub = 0, f_mean = 0, b_mean = 0;
+    for (int k = 0; k < g[0].rows; k++) {
+        double busy = 0;
+        for (int i = 0; i < g[0].n[k]; i++) {
+            const Interval *v = &g[0].slices[k][i];
+            if (v->kind < ACT_KINDS && !kind_style(v->kind)->bar) busy += v->t1 - v->t0;
+        }
+        bub += (1 - busy / r->span_s[shown]) / g[0].rows;
+    }
+    for (int k = 0; k < r->K; k++) { f_mean += fwd[k] / r->K; b_mean += bwd[k] / r->K; }
+    snprintf(g[0].title, sizeof g[0].title, "measured: step %d of %lld | %s | %d ranks | %d micro-batches | %.3f ms | bubble %.3f (mean over ranks), theory %.3f",
+             shown + 1, (long long)c->steps, sched, r->K, r->M, r->step_s[shown] * 1e3, bub, schedule_bubble_formula(c->schedule, r->K, r->M));
+    snprintf(g[1].title, sizeof g[1].title, "simulated: %s with each stage's median costs (mean F %.3f ms, B %.3f ms; transfers free) | bubble %.3f",
+             sched, f_mean * 1e3, b_mean * 1e3, msim->bubble_mean);
+    g[1].row_label = "stage";
+    g[1].rows = msim->K;
+    g[1].slices = msim->slices;
+    g[1].n = msim->n_slices;
+    g[1].t_end = msim->makespan;
+    // text: the shortest forward or backward one label wide, the chart at most 160 characters
+    double shortest = INFINITY;
+    for (int k = 0; k < r->K; k++) shortest = fmin(shortest, fmin(fwd[k], bwd[k]));
+    for (int i = 0; i < 2; i++) { g[i].cell = shortest; g[i].width = 160; g[i].axis_scale = 1e3; g[i].axis_unit = "ms"; }
+    if (c->timeline[0]) {
+        OutFile o;
+        int err = out_open(&o, c->timeline);
+        if (!err) { gantt_svg(o.f, g, 2); err = out_commit(&o); }
+        if (err) fatal("writing --timeline '%s': %s", c->timeline, strerror(err));
+    }
 }
 
 // ---- the command ----
@@ -499,7 +615,9 @@ int cmd_train(int argc, char **argv) {
     r->world = comms_world_size();
     r->rank = comms_world_rank();
     validate(&cfg, r->world, r);
-    r->be = &backend_cpu;
+    check_outputs(r);
+    comms_place("train", cfg.device, cfg.transport, cfg.tf32, &r->place);
+    r->be = r->place.be;
     blas_set_threads((int)cfg.threads);
     TrainConfig *c = &cfg;
     int H = (int)c->hidden, C = (int)c->classes, L = (int)c->layers, steps = (int)c->steps;
@@ -511,7 +629,9 @@ int cmd_train(int argc, char **argv) {
     r->step_s = xcalloc((size_t)steps, sizeof(double));
     r->busy_s = xcalloc((size_t)steps, sizeof(double));
     r->span_s = xcalloc((size_t)steps, sizeof(double));
+    r->step_start = xcalloc((size_t)steps, sizeof(double));
     r->loss = xcalloc((size_t)steps, sizeof(double));
+    r->gemm_s = xcalloc((size_t)steps, sizeof(double));
     r->comm_s = xcalloc((size_t)steps, sizeof(double));
     r->exposed_s = xcalloc((size_t)steps, sizeof(double));
     r->dout = r->be->alloc(sizeof(float) * (size_t)r->rows * H);
@@ -522,6 +642,7 @@ int cmd_train(int argc, char **argv) {
     SimResult sim = {0};
     if (pipelined(c->mode)) {
         comms_grid(&r->comm, r->be, r->K, r->D);
+        comms_use_transport(&r->comm, r->place.transport);
         r->stage = r->comm.stage;
         r->replica = r->comm.replica;
         // Prove the schedule before running it, and size the activation stash from it.
@@ -561,11 +682,13 @@ int cmd_train(int argc, char **argv) {
 
     double verify_err = NAN;
     double *stage_err = NULL;
+    if (c->gemm_timing) r->be->gemm_timing(1);
     for (int step = 0; step < steps; step++) {
         for (int k = 0; k < n_local; k++) stage_zero_grads(&parts[k]);
         if (r->sync_on) gradsync_begin_step(&r->sync);
         if (pipelined(c->mode)) comm_barrier(MPI_COMM_WORLD);
         double t0 = now_sec();
+        r->step_start[step] = t0;
         if (pipelined(c->mode)) r->span_s[step] = pipeline_step(r, step);
         else if (c->mode == MODE_MANUAL) manual_step(r, parts, r->K, step);
         else monolith_step(r, parts, step);
@@ -574,7 +697,11 @@ int cmd_train(int argc, char **argv) {
         // the loss lives on the last stage(s); every rank learns the global batch's (and so decides alike on NaN)
         double v[3] = {0, 0, 0};
         if (is_last(r)) { v[0] = head->loss_sum; v[1] = head->loss_rows; v[2] = head->correct; }
-        if (distributed(c->mode)) comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
+        if (distributed(c->mode)) {
+            double ta = now_sec();
+            comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
+            record(r, step, EV_ALLREDUCE, -1, ta - t0, now_sec() - t0);
+        }
         double loss = v[0] / v[1];
         r->loss[step] = loss;
         if (step == 0 && c->verify) {
@@ -591,9 +718,11 @@ int cmd_train(int argc, char **argv) {
         }
         if (!isfinite(loss))
             user_error("train: the loss became %s at step %d: lower --lr (now %g) and check the data", isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
+        double to = now_sec();
         if (r->sync_on) gradsync_optimizer_step(&r->sync, c->optimizer, (float)c->lr, step + 1);
         else for (int k = 0; k < n_local; k++) stage_optimizer_step(&parts[k], c->optimizer, (float)c->lr, step + 1);
         r->be->sync();
+        record(r, step, EV_OPTIMIZER, -1, to - t0, now_sec() - t0);
         r->step_s[step] = now_sec() - t0;
         if (r->sync_on) {
             // In a pipeline the other stages still compute (the cool-down) after this one is done:
@@ -607,6 +736,7 @@ int cmd_train(int argc, char **argv) {
             }
             gradsync_end_step(&r->sync, end, &r->comm_s[step], &r->exposed_s[step]);
         }
+        if (c->gemm_timing) r->gemm_s[step] = r->be->gemm_seconds();
         if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == 0 || step == steps - 1))
             printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                    r->step_s[step] * 1e3, (double)c->batch * r->N / r->step_s[step] / 1e3);
@@ -614,6 +744,7 @@ int cmd_train(int argc, char **argv) {
     if (r->sync_on && !comm_same_u64(stage_param_checksum(&r->st), r->comm.dp))
         fatal("the replicas of stage %d ended with different parameters: the gradient all-reduce is broken", r->stage);
 
+    if (c->gemm_timing) r->be->gemm_timing(0);
     double acc = evaluate(r, parts, n_local);
 
     // Summary figures. Step time: the median over steps (the first is a warm-up when there are more).
@@ -657,6 +788,24 @@ int cmd_train(int argc, char **argv) {
         calls = nb[1];
     }
 
+    // --gemm-timing: this rank's share of step time inside gemm (averaged over ranks), and the
+    // GFLOP/s of the model's gemms while they run: forward 2BHH per layer, backward 4BHH (the
+    // first layer computes no input gradient), the head likewise, recompute 2BHH per layer.
+    double gemm_ms = NAN, gemm_share = NAN, gemm_gflops = NAN;
+    if (c->gemm_timing) {
+        double g = 0, t = 0;
+        for (int k = skip; k < steps; k++) { g += r->gemm_s[k]; t += r->step_s[k]; }
+        double v[2] = {g / (steps - skip), g / t};
+        if (distributed(c->mode)) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
+        double B = (double)c->batch * r->N, HH = (double)H * H, HC = (double)H * C;
+        double gemm_flops = 2 * B * (L * HH + HC) + 2 * B * (L * HH + HC) + 2 * B * ((L - 1) * HH + HC);
+        if (c->checkpoint_activations) gemm_flops += 2 * B * L * HH;
+        int ranks = distributed(c->mode) ? r->world : 1;
+        gemm_ms = v[0] / ranks * 1e3;
+        gemm_share = v[1] / ranks;
+        gemm_gflops = gemm_flops / v[0] / 1e9;  // v[0]: gemm seconds per step summed over ranks
+    }
+
     // Pipeline: measured bubble per rank = 1 - busy / span, span the slowest rank's pipeline time.
     double *bubble = NULL, *peak_bytes = NULL, *peak_slots = NULL;
     double theory = schedule_bubble_formula(c->schedule, r->K, r->M);
@@ -675,8 +824,31 @@ int cmd_train(int argc, char **argv) {
         comm_allreduce_sum_double(peak_slots, r->K, r->comm.pp);
         free(b);
     }
+    // ... and what the simulator predicts for this schedule with each stage's median F and B times
+    double *fwd = NULL, *bwd = NULL;
+    SimResult msim = {0};
+    Gantt charts[2];
+    memset(charts, 0, sizeof charts);
+    int shown = -1;
+    if (pipelined(c->mode)) {  // (hybrid: each replica's own, as the bubble above)
+        fwd = xcalloc((size_t)r->K, sizeof(double));
+        bwd = xcalloc((size_t)r->K, sizeof(double));
+        fwd[r->stage] = kind_median(r, ACT_FORWARD, skip);
+        bwd[r->stage] = kind_median(r, ACT_BACKWARD, skip);
+        comm_allreduce_sum_double(fwd, r->K, r->comm.pp);
+        comm_allreduce_sum_double(bwd, r->K, r->comm.pp);
+        schedule_simulate_stages(c->schedule, r->K, r->M, fwd, bwd, 0, &msim);
+        if (c->trace[0] || c->timeline[0] || c->gantt) {
+            Timeline tl;
+            shown = shown_step(r, skip, step_med);
+            timeline_gather(&tl, r->ev, r->n_ev, r->step_start, steps, MPI_COMM_WORLD);
+            if (r->rank == 0) observe(r, &tl, shown, &msim, fwd, bwd, charts);
+            timeline_free(&tl);
+        }
+    }
 
-    int verify_failed = c->verify && !(verify_err <= VERIFY_TOL);
+    double verify_tol = c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL;
+    int verify_failed = c->verify && !(verify_err <= verify_tol);
     if (r->rank == 0 && c->json) {
         char s[32];
         cJSON *o = cJSON_CreateObject();
@@ -698,6 +870,16 @@ int cmd_train(int argc, char **argv) {
         char blas[160];
         blas_describe(blas, sizeof blas);
         cJSON_AddStringToObject(o, "blas", blas);
+        char dev[192];
+        r->be->describe(dev, sizeof dev);
+        cJSON_AddStringToObject(o, "device", r->be->name);
+        cJSON_AddStringToObject(o, "device_info", dev);
+        cJSON_AddBoolToObject(o, "tf32", c->tf32);
+        if (c->gemm_timing) {
+            cJSON_AddNumberToObject(o, "gemm_ms_per_step", gemm_ms);
+            cJSON_AddNumberToObject(o, "gemm_share", gemm_share);
+            cJSON_AddNumberToObject(o, "gemm_gflops", gemm_gflops);
+        }
         cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(r->loss, steps));
         if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", r->K);
         if (r->N > 1 || option_was_set("grad-accum")) cJSON_AddNumberToObject(o, "grad_accum", r->N);
@@ -718,12 +900,19 @@ int cmd_train(int argc, char **argv) {
             cJSON_AddStringToObject(o, "schedule", choice_name(SCHED_CHOICES, c->schedule, s, sizeof s));
             cJSON_AddNumberToObject(o, "stages", r->K);
             cJSON_AddNumberToObject(o, "micro_batches", r->M);
+            cJSON_AddStringToObject(o, "transport", choice_name(TRANSPORT_CHOICES, r->place.transport, s, sizeof s));
             cJSON_AddBoolToObject(o, "checkpoint_activations", c->checkpoint_activations);
             int part[MAX_STAGES];
             for (int k = 0; k < r->K; k++) part[k] = r->lo[k + 1] - r->lo[k];
             cJSON_AddItemToObject(o, "partition", cJSON_CreateIntArray(part, r->K));
             cJSON_AddItemToObject(o, "bubble_measured", cJSON_CreateDoubleArray(bubble, r->K));
             cJSON_AddNumberToObject(o, "bubble_theory", theory);
+            cJSON_AddItemToObject(o, "bubble_simulated", cJSON_CreateDoubleArray(msim.bubble, r->K));
+            double fms[MAX_STAGES], bms[MAX_STAGES];
+            for (int k = 0; k < r->K; k++) { fms[k] = fwd[k] * 1e3; bms[k] = bwd[k] * 1e3; }
+            cJSON_AddItemToObject(o, "forward_ms_median", cJSON_CreateDoubleArray(fms, r->K));
+            cJSON_AddItemToObject(o, "backward_ms_median", cJSON_CreateDoubleArray(bms, r->K));
+            if (shown >= 0) cJSON_AddNumberToObject(o, "timeline_step", shown + 1);
             cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(peak_bytes, r->K));
             cJSON_AddItemToObject(o, "peak_inflight", cJSON_CreateDoubleArray(peak_slots, r->K));
         }
@@ -741,36 +930,56 @@ int cmd_train(int argc, char **argv) {
                100 * acc, (long long)(r->data.features && c->eval_samples > r->data.n ? r->data.n : c->eval_samples),
                r->data.features ? "training" : "held-out");
         printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", step_med * 1e3, samples_s, gflops);
+        if (c->gemm_timing)
+            printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", gemm_ms,
+                   distributed(c->mode) ? " per rank" : "", 100 * gemm_share, gemm_gflops);
         if (data_parallel(c->mode))
             printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | optimizer state %.2f MB per rank\n",
                    calls, comm_ms, 100 * hidden, opt_bytes / 1e6);
         if (pipelined(c->mode)) {
-            printf("\n%-6s %-10s %-16s %-16s %-14s %s\n", "stage", "layers", "bubble measured", "bubble theory", "peak in-flight", "peak activations");
+            printf("\n%-6s %-10s %-29s   %9s %9s %14s  %s\n", "", "", "----------- bubble ----------", "median", "median", "", "");
+            printf("%-6s %-10s %9s %9s %9s   %9s %9s %14s  %s\n", "stage", "layers", "measured", "theory", "simulated", "F ms", "B ms",
+                   "peak in-flight", "peak activations");
             for (int k = 0; k < r->K; k++) {
                 char lay[32];
                 snprintf(lay, sizeof lay, "%d-%d", r->lo[k], r->lo[k + 1] - 1);
-                printf("%-6d %-10s %-16.3f %-16.3f %-14.0f %.2f MB\n", k, lay, bubble[k], theory, peak_slots[k], peak_bytes[k] / 1e6);
+                printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9.3f %14.0f  %.2f MB\n", k, lay, bubble[k], theory, msim.bubble[k],
+                       fwd[k] * 1e3, bwd[k] * 1e3, peak_slots[k], peak_bytes[k] / 1e6);
             }
+            char sn[32];
+            printf("(simulated: the %s schedule run by the simulator with these F and B times, transfers free)\n",
+                   choice_name(SCHED_CHOICES, c->schedule, sn, sizeof sn));
         }
         if (c->verify) {
-            printf("\nverify (step 1 vs monolith reference): worst relative error per %s:", distributed(c->mode) ? "stage" : "part");
+            printf("\nverify (step 1 vs monolith reference on the cpu): worst relative error per %s:", distributed(c->mode) ? "stage" : "part");
             for (int k = 0; k < r->K; k++) printf(" %.2e", stage_err[k]);
-            printf(" -> %s (tolerance %.0e)\n", verify_failed ? "FAILED" : "ok", VERIFY_TOL);
+            printf(" -> %s (tolerance %.0e)\n", verify_failed ? "FAILED" : "ok", verify_tol);
+        }
+        if (c->gantt) {
+            const char *nc = getenv("NO_COLOR");
+            int colour = isatty(STDOUT_FILENO) && !(nc && *nc);
+            printf("\n");
+            gantt_text(stdout, &charts[0], colour);
+            printf("\n");
+            gantt_text(stdout, &charts[1], colour);
         }
     }
     fflush(stdout);
     if (r->sync_on) gradsync_free(&r->sync);
+    if (charts[0].slices) gantt_free_slices(&charts[0]);
+    sim_result_free(&msim);
+    free(fwd); free(bwd);
     for (int k = 0; k < n_local; k++) stage_free(&parts[k]);
     if (parts != &r->st) free(parts);
     sim_result_free(&sim);
     action_list_free(&r->list);
     r->be->free(r->dout); r->be->free(r->din);
-    free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->ev);
+    free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->gemm_s); free(r->ev); free(r->step_start);
     free(r->comm_s); free(r->exposed_s);
     free(bubble); free(peak_bytes); free(peak_slots); free(stage_err);
     data_close(&r->data);
     if (distributed(c->mode)) comms_free(&r->comm);
     comms_finalize();
-    if (verify_failed && r->rank == 0) fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e\n", verify_err, VERIFY_TOL);
+    if (verify_failed && r->rank == 0) fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e\n", verify_err, verify_tol);
     return verify_failed ? 1 : 0;
 }

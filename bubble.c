@@ -1,0 +1,253 @@
+// bubble.c: `micropp bubble`: predicts pipeline schedules without running them (no MPI). For each
+// (schedule, stages K, micro-batches M) it runs the schedule's real action lists through the
+// simulator (schedule.c) and prints the textbook bubble beside the simulated one, the peak number of
+// micro-batches in flight per stage, and the GPipe memory estimate; --gantt / --svg draw the schedule.
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+#include "config.h"
+#include "schedule.h"
+#include "trace.h"
+#include "train.h"
+#include "util.h"
+
+#define MAX_K 1024
+#define MAX_M 65536
+#define MAX_ROWS 100000
+#define MAX_CHARTS 64
+
+typedef struct {
+    char config[PATH_LEN];
+    char schedule[PATH_LEN];       // "all", a name, or a comma list of names
+    char stages[PATH_LEN];         // "4", "2:8", "2,4,8"
+    char micro_batches[PATH_LEN];  // "8", "1:32"
+    double cost_f, cost_b, cost_comm;
+    int json, gantt;
+    char svg[PATH_LEN];
+} BubbleConfig;
+
+#define O(field) offsetof(BubbleConfig, field)
+static const Option bubble_options[] = {
+    {"config", 'c', OPT_STR, O(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)"},
+    {"schedule", 'S', OPT_STR, O(schedule), 0, 0, 0, "SCHED", "'all', one of " SCHED_CHOICES ", or a comma list"},
+    {"stages", 'K', OPT_STR, O(stages), 0, 0, 0, "K", "pipeline stages: 4, a range 2:8, or a list 2,4,8"},
+    {"micro-batches", 'M', OPT_STR, O(micro_batches), 0, 0, 0, "M", "micro-batches per step: 8, a range 1:32, or a list"},
+    {"cost-f", 0, OPT_FLOAT, O(cost_f), 0, -1e300, 1e300, "T", "time of one forward of one micro-batch on one stage"},
+    {"cost-b", 0, OPT_FLOAT, O(cost_b), 0, -1e300, 1e300, "T", "time of one backward (2x the forward in the papers)"},
+    {"cost-comm", 0, OPT_FLOAT, O(cost_comm), 0, -1e300, 1e300, "T", "time from a send to its arrival at the next stage"},
+    {"json", 0, OPT_BOOL, O(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
+    {"gantt", 'g', OPT_BOOL, O(gantt), 0, 0, 0, 0, "draw each schedule in the terminal: a row per stage, a column per time unit"},
+    {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "FILE", "write the same charts as an SVG picture"},
+    {0},
+};
+#undef O
+
+// A list of positive integers: items N or A:B (inclusive), comma-separated, at most `max` each.
+static int parse_counts(const char *flag, const char *text, int max, int *out, int cap) {
+    int n = 0;
+    const char *p = text;
+    if (!*p) user_error("bubble: --%s is empty: give a number like 4 or a range like 2:8", flag);
+    while (*p) {
+        char *end;
+        errno = 0;
+        long a = strtol(p, &end, 10), b;
+        if (end == p || errno) user_error("bubble: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", flag, text);
+        b = a;
+        if (*end == ':') {
+            const char *q = end + 1;
+            b = strtol(q, &end, 10);
+            if (end == q || errno) user_error("bubble: --%s '%s': a range needs two numbers, like 2:8", flag, text);
+            if (b < a) user_error("bubble: --%s '%s' is a reversed range (empty): write the smaller number first, like %ld:%ld", flag, text, b, a);
+        }
+        if (a < 1) user_error("bubble: --%s '%s': %ld is below 1; %s start at 1", flag, text, a, strcmp(flag, "stages") ? "micro-batches" : "stages");
+        if (b > max) user_error("bubble: --%s '%s': %ld is above the %d supported", flag, text, b, max);
+        for (long v = a; v <= b; v++) {
+            if (n == cap) user_error("bubble: --%s '%s' has more than %d values: use a smaller range", flag, text, cap);
+            out[n++] = (int)v;
+        }
+        if (*end == ',') { end++; if (!*end) user_error("bubble: --%s '%s' ends with a comma: drop it", flag, text); }
+        else if (*end) user_error("bubble: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", flag, text);
+        p = end;
+    }
+    return n;
+}
+
+static int n_schedules(void) {
+    int n = 1;
+    for (const char *p = SCHED_CHOICES; *p; p++) n += *p == '|';
+    return n;
+}
+
+static int parse_schedules(const char *text, int *out) {
+    int total = n_schedules(), n = 0;
+    char name[32];
+    if (!strcmp(text, "all")) { for (int i = 0; i < total; i++) out[n++] = i; return n; }
+    const char *p = text;
+    if (!*p) user_error("bubble: --schedule is empty: use all or one of %s", SCHED_CHOICES);
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
+        for (int i = 0; i < total; i++) {
+            choice_name(SCHED_CHOICES, i, name, sizeof name);
+            if (strlen(name) == len && !strncmp(name, p, len)) found = i;
+        }
+        if (found < 0) user_error("bubble: --schedule '%s' is not 'all' or a list of %s", text, SCHED_CHOICES);
+        for (int i = 0; i < n; i++)
+            if (out[i] == found) user_error("bubble: --schedule '%s' names a schedule twice: list each once", text);
+        out[n++] = found;
+        p += len;
+        if (*p == ',') { p++; if (!*p) user_error("bubble: --schedule '%s' ends with a comma: drop it", text); }
+    }
+    return n;
+}
+
+// The seed cheat sheet's memory law, in units of the standard O(B*L) activations (= 1): GPipe keeps
+// O(B*L/K + (B/M)*L), i.e. 1/K + 1/M of it; B and L cancel.
+static double gpipe_memory(int K, int M) { return 1.0 / K + 1.0 / M; }
+
+// JSON numbers printed to the last bit (%.17g), so a script can compare simulated and formula exactly.
+static cJSON *exact(double v) {
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.17g", v);
+    return cJSON_CreateRaw(buf);
+}
+static cJSON *exact_array(const double *v, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, exact(v[i]));
+    return a;
+}
+
+static void format_peaks(const int *p, int K, char *buf, size_t n) {
+    size_t l = 0;
+    buf[0] = 0;
+    for (int s = 0; s < K && l + 16 < n; s++) {
+        if (s == 16) { snprintf(buf + l, n - l, ",..."); break; }
+        l += (size_t)snprintf(buf + l, n - l, "%s%d", s ? "," : "", p[s]);
+    }
+}
+
+int cmd_bubble(int argc, char **argv) {
+    BubbleConfig cfg = {0}, *c = &cfg;
+    strcpy(c->schedule, "all");
+    strcpy(c->stages, "4");
+    strcpy(c->micro_batches, "1,2,4,8,16,32");
+    c->cost_f = 1;
+    c->cost_b = 2;
+    options_parse("bubble", bubble_options, c, argc, argv, "micropp bubble [options]        (no mpiexec needed)",
+                  "  micropp bubble                                         # every schedule, K=4, M=1..32\n"
+                  "  micropp bubble --schedule gpipe --stages 4 --micro-batches 4 --gantt\n"
+                  "  micropp bubble --schedule all --stages 2:8 --micro-batches 1:32 --json > grid.json\n"
+                  "  micropp bubble --stages 4 --micro-batches 8 --cost-b 3 --cost-comm 0.2 --svg cmp.svg\n");
+    static int ks[MAX_ROWS], ms[MAX_ROWS];
+    int kinds[64];
+    int n_kind = parse_schedules(c->schedule, kinds);
+    int n_k = parse_counts("stages", c->stages, MAX_K, ks, MAX_ROWS);
+    int n_m = parse_counts("micro-batches", c->micro_batches, MAX_M, ms, MAX_ROWS);
+    if (!(c->cost_f > 0)) user_error("bubble: --cost-f %g: a cost must be > 0 (e.g. --cost-f 1 --cost-b 2)", c->cost_f);
+    if (!(c->cost_b > 0)) user_error("bubble: --cost-b %g: a cost must be > 0 (e.g. --cost-f 1 --cost-b 2)", c->cost_b);
+    if (!(c->cost_comm >= 0)) user_error("bubble: --cost-comm %g: a transfer time must be >= 0", c->cost_comm);
+    long rows = (long)n_kind * n_k * n_m;
+    if (rows > MAX_ROWS) user_error("bubble: %ld rows (schedules x stages x micro-batches) is more than %d: narrow a range", rows, MAX_ROWS);
+    int charts = c->gantt || c->svg[0];
+    if (charts && rows > MAX_CHARTS)
+        user_error("bubble: --%s would draw %ld charts, more than %d: give fewer stages / micro-batches", c->gantt ? "gantt" : "svg", rows, MAX_CHARTS);
+    if (c->gantt && c->json) user_error("bubble: --gantt draws text, --json prints JSON: use one (--svg works with --json)");
+    OutFile svg = {0};
+    if (c->svg[0]) {
+        int err = out_open(&svg, c->svg);
+        if (err) user_error("bubble: cannot write --svg '%s': %s (%s)", c->svg, strerror(err), out_hint(err));
+    }
+
+    SimResult *sims = xcalloc((size_t)rows, sizeof(SimResult));
+    int *row_kind = xmalloc(sizeof(int) * (size_t)rows), *row_k = xmalloc(sizeof(int) * (size_t)rows), *row_m = xmalloc(sizeof(int) * (size_t)rows);
+    long i = 0;
+    for (int a = 0; a < n_kind; a++)
+        for (int b = 0; b < n_k; b++)
+            for (int d = 0; d < n_m; d++, i++) {
+                row_kind[i] = kinds[a]; row_k[i] = ks[b]; row_m[i] = ms[d];
+                schedule_simulate(kinds[a], ks[b], ms[d], c->cost_f, c->cost_b, c->cost_comm, &sims[i]);
+                char nm[32];
+                if (sims[i].deadlock) fatal("schedule %s deadlocks at K=%d M=%d: %s",
+                                            choice_name(SCHED_CHOICES, kinds[a], nm, sizeof nm), ks[b], ms[d], sims[i].why);
+            }
+
+    char name[32], peaks[160];
+    const char *mem_units = "activation memory per device, standard O(B*L) = 1; GPipe O(B*L/K + (B/M)*L) = 1/K + 1/M";
+    if (c->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "cost_f", c->cost_f);
+        cJSON_AddNumberToObject(o, "cost_b", c->cost_b);
+        cJSON_AddNumberToObject(o, "cost_comm", c->cost_comm);
+        cJSON_AddStringToObject(o, "memory_units", mem_units);
+        cJSON *arr = cJSON_AddArrayToObject(o, "rows");
+        for (i = 0; i < rows; i++) {
+            const SimResult *s = &sims[i];
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "schedule", choice_name(SCHED_CHOICES, row_kind[i], name, sizeof name));
+            cJSON_AddNumberToObject(r, "stages", row_k[i]);
+            cJSON_AddNumberToObject(r, "micro_batches", row_m[i]);
+            cJSON_AddItemToObject(r, "bubble_formula", exact(schedule_bubble_formula(row_kind[i], row_k[i], row_m[i])));
+            cJSON_AddItemToObject(r, "bubble_simulated", exact(s->bubble_mean));
+            cJSON_AddItemToObject(r, "bubble_simulated_per_stage", exact_array(s->bubble, s->K));
+            cJSON_AddItemToObject(r, "makespan", exact(s->makespan));
+            cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(s->peak_inflight, s->K));
+            cJSON_AddNumberToObject(r, "memory_standard", 1);
+            cJSON_AddItemToObject(r, "memory_gpipe", exact(gpipe_memory(row_k[i], row_m[i])));
+            cJSON_AddItemToObject(r, "memory_reduction", exact(1 / gpipe_memory(row_k[i], row_m[i])));
+            cJSON_AddItemToArray(arr, r);
+        }
+        char *text = cJSON_PrintUnformatted(o);
+        printf("%s\n", text);
+        free(text);
+        cJSON_Delete(o);
+    } else if (!c->gantt) {
+        printf("# micropp bubble | costs: forward %g, backward %g, transfer %g (time units)\n", c->cost_f, c->cost_b, c->cost_comm);
+        printf("# memory: %s\n", mem_units);
+        printf("%-9s %6s %13s %14s %16s %9s  %-26s %12s %9s\n", "schedule", "stages", "micro-batches", "bubble formula",
+               "bubble simulated", "makespan", "peak in-flight per stage", "gpipe memory", "reduction");
+        for (i = 0; i < rows; i++) {
+            const SimResult *s = &sims[i];
+            format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
+            printf("%-9s %6d %13d %14.4f %16.4f %9g  %-26s %12.3f %8.2fx\n", choice_name(SCHED_CHOICES, row_kind[i], name, sizeof name),
+                   row_k[i], row_m[i], schedule_bubble_formula(row_kind[i], row_k[i], row_m[i]), s->bubble_mean, s->makespan,
+                   peaks, gpipe_memory(row_k[i], row_m[i]), 1 / gpipe_memory(row_k[i], row_m[i]));
+        }
+    }
+
+    if (charts) {
+        Gantt *g = xcalloc((size_t)rows, sizeof(Gantt));
+        for (i = 0; i < rows; i++) {
+            const SimResult *s = &sims[i];
+            format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
+            snprintf(g[i].title, sizeof g[i].title,
+                     "%s | %d stages | %d micro-batches | F=%g B=%g comm=%g | bubble %.4f simulated, %.4f formula | peak in-flight %s",
+                     choice_name(SCHED_CHOICES, row_kind[i], name, sizeof name), row_k[i], row_m[i], c->cost_f, c->cost_b,
+                     c->cost_comm, s->bubble_mean, schedule_bubble_formula(row_kind[i], row_k[i], row_m[i]), peaks);
+            g[i].row_label = "stage";
+            g[i].rows = s->K;
+            g[i].slices = s->slices;
+            g[i].n = s->n_slices;
+            g[i].t_end = s->makespan;
+            g[i].cell = fmin(c->cost_f, c->cost_b);
+            g[i].axis_scale = 1;
+            g[i].axis_unit = "time units";
+        }
+        if (c->gantt) {
+            const char *nc = getenv("NO_COLOR");
+            int colour = isatty(STDOUT_FILENO) && !(nc && *nc);
+            for (i = 0; i < rows; i++) { if (i) printf("\n"); gantt_text(stdout, &g[i], colour); }
+        }
+        if (c->svg[0]) {
+            gantt_svg(svg.f, g, (int)rows);
+            int err = out_commit(&svg);
+            if (err) fatal("writing --svg '%s': %s", c->svg, strerror(err));
+        }
+        free(g);
+    }
+    fflush(stdout);
+    for (i = 0; i < rows; i++) sim_result_free(&sims[i]);
+    free(sims); free(row_kind); free(row_k); free(row_m);
+    return 0;
+}

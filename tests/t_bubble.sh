@@ -1,0 +1,133 @@
+# tests/t_bubble.sh: `micropp bubble` (no MPI): the simulated bubble equals the formula on a grid,
+# the peak in-flight counts, the text table, the Gantt chart against a checked-in one, colour only on
+# a terminal, the SVG picture, and every bad input ends with one line and exit 2.
+source "$(dirname "$0")/lib.sh"
+
+# --- simulated == formula, exactly, for integer costs on a grid; peak in-flight per schedule ---
+for costs in "1 2" "1 1" "2 3"; do
+    set -- $costs
+    run 60 "$MICROPP" bubble --schedule all --stages 1:8 --micro-batches 1:24 --cost-f "$1" --cost-b "$2" --json
+    if [ "$RC" -ne 0 ]; then fail "bubble/grid F=$1 B=$2" "exit $RC: $ERR"; continue; fi
+    why=$(printf '%s' "$OUT" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+rows = d["rows"]
+bad = []
+if len(rows) != 3 * 8 * 24: bad.append("%d rows, expected %d" % (len(rows), 3 * 8 * 24))
+seen = set()
+for r in rows:
+    K, M, s = r["stages"], r["micro_batches"], r["schedule"]
+    seen.add(s)
+    f = (K - 1) / K if s == "naive" else (K - 1) / (M + K - 1)
+    if r["bubble_formula"] != f: bad.append("%s K=%d M=%d formula %r != %r" % (s, K, M, r["bubble_formula"], f))
+    if r["bubble_simulated"] != r["bubble_formula"]: bad.append("%s K=%d M=%d simulated %r formula %r" % (s, K, M, r["bubble_simulated"], r["bubble_formula"]))
+    if any(b != r["bubble_formula"] for b in r["bubble_simulated_per_stage"]): bad.append("%s K=%d M=%d per-stage bubble differs" % (s, K, M))
+    want = [1] * K if s == "naive" else [M] * K if s == "gpipe" else [min(K - st, M) for st in range(K)]
+    if r["peak_inflight"] != want: bad.append("%s K=%d M=%d peak %r want %r" % (s, K, M, r["peak_inflight"], want))
+    if abs(r["memory_gpipe"] - (1 / K + 1 / M)) > 1e-15: bad.append("memory K=%d M=%d" % (K, M))
+if seen != {"naive", "gpipe", "1f1b"}: bad.append("schedules %r" % sorted(seen))
+print("; ".join(bad[:3]))')
+    [ -z "$why" ] && pass "bubble/simulated == formula exactly, peak in-flight naive 1, gpipe M, 1f1b min(K-s,M) (F=$1 B=$2, K 1..8, M 1..24)" \
+                  || fail "bubble/grid F=$1 B=$2" "$why"
+done
+
+# a transfer cost lengthens the pipeline: the simulator is not just echoing the formula
+run 30 "$MICROPP" bubble --schedule gpipe --stages 4 --micro-batches 8 --cost-comm 0.5 --json
+sim=$(json_get '["rows"][0]["bubble_simulated"]'); fml=$(json_get '["rows"][0]["bubble_formula"]'); span=$(json_get '["rows"][0]["makespan"]')
+python3 -c "import sys; sys.exit(0 if $sim > $fml and $span == 33 + 6 * 0.5 else 1)" \
+    && pass "bubble/--cost-comm 0.5 adds 2(K-1) transfers to the makespan ($span) and raises the bubble ($sim > $fml)" \
+    || fail "bubble/--cost-comm" "simulated $sim formula $fml makespan $span"
+
+# --- the text table ---
+run 30 "$MICROPP" bubble --schedule gpipe,1f1b --stages 4 --micro-batches 4,32
+if [ "$RC" -eq 0 ] && grep -qE '^schedule +stages +micro-batches +bubble formula +bubble simulated +makespan +peak in-flight per stage +gpipe memory +reduction' <<<"$OUT" \
+   && grep -qE '^gpipe +4 +4 +0\.4286 +0\.4286 +21 +4,4,4,4 +0\.500 +2\.00x' <<<"$OUT" \
+   && grep -qE '^1f1b +4 +32 +0\.0857 +0\.0857 +105 +4,3,2,1 +0\.281 +3\.56x' <<<"$OUT" \
+   && [ "$(grep -cE '^(gpipe|1f1b) ' <<<"$OUT")" -eq 4 ]; then pass "bubble/text table: header and rows (gpipe K=4 M=4: 3/7, 1f1b K=4 M=32: 3/35)"
+else fail "bubble/text table" "$OUT $ERR"; fi
+run 30 "$MICROPP" bubble
+[ "$RC" -eq 0 ] && [ "$(grep -cE '^(naive|gpipe|1f1b) +4 ' <<<"$OUT")" -eq 18 ] && pass "bubble/defaults: every schedule, K=4, M=1,2,4,8,16,32" || fail "bubble/defaults" "$OUT $ERR"
+run 30 "$MICROPP" --help
+grep -qE '^  bubble ' <<<"$OUT" && pass "bubble/listed in micropp --help" || fail "bubble/listed in micropp --help" "$OUT"
+
+# --- the Gantt chart: the checked-in K=4, M=4 GPipe picture, no colour when not a terminal ---
+run 30 "$MICROPP" bubble --schedule gpipe --stages 4 --micro-batches 4 --gantt
+if [ "$RC" -eq 0 ] && diff <(printf '%s\n' "$OUT") "$ROOT/tests/expected/gantt_gpipe_k4_m4.txt" >"$TMP/diff"; then
+    pass "gantt/K=4 M=4 gpipe equals tests/expected/gantt_gpipe_k4_m4.txt"
+else fail "gantt/K=4 M=4 gpipe equals tests/expected/gantt_gpipe_k4_m4.txt" "exit $RC $ERR $(head -c 600 "$TMP/diff")"; fi
+grep -q $'\033' <<<"$OUT" && fail "gantt/no colour codes when stdout is not a terminal" "escape found" || pass "gantt/no colour codes when stdout is not a terminal"
+
+# 1F1B K=4 M=4: each stage's cells start where the simulator says (F=1, B=2, 4 characters a time unit)
+run 30 "$MICROPP" bubble --schedule 1f1b --stages 4 --micro-batches 4 --gantt
+why=$(printf '%s\n' "$OUT" | python3 -c '
+import re, sys
+rows = [l for l in sys.stdin.read().splitlines() if l.startswith("stage ")]
+want = {  # (stage) -> [(label, start time)]: warm-up K-s-1 forwards, then one forward one backward
+ 3: [("F0",3),("B0",4),("F1",6),("B1",7),("F2",9),("B2",10),("F3",12),("B3",13)],
+ 0: [("F0",0),("F1",1),("F2",2),("F3",3),("B0",10),("B1",13),("B2",16),("B3",19)],
+}
+bad = []
+if len(rows) != 4: bad.append("%d rows" % len(rows))
+for s, cells in want.items():
+    body = rows[s][len("stage 0 "):]
+    got = [(m.group(1), m.start() / 4) for m in re.finditer(r"\[([FB]\d+) *\]", body)]
+    if got != [(l, float(t)) for l, t in cells]: bad.append("stage %d: %r" % (s, got))
+print("; ".join(bad))')
+[ "$RC" -eq 0 ] && [ -z "$why" ] && pass "gantt/1f1b K=4 M=4 cells where the schedule puts them" || fail "gantt/1f1b K=4 M=4" "$why $ERR"
+
+# colour on a terminal (script gives the command a pseudo-terminal), and NO_COLOR turns it off
+if command -v script >/dev/null; then
+    script -qec "$MICROPP bubble --schedule gpipe --stages 2 --micro-batches 2 --gantt" /dev/null >"$TMP/tty" 2>&1 </dev/null
+    grep -q $'\033\[0;34m\[F0\]' "$TMP/tty" && pass "gantt/colour on a terminal" || fail "gantt/colour on a terminal" "$(head -c 300 "$TMP/tty" | od -c | head -5)"
+    NO_COLOR=1 script -qec "$MICROPP bubble --schedule gpipe --stages 2 --micro-batches 2 --gantt" /dev/null >"$TMP/tty" 2>&1 </dev/null
+    grep -q $'\033' "$TMP/tty" && fail "gantt/NO_COLOR" "escape found" || pass "gantt/NO_COLOR=1 turns colour off"
+else skip "gantt/colour on a terminal" "no 'script' command"; fi
+
+# --- SVG: parses as XML, a rect per compute slice, charts stacked; written whole ---
+run 30 "$MICROPP" bubble --schedule all --stages 4 --micro-batches 4 --svg "$TMP/b.svg" --json
+if [ "$RC" -eq 0 ] && [ -f "$TMP/b.svg" ]; then
+    why=$(python3 - "$TMP/b.svg" <<'PY'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+charts = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("class") == "chart"]
+bad = []
+if len(charts) != 3: bad.append("%d charts" % len(charts))
+for g in charts:
+    sl = [r for r in g.iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "slice"]
+    kinds = sorted(r.get("data-kind") for r in sl)
+    if kinds != ["B"] * 16 + ["F"] * 16: bad.append("chart %s: %d slices %r" % (g.get("data-chart"), len(sl), kinds[:5]))
+    mbs = sorted(int(r.get("data-mb")) for r in sl if r.get("data-kind") == "F" and r.get("data-row") == "0")
+    if mbs != [0, 1, 2, 3]: bad.append("stage 0 forwards %r" % mbs)
+print("; ".join(bad))
+PY
+)
+    [ -z "$why" ] && pass "svg/3 schedules x 4 stages x 8 slices, valid XML" || fail "svg/slices" "$why"
+    ls "$TMP" | grep -q '\.tmp' && fail "svg/no temporary file left" "$(ls "$TMP")" || pass "svg/no temporary file left"
+else fail "svg/written" "exit $RC: $ERR"; fi
+
+# --- bad input: one line, exit 2, and no file written ---
+e() { expect_user_error "$@"; }
+e "bad/--stages reversed range" "stages '8:2' is a reversed range" 10 "$MICROPP" bubble --stages 8:2
+e "bad/--micro-batches reversed range" "micro-batches '32:1' is a reversed range" 10 "$MICROPP" bubble --micro-batches 32:1
+e "bad/--stages empty" "stages is empty" 10 "$MICROPP" bubble --stages ""
+e "bad/--stages 0" "stages '0': 0 is below 1" 10 "$MICROPP" bubble --stages 0
+e "bad/--stages 0:4" "below 1" 10 "$MICROPP" bubble --stages 0:4
+e "bad/--micro-batches 0" "micro-batches '0': 0 is below 1" 10 "$MICROPP" bubble --micro-batches 0
+e "bad/--micro-batches -3" "below 1" 10 "$MICROPP" bubble --micro-batches -3
+e "bad/--stages not a number" "stages 'four' is not a number" 10 "$MICROPP" bubble --stages four
+e "bad/--stages half range" "a range needs two numbers" 10 "$MICROPP" bubble --stages 2:
+e "bad/--stages too large" "above the 1024 supported" 10 "$MICROPP" bubble --stages 5000
+e "bad/--cost-f 0" "cost-f 0: a cost must be > 0" 10 "$MICROPP" bubble --cost-f 0
+e "bad/--cost-b negative" "cost-b -2: a cost must be > 0" 10 "$MICROPP" bubble --cost-b -2
+e "bad/--cost-f not a number" "cost-f expects a number" 10 "$MICROPP" bubble --cost-f fast
+e "bad/--cost-comm negative" "cost-comm -1: a transfer time must be >= 0" 10 "$MICROPP" bubble --cost-comm -1
+e "bad/--schedule unknown" "schedule 'zb' is not 'all' or a list of" 10 "$MICROPP" bubble --schedule zb
+e "bad/--gantt with --json" "use one" 10 "$MICROPP" bubble --gantt --json
+e "bad/--gantt of too many charts" "would draw 96 charts" 10 "$MICROPP" bubble --stages 1:4 --micro-batches 1:8 --gantt
+e "bad/--svg unwritable folder" "cannot write --svg '/nonexistent/b.svg': No such file" 10 "$MICROPP" bubble --svg /nonexistent/b.svg
+e "bad/--svg is a folder" "cannot write --svg '$TMP': Is a directory" 10 "$MICROPP" bubble --svg "$TMP"
+mkdir -p "$TMP/ro" && chmod 500 "$TMP/ro"
+if [ "$(id -u)" -ne 0 ]; then e "bad/--svg read-only folder" "Permission denied" 10 "$MICROPP" bubble --svg "$TMP/ro/b.svg"
+else skip "bad/--svg read-only folder" "root can write anywhere"; fi
+e "bad/unknown option" "unknown option '--colour'" 10 "$MICROPP" bubble --colour
+[ -z "$(ls "$TMP/ro")" ] && pass "bad/no file left behind by a refused --svg" || fail "bad/no file left behind" "$(ls "$TMP/ro")"
