@@ -34,13 +34,13 @@ def med(label):  # the rep whose median step time is the median of the reps
 mono = med("ddp-monolith")
 print(f"# {sys.argv[2]}: {mono['layers']} x {mono['hidden']} hidden, batch {mono['batch']}, {mono['params']:.0f} parameters, "
       f"{mono['optimizer']}, {mono['steps']} steps x {len(runs['ddp-monolith'])} runs, {mono['blas']}")
-print(f"{'job':36s} {'step ms':>8s} {'samples/s':>10s} {'speedup':>8s} {'comm ms':>8s} {'hidden':>7s} {'buckets':>8s} {'optim MB/rank':>14s}")
+print(f"{'job':40s} {'step ms':>8s} {'samples/s':>10s} {'speedup':>8s} {'comm ms':>8s} {'hidden':>7s} {'buckets':>8s} {'optim MB/rank':>14s}")
 for label, name in [("ddp-monolith", "monolith (1 core)"), ("ddp-naive", "ddp naive, mpi (2 ranks)"),
                     ("ddp-bucketed", "ddp bucketed, mpi (2 ranks)"), ("ddp-zero1", "ddp bucketed, mpi, --zero 1 (2 ranks)"),
                     ("ddp-bucketed-ring", "ddp bucketed, ring (2 ranks)")]:
     r = med(label)
     dp = "dp" in r
-    print(f"{name:36s} {r['step_ms_median']:8.1f} {r['samples_per_s']:10.0f} {mono['step_ms_median'] / r['step_ms_median']:7.2f}x "
+    print(f"{name:40s} {r['step_ms_median']:8.1f} {r['samples_per_s']:10.0f} {mono['step_ms_median'] / r['step_ms_median']:7.2f}x "
           + (f"{r['comm_ms']:8.1f} {r['comm_hidden_fraction']:7.2f} {r['bucket_count']:8.0f} {r['optimizer_bytes_per_rank'] / 1e6:14.1f}" if dp else
              f"{'-':>8s} {'-':>7s} {'-':>8s} {'-':>14s}"))
 a = runs["allreduce"][0]
