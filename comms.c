@@ -5,6 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "comms.h"
+#include "config.h"
+#include "devcomm.h"
 #include "util.h"
 
 int g_rank = 0;
@@ -56,7 +58,7 @@ void user_error(const char *fmt, ...) {
 
 void finish(int code) {
     fflush(stdout);
-    if (mpi_up()) MPI_Finalize();
+    comms_finalize();
     exit(code);
 }
 
@@ -76,42 +78,138 @@ void comms_init(int *argc, char ***argv) {
     g_quiet_errors = 1;
 }
 
-void comms_finalize(void) { if (mpi_up()) MPI_Finalize(); }
+static DevComm *opened_devcomm;  // closed by comms_finalize
+
+void comms_finalize(void) {
+    if (opened_devcomm) { devcomm_close(opened_devcomm); opened_devcomm = NULL; }
+    if (mpi_up()) MPI_Finalize();
+}
 int comms_world_rank(void) { int r = 0; if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
 int comms_world_size(void) { int n = 1; if (mpi_up()) MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
 
-void comms_pipeline(Comm *c, const Backend *be) {
+void comms_grid(Comm *c, const Backend *be, int P, int D) {
     memset(c, 0, sizeof *c);
     c->be = be;
     c->world = MPI_COMM_WORLD;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->pp));
+    CHECK(P >= 1 && D >= 1 && P * D == c->size, "grid of %d stages x %d replicas on %d ranks", P, D, c->size);
+    c->stages = P;
+    c->replicas = D;
+    c->stage = c->rank % P;
+    c->replica = c->rank / P;
+    // split(color, key): pp gathers one replica's stages in stage order, dp one stage's replicas.
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->replica, c->stage, &c->pp));
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->stage, c->replica, &c->dp));
     MPI_Comm_set_errhandler(c->pp, MPI_ERRORS_RETURN);
-    c->stage = c->rank;
-    c->stages = c->size;
+    MPI_Comm_set_errhandler(c->dp, MPI_ERRORS_RETURN);
     c->prev = c->stage > 0 ? c->rank - 1 : MPI_PROC_NULL;
     c->next = c->stage < c->stages - 1 ? c->rank + 1 : MPI_PROC_NULL;
 }
 
+void comms_pipeline(Comm *c, const Backend *be) { comms_grid(c, be, comms_world_size(), 1); }
+
+void comms_free(Comm *c) {
+    if (!mpi_up()) return;
+    if (c->pp != MPI_COMM_NULL && c->pp) MPI_Comm_free(&c->pp);
+    if (c->dp != MPI_COMM_NULL && c->dp) MPI_Comm_free(&c->dp);
+}
+
+// ---- device and transport ----
+
+void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p) {
+    memset(p, 0, sizeof *p);
+    int rank = comms_world_rank(), size = comms_world_size();
+    if (device == DEVICE_CPU && transport == TRANSPORT_NCCL)
+        user_error("%s: --transport nccl moves GPU buffers, and --device is cpu: drop --transport nccl or use --device cuda", cmd);
+    if (device == DEVICE_CPU && tf32)
+        user_error("%s: --tf32 applies to cuBLAS on a GPU, and --device is cpu: drop --tf32 or use --device cuda", cmd);
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_rank(node, &p->local_rank));
+    MPI_CHECK(MPI_Comm_size(node, &p->local_size));
+    MPI_CHECK(MPI_Comm_free(&node));
+    p->be = &backend_cpu;
+    p->transport = TRANSPORT_MPI;
+    if (device == DEVICE_CPU) return;
+
+    char err[256] = "";
+    const Backend *cuda = backend_cuda_open(p->local_rank, err, sizeof err);
+    int first = cuda ? size : rank;  // the lowest rank without a GPU speaks for all
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first < size) {
+        MPI_CHECK(MPI_Bcast(err, (int)sizeof err, MPI_CHAR, first, MPI_COMM_WORLD));
+        err[sizeof err - 1] = 0;
+        char where[32] = "";
+        if (first > 0) snprintf(where, sizeof where, " (rank %d)", first);
+        if (device == DEVICE_CUDA) user_error("no CUDA device%s: %s", where, err);
+        if (transport == TRANSPORT_NCCL)
+            user_error("%s: --transport nccl needs a GPU on every rank, but there is no CUDA device%s: %s", cmd, where, err);
+        if (tf32) user_error("%s: --tf32 needs a GPU, but there is no CUDA device%s: %s", cmd, where, err);
+        return;  // auto: the CPU
+    }
+    // NCCL refuses two ranks on one GPU: it needs every node to have a GPU per rank.
+    int crowded = p->local_size > cuda->device_count;
+    int v[3] = {crowded, crowded ? p->local_size : 0, crowded ? -cuda->device_count : -(1 << 30)};
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (transport == TRANSPORT_NCCL && v[0])
+        user_error("%s: --transport nccl needs one GPU per rank, but a node runs %d ranks on %d GPU%s: use --transport mpi "
+                   "(stages through pinned host memory, so ranks may share a GPU) or at most %d ranks per node",
+                   cmd, v[1], -v[2], -v[2] == 1 ? "" : "s", -v[2]);
+    p->be = cuda;
+    p->transport = transport == TRANSPORT_AUTO ? (!v[0] && size > 1 ? TRANSPORT_NCCL : TRANSPORT_MPI) : transport;
+    cuda->set_tf32(tf32);
+}
+
+DevComm *comm_nccl_open(MPI_Comm comm) {
+    int rank, size;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    char id[DEVCOMM_ID_BYTES];
+    if (rank == 0) devcomm_unique_id(id);
+    MPI_CHECK(MPI_Bcast(id, DEVCOMM_ID_BYTES, MPI_BYTE, 0, comm));
+    return devcomm_open(id, size, rank);
+}
+
+void comms_use_transport(Comm *c, int transport) {
+    c->transport = transport;
+    if (transport == TRANSPORT_NCCL && c->size > 1 && !c->dev) {
+        CHECK(!c->be->on_host, "the NCCL transport with the %s backend", c->be->name);
+        c->dev = comm_nccl_open(c->world);  // peers are then world ranks, as for MPI
+        CHECK(!opened_devcomm, "a second NCCL communicator for the pipeline");
+        opened_devcomm = c->dev;
+    }
+}
+
 // ---- the send pool: host staging buffers, each with its pending request ----
+// (pinned host memory from the backend, so device-to-host copies run at full speed; one backend
+// per process). With NCCL, sends and receives go to devcomm.h instead: matched in order between
+// two ranks, so the tags are not sent.
 typedef struct { float *buf; size_t cap; MPI_Request req; } PoolBuf;
 static PoolBuf *pool;
 static int pool_n;
 
 void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag) {
-    PoolBuf *p = NULL;
+    if (c->dev) { devcomm_send(c->dev, buf, n, dst); return; }
+    PoolBuf *p = NULL, *small = NULL;
     for (int i = 0; i < pool_n && !p; i++) {  // a buffer whose send has completed
         int done = 1;
         if (pool[i].req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Test(&pool[i].req, &done, MPI_STATUS_IGNORE));
         if (done && pool[i].cap >= n) p = &pool[i];
+        else if (done && !small) small = &pool[i];
+    }
+    if (!p && small) {  // a free one too small: regrow it, so the pool stays as long as the most in flight
+        c->be->free_host(small->buf);
+        small->buf = c->be->alloc_host(n * sizeof(float));
+        small->cap = n;
+        p = small;
     }
     if (!p) {  // none free: grow, never wait (the schedule simulator assumes sends do not block)
         pool = realloc(pool, sizeof(PoolBuf) * (size_t)(pool_n + 1));
         CHECK(pool, "out of memory growing the send pool");
         p = &pool[pool_n++];
         p->cap = n;
-        p->buf = xmalloc(n * sizeof(float));
+        p->buf = c->be->alloc_host(n * sizeof(float));
         p->req = MPI_REQUEST_NULL;
     }
     c->be->to_host(p->buf, buf, n * sizeof(float));
@@ -119,7 +217,7 @@ void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag) {
 }
 
 void comm_wait_sends(Comm *c) {
-    (void)c;
+    if (c->dev) { devcomm_flush(c->dev); return; }
     for (int i = 0; i < pool_n; i++)
         if (pool[i].req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&pool[i].req, MPI_STATUS_IGNORE));
 }
@@ -136,10 +234,15 @@ static float *recv_stage;
 static size_t recv_cap;
 
 void comm_recv(Comm *c, float *buf, size_t n, int src, int tag) {
+    if (c->dev) { devcomm_recv(c->dev, buf, n, src); return; }
     MPI_Status st;
     float *dst = buf;
     if (!c->be->on_host) {
-        if (recv_cap < n) { free(recv_stage); recv_stage = xmalloc(n * sizeof(float)); recv_cap = n; }
+        if (recv_cap < n) {
+            if (recv_stage) c->be->free_host(recv_stage);
+            recv_stage = c->be->alloc_host(n * sizeof(float));
+            recv_cap = n;
+        }
         dst = recv_stage;
     }
     MPI_CHECK(MPI_Recv(dst, (int)n, MPI_FLOAT, src, tag, c->world, &st));
@@ -161,4 +264,290 @@ void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm) {
 }
 void comm_allreduce_max_double(double *x, int n, MPI_Comm comm) {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, comm));
+}
+int comm_same_u64(uint64_t value, MPI_Comm comm) {
+    uint64_t lo = value, hi = value;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, comm));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, comm));
+    return lo == hi;
+}
+
+// ---- data-parallel collectives: MPI's own, or a ring from point-to-point messages ----
+//
+// The ring (the algorithm of Baidu's allreduce, Horovod and NCCL's ring): D ranks in a circle, the
+// buffer cut into D chunks. Reduce-scatter: in D-1 steps each rank sends one chunk to its right
+// neighbour and adds the chunk arriving from its left into its own copy; after step s rank r has
+// summed s+2 contributions of chunk (r-s-2) mod D, so after D-1 steps it holds the full sum of
+// chunk r (its own). All-gather: D-1 more steps pass the finished chunks around the circle. Each
+// rank sends and receives 2(D-1)/D of the buffer in all, whatever D: the bandwidth optimum.
+//
+// Overlap. MPI moves data only inside MPI calls (MPICH has no progress thread unless one is
+// enabled, and that one spins on a core). So a collective in flight is a state machine that
+// comm_progress() advances without blocking: it tests the current step's two messages and, when
+// both are done, adds the received chunk and posts the next step. The trainer calls it after
+// every layer of the backward pass (a few ms apart at the sizes that matter), so a bucket's
+// messages travel while later layers compute, and neither rank sits waiting for the other until
+// the final wait. We chose polling over a helper thread with MPI_THREAD_MULTIPLE because each
+// rank here has one core: a helper thread would spin on the core the gemms need, and MPICH's
+// global lock would serialise it with the pipeline's own sends and receives anyway.
+
+enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER };
+
+struct CommReq {
+    int op, algo;
+    MPI_Comm comm;
+    int D, me, left, right;   // ranks in comm
+    const Backend *be;
+    float *dev, *buf;         // the caller's buffer; the host buffer worked on (== dev on the host)
+    size_t n;
+    float scale;
+    int tag, done;
+    double t_done;
+    MPI_Request req;          // mpi: the non-blocking collective
+    int *counts, *displs;     // mpi: chunk sizes and offsets
+    float *tmp;               // ring: one received chunk; mpi reduce-scatter: the result
+    int step, rs_steps, ag_steps, posted;  // ring: steps done, of D-1 reduce-scatter then D-1 all-gather
+    MPI_Request rq[2];        // ring: this step's receive and send
+    CommReq *next;            // the list of collectives in flight
+};
+static CommReq *in_flight;
+
+void comm_shard(size_t n, int D, int i, size_t *off, size_t *len) {
+    size_t a = (size_t)((unsigned __int128)n * (unsigned)i / (unsigned)D);
+    size_t b = (size_t)((unsigned __int128)n * (unsigned)(i + 1) / (unsigned)D);
+    *off = a;
+    *len = b - a;
+}
+
+static void scale_host(float *x, size_t n, float a) {
+    if (a != 1.0f) for (size_t i = 0; i < n; i++) x[i] *= a;
+}
+
+static void req_complete(CommReq *q) {
+    if (q->buf != q->dev) {  // staged: copy the result back to the device
+        size_t off = 0, len = q->n;
+        if (q->op == OP_REDUCE_SCATTER) comm_shard(q->n, q->D, q->me, &off, &len);
+        q->be->to_device(q->dev + off, q->buf + off, len * sizeof(float));
+    }
+    q->done = 1;
+    q->t_done = now_sec();
+    for (CommReq **p = &in_flight; *p; p = &(*p)->next)
+        if (*p == q) { *p = q->next; break; }
+}
+
+static int mod(int a, int D) { return ((a % D) + D) % D; }
+
+static void ring_post(CommReq *q) {
+    int s = q->step, D = q->D, me = q->me, send_chunk, recv_chunk;
+    float *recv_to;
+    size_t so, sl, ro, rl;
+    if (s < q->rs_steps) {  // reduce-scatter: pass chunk (me-s-1) on, take in chunk (me-s-2)
+        send_chunk = mod(me - s - 1, D);
+        recv_chunk = mod(me - s - 2, D);
+    } else {                // all-gather: pass on the finished chunk (me-a), take in (me-a-1)
+        int a = s - q->rs_steps;
+        send_chunk = mod(me - a, D);
+        recv_chunk = mod(me - a - 1, D);
+    }
+    comm_shard(q->n, D, send_chunk, &so, &sl);
+    comm_shard(q->n, D, recv_chunk, &ro, &rl);
+    recv_to = s < q->rs_steps ? q->tmp : q->buf + ro;
+    MPI_CHECK(MPI_Irecv(recv_to, (int)rl, MPI_FLOAT, q->left, q->tag, q->comm, &q->rq[0]));
+    MPI_CHECK(MPI_Isend(q->buf + so, (int)sl, MPI_FLOAT, q->right, q->tag, q->comm, &q->rq[1]));
+    q->posted = 1;
+}
+
+static void ring_advance(CommReq *q) {
+    for (;;) {
+        if (q->posted) {
+            int flag = 0;
+            MPI_Status st[2];  // (MPI_STATUSES_IGNORE trips gcc's access-size warning)
+            MPI_CHECK(MPI_Testall(2, q->rq, &flag, st));
+            if (!flag) return;
+            q->posted = 0;
+            if (q->step < q->rs_steps) {  // add the received partial sum into our copy
+                size_t off, len;
+                comm_shard(q->n, q->D, mod(q->me - q->step - 2, q->D), &off, &len);
+                float *restrict dst = q->buf + off;
+                const float *restrict src = q->tmp;
+                for (size_t i = 0; i < len; i++) dst[i] += src[i];
+            }
+            q->step++;
+            if (q->step == q->rs_steps && q->op != OP_ALLGATHER) {  // own chunk complete: scale it
+                size_t off, len;
+                comm_shard(q->n, q->D, q->me, &off, &len);
+                scale_host(q->buf + off, len, q->scale);
+            }
+        }
+        if (q->step == q->rs_steps + q->ag_steps) { req_complete(q); return; }
+        ring_post(q);
+    }
+}
+
+static void mpi_advance(CommReq *q) {
+    int flag = 0;
+    MPI_CHECK(MPI_Test(&q->req, &flag, MPI_STATUS_IGNORE));
+    if (!flag) return;
+    if (q->op == OP_ALLREDUCE) scale_host(q->buf, q->n, q->scale);
+    if (q->op == OP_REDUCE_SCATTER) {
+        size_t off, len;
+        comm_shard(q->n, q->D, q->me, &off, &len);
+        for (size_t i = 0; i < len; i++) q->buf[off + i] = q->tmp[i] * q->scale;
+    }
+    req_complete(q);
+}
+
+static void req_advance(CommReq *q) {
+    if (q->done) return;
+    if (q->algo == ALLREDUCE_RING) ring_advance(q);
+    else mpi_advance(q);
+}
+
+static CommReq *req_start(Comm *c, int op, float *buf, size_t n, float scale, int algo) {
+    CHECK(n <= (size_t)INT32_MAX, "collective of %zu floats: more than MPI's int count allows", n);
+    CHECK(algo == ALLREDUCE_MPI || algo == ALLREDUCE_RING, "unknown all-reduce algorithm %d", algo);
+    CommReq *q = xcalloc(1, sizeof *q);
+    q->op = op; q->algo = algo; q->comm = c->dp; q->be = c->be;
+    q->dev = buf; q->n = n; q->scale = scale;
+    MPI_CHECK(MPI_Comm_size(c->dp, &q->D));
+    MPI_CHECK(MPI_Comm_rank(c->dp, &q->me));
+    q->left = mod(q->me - 1, q->D);
+    q->right = mod(q->me + 1, q->D);
+    q->tag = 1000 + (int)(c->seq++ % 20000u);  // the same on every rank: collectives start in the same order
+    q->req = q->rq[0] = q->rq[1] = MPI_REQUEST_NULL;
+    q->buf = buf;
+    if (!c->be->on_host) {
+        q->buf = xmalloc(n * sizeof(float));
+        c->be->to_host(q->buf, buf, n * sizeof(float));
+    }
+    q->next = in_flight;
+    in_flight = q;
+    size_t off, len;
+    comm_shard(n, q->D, q->me, &off, &len);
+    if (q->D == 1 || n == 0) {  // nothing to exchange
+        if (op != OP_ALLGATHER) scale_host(q->buf, n, scale);
+        req_complete(q);
+        return q;
+    }
+    if (algo == ALLREDUCE_RING) {
+        size_t most = (n + (size_t)q->D - 1) / (size_t)q->D;
+        q->rs_steps = op == OP_ALLGATHER ? 0 : q->D - 1;
+        q->ag_steps = op == OP_REDUCE_SCATTER ? 0 : q->D - 1;
+        if (q->rs_steps) q->tmp = xmalloc(most * sizeof(float));
+        ring_advance(q);
+        return q;
+    }
+    q->counts = xmalloc(sizeof(int) * (size_t)q->D);
+    q->displs = xmalloc(sizeof(int) * (size_t)q->D);
+    for (int i = 0; i < q->D; i++) {
+        size_t o, l;
+        comm_shard(n, q->D, i, &o, &l);
+        q->counts[i] = (int)l;
+        q->displs[i] = (int)o;
+    }
+    switch (op) {
+    case OP_ALLREDUCE:
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, q->buf, (int)n, MPI_FLOAT, MPI_SUM, q->comm, &q->req));
+        break;
+    case OP_REDUCE_SCATTER:
+        q->tmp = xmalloc((len ? len : 1) * sizeof(float));
+        MPI_CHECK(MPI_Ireduce_scatter(q->buf, q->tmp, q->counts, MPI_FLOAT, MPI_SUM, q->comm, &q->req));
+        break;
+    default:
+        MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, q->buf, q->counts, q->displs,
+                                  MPI_FLOAT, q->comm, &q->req));
+    }
+    return q;
+}
+
+CommReq *comm_allreduce_start(Comm *c, float *buf, size_t n, float scale, int algo) {
+    return req_start(c, OP_ALLREDUCE, buf, n, scale, algo);
+}
+CommReq *comm_reduce_scatter_start(Comm *c, float *buf, size_t n, float scale, int algo) {
+    return req_start(c, OP_REDUCE_SCATTER, buf, n, scale, algo);
+}
+CommReq *comm_allgather_start(Comm *c, float *buf, size_t n, int algo) {
+    return req_start(c, OP_ALLGATHER, buf, n, 1.0f, algo);
+}
+
+void comm_progress(void) {
+    CommReq *q = in_flight;
+    while (q) {
+        CommReq *next = q->next;  // q may leave the list as it completes
+        req_advance(q);
+        q = next;
+    }
+}
+
+int comm_test(CommReq *q) {
+    comm_progress();
+    return q->done;
+}
+
+double comm_wait(CommReq *q) {
+    while (!q->done) comm_progress();  // spins, as MPI_Wait does; every collective in flight moves
+    double t = q->t_done;
+    if (q->buf != q->dev) free(q->buf);
+    free(q->tmp); free(q->counts); free(q->displs);
+    free(q);
+    return t;
+}
+
+// The blocking forms. MPI's own are its blocking collectives (MPI_Allreduce, ...), which MPI
+// implementations tune hardest; the ring is its non-blocking form, waited for.
+static void mpi_blocking(Comm *c, int op, float *buf, size_t n, float scale) {
+    CHECK(n <= (size_t)INT32_MAX, "collective of %zu floats: more than MPI's int count allows", n);
+    int D, me;
+    MPI_CHECK(MPI_Comm_size(c->dp, &D));
+    MPI_CHECK(MPI_Comm_rank(c->dp, &me));
+    c->seq++;  // as the non-blocking forms do: the ring's tags stay in step on every rank
+    float *h = buf;
+    if (!c->be->on_host) {
+        h = xmalloc((n ? n : 1) * sizeof(float));
+        c->be->to_host(h, buf, n * sizeof(float));
+    }
+    size_t off, len;
+    comm_shard(n, D, me, &off, &len);
+    if (op == OP_ALLREDUCE) {
+        if (D > 1 && n) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, c->dp));
+        scale_host(h, n, scale);
+        off = 0, len = n;
+    } else {
+        int *counts = xmalloc(sizeof(int) * (size_t)D), *displs = xmalloc(sizeof(int) * (size_t)D);
+        for (int i = 0; i < D; i++) {
+            size_t o, l;
+            comm_shard(n, D, i, &o, &l);
+            counts[i] = (int)l;
+            displs[i] = (int)o;
+        }
+        if (op == OP_REDUCE_SCATTER) {
+            float *t = xmalloc((len ? len : 1) * sizeof(float));
+            if (D > 1 && n) MPI_CHECK(MPI_Reduce_scatter(h, t, counts, MPI_FLOAT, MPI_SUM, c->dp));
+            else memcpy(t, h, len * sizeof(float));
+            for (size_t i = 0; i < len; i++) h[off + i] = t[i] * scale;
+            free(t);
+        } else {
+            if (D > 1 && n)
+                MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, counts, displs, MPI_FLOAT, c->dp));
+            off = 0, len = n;
+        }
+        free(counts); free(displs);
+    }
+    if (h != buf) {
+        c->be->to_device(buf + off, h + off, len * sizeof(float));
+        free(h);
+    }
+}
+
+void comm_allreduce(Comm *c, float *buf, size_t n, float scale, int algo) {
+    if (algo == ALLREDUCE_MPI) mpi_blocking(c, OP_ALLREDUCE, buf, n, scale);
+    else comm_wait(comm_allreduce_start(c, buf, n, scale, algo));
+}
+void comm_reduce_scatter(Comm *c, float *buf, size_t n, float scale, int algo) {
+    if (algo == ALLREDUCE_MPI) mpi_blocking(c, OP_REDUCE_SCATTER, buf, n, scale);
+    else comm_wait(comm_reduce_scatter_start(c, buf, n, scale, algo));
+}
+void comm_allgather(Comm *c, float *buf, size_t n, int algo) {
+    if (algo == ALLREDUCE_MPI) mpi_blocking(c, OP_ALLGATHER, buf, n, 1.0f);
+    else comm_wait(comm_allgather_start(c, buf, n, algo));
 }

@@ -1,8 +1,12 @@
-// comms.h: the wire. MPI world and the pipeline/data-parallel groups, prev/next stage,
-// non-blocking sends from a pool of staging buffers (a send never blocks), blocking receives,
-// tags that encode (kind, micro-batch) so no message can be taken for another, all-reduce, barrier.
+// comms.h: the wire. MPI world and the grid of pipeline (pp) and data-parallel (dp) groups,
+// prev/next stage, non-blocking sends from a pool of staging buffers (a send never blocks),
+// blocking receives, tags that encode (kind, micro-batch) so no message can be taken for another,
+// barrier, the data-parallel collectives on float buffers (all-reduce, reduce-scatter, all-gather)
+// by MPI's own algorithms or a from-scratch ring, blocking and non-blocking; the choice of device
+// and transport (MPI, or NCCL between GPUs) made alike on every rank.
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 #include <mpi.h>
 #include "ops.h"
 
@@ -16,19 +20,46 @@ static inline int comm_tag(int kind, int mb) { return comm_tag_chunk(kind, mb, 0
 static inline long long comm_tag_chunk_max(int M, int chunks) { return ((long long)(chunks - 1) * COMM_MAX_MB + M - 1) * 4 + 3; }
 long long comm_tag_ub(void);  // MPI_TAG_UB: the largest tag this MPI accepts
 
+struct DevComm;
+
 typedef struct {
     int rank, size;        // world
     int stage, stages;     // position in this rank's pipeline (0..stages-1)
+    int replica, replicas; // position in this stage's data-parallel group (0..replicas-1)
     int prev, next;        // world ranks of the neighbouring stages, MPI_PROC_NULL at the ends
-    MPI_Comm world, pp;    // pp: the ranks of one pipeline
-    const Backend *be;     // device of the buffers handed to send/recv
+    MPI_Comm world, pp, dp;  // pp: the ranks of one pipeline; dp: the same stage in every replica
+    const Backend *be;     // device of the buffers handed to send/recv and the collectives
+    unsigned seq;          // collectives started on dp so far (gives each ring its own tag)
+    int transport;         // TRANSPORT_MPI (host buffers, or device ones staged through pinned
+                           // host memory) or TRANSPORT_NCCL (device to device; config.h)
+    struct DevComm *dev;   // NCCL communicator over world, when transport is NCCL
 } Comm;
+
+// The device and transport of a run, decided identically on every rank (all-reduces of what each
+// rank found) before any other message; a request that cannot be met ends the run with a
+// user_error. A rank takes GPU (local rank % GPUs of its node); NCCL needs one GPU per rank.
+typedef struct {
+    const Backend *be;
+    int transport;               // TRANSPORT_MPI or TRANSPORT_NCCL
+    int local_rank, local_size;  // among the ranks of this node (MPI_COMM_TYPE_SHARED)
+} Placement;
+void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p);
+// How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL communicator over c->world.
+void comms_use_transport(Comm *c, int transport);
+// An NCCL communicator over any MPI communicator: its rank 0 makes the id (ncclGetUniqueId),
+// MPI_Bcast hands it to the others, each calls ncclCommInitRank. Collective over comm.
+struct DevComm *comm_nccl_open(MPI_Comm comm);
 
 void comms_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
 void comms_finalize(void);
 int comms_world_rank(void);
 int comms_world_size(void);
 void comms_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
+// The grid of P stages x D replicas on P*D ranks. Pipeline neighbours sit on adjacent world ranks:
+// rank = replica * P + stage. pp = the P ranks of this replica, dp = the D ranks holding this stage.
+// (P = 1: plain data parallelism, dp = world; D = 1: a single pipeline.)
+void comms_grid(Comm *c, const Backend *be, int P, int D);
+void comms_free(Comm *c);
 // World rank of stage `stage` of this rank's pipeline (its stages sit on adjacent world ranks).
 static inline int comm_stage_rank(const Comm *c, int stage) { return c->rank - c->stage + stage; }
 
@@ -42,8 +73,40 @@ void comm_poll_sends(void);
 // Receives n floats into device memory from world rank src (blocks until they arrive).
 void comm_recv(Comm *c, float *buf, size_t n, int src, int tag);
 void comm_barrier(MPI_Comm comm);
+// 1 when value is the same on every rank of comm (e.g. a checksum of the parameters), else 0.
+int comm_same_u64(uint64_t value, MPI_Comm comm);
 void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm);
 void comm_allreduce_max_double(double *x, int n, MPI_Comm comm);
 // MPI call check: on error, "[rank r] file:line: MPI_Xxx failed: <MPI's message>" and abort the job.
 void mpi_check_at(int err, const char *what, const char *file, int line);
 #define MPI_CHECK(call) mpi_check_at((call), #call, __FILE__, __LINE__)
+
+// ---- data-parallel collectives over c->dp (D ranks) on n floats of DEVICE memory ----
+// Every rank of dp must start the same collectives in the same order. Buffers of a backend that
+// is not on the host are staged through host memory, as comm_send does. The buffer belongs to the
+// collective until it completes (wait, or test returning 1).
+// Shards: the buffer is cut into D contiguous chunks, chunk i = [n*i/D, n*(i+1)/D) (floor), so
+// sizes differ by at most one and n < D leaves some empty. Rank i of dp owns chunk i.
+enum { ALLREDUCE_MPI, ALLREDUCE_RING };  // the order of ALLREDUCE_CHOICES in config.h
+void comm_shard(size_t n, int D, int i, size_t *off, size_t *len);
+
+typedef struct CommReq CommReq;  // one collective in flight
+// All-reduce: buf = scale * (sum over dp of buf). scale = 1/D averages.
+CommReq *comm_allreduce_start(Comm *c, float *buf, size_t n, float scale, int algo);
+// Reduce-scatter: this rank's own chunk of buf = scale * (sum over dp of that chunk of buf); the
+// rest of buf is left undefined.
+CommReq *comm_reduce_scatter_start(Comm *c, float *buf, size_t n, float scale, int algo);
+// All-gather: every rank's own chunk of buf is copied into the same place on every other rank.
+CommReq *comm_allgather_start(Comm *c, float *buf, size_t n, int algo);
+// Advances every collective in flight without blocking (the ring moves to its next step, MPI runs
+// its progress engine). MPI moves data only inside MPI calls, so call it often while computing.
+void comm_progress(void);
+int comm_test(CommReq *q);      // progresses; 1 when q has completed (q stays valid until waited)
+// Blocks until q completes, frees it, and returns the time (now_sec) at which its completion was
+// first observed: by an earlier comm_progress/comm_test, or by this wait.
+double comm_wait(CommReq *q);
+// Blocking forms: MPI's blocking collectives (MPI_Allreduce, MPI_Reduce_scatter, MPI_Allgatherv),
+// or the ring started and waited for. Safe while non-blocking ones are in flight on dp.
+void comm_allreduce(Comm *c, float *buf, size_t n, float scale, int algo);
+void comm_reduce_scatter(Comm *c, float *buf, size_t n, float scale, int algo);
+void comm_allgather(Comm *c, float *buf, size_t n, int algo);

@@ -12,7 +12,7 @@
 #define T(field) offsetof(TrainConfig, field)
 const Option train_options[] = {
     {"config", 'c', OPT_STR, T(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)"},
-    {"mode", 'm', OPT_CHOICE, T(mode), MODE_CHOICES, 0, 0, "MODE", "monolith: one process; manual: K parts in one process; pp: one stage per rank"},
+    {"mode", 'm', OPT_CHOICE, T(mode), MODE_CHOICES, 0, 0, "MODE", "monolith: one process; manual: K parts in one process; pp: one stage per rank; ddp: one replica per rank; hybrid: --pp stages x --dp replicas"},
     {"parts", 0, OPT_INT, T(parts), 0, 1, 4096, "K", "manual mode: cut the model into K parts"},
     {"layers", 'L', OPT_INT, T(layers), 0, 1, 4096, "L", "hidden layers, each Linear(H,H)+ReLU"},
     {"hidden", 'H', OPT_INT, T(hidden), 0, 1, 65536, "H", "hidden size (= input features)"},
@@ -29,16 +29,27 @@ const Option train_options[] = {
     {"json", 0, OPT_BOOL, T(json), 0, 0, 0, 0, "print one JSON object on stdout instead of text"},
     {"samples", 0, OPT_INT, T(samples), 0, 0, 1LL << 40, "N", "synthetic: training set of N samples, cycled (0: one fixed batch, as the course)"},
     {"eval-samples", 0, OPT_INT, T(eval_samples), 0, 0, 1 << 24, "N", "held-out samples for the final accuracy (synthetic data)"},
-    {"schedule", 'S', OPT_CHOICE, T(schedule), SCHED_CHOICES, 0, 0, "SCHED", "pp: pipeline schedule"},
-    {"micro-batches", 'M', OPT_INT, T(micro_batches), 0, 1, 1 << 20, "M", "pp: micro-batches per step (0 in JSON not allowed)"},
-    {"virtual-stages", 0, OPT_INT, T(virtual_stages), 0, 1, 64, "V", "pp, interleaved: model chunks per rank (rank r holds chunks r, r+K, ...)"},
-    {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST", "pp: layers per stage (interleaved: per chunk, in pipeline order), e.g. 5,4,4,3 (default: even split)"},
-    {"checkpoint-activations", 0, OPT_BOOL, T(checkpoint_activations), 0, 0, 0, 0, "pp: keep only stage inputs, recompute in backward"},
-    {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0, "after step 1 compare loss and gradients with a monolith reference"},
+    {"schedule", 'S', OPT_CHOICE, T(schedule), SCHED_CHOICES, 0, 0, "SCHED", "pp/hybrid: pipeline schedule"},
+    {"micro-batches", 'M', OPT_INT, T(micro_batches), 0, 1, 1 << 20, "M", "pp/hybrid: micro-batches per step (per replica in hybrid)"},
+    {"virtual-stages", 0, OPT_INT, T(virtual_stages), 0, 1, 64, "V", "pp/hybrid, interleaved: model chunks per rank (rank r holds chunks r, r+K, ...)"},
+    {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST", "pp/hybrid: layers per stage (interleaved: per chunk, in pipeline order), e.g. 5,4,4,3 (default: even split)"},
+    {"checkpoint-activations", 0, OPT_BOOL, T(checkpoint_activations), 0, 0, 0, 0, "pp/hybrid: keep only stage inputs, recompute in backward"},
+    {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0, "after step 1 compare loss and gradients with a monolith reference computed on the CPU"},
     {"trace", 0, OPT_STR, T(trace), 0, 0, 0, "FILE.json", "pp: write a Chrome trace of every step, one track per rank (Perfetto, chrome://tracing)"},
     {"timeline", 0, OPT_STR, T(timeline), 0, 0, 0, "FILE.svg", "pp: draw one step's measured Gantt chart (and the simulated one) as SVG"},
     {"timeline-step", 0, OPT_INT, T(timeline_step), 0, 0, 1 << 30, "N", "pp: the step drawn by --timeline and --gantt (0: the median-time step)"},
     {"gantt", 0, OPT_BOOL, T(gantt), 0, 0, 0, 0, "pp: print that step's measured Gantt chart at the end"},
+    {"device", 0, OPT_CHOICE, T(device), DEVICE_CHOICES, 0, 0, "DEV", "where to train: auto = cuda when every rank sees a GPU, else cpu"},
+    {"transport", 0, OPT_CHOICE, T(transport), TRANSPORT_CHOICES, 0, 0, "T", "pp on cuda: nccl (one GPU per rank) or mpi (via pinned host memory; ranks may share a GPU); auto = nccl when it can"},
+    {"tf32", 0, OPT_BOOL, T(tf32), 0, 0, 0, 0, "cuda: let cuBLAS round fp32 gemm inputs to TF32 (tensor cores; ~1e-3 relative error)"},
+    {"gemm-timing", 0, OPT_BOOL, T(gemm_timing), 0, 0, 0, 0, "time every gemm and report the share of step time in BLAS and its GFLOP/s"},
+    {"pp", 0, OPT_INT, T(pp), 0, 1, 4096, "P", "hybrid: pipeline stages per replica (ranks = P x D)"},
+    {"dp", 0, OPT_INT, T(dp), 0, 1, 1 << 20, "D", "hybrid: data-parallel replicas (ddp: must equal the ranks)"},
+    {"ddp-sync", 0, OPT_CHOICE, T(ddp_sync), SYNC_CHOICES, 0, 0, "SYNC", "ddp/hybrid: naive = one all-reduce per tensor after backward; bucketed = overlapped with backward"},
+    {"allreduce", 0, OPT_CHOICE, T(allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG", "ddp/hybrid: MPI's own collectives or the from-scratch ring"},
+    {"bucket-mb", 0, OPT_FLOAT, T(bucket_mb), 0, -1e12, 1e12, "MB", "ddp/hybrid bucketed: bucket capacity in MiB"},
+    {"grad-accum", 0, OPT_INT, T(grad_accum), 0, 1, 1 << 20, "N", "monolith/ddp: N micro-steps of --batch rows per optimizer step"},
+    {"zero", 0, OPT_INT, T(zero), 0, 0, 1, "Z", "ddp/hybrid: 1 = ZeRO-1, optimizer state sharded over the replicas"},
     {0},
 };
 #undef T
@@ -62,6 +73,10 @@ void train_config_defaults(TrainConfig *c) {
     c->schedule = SCHED_1F1B;
     c->micro_batches = 4;
     c->virtual_stages = 2;
+    c->ddp_sync = 1;  // bucketed
+    c->allreduce = 0; // mpi
+    c->bucket_mb = 25;
+    c->grad_accum = 1;
 }
 
 const char *choice_name(const char *choices, int index, char *buf, size_t n) {

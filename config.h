@@ -38,11 +38,17 @@ int option_was_set(const char *name);
 int option_on_command_line(const char *name);
 
 // ---- train ----
-enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP };
-#define MODE_CHOICES "monolith|manual|pp"
+enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
+#define MODE_CHOICES "monolith|manual|pp|ddp|hybrid"
 enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1 };
 #define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1"
 enum { OPTIM_ADAM, OPTIM_SGD };
+enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
+#define DEVICE_CHOICES "auto|cpu|cuda"
+enum { TRANSPORT_AUTO, TRANSPORT_MPI, TRANSPORT_NCCL };
+#define TRANSPORT_CHOICES "auto|mpi|nccl"
+#define SYNC_CHOICES "naive|bucketed"   // SYNC_* in ddp.h
+#define ALLREDUCE_CHOICES "mpi|ring"    // ALLREDUCE_* in comms.h
 
 typedef struct {
     char config[PATH_LEN];
@@ -66,11 +72,23 @@ typedef struct {
     char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"
     int checkpoint_activations;
     int verify;
+    // device
+    int device;              // DEVICE_*: auto = cuda when every rank sees a GPU
+    int transport;           // TRANSPORT_*: how stages exchange device buffers
+    int tf32;                // cuBLAS may round fp32 inputs to TF32
+    int gemm_timing;         // time every gemm, report the share of step time in BLAS
     // observing the pipeline (trace.c)
     char trace[PATH_LEN];      // Chrome trace JSON of every step, "" = none
     char timeline[PATH_LEN];   // SVG of one step's measured Gantt chart, "" = none
     int64_t timeline_step;     // 1-based step drawn by --timeline / --gantt; 0 = the median-time step
     int gantt;                 // print that step's Gantt chart at the end
+    // data parallelism (ddp, hybrid)
+    int64_t pp, dp;          // hybrid: stages per replica, replicas
+    int ddp_sync;            // SYNC_*
+    int allreduce;           // ALLREDUCE_*
+    double bucket_mb;        // bucket capacity, MiB
+    int64_t grad_accum;      // micro-steps per optimizer step
+    int64_t zero;            // ZeRO stage: 0 or 1
 } TrainConfig;
 
 extern const Option train_options[];

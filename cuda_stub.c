@@ -1,9 +1,20 @@
-// cuda_stub.c: the CUDA backend entry point of a CPU-only build (make CUDA=0, or no nvcc found).
+// cuda_stub.c: the CUDA entry points of a CPU-only build (make CUDA=0, or no nvcc/cuBLAS/NCCL found).
+// backend_cuda_open says why there is no GPU; the NCCL transport is refused by comms_place before
+// it could be reached, so reaching it here is a bug.
 #include <stdio.h>
+#include "devcomm.h"
 #include "ops.h"
+#include "util.h"
 
 const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen) {
     (void)local_rank;
-    snprintf(err, errlen, "this micropp was built without CUDA (rebuild with nvcc on PATH, or make CUDA=1)");
+    snprintf(err, errlen, "this micropp was built without CUDA (rebuild with nvcc, cuBLAS and NCCL installed: make CUDA=1)");
     return NULL;
 }
+
+void devcomm_unique_id(void *id) { (void)id; fatal("NCCL transport in a build without CUDA"); }
+DevComm *devcomm_open(const void *id, int nranks, int rank) { (void)id; (void)nranks; (void)rank; fatal("NCCL transport in a build without CUDA"); }
+void devcomm_close(DevComm *d) { (void)d; }
+void devcomm_send(DevComm *d, const float *buf, size_t n, int peer) { (void)d; (void)buf; (void)n; (void)peer; fatal("NCCL transport in a build without CUDA"); }
+void devcomm_recv(DevComm *d, float *buf, size_t n, int peer) { (void)d; (void)buf; (void)n; (void)peer; fatal("NCCL transport in a build without CUDA"); }
+void devcomm_flush(DevComm *d) { (void)d; }

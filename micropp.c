@@ -15,9 +15,11 @@ typedef struct {
 } Command;
 
 static const Command commands[] = {
-    {"train", cmd_train, "train the MLP: monolith, manual split, or pipeline-parallel over MPI"},
+    {"train", cmd_train, "train the MLP: monolith, manual split, pipeline- and/or data-parallel over MPI"},
     {"bubble", cmd_bubble, "predict schedules without running them: bubble, memory, Gantt chart (no MPI)"},
     {"pingpong", cmd_pingpong, "send a tensor between 2 ranks; --sweep measures latency and bandwidth"},
+    {"allreduce", cmd_allreduce, "time the data-parallel all-reduce over all ranks: MPI's own vs the ring"},
+    {"selftest", cmd_selftest, "check every backend operation and a training step (GPU vs CPU, or CPU vs naive loops)"},
     {0},
 };
 
@@ -29,7 +31,7 @@ static void usage(FILE *f) {
     fprintf(f, "\nmicropp COMMAND --help shows a command's options; micropp --version its version.\n\n"
                "Examples:\n  micropp train\n  mpiexec -n 4 micropp train --mode pp --schedule 1f1b --micro-batches 8\n"
                "  micropp bubble --schedule gpipe --stages 4 --micro-batches 4 --gantt\n"
-               "  mpiexec -n 2 micropp pingpong --sweep\n");
+               "  mpiexec -n 2 micropp pingpong --sweep\n  micropp selftest --device cuda\n");
 }
 
 int main(int argc, char **argv) {
@@ -41,5 +43,5 @@ int main(int argc, char **argv) {
         blas_pick_kernel(argv);
         return c->run(argc - 1, argv + 1);
     }
-    user_error("unknown command '%s': use one of train, bubble, pingpong (see micropp --help)", argv[1]);
+    user_error("unknown command '%s': use one of train, bubble, pingpong, allreduce, selftest (see micropp --help)", argv[1]);
 }

@@ -213,6 +213,7 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         const float *dl = sl->logits;  // already dlogits
         be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, 1.0f, s->dWh, H);
         be->bias_grad(s->dbh, dl, rows, s->C);
+        if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, s->n_layers);
         float *dx = s->n_layers ? s->gbuf[pp] : din;
         if (dx) be->gemm(0, 0, rows, H, s->C, 1.0f, dl, s->C, s->Wh, H, 0.0f, dx, H);
         g = dx;
@@ -224,6 +225,7 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         const float *in = i == 0 ? sl->in : act[i - 1];
         be->gemm(1, 0, H, H, rows, 1.0f, dz, H, in, H, 1.0f, s->dW[i], H);
         be->bias_grad(s->db[i], dz, rows, H);
+        if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
         float *dx = i == 0 ? din : s->gbuf[pp ^ 1];
         if (dx) be->gemm(0, 0, rows, H, H, 1.0f, dz, H, s->W[i], H, 0.0f, dx, H);
         g = dx;
@@ -282,11 +284,13 @@ void stage_backward_weight(Stage *s, int slot) {
         const float *last = n ? sl->act[n - 1] : sl->in;
         be->gemm(1, 0, s->C, H, rows, 1.0f, sl->logits, s->C, last, H, 1.0f, s->dWh, H);
         be->bias_grad(s->dbh, sl->logits, rows, s->C);
+        if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, n);
     }
-    for (int i = n - 1; i >= 0; i--) {
+    for (int i = n - 1; i >= 0; i--) {  // the order of stage_backward, so the gradient hooks fire alike
         const float *in = i == 0 ? sl->in : sl->act[i - 1];
         be->gemm(1, 0, H, H, rows, 1.0f, sl->dz[i], H, in, H, 1.0f, s->dW[i], H);
         be->bias_grad(s->db[i], sl->dz[i], rows, H);
+        if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
         if (s->progress) s->progress();
     }
     count(s, 0, -1);
@@ -317,14 +321,19 @@ void stage_zero_grads(Stage *s) {
     s->loss_rows = 0;
 }
 
-void stage_optimizer_step(Stage *s, int optimizer, float lr, int t) {
-    if (optimizer == 1) { s->be->sgd(s->params, s->grads, s->n_params, lr); return; }
-    if (!s->adam_m) {
-        s->adam_m = s->be->alloc(s->n_params * sizeof(float));
-        s->adam_v = s->be->alloc(s->n_params * sizeof(float));
-    }
+void optimizer_update(const Backend *be, int optimizer, float *p, const float *g, float *m, float *v,
+                      size_t n, float lr, int t) {
+    if (optimizer == 1) { be->sgd(p, g, n, lr); return; }
     AdamArgs a = {.lr = lr, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
                   .bias_correction1 = (float)(1.0 - pow(0.9, t)),
                   .bias_correction2_sqrt = (float)sqrt(1.0 - pow(0.999, t))};
-    s->be->adam(s->params, s->grads, s->adam_m, s->adam_v, s->n_params, a);
+    be->adam(p, g, m, v, n, a);
+}
+
+void stage_optimizer_step(Stage *s, int optimizer, float lr, int t) {
+    if (optimizer != 1 && !s->adam_m) {
+        s->adam_m = s->be->alloc(s->n_params * sizeof(float));
+        s->adam_v = s->be->alloc(s->n_params * sizeof(float));
+    }
+    optimizer_update(s->be, optimizer, s->params, s->grads, s->adam_m, s->adam_v, s->n_params, lr, t);
 }

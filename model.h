@@ -38,12 +38,17 @@ typedef struct {
     Slot *slots;
     float **scratch;          // checkpointing: one recompute set of [rows,H] x n_layers
     float *gbuf[2];           // backward ping-pong [rows, H]
-    float grad_scale;         // dlogits scale: 1 / rows per optimizer step on this replica
+    float grad_scale;         // dlogits scale: 1 / rows of the whole optimizer step (all micro-batches, accumulation micro-steps and replicas)
     double loss_sum;          // sum of row losses since the last stage_zero_grads
     int correct, loss_rows;
     // activation memory accounting (bytes of stashed activations, and slots in use)
     size_t act_bytes, peak_act_bytes;
     int live_slots, peak_slots;
+    // Gradient hook (data parallelism): when set, stage_backward calls it right after local layer
+    // i's dW and db are computed in this backward (i = n_layers for the head), in the order the
+    // backward runs: head, then n_layers-1 down to 0. A bucket can start its all-reduce there.
+    void (*on_layer_grad)(void *ctx, int layer);
+    void *hook_ctx;
     // Called after every layer of every compute pass when set: the pipeline executor keeps MPI's
     // progress engine moving (a large message moves only while its sender is inside MPI).
     void (*progress)(void);
@@ -72,7 +77,8 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din);
 // kept: the pre-activation gradients dz of every layer (and, with checkpointing, the layer outputs
 // the recompute at I produces). stage_backward_input computes only din (what the previous stage
 // waits for) and keeps each layer's input and dz; stage_backward_weight then adds
-// dW += dz^T x and db += sum(dz) for every layer (and the head) and releases the slot.
+// dW += dz^T x and db += sum(dz) for every layer (and the head), calling the gradient hook as
+// stage_backward does, and releases the slot.
 void stage_enable_split(Stage *s);
 void stage_backward_input(Stage *s, int slot, const float *dout, float *din);
 void stage_backward_weight(Stage *s, int slot);
@@ -80,3 +86,6 @@ void stage_backward_weight(Stage *s, int slot);
 void stage_forward_eval(Stage *s, const float *x, int rows, float *out);
 void stage_zero_grads(Stage *s);
 void stage_optimizer_step(Stage *s, int optimizer, float lr, int t);  // t: 1-based step count
+// The same update on n elements (p, g, and for Adam its moments m, v): ZeRO-1 updates a shard.
+void optimizer_update(const Backend *be, int optimizer, float *p, const float *g, float *m, float *v,
+                      size_t n, float lr, int t);

@@ -9,6 +9,7 @@
 typedef struct Backend {
     const char *name;  // "cpu" or "cuda"
     int on_host;       // 1 when device pointers are ordinary host pointers
+    int device_count;  // cuda: devices visible to this process (0 on cpu)
     void *(*alloc)(size_t bytes);  // zero-filled
     void (*free)(void *p);
     void (*to_device)(void *dst, const void *src_host, size_t bytes);
@@ -33,11 +34,24 @@ typedef struct Backend {
     void (*axpy)(float *y, float a, const float *x, size_t n);  // y += a * x
     void (*scale)(float *x, float a, size_t n);                 // x *= a
     void (*sync)(void);  // wait for queued device work (no-op on cpu)
+    // Host memory for staging transfers (the MPI transport): pinned (page-locked) on cuda, so
+    // copies to and from the device run at full speed; plain memory on cpu. Zero-filled.
+    void *(*alloc_host)(size_t bytes);
+    void (*free_host)(void *p);
+    void (*set_tf32)(int on);      // cuda: let cuBLAS round fp32 inputs to TF32 (tensor cores)
+    // Gemm timing, for the share of step time spent in BLAS: once on, every gemm is timed (device
+    // time: cudaEvents on cuda, a clock on cpu); gemm_seconds() waits for queued work and returns
+    // the time summed since its last call.
+    void (*gemm_timing)(int on);
+    double (*gemm_seconds)(void);
+    void (*describe)(char *out, size_t n);  // e.g. "cuda:0 NVIDIA H100 80GB HBM3 (1 of 1 visible)"
 } Backend;
 
 extern const Backend backend_cpu;
 
-// The CUDA backend (kernels.cu), or NULL with a reason in err when this binary or machine has none.
+// The CUDA backend (kernels.cu) on device local_rank % device_count, or NULL with the reason in
+// err (the driver's message, or "built without CUDA") when this binary or machine has none.
+// Opens once; later calls return the same backend.
 const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen);
 
 // BLAS in use, for the header line: e.g. "openblas 0.3.21 core=SkylakeX threads=1".

@@ -20,17 +20,23 @@ static void cpu_memcpy(void *dst, const void *src, size_t bytes) { if (bytes) me
 
 static void cpu_fill(float *x, float v, size_t n) { for (size_t i = 0; i < n; i++) x[i] = v; }
 
+static int gemm_timing_on;
+static double gemm_s;  // seconds inside cblas_sgemm since the last cpu_gemm_seconds()
+
 static void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc) {
+    double t0 = gemm_timing_on ? now_sec() : 0;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (gemm_timing_on) gemm_s += now_sec() - t0;
 }
+static void cpu_gemm_timing(int on) { gemm_timing_on = on; gemm_s = 0; }
+static double cpu_gemm_seconds(void) { double s = gemm_s; gemm_s = 0; return s; }
 
 static void cpu_bias_act(float *y, const float *b, int rows, int cols, int relu) {
     for (int r = 0; r < rows; r++) {
         float *row = y + (size_t)r * cols;
-        if (relu) for (int c = 0; c < cols; c++) row[c] = relu_f(row[c] + b[c]);
-        else      for (int c = 0; c < cols; c++) row[c] = row[c] + b[c];
+        for (int c = 0; c < cols; c++) row[c] = bias_act_f(row[c], b[c], relu);
     }
 }
 
@@ -62,9 +68,11 @@ static void cpu_adam(float *restrict p, const float *restrict g, float *restrict
 static void cpu_sgd(float *p, const float *g, size_t n, float lr) {
     for (size_t i = 0; i < n; i++) p[i] = sgd_update(p[i], g[i], lr);
 }
-static void cpu_axpy(float *y, float a, const float *x, size_t n) { for (size_t i = 0; i < n; i++) y[i] += a * x[i]; }
+static void cpu_axpy(float *y, float a, const float *x, size_t n) { for (size_t i = 0; i < n; i++) y[i] = axpy_f(y[i], a, x[i]); }
 static void cpu_scale(float *x, float a, size_t n) { for (size_t i = 0; i < n; i++) x[i] *= a; }
 static void cpu_sync(void) {}
+static void cpu_set_tf32(int on) { CHECK(!on, "TF32 asked of the cpu backend (validation should have refused it)"); }
+static void cpu_describe(char *out, size_t n) { snprintf(out, n, "cpu"); }
 
 const Backend backend_cpu = {
     .name = "cpu", .on_host = 1,
@@ -74,6 +82,8 @@ const Backend backend_cpu = {
     .relu_backward = cpu_relu_backward, .bias_grad = cpu_bias_grad,
     .softmax_xent = cpu_softmax_xent, .adam = cpu_adam, .sgd = cpu_sgd,
     .axpy = cpu_axpy, .scale = cpu_scale, .sync = cpu_sync,
+    .alloc_host = cpu_alloc, .free_host = cpu_free, .set_tf32 = cpu_set_tf32,
+    .gemm_timing = cpu_gemm_timing, .gemm_seconds = cpu_gemm_seconds, .describe = cpu_describe,
 };
 
 void blas_set_threads(int threads) { openblas_set_num_threads(threads); }

@@ -20,6 +20,9 @@ typedef struct {
 
 HD static inline float relu_f(float x) { return x > 0.0f ? x : 0.0f; }
 
+// One element of a linear layer's epilogue: y + b, through the ReLU when relu.
+HD static inline float bias_act_f(float y, float b, int relu) { return relu ? relu_f(y + b) : y + b; }
+
 // dz = dy where the ReLU was active (its output y > 0), else 0.
 HD static inline float relu_backward_f(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
 
@@ -33,6 +36,8 @@ HD static inline void adam_update(float *p, float g, float *m, float *v, AdamArg
 }
 
 HD static inline float sgd_update(float p, float g, float lr) { return p - lr * g; }
+
+HD static inline float axpy_f(float y, float a, float x) { return y + a * x; }
 
 // One row of softmax cross-entropy: returns -log softmax(logits)[label] and writes
 // dlogits = (softmax - onehot(label)) * scale. dlogits may alias logits.

@@ -1,6 +1,8 @@
 // pingpong.c: `micropp pingpong`, the course's first distributed lab and a link benchmark.
 // Default: rank 0 sends a small tensor, rank 1 prints it and sends it back. --sweep (or -b/-e/-f):
 // an OSU-style table of latency (half round trip) and bandwidth (a window of non-blocking sends).
+// --device cuda: the same between GPU buffers, through comm_send/comm_recv (the pipeline's path):
+// NCCL device to device, or MPI staged through pinned host memory.
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "comms.h"
@@ -12,6 +14,7 @@ typedef struct {
     int sweep;
     int64_t min_bytes, max_bytes, factor, iters, warmup, window;
     int json;
+    int device, transport;
 } PingConfig;
 
 #define P(field) offsetof(PingConfig, field)
@@ -24,6 +27,8 @@ static const Option ping_options[] = {
     {"warmup", 'w', OPT_INT, P(warmup), 0, 0, 1e9, "N", "untimed warm-up iterations per size"},
     {"window", 0, OPT_INT, P(window), 0, 1, 1024, "W", "non-blocking sends in flight for the bandwidth test"},
     {"json", 0, OPT_BOOL, P(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
+    {"device", 0, OPT_CHOICE, P(device), DEVICE_CHOICES, 0, 0, "DEV", "cpu: host buffers over MPI; cuda: GPU buffers over --transport (sizes in whole floats); auto: cuda when visible"},
+    {"transport", 0, OPT_CHOICE, P(transport), TRANSPORT_CHOICES, 0, 0, "T", "cuda: nccl (one GPU per rank) or mpi (pinned host staging); auto = nccl when it can"},
     {0},
 };
 #undef P
@@ -122,13 +127,67 @@ static Row measure(int rank, int64_t size, PingConfig *c, unsigned char *buf, MP
     return row;
 }
 
+// --device cuda: the same two measurements between device buffers, through comm_send/comm_recv,
+// so they time exactly what a pipeline stage's activations go through (the staging copies or the
+// NCCL kernels included). Acknowledgements are one float.
+static Row measure_device(Comm *cm, int64_t size, PingConfig *c, float *dbuf, float *dlast, float *dack, unsigned char *hbuf) {
+    const Backend *be = cm->be;
+    Row row = {.size = size};
+    int64_t iters = size > 65536 ? (c->iters + 9) / 10 : c->iters;
+    int64_t warm = size > 65536 ? (c->warmup + 9) / 10 : c->warmup;
+    row.iters = iters;
+    int rank = cm->rank, peer = 1 - rank;
+    size_t n = (size_t)size / sizeof(float);
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = 0;
+    for (int64_t it = 0; it < warm + iters; it++) {
+        if (it == warm) t0 = now_sec();
+        int last = it == warm + iters - 1;
+        if (rank == 0) {
+            if (last) { fill(hbuf, size, it); be->to_device(dbuf, hbuf, (size_t)size); }
+            comm_send(cm, dbuf, n, peer, comm_tag(TAG_DATA, 0));
+            comm_wait_sends(cm);
+            comm_recv(cm, dbuf, n, peer, comm_tag(TAG_DATA, 1));
+        } else {
+            comm_recv(cm, dbuf, n, peer, comm_tag(TAG_DATA, 0));
+            comm_send(cm, dbuf, n, peer, comm_tag(TAG_DATA, 1));
+            comm_wait_sends(cm);
+        }
+        if (last) { be->to_host(hbuf, dbuf, (size_t)size); row.wrong += wrong(hbuf, size, it); }
+    }
+    row.lat_us = (now_sec() - t0) / (double)iters / 2 * 1e6;
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    for (int64_t it = 0; it < warm + iters; it++) {
+        if (it == warm) t0 = now_sec();
+        int last = it == warm + iters - 1;
+        if (rank == 0) {
+            if (last) { fill(hbuf, size, it + 1); be->to_device(dbuf, hbuf, (size_t)size); }
+            for (int64_t w = 0; w < c->window; w++) comm_send(cm, dbuf, n, peer, comm_tag(TAG_DATA, 2));
+            comm_wait_sends(cm);
+            comm_recv(cm, dack, 1, peer, comm_tag(TAG_CTRL, 0));
+        } else {
+            for (int64_t w = 0; w < c->window; w++)
+                comm_recv(cm, last && w == c->window - 1 ? dlast : dbuf, n, peer, comm_tag(TAG_DATA, 2));
+            comm_send(cm, dack, 1, peer, comm_tag(TAG_CTRL, 0));
+            comm_wait_sends(cm);
+            if (last) { be->to_host(hbuf, dlast, (size_t)size); row.wrong += wrong(hbuf, size, it + 1); }
+        }
+    }
+    double secs = now_sec() - t0;
+    row.bw_gbs = (double)size * (double)c->window * (double)iters / secs / 1e9;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &row.wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+    return row;
+}
+
 int cmd_pingpong(int argc, char **argv) {
     comms_init(&argc, &argv);
-    PingConfig c = {.min_bytes = 1, .max_bytes = 4 << 20, .factor = 2, .iters = 1000, .warmup = 100, .window = 64};
+    PingConfig c = {.min_bytes = 1, .max_bytes = 4 << 20, .factor = 2, .iters = 1000, .warmup = 100, .window = 64,
+                    .device = DEVICE_CPU};
     options_parse("pingpong", ping_options, &c, argc, argv, "mpiexec -n 2 micropp pingpong [options]",
                   "  mpiexec -n 2 micropp pingpong                  # the lab: one small tensor there and back\n"
                   "  mpiexec -n 2 micropp pingpong --sweep          # 1 B .. 4 MiB latency and bandwidth\n"
-                  "  mpiexec -n 2 micropp pingpong -b 1K -e 64M -f 4 -n 200 --json\n");
+                  "  mpiexec -n 2 micropp pingpong -b 1K -e 64M -f 4 -n 200 --json\n"
+                  "  mpiexec -n 2 micropp pingpong --sweep --device cuda --transport nccl   # GPU to GPU\n");
     int world = comms_world_size(), rank = comms_world_rank();
     if (world != 2)
         user_error("pingpong: needs exactly 2 ranks, got %d: run it as 'mpiexec -n 2 ./micropp pingpong'", world);
@@ -136,11 +195,36 @@ int cmd_pingpong(int argc, char **argv) {
     if (c.min_bytes > c.max_bytes)
         user_error("pingpong: --min-bytes %lld is above --max-bytes %lld: swap them", (long long)c.min_bytes, (long long)c.max_bytes);
     if (!c.sweep) {
-        if (option_was_set("json") || option_was_set("iters") || option_was_set("warmup") || option_was_set("window"))
-            user_error("pingpong: --json/--iters/--warmup/--window apply to the measurement: add --sweep");
+        if (option_was_set("json") || option_was_set("iters") || option_was_set("warmup") || option_was_set("window") ||
+            option_was_set("device") || option_was_set("transport"))
+            user_error("pingpong: --json/--iters/--warmup/--window/--device/--transport apply to the measurement: add --sweep");
         lab(rank);
         finish(0);
     }
+    Placement pl;
+    comms_place("pingpong", c.device, c.transport, 0, &pl);
+    if (!pl.be->on_host) {  // comm_send moves whole floats (every rank has the same device now)
+        if (!option_was_set("min-bytes")) c.min_bytes = 4;
+        for (int64_t size = c.min_bytes; size <= c.max_bytes; size *= c.factor) {
+            if (size % 4)
+                user_error("pingpong: on the GPU messages are whole floats, but %lld bytes is not a multiple of 4: use --min-bytes 4 (or another multiple of 4)",
+                           (long long)size);
+            if (size > c.max_bytes / c.factor) break;
+        }
+    }
+    Comm cm;
+    comms_pipeline(&cm, pl.be);
+    comms_use_transport(&cm, pl.transport);
+    int on_device = !pl.be->on_host;
+    float *dbuf = NULL, *dlast = NULL, *dack = NULL;
+    if (on_device) {
+        dbuf = pl.be->alloc((size_t)c.max_bytes);
+        dlast = pl.be->alloc((size_t)c.max_bytes);
+        dack = pl.be->alloc(sizeof(float));
+    }
+    char dev[192], tr[16];
+    pl.be->describe(dev, sizeof dev);
+    choice_name(TRANSPORT_CHOICES, pl.transport, tr, sizeof tr);
     unsigned char *buf = xmalloc(2 * (size_t)c.max_bytes);
     MPI_Request *reqs = xmalloc(sizeof(MPI_Request) * (size_t)c.window);
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -150,6 +234,7 @@ int cmd_pingpong(int argc, char **argv) {
     for (char *q = lib; *q; q++) if (*q == '\t') *q = ' ';
     if (rank == 0 && !c.json) {
         printf("# micropp pingpong: 2 ranks, %s\n", lib);
+        if (on_device) printf("# device buffers on %s, transport %s (through comm_send/comm_recv, as the pipeline)\n", dev, tr);
         printf("# latency = half the round trip of a blocking ping-pong; bandwidth = windows of %lld non-blocking sends\n", (long long)c.window);
         printf("# then an acknowledgement; GB = 1e9 bytes; #wrong = received bytes that differ from what was sent\n");
         printf("# %10s %8s %13s %16s %7s\n", "size(B)", "iters", "latency(us)", "bandwidth(GB/s)", "#wrong");
@@ -158,7 +243,7 @@ int cmd_pingpong(int argc, char **argv) {
     cJSON *rows = cJSON_CreateArray();
     int64_t total_wrong = 0;
     for (int64_t size = c.min_bytes; size <= c.max_bytes; size *= c.factor) {
-        Row r = measure(rank, size, &c, buf, reqs);
+        Row r = on_device ? measure_device(&cm, size, &c, dbuf, dlast, dack, buf) : measure(rank, size, &c, buf, reqs);
         total_wrong += r.wrong;
         if (rank == 0 && !c.json) { printf("  %10lld %8lld %13.2f %16.3f %7lld\n", (long long)r.size, (long long)r.iters, r.lat_us, r.bw_gbs, (long long)r.wrong); fflush(stdout); }
         cJSON *o = cJSON_CreateObject();
@@ -174,6 +259,9 @@ int cmd_pingpong(int argc, char **argv) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "library", lib);
         cJSON_AddNumberToObject(o, "window", (double)c.window);
+        cJSON_AddStringToObject(o, "device", pl.be->name);
+        cJSON_AddStringToObject(o, "device_info", dev);
+        cJSON_AddStringToObject(o, "transport", on_device ? tr : "mpi");
         cJSON_AddItemToObject(o, "rows", rows);
         char *s = cJSON_PrintUnformatted(o);
         printf("%s\n", s);
@@ -184,6 +272,7 @@ int cmd_pingpong(int argc, char **argv) {
     }
     free(buf);
     free(reqs);
+    if (on_device) { pl.be->free(dbuf); pl.be->free(dlast); pl.be->free(dack); }
     if (total_wrong && rank == 0) fprintf(stderr, "micropp: pingpong: %lld bytes arrived wrong\n", (long long)total_wrong);
     finish(total_wrong ? 1 : 0);
 }

@@ -1,6 +1,7 @@
 // train.c: `micropp train`: validation of the run (same decision on every rank, before any
-// message), the training loops of each mode (monolith, manual split, pipeline executor),
-// --verify against a monolith reference, evaluation, and the summary (text or one JSON object).
+// message), the training loops of each mode (monolith, manual split, pipeline executor, data
+// parallel and the pipeline x data-parallel grid), --verify against a monolith reference,
+// evaluation, and the summary (text or one JSON object).
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include "comms.h"
 #include "config.h"
 #include "data.h"
+#include "ddp.h"
 #include "model.h"
 #include "schedule.h"
 #include "trace.h"
@@ -15,26 +17,34 @@
 #include "util.h"
 
 #define MAX_STAGES 4096
-#define VERIFY_TOL 1e-5
+#define VERIFY_TOL 1e-5        // fp32 against fp32
+#define VERIFY_TOL_TF32 1e-2   // TF32 gemms (10-bit mantissa inputs) against the fp32 CPU
 
 typedef struct {
     TrainConfig *c;
     const Backend *be;
+    Placement place;          // device and transport, the same decision on every rank
     Data data;
     Comm comm;
     int world, rank;
-    int K, M, rows;           // stages, micro-batches, rows per micro-batch
+    int K, M, rows;           // stages, micro-batches, rows per micro-batch (per replica)
+    int D, replica;           // data-parallel replicas, this rank's replica
+    int N, micro;             // gradient-accumulation micro-steps per step, the one running
+    GradSync *sync;           // ddp/hybrid: the gradient all-reduce of each of this rank's n_sync stages (chunks)
+    int sync_on, n_sync;
     int V;                    // chunks per rank: --virtual-stages for interleaved, else 1
     int lo[MAX_STAGES + 1];   // virtual stage vs holds global layers [lo[vs], lo[vs+1]) (vs = chunk*K + stage)
     int stage;                // this rank's stage (pp)
-    Stage *chunk;             // pp: this rank's V chunks, chunk c = virtual stage c*K + stage
-    MemTally tally;           // pp: activation memory of this rank's chunks together
+    Stage st;                 // ddp: this rank's replica of the whole model
+    Stage *chunk;             // pp/hybrid: this rank's V chunks, chunk c = virtual stage c*K + stage
+    MemTally tally;           // pp/hybrid: activation memory of this rank's chunks together
     ActionList list;
     float *xh;                // host rows [rows, H]
     int32_t *yh;              // host labels [rows]
     float *dout, *din;        // pp: received output gradient, input gradient to send
     // per-step measurements
-    double *step_s, *busy_s, *span_s, *loss;
+    double *step_s, *busy_s, *span_s, *loss, *gemm_s;
+    double *comm_s, *exposed_s;  // ddp/hybrid: all-reduce in flight, and its part after compute
     double *step_start;       // now_sec() at each step's start (after the step barrier in pp)
     Event *ev;                // every action as it ran (trace.h), times from its step's start
     int n_ev, cap_ev;
@@ -50,38 +60,88 @@ typedef struct { double *f, *b, *i, *w; } Costs;
 static int is_last(const Run *r) { return r->stage == r->K - 1; }
 static int vstage(const Run *r, int chunk) { return chunk * r->K + r->stage; }
 static int is_last_vs(const Run *r, int vs) { return vs == r->K * r->V - 1; }
+static int pipelined(int mode) { return mode == MODE_PP || mode == MODE_HYBRID; }
+static int data_parallel(int mode) { return mode == MODE_DDP || mode == MODE_HYBRID; }
+static int distributed(int mode) { return mode == MODE_PP || data_parallel(mode); }
 
 // ---- validation: pure functions of the config and world size, identical on every rank ----
 
 static void validate(TrainConfig *c, int world, Run *r) {
     char name[32];
     const char *mode = choice_name(MODE_CHOICES, c->mode, name, sizeof name);
-    if (c->mode != MODE_PP) {
-        if (world != 1)
-            user_error("train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode pp",
-                       mode, world, world);
-        static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations", "virtual-stages",
-                                        "trace", "timeline", "timeline-step", "gantt"};
+    if (!distributed(c->mode) && world != 1)
+        user_error("train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode pp, ddp or hybrid",
+                   mode, world, world);
+    if (c->mode != MODE_PP) {  // the observers of one pipeline
+        static const char *observe_only[] = {"trace", "timeline", "timeline-step", "gantt"};
+        for (size_t i = 0; i < sizeof observe_only / sizeof *observe_only; i++)
+            if (option_on_command_line(observe_only[i]))
+                user_error("train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", observe_only[i], mode);
+    }
+    if (!pipelined(c->mode)) {
+        static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations", "virtual-stages"};
         for (size_t i = 0; i < sizeof pp_only / sizeof *pp_only; i++)
             if (option_on_command_line(pp_only[i]))
-                user_error("train: --%s applies to --mode pp, not --mode %s: drop it or add --mode pp", pp_only[i], mode);
+                user_error("train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", pp_only[i], mode);
     }
     if (c->mode != MODE_MANUAL && option_on_command_line("parts"))
         user_error("train: --parts applies to --mode manual, not --mode %s: drop it or add --mode manual", mode);
-    r->K = c->mode == MODE_PP ? world : c->mode == MODE_MANUAL ? (int)c->parts : 1;
-    r->M = c->mode == MODE_PP ? (int)c->micro_batches : 1;
+    // data parallelism
+    if (!data_parallel(c->mode)) {
+        static const char *dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
+        for (size_t i = 0; i < sizeof dp_only / sizeof *dp_only; i++)
+            if (option_on_command_line(dp_only[i]))
+                user_error("train: --%s applies to --mode ddp or hybrid, not --mode %s: drop it or add --mode ddp", dp_only[i], mode);
+    }
+    if (c->mode != MODE_HYBRID && option_on_command_line("pp"))
+        user_error("train: --pp applies to --mode hybrid, not --mode %s: drop it (--mode pp makes one stage per rank) or add --mode hybrid", mode);
+    if (!data_parallel(c->mode) && option_on_command_line("dp"))
+        user_error("train: --dp applies to --mode hybrid or ddp, not --mode %s: drop it or add --mode hybrid", mode);
+    if (option_on_command_line("grad-accum") && c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
+        user_error("train: --grad-accum applies to --mode monolith or ddp, not --mode %s: a pipeline already accumulates over --micro-batches", mode);
+    if (data_parallel(c->mode) && c->bucket_mb <= 0)
+        user_error("train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25", c->bucket_mb);
+    if (c->ddp_sync == SYNC_NAIVE && option_on_command_line("bucket-mb"))
+        user_error("train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): drop one of them");
+    int P = 1, D = 1;
+    if (c->mode == MODE_PP) P = world;
+    if (c->mode == MODE_MANUAL) P = (int)c->parts;
+    if (c->mode == MODE_DDP) {
+        D = world;
+        if (option_on_command_line("dp") && c->dp != world)
+            user_error("train: --dp %lld but %d ranks were started: --mode ddp runs one replica per rank, so run 'mpiexec -n %lld' or drop --dp",
+                       (long long)c->dp, world, (long long)c->dp);
+    }
+    if (c->mode == MODE_HYBRID) {
+        int has_p = option_was_set("pp"), has_d = option_was_set("dp");
+        if (!has_p && !has_d)
+            user_error("train: --mode hybrid needs --pp P (stages) and --dp D (replicas) with P x D = %d, the number of ranks", world);
+        if (has_p && has_d && c->pp * c->dp != world)
+            user_error("train: --pp %lld x --dp %lld = %lld ranks, but %d were started: run 'mpiexec -n %lld' or choose P x D = %d",
+                       (long long)c->pp, (long long)c->dp, (long long)(c->pp * c->dp), world, (long long)(c->pp * c->dp), world);
+        if (!has_d && world % c->pp)
+            user_error("train: --pp %lld does not divide the %d ranks: give --pp and --dp with P x D = %d", (long long)c->pp, world, world);
+        if (!has_p && world % c->dp)
+            user_error("train: --dp %lld does not divide the %d ranks: give --pp and --dp with P x D = %d", (long long)c->dp, world, world);
+        P = has_p ? (int)c->pp : world / (int)c->dp;
+        D = has_d ? (int)c->dp : world / (int)c->pp;
+    }
+    r->K = P;
+    r->D = D;
+    r->M = pipelined(c->mode) ? (int)c->micro_batches : 1;
+    r->N = c->mode == MODE_MONOLITH || c->mode == MODE_DDP ? (int)c->grad_accum : 1;  // (a config file's key is left unused)
     if (c->mode == MODE_PP && world < 2)
         user_error("train: --mode pp needs at least 2 ranks (one per stage), got 1: run it as 'mpiexec -n 2 ./micropp train --mode pp'");
     if (r->K > MAX_STAGES) user_error("train: %d stages is more than the %d supported", r->K, MAX_STAGES);
     if (r->K > c->layers)
         user_error("train: %d %s but only %lld layers: every stage needs a layer, so use --layers >= %d or fewer %s",
-                   r->K, c->mode == MODE_PP ? "stages (ranks)" : "parts", (long long)c->layers, r->K,
-                   c->mode == MODE_PP ? "ranks" : "parts");
+                   r->K, c->mode == MODE_PP ? "stages (ranks)" : c->mode == MODE_HYBRID ? "stages (--pp)" : "parts", (long long)c->layers, r->K,
+                   c->mode == MODE_PP ? "ranks" : c->mode == MODE_HYBRID ? "--pp" : "parts");
     // the schedule: chunks per rank, and the (M, K) it can run
     char sched[32];
     choice_name(SCHED_CHOICES, c->schedule, sched, sizeof sched);
-    int interleaved = c->mode == MODE_PP && c->schedule == SCHED_INTERLEAVED;
-    if (c->mode == MODE_PP && !interleaved && option_on_command_line("virtual-stages"))
+    int interleaved = pipelined(c->mode) && c->schedule == SCHED_INTERLEAVED;
+    if (pipelined(c->mode) && !interleaved && option_on_command_line("virtual-stages"))
         user_error("train: --virtual-stages applies to --schedule interleaved, not %s: drop it or add --schedule interleaved", sched);
     r->V = interleaved ? (int)c->virtual_stages : 1;
     if (interleaved && r->V < 2)
@@ -96,11 +156,24 @@ static void validate(TrainConfig *c, int world, Run *r) {
     if ((int64_t)r->K * r->V > c->layers)
         user_error("train: %d ranks x %d virtual stages = %d chunks but only %lld layers: every chunk needs a layer, so use --layers >= %d or fewer --virtual-stages",
                    r->K, r->V, r->K * r->V, (long long)c->layers, r->K * r->V);
-    if (c->mode == MODE_PP) {  // the largest message tag of the run must be one MPI accepts
+    if (pipelined(c->mode)) {  // the largest message tag of the run must be one MPI accepts
         long long top = comm_tag_chunk_max(r->M, r->V), ub = comm_tag_ub();
         if (top > ub)
             user_error("train: %d micro-batches x %d virtual stages need message tags up to %lld but this MPI allows %lld: use fewer micro-batches",
                        r->M, r->V, top, ub);
+    }
+    if (r->D > 1 && c->batch % ((int64_t)r->D * r->M)) {  // every replica takes B/D rows in M micro-batches
+        int64_t q = (int64_t)r->D * r->M, lo = c->batch / q * q;
+        char fits[256] = "";
+        if (c->batch % r->D == 0 && r->M > 1)  // the micro-batch counts that would work with this batch
+            for (int m = 1, n = 0; m <= c->batch / r->D && n < 8; m++)
+                if ((c->batch / r->D) % m == 0) { size_t l = strlen(fits); snprintf(fits + l, sizeof fits - l, "%s%d", n++ ? ", " : "", m); }
+        char what[96], tail[320] = "";
+        if (r->M > 1) snprintf(what, sizeof what, "%d replicas x %d micro-batches = %lld", r->D, r->M, (long long)q);
+        else snprintf(what, sizeof what, "the %d replicas", r->D);
+        if (fits[0]) snprintf(tail, sizeof tail, ", or --micro-batches %s (divisors of %lld rows per replica)", fits, (long long)(c->batch / r->D));
+        user_error("train: --batch %lld is not divisible by %s: use --batch %lld or %lld (multiples of %lld)%s",
+                   (long long)c->batch, what, (long long)(lo ? lo : q), (long long)(lo ? lo + q : 2 * q), (long long)q, tail);
     }
     if (c->batch % r->M) {
         char fits[256] = "";
@@ -109,7 +182,7 @@ static void validate(TrainConfig *c, int world, Run *r) {
         user_error("train: --batch %lld is not divisible by --micro-batches %d: use micro-batches that divide it (%s, ...) or change --batch",
                    (long long)c->batch, r->M, fits);
     }
-    r->rows = (int)(c->batch / r->M);
+    r->rows = (int)(c->batch / r->D / r->M);
     // partition: layers per virtual stage (per stage, or per chunk in pipeline order when interleaved)
     int S = r->K * r->V;
     const char *what = r->V > 1 ? "chunk" : "stage";
@@ -170,13 +243,19 @@ static void record(Run *r, int step, int kind, int mb, int chunk, double t0, dou
     r->ev[r->n_ev++] = (Event){step, kind, mb, t0, t1, chunk};
 }
 
-// The first training sample of micro-batch mb in this step. Synthetic data is a set of --samples
-// rows (default: one fixed batch, as in the course's monolith) cycled; a .npy file is cycled whole.
-static uint64_t sample_index(const Run *r, int step, int mb) {
-    uint64_t i = (uint64_t)step * (uint64_t)r->c->batch + (uint64_t)mb * (uint64_t)r->rows;
-    uint64_t n = r->c->samples ? (uint64_t)r->c->samples : (uint64_t)r->c->batch;
+// The first training sample of micro-batch mb of replica d in accumulation micro-step k of a step.
+// A micro-step takes --batch consecutive rows of the stream; replica d takes rows [d*B/D, (d+1)*B/D)
+// of them, cut into micro-batches of r->rows. Synthetic data is a set of --samples rows (default:
+// one fixed batch of a step's batch x grad-accum rows, as in the course's monolith) cycled; a .npy
+// file is cycled whole.
+static uint64_t first_sample(const Run *r, int step, int k, int d, int mb) {
+    uint64_t B = (uint64_t)r->c->batch;
+    uint64_t i = ((uint64_t)step * (uint64_t)r->N + (uint64_t)k) * B + (uint64_t)d * (B / (uint64_t)r->D) +
+                 (uint64_t)mb * (uint64_t)r->rows;
+    uint64_t n = r->c->samples ? (uint64_t)r->c->samples : B * (uint64_t)r->N;
     return r->data.features ? i : i % n;
 }
+static uint64_t sample_index(const Run *r, int step, int mb) { return first_sample(r, step, r->micro, r->replica, mb); }
 
 // Loads micro-batch mb's inputs (first stage) and labels (last stage) into a slot.
 static void load_inputs(Run *r, Stage *s, int slot, uint64_t first, int load_x, int load_y) {
@@ -203,6 +282,7 @@ static double pipeline_step(Run *r, int step) {
     size_t n = (size_t)r->rows * r->chunk[0].H;
     int K = r->K;
     int dout_mb = -1, dout_c = -1, din_mb = -1, din_c = -1, fwd_mb = -1, fwd_c = -1;
+    int weights[COMM_MAX_CHUNKS] = {0};  // per chunk: the passes so far that produced weight gradients (B or W)
     double busy = 0, base = r->step_start[step];
     for (int i = 0; i < r->list.n; i++) {
         Action a = r->list.a[i];
@@ -210,6 +290,10 @@ static double pipeline_step(Run *r, int step) {
         int vs = vstage(r, a.chunk);
         double t0 = now_sec();
         int slot;
+        // hybrid: a chunk's last B (or W) of the step makes its gradients final; its layer hooks
+        // start the buckets' all-reduces, which then overlap the rest of the pipeline's work.
+        if (r->sync_on && (a.kind == ACT_BACKWARD || a.kind == ACT_BACKWARD_WEIGHT))
+            gradsync_set_final(&r->sync[a.chunk], ++weights[a.chunk] == r->M);
         switch (a.kind) {
         case ACT_RECV_ACT:
             slot = stage_slot_acquire(s, a.mb);
@@ -254,6 +338,9 @@ static double pipeline_step(Run *r, int step) {
             comm_send(cm, r->din, n, comm_stage_rank(cm, (vs - 1) % K), comm_tag_chunk(TAG_GRAD, a.mb, (vs - 1) / K));
             break;
         }
+        // On a GPU the calls above only queue work: wait for it, so events hold device time.
+        if (action_is_compute(a.kind) && !r->be->on_host) r->be->sync();
+        if (r->sync_on) comm_progress();
         double t1 = now_sec();
         if (action_is_compute(a.kind)) busy += t1 - t0;
         record(r, step, a.kind, a.mb, a.chunk, t0 - base, t1 - base);
@@ -265,17 +352,29 @@ static double pipeline_step(Run *r, int step) {
 
 // ---- monolith and manual split: one process ----
 
+// The whole model on this rank: the monolith, or one ddp replica (its shard of the batch). With
+// --grad-accum N, N forward/backward micro-steps add into the gradients before the one update;
+// only the last one's backward starts the buckets' all-reduces (no communication before it).
 static void monolith_step(Run *r, Stage *s, int step) {
-    int slot = stage_slot_acquire(s, 0);
-    load_inputs(r, s, slot, sample_index(r, step, 0), 1, 1);
-    double t0 = now_sec();
-    stage_forward(s, slot);
-    double t1 = now_sec();
-    stage_backward(s, slot, NULL, NULL);
-    double t2 = now_sec();
-    record(r, step, ACT_FORWARD, 0, 0, 0, t1 - t0);
-    record(r, step, ACT_BACKWARD, 0, 0, t1 - t0, t2 - t0);
-    r->busy_s[step] = t2 - t0;
+    double base = r->step_start[step], busy = 0;
+    for (int k = 0; k < r->N; k++) {
+        r->micro = k;
+        int slot = stage_slot_acquire(s, 0);
+        load_inputs(r, s, slot, sample_index(r, step, 0), 1, 1);
+        double t0 = now_sec();
+        stage_forward(s, slot);
+        r->be->sync();  // device time, not the time to queue the work (a no-op on the CPU)
+        double t1 = now_sec();
+        if (r->sync_on) gradsync_set_final(&r->sync[0], k == r->N - 1);
+        stage_backward(s, slot, NULL, NULL);
+        r->be->sync();
+        double t2 = now_sec();
+        record(r, step, ACT_FORWARD, k, 0, t0 - base, t1 - base);
+        record(r, step, ACT_BACKWARD, k, 0, t1 - base, t2 - base);
+        busy += t2 - t0;
+    }
+    r->micro = 0;
+    r->busy_s[step] = busy;
 }
 
 // The course's "manual split": K parts in one process; the activation is handed from part k to
@@ -311,25 +410,34 @@ static double rel_err(const float *a, const float *b, size_t n) {
     return den > 0 ? num / den : num;
 }
 
-// Compares the gradients of n stages (already computed for step 0) with one monolith reference;
-// err[i] = the worst relative error over stage i's tensors (and the loss, on the head's stage).
+// Compares the gradients of n stages (already computed for step 0, and averaged over the replicas
+// in ddp/hybrid) with one monolith reference computed on the CPU (so on a GPU it checks the device
+// too) on the step's whole batch (all replicas' rows, all accumulation micro-steps); err[i] = the
+// worst relative error over stage i's tensors (and the loss, on the head's stage).
 static void verify_stages(Run *r, const Stage *st, int n, double loss, double *err) {
     TrainConfig *c = r->c;
+    const Backend *rb = &backend_cpu;
+    int rows = (int)c->batch * r->N;
     Stage ref;
-    stage_init(&ref, r->be, (int)c->layers, (int)c->hidden, (int)c->classes, 0, (int)c->layers, 1,
-               (int)c->batch, 1, 0, (uint64_t)c->seed);
+    stage_init(&ref, rb, (int)c->layers, (int)c->hidden, (int)c->classes, 0, (int)c->layers, 1,
+               rows, 1, 0, (uint64_t)c->seed);
     int slot = stage_slot_acquire(&ref, 0);
-    float *x = xmalloc(sizeof(float) * (size_t)c->batch * c->hidden);
-    int32_t *y = xmalloc(sizeof(int32_t) * (size_t)c->batch);
-    data_features(&r->data, 0, (int)c->batch, x);
-    data_labels(&r->data, 0, (int)c->batch, y);
-    r->be->to_device(stage_slot_input(&ref, slot), x, sizeof(float) * (size_t)c->batch * c->hidden);
+    float *x = xmalloc(sizeof(float) * (size_t)rows * c->hidden);
+    int32_t *y = xmalloc(sizeof(int32_t) * (size_t)rows);
+    for (int k = 0, at = 0; k < r->N; k++)  // step 0's rows, as the micro-batches of every replica saw them
+        for (int d = 0; d < r->D; d++)
+            for (int mb = 0; mb < r->M; mb++, at += r->rows) {
+                uint64_t first = first_sample(r, 0, k, d, mb);
+                data_features(&r->data, first, r->rows, x + (size_t)at * c->hidden);
+                data_labels(&r->data, first, r->rows, y + at);
+            }
+    rb->to_device(stage_slot_input(&ref, slot), x, sizeof(float) * (size_t)rows * c->hidden);
     stage_set_labels(&ref, slot, y);
     stage_forward(&ref, slot);
     stage_backward(&ref, slot, NULL, NULL);
     size_t layer = (size_t)c->hidden * c->hidden + c->hidden;
     float *theirs = xmalloc(sizeof(float) * ref.n_params);
-    r->be->to_host(theirs, ref.grads, sizeof(float) * ref.n_params);
+    rb->to_host(theirs, ref.grads, sizeof(float) * ref.n_params);
     for (int k = 0; k < n; k++) {
         const Stage *s = &st[k];
         float *mine = xmalloc(sizeof(float) * s->n_params);
@@ -344,7 +452,7 @@ static void verify_stages(Run *r, const Stage *st, int n, double loss, double *e
             const float *a = mine + (size_t)s->n_layers * layer, *b = theirs + (size_t)c->layers * layer;
             double e = rel_err(a, b, (size_t)c->classes * c->hidden + c->classes);
             if (e > worst) worst = e;
-            double ref_loss = ref.loss_sum / (double)c->batch;
+            double ref_loss = ref.loss_sum / (double)rows;
             double le = fabs(loss - ref_loss) / fmax(fabs(ref_loss), 1e-30);
             if (le > worst) worst = le;
         }
@@ -380,7 +488,7 @@ static double evaluate(Run *r, Stage *stages, int n_local) {
     float *a = be->alloc(sizeof(float) * (size_t)chunk * H), *b = be->alloc(sizeof(float) * (size_t)chunk * (H > C ? H : C));
     float *logits = xmalloc(sizeof(float) * (size_t)chunk * C);
     int hits = 0;
-    int pp = c->mode == MODE_PP;
+    int pp = pipelined(c->mode);  // hybrid: each replica's pipeline evaluates the same rows
     // pp: batch k goes through the virtual stages in order; on this rank, through its chunks in
     // turn (tags repeat every COMM_MAX_MB batches, which is safe: each link carries them in order)
     int last_here = pp ? is_last(r) : 1;
@@ -409,9 +517,9 @@ static double evaluate(Run *r, Stage *stages, int n_local) {
     if (pp) comm_wait_sends(&r->comm);
     be->free(a); be->free(b); free(logits);
     double acc = (double)hits / n_eval;
-    if (pp) {  // the last stage knows it; tell everyone
+    if (pp) {  // the last stage knows it; tell the pipeline's other stages
         double v[1] = {last_here ? acc : 0};
-        comm_allreduce_sum_double(v, 1, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(v, 1, r->comm.pp);
         acc = v[0];
     }
     return acc;
@@ -435,25 +543,34 @@ static double median(const double *v, int n) {
 
 static void print_header(Run *r) {
     TrainConfig *c = r->c;
-    char mode[32], sched[32], opt[16], blas[160];
+    char mode[32], sched[32], opt[16], blas[160], dev[192], tr[16];
     choice_name(MODE_CHOICES, c->mode, mode, sizeof mode);
     choice_name(SCHED_CHOICES, c->schedule, sched, sizeof sched);
     choice_name("adam|sgd", c->optimizer, opt, sizeof opt);
     blas_describe(blas, sizeof blas);
+    r->be->describe(dev, sizeof dev);
+    choice_name(TRANSPORT_CHOICES, r->place.transport, tr, sizeof tr);
     size_t P = model_param_count((int)c->layers, (int)c->hidden, (int)c->classes);
     printf("micropp train | mode %s", mode);
-    if (c->mode == MODE_PP) printf(" | schedule %s | stages %d | micro-batches %d (%d rows each)%s", sched, r->K, r->M, r->rows,
+    if (c->mode == MODE_HYBRID) printf(" | %d stages x %d replicas (--pp %d --dp %d)", r->K, r->D, r->K, r->D);
+    if (c->mode == MODE_DDP) printf(" | %d replicas x %d rows", r->D, r->rows);
+    if (pipelined(c->mode)) printf(" | schedule %s | stages %d | micro-batches %d (%d rows each)%s", sched, r->K, r->M, r->rows,
                                    c->checkpoint_activations ? " | checkpointing" : "");
     if (r->V > 1) printf(" | %d virtual stages per rank", r->V);
+    if (r->N > 1) printf(" | grad-accum %d", r->N);
     if (c->mode == MODE_MANUAL) printf(" | parts %d", r->K);
     printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
            (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
            (long long)c->classes, P, P * 4.0 / 1e6);
-    printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | %s | device %s\n", (long long)c->batch,
-           (long long)c->steps, opt, c->lr, (long long)c->seed, c->data, blas, r->be->name);
-    if (c->mode != MODE_MONOLITH)
+    printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
+           (long long)c->steps, opt, c->lr, (long long)c->seed, c->data);
+    if (r->be->on_host) printf("%s | device %s", blas, dev);
+    else printf("device %s", dev);
+    if (pipelined(c->mode)) printf(" | transport %s", tr);
+    printf("\n");
+    if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
         for (int k = 0; k < r->K; k++) {
-            printf("  %s %d: layers", c->mode == MODE_PP ? "stage" : "part", k);
+            printf("  %s %d: layers", pipelined(c->mode) ? "stage" : "part", k);
             for (int ch = 0; ch < r->V; ch++)
                 printf("%s %d-%d", ch ? " |" : "", r->lo[ch * r->K + k], r->lo[ch * r->K + k + 1] - 1);
             if (r->V > 1) {
@@ -463,6 +580,23 @@ static void print_header(Run *r) {
             }
             printf("%s\n", k == r->K - 1 ? " + head" : "");
         }
+    fflush(stdout);
+}
+
+// The data-parallel line: how the gradients travel (after gradsync_init: it knows the buckets).
+static void print_dp_header(Run *r) {
+    TrainConfig *c = r->c;
+    char sync[32], alg[32];
+    choice_name(SYNC_CHOICES, c->ddp_sync, sync, sizeof sync);
+    choice_name(ALLREDUCE_CHOICES, c->allreduce, alg, sizeof alg);
+    int nb = 0;
+    size_t shards = 0, params = 0;
+    for (int k = 0; k < r->n_sync; k++) { nb += r->sync[k].nb; shards += r->sync[k].shard_total; params += r->sync[k].s->n_params; }
+    printf("data parallel: %d replicas | %s sync, %d %s%s", r->D, sync, nb, c->ddp_sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
+    if (c->ddp_sync == SYNC_BUCKETED) printf(" (cap %g MiB)%s", c->bucket_mb, c->mode == MODE_HYBRID ? r->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
+    printf(" | %s %s", c->zero ? "reduce-scatter + all-gather" : "all-reduce", alg);
+    if (c->zero) printf(" | ZeRO-1: this rank updates %zu of %zu parameters", shards, params);
+    printf("\n");
     fflush(stdout);
 }
 
@@ -559,14 +693,29 @@ int cmd_train(int argc, char **argv) {
                   "  micropp train --config configs/medium.json --steps 20\n"
                   "  micropp train --mode manual --parts 4 --verify # the manual split, checked\n"
                   "  mpiexec -n 2 micropp train --mode pp --schedule 1f1b --micro-batches 8\n"
-                  "  mpiexec -n 4 micropp train --mode pp --schedule gpipe --partition 5,4,4,3 --checkpoint-activations\n");
+                  "  mpiexec -n 4 micropp train --mode pp --schedule gpipe --partition 5,4,4,3 --checkpoint-activations\n"
+                  "  mpiexec -n 2 micropp train --mode ddp --ddp-sync bucketed --allreduce ring --verify\n"
+                  "  mpiexec -n 4 micropp train --mode ddp --zero 1 --grad-accum 4\n"
+                  "  mpiexec -n 4 micropp train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 4 --verify\n");
     Run run = {0}, *r = &run;
     r->c = &cfg;
     r->world = comms_world_size();
     r->rank = comms_world_rank();
     validate(&cfg, r->world, r);
     check_outputs(r);
-    r->be = &backend_cpu;
+    comms_place("train", cfg.device, cfg.transport, cfg.tf32, &r->place);
+    r->be = r->place.be;
+    // NCCL matches a pair of ranks' messages in order, without tags; the schedules beyond 1F1B
+    // (chunks crossing the same pair both ways, deferred weight passes) are run and tested over MPI
+    // only, so they take the MPI transport (host-staged between GPUs).
+    if (pipelined(cfg.mode) && (cfg.schedule == SCHED_INTERLEAVED || cfg.schedule == SCHED_ZBH1) && r->place.transport == TRANSPORT_NCCL) {
+        if (cfg.transport == TRANSPORT_NCCL) {
+            char sn[32];
+            user_error("train: --schedule %s runs over --transport mpi only (NCCL matches messages in order, without tags): drop --transport nccl",
+                       choice_name(SCHED_CHOICES, cfg.schedule, sn, sizeof sn));
+        }
+        r->place.transport = TRANSPORT_MPI;
+    }
     blas_set_threads((int)cfg.threads);
     TrainConfig *c = &cfg;
     int H = (int)c->hidden, C = (int)c->classes, L = (int)c->layers, steps = (int)c->steps;
@@ -580,15 +729,20 @@ int cmd_train(int argc, char **argv) {
     r->span_s = xcalloc((size_t)steps, sizeof(double));
     r->step_start = xcalloc((size_t)steps, sizeof(double));
     r->loss = xcalloc((size_t)steps, sizeof(double));
+    r->gemm_s = xcalloc((size_t)steps, sizeof(double));
+    r->comm_s = xcalloc((size_t)steps, sizeof(double));
+    r->exposed_s = xcalloc((size_t)steps, sizeof(double));
     r->dout = r->be->alloc(sizeof(float) * (size_t)r->rows * H);
     r->din = r->be->alloc(sizeof(float) * (size_t)r->rows * H);
 
     Stage *parts = NULL;
     int n_local = 1;
     SimResult sim = {0};
-    if (c->mode == MODE_PP) {
-        comms_pipeline(&r->comm, r->be);
+    if (pipelined(c->mode)) {
+        comms_grid(&r->comm, r->be, r->K, r->D);
+        comms_use_transport(&r->comm, r->place.transport);
         r->stage = r->comm.stage;
+        r->replica = r->comm.replica;
         // Prove the schedule before running it (uniform costs F = I = W = 1, i.e. F = 1, B = 2), and
         // size each chunk's activation stash from it.
         SimSpec spec = {.kind = c->schedule, .K = r->K, .M = r->M, .v = r->V, .f = 1, .b = 1, .w = 1};
@@ -602,36 +756,62 @@ int cmd_train(int argc, char **argv) {
             stage_init(s, r->be, L, H, C, r->lo[vs], r->lo[vs + 1], is_last_vs(r, vs), r->rows,
                        sim.peak_slots[vs], c->checkpoint_activations, (uint64_t)c->seed);
             if (schedule_splits_backward(c->schedule)) stage_enable_split(s);
-            s->grad_scale = 1.0f / (float)c->batch;
+            s->grad_scale = 1.0f / (float)c->batch;  // the global batch's mean (replicas' gradients are summed)
             s->tally = &r->tally;
             s->progress = comm_poll_sends;
         }
         parts = r->chunk;
         n_local = r->V;
+    } else if (c->mode == MODE_DDP) {
+        comms_grid(&r->comm, r->be, 1, r->D);
+        r->replica = r->comm.replica;
+        stage_init(&r->st, r->be, L, H, C, 0, L, 1, r->rows, 1, 0, (uint64_t)c->seed);
+        r->st.grad_scale = 1.0f / (float)(c->batch * r->N);  // the whole step's mean: replicas' gradients are summed
+        parts = &r->st;
     } else {
         n_local = r->K;
         parts = xcalloc((size_t)r->K, sizeof(Stage));
         for (int k = 0; k < r->K; k++)
             stage_init(&parts[k], r->be, L, H, C, r->lo[k], r->lo[k + 1], k == r->K - 1, r->rows, 1, 0, (uint64_t)c->seed);
+        parts[r->K - 1].grad_scale = 1.0f / (float)((int64_t)r->rows * r->N);
         r->stage = r->K - 1;
     }
     Stage *head = &parts[n_local - 1];
+    if (data_parallel(c->mode)) {
+        // Replicas must start from identical parameters; compare checksums within each dp group and
+        // let every rank of the world learn the verdict, so all decide alike. One gradient sync per
+        // stage this rank holds (a chunk each, interleaved).
+        double differ[1] = {0};
+        for (int k = 0; k < n_local; k++) differ[0] += !comm_same_u64(stage_param_checksum(&parts[k]), r->comm.dp);
+        comm_allreduce_max_double(differ, 1, MPI_COMM_WORLD);
+        if (differ[0])
+            user_error("train: the replicas start from different parameters (checksums differ across the dp group): give every rank the same --seed and model options");
+        r->n_sync = n_local;
+        r->sync = xcalloc((size_t)n_local, sizeof(GradSync));
+        for (int k = 0; k < n_local; k++)
+            gradsync_init(&r->sync[k], &r->comm, &parts[k], c->ddp_sync, c->allreduce, (int)c->zero, c->bucket_mb * 1024 * 1024);
+        r->sync_on = 1;
+        if (verbose) print_dp_header(r);
+    }
 
     double verify_err = NAN;
     double *stage_err = NULL;
+    if (c->gemm_timing) r->be->gemm_timing(1);
     for (int step = 0; step < steps; step++) {
         for (int k = 0; k < n_local; k++) stage_zero_grads(&parts[k]);
-        if (c->mode == MODE_PP) comm_barrier(MPI_COMM_WORLD);
+        for (int k = 0; k < r->n_sync; k++) gradsync_begin_step(&r->sync[k]);
+        if (pipelined(c->mode)) comm_barrier(MPI_COMM_WORLD);
         double t0 = now_sec();
         r->step_start[step] = t0;
-        if (c->mode == MODE_PP) r->span_s[step] = pipeline_step(r, step);
+        if (pipelined(c->mode)) r->span_s[step] = pipeline_step(r, step);
         else if (c->mode == MODE_MANUAL) manual_step(r, parts, r->K, step);
         else monolith_step(r, parts, step);
-        if (c->mode != MODE_PP) r->span_s[step] = now_sec() - t0;
-        // the loss lives on the last stage; every rank learns it (and so decides alike on NaN)
+        if (!pipelined(c->mode)) r->span_s[step] = now_sec() - t0;
+        for (int k = 0; k < r->n_sync; k++) gradsync_finish(&r->sync[k]);  // gradients averaged over the replicas
+        // the loss lives on the last stage(s); every rank learns the global batch's (and so decides alike on NaN)
         double v[3] = {0, 0, 0};
-        if (c->mode != MODE_PP || is_last(r)) { v[0] = head->loss_sum; v[1] = head->loss_rows; v[2] = head->correct; }
-        if (c->mode == MODE_PP) {
+        if (is_last(r)) { v[0] = head->loss_sum; v[1] = head->loss_rows; v[2] = head->correct; }
+        if (distributed(c->mode)) {
             double ta = now_sec();
             comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
             record(r, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
@@ -641,10 +821,11 @@ int cmd_train(int argc, char **argv) {
         if (step == 0 && c->verify) {
             // one entry per (virtual) stage: every chunk of every rank against the monolith
             stage_err = xcalloc((size_t)r->K * r->V, sizeof(double));
+            for (int k = 0; k < r->n_sync; k++) gradsync_gather_grads(&r->sync[k]);  // ZeRO-1 holds only its shards
             double *mine = xcalloc((size_t)n_local, sizeof(double));
             verify_stages(r, parts, n_local, loss, mine);
-            if (c->mode == MODE_PP) {
-                for (int k = 0; k < n_local; k++) stage_err[vstage(r, k)] = mine[k];
+            if (distributed(c->mode)) {
+                for (int k = 0; k < n_local; k++) stage_err[pipelined(c->mode) ? vstage(r, k) : r->stage] = mine[k];
                 comm_allreduce_max_double(stage_err, r->K * r->V, MPI_COMM_WORLD);
             } else {
                 for (int k = 0; k < n_local; k++) stage_err[k] = mine[k];
@@ -656,33 +837,114 @@ int cmd_train(int argc, char **argv) {
         if (!isfinite(loss))
             user_error("train: the loss became %s at step %d: lower --lr (now %g) and check the data", isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
         double to = now_sec();
-        for (int k = 0; k < n_local; k++) stage_optimizer_step(&parts[k], c->optimizer, (float)c->lr, step + 1);
+        if (r->sync_on) for (int k = 0; k < r->n_sync; k++) gradsync_optimizer_step(&r->sync[k], c->optimizer, (float)c->lr, step + 1);
+        else for (int k = 0; k < n_local; k++) stage_optimizer_step(&parts[k], c->optimizer, (float)c->lr, step + 1);
         r->be->sync();
         record(r, step, EV_OPTIMIZER, -1, 0, to - t0, now_sec() - t0);
         r->step_s[step] = now_sec() - t0;
+        if (r->sync_on) {
+            // In a pipeline the other stages still compute (the cool-down) after this one is done:
+            // the replica's compute ends when its last stage does. Every rank left the step's barrier
+            // together, so times since t0 compare across the pipeline's ranks.
+            double end = 0;
+            for (int k = 0; k < r->n_sync; k++) end = fmax(end, r->sync[k].t_compute_end);
+            if (pipelined(c->mode)) {
+                double rel[1] = {end - t0};
+                comm_allreduce_max_double(rel, 1, r->comm.pp);
+                end = t0 + rel[0];
+            }
+            // a rank's chunks: their collectives' in-flight and exposed times add up
+            r->comm_s[step] = r->exposed_s[step] = 0;
+            for (int k = 0; k < r->n_sync; k++) {
+                double cs, es;
+                gradsync_end_step(&r->sync[k], end, &cs, &es);
+                r->comm_s[step] += cs;
+                r->exposed_s[step] += es;
+            }
+        }
+        if (c->gemm_timing) r->gemm_s[step] = r->be->gemm_seconds();
         if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == 0 || step == steps - 1))
             printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
-                   r->step_s[step] * 1e3, c->batch / r->step_s[step] / 1e3);
+                   r->step_s[step] * 1e3, (double)c->batch * r->N / r->step_s[step] / 1e3);
     }
+    for (int k = 0; k < r->n_sync; k++)
+        if (!comm_same_u64(stage_param_checksum(&parts[k]), r->comm.dp))
+            fatal("the replicas of stage %d (chunk %d) ended with different parameters: the gradient all-reduce is broken", r->stage, k);
 
+    if (c->gemm_timing) r->be->gemm_timing(0);
     double acc = evaluate(r, parts, n_local);
 
     // Summary figures. Step time: the median over steps (the first is a warm-up when there are more).
     int skip = steps > 2 ? 1 : 0;
-    if (c->mode == MODE_PP) comm_allreduce_max_double(r->step_s, steps, MPI_COMM_WORLD);
+    if (distributed(c->mode)) comm_allreduce_max_double(r->step_s, steps, MPI_COMM_WORLD);
     double step_med = median(r->step_s + skip, steps - skip);
     size_t P = model_param_count(L, H, C);
-    double flops = 6.0 * (double)P * (double)c->batch;
-    if (c->checkpoint_activations) flops += 2.0 * (double)(P - ((size_t)C * H + C)) * (double)c->batch;
-    double samples_s = c->batch / step_med, gflops = flops / step_med / 1e9;
+    double rows_per_step = (double)c->batch * r->N;
+    double flops = 6.0 * (double)P * rows_per_step;
+    if (c->checkpoint_activations) flops += 2.0 * (double)(P - ((size_t)C * H + C)) * rows_per_step;
+    double samples_s = rows_per_step / step_med, gflops = flops / step_med / 1e9;
+
+    // Data parallelism. comm_ms: the time per step during which at least one of this rank's
+    // gradient collectives was in flight (from its start to the moment its completion was seen;
+    // completion is noticed at the next layer boundary while the backward runs), averaged over
+    // the ranks, median over the steps. comm_hidden_fraction: the share of that in-flight time
+    // that passed while the step's forward/backward work was still running (ddp: this rank's;
+    // hybrid: any stage of this rank's pipeline, i.e. the cool-down counts), summed over ranks and
+    // steps; the rest is exposed (the optimizer step waited for it). Naive sync starts after the
+    // backward, so in ddp it is 0 by construction; ZeRO-1's parameter all-gather is always exposed.
+    double comm_ms = NAN, hidden = NAN, opt_bytes = 0, calls = 0, buckets = 0;
+    if (r->sync_on) {
+        comm_allreduce_sum_double(r->comm_s, steps, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(r->exposed_s, steps, MPI_COMM_WORLD);
+        double tot = 0, exp = 0;
+        for (int t = 0; t < steps; t++) {
+            r->comm_s[t] /= r->world;
+            r->exposed_s[t] /= r->world;
+            if (t >= skip) { tot += r->comm_s[t]; exp += r->exposed_s[t]; }
+        }
+        comm_ms = median(r->comm_s + skip, steps - skip) * 1e3;
+        hidden = tot > 0 ? 1.0 - exp / tot : 0;
+        // optimizer state per rank (Adam's two moments), the largest over the ranks
+        size_t held = 0;
+        double nb[2] = {0, 0};  // buckets and collectives of a replica: the sum over its stages (and their chunks)
+        for (int k = 0; k < r->n_sync; k++) {
+            held += c->zero ? r->sync[k].shard_total : r->sync[k].s->n_params;
+            nb[0] += r->sync[k].nb;
+            nb[1] += r->sync[k].calls;
+        }
+        double v[1] = {c->optimizer == OPTIM_ADAM ? 2.0 * sizeof(float) * (double)held : 0};
+        comm_allreduce_max_double(v, 1, MPI_COMM_WORLD);
+        opt_bytes = v[0];
+        comm_allreduce_sum_double(nb, 2, r->comm.pp);
+        buckets = nb[0];
+        calls = nb[1];
+    }
+
+    // --gemm-timing: this rank's share of step time inside gemm (averaged over ranks), and the
+    // GFLOP/s of the model's gemms while they run: forward 2BHH per layer, backward 4BHH (the
+    // first layer computes no input gradient), the head likewise, recompute 2BHH per layer.
+    double gemm_ms = NAN, gemm_share = NAN, gemm_gflops = NAN;
+    if (c->gemm_timing) {
+        double g = 0, t = 0;
+        for (int k = skip; k < steps; k++) { g += r->gemm_s[k]; t += r->step_s[k]; }
+        double v[2] = {g / (steps - skip), g / t};
+        if (distributed(c->mode)) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
+        double B = (double)c->batch * r->N, HH = (double)H * H, HC = (double)H * C;
+        double gemm_flops = 2 * B * (L * HH + HC) + 2 * B * (L * HH + HC) + 2 * B * ((L - 1) * HH + HC);
+        if (c->checkpoint_activations) gemm_flops += 2 * B * L * HH;
+        int ranks = distributed(c->mode) ? r->world : 1;
+        gemm_ms = v[0] / ranks * 1e3;
+        gemm_share = v[1] / ranks;
+        gemm_gflops = gemm_flops / v[0] / 1e9;  // v[0]: gemm seconds per step summed over ranks
+    }
 
     // Pipeline: measured bubble per rank = 1 - busy / span, span the slowest rank's pipeline time.
     // The theory: the simulated bubble with uniform costs, which is the textbook formula where one
     // exists (schedule_bubble_formula).
     double *bubble = NULL, *peak_bytes = NULL, *peak_slots = NULL, *peak_deferred = NULL;
-    double theory = c->mode == MODE_PP ? sim.bubble_mean : NAN;
-    if (c->mode == MODE_PP) {
-        comm_allreduce_max_double(r->span_s, steps, MPI_COMM_WORLD);
+    double theory = pipelined(c->mode) ? sim.bubble_mean : NAN;
+    if (pipelined(c->mode)) {  // within each pipeline (hybrid: rank 0 reports replica 0's)
+        comm_allreduce_max_double(r->span_s, steps, r->comm.pp);
         double *b = xmalloc(sizeof(double) * (size_t)steps);
         for (int t = 0; t < steps; t++) b[t] = 1.0 - r->busy_s[t] / r->span_s[t];
         bubble = xcalloc((size_t)r->K, sizeof(double));
@@ -693,22 +955,23 @@ int cmd_train(int argc, char **argv) {
         peak_bytes[r->stage] = (double)r->tally.peak_bytes;
         peak_slots[r->stage] = r->tally.peak_stashed;
         peak_deferred[r->stage] = r->tally.peak_deferred;
-        comm_allreduce_sum_double(bubble, r->K, MPI_COMM_WORLD);
-        comm_allreduce_sum_double(peak_bytes, r->K, MPI_COMM_WORLD);
-        comm_allreduce_sum_double(peak_slots, r->K, MPI_COMM_WORLD);
-        comm_allreduce_sum_double(peak_deferred, r->K, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(bubble, r->K, r->comm.pp);
+        comm_allreduce_sum_double(peak_bytes, r->K, r->comm.pp);
+        comm_allreduce_sum_double(peak_slots, r->K, r->comm.pp);
+        comm_allreduce_sum_double(peak_deferred, r->K, r->comm.pp);
         free(b);
     }
     // ... and what the simulator predicts for this schedule with each rank's median action times:
     // F, and B (or I and W where the backward is split), each the time of one pass of one chunk.
     // The simulator takes whole-stage costs (a chunk pass is 1/v of them), so they are scaled by v.
+    // (hybrid: each replica's own, as the bubble above)
     int split = schedule_splits_backward(c->schedule);
     Costs med = {0};
     SimResult msim = {0};
     Gantt charts[2];
     memset(charts, 0, sizeof charts);
     int shown = -1;
-    if (c->mode == MODE_PP) {
+    if (pipelined(c->mode)) {
         double *m[4];
         for (int k = 0; k < 4; k++) m[k] = xcalloc((size_t)r->K, sizeof(double));
         m[0][r->stage] = kind_median(r, ACT_FORWARD, skip);
@@ -720,7 +983,7 @@ int cmd_train(int argc, char **argv) {
             m[1][r->stage] = kind_median(r, ACT_BACKWARD, skip);
             m[2][r->stage] = m[3][r->stage] = m[1][r->stage] / 2;  // only their sum matters for a full backward
         }
-        for (int k = 0; k < 4; k++) comm_allreduce_sum_double(m[k], r->K, MPI_COMM_WORLD);
+        for (int k = 0; k < 4; k++) comm_allreduce_sum_double(m[k], r->K, r->comm.pp);
         med = (Costs){m[0], m[1], m[2], m[3]};
         double *st[3];
         for (int k = 0; k < 3; k++) {
@@ -739,7 +1002,8 @@ int cmd_train(int argc, char **argv) {
         }
     }
 
-    int verify_failed = c->verify && !(verify_err <= VERIFY_TOL);
+    double verify_tol = c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL;
+    int verify_failed = c->verify && !(verify_err <= verify_tol);
     if (r->rank == 0 && c->json) {
         char s[32];
         cJSON *o = cJSON_CreateObject();
@@ -761,13 +1025,38 @@ int cmd_train(int argc, char **argv) {
         char blas[160];
         blas_describe(blas, sizeof blas);
         cJSON_AddStringToObject(o, "blas", blas);
+        char dev[192];
+        r->be->describe(dev, sizeof dev);
+        cJSON_AddStringToObject(o, "device", r->be->name);
+        cJSON_AddStringToObject(o, "device_info", dev);
+        cJSON_AddBoolToObject(o, "tf32", c->tf32);
+        if (c->gemm_timing) {
+            cJSON_AddNumberToObject(o, "gemm_ms_per_step", gemm_ms);
+            cJSON_AddNumberToObject(o, "gemm_share", gemm_share);
+            cJSON_AddNumberToObject(o, "gemm_gflops", gemm_gflops);
+        }
         cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(r->loss, steps));
         if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", r->K);
-        if (c->mode == MODE_PP) {
+        if (r->N > 1 || option_was_set("grad-accum")) cJSON_AddNumberToObject(o, "grad_accum", r->N);
+        if (data_parallel(c->mode)) {
+            if (c->mode == MODE_HYBRID) cJSON_AddNumberToObject(o, "pp", r->K);
+            cJSON_AddNumberToObject(o, "dp", r->D);
+            cJSON_AddStringToObject(o, "ddp_sync", choice_name(SYNC_CHOICES, c->ddp_sync, s, sizeof s));
+            cJSON_AddStringToObject(o, "allreduce", choice_name(ALLREDUCE_CHOICES, c->allreduce, s, sizeof s));
+            cJSON_AddNumberToObject(o, "zero", (double)c->zero);
+            if (c->ddp_sync == SYNC_BUCKETED) cJSON_AddNumberToObject(o, "bucket_mb", c->bucket_mb);
+            cJSON_AddNumberToObject(o, "bucket_count", buckets);
+            cJSON_AddNumberToObject(o, "collectives_per_step", calls);
+            cJSON_AddNumberToObject(o, "comm_ms", comm_ms);
+            cJSON_AddNumberToObject(o, "comm_hidden_fraction", hidden);
+            cJSON_AddNumberToObject(o, "optimizer_bytes_per_rank", opt_bytes);
+        }
+        if (pipelined(c->mode)) {
             cJSON_AddStringToObject(o, "schedule", choice_name(SCHED_CHOICES, c->schedule, s, sizeof s));
             cJSON_AddNumberToObject(o, "stages", r->K);
             cJSON_AddNumberToObject(o, "micro_batches", r->M);
             cJSON_AddNumberToObject(o, "virtual_stages", r->V);
+            cJSON_AddStringToObject(o, "transport", choice_name(TRANSPORT_CHOICES, r->place.transport, s, sizeof s));
             cJSON_AddBoolToObject(o, "checkpoint_activations", c->checkpoint_activations);
             int part[MAX_STAGES];
             for (int k = 0; k < r->K * r->V; k++) part[k] = r->lo[k + 1] - r->lo[k];
@@ -801,7 +1090,13 @@ int cmd_train(int argc, char **argv) {
                100 * acc, (long long)(r->data.features && c->eval_samples > r->data.n ? r->data.n : c->eval_samples),
                r->data.features ? "training" : "held-out");
         printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", step_med * 1e3, samples_s, gflops);
-        if (c->mode == MODE_PP) {
+        if (c->gemm_timing)
+            printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", gemm_ms,
+                   distributed(c->mode) ? " per rank" : "", 100 * gemm_share, gemm_gflops);
+        if (data_parallel(c->mode))
+            printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | optimizer state %.2f MB per rank\n",
+                   calls, comm_ms, 100 * hidden, opt_bytes / 1e6);
+        if (pipelined(c->mode)) {
             // per rank; with chunks, its layer ranges in chunk order, the medians per chunk pass, and
             // in-flight counting chunk passes; a split backward shows I and W (and the deferred W's)
             printf("\n%-6s %-10s %-29s   %9s %9s%s %14s  %s\n", "", "", "----------- bubble ----------", "median", "median",
@@ -827,9 +1122,10 @@ int cmd_train(int argc, char **argv) {
                    r->V > 1 ? " of one chunk pass each" : "");
         }
         if (c->verify) {
-            printf("\nverify (step 1 vs monolith reference): worst relative error per %s:", c->mode != MODE_PP ? "part" : r->V > 1 ? "chunk (pipeline order)" : "stage");
+            printf("\nverify (step 1 vs monolith reference on the cpu): worst relative error per %s:",
+                   !distributed(c->mode) ? "part" : r->V > 1 ? "chunk (pipeline order)" : "stage");
             for (int k = 0; k < r->K * r->V; k++) printf(" %.2e", stage_err[k]);
-            printf(" -> %s (tolerance %.0e)\n", verify_failed ? "FAILED" : "ok", VERIFY_TOL);
+            printf(" -> %s (tolerance %.0e)\n", verify_failed ? "FAILED" : "ok", verify_tol);
         }
         if (c->gantt) {
             const char *nc = getenv("NO_COLOR");
@@ -841,18 +1137,22 @@ int cmd_train(int argc, char **argv) {
         }
     }
     fflush(stdout);
+    for (int k = 0; k < r->n_sync; k++) gradsync_free(&r->sync[k]);
+    free(r->sync);
     if (charts[0].slices) gantt_free_slices(&charts[0]);
     sim_result_free(&msim);
     free(med.f); free(med.b); free(med.i); free(med.w);
     for (int k = 0; k < n_local; k++) stage_free(&parts[k]);
-    if (c->mode != MODE_PP) free(parts);
+    if (parts != &r->st) free(parts);
     sim_result_free(&sim);
     action_list_free(&r->list);
     r->be->free(r->dout); r->be->free(r->din);
-    free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->ev); free(r->step_start);
+    free(r->xh); free(r->yh); free(r->step_s); free(r->busy_s); free(r->span_s); free(r->loss); free(r->gemm_s); free(r->ev); free(r->step_start);
+    free(r->comm_s); free(r->exposed_s);
     free(bubble); free(peak_bytes); free(peak_slots); free(peak_deferred); free(stage_err);
     data_close(&r->data);
+    if (distributed(c->mode)) comms_free(&r->comm);
     comms_finalize();
-    if (verify_failed && r->rank == 0) fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e\n", verify_err, VERIFY_TOL);
+    if (verify_failed && r->rank == 0) fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e\n", verify_err, verify_tol);
     return verify_failed ? 1 : 0;
 }

@@ -2,4 +2,6 @@
 #pragma once
 int cmd_train(int argc, char **argv);
 int cmd_pingpong(int argc, char **argv);
+int cmd_allreduce(int argc, char **argv);
+int cmd_selftest(int argc, char **argv);
 int cmd_bubble(int argc, char **argv);  // bubble.c

@@ -8,6 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus  // kernels.cu includes this header too
+#define _Noreturn [[noreturn]]
+#endif
+
 extern int g_rank;  // this process's world rank (0 before MPI starts), set by comms_init
 extern int g_quiet_errors;  // when set, user_error on rank != 0 prints nothing (rank 0 speaks for all)
 

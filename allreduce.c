@@ -1,0 +1,126 @@
+// allreduce.c: `micropp allreduce`: times the data-parallel all-reduce over every rank, MPI's own
+// (MPI_Allreduce) against the from-scratch ring of comms.c, the way nccl-tests' all_reduce_perf
+// reports it (time, algorithm and bus bandwidth), and checks the result (#wrong; exit 1 when wrong).
+#include <math.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "comms.h"
+#include "config.h"
+#include "train.h"
+#include "util.h"
+
+typedef struct {
+    int64_t size;     // bytes
+    int sweep;        // all powers of two from 4 B to size
+    int64_t iters, warmup;
+    int algo;         // 0 mpi, 1 ring, 2 both
+    int json;
+} AllreduceConfig;
+
+#define A(field) offsetof(AllreduceConfig, field)
+static const Option allreduce_options[] = {
+    {"size", 'b', OPT_SIZE, A(size), 0, 4, 4.0 * (1LL << 30), "BYTES", "buffer size (K/M/G suffixes: 64M = 64 MiB), a multiple of 4"},
+    {"sweep", 0, OPT_BOOL, A(sweep), 0, 0, 0, 0, "every power of two from 4 B up to --size"},
+    {"iters", 'n', OPT_INT, A(iters), 0, 1, 1 << 20, "N", "timed iterations per size"},
+    {"warmup", 'w', OPT_INT, A(warmup), 0, 0, 1 << 20, "N", "untimed iterations first"},
+    {"algo", 0, OPT_CHOICE, A(algo), "mpi|ring|both", 0, 0, "ALG", "MPI_Allreduce, the ring, or both"},
+    {"json", 0, OPT_BOOL, A(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
+    {0},
+};
+#undef A
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// Median over iterations of the slowest rank's time for one all-reduce of n floats.
+static double time_allreduce(Comm *c, float *x, size_t n, int algo, int iters, int warmup) {
+    double *t = xmalloc(sizeof(double) * (size_t)iters);
+    for (int i = -warmup; i < iters; i++) {
+        comm_barrier(c->dp);
+        double t0 = now_sec();
+        comm_allreduce(c, x, n, 1.0f, algo);  // a plain sum: the time of the collective alone
+        if (i >= 0) t[i] = now_sec() - t0;
+    }
+    comm_allreduce_max_double(t, iters, c->dp);
+    qsort(t, (size_t)iters, sizeof(double), cmp_double);
+    double m = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
+    free(t);
+    return m;
+}
+
+// Element i on rank r is (r + 1) * (i % 7 + 1): small integers, so the sum is exact in float.
+static long count_wrong(Comm *c, float *x, size_t n, int algo) {
+    int D = c->replicas;
+    for (size_t i = 0; i < n; i++) x[i] = (float)((c->replica + 1) * (int)(i % 7 + 1));
+    comm_allreduce(c, x, n, 1.0f, algo);
+    long wrong = 0;
+    float tri = (float)(D * (D + 1) / 2);
+    for (size_t i = 0; i < n; i++) wrong += x[i] != tri * (float)(i % 7 + 1);
+    double w[1] = {(double)wrong};
+    comm_allreduce_sum_double(w, 1, c->dp);
+    return (long)w[0];
+}
+
+int cmd_allreduce(int argc, char **argv) {
+    comms_init(&argc, &argv);
+    AllreduceConfig cfg = {.size = 64LL << 20, .iters = 20, .warmup = 3, .algo = 2};
+    options_parse("allreduce", allreduce_options, &cfg, argc, argv, "mpiexec -n D micropp allreduce [options]",
+                  "  mpiexec -n 2 micropp allreduce                      # 64 MiB, MPI vs ring\n"
+                  "  mpiexec -n 4 micropp allreduce --sweep --size 16M   # 4 B .. 16 MiB\n");
+    if (cfg.size % 4)
+        user_error("allreduce: --size %lld is not a whole number of floats: use a multiple of 4 bytes", (long long)cfg.size);
+    Comm c;
+    comms_grid(&c, &backend_cpu, 1, comms_world_size());  // dp = every rank
+    size_t nmax = (size_t)cfg.size / 4;
+    float *x = backend_cpu.alloc(nmax * sizeof(float));
+    for (size_t i = 0; i < nmax; i++) x[i] = 1e-3f;
+    int D = c.replicas, first = cfg.algo == 2 ? 0 : cfg.algo, last = cfg.algo == 2 ? 1 : cfg.algo;
+    const char *names[2] = {"mpi", "ring"};
+    cJSON *rows = cJSON_CreateArray();
+    long total_wrong = 0;
+    if (c.rank == 0 && !cfg.json) {
+        printf("# micropp allreduce: %d ranks, float sum in place (mpi = MPI_Allreduce, ring = comms.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
+               D, (long long)cfg.iters, (long long)cfg.warmup);
+        printf("# algbw = size / time, busbw = algbw * 2(D-1)/D (what each rank's link carries); GB = 1e9 bytes\n");
+        printf("# %12s %12s %6s %12s %12s %12s %7s\n", "size(B)", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    }
+    for (size_t n = cfg.sweep ? 1 : nmax; n <= nmax; n = n * 2 > nmax && n < nmax ? nmax : n * 2) {
+        for (int a = first; a <= last; a++) {
+            double t = time_allreduce(&c, x, n, a, (int)cfg.iters, (int)cfg.warmup);
+            long wrong = count_wrong(&c, x, n, a);
+            for (size_t i = 0; i < n; i++) x[i] = 1e-3f;
+            total_wrong += wrong;
+            double bytes = 4.0 * (double)n, algbw = bytes / t / 1e9, busbw = algbw * 2.0 * (D - 1) / D;
+            if (c.rank == 0 && !cfg.json)
+                printf("  %12.0f %12zu %6s %12.1f %12.3f %12.3f %7ld\n", bytes, n, names[a], t * 1e6, algbw, busbw, wrong);
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "bytes", bytes);
+            cJSON_AddStringToObject(o, "algo", names[a]);
+            cJSON_AddNumberToObject(o, "time_us", t * 1e6);
+            cJSON_AddNumberToObject(o, "algbw_gbs", algbw);
+            cJSON_AddNumberToObject(o, "busbw_gbs", busbw);
+            cJSON_AddNumberToObject(o, "wrong", (double)wrong);
+            cJSON_AddItemToArray(rows, o);
+        }
+        if (n == nmax) break;
+    }
+    if (c.rank == 0 && cfg.json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "ranks", D);
+        cJSON_AddItemToObject(o, "results", rows);
+        char *text = cJSON_PrintUnformatted(o);
+        printf("%s\n", text);
+        free(text);
+        cJSON_Delete(o);
+    } else {
+        cJSON_Delete(rows);
+    }
+    if (c.rank == 0 && total_wrong) fprintf(stderr, "micropp: allreduce: %ld wrong elements\n", total_wrong);
+    backend_cpu.free(x);
+    comms_free(&c);
+    fflush(stdout);
+    comms_finalize();
+    return total_wrong ? 1 : 0;
+}

@@ -1,0 +1,32 @@
+// devcomm.h: the NCCL transport between GPU ranks, for comms.c only (which bootstraps it over MPI
+// and dispatches comm_send/comm_recv to it when --transport is nccl). Implemented in kernels.cu;
+// cuda_stub.c (a CPU-only build) ends the run if it is ever reached. Buffers are device pointers.
+#pragma once
+#include <stddef.h>
+
+#define DEVCOMM_ID_BYTES 128  // sizeof(ncclUniqueId); kernels.cu checks it at compile time
+
+typedef struct DevComm DevComm;
+
+// Rank 0 of a group makes the id (ncclGetUniqueId), the caller broadcasts it over MPI, then every
+// rank of the group opens its communicator with it (ncclCommInitRank: collective, all ranks at once).
+void devcomm_unique_id(void *id);
+DevComm *devcomm_open(const void *id, int nranks, int rank);
+void devcomm_close(DevComm *d);
+
+// Point-to-point with the semantics of comm_send / comm_recv. A send copies buf into a device
+// staging buffer (so the caller may overwrite buf at once) and is posted with this rank's next
+// receive or flush, in ONE ncclGroupStart/End with it: a send and a receive between two stages
+// then progress together and neither waits on the other (a 1F1B stage sends an activation while
+// its neighbour sends it a gradient). devcomm_recv returns when buf holds the data.
+void devcomm_send(DevComm *d, const float *buf, size_t n, int peer);
+void devcomm_recv(DevComm *d, float *buf, size_t n, int peer);
+void devcomm_flush(DevComm *d);  // posts the pending sends and waits until they have completed
+
+// Hook for data parallelism (not implemented here: the all-reduce belongs to the DP work): a
+// devcomm_allreduce_sum(d, buf, n) would run ncclAllReduce(buf, buf, n, ncclFloat, ncclSum) on a
+// stream of its own, after the compute stream's gradients (cudaEventRecord on the compute stream
+// + cudaStreamWaitEvent on the all-reduce stream), with the optimizer step waiting on an event
+// recorded after it. A DP group gets its own DevComm: devcomm_unique_id on the group's rank 0,
+// MPI_Bcast over the group's communicator, devcomm_open(id, group size, group rank), as
+// comms.c's comm_nccl_open does for the pipeline.

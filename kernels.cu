@@ -1,0 +1,402 @@
+// kernels.cu: the CUDA backend of ops.h: cuBLAS sgemm for every matrix product and one small kernel
+// per element-wise operation, each calling the very ops_math.h function the CPU loops call; and the
+// NCCL transport of devcomm.h. Everything runs on ONE non-blocking compute stream. No MPI here:
+// comms.c bootstraps NCCL and dispatches to it. Every CUDA/cuBLAS/NCCL call and launch is checked.
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <nccl.h>
+#include <sched.h>
+#include <string.h>
+#include "ops_math.h"
+extern "C" {
+#include "devcomm.h"
+#include "ops.h"
+#include "util.h"
+}
+
+// ---- checks: "[rank r] kernels.cu:LINE: cudaXxx(...) failed: <the library's message>" ----
+
+static void cuda_check_at(cudaError_t e, const char *what, const char *file, int line) {
+    if (e != cudaSuccess) fatal_at(file, line, "%s failed: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+static void cublas_check_at(cublasStatus_t s, const char *what, const char *file, int line) {
+    if (s != CUBLAS_STATUS_SUCCESS) fatal_at(file, line, "%s failed: %s (%s)", what, cublasGetStatusString(s), cublasGetStatusName(s));
+}
+static void nccl_check_at(ncclResult_t r, const char *what, const char *file, int line) {
+    if (r != ncclSuccess) fatal_at(file, line, "%s failed: %s (%s)", what, ncclGetErrorString(r), ncclGetLastError(NULL));
+}
+#define CUDA_CHECK(call) cuda_check_at((call), #call, __FILE__, __LINE__)
+#define CUBLAS_CHECK(call) cublas_check_at((call), #call, __FILE__, __LINE__)
+#define NCCL_CHECK(call) nccl_check_at((call), #call, __FILE__, __LINE__)
+#define LAUNCH_CHECK(kernel) cuda_check_at(cudaGetLastError(), "launch of " #kernel, __FILE__, __LINE__)
+
+// ---- the device, its stream and cuBLAS handle ----
+
+static int g_device, g_devices;
+static cudaStream_t g_stream;  // every kernel, copy and gemm runs here, in order
+static cublasHandle_t g_cublas;
+static int g_tf32;
+static struct Result { double loss_sum; int hits; } *g_result_host, *g_result_dev;  // softmax_xent
+static float *g_row_loss;  // softmax_xent: per-row losses and hits, grown as needed
+static int *g_row_hit, g_row_cap;
+
+constexpr int THREADS = 256;
+static unsigned blocks_for(size_t n) {  // kernels below loop with a grid stride, so a cap is fine
+    size_t b = (n + THREADS - 1) / THREADS;
+    return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+// ---- memory ----
+
+static void *cu_alloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));  // plain device memory, never managed memory
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g_stream));
+    return p;
+}
+static void cu_free(void *p) { CUDA_CHECK(cudaFree(p)); }
+static void *cu_alloc_host(size_t bytes) {
+    void *p = NULL;
+    CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));  // pinned: DMA-able, copies at full speed
+    memset(p, 0, bytes);
+    return p;
+}
+static void cu_free_host(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
+
+// Host-to-device copies wait for completion: the source may be a pinned staging buffer the caller
+// reuses at once. Device-to-host copies wait because the caller reads the result.
+static void cu_to_device(void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream));
+    CUDA_CHECK(cudaStreamSynchronize(g_stream));
+}
+static void cu_to_host(void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_stream));
+    CUDA_CHECK(cudaStreamSynchronize(g_stream));
+}
+static void cu_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_stream));
+}
+static void cu_sync(void) { CUDA_CHECK(cudaStreamSynchronize(g_stream)); }
+
+// ---- gemm: the one place where row-major meets cuBLAS's column-major ----
+
+static cudaEvent_t *g_ev;  // gemm timing: start/stop event pairs of the gemms since the last read
+static int g_ev_n, g_ev_cap, g_timing;
+
+static void cu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                    const float *B, int ldb, float beta, float *C, int ldc) {
+    // A row-major matrix with leading dimension ld IS its transpose in column-major with the same
+    // ld. So row-major C[M,N] = op(A) op(B) is column-major C^T[N,M] = op(B)^T op(A)^T: hand cuBLAS
+    // B before A, N before M, each with its own transpose flag unchanged.
+    if (g_timing) {
+        if (g_ev_n + 2 > g_ev_cap) {
+            int cap = g_ev_cap ? 2 * g_ev_cap : 256;
+            g_ev = (cudaEvent_t *)realloc(g_ev, sizeof(cudaEvent_t) * (size_t)cap);
+            CHECK(g_ev, "out of memory for gemm timing events");
+            for (int i = g_ev_cap; i < cap; i++) CUDA_CHECK(cudaEventCreate(&g_ev[i]));
+            g_ev_cap = cap;
+        }
+        CUDA_CHECK(cudaEventRecord(g_ev[g_ev_n++], g_stream));
+    }
+    CUBLAS_CHECK(cublasSgemm(g_cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    if (g_timing) CUDA_CHECK(cudaEventRecord(g_ev[g_ev_n++], g_stream));
+}
+static void cu_gemm_timing(int on) {
+    cu_sync();
+    g_timing = on;
+    g_ev_n = 0;
+}
+static double cu_gemm_seconds(void) {
+    cu_sync();
+    double s = 0;
+    for (int i = 0; i + 1 < g_ev_n; i += 2) {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, g_ev[i], g_ev[i + 1]));
+        s += ms * 1e-3;
+    }
+    g_ev_n = 0;
+    return s;
+}
+static void cu_set_tf32(int on) {
+    g_tf32 = on;
+    CUBLAS_CHECK(cublasSetMathMode(g_cublas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+// ---- element-wise kernels: each thread calls the ops_math.h function the CPU loop calls ----
+
+__global__ void k_fill(float *x, float v, size_t n) { GRID_STRIDE(i, n) x[i] = v; }
+
+__global__ void k_bias_act(float *y, const float *b, size_t n, int cols, int relu) {
+    GRID_STRIDE(i, n) y[i] = bias_act_f(y[i], b[i % cols], relu);
+}
+
+__global__ void k_relu_backward(float *dz, const float *dy, const float *y, size_t n) {
+    GRID_STRIDE(i, n) dz[i] = relu_backward_f(dy[i], y[i]);
+}
+
+__global__ void k_adam(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a) {
+    GRID_STRIDE(i, n) adam_update(&p[i], g[i], &m[i], &v[i], a);
+}
+
+__global__ void k_sgd(float *p, const float *g, size_t n, float lr) { GRID_STRIDE(i, n) p[i] = sgd_update(p[i], g[i], lr); }
+
+__global__ void k_axpy(float *y, float a, const float *x, size_t n) { GRID_STRIDE(i, n) y[i] = axpy_f(y[i], a, x[i]); }
+
+__global__ void k_scale(float *x, float a, size_t n) { GRID_STRIDE(i, n) x[i] *= a; }
+
+// db[cols] += column sums of dz[rows,cols]. A block owns 32 columns: its 32x32 threads each sum a
+// stride of rows of one column (reads coalesced along the row), then fold the 32 partial sums in
+// shared memory. Deterministic: the same order on every run.
+__global__ void k_bias_grad(float *db, const float *dz, int rows, int cols) {
+    __shared__ float part[32][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    float s = 0.0f;
+    if (c < cols)
+        for (int r = threadIdx.y; r < rows; r += 32) s += dz[(size_t)r * cols + c];
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    for (int h = 16; h > 0; h >>= 1) {
+        if ((int)threadIdx.y < h) part[threadIdx.y][threadIdx.x] += part[threadIdx.y + h][threadIdx.x];
+        __syncthreads();
+    }
+    if (threadIdx.y == 0 && c < cols) db[c] += part[0][threadIdx.x];
+}
+
+// One thread per row: softmax_xent_row, the CPU's function, writes the row's dlogits and loss.
+__global__ void k_softmax_xent(const float *logits, const int32_t *labels, int rows, int C, float scale,
+                               float *dlogits, float *row_loss, int *row_hit) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    int hit = 0;
+    row_loss[r] = softmax_xent_row(logits + (size_t)r * C, C, labels[r], scale, dlogits + (size_t)r * C, &hit);
+    row_hit[r] = hit;
+}
+
+// One block sums the rows' losses (in double, as the CPU does) and hits.
+__global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, Result *out) {
+    __shared__ double ls[THREADS];
+    __shared__ int hs[THREADS];
+    double s = 0.0;
+    int h = 0;
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) { s += row_loss[r]; h += row_hit[r]; }
+    ls[threadIdx.x] = s;
+    hs[threadIdx.x] = h;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if ((int)threadIdx.x < k) { ls[threadIdx.x] += ls[threadIdx.x + k]; hs[threadIdx.x] += hs[threadIdx.x + k]; }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) { out->loss_sum = ls[0]; out->hits = hs[0]; }
+}
+
+// ---- the Backend functions that launch them ----
+
+static void cu_fill(float *x, float v, size_t n) {
+    if (!n) return;
+    k_fill<<<blocks_for(n), THREADS, 0, g_stream>>>(x, v, n);
+    LAUNCH_CHECK(k_fill);
+}
+static void cu_bias_act(float *y, const float *b, int rows, int cols, int relu) {
+    size_t n = (size_t)rows * cols;
+    if (!n) return;
+    k_bias_act<<<blocks_for(n), THREADS, 0, g_stream>>>(y, b, n, cols, relu);
+    LAUNCH_CHECK(k_bias_act);
+}
+static void cu_relu_backward(float *dz, const float *dy, const float *y, size_t n) {
+    if (!n) return;
+    k_relu_backward<<<blocks_for(n), THREADS, 0, g_stream>>>(dz, dy, y, n);
+    LAUNCH_CHECK(k_relu_backward);
+}
+static void cu_bias_grad(float *db, const float *dz, int rows, int cols) {
+    if (rows <= 0 || cols <= 0) return;
+    k_bias_grad<<<(unsigned)((cols + 31) / 32), dim3(32, 32), 0, g_stream>>>(db, dz, rows, cols);
+    LAUNCH_CHECK(k_bias_grad);
+}
+static double cu_softmax_xent(const float *logits, const int32_t *labels, int rows, int C, float scale,
+                              float *dlogits, int *correct) {
+    if (rows <= 0) return 0.0;
+    if (rows > g_row_cap) {
+        CUDA_CHECK(cudaFree(g_row_loss));
+        CUDA_CHECK(cudaFree(g_row_hit));
+        CUDA_CHECK(cudaMalloc(&g_row_loss, sizeof(float) * (size_t)rows));
+        CUDA_CHECK(cudaMalloc(&g_row_hit, sizeof(int) * (size_t)rows));
+        g_row_cap = rows;
+    }
+    k_softmax_xent<<<(unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, g_stream>>>(
+        logits, labels, rows, C, scale, dlogits, g_row_loss, g_row_hit);
+    LAUNCH_CHECK(k_softmax_xent);
+    k_sum_rows<<<1, THREADS, 0, g_stream>>>(g_row_loss, g_row_hit, rows, g_result_dev);
+    LAUNCH_CHECK(k_sum_rows);
+    CUDA_CHECK(cudaMemcpyAsync(g_result_host, g_result_dev, sizeof(Result), cudaMemcpyDeviceToHost, g_stream));
+    CUDA_CHECK(cudaStreamSynchronize(g_stream));
+    *correct += g_result_host->hits;
+    return g_result_host->loss_sum;
+}
+static void cu_adam(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a) {
+    if (!n) return;
+    k_adam<<<blocks_for(n), THREADS, 0, g_stream>>>(p, g, m, v, n, a);
+    LAUNCH_CHECK(k_adam);
+}
+static void cu_sgd(float *p, const float *g, size_t n, float lr) {
+    if (!n) return;
+    k_sgd<<<blocks_for(n), THREADS, 0, g_stream>>>(p, g, n, lr);
+    LAUNCH_CHECK(k_sgd);
+}
+static void cu_axpy(float *y, float a, const float *x, size_t n) {
+    if (!n) return;
+    k_axpy<<<blocks_for(n), THREADS, 0, g_stream>>>(y, a, x, n);
+    LAUNCH_CHECK(k_axpy);
+}
+static void cu_scale(float *x, float a, size_t n) {
+    if (!n) return;
+    k_scale<<<blocks_for(n), THREADS, 0, g_stream>>>(x, a, n);
+    LAUNCH_CHECK(k_scale);
+}
+
+static void cu_describe(char *out, size_t n) {
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, g_device));
+    int ver = 0;
+    CUBLAS_CHECK(cublasGetVersion(g_cublas, &ver));
+    snprintf(out, n, "cuda:%d %s (%d of %d visible) cuBLAS %d.%d%s", g_device, prop.name, g_device + 1, g_devices,
+             ver / 10000, ver / 100 % 100, g_tf32 ? " tf32" : " fp32");
+}
+
+static Backend g_backend;
+
+extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen) {
+    if (g_backend.name) return &g_backend;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {  // no driver, no device, driver too old: the driver's own words
+        snprintf(err, errlen, "%s", cudaGetErrorString(e));
+        cudaGetLastError();
+        return NULL;
+    }
+    if (n <= 0) { snprintf(err, errlen, "cudaGetDeviceCount found no device"); return NULL; }
+    g_devices = n;
+    g_device = local_rank % n;
+    e = cudaSetDevice(g_device);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking);  // creates the context
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "device %d: %s", g_device, cudaGetErrorString(e));
+        cudaGetLastError();
+        return NULL;
+    }
+    cublasStatus_t s = cublasCreate(&g_cublas);
+    if (s != CUBLAS_STATUS_SUCCESS) { snprintf(err, errlen, "device %d: cublasCreate: %s", g_device, cublasGetStatusString(s)); return NULL; }
+    CUBLAS_CHECK(cublasSetStream(g_cublas, g_stream));
+    CUBLAS_CHECK(cublasSetMathMode(g_cublas, CUBLAS_DEFAULT_MATH));  // fp32 unless --tf32
+    CUDA_CHECK(cudaMallocHost(&g_result_host, sizeof(Result)));
+    CUDA_CHECK(cudaMalloc(&g_result_dev, sizeof(Result)));
+    Backend b = {};
+    b.name = "cuda"; b.on_host = 0; b.device_count = n;
+    b.alloc = cu_alloc; b.free = cu_free; b.to_device = cu_to_device; b.to_host = cu_to_host; b.copy = cu_copy;
+    b.fill = cu_fill; b.gemm = cu_gemm; b.bias_act = cu_bias_act; b.relu_backward = cu_relu_backward;
+    b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent; b.adam = cu_adam; b.sgd = cu_sgd;
+    b.axpy = cu_axpy; b.scale = cu_scale; b.sync = cu_sync;
+    b.alloc_host = cu_alloc_host; b.free_host = cu_free_host; b.set_tf32 = cu_set_tf32;
+    b.gemm_timing = cu_gemm_timing; b.gemm_seconds = cu_gemm_seconds; b.describe = cu_describe;
+    g_backend = b;
+    return &g_backend;
+}
+
+// ---- NCCL point-to-point (devcomm.h) ----
+
+static_assert(sizeof(ncclUniqueId) == DEVCOMM_ID_BYTES, "DEVCOMM_ID_BYTES must match sizeof(ncclUniqueId)");
+
+typedef struct { float *buf; size_t cap, n; int peer; } Staged;
+
+struct DevComm {
+    ncclComm_t comm;
+    cudaStream_t stream;  // NCCL's stream; ordered after the compute stream by `ready`
+    cudaEvent_t ready;
+    Staged *st;           // staging buffers; the first n_pending hold sends not yet posted
+    int n_st, n_pending;
+};
+
+extern "C" void devcomm_unique_id(void *id) {
+    ncclUniqueId u;
+    NCCL_CHECK(ncclGetUniqueId(&u));
+    memcpy(id, &u, sizeof u);
+}
+
+extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank) {
+    CHECK(g_backend.name, "NCCL asked for before the CUDA backend was opened");
+    DevComm *d = (DevComm *)xcalloc(1, sizeof(DevComm));
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    NCCL_CHECK(ncclCommInitRank(&d->comm, nranks, u, rank));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
+    return d;
+}
+
+extern "C" void devcomm_close(DevComm *d) {
+    if (!d) return;
+    devcomm_flush(d);
+    NCCL_CHECK(ncclCommDestroy(d->comm));
+    for (int i = 0; i < d->n_st; i++) CUDA_CHECK(cudaFree(d->st[i].buf));
+    free(d->st);
+    CUDA_CHECK(cudaEventDestroy(d->ready));
+    CUDA_CHECK(cudaStreamDestroy(d->stream));
+    free(d);
+}
+
+extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer) {
+    // The staging buffers past n_pending are free (every post waits for completion); take one big
+    // enough, else grow one. Swapping it into slot n_pending keeps the pending ones first.
+    int k = -1;
+    for (int i = d->n_pending; i < d->n_st && k < 0; i++) if (d->st[i].cap >= n) k = i;
+    if (k < 0) {
+        if (d->n_pending < d->n_st) k = d->n_pending;  // a free one too small: regrow it
+        else {
+            d->st = (Staged *)realloc(d->st, sizeof(Staged) * (size_t)(d->n_st + 1));
+            CHECK(d->st, "out of memory growing the NCCL staging list");
+            Staged empty = {};
+            d->st[d->n_st] = empty;
+            k = d->n_st++;
+        }
+        CUDA_CHECK(cudaFree(d->st[k].buf));
+        CUDA_CHECK(cudaMalloc(&d->st[k].buf, n ? n * sizeof(float) : 1));
+        d->st[k].cap = n;
+    }
+    Staged t = d->st[k]; d->st[k] = d->st[d->n_pending]; d->st[d->n_pending] = t;
+    Staged *s = &d->st[d->n_pending++];
+    s->n = n;
+    s->peer = peer;
+    CUDA_CHECK(cudaMemcpyAsync(s->buf, buf, n * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
+}
+
+// Posts the pending sends and (when buf) one receive as one group on NCCL's stream, after all the
+// compute queued so far (staging copies, earlier readers of buf), and waits for it, checking
+// NCCL's asynchronous error state meanwhile so that a failed peer ends the run instead of hanging.
+static void post(DevComm *d, float *buf, size_t n, int peer) {
+    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->stream, d->ready, 0));
+    NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < d->n_pending; i++)
+        NCCL_CHECK(ncclSend(d->st[i].buf, d->st[i].n, ncclFloat, d->st[i].peer, d->comm, d->stream));
+    if (buf) NCCL_CHECK(ncclRecv(buf, n, ncclFloat, peer, d->comm, d->stream));
+    NCCL_CHECK(ncclGroupEnd());
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(d->stream);
+        if (e == cudaSuccess) break;
+        if (e != cudaErrorNotReady) CUDA_CHECK(e);
+        ncclResult_t async_err;
+        NCCL_CHECK(ncclCommGetAsyncError(d->comm, &async_err));
+        NCCL_CHECK(async_err);
+        sched_yield();
+    }
+    d->n_pending = 0;
+}
+
+extern "C" void devcomm_recv(DevComm *d, float *buf, size_t n, int peer) { post(d, buf, n, peer); }
+
+extern "C" void devcomm_flush(DevComm *d) {
+    if (d->n_pending) post(d, NULL, 0, 0);
+}

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# tests/t_gpu.sh: the device flags and the GPU path. Everywhere: the one-line error of --device
+# cuda without a GPU (GPU-enabled and CPU-only binaries), auto falling back to the CPU, refused
+# flag combinations, selftest on the CPU (and that it fails when it should), gemm timing. With a
+# GPU: selftest on cuda, and CPU-vs-GPU loss and gradients (--verify computes its reference on the
+# CPU) for 1 rank and for 2 ranks on one GPU over the MPI transport, each schedule; NCCL's rules.
+source "$(dirname "$0")/lib.sh"
+TINY=(--layers 4 --hidden 32 --batch 16 --steps 3 --log-every 0)
+CPU_BIN=$ROOT/micropp-cpu
+NVCC=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+
+# Probe: does this binary see a GPU? (exit 0: yes; exit 2 "no CUDA device": no)
+run 120 "$MICROPP" train "${TINY[@]}" --steps 1 --device cuda --json
+GPU=0
+if [ "$RC" -eq 0 ]; then GPU=1
+elif [ "$RC" -eq 2 ] && grep -q "no CUDA device" <<<"$ERR"; then GPU=0
+else fail "gpu/probe --device cuda" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
+NOGPU="no GPU"
+gpu_only() { [ "$GPU" = 1 ] || { skip "$1" "$NOGPU"; return 1; }; }
+nogpu_only() { [ "$GPU" = 0 ] || { skip "$1" "a GPU is visible"; return 1; }; }
+
+# ---- the build: with nvcc, ./micropp is the GPU-enabled binary and ./micropp-cpu its CPU twin ----
+if [ -n "$NVCC" ] && [ "${CUDA:-1}" != 0 ]; then
+    if [ "$GPU" = 1 ] || ! grep -q "built without CUDA" <<<"$ERR"; then pass "gpu/build: ./micropp is GPU-enabled (nvcc found)"
+    else fail "gpu/build: ./micropp is GPU-enabled (nvcc found)" "it says: $ERR"; fi
+    if [ -x "$CPU_BIN" ]; then
+        expect_user_error "gpu/CPU-only build: --device cuda says built without CUDA" \
+            '^micropp: no CUDA device: this micropp was built without CUDA' 60 "$CPU_BIN" train "${TINY[@]}" --device cuda
+        run 60 "$CPU_BIN" train "${TINY[@]}" --json
+        if [ "$RC" -eq 0 ] && [ "$(json_get '["device"]')" = cpu ]; then pass "gpu/CPU-only build trains on --device auto"
+        else fail "gpu/CPU-only build trains on --device auto" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
+    else
+        fail "gpu/CPU-only build exists" "$CPU_BIN missing: make test builds it when nvcc is found"
+    fi
+else
+    skip "gpu/build: GPU-enabled binary" "nvcc not found (or CUDA=0)"
+fi
+
+# ---- no GPU: one line, exit 2, on every path that asks for one ----
+if nogpu_only "gpu/--device cuda without a GPU: one line, exit 2"; then
+    expect_user_error "gpu/--device cuda without a GPU: one line, exit 2" '^micropp: no CUDA device: .+' 60 \
+        "$MICROPP" train "${TINY[@]}" --device cuda
+fi
+if nogpu_only "gpu/--device cuda without a GPU, 2 ranks pp: one line, exit 2"; then
+    expect_user_error "gpu/--device cuda without a GPU, 2 ranks pp: one line, exit 2" '^micropp: no CUDA device: .+' 60 \
+        mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode pp --device cuda
+fi
+if nogpu_only "gpu/selftest --device cuda without a GPU: one line, exit 2"; then
+    expect_user_error "gpu/selftest --device cuda without a GPU: one line, exit 2" '^micropp: no CUDA device: .+' 60 \
+        "$MICROPP" selftest --device cuda
+fi
+if nogpu_only "gpu/--transport nccl without a GPU is refused"; then
+    expect_user_error "gpu/--transport nccl without a GPU is refused" 'transport nccl needs a GPU on every rank, but there is no CUDA device' 60 \
+        mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode pp --transport nccl
+fi
+
+if nogpu_only "gpu/pingpong --device cuda without a GPU: one line, exit 2"; then
+    expect_user_error "gpu/pingpong --device cuda without a GPU: one line, exit 2" '^micropp: no CUDA device: .+' 60 \
+        mpiexec -n 2 "$MICROPP" pingpong --sweep --device cuda
+fi
+
+# ---- flags that need a GPU, asked of the CPU ----
+expect_user_error "gpu/--transport nccl with --device cpu is refused" 'transport nccl.*--device is cpu' 60 \
+    "$MICROPP" train "${TINY[@]}" --device cpu --transport nccl
+expect_user_error "gpu/--tf32 with --device cpu is refused" 'tf32.*--device is cpu' 60 \
+    "$MICROPP" train "${TINY[@]}" --device cpu --tf32
+expect_user_error "gpu/selftest --tf32 on the CPU is refused" 'tf32 applies to cuBLAS' 60 \
+    "$MICROPP" selftest --device cpu --tf32
+expect_user_error "gpu/--device with an unknown value" "--device = 'tpu' is not one of auto\|cpu\|cuda" 60 \
+    "$MICROPP" train --device tpu
+
+# ---- auto picks cuda when a GPU is visible, else the CPU ----
+run 120 "$MICROPP" train "${TINY[@]}" --json
+want=$([ "$GPU" = 1 ] && echo cuda || echo cpu)
+if [ "$RC" -eq 0 ] && [ "$(json_get '["device"]')" = "$want" ]; then pass "gpu/--device auto picks $want"
+else fail "gpu/--device auto picks $want" "exit $RC, device $(json_get '["device"]' 2>/dev/null): $(head -c 300 <<<"$ERR")"; fi
+
+# ---- selftest on the CPU: the CPU backend against naive double loops ----
+run 120 "$MICROPP" selftest --device cpu
+checks=$(sed -n 's/^selftest: \([0-9]*\) checks, 0 failed: ok$/\1/p' <<<"$OUT")
+if [ "$RC" -eq 0 ] && [ -n "$checks" ] && [ "$checks" -ge 30 ]; then pass "gpu/selftest --device cpu passes ($checks checks)"
+else fail "gpu/selftest --device cpu passes" "exit $RC: $(tail -n 3 <<<"$OUT") $(head -c 200 <<<"$ERR")"; fi
+run 120 "$MICROPP" selftest --device cpu --tol-scale 0
+if [ "$RC" -eq 1 ] && grep -qE '^gemm NT \(layer forward\).*FAIL$' <<<"$OUT" && grep -q 'FAILED$' <<<"$OUT"; then
+    pass "gpu/selftest fails (exit 1) when an error exceeds its tolerance"
+else fail "gpu/selftest fails (exit 1) when an error exceeds its tolerance" "exit $RC: $(tail -n 2 <<<"$OUT")"; fi
+
+# ---- pingpong: --device applies to the sweep; auto falls back to host buffers ----
+expect_user_error "gpu/pingpong --device without --sweep is refused" 'apply to the measurement: add --sweep' 60 \
+    mpiexec -n 2 "$MICROPP" pingpong --device cuda
+run 60 mpiexec -n 2 "$MICROPP" pingpong --sweep --device auto -e 1K -f 4 -n 5 -w 1 --json
+want=$([ "$GPU" = 1 ] && echo cuda || echo cpu)
+if [ "$RC" -eq 0 ] && [ "$(json_get '["device"]')" = "$want" ] && [ "$(json_get '["rows"][0]["wrong"]')" = 0 ]; then
+    pass "gpu/pingpong --device auto sweeps on $want"
+else fail "gpu/pingpong --device auto sweeps on $want" "exit $RC: $(head -c 300 <<<"$OUT$ERR")"; fi
+
+# ---- gemm timing: a share of the step in (0, 1] and a positive rate ----
+run 120 "$MICROPP" train "${TINY[@]}" --device cpu --gemm-timing --json
+share=$(json_get '["gemm_share"]' 2>/dev/null); rate=$(json_get '["gemm_gflops"]' 2>/dev/null)
+if [ "$RC" -eq 0 ] && python3 -c "import sys; s,r=float('$share'),float('$rate'); sys.exit(not (0 < s <= 1 and r > 0))" 2>/dev/null; then
+    pass "gpu/--gemm-timing on cpu: share $share, $rate GFLOP/s"
+else fail "gpu/--gemm-timing on cpu" "exit $RC share '$share' rate '$rate': $(head -c 300 <<<"$ERR")"; fi
+
+# ---- the MPI transport's staging path (pinned host memory on a GPU; plain on the CPU) ----
+run 120 mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode pp --device cpu --transport mpi --verify --json
+if [ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ] && [ "$(json_get '["transport"]')" = mpi ]; then
+    pass "gpu/pp over --transport mpi on the CPU verifies"
+else fail "gpu/pp over --transport mpi on the CPU verifies" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
+
+# ---- with a GPU ----
+# losses_close A B: the two JSON runs' loss lists agree to 1e-4 relative.
+losses_close() {
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+a, b = (json.loads(x)["losses"] for x in sys.argv[1:3])
+sys.exit(not (len(a) == len(b) and all(abs(x - y) <= 1e-4 * max(abs(y), 1e-30) for x, y in zip(a, b))))
+EOF
+}
+# gpu_vs_cpu NAME NRANKS ARGS...: the run on cuda verifies against its CPU reference (step 1
+# gradients) and its losses over the steps match the same run on the CPU.
+gpu_vs_cpu() {
+    local name=$1 n=$2; shift 2
+    gpu_only "$name" || return 0
+    local launch=("$MICROPP"); [ "$n" -gt 1 ] && launch=(mpiexec -n "$n" "$MICROPP")
+    run 300 "${launch[@]}" train "${TINY[@]}" --verify --json --device cpu "$@"
+    local cpu=$OUT
+    [ "$RC" -eq 0 ] || { fail "$name" "cpu run exit $RC: $(head -c 300 <<<"$ERR")"; return 0; }
+    run 300 "${launch[@]}" train "${TINY[@]}" --verify --json --device cuda "$@"
+    [ "$RC" -eq 0 ] || { fail "$name" "cuda run exit $RC: $(head -c 300 <<<"$ERR")"; return 0; }
+    if [ "$(json_get '["verify_ok"]')" != True ]; then fail "$name" "gradients vs the CPU: $(json_get '["verify_max_rel_err"]')"
+    elif ! losses_close "$OUT" "$cpu"; then fail "$name" "losses differ: cuda $(json_get '["losses"]') cpu $(OUT=$cpu json_get '["losses"]')"
+    else pass "$name"; fi
+}
+
+if gpu_only "gpu/selftest --device cuda"; then
+    run 300 "$MICROPP" selftest --device cuda
+    if [ "$RC" -eq 0 ] && grep -q '0 failed: ok$' <<<"$OUT"; then pass "gpu/selftest --device cuda"
+    else fail "gpu/selftest --device cuda" "exit $RC: $(grep FAIL <<<"$OUT" | head -n 5) $(head -c 300 <<<"$ERR")"; fi
+fi
+if gpu_only "gpu/selftest --device cuda --tf32"; then
+    run 300 "$MICROPP" selftest --device cuda --tf32
+    if [ "$RC" -eq 0 ]; then pass "gpu/selftest --device cuda --tf32"
+    else fail "gpu/selftest --device cuda --tf32" "exit $RC: $(grep FAIL <<<"$OUT" | head -n 5)"; fi
+fi
+gpu_vs_cpu "gpu/cuda vs cpu: monolith, 1 rank" 1 --mode monolith
+gpu_vs_cpu "gpu/cuda vs cpu: monolith sgd, 1 rank" 1 --mode monolith --optimizer sgd --lr 0.1
+gpu_vs_cpu "gpu/cuda vs cpu: manual split, 1 rank" 1 --mode manual --parts 2
+for s in naive gpipe 1f1b; do
+    gpu_vs_cpu "gpu/cuda vs cpu: pp $s, 2 ranks on one GPU over mpi" 2 --mode pp --schedule "$s" --micro-batches 4 --transport mpi
+done
+gpu_vs_cpu "gpu/cuda vs cpu: pp 1f1b checkpointing, 2 ranks over mpi" 2 --mode pp --schedule 1f1b --micro-batches 4 --transport mpi --checkpoint-activations
+gpu_vs_cpu "gpu/cuda vs cpu: pp gpipe, 4 ranks over mpi, uneven partition" 4 --mode pp --schedule gpipe --micro-batches 8 --transport mpi --layers 5 --partition 2,1,1,1
+
+# NCCL needs one GPU per rank: with one GPU it is refused and auto picks mpi; with two it runs.
+GPUS=0
+[ "$GPU" = 1 ] && GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if gpu_only "gpu/nccl rules"; then
+    if [ "$GPUS" -lt 2 ]; then
+        expect_user_error "gpu/--transport nccl, 2 ranks on 1 GPU is refused" 'needs one GPU per rank, but a node runs 2 ranks on 1 GPU' 120 \
+            mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode pp --device cuda --transport nccl
+        run 300 mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode pp --device cuda --json
+        if [ "$RC" -eq 0 ] && [ "$(json_get '["transport"]')" = mpi ]; then pass "gpu/--transport auto, 2 ranks on 1 GPU picks mpi"
+        else fail "gpu/--transport auto, 2 ranks on 1 GPU picks mpi" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
+    else
+        for s in naive gpipe 1f1b; do
+            gpu_vs_cpu "gpu/cuda vs cpu: pp $s, 2 ranks over nccl" 2 --mode pp --schedule "$s" --micro-batches 4 --transport nccl
+        done
+    fi
+fi
+# pingpong between GPU buffers: every byte arrives (over mpi always; over nccl with 2 GPUs)
+ping_gpu() {
+    local name=$1; shift
+    gpu_only "$name" || return 0
+    run 300 mpiexec -n 2 "$MICROPP" pingpong --sweep --device cuda -b 4 -e 4M -f 16 -n 20 -w 2 --json "$@"
+    if [ "$RC" -eq 0 ] && python3 -c "import json,sys; o=json.loads(sys.argv[1]); sys.exit(not (o['device']=='cuda' and len(o['rows'])==6 and all(r['wrong']==0 and r['bandwidth_gbs']>0 for r in o['rows'])))" "$OUT"; then
+        pass "$name"
+    else fail "$name" "exit $RC: $(head -c 300 <<<"$OUT$ERR")"; fi
+}
+ping_gpu "gpu/pingpong --device cuda over mpi (pinned staging)" --transport mpi
+if [ "$GPU" = 1 ] && [ "$GPUS" -lt 2 ]; then skip "gpu/pingpong --device cuda over nccl" "needs 2 GPUs, $GPUS visible"
+else ping_gpu "gpu/pingpong --device cuda over nccl" --transport nccl; fi
+
+if gpu_only "gpu/--gemm-timing on cuda"; then
+    run 300 "$MICROPP" train "${TINY[@]}" --device cuda --gemm-timing --json
+    share=$(json_get '["gemm_share"]' 2>/dev/null)
+    if [ "$RC" -eq 0 ] && python3 -c "import sys; s=float('$share'); sys.exit(not 0 < s <= 1)" 2>/dev/null; then pass "gpu/--gemm-timing on cuda: share $share"
+    else fail "gpu/--gemm-timing on cuda" "exit $RC share '$share'"; fi
+fi
