@@ -110,7 +110,7 @@ P="$MICROPP train --mode pp --layers 8 --hidden 16 --batch 24 --steps 2"
 expect_user_error "bad/--virtual-stages 0" "--virtual-stages = 0 is out of range: use a value in \[1, 64\]" 20 mpiexec -n 2 $P --schedule interleaved --virtual-stages 0
 expect_user_error "bad/--virtual-stages with 1f1b" "--virtual-stages applies to --schedule interleaved, not 1f1b" 20 mpiexec -n 2 $P --schedule 1f1b --virtual-stages 2
 expect_user_error "bad/--virtual-stages with zb-h1" "--virtual-stages applies to --schedule interleaved, not zb-h1" 20 mpiexec -n 2 $P --schedule zb-h1 --virtual-stages 2
-expect_user_error "bad/--virtual-stages outside pp" "--virtual-stages applies to --mode pp, not --mode monolith" 20 "$MICROPP" train --virtual-stages 2
+expect_user_error "bad/--virtual-stages outside pp" "--virtual-stages applies to --mode pp or hybrid, not --mode monolith" 20 "$MICROPP" train --virtual-stages 2
 expect_user_error "bad/interleaved with 1 chunk" "interleaved needs --virtual-stages >= 2 \(got 1; .*use --schedule 1f1b\)" 20 mpiexec -n 2 $P --schedule interleaved --virtual-stages 1
 expect_user_error "bad/interleaved M % K" "multiple of the 4 stages .*got 6: use 4 or 8" 30 mpiexec -n 4 $P --schedule interleaved --micro-batches 6
 expect_user_error "bad/interleaved M < K" "multiple of the 4 stages .*got 2: use 4$" 30 mpiexec -n 4 $P --schedule interleaved --micro-batches 2
