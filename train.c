@@ -19,6 +19,7 @@
 #define MAX_STAGES 4096
 #define VERIFY_TOL 1e-5        // fp32 against fp32
 #define VERIFY_TOL_TF32 1e-2   // TF32 gemms (10-bit mantissa inputs) against the fp32 CPU
+#define VERIFY_NOISE_FACTOR 8  // or within 8x the float noise of the reference itself (verify_stage)
 
 typedef struct {
     TrainConfig *c;
@@ -350,52 +351,83 @@ static double rel_err(const float *a, const float *b, size_t n) {
     return den > 0 ? num / den : num;
 }
 
-// Compares stage s's gradients (already computed for step 0, and averaged over the replicas in
-// ddp/hybrid) with a monolith reference computed on the CPU (so on a GPU it checks the device
-// too) on the step's whole batch (all replicas' rows, all accumulation micro-steps); returns the
-// worst relative error over its tensors and the loss.
-static double verify_stage(Run *r, const Stage *s, double loss) {
+// One monolith reference on the CPU (so on a GPU it checks the device too) for step 0's whole batch
+// (all replicas' rows, all accumulation micro-steps): its gradients (host) and mean loss. With
+// reversed, the same rows go in reverse order: the same sums taken in another order, which measures
+// how far float rounding alone moves each gradient.
+static float *reference_grads(Run *r, int reversed, double *loss) {
     TrainConfig *c = r->c;
     const Backend *rb = &backend_cpu;
-    int rows = (int)c->batch * r->N;
+    int rows = (int)c->batch * r->N, H = (int)c->hidden;
     Stage ref;
-    stage_init(&ref, rb, (int)c->layers, (int)c->hidden, (int)c->classes, 0, (int)c->layers, 1,
-               rows, 1, 0, (uint64_t)c->seed);
+    stage_init(&ref, rb, (int)c->layers, H, (int)c->classes, 0, (int)c->layers, 1, rows, 1, 0, (uint64_t)c->seed);
     int slot = stage_slot_acquire(&ref, 0);
-    float *x = xmalloc(sizeof(float) * (size_t)rows * c->hidden);
+    float *x = xmalloc(sizeof(float) * (size_t)rows * H);
     int32_t *y = xmalloc(sizeof(int32_t) * (size_t)rows);
     for (int k = 0, at = 0; k < r->N; k++)  // step 0's rows, as the micro-batches of every replica saw them
         for (int d = 0; d < r->D; d++)
             for (int mb = 0; mb < r->M; mb++, at += r->rows) {
                 uint64_t first = first_sample(r, 0, k, d, mb);
-                data_features(&r->data, first, r->rows, x + (size_t)at * c->hidden);
+                data_features(&r->data, first, r->rows, x + (size_t)at * H);
                 data_labels(&r->data, first, r->rows, y + at);
             }
-    rb->to_device(stage_slot_input(&ref, slot), x, sizeof(float) * (size_t)rows * c->hidden);
+    for (int i = 0; reversed && i < rows / 2; i++) {
+        int j = rows - 1 - i;
+        int32_t t = y[i]; y[i] = y[j]; y[j] = t;
+        for (int h = 0; h < H; h++) { float v = x[(size_t)i * H + h]; x[(size_t)i * H + h] = x[(size_t)j * H + h]; x[(size_t)j * H + h] = v; }
+    }
+    rb->to_device(stage_slot_input(&ref, slot), x, sizeof(float) * (size_t)rows * H);
     stage_set_labels(&ref, slot, y);
     stage_forward(&ref, slot);
     stage_backward(&ref, slot, NULL, NULL);
-    size_t layer = (size_t)c->hidden * c->hidden + c->hidden;
-    float *mine = xmalloc(sizeof(float) * s->n_params), *theirs = xmalloc(sizeof(float) * ref.n_params);
+    float *g = xmalloc(sizeof(float) * ref.n_params);
+    rb->to_host(g, ref.grads, sizeof(float) * ref.n_params);
+    *loss = ref.loss_sum / (double)rows;
+    free(x); free(y);
+    stage_free(&ref);
+    return g;
+}
+
+typedef struct {
+    double err;     // worst relative error of a gradient tensor (or the loss) against the reference
+    double noise;   // worst relative difference between the two references (float rounding alone)
+    double excess;  // worst err / allowed; the stage passes when <= 1
+} Verdict;
+
+// Compares stage s's gradients (computed for step 0, and averaged over the replicas in ddp/hybrid)
+// and loss with the monolith. A tensor passes when its error is within tol, or within a few times
+// what reordering the reference's own sums moves it: a gradient that is a near-cancelling sum
+// over many rows (the head's at initialisation) is only as exact as float rounding lets it be.
+static Verdict verify_stage(Run *r, const Stage *s, double loss, double tol) {
+    TrainConfig *c = r->c;
+    double loss_a, loss_b;
+    float *ga = reference_grads(r, 0, &loss_a), *gb = reference_grads(r, 1, &loss_b);
+    float *mine = xmalloc(sizeof(float) * s->n_params);
     r->be->to_host(mine, s->grads, sizeof(float) * s->n_params);
-    rb->to_host(theirs, ref.grads, sizeof(float) * ref.n_params);
-    double worst = 0;
+    size_t HH = (size_t)c->hidden * c->hidden, layer = HH + (size_t)c->hidden;
+    Verdict v = {0, 0, 0};
+    // one tensor: offset in this stage's buffer, offset in the reference, length
+    #define CMP(mo, ro, n) do { \
+        double e_ = rel_err(mine + (mo), ga + (ro), (n)), n_ = rel_err(gb + (ro), ga + (ro), (n)); \
+        v.err = fmax(v.err, e_); v.noise = fmax(v.noise, n_); \
+        v.excess = fmax(v.excess, e_ / fmax(tol, VERIFY_NOISE_FACTOR * n_)); \
+    } while (0)
     for (int i = 0; i < s->n_layers; i++) {
-        const float *a = mine + (size_t)i * layer, *b = theirs + (size_t)(s->lo + i) * layer;
-        double e = fmax(rel_err(a, b, (size_t)c->hidden * c->hidden), rel_err(a + (size_t)c->hidden * c->hidden, b + (size_t)c->hidden * c->hidden, (size_t)c->hidden));
-        if (e > worst) worst = e;
+        size_t mo = (size_t)i * layer, ro = (size_t)(s->lo + i) * layer;
+        CMP(mo, ro, HH);
+        CMP(mo + HH, ro + HH, (size_t)c->hidden);
     }
     if (s->has_head) {
-        const float *a = mine + (size_t)s->n_layers * layer, *b = theirs + (size_t)c->layers * layer;
-        double e = rel_err(a, b, (size_t)c->classes * c->hidden + c->classes);
-        if (e > worst) worst = e;
-        double ref_loss = ref.loss_sum / (double)rows;
-        double le = fabs(loss - ref_loss) / fmax(fabs(ref_loss), 1e-30);
-        if (le > worst) worst = le;
+        size_t mo = (size_t)s->n_layers * layer, ro = (size_t)c->layers * layer, CH = (size_t)c->classes * c->hidden;
+        CMP(mo, ro, CH);
+        CMP(mo + CH, ro + CH, (size_t)c->classes);
+        double e = fabs(loss - loss_a) / fmax(fabs(loss_a), 1e-30), n = fabs(loss_b - loss_a) / fmax(fabs(loss_a), 1e-30);
+        v.err = fmax(v.err, e); v.noise = fmax(v.noise, n);
+        v.excess = fmax(v.excess, e / fmax(tol, VERIFY_NOISE_FACTOR * n));
     }
-    free(mine); free(theirs); free(x); free(y);
-    stage_free(&ref);
-    return worst;
+    #undef CMP
+    free(mine); free(ga); free(gb);
+    return v;
 }
 
 // ---- evaluation: accuracy on held-out rows, forward only ----
@@ -680,7 +712,7 @@ int cmd_train(int argc, char **argv) {
         if (verbose) print_dp_header(r);
     }
 
-    double verify_err = NAN;
+    double verify_err = NAN, verify_excess = NAN;
     double *stage_err = NULL;
     if (c->gemm_timing) r->be->gemm_timing(1);
     for (int step = 0; step < steps; step++) {
@@ -705,16 +737,18 @@ int cmd_train(int argc, char **argv) {
         double loss = v[0] / v[1];
         r->loss[step] = loss;
         if (step == 0 && c->verify) {
-            stage_err = xcalloc((size_t)r->K, sizeof(double));
+            // per stage: error, noise of the reference, excess (error / what is allowed), as [3][K]
+            stage_err = xcalloc(3 * (size_t)r->K, sizeof(double));
+            double *noise = stage_err + r->K, *excess = stage_err + 2 * r->K;
             if (r->sync_on) gradsync_gather_grads(&r->sync);  // ZeRO-1 holds only its shards
-            if (distributed(c->mode)) {
-                stage_err[r->stage] = verify_stage(r, &r->st, loss);
-                comm_allreduce_max_double(stage_err, r->K, MPI_COMM_WORLD);
-            } else {
-                for (int k = 0; k < n_local; k++) stage_err[k] = verify_stage(r, &parts[k], loss);
+            for (int k = 0; k < n_local; k++) {
+                int at = distributed(c->mode) ? r->stage : k;
+                Verdict v = verify_stage(r, &parts[k], loss, c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL);
+                stage_err[at] = v.err; noise[at] = v.noise; excess[at] = v.excess;
             }
-            verify_err = 0;
-            for (int k = 0; k < r->K; k++) verify_err = fmax(verify_err, stage_err[k]);
+            if (distributed(c->mode)) comm_allreduce_max_double(stage_err, 3 * r->K, MPI_COMM_WORLD);
+            verify_err = verify_excess = 0;
+            for (int k = 0; k < r->K; k++) { verify_err = fmax(verify_err, stage_err[k]); verify_excess = fmax(verify_excess, excess[k]); }
         }
         if (!isfinite(loss))
             user_error("train: the loss became %s at step %d: lower --lr (now %g) and check the data", isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
@@ -848,7 +882,7 @@ int cmd_train(int argc, char **argv) {
     }
 
     double verify_tol = c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL;
-    int verify_failed = c->verify && !(verify_err <= verify_tol);
+    int verify_failed = c->verify && !(verify_excess <= 1.0);
     if (r->rank == 0 && c->json) {
         char s[32];
         cJSON *o = cJSON_CreateObject();
@@ -919,6 +953,8 @@ int cmd_train(int argc, char **argv) {
         if (c->verify) {
             cJSON_AddNumberToObject(o, "verify_max_rel_err", verify_err);
             cJSON_AddItemToObject(o, "verify_stage_rel_err", cJSON_CreateDoubleArray(stage_err, r->K));
+            cJSON_AddItemToObject(o, "verify_stage_noise", cJSON_CreateDoubleArray(stage_err + r->K, r->K));
+            cJSON_AddNumberToObject(o, "verify_tolerance", verify_tol);
             cJSON_AddBoolToObject(o, "verify_ok", !verify_failed);
         }
         char *text = cJSON_PrintUnformatted(o);
@@ -953,7 +989,11 @@ int cmd_train(int argc, char **argv) {
         if (c->verify) {
             printf("\nverify (step 1 vs monolith reference on the cpu): worst relative error per %s:", distributed(c->mode) ? "stage" : "part");
             for (int k = 0; k < r->K; k++) printf(" %.2e", stage_err[k]);
-            printf(" -> %s (tolerance %.0e)\n", verify_failed ? "FAILED" : "ok", verify_tol);
+            printf(" -> %s\n  (tolerance %.0e, or %dx the float noise of the reference itself, the same batch summed in\n"
+                   "  another order, per %s:", verify_failed ? "FAILED" : "ok", verify_tol, VERIFY_NOISE_FACTOR,
+                   distributed(c->mode) ? "stage" : "part");
+            for (int k = 0; k < r->K; k++) printf(" %.2e", stage_err[r->K + k]);
+            printf(")\n");
         }
         if (c->gantt) {
             const char *nc = getenv("NO_COLOR");
@@ -980,6 +1020,6 @@ int cmd_train(int argc, char **argv) {
     data_close(&r->data);
     if (distributed(c->mode)) comms_free(&r->comm);
     comms_finalize();
-    if (verify_failed && r->rank == 0) fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e\n", verify_err, verify_tol);
+    if (verify_failed && r->rank == 0) fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e and %dx the reference's own float noise\n", verify_err, verify_tol, VERIFY_NOISE_FACTOR);
     return verify_failed ? 1 : 0;
 }
