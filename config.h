@@ -70,6 +70,10 @@ typedef struct {
     char timeline[PATH_LEN];   // SVG of one step's measured Gantt chart, "" = none
     int64_t timeline_step;     // 1-based step drawn by --timeline / --gantt; 0 = the median-time step
     int gantt;                 // print that step's Gantt chart at the end
+    // checkpoints (checkpoint.c)
+    char save[PATH_LEN];     // "" = no checkpoints
+    int64_t save_every;      // 0 = only at the end
+    char resume[PATH_LEN];   // "" = start from the initial weights
 } TrainConfig;
 
 extern const Option train_options[];

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include "checkpoint.h"
 #include "comms.h"
 #include "config.h"
 #include "data.h"
@@ -38,6 +39,10 @@ typedef struct {
     int n_ev, cap_ev;
     double first_loss;
     int peak_slots;
+    // checkpoints: this run trains steps [start, steps); its first step reads sample sample0 on
+    int start;
+    uint64_t sample0;
+    CkptLayout ck;
     size_t peak_bytes;
 } Run;
 
@@ -134,8 +139,9 @@ static void record(Run *r, int step, int kind, int mb, double t0, double t1) {
 
 // The first training sample of micro-batch mb in this step. Synthetic data is a set of --samples
 // rows (default: one fixed batch, as in the course's monolith) cycled; a .npy file is cycled whole.
+// A resumed run continues the stream where the checkpoint left it (sample0 at step start).
 static uint64_t sample_index(const Run *r, int step, int mb) {
-    uint64_t i = (uint64_t)step * (uint64_t)r->c->batch + (uint64_t)mb * (uint64_t)r->rows;
+    uint64_t i = r->sample0 + (uint64_t)(step - r->start) * (uint64_t)r->c->batch + (uint64_t)mb * (uint64_t)r->rows;
     uint64_t n = r->c->samples ? (uint64_t)r->c->samples : (uint64_t)r->c->batch;
     return r->data.features ? i : i % n;
 }
@@ -407,7 +413,7 @@ static double kind_median(const Run *r, int kind, int skip) {
 // The step drawn by --timeline / --gantt (0-based): the user's, else the one nearest the median time.
 static int shown_step(const Run *r, int skip, double step_med) {
     if (r->c->timeline_step) return (int)r->c->timeline_step - 1;
-    int best = skip;
+    int best = skip;  // the first step measured (skip counts the steps a resumed run did not run)
     for (int t = skip; t < (int)r->c->steps; t++)
         if (fabs(r->step_s[t] - step_med) < fabs(r->step_s[best] - step_med)) best = t;
     return best;
@@ -485,6 +491,7 @@ int cmd_train(int argc, char **argv) {
     r->rank = comms_world_rank();
     validate(&cfg, r->world, r);
     check_outputs(r);
+    ckpt_setup(&cfg, MPI_COMM_WORLD);
     r->be = &backend_cpu;
     blas_set_threads((int)cfg.threads);
     TrainConfig *c = &cfg;
@@ -525,9 +532,26 @@ int cmd_train(int argc, char **argv) {
     }
     Stage *head = &parts[n_local - 1];
 
+    // Checkpoints: which stages this process holds and writes (every process writes its own).
+    char mode_name[32];
+    r->ck = (CkptLayout){.c = c, .mode = choice_name(MODE_CHOICES, c->mode, mode_name, sizeof mode_name),
+                         .world = r->world, .stages = r->K, .dp = 1, .lo = r->lo, .local = parts, .n_local = n_local,
+                         .first_stage = c->mode == MODE_PP ? r->stage : 0, .writer = 1, .comm = MPI_COMM_WORLD};
+    if (c->resume[0]) {
+        char desc[160];
+        r->start = (int)ckpt_resume(&r->ck, &r->sample0, desc, sizeof desc);
+        if (verbose) printf("resumed from %s: %s; training steps %d-%d\n", c->resume, desc, r->start + 1, steps);
+        if (c->timeline_step && c->timeline_step <= r->start)
+            user_error("train: --timeline-step %lld was done before the checkpoint (step %d): use %d..%d, or 0 for the median-time step",
+                       (long long)c->timeline_step, r->start, r->start + 1, steps);
+    }
+    int start = r->start, n_run = steps - start;
+    int64_t saved_step = -1;
+
     double verify_err = NAN;
     double *stage_err = NULL;
-    for (int step = 0; step < steps; step++) {
+    for (int step = start; step < steps; step++) {
+        fault_step(step + 1);
         for (int k = 0; k < n_local; k++) stage_zero_grads(&parts[k]);
         if (c->mode == MODE_PP) comm_barrier(MPI_COMM_WORLD);
         double t0 = now_sec();
@@ -539,6 +563,7 @@ int cmd_train(int argc, char **argv) {
         // the loss lives on the last stage; every rank learns it (and so decides alike on NaN)
         double v[3] = {0, 0, 0};
         if (c->mode != MODE_PP || is_last(r)) { v[0] = head->loss_sum; v[1] = head->loss_rows; v[2] = head->correct; }
+        if (fault_due(FAULT_NAN, step + 1)) v[0] = NAN;  // testing: this rank's contribution goes bad
         if (c->mode == MODE_PP) {
             double ta = now_sec();
             comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
@@ -564,17 +589,26 @@ int cmd_train(int argc, char **argv) {
         r->be->sync();
         record(r, step, EV_OPTIMIZER, -1, to - t0, now_sec() - t0);
         r->step_s[step] = now_sec() - t0;
-        if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == 0 || step == steps - 1))
+
+        if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == start || step == steps - 1))
             printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                    r->step_s[step] * 1e3, c->batch / r->step_s[step] / 1e3);
+        if (c->save[0] && ((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps)) {
+            double t_save = now_sec();
+            double bytes = ckpt_save(&r->ck, step + 1, r->sample0 + (uint64_t)(step + 1 - start) * (uint64_t)c->batch);
+            saved_step = step + 1;
+            if (verbose) printf("saved step %d to %s (%.2f MB, %.0f ms)\n", step + 1, c->save, bytes / 1e6, (now_sec() - t_save) * 1e3);
+        }
     }
 
     double acc = evaluate(r, parts, n_local);
 
     // Summary figures. Step time: the median over steps (the first is a warm-up when there are more).
-    int skip = steps > 2 ? 1 : 0;
-    if (c->mode == MODE_PP) comm_allreduce_max_double(r->step_s, steps, MPI_COMM_WORLD);
-    double step_med = median(r->step_s + skip, steps - skip);
+    int skip = n_run > 2 ? 1 : 0;
+    if (c->mode == MODE_PP) comm_allreduce_max_double(r->step_s + start, n_run, MPI_COMM_WORLD);
+    double step_med = median(r->step_s + start + skip, n_run - skip);
+    // A resumed run has no steps before start: the timeline counts time from its first step.
+    for (int t = 0; t < start; t++) r->step_start[t] = r->step_start[start];
     size_t P = model_param_count(L, H, C);
     double flops = 6.0 * (double)P * (double)c->batch;
     if (c->checkpoint_activations) flops += 2.0 * (double)(P - ((size_t)C * H + C)) * (double)c->batch;
@@ -584,13 +618,13 @@ int cmd_train(int argc, char **argv) {
     double *bubble = NULL, *peak_bytes = NULL, *peak_slots = NULL;
     double theory = schedule_bubble_formula(c->schedule, r->K, r->M);
     if (c->mode == MODE_PP) {
-        comm_allreduce_max_double(r->span_s, steps, MPI_COMM_WORLD);
-        double *b = xmalloc(sizeof(double) * (size_t)steps);
-        for (int t = 0; t < steps; t++) b[t] = 1.0 - r->busy_s[t] / r->span_s[t];
+        comm_allreduce_max_double(r->span_s + start, n_run, MPI_COMM_WORLD);
+        double *b = xmalloc(sizeof(double) * (size_t)n_run);
+        for (int t = 0; t < n_run; t++) b[t] = 1.0 - r->busy_s[start + t] / r->span_s[start + t];
         bubble = xcalloc((size_t)r->K, sizeof(double));
         peak_bytes = xcalloc((size_t)r->K, sizeof(double));
         peak_slots = xcalloc((size_t)r->K, sizeof(double));
-        bubble[r->stage] = median(b + skip, steps - skip);
+        bubble[r->stage] = median(b + skip, n_run - skip);
         peak_bytes[r->stage] = (double)r->st.peak_act_bytes;
         peak_slots[r->stage] = r->st.peak_slots;
         comm_allreduce_sum_double(bubble, r->K, MPI_COMM_WORLD);
@@ -607,14 +641,14 @@ int cmd_train(int argc, char **argv) {
     if (c->mode == MODE_PP) {
         fwd = xcalloc((size_t)r->K, sizeof(double));
         bwd = xcalloc((size_t)r->K, sizeof(double));
-        fwd[r->stage] = kind_median(r, ACT_FORWARD, skip);
-        bwd[r->stage] = kind_median(r, ACT_BACKWARD, skip);
+        fwd[r->stage] = kind_median(r, ACT_FORWARD, start + skip);
+        bwd[r->stage] = kind_median(r, ACT_BACKWARD, start + skip);
         comm_allreduce_sum_double(fwd, r->K, MPI_COMM_WORLD);
         comm_allreduce_sum_double(bwd, r->K, MPI_COMM_WORLD);
         schedule_simulate_stages(c->schedule, r->K, r->M, fwd, bwd, 0, &msim);
         if (c->trace[0] || c->timeline[0] || c->gantt) {
             Timeline tl;
-            shown = shown_step(r, skip, step_med);
+            shown = shown_step(r, start + skip, step_med);
             timeline_gather(&tl, r->ev, r->n_ev, r->step_start, steps, MPI_COMM_WORLD);
             if (r->rank == 0) observe(r, &tl, shown, &msim, fwd, bwd, charts);
             timeline_free(&tl);
@@ -634,7 +668,8 @@ int cmd_train(int argc, char **argv) {
         cJSON_AddStringToObject(o, "optimizer", choice_name("adam|sgd", c->optimizer, s, sizeof s));
         cJSON_AddNumberToObject(o, "lr", c->lr);
         cJSON_AddNumberToObject(o, "params", (double)P);
-        cJSON_AddNumberToObject(o, "first_loss", r->loss[0]);
+        cJSON_AddNumberToObject(o, "start_step", start);
+        cJSON_AddNumberToObject(o, "first_loss", r->loss[start]);
         cJSON_AddNumberToObject(o, "final_loss", r->loss[steps - 1]);
         if (isfinite(acc)) cJSON_AddNumberToObject(o, "accuracy", acc); else cJSON_AddNullToObject(o, "accuracy");
         cJSON_AddNumberToObject(o, "step_ms_median", step_med * 1e3);
@@ -643,7 +678,9 @@ int cmd_train(int argc, char **argv) {
         char blas[160];
         blas_describe(blas, sizeof blas);
         cJSON_AddStringToObject(o, "blas", blas);
-        cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(r->loss, steps));
+        cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(r->loss + start, n_run));  // steps start+1..steps
+        if (c->resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->resume);
+        if (saved_step >= 0) { cJSON_AddStringToObject(o, "saved_to", c->save); cJSON_AddNumberToObject(o, "saved_step", (double)saved_step); }
         if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", r->K);
         if (c->mode == MODE_PP) {
             cJSON_AddStringToObject(o, "schedule", choice_name(SCHED_CHOICES, c->schedule, s, sizeof s));
@@ -674,7 +711,7 @@ int cmd_train(int argc, char **argv) {
         free(text);
         cJSON_Delete(o);
     } else if (verbose) {
-        printf("\nfinal loss %.4f (first %.4f) | accuracy %.1f%% on %lld %s rows\n", r->loss[steps - 1], r->loss[0],
+        printf("\nfinal loss %.4f (first %.4f) | accuracy %.1f%% on %lld %s rows\n", r->loss[steps - 1], r->loss[start],
                100 * acc, (long long)(r->data.features && c->eval_samples > r->data.n ? r->data.n : c->eval_samples),
                r->data.features ? "training" : "held-out");
         printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", step_med * 1e3, samples_s, gflops);
