@@ -64,6 +64,8 @@ static int cmp_name(const void *a, const void *b) {
 }
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); st_free(f); return -1; } while (0)
+// the message may name a string of the JSON tree: format it before the tree goes
+#define FAIL_ROOT(...) do { snprintf(err, errlen, __VA_ARGS__); cJSON_Delete(root); st_free(f); return -1; } while (0)
 
 int st_parse(const uint8_t *buf, size_t len, StFile *f, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
@@ -75,51 +77,51 @@ int st_parse(const uint8_t *buf, size_t len, StFile *f, char *err, size_t errlen
     cJSON *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen);
     if (!root) FAIL("header is not valid JSON");
     f->meta = NULL;
-    if (!cJSON_IsObject(root)) { cJSON_Delete(root); FAIL("header is not a JSON object"); }
+    if (!cJSON_IsObject(root)) FAIL_ROOT("header is not a JSON object");
     f->data = buf + 8 + hlen;
     f->data_len = len - 8 - hlen;
     int count = cJSON_GetArraySize(root);
     f->t = calloc((size_t)(count ? count : 1), sizeof(StTensor));
-    if (!f->t) { cJSON_Delete(root); FAIL("out of memory for %d tensors", count); }
+    if (!f->t) FAIL_ROOT("out of memory for %d tensors", count);
     for (cJSON *it = root->child; it; it = it->next) {
         const char *name = it->string ? it->string : "";
         if (!strcmp(name, "__metadata__")) {
-            if (f->meta) { cJSON_Delete(root); FAIL("two __metadata__ entries"); }
-            if (!cJSON_IsObject(it)) { cJSON_Delete(root); FAIL("__metadata__ is not an object"); }
+            if (f->meta) FAIL_ROOT("two __metadata__ entries");
+            if (!cJSON_IsObject(it)) FAIL_ROOT("__metadata__ is not an object");
             for (cJSON *m = it->child; m; m = m->next)
-                if (!cJSON_IsString(m)) { cJSON_Delete(root); FAIL("__metadata__ value '%.64s' is not a string", m->string ? m->string : ""); }
+                if (!cJSON_IsString(m)) FAIL_ROOT("__metadata__ value '%.64s' is not a string", m->string ? m->string : "");
             f->meta = cJSON_Duplicate(it, 1);
-            if (!f->meta) { cJSON_Delete(root); FAIL("out of memory for the metadata"); }
+            if (!f->meta) FAIL_ROOT("out of memory for the metadata");
             continue;
         }
-        if (strlen(name) >= ST_NAME_LEN) { cJSON_Delete(root); FAIL("tensor name '%.64s...' is longer than %d bytes", name, ST_NAME_LEN - 1); }
+        if (strlen(name) >= ST_NAME_LEN) FAIL_ROOT("tensor name '%.64s...' is longer than %d bytes", name, ST_NAME_LEN - 1);
         StTensor *t = &f->t[f->n];
         snprintf(t->name, sizeof t->name, "%s", name);
-        if (!cJSON_IsObject(it)) { cJSON_Delete(root); FAIL("tensor '%s' is not a JSON object", name); }
+        if (!cJSON_IsObject(it)) FAIL_ROOT("tensor '%s' is not a JSON object", name);
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype");
         const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
         const cJSON *off = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
         if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off))
-            { cJSON_Delete(root); FAIL("tensor '%s' lacks dtype, shape or data_offsets", name); }
+            FAIL_ROOT("tensor '%s' lacks dtype, shape or data_offsets", name);
         size_t esize = st_dtype_size(dt->valuestring);
-        if (!esize || strlen(dt->valuestring) >= sizeof t->dtype) { cJSON_Delete(root); FAIL("tensor '%s' has unknown dtype '%.16s'", name, dt->valuestring); }
+        if (!esize || strlen(dt->valuestring) >= sizeof t->dtype) FAIL_ROOT("tensor '%s' has unknown dtype '%.16s'", name, dt->valuestring);
         strcpy(t->dtype, dt->valuestring);
         uint64_t numel = 1;
         int overflow = 0;
         for (const cJSON *d = sh->child; d; d = d->next) {
             uint64_t v;
-            if (t->ndim >= ST_MAX_DIMS) { cJSON_Delete(root); FAIL("tensor '%s' has more than %d dimensions", name, ST_MAX_DIMS); }
-            if (json_u64(d, &v)) { cJSON_Delete(root); FAIL("tensor '%s' has a shape entry that is not a non-negative integer", name); }
+            if (t->ndim >= ST_MAX_DIMS) FAIL_ROOT("tensor '%s' has more than %d dimensions", name, ST_MAX_DIMS);
+            if (json_u64(d, &v)) FAIL_ROOT("tensor '%s' has a shape entry that is not a non-negative integer", name);
             t->shape[t->ndim++] = (int64_t)v;
             if (v && numel > UINT64_MAX / v) overflow = 1;
             numel *= v;
         }
         uint64_t b, e;
         if (cJSON_GetArraySize(off) != 2 || json_u64(off->child, &b) || json_u64(off->child->next, &e) || b > e)
-            { cJSON_Delete(root); FAIL("tensor '%s' has data_offsets that are not [begin, end] with begin <= end", name); }
-        if (e > f->data_len) { cJSON_Delete(root); FAIL("tensor '%s' ends at byte %llu of a %llu-byte data section (truncated?)", name, (unsigned long long)e, (unsigned long long)f->data_len); }
+            FAIL_ROOT("tensor '%s' has data_offsets that are not [begin, end] with begin <= end", name);
+        if (e > f->data_len) FAIL_ROOT("tensor '%s' ends at byte %llu of a %llu-byte data section (truncated?)", name, (unsigned long long)e, (unsigned long long)f->data_len);
         if (overflow || numel > UINT64_MAX / esize || numel * esize != e - b)
-            { cJSON_Delete(root); FAIL("tensor '%s': its shape needs %s bytes but data_offsets span %llu", name, overflow ? "too many" : "a different number of", (unsigned long long)(e - b)); }
+            FAIL_ROOT("tensor '%s': its shape needs %s bytes but data_offsets span %llu", name, overflow ? "too many" : "a different number of", (unsigned long long)(e - b));
         t->begin = b;
         t->end = e;
         f->n++;
@@ -155,6 +157,7 @@ int st_parse(const uint8_t *buf, size_t len, StFile *f, char *err, size_t errlen
     return 0;
 }
 #undef FAIL
+#undef FAIL_ROOT
 
 void st_free(StFile *f) {
     free(f->t);
