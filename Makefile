@@ -118,10 +118,11 @@ asan:
 	$(MAKE) BUILD=build-asan OPT="$(ASAN_OPT)" micropp-asan
 micropp-asan: $(OBJS) | deps
 	$(CC) $(CFLAGS) -o $@ $(OBJS) $(LDLIBS)
-# MPICH and UCX keep allocations until exit: tests/lsan.supp silences those libraries only.
+# MPICH, UCX and hwloc keep allocations until exit: tests/lsan.supp silences those libraries only
+# (full unwinding, so that leaks inside their dlopened plugins are traced back to them).
 test-asan: $(REPLAY_BINS)
 	$(MAKE) BUILD=build-asan OPT="$(ASAN_OPT)" UNIT_DIR=tests/bin-asan micropp-asan $(patsubst tests/%.c,tests/bin-asan/%,$(wildcard tests/unit_*.c))
-	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:abort_on_error=0 \
+	ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0:allocator_may_return_null=1:abort_on_error=0 \
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	MICROPP=$(CURDIR)/micropp-asan UNIT_DIR=tests/bin-asan bash tests/run.sh
 

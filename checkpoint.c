@@ -180,6 +180,8 @@ typedef struct {
     int64_t step;
     uint64_t next_sample;
     int layers, hidden, classes, optimizer;
+    double lr, batch, seed, samples;  // how it was trained (-1 when absent): notes, not refusals
+    char data[PATH_LEN];
     char mode[32];
     int world, stages, dp;
     int n_files;
@@ -222,6 +224,12 @@ static int manifest_parse(const char *text, Manifest *m, char *err, size_t errle
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(cfg, "optimizer");
     if (!cJSON_IsString(opt) || (strcmp(opt->valuestring, "adam") && strcmp(opt->valuestring, "sgd"))) BAD("%s: config.optimizer is not adam or sgd", MANIFEST);
     m->optimizer = strcmp(opt->valuestring, "sgd") ? OPTIM_ADAM : OPTIM_SGD;
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(cfg, "lr"), *data = cJSON_GetObjectItemCaseSensitive(cfg, "data");
+    m->lr = cJSON_IsNumber(lr) ? lr->valuedouble : -1;
+    m->batch = get_int(cfg, "batch", 1, 9e15, &v) ? -1 : v;
+    m->seed = get_int(cfg, "seed", 0, 9e15, &v) ? -1 : v;
+    m->samples = get_int(cfg, "samples", 0, 9e15, &v) ? -1 : v;
+    snprintf(m->data, sizeof m->data, "%s", cJSON_IsString(data) ? data->valuestring : "");
     const cJSON *mode = cJSON_GetObjectItemCaseSensitive(lay, "mode");
     snprintf(m->mode, sizeof m->mode, "%s", cJSON_IsString(mode) ? mode->valuestring : "?");
     m->world = get_int(lay, "world", 1, 1 << 30, &v) ? 0 : (int)v;
@@ -351,6 +359,19 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
         free(m.files);
         user_error("train: --resume %s: the checkpoint is at step %lld and --steps %lld is the TOTAL step count: use --steps > %lld",
                    dir, (long long)m.step, (long long)c->steps, (long long)m.step);
+    }
+    // What may differ on purpose (a new learning rate, more data) is allowed, but said once.
+    if (rank == 0) {
+        if (m.seed >= 0 && m.seed != (double)c->seed)
+            fprintf(stderr, "micropp: note: --seed %lld differs from the checkpoint's %.0f (the synthetic task and data depend on it)\n", (long long)c->seed, m.seed);
+        if (m.batch >= 0 && m.batch != (double)c->batch)
+            fprintf(stderr, "micropp: note: --batch %lld differs from the checkpoint's %.0f (the data stream goes on from sample %llu)\n", (long long)c->batch, m.batch, (unsigned long long)m.next_sample);
+        if (m.samples >= 0 && m.samples != (double)c->samples)
+            fprintf(stderr, "micropp: note: --samples %lld differs from the checkpoint's %.0f\n", (long long)c->samples, m.samples);
+        if (m.data[0] && strcmp(m.data, c->data))
+            fprintf(stderr, "micropp: note: --data %s differs from the checkpoint's %s\n", c->data, m.data);
+        if (m.lr >= 0 && m.lr != c->lr)
+            fprintf(stderr, "micropp: note: --lr %g differs from the checkpoint's %g\n", c->lr, m.lr);
     }
     int adam = c->optimizer == OPTIM_ADAM;
     // Each file some local stage needs: read it, check size and CRC, parse, copy the tensors.

@@ -65,6 +65,11 @@ close_losses "ckpt/re-partition manual 3 -> monolith (steps 10-12)" "$(slice "$R
 run 60 mpiexec -n 3 "$MICROPP" train --mode pp --partition 5,2,1 $A --steps 8 --resume "$TMP/pp4"
 close_losses "ckpt/re-partition pp 4 (2,2,2,2) -> pp 3 (5,2,1)" "$(slice "$REF_PP" 4 8)" 1e-5
 
+run 60 "$MICROPP" train ${M/--batch 16/--batch 8} --lr 0.002 --steps 6 --resume "$TMP/mono"
+if [ "$RC" -eq 0 ] && printf '%s' "$ERR" | grep -q 'note: --batch 8 differs from the checkpoint.s 16 (the data stream goes on from sample 48)' &&
+   printf '%s' "$ERR" | grep -q 'note: --lr 0.002 differs'; then pass "ckpt/a changed --batch or --lr is allowed, with a note"
+else fail "ckpt/a changed --batch or --lr is allowed, with a note" "exit $RC: $ERR"; fi
+
 # ---- the files: readable without micropp, names global, values the same whatever the layout ----
 run 30 $TOOL check "$TMP/pp4"
 if [ "$RC" -eq 0 ] && [ "$(json_get '["tensors"]')" = 54 ]; then pass "ckpt/format: CRC-32, headers, names and shapes check out in python ($(json_get '["reader"]'))"
