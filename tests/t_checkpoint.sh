@@ -70,6 +70,12 @@ if [ "$RC" -eq 0 ] && printf '%s' "$ERR" | grep -q 'note: --batch 8 differs from
    printf '%s' "$ERR" | grep -q 'note: --lr 0.002 differs'; then pass "ckpt/a changed --batch or --lr is allowed, with a note"
 else fail "ckpt/a changed --batch or --lr is allowed, with a note" "exit $RC: $ERR"; fi
 
+run 60 mpiexec -n 4 "$MICROPP" train --mode pp ${A/--json /} --steps 6 --resume "$TMP/pp4" --trace "$TMP/resumed.json"
+first=$(python3 -c "import json,sys; t=json.load(open(sys.argv[1])); ev=t['traceEvents'] if isinstance(t,dict) else t; print(min(e['ts'] for e in ev if e.get('ph')=='X'))" "$TMP/resumed.json" 2>&1)
+if [ "$RC" -eq 0 ] && python3 -c "import sys; sys.exit(not 0 <= float(sys.argv[1]) < 1e6)" "$first" 2>/dev/null; then pass "ckpt/a resumed run's --trace starts at its first step (${first} us)"
+else fail "ckpt/a resumed run's --trace starts at its first step" "exit $RC, first event at '$first' us: $(printf '%s' "$ERR" | head -c 200)"; fi
+expect_user_error "ckpt/--timeline-step before the checkpoint -> one line, exit 2" "--timeline-step 2 was done before the checkpoint \(step 4\): use 5..8" 60 mpiexec -n 4 "$MICROPP" train --mode pp $A --steps 8 --resume "$TMP/pp4" --timeline "$TMP/t.svg" --timeline-step 2
+
 # ---- the files: readable without micropp, names global, values the same whatever the layout ----
 run 30 $TOOL check "$TMP/pp4"
 if [ "$RC" -eq 0 ] && [ "$(json_get '["tensors"]')" = 54 ]; then pass "ckpt/format: CRC-32, headers, names and shapes check out in python ($(json_get '["reader"]'))"
