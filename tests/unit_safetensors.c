@@ -46,6 +46,7 @@ int main(void) {
              st_writer_write(&wr, w, sizeof w) || st_writer_write(&wr, b, sizeof b) || st_writer_commit(&wr);
     EXPECT("st/write", rc == 0, "%s", wr.err);
     EXPECT("st/header pads the data to 8 bytes", (8 + hlen) % 8 == 0, "8 + %zu", hlen);
+    free(header);
     uint8_t *buf;
     size_t len;
     char err[512] = "";
