@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include "checkpoint.h"
 #include "comms.h"
 #include "config.h"
 #include "data.h"
@@ -48,6 +49,10 @@ typedef struct {
     int n_ev, cap_ev;
     double first_loss;
     int peak_slots;
+    // checkpoints: this run trains steps [start, steps); its first step reads sample sample0 on
+    int start;
+    uint64_t sample0;
+    CkptLayout ck;
     size_t peak_bytes;
 } Run;
 
@@ -93,6 +98,9 @@ static void validate(TrainConfig *c, int world, Run *r) {
         user_error("train: --grad-accum applies to --mode monolith or ddp, not --mode %s: a pipeline already accumulates over --micro-batches", mode);
     if (data_parallel(c->mode) && c->bucket_mb <= 0)
         user_error("train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25", c->bucket_mb);
+    if (c->zero && (c->save[0] || c->resume[0]))
+        user_error("train: --%s with --zero 1 is not supported (each rank holds only its shard of the Adam moments): drop --zero for runs that save or resume",
+                   c->save[0] ? "save" : "resume");
     if (c->ddp_sync == SYNC_NAIVE && option_on_command_line("bucket-mb"))
         user_error("train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): drop one of them");
     int P = 1, D = 1;
@@ -209,11 +217,12 @@ static void record(Run *r, int step, int kind, int mb, double t0, double t1) {
 // A micro-step takes --batch consecutive rows of the stream; replica d takes rows [d*B/D, (d+1)*B/D)
 // of them, cut into micro-batches of r->rows. Synthetic data is a set of --samples rows (default:
 // one fixed batch of a step's batch x grad-accum rows, as in the course's monolith) cycled; a .npy
-// file is cycled whole.
+// file is cycled whole. A resumed run continues the stream where the checkpoint left it (sample0
+// at step start).
 static uint64_t first_sample(const Run *r, int step, int k, int d, int mb) {
     uint64_t B = (uint64_t)r->c->batch;
-    uint64_t i = ((uint64_t)step * (uint64_t)r->N + (uint64_t)k) * B + (uint64_t)d * (B / (uint64_t)r->D) +
-                 (uint64_t)mb * (uint64_t)r->rows;
+    uint64_t i = r->sample0 + ((uint64_t)(step - r->start) * (uint64_t)r->N + (uint64_t)k) * B +
+                 (uint64_t)d * (B / (uint64_t)r->D) + (uint64_t)mb * (uint64_t)r->rows;
     uint64_t n = r->c->samples ? (uint64_t)r->c->samples : B * (uint64_t)r->N;
     return r->data.features ? i : i % n;
 }
@@ -567,7 +576,7 @@ static double kind_median(const Run *r, int kind, int skip) {
 // The step drawn by --timeline / --gantt (0-based): the user's, else the one nearest the median time.
 static int shown_step(const Run *r, int skip, double step_med) {
     if (r->c->timeline_step) return (int)r->c->timeline_step - 1;
-    int best = skip;
+    int best = skip;  // the first step measured (skip counts the steps a resumed run did not run)
     for (int t = skip; t < (int)r->c->steps; t++)
         if (fabs(r->step_s[t] - step_med) < fabs(r->step_s[best] - step_med)) best = t;
     return best;
@@ -648,6 +657,7 @@ int cmd_train(int argc, char **argv) {
     r->rank = comms_world_rank();
     validate(&cfg, r->world, r);
     check_outputs(r);
+    ckpt_setup(&cfg, MPI_COMM_WORLD);
     comms_place("train", cfg.device, cfg.transport, cfg.tf32, &r->place);
     r->be = r->place.be;
     blas_set_threads((int)cfg.threads);
@@ -712,10 +722,27 @@ int cmd_train(int argc, char **argv) {
         if (verbose) print_dp_header(r);
     }
 
+    // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads).
+    char mode_name[32];
+    r->ck = (CkptLayout){.c = c, .mode = choice_name(MODE_CHOICES, c->mode, mode_name, sizeof mode_name),
+                         .world = r->world, .stages = r->K, .dp = r->D, .lo = r->lo, .local = parts, .n_local = n_local,
+                         .first_stage = pipelined(c->mode) ? r->stage : 0, .writer = r->replica == 0, .comm = MPI_COMM_WORLD};
+    if (c->resume[0]) {
+        char desc[160];
+        r->start = (int)ckpt_resume(&r->ck, &r->sample0, desc, sizeof desc);
+        if (verbose) printf("resumed from %s: %s; training steps %d-%d\n", c->resume, desc, r->start + 1, steps);
+        if (c->timeline_step && c->timeline_step <= r->start)
+            user_error("train: --timeline-step %lld was done before the checkpoint (step %d): use %d..%d, or 0 for the median-time step",
+                       (long long)c->timeline_step, r->start, r->start + 1, steps);
+    }
+    int start = r->start, n_run = steps - start;
+    int64_t saved_step = -1;
+
     double verify_err = NAN, verify_excess = NAN;
     double *stage_err = NULL;
     if (c->gemm_timing) r->be->gemm_timing(1);
-    for (int step = 0; step < steps; step++) {
+    for (int step = start; step < steps; step++) {
+        fault_step(step + 1);
         for (int k = 0; k < n_local; k++) stage_zero_grads(&parts[k]);
         if (r->sync_on) gradsync_begin_step(&r->sync);
         if (pipelined(c->mode)) comm_barrier(MPI_COMM_WORLD);
@@ -729,6 +756,7 @@ int cmd_train(int argc, char **argv) {
         // the loss lives on the last stage(s); every rank learns the global batch's (and so decides alike on NaN)
         double v[3] = {0, 0, 0};
         if (is_last(r)) { v[0] = head->loss_sum; v[1] = head->loss_rows; v[2] = head->correct; }
+        if (fault_due(FAULT_NAN, step + 1)) v[0] = NAN;  // testing: this rank's contribution goes bad
         if (distributed(c->mode)) {
             double ta = now_sec();
             comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
@@ -771,9 +799,15 @@ int cmd_train(int argc, char **argv) {
             gradsync_end_step(&r->sync, end, &r->comm_s[step], &r->exposed_s[step]);
         }
         if (c->gemm_timing) r->gemm_s[step] = r->be->gemm_seconds();
-        if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == 0 || step == steps - 1))
+        if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == start || step == steps - 1))
             printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                    r->step_s[step] * 1e3, (double)c->batch * r->N / r->step_s[step] / 1e3);
+        if (c->save[0] && ((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps)) {
+            double t_save = now_sec();
+            double bytes = ckpt_save(&r->ck, step + 1, r->sample0 + (uint64_t)(step + 1 - start) * (uint64_t)c->batch * (uint64_t)r->N);
+            saved_step = step + 1;
+            if (verbose) printf("saved step %d to %s (%.2f MB, %.0f ms)\n", step + 1, c->save, bytes / 1e6, (now_sec() - t_save) * 1e3);
+        }
     }
     if (r->sync_on && !comm_same_u64(stage_param_checksum(&r->st), r->comm.dp))
         fatal("the replicas of stage %d ended with different parameters: the gradient all-reduce is broken", r->stage);
@@ -782,9 +816,11 @@ int cmd_train(int argc, char **argv) {
     double acc = evaluate(r, parts, n_local);
 
     // Summary figures. Step time: the median over steps (the first is a warm-up when there are more).
-    int skip = steps > 2 ? 1 : 0;
-    if (distributed(c->mode)) comm_allreduce_max_double(r->step_s, steps, MPI_COMM_WORLD);
-    double step_med = median(r->step_s + skip, steps - skip);
+    int skip = n_run > 2 ? 1 : 0;
+    if (distributed(c->mode)) comm_allreduce_max_double(r->step_s + start, n_run, MPI_COMM_WORLD);
+    double step_med = median(r->step_s + start + skip, n_run - skip);
+    // A resumed run has no steps before start: the timeline counts time from its first step.
+    for (int t = 0; t < start; t++) r->step_start[t] = r->step_start[start];
     size_t P = model_param_count(L, H, C);
     double rows_per_step = (double)c->batch * r->N;
     double flops = 6.0 * (double)P * rows_per_step;
@@ -801,15 +837,15 @@ int cmd_train(int argc, char **argv) {
     // backward, so in ddp it is 0 by construction; ZeRO-1's parameter all-gather is always exposed.
     double comm_ms = NAN, hidden = NAN, opt_bytes = 0, calls = 0, buckets = 0;
     if (r->sync_on) {
-        comm_allreduce_sum_double(r->comm_s, steps, MPI_COMM_WORLD);
-        comm_allreduce_sum_double(r->exposed_s, steps, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(r->comm_s + start, n_run, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(r->exposed_s + start, n_run, MPI_COMM_WORLD);
         double tot = 0, exp = 0;
-        for (int t = 0; t < steps; t++) {
+        for (int t = start; t < steps; t++) {
             r->comm_s[t] /= r->world;
             r->exposed_s[t] /= r->world;
-            if (t >= skip) { tot += r->comm_s[t]; exp += r->exposed_s[t]; }
+            if (t >= start + skip) { tot += r->comm_s[t]; exp += r->exposed_s[t]; }
         }
-        comm_ms = median(r->comm_s + skip, steps - skip) * 1e3;
+        comm_ms = median(r->comm_s + start + skip, n_run - skip) * 1e3;
         hidden = tot > 0 ? 1.0 - exp / tot : 0;
         // optimizer state per rank (Adam's two moments), the largest over the ranks
         size_t held = c->zero ? r->sync.shard_total : r->st.n_params;
@@ -828,8 +864,8 @@ int cmd_train(int argc, char **argv) {
     double gemm_ms = NAN, gemm_share = NAN, gemm_gflops = NAN;
     if (c->gemm_timing) {
         double g = 0, t = 0;
-        for (int k = skip; k < steps; k++) { g += r->gemm_s[k]; t += r->step_s[k]; }
-        double v[2] = {g / (steps - skip), g / t};
+        for (int k = start + skip; k < steps; k++) { g += r->gemm_s[k]; t += r->step_s[k]; }
+        double v[2] = {g / (n_run - skip), g / t};
         if (distributed(c->mode)) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
         double B = (double)c->batch * r->N, HH = (double)H * H, HC = (double)H * C;
         double gemm_flops = 2 * B * (L * HH + HC) + 2 * B * (L * HH + HC) + 2 * B * ((L - 1) * HH + HC);
@@ -844,13 +880,13 @@ int cmd_train(int argc, char **argv) {
     double *bubble = NULL, *peak_bytes = NULL, *peak_slots = NULL;
     double theory = schedule_bubble_formula(c->schedule, r->K, r->M);
     if (pipelined(c->mode)) {  // within each pipeline (hybrid: rank 0 reports replica 0's)
-        comm_allreduce_max_double(r->span_s, steps, r->comm.pp);
-        double *b = xmalloc(sizeof(double) * (size_t)steps);
-        for (int t = 0; t < steps; t++) b[t] = 1.0 - r->busy_s[t] / r->span_s[t];
+        comm_allreduce_max_double(r->span_s + start, n_run, r->comm.pp);
+        double *b = xmalloc(sizeof(double) * (size_t)n_run);
+        for (int t = 0; t < n_run; t++) b[t] = 1.0 - r->busy_s[start + t] / r->span_s[start + t];
         bubble = xcalloc((size_t)r->K, sizeof(double));
         peak_bytes = xcalloc((size_t)r->K, sizeof(double));
         peak_slots = xcalloc((size_t)r->K, sizeof(double));
-        bubble[r->stage] = median(b + skip, steps - skip);
+        bubble[r->stage] = median(b + skip, n_run - skip);
         peak_bytes[r->stage] = (double)r->st.peak_act_bytes;
         peak_slots[r->stage] = r->st.peak_slots;
         comm_allreduce_sum_double(bubble, r->K, r->comm.pp);
@@ -867,14 +903,14 @@ int cmd_train(int argc, char **argv) {
     if (pipelined(c->mode)) {  // (hybrid: each replica's own, as the bubble above)
         fwd = xcalloc((size_t)r->K, sizeof(double));
         bwd = xcalloc((size_t)r->K, sizeof(double));
-        fwd[r->stage] = kind_median(r, ACT_FORWARD, skip);
-        bwd[r->stage] = kind_median(r, ACT_BACKWARD, skip);
+        fwd[r->stage] = kind_median(r, ACT_FORWARD, start + skip);
+        bwd[r->stage] = kind_median(r, ACT_BACKWARD, start + skip);
         comm_allreduce_sum_double(fwd, r->K, r->comm.pp);
         comm_allreduce_sum_double(bwd, r->K, r->comm.pp);
         schedule_simulate_stages(c->schedule, r->K, r->M, fwd, bwd, 0, &msim);
         if (c->trace[0] || c->timeline[0] || c->gantt) {
             Timeline tl;
-            shown = shown_step(r, skip, step_med);
+            shown = shown_step(r, start + skip, step_med);
             timeline_gather(&tl, r->ev, r->n_ev, r->step_start, steps, MPI_COMM_WORLD);
             if (r->rank == 0) observe(r, &tl, shown, &msim, fwd, bwd, charts);
             timeline_free(&tl);
@@ -895,7 +931,8 @@ int cmd_train(int argc, char **argv) {
         cJSON_AddStringToObject(o, "optimizer", choice_name("adam|sgd", c->optimizer, s, sizeof s));
         cJSON_AddNumberToObject(o, "lr", c->lr);
         cJSON_AddNumberToObject(o, "params", (double)P);
-        cJSON_AddNumberToObject(o, "first_loss", r->loss[0]);
+        cJSON_AddNumberToObject(o, "start_step", start);
+        cJSON_AddNumberToObject(o, "first_loss", r->loss[start]);
         cJSON_AddNumberToObject(o, "final_loss", r->loss[steps - 1]);
         if (isfinite(acc)) cJSON_AddNumberToObject(o, "accuracy", acc); else cJSON_AddNullToObject(o, "accuracy");
         cJSON_AddNumberToObject(o, "step_ms_median", step_med * 1e3);
@@ -914,7 +951,9 @@ int cmd_train(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "gemm_share", gemm_share);
             cJSON_AddNumberToObject(o, "gemm_gflops", gemm_gflops);
         }
-        cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(r->loss, steps));
+        cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(r->loss + start, n_run));  // steps start+1..steps
+        if (c->resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->resume);
+        if (saved_step >= 0) { cJSON_AddStringToObject(o, "saved_to", c->save); cJSON_AddNumberToObject(o, "saved_step", (double)saved_step); }
         if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", r->K);
         if (r->N > 1 || option_was_set("grad-accum")) cJSON_AddNumberToObject(o, "grad_accum", r->N);
         if (data_parallel(c->mode)) {
@@ -962,7 +1001,7 @@ int cmd_train(int argc, char **argv) {
         free(text);
         cJSON_Delete(o);
     } else if (verbose) {
-        printf("\nfinal loss %.4f (first %.4f) | accuracy %.1f%% on %lld %s rows\n", r->loss[steps - 1], r->loss[0],
+        printf("\nfinal loss %.4f (first %.4f) | accuracy %.1f%% on %lld %s rows\n", r->loss[steps - 1], r->loss[start],
                100 * acc, (long long)(r->data.features && c->eval_samples > r->data.n ? r->data.n : c->eval_samples),
                r->data.features ? "training" : "held-out");
         printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", step_med * 1e3, samples_s, gflops);
