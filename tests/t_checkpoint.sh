@@ -76,6 +76,25 @@ if [ "$RC" -eq 0 ] && python3 -c "import sys; sys.exit(not 0 <= float(sys.argv[1
 else fail "ckpt/a resumed run's --trace starts at its first step" "exit $RC, first event at '$first' us: $(printf '%s' "$ERR" | head -c 200)"; fi
 expect_user_error "ckpt/--timeline-step before the checkpoint -> one line, exit 2" "--timeline-step 2 was done before the checkpoint \(step 4\): use 5..8" 60 mpiexec -n 4 "$MICROPP" train --mode pp $A --steps 8 --resume "$TMP/pp4" --timeline "$TMP/t.svg" --timeline-step 2
 
+# ---- data parallel: replica 0 writes one file per stage, every replica reads it ----
+run 60 mpiexec -n 2 "$MICROPP" train --mode ddp $M --steps 8
+REF_DDP=$(losses)
+run 60 mpiexec -n 2 "$MICROPP" train --mode ddp $M --steps 4 --save "$TMP/ddp"
+run 60 mpiexec -n 2 "$MICROPP" train --mode ddp $M --steps 8 --resume "$TMP/ddp"
+same_losses "ckpt/resume ddp 2 ranks: 4+4 steps == 8 steps, bit for bit" "$(slice "$REF_DDP" 4 8)"
+n=$(ls "$TMP/ddp" | grep -c 'safetensors$')
+[ "$n" = 1 ] && pass "ckpt/ddp writes one file (replica 0), not one per replica" || fail "ckpt/ddp writes one file" "$(ls "$TMP/ddp")"
+run 60 mpiexec -n 2 "$MICROPP" train --mode pp $A --steps 8 --resume "$TMP/ddp"
+close_losses "ckpt/re-partition ddp 2 -> pp 2 (steps 5-8)" "$(slice "$REF_DDP" 4 8)" 1e-5
+run 90 mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 $A --steps 4 --save "$TMP/hyb"
+n=$(ls "$TMP/hyb" | grep -c 'safetensors$')
+[ "$RC" -eq 0 ] && [ "$n" = 2 ] && pass "ckpt/hybrid 2x2 writes one file per stage" || fail "ckpt/hybrid 2x2 writes one file per stage" "rc $RC $(ls "$TMP/hyb") $ERR"
+run 60 "$MICROPP" train $M --steps 8 --resume "$TMP/hyb"
+close_losses "ckpt/re-partition hybrid 2x2 -> monolith (steps 5-8)" "$(slice "$REF_PP" 4 8)" 1e-5
+run 90 mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 $A --steps 8 --resume "$TMP/pp4"
+close_losses "ckpt/re-partition pp 4 -> hybrid 2x2 (steps 5-8)" "$(slice "$REF_PP" 4 8)" 1e-5
+expect_user_error "ckpt/--save with --zero 1 -> one line, exit 2" "--save with --zero 1 is not supported" 30 mpiexec -n 2 "$MICROPP" train --mode ddp --zero 1 $M --steps 2 --save "$TMP/z"
+
 # ---- the files: readable without micropp, names global, values the same whatever the layout ----
 run 30 $TOOL check "$TMP/pp4"
 if [ "$RC" -eq 0 ] && [ "$(json_get '["tensors"]')" = 54 ]; then pass "ckpt/format: CRC-32, headers, names and shapes check out in python ($(json_get '["reader"]'))"
