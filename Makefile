@@ -7,7 +7,7 @@ OPT ?= -O3 -march=native -fno-math-errno
 CFLAGS ?= $(OPT)
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS := -lopenblas -lcjson -lm
-SRCS := micropp.c config.c train.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c data.c ops_cpu.c
+SRCS := micropp.c config.c train.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c data.c ops_cpu.c checkpoint.c safetensors.c
 BUILD ?= build
 
 # ---- optional GPU support: detected, reported, and switchable with CUDA=0/1 ----
@@ -37,7 +37,7 @@ else
 endif
 OBJS := $(SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 
-.PHONY: all deps features run test asan clean bench
+.PHONY: all deps features run test asan test-asan fuzz clean bench
 all: micropp
 
 # Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS), only when a probe
@@ -95,21 +95,64 @@ run: micropp
 
 # Unit tests: tests/unit_*.c linked against every object but main's.
 LIB_OBJS := $(filter-out $(BUILD)/micropp.o,$(OBJS))
-UNIT_BINS := $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/unit_*.c))
-# MPI test programs (tests/mpi_*.c): built the same way, run under mpiexec by the tests/t_*.sh scripts.
+UNIT_DIR ?= tests/bin
+UNIT_BINS := $(patsubst tests/%.c,$(UNIT_DIR)/%,$(wildcard tests/unit_*.c))
+# MPI test programs (tests/mpi_*.c): built the same way into tests/bin, run under mpiexec by the tests/t_*.sh scripts.
 MPI_TEST_BINS := $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/mpi_*.c))
-tests/bin/%: tests/%.c tests/unit.h $(LIB_OBJS) | deps
-	@mkdir -p tests/bin
+$(UNIT_DIR)/%: tests/%.c tests/unit.h $(LIB_OBJS) | deps
+	@mkdir -p $(UNIT_DIR)
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LIB_OBJS) $(LDLIBS)
 
-test: micropp $(UNIT_BINS) $(MPI_TEST_BINS) $(if $(filter 1,$(CUDA)),micropp-cpu)
+# Fuzz targets (tests/fuzz/fuzz_*.c) replayed over their seeds and kept crash inputs by a plain
+# driver, so `make test` needs no clang; built with ASan+UBSan when the compiler has them.
+FUZZ_TARGETS := config npy safetensors
+FUZZ_SRCS_config := config.c
+FUZZ_SRCS_npy := data.c
+FUZZ_SRCS_safetensors := safetensors.c
+REPLAY_CC ?= gcc
+REPLAY_SAN := $(shell echo 'int main(void){return 0;}' | $(REPLAY_CC) -fsanitize=address,undefined -x c - -o /dev/null 2>/dev/null && echo -fsanitize=address,undefined -fno-sanitize-recover=all)
+REPLAY_BINS := $(FUZZ_TARGETS:%=tests/bin/replay_%)
+.SECONDEXPANSION:
+tests/bin/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz_stubs.h $$(FUZZ_SRCS_$$*) $(wildcard *.h) | deps
+	@mkdir -p tests/bin
+	$(REPLAY_CC) -std=c11 -D_GNU_SOURCE -g -O1 $(REPLAY_SAN) -Wall -Wextra -Werror -I. -o $@ $< tests/fuzz/replay_main.c $(FUZZ_SRCS_$*) -lcjson -lm
+
+test: micropp $(UNIT_BINS) $(MPI_TEST_BINS) $(REPLAY_BINS) $(if $(filter 1,$(CUDA)),micropp-cpu)
 	@bash tests/run.sh
 
+# libFuzzer (clang) over each reader for FUZZ_SECONDS in all; new crash inputs land in
+# tests/fuzz/regressions/TARGET/ (commit them once fixed: `make test` replays them).
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+fuzz: | deps
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz: $(FUZZ_CC) not found (apt-get install clang): nothing fuzzed"; exit 1; }
+	@mkdir -p build-fuzz; status=0; per=$$(( $(FUZZ_SECONDS) / $(words $(FUZZ_TARGETS)) )); [ $$per -ge 1 ] || per=1; \
+	for t in $(FUZZ_TARGETS); do \
+	  srcs=$$(case $$t in config) echo "$(FUZZ_SRCS_config)";; npy) echo "$(FUZZ_SRCS_npy)";; safetensors) echo "$(FUZZ_SRCS_safetensors)";; esac); \
+	  $(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. \
+	    -o build-fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c $$srcs -lcjson -lm || exit 1; \
+	  mkdir -p build-fuzz/corpus/$$t tests/fuzz/regressions/$$t; \
+	  leaks=1; [ $$t = config ] && leaks=0; \
+	  echo "make fuzz: $$t for $${per}s"; \
+	  ASAN_OPTIONS=detect_leaks=$$leaks nice ./build-fuzz/fuzz_$$t -max_total_time=$$per -timeout=10 -rss_limit_mb=2048 -max_len=16384 -detect_leaks=$$leaks \
+	    -print_final_stats=1 -artifact_prefix=tests/fuzz/regressions/$$t/ build-fuzz/corpus/$$t tests/fuzz/corpus/$$t \
+	    > build-fuzz/$$t.log 2>&1 || { status=1; echo "make fuzz: $$t FAILED: input kept in tests/fuzz/regressions/$$t/ (log: build-fuzz/$$t.log)"; tail -30 build-fuzz/$$t.log; }; \
+	  grep -E '^stat::number_of_executed_units|^Done' build-fuzz/$$t.log | tr '\n' ' '; echo; \
+	done; exit $$status
+
 # AddressSanitizer + UBSan build of the same sources, then the suite against it.
+ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" micropp-asan
+	$(MAKE) BUILD=build-asan OPT="$(ASAN_OPT)" micropp-asan
 micropp-asan: $(OBJS) | deps
 	$(CC) $(CFLAGS) -o $@ $(OBJS) $(LDLIBS)
+# MPICH, UCX and hwloc keep allocations until exit: tests/lsan.supp silences those libraries only
+# (full unwinding, so that leaks inside their dlopened plugins are traced back to them).
+test-asan: $(REPLAY_BINS) $(MPI_TEST_BINS)
+	$(MAKE) BUILD=build-asan OPT="$(ASAN_OPT)" UNIT_DIR=tests/bin-asan micropp-asan $(patsubst tests/%.c,tests/bin-asan/%,$(wildcard tests/unit_*.c))
+	ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0:allocator_may_return_null=1:abort_on_error=0 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	MICROPP=$(CURDIR)/micropp-asan UNIT_DIR=tests/bin-asan bash tests/run.sh
 
 bench/sgemm: bench/sgemm.c $(LIB_OBJS) | deps
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LIB_OBJS) $(LDLIBS)
@@ -121,6 +164,6 @@ bench: micropp bench/sgemm
 	bash bench/pipeline.sh
 
 clean:
-	rm -rf build build-asan build-cpu micropp micropp-asan micropp-cpu tests/bin bench/sgemm bench/gpu_sgemm
+	rm -rf build build-asan build-cpu build-fuzz micropp micropp-asan micropp-cpu tests/bin tests/bin-asan bench/sgemm bench/gpu_sgemm
 
 -include $(OBJS:.o=.d)

@@ -33,6 +33,9 @@ void fatal_at(const char *file, int line, const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "[rank %d] %s:%d: %s\n", g_rank, file, line, msg);
     fflush(stderr);
+    // mpiexec (Hydra) forwards our stderr through its proxy, which MPI_Abort tears down: give it a
+    // moment to pass the message on, or the job may die without saying why (seen once in the tests).
+    if (mpi_up() && comms_world_size() > 1) usleep(200 * 1000);
     if (mpi_up()) MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
 }

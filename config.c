@@ -18,7 +18,7 @@ const Option train_options[] = {
     {"hidden", 'H', OPT_INT, T(hidden), 0, 1, 65536, "H", "hidden size (= input features)"},
     {"classes", 'C', OPT_INT, T(classes), 0, 2, 65536, "C", "output classes"},
     {"batch", 'B', OPT_INT, T(batch), 0, 1, 1 << 24, "B", "global batch size (rows per step)"},
-    {"steps", 'n', OPT_INT, T(steps), 0, 1, 1 << 30, "N", "optimizer steps"},
+    {"steps", 'n', OPT_INT, T(steps), 0, 1, 1 << 30, "N", "optimizer steps in total (with --resume: train up to step N)"},
     {"lr", 0, OPT_FLOAT, T(lr), 0, 1e-12, 1e3, "LR", "learning rate"},
     {"optimizer", 0, OPT_CHOICE, T(optimizer), "adam|sgd", 0, 0, "OPT", "adam (PyTorch semantics) or plain sgd"},
     {"seed", 's', OPT_INT, T(seed), 0, 0, 9.0e15, "S", "seed of weights and synthetic data"},
@@ -50,6 +50,9 @@ const Option train_options[] = {
     {"bucket-mb", 0, OPT_FLOAT, T(bucket_mb), 0, -1e12, 1e12, "MB", "ddp/hybrid bucketed: bucket capacity in MiB"},
     {"grad-accum", 0, OPT_INT, T(grad_accum), 0, 1, 1 << 20, "N", "monolith/ddp: N micro-steps of --batch rows per optimizer step"},
     {"zero", 0, OPT_INT, T(zero), 0, 0, 1, "Z", "ddp/hybrid: 1 = ZeRO-1, optimizer state sharded over the replicas"},
+    {"save", 0, OPT_STR, T(save), 0, 0, 0, "DIR", "write checkpoints (safetensors per stage + manifest.json) to DIR, at the end and every --save-every"},
+    {"save-every", 0, OPT_INT, T(save_every), 0, 0, 1 << 30, "N", "with --save: also save after every N steps (0: only at the end)"},
+    {"resume", 0, OPT_STR, T(resume), 0, 0, 0, "DIR", "continue from the checkpoint in DIR (any mode or partition); --steps stays the total"},
     {0},
 };
 #undef T

@@ -89,6 +89,10 @@ typedef struct {
     double bucket_mb;        // bucket capacity, MiB
     int64_t grad_accum;      // micro-steps per optimizer step
     int64_t zero;            // ZeRO stage: 0 or 1
+    // checkpoints (checkpoint.c)
+    char save[PATH_LEN];     // "" = no checkpoints
+    int64_t save_every;      // 0 = only at the end
+    char resume[PATH_LEN];   // "" = start from the initial weights
 } TrainConfig;
 
 extern const Option train_options[];

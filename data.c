@@ -141,10 +141,10 @@ int npy_read(const char *path, Npy *out, char *err, size_t errlen) {
     long here = ftell(f);
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
-    if (size - here < (long)(count * (int64_t)esize)) {
+    if (here < 0 || size < here || (uint64_t)count > (uint64_t)(size - here) / esize) {  // no count*esize: it may overflow
         fclose(f);
-        snprintf(err, errlen, "truncated: header promises %lld elements (%lld bytes) but the file holds %ld bytes of data",
-                 (long long)count, (long long)(count * (int64_t)esize), size - here);
+        snprintf(err, errlen, "truncated: header promises %lld elements of %zu bytes but the file holds %ld bytes of data",
+                 (long long)count, esize, size - here);
         return -1;
     }
     fseek(f, here, SEEK_SET);

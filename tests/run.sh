@@ -16,7 +16,7 @@ count() {  # reads PASS/FAIL/SKIP lines from stdin, echoes them, tallies
     done
 }
 only=${1:-}
-for t in tests/bin/unit_*; do
+for t in "${UNIT_DIR:-tests/bin}"/unit_*; do  # UNIT_DIR: make test-asan's sanitized builds
     [ -x "$t" ] || continue
     [ -n "$only" ] && [[ "$t" != *"$only"* ]] && continue
     echo "# $t"

@@ -171,3 +171,18 @@ i, w, b = d["backward_input_ms_median"], d["backward_weight_ms_median"], d["back
 sys.exit(0 if len(i) == len(w) == 2 and all(x > 0 for x in i + w) and all(abs(b[k] - i[k] - w[k]) < 1e-9 for k in range(2))
          and len(d["bubble_simulated"]) == 2 else 1)
 PY
+
+# checkpoints: interleaved writes a file per chunk (virtual stage); resuming it, in the same layout
+# or another (zb-h1 on 2 ranks), continues the uninterrupted run
+CK="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --micro-batches 4 --json --log-every 0"
+run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule interleaved $CK --steps 6; ref=$(json_get '["losses"]')
+run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule interleaved $CK --steps 3 --save "$TMP/il"
+files=$(ls "$TMP/il" | grep -c 'safetensors$')
+run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule interleaved $CK --steps 6 --resume "$TMP/il"; same=$(json_get '["losses"]')
+run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule zb-h1 $CK --steps 6 --resume "$TMP/il"; other=$(json_get '["losses"]')
+python3 - "$ref" "$same" "$other" "$files" <<'PY' && pass "ckpt/interleaved: 4 chunk files; resume == the uninterrupted run bit for bit, and within 1e-5 under zb-h1" || fail "ckpt/interleaved" "$ref | $same | $other | $files files $ERR"
+import json, sys
+ref, same, other = (json.loads(x) for x in sys.argv[1:4])
+ok = int(sys.argv[4]) == 4 and same == ref[3:] and len(other) == 3 and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(other, ref[3:]))
+sys.exit(0 if ok else 1)
+PY
