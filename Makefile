@@ -162,6 +162,7 @@ bench/gpu_sgemm: bench/gpu_sgemm.c $(LIB_OBJS) | deps
 bench: micropp bench/sgemm
 	bash bench/foundation.sh
 	bash bench/pipeline.sh
+	bash bench/schedules.sh
 
 clean:
 	rm -rf build build-asan build-cpu build-fuzz micropp micropp-asan micropp-cpu tests/bin tests/bin-asan bench/sgemm bench/gpu_sgemm
