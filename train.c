@@ -769,6 +769,15 @@ int cmd_train(int argc, char **argv) {
             stage_err = xcalloc(3 * (size_t)r->K, sizeof(double));
             double *noise = stage_err + r->K, *excess = stage_err + 2 * r->K;
             if (r->sync_on) gradsync_gather_grads(&r->sync);  // ZeRO-1 holds only its shards
+            if (fault_due(FAULT_GRAD, step + 1)) {  // testing: the largest gradient off by 0.1%, as a bug would leave it
+                size_t n = parts[0].n_params, at = 0;
+                float *g = xmalloc(sizeof(float) * n);
+                r->be->to_host(g, parts[0].grads, sizeof(float) * n);
+                for (size_t i = 1; i < n; i++) if (fabsf(g[i]) > fabsf(g[at])) at = i;
+                g[at] *= 1.001f;
+                r->be->to_device(parts[0].grads, g, sizeof(float) * n);
+                free(g);
+            }
             for (int k = 0; k < n_local; k++) {
                 int at = distributed(c->mode) ? r->stage : k;
                 Verdict v = verify_stage(r, &parts[k], loss, c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL);
