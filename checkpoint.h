@@ -47,7 +47,7 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
 double ckpt_save(const CkptLayout *l, int64_t step, uint64_t next_sample);
 
 // ---- MICROPP_FAULT=rank:step:kind (testing): make rank `rank` fail at step `step` (1-based) ----
-enum { FAULT_NONE, FAULT_ABORT, FAULT_NAN, FAULT_IO, FAULT_KILL, FAULT_ALLOC };
+enum { FAULT_NONE, FAULT_ABORT, FAULT_NAN, FAULT_IO, FAULT_KILL, FAULT_ALLOC, FAULT_GRAD };
 void fault_init(void);                   // reads the variable; a malformed value is a user error
 int fault_due(int kind, int64_t step);   // 1 when that fault is due on this rank at this step
 void fault_step(int64_t step);           // at the start of a step: fires abort, kill or alloc

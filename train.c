@@ -894,6 +894,15 @@ int cmd_train(int argc, char **argv) {
             stage_err = xcalloc(3 * (size_t)S, sizeof(double));
             double *noise = stage_err + S, *excess = stage_err + 2 * S;
             for (int k = 0; k < r->n_sync; k++) gradsync_gather_grads(&r->sync[k]);  // ZeRO-1 holds only its shards
+            if (fault_due(FAULT_GRAD, step + 1)) {  // testing: the largest gradient off by 0.1%, as a bug would leave it
+                size_t n = parts[0].n_params, at = 0;
+                float *g = xmalloc(sizeof(float) * n);
+                r->be->to_host(g, parts[0].grads, sizeof(float) * n);
+                for (size_t i = 1; i < n; i++) if (fabsf(g[i]) > fabsf(g[at])) at = i;
+                g[at] *= 1.001f;
+                r->be->to_device(parts[0].grads, g, sizeof(float) * n);
+                free(g);
+            }
             Reference ref = reference(r);
             for (int k = 0; k < n_local; k++) {
                 int at = pipelined(c->mode) ? vstage(r, k) : distributed(c->mode) ? r->stage : k;

@@ -88,3 +88,12 @@ run 60 mpiexec -n 2 "$MICROPP" pingpong --sweep -e 64K -n 10
 expect_user_error "pingpong/3 ranks" "needs exactly 2 ranks, got 3" 20 mpiexec -n 3 "$MICROPP" pingpong
 expect_user_error "pingpong/reversed range" "--min-bytes 1024 is above --max-bytes 16" 20 mpiexec -n 2 "$MICROPP" pingpong -b 1K -e 16
 expect_user_error "pingpong/bad size" "expects a size like" 20 mpiexec -n 2 "$MICROPP" pingpong -e 4Q
+
+# --verify catches a wrong gradient: MICROPP_FAULT=rank:1:grad moves that rank's largest gradient by 0.1%
+for n in 2 4; do
+    run 60 env MICROPP_FAULT=$((n - 1)):1:grad mpiexec -n $n "$MICROPP" train --mode pp --micro-batches 4 $SMALL --verify
+    if [ "$RC" -eq 1 ] && grep -q 'FAILED' <<<"$OUT" && grep -q 'micropp: --verify failed: worst relative error 0.001' <<<"$ERR"; then pass "pp/verify fails on a gradient 0.1% off (K=$n)"
+    else fail "pp/verify fails on a gradient 0.1% off (K=$n)" "exit $RC: $(tail -3 <<<"$OUT") $ERR"; fi
+done
+run 60 env MICROPP_FAULT=0:1:grad "$MICROPP" train --mode manual --parts 2 $SMALL --verify
+[ "$RC" -eq 1 ] && grep -q FAILED <<<"$OUT" && pass "manual/verify fails on a gradient 0.1% off" || fail "manual/verify fails on a gradient 0.1% off" "exit $RC"
