@@ -740,6 +740,8 @@ int cmd_train(int argc, char **argv) {
                   "  micropp train --mode manual --parts 4 --verify # the manual split, checked\n"
                   "  mpiexec -n 2 micropp train --mode pp --schedule 1f1b --micro-batches 8\n"
                   "  mpiexec -n 4 micropp train --mode pp --schedule gpipe --partition 5,4,4,3 --checkpoint-activations\n"
+                  "  mpiexec -n 4 micropp train --mode pp --schedule interleaved --virtual-stages 2 --micro-batches 8 --verify\n"
+                  "  mpiexec -n 4 micropp train --mode pp --schedule zb-h1 --micro-batches 8 --checkpoint-activations\n"
                   "  mpiexec -n 2 micropp train --mode ddp --ddp-sync bucketed --allreduce ring --verify\n"
                   "  mpiexec -n 4 micropp train --mode ddp --zero 1 --grad-accum 4\n"
                   "  mpiexec -n 4 micropp train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 4 --verify\n");

@@ -6,11 +6,12 @@ source "$(dirname "$0")/lib.sh"
 SMALL="--hidden 32 --batch 24 --steps 2 --log-every 0"
 
 # MPI progress while computing (the executor polls its sends between layers)
-if [ -x "$ROOT/tests/bin/unit_schedules" ]; then
-    run 60 mpiexec -n 2 "$ROOT/tests/bin/unit_schedules" --mpi-progress
+UNIT=$ROOT/${UNIT_DIR:-tests/bin}/unit_schedules
+if [ -x "$UNIT" ]; then
+    run 60 mpiexec -n 2 "$UNIT" --mpi-progress
     if [ "$RC" -eq 0 ] && grep -q '^PASS ' <<<"$OUT"; then printf '%s\n' "$OUT" | grep -E '^(PASS|FAIL) '
     else fail "comms/progress while computing" "rc $RC: $OUT $(printf '%s' "$ERR" | tail -2)"; fi
-else skip "comms/progress while computing" "tests/bin/unit_schedules not built (make test builds it)"; fi
+else skip "comms/progress while computing" "$UNIT not built (make test builds it)"; fi
 
 # --verify: every chunk's gradients against the monolith reference
 verify() {  # NAME RANKS ARGS...
