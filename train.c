@@ -85,7 +85,7 @@ static void validate(TrainConfig *c, int world, Run *r) {
                 user_error("train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", observe_only[i], mode);
     }
     if (!pipelined(c->mode)) {
-        static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations", "virtual-stages"};
+        static const char *pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations", "virtual-stages", "transport"};
         for (size_t i = 0; i < sizeof pp_only / sizeof *pp_only; i++)
             if (option_on_command_line(pp_only[i]))
                 user_error("train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", pp_only[i], mode);

@@ -97,3 +97,4 @@ for n in 2 4; do
 done
 run 60 env MICROPP_FAULT=0:1:grad "$MICROPP" train --mode manual --parts 2 $SMALL --verify
 [ "$RC" -eq 1 ] && grep -q FAILED <<<"$OUT" && pass "manual/verify fails on a gradient 0.1% off" || fail "manual/verify fails on a gradient 0.1% off" "exit $RC"
+expect_user_error "pp-bad/--transport outside a pipeline" "--transport applies to --mode pp or hybrid, not --mode monolith" 20 "$MICROPP" train --transport mpi
