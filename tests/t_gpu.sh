@@ -61,7 +61,7 @@ fi
 
 # ---- flags that need a GPU, asked of the CPU ----
 expect_user_error "gpu/--transport nccl with --device cpu is refused" 'transport nccl.*--device is cpu' 60 \
-    "$MICROPP" train "${TINY[@]}" --device cpu --transport nccl
+    mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode pp --device cpu --transport nccl
 expect_user_error "gpu/--tf32 with --device cpu is refused" 'tf32.*--device is cpu' 60 \
     "$MICROPP" train "${TINY[@]}" --device cpu --tf32
 expect_user_error "gpu/selftest --tf32 on the CPU is refused" 'tf32 applies to cuBLAS' 60 \
