@@ -50,13 +50,10 @@ typedef struct {
     double *step_start;       // now_sec() at each step's start (after the step barrier in pp)
     Event *ev;                // every action as it ran (trace.h), times from its step's start
     int n_ev, cap_ev;
-    double first_loss;
-    int peak_slots;
     // checkpoints: this run trains steps [start, steps); its first step reads sample sample0 on
     int start;
     uint64_t sample0;
     CkptLayout ck;
-    size_t peak_bytes;
 } Run;
 
 // Per-rank median times of one pass of each compute kind ([K] each; i and w: halves of b when the
@@ -531,15 +528,18 @@ static double evaluate(Run *r, Stage *stages, int n_local) {
     uint64_t base = r->data.features ? 0 : EVAL_BASE;
     const Backend *be = r->be;
     int H = (int)c->hidden, C = (int)c->classes, chunk = r->rows;
-    float *a = be->alloc(sizeof(float) * (size_t)chunk * H), *b = be->alloc(sizeof(float) * (size_t)chunk * (H > C ? H : C));
+    // a and b trade places after every stage without the head, so either may receive the logits
+    size_t width = (size_t)(H > C ? H : C);
+    float *a = be->alloc(sizeof(float) * (size_t)chunk * width), *b = be->alloc(sizeof(float) * (size_t)chunk * width);
     float *logits = xmalloc(sizeof(float) * (size_t)chunk * C);
     int hits = 0;
     int pp = pipelined(c->mode);  // hybrid: each replica's pipeline evaluates the same rows
     // pp: batch k goes through the virtual stages in order; on this rank, through its chunks in
-    // turn (tags repeat every COMM_MAX_MB batches, which is safe: each link carries them in order)
+    // turn (tags repeat every M batches, within the range validate() checked against MPI_TAG_UB;
+    // safe because each link carries them in order)
     int last_here = pp ? is_last(r) : 1;
     for (int done = 0, k = 0; done < n_eval; done += chunk, k++) {
-        int rows = n_eval - done < chunk ? n_eval - done : chunk, tk = k % COMM_MAX_MB;
+        int rows = n_eval - done < chunk ? n_eval - done : chunk, tk = k % r->M;
         for (int i = 0; i < n_local; i++) {
             int vs = pp ? vstage(r, i) : i;
             if (vs == 0) {

@@ -132,3 +132,7 @@ for f in $(grep -oE '"[a-z-]+", ' "$ROOT/config.c" | grep -oE '[a-z-]+' ); do gr
 # --- BLAS threads: the header reports what OpenBLAS runs with ---
 run 30 "$MICROPP" train --steps 2 --threads 2
 grep -qE 'openblas .* threads=2' <<<"$OUT" && pass "blas/--threads 2 reaches OpenBLAS" || fail "blas/--threads 2" "$(grep -o 'threads=[0-9]*' <<<"$OUT")"
+
+# --- evaluation through an even number of parts with more classes than hidden units (a heap overflow once) ---
+run 60 "$MICROPP" train --mode manual --parts 2 --layers 2 --hidden 8 --classes 4096 --batch 64 --steps 1 --eval-samples 64 --json
+[ "$RC" -eq 0 ] && [ -n "$(json_get '["accuracy"]')" ] && pass "manual/eval with classes > hidden over 2 parts" || fail "manual/eval with classes > hidden over 2 parts" "exit $RC: $(head -c 300 <<<"$ERR")"
