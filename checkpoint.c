@@ -28,20 +28,6 @@ static int64_t g_last_saved = -1;
 
 // ---- one verdict for every rank ----
 
-// Every rank calls this with its own error ("" when fine). If any rank has one, the lowest such
-// rank's message goes to all and every rank ends with it through user_error (rank 0 prints).
-static void agree(MPI_Comm comm, const char *mine) {
-    int rank, me, first;
-    MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    me = mine[0] ? rank : INT_MAX;
-    MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm));
-    if (first == INT_MAX) return;
-    char msg[ERR_LEN] = "";
-    if (rank == first) snprintf(msg, sizeof msg, "%s", mine);
-    MPI_CHECK(MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, comm));
-    user_error("%s", msg);
-}
-
 // ---- faults ----
 
 static int fault_rank = -1, fault_kind = FAULT_NONE;
@@ -161,7 +147,7 @@ void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
         clock_gettime(CLOCK_REALTIME, &ts);
         id = (uint32_t)mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 48));
     }
-    agree(comm, err);
+    comm_agree(comm, err);
     MPI_CHECK(MPI_Bcast(&id, 1, MPI_UINT32_T, 0, comm));
     g_run_id = id;
     g_last_saved = -1;
@@ -296,7 +282,7 @@ static char *manifest_fetch(const char *dir, MPI_Comm comm) {
         else if (memchr(buf, 0, len))
             snprintf(err, sizeof err, "train: --resume %s: %s holds a NUL byte: it is corrupted", dir, MANIFEST);
     }
-    agree(comm, err);
+    comm_agree(comm, err);
     uint64_t n = len;
     MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm));
     char *text = xmalloc((size_t)n + 1);
@@ -429,7 +415,7 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
         snprintf(err, sizeof err, "train: --resume %s: found %d of the %d tensors this rank needs", dir, n_loaded, n_needed);
     free(refs);
     free(m.files);
-    agree(l->comm, err);
+    comm_agree(l->comm, err);
     *next_sample = m.next_sample;
     snprintf(desc, desc_len, "step %lld (written by %s, %d stage%s%s)", (long long)m.step, m.mode, m.stages, m.stages == 1 ? "" : "s",
              m.dp > 1 ? ", data-parallel" : "");

@@ -1,5 +1,6 @@
 // comms.c: MPI (MPICH) underneath comms.h, and the two ways a run ends early: fatal() aborts every
 // rank with "[rank r] file:line: message"; user_error() prints one line and exits 2 on each rank.
+#include <limits.h>
 #include <signal.h>
 #include <string.h>
 #include <time.h>
@@ -63,6 +64,23 @@ void finish(int code) {
     fflush(stdout);
     comms_finalize();
     exit(code);
+}
+
+void comm_agree(MPI_Comm comm, const char *mine) {
+    int rank, me, first;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    me = mine[0] ? rank : INT_MAX;
+    MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm));
+    if (first == INT_MAX) return;
+    char msg[2048] = "";
+    if (rank == first) snprintf(msg, sizeof msg, "%s", mine);
+    MPI_CHECK(MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, comm));
+    user_error("%s", msg);
+}
+
+void agree_on_error(const char *err) {
+    if (mpi_up()) comm_agree(MPI_COMM_WORLD, err ? err : "");
+    else if (err && *err) user_error("%s", err);
 }
 
 void mpi_check_at(int err, const char *what, const char *file, int line) {

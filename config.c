@@ -238,7 +238,9 @@ static const char *json_type_name(const cJSON *v) {
 
 void options_load_json(const char *cmd, const Option *opts, void *base, const char *path) {
     FILE *f = fopen(path, "rb");
-    if (!f) user_error("%s: cannot read config '%s': %s (check the path)", cmd, path, strerror(errno));
+    char why[PATH_LEN + 256] = "";
+    if (!f) snprintf(why, sizeof why, "%s: cannot read config '%s': %s (check the path)", cmd, path, strerror(errno));
+    agree_on_error(why);  // a node that cannot see the file ends every rank, not just itself
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);

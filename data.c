@@ -27,11 +27,15 @@ void data_open(Data *d, const char *src, const char *labels_path, int hidden, in
     if (!labels_path[0]) user_error("train: --data %s needs --labels FILE.npy (int32 or int64, shape [N])", src);
     char err[512];
     Npy x, y;
-    if (npy_read(src, &x, err, sizeof err)) user_error("train: --data %s: %s", src, err);
+    // Reading can fail on one node only (a path missing there): every rank takes the same verdict.
+    char why[1536] = "";
+    if (npy_read(src, &x, err, sizeof err)) snprintf(why, sizeof why, "train: --data %s: %s", src, err);
+    agree_on_error(why);
     if (strcmp(x.dtype, "<f4") || x.ndim != 2 || x.shape[1] != hidden)
         user_error("train: --data %s: need float32 [N,%d] (N rows of --hidden %d features), got %s with %d dims%s",
                    src, hidden, hidden, x.dtype, x.ndim, x.ndim == 2 ? " of another width" : "");
-    if (npy_read(labels_path, &y, err, sizeof err)) user_error("train: --labels %s: %s", labels_path, err);
+    if (npy_read(labels_path, &y, err, sizeof err)) snprintf(why, sizeof why, "train: --labels %s: %s", labels_path, err);
+    agree_on_error(why);
     if ((strcmp(y.dtype, "<i4") && strcmp(y.dtype, "<i8")) || y.ndim != 1 || y.shape[0] != x.shape[0])
         user_error("train: --labels %s: need int32 or int64 [%lld] (one label per row of --data), got %s with %d dims",
                    labels_path, (long long)x.shape[0], y.dtype, y.ndim);

@@ -23,6 +23,11 @@ _Noreturn void fatal_at(const char *file, int line, const char *fmt, ...)
 // A user mistake: "micropp: <message>" and exit 2. Callers guarantee every rank decides the same way.
 _Noreturn void user_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// A check whose outcome may differ between ranks (a file one node cannot read): every rank calls
+// it at the same point with its error or NULL; if any rank has one, all end with the lowest
+// failing rank's message and exit 2. Without MPI it is user_error(err) when err is set.
+void agree_on_error(const char *err);
+
 // Ends this rank normally with an exit code (MPI finalized first when it is running).
 _Noreturn void finish(int code);
 

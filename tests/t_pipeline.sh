@@ -98,3 +98,21 @@ done
 run 60 env MICROPP_FAULT=0:1:grad "$MICROPP" train --mode manual --parts 2 $SMALL --verify
 [ "$RC" -eq 1 ] && grep -q FAILED <<<"$OUT" && pass "manual/verify fails on a gradient 0.1% off" || fail "manual/verify fails on a gradient 0.1% off" "exit $RC"
 expect_user_error "pp-bad/--transport outside a pipeline" "--transport applies to --mode pp or hybrid, not --mode monolith" 20 "$MICROPP" train --transport mpi
+
+
+# a file only some ranks can read: every rank takes the same verdict at once (not a 10 s stall)
+echo '{"steps": 2}' > "$TMP/ok.json"
+python3 - "$TMP" <<'PY'
+import struct, sys
+d = sys.argv[1]
+def save(path, descr, shape, nbytes):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + b"\0" * nbytes)
+save(d + "/x.npy", "<f4", "(8, 16)", 512)
+save(d + "/y.npy", "<i4", "(8,)", 32)
+PY
+printf '#!/bin/bash\n# rank 1 is handed paths that do not exist on its "node"\nif [ "$PMI_RANK" = 1 ]; then set -- "${@/ok.json/missing.json}"; set -- "${@/x.npy/gone.npy}"; fi\nexec "%s" train --mode pp --layers 4 --hidden 16 --batch 8 "$@"\n' "$MICROPP" > "$TMP/rank1-differs.sh"
+chmod +x "$TMP/rank1-differs.sh"
+expect_user_error "pp-bad/config readable on rank 0 only: every rank ends at once" "cannot read config '.*missing.json'" 8 mpiexec -n 2 "$TMP/rank1-differs.sh" --config "$TMP/ok.json"
+expect_user_error "pp-bad/data readable on rank 0 only: every rank ends at once" "--data .*gone.npy: cannot open" 8 mpiexec -n 2 "$TMP/rank1-differs.sh" --data "$TMP/x.npy" --labels "$TMP/y.npy"

@@ -30,6 +30,7 @@ void fatal_at(const char *file, int line, const char *fmt, ...) {
     abort();
 }
 void finish(int code) { (void)code; abort(); }
+void agree_on_error(const char *err) { if (err && *err) user_error("%s", err); }
 double now_sec(void) { return 0; }
 
 // The readers under test take a path: hand them the input through an in-memory file.
