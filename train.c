@@ -229,13 +229,13 @@ static void validate(TrainConfig *c, int world, Run *r) {
 // step, and every rank learns the verdict, so a bad path ends every rank at once with exit 2.
 static void check_outputs(Run *r) {
     const char *flag[2] = {"trace", "timeline"}, *path[2] = {r->c->trace, r->c->timeline};
-    double err[2] = {0, 0};
     if (r->c->mode != MODE_PP) return;
-    if (r->rank == 0)
-        for (int i = 0; i < 2; i++) if (path[i][0]) err[i] = out_check(path[i]);
-    comm_allreduce_max_double(err, 2, MPI_COMM_WORLD);
-    for (int i = 0; i < 2; i++)
-        if (err[i]) user_error("train: cannot write --%s '%s': %s (%s)", flag[i], path[i], strerror((int)err[i]), out_hint((int)err[i]));
+    char why[2 * PATH_LEN] = "";  // rank 0 writes the files, so its check is every rank's verdict
+    for (int i = 0; i < 2 && r->rank == 0 && !why[0]; i++) {
+        int e = path[i][0] ? out_check(path[i]) : 0;
+        if (e) snprintf(why, sizeof why, "train: cannot write --%s '%s': %s (%s)", flag[i], path[i], strerror(e), out_hint(e));
+    }
+    agree_on_error(why);
 }
 
 // ---- per-step bookkeeping ----
