@@ -11,8 +11,13 @@ SRCS := micropp.c config.c train.c bubble.c trace.c pingpong.c selftest.c comms.
 BUILD ?= build
 
 # ---- optional GPU support: detected, reported, and switchable with CUDA=0/1 ----
-NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
-CUDA_HOME := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),)
+# The toolkit is the first of CUDA_HOME=DIR, the folder above the nvcc on PATH, /usr/local/cuda that
+# has include/cuda_runtime.h and bin/nvcc: an nvcc on PATH may be a wrapper script (/usr/local/bin/nvcc
+# exec'ing the real one), whose folder holds no headers or libraries.
+NVCC_ON_PATH := $(shell command -v nvcc 2>/dev/null)
+CUDA_HOME := $(firstword $(foreach d,$(CUDA_HOME) $(patsubst %/bin/nvcc,%,$(NVCC_ON_PATH)) /usr/local/cuda,\
+               $(if $(and $(wildcard $(d)/include/cuda_runtime.h),$(wildcard $(d)/bin/nvcc)),$(d))))
+NVCC := $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc)
 # cuBLAS: with the toolkit, or CUBLAS_HOME=DIR (DIR/include/cublas_v2.h, DIR/lib/libcublas.so*).
 CUBLAS_INC := $(firstword $(wildcard $(if $(CUBLAS_HOME),$(CUBLAS_HOME)/include/cublas_v2.h) $(CUDA_HOME)/include/cublas_v2.h))
 CUBLAS_LIB := $(firstword $(wildcard $(if $(CUBLAS_HOME),$(CUBLAS_HOME)/lib/libcublas.so $(CUBLAS_HOME)/lib/libcublas.so.13) $(CUDA_HOME)/lib64/libcublas.so))
@@ -61,7 +66,7 @@ deps:
 features:
 	@echo "micropp build: MPI (mpicc): $$(command -v mpicc >/dev/null && echo found || echo not found)"
 	@echo "micropp build: OpenBLAS: $$(test -f /usr/lib/x86_64-linux-gnu/libopenblas.so && echo found || echo not found)"
-	@echo "micropp build: CUDA (nvcc): $(if $(NVCC),found at $(CUDA_HOME),not found)"
+	@echo "micropp build: CUDA (nvcc): $(if $(NVCC),found at $(CUDA_HOME),not found$(if $(NVCC_ON_PATH), (nvcc on PATH at $(NVCC_ON_PATH), but no toolkit with include/cuda_runtime.h there or in /usr/local/cuda: set CUDA_HOME=DIR)))"
 	@echo "micropp build: cuBLAS: $(if $(HAVE_CUBLAS),found ($(CUBLAS_LIB)),not found)"
 	@echo "micropp build: NCCL: $(if $(HAVE_NCCL),found ($(NCCL_LIB)),not found)"
 	@echo "micropp build: GPU support: $(if $(filter 1,$(CUDA)),on,off (CPU only))"

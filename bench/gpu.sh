@@ -60,7 +60,9 @@ if ! command -v mpicc >/dev/null 2>&1; then
 fi
 # cuBLAS and NCCL: the toolkit's if it has them, else the Python wheels' (PyTorch brings them).
 wheel_dir() { python3 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null; }
-CUDA_HOME=$(dirname "$(dirname "$NVCC")")
+# The toolkit folder as the Makefile finds it (an nvcc on PATH may be a wrapper script elsewhere).
+CUDA_HOME=/usr/local/cuda
+d=$(dirname "$(dirname "$NVCC")"); [ -f "$d/include/cuda_runtime.h" ] && CUDA_HOME=$d
 if ! ls "$CUDA_HOME/include/nccl.h" /usr/include/nccl.h >/dev/null 2>&1; then
     d=$(wheel_dir nccl); [ -n "$d" ] && [ -f "$d/include/nccl.h" ] && MAKEARGS+=("NCCL_HOME=$d") && echo "NCCL from the wheel: $d"
 fi

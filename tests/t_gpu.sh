@@ -7,7 +7,13 @@
 source "$(dirname "$0")/lib.sh"
 TINY=(--layers 4 --hidden 32 --batch 16 --steps 3 --log-every 0)
 CPU_BIN=$ROOT/micropp-cpu
-NVCC=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+# The toolkit, found as the Makefile should find it: the first of $CUDA_HOME, the folder above the
+# nvcc on PATH, /usr/local/cuda with the CUDA runtime, cuBLAS and NCCL headers (NCCL also in /usr).
+TOOLKIT=""
+for d in ${CUDA_HOME:-} "$(dirname "$(dirname "$(command -v nvcc || echo /nonexistent/bin/nvcc)")")" /usr/local/cuda; do
+    if [ -x "$d/bin/nvcc" ] && [ -f "$d/include/cuda_runtime.h" ] && [ -f "$d/include/cublas_v2.h" ] &&
+       { [ -f "$d/include/nccl.h" ] || [ -f /usr/include/nccl.h ]; }; then TOOLKIT=$d; break; fi
+done
 
 # Probe: does this binary see a GPU? (exit 0: yes; exit 2 "no CUDA device": no)
 run 120 "$MICROPP" train "${TINY[@]}" --steps 1 --device cuda --json
@@ -20,9 +26,18 @@ gpu_only() { [ "$GPU" = 1 ] || { skip "$1" "$NOGPU"; return 1; }; }
 nogpu_only() { [ "$GPU" = 0 ] || { skip "$1" "a GPU is visible"; return 1; }; }
 
 # ---- the build: with nvcc, ./micropp is the GPU-enabled binary and ./micropp-cpu its CPU twin ----
-if [ -n "$NVCC" ] && [ "${CUDA:-1}" != 0 ]; then
-    if [ "$GPU" = 1 ] || ! grep -q "built without CUDA" <<<"$ERR"; then pass "gpu/build: ./micropp is GPU-enabled (nvcc found)"
-    else fail "gpu/build: ./micropp is GPU-enabled (nvcc found)" "it says: $ERR"; fi
+if [ -n "$TOOLKIT" ] && [ "${CUDA:-1}" != 0 ]; then
+    if [ "$GPU" = 1 ] || ! grep -q "built without CUDA" <<<"$ERR"; then pass "gpu/build: ./micropp is GPU-enabled (toolkit in $TOOLKIT)"
+    else fail "gpu/build: ./micropp is GPU-enabled (toolkit in $TOOLKIT)" "it says: $ERR"; fi
+    # An nvcc on PATH that is only a wrapper script (as /usr/local/bin/nvcc is on some machines) must
+    # not hide the toolkit: the Makefile looks for the headers, not just the first nvcc.
+    wrap=$(mktemp -d); mkdir -p "$wrap/bin"
+    printf '#!/bin/sh\nexec %s/bin/nvcc "$@"\n' "$TOOLKIT" >"$wrap/bin/nvcc"; chmod +x "$wrap/bin/nvcc"
+    feat=$(env -u CUDA -u CUDA_HOME PATH="$wrap/bin:/usr/bin:/bin" make -s -C "$ROOT" features 2>&1)
+    if grep -q "GPU support: on" <<<"$feat" && grep -q "CUDA (nvcc): found at $TOOLKIT" <<<"$feat"; then
+        pass "gpu/build: a wrapper nvcc first on PATH still finds the toolkit"
+    else fail "gpu/build: a wrapper nvcc first on PATH still finds the toolkit" "$(tr '\n' ' ' <<<"$feat")"; fi
+    rm -rf "$wrap"
     if [ -x "$CPU_BIN" ]; then
         expect_user_error "gpu/CPU-only build: --device cuda says built without CUDA" \
             '^micropp: no CUDA device: this micropp was built without CUDA' 60 "$CPU_BIN" train "${TINY[@]}" --device cuda
@@ -30,10 +45,10 @@ if [ -n "$NVCC" ] && [ "${CUDA:-1}" != 0 ]; then
         if [ "$RC" -eq 0 ] && [ "$(json_get '["device"]')" = cpu ]; then pass "gpu/CPU-only build trains on --device auto"
         else fail "gpu/CPU-only build trains on --device auto" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
     else
-        fail "gpu/CPU-only build exists" "$CPU_BIN missing: make test builds it when nvcc is found"
+        fail "gpu/CPU-only build exists" "$CPU_BIN missing: make test builds it when the toolkit is found"
     fi
 else
-    skip "gpu/build: GPU-enabled binary" "nvcc not found (or CUDA=0)"
+    skip "gpu/build: GPU-enabled binary" "no CUDA toolkit with cuBLAS and NCCL (or CUDA=0)"
 fi
 
 # ---- no GPU: one line, exit 2, on every path that asks for one ----
