@@ -1,6 +1,7 @@
 // allreduce.c: `micropp allreduce`: times the data-parallel all-reduce over every rank, MPI's own
-// (MPI_Allreduce) against the from-scratch ring of comms.c, the way nccl-tests' all_reduce_perf
-// reports it (time, algorithm and bus bandwidth), and checks the result (#wrong; exit 1 when wrong).
+// (MPI_Allreduce) against comms.c's from-scratch ring and its shared-memory path, the way
+// nccl-tests' all_reduce_perf reports it (time, algorithm and bus bandwidth), and checks the result
+// (#wrong; exit 1 when wrong).
 #include <math.h>
 #include <string.h>
 #include <cjson/cJSON.h>
@@ -13,7 +14,7 @@ typedef struct {
     int64_t size;     // bytes
     int sweep;        // all powers of two from 4 B to size
     int64_t iters, warmup;
-    int algo;         // 0 mpi, 1 ring, 2 both
+    int algo;         // ALLREDUCE_MPI, _RING, _SHM, or 3: all of them
     int json;
 } AllreduceConfig;
 
@@ -23,7 +24,7 @@ static const Option allreduce_options[] = {
     {"sweep", 0, OPT_BOOL, A(sweep), 0, 0, 0, 0, "every power of two from 4 B up to --size"},
     {"iters", 'n', OPT_INT, A(iters), 0, 1, 1 << 20, "N", "timed iterations per size"},
     {"warmup", 'w', OPT_INT, A(warmup), 0, 0, 1 << 20, "N", "untimed iterations first"},
-    {"algo", 0, OPT_CHOICE, A(algo), "mpi|ring|both", 0, 0, "ALG", "MPI_Allreduce, the ring, or both"},
+    {"algo", 0, OPT_CHOICE, A(algo), "mpi|ring|shm|all", 0, 0, "ALG", "MPI_Allreduce, the ring, the shared-memory path, or all three"},
     {"json", 0, OPT_BOOL, A(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
     {0},
 };
@@ -65,23 +66,26 @@ static long count_wrong(Comm *c, float *x, size_t n, int algo) {
 
 int cmd_allreduce(int argc, char **argv) {
     comms_init(&argc, &argv);
-    AllreduceConfig cfg = {.size = 64LL << 20, .iters = 20, .warmup = 3, .algo = 2};
+    AllreduceConfig cfg = {.size = 64LL << 20, .iters = 20, .warmup = 3, .algo = 3};
     options_parse("allreduce", allreduce_options, &cfg, argc, argv, "mpiexec -n D micropp allreduce [options]",
-                  "  mpiexec -n 2 micropp allreduce                      # 64 MiB, MPI vs ring\n"
+                  "  mpiexec -n 2 micropp allreduce                      # 64 MiB, MPI vs ring vs shm\n"
                   "  mpiexec -n 4 micropp allreduce --sweep --size 16M   # 4 B .. 16 MiB\n");
     if (cfg.size % 4)
         user_error("allreduce: --size %lld is not a whole number of floats: use a multiple of 4 bytes", (long long)cfg.size);
     Comm c;
     comms_grid(&c, &backend_cpu, 1, comms_world_size());  // dp = every rank
     size_t nmax = (size_t)cfg.size / 4;
-    float *x = backend_cpu.alloc(nmax * sizeof(float));
+    // With shm among the algorithms, one buffer for all of them in a window the ranks share (shm
+    // reads the others' in place; for mpi and ring it is ordinary memory): one node only.
+    int shm = cfg.algo == ALLREDUCE_SHM || cfg.algo == 3;
+    float *x = shm ? comm_shared_alloc(&c, nmax, "allreduce") : backend_cpu.alloc(nmax * sizeof(float));
     for (size_t i = 0; i < nmax; i++) x[i] = 1e-3f;
-    int D = c.replicas, first = cfg.algo == 2 ? 0 : cfg.algo, last = cfg.algo == 2 ? 1 : cfg.algo;
-    const char *names[2] = {"mpi", "ring"};
+    int D = c.replicas, first = cfg.algo == 3 ? 0 : cfg.algo, last = cfg.algo == 3 ? 2 : cfg.algo;
+    const char *names[3] = {"mpi", "ring", "shm"};
     cJSON *rows = cJSON_CreateArray();
     long total_wrong = 0;
     if (c.rank == 0 && !cfg.json) {
-        printf("# micropp allreduce: %d ranks, float sum in place (mpi = MPI_Allreduce, ring = comms.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
+        printf("# micropp allreduce: %d ranks, float sum in place (mpi = MPI_Allreduce, ring and shm = comms.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
                D, (long long)cfg.iters, (long long)cfg.warmup);
         printf("# algbw = size / time, busbw = algbw * 2(D-1)/D (what each rank's link carries); GB = 1e9 bytes\n");
         printf("# %12s %12s %6s %12s %12s %12s %7s\n", "size(B)", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
@@ -118,7 +122,7 @@ int cmd_allreduce(int argc, char **argv) {
         cJSON_Delete(rows);
     }
     if (c.rank == 0 && total_wrong) fprintf(stderr, "micropp: allreduce: %ld wrong elements\n", total_wrong);
-    backend_cpu.free(x);
+    if (!shm) backend_cpu.free(x);
     comms_free(&c);
     fflush(stdout);
     comms_finalize();

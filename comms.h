@@ -33,6 +33,7 @@ typedef struct {
     int transport;         // TRANSPORT_MPI (host buffers, or device ones staged through pinned
                            // host memory) or TRANSPORT_NCCL (device to device; config.h)
     struct DevComm *dev;   // NCCL communicator over world, when transport is NCCL
+    struct Shm *shm;       // the shared-memory windows of --allreduce shm (comm_shared_alloc)
 } Comm;
 
 // The device and transport of a run, decided identically on every rank (all-reduces of what each
@@ -90,8 +91,15 @@ void mpi_check_at(int err, const char *what, const char *file, int line);
 // collective until it completes (wait, or test returning 1).
 // Shards: the buffer is cut into D contiguous chunks, chunk i = [n*i/D, n*(i+1)/D) (floor), so
 // sizes differ by at most one and n < D leaves some empty. Rank i of dp owns chunk i.
-enum { ALLREDUCE_MPI, ALLREDUCE_RING };  // the order of ALLREDUCE_CHOICES in config.h
+// shm: the ranks of dp read each other's buffers through an MPI-3 shared-memory window, so a
+// buffer must come from comm_shared_alloc (a collective on any other buffer falls back to mpi).
+enum { ALLREDUCE_MPI, ALLREDUCE_RING, ALLREDUCE_SHM };  // the order of ALLREDUCE_CHOICES in config.h
 void comm_shard(size_t n, int D, int i, size_t *off, size_t *len);
+// n floats of host memory in a window shared by the ranks of c->dp (MPI_Win_allocate_shared), at
+// the same offset on every rank. Collective over the WORLD (every rank calls it, in the same order):
+// when some dp group spans more than one node, every rank ends with one user_error naming `what`.
+// Freed by comms_free.
+float *comm_shared_alloc(Comm *c, size_t n, const char *what);
 
 typedef struct CommReq CommReq;  // one collective in flight
 // All-reduce: buf = scale * (sum over dp of buf). scale = 1/D averages.

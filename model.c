@@ -105,6 +105,22 @@ void stage_init(Stage *s, const Backend *be, int L, int H, int C, int lo, int hi
     s->gbuf[1] = be->alloc(rowsH);
 }
 
+void stage_share(Stage *s, float *params, float *grads) {
+    s->be->copy(params, s->params, s->n_params * sizeof(float));
+    s->be->copy(grads, s->grads, s->n_params * sizeof(float));
+    for (int i = 0; i < s->n_layers; i++) {
+        s->W[i] = params + (s->W[i] - s->params); s->b[i] = params + (s->b[i] - s->params);
+        s->dW[i] = grads + (s->dW[i] - s->grads); s->db[i] = grads + (s->db[i] - s->grads);
+    }
+    if (s->has_head) {
+        s->Wh = params + (s->Wh - s->params); s->bh = params + (s->bh - s->params);
+        s->dWh = grads + (s->dWh - s->grads); s->dbh = grads + (s->dbh - s->grads);
+    }
+    s->be->free(s->params); s->be->free(s->grads);
+    s->params = params; s->grads = grads;
+    s->shared = 1;
+}
+
 void stage_free(Stage *s) {
     const Backend *be = s->be;
     for (int k = 0; k < s->n_slots; k++) {
@@ -116,7 +132,7 @@ void stage_free(Stage *s) {
     }
     if (s->scratch) { for (int i = 0; i < s->n_layers; i++) be->free(s->scratch[i]); free(s->scratch); }
     be->free(s->gbuf[0]); be->free(s->gbuf[1]);
-    be->free(s->params); be->free(s->grads);
+    if (!s->shared) { be->free(s->params); be->free(s->grads); }
     if (s->adam_m) { be->free(s->adam_m); be->free(s->adam_v); }
     free(s->slots); free(s->W); free(s->b); free(s->dW); free(s->db);
     memset(s, 0, sizeof *s);

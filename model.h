@@ -31,6 +31,7 @@ typedef struct {
     int ckpt;        // activation checkpointing
     size_t n_params;
     float *params, *grads, *adam_m, *adam_v;  // flat, n_params each (moments lazily allocated)
+    int shared;               // params and grads live in a shared window (stage_share): not ours to free
     // views into params/grads: layer i (local) weight [H,H] (out,in) and bias [H]; head [C,H], [C]
     float **W, **b, **dW, **db;
     float *Wh, *bh, *dWh, *dbh;
@@ -60,6 +61,9 @@ typedef struct {
 size_t model_param_count(int L, int H, int C);
 void stage_init(Stage *s, const Backend *be, int L, int H, int C, int lo, int hi, int has_head,
                 int rows, int n_slots, int ckpt, uint64_t seed);
+// Moves params and grads (values and views) into the given buffers of n_params floats each, e.g.
+// a shared-memory window of --allreduce shm; stage_free leaves them to their owner.
+void stage_share(Stage *s, float *params, float *grads);
 void stage_free(Stage *s);
 // Parameters of global layer l (or the head when l == L) from (seed, l): PyTorch nn.Linear ranges.
 void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, float *b);

@@ -754,6 +754,8 @@ int cmd_train(int argc, char **argv) {
     ckpt_setup(&cfg, MPI_COMM_WORLD);
     comms_place("train", cfg.device, cfg.transport, cfg.tf32, &r->place);
     r->be = r->place.be;
+    if (data_parallel(cfg.mode) && cfg.allreduce == ALLREDUCE_SHM && !r->be->on_host)
+        user_error("train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce mpi or ring with --device cuda");
     // NCCL matches a pair of ranks' messages in order, without tags; the schedules beyond 1F1B
     // (chunks crossing the same pair both ways, deferred weight passes) are run and tested over MPI
     // only, so they take the MPI transport (host-staged between GPUs).
@@ -835,6 +837,12 @@ int cmd_train(int argc, char **argv) {
         comm_allreduce_max_double(differ, 1, MPI_COMM_WORLD);
         if (differ[0])
             user_error("train: the replicas start from different parameters (checksums differ across the dp group): give every rank the same --seed and model options");
+        // --allreduce shm: the replicas read each other's gradients (and, for ZeRO-1, parameters)
+        // in place, so both move into windows shared by each stage's dp group.
+        for (int k = 0; k < n_local && c->allreduce == ALLREDUCE_SHM; k++) {
+            float *p = comm_shared_alloc(&r->comm, parts[k].n_params, "train");
+            stage_share(&parts[k], p, comm_shared_alloc(&r->comm, parts[k].n_params, "train"));
+        }
         r->n_sync = n_local;
         r->sync = xcalloc((size_t)n_local, sizeof(GradSync));
         for (int k = 0; k < n_local; k++)

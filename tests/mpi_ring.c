@@ -1,8 +1,9 @@
 // tests/mpi_ring.c: the data-parallel collectives of comms.c under mpiexec (any number of ranks):
-// the from-scratch ring and the MPI path against MPI_Allreduce and against a sum computed here in
-// double, on sizes not divisible by the ranks, 1 element and 0; reduce-scatter shards; all-gather;
-// several non-blocking collectives in flight at once; staging through host memory as a device
-// backend does; and the P x D grid's groups. Rank 0 prints PASS/FAIL lines; exit 1 on a failure.
+// the from-scratch ring, the shared-memory path and the MPI path against MPI_Allreduce and against a
+// sum computed here in double, on sizes not divisible by the ranks, 1 element and 0; reduce-scatter
+// shards; all-gather; several non-blocking collectives in flight at once; staging through host
+// memory as a device backend does; shm on a buffer outside its window (falls back to MPI); and the
+// P x D grid's groups. Rank 0 prints PASS/FAIL lines; exit 1 on a failure.
 #include <stdlib.h>
 #include "unit.h"
 #include "comms.h"
@@ -12,6 +13,17 @@
 
 static int world, me;
 static Comm grid;
+// --allreduce shm works on buffers of a shared window: one per grid, cut into 3 test buffers.
+#define SHM_SLOT 1000008
+static float *shm_pool;
+static int shm_outside;  // 1: hand shm a private buffer instead (it must fall back to MPI)
+static float *coll_buf(int algo, const Backend *be, size_t n, int slot) {
+    if (algo == ALLREDUCE_SHM && be->on_host && !shm_outside) return shm_pool + (size_t)slot * SHM_SLOT;
+    return be->alloc((n + 1) * sizeof(float));
+}
+static void coll_free(int algo, const Backend *be, float *x) {
+    if (!(algo == ALLREDUCE_SHM && be->on_host && !shm_outside)) be->free(x);
+}
 
 // Rank r's input element i: a pure function of (r, i, salt), so any rank can compute any rank's.
 static float input(int r, size_t i, int salt) { return 2.0f * rng_uniform(rng_key(7, (uint64_t)r, (uint64_t)salt), i) - 1.0f; }
@@ -62,25 +74,25 @@ static void test_allreduce(size_t n, int algo, const char *alg, const Backend *b
     float scale = 1.0f / (float)grid.replicas;
     Comm c = grid;  // the same groups, buffers of backend be
     c.be = be;
-    float *dev = be->alloc((n + 1) * sizeof(float));
+    float *dev = coll_buf(algo, be, n, 0);
     be->to_device(dev, x, n * sizeof(float));
     comm_allreduce(&c, dev, n, scale, algo);
     be->to_host(x, dev, n * sizeof(float));
-    be->free(dev);
+    coll_free(algo, be, dev);
     ok = check_sum(x, 0, n, scale, 1, ref, why, sizeof why);
     // every replica must hold the same bits, or replicas drift apart step by step
     uint64_t h = mix64(n);
     for (size_t i = 0; i < n; i++) { uint32_t b; memcpy(&b, &x[i], 4); h = mix64(h ^ b); }
     if (ok && !comm_same_u64(h, grid.dp)) { ok = 0; snprintf(why, sizeof why, "replicas hold different results"); }
-    snprintf(name, sizeof name, "collective/%s all-reduce n=%zu D=%d equals MPI_Allreduce (averaged)%s", alg, n, grid.replicas,
-             be->on_host ? "" : ", staged through host");
+    snprintf(name, sizeof name, "collective/%s all-reduce n=%zu D=%d equals MPI_Allreduce (averaged)%s%s", alg, n, grid.replicas,
+             be->on_host ? "" : ", staged through host", shm_outside ? ", buffer outside the window" : "");
     report(name, ok, why);
     free(x); free(ref);
 }
 
 static void test_reduce_scatter_allgather(size_t n, int algo, const char *alg) {
     char name[128], why[256] = "";
-    float *x = xmalloc((n + 1) * sizeof(float));
+    float *x = coll_buf(algo, &backend_cpu, n, 0);
     fill(x, n, 2);
     comm_reduce_scatter(&grid, x, n, 1.0f, algo);
     size_t off, len;
@@ -101,7 +113,7 @@ static void test_reduce_scatter_allgather(size_t n, int algo, const char *alg) {
     }
     snprintf(name, sizeof name, "collective/%s all-gather n=%zu D=%d", alg, n, grid.replicas);
     report(name, ok, why);
-    free(x);
+    coll_free(algo, &backend_cpu, x);
 }
 
 static void test_shards(void) {
@@ -134,7 +146,7 @@ static void test_in_flight(int algo, const char *alg, const Backend *be) {
     for (int k = 0; k < 3; k++) {
         x[k] = xmalloc(n[k] * sizeof(float));
         fill(x[k], n[k], 10 + k);
-        dev[k] = be->alloc(n[k] * sizeof(float));
+        dev[k] = coll_buf(algo, be, n[k], k);
         be->to_device(dev[k], x[k], n[k] * sizeof(float));
     }
     q[0] = comm_allreduce_start(&grid, dev[0], n[0], 1.0f, algo);
@@ -158,7 +170,7 @@ static void test_in_flight(int algo, const char *alg, const Backend *be) {
     if (ok && !(t[0] > 0 && t[1] > 0 && t[2] > 0)) { ok = 0; snprintf(why, sizeof why, "completion times not recorded"); }
     snprintf(name, sizeof name, "collective/%s 3 non-blocking in flight, polled%s, D=%d", alg, be->on_host ? "" : ", staged through host", grid.replicas);
     report(name, ok, why);
-    for (int k = 0; k < 3; k++) { free(x[k]); be->free(dev[k]); }
+    for (int k = 0; k < 3; k++) { free(x[k]); coll_free(algo, be, dev[k]); }
 }
 
 int main(int argc, char **argv) {
@@ -186,8 +198,9 @@ int main(int argc, char **argv) {
             report(name, ok, why);
         }
         size_t sizes[] = {0, 1, 2, 3, (size_t)world + 1, 7, 1000, 1000003};
-        for (int algo = 0; algo < 2; algo++) {
-            const char *alg = algo == ALLREDUCE_RING ? "ring" : "mpi";
+        shm_pool = comm_shared_alloc(&grid, 3 * (size_t)SHM_SLOT, "mpi_ring");
+        for (int algo = 0; algo < 3; algo++) {
+            const char *alg = algo == ALLREDUCE_RING ? "ring" : algo == ALLREDUCE_SHM ? "shm" : "mpi";
             for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
                 test_allreduce(sizes[k], algo, alg, &backend_cpu);
                 if (sizes[k] == 7 || sizes[k] == 1000003) test_allreduce(sizes[k], algo, alg, &staged);
@@ -196,6 +209,9 @@ int main(int argc, char **argv) {
             test_in_flight(algo, alg, &backend_cpu);
             test_in_flight(algo, alg, &staged);
         }
+        shm_outside = 1;
+        test_allreduce(1000, ALLREDUCE_SHM, "shm", &backend_cpu);
+        shm_outside = 0;
         comms_free(&grid);
     }
     comms_finalize();

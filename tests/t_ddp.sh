@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/t_ddp.sh: data parallelism. The ring and MPI collectives (tests/bin/mpi_ring under 2, 3 and
 # 4 ranks); ddp on 2 and 4 ranks for each sync x each all-reduce and with ZeRO-1: --verify passes
-# and 20 steps of losses match the monolith; bucketed overlaps (naive cannot); ZeRO-1 divides the
+# and 20 steps of losses match the monolith (mpi, ring, shm); bucketed overlaps (naive cannot); ZeRO-1 divides the
 # optimizer state; grad-accum 4 equals a 4x batch with no more collectives; hybrid 2x2 for each
 # schedule passes --verify and matches the monolith; bad inputs exit 2 with one line.
 source "$(dirname "$0")/lib.sh"
@@ -51,7 +51,7 @@ ddp_case() {  # NAME RANKS ARGS...: --verify passes and the losses match the mon
 
 for n in 2 4; do
     for sync in naive bucketed; do
-        for ar in mpi ring; do
+        for ar in mpi ring shm; do
             extra=()
             [ $sync = bucketed ] && extra=(--bucket-mb 0.004)  # 4 KiB ~ one layer (4.2 KB) per bucket: 4 buckets
             if ddp_case "ddp/$n ranks $sync $ar: verify + 20 losses = monolith" $n --ddp-sync $sync --allreduce $ar "${extra[@]}"; then
@@ -64,10 +64,17 @@ for n in 2 4; do
             fi
         done
     done
-    for ar in mpi ring; do
+    for ar in mpi ring shm; do
         ddp_case "ddp/$n ranks zero-1 $ar: verify + 20 losses = monolith" $n --zero 1 --allreduce $ar --bucket-mb 0.004
     done
 done
+# shm and MPI's all-reduce give the same bits on 2 ranks (a + b == b + a): identical losses
+run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --allreduce mpi
+l_mpi=$(json_get '["losses"]')
+run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --allreduce shm
+l_shm=$(json_get '["losses"]')
+if [ -n "$l_mpi" ] && [ "$l_mpi" = "$l_shm" ]; then pass "ddp/2 ranks shm losses = mpi losses bit for bit"
+else fail "ddp/2 ranks shm losses = mpi losses bit for bit" "mpi $l_mpi vs shm $l_shm"; fi
 # ZeRO-1 with plain SGD (no moments) and one collective per tensor, against an SGD monolith
 run 120 "$MICROPP" train "${MODEL[@]}" --optimizer sgd --lr 0.05
 REF_SGD=$OUT
@@ -87,7 +94,7 @@ fi
 
 # ---- overlap: bucketed all-reduces run during the backward, naive ones after it ----
 BIG=(--layers 8 --hidden 256 --batch 64 --steps 6 --log-every 0 --json)
-for ar in mpi ring; do
+for ar in mpi ring shm; do
     run 240 mpiexec -n 2 "$MICROPP" train "${BIG[@]}" --mode ddp --ddp-sync bucketed --bucket-mb 0.3 --allreduce $ar
     hb=$(json_get '["comm_hidden_fraction"]')
     run 240 mpiexec -n 2 "$MICROPP" train "${BIG[@]}" --mode ddp --ddp-sync naive --allreduce $ar
@@ -133,6 +140,14 @@ run 240 mpiexec -n 4 "$MICROPP" train "${MODEL[@]}" --mode hybrid --pp 2 --dp 2 
 if [ "$RC" -ne 0 ] || [ "$(json_get '["verify_ok"]')" != "True" ]; then fail "$name" "exit $RC: $(printf '%s' "$ERR" | head -c 300)"
 elif ! why=$(close "$OUT" "$REF" 1e-5); then fail "$name" "$why"
 else pass "$name"; fi
+for sched in 1f1b zb-h1; do
+    name="ddp/hybrid 2x2 $sched, shm all-reduce, zero-1: verify + 20 losses = monolith"
+    run 240 mpiexec -n 4 "$MICROPP" train "${MODEL[@]}" --mode hybrid --pp 2 --dp 2 --schedule $sched --micro-batches 4 --allreduce shm --zero 1 --bucket-mb 0.004 --verify
+    if [ "$RC" -ne 0 ] || [ "$(json_get '["verify_ok"]')" != "True" ]; then fail "$name" "exit $RC: $(printf '%s' "$ERR" | head -c 300)"
+    elif [ "$(json_get '["allreduce"]')" != shm ]; then fail "$name" "allreduce in the JSON: $(json_get '["allreduce"]')"
+    elif ! why=$(close "$OUT" "$REF" 1e-5); then fail "$name" "$why"
+    else pass "$name"; fi
+done
 name="ddp/hybrid 4x1 and 1x4 grids"
 run 240 mpiexec -n 4 "$MICROPP" train "${MODEL[@]}" --mode hybrid --pp 4 --verify
 a=$RC/$(json_get '["verify_ok"]')
@@ -170,7 +185,7 @@ run 120 mpiexec -n 3 "$MICROPP" allreduce --size 100 --sweep --iters 2 --warmup 
 if [ "$RC" -eq 0 ] && python3 -c "
 import json, sys
 d = json.loads(sys.argv[1]); r = d['results']
-assert d['ranks'] == 3 and len(r) == 2 * 6, r  # 4,8,16,32,64,100 bytes x mpi, ring
+assert d['ranks'] == 3 and len(r) == 3 * 6, r  # 4,8,16,32,64,100 bytes x mpi, ring, shm
 assert all(x['wrong'] == 0 and x['time_us'] > 0 for x in r)" "$OUT"; then
     pass "allreduce/3 ranks sweep to 100 B: every size checked, none wrong"
 else
