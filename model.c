@@ -63,6 +63,8 @@ void stage_init(Stage *s, const Backend *be, int L, int H, int C, int lo, int hi
     s->grads = be->alloc(s->n_params * sizeof(float));
     int n = s->n_layers;
     s->W = xcalloc((size_t)n + 1, sizeof(float *)); s->b = xcalloc((size_t)n + 1, sizeof(float *));
+    s->grad_fresh = xcalloc((size_t)n + 1, sizeof(int));
+    be->fill(s->grads, 0.0f, s->n_params);  // (read before any backward only by tests and --verify)
     s->dW = xcalloc((size_t)n + 1, sizeof(float *)); s->db = xcalloc((size_t)n + 1, sizeof(float *));
     float *host = xmalloc(layer * sizeof(float));
     for (int i = 0; i < n; i++) {
@@ -134,7 +136,7 @@ void stage_free(Stage *s) {
     be->free(s->gbuf[0]); be->free(s->gbuf[1]);
     if (!s->shared) { be->free(s->params); be->free(s->grads); }
     if (s->adam_m) { be->free(s->adam_m); be->free(s->adam_v); }
-    free(s->slots); free(s->W); free(s->b); free(s->dW); free(s->db);
+    free(s->slots); free(s->W); free(s->b); free(s->dW); free(s->db); free(s->grad_fresh);
     memset(s, 0, sizeof *s);
 }
 
@@ -213,6 +215,16 @@ static void recompute(Stage *s, Slot *sl, float **out) {
     layers_forward(s, sl->in, out, s->rows);
 }
 
+// The beta of layer j's weight-gradient gemm: 0 for the first gradient since stage_zero_grads
+// (which only marks the layers: overwriting saves a pass over every gradient each step), then 1 to
+// accumulate micro-batches. The bias gradient (a sum into db) is zeroed here instead.
+static float grad_beta(Stage *s, int j, float *db, int n) {
+    if (!s->grad_fresh[j]) return 1.0f;
+    s->be->fill(db, 0.0f, (size_t)n);
+    s->grad_fresh[j] = 0;
+    return 0.0f;
+}
+
 void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     const Backend *be = s->be;
     Slot *sl = &s->slots[slot];
@@ -227,7 +239,8 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     if (s->has_head) {
         const float *last = s->n_layers ? act[s->n_layers - 1] : sl->in;
         const float *dl = sl->logits;  // already dlogits
-        be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, 1.0f, s->dWh, H);
+        float beta = grad_beta(s, s->n_layers, s->dbh, s->C);
+        be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, beta, s->dWh, H);
         be->bias_grad(s->dbh, dl, rows, s->C);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, s->n_layers);
         float *dx = s->n_layers ? s->gbuf[pp] : din;
@@ -239,7 +252,8 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         float *dz = s->gbuf[pp];
         be->relu_backward(dz, g, act[i], (size_t)rows * H);  // may alias g (in place) when g == dz
         const float *in = i == 0 ? sl->in : act[i - 1];
-        be->gemm(1, 0, H, H, rows, 1.0f, dz, H, in, H, 1.0f, s->dW[i], H);
+        float beta = grad_beta(s, i, s->db[i], H);
+        be->gemm(1, 0, H, H, rows, 1.0f, dz, H, in, H, beta, s->dW[i], H);
         be->bias_grad(s->db[i], dz, rows, H);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
         float *dx = i == 0 ? din : s->gbuf[pp ^ 1];
@@ -298,13 +312,15 @@ void stage_backward_weight(Stage *s, int slot) {
     int H = s->H, rows = s->rows, n = s->n_layers;
     if (s->has_head) {
         const float *last = n ? sl->act[n - 1] : sl->in;
-        be->gemm(1, 0, s->C, H, rows, 1.0f, sl->logits, s->C, last, H, 1.0f, s->dWh, H);
+        float beta = grad_beta(s, n, s->dbh, s->C);
+        be->gemm(1, 0, s->C, H, rows, 1.0f, sl->logits, s->C, last, H, beta, s->dWh, H);
         be->bias_grad(s->dbh, sl->logits, rows, s->C);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, n);
     }
     for (int i = n - 1; i >= 0; i--) {  // the order of stage_backward, so the gradient hooks fire alike
         const float *in = i == 0 ? sl->in : sl->act[i - 1];
-        be->gemm(1, 0, H, H, rows, 1.0f, sl->dz[i], H, in, H, 1.0f, s->dW[i], H);
+        float beta = grad_beta(s, i, s->db[i], H);
+        be->gemm(1, 0, H, H, rows, 1.0f, sl->dz[i], H, in, H, beta, s->dW[i], H);
         be->bias_grad(s->db[i], sl->dz[i], rows, H);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
         if (s->progress) s->progress();
@@ -331,7 +347,7 @@ void stage_forward_eval(Stage *s, const float *x, int rows, float *out) {
 }
 
 void stage_zero_grads(Stage *s) {
-    s->be->fill(s->grads, 0.0f, s->n_params);
+    for (int j = 0; j <= s->n_layers; j++) s->grad_fresh[j] = 1;  // (j == n_layers: the head)
     s->loss_sum = 0;
     s->correct = 0;
     s->loss_rows = 0;

@@ -34,6 +34,7 @@ typedef struct {
     int shared;               // params and grads live in a shared window (stage_share): not ours to free
     // views into params/grads: layer i (local) weight [H,H] (out,in) and bias [H]; head [C,H], [C]
     float **W, **b, **dW, **db;
+    int *grad_fresh;          // per layer (n_layers + 1: the head last): its gradient is still to be overwritten, not added to
     float *Wh, *bh, *dWh, *dbh;
     int n_slots;
     Slot *slots;
@@ -88,6 +89,7 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din);
 void stage_backward_weight(Stage *s, int slot);
 // Forward only, no stash, for evaluation: x[rows,H] in, logits or output written to out.
 void stage_forward_eval(Stage *s, const float *x, int rows, float *out);
+// Starts a new gradient: marks every layer so its next backward overwrites dW/db instead of adding.
 void stage_zero_grads(Stage *s);
 void stage_optimizer_step(Stage *s, int optimizer, float lr, int t);  // t: 1-based step count
 // The same update on n elements (p, g, and for Adam its moments m, v): ZeRO-1 updates a shard.
