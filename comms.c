@@ -425,19 +425,20 @@ static void mpi_advance(CommReq *q) {
 }
 
 // ---- shm: collectives through shared memory, for the ranks of one node ----
-// MPI-3 lets the ranks of a node allocate one window (MPI_Win_allocate_shared) and read each
-// other's part of it with plain loads. With the gradients (and for ZeRO-1 the parameters) in such
-// a window, a collective sends no message at all: each rank sums its own chunk straight out of
-// every rank's buffer, in rank order (so every chunk is summed alike and all ranks end bit-equal),
-// then copies the others' finished chunks into its own buffer. Per rank and 64 MiB over 2 ranks
-// that is ~10 ms of memory traffic where MPI_Allreduce, copying through bounce buffers, takes
-// 30-45 ms here. Ranks tell each other how far they are with three counters each in a small
-// control window (release stores, acquire loads), counting the shm collectives of dp, which every
-// rank starts in the same order: ready = k + 1 once my buffer holds my part of collective k,
-// reduced = k + 1 once my chunk of k is final, done = k + 1 once I have all I need from the others
-// (they may change their buffers again only after every rank is done). A rank moves along only
-// inside comm_progress, like the ring, and always finishes collective k's phase before k + 1's.
-enum { SHM_READY, SHM_REDUCED, SHM_DONE, SHM_COUNTERS = 8 };  // 8 int64: a cache line per rank
+// MPI-3 lets the ranks of a node allocate one window (MPI_Win_allocate_shared) and read and write
+// each other's part of it with plain loads and stores. With the gradients (and for ZeRO-1 the
+// parameters) in such a window, a collective sends no message at all: each rank sums its own
+// chunk straight out of every rank's buffer, in rank order (so every chunk is summed alike and all
+// ranks end bit-equal), and writes each finished block of it back into every rank's buffer while
+// it is still in L1 (all-reduce), or only into its own (reduce-scatter); an all-gather pushes the
+// own chunk into every other buffer. Only rank r ever reads or writes chunk r of any buffer, so
+// the ranks need just two counters each, in a small control window (release stores, acquire
+// loads), counting the shm collectives of dp, which every rank starts in the same order:
+// ready = k + 1 once my buffer holds my part of collective k; done = k + 1 once I have written my
+// chunk of k everywhere. Collective k is complete on a rank when every rank is done. A rank moves
+// along only inside comm_progress, like the ring. Per rank, 64 MiB over 2 ranks is ~10 ms of
+// memory traffic where MPI_Allreduce, copying through bounce buffers, takes 30-45 ms here.
+enum { SHM_READY, SHM_DONE, SHM_COUNTERS = 8 };  // 8 int64: a cache line per rank
 
 typedef struct ShmWin {
     MPI_Win win;
@@ -480,16 +481,33 @@ static void shm_win_open(ShmWin *w, MPI_Comm comm, size_t bytes, int D) {
     }
 }
 
-float *comm_shared_alloc(Comm *c, size_t n, const char *what) {
-    // Every dp group must sit on one node: its ranks' node-local group must be the whole group.
+// How many ranks of this rank's dp group share its node.
+static int dp_on_node(Comm *c) {
     MPI_Comm node;
-    int D, local;
-    MPI_CHECK(MPI_Comm_size(c->dp, &D));
+    int local;
     MPI_CHECK(MPI_Comm_split_type(c->dp, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_size(node, &local));
     MPI_CHECK(MPI_Comm_free(&node));
+    return local;
+}
+
+int comm_shared_possible(Comm *c) {
+    int D, ok;
+    MPI_CHECK(MPI_Comm_size(c->dp, &D));
+    ok = D <= COMM_MAX_SHM && dp_on_node(c) == D;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->world));
+    return ok;
+}
+
+float *comm_shared_alloc(Comm *c, size_t n, const char *what) {
+    // Every dp group must sit on one node: its ranks' node-local group must be the whole group.
+    int D, local;
+    MPI_CHECK(MPI_Comm_size(c->dp, &D));
+    local = dp_on_node(c);
     char err[200] = "";
-    if (local != D)
+    if (D > COMM_MAX_SHM)
+        snprintf(err, sizeof err, "%s: --allreduce shm takes at most %d replicas per stage, not %d: use --allreduce mpi or ring", what, COMM_MAX_SHM, D);
+    else if (local != D)
         snprintf(err, sizeof err, "%s: --allreduce shm needs the %d replicas of each stage on one node, and only %d share this rank's: use --allreduce mpi or ring",
                  what, D, local);
     comm_agree(c->world, err);
@@ -532,46 +550,37 @@ static ShmWin *shm_find(struct Shm *m, const float *buf, size_t n) {
 static void shm_advance(CommReq *q) {
     struct Shm *m = q->shm;
     int64_t k = q->k;
-    size_t off, len;
-    comm_shard(q->n, q->D, q->me, &off, &len);
-    if (shm_get(m, q->me, SHM_REDUCED) == k) {  // my chunk: sum it out of every rank's buffer
-        if (q->op == OP_ALLGATHER) {
-            shm_set(m, SHM_REDUCED, k + 1);  // already final
+    if (shm_get(m, q->me, SHM_DONE) == k) {  // (k - 1 is done: one collective at a time, in order)
+        // Every rank has its part in place (and will not touch the others' chunks of it).
+        if (!shm_all_reached(m, SHM_READY, k + 1)) return;
+        size_t off, len;
+        comm_shard(q->n, q->D, q->me, &off, &len);
+        float *at[COMM_MAX_SHM];  // my chunk in every rank's buffer
+        for (int p = 0; p < q->D; p++) at[p] = (float *)(q->win->peer[p] + q->shm_off) + off;
+        if (q->op == OP_ALLGATHER) {  // push my chunk to the others
+            for (int p = 0; p < q->D; p++)
+                if (p != q->me) memcpy(at[p], at[q->me], len * sizeof(float));
         } else {
-            if (!shm_all_reached(m, SHM_READY, k + 1)) return;
-            // In blocks that stay in L1: my own buffer is one of the sources, so each block's sum
-            // is finished in acc before it is written back.
+            // Sum my chunk over every rank's buffer, in rank order, a block at a time (it stays in
+            // L1), and write each finished block to every rank (all-reduce) or to me (reduce-scatter).
             enum { BLOCK = 2048 };
             float acc[BLOCK];
             for (size_t b0 = 0; b0 < len; b0 += BLOCK) {
                 size_t nb = len - b0 < BLOCK ? len - b0 : BLOCK;
-                for (int p = 0; p < q->D; p++) {
-                    const float *restrict src = (const float *)(q->win->peer[p] + q->shm_off) + off + b0;
-                    if (p == 0) for (size_t i = 0; i < nb; i++) acc[i] = src[i];
-                    else for (size_t i = 0; i < nb; i++) acc[i] += src[i];
+                for (size_t i = 0; i < nb; i++) acc[i] = at[0][b0 + i];
+                for (int p = 1; p < q->D; p++) {
+                    const float *restrict src = at[p] + b0;
+                    for (size_t i = 0; i < nb; i++) acc[i] += src[i];
                 }
-                float *restrict dst = q->buf + off + b0;
-                if (q->scale != 1.0f) for (size_t i = 0; i < nb; i++) dst[i] = acc[i] * q->scale;
-                else memcpy(dst, acc, nb * sizeof(float));
-            }
-            shm_set(m, SHM_REDUCED, k + 1);
-        }
-    }
-    if (shm_get(m, q->me, SHM_REDUCED) <= k) return;  // an earlier collective's chunk is not done yet
-    if (shm_get(m, q->me, SHM_DONE) == k) {
-        if (q->op != OP_REDUCE_SCATTER) {  // copy the others' finished chunks into my buffer
-            if (!shm_all_reached(m, SHM_REDUCED, k + 1)) return;
-            for (int p = 0; p < q->D; p++) {
-                if (p == q->me) continue;
-                size_t po, pl;
-                comm_shard(q->n, q->D, p, &po, &pl);
-                memcpy(q->buf + po, (const float *)(q->win->peer[p] + q->shm_off) + po, pl * sizeof(float));
+                if (q->scale != 1.0f) for (size_t i = 0; i < nb; i++) acc[i] *= q->scale;
+                for (int p = 0; p < q->D; p++)
+                    if (p == q->me || q->op == OP_ALLREDUCE) memcpy(at[p] + b0, acc, nb * sizeof(float));
             }
         }
         shm_set(m, SHM_DONE, k + 1);
     }
     if (shm_get(m, q->me, SHM_DONE) <= k) return;
-    if (shm_all_reached(m, SHM_DONE, k + 1)) req_complete(q);  // nobody reads my buffer any more
+    if (shm_all_reached(m, SHM_DONE, k + 1)) req_complete(q);  // every chunk is in every buffer
 }
 
 static void req_advance(CommReq *q) {

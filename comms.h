@@ -93,13 +93,18 @@ void mpi_check_at(int err, const char *what, const char *file, int line);
 // sizes differ by at most one and n < D leaves some empty. Rank i of dp owns chunk i.
 // shm: the ranks of dp read each other's buffers through an MPI-3 shared-memory window, so a
 // buffer must come from comm_shared_alloc (a collective on any other buffer falls back to mpi).
-enum { ALLREDUCE_MPI, ALLREDUCE_RING, ALLREDUCE_SHM };  // the order of ALLREDUCE_CHOICES in config.h
+// auto: shm where every dp group sits on one node and the buffers are on the host, else mpi.
+enum { ALLREDUCE_MPI, ALLREDUCE_RING, ALLREDUCE_SHM, ALLREDUCE_AUTO };  // the order of ALLREDUCE_CHOICES in config.h
+#define COMM_MAX_SHM 256  // the most ranks in one shm group (a node's cores)
 void comm_shard(size_t n, int D, int i, size_t *off, size_t *len);
 // n floats of host memory in a window shared by the ranks of c->dp (MPI_Win_allocate_shared), at
 // the same offset on every rank. Collective over the WORLD (every rank calls it, in the same order):
 // when some dp group spans more than one node, every rank ends with one user_error naming `what`.
 // Freed by comms_free.
 float *comm_shared_alloc(Comm *c, size_t n, const char *what);
+// 1 on every rank when every dp group of the grid sits on one node (and is small enough for shm),
+// else 0 on every rank. Collective over the world.
+int comm_shared_possible(Comm *c);
 
 typedef struct CommReq CommReq;  // one collective in flight
 // All-reduce: buf = scale * (sum over dp of buf). scale = 1/D averages.

@@ -46,7 +46,7 @@ const Option train_options[] = {
     {"pp", 0, OPT_INT, T(pp), 0, 1, 4096, "P", "hybrid: pipeline stages per replica (ranks = P x D)"},
     {"dp", 0, OPT_INT, T(dp), 0, 1, 1 << 20, "D", "hybrid: data-parallel replicas (ddp: must equal the ranks)"},
     {"ddp-sync", 0, OPT_CHOICE, T(ddp_sync), SYNC_CHOICES, 0, 0, "SYNC", "ddp/hybrid: naive = one all-reduce per tensor after backward; bucketed = overlapped with backward"},
-    {"allreduce", 0, OPT_CHOICE, T(allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG", "ddp/hybrid: MPI's own collectives or the from-scratch ring"},
+    {"allreduce", 0, OPT_CHOICE, T(allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG", "ddp/hybrid: MPI's own collectives, the from-scratch ring, shared memory (one node), or auto: shm where it can, else mpi"},
     {"bucket-mb", 0, OPT_FLOAT, T(bucket_mb), 0, -1e12, 1e12, "MB", "ddp/hybrid bucketed: bucket capacity in MiB"},
     {"grad-accum", 0, OPT_INT, T(grad_accum), 0, 1, 1 << 20, "N", "monolith/ddp: N micro-steps of --batch rows per optimizer step"},
     {"zero", 0, OPT_INT, T(zero), 0, 0, 1, "Z", "ddp/hybrid: 1 = ZeRO-1, optimizer state sharded over the replicas"},
@@ -77,7 +77,7 @@ void train_config_defaults(TrainConfig *c) {
     c->micro_batches = 4;
     c->virtual_stages = 2;
     c->ddp_sync = 1;  // bucketed
-    c->allreduce = 0; // mpi
+    c->allreduce = 3; // auto
     c->bucket_mb = 25;
     c->grad_accum = 1;
 }

@@ -48,7 +48,7 @@ enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
 enum { TRANSPORT_AUTO, TRANSPORT_MPI, TRANSPORT_NCCL };
 #define TRANSPORT_CHOICES "auto|mpi|nccl"
 #define SYNC_CHOICES "naive|bucketed"   // SYNC_* in ddp.h
-#define ALLREDUCE_CHOICES "mpi|ring|shm"    // ALLREDUCE_* in comms.h
+#define ALLREDUCE_CHOICES "mpi|ring|shm|auto"    // ALLREDUCE_* in comms.h
 
 typedef struct {
     char config[PATH_LEN];

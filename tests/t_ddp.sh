@@ -75,6 +75,11 @@ run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --allreduce shm
 l_shm=$(json_get '["losses"]')
 if [ -n "$l_mpi" ] && [ "$l_mpi" = "$l_shm" ]; then pass "ddp/2 ranks shm losses = mpi losses bit for bit"
 else fail "ddp/2 ranks shm losses = mpi losses bit for bit" "mpi $l_mpi vs shm $l_shm"; fi
+# --allreduce auto (the default): every replica on this one node, buffers on the host -> shm
+run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp
+if [ "$RC" -eq 0 ] && [ "$(json_get '["allreduce"]')" = shm ] && [ "$(json_get '["losses"]')" = "$l_shm" ]; then
+    pass "ddp/the default all-reduce on one node is shm (same losses as --allreduce shm)"
+else fail "ddp/the default all-reduce on one node is shm" "exit $RC, allreduce $(json_get '["allreduce"]' 2>/dev/null)"; fi
 # ZeRO-1 with plain SGD (no moments) and one collective per tensor, against an SGD monolith
 run 120 "$MICROPP" train "${MODEL[@]}" --optimizer sgd --lr 0.05
 REF_SGD=$OUT
