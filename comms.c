@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 #include "comms.h"
@@ -491,25 +492,55 @@ static int dp_on_node(Comm *c) {
     return local;
 }
 
-int comm_shared_possible(Comm *c) {
-    int D, ok;
+// Why this rank cannot take part in shm windows of `bytes` each on every rank ("" when it can): its
+// dp group must sit on one node, and that node's /dev/shm (where MPICH puts the window: a too-small
+// tmpfs, as Docker's 64 MB default, would end the job with SIGBUS on first touch) must have room
+// for every rank of the node. MICROPP_SHM_FREE=BYTES stands in for /dev/shm's free space (tests).
+static void shm_unfit(Comm *c, size_t bytes, const char *what, char *why, size_t wn) {
+    int D, local, node_ranks;
     MPI_CHECK(MPI_Comm_size(c->dp, &D));
-    ok = D <= COMM_MAX_SHM && dp_on_node(c) == D;
+    local = dp_on_node(c);
+    MPI_Comm node;
+    double need = (double)bytes, room = -1;  // summed over the ranks of this node
+    MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_size(node, &node_ranks));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_DOUBLE, MPI_SUM, node));
+    MPI_CHECK(MPI_Comm_free(&node));
+    struct statvfs st;
+    const char *fake = getenv("MICROPP_SHM_FREE");
+    if (fake) room = atof(fake);
+    else if (statvfs("/dev/shm", &st) == 0) room = (double)st.f_bavail * (double)st.f_frsize;
+    why[0] = 0;
+    const char *flag = strcmp(what, "allreduce") ? "--allreduce" : "--algo";  // (micropp allreduce's)
+    if (D > COMM_MAX_SHM)
+        snprintf(why, wn, "%s: %s shm takes at most %d replicas per stage, not %d: use %s mpi or ring", what, flag, COMM_MAX_SHM, D, flag);
+    else if (local != D)
+        snprintf(why, wn, "%s: %s shm needs the %d replicas of each stage on one node, and only %d share this rank's: use %s mpi or ring",
+                 what, flag, D, local, flag);
+    else if (room >= 0 && room < need)
+        snprintf(why, wn, "%s: %s shm needs %.0f MB of /dev/shm for the %d ranks of this node, and %.0f MB are free: enlarge it (docker run --shm-size) or use %s mpi",
+                 what, flag, need / 1e6, node_ranks, room / 1e6, flag);
+}
+
+int comm_shared_possible(Comm *c, size_t bytes) {
+    char why[300];
+    shm_unfit(c, bytes, "", why, sizeof why);
+    int ok = why[0] == 0;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->world));
     return ok;
 }
 
+void comm_shared_require(Comm *c, size_t bytes, const char *what) {
+    char why[300];
+    shm_unfit(c, bytes, what, why, sizeof why);
+    comm_agree(c->world, why);
+}
+
 float *comm_shared_alloc(Comm *c, size_t n, const char *what) {
-    // Every dp group must sit on one node: its ranks' node-local group must be the whole group.
-    int D, local;
+    int D;
     MPI_CHECK(MPI_Comm_size(c->dp, &D));
-    local = dp_on_node(c);
-    char err[200] = "";
-    if (D > COMM_MAX_SHM)
-        snprintf(err, sizeof err, "%s: --allreduce shm takes at most %d replicas per stage, not %d: use --allreduce mpi or ring", what, COMM_MAX_SHM, D);
-    else if (local != D)
-        snprintf(err, sizeof err, "%s: --allreduce shm needs the %d replicas of each stage on one node, and only %d share this rank's: use --allreduce mpi or ring",
-                 what, D, local);
+    char err[300];
+    shm_unfit(c, (n ? n : 1) * sizeof(float), what, err, sizeof err);
     comm_agree(c->world, err);
     if (!c->shm) {
         struct Shm *m = xcalloc(1, sizeof *m);

@@ -99,12 +99,14 @@ enum { ALLREDUCE_MPI, ALLREDUCE_RING, ALLREDUCE_SHM, ALLREDUCE_AUTO };  // the o
 void comm_shard(size_t n, int D, int i, size_t *off, size_t *len);
 // n floats of host memory in a window shared by the ranks of c->dp (MPI_Win_allocate_shared), at
 // the same offset on every rank. Collective over the WORLD (every rank calls it, in the same order):
-// when some dp group spans more than one node, every rank ends with one user_error naming `what`.
-// Freed by comms_free.
+// when some dp group spans more than one node, or a node's /dev/shm lacks room, every rank ends
+// with one user_error naming `what`. Freed by comms_free.
 float *comm_shared_alloc(Comm *c, size_t n, const char *what);
-// 1 on every rank when every dp group of the grid sits on one node (and is small enough for shm),
-// else 0 on every rank. Collective over the world.
-int comm_shared_possible(Comm *c);
+// Whether windows of `bytes` per rank are possible: every dp group on one node, /dev/shm room for
+// them. possible: 1 or 0, the same on every rank; require: a user_error on every rank if not.
+// Both collective over the world.
+int comm_shared_possible(Comm *c, size_t bytes);
+void comm_shared_require(Comm *c, size_t bytes, const char *what);
 
 typedef struct CommReq CommReq;  // one collective in flight
 // All-reduce: buf = scale * (sum over dp of buf). scale = 1/D averages.

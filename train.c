@@ -837,8 +837,12 @@ int cmd_train(int argc, char **argv) {
         comm_allreduce_max_double(differ, 1, MPI_COMM_WORLD);
         if (differ[0])
             user_error("train: the replicas start from different parameters (checksums differ across the dp group): give every rank the same --seed and model options");
+        size_t shared_bytes = 0;  // this rank's params and grads
+        for (int k = 0; k < n_local; k++) shared_bytes += 2 * parts[k].n_params * sizeof(float);
         if (c->allreduce == ALLREDUCE_AUTO)  // decided alike on every rank
-            c->allreduce = r->be->on_host && comm_shared_possible(&r->comm) ? ALLREDUCE_SHM : ALLREDUCE_MPI;
+            c->allreduce = r->be->on_host && comm_shared_possible(&r->comm, shared_bytes) ? ALLREDUCE_SHM : ALLREDUCE_MPI;
+        else if (c->allreduce == ALLREDUCE_SHM)
+            comm_shared_require(&r->comm, shared_bytes, "train");
         // --allreduce shm: the replicas read each other's gradients (and, for ZeRO-1, parameters)
         // in place, so both move into windows shared by each stage's dp group.
         for (int k = 0; k < n_local && c->allreduce == ALLREDUCE_SHM; k++) {
