@@ -1,6 +1,7 @@
 // comms.c: MPI (MPICH) underneath comms.h, and the two ways a run ends early: fatal() aborts every
 // rank with "[rank r] file:line: message"; user_error() prints one line and exits 2 on each rank.
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -716,7 +717,13 @@ int comm_test(CommReq *q) {
 }
 
 double comm_wait(CommReq *q) {
-    while (!q->done) comm_progress();  // spins, as MPI_Wait does; every collective in flight moves
+    // Spins, as MPI_Wait does, every collective in flight moving; and yields the core between polls
+    // (free when nothing else wants it): with more ranks than cores, the rank being waited for may
+    // need this very core, and shm moves only when that rank runs.
+    while (!q->done) {
+        comm_progress();
+        if (!q->done) sched_yield();
+    }
     double t = q->t_done;
     if (q->buf != q->dev) free(q->buf);
     free(q->tmp); free(q->counts); free(q->displs);
