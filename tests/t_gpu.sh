@@ -165,6 +165,14 @@ for s in naive gpipe 1f1b; do
 done
 gpu_vs_cpu "gpu/cuda vs cpu: pp 1f1b checkpointing, 2 ranks over mpi" 2 --mode pp --schedule 1f1b --micro-batches 4 --transport mpi --checkpoint-activations
 gpu_vs_cpu "gpu/cuda vs cpu: pp gpipe, 4 ranks over mpi, uneven partition" 4 --mode pp --schedule gpipe --micro-batches 8 --transport mpi --layers 5 --partition 2,1,1,1
+gpu_vs_cpu "gpu/cuda vs cpu: ddp, 2 ranks on one GPU (cpu takes shm, cuda mpi)" 2 --mode ddp
+if gpu_only "gpu/ddp on cuda: auto all-reduce is mpi, shm refused"; then
+    run 300 mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode ddp --device cuda --json
+    if [ "$RC" -eq 0 ] && [ "$(json_get '["allreduce"]')" = mpi ]; then pass "gpu/ddp on cuda: --allreduce auto picks mpi"
+    else fail "gpu/ddp on cuda: --allreduce auto picks mpi" "exit $RC, allreduce $(json_get '["allreduce"]' 2>/dev/null): $(head -c 300 <<<"$ERR")"; fi
+    expect_user_error "gpu/ddp on cuda: --allreduce shm is refused" 'allreduce shm sums host memory.*use --allreduce mpi or ring with --device cuda' 120 \
+        mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode ddp --device cuda --allreduce shm
+fi
 
 # NCCL needs one GPU per rank: with one GPU it is refused and auto picks mpi; with two it runs.
 GPUS=0
