@@ -114,10 +114,7 @@ int cmd_allreduce(int argc, char **argv) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "ranks", D);
         cJSON_AddItemToObject(o, "results", rows);
-        char *text = cJSON_PrintUnformatted(o);
-        printf("%s\n", text);
-        free(text);
-        cJSON_Delete(o);
+        json_print(o);
     } else {
         cJSON_Delete(rows);
     }

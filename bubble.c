@@ -245,10 +245,7 @@ int cmd_bubble(int argc, char **argv) {
             cJSON_AddItemToObject(r, "memory_reduction", exact(1 / gpipe_memory(row_k[i], row_m[i])));
             cJSON_AddItemToArray(arr, r);
         }
-        char *text = cJSON_PrintUnformatted(o);
-        printf("%s\n", text);
-        free(text);
-        cJSON_Delete(o);
+        json_print(o);
     } else if (!c->gantt) {
         printf("# micropp bubble | costs: forward %g, backward %g (zb-h1: I %g + W %g), transfer %g (time units)\n", c->cost_f, c->cost_b,
                c->cost_b - c->cost_w, c->cost_w, c->cost_comm);

@@ -390,3 +390,10 @@ void options_help(FILE *f, const char *cmd, const char *usage, const Option *opt
     if (examples) fprintf(f, "\nExamples:\n%s", examples);
     (void)cmd;
 }
+
+void json_print(cJSON *o) {
+    char *text = cJSON_PrintUnformatted(o);
+    printf("%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}

@@ -98,3 +98,7 @@ typedef struct {
 extern const Option train_options[];
 void train_config_defaults(TrainConfig *c);
 const char *choice_name(const char *choices, int index, char *buf, size_t n);
+
+// Prints o as one line of JSON on stdout (the --json output of every command), then frees it.
+struct cJSON;
+void json_print(struct cJSON *o);

@@ -263,10 +263,7 @@ int cmd_pingpong(int argc, char **argv) {
         cJSON_AddStringToObject(o, "device_info", dev);
         cJSON_AddStringToObject(o, "transport", on_device ? tr : "mpi");
         cJSON_AddItemToObject(o, "rows", rows);
-        char *s = cJSON_PrintUnformatted(o);
-        printf("%s\n", s);
-        free(s);
-        cJSON_Delete(o);
+        json_print(o);
     } else {
         cJSON_Delete(rows);
     }

@@ -1190,10 +1190,7 @@ int cmd_train(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "verify_tolerance", verify_tol);
             cJSON_AddBoolToObject(o, "verify_ok", !verify_failed);
         }
-        char *text = cJSON_PrintUnformatted(o);
-        printf("%s\n", text);
-        free(text);
-        cJSON_Delete(o);
+        json_print(o);
     } else if (verbose) {
         printf("\nfinal loss %.4f (first %.4f) | accuracy %.1f%% on %lld %s rows\n", r->loss[steps - 1], r->loss[start],
                100 * acc, (long long)(r->data.features && c->eval_samples > r->data.n ? r->data.n : c->eval_samples),
