@@ -78,7 +78,8 @@ int cmd_allreduce(int argc, char **argv) {
     // With shm among the algorithms, one buffer for all of them in a window the ranks share (shm
     // reads the others' in place; for mpi and ring it is ordinary memory): one node only.
     int shm = cfg.algo == ALLREDUCE_SHM || cfg.algo == 3;
-    float *x = shm ? comm_shared_alloc(&c, nmax, "allreduce") : backend_cpu.alloc(nmax * sizeof(float));
+    if (shm) comm_shared_require(&c, nmax * sizeof(float), "allreduce");
+    float *x = shm ? comm_shared_alloc(&c, nmax) : backend_cpu.alloc(nmax * sizeof(float));
     for (size_t i = 0; i < nmax; i++) x[i] = 1e-3f;
     int D = c.replicas, first = cfg.algo == 3 ? 0 : cfg.algo, last = cfg.algo == 3 ? 2 : cfg.algo;
     const char *names[3] = {"mpi", "ring", "shm"};

@@ -438,8 +438,8 @@ static void mpi_advance(CommReq *q) {
 // loads), counting the shm collectives of dp, which every rank starts in the same order:
 // ready = k + 1 once my buffer holds my part of collective k; done = k + 1 once I have written my
 // chunk of k everywhere. Collective k is complete on a rank when every rank is done. A rank moves
-// along only inside comm_progress, like the ring. Per rank, 64 MiB over 2 ranks is ~10 ms of
-// memory traffic where MPI_Allreduce, copying through bounce buffers, takes 30-45 ms here.
+// along only inside comm_progress, like the ring. 64 MiB over 2 ranks takes 6-8 ms here, where
+// MPI_Allreduce, copying through bounce buffers, takes 40-50 ms (micropp allreduce).
 enum { SHM_READY, SHM_DONE, SHM_COUNTERS = 8 };  // 8 int64: a cache line per rank
 
 typedef struct ShmWin {
@@ -537,12 +537,9 @@ void comm_shared_require(Comm *c, size_t bytes, const char *what) {
     comm_agree(c->world, why);
 }
 
-float *comm_shared_alloc(Comm *c, size_t n, const char *what) {
+float *comm_shared_alloc(Comm *c, size_t n) {
     int D;
     MPI_CHECK(MPI_Comm_size(c->dp, &D));
-    char err[300];
-    shm_unfit(c, (n ? n : 1) * sizeof(float), what, err, sizeof err);
-    comm_agree(c->world, err);
     if (!c->shm) {
         struct Shm *m = xcalloc(1, sizeof *m);
         m->D = D;
@@ -604,7 +601,7 @@ static void shm_advance(CommReq *q) {
                     const float *restrict src = at[p] + b0;
                     for (size_t i = 0; i < nb; i++) acc[i] += src[i];
                 }
-                if (q->scale != 1.0f) for (size_t i = 0; i < nb; i++) acc[i] *= q->scale;
+                scale_host(acc, nb, q->scale);
                 for (int p = 0; p < q->D; p++)
                     if (p == q->me || q->op == OP_ALLREDUCE) memcpy(at[p] + b0, acc, nb * sizeof(float));
             }

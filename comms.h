@@ -97,16 +97,15 @@ void mpi_check_at(int err, const char *what, const char *file, int line);
 enum { ALLREDUCE_MPI, ALLREDUCE_RING, ALLREDUCE_SHM, ALLREDUCE_AUTO };  // the order of ALLREDUCE_CHOICES in config.h
 #define COMM_MAX_SHM 256  // the most ranks in one shm group (a node's cores)
 void comm_shard(size_t n, int D, int i, size_t *off, size_t *len);
-// n floats of host memory in a window shared by the ranks of c->dp (MPI_Win_allocate_shared), at
-// the same offset on every rank. Collective over the WORLD (every rank calls it, in the same order):
-// when some dp group spans more than one node, or a node's /dev/shm lacks room, every rank ends
-// with one user_error naming `what`. Freed by comms_free.
-float *comm_shared_alloc(Comm *c, size_t n, const char *what);
-// Whether windows of `bytes` per rank are possible: every dp group on one node, /dev/shm room for
-// them. possible: 1 or 0, the same on every rank; require: a user_error on every rank if not.
-// Both collective over the world.
+// Whether shm windows of `bytes` in all per rank are possible: every dp group on one node, /dev/shm
+// room for them. possible: 1 or 0, the same on every rank; require: a user_error naming `what` on
+// every rank if not. Both collective over the world; one of them comes before comm_shared_alloc.
 int comm_shared_possible(Comm *c, size_t bytes);
 void comm_shared_require(Comm *c, size_t bytes, const char *what);
+// n floats of host memory in a window shared by the ranks of c->dp (MPI_Win_allocate_shared), at
+// the same offset on every rank. Collective over the world (every rank calls it, in the same
+// order). Freed by comms_free.
+float *comm_shared_alloc(Comm *c, size_t n);
 
 typedef struct CommReq CommReq;  // one collective in flight
 // All-reduce: buf = scale * (sum over dp of buf). scale = 1/D averages.

@@ -846,8 +846,8 @@ int cmd_train(int argc, char **argv) {
         // --allreduce shm: the replicas read each other's gradients (and, for ZeRO-1, parameters)
         // in place, so both move into windows shared by each stage's dp group.
         for (int k = 0; k < n_local && c->allreduce == ALLREDUCE_SHM; k++) {
-            float *p = comm_shared_alloc(&r->comm, parts[k].n_params, "train");
-            stage_share(&parts[k], p, comm_shared_alloc(&r->comm, parts[k].n_params, "train"));
+            float *p = comm_shared_alloc(&r->comm, parts[k].n_params);
+            stage_share(&parts[k], p, comm_shared_alloc(&r->comm, parts[k].n_params));
         }
         r->n_sync = n_local;
         r->sync = xcalloc((size_t)n_local, sizeof(GradSync));

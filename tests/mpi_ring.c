@@ -198,7 +198,8 @@ int main(int argc, char **argv) {
             report(name, ok, why);
         }
         size_t sizes[] = {0, 1, 2, 3, (size_t)world + 1, 7, 1000, 1000003};
-        shm_pool = comm_shared_alloc(&grid, 3 * (size_t)SHM_SLOT, "mpi_ring");
+        comm_shared_require(&grid, 3 * (size_t)SHM_SLOT * sizeof(float), "mpi_ring");
+        shm_pool = comm_shared_alloc(&grid, 3 * (size_t)SHM_SLOT);
         for (int algo = 0; algo < 3; algo++) {
             const char *alg = algo == ALLREDUCE_RING ? "ring" : algo == ALLREDUCE_SHM ? "shm" : "mpi";
             for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
