@@ -7,7 +7,7 @@ OPT ?= -O3 -march=native -fno-math-errno
 CFLAGS ?= $(OPT)
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS := -lopenblas -lcjson -lm
-SRCS := micropp.c config.c train.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c data.c ops_cpu.c checkpoint.c safetensors.c
+SRCS := micropp.c config.c train.c train_options.c plan.c pipeline.c verify.c report.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c data.c ops_cpu.c checkpoint.c safetensors.c util.c fault.c
 BUILD ?= build
 
 # ---- optional GPU support: detected, reported, and switchable with CUDA=0/1 ----
@@ -104,14 +104,16 @@ UNIT_DIR ?= tests/bin
 UNIT_BINS := $(patsubst tests/%.c,$(UNIT_DIR)/%,$(wildcard tests/unit_*.c))
 # MPI test programs (tests/mpi_*.c): built the same way into tests/bin, run under mpiexec by the tests/t_*.sh scripts.
 MPI_TEST_BINS := $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/mpi_*.c))
-$(UNIT_DIR)/%: tests/%.c tests/unit.h $(LIB_OBJS) | deps
+$(UNIT_DIR)/%: tests/%.c tests/unit.h tests/sim_helpers.h $(LIB_OBJS) | deps
 	@mkdir -p $(UNIT_DIR)
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LIB_OBJS) $(LDLIBS)
 
 # Fuzz targets (tests/fuzz/fuzz_*.c) replayed over their seeds and kept crash inputs by a plain
 # driver, so `make test` needs no clang; built with ASan+UBSan when the compiler has them.
 FUZZ_TARGETS := config npy safetensors
-FUZZ_SRCS_config := config.c
+FUZZ_SRCS_config := config.c train_options.c
+# train_options.c names the choices' enums, declared in headers that include mpi.h (nothing is called)
+MPI_INC = $(shell mpicc -show 2>/dev/null | grep -o -- '-I[^ ]*')
 FUZZ_SRCS_npy := data.c
 FUZZ_SRCS_safetensors := safetensors.c
 REPLAY_CC ?= gcc
@@ -120,7 +122,7 @@ REPLAY_BINS := $(FUZZ_TARGETS:%=tests/bin/replay_%)
 .SECONDEXPANSION:
 tests/bin/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz_stubs.h $$(FUZZ_SRCS_$$*) $(wildcard *.h) | deps
 	@mkdir -p tests/bin
-	$(REPLAY_CC) -std=c11 -D_GNU_SOURCE -g -O1 $(REPLAY_SAN) -Wall -Wextra -Werror -I. -o $@ $< tests/fuzz/replay_main.c $(FUZZ_SRCS_$*) -lcjson -lm
+	$(REPLAY_CC) -std=c11 -D_GNU_SOURCE -g -O1 $(REPLAY_SAN) -Wall -Wextra -Werror -I. $(MPI_INC) -o $@ $< tests/fuzz/replay_main.c $(FUZZ_SRCS_$*) -lcjson -lm
 
 test: micropp $(UNIT_BINS) $(MPI_TEST_BINS) $(REPLAY_BINS) $(if $(filter 1,$(CUDA)),micropp-cpu)
 	@bash tests/run.sh
@@ -134,7 +136,7 @@ fuzz: | deps
 	@mkdir -p build-fuzz; status=0; per=$$(( $(FUZZ_SECONDS) / $(words $(FUZZ_TARGETS)) )); [ $$per -ge 1 ] || per=1; \
 	for t in $(FUZZ_TARGETS); do \
 	  srcs=$$(case $$t in config) echo "$(FUZZ_SRCS_config)";; npy) echo "$(FUZZ_SRCS_npy)";; safetensors) echo "$(FUZZ_SRCS_safetensors)";; esac); \
-	  $(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. \
+	  $(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. $(MPI_INC) \
 	    -o build-fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c $$srcs -lcjson -lm || exit 1; \
 	  mkdir -p build-fuzz/corpus/$$t tests/fuzz/regressions/$$t; \
 	  leaks=1; [ $$t = config ] && leaks=0; \

@@ -10,11 +10,14 @@
 #include "train.h"
 #include "util.h"
 
+// "all" among this command's --algo choices (mpi|ring|shm|all): every algorithm in turn.
+enum { ALGO_ALL = ALLREDUCE_SHM + 1 };
+
 typedef struct {
     int64_t size;     // bytes
     int sweep;        // all powers of two from 4 B to size
     int64_t iters, warmup;
-    int algo;         // ALLREDUCE_MPI, _RING, _SHM, or 3: all of them
+    int algo;         // ALLREDUCE_MPI, _RING, _SHM, or ALGO_ALL
     int json;
 } AllreduceConfig;
 
@@ -66,7 +69,7 @@ static long count_wrong(Comm *c, float *x, size_t n, int algo) {
 
 int cmd_allreduce(int argc, char **argv) {
     comms_init(&argc, &argv);
-    AllreduceConfig cfg = {.size = 64LL << 20, .iters = 20, .warmup = 3, .algo = 3};
+    AllreduceConfig cfg = {.size = 64LL << 20, .iters = 20, .warmup = 3, .algo = ALGO_ALL};
     options_parse("allreduce", allreduce_options, &cfg, argc, argv, "mpiexec -n D micropp allreduce [options]",
                   "  mpiexec -n 2 micropp allreduce                      # 64 MiB, MPI vs ring vs shm\n"
                   "  mpiexec -n 4 micropp allreduce --sweep --size 16M   # 4 B .. 16 MiB\n");
@@ -77,11 +80,11 @@ int cmd_allreduce(int argc, char **argv) {
     size_t nmax = (size_t)cfg.size / 4;
     // With shm among the algorithms, one buffer for all of them in a window the ranks share (shm
     // reads the others' in place; for mpi and ring it is ordinary memory): one node only.
-    int shm = cfg.algo == ALLREDUCE_SHM || cfg.algo == 3;
+    int shm = cfg.algo == ALLREDUCE_SHM || cfg.algo == ALGO_ALL;
     if (shm) comm_shared_require(&c, nmax * sizeof(float), "allreduce");
     float *x = shm ? comm_shared_alloc(&c, nmax) : backend_cpu.alloc(nmax * sizeof(float));
     for (size_t i = 0; i < nmax; i++) x[i] = 1e-3f;
-    int D = c.replicas, first = cfg.algo == 3 ? 0 : cfg.algo, last = cfg.algo == 3 ? 2 : cfg.algo;
+    int D = c.replicas, first = cfg.algo == ALGO_ALL ? 0 : cfg.algo, last = cfg.algo == ALGO_ALL ? 2 : cfg.algo;
     const char *names[3] = {"mpi", "ring", "shm"};
     cJSON *rows = cJSON_CreateArray();
     long total_wrong = 0;

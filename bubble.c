@@ -144,8 +144,157 @@ static void format_formula(double v, char *buf, size_t n) {
     else snprintf(buf, n, "%.4f", v);
 }
 
-int cmd_bubble(int argc, char **argv) {
-    BubbleConfig cfg = {0}, *c = &cfg;
+// The rows to simulate: every (schedule, K, M) given that the schedule can run.
+typedef struct {
+    long n, skipped;          // rows kept; rows skipped (interleaved with M % K != 0)
+    int has_interleaved;
+    SimResult *sims;
+    int *kind, *k, *m;        // [n]
+} Grid;
+
+static int chunks_of(const BubbleConfig *c, int kind) { return kind == SCHED_INTERLEAVED ? (int)c->virtual_stages : 1; }
+
+// Costs and the interleaved options, checked before anything is simulated.
+static void check_costs(BubbleConfig *c, const int *kinds, int n_kind, Grid *g) {
+    if (!(c->cost_f > 0)) user_error("bubble: --cost-f %g: a cost must be > 0 (e.g. --cost-f 1 --cost-b 2)", c->cost_f);
+    if (!(c->cost_b > 0)) user_error("bubble: --cost-b %g: a cost must be > 0 (e.g. --cost-f 1 --cost-b 2)", c->cost_b);
+    if (!(c->cost_comm >= 0)) user_error("bubble: --cost-comm %g: a transfer time must be >= 0", c->cost_comm);
+    if (option_was_set("cost-w") && !(c->cost_w > 0 && c->cost_w < c->cost_b))
+        user_error("bubble: --cost-w %g is the weight part of the backward: use a value above 0 and below --cost-b %g", c->cost_w, c->cost_b);
+    if (!option_was_set("cost-w")) c->cost_w = c->cost_b / 2;
+    for (int a = 0; a < n_kind; a++) g->has_interleaved |= kinds[a] == SCHED_INTERLEAVED;
+    if (option_was_set("virtual-stages") && !g->has_interleaved)
+        user_error("bubble: --virtual-stages applies to --schedule interleaved: add it to --schedule or drop --virtual-stages");
+    if (g->has_interleaved && c->virtual_stages < 2)
+        user_error("bubble: --schedule interleaved needs --virtual-stages >= 2 (with 1 chunk per rank it is 1f1b)");
+}
+
+// Every row of the grid through the simulator; a row the schedule cannot run (schedule_check:
+// interleaved needs M % K == 0, Megatron's rule) is skipped, and a grid with none left refused.
+static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ms, int n_m, Grid *g) {
+    long rows = (long)n_kind * n_k * n_m;
+    if (rows > MAX_ROWS) user_error("bubble: %ld rows (schedules x stages x micro-batches) is more than %d: narrow a range", rows, MAX_ROWS);
+    g->sims = xcalloc((size_t)rows, sizeof(SimResult));
+    g->kind = xmalloc(sizeof(int) * (size_t)rows); g->k = xmalloc(sizeof(int) * (size_t)rows); g->m = xmalloc(sizeof(int) * (size_t)rows);
+    for (int a = 0; a < n_kind; a++)
+        for (int b = 0; b < n_k; b++)
+            for (int d = 0; d < n_m; d++) {
+                int v = chunks_of(c, kinds[a]);
+                if (schedule_check(kinds[a], ks[b], ms[d], v)) { g->skipped++; continue; }
+                long i = g->n++;
+                g->kind[i] = kinds[a]; g->k[i] = ks[b]; g->m[i] = ms[d];
+                SimSpec spec = {.kind = kinds[a], .K = ks[b], .M = ms[d], .v = v, .f = c->cost_f, .b = c->cost_b - c->cost_w,
+                                .w = c->cost_w, .comm = c->cost_comm};
+                schedule_sim(&spec, &g->sims[i]);
+                char nm[32];
+                if (g->sims[i].deadlock) fatal("schedule %s deadlocks at K=%d M=%d: %s",
+                                               choice_name(SCHED_CHOICES, kinds[a], nm, sizeof nm), ks[b], ms[d], g->sims[i].why);
+            }
+}
+
+static void grid_free(Grid *g) {
+    for (long i = 0; i < g->n; i++) sim_result_free(&g->sims[i]);
+    free(g->sims); free(g->kind); free(g->k); free(g->m);
+}
+
+static const char *mem_units = "activation memory per device, standard O(B*L) = 1; GPipe O(B*L/K + (B/M)*L) = 1/K + 1/M";
+
+static void print_json(const BubbleConfig *c, const Grid *g) {
+    char name[32];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "cost_f", c->cost_f);
+    cJSON_AddNumberToObject(o, "cost_b", c->cost_b);
+    cJSON_AddNumberToObject(o, "cost_w", c->cost_w);
+    if (g->has_interleaved) cJSON_AddNumberToObject(o, "virtual_stages", (double)c->virtual_stages);
+    cJSON_AddNumberToObject(o, "skipped_rows", (double)g->skipped);
+    cJSON_AddNumberToObject(o, "cost_comm", c->cost_comm);
+    cJSON_AddStringToObject(o, "memory_units", mem_units);
+    cJSON *arr = cJSON_AddArrayToObject(o, "rows");
+    for (long i = 0; i < g->n; i++) {
+        const SimResult *s = &g->sims[i];
+        int K = g->k[i], M = g->m[i];
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "schedule", choice_name(SCHED_CHOICES, g->kind[i], name, sizeof name));
+        cJSON_AddNumberToObject(r, "stages", K);
+        cJSON_AddNumberToObject(r, "micro_batches", M);
+        cJSON_AddNumberToObject(r, "virtual_stages", s->v);
+        double fm = row_formula(c, g->kind[i], K, M, s->v);
+        if (isnan(fm)) cJSON_AddNullToObject(r, "bubble_formula"); else cJSON_AddItemToObject(r, "bubble_formula", exact(fm));
+        cJSON_AddItemToObject(r, "bubble_simulated", exact(s->bubble_mean));
+        cJSON_AddItemToObject(r, "bubble_simulated_per_stage", exact_array(s->bubble, s->K));
+        cJSON_AddItemToObject(r, "makespan", exact(s->makespan));
+        cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(s->peak_inflight, s->K));
+        if (schedule_splits_backward(g->kind[i])) cJSON_AddItemToObject(r, "peak_deferred_w", cJSON_CreateIntArray(s->peak_deferred, s->K));
+        cJSON_AddNumberToObject(r, "memory_standard", 1);
+        cJSON_AddItemToObject(r, "memory_gpipe", exact(gpipe_memory(K, M)));
+        cJSON_AddItemToObject(r, "memory_reduction", exact(1 / gpipe_memory(K, M)));
+        cJSON_AddItemToArray(arr, r);
+    }
+    json_print(o);
+}
+
+static void print_table(const BubbleConfig *c, const Grid *g) {
+    char name[32], peaks[160], formula[32];
+    printf("# micropp bubble | costs: forward %g, backward %g (zb-h1: I %g + W %g), transfer %g (time units)\n", c->cost_f, c->cost_b,
+           c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
+    printf("# memory: %s\n", mem_units);
+    if (g->has_interleaved)
+        printf("# interleaved: %lld chunks per rank; peak in-flight counts chunk passes (1/%lld of a stage each)%s\n",
+               (long long)c->virtual_stages, (long long)c->virtual_stages, g->skipped ? "; rows with M % K != 0 skipped (Megatron's rule)" : "");
+    printf("%-11s %6s %13s %14s %16s %9s  %-26s %12s %9s\n", "schedule", "stages", "micro-batches", "bubble formula",
+           "bubble simulated", "makespan", "peak in-flight per stage", "gpipe memory", "reduction");
+    for (long i = 0; i < g->n; i++) {
+        const SimResult *s = &g->sims[i];
+        format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
+        format_formula(row_formula(c, g->kind[i], g->k[i], g->m[i], s->v), formula, sizeof formula);
+        printf("%-11s %6d %13d %14s %16.4f %9g  %-26s %12.3f %8.2fx\n", choice_name(SCHED_CHOICES, g->kind[i], name, sizeof name),
+               g->k[i], g->m[i], formula, s->bubble_mean, s->makespan, peaks, gpipe_memory(g->k[i], g->m[i]), 1 / gpipe_memory(g->k[i], g->m[i]));
+    }
+}
+
+// Row i drawn as a Gantt chart: its title, its slices, one label as wide as the shortest action
+// (a chunk pass costs 1/v of the stage's).
+static void chart_of(const BubbleConfig *c, const Grid *g, long i, Gantt *out) {
+    const SimResult *s = &g->sims[i];
+    char name[32], peaks[160], formula[32], costs[96], extra[48] = "";
+    format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
+    format_formula(row_formula(c, g->kind[i], g->k[i], g->m[i], s->v), formula, sizeof formula);
+    int split = schedule_splits_backward(g->kind[i]);
+    if (split) snprintf(costs, sizeof costs, "F=%g I=%g W=%g", c->cost_f, c->cost_b - c->cost_w, c->cost_w);
+    else snprintf(costs, sizeof costs, "F=%g B=%g", c->cost_f, c->cost_b);
+    if (s->v > 1) snprintf(extra, sizeof extra, " x %d virtual stages", s->v);
+    snprintf(out->title, sizeof out->title,
+             "%s | %d stages%s | %d micro-batches | %s comm=%g | bubble %.4f simulated, %s formula | peak in-flight %s",
+             choice_name(SCHED_CHOICES, g->kind[i], name, sizeof name), g->k[i], extra, g->m[i], costs,
+             c->cost_comm, s->bubble_mean, formula, peaks);
+    out->row_label = "stage";
+    out->rows = s->K;
+    out->slices = s->slices;
+    out->n = s->n_slices;
+    out->t_end = s->makespan;
+    out->cell = fmin(c->cost_f, split ? fmin(c->cost_b - c->cost_w, c->cost_w) : c->cost_b) / s->v;
+    out->axis_scale = 1;
+    out->axis_unit = "time units";
+}
+
+// --gantt in the terminal, --svg into the file opened (and so checked) before simulating.
+static void draw_charts(const BubbleConfig *c, const Grid *g, OutFile *svg) {
+    Gantt *charts = xcalloc((size_t)g->n, sizeof(Gantt));
+    for (long i = 0; i < g->n; i++) chart_of(c, g, i, &charts[i]);
+    if (c->gantt) {
+        const char *nc = getenv("NO_COLOR");
+        int colour = isatty(STDOUT_FILENO) && !(nc && *nc);
+        for (long i = 0; i < g->n; i++) { if (i) printf("\n"); gantt_text(stdout, &charts[i], colour); }
+    }
+    if (c->svg[0]) {
+        gantt_svg(svg->f, charts, (int)g->n);
+        int err = out_commit(svg);
+        if (err) fatal("writing --svg '%s': %s", c->svg, strerror(err));
+    }
+    free(charts);
+}
+
+static void parse_options(int argc, char **argv, BubbleConfig *c) {
     strcpy(c->schedule, "all");
     strcpy(c->stages, "4");
     strcpy(c->micro_batches, "1,2,4,8,16,32");
@@ -158,152 +307,34 @@ int cmd_bubble(int argc, char **argv) {
                   "  micropp bubble --schedule all --stages 2:8 --micro-batches 1:32 --json > grid.json\n"
                   "  micropp bubble --stages 4 --micro-batches 8 --cost-b 3 --cost-comm 0.2 --svg cmp.svg\n"
                   "  micropp bubble --schedule 1f1b,interleaved,zb-h1 --stages 4 --micro-batches 8 --virtual-stages 2 --gantt\n");
+}
+
+int cmd_bubble(int argc, char **argv) {
+    BubbleConfig cfg = {0}, *c = &cfg;
+    parse_options(argc, argv, c);
     static int ks[MAX_ROWS], ms[MAX_ROWS];
     int kinds[64];
     int n_kind = parse_schedules(c->schedule, kinds);
     int n_k = parse_counts("stages", c->stages, MAX_K, ks, MAX_ROWS);
     int n_m = parse_counts("micro-batches", c->micro_batches, MAX_M, ms, MAX_ROWS);
-    if (!(c->cost_f > 0)) user_error("bubble: --cost-f %g: a cost must be > 0 (e.g. --cost-f 1 --cost-b 2)", c->cost_f);
-    if (!(c->cost_b > 0)) user_error("bubble: --cost-b %g: a cost must be > 0 (e.g. --cost-f 1 --cost-b 2)", c->cost_b);
-    if (!(c->cost_comm >= 0)) user_error("bubble: --cost-comm %g: a transfer time must be >= 0", c->cost_comm);
-    if (option_was_set("cost-w") && !(c->cost_w > 0 && c->cost_w < c->cost_b))
-        user_error("bubble: --cost-w %g is the weight part of the backward: use a value above 0 and below --cost-b %g", c->cost_w, c->cost_b);
-    if (!option_was_set("cost-w")) c->cost_w = c->cost_b / 2;
-    int has_interleaved = 0;
-    for (int a = 0; a < n_kind; a++) has_interleaved |= kinds[a] == SCHED_INTERLEAVED;
-    if (option_was_set("virtual-stages") && !has_interleaved)
-        user_error("bubble: --virtual-stages applies to --schedule interleaved: add it to --schedule or drop --virtual-stages");
-    if (has_interleaved && c->virtual_stages < 2)
-        user_error("bubble: --schedule interleaved needs --virtual-stages >= 2 (with 1 chunk per rank it is 1f1b)");
-    long rows = (long)n_kind * n_k * n_m;
-    if (rows > MAX_ROWS) user_error("bubble: %ld rows (schedules x stages x micro-batches) is more than %d: narrow a range", rows, MAX_ROWS);
-    // the rows that run: interleaved needs M % K == 0 (Megatron's rule); the others skip nothing
-    long runnable = 0;
-    for (int a = 0; a < n_kind; a++)
-        for (int b = 0; b < n_k; b++)
-            for (int d = 0; d < n_m; d++)
-                runnable += !schedule_check(kinds[a], ks[b], ms[d], kinds[a] == SCHED_INTERLEAVED ? (int)c->virtual_stages : 1);
-    if (runnable == 0)
+    Grid g = {0};
+    check_costs(c, kinds, n_kind, &g);
+    simulate_grid(c, kinds, n_kind, ks, n_k, ms, n_m, &g);
+    if (g.n == 0)
         user_error("bubble: --schedule interleaved needs --micro-batches to be a multiple of --stages (Megatron's rule): no (K, M) given qualifies");
     int charts = c->gantt || c->svg[0];
-    if (charts && runnable > MAX_CHARTS)
-        user_error("bubble: --%s would draw %ld charts, more than %d: give fewer stages / micro-batches", c->gantt ? "gantt" : "svg", runnable, MAX_CHARTS);
+    if (charts && g.n > MAX_CHARTS)
+        user_error("bubble: --%s would draw %ld charts, more than %d: give fewer stages / micro-batches", c->gantt ? "gantt" : "svg", g.n, MAX_CHARTS);
     if (c->gantt && c->json) user_error("bubble: --gantt draws text, --json prints JSON: use one (--svg works with --json)");
     OutFile svg = {0};
     if (c->svg[0]) {
         int err = out_open(&svg, c->svg);
         if (err) user_error("bubble: cannot write --svg '%s': %s (%s)", c->svg, strerror(err), out_hint(err));
     }
-
-    SimResult *sims = xcalloc((size_t)rows, sizeof(SimResult));
-    int *row_kind = xmalloc(sizeof(int) * (size_t)rows), *row_k = xmalloc(sizeof(int) * (size_t)rows), *row_m = xmalloc(sizeof(int) * (size_t)rows);
-    long i = 0, skipped = 0;
-    for (int a = 0; a < n_kind; a++)
-        for (int b = 0; b < n_k; b++)
-            for (int d = 0; d < n_m; d++) {
-                int v = kinds[a] == SCHED_INTERLEAVED ? (int)c->virtual_stages : 1;
-                if (schedule_check(kinds[a], ks[b], ms[d], v)) { skipped++; continue; }  // interleaved: M % K != 0
-                row_kind[i] = kinds[a]; row_k[i] = ks[b]; row_m[i] = ms[d];
-                SimSpec spec = {.kind = kinds[a], .K = ks[b], .M = ms[d], .v = v, .f = c->cost_f, .b = c->cost_b - c->cost_w,
-                                .w = c->cost_w, .comm = c->cost_comm};
-                schedule_sim(&spec, &sims[i]);
-                char nm[32];
-                if (sims[i].deadlock) fatal("schedule %s deadlocks at K=%d M=%d: %s",
-                                            choice_name(SCHED_CHOICES, kinds[a], nm, sizeof nm), ks[b], ms[d], sims[i].why);
-                i++;
-            }
-    rows = i;
-
-    char name[32], peaks[160], formula[32];
-    const char *mem_units = "activation memory per device, standard O(B*L) = 1; GPipe O(B*L/K + (B/M)*L) = 1/K + 1/M";
-    if (c->json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "cost_f", c->cost_f);
-        cJSON_AddNumberToObject(o, "cost_b", c->cost_b);
-        cJSON_AddNumberToObject(o, "cost_w", c->cost_w);
-        if (has_interleaved) cJSON_AddNumberToObject(o, "virtual_stages", (double)c->virtual_stages);
-        cJSON_AddNumberToObject(o, "skipped_rows", (double)skipped);
-        cJSON_AddNumberToObject(o, "cost_comm", c->cost_comm);
-        cJSON_AddStringToObject(o, "memory_units", mem_units);
-        cJSON *arr = cJSON_AddArrayToObject(o, "rows");
-        for (i = 0; i < rows; i++) {
-            const SimResult *s = &sims[i];
-            cJSON *r = cJSON_CreateObject();
-            cJSON_AddStringToObject(r, "schedule", choice_name(SCHED_CHOICES, row_kind[i], name, sizeof name));
-            cJSON_AddNumberToObject(r, "stages", row_k[i]);
-            cJSON_AddNumberToObject(r, "micro_batches", row_m[i]);
-            cJSON_AddNumberToObject(r, "virtual_stages", s->v);
-            double fm = row_formula(c, row_kind[i], row_k[i], row_m[i], s->v);
-            if (isnan(fm)) cJSON_AddNullToObject(r, "bubble_formula"); else cJSON_AddItemToObject(r, "bubble_formula", exact(fm));
-            cJSON_AddItemToObject(r, "bubble_simulated", exact(s->bubble_mean));
-            cJSON_AddItemToObject(r, "bubble_simulated_per_stage", exact_array(s->bubble, s->K));
-            cJSON_AddItemToObject(r, "makespan", exact(s->makespan));
-            cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(s->peak_inflight, s->K));
-            if (schedule_splits_backward(row_kind[i])) cJSON_AddItemToObject(r, "peak_deferred_w", cJSON_CreateIntArray(s->peak_deferred, s->K));
-            cJSON_AddNumberToObject(r, "memory_standard", 1);
-            cJSON_AddItemToObject(r, "memory_gpipe", exact(gpipe_memory(row_k[i], row_m[i])));
-            cJSON_AddItemToObject(r, "memory_reduction", exact(1 / gpipe_memory(row_k[i], row_m[i])));
-            cJSON_AddItemToArray(arr, r);
-        }
-        json_print(o);
-    } else if (!c->gantt) {
-        printf("# micropp bubble | costs: forward %g, backward %g (zb-h1: I %g + W %g), transfer %g (time units)\n", c->cost_f, c->cost_b,
-               c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
-        printf("# memory: %s\n", mem_units);
-        if (has_interleaved)
-            printf("# interleaved: %lld chunks per rank; peak in-flight counts chunk passes (1/%lld of a stage each)%s\n",
-                   (long long)c->virtual_stages, (long long)c->virtual_stages, skipped ? "; rows with M % K != 0 skipped (Megatron's rule)" : "");
-        printf("%-11s %6s %13s %14s %16s %9s  %-26s %12s %9s\n", "schedule", "stages", "micro-batches", "bubble formula",
-               "bubble simulated", "makespan", "peak in-flight per stage", "gpipe memory", "reduction");
-        for (i = 0; i < rows; i++) {
-            const SimResult *s = &sims[i];
-            format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
-            format_formula(row_formula(c, row_kind[i], row_k[i], row_m[i], s->v), formula, sizeof formula);
-            printf("%-11s %6d %13d %14s %16.4f %9g  %-26s %12.3f %8.2fx\n", choice_name(SCHED_CHOICES, row_kind[i], name, sizeof name),
-                   row_k[i], row_m[i], formula, s->bubble_mean, s->makespan,
-                   peaks, gpipe_memory(row_k[i], row_m[i]), 1 / gpipe_memory(row_k[i], row_m[i]));
-        }
-    }
-
-    if (charts) {
-        Gantt *g = xcalloc((size_t)rows, sizeof(Gantt));
-        for (i = 0; i < rows; i++) {
-            const SimResult *s = &sims[i];
-            format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
-            format_formula(row_formula(c, row_kind[i], row_k[i], row_m[i], s->v), formula, sizeof formula);
-            int split = schedule_splits_backward(row_kind[i]);
-            char costs[96], extra[48] = "";
-            if (split) snprintf(costs, sizeof costs, "F=%g I=%g W=%g", c->cost_f, c->cost_b - c->cost_w, c->cost_w);
-            else snprintf(costs, sizeof costs, "F=%g B=%g", c->cost_f, c->cost_b);
-            if (s->v > 1) snprintf(extra, sizeof extra, " x %d virtual stages", s->v);
-            snprintf(g[i].title, sizeof g[i].title,
-                     "%s | %d stages%s | %d micro-batches | %s comm=%g | bubble %.4f simulated, %s formula | peak in-flight %s",
-                     choice_name(SCHED_CHOICES, row_kind[i], name, sizeof name), row_k[i], extra, row_m[i], costs,
-                     c->cost_comm, s->bubble_mean, formula, peaks);
-            g[i].row_label = "stage";
-            g[i].rows = s->K;
-            g[i].slices = s->slices;
-            g[i].n = s->n_slices;
-            g[i].t_end = s->makespan;
-            // one label wide: the shortest action (a chunk pass costs 1/v of the stage's)
-            g[i].cell = fmin(c->cost_f, split ? fmin(c->cost_b - c->cost_w, c->cost_w) : c->cost_b) / s->v;
-            g[i].axis_scale = 1;
-            g[i].axis_unit = "time units";
-        }
-        if (c->gantt) {
-            const char *nc = getenv("NO_COLOR");
-            int colour = isatty(STDOUT_FILENO) && !(nc && *nc);
-            for (i = 0; i < rows; i++) { if (i) printf("\n"); gantt_text(stdout, &g[i], colour); }
-        }
-        if (c->svg[0]) {
-            gantt_svg(svg.f, g, (int)rows);
-            int err = out_commit(&svg);
-            if (err) fatal("writing --svg '%s': %s", c->svg, strerror(err));
-        }
-        free(g);
-    }
+    if (c->json) print_json(c, &g);
+    else if (!c->gantt) print_table(c, &g);
+    if (charts) draw_charts(c, &g, &svg);
     fflush(stdout);
-    for (i = 0; i < rows; i++) sim_result_free(&sims[i]);
-    free(sims); free(row_kind); free(row_k); free(row_m);
+    grid_free(&g);
     return 0;
 }

@@ -2,7 +2,7 @@
 // pipeline stage with GLOBAL, PyTorch-like tensor names (layers.{i}.weight [out,in], head.bias,
 // optim.exp_avg.layers.{i}.weight, ...) and a manifest.json (config, step, data position, layout,
 // per-file CRC-32) written last. Any layout resumes any checkpoint: each stage reads the layers it
-// now holds from whichever files have them. Also the test-only fault switch MICROPP_FAULT.
+// now holds from whichever files have them.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -45,9 +45,3 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
 // (fatal). Returns the checkpoint's total bytes on rank 0 (0 elsewhere, and when this step was
 // already saved). Collective over l->comm.
 double ckpt_save(const CkptLayout *l, int64_t step, uint64_t next_sample);
-
-// ---- MICROPP_FAULT=rank:step:kind (testing): make rank `rank` fail at step `step` (1-based) ----
-enum { FAULT_NONE, FAULT_ABORT, FAULT_NAN, FAULT_IO, FAULT_KILL, FAULT_ALLOC, FAULT_GRAD };
-void fault_init(void);                   // reads the variable; a malformed value is a user error
-int fault_due(int kind, int64_t step);   // 1 when that fault is due on this rank at this step
-void fault_step(int64_t step);           // at the start of a step: fires abort, kill or alloc

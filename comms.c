@@ -1,5 +1,5 @@
-// comms.c: MPI (MPICH) underneath comms.h, and the two ways a run ends early: fatal() aborts every
-// rank with "[rank r] file:line: message"; user_error() prints one line and exits 2 on each rank.
+// comms.c: MPI (MPICH) underneath comms.h. It installs util.c's exit hooks, so fatal() aborts every
+// rank and user_error() finalizes them together.
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -8,18 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "comms.h"
-#include "config.h"
 #include "devcomm.h"
 #include "util.h"
-
-int g_rank = 0;
-int g_quiet_errors = 0;
-
-double now_sec(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int mpi_up(void) {
     int init = 0, fin = 0;
@@ -28,45 +18,9 @@ static int mpi_up(void) {
     return init && !fin;
 }
 
-void fatal_at(const char *file, int line, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "[rank %d] %s:%d: %s\n", g_rank, file, line, msg);
-    fflush(stderr);
-    // mpiexec (Hydra) forwards our stderr through its proxy, which MPI_Abort tears down: give it a
-    // moment to pass the message on, or the job may die without saying why (seen once in the tests).
-    if (mpi_up() && comms_world_size() > 1) usleep(200 * 1000);
-    if (mpi_up()) MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-void user_error(const char *fmt, ...) {
-    if (!(g_quiet_errors && g_rank != 0)) {
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "micropp: ");
-        vfprintf(stderr, fmt, ap);
-        fprintf(stderr, "\n");
-        va_end(ap);
-        fflush(stderr);
-    }
-    if (mpi_up()) {
-        // Every rank reached this same decision; finalize together. Should a rank not (a bug),
-        // the alarm ends this one rather than leave it waiting.
-        alarm(10);
-        MPI_Finalize();
-    }
-    exit(2);
-}
-
-void finish(int code) {
-    fflush(stdout);
-    comms_finalize();
-    exit(code);
-}
+static void abort_world(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
+static void finalize_mpi(void) { MPI_Finalize(); }
+static void agree_world(const char *err) { comm_agree(MPI_COMM_WORLD, err); }
 
 void comm_agree(MPI_Comm comm, const char *mine) {
     int rank, me, first;
@@ -78,11 +32,6 @@ void comm_agree(MPI_Comm comm, const char *mine) {
     if (rank == first) snprintf(msg, sizeof msg, "%s", mine);
     MPI_CHECK(MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, comm));
     user_error("%s", msg);
-}
-
-void agree_on_error(const char *err) {
-    if (mpi_up()) comm_agree(MPI_COMM_WORLD, err ? err : "");
-    else if (err && *err) user_error("%s", err);
 }
 
 void mpi_check_at(int err, const char *what, const char *file, int line) {
@@ -99,6 +48,8 @@ void comms_init(int *argc, char ***argv) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     g_quiet_errors = 1;
+    util_set_exit_hooks(&(ExitHooks){.running = mpi_up, .world_size = comms_world_size, .abort_job = abort_world,
+                                     .finalize_quick = finalize_mpi, .finalize = comms_finalize, .agree = agree_world});
 }
 
 static DevComm *opened_devcomm;  // closed by comms_finalize

@@ -9,15 +9,8 @@
 #include <stdint.h>
 #include <mpi.h>
 #include "ops.h"
+#include "tags.h"
 
-enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_DATA = 2, TAG_CTRL = 3 };
-// Tags encode (chunk, micro-batch, kind); chunk is the RECEIVING chunk on its rank (interleaved
-// pipelines send several chunks' messages between the same two ranks). chunk 0 gives comm_tag.
-#define COMM_MAX_MB (1 << 20)   // the most micro-batches (the --micro-batches range)
-#define COMM_MAX_CHUNKS 64      // the most chunks per rank (the --virtual-stages range)
-static inline int comm_tag_chunk(int kind, int mb, int chunk) { return (chunk * COMM_MAX_MB + mb) * 4 + kind; }
-static inline int comm_tag(int kind, int mb) { return comm_tag_chunk(kind, mb, 0); }
-static inline long long comm_tag_chunk_max(int M, int chunks) { return ((long long)(chunks - 1) * COMM_MAX_MB + M - 1) * 4 + 3; }
 long long comm_tag_ub(void);  // MPI_TAG_UB: the largest tag this MPI accepts
 
 struct DevComm;
@@ -31,10 +24,15 @@ typedef struct {
     const Backend *be;     // device of the buffers handed to send/recv and the collectives
     unsigned seq;          // collectives started on dp so far (gives each ring its own tag)
     int transport;         // TRANSPORT_MPI (host buffers, or device ones staged through pinned
-                           // host memory) or TRANSPORT_NCCL (device to device; config.h)
+                           // host memory) or TRANSPORT_NCCL (device to device)
     struct DevComm *dev;   // NCCL communicator over world, when transport is NCCL
     struct Shm *shm;       // the shared-memory windows of --allreduce shm (comm_shared_alloc)
 } Comm;
+
+enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
+#define DEVICE_CHOICES "auto|cpu|cuda"
+enum { TRANSPORT_AUTO, TRANSPORT_MPI, TRANSPORT_NCCL };
+#define TRANSPORT_CHOICES "auto|mpi|nccl"
 
 // The device and transport of a run, decided identically on every rank (all-reduces of what each
 // rank found) before any other message; a request that cannot be met ends the run with a
@@ -94,7 +92,8 @@ void mpi_check_at(int err, const char *what, const char *file, int line);
 // shm: the ranks of dp read each other's buffers through an MPI-3 shared-memory window, so a
 // buffer must come from comm_shared_alloc (a collective on any other buffer falls back to mpi).
 // auto: shm where every dp group sits on one node and the buffers are on the host, else mpi.
-enum { ALLREDUCE_MPI, ALLREDUCE_RING, ALLREDUCE_SHM, ALLREDUCE_AUTO };  // the order of ALLREDUCE_CHOICES in config.h
+enum { ALLREDUCE_MPI, ALLREDUCE_RING, ALLREDUCE_SHM, ALLREDUCE_AUTO };
+#define ALLREDUCE_CHOICES "mpi|ring|shm|auto"
 #define COMM_MAX_SHM 256  // the most ranks in one shm group (a node's cores)
 void comm_shard(size_t n, int D, int i, size_t *off, size_t *len);
 // Whether shm windows of `bytes` in all per rank are possible: every dp group on one node, /dev/shm

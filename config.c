@@ -1,4 +1,4 @@
-// config.c: the option-table machinery (flags, JSON config files, --help) and the train table.
+// config.c: the option-table machinery (flags, JSON config files, --help) every subcommand uses.
 // Every user mistake here ends in user_error: one line naming the value and the fix, exit 2.
 #include <ctype.h>
 #include <errno.h>
@@ -8,79 +8,6 @@
 #include <cjson/cJSON.h>
 #include "config.h"
 #include "util.h"
-
-#define T(field) offsetof(TrainConfig, field)
-const Option train_options[] = {
-    {"config", 'c', OPT_STR, T(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)"},
-    {"mode", 'm', OPT_CHOICE, T(mode), MODE_CHOICES, 0, 0, "MODE", "monolith: one process; manual: K parts in one process; pp: one stage per rank; ddp: one replica per rank; hybrid: --pp stages x --dp replicas"},
-    {"parts", 0, OPT_INT, T(parts), 0, 1, 4096, "K", "manual mode: cut the model into K parts"},
-    {"layers", 'L', OPT_INT, T(layers), 0, 1, 4096, "L", "hidden layers, each Linear(H,H)+ReLU"},
-    {"hidden", 'H', OPT_INT, T(hidden), 0, 1, 65536, "H", "hidden size (= input features)"},
-    {"classes", 'C', OPT_INT, T(classes), 0, 2, 65536, "C", "output classes"},
-    {"batch", 'B', OPT_INT, T(batch), 0, 1, 1 << 24, "B", "global batch size (rows per step)"},
-    {"steps", 'n', OPT_INT, T(steps), 0, 1, 1 << 30, "N", "optimizer steps in total (with --resume: train up to step N)"},
-    {"lr", 0, OPT_FLOAT, T(lr), 0, 1e-12, 1e3, "LR", "learning rate"},
-    {"optimizer", 0, OPT_CHOICE, T(optimizer), "adam|sgd", 0, 0, "OPT", "adam (PyTorch semantics) or plain sgd"},
-    {"seed", 's', OPT_INT, T(seed), 0, 0, 9.0e15, "S", "seed of weights and synthetic data"},
-    {"threads", 't', OPT_INT, T(threads), 0, 1, 1024, "T", "BLAS threads per rank"},
-    {"data", 0, OPT_STR, T(data), 0, 0, 0, "SRC", "'synthetic' or FILE.npy (float32 [N,H] features)"},
-    {"labels", 0, OPT_STR, T(labels), 0, 0, 0, "FILE", "labels .npy (int32/int64 [N]) for --data FILE.npy"},
-    {"log-every", 0, OPT_INT, T(log_every), 0, 0, 1 << 30, "N", "print a line every N steps (0: never)"},
-    {"json", 0, OPT_BOOL, T(json), 0, 0, 0, 0, "print one JSON object on stdout instead of text"},
-    {"samples", 0, OPT_INT, T(samples), 0, 0, 1LL << 40, "N", "synthetic: training set of N samples, cycled (0: one fixed batch, as the course)"},
-    {"eval-samples", 0, OPT_INT, T(eval_samples), 0, 0, 1 << 24, "N", "held-out samples for the final accuracy (synthetic data)"},
-    {"schedule", 'S', OPT_CHOICE, T(schedule), SCHED_CHOICES, 0, 0, "SCHED", "pp/hybrid: pipeline schedule"},
-    {"micro-batches", 'M', OPT_INT, T(micro_batches), 0, 1, 1 << 20, "M", "pp/hybrid: micro-batches per step (per replica in hybrid)"},
-    {"virtual-stages", 0, OPT_INT, T(virtual_stages), 0, 1, 64, "V", "pp/hybrid, interleaved: model chunks per rank (rank r holds chunks r, r+K, ...)"},
-    {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST", "pp/hybrid: layers per stage (interleaved: per chunk, in pipeline order), e.g. 5,4,4,3 (default: even split)"},
-    {"checkpoint-activations", 0, OPT_BOOL, T(checkpoint_activations), 0, 0, 0, 0, "pp/hybrid: keep only stage inputs, recompute in backward"},
-    {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0, "after step 1 compare loss and gradients with a monolith reference computed on the CPU"},
-    {"trace", 0, OPT_STR, T(trace), 0, 0, 0, "FILE.json", "pp: write a Chrome trace of every step, one track per rank (Perfetto, chrome://tracing)"},
-    {"timeline", 0, OPT_STR, T(timeline), 0, 0, 0, "FILE.svg", "pp: draw one step's measured Gantt chart (and the simulated one) as SVG"},
-    {"timeline-step", 0, OPT_INT, T(timeline_step), 0, 0, 1 << 30, "N", "pp: the step drawn by --timeline and --gantt (0: the median-time step)"},
-    {"gantt", 0, OPT_BOOL, T(gantt), 0, 0, 0, 0, "pp: print that step's measured Gantt chart at the end"},
-    {"device", 0, OPT_CHOICE, T(device), DEVICE_CHOICES, 0, 0, "DEV", "where to train: auto = cuda when every rank sees a GPU, else cpu"},
-    {"transport", 0, OPT_CHOICE, T(transport), TRANSPORT_CHOICES, 0, 0, "T", "pp on cuda: nccl (one GPU per rank) or mpi (via pinned host memory; ranks may share a GPU); auto = nccl when it can"},
-    {"tf32", 0, OPT_BOOL, T(tf32), 0, 0, 0, 0, "cuda: let cuBLAS round fp32 gemm inputs to TF32 (tensor cores; ~1e-3 relative error)"},
-    {"gemm-timing", 0, OPT_BOOL, T(gemm_timing), 0, 0, 0, 0, "time every gemm and report the share of step time in BLAS and its GFLOP/s"},
-    {"pp", 0, OPT_INT, T(pp), 0, 1, 4096, "P", "hybrid: pipeline stages per replica (ranks = P x D)"},
-    {"dp", 0, OPT_INT, T(dp), 0, 1, 1 << 20, "D", "hybrid: data-parallel replicas (ddp: must equal the ranks)"},
-    {"ddp-sync", 0, OPT_CHOICE, T(ddp_sync), SYNC_CHOICES, 0, 0, "SYNC", "ddp/hybrid: naive = one all-reduce per tensor after backward; bucketed = overlapped with backward"},
-    {"allreduce", 0, OPT_CHOICE, T(allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG", "ddp/hybrid: MPI's own collectives, the from-scratch ring, shared memory (one node), or auto: shm where it can, else mpi"},
-    {"bucket-mb", 0, OPT_FLOAT, T(bucket_mb), 0, -1e12, 1e12, "MB", "ddp/hybrid bucketed: bucket capacity in MiB"},
-    {"grad-accum", 0, OPT_INT, T(grad_accum), 0, 1, 1 << 20, "N", "monolith/ddp: N micro-steps of --batch rows per optimizer step"},
-    {"zero", 0, OPT_INT, T(zero), 0, 0, 1, "Z", "ddp/hybrid: 1 = ZeRO-1, optimizer state sharded over the replicas"},
-    {"save", 0, OPT_STR, T(save), 0, 0, 0, "DIR", "write checkpoints (safetensors per stage + manifest.json) to DIR, at the end and every --save-every"},
-    {"save-every", 0, OPT_INT, T(save_every), 0, 0, 1 << 30, "N", "with --save: also save after every N steps (0: only at the end)"},
-    {"resume", 0, OPT_STR, T(resume), 0, 0, 0, "DIR", "continue from the checkpoint in DIR (any mode or partition); --steps stays the total"},
-    {0},
-};
-#undef T
-
-void train_config_defaults(TrainConfig *c) {
-    memset(c, 0, sizeof *c);
-    c->mode = MODE_MONOLITH;
-    c->parts = 2;
-    c->layers = 16;
-    c->hidden = 128;
-    c->classes = 2;
-    c->batch = 32;
-    c->steps = 50;
-    c->lr = 1e-3;
-    c->optimizer = OPTIM_ADAM;
-    c->seed = 42;
-    c->threads = 1;
-    strcpy(c->data, "synthetic");
-    c->log_every = 10;
-    c->eval_samples = 1024;
-    c->schedule = SCHED_1F1B;
-    c->micro_batches = 4;
-    c->virtual_stages = 2;
-    c->ddp_sync = 1;  // bucketed
-    c->allreduce = 3; // auto
-    c->bucket_mb = 25;
-    c->grad_accum = 1;
-}
 
 const char *choice_name(const char *choices, int index, char *buf, size_t n) {
     const char *p = choices;

@@ -38,25 +38,16 @@ int option_was_set(const char *name);
 int option_on_command_line(const char *name);
 
 // ---- train ----
-enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
-#define MODE_CHOICES "monolith|manual|pp|ddp|hybrid"
-enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1 };
-#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1"
-enum { OPTIM_ADAM, OPTIM_SGD };
-enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
-#define DEVICE_CHOICES "auto|cpu|cuda"
-enum { TRANSPORT_AUTO, TRANSPORT_MPI, TRANSPORT_NCCL };
-#define TRANSPORT_CHOICES "auto|mpi|nccl"
-#define SYNC_CHOICES "naive|bucketed"   // SYNC_* in ddp.h
-#define ALLREDUCE_CHOICES "mpi|ring|shm|auto"    // ALLREDUCE_* in comms.h
-
+// The options of `micropp train` as parsed; the enum values of its choices (MODE_*, SCHED_*,
+// OPTIM_*, DEVICE_*, TRANSPORT_*, SYNC_*, ALLREDUCE_*) live beside the code that owns them, and its
+// option table (train_options) in train.c.
 typedef struct {
     char config[PATH_LEN];
-    int mode;
+    int mode;                // MODE_* (plan.h)
     int64_t parts;           // manual: number of parts
     int64_t layers, hidden, classes, batch, steps;
     double lr;
-    int optimizer;
+    int optimizer;           // OPTIM_* (model.h)
     int64_t seed;
     int64_t threads;
     char data[PATH_LEN];     // "synthetic" or FILE.npy
@@ -66,15 +57,15 @@ typedef struct {
     int64_t eval_samples;
     int64_t samples;         // synthetic training set size; 0 = one fixed batch
     // pipeline
-    int schedule;
+    int schedule;            // SCHED_* (schedule.h)
     int64_t micro_batches;
     int64_t virtual_stages;  // interleaved: model chunks per rank
     char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"
     int checkpoint_activations;
     int verify;
     // device
-    int device;              // DEVICE_*: auto = cuda when every rank sees a GPU
-    int transport;           // TRANSPORT_*: how stages exchange device buffers
+    int device;              // DEVICE_* (comms.h): auto = cuda when every rank sees a GPU
+    int transport;           // TRANSPORT_* (comms.h): how stages exchange device buffers
     int tf32;                // cuBLAS may round fp32 inputs to TF32
     int gemm_timing;         // time every gemm, report the share of step time in BLAS
     // observing the pipeline (trace.c)
@@ -84,8 +75,8 @@ typedef struct {
     int gantt;                 // print that step's Gantt chart at the end
     // data parallelism (ddp, hybrid)
     int64_t pp, dp;          // hybrid: stages per replica, replicas
-    int ddp_sync;            // SYNC_*
-    int allreduce;           // ALLREDUCE_*
+    int ddp_sync;            // SYNC_* (ddp.h)
+    int allreduce;           // ALLREDUCE_* (comms.h)
     double bucket_mb;        // bucket capacity, MiB
     int64_t grad_accum;      // micro-steps per optimizer step
     int64_t zero;            // ZeRO stage: 0 or 1
@@ -95,8 +86,8 @@ typedef struct {
     char resume[PATH_LEN];   // "" = start from the initial weights
 } TrainConfig;
 
-extern const Option train_options[];
-void train_config_defaults(TrainConfig *c);
+extern const Option train_options[];      // train.c
+void train_config_defaults(TrainConfig *c);  // train.c
 const char *choice_name(const char *choices, int index, char *buf, size_t n);
 
 // Prints o as one line of JSON on stdout (the --json output of every command), then frees it.

@@ -3,7 +3,6 @@
 // all-reduce the moment its last layer's gradient is final, the sharded optimizer step, and the
 // measured overlap of all that communication with the backward pass.
 #include <string.h>
-#include "config.h"
 #include "data.h"
 #include "ddp.h"
 #include "util.h"

@@ -8,7 +8,8 @@
 #include "comms.h"
 #include "model.h"
 
-enum { SYNC_NAIVE, SYNC_BUCKETED };  // the order of SYNC_CHOICES in config.h
+enum { SYNC_NAIVE, SYNC_BUCKETED };
+#define SYNC_CHOICES "naive|bucketed"
 
 typedef struct {
     size_t off, n;              // range of the stage's flat params/grads

@@ -45,14 +45,16 @@ static void slot_bytes(Stage *s, Slot *sl, size_t bytes) {
 static void count(Stage *s, int dstash, int ddeferred) {
     MemTally *t = s->tally;
     if (!t) return;
-    t->stashed += dstash;
+    t->inflight += dstash;
     t->deferred += ddeferred;
-    if (t->stashed > t->peak_stashed) t->peak_stashed = t->stashed;
+    if (t->inflight > t->peak_inflight) t->peak_inflight = t->inflight;
     if (t->deferred > t->peak_deferred) t->peak_deferred = t->deferred;
 }
 
-void stage_init(Stage *s, const Backend *be, int L, int H, int C, int lo, int hi, int has_head,
-                int rows, int n_slots, int ckpt, uint64_t seed) {
+void stage_init(Stage *s, const Backend *be, StageSpec spec) {
+    int L = spec.layers, H = spec.hidden, C = spec.classes, lo = spec.lo, hi = spec.hi, has_head = spec.head;
+    int rows = spec.rows, n_slots = spec.slots, ckpt = spec.ckpt;
+    uint64_t seed = spec.seed;
     memset(s, 0, sizeof *s);
     s->be = be; s->H = H; s->C = C; s->lo = lo; s->hi = hi; s->n_layers = hi - lo;
     s->has_head = has_head; s->rows = rows; s->ckpt = ckpt; s->n_slots = n_slots;

@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include "ops.h"
 
+enum { OPTIM_ADAM, OPTIM_SGD };
+#define OPTIM_CHOICES "adam|sgd"
+
 typedef struct {
     int mb;          // micro-batch id held, -1 when free
     float *in;       // [rows, H] stage input (always kept)
@@ -20,7 +23,7 @@ typedef struct {
 // The activation memory of all the chunks one rank holds (interleaved: v Stages on a rank).
 typedef struct {
     size_t bytes, peak_bytes;
-    int stashed, peak_stashed;    // micro-batches between F and their B or I
+    int inflight, peak_inflight;  // micro-batches between F and their B or I (the simulator's peak_inflight)
     int deferred, peak_deferred;  // micro-batches between I and W
 } MemTally;
 
@@ -60,8 +63,15 @@ typedef struct {
 
 // Parameter count of the whole model, and FLOPs of one step (6 per parameter per row).
 size_t model_param_count(int L, int H, int C);
-void stage_init(Stage *s, const Backend *be, int L, int H, int C, int lo, int hi, int has_head,
-                int rows, int n_slots, int ckpt, uint64_t seed);
+// What a Stage holds: global layers [lo, hi) of a model of `layers` hidden layers (and the head when
+// head is set), micro-batches of `rows`, `slots` micro-batches stashed at once, checkpointing.
+typedef struct {
+    int layers, hidden, classes;  // the whole model: L x Linear(H,H)+ReLU, then Linear(H,C)
+    int lo, hi, head;
+    int rows, slots, ckpt;
+    uint64_t seed;                // initialisation, keyed by the global layer index
+} StageSpec;
+void stage_init(Stage *s, const Backend *be, StageSpec spec);
 // Moves params and grads (values and views) into the given buffers of n_params floats each, e.g.
 // a shared-memory window of --allreduce shm; stage_free leaves them to their owner.
 void stage_share(Stage *s, float *params, float *grads);

@@ -121,6 +121,13 @@ void schedule_build(int kind, int K, int M, int v, int s, ActionList *l) {
     }
 }
 
+void schedule_build_forward(int K, int v, int s, int batches, ActionList *l) {
+    l->n = 0;
+    At at = {l, s, K, K * v};
+    for (int mb = 0; mb < batches; mb++)
+        for (int c = 0; c < v; c++) forward(&at, c, mb);
+}
+
 void action_list_free(ActionList *l) { free(l->a); memset(l, 0, sizeof *l); }
 
 double schedule_bubble_formula(int kind, int K, int M, int v) {
@@ -130,20 +137,6 @@ double schedule_bubble_formula(int kind, int K, int M, int v) {
     case SCHED_ZBH1: return (double)(K - 1) / (3.0 * M + K - 1);
     default: return (double)(K - 1) / (M + K - 1);
     }
-}
-
-void schedule_simulate(int kind, int K, int M, double cost_f, double cost_b, double cost_comm, SimResult *r) {
-    SimSpec spec = {.kind = kind, .K = K, .M = M, .v = 1, .f = cost_f, .b = cost_b / 2, .w = cost_b / 2, .comm = cost_comm};
-    schedule_sim(&spec, r);
-}
-
-void schedule_simulate_stages(int kind, int K, int M, const double *cost_f, const double *cost_b, double cost_comm,
-                              SimResult *r) {
-    double *half = xmalloc(sizeof(double) * (size_t)K);
-    for (int s = 0; s < K; s++) half[s] = cost_b[s] / 2;
-    SimSpec spec = {.kind = kind, .K = K, .M = M, .v = 1, .comm = cost_comm, .stage_f = cost_f, .stage_b = half, .stage_w = half};
-    schedule_sim(&spec, r);
-    free(half);
 }
 
 void schedule_sim(const SimSpec *sp, SimResult *r) {

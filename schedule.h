@@ -1,5 +1,5 @@
 // schedule.h: a pipeline schedule is DATA: for each rank, the ordered list of actions it runs in
-// one training step. The executor (train.c) runs a list for real; the simulator below runs all
+// one training step. The executor (pipeline.c) runs a list for real; the simulator below runs all
 // ranks' lists against each other with costs, which yields the bubble, the peak number of
 // micro-batches in flight, a Gantt chart, and a proof that the schedule cannot deadlock.
 //
@@ -8,7 +8,9 @@
 // s, s+K, s+2K, ... Activations flow vs -> vs+1 (from the last rank back to rank 0 between chunks),
 // gradients vs+1 -> vs. With v = 1, virtual stage = stage = rank.
 #pragma once
-#include "config.h"
+
+enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1 };
+#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1"
 
 typedef enum {
     ACT_FORWARD,          // F: forward of micro-batch mb through this chunk
@@ -35,6 +37,10 @@ int schedule_splits_backward(int kind);
 // and v chunks per rank (v must be 1 unless kind is SCHED_INTERLEAVED, which needs v >= 2 and
 // M % K == 0; schedule_check says so in words).
 void schedule_build(int kind, int K, int M, int v, int stage, ActionList *out);
+// Evaluation: every batch forward through every chunk in order (no backward): rank s of K with v
+// chunks. The pipeline runs it over the wire; one process holding all chunks (K = 1) hands each
+// chunk's output to the next in memory.
+void schedule_build_forward(int K, int v, int s, int batches, ActionList *out);
 void action_list_free(ActionList *l);
 // NULL when (kind, K, M, v) can run, else why not (a phrase for a user_error line).
 const char *schedule_check(int kind, int K, int M, int v);
@@ -70,12 +76,6 @@ typedef struct {
 // Runs every rank's action list against the others: compute actions take their cost, a message
 // arrives spec->comm after its send, a receive waits for its message, sends never block.
 void schedule_sim(const SimSpec *spec, SimResult *r);
-// The old entry: v = 1, per-action costs cost_f and cost_b for a full backward (split into
-// I = W = cost_b / 2 where a schedule splits it).
-void schedule_simulate(int kind, int K, int M, double cost_f, double cost_b, double cost_comm, SimResult *r);
-// The same with a cost per stage (cost_f[K], cost_b[K]): measured durations, uneven partitions.
-void schedule_simulate_stages(int kind, int K, int M, const double *cost_f, const double *cost_b, double cost_comm,
-                              SimResult *r);
 void sim_result_free(SimResult *r);
 // The bubble with uniform costs, as a fraction of the makespan (idle / (idle + busy)):
 //   naive (K-1)/K; gpipe, 1f1b (K-1)/(M+K-1) (any F, B);

@@ -5,6 +5,7 @@
 // Exit 0 when every error is within its tolerance, 1 when one is not, 2 on bad input or no GPU.
 #include <math.h>
 #include <string.h>
+#include "comms.h"
 #include "config.h"
 #include "data.h"
 #include "model.h"
@@ -337,7 +338,7 @@ static void test_train_step(Test *t, double gemm_tol) {
     for (int k = 0; k < 2; k++) {
         const Backend *be = k ? t->ref : t->dut;
         Stage s;
-        stage_init(&s, be, L, H, C, 0, L, 1, rows, 1, 0, t->seed);
+        stage_init(&s, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = 0, .hi = L, .head = 1, .rows = rows, .slots = 1, .ckpt = 0, .seed = t->seed});
         stage_zero_grads(&s);
         int slot = stage_slot_acquire(&s, 0);
         be->to_device(stage_slot_input(&s, slot), x, sizeof(float) * (size_t)rows * H);

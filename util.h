@@ -1,4 +1,4 @@
-// util.h: the check macros every file uses, and the two ways a run ends early.
+// util.h: the check macros every file uses, and the two ways a run ends early (util.c).
 // user_error(): a mistake in the input -> one line on stderr, exit 2 (the same decision on every rank).
 // fatal / CHECK: a bug or a failing system call -> "[rank r] file:line: what: why", then the whole job ends.
 #pragma once
@@ -15,7 +15,18 @@
 extern int g_rank;  // this process's world rank (0 before MPI starts), set by comms_init
 extern int g_quiet_errors;  // when set, user_error on rank != 0 prints nothing (rank 0 speaks for all)
 
-// Ends the whole job (all ranks) after printing the message; defined in comms.c.
+// How an early end reaches the other ranks: installed by comms_init (util.c itself knows no MPI).
+typedef struct {
+    int (*running)(void);         // 1 while MPI is initialized and not finalized
+    int (*world_size)(void);
+    void (*abort_job)(void);      // ends every rank (MPI_Abort)
+    void (*finalize_quick)(void); // MPI_Finalize alone: user_error's collective end
+    void (*finalize)(void);       // the whole wire's shutdown (finish)
+    void (*agree)(const char *err);  // agree_on_error over the world
+} ExitHooks;
+void util_set_exit_hooks(const ExitHooks *h);
+
+// Ends the whole job (all ranks) after printing the message.
 _Noreturn void fatal_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define fatal(...) fatal_at(__FILE__, __LINE__, __VA_ARGS__)

@@ -7,6 +7,7 @@
 #include "model.h"
 #include "ops.h"
 #include "schedule.h"
+#include "sim_helpers.h"
 
 static const Backend *be = &backend_cpu;
 
@@ -97,7 +98,7 @@ static double model_loss(Stage *s, const float *x, const int32_t *y) {
 static void test_gradcheck(int ckpt) {
     int L = 3, H = 5, C = 3, rows = 4;
     Stage s;
-    stage_init(&s, be, L, H, C, 0, L, 1, rows, 1, ckpt, 7);
+    stage_init(&s, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = 0, .hi = L, .head = 1, .rows = rows, .slots = 1, .ckpt = ckpt, .seed = 7});
     float x[20]; int32_t y[4] = {0, 2, 1, 2};
     fill_rand(x, rows * H, 9);
     // make the pre-activations well away from the ReLU kink: shift biases up
@@ -133,15 +134,15 @@ static void test_gradcheck(int ckpt) {
 static void test_init_split(void) {
     int L = 6, H = 8, C = 2;
     Stage mono, a, b;
-    stage_init(&mono, be, L, H, C, 0, L, 1, 2, 1, 0, 42);
-    stage_init(&a, be, L, H, C, 0, 4, 0, 2, 1, 0, 42);
-    stage_init(&b, be, L, H, C, 4, 6, 1, 2, 1, 0, 42);
+    stage_init(&mono, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = 0, .hi = L, .head = 1, .rows = 2, .slots = 1, .ckpt = 0, .seed = 42});
+    stage_init(&a, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = 0, .hi = 4, .head = 0, .rows = 2, .slots = 1, .ckpt = 0, .seed = 42});
+    stage_init(&b, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = 4, .hi = 6, .head = 1, .rows = 2, .slots = 1, .ckpt = 0, .seed = 42});
     size_t layer = (size_t)H * H + H;
     int same = memcmp(a.params, mono.params, 4 * layer * sizeof(float)) == 0 &&
                memcmp(b.params, mono.params + 4 * layer, b.n_params * sizeof(float)) == 0;
     EXPECT("model/init independent of the split", same, "weights differ between a 1-stage and a 2-stage split");
     Stage other;
-    stage_init(&other, be, L, H, C, 0, L, 1, 2, 1, 0, 43);
+    stage_init(&other, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = 0, .hi = L, .head = 1, .rows = 2, .slots = 1, .ckpt = 0, .seed = 43});
     EXPECT("model/init depends on the seed", memcmp(other.params, mono.params, layer * sizeof(float)) != 0, "seed ignored");
     float bound = 1.0f / sqrtf((float)H), mx = 0;
     for (size_t i = 0; i < mono.n_params; i++) mx = fmaxf(mx, fabsf(mono.params[i]));

@@ -13,6 +13,7 @@
 #include "model.h"
 #include "ops.h"
 #include "schedule.h"
+#include "sim_helpers.h"
 
 static const Backend *be = &backend_cpu;
 static const char *names[] = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1"};
@@ -233,8 +234,8 @@ static void test_split_backward(int ckpt, int head) {
     int L = 4, H = 6, C = 3, rows = 5, lo = 1, hi = 4;
     Stage a, b;
     MemTally ta = {0}, tb = {0};
-    stage_init(&a, be, L, H, C, lo, hi, head, rows, 2, ckpt, 11);
-    stage_init(&b, be, L, H, C, lo, hi, head, rows, 2, ckpt, 11);
+    stage_init(&a, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = lo, .hi = hi, .head = head, .rows = rows, .slots = 2, .ckpt = ckpt, .seed = 11});
+    stage_init(&b, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = lo, .hi = hi, .head = head, .rows = rows, .slots = 2, .ckpt = ckpt, .seed = 11});
     a.tally = &ta; b.tally = &tb;
     stage_enable_split(&b);
     float x[30], dout[30], dina[30], dinb[30];
@@ -253,11 +254,11 @@ static void test_split_backward(int ckpt, int head) {
     }
     size_t rowsH = (size_t)rows * H * 4, lg = head ? (size_t)rows * C * 4 : 0, n = (size_t)(hi - lo);
     size_t stash = rowsH * (1 + (ckpt ? 0 : n)) + lg;
-    int ok_stash = b.act_bytes == 2 * stash && tb.bytes == 2 * stash && tb.stashed == 2;
+    int ok_stash = b.act_bytes == 2 * stash && tb.bytes == 2 * stash && tb.inflight == 2;
     for (int mb = 0; mb < 2; mb++) stage_backward(&a, stage_slot_of(&a, mb), head ? NULL : dout, dina);
     stage_backward_input(&b, stage_slot_of(&b, 0), head ? NULL : dout, dinb);
     size_t deferred = rowsH * (n + (size_t)head + n) + lg;
-    int ok_deferred = b.act_bytes == stash + deferred && tb.deferred == 1 && tb.stashed == 1 && b.live_slots == 2;
+    int ok_deferred = b.act_bytes == stash + deferred && tb.deferred == 1 && tb.inflight == 1 && b.live_slots == 2;
     size_t peak_want = stash + rowsH * (1 + n) + lg + n * rowsH;  // mb 1 stashed, mb 0 all outputs + every dz
     int ok_peak = b.peak_act_bytes == peak_want && tb.peak_bytes == peak_want;
     stage_backward_input(&b, stage_slot_of(&b, 1), head ? NULL : dout, dinb);
@@ -281,7 +282,7 @@ static int ticks;
 static void tick(void) { ticks++; }
 static void test_progress_hook(void) {
     Stage s;
-    stage_init(&s, be, 4, 4, 2, 0, 3, 0, 2, 1, 1, 5);
+    stage_init(&s, be, (StageSpec){.layers = 4, .hidden = 4, .classes = 2, .lo = 0, .hi = 3, .head = 0, .rows = 2, .slots = 1, .ckpt = 1, .seed = 5});
     stage_enable_split(&s);
     s.progress = tick;
     float dout[8] = {1, 2, 3, 4, 5, 6, 7, 8}, din[8];

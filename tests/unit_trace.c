@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "unit.h"
 #include "schedule.h"
+#include "sim_helpers.h"
 #include "trace.h"
 
 static void test_simulate_stages(void) {

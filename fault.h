@@ -1,0 +1,9 @@
+// fault.h: MICROPP_FAULT=rank:step:kind (testing): make rank `rank` fail at step `step` (1-based).
+// Read once by ckpt_setup; the training loop asks fault_due / fault_step at the points each kind hits.
+#pragma once
+#include <stdint.h>
+
+enum { FAULT_NONE, FAULT_ABORT, FAULT_NAN, FAULT_IO, FAULT_KILL, FAULT_ALLOC, FAULT_GRAD };
+void fault_init(void);                   // reads the variable; a malformed value is a user error
+int fault_due(int kind, int64_t step);   // 1 when that fault is due on this rank at this step
+void fault_step(int64_t step);           // at the start of a step: fires abort, kill or alloc

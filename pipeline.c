@@ -1,0 +1,286 @@
+// pipeline.c: the executor. Where a micro-batch moves: the monolith's and the manual split's steps,
+// this rank's action list of a pipeline step, and evaluation as a forward-only action list. One
+// helper, pipe_neighbour, names every message's peer rank and tag.
+#include <math.h>
+#include "pipeline.h"
+#include "util.h"
+
+void run_record(Run *r, int step, int kind, int mb, int chunk, double t0, double t1) {
+    Measure *m = &r->m;
+    if (m->n_ev == m->cap_ev) {
+        m->cap_ev = m->cap_ev ? 2 * m->cap_ev : 1024;
+        m->ev = realloc(m->ev, sizeof(Event) * (size_t)m->cap_ev);
+        CHECK(m->ev, "out of memory recording events");
+    }
+    m->ev[m->n_ev++] = (Event){step, kind, mb, t0, t1, chunk};
+}
+
+// A micro-step takes --batch consecutive rows of the stream; replica d takes rows [d*B/D, (d+1)*B/D)
+// of them, cut into micro-batches of p.rows. Synthetic data is a set of --samples rows (default:
+// one fixed batch of a step's batch x grad-accum rows, as in the course's monolith) cycled; a .npy
+// file is cycled whole. A resumed run continues the stream where the checkpoint left it (sample0
+// at step start).
+uint64_t run_first_sample(const Run *r, int step, int k, int d, int mb) {
+    uint64_t B = (uint64_t)r->c->batch;
+    uint64_t i = r->sample0 + ((uint64_t)(step - r->start) * (uint64_t)r->p.N + (uint64_t)k) * B +
+                 (uint64_t)d * (B / (uint64_t)r->p.D) + (uint64_t)mb * (uint64_t)r->p.rows;
+    uint64_t n = r->c->samples ? (uint64_t)r->c->samples : B * (uint64_t)r->p.N;
+    return r->data.features ? i : i % n;
+}
+
+// Loads the rows from sample `first` on: inputs (first stage) and labels (head) into a slot.
+static void load_inputs(Run *r, Stage *s, int slot, uint64_t first, int load_x, int load_y) {
+    if (load_x) {
+        data_features(&r->data, first, s->rows, r->xh);
+        r->be->to_device(stage_slot_input(s, slot), r->xh, sizeof(float) * (size_t)s->rows * s->H);
+    }
+    if (load_y) {
+        data_labels(&r->data, first, s->rows, r->yh);
+        stage_set_labels(s, slot, r->yh);
+    }
+}
+
+Peer pipe_neighbour(const Run *r, int vs, int dir, int kind, int mb) {
+    int other = vs + dir;
+    return (Peer){.rank = comm_stage_rank(&r->comm, plan_stage_of(&r->p, other)),
+                  .send_tag = comm_tag_chunk(kind, mb, plan_chunk_of(&r->p, other)),
+                  .recv_tag = comm_tag_chunk(kind, mb, plan_chunk_of(&r->p, vs))};
+}
+
+static int is_last_vs(const Run *r, int vs) { return vs == r->p.S - 1; }
+
+// ---- a pipeline step: this rank's action list ----
+
+// A receive is followed by the compute that consumes it, and a send follows the compute that
+// produced it, so one buffer each for the output gradient (dout) and the input gradient (din)
+// suffices: Held tracks which micro-batch (and chunk) each holds, and the checks hold the schedule
+// to that.
+typedef struct {
+    int dout_mb, dout_c, din_mb, din_c, fwd_mb, fwd_c;
+    int weights[COMM_MAX_CHUNKS];  // per chunk: the passes so far that produced weight gradients (B or W)
+} Held;
+
+static void pipe_recv_act(Run *r, Action a, int vs, size_t n) {
+    Stage *s = &r->local[a.chunk];
+    Peer from = pipe_neighbour(r, vs, -1, TAG_ACT, a.mb);
+    comm_recv(&r->comm, stage_slot_input(s, stage_slot_acquire(s, a.mb)), n, from.rank, from.recv_tag);
+}
+
+static void pipe_forward(Run *r, Held *h, Action a, int vs, int step) {
+    Stage *s = &r->local[a.chunk];
+    int slot = stage_slot_acquire(s, a.mb);
+    load_inputs(r, s, slot, run_first_sample(r, step, 0, r->replica, a.mb), vs == 0, is_last_vs(r, vs));
+    stage_forward(s, slot);
+    h->fwd_mb = a.mb; h->fwd_c = a.chunk;
+}
+
+// With checkpointing the output lives in the recompute scratch: it is sent before the next compute.
+static void pipe_send_act(Run *r, const Held *h, Action a, int vs, size_t n) {
+    Stage *s = &r->local[a.chunk];
+    CHECK(h->fwd_mb == a.mb && h->fwd_c == a.chunk, "schedule sends micro-batch %d of chunk %d but the last forward was %d of chunk %d",
+          a.mb, a.chunk, h->fwd_mb, h->fwd_c);
+    Peer to = pipe_neighbour(r, vs, +1, TAG_ACT, a.mb);
+    comm_send(&r->comm, stage_output(s, stage_slot_of(s, a.mb)), n, to.rank, to.send_tag);
+}
+
+static void pipe_backward(Run *r, Held *h, Action a, int vs) {
+    Stage *s = &r->local[a.chunk];
+    int slot = stage_slot_of(s, a.mb);
+    CHECK(slot >= 0, "backward of micro-batch %d (chunk %d), which has no forward in flight", a.mb, a.chunk);
+    CHECK(is_last_vs(r, vs) || (h->dout_mb == a.mb && h->dout_c == a.chunk), "backward of micro-batch %d (chunk %d) without its output gradient",
+          a.mb, a.chunk);
+    if (a.kind == ACT_BACKWARD) stage_backward(s, slot, r->dout, vs > 0 ? r->din : NULL);
+    else stage_backward_input(s, slot, r->dout, vs > 0 ? r->din : NULL);
+    h->din_mb = a.mb; h->din_c = a.chunk;
+    h->dout_mb = h->fwd_mb = -1;
+}
+
+static void pipe_action(Run *r, Held *h, Action a, int step) {
+    int vs = r->vs_of[a.chunk];
+    size_t n = (size_t)r->p.rows * r->local[0].H;
+    Peer peer;
+    switch (a.kind) {
+    case ACT_RECV_ACT: pipe_recv_act(r, a, vs, n); break;
+    case ACT_FORWARD: pipe_forward(r, h, a, vs, step); break;
+    case ACT_SEND_ACT: pipe_send_act(r, h, a, vs, n); break;
+    case ACT_RECV_GRAD:
+        peer = pipe_neighbour(r, vs, +1, TAG_GRAD, a.mb);
+        comm_recv(&r->comm, r->dout, n, peer.rank, peer.recv_tag);
+        h->dout_mb = a.mb; h->dout_c = a.chunk;
+        break;
+    case ACT_BACKWARD:
+    case ACT_BACKWARD_INPUT: pipe_backward(r, h, a, vs); break;
+    case ACT_BACKWARD_WEIGHT: {
+        Stage *s = &r->local[a.chunk];
+        int slot = stage_slot_of(s, a.mb);
+        CHECK(slot >= 0, "weight gradient of micro-batch %d (chunk %d), which is not in flight", a.mb, a.chunk);
+        stage_backward_weight(s, slot);
+        h->fwd_mb = -1;
+        break;
+    }
+    case ACT_SEND_GRAD:
+        CHECK(h->din_mb == a.mb && h->din_c == a.chunk, "schedule sends the gradient of micro-batch %d (chunk %d) but the last backward was %d (chunk %d)",
+              a.mb, a.chunk, h->din_mb, h->din_c);
+        peer = pipe_neighbour(r, vs, -1, TAG_GRAD, a.mb);
+        comm_send(&r->comm, r->din, n, peer.rank, peer.send_tag);
+        break;
+    }
+}
+
+double pipeline_step(Run *r, int step) {
+    Held h = {.dout_mb = -1, .dout_c = -1, .din_mb = -1, .din_c = -1, .fwd_mb = -1, .fwd_c = -1};
+    double busy = 0, base = r->m.step_start[step];
+    for (int i = 0; i < r->list.n; i++) {
+        Action a = r->list.a[i];
+        double t0 = now_sec();
+        // hybrid: a chunk's last B (or W) of the step makes its gradients final; its layer hooks
+        // start the buckets' all-reduces, which then overlap the rest of the pipeline's work.
+        if (r->n_sync && (a.kind == ACT_BACKWARD || a.kind == ACT_BACKWARD_WEIGHT))
+            gradsync_set_final(&r->sync[a.chunk], ++h.weights[a.chunk] == r->p.M);
+        pipe_action(r, &h, a, step);
+        // On a GPU the calls above only queue work: wait for it, so events hold device time.
+        if (action_is_compute(a.kind) && !r->be->on_host) r->be->sync();
+        if (r->n_sync) comm_progress();
+        double t1 = now_sec();
+        if (action_is_compute(a.kind)) busy += t1 - t0;
+        run_record(r, step, a.kind, a.mb, a.chunk, t0 - base, t1 - base);
+    }
+    comm_wait_sends(&r->comm);
+    r->m.busy_s[step] = busy;
+    return now_sec() - base;
+}
+
+// ---- monolith and manual split: one process ----
+
+// The whole model on this rank: the monolith, or one ddp replica (its shard of the batch). With
+// --grad-accum N, N forward/backward micro-steps add into the gradients before the one update;
+// only the last one's backward starts the buckets' all-reduces (no communication before it).
+void monolith_step(Run *r, int step) {
+    Stage *s = &r->local[0];
+    double base = r->m.step_start[step], busy = 0;
+    for (int k = 0; k < r->p.N; k++) {
+        int slot = stage_slot_acquire(s, 0);
+        load_inputs(r, s, slot, run_first_sample(r, step, k, r->replica, 0), 1, 1);
+        double t0 = now_sec();
+        stage_forward(s, slot);
+        r->be->sync();  // device time, not the time to queue the work (a no-op on the CPU)
+        double t1 = now_sec();
+        if (r->n_sync) gradsync_set_final(&r->sync[0], k == r->p.N - 1);
+        stage_backward(s, slot, NULL, NULL);
+        r->be->sync();
+        double t2 = now_sec();
+        run_record(r, step, ACT_FORWARD, k, 0, t0 - base, t1 - base);
+        run_record(r, step, ACT_BACKWARD, k, 0, t1 - base, t2 - base);
+        busy += t2 - t0;
+    }
+    r->m.busy_s[step] = busy;
+}
+
+// The course's "manual split": K parts in one process; the activation is handed from part k to
+// part k+1 by an explicit copy, and the gradient handed back the same way.
+void manual_step(Run *r, int step) {
+    Stage *parts = r->local;
+    int K = r->n_local;
+    size_t bytes = sizeof(float) * (size_t)r->p.rows * parts[0].H;
+    uint64_t first = run_first_sample(r, step, 0, 0, 0);
+    double t0 = now_sec();
+    for (int k = 0; k < K; k++) {
+        int slot = stage_slot_acquire(&parts[k], 0);
+        if (k == 0) load_inputs(r, &parts[k], slot, first, 1, 0);
+        else r->be->copy(stage_slot_input(&parts[k], slot), stage_output(&parts[k - 1], 0), bytes);  // hand-off
+        if (k == K - 1) load_inputs(r, &parts[k], slot, first, 0, 1);
+        stage_forward(&parts[k], slot);
+    }
+    // backward: part k writes the gradient of its input into r->din; part k-1 reads it as r->dout
+    for (int k = K - 1; k >= 0; k--) {
+        stage_backward(&parts[k], 0, r->dout, k > 0 ? r->din : NULL);
+        float *t = r->dout; r->dout = r->din; r->din = t;  // hand the gradient back
+    }
+    r->m.busy_s[step] = now_sec() - t0;
+}
+
+// ---- evaluation: accuracy on held-out rows, a forward-only action list ----
+
+typedef struct {
+    float *a, *b;        // a chunk's input and output; they trade places between local chunks
+    float *logits;       // host [rows, C]
+    int n_eval, hits;
+    uint64_t base;       // the first held-out sample
+} Eval;
+
+static int argmax_hits(const float *logits, const int32_t *y, int rows, int C) {
+    int hits = 0;
+    for (int i = 0; i < rows; i++) {
+        int best = 0;
+        for (int j = 1; j < C; j++) if (logits[(size_t)i * C + j] > logits[(size_t)i * C + best]) best = j;
+        hits += best == y[i];
+    }
+    return hits;
+}
+
+static void eval_forward(Run *r, Eval *e, Action a, int vs, int rows) {
+    Stage *s = &r->local[a.chunk];
+    uint64_t first = e->base + (uint64_t)a.mb * (uint64_t)r->p.rows;
+    if (vs == 0) {
+        data_features(&r->data, first, rows, r->xh);
+        r->be->to_device(e->a, r->xh, sizeof(float) * (size_t)rows * s->H);
+    }
+    stage_forward_eval(s, e->a, rows, e->b);
+    if (!s->has_head) return;
+    r->be->to_host(e->logits, e->b, sizeof(float) * (size_t)rows * s->C);
+    data_labels(&r->data, first, rows, r->yh);
+    e->hits += argmax_hits(e->logits, r->yh, rows, s->C);
+}
+
+// Batch mb's rows through chunk a.chunk. In a pipeline the hand-offs go over the wire (tags repeat
+// every M batches, within the range the plan checked; safe because each link carries them in
+// order); in one process the output buffer becomes the next chunk's input.
+static void eval_action(Run *r, Eval *e, Action a) {
+    int vs = r->vs_of[a.chunk], done = a.mb * r->p.rows;
+    int rows = e->n_eval - done < r->p.rows ? e->n_eval - done : r->p.rows;
+    size_t n = (size_t)rows * r->local[0].H;
+    Peer peer;
+    switch (a.kind) {
+    case ACT_RECV_ACT:
+        if (!r->p.pipelined) break;
+        peer = pipe_neighbour(r, vs, -1, TAG_DATA, a.mb % r->p.M);
+        comm_recv(&r->comm, e->a, n, peer.rank, peer.recv_tag);
+        break;
+    case ACT_FORWARD: eval_forward(r, e, a, vs, rows); break;
+    case ACT_SEND_ACT:
+        if (r->p.pipelined) {
+            peer = pipe_neighbour(r, vs, +1, TAG_DATA, a.mb % r->p.M);
+            comm_send(&r->comm, e->b, n, peer.rank, peer.send_tag);
+        } else {
+            float *t = e->a; e->a = e->b; e->b = t;
+        }
+        break;
+    default: fatal("evaluation runs forward actions only, got %s", action_names[a.kind]);
+    }
+}
+
+double evaluate(Run *r) {
+    const TrainConfig *c = r->c;
+    Eval e = {.n_eval = (int)c->eval_samples, .base = r->data.features ? 0 : EVAL_BASE};
+    if (r->data.features && e.n_eval > r->data.n) e.n_eval = (int)r->data.n;
+    if (e.n_eval == 0) return NAN;
+    int H = (int)c->hidden, C = (int)c->classes, rows = r->p.rows, batches = (e.n_eval + rows - 1) / rows;
+    size_t width = (size_t)(H > C ? H : C);  // either buffer may receive the logits
+    e.a = r->be->alloc(sizeof(float) * (size_t)rows * width);
+    e.b = r->be->alloc(sizeof(float) * (size_t)rows * width);
+    e.logits = xmalloc(sizeof(float) * (size_t)rows * C);
+    ActionList list = {0};
+    if (r->p.pipelined) schedule_build_forward(r->p.K, r->p.V, r->stage, batches, &list);
+    else schedule_build_forward(1, r->n_local, 0, batches, &list);  // all chunks here (manual: K parts)
+    for (int i = 0; i < list.n; i++) eval_action(r, &e, list.a[i]);
+    if (r->p.pipelined) comm_wait_sends(&r->comm);
+    action_list_free(&list);
+    r->be->free(e.a); r->be->free(e.b); free(e.logits);
+    double acc = (double)e.hits / e.n_eval;
+    if (r->p.pipelined) {  // the head's stage knows it; tell the pipeline's other stages
+        double v[1] = {r->head ? acc : 0};
+        comm_allreduce_sum_double(v, 1, r->comm.pp);
+        acc = v[0];
+    }
+    return acc;
+}

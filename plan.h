@@ -1,0 +1,37 @@
+// plan.h: what `micropp train` will do, decided before anything runs: a pure function of the
+// resolved options and the world size to a Plan (stages, replicas, micro-batches, chunks, rows,
+// partition). Every rule a run must satisfy is checked here, once; no MPI, no model memory.
+#pragma once
+#include <stddef.h>
+#include "config.h"
+
+enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
+#define MODE_CHOICES "monolith|manual|pp|ddp|hybrid"
+#define MAX_STAGES 4096
+
+typedef struct {
+    int mode;          // MODE_*
+    int world;         // ranks started
+    int K;             // stages: ranks of one pipeline (pp, hybrid), parts (manual), else 1
+    int D;             // data-parallel replicas
+    int M;             // micro-batches per step (per replica); 1 without a pipeline
+    int N;             // gradient-accumulation micro-steps per step (monolith, ddp)
+    int V;             // chunks per rank: --virtual-stages for interleaved, else 1
+    int S;             // virtual stages K*V; virtual stage vs = chunk*K + stage
+    int rows;          // rows per micro-batch (per replica)
+    int lo[MAX_STAGES + 1];  // virtual stage vs holds global layers [lo[vs], lo[vs+1])
+    int pipelined;     // pp or hybrid: a pipeline executor with action lists
+    int data_parallel; // ddp or hybrid: gradients all-reduced over D replicas
+    int distributed;   // more than one process takes part (pp, ddp, hybrid)
+} Plan;
+
+// Fills p from the options c (as options_parse left them: the plan also asks which flags were
+// typed, option_on_command_line) and the world: ranks started and MPI's largest tag. Returns 0, or
+// -1 with one line in err that names the value and the fix ("train: --batch 30 is not ...").
+int plan_make(const TrainConfig *c, int world, long long tag_ub, Plan *p, char *err, size_t errlen);
+
+// Placement of virtual stages on ranks (round-robin: chunk c of stage s is vs = c*K + s).
+static inline int plan_vstage(const Plan *p, int stage, int chunk) { return chunk * p->K + stage; }
+static inline int plan_stage_of(const Plan *p, int vs) { return vs % p->K; }
+static inline int plan_chunk_of(const Plan *p, int vs) { return vs / p->K; }
+static inline int plan_layers(const Plan *p, int vs) { return p->lo[vs + 1] - p->lo[vs]; }

@@ -1,0 +1,138 @@
+// tests/unit_plan.c: the plan of `micropp train` (plan.c) without MPI: the layout it derives for
+// every mode (stages, replicas, micro-batches, chunks, rows, partition) and every rule's refusal,
+// message included, for the options as a user types them and the number of ranks started.
+#include <stdlib.h>
+#include "unit.h"
+#include "plan.h"
+
+#define TAG_UB 2147483647LL
+
+// Parses "--mode pp --micro-batches 8" as train's command line, then plans it for `world` ranks.
+static int plan_args(int world, long long tag_ub, const char *args, Plan *p, char *err, size_t n) {
+    static TrainConfig c;
+    char buf[512], *argv[64] = {"train"};
+    int argc = 1;
+    snprintf(buf, sizeof buf, "%s", args);
+    for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
+    train_config_defaults(&c);
+    options_parse("train", train_options, &c, argc, argv, "", "");
+    return plan_make(&c, world, tag_ub, p, err, n);
+}
+
+static Plan plan_ok(const char *name, int world, const char *args) {
+    Plan p;
+    char err[1024];
+    int rc = plan_args(world, TAG_UB, args, &p, err, sizeof err);
+    EXPECT(name, rc == 0, "refused: %s", err);
+    return p;
+}
+
+// The refusal of args on `world` ranks must contain `want`.
+static void refused(const char *name, int world, const char *args, const char *want) {
+    Plan p;
+    char err[1024];
+    int rc = plan_args(world, TAG_UB, args, &p, err, sizeof err);
+    EXPECT(name, rc == -1 && strstr(err, want) && !strchr(err, '\n'), "rc %d, message '%s', expected '%s'", rc, err, want);
+}
+
+static int lo_is(const Plan *p, const int *want, int n) {
+    for (int i = 0; i <= n; i++) if (p->lo[i] != want[i]) return 0;
+    return 1;
+}
+
+static void test_layouts(void) {
+    Plan p = plan_ok("plan/monolith defaults", 1, "");
+    EXPECT("plan/monolith: one stage, one replica, the whole batch", p.K == 1 && p.D == 1 && p.M == 1 && p.N == 1 && p.V == 1 && p.S == 1 &&
+           p.rows == 32 && p.lo[0] == 0 && p.lo[1] == 16 && !p.pipelined && !p.data_parallel && !p.distributed, "K %d D %d rows %d", p.K, p.D, p.rows);
+    p = plan_ok("plan/pp 4 ranks", 4, "--mode pp");
+    int even[] = {0, 4, 8, 12, 16};
+    EXPECT("plan/pp: a stage per rank, 4 micro-batches of 8 rows, even split", p.K == 4 && p.M == 4 && p.rows == 8 && lo_is(&p, even, 4) &&
+           p.pipelined && p.distributed && !p.data_parallel, "K %d M %d rows %d", p.K, p.M, p.rows);
+    p = plan_ok("plan/pp uneven layers", 3, "--mode pp --layers 10");
+    int rem[] = {0, 4, 7, 10};
+    EXPECT("plan/pp: the remainder goes to the first stages", lo_is(&p, rem, 3), "lo %d %d %d %d", p.lo[0], p.lo[1], p.lo[2], p.lo[3]);
+    p = plan_ok("plan/pp partition", 4, "--mode pp --partition 5,4,4,3");
+    int part[] = {0, 5, 9, 13, 16};
+    EXPECT("plan/pp: --partition sets each stage's layers", lo_is(&p, part, 4), "lo[1] %d", p.lo[1]);
+    p = plan_ok("plan/interleaved", 4, "--mode pp --schedule interleaved --virtual-stages 2 --micro-batches 8");
+    EXPECT("plan/interleaved: 8 chunks of 2 layers, rank 1's chunks are virtual stages 1 and 5", p.V == 2 && p.S == 8 &&
+           plan_layers(&p, 7) == 2 && plan_vstage(&p, 1, 1) == 5 && plan_stage_of(&p, 5) == 1 && plan_chunk_of(&p, 5) == 1, "V %d S %d", p.V, p.S);
+    p = plan_ok("plan/hybrid", 4, "--mode hybrid --pp 2 --dp 2");
+    EXPECT("plan/hybrid: 2 stages x 2 replicas, 32 rows / 2 replicas / 4 micro-batches", p.K == 2 && p.D == 2 && p.rows == 4 &&
+           p.pipelined && p.data_parallel, "K %d D %d rows %d", p.K, p.D, p.rows);
+    p = plan_ok("plan/hybrid from --pp alone", 6, "--mode hybrid --pp 3 --batch 48");
+    EXPECT("plan/hybrid: --dp follows from the world", p.K == 3 && p.D == 2, "K %d D %d", p.K, p.D);
+    p = plan_ok("plan/ddp grad-accum", 2, "--mode ddp --grad-accum 4");
+    EXPECT("plan/ddp: a replica per rank, 4 micro-steps, 16 rows each", p.K == 1 && p.D == 2 && p.N == 4 && p.M == 1 && p.rows == 16,
+           "D %d N %d rows %d", p.D, p.N, p.rows);
+    p = plan_ok("plan/manual", 1, "--mode manual --parts 4 --layers 8");
+    EXPECT("plan/manual: 4 parts of 2 layers in one process", p.K == 4 && p.S == 4 && plan_layers(&p, 3) == 2 && !p.distributed, "K %d", p.K);
+}
+
+static void test_flags_apply(void) {
+    refused("plan/refuse: monolith on 2 ranks", 2, "", "train: --mode monolith runs in one process but 2 were started");
+    refused("plan/refuse: --trace outside pp", 1, "--trace t.json", "--trace applies to --mode pp, not --mode monolith");
+    refused("plan/refuse: --schedule outside a pipeline", 2, "--mode ddp --schedule gpipe", "--schedule applies to --mode pp or hybrid, not --mode ddp");
+    refused("plan/refuse: --parts outside manual", 1, "--parts 3", "--parts applies to --mode manual");
+    refused("plan/refuse: --zero outside data parallelism", 2, "--mode pp --zero 1", "--zero applies to --mode ddp or hybrid, not --mode pp");
+    refused("plan/refuse: --pp outside hybrid", 2, "--mode pp --pp 2", "--pp applies to --mode hybrid");
+    refused("plan/refuse: --dp outside ddp/hybrid", 2, "--mode pp --dp 2", "--dp applies to --mode hybrid or ddp");
+    refused("plan/refuse: --grad-accum in a pipeline", 2, "--mode pp --grad-accum 2", "--grad-accum applies to --mode monolith or ddp");
+    refused("plan/refuse: --bucket-mb 0", 2, "--mode ddp --bucket-mb 0", "--bucket-mb 0 must be positive");
+    refused("plan/refuse: --zero with --save", 2, "--mode ddp --zero 1 --save ck", "--save with --zero 1 is not supported");
+    refused("plan/refuse: naive sync with --bucket-mb", 2, "--mode ddp --ddp-sync naive --bucket-mb 4", "--bucket-mb applies to --ddp-sync bucketed");
+}
+
+static void test_grid(void) {
+    refused("plan/refuse: ddp --dp against the world", 2, "--mode ddp --dp 3", "--dp 3 but 2 ranks were started");
+    refused("plan/refuse: hybrid without --pp/--dp", 4, "--mode hybrid", "--mode hybrid needs --pp P (stages) and --dp D (replicas) with P x D = 4");
+    refused("plan/refuse: hybrid P x D against the world", 4, "--mode hybrid --pp 2 --dp 3", "--pp 2 x --dp 3 = 6 ranks, but 4 were started: run 'mpiexec -n 6'");
+    refused("plan/refuse: hybrid --pp not dividing", 4, "--mode hybrid --pp 3", "--pp 3 does not divide the 4 ranks");
+    refused("plan/refuse: hybrid --dp not dividing", 4, "--mode hybrid --dp 3", "--dp 3 does not divide the 4 ranks");
+    refused("plan/refuse: pp on 1 rank", 1, "--mode pp", "--mode pp needs at least 2 ranks (one per stage), got 1");
+    refused("plan/refuse: more stages than layers", 8, "--mode pp --layers 4", "8 stages (ranks) but only 4 layers");
+    refused("plan/refuse: more parts than layers", 1, "--mode manual --parts 5 --layers 4", "5 parts but only 4 layers");
+}
+
+static void test_schedule(void) {
+    refused("plan/refuse: --virtual-stages without interleaved", 2, "--mode pp --virtual-stages 2", "--virtual-stages applies to --schedule interleaved, not 1f1b");
+    refused("plan/refuse: interleaved with 1 chunk", 2, "--mode pp --schedule interleaved --virtual-stages 1", "needs --virtual-stages >= 2 (got 1;");
+    refused("plan/refuse: interleaved M % K", 4, "--mode pp --schedule interleaved --micro-batches 6 --batch 48",
+            "multiple of the 4 stages (Megatron's rule), got 6: use 4 or 8");
+    refused("plan/refuse: interleaved M < K", 4, "--mode pp --schedule interleaved --micro-batches 2", "got 2: use 4");
+    refused("plan/refuse: more chunks than layers", 4, "--mode pp --schedule interleaved --virtual-stages 4 --layers 8",
+            "4 ranks x 4 virtual stages = 16 chunks but only 8 layers");
+    Plan p;
+    char err[1024];
+    int rc = plan_args(2, 1000, "--mode pp --micro-batches 512 --batch 512", &p, err, sizeof err);
+    EXPECT("plan/refuse: tags beyond MPI's limit", rc == -1 && strstr(err, "need message tags up to 2047 but this MPI allows 1000"), "%s", err);
+}
+
+static void test_batch_and_partition(void) {
+    refused("plan/refuse: batch across replicas", 2, "--mode ddp --batch 31", "--batch 31 is not divisible by the 2 replicas: use --batch 30 or 32 (multiples of 2)");
+    refused("plan/refuse: batch across replicas x micro-batches", 4, "--mode hybrid --pp 2 --dp 2 --batch 36",
+            "--batch 36 is not divisible by 2 replicas x 4 micro-batches = 8: use --batch 32 or 40 (multiples of 8), or --micro-batches 1, 2, 3, 6, 9, 18");
+    refused("plan/refuse: batch by micro-batches", 2, "--mode pp --micro-batches 5", "--batch 32 is not divisible by --micro-batches 5: use micro-batches that divide it (1, 2, 4, 8, 16, 32, ...)");
+    refused("plan/refuse: partition not a list", 4, "--mode pp --partition 5,x", "--partition '5,x' is not a comma-separated list");
+    refused("plan/refuse: partition entries", 4, "--mode pp --partition 8,4,4", "has 3 entries but there are 4 stages");
+    refused("plan/refuse: partition entries per chunk", 4, "--mode pp --schedule interleaved --micro-batches 8 --partition 4,4,4,4",
+            "4 ranks x 2 virtual stages make 8 chunks: give one layer count per chunk");
+    refused("plan/refuse: partition with an empty stage", 4, "--mode pp --partition 8,0,4,4", "stage 1 gets 0 layers; every stage needs at least 1");
+    refused("plan/refuse: partition sum", 4, "--mode pp --partition 5,4,4,2", "sums to 15 but --layers is 16");
+}
+
+static void test_observers(void) {
+    refused("plan/refuse: --gantt with --json", 2, "--mode pp --gantt --json", "--gantt prints a chart and --json one JSON object");
+    refused("plan/refuse: --timeline-step alone", 2, "--mode pp --timeline-step 2", "--timeline-step picks the step drawn by --timeline or --gantt");
+    refused("plan/refuse: --timeline-step past the end", 2, "--mode pp --gantt --timeline-step 9 --steps 5", "--timeline-step 9 is past the last step: use 1..5");
+}
+
+int main(void) {
+    test_layouts();
+    test_flags_apply();
+    test_grid();
+    test_schedule();
+    test_batch_and_partition();
+    test_observers();
+    return unit_failures ? 1 : 0;
+}
