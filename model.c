@@ -86,15 +86,15 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
         free(hh);
     }
     free(host);
-    size_t rowsH = (size_t)rows * H * sizeof(float);
+    size_t one_act = rowsH(s);  // bytes of one [rows, H] activation
     s->slots = xcalloc((size_t)n_slots, sizeof(Slot));
     for (int k = 0; k < n_slots; k++) {
         Slot *sl = &s->slots[k];
         sl->mb = -1;
-        sl->in = be->alloc(rowsH);
+        sl->in = be->alloc(one_act);
         if (!ckpt) {
             sl->act = xcalloc((size_t)n, sizeof(float *));
-            for (int i = 0; i < n; i++) sl->act[i] = be->alloc(rowsH);
+            for (int i = 0; i < n; i++) sl->act[i] = be->alloc(one_act);
         }
         if (has_head) {
             sl->logits = be->alloc((size_t)rows * C * sizeof(float));
@@ -103,10 +103,10 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     }
     if (ckpt) {
         s->scratch = xcalloc((size_t)n, sizeof(float *));
-        for (int i = 0; i < n; i++) s->scratch[i] = be->alloc(rowsH);
+        for (int i = 0; i < n; i++) s->scratch[i] = be->alloc(one_act);
     }
-    s->gbuf[0] = be->alloc(rowsH);
-    s->gbuf[1] = be->alloc(rowsH);
+    s->gbuf[0] = be->alloc(one_act);
+    s->gbuf[1] = be->alloc(one_act);
 }
 
 void stage_share(Stage *s, float *params, float *grads) {

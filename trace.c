@@ -292,8 +292,8 @@ void timeline_gather(Timeline *t, const Event *ev, int n, const double *step_sta
     int bytes = n * (int)sizeof(Event);
     MPI_CHECK(MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, comm));
     MPI_CHECK(MPI_Gather(mine, steps, MPI_DOUBLE, starts, steps, MPI_DOUBLE, 0, comm));
-    double total = 0;
     if (rank == 0) {
+        double total = 0;
         for (int i = 0; i < size; i++) { displs[i] = (int)total; total += counts[i]; }
         CHECK(total < 2e9, "the gathered trace (%.0f bytes) is too large for one message: trace fewer steps", total);
         all = xmalloc((size_t)total);

@@ -310,11 +310,11 @@ static void test_progress(void) {
     comms_pipeline(&c, be);
     size_t n = 1 << 18;
     float *buf = calloc(n, sizeof(float));
-    double t_send = 0, took = 0;
+    double took = 0;
     comm_barrier(MPI_COMM_WORLD);
     if (c.rank == 0) {
         usleep(20000);  // the receiver is waiting
-        t_send = now_sec();
+        double t_send = now_sec();
         comm_send(&c, buf, n, 1, 5);
         while (now_sec() - t_send < 0.4) {  // "compute" for 400 ms, polling every millisecond
             double t = now_sec();

@@ -14,7 +14,11 @@ int main(int argc, char **argv) {
         size_t k;
         while (buf && (k = fread(buf + n, 1, cap - n, f)) > 0) {
             n += k;
-            if (n == cap) buf = realloc(buf, cap *= 2);
+            if (n == cap) {
+                unsigned char *grown = realloc(buf, cap *= 2);
+                if (!grown) free(buf);  // (a failed realloc keeps the old block)
+                buf = grown;
+            }
         }
         fclose(f);
         if (!buf) { fprintf(stderr, "out of memory reading %s\n", argv[i]); return 1; }
