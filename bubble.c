@@ -21,6 +21,7 @@
 #define MAX_CHARTS 64
 
 typedef struct {
+    // cppcheck-suppress unusedStructMember ; read and written through the option table's offsets
     char config[PATH_LEN];
     char schedule[PATH_LEN];       // "all", a name, or a comma list of names
     char stages[PATH_LEN];         // "4", "2:8", "2,4,8"
@@ -186,9 +187,10 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
                 SimSpec spec = {.kind = kinds[a], .K = ks[b], .M = ms[d], .v = v, .f = c->cost_f, .b = c->cost_b - c->cost_w,
                                 .w = c->cost_w, .comm = c->cost_comm};
                 schedule_sim(&spec, &g->sims[i]);
-                char nm[32];
-                if (g->sims[i].deadlock) fatal("schedule %s deadlocks at K=%d M=%d: %s",
-                                               choice_name(SCHED_CHOICES, kinds[a], nm, sizeof nm), ks[b], ms[d], g->sims[i].why);
+                if (g->sims[i].deadlock) {
+                    char nm[32];
+                    fatal("schedule %s deadlocks at K=%d M=%d: %s", choice_name(SCHED_CHOICES, kinds[a], nm, sizeof nm), ks[b], ms[d], g->sims[i].why);
+                }
             }
 }
 

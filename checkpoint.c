@@ -231,10 +231,11 @@ static int manifest_parse(const char *text, Manifest *m, char *err, size_t errle
 static char *manifest_fetch(const char *dir, MPI_Comm comm) {
     int rank;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    char err[ERR_LEN] = "", path[PATH_LEN + 32];
+    char err[ERR_LEN] = "";
     uint8_t *buf = NULL;
     size_t len = 0;
     if (rank == 0) {
+        char path[PATH_LEN + 32];
         snprintf(path, sizeof path, "%s/" MANIFEST, dir);
         char why[WHY_LEN];
         if (read_file(path, MANIFEST_MAX, &buf, &len, why, sizeof why))

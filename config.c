@@ -125,6 +125,7 @@ static void set_from_text(const char *cmd, const Option *o, void *base, const ch
             user_error("%s: %s expects a number, got '%s'", cmd, where, text);
         if (v < o->lo || v > o->hi)
             user_error("%s: %s = %s is out of range: use a value in [%g, %g]", cmd, where, text, o->lo, o->hi);
+        // cppcheck-suppress invalidPointerCast ; dst is the option's field, a double (OPT_FLOAT)
         *(double *)dst = v;
         break;
     }
@@ -168,6 +169,7 @@ void options_load_json(const char *cmd, const Option *opts, void *base, const ch
     char why[PATH_LEN + 256] = "";
     if (!f) snprintf(why, sizeof why, "%s: cannot read config '%s': %s (check the path)", cmd, path, strerror(errno));
     agree_on_error(why);  // a node that cannot see the file ends every rank, not just itself
+    if (!f) return;       // (not reached: agree_on_error ended every rank)
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -306,6 +308,7 @@ void options_help(FILE *f, const char *cmd, const char *usage, const Option *opt
         char buf[64];
         switch (o->type) {
         case OPT_INT: case OPT_SIZE: snprintf(def, sizeof def, " (%lld)", (long long)*(const int64_t *)v); break;
+        // cppcheck-suppress invalidPointerCast ; v is the option's field, a double (OPT_FLOAT)
         case OPT_FLOAT: snprintf(def, sizeof def, " (%g)", *(const double *)v); break;
         case OPT_STR: if (*v) snprintf(def, sizeof def, " (%s)", v); break;
         case OPT_CHOICE: snprintf(def, sizeof def, " [%s] (%s)", o->choices, choice_name(o->choices, *(const int *)v, buf, sizeof buf)); break;

@@ -34,10 +34,11 @@ static const char *typed(const char *const *flags, size_t n) {
 
 // A one-process mode under mpiexec.
 static int rule_world(const TrainConfig *c, int world, const Plan *p, Err *e) {
-    char name[32];
-    if (!p->distributed && world != 1)
+    if (!p->distributed && world != 1) {
+        char name[32];
         return refuse(e, "train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode pp, ddp or hybrid",
                       choice_name(MODE_CHOICES, c->mode, name, sizeof name), world, world);
+    }
     return 0;
 }
 
