@@ -6,8 +6,8 @@ CC := mpicc
 OPT ?= -O3 -march=native -fno-math-errno
 CFLAGS ?= $(OPT)
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I/usr/include/x86_64-linux-gnu/openblas-pthread
-LDLIBS := -lopenblas -lcjson -lm
-SRCS := micropp.c config.c train.c train_options.c plan.c pipeline.c verify.c report.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c data.c ops_cpu.c checkpoint.c safetensors.c util.c fault.c
+LDLIBS := -lopenblas -lcjson -lz -lm
+SRCS := micropp.c config.c train.c train_options.c plan.c pipeline.c verify.c report.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c data.c idx.c ops_cpu.c checkpoint.c safetensors.c util.c fault.c
 BUILD ?= build
 
 # ---- optional GPU support: detected, reported, and switchable with CUDA=0/1 ----
@@ -45,7 +45,8 @@ OBJS := $(SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 .PHONY: all deps features run test asan test-asan fuzz clean bench
 all: micropp
 
-# Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS, cppcheck), only when a probe
+# Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS, zlib, cppcheck, and the
+# Fashion-MNIST data set that --data fashion-mnist reads), only when a probe
 # shows it missing; uses sudo when not root. DEPS=0 skips it (packages unpacked elsewhere, as on a
 # GPU machine without registries: see bench/gpu.sh).
 DEPS ?= 1
@@ -55,6 +56,8 @@ deps:
 	command -v mpicc >/dev/null && command -v mpiexec >/dev/null || missing="$$missing mpich libmpich-dev"; \
 	test -f /usr/include/cjson/cJSON.h || missing="$$missing libcjson-dev"; \
 	test -f /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h || missing="$$missing libopenblas-dev"; \
+	test -f /usr/include/zlib.h || missing="$$missing zlib1g-dev"; \
+	test -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz || missing="$$missing dataset-fashion-mnist"; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
 	command -v cppcheck >/dev/null || missing="$$missing cppcheck"; \
 	if [ -n "$$missing" ]; then \
@@ -115,7 +118,7 @@ FUZZ_TARGETS := config npy safetensors
 FUZZ_SRCS_config := config.c train_options.c
 # train_options.c names the choices' enums, declared in headers that include mpi.h (nothing is called)
 MPI_INC = $(shell mpicc -show 2>/dev/null | grep -o -- '-I[^ ]*')
-FUZZ_SRCS_npy := data.c
+FUZZ_SRCS_npy := data.c idx.c
 FUZZ_SRCS_safetensors := safetensors.c
 REPLAY_CC ?= gcc
 REPLAY_SAN := $(shell echo 'int main(void){return 0;}' | $(REPLAY_CC) -fsanitize=address,undefined -x c - -o /dev/null 2>/dev/null && echo -fsanitize=address,undefined -fno-sanitize-recover=all)
@@ -123,7 +126,7 @@ REPLAY_BINS := $(FUZZ_TARGETS:%=tests/bin/replay_%)
 .SECONDEXPANSION:
 tests/bin/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz_stubs.h $$(FUZZ_SRCS_$$*) $(wildcard *.h) | deps
 	@mkdir -p tests/bin
-	$(REPLAY_CC) -std=c11 -D_GNU_SOURCE -g -O1 $(REPLAY_SAN) -Wall -Wextra -Werror -I. $(MPI_INC) -o $@ $< tests/fuzz/replay_main.c $(FUZZ_SRCS_$*) -lcjson -lm
+	$(REPLAY_CC) -std=c11 -D_GNU_SOURCE -g -O1 $(REPLAY_SAN) -Wall -Wextra -Werror -I. $(MPI_INC) -o $@ $< tests/fuzz/replay_main.c $(FUZZ_SRCS_$*) -lcjson -lz -lm
 
 test: micropp $(UNIT_BINS) $(MPI_TEST_BINS) $(REPLAY_BINS) $(if $(filter 1,$(CUDA)),micropp-cpu)
 	@bash tests/run.sh
@@ -138,7 +141,7 @@ fuzz: | deps
 	for t in $(FUZZ_TARGETS); do \
 	  srcs=$$(case $$t in config) echo "$(FUZZ_SRCS_config)";; npy) echo "$(FUZZ_SRCS_npy)";; safetensors) echo "$(FUZZ_SRCS_safetensors)";; esac); \
 	  $(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. $(MPI_INC) \
-	    -o build-fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c $$srcs -lcjson -lm || exit 1; \
+	    -o build-fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c $$srcs -lcjson -lz -lm || exit 1; \
 	  mkdir -p build-fuzz/corpus/$$t tests/fuzz/regressions/$$t; \
 	  leaks=1; [ $$t = config ] && leaks=0; \
 	  echo "make fuzz: $$t for $${per}s"; \

@@ -42,7 +42,7 @@ typedef struct {
 static int stage_tensors(const Stage *s, TensorRef *t) {
     int n = 0;
     for (int i = 0; i < s->n_layers; i++) {
-        TensorRef w = {"", 2, {s->H, s->H}, (size_t)(s->W[i] - s->params), s->lo + i};
+        TensorRef w = {"", 2, {s->H, stage_fan_in(s, i)}, (size_t)(s->W[i] - s->params), s->lo + i};
         TensorRef b = {"", 1, {s->H, 0}, (size_t)(s->b[i] - s->params), s->lo + i};
         snprintf(w.name, sizeof w.name, "layers.%d.weight", s->lo + i);
         snprintf(b.name, sizeof b.name, "layers.%d.bias", s->lo + i);
@@ -125,7 +125,7 @@ typedef struct {
 typedef struct {
     int64_t step;
     uint64_t next_sample;
-    int layers, hidden, classes, optimizer;
+    int layers, hidden, classes, optimizer, inputs;
     double lr, batch, seed, samples;  // how it was trained (-1 when absent): notes, not refusals
     char data[PATH_LEN];
     char mode[32];
@@ -165,6 +165,7 @@ static int manifest_parse(const char *text, Manifest *m, char *err, size_t errle
     m->layers = (int)v;
     if (get_int(cfg, "hidden", 1, 65536, &v)) BAD("%s: config.hidden is missing or out of range", MANIFEST);
     m->hidden = (int)v;
+    m->inputs = get_int(cfg, "inputs", 1, 1 << 24, &v) ? m->hidden : (int)v;  // absent before --inputs: = hidden
     if (get_int(cfg, "classes", 2, 65536, &v)) BAD("%s: config.classes is missing or out of range", MANIFEST);
     m->classes = (int)v;
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(cfg, "optimizer");
@@ -295,6 +296,7 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
     long long mine = 0, theirs = 0;
     if (m.layers != c->layers) { what = "layers"; mine = c->layers; theirs = m.layers; }
     else if (m.hidden != c->hidden) { what = "hidden"; mine = c->hidden; theirs = m.hidden; }
+    else if (m.inputs != c->inputs) { what = "inputs"; mine = c->inputs; theirs = m.inputs; }
     else if (m.classes != c->classes) { what = "classes"; mine = c->classes; theirs = m.classes; }
     if (what) { free(m.files); user_error("train: --resume %s: the checkpoint has --%s %lld but this run has --%s %lld: use --%s %lld or start without --resume", dir, what, theirs, what, mine, what, theirs); }
     if (m.optimizer != c->optimizer) {
@@ -443,6 +445,7 @@ static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_samp
     cJSON_AddNumberToObject(o, "next_sample", (double)next_sample);
     cJSON_AddNumberToObject(cfg, "layers", (double)c->layers);
     cJSON_AddNumberToObject(cfg, "hidden", (double)c->hidden);
+    cJSON_AddNumberToObject(cfg, "inputs", (double)c->inputs);
     cJSON_AddNumberToObject(cfg, "classes", (double)c->classes);
     cJSON_AddStringToObject(cfg, "optimizer", optim_name(c->optimizer));
     cJSON_AddNumberToObject(cfg, "lr", c->lr);

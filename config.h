@@ -46,12 +46,18 @@ typedef struct {
     int mode;                // MODE_* (plan.h)
     int64_t parts;           // manual: number of parts
     int64_t layers, hidden, classes, batch, steps;
+    int64_t inputs;          // D, the input layer's width: Linear(D, H) (0 until resolved: = hidden)
+    int64_t epochs;          // real data: passes over the training set (0: --steps counts instead)
     double lr;
+    double weight_decay;     // decoupled (AdamW, PyTorch semantics); 0 = none
+    int lr_schedule;         // LR_* (model.h): constant or cosine
+    int64_t warmup_steps;    // linear warm-up from lr/warmup to lr
     int optimizer;           // OPTIM_* (model.h)
     int64_t seed;
     int64_t threads;
-    char data[PATH_LEN];     // "synthetic" or FILE.npy
+    char data[PATH_LEN];     // "synthetic", "fashion-mnist", a folder of IDX files, FILE.npy or FILE (IDX)
     char labels[PATH_LEN];
+    char test_data[PATH_LEN], test_labels[PATH_LEN];  // a held-out test split (explicit files)
     int64_t log_every;
     int json;
     int64_t eval_samples;
@@ -84,6 +90,7 @@ typedef struct {
     char save[PATH_LEN];     // "" = no checkpoints
     int64_t save_every;      // 0 = only at the end
     char resume[PATH_LEN];   // "" = start from the initial weights
+    int save_best;           // with --save and --epochs: keep only the checkpoint of the best test accuracy
 } TrainConfig;
 
 extern const Option train_options[];      // train.c

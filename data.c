@@ -1,10 +1,18 @@
 // data.c: the synthetic classification task (unit-variance uniform features, label = argmax of a fixed random
-// linear teacher), the .npy reader/writer, and the Box-Muller normal of the counter-based RNG.
+// linear teacher), real data sets (Fashion-MNIST, an IDX folder, .npy or IDX files: their checks,
+// standardisation and per-epoch shuffle), the .npy reader/writer, and the RNG's Box-Muller normal.
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "data.h"
+#include "idx.h"
 #include "util.h"
+
+struct ShuffleCache { int64_t epoch; uint32_t *perm; };
+#define PATH_MAX_DIR 600  // a folder: a path (config.h's PATH_LEN, 512) or MICROPP_DATASETS's
+#define NAME_LEN 700      // ... and a file name in it
 
 float rng_normal(uint64_t key, uint64_t i) {
     float u1 = rng_uniform(key, 2 * i), u2 = rng_uniform(key, 2 * i + 1);
@@ -12,84 +20,263 @@ float rng_normal(uint64_t key, uint64_t i) {
     return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864f * u2);
 }
 
-void data_open(Data *d, const char *src, const char *labels_path, int hidden, int classes, uint64_t seed) {
-    memset(d, 0, sizeof *d);
-    d->hidden = hidden;
-    d->classes = classes;
-    d->seed = seed;
-    if (!strcmp(src, "synthetic")) {
-        if (labels_path[0]) user_error("train: --labels is for --data FILE.npy; drop it or give --data");
-        d->teacher = xmalloc(sizeof(float) * (size_t)classes * hidden);
-        uint64_t key = rng_key(seed, RNG_TEACHER, 0);
-        for (size_t i = 0; i < (size_t)classes * hidden; i++) d->teacher[i] = rng_normal(key, i);
+// ---- opening a data source ----
+
+// One file's table, read as .npy (by its name or magic) or IDX: features (float or pixels, [n, width])
+// or labels ([n]). Returns 0, or -1 with the reason in err.
+typedef struct { int is_npy; Npy npy; Idx idx; } Table;
+
+static int is_npy_file(const char *path) {
+    size_t n = strlen(path);
+    if (n > 4 && !strcmp(path + n - 4, ".npy")) return 1;
+    FILE *f = fopen(path, "rb");
+    char m[6] = {0};
+    int yes = f && fread(m, 1, 6, f) == 6 && !memcmp(m, "\x93NUMPY", 6);
+    if (f) fclose(f);
+    return yes;
+}
+
+static int table_read(const char *path, Table *t, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    t->is_npy = is_npy_file(path);
+    return t->is_npy ? npy_read(path, &t->npy, err, errlen) : idx_read(path, &t->idx, err, errlen);
+}
+
+// Reads a file on every rank; a rank that cannot ends them all with its reason (agree_on_error).
+static void table_read_all(const char *flag, const char *path, Table *t) {
+    char err[512], why[NAME_LEN + 640] = "";
+    if (table_read(path, t, err, sizeof err)) snprintf(why, sizeof why, "train: %s %s: %s", flag, path, err);
+    agree_on_error(why);
+}
+
+// Features of one split: float32 [n, D] (.npy) or pixels [n, ...] whose other dims make D (IDX).
+static void take_features(const char *flag, const char *path, Table *t, int inputs, Split *sp) {
+    if (t->is_npy) {
+        Npy *x = &t->npy;
+        if (strcmp(x->dtype, "<f4") || x->ndim != 2 || x->shape[1] != inputs)
+            user_error("train: %s %s: need float32 [N,%d] (N rows of --inputs %d features), got %s with %d dims%s",
+                       flag, path, inputs, inputs, x->dtype, x->ndim, x->ndim == 2 ? " of another width: set --inputs to it" : "");
+        sp->n = x->shape[0];
+        sp->features = x->data;
         return;
     }
-    if (!labels_path[0]) user_error("train: --data %s needs --labels FILE.npy (int32 or int64, shape [N])", src);
-    char err[512];
-    Npy x, y;
-    // Reading can fail on one node only (a path missing there): every rank takes the same verdict.
-    char why[1536] = "";
-    if (npy_read(src, &x, err, sizeof err)) snprintf(why, sizeof why, "train: --data %s: %s", src, err);
-    agree_on_error(why);
-    if (strcmp(x.dtype, "<f4") || x.ndim != 2 || x.shape[1] != hidden)
-        user_error("train: --data %s: need float32 [N,%d] (N rows of --hidden %d features), got %s with %d dims%s",
-                   src, hidden, hidden, x.dtype, x.ndim, x.ndim == 2 ? " of another width" : "");
-    if (npy_read(labels_path, &y, err, sizeof err)) snprintf(why, sizeof why, "train: --labels %s: %s", labels_path, err);
-    agree_on_error(why);
-    if ((strcmp(y.dtype, "<i4") && strcmp(y.dtype, "<i8")) || y.ndim != 1 || y.shape[0] != x.shape[0])
-        user_error("train: --labels %s: need int32 or int64 [%lld] (one label per row of --data), got %s with %d dims",
-                   labels_path, (long long)x.shape[0], y.dtype, y.ndim);
-    if (x.shape[0] < 1) user_error("train: --data %s has no rows", src);
-    d->n = x.shape[0];
-    d->features = x.data;
-    d->labels = xmalloc(sizeof(int32_t) * (size_t)d->n);
-    for (int64_t i = 0; i < d->n; i++) {
-        int64_t v = !strcmp(y.dtype, "<i4") ? ((int32_t *)y.data)[i] : ((int64_t *)y.data)[i];
-        if (v < 0 || v >= classes)
-            user_error("train: --labels %s: label %lld at row %lld is outside [0, %d): set --classes to cover it",
-                       labels_path, (long long)v, (long long)i, classes);
-        d->labels[i] = (int32_t)v;
+    Idx *x = &t->idx;
+    int64_t width = 1;
+    for (int i = 1; i < x->ndim; i++) width *= x->dims[i];
+    if (x->ndim < 2)
+        user_error("train: %s %s: an IDX file of %d dimension holds labels, not images: give the images file (idx3)", flag, path, x->ndim);
+    if (width != inputs)
+        user_error("train: %s %s: its rows have %lld values (IDX %lldx%lld) but --inputs is %d: set --inputs %lld",
+                   flag, path, (long long)width, (long long)x->dims[1], (long long)(x->ndim > 2 ? x->dims[2] : 1), inputs, (long long)width);
+    sp->n = x->dims[0];
+    sp->pixels = x->data;
+}
+
+// Labels of one split: int32/int64 [n] (.npy) or unsigned bytes [n] (IDX), each in [0, classes),
+// as many as the features' rows.
+static void take_labels(const char *flag, const char *path, Table *t, int classes, const char *xflag, const char *xpath, Split *sp) {
+    int64_t n;
+    if (t->is_npy) {
+        Npy *y = &t->npy;
+        if ((strcmp(y->dtype, "<i4") && strcmp(y->dtype, "<i8")) || y->ndim != 1)
+            user_error("train: %s %s: need int32 or int64 [N] (one label per row), got %s with %d dims", flag, path, y->dtype, y->ndim);
+        n = y->shape[0];
+    } else {
+        if (t->idx.ndim != 1)
+            user_error("train: %s %s: an IDX labels file has 1 dimension, this one %d: give the labels file (idx1)", flag, path, t->idx.ndim);
+        n = t->idx.dims[0];
     }
-    free(y.data);
+    if (n != sp->n)
+        user_error("train: %s %s has %lld labels but %s %s has %lld rows: give the labels that belong to those rows",
+                   flag, path, (long long)n, xflag, xpath, (long long)sp->n);
+    sp->labels = xmalloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = !t->is_npy ? t->idx.data[i] : !strcmp(t->npy.dtype, "<i4") ? ((int32_t *)t->npy.data)[i] : ((int64_t *)t->npy.data)[i];
+        if (v < 0 || v >= classes)
+            user_error("train: %s %s: label %lld at row %lld is outside [0, %d): set --classes to cover it",
+                       flag, path, (long long)v, (long long)i, classes);
+        sp->labels[i] = (int32_t)v;
+    }
+    free(t->is_npy ? t->npy.data : (void *)t->idx.data);
+}
+
+// The four files of a folder in the MNIST layout (Debian's dataset-fashion-mnist), gzip or plain.
+static void folder_files(const char *dir, const char *flag, char files[4][NAME_LEN]) {  // dir: < PATH_MAX_DIR
+    static const char *const base[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    int fm = !strcmp(flag, "fashion-mnist");
+    char why[2 * NAME_LEN + 256] = "";
+    for (int i = 0; i < 4 && !why[0]; i++) {
+        snprintf(files[i], NAME_LEN, "%.599s/%s.gz", dir, base[i]);
+        if (access(files[i], R_OK) == 0) continue;
+        snprintf(files[i], NAME_LEN, "%.599s/%s", dir, base[i]);
+        if (access(files[i], R_OK) == 0) continue;
+        if (fm) snprintf(why, sizeof why, "train: --data fashion-mnist: the data set is not installed (no %s/%s.gz): install the package " FASHION_MNIST_PACKAGE " (apt-get install " FASHION_MNIST_PACKAGE ", or run make)", dir, base[i]);
+        else snprintf(why, sizeof why, "train: --data %s: no %s[.gz] there: a data folder holds the MNIST-layout files train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (.gz or plain)", dir, base[i]);
+    }
+    agree_on_error(why);  // once on every rank: a node without the files ends them all
+}
+
+// Scale to [0,1] and standardise with the training pixels' mean and standard deviation (one pair for
+// all pixels, as torchvision's Normalize((0.2860,), (0.3530,)) for Fashion-MNIST).
+static void standardise(Data *d) {
+    const uint8_t *p = d->train.pixels;
+    size_t n = (size_t)d->train.n * (size_t)d->inputs;
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < n; i++) { double v = p[i] / 255.0; sum += v; sq += v * v; }
+    d->mean = n ? sum / (double)n : 0;
+    double var = n ? sq / (double)n - d->mean * d->mean : 0;
+    d->std = var > 1e-12 ? sqrt(var) : 1.0;
+    d->scale = (float)(1.0 / (255.0 * d->std));
+    d->shift = (float)(-d->mean / d->std);
+}
+
+static void open_split(Split *sp, const char *xflag, const char *x, const char *yflag, const char *y, int inputs, int classes, int *pixels) {
+    Table tx, ty;
+    table_read_all(xflag, x, &tx);
+    take_features(xflag, x, &tx, inputs, sp);
+    if (*pixels >= 0 && *pixels != (sp->pixels != NULL))
+        user_error("train: %s %s is %s but the training data is %s: give the training and test data in one format", xflag, x,
+                   sp->pixels ? "IDX" : ".npy", sp->pixels ? ".npy" : "IDX");
+    *pixels = sp->pixels != NULL;
+    table_read_all(yflag, y, &ty);
+    take_labels(yflag, y, &ty, classes, xflag, x, sp);
+}
+
+void data_open(Data *d, DataSource src, int inputs, int classes, uint64_t seed) {
+    memset(d, 0, sizeof *d);
+    d->inputs = inputs;
+    d->classes = classes;
+    d->seed = seed;
+    d->cache = xcalloc(1, sizeof(ShuffleCache));
+    d->cache->epoch = -1;
+    snprintf(d->name, sizeof d->name, "%.63s", src.data);
+    int explicit_test = src.test_data[0] || src.test_labels[0];
+    if (!strcmp(src.data, "synthetic")) {
+        if (src.labels[0] || explicit_test) user_error("train: --%s is for a data set; drop it or give --data", src.labels[0] ? "labels" : "test-data");
+        d->teacher = xmalloc(sizeof(float) * (size_t)classes * inputs);
+        uint64_t key = rng_key(seed, RNG_TEACHER, 0);
+        for (size_t i = 0; i < (size_t)classes * inputs; i++) d->teacher[i] = rng_normal(key, i);
+        return;
+    }
+    struct stat st;
+    int fm = !strcmp(src.data, "fashion-mnist"), folder = fm || (stat(src.data, &st) == 0 && S_ISDIR(st.st_mode));
+    if (folder && (src.labels[0] || explicit_test))
+        user_error("train: --data %s names a whole data set: drop --%s (or give files: --data, --labels, --test-data, --test-labels)",
+                   src.data, src.labels[0] ? "labels" : explicit_test && src.test_data[0] ? "test-data" : "test-labels");
+    if (!folder && !src.labels[0]) user_error("train: --data %s needs --labels FILE (.npy int32/int64 [N], or IDX labels)", src.data);
+    if (!folder && (!src.test_data[0]) != (!src.test_labels[0]))
+        user_error("train: --%s needs --%s too (the test split's features and labels)", src.test_data[0] ? "test-data" : "test-labels",
+                   src.test_data[0] ? "test-labels" : "test-data");
+    int pixels = -1;
+    if (folder) {
+        char f[4][NAME_LEN];
+        // MICROPP_DATASETS=DIR looks for DIR/fashion-mnist instead of Debian's folder (tests, other installs)
+        const char *root = getenv("MICROPP_DATASETS");
+        char fm_dir[PATH_MAX_DIR];
+        snprintf(fm_dir, sizeof fm_dir, "%s", FASHION_MNIST_DIR);
+        if (root && *root) snprintf(fm_dir, sizeof fm_dir, "%.500s/fashion-mnist", root);
+        folder_files(fm ? fm_dir : src.data, fm ? "fashion-mnist" : src.data, f);
+        open_split(&d->train, "--data", f[0], "--data", f[1], inputs, classes, &pixels);
+        open_split(&d->test, "--data", f[2], "--data", f[3], inputs, classes, &pixels);
+    } else {
+        open_split(&d->train, "--data", src.data, "--labels", src.labels, inputs, classes, &pixels);
+        if (src.test_data[0]) open_split(&d->test, "--test-data", src.test_data, "--test-labels", src.test_labels, inputs, classes, &pixels);
+    }
+    if (d->train.n < 1) user_error("train: --data %s has no rows", src.data);
+    d->scale = 1.0f;
+    if (pixels) standardise(d);
 }
 
 void data_close(Data *d) {
-    free(d->features);
-    free(d->labels);
+    free(d->train.features); free(d->train.pixels); free(d->train.labels);
+    free(d->test.features); free(d->test.pixels); free(d->test.labels);
     free(d->teacher);
+    if (d->cache) free(d->cache->perm);
+    free(d->cache);
     memset(d, 0, sizeof *d);
 }
 
-void data_features(const Data *d, uint64_t first, int rows, float *x) {
-    int H = d->hidden;
-    for (int r = 0; r < rows; r++) {
-        uint64_t i = first + (uint64_t)r;
-        if (d->features) {
-            memcpy(x + (size_t)r * H, d->features + (size_t)(i % (uint64_t)d->n) * H, sizeof(float) * H);
-        } else {
-            // Uniform on [-sqrt(3), sqrt(3)): zero mean, unit variance, one hash per feature.
-            uint64_t key = rng_key(d->seed, RNG_FEATURES, i);
-            for (int j = 0; j < H; j++) x[(size_t)r * H + j] = (2.0f * rng_uniform(key, (uint64_t)j) - 1.0f) * 1.7320508f;
+// ---- the training stream and the held-out rows ----
+
+void data_set_epochs(Data *d, uint64_t epoch_rows) { d->epoch_rows = epoch_rows; }
+
+// Row of the training set at stream position i: epoch i / epoch_rows, a Fisher-Yates permutation of
+// the whole set drawn from (seed, epoch) (kept for the epoch asked last), its first epoch_rows rows.
+static int64_t train_row(const Data *d, uint64_t i) {
+    uint64_t n = (uint64_t)d->train.n;
+    if (!d->epoch_rows) return (int64_t)(i % n);
+    int64_t epoch = (int64_t)(i / d->epoch_rows);
+    ShuffleCache *c = d->cache;
+    if (c->epoch != epoch) {
+        if (!c->perm) c->perm = xmalloc(sizeof(uint32_t) * n);
+        for (uint64_t k = 0; k < n; k++) c->perm[k] = (uint32_t)k;
+        uint64_t key = rng_key(d->seed, RNG_SHUFFLE, (uint64_t)epoch);
+        for (uint64_t k = n - 1; k > 0; k--) {
+            uint64_t j = mix64(key ^ mix64(k)) % (k + 1);
+            uint32_t t = c->perm[k]; c->perm[k] = c->perm[j]; c->perm[j] = t;
         }
+        c->epoch = epoch;
+    }
+    return c->perm[i % d->epoch_rows];
+}
+
+static void split_row(const Data *d, const Split *sp, int64_t row, float *x) {
+    size_t D = (size_t)d->inputs;
+    if (sp->features) { memcpy(x, sp->features + (size_t)row * D, sizeof(float) * D); return; }
+    const uint8_t *p = sp->pixels + (size_t)row * D;
+    for (size_t j = 0; j < D; j++) x[j] = (float)p[j] * d->scale + d->shift;
+}
+
+// Synthetic sample i: uniform on [-sqrt(3), sqrt(3)): zero mean, unit variance, one hash per feature.
+static void synthetic_row(const Data *d, uint64_t i, float *x) {
+    uint64_t key = rng_key(d->seed, RNG_FEATURES, i);
+    for (int j = 0; j < d->inputs; j++) x[j] = (2.0f * rng_uniform(key, (uint64_t)j) - 1.0f) * 1.7320508f;
+}
+
+static int32_t synthetic_label(const Data *d, uint64_t i, float *x) {
+    int D = d->inputs, best = 0;
+    float best_v = -INFINITY;
+    synthetic_row(d, i, x);
+    for (int c = 0; c < d->classes; c++) {
+        float s = 0;
+        for (int j = 0; j < D; j++) s += d->teacher[(size_t)c * D + j] * x[j];
+        if (s > best_v) { best_v = s; best = c; }
+    }
+    return best;
+}
+
+void data_features(const Data *d, uint64_t first, int rows, float *x) {
+    for (int r = 0; r < rows; r++) {
+        float *row = x + (size_t)r * d->inputs;
+        if (d->train.n) split_row(d, &d->train, train_row(d, first + (uint64_t)r), row);
+        else synthetic_row(d, first + (uint64_t)r, row);
     }
 }
 
 void data_labels(const Data *d, uint64_t first, int rows, int32_t *y) {
-    int H = d->hidden, C = d->classes;
-    float *x = d->features ? NULL : xmalloc(sizeof(float) * H);
+    float *x = d->train.n ? NULL : xmalloc(sizeof(float) * (size_t)d->inputs);
     for (int r = 0; r < rows; r++) {
         uint64_t i = first + (uint64_t)r;
-        if (d->features) { y[r] = d->labels[i % (uint64_t)d->n]; continue; }
-        data_features(d, i, 1, x);
-        int best = 0;
-        float best_v = -INFINITY;
-        for (int c = 0; c < C; c++) {
-            float s = 0;
-            for (int j = 0; j < H; j++) s += d->teacher[(size_t)c * H + j] * x[j];
-            if (s > best_v) { best_v = s; best = c; }
-        }
-        y[r] = best;
+        y[r] = d->train.n ? d->train.labels[train_row(d, i)] : synthetic_label(d, i, x);
     }
+    free(x);
+}
+
+int64_t data_eval_rows(const Data *d) { return d->test.n ? d->test.n : d->train.n ? d->train.n : INT64_MAX; }
+
+void data_eval_features(const Data *d, uint64_t first, int rows, float *x) {
+    const Split *sp = d->test.n ? &d->test : &d->train;
+    for (int r = 0; r < rows; r++) {
+        float *row = x + (size_t)r * d->inputs;
+        if (sp->n) split_row(d, sp, (int64_t)(first + (uint64_t)r), row);
+        else synthetic_row(d, EVAL_BASE + first + (uint64_t)r, row);
+    }
+}
+
+void data_eval_labels(const Data *d, uint64_t first, int rows, int32_t *y) {
+    const Split *sp = d->test.n ? &d->test : &d->train;
+    float *x = sp->n ? NULL : xmalloc(sizeof(float) * (size_t)d->inputs);
+    for (int r = 0; r < rows; r++) y[r] = sp->n ? sp->labels[first + (uint64_t)r] : synthetic_label(d, EVAL_BASE + first + (uint64_t)r, x);
     free(x);
 }
 

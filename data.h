@@ -1,6 +1,7 @@
 // data.h: where training rows come from. Counter-based: sample i's features and label are a pure
-// function of (seed, i), so any rank makes exactly the rows it needs with no message; or rows
-// of a user's .npy files. Also the counter-based RNG the weight init uses.
+// function of (seed, i), so any rank makes exactly the rows it needs with no message; or rows of
+// a real data set (IDX: Fashion-MNIST, a folder, files; or .npy), shuffled per epoch from (seed,
+// epoch) alike on every rank. Also the counter-based RNG the weight init uses.
 #pragma once
 #include <stdint.h>
 #include <stddef.h>
@@ -18,26 +19,59 @@ static inline uint64_t rng_key(uint64_t a, uint64_t b, uint64_t c) { return mix6
 static inline float rng_uniform(uint64_t key, uint64_t i) { return (float)((mix64(key ^ mix64(i)) >> 40) * (1.0 / 16777216.0)); }
 float rng_normal(uint64_t key, uint64_t i);  // standard normal, Box-Muller over two counters
 
-enum { RNG_PARAM = 1, RNG_FEATURES = 2, RNG_TEACHER = 3 };
+enum { RNG_PARAM = 1, RNG_FEATURES = 2, RNG_TEACHER = 3, RNG_SHUFFLE = 4 };
 
+#define FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"  // (MICROPP_DATASETS=DIR: DIR/fashion-mnist)
+#define FASHION_MNIST_PACKAGE "dataset-fashion-mnist"
+
+// A table of rows: float features (.npy), or unsigned-byte pixels (IDX) turned into features as
+// they are read: x = pixel x scale + shift (scaled to [0,1], then standardised).
 typedef struct {
-    int hidden, classes;
-    uint64_t seed;
-    // .npy source (NULL features = synthetic)
-    float *features;   // [n, hidden]
+    float *features;   // [n, inputs], or NULL
+    uint8_t *pixels;   // [n, inputs], or NULL
     int32_t *labels;   // [n]
     int64_t n;
-    float *teacher;    // synthetic: [classes, hidden]
+} Split;
+
+typedef struct ShuffleCache ShuffleCache;
+
+typedef struct {
+    int inputs, classes;
+    uint64_t seed;
+    // real data (train.n == 0: synthetic)
+    Split train, test;  // test.n == 0: no test split (accuracy is then measured on training rows)
+    float scale, shift;            // IDX pixels: x = pixel * scale + shift
+    double mean, std;              // ... from the training set's pixels scaled to [0,1]
+    char name[64];                 // "fashion-mnist", the folder, or the features file (for the header)
+    // epochs: the stream of training samples is epoch after epoch of epoch_rows rows, each a
+    // permutation of the training set drawn from (seed, epoch); 0: the set cycled in order.
+    uint64_t epoch_rows;
+    ShuffleCache *cache;           // the permutation of the last epoch asked for
+    float *teacher;    // synthetic: [classes, inputs]
 } Data;
 
 #define EVAL_BASE (1ULL << 40)  // synthetic held-out samples start at this index
 
-// Opens the data source; bad files end the run through user_error (exit 2).
-void data_open(Data *d, const char *src, const char *labels_path, int hidden, int classes, uint64_t seed);
+// Where the data comes from, as the options give it.
+typedef struct {
+    const char *data, *labels, *test_data, *test_labels;
+} DataSource;
+
+// Opens the data source; bad files end the run through user_error (exit 2), decided alike on every
+// rank (agree_on_error: a file only some ranks can read ends them all).
+void data_open(Data *d, DataSource src, int inputs, int classes, uint64_t seed);
 void data_close(Data *d);
-// Rows [first, first + rows) of the stream: features x[rows, hidden] and labels y[rows] (host memory).
+// Turns on epochs: every epoch is a fresh permutation of the training rows, of which the first
+// epoch_rows (whole steps) are used.
+void data_set_epochs(Data *d, uint64_t epoch_rows);
+// Rows [first, first + rows) of the training stream: features x[rows, inputs] and labels y[rows].
 void data_features(const Data *d, uint64_t first, int rows, float *x);
 void data_labels(const Data *d, uint64_t first, int rows, int32_t *y);
+// Held-out rows [first, first + rows): the test split, or synthetic samples from EVAL_BASE on, or
+// (a .npy file without a test split) the training rows in order. data_eval_rows: how many there are.
+int64_t data_eval_rows(const Data *d);
+void data_eval_features(const Data *d, uint64_t first, int rows, float *x);
+void data_eval_labels(const Data *d, uint64_t first, int rows, int32_t *y);
 
 // .npy (numpy's format): returns NULL and an error reason in err on failure.
 // dtype: "<f4", "<i4" or "<i8" as found; shape up to 2 dims.

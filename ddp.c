@@ -7,10 +7,8 @@
 #include "ddp.h"
 #include "util.h"
 
-static size_t layer_off(const Stage *s, int j) { return (size_t)j * ((size_t)s->H * s->H + s->H); }
-static size_t layer_len(const Stage *s, int j) {
-    return j == s->n_layers ? (size_t)s->C * s->H + s->C : (size_t)s->H * s->H + s->H;
-}
+static size_t layer_off(const Stage *s, int j) { return stage_layer_off(s, j); }
+static size_t layer_len(const Stage *s, int j) { return stage_layer_len(s, j); }
 
 static Bucket *add_bucket(GradSync *g, size_t off, size_t n, int lo, int hi) {
     g->b = realloc(g->b, sizeof(Bucket) * (size_t)(g->nb + 1));
@@ -56,7 +54,7 @@ void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, int zero,
     int top = s->n_layers + (s->has_head ? 1 : 0);  // local layers j < top; j == n_layers is the head
     if (sync == SYNC_NAIVE) {  // one per parameter tensor, in the order backward finishes them
         for (int j = top - 1; j >= 0; j--) {
-            size_t w = j == s->n_layers ? (size_t)s->C * s->H : (size_t)s->H * s->H;
+            size_t w = j == s->n_layers ? (size_t)s->C * s->H : (size_t)s->H * stage_fan_in(s, j);
             size_t off = layer_off(s, j), len = layer_len(s, j);
             add_bucket(g, off + w, len - w, j, j + 1);  // bias
             add_bucket(g, off, w, j, j + 1);            // weight
@@ -108,9 +106,9 @@ void gradsync_finish(GradSync *g) {
     for (int i = 0; i < g->nb; i++) g->spans[i].t1 = comm_wait(g->b[i].req);  // started in bucket order
 }
 
-void gradsync_optimizer_step(GradSync *g, int optimizer, float lr, int t) {
+void gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t) {
     Stage *s = g->s;
-    if (!g->zero) { stage_optimizer_step(s, optimizer, lr, t); return; }
+    if (!g->zero) { stage_optimizer_step(s, optimizer, lr, wd, t); return; }
     if (optimizer != OPTIM_SGD && !g->m) {
         g->m = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
         g->v = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
@@ -119,7 +117,7 @@ void gradsync_optimizer_step(GradSync *g, int optimizer, float lr, int t) {
         Bucket *b = &g->b[i];
         size_t o = b->off + b->shard_off;
         optimizer_update(s->be, optimizer, s->params + o, s->grads + o, g->m ? g->m + b->moment_off : NULL,
-                         g->v ? g->v + b->moment_off : NULL, b->shard_n, lr, t);
+                         g->v ? g->v + b->moment_off : NULL, b->shard_n, lr, wd, t);
     }
     // Every rank updated its shards; gather the new parameters everywhere.
     int base = g->n_spans;

@@ -7,8 +7,15 @@
 #include "model.h"
 #include "util.h"
 
-size_t model_param_count(int L, int H, int C) {
-    return (size_t)L * ((size_t)H * H + H) + (size_t)C * H + C;
+size_t model_param_count(int L, int D, int H, int C) {
+    return ((size_t)H * D + H) + (size_t)(L - 1) * ((size_t)H * H + H) + (size_t)C * H + C;
+}
+
+size_t stage_layer_off(const Stage *s, int j) {
+    return j == s->n_layers ? (size_t)(s->Wh - s->params) : (size_t)(s->W[j] - s->params);
+}
+size_t stage_layer_len(const Stage *s, int j) {
+    return j == s->n_layers ? (size_t)s->C * s->H + s->C : (size_t)s->H * stage_fan_in(s, j) + s->H;
 }
 
 void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, float *b) {
@@ -23,11 +30,12 @@ void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, fl
 // deferred: from I to W with a split backward: every layer's input (the stage input and the outputs
 // but the last; the head's input too) and every layer's dz (and the head's dlogits).
 static size_t rowsH(const Stage *s) { return (size_t)s->rows * s->H * sizeof(float); }
+static size_t rowsIn(const Stage *s) { return (size_t)s->rows * s->D * sizeof(float); }
 static size_t logits_bytes(const Stage *s) { return s->has_head ? (size_t)s->rows * s->C * sizeof(float) : 0; }
-static size_t stash_bytes(const Stage *s) { return rowsH(s) * (1 + (s->ckpt ? 0 : (size_t)s->n_layers)) + logits_bytes(s); }
-static size_t all_bytes(const Stage *s) { return rowsH(s) * (1 + (size_t)s->n_layers) + logits_bytes(s); }
+static size_t stash_bytes(const Stage *s) { return rowsIn(s) + rowsH(s) * (s->ckpt ? 0 : (size_t)s->n_layers) + logits_bytes(s); }
+static size_t all_bytes(const Stage *s) { return rowsIn(s) + rowsH(s) * (size_t)s->n_layers + logits_bytes(s); }
 static size_t deferred_bytes(const Stage *s) {
-    return rowsH(s) * ((size_t)s->n_layers + (size_t)s->has_head + (size_t)s->n_layers) + logits_bytes(s);
+    return rowsIn(s) + rowsH(s) * ((size_t)s->n_layers - 1 + (size_t)s->has_head + (size_t)s->n_layers) + logits_bytes(s);
 }
 
 // The slot now holds `bytes`: moves the stage's (and the rank's) live and peak counters.
@@ -57,10 +65,11 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     uint64_t seed = spec.seed;
     memset(s, 0, sizeof *s);
     s->be = be; s->H = H; s->C = C; s->lo = lo; s->hi = hi; s->n_layers = hi - lo;
+    s->D = lo == 0 && spec.inputs > 0 ? spec.inputs : H;
     s->has_head = has_head; s->rows = rows; s->ckpt = ckpt; s->n_slots = n_slots;
     s->grad_scale = 1.0f / rows;
-    size_t layer = (size_t)H * H + H;
-    s->n_params = (size_t)s->n_layers * layer + (has_head ? (size_t)C * H + C : 0);
+    size_t layer = (size_t)H * H + H, first = (size_t)H * s->D + H;  // floats of a layer; of local layer 0
+    s->n_params = (s->n_layers ? first + (size_t)(s->n_layers - 1) * layer : 0) + (has_head ? (size_t)C * H + C : 0);
     s->params = be->alloc(s->n_params * sizeof(float));
     s->grads = be->alloc(s->n_params * sizeof(float));
     int n = s->n_layers;
@@ -68,16 +77,17 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     s->grad_fresh = xcalloc((size_t)n + 1, sizeof(int));
     be->fill(s->grads, 0.0f, s->n_params);  // (read before any backward only by tests and --verify)
     s->dW = xcalloc((size_t)n + 1, sizeof(float *)); s->db = xcalloc((size_t)n + 1, sizeof(float *));
-    float *host = xmalloc(layer * sizeof(float));
+    float *host = xmalloc((first > layer ? first : layer) * sizeof(float));
+    size_t off = 0;
     for (int i = 0; i < n; i++) {
-        size_t off = (size_t)i * layer;
-        s->W[i] = s->params + off; s->b[i] = s->params + off + (size_t)H * H;
-        s->dW[i] = s->grads + off; s->db[i] = s->grads + off + (size_t)H * H;
-        init_layer_host(seed, lo + i, H, H, host, host + (size_t)H * H);
-        be->to_device(s->W[i], host, layer * sizeof(float));
+        size_t in = (size_t)stage_fan_in(s, i), len = (size_t)H * in + H;
+        s->W[i] = s->params + off; s->b[i] = s->params + off + (size_t)H * in;
+        s->dW[i] = s->grads + off; s->db[i] = s->grads + off + (size_t)H * in;
+        init_layer_host(seed, lo + i, (int)in, H, host, host + (size_t)H * in);
+        be->to_device(s->W[i], host, len * sizeof(float));
+        off += len;
     }
     if (has_head) {
-        size_t off = (size_t)n * layer;
         s->Wh = s->params + off; s->bh = s->params + off + (size_t)C * H;
         s->dWh = s->grads + off; s->dbh = s->grads + off + (size_t)C * H;
         float *hh = xmalloc(((size_t)C * H + C) * sizeof(float));
@@ -91,7 +101,7 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     for (int k = 0; k < n_slots; k++) {
         Slot *sl = &s->slots[k];
         sl->mb = -1;
-        sl->in = be->alloc(one_act);
+        sl->in = be->alloc(rowsIn(s));
         if (!ckpt) {
             sl->act = xcalloc((size_t)n, sizeof(float *));
             for (int i = 0; i < n; i++) sl->act[i] = be->alloc(one_act);
@@ -180,7 +190,8 @@ static void layers_forward(Stage *s, const float *x, float **out, int rows) {
     int H = s->H;
     for (int i = 0; i < s->n_layers; i++) {
         const float *in = i == 0 ? x : out[i - 1];
-        be->gemm(0, 1, rows, H, H, 1.0f, in, H, s->W[i], H, 0.0f, out[i], H);
+        int k = stage_fan_in(s, i);
+        be->gemm(0, 1, rows, H, k, 1.0f, in, k, s->W[i], k, 0.0f, out[i], H);
         be->bias_act(out[i], s->b[i], rows, H, 1);
         if (s->progress) s->progress();
     }
@@ -254,12 +265,13 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         float *dz = s->gbuf[pp];
         be->relu_backward(dz, g, act[i], (size_t)rows * H);  // may alias g (in place) when g == dz
         const float *in = i == 0 ? sl->in : act[i - 1];
+        int k = stage_fan_in(s, i);
         float beta = grad_beta(s, i, s->db[i], H);
-        be->gemm(1, 0, H, H, rows, 1.0f, dz, H, in, H, beta, s->dW[i], H);
+        be->gemm(1, 0, H, k, rows, 1.0f, dz, H, in, k, beta, s->dW[i], k);
         be->bias_grad(s->db[i], dz, rows, H);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
         float *dx = i == 0 ? din : s->gbuf[pp ^ 1];
-        if (dx) be->gemm(0, 0, rows, H, H, 1.0f, dz, H, s->W[i], H, 0.0f, dx, H);
+        if (dx) be->gemm(0, 0, rows, k, H, 1.0f, dz, H, s->W[i], k, 0.0f, dx, k);
         g = dx;
         pp ^= 1;
         if (s->progress) s->progress();
@@ -299,7 +311,8 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
     for (int i = n - 1; i >= 0; i--) {
         be->relu_backward(sl->dz[i], g, sl->act[i], (size_t)rows * H);
         float *dx = i == 0 ? din : s->gbuf[(n - i) & 1];
-        if (dx) be->gemm(0, 0, rows, H, H, 1.0f, sl->dz[i], H, s->W[i], H, 0.0f, dx, H);
+        int k = stage_fan_in(s, i);
+        if (dx) be->gemm(0, 0, rows, k, H, 1.0f, sl->dz[i], H, s->W[i], k, 0.0f, dx, k);
         g = dx;
         if (s->progress) s->progress();
     }
@@ -321,8 +334,9 @@ void stage_backward_weight(Stage *s, int slot) {
     }
     for (int i = n - 1; i >= 0; i--) {  // the order of stage_backward, so the gradient hooks fire alike
         const float *in = i == 0 ? sl->in : sl->act[i - 1];
+        int k = stage_fan_in(s, i);
         float beta = grad_beta(s, i, s->db[i], H);
-        be->gemm(1, 0, H, H, rows, 1.0f, sl->dz[i], H, in, H, beta, s->dW[i], H);
+        be->gemm(1, 0, H, k, rows, 1.0f, sl->dz[i], H, in, k, beta, s->dW[i], k);
         be->bias_grad(s->db[i], sl->dz[i], rows, H);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
         if (s->progress) s->progress();
@@ -338,7 +352,8 @@ void stage_forward_eval(Stage *s, const float *x, int rows, float *out) {
     const float *in = x;
     for (int i = 0; i < s->n_layers; i++) {
         float *o = (!s->has_head && i == s->n_layers - 1) ? out : s->gbuf[i & 1];
-        be->gemm(0, 1, rows, H, H, 1.0f, in, H, s->W[i], H, 0.0f, o, H);
+        int k = stage_fan_in(s, i);
+        be->gemm(0, 1, rows, H, k, 1.0f, in, k, s->W[i], k, 0.0f, o, H);
         be->bias_act(o, s->b[i], rows, H, 1);
         in = o;
     }
@@ -355,8 +370,16 @@ void stage_zero_grads(Stage *s) {
     s->loss_rows = 0;
 }
 
+double lr_at(int schedule, double lr, long long warmup, long long step, long long total) {
+    if (step < warmup) return lr * (double)(step + 1) / (double)warmup;
+    if (schedule != LR_COSINE || total - warmup <= 1) return lr;
+    double progress = (double)(step - warmup) / (double)(total - warmup - 1);  // 0 .. 1 over the rest
+    return 0.5 * lr * (1.0 + cos(3.14159265358979323846 * progress));
+}
+
 void optimizer_update(const Backend *be, int optimizer, float *p, const float *g, float *m, float *v,
-                      size_t n, float lr, int t) {
+                      size_t n, float lr, float wd, int t) {
+    if (wd > 0) be->scale(p, 1.0f - lr * wd, n);  // torch.optim.AdamW: param.mul_(1 - lr * weight_decay) first
     if (optimizer == 1) { be->sgd(p, g, n, lr); return; }
     AdamArgs a = {.lr = lr, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
                   .bias_correction1 = (float)(1.0 - pow(0.9, t)),
@@ -364,10 +387,10 @@ void optimizer_update(const Backend *be, int optimizer, float *p, const float *g
     be->adam(p, g, m, v, n, a);
 }
 
-void stage_optimizer_step(Stage *s, int optimizer, float lr, int t) {
+void stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t) {
     if (optimizer != 1 && !s->adam_m) {
         s->adam_m = s->be->alloc(s->n_params * sizeof(float));
         s->adam_v = s->be->alloc(s->n_params * sizeof(float));
     }
-    optimizer_update(s->be, optimizer, s->params, s->grads, s->adam_m, s->adam_v, s->n_params, lr, t);
+    optimizer_update(s->be, optimizer, s->params, s->grads, s->adam_m, s->adam_v, s->n_params, lr, wd, t);
 }

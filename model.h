@@ -1,6 +1,7 @@
-// model.h: a Stage of the MLP: global hidden layers [lo, hi) (each Linear(H,H)+ReLU) and, on the
-// last stage, the head Linear(H,C) with softmax cross-entropy. Parameters, gradients and Adam
-// moments each live in ONE flat buffer per stage. Activations are stashed per micro-batch slot.
+// model.h: a Stage of the MLP: global hidden layers [lo, hi) (layer 0 Linear(D,H)+ReLU, the others
+// Linear(H,H)+ReLU) and, on the last stage, the head Linear(H,C) with softmax cross-entropy.
+// Parameters, gradients and Adam moments each live in ONE flat buffer per stage. Activations are
+// stashed per micro-batch slot.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -8,10 +9,12 @@
 
 enum { OPTIM_ADAM, OPTIM_SGD };
 #define OPTIM_CHOICES "adam|sgd"
+enum { LR_CONSTANT, LR_COSINE };
+#define LR_CHOICES "constant|cosine"
 
 typedef struct {
     int mb;          // micro-batch id held, -1 when free
-    float *in;       // [rows, H] stage input (always kept)
+    float *in;       // [rows, D] stage input (always kept)
     float **act;     // [n_layers] of [rows, H] layer outputs (not kept with checkpointing; with a
                      // split backward the recompute at I fills them, and they stay until W)
     float **dz;      // split backward: [n_layers] of [rows, H] pre-activation gradients, I until W
@@ -30,12 +33,13 @@ typedef struct {
 typedef struct {
     const Backend *be;
     int H, C, lo, hi, n_layers, has_head;
+    int D;           // width of the stage input: --inputs on the stage holding layer 0, else H
     int rows;        // rows per micro-batch
     int ckpt;        // activation checkpointing
     size_t n_params;
     float *params, *grads, *adam_m, *adam_v;  // flat, n_params each (moments lazily allocated)
     int shared;               // params and grads live in a shared window (stage_share): not ours to free
-    // views into params/grads: layer i (local) weight [H,H] (out,in) and bias [H]; head [C,H], [C]
+    // views into params/grads: layer i (local) weight [H,fan_in] (out,in) and bias [H]; head [C,H], [C]
     float **W, **b, **dW, **db;
     int *grad_fresh;          // per layer (n_layers + 1: the head last): its gradient is still to be overwritten, not added to
     float *Wh, *bh, *dWh, *dbh;
@@ -61,12 +65,19 @@ typedef struct {
     MemTally *tally;          // optional: the rank's tally, updated with this stage's counters
 } Stage;
 
-// Parameter count of the whole model, and FLOPs of one step (6 per parameter per row).
-size_t model_param_count(int L, int H, int C);
+// Parameter count of the whole model (L layers, D inputs, H hidden, C classes): FLOPs of one step
+// are 6 per parameter per row.
+size_t model_param_count(int L, int D, int H, int C);
+// Input width of local layer i: D for the model's layer 0, else H.
+static inline int stage_fan_in(const Stage *s, int i) { return i == 0 ? s->D : s->H; }
+// Offset (floats, in params/grads) and length of local layer j's weight and bias; j == n_layers: the head.
+size_t stage_layer_off(const Stage *s, int j);
+size_t stage_layer_len(const Stage *s, int j);
 // What a Stage holds: global layers [lo, hi) of a model of `layers` hidden layers (and the head when
 // head is set), micro-batches of `rows`, `slots` micro-batches stashed at once, checkpointing.
 typedef struct {
-    int layers, hidden, classes;  // the whole model: L x Linear(H,H)+ReLU, then Linear(H,C)
+    int layers, hidden, classes;  // the whole model: Linear(D,H)+ReLU, (L-1) x Linear(H,H)+ReLU, Linear(H,C)
+    int inputs;                   // D, the width of the model's input (0: = hidden)
     int lo, hi, head;
     int rows, slots, ckpt;
     uint64_t seed;                // initialisation, keyed by the global layer index
@@ -97,11 +108,15 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din);
 void stage_enable_split(Stage *s);
 void stage_backward_input(Stage *s, int slot, const float *dout, float *din);
 void stage_backward_weight(Stage *s, int slot);
-// Forward only, no stash, for evaluation: x[rows,H] in, logits or output written to out.
+// Forward only, no stash, for evaluation: x[rows,D] in, logits or output written to out.
 void stage_forward_eval(Stage *s, const float *x, int rows, float *out);
 // Starts a new gradient: marks every layer so its next backward overwrites dW/db instead of adding.
 void stage_zero_grads(Stage *s);
-void stage_optimizer_step(Stage *s, int optimizer, float lr, int t);  // t: 1-based step count
+void stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t);  // t: 1-based step count
+// The learning rate of 0-based step `step` of `total`: a linear warm-up over the first `warmup`
+// steps (lr x (step+1)/warmup), then constant, or cosine from lr down to 0 at the last step.
+double lr_at(int schedule, double lr, long long warmup, long long step, long long total);
+// Decoupled weight decay (AdamW, PyTorch semantics): p *= 1 - lr x wd, before the update.
 // The same update on n elements (p, g, and for Adam its moments m, v): ZeRO-1 updates a shard.
 void optimizer_update(const Backend *be, int optimizer, float *p, const float *g, float *m, float *v,
-                      size_t n, float lr, int t);
+                      size_t n, float lr, float wd, int t);

@@ -17,22 +17,22 @@ void run_record(Run *r, int step, int kind, int mb, int chunk, double t0, double
 
 // A micro-step takes --batch consecutive rows of the stream; replica d takes rows [d*B/D, (d+1)*B/D)
 // of them, cut into micro-batches of p.rows. Synthetic data is a set of --samples rows (default:
-// one fixed batch of a step's batch x grad-accum rows, as in the course's monolith) cycled; a .npy
-// file is cycled whole. A resumed run continues the stream where the checkpoint left it (sample0
-// at step start).
+// one fixed batch of a step's batch x grad-accum rows, as in the course's monolith) cycled; a data
+// set is cycled whole, or with --epochs read in a fresh shuffle each epoch (data.c maps the stream
+// to rows). A resumed run continues the stream where the checkpoint left it (sample0 at step start).
 uint64_t run_first_sample(const Run *r, int step, int k, int d, int mb) {
     uint64_t B = (uint64_t)r->c->batch;
     uint64_t i = r->sample0 + ((uint64_t)(step - r->start) * (uint64_t)r->p.N + (uint64_t)k) * B +
                  (uint64_t)d * (B / (uint64_t)r->p.D) + (uint64_t)mb * (uint64_t)r->p.rows;
     uint64_t n = r->c->samples ? (uint64_t)r->c->samples : B * (uint64_t)r->p.N;
-    return r->data.features ? i : i % n;
+    return r->data.train.n ? i : i % n;
 }
 
 // Loads the rows from sample `first` on: inputs (first stage) and labels (head) into a slot.
 static void load_inputs(Run *r, Stage *s, int slot, uint64_t first, int load_x, int load_y) {
     if (load_x) {
         data_features(&r->data, first, s->rows, r->xh);
-        r->be->to_device(stage_slot_input(s, slot), r->xh, sizeof(float) * (size_t)s->rows * s->H);
+        r->be->to_device(stage_slot_input(s, slot), r->xh, sizeof(float) * (size_t)s->rows * s->D);
     }
     if (load_y) {
         data_labels(&r->data, first, s->rows, r->yh);
@@ -205,31 +205,36 @@ typedef struct {
     float *a, *b;        // a chunk's input and output; they trade places between local chunks
     float *logits;       // host [rows, C]
     int n_eval, hits;
-    uint64_t base;       // the first held-out sample
+    double loss_sum;     // cross-entropy summed over the rows
 } Eval;
 
-static int argmax_hits(const float *logits, const int32_t *y, int rows, int C) {
+// Argmax hits and the summed cross-entropy of rows of logits against labels y.
+static int score(const float *logits, const int32_t *y, int rows, int C, double *loss_sum) {
     int hits = 0;
     for (int i = 0; i < rows; i++) {
+        const float *l = logits + (size_t)i * C;
         int best = 0;
-        for (int j = 1; j < C; j++) if (logits[(size_t)i * C + j] > logits[(size_t)i * C + best]) best = j;
+        for (int j = 1; j < C; j++) if (l[j] > l[best]) best = j;
         hits += best == y[i];
+        double z = 1;  // log-sum-exp around the largest logit: exp(0) for it, the rest below 1
+        for (int j = 0; j < C; j++) if (j != best) z += exp((double)l[j] - l[best]);
+        *loss_sum += log(z) + l[best] - l[y[i]];
     }
     return hits;
 }
 
 static void eval_forward(Run *r, Eval *e, Action a, int vs, int rows) {
     Stage *s = &r->local[a.chunk];
-    uint64_t first = e->base + (uint64_t)a.mb * (uint64_t)r->p.rows;
+    uint64_t first = (uint64_t)a.mb * (uint64_t)r->p.rows;
     if (vs == 0) {
-        data_features(&r->data, first, rows, r->xh);
-        r->be->to_device(e->a, r->xh, sizeof(float) * (size_t)rows * s->H);
+        data_eval_features(&r->data, first, rows, r->xh);
+        r->be->to_device(e->a, r->xh, sizeof(float) * (size_t)rows * s->D);
     }
     stage_forward_eval(s, e->a, rows, e->b);
     if (!s->has_head) return;
     r->be->to_host(e->logits, e->b, sizeof(float) * (size_t)rows * s->C);
-    data_labels(&r->data, first, rows, r->yh);
-    e->hits += argmax_hits(e->logits, r->yh, rows, s->C);
+    data_eval_labels(&r->data, first, rows, r->yh);
+    e->hits += score(e->logits, r->yh, rows, s->C, &e->loss_sum);
 }
 
 // Batch mb's rows through chunk a.chunk. In a pipeline the hand-offs go over the wire (tags repeat
@@ -259,13 +264,20 @@ static void eval_action(Run *r, Eval *e, Action a) {
     }
 }
 
-double evaluate(Run *r) {
+long long eval_rows(const Run *r) {
+    int64_t n = data_eval_rows(&r->data);
+    // A test split is evaluated whole unless --eval-samples says otherwise.
+    if (!r->data.test.n || option_was_set("eval-samples")) n = n < r->c->eval_samples ? n : r->c->eval_samples;
+    return n;
+}
+
+EvalResult evaluate(Run *r) {
     const TrainConfig *c = r->c;
-    Eval e = {.n_eval = (int)c->eval_samples, .base = r->data.features ? 0 : EVAL_BASE};
-    if (r->data.features && e.n_eval > r->data.n) e.n_eval = (int)r->data.n;
-    if (e.n_eval == 0) return NAN;
-    int H = (int)c->hidden, C = (int)c->classes, rows = r->p.rows, batches = (e.n_eval + rows - 1) / rows;
-    size_t width = (size_t)(H > C ? H : C);  // either buffer may receive the logits
+    Eval e = {.n_eval = (int)eval_rows(r)};
+    if (e.n_eval == 0) return (EvalResult){NAN, NAN, 0};
+    int H = (int)c->hidden, C = (int)c->classes, D = (int)c->inputs, rows = r->p.rows, batches = (e.n_eval + rows - 1) / rows;
+    size_t width = (size_t)(H > C ? H : C);  // either buffer may receive the logits (or the input rows)
+    if ((size_t)D > width) width = (size_t)D;
     e.a = r->be->alloc(sizeof(float) * (size_t)rows * width);
     e.b = r->be->alloc(sizeof(float) * (size_t)rows * width);
     e.logits = xmalloc(sizeof(float) * (size_t)rows * C);
@@ -276,11 +288,10 @@ double evaluate(Run *r) {
     if (r->p.pipelined) comm_wait_sends(&r->comm);
     action_list_free(&list);
     r->be->free(e.a); r->be->free(e.b); free(e.logits);
-    double acc = (double)e.hits / e.n_eval;
-    if (r->p.pipelined) {  // the head's stage knows it; tell the pipeline's other stages
-        double v[1] = {r->head ? acc : 0};
-        comm_allreduce_sum_double(v, 1, r->comm.pp);
-        acc = v[0];
+    double v[2] = {(double)e.hits / e.n_eval, e.loss_sum / e.n_eval};
+    if (r->p.pipelined) {  // the head's stage knows them; tell the pipeline's other stages
+        if (!r->head) v[0] = v[1] = 0;
+        comm_allreduce_sum_double(v, 2, r->comm.pp);
     }
-    return acc;
+    return (EvalResult){v[0], v[1], e.n_eval};
 }

@@ -17,6 +17,8 @@ double pipeline_step(Run *r, int step);
 void monolith_step(Run *r, int step);
 void manual_step(Run *r, int step);
 
-// Accuracy on --eval-samples held-out rows (NAN when there are none): forward only, through the
-// local stages (monolith, manual) or the pipeline; every rank of a pipeline returns it.
-double evaluate(Run *r);
+// Accuracy and mean cross-entropy on the held-out rows (the test split, whole unless --eval-samples
+// is given; else --eval-samples rows; NAN when there are none): forward only, through the local
+// stages (monolith, manual) or the pipeline; every rank of a pipeline returns them.
+EvalResult evaluate(Run *r);
+long long eval_rows(const Run *r);  // how many rows evaluate reads

@@ -200,14 +200,54 @@ static int rule_partition(const TrainConfig *c, Plan *p, Err *e) {
     return 0;
 }
 
+// How long the run is (--epochs or --steps), and what goes with epochs: a data set to pass over,
+// --save-best (its evaluation per epoch, a folder to keep the best in).
+static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
+    int ep_cli = option_on_command_line("epochs"), st_cli = option_on_command_line("steps");
+    if (ep_cli && st_cli && c->epochs)
+        return refuse(e, "train: --epochs %lld and --steps %lld both set the run's length: give one of them", (long long)c->epochs, (long long)c->steps);
+    if (!ep_cli && !st_cli && c->epochs && option_was_set("steps"))
+        return refuse(e, "train: the config sets both epochs (%lld) and steps (%lld): keep one of them, or override one on the command line",
+                      (long long)c->epochs, (long long)c->steps);
+    p->epochs = c->epochs && !(st_cli && !ep_cli) ? (int)c->epochs : 0;
+    if (p->epochs && !strcmp(c->data, "synthetic"))
+        return refuse(e, "train: --epochs passes over a data set, and --data is synthetic: give --data fashion-mnist (or DIR, or files), or use --steps");
+    if (c->save_best && !c->save[0])
+        return refuse(e, "train: --save-best keeps the best checkpoint in --save DIR: add --save DIR");
+    if (c->save_best && !p->epochs)
+        return refuse(e, "train: --save-best evaluates after every epoch: add --epochs N (or drop --save-best)");
+    if (c->save_best && c->save_every)
+        return refuse(e, "train: --save-best keeps only the best epoch's checkpoint, --save-every %lld every N steps: use one of them", (long long)c->save_every);
+    return 0;
+}
+
+int plan_epochs(const TrainConfig *c, long long train_rows, Plan *p, char *err, size_t errlen) {
+    Err e = {err, errlen};
+    if (!p->epochs) return 0;
+    long long per_step = c->batch * p->N;
+    p->steps_per_epoch = train_rows / per_step;
+    if (p->steps_per_epoch < 1)
+        return refuse(&e, "train: an epoch of %lld training rows holds no whole step of %lld rows (--batch %lld%s): use a smaller --batch",
+                      train_rows, per_step, (long long)c->batch, p->N > 1 ? " x --grad-accum" : "");
+    p->epoch_rows = p->steps_per_epoch * per_step;
+    p->dropped = train_rows - p->epoch_rows;
+    p->steps = p->steps_per_epoch * p->epochs;
+    if (p->steps > (1LL << 30))
+        return refuse(&e, "train: %d epochs of %lld steps is more than 2^30 steps: use fewer --epochs", p->epochs, p->steps_per_epoch);
+    if (c->timeline_step > p->steps)
+        return refuse(&e, "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
+                      (long long)c->timeline_step, p->steps);
+    return 0;
+}
+
 // The pipeline's observers: --gantt, --timeline-step.
-static int rule_observers(const TrainConfig *c, Err *e) {
+static int rule_observers(const TrainConfig *c, const Plan *p, Err *e) {
     if (c->mode != MODE_PP) return 0;
     if (c->gantt && c->json)
         return refuse(e, "train: --gantt prints a chart and --json one JSON object: use one of them (--timeline FILE.svg works with --json)");
     if (c->timeline_step && !c->timeline[0] && !c->gantt)
         return refuse(e, "train: --timeline-step picks the step drawn by --timeline or --gantt: add one of them, or drop it");
-    if (c->timeline_step > c->steps)
+    if (c->timeline_step > c->steps && !p->epochs)  // (with epochs: plan_epochs checks it)
         return refuse(e, "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
                       (long long)c->timeline_step, (long long)c->steps);
     return 0;
@@ -223,7 +263,7 @@ int plan_make(const TrainConfig *c, int world, long long tag_ub, Plan *p, char *
     p->data_parallel = is_data_parallel(c->mode);
     p->distributed = c->mode == MODE_PP || p->data_parallel;
     if (rule_world(c, world, p, &e) || rule_flags_apply(c, &e) || rule_data_parallel(c, &e) || rule_grid(c, world, p, &e) || rule_schedule(c, tag_ub, p, &e) ||
-        rule_batch(c, p, &e) || rule_partition(c, p, &e) || rule_observers(c, &e))
+        rule_batch(c, p, &e) || rule_partition(c, p, &e) || rule_length(c, p, &e) || rule_observers(c, p, &e))
         return -1;
     return 0;
 }

@@ -23,12 +23,20 @@ typedef struct {
     int pipelined;     // pp or hybrid: a pipeline executor with action lists
     int data_parallel; // ddp or hybrid: gradients all-reduced over D replicas
     int distributed;   // more than one process takes part (pp, ddp, hybrid)
+    // --epochs (0: --steps counts): set by plan_epochs once the training set's size is known
+    int epochs;
+    long long steps_per_epoch, epoch_rows, dropped, steps;  // epoch_rows = steps_per_epoch x batch x grad-accum
 } Plan;
 
 // Fills p from the options c (as options_parse left them: the plan also asks which flags were
 // typed, option_on_command_line) and the world: ranks started and MPI's largest tag. Returns 0, or
 // -1 with one line in err that names the value and the fix ("train: --batch 30 is not ...").
 int plan_make(const TrainConfig *c, int world, long long tag_ub, Plan *p, char *err, size_t errlen);
+
+// --epochs: with the training set's rows known (after the data is open), the steps of an epoch
+// (whole steps; the last partial batch is dropped) and of the run. Returns 0 (nothing to do without
+// --epochs), or -1 with one line in err.
+int plan_epochs(const TrainConfig *c, long long train_rows, Plan *p, char *err, size_t errlen);
 
 // Placement of virtual stages on ranks (round-robin: chunk c of stage s is vs = c*K + s).
 static inline int plan_vstage(const Plan *p, int stage, int chunk) { return chunk * p->K + stage; }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include "pipeline.h"
 #include "report.h"
 #include "util.h"
 
@@ -18,7 +19,7 @@ static void names(const Run *r, Summary *s) {
     choice_name(ALLREDUCE_CHOICES, c->allreduce, s->allreduce, sizeof s->allreduce);
     blas_describe(s->blas, sizeof s->blas);
     r->be->describe(s->device, sizeof s->device);
-    s->params = model_param_count((int)c->layers, (int)c->hidden, (int)c->classes);
+    s->params = model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes);
 }
 
 // ---- the header ----
@@ -41,6 +42,23 @@ static void header_stages(const Run *r) {
     }
 }
 
+// A data set: its splits, the standardisation, and how epochs cut it.
+static void header_data(const Run *r) {
+    const Data *d = &r->data;
+    const Plan *p = &r->p;
+    if (!d->train.n) return;
+    printf("data %s: %lld training rows", d->name, (long long)d->train.n);
+    if (d->test.n) printf(", %lld test rows (kept apart: accuracy is measured on them)", (long long)d->test.n);
+    else printf(" (no test split: accuracy is measured on training rows)");
+    printf(" | %d features", d->inputs);
+    if (d->train.pixels) printf(", pixels scaled to [0,1] and standardised with the training set's mean %.4f and std %.4f", d->mean, d->std);
+    printf("\n");
+    if (p->epochs)
+        printf("epochs %d x %lld steps of %lld rows, shuffled per epoch from (seed, epoch)%s", p->epochs, p->steps_per_epoch,
+               (long long)r->c->batch * p->N, p->dropped ? "" : "\n");
+    if (p->epochs && p->dropped) printf(" | the last partial batch (%lld rows of each epoch's shuffle) is dropped\n", p->dropped);
+}
+
 void report_header(const Run *r) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
@@ -54,16 +72,28 @@ void report_header(const Run *r) {
     if (p->V > 1) printf(" | %d virtual stages per rank", p->V);
     if (p->N > 1) printf(" | grad-accum %d", p->N);
     if (c->mode == MODE_MANUAL) printf(" | parts %d", p->K);
-    printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
-           (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
-           (long long)c->classes, s.params, s.params * 4.0 / 1e6);
+    if (c->inputs == c->hidden)
+        printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
+               (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
+               (long long)c->classes, s.params, s.params * 4.0 / 1e6);
+    else
+        printf("\nmodel Linear(%lld,%lld)+ReLU -> %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
+               (long long)c->inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden, (long long)c->hidden,
+               (long long)c->hidden, (long long)c->classes, s.params, s.params * 4.0 / 1e6);
     printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
            (long long)c->steps, s.optimizer, c->lr, (long long)c->seed, c->data);
     if (r->be->on_host) printf("%s | device %s", s.blas, s.device);
     else printf("device %s", s.device);
     if (p->pipelined) printf(" | transport %s", s.transport);
     printf("\n");
+    header_data(r);
     if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP) header_stages(r);
+    fflush(stdout);
+}
+
+void report_epoch(const Run *r, const EpochStat *e) {
+    printf("epoch %d/%d | train loss %.4f | test loss %.4f | test accuracy %.2f%% | %.2f s | %.0f samples/s\n", e->epoch, r->p.epochs,
+           e->train_loss, e->test_loss, 100 * e->test_accuracy, e->time_s, e->samples_s);
     fflush(stdout);
 }
 
@@ -164,8 +194,9 @@ static void fill_gemm(Run *r, Summary *s) {
     double v[2] = {g / (s->n_run - s->skip), g / t};
     if (r->p.distributed) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
     double B = (double)c->batch * r->p.N, L = (double)c->layers, HH = (double)c->hidden * c->hidden, HC = (double)c->hidden * c->classes;
-    double gemm_flops = 2 * B * (L * HH + HC) + 2 * B * (L * HH + HC) + 2 * B * ((L - 1) * HH + HC);
-    if (c->checkpoint_activations) gemm_flops += 2 * B * L * HH;
+    double HxD = (double)c->hidden * c->inputs;  // layer 0: Linear(D, H)
+    double gemm_flops = 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * ((L - 1) * HH + HC);
+    if (c->checkpoint_activations) gemm_flops += 2 * B * (HxD + (L - 1) * HH);
     int ranks = r->p.distributed ? r->p.world : 1;
     s->gemm_ms = v[0] / ranks * 1e3;
     s->gemm_share = v[1] / ranks;
@@ -322,7 +353,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     memset(s, 0, sizeof *s);
     names(r, s);
     s->accuracy = accuracy;
-    s->eval_rows = r->data.features && c->eval_samples > r->data.n ? r->data.n : c->eval_samples;
+    s->eval_rows = eval_rows(r);
     s->verify = c->verify ? v : NULL;
     s->shown = -1;
     s->gemm_ms = s->gemm_share = s->gemm_gflops = s->comm_ms = s->comm_hidden = NAN;
@@ -403,6 +434,33 @@ static void json_verify(cJSON *o, const VerifyResult *v) {
     cJSON_AddBoolToObject(o, "verify_ok", !v->failed);
 }
 
+// --epochs: the data set, and one object per epoch run.
+static void json_epochs(cJSON *o, const Run *r) {
+    const Plan *p = &r->p;
+    cJSON_AddStringToObject(o, "data", r->data.name);
+    cJSON_AddNumberToObject(o, "train_rows", (double)r->data.train.n);
+    cJSON_AddNumberToObject(o, "test_rows", (double)r->data.test.n);
+    if (r->data.train.pixels) { cJSON_AddNumberToObject(o, "data_mean", r->data.mean); cJSON_AddNumberToObject(o, "data_std", r->data.std); }
+    if (!p->epochs) return;
+    cJSON_AddNumberToObject(o, "epochs_planned", p->epochs);
+    cJSON_AddNumberToObject(o, "steps_per_epoch", (double)p->steps_per_epoch);
+    cJSON_AddNumberToObject(o, "dropped_rows_per_epoch", (double)p->dropped);
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < r->m.n_epoch; i++) {
+        const EpochStat *e = &r->m.epoch[i];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "epoch", e->epoch);
+        cJSON_AddNumberToObject(x, "train_loss", e->train_loss);
+        if (isfinite(e->test_loss)) cJSON_AddNumberToObject(x, "test_loss", e->test_loss); else cJSON_AddNullToObject(x, "test_loss");
+        if (isfinite(e->test_accuracy)) cJSON_AddNumberToObject(x, "test_accuracy", e->test_accuracy); else cJSON_AddNullToObject(x, "test_accuracy");
+        cJSON_AddNumberToObject(x, "time_s", e->time_s);
+        cJSON_AddNumberToObject(x, "samples_per_s", e->samples_s);
+        cJSON_AddItemToArray(a, x);
+    }
+    cJSON_AddItemToObject(o, "epochs", a);
+    if (r->best_epoch) { cJSON_AddNumberToObject(o, "best_epoch", r->best_epoch); cJSON_AddNumberToObject(o, "best_test_accuracy", r->best_accuracy); }
+}
+
 static void summary_json(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
     int start = r->start, steps = (int)c->steps;
@@ -410,6 +468,7 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddStringToObject(o, "mode", s->mode);
     cJSON_AddNumberToObject(o, "layers", (double)c->layers);
     cJSON_AddNumberToObject(o, "hidden", (double)c->hidden);
+    cJSON_AddNumberToObject(o, "inputs", (double)c->inputs);
     cJSON_AddNumberToObject(o, "classes", (double)c->classes);
     cJSON_AddNumberToObject(o, "batch", (double)c->batch);
     cJSON_AddNumberToObject(o, "steps", steps);
@@ -420,6 +479,8 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddNumberToObject(o, "first_loss", r->m.loss[start]);
     cJSON_AddNumberToObject(o, "final_loss", r->m.loss[steps - 1]);
     if (isfinite(s->accuracy)) cJSON_AddNumberToObject(o, "accuracy", s->accuracy); else cJSON_AddNullToObject(o, "accuracy");
+    cJSON_AddNumberToObject(o, "eval_rows", (double)s->eval_rows);
+    if (r->data.train.n) json_epochs(o, r);
     cJSON_AddNumberToObject(o, "step_ms_median", s->step_ms);
     cJSON_AddNumberToObject(o, "samples_per_s", s->samples_s);
     cJSON_AddNumberToObject(o, "gflops", s->gflops);
@@ -494,8 +555,9 @@ static void text_gantt(const Summary *s) {
 static void summary_text(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
     int steps = (int)c->steps;
-    printf("\nfinal loss %.4f (first %.4f) | accuracy %.1f%% on %lld %s rows\n", r->m.loss[steps - 1], r->m.loss[r->start],
-           100 * s->accuracy, s->eval_rows, r->data.features ? "training" : "held-out");
+    printf("\nfinal loss %.4f (first %.4f) | accuracy %.*f%% on %lld %s rows\n", r->m.loss[steps - 1], r->m.loss[r->start],
+           r->data.test.n ? 2 : 1, 100 * s->accuracy, s->eval_rows, r->data.test.n ? "test" : r->data.train.n ? "training" : "held-out");
+    if (r->best_epoch) printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * r->best_accuracy, r->best_epoch, c->save);
     printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
     if (c->gemm_timing)
         printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", s->gemm_ms,

@@ -32,6 +32,7 @@ typedef struct {
 
 void report_header(const Run *r);     // rank 0, text mode: the run's shape before the first step
 void report_dp_header(const Run *r);  // ... and how the gradients travel (after gradsync_init)
+void report_epoch(const Run *r, const EpochStat *e);  // rank 0, text mode: one epoch's line
 // Collective over the world: every rank calls it after the last step.
 void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s);
 void summary_print(const Run *r, const Summary *s);  // rank 0: the text, or the --json line

@@ -12,6 +12,17 @@
 #include "schedule.h"
 #include "trace.h"
 
+// An evaluation on the held-out rows (pipeline.c's evaluate).
+typedef struct { double accuracy, loss; long long rows; } EvalResult;
+
+// --epochs: what each epoch measured (rank 0's clock; the ranks finish a step together).
+typedef struct {
+    int epoch;                 // 1-based
+    double train_loss;         // the mean of its steps' losses
+    double test_loss, test_accuracy;
+    double time_s, samples_s;  // the epoch's steps (its evaluation after it not included)
+} EpochStat;
+
 // Per step (indexed by the 0-based step, [steps] each), and every action as it ran.
 typedef struct {
     double *step_s;      // the step's wall time (the slowest rank's, after the summary's reduction)
@@ -24,6 +35,9 @@ typedef struct {
     double *step_start;  // now_sec() at the step's start (after the step barrier in a pipeline)
     Event *ev;           // every action (trace.h), times from its step's start
     int n_ev, cap_ev;
+    EpochStat *epoch;    // --epochs: [epochs], n_epoch of them run
+    int n_epoch;
+    double epoch_t0;     // now_sec() when the current epoch's first step began
 } Measure;
 
 typedef struct {
@@ -50,6 +64,8 @@ typedef struct {
     int start;                // this run trains steps [start, steps) (start > 0 when resumed) ...
     uint64_t sample0;         // ... and its first step reads from sample sample0 on
     int64_t saved_step;       // the last step saved (--save), -1 when none
+    double best_accuracy;     // --save-best: the best test accuracy so far, and its epoch (0: none)
+    int best_epoch;
     CkptLayout ck;
     Measure m;
 } Run;

@@ -349,7 +349,7 @@ static void test_train_step(Test *t, double gemm_tol) {
         loss[k] = (float)(s.loss_sum / rows);
         np = s.n_params;
         grads[k] = down(be, s.grads, np);
-        stage_optimizer_step(&s, OPTIM_SGD, 0.1f, 1);
+        stage_optimizer_step(&s, OPTIM_SGD, 0.1f, 0.0f, 1);
         params[k] = down(be, s.params, np);
         stage_free(&s);
     }

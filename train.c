@@ -25,7 +25,10 @@ static void parse_options(int argc, char **argv, TrainConfig *c) {
                   "  mpiexec -n 4 micropp train --mode pp --schedule zb-h1 --micro-batches 8 --checkpoint-activations\n"
                   "  mpiexec -n 2 micropp train --mode ddp --ddp-sync bucketed --allreduce ring --verify\n"
                   "  mpiexec -n 4 micropp train --mode ddp --zero 1 --grad-accum 4\n"
-                  "  mpiexec -n 4 micropp train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 4 --verify\n");
+                  "  mpiexec -n 4 micropp train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 4 --verify\n"
+                  "  micropp train --config configs/fashion.json     # Fashion-MNIST (apt-get install dataset-fashion-mnist)\n"
+                  "  mpiexec -n 2 micropp train --config configs/fashion.json --mode pp --micro-batches 2 --epochs 1\n");
+    if (!c->inputs) c->inputs = c->hidden;  // the default: Linear(H, H) first, as before --inputs
 }
 
 // ---- set up: the same decisions on every rank before any rank waits on another ----
@@ -65,9 +68,10 @@ static void setup_device(Run *r, TrainConfig *c) {
 
 static void setup_buffers(Run *r) {
     const TrainConfig *c = r->c;
-    size_t steps = (size_t)c->steps, rows = (size_t)r->p.rows, H = (size_t)c->hidden;
+    size_t steps = (size_t)c->steps, rows = (size_t)r->p.rows, H = (size_t)c->hidden, D = (size_t)c->inputs;
     Measure *m = &r->m;
-    r->xh = xmalloc(sizeof(float) * rows * H);
+    r->xh = xmalloc(sizeof(float) * rows * D);
+    if (r->p.epochs) m->epoch = xcalloc((size_t)r->p.epochs, sizeof(EpochStat));
     r->yh = xmalloc(sizeof(int32_t) * (size_t)(r->p.rows > c->eval_samples ? r->p.rows : c->eval_samples));
     double **per_step[] = {&m->step_s, &m->busy_s, &m->span_s, &m->step_start, &m->loss, &m->gemm_s, &m->comm_s, &m->exposed_s};
     for (size_t i = 0; i < sizeof per_step / sizeof *per_step; i++) *per_step[i] = xcalloc(steps, sizeof(double));
@@ -77,7 +81,7 @@ static void setup_buffers(Run *r) {
 
 static StageSpec spec_of(const Run *r, int vs, int has_head, int slots, int ckpt) {
     const TrainConfig *c = r->c;
-    return (StageSpec){.layers = (int)c->layers, .hidden = (int)c->hidden, .classes = (int)c->classes, .lo = r->p.lo[vs],
+    return (StageSpec){.layers = (int)c->layers, .hidden = (int)c->hidden, .classes = (int)c->classes, .inputs = (int)c->inputs, .lo = r->p.lo[vs],
                        .hi = r->p.lo[vs + 1], .head = has_head, .rows = r->p.rows, .slots = slots, .ckpt = ckpt, .seed = (uint64_t)c->seed};
 }
 
@@ -190,7 +194,7 @@ static void run_free(Run *r) {
     r->be->free(r->dout); r->be->free(r->din);
     Measure *m = &r->m;
     free(r->xh); free(r->yh); free(m->step_s); free(m->busy_s); free(m->span_s); free(m->loss); free(m->gemm_s); free(m->ev);
-    free(m->step_start); free(m->comm_s); free(m->exposed_s);
+    free(m->step_start); free(m->comm_s); free(m->exposed_s); free(m->epoch);
     data_close(&r->data);
     if (r->p.distributed) comms_free(&r->comm);
 }
@@ -228,8 +232,9 @@ static double step_loss(Run *r, int step) {
 static void step_update(Run *r, int step) {
     const TrainConfig *c = r->c;
     double t0 = r->m.step_start[step], to = now_sec();
-    if (r->n_sync) for (int k = 0; k < r->n_sync; k++) gradsync_optimizer_step(&r->sync[k], c->optimizer, (float)c->lr, step + 1);
-    else for (int k = 0; k < r->n_local; k++) stage_optimizer_step(&r->local[k], c->optimizer, (float)c->lr, step + 1);
+    float lr = (float)lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, c->steps), wd = (float)c->weight_decay;
+    if (r->n_sync) for (int k = 0; k < r->n_sync; k++) gradsync_optimizer_step(&r->sync[k], c->optimizer, lr, wd, step + 1);
+    else for (int k = 0; k < r->n_local; k++) stage_optimizer_step(&r->local[k], c->optimizer, lr, wd, step + 1);
     r->be->sync();
     run_record(r, step, EV_OPTIMIZER, -1, 0, to - t0, now_sec() - t0);
     r->m.step_s[step] = now_sec() - t0;
@@ -262,16 +267,51 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == start || step == steps - 1))
         printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                r->m.step_s[step] * 1e3, (double)c->batch * r->p.N / r->m.step_s[step] / 1e3);
-    if (!c->save[0] || !((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps)) return;
+    if (!c->save[0] || c->save_best || !((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps)) return;
     double t_save = now_sec();
     double bytes = ckpt_save(&r->ck, step + 1, r->sample0 + (uint64_t)(step + 1 - start) * (uint64_t)c->batch * (uint64_t)r->p.N);
     r->saved_step = step + 1;
     if (verbose) printf("saved step %d to %s (%.2f MB, %.0f ms)\n", step + 1, c->save, bytes / 1e6, (now_sec() - t_save) * 1e3);
 }
 
+// --save-best: the epoch's test accuracy against the best so far. Every rank takes the same
+// decision (the largest value any rank saw; the replicas' and stages' values agree anyway).
+static void save_if_best(Run *r, int step, double accuracy, int epoch, int verbose) {
+    const TrainConfig *c = r->c;
+    double v[1] = {isfinite(accuracy) ? accuracy : -1};
+    if (r->p.distributed) comm_allreduce_max_double(v, 1, MPI_COMM_WORLD);
+    if (r->best_epoch && v[0] <= r->best_accuracy) return;
+    r->best_accuracy = v[0];
+    r->best_epoch = epoch;
+    double t0 = now_sec();
+    double bytes = ckpt_save(&r->ck, step + 1, r->sample0 + (uint64_t)(step + 1 - r->start) * (uint64_t)c->batch * (uint64_t)r->p.N);
+    r->saved_step = step + 1;
+    if (verbose) printf("saved epoch %d (best test accuracy so far, %.2f%%) to %s (%.2f MB, %.0f ms)\n", epoch, 100 * v[0], c->save, bytes / 1e6, (now_sec() - t0) * 1e3);
+}
+
+// --epochs: after an epoch's last step, the evaluation on the held-out rows, the epoch's line, and
+// --save-best. The epoch's time is that of its steps, from its first step's start to its last's end.
+static void end_epoch(Run *r, int step, int verbose) {
+    const TrainConfig *c = r->c;
+    const Plan *p = &r->p;
+    double t_end = now_sec();
+    int epoch = (int)((step + 1) / p->steps_per_epoch);  // 1-based
+    long long first = (long long)(epoch - 1) * p->steps_per_epoch, from = first > r->start ? first : r->start, n = step + 1 - from;
+    double loss = 0;
+    for (long long t = from; t <= step; t++) loss += r->m.loss[t];
+    EvalResult ev = evaluate(r);
+    EpochStat *st = &r->m.epoch[r->m.n_epoch++];
+    *st = (EpochStat){.epoch = epoch, .train_loss = loss / (double)n, .test_loss = ev.loss, .test_accuracy = ev.accuracy,
+                      .time_s = t_end - r->m.epoch_t0, .samples_s = (double)n * (double)c->batch * p->N / (t_end - r->m.epoch_t0)};
+    if (verbose) report_epoch(r, st);
+    if (c->save_best) save_if_best(r, step, ev.accuracy, epoch, verbose);
+    r->m.epoch_t0 = now_sec();
+}
+
 static void train_steps(Run *r, VerifyResult *v, int verbose) {
     const TrainConfig *c = r->c;
     if (c->gemm_timing) r->be->gemm_timing(1);
+    r->m.epoch_t0 = now_sec();
     for (int step = r->start; step < (int)c->steps; step++) {
         fault_step(step + 1);
         step_compute(r, step);
@@ -283,6 +323,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         if (r->n_sync) step_comm_times(r, step);
         if (c->gemm_timing) r->m.gemm_s[step] = r->be->gemm_seconds();
         step_log_and_save(r, step, loss, verbose);
+        if (r->p.epochs && (step + 1) % r->p.steps_per_epoch == 0) end_epoch(r, step, verbose);
     }
     for (int k = 0; k < r->n_sync; k++)
         if (!comm_same_u64(stage_param_checksum(&r->local[k]), r->comm.dp))
@@ -299,7 +340,13 @@ int cmd_train(int argc, char **argv) {
     Run run = {.c = &cfg, .rank = comms_world_rank()}, *r = &run;
     char err[1024];
     if (plan_make(&cfg, comms_world_size(), comm_tag_ub(), &r->p, err, sizeof err)) user_error("%s", err);
-    data_open(&r->data, cfg.data, cfg.labels, (int)cfg.hidden, (int)cfg.classes, (uint64_t)cfg.seed);
+    DataSource src = {cfg.data, cfg.labels, cfg.test_data, cfg.test_labels};
+    data_open(&r->data, src, (int)cfg.inputs, (int)cfg.classes, (uint64_t)cfg.seed);
+    if (plan_epochs(&cfg, r->data.train.n, &r->p, err, sizeof err)) user_error("%s", err);
+    if (r->p.epochs) {
+        cfg.steps = r->p.steps;
+        data_set_epochs(&r->data, (uint64_t)r->p.epoch_rows);
+    }
     check_outputs(r);
     ckpt_setup(&cfg, MPI_COMM_WORLD);
     setup_device(r, &cfg);
@@ -316,10 +363,11 @@ int cmd_train(int argc, char **argv) {
 
     VerifyResult verify = {0};
     train_steps(r, &verify, verbose);
-    double accuracy = evaluate(r);
+    // the last epoch's evaluation is the final one
+    EvalResult final = r->m.n_epoch ? (EvalResult){r->m.epoch[r->m.n_epoch - 1].test_accuracy, r->m.epoch[r->m.n_epoch - 1].test_loss, 0} : evaluate(r);
 
     Summary summary;
-    summary_fill(r, accuracy, &verify, &summary);
+    summary_fill(r, final.accuracy, &verify, &summary);
     summary_print(r, &summary);
     summary_free(&summary);
     run_free(r);

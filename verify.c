@@ -20,7 +20,7 @@ static double rel_err(const float *a, const float *b, size_t n) {
 // Step 0's rows (all replicas', all accumulation micro-steps'), as the micro-batches saw them;
 // reversed: the same rows in reverse order.
 static void reference_rows(const Run *r, int reversed, float *x, int32_t *y) {
-    int H = (int)r->c->hidden, rows = (int)r->c->batch * r->p.N;
+    int H = (int)r->c->inputs, rows = (int)r->c->batch * r->p.N;  // (H: the width of an input row)
     for (int k = 0, at = 0; k < r->p.N; k++)
         for (int d = 0; d < r->p.D; d++)
             for (int mb = 0; mb < r->p.M; mb++, at += r->p.rows) {
@@ -39,15 +39,15 @@ static void reference_rows(const Run *r, int reversed, float *x, int32_t *y) {
 static float *reference_grads(const Run *r, int reversed, double *loss) {
     const TrainConfig *c = r->c;
     const Backend *rb = &backend_cpu;
-    int rows = (int)c->batch * r->p.N, H = (int)c->hidden, L = (int)c->layers;
+    int rows = (int)c->batch * r->p.N, H = (int)c->hidden, L = (int)c->layers, D = (int)c->inputs;
     Stage ref;
-    stage_init(&ref, rb, (StageSpec){.layers = L, .hidden = H, .classes = (int)c->classes, .lo = 0, .hi = L, .head = 1,
+    stage_init(&ref, rb, (StageSpec){.layers = L, .hidden = H, .classes = (int)c->classes, .inputs = D, .lo = 0, .hi = L, .head = 1,
                                      .rows = rows, .slots = 1, .seed = (uint64_t)c->seed});
     int slot = stage_slot_acquire(&ref, 0);
-    float *x = xmalloc(sizeof(float) * (size_t)rows * H);
+    float *x = xmalloc(sizeof(float) * (size_t)rows * D);
     int32_t *y = xmalloc(sizeof(int32_t) * (size_t)rows);
     reference_rows(r, reversed, x, y);
-    rb->to_device(stage_slot_input(&ref, slot), x, sizeof(float) * (size_t)rows * H);
+    rb->to_device(stage_slot_input(&ref, slot), x, sizeof(float) * (size_t)rows * D);
     stage_set_labels(&ref, slot, y);
     stage_forward(&ref, slot);
     stage_backward(&ref, slot, NULL, NULL);
@@ -72,6 +72,13 @@ static void compare(Verdict *v, const float *mine, const Reference *ref, size_t 
     v->excess = fmax(v->excess, e / fmax(tol, VERIFY_NOISE_FACTOR * noise));
 }
 
+// Where the reference (the whole model) keeps global layer l (l == layers: the head): after layer
+// 0's H x D + H and l - 1 layers of H x H + H.
+static size_t ref_off(const TrainConfig *c, int l) {
+    size_t H = (size_t)c->hidden, D = (size_t)c->inputs;
+    return l == 0 ? 0 : H * D + H + (size_t)(l - 1) * (H * H + H);
+}
+
 // Compares stage s's gradients (and, on the head's stage, the loss) with the monolith's. A tensor
 // passes when its error is within tol, or within a few times what reordering the reference's own
 // sums moves it: a gradient that is a near-cancelling sum over many rows (the head's at
@@ -80,15 +87,15 @@ static Verdict verify_stage(const Run *r, const Stage *s, double loss, double to
     const TrainConfig *c = r->c;
     float *mine = xmalloc(sizeof(float) * s->n_params);
     r->be->to_host(mine, s->grads, sizeof(float) * s->n_params);
-    size_t H = (size_t)c->hidden, HH = H * H, layer = HH + H;
+    size_t H = (size_t)c->hidden;
     Verdict v = {0, 0, 0};
     for (int i = 0; i < s->n_layers; i++) {
-        size_t mo = (size_t)i * layer, ro = (size_t)(s->lo + i) * layer;
-        compare(&v, mine, ref, mo, ro, HH, tol);
-        compare(&v, mine, ref, mo + HH, ro + HH, H, tol);
+        size_t mo = stage_layer_off(s, i), ro = ref_off(c, s->lo + i), w = H * (size_t)stage_fan_in(s, i);
+        compare(&v, mine, ref, mo, ro, w, tol);
+        compare(&v, mine, ref, mo + w, ro + w, H, tol);
     }
     if (s->has_head) {
-        size_t mo = (size_t)s->n_layers * layer, ro = (size_t)c->layers * layer, CH = (size_t)c->classes * H;
+        size_t mo = stage_layer_off(s, s->n_layers), ro = ref_off(c, (int)c->layers), CH = (size_t)c->classes * H;
         compare(&v, mine, ref, mo, ro, CH, tol);
         compare(&v, mine, ref, mo + CH, ro + CH, (size_t)c->classes, tol);
         double e = fabs(loss - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30), n = fabs(ref->loss_b - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30);

@@ -48,6 +48,7 @@ def manifest(d):
 def check(d):
     m = manifest(d)
     L, H, C = m["config"]["layers"], m["config"]["hidden"], m["config"]["classes"]
+    D = m["config"].get("inputs", H)  # layer 0 is Linear(D, H); absent in checkpoints from before --inputs
     adam = m["config"]["optimizer"] == "adam"
     names = {}
     for fr in m["files"]:
@@ -68,7 +69,7 @@ def check(d):
                 assert min(vals) >= 0, k
     want = {}
     for i in range(L):
-        want["layers.%d.weight" % i] = [H, H]
+        want["layers.%d.weight" % i] = [H, D if i == 0 else H]
         want["layers.%d.bias" % i] = [H]
     want["head.weight"] = [C, H]
     want["head.bias"] = [C]

@@ -3,6 +3,7 @@
 // message included, for the options as a user types them and the number of ranks started.
 #include <stdlib.h>
 #include "unit.h"
+#include "model.h"
 #include "plan.h"
 
 #define TAG_UB 2147483647LL
@@ -127,6 +128,40 @@ static void test_observers(void) {
     refused("plan/refuse: --timeline-step past the end", 2, "--mode pp --gantt --timeline-step 9 --steps 5", "--timeline-step 9 is past the last step: use 1..5");
 }
 
+// --epochs: the steps of an epoch (whole steps; the rest of the shuffle dropped), and its rules.
+static void test_epochs(void) {
+    Plan p = plan_ok("plan/epochs", 1, "--data fashion-mnist --epochs 3 --batch 128");
+    char err[512];
+    int rc = plan_epochs(&(TrainConfig){.batch = 128}, 60000, &p, err, sizeof err);
+    EXPECT("plan/epochs: 60000 rows in steps of 128 = 468 steps an epoch, 96 rows dropped, 1404 steps",
+           rc == 0 && p.epochs == 3 && p.steps_per_epoch == 468 && p.dropped == 96 && p.epoch_rows == 59904 && p.steps == 1404,
+           "rc %d epochs %d spe %lld dropped %lld steps %lld", rc, p.epochs, p.steps_per_epoch, p.dropped, p.steps);
+    p = plan_ok("plan/epochs with grad-accum", 1, "--data x.npy --epochs 1 --batch 10 --grad-accum 2");
+    rc = plan_epochs(&(TrainConfig){.batch = 10}, 45, &p, err, sizeof err);
+    EXPECT("plan/epochs: a step of grad-accum 2 x 10 rows: 2 steps of 45 rows, 5 dropped", rc == 0 && p.steps_per_epoch == 2 && p.dropped == 5,
+           "spe %lld dropped %lld", p.steps_per_epoch, p.dropped);
+    rc = plan_epochs(&(TrainConfig){.batch = 10}, 15, &p, err, sizeof err);
+    EXPECT("plan/refuse: an epoch shorter than a step", rc == -1 && strstr(err, "an epoch of 15 training rows holds no whole step of 20 rows"), "rc %d '%s'", rc, err);
+    p = plan_ok("plan/steps on the command line win over a config's epochs", 1, "--data x.npy --steps 7");
+    EXPECT("plan/no epochs without --epochs", p.epochs == 0, "epochs %d", p.epochs);
+    refused("plan/refuse: --epochs and --steps", 1, "--data x.npy --epochs 2 --steps 5", "--epochs 2 and --steps 5 both set the run's length");
+    refused("plan/refuse: --epochs on synthetic data", 1, "--epochs 2", "--epochs passes over a data set, and --data is synthetic");
+    refused("plan/refuse: --save-best without --save", 1, "--data x.npy --epochs 2 --save-best", "--save-best keeps the best checkpoint in --save DIR");
+    refused("plan/refuse: --save-best without --epochs", 1, "--data x.npy --save /tmp/x --save-best", "--save-best evaluates after every epoch");
+    refused("plan/refuse: --save-best with --save-every", 1, "--data x.npy --epochs 2 --save /tmp/x --save-best --save-every 5",
+            "--save-best keeps only the best epoch's checkpoint");
+}
+
+// The learning rate schedule (model.c's lr_at): warm-up, constant, cosine to 0 at the last step.
+static void test_lr_schedule(void) {
+    EXPECT("lr/constant", lr_at(LR_CONSTANT, 0.1, 0, 5, 10) == 0.1, "%g", lr_at(LR_CONSTANT, 0.1, 0, 5, 10));
+    EXPECT("lr/warm-up is linear from lr/warmup", fabs(lr_at(LR_CONSTANT, 0.1, 4, 0, 10) - 0.025) < 1e-15 && fabs(lr_at(LR_COSINE, 0.1, 4, 3, 10) - 0.1) < 1e-15,
+           "%g %g", lr_at(LR_CONSTANT, 0.1, 4, 0, 10), lr_at(LR_COSINE, 0.1, 4, 3, 10));
+    EXPECT("lr/cosine: lr after warm-up, half way lr/2, 0 at the last step",
+           fabs(lr_at(LR_COSINE, 0.1, 0, 0, 11) - 0.1) < 1e-15 && fabs(lr_at(LR_COSINE, 0.1, 0, 5, 11) - 0.05) < 1e-12 && fabs(lr_at(LR_COSINE, 0.1, 0, 10, 11)) < 1e-12,
+           "%g %g %g", lr_at(LR_COSINE, 0.1, 0, 0, 11), lr_at(LR_COSINE, 0.1, 0, 5, 11), lr_at(LR_COSINE, 0.1, 0, 10, 11));
+}
+
 int main(void) {
     test_layouts();
     test_flags_apply();
@@ -134,5 +169,7 @@ int main(void) {
     test_schedule();
     test_batch_and_partition();
     test_observers();
+    test_epochs();
+    test_lr_schedule();
     return unit_failures ? 1 : 0;
 }
