@@ -39,8 +39,12 @@ _Noreturn void user_error(const char *fmt, ...) __attribute__((format(printf, 1,
 // failing rank's message and exit 2. Without MPI it is user_error(err) when err is set.
 void agree_on_error(const char *err);
 
-// Ends this rank normally with an exit code (MPI finalized first when it is running).
+// Ends this rank normally with an exit code (MPI finalized first when it is running); 1 instead
+// when standard output could not be written (stdout_closed_ok).
 _Noreturn void finish(int code);
+// Flushes standard output: 1 when everything written reached it, else 0 after one line on stderr
+// (`--json > /dev/full` must not exit 0 with the JSON lost).
+int stdout_closed_ok(void);
 
 #define CHECK(cond, ...) do { if (!(cond)) fatal(__VA_ARGS__); } while (0)
 
