@@ -313,6 +313,7 @@ static void parse_options(int argc, char **argv, BubbleConfig *c) {
 
 int cmd_bubble(int argc, char **argv) {
     BubbleConfig cfg = {0}, *c = &cfg;
+    single_process("bubble");
     parse_options(argc, argv, c);
     static int ks[MAX_ROWS], ms[MAX_ROWS];
     int kinds[64];

@@ -494,8 +494,9 @@ static void text_gantt(const Summary *s) {
 static void summary_text(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
     int steps = (int)c->steps;
-    printf("\nfinal loss %.4f (first %.4f) | accuracy %.1f%% on %lld %s rows\n", r->m.loss[steps - 1], r->m.loss[r->start],
-           100 * s->accuracy, s->eval_rows, r->data.features ? "training" : "held-out");
+    printf("\nfinal loss %.4f (first %.4f) | ", r->m.loss[steps - 1], r->m.loss[r->start]);
+    if (isfinite(s->accuracy)) printf("accuracy %.1f%% on %lld %s rows\n", 100 * s->accuracy, s->eval_rows, r->data.features ? "training" : "held-out");
+    else printf("accuracy not measured (--eval-samples 0)\n");
     printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
     if (c->gemm_timing)
         printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", s->gemm_ms,

@@ -63,6 +63,9 @@ static void setup_device(Run *r, TrainConfig *c) {
         }
         r->place.transport = TRANSPORT_MPI;
     }
+    if (c->threads > blas_max_threads())  // OpenBLAS would quietly use fewer
+        user_error("train: --threads %lld is more than the %d this OpenBLAS was built for: use --threads %d or fewer",
+                   (long long)c->threads, blas_max_threads(), blas_max_threads());
     blas_set_threads((int)c->threads);
 }
 

@@ -70,6 +70,14 @@ void finish(int code) {
     exit(ok ? code : 1);
 }
 
+void single_process(const char *cmd) {
+    const char *size = getenv("PMI_SIZE"), *rank = getenv("PMI_RANK");  // set by mpiexec (Hydra, PMI)
+    if (!size || atoi(size) <= 1) return;
+    g_rank = rank ? atoi(rank) : 0;
+    g_quiet_errors = 1;  // rank 0 speaks for all
+    user_error("%s runs in one process, and mpiexec started %d: run it without mpiexec", cmd, atoi(size));
+}
+
 void agree_on_error(const char *err) {
     if (others_running()) hooks.agree(err ? err : "");
     else if (err && *err) user_error("%s", err);

@@ -60,3 +60,6 @@ static inline void *xcalloc(size_t count, size_t size) {
 }
 
 double now_sec(void);  // monotonic clock, seconds
+// For commands that use no MPI (bubble, selftest): under `mpiexec -n N` (N > 1) every process would
+// do the whole work and print it; refuse, once, on every process alike.
+void single_process(const char *cmd);

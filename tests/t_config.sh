@@ -53,3 +53,17 @@ for cmd in pingpong allreduce selftest; do
     [ $RC -eq 0 ] && ! printf '%s' "$OUT" | grep -q "JSON config key" && pass "config/$cmd --help promises no JSON keys (it takes no --config)" \
         || fail "config/$cmd --help" "rc $RC, mentions JSON keys"
 done
+
+# Options that were silently changed or ignored are refused or said.
+e "config/--threads beyond what OpenBLAS was built for" "train: --threads 1000 is more than the [0-9]+ this OpenBLAS was built for" 10 "$MICROPP" train --threads 1000
+printf '\x93NUMPY' > x.npy
+e "config/--samples with a data file" "--samples sizes the synthetic data set, and --data 'x.npy' is a file" 10 "$MICROPP" train --data x.npy --labels x.npy --samples 5
+run 60 "$MICROPP" train --eval-samples 0 --steps 2
+[ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q "accuracy not measured (--eval-samples 0)" && ! printf '%s' "$OUT" | grep -q nan \
+    && pass "config/--eval-samples 0 says the accuracy is not measured (no nan%)" || fail "config/--eval-samples 0" "rc $RC: $OUT"
+run 60 "$MICROPP" train --eval-samples 0 --steps 2 --json
+[ "$(json_get "['accuracy']")" = "None" ] && pass "config/--eval-samples 0: JSON accuracy is null" || fail "config/--eval-samples 0 JSON" "$OUT"
+# Commands without MPI refuse to run N times over under mpiexec, and say so once.
+for cmd in bubble selftest; do
+    e "config/$cmd under mpiexec -n 2" "$cmd runs in one process, and mpiexec started 2: run it without mpiexec" 30 mpiexec -n 2 "$MICROPP" $cmd
+done
