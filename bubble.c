@@ -313,6 +313,7 @@ static void parse_options(int argc, char **argv, BubbleConfig *c) {
 
 int cmd_bubble(int argc, char **argv) {
     BubbleConfig cfg = {0}, *c = &cfg;
+    single_process("bubble");
     parse_options(argc, argv, c);
     static int ks[MAX_ROWS], ms[MAX_ROWS];
     int kinds[64];
@@ -328,13 +329,15 @@ int cmd_bubble(int argc, char **argv) {
     if (charts && g.n > MAX_CHARTS)
         user_error("bubble: --%s would draw %ld charts, more than %d: give fewer stages / micro-batches", c->gantt ? "gantt" : "svg", g.n, MAX_CHARTS);
     if (c->gantt && c->json) user_error("bubble: --gantt draws text, --json prints JSON: use one (--svg works with --json)");
+    if (!strcmp(c->svg, "-") && (c->gantt || c->json))
+        user_error("bubble: --svg - writes the picture on standard output, and --%s prints there too: give --svg a file name", c->gantt ? "gantt" : "json");
     OutFile svg = {0};
     if (c->svg[0]) {
         int err = out_open(&svg, c->svg);
         if (err) user_error("bubble: cannot write --svg '%s': %s (%s)", c->svg, strerror(err), out_hint(err));
     }
     if (c->json) print_json(c, &g);
-    else if (!c->gantt) print_table(c, &g);
+    else if (!c->gantt && strcmp(c->svg, "-")) print_table(c, &g);  // --svg -: the picture alone
     if (charts) draw_charts(c, &g, &svg);
     fflush(stdout);
     grid_free(&g);

@@ -95,26 +95,36 @@ static const Option *find_option(const Option *opts, const char *name) {
     return NULL;
 }
 
+// A user's value as echoed in a message: at most 64 characters ("..." and its length beyond).
+#define CLIP_LEN 64
+static const char *clip(const char *v, char *buf, size_t n) {
+    size_t len = strlen(v);
+    if (len <= CLIP_LEN) return v;
+    snprintf(buf, n, "%.*s... (%zu characters)", CLIP_LEN, v, len);
+    return buf;
+}
+
 // Sets one option from its text form (a flag's argument). where: "--name" or "file: key 'name'".
 static void set_from_text(const char *cmd, const Option *o, void *base, const char *text, const char *where) {
     char *dst = (char *)base + o->offset;
     mark_set(o);
-    char *end;
+    char *end, cb[CLIP_LEN + 40];
+    const char *shown = clip(text, cb, sizeof cb);
     switch (o->type) {
     case OPT_INT: case OPT_SIZE: {
         int64_t v;
         if (o->type == OPT_SIZE) {
             if (parse_size(text, &v) != 0)
-                user_error("%s: %s expects a size like 4096, 64K, 4M or 1G, got '%s'", cmd, where, text);
+                user_error("%s: %s expects a size like 4096, 64K, 4M or 1G, got '%s'", cmd, where, shown);
         } else {
             errno = 0;
             long long ll = strtoll(text, &end, 10);
             if (end == text || *end || errno)
-                user_error("%s: %s expects an integer, got '%s'", cmd, where, text);
+                user_error("%s: %s expects an integer, got '%s'", cmd, where, shown);
             v = ll;
         }
         if ((double)v < o->lo || (double)v > o->hi)
-            user_error("%s: %s = %s is out of range: use a value in [%.0f, %.0f]", cmd, where, text, o->lo, o->hi);
+            user_error("%s: %s = %s is out of range: use a value in [%.0f, %.0f]", cmd, where, shown, o->lo, o->hi);
         *(int64_t *)dst = v;
         break;
     }
@@ -122,28 +132,30 @@ static void set_from_text(const char *cmd, const Option *o, void *base, const ch
         errno = 0;
         double v = strtod(text, &end);
         if (end == text || *end || errno || !isfinite(v))
-            user_error("%s: %s expects a number, got '%s'", cmd, where, text);
+            user_error("%s: %s expects a number, got '%s'", cmd, where, shown);
         if (v < o->lo || v > o->hi)
-            user_error("%s: %s = %s is out of range: use a value in [%g, %g]", cmd, where, text, o->lo, o->hi);
+            user_error("%s: %s = %s is out of range: use a value in [%g, %g]", cmd, where, shown, o->lo, o->hi);
         // cppcheck-suppress invalidPointerCast ; dst is the option's field, a double (OPT_FLOAT)
         *(double *)dst = v;
         break;
     }
     case OPT_STR:
+        if (!*text)  // an unset variable ("--resume $CKPT") must not pass for "not given"
+            user_error("%s: %s is empty: give a value, or leave the option out", cmd, where);
         if (strlen(text) >= PATH_LEN)
             user_error("%s: %s is longer than %d characters: use a shorter value", cmd, where, PATH_LEN - 1);
         strcpy(dst, text);
         break;
     case OPT_CHOICE: {
         int i = choice_index(o->choices, text);
-        if (i < 0) user_error("%s: %s = '%s' is not one of %s", cmd, where, text, o->choices);
+        if (i < 0) user_error("%s: %s = '%s' is not one of %s", cmd, where, shown, o->choices);
         *(int *)dst = i;
         break;
     }
     case OPT_BOOL:
         if (!strcmp(text, "1") || !strcmp(text, "true") || !strcmp(text, "yes") || !strcmp(text, "on")) *(int *)dst = 1;
         else if (!strcmp(text, "0") || !strcmp(text, "false") || !strcmp(text, "no") || !strcmp(text, "off")) *(int *)dst = 0;
-        else user_error("%s: %s expects true or false, got '%s'", cmd, where, text);
+        else user_error("%s: %s expects true or false, got '%s'", cmd, where, shown);
         break;
     }
 }
@@ -164,7 +176,49 @@ static const char *json_type_name(const cJSON *v) {
     return "null";
 }
 
+// Where each key of the top-level object starts, in order: a flat scan of the text that skips
+// strings and tracks depth (cJSON keeps no positions). Returns how many keys were found.
+static int key_positions(const char *text, const char **at, int cap) {
+    int depth = 0, n = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p == '{' || *p == '[') depth++;
+        else if (*p == '}' || *p == ']') depth--;
+        else if (*p == '"') {
+            const char *start = p++;
+            while (*p && *p != '"') p += *p == '\\' && p[1] ? 2 : 1;
+            if (!*p) break;
+            const char *q = p + 1;
+            while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+            if (depth == 1 && *q == ':' && n < cap) at[n++] = start;
+        }
+    }
+    return n;
+}
+
+// The config's keys, checked before any is used: each names an option, and none twice (two
+// spellings of one option, log_every and log-every, count as the same key).
+static void check_keys(const char *cmd, const Option *opts, const char *path, const char *text, const cJSON *root,
+                       const char **at, int n_at) {
+    int i = 0;
+    char cb[CLIP_LEN + 40];
+    for (const cJSON *it = root->child; it; it = it->next, i++) {
+        int line = 0, col = 0;
+        if (i < n_at) line_col(text, at[i], &line, &col);
+        const Option *o = find_option(opts, it->string);
+        if (!o || !strcmp(o->name, "config"))
+            user_error("%s: %s:%d:%d: unknown key '%s' (see '%s --help' for the keys)", cmd, path, line, col, clip(it->string, cb, sizeof cb), cmd);
+        int j = 0;
+        for (const cJSON *e = root->child; e != it; e = e->next, j++) {
+            if (find_option(opts, e->string) != o) continue;
+            int l0 = 0, c0 = 0;
+            if (j < n_at) line_col(text, at[j], &l0, &c0);
+            user_error("%s: %s:%d:%d: key '%s' is given twice (first at line %d, column %d): keep one", cmd, path, line, col, it->string, l0, c0);
+        }
+    }
+}
+
 void options_load_json(const char *cmd, const Option *opts, void *base, const char *path) {
+    if (!*path) user_error("%s: --config is empty: give a value, or leave the option out", cmd);
     FILE *f = fopen(path, "rb");
     char why[PATH_LEN + 256] = "";
     if (!f) snprintf(why, sizeof why, "%s: cannot read config '%s': %s (check the path)", cmd, path, strerror(errno));
@@ -187,12 +241,16 @@ void options_load_json(const char *cmd, const Option *opts, void *base, const ch
         user_error("%s: %s:%d:%d: JSON syntax error (check commas, quotes and braces near there)", cmd, path, line, col);
     }
     if (!cJSON_IsObject(root)) { free(text); user_error("%s: %s: the config must be a JSON object { ... }", cmd, path); }
-    for (cJSON *it = root->child; it; it = it->next) {
+    enum { MAX_KEYS = 1024 };
+    const char *at[MAX_KEYS];
+    int n_at = key_positions(text, at, MAX_KEYS), i = 0;
+    check_keys(cmd, opts, path, text, root, at, n_at);
+    for (cJSON *it = root->child; it; it = it->next, i++) {
         const Option *o = find_option(opts, it->string);
         char where[PATH_LEN + 160];
-        snprintf(where, sizeof where, "%s: key '%s'", path, it->string);
-        if (!o || !strcmp(o->name, "config"))
-            user_error("%s: %s: unknown key '%s' (see '%s --help' for the keys)", cmd, path, it->string, cmd);
+        int line = 0, col = 0;
+        if (i < n_at) line_col(text, at[i], &line, &col);
+        snprintf(where, sizeof where, "%s:%d:%d: key '%s'", path, line, col, it->string);
         char buf[64];
         switch (o->type) {
         case OPT_INT: case OPT_SIZE: case OPT_FLOAT:
@@ -218,6 +276,11 @@ void options_load_json(const char *cmd, const Option *opts, void *base, const ch
                     snprintf(list + l, sizeof list - l, "%s%.0f", l ? "," : "", e->valuedouble);
                 }
                 set_from_text(cmd, o, base, list, where);
+                break;
+            }
+            if (cJSON_IsNumber(it) && o->type == OPT_STR && it->valuedouble == floor(it->valuedouble)) {  // "stages": 2
+                snprintf(buf, sizeof buf, "%.0f", it->valuedouble);
+                set_from_text(cmd, o, base, buf, where);
                 break;
             }
             if (!cJSON_IsString(it)) user_error("%s: %s must be a string, not %s", cmd, where, json_type_name(it));
@@ -274,32 +337,34 @@ void options_parse(const char *cmd, const Option *opts, void *base, int argc, ch
     optind = 1;
     parsing_cli = 1;
     int c;
+    char cb[CLIP_LEN + 40];
     while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
         const Option *o = NULL;
         if (c >= 1000) o = &opts[c - 1000];
         else if (c == '?') {
             if (optopt) user_error("%s: unknown option '-%c' (see '%s --help')", cmd, optopt, cmd);
-            user_error("%s: unknown option '%s' (see '%s --help')", cmd, argv[optind - 1], cmd);
+            user_error("%s: unknown option '%s' (see '%s --help')", cmd, clip(argv[optind - 1], cb, sizeof cb), cmd);
         } else if (c == ':') {
-            user_error("%s: option '%s' needs a value (see '%s --help')", cmd, argv[optind - 1], cmd);
+            user_error("%s: option '%s' needs a value (see '%s --help')", cmd, clip(argv[optind - 1], cb, sizeof cb), cmd);
         } else {
             for (int i = 0; i < n; i++) if (opts[i].short_name == c) o = &opts[i];
         }
-        if (!o) user_error("%s: unknown option '%s'", cmd, argv[optind - 1]);
+        if (!o) user_error("%s: unknown option '%s'", cmd, clip(argv[optind - 1], cb, sizeof cb));
         if (!strcmp(o->name, "config")) continue;
         char where[160];
         snprintf(where, sizeof where, "--%s", o->name);
         if (o->type == OPT_BOOL) { *(int *)((char *)base + o->offset) = 1; mark_set(o); }
         else set_from_text(cmd, o, base, optarg, where);
     }
-    if (optind < argc) user_error("%s: unexpected argument '%s' (options start with --; see '%s --help')", cmd, argv[optind], cmd);
+    if (optind < argc) user_error("%s: unexpected argument '%s' (options start with --; see '%s --help')", cmd, clip(argv[optind], cb, sizeof cb), cmd);
     for (int i = 0; i < k; i++) if (strchr(lo[i].name, '_')) free((char *)lo[i].name);  // the aliases
     free(lo);
 }
 
 void options_help(FILE *f, const char *cmd, const char *usage, const Option *opts,
                   const void *defaults, const char *examples) {
-    fprintf(f, "Usage: %s\n\nOptions (each is also a JSON config key; underscores work for dashes):\n", usage);
+    fprintf(f, "Usage: %s\n\nOptions%s:\n", usage,
+            find_option(opts, "config") ? " (each is also a JSON config key; underscores work for dashes)" : "");
     for (const Option *o = opts; o->name; o++) {
         char left[96], def[PATH_LEN + 32] = "";
         if (o->short_name) snprintf(left, sizeof left, "  -%c, --%s%s%s", o->short_name, o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");

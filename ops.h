@@ -57,6 +57,7 @@ const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen);
 // BLAS in use, for the header line: e.g. "openblas 0.3.21 core=SkylakeX threads=1".
 void blas_describe(char *out, size_t n);
 void blas_set_threads(int threads);
+int blas_max_threads(void);  // the most threads this BLAS was built for (more are silently cut)
 // Re-executes the program with OPENBLAS_CORETYPE set when OpenBLAS chose a kernel weaker than the
 // CPU supports (and the user set none); returns when nothing needs changing.
 void blas_pick_kernel(char **argv);

@@ -88,6 +88,12 @@ const Backend backend_cpu = {
 
 void blas_set_threads(int threads) { openblas_set_num_threads(threads); }
 
+int blas_max_threads(void) {
+    // openblas_get_config() ends with MAX_THREADS=N: the most threads the library was built for.
+    const char *m = strstr(openblas_get_config(), "MAX_THREADS=");
+    return m ? atoi(m + strlen("MAX_THREADS=")) : 1 << 20;
+}
+
 void blas_describe(char *out, size_t n) {
     // openblas_get_config() reads like "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64".
     char version[32] = "?";

@@ -53,6 +53,8 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
         return refuse(e, "train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", f, mode);
     if (!is_pipelined(c->mode) && (f = TYPED(pp_only)))
         return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", f, mode);
+    if (strcmp(c->data, "synthetic") && option_on_command_line("samples"))
+        return refuse(e, "train: --samples sizes the synthetic data set, and --data '%s' is a file whose rows are the training set: drop --samples", c->data);
     if (c->mode != MODE_MANUAL && option_on_command_line("parts"))
         return refuse(e, "train: --parts applies to --mode manual, not --mode %s: drop it or add --mode manual", mode);
     if (!is_data_parallel(c->mode) && (f = TYPED(dp_only)))

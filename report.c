@@ -555,8 +555,11 @@ static void text_gantt(const Summary *s) {
 static void summary_text(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
     int steps = (int)c->steps;
-    printf("\nfinal loss %.4f (first %.4f) | accuracy %.*f%% on %lld %s rows\n", r->m.loss[steps - 1], r->m.loss[r->start],
-           r->data.test.n ? 2 : 1, 100 * s->accuracy, s->eval_rows, r->data.test.n ? "test" : r->data.train.n ? "training" : "held-out");
+    printf("\nfinal loss %.4f (first %.4f) | ", r->m.loss[steps - 1], r->m.loss[r->start]);
+    if (isfinite(s->accuracy))
+        printf("accuracy %.*f%% on %lld %s rows\n", r->data.test.n ? 2 : 1, 100 * s->accuracy, s->eval_rows,
+               r->data.test.n ? "test" : r->data.train.n ? "training" : "held-out");
+    else printf("accuracy not measured (--eval-samples 0)\n");
     if (r->best_epoch) printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * r->best_accuracy, r->best_epoch, c->save);
     printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
     if (c->gemm_timing)

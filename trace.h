@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <mpi.h>
 #include "config.h"
+#include "outfile.h"
 #include "schedule.h"
 
 // Event kinds: the schedule's action kinds, then the work of a step outside its action list.
@@ -63,10 +64,3 @@ void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta);
 // The measured chart of one step (0-based): a row per rank, every event of the step.
 void timeline_step_gantt(const Timeline *t, int step, Gantt *g);
 
-// Output files appear whole or not at all: written under a temporary name, renamed when complete.
-typedef struct { FILE *f; char path[PATH_LEN], tmp[PATH_LEN + 32]; } OutFile;
-int out_open(OutFile *o, const char *path);  // 0, or errno (missing folder, read-only, a folder...)
-int out_commit(OutFile *o);                  // close + rename: 0, or errno (the temp file removed)
-void out_abandon(OutFile *o);
-int out_check(const char *path);             // can path be written? 0 or errno; leaves nothing behind
-const char *out_hint(int err);               // the fix to suggest for out_open's error

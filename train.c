@@ -39,6 +39,9 @@ static void check_outputs(const Run *r) {
     const char *flag[2] = {"trace", "timeline"}, *path[2] = {r->c->trace, r->c->timeline};
     if (r->c->mode != MODE_PP) return;
     char why[2 * PATH_LEN] = "";  // rank 0 writes the files, so its check is every rank's verdict
+    for (int i = 0; i < 2 && !why[0]; i++)  // the same answer on every rank
+        if (!strcmp(path[i], "-"))
+            snprintf(why, sizeof why, "train: --%s - would mix the file into the summary train prints on standard output: give a file name", flag[i]);
     for (int i = 0; i < 2 && r->rank == 0 && !why[0]; i++) {
         int e = path[i][0] ? out_check(path[i]) : 0;
         if (e) snprintf(why, sizeof why, "train: cannot write --%s '%s': %s (%s)", flag[i], path[i], strerror(e), out_hint(e));
@@ -63,6 +66,9 @@ static void setup_device(Run *r, TrainConfig *c) {
         }
         r->place.transport = TRANSPORT_MPI;
     }
+    if (c->threads > blas_max_threads())  // OpenBLAS would quietly use fewer
+        user_error("train: --threads %lld is more than the %d this OpenBLAS was built for: use --threads %d or fewer",
+                   (long long)c->threads, blas_max_threads(), blas_max_threads());
     blas_set_threads((int)c->threads);
 }
 

@@ -1,6 +1,7 @@
 // util.c: the two ways a run ends early (fatal: a bug or a failing call; user_error: bad input)
 // and the clock. It knows nothing of MPI: comms.c installs the hooks that reach the other ranks,
 // so ops, data and config, which report errors through here, sit below the wire.
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,10 +55,27 @@ void user_error(const char *fmt, ...) {
     exit(2);
 }
 
+int stdout_closed_ok(void) {
+    errno = 0;
+    int failed_now = fflush(stdout) != 0, e = errno;
+    if (!failed_now && !ferror(stdout)) return 1;
+    fprintf(stderr, "micropp: writing standard output failed%s%s: the output is incomplete (a full disk, or a closed pipe?)\n",
+            failed_now && e ? ": " : "", failed_now && e ? strerror(e) : "");
+    return 0;
+}
+
 void finish(int code) {
-    fflush(stdout);
+    int ok = stdout_closed_ok();
     if (hooks.finalize) hooks.finalize();
-    exit(code);
+    exit(ok ? code : 1);
+}
+
+void single_process(const char *cmd) {
+    const char *size = getenv("PMI_SIZE"), *rank = getenv("PMI_RANK");  // set by mpiexec (Hydra, PMI)
+    if (!size || atoi(size) <= 1) return;
+    g_rank = rank ? atoi(rank) : 0;
+    g_quiet_errors = 1;  // rank 0 speaks for all
+    user_error("%s runs in one process, and mpiexec started %d: run it without mpiexec", cmd, atoi(size));
 }
 
 void agree_on_error(const char *err) {

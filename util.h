@@ -39,8 +39,12 @@ _Noreturn void user_error(const char *fmt, ...) __attribute__((format(printf, 1,
 // failing rank's message and exit 2. Without MPI it is user_error(err) when err is set.
 void agree_on_error(const char *err);
 
-// Ends this rank normally with an exit code (MPI finalized first when it is running).
+// Ends this rank normally with an exit code (MPI finalized first when it is running); 1 instead
+// when standard output could not be written (stdout_closed_ok).
 _Noreturn void finish(int code);
+// Flushes standard output: 1 when everything written reached it, else 0 after one line on stderr
+// (`--json > /dev/full` must not exit 0 with the JSON lost).
+int stdout_closed_ok(void);
 
 #define CHECK(cond, ...) do { if (!(cond)) fatal(__VA_ARGS__); } while (0)
 
@@ -56,3 +60,6 @@ static inline void *xcalloc(size_t count, size_t size) {
 }
 
 double now_sec(void);  // monotonic clock, seconds
+// For commands that use no MPI (bubble, selftest): under `mpiexec -n N` (N > 1) every process would
+// do the whole work and print it; refuse, once, on every process alike.
+void single_process(const char *cmd);

@@ -151,7 +151,14 @@ bad = [r for r in rows if "error" in r]
 if bad: print("\n# %d runs FAILED: %s" % (len(bad), "; ".join("%s %s: %s" % (r["experiment"], r["variant"], r["error"]) for r in bad)))
 PY
 
-# ---- plots, when gnuplot is here ----
+# ---- plots: gnuplot is installed when missing (Debian's gnuplot-nox), as make installs libraries ----
+if [ "$PLOT" = 1 ] && ! command -v gnuplot >/dev/null; then
+    SUDO=$( [ "$(id -u)" = 0 ] || echo sudo )
+    echo "# installing gnuplot-nox for the plots (--no-plot skips them)"
+    { $SUDO apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null 2>&1 \
+      || { $SUDO apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null 2>&1; }; } \
+      || echo "# could not install gnuplot-nox (apt-get failed): no plots; install it and run again"
+fi
 if [ "$PLOT" = 1 ] && command -v gnuplot >/dev/null && [ -s "$OUT/m_sweep_gpipe.dat" ]; then
     term=pngcairo; gnuplot -e "set terminal pngcairo" 2>/dev/null || term=png
     gnuplot <<EOF && echo "# plots: $OUT/speedup_vs_m.png $OUT/bubble_vs_m.png"

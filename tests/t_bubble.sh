@@ -86,12 +86,12 @@ print("; ".join(bad))')
 [ "$RC" -eq 0 ] && [ -z "$why" ] && pass "gantt/1f1b K=4 M=4 cells where the schedule puts them" || fail "gantt/1f1b K=4 M=4" "$why $ERR"
 
 # colour on a terminal (script gives the command a pseudo-terminal), and NO_COLOR turns it off
-if command -v script >/dev/null; then
+if command -v script >/dev/null && script -qec true /dev/null >/dev/null 2>&1 </dev/null; then
     script -qec "$MICROPP bubble --schedule gpipe --stages 2 --micro-batches 2 --gantt" /dev/null >"$TMP/tty" 2>&1 </dev/null
     grep -q $'\033\[0;34m\[F0\]' "$TMP/tty" && pass "gantt/colour on a terminal" || fail "gantt/colour on a terminal" "$(head -c 300 "$TMP/tty" | od -c | head -5)"
     NO_COLOR=1 script -qec "$MICROPP bubble --schedule gpipe --stages 2 --micro-batches 2 --gantt" /dev/null >"$TMP/tty" 2>&1 </dev/null
     grep -q $'\033' "$TMP/tty" && fail "gantt/NO_COLOR" "escape found" || pass "gantt/NO_COLOR=1 turns colour off"
-else skip "gantt/colour on a terminal" "no 'script' command"; fi
+else skip "gantt/colour on a terminal" "no 'script' command, or it cannot open a pseudo-terminal here (a chroot without /dev/pts)"; fi
 
 # --- SVG: parses as XML, a rect per compute slice, charts stacked; written whole ---
 run 30 "$MICROPP" bubble --schedule all --stages 4 --micro-batches 4 --svg "$TMP/b.svg" --json

@@ -38,7 +38,7 @@ PY
     if command -v gnuplot >/dev/null; then
         ok=1; for p in speedup_vs_m bubble_vs_m; do [ "$(head -c 4 "$TMP/sw/$p.png" 2>/dev/null | tail -c 3)" = PNG ] || ok=0; done
         [ "$ok" = 1 ] && pass "sweep/PNG plots drawn by gnuplot" || fail "sweep/PNG plots" "$(ls "$TMP/sw")"
-    else skip "sweep/PNG plots" "gnuplot not installed"; fi
+    else skip "sweep/PNG plots" "gnuplot is not installed and bench/sweep.sh could not install it (no apt-get access?)"; fi
 fi
 run 120 bash -c "cd '$TMP' && NP=2 LAYERS=2 HIDDEN=8 BATCH=4 STEPS=1 MS=1 FIXED_M=2 SCHEDULES=gpipe MICROPP='$MICROPP' bash '$ROOT/bench/sweep.sh' --out '$TMP/np' --no-plot"
 [ "$RC" -eq 0 ] && [ "$(wc -l < "$TMP/np/sweep.jsonl")" -eq 8 ] && [ ! -e "$TMP/np/speedup_vs_m.png" ] \

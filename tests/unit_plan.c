@@ -75,6 +75,7 @@ static void test_flags_apply(void) {
     refused("plan/refuse: --trace outside pp", 1, "--trace t.json", "--trace applies to --mode pp, not --mode monolith");
     refused("plan/refuse: --schedule outside a pipeline", 2, "--mode ddp --schedule gpipe", "--schedule applies to --mode pp or hybrid, not --mode ddp");
     refused("plan/refuse: --parts outside manual", 1, "--parts 3", "--parts applies to --mode manual");
+    refused("plan/refuse: --samples with a data file", 1, "--data x.npy --samples 5", "--samples sizes the synthetic data set, and --data 'x.npy' is a file");
     refused("plan/refuse: --zero outside data parallelism", 2, "--mode pp --zero 1", "--zero applies to --mode ddp or hybrid, not --mode pp");
     refused("plan/refuse: --pp outside hybrid", 2, "--mode pp --pp 2", "--pp applies to --mode hybrid");
     refused("plan/refuse: --dp outside ddp/hybrid", 2, "--mode pp --dp 2", "--dp applies to --mode hybrid or ddp");

@@ -1,0 +1,106 @@
+// outfile.c: writing a file the user named, by its kind (see outfile.h): regular files through a
+// temporary, fsync and rename so they appear whole; FIFOs, character devices and "-" in place;
+// symlinks followed to their target; folders refused.
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "outfile.h"
+
+// The file a path names once its symlinks are followed (a dangling one: the file it would create).
+static int follow_links(const char *path, char *out, size_t n) {
+    char cur[PATH_LEN];
+    if (strlen(path) >= sizeof cur) return ENAMETOOLONG;
+    snprintf(cur, sizeof cur, "%s", path);
+    for (int hops = 0; hops < 40; hops++) {
+        struct stat st;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) {
+            if (strlen(cur) >= n) return ENAMETOOLONG;
+            snprintf(out, n, "%s", cur);
+            return 0;
+        }
+        char link[PATH_LEN], next[PATH_LEN];
+        ssize_t len = readlink(cur, link, sizeof link - 1);
+        if (len < 0) return errno;
+        link[len] = 0;
+        const char *slash = strrchr(cur, '/');
+        if (link[0] == '/' || !slash) snprintf(next, sizeof next, "%s", link);  // absolute, or beside cur in "."
+        else if (snprintf(next, sizeof next, "%.*s/%s", (int)(slash - cur), cur, link) >= (int)sizeof next) return ENAMETOOLONG;
+        snprintf(cur, sizeof cur, "%s", next);
+    }
+    return ELOOP;
+}
+
+// What kind of file target is: 0 new or regular, 1 written in place, or -errno.
+static int kind_of(const char *target) {
+    struct stat st;
+    if (stat(target, &st) != 0) return errno == ENOENT ? 0 : -errno;
+    if (S_ISDIR(st.st_mode)) return -EISDIR;
+    if (S_ISREG(st.st_mode)) return 0;
+    if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) return 1;
+    return -EINVAL;  // a block device or a socket
+}
+
+int out_open(OutFile *o, const char *path) {
+    memset(o, 0, sizeof *o);
+    if (!*path) return ENOENT;
+    if (!strcmp(path, "-")) {
+        o->f = stdout;
+        o->direct = 1;
+        snprintf(o->path, sizeof o->path, "-");
+        return 0;
+    }
+    int err = follow_links(path, o->path, sizeof o->path);
+    if (err) return err;
+    int kind = kind_of(o->path);
+    if (kind < 0) return -kind;
+    if (kind == 1) {
+        o->direct = 1;
+        o->f = fopen(o->path, "w");
+        return o->f ? 0 : errno;
+    }
+    snprintf(o->tmp, sizeof o->tmp, "%s.tmp%d", o->path, (int)getpid());
+    o->f = fopen(o->tmp, "w");
+    return o->f ? 0 : errno;
+}
+
+int out_commit(OutFile *o) {
+    int err = fflush(o->f) != 0 || ferror(o->f) ? (errno ? errno : EIO) : 0;
+    if (!err && !o->direct && fsync(fileno(o->f)) != 0) err = errno;
+    if (o->f != stdout && fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
+    o->f = NULL;
+    if (o->direct) return err;
+    if (!err && rename(o->tmp, o->path) != 0) err = errno;
+    if (err) remove(o->tmp);
+    return err;
+}
+
+void out_abandon(OutFile *o) {
+    if (o->f && o->f != stdout) fclose(o->f);
+    o->f = NULL;
+    if (!o->direct) remove(o->tmp);
+}
+
+const char *out_hint(int err) {
+    return err == EISDIR ? "it is a folder: give a file name inside it"
+         : err == EINVAL ? "it is neither a regular file, a FIFO nor a character device: give a file name"
+         : err == ELOOP ? "it is a loop of symbolic links: give a file name"
+                        : "check that the folder exists and is writable";
+}
+
+int out_check(const char *path) {
+    if (!*path) return ENOENT;
+    if (!strcmp(path, "-")) return 0;
+    char target[PATH_LEN];
+    int err = follow_links(path, target, sizeof target);
+    if (err) return err;
+    int kind = kind_of(target);
+    if (kind < 0) return -kind;
+    if (kind == 1) return access(target, W_OK) == 0 ? 0 : errno;
+    OutFile o;
+    err = out_open(&o, path);
+    if (!err) out_abandon(&o);
+    return err;
+}

@@ -1,0 +1,20 @@
+// outfile.h: how micropp writes a file the user named (--trace, --timeline, --svg, ...): a regular
+// file (or a new one) appears whole or not at all (temporary name, fsync, rename); a symlink is
+// followed and its target written; a FIFO, a character device or "-" (standard output) is written
+// directly; a folder is refused.
+#pragma once
+#include <stdio.h>
+#include "config.h"
+
+typedef struct {
+    FILE *f;
+    int direct;              // written in place (FIFO, character device, stdout): no temporary
+    char path[PATH_LEN];     // what is written: the symlink's target, or the path itself
+    char tmp[PATH_LEN + 32]; // the temporary beside it (regular files)
+} OutFile;
+int out_open(OutFile *o, const char *path);  // 0, or errno (missing folder, read-only, a folder...)
+int out_commit(OutFile *o);                  // flush, fsync, close, rename: 0, or errno (the temporary removed)
+void out_abandon(OutFile *o);
+// Can path be written? 0 or errno; leaves nothing behind and opens no FIFO (which would block).
+int out_check(const char *path);
+const char *out_hint(int err);               // the fix to suggest for out_open's error

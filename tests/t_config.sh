@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# tests/t_config.sh: what a config file or a flag can get wrong, and how it is told: every problem
+# with a key carries file:line:column, a key given twice is refused, long values are cut in the
+# message, numbers are taken for string options, and --help speaks of JSON keys only where a
+# command reads a --config file.
+source "$(dirname "$0")/lib.sh"
+cd "$TMP"
+e() { expect_user_error "$@"; }
+
+printf '{"layers": 2,\n  "hidden": 8,\n  "layers": 3}\n' > dup.json
+e "config/duplicate key" "dup.json:3:3: key 'layers' is given twice \(first at line 1, column 2\): keep one" 10 "$MICROPP" train -c dup.json
+printf '{"log_every": 1,\n "log-every": 3}' > alias.json
+e "config/duplicate key under its two spellings" "alias.json:2:2: key 'log-every' is given twice \(first at line 1, column 2\)" 10 "$MICROPP" train -c alias.json
+printf '{"stages": "2",\n "stages": "4"}' > bdup.json
+e "config/duplicate key (bubble)" "bdup.json:2:2: key 'stages' is given twice" 10 "$MICROPP" bubble -c bdup.json
+printf '{\n  "layers": 2,\n    "hiden": 8}' > unknown.json
+e "config/unknown key with line:column" "unknown.json:3:5: unknown key 'hiden'" 10 "$MICROPP" train -c unknown.json
+printf '{"layers": 2,\n "hidden": "x"}' > type.json
+e "config/wrong type with line:column" "type.json:2:2: key 'hidden' must be a number, not a string" 10 "$MICROPP" train -c type.json
+printf '{"steps": 1.5}' > int.json
+e "config/not an integer with line:column" "int.json:1:2: key 'steps' must be an integer" 10 "$MICROPP" train -c int.json
+printf '{"lr": 1e9}' > range.json
+e "config/out of range with line:column" "range.json:1:2: key 'lr' = 1000000000 is out of range" 10 "$MICROPP" train -c range.json
+printf '{"mode": "pipe"}' > choice.json
+e "config/unknown choice with line:column" "choice.json:1:2: key 'mode' = 'pipe' is not one of" 10 "$MICROPP" train -c choice.json
+printf '{"a\\"b": 1}' > quoted.json
+e "config/a key with an escaped quote is found" "quoted.json:1:2: unknown key 'a\"b'" 10 "$MICROPP" train -c quoted.json
+printf '{"stages": 2, "micro-batches": 4}' > num.json
+run 10 "$MICROPP" bubble -c num.json
+[ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q "^1f1b  *2  *4 " && pass "config/a number is taken for a string option (bubble stages: 2)" \
+    || fail "config/number for a string option" "rc $RC: $ERR"
+
+# Long values are cut in messages (a 10 MB value once gave a 10 MB line).
+long=$(python3 -c "print('x' * 5000)")
+for args in "train --mode $long" "train --$long" "train --layers $long" "bubble --schedule $long" "train $long"; do
+    run 10 "$MICROPP" $args
+    n=$(printf '%s' "$ERR" | wc -c)
+    [ $RC -eq 2 ] && [ "$n" -lt 400 ] && printf '%s' "$ERR" | grep -qE "\(5[0-9]* characters\)|longer than 511 characters" \
+        && pass "config/a 5000-character value is cut in the message (${args:0:16}...: $n bytes)" \
+        || fail "config/long value cut (${args:0:20})" "rc $RC, $n bytes: ${ERR:0:200}"
+done
+python3 -c "import json; print(json.dumps({'y' * 5000: 1}))" > longkey.json
+run 10 "$MICROPP" train -c longkey.json
+[ $RC -eq 2 ] && [ "$(printf '%s' "$ERR" | wc -c)" -lt 400 ] && pass "config/a 5000-character key is cut in the message" || fail "config/long key" "rc $RC ${ERR:0:200}"
+
+# --help: JSON keys are promised only by commands that read --config.
+for cmd in train bubble; do
+    run 10 "$MICROPP" $cmd --help
+    printf '%s' "$OUT" | grep -q "each is also a JSON config key" && pass "config/$cmd --help names its JSON keys" || fail "config/$cmd --help" "no JSON line"
+done
+for cmd in pingpong allreduce selftest; do
+    run 10 "$MICROPP" $cmd --help
+    [ $RC -eq 0 ] && ! printf '%s' "$OUT" | grep -q "JSON config key" && pass "config/$cmd --help promises no JSON keys (it takes no --config)" \
+        || fail "config/$cmd --help" "rc $RC, mentions JSON keys"
+done
+
+# Options that were silently changed or ignored are refused or said.
+e "config/--threads beyond what OpenBLAS was built for" "train: --threads 1000 is more than the [0-9]+ this OpenBLAS was built for" 10 "$MICROPP" train --threads 1000
+printf '\x93NUMPY' > x.npy
+e "config/--samples with a data file" "--samples sizes the synthetic data set, and --data 'x.npy' is a file" 10 "$MICROPP" train --data x.npy --labels x.npy --samples 5
+run 60 "$MICROPP" train --eval-samples 0 --steps 2
+[ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q "accuracy not measured (--eval-samples 0)" && ! printf '%s' "$OUT" | grep -q nan \
+    && pass "config/--eval-samples 0 says the accuracy is not measured (no nan%)" || fail "config/--eval-samples 0" "rc $RC: $OUT"
+run 60 "$MICROPP" train --eval-samples 0 --steps 2 --json
+[ "$(json_get "['accuracy']")" = "None" ] && pass "config/--eval-samples 0: JSON accuracy is null" || fail "config/--eval-samples 0 JSON" "$OUT"
+# Commands without MPI refuse to run N times over under mpiexec, and say so once.
+for cmd in bubble selftest; do
+    e "config/$cmd under mpiexec -n 2" "$cmd runs in one process, and mpiexec started 2: run it without mpiexec" 30 mpiexec -n 2 "$MICROPP" $cmd
+done
