@@ -2,8 +2,9 @@
 // (schedule, stages K, micro-batches M) it runs the schedule's real action lists through the
 // simulator (schedule.c) and prints the textbook bubble beside the simulated one, the peak number of
 // micro-batches in flight per stage, and the GPipe memory estimate; --gantt / --svg draw the schedule.
-// Interleaved rows take --virtual-stages chunks per rank; zb-h1 splits each backward into its
-// input part I (--cost-b minus --cost-w) and its weight part W (--cost-w).
+// Interleaved rows take --virtual-stages chunks per rank, zb-v and dualpipev 2 in a V; the zero-
+// bubble family splits each backward into its input part I (--cost-b minus --cost-w) and its
+// weight part W (--cost-w).
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -40,7 +41,7 @@ static const Option bubble_options[] = {
     {"micro-batches", 'M', OPT_STR, O(micro_batches), 0, 0, 0, "M", "micro-batches per step: 8, a range 1:32, or a list"},
     {"cost-f", 0, OPT_FLOAT, O(cost_f), 0, -1e300, 1e300, "T", "time of one forward of one micro-batch on one stage"},
     {"cost-b", 0, OPT_FLOAT, O(cost_b), 0, -1e300, 1e300, "T", "time of one backward (2x the forward in the papers)"},
-    {"cost-w", 0, OPT_FLOAT, O(cost_w), 0, -1e300, 1e300, "T", "of --cost-b, the weight-gradient part W that zb-h1 defers (0: half)"},
+    {"cost-w", 0, OPT_FLOAT, O(cost_w), 0, -1e300, 1e300, "T", "of --cost-b, the weight-gradient part W that zb-h1, zb-v, dualpipev defer (0: half)"},
     {"virtual-stages", 0, OPT_INT, O(virtual_stages), 0, 1, 64, "V", "interleaved: model chunks per rank"},
     {"cost-comm", 0, OPT_FLOAT, O(cost_comm), 0, -1e300, 1e300, "T", "time from a send to its arrival at the next stage"},
     {"json", 0, OPT_BOOL, O(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
@@ -135,9 +136,13 @@ static void format_peaks(const int *p, int K, char *buf, size_t n) {
 }
 
 // The textbook bubble of a row where one exists for these costs (schedule_bubble_formula), else NaN:
-// zb-h1's closed form holds for F = I = W and M >= K only.
+// zb-h1's closed form holds for F = I = W and M >= K only, zb-v's and dualpipev's for F = I = W and
+// M >= 2K-1 (2K), interleaved's for M % K == 0.
 static double row_formula(const BubbleConfig *c, int kind, int K, int M, int v) {
-    if (kind == SCHED_ZBH1 && !(c->cost_f == c->cost_w && c->cost_b - c->cost_w == c->cost_w && M >= K)) return NAN;
+    int uniform = c->cost_f == c->cost_w && c->cost_b - c->cost_w == c->cost_w;
+    if (kind == SCHED_ZBH1 && !(uniform && M >= K)) return NAN;
+    if ((kind == SCHED_ZBV || kind == SCHED_DUALPIPEV) && !(uniform && M >= 2 * K - 1)) return NAN;
+    if (kind == SCHED_INTERLEAVED && M % K) return NAN;
     return schedule_bubble_formula(kind, K, M, v);
 }
 static void format_formula(double v, char *buf, size_t n) {
@@ -147,13 +152,13 @@ static void format_formula(double v, char *buf, size_t n) {
 
 // The rows to simulate: every (schedule, K, M) given that the schedule can run.
 typedef struct {
-    long n, skipped;          // rows kept; rows skipped (interleaved with M % K != 0)
-    int has_interleaved;
+    long n, skipped;          // rows kept; rows skipped (dualpipev with M < 2K)
+    int has_interleaved, has_v;
     SimResult *sims;
     int *kind, *k, *m;        // [n]
 } Grid;
 
-static int chunks_of(const BubbleConfig *c, int kind) { return kind == SCHED_INTERLEAVED ? (int)c->virtual_stages : 1; }
+static int chunks_of(const BubbleConfig *c, int kind) { return schedule_chunks(kind, (int)c->virtual_stages); }
 
 // Costs and the interleaved options, checked before anything is simulated.
 static void check_costs(BubbleConfig *c, const int *kinds, int n_kind, Grid *g) {
@@ -164,6 +169,7 @@ static void check_costs(BubbleConfig *c, const int *kinds, int n_kind, Grid *g) 
         user_error("bubble: --cost-w %g is the weight part of the backward: use a value above 0 and below --cost-b %g", c->cost_w, c->cost_b);
     if (!option_was_set("cost-w")) c->cost_w = c->cost_b / 2;
     for (int a = 0; a < n_kind; a++) g->has_interleaved |= kinds[a] == SCHED_INTERLEAVED;
+    for (int a = 0; a < n_kind; a++) g->has_v |= schedule_placement(kinds[a]) == PLACE_V;
     if (option_was_set("virtual-stages") && !g->has_interleaved)
         user_error("bubble: --virtual-stages applies to --schedule interleaved: add it to --schedule or drop --virtual-stages");
     if (g->has_interleaved && c->virtual_stages < 2)
@@ -171,7 +177,7 @@ static void check_costs(BubbleConfig *c, const int *kinds, int n_kind, Grid *g) 
 }
 
 // Every row of the grid through the simulator; a row the schedule cannot run (schedule_check:
-// interleaved needs M % K == 0, Megatron's rule) is skipped, and a grid with none left refused.
+// dualpipev needs M >= 2K, its authors' rule) is skipped, and a grid with none left refused.
 static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ms, int n_m, Grid *g) {
     long rows = (long)n_kind * n_k * n_m;
     if (rows > MAX_ROWS) user_error("bubble: %ld rows (schedules x stages x micro-batches) is more than %d: narrow a range", rows, MAX_ROWS);
@@ -237,12 +243,14 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
 
 static void print_table(const BubbleConfig *c, const Grid *g) {
     char name[32], peaks[160], formula[32];
-    printf("# micropp bubble | costs: forward %g, backward %g (zb-h1: I %g + W %g), transfer %g (time units)\n", c->cost_f, c->cost_b,
+    printf("# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-v, dualpipev: I %g + W %g), transfer %g (time units)\n", c->cost_f, c->cost_b,
            c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
     printf("# memory: %s\n", mem_units);
     if (g->has_interleaved)
-        printf("# interleaved: %lld chunks per rank; peak in-flight counts chunk passes (1/%lld of a stage each)%s\n",
-               (long long)c->virtual_stages, (long long)c->virtual_stages, g->skipped ? "; rows with M % K != 0 skipped (Megatron's rule)" : "");
+        printf("# interleaved: %lld chunks per rank; peak in-flight counts chunk passes (1/%lld of a stage each)\n",
+               (long long)c->virtual_stages, (long long)c->virtual_stages);
+    if (g->has_v)
+        printf("# zb-v, dualpipev: 2 chunks per rank in a V (rank 0 holds the first and the last); peak in-flight counts chunk passes (1/2 of a stage each)\n");
     printf("%-11s %6s %13s %14s %16s %9s  %-26s %12s %9s\n", "schedule", "stages", "micro-batches", "bubble formula",
            "bubble simulated", "makespan", "peak in-flight per stage", "gpipe memory", "reduction");
     for (long i = 0; i < g->n; i++) {
@@ -324,7 +332,7 @@ int cmd_bubble(int argc, char **argv) {
     check_costs(c, kinds, n_kind, &g);
     simulate_grid(c, kinds, n_kind, ks, n_k, ms, n_m, &g);
     if (g.n == 0)
-        user_error("bubble: --schedule interleaved needs --micro-batches to be a multiple of --stages (Megatron's rule): no (K, M) given qualifies");
+        user_error("bubble: --schedule dualpipev needs --micro-batches >= 2 x --stages (DualPipeV's own limit): no (K, M) given qualifies");
     int charts = c->gantt || c->svg[0];
     if (charts && g.n > MAX_CHARTS)
         user_error("bubble: --%s would draw %ld charts, more than %d: give fewer stages / micro-batches", c->gantt ? "gantt" : "svg", g.n, MAX_CHARTS);

@@ -118,28 +118,29 @@ static int rule_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
     return 0;
 }
 
-// The schedule: chunks per rank, the (M, K) it can run (schedule_check holds the rule), and the
-// largest message tag of the run, which MPI must accept.
+// The schedule: chunks per rank and their placement (the schedule's), the (M, K) it can run
+// (schedule_check holds the rule), and the largest message tag of the run, which MPI must accept.
 static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) {
     char sched[32];
     choice_name(SCHED_CHOICES, c->schedule, sched, sizeof sched);
     int interleaved = p->pipelined && c->schedule == SCHED_INTERLEAVED;
     if (p->pipelined && !interleaved && option_on_command_line("virtual-stages"))
         return refuse(e, "train: --virtual-stages applies to --schedule interleaved, not %s: drop it or add --schedule interleaved", sched);
-    p->V = interleaved ? (int)c->virtual_stages : 1;
+    p->V = p->pipelined ? schedule_chunks(c->schedule, (int)c->virtual_stages) : 1;
+    p->place = p->pipelined ? schedule_placement(c->schedule) : PLACE_LOOP;
     if (interleaved && p->V < 2)
         return refuse(e, "train: --schedule interleaved needs --virtual-stages >= 2 (got %d; with 1 chunk per rank it is 1f1b: use --schedule 1f1b)", p->V);
-    if (interleaved && schedule_check(c->schedule, p->K, p->M, p->V)) {
-        int lo = p->M / p->K * p->K, hi = lo + p->K;
-        char fits[64];
-        if (lo) snprintf(fits, sizeof fits, "%d or %d", lo, hi); else snprintf(fits, sizeof fits, "%d", hi);
-        return refuse(e, "train: --schedule interleaved needs --micro-batches to be a multiple of the %d stages (Megatron's rule), got %d: use %s",
-                      p->K, p->M, fits);
-    }
+    if (p->pipelined && c->schedule == SCHED_DUALPIPEV && p->M < 2 * p->K)
+        return refuse(e, "train: --schedule dualpipev needs --micro-batches >= 2 x %d ranks = %d (DualPipeV's own limit), got %d: use --micro-batches %d or --schedule zb-v",
+                      p->K, 2 * p->K, p->M, 2 * p->K);
     p->S = p->K * p->V;
-    if (p->S > c->layers)
+    if (p->S > c->layers) {
+        if (!interleaved)
+            return refuse(e, "train: --schedule %s holds 2 chunks per rank: %d ranks x 2 = %d chunks but only %lld layers: use --layers >= %d or fewer ranks",
+                          sched, p->K, p->S, (long long)c->layers, p->S);
         return refuse(e, "train: %d ranks x %d virtual stages = %d chunks but only %lld layers: every chunk needs a layer, so use --layers >= %d or fewer --virtual-stages",
                       p->K, p->V, p->S, (long long)c->layers, p->S);
+    }
     long long top = comm_tag_chunk_max(p->M, p->V);
     if (p->pipelined && top > tag_ub)
         return refuse(e, "train: %d micro-batches x %d virtual stages need message tags up to %lld but this MPI allows %lld: use fewer micro-batches",
@@ -190,6 +191,9 @@ static int rule_partition(const TrainConfig *c, Plan *p, Err *e) {
     int parts[MAX_STAGES];
     int n = parse_int_list(list, parts, MAX_STAGES);
     if (n < 0) return refuse(e, "train: --partition '%s' is not a comma-separated list of layer counts like 5,4,4,3", list);
+    if (n != S && p->V > 1 && p->place == PLACE_V)
+        return refuse(e, "train: --partition '%s' has %d entries but %d ranks x 2 chunks make %d: give one layer count per chunk, in pipeline order (rank r holds chunks r and %d-r, a V)",
+                      list, n, p->K, S, S - 1);
     if (n != S && p->V > 1)
         return refuse(e, "train: --partition '%s' has %d entries but %d ranks x %d virtual stages make %d chunks: give one layer count per chunk, in pipeline order (rank r holds chunks r, r+%d, ...)",
                       list, n, p->K, p->V, S, p->K);

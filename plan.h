@@ -4,6 +4,7 @@
 #pragma once
 #include <stddef.h>
 #include "config.h"
+#include "schedule.h"  // the placement helpers
 
 enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
 #define MODE_CHOICES "monolith|manual|pp|ddp|hybrid"
@@ -17,7 +18,8 @@ typedef struct {
     int M;             // micro-batches per step (per replica); 1 without a pipeline
     int N;             // gradient-accumulation micro-steps per step (monolith, ddp)
     int V;             // chunks per rank: --virtual-stages for interleaved, else 1
-    int S;             // virtual stages K*V; virtual stage vs = chunk*K + stage
+    int S;             // virtual stages K*V, placed on ranks by `place`
+    int place;         // PLACE_LOOP (chunk c of stage s is vs = c*K + s) or PLACE_V (zb-v, dualpipev)
     int rows;          // rows per micro-batch (per replica)
     int lo[MAX_STAGES + 1];  // virtual stage vs holds global layers [lo[vs], lo[vs+1])
     int pipelined;     // pp or hybrid: a pipeline executor with action lists
@@ -38,8 +40,9 @@ int plan_make(const TrainConfig *c, int world, long long tag_ub, Plan *p, char *
 // --epochs), or -1 with one line in err.
 int plan_epochs(const TrainConfig *c, long long train_rows, Plan *p, char *err, size_t errlen);
 
-// Placement of virtual stages on ranks (round-robin: chunk c of stage s is vs = c*K + s).
-static inline int plan_vstage(const Plan *p, int stage, int chunk) { return chunk * p->K + stage; }
-static inline int plan_stage_of(const Plan *p, int vs) { return vs % p->K; }
-static inline int plan_chunk_of(const Plan *p, int vs) { return vs / p->K; }
+// Placement of virtual stages on ranks: the schedule's (p->place, schedule.h's place_* helpers). The
+// executor, checkpoints, verify, the report and the trace all ask these, never vs % K.
+static inline int plan_vstage(const Plan *p, int stage, int chunk) { return place_vstage(p->place, p->K, stage, chunk); }
+static inline int plan_stage_of(const Plan *p, int vs) { return place_stage_of(p->place, p->K, vs); }
+static inline int plan_chunk_of(const Plan *p, int vs) { return place_chunk_of(p->K, vs); }
 static inline int plan_layers(const Plan *p, int vs) { return p->lo[vs + 1] - p->lo[vs]; }

@@ -38,7 +38,7 @@ static void header_stages(const Run *r) {
             for (int ch = 0; ch < p->V; ch++) printf("%s %d", ch ? "," : "", plan_vstage(p, k, ch));
             printf(")");
         }
-        printf("%s\n", k == p->K - 1 ? " + head" : "");
+        printf("%s\n", k == plan_stage_of(p, p->S - 1) ? " + head" : "");  // rank 0 under a V placement
     }
 }
 

@@ -1,6 +1,7 @@
 // schedule.c: the schedule generators (naive stop-and-wait, GPipe fill-drain, 1F1B, Megatron's
-// interleaved 1F1B, zero-bubble ZB-H1) as per-rank action lists, and the discrete-event simulator
-// that runs those very lists against each other.
+// interleaved 1F1B for any M, zero-bubble ZB-H1 and ZB-V, DeepSeek's DualPipeV) as per-rank action
+// lists over a placement of chunks on ranks, and the discrete-event simulator that runs those very
+// lists against each other.
 #include <string.h>
 #include "schedule.h"
 #include "util.h"
@@ -11,7 +12,11 @@ int action_is_compute(int kind) {
     return kind == ACT_FORWARD || kind == ACT_BACKWARD || kind == ACT_BACKWARD_INPUT || kind == ACT_BACKWARD_WEIGHT;
 }
 
-int schedule_splits_backward(int kind) { return kind == SCHED_ZBH1; }
+int schedule_splits_backward(int kind) { return kind == SCHED_ZBH1 || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV; }
+int schedule_placement(int kind) { return kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? PLACE_V : PLACE_LOOP; }
+int schedule_chunks(int kind, int v_option) {
+    return kind == SCHED_INTERLEAVED ? v_option : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? 2 : 1;
+}
 
 static void push(ActionList *l, int kind, int mb, int chunk) {
     if (l->n == l->cap) {
@@ -22,9 +27,9 @@ static void push(ActionList *l, int kind, int mb, int chunk) {
     l->a[l->n++] = (Action){kind, mb, chunk};
 }
 
-// Where an action runs: rank s of K, chunk c of v, so virtual stage vs = c*K + s of V = K*v.
-typedef struct { ActionList *l; int s, K, V; } At;
-static int vstage(const At *at, int c) { return c * at->K + at->s; }
+// Where an action runs: rank s of K, chunk c of v, virtual stage vs of V = K*v by the placement.
+typedef struct { ActionList *l; int s, K, V, place; } At;
+static int vstage(const At *at, int c) { return place_vstage(at->place, at->K, at->s, c); }
 
 // One forward of mb on chunk c, with its hand-offs: receive input, compute, send output.
 static void forward(const At *at, int c, int mb) {
@@ -45,34 +50,39 @@ static void backward(const At *at, int c, int mb, int kind) {
 const char *schedule_check(int kind, int K, int M, int v) {
     if (kind == SCHED_INTERLEAVED) {
         if (v < 2) return "--schedule interleaved needs --virtual-stages >= 2 (with 1 it is 1f1b: use --schedule 1f1b)";
-        if (M % K) return "--schedule interleaved needs --micro-batches to be a multiple of the number of stages (Megatron's rule)";
-    } else if (v != 1) {
-        return "--virtual-stages applies to --schedule interleaved only";
+    } else if (v != schedule_chunks(kind, v)) {
+        return kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? "zb-v and dualpipev hold exactly 2 chunks per rank" : "--virtual-stages applies to --schedule interleaved only";
     }
+    if (kind == SCHED_DUALPIPEV && M < 2 * K) return "--schedule dualpipev needs --micro-batches >= 2 x ranks (DualPipeV's own limit)";
     return NULL;
 }
 
 // Megatron's interleaved 1F1B (arXiv:2104.04473; Megatron-LM's forward_backward_pipelining_with_
-// interleaving, PyTorch's ScheduleInterleaved1F1B). The rank runs M*v chunk-passes each way. Its
-// k-th forward takes micro-batches in groups of K: group g = k / (K*v) covers micro-batches
-// g*K .. g*K+K-1, first through chunk 0, then chunk 1, ... ; its k-th backward walks the chunks
-// the other way (v-1 first). Warm-up: 2*(K-s-1) + (v-1)*K forwards, then one forward one
-// backward, then the remaining backwards.
+// interleaving, PyTorch's ScheduleInterleaved1F1B), for any M. The rank runs chunk-passes in the
+// order of a table: micro-batches in groups of K, each group first through chunk 0, then chunk 1,
+// ...; backwards walk the same table with the chunks reversed (v-1 first). Warm-up: 2*(K-s-1) +
+// (v-1)*K forwards, then one forward one backward, then the remaining backwards. When K does not
+// divide M, the order is built for M rounded up to a multiple of K and the passes of the micro-
+// batches past M are dropped: the last group keeps its remainder, and a subsequence of whole
+// micro-batches of a deadlock-free schedule stays deadlock-free (a smaller last group with Megatron's
+// warm-up deadlocks, e.g. K=4, M=5, v=3). schedule_sim proves every (K, M, v) before it runs.
+static void interleaved_pass(const At *at, int M, int v, int k, int fwd) {
+    int K = at->K, mb = k / (K * v) * K + k % K, c = k % (K * v) / K;
+    if (mb >= M) return;
+    if (fwd) forward(at, c, mb);
+    else backward(at, v - 1 - c, mb, ACT_BACKWARD);
+}
+
 static void interleaved(const At *at, int M, int v) {
-    int K = at->K, s = at->s, total = M * v;
+    int K = at->K, s = at->s, total = (M + K - 1) / K * K * v;
     int warmup = 2 * (K - s - 1) + (v - 1) * K;
     if (warmup > total) warmup = total;
-#define CHUNK_OF(k, fwd) ((fwd) ? ((k) % (K * v)) / K : v - 1 - ((k) % (K * v)) / K)
-#define MB_OF(k) ((k) / (K * v) * K + (k) % K)
-    for (int k = 0; k < warmup; k++) forward(at, CHUNK_OF(k, 1), MB_OF(k));
+    for (int k = 0; k < warmup; k++) interleaved_pass(at, M, v, k, 1);
     for (int i = 0; i < total - warmup; i++) {
-        int kf = warmup + i;
-        forward(at, CHUNK_OF(kf, 1), MB_OF(kf));
-        backward(at, CHUNK_OF(i, 0), MB_OF(i), ACT_BACKWARD);
+        interleaved_pass(at, M, v, warmup + i, 1);
+        interleaved_pass(at, M, v, i, 0);
     }
-    for (int k = total - warmup; k < total; k++) backward(at, CHUNK_OF(k, 0), MB_OF(k), ACT_BACKWARD);
-#undef CHUNK_OF
-#undef MB_OF
+    for (int k = total - warmup; k < total; k++) interleaved_pass(at, M, v, k, 0);
 }
 
 // ZB-H1 (arXiv:2401.10241, section 3; its authors' ZeroBubbleH1Pipeline): 1F1B's warm-up of K-s-1
@@ -90,11 +100,78 @@ static void zbh1(const At *at, int M) {
     while (w < M) push(at->l, ACT_BACKWARD_WEIGHT, w++, 0);
 }
 
+// ZB-V (arXiv:2401.10241, section 6; PyTorch's ScheduleZBVZeroBubble): two chunks per rank in a V,
+// rank s holding chunk 0 = vs s and chunk 1 = vs 2K-1-s. The order is built for N = max(M, 2K-1)
+// micro-batches and the passes of micro-batches >= M are dropped (a subsequence of whole
+// micro-batches stays deadlock-free). Warm-up: 2(K-s)-1 forwards of chunk 0, then s pairs (chunk 1,
+// chunk 0), then K-s rounds of F I W on chunk 1; steady: F I W on chunk 0 then on chunk 1; the
+// cool-down runs the gradients' critical path (I) first and fills the idle slots with the deferred W.
+typedef struct { const At *at; int M, f[2], b[2], w[2]; } Zbv;
+static void zf(Zbv *z, int c) { if (z->f[c] < z->M) forward(z->at, c, z->f[c]); z->f[c]++; }
+static void zi(Zbv *z, int c) { if (z->b[c] < z->M) backward(z->at, c, z->b[c], ACT_BACKWARD_INPUT); z->b[c]++; }
+static void zw(Zbv *z, int c) { if (z->w[c] < z->M) push(z->at->l, ACT_BACKWARD_WEIGHT, z->w[c], c); z->w[c]++; }
+
+static void zbv(const At *at, int M) {
+    int K = at->K, s = at->s, N = M > 2 * K - 1 ? M : 2 * K - 1;
+    Zbv z = {.at = at, .M = M};
+    for (int i = 0; i < 2 * (K - s) - 1; i++) zf(&z, 0);
+    for (int i = 0; i < s; i++) { zf(&z, 1); zf(&z, 0); }
+    for (int i = 0; i < K - s; i++) { zf(&z, 1); zi(&z, 1); zw(&z, 1); }
+    while (z.f[1] < z.f[0] || z.f[0] < N) {
+        if (z.f[0] < N) zf(&z, 0);
+        zi(&z, 0); zw(&z, 0);
+        zf(&z, 1); zi(&z, 1); zw(&z, 1);
+    }
+    for (int i = 0; i < s; i++) { zi(&z, 0); zi(&z, 1); }
+    for (int i = 0; i < K - s; i++) { zi(&z, 0); zw(&z, 0); }
+    while (z.w[1] < z.b[1]) zw(&z, 1);
+    while (z.w[0] < z.b[0]) zw(&z, 0);
+}
+
+// DualPipeV (deepseek-ai/DualPipe's DualPipeV, PyTorch's ScheduleDualPipeV): DualPipe cut in half,
+// on the V placement. Each rank pairs a forward of one chunk with a full backward of the other (run
+// one after the other here: on one CPU core there is no overlap to gain), and splits the last
+// backwards into I and W to fill the cool-down. Its authors' limit: M >= 2 x ranks.
+typedef struct { const At *at; int f[2], b[2], *queue, head, tail, zb; } Dpv;  // queue: (chunk, mb) of each I
+static void df(Dpv *d, int c) { forward(d->at, c, d->f[c]++); }
+static void db(Dpv *d, int c) {  // a full backward, or (once zero-bubble mode is on) I with W queued
+    int mb = d->b[c]++;
+    backward(d->at, c, mb, d->zb ? ACT_BACKWARD_INPUT : ACT_BACKWARD);
+    if (d->zb) { d->queue[2 * d->tail] = c; d->queue[2 * d->tail + 1] = mb; d->tail++; }
+}
+static void dw(Dpv *d) {  // the oldest pending W, if any
+    if (d->head == d->tail) return;
+    push(d->at->l, ACT_BACKWARD_WEIGHT, d->queue[2 * d->head + 1], d->queue[2 * d->head]);
+    d->head++;
+}
+
+static void dualpipev(const At *at, int M) {
+    int K = at->K, s = at->s;
+    Dpv dv = {.at = at, .queue = xcalloc((size_t)4 * M, sizeof(int))}, *d = &dv;
+    for (int i = 0; i < 2 * (K - s - 1); i++) df(d, 0);
+    for (int i = 0; i < s + 1; i++) { df(d, 0); df(d, 1); }
+    d->zb = 1;
+    for (int i = 0; i < K - s - 1; i++) { db(d, 1); dw(d); df(d, 1); }
+    d->zb = 0;
+    for (int i = 0; i < M - 2 * K + s + 1; i++) { df(d, 0); db(d, 1); df(d, 1); db(d, 0); }
+    for (int i = 0; i < K - s - 1; i++) { db(d, 1); df(d, 1); db(d, 0); }
+    for (int i = 0; i < s + 1; i++) {
+        if (i == (s + 1) / 2 && s % 2 == 1) d->zb = 1;
+        db(d, 1);
+        if (i == (s + 1) / 2 && s % 2 == 0) d->zb = 1;
+        db(d, 0);
+    }
+    for (int i = 0; i < K - s - 1; i++) { dw(d); db(d, 0); }
+    for (int i = 0; i < s + 1; i++) dw(d);
+    while (d->head < d->tail) dw(d);
+    free(d->queue);
+}
+
 void schedule_build(int kind, int K, int M, int v, int s, ActionList *l) {
     const char *why = schedule_check(kind, K, M, v);
     if (why) fatal("schedule_build(kind %d, K %d, M %d, v %d): %s", kind, K, M, v, why);
     l->n = 0;
-    At at = {l, s, K, K * v};
+    At at = {l, s, K, K * v, schedule_placement(kind)};
     switch (kind) {
     case SCHED_NAIVE:  // stop-and-wait: one micro-batch all the way forward and back before the next
         for (int mb = 0; mb < M; mb++) { forward(&at, 0, mb); backward(&at, 0, mb, ACT_BACKWARD); }
@@ -116,14 +193,20 @@ void schedule_build(int kind, int K, int M, int v, int s, ActionList *l) {
     case SCHED_ZBH1:
         zbh1(&at, M);
         break;
+    case SCHED_ZBV:
+        zbv(&at, M);
+        break;
+    case SCHED_DUALPIPEV:
+        dualpipev(&at, M);
+        break;
     default:
         fatal("unknown schedule kind %d", kind);
     }
 }
 
-void schedule_build_forward(int K, int v, int s, int batches, ActionList *l) {
+void schedule_build_forward(int K, int v, int place, int s, int batches, ActionList *l) {
     l->n = 0;
-    At at = {l, s, K, K * v};
+    At at = {l, s, K, K * v, place};
     for (int mb = 0; mb < batches; mb++)
         for (int c = 0; c < v; c++) forward(&at, c, mb);
 }
@@ -135,12 +218,14 @@ double schedule_bubble_formula(int kind, int K, int M, int v) {
     case SCHED_NAIVE: return (double)(K - 1) / K;
     case SCHED_INTERLEAVED: return (double)(K - 1) / ((double)v * M + K - 1);
     case SCHED_ZBH1: return (double)(K - 1) / (3.0 * M + K - 1);
+    case SCHED_ZBV:
+    case SCHED_DUALPIPEV: return (double)(K - 1) / (6.0 * M + K - 1);
     default: return (double)(K - 1) / (M + K - 1);
     }
 }
 
 void schedule_sim(const SimSpec *sp, SimResult *r) {
-    int K = sp->K, M = sp->M, v = sp->v, V = K * v;
+    int K = sp->K, M = sp->M, v = sp->v, V = K * v, place = schedule_placement(sp->kind);
     memset(r, 0, sizeof *r);
     r->K = K; r->M = M; r->v = v;
     r->busy = xcalloc((size_t)K, sizeof(double));
@@ -170,7 +255,7 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
         for (int s = 0; s < K; s++) {
             while (pc[s] < lists[s].n) {
                 Action a = lists[s].a[pc[s]];
-                int vs = a.chunk * K + s;
+                int vs = place_vstage(place, K, s, a.chunk);
                 double *t = &clock[s];
                 if (a.kind == ACT_RECV_ACT || a.kind == ACT_RECV_GRAD) {
                     double at = arrival[((size_t)vs * 2 + (a.kind == ACT_RECV_GRAD)) * M + a.mb];
@@ -178,10 +263,10 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
                     if (at > *t) *t = at;
                 } else if (a.kind == ACT_SEND_ACT) {
                     CHECK(vs + 1 < V, "rank %d chunk %d sends an activation past the last stage", s, a.chunk);
-                    arrival[((size_t)(vs + 1) * 2 + 0) * M + a.mb] = *t + sp->comm * v;
+                    arrival[((size_t)(vs + 1) * 2 + 0) * M + a.mb] = *t + (place_stage_of(place, K, vs + 1) == s ? 0 : sp->comm * v);
                 } else if (a.kind == ACT_SEND_GRAD) {
                     CHECK(vs > 0, "rank %d chunk %d sends a gradient before the first stage", s, a.chunk);
-                    arrival[((size_t)(vs - 1) * 2 + 1) * M + a.mb] = *t + sp->comm * v;
+                    arrival[((size_t)(vs - 1) * 2 + 1) * M + a.mb] = *t + (place_stage_of(place, K, vs - 1) == s ? 0 : sp->comm * v);
                 } else {
                     double f = sp->stage_f ? sp->stage_f[s] : sp->f, b = sp->stage_b ? sp->stage_b[s] : sp->b;
                     double w = sp->stage_w ? sp->stage_w[s] : sp->w;

@@ -3,14 +3,28 @@
 // ranks' lists against each other with costs, which yields the bubble, the peak number of
 // micro-batches in flight, a Gantt chart, and a proof that the schedule cannot deadlock.
 //
-// Virtual stages. A rank holds v model chunks (v = 1 except for the interleaved schedule): chunk c
-// of rank s is virtual stage vs = c*K + s of the K*v in the pipeline, so rank s holds virtual stages
-// s, s+K, s+2K, ... Activations flow vs -> vs+1 (from the last rank back to rank 0 between chunks),
-// gradients vs+1 -> vs. With v = 1, virtual stage = stage = rank.
+// Virtual stages. A rank holds v model chunks (v = 1 except for interleaved, zb-v and dualpipev):
+// the K*v chunks in pipeline order are the virtual stages; activations flow vs -> vs+1, gradients
+// vs+1 -> vs. Which rank holds which virtual stage is part of the schedule (its placement, below):
+// the loop of interleaving puts chunk c of rank s at vs = c*K + s (rank s holds s, s+K, ...); the V
+// of zb-v and dualpipev folds the pipeline back (rank 0 holds the first and the last chunk). With
+// v = 1, virtual stage = stage = rank.
 #pragma once
 
-enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1 };
-#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1"
+enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV, SCHED_DUALPIPEV };
+#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev"
+
+// Placement of chunks on ranks. PLACE_LOOP: chunk c of rank s is vs = c*K + s. PLACE_V: even chunks
+// run down the ranks, odd chunks back up: chunk c of rank s is c*K + s (c even) or c*K + K-1-s (c
+// odd), so with 2 chunks rank s holds vs s and 2K-1-s. These three are THE map; plan.h wraps them.
+enum { PLACE_LOOP, PLACE_V };
+static inline int place_vstage(int place, int K, int s, int c) { return c * K + (place == PLACE_V && (c & 1) ? K - 1 - s : s); }
+static inline int place_chunk_of(int K, int vs) { return vs / K; }
+static inline int place_stage_of(int place, int K, int vs) { return place == PLACE_V && (vs / K & 1) ? K - 1 - vs % K : vs % K; }
+// The placement a schedule kind runs with, and its chunks per rank (v_option: --virtual-stages,
+// which only interleaved takes; zb-v and dualpipev hold 2).
+int schedule_placement(int kind);
+int schedule_chunks(int kind, int v_option);
 
 typedef enum {
     ACT_FORWARD,          // F: forward of micro-batch mb through this chunk
@@ -31,16 +45,16 @@ int action_is_compute(int kind);                    // F, B, I, W
 typedef struct { int kind, mb, chunk; } Action;  // chunk: this rank's chunk (0..v-1), 0 when v = 1
 typedef struct { Action *a; int n, cap; } ActionList;
 
-// 1 when the schedule splits the backward into I and W (zb-h1), 0 when it runs full backwards.
+// 1 when the schedule splits the backward into I and W (zb-h1, zb-v; dualpipev runs both full
+// backwards and split ones), 0 when it runs full backwards only.
 int schedule_splits_backward(int kind);
 // The action list of rank `stage` (0-based) for schedule kind (SCHED_*), K ranks, M micro-batches
-// and v chunks per rank (v must be 1 unless kind is SCHED_INTERLEAVED, which needs v >= 2 and
-// M % K == 0; schedule_check says so in words).
+// and v chunks per rank (schedule_chunks(kind, ...); schedule_check says in words what runs).
 void schedule_build(int kind, int K, int M, int v, int stage, ActionList *out);
-// Evaluation: every batch forward through every chunk in order (no backward): rank s of K with v
-// chunks. The pipeline runs it over the wire; one process holding all chunks (K = 1) hands each
-// chunk's output to the next in memory.
-void schedule_build_forward(int K, int v, int s, int batches, ActionList *out);
+// Evaluation: every batch forward through every chunk in pipeline order (no backward): rank s of K
+// with v chunks placed by `place`. The pipeline runs it over the wire; one process holding all
+// chunks (K = 1) hands each chunk's output to the next in memory.
+void schedule_build_forward(int K, int v, int place, int s, int batches, ActionList *out);
 void action_list_free(ActionList *l);
 // NULL when (kind, K, M, v) can run, else why not (a phrase for a user_error line).
 const char *schedule_check(int kind, int K, int M, int v);
@@ -53,7 +67,8 @@ typedef struct { int kind, mb; double t0, t1; int chunk; } Interval;  // a busy 
 typedef struct {
     int kind, K, M, v;
     double f, b, w;     // forward, backward-input (I), backward-weight (W)
-    double comm;        // a message arrives this long after its send
+    double comm;        // a message between two ranks arrives this long after its send (a hand-off
+                        // between two chunks of one rank, as at the V's turn, arrives at once)
     const double *stage_f, *stage_b, *stage_w;  // optional [K] per-rank costs overriding f, b, w
 } SimSpec;
 
@@ -81,5 +96,9 @@ void sim_result_free(SimResult *r);
 //   naive (K-1)/K; gpipe, 1f1b (K-1)/(M+K-1) (any F, B);
 //   interleaved (K-1)/(v*M+K-1) (any F, B) -- Megatron's (K-1)/(v*M) of the ideal time, i.e.
 //     bubble time / busy time, is the same quantity normalised by busy instead of makespan;
-//   zb-h1 (K-1)/(3M+K-1) for F = I = W (M >= K): the bubble of 1F1B made of F+I-W instead of F+B.
+//   zb-h1 (K-1)/(3M+K-1) for F = I = W (M >= K): the bubble of 1F1B made of F+I-W instead of F+B;
+//   zb-v (M >= 2K-1) and dualpipev (M >= 2K) (K-1)/(6M+K-1) for F = I = W: each rank is busy without
+//     a gap from its first pass to its last (the paper's zero bubble); what is left is the start
+//     of rank s one chunk forward (F/2) after rank s-1's, and its end (K-1-s) halves before the last.
+//   interleaved's formula holds for M % K == 0; with a remainder group the simulator's figure counts.
 double schedule_bubble_formula(int kind, int K, int M, int v);

@@ -57,7 +57,7 @@ static void setup_device(Run *r, TrainConfig *c) {
     r->be = r->place.be;
     if (r->p.data_parallel && c->allreduce == ALLREDUCE_SHM && !r->be->on_host)
         user_error("train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce mpi or ring with --device cuda");
-    int tagged = c->schedule == SCHED_INTERLEAVED || c->schedule == SCHED_ZBH1;
+    int tagged = r->p.V > 1 || schedule_splits_backward(c->schedule);
     if (r->p.pipelined && tagged && r->place.transport == TRANSPORT_NCCL) {
         if (c->transport == TRANSPORT_NCCL) {
             char sn[32];

@@ -13,31 +13,37 @@ import json, sys
 d = json.load(sys.stdin)
 rows = d["rows"]
 F, B = float(sys.argv[1]), float(sys.argv[2])
-v = 2  # interleaved: the default --virtual-stages; rows with M % K != 0 are skipped (Megatron rule)
+v = 2  # interleaved: the default --virtual-stages (any M); dualpipev rows with M < 2K are skipped (as its authors require)
 bad = []
-want_rows = 4 * 8 * 24 + sum(24 // K for K in range(1, 9))
-if len(rows) != want_rows or d["skipped_rows"] != 8 * 24 - sum(24 // K for K in range(1, 9)):
+dpv = sum(1 for K in range(1, 9) for M in range(1, 25) if M >= 2 * K)
+want_rows = 6 * 8 * 24 + dpv
+if len(rows) != want_rows or d["skipped_rows"] != 8 * 24 - dpv:
     bad.append("%d rows, expected %d" % (len(rows), want_rows))
 seen = set()
 one = {(r["stages"], r["micro_batches"]): r["bubble_simulated"] for r in rows if r["schedule"] == "1f1b"}
+one_span = {(r["stages"], r["micro_batches"]): r["makespan"] for r in rows if r["schedule"] == "1f1b"}
 for r in rows:
     K, M, s = r["stages"], r["micro_batches"], r["schedule"]
     seen.add(s)
     if s == "naive": f = (K - 1) / K
-    elif s == "interleaved": f = (K - 1) / (v * M + K - 1)
+    elif s == "interleaved": f = (K - 1) / (v * M + K - 1) if M % K == 0 else None
     elif s == "zb-h1": f = (K - 1) / (3 * M + K - 1) if F == B / 2 and M >= K else None  # F = I = W only
+    elif s in ("zb-v", "dualpipev"): f = (K - 1) / (6 * M + K - 1) if F == B / 2 and M >= 2 * K - 1 else None
     else: f = (K - 1) / (M + K - 1)
     if r["bubble_formula"] != f: bad.append("%s K=%d M=%d formula %r != %r" % (s, K, M, r["bubble_formula"], f))
     if f is not None and r["bubble_simulated"] != f: bad.append("%s K=%d M=%d simulated %r formula %r" % (s, K, M, r["bubble_simulated"], f))
     if f is not None and any(b != f for b in r["bubble_simulated_per_stage"]): bad.append("%s K=%d M=%d per-stage bubble differs" % (s, K, M))
     if s == "zb-h1" and K >= 2 and M >= K and not r["bubble_simulated"] < one[(K, M)]: bad.append("zb-h1 K=%d M=%d not below 1f1b" % (K, M))
+    if s in ("zb-v", "dualpipev") or (s == "interleaved" and M % K):  # peaks: unit_schedules; here the makespan against 1f1b
+        if K >= 2 and M >= K and F == B / 2 and r["makespan"] > one_span[(K, M)]: bad.append("%s K=%d M=%d slower than 1f1b" % (s, K, M))
+        continue
     want = ([1] * K if s == "naive" else [M] * K if s == "gpipe" else
             [min(2 * (K - st - 1) + (v - 1) * K + 1, v * M) for st in range(K)] if s == "interleaved" else [min(K - st, M) for st in range(K)])
     if r["peak_inflight"] != want: bad.append("%s K=%d M=%d peak %r want %r" % (s, K, M, r["peak_inflight"], want))
     if abs(r["memory_gpipe"] - (1 / K + 1 / M)) > 1e-15: bad.append("memory K=%d M=%d" % (K, M))
-if seen != {"naive", "gpipe", "1f1b", "interleaved", "zb-h1"}: bad.append("schedules %r" % sorted(seen))
+if seen != {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipev"}: bad.append("schedules %r" % sorted(seen))
 print("; ".join(bad[:3]))' "$1" "$2")
-    [ -z "$why" ] && pass "bubble/simulated == formula exactly, peak in-flight naive 1, gpipe M, 1f1b and zb-h1 min(K-s,M), interleaved 2(K-s-1)+(v-1)K+1; zb-h1 below 1f1b (F=$1 B=$2, K 1..8, M 1..24)" \
+    [ -z "$why" ] && pass "bubble/simulated == formula exactly, peak in-flight naive 1, gpipe M, 1f1b and zb-h1 min(K-s,M), interleaved 2(K-s-1)+(v-1)K+1; zb-h1 below 1f1b; zb-v, dualpipev (K-1)/(6M+K-1) at F=I=W and never slower than 1f1b (F=$1 B=$2, K 1..8, M 1..24)" \
                   || fail "bubble/grid F=$1 B=$2" "$why"
 done
 
@@ -93,8 +99,29 @@ if command -v script >/dev/null && script -qec true /dev/null >/dev/null 2>&1 </
     grep -q $'\033' "$TMP/tty" && fail "gantt/NO_COLOR" "escape found" || pass "gantt/NO_COLOR=1 turns colour off"
 else skip "gantt/colour on a terminal" "no 'script' command, or it cannot open a pseudo-terminal here (a chroot without /dev/pts)"; fi
 
+# --- zb-v and dualpipev draw too: both chunks of every micro-batch on each rank, the V's split passes ---
+run 30 "$MICROPP" bubble --schedule zb-v,dualpipev --stages 2 --micro-batches 4 --svg "$TMP/v.svg" --gantt
+if [ "$RC" -eq 0 ] && [ -f "$TMP/v.svg" ]; then
+    why=$(python3 - "$TMP/v.svg" <<'PY'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+charts = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("class") == "chart"]
+bad = [] if len(charts) == 2 else ["%d charts" % len(charts)]
+for g in charts:
+    sl = [r for r in g.iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "slice"]
+    k = [r.get("data-kind") for r in sl]
+    if k.count("F") != 16 or k.count("B") + k.count("I") != 16 or k.count("I") != k.count("W"): bad.append("chart %s: %r" % (g.get("data-chart"), sorted(k)))
+    fw = sorted((int(r.get("data-chunk")), int(r.get("data-mb"))) for r in sl if r.get("data-kind") == "F" and r.get("data-row") == "0")
+    if fw != [(c, m) for c in range(2) for m in range(4)]: bad.append("rank 0 forwards %r" % fw)
+print("; ".join(bad))
+PY
+)
+    [ -z "$why" ] && grep -q 'zb-v | 2 stages x 2 virtual stages | 4 micro-batches' <<<"$OUT" && grep -q 'bubble 0.0400 simulated, 0.0400 formula' <<<"$OUT" \
+        && pass "svg+gantt/zb-v, dualpipev K=2 M=4: both chunks of every micro-batch per rank, I = W, bubble 1/25" || fail "svg/zb-v, dualpipev" "$why $OUT"
+else fail "svg/zb-v, dualpipev" "exit $RC: $ERR"; fi
+
 # --- SVG: parses as XML, a rect per compute slice, charts stacked; written whole ---
-run 30 "$MICROPP" bubble --schedule all --stages 4 --micro-batches 4 --svg "$TMP/b.svg" --json
+run 30 "$MICROPP" bubble --schedule naive,gpipe,1f1b,interleaved,zb-h1 --stages 4 --micro-batches 4 --svg "$TMP/b.svg" --json
 if [ "$RC" -eq 0 ] && [ -f "$TMP/b.svg" ]; then
     why=$(python3 - "$TMP/b.svg" <<'PY'
 import sys, xml.etree.ElementTree as ET
@@ -136,7 +163,7 @@ e "bad/--cost-f not a number" "cost-f expects a number" 10 "$MICROPP" bubble --c
 e "bad/--cost-comm negative" "cost-comm -1: a transfer time must be >= 0" 10 "$MICROPP" bubble --cost-comm -1
 e "bad/--schedule unknown" "schedule 'zb' is not 'all' or a list of" 10 "$MICROPP" bubble --schedule zb
 e "bad/--gantt with --json" "use one" 10 "$MICROPP" bubble --gantt --json
-e "bad/--gantt of too many charts" "would draw 144 charts" 10 "$MICROPP" bubble --stages 1:4 --micro-batches 1:8 --gantt
+e "bad/--gantt of too many charts" "would draw 208 charts" 10 "$MICROPP" bubble --stages 1:4 --micro-batches 1:8 --gantt
 e "bad/--svg unwritable folder" "cannot write --svg '/nonexistent/b.svg': No such file" 10 "$MICROPP" bubble --svg /nonexistent/b.svg
 e "bad/--svg is a folder" "cannot write --svg '$TMP': Is a directory" 10 "$MICROPP" bubble --svg "$TMP"
 mkdir -p "$TMP/ro" && chmod 500 "$TMP/ro"

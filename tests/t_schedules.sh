@@ -31,6 +31,13 @@ for ck in "" "--checkpoint-activations"; do
     verify "zb-h1/verify K=2 ${c}uneven 5,3" 2 --schedule zb-h1 --micro-batches 4 --layers 8 --partition 5,3 $ck
     verify "zb-h1/verify K=4 ${c}uneven 3,2,2,1" 4 --schedule zb-h1 --micro-batches 6 --layers 8 --partition 3,2,2,1 $ck
     verify "zb-h1/verify K=4 M=2 < K ${c}" 4 --schedule zb-h1 --micro-batches 2 --layers 8 $ck
+    verify "interleaved/verify K=4 M=6 (M % K != 0) ${c}" 4 --schedule interleaved --virtual-stages 2 --micro-batches 6 --layers 8 $ck
+    verify "interleaved/verify K=2 M=3 v=3 (M % K != 0) ${c}uneven" 2 --schedule interleaved --virtual-stages 3 --micro-batches 3 --layers 8 --partition 2,1,1,2,1,1 $ck
+    verify "zb-v/verify K=2 ${c}even" 2 --schedule zb-v --micro-batches 4 --layers 8 $ck
+    verify "zb-v/verify K=2 ${c}uneven 3,1,2,2" 2 --schedule zb-v --micro-batches 3 --layers 8 --partition 3,1,2,2 $ck
+    verify "zb-v/verify K=4 ${c}uneven 2,1,2,1,1,2,1,2" 4 --schedule zb-v --micro-batches 6 --layers 12 --partition 2,1,2,1,1,2,1,2 $ck
+    verify "dualpipev/verify K=2 ${c}uneven 3,2,2,1" 2 --schedule dualpipev --micro-batches 4 --layers 8 --partition 3,2,2,1 $ck
+    verify "dualpipev/verify K=4 M=8 ${c}uneven" 4 --schedule dualpipev --micro-batches 8 --layers 12 --partition 1,2,1,2,2,1,2,1 $ck
 done
 
 # hybrid PP x DP: once the data-parallel modes exist
@@ -49,8 +56,9 @@ fi
 
 # 20 steps of training: the losses are the monolith's
 run 60 "$MICROPP" train --layers 8 --hidden 32 --batch 24 --steps 20 --json; mono="$OUT"
-for n in 2 4; do for sched in "interleaved --virtual-stages 2" zb-h1; do
-    run 120 mpiexec -n $n "$MICROPP" train --mode pp --schedule $sched --micro-batches 4 --layers 8 --hidden 32 --batch 24 --steps 20 --json
+for n in 2 4; do for sched in "interleaved --virtual-stages 2" zb-h1 zb-v dualpipev; do
+    m=4; [ "$n" = 4 ] && [ "$sched" = dualpipev ] && m=8
+    run 120 mpiexec -n $n "$MICROPP" train --mode pp --schedule $sched --micro-batches $m --layers 8 --hidden 32 --batch 24 --steps 20 --json
     python3 - "$mono" "$OUT" <<'PY' && pass "losses/K=$n ${sched%% *} matches the monolith over 20 steps" || fail "losses/K=$n ${sched%% *}" "rc $RC $(printf '%s' "$ERR" | tail -2)"
 import json, sys
 a = json.loads(sys.argv[1])["losses"]; b = json.loads(sys.argv[2])["losses"]
@@ -113,8 +121,9 @@ expect_user_error "bad/--virtual-stages with 1f1b" "--virtual-stages applies to 
 expect_user_error "bad/--virtual-stages with zb-h1" "--virtual-stages applies to --schedule interleaved, not zb-h1" 20 mpiexec -n 2 $P --schedule zb-h1 --virtual-stages 2
 expect_user_error "bad/--virtual-stages outside pp" "--virtual-stages applies to --mode pp or hybrid, not --mode monolith" 20 "$MICROPP" train --virtual-stages 2
 expect_user_error "bad/interleaved with 1 chunk" "interleaved needs --virtual-stages >= 2 \(got 1; .*use --schedule 1f1b\)" 20 mpiexec -n 2 $P --schedule interleaved --virtual-stages 1
-expect_user_error "bad/interleaved M % K" "multiple of the 4 stages .*got 6: use 4 or 8" 30 mpiexec -n 4 $P --schedule interleaved --micro-batches 6
-expect_user_error "bad/interleaved M < K" "multiple of the 4 stages .*got 2: use 4$" 30 mpiexec -n 4 $P --schedule interleaved --micro-batches 2
+expect_user_error "bad/dualpipev M < 2K" "dualpipev needs --micro-batches >= 2 x 4 ranks = 8 \(DualPipeV's own limit\), got 6: use --micro-batches 8 or --schedule zb-v" 30 mpiexec -n 4 $P --schedule dualpipev --micro-batches 6
+expect_user_error "bad/zb-v more chunks than layers" "zb-v holds 2 chunks per rank: 4 ranks x 2 = 8 chunks but only 6 layers" 30 mpiexec -n 4 $P --schedule zb-v --micro-batches 4 --layers 6
+expect_user_error "bad/--virtual-stages with zb-v" "--virtual-stages applies to --schedule interleaved, not zb-v" 20 mpiexec -n 2 $P --schedule zb-v --virtual-stages 2
 expect_user_error "bad/more chunks than layers" "4 ranks x 2 virtual stages = 8 chunks but only 6 layers" 30 mpiexec -n 4 $P --schedule interleaved --micro-batches 4 --layers 6
 expect_user_error "bad/partition per stage under interleaved" "has 2 entries but 2 ranks x 2 virtual stages make 4 chunks: give one layer count per chunk" 20 mpiexec -n 2 $P --schedule interleaved --micro-batches 4 --partition 4,4
 expect_user_error "bad/partition empty chunk" "chunk 2 gets 0 layers; every chunk needs at least 1" 20 mpiexec -n 2 $P --schedule interleaved --micro-batches 4 --partition 4,3,0,1
@@ -151,7 +160,7 @@ PY
 B="$MICROPP bubble --stages 4 --micro-batches 8"
 expect_user_error "bubble-bad/--virtual-stages without interleaved" "--virtual-stages applies to --schedule interleaved" 10 $B --schedule 1f1b --virtual-stages 3
 expect_user_error "bubble-bad/interleaved with 1 chunk" "interleaved needs --virtual-stages >= 2" 10 $B --schedule interleaved --virtual-stages 1
-expect_user_error "bubble-bad/interleaved, no M % K == 0" "multiple of --stages .*no \(K, M\) given qualifies" 10 $B --schedule interleaved --micro-batches 6
+expect_user_error "bubble-bad/dualpipev, no M >= 2K" "dualpipev needs --micro-batches >= 2 x --stages .*no \(K, M\) given qualifies" 10 $B --schedule dualpipev --micro-batches 6
 expect_user_error "bubble-bad/--cost-w not below --cost-b" "--cost-w 2 is the weight part of the backward: use a value above 0 and below --cost-b 2" 10 $B --schedule zb-h1 --cost-w 2
 
 # train shows them: the trace names chunks, the summary the I and W medians
@@ -186,4 +195,24 @@ import json, sys
 ref, same, other = (json.loads(x) for x in sys.argv[1:4])
 ok = int(sys.argv[4]) == 4 and same == ref[3:] and len(other) == 3 and all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(other, ref[3:]))
 sys.exit(0 if ok else 1)
+PY
+
+# zb-v: the summary shows the V (rank 0 holds the first and the last chunk, and the head), and a
+# checkpoint written under zb-v (a file per chunk, named by virtual stage) resumes under 1f1b and back
+run 60 mpiexec -n 2 "$MICROPP" train --mode pp --schedule zb-v --micro-batches 4 --layers 8 --hidden 32 --batch 24 --steps 2
+if [ "$RC" -eq 0 ] && grep -qE '^  stage 0: layers 0-1 \| 6-7 \(virtual stages 0, 3\) \+ head$' <<<"$OUT" && grep -qE '^  stage 1: layers 2-3 \| 4-5 \(virtual stages 1, 2\)$' <<<"$OUT" \
+   && grep -qE '^0 +0-1,6-7 +[0-9.]+ +0\.040 ' <<<"$OUT"; then pass "summary/zb-v: the V on the ranks, head on rank 0, theory 1/25"
+else fail "summary/zb-v" "$OUT $ERR"; fi
+CK2="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --micro-batches 4 --json --log-every 0"
+run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule 1f1b $CK2 --steps 6; ref=$(json_get '["losses"]')
+run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule zb-v $CK2 --steps 3 --save "$TMP/zbv"
+files=$(ls "$TMP/zbv" | grep -c 'safetensors$')
+run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule 1f1b $CK2 --steps 6 --resume "$TMP/zbv"; to1=$(json_get '["losses"]')
+run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule 1f1b $CK2 --steps 3 --save "$TMP/one"
+run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule zb-v $CK2 --steps 6 --resume "$TMP/one"; tov=$(json_get '["losses"]')
+python3 - "$ref" "$to1" "$tov" "$files" <<'PY' && pass "ckpt/zb-v: 4 chunk files; zb-v -> 1f1b and 1f1b -> zb-v resumes continue the uninterrupted run (1e-5)" || fail "ckpt/zb-v" "$ref | $to1 | $tov | $files files $ERR"
+import json, sys
+ref, a, b = (json.loads(x) for x in sys.argv[1:4])
+close = lambda xs: len(xs) == 3 and all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(xs, ref[3:]))
+sys.exit(0 if int(sys.argv[4]) == 4 and close(a) and close(b) else 1)
 PY

@@ -99,12 +99,26 @@ static void test_grid(void) {
 static void test_schedule(void) {
     refused("plan/refuse: --virtual-stages without interleaved", 2, "--mode pp --virtual-stages 2", "--virtual-stages applies to --schedule interleaved, not 1f1b");
     refused("plan/refuse: interleaved with 1 chunk", 2, "--mode pp --schedule interleaved --virtual-stages 1", "needs --virtual-stages >= 2 (got 1;");
-    refused("plan/refuse: interleaved M % K", 4, "--mode pp --schedule interleaved --micro-batches 6 --batch 48",
-            "multiple of the 4 stages (Megatron's rule), got 6: use 4 or 8");
-    refused("plan/refuse: interleaved M < K", 4, "--mode pp --schedule interleaved --micro-batches 2", "got 2: use 4");
+    Plan p = plan_ok("plan/interleaved M % K != 0 runs", 4, "--mode pp --schedule interleaved --micro-batches 6 --batch 48");
+    EXPECT("plan/interleaved: M = 6 on 4 ranks, 2 chunks each, loop placement", p.M == 6 && p.V == 2 && p.place == PLACE_LOOP, "M %d V %d", p.M, p.V);
+    plan_ok("plan/interleaved M < K runs", 4, "--mode pp --schedule interleaved --micro-batches 2");
+    p = plan_ok("plan/zb-v", 4, "--mode pp --schedule zb-v --micro-batches 8");
+    int v_ok = p.V == 2 && p.S == 8 && p.place == PLACE_V;
+    for (int s = 0; s < 4; s++)  // rank s holds vs s and 7-s; the helpers invert each other
+        v_ok &= plan_vstage(&p, s, 0) == s && plan_vstage(&p, s, 1) == 7 - s && plan_stage_of(&p, s) == s && plan_stage_of(&p, 7 - s) == s &&
+                plan_chunk_of(&p, s) == 0 && plan_chunk_of(&p, 7 - s) == 1;
+    EXPECT("plan/zb-v: 2 chunks per rank in a V, rank 0 holds vs 0 and 7 (the head)", v_ok && plan_stage_of(&p, p.S - 1) == 0, "V %d S %d place %d", p.V, p.S, p.place);
+    p = plan_ok("plan/dualpipev M = 2K", 2, "--mode pp --schedule dualpipev --micro-batches 4");
+    EXPECT("plan/dualpipev: V placement, 4 chunks on 2 ranks", p.place == PLACE_V && p.S == 4 && plan_vstage(&p, 1, 1) == 2, "place %d S %d", p.place, p.S);
+    refused("plan/refuse: dualpipev M < 2K", 4, "--mode pp --schedule dualpipev --micro-batches 4",
+            "dualpipev needs --micro-batches >= 2 x 4 ranks = 8 (DualPipeV's own limit), got 4: use --micro-batches 8 or --schedule zb-v");
+    refused("plan/refuse: zb-v more chunks than layers", 4, "--mode pp --schedule zb-v --micro-batches 8 --layers 6",
+            "zb-v holds 2 chunks per rank: 4 ranks x 2 = 8 chunks but only 6 layers: use --layers >= 8 or fewer ranks");
+    refused("plan/refuse: zb-v partition per stage", 2, "--mode pp --schedule zb-v --micro-batches 4 --partition 8,8",
+            "has 2 entries but 2 ranks x 2 chunks make 4: give one layer count per chunk, in pipeline order (rank r holds chunks r and 3-r, a V)");
+    refused("plan/refuse: --virtual-stages with zb-v", 2, "--mode pp --schedule zb-v --virtual-stages 2", "--virtual-stages applies to --schedule interleaved, not zb-v");
     refused("plan/refuse: more chunks than layers", 4, "--mode pp --schedule interleaved --virtual-stages 4 --layers 8",
             "4 ranks x 4 virtual stages = 16 chunks but only 8 layers");
-    Plan p;
     char err[1024];
     int rc = plan_args(2, 1000, "--mode pp --micro-batches 512 --batch 512", &p, err, sizeof err);
     EXPECT("plan/refuse: tags beyond MPI's limit", rc == -1 && strstr(err, "need message tags up to 2047 but this MPI allows 1000"), "%s", err);

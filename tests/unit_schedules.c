@@ -16,10 +16,11 @@
 #include "sim_helpers.h"
 
 static const Backend *be = &backend_cpu;
-static const char *names[] = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1"};
-#define NKINDS 5
+static const char *names[] = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipev"};
+#define NKINDS 7
 
-// v values a schedule runs with for (K, M): interleaved needs v >= 2 and M % K == 0.
+// v values a schedule runs with for (K, M): interleaved needs v >= 2, zb-v and dualpipev v = 2,
+// dualpipev M >= 2K.
 static int runs(int kind, int K, int M, int v) { return schedule_check(kind, K, M, v) == NULL; }
 
 // Every rank's list: each (chunk, mb) forward once, then its backward once (or I once then W
@@ -35,7 +36,7 @@ static int list_complete(int kind, int K, int M, int v, char *why, size_t n) {
         int *in = calloc((size_t)v * M, sizeof(int)), *w = calloc((size_t)v * M, sizeof(int));
         for (int i = 0; i < l.n && ok; i++) {
             Action a = l.a[i];
-            int vs = a.chunk * K + s, k = a.chunk * M + a.mb;
+            int vs = place_vstage(schedule_placement(kind), K, s, a.chunk), k = a.chunk * M + a.mb;
             if (a.chunk < 0 || a.chunk >= v || a.mb < 0 || a.mb >= M) { snprintf(why, n, "rank %d: action %d out of range", s, i); ok = 0; break; }
             switch (a.kind) {
             case ACT_FORWARD: f[k]++; break;
@@ -52,7 +53,8 @@ static int list_complete(int kind, int K, int M, int v, char *why, size_t n) {
         }
         int split = schedule_splits_backward(kind);
         for (int k = 0; k < v * M && ok; k++)
-            if (f[k] != 1 || (split ? (in[k] != 1 || w[k] != 1 || b[k]) : (b[k] != 1 || in[k] || w[k]))) {
+            // dualpipev runs some backwards whole and splits others: each (chunk, mb) one way
+            if (f[k] != 1 || (split && b[k] == 0 ? (in[k] != 1 || w[k] != 1) : (b[k] != 1 || in[k] || w[k])) || (!split && b[k] != 1)) {
                 snprintf(why, n, "%s K=%d M=%d v=%d rank %d chunk %d mb %d: F %d B %d I %d W %d",
                          names[kind], K, M, v, s, k / M, k % M, f[k], b[k], in[k], w[k]);
                 ok = 0;
@@ -209,10 +211,11 @@ static void test_interleaved_order(void) {
     EXPECT("interleaved/last rank: chunk 0 sends activations on (to rank 0's chunk 1), chunk 1 (the head) receives no gradient",
            chunk0_send_act == 4 && chunk1_recv_grad == 0, "sends %d, grad receives %d", chunk0_send_act, chunk1_recv_grad);
     action_list_free(&l);
-    EXPECT("schedules/checks: interleaved needs v>=2 and M%K==0, v only for interleaved, zb-h1 takes any M",
-           schedule_check(SCHED_INTERLEAVED, 4, 6, 2) && schedule_check(SCHED_INTERLEAVED, 4, 8, 1) &&
-           !schedule_check(SCHED_INTERLEAVED, 4, 8, 2) && schedule_check(SCHED_1F1B, 4, 8, 2) && !schedule_check(SCHED_ZBH1, 4, 3, 1),
-           "wrong verdicts");
+    EXPECT("schedules/checks: interleaved needs v>=2 (any M), v only for interleaved, zb-h1 takes any M, zb-v v=2, dualpipev M>=2K",
+           !schedule_check(SCHED_INTERLEAVED, 4, 6, 2) && schedule_check(SCHED_INTERLEAVED, 4, 8, 1) && !schedule_check(SCHED_INTERLEAVED, 4, 3, 2) &&
+           !schedule_check(SCHED_INTERLEAVED, 4, 8, 2) && schedule_check(SCHED_1F1B, 4, 8, 2) && !schedule_check(SCHED_ZBH1, 4, 3, 1) &&
+           !schedule_check(SCHED_ZBV, 4, 1, 2) && schedule_check(SCHED_ZBV, 4, 8, 1) && schedule_check(SCHED_DUALPIPEV, 4, 7, 2) &&
+           !schedule_check(SCHED_DUALPIPEV, 4, 8, 2), "wrong verdicts");
     SimSpec sp = {.kind = SCHED_INTERLEAVED, .K = 2, .M = 2, .v = 2, .f = 1, .b = 1, .w = 1};
     SimResult r;
     schedule_sim(&sp, &r);
@@ -220,6 +223,90 @@ static void test_interleaved_order(void) {
     for (int i = 0; i < r.n_slices[0]; i++) chunks_seen |= 1 << r.slices[0][i].chunk;
     EXPECT("interleaved/simulated slices carry their chunk, at whole-stage time scale (K=2 M=2 v=2: makespan 7.5, busy 6 of F=1, B=2)",
            chunks_seen == 3 && r.makespan == 7.5 && r.busy[0] == 6, "chunks %d makespan %g busy %g", chunks_seen, r.makespan, r.busy[0]);
+    sim_result_free(&r);
+}
+
+// Interleaved for any M: deadlock-free (the sweep), never worse than 1f1b, and with M % K != 0 the
+// last group keeps the remainder: every micro-batch passes every chunk once (list_complete).
+static void test_interleaved_any_m(void) {
+    int worse = 0, n = 0;
+    char why[200] = "";
+    for (int K = 2; K <= 8; K++)
+        for (int v = 2; v <= 4; v++)
+            for (int M = 1; M <= 32; M++) {
+                if (M % K == 0) continue;
+                SimSpec a = {.kind = SCHED_INTERLEAVED, .K = K, .M = M, .v = v, .f = 1, .b = 1, .w = 1}, o = a;
+                o.kind = SCHED_1F1B; o.v = 1;
+                SimResult ra, ro;
+                schedule_sim(&a, &ra); schedule_sim(&o, &ro);
+                n++;
+                if ((ra.deadlock || ra.makespan > ro.makespan) && !worse++)
+                    snprintf(why, sizeof why, "K=%d M=%d v=%d: makespan %g, 1f1b %g%s", K, M, v, ra.makespan, ro.makespan, ra.deadlock ? " (deadlock)" : "");
+                sim_result_free(&ra); sim_result_free(&ro);
+            }
+    EXPECT("interleaved/M % K != 0: runs, and its makespan is at most 1f1b's (K 2..8, v 2..4, M 1..32)", !worse && n > 500, "%d of %d: %s", worse, n, why);
+}
+
+// The idle time of rank s between its first pass and its last (the paper's bubble, where the next
+// step's forwards could fill the rest once the optimizer's synchronization is bypassed).
+static double span_idle(const SimResult *r, int s) { return r->slices[s][r->n_slices[s] - 1].t1 - r->slices[s][0].t0 - r->busy[s]; }
+
+// ZB-V and DualPipeV: at F = I = W the step's bubble is exactly (K-1)/(6M+K-1) on every rank (rank s
+// starts s chunk forwards late and ends K-1-s early) and no rank idles inside its own span; with
+// W <= F the span stays within the paper's (K-1)(F+I-2W); peak in-flight is 2K chunk passes (K
+// stages' worth, 1f1b's first-stage peak) for zb-v; the head (vs 2K-1) is on rank 0.
+static void test_v_schedules(void) {
+    double costs[][3] = {{1, 1, 1}, {1, 1, 0.5}, {2, 1, 1}, {1, 2, 1}, {1, 1.5, 0.5}};
+    const int kinds[2] = {SCHED_ZBV, SCHED_DUALPIPEV};
+    for (int k = 0; k < 2; k++) {
+        int kind = kinds[k], bad = 0, span_bad = 0, peak_bad = 0, n = 0;
+        char why[300] = "", why2[300] = "", why3[300] = "";
+        for (size_t c = 0; c < sizeof costs / sizeof *costs; c++)
+            for (int K = 2; K <= 8; K++)
+                for (int M = 2 * K; M <= 32; M++) {
+                    SimSpec sp = {.kind = kind, .K = K, .M = M, .v = 2, .f = costs[c][0], .b = costs[c][1], .w = costs[c][2]};
+                    SimResult r;
+                    schedule_sim(&sp, &r);
+                    n++;
+                    double f = schedule_bubble_formula(kind, K, M, 2), paper = (K - 1) * (sp.f + sp.b - 2 * sp.w);
+                    for (int s = 0; s < K; s++) {
+                        if (c == 0 && r.bubble[s] != f && !bad++)
+                            snprintf(why, sizeof why, "K=%d M=%d rank %d: simulated %.17g formula %.17g", K, M, s, r.bubble[s], f);
+                        double idle = span_idle(&r, s);
+                        if ((c == 0 ? idle != 0 : idle > (paper > 0 ? paper : 0) + 1e-9) && kind == SCHED_ZBV && !span_bad++)
+                            snprintf(why2, sizeof why2, "F=%g I=%g W=%g K=%d M=%d rank %d: idle %g in its span, paper %g", sp.f, sp.b, sp.w, K, M, s, idle, paper);
+                        if (c == 0 && kind == SCHED_ZBV && r.peak_inflight[s] != 2 * K && !peak_bad++)
+                            snprintf(why3, sizeof why3, "K=%d M=%d rank %d: peak %d", K, M, s, r.peak_inflight[s]);
+                    }
+                    sim_result_free(&r);
+                }
+        char name[200];
+        snprintf(name, sizeof name, "%s/simulated bubble == (K-1)/(6M+K-1) exactly on every rank, F = I = W, K 2..8, M 2K..32", names[kind]);
+        EXPECT(name, !bad && n > 100, "%s", why);
+        if (kind == SCHED_ZBV) {
+            EXPECT("zb-v/no idle inside a rank's span at F = I = W; within (K-1)(F+I-2W) for 4 more costs with W <= F", !span_bad, "%s", why2);
+            EXPECT("zb-v/peak in-flight 2K chunk passes on every rank (1f1b's first-stage K stages), M >= 2K", !peak_bad, "%s", why3);
+        }
+    }
+    // placement: rank 0 holds vs 0 and 2K-1, so its chunk 1 computes the loss and receives no gradient
+    ActionList l = {0};
+    schedule_build(SCHED_ZBV, 4, 8, 2, 0, &l);
+    int head_recv_grad = 0, c0_recv_act = 0, c1_send_act = 0;
+    for (int i = 0; i < l.n; i++) {
+        head_recv_grad += l.a[i].kind == ACT_RECV_GRAD && l.a[i].chunk == 1;
+        c0_recv_act += l.a[i].kind == ACT_RECV_ACT && l.a[i].chunk == 0;
+        c1_send_act += l.a[i].kind == ACT_SEND_ACT && l.a[i].chunk == 1;
+    }
+    EXPECT("zb-v/rank 0 holds the first chunk (no input received) and the last (the head: no gradient received, no activation sent)",
+           !head_recv_grad && !c0_recv_act && !c1_send_act && place_vstage(PLACE_V, 4, 0, 1) == 7 && place_stage_of(PLACE_V, 4, 4) == 3,
+           "recv grad %d recv act %d send act %d", head_recv_grad, c0_recv_act, c1_send_act);
+    action_list_free(&l);
+    // the V's turn: rank K-1 hands chunk 0's output to its own chunk 1, at no transfer cost
+    SimSpec a = {.kind = SCHED_ZBV, .K = 2, .M = 8, .v = 2, .f = 1, .b = 1, .w = 1, .comm = 0.5};
+    SimResult r;
+    schedule_sim(&a, &r);
+    EXPECT("zb-v/a transfer cost lengthens the step (messages between ranks) but the run stays deadlock-free",
+           !r.deadlock && r.makespan > 24.5, "makespan %g", r.makespan);
     sim_result_free(&r);
 }
 
@@ -342,6 +429,8 @@ int main(int argc, char **argv) {
     test_interleaved_formula();
     test_zbh1();
     test_interleaved_order();
+    test_interleaved_any_m();
+    test_v_schedules();
     for (int ckpt = 0; ckpt < 2; ckpt++)
         for (int head = 0; head < 2; head++) test_split_backward(ckpt, head);
     test_progress_hook();
