@@ -275,6 +275,14 @@ static int load_tensor(const StFile *f, const char *file, const char *name, cons
         snprintf(err, errlen, "%s: tensor '%s' has shape [%s], expected [%s]", file, name, got, exp);
         return -1;
     }
+    for (size_t i = 0, n = (t->end - t->begin) / sizeof(float); i < n; i++) {  // a diverged run's state is not resumed
+        float v;
+        memcpy(&v, f->data + t->begin + i * sizeof(float), sizeof v);  // (unaligned)
+        if (isfinite(v)) continue;
+        snprintf(err, errlen, "%s: tensor '%s' holds %s at index %zu: it was saved from a run that diverged; resume an earlier checkpoint",
+                 file, name, isnan(v) ? "NaN" : "Inf", i);
+        return -1;
+    }
     be->to_device(dst, f->data + t->begin, t->end - t->begin);  // data may be unaligned: to_device is a byte copy
     return 0;
 }

@@ -20,9 +20,11 @@ static int mpi_up(void) {
 
 static void abort_world(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
 static void finalize_mpi(void) { MPI_Finalize(); }
-static void agree_world(const char *err) { comm_agree(MPI_COMM_WORLD, err); }
+static void agree_world(const char *err, int code) { comm_agree_code(MPI_COMM_WORLD, err, code); }
 
-void comm_agree(MPI_Comm comm, const char *mine) {
+void comm_agree(MPI_Comm comm, const char *mine) { comm_agree_code(comm, mine, 2); }
+
+void comm_agree_code(MPI_Comm comm, const char *mine, int code) {
     int rank, me, first;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     me = mine[0] ? rank : INT_MAX;
@@ -31,6 +33,7 @@ void comm_agree(MPI_Comm comm, const char *mine) {
     char msg[2048] = "";
     if (rank == first) snprintf(msg, sizeof msg, "%s", mine);
     MPI_CHECK(MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, comm));
+    if (code == 1) run_failed("%s", msg);
     user_error("%s", msg);
 }
 

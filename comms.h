@@ -79,6 +79,7 @@ void comm_allreduce_max_double(double *x, int n, MPI_Comm comm);
 // One verdict for every rank: each rank of comm calls it at the same point with its own error ("" when
 // fine); if any has one, the lowest such rank's message ends every rank through user_error.
 void comm_agree(MPI_Comm comm, const char *mine);
+void comm_agree_code(MPI_Comm comm, const char *mine, int code);  // exit code 1 (run_failed) or 2 (user_error)
 // MPI call check: on error, "[rank r] file:line: MPI_Xxx failed: <MPI's message>" and abort the job.
 void mpi_check_at(int err, const char *what, const char *file, int line);
 #define MPI_CHECK(call) mpi_check_at((call), #call, __FILE__, __LINE__)

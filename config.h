@@ -50,6 +50,7 @@ typedef struct {
     int64_t epochs;          // real data: passes over the training set (0: --steps counts instead)
     double lr;
     double weight_decay;     // decoupled (AdamW, PyTorch semantics); 0 = none
+    double diverge_factor;   // end the run when the loss stays above this x the first loss (0: never)
     int lr_schedule;         // LR_* (model.h): constant or cosine
     int64_t warmup_steps;    // linear warm-up from lr/warmup to lr
     int optimizer;           // OPTIM_* (model.h)

@@ -58,6 +58,10 @@ static void take_features(const char *flag, const char *path, Table *t, int inpu
                        flag, path, inputs, inputs, x->dtype, x->ndim, x->ndim == 2 ? " of another width: set --inputs to it" : "");
         sp->n = x->shape[0];
         sp->features = x->data;
+        for (int64_t i = 0; i < sp->n * inputs; i++)  // one NaN would poison a column of layer 0 silently
+            if (!isfinite(sp->features[i]))
+                user_error("train: %s %s: row %lld, column %lld is %s: features must be finite numbers: clean the file", flag, path,
+                           (long long)(i / inputs), (long long)(i % inputs), isnan(sp->features[i]) ? "NaN" : "Inf");
         return;
     }
     Idx *x = &t->idx;

@@ -106,9 +106,10 @@ void gradsync_finish(GradSync *g) {
     for (int i = 0; i < g->nb; i++) g->spans[i].t1 = comm_wait(g->b[i].req);  // started in bucket order
 }
 
-void gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t) {
+long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t) {
     Stage *s = g->s;
-    if (!g->zero) { stage_optimizer_step(s, optimizer, lr, wd, t); return; }
+    if (!g->zero) return stage_optimizer_step(s, optimizer, lr, wd, t);
+    long bad = -1;
     if (optimizer != OPTIM_SGD && !g->m) {
         g->m = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
         g->v = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
@@ -116,8 +117,9 @@ void gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int
     for (int i = 0; i < g->nb; i++) {
         Bucket *b = &g->b[i];
         size_t o = b->off + b->shard_off;
-        optimizer_update(s->be, optimizer, s->params + o, s->grads + o, g->m ? g->m + b->moment_off : NULL,
-                         g->v ? g->v + b->moment_off : NULL, b->shard_n, lr, wd, t);
+        long at = optimizer_update(s->be, optimizer, s->params + o, s->grads + o, g->m ? g->m + b->moment_off : NULL,
+                                   g->v ? g->v + b->moment_off : NULL, b->shard_n, lr, wd, t);
+        if (at >= 0 && bad < 0) bad = (long)o + at;
     }
     // Every rank updated its shards; gather the new parameters everywhere.
     int base = g->n_spans;
@@ -135,6 +137,7 @@ void gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int
     }
     if (g->sync != SYNC_NAIVE)
         for (int i = 0; i < g->nb; i++) g->spans[base + i].t1 = comm_wait(g->b[i].req);
+    return bad;
 }
 
 void gradsync_gather_grads(GradSync *g) {

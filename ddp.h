@@ -52,7 +52,9 @@ void gradsync_set_final(GradSync *g, int final);
 void gradsync_finish(GradSync *g);
 // The optimizer step: the whole stage, or (ZeRO-1) this rank's shards, then the all-gather of
 // the parameters.
-void gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t);
+// Returns the index (in the stage's flat buffer) of the first parameter this rank updated that is
+// not finite afterwards, or -1.
+long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t);
 // ZeRO-1 only, for --verify: all-gathers the averaged gradient shards so the whole buffer holds them.
 void gradsync_gather_grads(GradSync *g);
 // The step's communication: in-flight time (the union of the collectives' spans) and the part of

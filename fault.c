@@ -9,7 +9,7 @@
 
 static int fault_rank = -1, fault_kind = FAULT_NONE;
 static int64_t fault_at = -1;
-static const char *const fault_names[] = {"none", "abort", "nan", "io", "kill", "alloc", "grad"};
+static const char *const fault_names[] = {"none", "abort", "nan", "io", "kill", "alloc", "grad", "nangrad"};
 
 void fault_init(void) {
     const char *v = getenv("MICROPP_FAULT");
@@ -18,11 +18,11 @@ void fault_init(void) {
     long long step;
     char kind[16];
     if (sscanf(v, "%d:%lld:%15[a-z]%n", &rank, &step, kind, &n) != 3 || n != (int)strlen(v) || rank < 0 || step < 1)
-        user_error("MICROPP_FAULT='%s' is not RANK:STEP:KIND (e.g. 1:3:abort; kinds abort, nan, io, kill, alloc, grad)", v);
-    for (int k = FAULT_ABORT; k <= FAULT_GRAD; k++)
+        user_error("MICROPP_FAULT='%s' is not RANK:STEP:KIND (e.g. 1:3:abort; kinds abort, nan, io, kill, alloc, grad, nangrad)", v);
+    for (int k = FAULT_ABORT; k <= FAULT_NANGRAD; k++)
         if (!strcmp(kind, fault_names[k])) fault_kind = k;
     if (fault_kind == FAULT_NONE)
-        user_error("MICROPP_FAULT='%s': unknown kind '%s' (use abort, nan, io, kill, alloc or grad)", v, kind);
+        user_error("MICROPP_FAULT='%s': unknown kind '%s' (use abort, nan, io, kill, alloc, grad or nangrad)", v, kind);
     fault_rank = rank;
     fault_at = step;
 }

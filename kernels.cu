@@ -37,6 +37,7 @@ static cudaStream_t g_stream;  // every kernel, copy and gemm runs here, in orde
 static cublasHandle_t g_cublas;
 static int g_tf32;
 static struct Result { double loss_sum; int hits; } *g_result_host, *g_result_dev;  // softmax_xent
+static int *g_bad_host, *g_bad_dev;  // the optimizer updates' non-finite flag
 static float *g_row_loss;  // softmax_xent: per-row losses and hits, grown as needed
 static int *g_row_hit, g_row_cap;
 
@@ -138,11 +139,20 @@ __global__ void k_relu_backward(float *dz, const float *dy, const float *y, size
     GRID_STRIDE(i, n) dz[i] = relu_backward_f(dy[i], y[i]);
 }
 
-__global__ void k_adam(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a) {
-    GRID_STRIDE(i, n) adam_update(&p[i], g[i], &m[i], &v[i], a);
+// The updates raise *bad when a parameter is not finite afterwards (every writer stores the same 1).
+__global__ void k_adam(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a, int *bad) {
+    GRID_STRIDE(i, n) {
+        adam_update(&p[i], g[i], &m[i], &v[i], a);
+        if (!isfinite(p[i])) *bad = 1;
+    }
 }
 
-__global__ void k_sgd(float *p, const float *g, size_t n, float lr) { GRID_STRIDE(i, n) p[i] = sgd_update(p[i], g[i], lr); }
+__global__ void k_sgd(float *p, const float *g, size_t n, float lr, int *bad) {
+    GRID_STRIDE(i, n) {
+        p[i] = sgd_update(p[i], g[i], lr);
+        if (!isfinite(p[i])) *bad = 1;
+    }
+}
 
 __global__ void k_axpy(float *y, float a, const float *x, size_t n) { GRID_STRIDE(i, n) y[i] = axpy_f(y[i], a, x[i]); }
 
@@ -236,15 +246,32 @@ static double cu_softmax_xent(const float *logits, const int32_t *labels, int ro
     *correct += g_result_host->hits;
     return g_result_host->loss_sum;
 }
-static void cu_adam(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a) {
-    if (!n) return;
-    k_adam<<<blocks_for(n), THREADS, 0, g_stream>>>(p, g, m, v, n, a);
-    LAUNCH_CHECK(k_adam);
+// After an update: the flag the kernel raised; when set, the parameters come to the host to find
+// the first bad one (the rare path).
+static long first_nonfinite_after(const float *p, size_t n) {
+    CUDA_CHECK(cudaMemcpyAsync(g_bad_host, g_bad_dev, sizeof(int), cudaMemcpyDeviceToHost, g_stream));
+    CUDA_CHECK(cudaStreamSynchronize(g_stream));
+    if (!*g_bad_host) return -1;
+    float *h = (float *)xmalloc(n * sizeof(float));
+    CUDA_CHECK(cudaMemcpy(h, p, n * sizeof(float), cudaMemcpyDeviceToHost));
+    long at = 0;
+    while ((size_t)at < n && isfinite(h[at])) at++;
+    free(h);
+    return (size_t)at < n ? at : -1;
 }
-static void cu_sgd(float *p, const float *g, size_t n, float lr) {
-    if (!n) return;
-    k_sgd<<<blocks_for(n), THREADS, 0, g_stream>>>(p, g, n, lr);
+static long cu_adam(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a) {
+    if (!n) return -1;
+    CUDA_CHECK(cudaMemsetAsync(g_bad_dev, 0, sizeof(int), g_stream));
+    k_adam<<<blocks_for(n), THREADS, 0, g_stream>>>(p, g, m, v, n, a, g_bad_dev);
+    LAUNCH_CHECK(k_adam);
+    return first_nonfinite_after(p, n);
+}
+static long cu_sgd(float *p, const float *g, size_t n, float lr) {
+    if (!n) return -1;
+    CUDA_CHECK(cudaMemsetAsync(g_bad_dev, 0, sizeof(int), g_stream));
+    k_sgd<<<blocks_for(n), THREADS, 0, g_stream>>>(p, g, n, lr, g_bad_dev);
     LAUNCH_CHECK(k_sgd);
+    return first_nonfinite_after(p, n);
 }
 static void cu_axpy(float *y, float a, const float *x, size_t n) {
     if (!n) return;
@@ -293,6 +320,8 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     CUBLAS_CHECK(cublasSetMathMode(g_cublas, CUBLAS_DEFAULT_MATH));  // fp32 unless --tf32
     CUDA_CHECK(cudaMallocHost(&g_result_host, sizeof(Result)));
     CUDA_CHECK(cudaMalloc(&g_result_dev, sizeof(Result)));
+    CUDA_CHECK(cudaMallocHost(&g_bad_host, sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&g_bad_dev, sizeof(int)));
     Backend b = {};
     b.name = "cuda"; b.on_host = 0; b.device_count = n;
     b.alloc = cu_alloc; b.free = cu_free; b.to_device = cu_to_device; b.to_host = cu_to_host; b.copy = cu_copy;

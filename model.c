@@ -377,20 +377,32 @@ double lr_at(int schedule, double lr, long long warmup, long long step, long lon
     return 0.5 * lr * (1.0 + cos(3.14159265358979323846 * progress));
 }
 
-void optimizer_update(const Backend *be, int optimizer, float *p, const float *g, float *m, float *v,
+long optimizer_update(const Backend *be, int optimizer, float *p, const float *g, float *m, float *v,
                       size_t n, float lr, float wd, int t) {
     if (wd > 0) be->scale(p, 1.0f - lr * wd, n);  // torch.optim.AdamW: param.mul_(1 - lr * weight_decay) first
-    if (optimizer == 1) { be->sgd(p, g, n, lr); return; }
+    if (optimizer == OPTIM_SGD) return be->sgd(p, g, n, lr);
     AdamArgs a = {.lr = lr, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
                   .bias_correction1 = (float)(1.0 - pow(0.9, t)),
                   .bias_correction2_sqrt = (float)sqrt(1.0 - pow(0.999, t))};
-    be->adam(p, g, m, v, n, a);
+    return be->adam(p, g, m, v, n, a);
 }
 
-void stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t) {
-    if (optimizer != 1 && !s->adam_m) {
+long stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t) {
+    if (optimizer != OPTIM_SGD && !s->adam_m) {
         s->adam_m = s->be->alloc(s->n_params * sizeof(float));
         s->adam_v = s->be->alloc(s->n_params * sizeof(float));
     }
-    optimizer_update(s->be, optimizer, s->params, s->grads, s->adam_m, s->adam_v, s->n_params, lr, wd, t);
+    return optimizer_update(s->be, optimizer, s->params, s->grads, s->adam_m, s->adam_v, s->n_params, lr, wd, t);
+}
+
+void stage_tensor_name(const Stage *s, size_t index, char *out, size_t n) {
+    size_t at = index;
+    for (int i = 0; i < s->n_layers; i++) {
+        size_t w = (size_t)s->H * stage_fan_in(s, i), size = w + s->H;
+        if (at < size) { snprintf(out, n, "layers.%d.%s[%zu]", s->lo + i, at < w ? "weight" : "bias", at < w ? at : at - w); return; }
+        at -= size;
+    }
+    size_t CH = (size_t)s->C * s->H;
+    if (at < CH) snprintf(out, n, "head.weight[%zu]", at);
+    else snprintf(out, n, "head.bias[%zu]", at - CH);
 }

@@ -112,11 +112,15 @@ void stage_backward_weight(Stage *s, int slot);
 void stage_forward_eval(Stage *s, const float *x, int rows, float *out);
 // Starts a new gradient: marks every layer so its next backward overwrites dW/db instead of adding.
 void stage_zero_grads(Stage *s);
-void stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t);  // t: 1-based step count
+// t: 1-based step count. Returns the index (in the flat buffer) of the first parameter that is not
+// finite after the update, or -1 (ops.h: the check rides on the update's own pass).
+long stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t);
+// "layers.3.weight[17]": the tensor and element of index in the stage's flat parameter buffer.
+void stage_tensor_name(const Stage *s, size_t index, char *out, size_t n);
 // The learning rate of 0-based step `step` of `total`: a linear warm-up over the first `warmup`
 // steps (lr x (step+1)/warmup), then constant, or cosine from lr down to 0 at the last step.
 double lr_at(int schedule, double lr, long long warmup, long long step, long long total);
 // Decoupled weight decay (AdamW, PyTorch semantics): p *= 1 - lr x wd, before the update.
 // The same update on n elements (p, g, and for Adam its moments m, v): ZeRO-1 updates a shard.
-void optimizer_update(const Backend *be, int optimizer, float *p, const float *g, float *m, float *v,
+long optimizer_update(const Backend *be, int optimizer, float *p, const float *g, float *m, float *v,
                       size_t n, float lr, float wd, int t);

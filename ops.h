@@ -29,8 +29,10 @@ typedef struct Backend {
     // dlogits = (softmax - onehot) * scale, and adds the count of argmax hits to *correct.
     double (*softmax_xent)(const float *logits, const int32_t *labels, int rows, int C,
                            float scale, float *dlogits, int *correct);
-    void (*adam)(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a);
-    void (*sgd)(float *p, const float *g, size_t n, float lr);
+    // The updates return the index of the first parameter that is not finite afterwards (a NaN or
+    // Inf gradient, or a parameter already gone), or -1: the check rides on the pass that writes them.
+    long (*adam)(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a);
+    long (*sgd)(float *p, const float *g, size_t n, float lr);
     void (*axpy)(float *y, float a, const float *x, size_t n);  // y += a * x
     void (*scale)(float *x, float a, size_t n);                 // x *= a
     void (*sync)(void);  // wait for queued device work (no-op on cpu)

@@ -62,11 +62,19 @@ static double cpu_softmax_xent(const float *logits, const int32_t *labels, int r
     return sum;
 }
 
-static void cpu_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, AdamArgs a) {
-    for (size_t i = 0; i < n; i++) adam_update(&p[i], g[i], &m[i], &v[i], a);
+static long first_nonfinite(const float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) if (!isfinite(p[i])) return (long)i;
+    return -1;
 }
-static void cpu_sgd(float *p, const float *g, size_t n, float lr) {
-    for (size_t i = 0; i < n; i++) p[i] = sgd_update(p[i], g[i], lr);
+static long cpu_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, AdamArgs a) {
+    int bad = 0;  // an OR over the loop keeps it vectorised; the index is looked for only when set
+    for (size_t i = 0; i < n; i++) { adam_update(&p[i], g[i], &m[i], &v[i], a); bad |= !isfinite(p[i]); }
+    return bad ? first_nonfinite(p, n) : -1;
+}
+static long cpu_sgd(float *p, const float *g, size_t n, float lr) {
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) { p[i] = sgd_update(p[i], g[i], lr); bad |= !isfinite(p[i]); }
+    return bad ? first_nonfinite(p, n) : -1;
 }
 static void cpu_axpy(float *y, float a, const float *x, size_t n) { for (size_t i = 0; i < n; i++) y[i] = axpy_f(y[i], a, x[i]); }
 static void cpu_scale(float *x, float a, size_t n) { for (size_t i = 0; i < n; i++) x[i] *= a; }

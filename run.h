@@ -64,6 +64,8 @@ typedef struct {
     int start;                // this run trains steps [start, steps) (start > 0 when resumed) ...
     uint64_t sample0;         // ... and its first step reads from sample sample0 on
     int64_t saved_step;       // the last step saved (--save), -1 when none
+    char bad_update[512];     // this rank's first non-finite parameter after an update ("" when none)
+    int diverged_steps;       // steps in a row whose loss exceeded --diverge-factor x the first
     double best_accuracy;     // --save-best: the best test accuracy so far, and its epoch (0: none)
     int best_epoch;
     CkptLayout ck;

@@ -82,7 +82,11 @@ static double naive_softmax_xent(const float *logits, const int32_t *labels, int
     free(x);
     return total;
 }
-static void naive_adam(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a) {
+static long naive_first_nonfinite(const float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) if (!isfinite(p[i])) return (long)i;
+    return -1;
+}
+static long naive_adam(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a) {
     for (size_t i = 0; i < n; i++) {
         double mi = (double)a.beta1 * m[i] + (1.0 - a.beta1) * g[i];
         double vi = (double)a.beta2 * v[i] + (1.0 - a.beta2) * (double)g[i] * g[i];
@@ -90,8 +94,12 @@ static void naive_adam(float *p, const float *g, float *m, float *v, size_t n, A
         v[i] = (float)vi;
         p[i] = (float)(p[i] - (double)a.lr / a.bias_correction1 * mi / (sqrt(vi) / a.bias_correction2_sqrt + a.eps));
     }
+    return naive_first_nonfinite(p, n);
 }
-static void naive_sgd(float *p, const float *g, size_t n, float lr) { for (size_t i = 0; i < n; i++) p[i] = (float)(p[i] - (double)lr * g[i]); }
+static long naive_sgd(float *p, const float *g, size_t n, float lr) {
+    for (size_t i = 0; i < n; i++) p[i] = (float)(p[i] - (double)lr * g[i]);
+    return naive_first_nonfinite(p, n);
+}
 static void naive_axpy(float *y, float a, const float *x, size_t n) { for (size_t i = 0; i < n; i++) y[i] = (float)(y[i] + (double)a * x[i]); }
 static void naive_scale(float *x, float a, size_t n) { for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] * a); }
 static void naive_fill(float *x, float v, size_t n) { for (size_t i = 0; i < n; i++) x[i] = v; }

@@ -223,24 +223,61 @@ static void step_compute(Run *r, int step) {
 }
 
 // The loss lives on the head's stage; every rank learns the global batch's (and so decides alike on NaN).
+// The same all-reduce carries how many ranks' last update left a parameter non-finite (note_nonfinite):
+// if any, every rank ends with the lowest such rank's message (exit 1).
 static double step_loss(Run *r, int step) {
-    double v[3] = {0, 0, 0}, t0 = r->m.step_start[step];
+    double v[4] = {0, 0, 0, r->bad_update[0] ? 1 : 0}, t0 = r->m.step_start[step];
     if (r->head) { v[0] = r->head->loss_sum; v[1] = r->head->loss_rows; v[2] = r->head->correct; }
     if (fault_due(FAULT_NAN, step + 1)) v[0] = NAN;  // testing: this rank's contribution goes bad
     if (r->p.distributed) {
         double ta = now_sec();
-        comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(v, 4, MPI_COMM_WORLD);
         run_record(r, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
+        if (v[3] > 0) agree_on_failure(r->bad_update);
     }
     return r->m.loss[step] = v[0] / v[1];
+}
+
+// A diverged run ends (exit 1) instead of saving and reporting garbage: the loss has stayed above
+// --diverge-factor x the run's first loss for DIVERGE_STEPS steps in a row (0 turns the rule off).
+// Every rank knows the global loss, so every rank decides alike.
+#define DIVERGE_STEPS 3
+static void check_divergence(Run *r, int step, double loss) {
+    double f = r->c->diverge_factor, first = r->m.loss[r->start];
+    if (f <= 0 || !(first > 0)) return;
+    r->diverged_steps = loss > f * first ? r->diverged_steps + 1 : 0;
+    if (r->diverged_steps >= DIVERGE_STEPS)
+        run_failed("train: the loss diverged: %.4g at step %d, above %g x the first step's %.4g for %d steps in a row: lower --lr "
+                   "(now %g), or change the rule with --diverge-factor (0: off)", loss, step + 1, f, first, DIVERGE_STEPS, r->c->lr);
+}
+
+// MICROPP_FAULT kind 'nangrad' (testing): one gradient of the first local stage becomes NaN, as an
+// overflow would leave it; the loss of this step stays finite.
+static void inject_nan_gradient(Run *r) {
+    Stage *s = &r->local[0];
+    float nan = NAN;
+    r->be->to_device(s->grads + s->n_params / 2, &nan, sizeof nan);
+}
+
+// The updates report the first parameter they left non-finite; remember this rank's first, in words.
+// One process ends at once; ranks learn it in the next step's loss all-reduce (step_loss), or at the end.
+static void note_nonfinite(Run *r, int step, int k, long at) {
+    if (at < 0 || r->bad_update[0]) return;
+    char name[96];
+    stage_tensor_name(&r->local[k], (size_t)at, name, sizeof name);
+    snprintf(r->bad_update, sizeof r->bad_update, "train: step %d's update left %s of %s %d not finite (NaN or Inf): the gradients "
+             "overflowed or the data holds non-finite values; lower --lr (now %g) or check the data",
+             step + 1, name, r->p.pipelined ? "stage" : "part", r->vs_of[k], r->c->lr);
+    if (!r->p.distributed) run_failed("%s", r->bad_update);
 }
 
 static void step_update(Run *r, int step) {
     const TrainConfig *c = r->c;
     double t0 = r->m.step_start[step], to = now_sec();
     float lr = (float)lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, c->steps), wd = (float)c->weight_decay;
-    if (r->n_sync) for (int k = 0; k < r->n_sync; k++) gradsync_optimizer_step(&r->sync[k], c->optimizer, lr, wd, step + 1);
-    else for (int k = 0; k < r->n_local; k++) stage_optimizer_step(&r->local[k], c->optimizer, lr, wd, step + 1);
+    if (fault_due(FAULT_NANGRAD, step + 1)) inject_nan_gradient(r);
+    if (r->n_sync) for (int k = 0; k < r->n_sync; k++) note_nonfinite(r, step, k, gradsync_optimizer_step(&r->sync[k], c->optimizer, lr, wd, step + 1));
+    else for (int k = 0; k < r->n_local; k++) note_nonfinite(r, step, k, stage_optimizer_step(&r->local[k], c->optimizer, lr, wd, step + 1));
     r->be->sync();
     run_record(r, step, EV_OPTIMIZER, -1, 0, to - t0, now_sec() - t0);
     r->m.step_s[step] = now_sec() - t0;
@@ -274,6 +311,7 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
         printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                r->m.step_s[step] * 1e3, (double)c->batch * r->p.N / r->m.step_s[step] / 1e3);
     if (!c->save[0] || c->save_best || !((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps)) return;
+    if (r->p.distributed) agree_on_failure(r->bad_update);  // never save a state that went non-finite
     double t_save = now_sec();
     double bytes = ckpt_save(&r->ck, step + 1, r->sample0 + (uint64_t)(step + 1 - start) * (uint64_t)c->batch * (uint64_t)r->p.N);
     r->saved_step = step + 1;
@@ -324,13 +362,15 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         double loss = step_loss(r, step);
         if (step == 0 && c->verify) verify_step(r, loss, v);
         if (!isfinite(loss))
-            user_error("train: the loss became %s at step %d: lower --lr (now %g) and check the data", isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
+            run_failed("train: the loss became %s at step %d: lower --lr (now %g) and check the data", isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
+        check_divergence(r, step, loss);
         step_update(r, step);
         if (r->n_sync) step_comm_times(r, step);
         if (c->gemm_timing) r->m.gemm_s[step] = r->be->gemm_seconds();
         step_log_and_save(r, step, loss, verbose);
         if (r->p.epochs && (step + 1) % r->p.steps_per_epoch == 0) end_epoch(r, step, verbose);
     }
+    if (r->p.distributed) agree_on_failure(r->bad_update);  // the last update has no next step to report it
     for (int k = 0; k < r->n_sync; k++)
         if (!comm_same_u64(stage_param_checksum(&r->local[k]), r->comm.dp))
             fatal("the replicas of stage %d (chunk %d) ended with different parameters: the gradient all-reduce is broken", r->stage, k);

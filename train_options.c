@@ -23,6 +23,7 @@ const Option train_options[] = {
     {"epochs", 0, OPT_INT, T(epochs), 0, 0, 1 << 20, "N", "real data: N shuffled passes over the training set instead of --steps (last partial batch dropped)"},
     {"lr", 0, OPT_FLOAT, T(lr), 0, 1e-12, 1e3, "LR", "learning rate (the peak, with --lr-schedule cosine or --warmup-steps)"},
     {"lr-schedule", 0, OPT_CHOICE, T(lr_schedule), LR_CHOICES, 0, 0, "SCHED", "learning rate over the run: constant, or cosine from --lr down to 0 at the last step"},
+    {"diverge-factor", 0, OPT_FLOAT, T(diverge_factor), 0, 0, 1e30, "F", "end the run (exit 1) when the loss stays above F x the first step's for 3 steps in a row (0: never)"},
     {"warmup-steps", 0, OPT_INT, T(warmup_steps), 0, 0, 1 << 30, "N", "linear warm-up of the learning rate over the first N steps"},
     {"optimizer", 0, OPT_CHOICE, T(optimizer), OPTIM_CHOICES, 0, 0, "OPT", "adam (PyTorch semantics) or plain sgd"},
     {"weight-decay", 0, OPT_FLOAT, T(weight_decay), 0, 0, 1e3, "WD", "decoupled weight decay (adam: AdamW, PyTorch semantics): p *= 1 - lr x WD each step"},
@@ -88,4 +89,5 @@ void train_config_defaults(TrainConfig *c) {
     c->allreduce = ALLREDUCE_AUTO;
     c->bucket_mb = 25;
     c->grad_accum = 1;
+    c->diverge_factor = 100;
 }

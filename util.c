@@ -36,23 +36,37 @@ void fatal_at(const char *file, int line, const char *fmt, ...) {
     exit(1);
 }
 
-void user_error(const char *fmt, ...) {
+// One line (rank 0 speaks for all when g_quiet_errors), then every rank, having reached this same
+// decision, finalizes with the others and exits with code.
+static _Noreturn void end_together(int code, const char *msg) {
     if (!(g_quiet_errors && g_rank != 0)) {
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "micropp: ");
-        vfprintf(stderr, fmt, ap);
-        fprintf(stderr, "\n");
-        va_end(ap);
+        fprintf(stderr, "micropp: %s\n", msg);
         fflush(stderr);
     }
     if (others_running()) {
-        // Every rank reached this same decision; finalize together. Should a rank not (a bug),
-        // the alarm ends this one rather than leave it waiting.
+        // Should a rank not have reached it (a bug), the alarm ends this one rather than leave it waiting.
         alarm(10);
         hooks.finalize_quick();
     }
-    exit(2);
+    exit(code);
+}
+
+void user_error(const char *fmt, ...) {
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    end_together(2, msg);
+}
+
+void run_failed(const char *fmt, ...) {
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    end_together(1, msg);
 }
 
 int stdout_closed_ok(void) {
@@ -79,6 +93,11 @@ void single_process(const char *cmd) {
 }
 
 void agree_on_error(const char *err) {
-    if (others_running()) hooks.agree(err ? err : "");
+    if (others_running()) hooks.agree(err ? err : "", 2);
     else if (err && *err) user_error("%s", err);
+}
+
+void agree_on_failure(const char *err) {
+    if (others_running()) hooks.agree(err ? err : "", 1);
+    else if (err && *err) run_failed("%s", err);
 }

@@ -22,7 +22,7 @@ typedef struct {
     void (*abort_job)(void);      // ends every rank (MPI_Abort)
     void (*finalize_quick)(void); // MPI_Finalize alone: user_error's collective end
     void (*finalize)(void);       // the whole wire's shutdown (finish)
-    void (*agree)(const char *err);  // agree_on_error over the world
+    void (*agree)(const char *err, int code);  // agree_on_error / agree_on_failure over the world
 } ExitHooks;
 void util_set_exit_hooks(const ExitHooks *h);
 
@@ -33,6 +33,12 @@ _Noreturn void fatal_at(const char *file, int line, const char *fmt, ...)
 
 // A user mistake: "micropp: <message>" and exit 2. Callers guarantee every rank decides the same way.
 _Noreturn void user_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// A run that went wrong, not its input (a diverged loss, non-finite parameters): "micropp: <message>"
+// and exit 1. Callers guarantee every rank decides the same way.
+_Noreturn void run_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// agree_on_error's twin for such failures: the lowest failing rank's message, exit 1 on every rank.
+void agree_on_failure(const char *err);
 
 // A check whose outcome may differ between ranks (a file one node cannot read): every rank calls
 // it at the same point with its error or NULL; if any rank has one, all end with the lowest

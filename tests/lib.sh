@@ -28,13 +28,14 @@ mp() { local n=$1; shift; mpiexec -n "$n" "$MICROPP" "$@"; }
 json_get() { printf '%s' "$OUT" | python3 -c "import json,sys; v=json.load(sys.stdin)$1; print(v if not isinstance(v,(list,dict)) else json.dumps(v))"; }
 
 # expect_user_error NAME PATTERN T CMD...: CMD must exit 2 within T seconds with one stderr line
-# matching PATTERN.
+# matching PATTERN. expect_failure: the same with exit 1 (a run that went wrong, not its input).
+expect_failure() { EXPECT_RC=1 expect_user_error "$@"; }
 expect_user_error() {
-    local name=$1 pat=$2 t=$3; shift 3
+    local name=$1 pat=$2 t=$3 want=${EXPECT_RC:-2}; shift 3
     run "$t" "$@"
     local lines
     lines=$(printf '%s\n' "$ERR" | grep -c .)
-    if [ "$RC" -ne 2 ]; then fail "$name" "exit $RC, expected 2 (stderr: $(printf '%s' "$ERR" | head -c 300))"
+    if [ "$RC" -ne "$want" ]; then fail "$name" "exit $RC, expected $want (stderr: $(printf '%s' "$ERR" | head -c 300))"
     elif ! printf '%s' "$ERR" | grep -qE -- "$pat"; then fail "$name" "stderr does not match /$pat/: $(printf '%s' "$ERR" | head -c 300)"
     elif [ "$lines" -ne 1 ]; then fail "$name" "expected one line on stderr, got $lines: $(printf '%s' "$ERR" | head -c 300)"
     else pass "$name"; fi

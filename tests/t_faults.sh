@@ -38,6 +38,7 @@ fault() {
 fault abort 4 2:3:abort '\[rank 2\] .*injected fault \(MICROPP_FAULT\): abort at step 3' --mode pp $A --steps 4
 fault kill 4 2:3:kill '\[rank 2\] injected fault \(MICROPP_FAULT\): SIGKILL at step 3' --mode pp $A --steps 4
 fault kill-rank0 4 0:3:kill '\[rank 0\] injected fault \(MICROPP_FAULT\): SIGKILL at step 3' --mode pp $A --steps 4
+fault nangrad 4 2:3:nangrad "step 3's update left layers\.[0-9]+\.weight\[[0-9]+\] of stage 2 not finite" --mode pp $A --steps 4
 fault alloc 4 1:3:alloc '\[rank 1\] .*out of memory allocating' --mode pp $A --steps 4
 fault nan 4 3:3:nan 'the loss became NaN at step 3' --mode pp $A --steps 4
 fault nan-first-stage 4 0:3:nan 'the loss became NaN at step 3' --mode pp $A --steps 4
