@@ -314,6 +314,9 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
     }
     if (m.step >= c->steps) {
         free(m.files);
+        if (m.step >= (1LL << 30))  // train's --steps range ends below it: nothing to suggest
+            user_error("train: --resume %s: the checkpoint is at step %lld, past the most --steps accepts (%lld): it cannot be trained further",
+                       dir, (long long)m.step, (long long)(1LL << 30));
         user_error("train: --resume %s: the checkpoint is at step %lld and --steps %lld is the TOTAL step count: use --steps > %lld",
                    dir, (long long)m.step, (long long)c->steps, (long long)m.step);
     }

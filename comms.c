@@ -474,7 +474,7 @@ static void shm_unfit(Comm *c, size_t bytes, const char *what, char *why, size_t
         snprintf(why, wn, "%s: %s shm needs the %d replicas of each stage on one node, and only %d share this rank's: use %s mpi or ring",
                  what, flag, D, local, flag);
     else if (room >= 0 && room < need)
-        snprintf(why, wn, "%s: %s shm needs %.0f MB of /dev/shm for the %d ranks of this node, and %.0f MB are free: enlarge it (docker run --shm-size) or use %s mpi",
+        snprintf(why, wn, "%s: %s shm needs %.3g MB of /dev/shm for the %d ranks of this node, and %.3g MB are free: enlarge it (docker run --shm-size) or use %s mpi",
                  what, flag, need / 1e6, node_ranks, room / 1e6, flag);
 }
 

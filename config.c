@@ -232,6 +232,13 @@ void options_load_json(const char *cmd, const Option *opts, void *base, const ch
     size_t got = fread(text, 1, (size_t)len, f);
     fclose(f);
     text[got] = 0;
+    int depth = 0, deepest = 0;  // cJSON refuses deep nesting as if it were a syntax error: say what it is
+    for (const char *p = text; *p; p++) {
+        if (*p == '"') { for (p++; *p && *p != '"'; p += *p == '\\' && p[1] ? 2 : 1) {} if (!*p) break; }
+        else if (*p == '{' || *p == '[') { if (++depth > deepest) deepest = depth; }
+        else if (*p == '}' || *p == ']') depth--;
+    }
+    if (deepest > 64) { free(text); user_error("%s: %s: nested %d levels deep: a config is one object of options (a list at most inside it)", cmd, path, deepest); }
     const char *err_at = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &err_at, 1);
     if (!root) {

@@ -53,9 +53,13 @@ static void table_read_all(const char *flag, const char *path, Table *t) {
 static void take_features(const char *flag, const char *path, Table *t, int inputs, Split *sp) {
     if (t->is_npy) {
         Npy *x = &t->npy;
-        if (strcmp(x->dtype, "<f4") || x->ndim != 2 || x->shape[1] != inputs)
-            user_error("train: %s %s: need float32 [N,%d] (N rows of --inputs %d features), got %s with %d dims%s",
-                       flag, path, inputs, inputs, x->dtype, x->ndim, x->ndim == 2 ? " of another width: set --inputs to it" : "");
+        if (strcmp(x->dtype, "<f4") || x->ndim != 2 || x->shape[1] != inputs) {
+            if (!strcmp(x->dtype, "<f4") && x->ndim == 2)
+                user_error("train: %s %s: its rows have %lld features but --inputs is %d: set --inputs %lld", flag, path,
+                           (long long)x->shape[1], inputs, (long long)x->shape[1]);
+            user_error("train: %s %s: need float32 [N,%d] (N rows of --inputs %d features), got %s with %d dims",
+                       flag, path, inputs, inputs, x->dtype, x->ndim);
+        }
         sp->n = x->shape[0];
         sp->features = x->data;
         for (int64_t i = 0; i < sp->n * inputs; i++)  // one NaN would poison a column of layer 0 silently

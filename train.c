@@ -373,7 +373,8 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
     if (r->p.distributed) agree_on_failure(r->bad_update);  // the last update has no next step to report it
     for (int k = 0; k < r->n_sync; k++)
         if (!comm_same_u64(stage_param_checksum(&r->local[k]), r->comm.dp))
-            fatal("the replicas of stage %d (chunk %d) ended with different parameters: the gradient all-reduce is broken", r->stage, k);
+            fatal("the replicas of stage %d (chunk %d) ended with different parameters: the ranks were started with different "
+                  "options (--lr, --optimizer, ...), or the gradient all-reduce is broken", r->stage, k);
     if (c->gemm_timing) r->be->gemm_timing(0);
 }
 

@@ -67,3 +67,18 @@ run 60 "$MICROPP" train --eval-samples 0 --steps 2 --json
 for cmd in bubble selftest; do
     e "config/$cmd under mpiexec -n 2" "$cmd runs in one process, and mpiexec started 2: run it without mpiexec" 30 mpiexec -n 2 "$MICROPP" $cmd
 done
+
+# Messages that named the wrong thing.
+python3 -c "print('{\"layers\":' * 2000 + '1' + '}' * 2000)" > deep.json
+e "config/deep nesting is named as such, not a syntax error" "deep.json: nested 2000 levels deep" 10 "$MICROPP" train -c deep.json
+e "config/--bucket-mb's range is what it accepts" "--bucket-mb = -1 is out of range: use a value in \[0, 1e\+12\]" 10 "$MICROPP" train --mode ddp --bucket-mb -1
+run 30 "$MICROPP" train --steps 1 --save ckbig
+python3 "$ROOT/tests/ckpt_tool.py" manifest ckbig "m['step']=10**15" >/dev/null
+e "config/a checkpoint past --steps' range says it cannot continue" "checkpoint is at step 1000000000000000, past the most --steps accepts \(1073741824\)" 30 "$MICROPP" train --resume ckbig
+python3 - <<'PY'
+import struct
+head = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 9), }"
+head += " " * (63 - (10 + len(head)) % 64) + "\n"
+open("w9.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() + struct.pack("<36f", *([0.0] * 36)))
+PY
+e "config/a feature file of another width says the width found" "w9.npy: its rows have 9 features but --inputs is 128: set --inputs 9" 10 "$MICROPP" train --data w9.npy --labels w9.npy
