@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 #include "fault.h"
+#include "memory.h"
 #include "pipeline.h"
 #include "report.h"
 #include "train.h"
@@ -107,6 +108,9 @@ static void setup_pipeline(Run *r) {
     r->n_local = p->V;
     r->local = xcalloc((size_t)p->V, sizeof(Stage));
     r->vs_of = xcalloc((size_t)p->V, sizeof(int));
+    int slots[COMM_MAX_CHUNKS];
+    for (int k = 0; k < p->V; k++) { r->vs_of[k] = plan_vstage(p, r->stage, k); slots[k] = r->sim.peak_slots[r->vs_of[k]]; }
+    memory_check(r, r->vs_of, slots, p->V);  // before the first large allocation
     for (int k = 0; k < p->V; k++) {
         int vs = plan_vstage(p, r->stage, k), last = vs == p->S - 1;
         Stage *s = &r->local[k];
@@ -131,6 +135,10 @@ static void setup_local(Run *r) {
     r->n_local = K;
     r->local = xcalloc((size_t)K, sizeof(Stage));
     r->vs_of = xcalloc((size_t)K, sizeof(int));
+    int *ones = xmalloc(sizeof(int) * (size_t)K);
+    for (int k = 0; k < K; k++) { r->vs_of[k] = k; ones[k] = 1; }
+    memory_check(r, r->vs_of, ones, K);  // before the first large allocation
+    free(ones);
     for (int k = 0; k < K; k++) {
         r->vs_of[k] = k;
         stage_init(&r->local[k], r->be, spec_of(r, k, k == K - 1, 1, 0));
@@ -399,9 +407,9 @@ int cmd_train(int argc, char **argv) {
     setup_device(r, &cfg);
     int verbose = !cfg.json && r->rank == 0;
     if (verbose) report_header(r);
-    setup_buffers(r);
-    if (r->p.pipelined) setup_pipeline(r);
+    if (r->p.pipelined) setup_pipeline(r);  // (each checks the run's memory before allocating)
     else setup_local(r);
+    setup_buffers(r);
     if (r->p.data_parallel) {
         setup_data_parallel(r, &cfg);
         if (verbose) report_dp_header(r);

@@ -16,7 +16,7 @@ LAYERS = [  # lowest first; a source and its header share a layer
     ['model', 'schedule'],
     ['comms'],
     ['ddp', 'checkpoint', 'trace'],
-    ['plan', 'run', 'pipeline', 'verify', 'report', 'train_options'],
+    ['plan', 'run', 'memory', 'pipeline', 'verify', 'report', 'train_options'],
     ['train', 'bubble', 'pingpong', 'allreduce', 'selftest'],
     ['micropp'],
 ]

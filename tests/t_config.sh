@@ -82,3 +82,10 @@ head += " " * (63 - (10 + len(head)) % 64) + "\n"
 open("w9.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() + struct.pack("<36f", *([0.0] * 36)))
 PY
 e "config/a feature file of another width says the width found" "w9.npy: its rows have 9 features but --inputs is 128: set --inputs 9" 10 "$MICROPP" train --data w9.npy --labels w9.npy
+
+# A run that cannot fit is refused before it allocates (not after climbing toward the OOM killer).
+e "memory/a model too large for the node is refused at once, with the figures" "needs about 68.8 GB \(weights 17.2, gradients 17.2, optimizer 34.4,.*and the node has [0-9.]+ GB available: use more pipeline stages" \
+    20 "$MICROPP" train --hidden 65536 --layers 1
+e "memory/ddp suggests sharding the optimizer" "2 ranks on its node .* use --zero 1" 60 mpiexec -n 2 "$MICROPP" train --mode ddp --hidden 30000 --layers 4
+e "memory/huge micro-batches suggest checkpointing or more micro-batches" "activations .* use --checkpoint-activations, more --micro-batches" \
+    60 mpiexec -n 2 "$MICROPP" train --mode pp --hidden 4096 --layers 2 --batch 400000 --micro-batches 1

@@ -88,7 +88,7 @@ run 60 "$MICROPP" train --hidden 16 --layers 4 --batch 16 --steps 2 --data "$TMP
 [ "$RC" -eq 0 ] && pass "npy/int32 labels" || fail "npy/int32 labels" "$ERR"
 T="$MICROPP train --hidden 16 --layers 4 --batch 16 --steps 2"
 expect_user_error "npy/wrong dtype" "<f8.*float32" 20 $T --data "$TMP/xd.npy" --labels "$TMP/y.npy"
-expect_user_error "npy/wrong width" "float32 \[N,16\]" 20 $T --data "$TMP/xw.npy" --labels "$TMP/y.npy"
+expect_user_error "npy/wrong width" "its rows have 8 features but --inputs is 16: set --inputs 8" 20 $T --data "$TMP/xw.npy" --labels "$TMP/y.npy"
 expect_user_error "npy/truncated" "truncated" 20 $T --data "$TMP/xt.npy" --labels "$TMP/y.npy"
 expect_user_error "npy/not npy" "not a .npy" 20 $T --data "$TMP/junk.npy" --labels "$TMP/y.npy"
 expect_user_error "npy/label out of range" "label 5 .*--classes" 20 $T --data "$TMP/x.npy" --labels "$TMP/ybig.npy"

@@ -1,0 +1,64 @@
+// memory.c: a run's memory, reckoned from the plan before anything is allocated (it follows what
+// stage_init, stage_enable_split and the optimizers allocate), and checked against the node's
+// MemAvailable on every rank, with one verdict for all.
+#include <stdio.h>
+#include <string.h>
+#include "memory.h"
+#include "util.h"
+
+void memory_need(const Run *r, const int *vs_of, const int *slots, int n, MemNeed *m) {
+    const TrainConfig *c = r->c;
+    const Plan *p = &r->p;
+    double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float);
+    int split = schedule_splits_backward(c->schedule) && p->pipelined, ckpt = c->checkpoint_activations && p->pipelined;
+    memset(m, 0, sizeof *m);
+    for (int k = 0; k < n; k++) {
+        int vs = vs_of[k], layers = plan_layers(p, vs), head = vs == p->S - 1;
+        double in = p->lo[vs] == 0 ? (double)c->inputs : H;  // layer 0 reads --inputs features
+        double params = (layers ? H * in + H + (layers - 1) * (H * H + H) : 0) + (head ? C * H + C : 0);
+        m->weights += params * f;
+        m->grads += params * f;
+        if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (c->zero ? p->D : 1);  // Adam's moments (ZeRO-1: a shard)
+        double act = rows * H * f, per_slot = rows * in * f + (head ? rows * C * f + rows * 4 : 0);
+        if (!ckpt || split) per_slot += layers * act;  // the layer outputs (with split + checkpointing: refilled at I)
+        if (split) per_slot += layers * act;           // the pre-activation gradients kept from I to W
+        m->activations += slots[k] * per_slot + (ckpt ? layers * act : 0);
+        m->buffers += 2 * act;  // the backward's ping-pong
+    }
+    m->buffers += 2 * rows * H * f + rows * (double)c->inputs * f;  // dout, din, the host rows
+    m->total = m->weights + m->grads + m->optimizer + m->activations + m->buffers;
+}
+
+// MemAvailable from /proc/meminfo, bytes; -1 when it cannot be read (then nothing is checked).
+static double mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+// The cheapest change that shrinks what dominates.
+static const char *fix_for(const Run *r, const MemNeed *m) {
+    if (m->activations + m->buffers > m->total / 2)  // both grow with the rows of a micro-batch
+        return r->p.pipelined ? "--checkpoint-activations, more --micro-batches, or more stages" : "a smaller --batch (or --grad-accum), or a pipeline";
+    if (r->p.data_parallel && !r->c->zero && m->optimizer > 0) return "--zero 1 (shards the optimizer state), more stages (--mode hybrid), or a smaller model";
+    return "more pipeline stages (--mode pp or hybrid over more ranks), or a smaller model";
+}
+
+void memory_check(const Run *r, const int *vs_of, const int *slots, int n) {
+    MemNeed m;
+    memory_need(r, vs_of, slots, n, &m);
+    double have = mem_available(), ranks = r->place.local_size > 0 ? r->place.local_size : 1;
+    double need = m.total * ranks;  // the ranks of a node share its memory (each reckoned like this one)
+    char why[1024] = "";
+    if (have > 0 && r->be->on_host && need > have)
+        snprintf(why, sizeof why, "train: rank %d needs about %.3g GB (weights %.3g, gradients %.3g, optimizer %.3g, activations %.3g, "
+                 "buffers %.3g), %.0f rank%s on its node %.3g GB, and the node has %.3g GB available: use %s",
+                 r->rank, m.total / 1e9, m.weights / 1e9, m.grads / 1e9, m.optimizer / 1e9, m.activations / 1e9, m.buffers / 1e9,
+                 ranks, ranks == 1 ? "" : "s", need / 1e9, have / 1e9, fix_for(r, &m));
+    agree_on_error(why);
+}

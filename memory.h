@@ -1,0 +1,15 @@
+// memory.h: what a run will allocate, worked out before it allocates: per rank, the weights,
+// gradients, optimizer state, the activations stashed at the schedule's peak and the buffers; and
+// the check of that against the memory the node has, so a run that cannot fit is refused at once
+// instead of climbing toward the out-of-memory killer.
+#pragma once
+#include "run.h"
+
+typedef struct { double weights, grads, optimizer, activations, buffers, total; } MemNeed;  // bytes
+
+// This rank's needs: the virtual stages vs_of[0..n) it will hold, each with slots[k] stashed
+// micro-batches (the simulator's peak for pipelines, 1 otherwise).
+void memory_need(const Run *r, const int *vs_of, const int *slots, int n, MemNeed *m);
+// Collective over the world: every rank's need against its node's MemAvailable (/proc/meminfo);
+// one that does not fit ends every rank with one line naming the figures and the cheapest fix.
+void memory_check(const Run *r, const int *vs_of, const int *slots, int n);
