@@ -10,6 +10,7 @@
 #include <mpi.h>
 #include "ops.h"
 #include "tags.h"
+#include "watchdog.h"
 
 long long comm_tag_ub(void);  // MPI_TAG_UB: the largest tag this MPI accepts
 
@@ -50,7 +51,9 @@ void comms_use_transport(Comm *c, int transport);
 struct DevComm *comm_nccl_open(MPI_Comm comm);
 
 void comms_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
-void comms_finalize(void);
+void comms_finalize(void);          // comms_finalize_with(0)
+// MPI_Finalize, bounded: once it has not returned within a few seconds the process exits with code.
+void comms_finalize_with(int code);
 int comms_world_rank(void);
 int comms_world_size(void);
 void comms_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
@@ -80,8 +83,9 @@ void comm_allreduce_max_double(double *x, int n, MPI_Comm comm);
 // fine); if any has one, the lowest such rank's message ends every rank through user_error.
 void comm_agree(MPI_Comm comm, const char *mine);
 // MPI call check: on error, "[rank r] file:line: MPI_Xxx failed: <MPI's message>" and abort the job.
+// The call is marked for the watchdog's backstop (one that blocks past --timeout ends the job).
 void mpi_check_at(int err, const char *what, const char *file, int line);
-#define MPI_CHECK(call) mpi_check_at((call), #call, __FILE__, __LINE__)
+#define MPI_CHECK(call) (wd_call_enter(#call), mpi_check_at((call), #call, __FILE__, __LINE__), wd_call_leave())
 
 // ---- data-parallel collectives over c->dp (D ranks) on n floats of DEVICE memory ----
 // Every rank of dp must start the same collectives in the same order. Buffers of a backend that

@@ -56,7 +56,7 @@ void user_error(const char *fmt, ...) {
 
 void finish(int code) {
     fflush(stdout);
-    if (hooks.finalize) hooks.finalize();
+    if (hooks.finalize) hooks.finalize(code);
     exit(code);
 }
 
