@@ -22,7 +22,7 @@ void wd_set_timeout(double seconds);  // 0: waits are not bounded
 double wd_timeout(void);
 
 // MPI_Wait, bounded: waits for req (a receive from or send to `peer`, or a collective when peer is
-// -1) polling, and yields the core between polls. `what` names the wait in the watchdog's line.
+// -1) polling, as MPI_Wait spins. `what` names the wait in the watchdog's line.
 // When --timeout runs out: the line, every other rank told, the job ended (exit 1).
 void wd_wait(MPI_Request *req, MPI_Status *st, int peer, const char *what);
 // A spin loop of our own (the shm all-reduce, comm_wait): call wd_spin once per turn; it fires as
