@@ -20,7 +20,10 @@ static int mpi_up(void) {
     return init && !fin;
 }
 
-static void abort_world(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
+// MPI_Abort tells mpiexec through this node's proxy; over a link that is down it can block, so an
+// alarm ends this rank regardless (SIGALRM's default action).
+static void abort_world(void) { alarm(5); MPI_Abort(MPI_COMM_WORLD, 1); }
+static void allreduce_small(void *x, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm);
 static void finalize_mpi(void) { wd_close(); wd_finalize_bound(2); MPI_Finalize(); }
 static void agree_world(const char *err) { comm_agree(MPI_COMM_WORLD, err); }
 
@@ -115,7 +118,14 @@ void comms_place(const char *cmd, int device, int transport, int tf32, Placement
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_rank(node, &p->local_rank));
     MPI_CHECK(MPI_Comm_size(node, &p->local_size));
+    int lowest = rank;  // a node is named by its lowest rank, then numbered
+    allreduce_small(&lowest, 1, MPI_INT, MPI_MIN, node);
     MPI_CHECK(MPI_Comm_free(&node));
+    p->node_of = xmalloc(sizeof(int) * (size_t)size);
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallgather(&lowest, 1, MPI_INT, p->node_of, 1, MPI_INT, MPI_COMM_WORLD, &q));
+    wd_wait(&q, NULL, -1, "placing the ranks");
+    for (int r = 0; r < size; r++) p->node_of[r] = p->node_of[r] == r ? p->nodes++ : p->node_of[p->node_of[r]];
     p->be = &backend_cpu;
     p->transport = TRANSPORT_MPI;
     if (device == DEVICE_CPU) return;

@@ -42,6 +42,8 @@ typedef struct {
     const Backend *be;
     int transport;               // TRANSPORT_MPI or TRANSPORT_NCCL
     int local_rank, local_size;  // among the ranks of this node (MPI_COMM_TYPE_SHARED)
+    int nodes;                   // nodes of the world, numbered in the order of their lowest rank
+    int *node_of;                // [world size] the node of every rank (the same on every rank)
 } Placement;
 void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p);
 // How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL communicator over c->world.

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "util.h"
 #include "watchdog.h"
@@ -20,6 +21,7 @@ static int notice = -1;
 static volatile sig_atomic_t sig_pending;  // a signal sent to this rank alone: the thread ends the job
 static volatile double finalize_deadline;  // 0: not finalizing
 static volatile int finalize_code;
+static pid_t main_tid;  // the thread that calls MPI (MPI_THREAD_FUNNELED)
 
 void wd_set_timeout(double seconds) { timeout_s = seconds; }
 double wd_timeout(void) { return timeout_s; }
@@ -79,6 +81,7 @@ static void fire(double waited, int peer, const char *what) {
         }
         usleep(10 * 1000);
     }
+    alarm(3);  // MPI_Abort goes through mpiexec, which a dead link may keep from answering
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
 }
@@ -119,6 +122,27 @@ void wd_wait(MPI_Request *req, MPI_Status *st, int peer, const char *what) {
     }
 }
 
+// MPICH 4.0.2's MPI_Finalize over TCP can deadlock: a rank spins in UCX's disconnect, waiting for a
+// peer that already sleeps in the PMI barrier. Should the sleeper leave first, the spinner then
+// enters the barrier and mpiexec fails answering the departed one's proxy (exit 255, after the
+// results are out). So past the deadline a spinning rank (state R) leaves at once, and a sleeping
+// one 2 s later: the barrier then never completes, and every rank has left with its own code.
+static int main_thread_running(void) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)main_tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');  // "tid (comm) S ..."
+    return p && p[1] == ' ' && p[2] == 'R';
+}
+
+static void finalize_overdue(double now) {
+    if (main_thread_running() || now > finalize_deadline + 2.0) _exit(finalize_code);
+}
+
 // ---- the backstop thread: single MPI calls that block, signals to one rank, MPI_Finalize ----
 
 static void *watch(void *arg) {
@@ -131,8 +155,8 @@ static void *watch(void *arg) {
     for (;;) {
         usleep(100 * 1000);
         double now = now_sec();
-        if (sig_pending) MPI_Abort(MPI_COMM_WORLD, 128 + sig_pending);
-        if (finalize_deadline > 0 && now > finalize_deadline) _exit(finalize_code);
+        if (sig_pending) { alarm(3); MPI_Abort(MPI_COMM_WORLD, 128 + sig_pending); }
+        if (finalize_deadline > 0 && now > finalize_deadline) finalize_overdue(now);
         unsigned calls = __atomic_load_n(&wd_calls, __ATOMIC_RELAXED);
         const char *call = __atomic_load_n(&wd_call, __ATOMIC_RELAXED);
         if (!call || calls != seen) { seen = calls; since = now; continue; }
@@ -143,6 +167,7 @@ static void *watch(void *arg) {
             fprintf(stderr, "[rank %d] watchdog: waited %.1f s (--timeout %g) inside %s %s\n", g_rank, now - since, timeout_s, call, w);
             fflush(stderr);
             usleep(200 * 1000);
+            alarm(3);
             MPI_Abort(MPI_COMM_WORLD, 1);
             _exit(1);
         }
@@ -176,6 +201,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
 }
 
 void wd_init(void) {
+    main_tid = (pid_t)syscall(SYS_gettid);
     MPI_Comm_dup(MPI_COMM_WORLD, &ctl);
     MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, 0, ctl, &ctl_req);
     struct sigaction sa;
