@@ -58,7 +58,7 @@ void comms_init(int *argc, char ***argv) {
     g_quiet_errors = 1;
     util_set_exit_hooks(&(ExitHooks){.running = mpi_up, .world_size = comms_world_size, .abort_job = abort_world,
                                      .finalize_quick = finalize_mpi, .finalize = comms_finalize_with, .agree = agree_world});
-    launch_agree_argv(*argc, *argv);  // the first message: every rank was started alike
+    launch_agree_argv(argc && argv ? *argc : 0, argc && argv ? *argv : NULL);  // the first message: every rank was started alike
     wd_init();
 }
 
