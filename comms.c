@@ -9,7 +9,9 @@
 #include <unistd.h>
 #include "comms.h"
 #include "devcomm.h"
+#include "launch.h"
 #include "util.h"
+#include "watchdog.h"
 
 static int mpi_up(void) {
     int init = 0, fin = 0;
@@ -18,8 +20,11 @@ static int mpi_up(void) {
     return init && !fin;
 }
 
-static void abort_world(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
-static void finalize_mpi(void) { MPI_Finalize(); }
+// MPI_Abort tells mpiexec through this node's proxy; over a link that is down it can block, so an
+// alarm ends this rank regardless (SIGALRM's default action).
+static void abort_world(void) { alarm(5); MPI_Abort(MPI_COMM_WORLD, 1); }
+static void allreduce_small(void *x, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm);
+static void finalize_mpi(void) { wd_close(); wd_finalize_bound(2); MPI_Finalize(); }
 static void agree_world(const char *err, int code) { comm_agree_code(MPI_COMM_WORLD, err, code); }
 
 void comm_agree(MPI_Comm comm, const char *mine) { comm_agree_code(comm, mine, 2); }
@@ -28,11 +33,14 @@ void comm_agree_code(MPI_Comm comm, const char *mine, int code) {
     int rank, me, first;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     me = mine[0] ? rank : INT_MAX;
-    MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm));
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm, &q));
+    wd_wait(&q, NULL, -1, "agreeing on a verdict");
     if (first == INT_MAX) return;
     char msg[2048] = "";
     if (rank == first) snprintf(msg, sizeof msg, "%s", mine);
-    MPI_CHECK(MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, comm));
+    MPI_CHECK(MPI_Ibcast(msg, sizeof msg, MPI_CHAR, first, comm, &q));
+    wd_wait(&q, NULL, first, "a verdict");
     if (code == 1) run_failed("%s", msg);
     user_error("%s", msg);
 }
@@ -52,15 +60,21 @@ void comms_init(int *argc, char ***argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     g_quiet_errors = 1;
     util_set_exit_hooks(&(ExitHooks){.running = mpi_up, .world_size = comms_world_size, .abort_job = abort_world,
-                                     .finalize_quick = finalize_mpi, .finalize = comms_finalize, .agree = agree_world});
+                                     .finalize_quick = finalize_mpi, .finalize = comms_finalize_with, .agree = agree_world});
+    launch_agree_argv(argc && argv ? *argc : 0, argc && argv ? *argv : NULL);  // the first message: every rank was started alike
+    wd_init();
 }
 
 static DevComm *opened_devcomm;  // closed by comms_finalize
 
-void comms_finalize(void) {
+void comms_finalize_with(int code) {
     if (opened_devcomm) { devcomm_close(opened_devcomm); opened_devcomm = NULL; }
-    if (mpi_up()) MPI_Finalize();
+    if (!mpi_up()) return;
+    wd_close();
+    wd_finalize_bound(code);  // the results are out: a finalize that does not return must not keep the job
+    MPI_Finalize();
 }
+void comms_finalize(void) { comms_finalize_with(0); }
 int comms_world_rank(void) { int r = 0; if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
 int comms_world_size(void) { int n = 1; if (mpi_up()) MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
 
@@ -107,7 +121,14 @@ void comms_place(const char *cmd, int device, int transport, int tf32, Placement
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_rank(node, &p->local_rank));
     MPI_CHECK(MPI_Comm_size(node, &p->local_size));
+    int lowest = rank;  // a node is named by its lowest rank, then numbered
+    allreduce_small(&lowest, 1, MPI_INT, MPI_MIN, node);
     MPI_CHECK(MPI_Comm_free(&node));
+    p->node_of = xmalloc(sizeof(int) * (size_t)size);
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallgather(&lowest, 1, MPI_INT, p->node_of, 1, MPI_INT, MPI_COMM_WORLD, &q));
+    wd_wait(&q, NULL, -1, "placing the ranks");
+    for (int r = 0; r < size; r++) p->node_of[r] = p->node_of[r] == r ? p->nodes++ : p->node_of[p->node_of[r]];
     p->be = &backend_cpu;
     p->transport = TRANSPORT_MPI;
     if (device == DEVICE_CPU) return;
@@ -164,7 +185,7 @@ void comms_use_transport(Comm *c, int transport) {
 // (pinned host memory from the backend, so device-to-host copies run at full speed; one backend
 // per process). With NCCL, sends and receives go to devcomm.h instead: matched in order between
 // two ranks, so the tags are not sent.
-typedef struct { float *buf; size_t cap; MPI_Request req; } PoolBuf;
+typedef struct { float *buf; size_t cap; MPI_Request req; int dst; } PoolBuf;
 static PoolBuf *pool;
 static int pool_n;
 
@@ -193,13 +214,14 @@ void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag) {
         p->req = MPI_REQUEST_NULL;
     }
     c->be->to_host(p->buf, buf, n * sizeof(float));
+    p->dst = dst;
     MPI_CHECK(MPI_Isend(p->buf, (int)n, MPI_FLOAT, dst, tag, c->world, &p->req));
 }
 
 void comm_wait_sends(Comm *c) {
     if (c->dev) { devcomm_flush(c->dev); return; }
     for (int i = 0; i < pool_n; i++)
-        if (pool[i].req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&pool[i].req, MPI_STATUS_IGNORE));
+        if (pool[i].req != MPI_REQUEST_NULL) wd_wait(&pool[i].req, NULL, pool[i].dst, "a send");
 }
 
 void comm_poll_sends(void) {
@@ -225,7 +247,9 @@ void comm_recv(Comm *c, float *buf, size_t n, int src, int tag) {
         }
         dst = recv_stage;
     }
-    MPI_CHECK(MPI_Recv(dst, (int)n, MPI_FLOAT, src, tag, c->world, &st));
+    MPI_Request q;
+    MPI_CHECK(MPI_Irecv(dst, (int)n, MPI_FLOAT, src, tag, c->world, &q));
+    wd_wait(&q, &st, src, "a receive");
     int got = 0;
     MPI_Get_count(&st, MPI_FLOAT, &got);
     CHECK((size_t)got == n, "received %d floats from rank %d (tag %d), expected %zu", got, src, tag, n);
@@ -238,17 +262,23 @@ long long comm_tag_ub(void) {
     return flag && ub ? *ub : 32767;  // 32767: the least the MPI standard guarantees
 }
 
-void comm_barrier(MPI_Comm comm) { MPI_CHECK(MPI_Barrier(comm)); }
-void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm) {
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, comm));
+// The small collectives: non-blocking and waited for under the watchdog.
+void comm_barrier(MPI_Comm comm) {
+    MPI_Request q;
+    MPI_CHECK(MPI_Ibarrier(comm, &q));
+    wd_wait(&q, NULL, -1, "a barrier");
 }
-void comm_allreduce_max_double(double *x, int n, MPI_Comm comm) {
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, comm));
+static void allreduce_small(void *x, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, t, op, comm, &q));
+    wd_wait(&q, NULL, -1, "an all-reduce");
 }
+void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm) { allreduce_small(x, n, MPI_DOUBLE, MPI_SUM, comm); }
+void comm_allreduce_max_double(double *x, int n, MPI_Comm comm) { allreduce_small(x, n, MPI_DOUBLE, MPI_MAX, comm); }
 int comm_same_u64(uint64_t value, MPI_Comm comm) {
     uint64_t lo = value, hi = value;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, comm));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, comm));
+    allreduce_small(&lo, 1, MPI_UINT64_T, MPI_MIN, comm);
+    allreduce_small(&hi, 1, MPI_UINT64_T, MPI_MAX, comm);
     return lo == hi;
 }
 
@@ -676,8 +706,10 @@ double comm_wait(CommReq *q) {
     // Spins, as MPI_Wait does, every collective in flight moving; and yields the core between polls
     // (free when nothing else wants it): with more ranks than cores, the rank being waited for may
     // need this very core, and shm moves only when that rank runs.
+    WdSpin s = {.peer = -1, .what = "an all-reduce of the data-parallel group"};
     while (!q->done) {
         comm_progress();
+        wd_spin(&s);
         // cppcheck-suppress knownConditionTrueFalse ; wrong: comm_progress sets q->done
         if (!q->done) sched_yield();
     }
@@ -704,11 +736,12 @@ static void mpi_blocking(Comm *c, int op, float *buf, size_t n, float scale) {
     size_t off, len;
     comm_shard(n, D, me, &off, &len);
     if (op == OP_ALLREDUCE) {
-        if (D > 1 && n) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, c->dp));
+        if (D > 1 && n) allreduce_small(h, (int)n, MPI_FLOAT, MPI_SUM, c->dp);
         scale_host(h, n, scale);
         off = 0, len = n;
     } else {
         int *counts = xmalloc(sizeof(int) * (size_t)D), *displs = xmalloc(sizeof(int) * (size_t)D);
+        MPI_Request q;
         for (int i = 0; i < D; i++) {
             size_t o, l;
             comm_shard(n, D, i, &o, &l);
@@ -717,13 +750,18 @@ static void mpi_blocking(Comm *c, int op, float *buf, size_t n, float scale) {
         }
         if (op == OP_REDUCE_SCATTER) {
             float *t = xmalloc((len ? len : 1) * sizeof(float));
-            if (D > 1 && n) MPI_CHECK(MPI_Reduce_scatter(h, t, counts, MPI_FLOAT, MPI_SUM, c->dp));
+            if (D > 1 && n) {
+                MPI_CHECK(MPI_Ireduce_scatter(h, t, counts, MPI_FLOAT, MPI_SUM, c->dp, &q));
+                wd_wait(&q, NULL, -1, "a reduce-scatter");
+            }
             else memcpy(t, h, len * sizeof(float));
             for (size_t i = 0; i < len; i++) h[off + i] = t[i] * scale;
             free(t);
         } else {
-            if (D > 1 && n)
-                MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, counts, displs, MPI_FLOAT, c->dp));
+            if (D > 1 && n) {
+                MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, counts, displs, MPI_FLOAT, c->dp, &q));
+                wd_wait(&q, NULL, -1, "an all-gather");
+            }
             off = 0, len = n;
         }
         free(counts); free(displs);

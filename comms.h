@@ -10,6 +10,7 @@
 #include <mpi.h>
 #include "ops.h"
 #include "tags.h"
+#include "watchdog.h"
 
 long long comm_tag_ub(void);  // MPI_TAG_UB: the largest tag this MPI accepts
 
@@ -41,6 +42,8 @@ typedef struct {
     const Backend *be;
     int transport;               // TRANSPORT_MPI or TRANSPORT_NCCL
     int local_rank, local_size;  // among the ranks of this node (MPI_COMM_TYPE_SHARED)
+    int nodes;                   // nodes of the world, numbered in the order of their lowest rank
+    int *node_of;                // [world size] the node of every rank (the same on every rank)
 } Placement;
 void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p);
 // How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL communicator over c->world.
@@ -50,7 +53,9 @@ void comms_use_transport(Comm *c, int transport);
 struct DevComm *comm_nccl_open(MPI_Comm comm);
 
 void comms_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
-void comms_finalize(void);
+void comms_finalize(void);          // comms_finalize_with(0)
+// MPI_Finalize, bounded: once it has not returned within a few seconds the process exits with code.
+void comms_finalize_with(int code);
 int comms_world_rank(void);
 int comms_world_size(void);
 void comms_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
@@ -81,8 +86,9 @@ void comm_allreduce_max_double(double *x, int n, MPI_Comm comm);
 void comm_agree(MPI_Comm comm, const char *mine);
 void comm_agree_code(MPI_Comm comm, const char *mine, int code);  // exit code 1 (run_failed) or 2 (user_error)
 // MPI call check: on error, "[rank r] file:line: MPI_Xxx failed: <MPI's message>" and abort the job.
+// The call is marked for the watchdog's backstop (one that blocks past --timeout ends the job).
 void mpi_check_at(int err, const char *what, const char *file, int line);
-#define MPI_CHECK(call) mpi_check_at((call), #call, __FILE__, __LINE__)
+#define MPI_CHECK(call) (wd_call_enter(#call), mpi_check_at((call), #call, __FILE__, __LINE__), wd_call_leave())
 
 // ---- data-parallel collectives over c->dp (D ranks) on n floats of DEVICE memory ----
 // Every rank of dp must start the same collectives in the same order. Buffers of a backend that

@@ -299,6 +299,31 @@ void options_load_json(const char *cmd, const Option *opts, void *base, const ch
     free(text);
 }
 
+static void (*agree_hook)(const char *cmd, const char *resolved);
+void options_set_agree_hook(void (*hook)(const char *cmd, const char *resolved)) { agree_hook = hook; }
+
+// "name=value\n" for every option: what the ranks of one job must agree on.
+static void options_agree(const char *cmd, const Option *opts, const void *base) {
+    size_t cap = 1024, n = 0;
+    char *t = xmalloc(cap);
+    for (const Option *o = opts; o->name; o++) {
+        const char *v = (const char *)base + o->offset;
+        char line[PATH_LEN + 160];
+        switch (o->type) {
+        case OPT_INT: case OPT_SIZE: snprintf(line, sizeof line, "%s=%lld\n", o->name, (long long)*(const int64_t *)(const void *)v); break;
+        case OPT_FLOAT: snprintf(line, sizeof line, "%s=%.17g\n", o->name, *(const double *)(const void *)v); break;
+        case OPT_STR: snprintf(line, sizeof line, "%s=%s\n", o->name, v); break;
+        default: snprintf(line, sizeof line, "%s=%d\n", o->name, *(const int *)(const void *)v);
+        }
+        size_t l = strlen(line);
+        while (n + l + 1 > cap) { cap *= 2; char *g = realloc(t, cap); CHECK(g, "out of memory"); t = g; }
+        memcpy(t + n, line, l + 1);
+        n += l;
+    }
+    agree_hook(cmd, t);
+    free(t);
+}
+
 void options_parse(const char *cmd, const Option *opts, void *base, int argc, char **argv,
                    const char *usage, const char *examples) {
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
@@ -366,6 +391,7 @@ void options_parse(const char *cmd, const Option *opts, void *base, int argc, ch
     if (optind < argc) user_error("%s: unexpected argument '%s' (options start with --; see '%s --help')", cmd, clip(argv[optind], cb, sizeof cb), cmd);
     for (int i = 0; i < k; i++) if (strchr(lo[i].name, '_')) free((char *)lo[i].name);  // the aliases
     free(lo);
+    if (agree_hook) options_agree(cmd, opts, base);
 }
 
 void options_help(FILE *f, const char *cmd, const char *usage, const Option *opts,

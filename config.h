@@ -36,6 +36,9 @@ int option_was_set(const char *name);
 // Whether it was given on the command line. A flag typed for a mode that does not use it is an
 // error; the same key in a config file (a job description shared by modes) is left unused.
 int option_on_command_line(const char *name);
+// Called at the end of every options_parse with the resolved options, "name=value\n" per option in
+// table order: the launch agreement (launch.c) compares them across ranks. NULL: none (no MPI).
+void options_set_agree_hook(void (*hook)(const char *cmd, const char *resolved));
 
 // ---- train ----
 // The options of `micropp train` as parsed; the enum values of its choices (MODE_*, SCHED_*,
@@ -92,6 +95,7 @@ typedef struct {
     int64_t save_every;      // 0 = only at the end
     char resume[PATH_LEN];   // "" = start from the initial weights
     int save_best;           // with --save and --epochs: keep only the checkpoint of the best test accuracy
+    double timeout;          // watchdog (watchdog.c): the longest wait in seconds, 0 = unbounded
 } TrainConfig;
 
 extern const Option train_options[];      // train.c

@@ -2,8 +2,10 @@
 // this rank's action list of a pipeline step, and evaluation as a forward-only action list. One
 // helper, pipe_neighbour, names every message's peer rank and tag.
 #include <math.h>
+#include "fault.h"
 #include "pipeline.h"
 #include "util.h"
+#include "watchdog.h"
 
 void run_record(Run *r, int step, int kind, int mb, int chunk, double t0, double t1) {
     Measure *m = &r->m;
@@ -137,6 +139,7 @@ double pipeline_step(Run *r, int step) {
         // start the buckets' all-reduces, which then overlap the rest of the pipeline's work.
         if (r->n_sync && (a.kind == ACT_BACKWARD || a.kind == ACT_BACKWARD_WEIGHT))
             gradsync_set_final(&r->sync[a.chunk], ++h.weights[a.chunk] == r->p.M);
+        wd_begin((WdAction){action_names[a.kind], r->stage, r->vs_of[a.chunk], a.mb, a.chunk, step + 1});
         pipe_action(r, &h, a, step);
         // On a GPU the calls above only queue work: wait for it, so events hold device time.
         if (action_is_compute(a.kind) && !r->be->on_host) r->be->sync();
@@ -144,7 +147,10 @@ double pipeline_step(Run *r, int step) {
         double t1 = now_sec();
         if (action_is_compute(a.kind)) busy += t1 - t0;
         run_record(r, step, a.kind, a.mb, a.chunk, t0 - base, t1 - base);
+        wd_end();
+        if (i == r->list.n / 2) fault_stall(step + 1, "halfway through its action list");
     }
+    wd_phase("the step's last sends", step + 1);
     comm_wait_sends(&r->comm);
     r->m.busy_s[step] = busy;
     return now_sec() - base;
@@ -162,13 +168,17 @@ void monolith_step(Run *r, int step) {
         int slot = stage_slot_acquire(s, 0);
         load_inputs(r, s, slot, run_first_sample(r, step, k, r->replica, 0), 1, 1);
         double t0 = now_sec();
+        wd_begin((WdAction){"F", 0, 0, k, 0, step + 1});
         stage_forward(s, slot);
         r->be->sync();  // device time, not the time to queue the work (a no-op on the CPU)
         double t1 = now_sec();
+        wd_end();
+        wd_begin((WdAction){"B", 0, 0, k, 0, step + 1});
         if (r->n_sync) gradsync_set_final(&r->sync[0], k == r->p.N - 1);
         stage_backward(s, slot, NULL, NULL);
         r->be->sync();
         double t2 = now_sec();
+        wd_end();
         run_record(r, step, ACT_FORWARD, k, 0, t0 - base, t1 - base);
         run_record(r, step, ACT_BACKWARD, k, 0, t1 - base, t2 - base);
         busy += t2 - t0;
@@ -284,7 +294,13 @@ EvalResult evaluate(Run *r) {
     ActionList list = {0};
     if (r->p.pipelined) schedule_build_forward(r->p.K, r->p.V, r->p.place, r->stage, batches, &list);
     else schedule_build_forward(1, r->n_local, PLACE_LOOP, 0, batches, &list);  // all chunks here (manual: K parts)
-    for (int i = 0; i < list.n; i++) eval_action(r, &e, list.a[i]);
+    for (int i = 0; i < list.n; i++) {
+        Action a = list.a[i];
+        wd_begin((WdAction){action_names[a.kind], r->stage, r->vs_of[a.chunk], a.mb, a.chunk, -1});
+        eval_action(r, &e, a);
+        wd_end();
+    }
+    wd_phase("evaluation", 0);
     if (r->p.pipelined) comm_wait_sends(&r->comm);
     action_list_free(&list);
     r->be->free(e.a); r->be->free(e.b); free(e.logits);

@@ -59,6 +59,23 @@ static void header_data(const Run *r) {
     if (p->epochs && p->dropped) printf(" | the last partial batch (%lld rows of each epoch's shuffle) is dropped\n", p->dropped);
 }
 
+// Several nodes: which stage and replica each rank holds on each (rank = replica * stages + stage).
+static void header_placement(const Run *r) {
+    const Placement *pl = &r->place;
+    if (pl->nodes < 2) return;
+    for (int n = 0; n < pl->nodes; n++) {
+        printf("%s node %d:", n ? " |" : "placement:", n);
+        for (int k = 0, first = 1; k < r->p.world; k++) {
+            if (pl->node_of[k] != n) continue;
+            printf("%s rank %d", first ? "" : ",", k);
+            if (r->p.pipelined) printf(" stage %d", k % r->p.K);
+            if (r->p.data_parallel) printf(" replica %d", k / r->p.K);
+            first = 0;
+        }
+    }
+    printf("\n");
+}
+
 void report_header(const Run *r) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
@@ -88,6 +105,7 @@ void report_header(const Run *r) {
     printf("\n");
     header_data(r);
     if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP) header_stages(r);
+    header_placement(r);
     fflush(stdout);
 }
 
@@ -488,6 +506,7 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddStringToObject(o, "device", r->be->name);
     cJSON_AddStringToObject(o, "device_info", s->device);
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
+    if (r->place.nodes) cJSON_AddNumberToObject(o, "nodes", r->place.nodes);  // (MPI_COMM_TYPE_SHARED groups)
     if (c->gemm_timing) {
         cJSON_AddNumberToObject(o, "gemm_ms_per_step", s->gemm_ms);
         cJSON_AddNumberToObject(o, "gemm_share", s->gemm_share);

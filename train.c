@@ -220,6 +220,7 @@ static void run_free(Run *r) {
 static void step_compute(Run *r, int step) {
     for (int k = 0; k < r->n_local; k++) stage_zero_grads(&r->local[k]);
     for (int k = 0; k < r->n_sync; k++) gradsync_begin_step(&r->sync[k]);
+    wd_phase("the step's barrier", step + 1);
     if (r->p.pipelined) comm_barrier(MPI_COMM_WORLD);
     double t0 = now_sec();
     r->m.step_start[step] = t0;
@@ -227,6 +228,7 @@ static void step_compute(Run *r, int step) {
     else if (r->c->mode == MODE_MANUAL) manual_step(r, step);
     else monolith_step(r, step);
     if (!r->p.pipelined) r->m.span_s[step] = now_sec() - t0;
+    wd_phase("the gradient all-reduce", step + 1);
     for (int k = 0; k < r->n_sync; k++) gradsync_finish(&r->sync[k]);
 }
 
@@ -238,6 +240,7 @@ static double step_loss(Run *r, int step) {
     if (r->head) { v[0] = r->head->loss_sum; v[1] = r->head->loss_rows; v[2] = r->head->correct; }
     if (fault_due(FAULT_NAN, step + 1)) v[0] = NAN;  // testing: this rank's contribution goes bad
     if (r->p.distributed) {
+        wd_phase("the loss all-reduce", step + 1);
         double ta = now_sec();
         comm_allreduce_sum_double(v, 4, MPI_COMM_WORLD);
         run_record(r, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
@@ -282,6 +285,7 @@ static void note_nonfinite(Run *r, int step, int k, long at) {
 static void step_update(Run *r, int step) {
     const TrainConfig *c = r->c;
     double t0 = r->m.step_start[step], to = now_sec();
+    wd_phase("the optimizer step", step + 1);
     float lr = (float)lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, c->steps), wd = (float)c->weight_decay;
     if (fault_due(FAULT_NANGRAD, step + 1)) inject_nan_gradient(r);
     if (r->n_sync) for (int k = 0; k < r->n_sync; k++) note_nonfinite(r, step, k, gradsync_optimizer_step(&r->sync[k], c->optimizer, lr, wd, step + 1));
@@ -321,6 +325,7 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     if (!c->save[0] || c->save_best || !((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps)) return;
     if (r->p.distributed) agree_on_failure(r->bad_update);  // never save a state that went non-finite
     double t_save = now_sec();
+    wd_phase("saving the checkpoint", step + 1);
     double bytes = ckpt_save(&r->ck, step + 1, r->sample0 + (uint64_t)(step + 1 - start) * (uint64_t)c->batch * (uint64_t)r->p.N);
     r->saved_step = step + 1;
     if (verbose) printf("saved step %d to %s (%.2f MB, %.0f ms)\n", step + 1, c->save, bytes / 1e6, (now_sec() - t_save) * 1e3);
@@ -366,6 +371,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
     r->m.epoch_t0 = now_sec();
     for (int step = r->start; step < (int)c->steps; step++) {
         fault_step(step + 1);
+        if (!r->p.pipelined) fault_stall(step + 1, "at its start");
         step_compute(r, step);
         double loss = step_loss(r, step);
         if (step == 0 && c->verify) verify_step(r, loss, v);
@@ -392,6 +398,7 @@ int cmd_train(int argc, char **argv) {
     comms_init(&argc, &argv);
     TrainConfig cfg;
     parse_options(argc, argv, &cfg);
+    wd_set_timeout(cfg.timeout);
     Run run = {.c = &cfg, .rank = comms_world_rank()}, *r = &run;
     char err[1024];
     if (plan_make(&cfg, comms_world_size(), comm_tag_ub(), &r->p, err, sizeof err)) user_error("%s", err);
@@ -420,17 +427,18 @@ int cmd_train(int argc, char **argv) {
     train_steps(r, &verify, verbose);
     // the last epoch's evaluation is the final one
     EvalResult final = r->m.n_epoch ? (EvalResult){r->m.epoch[r->m.n_epoch - 1].test_accuracy, r->m.epoch[r->m.n_epoch - 1].test_loss, 0} : evaluate(r);
+    wd_phase("the summary", 0);
 
     Summary summary;
     summary_fill(r, final.accuracy, &verify, &summary);
     summary_print(r, &summary);
     summary_free(&summary);
     run_free(r);
-    comms_finalize();
     if (verify.failed && r->rank == 0)
         fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e and %dx the reference's own float noise\n",
                 verify.worst_err, verify.tol, VERIFY_NOISE_FACTOR);
     int code = verify.failed ? 1 : 0;
+    comms_finalize_with(code);
     verify_free(&verify);
     return code;
 }

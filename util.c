@@ -80,7 +80,7 @@ int stdout_closed_ok(void) {
 
 void finish(int code) {
     int ok = stdout_closed_ok();
-    if (hooks.finalize) hooks.finalize();
+    if (hooks.finalize) hooks.finalize(ok ? code : 1);
     exit(ok ? code : 1);
 }
 

@@ -21,7 +21,7 @@ typedef struct {
     int (*world_size)(void);
     void (*abort_job)(void);      // ends every rank (MPI_Abort)
     void (*finalize_quick)(void); // MPI_Finalize alone: user_error's collective end
-    void (*finalize)(void);       // the whole wire's shutdown (finish)
+    void (*finalize)(int code);   // the whole wire's shutdown (finish), bounded: exits with code if stuck
     void (*agree)(const char *err, int code);  // agree_on_error / agree_on_failure over the world
 } ExitHooks;
 void util_set_exit_hooks(const ExitHooks *h);

@@ -193,7 +193,8 @@ $E "ddp/bad --grad-accum with hybrid" 'grad-accum applies to --mode monolith or 
 $E "ddp/bad --grad-accum with pp" 'grad-accum applies to --mode monolith or ddp, not --mode pp' 60 mpiexec -n 2 "$MICROPP" train --mode pp --grad-accum 2
 $E "ddp/bad monolith under 2 ranks" 'runs in one process but 2 were started' 60 mpiexec -n 2 "$MICROPP" train --mode monolith
 $E "ddp/bad --trace with hybrid (one pipeline's observer)" 'trace applies to --mode pp, not --mode hybrid' 60 mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --trace /tmp/micropp-t.json
-$E "ddp/bad replicas with different weights" 'replicas start from different parameters' 60 \
+# (the launch agreement catches the different seeds before the replicas' checksums are compared)
+$E "ddp/bad replicas with different weights" 'started differently: --seed is 1 on rank 0 and 2 on rank 1' 60 \
     mpiexec -n 1 "$MICROPP" train --mode ddp --seed 1 : -n 1 "$MICROPP" train --mode ddp --seed 2
 $E "allreduce/bad size not whole floats" 'size 6 is not a whole number of floats' 60 mpiexec -n 2 "$MICROPP" allreduce --size 6
 

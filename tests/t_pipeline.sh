@@ -112,7 +112,10 @@ def save(path, descr, shape, nbytes):
 save(d + "/x.npy", "<f4", "(8, 16)", 512)
 save(d + "/y.npy", "<i4", "(8,)", 32)
 PY
-printf '#!/bin/bash\n# rank 1 is handed paths that do not exist on its "node"\nif [ "$PMI_RANK" = 1 ]; then set -- "${@/ok.json/missing.json}"; set -- "${@/x.npy/gone.npy}"; fi\nexec "%s" train --mode pp --layers 4 --hidden 16 --batch 8 "$@"\n' "$MICROPP" > "$TMP/rank1-differs.sh"
+# The same command line everywhere (the launch agreement insists), relative paths that rank 1's "node"
+# (its own working directory) lacks.
+mkdir -p "$TMP/node1"
+printf '#!/bin/bash\ncd "%s"; if [ "$PMI_RANK" = 1 ]; then cd node1; fi\nexec "%s" train --mode pp --layers 4 --hidden 16 --batch 8 "$@"\n' "$TMP" "$MICROPP" > "$TMP/rank1-differs.sh"
 chmod +x "$TMP/rank1-differs.sh"
-expect_user_error "pp-bad/config readable on rank 0 only: every rank ends at once" "cannot read config '.*missing.json'" 8 mpiexec -n 2 "$TMP/rank1-differs.sh" --config "$TMP/ok.json"
-expect_user_error "pp-bad/data readable on rank 0 only: every rank ends at once" "--data .*gone.npy: cannot open" 8 mpiexec -n 2 "$TMP/rank1-differs.sh" --data "$TMP/x.npy" --labels "$TMP/y.npy"
+expect_user_error "pp-bad/config readable on rank 0 only: every rank ends at once" "cannot read config 'ok.json'" 8 mpiexec -n 2 "$TMP/rank1-differs.sh" --config ok.json
+expect_user_error "pp-bad/data readable on rank 0 only: every rank ends at once" "--data x.npy: cannot open" 8 mpiexec -n 2 "$TMP/rank1-differs.sh" --data x.npy --labels y.npy

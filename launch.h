@@ -1,0 +1,13 @@
+// launch.h: the launch agreement. Before any other message every rank shows what it was started to
+// do (the binary's build id, the subcommand and its words); once the options are parsed, every
+// resolved option. A difference ends every rank with exit 2, naming the first option that differs
+// and the ranks on each side; otherwise ranks started alike would wait on each other forever.
+#pragma once
+
+// Called by comms_init right after MPI_Init (argv[0] is the subcommand). Collective over the world.
+// It also hooks launch_agree_options into options_parse, so every subcommand's resolved options
+// are compared as soon as they are parsed.
+void launch_agree_argv(int argc, char **argv);
+// resolved: "name=value\n" for every option of cmd's table (options_parse makes it).
+void launch_agree_options(const char *cmd, const char *resolved);
+const char *launch_build_id(void);  // the binary's GNU build id in hex, "unknown" without one

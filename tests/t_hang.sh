@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# tests/t_hang.sh: no hang. Ranks started differently (MPMD launches) end at once with exit 2 naming
+# the first option that differs and the ranks on each side; a stalled rank (MICROPP_FAULT stall, or
+# SIGSTOP) ends the job within --timeout + 10 s with the watchdog's line and every waiting rank's
+# position; SIGINT/SIGTERM to mpiexec or to one rank end every rank with one line and 130/143, and
+# the checkpoint being written stays loadable.
+source "$(dirname "$0")/lib.sh"
+A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --log-every 0"
+P="--mode pp $A --micro-batches 4"
+elapsed() { python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(date +%s.%N)"; }
+left_behind() { pgrep -f -- "$1" | tr '\n' ' '; }
+
+# mismatch NAME PATTERN MPIEXEC-ARGS...: exit 2 within 5 s (the agreement itself takes well under a
+# second; mpiexec's start-up is most of it), one line on stderr matching PATTERN.
+mismatch() {
+    local name=$1 pat=$2 t0 secs; shift 2
+    t0=$(date +%s.%N)
+    run 30 mpiexec "$@"
+    secs=$(elapsed "$t0")
+    local lines; lines=$(printf '%s\n' "$ERR" | grep -c .)
+    if [ "$RC" -ne 2 ]; then fail "hang/launch: $name" "exit $RC, expected 2: $(printf '%s' "$ERR" | head -c 300)"
+    elif ! printf '%s' "$ERR" | grep -qE -- "$pat"; then fail "hang/launch: $name" "stderr does not match /$pat/: $(printf '%s' "$ERR" | head -c 300)"
+    elif [ "$lines" -ne 1 ]; then fail "hang/launch: $name" "expected one line on stderr, got $lines: $(printf '%s' "$ERR" | head -c 300)"
+    elif python3 -c "import sys; sys.exit(not $secs >= 5)"; then fail "hang/launch: $name" "took ${secs}s"
+    else pass "hang/launch: $name -> exit 2 in ${secs}s"; fi
+}
+mismatch "--steps 2 : --steps 5" 'started differently: --steps is 2 on rank 0 and 5 on rank 1' \
+    -n 1 "$MICROPP" train $P --steps 2 : -n 1 "$MICROPP" train $P --steps 5
+mismatch "train : pingpong" "the command is 'train' on rank 0 and 'pingpong' on rank 1" \
+    -n 1 "$MICROPP" train $P --steps 2 : -n 1 "$MICROPP" pingpong
+mismatch "pp : ddp" '--mode is pp on rank 0 and ddp on rank 1' \
+    -n 1 "$MICROPP" train --mode pp $A --steps 2 : -n 1 "$MICROPP" train --mode ddp $A --steps 2
+mismatch "gpipe : naive (ran and exited 0 before)" '--schedule is gpipe on rank 0 and naive on rank 1' \
+    -n 1 "$MICROPP" train $P --schedule gpipe --steps 2 : -n 1 "$MICROPP" train $P --schedule naive --steps 2
+mismatch "--save on one rank of 4" "--save is not given on ranks 0-1,3 and $TMP/ck on rank 2" \
+    -n 2 "$MICROPP" train $P --steps 2 : -n 1 "$MICROPP" train $P --steps 2 --save "$TMP/ck" : -n 1 "$MICROPP" train $P --steps 2
+# The same words, different config files (two "hosts": each rank in its own working directory).
+mkdir -p "$TMP/h1" "$TMP/h2"
+echo '{"steps": 3, "lr": 0.001}' > "$TMP/h1/job.json"
+echo '{"steps": 3, "lr": 0.002}' > "$TMP/h2/job.json"
+mismatch "one --config, read differently on two hosts" "resolved different options: --lr is '0.001' on rank 0 and '0.002' on rank 1" \
+    -n 1 -wdir "$TMP/h1" "$MICROPP" train $P --config job.json : -n 1 -wdir "$TMP/h2" "$MICROPP" train $P --config job.json
+# Two different builds of micropp (the same binary without its build id stands in for another build).
+if objcopy --remove-section=.note.gnu.build-id "$MICROPP" "$TMP/micropp-other" 2>/dev/null; then
+    mismatch "two builds of micropp" 'the binary differs: micropp build [0-9a-f]{12} on rank 0 and unknown on rank 1' \
+        -n 1 "$MICROPP" train $P --steps 2 : -n 1 "$TMP/micropp-other" train $P --steps 2
+else skip "hang/launch: two builds of micropp" "objcopy could not strip the build id"; fi
+run 60 mpiexec -n 2 "$MICROPP" train $P --steps 2 --timeout 30 --json
+if [ "$RC" -eq 0 ] && [ "$(printf '%s' "$OUT" | grep -c .)" = 1 ]; then pass "hang/launch: ranks started alike agree and train"
+else fail "hang/launch: ranks started alike agree and train" "exit $RC: $(printf '%s' "$ERR" | head -c 300)"; fi
+expect_user_error "hang/--timeout -1 -> one line, exit 2" "--timeout = -1 is out of range" 30 mpiexec -n 2 "$MICROPP" train $P --timeout -1
+
+# stall NAME PATTERN... -- CMD: the job must end nonzero within --timeout (3 s) + 10 s, its stderr
+# matching every PATTERN, with no process of it left.
+stall() {
+    local name=$1 t0 secs pats=(); shift
+    while [ "$1" != -- ]; do pats+=("$1"); shift; done; shift
+    t0=$(date +%s.%N)
+    run 60 "$@"
+    secs=$(elapsed "$t0")
+    sleep 0.3
+    local miss="" p; for p in "${pats[@]}"; do printf '%s' "$ERR" | grep -qE -- "$p" || miss="$miss /$p/"; done
+    local left; left=$(left_behind "$TMP/stall")
+    if [ "$RC" -ne 1 ]; then fail "hang/watchdog: $name" "exit $RC, expected 1: $(printf '%s' "$ERR" | head -c 400)"
+    elif python3 -c "import sys; sys.exit(not $secs >= 13)"; then fail "hang/watchdog: $name" "took ${secs}s (limit 13 s)"
+    elif [ -n "$miss" ]; then fail "hang/watchdog: $name" "stderr lacks$miss: $(printf '%s' "$ERR" | head -c 600)"
+    elif [ -n "$left" ]; then fail "hang/watchdog: $name" "processes left behind: $left"
+    else pass "hang/watchdog: $name ends in ${secs}s"; fi
+}
+W='\[rank [0-9]\] watchdog: waited 3\.[0-9] s \(--timeout 3\) for rank [0-9] \(a receive\) in RECV_(ACT|GRAD) of micro-batch [0-9] \(stage [0-9], virtual stage [0-9], chunk 0\) in step 3; last completed: '
+stall "MICROPP_FAULT stall of rank 1 in a 4-stage 1F1B" "$W" \
+    "\[rank [023]\] ended by rank [023]'s watchdog: waiting .* in step 3; last completed: " 'stalling in step 3' -- \
+    env MICROPP_FAULT=1:3:stall mpiexec -n 4 "$MICROPP" train $P --steps 5 --timeout 3 --save "$TMP/stall"
+stall "MICROPP_FAULT stall in ddp (the all-reduce waits)" \
+    '\[rank 1\] watchdog: waited 3\.[0-9] s \(--timeout 3\) for the other ranks \(an all-reduce of the data-parallel group\) in the gradient all-reduce in step 3; last completed: B of micro-batch 0' -- \
+    env MICROPP_FAULT=0:3:stall mpiexec -n 2 "$MICROPP" train --mode ddp $A --steps 5 --timeout 3 --save "$TMP/stall"
+
+# SIGSTOP to one rank of a running pipeline: the rank is alive but silent, as a swapped-out node.
+# rank_pid MPIEXEC-PID RANK: the pid of that rank (Hydra gives each its PMI_RANK).
+rank_pid() {
+    local proxy p
+    for proxy in $(pgrep -P "$1"); do
+        for p in $(pgrep -P "$proxy"); do
+            if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "PMI_RANK=$2"; then echo "$p"; return; fi
+        done
+    done
+}
+# start_job N ARGS...: mpiexec in the background ($JOB), once every rank has passed step 1.
+start_job() {
+    local n=$1; shift
+    mpiexec -n "$n" "$MICROPP" train "$@" --log-every 1 >"$TMP/job.out" 2>"$TMP/job.err" &
+    JOB=$!
+    for _ in $(seq 300); do grep -q '^step 2/' "$TMP/job.out" 2>/dev/null && break; sleep 0.1; done
+}
+# end_job: waits for $JOB (at most 30 s); JRC, JSECS (since $T0), JERR.
+end_job() {
+    local i; for i in $(seq 300); do kill -0 "$JOB" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$JOB" 2>/dev/null && kill -KILL "$JOB" 2>/dev/null
+    wait "$JOB" 2>/dev/null; JRC=$?
+    JSECS=$(elapsed "$T0")
+    JERR=$(cat "$TMP/job.err")
+}
+start_job 3 $P --steps 1000000 --timeout 3
+stopped=$(rank_pid "$JOB" 1)
+if [ -z "$stopped" ]; then fail "hang/watchdog: SIGSTOP of rank 1" "could not find rank 1's process"; kill -TERM "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null
+else
+    T0=$(date +%s.%N); kill -STOP "$stopped"; end_job
+    kill -CONT "$stopped" 2>/dev/null; kill -KILL "$stopped" 2>/dev/null
+    if [ "$JRC" -ne 1 ]; then fail "hang/watchdog: SIGSTOP of rank 1" "exit $JRC: $(printf '%s' "$JERR" | head -c 400)"
+    elif python3 -c "import sys; sys.exit(not $JSECS >= 13)"; then fail "hang/watchdog: SIGSTOP of rank 1" "took ${JSECS}s"
+    elif ! printf '%s' "$JERR" | grep -qE -- "watchdog: waited 3\.[0-9] s \(--timeout 3\) for rank 1 \(a (receive|send)\)|watchdog: waited 3\.[0-9] s \(--timeout 3\) for the other ranks \(a barrier\) in the step's barrier"; then
+        fail "hang/watchdog: SIGSTOP of rank 1" "no watchdog line naming rank 1: $(printf '%s' "$JERR" | head -c 400)"
+    else pass "hang/watchdog: SIGSTOP of rank 1 ends the job in ${JSECS}s: $(printf '%s' "$JERR" | grep -m1 -o 'watchdog: waited.*in step [0-9]*')"; fi
+fi
+
+# Signals. sig NAME TARGET SIGNAL CODE PATTERN: TARGET is mpiexec or a rank number.
+sig() {
+    local name=$1 target=$2 s=$3 code=$4 pat=$5
+    start_job 3 $P --steps 1000000 --save "$TMP/sig" --save-every 1
+    local pid=$JOB
+    [ "$target" != mpiexec ] && pid=$(rank_pid "$JOB" "$target")
+    T0=$(date +%s.%N); kill -"$s" "$pid"; end_job
+    local ours; ours=$(printf '%s\n' "$JERR" | grep -c 'micropp:')
+    if [ "$JRC" -ne "$code" ]; then fail "hang/signals: $name" "exit $JRC, expected $code: $(printf '%s' "$JERR" | head -c 300)"
+    elif ! printf '%s' "$JERR" | grep -qE -- "$pat"; then fail "hang/signals: $name" "stderr does not match /$pat/: $(printf '%s' "$JERR" | head -c 300)"
+    elif [ "$ours" -ne 1 ]; then fail "hang/signals: $name" "$ours lines of micropp's, expected one: $(printf '%s' "$JERR" | head -c 300)"
+    elif python3 -c "import sys; sys.exit(not $JSECS >= 5)"; then fail "hang/signals: $name" "took ${JSECS}s"
+    else pass "hang/signals: $name -> exit $code in ${JSECS}s"; fi
+}
+sig "SIGINT to mpiexec" mpiexec INT 130 'micropp: interrupted by signal 2 on rank 0 \(sent to every rank\)'
+sig "SIGTERM to mpiexec" mpiexec TERM 143 'micropp: interrupted by signal 15 on rank 0 \(sent to every rank\)'
+sig "SIGTERM to rank 2" 2 TERM 143 'micropp: interrupted by signal 15 on rank 2$'
+sig "SIGINT to rank 1" 1 INT 130 'micropp: interrupted by signal 2 on rank 1$'
+# Every run above was killed while saving at every step: the last committed checkpoint still loads.
+step=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1] + '/manifest.json'))['step'])" "$TMP/sig" 2>/dev/null || echo none)
+run 60 mpiexec -n 3 "$MICROPP" train $P --resume "$TMP/sig" --steps $((step + 1)) --json
+if [ "$RC" -eq 0 ] && [ "$step" != none ]; then pass "hang/signals: the checkpoint written when the signals came stays loadable (step $step resumes)"
+else fail "hang/signals: the checkpoint written when the signals came stays loadable" "manifest step $step, resume exit $RC: $(printf '%s' "$ERR" | head -c 300)"; fi
+left=$(left_behind "$TMP/sig")
+if [ -z "$left" ]; then pass "hang/signals: no process left behind"; else fail "hang/signals: no process left behind" "$left"; fi

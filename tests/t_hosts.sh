@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# tests/t_hosts.sh: two hosts on one machine, in two tiers.
+# Fake hosts: Hydra builds its process map from its host list (mpiexec -launcher fork -hosts
+# nodeA:2,nodeB:2), so MPI sees two nodes: the header shows the placement and --allreduce auto never
+# takes shared memory across them. Real network stacks (root and `ip netns` needed, else SKIP): two
+# namespaces joined by a veth pair, Hydra launching into them through tests/netns-launcher.sh; pp,
+# ddp and hybrid --verify over TCP, traffic seen on the veth; a link taken down mid-run is ended by
+# the watchdog.
+source "$(dirname "$0")/lib.sh"
+A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --log-every 0"
+TWO="-launcher fork -hosts nodeA:2,nodeB:2"
+
+run 60 mpiexec $TWO -n 4 "$MICROPP" train --mode ddp $A --steps 2 --verify --json
+got=$(printf '%s' "$OUT" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['nodes'], d['allreduce'])" 2>/dev/null)
+if [ "$RC" -eq 0 ] && [ "$got" = "2 mpi" ]; then pass "hosts/fake: ddp on nodeA:2,nodeB:2 sees 2 nodes, --allreduce auto takes mpi"
+else fail "hosts/fake: ddp on nodeA:2,nodeB:2 sees 2 nodes, --allreduce auto takes mpi" "exit $RC, nodes/allreduce '$got': $(printf '%s' "$ERR" | head -c 300)"; fi
+run 60 mpiexec -launcher fork -hosts nodeA:4 -n 4 "$MICROPP" train --mode ddp $A --steps 2 --json
+got=$(printf '%s' "$OUT" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['nodes'], d['allreduce'])" 2>/dev/null)
+if [ "$RC" -eq 0 ] && [ "$got" = "1 shm" ]; then pass "hosts/fake: the same on nodeA:4 (one node) takes shm"
+else fail "hosts/fake: the same on nodeA:4 (one node) takes shm" "exit $RC, nodes/allreduce '$got'"; fi
+run 60 mpiexec $TWO -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --micro-batches 4 $A --steps 2 --verify
+want='placement: node 0: rank 0 stage 0 replica 0, rank 1 stage 1 replica 0 | node 1: rank 2 stage 0 replica 1, rank 3 stage 1 replica 1'
+if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qF -- "$want" && printf '%s' "$OUT" | grep -q -- '-> ok'; then pass "hosts/fake: hybrid 2x2 --verify, the header shows which stage and replica sit on which node"
+else fail "hosts/fake: hybrid 2x2 --verify, the header shows which stage and replica sit on which node" "exit $RC: $(printf '%s' "$OUT" | grep -m1 placement) $(printf '%s' "$ERR" | head -c 300)"; fi
+expect_user_error "hosts/fake: --allreduce shm across nodes -> one line, exit 2" "shm needs the 4 replicas of each stage on one node, and only 2 share" 60 \
+    mpiexec $TWO -n 4 "$MICROPP" train --mode ddp $A --steps 2 --allreduce shm
+
+# ---- real network stacks: two namespaces, a veth pair ----
+NS_A=mpp$$a NS_B=mpp$$b  # names of our own (veth names: at most 15 characters)
+netns_cleanup() { ip netns del "$NS_A" 2>/dev/null; ip netns del "$NS_B" 2>/dev/null; }
+trap 'netns_cleanup; rm -rf "$TMP"' EXIT
+netns_setup() {
+    [ "$(id -u)" = 0 ] || { echo "not root"; return 1; }
+    command -v ip >/dev/null || { echo "no ip command (iproute2)"; return 1; }
+    ip netns add "$NS_A" 2>&1 && ip netns add "$NS_B" 2>&1 || return 1
+    ip link add "${NS_A}0" type veth peer name "${NS_B}0" 2>&1 || return 1
+    ip link set "${NS_A}0" netns "$NS_A" && ip link set "${NS_B}0" netns "$NS_B" &&
+    ip -n "$NS_A" addr add 10.77.0.1/24 dev "${NS_A}0" && ip -n "$NS_B" addr add 10.77.0.2/24 dev "${NS_B}0" &&
+    ip -n "$NS_A" link set lo up && ip -n "$NS_B" link set lo up &&
+    ip -n "$NS_A" link set "${NS_A}0" up && ip -n "$NS_B" link set "${NS_B}0" up 2>&1
+}
+rx_bytes() { ip -n "$NS_B" -s link show "${NS_B}0" | awk 'f { print $1; exit } /RX:/ { f = 1 }'; }
+# mpiexec in the first namespace, told its interface (or the far proxy cannot call back); UCX told to
+# use TCP (across namespaces that share IPC it would take shared memory and bypass the veth).
+ACROSS=(env UCX_TLS=tcp,self ip netns exec "$NS_A" mpiexec -iface "${NS_A}0" -launcher ssh -launcher-exec "$ROOT/tests/netns-launcher.sh" -hosts "$NS_A:2,$NS_B:2")
+
+if ! why=$(netns_setup); then
+    for t in pp ddp hybrid link-down; do skip "hosts/netns: $t across two namespaces" "no network namespaces here: ${why:-ip netns failed}"; done
+else
+    for m in "pp --micro-batches 4" "ddp" "hybrid --pp 2 --dp 2 --micro-batches 4"; do
+        name=${m%% *}
+        before=$(rx_bytes)
+        run 90 "${ACROSS[@]}" -n 4 "$MICROPP" train --mode $m $A --steps 3 --verify --timeout 30
+        bytes=$(( $(rx_bytes) - before ))
+        if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -q -- '-> ok' && printf '%s' "$OUT" | grep -q '^placement: node 0: ' && [ "$bytes" -gt 10000 ]; then
+            pass "hosts/netns: $name --verify across two namespaces ($bytes bytes over the veth)"
+        else fail "hosts/netns: $name --verify across two namespaces" "exit $RC, $bytes bytes over the veth: $(printf '%s' "$ERR" | tail -c 400)"; fi
+    done
+    # The link goes down mid-run: nothing reports an error, and only the watchdog ends the job.
+    "${ACROSS[@]}" -n 4 "$MICROPP" train --mode pp --micro-batches 4 $A --steps 1000000 --timeout 3 --log-every 1 --save "$TMP/ld" >"$TMP/ld.out" 2>"$TMP/ld.err" &
+    job=$!
+    for _ in $(seq 300); do grep -q '^step 2/' "$TMP/ld.out" 2>/dev/null && break; sleep 0.1; done
+    t0=$(date +%s.%N)
+    ip -n "$NS_A" link set "${NS_A}0" down
+    # Every rank, on both sides of the dead link, must be gone within --timeout + 10 s.
+    for _ in $(seq 130); do [ -z "$(pgrep -f -- "$TMP/ld")" ] && break; sleep 0.1; done
+    secs=$(python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)")
+    left=$(pgrep -f -- "$TMP/ld" | tr '\n' ' ')
+    ip -n "$NS_A" link set "${NS_A}0" up  # lets whatever is left finish
+    for p in $left; do kill -KILL "$p" 2>/dev/null; done
+    for _ in $(seq 100); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$job" 2>/dev/null && kill -TERM "$job" 2>/dev/null
+    wait "$job"
+    if [ -z "$left" ] && grep -q 'watchdog: waited' "$TMP/ld.err"; then pass "hosts/netns: a link taken down mid-run: the watchdog ends every rank in ${secs}s"
+    else fail "hosts/netns: a link taken down mid-run: the watchdog ends every rank" "left after ${secs}s: '$left': $(head -c 400 "$TMP/ld.err")"; fi
+fi

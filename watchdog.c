@@ -1,0 +1,231 @@
+// watchdog.c: the bound on every wait (see watchdog.h). A wait that runs out prints one line naming
+// the rank, the wait, the action and the peer, tells the other ranks over a control channel (each
+// prints where it stood), and ends the job; a thread backs up the MPI calls no poll loop wraps,
+// ends the job on SIGINT/SIGTERM sent to one rank, and bounds MPI_Finalize.
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "util.h"
+#include "watchdog.h"
+
+WdAction wd_current, wd_last;
+unsigned wd_calls;
+const char *wd_call;
+
+static double timeout_s = WD_DEFAULT_TIMEOUT;
+static MPI_Comm ctl = MPI_COMM_NULL;   // the control channel: a notice is the firing rank's number
+static MPI_Request ctl_req = MPI_REQUEST_NULL;
+static int notice = -1;
+static volatile sig_atomic_t sig_pending;  // a signal sent to this rank alone: the thread ends the job
+static volatile double finalize_deadline;  // 0: not finalizing
+static volatile int finalize_code;
+static pid_t main_tid;  // the thread that calls MPI (MPI_THREAD_FUNNELED)
+
+void wd_set_timeout(double seconds) { timeout_s = seconds; }
+double wd_timeout(void) { return timeout_s; }
+
+// "RECV_ACT of micro-batch 2 (stage 1, virtual stage 1, chunk 0) in step 3"
+static void describe(const WdAction *a, char *b, size_t n, const char *none) {
+    int k = 0;
+    if (!a->what) k = snprintf(b, n, "%s", none);
+    else if (a->stage >= 0)
+        k = snprintf(b, n, "%s of micro-batch %d (stage %d, virtual stage %d, chunk %d)", a->what, a->mb, a->stage, a->vstage, a->chunk);
+    else k = snprintf(b, n, "%s", a->what);
+    if (a->what && a->step > 0 && k > 0 && (size_t)k < n) snprintf(b + k, n - (size_t)k, " in step %d", a->step);
+    if (a->what && a->step < 0 && k > 0 && (size_t)k < n) snprintf(b + k, n - (size_t)k, " in evaluation");
+}
+
+static void where(char *b, size_t n) {
+    char cur[200], last[200];
+    describe(&wd_current, cur, sizeof cur, "no action of the step loop (set-up or shutdown)");
+    describe(&wd_last, last, sizeof last, "none yet");
+    snprintf(b, n, "in %s; last completed: %s", cur, last);
+}
+
+static void peer_name(int peer, const char *what, char *b, size_t n) {
+    if (peer >= 0) snprintf(b, n, "rank %d (%s)", peer, what);
+    else snprintf(b, n, "the other ranks (%s)", what);
+}
+
+// Another rank's wait ran out: say where this one stood, then wait for that rank's MPI_Abort.
+static void on_notice(double waited, int peer, const char *what) {
+    char w[480], p[120];
+    where(w, sizeof w);
+    peer_name(peer, what, p, sizeof p);
+    fprintf(stderr, "[rank %d] ended by rank %d's watchdog: waiting %.1f s for %s %s\n", g_rank, notice, waited, p, w);
+    fflush(stderr);
+    for (int i = 0; i < 50; i++) usleep(100 * 1000);  // the firing rank aborts the job within about 1 s
+    _exit(1);
+}
+
+static void fire(double waited, int peer, const char *what) {
+    char w[480], p[120];
+    where(w, sizeof w);
+    peer_name(peer, what, p, sizeof p);
+    fprintf(stderr, "[rank %d] watchdog: waited %.1f s (--timeout %g) for %s %s\n", g_rank, waited, timeout_s, p, w);
+    fflush(stderr);
+    int size = 1, me = g_rank;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Request *reqs = calloc((size_t)size, sizeof *reqs);
+    for (int r = 0; reqs && r < size; r++) {
+        reqs[r] = MPI_REQUEST_NULL;
+        if (r != me && ctl != MPI_COMM_NULL) MPI_Isend(&me, 1, MPI_INT, r, 0, ctl, &reqs[r]);
+    }
+    // A second for the others to print where they stood (they do as soon as they poll), then the end.
+    for (double t0 = now_sec(); now_sec() - t0 < 1.0;) {
+        for (int r = 0; reqs && r < size; r++) {  // (one by one: MPI_Testall trips a gcc 12 false positive)
+            int done;
+            if (reqs[r] != MPI_REQUEST_NULL) MPI_Test(&reqs[r], &done, MPI_STATUS_IGNORE);
+        }
+        usleep(10 * 1000);
+    }
+    alarm(3);  // MPI_Abort goes through mpiexec, which a dead link may keep from answering
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+// One turn of a wait that started at t0: a notice from another rank, or our own bound running out.
+static void check(double t0, int peer, const char *what) {
+    double waited = now_sec() - t0;
+    if (ctl_req != MPI_REQUEST_NULL) {
+        int got = 0;
+        MPI_Test(&ctl_req, &got, MPI_STATUS_IGNORE);
+        if (got) on_notice(waited, peer, what);
+    }
+    if (timeout_s > 0 && waited > timeout_s) fire(waited, peer, what);
+}
+
+void wd_spin(WdSpin *s) {
+    if (s->turns++ == 0) { s->t0 = now_sec(); return; }
+    if ((s->turns & 63) == 0) check(s->t0, s->peer, s->what);  // a clock read and a test per 64 turns
+}
+
+void wd_wait(MPI_Request *req, MPI_Status *st, int peer, const char *what) {
+    WdSpin s = {.peer = peer, .what = what};
+    for (;;) {
+        int done = 0;
+        wd_call_enter("MPI_Test");
+        int err = MPI_Test(req, &done, st ? st : MPI_STATUS_IGNORE);
+        wd_call_leave();
+        if (err != MPI_SUCCESS) {
+            char msg[MPI_MAX_ERROR_STRING];
+            int len = 0;
+            MPI_Error_string(err, msg, &len);
+            fatal("waiting for %s: %s", what, msg);
+        }
+        if (done) return;
+        // Spins as MPI_Wait does, without yielding: a yield on a loaded machine can cost a whole
+        // time slice per message (measured: a 0.9 ms pipeline step became 8 ms).
+        wd_spin(&s);
+    }
+}
+
+// MPICH 4.0.2's MPI_Finalize over TCP can deadlock: a rank spins in UCX's disconnect, waiting for a
+// peer that already sleeps in the PMI barrier. Should the sleeper leave first, the spinner then
+// enters the barrier and mpiexec fails answering the departed one's proxy (exit 255, after the
+// results are out). So past the deadline a spinning rank (state R) leaves at once, and a sleeping
+// one 2 s later: the barrier then never completes, and every rank has left with its own code.
+static int main_thread_running(void) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)main_tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');  // "tid (comm) S ..."
+    return p && p[1] == ' ' && p[2] == 'R';
+}
+
+static void finalize_overdue(double now) {
+    if (main_thread_running() || now > finalize_deadline + 2.0) _exit(finalize_code);
+}
+
+// ---- the backstop thread: single MPI calls that block, signals to one rank, MPI_Finalize ----
+
+static void *watch(void *arg) {
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);  // signals are the main thread's
+    unsigned seen = 0;
+    double since = now_sec();
+    for (;;) {
+        usleep(100 * 1000);
+        double now = now_sec();
+        if (sig_pending) { alarm(3); MPI_Abort(MPI_COMM_WORLD, 128 + sig_pending); }
+        if (finalize_deadline > 0 && now > finalize_deadline) finalize_overdue(now);
+        unsigned calls = __atomic_load_n(&wd_calls, __ATOMIC_RELAXED);
+        const char *call = __atomic_load_n(&wd_call, __ATOMIC_RELAXED);
+        if (!call || calls != seen) { seen = calls; since = now; continue; }
+        // The poll loops fire at --timeout themselves; this is for a call that blocks inside MPI.
+        if (timeout_s > 0 && finalize_deadline == 0 && now - since > timeout_s + 2) {
+            char w[480];
+            where(w, sizeof w);
+            fprintf(stderr, "[rank %d] watchdog: waited %.1f s (--timeout %g) inside %s %s\n", g_rank, now - since, timeout_s, call, w);
+            fflush(stderr);
+            usleep(200 * 1000);
+            alarm(3);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+            _exit(1);
+        }
+    }
+    return NULL;
+}
+
+// SIGINT/SIGTERM. Sent by mpiexec (our parent, the Hydra proxy, forwards it to every rank) or by the
+// terminal (the kernel, si_pid 0): every rank has it, rank 0 speaks, all exit 128+N. Sent to this
+// rank alone: it speaks, and the thread ends the job through MPI_Abort(128+N).
+static void put(char **p, const char *s) { while (*s) *(*p)++ = *s++; }
+static void put_int(char **p, int v) {
+    char d[12];
+    int n = 0;
+    do d[n++] = (char)('0' + v % 10); while ((v /= 10) > 0);
+    while (n) *(*p)++ = d[--n];
+}
+static void on_signal(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    int everyone = si->si_pid == 0 || si->si_pid == getppid();
+    if (!everyone || g_rank == 0) {
+        char line[128], *p = line;
+        put(&p, "micropp: interrupted by signal "); put_int(&p, sig);
+        put(&p, " on rank "); put_int(&p, g_rank);
+        put(&p, everyone ? " (sent to every rank)\n" : "\n");
+        ssize_t w = write(2, line, (size_t)(p - line));
+        (void)w;
+    }
+    if (everyone || finalize_deadline > 0) _exit(128 + sig);
+    sig_pending = sig;
+}
+
+void wd_init(void) {
+    main_tid = (pid_t)syscall(SYS_gettid);
+    MPI_Comm_dup(MPI_COMM_WORLD, &ctl);
+    MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, 0, ctl, &ctl_req);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    pthread_t t;
+    if (pthread_create(&t, NULL, watch, NULL) == 0) pthread_detach(t);
+}
+
+void wd_finalize_bound(int code) {
+    fflush(stdout);
+    fflush(stderr);
+    finalize_code = code;
+    finalize_deadline = now_sec() + 5.0;
+}
+
+void wd_close(void) {
+    if (ctl_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&ctl_req);
+        MPI_Request_free(&ctl_req);
+    }
+    if (ctl != MPI_COMM_NULL) MPI_Comm_free(&ctl);
+}

@@ -1,0 +1,47 @@
+// watchdog.h: no wait lasts forever. --timeout bounds every wait of this rank (receives, sends waited
+// on, collectives, barriers, shm hand-offs, MPI_Finalize); SIGINT/SIGTERM end every rank with one
+// line. The executor says which action it is in, so the line that ends a stalled job can name it.
+#pragma once
+#include <mpi.h>
+
+// What this rank is doing: an action of its schedule (what = "F", "RECV_ACT", ...; stage, virtual
+// stage, micro-batch, chunk), or a phase of the step loop ("the loss all-reduce"; those fields -1).
+// step is 1-based, 0 outside the steps, -1 in evaluation. Setting it costs a struct copy (the executor does it
+// around every action).
+typedef struct { const char *what; int stage, vstage, mb, chunk, step; } WdAction;
+extern WdAction wd_current, wd_last;  // what this rank is in, and the last it completed
+static inline void wd_begin(WdAction a) { wd_current = a; }
+static inline void wd_end(void) { wd_last = wd_current; wd_current.what = 0; }
+static inline void wd_phase(const char *what, int step) { wd_current = (WdAction){what, -1, -1, -1, -1, step}; }
+
+#define WD_DEFAULT_TIMEOUT 300.0
+// After MPI_Init, on every rank: the control channel (a duplicate of the world on which a rank whose
+// wait ran out tells the others), the signal handlers and the backstop thread. Collective.
+void wd_init(void);
+void wd_set_timeout(double seconds);  // 0: waits are not bounded
+double wd_timeout(void);
+
+// MPI_Wait, bounded: waits for req (a receive from or send to `peer`, or a collective when peer is
+// -1) polling, as MPI_Wait spins. `what` names the wait in the watchdog's line.
+// When --timeout runs out: the line, every other rank told, the job ended (exit 1).
+void wd_wait(MPI_Request *req, MPI_Status *st, int peer, const char *what);
+// A spin loop of our own (the shm all-reduce, comm_wait): call wd_spin once per turn; it fires as
+// wd_wait does once the loop has lasted --timeout. Start each wait with a zeroed WdSpin.
+typedef struct { double t0; int peer; const char *what; unsigned turns; } WdSpin;
+void wd_spin(WdSpin *s);
+
+// MPI_CHECK marks every MPI call, so the backstop thread sees one that blocks past --timeout (a
+// blocking call that no poll loop wraps: MPI_Comm_split, MPI_Win_allocate_shared, ...): it then
+// prints the call and ends the job. Two relaxed stores per call.
+extern unsigned wd_calls;
+extern const char *wd_call;
+static inline void wd_call_enter(const char *call) {
+    __atomic_store_n(&wd_call, call, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&wd_calls, 1, __ATOMIC_RELAXED);
+}
+static inline void wd_call_leave(void) { __atomic_store_n(&wd_call, (const char *)0, __ATOMIC_RELAXED); }
+
+// Before MPI_Finalize (results written and flushed): if it has not returned within a few seconds
+// (MPICH 4.0.2 over TCP sometimes blocks in it), the process exits with `code` anyway.
+void wd_finalize_bound(int code);
+void wd_close(void);  // cancels the control channel's receive (before MPI_Finalize)
