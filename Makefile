@@ -7,8 +7,18 @@ OPT ?= -O3 -march=native -fno-math-errno
 CFLAGS ?= $(OPT)
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS := -lopenblas -lcjson -lz -lm
-SRCS := micropp.c config.c train.c train_options.c plan.c pipeline.c verify.c report.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c data.c idx.c ops_cpu.c checkpoint.c safetensors.c util.c fault.c outfile.c memory.c watchdog.c launch.c
+SRCS := micropp.c config.c train.c train_options.c plan.c pipeline.c verify.c report.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c data.c idx.c ops_cpu.c ops_onednn.c checkpoint.c safetensors.c util.c fault.c outfile.c memory.c watchdog.c launch.c
 BUILD ?= build
+
+# ---- oneDNN: the CPU's bf16 matrix products (--precision bf16); make deps installs libdnnl-dev.
+# Without it (or with ONEDNN=0) ops_onednn.c builds as stubs and --precision bf16 is refused.
+ONEDNN_INC := $(wildcard /usr/include/oneapi/dnnl/dnnl.h)
+ONEDNN ?= $(if $(ONEDNN_INC),1,0)
+ifeq ($(ONEDNN),1)
+  LDLIBS += -ldnnl -lgomp
+else
+  CFLAGS += -DMICROPP_NO_ONEDNN
+endif
 
 # ---- optional GPU support: detected, reported, and switchable with CUDA=0/1 ----
 # The toolkit is the first of CUDA_HOME=DIR, the folder above the nvcc on PATH, /usr/local/cuda that
@@ -45,7 +55,7 @@ OBJS := $(SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 .PHONY: all deps features run test asan test-asan fuzz clean bench
 all: micropp
 
-# Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS, zlib, cppcheck, and the
+# Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS, zlib, oneDNN, cppcheck, and the
 # Fashion-MNIST data set that --data fashion-mnist reads), only when a probe
 # shows it missing; uses sudo when not root. DEPS=0 skips it (packages unpacked elsewhere, as on a
 # GPU machine without registries: see bench/gpu.sh).
@@ -57,6 +67,7 @@ deps:
 	test -f /usr/include/cjson/cJSON.h || missing="$$missing libcjson-dev"; \
 	test -f /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h || missing="$$missing libopenblas-dev"; \
 	test -f /usr/include/zlib.h || missing="$$missing zlib1g-dev"; \
+	test -f /usr/include/oneapi/dnnl/dnnl.h || missing="$$missing libdnnl-dev"; \
 	test -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz || missing="$$missing dataset-fashion-mnist"; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
 	command -v cppcheck >/dev/null || missing="$$missing cppcheck"; \
@@ -70,6 +81,7 @@ deps:
 features:
 	@echo "micropp build: MPI (mpicc): $$(command -v mpicc >/dev/null && echo found || echo not found)"
 	@echo "micropp build: OpenBLAS: $$(test -f /usr/lib/x86_64-linux-gnu/libopenblas.so && echo found || echo not found)"
+	@echo "micropp build: oneDNN (bf16 on the CPU): $(if $(filter 1,$(ONEDNN)),found,not found$(if $(ONEDNN_INC), (switched off: ONEDNN=0)))"
 	@echo "micropp build: CUDA (nvcc): $(if $(NVCC),found at $(CUDA_HOME),not found$(if $(NVCC_ON_PATH), (nvcc on PATH at $(NVCC_ON_PATH), but no toolkit with include/cuda_runtime.h there or in /usr/local/cuda: set CUDA_HOME=DIR)))"
 	@echo "micropp build: cuBLAS: $(if $(HAVE_CUBLAS),found ($(CUBLAS_LIB)),not found)"
 	@echo "micropp build: NCCL: $(if $(HAVE_NCCL),found ($(NCCL_LIB)),not found)"

@@ -77,6 +77,7 @@ typedef struct {
     int device;              // DEVICE_* (comms.h): auto = cuda when every rank sees a GPU
     int transport;           // TRANSPORT_* (comms.h): how stages exchange device buffers
     int tf32;                // cuBLAS may round fp32 inputs to TF32
+    int precision;           // PRECISION_* (ops.h): the matrix products' inputs in fp32 or bf16
     int gemm_timing;         // time every gemm, report the share of step time in BLAS
     // observing the pipeline (trace.c)
     char trace[PATH_LEN];      // Chrome trace JSON of every step, "" = none

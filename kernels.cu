@@ -87,6 +87,41 @@ static void cu_sync(void) { CUDA_CHECK(cudaStreamSynchronize(g_stream)); }
 static cudaEvent_t *g_ev;  // gemm timing: start/stop event pairs of the gemms since the last read
 static int g_ev_n, g_ev_cap, g_timing;
 
+// --precision bf16: the inputs rounded by ops_math.h's bf16_from_f32 (the CPU path's very function)
+// into packed device scratch, then cublasGemmEx with bf16 inputs, fp32 compute and fp32 C.
+static int g_precision;
+static uint16_t *g_bf16[2];
+static size_t g_bf16_cap[2];
+__global__ void k_to_bf16(uint16_t *dst, const float *src, size_t n, int cols, int ld) {
+    GRID_STRIDE(i, n) dst[i] = bf16_from_f32(src[(i / cols) * (size_t)ld + i % cols]);
+}
+static const uint16_t *to_bf16(int which, const float *src, int rows, int cols, int ld) {
+    size_t n = (size_t)rows * cols;
+    if (n > g_bf16_cap[which]) {
+        if (g_bf16[which]) CUDA_CHECK(cudaFree(g_bf16[which]));
+        CUDA_CHECK(cudaMalloc(&g_bf16[which], n * sizeof(uint16_t)));
+        g_bf16_cap[which] = n;
+    }
+    if (n) {
+        k_to_bf16<<<blocks_for(n), THREADS, 0, g_stream>>>(g_bf16[which], src, n, cols, ld);
+        LAUNCH_CHECK(k_to_bf16);
+    }
+    return g_bf16[which];
+}
+static void gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc) {
+    const uint16_t *a = ta ? to_bf16(0, A, K, M, lda) : to_bf16(0, A, M, K, lda);  // packed: ld = columns stored
+    const uint16_t *b = tb ? to_bf16(1, B, N, K, ldb) : to_bf16(1, B, K, N, ldb);
+    CUBLAS_CHECK(cublasGemmEx(g_cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
+                              b, CUDA_R_16BF, tb ? K : N, a, CUDA_R_16BF, ta ? M : K, &beta, C, CUDA_R_32F, ldc,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+static int cu_set_precision(int p, char *err, size_t errlen) {
+    (void)err; (void)errlen;
+    g_precision = p;
+    return 0;
+}
+
 static void cu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc) {
     // A row-major matrix with leading dimension ld IS its transpose in column-major with the same
@@ -102,8 +137,9 @@ static void cu_gemm(int ta, int tb, int M, int N, int K, float alpha, const floa
         }
         CUDA_CHECK(cudaEventRecord(g_ev[g_ev_n++], g_stream));
     }
-    CUBLAS_CHECK(cublasSgemm(g_cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                             N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    if (g_precision == PRECISION_BF16) gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else CUBLAS_CHECK(cublasSgemm(g_cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
     if (g_timing) CUDA_CHECK(cudaEventRecord(g_ev[g_ev_n++], g_stream));
 }
 static void cu_gemm_timing(int on) {
@@ -329,6 +365,7 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent; b.adam = cu_adam; b.sgd = cu_sgd;
     b.axpy = cu_axpy; b.scale = cu_scale; b.sync = cu_sync;
     b.alloc_host = cu_alloc_host; b.free_host = cu_free_host; b.set_tf32 = cu_set_tf32;
+    b.set_precision = cu_set_precision;
     b.gemm_timing = cu_gemm_timing; b.gemm_seconds = cu_gemm_seconds; b.describe = cu_describe;
     g_backend = b;
     return &g_backend;

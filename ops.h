@@ -6,6 +6,12 @@
 #include <stdint.h>
 #include "ops_math.h"
 
+// Precision of the matrix products (--precision). bf16: gemm rounds its inputs A and B to bf16
+// (bf16_from_f32: nearest, ties to even) and accumulates and writes C in fp32; everything else
+// (element-wise math, weights, gradients, optimizer state, loss) stays fp32.
+enum { PRECISION_FP32, PRECISION_BF16 };
+#define PRECISION_CHOICES "fp32|bf16"
+
 typedef struct Backend {
     const char *name;  // "cpu" or "cuda"
     int on_host;       // 1 when device pointers are ordinary host pointers
@@ -41,6 +47,9 @@ typedef struct Backend {
     void *(*alloc_host)(size_t bytes);
     void (*free_host)(void *p);
     void (*set_tf32)(int on);      // cuda: let cuBLAS round fp32 inputs to TF32 (tensor cores)
+    // PRECISION_*: what gemm computes from now on. Returns 0, or -1 with one line in err saying
+    // why this backend or build cannot (the package to install, or the device that lacks it).
+    int (*set_precision)(int precision, char *err, size_t errlen);
     // Gemm timing, for the share of step time spent in BLAS: once on, every gemm is timed (device
     // time: cudaEvents on cuda, a clock on cpu); gemm_seconds() waits for queued work and returns
     // the time summed since its last call.
@@ -63,3 +72,13 @@ int blas_max_threads(void);  // the most threads this BLAS was built for (more a
 // Re-executes the program with OPENBLAS_CORETYPE set when OpenBLAS chose a kernel weaker than the
 // CPU supports (and the user set none); returns when nothing needs changing.
 void blas_pick_kernel(char **argv);
+
+// oneDNN (ops_onednn.c), the CPU backend's bf16 gemm: the same arguments as Backend.gemm, inputs
+// rounded to bf16, fp32 accumulation and output; one primitive per shape, created once.
+int onednn_available(char *err, size_t n);  // 1, or 0 with the reason (built without libdnnl-dev)
+void onednn_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc);
+// "onednn 2.6.3 brg:avx512_core_bf16": the version and the kernel chosen for a [M,K] x [N,K]^T product.
+void onednn_describe(int M, int N, int K, char *out, size_t n);
+int onednn_native_bf16(void);  // the CPU computes bf16 products natively (AVX512_BF16)
+void onednn_set_threads(int threads);

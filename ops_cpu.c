@@ -1,5 +1,5 @@
-// ops_cpu.c: the CPU backend: OpenBLAS sgemm for the matrix products, plain loops over the
-// element-wise functions of ops_math.h for everything else.
+// ops_cpu.c: the CPU backend: OpenBLAS sgemm for the fp32 matrix products (oneDNN for bf16, in
+// ops_onednn.c), plain loops over the element-wise functions of ops_math.h for everything else.
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -21,14 +21,21 @@ static void cpu_memcpy(void *dst, const void *src, size_t bytes) { if (bytes) me
 static void cpu_fill(float *x, float v, size_t n) { for (size_t i = 0; i < n; i++) x[i] = v; }
 
 static int gemm_timing_on;
-static double gemm_s;  // seconds inside cblas_sgemm since the last cpu_gemm_seconds()
+static double gemm_s;  // seconds inside the gemm since the last cpu_gemm_seconds()
+static int precision;  // PRECISION_*: fp32 on OpenBLAS, bf16 on oneDNN
 
 static void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc) {
     double t0 = gemm_timing_on ? now_sec() : 0;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (precision == PRECISION_BF16) onednn_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                     M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (gemm_timing_on) gemm_s += now_sec() - t0;
+}
+static int cpu_set_precision(int p, char *err, size_t errlen) {
+    if (p == PRECISION_BF16 && !onednn_available(err, errlen)) return -1;
+    precision = p;
+    return 0;
 }
 static void cpu_gemm_timing(int on) { gemm_timing_on = on; gemm_s = 0; }
 static double cpu_gemm_seconds(void) { double s = gemm_s; gemm_s = 0; return s; }
@@ -91,10 +98,14 @@ const Backend backend_cpu = {
     .softmax_xent = cpu_softmax_xent, .adam = cpu_adam, .sgd = cpu_sgd,
     .axpy = cpu_axpy, .scale = cpu_scale, .sync = cpu_sync,
     .alloc_host = cpu_alloc, .free_host = cpu_free, .set_tf32 = cpu_set_tf32,
+    .set_precision = cpu_set_precision,
     .gemm_timing = cpu_gemm_timing, .gemm_seconds = cpu_gemm_seconds, .describe = cpu_describe,
 };
 
-void blas_set_threads(int threads) { openblas_set_num_threads(threads); }
+void blas_set_threads(int threads) {
+    openblas_set_num_threads(threads);
+    onednn_set_threads(threads);  // the bf16 products follow --threads too
+}
 
 int blas_max_threads(void) {
     // openblas_get_config() ends with MAX_THREADS=N: the most threads the library was built for.

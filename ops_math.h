@@ -18,6 +18,39 @@ typedef struct {
     float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
 } AdamArgs;
 
+// bf16 (bfloat16): fp32's sign, 8-bit exponent and top 7 mantissa bits, kept as the upper 16 bits
+// of the fp32 pattern. Rounding is to nearest, ties to even, on the bits: subnormals round like any
+// other value (a carry out of the mantissa lands in the exponent, as it should), values past the
+// largest finite bf16 (0x7f7f) by half a step or more become Inf, Inf stays Inf, and a NaN stays a
+// NaN (made quiet, so a payload in the dropped bits alone cannot turn it into Inf).
+HD static inline uint32_t f32_bits(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    __builtin_memcpy(&u, &f, sizeof u);
+    return u;
+#endif
+}
+HD static inline float f32_from_bits(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    __builtin_memcpy(&f, &u, sizeof f);
+    return f;
+#endif
+}
+HD static inline uint16_t bf16_from_f32(float f) {
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);  // NaN: quiet
+    u += 0x7fffu + ((u >> 16) & 1u);  // half an ulp of bf16, less one unless the kept bit is odd
+    return (uint16_t)(u >> 16);
+}
+HD static inline float bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
+// f rounded to bf16's precision, kept in fp32.
+HD static inline float bf16_round(float f) { return bf16_to_f32(bf16_from_f32(f)); }
+
 HD static inline float relu_f(float x) { return x > 0.0f ? x : 0.0f; }
 
 // One element of a linear layer's epilogue: y + b, through the ReLU when relu.

@@ -18,6 +18,9 @@ static void names(const Run *r, Summary *s) {
     choice_name(SYNC_CHOICES, c->ddp_sync, s->sync, sizeof s->sync);
     choice_name(ALLREDUCE_CHOICES, c->allreduce, s->allreduce, sizeof s->allreduce);
     blas_describe(s->blas, sizeof s->blas);
+    choice_name(PRECISION_CHOICES, c->precision, s->precision, sizeof s->precision);
+    if (c->precision == PRECISION_BF16 && r->be->on_host)  // the kernel of a hidden layer's forward product
+        onednn_describe(r->p.rows, (int)c->hidden, (int)c->hidden, s->onednn, sizeof s->onednn);
     r->be->describe(s->device, sizeof s->device);
     s->params = model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes);
 }
@@ -103,6 +106,11 @@ void report_header(const Run *r) {
     else printf("device %s", s.device);
     if (p->pipelined) printf(" | transport %s", s.transport);
     printf("\n");
+    if (c->precision == PRECISION_BF16)
+        printf("precision bf16: products on bf16 inputs, fp32 accumulation%s%s | weights, gradients, optimizer and loss fp32\n",
+               s.onednn[0] ? " | " : "", s.onednn);
+    if (c->precision == PRECISION_BF16 && r->be->on_host && !onednn_native_bf16())
+        printf("note: this CPU has no native bf16 (AVX512_BF16): oneDNN emulates it, which can be slower than fp32\n");
     header_data(r);
     if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP) header_stages(r);
     header_placement(r);
@@ -507,6 +515,8 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddStringToObject(o, "device_info", s->device);
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
     if (r->place.nodes) cJSON_AddNumberToObject(o, "nodes", r->place.nodes);  // (MPI_COMM_TYPE_SHARED groups)
+    cJSON_AddStringToObject(o, "precision", s->precision);
+    if (s->onednn[0]) cJSON_AddStringToObject(o, "onednn", s->onednn);
     if (c->gemm_timing) {
         cJSON_AddNumberToObject(o, "gemm_ms_per_step", s->gemm_ms);
         cJSON_AddNumberToObject(o, "gemm_share", s->gemm_share);
@@ -554,10 +564,11 @@ static void text_pipeline(const Run *r, const Summary *s) {
 
 static void text_verify(const Run *r, const VerifyResult *v) {
     const char *per = !r->p.distributed ? "part" : r->p.V > 1 ? "chunk (pipeline order)" : "stage";
-    printf("\nverify (step 1 vs monolith reference on the cpu): worst relative error per %s:", per);
+    int bf16 = r->c->precision == PRECISION_BF16;
+    printf("\nverify (step 1 vs %smonolith reference on the cpu): worst relative error per %s:", bf16 ? "bf16 " : "", per);
     for (int k = 0; k < v->S; k++) printf(" %.2e", v->err[k]);
-    printf(" -> %s\n  (tolerance %.0e, or %dx the float noise of the reference itself, the same batch summed in\n"
-           "  another order, per %s:", v->failed ? "FAILED" : "ok", v->tol, VERIFY_NOISE_FACTOR, per);
+    printf(" -> %s\n  (tolerance %.0e%s, or %dx the float noise of the reference itself, the same batch summed in\n"
+           "  another order, per %s:", v->failed ? "FAILED" : "ok", v->tol, bf16 ? " (bf16: 2^-8)" : "", VERIFY_NOISE_FACTOR, per);
     for (int k = 0; k < v->S; k++) printf(" %.2e", v->noise[k]);
     printf(")\n");
 }

@@ -12,6 +12,7 @@ typedef struct { double *f, *b, *i, *w; } Costs;
 typedef struct {
     char mode[32], schedule[32], optimizer[16], transport[16], sync[32], allreduce[32];
     char blas[160], device[192];
+    char precision[8], onednn[160];  // onednn: version and kernel of the bf16 products on the CPU ("" otherwise)
     size_t params;
     int n_run, skip;              // steps run; the first is a warm-up left out of medians when n_run > 2
     double accuracy;              // NAN when nothing was evaluated

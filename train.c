@@ -53,6 +53,16 @@ static void check_outputs(const Run *r) {
 // Device and transport. NCCL matches a pair of ranks' messages in order, without tags; the
 // schedules beyond 1F1B (chunks crossing the same pair both ways, deferred weight passes) are run
 // and tested over MPI only, so they take the MPI transport (host-staged between GPUs).
+// --precision on the backend that trains, and on the CPU too when --verify's reference (always on the
+// CPU) must round as the run does. A build without oneDNN refuses bf16 on the CPU, the same on every rank.
+static void setup_precision(Run *r, const TrainConfig *c) {
+    char why[256] = "";
+    int cpu_too = r->be != &backend_cpu && c->verify;
+    if (r->be->set_precision(c->precision, why, sizeof why) != 0 ||
+        (cpu_too && backend_cpu.set_precision(c->precision, why, sizeof why) != 0))
+        user_error("train: --precision bf16 cannot run here: %s (or use --precision fp32)", why);
+}
+
 static void setup_device(Run *r, TrainConfig *c) {
     comms_place("train", c->device, c->transport, c->tf32, &r->place);
     r->be = r->place.be;
@@ -71,6 +81,7 @@ static void setup_device(Run *r, TrainConfig *c) {
         user_error("train: --threads %lld is more than the %d this OpenBLAS was built for: use --threads %d or fewer",
                    (long long)c->threads, blas_max_threads(), blas_max_threads());
     blas_set_threads((int)c->threads);
+    setup_precision(r, c);
 }
 
 static void setup_buffers(Run *r) {

@@ -50,6 +50,7 @@ const Option train_options[] = {
     {"device", 0, OPT_CHOICE, T(device), DEVICE_CHOICES, 0, 0, "DEV", "where to train: auto = cuda when every rank sees a GPU, else cpu"},
     {"transport", 0, OPT_CHOICE, T(transport), TRANSPORT_CHOICES, 0, 0, "T", "pp on cuda: nccl (one GPU per rank) or mpi (via pinned host memory; ranks may share a GPU); auto = nccl when it can"},
     {"tf32", 0, OPT_BOOL, T(tf32), 0, 0, 0, 0, "cuda: let cuBLAS round fp32 gemm inputs to TF32 (tensor cores; ~1e-3 relative error)"},
+    {"precision", 0, OPT_CHOICE, T(precision), PRECISION_CHOICES, 0, 0, "P", "matrix products: fp32, or bf16 inputs with fp32 accumulation (cpu: oneDNN; weights, gradients, optimizer and loss stay fp32)"},
     {"gemm-timing", 0, OPT_BOOL, T(gemm_timing), 0, 0, 0, 0, "time every gemm and report the share of step time in BLAS and its GFLOP/s"},
     {"pp", 0, OPT_INT, T(pp), 0, 1, 4096, "P", "hybrid: pipeline stages per replica (ranks = P x D)"},
     {"dp", 0, OPT_INT, T(dp), 0, 1, 1 << 20, "D", "hybrid: data-parallel replicas (ddp: must equal the ranks)"},

@@ -123,7 +123,8 @@ void verify_step(Run *r, double loss, VerifyResult *v) {
     int S = r->p.S;
     memset(v, 0, sizeof *v);
     v->S = S;
-    v->tol = r->c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL;
+    // bf16: the reference runs on the CPU backend, whose products train.c set to bf16 as well
+    v->tol = r->c->precision == PRECISION_BF16 ? VERIFY_TOL_BF16 : r->c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL;
     v->err = xcalloc(3 * (size_t)S, sizeof(double));  // err, noise, excess as [3][S]: one reduction
     v->noise = v->err + S;
     v->excess = v->err + 2 * S;

@@ -5,6 +5,10 @@
 
 #define VERIFY_TOL 1e-5        // fp32 against fp32
 #define VERIFY_TOL_TF32 1e-2   // TF32 gemms (10-bit mantissa inputs) against the fp32 CPU
+// --precision bf16 against a bf16 reference (the same rounding of every product's inputs): bf16's
+// unit roundoff u = 2^-8, what one input moved across a rounding tie by a reordered fp32 sum
+// upstream can change a gradient by, relative to its tensor's largest value (docs/precision.md).
+#define VERIFY_TOL_BF16 0.00390625
 #define VERIFY_NOISE_FACTOR 8  // or within 8x the float noise of the reference itself
 
 typedef struct {

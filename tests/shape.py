@@ -12,7 +12,7 @@ os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 MAX_FN, MAX_FILE = 120, 800
 LAYERS = [  # lowest first; a source and its header share a layer
     ['util', 'ops_math', 'tags'],
-    ['ops', 'ops_cpu', 'kernels', 'cuda_stub', 'devcomm', 'data', 'idx', 'config', 'safetensors', 'fault', 'outfile'],
+    ['ops', 'ops_cpu', 'ops_onednn', 'kernels', 'cuda_stub', 'devcomm', 'data', 'idx', 'config', 'safetensors', 'fault', 'outfile'],
     ['model', 'schedule'],
     ['comms', 'watchdog', 'launch'],
     ['ddp', 'checkpoint', 'trace'],
