@@ -3,8 +3,8 @@
 // simulator (schedule.c) and prints the textbook bubble beside the simulated one, the peak number of
 // micro-batches in flight per stage, and the GPipe memory estimate; --gantt / --svg draw the schedule.
 // Interleaved rows take --virtual-stages chunks per rank, zb-v and dualpipev 2 in a V; the zero-
-// bubble family splits each backward into its input part I (--cost-b minus --cost-w) and its
-// weight part W (--cost-w).
+// bubble family (zb-h1, zb-h2, zb-v, dualpipev) splits each backward into its input part I
+// (--cost-b minus --cost-w) and its weight part W (--cost-w).
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -41,7 +41,7 @@ static const Option bubble_options[] = {
     {"micro-batches", 'M', OPT_STR, O(micro_batches), 0, 0, 0, "M", "micro-batches per step: 8, a range 1:32, or a list"},
     {"cost-f", 0, OPT_FLOAT, O(cost_f), 0, -1e300, 1e300, "T", "time of one forward of one micro-batch on one stage"},
     {"cost-b", 0, OPT_FLOAT, O(cost_b), 0, -1e300, 1e300, "T", "time of one backward (2x the forward in the papers)"},
-    {"cost-w", 0, OPT_FLOAT, O(cost_w), 0, -1e300, 1e300, "T", "of --cost-b, the weight-gradient part W that zb-h1, zb-v, dualpipev defer (0: half)"},
+    {"cost-w", 0, OPT_FLOAT, O(cost_w), 0, -1e300, 1e300, "T", "of --cost-b, the weight-gradient part W that zb-h1, zb-h2, zb-v, dualpipev defer (0: half)"},
     {"virtual-stages", 0, OPT_INT, O(virtual_stages), 0, 1, 64, "V", "interleaved: model chunks per rank"},
     {"cost-comm", 0, OPT_FLOAT, O(cost_comm), 0, -1e300, 1e300, "T", "time from a send to its arrival at the next stage"},
     {"json", 0, OPT_BOOL, O(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
@@ -136,11 +136,12 @@ static void format_peaks(const int *p, int K, char *buf, size_t n) {
 }
 
 // The textbook bubble of a row where one exists for these costs (schedule_bubble_formula), else NaN:
-// zb-h1's closed form holds for F = I = W and M >= K only, zb-v's and dualpipev's for F = I = W and
-// M >= 2K-1 (2K), interleaved's for M % K == 0.
+// zb-h1's closed form holds for F = I = W and M >= K only, zb-h2's, zb-v's and dualpipev's for F = I = W
+// and M >= 2K-1 (2K), interleaved's for M % K == 0.
 static double row_formula(const BubbleConfig *c, int kind, int K, int M, int v) {
     int uniform = c->cost_f == c->cost_w && c->cost_b - c->cost_w == c->cost_w;
     if (kind == SCHED_ZBH1 && !(uniform && M >= K)) return NAN;
+    if (kind == SCHED_ZBH2 && !(uniform && M >= 2 * K - 1)) return NAN;
     if ((kind == SCHED_ZBV || kind == SCHED_DUALPIPEV) && !(uniform && M >= 2 * K - 1)) return NAN;
     if (kind == SCHED_INTERLEAVED && M % K) return NAN;
     return schedule_bubble_formula(kind, K, M, v);
@@ -243,7 +244,7 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
 
 static void print_table(const BubbleConfig *c, const Grid *g) {
     char name[32], peaks[160], formula[32];
-    printf("# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-v, dualpipev: I %g + W %g), transfer %g (time units)\n", c->cost_f, c->cost_b,
+    printf("# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-h2, zb-v, dualpipev: I %g + W %g), transfer %g (time units)\n", c->cost_f, c->cost_b,
            c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
     printf("# memory: %s\n", mem_units);
     if (g->has_interleaved)

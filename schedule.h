@@ -11,8 +11,8 @@
 // v = 1, virtual stage = stage = rank.
 #pragma once
 
-enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV, SCHED_DUALPIPEV };
-#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev"
+enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV, SCHED_DUALPIPEV, SCHED_ZBH2 };
+#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2"
 
 // Placement of chunks on ranks. PLACE_LOOP: chunk c of rank s is vs = c*K + s. PLACE_V: even chunks
 // run down the ranks, odd chunks back up: chunk c of rank s is c*K + s (c even) or c*K + K-1-s (c
@@ -45,7 +45,7 @@ int action_is_compute(int kind);                    // F, B, I, W
 typedef struct { int kind, mb, chunk; } Action;  // chunk: this rank's chunk (0..v-1), 0 when v = 1
 typedef struct { Action *a; int n, cap; } ActionList;
 
-// 1 when the schedule splits the backward into I and W (zb-h1, zb-v; dualpipev runs both full
+// 1 when the schedule splits the backward into I and W (zb-h1, zb-h2, zb-v; dualpipev runs both full
 // backwards and split ones), 0 when it runs full backwards only.
 int schedule_splits_backward(int kind);
 // The action list of rank `stage` (0-based) for schedule kind (SCHED_*), K ranks, M micro-batches
@@ -97,6 +97,10 @@ void sim_result_free(SimResult *r);
 //   interleaved (K-1)/(v*M+K-1) (any F, B) -- Megatron's (K-1)/(v*M) of the ideal time, i.e.
 //     bubble time / busy time, is the same quantity normalised by busy instead of makespan;
 //   zb-h1 (K-1)/(3M+K-1) for F = I = W (M >= K): the bubble of 1F1B made of F+I-W instead of F+B;
+//   zb-h2 (K-1)/(3M+K-1) for F = I = W (M >= 2K-1): zb-h1's makespan, but as a parallelogram: each
+//     rank busy without a gap from its first pass to its last, its idle all at the edges of the step
+//     (rank s starts s forwards late and ends K-1-s passes early); in general rank s is idle inside
+//     its span (K-1-s) x max(0, F+I-2W) and the makespan is M(F+I+W) + (K-1) max(F, F+I-2W);
 //   zb-v (M >= 2K-1) and dualpipev (M >= 2K) (K-1)/(6M+K-1) for F = I = W: each rank is busy without
 //     a gap from its first pass to its last (the paper's zero bubble); what is left is the start
 //     of rank s one chunk forward (F/2) after rank s-1's, and its end (K-1-s) halves before the last.
