@@ -12,10 +12,15 @@ int action_is_compute(int kind) {
     return kind == ACT_FORWARD || kind == ACT_BACKWARD || kind == ACT_BACKWARD_INPUT || kind == ACT_BACKWARD_WEIGHT;
 }
 
-int schedule_splits_backward(int kind) { return kind == SCHED_ZBH1 || kind == SCHED_ZBH2 || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV; }
-int schedule_placement(int kind) { return kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? PLACE_V : PLACE_LOOP; }
+// The file's schedule (SCHED_FILE), once schedule_set_file has registered it.
+static struct { ActionList *lists; int K, M, v, place, split; } file;
+
+int schedule_splits_backward(int kind) {
+    return kind == SCHED_FILE ? file.split : kind == SCHED_ZBH1 || kind == SCHED_ZBH2 || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV;
+}
+int schedule_placement(int kind) { return kind == SCHED_FILE ? file.place : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? PLACE_V : PLACE_LOOP; }
 int schedule_chunks(int kind, int v_option) {
-    return kind == SCHED_INTERLEAVED ? v_option : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? 2 : 1;
+    return kind == SCHED_FILE ? file.v : kind == SCHED_INTERLEAVED ? v_option : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? 2 : 1;
 }
 
 static void push(ActionList *l, int kind, int mb, int chunk) {
@@ -47,7 +52,27 @@ static void backward(const At *at, int c, int mb, int kind) {
     if (vs > 0) push(at->l, ACT_SEND_GRAD, mb, c);
 }
 
+void schedule_push_pass(ActionList *l, int place, int K, int v, int s, int kind, int chunk, int mb) {
+    At at = {l, s, K, K * v, place};
+    if (kind == ACT_FORWARD) forward(&at, chunk, mb);
+    else if (kind == ACT_BACKWARD_WEIGHT) push(l, kind, mb, chunk);
+    else backward(&at, chunk, mb, kind);
+}
+
+void schedule_set_file(const ActionList *lists, int K, int M, int v, int place, int split) {
+    for (int s = 0; s < file.K; s++) action_list_free(&file.lists[s]);
+    free(file.lists);
+    file.lists = xcalloc((size_t)K, sizeof(ActionList));
+    for (int s = 0; s < K; s++) {
+        for (int i = 0; i < lists[s].n; i++) push(&file.lists[s], lists[s].a[i].kind, lists[s].a[i].mb, lists[s].a[i].chunk);
+    }
+    file.K = K; file.M = M; file.v = v; file.place = place; file.split = split;
+}
+
+void schedule_file_shape(int *K, int *M) { *K = file.K; *M = file.M; }
+
 const char *schedule_check(int kind, int K, int M, int v) {
+    if (kind == SCHED_FILE) return file.lists && K == file.K && M == file.M && v == file.v ? NULL : "the schedule file has another shape";
     if (kind == SCHED_INTERLEAVED) {
         if (v < 2) return "--schedule interleaved needs --virtual-stages >= 2 (with 1 it is 1f1b: use --schedule 1f1b)";
     } else if (v != schedule_chunks(kind, v)) {
@@ -222,6 +247,9 @@ void schedule_build(int kind, int K, int M, int v, int s, ActionList *l) {
     case SCHED_DUALPIPEV:
         dualpipev(&at, M);
         break;
+    case SCHED_FILE:
+        for (int i = 0; i < file.lists[s].n; i++) push(l, file.lists[s].a[i].kind, file.lists[s].a[i].mb, file.lists[s].a[i].chunk);
+        break;
     default:
         fatal("unknown schedule kind %d", kind);
     }
@@ -315,6 +343,8 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
         if (pc[s] < lists[s].n && !r->deadlock) {
             Action a = lists[s].a[pc[s]];
             r->deadlock = 1;
+            r->stuck_rank = s;
+            r->stuck_at = pc[s];
             snprintf(r->why, sizeof r->why, "rank %d waits forever at action %d (%s of micro-batch %d, chunk %d)",
                      s, pc[s], action_names[a.kind], a.mb, a.chunk);
         }

@@ -13,7 +13,7 @@ MAX_FN, MAX_FILE = 120, 800
 LAYERS = [  # lowest first; a source and its header share a layer
     ['util', 'ops_math', 'tags'],
     ['ops', 'ops_cpu', 'kernels', 'cuda_stub', 'devcomm', 'data', 'idx', 'config', 'safetensors', 'fault', 'outfile'],
-    ['model', 'schedule'],
+    ['model', 'schedule', 'schedule_file'],
     ['comms'],
     ['ddp', 'checkpoint', 'trace'],
     ['plan', 'run', 'pipeline', 'verify', 'report', 'train_options'],
