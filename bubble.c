@@ -3,8 +3,9 @@
 // simulator (schedule.c) and prints the textbook bubble beside the simulated one, the peak number of
 // micro-batches in flight per stage, and the GPipe memory estimate; --gantt / --svg draw the schedule.
 // Interleaved rows take --virtual-stages chunks per rank, zb-v and dualpipev 2 in a V; the zero-
-// bubble family splits each backward into its input part I (--cost-b minus --cost-w) and its
-// weight part W (--cost-w).
+// bubble family (zb-h1, zb-h2, zb-v, dualpipev) splits each backward into its input part I
+// (--cost-b minus --cost-w) and its weight part W (--cost-w). --schedule-file simulates a schedule
+// written as a file, --dump-csv writes one.
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include "config.h"
 #include "schedule.h"
+#include "schedule_file.h"
 #include "trace.h"
 #include "train.h"
 #include "util.h"
@@ -31,6 +33,8 @@ typedef struct {
     int64_t virtual_stages;
     int json, gantt;
     char svg[PATH_LEN];
+    char schedule_file[PATH_LEN];  // a CSV schedule to simulate instead of --schedule
+    char dump_csv[PATH_LEN];       // write the one schedule asked for as a CSV schedule
 } BubbleConfig;
 
 #define O(field) offsetof(BubbleConfig, field)
@@ -41,12 +45,14 @@ static const Option bubble_options[] = {
     {"micro-batches", 'M', OPT_STR, O(micro_batches), 0, 0, 0, "M", "micro-batches per step: 8, a range 1:32, or a list"},
     {"cost-f", 0, OPT_FLOAT, O(cost_f), 0, -1e300, 1e300, "T", "time of one forward of one micro-batch on one stage"},
     {"cost-b", 0, OPT_FLOAT, O(cost_b), 0, -1e300, 1e300, "T", "time of one backward (2x the forward in the papers)"},
-    {"cost-w", 0, OPT_FLOAT, O(cost_w), 0, -1e300, 1e300, "T", "of --cost-b, the weight-gradient part W that zb-h1, zb-v, dualpipev defer (0: half)"},
+    {"cost-w", 0, OPT_FLOAT, O(cost_w), 0, -1e300, 1e300, "T", "of --cost-b, the weight-gradient part W that zb-h1, zb-h2, zb-v, dualpipev defer (0: half)"},
     {"virtual-stages", 0, OPT_INT, O(virtual_stages), 0, 1, 64, "V", "interleaved: model chunks per rank"},
     {"cost-comm", 0, OPT_FLOAT, O(cost_comm), 0, -1e300, 1e300, "T", "time from a send to its arrival at the next stage"},
     {"json", 0, OPT_BOOL, O(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
     {"gantt", 'g', OPT_BOOL, O(gantt), 0, 0, 0, 0, "draw each schedule in the terminal: a row per stage, a column per time unit"},
     {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "FILE", "write the same charts as an SVG picture"},
+    {"schedule-file", 0, OPT_STR, O(schedule_file), 0, 0, 0, "FILE.csv", "simulate the schedule in FILE (a row per rank of actions like 0F0,0I0,0W0; it fixes the stages and micro-batches)"},
+    {"dump-csv", 0, OPT_STR, O(dump_csv), 0, 0, 0, "FILE", "write the one schedule asked for as such a file ('-': standard output), for train --schedule-file"},
     {0},
 };
 #undef O
@@ -136,13 +142,14 @@ static void format_peaks(const int *p, int K, char *buf, size_t n) {
 }
 
 // The textbook bubble of a row where one exists for these costs (schedule_bubble_formula), else NaN:
-// zb-h1's closed form holds for F = I = W and M >= K only, zb-v's and dualpipev's for F = I = W and
-// M >= 2K-1 (2K), interleaved's for M % K == 0.
+// zb-h1's closed form holds for F = I = W and M >= K only, zb-h2's, zb-v's and dualpipev's for F = I = W
+// and M >= 2K-1 (2K), interleaved's for M % K == 0.
 static double row_formula(const BubbleConfig *c, int kind, int K, int M, int v) {
     int uniform = c->cost_f == c->cost_w && c->cost_b - c->cost_w == c->cost_w;
     if (kind == SCHED_ZBH1 && !(uniform && M >= K)) return NAN;
+    if (kind == SCHED_ZBH2 && !(uniform && M >= 2 * K - 1)) return NAN;
     if ((kind == SCHED_ZBV || kind == SCHED_DUALPIPEV) && !(uniform && M >= 2 * K - 1)) return NAN;
-    if (kind == SCHED_INTERLEAVED && M % K) return NAN;
+    if ((kind == SCHED_INTERLEAVED && M % K) || kind == SCHED_FILE) return NAN;
     return schedule_bubble_formula(kind, K, M, v);
 }
 static void format_formula(double v, char *buf, size_t n) {
@@ -195,7 +202,7 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
                 schedule_sim(&spec, &g->sims[i]);
                 if (g->sims[i].deadlock) {
                     char nm[32];
-                    fatal("schedule %s deadlocks at K=%d M=%d: %s", choice_name(SCHED_CHOICES, kinds[a], nm, sizeof nm), ks[b], ms[d], g->sims[i].why);
+                    fatal("schedule %s deadlocks at K=%d M=%d: %s", choice_name(SCHED_NAMES, kinds[a], nm, sizeof nm), ks[b], ms[d], g->sims[i].why);
                 }
             }
 }
@@ -222,7 +229,7 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
         const SimResult *s = &g->sims[i];
         int K = g->k[i], M = g->m[i];
         cJSON *r = cJSON_CreateObject();
-        cJSON_AddStringToObject(r, "schedule", choice_name(SCHED_CHOICES, g->kind[i], name, sizeof name));
+        cJSON_AddStringToObject(r, "schedule", choice_name(SCHED_NAMES, g->kind[i], name, sizeof name));
         cJSON_AddNumberToObject(r, "stages", K);
         cJSON_AddNumberToObject(r, "micro_batches", M);
         cJSON_AddNumberToObject(r, "virtual_stages", s->v);
@@ -243,7 +250,7 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
 
 static void print_table(const BubbleConfig *c, const Grid *g) {
     char name[32], peaks[160], formula[32];
-    printf("# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-v, dualpipev: I %g + W %g), transfer %g (time units)\n", c->cost_f, c->cost_b,
+    printf("# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-h2, zb-v, dualpipev: I %g + W %g), transfer %g (time units)\n", c->cost_f, c->cost_b,
            c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
     printf("# memory: %s\n", mem_units);
     if (g->has_interleaved)
@@ -257,7 +264,7 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
         const SimResult *s = &g->sims[i];
         format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
         format_formula(row_formula(c, g->kind[i], g->k[i], g->m[i], s->v), formula, sizeof formula);
-        printf("%-11s %6d %13d %14s %16.4f %9g  %-26s %12.3f %8.2fx\n", choice_name(SCHED_CHOICES, g->kind[i], name, sizeof name),
+        printf("%-11s %6d %13d %14s %16.4f %9g  %-26s %12.3f %8.2fx\n", choice_name(SCHED_NAMES, g->kind[i], name, sizeof name),
                g->k[i], g->m[i], formula, s->bubble_mean, s->makespan, peaks, gpipe_memory(g->k[i], g->m[i]), 1 / gpipe_memory(g->k[i], g->m[i]));
     }
 }
@@ -275,7 +282,7 @@ static void chart_of(const BubbleConfig *c, const Grid *g, long i, Gantt *out) {
     if (s->v > 1) snprintf(extra, sizeof extra, " x %d virtual stages", s->v);
     snprintf(out->title, sizeof out->title,
              "%s | %d stages%s | %d micro-batches | %s comm=%g | bubble %.4f simulated, %s formula | peak in-flight %s",
-             choice_name(SCHED_CHOICES, g->kind[i], name, sizeof name), g->k[i], extra, g->m[i], costs,
+             choice_name(SCHED_NAMES, g->kind[i], name, sizeof name), g->k[i], extra, g->m[i], costs,
              c->cost_comm, s->bubble_mean, formula, peaks);
     out->row_label = "stage";
     out->rows = s->K;
@@ -304,6 +311,29 @@ static void draw_charts(const BubbleConfig *c, const Grid *g, OutFile *svg) {
     free(charts);
 }
 
+// --schedule-file: the file's schedule is the one row (it fixes the stages and micro-batches).
+static void load_file(const BubbleConfig *c, int *kinds, int *ks, int *ms) {
+    static const char *const fixed[] = {"schedule", "stages", "micro-batches", "virtual-stages"};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        if (option_was_set(fixed[i])) user_error("bubble: --schedule-file fixes the schedule, its stages and micro-batches: drop --%s", fixed[i]);
+    char err[900], *text;
+    SchedFileShape sh;
+    if (schedule_file_read(c->schedule_file, &text, err, sizeof err) || schedule_file_parse(text, c->schedule_file, &sh, err, sizeof err))
+        user_error("bubble: %s", err);
+    free(text);
+    kinds[0] = SCHED_FILE; ks[0] = sh.K; ms[0] = sh.M;
+}
+
+// --dump-csv: the grid's one row written in the file notation, whole or not at all.
+static void dump_csv(const BubbleConfig *c, const Grid *g) {
+    OutFile o = {0};
+    int err = out_open(&o, c->dump_csv);
+    if (err) user_error("bubble: cannot write --dump-csv '%s': %s (%s)", c->dump_csv, strerror(err), out_hint(err));
+    if (schedule_file_write(o.f, g->kind[0], g->k[0], g->m[0], g->sims[0].v)) { out_abandon(&o); fatal("writing --dump-csv '%s' failed", c->dump_csv); }
+    err = out_commit(&o);
+    if (err) fatal("writing --dump-csv '%s': %s", c->dump_csv, strerror(err));
+}
+
 static void parse_options(int argc, char **argv, BubbleConfig *c) {
     strcpy(c->schedule, "all");
     strcpy(c->stages, "4");
@@ -316,7 +346,8 @@ static void parse_options(int argc, char **argv, BubbleConfig *c) {
                   "  micropp bubble --schedule gpipe --stages 4 --micro-batches 4 --gantt\n"
                   "  micropp bubble --schedule all --stages 2:8 --micro-batches 1:32 --json > grid.json\n"
                   "  micropp bubble --stages 4 --micro-batches 8 --cost-b 3 --cost-comm 0.2 --svg cmp.svg\n"
-                  "  micropp bubble --schedule 1f1b,interleaved,zb-h1 --stages 4 --micro-batches 8 --virtual-stages 2 --gantt\n");
+                  "  micropp bubble --schedule 1f1b,interleaved,zb-h1 --stages 4 --micro-batches 8 --virtual-stages 2 --gantt\n"
+                  "  micropp bubble --schedule zb-h2 --stages 4 --micro-batches 8 --dump-csv zbh2.csv   # then train --schedule-file zbh2.csv\n");
 }
 
 int cmd_bubble(int argc, char **argv) {
@@ -324,10 +355,13 @@ int cmd_bubble(int argc, char **argv) {
     single_process("bubble");
     parse_options(argc, argv, c);
     static int ks[MAX_ROWS], ms[MAX_ROWS];
-    int kinds[64];
-    int n_kind = parse_schedules(c->schedule, kinds);
-    int n_k = parse_counts("stages", c->stages, MAX_K, ks, MAX_ROWS);
-    int n_m = parse_counts("micro-batches", c->micro_batches, MAX_M, ms, MAX_ROWS);
+    int kinds[64], n_kind = 1, n_k = 1, n_m = 1;
+    if (c->schedule_file[0]) load_file(c, kinds, ks, ms);
+    else {
+        n_kind = parse_schedules(c->schedule, kinds);
+        n_k = parse_counts("stages", c->stages, MAX_K, ks, MAX_ROWS);
+        n_m = parse_counts("micro-batches", c->micro_batches, MAX_M, ms, MAX_ROWS);
+    }
     Grid g = {0};
     check_costs(c, kinds, n_kind, &g);
     simulate_grid(c, kinds, n_kind, ks, n_k, ms, n_m, &g);
@@ -339,14 +373,19 @@ int cmd_bubble(int argc, char **argv) {
     if (c->gantt && c->json) user_error("bubble: --gantt draws text, --json prints JSON: use one (--svg works with --json)");
     if (!strcmp(c->svg, "-") && (c->gantt || c->json))
         user_error("bubble: --svg - writes the picture on standard output, and --%s prints there too: give --svg a file name", c->gantt ? "gantt" : "json");
+    if (c->dump_csv[0] && g.n != 1)
+        user_error("bubble: --dump-csv writes one schedule, and this asks for %ld rows: give one --schedule, one --stages and one --micro-batches", g.n);
+    if (!strcmp(c->dump_csv, "-") && (c->gantt || c->json || !strcmp(c->svg, "-")))
+        user_error("bubble: --dump-csv - writes the schedule on standard output, and --%s prints there too: give --dump-csv a file name", c->gantt ? "gantt" : c->json ? "json" : "svg -");
     OutFile svg = {0};
     if (c->svg[0]) {
         int err = out_open(&svg, c->svg);
         if (err) user_error("bubble: cannot write --svg '%s': %s (%s)", c->svg, strerror(err), out_hint(err));
     }
     if (c->json) print_json(c, &g);
-    else if (!c->gantt && strcmp(c->svg, "-")) print_table(c, &g);  // --svg -: the picture alone
+    else if (!c->gantt && strcmp(c->svg, "-") && strcmp(c->dump_csv, "-")) print_table(c, &g);  // --svg -, --dump-csv -: that alone
     if (charts) draw_charts(c, &g, &svg);
+    if (c->dump_csv[0]) dump_csv(c, &g);
     fflush(stdout);
     grid_free(&g);
     return 0;

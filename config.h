@@ -67,7 +67,8 @@ typedef struct {
     int64_t eval_samples;
     int64_t samples;         // synthetic training set size; 0 = one fixed batch
     // pipeline
-    int schedule;            // SCHED_* (schedule.h)
+    int schedule;            // SCHED_* (schedule.h); SCHED_FILE once --schedule-file is read
+    char schedule_file[PATH_LEN];  // "" = --schedule; else a CSV schedule (schedule_file.h)
     int64_t micro_batches;
     int64_t virtual_stages;  // interleaved: model chunks per rank
     char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"

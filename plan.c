@@ -47,7 +47,7 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
     char name[32];
     const char *mode = choice_name(MODE_CHOICES, c->mode, name, sizeof name), *f;
     static const char *const observe_only[] = {"trace", "timeline", "timeline-step", "gantt"};
-    static const char *const pp_only[] = {"schedule", "micro-batches", "partition", "checkpoint-activations", "virtual-stages", "transport"};
+    static const char *const pp_only[] = {"schedule", "schedule-file", "micro-batches", "partition", "checkpoint-activations", "virtual-stages", "transport"};
     static const char *const dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
     if (c->mode != MODE_PP && (f = TYPED(observe_only)))  // the observers of one pipeline
         return refuse(e, "train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", f, mode);
@@ -120,9 +120,27 @@ static int rule_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
 
 // The schedule: chunks per rank and their placement (the schedule's), the (M, K) it can run
 // (schedule_check holds the rule), and the largest message tag of the run, which MPI must accept.
+// A schedule file (read and proven by train.c before the plan, registered as SCHED_FILE) fixes the
+// ranks of the pipeline, the micro-batches and the chunks with their placement.
+static int rule_schedule_file(const TrainConfig *c, Plan *p, Err *e) {
+    int K = 0, M = 0;
+    schedule_file_shape(&K, &M);
+    if (option_on_command_line("schedule"))
+        return refuse(e, "train: --schedule and --schedule-file both name the schedule: give one of them");
+    if (K != p->K)
+        return refuse(e, "train: --schedule-file '%s' has %d rows (one per rank) but the pipeline has %d stages: run it on %d ranks or write %d rows",
+                      c->schedule_file, K, p->K, K, p->K);
+    if (option_was_set("micro-batches") && c->micro_batches != M)
+        return refuse(e, "train: --micro-batches %lld but --schedule-file '%s' runs micro-batches 0..%d: drop --micro-batches or give %d",
+                      (long long)c->micro_batches, c->schedule_file, M - 1, M);
+    p->M = M;
+    return 0;
+}
+
 static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) {
     char sched[32];
-    choice_name(SCHED_CHOICES, c->schedule, sched, sizeof sched);
+    choice_name(SCHED_NAMES, c->schedule, sched, sizeof sched);
+    if (p->pipelined && c->schedule == SCHED_FILE && rule_schedule_file(c, p, e)) return -1;
     int interleaved = p->pipelined && c->schedule == SCHED_INTERLEAVED;
     if (p->pipelined && !interleaved && option_on_command_line("virtual-stages"))
         return refuse(e, "train: --virtual-stages applies to --schedule interleaved, not %s: drop it or add --schedule interleaved", sched);

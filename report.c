@@ -12,7 +12,7 @@
 static void names(const Run *r, Summary *s) {
     const TrainConfig *c = r->c;
     choice_name(MODE_CHOICES, c->mode, s->mode, sizeof s->mode);
-    choice_name(SCHED_CHOICES, c->schedule, s->schedule, sizeof s->schedule);
+    choice_name(SCHED_NAMES, c->schedule, s->schedule, sizeof s->schedule);
     choice_name(OPTIM_CHOICES, c->optimizer, s->optimizer, sizeof s->optimizer);
     choice_name(TRANSPORT_CHOICES, r->place.transport, s->transport, sizeof s->transport);
     choice_name(SYNC_CHOICES, c->ddp_sync, s->sync, sizeof s->sync);

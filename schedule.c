@@ -1,5 +1,5 @@
 // schedule.c: the schedule generators (naive stop-and-wait, GPipe fill-drain, 1F1B, Megatron's
-// interleaved 1F1B for any M, zero-bubble ZB-H1 and ZB-V, DeepSeek's DualPipeV) as per-rank action
+// interleaved 1F1B for any M, zero-bubble ZB-H1, ZB-H2 and ZB-V, DeepSeek's DualPipeV) as per-rank action
 // lists over a placement of chunks on ranks, and the discrete-event simulator that runs those very
 // lists against each other.
 #include <string.h>
@@ -12,10 +12,15 @@ int action_is_compute(int kind) {
     return kind == ACT_FORWARD || kind == ACT_BACKWARD || kind == ACT_BACKWARD_INPUT || kind == ACT_BACKWARD_WEIGHT;
 }
 
-int schedule_splits_backward(int kind) { return kind == SCHED_ZBH1 || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV; }
-int schedule_placement(int kind) { return kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? PLACE_V : PLACE_LOOP; }
+// The file's schedule (SCHED_FILE), once schedule_set_file has registered it.
+static struct { ActionList *lists; int K, M, v, place, split; } file;
+
+int schedule_splits_backward(int kind) {
+    return kind == SCHED_FILE ? file.split : kind == SCHED_ZBH1 || kind == SCHED_ZBH2 || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV;
+}
+int schedule_placement(int kind) { return kind == SCHED_FILE ? file.place : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? PLACE_V : PLACE_LOOP; }
 int schedule_chunks(int kind, int v_option) {
-    return kind == SCHED_INTERLEAVED ? v_option : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? 2 : 1;
+    return kind == SCHED_FILE ? file.v : kind == SCHED_INTERLEAVED ? v_option : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? 2 : 1;
 }
 
 static void push(ActionList *l, int kind, int mb, int chunk) {
@@ -47,7 +52,27 @@ static void backward(const At *at, int c, int mb, int kind) {
     if (vs > 0) push(at->l, ACT_SEND_GRAD, mb, c);
 }
 
+void schedule_push_pass(ActionList *l, int place, int K, int v, int s, int kind, int chunk, int mb) {
+    At at = {l, s, K, K * v, place};
+    if (kind == ACT_FORWARD) forward(&at, chunk, mb);
+    else if (kind == ACT_BACKWARD_WEIGHT) push(l, kind, mb, chunk);
+    else backward(&at, chunk, mb, kind);
+}
+
+void schedule_set_file(const ActionList *lists, int K, int M, int v, int place, int split) {
+    for (int s = 0; s < file.K; s++) action_list_free(&file.lists[s]);
+    free(file.lists);
+    file.lists = xcalloc((size_t)K, sizeof(ActionList));
+    for (int s = 0; s < K; s++) {
+        for (int i = 0; i < lists[s].n; i++) push(&file.lists[s], lists[s].a[i].kind, lists[s].a[i].mb, lists[s].a[i].chunk);
+    }
+    file.K = K; file.M = M; file.v = v; file.place = place; file.split = split;
+}
+
+void schedule_file_shape(int *K, int *M) { *K = file.K; *M = file.M; }
+
 const char *schedule_check(int kind, int K, int M, int v) {
+    if (kind == SCHED_FILE) return file.lists && K == file.K && M == file.M && v == file.v ? NULL : "the schedule file has another shape";
     if (kind == SCHED_INTERLEAVED) {
         if (v < 2) return "--schedule interleaved needs --virtual-stages >= 2 (with 1 it is 1f1b: use --schedule 1f1b)";
     } else if (v != schedule_chunks(kind, v)) {
@@ -100,17 +125,37 @@ static void zbh1(const At *at, int M) {
     while (w < M) push(at->l, ACT_BACKWARD_WEIGHT, w++, 0);
 }
 
+// ZB-H2 (arXiv:2401.10241, section 3, figure 4): the parallelogram. On stage s the k-th I runs
+// 2(K-1-s) forwards after the k-th F (2 passes later than on the next stage: one pass there, one
+// to arrive here) and every W 2(K-1) forwards after its F: a warm-up of 2(K-1-s) forwards, then 2s
+// pairs F I whose W wait, the steady F I W, the cool-down I W for the last 2(K-1-s), and the 2s
+// deferred W last. At F = I = W stage s starts s forwards after stage 0 and runs without a gap to
+// its end, s passes after stage 0's; in general its idle inside that span is (K-1-s)(F+I-2W) where
+// positive (the paper's (p-1)(T_F+T_B-2T_W) on the first stage). Every stage holds at most 2K-1
+// micro-batches between F and W (the paper's 2p-1). Built for N = max(M, 2K-1) micro-batches,
+// the passes of micro-batches past M dropped (a subsequence of whole micro-batches stays deadlock-free).
+typedef struct { const At *at; int M, f[2], b[2], w[2]; } Zbv;
+static void zf(Zbv *z, int c) { if (z->f[c] < z->M) forward(z->at, c, z->f[c]); z->f[c]++; }
+static void zi(Zbv *z, int c) { if (z->b[c] < z->M) backward(z->at, c, z->b[c], ACT_BACKWARD_INPUT); z->b[c]++; }
+static void zw(Zbv *z, int c) { if (z->w[c] < z->M) push(z->at->l, ACT_BACKWARD_WEIGHT, z->w[c], c); z->w[c]++; }
+
+static void zbh2(const At *at, int M) {
+    int K = at->K, s = at->s, N = M > 2 * K - 1 ? M : 2 * K - 1;
+    Zbv z = {.at = at, .M = M};
+    for (int i = 0; i < 2 * (K - 1 - s); i++) zf(&z, 0);
+    for (int i = 0; i < 2 * s; i++) { zf(&z, 0); zi(&z, 0); }
+    while (z.f[0] < N) { zf(&z, 0); zi(&z, 0); zw(&z, 0); }
+    for (int i = 0; i < 2 * (K - 1 - s); i++) { zi(&z, 0); zw(&z, 0); }
+    while (z.w[0] < N) zw(&z, 0);
+}
+
 // ZB-V (arXiv:2401.10241, section 6; PyTorch's ScheduleZBVZeroBubble): two chunks per rank in a V,
 // rank s holding chunk 0 = vs s and chunk 1 = vs 2K-1-s. The order is built for N = max(M, 2K-1)
 // micro-batches and the passes of micro-batches >= M are dropped (a subsequence of whole
 // micro-batches stays deadlock-free). Warm-up: 2(K-s)-1 forwards of chunk 0, then s pairs (chunk 1,
 // chunk 0), then K-s rounds of F I W on chunk 1; steady: F I W on chunk 0 then on chunk 1; the
 // cool-down runs the gradients' critical path (I) first and fills the idle slots with the deferred W.
-typedef struct { const At *at; int M, f[2], b[2], w[2]; } Zbv;
-static void zf(Zbv *z, int c) { if (z->f[c] < z->M) forward(z->at, c, z->f[c]); z->f[c]++; }
-static void zi(Zbv *z, int c) { if (z->b[c] < z->M) backward(z->at, c, z->b[c], ACT_BACKWARD_INPUT); z->b[c]++; }
-static void zw(Zbv *z, int c) { if (z->w[c] < z->M) push(z->at->l, ACT_BACKWARD_WEIGHT, z->w[c], c); z->w[c]++; }
-
+// (Zbv, zf, zi and zw count each chunk's passes as ZB-H2's do.)
 static void zbv(const At *at, int M) {
     int K = at->K, s = at->s, N = M > 2 * K - 1 ? M : 2 * K - 1;
     Zbv z = {.at = at, .M = M};
@@ -193,11 +238,17 @@ void schedule_build(int kind, int K, int M, int v, int s, ActionList *l) {
     case SCHED_ZBH1:
         zbh1(&at, M);
         break;
+    case SCHED_ZBH2:
+        zbh2(&at, M);
+        break;
     case SCHED_ZBV:
         zbv(&at, M);
         break;
     case SCHED_DUALPIPEV:
         dualpipev(&at, M);
+        break;
+    case SCHED_FILE:
+        for (int i = 0; i < file.lists[s].n; i++) push(l, file.lists[s].a[i].kind, file.lists[s].a[i].mb, file.lists[s].a[i].chunk);
         break;
     default:
         fatal("unknown schedule kind %d", kind);
@@ -217,7 +268,8 @@ double schedule_bubble_formula(int kind, int K, int M, int v) {
     switch (kind) {
     case SCHED_NAIVE: return (double)(K - 1) / K;
     case SCHED_INTERLEAVED: return (double)(K - 1) / ((double)v * M + K - 1);
-    case SCHED_ZBH1: return (double)(K - 1) / (3.0 * M + K - 1);
+    case SCHED_ZBH1:
+    case SCHED_ZBH2: return (double)(K - 1) / (3.0 * M + K - 1);
     case SCHED_ZBV:
     case SCHED_DUALPIPEV: return (double)(K - 1) / (6.0 * M + K - 1);
     default: return (double)(K - 1) / (M + K - 1);
@@ -291,6 +343,8 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
         if (pc[s] < lists[s].n && !r->deadlock) {
             Action a = lists[s].a[pc[s]];
             r->deadlock = 1;
+            r->stuck_rank = s;
+            r->stuck_at = pc[s];
             snprintf(r->why, sizeof r->why, "rank %d waits forever at action %d (%s of micro-batch %d, chunk %d)",
                      s, pc[s], action_names[a.kind], a.mb, a.chunk);
         }

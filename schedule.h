@@ -11,8 +11,11 @@
 // v = 1, virtual stage = stage = rank.
 #pragma once
 
-enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV, SCHED_DUALPIPEV };
-#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev"
+// SCHED_FILE: the schedule of a file (--schedule-file, schedule_file.c), registered with
+// schedule_set_file; it is no --schedule choice, and SCHED_NAMES names it "file".
+enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV, SCHED_DUALPIPEV, SCHED_ZBH2, SCHED_FILE };
+#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2"
+#define SCHED_NAMES SCHED_CHOICES "|file"
 
 // Placement of chunks on ranks. PLACE_LOOP: chunk c of rank s is vs = c*K + s. PLACE_V: even chunks
 // run down the ranks, odd chunks back up: chunk c of rank s is c*K + s (c even) or c*K + K-1-s (c
@@ -45,7 +48,7 @@ int action_is_compute(int kind);                    // F, B, I, W
 typedef struct { int kind, mb, chunk; } Action;  // chunk: this rank's chunk (0..v-1), 0 when v = 1
 typedef struct { Action *a; int n, cap; } ActionList;
 
-// 1 when the schedule splits the backward into I and W (zb-h1, zb-v; dualpipev runs both full
+// 1 when the schedule splits the backward into I and W (zb-h1, zb-h2, zb-v; dualpipev runs both full
 // backwards and split ones), 0 when it runs full backwards only.
 int schedule_splits_backward(int kind);
 // The action list of rank `stage` (0-based) for schedule kind (SCHED_*), K ranks, M micro-batches
@@ -56,6 +59,14 @@ void schedule_build(int kind, int K, int M, int v, int stage, ActionList *out);
 // chunks (K = 1) hands each chunk's output to the next in memory.
 void schedule_build_forward(int K, int v, int place, int s, int batches, ActionList *out);
 void action_list_free(ActionList *l);
+// One compute action of rank s with its hand-offs, as every generator adds them (and PyTorch adds
+// them to a file's compute actions): F receives its input first and sends its output after; B and
+// I receive the output's gradient first and send the input's after; W has none.
+void schedule_push_pass(ActionList *l, int place, int K, int v, int s, int kind, int chunk, int mb);
+// SCHED_FILE's data: K ranks' lists (copied), M micro-batches, v chunks per rank placed by `place`,
+// split = 1 when any action is I or W. schedule_build(SCHED_FILE, ...) then returns those lists.
+void schedule_set_file(const ActionList *lists, int K, int M, int v, int place, int split);
+void schedule_file_shape(int *K, int *M);  // the registered file's ranks and micro-batches (0 without one)
 // NULL when (kind, K, M, v) can run, else why not (a phrase for a user_error line).
 const char *schedule_check(int kind, int K, int M, int v);
 
@@ -86,6 +97,7 @@ typedef struct {
     int *n_slices;
     int deadlock;         // 1 when some rank could not finish
     char why[256];        // which rank waits for what, when deadlock
+    int stuck_rank, stuck_at;  // deadlock: the first rank that could not finish, and the index in its list
 } SimResult;
 
 // Runs every rank's action list against the others: compute actions take their cost, a message
@@ -97,6 +109,10 @@ void sim_result_free(SimResult *r);
 //   interleaved (K-1)/(v*M+K-1) (any F, B) -- Megatron's (K-1)/(v*M) of the ideal time, i.e.
 //     bubble time / busy time, is the same quantity normalised by busy instead of makespan;
 //   zb-h1 (K-1)/(3M+K-1) for F = I = W (M >= K): the bubble of 1F1B made of F+I-W instead of F+B;
+//   zb-h2 (K-1)/(3M+K-1) for F = I = W (M >= 2K-1): zb-h1's makespan, but as a parallelogram: each
+//     rank busy without a gap from its first pass to its last, its idle all at the edges of the step
+//     (rank s starts s forwards late and ends K-1-s passes early); in general rank s is idle inside
+//     its span (K-1-s) x max(0, F+I-2W) and the makespan is M(F+I+W) + (K-1) max(F, F+I-2W);
 //   zb-v (M >= 2K-1) and dualpipev (M >= 2K) (K-1)/(6M+K-1) for F = I = W: each rank is busy without
 //     a gap from its first pass to its last (the paper's zero bubble); what is left is the start
 //     of rank s one chunk forward (F/2) after rank s-1's, and its end (K-1-s) halves before the last.

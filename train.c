@@ -8,6 +8,7 @@
 #include "memory.h"
 #include "pipeline.h"
 #include "report.h"
+#include "schedule_file.h"
 #include "train.h"
 #include "util.h"
 #include "verify.h"
@@ -68,12 +69,12 @@ static void setup_device(Run *r, TrainConfig *c) {
     r->be = r->place.be;
     if (r->p.data_parallel && c->allreduce == ALLREDUCE_SHM && !r->be->on_host)
         user_error("train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce mpi or ring with --device cuda");
-    int tagged = r->p.V > 1 || schedule_splits_backward(c->schedule);
+    int tagged = r->p.V > 1 || schedule_splits_backward(c->schedule) || c->schedule == SCHED_FILE;  // a file may send out of order
     if (r->p.pipelined && tagged && r->place.transport == TRANSPORT_NCCL) {
         if (c->transport == TRANSPORT_NCCL) {
             char sn[32];
             user_error("train: --schedule %s runs over --transport mpi only (NCCL matches messages in order, without tags): drop --transport nccl",
-                       choice_name(SCHED_CHOICES, c->schedule, sn, sizeof sn));
+                       choice_name(SCHED_NAMES, c->schedule, sn, sizeof sn));
         }
         r->place.transport = TRANSPORT_MPI;
     }
@@ -405,6 +406,20 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
 
 // ---- the command ----
 
+// --schedule-file: every rank reads the file and proves it (schedule_file.c) before the plan, which
+// takes its ranks, micro-batches and placement; a file some rank cannot read, or reads otherwise,
+// ends every rank alike. Outside a pipeline the plan refuses the flag.
+static void load_schedule_file(TrainConfig *c) {
+    if (!c->schedule_file[0] || (c->mode != MODE_PP && c->mode != MODE_HYBRID)) return;
+    char why[900] = "", err[1024] = "", *text = NULL;
+    SchedFileShape shape;
+    if (!schedule_file_read(c->schedule_file, &text, why, sizeof why)) schedule_file_parse(text, c->schedule_file, &shape, why, sizeof why);
+    free(text);
+    if (why[0]) snprintf(err, sizeof err, "train: %s", why);
+    agree_on_error(err[0] ? err : NULL);
+    c->schedule = SCHED_FILE;
+}
+
 int cmd_train(int argc, char **argv) {
     comms_init(&argc, &argv);
     TrainConfig cfg;
@@ -412,6 +427,7 @@ int cmd_train(int argc, char **argv) {
     wd_set_timeout(cfg.timeout);
     Run run = {.c = &cfg, .rank = comms_world_rank()}, *r = &run;
     char err[1024];
+    load_schedule_file(&cfg);
     if (plan_make(&cfg, comms_world_size(), comm_tag_ub(), &r->p, err, sizeof err)) user_error("%s", err);
     DataSource src = {cfg.data, cfg.labels, cfg.test_data, cfg.test_labels};
     data_open(&r->data, src, (int)cfg.inputs, (int)cfg.classes, (uint64_t)cfg.seed);

@@ -38,6 +38,7 @@ const Option train_options[] = {
     {"samples", 0, OPT_INT, T(samples), 0, 0, 1LL << 40, "N", "synthetic: training set of N samples, cycled (0: one fixed batch, as the course)"},
     {"eval-samples", 0, OPT_INT, T(eval_samples), 0, 0, 1 << 24, "N", "held-out samples for the accuracy (synthetic data; with a test split: the whole split unless given)"},
     {"schedule", 'S', OPT_CHOICE, T(schedule), SCHED_CHOICES, 0, 0, "SCHED", "pp/hybrid: pipeline schedule"},
+    {"schedule-file", 0, OPT_STR, T(schedule_file), 0, 0, 0, "FILE.csv", "pp/hybrid: run the schedule in FILE: a row per rank of actions like 0F0,0I0,0W0 (PyTorch's notation; 'micropp bubble --dump-csv' writes one)"},
     {"micro-batches", 'M', OPT_INT, T(micro_batches), 0, 1, 1 << 20, "M", "pp/hybrid: micro-batches per step (per replica in hybrid)"},
     {"virtual-stages", 0, OPT_INT, T(virtual_stages), 0, 1, 64, "V", "pp/hybrid, interleaved: model chunks per rank (rank r holds chunks r, r+K, ...)"},
     {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST", "pp/hybrid: layers per stage (interleaved: per chunk, in pipeline order), e.g. 5,4,4,3 (default: even split)"},

@@ -38,6 +38,9 @@ for ck in "" "--checkpoint-activations"; do
     verify "zb-v/verify K=4 ${c}uneven 2,1,2,1,1,2,1,2" 4 --schedule zb-v --micro-batches 6 --layers 12 --partition 2,1,2,1,1,2,1,2 $ck
     verify "dualpipev/verify K=2 ${c}uneven 3,2,2,1" 2 --schedule dualpipev --micro-batches 4 --layers 8 --partition 3,2,2,1 $ck
     verify "dualpipev/verify K=4 M=8 ${c}uneven" 4 --schedule dualpipev --micro-batches 8 --layers 12 --partition 1,2,1,2,2,1,2,1 $ck
+    verify "zb-h2/verify K=2 ${c}uneven 5,3" 2 --schedule zb-h2 --micro-batches 4 --layers 8 --partition 5,3 $ck
+    verify "zb-h2/verify K=4 M=8 ${c}uneven 3,2,2,1" 4 --schedule zb-h2 --micro-batches 8 --layers 8 --partition 3,2,2,1 $ck
+    verify "zb-h2/verify K=4 M=3 < 2K-1 ${c}" 4 --schedule zb-h2 --micro-batches 3 --layers 8 $ck
 done
 
 # hybrid PP x DP: once the data-parallel modes exist
@@ -56,7 +59,7 @@ fi
 
 # 20 steps of training: the losses are the monolith's
 run 60 "$MICROPP" train --layers 8 --hidden 32 --batch 24 --steps 20 --json; mono="$OUT"
-for n in 2 4; do for sched in "interleaved --virtual-stages 2" zb-h1 zb-v dualpipev; do
+for n in 2 4; do for sched in "interleaved --virtual-stages 2" zb-h1 zb-h2 zb-v dualpipev; do
     m=4; [ "$n" = 4 ] && [ "$sched" = dualpipev ] && m=8
     run 120 mpiexec -n $n "$MICROPP" train --mode pp --schedule $sched --micro-batches $m --layers 8 --hidden 32 --batch 24 --steps 20 --json
     python3 - "$mono" "$OUT" <<'PY' && pass "losses/K=$n ${sched%% *} matches the monolith over 20 steps" || fail "losses/K=$n ${sched%% *}" "rc $RC $(printf '%s' "$ERR" | tail -2)"
@@ -145,6 +148,24 @@ for s, cells in want.items():
 print("; ".join(bad))')
 [ "$RC" -eq 0 ] && [ -z "$why" ] && grep -q 'bubble 0.1111 simulated, 0.1111 formula' <<<"$OUT" && grep -q 'I backward input, W backward weight' <<<"$OUT" \
     && pass "bubble/zb-h1 K=4 M=8 Gantt: I and W cells where the schedule puts them, bubble 3/27" || fail "bubble/zb-h1 Gantt" "$why $OUT $ERR"
+# zb-h2's parallelogram: stage s starts at s and ends at 3M+s, no idle cell in between (F = I = W = 1)
+run 30 "$MICROPP" bubble --schedule zb-h2 --stages 4 --micro-batches 8 --gantt
+why=$(printf '%s\n' "$OUT" | python3 -c '
+import re, sys
+rows = [l[len("stage 0 "):] for l in sys.stdin.read().splitlines() if l.startswith("stage ")]
+bad = [] if len(rows) == 4 else ["%d rows" % len(rows)]
+for s, body in enumerate(rows):
+    cells = [m.start() // 4 for m in re.finditer(r"\[[FIW]\d+ *\]", body)]
+    if cells != list(range(s, 24 + s)): bad.append("stage %d: cells at %s" % (s, cells))
+print("; ".join(bad))')
+[ "$RC" -eq 0 ] && [ -z "$why" ] && grep -q 'bubble 0.1111 simulated, 0.1111 formula | peak in-flight 7,5,3,1' <<<"$OUT" \
+    && pass "bubble/zb-h2 K=4 M=8 Gantt: stage s busy from s to 24+s without a gap, bubble 3/27, peak in-flight 7,5,3,1" || fail "bubble/zb-h2 Gantt" "$why $OUT $ERR"
+run 60 mpiexec -n 4 "$MICROPP" train --mode pp --schedule zb-h2 --micro-batches 8 --layers 8 $SMALL --json
+python3 - "$OUT" <<'PY' && pass "summary/zb-h2 json: theory 3/27, peak in-flight 2(K-s-1)+1, 2s+1 deferred W" || fail "summary/zb-h2 json" "rc $RC $OUT $(printf '%s' "$ERR" | tail -2)"
+import json, sys
+d = json.loads(sys.argv[1])
+sys.exit(0 if abs(d["bubble_theory"] - 3 / 27) < 1e-12 and d["peak_inflight"] == [7, 5, 3, 1] and d["peak_deferred_w"] == [1, 3, 5, 7] else 1)
+PY
 run 30 "$MICROPP" bubble --schedule interleaved --stages 2 --micro-batches 4 --gantt
 [ "$RC" -eq 0 ] && grep -q '2 stages x 2 virtual stages' <<<"$OUT" && grep -qE '^stage 1 \.+\[F0 *\]\[F1 *\]\[F0\.1\]\[B0\.1 *\]' <<<"$OUT" \
     && grep -q 'bubble 0.1111 simulated, 0.1111 formula' <<<"$OUT" && grep -q "(.c: on the rank's chunk c)" <<<"$OUT" \

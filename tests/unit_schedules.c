@@ -16,8 +16,8 @@
 #include "sim_helpers.h"
 
 static const Backend *be = &backend_cpu;
-static const char *names[] = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipev"};
-#define NKINDS 7
+static const char *names[] = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipev", "zb-h2"};
+#define NKINDS 8
 
 // v values a schedule runs with for (K, M): interleaved needs v >= 2, zb-v and dualpipev v = 2,
 // dualpipev M >= 2K.
@@ -310,6 +310,58 @@ static void test_v_schedules(void) {
     sim_result_free(&r);
 }
 
+// ZB-H2, the parallelogram: on a grid of K, M >= 2K-1 and 7 cost ratios (exact binary fractions),
+// rank s idles (K-1-s) x max(0, F+I-2W) inside its span (none at F+I <= 2W: the paper's zero), the
+// makespan is M(F+I+W) + (K-1) max(F, F+I-2W), at F = I = W the bubble is (K-1)/(3M+K-1) exactly on
+// average; stage s holds at most 2(K-1-s)+1 micro-batches between F and I and 2K-1 between F and W.
+static void test_zbh2(void) {
+    double costs[][3] = {{1, 1, 1}, {1, 2, 1}, {2, 1, 1}, {1, 1, 2}, {1, 1.5, 0.5}, {1, 1, 0.5}, {3, 2, 1}};
+    int span_bad = 0, make_bad = 0, mean_bad = 0, peak_bad = 0, n = 0, below = 0;
+    char why[300] = "", why2[300] = "", why3[300] = "", why4[300] = "";
+    for (size_t c = 0; c < sizeof costs / sizeof *costs; c++)
+        for (int K = 2; K <= 8; K++)
+            for (int M = 2 * K - 1; M <= 32; M++) {
+                double F = costs[c][0], I = costs[c][1], W = costs[c][2], X = F + I - 2 * W > 0 ? F + I - 2 * W : 0;
+                SimSpec sp = {.kind = SCHED_ZBH2, .K = K, .M = M, .v = 1, .f = F, .b = I, .w = W}, h1 = sp;
+                h1.kind = SCHED_ZBH1;
+                SimResult r, r1;
+                schedule_sim(&sp, &r); schedule_sim(&h1, &r1);
+                n++;
+                below += r.makespan <= r1.makespan;
+                for (int s = 0; s < K; s++) {
+                    if (span_idle(&r, s) != (K - 1 - s) * X && !span_bad++)
+                        snprintf(why, sizeof why, "F=%g I=%g W=%g K=%d M=%d rank %d: idle %g in its span, want %g", F, I, W, K, M, s, span_idle(&r, s), (K - 1 - s) * X);
+                    if ((r.peak_inflight[s] != 2 * (K - 1 - s) + 1 || r.peak_slots[s] != 2 * K - 1) && !peak_bad++)
+                        snprintf(why4, sizeof why4, "K=%d M=%d rank %d: peak F..I %d F..W %d", K, M, s, r.peak_inflight[s], r.peak_slots[s]);
+                }
+                double want = M * (F + I + W) + (K - 1) * (F > X ? F : X);
+                if (r.makespan != want && !make_bad++) snprintf(why2, sizeof why2, "F=%g I=%g W=%g K=%d M=%d: makespan %g want %g", F, I, W, K, M, r.makespan, want);
+                if (c == 0 && r.bubble_mean != schedule_bubble_formula(SCHED_ZBH2, K, M, 1) && !mean_bad++)
+                    snprintf(why3, sizeof why3, "K=%d M=%d: %.17g formula %.17g", K, M, r.bubble_mean, schedule_bubble_formula(SCHED_ZBH2, K, M, 1));
+                sim_result_free(&r); sim_result_free(&r1);
+            }
+    EXPECT("zb-h2/rank s idles (K-1-s) max(0, F+I-2W) inside its span, exactly (K 2..8, M 2K-1..32, 7 cost ratios)", !span_bad && n > 1000, "%s", why);
+    EXPECT("zb-h2/makespan == M(F+I+W) + (K-1) max(F, F+I-2W) exactly, never above zb-h1's", !make_bad && below == n, "%s (%d of %d not above zb-h1)", why2, below, n);
+    EXPECT("zb-h2/bubble == (K-1)/(3M+K-1) exactly at F = I = W (zb-h1's: the idle moves to the edges)", !mean_bad, "%s", why3);
+    EXPECT("zb-h2/peak: 2(K-1-s)+1 micro-batches between F and I on stage s, 2K-1 between F and W on every stage (the paper's 2p-1)", !peak_bad, "%s", why4);
+    // the paper's order on K=2, M=4: rank 0 warms up with 2 forwards, rank 1 runs 2 F I pairs first
+    const char *want[2] = {"F0 F1 F2 I0 W0 F3 I1 W1 I2 W2 I3 W3", "F0 I0 F1 I1 F2 I2 W0 F3 I3 W1 W2 W3"};
+    for (int s = 0; s < 2; s++) {
+        ActionList l = {0};
+        schedule_build(SCHED_ZBH2, 2, 4, 1, s, &l);
+        char got[256] = "";
+        for (int i = 0; i < l.n; i++)
+            if (action_is_compute(l.a[i].kind)) {
+                size_t len = strlen(got);
+                snprintf(got + len, sizeof got - len, "%s%s%d", len ? " " : "", action_names[l.a[i].kind], l.a[i].mb);
+            }
+        char name[80];
+        snprintf(name, sizeof name, "zb-h2/order K=2 M=4 rank %d", s);
+        EXPECT(name, !strcmp(got, want[s]), "got  %s\n     want %s", got, want[s]);
+        action_list_free(&l);
+    }
+}
+
 static void fill_rand(float *x, size_t n, uint64_t seed) {
     uint64_t k = rng_key(seed, 1, 0);
     for (size_t i = 0; i < n; i++) x[i] = 2.0f * rng_uniform(k, i) - 1.0f;
@@ -431,6 +483,7 @@ int main(int argc, char **argv) {
     test_interleaved_order();
     test_interleaved_any_m();
     test_v_schedules();
+    test_zbh2();
     for (int ckpt = 0; ckpt < 2; ckpt++)
         for (int head = 0; head < 2; head++) test_split_backward(ckpt, head);
     test_progress_hook();

@@ -1,0 +1,261 @@
+// schedule_file.c: a schedule read from a CSV file (one row per rank of PyTorch-notation compute
+// actions) and checked before it runs: its tokens, its placement (loop or V), each rank's actions
+// (every micro-batch through every stage it holds, once, F before B or I before W), and then the
+// whole, with sends and receives added, through the simulator (no deadlock). Also the writer that
+// dumps a built-in schedule in the same notation.
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include "schedule.h"
+#include "schedule_file.h"
+#include "util.h"
+
+#define MAX_FILE_BYTES (64L << 20)
+#define MAX_RANKS 4096
+#define MAX_STAGE (1 << 16)
+#define MAX_MB (1 << 20)
+
+typedef struct { int vs, kind, mb, col; } Cell;     // one action of a row, at 1-based column col
+typedef struct { Cell *c; int n, cap; } Row;
+typedef struct { Row *rows; int K, M, V, v, place; } Parsed;
+
+__attribute__((format(printf, 3, 4))) static int say(char *err, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static char letter_of(int kind) {
+    return kind == ACT_FORWARD ? 'F' : kind == ACT_BACKWARD ? 'B' : kind == ACT_BACKWARD_INPUT ? 'I' : 'W';
+}
+static const char *token(const Cell *c, char *buf, size_t n) {
+    snprintf(buf, n, "%d%c%d", c->vs, letter_of(c->kind), c->mb);
+    return buf;
+}
+
+int schedule_file_read(const char *path, char **text, char *err, size_t errlen) {
+    *text = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return say(err, errlen, "cannot read --schedule-file '%s': %s: give the path of a CSV schedule", path, strerror(errno));
+    char *buf = xmalloc((size_t)MAX_FILE_BYTES + 1);
+    size_t n = fread(buf, 1, (size_t)MAX_FILE_BYTES + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || n > (size_t)MAX_FILE_BYTES) {
+        free(buf);
+        return say(err, errlen, "cannot read --schedule-file '%s': %s", path, bad ? "read error (is it a folder?)" : "larger than 64 MiB");
+    }
+    buf[n] = 0;
+    *text = buf;
+    return 0;
+}
+
+// {stage}{F|I|B|W}{micro-batch}, digits only, surrounding blanks already cut. 0, or -1.
+static int parse_token(const char *s, size_t len, Cell *c) {
+    size_t i = 0;
+    long vs = 0, mb = 0;
+    if (!len || len > 24) return -1;
+    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) vs = vs * 10 + (s[i] - '0');
+    if (i == 0 || i >= len || vs >= MAX_STAGE) return -1;
+    char k = s[i++];
+    c->kind = k == 'F' ? ACT_FORWARD : k == 'B' ? ACT_BACKWARD : k == 'I' ? ACT_BACKWARD_INPUT : k == 'W' ? ACT_BACKWARD_WEIGHT : -1;
+    size_t d = i;
+    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) mb = mb * 10 + (s[i] - '0');
+    if (c->kind < 0 || i == d || i != len || mb >= MAX_MB) return -1;
+    c->vs = (int)vs;
+    c->mb = (int)mb;
+    return 0;
+}
+
+static void row_push(Row *r, Cell c) {
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 64;
+        Cell *p = realloc(r->c, sizeof(Cell) * (size_t)r->cap);
+        CHECK(p, "out of memory reading a schedule file");
+        r->c = p;
+    }
+    r->c[r->n++] = c;
+}
+
+// One line (up to its end, '\n' excluded) into a row: cells split at commas, blanks cut; an empty
+// cell is skipped (PyTorch writes one for an idle slot) but counts as a column.
+static int parse_line(const char *s, size_t len, int rank, const char *name, Row *row, char *err, size_t errlen) {
+    int col = 0;
+    size_t i = 0;
+    while (i <= len) {
+        size_t j = i;
+        while (j < len && s[j] != ',') j++;
+        col++;
+        size_t a = i, b = j;
+        while (a < b && (s[a] == ' ' || s[a] == '\t')) a++;
+        while (b > a && (s[b - 1] == ' ' || s[b - 1] == '\t' || s[b - 1] == '\r')) b--;
+        Cell c = {.col = col};
+        if (b > a && parse_token(s + a, b - a, &c))
+            return say(err, errlen, "%s: rank %d, column %d: '%.*s' is not an action: write {stage}{F|I|B|W}{micro-batch}, like 0F0, 2I3 or 2W3 (sends and receives are added)",
+                       name, rank, col, (int)(b - a > 32 ? 32 : b - a), s + a);
+        if (b > a) row_push(row, c);
+        i = j + 1;
+    }
+    return 0;
+}
+
+static int blank(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
+    return 1;
+}
+
+// The rows of the text (trailing blank lines dropped), their actions, K, M and V.
+static int parse_rows(const char *text, const char *name, Parsed *p, char *err, size_t errlen) {
+    size_t total = strlen(text);
+    const char *end = text + total;
+    int lines = 0;
+    const char *last = text;  // the end of the last line that is not blank
+    for (const char *s = text; s < end;) {
+        const char *e = memchr(s, '\n', (size_t)(end - s));
+        if (!e) e = end;
+        lines++;
+        if (!blank(s, (size_t)(e - s))) last = e;
+        s = e + 1;
+    }
+    if (last == text) return say(err, errlen, "%s is empty: write one row per rank of actions like 0F0,0F1,0B0,0B1 (micropp bubble --schedule 1f1b --dump-csv FILE writes one)", name);
+    p->rows = xcalloc((size_t)lines + 1, sizeof(Row));
+    int maxvs = -1, maxmb = -1;
+    for (const char *s = text; s < last; p->K++) {
+        const char *e = memchr(s, '\n', (size_t)(last - s));
+        if (!e) e = last;
+        if (p->K == MAX_RANKS) return say(err, errlen, "%s has more than %d rows: one row per rank, at most %d ranks", name, MAX_RANKS, MAX_RANKS);
+        if (parse_line(s, (size_t)(e - s), p->K, name, &p->rows[p->K], err, errlen)) return -1;
+        for (int i = 0; i < p->rows[p->K].n; i++) {
+            if (p->rows[p->K].c[i].vs > maxvs) maxvs = p->rows[p->K].c[i].vs;
+            if (p->rows[p->K].c[i].mb > maxmb) maxmb = p->rows[p->K].c[i].mb;
+        }
+        s = e + 1;
+    }
+    if (maxvs < 0) return say(err, errlen, "%s holds no action: write one row per rank of actions like 0F0,0F1,0B0,0B1", name);
+    p->M = maxmb + 1;
+    p->v = maxvs / p->K + 1;
+    p->V = p->K * p->v;
+    if ((long long)p->v * p->M > (1 << 24))
+        return say(err, errlen, "%s: stage %d and micro-batch %d make %d chunks per rank x %d micro-batches, more than micropp runs: check the numbers", name, maxvs, maxmb, p->v, p->M);
+    return 0;
+}
+
+// Which placement the rows follow: the loop (rank s holds s, s+K, ...) or, with 2 chunks, the V
+// (s and 2K-1-s). The first action that fits neither names the problem.
+static int find_placement(Parsed *p, const char *name, char *err, size_t errlen) {
+    int fits[2] = {1, p->v <= 2};
+    const Cell *first[2] = {NULL, NULL};
+    int first_rank[2] = {0, 0};
+    for (int pl = 0; pl < 2; pl++)
+        for (int s = 0; s < p->K && fits[pl]; s++)
+            for (int i = 0; i < p->rows[s].n; i++)
+                if (place_stage_of(pl, p->K, p->rows[s].c[i].vs) != s) { fits[pl] = 0; first[pl] = &p->rows[s].c[i]; first_rank[pl] = s; break; }
+    if (fits[PLACE_LOOP] || fits[PLACE_V]) { p->place = fits[PLACE_LOOP] ? PLACE_LOOP : PLACE_V; return 0; }
+    const Cell *c = first[PLACE_LOOP];
+    int s = first_rank[PLACE_LOOP], K = p->K;
+    char t[40];
+    if (p->v > 2)
+        return say(err, errlen, "%s: rank %d, column %d: '%s' puts stage %d on rank %d, but with %d chunks per rank micropp runs only the loop (rank %d holds stages %d, %d, ...): fix the stage numbers",
+                   name, s, c->col, token(c, t, sizeof t), c->vs, s, p->v, s, s, s + K);
+    return say(err, errlen, "%s: rank %d, column %d: '%s' puts stage %d on rank %d, which is neither the loop (rank %d holds %d, %d) nor the V (%d, %d) that micropp runs: fix the stage numbers",
+               name, s, c->col, token(c, t, sizeof t), c->vs, s, s, s, s + K, s, 2 * K - 1 - s);
+}
+
+// One rank's actions: each (stage, micro-batch) of its chunks once forward, then once backward (B,
+// or I and later W). at[(chunk * M + mb) * 4 + kind slot]: the column where that action was seen.
+static int check_rank(const Parsed *p, int s, const char *name, int *at, char *err, size_t errlen) {
+    const Row *r = &p->rows[s];
+    int M = p->M;
+    char t[40], t2[40];
+    memset(at, 0, sizeof(int) * (size_t)p->v * M * 4);
+    for (int i = 0; i < r->n; i++) {
+        const Cell *c = &r->c[i];
+        int *a = &at[((size_t)place_chunk_of(p->K, c->vs) * M + c->mb) * 4];  // F, B, I, W
+        int slot = c->kind == ACT_FORWARD ? 0 : c->kind == ACT_BACKWARD ? 1 : c->kind == ACT_BACKWARD_INPUT ? 2 : 3;
+        int again = a[slot] ? a[slot] : slot == 1 || slot == 2 ? (a[1] ? a[1] : a[2]) : slot == 3 && a[1] ? a[1] : 0;
+        if (again)
+            return say(err, errlen, "%s: rank %d, column %d: '%s' is repeated (stage %d's %s of micro-batch %d is already at column %d): each runs once",
+                       name, s, c->col, token(c, t, sizeof t), c->vs, slot == 0 ? "forward" : slot == 3 ? "weight gradient" : "backward", c->mb, again);
+        Cell need = {c->vs, slot == 3 ? ACT_BACKWARD_INPUT : ACT_FORWARD, c->mb, 0};
+        if (slot && !a[slot == 3 ? 2 : 0])
+            return say(err, errlen, "%s: rank %d, column %d: '%s' comes before '%s' (out of dependency order): move it after",
+                       name, s, c->col, token(c, t, sizeof t), token(&need, t2, sizeof t2));
+        a[slot] = c->col;
+    }
+    for (int ch = 0; ch < p->v; ch++)
+        for (int mb = 0; mb < M; mb++) {
+            const int *a = &at[((size_t)ch * M + mb) * 4];
+            Cell miss = {place_vstage(p->place, p->K, s, ch), !a[0] ? ACT_FORWARD : !a[1] && !a[2] ? ACT_BACKWARD : ACT_BACKWARD_WEIGHT, mb, 0};
+            if (a[0] && (a[1] || (a[2] && a[3]))) continue;
+            int cols = r->n ? r->c[r->n - 1].col : 0;
+            return say(err, errlen, "%s: rank %d, column %d (the end of its row): '%s'%s is missing: every micro-batch 0..%d passes every stage of the rank forward and backward",
+                       name, s, cols + 1, token(&miss, t, sizeof t), miss.kind == ACT_BACKWARD ? " (or its I and W)" : "", M - 1);
+        }
+    return 0;
+}
+
+// The rows, with sends and receives, through the simulator: a deadlock names the first rank that
+// cannot go on, the column of the action it waits at, and the message it waits for.
+static int check_deadlock(const Parsed *p, const char *name, ActionList *lists, char *err, size_t errlen) {
+    SimSpec spec = {.kind = SCHED_FILE, .K = p->K, .M = p->M, .v = p->v, .f = 1, .b = 1, .w = 1};
+    SimResult r;
+    schedule_sim(&spec, &r);
+    int dead = r.deadlock, s = r.stuck_rank, at = r.stuck_at;
+    sim_result_free(&r);
+    if (!dead) return 0;
+    int k = 0;  // the compute action the stuck receive feeds: the k-th cell of the row
+    for (int i = 0; i < at; i++) k += action_is_compute(lists[s].a[i].kind);
+    const Cell *c = &p->rows[s].c[k];
+    Action a = lists[s].a[at];
+    int from = a.kind == ACT_RECV_ACT ? c->vs - 1 : c->vs + 1;
+    char t[40];
+    return say(err, errlen, "%s: rank %d, column %d: '%s' waits for stage %d's %s of micro-batch %d (rank %d), which never comes: the schedule deadlocks; reorder the rows so every action's input is produced first",
+               name, s, c->col, token(c, t, sizeof t), from, a.kind == ACT_RECV_ACT ? "output" : "gradient", c->mb, place_stage_of(p->place, p->K, from));
+}
+
+int schedule_file_parse(const char *text, const char *name, SchedFileShape *shape, char *err, size_t errlen) {
+    Parsed p = {0};
+    int rc = parse_rows(text, name, &p, err, errlen) || find_placement(&p, name, err, errlen) ? -1 : 0;
+    int *at = rc ? NULL : xcalloc((size_t)p.v * p.M * 4, sizeof(int));
+    for (int s = 0; s < p.K && !rc; s++) rc = check_rank(&p, s, name, at, err, errlen);
+    free(at);
+    ActionList *lists = xcalloc((size_t)p.K + 1, sizeof(ActionList));
+    int split = 0;
+    for (int s = 0; s < p.K && !rc; s++)
+        for (int i = 0; i < p.rows[s].n; i++) {
+            const Cell *c = &p.rows[s].c[i];
+            split |= c->kind == ACT_BACKWARD_INPUT;
+            schedule_push_pass(&lists[s], p.place, p.K, p.v, s, c->kind, place_chunk_of(p.K, c->vs), c->mb);
+        }
+    if (!rc) {
+        schedule_set_file(lists, p.K, p.M, p.v, p.place, split);
+        rc = check_deadlock(&p, name, lists, err, errlen);
+        *shape = (SchedFileShape){p.K, p.M, p.v, p.place, split};
+    }
+    for (int s = 0; s <= p.K; s++) { action_list_free(&lists[s]); if (p.rows) free(p.rows[s].c); }
+    free(lists);
+    free(p.rows);
+    return rc;
+}
+
+int schedule_file_write(FILE *f, int kind, int K, int M, int v) {
+    int place = schedule_placement(kind);
+    for (int s = 0; s < K; s++) {
+        ActionList l = {0};
+        schedule_build(kind, K, M, v, s, &l);
+        int first = 1;
+        for (int i = 0; i < l.n; i++) {
+            if (!action_is_compute(l.a[i].kind)) continue;
+            Cell c = {place_vstage(place, K, s, l.a[i].chunk), l.a[i].kind, l.a[i].mb, 0};
+            char t[40];
+            fprintf(f, "%s%s", first ? "" : ",", token(&c, t, sizeof t));
+            first = 0;
+        }
+        fputc('\n', f);
+        action_list_free(&l);
+    }
+    return ferror(f) ? -1 : 0;
+}
