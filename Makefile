@@ -10,6 +10,15 @@ LDLIBS := -lopenblas -lcjson -lz -lm
 SRCS := micropp.c config.c train.c train_options.c plan.c pipeline.c verify.c report.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c schedule_file.c data.c idx.c ops_cpu.c ops_onednn.c checkpoint.c safetensors.c util.c fault.c outfile.c memory.c watchdog.c launch.c
 BUILD ?= build
 
+# Packages first: what a fresh machine lacks is installed (the deps target below) before this file
+# looks for libraries with $(wildcard), so the first `make` on a bare Debian builds the full program.
+ifneq ($(DEPS),0)
+ifndef MICROPP_DEPS_DONE
+  $(shell $(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) deps MICROPP_DEPS_DONE=1 >&2)
+  export MICROPP_DEPS_DONE := 1
+endif
+endif
+
 # ---- oneDNN: the CPU's bf16 matrix products (--precision bf16); make deps installs libdnnl-dev.
 # Without it (or with ONEDNN=0) ops_onednn.c builds as stubs and --precision bf16 is refused.
 ONEDNN_INC := $(wildcard /usr/include/oneapi/dnnl/dnnl.h)
