@@ -108,8 +108,8 @@ else
     kill -CONT "$stopped" 2>/dev/null; kill -KILL "$stopped" 2>/dev/null
     if [ "$JRC" -ne 1 ]; then fail "hang/watchdog: SIGSTOP of rank 1" "exit $JRC: $(printf '%s' "$JERR" | head -c 400)"
     elif python3 -c "import sys; sys.exit(not $JSECS >= 13)"; then fail "hang/watchdog: SIGSTOP of rank 1" "took ${JSECS}s"
-    elif ! printf '%s' "$JERR" | grep -qE -- "watchdog: waited 3\.[0-9] s \(--timeout 3\) for rank 1 \(a (receive|send)\)|watchdog: waited 3\.[0-9] s \(--timeout 3\) for the other ranks \(a barrier\) in the step's barrier"; then
-        fail "hang/watchdog: SIGSTOP of rank 1" "no watchdog line naming rank 1: $(printf '%s' "$JERR" | head -c 400)"
+    elif ! printf '%s' "$JERR" | grep -qE -- "watchdog: waited 3\.[0-9] s \(--timeout 3\) for rank 1 \(a (receive|send)\)|watchdog: waited 3\.[0-9] s \(--timeout 3\) for the other ranks \(an? (barrier|all-reduce)\) in (the step's barrier|the loss all-reduce)"; then
+        fail "hang/watchdog: SIGSTOP of rank 1" "no watchdog line naming rank 1 (or, in a collective, the other ranks): $(printf '%s' "$JERR" | head -c 400)"
     else pass "hang/watchdog: SIGSTOP of rank 1 ends the job in ${JSECS}s: $(printf '%s' "$JERR" | grep -m1 -o 'watchdog: waited.*in step [0-9]*')"; fi
 fi
 
