@@ -28,8 +28,7 @@ expect_user_error "numbers/... on every rank of a pipeline" "nan.npy: row 5, col
 # a checkpoint with a NaN (CRC fixed, so only the value is wrong) is refused at resume
 run 60 "$MICROPP" train $S --steps 2 --save ck
 python3 - <<'PY'
-import json, struct, sys, zlib
-# (standard library only)
+import json, struct, zlib
 m = json.load(open("ck/manifest.json"))
 fr = m["files"][0]
 raw = bytearray(open("ck/" + fr["file"], "rb").read())
