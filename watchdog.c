@@ -19,6 +19,7 @@ static MPI_Comm ctl = MPI_COMM_NULL;   // the control channel: a notice is the f
 static MPI_Request ctl_req = MPI_REQUEST_NULL;
 static int notice = -1;
 static volatile sig_atomic_t sig_pending;  // a signal sent to this rank alone: the thread ends the job
+#define FINALIZE_GRACE_S 5.0  // how long MPI_Finalize may take once the results are out
 static volatile double finalize_deadline;  // 0: not finalizing
 static volatile int finalize_code;
 static pid_t main_tid;  // the thread that calls MPI (MPI_THREAD_FUNNELED)
@@ -123,10 +124,10 @@ void wd_wait(MPI_Request *req, MPI_Status *st, int peer, const char *what) {
 }
 
 // MPICH 4.0.2's MPI_Finalize over TCP can deadlock: a rank spins in UCX's disconnect, waiting for a
-// peer that already sleeps in the PMI barrier. Should the sleeper leave first, the spinner then
-// enters the barrier and mpiexec fails answering the departed one's proxy (exit 255, after the
-// results are out). So past the deadline a spinning rank (state R) leaves at once, and a sleeping
-// one 2 s later: the barrier then never completes, and every rank has left with its own code.
+// peer that already sleeps in the PMI barrier (finalize.c removes that cause; this is the backstop for
+// any other). Should the sleeper leave first, the spinner then enters the barrier and mpiexec fails
+// answering the departed one's proxy (exit 255, after the results are out). So past the deadline a
+// spinning rank (state R) leaves at once, and a sleeping one 2 s later, each saying so.
 static int main_thread_running(void) {
     char path[64], buf[256];
     snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)main_tid);
@@ -140,7 +141,11 @@ static int main_thread_running(void) {
 }
 
 static void finalize_overdue(double now) {
-    if (main_thread_running() || now > finalize_deadline + 2.0) _exit(finalize_code);
+    if (!main_thread_running() && now <= finalize_deadline + 2.0) return;
+    fprintf(stderr, "[rank %d] micropp: MPI_Finalize had not returned %.0f s after the results were out; this rank leaves without it (exit %d)\n",
+            g_rank, now - finalize_deadline + FINALIZE_GRACE_S, finalize_code);
+    fflush(stderr);
+    _exit(finalize_code);
 }
 
 // ---- the backstop thread: single MPI calls that block, signals to one rank, MPI_Finalize ----
@@ -219,7 +224,7 @@ void wd_finalize_bound(int code) {
     fflush(stdout);
     fflush(stderr);
     finalize_code = code;
-    finalize_deadline = now_sec() + 5.0;
+    finalize_deadline = now_sec() + FINALIZE_GRACE_S;
 }
 
 void wd_close(void) {

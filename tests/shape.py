@@ -14,7 +14,7 @@ LAYERS = [  # lowest first; a source and its header share a layer
     ['util', 'ops_math', 'tags'],
     ['ops', 'ops_cpu', 'ops_onednn', 'kernels', 'cuda_stub', 'devcomm', 'data', 'idx', 'config', 'safetensors', 'fault', 'outfile'],
     ['model', 'schedule', 'schedule_file'],
-    ['comms', 'watchdog', 'launch'],
+    ['comms', 'watchdog', 'launch', 'finalize'],
     ['ddp', 'checkpoint', 'trace'],
     ['plan', 'run', 'memory', 'pipeline', 'verify', 'report', 'train_options'],
     ['train', 'bubble', 'pingpong', 'allreduce', 'selftest'],
