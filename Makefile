@@ -188,10 +188,12 @@ test-asan: $(REPLAY_BINS) $(MPI_TEST_BINS)
 
 bench/sgemm: bench/sgemm.c $(LIB_OBJS) | deps
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LIB_OBJS) $(LDLIBS)
+bench/bf16gemm: bench/bf16gemm.c $(LIB_OBJS) | deps
+	$(CC) $(CFLAGS) -I. -o $@ $< $(LIB_OBJS) $(LDLIBS)
 bench/gpu_sgemm: bench/gpu_sgemm.c $(LIB_OBJS) | deps
 	$(CC) $(CFLAGS) -I. -o $@ $< $(LIB_OBJS) $(LDLIBS)
 
-bench: micropp bench/sgemm
+bench: micropp bench/sgemm bench/bf16gemm
 	bash bench/foundation.sh
 	bash bench/pipeline.sh
 	bash bench/schedules.sh
@@ -232,6 +234,6 @@ format-check:
 	echo "make format-check: $$files of $(words $(FORMAT_SRCS)) files would change ($$lines diff lines); make format rewrites them"
 
 clean:
-	rm -rf build build-asan build-cpu build-fuzz micropp micropp-asan micropp-cpu tests/bin tests/bin-asan bench/sgemm bench/gpu_sgemm
+	rm -rf build build-asan build-cpu build-fuzz micropp micropp-asan micropp-cpu tests/bin tests/bin-asan bench/sgemm bench/bf16gemm bench/gpu_sgemm
 
 -include $(OBJS:.o=.d)

@@ -197,12 +197,13 @@ __global__ void k_scale(float *x, float a, size_t n) { GRID_STRIDE(i, n) x[i] *=
 // db[cols] += column sums of dz[rows,cols]. A block owns 32 columns: its 32x32 threads each sum a
 // stride of rows of one column (reads coalesced along the row), then fold the 32 partial sums in
 // shared memory. Deterministic: the same order on every run.
-__global__ void k_bias_grad(float *db, const float *dz, int rows, int cols) {
+// In bf16 precision dz is rounded to bf16 first, as the CPU does (bias_grad is a product too).
+__global__ void k_bias_grad(float *db, const float *dz, int rows, int cols, int round) {
     __shared__ float part[32][33];
     int c = blockIdx.x * 32 + threadIdx.x;
     float s = 0.0f;
     if (c < cols)
-        for (int r = threadIdx.y; r < rows; r += 32) s += dz[(size_t)r * cols + c];
+        for (int r = threadIdx.y; r < rows; r += 32) s += round ? bf16_round(dz[(size_t)r * cols + c]) : dz[(size_t)r * cols + c];
     part[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     for (int h = 16; h > 0; h >>= 1) {
@@ -259,8 +260,20 @@ static void cu_relu_backward(float *dz, const float *dy, const float *y, size_t 
 }
 static void cu_bias_grad(float *db, const float *dz, int rows, int cols) {
     if (rows <= 0 || cols <= 0) return;
-    k_bias_grad<<<(unsigned)((cols + 31) / 32), dim3(32, 32), 0, g_stream>>>(db, dz, rows, cols);
+    k_bias_grad<<<(unsigned)((cols + 31) / 32), dim3(32, 32), 0, g_stream>>>(db, dz, rows, cols, g_precision == PRECISION_BF16);
     LAUNCH_CHECK(k_bias_grad);
+}
+__global__ void k_pack_bf16(uint16_t *dst, const float *src, size_t n) { GRID_STRIDE(i, n) dst[i] = bf16_from_f32(src[i]); }
+__global__ void k_unpack_bf16(float *dst, const uint16_t *src, size_t n) { GRID_STRIDE(i, n) dst[i] = bf16_to_f32(src[i]); }
+static void cu_to_bf16(uint16_t *dst, const float *src, size_t n) {
+    if (!n) return;
+    k_pack_bf16<<<blocks_for(n), THREADS, 0, g_stream>>>(dst, src, n);
+    LAUNCH_CHECK(k_pack_bf16);
+}
+static void cu_from_bf16(float *dst, const uint16_t *src, size_t n) {
+    if (!n) return;
+    k_unpack_bf16<<<blocks_for(n), THREADS, 0, g_stream>>>(dst, src, n);
+    LAUNCH_CHECK(k_unpack_bf16);
 }
 static double cu_softmax_xent(const float *logits, const int32_t *labels, int rows, int C, float scale,
                               float *dlogits, int *correct) {
@@ -363,7 +376,7 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.alloc = cu_alloc; b.free = cu_free; b.to_device = cu_to_device; b.to_host = cu_to_host; b.copy = cu_copy;
     b.fill = cu_fill; b.gemm = cu_gemm; b.bias_act = cu_bias_act; b.relu_backward = cu_relu_backward;
     b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent; b.adam = cu_adam; b.sgd = cu_sgd;
-    b.axpy = cu_axpy; b.scale = cu_scale; b.sync = cu_sync;
+    b.axpy = cu_axpy; b.scale = cu_scale; b.sync = cu_sync; b.to_bf16 = cu_to_bf16; b.from_bf16 = cu_from_bf16;
     b.alloc_host = cu_alloc_host; b.free_host = cu_free_host; b.set_tf32 = cu_set_tf32;
     b.set_precision = cu_set_precision;
     b.gemm_timing = cu_gemm_timing; b.gemm_seconds = cu_gemm_seconds; b.describe = cu_describe;

@@ -10,6 +10,8 @@ void memory_need(const Run *r, const int *vs_of, const int *slots, int n, MemNee
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
     double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float);
+    int bf16 = c->precision == PRECISION_BF16;
+    double e = bf16 ? 2 : f;  // bytes of a stashed value (model.c: bf16 stashes hold half)
     int split = schedule_splits_backward(c->schedule) && p->pipelined, ckpt = c->checkpoint_activations && p->pipelined;
     memset(m, 0, sizeof *m);
     for (int k = 0; k < n; k++) {
@@ -19,13 +21,15 @@ void memory_need(const Run *r, const int *vs_of, const int *slots, int n, MemNee
         m->weights += params * f;
         m->grads += params * f;
         if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (c->zero ? p->D : 1);  // Adam's moments (ZeRO-1: a shard)
-        double act = rows * H * f, per_slot = rows * in * f + (head ? rows * C * f + rows * 4 : 0);
+        double act = rows * H * e, per_slot = rows * in * e + (head ? rows * C * e + rows * 4 : 0);
         if (!ckpt || split) per_slot += layers * act;  // the layer outputs (with split + checkpointing: refilled at I)
         if (split) per_slot += layers * act;           // the pre-activation gradients kept from I to W
         m->activations += slots[k] * per_slot + (ckpt ? layers * act : 0);
-        m->buffers += 2 * act;  // the backward's ping-pong
+        m->buffers += 2 * rows * H * f;  // the backward's ping-pong
+        double wide = in > H ? (in > C ? in : C) : (H > C ? H : C);
+        if (bf16) m->buffers += 3 * rows * wide * f;  // the fp32 work buffers of bf16 stashes
     }
-    m->buffers += 2 * rows * H * f + rows * (double)c->inputs * f;  // dout, din, the host rows
+    m->buffers += 2 * rows * H * f + rows * (double)c->inputs * f + rows * H * 2;  // dout, din, the host rows, wire
     m->total = m->weights + m->grads + m->optimizer + m->activations + m->buffers;
 }
 

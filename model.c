@@ -25,13 +25,27 @@ void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, fl
     for (int i = 0; i < fan_out; i++) b[i] = (2.0f * rng_uniform(kb, (uint64_t)i) - 1.0f) * bound;
 }
 
+// A stash holds fp32 values (computed and read in place) or, with bf16 stashes, the values rounded
+// to bf16: computed in an fp32 work buffer and rounded in (put), widened into one to be read (get).
+// Every reader rounds to bf16 anyway (ops.h), so a bf16 stash changes no result.
+static size_t esz(const Stage *s) { return s->bf16 ? sizeof(uint16_t) : sizeof(float); }
+static void *stash_alloc(const Stage *s, size_t n) { return s->be->alloc((n * esz(s) + 3) / 4 * 4); }  // whole floats
+static float *work_for(const Stage *s, void *dst, int w) { return s->bf16 ? s->work[w] : dst; }
+static void put(const Stage *s, void *dst, const float *src, size_t n) { if (s->bf16) s->be->to_bf16(dst, src, n); }
+static const float *get(const Stage *s, const void *src, int w, size_t n) {
+    if (!s->bf16) return src;
+    s->be->from_bf16(s->work[w], src, n);
+    return s->work[w];
+}
+size_t stage_wire_floats(const Stage *s, size_t n) { return s->bf16 ? (n + 1) / 2 : n; }
+
 // Activation bytes a slot holds. stash: from F to the backward (the input, and every layer's output
 // unless checkpointing; the head's logits). all: everything the backward reads at once.
 // deferred: from I to W with a split backward: every layer's input (the stage input and the outputs
 // but the last; the head's input too) and every layer's dz (and the head's dlogits).
-static size_t rowsH(const Stage *s) { return (size_t)s->rows * s->H * sizeof(float); }
-static size_t rowsIn(const Stage *s) { return (size_t)s->rows * s->D * sizeof(float); }
-static size_t logits_bytes(const Stage *s) { return s->has_head ? (size_t)s->rows * s->C * sizeof(float) : 0; }
+static size_t rowsH(const Stage *s) { return (size_t)s->rows * s->H * esz(s); }
+static size_t rowsIn(const Stage *s) { return (size_t)s->rows * s->D * esz(s); }
+static size_t logits_bytes(const Stage *s) { return s->has_head ? (size_t)s->rows * s->C * esz(s) : 0; }
 static size_t stash_bytes(const Stage *s) { return rowsIn(s) + rowsH(s) * (s->ckpt ? 0 : (size_t)s->n_layers) + logits_bytes(s); }
 static size_t all_bytes(const Stage *s) { return rowsIn(s) + rowsH(s) * (size_t)s->n_layers + logits_bytes(s); }
 static size_t deferred_bytes(const Stage *s) {
@@ -66,7 +80,7 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     memset(s, 0, sizeof *s);
     s->be = be; s->H = H; s->C = C; s->lo = lo; s->hi = hi; s->n_layers = hi - lo;
     s->D = lo == 0 && spec.inputs > 0 ? spec.inputs : H;
-    s->has_head = has_head; s->rows = rows; s->ckpt = ckpt; s->n_slots = n_slots;
+    s->has_head = has_head; s->rows = rows; s->ckpt = ckpt; s->n_slots = n_slots; s->bf16 = spec.bf16;
     s->grad_scale = 1.0f / rows;
     size_t layer = (size_t)H * H + H, first = (size_t)H * s->D + H;  // floats of a layer; of local layer 0
     s->n_params = (s->n_layers ? first + (size_t)(s->n_layers - 1) * layer : 0) + (has_head ? (size_t)C * H + C : 0);
@@ -96,27 +110,28 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
         free(hh);
     }
     free(host);
-    size_t one_act = rowsH(s);  // bytes of one [rows, H] activation
+    size_t one_act = (size_t)rows * H, wide = (size_t)rows * (size_t)(s->D > H ? (s->D > C ? s->D : C) : (H > C ? H : C));
     s->slots = xcalloc((size_t)n_slots, sizeof(Slot));
     for (int k = 0; k < n_slots; k++) {
         Slot *sl = &s->slots[k];
         sl->mb = -1;
-        sl->in = be->alloc(rowsIn(s));
+        sl->in = stash_alloc(s, (size_t)rows * s->D);
         if (!ckpt) {
-            sl->act = xcalloc((size_t)n, sizeof(float *));
-            for (int i = 0; i < n; i++) sl->act[i] = be->alloc(one_act);
+            sl->act = xcalloc((size_t)n, sizeof(void *));
+            for (int i = 0; i < n; i++) sl->act[i] = stash_alloc(s, one_act);
         }
         if (has_head) {
-            sl->logits = be->alloc((size_t)rows * C * sizeof(float));
+            sl->logits = stash_alloc(s, (size_t)rows * C);
             sl->labels = be->alloc((size_t)rows * sizeof(int32_t));
         }
     }
     if (ckpt) {
-        s->scratch = xcalloc((size_t)n, sizeof(float *));
-        for (int i = 0; i < n; i++) s->scratch[i] = be->alloc(one_act);
+        s->scratch = xcalloc((size_t)n, sizeof(void *));
+        for (int i = 0; i < n; i++) s->scratch[i] = stash_alloc(s, one_act);
     }
-    s->gbuf[0] = be->alloc(one_act);
-    s->gbuf[1] = be->alloc(one_act);
+    s->gbuf[0] = be->alloc(one_act * sizeof(float));
+    s->gbuf[1] = be->alloc(one_act * sizeof(float));
+    for (int w = 0; w < 3 && s->bf16; w++) s->work[w] = be->alloc(wide * sizeof(float));
 }
 
 void stage_share(Stage *s, float *params, float *grads) {
@@ -146,6 +161,7 @@ void stage_free(Stage *s) {
     }
     if (s->scratch) { for (int i = 0; i < s->n_layers; i++) be->free(s->scratch[i]); free(s->scratch); }
     be->free(s->gbuf[0]); be->free(s->gbuf[1]);
+    for (int w = 0; w < 3; w++) if (s->work[w]) be->free(s->work[w]);
     if (!s->shared) { be->free(s->params); be->free(s->grads); }
     if (s->adam_m) { be->free(s->adam_m); be->free(s->adam_v); }
     free(s->slots); free(s->W); free(s->b); free(s->dW); free(s->db); free(s->grad_fresh);
@@ -178,52 +194,62 @@ static void slot_release(Stage *s, int slot) {
     s->live_slots--;
 }
 
-float *stage_slot_input(Stage *s, int slot) { return s->slots[slot].in; }
+void *stage_slot_input(Stage *s, int slot) { return s->slots[slot].in; }
+
+void stage_load_input(Stage *s, int slot, const float *x_host) {
+    size_t n = (size_t)s->rows * s->D;
+    float *x = work_for(s, s->slots[slot].in, 2);
+    s->be->to_device(x, x_host, n * sizeof(float));
+    put(s, s->slots[slot].in, x, n);
+}
 
 void stage_set_labels(Stage *s, int slot, const int32_t *labels_host) {
     s->be->to_device(s->slots[slot].labels, labels_host, (size_t)s->rows * sizeof(int32_t));
 }
 
-// The layers of this stage: x[rows,H] -> out[i] = ReLU(in W_i^T + b_i) for each local layer i.
-static void layers_forward(Stage *s, const float *x, float **out, int rows) {
+// The layers of this stage: x[rows,D] -> out[i] = ReLU(in W_i^T + b_i) for each local layer i,
+// stashed. Returns the last output (x when there are no layers) in fp32: itself, or a work buffer
+// (bf16 stashes: the outputs are computed in work 0 and 1 by turns, the input widened into work 2).
+static const float *layers_forward(Stage *s, const void *x, void **out, int rows) {
     const Backend *be = s->be;
     int H = s->H;
+    const float *in = get(s, x, 2, (size_t)rows * s->D);
     for (int i = 0; i < s->n_layers; i++) {
-        const float *in = i == 0 ? x : out[i - 1];
         int k = stage_fan_in(s, i);
-        be->gemm(0, 1, rows, H, k, 1.0f, in, k, s->W[i], k, 0.0f, out[i], H);
-        be->bias_act(out[i], s->b[i], rows, H, 1);
+        float *o = work_for(s, out[i], i & 1);
+        be->gemm(0, 1, rows, H, k, 1.0f, in, k, s->W[i], k, 0.0f, o, H);
+        be->bias_act(o, s->b[i], rows, H, 1);
+        put(s, out[i], o, (size_t)rows * H);
+        in = o;
         if (s->progress) s->progress();
     }
+    return in;
 }
 
 void stage_forward(Stage *s, int slot) {
     Slot *sl = &s->slots[slot];
-    if (s->ckpt) {
-        // Checkpointing: run the layers in the shared scratch; only sl->in stays stashed. The
-        // output must survive until it is sent (the executor copies it right after), and the
-        // head stage needs only its dlogits.
-        layers_forward(s, sl->in, s->scratch, s->rows);
-    } else {
-        layers_forward(s, sl->in, sl->act, s->rows);
-    }
+    // Checkpointing: run the layers in the shared scratch; only sl->in stays stashed. The output
+    // must survive until it is sent (the executor sends it right after), and the head stage needs
+    // only its dlogits.
+    const float *last = layers_forward(s, sl->in, s->ckpt ? s->scratch : sl->act, s->rows);
     if (s->has_head) {
-        const float *last = s->n_layers ? (s->ckpt ? s->scratch : sl->act)[s->n_layers - 1] : sl->in;
-        s->be->gemm(0, 1, s->rows, s->C, s->H, 1.0f, last, s->H, s->Wh, s->H, 0.0f, sl->logits, s->C);
-        s->be->bias_act(sl->logits, s->bh, s->rows, s->C, 0);
+        float *lg = work_for(s, sl->logits, s->n_layers & 1);  // (not the work buffer holding last)
+        s->be->gemm(0, 1, s->rows, s->C, s->H, 1.0f, last, s->H, s->Wh, s->H, 0.0f, lg, s->C);
+        s->be->bias_act(lg, s->bh, s->rows, s->C, 0);
         int correct = 0;
-        s->loss_sum += s->be->softmax_xent(sl->logits, sl->labels, s->rows, s->C, s->grad_scale, sl->logits, &correct);
+        s->loss_sum += s->be->softmax_xent(lg, sl->labels, s->rows, s->C, s->grad_scale, lg, &correct);
+        put(s, sl->logits, lg, (size_t)s->rows * s->C);
         s->correct += correct;
         s->loss_rows += s->rows;
     }
 }
 
-const float *stage_output(const Stage *s, int slot) {
+const void *stage_output(const Stage *s, int slot) {
     return s->ckpt ? s->scratch[s->n_layers - 1] : s->slots[slot].act[s->n_layers - 1];
 }
 
 // Checkpointing: recomputes the layer outputs from the stashed input into out (counted as live).
-static void recompute(Stage *s, Slot *sl, float **out) {
+static void recompute(Stage *s, Slot *sl, void **out) {
     slot_bytes(s, sl, all_bytes(s));
     layers_forward(s, sl->in, out, s->rows);
 }
@@ -242,16 +268,17 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     const Backend *be = s->be;
     Slot *sl = &s->slots[slot];
     int H = s->H, rows = s->rows;
-    float **act = sl->act;
+    void **act = sl->act;
     if (s->ckpt) {  // recompute the inside from the stashed input
         recompute(s, sl, s->scratch);
         act = s->scratch;
     }
     const float *g = dout;  // gradient w.r.t. the current layer's output
     int pp = 0;
+    size_t rH = (size_t)rows * H;
     if (s->has_head) {
-        const float *last = s->n_layers ? act[s->n_layers - 1] : sl->in;
-        const float *dl = sl->logits;  // already dlogits
+        const float *last = s->n_layers ? get(s, act[s->n_layers - 1], 0, rH) : get(s, sl->in, 0, (size_t)rows * s->D);
+        const float *dl = get(s, sl->logits, 1, (size_t)rows * s->C);  // already dlogits
         float beta = grad_beta(s, s->n_layers, s->dbh, s->C);
         be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, beta, s->dWh, H);
         be->bias_grad(s->dbh, dl, rows, s->C);
@@ -263,9 +290,9 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     }
     for (int i = s->n_layers - 1; i >= 0; i--) {
         float *dz = s->gbuf[pp];
-        be->relu_backward(dz, g, act[i], (size_t)rows * H);  // may alias g (in place) when g == dz
-        const float *in = i == 0 ? sl->in : act[i - 1];
+        be->relu_backward(dz, g, get(s, act[i], 0, rH), rH);  // may alias g (in place) when g == dz
         int k = stage_fan_in(s, i);
+        const float *in = get(s, i == 0 ? sl->in : act[i - 1], 1, (size_t)rows * k);
         float beta = grad_beta(s, i, s->db[i], H);
         be->gemm(1, 0, H, k, rows, 1.0f, dz, H, in, k, beta, s->dW[i], k);
         be->bias_grad(s->db[i], dz, rows, H);
@@ -283,14 +310,14 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
 void stage_enable_split(Stage *s) {
     if (s->split) return;
     s->split = 1;
-    size_t bytes = rowsH(s);
+    size_t n = (size_t)s->rows * s->H;
     for (int k = 0; k < s->n_slots; k++) {
         Slot *sl = &s->slots[k];
-        sl->dz = xcalloc((size_t)s->n_layers, sizeof(float *));
-        for (int i = 0; i < s->n_layers; i++) sl->dz[i] = s->be->alloc(bytes);
+        sl->dz = xcalloc((size_t)s->n_layers, sizeof(void *));
+        for (int i = 0; i < s->n_layers; i++) sl->dz[i] = stash_alloc(s, n);
         if (!sl->act) {  // checkpointing: the recompute at I lands here and stays until W
-            sl->act = xcalloc((size_t)s->n_layers, sizeof(float *));
-            for (int i = 0; i < s->n_layers; i++) sl->act[i] = s->be->alloc(bytes);
+            sl->act = xcalloc((size_t)s->n_layers, sizeof(void *));
+            for (int i = 0; i < s->n_layers; i++) sl->act[i] = stash_alloc(s, n);
         }
     }
 }
@@ -303,16 +330,19 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
     if (s->ckpt) recompute(s, sl, sl->act);  // once, here; W reads these outputs later
     slot_bytes(s, sl, all_bytes(s) + (size_t)n * rowsH(s));  // every output and, by the end, every dz
     const float *g = dout;  // gradient w.r.t. the current layer's output
+    size_t rH = (size_t)rows * H;
     if (s->has_head) {  // dx of the head = dlogits W_h; its dW waits for W
         float *dx = n ? s->gbuf[0] : din;
-        if (dx) be->gemm(0, 0, rows, H, s->C, 1.0f, sl->logits, s->C, s->Wh, H, 0.0f, dx, H);
+        if (dx) be->gemm(0, 0, rows, H, s->C, 1.0f, get(s, sl->logits, 1, (size_t)rows * s->C), s->C, s->Wh, H, 0.0f, dx, H);
         g = dx;
     }
     for (int i = n - 1; i >= 0; i--) {
-        be->relu_backward(sl->dz[i], g, sl->act[i], (size_t)rows * H);
+        float *dz = work_for(s, sl->dz[i], 2);
+        be->relu_backward(dz, g, get(s, sl->act[i], 0, rH), rH);
+        put(s, sl->dz[i], dz, rH);
         float *dx = i == 0 ? din : s->gbuf[(n - i) & 1];
         int k = stage_fan_in(s, i);
-        if (dx) be->gemm(0, 0, rows, k, H, 1.0f, sl->dz[i], H, s->W[i], k, 0.0f, dx, k);
+        if (dx) be->gemm(0, 0, rows, k, H, 1.0f, dz, H, s->W[i], k, 0.0f, dx, k);
         g = dx;
         if (s->progress) s->progress();
     }
@@ -326,18 +356,20 @@ void stage_backward_weight(Stage *s, int slot) {
     Slot *sl = &s->slots[slot];
     int H = s->H, rows = s->rows, n = s->n_layers;
     if (s->has_head) {
-        const float *last = n ? sl->act[n - 1] : sl->in;
+        const float *last = n ? get(s, sl->act[n - 1], 0, (size_t)rows * H) : get(s, sl->in, 0, (size_t)rows * s->D);
+        const float *dl = get(s, sl->logits, 1, (size_t)rows * s->C);
         float beta = grad_beta(s, n, s->dbh, s->C);
-        be->gemm(1, 0, s->C, H, rows, 1.0f, sl->logits, s->C, last, H, beta, s->dWh, H);
-        be->bias_grad(s->dbh, sl->logits, rows, s->C);
+        be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, beta, s->dWh, H);
+        be->bias_grad(s->dbh, dl, rows, s->C);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, n);
     }
     for (int i = n - 1; i >= 0; i--) {  // the order of stage_backward, so the gradient hooks fire alike
-        const float *in = i == 0 ? sl->in : sl->act[i - 1];
         int k = stage_fan_in(s, i);
+        const float *in = get(s, i == 0 ? sl->in : sl->act[i - 1], 1, (size_t)rows * k);
+        const float *dz = get(s, sl->dz[i], 0, (size_t)rows * H);
         float beta = grad_beta(s, i, s->db[i], H);
-        be->gemm(1, 0, H, k, rows, 1.0f, sl->dz[i], H, in, k, beta, s->dW[i], k);
-        be->bias_grad(s->db[i], sl->dz[i], rows, H);
+        be->gemm(1, 0, H, k, rows, 1.0f, dz, H, in, k, beta, s->dW[i], k);
+        be->bias_grad(s->db[i], dz, rows, H);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
         if (s->progress) s->progress();
     }

@@ -1,7 +1,7 @@
 // model.h: a Stage of the MLP: global hidden layers [lo, hi) (layer 0 Linear(D,H)+ReLU, the others
 // Linear(H,H)+ReLU) and, on the last stage, the head Linear(H,C) with softmax cross-entropy.
 // Parameters, gradients and Adam moments each live in ONE flat buffer per stage. Activations are
-// stashed per micro-batch slot.
+// stashed per micro-batch slot, in fp32 or (bf16 stashes) rounded to bf16 at half the bytes.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -12,13 +12,15 @@ enum { OPTIM_ADAM, OPTIM_SGD };
 enum { LR_CONSTANT, LR_COSINE };
 #define LR_CHOICES "constant|cosine"
 
+// The stashed tensors (void *): fp32 values, or with bf16 stashes uint16_t bf16 values (the backend's
+// to_bf16 rounds them in, from_bf16 widens them out; every reader of them rounds to bf16 anyway).
 typedef struct {
     int mb;          // micro-batch id held, -1 when free
-    float *in;       // [rows, D] stage input (always kept)
-    float **act;     // [n_layers] of [rows, H] layer outputs (not kept with checkpointing; with a
+    void *in;        // [rows, D] stage input (always kept)
+    void **act;      // [n_layers] of [rows, H] layer outputs (not kept with checkpointing; with a
                      // split backward the recompute at I fills them, and they stay until W)
-    float **dz;      // split backward: [n_layers] of [rows, H] pre-activation gradients, I until W
-    float *logits;   // head: [rows, C], turned into dlogits by forward
+    void **dz;       // split backward: [n_layers] of [rows, H] pre-activation gradients, I until W
+    void *logits;    // head: [rows, C], turned into dlogits by forward
     int32_t *labels; // head: [rows] device labels
     size_t bytes;    // activation bytes this slot holds now (its share of act_bytes)
 } Slot;
@@ -36,6 +38,8 @@ typedef struct {
     int D;           // width of the stage input: --inputs on the stage holding layer 0, else H
     int rows;        // rows per micro-batch
     int ckpt;        // activation checkpointing
+    int bf16;        // stashes (and the activations this stage sends and receives) hold bf16
+    float *work[3];  // bf16 stashes: fp32 [rows, max(D,H,C)] each, where values are computed and read
     size_t n_params;
     float *params, *grads, *adam_m, *adam_v;  // flat, n_params each (moments lazily allocated)
     int shared;               // params and grads live in a shared window (stage_share): not ours to free
@@ -45,7 +49,7 @@ typedef struct {
     float *Wh, *bh, *dWh, *dbh;
     int n_slots;
     Slot *slots;
-    float **scratch;          // checkpointing: one recompute set of [rows,H] x n_layers
+    void **scratch;           // checkpointing: one recompute set of [rows,H] x n_layers (stash precision)
     float *gbuf[2];           // backward ping-pong [rows, H]
     float grad_scale;         // dlogits scale: 1 / rows of the whole optimizer step (all micro-batches, accumulation micro-steps and replicas)
     double loss_sum;          // sum of row losses since the last stage_zero_grads
@@ -80,6 +84,7 @@ typedef struct {
     int inputs;                   // D, the width of the model's input (0: = hidden)
     int lo, hi, head;
     int rows, slots, ckpt;
+    int bf16;                     // stash activations in bf16 (with --precision bf16)
     uint64_t seed;                // initialisation, keyed by the global layer index
 } StageSpec;
 void stage_init(Stage *s, const Backend *be, StageSpec spec);
@@ -92,10 +97,15 @@ void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, fl
 
 int stage_slot_acquire(Stage *s, int mb);   // returns slot index holding mb
 int stage_slot_of(const Stage *s, int mb);  // -1 when mb is not in flight
-float *stage_slot_input(Stage *s, int slot);
+// The slot's stashed input: what a pipeline receives into, stage_wire_floats(s, rows x D) floats.
+void *stage_slot_input(Stage *s, int slot);
+// Loads the slot's input from host rows x_host[rows, D] (fp32), rounding it for a bf16 stash.
+void stage_load_input(Stage *s, int slot, const float *x_host);
+// Floats of a message carrying n stashed values: n, or with bf16 stashes (n + 1) / 2 (bf16 pairs).
+size_t stage_wire_floats(const Stage *s, size_t n);
 void stage_set_labels(Stage *s, int slot, const int32_t *labels_host);
 void stage_forward(Stage *s, int slot);              // fills activations; head: loss + dlogits
-const float *stage_output(const Stage *s, int slot); // [rows, H] last layer output (non-head)
+const void *stage_output(const Stage *s, int slot);  // [rows, H] last layer output (non-head), stashed
 // dout: gradient of the stage output [rows,H] (ignored on the head stage); din: where to write the
 // gradient of the stage input (NULL on the first stage). Releases the slot.
 void stage_backward(Stage *s, int slot, const float *dout, float *din);

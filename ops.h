@@ -7,8 +7,10 @@
 #include "ops_math.h"
 
 // Precision of the matrix products (--precision). bf16: gemm rounds its inputs A and B to bf16
-// (bf16_from_f32: nearest, ties to even) and accumulates and writes C in fp32; everything else
-// (element-wise math, weights, gradients, optimizer state, loss) stays fp32.
+// (bf16_from_f32: nearest, ties to even) and accumulates and writes C in fp32, and bias_grad (a
+// product with a vector of ones) rounds dz alike; everything else (element-wise math, weights,
+// gradients, optimizer state, loss) stays fp32. So every value the backward reads from a stash or a
+// message feeds only rounding readers (or the ReLU mask, a sign): model.c keeps them in bf16.
 enum { PRECISION_FP32, PRECISION_BF16 };
 #define PRECISION_CHOICES "fp32|bf16"
 
@@ -29,7 +31,7 @@ typedef struct Backend {
     void (*bias_act)(float *y, const float *b, int rows, int cols, int relu);
     // dz = dy * (y > 0), n elements; dz may alias dy.
     void (*relu_backward)(float *dz, const float *dy, const float *y, size_t n);
-    // db[cols] += sum over rows of dz[rows,cols].
+    // db[cols] += sum over rows of dz[rows,cols] (in bf16 precision: of dz rounded to bf16).
     void (*bias_grad)(float *db, const float *dz, int rows, int cols);
     // Softmax cross-entropy over rows: returns the SUM of the rows' losses, writes
     // dlogits = (softmax - onehot) * scale, and adds the count of argmax hits to *correct.
@@ -41,6 +43,9 @@ typedef struct Backend {
     long (*sgd)(float *p, const float *g, size_t n, float lr);
     void (*axpy)(float *y, float a, const float *x, size_t n);  // y += a * x
     void (*scale)(float *x, float a, size_t n);                 // x *= a
+    // n values rounded to bf16 (bf16_from_f32) and back (exact): bf16 stashes and messages.
+    void (*to_bf16)(uint16_t *dst, const float *src, size_t n);
+    void (*from_bf16)(float *dst, const uint16_t *src, size_t n);
     void (*sync)(void);  // wait for queued device work (no-op on cpu)
     // Host memory for staging transfers (the MPI transport): pinned (page-locked) on cuda, so
     // copies to and from the device run at full speed; plain memory on cpu. Zero-filled.

@@ -54,9 +54,12 @@ static void cpu_relu_backward(float *dz, const float *dy, const float *y, size_t
 static void cpu_bias_grad(float *db, const float *dz, int rows, int cols) {
     for (int r = 0; r < rows; r++) {
         const float *row = dz + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) db[c] += row[c];
+        if (precision == PRECISION_BF16) for (int c = 0; c < cols; c++) db[c] += bf16_round(row[c]);
+        else for (int c = 0; c < cols; c++) db[c] += row[c];
     }
 }
+static void cpu_to_bf16(uint16_t *dst, const float *src, size_t n) { for (size_t i = 0; i < n; i++) dst[i] = bf16_from_f32(src[i]); }
+static void cpu_from_bf16(float *dst, const uint16_t *src, size_t n) { for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]); }
 
 static double cpu_softmax_xent(const float *logits, const int32_t *labels, int rows, int C,
                                float scale, float *dlogits, int *correct) {
@@ -95,6 +98,7 @@ const Backend backend_cpu = {
     .to_device = cpu_memcpy, .to_host = cpu_memcpy, .copy = cpu_memcpy,
     .fill = cpu_fill, .gemm = cpu_gemm, .bias_act = cpu_bias_act,
     .relu_backward = cpu_relu_backward, .bias_grad = cpu_bias_grad,
+    .to_bf16 = cpu_to_bf16, .from_bf16 = cpu_from_bf16,
     .softmax_xent = cpu_softmax_xent, .adam = cpu_adam, .sgd = cpu_sgd,
     .axpy = cpu_axpy, .scale = cpu_scale, .sync = cpu_sync,
     .alloc_host = cpu_alloc, .free_host = cpu_free, .set_tf32 = cpu_set_tf32,

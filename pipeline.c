@@ -34,7 +34,7 @@ uint64_t run_first_sample(const Run *r, int step, int k, int d, int mb) {
 static void load_inputs(Run *r, Stage *s, int slot, uint64_t first, int load_x, int load_y) {
     if (load_x) {
         data_features(&r->data, first, s->rows, r->xh);
-        r->be->to_device(stage_slot_input(s, slot), r->xh, sizeof(float) * (size_t)s->rows * s->D);
+        stage_load_input(s, slot, r->xh);
     }
     if (load_y) {
         data_labels(&r->data, first, s->rows, r->yh);
@@ -53,6 +53,21 @@ static int is_last_vs(const Run *r, int vs) { return vs == r->p.S - 1; }
 
 // ---- a pipeline step: this rank's action list ----
 
+// Messages carry what the stashes hold: fp32, or bf16 (stage_wire_floats: n values in (n + 1) / 2
+// floats' bytes, pairs packed; both ends agree, their stages share the run's precision). An
+// activation goes straight from the sender's stash into the receiver's; a gradient is rounded from
+// din into r->wire and widened into dout (free: ops.h, every reader of it rounds to bf16 anyway).
+static void pipe_send_grad(Run *r, Peer to, size_t n) {
+    const Stage *s = &r->local[0];
+    if (s->bf16) r->be->to_bf16(r->wire, r->din, n);
+    comm_send(&r->comm, s->bf16 ? r->wire : r->din, stage_wire_floats(s, n), to.rank, to.send_tag);
+}
+static void pipe_recv_grad(Run *r, Peer from, size_t n) {
+    const Stage *s = &r->local[0];
+    comm_recv(&r->comm, s->bf16 ? r->wire : r->dout, stage_wire_floats(s, n), from.rank, from.recv_tag);
+    if (s->bf16) r->be->from_bf16(r->dout, r->wire, n);
+}
+
 // A receive is followed by the compute that consumes it, and a send follows the compute that
 // produced it, so one buffer each for the output gradient (dout) and the input gradient (din)
 // suffices: Held tracks which micro-batch (and chunk) each holds, and the checks hold the schedule
@@ -65,7 +80,7 @@ typedef struct {
 static void pipe_recv_act(Run *r, Action a, int vs, size_t n) {
     Stage *s = &r->local[a.chunk];
     Peer from = pipe_neighbour(r, vs, -1, TAG_ACT, a.mb);
-    comm_recv(&r->comm, stage_slot_input(s, stage_slot_acquire(s, a.mb)), n, from.rank, from.recv_tag);
+    comm_recv(&r->comm, stage_slot_input(s, stage_slot_acquire(s, a.mb)), stage_wire_floats(s, n), from.rank, from.recv_tag);
 }
 
 static void pipe_forward(Run *r, Held *h, Action a, int vs, int step) {
@@ -82,7 +97,7 @@ static void pipe_send_act(Run *r, const Held *h, Action a, int vs, size_t n) {
     CHECK(h->fwd_mb == a.mb && h->fwd_c == a.chunk, "schedule sends micro-batch %d of chunk %d but the last forward was %d of chunk %d",
           a.mb, a.chunk, h->fwd_mb, h->fwd_c);
     Peer to = pipe_neighbour(r, vs, +1, TAG_ACT, a.mb);
-    comm_send(&r->comm, stage_output(s, stage_slot_of(s, a.mb)), n, to.rank, to.send_tag);
+    comm_send(&r->comm, stage_output(s, stage_slot_of(s, a.mb)), stage_wire_floats(s, n), to.rank, to.send_tag);
 }
 
 static void pipe_backward(Run *r, Held *h, Action a, int vs) {
@@ -107,7 +122,7 @@ static void pipe_action(Run *r, Held *h, Action a, int step) {
     case ACT_SEND_ACT: pipe_send_act(r, h, a, vs, n); break;
     case ACT_RECV_GRAD:
         peer = pipe_neighbour(r, vs, +1, TAG_GRAD, a.mb);
-        comm_recv(&r->comm, r->dout, n, peer.rank, peer.recv_tag);
+        pipe_recv_grad(r, peer, n);
         h->dout_mb = a.mb; h->dout_c = a.chunk;
         break;
     case ACT_BACKWARD:
@@ -124,7 +139,7 @@ static void pipe_action(Run *r, Held *h, Action a, int step) {
         CHECK(h->din_mb == a.mb && h->din_c == a.chunk, "schedule sends the gradient of micro-batch %d (chunk %d) but the last backward was %d (chunk %d)",
               a.mb, a.chunk, h->din_mb, h->din_c);
         peer = pipe_neighbour(r, vs, -1, TAG_GRAD, a.mb);
-        comm_send(&r->comm, r->din, n, peer.rank, peer.send_tag);
+        pipe_send_grad(r, peer, n);
         break;
     }
 }
@@ -191,7 +206,7 @@ void monolith_step(Run *r, int step) {
 void manual_step(Run *r, int step) {
     Stage *parts = r->local;
     int K = r->n_local;
-    size_t bytes = sizeof(float) * (size_t)r->p.rows * parts[0].H;
+    size_t bytes = sizeof(float) * stage_wire_floats(&parts[0], (size_t)r->p.rows * parts[0].H);
     uint64_t first = run_first_sample(r, step, 0, 0, 0);
     double t0 = now_sec();
     for (int k = 0; k < K; k++) {

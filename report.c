@@ -529,6 +529,13 @@ static void summary_json(const Run *r, const Summary *s) {
     if (r->p.N > 1 || option_was_set("grad-accum")) cJSON_AddNumberToObject(o, "grad_accum", r->p.N);
     if (r->p.data_parallel) json_data_parallel(o, r, s);
     if (r->p.pipelined) json_pipeline(o, r, s);
+    if (!r->p.pipelined) {  // the monolith, a ddp replica, the manual split's parts: each stage's own peak
+        double peak[MAX_STAGES];
+        for (int k = 0; k < r->n_local && k < MAX_STAGES; k++) peak[k] = (double)r->local[k].peak_act_bytes;
+        cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(peak, r->n_local < MAX_STAGES ? r->n_local : MAX_STAGES));
+    }
+    // One activation (or gradient) message between stages: rows x hidden values, fp32 or bf16.
+    if (r->p.pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", 4.0 * (double)stage_wire_floats(&r->local[0], (size_t)r->p.rows * r->local[0].H));
     if (s->verify) json_verify(o, s->verify);
     json_print(o);
 }

@@ -61,6 +61,7 @@ typedef struct {
     float *xh;                // host rows [rows, H]
     int32_t *yh;              // host labels
     float *dout, *din;        // received output gradient, input gradient to send
+    void *wire;               // bf16: a gradient message, din rounded to bf16 pairs (half its bytes)
     int start;                // this run trains steps [start, steps) (start > 0 when resumed) ...
     uint64_t sample0;         // ... and its first step reads from sample sample0 on
     int64_t saved_step;       // the last step saved (--save), -1 when none

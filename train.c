@@ -96,12 +96,14 @@ static void setup_buffers(Run *r) {
     for (size_t i = 0; i < sizeof per_step / sizeof *per_step; i++) *per_step[i] = xcalloc(steps, sizeof(double));
     r->dout = r->be->alloc(sizeof(float) * rows * H);
     r->din = r->be->alloc(sizeof(float) * rows * H);
+    r->wire = r->be->alloc(sizeof(uint16_t) * rows * H + sizeof(float));
 }
 
 static StageSpec spec_of(const Run *r, int vs, int has_head, int slots, int ckpt) {
     const TrainConfig *c = r->c;
     return (StageSpec){.layers = (int)c->layers, .hidden = (int)c->hidden, .classes = (int)c->classes, .inputs = (int)c->inputs, .lo = r->p.lo[vs],
-                       .hi = r->p.lo[vs + 1], .head = has_head, .rows = r->p.rows, .slots = slots, .ckpt = ckpt, .seed = (uint64_t)c->seed};
+                       .hi = r->p.lo[vs + 1], .head = has_head, .rows = r->p.rows, .slots = slots, .ckpt = ckpt,
+                       .bf16 = c->precision == PRECISION_BF16, .seed = (uint64_t)c->seed};
 }
 
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
@@ -217,7 +219,7 @@ static void run_free(Run *r) {
     free(r->local); free(r->vs_of);
     sim_result_free(&r->sim);
     action_list_free(&r->list);
-    r->be->free(r->dout); r->be->free(r->din);
+    r->be->free(r->dout); r->be->free(r->din); r->be->free(r->wire);
     Measure *m = &r->m;
     free(r->xh); free(r->yh); free(m->step_s); free(m->busy_s); free(m->span_s); free(m->loss); free(m->gemm_s); free(m->ev);
     free(m->step_start); free(m->comm_s); free(m->exposed_s); free(m->epoch);

@@ -42,12 +42,12 @@ static float *reference_grads(const Run *r, int reversed, double *loss) {
     int rows = (int)c->batch * r->p.N, H = (int)c->hidden, L = (int)c->layers, D = (int)c->inputs;
     Stage ref;
     stage_init(&ref, rb, (StageSpec){.layers = L, .hidden = H, .classes = (int)c->classes, .inputs = D, .lo = 0, .hi = L, .head = 1,
-                                     .rows = rows, .slots = 1, .seed = (uint64_t)c->seed});
+                                     .rows = rows, .slots = 1, .bf16 = c->precision == PRECISION_BF16, .seed = (uint64_t)c->seed});
     int slot = stage_slot_acquire(&ref, 0);
     float *x = xmalloc(sizeof(float) * (size_t)rows * D);
     int32_t *y = xmalloc(sizeof(int32_t) * (size_t)rows);
     reference_rows(r, reversed, x, y);
-    rb->to_device(stage_slot_input(&ref, slot), x, sizeof(float) * (size_t)rows * D);
+    stage_load_input(&ref, slot, x);
     stage_set_labels(&ref, slot, y);
     stage_forward(&ref, slot);
     stage_backward(&ref, slot, NULL, NULL);

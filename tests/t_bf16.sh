@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/t_bf16.sh: --precision bf16 end to end: bad values refused (exit 2, one line), the header
 # and --json name oneDNN's kernel, every mode and schedule passes --verify against the bf16
-# monolith reference, and checkpoints (fp32 master weights) resume bf16 -> bf16 exactly and
-# bf16 <-> fp32 across precisions.
+# monolith reference, checkpoints (fp32 master weights) resume bf16 -> bf16 exactly and
+# bf16 <-> fp32 across precisions, stashed activations take half the bytes (peak_activation_bytes)
+# and so does each pipeline message (p2p_message_bytes).
 source "$(dirname "$0")/lib.sh"
 S="--layers 6 --hidden 32 --classes 4 --batch 16 --log-every 0"
 
@@ -49,11 +50,34 @@ verify "pp gpipe, checkpointing" 2 --mode pp --schedule gpipe --checkpoint-activ
 verify "pp 1f1b M=4" 2 --mode pp --schedule 1f1b --micro-batches 4
 verify "pp interleaved v=2" 2 --mode pp --schedule interleaved --virtual-stages 2 --micro-batches 4
 verify "pp zb-h1, checkpointing" 2 --mode pp --schedule zb-h1 --micro-batches 4 --checkpoint-activations
+verify "pp zb-h2" 2 --mode pp --schedule zb-h2 --micro-batches 4
+verify "pp interleaved v=2, checkpointing" 2 --mode pp --schedule interleaved --virtual-stages 2 --micro-batches 4 --checkpoint-activations
 verify "pp zb-v" 2 --mode pp --schedule zb-v --micro-batches 4
 verify "pp dualpipev" 2 --mode pp --schedule dualpipev --micro-batches 4
 verify "ddp bucketed" 2 --mode ddp
 verify "ddp naive, ZeRO-1" 2 --mode ddp --ddp-sync naive --zero 1
 verify "hybrid 2x2" 4 --mode hybrid --pp 2 --dp 2 --micro-batches 2
+
+# ---- bf16 stashes and messages: half the bytes ----
+half() {  # half NAME RANKS ARGS...: peak_activation_bytes (every rank) and p2p_message_bytes halve
+    local name=$1 n=$2; shift 2
+    local fp bf fm bm
+    run 120 mpiexec -n "$n" "$MICROPP" train $S --steps 2 --json "$@"; fp=$(json_get '["peak_activation_bytes"]'); fm=$(json_get '.get("p2p_message_bytes", 0)')
+    run 120 mpiexec -n "$n" "$MICROPP" train $S --steps 2 --json --precision bf16 "$@"; bf=$(json_get '["peak_activation_bytes"]'); bm=$(json_get '.get("p2p_message_bytes", 0)')
+    if [ "$RC" -eq 0 ] && python3 -c "
+import json,sys
+f,b=json.loads(sys.argv[1]),json.loads(sys.argv[2])
+sys.exit(0 if len(f)==len(b) and all(x>0 and abs(2*y-x)<=0.01*x for x,y in zip(f,b)) and float(sys.argv[3])==2*float(sys.argv[4]) else 1)" "$fp" "$bf" "$fm" "$bm"
+    then pass "bf16/$name: peak activation bytes $fp -> $bf, message bytes $fm -> $bm"
+    else fail "bf16/$name: peak activation bytes and message bytes halve" "exit $RC: fp32 $fp $fm, bf16 $bf $bm"; fi
+}
+half "monolith" 1
+half "pp 1f1b" 2 --mode pp --schedule 1f1b --micro-batches 4
+half "pp gpipe" 2 --mode pp --schedule gpipe --micro-batches 4
+half "pp interleaved v=2" 2 --mode pp --schedule interleaved --virtual-stages 2 --micro-batches 4
+run 60 mpiexec -n 2 "$MICROPP" train $S --steps 1 --json --precision bf16 --mode pp --micro-batches 4
+if [ "$(json_get '["p2p_message_bytes"]')" = 256 ]; then pass "bf16/a pp message is rows x hidden x 2 bytes (4 x 32 x 2 = 256)"
+else fail "bf16/a pp message is rows x hidden x 2 bytes (4 x 32 x 2 = 256)" "got $(json_get '["p2p_message_bytes"]')"; fi
 
 # ---- checkpoints: fp32 master weights, so precision may change at a resume ----
 C="$S --samples 64 --json"
@@ -84,3 +108,11 @@ run 120 mpiexec -n 2 "$MICROPP" train $C --mode pp --micro-batches 4 --steps 8 -
 got=$(losses)
 if [ "$RC" -eq 0 ] && close x "$got" "$(python3 -c "import json,sys; print(json.dumps(json.loads(sys.argv[1])[4:]))" "$REF_BF")" 0.02; then pass "bf16/resume a monolith bf16 checkpoint as a bf16 pipeline"
 else fail "bf16/resume a monolith bf16 checkpoint as a bf16 pipeline" "exit $RC: $got $(printf '%s' "$ERR" | head -c 200)"; fi
+# fp32 -> bf16 -> fp32: 4 steps each, the last four within 2% of an uninterrupted fp32 run
+run 120 "$MICROPP" train $C --steps 12; REF12=$(losses)
+run 120 "$MICROPP" train $C --steps 4 --save "$TMP/c1"
+run 120 "$MICROPP" train $C --steps 8 --precision bf16 --resume "$TMP/c1" --save "$TMP/c2"
+run 120 "$MICROPP" train $C --steps 12 --resume "$TMP/c2"
+got=$(losses); want=$(python3 -c "import json,sys; print(json.dumps(json.loads(sys.argv[1])[8:]))" "$REF12")
+if [ "$RC" -eq 0 ] && [ "$(json_get '["precision"]')" = fp32 ] && close x "$got" "$want" 0.02; then pass "bf16/resume fp32 -> bf16 -> fp32: within 2% of the fp32 run"
+else fail "bf16/resume fp32 -> bf16 -> fp32: within 2% of the fp32 run" "exit $RC: $got vs $want $(printf '%s' "$ERR" | head -c 200)"; fi

@@ -1,10 +1,13 @@
 // tests/unit_bf16.c: bf16 rounding (ops_math.h) against hand-worked bit patterns (ties to even,
 // NaN, Inf, subnormals, overflow past the largest finite), and the CPU backend's bf16 gemm
 // (oneDNN) against fp32 and bf16-input references for every transpose, alpha, beta and padding.
+// Also the backend's bf16 packing, bias_grad's rounding, and that bf16 stashes (model.c) leave gradients unchanged.
 #include <stdlib.h>
 #include "unit.h"
 #include "data.h"
+#include "model.h"
 #include "ops.h"
+#include "util.h"
 
 static float from_bits(uint32_t u) { return f32_from_bits(u); }
 
@@ -125,8 +128,63 @@ static void test_gemm(void) {
     backend_cpu.set_precision(PRECISION_FP32, err, sizeof err);
 }
 
+// Backend.to_bf16/from_bf16 round exactly as bf16_from_f32; bias_grad in bf16 sums dz rounded.
+static void test_pack_and_bias(void) {
+    char err[256] = "";
+    float x[5] = {1.0f + ldexpf(1, -9), -3.3f, 0.0f, 1e-30f, 65504.1f}, back[5];
+    uint16_t h[5];
+    backend_cpu.to_bf16(h, x, 5);
+    backend_cpu.from_bf16(back, h, 5);
+    int same = 1;
+    for (int i = 0; i < 5; i++) same &= h[i] == bf16_from_f32(x[i]) && back[i] == bf16_round(x[i]);
+    EXPECT("bf16/to_bf16 and from_bf16 are bf16_from_f32 and its exact inverse", same, "a value differs");
+    if (backend_cpu.set_precision(PRECISION_BF16, err, sizeof err) != 0) { printf("SKIP bf16/bias_grad: %s\n", err); return; }
+    float dz[2] = {1.0f + ldexpf(1, -12), 1.0f}, db[1] = {0};
+    backend_cpu.bias_grad(db, dz, 2, 1);
+    EXPECT("bf16/bias_grad sums dz rounded to bf16 (a product with ones)", db[0] == 2.0f, "got %.9g", db[0]);
+    backend_cpu.set_precision(PRECISION_FP32, err, sizeof err);
+    db[0] = 0;
+    backend_cpu.bias_grad(db, dz, 2, 1);
+    EXPECT("bf16/bias_grad in fp32 keeps the low bits", db[0] == 2.0f + ldexpf(1, -12), "got %.9g", db[0]);
+}
+
+// A stage with bf16 stashes computes the very gradients of one with fp32 stashes, products in bf16:
+// every reader of a stashed value rounds it (or takes its sign), so storing it rounded changes nothing.
+static void test_stash(void) {
+    char err[256] = "";
+    if (backend_cpu.set_precision(PRECISION_BF16, err, sizeof err) != 0) { printf("SKIP bf16/stash: %s\n", err); return; }
+    enum { L = 3, H = 24, C = 5, D = 10, R = 8 };
+    float x[R * D], *g[2];
+    int32_t y[R];
+    fill_rand(x, R * D, 11);
+    for (int i = 0; i < R; i++) y[i] = i % C;
+    size_t bytes[2], np = 0;
+    for (int b = 0; b < 2; b++) {
+        Stage s;
+        stage_init(&s, &backend_cpu, (StageSpec){.layers = L, .hidden = H, .classes = C, .inputs = D, .lo = 0, .hi = L, .head = 1,
+                                                 .rows = R, .slots = 1, .bf16 = b, .seed = 5});
+        stage_zero_grads(&s);
+        int slot = stage_slot_acquire(&s, 0);
+        stage_load_input(&s, slot, x);
+        stage_set_labels(&s, slot, y);
+        stage_forward(&s, slot);
+        stage_backward(&s, slot, NULL, NULL);
+        np = s.n_params;
+        g[b] = xmalloc(sizeof(float) * np);
+        memcpy(g[b], s.grads, sizeof(float) * np);
+        bytes[b] = s.peak_act_bytes;
+        stage_free(&s);
+    }
+    EXPECT("bf16/bf16 stashes: gradients bit-identical to fp32 stashes", memcmp(g[0], g[1], sizeof(float) * np) == 0, "they differ");
+    EXPECT("bf16/bf16 stashes: peak activation bytes halve", 2 * bytes[1] == bytes[0], "fp32 %zu, bf16 %zu", bytes[0], bytes[1]);
+    free(g[0]); free(g[1]);
+    backend_cpu.set_precision(PRECISION_FP32, err, sizeof err);
+}
+
 int main(void) {
     test_round();
     test_gemm();
+    test_pack_and_bias();
+    test_stash();
     return unit_failures ? 1 : 0;
 }
