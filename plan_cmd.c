@@ -141,9 +141,8 @@ static void shape_from_params(PlanCmd *pc, char *said, size_t n) {
         user_error("plan: --params %s at --hidden %lld makes %.0f layers, outside 1..4096: change --hidden", pc->params, (long long)c->hidden, L);
     c->layers = (int64_t)L;
     if (!option_was_set("inputs")) c->inputs = c->hidden;
-    snprintf(said, n, "# --params %s: %lld layers x hidden %lld%s = %.4g parameters\n", pc->params, (long long)c->layers,
-             (long long)c->hidden, option_was_set("hidden") ? " (--hidden given, layers scaled)" : " (hidden = the power of two nearest sqrt(N/128))",
-             (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes));
+    snprintf(said, n, "# --params %s: %lld layers x hidden %lld%s\n", pc->params, (long long)c->layers, (long long)c->hidden,
+             option_was_set("hidden") ? " (--hidden given; layers = N / (hidden^2 + hidden))" : " (hidden = the power of two nearest sqrt(N/128); layers = N / (hidden^2 + hidden))");
 }
 
 // One row of the table: a schedule (or none, K = 1), K stages, D replicas.
@@ -240,6 +239,13 @@ static void table_free(Table *t) {
     free(t->row); free(t->skipped);
 }
 
+static const char *fmt_count(double v, char *buf, size_t n) {
+    if (v >= 1e9) snprintf(buf, n, "%.2fB", v / 1e9);
+    else if (v >= 1e6) snprintf(buf, n, "%.2fM", v / 1e6);
+    else snprintf(buf, n, "%.0f", v);
+    return buf;
+}
+
 static const char *fmt_bytes(double b, char *buf, size_t n) {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int u = 0;
@@ -276,9 +282,9 @@ static void cheapest_fix(const TrainConfig *c, const Table *t, char *buf, size_t
 static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
     char name[32], b[6][32];
     const TrainConfig *c = &pc->t;
-    printf("# micropp plan | %lld layers, hidden %lld, inputs %lld, classes %lld = %.4g parameters | batch %lld, %lld micro-batches | %s%s%s\n",
+    printf("# micropp plan | %lld layers, hidden %lld, inputs %lld, classes %lld = %s parameters | batch %lld, %lld micro-batches | %s%s%s\n",
            (long long)c->layers, (long long)c->hidden, (long long)c->inputs, (long long)c->classes,
-           (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), (long long)c->batch,
+           fmt_count((double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), b[0], 32), (long long)c->batch,
            (long long)c->micro_batches, choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name), c->zero ? ", ZeRO-1" : "",
            c->checkpoint_activations ? ", checkpointed activations" : "");
     if (shape[0]) fputs(shape, stdout);
