@@ -2,16 +2,16 @@
 // stage_init, stage_enable_split and the optimizers allocate), and checked against the node's
 // MemAvailable on every rank, with one verdict for all.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "memory.h"
 #include "util.h"
 
-void memory_need(const Run *r, const int *vs_of, const int *slots, int n, MemNeed *m) {
-    const TrainConfig *c = r->c;
-    const Plan *p = &r->p;
-    double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float);
-    int bf16 = c->precision == PRECISION_BF16;
-    double e = bf16 ? 2 : f;  // bytes of a stashed value (model.c: bf16 stashes hold half)
+// Bytes of one stashed activation element at this precision (model.c: bf16 stashes hold half).
+double memory_activation_elem(int precision) { return precision == PRECISION_BF16 ? 2 : sizeof(float); }
+
+void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const int *slots, int n, MemNeed *m) {
+    double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float), a = memory_activation_elem(c->precision);
     int split = schedule_splits_backward(c->schedule) && p->pipelined, ckpt = c->checkpoint_activations && p->pipelined;
     memset(m, 0, sizeof *m);
     for (int k = 0; k < n; k++) {
@@ -20,21 +20,56 @@ void memory_need(const Run *r, const int *vs_of, const int *slots, int n, MemNee
         double params = (layers ? H * in + H + (layers - 1) * (H * H + H) : 0) + (head ? C * H + C : 0);
         m->weights += params * f;
         m->grads += params * f;
-        if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (c->zero ? p->D : 1);  // Adam's moments (ZeRO-1: a shard)
-        double act = rows * H * e, per_slot = rows * in * e + (head ? rows * C * e + rows * 4 : 0);
+        if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (c->zero && p->data_parallel ? p->D : 1);  // Adam's moments (ZeRO-1: a shard)
+        double act = rows * H * a, per_slot = rows * in * a + (head ? rows * C * a + rows * 4 : 0);
         if (!ckpt || split) per_slot += layers * act;  // the layer outputs (with split + checkpointing: refilled at I)
         if (split) per_slot += layers * act;           // the pre-activation gradients kept from I to W
         m->activations += slots[k] * per_slot + (ckpt ? layers * act : 0);
         m->buffers += 2 * rows * H * f;  // the backward's ping-pong
         double wide = in > H ? (in > C ? in : C) : (H > C ? H : C);
-        if (bf16) m->buffers += 3 * rows * wide * f;  // the fp32 work buffers of bf16 stashes
+        if (c->precision == PRECISION_BF16) m->buffers += 3 * rows * wide * f;  // the fp32 work buffers of bf16 stashes
     }
     m->buffers += 2 * rows * H * f + rows * (double)c->inputs * f + rows * H * 2;  // dout, din, the host rows, wire
     m->total = m->weights + m->grads + m->optimizer + m->activations + m->buffers;
 }
 
-// MemAvailable from /proc/meminfo, bytes; -1 when it cannot be read (then nothing is checked).
-static double mem_available(void) {
+double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *list, int stage) {
+    double H = (double)c->hidden, rows = p->rows, a = memory_activation_elem(c->precision), act = rows * H * a;
+    int ckpt = c->checkpoint_activations, V = p->V, M = p->M;
+    // model.c's bytes of a slot of each chunk: after F (stash), through B (all: recomputed when
+    // checkpointing), through I (all and every dz), after I until W (deferred)
+    double stash[64], all[64], in_i[64], deferred[64], *live = xcalloc((size_t)V * (size_t)M, sizeof(double)), now = 0, peak = 0;
+    for (int k = 0; k < V && k < 64; k++) {
+        int vs = plan_vstage(p, stage, k), n = plan_layers(p, vs), head = vs == p->S - 1;
+        double in = rows * (p->lo[vs] == 0 ? (double)c->inputs : H) * a, logits = head ? rows * (double)c->classes * a : 0;
+        stash[k] = in + (ckpt ? 0 : n) * act + logits;
+        all[k] = in + n * act + logits;
+        in_i[k] = all[k] + n * act;
+        deferred[k] = in + (2 * n - 1 + head) * act + logits;
+    }
+    for (int i = 0; i < list->n; i++) {
+        const Action *x = &list->a[i];
+        int k = x->chunk;
+        double *b = &live[k * M + x->mb], during, after;
+        if (x->kind == ACT_FORWARD) during = after = stash[k];
+        else if (x->kind == ACT_BACKWARD) { during = ckpt ? all[k] : 0; after = 0; }
+        else if (x->kind == ACT_BACKWARD_INPUT) { during = in_i[k]; after = deferred[k]; }
+        else if (x->kind == ACT_BACKWARD_WEIGHT) during = after = 0;
+        else continue;
+        now += during - *b;
+        if (now > peak) peak = now;
+        now += after - during;
+        *b = after;
+    }
+    free(live);
+    return peak;
+}
+
+void memory_need(const Run *r, const int *vs_of, const int *slots, int n, MemNeed *m) {
+    memory_reckon(r->c, &r->p, vs_of, slots, n, m);
+}
+
+double memory_available(void) {
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return -1;
     char line[256];
@@ -56,7 +91,7 @@ static const char *fix_for(const Run *r, const MemNeed *m) {
 void memory_check(const Run *r, const int *vs_of, const int *slots, int n) {
     MemNeed m;
     memory_need(r, vs_of, slots, n, &m);
-    double have = mem_available(), ranks = r->place.local_size > 0 ? r->place.local_size : 1;
+    double have = memory_available(), ranks = r->place.local_size > 0 ? r->place.local_size : 1;
     double need = m.total * ranks;  // the ranks of a node share its memory (each reckoned like this one)
     char why[1024] = "";
     if (have > 0 && r->be->on_host && need > have)

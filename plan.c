@@ -96,6 +96,8 @@ static int rule_hybrid_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
     return 0;
 }
 
+static int rule_depth(const TrainConfig *c, const Plan *p, Err *e);
+
 // The grid: stages K and replicas D for the mode and the world; micro-batches and micro-steps.
 static int rule_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
     p->K = c->mode == MODE_PP ? world : c->mode == MODE_MANUAL ? (int)c->parts : 1;
@@ -108,6 +110,11 @@ static int rule_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
     p->N = c->mode == MODE_MONOLITH || c->mode == MODE_DDP ? (int)c->grad_accum : 1;  // (a config file's key is left unused)
     if (c->mode == MODE_PP && world < 2)
         return refuse(e, "train: --mode pp needs at least 2 ranks (one per stage), got 1: run it as 'mpiexec -n 2 ./micropp train --mode pp'");
+    return rule_depth(c, p, e);
+}
+
+// Every stage needs a layer.
+static int rule_depth(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->K > MAX_STAGES) return refuse(e, "train: %d stages is more than the %d supported", p->K, MAX_STAGES);
     if (p->K > c->layers) {
         const char *what = c->mode == MODE_PP ? "stages (ranks)" : c->mode == MODE_HYBRID ? "stages (--pp)" : "parts";
@@ -137,6 +144,8 @@ static int rule_schedule_file(const TrainConfig *c, Plan *p, Err *e) {
     return 0;
 }
 
+static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e);
+
 static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) {
     char sched[32];
     choice_name(SCHED_NAMES, c->schedule, sched, sizeof sched);
@@ -144,6 +153,14 @@ static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e
     int interleaved = p->pipelined && c->schedule == SCHED_INTERLEAVED;
     if (p->pipelined && !interleaved && option_on_command_line("virtual-stages"))
         return refuse(e, "train: --virtual-stages applies to --schedule interleaved, not %s: drop it or add --schedule interleaved", sched);
+    return rule_chunks(c, tag_ub, p, e);
+}
+
+// The schedule's chunks per rank and their placement, and the (M, K) it can run.
+static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) {
+    char sched[32];
+    choice_name(SCHED_NAMES, c->schedule, sched, sizeof sched);
+    int interleaved = p->pipelined && c->schedule == SCHED_INTERLEAVED;
     p->V = p->pipelined ? schedule_chunks(c->schedule, (int)c->virtual_stages) : 1;
     p->place = p->pipelined ? schedule_placement(c->schedule) : PLACE_LOOP;
     if (interleaved && p->V < 2)
@@ -289,5 +306,24 @@ int plan_make(const TrainConfig *c, int world, long long tag_ub, Plan *p, char *
     if (rule_world(c, world, p, &e) || rule_flags_apply(c, &e) || rule_data_parallel(c, &e) || rule_grid(c, world, p, &e) || rule_schedule(c, tag_ub, p, &e) ||
         rule_batch(c, p, &e) || rule_partition(c, p, &e) || rule_length(c, p, &e) || rule_observers(c, p, &e))
         return -1;
+    return 0;
+}
+
+int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t errlen) {
+    Err e = {err, errlen};
+    memset(p, 0, sizeof *p);
+    err[0] = 0;
+    p->mode = K > 1 ? (D > 1 ? MODE_HYBRID : MODE_PP) : (D > 1 ? MODE_DDP : MODE_MONOLITH);
+    p->world = K * D;
+    p->K = K;
+    p->D = D;
+    p->pipelined = is_pipelined(p->mode);
+    p->data_parallel = is_data_parallel(p->mode);
+    p->distributed = p->world > 1;
+    p->M = p->pipelined ? (int)c->micro_batches : 1;
+    p->N = 1;
+    TrainConfig even = *c;
+    even.partition[0] = 0;
+    if (rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) || rule_batch(c, p, &e) || rule_partition(&even, p, &e)) return -1;
     return 0;
 }

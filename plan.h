@@ -35,6 +35,11 @@ typedef struct {
 // -1 with one line in err that names the value and the fix ("train: --batch 30 is not ...").
 int plan_make(const TrainConfig *c, int world, long long tag_ub, Plan *p, char *err, size_t errlen);
 
+// The layout of K stages x D replicas for `micropp plan` (no run, no MPI): the grid, the schedule's
+// chunks, the batch cut into micro-batches and an even partition, by the same rules as plan_make
+// but blind to which flags were typed. Returns 0, or -1 with one line in err.
+int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t errlen);
+
 // --epochs: with the training set's rows known (after the data is open), the steps of an epoch
 // (whole steps; the last partial batch is dropped) and of the run. Returns 0 (nothing to do without
 // --epochs), or -1 with one line in err.

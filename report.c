@@ -210,6 +210,25 @@ static void fill_data_parallel(Run *r, Summary *s) {
     s->collectives = nb[1];
 }
 
+// The model state each rank allocated (weights, gradients, the optimizer's moments, as they are
+// after the steps: the moments are allocated at the first update), the largest of each over the ranks:
+// what `micropp plan` reckons beforehand.
+static void fill_model_state(Run *r, Summary *s) {
+    double v[3] = {0, 0, 0};
+    for (int k = 0; k < r->n_local; k++) {
+        const Stage *st = &r->local[k];
+        v[0] += (double)st->n_params * sizeof(float);
+        v[1] += (double)st->n_params * sizeof(float);
+        if (st->adam_m) v[2] += 2.0 * (double)st->n_params * sizeof(float);
+    }
+    for (int k = 0; k < r->n_sync; k++)
+        if (r->sync[k].m) v[2] += 2.0 * (double)r->sync[k].shard_total * sizeof(float);
+    if (r->p.distributed) comm_allreduce_max_double(v, 3, MPI_COMM_WORLD);
+    s->weight_bytes = v[0];
+    s->grad_bytes = v[1];
+    s->optimizer_state_bytes = v[2];
+}
+
 // --gemm-timing: this rank's share of step time inside gemm (averaged over ranks), and the
 // GFLOP/s of the model's gemms while they run: forward 2BHH per layer, backward 4BHH (the
 // first layer computes no input gradient), the head likewise, recompute 2BHH per layer.
@@ -385,6 +404,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     s->gemm_ms = s->gemm_share = s->gemm_gflops = s->comm_ms = s->comm_hidden = NAN;
     s->bubble_theory = NAN;
     fill_time(r, s);
+    fill_model_state(r, s);
     if (r->n_sync) fill_data_parallel(r, s);
     if (c->gemm_timing) fill_gemm(r, s);
     if (!r->p.pipelined) return;
@@ -526,6 +546,10 @@ static void summary_json(const Run *r, const Summary *s) {
     if (c->resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->resume);
     if (r->saved_step >= 0) { cJSON_AddStringToObject(o, "saved_to", c->save); cJSON_AddNumberToObject(o, "saved_step", (double)r->saved_step); }
     if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", r->p.K);
+    cJSON *mem = cJSON_AddObjectToObject(o, "memory_per_rank");  // allocated, the largest over the ranks
+    cJSON_AddNumberToObject(mem, "weights", s->weight_bytes);
+    cJSON_AddNumberToObject(mem, "grads", s->grad_bytes);
+    cJSON_AddNumberToObject(mem, "optimizer", s->optimizer_state_bytes);
     if (r->p.N > 1 || option_was_set("grad-accum")) cJSON_AddNumberToObject(o, "grad_accum", r->p.N);
     if (r->p.data_parallel) json_data_parallel(o, r, s);
     if (r->p.pipelined) json_pipeline(o, r, s);

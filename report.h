@@ -20,6 +20,7 @@ typedef struct {
     double step_ms, samples_s, gflops;
     double gemm_ms, gemm_share, gemm_gflops;              // --gemm-timing
     double comm_ms, comm_hidden, optimizer_bytes, collectives, buckets;  // ddp/hybrid
+    double weight_bytes, grad_bytes, optimizer_state_bytes;  // allocated per rank, the largest over the ranks
     // pipelines: per stage [K]
     double *bubble, *peak_bytes, *peak_inflight, *peak_deferred;
     double bubble_theory;

@@ -17,7 +17,7 @@ LAYERS = [  # lowest first; a source and its header share a layer
     ['comms', 'watchdog', 'launch', 'finalize'],
     ['ddp', 'checkpoint', 'trace'],
     ['plan', 'run', 'memory', 'pipeline', 'verify', 'report', 'train_options'],
-    ['train', 'bubble', 'pingpong', 'allreduce', 'selftest'],
+    ['train', 'bubble', 'plan_cmd', 'pingpong', 'allreduce', 'selftest'],
     ['micropp'],
 ]
 layer_of = {name: i for i, names in enumerate(LAYERS) for name in names}

@@ -177,7 +177,26 @@ static void test_lr_schedule(void) {
            "%g %g %g", lr_at(LR_COSINE, 0.1, 0, 0, 11), lr_at(LR_COSINE, 0.1, 0, 5, 11), lr_at(LR_COSINE, 0.1, 0, 10, 11));
 }
 
+// plan_layout (micropp plan): any K x D without a world or typed flags, by plan_make's rules.
+static void test_layout(void) {
+    TrainConfig c;
+    Plan p;
+    char err[1024];
+    train_config_defaults(&c);
+    c.micro_batches = 4;
+    EXPECT("plan/layout: 4 stages x 2 replicas is a hybrid of 4-row micro-batches, even split",
+           plan_layout(&c, 4, 2, &p, err, sizeof err) == 0 && p.mode == MODE_HYBRID && p.K == 4 && p.D == 2 && p.rows == 4 && p.lo[1] == 4,
+           "%s mode %d rows %d", err, p.mode, p.rows);
+    EXPECT("plan/layout: K = 1 is no pipeline (the whole batch, one micro-batch)",
+           plan_layout(&c, 1, 1, &p, err, sizeof err) == 0 && !p.pipelined && p.M == 1 && p.rows == 32, "%s", err);
+    c.schedule = SCHED_INTERLEAVED;
+    EXPECT("plan/layout: interleaved takes --virtual-stages chunks", plan_layout(&c, 4, 1, &p, err, sizeof err) == 0 && p.V == 2 && p.S == 8, "%s", err);
+    EXPECT("plan/layout: 32 stages of 16 layers is refused in one line",
+           plan_layout(&c, 32, 1, &p, err, sizeof err) == -1 && strstr(err, "only 16 layers") && !strchr(err, '\n'), "'%s'", err);
+}
+
 int main(void) {
+    test_layout();
     test_layouts();
     test_flags_apply();
     test_grid();

@@ -1,0 +1,423 @@
+// plan_cmd.c: `micropp plan`: the memory wall before any run (no MPI). For each schedule, number of
+// stages K and data-parallel degree D it lays the run out (plan_layout), simulates the schedule for
+// the micro-batches each stage stashes and the bubble (schedule.c), and reckons each rank's bytes
+// with the reckoning train checks itself against (memory.c); it marks what fits a device's memory.
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "memory.h"
+#include "plan.h"
+#include "schedule.h"
+#include "train.h"
+#include "util.h"
+
+#define MAX_LIST 64
+#define DEPTH 128  // --params without --hidden: a shape about this many layers deep
+
+typedef struct {
+    TrainConfig t;                 // train's options (a train config file works); plan reads the model's
+    char params[PATH_LEN];         // "10B": pick a shape with about this many parameters
+    char device_memory[PATH_LEN];  // "24G"; "" = this machine's MemAvailable
+    char stages[PATH_LEN];         // "1,2,4,8"; "" = powers of two up to the layers (64 at most)
+    char schedules[PATH_LEN];      // "gpipe,1f1b"; "" = --schedule if given, else gpipe,1f1b,interleaved,zb-h1
+    char dp[PATH_LEN];             // data-parallel degrees "1,2"
+} PlanCmd;
+
+#define P(field) offsetof(PlanCmd, field)
+static const Option extra_options[] = {
+    {"params", 0, OPT_STR, P(params), 0, 0, 0, "N", "model size instead of --layers (and --hidden): 350M, 10B, 1.5T; the shape chosen is printed"},
+    {"device-memory", 0, OPT_STR, P(device_memory), 0, 0, 0, "BYTES", "memory of one device: 24G, 80G, 512M (binary units; default: this machine's MemAvailable)"},
+    {"stages", 'K', OPT_STR, P(stages), 0, 0, 0, "LIST", "numbers of pipeline stages, e.g. 1,2,4,8 (default: powers of two up to the layers, 64 at most)"},
+    {"schedules", 0, OPT_STR, P(schedules), 0, 0, 0, "LIST", "pipeline schedules, e.g. gpipe,1f1b,zb-h1 (default: --schedule if given, else gpipe,1f1b,interleaved,zb-h1)"},
+    {"dp", 0, OPT_STR, P(dp), 0, 0, 0, "LIST", "data-parallel degrees, e.g. 1,2,4 (with --zero 1 the optimizer state is sharded over them)"},
+    {0},
+};
+#undef P
+// The train options that change memory or the bubble; any other typed on the command line is refused.
+static const char *const model_names[] = {"config", "layers", "hidden", "inputs", "classes", "batch", "micro-batches", "schedule",
+                                          "virtual-stages", "precision", "optimizer", "checkpoint-activations", "zero", "json"};
+#define N_MODEL (sizeof model_names / sizeof *model_names)
+
+static Option *all_options;   // train's (for --config) and the extras, in one table
+static Option help_options[N_MODEL + 8];
+
+static void build_tables(void) {
+    int n_train = 0, n_extra = 0, h = 0;
+    while (train_options[n_train].name) n_train++;
+    while (extra_options[n_extra].name) n_extra++;
+    all_options = xcalloc((size_t)(n_train + n_extra + 1), sizeof(Option));
+    int k = 0;
+    for (int i = 0; i < n_extra; i++) all_options[k++] = extra_options[i];
+    for (int i = 0; i < n_train; i++)
+        if (strcmp(train_options[i].name, "dp")) all_options[k++] = train_options[i];  // (offsets: t is PlanCmd's first member)
+    for (size_t j = 0; j < N_MODEL; j++)
+        for (int i = 0; i < k; i++)
+            if (!strcmp(all_options[i].name, model_names[j])) help_options[h++] = all_options[i];
+    for (int i = 0; i < n_extra; i++) help_options[h++] = extra_options[i];
+}
+
+static int is_model_option(const char *name) {
+    for (size_t j = 0; j < N_MODEL; j++) if (!strcmp(name, model_names[j])) return 1;
+    for (int i = 0; extra_options[i].name; i++) if (!strcmp(name, extra_options[i].name)) return 1;
+    return 0;
+}
+
+// "10B", "350M", "1.5T", "7e9": a count with an optional decimal suffix K, M, B (or G), T; -1 when malformed.
+static double parse_count(const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v <= 0 || isspace((unsigned char)*s)) return -1;
+    if (*end) {
+        const char *suf = "KMBGT";
+        const double mult[] = {1e3, 1e6, 1e9, 1e9, 1e12};
+        const char *q = strchr(suf, toupper((unsigned char)*end));
+        if (!q || end[1]) return -1;
+        v *= mult[q - suf];
+    }
+    return v;
+}
+
+// "24G", "24GiB", "512M", "1T", "25769803776": bytes (binary units); -1 when malformed.
+static double parse_bytes(const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v <= 0 || isspace((unsigned char)*s)) return -1;
+    if (!*end) return v == floor(v) ? v : -1;
+    const char *suf = "KMGT", *q = strchr(suf, toupper((unsigned char)*end));
+    if (!q) return -1;
+    end++;
+    if (!strcmp(end, "i") || !strcmp(end, "iB") || !strcmp(end, "B") || !*end) return v * pow(1024, (double)(q - suf + 1));
+    return -1;
+}
+
+// A comma list of positive integers (no ranges) into out; refuses anything else.
+static int parse_list(const char *flag, const char *text, int max, int *out) {
+    int n = parse_int_list(text, out, MAX_LIST);
+    if (n <= 0) user_error("plan: --%s '%s' is not a comma list of numbers: try 1,2,4,8", flag, text);
+    for (int i = 0; i < n; i++) {
+        if (out[i] < 1 || out[i] > max) user_error("plan: --%s '%s': %d is outside 1..%d", flag, text, out[i], max);
+        for (int j = 0; j < i; j++) if (out[j] == out[i]) user_error("plan: --%s '%s' lists %d twice: list each once", flag, text, out[i]);
+    }
+    return n;
+}
+
+static int parse_schedule_list(const char *text, int *out) {
+    int n = 0;
+    char name[32];
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
+        for (int i = 0; choice_name(SCHED_CHOICES, i, name, sizeof name)[0] && i < 32; i++)
+            if (strlen(name) == len && !strncmp(name, p, len)) found = i;
+        if (found < 0 || n == MAX_LIST) user_error("plan: --schedules '%s' is not a comma list of %s", text, SCHED_CHOICES);
+        for (int i = 0; i < n; i++) if (out[i] == found) user_error("plan: --schedules '%s' names a schedule twice: list each once", text);
+        out[n++] = found;
+        p += len;
+        if (*p == ',' && !*++p) user_error("plan: --schedules '%s' ends with a comma: drop it", text);
+    }
+    if (!n) user_error("plan: --schedules is empty: give one or more of %s", SCHED_CHOICES);
+    return n;
+}
+
+// --params: the layers (and, unless --hidden is given, the hidden size) of a model about that big.
+// Rule: hidden = the power of two nearest sqrt(N / 128) (a model about 128 layers deep), then
+// layers = N / (hidden^2 + hidden), rounded; the input layer is hidden wide.
+static void shape_from_params(PlanCmd *pc, char *said, size_t n) {
+    TrainConfig *c = &pc->t;
+    double N = parse_count(pc->params);
+    if (N < 0) user_error("plan: --params '%s' is not a parameter count: write it like 350M, 10B or 1.5T", pc->params);
+    if (option_was_set("layers")) user_error("plan: --params picks --layers: give one of them (--hidden may go with --params)");
+    if (!option_was_set("hidden")) {
+        double h = pow(2, round(log2(sqrt(N / DEPTH))));
+        c->hidden = (int64_t)fmin(fmax(h, 16), 65536);
+    }
+    double H = (double)c->hidden, L = round((N - (H * (double)c->classes + (double)c->classes)) / (H * H + H));
+    if (L < 1 || L > 4096)
+        user_error("plan: --params %s at --hidden %lld makes %.0f layers, outside 1..4096: change --hidden", pc->params, (long long)c->hidden, L);
+    c->layers = (int64_t)L;
+    if (!option_was_set("inputs")) c->inputs = c->hidden;
+    snprintf(said, n, "# --params %s: %lld layers x hidden %lld%s\n", pc->params, (long long)c->layers, (long long)c->hidden,
+             option_was_set("hidden") ? " (--hidden given; layers = N / (hidden^2 + hidden))" : " (hidden = the power of two nearest sqrt(N/128); layers = N / (hidden^2 + hidden))");
+}
+
+// One row of the table: a schedule (or none, K = 1), K stages, D replicas.
+typedef struct {
+    int kind, K, D, V, M, rows, fits, worst;  // worst: the stage with the largest total
+    MemNeed need;                             // the worst stage's rank
+    double bubble;
+    double *act;                              // [K] activations live at the peak per stage (train's peak_activation_bytes)
+    double *alloc, *weights, *optimizer;      // [K] per stage: the stash allocated (slots x bytes), weights, optimizer state
+    int *inflight;                            // [K] the simulator's peak micro-batches in flight per stage
+} Row;
+
+typedef struct {
+    Row *row;
+    int n;
+    char (*skipped)[320];  // why each layout that cannot run was left out
+    int n_skipped;
+    double device;         // bytes of one device
+} Table;
+
+// The row's layout, schedule and bytes; 0, or -1 with the reason in why.
+static int fill_row(const TrainConfig *base, int kind, int K, int D, Row *w, char *why, size_t n) {
+    TrainConfig c = *base;
+    Plan p;
+    c.schedule = kind;
+    if (plan_layout(&c, K, D, &p, why, n)) return -1;
+    memset(w, 0, sizeof *w);
+    w->kind = kind; w->K = K; w->D = D; w->V = p.V; w->M = p.M; w->rows = p.rows;
+    w->act = xcalloc((size_t)K, sizeof(double));
+    w->alloc = xcalloc((size_t)K, sizeof(double));
+    w->weights = xcalloc((size_t)K, sizeof(double));
+    w->optimizer = xcalloc((size_t)K, sizeof(double));
+    w->inflight = xcalloc((size_t)K, sizeof(int));
+    SimResult sim = {0};
+    if (p.pipelined) {  // as train sizes its stashes: the schedule simulated with F = I = W = 1
+        SimSpec spec = {.kind = kind, .K = K, .M = p.M, .v = p.V, .f = 1, .b = 1, .w = 1};
+        schedule_sim(&spec, &sim);
+        if (sim.deadlock) fatal("schedule deadlocks at K=%d M=%d: %s", K, p.M, sim.why);
+        w->bubble = sim.bubble_mean;
+    }
+    for (int s = 0; s < K; s++) {
+        int vs_of[64], slots[64];
+        for (int k = 0; k < p.V; k++) {
+            vs_of[k] = p.pipelined ? plan_vstage(&p, s, k) : k;
+            slots[k] = p.pipelined ? sim.peak_slots[vs_of[k]] : 1;
+        }
+        MemNeed m;
+        memory_reckon(&c, &p, vs_of, slots, p.V, &m);
+        w->alloc[s] = m.activations;
+        w->act[s] = m.activations;  // no pipeline: the one slot
+        if (p.pipelined) {
+            ActionList l = {0};
+            schedule_build(kind, K, p.M, p.V, s, &l);
+            w->act[s] = memory_live_peak(&c, &p, &l, s);
+            action_list_free(&l);
+        }
+        w->weights[s] = m.weights;
+        w->optimizer[s] = m.optimizer;
+        w->inflight[s] = p.pipelined ? sim.peak_inflight[s] : 1;
+        if (s == 0 || m.total > w->need.total) { w->need = m; w->worst = s; }
+    }
+    if (p.pipelined) sim_result_free(&sim);
+    return 0;
+}
+
+static const char *sched_name(const Row *w, char *buf, size_t n) {
+    if (w->K == 1) { snprintf(buf, n, "-"); return buf; }
+    return choice_name(SCHED_NAMES, w->kind, buf, n);
+}
+
+// Every (schedule, K, D) asked for; K = 1 is no pipeline, one row per D whatever the schedules.
+static void fill_table(const TrainConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ds, int n_d, Table *t) {
+    int cap = n_kind * n_k * n_d;
+    t->row = xcalloc((size_t)cap, sizeof(Row));
+    t->skipped = xcalloc((size_t)cap, sizeof *t->skipped);
+    for (int a = 0; a < n_kind; a++)
+        for (int b = 0; b < n_k; b++)
+            for (int d = 0; d < n_d; d++) {
+                if (ks[b] == 1 && a > 0) continue;
+                char why[300], name[32];
+                if (fill_row(c, kinds[a], ks[b], ds[d], &t->row[t->n], why, sizeof why) == 0) { t->row[t->n].fits = -1; t->n++; continue; }
+                const char *w = strncmp(why, "train: ", 7) ? why : why + 7;
+                snprintf(t->skipped[t->n_skipped++], sizeof *t->skipped, "%s K=%d dp=%d: %s", ks[b] == 1 ? "-" : choice_name(SCHED_NAMES, kinds[a], name, sizeof name),
+                         ks[b], ds[d], w);
+            }
+    for (int i = 0; i < t->n; i++) t->row[i].fits = t->row[i].need.total <= t->device;
+}
+
+static void table_free(Table *t) {
+    for (int i = 0; i < t->n; i++) {
+        Row *w = &t->row[i];
+        free(w->act); free(w->alloc); free(w->weights); free(w->optimizer); free(w->inflight);
+    }
+    free(t->row); free(t->skipped);
+}
+
+static const char *fmt_count(double v, char *buf, size_t n) {
+    if (v >= 1e9) snprintf(buf, n, "%.2fB", v / 1e9);
+    else if (v >= 1e6) snprintf(buf, n, "%.2fM", v / 1e6);
+    else snprintf(buf, n, "%.0f", v);
+    return buf;
+}
+
+static const char *fmt_bytes(double b, char *buf, size_t n) {
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4) { b /= 1024; u++; }
+    snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", b, unit[u]);
+    return buf;
+}
+
+// The smallest K among the rows that fit (-1: none), and its first row.
+static int smallest_fit(const Table *t, int *at) {
+    int best = -1;
+    for (int i = 0; i < t->n; i++)
+        if (t->row[i].fits && (best < 0 || t->row[i].K < t->row[best].K)) best = i;
+    *at = best;
+    return best < 0 ? -1 : t->row[best].K;
+}
+
+// Nothing fits: what would. The model state alone over the device, and what dominates.
+static void cheapest_fix(const TrainConfig *c, const Table *t, char *buf, size_t n) {
+    const Row *lo = &t->row[0];
+    for (int i = 1; i < t->n; i++) if (t->row[i].need.total < lo->need.total) lo = &t->row[i];
+    const MemNeed *m = &lo->need;
+    double P = (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes);
+    int K = (int)ceil(P * sizeof(float) * (c->optimizer != OPTIM_SGD ? 4 : 2) / t->device);  // weights, gradients, 2 moments
+    if (m->activations + m->buffers > m->total / 2)
+        snprintf(buf, n, "activations dominate (%.0f%% at best): --checkpoint-activations, more --micro-batches, or a smaller --batch", 100 * (m->activations + m->buffers) / m->total);
+    else if (lo->D > 1 && !c->zero && m->optimizer > 0)
+        snprintf(buf, n, "--zero 1 shards the optimizer state over the %d replicas; or more stages", lo->D);
+    else
+        snprintf(buf, n, "the model state (weights, gradients, optimizer) alone needs at least %d stages of this device: try --stages %d%s", K, K,
+                 c->optimizer != OPTIM_SGD ? ", or --optimizer sgd (no moments)" : "");
+}
+
+static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
+    char name[32], b[6][32];
+    const TrainConfig *c = &pc->t;
+    printf("# micropp plan | %lld layers, hidden %lld, inputs %lld, classes %lld = %s parameters | batch %lld, %lld micro-batches | %s%s%s\n",
+           (long long)c->layers, (long long)c->hidden, (long long)c->inputs, (long long)c->classes,
+           fmt_count((double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), b[0], 32), (long long)c->batch,
+           (long long)c->micro_batches, choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name), c->zero ? ", ZeRO-1" : "",
+           c->checkpoint_activations ? ", checkpointed activations" : "");
+    if (shape[0]) fputs(shape, stdout);
+    printf("# precision %s: weights, gradients, optimizer state 4 bytes per value; stashed activations %g bytes per element\n",
+           choice_name(PRECISION_CHOICES, c->precision, name, sizeof name), memory_activation_elem(c->precision));
+    printf("# bytes per rank (its stage that needs most), activations at the schedule's simulated peak; bubble simulated, F = I = W\n");
+    printf("# device memory %s%s\n", fmt_bytes(t->device, b[0], sizeof b[0]), option_was_set("device-memory") ? "" : " (this machine's MemAvailable)");
+    printf("# activations: live at the peak of the stage's actions; other: the backward's buffers, the host rows, stash slots never live at once\n");
+    printf("%-11s %6s %3s %13s %12s %12s %12s %12s %11s %12s %7s  %s\n", "schedule", "stages", "dp", "micro-batches", "weights", "gradients",
+           "optimizer", "activations", "other", "total", "bubble", "fits");
+    for (int i = 0; i < t->n; i++) {
+        const Row *w = &t->row[i];
+        const MemNeed *m = &w->need;
+        double act = w->act[w->worst], other = m->total - m->weights - m->grads - m->optimizer - act;
+        printf("%-11s %6d %3d %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n", sched_name(w, name, sizeof name), w->K, w->D, w->M,
+               fmt_bytes(m->weights, b[0], 32), fmt_bytes(m->grads, b[1], 32), fmt_bytes(m->optimizer, b[2], 32),
+               fmt_bytes(act, b[3], 32), fmt_bytes(other, b[4], 32), fmt_bytes(m->total, b[5], 32), w->bubble, w->fits ? "yes" : "no");
+    }
+    for (int i = 0; i < t->n_skipped; i++) printf("# left out: %s\n", t->skipped[i]);
+    int at, K = smallest_fit(t, &at);
+    if (K > 0) {
+        const Row *w = &t->row[at];
+        printf("smallest K that fits: %d stage%s (%s, dp %d: %s of %s per rank)\n", K, K == 1 ? "" : "s", sched_name(w, name, sizeof name), w->D,
+               fmt_bytes(w->need.total, b[0], 32), fmt_bytes(t->device, b[1], 32));
+    } else if (t->n) {
+        char fix[400];
+        cheapest_fix(c, t, fix, sizeof fix);
+        printf("nothing fits in %s: %s\n", fmt_bytes(t->device, b[0], 32), fix);
+    }
+}
+
+static cJSON *json_row(const Row *w) {
+    char name[32];
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "schedule", w->K == 1 ? "none" : choice_name(SCHED_NAMES, w->kind, name, sizeof name));
+    cJSON_AddNumberToObject(r, "stages", w->K);
+    cJSON_AddNumberToObject(r, "dp", w->D);
+    cJSON_AddNumberToObject(r, "virtual_stages", w->V);
+    cJSON_AddNumberToObject(r, "micro_batches", w->M);
+    cJSON_AddNumberToObject(r, "rows_per_micro_batch", w->rows);
+    cJSON_AddNumberToObject(r, "worst_stage", w->worst);
+    cJSON_AddNumberToObject(r, "weight_bytes", w->need.weights);
+    cJSON_AddNumberToObject(r, "grad_bytes", w->need.grads);
+    cJSON_AddNumberToObject(r, "optimizer_bytes", w->need.optimizer);
+    cJSON_AddNumberToObject(r, "activation_bytes", w->act[w->worst]);
+    cJSON_AddNumberToObject(r, "other_bytes", w->need.total - w->need.weights - w->need.grads - w->need.optimizer - w->act[w->worst]);
+    cJSON_AddNumberToObject(r, "total_bytes", w->need.total);
+    cJSON_AddItemToObject(r, "activation_bytes_per_stage", cJSON_CreateDoubleArray(w->act, w->K));
+    cJSON_AddItemToObject(r, "activation_alloc_bytes_per_stage", cJSON_CreateDoubleArray(w->alloc, w->K));
+    cJSON_AddItemToObject(r, "weight_bytes_per_stage", cJSON_CreateDoubleArray(w->weights, w->K));
+    cJSON_AddItemToObject(r, "optimizer_bytes_per_stage", cJSON_CreateDoubleArray(w->optimizer, w->K));
+    cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(w->inflight, w->K));
+    cJSON_AddNumberToObject(r, "bubble", w->bubble);
+    cJSON_AddBoolToObject(r, "fits", w->fits);
+    return r;
+}
+
+static void print_json(const PlanCmd *pc, const Table *t) {
+    const TrainConfig *c = &pc->t;
+    char name[32];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "layers", (double)c->layers);
+    cJSON_AddNumberToObject(o, "hidden", (double)c->hidden);
+    cJSON_AddNumberToObject(o, "inputs", (double)c->inputs);
+    cJSON_AddNumberToObject(o, "classes", (double)c->classes);
+    cJSON_AddNumberToObject(o, "batch", (double)c->batch);
+    cJSON_AddNumberToObject(o, "params", (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes));
+    cJSON_AddStringToObject(o, "precision", choice_name(PRECISION_CHOICES, c->precision, name, sizeof name));
+    cJSON_AddNumberToObject(o, "activation_bytes_per_element", memory_activation_elem(c->precision));
+    cJSON_AddStringToObject(o, "optimizer", choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name));
+    cJSON_AddNumberToObject(o, "zero", (double)c->zero);
+    cJSON_AddBoolToObject(o, "checkpoint_activations", c->checkpoint_activations);
+    cJSON_AddNumberToObject(o, "device_memory_bytes", t->device);
+    cJSON *arr = cJSON_AddArrayToObject(o, "rows");
+    for (int i = 0; i < t->n; i++) cJSON_AddItemToArray(arr, json_row(&t->row[i]));
+    cJSON *sk = cJSON_AddArrayToObject(o, "left_out");
+    for (int i = 0; i < t->n_skipped; i++) cJSON_AddItemToArray(sk, cJSON_CreateString(t->skipped[i]));
+    int at, K = smallest_fit(t, &at);
+    if (K > 0) cJSON_AddNumberToObject(o, "smallest_stages_that_fit", K); else cJSON_AddNullToObject(o, "smallest_stages_that_fit");
+    if (K < 0 && t->n) {
+        char fix[400];
+        cheapest_fix(c, t, fix, sizeof fix);
+        cJSON_AddStringToObject(o, "fix", fix);
+    }
+    json_print(o);
+}
+
+// Options: train's table (so a train config file loads), the train flags that do not change memory
+// refused when typed, then --params, the lists and the device.
+static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_t n) {
+    static const char usage[] = "micropp plan [options]        (no mpiexec needed)";
+    static const char examples[] =
+        "  micropp plan --params 10B --device-memory 24G         # the memory wall: how many stages a 10B model needs\n"
+        "  micropp plan --config configs/pipeline.json --stages 2,4,8 --device-memory 1G\n"
+        "  micropp plan --layers 32 --hidden 4096 --dp 1,4 --zero 1 --schedules 1f1b,zb-h1 --json\n";
+    build_tables();
+    train_config_defaults(&pc->t);
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { options_help(stdout, "plan", usage, help_options, pc, examples); finish(0); }
+    options_parse("plan", all_options, pc, argc, argv, usage, examples);
+    for (int i = 0; all_options[i].name; i++)
+        if (!is_model_option(all_options[i].name) && option_on_command_line(all_options[i].name))
+            user_error("plan: --%s changes neither memory nor the bubble: drop it (see 'micropp plan --help')", all_options[i].name);
+    TrainConfig *c = &pc->t;
+    shape[0] = 0;
+    if (pc->params[0]) shape_from_params(pc, shape, n);
+    if (!c->inputs) c->inputs = c->hidden;
+    if (c->zero && !pc->dp[0]) user_error("plan: --zero 1 shards the optimizer state over data-parallel replicas: add --dp, e.g. --dp 2,4");
+}
+
+int cmd_plan(int argc, char **argv) {
+    static PlanCmd cmd;
+    PlanCmd *pc = &cmd;
+    single_process("plan");
+    char shape[PATH_LEN + 400];
+    parse_options(argc, argv, pc, shape, sizeof shape);
+    TrainConfig *c = &pc->t;
+    int kinds[MAX_LIST], ks[MAX_LIST], ds[MAX_LIST], n_kind, n_k = 0, n_d = 1;
+    if (pc->schedules[0]) n_kind = parse_schedule_list(pc->schedules, kinds);
+    else if (option_was_set("schedule")) { kinds[0] = c->schedule; n_kind = 1; }
+    else n_kind = parse_schedule_list("gpipe,1f1b,interleaved,zb-h1", kinds);
+    if (pc->stages[0]) n_k = parse_list("stages", pc->stages, MAX_STAGES, ks);
+    else for (int k = 1; k <= c->layers && k <= 64; k *= 2) ks[n_k++] = k;
+    if (pc->dp[0]) n_d = parse_list("dp", pc->dp, 1 << 20, ds);
+    else ds[0] = 1;
+    Table t = {0};
+    t.device = pc->device_memory[0] ? parse_bytes(pc->device_memory) : memory_available();
+    if (pc->device_memory[0] && t.device < 0)
+        user_error("plan: --device-memory '%s' is not a size: write it like 24G, 80GiB or 512M", pc->device_memory);
+    if (t.device < 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
+    fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, &t);
+    if (!t.n) user_error("plan: no layout given can run (first: %s): change --stages, --micro-batches or --batch", t.skipped[0]);
+    if (c->json) print_json(pc, &t); else print_table(pc, &t, shape);
+    table_free(&t);
+    return 0;
+}

@@ -1,0 +1,78 @@
+# tests/t_plan.sh: `micropp plan` (no MPI) against what `micropp train` measures: for configs in
+# configs/ and several schedules, stages and a ZeRO-1 hybrid, plan's activation bytes per stage
+# equal train's peak_activation_bytes and its weights and optimizer state train's memory_per_rank
+# (within 5%); the memory wall's verdict; and every bad input ends with one line and exit 2.
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+# compare NAME RANKS "PLAN ARGS" "TRAIN ARGS": plan's one row against a 2-step train run.
+compare() {
+    local name=$1 n=$2 pargs=$3 targs=$4
+    run 60 "$MICROPP" plan --json $pargs
+    if [ "$RC" -ne 0 ]; then fail "$name" "plan exit $RC: $ERR"; return; fi
+    printf '%s' "$OUT" >"$TMP/plan.json"
+    run 300 mpiexec -n "$n" "$MICROPP" train --steps 2 --log-every 0 --json $targs
+    if [ "$RC" -ne 0 ]; then fail "$name" "train exit $RC: $(printf '%s' "$ERR" | tail -c 300)"; return; fi
+    printf '%s' "$OUT" >"$TMP/train.json"
+    why=$(python3 - "$TMP/plan.json" "$TMP/train.json" <<'PY'
+import json, sys
+plan, train = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+if len(plan["rows"]) != 1: print("plan gave %d rows, expected 1" % len(plan["rows"])); sys.exit()
+r, m, bad = plan["rows"][0], train["memory_per_rank"], []
+def near(what, a, b):
+    if abs(a - b) > 0.05 * max(abs(b), 1): bad.append("%s: plan %g, train %g" % (what, a, b))
+got, want = r["activation_bytes_per_stage"], train["peak_activation_bytes"]
+if len(got) != len(want): bad.append("stages: plan %d, train %d" % (len(got), len(want)))
+for s, (a, b) in enumerate(zip(got, want)): near("activations of stage %d" % s, a, b)
+near("weights per rank", max(r["weight_bytes_per_stage"]), m["weights"])
+near("gradients per rank", max(r["weight_bytes_per_stage"]), m["grads"])
+near("optimizer state per rank", max(r["optimizer_bytes_per_stage"]), m["optimizer"])
+if r["peak_inflight"] != [int(x) for x in train["peak_inflight"]]: bad.append("peak in-flight: plan %s, train %s" % (r["peak_inflight"], train["peak_inflight"]))
+print("; ".join(bad))
+PY
+)
+    if [ -n "$why" ]; then fail "$name" "$why"; else pass "$name"; fi
+}
+
+compare "plan/default.json gpipe K=2 = train" 2 "--config configs/default.json --schedules gpipe --stages 2" \
+    "--config configs/default.json --mode pp --schedule gpipe"
+compare "plan/default.json 1f1b K=4 = train" 4 "--config configs/default.json --schedules 1f1b --stages 4 --micro-batches 8" \
+    "--config configs/default.json --mode pp --schedule 1f1b --micro-batches 8"
+compare "plan/default.json interleaved K=2 V=2 = train" 2 "--config configs/default.json --schedules interleaved --virtual-stages 2 --stages 2 --micro-batches 8" \
+    "--config configs/default.json --mode pp --schedule interleaved --virtual-stages 2 --micro-batches 8"
+compare "plan/default.json zb-h1 K=4 = train" 4 "--config configs/default.json --schedules zb-h1 --stages 4 --micro-batches 8" \
+    "--config configs/default.json --mode pp --schedule zb-h1 --micro-batches 8"
+compare "plan/default.json zb-h1 K=2 checkpointed = train" 2 "--config configs/default.json --schedules zb-h1 --stages 2 --checkpoint-activations" \
+    "--config configs/default.json --mode pp --schedule zb-h1 --checkpoint-activations"
+compare "plan/default.json hybrid 2x2 ZeRO-1 = train" 4 "--config configs/default.json --schedules 1f1b --stages 2 --dp 2 --zero 1" \
+    "--config configs/default.json --mode hybrid --pp 2 --dp 2 --zero 1"
+compare "plan/medium.json 1f1b K=2 = train" 2 "--config configs/medium.json --schedules 1f1b --stages 2 --micro-batches 4" \
+    "--config configs/medium.json --mode pp --schedule 1f1b --micro-batches 4"
+# pipeline.json's batch of 2048 rows of 1024 takes minutes a step on a shared 2-core machine: a quarter of it
+compare "plan/pipeline.json (batch 512) 1f1b K=2 = train" 2 "--config configs/pipeline.json --stages 2 --batch 512" \
+    "--config configs/pipeline.json --batch 512"
+# fashion.json reads Fashion-MNIST (784 inputs); synthetic rows of the same width have the same memory
+compare "plan/fashion.json (synthetic rows) gpipe K=2 sgd = train" 2 "--config configs/fashion.json --schedules gpipe --stages 2 --optimizer sgd" \
+    "--config configs/fashion.json --data synthetic --mode pp --schedule gpipe --optimizer sgd"
+
+# --- the memory wall: a 10B fp32 model with Adam needs 8 stages of a 24 GiB device ---
+run 60 "$MICROPP" plan --params 10B --device-memory 24G
+if [ "$RC" -ne 0 ]; then fail "plan/10B on 24G" "exit $RC: $ERR"
+elif ! printf '%s' "$OUT" | grep -q '^smallest K that fits: 8 stages'; then fail "plan/10B on 24G" "no 'smallest K that fits: 8 stages' line: $(printf '%s' "$OUT" | tail -n 2)"
+elif ! printf '%s' "$OUT" | grep -qE '^1f1b +4 +1 .* no$'; then fail "plan/10B on 24G" "1f1b at K=4 is not marked as not fitting"
+else pass "plan/10B on 24G: K=8 is the smallest that fits, K=4 does not"; fi
+run 60 "$MICROPP" plan --params 10B --device-memory 24G --stages 1,2 --json
+if [ "$RC" -ne 0 ]; then fail "plan/nothing fits" "exit $RC: $ERR"
+elif [ "$(json_get '["smallest_stages_that_fit"]')" != None ] || ! json_get '["fix"]' | grep -q 'at least 7 stages'; then fail "plan/nothing fits" "$(printf '%s' "$OUT" | tail -c 300)"
+else pass "plan/nothing fits: null, and the fix names the stages the model state needs"; fi
+
+# --- bad input: one line, exit 2 ---
+expect_user_error "plan/bad --params" "--params '10X' is not a parameter count" 10 "$MICROPP" plan --params 10X
+expect_user_error "plan/bad --device-memory" "--device-memory '24Q' is not a size" 10 "$MICROPP" plan --device-memory 24Q
+expect_user_error "plan/bad --stages" "--stages '0,2'" 10 "$MICROPP" plan --stages 0,2
+expect_user_error "plan/bad --schedules" "--schedules 'gpipe,nope'" 10 "$MICROPP" plan --schedules gpipe,nope
+expect_user_error "plan/--params with --layers" "--params picks --layers" 10 "$MICROPP" plan --params 1B --layers 4
+expect_user_error "plan/--zero without --dp" "--zero 1 shards" 10 "$MICROPP" plan --zero 1
+expect_user_error "plan/a train-only flag" "--steps changes neither memory nor the bubble" 10 "$MICROPP" plan --steps 5
+expect_user_error "plan/no layout runs" "no layout given can run" 10 "$MICROPP" plan --layers 2 --stages 4
+expect_user_error "plan/under mpiexec" "plan" 30 mpiexec -n 2 "$MICROPP" plan
