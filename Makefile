@@ -7,7 +7,7 @@ OPT ?= -O3 -march=native -fno-math-errno
 CFLAGS ?= $(OPT)
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS := -lopenblas -lcjson -lz -lm
-SRCS := micropp.c config.c train.c train_options.c plan.c plan_cmd.c pipeline.c verify.c report.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c schedule_file.c data.c idx.c ops_cpu.c ops_onednn.c checkpoint.c safetensors.c util.c fault.c outfile.c memory.c watchdog.c launch.c finalize.c
+SRCS := micropp.c config.c train.c train_options.c plan.c plan_cmd.c pipeline.c verify.c report.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c schedule_file.c data.c idx.c ops_cpu.c ops_onednn.c checkpoint.c safetensors.c util.c fault.c outfile.c memory.c watchdog.c launch.c finalize.c p2p.c
 BUILD ?= build
 
 # Packages first: what a fresh machine lacks is installed (the deps target below) before this file

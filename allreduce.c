@@ -76,7 +76,7 @@ int cmd_allreduce(int argc, char **argv) {
     if (cfg.size % 4)
         user_error("allreduce: --size %lld is not a whole number of floats: use a multiple of 4 bytes", (long long)cfg.size);
     Comm c;
-    comms_grid(&c, &backend_cpu, 1, comms_world_size());  // dp = every rank
+    comms_grid(&c, &backend_cpu, 1, comms_world_size(), PLACEMENT_STAGES);  // dp = every rank
     size_t nmax = (size_t)cfg.size / 4;
     // With shm among the algorithms, one buffer for all of them in a window the ranks share (shm
     // reads the others' in place; for mpi and ring it is ordinary memory): one node only.

@@ -78,7 +78,7 @@ void comms_finalize(void) { comms_finalize_with(0); }
 int comms_world_rank(void) { int r = 0; if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
 int comms_world_size(void) { int n = 1; if (mpi_up()) MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
 
-void comms_grid(Comm *c, const Backend *be, int P, int D) {
+void comms_grid(Comm *c, const Backend *be, int P, int D, int placement) {
     memset(c, 0, sizeof *c);
     c->be = be;
     c->world = MPI_COMM_WORLD;
@@ -87,18 +87,19 @@ void comms_grid(Comm *c, const Backend *be, int P, int D) {
     CHECK(P >= 1 && D >= 1 && P * D == c->size, "grid of %d stages x %d replicas on %d ranks", P, D, c->size);
     c->stages = P;
     c->replicas = D;
-    c->stage = c->rank % P;
-    c->replica = c->rank / P;
+    c->placement = placement == PLACEMENT_REPLICAS ? PLACEMENT_REPLICAS : PLACEMENT_STAGES;
+    c->stage = grid_stage(c->placement, P, D, c->rank);
+    c->replica = grid_replica(c->placement, P, D, c->rank);
     // split(color, key): pp gathers one replica's stages in stage order, dp one stage's replicas.
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->replica, c->stage, &c->pp));
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->stage, c->replica, &c->dp));
     MPI_Comm_set_errhandler(c->pp, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(c->dp, MPI_ERRORS_RETURN);
-    c->prev = c->stage > 0 ? c->rank - 1 : MPI_PROC_NULL;
-    c->next = c->stage < c->stages - 1 ? c->rank + 1 : MPI_PROC_NULL;
+    c->prev = c->stage > 0 ? comm_stage_rank(c, c->stage - 1) : MPI_PROC_NULL;
+    c->next = c->stage < c->stages - 1 ? comm_stage_rank(c, c->stage + 1) : MPI_PROC_NULL;
 }
 
-void comms_pipeline(Comm *c, const Backend *be) { comms_grid(c, be, comms_world_size(), 1); }
+void comms_pipeline(Comm *c, const Backend *be) { comms_grid(c, be, comms_world_size(), 1, PLACEMENT_STAGES); }
 
 static void shm_free(Comm *c);
 void comms_free(Comm *c) {

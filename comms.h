@@ -20,6 +20,7 @@ typedef struct {
     int rank, size;        // world
     int stage, stages;     // position in this rank's pipeline (0..stages-1)
     int replica, replicas; // position in this stage's data-parallel group (0..replicas-1)
+    int placement;         // PLACEMENT_STAGES or PLACEMENT_REPLICAS: how the grid sits on world ranks
     int prev, next;        // world ranks of the neighbouring stages, MPI_PROC_NULL at the ends
     MPI_Comm world, pp, dp;  // pp: the ranks of one pipeline; dp: the same stage in every replica
     const Backend *be;     // device of the buffers handed to send/recv and the collectives
@@ -59,13 +60,25 @@ void comms_finalize_with(int code);
 int comms_world_rank(void);
 int comms_world_size(void);
 void comms_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
-// The grid of P stages x D replicas on P*D ranks. Pipeline neighbours sit on adjacent world ranks:
-// rank = replica * P + stage. pp = the P ranks of this replica, dp = the D ranks holding this stage.
-// (P = 1: plain data parallelism, dp = world; D = 1: a single pipeline.)
-void comms_grid(Comm *c, const Backend *be, int P, int D);
+// Which neighbours of the grid sit on adjacent world ranks (so on one node, as far as the hostfile
+// fills nodes in rank order): PLACEMENT_STAGES, a replica's pipeline (rank = replica * P + stage),
+// or PLACEMENT_REPLICAS, a stage's data-parallel group (rank = stage * D + replica). plan.c turns
+// --placement auto into one of them from the traffic of a step.
+enum { PLACEMENT_AUTO, PLACEMENT_STAGES, PLACEMENT_REPLICAS };
+#define PLACEMENT_CHOICES "auto|stages|replicas"
+static inline int grid_rank(int placement, int P, int D, int stage, int replica) {
+    return placement == PLACEMENT_REPLICAS ? stage * D + replica : replica * P + stage;
+}
+static inline int grid_stage(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank / D : rank % P; }
+static inline int grid_replica(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank % D : rank / P; }
+
+// The grid of P stages x D replicas on P*D ranks, laid out by placement (above). pp = the P ranks
+// of this replica, dp = the D ranks holding this stage. (P = 1: plain data parallelism, dp = world;
+// D = 1: a single pipeline.)
+void comms_grid(Comm *c, const Backend *be, int P, int D, int placement);
 void comms_free(Comm *c);
-// World rank of stage `stage` of this rank's pipeline (its stages sit on adjacent world ranks).
-static inline int comm_stage_rank(const Comm *c, int stage) { return c->rank - c->stage + stage; }
+// World rank of stage `stage` of this rank's pipeline.
+static inline int comm_stage_rank(const Comm *c, int stage) { return grid_rank(c->placement, c->stages, c->replicas, stage, c->replica); }
 
 // Sends n floats of device memory to world rank dst; copies into a staging buffer and returns
 // at once (MPI_Isend). comm_wait_sends completes them all.

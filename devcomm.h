@@ -30,3 +30,13 @@ void devcomm_flush(DevComm *d);  // posts the pending sends and waits until they
 // recorded after it. A DP group gets its own DevComm: devcomm_unique_id on the group's rank 0,
 // MPI_Bcast over the group's communicator, devcomm_open(id, group size, group rank), as
 // comms.c's comm_nccl_open does for the pipeline.
+
+// The communicator (and stream) a message from rank `from` to rank `to` travels on under p2p.h's
+// rule: one per direction (toward a higher rank or a lower one) and kind (activation or gradient).
+// Every call on one communicator between two ranks then goes one way, so NCCL's in-order execution
+// cannot pair two sends against each other; and NCCL matches a pair's messages in posting order, so
+// activations and gradients that cross between the same two ranks in different orders (the V of
+// zb-v and dualpipev: chunk 0's activations and chunk 1's gradients both go from rank 0 to rank 1)
+// must not share one.
+#define DEVCOMM_CHANNELS 4
+static inline int devcomm_channel(int from, int to, int grad) { return (to > from ? 0 : 1) + 2 * (grad != 0); }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "ddp.h"  // SYNC_* only: no MPI call is made here
+#include "model.h"  // model_param_count
 #include "plan.h"
 #include "schedule.h"
 #include "tags.h"
@@ -61,6 +62,8 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
         return refuse(e, "train: --%s applies to --mode ddp or hybrid, not --mode %s: drop it or add --mode ddp", f, mode);
     if (c->mode != MODE_HYBRID && option_on_command_line("pp"))
         return refuse(e, "train: --pp applies to --mode hybrid, not --mode %s: drop it (--mode pp makes one stage per rank) or add --mode hybrid", mode);
+    if (c->mode != MODE_HYBRID && option_on_command_line("placement"))
+        return refuse(e, "train: --placement lays out the stages x replicas of --mode hybrid, not --mode %s: drop it or add --mode hybrid", mode);
     if (!is_data_parallel(c->mode) && option_on_command_line("dp"))
         return refuse(e, "train: --dp applies to --mode hybrid or ddp, not --mode %s: drop it or add --mode hybrid", mode);
     if (option_on_command_line("grad-accum") && c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
@@ -241,6 +244,23 @@ static int rule_partition(const TrainConfig *c, Plan *p, Err *e) {
     return 0;
 }
 
+// --placement: which neighbours of the grid share a node. auto puts the heavier traffic of a step
+// inside a node: the pipeline's (rows x H floats forward and back at every boundary between ranks,
+// per micro-batch and replica) or the all-reduce's (a ring moves 2 (D-1)/D of a stage's gradients
+// per rank, so 2 (D-1) x the model's gradients in all). A tie keeps the pipeline on a node.
+static void rule_placement(const TrainConfig *c, Plan *p) {
+    int crossings = 0;
+    for (int vs = 0; vs + 1 < p->S; vs++) crossings += plan_stage_of(p, vs) != plan_stage_of(p, vs + 1);
+    int inputs = (int)(c->inputs ? c->inputs : c->hidden);
+    double params = (double)model_param_count((int)c->layers, inputs, (int)c->hidden, (int)c->classes);
+    p->pp_bytes = p->pipelined ? 2.0 * crossings * p->M * p->D * (double)p->rows * (double)c->hidden * sizeof(float) : 0;
+    p->dp_bytes = p->data_parallel ? 2.0 * (p->D - 1) * params * sizeof(float) : 0;
+    p->placement_auto = c->placement == PLACEMENT_AUTO;
+    if (c->mode != MODE_HYBRID) p->placement = PLACEMENT_STAGES;  // pp: one replica; ddp: one stage
+    else if (p->placement_auto) p->placement = p->dp_bytes > p->pp_bytes ? PLACEMENT_REPLICAS : PLACEMENT_STAGES;
+    else p->placement = c->placement;
+}
+
 // How long the run is (--epochs or --steps), and what goes with epochs: a data set to pass over,
 // --save-best (its evaluation per epoch, a folder to keep the best in).
 static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
@@ -306,6 +326,7 @@ int plan_make(const TrainConfig *c, int world, long long tag_ub, Plan *p, char *
     if (rule_world(c, world, p, &e) || rule_flags_apply(c, &e) || rule_data_parallel(c, &e) || rule_grid(c, world, p, &e) || rule_schedule(c, tag_ub, p, &e) ||
         rule_batch(c, p, &e) || rule_partition(c, p, &e) || rule_length(c, p, &e) || rule_observers(c, p, &e))
         return -1;
+    rule_placement(c, p);
     return 0;
 }
 

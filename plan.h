@@ -4,6 +4,7 @@
 #pragma once
 #include <stddef.h>
 #include "config.h"
+#include "comms.h"     // PLACEMENT_* and the grid_* helpers
 #include "schedule.h"  // the placement helpers
 
 enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
@@ -21,6 +22,11 @@ typedef struct {
     int S;             // virtual stages K*V, placed on ranks by `place`
     int place;         // PLACE_LOOP (chunk c of stage s is vs = c*K + s) or PLACE_V (zb-v, dualpipev)
     int rows;          // rows per micro-batch (per replica)
+    int placement;     // PLACEMENT_STAGES or PLACEMENT_REPLICAS (comms.h; --placement auto resolved)
+    int placement_auto;  // 1 when --placement auto chose it from the two traffics below
+    double pp_bytes;   // a step's pipeline traffic, all replicas: activations and their gradients
+                       // at each boundary between ranks, x M micro-batches x D replicas
+    double dp_bytes;   // a step's all-reduce traffic, all stages: 2 (D-1)/D x gradient bytes per rank
     int lo[MAX_STAGES + 1];  // virtual stage vs holds global layers [lo[vs], lo[vs+1])
     int pipelined;     // pp or hybrid: a pipeline executor with action lists
     int data_parallel; // ddp or hybrid: gradients all-reduced over D replicas
@@ -51,3 +57,6 @@ static inline int plan_vstage(const Plan *p, int stage, int chunk) { return plac
 static inline int plan_stage_of(const Plan *p, int vs) { return place_stage_of(p->place, p->K, vs); }
 static inline int plan_chunk_of(const Plan *p, int vs) { return place_chunk_of(p->K, vs); }
 static inline int plan_layers(const Plan *p, int vs) { return p->lo[vs + 1] - p->lo[vs]; }
+// The hybrid grid on world ranks (--placement): the stage and replica of a rank.
+static inline int plan_rank_stage(const Plan *p, int rank) { return grid_stage(p->placement, p->K, p->D, rank); }
+static inline int plan_rank_replica(const Plan *p, int rank) { return grid_replica(p->placement, p->K, p->D, rank); }

@@ -62,17 +62,26 @@ static void header_data(const Run *r) {
     if (p->epochs && p->dropped) printf(" | the last partial batch (%lld rows of each epoch's shuffle) is dropped\n", p->dropped);
 }
 
-// Several nodes: which stage and replica each rank holds on each (rank = replica * stages + stage).
+// Hybrid: how the grid sits on the ranks and why; several nodes: which stage and replica each rank
+// holds on each.
 static void header_placement(const Run *r) {
     const Placement *pl = &r->place;
+    const Plan *p = &r->p;
+    if (p->mode == MODE_HYBRID) {
+        int st = p->placement == PLACEMENT_STAGES;
+        printf("placement %s: %s on adjacent ranks (rank = %s x %d + %s) | per step: pipeline %.3g MB, all-reduce %.3g MB%s\n",
+               st ? "stages" : "replicas", st ? "each replica's stages" : "each stage's replicas", st ? "replica" : "stage", st ? p->K : p->D,
+               st ? "stage" : "replica", p->pp_bytes / 1e6, p->dp_bytes / 1e6,
+               !p->placement_auto ? " (--placement)" : st ? " -> auto keeps the pipeline on a node" : " -> auto keeps the all-reduce on a node");
+    }
     if (pl->nodes < 2) return;
     for (int n = 0; n < pl->nodes; n++) {
         printf("%s node %d:", n ? " |" : "placement:", n);
         for (int k = 0, first = 1; k < r->p.world; k++) {
             if (pl->node_of[k] != n) continue;
             printf("%s rank %d", first ? "" : ",", k);
-            if (r->p.pipelined) printf(" stage %d", k % r->p.K);
-            if (r->p.data_parallel) printf(" replica %d", k / r->p.K);
+            if (p->pipelined) printf(" stage %d", plan_rank_stage(p, k));
+            if (p->data_parallel) printf(" replica %d", plan_rank_replica(p, k));
             first = 0;
         }
     }

@@ -111,7 +111,7 @@ static StageSpec spec_of(const Run *r, int vs, int has_head, int slots, int ckpt
 static void setup_pipeline(Run *r) {
     const TrainConfig *c = r->c;
     Plan *p = &r->p;
-    comms_grid(&r->comm, r->be, p->K, p->D);
+    comms_grid(&r->comm, r->be, p->K, p->D, p->placement);
     comms_use_transport(&r->comm, r->place.transport);
     r->stage = r->comm.stage;
     r->replica = r->comm.replica;
@@ -143,7 +143,7 @@ static void setup_local(Run *r) {
     const TrainConfig *c = r->c;
     int K = r->p.K;
     if (c->mode == MODE_DDP) {
-        comms_grid(&r->comm, r->be, 1, r->p.D);
+        comms_grid(&r->comm, r->be, 1, r->p.D, PLACEMENT_STAGES);
         r->replica = r->comm.replica;
     }
     r->n_local = K;

@@ -55,6 +55,7 @@ const Option train_options[] = {
     {"gemm-timing", 0, OPT_BOOL, T(gemm_timing), 0, 0, 0, 0, "time every gemm and report the share of step time in BLAS and its GFLOP/s"},
     {"pp", 0, OPT_INT, T(pp), 0, 1, 4096, "P", "hybrid: pipeline stages per replica (ranks = P x D)"},
     {"dp", 0, OPT_INT, T(dp), 0, 1, 1 << 20, "D", "hybrid: data-parallel replicas (ddp: must equal the ranks)"},
+    {"placement", 0, OPT_CHOICE, T(placement), PLACEMENT_CHOICES, 0, 0, "P", "hybrid: what sits on adjacent ranks (one node): stages = each replica's pipeline, replicas = each stage's data-parallel group; auto = the side with more traffic per step"},
     {"ddp-sync", 0, OPT_CHOICE, T(ddp_sync), SYNC_CHOICES, 0, 0, "SYNC", "ddp/hybrid: naive = one all-reduce per tensor after backward; bucketed = overlapped with backward"},
     {"allreduce", 0, OPT_CHOICE, T(allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG", "ddp/hybrid: MPI's own collectives, the from-scratch ring, shared memory (one node), or auto: shm where it can, else mpi"},
     {"bucket-mb", 0, OPT_FLOAT, T(bucket_mb), 0, 0, 1e12, "MB", "ddp/hybrid bucketed: bucket capacity in MiB"},
@@ -90,6 +91,7 @@ void train_config_defaults(TrainConfig *c) {
     c->virtual_stages = 2;
     c->ddp_sync = SYNC_BUCKETED;
     c->allreduce = ALLREDUCE_AUTO;
+    c->placement = PLACEMENT_AUTO;
     c->bucket_mb = 25;
     c->grad_accum = 1;
     c->diverge_factor = 100;

@@ -173,6 +173,22 @@ static void test_in_flight(int algo, const char *alg, const Backend *be) {
     for (int k = 0; k < 3; k++) { free(x[k]); coll_free(algo, be, dev[k]); }
 }
 
+// --placement replicas: a stage's replicas on adjacent ranks, pipeline neighbours D ranks apart.
+static void test_grid_replicas(int P) {
+    Comm g;
+    int D = world / P, np, nd;
+    comms_grid(&g, &backend_cpu, P, D, PLACEMENT_REPLICAS);
+    MPI_Comm_size(g.pp, &np);
+    MPI_Comm_size(g.dp, &nd);
+    int ok = g.stage == me / D && g.replica == me % D && np == P && nd == D && g.prev == (g.stage ? me - D : MPI_PROC_NULL) &&
+             g.next == (g.stage < P - 1 ? me + D : MPI_PROC_NULL) && comm_stage_rank(&g, 0) == me % D;
+    char why[128], name[96];
+    snprintf(why, sizeof why, "rank %d: stage %d replica %d pp %d dp %d prev %d next %d", me, g.stage, g.replica, np, nd, g.prev, g.next);
+    snprintf(name, sizeof name, "collective/grid %d stages x %d replicas, placement replicas", P, D);
+    report(name, ok, why);
+    comms_free(&g);
+}
+
 int main(int argc, char **argv) {
     comms_init(&argc, &argv);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -183,8 +199,9 @@ int main(int argc, char **argv) {
     test_shards();
     for (int P = 1; P <= 2; P++) {
         if (world % P) continue;
-        comms_grid(&grid, &backend_cpu, P, world / P);
-        if (P > 1) {  // the grid: pipeline neighbours adjacent, dp = the same stage in every replica
+        comms_grid(&grid, &backend_cpu, P, world / P, PLACEMENT_STAGES);
+        if (P > 1) {
+            test_grid_replicas(P);  // the grid: pipeline neighbours adjacent, dp = the same stage in every replica
             int ok = grid.stage == me % P && grid.replica == me / P && grid.replicas == world / P;
             int np, nd;
             MPI_Comm_size(grid.pp, &np);

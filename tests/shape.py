@@ -13,7 +13,7 @@ MAX_FN, MAX_FILE = 120, 800
 LAYERS = [  # lowest first; a source and its header share a layer
     ['util', 'ops_math', 'tags'],
     ['ops', 'ops_cpu', 'ops_onednn', 'kernels', 'cuda_stub', 'devcomm', 'data', 'idx', 'config', 'safetensors', 'fault', 'outfile'],
-    ['model', 'schedule', 'schedule_file'],
+    ['model', 'schedule', 'schedule_file', 'p2p'],
     ['comms', 'watchdog', 'launch', 'finalize'],
     ['ddp', 'checkpoint', 'trace'],
     ['plan', 'run', 'memory', 'pipeline', 'verify', 'report', 'train_options'],

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/t_hosts.sh: two hosts on one machine, in two tiers.
 # Fake hosts: Hydra builds its process map from its host list (mpiexec -launcher fork -hosts
-# nodeA:2,nodeB:2), so MPI sees two nodes: the header shows the placement and --allreduce auto never
+# nodeA:2,nodeB:2), so MPI sees two nodes: the header shows the placement (--placement stages, replicas,
+# and auto's choice for a dp-heavy and a pp-heavy run) and --allreduce auto never
 # takes shared memory across them. Real network stacks (root and `ip netns` needed, else SKIP): two
 # namespaces joined by a veth pair, Hydra launching into them through tests/netns-launcher.sh; pp,
 # ddp and hybrid --verify over TCP, traffic seen on the veth; a link taken down mid-run is ended by
@@ -18,10 +19,27 @@ run 60 mpiexec -launcher fork -hosts nodeA:4 -n 4 "$MICROPP" train --mode ddp $A
 got=$(printf '%s' "$OUT" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['nodes'], d['allreduce'])" 2>/dev/null)
 if [ "$RC" -eq 0 ] && [ "$got" = "1 shm" ]; then pass "hosts/fake: the same on nodeA:4 (one node) takes shm"
 else fail "hosts/fake: the same on nodeA:4 (one node) takes shm" "exit $RC, nodes/allreduce '$got'"; fi
-run 60 mpiexec $TWO -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --micro-batches 4 $A --steps 2 --verify
-want='placement: node 0: rank 0 stage 0 replica 0, rank 1 stage 1 replica 0 | node 1: rank 2 stage 0 replica 1, rank 3 stage 1 replica 1'
-if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qF -- "$want" && printf '%s' "$OUT" | grep -q -- '-> ok'; then pass "hosts/fake: hybrid 2x2 --verify, the header shows which stage and replica sit on which node"
-else fail "hosts/fake: hybrid 2x2 --verify, the header shows which stage and replica sit on which node" "exit $RC: $(printf '%s' "$OUT" | grep -m1 placement) $(printf '%s' "$ERR" | head -c 300)"; fi
+# --placement: which neighbours share a node. stages: a replica's pipeline (the all-reduce crosses
+# nodes); replicas: a stage's data-parallel group (the pipeline crosses, and the all-reduce fits in
+# a node's shared memory, so --allreduce auto takes shm).
+STAGES='placement: node 0: rank 0 stage 0 replica 0, rank 1 stage 1 replica 0 | node 1: rank 2 stage 0 replica 1, rank 3 stage 1 replica 1'
+REPLICAS='placement: node 0: rank 0 stage 0 replica 0, rank 1 stage 0 replica 1 | node 1: rank 2 stage 1 replica 0, rank 3 stage 1 replica 1'
+hybrid_placed() {  # NAME WANT-LINE WANT-LINE2 ARGS...: a fake 2-node hybrid --verify whose header shows both lines
+    local name=$1 want=$2 want2=$3; shift 3
+    run 60 mpiexec $TWO -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --steps 2 --verify "$@"
+    if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qF -- "$want" && printf '%s' "$OUT" | grep -qF -- "$want2" && printf '%s' "$OUT" | grep -q -- '-> ok'; then pass "$name"
+    else fail "$name" "exit $RC: $(printf '%s' "$OUT" | grep placement | tr '\n' ' ') $(printf '%s' "$OUT" | grep -m1 'data parallel') $(printf '%s' "$ERR" | head -c 300)"; fi
+}
+hybrid_placed "hosts/fake: hybrid 2x2 --placement stages --verify: each replica's stages on one node, the all-reduce across (mpi)" \
+    "$STAGES" "all-reduce mpi" --placement stages --micro-batches 4 $A
+hybrid_placed "hosts/fake: hybrid 2x2 --placement replicas --verify: each stage's replicas on one node, so the all-reduce takes shm" \
+    "$REPLICAS" "all-reduce shm" --placement replicas --micro-batches 4 $A
+# auto: 16 rows x 32 wide against 8 x 32 x 32 weights is dp-heavy (69 kB vs 4 kB a step)...
+hybrid_placed "hosts/fake: hybrid --placement auto, dp-heavy: the all-reduce stays on a node" \
+    "$REPLICAS" "-> auto keeps the all-reduce on a node" --micro-batches 4 $A
+# ...and 4096 rows x 16 wide against 2 x 16 x 16 weights is pp-heavy.
+hybrid_placed "hosts/fake: hybrid --placement auto, pp-heavy: the pipeline stays on a node" \
+    "$STAGES" "-> auto keeps the pipeline on a node" --micro-batches 8 --layers 2 --hidden 16 --classes 4 --batch 4096 --samples 8192 --log-every 0
 # Over UCX's TCP transport MPICH 4.0.2's MPI_Finalize deadlocked in most runs (finalize.c): every run
 # must end at once, not at the watchdog's finalize backstop 5 s later.
 slow=""
@@ -58,10 +76,10 @@ rx_bytes() { ip -n "$NS_B" -s link show "${NS_B}0" | awk 'f { print $1; exit } /
 ACROSS=(env UCX_TLS=tcp,self ip netns exec "$NS_A" mpiexec -iface "${NS_A}0" -launcher ssh -launcher-exec "$ROOT/tests/netns-launcher.sh" -hosts "$NS_A:2,$NS_B:2")
 
 if ! why=$(netns_setup); then
-    for t in pp ddp hybrid link-down; do skip "hosts/netns: $t across two namespaces" "no network namespaces here: ${why:-ip netns failed}"; done
+    for t in pp ddp "hybrid --placement stages" "hybrid --placement replicas" link-down; do skip "hosts/netns: $t across two namespaces" "no network namespaces here: ${why:-ip netns failed}"; done
 else
-    for m in "pp --micro-batches 4" "ddp" "hybrid --pp 2 --dp 2 --micro-batches 4"; do
-        name=${m%% *}
+    for m in "pp --micro-batches 4" "ddp" "hybrid --pp 2 --dp 2 --micro-batches 4 --placement stages" "hybrid --pp 2 --dp 2 --micro-batches 4 --placement replicas"; do
+        name=${m%% *}; [ "$name" = hybrid ] && name="hybrid --placement ${m##* }"
         before=$(rx_bytes)
         run 90 "${ACROSS[@]}" -n 4 "$MICROPP" train --mode $m $A --steps 3 --verify --timeout 30
         bytes=$(( $(rx_bytes) - before ))

@@ -195,8 +195,41 @@ static void test_layout(void) {
            plan_layout(&c, 32, 1, &p, err, sizeof err) == -1 && strstr(err, "only 16 layers") && !strchr(err, '\n'), "'%s'", err);
 }
 
+// --placement: the grid on ranks, and auto's choice from the traffic of a step (the same on every
+// rank: a pure function of the options and the world).
+static void test_placement(void) {
+    // dp-heavy: the defaults (16 x 128 wide, 264450 parameters) with rows of 4: the all-reduce
+    // moves 2 x (2-1) x 264450 x 4 bytes, the pipeline 2 directions x 1 boundary x 4 micro-batches x
+    // 2 replicas x 4 rows x 128 x 4 bytes.
+    Plan p = plan_ok("plan/placement dp-heavy", 4, "--mode hybrid --pp 2 --dp 2");
+    EXPECT("plan/placement: auto, dp-heavy -> replicas (a stage's replicas on adjacent ranks)",
+           p.placement == PLACEMENT_REPLICAS && p.placement_auto && p.pp_bytes == 32768 && p.dp_bytes == 2115600, "placement %d pp %g dp %g",
+           p.placement, p.pp_bytes, p.dp_bytes);
+    EXPECT("plan/placement replicas: rank = stage x D + replica", plan_rank_stage(&p, 1) == 0 && plan_rank_replica(&p, 1) == 1 &&
+           plan_rank_stage(&p, 2) == 1 && plan_rank_replica(&p, 2) == 0, "rank 1: stage %d replica %d", plan_rank_stage(&p, 1), plan_rank_replica(&p, 1));
+    // pp-heavy: 2 layers 16 wide (578 parameters), micro-batches of 256 rows.
+    p = plan_ok("plan/placement pp-heavy", 4, "--mode hybrid --pp 2 --dp 2 --layers 2 --hidden 16 --batch 4096 --micro-batches 8");
+    EXPECT("plan/placement: auto, pp-heavy -> stages (a replica's pipeline on adjacent ranks)",
+           p.placement == PLACEMENT_STAGES && p.placement_auto && p.pp_bytes == 524288 && p.dp_bytes == 4624, "placement %d pp %g dp %g",
+           p.placement, p.pp_bytes, p.dp_bytes);
+    EXPECT("plan/placement stages: rank = replica x P + stage", plan_rank_stage(&p, 1) == 1 && plan_rank_replica(&p, 1) == 0 &&
+           plan_rank_stage(&p, 2) == 0 && plan_rank_replica(&p, 2) == 1, "rank 1: stage %d replica %d", plan_rank_stage(&p, 1), plan_rank_replica(&p, 1));
+    p = plan_ok("plan/placement given", 6, "--mode hybrid --pp 3 --dp 2 --layers 6 --hidden 16 --batch 4096 --micro-batches 8 --placement replicas");
+    EXPECT("plan/placement: --placement replicas overrides auto's stages", p.placement == PLACEMENT_REPLICAS && !p.placement_auto &&
+           plan_rank_stage(&p, 5) == 2 && plan_rank_replica(&p, 5) == 1 && plan_rank_stage(&p, 2) == 1, "placement %d", p.placement);
+    // Boundaries between ranks: interleaved's chunks all cross (S-1), the V keeps its turn on one rank.
+    p = plan_ok("plan/placement interleaved", 4, "--mode hybrid --pp 2 --dp 2 --schedule interleaved --virtual-stages 2 --placement stages");
+    EXPECT("plan/placement: interleaved 2 x 2 chunks cross ranks 3 times", p.pp_bytes == 3 * 32768.0 && p.placement == PLACEMENT_STAGES, "pp %g", p.pp_bytes);
+    p = plan_ok("plan/placement zb-v", 4, "--mode hybrid --pp 2 --dp 2 --schedule zb-v");
+    EXPECT("plan/placement: zb-v's 4 chunks cross ranks twice (chunks 1 and 2 share rank 1)", p.pp_bytes == 2 * 32768.0, "pp %g", p.pp_bytes);
+    p = plan_ok("plan/placement pp", 4, "--mode pp");
+    EXPECT("plan/placement: pp has one replica (stages), no all-reduce", p.placement == PLACEMENT_STAGES && p.dp_bytes == 0, "dp %g", p.dp_bytes);
+    refused("plan/placement: refused outside hybrid", 4, "--mode pp --placement replicas", "--placement lays out the stages x replicas of --mode hybrid, not --mode pp");
+}
+
 int main(void) {
     test_layout();
+    test_placement();
     test_layouts();
     test_flags_apply();
     test_grid();

@@ -1,0 +1,39 @@
+// p2p.h: the rule by which the NCCL transport (kernels.cu) posts a pipeline's messages, as pure C
+// over the schedule's action lists, so that a CPU-only unit test (tests/unit_p2p.c) proves it for
+// every schedule: the neighbours of the warm-up exchange, each rank's ordered calls, and a model of
+// NCCL's in-order execution per communicator that must finish without a deadlock.
+#pragma once
+#include <stddef.h>
+#include "schedule.h"
+
+// The rule. (1) Right after ncclCommInitRank every rank runs ONE group {ncclSend 1 float to and
+// ncclRecv 1 float from each neighbour} (p2p_neighbours): both ranks of every pair then open both
+// directions at once, as NCCL needs (NCCL PR #2407, issue #2130). (2) After it, each message is a
+// call of its own, posted when the executor reaches it (a send at once, never held back for the next
+// receive) on the communicator and stream of its direction (devcomm_channel: toward higher ranks or
+// toward lower ones), so the calls of one communicator between two ranks all go one way. A hand-off
+// between two chunks of one rank (the V's turn) is a device copy, no NCCL call.
+enum { P2P_SEND, P2P_RECV };
+typedef struct {
+    int kind;   // P2P_SEND or P2P_RECV
+    int peer;   // the other rank (pipeline stage)
+    int msg;    // ACT_SEND_ACT (an activation) or ACT_SEND_GRAD (a gradient), for either side
+    int mb;     // micro-batch
+    int to_vs;  // the virtual stage that receives it
+} P2pCall;
+typedef struct { P2pCall *c; int n, cap; } P2pCalls;
+
+// The ranks other than s that rank s of K (v chunks placed by `place`) exchanges messages with,
+// ascending, into out (room for 2v); returns how many.
+int p2p_neighbours(int K, int v, int place, int s, int *out);
+// Rank s's calls after the warm-up, in the order the executor issues them for its action list l.
+void p2p_calls(int K, int place, int s, const ActionList *l, P2pCalls *out);
+void p2p_calls_free(P2pCalls *c);
+// Checks the rule on every rank's list (lists[K]): the warm-up's neighbours are symmetric and every
+// call's peer is one of them; the k-th message from a to b is the k-th that b receives from a (same
+// kind, micro-batch and virtual stage); and the execution model finishes. The model: each rank's
+// host posts its calls in order, a send returns at once, a receive waits for its data; on the GPU
+// the calls of one communicator run one at a time in posting order (NCCL serialises a
+// communicator's kernels), and a send and a receive complete together when both are at the head of
+// their queues. Returns NULL, or why in `why` (which rank, which call).
+const char *p2p_check(int K, int v, int place, const ActionList *lists, char *why, size_t wn);
