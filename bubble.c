@@ -5,7 +5,8 @@
 // Interleaved rows take --virtual-stages chunks per rank, zb-v and dualpipev 2 in a V; the zero-
 // bubble family (zb-h1, zb-h2, zb-v, dualpipev) splits each backward into its input part I
 // (--cost-b minus --cost-w) and its weight part W (--cost-w). --schedule-file simulates a schedule
-// written as a file, --dump-csv writes one.
+// written as a file, --dump-csv writes one. --model FILE (a train config) adds each stage's peak
+// activation bytes for that model, reckoned as `micropp plan` does (equal to what train measures).
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -35,6 +36,7 @@ typedef struct {
     char svg[PATH_LEN];
     char schedule_file[PATH_LEN];  // a CSV schedule to simulate instead of --schedule
     char dump_csv[PATH_LEN];       // write the one schedule asked for as a CSV schedule
+    char model[PATH_LEN];          // a train config: bytes of activations per stage for its model
 } BubbleConfig;
 
 #define O(field) offsetof(BubbleConfig, field)
@@ -53,6 +55,7 @@ static const Option bubble_options[] = {
     {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "FILE", "write the same charts as an SVG picture"},
     {"schedule-file", 0, OPT_STR, O(schedule_file), 0, 0, 0, "FILE.csv", "simulate the schedule in FILE (a row per rank of actions like 0F0,0I0,0W0; it fixes the stages and micro-batches)"},
     {"dump-csv", 0, OPT_STR, O(dump_csv), 0, 0, 0, "FILE", "write the one schedule asked for as such a file ('-': standard output), for train --schedule-file"},
+    {"model", 0, OPT_STR, O(model), 0, 0, 0, "FILE.json", "a train config: also give each stage's peak activation bytes for its model (what train measures)"},
     {0},
 };
 #undef O
@@ -163,6 +166,7 @@ typedef struct {
     int has_interleaved, has_v;
     SimResult *sims;
     int *kind, *k, *m;        // [n]
+    double **act;             // [n][K] with --model: peak activation bytes per stage (NULL: that layout cannot run)
 } Grid;
 
 static int chunks_of(const BubbleConfig *c, int kind) { return schedule_chunks(kind, (int)c->virtual_stages); }
@@ -207,9 +211,37 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
             }
 }
 
+// --model: each row's peak activation bytes per stage for the train config's model (NULL where the
+// model cannot be laid out so, e.g. more stages than layers).
+static void model_activations(const BubbleConfig *c, Grid *g) {
+    if (!c->model[0]) return;
+    if (c->schedule_file[0]) user_error("bubble: --model reckons the built-in schedules' bytes, not --schedule-file's: drop one of them");
+    TrainConfig t;
+    train_config_defaults(&t);
+    options_load_json("bubble", train_options, &t, c->model);
+    g->act = xcalloc((size_t)g->n, sizeof(double *));
+    for (long i = 0; i < g->n; i++) {
+        char why[320];
+        double *a = xcalloc((size_t)g->k[i], sizeof(double));
+        if (plan_stage_activations(&t, g->kind[i], g->k[i], g->m[i], chunks_of(c, g->kind[i]), a, why, sizeof why)) { free(a); a = NULL; }
+        g->act[i] = a;
+    }
+}
+
 static void grid_free(Grid *g) {
-    for (long i = 0; i < g->n; i++) sim_result_free(&g->sims[i]);
-    free(g->sims); free(g->kind); free(g->k); free(g->m);
+    for (long i = 0; i < g->n; i++) {
+        sim_result_free(&g->sims[i]);
+        if (g->act) free(g->act[i]);
+    }
+    free(g->sims); free(g->kind); free(g->k); free(g->m); free(g->act);
+}
+
+// "18.0,9.0" (MiB per stage), or "-" when the model cannot be laid out so.
+static void format_mib(const double *a, int K, char *buf, size_t n) {
+    if (!a) { snprintf(buf, n, "-"); return; }
+    size_t at = 0;
+    buf[0] = 0;
+    for (int s = 0; s < K && at + 16 < n; s++) at += (size_t)snprintf(buf + at, n - at, "%s%.1f", s ? "," : "", a[s] / (1024.0 * 1024.0));
 }
 
 static const char *mem_units = "activation memory per device, standard O(B*L) = 1; GPipe O(B*L/K + (B/M)*L) = 1/K + 1/M";
@@ -243,13 +275,15 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
         cJSON_AddNumberToObject(r, "memory_standard", 1);
         cJSON_AddItemToObject(r, "memory_gpipe", exact(gpipe_memory(K, M)));
         cJSON_AddItemToObject(r, "memory_reduction", exact(1 / gpipe_memory(K, M)));
+        if (g->act && g->act[i]) cJSON_AddItemToObject(r, "peak_activation_bytes", exact_array(g->act[i], K));
+        else if (g->act) cJSON_AddNullToObject(r, "peak_activation_bytes");
         cJSON_AddItemToArray(arr, r);
     }
     json_print(o);
 }
 
 static void print_table(const BubbleConfig *c, const Grid *g) {
-    char name[32], peaks[160], formula[32];
+    char name[32], peaks[160], formula[32], mib[256];
     printf("# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-h2, zb-v, dualpipev: I %g + W %g), transfer %g (time units)\n", c->cost_f, c->cost_b,
            c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
     printf("# memory: %s\n", mem_units);
@@ -258,14 +292,17 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
                (long long)c->virtual_stages, (long long)c->virtual_stages);
     if (g->has_v)
         printf("# zb-v, dualpipev: 2 chunks per rank in a V (rank 0 holds the first and the last); peak in-flight counts chunk passes (1/2 of a stage each)\n");
-    printf("%-11s %6s %13s %14s %16s %9s  %-26s %12s %9s\n", "schedule", "stages", "micro-batches", "bubble formula",
-           "bubble simulated", "makespan", "peak in-flight per stage", "gpipe memory", "reduction");
+    if (g->act) printf("# activations: MiB live at the peak of each stage's actions for the model of %s (train's peak_activation_bytes)\n", c->model);
+    printf("%-11s %6s %13s %14s %16s %9s  %-26s %12s %9s%s\n", "schedule", "stages", "micro-batches", "bubble formula",
+           "bubble simulated", "makespan", "peak in-flight per stage", "gpipe memory", "reduction", g->act ? "  activations MiB per stage" : "");
     for (long i = 0; i < g->n; i++) {
         const SimResult *s = &g->sims[i];
         format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
         format_formula(row_formula(c, g->kind[i], g->k[i], g->m[i], s->v), formula, sizeof formula);
-        printf("%-11s %6d %13d %14s %16.4f %9g  %-26s %12.3f %8.2fx\n", choice_name(SCHED_NAMES, g->kind[i], name, sizeof name),
-               g->k[i], g->m[i], formula, s->bubble_mean, s->makespan, peaks, gpipe_memory(g->k[i], g->m[i]), 1 / gpipe_memory(g->k[i], g->m[i]));
+        mib[0] = 0;
+        if (g->act) { mib[0] = mib[1] = ' '; format_mib(g->act[i], s->K, mib + 2, sizeof mib - 2); }
+        printf("%-11s %6d %13d %14s %16.4f %9g  %-26s %12.3f %8.2fx%s\n", choice_name(SCHED_NAMES, g->kind[i], name, sizeof name),
+               g->k[i], g->m[i], formula, s->bubble_mean, s->makespan, peaks, gpipe_memory(g->k[i], g->m[i]), 1 / gpipe_memory(g->k[i], g->m[i]), mib);
     }
 }
 
@@ -347,7 +384,8 @@ static void parse_options(int argc, char **argv, BubbleConfig *c) {
                   "  micropp bubble --schedule all --stages 2:8 --micro-batches 1:32 --json > grid.json\n"
                   "  micropp bubble --stages 4 --micro-batches 8 --cost-b 3 --cost-comm 0.2 --svg cmp.svg\n"
                   "  micropp bubble --schedule 1f1b,interleaved,zb-h1 --stages 4 --micro-batches 8 --virtual-stages 2 --gantt\n"
-                  "  micropp bubble --schedule zb-h2 --stages 4 --micro-batches 8 --dump-csv zbh2.csv   # then train --schedule-file zbh2.csv\n");
+                  "  micropp bubble --schedule zb-h2 --stages 4 --micro-batches 8 --dump-csv zbh2.csv   # then train --schedule-file zbh2.csv\n"
+                  "  micropp bubble --stages 2 --micro-batches 8 --model configs/pipeline.json   # and each stage's activation bytes\n");
 }
 
 int cmd_bubble(int argc, char **argv) {
@@ -365,6 +403,7 @@ int cmd_bubble(int argc, char **argv) {
     Grid g = {0};
     check_costs(c, kinds, n_kind, &g);
     simulate_grid(c, kinds, n_kind, ks, n_k, ms, n_m, &g);
+    model_activations(c, &g);
     if (g.n == 0)
         user_error("bubble: --schedule dualpipev needs --micro-batches >= 2 x --stages (DualPipeV's own limit): no (K, M) given qualifies");
     int charts = c->gantt || c->svg[0];

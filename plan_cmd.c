@@ -208,6 +208,20 @@ static int fill_row(const TrainConfig *base, int kind, int K, int D, Row *w, cha
     return 0;
 }
 
+static void row_free(Row *w) { free(w->act); free(w->alloc); free(w->weights); free(w->optimizer); free(w->inflight); }
+
+int plan_stage_activations(const TrainConfig *model, int kind, int K, int M, int V, double *act, char *why, size_t n) {
+    TrainConfig c = *model;
+    c.micro_batches = M;
+    c.virtual_stages = V;
+    if (!c.inputs) c.inputs = c.hidden;
+    Row w;
+    if (fill_row(&c, kind, K, 1, &w, why, n)) return -1;
+    memcpy(act, w.act, (size_t)K * sizeof(double));
+    row_free(&w);
+    return 0;
+}
+
 static const char *sched_name(const Row *w, char *buf, size_t n) {
     if (w->K == 1) { snprintf(buf, n, "-"); return buf; }
     return choice_name(SCHED_NAMES, w->kind, buf, n);
@@ -232,10 +246,7 @@ static void fill_table(const TrainConfig *c, const int *kinds, int n_kind, const
 }
 
 static void table_free(Table *t) {
-    for (int i = 0; i < t->n; i++) {
-        Row *w = &t->row[i];
-        free(w->act); free(w->alloc); free(w->weights); free(w->optimizer); free(w->inflight);
-    }
+    for (int i = 0; i < t->n; i++) row_free(&t->row[i]);
     free(t->row); free(t->skipped);
 }
 

@@ -179,3 +179,25 @@ elif ro=$(mktemp -d /tmp/micropp-ro.XXXXXX) && chmod 555 "$ro" && $NOBODY "$MICR
 else skip "bad/--svg read-only folder" "running as root and cannot switch to user nobody"; rm -rf "${ro:-/nonexistent}"; fi
 e "bad/unknown option" "unknown option '--colour'" 10 "$MICROPP" bubble --colour
 [ -z "$(ls "$TMP/ro")" ] && pass "bad/no file left behind by a refused --svg" || fail "bad/no file left behind" "$(ls "$TMP/ro")"
+
+# --model: each stage's peak activation bytes for a train config's model, equal to what train measures.
+MODEL="$TMP/model.json"
+echo '{"layers": 8, "hidden": 64, "inputs": 32, "classes": 4, "batch": 64}' > "$MODEL"
+for s in 1f1b gpipe zb-h2 zb-v "interleaved --virtual-stages 2"; do
+    name=${s%% *}
+    run 30 "$MICROPP" bubble --schedule $s --stages 2 --micro-batches 4 --model "$MODEL" --json
+    want=$(printf '%s' "$OUT" | python3 -c "import json,sys; print([float(x) for x in json.load(sys.stdin)['rows'][0]['peak_activation_bytes']])" 2>/dev/null)
+    run 60 mpiexec -n 2 "$MICROPP" train --mode pp --config "$MODEL" --schedule $s --micro-batches 4 --steps 2 --log-every 0 --json
+    got=$(printf '%s' "$OUT" | python3 -c "import json,sys; print([float(x) for x in json.load(sys.stdin)['peak_activation_bytes']])" 2>/dev/null)
+    if [ -n "$want" ] && [ "$want" = "$got" ]; then pass "model/$name: bubble --model's activation bytes per stage equal train's measured $got"
+    else fail "model/$name: bubble --model's activation bytes per stage equal train's" "bubble '$want', train '$got' (exit $RC)"; fi
+done
+run 30 "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 4 --model "$MODEL"
+printf '%s' "$OUT" | grep -q 'activations MiB per stage' && printf '%s' "$OUT" | grep -qE '^1f1b +2 +4 .* [0-9.]+,[0-9.]+$' &&
+    pass "model/the table gains a column of MiB per stage" || fail "model/the table gains a column of MiB per stage" "$OUT"
+run 30 "$MICROPP" bubble --schedule 1f1b --stages 16 --micro-batches 4 --model "$MODEL" --json
+[ "$(printf '%s' "$OUT" | python3 -c "import json,sys; print(json.load(sys.stdin)['rows'][0]['peak_activation_bytes'])" 2>/dev/null)" = None ] &&
+    pass "model/more stages than layers: null, not a made-up figure" || fail "model/more stages than layers: null" "$OUT"
+e "bad/--model missing" "model.missing" 10 "$MICROPP" bubble --model "$TMP/model.missing"
+"$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 4 --dump-csv "$TMP/s.csv" >/dev/null 2>&1
+e "bad/--model with --schedule-file" "not --schedule-file's" 10 "$MICROPP" bubble --schedule-file "$TMP/s.csv" --model "$MODEL"

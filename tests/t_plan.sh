@@ -46,6 +46,10 @@ compare "plan/default.json zb-h1 K=2 checkpointed = train" 2 "--config configs/d
     "--config configs/default.json --mode pp --schedule zb-h1 --checkpoint-activations"
 compare "plan/default.json hybrid 2x2 ZeRO-1 = train" 4 "--config configs/default.json --schedules 1f1b --stages 2 --dp 2 --zero 1" \
     "--config configs/default.json --mode hybrid --pp 2 --dp 2 --zero 1"
+compare "plan/default.json 1f1b K=2 bf16 (stashes of 2 bytes) = train" 2 "--config configs/default.json --schedules 1f1b --stages 2 --precision bf16" \
+    "--config configs/default.json --mode pp --schedule 1f1b --precision bf16"
+compare "plan/default.json zb-v K=2 bf16 = train" 2 "--config configs/default.json --schedules zb-v --stages 2 --precision bf16" \
+    "--config configs/default.json --mode pp --schedule zb-v --precision bf16"
 compare "plan/medium.json 1f1b K=2 = train" 2 "--config configs/medium.json --schedules 1f1b --stages 2 --micro-batches 4" \
     "--config configs/medium.json --mode pp --schedule 1f1b --micro-batches 4"
 # pipeline.json's batch of 2048 rows of 1024 takes minutes a step on a shared 2-core machine: a quarter of it
