@@ -333,6 +333,13 @@ static void cu_scale(float *x, float a, size_t n) {
     LAUNCH_CHECK(k_scale);
 }
 
+// Bytes free on this rank's device now (what train's memory check compares its reckoning with).
+static double cu_memory_free(void) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) { cudaGetLastError(); return -1; }
+    return (double)free_b;
+}
+
 static void cu_describe(char *out, size_t n) {
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, g_device));
@@ -380,6 +387,7 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.alloc_host = cu_alloc_host; b.free_host = cu_free_host; b.set_tf32 = cu_set_tf32;
     b.set_precision = cu_set_precision;
     b.gemm_timing = cu_gemm_timing; b.gemm_seconds = cu_gemm_seconds; b.describe = cu_describe;
+    b.memory_free = cu_memory_free;
     g_backend = b;
     return &g_backend;
 }

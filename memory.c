@@ -91,13 +91,15 @@ static const char *fix_for(const Run *r, const MemNeed *m) {
 void memory_check(const Run *r, const int *vs_of, const int *slots, int n) {
     MemNeed m;
     memory_need(r, vs_of, slots, n, &m);
-    double have = memory_available(), ranks = r->place.local_size > 0 ? r->place.local_size : 1;
+    int device = !r->be->on_host && r->be->memory_free;  // a GPU of its own per rank: its free bytes
+    double have = device ? r->be->memory_free() : memory_available(), ranks = device ? 1 : r->place.local_size > 0 ? r->place.local_size : 1;
     double need = m.total * ranks;  // the ranks of a node share its memory (each reckoned like this one)
     char why[1024] = "";
-    if (have > 0 && r->be->on_host && need > have)
+    if (have > 0 && need > have)
         snprintf(why, sizeof why, "train: rank %d needs about %.3g GB (weights %.3g, gradients %.3g, optimizer %.3g, activations %.3g, "
-                 "buffers %.3g), %.0f rank%s on its node %.3g GB, and the node has %.3g GB available: use %s",
+                 "buffers %.3g), %.0f rank%s on its %s %.3g GB, and the %s has %.3g GB %s: use %s",
                  r->rank, m.total / 1e9, m.weights / 1e9, m.grads / 1e9, m.optimizer / 1e9, m.activations / 1e9, m.buffers / 1e9,
-                 ranks, ranks == 1 ? "" : "s", need / 1e9, have / 1e9, fix_for(r, &m));
+                 ranks, ranks == 1 ? "" : "s", device ? "GPU" : "node", need / 1e9, device ? "GPU" : "node", have / 1e9,
+                 device ? "free" : "available", fix_for(r, &m));
     agree_on_error(why);
 }

@@ -61,6 +61,7 @@ typedef struct Backend {
     void (*gemm_timing)(int on);
     double (*gemm_seconds)(void);
     void (*describe)(char *out, size_t n);  // e.g. "cuda:0 NVIDIA H100 80GB HBM3 (1 of 1 visible)"
+    double (*memory_free)(void);  // a device's free bytes now (NULL on the host: memory.c reads MemAvailable)
 } Backend;
 
 extern const Backend backend_cpu;
