@@ -470,6 +470,7 @@ extern "C" void devcomm_close(DevComm *d) {
         CUDA_CHECK(cudaStreamDestroy(d->stream[ch]));
     }
     NCCL_CHECK(ncclCommDestroy(d->world));
+    CUDA_CHECK(cudaStreamSynchronize(g_stream));  // the staging buffers' stream-ordered allocations
     for (int i = 0; i < d->n_st; i++) {
         CUDA_CHECK(cudaFree(d->st[i].buf));
         CUDA_CHECK(cudaEventDestroy(d->st[i].done));
@@ -504,8 +505,11 @@ static Staged *take_staging(DevComm *d, size_t n) {
         *small = empty;
         CUDA_CHECK(cudaEventCreateWithFlags(&small->done, cudaEventDisableTiming));
     }
-    CUDA_CHECK(cudaFree(small->buf));  // a free one too small: regrow it
-    CUDA_CHECK(cudaMalloc(&small->buf, n ? n * sizeof(float) : 1));
+    // A free one too small: regrow it. Stream-ordered (on the compute stream, where its copies run),
+    // because cudaFree/cudaMalloc may wait for the whole device, the sends in flight included, and a
+    // send completes only once its peer posts the receive, which may wait on this rank: a deadlock.
+    if (small->buf) CUDA_CHECK(cudaFreeAsync(small->buf, g_stream));
+    CUDA_CHECK(cudaMallocAsync((void **)&small->buf, n ? n * sizeof(float) : 1, g_stream));
     small->cap = n;
     return small;
 }
