@@ -162,21 +162,21 @@ void comms_place(const char *cmd, int device, int transport, int tf32, Placement
     cuda->set_tf32(tf32);
 }
 
-DevComm *comm_nccl_open(MPI_Comm comm) {
+DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers) {
     int rank, size;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     MPI_CHECK(MPI_Comm_size(comm, &size));
     char id[DEVCOMM_ID_BYTES];
     if (rank == 0) devcomm_unique_id(id);
     MPI_CHECK(MPI_Bcast(id, DEVCOMM_ID_BYTES, MPI_BYTE, 0, comm));
-    return devcomm_open(id, size, rank);
+    return devcomm_open(id, size, rank, peers, npeers);
 }
 
-void comms_use_transport(Comm *c, int transport) {
+void comms_use_transport(Comm *c, int transport, const int *peers, int npeers) {
     c->transport = transport;
     if (transport == TRANSPORT_NCCL && c->size > 1 && !c->dev) {
         CHECK(!c->be->on_host, "the NCCL transport with the %s backend", c->be->name);
-        c->dev = comm_nccl_open(c->world);  // peers are then world ranks, as for MPI
+        c->dev = comm_nccl_open(c->world, peers, npeers);  // peers are then world ranks, as for MPI
         CHECK(!opened_devcomm, "a second NCCL communicator for the pipeline");
         opened_devcomm = c->dev;
     }
@@ -191,7 +191,7 @@ static PoolBuf *pool;
 static int pool_n;
 
 void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag) {
-    if (c->dev) { devcomm_send(c->dev, buf, n, dst); return; }
+    if (c->dev) { devcomm_send(c->dev, buf, n, dst, comm_tag_kind(tag) == TAG_GRAD); return; }
     PoolBuf *p = NULL, *small = NULL;
     for (int i = 0; i < pool_n && !p; i++) {  // a buffer whose send has completed
         int done = 1;
@@ -237,7 +237,7 @@ static float *recv_stage;
 static size_t recv_cap;
 
 void comm_recv(Comm *c, float *buf, size_t n, int src, int tag) {
-    if (c->dev) { devcomm_recv(c->dev, buf, n, src); return; }
+    if (c->dev) { devcomm_recv(c->dev, buf, n, src, comm_tag_kind(tag) == TAG_GRAD); return; }
     MPI_Status st;
     float *dst = buf;
     if (!c->be->on_host) {

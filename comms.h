@@ -47,11 +47,13 @@ typedef struct {
     int *node_of;                // [world size] the node of every rank (the same on every rank)
 } Placement;
 void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p);
-// How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL communicator over c->world.
-void comms_use_transport(Comm *c, int transport);
-// An NCCL communicator over any MPI communicator: its rank 0 makes the id (ncclGetUniqueId),
-// MPI_Bcast hands it to the others, each calls ncclCommInitRank. Collective over comm.
-struct DevComm *comm_nccl_open(MPI_Comm comm);
+// How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL transport (devcomm.h) over
+// c->world, warmed up with `peers` (npeers world ranks: the ones this rank will exchange with,
+// p2p_neighbours mapped to world ranks).
+void comms_use_transport(Comm *c, int transport, const int *peers, int npeers);
+// An NCCL transport over any MPI communicator: its rank 0 makes the id (ncclGetUniqueId), MPI_Bcast
+// hands it to the others, each calls devcomm_open (peers: ranks of comm). Collective over comm.
+struct DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers);
 
 void comms_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
 void comms_finalize(void);          // comms_finalize_with(0)

@@ -13,8 +13,17 @@ const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen) {
 }
 
 void devcomm_unique_id(void *id) { (void)id; fatal("NCCL transport in a build without CUDA"); }
-DevComm *devcomm_open(const void *id, int nranks, int rank) { (void)id; (void)nranks; (void)rank; fatal("NCCL transport in a build without CUDA"); }
+DevComm *devcomm_open(const void *id, int nranks, int rank, const int *peers, int npeers) {
+    (void)id; (void)nranks; (void)rank; (void)peers; (void)npeers;
+    fatal("NCCL transport in a build without CUDA");
+}
 void devcomm_close(DevComm *d) { (void)d; }
-void devcomm_send(DevComm *d, const float *buf, size_t n, int peer) { (void)d; (void)buf; (void)n; (void)peer; fatal("NCCL transport in a build without CUDA"); }
-void devcomm_recv(DevComm *d, float *buf, size_t n, int peer) { (void)d; (void)buf; (void)n; (void)peer; fatal("NCCL transport in a build without CUDA"); }
+void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad) {
+    (void)d; (void)buf; (void)n; (void)peer; (void)grad;
+    fatal("NCCL transport in a build without CUDA");
+}
+void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int grad) {
+    (void)d; (void)buf; (void)n; (void)peer; (void)grad;
+    fatal("NCCL transport in a build without CUDA");
+}
 void devcomm_flush(DevComm *d) { (void)d; }

@@ -10,25 +10,29 @@ typedef struct DevComm DevComm;
 
 // Rank 0 of a group makes the id (ncclGetUniqueId), the caller broadcasts it over MPI, then every
 // rank of the group opens its communicator with it (ncclCommInitRank: collective, all ranks at once).
+// devcomm_open then splits four communicators from it (one per devcomm_channel, each with a stream
+// of its own) and runs p2p.h's warm-up with `peers` (npeers ranks: p2p_neighbours, as ranks of the group).
 void devcomm_unique_id(void *id);
-DevComm *devcomm_open(const void *id, int nranks, int rank);
+DevComm *devcomm_open(const void *id, int nranks, int rank, const int *peers, int npeers);
 void devcomm_close(DevComm *d);
 
-// Point-to-point with the semantics of comm_send / comm_recv. A send copies buf into a device
-// staging buffer (so the caller may overwrite buf at once) and is posted with this rank's next
-// receive or flush, in ONE ncclGroupStart/End with it: a send and a receive between two stages
-// then progress together and neither waits on the other (a 1F1B stage sends an activation while
-// its neighbour sends it a gradient). devcomm_recv returns when buf holds the data.
-void devcomm_send(DevComm *d, const float *buf, size_t n, int peer);
-void devcomm_recv(DevComm *d, float *buf, size_t n, int peer);
-void devcomm_flush(DevComm *d);  // posts the pending sends and waits until they have completed
+// Point-to-point with the semantics of comm_send / comm_recv, by p2p.h's rule. grad: 1 for a
+// gradient, 0 for an activation (or any other message); with the direction (peer above or below
+// this rank) it picks the channel. A send copies buf into a device staging buffer (so the caller
+// may overwrite buf at once; a buffer is reused only once its send has completed, else a new one
+// is made) and is posted at once, alone, on its channel; it is waited for only by devcomm_flush.
+// devcomm_recv returns when buf holds the data. A message to this rank itself (the V's turn) is a
+// device copy: the matching devcomm_recv from this rank takes the oldest of its kind.
+void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad);
+void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int grad);
+void devcomm_flush(DevComm *d);  // waits until every send has completed (the step's end)
 
 // Hook for data parallelism (not implemented here: the all-reduce belongs to the DP work): a
 // devcomm_allreduce_sum(d, buf, n) would run ncclAllReduce(buf, buf, n, ncclFloat, ncclSum) on a
 // stream of its own, after the compute stream's gradients (cudaEventRecord on the compute stream
 // + cudaStreamWaitEvent on the all-reduce stream), with the optimizer step waiting on an event
 // recorded after it. A DP group gets its own DevComm: devcomm_unique_id on the group's rank 0,
-// MPI_Bcast over the group's communicator, devcomm_open(id, group size, group rank), as
+// MPI_Bcast over the group's communicator, devcomm_open(id, group size, group rank, its ring neighbours), as
 // comms.c's comm_nccl_open does for the pipeline.
 
 // The communicator (and stream) a message from rank `from` to rank `to` travels on under p2p.h's

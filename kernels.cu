@@ -1,7 +1,7 @@
 // kernels.cu: the CUDA backend of ops.h: cuBLAS sgemm for every matrix product and one small kernel
 // per element-wise operation, each calling the very ops_math.h function the CPU loops call; and the
-// NCCL transport of devcomm.h. Everything runs on ONE non-blocking compute stream. No MPI here:
-// comms.c bootstraps NCCL and dispatches to it. Every CUDA/cuBLAS/NCCL call and launch is checked.
+// NCCL transport of devcomm.h (p2p.h's rule: four channels, each a communicator and a stream). The
+// compute runs on ONE non-blocking stream. No MPI here: comms.c bootstraps NCCL and dispatches to it. Every CUDA/cuBLAS/NCCL call and launch is checked.
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <nccl.h>
@@ -392,18 +392,23 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     return &g_backend;
 }
 
-// ---- NCCL point-to-point (devcomm.h) ----
+// ---- NCCL point-to-point (devcomm.h), by p2p.h's rule ----
 
 static_assert(sizeof(ncclUniqueId) == DEVCOMM_ID_BYTES, "DEVCOMM_ID_BYTES must match sizeof(ncclUniqueId)");
 
-typedef struct { float *buf; size_t cap, n; int peer; } Staged;
+// A staging buffer: free once `done` (recorded after its ncclSend) has completed; a hand-off to
+// this rank itself (the V's turn) holds it until the matching receive copies it out.
+typedef struct { float *buf; size_t cap, n; cudaEvent_t done; int busy, self; } Staged;
 
 struct DevComm {
-    ncclComm_t comm;
-    cudaStream_t stream;  // NCCL's stream; ordered after the compute stream by `ready`
-    cudaEvent_t ready;
-    Staged *st;           // staging buffers; the first n_pending hold sends not yet posted
-    int n_st, n_pending;
+    ncclComm_t world;                   // made by ncclCommInitRank; the channels are split from it
+    ncclComm_t comm[DEVCOMM_CHANNELS];  // devcomm_channel: by direction and kind
+    cudaStream_t stream[DEVCOMM_CHANNELS];
+    cudaEvent_t ready, got;  // ready: the compute queued so far; got: a receive has landed
+    int rank;
+    Staged *st;
+    int n_st;
+    int self_q[2][64], self_head[2], self_tail[2];  // per kind: staging buffers sent to this rank, in order
 };
 
 extern "C" void devcomm_unique_id(void *id) {
@@ -412,78 +417,158 @@ extern "C" void devcomm_unique_id(void *id) {
     memcpy(id, &u, sizeof u);
 }
 
-extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank) {
+// Waits for `ev` on the host, checking every channel's asynchronous error state meanwhile so that
+// a failed peer ends the run instead of hanging.
+static void wait_event(DevComm *d, cudaEvent_t ev) {
+    for (;;) {
+        cudaError_t e = cudaEventQuery(ev);
+        if (e == cudaSuccess) return;
+        if (e != cudaErrorNotReady) CUDA_CHECK(e);
+        for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
+            ncclResult_t async_err;
+            NCCL_CHECK(ncclCommGetAsyncError(d->comm[ch], &async_err));
+            NCCL_CHECK(async_err);
+        }
+        sched_yield();
+    }
+}
+
+// p2p.h's warm-up: on each channel in turn, one group of a 1-float send to and receive from every
+// neighbour, waited for, so both ranks of every pair open both directions of every channel at once.
+static void warm_up(DevComm *d, const int *peers, int npeers) {
+    float *w = NULL;
+    CUDA_CHECK(cudaMalloc(&w, sizeof(float) * (size_t)(1 + npeers)));
+    CUDA_CHECK(cudaMemset(w, 0, sizeof(float) * (size_t)(1 + npeers)));
+    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
+        NCCL_CHECK(ncclGroupStart());
+        for (int i = 0; i < npeers; i++) {
+            NCCL_CHECK(ncclSend(w, 1, ncclFloat, peers[i], d->comm[ch], d->stream[ch]));
+            NCCL_CHECK(ncclRecv(w + 1 + i, 1, ncclFloat, peers[i], d->comm[ch], d->stream[ch]));
+        }
+        NCCL_CHECK(ncclGroupEnd());
+        CUDA_CHECK(cudaEventRecord(d->got, d->stream[ch]));
+        wait_event(d, d->got);
+    }
+    CUDA_CHECK(cudaFree(w));
+}
+
+extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank, const int *peers, int npeers) {
     CHECK(g_backend.name, "NCCL asked for before the CUDA backend was opened");
     DevComm *d = (DevComm *)xcalloc(1, sizeof(DevComm));
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
-    NCCL_CHECK(ncclCommInitRank(&d->comm, nranks, u, rank));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+    d->rank = rank;
+    NCCL_CHECK(ncclCommInitRank(&d->world, nranks, u, rank));
+    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {  // collective: every rank splits in the same order
+        NCCL_CHECK(ncclCommSplit(d->world, 0, rank, &d->comm[ch], NULL));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream[ch], cudaStreamNonBlocking));
+    }
     CUDA_CHECK(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&d->got, cudaEventDisableTiming));
+    for (int i = 0; i < npeers; i++) CHECK(peers[i] >= 0 && peers[i] < nranks && peers[i] != rank, "NCCL neighbour %d of rank %d", peers[i], rank);
+    warm_up(d, peers, npeers);
     return d;
 }
 
 extern "C" void devcomm_close(DevComm *d) {
     if (!d) return;
     devcomm_flush(d);
-    NCCL_CHECK(ncclCommDestroy(d->comm));
-    for (int i = 0; i < d->n_st; i++) CUDA_CHECK(cudaFree(d->st[i].buf));
+    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
+        NCCL_CHECK(ncclCommDestroy(d->comm[ch]));
+        CUDA_CHECK(cudaStreamDestroy(d->stream[ch]));
+    }
+    NCCL_CHECK(ncclCommDestroy(d->world));
+    CUDA_CHECK(cudaStreamSynchronize(g_stream));  // the staging buffers' stream-ordered allocations
+    for (int i = 0; i < d->n_st; i++) {
+        CUDA_CHECK(cudaFree(d->st[i].buf));
+        CUDA_CHECK(cudaEventDestroy(d->st[i].done));
+    }
     free(d->st);
     CUDA_CHECK(cudaEventDestroy(d->ready));
-    CUDA_CHECK(cudaStreamDestroy(d->stream));
+    CUDA_CHECK(cudaEventDestroy(d->got));
     free(d);
 }
 
-extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer) {
-    // The staging buffers past n_pending are free (every post waits for completion); take one big
-    // enough, else grow one. Swapping it into slot n_pending keeps the pending ones first.
-    int k = -1;
-    for (int i = d->n_pending; i < d->n_st && k < 0; i++) if (d->st[i].cap >= n) k = i;
-    if (k < 0) {
-        if (d->n_pending < d->n_st) k = d->n_pending;  // a free one too small: regrow it
-        else {
-            d->st = (Staged *)realloc(d->st, sizeof(Staged) * (size_t)(d->n_st + 1));
-            CHECK(d->st, "out of memory growing the NCCL staging list");
-            Staged empty = {};
-            d->st[d->n_st] = empty;
-            k = d->n_st++;
+// A staging buffer of n floats whose send has completed (its event), else a new one: never a wait.
+static Staged *take_staging(DevComm *d, size_t n) {
+    Staged *fit = NULL, *small = NULL;
+    for (int i = 0; i < d->n_st && !fit; i++) {
+        Staged *s = &d->st[i];
+        if (s->self) continue;
+        if (s->busy) {
+            cudaError_t e = cudaEventQuery(s->done);
+            if (e == cudaErrorNotReady) continue;
+            CUDA_CHECK(e);
+            s->busy = 0;
         }
-        CUDA_CHECK(cudaFree(d->st[k].buf));
-        CUDA_CHECK(cudaMalloc(&d->st[k].buf, n ? n * sizeof(float) : 1));
-        d->st[k].cap = n;
+        if (s->cap >= n) fit = s;
+        else if (!small) small = s;
     }
-    Staged t = d->st[k]; d->st[k] = d->st[d->n_pending]; d->st[d->n_pending] = t;
-    Staged *s = &d->st[d->n_pending++];
+    if (fit) return fit;
+    if (!small) {
+        d->st = (Staged *)realloc(d->st, sizeof(Staged) * (size_t)(d->n_st + 1));
+        CHECK(d->st, "out of memory growing the NCCL staging list");
+        Staged empty = {};
+        small = &d->st[d->n_st++];
+        *small = empty;
+        CUDA_CHECK(cudaEventCreateWithFlags(&small->done, cudaEventDisableTiming));
+    }
+    // A free one too small: regrow it. Stream-ordered (on the compute stream, where its copies run),
+    // because cudaFree/cudaMalloc may wait for the whole device, the sends in flight included, and a
+    // send completes only once its peer posts the receive, which may wait on this rank: a deadlock.
+    if (small->buf) CUDA_CHECK(cudaFreeAsync(small->buf, g_stream));
+    CUDA_CHECK(cudaMallocAsync((void **)&small->buf, n ? n * sizeof(float) : 1, g_stream));
+    small->cap = n;
+    return small;
+}
+
+// A send is posted at once, alone, on its channel's stream after the compute queued so far (the
+// staging copy included); its buffer's event says when it may be reused.
+extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad) {
+    Staged *s = take_staging(d, n);
     s->n = n;
-    s->peer = peer;
-    CUDA_CHECK(cudaMemcpyAsync(s->buf, buf, n * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
-}
-
-// Posts the pending sends and (when buf) one receive as one group on NCCL's stream, after all the
-// compute queued so far (staging copies, earlier readers of buf), and waits for it, checking
-// NCCL's asynchronous error state meanwhile so that a failed peer ends the run instead of hanging.
-static void post(DevComm *d, float *buf, size_t n, int peer) {
-    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
-    CUDA_CHECK(cudaStreamWaitEvent(d->stream, d->ready, 0));
-    NCCL_CHECK(ncclGroupStart());
-    for (int i = 0; i < d->n_pending; i++)
-        NCCL_CHECK(ncclSend(d->st[i].buf, d->st[i].n, ncclFloat, d->st[i].peer, d->comm, d->stream));
-    if (buf) NCCL_CHECK(ncclRecv(buf, n, ncclFloat, peer, d->comm, d->stream));
-    NCCL_CHECK(ncclGroupEnd());
-    for (;;) {
-        cudaError_t e = cudaStreamQuery(d->stream);
-        if (e == cudaSuccess) break;
-        if (e != cudaErrorNotReady) CUDA_CHECK(e);
-        ncclResult_t async_err;
-        NCCL_CHECK(ncclCommGetAsyncError(d->comm, &async_err));
-        NCCL_CHECK(async_err);
-        sched_yield();
+    if (n) CUDA_CHECK(cudaMemcpyAsync(s->buf, buf, n * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
+    if (peer == d->rank) {  // the V's turn: the matching receive on this rank copies it out
+        int k = grad != 0;
+        CHECK(d->self_tail[k] - d->self_head[k] < 64, "more than 64 hand-offs to this rank itself in flight");
+        s->self = 1;
+        d->self_q[k][d->self_tail[k]++ % 64] = (int)(s - d->st);
+        return;
     }
-    d->n_pending = 0;
+    int ch = devcomm_channel(d->rank, peer, grad);
+    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
+    NCCL_CHECK(ncclSend(s->buf, n, ncclFloat, peer, d->comm[ch], d->stream[ch]));
+    CUDA_CHECK(cudaEventRecord(s->done, d->stream[ch]));
+    s->busy = 1;
 }
 
-extern "C" void devcomm_recv(DevComm *d, float *buf, size_t n, int peer) { post(d, buf, n, peer); }
+// A receive is posted on its channel's stream after the compute queued so far (earlier readers of
+// buf) and waited for: buf holds the data when it returns.
+extern "C" void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int grad) {
+    if (peer == d->rank) {
+        int k = grad != 0;
+        CHECK(d->self_head[k] < d->self_tail[k], "a receive from this rank itself with nothing sent to it");
+        Staged *s = &d->st[d->self_q[k][d->self_head[k]++ % 64]];
+        CHECK(s->n == n, "a hand-off to this rank itself of %zu floats, received as %zu", s->n, n);
+        if (n) CUDA_CHECK(cudaMemcpyAsync(buf, s->buf, n * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
+        s->self = 0;  // later copies into it queue on g_stream, after this one
+        return;
+    }
+    int ch = devcomm_channel(peer, d->rank, grad);
+    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
+    NCCL_CHECK(ncclRecv(buf, n, ncclFloat, peer, d->comm[ch], d->stream[ch]));
+    CUDA_CHECK(cudaEventRecord(d->got, d->stream[ch]));
+    wait_event(d, d->got);
+}
 
+// The step's end: waits for every send in flight; every hand-off to this rank has been received.
 extern "C" void devcomm_flush(DevComm *d) {
-    if (d->n_pending) post(d, NULL, 0, 0);
+    for (int k = 0; k < 2; k++) CHECK(d->self_head[k] == d->self_tail[k], "a hand-off to this rank itself never received");
+    for (int i = 0; i < d->n_st; i++)
+        if (d->st[i].busy) {
+            wait_event(d, d->st[i].done);
+            d->st[i].busy = 0;
+        }
 }

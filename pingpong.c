@@ -214,7 +214,8 @@ int cmd_pingpong(int argc, char **argv) {
     }
     Comm cm;
     comms_pipeline(&cm, pl.be);
-    comms_use_transport(&cm, pl.transport);
+    int other = 1 - rank;  // the only rank it exchanges with
+    comms_use_transport(&cm, pl.transport, &other, 1);
     int on_device = !pl.be->on_host;
     float *dbuf = NULL, *dlast = NULL, *dack = NULL;
     if (on_device) {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "fault.h"
 #include "memory.h"
+#include "p2p.h"
 #include "pipeline.h"
 #include "report.h"
 #include "schedule_file.h"
@@ -112,7 +113,9 @@ static void setup_pipeline(Run *r) {
     const TrainConfig *c = r->c;
     Plan *p = &r->p;
     comms_grid(&r->comm, r->be, p->K, p->D, p->placement);
-    comms_use_transport(&r->comm, r->place.transport);
+    int nb[2 * COMM_MAX_CHUNKS], n_nb = p2p_neighbours(p->K, p->V, p->place, r->comm.stage, nb);
+    for (int i = 0; i < n_nb; i++) nb[i] = comm_stage_rank(&r->comm, nb[i]);  // the NCCL warm-up's peers
+    comms_use_transport(&r->comm, r->place.transport, nb, n_nb);
     r->stage = r->comm.stage;
     r->replica = r->comm.replica;
     SimSpec spec = {.kind = c->schedule, .K = p->K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
