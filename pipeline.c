@@ -14,7 +14,7 @@ void run_record(Run *r, int step, int kind, int mb, int chunk, double t0, double
         m->ev = realloc(m->ev, sizeof(Event) * (size_t)m->cap_ev);
         CHECK(m->ev, "out of memory recording events");
     }
-    m->ev[m->n_ev++] = (Event){step, kind, mb, t0, t1, chunk};
+    m->ev[m->n_ev++] = (Event){.step = step, .kind = kind, .mb = mb, .t0 = t0, .t1 = t1, .chunk = chunk};
 }
 
 // A micro-step takes --batch consecutive rows of the stream; replica d takes rows [d*B/D, (d+1)*B/D)
@@ -162,6 +162,8 @@ double pipeline_step(Run *r, int step) {
         double t1 = now_sec();
         if (action_is_compute(a.kind)) busy += t1 - t0;
         run_record(r, step, a.kind, a.mb, a.chunk, t0 - base, t1 - base);
+        if (a.kind >= ACT_SEND_ACT && a.kind <= ACT_RECV_GRAD)  // what crossed the wire: the trace shows it
+            r->m.ev[r->m.n_ev - 1].bytes = 4.0 * (double)stage_wire_floats(&r->local[a.chunk], (size_t)r->p.rows * r->local[a.chunk].H);
         wd_end();
         if (i == r->list.n / 2) fault_stall(step + 1, "halfway through its action list");
     }

@@ -341,6 +341,7 @@ void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta) {
                     name, kind_style(e->kind)->name, ts, dur, r, r);
             if (e->mb >= 0) fprintf(f, "\"micro_batch\":%d,", e->mb);
             if (e->chunk > 0) fprintf(f, "\"chunk\":%d,", e->chunk);
+            if (e->bytes > 0) fprintf(f, "\"bytes\":%.0f,", e->bytes);
             fprintf(f, "\"step\":%d}}", e->step + 1);
         }
     }

@@ -12,7 +12,12 @@
 // Event kinds: the schedule's action kinds, then the work of a step outside its action list.
 enum { EV_ALLREDUCE = ACT_KINDS, EV_OPTIMIZER, EV_KINDS };
 
-typedef struct { int step, kind, mb; double t0, t1; int chunk; } Event;  // seconds from the step start; mb -1: none; chunk: of the rank (interleaved)
+typedef struct {
+    int step, kind, mb;
+    double t0, t1;  // seconds from the step start
+    int chunk;      // of the rank (interleaved, the V); mb -1: none
+    double bytes;   // a send's or receive's payload on the wire (bf16 halves it); 0 for the rest
+} Event;
 
 // How a kind is drawn. Drawing is generic over kinds: a new action kind (say a weight-only backward)
 // needs one row in kind_styles (trace.c) and nothing else here.

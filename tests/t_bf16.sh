@@ -116,3 +116,16 @@ run 120 "$MICROPP" train $C --steps 12 --resume "$TMP/c2"
 got=$(losses); want=$(python3 -c "import json,sys; print(json.dumps(json.loads(sys.argv[1])[8:]))" "$REF12")
 if [ "$RC" -eq 0 ] && [ "$(json_get '["precision"]')" = fp32 ] && close x "$got" "$want" 0.02; then pass "bf16/resume fp32 -> bf16 -> fp32: within 2% of the fp32 run"
 else fail "bf16/resume fp32 -> bf16 -> fp32: within 2% of the fp32 run" "exit $RC: $got vs $want $(printf '%s' "$ERR" | head -c 200)"; fi
+# The trace shows what crossed the wire: every send and receive carries its bytes, halved in bf16.
+for p in fp32 bf16; do
+    run 60 mpiexec -n 2 "$MICROPP" train --mode pp --layers 4 --hidden 32 --batch 16 --steps 2 --log-every 0 --precision $p --trace "$TMP/wire-$p.json"
+done
+got=$(python3 -c "
+import json, sys
+def sizes(f):
+    d = json.load(open(f)); ev = d['traceEvents'] if isinstance(d, dict) else d
+    return sorted(set((e['name'].split()[0], e['args']['bytes']) for e in ev if 'bytes' in e.get('args', {})))
+print(sizes(sys.argv[1]), sizes(sys.argv[2]))" "$TMP/wire-fp32.json" "$TMP/wire-bf16.json" 2>&1)
+want="[('RECV_ACT', 512), ('RECV_GRAD', 512), ('SEND_ACT', 512), ('SEND_GRAD', 512)] [('RECV_ACT', 256), ('RECV_GRAD', 256), ('SEND_ACT', 256), ('SEND_GRAD', 256)]"
+[ "$got" = "$want" ] && pass "bf16/the trace's sends and receives carry their bytes: 512 in fp32, 256 in bf16 (16 rows / 4 micro-batches x 32)" ||
+    fail "bf16/the trace's sends and receives carry their bytes, halved in bf16" "$got"
