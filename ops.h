@@ -74,6 +74,11 @@ const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen);
 // BLAS in use, for the header line: e.g. "openblas 0.3.21 core=SkylakeX threads=1".
 void blas_describe(char *out, size_t n);
 void blas_set_threads(int threads);
+// Subnormal floats (below 1.2e-38) read and written as zero on this thread (x86 MXCSR FTZ + DAZ).
+// Adam's first moment of a unit whose gradient stays 0 decays through the subnormal range, where
+// each multiply takes a microcode assist: measured on Fashion-MNIST, 8% of exp_avg was subnormal
+// after 3 epochs and each epoch ran slower than the last. Values that small change no weight.
+void cpu_flush_subnormals(void);
 int blas_max_threads(void);  // the most threads this BLAS was built for (more are silently cut)
 // Re-executes the program with OPENBLAS_CORETYPE set when OpenBLAS chose a kernel weaker than the
 // CPU supports (and the user set none); returns when nothing needs changing.

@@ -1,5 +1,7 @@
 // ops_cpu.c: the CPU backend: OpenBLAS sgemm for the fp32 matrix products (oneDNN for bf16, in
 // ops_onednn.c), plain loops over the element-wise functions of ops_math.h for everything else.
+#include <pmmintrin.h>
+#include <xmmintrin.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -105,6 +107,8 @@ const Backend backend_cpu = {
     .set_precision = cpu_set_precision,
     .gemm_timing = cpu_gemm_timing, .gemm_seconds = cpu_gemm_seconds, .describe = cpu_describe,
 };
+
+void cpu_flush_subnormals(void) { _mm_setcsr(_mm_getcsr() | _MM_FLUSH_ZERO_ON | _MM_DENORMALS_ZERO_ON); }
 
 void blas_set_threads(int threads) {
     openblas_set_num_threads(threads);

@@ -83,6 +83,7 @@ static void setup_device(Run *r, TrainConfig *c) {
         user_error("train: --threads %lld is more than the %d this OpenBLAS was built for: use --threads %d or fewer",
                    (long long)c->threads, blas_max_threads(), blas_max_threads());
     blas_set_threads((int)c->threads);
+    cpu_flush_subnormals();  // the host's part of the work (all of it on the cpu backend)
     setup_precision(r, c);
 }
 

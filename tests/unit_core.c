@@ -206,6 +206,21 @@ static void test_schedules(void) {
     EXPECT("schedule/each micro-batch one F then one B per stage", !order_bad, "%d violations", order_bad);
 }
 
+// cpu_flush_subnormals: subnormals read and written as zero, so Adam's decaying first moment of a
+// unit without gradient leaves the slow subnormal range at once instead of lingering in it.
+static void test_subnormals(void) {
+    volatile float tiny = 1e-39f, one = 1.0f;  // 1e-39 is subnormal (below FLT_MIN 1.18e-38)
+    EXPECT("ops/subnormals kept before the flush is asked for", tiny * one != 0.0f, "%g", (double)(tiny * one));
+    cpu_flush_subnormals();
+    EXPECT("ops/a subnormal input reads as zero after cpu_flush_subnormals (DAZ)", tiny * one == 0.0f, "%g", (double)(tiny * one));
+    volatile float small = 1e-30f;
+    EXPECT("ops/a subnormal result is written as zero (FTZ)", small * 1e-9f == 0.0f, "%g", (double)(small * 1e-9f));
+    float p = 1, g = 0, m = 1.2e-38f, v = 0;  // m * 0.9 is subnormal
+    AdamArgs a = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .bias_correction1 = 1, .bias_correction2_sqrt = 1};
+    backend_cpu.adam(&p, &g, &m, &v, 1, a);
+    EXPECT("ops/adam's first moment decays to zero, not into the subnormals", m == 0.0f, "m %g", (double)m);
+}
+
 int main(void) {
     test_gemm();
     test_elementwise();
@@ -215,5 +230,6 @@ int main(void) {
     test_init_split();
     test_npy();
     test_schedules();
+    test_subnormals();  // last: it changes this thread's floating-point mode
     return unit_failures ? 1 : 0;
 }
