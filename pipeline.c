@@ -112,9 +112,12 @@ static void pipe_backward(Run *r, Held *h, Action a, int vs) {
     h->dout_mb = h->fwd_mb = -1;
 }
 
+static size_t pipe_message_values(const Run *r) { return (size_t)r->p.rows * r->local[0].H; }
+double pipe_message_bytes(const Run *r) { return sizeof(float) * (double)stage_wire_floats(&r->local[0], pipe_message_values(r)); }
+
 static void pipe_action(Run *r, Held *h, Action a, int step) {
     int vs = r->vs_of[a.chunk];
-    size_t n = (size_t)r->p.rows * r->local[0].H;
+    size_t n = pipe_message_values(r);
     Peer peer;
     switch (a.kind) {
     case ACT_RECV_ACT: pipe_recv_act(r, a, vs, n); break;
@@ -163,7 +166,7 @@ double pipeline_step(Run *r, int step) {
         if (action_is_compute(a.kind)) busy += t1 - t0;
         run_record(r, step, a.kind, a.mb, a.chunk, t0 - base, t1 - base);
         if (a.kind >= ACT_SEND_ACT && a.kind <= ACT_RECV_GRAD)  // what crossed the wire: the trace shows it
-            r->m.ev[r->m.n_ev - 1].bytes = 4.0 * (double)stage_wire_floats(&r->local[a.chunk], (size_t)r->p.rows * r->local[a.chunk].H);
+            r->m.ev[r->m.n_ev - 1].bytes = pipe_message_bytes(r);
         wd_end();
         if (i == r->list.n / 2) fault_stall(step + 1, "halfway through its action list");
     }

@@ -14,6 +14,9 @@ Peer pipe_neighbour(const Run *r, int vs, int dir, int kind, int mb);
 // One step's forward and backward. Each fills r->m.busy_s[step] and records its actions; the
 // pipeline returns the span of its action list (seconds from the step's start).
 double pipeline_step(Run *r, int step);
+// The bytes of one activation (or gradient) message between stages: rows x hidden values, fp32 or
+// bf16 (stage_wire_floats); what every send and receive of a pipeline step moves.
+double pipe_message_bytes(const Run *r);
 void monolith_step(Run *r, int step);
 void manual_step(Run *r, int step);
 

@@ -567,8 +567,7 @@ static void summary_json(const Run *r, const Summary *s) {
         for (int k = 0; k < r->n_local && k < MAX_STAGES; k++) peak[k] = (double)r->local[k].peak_act_bytes;
         cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(peak, r->n_local < MAX_STAGES ? r->n_local : MAX_STAGES));
     }
-    // One activation (or gradient) message between stages: rows x hidden values, fp32 or bf16.
-    if (r->p.pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", 4.0 * (double)stage_wire_floats(&r->local[0], (size_t)r->p.rows * r->local[0].H));
+    if (r->p.pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", pipe_message_bytes(r));
     if (s->verify) json_verify(o, s->verify);
     json_print(o);
 }
