@@ -214,8 +214,20 @@ int st_writer_open(StWriter *w, const char *path) {
     w->fail_after = UINT64_MAX;
     snprintf(w->path, sizeof w->path, "%s", path);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) { snprintf(w->err, sizeof w->err, "cannot create %s: %s", w->tmp, strerror(errno)); return -1; }
+    // O_NONBLOCK: a FIFO left under the temporary name would otherwise wait for a reader forever
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (w->fd < 0) {
+        snprintf(w->err, sizeof w->err, "cannot create %s: %s", w->tmp, errno == ENXIO ? "a FIFO has that name: remove it" : strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(w->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(w->fd);
+        w->fd = -1;
+        snprintf(w->err, sizeof w->err, "cannot create %s: something other than a regular file has that name: remove it", w->tmp);
+        return -1;
+    }
+    fcntl(w->fd, F_SETFL, O_WRONLY);  // blocking writes again (O_NONBLOCK off)
     return 0;
 }
 

@@ -146,6 +146,11 @@ printf '#!/bin/bash\ncd "%s/h/$PMI_RANK" && exec "%s" "$@"\n' "$TMP" "$MICROPP" 
 expect_user_error "ckpt/hosts holding different copies: named with the rank and host that read the other copy" \
     "is corrupted: its CRC-32 .* \(read on rank 1, host nodeB; the manifest on rank 0: if the hosts hold different copies, copy the same folder to every host\)" \
     60 mpiexec -launcher fork -hosts nodeA:1,nodeB:1 -n 2 "$TMP/on-host.sh" train --mode ddp $M --steps 8 --resume ck
+mkdir -p "$TMP/fifo-save"; mkfifo "$TMP/fifo-save/manifest.json.tmp"
+run 30 "$MICROPP" train $M --steps 2 --save "$TMP/fifo-save"
+[ "$RC" -eq 1 ] && printf '%s' "$ERR" | grep -q "cannot create $TMP/fifo-save/manifest.json.tmp: a FIFO has that name: remove it" \
+    && pass "ckpt/--save where a FIFO has the manifest's temporary name: ends at once (exit 1), never waits for a reader" \
+    || fail "ckpt/--save where a FIFO has the manifest's temporary name" "exit $RC: $ERR"
 expect_user_error "ckpt/--resume of a folder without a manifest" "no readable manifest.json there" 60 mpiexec -n 2 "$MICROPP" train --mode pp $A --steps 8 --resume "$TMP/nothing-here"
 expect_user_error "ckpt/--save-every without --save" "--save-every 2 needs --save DIR" 10 "$MICROPP" train $M --save-every 2
 expect_user_error "ckpt/--resume with --verify" "cannot be combined with --resume" 10 "$MICROPP" train $M --verify --steps 8 --resume "$TMP/pp4"
