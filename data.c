@@ -41,7 +41,7 @@ static int is_npy_file(const char *path) {
 // "IDX 60000x28x28" or ".npy <f4 (60000, 784)": what a header says, for messages.
 static const char *table_shape(const Table *t, char *b, size_t n) {
     int nd = t->is_npy ? t->npy.ndim : t->idx.ndim;
-    size_t k = (size_t)snprintf(b, n, t->is_npy ? ".npy %s (" : "IDX ", t->npy.dtype);
+    size_t k = t->is_npy ? (size_t)snprintf(b, n, ".npy %s (", t->npy.dtype) : (size_t)snprintf(b, n, "IDX ");
     for (int i = 0; i < nd && k < n; i++)
         k += (size_t)snprintf(b + k, n - k, "%s%lld", i ? (t->is_npy ? ", " : "x") : "", (long long)(t->is_npy ? t->npy.shape[i] : t->idx.dims[i]));
     if (t->is_npy && k < n) snprintf(b + k, n - k, nd == 1 ? ",)" : ")");

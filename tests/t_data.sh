@@ -167,6 +167,21 @@ for f in zero-width zero-rows; do
         || fail "data/refuse: IDX with a zero dimension ($f)" "exit $RC: $ERR"
 done
 
+python3 - "$TMP" <<'PY'
+import struct, sys
+def save(path, descr, shape):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode())
+save(sys.argv[1] + "/width0.npy", "<f4", "(8, 0)")
+save(sys.argv[1] + "/labels8.npy", "<i8", "(8,)")
+PY
+printf '\0%.0s' $(seq 64) >> "$TMP/labels8.npy"
+run 60 "$MICROPP" train --data "$TMP/width0.npy" --labels "$TMP/labels8.npy" --inputs 16 --hidden 16 --batch 8 --steps 1
+[ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -qF ".npy <f4 (8, 0) holds no features in a row: the file is empty or damaged" \
+    && ! printf '%s' "$ERR" | grep -q -- "--inputs 0" && pass "data/refuse: .npy rows of zero features: the file is empty, not --inputs 0" \
+    || fail "data/refuse: .npy rows of zero features" "exit $RC: $ERR"
+
 # ---- every header before any data, and the data's bytes against the node's memory ----
 # A gzip file whose header promises 5.5 M images (4.3 GB) over 4.2 MB, its data garbage past the
 # first kilobyte: inflating it would end on the garbage; the labels' count, in their header, says
