@@ -364,7 +364,7 @@ static void load_file(const BubbleConfig *c, int *kinds, int *ks, int *ms) {
 // --dump-csv: the grid's one row written in the file notation, whole or not at all.
 static void dump_csv(const BubbleConfig *c, const Grid *g) {
     OutFile o = {0};
-    int err = out_open(&o, c->dump_csv);
+    int err = out_open_now(&o, c->dump_csv);
     if (err) user_error("bubble: cannot write --dump-csv '%s': %s (%s)", c->dump_csv, strerror(err), out_hint(err));
     if (schedule_file_write(o.f, g->kind[0], g->k[0], g->m[0], g->sims[0].v)) { out_abandon(&o); fatal("writing --dump-csv '%s' failed", c->dump_csv); }
     err = out_commit(&o);
@@ -418,7 +418,7 @@ int cmd_bubble(int argc, char **argv) {
         user_error("bubble: --dump-csv - writes the schedule on standard output, and --%s prints there too: give --dump-csv a file name", c->gantt ? "gantt" : c->json ? "json" : "svg -");
     OutFile svg = {0};
     if (c->svg[0]) {
-        int err = out_open(&svg, c->svg);
+        int err = out_open_now(&svg, c->svg);
         if (err) user_error("bubble: cannot write --svg '%s': %s (%s)", c->svg, strerror(err), out_hint(err));
     }
     if (c->json) print_json(c, &g);

@@ -14,6 +14,7 @@
 #include "comms.h"
 #include "data.h"
 #include "fault.h"
+#include "launch.h"
 #include "safetensors.h"
 #include "util.h"
 
@@ -260,7 +261,8 @@ static char *manifest_fetch(const char *dir, MPI_Comm comm) {
 static int ranges_meet(int lo1, int hi1, int lo2, int hi2) { return lo1 < hi2 && lo2 < hi1; }
 
 // Copies tensor `want` (name, F32, shape) from file f into device memory dst. Returns 0 or -1 + err.
-static int load_tensor(const StFile *f, const char *file, const char *name, const TensorRef *want,
+// Every value must be finite; Adam's second moment (squares, averaged: `squares`) not negative either.
+static int load_tensor(const StFile *f, const char *file, const char *name, const TensorRef *want, int squares,
                        const Backend *be, float *dst, char *err, size_t errlen) {
     const StTensor *t = st_find(f, name);
     if (!t) { snprintf(err, errlen, "%s lacks tensor '%s' that the manifest places there", file, name); return -1; }
@@ -278,9 +280,13 @@ static int load_tensor(const StFile *f, const char *file, const char *name, cons
     for (size_t i = 0, n = (t->end - t->begin) / sizeof(float); i < n; i++) {  // a diverged run's state is not resumed
         float v;
         memcpy(&v, f->data + t->begin + i * sizeof(float), sizeof v);  // (unaligned)
-        if (isfinite(v)) continue;
-        snprintf(err, errlen, "%s: tensor '%s' holds %s at index %zu: it was saved from a run that diverged; resume an earlier checkpoint",
-                 file, name, isnan(v) ? "NaN" : "Inf", i);
+        if (isfinite(v) && !(squares && v < 0)) continue;
+        if (!isfinite(v))
+            snprintf(err, errlen, "%s: tensor '%s' holds %s at index %zu: it was saved from a run that diverged; resume an earlier checkpoint",
+                     file, name, isnan(v) ? "NaN" : "Inf", i);
+        else
+            snprintf(err, errlen, "%s: tensor '%s' holds %g at index %zu, but Adam's second moment is a mean of squares and cannot be "
+                     "negative: the file was altered or damaged; resume an earlier checkpoint", file, name, v, i);
         return -1;
     }
     be->to_device(dst, f->data + t->begin, t->end - t->begin);  // data may be unaligned: to_device is a byte copy
@@ -354,14 +360,22 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
         uint8_t *buf;
         size_t len;
         StFile f;
-        if (read_file(path, FILE_MAX, &buf, &len, why, sizeof why)) { snprintf(err, sizeof err, "train: --resume %s: %s", dir, why); break; }
+        // Every rank checks its copy against the manifest rank 0 read: another host's copy that differs is named so.
+        char there[256] = "";
+        if (rank != 0) {
+            char host[64];
+            launch_host_name(host, sizeof host);
+            snprintf(there, sizeof there, " (read on rank %d, host %s; the manifest on rank 0: if the hosts hold different copies, copy the same folder to every host)",
+                     rank, host);
+        }
+        if (read_file(path, FILE_MAX, &buf, &len, why, sizeof why)) { snprintf(err, sizeof err, "train: --resume %s: %s%s", dir, why, there); break; }
         uint32_t crc = crc32_update(0, buf, len);
         if (len != fr->bytes)
-            snprintf(err, sizeof err, "train: --resume %s: %s has %zu bytes but the manifest says %llu (truncated or replaced): restore it or resume from another checkpoint",
-                     dir, fr->file, len, (unsigned long long)fr->bytes);
+            snprintf(err, sizeof err, "train: --resume %s: %s has %zu bytes but the manifest says %llu (truncated or replaced): restore it or resume from another checkpoint%s",
+                     dir, fr->file, len, (unsigned long long)fr->bytes, there);
         else if (crc != fr->crc)
-            snprintf(err, sizeof err, "train: --resume %s: %s is corrupted: its CRC-32 is %08x but the manifest says %08x: restore it or resume from another checkpoint",
-                     dir, fr->file, crc, fr->crc);
+            snprintf(err, sizeof err, "train: --resume %s: %s is corrupted: its CRC-32 is %08x but the manifest says %08x: restore it or resume from another checkpoint%s",
+                     dir, fr->file, crc, fr->crc, there);
         else if (st_parse(buf, len, &f, why, sizeof why))
             snprintf(err, sizeof err, "train: --resume %s: %s is not a valid safetensors file: %s", dir, fr->file, why);
         if (err[0]) { free(buf); break; }
@@ -374,10 +388,10 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
                 char m_name[96], v_name[96];
                 snprintf(m_name, sizeof m_name, "optim.exp_avg.%s", t->name);
                 snprintf(v_name, sizeof v_name, "optim.exp_avg_sq.%s", t->name);
-                int bad = load_tensor(&f, fr->file, t->name, t, s->be, s->params + t->offset, why, sizeof why);
+                int bad = load_tensor(&f, fr->file, t->name, t, 0, s->be, s->params + t->offset, why, sizeof why);
                 if (!bad && adam)
-                    bad = load_tensor(&f, fr->file, m_name, t, s->be, s->adam_m + t->offset, why, sizeof why) ||
-                          load_tensor(&f, fr->file, v_name, t, s->be, s->adam_v + t->offset, why, sizeof why);
+                    bad = load_tensor(&f, fr->file, m_name, t, 0, s->be, s->adam_m + t->offset, why, sizeof why) ||
+                          load_tensor(&f, fr->file, v_name, t, 1, s->be, s->adam_v + t->offset, why, sizeof why);
                 if (bad) snprintf(err, sizeof err, "train: --resume %s: %s", dir, why);
                 else n_loaded++;
             }

@@ -219,9 +219,11 @@ static void check_keys(const char *cmd, const Option *opts, const char *path, co
 
 void options_load_json(const char *cmd, const Option *opts, void *base, const char *path) {
     if (!*path) user_error("%s: --config is empty: give a value, or leave the option out", cmd);
-    FILE *f = fopen(path, "rb");
-    char why[PATH_LEN + 256] = "";
-    if (!f) snprintf(why, sizeof why, "%s: cannot read config '%s': %s (check the path)", cmd, path, strerror(errno));
+    char why[PATH_LEN + 256] = "", what[200];
+    int fd = open_input(path, what, sizeof what);  // a FIFO or a device is refused, never waited on
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) { snprintf(what, sizeof what, "%s", strerror(errno)); close(fd); }
+    if (!f) snprintf(why, sizeof why, "%s: cannot read config '%s': %s", cmd, path, what);
     agree_on_error(why);  // a node that cannot see the file ends every rank, not just itself
     if (!f) return;       // (not reached: agree_on_error ended every rank)
     fseek(f, 0, SEEK_END);

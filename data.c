@@ -21,91 +21,151 @@ float rng_normal(uint64_t key, uint64_t i) {
 }
 
 // ---- opening a data source ----
+// In three passes over its files, so that nothing large is read before it is known to fit: every
+// header (compared across ranks, then the shapes and counts checked), the bytes they promise (against
+// the node's memory), then the data (compared across ranks, then checked value by value).
 
 // One file's table, read as .npy (by its name or magic) or IDX: features (float or pixels, [n, width])
-// or labels ([n]). Returns 0, or -1 with the reason in err.
-typedef struct { int is_npy; Npy npy; Idx idx; } Table;
+// or labels ([n]).
+typedef struct { const char *flag, *path; int labels, is_npy; Npy npy; Idx idx; } Table;
 
 static int is_npy_file(const char *path) {
     size_t n = strlen(path);
     if (n > 4 && !strcmp(path + n - 4, ".npy")) return 1;
-    FILE *f = fopen(path, "rb");
-    char m[6] = {0};
-    int yes = f && fread(m, 1, 6, f) == 6 && !memcmp(m, "\x93NUMPY", 6);
-    if (f) fclose(f);
+    char why[256], m[6] = {0};
+    int fd = open_input(path, why, sizeof why), yes = fd >= 0 && read(fd, m, 6) == 6 && !memcmp(m, "\x93NUMPY", 6);
+    if (fd >= 0) close(fd);
     return yes;
 }
 
-static int table_read(const char *path, Table *t, char *err, size_t errlen) {
-    memset(t, 0, sizeof *t);
-    t->is_npy = is_npy_file(path);
-    return t->is_npy ? npy_read(path, &t->npy, err, errlen) : idx_read(path, &t->idx, err, errlen);
+// "IDX 60000x28x28" or ".npy <f4 (60000, 784)": what a header says, for messages.
+static const char *table_shape(const Table *t, char *b, size_t n) {
+    int nd = t->is_npy ? t->npy.ndim : t->idx.ndim;
+    size_t k = t->is_npy ? (size_t)snprintf(b, n, ".npy %s (", t->npy.dtype) : (size_t)snprintf(b, n, "IDX ");
+    for (int i = 0; i < nd && k < n; i++)
+        k += (size_t)snprintf(b + k, n - k, "%s%lld", i ? (t->is_npy ? ", " : "x") : "", (long long)(t->is_npy ? t->npy.shape[i] : t->idx.dims[i]));
+    if (t->is_npy && k < n) snprintf(b + k, n - k, nd == 1 ? ",)" : ")");
+    return b;
 }
 
-// Reads a file on every rank; a rank that cannot ends them all with its reason (agree_on_error).
-static void table_read_all(const char *flag, const char *path, Table *t) {
-    char err[512], why[NAME_LEN + 640] = "";
-    if (table_read(path, t, err, sizeof err)) snprintf(why, sizeof why, "train: %s %s: %s", flag, path, err);
+// Opens a file's header on every rank: a rank that cannot ends them all with its reason
+// (agree_on_error); then the ranks compare the headers they read (agree_on_contents).
+static void table_open_all(Table *t) {
+    char err[512], why[NAME_LEN + 640] = "", shape[96];
+    t->is_npy = is_npy_file(t->path);
+    int bad = t->is_npy ? npy_open(t->path, &t->npy, err, sizeof err) : idx_open(t->path, &t->idx, err, sizeof err);
+    if (bad) snprintf(why, sizeof why, "train: %s %s: %s", t->flag, t->path, err);
     agree_on_error(why);
+    char what[64];
+    snprintf(what, sizeof what, "train: %s", t->flag);
+    agree_on_contents(what, t->path, 1, t->is_npy ? t->npy.hash : t->idx.hash, table_shape(t, shape, sizeof shape));
 }
 
-// Features of one split: float32 [n, D] (.npy) or pixels [n, ...] whose other dims make D (IDX).
-static void take_features(const char *flag, const char *path, Table *t, int inputs, Split *sp) {
+// Reads the data on every rank, alike: a rank that cannot ends them all; then the ranks compare it.
+static void table_load_all(Table *t) {
+    char err[512], why[NAME_LEN + 640] = "", shape[96], what[64];
+    int bad = t->is_npy ? npy_load(&t->npy, err, sizeof err) : idx_load(&t->idx, err, sizeof err);
+    if (bad) snprintf(why, sizeof why, "train: %s %s: %s", t->flag, t->path, err);
+    agree_on_error(why);
+    snprintf(what, sizeof what, "train: %s", t->flag);
+    agree_on_contents(what, t->path, 1, t->is_npy ? t->npy.hash : t->idx.hash, table_shape(t, shape, sizeof shape));
+}
+
+// The rows of a features file, from its header: float32 [n, D] (.npy) or pixels [n, ...] whose other
+// dims make D (IDX); a file with no rows or no values in a row is refused as empty, whatever --inputs.
+static int64_t features_rows(const Table *t, int inputs) {
+    char shape[96];
+    table_shape(t, shape, sizeof shape);
     if (t->is_npy) {
-        Npy *x = &t->npy;
-        if (strcmp(x->dtype, "<f4") || x->ndim != 2 || x->shape[1] != inputs) {
-            if (!strcmp(x->dtype, "<f4") && x->ndim == 2)
-                user_error("train: %s %s: its rows have %lld features but --inputs is %d: set --inputs %lld", flag, path,
-                           (long long)x->shape[1], inputs, (long long)x->shape[1]);
+        const Npy *x = &t->npy;
+        if (strcmp(x->dtype, "<f4") || x->ndim != 2)
             user_error("train: %s %s: need float32 [N,%d] (N rows of --inputs %d features), got %s with %d dims",
-                       flag, path, inputs, inputs, x->dtype, x->ndim);
-        }
-        sp->n = x->shape[0];
-        sp->features = x->data;
-        for (int64_t i = 0; i < sp->n * inputs; i++)  // one NaN would poison a column of layer 0 silently
-            if (!isfinite(sp->features[i]))
-                user_error("train: %s %s: row %lld, column %lld is %s: features must be finite numbers: clean the file", flag, path,
-                           (long long)(i / inputs), (long long)(i % inputs), isnan(sp->features[i]) ? "NaN" : "Inf");
-        return;
+                       t->flag, t->path, inputs, inputs, x->dtype, x->ndim);
+        if (!x->shape[0] || !x->shape[1])
+            user_error("train: %s %s: %s holds no %s: the file is empty or damaged: give rows of --inputs %d float32 features",
+                       t->flag, t->path, shape, x->shape[0] ? "features in a row" : "rows", inputs);
+        if (x->shape[1] != inputs)
+            user_error("train: %s %s: its rows have %lld features but --inputs is %d: set --inputs %lld", t->flag, t->path,
+                       (long long)x->shape[1], inputs, (long long)x->shape[1]);
+        return x->shape[0];
     }
-    Idx *x = &t->idx;
+    const Idx *x = &t->idx;
     int64_t width = 1;
     for (int i = 1; i < x->ndim; i++) width *= x->dims[i];
     if (x->ndim < 2)
-        user_error("train: %s %s: an IDX file of %d dimension holds labels, not images: give the images file (idx3)", flag, path, x->ndim);
+        user_error("train: %s %s: an IDX file of %d dimension holds labels, not images: give the images file (idx3)", t->flag, t->path, x->ndim);
+    if (!x->count)
+        user_error("train: %s %s: %s has a zero dimension, so it holds no images: the file is empty or damaged (download or reinstall it)",
+                   t->flag, t->path, shape);
     if (width != inputs)
-        user_error("train: %s %s: its rows have %lld values (IDX %lldx%lld) but --inputs is %d: set --inputs %lld",
-                   flag, path, (long long)width, (long long)x->dims[1], (long long)(x->ndim > 2 ? x->dims[2] : 1), inputs, (long long)width);
-    sp->n = x->dims[0];
-    sp->pixels = x->data;
+        user_error("train: %s %s: its rows have %lld values (IDX %lldx%lld) but --inputs is %d: set --inputs %lld", t->flag, t->path,
+                   (long long)width, (long long)x->dims[1], (long long)(x->ndim > 2 ? x->dims[2] : 1), inputs, (long long)width);
+    return x->dims[0];
 }
 
-// Labels of one split: int32/int64 [n] (.npy) or unsigned bytes [n] (IDX), each in [0, classes),
-// as many as the features' rows.
-static void take_labels(const char *flag, const char *path, Table *t, int classes, const char *xflag, const char *xpath, Split *sp) {
+// A labels file's header: int32/int64 [n] (.npy) or unsigned bytes [n] (IDX), as many as x's rows.
+static void labels_match(const Table *y, const Table *x, int64_t rows) {
     int64_t n;
-    if (t->is_npy) {
-        Npy *y = &t->npy;
-        if ((strcmp(y->dtype, "<i4") && strcmp(y->dtype, "<i8")) || y->ndim != 1)
-            user_error("train: %s %s: need int32 or int64 [N] (one label per row), got %s with %d dims", flag, path, y->dtype, y->ndim);
-        n = y->shape[0];
+    if (y->is_npy) {
+        const Npy *l = &y->npy;
+        if ((strcmp(l->dtype, "<i4") && strcmp(l->dtype, "<i8")) || l->ndim != 1)
+            user_error("train: %s %s: need int32 or int64 [N] (one label per row), got %s with %d dims", y->flag, y->path, l->dtype, l->ndim);
+        n = l->shape[0];
     } else {
-        if (t->idx.ndim != 1)
-            user_error("train: %s %s: an IDX labels file has 1 dimension, this one %d: give the labels file (idx1)", flag, path, t->idx.ndim);
-        n = t->idx.dims[0];
+        if (y->idx.ndim != 1)
+            user_error("train: %s %s: an IDX labels file has 1 dimension, this one %d: give the labels file (idx1)", y->flag, y->path, y->idx.ndim);
+        n = y->idx.dims[0];
     }
-    if (n != sp->n)
+    if (n != rows)
         user_error("train: %s %s has %lld labels but %s %s has %lld rows: give the labels that belong to those rows",
-                   flag, path, (long long)n, xflag, xpath, (long long)sp->n);
+                   y->flag, y->path, (long long)n, x->flag, x->path, (long long)rows);
+}
+
+static uint64_t table_bytes(const Table *t) { return t->is_npy ? t->npy.count * t->npy.esize : t->idx.count; }
+
+// The bytes the data will hold, before any is read: every rank keeps the whole data set (each
+// file's data, and an int32 copy of the labels), and the ranks of a node (mpiexec's MPI_LOCALNRANKS)
+// share its memory. One line naming the largest file, the bytes and the fix; decided per node.
+static void check_data_memory(const Table *t, int n) {
+    double need = 0, most = 0, have = meminfo_available();
+    int big = 0;
+    for (int i = 0; i < n; i++) {
+        double b = (double)table_bytes(&t[i]) + (t[i].labels ? 4.0 * (double)(t[i].is_npy ? t[i].npy.shape[0] : t[i].idx.dims[0]) : 0);
+        need += b;
+        if (b > most) { most = b; big = i; }
+    }
+    const char *env = getenv("MPI_LOCALNRANKS");
+    int ranks = env && atoi(env) > 0 ? atoi(env) : 1;
+    char why[NAME_LEN + 640] = "";
+    if (have > 0 && need * ranks > have)
+        snprintf(why, sizeof why, "train: %s %s: the data needs %.3g GB in memory on each rank (this file %.3g GB), %d rank%s on this node "
+                 "%.3g GB, and the node has %.3g GB available: use a smaller data set, or fewer ranks per node", t[big].flag, t[big].path,
+                 need / 1e9, most / 1e9, ranks, ranks == 1 ? "" : "s", need * ranks / 1e9, have / 1e9);
+    agree_on_error(why);
+}
+
+// The split's features (checked finite) and labels (each in [0, classes), copied to int32) once read.
+static void take_split(Table *tx, Table *ty, int classes, Split *sp) {
+    int64_t n = tx->is_npy ? tx->npy.shape[0] : tx->idx.dims[0];
+    sp->n = n;
+    if (tx->is_npy) {
+        sp->features = tx->npy.data;
+        int64_t D = tx->npy.shape[1];
+        for (int64_t i = 0; i < n * D; i++)  // one NaN would poison a column of layer 0 silently
+            if (!isfinite(sp->features[i]))
+                user_error("train: %s %s: row %lld, column %lld is %s: features must be finite numbers: clean the file", tx->flag, tx->path,
+                           (long long)(i / D), (long long)(i % D), isnan(sp->features[i]) ? "NaN" : "Inf");
+    } else sp->pixels = tx->idx.data;
     sp->labels = xmalloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    const Npy *y = &ty->npy;
     for (int64_t i = 0; i < n; i++) {
-        int64_t v = !t->is_npy ? t->idx.data[i] : !strcmp(t->npy.dtype, "<i4") ? ((int32_t *)t->npy.data)[i] : ((int64_t *)t->npy.data)[i];
+        int64_t v = !ty->is_npy ? ty->idx.data[i] : !strcmp(y->dtype, "<i4") ? ((int32_t *)y->data)[i] : ((int64_t *)y->data)[i];
         if (v < 0 || v >= classes)
             user_error("train: %s %s: label %lld at row %lld is outside [0, %d): set --classes to cover it",
-                       flag, path, (long long)v, (long long)i, classes);
+                       ty->flag, ty->path, (long long)v, (long long)i, classes);
         sp->labels[i] = (int32_t)v;
     }
-    free(t->is_npy ? t->npy.data : (void *)t->idx.data);
+    free(ty->is_npy ? y->data : (void *)ty->idx.data);
 }
 
 // The four files of a folder in the MNIST layout (Debian's dataset-fashion-mnist), gzip or plain.
@@ -138,18 +198,6 @@ static void standardise(Data *d) {
     d->shift = (float)(-d->mean / d->std);
 }
 
-static void open_split(Split *sp, const char *xflag, const char *x, const char *yflag, const char *y, int inputs, int classes, int *pixels) {
-    Table tx, ty;
-    table_read_all(xflag, x, &tx);
-    take_features(xflag, x, &tx, inputs, sp);
-    if (*pixels >= 0 && *pixels != (sp->pixels != NULL))
-        user_error("train: %s %s is %s but the training data is %s: give the training and test data in one format", xflag, x,
-                   sp->pixels ? "IDX" : ".npy", sp->pixels ? ".npy" : "IDX");
-    *pixels = sp->pixels != NULL;
-    table_read_all(yflag, y, &ty);
-    take_labels(yflag, y, &ty, classes, xflag, x, sp);
-}
-
 void data_open(Data *d, DataSource src, int inputs, int classes, uint64_t seed) {
     memset(d, 0, sizeof *d);
     d->inputs = inputs;
@@ -168,6 +216,7 @@ void data_open(Data *d, DataSource src, int inputs, int classes, uint64_t seed) 
     }
     struct stat st;
     int fm = !strcmp(src.data, "fashion-mnist"), folder = fm || (stat(src.data, &st) == 0 && S_ISDIR(st.st_mode));
+    if (!fm) agree_on_contents("train: --data", src.data, 1, (uint64_t)folder, folder ? "a folder" : "a file");  // alike everywhere
     if (folder && (src.labels[0] || explicit_test))
         user_error("train: --data %s names a whole data set: drop --%s (or give files: --data, --labels, --test-data, --test-labels)",
                    src.data, src.labels[0] ? "labels" : explicit_test && src.test_data[0] ? "test-data" : "test-labels");
@@ -175,24 +224,32 @@ void data_open(Data *d, DataSource src, int inputs, int classes, uint64_t seed) 
     if (!folder && (!src.test_data[0]) != (!src.test_labels[0]))
         user_error("train: --%s needs --%s too (the test split's features and labels)", src.test_data[0] ? "test-data" : "test-labels",
                    src.test_data[0] ? "test-labels" : "test-data");
-    int pixels = -1;
+    Table t[4] = {{.flag = "--data"}, {.flag = "--labels", .labels = 1}, {.flag = "--test-data"}, {.flag = "--test-labels", .labels = 1}};
+    char f[4][NAME_LEN];
+    int n = 4;
     if (folder) {
-        char f[4][NAME_LEN];
         // MICROPP_DATASETS=DIR looks for DIR/fashion-mnist instead of Debian's folder (tests, other installs)
         const char *root = getenv("MICROPP_DATASETS");
         char fm_dir[PATH_MAX_DIR];
         snprintf(fm_dir, sizeof fm_dir, "%s", FASHION_MNIST_DIR);
         if (root && *root) snprintf(fm_dir, sizeof fm_dir, "%.500s/fashion-mnist", root);
         folder_files(fm ? fm_dir : src.data, fm ? "fashion-mnist" : src.data, f);
-        open_split(&d->train, "--data", f[0], "--data", f[1], inputs, classes, &pixels);
-        open_split(&d->test, "--data", f[2], "--data", f[3], inputs, classes, &pixels);
+        for (int i = 0; i < 4; i++) { t[i].flag = "--data"; t[i].path = f[i]; }
     } else {
-        open_split(&d->train, "--data", src.data, "--labels", src.labels, inputs, classes, &pixels);
-        if (src.test_data[0]) open_split(&d->test, "--test-data", src.test_data, "--test-labels", src.test_labels, inputs, classes, &pixels);
+        t[0].path = src.data; t[1].path = src.labels; t[2].path = src.test_data; t[3].path = src.test_labels;
+        n = src.test_data[0] ? 4 : 2;
     }
-    if (d->train.n < 1) user_error("train: --data %s has no rows", src.data);
+    for (int i = 0; i < n; i++) table_open_all(&t[i]);  // headers first: nothing large is read before they agree
+    for (int i = 0; i < n; i += 2) labels_match(&t[i + 1], &t[i], features_rows(&t[i], inputs));
+    if (n == 4 && t[0].is_npy != t[2].is_npy)
+        user_error("train: %s %s is %s but the training data is %s: give the training and test data in one format", t[2].flag, t[2].path,
+                   t[2].is_npy ? ".npy" : "IDX", t[0].is_npy ? ".npy" : "IDX");
+    check_data_memory(t, n);
+    for (int i = 0; i < n; i++) table_load_all(&t[i]);
+    take_split(&t[0], &t[1], classes, &d->train);
+    if (n == 4) take_split(&t[2], &t[3], classes, &d->test);
     d->scale = 1.0f;
-    if (pixels) standardise(d);
+    if (!t[0].is_npy) standardise(d);
 }
 
 void data_close(Data *d) {
@@ -290,69 +347,105 @@ void data_eval_labels(const Data *d, uint64_t first, int rows, int32_t *y) {
 
 // ---- .npy: magic "\x93NUMPY", version, header length, a Python-dict header, raw data ----
 
-int npy_read(const char *path, Npy *out, char *err, size_t errlen) {
-    memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "cannot open: %s (check the path)", strerror(errno)); return -1; }
-    unsigned char pre[10];
-    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6)) {
-        fclose(f); snprintf(err, errlen, "not a .npy file (no \\x93NUMPY magic): save it with numpy.save"); return -1;
-    }
-    size_t hlen;
-    if (pre[6] == 1) hlen = pre[8] | (size_t)pre[9] << 8;
-    else {
-        unsigned char more[2];
-        if (fread(more, 1, 2, f) != 2) { fclose(f); snprintf(err, errlen, "truncated header"); return -1; }
-        hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)more[0] << 16 | (size_t)more[1] << 24;
-    }
-    if (hlen > 1 << 20) { fclose(f); snprintf(err, errlen, "header of %zu bytes is implausible", hlen); return -1; }
-    char *h = xmalloc(hlen + 1);
-    if (fread(h, 1, hlen, f) != hlen) { free(h); fclose(f); snprintf(err, errlen, "truncated header"); return -1; }
-    h[hlen] = 0;
+static int npy_fail(Npy *x, char *err, size_t errlen, const char *why) {
+    snprintf(err, errlen, "%s", why);
+    if (x->f) fclose(x->f);
+    x->f = NULL;
+    return -1;
+}
+
+// The dict's dtype, fortran_order and shape into out. 0, or -1 with the reason.
+static int npy_dict(const char *h, Npy *out, const char **why) {
     const char *descr = strstr(h, "'descr'"), *fo = strstr(h, "'fortran_order'"), *sh = strstr(h, "'shape'");
-    if (!descr || !fo || !sh) { free(h); fclose(f); snprintf(err, errlen, "header lacks descr/fortran_order/shape"); return -1; }
+    if (!descr || !fo || !sh) { *why = "header lacks descr/fortran_order/shape"; return -1; }
     const char *q = strchr(descr + 7, '\'');
-    if (!q || sscanf(q + 1, "%7[^']", out->dtype) != 1) { free(h); fclose(f); snprintf(err, errlen, "unreadable dtype"); return -1; }
-    if (strstr(fo, "True")) { free(h); fclose(f); snprintf(err, errlen, "Fortran-order array: save it with numpy.ascontiguousarray first"); return -1; }
+    if (!q || sscanf(q + 1, "%7[^']", out->dtype) != 1) { *why = "unreadable dtype"; return -1; }
+    if (strstr(fo, "True")) { *why = "Fortran-order array: save it with numpy.ascontiguousarray first"; return -1; }
     const char *p = strchr(sh, '(');
-    if (!p) { free(h); fclose(f); snprintf(err, errlen, "unreadable shape"); return -1; }
+    if (!p) { *why = "unreadable shape"; return -1; }
     p++;
-    int64_t count = 1;
+    uint64_t count = 1;
     while (*p && *p != ')') {
         while (*p == ' ' || *p == ',') p++;
         if (*p == ')') break;
         char *end;
         errno = 0;
         long long v = strtoll(p, &end, 10);
-        if (end == p || errno || v < 0 || out->ndim >= 2) {
-            free(h); fclose(f);
-            snprintf(err, errlen, out->ndim >= 2 ? "more than 2 dimensions" : "unreadable shape");
-            return -1;
-        }
+        if (end == p || errno || v < 0 || out->ndim >= 2) { *why = out->ndim >= 2 ? "more than 2 dimensions" : "unreadable shape"; return -1; }
         out->shape[out->ndim++] = v;
-        if (v > 0 && count > INT64_MAX / v) { free(h); fclose(f); snprintf(err, errlen, "shape too large"); return -1; }
-        count *= v;
+        if (v > 0 && count > INT64_MAX / (uint64_t)v) { *why = "shape too large"; return -1; }
+        count *= (uint64_t)v;
         p = end;
     }
-    free(h);
-    size_t esize = !strcmp(out->dtype, "<f4") || !strcmp(out->dtype, "<i4") ? 4 : !strcmp(out->dtype, "<i8") ? 8 : 0;
-    if (!esize) { fclose(f); snprintf(err, errlen, "dtype %s is not supported: use float32 features and int32/int64 labels (little-endian)", out->dtype); return -1; }
-    long here = ftell(f);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    if (here < 0 || size < here || (uint64_t)count > (uint64_t)(size - here) / esize) {  // no count*esize: it may overflow
-        fclose(f);
-        snprintf(err, errlen, "truncated: header promises %lld elements of %zu bytes but the file holds %ld bytes of data",
-                 (long long)count, esize, size - here);
+    out->count = count;
+    return 0;
+}
+
+int npy_open(const char *path, Npy *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    char why[256];
+    int fd = open_input(path, why, sizeof why);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !(out->f = fdopen(fd, "rb"))) {
+        if (fd >= 0) { snprintf(why, sizeof why, "%s", strerror(errno)); close(fd); }
+        snprintf(err, errlen, "cannot open: %s", why);
         return -1;
     }
-    fseek(f, here, SEEK_SET);
-    out->data = xmalloc((size_t)count * esize);
-    if (fread(out->data, esize, (size_t)count, f) != (size_t)count) {
-        free(out->data); out->data = NULL; fclose(f); snprintf(err, errlen, "read error"); return -1;
+    unsigned char pre[12];
+    if (fread(pre, 1, 10, out->f) != 10 || memcmp(pre, "\x93NUMPY", 6))
+        return npy_fail(out, err, errlen, "not a .npy file (no \\x93NUMPY magic): save it with numpy.save");
+    size_t hlen, at = 10;
+    if (pre[6] == 1) hlen = pre[8] | (size_t)pre[9] << 8;
+    else {
+        if (fread(pre + 10, 1, 2, out->f) != 2) return npy_fail(out, err, errlen, "truncated header");
+        hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+        at = 12;
     }
-    fclose(f);
+    if (hlen > 1 << 20) { snprintf(why, sizeof why, "header of %zu bytes is implausible", hlen); return npy_fail(out, err, errlen, why); }
+    char *h = xmalloc(hlen + 1);
+    if (fread(h, 1, hlen, out->f) != hlen) { free(h); return npy_fail(out, err, errlen, "truncated header"); }
+    h[hlen] = 0;
+    const char *bad = NULL;
+    int rc = npy_dict(h, out, &bad);
+    out->hash = hash64(hash64(0, pre, at), h, hlen);
+    free(h);
+    if (rc) return npy_fail(out, err, errlen, bad);
+    out->esize = !strcmp(out->dtype, "<f4") || !strcmp(out->dtype, "<i4") ? 4 : !strcmp(out->dtype, "<i8") ? 8 : 0;
+    if (!out->esize) {
+        snprintf(why, sizeof why, "dtype %s is not supported: use float32 features and int32/int64 labels (little-endian)", out->dtype);
+        return npy_fail(out, err, errlen, why);
+    }
+    uint64_t here = at + hlen, size = (uint64_t)st.st_size, have = size > here ? size - here : 0;
+    if (out->count > have / out->esize) {  // no count*esize: it may overflow
+        snprintf(why, sizeof why, "truncated: header promises %llu elements of %zu bytes but the file holds %llu bytes of data",
+                 (unsigned long long)out->count, out->esize, (unsigned long long)have);
+        return npy_fail(out, err, errlen, why);
+    }
+    if (have > out->count * out->esize) {
+        snprintf(why, sizeof why, "the file holds %llu bytes after the %llu bytes of data its header promises: a damaged file or a wrong header",
+                 (unsigned long long)(have - out->count * out->esize), (unsigned long long)(out->count * out->esize));
+        return npy_fail(out, err, errlen, why);
+    }
     return 0;
+}
+
+int npy_load(Npy *x, char *err, size_t errlen) {
+    size_t n = (size_t)x->count;
+    x->data = xmalloc(n * x->esize);
+    if (fread(x->data, x->esize, n, x->f) != n) {
+        free(x->data);
+        x->data = NULL;
+        return npy_fail(x, err, errlen, "read error (the file shrank while it was read?)");
+    }
+    x->hash = hash64(x->hash, x->data, n * x->esize);
+    fclose(x->f);
+    x->f = NULL;
+    return 0;
+}
+
+int npy_read(const char *path, Npy *out, char *err, size_t errlen) {
+    if (npy_open(path, out, err, errlen)) return -1;
+    return npy_load(out, err, errlen);
 }
 
 int npy_write(const char *path, const char *dtype, int ndim, const int64_t *shape, const void *data) {

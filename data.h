@@ -5,6 +5,7 @@
 #pragma once
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
 
 // splitmix64 finaliser: a strong 64-bit mix, the core of the counter-based generator.
 static inline uint64_t mix64(uint64_t x) {
@@ -58,7 +59,9 @@ typedef struct {
 } DataSource;
 
 // Opens the data source; bad files end the run through user_error (exit 2), decided alike on every
-// rank (agree_on_error: a file only some ranks can read ends them all).
+// rank (agree_on_error: a file only some ranks can read ends them all; agree_on_contents: ranks that
+// read different bytes under one path end too). Every header is read before any data: counts that
+// disagree, or data that would not fit in the node's memory, are refused before anything is inflated.
 void data_open(Data *d, DataSource src, int inputs, int classes, uint64_t seed);
 void data_close(Data *d);
 // Turns on epochs: every epoch is a fresh permutation of the training rows, of which the first
@@ -74,7 +77,19 @@ void data_eval_features(const Data *d, uint64_t first, int rows, float *x);
 void data_eval_labels(const Data *d, uint64_t first, int rows, int32_t *y);
 
 // .npy (numpy's format): returns NULL and an error reason in err on failure.
-// dtype: "<f4", "<i4" or "<i8" as found; shape up to 2 dims.
-typedef struct { char dtype[8]; int ndim; int64_t shape[2]; void *data; } Npy;
-int npy_read(const char *path, Npy *out, char *err, size_t errlen);
+// dtype: "<f4", "<i4" or "<i8" as found; shape up to 2 dims. Read in two steps like IDX (idx.h):
+// npy_open reads the header (and refuses a file whose size is not what it promises), npy_load the data.
+typedef struct {
+    char dtype[8];
+    int ndim;
+    int64_t shape[2];
+    void *data;         // count * esize bytes, once npy_load has read them
+    uint64_t count;     // elements
+    size_t esize;       // bytes per element
+    uint64_t hash;      // hash64 of the header; after npy_load, of the header and the data
+    FILE *f;            // open between npy_open and npy_load
+} Npy;
+int npy_open(const char *path, Npy *out, char *err, size_t errlen);
+int npy_load(Npy *x, char *err, size_t errlen);
+int npy_read(const char *path, Npy *out, char *err, size_t errlen);  // both
 int npy_write(const char *path, const char *dtype, int ndim, const int64_t *shape, const void *data);

@@ -1,9 +1,11 @@
 // launch.c: the launch agreement (launch.h): every rank's fingerprint (a hash of what it was started
 // to do) gathered by all; on a difference, the first differing rank words it against rank 0's text
-// and every rank ends with that one line (exit 2).
+// and every rank ends with that one line (exit 2). Also the same for the files the ranks read: each
+// rank's hash of a file's bytes, gathered by all, a difference named with the ranks' hosts.
 #include <elf.h>
 #include <link.h>
 #include <string.h>
+#include <unistd.h>
 #include "comms.h"
 #include "config.h"
 #include "launch.h"
@@ -195,6 +197,65 @@ static void explain_argv(const char *a, size_t na, const char *b, size_t nb, con
     snprintf(out, n, "launch: the ranks were started differently: %.600s", what);
 }
 
+// ---- the contents of the files the ranks read (agree_on_contents, util.h) ----
+
+typedef struct { uint64_t ok, hash; char detail[64], host[64]; } Seen;
+
+void launch_host_name(char *b, size_t n) {
+    const char *h = getenv("MPIR_CVAR_CH3_INTERFACE_HOSTNAME");
+    if (h && *h) snprintf(b, n, "%s", h);
+    else if (gethostname(b, n) != 0) snprintf(b, n, "?");
+    b[n - 1] = 0;
+}
+
+// "rank 0 (host nodeA)", "ranks 0-1,3 (hosts nodeA, nodeB)": the ranks that read hash h, and their hosts.
+static void group_words(const Seen *s, int size, uint64_t h, char *b, size_t n) {
+    uint64_t *hs = xcalloc((size_t)size, sizeof(uint64_t));
+    for (int r = 0; r < size; r++) hs[r] = s[r].hash;
+    char ranks[200], hosts[200] = "";
+    ranks_with(hs, size, h, ranks, sizeof ranks);
+    free(hs);
+    int nh = 0, more = 0;
+    for (int r = 0; r < size; r++) {
+        if (s[r].hash != h) continue;
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++) seen = s[q].hash == h && !strcmp(s[q].host, s[r].host);
+        if (seen) continue;
+        if (nh < 3) { size_t k = strlen(hosts); snprintf(hosts + k, sizeof hosts - k, "%s%.60s", nh ? ", " : "", s[r].host); }
+        else more++;
+        nh++;
+    }
+    snprintf(b, n, "%s (host%s %s%s)", ranks, nh > 1 ? "s" : "", hosts, more ? ", ..." : "");
+}
+
+static void agree_contents(const char *what, const char *path, int ok, uint64_t hash, const char *detail) {
+    int size;
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    if (size == 1) return;
+    Seen me = {(uint64_t)(ok != 0), hash, "", ""}, *all = xmalloc(sizeof(Seen) * (size_t)size);
+    snprintf(me.detail, sizeof me.detail, "%s", detail ? detail : "");
+    launch_host_name(me.host, sizeof me.host);
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD, &q));
+    wd_wait(&q, NULL, -1, "comparing the files the ranks read");
+    int d = 0, failed = 0, others = 0;
+    for (int r = 0; r < size; r++) failed |= !all[r].ok;
+    for (int r = 1; r < size && !d; r++) if (all[r].hash != all[0].hash) d = r;
+    if (failed || !d) { free(all); return; }  // (a rank that could not read it: the caller's agree_on_error says so)
+    for (int r = 0; r < size; r++) others += all[r].hash != all[0].hash && all[r].hash != all[d].hash;
+    char a[300], b[300], msg[1400], more[64] = "";
+    group_words(all, size, all[0].hash, a, sizeof a);
+    group_words(all, size, all[d].hash, b, sizeof b);
+    if (others) snprintf(more, sizeof more, " (and %d more rank%s read other bytes)", others, others == 1 ? "" : "s");
+    if (strcmp(all[0].detail, all[d].detail))
+        snprintf(msg, sizeof msg, "%s %s differs between the ranks: on %s it is %s, on %s %s%s", what, path, a, all[0].detail, b, all[d].detail, more);
+    else
+        snprintf(msg, sizeof msg, "%s %s differs between the ranks: on %s and on %s it holds different bytes (%s on both)%s", what, path, a, b,
+                 all[0].detail, more);
+    free(all);
+    user_error("%s: copy the same file to every host (the command lines agree, so the path names a different file there)", msg);
+}
+
 void launch_agree_argv(int argc, char **argv) {
     size_t n = 0, cap = 256;
     char *t = xmalloc(cap);
@@ -209,6 +270,7 @@ void launch_agree_argv(int argc, char **argv) {
     agree_text(t, n, explain_argv, "start every rank with the same micropp and the same command line");
     free(t);
     options_set_agree_hook(launch_agree_options);
+    util_set_contents_hook(agree_contents);
 }
 
 // ---- resolved options: "name=value" lines (a config file read differently on another host) ----

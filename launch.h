@@ -6,8 +6,11 @@
 
 // Called by comms_init right after MPI_Init (argv[0] is the subcommand). Collective over the world.
 // It also hooks launch_agree_options into options_parse, so every subcommand's resolved options
-// are compared as soon as they are parsed.
+// are compared as soon as they are parsed, and installs agree_on_contents's comparison (util.h), so
+// the files every rank reads (--data, --schedule-file, ...) are compared as they are read.
 void launch_agree_argv(int argc, char **argv);
 // resolved: "name=value\n" for every option of cmd's table (options_parse makes it).
 void launch_agree_options(const char *cmd, const char *resolved);
-const char *launch_build_id(void);  // the binary's GNU build id in hex, "unknown" without one
+const char *launch_build_id(void);
+// The host this rank runs on as mpiexec (Hydra) named it from its -hosts list, else the machine's name.
+void launch_host_name(char *b, size_t n);  // the binary's GNU build id in hex, "unknown" without one

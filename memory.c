@@ -69,16 +69,7 @@ void memory_need(const Run *r, const int *vs_of, const int *slots, int n, MemNee
     memory_reckon(r->c, &r->p, vs_of, slots, n, m);
 }
 
-double memory_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return -1;
-    char line[256];
-    double kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-    fclose(f);
-    return kb < 0 ? -1 : kb * 1024;
-}
+double memory_available(void) { return meminfo_available(); }
 
 // The cheapest change that shrinks what dominates.
 static const char *fix_for(const Run *r, const MemNeed *m) {

@@ -1,7 +1,8 @@
 // outfile.c: writing a file the user named, by its kind (see outfile.h): regular files through a
 // temporary, fsync and rename so they appear whole; FIFOs, character devices and "-" in place;
-// symlinks followed to their target; folders refused.
+// symlinks followed to their target; folders refused. out_open_now never waits long for a FIFO's reader.
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,24 @@ static int kind_of(const char *target) {
     return -EINVAL;  // a block device or a socket
 }
 
-int out_open(OutFile *o, const char *path) {
+// A FIFO opened for writing without waiting forever: open(2) with O_NONBLOCK fails (ENXIO) while no
+// process has it open for reading; a reader that starts within OUT_FIFO_WAIT_MS is waited for.
+static FILE *open_fifo_now(const char *path) {
+    for (int waited = 0;; waited += 10) {
+        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+            int flags = fcntl(fd, F_GETFL);
+            if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);  // a slow reader is waited on as it reads
+            FILE *f = fdopen(fd, "w");
+            if (!f) close(fd);
+            return f;
+        }
+        if (errno != ENXIO || waited >= OUT_FIFO_WAIT_MS) return NULL;
+        usleep(10 * 1000);
+    }
+}
+
+static int open_as(OutFile *o, const char *path, int now) {
     memset(o, 0, sizeof *o);
     if (!*path) return ENOENT;
     if (!strcmp(path, "-")) {
@@ -57,14 +75,18 @@ int out_open(OutFile *o, const char *path) {
     int kind = kind_of(o->path);
     if (kind < 0) return -kind;
     if (kind == 1) {
+        struct stat st;
         o->direct = 1;
-        o->f = fopen(o->path, "w");
+        o->f = now && stat(o->path, &st) == 0 && S_ISFIFO(st.st_mode) ? open_fifo_now(o->path) : fopen(o->path, "w");
         return o->f ? 0 : errno;
     }
     snprintf(o->tmp, sizeof o->tmp, "%s.tmp%d", o->path, (int)getpid());
     o->f = fopen(o->tmp, "w");
     return o->f ? 0 : errno;
 }
+
+int out_open(OutFile *o, const char *path) { return open_as(o, path, 0); }
+int out_open_now(OutFile *o, const char *path) { return open_as(o, path, 1); }
 
 int out_commit(OutFile *o) {
     int err = fflush(o->f) != 0 || ferror(o->f) ? (errno ? errno : EIO) : 0;
@@ -87,6 +109,7 @@ const char *out_hint(int err) {
     return err == EISDIR ? "it is a folder: give a file name inside it"
          : err == EINVAL ? "it is neither a regular file, a FIFO nor a character device: give a file name"
          : err == ELOOP ? "it is a loop of symbolic links: give a file name"
+         : err == ENXIO ? "it is a FIFO that no process opened for reading within 2 s: start its reader first, or give a file name"
                         : "check that the folder exists and is writable";
 }
 

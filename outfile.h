@@ -13,6 +13,11 @@ typedef struct {
     char tmp[PATH_LEN + 32]; // the temporary beside it (regular files)
 } OutFile;
 int out_open(OutFile *o, const char *path);  // 0, or errno (missing folder, read-only, a folder...)
+// The same, but a FIFO that no process opens for reading within OUT_FIFO_WAIT_MS is refused (ENXIO)
+// instead of waited on forever: for commands that write at once (bubble); a reader that is there
+// is waited on as it reads. out_open (train's --trace, --timeline) waits for the reader.
+#define OUT_FIFO_WAIT_MS 2000
+int out_open_now(OutFile *o, const char *path);
 int out_commit(OutFile *o);                  // flush, fsync, close, rename: 0, or errno (the temporary removed)
 void out_abandon(OutFile *o);
 // Can path be written? 0 or errno; leaves nothing behind and opens no FIFO (which would block).

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "safetensors.h"
+#include "util.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian; this host is not");
 
@@ -213,8 +214,20 @@ int st_writer_open(StWriter *w, const char *path) {
     w->fail_after = UINT64_MAX;
     snprintf(w->path, sizeof w->path, "%s", path);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) { snprintf(w->err, sizeof w->err, "cannot create %s: %s", w->tmp, strerror(errno)); return -1; }
+    // O_NONBLOCK: a FIFO left under the temporary name would otherwise wait for a reader forever
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (w->fd < 0) {
+        snprintf(w->err, sizeof w->err, "cannot create %s: %s", w->tmp, errno == ENXIO ? "a FIFO has that name: remove it" : strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(w->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(w->fd);
+        w->fd = -1;
+        snprintf(w->err, sizeof w->err, "cannot create %s: something other than a regular file has that name: remove it", w->tmp);
+        return -1;
+    }
+    fcntl(w->fd, F_SETFL, O_WRONLY);  // blocking writes again (O_NONBLOCK off)
     return 0;
 }
 
@@ -269,10 +282,11 @@ void st_writer_abort(StWriter *w) {
 int read_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err, size_t errlen) {
     *buf = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) { snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno)); return -1; }
+    char why[256];
+    int fd = open_input(path, why, sizeof why);  // (a FIFO is refused, not waited on)
+    if (fd < 0) { snprintf(err, errlen, "cannot open %s: %s", path, why); return -1; }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); snprintf(err, errlen, "%s is not a regular file", path); return -1; }
+    if (fstat(fd, &st) != 0) { close(fd); snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno)); return -1; }
     if ((uint64_t)st.st_size > max) { close(fd); snprintf(err, errlen, "%s has %lld bytes, more than the %zu allowed", path, (long long)st.st_size, max); return -1; }
     size_t n = (size_t)st.st_size, got = 0;
     uint8_t *b = malloc(n ? n : 1);

@@ -35,21 +35,40 @@ static const char *token(const Cell *c, char *buf, size_t n) {
     return buf;
 }
 
-int schedule_file_read(const char *path, char **text, char *err, size_t errlen) {
+static int read_text(const char *path, char **text, size_t *len, char *err, size_t errlen) {
     *text = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return say(err, errlen, "cannot read --schedule-file '%s': %s: give the path of a CSV schedule", path, strerror(errno));
+    char why[256];
+    int fd = open_input(path, why, sizeof why);
+    if (fd < 0) return say(err, errlen, "cannot read --schedule-file '%s': %s", path, why);
     char *buf = xmalloc((size_t)MAX_FILE_BYTES + 1);
-    size_t n = fread(buf, 1, (size_t)MAX_FILE_BYTES + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || n > (size_t)MAX_FILE_BYTES) {
+    size_t n = 0;
+    ssize_t k = 1;
+    while (n <= (size_t)MAX_FILE_BYTES && k != 0) {
+        k = read(fd, buf + n, (size_t)MAX_FILE_BYTES + 1 - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) break;
+        n += (size_t)k;
+    }
+    int e = errno;
+    close(fd);
+    if (k < 0 || n > (size_t)MAX_FILE_BYTES) {
         free(buf);
-        return say(err, errlen, "cannot read --schedule-file '%s': %s", path, bad ? "read error (is it a folder?)" : "larger than 64 MiB");
+        return say(err, errlen, "cannot read --schedule-file '%s': %s", path, k < 0 ? strerror(e) : "larger than 64 MiB");
     }
     buf[n] = 0;
     *text = buf;
+    *len = n;
     return 0;
+}
+
+int schedule_file_read(const char *path, char **text, char *err, size_t errlen) {
+    size_t len = 0;
+    int rc = read_text(path, text, &len, err, errlen);
+    char detail[64];
+    snprintf(detail, sizeof detail, "%zu bytes", len);
+    // Every rank that reads it, whether it could or not (then agree_on_error, after, says why).
+    agree_on_contents("train: --schedule-file", path, rc == 0, rc ? 0 : hash64(0, *text, len), detail);
+    return rc;
 }
 
 // {stage}{F|I|B|W}{micro-batch}, digits only, surrounding blanks already cut. 0, or -1.

@@ -12,7 +12,9 @@
 // `place` (PLACE_LOOP or PLACE_V), split = 1 when any action is I or W.
 typedef struct { int K, M, v, place, split; } SchedFileShape;
 
-// Reads FILE whole into *text (malloc'd, NUL-terminated): 0, or -1 with one line in err.
+// Reads FILE whole into *text (malloc'd, NUL-terminated): 0, or -1 with one line in err. A FIFO, a
+// device or a folder is refused at once (never waited on). Under MPI, collective: the ranks compare
+// the bytes they read (agree_on_contents), and a difference ends every rank with one line.
 int schedule_file_read(const char *path, char **text, char *err, size_t errlen);
 // Checks the text of a schedule file (`name` names it in messages) and, when it is sound,
 // registers it as SCHED_FILE (schedule_set_file) and fills *shape: 0. Otherwise -1 with one line

@@ -92,6 +92,42 @@ void single_process(const char *cmd) {
     user_error("%s runs in one process, and mpiexec started %d: run it without mpiexec", cmd, atoi(size));
 }
 
+double meminfo_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+static inline uint64_t rotl64(uint64_t x, int r) { return x << r | x >> (64 - r); }
+static inline uint64_t load64(const unsigned char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
+#define H1 0x9E3779B185EBCA87ULL
+#define H2 0xC2B2AE3D27D4EB4FULL
+#define H3 0x165667B19E3779F9ULL
+
+uint64_t hash64(uint64_t seed, const void *data, size_t n) {
+    const unsigned char *p = data;
+    uint64_t v[4] = {seed + H1 + H2, seed + H2, seed, seed - H1}, h;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)  // four independent lanes: the multiplies overlap
+        for (int k = 0; k < 4; k++) v[k] = rotl64(v[k] + load64(p + i + 8 * k) * H2, 31) * H1;
+    h = rotl64(v[0], 1) + rotl64(v[1], 7) + rotl64(v[2], 12) + rotl64(v[3], 18) + (uint64_t)n;
+    for (; i + 8 <= n; i += 8) h = rotl64(h ^ (rotl64(load64(p + i) * H2, 31) * H1), 27) * H1 + H3;
+    for (; i < n; i++) h = rotl64(h ^ (p[i] * H3), 11) * H1;
+    h ^= h >> 33; h *= H2; h ^= h >> 29; h *= H3; h ^= h >> 32;  // the final avalanche
+    return h;
+}
+
+static ContentsHook contents_hook;
+void util_set_contents_hook(ContentsHook hook) { contents_hook = hook; }
+void agree_on_contents(const char *what, const char *path, int ok, uint64_t hash, const char *detail) {
+    if (contents_hook && others_running()) contents_hook(what, path, ok, hash, detail);
+}
+
 void agree_on_error(const char *err) {
     if (others_running()) hooks.agree(err ? err : "", 2);
     else if (err && *err) user_error("%s", err);

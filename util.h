@@ -7,6 +7,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #ifdef __cplusplus  // kernels.cu includes this header too
 #define _Noreturn [[noreturn]]
@@ -66,6 +71,52 @@ static inline void *xcalloc(size_t count, size_t size) {
 }
 
 double now_sec(void);  // monotonic clock, seconds
+double meminfo_available(void);  // MemAvailable from /proc/meminfo, bytes; -1 when it cannot be read
+
+// ---- files a user names for reading ----
+// Opens path read-only without ever blocking (O_NONBLOCK: opening a FIFO nobody writes would wait
+// forever) and keeps it only when it is a regular file. Returns the descriptor, blocking again, or -1
+// with one reason and its fix in why ("No such file or directory (check the path)", "it is a FIFO
+// (named pipe), not a regular file: give a regular file"). Inline, so the fuzz harnesses have it.
+static inline int open_input(const char *path, char *why, size_t n) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), e = errno;
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (fd < 0 && !(e == ENXIO && stat(path, &st) == 0)) {  // (a socket: ENXIO, named below)
+        snprintf(why, n, "%s (check the path)", strerror(e));
+        return -1;
+    }
+    if (fd >= 0 && fstat(fd, &st) != 0) {
+        e = errno;
+        close(fd);
+        snprintf(why, n, "%s (check the path)", strerror(e));
+        return -1;
+    }
+    if (fd < 0 || !S_ISREG(st.st_mode)) {
+        const char *kind = S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)" : S_ISCHR(st.st_mode) ? "a character device"
+                         : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket" : S_ISDIR(st.st_mode) ? "a folder" : "not a file";
+        if (fd >= 0) close(fd);
+        snprintf(why, n, "it is %s, not a regular file: give a regular file", kind);
+        return -1;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    return fd;
+}
+
+// A fast 64-bit hash of n bytes (four xxHash64-style lanes), chained through seed: what ranks compare
+// to learn whether they read the same bytes (about 8 GB/s; Fashion-MNIST's 55 MB in a few ms).
+uint64_t hash64(uint64_t seed, const void *p, size_t n);
+
+// Ranks that read one file must read the same bytes: two hosts with different files under one path
+// would train different data, or wait on each other forever. Every rank that reads path calls this
+// at the same point with ok (it could read it), the hash of what it read and a few words on it
+// (detail: "IDX 60000x28x28", "1234 bytes"); when every rank could read it and the hashes differ,
+// every rank ends with one line naming the ranks, their hosts and details, and the fix (exit 2).
+// A no-op without MPI (one process) or before launch.c installs the comparison.
+typedef void (*ContentsHook)(const char *what, const char *path, int ok, uint64_t hash, const char *detail);
+void util_set_contents_hook(ContentsHook hook);
+void agree_on_contents(const char *what, const char *path, int ok, uint64_t hash, const char *detail);
 // For commands that use no MPI (bubble, selftest): under `mpiexec -n N` (N > 1) every process would
 // do the whole work and print it; refuse, once, on every process alike.
 void single_process(const char *cmd);

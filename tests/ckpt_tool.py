@@ -10,6 +10,7 @@ library only (numpy is used to read tensors when it is installed, to prove numpy
   truncate DIR K       cut file K in half
   reshape DIR K NAME   give tensor NAME of file K another shape of the same size, and fix the CRC
   manifest DIR EXPR    apply a python statement to the manifest dict `m` and write it back
+  poke DIR K NAME I V  set element I of tensor NAME of file K to the float V, and fix the CRC
 """
 import json, os, struct, sys, zlib
 
@@ -140,6 +141,14 @@ def main(a):
         text = json.dumps(header).encode()
         text += b" " * ((8 - len(text) % 8) % 8)
         open(p, "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+        fix_crc(a[1], a[2])
+    elif a[0] == "poke":
+        p = file_path(a[1], a[2])
+        raw = bytearray(open(p, "rb").read())
+        (n,) = struct.unpack("<Q", raw[:8])
+        at = 8 + n + json.loads(raw[8:8 + n])[a[3]]["data_offsets"][0] + 4 * int(a[4])
+        raw[at:at + 4] = struct.pack("<f", float(a[5]))
+        open(p, "wb").write(raw)
         fix_crc(a[1], a[2])
     elif a[0] == "manifest":
         path = os.path.join(a[1], "manifest.json")

@@ -131,6 +131,26 @@ fresh; $TOOL manifest "$TMP/bad" 'm["files"][1]["file"] = "../../etc/passwd"'
 expect_user_error "ckpt/manifest naming a path outside the folder -> refused" "not a plain file name" 60 "$MICROPP" train $M --steps 8 --resume "$TMP/bad"
 fresh; $TOOL manifest "$TMP/bad" 'm["files"][1]["layers"] = [1, 4]'
 expect_user_error "ckpt/manifest with a layer in two files -> refused" "layer 1 is in 2 files, expected exactly 1" 60 "$MICROPP" train $M --steps 8 --resume "$TMP/bad"
+fresh; $TOOL poke "$TMP/bad" 1 optim.exp_avg_sq.layers.3.weight 5 -0.25
+expect_user_error "ckpt/a negative Adam second moment -> refused when loading, naming the tensor and the file" \
+    "stage-01-of-04.safetensors: tensor 'optim.exp_avg_sq.layers.3.weight' holds -0.25 at index 5, but Adam's second moment is a mean of squares and cannot be negative" \
+    60 "$MICROPP" train $M --steps 8 --resume "$TMP/bad"
+fresh; $TOOL poke "$TMP/bad" 1 optim.exp_avg.layers.3.weight 5 -0.25
+run 60 "$MICROPP" train $M --steps 5 --resume "$TMP/bad"
+[ "$RC" -eq 0 ] && pass "ckpt/a negative first moment (a mean of gradients) still loads" || fail "ckpt/a negative first moment still loads" "exit $RC: $ERR"
+# Hosts with different copies of one checkpoint: every rank reads the files it needs and checks
+# them against the manifest rank 0 read. Each rank in its own folder (Hydra's fake hosts nodeA and
+# nodeB), --resume a relative path, rank 1's copy of the file altered (its manifest, unread, as it was).
+mkdir -p "$TMP/h/0" "$TMP/h/1"; cp -r "$TMP/mono4" "$TMP/h/0/ck"; cp -r "$TMP/mono4" "$TMP/h/1/ck"; $TOOL corrupt "$TMP/h/1/ck" 0
+printf '#!/bin/bash\ncd "%s/h/$PMI_RANK" && exec "%s" "$@"\n' "$TMP" "$MICROPP" > "$TMP/on-host.sh"; chmod +x "$TMP/on-host.sh"
+expect_user_error "ckpt/hosts holding different copies: named with the rank and host that read the other copy" \
+    "is corrupted: its CRC-32 .* \(read on rank 1, host nodeB; the manifest on rank 0: if the hosts hold different copies, copy the same folder to every host\)" \
+    60 mpiexec -launcher fork -hosts nodeA:1,nodeB:1 -n 2 "$TMP/on-host.sh" train --mode ddp $M --steps 8 --resume ck
+mkdir -p "$TMP/fifo-save"; mkfifo "$TMP/fifo-save/manifest.json.tmp"
+run 30 "$MICROPP" train $M --steps 2 --save "$TMP/fifo-save"
+[ "$RC" -eq 1 ] && printf '%s' "$ERR" | grep -q "cannot create $TMP/fifo-save/manifest.json.tmp: a FIFO has that name: remove it" \
+    && pass "ckpt/--save where a FIFO has the manifest's temporary name: ends at once (exit 1), never waits for a reader" \
+    || fail "ckpt/--save where a FIFO has the manifest's temporary name" "exit $RC: $ERR"
 expect_user_error "ckpt/--resume of a folder without a manifest" "no readable manifest.json there" 60 mpiexec -n 2 "$MICROPP" train --mode pp $A --steps 8 --resume "$TMP/nothing-here"
 expect_user_error "ckpt/--save-every without --save" "--save-every 2 needs --save DIR" 10 "$MICROPP" train $M --save-every 2
 expect_user_error "ckpt/--resume with --verify" "cannot be combined with --resume" 10 "$MICROPP" train $M --verify --steps 8 --resume "$TMP/pp4"

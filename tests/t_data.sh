@@ -136,3 +136,124 @@ expect_user_error "data/refuse: an epoch smaller than a batch" "an epoch of 520 
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do gzip -dc "$D/$f.gz" > "$TMP/$f"; done
 run 120 "$MICROPP" train ${A/--data $D/--data $TMP/train-images-idx3-ubyte --labels $TMP/train-labels-idx1-ubyte --test-data $TMP/t10k-images-idx3-ubyte --test-labels $TMP/t10k-labels-idx1-ubyte}
 close "data/explicit plain IDX files == the gzip folder" losses "$MONO" 0
+
+# ---- the ends of a file: a gzip trailer present and right, nothing after the promised data ----
+gzip -dc "$D/train-labels-idx1-ubyte.gz" > "$TMP/lab.idx"
+IMG="$D/train-images-idx3-ubyte.gz"
+head -c -8 "$D/train-labels-idx1-ubyte.gz" > "$TMP/notrailer.gz"
+expect_user_error "data/refuse: a gzip file without its trailer (its CRC would go unchecked)" \
+    "--labels $TMP/notrailer.gz: truncated: the gzip stream ends before its trailer \(CRC-32 and length\)" 60 \
+    mpiexec -n 2 "$MICROPP" train --mode ddp --data "$IMG" --labels "$TMP/notrailer.gz" $B
+{ cat "$D/train-labels-idx1-ubyte.gz"; printf 'extra'; } > "$TMP/after.gz"
+expect_user_error "data/refuse: bytes after the gzip stream, counted" "--labels $TMP/after.gz: 5 bytes follow the end of the gzip stream" 60 \
+    "$MICROPP" train --data "$IMG" --labels "$TMP/after.gz" $B
+{ cat "$TMP/lab.idx"; printf 'xyz'; } > "$TMP/long.idx"
+expect_user_error "data/refuse: a plain IDX longer than its header promises" "the file holds 3 bytes after the 520 bytes of data its header promises" 60 \
+    "$MICROPP" train --data "$IMG" --labels "$TMP/long.idx" $B
+{ cat "$TMP/lab.idx"; printf 'xyz'; } | gzip > "$TMP/long.gz"
+expect_user_error "data/refuse: a gzip stream longer than its header promises" "the file holds 3 bytes after the 520 bytes of data its header promises" 60 \
+    "$MICROPP" train --data "$IMG" --labels "$TMP/long.gz" $B
+
+# ---- a zero dimension: an empty file, never "set --inputs 0" ----
+python3 -c "
+import gzip, struct, sys
+gzip.open(sys.argv[1], 'wb').write(struct.pack('>IIII', 0x803, 520, 0, 28))
+gzip.open(sys.argv[2], 'wb').write(struct.pack('>IIII', 0x803, 0, 28, 28))" "$TMP/zero-width.gz" "$TMP/zero-rows.gz"
+for f in zero-width zero-rows; do
+    run 60 "$MICROPP" train --data "$TMP/$f.gz" --labels "$D/train-labels-idx1-ubyte.gz" $B
+    [ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -q "has a zero dimension, so it holds no images: the file is empty or damaged" \
+        && ! printf '%s' "$ERR" | grep -q -- "--inputs 0" && [ "$(printf '%s\n' "$ERR" | grep -c .)" -eq 1 ] \
+        && pass "data/refuse: IDX with a zero dimension ($f): the file is empty, not --inputs 0" \
+        || fail "data/refuse: IDX with a zero dimension ($f)" "exit $RC: $ERR"
+done
+
+python3 - "$TMP" <<'PY'
+import struct, sys
+def save(path, descr, shape):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode())
+save(sys.argv[1] + "/width0.npy", "<f4", "(8, 0)")
+save(sys.argv[1] + "/labels8.npy", "<i8", "(8,)")
+PY
+printf '\0%.0s' $(seq 64) >> "$TMP/labels8.npy"
+run 60 "$MICROPP" train --data "$TMP/width0.npy" --labels "$TMP/labels8.npy" --inputs 16 --hidden 16 --batch 8 --steps 1
+[ "$RC" -eq 2 ] && printf '%s' "$ERR" | grep -qF ".npy <f4 (8, 0) holds no features in a row: the file is empty or damaged" \
+    && ! printf '%s' "$ERR" | grep -q -- "--inputs 0" && pass "data/refuse: .npy rows of zero features: the file is empty, not --inputs 0" \
+    || fail "data/refuse: .npy rows of zero features" "exit $RC: $ERR"
+
+# ---- every header before any data, and the data's bytes against the node's memory ----
+# A gzip file whose header promises 5.5 M images (4.3 GB) over 4.2 MB, its data garbage past the
+# first kilobyte: inflating it would end on the garbage; the labels' count, in their header, says
+# at once that the files do not belong together.
+python3 - "$TMP/big.gz" "$TMP/bigl.gz" <<'PY'
+import os, random, struct, sys, zlib
+def member(head, rows_bytes, junk):  # a gzip member's start: the IDX header and some zeros, then junk
+    z = zlib.compressobj(6, zlib.DEFLATED, 31)
+    b = z.compress(head + bytes(rows_bytes)) + z.flush(zlib.Z_SYNC_FLUSH)
+    return b + random.Random(7).randbytes(junk)
+n = 5478274  # 5478274 x 784 = 4.3e9 bytes: at most 1032 to 1 from the file's 4.2 MB
+open(sys.argv[1], "wb").write(member(struct.pack(">IIII", 0x803, n, 28, 28), 1024, 4_200_000))
+rows = 21913098  # 16 GiB of images, the most an IDX may promise; its labels' header agrees
+open(sys.argv[2], "wb").write(member(struct.pack(">II", 0x801, rows), 1024, 21_300))
+PY
+start=$(date +%s%N)
+expect_user_error "data/refuse: counts that disagree, from the headers, before a byte of data is inflated" \
+    "--labels $D/train-labels-idx1-ubyte.gz has 520 labels but --data $TMP/big.gz has 5478274 rows" 60 \
+    mpiexec -n 2 "$MICROPP" train --mode ddp --data "$TMP/big.gz" --labels "$D/train-labels-idx1-ubyte.gz" $B
+echo "# refused in $(( ($(date +%s%N) - start) / 1000000 )) ms"
+python3 - "$TMP/huge.gz" <<'PY'
+import random, struct, sys, zlib
+z = zlib.compressobj(6, zlib.DEFLATED, 31)
+b = z.compress(struct.pack(">IIII", 0x803, 21913098, 28, 28) + bytes(1024)) + z.flush(zlib.Z_SYNC_FLUSH)
+open(sys.argv[1], "wb").write(b + random.Random(8).randbytes(16_700_000))  # 16 GiB at 1032 to 1 needs 16.6 MB
+PY
+avail=$(awk '/MemAvailable/ {print $2 * 1024}' /proc/meminfo)
+ranks=$(python3 -c "import sys; print(int(float(sys.argv[1]) // (21913098 * 789)) + 1)" "$avail")
+if [ "$ranks" -le 8 ]; then
+    expect_user_error "data/refuse: data that cannot fit in the node's memory ($ranks ranks x 17.3 GB), before reading it" \
+        "--data $TMP/huge.gz: the data needs 17.3 GB in memory on each rank \(this file 17.2 GB\), $ranks ranks on this node .* GB available: use a smaller data set, or fewer ranks per node" 60 \
+        mpiexec -n "$ranks" "$MICROPP" train --mode ddp --data "$TMP/huge.gz" --labels "$TMP/bigl.gz" --inputs 784 --hidden 16 --layers 2 --classes 10 --batch 16 --epochs 1
+else skip "data/refuse: data that cannot fit in the node's memory" "this node has $((avail / 1000000000)) GB available: $ranks ranks would be needed"; fi
+
+# ---- hosts that hold different files under one path ----
+# Each rank runs in its own folder, its "host" (Hydra's fake hosts name them nodeA and nodeB): the
+# command lines agree, and the relative paths name other bytes there. Before, a run like these
+# trained a mixed schedule, or waited until the watchdog (300 s) fired.
+H="$TMP/hosts"
+mkdir -p "$H/0" "$H/1"
+printf '#!/bin/bash\ncd "%s/$PMI_RANK" && exec "%s" "$@"\n' "$H" "$MICROPP" > "$TMP/on-host.sh"
+chmod +x "$TMP/on-host.sh"
+TWO=(mpiexec -launcher fork -hosts nodeA:1,nodeB:1 -n 2 "$TMP/on-host.sh" train --inputs 784 --hidden 16 --layers 4 --classes 10 --batch 16 --steps 2)
+# subset DIR ROWS [FLIP]: the first ROWS training rows of $D as DIR/x.gz and DIR/y.gz (FLIP: one pixel changed)
+subset() {
+    python3 - "$D" "$1" "$2" "${3:-0}" <<'PY'
+import gzip, struct, sys
+src, out, n, flip = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+img = bytearray(gzip.open(src + "/train-images-idx3-ubyte.gz").read()[16:16 + n * 784])
+lab = gzip.open(src + "/train-labels-idx1-ubyte.gz").read()[8:8 + n]
+if flip: img[100] ^= 0xff
+gzip.open(out + "/x.gz", "wb").write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(img))
+gzip.open(out + "/y.gz", "wb").write(struct.pack(">II", 0x801, n) + lab)
+PY
+}
+subset "$H/0" 64; subset "$H/1" 64
+run 60 "${TWO[@]}" --mode ddp --data x.gz --labels y.gz
+[ "$RC" -eq 0 ] && pass "data/hosts: the same files on every host train" || fail "data/hosts: the same files on every host train" "exit $RC: $ERR"
+subset "$H/1" 128
+expect_user_error "data/hosts: --data of 64 rows on one host and 128 on another: named at once, with the hosts" \
+    "--data x.gz differs between the ranks: on rank 0 \(host nodeA\) it is IDX 64x28x28, on rank 1 \(host nodeB\) IDX 128x28x28: copy the same file to every host" 20 \
+    "${TWO[@]}" --mode ddp --data x.gz --labels y.gz
+subset "$H/1" 64 1
+expect_user_error "data/hosts: one pixel apart under the same header" \
+    "--data x.gz differs between the ranks: on rank 0 \(host nodeA\) and on rank 1 \(host nodeB\) it holds different bytes \(IDX 64x28x28 on both\)" 20 \
+    "${TWO[@]}" --mode pp --micro-batches 2 --data x.gz --labels y.gz
+rm -rf "$H/1/x.gz"; mkdir "$H/1/x.gz"
+expect_user_error "data/hosts: a file on one host, a folder on the other" \
+    "--data x.gz differs between the ranks: on rank 0 \(host nodeA\) it is a file, on rank 1 \(host nodeB\) a folder" 20 \
+    "${TWO[@]}" --mode ddp --data x.gz --labels y.gz
+"$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 4 --dump-csv "$H/0/s.csv" > /dev/null
+"$MICROPP" bubble --schedule gpipe --stages 2 --micro-batches 4 --dump-csv "$H/1/s.csv" > /dev/null
+expect_user_error "data/hosts: --schedule-file 1F1B on one host and GPipe on another" \
+    "--schedule-file s.csv differs between the ranks: on rank 0 \(host nodeA\) and on rank 1 \(host nodeB\) it holds different bytes \(64 bytes on both\)" 20 \
+    "${TWO[@]}" --mode pp --micro-batches 4 --schedule-file s.csv

@@ -93,3 +93,32 @@ full_stdout "train --help" "$MICROPP" train --help
 full_stdout "selftest" "$MICROPP" selftest --device cpu
 timeout -k 5 120 mpiexec -n 2 "$MICROPP" train --mode pp --json --steps 2 > /dev/full 2>/dev/null </dev/null; rc=$?
 [ $rc -ne 0 ] && pass "stdout/mpiexec train --mode pp --json > /dev/full exits $rc" || fail "stdout/mpiexec > /dev/full" "exit 0"
+
+# ---- FIFOs and devices named as inputs: refused at once (opening a FIFO waits for a writer) ----
+mkfifo "$TMP/in.fifo"
+FIFO_WHY="it is a FIFO \(named pipe\), not a regular file: give a regular file"
+expect_user_error "inputs/train --config FIFO" "cannot read config '$TMP/in.fifo': $FIFO_WHY" 10 "$MICROPP" train --config "$TMP/in.fifo"
+expect_user_error "inputs/train --data FIFO (2 ranks)" "--data $TMP/in.fifo: cannot open: $FIFO_WHY" 20 \
+    mpiexec -n 2 "$MICROPP" train --mode ddp --data "$TMP/in.fifo" --labels "$TMP/in.fifo"
+python3 -c "import struct,sys; open(sys.argv[1],'wb').write(struct.pack('>IIII', 0x803, 4, 2, 2) + bytes(16))" "$TMP/img.idx"
+expect_user_error "inputs/train --labels FIFO" "--labels $TMP/in.fifo: cannot open: $FIFO_WHY" 10 "$MICROPP" train --data "$TMP/img.idx" --labels "$TMP/in.fifo" --inputs 4
+expect_user_error "inputs/train --data /dev/zero (a character device)" "--data /dev/zero: cannot open: it is a character device, not a regular file" 10 \
+    "$MICROPP" train --data /dev/zero --labels /dev/zero
+expect_user_error "inputs/train --schedule-file FIFO (2 ranks)" "cannot read --schedule-file '$TMP/in.fifo': $FIFO_WHY" 20 \
+    mpiexec -n 2 "$MICROPP" train --mode pp --schedule-file "$TMP/in.fifo"
+expect_user_error "inputs/bubble --schedule-file FIFO" "cannot read --schedule-file '$TMP/in.fifo': $FIFO_WHY" 10 "$MICROPP" bubble --schedule-file "$TMP/in.fifo"
+mkdir -p "$TMP/ck"; mkfifo "$TMP/ck/manifest.json"
+expect_user_error "inputs/train --resume DIR whose manifest.json is a FIFO" "--resume $TMP/ck: cannot open $TMP/ck/manifest.json: $FIFO_WHY" 20 \
+    mpiexec -n 2 "$MICROPP" train --mode pp --resume "$TMP/ck" --steps 3
+
+# ---- bubble's outputs on a FIFO nobody reads: refused after a short wait, not blocked on forever ----
+# (with a reader the picture is written in place: the kinds above; train's --trace and --timeline
+# still wait for their reader, as a slow one must lose nothing)
+mkfifo "$TMP/out.fifo"
+for opt in svg dump-csv; do
+    start=$(date +%s)
+    expect_user_error "outputs/bubble --$opt FIFO that no process reads" \
+        "cannot write --$opt '$TMP/out.fifo': No such device or address \(it is a FIFO that no process opened for reading within 2 s: start its reader first" 10 \
+        "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 2 --$opt "$TMP/out.fifo"
+    echo "# bubble --$opt: refused after $(( $(date +%s) - start )) s"
+done
