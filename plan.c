@@ -179,6 +179,11 @@ static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) 
         return refuse(e, "train: %d ranks x %d virtual stages = %d chunks but only %lld layers: every chunk needs a layer, so use --layers >= %d or fewer --virtual-stages",
                       p->K, p->V, p->S, (long long)c->layers, p->S);
     }
+    long long passes = (long long)p->K * p->V * p->M;
+    if (p->pipelined && passes > SCHEDULE_MAX_SIM)
+        return refuse(e, "train: %d stages x %d chunk%s x %d micro-batches = %lld passes to simulate, more than the %d the simulator takes "
+                      "(it proves the schedule and sizes the stashes before the run): use --micro-batches %lld or fewer",
+                      p->K, p->V, p->V == 1 ? "" : "s", p->M, passes, SCHEDULE_MAX_SIM, SCHEDULE_MAX_SIM / ((long long)p->K * p->V));
     long long top = comm_tag_chunk_max(p->M, p->V);
     if (p->pipelined && top > tag_ub)
         return refuse(e, "train: %d micro-batches x %d virtual stages need message tags up to %lld but this MPI allows %lld: use fewer micro-batches",

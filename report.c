@@ -313,7 +313,9 @@ static void fill_pipeline_simulated(const Run *r, Summary *s) {
         st[k] = xmalloc(sizeof(double) * (size_t)K);
         for (int q = 0; q < K; q++) st[k][q] = (k == 0 ? s->med.f : k == 1 ? s->med.i : s->med.w)[q] * V;
     }
-    SimSpec ms = {.kind = r->c->schedule, .K = K, .M = r->p.M, .v = V, .stage_f = st[0], .stage_b = st[1], .stage_w = st[2]};
+    const TrainConfig *c = r->c;
+    SimSpec ms = {.kind = c->schedule, .K = K, .M = r->p.M, .v = V, .stage_f = st[0], .stage_b = st[1], .stage_w = st[2],
+                  .slices = c->trace[0] || c->timeline[0] || c->gantt};  // the simulated chart's (observe)
     schedule_sim(&ms, &s->msim);
     for (int k = 0; k < 3; k++) free(st[k]);
 }

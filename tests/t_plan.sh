@@ -70,6 +70,20 @@ if [ "$RC" -ne 0 ]; then fail "plan/nothing fits" "exit $RC: $ERR"
 elif [ "$(json_get '["smallest_stages_that_fit"]')" != None ] || ! json_get '["fix"]' | grep -q 'at least 7 stages'; then fail "plan/nothing fits" "$(printf '%s' "$OUT" | tail -c 300)"
 else pass "plan/nothing fits: null, and the fix names the stages the model state needs"; fi
 
+# --- large M: the simulator keeps passes (8 bytes, no slices unless a chart asks), and past its limit
+# (K x v x M > 4194304 passes) a refusal in a second instead of minutes and gigabytes ---
+if [ -x /usr/bin/time ]; then
+    base=$(/usr/bin/time -f %M "$MICROPP" plan --help 2>&1 >/dev/null | tail -n 1)
+    run 120 /usr/bin/time -f %M "$MICROPP" plan --schedules zb-h1 --stages 64 --layers 64 --micro-batches 65536 --batch 65536 --device-memory 1G
+    peak=$(printf '%s' "$ERR" | tail -n 1)
+    if [ "$RC" -ne 0 ]; then fail "plan/large M: zb-h1 K=64 M=65536" "exit $RC: $ERR"
+    elif [ $((peak - base)) -gt 300000 ]; then fail "plan/large M: zb-h1 K=64 M=65536" "$((peak - base)) KB above plan --help's $base KB (at most 300000)"
+    else pass "plan/large M: zb-h1 K=64 M=65536 (4194304 passes) in $((peak - base)) KB above plan --help"; fi
+else skip "plan/large M: memory" "no /usr/bin/time"; fi
+expect_user_error "plan/M past the simulator's limit: refused at once" \
+    "no layout given can run \(first: gpipe K=64 dp=1: 64 stages x 1 chunk x 1048576 micro-batches = 67108864 passes to simulate, more than the 4194304 the simulator takes .*: use --micro-batches 65536 or fewer" \
+    10 "$MICROPP" plan --micro-batches 1048576 --batch 1048576 --stages 64 --layers 64
+
 # --- bad input: one line, exit 2 ---
 expect_user_error "plan/bad --params" "--params '10X' is not a parameter count" 10 "$MICROPP" plan --params 10X
 expect_user_error "plan/bad --device-memory" "--device-memory '24Q' is not a size" 10 "$MICROPP" plan --device-memory 24Q

@@ -119,6 +119,14 @@ static void test_schedule(void) {
     refused("plan/refuse: --virtual-stages with zb-v", 2, "--mode pp --schedule zb-v --virtual-stages 2", "--virtual-stages applies to --schedule interleaved, not zb-v");
     refused("plan/refuse: more chunks than layers", 4, "--mode pp --schedule interleaved --virtual-stages 4 --layers 8",
             "4 ranks x 4 virtual stages = 16 chunks but only 8 layers");
+    // the simulator's limit (SCHEDULE_MAX_SIM = 4194304 passes): 2 x 1 x 1048576 runs, 8 x 2 x 262144 runs, one more is refused
+    plan_ok("plan/2 stages x 1048576 micro-batches (2097152 passes) runs", 2, "--mode pp --micro-batches 1048576 --batch 1048576");
+    plan_ok("plan/8 x 2 chunks x 262144 micro-batches: the simulator's limit runs", 8,
+            "--mode pp --schedule interleaved --micro-batches 262144 --batch 262144");
+    refused("plan/refuse: 8 x 2 chunks x 524288 micro-batches, over the simulator's limit", 8,
+            "--mode pp --schedule interleaved --micro-batches 524288 --batch 524288",
+            "train: 8 stages x 2 chunks x 524288 micro-batches = 8388608 passes to simulate, more than the 4194304 the simulator takes "
+            "(it proves the schedule and sizes the stashes before the run): use --micro-batches 262144 or fewer");
     char err[1024];
     int rc = plan_args(2, 1000, "--mode pp --micro-batches 512 --batch 512", &p, err, sizeof err);
     EXPECT("plan/refuse: tags beyond MPI's limit", rc == -1 && strstr(err, "need message tags up to 2047 but this MPI allows 1000"), "%s", err);
