@@ -173,9 +173,12 @@ static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) 
                       p->K, 2 * p->K, p->M, 2 * p->K);
     p->S = p->K * p->V;
     if (p->S > c->layers) {
+        if (c->schedule == SCHED_FILE)
+            return refuse(e, "train: --schedule-file '%s' holds %d chunks per rank: %d ranks x %d = %d chunks but only %lld layers: use --layers >= %d or a file with fewer stages",
+                          c->schedule_file, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
         if (!interleaved)
-            return refuse(e, "train: --schedule %s holds 2 chunks per rank: %d ranks x 2 = %d chunks but only %lld layers: use --layers >= %d or fewer ranks",
-                          sched, p->K, p->S, (long long)c->layers, p->S);
+            return refuse(e, "train: --schedule %s holds %d chunks per rank: %d ranks x %d = %d chunks but only %lld layers: use --layers >= %d or fewer ranks",
+                          sched, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
         return refuse(e, "train: %d ranks x %d virtual stages = %d chunks but only %lld layers: every chunk needs a layer, so use --layers >= %d or fewer --virtual-stages",
                       p->K, p->V, p->S, (long long)c->layers, p->S);
     }

@@ -102,7 +102,7 @@ typedef struct {
 } SimResult;
 
 // The largest schedule the simulator takes, in passes: virtual stages x micro-batches (K x v x M).
-// At the limit a zb-h1 run of it holds about 0.8 GB and takes about a second of one core; train
+// At the limit a zb-h1 run of it holds about 0.1 GB and takes half a second of one core; train
 // (which proves its schedule and sizes its stashes with it before the run), plan, bubble and a
 // schedule file refuse more, saying so.
 #define SCHEDULE_MAX_SIM (1 << 22)
