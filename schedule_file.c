@@ -27,14 +27,6 @@ __attribute__((format(printf, 3, 4))) static int say(char *err, size_t n, const 
     return -1;
 }
 
-static char letter_of(int kind) {
-    return kind == ACT_FORWARD ? 'F' : kind == ACT_BACKWARD ? 'B' : kind == ACT_BACKWARD_INPUT ? 'I' : 'W';
-}
-static const char *token(const Cell *c, char *buf, size_t n) {
-    snprintf(buf, n, "%d%c%d", c->vs, letter_of(c->kind), c->mb);
-    return buf;
-}
-
 // A byte a text file of actions cannot hold: a control character other than tab, CR and LF, DEL,
 // or a byte that is not part of a UTF-8 character. -1 with the first one named, else 0.
 static int not_text(const char *text, size_t n, const char *name, char *err, size_t errlen) {
@@ -50,6 +42,14 @@ static int not_text(const char *text, size_t n, const char *name, char *err, siz
         i += follow;
     }
     return 0;
+}
+
+static char letter_of(int kind) {
+    return kind == ACT_FORWARD ? 'F' : kind == ACT_BACKWARD ? 'B' : kind == ACT_BACKWARD_INPUT ? 'I' : 'W';
+}
+static const char *token(const Cell *c, char *buf, size_t n) {
+    snprintf(buf, n, "%d%c%d", c->vs, letter_of(c->kind), c->mb);
+    return buf;
 }
 
 int schedule_file_read(const char *path, char **text, char *err, size_t errlen) {
