@@ -15,12 +15,13 @@
 #include "config.h"
 #include "schedule.h"
 #include "schedule_file.h"
+#include "tags.h"
 #include "trace.h"
 #include "train.h"
 #include "util.h"
 
 #define MAX_K 1024
-#define MAX_M 65536
+#define MAX_M COMM_MAX_MB  // train's range; the simulator's own limit (SCHEDULE_MAX_SIM) bounds K x v x M
 #define MAX_ROWS 100000
 #define MAX_CHARTS 64
 
@@ -192,6 +193,15 @@ static void check_costs(BubbleConfig *c, const int *kinds, int n_kind, Grid *g) 
 static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ms, int n_m, Grid *g) {
     long rows = (long)n_kind * n_k * n_m;
     if (rows > MAX_ROWS) user_error("bubble: %ld rows (schedules x stages x micro-batches) is more than %d: narrow a range", rows, MAX_ROWS);
+    for (int a = 0; a < n_kind; a++)  // every row within the simulator's limit, before any runs
+        for (int b = 0; b < n_k; b++)
+            for (int d = 0; d < n_m; d++) {
+                long long v = chunks_of(c, kinds[a]), passes = ks[b] * v * ms[d];
+                if (passes > SCHEDULE_MAX_SIM && !schedule_check(kinds[a], ks[b], ms[d], (int)v))
+                    user_error("bubble: %d stages x %lld chunk%s x %d micro-batches = %lld passes to simulate, more than the %d the simulator takes: "
+                               "use --micro-batches %lld or fewer at %d stages", ks[b], v, v == 1 ? "" : "s", ms[d], passes, SCHEDULE_MAX_SIM,
+                               SCHEDULE_MAX_SIM / (ks[b] * v), ks[b]);
+            }
     g->sims = xcalloc((size_t)rows, sizeof(SimResult));
     g->kind = xmalloc(sizeof(int) * (size_t)rows); g->k = xmalloc(sizeof(int) * (size_t)rows); g->m = xmalloc(sizeof(int) * (size_t)rows);
     for (int a = 0; a < n_kind; a++)
@@ -202,7 +212,7 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
                 long i = g->n++;
                 g->kind[i] = kinds[a]; g->k[i] = ks[b]; g->m[i] = ms[d];
                 SimSpec spec = {.kind = kinds[a], .K = ks[b], .M = ms[d], .v = v, .f = c->cost_f, .b = c->cost_b - c->cost_w,
-                                .w = c->cost_w, .comm = c->cost_comm};
+                                .w = c->cost_w, .comm = c->cost_comm, .slices = c->gantt || c->svg[0]};
                 schedule_sim(&spec, &g->sims[i]);
                 if (g->sims[i].deadlock) {
                     char nm[32];

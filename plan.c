@@ -172,13 +172,24 @@ static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) 
         return refuse(e, "train: --schedule dualpipev needs --micro-batches >= 2 x %d ranks = %d (DualPipeV's own limit), got %d: use --micro-batches %d or --schedule zb-v",
                       p->K, 2 * p->K, p->M, 2 * p->K);
     p->S = p->K * p->V;
+    if (p->S > c->layers && p->S > MAX_LAYERS)
+        return refuse(e, "train: %d ranks x %d chunks = %d chunks, more than the %d layers a model can have (every chunk needs a layer): use fewer %s",
+                      p->K, p->V, p->S, MAX_LAYERS, interleaved ? "--virtual-stages or ranks" : "ranks");
     if (p->S > c->layers) {
+        if (c->schedule == SCHED_FILE)
+            return refuse(e, "train: --schedule-file '%s' holds %d chunks per rank: %d ranks x %d = %d chunks but only %lld layers: use --layers >= %d or a file with fewer stages",
+                          c->schedule_file, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
         if (!interleaved)
-            return refuse(e, "train: --schedule %s holds 2 chunks per rank: %d ranks x 2 = %d chunks but only %lld layers: use --layers >= %d or fewer ranks",
-                          sched, p->K, p->S, (long long)c->layers, p->S);
+            return refuse(e, "train: --schedule %s holds %d chunks per rank: %d ranks x %d = %d chunks but only %lld layers: use --layers >= %d or fewer ranks",
+                          sched, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
         return refuse(e, "train: %d ranks x %d virtual stages = %d chunks but only %lld layers: every chunk needs a layer, so use --layers >= %d or fewer --virtual-stages",
                       p->K, p->V, p->S, (long long)c->layers, p->S);
     }
+    long long passes = (long long)p->K * p->V * p->M;
+    if (p->pipelined && passes > SCHEDULE_MAX_SIM)
+        return refuse(e, "train: %d stages x %d chunk%s x %d micro-batches = %lld passes to simulate, more than the %d the simulator takes "
+                      "(it proves the schedule and sizes the stashes before the run): use --micro-batches %lld or fewer",
+                      p->K, p->V, p->V == 1 ? "" : "s", p->M, passes, SCHEDULE_MAX_SIM, SCHEDULE_MAX_SIM / ((long long)p->K * p->V));
     long long top = comm_tag_chunk_max(p->M, p->V);
     if (p->pipelined && top > tag_ub)
         return refuse(e, "train: %d micro-batches x %d virtual stages need message tags up to %lld but this MPI allows %lld: use fewer micro-batches",
@@ -261,6 +272,14 @@ static void rule_placement(const TrainConfig *c, Plan *p) {
     else p->placement = c->placement;
 }
 
+// A warm-up longer than the run never reaches the peak --lr: refused, unless it comes from a config
+// file whose run was cut shorter on the command line (a quick run of a long config ends in its warm-up,
+// as asked; the command line wins, as for epochs and steps).
+static int warmup_too_long(const TrainConfig *c, long long steps) {
+    int cut = !option_on_command_line("warmup-steps") && (option_on_command_line("steps") || option_on_command_line("epochs"));
+    return c->warmup_steps > steps && !cut;
+}
+
 // How long the run is (--epochs or --steps), and what goes with epochs: a data set to pass over,
 // --save-best (its evaluation per epoch, a folder to keep the best in).
 static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
@@ -271,6 +290,9 @@ static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
         return refuse(e, "train: the config sets both epochs (%lld) and steps (%lld): keep one of them, or override one on the command line",
                       (long long)c->epochs, (long long)c->steps);
     p->epochs = c->epochs && !(st_cli && !ep_cli) ? (int)c->epochs : 0;
+    if (!p->epochs && warmup_too_long(c, c->steps))  // (with epochs: plan_epochs checks it, once the steps are known)
+        return refuse(e, "train: --warmup-steps %lld is longer than the run's %lld steps, so the learning rate would never reach --lr %g: "
+                      "use --warmup-steps %lld or fewer, or more --steps", (long long)c->warmup_steps, (long long)c->steps, c->lr, (long long)c->steps);
     if (p->epochs && !strcmp(c->data, "synthetic"))
         return refuse(e, "train: --epochs passes over a data set, and --data is synthetic: give --data fashion-mnist (or DIR, or files), or use --steps");
     if (c->save_best && !c->save[0])
@@ -298,6 +320,9 @@ int plan_epochs(const TrainConfig *c, long long train_rows, Plan *p, char *err, 
     if (c->timeline_step > p->steps)
         return refuse(&e, "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
                       (long long)c->timeline_step, p->steps);
+    if (warmup_too_long(c, p->steps))
+        return refuse(&e, "train: --warmup-steps %lld is longer than the run's %lld steps (%d epoch%s of %lld), so the learning rate would never reach --lr %g: "
+                      "use --warmup-steps %lld or fewer, or more --epochs", (long long)c->warmup_steps, p->steps, p->epochs, p->epochs == 1 ? "" : "s", p->steps_per_epoch, c->lr, p->steps);
     return 0;
 }
 

@@ -10,6 +10,7 @@
 enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
 #define MODE_CHOICES "monolith|manual|pp|ddp|hybrid"
 #define MAX_STAGES 4096
+#define MAX_LAYERS 4096  // --layers' range (train_options.c)
 
 typedef struct {
     int mode;          // MODE_*

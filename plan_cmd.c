@@ -16,6 +16,8 @@
 
 #define MAX_LIST 64
 #define DEPTH 128  // --params without --hidden: a shape about this many layers deep
+#define MIN_DEVICE (1024.0 * 1024)  // --device-memory: 1 MiB .. 1 PiB
+#define MAX_DEVICE (1024.0 * 1024 * 1024 * 1024 * 1024)
 
 typedef struct {
     TrainConfig t;                 // train's options (a train config file works); plan reads the model's
@@ -136,9 +138,21 @@ static void shape_from_params(PlanCmd *pc, char *said, size_t n) {
         double h = pow(2, round(log2(sqrt(N / DEPTH))));
         c->hidden = (int64_t)fmin(fmax(h, 16), 65536);
     }
-    double H = (double)c->hidden, L = round((N - (H * (double)c->classes + (double)c->classes)) / (H * H + H));
-    if (L < 1 || L > 4096)
-        user_error("plan: --params %s at --hidden %lld makes %.0f layers, outside 1..4096: change --hidden", pc->params, (long long)c->hidden, L);
+    int given = option_was_set("hidden");
+    double H = (double)c->hidden, C = (double)c->classes, head = H * C + C, L = round((N - head) / (H * H + H));
+    double least = H * H + H + head, most = MAX_LAYERS * (H * H + H) + head;  // 1 layer, MAX_LAYERS layers at this hidden
+    if (L < 1 && given && H > 1)
+        user_error("plan: --params %s is less than one layer at --hidden %lld (%.0f parameters): use a smaller --hidden, or --params %.0f or more",
+                   pc->params, (long long)c->hidden, least, least);
+    if (L < 1)
+        user_error("plan: --params %s is less than the smallest model plan shapes (1 layer x hidden %lld = %.0f parameters): give --params %.0f or more",
+                   pc->params, (long long)c->hidden, least, least);
+    if (L > MAX_LAYERS && given && H < 65536)
+        user_error("plan: --params %s at --hidden %lld makes %.0f layers, more than the %d a model can have: use a larger --hidden",
+                   pc->params, (long long)c->hidden, L, MAX_LAYERS);
+    if (L > MAX_LAYERS)
+        user_error("plan: --params %s is more than the largest model plan shapes (%d layers x hidden %lld = %.4g parameters): give --params %.4g or less",
+                   pc->params, MAX_LAYERS, (long long)c->hidden, most, most);
     c->layers = (int64_t)L;
     if (!option_was_set("inputs")) c->inputs = c->hidden;
     snprintf(said, n, "# --params %s: %lld layers x hidden %lld%s\n", pc->params, (long long)c->layers, (long long)c->hidden,
@@ -251,7 +265,8 @@ static void table_free(Table *t) {
 }
 
 static const char *fmt_count(double v, char *buf, size_t n) {
-    if (v >= 1e9) snprintf(buf, n, "%.2fB", v / 1e9);
+    if (v >= 1e12) snprintf(buf, n, "%.2fT", v / 1e12);
+    else if (v >= 1e9) snprintf(buf, n, "%.2fB", v / 1e9);
     else if (v >= 1e6) snprintf(buf, n, "%.2fM", v / 1e6);
     else snprintf(buf, n, "%.0f", v);
     return buf;
@@ -274,20 +289,31 @@ static int smallest_fit(const Table *t, int *at) {
     return best < 0 ? -1 : t->row[best].K;
 }
 
-// Nothing fits: what would. The model state alone over the device, and what dominates.
+// Nothing fits: what would. The model state alone over the device, and what dominates; never a
+// value plan or train refuses (at most one stage per layer, MAX_STAGES in all).
 static void cheapest_fix(const TrainConfig *c, const Table *t, char *buf, size_t n) {
     const Row *lo = &t->row[0];
     for (int i = 1; i < t->n; i++) if (t->row[i].need.total < lo->need.total) lo = &t->row[i];
     const MemNeed *m = &lo->need;
-    double P = (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes);
-    int K = (int)ceil(P * sizeof(float) * (c->optimizer != OPTIM_SGD ? 4 : 2) / t->device);  // weights, gradients, 2 moments
+    double P = (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), state = P * sizeof(float);
+    double K = ceil(state * (c->optimizer != OPTIM_SGD ? 4 : 2) / t->device), K_sgd = ceil(state * 2 / t->device);  // weights, gradients, 2 moments
+    int most = c->layers < MAX_STAGES ? (int)c->layers : MAX_STAGES;  // stages the model can be cut into
+    char why[96];
+    snprintf(why, sizeof why, c->layers < MAX_STAGES ? "its %d layers, one a stage" : "the %d stages micropp runs", most);
     if (m->activations + m->buffers > m->total / 2)
-        snprintf(buf, n, "activations dominate (%.0f%% at best): --checkpoint-activations, more --micro-batches, or a smaller --batch", 100 * (m->activations + m->buffers) / m->total);
+        snprintf(buf, n, "activations dominate (%.0f%% at best): %smore --micro-batches, or a smaller --batch", 100 * (m->activations + m->buffers) / m->total,
+                 c->checkpoint_activations ? "" : "--checkpoint-activations, ");
     else if (lo->D > 1 && !c->zero && m->optimizer > 0)
         snprintf(buf, n, "--zero 1 shards the optimizer state over the %d replicas; or more stages", lo->D);
-    else
-        snprintf(buf, n, "the model state (weights, gradients, optimizer) alone needs at least %d stages of this device: try --stages %d%s", K, K,
+    else if (K <= most)
+        snprintf(buf, n, "the model state (weights, gradients, optimizer) alone needs at least %.0f stages of this device: try --stages %.0f%s", K, K,
                  c->optimizer != OPTIM_SGD ? ", or --optimizer sgd (no moments)" : "");
+    else if (c->optimizer != OPTIM_SGD && K_sgd <= most)
+        snprintf(buf, n, "the model state (weights, gradients, optimizer) alone needs at least %.0f stages of this device, more than %s: "
+                 "try --optimizer sgd (no moments) with --stages %.0f, or a device with more memory", K, why, K_sgd);
+    else
+        snprintf(buf, n, "the model state (weights, gradients%s) alone needs at least %.0f stages of this device, more than %s: "
+                 "it does not fit even so; a device with more memory, or a smaller model", c->optimizer != OPTIM_SGD ? ", optimizer" : "", K, why);
 }
 
 static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
@@ -425,6 +451,11 @@ int cmd_plan(int argc, char **argv) {
     t.device = pc->device_memory[0] ? parse_bytes(pc->device_memory) : memory_available();
     if (pc->device_memory[0] && t.device < 0)
         user_error("plan: --device-memory '%s' is not a size: write it like 24G, 80GiB or 512M", pc->device_memory);
+    if (pc->device_memory[0] && t.device < MIN_DEVICE)
+        user_error("plan: --device-memory '%s' is %.0f byte%s, and a device holds at least 1 MiB: give the unit, like 24G or 512M", pc->device_memory,
+                   t.device, t.device == 1 ? "" : "s");
+    if (pc->device_memory[0] && t.device > MAX_DEVICE)
+        user_error("plan: --device-memory '%s' is more than 1 PiB: give the memory of one device, like 24G or 80G", pc->device_memory);
     if (t.device < 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
     fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, &t);
     if (!t.n) user_error("plan: no layout given can run (first: %s): change --stages, --micro-batches or --batch", t.skipped[0]);

@@ -292,10 +292,11 @@ static void fill_pipeline_measured(Run *r, Summary *s) {
     s->bubble_theory = r->sim.bubble_mean;
     s->split = schedule_splits_backward(r->c->schedule);
     double f = kind_median(r, ACT_FORWARD, from), bk, i, w;
-    if (s->split) {
+    if (s->split) {  // NAN where the rank ran none: a file's rank may run full backwards only, or some of each
         i = kind_median(r, ACT_BACKWARD_INPUT, from);
         w = kind_median(r, ACT_BACKWARD_WEIGHT, from);
-        bk = i + w;
+        bk = kind_median(r, ACT_BACKWARD, from);
+        if (!isfinite(bk)) bk = i + w;
     } else {
         bk = kind_median(r, ACT_BACKWARD, from);
         i = w = bk / 2;  // only their sum matters for a full backward
@@ -304,16 +305,22 @@ static void fill_pipeline_measured(Run *r, Summary *s) {
 }
 
 // What the simulator predicts for this schedule with each rank's median times: F, and B (or I and
-// W where the backward is split), each the time of one pass of one chunk. The simulator takes
+// W where the backward is split; a full backward costs I + W there, and a rank that ran no I or W,
+// only full backwards, half its B each), each the time of one pass of one chunk. The simulator takes
 // whole-stage costs (a chunk pass is 1/v of them), so they are scaled by v.
 static void fill_pipeline_simulated(const Run *r, Summary *s) {
     int K = r->p.K, V = r->p.V;
     double *st[3];
     for (int k = 0; k < 3; k++) {
         st[k] = xmalloc(sizeof(double) * (size_t)K);
-        for (int q = 0; q < K; q++) st[k][q] = (k == 0 ? s->med.f : k == 1 ? s->med.i : s->med.w)[q] * V;
+        for (int q = 0; q < K; q++) {
+            double x = (k == 0 ? s->med.f : k == 1 ? s->med.i : s->med.w)[q];
+            st[k][q] = (k && !isfinite(x) ? s->med.b[q] / 2 : x) * V;
+        }
     }
-    SimSpec ms = {.kind = r->c->schedule, .K = K, .M = r->p.M, .v = V, .stage_f = st[0], .stage_b = st[1], .stage_w = st[2]};
+    const TrainConfig *c = r->c;
+    SimSpec ms = {.kind = c->schedule, .K = K, .M = r->p.M, .v = V, .stage_f = st[0], .stage_b = st[1], .stage_w = st[2],
+                  .slices = c->trace[0] || c->timeline[0] || c->gantt};  // the simulated chart's (observe)
     schedule_sim(&ms, &s->msim);
     for (int k = 0; k < 3; k++) free(st[k]);
 }
@@ -368,7 +375,10 @@ static void measured_chart(const Run *r, const Summary *s, const Timeline *tl, G
 static void simulated_chart(const Run *r, const Summary *s, Gantt *g) {
     int K = r->p.K;
     double f = 0, b = 0, i = 0, w = 0;
-    for (int k = 0; k < K; k++) { f += s->med.f[k] / K; b += s->med.b[k] / K; i += s->med.i[k] / K; w += s->med.w[k] / K; }
+    int n_iw = 0;  // the ranks that ran I and W
+    for (int k = 0; k < K; k++) { f += s->med.f[k] / K; b += s->med.b[k] / K; }
+    for (int k = 0; k < K; k++) if (isfinite(s->med.i[k]) && isfinite(s->med.w[k])) { i += s->med.i[k]; w += s->med.w[k]; n_iw++; }
+    if (n_iw) { i /= n_iw; w /= n_iw; }
     char costs[96];
     if (s->split) snprintf(costs, sizeof costs, "mean F %.3f ms, I %.3f ms, W %.3f ms", f * 1e3, i * 1e3, w * 1e3);
     else snprintf(costs, sizeof costs, "mean F %.3f ms, B %.3f ms", f * 1e3, b * 1e3);
@@ -576,9 +586,15 @@ static void summary_json(const Run *r, const Summary *s) {
 
 // Per rank; with chunks, its layer ranges in chunk order, the medians per chunk pass, and in-flight
 // counting chunk passes; a split backward shows I and W (and the deferred W's).
+static void ms_or_dash(double sec, char *buf, size_t n) {
+    if (isfinite(sec)) snprintf(buf, n, "%9.3f", sec * 1e3);
+    else snprintf(buf, n, "%9s", "-");
+}
+
 static void text_pipeline(const Run *r, const Summary *s) {
     const Plan *p = &r->p;
     int split = s->split;
+    char whole[256] = "";  // the stages of a split schedule that ran full backwards only
     printf("\n%-6s %-10s %-29s   %9s %9s%s %14s  %s\n", "", "", "----------- bubble ----------", "median", "median",
            split ? "    median" : "", "", "");
     printf("%-6s %-10s %9s %9s %9s   %9s %9s%s %14s  %s%s\n", "stage", "layers", "measured", "theory", "simulated", "F ms",
@@ -590,15 +606,21 @@ static void text_pipeline(const Run *r, const Summary *s) {
             int vs = plan_vstage(p, k, ch);
             snprintf(lay + l, sizeof lay - l, "%s%d-%d", ch ? "," : "", p->lo[vs], p->lo[vs + 1] - 1);
         }
+        char bcol[16];
+        ms_or_dash((split ? s->med.i : s->med.b)[k], bcol, sizeof bcol);
         if (split) {
-            snprintf(wcol, sizeof wcol, " %9.3f", s->med.w[k] * 1e3);
+            wcol[0] = ' ';
+            ms_or_dash(s->med.w[k], wcol + 1, sizeof wcol - 1);
             snprintf(def, sizeof def, "%-17.0f", s->peak_deferred[k]);
+            if (!isfinite(s->med.i[k])) { size_t l = strlen(whole); snprintf(whole + l, sizeof whole - l, "%s%d", l ? ", " : "", k); }
         }
-        printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9.3f%s %14.0f  %s%.2f MB\n", k, lay, s->bubble[k], s->bubble_theory, s->msim.bubble[k],
-               s->med.f[k] * 1e3, (split ? s->med.i : s->med.b)[k] * 1e3, wcol, s->peak_inflight[k], def, s->peak_bytes[k] / 1e6);
+        printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9s%s %14.0f  %s%.2f MB\n", k, lay, s->bubble[k], s->bubble_theory, s->msim.bubble[k],
+               s->med.f[k] * 1e3, bcol, wcol, s->peak_inflight[k], def, s->peak_bytes[k] / 1e6);
     }
     printf("(simulated: the %s schedule run by the simulator with these %s times%s, transfers free)\n",
            s->schedule, split ? "F, I and W" : "F and B", p->V > 1 ? " of one chunk pass each" : "");
+    if (whole[0])
+        printf("(stage %s ran full backwards only, no I or W: simulated with half its median B as each)\n", whole);
 }
 
 static void text_verify(const Run *r, const VerifyResult *v) {

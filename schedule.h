@@ -81,6 +81,7 @@ typedef struct {
     double comm;        // a message between two ranks arrives this long after its send (a hand-off
                         // between two chunks of one rank, as at the V's turn, arrives at once)
     const double *stage_f, *stage_b, *stage_w;  // optional [K] per-rank costs overriding f, b, w
+    int slices;         // 1: keep every rank's busy slices (a Gantt chart); 0: SimResult.slices stays NULL
 } SimSpec;
 
 typedef struct {
@@ -93,12 +94,18 @@ typedef struct {
                           //     rank's chunks: the activation stash that 1F1B's memory bound counts
     int *peak_deferred;   // [K] most micro-batches between I and W (waiting for their weight gradient)
     int *peak_slots;      // [K*v] per virtual stage: most micro-batches holding memory (F .. B or W)
-    Interval **slices;    // [K] busy slices in time order, n_slices[K] each
-    int *n_slices;
+    Interval **slices;    // [K] busy slices in time order, n_slices[K] each (only when spec->slices; else NULL)
+    int *n_slices;        // [K] compute actions of each rank (counted either way)
     int deadlock;         // 1 when some rank could not finish
     char why[256];        // which rank waits for what, when deadlock
     int stuck_rank, stuck_at;  // deadlock: the first rank that could not finish, and the index in its list
 } SimResult;
+
+// The largest schedule the simulator takes, in passes: virtual stages x micro-batches (K x v x M).
+// At the limit a zb-h1 run of it holds about 0.1 GB and takes half a second of one core; train
+// (which proves its schedule and sizes its stashes with it before the run), plan, bubble and a
+// schedule file refuse more, saying so.
+#define SCHEDULE_MAX_SIM (1 << 22)
 
 // Runs every rank's action list against the others: compute actions take their cost, a message
 // arrives spec->comm after its send, a receive waits for its message, sends never block.

@@ -18,9 +18,12 @@ typedef struct { int K, M, v, place, split; } SchedFileShape;
 int schedule_file_read(const char *path, char **text, char *err, size_t errlen);
 // Checks the text of a schedule file (`name` names it in messages) and, when it is sound,
 // registers it as SCHED_FILE (schedule_set_file) and fills *shape: 0. Otherwise -1 with one line
-// in err naming the rank, the column (1-based) and the action: a bad token, an empty file, a
-// placement micropp does not run, an action missing, repeated or out of dependency order on its
-// rank, or a deadlock between ranks (the simulator's verdict).
+// in err naming the first error in file order by its line (rank), column (1-based) and action:
+// bytes that are not text, a bad token, an empty file, a stage or micro-batch that most of the file
+// does not hold (a typo), a placement micropp does not run, an action missing, repeated or out of
+// dependency order on its rank, or a deadlock between ranks (the simulator's verdict). Lines end
+// in LF, CR LF or CR; a UTF-8 byte-order mark at the start is skipped. (schedule_file_read names a
+// byte that is not text, a NUL included, which would end the text before the parser sees it.)
 int schedule_file_parse(const char *text, const char *name, SchedFileShape *shape, char *err, size_t errlen);
 // Writes schedule kind (K ranks, M micro-batches, v chunks) as a file: its compute actions, one row
 // per rank. Returns 0, or -1 when the stream reports an error.

@@ -5,7 +5,7 @@
 #include "schedule.h"
 
 static inline void schedule_simulate(int kind, int K, int M, double cost_f, double cost_b, double cost_comm, SimResult *r) {
-    SimSpec spec = {.kind = kind, .K = K, .M = M, .v = 1, .f = cost_f, .b = cost_b / 2, .w = cost_b / 2, .comm = cost_comm};
+    SimSpec spec = {.kind = kind, .K = K, .M = M, .v = 1, .f = cost_f, .b = cost_b / 2, .w = cost_b / 2, .comm = cost_comm, .slices = 1};
     schedule_sim(&spec, r);
 }
 
@@ -14,7 +14,7 @@ static inline void schedule_simulate_stages(int kind, int K, int M, const double
                                             SimResult *r) {
     double *half = malloc(sizeof(double) * (size_t)K);
     for (int s = 0; s < K; s++) half[s] = cost_b[s] / 2;
-    SimSpec spec = {.kind = kind, .K = K, .M = M, .v = 1, .comm = cost_comm, .stage_f = cost_f, .stage_b = half, .stage_w = half};
+    SimSpec spec = {.kind = kind, .K = K, .M = M, .v = 1, .comm = cost_comm, .stage_f = cost_f, .stage_b = half, .stage_w = half, .slices = 1};
     schedule_sim(&spec, r);
     free(half);
 }

@@ -147,6 +147,11 @@ PY
     ls "$TMP" | grep -q '\.tmp' && fail "svg/no temporary file left" "$(ls "$TMP")" || pass "svg/no temporary file left"
 else fail "svg/written" "exit $RC: $ERR"; fi
 
+# --- M up to train's 1048576 within the simulator's limit (K x v x M <= 4194304 passes) ---
+run 60 "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 1048576 --json
+[ "$RC" -eq 0 ] && [ "$(json_get '["rows"][0]["micro_batches"]')" = 1048576 ] && [ "$(json_get '["rows"][0]["makespan"]')" = 3145731 ] \
+    && pass "large M/1f1b K=2 M=1048576 simulated (makespan 3M+1 of F=1, B=2: 3145731)" || fail "large M/1f1b K=2 M=1048576" "rc $RC $(printf '%s' "$ERR$OUT" | tail -c 300)"
+
 # --- bad input: one line, exit 2, and no file written ---
 e() { expect_user_error "$@"; }
 e "bad/--stages reversed range" "stages '8:2' is a reversed range" 10 "$MICROPP" bubble --stages 8:2
@@ -159,6 +164,10 @@ e "bad/--micro-batches -3" "below 1" 10 "$MICROPP" bubble --micro-batches -3
 e "bad/--stages not a number" "stages 'four' is not a number" 10 "$MICROPP" bubble --stages four
 e "bad/--stages half range" "a range needs two numbers" 10 "$MICROPP" bubble --stages 2:
 e "bad/--stages too large" "above the 1024 supported" 10 "$MICROPP" bubble --stages 5000
+e "bad/a row past the simulator's limit, refused before any runs" \
+    "bubble: 64 stages x 1 chunk x 1048576 micro-batches = 67108864 passes to simulate, more than the 4194304 the simulator takes: use --micro-batches 65536 or fewer at 64 stages" \
+    10 "$MICROPP" bubble --schedule 1f1b --stages 2,64 --micro-batches 1048576
+e "bad/--micro-batches above train's range" "micro-batches '1048577': 1048577 is above the 1048576 supported" 10 "$MICROPP" bubble --micro-batches 1048577
 e "bad/--cost-f 0" "cost-f 0: a cost must be > 0" 10 "$MICROPP" bubble --cost-f 0
 e "bad/--cost-b negative" "cost-b -2: a cost must be > 0" 10 "$MICROPP" bubble --cost-b -2
 e "bad/--cost-f not a number" "cost-f expects a number" 10 "$MICROPP" bubble --cost-f fast

@@ -70,9 +70,43 @@ if [ "$RC" -ne 0 ]; then fail "plan/nothing fits" "exit $RC: $ERR"
 elif [ "$(json_get '["smallest_stages_that_fit"]')" != None ] || ! json_get '["fix"]' | grep -q 'at least 7 stages'; then fail "plan/nothing fits" "$(printf '%s' "$OUT" | tail -c 300)"
 else pass "plan/nothing fits: null, and the fix names the stages the model state needs"; fi
 
+# --- advice plan would refuse is never given: the stages it names fit the model's layers (and 4096) ---
+for dev in 16M 1G 24G; do
+    run 60 "$MICROPP" plan --params 10B --device-memory $dev --stages 1,2 --json
+    why=$(printf '%s' "$OUT" | python3 -c '
+import json, re, sys
+d = json.load(sys.stdin); fix = d.get("fix") or ""; most = min(d["layers"], 4096)
+want = {"16M": "it does not fit even so", "1G": "try --optimizer sgd (no moments) with --stages 75", "24G": "try --stages 7"}[sys.argv[1]]
+bad = [n for n in map(int, re.findall(r"--stages (\d+)", fix)) if n > most]
+print("advises --stages %s past %d: %s" % (bad, most, fix) if bad else "" if want in fix else "no %r in %r" % (want, fix))' $dev 2>&1)
+    [ "$RC" -eq 0 ] && [ -z "$why" ] && pass "plan/10B on $dev: the fix is one plan and train accept" || fail "plan/10B on $dev: the fix" "rc $RC $why"
+done
+
+# --- large M: the simulator keeps passes (8 bytes, no slices unless a chart asks), and past its limit
+# (K x v x M > 4194304 passes) a refusal in a second instead of minutes and gigabytes ---
+if [ -x /usr/bin/time ]; then
+    base=$(/usr/bin/time -f %M "$MICROPP" plan --help 2>&1 >/dev/null | tail -n 1)
+    run 120 /usr/bin/time -f %M "$MICROPP" plan --schedules zb-h1 --stages 64 --layers 64 --micro-batches 65536 --batch 65536 --device-memory 1G
+    peak=$(printf '%s' "$ERR" | tail -n 1)
+    if [ "$RC" -ne 0 ]; then fail "plan/large M: zb-h1 K=64 M=65536" "exit $RC: $ERR"
+    elif [ $((peak - base)) -gt 300000 ]; then fail "plan/large M: zb-h1 K=64 M=65536" "$((peak - base)) KB above plan --help's $base KB (at most 300000)"
+    else pass "plan/large M: zb-h1 K=64 M=65536 (4194304 passes) in $((peak - base)) KB above plan --help"; fi
+else skip "plan/large M: memory" "no /usr/bin/time"; fi
+expect_user_error "plan/M past the simulator's limit: refused at once" \
+    "no layout given can run \(first: gpipe K=64 dp=1: 64 stages x 1 chunk x 1048576 micro-batches = 67108864 passes to simulate, more than the 4194304 the simulator takes .*: use --micro-batches 65536 or fewer" \
+    10 "$MICROPP" plan --micro-batches 1048576 --batch 1048576 --stages 64 --layers 64
+
 # --- bad input: one line, exit 2 ---
 expect_user_error "plan/bad --params" "--params '10X' is not a parameter count" 10 "$MICROPP" plan --params 10X
 expect_user_error "plan/bad --device-memory" "--device-memory '24Q' is not a size" 10 "$MICROPP" plan --device-memory 24Q
+expect_user_error "plan/--device-memory above 1 PiB" "--device-memory '1e30' is more than 1 PiB: give the memory of one device, like 24G or 80G" 10 "$MICROPP" plan --device-memory 1e30
+expect_user_error "plan/--device-memory of 1 byte" "--device-memory '1' is 1 byte, and a device holds at least 1 MiB: give the unit, like 24G or 512M" 10 "$MICROPP" plan --device-memory 1
+run 30 "$MICROPP" plan --device-memory 1024T --stages 1
+[ "$RC" -eq 0 ] && grep -q '^smallest K that fits: 1 stage' <<<"$OUT" && pass "plan/--device-memory 1024T (1 PiB) is taken" || fail "plan/--device-memory 1024T" "rc $RC $ERR"
+expect_user_error "plan/--params below one layer" "--params 0.5 is less than the smallest model plan shapes \(1 layer x hidden 16 = 306 parameters\): give --params 306 or more" 10 "$MICROPP" plan --params 0.5
+expect_user_error "plan/--params below one layer of --hidden" "--params 50 is less than one layer at --hidden 8 \(90 parameters\): use a smaller --hidden, or --params 90 or more" 10 "$MICROPP" plan --params 50 --hidden 8
+expect_user_error "plan/--params past the largest model" "--params 20T is more than the largest model plan shapes \(4096 layers x hidden 65536 = 1.759e\+13 parameters\)" 10 "$MICROPP" plan --params 20T
+expect_user_error "plan/--params too deep at --hidden" "--params 1B at --hidden 16 makes 3676470 layers, more than the 4096 a model can have: use a larger --hidden" 10 "$MICROPP" plan --params 1B --hidden 16
 expect_user_error "plan/bad --stages" "--stages '0,2'" 10 "$MICROPP" plan --stages 0,2
 expect_user_error "plan/bad --schedules" "--schedules 'gpipe,nope'" 10 "$MICROPP" plan --schedules gpipe,nope
 expect_user_error "plan/--params with --layers" "--params picks --layers" 10 "$MICROPP" plan --params 1B --layers 4

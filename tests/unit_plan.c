@@ -2,6 +2,7 @@
 // every mode (stages, replicas, micro-batches, chunks, rows, partition) and every rule's refusal,
 // message included, for the options as a user types them and the number of ranks started.
 #include <stdlib.h>
+#include <unistd.h>
 #include "unit.h"
 #include "model.h"
 #include "plan.h"
@@ -117,8 +118,18 @@ static void test_schedule(void) {
     refused("plan/refuse: zb-v partition per stage", 2, "--mode pp --schedule zb-v --micro-batches 4 --partition 8,8",
             "has 2 entries but 2 ranks x 2 chunks make 4: give one layer count per chunk, in pipeline order (rank r holds chunks r and 3-r, a V)");
     refused("plan/refuse: --virtual-stages with zb-v", 2, "--mode pp --schedule zb-v --virtual-stages 2", "--virtual-stages applies to --schedule interleaved, not zb-v");
+    refused("plan/refuse: more chunks than any model's layers: no --layers advised past 4096", 4096, "--mode pp --schedule zb-v --layers 4096 --batch 4096 --micro-batches 4096",
+            "train: 4096 ranks x 2 chunks = 8192 chunks, more than the 4096 layers a model can have (every chunk needs a layer): use fewer ranks");
     refused("plan/refuse: more chunks than layers", 4, "--mode pp --schedule interleaved --virtual-stages 4 --layers 8",
             "4 ranks x 4 virtual stages = 16 chunks but only 8 layers");
+    // the simulator's limit (SCHEDULE_MAX_SIM = 4194304 passes): 2 x 1 x 1048576 runs, 8 x 2 x 262144 runs, one more is refused
+    plan_ok("plan/2 stages x 1048576 micro-batches (2097152 passes) runs", 2, "--mode pp --micro-batches 1048576 --batch 1048576");
+    plan_ok("plan/8 x 2 chunks x 262144 micro-batches: the simulator's limit runs", 8,
+            "--mode pp --schedule interleaved --micro-batches 262144 --batch 262144");
+    refused("plan/refuse: 8 x 2 chunks x 524288 micro-batches, over the simulator's limit", 8,
+            "--mode pp --schedule interleaved --micro-batches 524288 --batch 524288",
+            "train: 8 stages x 2 chunks x 524288 micro-batches = 8388608 passes to simulate, more than the 4194304 the simulator takes "
+            "(it proves the schedule and sizes the stashes before the run): use --micro-batches 262144 or fewer");
     char err[1024];
     int rc = plan_args(2, 1000, "--mode pp --micro-batches 512 --batch 512", &p, err, sizeof err);
     EXPECT("plan/refuse: tags beyond MPI's limit", rc == -1 && strstr(err, "need message tags up to 2047 but this MPI allows 1000"), "%s", err);
@@ -141,6 +152,21 @@ static void test_observers(void) {
     refused("plan/refuse: --gantt with --json", 2, "--mode pp --gantt --json", "--gantt prints a chart and --json one JSON object");
     refused("plan/refuse: --timeline-step alone", 2, "--mode pp --timeline-step 2", "--timeline-step picks the step drawn by --timeline or --gantt");
     refused("plan/refuse: --timeline-step past the end", 2, "--mode pp --gantt --timeline-step 9 --steps 5", "--timeline-step 9 is past the last step: use 1..5");
+    refused("plan/refuse: --warmup-steps longer than the run", 1, "--warmup-steps 100 --steps 10",
+            "train: --warmup-steps 100 is longer than the run's 10 steps, so the learning rate would never reach --lr 0.001: use --warmup-steps 10 or fewer, or more --steps");
+    plan_ok("plan/--warmup-steps as long as the run (the peak --lr at the last step)", 1, "--warmup-steps 10 --steps 10");
+    char path[] = "/tmp/micropp-unit-plan-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (f) { fputs("{\"warmup_steps\": 200, \"steps\": 100}", f); fclose(f); }
+    char args[128];
+    snprintf(args, sizeof args, "--config %s", path);
+    refused("plan/refuse: a config's warm-up longer than its own steps", 1, args, "--warmup-steps 200 is longer than the run's 100 steps");
+    snprintf(args, sizeof args, "--config %s --steps 2", path);
+    plan_ok("plan/a config's warm-up with the run cut short on the command line is taken (it ends in the warm-up, as asked)", 1, args);
+    snprintf(args, sizeof args, "--config %s --steps 2 --warmup-steps 3", path);
+    refused("plan/refuse: --warmup-steps typed longer than --steps typed, over a config", 1, args, "--warmup-steps 3 is longer than the run's 2 steps");
+    unlink(path);
 }
 
 // --epochs: the steps of an epoch (whole steps; the rest of the shuffle dropped), and its rules.
@@ -157,6 +183,13 @@ static void test_epochs(void) {
            "spe %lld dropped %lld", p.steps_per_epoch, p.dropped);
     rc = plan_epochs(&(TrainConfig){.batch = 10}, 15, &p, err, sizeof err);
     EXPECT("plan/refuse: an epoch shorter than a step", rc == -1 && strstr(err, "an epoch of 15 training rows holds no whole step of 20 rows"), "rc %d '%s'", rc, err);
+    p = plan_ok("plan/epochs with a warm-up", 1, "--data fashion-mnist --epochs 3 --batch 128 --warmup-steps 1405");
+    rc = plan_epochs(&(TrainConfig){.batch = 128, .lr = 0.001, .warmup_steps = 1405}, 60000, &p, err, sizeof err);
+    EXPECT("plan/refuse: --warmup-steps longer than the epochs' steps (known once the data is read)",
+           rc == -1 && strstr(err, "--warmup-steps 1405 is longer than the run's 1404 steps (3 epochs of 468), so the learning rate would never reach --lr 0.001: "
+                               "use --warmup-steps 1404 or fewer, or more --epochs"), "rc %d '%s'", rc, err);
+    rc = plan_epochs(&(TrainConfig){.batch = 128, .warmup_steps = 1404}, 60000, &p, err, sizeof err);
+    EXPECT("plan/epochs: a warm-up as long as the run is taken", rc == 0, "rc %d '%s'", rc, err);
     p = plan_ok("plan/steps on the command line win over a config's epochs", 1, "--data x.npy --steps 7");
     EXPECT("plan/no epochs without --epochs", p.epochs == 0, "epochs %d", p.epochs);
     refused("plan/refuse: --epochs and --steps", 1, "--data x.npy --epochs 2 --steps 5", "--epochs 2 and --steps 5 both set the run's length");

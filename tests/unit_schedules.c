@@ -216,7 +216,7 @@ static void test_interleaved_order(void) {
            !schedule_check(SCHED_INTERLEAVED, 4, 8, 2) && schedule_check(SCHED_1F1B, 4, 8, 2) && !schedule_check(SCHED_ZBH1, 4, 3, 1) &&
            !schedule_check(SCHED_ZBV, 4, 1, 2) && schedule_check(SCHED_ZBV, 4, 8, 1) && schedule_check(SCHED_DUALPIPEV, 4, 7, 2) &&
            !schedule_check(SCHED_DUALPIPEV, 4, 8, 2), "wrong verdicts");
-    SimSpec sp = {.kind = SCHED_INTERLEAVED, .K = 2, .M = 2, .v = 2, .f = 1, .b = 1, .w = 1};
+    SimSpec sp = {.kind = SCHED_INTERLEAVED, .K = 2, .M = 2, .v = 2, .f = 1, .b = 1, .w = 1, .slices = 1};
     SimResult r;
     schedule_sim(&sp, &r);
     int chunks_seen = 0;
@@ -264,7 +264,7 @@ static void test_v_schedules(void) {
         for (size_t c = 0; c < sizeof costs / sizeof *costs; c++)
             for (int K = 2; K <= 8; K++)
                 for (int M = 2 * K; M <= 32; M++) {
-                    SimSpec sp = {.kind = kind, .K = K, .M = M, .v = 2, .f = costs[c][0], .b = costs[c][1], .w = costs[c][2]};
+                    SimSpec sp = {.kind = kind, .K = K, .M = M, .v = 2, .f = costs[c][0], .b = costs[c][1], .w = costs[c][2], .slices = 1};
                     SimResult r;
                     schedule_sim(&sp, &r);
                     n++;
@@ -322,7 +322,7 @@ static void test_zbh2(void) {
         for (int K = 2; K <= 8; K++)
             for (int M = 2 * K - 1; M <= 32; M++) {
                 double F = costs[c][0], I = costs[c][1], W = costs[c][2], X = F + I - 2 * W > 0 ? F + I - 2 * W : 0;
-                SimSpec sp = {.kind = SCHED_ZBH2, .K = K, .M = M, .v = 1, .f = F, .b = I, .w = W}, h1 = sp;
+                SimSpec sp = {.kind = SCHED_ZBH2, .K = K, .M = M, .v = 1, .f = F, .b = I, .w = W, .slices = 1}, h1 = sp;
                 h1.kind = SCHED_ZBH1;
                 SimResult r, r1;
                 schedule_sim(&sp, &r); schedule_sim(&h1, &r1);
