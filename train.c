@@ -32,6 +32,9 @@ static void parse_options(int argc, char **argv, TrainConfig *c) {
                   "  micropp train --config configs/fashion.json     # Fashion-MNIST (apt-get install dataset-fashion-mnist)\n"
                   "  mpiexec -n 2 micropp train --config configs/fashion.json --mode pp --micro-batches 2 --epochs 1\n");
     if (!c->inputs) c->inputs = c->hidden;  // the default: Linear(H, H) first, as before --inputs
+    if (c->timeout > 0 && c->timeout < WD_MIN_TIMEOUT)
+        user_error("train: --timeout %g is below the %g s minimum: a healthy run waits that long at times (the first step, a checkpoint, "
+                   "a loaded machine); use %g or more, or 0 to wait forever", c->timeout, WD_MIN_TIMEOUT, WD_MIN_TIMEOUT);
 }
 
 // ---- set up: the same decisions on every rank before any rank waits on another ----
@@ -442,6 +445,9 @@ int cmd_train(int argc, char **argv) {
         cfg.steps = r->p.steps;
         data_set_epochs(&r->data, (uint64_t)r->p.epoch_rows);
     }
+    wd_phase("the set-up", 0);
+    fault_init();  // (ckpt_setup reads it too) testing: a rank that stalls before the first agreement
+    fault_stall(0, "in the set-up");
     check_outputs(r);
     ckpt_setup(&cfg, MPI_COMM_WORLD);
     setup_device(r, &cfg);
