@@ -87,8 +87,10 @@ rank_pid() {
 }
 # start_job N ARGS...: mpiexec in the background ($JOB), once every rank has passed step 1.
 start_job() {
-    local n=$1; shift
-    mpiexec -n "$n" "$MICROPP" train "$@" --log-every 1 >"$TMP/job.out" 2>"$TMP/job.err" &
+    local n=$1 a prev="" args=(); shift
+    for a in "$@"; do [ "$prev" = --log-every ] && a=1; args+=("$a"); prev=$a; done  # every step logged (a flag is given once)
+    [[ " ${args[*]} " == *" --log-every "* ]] || args+=(--log-every 1)
+    mpiexec -n "$n" "$MICROPP" train "${args[@]}" >"$TMP/job.out" 2>"$TMP/job.err" &
     JOB=$!
     for _ in $(seq 300); do grep -q '^step 2/' "$TMP/job.out" 2>/dev/null && break; sleep 0.1; done
 }
