@@ -66,10 +66,22 @@ void comms_init(int *argc, char ***argv) {
 }
 
 static DevComm *opened_devcomm;  // closed by comms_finalize
+static int outputs_agreed;       // comms_outputs_written ran
+
+int comms_outputs_written(int code, const char *what) {
+    outputs_agreed = 1;
+    if (!mpi_up() || comms_world_size() == 1) return code;
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q));
+    if (g_rank == 0) wd_wait_all(&q, MPI_COMM_WORLD, "the end of the run");
+    else wd_wait(&q, NULL, 0, what);  // rank 0 arrives once its outputs are written
+    return code;
+}
 
 void comms_finalize_with(int code) {
     if (opened_devcomm) { devcomm_close(opened_devcomm); opened_devcomm = NULL; }
     if (!mpi_up()) return;
+    if (!outputs_agreed) code = comms_outputs_written(code, "writing its output: a slow terminal or pipe? raise --timeout");
     wd_close();
     wd_finalize_bound(code);  // the results are out: a finalize that does not return must not keep the job
     MPI_Finalize();

@@ -3,6 +3,7 @@
 // symlinks followed to their target; folders refused.
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -59,7 +60,10 @@ int out_open(OutFile *o, const char *path) {
     if (kind == 1) {
         o->direct = 1;
         o->f = fopen(o->path, "w");
-        return o->f ? 0 : errno;
+        if (!o->f) return errno;
+        o->quiet_pipe = 1;
+        o->old_pipe = signal(SIGPIPE, SIG_IGN);
+        return 0;
     }
     snprintf(o->tmp, sizeof o->tmp, "%s.tmp%d", o->path, (int)getpid());
     o->f = fopen(o->tmp, "w");
@@ -71,6 +75,7 @@ int out_commit(OutFile *o) {
     if (!err && !o->direct && fsync(fileno(o->f)) != 0) err = errno;
     if (o->f != stdout && fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
     o->f = NULL;
+    if (o->quiet_pipe) { signal(SIGPIPE, o->old_pipe); o->quiet_pipe = 0; }
     if (o->direct) return err;
     if (!err && rename(o->tmp, o->path) != 0) err = errno;
     if (err) remove(o->tmp);
@@ -80,6 +85,7 @@ int out_commit(OutFile *o) {
 void out_abandon(OutFile *o) {
     if (o->f && o->f != stdout) fclose(o->f);
     o->f = NULL;
+    if (o->quiet_pipe) { signal(SIGPIPE, o->old_pipe); o->quiet_pipe = 0; }
     if (!o->direct) remove(o->tmp);
 }
 

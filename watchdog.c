@@ -80,7 +80,7 @@ static int take_notice(const WdSpin *s) {
 // Another rank's wait ran out: say where this one stood, then wait for that rank's MPI_Abort (still
 // answering any other rank that fires meanwhile).
 static void on_notice(int from, double waited, const WdSpin *s) {
-    char w[480], p[120];
+    char w[480], p[1200];
     where(w, sizeof w);
     peer_name(s->peer, s->what, p, sizeof p);
     fprintf(stderr, "[rank %d] ended by rank %d's watchdog: waiting %.1f s for %s %s\n", g_rank, from, waited, p, w);
@@ -171,7 +171,7 @@ static void arrivals(const WdSpin *s, int size, char *b, size_t n) {
 }
 
 static void fire(double waited, const WdSpin *s) {
-    char line[2048], w[480], p[120];
+    char line[3072], w[480], p[1200];
     where(w, sizeof w);
     peer_name(s->peer, s->what, p, sizeof p);
     snprintf(line, sizeof line, "[rank %d] watchdog: waited %.1f s (--timeout %g) for %s %s", g_rank, waited, timeout_s, p, w);

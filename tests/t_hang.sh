@@ -166,3 +166,22 @@ stall "a rank stalled before the ddp all-reduce is named" \
 stall "hybrid: the stalled rank is named, a rank waiting elsewhere says where" \
     "watchdog: waited 3\.[0-9] s \(--timeout 3\) for the other ranks \(an all-reduce.*; not arrived: (rank 0 \(waiting for the other ranks \(an all-reduce of the data-parallel group\) in the gradient all-reduce in step 3\); )?rank 1 $SILENT" -- \
     env MICROPP_FAULT=1:3:stall mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --placement replicas --micro-batches 2 $A --steps 5 --timeout 3 --save "$TMP/stall"
+
+# ---- an interrupted run never prints the completion marker (Hydra may still exit 0: the marker is
+# what a script can trust) ----
+zeros=0 bad=""
+for i in 1 2 3; do
+    for s in INT TERM; do
+        if [ "$s" = INT ]; then start_job 3 $P --steps 1000000  # text: killed after step 2
+        else  # --json: killed 2 s in (no step lines to wait for)
+            mpiexec -n 3 "$MICROPP" train $P --steps 1000000 --json >"$TMP/job.out" 2>"$TMP/job.err" &
+            JOB=$!; sleep 2
+        fi
+        T0=$(date +%s.%N); kill -"$s" "$JOB"; end_job
+        [ "$JRC" -eq 0 ] && zeros=$((zeros + 1))
+        if grep -q 'run completed\|"completed"' "$TMP/job.out"; then bad="$bad; SIG$s run $i printed the marker (exit $JRC)"
+        elif [ "$JRC" -ne 0 ] && [ "$JRC" -ne $((128 + $(kill -l "$s"))) ]; then bad="$bad; SIG$s run $i: exit $JRC"; fi
+    done
+done
+if [ -z "$bad" ]; then pass "hang/signals: 6 interrupted runs, none printed the completion marker ($zeros exited 0: Hydra's race)"
+else fail "hang/signals: interrupted runs never print the completion marker" "${bad#; }"; fi
