@@ -35,7 +35,7 @@ void comm_agree_code(MPI_Comm comm, const char *mine, int code) {
     me = mine[0] ? rank : INT_MAX;
     MPI_Request q;
     MPI_CHECK(MPI_Iallreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm, &q));
-    wd_wait(&q, NULL, -1, "agreeing on a verdict");
+    wd_wait_all(&q, comm, "agreeing on a verdict");
     if (first == INT_MAX) return;
     char msg[2048] = "";
     if (rank == first) snprintf(msg, sizeof msg, "%s", mine);
@@ -66,10 +66,22 @@ void comms_init(int *argc, char ***argv) {
 }
 
 static DevComm *opened_devcomm;  // closed by comms_finalize
+static int outputs_agreed;       // comms_outputs_written ran
+
+int comms_outputs_written(int code, const char *what) {
+    outputs_agreed = 1;
+    if (!mpi_up() || comms_world_size() == 1) return code;
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q));
+    if (g_rank == 0) wd_wait_all(&q, MPI_COMM_WORLD, "the end of the run");
+    else wd_wait(&q, NULL, 0, what);  // rank 0 arrives once its outputs are written
+    return code;
+}
 
 void comms_finalize_with(int code) {
     if (opened_devcomm) { devcomm_close(opened_devcomm); opened_devcomm = NULL; }
     if (!mpi_up()) return;
+    if (!outputs_agreed) code = comms_outputs_written(code, "writing its output: a slow terminal or pipe? raise --timeout");
     wd_close();
     wd_finalize_bound(code);  // the results are out: a finalize that does not return must not keep the job
     MPI_Finalize();
@@ -128,7 +140,7 @@ void comms_place(const char *cmd, int device, int transport, int tf32, Placement
     p->node_of = xmalloc(sizeof(int) * (size_t)size);
     MPI_Request q;
     MPI_CHECK(MPI_Iallgather(&lowest, 1, MPI_INT, p->node_of, 1, MPI_INT, MPI_COMM_WORLD, &q));
-    wd_wait(&q, NULL, -1, "placing the ranks");
+    wd_wait_all(&q, MPI_COMM_WORLD, "placing the ranks");
     for (int r = 0; r < size; r++) p->node_of[r] = p->node_of[r] == r ? p->nodes++ : p->node_of[p->node_of[r]];
     p->be = &backend_cpu;
     p->transport = TRANSPORT_MPI;
@@ -267,12 +279,12 @@ long long comm_tag_ub(void) {
 void comm_barrier(MPI_Comm comm) {
     MPI_Request q;
     MPI_CHECK(MPI_Ibarrier(comm, &q));
-    wd_wait(&q, NULL, -1, "a barrier");
+    wd_wait_all(&q, comm, "a barrier");
 }
 static void allreduce_small(void *x, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
     MPI_Request q;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, t, op, comm, &q));
-    wd_wait(&q, NULL, -1, "an all-reduce");
+    wd_wait_all(&q, comm, "an all-reduce");
 }
 void comm_allreduce_sum_double(double *x, int n, MPI_Comm comm) { allreduce_small(x, n, MPI_DOUBLE, MPI_SUM, comm); }
 void comm_allreduce_max_double(double *x, int n, MPI_Comm comm) { allreduce_small(x, n, MPI_DOUBLE, MPI_MAX, comm); }
@@ -707,7 +719,7 @@ double comm_wait(CommReq *q) {
     // Spins, as MPI_Wait does, every collective in flight moving; and yields the core between polls
     // (free when nothing else wants it): with more ranks than cores, the rank being waited for may
     // need this very core, and shm moves only when that rank runs.
-    WdSpin s = {.peer = -1, .what = "an all-reduce of the data-parallel group"};
+    WdSpin s = {.peer = -1, .what = "an all-reduce of the data-parallel group", .comm = &q->comm};
     while (!q->done) {
         comm_progress();
         wd_spin(&s);
@@ -753,7 +765,7 @@ static void mpi_blocking(Comm *c, int op, float *buf, size_t n, float scale) {
             float *t = xmalloc((len ? len : 1) * sizeof(float));
             if (D > 1 && n) {
                 MPI_CHECK(MPI_Ireduce_scatter(h, t, counts, MPI_FLOAT, MPI_SUM, c->dp, &q));
-                wd_wait(&q, NULL, -1, "a reduce-scatter");
+                wd_wait_all(&q, c->dp, "a reduce-scatter");
             }
             else memcpy(t, h, len * sizeof(float));
             for (size_t i = 0; i < len; i++) h[off + i] = t[i] * scale;
@@ -761,7 +773,7 @@ static void mpi_blocking(Comm *c, int op, float *buf, size_t n, float scale) {
         } else {
             if (D > 1 && n) {
                 MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, counts, displs, MPI_FLOAT, c->dp, &q));
-                wd_wait(&q, NULL, -1, "an all-gather");
+                wd_wait_all(&q, c->dp, "an all-gather");
             }
             off = 0, len = n;
         }

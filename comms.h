@@ -57,7 +57,13 @@ struct DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers);
 
 void comms_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
 void comms_finalize(void);          // comms_finalize_with(0)
+// The end of a run, collective over the world: rank 0 (which writes the results) calls it once every
+// output is written and flushed, with code 0 or 1; the other ranks wait for it under --timeout alone
+// (never a fixed bound: a slow disk is no failure), naming `what` should it run out. Every rank
+// returns the highest code of all.
+int comms_outputs_written(int code, const char *what);
 // MPI_Finalize, bounded: once it has not returned within a few seconds the process exits with code.
+// Unless comms_outputs_written came first, it waits for rank 0 that way before the bound starts.
 void comms_finalize_with(int code);
 int comms_world_rank(void);
 int comms_world_size(void);

@@ -326,6 +326,29 @@ static void options_agree(const char *cmd, const Option *opts, const void *base)
     free(t);
 }
 
+// A flag given twice on the command line (--steps 2 --steps 3, or -n 2 --steps 3) is a mistake: which
+// was meant? Refused before anything is read, as a key given twice in a config is. (An option in the
+// --config file and again on the command line is the documented override, not a repeat.)
+static void refuse_repeats(const char *cmd, const Option *opts, int n, const struct option *lo, const char *shortopts,
+                           int argc, char **argv) {
+    const char **first = xcalloc((size_t)n, sizeof *first);  // each option's first value ("" for a switch)
+    char ca[CLIP_LEN + 40], cb[CLIP_LEN + 40];
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
+        int i = c >= 1000 ? c - 1000 : -1;
+        for (int j = 0; j < n && i < 0 && c != '?' && c != ':'; j++) if (opts[j].short_name == c) i = j;
+        if (i < 0) continue;  // an unknown option, or one missing its value: the parse says so
+        const char *v = opts[i].type == OPT_BOOL ? "" : optarg;
+        if (first[i] && opts[i].type == OPT_BOOL) user_error("%s: --%s given twice: give it once", cmd, opts[i].name);
+        if (first[i])
+            user_error("%s: --%s given twice (%s and %s): give it once", cmd, opts[i].name, clip(first[i], ca, sizeof ca), clip(v, cb, sizeof cb));
+        first[i] = v;
+    }
+    free(first);
+}
+
 void options_parse(const char *cmd, const Option *opts, void *base, int argc, char **argv,
                    const char *usage, const char *examples) {
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
@@ -354,6 +377,7 @@ void options_parse(const char *cmd, const Option *opts, void *base, int argc, ch
             if (has_arg == required_argument) strcat(shortopts, ":");
         }
     }
+    refuse_repeats(cmd, opts, n, lo, shortopts, argc, argv);
     n_set = 0;
     parsing_cli = 0;
     // Pass 1: only --config, so that flags given on the command line win over the file.

@@ -4,7 +4,8 @@
 #include <stdint.h>
 
 // nangrad: one gradient of the rank's first stage becomes NaN before the update (the loss stays finite);
-// stall: the rank stops for good halfway through its action list (the watchdog must end the job).
+// stall: the rank stops for good halfway through its action list (the watchdog must end the job);
+// at step 0, in the set-up, before the first agreement of the run.
 enum { FAULT_NONE, FAULT_ABORT, FAULT_NAN, FAULT_IO, FAULT_KILL, FAULT_ALLOC, FAULT_GRAD, FAULT_NANGRAD, FAULT_STALL };
 void fault_init(void);                   // reads the variable; a malformed value is a user error
 int fault_due(int kind, int64_t step);   // 1 when that fault is due on this rank at this step

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -78,7 +79,10 @@ static int open_as(OutFile *o, const char *path, int now) {
         struct stat st;
         o->direct = 1;
         o->f = now && stat(o->path, &st) == 0 && S_ISFIFO(st.st_mode) ? open_fifo_now(o->path) : fopen(o->path, "w");
-        return o->f ? 0 : errno;
+        if (!o->f) return errno;
+        o->quiet_pipe = 1;
+        o->old_pipe = signal(SIGPIPE, SIG_IGN);
+        return 0;
     }
     snprintf(o->tmp, sizeof o->tmp, "%s.tmp%d", o->path, (int)getpid());
     o->f = fopen(o->tmp, "w");
@@ -93,6 +97,7 @@ int out_commit(OutFile *o) {
     if (!err && !o->direct && fsync(fileno(o->f)) != 0) err = errno;
     if (o->f != stdout && fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
     o->f = NULL;
+    if (o->quiet_pipe) { signal(SIGPIPE, o->old_pipe); o->quiet_pipe = 0; }
     if (o->direct) return err;
     if (!err && rename(o->tmp, o->path) != 0) err = errno;
     if (err) remove(o->tmp);
@@ -102,6 +107,7 @@ int out_commit(OutFile *o) {
 void out_abandon(OutFile *o) {
     if (o->f && o->f != stdout) fclose(o->f);
     o->f = NULL;
+    if (o->quiet_pipe) { signal(SIGPIPE, o->old_pipe); o->quiet_pipe = 0; }
     if (!o->direct) remove(o->tmp);
 }
 

@@ -9,6 +9,9 @@
 typedef struct {
     FILE *f;
     int direct;              // written in place (FIFO, character device, stdout): no temporary
+    int quiet_pipe;          // a FIFO or device: SIGPIPE is ignored until commit, so a reader that leaves
+                             // makes the write fail with EPIPE (one line) instead of killing the process
+    void (*old_pipe)(int);
     char path[PATH_LEN];     // what is written: the symlink's target, or the path itself
     char tmp[PATH_LEN + 32]; // the temporary beside it (regular files)
 } OutFile;

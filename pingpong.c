@@ -271,6 +271,7 @@ int cmd_pingpong(int argc, char **argv) {
     free(buf);
     free(reqs);
     if (on_device) { pl.be->free(dbuf); pl.be->free(dlast); pl.be->free(dack); }
+    free(pl.node_of);
     if (total_wrong && rank == 0) fprintf(stderr, "micropp: pingpong: %lld bytes arrived wrong\n", (long long)total_wrong);
     finish(total_wrong ? 1 : 0);
 }

@@ -1,6 +1,7 @@
 // report.c: the header a run prints before its first step, and the Summary after its last: filled
 // once from what the steps measured (medians, reductions across ranks, the pipeline's bubble and its
 // simulation, the trace and timeline files), then rendered as text or as one JSON object.
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -334,8 +335,19 @@ static int shown_step(const Run *r, const Summary *s) {
     return best;
 }
 
+// A file rank 0 could not write at the end: one line's worth, naming the file and the fix. The run
+// goes on to its summary, and every rank then exits 1 (train.c).
+static void write_failed(Summary *s, const char *flag, const char *path, int err) {
+    const char *fix = err == EPIPE ? "its reader closed it before the end: keep the reader open until micropp exits"
+                    : err == ENOSPC || err == EDQUOT ? "the disk is full: free space there, or give a path on another disk"
+                    : out_hint(err);
+    if (!s->write_err[0])
+        snprintf(s->write_err, sizeof s->write_err, "train: writing --%s '%s' failed: %s: %s; the training itself completed",
+                 flag, path, strerror(err), fix);
+}
+
 // Rank 0: --trace, the Chrome trace of every step.
-static void write_trace(const Run *r, const Summary *s, const Timeline *tl) {
+static void write_trace(const Run *r, Summary *s, const Timeline *tl) {
     const TrainConfig *c = r->c;
     OutFile o;
     int err = out_open(&o, c->trace);
@@ -348,7 +360,7 @@ static void write_trace(const Run *r, const Summary *s, const Timeline *tl) {
         timeline_write_chrome(o.f, tl, meta);
         err = out_commit(&o);
     }
-    if (err) fatal("writing --trace '%s': %s", c->trace, strerror(err));
+    if (err) write_failed(s, "trace", c->trace, err);
 }
 
 // The measured chart of the shown step: the bubble of this step per rank = 1 - (compute of the
@@ -408,7 +420,7 @@ static void observe(const Run *r, Summary *s, const Timeline *tl) {
         OutFile o;
         int err = out_open(&o, c->timeline);
         if (!err) { gantt_svg(o.f, g, 2); err = out_commit(&o); }
-        if (err) fatal("writing --timeline '%s': %s", c->timeline, strerror(err));
+        if (err) write_failed(s, "timeline", c->timeline, err);
     }
 }
 
@@ -579,6 +591,7 @@ static void summary_json(const Run *r, const Summary *s) {
     }
     if (r->p.pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", pipe_message_bytes(r));
     if (s->verify) json_verify(o, s->verify);
+    cJSON_AddBoolToObject(o, "completed", !s->write_err[0]);  // last: every output written (REPORT_COMPLETED)
     json_print(o);
 }
 
@@ -662,6 +675,7 @@ static void summary_text(const Run *r, const Summary *s) {
     if (r->p.pipelined) text_pipeline(r, s);
     if (s->verify) text_verify(r, s->verify);
     if (c->gantt) text_gantt(s);
+    if (!s->write_err[0]) printf(REPORT_COMPLETED "\n");  // last: every output written
 }
 
 void summary_print(const Run *r, const Summary *s) {

@@ -30,6 +30,7 @@ typedef struct {
     int shown;                    // the step drawn by --timeline / --gantt (0-based), -1 when none
     Gantt charts[2];              // measured and simulated (rank 0, when drawn)
     const VerifyResult *verify;   // NULL without --verify
+    char write_err[2 * PATH_LEN]; // rank 0: the output file that could not be written and the fix ("" when all were)
 } Summary;
 
 void report_header(const Run *r);     // rank 0, text mode: the run's shape before the first step
@@ -37,5 +38,9 @@ void report_dp_header(const Run *r);  // ... and how the gradients travel (after
 void report_epoch(const Run *r, const EpochStat *e);  // rank 0, text mode: one epoch's line
 // Collective over the world: every rank calls it after the last step.
 void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s);
-void summary_print(const Run *r, const Summary *s);  // rank 0: the text, or the --json line
+// Rank 0: the text, or the --json line. Either ends with the completion marker (the text's last line
+// REPORT_COMPLETED, the JSON's last key "completed") once every output of the run is written: scripts
+// check it, as an interrupted mpiexec can exit 0 (docs/several-machines.md).
+#define REPORT_COMPLETED "micropp: run completed"
+void summary_print(const Run *r, const Summary *s);
 void summary_free(Summary *s);

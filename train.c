@@ -32,6 +32,9 @@ static void parse_options(int argc, char **argv, TrainConfig *c) {
                   "  micropp train --config configs/fashion.json     # Fashion-MNIST (apt-get install dataset-fashion-mnist)\n"
                   "  mpiexec -n 2 micropp train --config configs/fashion.json --mode pp --micro-batches 2 --epochs 1\n");
     if (!c->inputs) c->inputs = c->hidden;  // the default: Linear(H, H) first, as before --inputs
+    if (c->timeout > 0 && c->timeout < WD_MIN_TIMEOUT)
+        user_error("train: --timeout %g is below the %g s minimum: a healthy run waits that long at times (the first step, a checkpoint, "
+                   "a loaded machine); use %g or more, or 0 to wait forever", c->timeout, WD_MIN_TIMEOUT, WD_MIN_TIMEOUT);
 }
 
 // ---- set up: the same decisions on every rank before any rank waits on another ----
@@ -229,6 +232,7 @@ static void run_free(Run *r) {
     free(m->step_start); free(m->comm_s); free(m->exposed_s); free(m->epoch);
     data_close(&r->data);
     if (r->p.distributed) comms_free(&r->comm);
+    free(r->place.node_of);
 }
 
 // ---- the step loop ----
@@ -426,6 +430,28 @@ static void load_schedule_file(TrainConfig *c) {
     c->schedule = SCHED_FILE;
 }
 
+// The end of the run. Rank 0 wrote the outputs (--trace, --timeline, the summary; the checkpoints
+// were committed in the step loop); every other rank waits for its word, bounded by --timeout alone
+// (a slow disk is no failure, and MPI_Finalize's short backstop must not turn "rank 0 is still
+// writing" into exit 0), and every rank returns the same code: 0 only when all is written.
+static int outputs_written(const Run *r, const Summary *s, const VerifyResult *v) {
+    const TrainConfig *c = r->c;
+    int code = v->failed ? 1 : 0;
+    if (r->rank == 0) {
+        if (v->failed)
+            fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e and %dx the reference's own float noise\n",
+                    v->worst_err, v->tol, VERIFY_NOISE_FACTOR);
+        if (s->write_err[0]) fprintf(stderr, "micropp: %s\n", s->write_err);
+        if (s->write_err[0] || fflush(stdout) != 0 || ferror(stdout)) code = 1;  // (main prints standard output's line)
+    }
+    char what[3 * PATH_LEN], files[2 * PATH_LEN + 40] = "";
+    if (c->trace[0] && r->p.pipelined) snprintf(files, sizeof files, "--trace '%s', ", c->trace);
+    if (c->timeline[0] && r->p.pipelined) snprintf(files + strlen(files), sizeof files - strlen(files), "--timeline '%s', ", c->timeline);
+    snprintf(what, sizeof what, "writing its outputs (%sthe summary): a slow disk, or a FIFO nobody reads? raise --timeout, or write them elsewhere", files);
+    wd_phase("the end of the run", 0);
+    return comms_outputs_written(code, what);
+}
+
 int cmd_train(int argc, char **argv) {
     comms_init(&argc, &argv);
     TrainConfig cfg;
@@ -442,6 +468,9 @@ int cmd_train(int argc, char **argv) {
         cfg.steps = r->p.steps;
         data_set_epochs(&r->data, (uint64_t)r->p.epoch_rows);
     }
+    wd_phase("the set-up", 0);
+    fault_init();  // (ckpt_setup reads it too) testing: a rank that stalls before the first agreement
+    fault_stall(0, "in the set-up");
     check_outputs(r);
     ckpt_setup(&cfg, MPI_COMM_WORLD);
     setup_device(r, &cfg);
@@ -463,14 +492,11 @@ int cmd_train(int argc, char **argv) {
     wd_phase("the summary", 0);
 
     Summary summary;
-    summary_fill(r, final.accuracy, &verify, &summary);
+    summary_fill(r, final.accuracy, &verify, &summary);  // rank 0 writes --trace and --timeline
     summary_print(r, &summary);
+    int code = outputs_written(r, &summary, &verify);
     summary_free(&summary);
     run_free(r);
-    if (verify.failed && r->rank == 0)
-        fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e and %dx the reference's own float noise\n",
-                verify.worst_err, verify.tol, VERIFY_NOISE_FACTOR);
-    int code = verify.failed ? 1 : 0;
     comms_finalize_with(code);
     verify_free(&verify);
     return code;

@@ -63,7 +63,7 @@ const Option train_options[] = {
     {"zero", 0, OPT_INT, T(zero), 0, 0, 1, "Z", "ddp/hybrid: 1 = ZeRO-1, optimizer state sharded over the replicas"},
     {"save", 0, OPT_STR, T(save), 0, 0, 0, "DIR", "write checkpoints (safetensors per stage + manifest.json) to DIR, at the end and every --save-every"},
     {"save-every", 0, OPT_INT, T(save_every), 0, 0, 1 << 30, "N", "with --save: also save after every N steps (0: only at the end)"},
-    {"timeout", 0, OPT_FLOAT, T(timeout), 0, 0, 1e7, "S", "watchdog: a rank waiting this many seconds for another ends the job, naming the action and the peer (0: wait forever)"},
+    {"timeout", 0, OPT_FLOAT, T(timeout), 0, 0, 1e7, "S", "watchdog: a rank waiting this many seconds for another ends the job, naming the action and the peer (0: wait forever; else at least 1: a healthy run waits that long at times)"},
     {"resume", 0, OPT_STR, T(resume), 0, 0, 0, "DIR", "continue from the checkpoint in DIR (any mode or partition); --steps stays the total"},
     {"save-best", 0, OPT_BOOL, T(save_best), 0, 0, 0, 0, "with --save DIR and --epochs: after each epoch's evaluation, save when the test accuracy is the best so far (DIR keeps the best)"},
     {0},

@@ -1,6 +1,7 @@
 // watchdog.c: the bound on every wait (see watchdog.h). A wait that runs out prints one line naming
-// the rank, the wait, the action and the peer, tells the other ranks over a control channel (each
-// prints where it stood), and ends the job; a thread backs up the MPI calls no poll loop wraps,
+// the rank, the wait, the action and the peer (for a collective: the ranks that have not arrived),
+// tells the other ranks over a control channel (each answers and prints where it stood), and ends
+// the job; a thread backs up the MPI calls no poll loop wraps,
 // ends the job on SIGINT/SIGTERM sent to one rank, and bounds MPI_Finalize.
 #include <pthread.h>
 #include <signal.h>
@@ -50,36 +51,147 @@ static void peer_name(int peer, const char *what, char *b, size_t n) {
     else snprintf(b, n, "the other ranks (%s)", what);
 }
 
-// Another rank's wait ran out: say where this one stood, then wait for that rank's MPI_Abort.
-static void on_notice(double waited, int peer, const char *what) {
-    char w[480], p[120];
+// ---- the control channel: a rank whose wait ran out sends its number (TAG_NOTICE) to every other
+// rank; each, at its next poll, answers with where it waits (TAG_ANSWER), prints where it stood and
+// waits for the end. The firing rank reads the answers to name the ranks a collective lacks.
+enum { TAG_NOTICE = 0, TAG_ANSWER = 1 };
+typedef struct { int peer; char what[96]; char cur[200]; } Answer;  // peer -1: in a collective
+static Answer answer;
+static int answer_ready;
+
+// A notice, if one came: answer it and listen for the next. Returns the notifying rank, or -1.
+// (Only the paths that end this rank call it, so the answer is written once and stays as it is.)
+static int take_notice(const WdSpin *s) {
+    int got = 0;
+    if (ctl_req == MPI_REQUEST_NULL || MPI_Test(&ctl_req, &got, MPI_STATUS_IGNORE) != MPI_SUCCESS || !got) return -1;
+    int from = notice;
+    if (!answer_ready) {
+        answer.peer = s->peer;
+        snprintf(answer.what, sizeof answer.what, "%s", s->what);
+        describe(&wd_current, answer.cur, sizeof answer.cur, "no action of the step loop (set-up or shutdown)");
+        answer_ready = 1;
+    }
+    MPI_Request q;
+    if (MPI_Isend(&answer, (int)sizeof answer, MPI_BYTE, from, TAG_ANSWER, ctl, &q) == MPI_SUCCESS) MPI_Request_free(&q);
+    MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, TAG_NOTICE, ctl, &ctl_req);
+    return from;
+}
+
+// Another rank's wait ran out: say where this one stood, then wait for that rank's MPI_Abort (still
+// answering any other rank that fires meanwhile).
+static void on_notice(int from, double waited, const WdSpin *s) {
+    char w[480], p[1200];
     where(w, sizeof w);
-    peer_name(peer, what, p, sizeof p);
-    fprintf(stderr, "[rank %d] ended by rank %d's watchdog: waiting %.1f s for %s %s\n", g_rank, notice, waited, p, w);
+    peer_name(s->peer, s->what, p, sizeof p);
+    fprintf(stderr, "[rank %d] ended by rank %d's watchdog: waiting %.1f s for %s %s\n", g_rank, from, waited, p, w);
     fflush(stderr);
-    for (int i = 0; i < 50; i++) usleep(100 * 1000);  // the firing rank aborts the job within about 1 s
+    for (double t0 = now_sec(); now_sec() - t0 < 5.0;) {  // the firing rank aborts the job within about 1 s
+        take_notice(s);
+        usleep(10 * 1000);
+    }
     _exit(1);
 }
 
-static void fire(double waited, int peer, const char *what) {
-    char w[480], p[120];
+// "rank 3" or "ranks 1-3,5" (r ascending).
+static void rank_list(const int *r, int n, char *b, size_t bn) {
+    size_t k = (size_t)snprintf(b, bn, "%s ", n == 1 ? "rank" : "ranks");
+    for (int i = 0; i < n && k < bn; i++) {
+        int e = i;
+        while (e + 1 < n && r[e + 1] == r[e] + 1) e++;
+        k += (size_t)snprintf(b + k, bn - k, "%s%d", i ? "," : "", r[i]);
+        if (e > i && k < bn) k += (size_t)snprintf(b + k, bn - k, "-%d", r[e]);
+        i = e;
+    }
+}
+
+// The world ranks of the collective's communicator (all of them when it is not known).
+static int members(const WdSpin *s, int size, int *out) {
+    int n = size;
+    MPI_Group g, w;
+    if (!s->comm || MPI_Comm_group(*s->comm, &g) != MPI_SUCCESS) {
+        for (int r = 0; r < size; r++) out[r] = r;
+        return size;
+    }
+    MPI_Comm_group(MPI_COMM_WORLD, &w);
+    MPI_Group_size(g, &n);
+    int *in = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    for (int i = 0; in && i < n; i++) in[i] = i;
+    if (in) MPI_Group_translate_ranks(g, n, in, w, out);
+    free(in);
+    MPI_Group_free(&g);
+    MPI_Group_free(&w);
+    return in ? n : 0;
+}
+
+// A collective ran out: which of its ranks have not arrived. Every rank was told (fire); the ones
+// polling answer with where they wait, and those that do not within a second are silent.
+// Appends "; not arrived: ..." to b.
+static void arrivals(const WdSpin *s, int size, char *b, size_t n) {
+    int *who = calloc((size_t)size, sizeof(int)), *silent = calloc((size_t)size, sizeof(int));
+    Answer *ans = calloc((size_t)size, sizeof(Answer));
+    MPI_Request *rq = calloc((size_t)size, sizeof(MPI_Request));
+    if (!who || !silent || !ans || !rq) { free(who); free(silent); free(ans); free(rq); return; }
+    int m = members(s, size, who), pending = 0, n_silent = 0, shown = 0, others = 0;
+    for (int i = 0; i < m; i++) {
+        rq[i] = MPI_REQUEST_NULL;
+        if (who[i] != g_rank && MPI_Irecv(&ans[i], (int)sizeof(Answer), MPI_BYTE, who[i], TAG_ANSWER, ctl, &rq[i]) == MPI_SUCCESS) pending++;
+    }
+    char cur[200];
+    describe(&wd_current, cur, sizeof cur, "no action of the step loop (set-up or shutdown)");
+    for (double t0 = now_sec(); pending && now_sec() - t0 < 1.0;) {
+        for (int i = 0; i < m; i++) {  // (one by one: MPI_Testall trips a gcc 12 false positive)
+            int done = 0;
+            if (rq[i] != MPI_REQUEST_NULL && MPI_Test(&rq[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) pending--;
+        }
+        take_notice(s);  // a rank that fired at the same moment asks this one too
+        usleep(5 * 1000);
+    }
+    size_t k = strlen(b);
+    for (int i = 0; i < m; i++) {
+        if (who[i] == g_rank) continue;
+        if (rq[i] != MPI_REQUEST_NULL) { silent[n_silent++] = who[i]; continue; }
+        Answer *a = &ans[i];
+        a->what[sizeof a->what - 1] = a->cur[sizeof a->cur - 1] = 0;
+        if (a->peer < 0 && !strncmp(a->what, s->what, sizeof a->what - 1) && !strcmp(a->cur, cur)) continue;  // here too
+        if (shown == 3) { others++; continue; }
+        char p[160];
+        peer_name(a->peer, a->what, p, sizeof p);
+        k += (size_t)snprintf(b + k, k < n ? n - k : 0, "%s rank %d (waiting for %s in %s)", shown++ ? ";" : "; not arrived:", who[i], p, a->cur);
+    }
+    if (others && k < n) k += (size_t)snprintf(b + k, n - k, "; and %d more elsewhere", others);
+    if (n_silent && k < n) {
+        char list[120];
+        rank_list(silent, n_silent, list, sizeof list);
+        k += (size_t)snprintf(b + k, n - k, "%s %s (silent for 1 s: stopped, busy outside MPI, or gone; look at %s host)",
+                              shown ? ";" : "; not arrived:", list, n_silent == 1 ? "its" : "their");
+    }
+    if (!shown && !n_silent && k < n) snprintf(b + k, n - k, "; every rank of it waits in it too (MPI does not complete it)");
+    for (int i = 0; i < m; i++) if (rq[i] != MPI_REQUEST_NULL) { MPI_Cancel(&rq[i]); MPI_Request_free(&rq[i]); }
+    free(who); free(silent); free(ans); free(rq);
+}
+
+static void fire(double waited, const WdSpin *s) {
+    char line[3072], w[480], p[1200];
     where(w, sizeof w);
-    peer_name(peer, what, p, sizeof p);
-    fprintf(stderr, "[rank %d] watchdog: waited %.1f s (--timeout %g) for %s %s\n", g_rank, waited, timeout_s, p, w);
-    fflush(stderr);
+    peer_name(s->peer, s->what, p, sizeof p);
+    snprintf(line, sizeof line, "[rank %d] watchdog: waited %.1f s (--timeout %g) for %s %s", g_rank, waited, timeout_s, p, w);
     int size = 1, me = g_rank;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Request *reqs = calloc((size_t)size, sizeof *reqs);
     for (int r = 0; reqs && r < size; r++) {
         reqs[r] = MPI_REQUEST_NULL;
-        if (r != me && ctl != MPI_COMM_NULL) MPI_Isend(&me, 1, MPI_INT, r, 0, ctl, &reqs[r]);
+        if (r != me && ctl != MPI_COMM_NULL) MPI_Isend(&me, 1, MPI_INT, r, TAG_NOTICE, ctl, &reqs[r]);
     }
+    if (s->peer < 0 && ctl != MPI_COMM_NULL) arrivals(s, size, line, sizeof line);  // (takes up to a second)
+    fprintf(stderr, "%s\n", line);
+    fflush(stderr);
     // A second for the others to print where they stood (they do as soon as they poll), then the end.
-    for (double t0 = now_sec(); now_sec() - t0 < 1.0;) {
+    for (double t0 = now_sec(); now_sec() - t0 < (s->peer < 0 ? 0.3 : 1.0);) {
         for (int r = 0; reqs && r < size; r++) {  // (one by one: MPI_Testall trips a gcc 12 false positive)
             int done;
             if (reqs[r] != MPI_REQUEST_NULL) MPI_Test(&reqs[r], &done, MPI_STATUS_IGNORE);
         }
+        take_notice(s);
         usleep(10 * 1000);
     }
     alarm(3);  // MPI_Abort goes through mpiexec, which a dead link may keep from answering
@@ -87,24 +199,21 @@ static void fire(double waited, int peer, const char *what) {
     _exit(1);
 }
 
-// One turn of a wait that started at t0: a notice from another rank, or our own bound running out.
-static void check(double t0, int peer, const char *what) {
-    double waited = now_sec() - t0;
-    if (ctl_req != MPI_REQUEST_NULL) {
-        int got = 0;
-        MPI_Test(&ctl_req, &got, MPI_STATUS_IGNORE);
-        if (got) on_notice(waited, peer, what);
-    }
-    if (timeout_s > 0 && waited > timeout_s) fire(waited, peer, what);
+// One turn of a wait: a notice from another rank, or our own bound running out.
+static void check(const WdSpin *s) {
+    double waited = now_sec() - s->t0;
+    int from = take_notice(s);
+    if (from >= 0) on_notice(from, waited, s);
+    if (timeout_s > 0 && waited > timeout_s) fire(waited, s);
 }
 
 void wd_spin(WdSpin *s) {
     if (s->turns++ == 0) { s->t0 = now_sec(); return; }
-    if ((s->turns & 63) == 0) check(s->t0, s->peer, s->what);  // a clock read and a test per 64 turns
+    if ((s->turns & 63) == 0) check(s);  // a clock read and a test per 64 turns
 }
 
-void wd_wait(MPI_Request *req, MPI_Status *st, int peer, const char *what) {
-    WdSpin s = {.peer = peer, .what = what};
+static void wait_for(MPI_Request *req, MPI_Status *st, WdSpin s) {
+    const char *what = s.what;
     for (;;) {
         int done = 0;
         wd_call_enter("MPI_Test");
@@ -121,6 +230,14 @@ void wd_wait(MPI_Request *req, MPI_Status *st, int peer, const char *what) {
         // time slice per message (measured: a 0.9 ms pipeline step became 8 ms).
         wd_spin(&s);
     }
+}
+
+void wd_wait(MPI_Request *req, MPI_Status *st, int peer, const char *what) {
+    wait_for(req, st, (WdSpin){.peer = peer, .what = what});
+}
+
+void wd_wait_all(MPI_Request *req, MPI_Comm comm, const char *what) {
+    wait_for(req, NULL, (WdSpin){.peer = -1, .what = what, .comm = &comm});
 }
 
 // MPICH 4.0.2's MPI_Finalize over TCP can deadlock: a rank spins in UCX's disconnect, waiting for a
@@ -208,7 +325,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
 void wd_init(void) {
     main_tid = (pid_t)syscall(SYS_gettid);
     MPI_Comm_dup(MPI_COMM_WORLD, &ctl);
-    MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, 0, ctl, &ctl_req);
+    MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, TAG_NOTICE, ctl, &ctl_req);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;

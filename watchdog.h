@@ -15,6 +15,9 @@ static inline void wd_end(void) { wd_last = wd_current; wd_current.what = 0; }
 static inline void wd_phase(const char *what, int step) { wd_current = (WdAction){what, -1, -1, -1, -1, step}; }
 
 #define WD_DEFAULT_TIMEOUT 300.0
+// The shortest bound --timeout takes (0, no bound, aside): a healthy run waits about that long at
+// times (the first step, a checkpoint another rank writes, a time slice lost on a loaded machine).
+#define WD_MIN_TIMEOUT 1.0
 // After MPI_Init, on every rank: the control channel (a duplicate of the world on which a rank whose
 // wait ran out tells the others), the signal handlers and the backstop thread. Collective.
 void wd_init(void);
@@ -25,9 +28,14 @@ double wd_timeout(void);
 // -1) polling, as MPI_Wait spins. `what` names the wait in the watchdog's line.
 // When --timeout runs out: the line, every other rank told, the job ended (exit 1).
 void wd_wait(MPI_Request *req, MPI_Status *st, int peer, const char *what);
+// The same for a collective over comm: when it runs out, the line also names the ranks of comm that
+// have not arrived, and what each is doing (asked over the control channel; a rank that does not
+// answer within a second is stopped, busy outside MPI, or gone). wd_wait(.., -1, ..) asks the world.
+void wd_wait_all(MPI_Request *req, MPI_Comm comm, const char *what);
 // A spin loop of our own (the shm all-reduce, comm_wait): call wd_spin once per turn; it fires as
-// wd_wait does once the loop has lasted --timeout. Start each wait with a zeroed WdSpin.
-typedef struct { double t0; int peer; const char *what; unsigned turns; } WdSpin;
+// wd_wait does once the loop has lasted --timeout. Start each wait with a zeroed WdSpin; comm: the
+// collective's communicator (NULL: the world), as for wd_wait_all.
+typedef struct { double t0; int peer; const char *what; unsigned turns; const MPI_Comm *comm; } WdSpin;
 void wd_spin(WdSpin *s);
 
 // MPI_CHECK marks every MPI call, so the backstop thread sees one that blocks past --timeout (a

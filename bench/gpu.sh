@@ -108,7 +108,7 @@ M=(--config configs/medium.json --steps "$STEPS" --device "$DEVICE")
 measure "medium fp32" 1 "${M[@]}"
 measure "medium fp32 --gemm-timing" 1 "${M[@]}" --gemm-timing
 measure "medium tf32 --gemm-timing" 1 "${M[@]}" --tf32 --gemm-timing
-measure "medium fp32 --verify (vs CPU)" 1 "${M[@]}" --steps 3 --verify
+measure "medium fp32 --verify (vs CPU)" 1 --config configs/medium.json --steps 3 --device "$DEVICE" --verify
 measure "medium pp 1f1b M=8, 2 ranks, 1 GPU, mpi" 2 "${M[@]}" --mode pp --schedule 1f1b --micro-batches 8 --transport mpi --gemm-timing
 
 section "pingpong between GPU buffers (MPI through pinned host memory)"

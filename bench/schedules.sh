@@ -16,7 +16,7 @@ M=${M:-8}
 if [ "${TINY:-0}" = 1 ]; then CFG="--mode pp --layers 8 --hidden 64 --batch 64 --steps 3"
 else CFG="--config $ROOT/configs/pipeline.json --steps $STEPS"; fi
 SCHEDS=("1f1b" "interleaved --virtual-stages 2" "zb-h1" "zb-h2" "zb-v" "dualpipev")
-MONO=${CFG/--mode pp/--mode monolith}
+MONO=${CFG/--mode pp /}  # (--mode monolith is added below: a flag is given once)
 for ((i = 0; i < REPS; i++)); do
     for s in "${SCHEDS[@]}"; do
         out=$(mpiexec -n 2 "$MICROPP" train $CFG --micro-batches "$M" --log-every 0 --schedule $s --json)

@@ -34,7 +34,9 @@ THE CONVENTION (what a page writer needs to know)
     <!-- doc-test: mask REGEX -->           text matching REGEX becomes <masked> on both sides
                                            (a random run id in a file name)
     <!-- doc-test: run-with ARGS -->        ARGS are added to every ./micropp command of the block
-                                           (e.g. --steps 3 for a long run), and the lines that
+                                           (e.g. --steps 3 for a long run; the same options shown
+                                           in the command are dropped, as micropp refuses a flag
+                                           given twice), and the lines that
                                            depend on the number of steps are left out too (RUN_WITH
                                            below: step N/M logs, the final loss, the header's
                                            "| steps N |"); other lines that then differ from the
@@ -141,6 +143,25 @@ def parse(page):
     return blocks
 
 
+def without_flags(part, args):
+    """part (one ./micropp command) with the options that args gives again left out, value and all:
+    micropp refuses a flag given twice, and run-with's value is the one meant."""
+    words, give = part.split(" "), args.split()
+    flags = {w: i + 1 < len(give) and not give[i + 1].startswith("-") for i, w in enumerate(give) if w.startswith("-")}
+    out, i = [], 0
+    while i < len(words):
+        w = words[i]
+        if w in flags:
+            i += 2 if flags[w] else 1
+            continue
+        if w.split("=")[0] in flags and "=" in w:
+            i += 1
+            continue
+        out.append(w)
+        i += 1
+    return " ".join(out)
+
+
 def with_args(cmd, args):
     """cmd with args added after the ./micropp invocation (before a redirection, pipe or ;)."""
     out, pos = cmd, 0
@@ -150,8 +171,9 @@ def with_args(cmd, args):
             return out
         m = re.compile(r"\s(\d?>|\||&&|;)").search(out, k)
         end = m.start() if m else len(out)
-        out = out[:end] + " " + args + out[end:]
-        pos = end + len(args) + 1
+        part = without_flags(out[k:end], args)
+        out = out[:k] + part + " " + args + out[end:]
+        pos = k + len(part) + len(args) + 1
 
 
 def normalize(lines, drop, mask):

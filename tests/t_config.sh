@@ -89,3 +89,21 @@ e "memory/a model too large for the node is refused at once, with the figures" "
 e "memory/ddp suggests sharding the optimizer" "2 ranks on its node .* use --zero 1" 60 mpiexec -n 2 "$MICROPP" train --mode ddp --hidden 30000 --layers 4
 e "memory/huge micro-batches suggest checkpointing or more micro-batches" "activations .* use --checkpoint-activations, more --micro-batches" \
     60 mpiexec -n 2 "$MICROPP" train --mode pp --hidden 4096 --layers 2 --batch 400000 --micro-batches 1
+
+# A flag given twice on the command line is refused (which was meant?), by every command, in any
+# spelling (-n and --steps, --log_every and --log-every); a config key overridden by a flag is not.
+e "config/train --steps twice" "^micropp: train: --steps given twice \(2 and 3\): give it once$" 10 "$MICROPP" train --steps 2 --steps 3
+e "config/train -n and --steps" "train: --steps given twice \(2 and 3\): give it once" 10 "$MICROPP" train -n 2 --steps 3
+e "config/train --log_every and --log-every" "train: --log-every given twice \(2 and 3\)" 10 "$MICROPP" train --log_every 2 --log-every 3
+e "config/train a switch twice" "train: --verify given twice: give it once" 10 "$MICROPP" train --verify --steps 2 --verify
+e "config/train --config twice" "train: --config given twice \(a.json and b.json\): give it once" 10 "$MICROPP" train --config a.json --config b.json
+e "config/train twice under mpiexec: one line, every rank exits 2" "train: --mode given twice \(pp and ddp\)" 30 mpiexec -n 2 "$MICROPP" train --mode pp --mode ddp
+e "config/bubble twice" "bubble: --stages given twice \(2 and 4\): give it once" 10 "$MICROPP" bubble --stages 2 --stages 4
+e "config/plan twice" "plan: --params given twice \(1B and 2B\): give it once" 10 "$MICROPP" plan --params 1B --params 2B
+e "config/selftest twice" "selftest: --device given twice \(cpu and cpu\): give it once" 10 "$MICROPP" selftest --device cpu --device cpu
+e "config/pingpong twice" "pingpong: --sweep given twice: give it once" 30 mpiexec -n 2 "$MICROPP" pingpong --sweep --sweep
+e "config/allreduce twice" "allreduce: --json given twice: give it once" 30 mpiexec -n 2 "$MICROPP" allreduce --json --json
+echo '{"steps": 5, "log_every": 0}' > five.json
+run 60 "$MICROPP" train --config five.json --steps 2 --json
+[ "$RC" -eq 0 ] && [ "$(json_get '["steps"]')" = 2 ] && pass "config/a flag overrides the config's key (not a repeat)" \
+    || fail "config/a flag overrides the config's key (not a repeat)" "exit $RC, steps $(json_get '["steps"]' 2>/dev/null): $ERR"

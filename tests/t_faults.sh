@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/t_faults.sh: a rank that fails (abort, SIGKILL, allocation failure, NaN loss, I/O error in a
 # save) ends the whole job within 10 s with a nonzero exit and the failing rank's message, leaves no
-# process behind, and leaves the last committed checkpoint loadable (resuming it repeats the
-# uninterrupted losses bit for bit). Faults come from the test-only MICROPP_FAULT=rank:step:kind.
+# process behind, prints no completion marker, and leaves the last committed checkpoint loadable
+# (resuming it repeats the uninterrupted losses bit for bit). Faults come from the test-only
+# MICROPP_FAULT=rank:step:kind.
 source "$(dirname "$0")/lib.sh"
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --micro-batches 4 --json --log-every 0"
 M="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --json --log-every 0"
@@ -27,6 +28,7 @@ fault() {
     elif python3 -c "import sys; sys.exit(not $secs >= 10)"; then fail "faults/$name" "took ${secs}s (limit 10s), exit $RC"
     elif ! printf '%s\n%s' "$ERR" "$OUT" | grep -qE -- "$pat"; then fail "faults/$name" "output does not match /$pat/: $(printf '%s' "$ERR" | head -c 400)"
     elif [ -n "$left" ]; then fail "faults/$name" "processes left behind: $left"
+    elif printf '%s' "$OUT" | grep -q '"completed"\|run completed'; then fail "faults/$name" "the completion marker was printed: $(printf '%s' "$OUT" | tail -c 200)"
     else pass "faults/$name: $spec ends all $n ranks in ${secs}s, exit $RC"; fi
     local step; step=$(manifest_step "$dir")
     run 60 mpiexec -n "$n" "$MICROPP" train "$@" --resume "$dir"
@@ -55,3 +57,4 @@ else fail "faults/the next save clears what the interrupted one left" "exit $RC,
 
 expect_user_error "faults/malformed MICROPP_FAULT -> one line, exit 2" "MICROPP_FAULT='2:x:abort' is not RANK:STEP:KIND" 30 env MICROPP_FAULT=2:x:abort mpiexec -n 2 "$MICROPP" train --mode pp $A --steps 2
 expect_user_error "faults/unknown MICROPP_FAULT kind -> one line, exit 2" "unknown kind 'melt'" 30 env MICROPP_FAULT=1:1:melt "$MICROPP" train $M --steps 2
+expect_user_error "faults/MICROPP_FAULT step 0 is for stall only -> one line, exit 2" "MICROPP_FAULT='1:0:abort': step 0 \(the set-up\) takes only the kind stall" 30 env MICROPP_FAULT=1:0:abort mpiexec -n 2 "$MICROPP" train --mode pp $A --steps 2

@@ -6,6 +6,8 @@
 # CPU) for 1 rank and for 2 ranks on one GPU over the MPI transport, each schedule; NCCL's rules.
 source "$(dirname "$0")/lib.sh"
 TINY=(--layers 4 --hidden 32 --batch 16 --steps 3 --log-every 0)
+# tiny_but OPTIONS...: TINY without the flags OPTIONS give again (micropp refuses a flag given twice).
+tiny_but() { local i; for ((i = 0; i < ${#TINY[@]}; i += 2)); do [[ " $* " == *" ${TINY[i]} "* ]] || printf '%s\n' "${TINY[i]}" "${TINY[i + 1]}"; done; }
 CPU_BIN=$ROOT/micropp-cpu
 # The toolkit, found as the Makefile should find it: the first of $CUDA_HOME, the folder above the
 # nvcc on PATH, /usr/local/cuda with the CUDA runtime, cuBLAS and NCCL headers (NCCL also in /usr).
@@ -16,7 +18,7 @@ for d in ${CUDA_HOME:-} "$(dirname "$(dirname "$(command -v nvcc || echo /nonexi
 done
 
 # Probe: does this binary see a GPU? (exit 0: yes; exit 2 "no CUDA device": no)
-run 120 "$MICROPP" train "${TINY[@]}" --steps 1 --device cuda --json
+run 120 "$MICROPP" train $(tiny_but --steps) --steps 1 --device cuda --json
 GPU=0
 if [ "$RC" -eq 0 ]; then GPU=1
 elif [ "$RC" -eq 2 ] && grep -q "no CUDA device" <<<"$ERR"; then GPU=0
@@ -137,10 +139,10 @@ gpu_vs_cpu() {
     local name=$1 n=$2; shift 2
     gpu_only "$name" || return 0
     local launch=("$MICROPP"); [ "$n" -gt 1 ] && launch=(mpiexec -n "$n" "$MICROPP")
-    run 300 "${launch[@]}" train "${TINY[@]}" --verify --json --device cpu "$@"
+    run 300 "${launch[@]}" train $(tiny_but "$@") --verify --json --device cpu "$@"
     local cpu=$OUT
     [ "$RC" -eq 0 ] || { fail "$name" "cpu run exit $RC: $(head -c 300 <<<"$ERR")"; return 0; }
-    run 300 "${launch[@]}" train "${TINY[@]}" --verify --json --device cuda "$@"
+    run 300 "${launch[@]}" train $(tiny_but "$@") --verify --json --device cuda "$@"
     [ "$RC" -eq 0 ] || { fail "$name" "cuda run exit $RC: $(head -c 300 <<<"$ERR")"; return 0; }
     if [ "$(json_get '["verify_ok"]')" != True ]; then fail "$name" "gradients vs the CPU: $(json_get '["verify_max_rel_err"]')"
     elif ! losses_close "$OUT" "$cpu"; then fail "$name" "losses differ: cuda $(json_get '["losses"]') cpu $(OUT=$cpu json_get '["losses"]')"

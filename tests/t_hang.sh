@@ -87,8 +87,10 @@ rank_pid() {
 }
 # start_job N ARGS...: mpiexec in the background ($JOB), once every rank has passed step 1.
 start_job() {
-    local n=$1; shift
-    mpiexec -n "$n" "$MICROPP" train "$@" --log-every 1 >"$TMP/job.out" 2>"$TMP/job.err" &
+    local n=$1 a prev="" args=(); shift
+    for a in "$@"; do [ "$prev" = --log-every ] && a=1; args+=("$a"); prev=$a; done  # every step logged (a flag is given once)
+    [[ " ${args[*]} " == *" --log-every "* ]] || args+=(--log-every 1)
+    mpiexec -n "$n" "$MICROPP" train "${args[@]}" >"$TMP/job.out" 2>"$TMP/job.err" &
     JOB=$!
     for _ in $(seq 300); do grep -q '^step 2/' "$TMP/job.out" 2>/dev/null && break; sleep 0.1; done
 }
@@ -138,3 +140,48 @@ if [ "$RC" -eq 0 ] && [ "$step" != none ]; then pass "hang/signals: the checkpoi
 else fail "hang/signals: the checkpoint written when the signals came stays loadable" "manifest step $step, resume exit $RC: $(printf '%s' "$ERR" | head -c 300)"; fi
 left=$(left_behind "$TMP/sig")
 if [ -z "$left" ]; then pass "hang/signals: no process left behind"; else fail "hang/signals: no process left behind" "$left"; fi
+
+# ---- --timeout's floor, and a collective's watchdog names the ranks that have not arrived ----
+for t in 0.001:0.001 1e-9:1e-09 0.5:0.5; do  # given:shown
+    expect_user_error "hang/--timeout ${t%%:*} -> one line naming the 1 s minimum, exit 2" \
+        "train: --timeout ${t#*:} is below the 1 s minimum: .*use 1 or more, or 0 to wait forever" 30 mpiexec -n 2 "$MICROPP" train $P --timeout "${t%%:*}"
+done
+echo '{"timeout": 0.01}' > "$TMP/short-timeout.json"
+expect_user_error "hang/config \"timeout\": 0.01 -> exit 2" "--timeout 0.01 is below the 1 s minimum" 30 "$MICROPP" train --config "$TMP/short-timeout.json"
+run 60 "$MICROPP" train $A --steps 2 --timeout 1
+[ "$RC" -eq 0 ] && pass "hang/--timeout 1 (the minimum) runs" || fail "hang/--timeout 1 (the minimum) runs" "exit $RC: $(printf '%s' "$ERR" | head -c 300)"
+run 60 "$MICROPP" train $A --steps 2 --timeout 0
+[ "$RC" -eq 0 ] && pass "hang/--timeout 0 (no bound) runs" || fail "hang/--timeout 0 (no bound) runs" "exit $RC: $(printf '%s' "$ERR" | head -c 300)"
+SILENT='\(silent for 1 s: stopped, busy outside MPI, or gone; look at its host\)'
+stall "a rank stalled in the set-up is named by the ranks waiting in the first agreement" \
+    "\[rank [02]\] watchdog: waited 3\.[0-9] s \(--timeout 3\) for the other ranks \(agreeing on a verdict\) in the set-up; last completed: none yet; not arrived: rank 1 $SILENT" \
+    'stalling in the set-up' -- \
+    env MICROPP_FAULT=1:0:stall mpiexec -n 3 "$MICROPP" train $P --steps 5 --timeout 3 --save "$TMP/stall"
+stall "a rank stalled before the ddp all-reduce is named" \
+    "\[rank 1\] watchdog: waited 3\.[0-9] s \(--timeout 3\) for the other ranks \(an all-reduce of the data-parallel group\) in the gradient all-reduce in step 3; last completed: .*; not arrived: rank 0 $SILENT" -- \
+    env MICROPP_FAULT=0:3:stall mpiexec -n 2 "$MICROPP" train --mode ddp $A --steps 5 --timeout 3 --save "$TMP/stall"
+# hybrid 2 x 2, replicas placed side by side: rank 1 (stage 0, replica 1) stops inside its pipeline;
+# whichever rank fires first names it, and one waiting in the world's loss all-reduce names rank 0 too,
+# which answers from the data-parallel all-reduce it waits in.
+stall "hybrid: the stalled rank is named, a rank waiting elsewhere says where" \
+    "watchdog: waited 3\.[0-9] s \(--timeout 3\) for the other ranks \(an all-reduce.*; not arrived: (rank 0 \(waiting for the other ranks \(an all-reduce of the data-parallel group\) in the gradient all-reduce in step 3\); )?rank 1 $SILENT" -- \
+    env MICROPP_FAULT=1:3:stall mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --placement replicas --micro-batches 2 $A --steps 5 --timeout 3 --save "$TMP/stall"
+
+# ---- an interrupted run never prints the completion marker (Hydra may still exit 0: the marker is
+# what a script can trust) ----
+zeros=0 bad=""
+for i in 1 2 3; do
+    for s in INT TERM; do
+        if [ "$s" = INT ]; then start_job 3 $P --steps 1000000  # text: killed after step 2
+        else  # --json: killed 2 s in (no step lines to wait for)
+            mpiexec -n 3 "$MICROPP" train $P --steps 1000000 --json >"$TMP/job.out" 2>"$TMP/job.err" &
+            JOB=$!; sleep 2
+        fi
+        T0=$(date +%s.%N); kill -"$s" "$JOB"; end_job
+        [ "$JRC" -eq 0 ] && zeros=$((zeros + 1))
+        if grep -q 'run completed\|"completed"' "$TMP/job.out"; then bad="$bad; SIG$s run $i printed the marker (exit $JRC)"
+        elif [ "$JRC" -ne 0 ] && [ "$JRC" -ne $((128 + $(kill -l "$s"))) ]; then bad="$bad; SIG$s run $i: exit $JRC"; fi
+    done
+done
+if [ -z "$bad" ]; then pass "hang/signals: 6 interrupted runs, none printed the completion marker ($zeros exited 0: Hydra's race)"
+else fail "hang/signals: interrupted runs never print the completion marker" "${bad#; }"; fi

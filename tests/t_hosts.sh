@@ -88,7 +88,7 @@ else
         else fail "hosts/netns: $name --verify across two namespaces" "exit $RC, $bytes bytes over the veth: $(printf '%s' "$ERR" | tail -c 400)"; fi
     done
     # The link goes down mid-run: nothing reports an error, and only the watchdog ends the job.
-    "${ACROSS[@]}" -n 4 "$MICROPP" train --mode pp --micro-batches 4 $A --steps 1000000 --timeout 3 --log-every 1 --save "$TMP/ld" >"$TMP/ld.out" 2>"$TMP/ld.err" &
+    "${ACROSS[@]}" -n 4 "$MICROPP" train --mode pp --micro-batches 4 ${A/--log-every 0/--log-every 1} --steps 1000000 --timeout 3 --save "$TMP/ld" >"$TMP/ld.out" 2>"$TMP/ld.err" &
     job=$!
     for _ in $(seq 300); do grep -q '^step 2/' "$TMP/ld.out" 2>/dev/null && break; sleep 0.1; done
     t0=$(date +%s.%N)

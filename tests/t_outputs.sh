@@ -121,4 +121,46 @@ for opt in svg dump-csv; do
         "cannot write --$opt '$TMP/out.fifo': No such device or address \(it is a FIFO that no process opened for reading within 2 s: start its reader first" 10 \
         "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 2 --$opt "$TMP/out.fifo"
     echo "# bubble --$opt: refused after $(( $(date +%s) - start )) s"
+# ---- what rank 0 writes last: every rank waits for it (bounded by --timeout alone), and the exit is
+# 0 only when all of it is written; the completion marker ends the output only then ----
+PP="--mode pp --layers 2 --hidden 16 --steps 2"
+last_line() { printf '%s\n' "$OUT" | tail -n 1; }
+run 120 "$MICROPP" train --steps 2 --log-every 0
+[ "$RC" -eq 0 ] && [ "$(last_line)" = "micropp: run completed" ] && pass "completed/the text ends with 'micropp: run completed'" \
+    || fail "completed/the text ends with 'micropp: run completed'" "exit $RC, last line '$(last_line)'"
+run 120 mpiexec -n 2 "$MICROPP" train $PP --json
+[ "$RC" -eq 0 ] && [ "$(json_get '["completed"]')" = True ] && [ "$(json_get '.popitem()[0]')" = completed ] \
+    && pass "completed/--json's last key is \"completed\": true" || fail "completed/--json's last key is \"completed\": true" "exit $RC: $(last_line | tail -c 200)"
+# A FIFO read only after 9 s, past MPI_Finalize's 7 s backstop: rank 0 was killed mid-write with exit 0 before.
+for f in trace timeline; do
+    rm -f "$TMP/late.fifo" "$TMP/late.out"; mkfifo "$TMP/late.fifo"
+    (sleep 9; timeout 60 cat "$TMP/late.fifo" > "$TMP/late.out") &
+    run 120 mpiexec -n 2 "$MICROPP" train $PP --$f "$TMP/late.fifo"; wait
+    whole=$(python3 -c "import json,sys; d=open(sys.argv[1]).read(); sys.exit(0 if (json.loads(d) if sys.argv[2] == 'trace' else d.rstrip().endswith('</svg>')) else 1)" "$TMP/late.out" $f 2>/dev/null && echo yes)
+    if [ "$RC" -eq 0 ] && [ "$whole" = yes ] && printf '%s' "$OUT" | grep -q '^final loss' && [ "$(last_line)" = "micropp: run completed" ]; then
+        pass "completed/--$f to a FIFO read late (9 s): exit 0, the file whole, the summary and the marker printed"
+    else fail "completed/--$f to a FIFO read late" "exit $RC, whole '$whole', $(wc -c < "$TMP/late.out") bytes, last line '$(last_line)': $(printf '%s' "$ERR" | head -c 300)"; fi
+done
+# A FIFO nobody reads: the watchdog ends the job at --timeout, one line naming rank 0, the file and the fix.
+rm -f "$TMP/nobody.fifo"; mkfifo "$TMP/nobody.fifo"
+t0=$(date +%s.%N)
+run 60 mpiexec -n 2 "$MICROPP" train $PP --trace "$TMP/nobody.fifo" --timeout 2
+secs=$(python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)")
+ours=$(printf '%s\n' "$ERR" | grep -c 'micropp\|watchdog')
+if [ "$RC" -eq 1 ] && [ "$ours" -eq 1 ] && printf '%s' "$ERR" | grep -qE "watchdog: waited 2\.[0-9] s \(--timeout 2\) for rank 0 \(writing its outputs \(--trace '$TMP/nobody.fifo', the summary\): .*raise --timeout" \
+    && ! printf '%s' "$OUT" | grep -q "run completed" && python3 -c "import sys; sys.exit(not $secs < 12)"; then
+    pass "completed/--trace to a FIFO nobody reads: exit 1 in ${secs}s, one line naming the file and --timeout, no marker"
+else fail "completed/--trace to a FIFO nobody reads" "exit $RC in ${secs}s, $ours lines of ours: $(printf '%s' "$ERR" | head -c 400)"; fi
+# A reader that leaves after 100 bytes: the write fails (EPIPE, not a SIGPIPE death): one line, exit 1 on every rank.
+for mode in text json; do
+    rm -f "$TMP/cut.fifo"; mkfifo "$TMP/cut.fifo"
+    (timeout 60 head -c 100 "$TMP/cut.fifo" > /dev/null) &
+    J=""; [ $mode = json ] && J=--json
+    run 120 mpiexec -n 2 "$MICROPP" train --mode pp --layers 2 --hidden 16 --steps 300 --log-every 0 --trace "$TMP/cut.fifo" $J; wait
+    ours=$(printf '%s\n' "$ERR" | grep -c .)
+    completed=no; [ $mode = json ] && completed=$(json_get '["completed"]' 2>/dev/null)
+    if [ "$RC" -eq 1 ] && [ "$ours" -eq 1 ] && printf '%s' "$ERR" | grep -q "^micropp: train: writing --trace '$TMP/cut.fifo' failed: Broken pipe: its reader closed it before the end" \
+        && ! printf '%s' "$OUT" | grep -q "run completed" && { [ $mode = text ] || [ "$completed" = False ]; }; then
+        pass "completed/--trace cut by its reader ($mode): exit 1, one line naming the file, no marker"
+    else fail "completed/--trace cut by its reader ($mode)" "exit $RC, $ours lines, completed '$completed': $(printf '%s' "$ERR" | head -c 400)"; fi
 done

@@ -63,7 +63,7 @@ else fail "pp/summary: partition and measured vs theory bubble" "$OUT"; fi
 # bad input: one line, exit 2, quickly, on every rank
 P="$MICROPP train --mode pp --layers 8 --hidden 16 --batch 24 --steps 2"
 expect_user_error "pp-bad/one rank" "needs at least 2 ranks" 20 mpiexec -n 1 $P
-expect_user_error "pp-bad/K > L" "4 stages \(ranks\) but only 3 layers" 20 mpiexec -n 4 $P --layers 3 --partition 1,1,1,1
+expect_user_error "pp-bad/K > L" "4 stages \(ranks\) but only 3 layers" 20 mpiexec -n 4 ${P/--layers 8/--layers 3} --partition 1,1,1,1
 expect_user_error "pp-bad/partition sum" "sums to 7 but --layers is 8" 20 mpiexec -n 2 $P --partition 4,3
 expect_user_error "pp-bad/partition zero" "stage 1 gets 0 layers" 20 mpiexec -n 2 $P --partition 8,0
 expect_user_error "pp-bad/partition count" "has 3 entries but there are 2 stages" 20 mpiexec -n 2 $P --partition 4,2,2
