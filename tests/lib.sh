@@ -24,6 +24,40 @@ run() {
 # mp N ARGS...: micropp under mpiexec with N ranks (oversubscription is fine for correctness).
 mp() { local n=$1; shift; mpiexec -n "$n" "$MICROPP" "$@"; }
 
+# Processes, read from /proc: no pgrep, which a minimal Debian lacks (it is in procps), and whose
+# absence would make a check for leftovers find none and pass without looking. PROC: /proc, or
+# another folder for the test of these helpers. When the listing cannot be trusted they print
+# "cannot list processes: WHY" and return 1, so a check that wants no output fails.
+PROC=/proc
+procs_readable() {  # /proc must be mounted and show this shell itself (the same pid namespace)
+    [ -r "$PROC/$BASHPID/cmdline" ] && [ "$PROC/self" -ef "$PROC/$BASHPID" ] && return 0
+    echo "cannot list processes: $PROC is not this machine's process table (not mounted?)"; return 1
+}
+# procs_matching TEXT: pids whose command line (arguments joined by spaces) contains TEXT.
+procs_matching() {
+    procs_readable || return 1
+    local d args out="" IFS=" "
+    for d in "$PROC"/[0-9]*; do
+        [ "${d##*/}" = "$BASHPID" ] && continue
+        { mapfile -d '' -t args < "$d/cmdline"; } 2>/dev/null || continue
+        [[ "${args[*]}" == *"$1"* ]] && out="$out ${d##*/}"
+    done
+    echo "${out# }"
+}
+# procs_children PID: the pids whose parent is PID.
+procs_children() {
+    procs_readable || return 1
+    local d stat rest out=""
+    for d in "$PROC"/[0-9]*; do
+        { read -r stat < "$d/stat"; } 2>/dev/null || continue
+        rest=${stat##*) }; rest=${rest#* }  # "PID (COMM) STATE PPID ...": COMM may hold spaces
+        [ "${rest%% *}" = "$1" ] && out="$out ${d##*/}"
+    done
+    echo "${out# }"
+}
+# left_behind TEXT: what a check for leftovers prints, empty when no process mentions TEXT.
+left_behind() { procs_matching "$1"; }
+
 # json_get KEY: prints a field of the JSON object in $OUT (python3 is installed by make deps).
 json_get() { printf '%s' "$OUT" | python3 -c "import json,sys; v=json.load(sys.stdin)$1; print(v if not isinstance(v,(list,dict)) else json.dumps(v))"; }
 
