@@ -58,6 +58,27 @@ procs_children() {
 # left_behind TEXT: what a check for leftovers prints, empty when no process mentions TEXT.
 left_behind() { procs_matching "$1"; }
 
+# nobody_micropp: for a test run as root that acts as user nobody, who cannot reach a clone in /root
+# (mode 700, as in a container): copies $MICROPP into $TMP/nobody, opens both folders to all, and
+# checks that nobody runs it. Sets NOBODY (the command prefix) and NOBODY_MICROPP, or returns 1 with
+# the reason in NOBODY_WHY.
+NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+nobody_micropp() {
+    NOBODY_MICROPP=$TMP/nobody/micropp NOBODY_WHY=""
+    if [ "$(id -u)" -ne 0 ]; then NOBODY_WHY="not root: cannot switch to user nobody"; return 1; fi
+    if [ ! -x "$NOBODY_MICROPP" ]; then
+        mkdir -p "$TMP/nobody" && cp "$MICROPP" "$NOBODY_MICROPP" && chmod 755 "$TMP" "$TMP/nobody" "$NOBODY_MICROPP" \
+            || { NOBODY_WHY="could not copy $MICROPP into $TMP/nobody"; return 1; }
+    fi
+    # Run through a shell of nobody's: setpriv's own exec still passes folders closed to nobody
+    # (measured: a binary in a mode-700 folder runs), where mpiexec, run as nobody, cannot.
+    local err rc
+    err=$($NOBODY /bin/sh -c 'exec "$0" --version' "$NOBODY_MICROPP" 2>&1 >/dev/null); rc=$?
+    [ "$rc" -eq 0 ] && return 0
+    NOBODY_WHY="user nobody cannot run $NOBODY_MICROPP (exit $rc): $(printf '%s' "$err" | head -c 200)"
+    return 1
+}
+
 # json_get KEY: prints a field of the JSON object in $OUT (python3 is installed by make deps).
 json_get() { printf '%s' "$OUT" | python3 -c "import json,sys; v=json.load(sys.stdin)$1; print(v if not isinstance(v,(list,dict)) else json.dumps(v))"; }
 
