@@ -117,7 +117,7 @@ start_job() {
         sleep 0.1
     done
     kill -KILL "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null
-    JWHY="the job did not reach step 2 within 60 s (exit $?): $(head -c 300 "$TMP/job.err")"
+    JWHY="the job ended, or was stopped after 60 s, before step 2 (exit $?): $(head -c 300 "$TMP/job.err")"
     return 1
 }
 # job_rank_pid RANK: rank_pid of $JOB, asked until Hydra's tree shows it (the ranks are past step 1,
