@@ -67,6 +67,9 @@ fresh() {
         "$MIRROR" "$MIRROR" "$SECURITY_MIRROR" > "$RUN/etc/apt/sources.list"
     cp -L /etc/resolv.conf "$RUN/etc/resolv.conf"; cp -L /etc/hosts "$RUN/etc/hosts"
     local m
+    # The copy's root a mount point, as a container's is: `ip netns exec` (t_hosts) makes / a slave
+    # mount, which fails where / is a plain folder of the host's.
+    mount --bind "$RUN" "$RUN" || exit 1
     for m in proc sys dev dev/pts dev/shm; do mkdir -p "$RUN/$m"; mount --bind "/$m" "$RUN/$m" || exit 1; done
     mkdir -p "$DIR/apt-archives/partial"
     mount --bind "$DIR/apt-archives" "$RUN/var/cache/apt/archives" || exit 1
@@ -77,7 +80,8 @@ fresh() {
 STATUS=0
 in_chroot() {
     local who=$1 log=$2 home=/root
-    local script='git clone -q /srv/micropp.git micropp && cd micropp && git log --oneline -1 && ls -ld "$HOME" &&
+    local script='git clone -q /srv/micropp.git micropp && cd micropp || { echo "bare-machine: git clone failed"; exit 1; }
+        git log --oneline -1; ls -ld "$HOME"
         make run; echo "bare-machine: make run exit $?"; make test; echo "bare-machine: make test exit $?"'
     echo "bare-machine: $who: make run && make test in a fresh bookworm minbase (log: $log)"
     if [ "$who" = root ]; then
@@ -85,7 +89,7 @@ in_chroot() {
             PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin bash -lc "cd && $script") > "$log" 2>&1
     else
         home=/home/tester
-        chroot "$RUN" useradd -m -s /bin/bash tester || exit 1
+        chroot "$RUN" useradd -m -s /bin/bash tester && chroot "$RUN" chown -R tester: /srv/micropp.git || exit 1
         echo 'tester ALL=(ALL) NOPASSWD:ALL' > "$RUN/etc/sudoers.d/tester"; chmod 440 "$RUN/etc/sudoers.d/tester"
         (cd / && timeout -k 10 "$LIMIT" chroot "$RUN" /usr/sbin/runuser -l tester -c "cd && $script") > "$log" 2>&1
     fi
