@@ -181,8 +181,11 @@ static void *watch(void *arg) {
 }
 
 // SIGINT/SIGTERM. Sent by mpiexec (our parent, the Hydra proxy, forwards it to every rank) or by the
-// terminal (the kernel, si_pid 0): every rank has it, rank 0 speaks, all exit 128+N. Sent to this
-// rank alone: it speaks, and the thread ends the job through MPI_Abort(128+N).
+// terminal (the kernel, si_pid 0): every rank has it, rank 0 speaks, and its thread ends the job
+// through MPI_Abort(128+N); the others wait for that. Sent to this rank alone: it speaks, and does
+// the same. (Ranks that left at once with 128+N lost rank 0's line on a loaded machine: the first to
+// exit makes Hydra's proxy SIGKILL the rest, rank 0 too when it had not yet run this handler, and a
+// killed rank's status could leak into mpiexec's exit code as 9.)
 static void put(char **p, const char *s) { while (*s) *(*p)++ = *s++; }
 static void put_int(char **p, int v) {
     char d[12];
@@ -201,8 +204,8 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
         ssize_t w = write(2, line, (size_t)(p - line));
         (void)w;
     }
-    if (everyone || finalize_deadline > 0) _exit(128 + sig);
-    sig_pending = sig;
+    if (finalize_deadline > 0) _exit(128 + sig);
+    if (!everyone || g_rank == 0) sig_pending = sig;
 }
 
 void wd_init(void) {
