@@ -23,6 +23,7 @@ static volatile sig_atomic_t sig_pending;  // a signal sent to this rank alone: 
 static volatile double finalize_deadline;  // 0: not finalizing
 static volatile int finalize_code;
 static pid_t main_tid;  // the thread that calls MPI (MPI_THREAD_FUNNELED)
+static int world_size = 1;
 
 void wd_set_timeout(double seconds) { timeout_s = seconds; }
 double wd_timeout(void) { return timeout_s; }
@@ -204,12 +205,14 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
         ssize_t w = write(2, line, (size_t)(p - line));
         (void)w;
     }
-    if (finalize_deadline > 0) _exit(128 + sig);
+    // One process: no job to end (MPI_Abort from the thread crashed the computing main thread: exit 139).
+    if (finalize_deadline > 0 || world_size == 1) _exit(128 + sig);
     if (!everyone || g_rank == 0) sig_pending = sig;
 }
 
 void wd_init(void) {
     main_tid = (pid_t)syscall(SYS_gettid);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     MPI_Comm_dup(MPI_COMM_WORLD, &ctl);
     MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, 0, ctl, &ctl_req);
     struct sigaction sa;

@@ -178,6 +178,15 @@ sig "SIGINT to rank 1" 1 INT 130 'micropp: interrupted by signal 2 on rank 1$'
 # rank 0 before its handler ran (exit 130 with nothing said, or exit 9), as once in a bare chroot.
 sig "SIGINT to mpiexec, rank 0 held back 0.5 s" mpiexec INT 130 'micropp: interrupted by signal 2 on rank 0 \(sent to every rank\)' 0
 sig "SIGTERM to mpiexec, rank 0 held back 0.5 s" mpiexec TERM 143 'micropp: interrupted by signal 15 on rank 0 \(sent to every rank\)' 0
+# A single process (no mpiexec), signalled by another process than its parent: its line, and 143 (the
+# job's MPI_Abort, from the watchdog's thread, crashed the computing main thread: exit 139).
+: > "$TMP/job.out"; : > "$TMP/job.err"
+"$MICROPP" train $A --steps 100000000 --log-every 1 >>"$TMP/job.out" 2>>"$TMP/job.err" &
+JOB=$!
+for _ in $(seq 300); do grep -q '^step 2/' "$TMP/job.out" && break; sleep 0.1; done
+T0=$(date +%s.%N); bash -c "kill -TERM $JOB"; end_job
+if [ "$JRC" -eq 143 ] && [ "$JERR" = "micropp: interrupted by signal 15 on rank 0" ]; then pass "hang/signals: SIGTERM to a single process -> its line, exit 143 in ${JSECS}s"
+else fail "hang/signals: SIGTERM to a single process" "exit $JRC, expected 143 and one line: $(printf '%s' "$JERR" | head -c 300)"; fi
 # Every run above was killed while saving at every step: the last committed checkpoint still loads.
 step=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1] + '/manifest.json'))['step'])" "$TMP/sig" 2>/dev/null || echo none)
 run 60 mpiexec -n 3 "$MICROPP" train $P --resume "$TMP/sig" --steps $((step + 1)) --json
