@@ -107,9 +107,11 @@ rank_pid() {
 # pass for this one's before mpiexec had even started a rank). Returns 1 with $JWHY when it did not
 # get there (the job is ended).
 start_job() {
-    local n=$1; shift
+    local n=$1 a prev="" args=(); shift
+    for a in "$@"; do [ "$prev" = --log-every ] && a=1; args+=("$a"); prev=$a; done  # every step logged (a flag is given once)
+    [[ " ${args[*]} " == *" --log-every "* ]] || args+=(--log-every 1)
     : > "$TMP/job.out"; : > "$TMP/job.err"
-    mpiexec -n "$n" "$MICROPP" train "$@" --log-every 1 >>"$TMP/job.out" 2>>"$TMP/job.err" &
+    mpiexec -n "$n" "$MICROPP" train "${args[@]}" >>"$TMP/job.out" 2>>"$TMP/job.err" &
     JOB=$!
     for _ in $(seq 600); do
         grep -q '^step 2/' "$TMP/job.out" && return 0
@@ -181,7 +183,7 @@ sig "SIGTERM to mpiexec, rank 0 held back 0.5 s" mpiexec TERM 143 'micropp: inte
 # A single process (no mpiexec), signalled by another process than its parent: its line, and 143 (the
 # job's MPI_Abort, from the watchdog's thread, crashed the computing main thread: exit 139).
 : > "$TMP/job.out"; : > "$TMP/job.err"
-"$MICROPP" train $A --steps 100000000 --log-every 1 >>"$TMP/job.out" 2>>"$TMP/job.err" &
+"$MICROPP" train ${A/--log-every 0/--log-every 1} --steps 100000000 >>"$TMP/job.out" 2>>"$TMP/job.err" &
 JOB=$!
 for _ in $(seq 300); do grep -q '^step 2/' "$TMP/job.out" && break; sleep 0.1; done
 T0=$(date +%s.%N); bash -c "kill -TERM $JOB"; end_job
