@@ -8,8 +8,8 @@
 # Usage: sudo bash tests/bare-machine.sh [--as root|user|both] [DIR]
 #   DIR (default /var/tmp/micropp-bare) keeps the bootstrapped system (DIR/base) and apt's downloads
 #   (DIR/apt-archives) from one run to the next; each run works in a fresh copy, DIR/run, unmounted
-#   on exit, and leaves its log in DIR/root.log or DIR/user.log. MIRROR and SECURITY_MIRROR set the
-#   Debian mirrors; LIMIT (default 7200) the seconds each run may take.
+#   on exit and removed (KEEP=1 keeps it), and leaves its log in DIR/root.log or DIR/user.log.
+#   MIRROR and SECURITY_MIRROR set the Debian mirrors; LIMIT (default 7200) the seconds a run may take.
 set -u
 AS=both
 while [ $# -gt 0 ]; do
@@ -108,4 +108,5 @@ for who in root user; do
     in_chroot "$who" "$DIR/$who.log"
 done
 unmount_all
+[ "${KEEP:-0}" = 1 ] || [ -n "$(mounts_under "$RUN")" ] || rm -rf --one-file-system "$RUN"
 exit $STATUS
