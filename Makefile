@@ -64,10 +64,11 @@ OBJS := $(SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 .PHONY: all deps features run test asan test-asan fuzz clean bench
 all: micropp
 
-# Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS, zlib, oneDNN, cppcheck, and the
-# Fashion-MNIST data set that --data fashion-mnist reads), only when a probe
-# shows it missing; uses sudo when not root. DEPS=0 skips it (packages unpacked elsewhere, as on a
-# GPU machine without registries: see bench/gpu.sh).
+# Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS, zlib, oneDNN, the Fashion-MNIST
+# data set that --data fashion-mnist reads; for make test python3, cppcheck, and iproute2's ip for the
+# network-namespace tests), only when a probe shows it missing; uses sudo when not root. DEPS=0 skips
+# it (packages unpacked elsewhere, as on a GPU machine without registries: see bench/gpu.sh).
+# tests/bare-machine.sh checks, in a minbase chroot, that this is all a bare machine needs.
 DEPS ?= 1
 deps:
 	@[ "$(DEPS)" = 0 ] && exit 0; missing=""; \
@@ -80,6 +81,7 @@ deps:
 	test -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz || missing="$$missing dataset-fashion-mnist"; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
 	command -v cppcheck >/dev/null || missing="$$missing cppcheck"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	if [ -n "$$missing" ]; then \
 	  echo "micropp: installing:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

@@ -24,6 +24,7 @@ static volatile sig_atomic_t sig_pending;  // a signal sent to this rank alone: 
 static volatile double finalize_deadline;  // 0: not finalizing
 static volatile int finalize_code;
 static pid_t main_tid;  // the thread that calls MPI (MPI_THREAD_FUNNELED)
+static int world_size = 1;
 
 void wd_set_timeout(double seconds) { timeout_s = seconds; }
 double wd_timeout(void) { return timeout_s; }
@@ -298,8 +299,11 @@ static void *watch(void *arg) {
 }
 
 // SIGINT/SIGTERM. Sent by mpiexec (our parent, the Hydra proxy, forwards it to every rank) or by the
-// terminal (the kernel, si_pid 0): every rank has it, rank 0 speaks, all exit 128+N. Sent to this
-// rank alone: it speaks, and the thread ends the job through MPI_Abort(128+N).
+// terminal (the kernel, si_pid 0): every rank has it, rank 0 speaks, and its thread ends the job
+// through MPI_Abort(128+N); the others wait for that. Sent to this rank alone: it speaks, and does
+// the same. (Ranks that left at once with 128+N lost rank 0's line on a loaded machine: the first to
+// exit makes Hydra's proxy SIGKILL the rest, rank 0 too when it had not yet run this handler, and a
+// killed rank's status could leak into mpiexec's exit code as 9.)
 static void put(char **p, const char *s) { while (*s) *(*p)++ = *s++; }
 static void put_int(char **p, int v) {
     char d[12];
@@ -318,12 +322,14 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
         ssize_t w = write(2, line, (size_t)(p - line));
         (void)w;
     }
-    if (everyone || finalize_deadline > 0) _exit(128 + sig);
-    sig_pending = sig;
+    // One process: no job to end (MPI_Abort from the thread crashed the computing main thread: exit 139).
+    if (finalize_deadline > 0 || world_size == 1) _exit(128 + sig);
+    if (!everyone || g_rank == 0) sig_pending = sig;
 }
 
 void wd_init(void) {
     main_tid = (pid_t)syscall(SYS_gettid);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     MPI_Comm_dup(MPI_COMM_WORLD, &ctl);
     MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, TAG_NOTICE, ctl, &ctl_req);
     struct sigaction sa;

@@ -24,6 +24,61 @@ run() {
 # mp N ARGS...: micropp under mpiexec with N ranks (oversubscription is fine for correctness).
 mp() { local n=$1; shift; mpiexec -n "$n" "$MICROPP" "$@"; }
 
+# Processes, read from /proc: no pgrep, which a minimal Debian lacks (it is in procps), and whose
+# absence would make a check for leftovers find none and pass without looking. PROC: /proc, or
+# another folder for the test of these helpers. When the listing cannot be trusted they print
+# "cannot list processes: WHY" and return 1, so a check that wants no output fails.
+PROC=/proc
+procs_readable() {  # /proc must be mounted and show this shell itself (the same pid namespace)
+    [ -r "$PROC/$BASHPID/cmdline" ] && [ "$PROC/self" -ef "$PROC/$BASHPID" ] && return 0
+    echo "cannot list processes: $PROC is not this machine's process table (not mounted?)"; return 1
+}
+# procs_matching TEXT: pids whose command line (arguments joined by spaces) contains TEXT.
+procs_matching() {
+    procs_readable || return 1
+    local d args out="" IFS=" "
+    for d in "$PROC"/[0-9]*; do
+        [ "${d##*/}" = "$BASHPID" ] && continue
+        { mapfile -d '' -t args < "$d/cmdline"; } 2>/dev/null || continue
+        [[ "${args[*]}" == *"$1"* ]] && out="$out ${d##*/}"
+    done
+    echo "${out# }"
+}
+# procs_children PID: the pids whose parent is PID.
+procs_children() {
+    procs_readable || return 1
+    local d stat rest out=""
+    for d in "$PROC"/[0-9]*; do
+        { read -r stat < "$d/stat"; } 2>/dev/null || continue
+        rest=${stat##*) }; rest=${rest#* }  # "PID (COMM) STATE PPID ...": COMM may hold spaces
+        [ "${rest%% *}" = "$1" ] && out="$out ${d##*/}"
+    done
+    echo "${out# }"
+}
+# left_behind TEXT: what a check for leftovers prints, empty when no process mentions TEXT.
+left_behind() { procs_matching "$1"; }
+
+# nobody_micropp: for a test run as root that acts as user nobody, who cannot reach a clone in /root
+# (mode 700, as in a container): copies $MICROPP into $TMP/nobody, opens both folders to all, and
+# checks that nobody runs it. Sets NOBODY (the command prefix) and NOBODY_MICROPP, or returns 1 with
+# the reason in NOBODY_WHY.
+NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+nobody_micropp() {
+    NOBODY_MICROPP=$TMP/nobody/micropp NOBODY_WHY=""
+    if [ "$(id -u)" -ne 0 ]; then NOBODY_WHY="not root: cannot switch to user nobody"; return 1; fi
+    if [ ! -x "$NOBODY_MICROPP" ]; then
+        mkdir -p "$TMP/nobody" && cp "$MICROPP" "$NOBODY_MICROPP" && chmod 755 "$TMP" "$TMP/nobody" "$NOBODY_MICROPP" \
+            || { NOBODY_WHY="could not copy $MICROPP into $TMP/nobody"; return 1; }
+    fi
+    # Run through a shell of nobody's: setpriv's own exec still passes folders closed to nobody
+    # (measured: a binary in a mode-700 folder runs), where mpiexec, run as nobody, cannot.
+    local err rc
+    err=$($NOBODY /bin/sh -c 'exec "$0" --version' "$NOBODY_MICROPP" 2>&1 >/dev/null); rc=$?
+    [ "$rc" -eq 0 ] && return 0
+    NOBODY_WHY="user nobody cannot run $NOBODY_MICROPP (exit $rc): $(printf '%s' "$err" | head -c 200)"
+    return 1
+}
+
 # json_get KEY: prints a field of the JSON object in $OUT (python3 is installed by make deps).
 json_get() { printf '%s' "$OUT" | python3 -c "import json,sys; v=json.load(sys.stdin)$1; print(v if not isinstance(v,(list,dict)) else json.dumps(v))"; }
 

@@ -178,14 +178,13 @@ e "bad/--gantt of too many charts" "would draw 240 charts" 10 "$MICROPP" bubble 
 e "bad/--svg unwritable folder" "cannot write --svg '/nonexistent/b.svg': No such file" 10 "$MICROPP" bubble --svg /nonexistent/b.svg
 e "bad/--svg is a folder" "cannot write --svg '$TMP': Is a directory" 10 "$MICROPP" bubble --svg "$TMP"
 mkdir -p "$TMP/ro" && chmod 500 "$TMP/ro"
-NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
 if [ "$(id -u)" -ne 0 ]; then e "bad/--svg read-only folder" "Permission denied" 10 "$MICROPP" bubble --svg "$TMP/ro/b.svg"
-elif ro=$(mktemp -d /tmp/micropp-ro.XXXXXX) && chmod 555 "$ro" && $NOBODY "$MICROPP" --version >/dev/null 2>&1; then
-    # root writes anywhere: ask as user nobody
-    e "bad/--svg read-only folder" "Permission denied" 10 $NOBODY "$MICROPP" bubble --svg "$ro/b.svg"
+elif ro=$(mktemp -d /tmp/micropp-ro.XXXXXX) && chmod 555 "$ro" && nobody_micropp; then
+    # root writes anywhere: ask as user nobody (with a copy of micropp that nobody can reach)
+    e "bad/--svg read-only folder" "Permission denied" 10 $NOBODY "$NOBODY_MICROPP" bubble --svg "$ro/b.svg"
     [ -z "$(ls "$ro")" ] || fail "bad/no file left behind in the read-only folder" "$(ls "$ro")"
     rm -rf "$ro"
-else skip "bad/--svg read-only folder" "running as root and cannot switch to user nobody"; rm -rf "${ro:-/nonexistent}"; fi
+else skip "bad/--svg read-only folder" "running as root and ${NOBODY_WHY:-could not make a read-only folder}"; rm -rf "${ro:-/nonexistent}"; fi
 e "bad/unknown option" "unknown option '--colour'" 10 "$MICROPP" bubble --colour
 [ -z "$(ls "$TMP/ro")" ] && pass "bad/no file left behind by a refused --svg" || fail "bad/no file left behind" "$(ls "$TMP/ro")"
 

@@ -23,7 +23,7 @@ fault() {
     t1=$(date +%s.%N)
     secs=$(python3 -c "print('%.1f' % ($t1 - $t0))")
     sleep 0.2
-    local left; left=$(pgrep -f -- "$dir" | tr '\n' ' ')
+    local left; left=$(left_behind "$dir")
     if [ "$RC" -eq 0 ]; then fail "faults/$name" "exit 0 after injecting $spec"
     elif python3 -c "import sys; sys.exit(not $secs >= 10)"; then fail "faults/$name" "took ${secs}s (limit 10s), exit $RC"
     elif ! printf '%s\n%s' "$ERR" "$OUT" | grep -qE -- "$pat"; then fail "faults/$name" "output does not match /$pat/: $(printf '%s' "$ERR" | head -c 400)"

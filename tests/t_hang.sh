@@ -8,7 +8,24 @@ source "$(dirname "$0")/lib.sh"
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --log-every 0"
 P="--mode pp $A --micro-batches 4"
 elapsed() { python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(date +%s.%N)"; }
-left_behind() { pgrep -f -- "$1" | tr '\n' ' '; }
+
+# The process listing that every check for leftovers uses (tests/lib.sh): it sees a process by its
+# command line and a child by its parent, and a table it cannot read makes it say so (a check that
+# wants an empty answer then fails) where a missing pgrep used to answer "none".
+bash -c 'sleep 30; :' "$TMP/procs-marker" & sp=$!
+for _ in $(seq 50); do kids=$(procs_children "$sp"); [ -n "$kids" ] && break; sleep 0.1; done
+found=$(left_behind "$TMP/procs-marker")
+if [ "$found" = "$sp" ] && [ -n "$kids" ] && [ "$(tr '\0' ' ' < "/proc/$kids/cmdline")" = "sleep 30 " ]; then
+    pass "hang/procs: left_behind finds a live process by its command line, procs_children its child"
+else fail "hang/procs: left_behind finds a live process by its command line, procs_children its child" "found '$found' (want $sp), children '$kids'"; fi
+kill -KILL "$sp" $kids 2>/dev/null; wait "$sp" 2>/dev/null
+mkdir -p "$TMP/fakeproc/1"
+for root in /nonexistent "$TMP/fakeproc"; do
+    what="PROC=/nonexistent"; [ "$root" = /nonexistent ] || what="PROC a folder that is not the process table"
+    found=$(PROC=$root left_behind "$TMP/procs-marker"); rc=$?
+    if [ "$rc" -eq 1 ] && [[ "$found" == "cannot list processes: "* ]]; then pass "hang/procs: with $what, left_behind says so and fails"
+    else fail "hang/procs: with $what, left_behind says so and fails" "exit $rc, printed '$found'"; fi
+done
 
 # mismatch NAME PATTERN MPIEXEC-ARGS...: exit 2 within 5 s (the agreement itself takes well under a
 # second; mpiexec's start-up is most of it), one line on stderr matching PATTERN.
@@ -76,23 +93,40 @@ stall "MICROPP_FAULT stall in ddp (the all-reduce waits)" \
     env MICROPP_FAULT=0:3:stall mpiexec -n 2 "$MICROPP" train --mode ddp $A --steps 5 --timeout 3 --save "$TMP/stall"
 
 # SIGSTOP to one rank of a running pipeline: the rank is alive but silent, as a swapped-out node.
-# rank_pid MPIEXEC-PID RANK: the pid of that rank (Hydra gives each its PMI_RANK).
+# rank_pid MPIEXEC-PID RANK: the pid of that rank (Hydra gives each its PMI_RANK), or nothing.
 rank_pid() {
     local proxy p
-    for proxy in $(pgrep -P "$1"); do
-        for p in $(pgrep -P "$proxy"); do
+    for proxy in $(procs_children "$1"); do
+        for p in $(procs_children "$proxy"); do
             if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "PMI_RANK=$2"; then echo "$p"; return; fi
         done
     done
 }
-# start_job N ARGS...: mpiexec in the background ($JOB), once every rank has passed step 1.
+# start_job N ARGS...: mpiexec in the background ($JOB), once every rank has passed step 1 (the
+# job's log shows step 2; its files are emptied first: the previous job's "step 2/" would otherwise
+# pass for this one's before mpiexec had even started a rank). Returns 1 with $JWHY when it did not
+# get there (the job is ended).
 start_job() {
     local n=$1 a prev="" args=(); shift
     for a in "$@"; do [ "$prev" = --log-every ] && a=1; args+=("$a"); prev=$a; done  # every step logged (a flag is given once)
     [[ " ${args[*]} " == *" --log-every "* ]] || args+=(--log-every 1)
-    mpiexec -n "$n" "$MICROPP" train "${args[@]}" >"$TMP/job.out" 2>"$TMP/job.err" &
+    : > "$TMP/job.out"; : > "$TMP/job.err"
+    mpiexec -n "$n" "$MICROPP" train "${args[@]}" >>"$TMP/job.out" 2>>"$TMP/job.err" &
     JOB=$!
-    for _ in $(seq 300); do grep -q '^step 2/' "$TMP/job.out" 2>/dev/null && break; sleep 0.1; done
+    for _ in $(seq 600); do
+        grep -q '^step 2/' "$TMP/job.out" && return 0
+        kill -0 "$JOB" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null
+    JWHY="the job ended, or was stopped after 60 s, before step 2 (exit $?): $(head -c 300 "$TMP/job.err")"
+    return 1
+}
+# job_rank_pid RANK: rank_pid of $JOB, asked until Hydra's tree shows it (the ranks are past step 1,
+# so at once, barring a listing that cannot be read); nothing when it never does.
+job_rank_pid() {
+    local p; for _ in $(seq 50); do p=$(rank_pid "$JOB" "$1"); [ -n "$p" ] && break; sleep 0.1; done
+    echo "$p"
 }
 # end_job: waits for $JOB (at most 30 s); JRC, JSECS (since $T0), JERR.
 end_job() {
@@ -102,9 +136,9 @@ end_job() {
     JSECS=$(elapsed "$T0")
     JERR=$(cat "$TMP/job.err")
 }
-start_job 3 $P --steps 1000000 --timeout 3
-stopped=$(rank_pid "$JOB" 1)
-if [ -z "$stopped" ]; then fail "hang/watchdog: SIGSTOP of rank 1" "could not find rank 1's process"; kill -TERM "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null
+if ! start_job 3 $P --steps 1000000 --timeout 3; then fail "hang/watchdog: SIGSTOP of rank 1" "$JWHY"
+elif stopped=$(job_rank_pid 1); [ -z "$stopped" ]; then
+    fail "hang/watchdog: SIGSTOP of rank 1" "could not find rank 1's process: $(procs_readable)"; kill -TERM "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null
 else
     T0=$(date +%s.%N); kill -STOP "$stopped"; end_job
     kill -CONT "$stopped" 2>/dev/null; kill -KILL "$stopped" 2>/dev/null
@@ -116,12 +150,21 @@ else
 fi
 
 # Signals. sig NAME TARGET SIGNAL CODE PATTERN: TARGET is mpiexec or a rank number.
+# HOLD (a rank number) is stopped for 0.5 s around the signal, as a loaded machine may leave a rank
+# unscheduled.
 sig() {
-    local name=$1 target=$2 s=$3 code=$4 pat=$5
-    start_job 3 $P --steps 1000000 --save "$TMP/sig" --save-every 1
-    local pid=$JOB
-    [ "$target" != mpiexec ] && pid=$(rank_pid "$JOB" "$target")
-    T0=$(date +%s.%N); kill -"$s" "$pid"; end_job
+    local name=$1 target=$2 s=$3 code=$4 pat=$5 hold=${6:-}
+    start_job 3 $P --steps 1000000 --save "$TMP/sig" --save-every 1 || { fail "hang/signals: $name" "$JWHY"; return; }
+    local pid=$JOB held=""
+    [ "$target" != mpiexec ] && pid=$(job_rank_pid "$target")
+    [ -n "$hold" ] && held=$(job_rank_pid "$hold")
+    if [ -z "$pid" ] || { [ -n "$hold" ] && [ -z "$held" ]; }; then
+        fail "hang/signals: $name" "could not find rank $target's or $hold's process: $(procs_readable)"
+        kill -KILL "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null; return
+    fi
+    T0=$(date +%s.%N)
+    if [ -n "$held" ]; then kill -STOP "$held"; kill -"$s" "$pid"; sleep 0.5; kill -CONT "$held"; else kill -"$s" "$pid"; fi
+    end_job
     local ours; ours=$(printf '%s\n' "$JERR" | grep -c 'micropp:')
     if [ "$JRC" -ne "$code" ]; then fail "hang/signals: $name" "exit $JRC, expected $code: $(printf '%s' "$JERR" | head -c 300)"
     elif ! printf '%s' "$JERR" | grep -qE -- "$pat"; then fail "hang/signals: $name" "stderr does not match /$pat/: $(printf '%s' "$JERR" | head -c 300)"
@@ -133,6 +176,19 @@ sig "SIGINT to mpiexec" mpiexec INT 130 'micropp: interrupted by signal 2 on ran
 sig "SIGTERM to mpiexec" mpiexec TERM 143 'micropp: interrupted by signal 15 on rank 0 \(sent to every rank\)'
 sig "SIGTERM to rank 2" 2 TERM 143 'micropp: interrupted by signal 15 on rank 2$'
 sig "SIGINT to rank 1" 1 INT 130 'micropp: interrupted by signal 2 on rank 1$'
+# Rank 0 speaks for every rank: the others wait for it. Had they left at once, Hydra would have killed
+# rank 0 before its handler ran (exit 130 with nothing said, or exit 9), as once in a bare chroot.
+sig "SIGINT to mpiexec, rank 0 held back 0.5 s" mpiexec INT 130 'micropp: interrupted by signal 2 on rank 0 \(sent to every rank\)' 0
+sig "SIGTERM to mpiexec, rank 0 held back 0.5 s" mpiexec TERM 143 'micropp: interrupted by signal 15 on rank 0 \(sent to every rank\)' 0
+# A single process (no mpiexec), signalled by another process than its parent: its line, and 143 (the
+# job's MPI_Abort, from the watchdog's thread, crashed the computing main thread: exit 139).
+: > "$TMP/job.out"; : > "$TMP/job.err"
+"$MICROPP" train ${A/--log-every 0/--log-every 1} --steps 100000000 >>"$TMP/job.out" 2>>"$TMP/job.err" &
+JOB=$!
+for _ in $(seq 300); do grep -q '^step 2/' "$TMP/job.out" && break; sleep 0.1; done
+T0=$(date +%s.%N); bash -c "kill -TERM $JOB"; end_job
+if [ "$JRC" -eq 143 ] && [ "$JERR" = "micropp: interrupted by signal 15 on rank 0" ]; then pass "hang/signals: SIGTERM to a single process -> its line, exit 143 in ${JSECS}s"
+else fail "hang/signals: SIGTERM to a single process" "exit $JRC, expected 143 and one line: $(printf '%s' "$JERR" | head -c 300)"; fi
 # Every run above was killed while saving at every step: the last committed checkpoint still loads.
 step=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1] + '/manifest.json'))['step'])" "$TMP/sig" 2>/dev/null || echo none)
 run 60 mpiexec -n 3 "$MICROPP" train $P --resume "$TMP/sig" --steps $((step + 1)) --json

@@ -94,9 +94,9 @@ else
     t0=$(date +%s.%N)
     ip -n "$NS_A" link set "${NS_A}0" down
     # Every rank, on both sides of the dead link, must be gone within --timeout + 10 s.
-    for _ in $(seq 130); do [ -z "$(pgrep -f -- "$TMP/ld")" ] && break; sleep 0.1; done
+    for _ in $(seq 130); do [ -z "$(left_behind "$TMP/ld")" ] && break; sleep 0.1; done
     secs=$(python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)")
-    left=$(pgrep -f -- "$TMP/ld" | tr '\n' ' ')
+    left=$(left_behind "$TMP/ld")
     ip -n "$NS_A" link set "${NS_A}0" up  # lets whatever is left finish
     for p in $left; do kill -KILL "$p" 2>/dev/null; done
     for _ in $(seq 100); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
