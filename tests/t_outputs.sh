@@ -121,6 +121,8 @@ for opt in svg dump-csv; do
         "cannot write --$opt '$TMP/out.fifo': No such device or address \(it is a FIFO that no process opened for reading within 2 s: start its reader first" 10 \
         "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 2 --$opt "$TMP/out.fifo"
     echo "# bubble --$opt: refused after $(( $(date +%s) - start )) s"
+done
+
 # ---- what rank 0 writes last: every rank waits for it (bounded by --timeout alone), and the exit is
 # 0 only when all of it is written; the completion marker ends the output only then ----
 PP="--mode pp --layers 2 --hidden 16 --steps 2"
