@@ -5,9 +5,15 @@ SHELL := /bin/bash
 CC := mpicc
 OPT ?= -O3 -march=native -fno-math-errno
 CFLAGS ?= $(OPT)
-CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I/usr/include/x86_64-linux-gnu/openblas-pthread
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS := -lopenblas -lcjson -lz -lm
-SRCS := micropp.c config.c train.c train_options.c plan.c plan_cmd.c pipeline.c verify.c report.c bubble.c trace.c pingpong.c selftest.c comms.c ddp.c allreduce.c model.c schedule.c schedule_file.c data.c idx.c ops_cpu.c ops_onednn.c checkpoint.c safetensors.c util.c fault.c outfile.c memory.c watchdog.c launch.c finalize.c p2p.c
+# The commands and the core at the root; train's phases in train/; the foundations (no MPI, no
+# model, no schedule) in base/. Every include points down: commands -> train/ -> core -> base/.
+CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftest.c
+CORE_SRCS := comms.c launch.c watchdog.c finalize.c p2p.c model.c schedule.c schedule_file.c
+TRAIN_SRCS := $(addprefix train/,plan.c options.c memory.c pipeline.c verify.c report.c ddp.c checkpoint.c trace.c)
+BASE_SRCS := $(addprefix base/,util.c config.c data.c idx.c safetensors.c fault.c outfile.c ops_cpu.c ops_onednn.c)
+SRCS := $(CMD_SRCS) $(CORE_SRCS) $(TRAIN_SRCS) $(BASE_SRCS)
 BUILD ?= build
 
 # Packages first: what a fresh machine lacks is installed (the deps target below) before this file
@@ -50,7 +56,7 @@ CUDA ?= $(if $(and $(NVCC),$(HAVE_CUBLAS),$(HAVE_NCCL),$(wildcard kernels.cu)),1
 # sm_80 (A100) and sm_90 (H100/H200) machine code, plus sm_90 PTX that newer GPUs compile at load.
 # -fmad=false: no fused multiply-adds, so the element-wise kernels round exactly as the CPU loops.
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-NVCCFLAGS ?= -O3 -std=c++17 -fmad=false $(NVCC_ARCH) --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
+NVCCFLAGS ?= -I. -O3 -std=c++17 -fmad=false $(NVCC_ARCH) --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
 ifeq ($(CUDA),1)
   GPU_OBJS := $(BUILD)/kernels.o
   NVCCFLAGS += -I$(dir $(CUBLAS_INC)) -I$(dir $(NCCL_INC))
@@ -103,9 +109,10 @@ micropp: $(OBJS) | deps
 	@$(MAKE) --no-print-directory features
 
 $(BUILD)/%.o: %.c | deps $(BUILD)
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/kernels.o: kernels.cu ops.h ops_math.h devcomm.h util.h | $(BUILD)
+$(BUILD)/kernels.o: kernels.cu base/ops.h base/ops_math.h devcomm.h base/util.h | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 # The CPU-only twin of a GPU-enabled build (make test runs its checks too).
@@ -138,16 +145,16 @@ $(UNIT_DIR)/%: tests/%.c tests/unit.h tests/sim_helpers.h $(LIB_OBJS) | deps
 # Fuzz targets (tests/fuzz/fuzz_*.c) replayed over their seeds and kept crash inputs by a plain
 # driver, so `make test` needs no clang; built with ASan+UBSan when the compiler has them.
 FUZZ_TARGETS := config npy safetensors
-FUZZ_SRCS_config := config.c train_options.c
-# train_options.c names the choices' enums, declared in headers that include mpi.h (nothing is called)
+FUZZ_SRCS_config := base/config.c train/options.c
+# train/options.c names the choices' enums, declared in headers that include mpi.h (nothing is called)
 MPI_INC = $(shell mpicc -show 2>/dev/null | grep -o -- '-I[^ ]*')
-FUZZ_SRCS_npy := data.c idx.c
-FUZZ_SRCS_safetensors := safetensors.c
+FUZZ_SRCS_npy := base/data.c base/idx.c
+FUZZ_SRCS_safetensors := base/safetensors.c
 REPLAY_CC ?= gcc
 REPLAY_SAN := $(shell echo 'int main(void){return 0;}' | $(REPLAY_CC) -fsanitize=address,undefined -x c - -o /dev/null 2>/dev/null && echo -fsanitize=address,undefined -fno-sanitize-recover=all)
 REPLAY_BINS := $(FUZZ_TARGETS:%=tests/bin/replay_%)
 .SECONDEXPANSION:
-tests/bin/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz_stubs.h $$(FUZZ_SRCS_$$*) $(wildcard *.h) | deps
+tests/bin/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz_stubs.h $$(FUZZ_SRCS_$$*) $(wildcard *.h base/*.h train/*.h) | deps
 	@mkdir -p tests/bin
 	$(REPLAY_CC) -std=c11 -D_GNU_SOURCE -g -O1 $(REPLAY_SAN) -Wall -Wextra -Werror -I. $(MPI_INC) -o $@ $< tests/fuzz/replay_main.c $(FUZZ_SRCS_$*) -lcjson -lz -lm
 
@@ -209,7 +216,7 @@ bench: micropp bench/sgemm bench/bf16gemm
 # kernels.cu is left out: cppcheck does not parse CUDA (and as C++ it asks for C++ idioms).
 # --check-level=exhaustive does not exist before cppcheck 2.11: the default depth is used.
 CPPCHECK ?= cppcheck
-LINT_SRCS := $(wildcard *.c tests/*.c tests/fuzz/*.c bench/*.c)
+LINT_SRCS := $(wildcard *.c base/*.c train/*.c tests/*.c tests/fuzz/*.c bench/*.c)
 LINT_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 CPPCHECK_FLAGS ?= --enable=warning,style,performance,portability --std=c11 --inline-suppr --error-exitcode=1 -q \
 	-I. -D_GNU_SOURCE '-D_Noreturn=__attribute__((noreturn))' --suppress=missingIncludeSystem -j $(LINT_JOBS) \
@@ -218,7 +225,7 @@ CPPCHECK_FLAGS ?= --enable=warning,style,performance,portability --std=c11 --inl
 # tree as a whole yet; format the files you touch). make format-check: which files it would change,
 # and by how many lines (informational: exit 0).
 CLANG_FORMAT ?= clang-format
-FORMAT_SRCS := $(wildcard *.c *.h kernels.cu tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c)
+FORMAT_SRCS := $(wildcard *.c *.h base/*.c base/*.h train/*.c train/*.h kernels.cu tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c)
 .PHONY: lint format format-check
 lint: | deps
 	@command -v $(CPPCHECK) >/dev/null || { echo "make lint: $(CPPCHECK) not found (apt-get install cppcheck)"; exit 1; }

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "comms.h"
-#include "config.h"
-#include "train.h"
-#include "util.h"
+#include "base/config.h"
+#include "commands.h"
+#include "base/util.h"
 
 // "all" among this command's --algo choices (mpi|ring|shm|all): every algorithm in turn.
 enum { ALGO_ALL = ALLREDUCE_SHM + 1 };

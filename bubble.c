@@ -12,13 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
-#include "config.h"
+#include "base/config.h"
 #include "schedule.h"
 #include "schedule_file.h"
 #include "tags.h"
-#include "trace.h"
-#include "train.h"
-#include "util.h"
+#include "train/trace.h"
+#include "commands.h"
+#include "base/util.h"
 
 #define MAX_K 1024
 #define MAX_M COMM_MAX_MB  // train's range; the simulator's own limit (SCHEDULE_MAX_SIM) bounds K x v x M

@@ -10,7 +10,7 @@
 #include "comms.h"
 #include "devcomm.h"
 #include "launch.h"
-#include "util.h"
+#include "base/util.h"
 #include "watchdog.h"
 
 static int mpi_up(void) {
@@ -43,14 +43,6 @@ void comm_agree_code(MPI_Comm comm, const char *mine, int code) {
     wd_wait(&q, NULL, first, "a verdict");
     if (code == 1) run_failed("%s", msg);
     user_error("%s", msg);
-}
-
-void mpi_check_at(int err, const char *what, const char *file, int line) {
-    if (err == MPI_SUCCESS) return;
-    char s[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(err, s, &len);
-    fatal_at(file, line, "%s failed: %s", what, s);
 }
 
 void comms_init(int *argc, char ***argv) {

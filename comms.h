@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <mpi.h>
-#include "ops.h"
+#include "base/ops.h"
 #include "tags.h"
 #include "watchdog.h"
 
@@ -106,10 +106,7 @@ void comm_allreduce_max_double(double *x, int n, MPI_Comm comm);
 // fine); if any has one, the lowest such rank's message ends every rank through user_error.
 void comm_agree(MPI_Comm comm, const char *mine);
 void comm_agree_code(MPI_Comm comm, const char *mine, int code);  // exit code 1 (run_failed) or 2 (user_error)
-// MPI call check: on error, "[rank r] file:line: MPI_Xxx failed: <MPI's message>" and abort the job.
-// The call is marked for the watchdog's backstop (one that blocks past --timeout ends the job).
-void mpi_check_at(int err, const char *what, const char *file, int line);
-#define MPI_CHECK(call) (wd_call_enter(#call), mpi_check_at((call), #call, __FILE__, __LINE__), wd_call_leave())
+// MPI_CHECK (watchdog.h): every MPI call checked, and marked for the watchdog's backstop.
 
 // ---- data-parallel collectives over c->dp (D ranks) on n floats of DEVICE memory ----
 // Every rank of dp must start the same collectives in the same order. Buffers of a backend that

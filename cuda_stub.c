@@ -3,8 +3,8 @@
 // it could be reached, so reaching it here is a bug.
 #include <stdio.h>
 #include "devcomm.h"
-#include "ops.h"
-#include "util.h"
+#include "base/ops.h"
+#include "base/util.h"
 
 const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen) {
     (void)local_rank;

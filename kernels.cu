@@ -7,11 +7,11 @@
 #include <nccl.h>
 #include <sched.h>
 #include <string.h>
-#include "ops_math.h"
+#include "base/ops_math.h"
 extern "C" {
 #include "devcomm.h"
-#include "ops.h"
-#include "util.h"
+#include "base/ops.h"
+#include "base/util.h"
 }
 
 // ---- checks: "[rank r] kernels.cu:LINE: cudaXxx(...) failed: <the library's message>" ----

@@ -6,10 +6,10 @@
 #include <link.h>
 #include <string.h>
 #include <unistd.h>
-#include "comms.h"
-#include "config.h"
+#include "watchdog.h"
+#include "base/config.h"
 #include "launch.h"
-#include "util.h"
+#include "base/util.h"
 
 // ---- the build id: the linker's hash of the binary (.note.gnu.build-id) ----
 

@@ -1,10 +1,10 @@
 // micropp.c: the entry point: picks the fastest BLAS kernel the CPU supports, then dispatches to a
 // subcommand (train, bubble, plan, pingpong). Each subcommand's options live in one table that also prints --help.
 #include <string.h>
-#include "config.h"
-#include "ops.h"
-#include "train.h"
-#include "util.h"
+#include "base/config.h"
+#include "base/ops.h"
+#include "commands.h"
+#include "base/util.h"
 
 #define MICROPP_VERSION "0.1.0"
 

@@ -3,9 +3,9 @@
 // stage's activation-memory counters.
 #include <math.h>
 #include <string.h>
-#include "data.h"
+#include "base/data.h"
 #include "model.h"
-#include "util.h"
+#include "base/util.h"
 
 size_t model_param_count(int L, int D, int H, int C) {
     return ((size_t)H * D + H) + (size_t)(L - 1) * ((size_t)H * H + H) + (size_t)C * H + C;

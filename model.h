@@ -5,7 +5,7 @@
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
-#include "ops.h"
+#include "base/ops.h"
 
 enum { OPTIM_ADAM, OPTIM_SGD };
 #define OPTIM_CHOICES "adam|sgd"

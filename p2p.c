@@ -7,7 +7,7 @@
 #include "devcomm.h"
 #include "p2p.h"
 #include "tags.h"
-#include "util.h"
+#include "base/util.h"
 
 int p2p_neighbours(int K, int v, int place, int s, int *out) {
     int n = 0, S = K * v;

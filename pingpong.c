@@ -6,9 +6,9 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "comms.h"
-#include "config.h"
-#include "train.h"
-#include "util.h"
+#include "base/config.h"
+#include "commands.h"
+#include "base/util.h"
 
 typedef struct {
     int sweep;

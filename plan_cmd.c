@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
-#include "memory.h"
-#include "plan.h"
+#include "train/memory.h"
+#include "train/plan.h"
 #include "schedule.h"
-#include "train.h"
-#include "util.h"
+#include "commands.h"
+#include "base/util.h"
 
 #define MAX_LIST 64
 #define DEPTH 128  // --params without --hidden: a shape about this many layers deep

@@ -4,7 +4,7 @@
 // lists against each other.
 #include <string.h>
 #include "schedule.h"
-#include "util.h"
+#include "base/util.h"
 
 const char *const action_names[ACT_KINDS] = {"F", "B", "SEND_ACT", "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "I", "W"};
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include "schedule.h"
 #include "schedule_file.h"
-#include "util.h"
+#include "base/util.h"
 
 #define MAX_FILE_BYTES (64L << 20)
 #define MAX_RANKS 4096

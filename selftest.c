@@ -6,12 +6,12 @@
 #include <math.h>
 #include <string.h>
 #include "comms.h"
-#include "config.h"
-#include "data.h"
+#include "base/config.h"
+#include "base/data.h"
 #include "model.h"
-#include "ops.h"
-#include "train.h"
-#include "util.h"
+#include "base/ops.h"
+#include "commands.h"
+#include "base/util.h"
 
 typedef struct {
     int device;

@@ -1,18 +1,18 @@
 // train.c: `micropp train`: parse -> plan -> set up -> step loop -> report. The set-up of a run
 // (device, stages, data parallelism, checkpoints) and the step loop live here; the options in
-// train_options.c, the rules in plan.c, the executor in pipeline.c, --verify in verify.c, the
+// train/options.c, the rules in train/plan.c, the executor in train/pipeline.c, --verify in train/verify.c, the
 // summary in report.c.
 #include <math.h>
 #include <string.h>
-#include "fault.h"
-#include "memory.h"
+#include "base/fault.h"
+#include "train/memory.h"
 #include "p2p.h"
-#include "pipeline.h"
-#include "report.h"
+#include "train/pipeline.h"
+#include "train/report.h"
 #include "schedule_file.h"
-#include "train.h"
-#include "util.h"
-#include "verify.h"
+#include "commands.h"
+#include "base/util.h"
+#include "train/verify.h"
 
 // ---- parse ----
 

@@ -8,8 +8,16 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include "util.h"
+#include "base/util.h"
 #include "watchdog.h"
+
+void mpi_check_at(int err, const char *what, const char *file, int line) {
+    if (err == MPI_SUCCESS) return;
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(err, s, &len);
+    fatal_at(file, line, "%s failed: %s", what, s);
+}
 
 WdAction wd_current, wd_last;
 unsigned wd_calls;

@@ -48,6 +48,10 @@ static inline void wd_call_enter(const char *call) {
     __atomic_add_fetch(&wd_calls, 1, __ATOMIC_RELAXED);
 }
 static inline void wd_call_leave(void) { __atomic_store_n(&wd_call, (const char *)0, __ATOMIC_RELAXED); }
+// Every MPI call: marked for the backstop thread while it runs, and its error (MPI_ERRORS_RETURN is
+// set) ends the job with "[rank r] file:line: CALL failed: MPI's words".
+void mpi_check_at(int err, const char *what, const char *file, int line);
+#define MPI_CHECK(call) (wd_call_enter(#call), mpi_check_at((call), #call, __FILE__, __LINE__), wd_call_leave())
 
 // Before MPI_Finalize (results written and flushed): if it has not returned within a few seconds
 // (MPICH 4.0.2 over TCP sometimes blocks in it), the process exits with `code` anyway.

@@ -4,8 +4,8 @@
 // Prints one JSON object per shape: {"what","m","n","k","gflops","sgemm_gflops","kernel"}.
 #include <stdio.h>
 #include <stdlib.h>
-#include "ops.h"
-#include "util.h"
+#include "base/ops.h"
+#include "base/util.h"
 
 // Best of reps, GFLOP/s, of C = A op(B) in the backend's current precision.
 static double run(int m, int n, int k, int tb, int reps) {

@@ -3,9 +3,9 @@
 // compare with it directly. Prints one JSON object per shape and math mode; exit 2 without a GPU.
 #include <stdio.h>
 #include <stdlib.h>
-#include "data.h"
-#include "ops.h"
-#include "util.h"
+#include "base/data.h"
+#include "base/ops.h"
+#include "base/util.h"
 
 int main(int argc, char **argv) {
     int hidden = argc > 1 ? atoi(argv[1]) : 1024, rows = argc > 2 ? atoi(argv[2]) : 256, reps = 50;

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <cblas.h>
-#include "ops.h"
-#include "util.h"
+#include "base/ops.h"
+#include "base/util.h"
 
 static double run(int m, int n, int k, int ta, int tb, int reps) {
     float *A = backend_cpu.alloc(sizeof(float) * (size_t)m * k), *B = backend_cpu.alloc(sizeof(float) * (size_t)k * n);

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include "unit.h"
 #include "comms.h"
-#include "data.h"
-#include "ops.h"
-#include "util.h"
+#include "base/data.h"
+#include "base/ops.h"
+#include "base/util.h"
 
 static int world, me;
 static Comm grid;

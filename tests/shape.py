@@ -1,27 +1,18 @@
 #!/usr/bin/env python3
-# tests/shape.py: the limits that keep micropp's code readable (README's code map states them):
+# tests/shape.py: the limits that keep micropp's code readable (docs/code.md states them):
 #   - no function longer than 120 lines (tables of data are not functions and are not counted);
 #   - no .c file over 800 lines;
-#   - no include from a lower layer to a higher one (LAYERS below: a file may include headers of
-#     its own layer or lower; ops, data, config and util never include comms.h or train headers);
+#   - every include points down the floors, read off the folders (no hand-kept table):
+#       commands (a root file defining cmd_*, and micropp.c) -> train/ -> the core (the other root
+#       files) -> base/; base/ includes only base/, the core never train/ or a command, train/ never
+#       a command; and no two files include each other in a circle;
 #   - every source file opens with a comment saying what it owns.
 # Prints one PASS/FAIL line per rule (the test protocol of tests/run.sh).
 import glob, os, re, sys
 
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 MAX_FN, MAX_FILE = 120, 800
-LAYERS = [  # lowest first; a source and its header share a layer
-    ['util', 'ops_math', 'tags'],
-    ['ops', 'ops_cpu', 'ops_onednn', 'kernels', 'cuda_stub', 'devcomm', 'data', 'idx', 'config', 'safetensors', 'fault', 'outfile'],
-    ['model', 'schedule', 'schedule_file', 'p2p'],
-    ['comms', 'watchdog', 'launch', 'finalize'],
-    ['ddp', 'checkpoint', 'trace'],
-    ['plan', 'run', 'memory', 'pipeline', 'verify', 'report', 'train_options'],
-    ['train', 'bubble', 'plan_cmd', 'pingpong', 'allreduce', 'selftest'],
-    ['micropp'],
-]
-layer_of = {name: i for i, names in enumerate(LAYERS) for name in names}
-sources = sorted(glob.glob('*.c') + glob.glob('*.h') + glob.glob('*.cu'))
+sources = sorted(glob.glob('*.c') + glob.glob('*.h') + glob.glob('*.cu') + glob.glob('base/*.[ch]') + glob.glob('train/*.[ch]'))
 failed = 0
 
 def report(name, problems):
@@ -48,18 +39,40 @@ report(f"shape/no function over {MAX_FN} lines", long_fns)
 big = [f"{p} has {n} lines" for p in sources if p.endswith('.c') for n in [len(open(p).read().split(chr(10))) - 1] if n > MAX_FILE]
 report(f"shape/no .c file over {MAX_FILE} lines", big)
 
+# The floors, from the folders: a root file is a command when it (or its .c, for a header) defines cmd_*.
+def is_command(p):
+    c = os.path.splitext(p)[0] + '.c'
+    return p == 'micropp.c' or (os.path.exists(c) and re.search(r'^int cmd_\w+\(', open(c).read(), re.M) is not None)
+def floor(p):
+    if p.startswith('base/'): return 0, 'base/'
+    if p.startswith('train/'): return 2, 'train/'
+    if p == 'commands.h' or is_command(p): return 3, 'command'
+    return 1, 'core'
+includes = {p: re.findall(r'^#include "([^"]+)"', open(p).read(), re.M) for p in sources}
 unknown, upward = [], []
 for p in sources:
-    me = os.path.splitext(p)[0]
-    if me not in layer_of: unknown.append(f"{p} has no layer in tests/shape.py"); continue
-    for inc in re.findall(r'^#include "([^"]+)\.h"', open(p).read(), re.M):
-        if inc not in layer_of: unknown.append(f"{p} includes {inc}.h, which has no layer"); continue
-        if layer_of[inc] > layer_of[me]: upward.append(f"{p} (layer {layer_of[me]}) includes {inc}.h (layer {layer_of[inc]})")
-report("shape/every source file has a layer", unknown)
-report("shape/no include from a lower layer to a higher one", upward)
-low = [p for p in sources if layer_of.get(os.path.splitext(p)[0], 99) <= 1
-       for inc in re.findall(r'^#include "([^"]+)"', open(p).read(), re.M) if inc in ('comms.h', 'train.h', 'run.h', 'plan.h')]
-report("shape/ops, data, config and util include nothing from comms or train", low)
+    for inc in includes[p]:
+        if inc not in includes:
+            unknown.append(f"{p} includes \"{inc}\", which is no source file of the floors (give its folder: \"base/{inc}\"?)"); continue
+        (fp, np), (fi, ni) = floor(p), floor(inc)
+        if fi > fp: upward.append(f"{p} ({np}) includes {inc} ({ni})")
+report("shape/every include names a source file by its folder", unknown)
+report("shape/every include points down: commands -> train/ -> core -> base/", upward)
+
+# Circles: files that include each other's headers through a loop (a .c and its .h are one file).
+unit = lambda p: os.path.splitext(p)[0]
+edges = {}
+for p in sources:
+    for inc in includes[p]:
+        if inc in includes and unit(inc) != unit(p): edges.setdefault(unit(p), set()).add(unit(inc))
+def reach(a):
+    seen, todo = set(), [a]
+    while todo:
+        for b in edges.get(todo.pop(), ()):
+            if b not in seen: seen.add(b); todo.append(b)
+    return seen
+circles = sorted({" <-> ".join(sorted((a, b))) for a in edges for b in edges[a] if a in reach(b)})
+report("shape/no two files include each other in a circle", circles)
 bare = [p for p in sources if not open(p).read().startswith('//')]
 report("shape/every source file opens with what it owns", bare)
 sys.exit(0)  # the FAIL lines carry the verdict; a crash (nonzero) is a failure of its own

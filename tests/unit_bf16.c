@@ -4,10 +4,10 @@
 // Also the backend's bf16 packing, bias_grad's rounding, and that bf16 stashes (model.c) leave gradients unchanged.
 #include <stdlib.h>
 #include "unit.h"
-#include "data.h"
+#include "base/data.h"
 #include "model.h"
-#include "ops.h"
-#include "util.h"
+#include "base/ops.h"
+#include "base/util.h"
 
 static float from_bits(uint32_t u) { return f32_from_bits(u); }
 

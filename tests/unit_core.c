@@ -3,9 +3,9 @@
 // the schedule simulator (deadlock-freedom sweep, bubble formula, peak in-flight).
 #include <stdlib.h>
 #include "unit.h"
-#include "data.h"
+#include "base/data.h"
 #include "model.h"
-#include "ops.h"
+#include "base/ops.h"
 #include "schedule.h"
 #include "sim_helpers.h"
 

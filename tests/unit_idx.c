@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "unit.h"
-#include "idx.h"
+#include "base/idx.h"
 
 static char dir[] = "/tmp/micropp-unit-idx.XXXXXX";
 

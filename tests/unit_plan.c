@@ -5,7 +5,7 @@
 #include <unistd.h>
 #include "unit.h"
 #include "model.h"
-#include "plan.h"
+#include "train/plan.h"
 
 #define TAG_UB 2147483647LL
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "unit.h"
-#include "safetensors.h"
+#include "base/safetensors.h"
 
 static char dir[] = "/tmp/micropp-unit-st.XXXXXX";
 

@@ -8,10 +8,10 @@
 #include <unistd.h>
 #include "unit.h"
 #include "comms.h"
-#include "util.h"
-#include "data.h"
+#include "base/util.h"
+#include "base/data.h"
 #include "model.h"
-#include "ops.h"
+#include "base/ops.h"
 #include "schedule.h"
 #include "sim_helpers.h"
 

@@ -8,7 +8,7 @@
 #include "unit.h"
 #include "schedule.h"
 #include "sim_helpers.h"
-#include "trace.h"
+#include "train/trace.h"
 
 static void test_simulate_stages(void) {
     // equal per-stage costs give exactly schedule_simulate's result

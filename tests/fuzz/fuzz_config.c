@@ -2,7 +2,7 @@
 // train table): any input must end in a parsed config or a user_error, never a crash.
 // Leaks on the user_error path are by design (the real program exits there): fuzz with -detect_leaks=0.
 #include <string.h>
-#include "config.h"
+#include "base/config.h"
 #include "fuzz_stubs.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {

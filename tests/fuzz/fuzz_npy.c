@@ -2,8 +2,8 @@
 // the IDX reader (idx_read, plain or gzip, linked here with data.c). Any input must give an array
 // whose data the header describes, or an error message, never a crash or a leak.
 #include <string.h>
-#include "data.h"
-#include "idx.h"
+#include "base/data.h"
+#include "base/idx.h"
 #include "fuzz_stubs.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {

@@ -1,7 +1,7 @@
 // tests/fuzz/fuzz_safetensors.c: libFuzzer target of the safetensors reader (st_parse): any input
 // must parse into tensors whose byte ranges lie inside the input, or fail with a reason.
 #include <string.h>
-#include "safetensors.h"
+#include "base/safetensors.h"
 #include "fuzz_stubs.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {

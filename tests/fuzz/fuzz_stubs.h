@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "util.h"
+#include "base/util.h"
 
 int g_rank = 0;
 int g_quiet_errors = 1;  // silent: the fuzzer runs millions of inputs

@@ -1,0 +1,453 @@
+// base/config.c: the option-table machinery (flags, JSON config files, --help) every subcommand uses.
+// Every user mistake here ends in user_error: one line naming the value and the fix, exit 2.
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "base/config.h"
+#include "base/util.h"
+
+const char *choice_name(const char *choices, int index, char *buf, size_t n) {
+    const char *p = choices;
+    for (int i = 0; i < index && p; i++) { p = strchr(p, '|'); if (p) p++; }
+    if (!p) { snprintf(buf, n, "?"); return buf; }
+    size_t len = strcspn(p, "|");
+    if (len >= n) len = n - 1;
+    memcpy(buf, p, len);
+    buf[len] = 0;
+    return buf;
+}
+
+static int choice_index(const char *choices, const char *value) {
+    const char *p = choices;
+    for (int i = 0; p; i++) {
+        size_t len = strcspn(p, "|");
+        if (strlen(value) == len && strncmp(p, value, len) == 0) return i;
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    return -1;
+}
+
+int parse_size(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v < 0) return -1;
+    double mult = 1;
+    if (*end) {
+        switch (toupper((unsigned char)*end)) {
+            case 'K': mult = 1024.0; break;
+            case 'M': mult = 1024.0 * 1024; break;
+            case 'G': mult = 1024.0 * 1024 * 1024; break;
+            default: return -1;
+        }
+        end++;
+        if (*end == 'i' || *end == 'B' || *end == 'b') end++;
+        if (*end == 'B') end++;
+        if (*end) return -1;
+    }
+    v *= mult;
+    if (v != floor(v) || v > 9.0e18) return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int parse_int_list(const char *s, int *out, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < INT32_MIN || v > INT32_MAX || n >= max) return -1;
+        out[n++] = (int)v;
+        while (*end == ' ') end++;
+        if (*end == ',') { end++; if (!*end) return -1; }
+        else if (*end) return -1;
+        p = end;
+    }
+    return n;
+}
+
+static const Option *set_opts[256];  // options given by the user in the last parse
+static int set_on_cli[256];          // ... and whether on the command line (else in the config file)
+static int n_set, parsing_cli;
+static void mark_set(const Option *o) {
+    if (n_set < 256) { set_on_cli[n_set] = parsing_cli; set_opts[n_set++] = o; }
+}
+int option_was_set(const char *name) {
+    for (int i = 0; i < n_set; i++) if (!strcmp(set_opts[i]->name, name)) return 1;
+    return 0;
+}
+int option_on_command_line(const char *name) {
+    for (int i = 0; i < n_set; i++) if (set_on_cli[i] && !strcmp(set_opts[i]->name, name)) return 1;
+    return 0;
+}
+
+static const Option *find_option(const Option *opts, const char *name) {
+    char norm[128];
+    snprintf(norm, sizeof norm, "%s", name);
+    for (char *q = norm; *q; q++) if (*q == '_') *q = '-';
+    for (const Option *o = opts; o->name; o++) if (strcmp(o->name, norm) == 0) return o;
+    return NULL;
+}
+
+// A user's value as echoed in a message: at most 64 characters ("..." and its length beyond).
+#define CLIP_LEN 64
+static const char *clip(const char *v, char *buf, size_t n) {
+    size_t len = strlen(v);
+    if (len <= CLIP_LEN) return v;
+    snprintf(buf, n, "%.*s... (%zu characters)", CLIP_LEN, v, len);
+    return buf;
+}
+
+// Sets one option from its text form (a flag's argument). where: "--name" or "file: key 'name'".
+static void set_from_text(const char *cmd, const Option *o, void *base, const char *text, const char *where) {
+    char *dst = (char *)base + o->offset;
+    mark_set(o);
+    char *end, cb[CLIP_LEN + 40];
+    const char *shown = clip(text, cb, sizeof cb);
+    switch (o->type) {
+    case OPT_INT: case OPT_SIZE: {
+        int64_t v;
+        if (o->type == OPT_SIZE) {
+            if (parse_size(text, &v) != 0)
+                user_error("%s: %s expects a size like 4096, 64K, 4M or 1G, got '%s'", cmd, where, shown);
+        } else {
+            errno = 0;
+            long long ll = strtoll(text, &end, 10);
+            if (end == text || *end || errno)
+                user_error("%s: %s expects an integer, got '%s'", cmd, where, shown);
+            v = ll;
+        }
+        if ((double)v < o->lo || (double)v > o->hi)
+            user_error("%s: %s = %s is out of range: use a value in [%.0f, %.0f]", cmd, where, shown, o->lo, o->hi);
+        *(int64_t *)dst = v;
+        break;
+    }
+    case OPT_FLOAT: {
+        errno = 0;
+        double v = strtod(text, &end);
+        if (end == text || *end || errno || !isfinite(v))
+            user_error("%s: %s expects a number, got '%s'", cmd, where, shown);
+        if (v < o->lo || v > o->hi)
+            user_error("%s: %s = %s is out of range: use a value in [%g, %g]", cmd, where, shown, o->lo, o->hi);
+        // cppcheck-suppress invalidPointerCast ; dst is the option's field, a double (OPT_FLOAT)
+        *(double *)dst = v;
+        break;
+    }
+    case OPT_STR:
+        if (!*text)  // an unset variable ("--resume $CKPT") must not pass for "not given"
+            user_error("%s: %s is empty: give a value, or leave the option out", cmd, where);
+        if (strlen(text) >= PATH_LEN)
+            user_error("%s: %s is longer than %d characters: use a shorter value", cmd, where, PATH_LEN - 1);
+        strcpy(dst, text);
+        break;
+    case OPT_CHOICE: {
+        int i = choice_index(o->choices, text);
+        if (i < 0) user_error("%s: %s = '%s' is not one of %s", cmd, where, shown, o->choices);
+        *(int *)dst = i;
+        break;
+    }
+    case OPT_BOOL:
+        if (!strcmp(text, "1") || !strcmp(text, "true") || !strcmp(text, "yes") || !strcmp(text, "on")) *(int *)dst = 1;
+        else if (!strcmp(text, "0") || !strcmp(text, "false") || !strcmp(text, "no") || !strcmp(text, "off")) *(int *)dst = 0;
+        else user_error("%s: %s expects true or false, got '%s'", cmd, where, shown);
+        break;
+    }
+}
+
+static void line_col(const char *text, const char *at, int *line, int *col) {
+    *line = 1; *col = 1;
+    for (const char *p = text; p < at && *p; p++) {
+        if (*p == '\n') { (*line)++; *col = 1; } else (*col)++;
+    }
+}
+
+static const char *json_type_name(const cJSON *v) {
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "null";
+}
+
+// Where each key of the top-level object starts, in order: a flat scan of the text that skips
+// strings and tracks depth (cJSON keeps no positions). Returns how many keys were found.
+static int key_positions(const char *text, const char **at, int cap) {
+    int depth = 0, n = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p == '{' || *p == '[') depth++;
+        else if (*p == '}' || *p == ']') depth--;
+        else if (*p == '"') {
+            const char *start = p++;
+            while (*p && *p != '"') p += *p == '\\' && p[1] ? 2 : 1;
+            if (!*p) break;
+            const char *q = p + 1;
+            while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+            if (depth == 1 && *q == ':' && n < cap) at[n++] = start;
+        }
+    }
+    return n;
+}
+
+// The config's keys, checked before any is used: each names an option, and none twice (two
+// spellings of one option, log_every and log-every, count as the same key).
+static void check_keys(const char *cmd, const Option *opts, const char *path, const char *text, const cJSON *root,
+                       const char **at, int n_at) {
+    int i = 0;
+    char cb[CLIP_LEN + 40];
+    for (const cJSON *it = root->child; it; it = it->next, i++) {
+        int line = 0, col = 0;
+        if (i < n_at) line_col(text, at[i], &line, &col);
+        const Option *o = find_option(opts, it->string);
+        if (!o || !strcmp(o->name, "config"))
+            user_error("%s: %s:%d:%d: unknown key '%s' (see '%s --help' for the keys)", cmd, path, line, col, clip(it->string, cb, sizeof cb), cmd);
+        int j = 0;
+        for (const cJSON *e = root->child; e != it; e = e->next, j++) {
+            if (find_option(opts, e->string) != o) continue;
+            int l0 = 0, c0 = 0;
+            if (j < n_at) line_col(text, at[j], &l0, &c0);
+            user_error("%s: %s:%d:%d: key '%s' is given twice (first at line %d, column %d): keep one", cmd, path, line, col, it->string, l0, c0);
+        }
+    }
+}
+
+void options_load_json(const char *cmd, const Option *opts, void *base, const char *path) {
+    if (!*path) user_error("%s: --config is empty: give a value, or leave the option out", cmd);
+    char why[PATH_LEN + 256] = "", what[200];
+    int fd = open_input(path, what, sizeof what);  // a FIFO or a device is refused, never waited on
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) { snprintf(what, sizeof what, "%s", strerror(errno)); close(fd); }
+    if (!f) snprintf(why, sizeof why, "%s: cannot read config '%s': %s", cmd, path, what);
+    agree_on_error(why);  // a node that cannot see the file ends every rank, not just itself
+    if (!f) return;       // (not reached: agree_on_error ended every rank)
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (len < 0 || len > (64 << 20)) { fclose(f); user_error("%s: config '%s' is not a regular file under 64 MiB", cmd, path); }
+    char *text = xmalloc((size_t)len + 1);
+    size_t got = fread(text, 1, (size_t)len, f);
+    fclose(f);
+    text[got] = 0;
+    int depth = 0, deepest = 0;  // cJSON refuses deep nesting as if it were a syntax error: say what it is
+    for (const char *p = text; *p; p++) {
+        if (*p == '"') { for (p++; *p && *p != '"'; p += *p == '\\' && p[1] ? 2 : 1) {} if (!*p) break; }
+        else if (*p == '{' || *p == '[') { if (++depth > deepest) deepest = depth; }
+        else if (*p == '}' || *p == ']') depth--;
+    }
+    if (deepest > 64) { free(text); user_error("%s: %s: nested %d levels deep: a config is one object of options (a list at most inside it)", cmd, path, deepest); }
+    const char *err_at = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &err_at, 1);
+    if (!root) {
+        int line, col;
+        line_col(text, err_at ? err_at : text + got, &line, &col);
+        free(text);
+        user_error("%s: %s:%d:%d: JSON syntax error (check commas, quotes and braces near there)", cmd, path, line, col);
+    }
+    if (!cJSON_IsObject(root)) { free(text); user_error("%s: %s: the config must be a JSON object { ... }", cmd, path); }
+    enum { MAX_KEYS = 1024 };
+    const char *at[MAX_KEYS];
+    int n_at = key_positions(text, at, MAX_KEYS), i = 0;
+    check_keys(cmd, opts, path, text, root, at, n_at);
+    for (cJSON *it = root->child; it; it = it->next, i++) {
+        const Option *o = find_option(opts, it->string);
+        char where[PATH_LEN + 160];
+        int line = 0, col = 0;
+        if (i < n_at) line_col(text, at[i], &line, &col);
+        snprintf(where, sizeof where, "%s:%d:%d: key '%s'", path, line, col, it->string);
+        char buf[64];
+        switch (o->type) {
+        case OPT_INT: case OPT_SIZE: case OPT_FLOAT:
+            if (cJSON_IsString(it) && o->type == OPT_SIZE) { set_from_text(cmd, o, base, it->valuestring, where); break; }
+            if (!cJSON_IsNumber(it)) user_error("%s: %s must be a number, not %s", cmd, where, json_type_name(it));
+            if (o->type != OPT_FLOAT && it->valuedouble != floor(it->valuedouble))
+                user_error("%s: %s must be an integer, got %g", cmd, where, it->valuedouble);
+            if (o->type == OPT_FLOAT) snprintf(buf, sizeof buf, "%.17g", it->valuedouble);
+            else snprintf(buf, sizeof buf, "%.0f", it->valuedouble);
+            set_from_text(cmd, o, base, buf, where);
+            break;
+        case OPT_BOOL:
+            if (!cJSON_IsBool(it)) user_error("%s: %s must be true or false, not %s", cmd, where, json_type_name(it));
+            *(int *)((char *)base + o->offset) = cJSON_IsTrue(it);
+            mark_set(o);
+            break;
+        case OPT_STR: case OPT_CHOICE:
+            if (cJSON_IsArray(it) && o->type == OPT_STR) {  // e.g. "partition": [5,4,4,3]
+                char list[PATH_LEN] = "";
+                for (cJSON *e = it->child; e; e = e->next) {
+                    if (!cJSON_IsNumber(e)) user_error("%s: %s must be an array of integers", cmd, where);
+                    size_t l = strlen(list);
+                    snprintf(list + l, sizeof list - l, "%s%.0f", l ? "," : "", e->valuedouble);
+                }
+                set_from_text(cmd, o, base, list, where);
+                break;
+            }
+            if (cJSON_IsNumber(it) && o->type == OPT_STR && it->valuedouble == floor(it->valuedouble)) {  // "stages": 2
+                snprintf(buf, sizeof buf, "%.0f", it->valuedouble);
+                set_from_text(cmd, o, base, buf, where);
+                break;
+            }
+            if (!cJSON_IsString(it)) user_error("%s: %s must be a string, not %s", cmd, where, json_type_name(it));
+            set_from_text(cmd, o, base, it->valuestring, where);
+            break;
+        }
+    }
+    cJSON_Delete(root);
+    free(text);
+}
+
+static void (*agree_hook)(const char *cmd, const char *resolved);
+void options_set_agree_hook(void (*hook)(const char *cmd, const char *resolved)) { agree_hook = hook; }
+
+// "name=value\n" for every option: what the ranks of one job must agree on.
+static void options_agree(const char *cmd, const Option *opts, const void *base) {
+    size_t cap = 1024, n = 0;
+    char *t = xmalloc(cap);
+    for (const Option *o = opts; o->name; o++) {
+        const char *v = (const char *)base + o->offset;
+        char line[PATH_LEN + 160];
+        switch (o->type) {
+        case OPT_INT: case OPT_SIZE: snprintf(line, sizeof line, "%s=%lld\n", o->name, (long long)*(const int64_t *)(const void *)v); break;
+        case OPT_FLOAT: snprintf(line, sizeof line, "%s=%.17g\n", o->name, *(const double *)(const void *)v); break;
+        case OPT_STR: snprintf(line, sizeof line, "%s=%s\n", o->name, v); break;
+        default: snprintf(line, sizeof line, "%s=%d\n", o->name, *(const int *)(const void *)v);
+        }
+        size_t l = strlen(line);
+        while (n + l + 1 > cap) { cap *= 2; char *g = realloc(t, cap); CHECK(g, "out of memory"); t = g; }
+        memcpy(t + n, line, l + 1);
+        n += l;
+    }
+    agree_hook(cmd, t);
+    free(t);
+}
+
+// A flag given twice on the command line (--steps 2 --steps 3, or -n 2 --steps 3) is a mistake: which
+// was meant? Refused before anything is read, as a key given twice in a config is. (An option in the
+// --config file and again on the command line is the documented override, not a repeat.)
+static void refuse_repeats(const char *cmd, const Option *opts, int n, const struct option *lo, const char *shortopts,
+                           int argc, char **argv) {
+    const char **first = xcalloc((size_t)n, sizeof *first);  // each option's first value ("" for a switch)
+    char ca[CLIP_LEN + 40], cb[CLIP_LEN + 40];
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
+        int i = c >= 1000 ? c - 1000 : -1;
+        for (int j = 0; j < n && i < 0 && c != '?' && c != ':'; j++) if (opts[j].short_name == c) i = j;
+        if (i < 0) continue;  // an unknown option, or one missing its value: the parse says so
+        const char *v = opts[i].type == OPT_BOOL ? "" : optarg;
+        if (first[i] && opts[i].type == OPT_BOOL) user_error("%s: --%s given twice: give it once", cmd, opts[i].name);
+        if (first[i])
+            user_error("%s: --%s given twice (%s and %s): give it once", cmd, opts[i].name, clip(first[i], ca, sizeof ca), clip(v, cb, sizeof cb));
+        first[i] = v;
+    }
+    free(first);
+}
+
+void options_parse(const char *cmd, const Option *opts, void *base, int argc, char **argv,
+                   const char *usage, const char *examples) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        if (strcmp(argv[i], "--help") && strcmp(argv[i], "-h")) continue;
+        if (g_rank == 0) options_help(stdout, cmd, usage, opts, base, examples);
+        finish(0);
+    }
+    int n = 0;
+    while (opts[n].name) n++;
+    struct option *lo = xcalloc((size_t)n * 2 + 1, sizeof *lo);
+    char shortopts[256] = ":";
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int has_arg = opts[i].type == OPT_BOOL ? no_argument : required_argument;
+        lo[k++] = (struct option){opts[i].name, has_arg, NULL, 1000 + i};
+        if (strchr(opts[i].name, '-')) {  // also accept --log_every for --log-every
+            char *alias = xmalloc(strlen(opts[i].name) + 1);
+            strcpy(alias, opts[i].name);
+            for (char *q = alias; *q; q++) if (*q == '-') *q = '_';
+            lo[k++] = (struct option){alias, has_arg, NULL, 1000 + i};
+        }
+        if (opts[i].short_name) {
+            size_t l = strlen(shortopts);
+            shortopts[l] = opts[i].short_name;
+            shortopts[l + 1] = 0;
+            if (has_arg == required_argument) strcat(shortopts, ":");
+        }
+    }
+    refuse_repeats(cmd, opts, n, lo, shortopts, argc, argv);
+    n_set = 0;
+    parsing_cli = 0;
+    // Pass 1: only --config, so that flags given on the command line win over the file.
+    const Option *cfg = find_option(opts, "config");
+    if (cfg) {
+        opterr = 0;
+        optind = 1;
+        int c;
+        while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
+            if (c >= 1000 && &opts[c - 1000] == cfg) options_load_json(cmd, opts, base, optarg);
+            if (c == cfg->short_name) options_load_json(cmd, opts, base, optarg);
+        }
+    }
+    opterr = 0;
+    optind = 1;
+    parsing_cli = 1;
+    int c;
+    char cb[CLIP_LEN + 40];
+    while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
+        const Option *o = NULL;
+        if (c >= 1000) o = &opts[c - 1000];
+        else if (c == '?') {
+            if (optopt) user_error("%s: unknown option '-%c' (see '%s --help')", cmd, optopt, cmd);
+            user_error("%s: unknown option '%s' (see '%s --help')", cmd, clip(argv[optind - 1], cb, sizeof cb), cmd);
+        } else if (c == ':') {
+            user_error("%s: option '%s' needs a value (see '%s --help')", cmd, clip(argv[optind - 1], cb, sizeof cb), cmd);
+        } else {
+            for (int i = 0; i < n; i++) if (opts[i].short_name == c) o = &opts[i];
+        }
+        if (!o) user_error("%s: unknown option '%s'", cmd, clip(argv[optind - 1], cb, sizeof cb));
+        if (!strcmp(o->name, "config")) continue;
+        char where[160];
+        snprintf(where, sizeof where, "--%s", o->name);
+        if (o->type == OPT_BOOL) { *(int *)((char *)base + o->offset) = 1; mark_set(o); }
+        else set_from_text(cmd, o, base, optarg, where);
+    }
+    if (optind < argc) user_error("%s: unexpected argument '%s' (options start with --; see '%s --help')", cmd, clip(argv[optind], cb, sizeof cb), cmd);
+    for (int i = 0; i < k; i++) if (strchr(lo[i].name, '_')) free((char *)lo[i].name);  // the aliases
+    free(lo);
+    if (agree_hook) options_agree(cmd, opts, base);
+}
+
+void options_help(FILE *f, const char *cmd, const char *usage, const Option *opts,
+                  const void *defaults, const char *examples) {
+    fprintf(f, "Usage: %s\n\nOptions%s:\n", usage,
+            find_option(opts, "config") ? " (each is also a JSON config key; underscores work for dashes)" : "");
+    for (const Option *o = opts; o->name; o++) {
+        char left[96], def[PATH_LEN + 32] = "";
+        if (o->short_name) snprintf(left, sizeof left, "  -%c, --%s%s%s", o->short_name, o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        else snprintf(left, sizeof left, "      --%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        const char *v = (const char *)defaults + o->offset;
+        char buf[64];
+        switch (o->type) {
+        case OPT_INT: case OPT_SIZE: snprintf(def, sizeof def, " (%lld)", (long long)*(const int64_t *)v); break;
+        // cppcheck-suppress invalidPointerCast ; v is the option's field, a double (OPT_FLOAT)
+        case OPT_FLOAT: snprintf(def, sizeof def, " (%g)", *(const double *)v); break;
+        case OPT_STR: if (*v) snprintf(def, sizeof def, " (%s)", v); break;
+        case OPT_CHOICE: snprintf(def, sizeof def, " [%s] (%s)", o->choices, choice_name(o->choices, *(const int *)v, buf, sizeof buf)); break;
+        case OPT_BOOL: break;
+        }
+        fprintf(f, "%-36s %s%s\n", left, o->help, def);
+    }
+    fprintf(f, "%-36s %s\n", "  -h, --help", "print this help and exit");
+    if (examples) fprintf(f, "\nExamples:\n%s", examples);
+    (void)cmd;
+}
+
+void json_print(cJSON *o) {
+    char *text = cJSON_PrintUnformatted(o);
+    printf("%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}

@@ -1,0 +1,110 @@
+// base/config.h: the options of every subcommand, described once in a table (name, type, range, help)
+// that drives the command-line parser, the JSON config reader and --help alike, so none can drift.
+// Order of precedence: defaults -> JSON file (--config) -> command-line flags.
+#pragma once
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+typedef enum { OPT_INT, OPT_FLOAT, OPT_STR, OPT_BOOL, OPT_CHOICE, OPT_SIZE } OptType;
+
+typedef struct {
+    const char *name;     // long flag "--name" and JSON key "name" (underscores accepted for dashes)
+    char short_name;      // 0 when none
+    OptType type;         // INT/SIZE: int64_t, FLOAT: double, STR: char[PATH_LEN], BOOL/CHOICE: int
+    size_t offset;        // where the value lives in the subcommand's struct
+    const char *choices;  // OPT_CHOICE: "a|b|c", stored as the index
+    double lo, hi;        // numeric range, inclusive
+    const char *metavar;  // shown in --help
+    const char *help;
+} Option;
+
+#define PATH_LEN 512
+
+// Parses argv (after the subcommand) into base: first --config FILE (if the table has "config"),
+// then every flag. Bad input ends the run through user_error (exit 2). -h/--help prints the help
+// (base holds the defaults at that point) and exits 0.
+void options_parse(const char *cmd, const Option *opts, void *base, int argc, char **argv,
+                   const char *usage, const char *examples);
+void options_load_json(const char *cmd, const Option *opts, void *base, const char *path);
+void options_help(FILE *f, const char *cmd, const char *usage, const Option *opts,
+                  const void *defaults, const char *examples);
+int parse_size(const char *s, int64_t *out);  // "64K" -> 65536; returns 0 on success
+int parse_int_list(const char *s, int *out, int max);  // "5,4,4,3" -> count, or -1 when malformed
+// Whether the last options_parse saw this option in the config file or on the command line.
+int option_was_set(const char *name);
+// Whether it was given on the command line. A flag typed for a mode that does not use it is an
+// error; the same key in a config file (a job description shared by modes) is left unused.
+int option_on_command_line(const char *name);
+// Called at the end of every options_parse with the resolved options, "name=value\n" per option in
+// table order: the launch agreement (launch.c) compares them across ranks. NULL: none (no MPI).
+void options_set_agree_hook(void (*hook)(const char *cmd, const char *resolved));
+
+// ---- train ----
+// The options of `micropp train` as parsed; the enum values of its choices (MODE_*, SCHED_*,
+// OPTIM_*, DEVICE_*, TRANSPORT_*, SYNC_*, ALLREDUCE_*) live beside the code that owns them, and its
+// option table (train_options) in train.c.
+typedef struct {
+    char config[PATH_LEN];
+    int mode;                // MODE_* (plan.h)
+    int64_t parts;           // manual: number of parts
+    int64_t layers, hidden, classes, batch, steps;
+    int64_t inputs;          // D, the input layer's width: Linear(D, H) (0 until resolved: = hidden)
+    int64_t epochs;          // real data: passes over the training set (0: --steps counts instead)
+    double lr;
+    double weight_decay;     // decoupled (AdamW, PyTorch semantics); 0 = none
+    double diverge_factor;   // end the run when the loss stays above this x the first loss (0: never)
+    int lr_schedule;         // LR_* (model.h): constant or cosine
+    int64_t warmup_steps;    // linear warm-up from lr/warmup to lr
+    int optimizer;           // OPTIM_* (model.h)
+    int64_t seed;
+    int64_t threads;
+    char data[PATH_LEN];     // "synthetic", "fashion-mnist", a folder of IDX files, FILE.npy or FILE (IDX)
+    char labels[PATH_LEN];
+    char test_data[PATH_LEN], test_labels[PATH_LEN];  // a held-out test split (explicit files)
+    int64_t log_every;
+    int json;
+    int64_t eval_samples;
+    int64_t samples;         // synthetic training set size; 0 = one fixed batch
+    // pipeline
+    int schedule;            // SCHED_* (schedule.h); SCHED_FILE once --schedule-file is read
+    char schedule_file[PATH_LEN];  // "" = --schedule; else a CSV schedule (schedule_file.h)
+    int64_t micro_batches;
+    int64_t virtual_stages;  // interleaved: model chunks per rank
+    char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"
+    int checkpoint_activations;
+    int verify;
+    // device
+    int device;              // DEVICE_* (comms.h): auto = cuda when every rank sees a GPU
+    int transport;           // TRANSPORT_* (comms.h): how stages exchange device buffers
+    int tf32;                // cuBLAS may round fp32 inputs to TF32
+    int precision;           // PRECISION_* (ops.h): the matrix products' inputs in fp32 or bf16
+    int gemm_timing;         // time every gemm, report the share of step time in BLAS
+    // observing the pipeline (trace.c)
+    char trace[PATH_LEN];      // Chrome trace JSON of every step, "" = none
+    char timeline[PATH_LEN];   // SVG of one step's measured Gantt chart, "" = none
+    int64_t timeline_step;     // 1-based step drawn by --timeline / --gantt; 0 = the median-time step
+    int gantt;                 // print that step's Gantt chart at the end
+    // data parallelism (ddp, hybrid)
+    int64_t pp, dp;          // hybrid: stages per replica, replicas
+    int placement;           // hybrid: PLACEMENT_* (comms.h): which neighbours sit on adjacent ranks
+    int ddp_sync;            // SYNC_* (ddp.h)
+    int allreduce;           // ALLREDUCE_* (comms.h)
+    double bucket_mb;        // bucket capacity, MiB
+    int64_t grad_accum;      // micro-steps per optimizer step
+    int64_t zero;            // ZeRO stage: 0 or 1
+    // checkpoints (checkpoint.c)
+    char save[PATH_LEN];     // "" = no checkpoints
+    int64_t save_every;      // 0 = only at the end
+    char resume[PATH_LEN];   // "" = start from the initial weights
+    int save_best;           // with --save and --epochs: keep only the checkpoint of the best test accuracy
+    double timeout;          // watchdog (watchdog.c): the longest wait in seconds, 0 = unbounded
+} TrainConfig;
+
+extern const Option train_options[];      // train.c
+void train_config_defaults(TrainConfig *c);  // train.c
+const char *choice_name(const char *choices, int index, char *buf, size_t n);
+
+// Prints o as one line of JSON on stdout (the --json output of every command), then frees it.
+struct cJSON;
+void json_print(struct cJSON *o);

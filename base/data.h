@@ -1,0 +1,95 @@
+// base/data.h: where training rows come from. Counter-based: sample i's features and label are a pure
+// function of (seed, i), so any rank makes exactly the rows it needs with no message; or rows of
+// a real data set (IDX: Fashion-MNIST, a folder, files; or .npy), shuffled per epoch from (seed,
+// epoch) alike on every rank. Also the counter-based RNG the weight init uses.
+#pragma once
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+
+// splitmix64 finaliser: a strong 64-bit mix, the core of the counter-based generator.
+static inline uint64_t mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+// A stream key from up to three words (seed, purpose, index).
+static inline uint64_t rng_key(uint64_t a, uint64_t b, uint64_t c) { return mix64(mix64(mix64(a) ^ b) ^ c); }
+// Uniform in [0, 1) for element i of stream key.
+static inline float rng_uniform(uint64_t key, uint64_t i) { return (float)((mix64(key ^ mix64(i)) >> 40) * (1.0 / 16777216.0)); }
+float rng_normal(uint64_t key, uint64_t i);  // standard normal, Box-Muller over two counters
+
+enum { RNG_PARAM = 1, RNG_FEATURES = 2, RNG_TEACHER = 3, RNG_SHUFFLE = 4 };
+
+#define FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"  // (MICROPP_DATASETS=DIR: DIR/fashion-mnist)
+#define FASHION_MNIST_PACKAGE "dataset-fashion-mnist"
+
+// A table of rows: float features (.npy), or unsigned-byte pixels (IDX) turned into features as
+// they are read: x = pixel x scale + shift (scaled to [0,1], then standardised).
+typedef struct {
+    float *features;   // [n, inputs], or NULL
+    uint8_t *pixels;   // [n, inputs], or NULL
+    int32_t *labels;   // [n]
+    int64_t n;
+} Split;
+
+typedef struct ShuffleCache ShuffleCache;
+
+typedef struct {
+    int inputs, classes;
+    uint64_t seed;
+    // real data (train.n == 0: synthetic)
+    Split train, test;  // test.n == 0: no test split (accuracy is then measured on training rows)
+    float scale, shift;            // IDX pixels: x = pixel * scale + shift
+    double mean, std;              // ... from the training set's pixels scaled to [0,1]
+    char name[64];                 // "fashion-mnist", the folder, or the features file (for the header)
+    // epochs: the stream of training samples is epoch after epoch of epoch_rows rows, each a
+    // permutation of the training set drawn from (seed, epoch); 0: the set cycled in order.
+    uint64_t epoch_rows;
+    ShuffleCache *cache;           // the permutation of the last epoch asked for
+    float *teacher;    // synthetic: [classes, inputs]
+} Data;
+
+#define EVAL_BASE (1ULL << 40)  // synthetic held-out samples start at this index
+
+// Where the data comes from, as the options give it.
+typedef struct {
+    const char *data, *labels, *test_data, *test_labels;
+} DataSource;
+
+// Opens the data source; bad files end the run through user_error (exit 2), decided alike on every
+// rank (agree_on_error: a file only some ranks can read ends them all; agree_on_contents: ranks that
+// read different bytes under one path end too). Every header is read before any data: counts that
+// disagree, or data that would not fit in the node's memory, are refused before anything is inflated.
+void data_open(Data *d, DataSource src, int inputs, int classes, uint64_t seed);
+void data_close(Data *d);
+// Turns on epochs: every epoch is a fresh permutation of the training rows, of which the first
+// epoch_rows (whole steps) are used.
+void data_set_epochs(Data *d, uint64_t epoch_rows);
+// Rows [first, first + rows) of the training stream: features x[rows, inputs] and labels y[rows].
+void data_features(const Data *d, uint64_t first, int rows, float *x);
+void data_labels(const Data *d, uint64_t first, int rows, int32_t *y);
+// Held-out rows [first, first + rows): the test split, or synthetic samples from EVAL_BASE on, or
+// (a .npy file without a test split) the training rows in order. data_eval_rows: how many there are.
+int64_t data_eval_rows(const Data *d);
+void data_eval_features(const Data *d, uint64_t first, int rows, float *x);
+void data_eval_labels(const Data *d, uint64_t first, int rows, int32_t *y);
+
+// .npy (numpy's format): returns NULL and an error reason in err on failure.
+// dtype: "<f4", "<i4" or "<i8" as found; shape up to 2 dims. Read in two steps like IDX (idx.h):
+// npy_open reads the header (and refuses a file whose size is not what it promises), npy_load the data.
+typedef struct {
+    char dtype[8];
+    int ndim;
+    int64_t shape[2];
+    void *data;         // count * esize bytes, once npy_load has read them
+    uint64_t count;     // elements
+    size_t esize;       // bytes per element
+    uint64_t hash;      // hash64 of the header; after npy_load, of the header and the data
+    FILE *f;            // open between npy_open and npy_load
+} Npy;
+int npy_open(const char *path, Npy *out, char *err, size_t errlen);
+int npy_load(Npy *x, char *err, size_t errlen);
+int npy_read(const char *path, Npy *out, char *err, size_t errlen);  // both
+int npy_write(const char *path, const char *dtype, int ndim, const int64_t *shape, const void *data);

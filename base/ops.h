@@ -1,0 +1,95 @@
+// base/ops.h: the backend interface, the few operations training needs. All float pointers are
+// device pointers of the chosen backend (plain host memory for "cpu"). Row-major throughout.
+// One implementation per device: ops_cpu.c (cblas + loops) and kernels.cu (cuBLAS + kernels).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "base/ops_math.h"
+
+// Precision of the matrix products (--precision). bf16: gemm rounds its inputs A and B to bf16
+// (bf16_from_f32: nearest, ties to even) and accumulates and writes C in fp32, and bias_grad (a
+// product with a vector of ones) rounds dz alike; everything else (element-wise math, weights,
+// gradients, optimizer state, loss) stays fp32. So every value the backward reads from a stash or a
+// message feeds only rounding readers (or the ReLU mask, a sign): model.c keeps them in bf16.
+enum { PRECISION_FP32, PRECISION_BF16 };
+#define PRECISION_CHOICES "fp32|bf16"
+
+typedef struct Backend {
+    const char *name;  // "cpu" or "cuda"
+    int on_host;       // 1 when device pointers are ordinary host pointers
+    int device_count;  // cuda: devices visible to this process (0 on cpu)
+    void *(*alloc)(size_t bytes);  // zero-filled
+    void (*free)(void *p);
+    void (*to_device)(void *dst, const void *src_host, size_t bytes);
+    void (*to_host)(void *dst_host, const void *src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);  // device to device
+    void (*fill)(float *x, float value, size_t n);
+    // C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C; op transposes when ta/tb is 1.
+    void (*gemm)(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc);
+    // y[rows,cols] = act(y + b) with act = ReLU when relu, else identity.
+    void (*bias_act)(float *y, const float *b, int rows, int cols, int relu);
+    // dz = dy * (y > 0), n elements; dz may alias dy.
+    void (*relu_backward)(float *dz, const float *dy, const float *y, size_t n);
+    // db[cols] += sum over rows of dz[rows,cols] (in bf16 precision: of dz rounded to bf16).
+    void (*bias_grad)(float *db, const float *dz, int rows, int cols);
+    // Softmax cross-entropy over rows: returns the SUM of the rows' losses, writes
+    // dlogits = (softmax - onehot) * scale, and adds the count of argmax hits to *correct.
+    double (*softmax_xent)(const float *logits, const int32_t *labels, int rows, int C,
+                           float scale, float *dlogits, int *correct);
+    // The updates return the index of the first parameter that is not finite afterwards (a NaN or
+    // Inf gradient, or a parameter already gone), or -1: the check rides on the pass that writes them.
+    long (*adam)(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a);
+    long (*sgd)(float *p, const float *g, size_t n, float lr);
+    void (*axpy)(float *y, float a, const float *x, size_t n);  // y += a * x
+    void (*scale)(float *x, float a, size_t n);                 // x *= a
+    // n values rounded to bf16 (bf16_from_f32) and back (exact): bf16 stashes and messages.
+    void (*to_bf16)(uint16_t *dst, const float *src, size_t n);
+    void (*from_bf16)(float *dst, const uint16_t *src, size_t n);
+    void (*sync)(void);  // wait for queued device work (no-op on cpu)
+    // Host memory for staging transfers (the MPI transport): pinned (page-locked) on cuda, so
+    // copies to and from the device run at full speed; plain memory on cpu. Zero-filled.
+    void *(*alloc_host)(size_t bytes);
+    void (*free_host)(void *p);
+    void (*set_tf32)(int on);      // cuda: let cuBLAS round fp32 inputs to TF32 (tensor cores)
+    // PRECISION_*: what gemm computes from now on. Returns 0, or -1 with one line in err saying
+    // why this backend or build cannot (the package to install, or the device that lacks it).
+    int (*set_precision)(int precision, char *err, size_t errlen);
+    // Gemm timing, for the share of step time spent in BLAS: once on, every gemm is timed (device
+    // time: cudaEvents on cuda, a clock on cpu); gemm_seconds() waits for queued work and returns
+    // the time summed since its last call.
+    void (*gemm_timing)(int on);
+    double (*gemm_seconds)(void);
+    void (*describe)(char *out, size_t n);  // e.g. "cuda:0 NVIDIA H100 80GB HBM3 (1 of 1 visible)"
+    double (*memory_free)(void);  // a device's free bytes now (NULL on the host: memory.c reads MemAvailable)
+} Backend;
+
+extern const Backend backend_cpu;
+
+// The CUDA backend (kernels.cu) on device local_rank % device_count, or NULL with the reason in
+// err (the driver's message, or "built without CUDA") when this binary or machine has none.
+// Opens once; later calls return the same backend.
+const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen);
+
+// BLAS in use, for the header line: e.g. "openblas 0.3.21 core=SkylakeX threads=1".
+void blas_describe(char *out, size_t n);
+void blas_set_threads(int threads);
+// Subnormal floats (below 1.2e-38) read and written as zero on this thread (x86 MXCSR FTZ + DAZ).
+// Adam's first moment of a unit whose gradient stays 0 decays through the subnormal range, where
+// each multiply takes a microcode assist: measured on Fashion-MNIST, 8% of exp_avg was subnormal
+// after 3 epochs and each epoch ran slower than the last. Values that small change no weight.
+void cpu_flush_subnormals(void);
+int blas_max_threads(void);  // the most threads this BLAS was built for (more are silently cut)
+// Re-executes the program with OPENBLAS_CORETYPE set when OpenBLAS chose a kernel weaker than the
+// CPU supports (and the user set none); returns when nothing needs changing.
+void blas_pick_kernel(char **argv);
+
+// oneDNN (ops_onednn.c), the CPU backend's bf16 gemm: the same arguments as Backend.gemm, inputs
+// rounded to bf16, fp32 accumulation and output; one primitive per shape, created once.
+int onednn_available(char *err, size_t n);  // 1, or 0 with the reason (built without libdnnl-dev)
+void onednn_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc);
+// "onednn 2.6.3 brg:avx512_core_bf16": the version and the kernel chosen for a [M,K] x [N,K]^T product.
+void onednn_describe(int M, int N, int K, char *out, size_t n);
+int onednn_native_bf16(void);  // the CPU computes bf16 products natively (AVX512_BF16)
+void onednn_set_threads(int threads);

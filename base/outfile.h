@@ -1,0 +1,28 @@
+// base/outfile.h: how micropp writes a file the user named (--trace, --timeline, --svg, ...): a regular
+// file (or a new one) appears whole or not at all (temporary name, fsync, rename); a symlink is
+// followed and its target written; a FIFO, a character device or "-" (standard output) is written
+// directly; a folder is refused.
+#pragma once
+#include <stdio.h>
+#include "base/config.h"
+
+typedef struct {
+    FILE *f;
+    int direct;              // written in place (FIFO, character device, stdout): no temporary
+    int quiet_pipe;          // a FIFO or device: SIGPIPE is ignored until commit, so a reader that leaves
+                             // makes the write fail with EPIPE (one line) instead of killing the process
+    void (*old_pipe)(int);
+    char path[PATH_LEN];     // what is written: the symlink's target, or the path itself
+    char tmp[PATH_LEN + 32]; // the temporary beside it (regular files)
+} OutFile;
+int out_open(OutFile *o, const char *path);  // 0, or errno (missing folder, read-only, a folder...)
+// The same, but a FIFO that no process opens for reading within OUT_FIFO_WAIT_MS is refused (ENXIO)
+// instead of waited on forever: for commands that write at once (bubble); a reader that is there
+// is waited on as it reads. out_open (train's --trace, --timeline) waits for the reader.
+#define OUT_FIFO_WAIT_MS 2000
+int out_open_now(OutFile *o, const char *path);
+int out_commit(OutFile *o);                  // flush, fsync, close, rename: 0, or errno (the temporary removed)
+void out_abandon(OutFile *o);
+// Can path be written? 0 or errno; leaves nothing behind and opens no FIFO (which would block).
+int out_check(const char *path);
+const char *out_hint(int err);               // the fix to suggest for out_open's error

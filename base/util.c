@@ -1,0 +1,139 @@
+// base/util.c: the two ways a run ends early (fatal: a bug or a failing call; user_error: bad input)
+// and the clock. It knows nothing of MPI: comms.c installs the hooks that reach the other ranks,
+// so ops, data and config, which report errors through here, sit below the wire.
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "base/util.h"
+
+int g_rank = 0;
+int g_quiet_errors = 0;
+static ExitHooks hooks;  // all NULL until comms_init: a single process with no MPI
+
+void util_set_exit_hooks(const ExitHooks *h) { hooks = *h; }
+
+static int others_running(void) { return hooks.running && hooks.running(); }
+
+double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void fatal_at(const char *file, int line, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[rank %d] %s:%d: %s\n", g_rank, file, line, msg);
+    fflush(stderr);
+    // mpiexec (Hydra) forwards our stderr through its proxy, which the abort tears down: give it a
+    // moment to pass the message on, or the job may die without saying why (seen once in the tests).
+    if (others_running() && hooks.world_size() > 1) usleep(200 * 1000);
+    if (others_running()) hooks.abort_job();
+    exit(1);
+}
+
+// One line (rank 0 speaks for all when g_quiet_errors), then every rank, having reached this same
+// decision, finalizes with the others and exits with code.
+static _Noreturn void end_together(int code, const char *msg) {
+    if (!(g_quiet_errors && g_rank != 0)) {
+        fprintf(stderr, "micropp: %s\n", msg);
+        fflush(stderr);
+    }
+    if (others_running()) {
+        // Should a rank not have reached it (a bug), the alarm ends this one rather than leave it waiting.
+        alarm(10);
+        hooks.finalize_quick();
+    }
+    exit(code);
+}
+
+void user_error(const char *fmt, ...) {
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    end_together(2, msg);
+}
+
+void run_failed(const char *fmt, ...) {
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    end_together(1, msg);
+}
+
+int stdout_closed_ok(void) {
+    errno = 0;
+    int failed_now = fflush(stdout) != 0, e = errno;
+    if (!failed_now && !ferror(stdout)) return 1;
+    fprintf(stderr, "micropp: writing standard output failed%s%s: the output is incomplete (a full disk, or a closed pipe?)\n",
+            failed_now && e ? ": " : "", failed_now && e ? strerror(e) : "");
+    return 0;
+}
+
+void finish(int code) {
+    int ok = stdout_closed_ok();
+    if (hooks.finalize) hooks.finalize(ok ? code : 1);
+    exit(ok ? code : 1);
+}
+
+void single_process(const char *cmd) {
+    const char *size = getenv("PMI_SIZE"), *rank = getenv("PMI_RANK");  // set by mpiexec (Hydra, PMI)
+    if (!size || atoi(size) <= 1) return;
+    g_rank = rank ? atoi(rank) : 0;
+    g_quiet_errors = 1;  // rank 0 speaks for all
+    user_error("%s runs in one process, and mpiexec started %d: run it without mpiexec", cmd, atoi(size));
+}
+
+double meminfo_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+static inline uint64_t rotl64(uint64_t x, int r) { return x << r | x >> (64 - r); }
+static inline uint64_t load64(const unsigned char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
+#define H1 0x9E3779B185EBCA87ULL
+#define H2 0xC2B2AE3D27D4EB4FULL
+#define H3 0x165667B19E3779F9ULL
+
+uint64_t hash64(uint64_t seed, const void *data, size_t n) {
+    const unsigned char *p = data;
+    uint64_t v[4] = {seed + H1 + H2, seed + H2, seed, seed - H1}, h;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)  // four independent lanes: the multiplies overlap
+        for (int k = 0; k < 4; k++) v[k] = rotl64(v[k] + load64(p + i + 8 * k) * H2, 31) * H1;
+    h = rotl64(v[0], 1) + rotl64(v[1], 7) + rotl64(v[2], 12) + rotl64(v[3], 18) + (uint64_t)n;
+    for (; i + 8 <= n; i += 8) h = rotl64(h ^ (rotl64(load64(p + i) * H2, 31) * H1), 27) * H1 + H3;
+    for (; i < n; i++) h = rotl64(h ^ (p[i] * H3), 11) * H1;
+    h ^= h >> 33; h *= H2; h ^= h >> 29; h *= H3; h ^= h >> 32;  // the final avalanche
+    return h;
+}
+
+static ContentsHook contents_hook;
+void util_set_contents_hook(ContentsHook hook) { contents_hook = hook; }
+void agree_on_contents(const char *what, const char *path, int ok, uint64_t hash, const char *detail) {
+    if (contents_hook && others_running()) contents_hook(what, path, ok, hash, detail);
+}
+
+void agree_on_error(const char *err) {
+    if (others_running()) hooks.agree(err ? err : "", 2);
+    else if (err && *err) user_error("%s", err);
+}
+
+void agree_on_failure(const char *err) {
+    if (others_running()) hooks.agree(err ? err : "", 1);
+    else if (err && *err) run_failed("%s", err);
+}

@@ -1,0 +1,576 @@
+// train/checkpoint.c: saving and resuming training state (see checkpoint.h): the safetensors files of
+// the stages, the manifest that commits them, re-partitioning on load, the one-verdict-for-all-ranks
+// checks of bad checkpoints.
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+#include "train/checkpoint.h"
+#include "comms.h"
+#include "base/data.h"
+#include "base/fault.h"
+#include "launch.h"
+#include "base/safetensors.h"
+#include "base/util.h"
+
+#define MANIFEST "manifest.json"
+#define MANIFEST_MAX (16u << 20)
+#define FILE_MAX ((size_t)1 << 40)
+#define ERR_LEN 2048  // a one-line reason: "train: --resume DIR: " + WHY_LEN
+#define WHY_LEN 1024
+
+static uint32_t g_run_id;        // part of this run's file names, so no save overwrites a live file
+static int64_t g_last_saved = -1;
+
+// ---- names ----
+
+static const char *optim_name(int optimizer) { return optimizer == OPTIM_SGD ? "sgd" : "adam"; }
+
+typedef struct {
+    char name[64];
+    int ndim;
+    int64_t shape[2];
+    size_t offset;  // in floats, within the stage's flat params (and moments: same layout)
+    int layer;      // global layer index, -1 for the head
+} TensorRef;
+
+// The parameter tensors of a stage in file order, with their global names and [out, in] shapes.
+static int stage_tensors(const Stage *s, TensorRef *t) {
+    int n = 0;
+    for (int i = 0; i < s->n_layers; i++) {
+        TensorRef w = {"", 2, {s->H, stage_fan_in(s, i)}, (size_t)(s->W[i] - s->params), s->lo + i};
+        TensorRef b = {"", 1, {s->H, 0}, (size_t)(s->b[i] - s->params), s->lo + i};
+        snprintf(w.name, sizeof w.name, "layers.%d.weight", s->lo + i);
+        snprintf(b.name, sizeof b.name, "layers.%d.bias", s->lo + i);
+        t[n++] = w;
+        t[n++] = b;
+    }
+    if (s->has_head) {
+        t[n++] = (TensorRef){"head.weight", 2, {s->C, s->H}, (size_t)(s->Wh - s->params), -1};
+        t[n++] = (TensorRef){"head.bias", 1, {s->C, 0}, (size_t)(s->bh - s->params), -1};
+    }
+    return n;
+}
+static size_t tensor_numel(const TensorRef *t) { return (size_t)t->shape[0] * (size_t)(t->ndim == 2 ? t->shape[1] : 1); }
+
+// ---- setup ----
+
+static int mkdir_p(const char *dir) {
+    char p[PATH_LEN];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+        *s = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (stat(p, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
+    return 0;
+}
+
+void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
+    // Pure checks of the flags: every rank decides alike without a message.
+    if (c->save_every && !c->save[0])
+        user_error("train: --save-every %lld needs --save DIR (where to write the checkpoints)", (long long)c->save_every);
+    if (c->resume[0] && c->verify)
+        user_error("train: --verify compares step 1 from the initial weights, so it cannot be combined with --resume: drop one");
+    fault_init();
+    int rank;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    char err[ERR_LEN] = "";
+    uint32_t id = 0;
+    if (rank == 0) {
+        if (c->save[0]) {
+            char probe[PATH_LEN + 32];
+            snprintf(probe, sizeof probe, "%s/.micropp-probe", c->save);
+            FILE *f = NULL;
+            if (mkdir_p(c->save) != 0)
+                snprintf(err, sizeof err, "train: --save %s: cannot create that folder: %s (choose a writable path)", c->save, strerror(errno));
+            else if (!(f = fopen(probe, "w")))
+                snprintf(err, sizeof err, "train: --save %s: cannot write there: %s (choose a writable folder)", c->save, strerror(errno));
+            if (f) { fclose(f); unlink(probe); }
+        }
+        if (!err[0] && c->resume[0]) {
+            char path[PATH_LEN + 32];
+            snprintf(path, sizeof path, "%s/" MANIFEST, c->resume);
+            if (access(path, R_OK) != 0)
+                snprintf(err, sizeof err, "train: --resume %s: no readable %s there (%s): give a folder written by --save", c->resume, MANIFEST, strerror(errno));
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = (uint32_t)mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 48));
+    }
+    comm_agree(comm, err);
+    MPI_CHECK(MPI_Bcast(&id, 1, MPI_UINT32_T, 0, comm));
+    g_run_id = id;
+    g_last_saved = -1;
+}
+
+// ---- the manifest ----
+
+typedef struct {
+    char file[ST_NAME_LEN];
+    int stage, lo, hi, head;
+    uint64_t bytes;
+    uint32_t crc;
+} FileRec;  // one stage file; also the record a writer sends to rank 0 (plain bytes)
+
+typedef struct {
+    int64_t step;
+    uint64_t next_sample;
+    int layers, hidden, classes, optimizer, inputs;
+    double lr, batch, seed, samples;  // how it was trained (-1 when absent): notes, not refusals
+    char data[PATH_LEN];
+    char mode[32];
+    int world, stages, dp;
+    int n_files;
+    FileRec *files;
+} Manifest;
+
+static int get_int(const cJSON *o, const char *key, double lo, double hi, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) || v->valuedouble != floor(v->valuedouble)) return -1;
+    *out = v->valuedouble;
+    return 0;
+}
+
+// Parses and checks a manifest's text: fields, plain file names, and that the files cover every
+// layer and the head exactly once. Returns 0, or -1 with the reason.
+static int manifest_parse(const char *text, Manifest *m, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    cJSON *root = cJSON_Parse(text);
+    const cJSON *cfg, *lay, *files, *fmt;
+    double v;
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); cJSON_Delete(root); free(m->files); m->files = NULL; return -1; } while (0)
+    if (!root || !cJSON_IsObject(root)) BAD("%s is not valid JSON", MANIFEST);
+    fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "micropp-checkpoint")) BAD("%s is not a micropp checkpoint manifest (format)", MANIFEST);
+    if (get_int(root, "version", 1, 1, &v)) BAD("%s: unsupported version (this micropp reads version 1)", MANIFEST);
+    if (get_int(root, "step", 0, 9e15, &v)) BAD("%s: 'step' is missing or not a non-negative integer", MANIFEST);
+    m->step = (int64_t)v;
+    if (get_int(root, "next_sample", 0, 9e15, &v)) BAD("%s: 'next_sample' is missing or not a non-negative integer", MANIFEST);
+    m->next_sample = (uint64_t)v;
+    cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
+    lay = cJSON_GetObjectItemCaseSensitive(root, "layout");
+    files = cJSON_GetObjectItemCaseSensitive(root, "files");
+    if (!cJSON_IsObject(cfg) || !cJSON_IsObject(lay) || !cJSON_IsArray(files)) BAD("%s lacks config, layout or files", MANIFEST);
+    if (get_int(cfg, "layers", 1, 4096, &v)) BAD("%s: config.layers is missing or out of range", MANIFEST);
+    m->layers = (int)v;
+    if (get_int(cfg, "hidden", 1, 65536, &v)) BAD("%s: config.hidden is missing or out of range", MANIFEST);
+    m->hidden = (int)v;
+    m->inputs = get_int(cfg, "inputs", 1, 1 << 24, &v) ? m->hidden : (int)v;  // absent before --inputs: = hidden
+    if (get_int(cfg, "classes", 2, 65536, &v)) BAD("%s: config.classes is missing or out of range", MANIFEST);
+    m->classes = (int)v;
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(cfg, "optimizer");
+    if (!cJSON_IsString(opt) || (strcmp(opt->valuestring, "adam") && strcmp(opt->valuestring, "sgd"))) BAD("%s: config.optimizer is not adam or sgd", MANIFEST);
+    m->optimizer = strcmp(opt->valuestring, "sgd") ? OPTIM_ADAM : OPTIM_SGD;
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(cfg, "lr"), *data = cJSON_GetObjectItemCaseSensitive(cfg, "data");
+    m->lr = cJSON_IsNumber(lr) ? lr->valuedouble : -1;
+    m->batch = get_int(cfg, "batch", 1, 9e15, &v) ? -1 : v;
+    m->seed = get_int(cfg, "seed", 0, 9e15, &v) ? -1 : v;
+    m->samples = get_int(cfg, "samples", 0, 9e15, &v) ? -1 : v;
+    snprintf(m->data, sizeof m->data, "%s", cJSON_IsString(data) ? data->valuestring : "");
+    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(lay, "mode");
+    snprintf(m->mode, sizeof m->mode, "%s", cJSON_IsString(mode) ? mode->valuestring : "?");
+    m->world = get_int(lay, "world", 1, 1 << 30, &v) ? 0 : (int)v;
+    m->stages = get_int(lay, "stages", 1, 1 << 30, &v) ? 0 : (int)v;
+    m->dp = get_int(lay, "dp", 1, 1 << 30, &v) ? 1 : (int)v;
+    int n = cJSON_GetArraySize(files);
+    if (n < 1 || n > 1 << 20) BAD("%s: 'files' is empty", MANIFEST);
+    m->files = xcalloc((size_t)n, sizeof(FileRec));
+    int *seen = xcalloc((size_t)m->layers + 1, sizeof(int));  // per layer, then the head
+    for (const cJSON *f = files->child; f; f = f->next) {
+        FileRec *r = &m->files[m->n_files];
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "file");
+        const cJSON *range = cJSON_GetObjectItemCaseSensitive(f, "layers");
+        const cJSON *head = cJSON_GetObjectItemCaseSensitive(f, "head");
+        double lo, hi, bytes, crc, stage;
+        if (!cJSON_IsObject(f) || !cJSON_IsString(name) || !cJSON_IsArray(range) || cJSON_GetArraySize(range) != 2 || !cJSON_IsBool(head) ||
+            get_int(f, "bytes", 8, 9e15, &bytes) || get_int(f, "crc32", 0, 4294967295.0, &crc) || get_int(f, "stage", 0, 1 << 30, &stage)) {
+            free(seen);
+            BAD("%s: files[%d] lacks file, stage, layers, head, bytes or crc32", MANIFEST, m->n_files);
+        }
+        const char *fn = name->valuestring;
+        if (!fn[0] || strlen(fn) >= sizeof r->file || strchr(fn, '/') || !strcmp(fn, ".") || !strcmp(fn, "..")) {
+            free(seen);
+            BAD("%s: files[%d] names '%.64s', which is not a plain file name in the checkpoint folder", MANIFEST, m->n_files, fn);
+        }
+        lo = cJSON_IsNumber(range->child) ? range->child->valuedouble : -1;
+        hi = cJSON_IsNumber(range->child->next) ? range->child->next->valuedouble : -1;
+        if (lo != floor(lo) || hi != floor(hi) || lo < 0 || hi < lo || hi > m->layers) {
+            free(seen);
+            BAD("%s: files[%d] has layers [%g, %g) outside [0, %d)", MANIFEST, m->n_files, lo, hi, m->layers);
+        }
+        snprintf(r->file, sizeof r->file, "%s", fn);
+        r->stage = (int)stage; r->lo = (int)lo; r->hi = (int)hi; r->head = cJSON_IsTrue(head);
+        r->bytes = (uint64_t)bytes; r->crc = (uint32_t)crc;
+        for (int l = r->lo; l < r->hi; l++) seen[l]++;
+        if (r->head) seen[m->layers]++;
+        m->n_files++;
+    }
+    for (int l = 0; l <= m->layers; l++)
+        if (seen[l] != 1) {
+            int k = seen[l];
+            free(seen);
+            if (l == m->layers) BAD("%s: the head is in %d files, expected exactly 1", MANIFEST, k);
+            BAD("%s: layer %d is in %d files, expected exactly 1", MANIFEST, l, k);
+        }
+    free(seen);
+    cJSON_Delete(root);
+    return 0;
+#undef BAD
+}
+
+// Rank 0 of comm reads the manifest; everyone gets its text, or ends with rank 0's reason.
+static char *manifest_fetch(const char *dir, MPI_Comm comm) {
+    int rank;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    char err[ERR_LEN] = "";
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (rank == 0) {
+        char path[PATH_LEN + 32];
+        snprintf(path, sizeof path, "%s/" MANIFEST, dir);
+        char why[WHY_LEN];
+        if (read_file(path, MANIFEST_MAX, &buf, &len, why, sizeof why))
+            snprintf(err, sizeof err, "train: --resume %s: %s", dir, why);
+        else if (memchr(buf, 0, len))
+            snprintf(err, sizeof err, "train: --resume %s: %s holds a NUL byte: it is corrupted", dir, MANIFEST);
+    }
+    comm_agree(comm, err);
+    uint64_t n = len;
+    MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm));
+    char *text = xmalloc((size_t)n + 1);
+    if (rank == 0) memcpy(text, buf, (size_t)n);
+    free(buf);
+    MPI_CHECK(MPI_Bcast(text, (int)n, MPI_CHAR, 0, comm));
+    text[n] = 0;
+    return text;
+}
+
+// ---- resume ----
+
+static int ranges_meet(int lo1, int hi1, int lo2, int hi2) { return lo1 < hi2 && lo2 < hi1; }
+
+// Copies tensor `want` (name, F32, shape) from file f into device memory dst. Returns 0 or -1 + err.
+// Every value must be finite; Adam's second moment (squares, averaged: `squares`) not negative either.
+static int load_tensor(const StFile *f, const char *file, const char *name, const TensorRef *want, int squares,
+                       const Backend *be, float *dst, char *err, size_t errlen) {
+    const StTensor *t = st_find(f, name);
+    if (!t) { snprintf(err, errlen, "%s lacks tensor '%s' that the manifest places there", file, name); return -1; }
+    if (strcmp(t->dtype, "F32")) { snprintf(err, errlen, "%s: tensor '%s' has dtype %s, expected F32", file, name, t->dtype); return -1; }
+    int ok = t->ndim == want->ndim;
+    for (int d = 0; ok && d < want->ndim; d++) ok = t->shape[d] == want->shape[d];
+    if (!ok) {
+        char got[96] = "", exp[64];
+        for (int d = 0; d < t->ndim && d < 4; d++) { size_t l = strlen(got); snprintf(got + l, sizeof got - l, "%s%lld", d ? "," : "", (long long)t->shape[d]); }
+        if (want->ndim == 2) snprintf(exp, sizeof exp, "%lld,%lld", (long long)want->shape[0], (long long)want->shape[1]);
+        else snprintf(exp, sizeof exp, "%lld", (long long)want->shape[0]);
+        snprintf(err, errlen, "%s: tensor '%s' has shape [%s], expected [%s]", file, name, got, exp);
+        return -1;
+    }
+    for (size_t i = 0, n = (t->end - t->begin) / sizeof(float); i < n; i++) {  // a diverged run's state is not resumed
+        float v;
+        memcpy(&v, f->data + t->begin + i * sizeof(float), sizeof v);  // (unaligned)
+        if (isfinite(v) && !(squares && v < 0)) continue;
+        if (!isfinite(v))
+            snprintf(err, errlen, "%s: tensor '%s' holds %s at index %zu: it was saved from a run that diverged; resume an earlier checkpoint",
+                     file, name, isnan(v) ? "NaN" : "Inf", i);
+        else
+            snprintf(err, errlen, "%s: tensor '%s' holds %g at index %zu, but Adam's second moment is a mean of squares and cannot be "
+                     "negative: the file was altered or damaged; resume an earlier checkpoint", file, name, v, i);
+        return -1;
+    }
+    be->to_device(dst, f->data + t->begin, t->end - t->begin);  // data may be unaligned: to_device is a byte copy
+    return 0;
+}
+
+int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size_t desc_len) {
+    const TrainConfig *c = l->c;
+    const char *dir = c->resume;
+    int rank;
+    MPI_CHECK(MPI_Comm_rank(l->comm, &rank));
+    char *text = manifest_fetch(dir, l->comm);
+    Manifest m;
+    char why[WHY_LEN], err[ERR_LEN] = "";
+    // Every rank parses the same text, so every rank reaches the same verdict without a message;
+    // only rank 0 prints it.
+    if (manifest_parse(text, &m, why, sizeof why)) snprintf(err, sizeof err, "train: --resume %s: %s", dir, why);
+    free(text);
+    if (err[0]) user_error("%s", err);
+    const char *what = NULL;
+    long long mine = 0, theirs = 0;
+    if (m.layers != c->layers) { what = "layers"; mine = c->layers; theirs = m.layers; }
+    else if (m.hidden != c->hidden) { what = "hidden"; mine = c->hidden; theirs = m.hidden; }
+    else if (m.inputs != c->inputs) { what = "inputs"; mine = c->inputs; theirs = m.inputs; }
+    else if (m.classes != c->classes) { what = "classes"; mine = c->classes; theirs = m.classes; }
+    if (what) { free(m.files); user_error("train: --resume %s: the checkpoint has --%s %lld but this run has --%s %lld: use --%s %lld or start without --resume", dir, what, theirs, what, mine, what, theirs); }
+    if (m.optimizer != c->optimizer) {
+        free(m.files);
+        user_error("train: --resume %s: the checkpoint was trained with --optimizer %s but this run uses %s: use --optimizer %s",
+                   dir, optim_name(m.optimizer), optim_name(c->optimizer), optim_name(m.optimizer));
+    }
+    if (m.step >= c->steps) {
+        free(m.files);
+        if (m.step >= (1LL << 30))  // train's --steps range ends below it: nothing to suggest
+            user_error("train: --resume %s: the checkpoint is at step %lld, past the most --steps accepts (%lld): it cannot be trained further",
+                       dir, (long long)m.step, (long long)(1LL << 30));
+        user_error("train: --resume %s: the checkpoint is at step %lld and --steps %lld is the TOTAL step count: use --steps > %lld",
+                   dir, (long long)m.step, (long long)c->steps, (long long)m.step);
+    }
+    // What may differ on purpose (a new learning rate, more data) is allowed, but said once.
+    if (rank == 0) {
+        if (m.seed >= 0 && m.seed != (double)c->seed)
+            fprintf(stderr, "micropp: note: --seed %lld differs from the checkpoint's %.0f (the synthetic task and data depend on it)\n", (long long)c->seed, m.seed);
+        if (m.batch >= 0 && m.batch != (double)c->batch)
+            fprintf(stderr, "micropp: note: --batch %lld differs from the checkpoint's %.0f (the data stream goes on from sample %llu)\n", (long long)c->batch, m.batch, (unsigned long long)m.next_sample);
+        if (m.samples >= 0 && m.samples != (double)c->samples)
+            fprintf(stderr, "micropp: note: --samples %lld differs from the checkpoint's %.0f\n", (long long)c->samples, m.samples);
+        if (m.data[0] && strcmp(m.data, c->data))
+            fprintf(stderr, "micropp: note: --data %s differs from the checkpoint's %s\n", c->data, m.data);
+        if (m.lr >= 0 && m.lr != c->lr)
+            fprintf(stderr, "micropp: note: --lr %g differs from the checkpoint's %g\n", c->lr, m.lr);
+    }
+    int adam = c->optimizer == OPTIM_ADAM;
+    // Each file some local stage needs: read it, check size and CRC, parse, copy the tensors.
+    int n_loaded = 0, n_needed = 0;
+    TensorRef *refs = xmalloc(sizeof(TensorRef) * (size_t)(2 * c->layers + 2));
+    for (int k = 0; k < l->n_local; k++) n_needed += stage_tensors(&l->local[k], refs);
+    for (int k = 0; k < l->n_local && adam; k++)
+        if (!l->local[k].adam_m) {  // the moments exist from step 1 on; allocate them to load into
+            l->local[k].adam_m = l->local[k].be->alloc(l->local[k].n_params * sizeof(float));
+            l->local[k].adam_v = l->local[k].be->alloc(l->local[k].n_params * sizeof(float));
+        }
+    for (int i = 0; i < m.n_files && !err[0]; i++) {
+        const FileRec *fr = &m.files[i];
+        int need = 0;
+        for (int k = 0; k < l->n_local; k++)
+            need |= ranges_meet(fr->lo, fr->hi, l->local[k].lo, l->local[k].hi) || (fr->head && l->local[k].has_head);
+        if (!need) continue;
+        char path[PATH_LEN + ST_NAME_LEN + 2];
+        snprintf(path, sizeof path, "%s/%s", dir, fr->file);
+        uint8_t *buf;
+        size_t len;
+        StFile f;
+        // Every rank checks its copy against the manifest rank 0 read: another host's copy that differs is named so.
+        char there[256] = "";
+        if (rank != 0) {
+            char host[64];
+            launch_host_name(host, sizeof host);
+            snprintf(there, sizeof there, " (read on rank %d, host %s; the manifest on rank 0: if the hosts hold different copies, copy the same folder to every host)",
+                     rank, host);
+        }
+        if (read_file(path, FILE_MAX, &buf, &len, why, sizeof why)) { snprintf(err, sizeof err, "train: --resume %s: %s%s", dir, why, there); break; }
+        uint32_t crc = crc32_update(0, buf, len);
+        if (len != fr->bytes)
+            snprintf(err, sizeof err, "train: --resume %s: %s has %zu bytes but the manifest says %llu (truncated or replaced): restore it or resume from another checkpoint%s",
+                     dir, fr->file, len, (unsigned long long)fr->bytes, there);
+        else if (crc != fr->crc)
+            snprintf(err, sizeof err, "train: --resume %s: %s is corrupted: its CRC-32 is %08x but the manifest says %08x: restore it or resume from another checkpoint%s",
+                     dir, fr->file, crc, fr->crc, there);
+        else if (st_parse(buf, len, &f, why, sizeof why))
+            snprintf(err, sizeof err, "train: --resume %s: %s is not a valid safetensors file: %s", dir, fr->file, why);
+        if (err[0]) { free(buf); break; }
+        for (int k = 0; k < l->n_local && !err[0]; k++) {
+            Stage *s = &l->local[k];
+            int nt = stage_tensors(s, refs);
+            for (int j = 0; j < nt && !err[0]; j++) {
+                const TensorRef *t = &refs[j];
+                if (t->layer < 0 ? !fr->head : !(t->layer >= fr->lo && t->layer < fr->hi)) continue;
+                char m_name[96], v_name[96];
+                snprintf(m_name, sizeof m_name, "optim.exp_avg.%s", t->name);
+                snprintf(v_name, sizeof v_name, "optim.exp_avg_sq.%s", t->name);
+                int bad = load_tensor(&f, fr->file, t->name, t, 0, s->be, s->params + t->offset, why, sizeof why);
+                if (!bad && adam)
+                    bad = load_tensor(&f, fr->file, m_name, t, 0, s->be, s->adam_m + t->offset, why, sizeof why) ||
+                          load_tensor(&f, fr->file, v_name, t, 1, s->be, s->adam_v + t->offset, why, sizeof why);
+                if (bad) snprintf(err, sizeof err, "train: --resume %s: %s", dir, why);
+                else n_loaded++;
+            }
+        }
+        st_free(&f);
+        free(buf);
+    }
+    if (!err[0] && n_loaded != n_needed)  // cannot happen when the manifest covers every layer once
+        snprintf(err, sizeof err, "train: --resume %s: found %d of the %d tensors this rank needs", dir, n_loaded, n_needed);
+    free(refs);
+    free(m.files);
+    comm_agree(l->comm, err);
+    *next_sample = m.next_sample;
+    snprintf(desc, desc_len, "step %lld (written by %s, %d stage%s%s)", (long long)m.step, m.mode, m.stages, m.stages == 1 ? "" : "s",
+             m.dp > 1 ? ", data-parallel" : "");
+    return m.step;
+}
+
+// ---- save ----
+
+// Writes one stage's file into dir; fills rec. Any failure ends the job (fatal).
+static void write_stage(const CkptLayout *l, const Stage *s, int stage, int64_t step, uint64_t next_sample, FileRec *rec) {
+    const TrainConfig *c = l->c;
+    int adam = c->optimizer == OPTIM_ADAM;
+    TensorRef *refs = xmalloc(sizeof(TensorRef) * (size_t)(2 * s->n_layers + 2));
+    int nt = stage_tensors(s, refs), n = nt * (adam ? 3 : 1);
+    StSpec *specs = xmalloc(sizeof(StSpec) * (size_t)n);
+    char (*names)[96] = xmalloc(sizeof(*names) * (size_t)n);
+    size_t most = 0;
+    for (int j = 0; j < n; j++) {
+        const TensorRef *t = &refs[j % nt];
+        if (j < nt) snprintf(names[j], sizeof names[j], "%s", t->name);
+        else snprintf(names[j], sizeof names[j], "optim.%s.%s", j < 2 * nt ? "exp_avg" : "exp_avg_sq", t->name);
+        specs[j] = (StSpec){names[j], t->ndim, {t->shape[0], t->shape[1]}};
+        if (tensor_numel(t) > most) most = tensor_numel(t);
+    }
+    char meta[512];
+    snprintf(meta, sizeof meta,
+             "{\"format\":\"micropp\",\"step\":\"%lld\",\"next_sample\":\"%llu\",\"stage\":\"%d\",\"stages\":\"%d\","
+             "\"layers\":\"%d-%d\",\"head\":\"%s\",\"optimizer\":\"%s\"}",
+             (long long)step, (unsigned long long)next_sample, stage, l->stages, s->lo, s->hi, s->has_head ? "true" : "false", optim_name(c->optimizer));
+    size_t hlen;
+    char *header = st_header_f32(specs, n, meta, &hlen);
+    CHECK(header, "out of memory building a safetensors header");
+    snprintf(rec->file, sizeof rec->file, "step-%08lld-%08x-stage-%02d-of-%02d.safetensors", (long long)step, g_run_id, stage, l->stages);
+    char path[PATH_LEN + ST_NAME_LEN + 2];
+    snprintf(path, sizeof path, "%s/%s", c->save, rec->file);
+    StWriter w;
+    if (st_writer_open(&w, path)) fatal("checkpoint: %s", w.err);
+    if (fault_due(FAULT_IO, step)) w.fail_after = 8 + hlen + (uint64_t)s->n_params * 2;  // dies halfway through the data
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+    float *host = xmalloc(sizeof(float) * (most ? most : 1));
+    int bad = st_writer_write(&w, len8, 8) || st_writer_write(&w, header, hlen);
+    for (int j = 0; j < n && !bad; j++) {
+        const TensorRef *t = &refs[j % nt];
+        const float *src = j < nt ? s->params : j < 2 * nt ? s->adam_m : s->adam_v;
+        size_t bytes = sizeof(float) * tensor_numel(t);
+        if (src) s->be->to_host(host, src + t->offset, bytes);
+        else memset(host, 0, bytes);  // Adam before its first step: zero moments
+        bad = st_writer_write(&w, host, bytes);
+    }
+    if (!bad) bad = st_writer_commit(&w);
+    if (bad) { st_writer_abort(&w); fatal("checkpoint: %s", w.err); }
+    rec->stage = stage; rec->lo = s->lo; rec->hi = s->hi; rec->head = s->has_head;
+    rec->bytes = w.bytes; rec->crc = w.crc;
+    free(host); free(header); free(names); free(specs); free(refs);
+}
+
+static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_sample, const FileRec *recs, int n) {
+    const TrainConfig *c = l->c;
+    cJSON *o = cJSON_CreateObject(), *cfg = cJSON_CreateObject(), *lay = cJSON_CreateObject(), *files = cJSON_CreateArray();
+    cJSON_AddStringToObject(o, "format", "micropp-checkpoint");
+    cJSON_AddNumberToObject(o, "version", 1);
+    cJSON_AddNumberToObject(o, "step", (double)step);
+    cJSON_AddNumberToObject(o, "next_sample", (double)next_sample);
+    cJSON_AddNumberToObject(cfg, "layers", (double)c->layers);
+    cJSON_AddNumberToObject(cfg, "hidden", (double)c->hidden);
+    cJSON_AddNumberToObject(cfg, "inputs", (double)c->inputs);
+    cJSON_AddNumberToObject(cfg, "classes", (double)c->classes);
+    cJSON_AddStringToObject(cfg, "optimizer", optim_name(c->optimizer));
+    cJSON_AddNumberToObject(cfg, "lr", c->lr);
+    cJSON_AddNumberToObject(cfg, "batch", (double)c->batch);
+    cJSON_AddNumberToObject(cfg, "seed", (double)c->seed);
+    cJSON_AddStringToObject(cfg, "data", c->data);
+    cJSON_AddNumberToObject(cfg, "samples", (double)c->samples);
+    cJSON_AddItemToObject(o, "config", cfg);
+    cJSON_AddStringToObject(lay, "mode", l->mode);
+    cJSON_AddNumberToObject(lay, "world", l->world);
+    cJSON_AddNumberToObject(lay, "stages", l->stages);
+    cJSON_AddNumberToObject(lay, "dp", l->dp);
+    int *part = xmalloc(sizeof(int) * (size_t)l->stages);
+    for (int k = 0; k < l->stages; k++) part[k] = l->lo[k + 1] - l->lo[k];
+    cJSON_AddItemToObject(lay, "partition", cJSON_CreateIntArray(part, l->stages));
+    free(part);
+    cJSON_AddItemToObject(o, "layout", lay);
+    cJSON_AddStringToObject(o, "checksum", "crc32 (zlib.crc32 of the whole file)");
+    for (int i = 0; i < n; i++) {
+        cJSON *f = cJSON_CreateObject();
+        int range[2] = {recs[i].lo, recs[i].hi};
+        cJSON_AddStringToObject(f, "file", recs[i].file);
+        cJSON_AddNumberToObject(f, "stage", recs[i].stage);
+        cJSON_AddItemToObject(f, "layers", cJSON_CreateIntArray(range, 2));
+        cJSON_AddBoolToObject(f, "head", recs[i].head);
+        cJSON_AddNumberToObject(f, "bytes", (double)recs[i].bytes);
+        cJSON_AddNumberToObject(f, "crc32", (double)recs[i].crc);
+        cJSON_AddItemToArray(files, f);
+    }
+    cJSON_AddItemToObject(o, "files", files);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    CHECK(text, "out of memory printing the manifest");
+    char path[PATH_LEN + 32];
+    snprintf(path, sizeof path, "%s/" MANIFEST, c->save);
+    StWriter w;
+    if (st_writer_open(&w, path) || st_writer_write(&w, text, strlen(text)) || st_writer_write(&w, "\n", 1) || st_writer_commit(&w)) {
+        st_writer_abort(&w);
+        fatal("checkpoint: %s", w.err);
+    }
+    free(text);
+}
+
+// After the manifest is committed: remove the stage files (and leftovers of interrupted saves)
+// that it does not name. Only our own names ("step-...safetensors[.tmp]") are touched.
+static void remove_stale(const char *dir, const FileRec *recs, int n) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        size_t len = strlen(nm);
+        int ours = !strncmp(nm, "step-", 5) &&
+                   ((len > 12 && !strcmp(nm + len - 12, ".safetensors")) || (len > 16 && !strcmp(nm + len - 16, ".safetensors.tmp")));
+        if (!ours) continue;
+        int live = 0;
+        for (int i = 0; i < n && !live; i++) live = !strcmp(recs[i].file, nm);
+        if (live) continue;
+        char path[PATH_LEN + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, nm);
+        unlink(path);
+    }
+    closedir(d);
+}
+
+double ckpt_save(const CkptLayout *l, int64_t step, uint64_t next_sample) {
+    if (step == g_last_saved) return 0;
+    g_last_saved = step;
+    int rank, size;
+    MPI_CHECK(MPI_Comm_rank(l->comm, &rank));
+    MPI_CHECK(MPI_Comm_size(l->comm, &size));
+    int mine = l->writer ? l->n_local : 0;
+    FileRec *recs = xcalloc((size_t)(mine ? mine : 1), sizeof(FileRec));
+    for (int k = 0; k < mine; k++)
+        write_stage(l, &l->local[k], l->stage_of ? l->stage_of[k] : l->first_stage + k, step, next_sample, &recs[k]);
+    // Gather the file records at rank 0: counts, then the records as bytes.
+    int *counts = rank == 0 ? xcalloc((size_t)size, sizeof(int)) : NULL, *displs = NULL;
+    MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, l->comm));
+    FileRec *all = NULL;
+    int total = 0;
+    if (rank == 0) {
+        displs = xcalloc((size_t)size, sizeof(int));
+        for (int i = 0; i < size; i++) {
+            displs[i] = total * (int)sizeof(FileRec);
+            total += counts[i];
+            counts[i] *= (int)sizeof(FileRec);
+        }
+        all = xcalloc((size_t)(total ? total : 1), sizeof(FileRec));
+    }
+    MPI_CHECK(MPI_Gatherv(recs, mine * (int)sizeof(FileRec), MPI_BYTE, all, counts, displs, MPI_BYTE, 0, l->comm));
+    double bytes = 0;
+    if (rank == 0) {
+        CHECK(total == l->stages, "checkpoint: %d stage files were written but the layout has %d stages (is exactly one writer set per stage?)", total, l->stages);
+        write_manifest(l, step, next_sample, all, total);
+        remove_stale(l->c->save, all, total);
+        for (int i = 0; i < total; i++) bytes += (double)all[i].bytes;
+    }
+    free(recs); free(counts); free(displs); free(all);
+    // Nobody goes on before the manifest is committed: once ckpt_save returns on any rank, the
+    // checkpoint of this step is the one a resume finds, whatever happens next.
+    MPI_CHECK(MPI_Barrier(l->comm));
+    return bytes;
+}

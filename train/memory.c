@@ -1,0 +1,96 @@
+// train/memory.c: a run's memory, reckoned from the plan before anything is allocated (it follows what
+// stage_init, stage_enable_split and the optimizers allocate), and checked against the node's
+// MemAvailable on every rank, with one verdict for all.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "train/memory.h"
+#include "base/util.h"
+
+// Bytes of one stashed activation element at this precision (model.c: bf16 stashes hold half).
+double memory_activation_elem(int precision) { return precision == PRECISION_BF16 ? 2 : sizeof(float); }
+
+void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const int *slots, int n, MemNeed *m) {
+    double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float), a = memory_activation_elem(c->precision);
+    int split = schedule_splits_backward(c->schedule) && p->pipelined, ckpt = c->checkpoint_activations && p->pipelined;
+    memset(m, 0, sizeof *m);
+    for (int k = 0; k < n; k++) {
+        int vs = vs_of[k], layers = plan_layers(p, vs), head = vs == p->S - 1;
+        double in = p->lo[vs] == 0 ? (double)c->inputs : H;  // layer 0 reads --inputs features
+        double params = (layers ? H * in + H + (layers - 1) * (H * H + H) : 0) + (head ? C * H + C : 0);
+        m->weights += params * f;
+        m->grads += params * f;
+        if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (c->zero && p->data_parallel ? p->D : 1);  // Adam's moments (ZeRO-1: a shard)
+        double act = rows * H * a, per_slot = rows * in * a + (head ? rows * C * a + rows * 4 : 0);
+        if (!ckpt || split) per_slot += layers * act;  // the layer outputs (with split + checkpointing: refilled at I)
+        if (split) per_slot += layers * act;           // the pre-activation gradients kept from I to W
+        m->activations += slots[k] * per_slot + (ckpt ? layers * act : 0);
+        m->buffers += 2 * rows * H * f;  // the backward's ping-pong
+        double wide = in > H ? (in > C ? in : C) : (H > C ? H : C);
+        if (c->precision == PRECISION_BF16) m->buffers += 3 * rows * wide * f;  // the fp32 work buffers of bf16 stashes
+    }
+    m->buffers += 2 * rows * H * f + rows * (double)c->inputs * f + rows * H * 2;  // dout, din, the host rows, wire
+    m->total = m->weights + m->grads + m->optimizer + m->activations + m->buffers;
+}
+
+double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *list, int stage) {
+    double H = (double)c->hidden, rows = p->rows, a = memory_activation_elem(c->precision), act = rows * H * a;
+    int ckpt = c->checkpoint_activations, V = p->V, M = p->M;
+    // model.c's bytes of a slot of each chunk: after F (stash), through B (all: recomputed when
+    // checkpointing), through I (all and every dz), after I until W (deferred)
+    double stash[64], all[64], in_i[64], deferred[64], *live = xcalloc((size_t)V * (size_t)M, sizeof(double)), now = 0, peak = 0;
+    for (int k = 0; k < V && k < 64; k++) {
+        int vs = plan_vstage(p, stage, k), n = plan_layers(p, vs), head = vs == p->S - 1;
+        double in = rows * (p->lo[vs] == 0 ? (double)c->inputs : H) * a, logits = head ? rows * (double)c->classes * a : 0;
+        stash[k] = in + (ckpt ? 0 : n) * act + logits;
+        all[k] = in + n * act + logits;
+        in_i[k] = all[k] + n * act;
+        deferred[k] = in + (2 * n - 1 + head) * act + logits;
+    }
+    for (int i = 0; i < list->n; i++) {
+        const Action *x = &list->a[i];
+        int k = x->chunk;
+        double *b = &live[k * M + x->mb], during, after;
+        if (x->kind == ACT_FORWARD) during = after = stash[k];
+        else if (x->kind == ACT_BACKWARD) { during = ckpt ? all[k] : 0; after = 0; }
+        else if (x->kind == ACT_BACKWARD_INPUT) { during = in_i[k]; after = deferred[k]; }
+        else if (x->kind == ACT_BACKWARD_WEIGHT) during = after = 0;
+        else continue;
+        now += during - *b;
+        if (now > peak) peak = now;
+        now += after - during;
+        *b = after;
+    }
+    free(live);
+    return peak;
+}
+
+void memory_need(const Run *r, const int *vs_of, const int *slots, int n, MemNeed *m) {
+    memory_reckon(r->c, &r->p, vs_of, slots, n, m);
+}
+
+double memory_available(void) { return meminfo_available(); }
+
+// The cheapest change that shrinks what dominates.
+static const char *fix_for(const Run *r, const MemNeed *m) {
+    if (m->activations + m->buffers > m->total / 2)  // both grow with the rows of a micro-batch
+        return r->p.pipelined ? "--checkpoint-activations, more --micro-batches, or more stages" : "a smaller --batch (or --grad-accum), or a pipeline";
+    if (r->p.data_parallel && !r->c->zero && m->optimizer > 0) return "--zero 1 (shards the optimizer state), more stages (--mode hybrid), or a smaller model";
+    return "more pipeline stages (--mode pp or hybrid over more ranks), or a smaller model";
+}
+
+void memory_check(const Run *r, const int *vs_of, const int *slots, int n) {
+    MemNeed m;
+    memory_need(r, vs_of, slots, n, &m);
+    int device = !r->be->on_host && r->be->memory_free;  // a GPU of its own per rank: its free bytes
+    double have = device ? r->be->memory_free() : memory_available(), ranks = device ? 1 : r->place.local_size > 0 ? r->place.local_size : 1;
+    double need = m.total * ranks;  // the ranks of a node share its memory (each reckoned like this one)
+    char why[1024] = "";
+    if (have > 0 && need > have)
+        snprintf(why, sizeof why, "train: rank %d needs about %.3g GB (weights %.3g, gradients %.3g, optimizer %.3g, activations %.3g, "
+                 "buffers %.3g), %.0f rank%s on its %s %.3g GB, and the %s has %.3g GB %s: use %s",
+                 r->rank, m.total / 1e9, m.weights / 1e9, m.grads / 1e9, m.optimizer / 1e9, m.activations / 1e9, m.buffers / 1e9,
+                 ranks, ranks == 1 ? "" : "s", device ? "GPU" : "node", need / 1e9, device ? "GPU" : "node", have / 1e9,
+                 device ? "free" : "available", fix_for(r, &m));
+    agree_on_error(why);
+}

@@ -1,0 +1,99 @@
+// train/options.c: the options of `micropp train` in one table (flag, JSON key, type, range, help)
+// that config.c's machinery turns into the parser, the config-file reader and --help, and their
+// defaults. The values of each choice are the enums of the code that owns them.
+#include <string.h>
+#include "comms.h"
+#include "base/config.h"
+#include "train/ddp.h"
+#include "model.h"
+#include "train/plan.h"
+#include "schedule.h"
+
+#define T(field) offsetof(TrainConfig, field)
+const Option train_options[] = {
+    {"config", 'c', OPT_STR, T(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)"},
+    {"mode", 'm', OPT_CHOICE, T(mode), MODE_CHOICES, 0, 0, "MODE", "monolith: one process; manual: K parts in one process; pp: one stage per rank; ddp: one replica per rank; hybrid: --pp stages x --dp replicas"},
+    {"parts", 0, OPT_INT, T(parts), 0, 1, 4096, "K", "manual mode: cut the model into K parts"},
+    {"layers", 'L', OPT_INT, T(layers), 0, 1, MAX_LAYERS, "L", "hidden layers, each Linear(H,H)+ReLU"},
+    {"hidden", 'H', OPT_INT, T(hidden), 0, 1, 65536, "H", "hidden size"},
+    {"inputs", 0, OPT_INT, T(inputs), 0, 0, 1 << 24, "D", "input features: layer 0 is Linear(D,H) (0: D = --hidden)"},
+    {"classes", 'C', OPT_INT, T(classes), 0, 2, 65536, "C", "output classes"},
+    {"batch", 'B', OPT_INT, T(batch), 0, 1, 1 << 24, "B", "global batch size (rows per step)"},
+    {"steps", 'n', OPT_INT, T(steps), 0, 1, 1 << 30, "N", "optimizer steps in total (with --resume: train up to step N)"},
+    {"epochs", 0, OPT_INT, T(epochs), 0, 0, 1 << 20, "N", "real data: N shuffled passes over the training set instead of --steps (last partial batch dropped)"},
+    {"lr", 0, OPT_FLOAT, T(lr), 0, 1e-12, 1e3, "LR", "learning rate (the peak, with --lr-schedule cosine or --warmup-steps)"},
+    {"lr-schedule", 0, OPT_CHOICE, T(lr_schedule), LR_CHOICES, 0, 0, "SCHED", "learning rate over the run: constant, or cosine from --lr down to 0 at the last step"},
+    {"diverge-factor", 0, OPT_FLOAT, T(diverge_factor), 0, 0, 1e30, "F", "end the run (exit 1) when the loss stays above F x the first step's for 3 steps in a row (0: never)"},
+    {"warmup-steps", 0, OPT_INT, T(warmup_steps), 0, 0, 1 << 30, "N", "linear warm-up of the learning rate over the first N steps (at most the run's steps)"},
+    {"optimizer", 0, OPT_CHOICE, T(optimizer), OPTIM_CHOICES, 0, 0, "OPT", "adam (PyTorch semantics) or plain sgd"},
+    {"weight-decay", 0, OPT_FLOAT, T(weight_decay), 0, 0, 1e3, "WD", "decoupled weight decay (adam: AdamW, PyTorch semantics): p *= 1 - lr x WD each step"},
+    {"seed", 's', OPT_INT, T(seed), 0, 0, 9.0e15, "S", "seed of weights and synthetic data"},
+    {"threads", 't', OPT_INT, T(threads), 0, 1, 1024, "T", "BLAS threads per rank"},
+    {"data", 0, OPT_STR, T(data), 0, 0, 0, "SRC", "'synthetic', 'fashion-mnist' (Debian's dataset-fashion-mnist), a folder of MNIST-style IDX files, or a features FILE (.npy float32 [N,D], or IDX images)"},
+    {"labels", 0, OPT_STR, T(labels), 0, 0, 0, "FILE", "labels for --data FILE: .npy (int32/int64 [N]) or IDX labels"},
+    {"test-data", 0, OPT_STR, T(test_data), 0, 0, 0, "FILE", "held-out test features (.npy or IDX) for --data FILE: accuracy is measured on them"},
+    {"test-labels", 0, OPT_STR, T(test_labels), 0, 0, 0, "FILE", "labels of --test-data"},
+    {"log-every", 0, OPT_INT, T(log_every), 0, 0, 1 << 30, "N", "print a line every N steps (0: never)"},
+    {"json", 0, OPT_BOOL, T(json), 0, 0, 0, 0, "print one JSON object on stdout instead of text"},
+    {"samples", 0, OPT_INT, T(samples), 0, 0, 1LL << 40, "N", "synthetic: training set of N samples, cycled (0: one fixed batch, as the course)"},
+    {"eval-samples", 0, OPT_INT, T(eval_samples), 0, 0, 1 << 24, "N", "held-out samples for the accuracy (synthetic data; with a test split: the whole split unless given)"},
+    {"schedule", 'S', OPT_CHOICE, T(schedule), SCHED_CHOICES, 0, 0, "SCHED", "pp/hybrid: pipeline schedule"},
+    {"schedule-file", 0, OPT_STR, T(schedule_file), 0, 0, 0, "FILE.csv", "pp/hybrid: run the schedule in FILE: a row per rank of actions like 0F0,0I0,0W0 (PyTorch's notation; 'micropp bubble --dump-csv' writes one)"},
+    {"micro-batches", 'M', OPT_INT, T(micro_batches), 0, 1, 1 << 20, "M", "pp/hybrid: micro-batches per step (per replica in hybrid)"},
+    {"virtual-stages", 0, OPT_INT, T(virtual_stages), 0, 1, 64, "V", "pp/hybrid, interleaved: model chunks per rank (rank r holds chunks r, r+K, ...)"},
+    {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST", "pp/hybrid: layers per stage (interleaved: per chunk, in pipeline order), e.g. 5,4,4,3 (default: even split)"},
+    {"checkpoint-activations", 0, OPT_BOOL, T(checkpoint_activations), 0, 0, 0, 0, "pp/hybrid: keep only stage inputs, recompute in backward"},
+    {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0, "after step 1 compare loss and gradients with a monolith reference computed on the CPU"},
+    {"trace", 0, OPT_STR, T(trace), 0, 0, 0, "FILE.json", "pp: write a Chrome trace of every step, one track per rank (Perfetto, chrome://tracing)"},
+    {"timeline", 0, OPT_STR, T(timeline), 0, 0, 0, "FILE.svg", "pp: draw one step's measured Gantt chart (and the simulated one) as SVG"},
+    {"timeline-step", 0, OPT_INT, T(timeline_step), 0, 0, 1 << 30, "N", "pp: the step drawn by --timeline and --gantt (0: the median-time step)"},
+    {"gantt", 0, OPT_BOOL, T(gantt), 0, 0, 0, 0, "pp: print that step's measured Gantt chart at the end"},
+    {"device", 0, OPT_CHOICE, T(device), DEVICE_CHOICES, 0, 0, "DEV", "where to train: auto = cuda when every rank sees a GPU, else cpu"},
+    {"transport", 0, OPT_CHOICE, T(transport), TRANSPORT_CHOICES, 0, 0, "T", "pp on cuda: nccl (one GPU per rank) or mpi (via pinned host memory; ranks may share a GPU); auto = nccl when it can"},
+    {"tf32", 0, OPT_BOOL, T(tf32), 0, 0, 0, 0, "cuda: let cuBLAS round fp32 gemm inputs to TF32 (tensor cores; ~1e-3 relative error)"},
+    {"precision", 0, OPT_CHOICE, T(precision), PRECISION_CHOICES, 0, 0, "P", "matrix products: fp32, or bf16 inputs with fp32 accumulation (cpu: oneDNN; weights, gradients, optimizer and loss stay fp32)"},
+    {"gemm-timing", 0, OPT_BOOL, T(gemm_timing), 0, 0, 0, 0, "time every gemm and report the share of step time in BLAS and its GFLOP/s"},
+    {"pp", 0, OPT_INT, T(pp), 0, 1, 4096, "P", "hybrid: pipeline stages per replica (ranks = P x D)"},
+    {"dp", 0, OPT_INT, T(dp), 0, 1, 1 << 20, "D", "hybrid: data-parallel replicas (ddp: must equal the ranks)"},
+    {"placement", 0, OPT_CHOICE, T(placement), PLACEMENT_CHOICES, 0, 0, "P", "hybrid: what sits on adjacent ranks (one node): stages = each replica's pipeline, replicas = each stage's data-parallel group; auto = the side with more traffic per step"},
+    {"ddp-sync", 0, OPT_CHOICE, T(ddp_sync), SYNC_CHOICES, 0, 0, "SYNC", "ddp/hybrid: naive = one all-reduce per tensor after backward; bucketed = overlapped with backward"},
+    {"allreduce", 0, OPT_CHOICE, T(allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG", "ddp/hybrid: MPI's own collectives, the from-scratch ring, shared memory (one node), or auto: shm where it can, else mpi"},
+    {"bucket-mb", 0, OPT_FLOAT, T(bucket_mb), 0, 0, 1e12, "MB", "ddp/hybrid bucketed: bucket capacity in MiB"},
+    {"grad-accum", 0, OPT_INT, T(grad_accum), 0, 1, 1 << 20, "N", "monolith/ddp: N micro-steps of --batch rows per optimizer step"},
+    {"zero", 0, OPT_INT, T(zero), 0, 0, 1, "Z", "ddp/hybrid: 1 = ZeRO-1, optimizer state sharded over the replicas"},
+    {"save", 0, OPT_STR, T(save), 0, 0, 0, "DIR", "write checkpoints (safetensors per stage + manifest.json) to DIR, at the end and every --save-every"},
+    {"save-every", 0, OPT_INT, T(save_every), 0, 0, 1 << 30, "N", "with --save: also save after every N steps (0: only at the end)"},
+    {"timeout", 0, OPT_FLOAT, T(timeout), 0, 0, 1e7, "S", "watchdog: a rank waiting this many seconds for another ends the job, naming the action and the peer (0: wait forever; else at least 1: a healthy run waits that long at times)"},
+    {"resume", 0, OPT_STR, T(resume), 0, 0, 0, "DIR", "continue from the checkpoint in DIR (any mode or partition); --steps stays the total"},
+    {"save-best", 0, OPT_BOOL, T(save_best), 0, 0, 0, 0, "with --save DIR and --epochs: after each epoch's evaluation, save when the test accuracy is the best so far (DIR keeps the best)"},
+    {0},
+};
+#undef T
+
+void train_config_defaults(TrainConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->mode = MODE_MONOLITH;
+    c->parts = 2;
+    c->layers = 16;
+    c->hidden = 128;
+    c->classes = 2;
+    c->batch = 32;
+    c->steps = 50;
+    c->lr = 1e-3;
+    c->optimizer = OPTIM_ADAM;
+    c->seed = 42;
+    c->threads = 1;
+    strcpy(c->data, "synthetic");
+    c->log_every = 10;
+    c->eval_samples = 1024;
+    c->schedule = SCHED_1F1B;
+    c->micro_batches = 4;
+    c->virtual_stages = 2;
+    c->ddp_sync = SYNC_BUCKETED;
+    c->allreduce = ALLREDUCE_AUTO;
+    c->placement = PLACEMENT_AUTO;
+    c->bucket_mb = 25;
+    c->grad_accum = 1;
+    c->diverge_factor = 100;
+    c->timeout = WD_DEFAULT_TIMEOUT;
+}

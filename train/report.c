@@ -1,0 +1,686 @@
+// train/report.c: the header a run prints before its first step, and the Summary after its last: filled
+// once from what the steps measured (medians, reductions across ranks, the pipeline's bubble and its
+// simulation, the trace and timeline files), then rendered as text or as one JSON object.
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+#include "train/pipeline.h"
+#include "train/report.h"
+#include "base/util.h"
+
+static void names(const Run *r, Summary *s) {
+    const TrainConfig *c = r->c;
+    choice_name(MODE_CHOICES, c->mode, s->mode, sizeof s->mode);
+    choice_name(SCHED_NAMES, c->schedule, s->schedule, sizeof s->schedule);
+    choice_name(OPTIM_CHOICES, c->optimizer, s->optimizer, sizeof s->optimizer);
+    choice_name(TRANSPORT_CHOICES, r->place.transport, s->transport, sizeof s->transport);
+    choice_name(SYNC_CHOICES, c->ddp_sync, s->sync, sizeof s->sync);
+    choice_name(ALLREDUCE_CHOICES, c->allreduce, s->allreduce, sizeof s->allreduce);
+    blas_describe(s->blas, sizeof s->blas);
+    choice_name(PRECISION_CHOICES, c->precision, s->precision, sizeof s->precision);
+    if (c->precision == PRECISION_BF16 && r->be->on_host)  // the kernel of a hidden layer's forward product
+        onednn_describe(r->p.rows, (int)c->hidden, (int)c->hidden, s->onednn, sizeof s->onednn);
+    r->be->describe(s->device, sizeof s->device);
+    s->params = model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes);
+}
+
+// ---- the header ----
+
+// A pipeline's stages (or the manual split's parts): each one's layers, chunk by chunk.
+static void header_stages(const Run *r) {
+    const Plan *p = &r->p;
+    for (int k = 0; k < p->K; k++) {
+        printf("  %s %d: layers", p->pipelined ? "stage" : "part", k);
+        for (int ch = 0; ch < p->V; ch++) {
+            int vs = plan_vstage(p, k, ch);
+            printf("%s %d-%d", ch ? " |" : "", p->lo[vs], p->lo[vs + 1] - 1);
+        }
+        if (p->V > 1) {
+            printf(" (virtual stages");
+            for (int ch = 0; ch < p->V; ch++) printf("%s %d", ch ? "," : "", plan_vstage(p, k, ch));
+            printf(")");
+        }
+        printf("%s\n", k == plan_stage_of(p, p->S - 1) ? " + head" : "");  // rank 0 under a V placement
+    }
+}
+
+// A data set: its splits, the standardisation, and how epochs cut it.
+static void header_data(const Run *r) {
+    const Data *d = &r->data;
+    const Plan *p = &r->p;
+    if (!d->train.n) return;
+    printf("data %s: %lld training rows", d->name, (long long)d->train.n);
+    if (d->test.n) printf(", %lld test rows (kept apart: accuracy is measured on them)", (long long)d->test.n);
+    else printf(" (no test split: accuracy is measured on training rows)");
+    printf(" | %d features", d->inputs);
+    if (d->train.pixels) printf(", pixels scaled to [0,1] and standardised with the training set's mean %.4f and std %.4f", d->mean, d->std);
+    printf("\n");
+    if (p->epochs)
+        printf("epochs %d x %lld steps of %lld rows, shuffled per epoch from (seed, epoch)%s", p->epochs, p->steps_per_epoch,
+               (long long)r->c->batch * p->N, p->dropped ? "" : "\n");
+    if (p->epochs && p->dropped) printf(" | the last partial batch (%lld rows of each epoch's shuffle) is dropped\n", p->dropped);
+}
+
+// Hybrid: how the grid sits on the ranks and why; several nodes: which stage and replica each rank
+// holds on each.
+static void header_placement(const Run *r) {
+    const Placement *pl = &r->place;
+    const Plan *p = &r->p;
+    if (p->mode == MODE_HYBRID) {
+        int st = p->placement == PLACEMENT_STAGES;
+        printf("placement %s: %s on adjacent ranks (rank = %s x %d + %s) | per step: pipeline %.3g MB, all-reduce %.3g MB%s\n",
+               st ? "stages" : "replicas", st ? "each replica's stages" : "each stage's replicas", st ? "replica" : "stage", st ? p->K : p->D,
+               st ? "stage" : "replica", p->pp_bytes / 1e6, p->dp_bytes / 1e6,
+               !p->placement_auto ? " (--placement)" : st ? " -> auto keeps the pipeline on a node" : " -> auto keeps the all-reduce on a node");
+    }
+    if (pl->nodes < 2) return;
+    for (int n = 0; n < pl->nodes; n++) {
+        printf("%s node %d:", n ? " |" : "placement:", n);
+        for (int k = 0, first = 1; k < r->p.world; k++) {
+            if (pl->node_of[k] != n) continue;
+            printf("%s rank %d", first ? "" : ",", k);
+            if (p->pipelined) printf(" stage %d", plan_rank_stage(p, k));
+            if (p->data_parallel) printf(" replica %d", plan_rank_replica(p, k));
+            first = 0;
+        }
+    }
+    printf("\n");
+}
+
+void report_header(const Run *r) {
+    const TrainConfig *c = r->c;
+    const Plan *p = &r->p;
+    Summary s = {0};
+    names(r, &s);
+    printf("micropp train | mode %s", s.mode);
+    if (c->mode == MODE_HYBRID) printf(" | %d stages x %d replicas (--pp %d --dp %d)", p->K, p->D, p->K, p->D);
+    if (c->mode == MODE_DDP) printf(" | %d replicas x %d rows", p->D, p->rows);
+    if (p->pipelined) printf(" | schedule %s | stages %d | micro-batches %d (%d rows each)%s", s.schedule, p->K, p->M, p->rows,
+                             c->checkpoint_activations ? " | checkpointing" : "");
+    if (p->V > 1) printf(" | %d virtual stages per rank", p->V);
+    if (p->N > 1) printf(" | grad-accum %d", p->N);
+    if (c->mode == MODE_MANUAL) printf(" | parts %d", p->K);
+    if (c->inputs == c->hidden)
+        printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
+               (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
+               (long long)c->classes, s.params, s.params * 4.0 / 1e6);
+    else
+        printf("\nmodel Linear(%lld,%lld)+ReLU -> %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
+               (long long)c->inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden, (long long)c->hidden,
+               (long long)c->hidden, (long long)c->classes, s.params, s.params * 4.0 / 1e6);
+    printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
+           (long long)c->steps, s.optimizer, c->lr, (long long)c->seed, c->data);
+    if (r->be->on_host) printf("%s | device %s", s.blas, s.device);
+    else printf("device %s", s.device);
+    if (p->pipelined) printf(" | transport %s", s.transport);
+    printf("\n");
+    if (c->precision == PRECISION_BF16)
+        printf("precision bf16: products on bf16 inputs, fp32 accumulation%s%s | weights, gradients, optimizer and loss fp32\n",
+               s.onednn[0] ? " | " : "", s.onednn);
+    if (c->precision == PRECISION_BF16 && r->be->on_host && !onednn_native_bf16())
+        printf("note: this CPU has no native bf16 (AVX512_BF16): oneDNN emulates it, which can be slower than fp32\n");
+    header_data(r);
+    if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP) header_stages(r);
+    header_placement(r);
+    fflush(stdout);
+}
+
+void report_epoch(const Run *r, const EpochStat *e) {
+    printf("epoch %d/%d | train loss %.4f | test loss %.4f | test accuracy %.2f%% | %.2f s | %.0f samples/s\n", e->epoch, r->p.epochs,
+           e->train_loss, e->test_loss, 100 * e->test_accuracy, e->time_s, e->samples_s);
+    fflush(stdout);
+}
+
+void report_dp_header(const Run *r) {
+    const TrainConfig *c = r->c;
+    Summary s = {0};
+    names(r, &s);
+    int nb = 0;
+    size_t shards = 0, params = 0;
+    for (int k = 0; k < r->n_sync; k++) { nb += r->sync[k].nb; shards += r->sync[k].shard_total; params += r->sync[k].s->n_params; }
+    printf("data parallel: %d replicas | %s sync, %d %s%s", r->p.D, s.sync, nb, c->ddp_sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
+    if (c->ddp_sync == SYNC_BUCKETED) printf(" (cap %g MiB)%s", c->bucket_mb, c->mode == MODE_HYBRID ? r->p.V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
+    printf(" | %s %s", c->zero ? "reduce-scatter + all-gather" : "all-reduce", s.allreduce);
+    if (c->zero) printf(" | ZeRO-1: this rank updates %zu of %zu parameters", shards, params);
+    printf("\n");
+    fflush(stdout);
+}
+
+// ---- summary figures ----
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(const double *v, int n) {
+    if (n <= 0) return NAN;
+    double *t = xmalloc(sizeof(double) * (size_t)n);
+    memcpy(t, v, sizeof(double) * (size_t)n);
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
+}
+
+// Step time: the slowest rank's, median over the steps (the first is a warm-up when there are
+// more); throughput from it. FLOPs per step = 6 x parameters x rows, plus a forward with recompute.
+static void fill_time(Run *r, Summary *s) {
+    const TrainConfig *c = r->c;
+    int start = r->start, steps = (int)c->steps;
+    s->n_run = steps - start;
+    s->skip = s->n_run > 2 ? 1 : 0;
+    if (r->p.distributed) comm_allreduce_max_double(r->m.step_s + start, s->n_run, MPI_COMM_WORLD);
+    double step_med = median(r->m.step_s + start + s->skip, s->n_run - s->skip);
+    // A resumed run has no steps before start: the timeline counts time from its first step.
+    for (int t = 0; t < start; t++) r->m.step_start[t] = r->m.step_start[start];
+    double rows_per_step = (double)c->batch * r->p.N, P = (double)s->params;
+    double flops = 6.0 * P * rows_per_step;
+    if (c->checkpoint_activations) flops += 2.0 * (P - ((double)c->classes * c->hidden + c->classes)) * rows_per_step;
+    s->step_ms = step_med * 1e3;
+    s->samples_s = rows_per_step / step_med;
+    s->gflops = flops / step_med / 1e9;
+}
+
+// Data parallelism. comm_ms: the time per step during which at least one of this rank's
+// gradient collectives was in flight (from its start to the moment its completion was seen;
+// completion is noticed at the next layer boundary while the backward runs), averaged over
+// the ranks, median over the steps. comm_hidden: the share of that in-flight time that passed
+// while the step's forward/backward work was still running (ddp: this rank's; hybrid: any stage
+// of this rank's pipeline, i.e. the cool-down counts), summed over ranks and steps; the rest is
+// exposed (the optimizer step waited for it). Naive sync starts after the backward, so in ddp it
+// is 0 by construction; ZeRO-1's parameter all-gather is always exposed.
+static void fill_data_parallel(Run *r, Summary *s) {
+    const TrainConfig *c = r->c;
+    int start = r->start, n = s->n_run, world = r->p.world;
+    comm_allreduce_sum_double(r->m.comm_s + start, n, MPI_COMM_WORLD);
+    comm_allreduce_sum_double(r->m.exposed_s + start, n, MPI_COMM_WORLD);
+    double tot = 0, exp = 0;
+    for (int t = start; t < start + n; t++) {
+        r->m.comm_s[t] /= world;
+        r->m.exposed_s[t] /= world;
+        if (t >= start + s->skip) { tot += r->m.comm_s[t]; exp += r->m.exposed_s[t]; }
+    }
+    s->comm_ms = median(r->m.comm_s + start + s->skip, n - s->skip) * 1e3;
+    s->comm_hidden = tot > 0 ? 1.0 - exp / tot : 0;
+    // optimizer state per rank (Adam's two moments), the largest over the ranks
+    size_t held = 0;
+    double nb[2] = {0, 0};  // buckets and collectives of a replica: the sum over its stages (and their chunks)
+    for (int k = 0; k < r->n_sync; k++) {
+        held += c->zero ? r->sync[k].shard_total : r->sync[k].s->n_params;
+        nb[0] += r->sync[k].nb;
+        nb[1] += r->sync[k].calls;
+    }
+    double v[1] = {c->optimizer == OPTIM_ADAM ? 2.0 * sizeof(float) * (double)held : 0};
+    comm_allreduce_max_double(v, 1, MPI_COMM_WORLD);
+    s->optimizer_bytes = v[0];
+    comm_allreduce_sum_double(nb, 2, r->comm.pp);
+    s->buckets = nb[0];
+    s->collectives = nb[1];
+}
+
+// The model state each rank allocated (weights, gradients, the optimizer's moments, as they are
+// after the steps: the moments are allocated at the first update), the largest of each over the ranks:
+// what `micropp plan` reckons beforehand.
+static void fill_model_state(Run *r, Summary *s) {
+    double v[3] = {0, 0, 0};
+    for (int k = 0; k < r->n_local; k++) {
+        const Stage *st = &r->local[k];
+        v[0] += (double)st->n_params * sizeof(float);
+        v[1] += (double)st->n_params * sizeof(float);
+        if (st->adam_m) v[2] += 2.0 * (double)st->n_params * sizeof(float);
+    }
+    for (int k = 0; k < r->n_sync; k++)
+        if (r->sync[k].m) v[2] += 2.0 * (double)r->sync[k].shard_total * sizeof(float);
+    if (r->p.distributed) comm_allreduce_max_double(v, 3, MPI_COMM_WORLD);
+    s->weight_bytes = v[0];
+    s->grad_bytes = v[1];
+    s->optimizer_state_bytes = v[2];
+}
+
+// --gemm-timing: this rank's share of step time inside gemm (averaged over ranks), and the
+// GFLOP/s of the model's gemms while they run: forward 2BHH per layer, backward 4BHH (the
+// first layer computes no input gradient), the head likewise, recompute 2BHH per layer.
+static void fill_gemm(Run *r, Summary *s) {
+    const TrainConfig *c = r->c;
+    double g = 0, t = 0;
+    for (int k = r->start + s->skip; k < (int)c->steps; k++) { g += r->m.gemm_s[k]; t += r->m.step_s[k]; }
+    double v[2] = {g / (s->n_run - s->skip), g / t};
+    if (r->p.distributed) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
+    double B = (double)c->batch * r->p.N, L = (double)c->layers, HH = (double)c->hidden * c->hidden, HC = (double)c->hidden * c->classes;
+    double HxD = (double)c->hidden * c->inputs;  // layer 0: Linear(D, H)
+    double gemm_flops = 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * ((L - 1) * HH + HC);
+    if (c->checkpoint_activations) gemm_flops += 2 * B * (HxD + (L - 1) * HH);
+    int ranks = r->p.distributed ? r->p.world : 1;
+    s->gemm_ms = v[0] / ranks * 1e3;
+    s->gemm_share = v[1] / ranks;
+    s->gemm_gflops = gemm_flops / v[0] / 1e9;  // v[0]: gemm seconds per step summed over ranks
+}
+
+// Median duration of this rank's actions of one kind over the measured steps.
+static double kind_median(const Run *r, int kind, int from_step) {
+    double *d = xmalloc(sizeof(double) * (size_t)(r->m.n_ev + 1));
+    int n = 0;
+    for (int i = 0; i < r->m.n_ev; i++)
+        if (r->m.ev[i].kind == kind && r->m.ev[i].step >= from_step) d[n++] = r->m.ev[i].t1 - r->m.ev[i].t0;
+    double m = median(d, n);
+    free(d);
+    return m;
+}
+
+// Every stage's value of this rank's x, within its pipeline (hybrid: each replica's own).
+static double *per_stage(const Run *r, double x) {
+    double *v = xcalloc((size_t)r->p.K, sizeof(double));
+    v[r->stage] = x;
+    comm_allreduce_sum_double(v, r->p.K, r->comm.pp);
+    return v;
+}
+
+// Measured bubble per rank = 1 - busy / span, span the slowest rank's pipeline time; the peaks of
+// activation memory; the median pass times. The theory: the simulated bubble with uniform costs,
+// the textbook formula where one exists (schedule_bubble_formula).
+static void fill_pipeline_measured(Run *r, Summary *s) {
+    int start = r->start, n = s->n_run, from = start + s->skip;
+    comm_allreduce_max_double(r->m.span_s + start, n, r->comm.pp);
+    double *b = xmalloc(sizeof(double) * (size_t)n);
+    for (int t = 0; t < n; t++) b[t] = 1.0 - r->m.busy_s[start + t] / r->m.span_s[start + t];
+    s->bubble = per_stage(r, median(b + s->skip, n - s->skip));
+    free(b);
+    s->peak_bytes = per_stage(r, (double)r->tally.peak_bytes);
+    s->peak_inflight = per_stage(r, r->tally.peak_inflight);
+    s->peak_deferred = per_stage(r, r->tally.peak_deferred);
+    s->bubble_theory = r->sim.bubble_mean;
+    s->split = schedule_splits_backward(r->c->schedule);
+    double f = kind_median(r, ACT_FORWARD, from), bk, i, w;
+    if (s->split) {  // NAN where the rank ran none: a file's rank may run full backwards only, or some of each
+        i = kind_median(r, ACT_BACKWARD_INPUT, from);
+        w = kind_median(r, ACT_BACKWARD_WEIGHT, from);
+        bk = kind_median(r, ACT_BACKWARD, from);
+        if (!isfinite(bk)) bk = i + w;
+    } else {
+        bk = kind_median(r, ACT_BACKWARD, from);
+        i = w = bk / 2;  // only their sum matters for a full backward
+    }
+    s->med = (Costs){per_stage(r, f), per_stage(r, bk), per_stage(r, i), per_stage(r, w)};
+}
+
+// What the simulator predicts for this schedule with each rank's median times: F, and B (or I and
+// W where the backward is split; a full backward costs I + W there, and a rank that ran no I or W,
+// only full backwards, half its B each), each the time of one pass of one chunk. The simulator takes
+// whole-stage costs (a chunk pass is 1/v of them), so they are scaled by v.
+static void fill_pipeline_simulated(const Run *r, Summary *s) {
+    int K = r->p.K, V = r->p.V;
+    double *st[3];
+    for (int k = 0; k < 3; k++) {
+        st[k] = xmalloc(sizeof(double) * (size_t)K);
+        for (int q = 0; q < K; q++) {
+            double x = (k == 0 ? s->med.f : k == 1 ? s->med.i : s->med.w)[q];
+            st[k][q] = (k && !isfinite(x) ? s->med.b[q] / 2 : x) * V;
+        }
+    }
+    const TrainConfig *c = r->c;
+    SimSpec ms = {.kind = c->schedule, .K = K, .M = r->p.M, .v = V, .stage_f = st[0], .stage_b = st[1], .stage_w = st[2],
+                  .slices = c->trace[0] || c->timeline[0] || c->gantt};  // the simulated chart's (observe)
+    schedule_sim(&ms, &s->msim);
+    for (int k = 0; k < 3; k++) free(st[k]);
+}
+
+// The step drawn by --timeline / --gantt (0-based): the user's, else the one nearest the median time.
+static int shown_step(const Run *r, const Summary *s) {
+    if (r->c->timeline_step) return (int)r->c->timeline_step - 1;
+    int best = r->start + s->skip;  // the first step measured
+    for (int t = best; t < (int)r->c->steps; t++)
+        if (fabs(r->m.step_s[t] * 1e3 - s->step_ms) < fabs(r->m.step_s[best] * 1e3 - s->step_ms)) best = t;
+    return best;
+}
+
+// A file rank 0 could not write at the end: one line's worth, naming the file and the fix. The run
+// goes on to its summary, and every rank then exits 1 (train.c).
+static void write_failed(Summary *s, const char *flag, const char *path, int err) {
+    const char *fix = err == EPIPE ? "its reader closed it before the end: keep the reader open until micropp exits"
+                    : err == ENOSPC || err == EDQUOT ? "the disk is full: free space there, or give a path on another disk"
+                    : out_hint(err);
+    if (!s->write_err[0])
+        snprintf(s->write_err, sizeof s->write_err, "train: writing --%s '%s' failed: %s: %s; the training itself completed",
+                 flag, path, strerror(err), fix);
+}
+
+// Rank 0: --trace, the Chrome trace of every step.
+static void write_trace(const Run *r, Summary *s, const Timeline *tl) {
+    const TrainConfig *c = r->c;
+    OutFile o;
+    int err = out_open(&o, c->trace);
+    if (!err) {
+        char meta[512];
+        snprintf(meta, sizeof meta, "{\"micropp\":\"train\",\"schedule\":\"%s\",\"stages\":%d,\"micro_batches\":%d,"
+                 "\"layers\":%lld,\"hidden\":%lld,\"batch\":%lld,\"steps\":%lld,\"checkpoint_activations\":%s}",
+                 s->schedule, r->p.K, r->p.M, (long long)c->layers, (long long)c->hidden, (long long)c->batch, (long long)c->steps,
+                 c->checkpoint_activations ? "true" : "false");
+        timeline_write_chrome(o.f, tl, meta);
+        err = out_commit(&o);
+    }
+    if (err) write_failed(s, "trace", c->trace, err);
+}
+
+// The measured chart of the shown step: the bubble of this step per rank = 1 - (compute of the
+// action list) / pipeline span, averaged over the ranks.
+static void measured_chart(const Run *r, const Summary *s, const Timeline *tl, Gantt *g) {
+    const TrainConfig *c = r->c;
+    timeline_step_gantt(tl, s->shown, g);
+    double bub = 0;
+    for (int k = 0; k < g->rows; k++) {
+        double busy = 0;
+        for (int i = 0; i < g->n[k]; i++) {
+            const Interval *v = &g->slices[k][i];
+            if (v->kind < ACT_KINDS && !kind_style(v->kind)->bar) busy += v->t1 - v->t0;
+        }
+        bub += (1 - busy / r->m.span_s[s->shown]) / g->rows;
+    }
+    char vpart[48] = "";
+    if (r->p.V > 1) snprintf(vpart, sizeof vpart, " x %d virtual stages", r->p.V);
+    snprintf(g->title, sizeof g->title, "measured: step %d of %lld | %s | %d ranks%s | %d micro-batches | %.3f ms | bubble %.3f (mean over ranks), theory %.3f",
+             s->shown + 1, (long long)c->steps, s->schedule, r->p.K, vpart, r->p.M, r->m.step_s[s->shown] * 1e3, bub, s->bubble_theory);
+}
+
+// The simulated chart: the schedule run with the measured per-stage costs.
+static void simulated_chart(const Run *r, const Summary *s, Gantt *g) {
+    int K = r->p.K;
+    double f = 0, b = 0, i = 0, w = 0;
+    int n_iw = 0;  // the ranks that ran I and W
+    for (int k = 0; k < K; k++) { f += s->med.f[k] / K; b += s->med.b[k] / K; }
+    for (int k = 0; k < K; k++) if (isfinite(s->med.i[k]) && isfinite(s->med.w[k])) { i += s->med.i[k]; w += s->med.w[k]; n_iw++; }
+    if (n_iw) { i /= n_iw; w /= n_iw; }
+    char costs[96];
+    if (s->split) snprintf(costs, sizeof costs, "mean F %.3f ms, I %.3f ms, W %.3f ms", f * 1e3, i * 1e3, w * 1e3);
+    else snprintf(costs, sizeof costs, "mean F %.3f ms, B %.3f ms", f * 1e3, b * 1e3);
+    snprintf(g->title, sizeof g->title, "simulated: %s with each %s's median costs (%s; transfers free) | bubble %.3f",
+             s->schedule, r->p.V > 1 ? "chunk pass" : "stage", costs, s->msim.bubble_mean);
+    g->row_label = "stage";
+    g->rows = s->msim.K;
+    g->slices = s->msim.slices;
+    g->n = s->msim.n_slices;
+    g->t_end = s->msim.makespan;
+}
+
+// Rank 0: writes --trace, and builds the two charts of the shown step (measured, and simulated with
+// the measured per-stage costs) that --timeline writes as SVG and --gantt prints.
+static void observe(const Run *r, Summary *s, const Timeline *tl) {
+    const TrainConfig *c = r->c;
+    Gantt *g = s->charts;
+    if (c->trace[0]) write_trace(r, s, tl);
+    measured_chart(r, s, tl, &g[0]);
+    simulated_chart(r, s, &g[1]);
+    // text: the shortest forward or backward one label wide, the chart at most 160 characters
+    double shortest = INFINITY;
+    for (int k = 0; k < r->p.K; k++)
+        shortest = fmin(shortest, fmin(s->med.f[k], s->split ? fmin(s->med.i[k], s->med.w[k]) : s->med.b[k]));
+    for (int i = 0; i < 2; i++) { g[i].cell = shortest; g[i].width = 160; g[i].axis_scale = 1e3; g[i].axis_unit = "ms"; }
+    if (c->timeline[0]) {
+        OutFile o;
+        int err = out_open(&o, c->timeline);
+        if (!err) { gantt_svg(o.f, g, 2); err = out_commit(&o); }
+        if (err) write_failed(s, "timeline", c->timeline, err);
+    }
+}
+
+void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
+    const TrainConfig *c = r->c;
+    memset(s, 0, sizeof *s);
+    names(r, s);
+    s->accuracy = accuracy;
+    s->eval_rows = eval_rows(r);
+    s->verify = c->verify ? v : NULL;
+    s->shown = -1;
+    s->gemm_ms = s->gemm_share = s->gemm_gflops = s->comm_ms = s->comm_hidden = NAN;
+    s->bubble_theory = NAN;
+    fill_time(r, s);
+    fill_model_state(r, s);
+    if (r->n_sync) fill_data_parallel(r, s);
+    if (c->gemm_timing) fill_gemm(r, s);
+    if (!r->p.pipelined) return;
+    fill_pipeline_measured(r, s);
+    fill_pipeline_simulated(r, s);
+    if (c->trace[0] || c->timeline[0] || c->gantt) {
+        Timeline tl;
+        s->shown = shown_step(r, s);
+        timeline_gather(&tl, r->m.ev, r->m.n_ev, r->m.step_start, (int)c->steps, MPI_COMM_WORLD);
+        if (r->rank == 0) observe(r, s, &tl);
+        timeline_free(&tl);
+    }
+}
+
+void summary_free(Summary *s) {
+    if (s->charts[0].slices) gantt_free_slices(&s->charts[0]);
+    sim_result_free(&s->msim);
+    free(s->med.f); free(s->med.b); free(s->med.i); free(s->med.w);
+    free(s->bubble); free(s->peak_bytes); free(s->peak_inflight); free(s->peak_deferred);
+    memset(s, 0, sizeof *s);
+}
+
+// ---- the --json object ----
+
+static void json_data_parallel(cJSON *o, const Run *r, const Summary *s) {
+    const TrainConfig *c = r->c;
+    if (c->mode == MODE_HYBRID) cJSON_AddNumberToObject(o, "pp", r->p.K);
+    cJSON_AddNumberToObject(o, "dp", r->p.D);
+    cJSON_AddStringToObject(o, "ddp_sync", s->sync);
+    cJSON_AddStringToObject(o, "allreduce", s->allreduce);
+    cJSON_AddNumberToObject(o, "zero", (double)c->zero);
+    if (c->ddp_sync == SYNC_BUCKETED) cJSON_AddNumberToObject(o, "bucket_mb", c->bucket_mb);
+    cJSON_AddNumberToObject(o, "bucket_count", s->buckets);
+    cJSON_AddNumberToObject(o, "collectives_per_step", s->collectives);
+    cJSON_AddNumberToObject(o, "comm_ms", s->comm_ms);
+    cJSON_AddNumberToObject(o, "comm_hidden_fraction", s->comm_hidden);
+    cJSON_AddNumberToObject(o, "optimizer_bytes_per_rank", s->optimizer_bytes);
+}
+
+static void json_pipeline(cJSON *o, const Run *r, const Summary *s) {
+    const Plan *p = &r->p;
+    int K = p->K;
+    cJSON_AddStringToObject(o, "schedule", s->schedule);
+    cJSON_AddNumberToObject(o, "stages", K);
+    cJSON_AddNumberToObject(o, "micro_batches", p->M);
+    cJSON_AddNumberToObject(o, "virtual_stages", p->V);
+    cJSON_AddStringToObject(o, "transport", s->transport);
+    cJSON_AddBoolToObject(o, "checkpoint_activations", r->c->checkpoint_activations);
+    int part[MAX_STAGES];
+    for (int k = 0; k < p->S; k++) part[k] = plan_layers(p, k);
+    cJSON_AddItemToObject(o, "partition", cJSON_CreateIntArray(part, p->S));
+    cJSON_AddItemToObject(o, "bubble_measured", cJSON_CreateDoubleArray(s->bubble, K));
+    cJSON_AddNumberToObject(o, "bubble_theory", s->bubble_theory);
+    cJSON_AddItemToObject(o, "bubble_simulated", cJSON_CreateDoubleArray(s->msim.bubble, K));
+    const char *key[4] = {"forward_ms_median", "backward_ms_median", "backward_input_ms_median", "backward_weight_ms_median"};
+    const double *val[4] = {s->med.f, s->med.b, s->med.i, s->med.w};
+    for (int q = 0; q < (s->split ? 4 : 2); q++) {
+        double ms[MAX_STAGES];
+        for (int k = 0; k < K; k++) ms[k] = val[q][k] * 1e3;
+        cJSON_AddItemToObject(o, key[q], cJSON_CreateDoubleArray(ms, K));
+    }
+    if (s->shown >= 0) cJSON_AddNumberToObject(o, "timeline_step", s->shown + 1);
+    cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(s->peak_bytes, K));
+    cJSON_AddItemToObject(o, "peak_inflight", cJSON_CreateDoubleArray(s->peak_inflight, K));
+    cJSON_AddItemToObject(o, "peak_deferred_w", cJSON_CreateDoubleArray(s->peak_deferred, K));
+}
+
+static void json_verify(cJSON *o, const VerifyResult *v) {
+    cJSON_AddNumberToObject(o, "verify_max_rel_err", v->worst_err);
+    cJSON_AddItemToObject(o, "verify_stage_rel_err", cJSON_CreateDoubleArray(v->err, v->S));
+    cJSON_AddItemToObject(o, "verify_stage_noise", cJSON_CreateDoubleArray(v->noise, v->S));
+    cJSON_AddNumberToObject(o, "verify_tolerance", v->tol);
+    cJSON_AddBoolToObject(o, "verify_ok", !v->failed);
+}
+
+// --epochs: the data set, and one object per epoch run.
+static void json_epochs(cJSON *o, const Run *r) {
+    const Plan *p = &r->p;
+    cJSON_AddStringToObject(o, "data", r->data.name);
+    cJSON_AddNumberToObject(o, "train_rows", (double)r->data.train.n);
+    cJSON_AddNumberToObject(o, "test_rows", (double)r->data.test.n);
+    if (r->data.train.pixels) { cJSON_AddNumberToObject(o, "data_mean", r->data.mean); cJSON_AddNumberToObject(o, "data_std", r->data.std); }
+    if (!p->epochs) return;
+    cJSON_AddNumberToObject(o, "epochs_planned", p->epochs);
+    cJSON_AddNumberToObject(o, "steps_per_epoch", (double)p->steps_per_epoch);
+    cJSON_AddNumberToObject(o, "dropped_rows_per_epoch", (double)p->dropped);
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < r->m.n_epoch; i++) {
+        const EpochStat *e = &r->m.epoch[i];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "epoch", e->epoch);
+        cJSON_AddNumberToObject(x, "train_loss", e->train_loss);
+        if (isfinite(e->test_loss)) cJSON_AddNumberToObject(x, "test_loss", e->test_loss); else cJSON_AddNullToObject(x, "test_loss");
+        if (isfinite(e->test_accuracy)) cJSON_AddNumberToObject(x, "test_accuracy", e->test_accuracy); else cJSON_AddNullToObject(x, "test_accuracy");
+        cJSON_AddNumberToObject(x, "time_s", e->time_s);
+        cJSON_AddNumberToObject(x, "samples_per_s", e->samples_s);
+        cJSON_AddItemToArray(a, x);
+    }
+    cJSON_AddItemToObject(o, "epochs", a);
+    if (r->best_epoch) { cJSON_AddNumberToObject(o, "best_epoch", r->best_epoch); cJSON_AddNumberToObject(o, "best_test_accuracy", r->best_accuracy); }
+}
+
+static void summary_json(const Run *r, const Summary *s) {
+    const TrainConfig *c = r->c;
+    int start = r->start, steps = (int)c->steps;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "mode", s->mode);
+    cJSON_AddNumberToObject(o, "layers", (double)c->layers);
+    cJSON_AddNumberToObject(o, "hidden", (double)c->hidden);
+    cJSON_AddNumberToObject(o, "inputs", (double)c->inputs);
+    cJSON_AddNumberToObject(o, "classes", (double)c->classes);
+    cJSON_AddNumberToObject(o, "batch", (double)c->batch);
+    cJSON_AddNumberToObject(o, "steps", steps);
+    cJSON_AddStringToObject(o, "optimizer", s->optimizer);
+    cJSON_AddNumberToObject(o, "lr", c->lr);
+    cJSON_AddNumberToObject(o, "params", (double)s->params);
+    cJSON_AddNumberToObject(o, "start_step", start);
+    cJSON_AddNumberToObject(o, "first_loss", r->m.loss[start]);
+    cJSON_AddNumberToObject(o, "final_loss", r->m.loss[steps - 1]);
+    if (isfinite(s->accuracy)) cJSON_AddNumberToObject(o, "accuracy", s->accuracy); else cJSON_AddNullToObject(o, "accuracy");
+    cJSON_AddNumberToObject(o, "eval_rows", (double)s->eval_rows);
+    if (r->data.train.n) json_epochs(o, r);
+    cJSON_AddNumberToObject(o, "step_ms_median", s->step_ms);
+    cJSON_AddNumberToObject(o, "samples_per_s", s->samples_s);
+    cJSON_AddNumberToObject(o, "gflops", s->gflops);
+    cJSON_AddStringToObject(o, "blas", s->blas);
+    cJSON_AddStringToObject(o, "device", r->be->name);
+    cJSON_AddStringToObject(o, "device_info", s->device);
+    cJSON_AddBoolToObject(o, "tf32", c->tf32);
+    if (r->place.nodes) cJSON_AddNumberToObject(o, "nodes", r->place.nodes);  // (MPI_COMM_TYPE_SHARED groups)
+    cJSON_AddStringToObject(o, "precision", s->precision);
+    if (s->onednn[0]) cJSON_AddStringToObject(o, "onednn", s->onednn);
+    if (c->gemm_timing) {
+        cJSON_AddNumberToObject(o, "gemm_ms_per_step", s->gemm_ms);
+        cJSON_AddNumberToObject(o, "gemm_share", s->gemm_share);
+        cJSON_AddNumberToObject(o, "gemm_gflops", s->gemm_gflops);
+    }
+    cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(r->m.loss + start, s->n_run));  // steps start+1..steps
+    if (c->resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->resume);
+    if (r->saved_step >= 0) { cJSON_AddStringToObject(o, "saved_to", c->save); cJSON_AddNumberToObject(o, "saved_step", (double)r->saved_step); }
+    if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", r->p.K);
+    cJSON *mem = cJSON_AddObjectToObject(o, "memory_per_rank");  // allocated, the largest over the ranks
+    cJSON_AddNumberToObject(mem, "weights", s->weight_bytes);
+    cJSON_AddNumberToObject(mem, "grads", s->grad_bytes);
+    cJSON_AddNumberToObject(mem, "optimizer", s->optimizer_state_bytes);
+    if (r->p.N > 1 || option_was_set("grad-accum")) cJSON_AddNumberToObject(o, "grad_accum", r->p.N);
+    if (r->p.data_parallel) json_data_parallel(o, r, s);
+    if (r->p.pipelined) json_pipeline(o, r, s);
+    if (!r->p.pipelined) {  // the monolith, a ddp replica, the manual split's parts: each stage's own peak
+        double peak[MAX_STAGES];
+        for (int k = 0; k < r->n_local && k < MAX_STAGES; k++) peak[k] = (double)r->local[k].peak_act_bytes;
+        cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(peak, r->n_local < MAX_STAGES ? r->n_local : MAX_STAGES));
+    }
+    if (r->p.pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", pipe_message_bytes(r));
+    if (s->verify) json_verify(o, s->verify);
+    cJSON_AddBoolToObject(o, "completed", !s->write_err[0]);  // last: every output written (REPORT_COMPLETED)
+    json_print(o);
+}
+
+// ---- the text summary ----
+
+// Per rank; with chunks, its layer ranges in chunk order, the medians per chunk pass, and in-flight
+// counting chunk passes; a split backward shows I and W (and the deferred W's).
+static void ms_or_dash(double sec, char *buf, size_t n) {
+    if (isfinite(sec)) snprintf(buf, n, "%9.3f", sec * 1e3);
+    else snprintf(buf, n, "%9s", "-");
+}
+
+static void text_pipeline(const Run *r, const Summary *s) {
+    const Plan *p = &r->p;
+    int split = s->split;
+    char whole[256] = "";  // the stages of a split schedule that ran full backwards only
+    printf("\n%-6s %-10s %-29s   %9s %9s%s %14s  %s\n", "", "", "----------- bubble ----------", "median", "median",
+           split ? "    median" : "", "", "");
+    printf("%-6s %-10s %9s %9s %9s   %9s %9s%s %14s  %s%s\n", "stage", "layers", "measured", "theory", "simulated", "F ms",
+           split ? "I ms" : "B ms", split ? "      W ms" : "", "peak in-flight", split ? "peak deferred W  " : "", "peak activations");
+    for (int k = 0; k < p->K; k++) {
+        char lay[128] = "", wcol[16] = "", def[32] = "";
+        for (int ch = 0; ch < p->V; ch++) {
+            size_t l = strlen(lay);
+            int vs = plan_vstage(p, k, ch);
+            snprintf(lay + l, sizeof lay - l, "%s%d-%d", ch ? "," : "", p->lo[vs], p->lo[vs + 1] - 1);
+        }
+        char bcol[16];
+        ms_or_dash((split ? s->med.i : s->med.b)[k], bcol, sizeof bcol);
+        if (split) {
+            wcol[0] = ' ';
+            ms_or_dash(s->med.w[k], wcol + 1, sizeof wcol - 1);
+            snprintf(def, sizeof def, "%-17.0f", s->peak_deferred[k]);
+            if (!isfinite(s->med.i[k])) { size_t l = strlen(whole); snprintf(whole + l, sizeof whole - l, "%s%d", l ? ", " : "", k); }
+        }
+        printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9s%s %14.0f  %s%.2f MB\n", k, lay, s->bubble[k], s->bubble_theory, s->msim.bubble[k],
+               s->med.f[k] * 1e3, bcol, wcol, s->peak_inflight[k], def, s->peak_bytes[k] / 1e6);
+    }
+    printf("(simulated: the %s schedule run by the simulator with these %s times%s, transfers free)\n",
+           s->schedule, split ? "F, I and W" : "F and B", p->V > 1 ? " of one chunk pass each" : "");
+    if (whole[0])
+        printf("(stage %s ran full backwards only, no I or W: simulated with half its median B as each)\n", whole);
+}
+
+static void text_verify(const Run *r, const VerifyResult *v) {
+    const char *per = !r->p.distributed ? "part" : r->p.V > 1 ? "chunk (pipeline order)" : "stage";
+    int bf16 = r->c->precision == PRECISION_BF16;
+    printf("\nverify (step 1 vs %smonolith reference on the cpu): worst relative error per %s:", bf16 ? "bf16 " : "", per);
+    for (int k = 0; k < v->S; k++) printf(" %.2e", v->err[k]);
+    printf(" -> %s\n  (tolerance %.0e%s, or %dx the float noise of the reference itself, the same batch summed in\n"
+           "  another order, per %s:", v->failed ? "FAILED" : "ok", v->tol, bf16 ? " (bf16: 2^-8)" : "", VERIFY_NOISE_FACTOR, per);
+    for (int k = 0; k < v->S; k++) printf(" %.2e", v->noise[k]);
+    printf(")\n");
+}
+
+static void text_gantt(const Summary *s) {
+    const char *nc = getenv("NO_COLOR");
+    int colour = isatty(STDOUT_FILENO) && !(nc && *nc);
+    printf("\n");
+    gantt_text(stdout, &s->charts[0], colour);
+    printf("\n");
+    gantt_text(stdout, &s->charts[1], colour);
+}
+
+static void summary_text(const Run *r, const Summary *s) {
+    const TrainConfig *c = r->c;
+    int steps = (int)c->steps;
+    printf("\nfinal loss %.4f (first %.4f) | ", r->m.loss[steps - 1], r->m.loss[r->start]);
+    if (isfinite(s->accuracy))
+        printf("accuracy %.*f%% on %lld %s rows\n", r->data.test.n ? 2 : 1, 100 * s->accuracy, s->eval_rows,
+               r->data.test.n ? "test" : r->data.train.n ? "training" : "held-out");
+    else printf("accuracy not measured (--eval-samples 0)\n");
+    if (r->best_epoch) printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * r->best_accuracy, r->best_epoch, c->save);
+    printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
+    if (c->gemm_timing)
+        printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", s->gemm_ms,
+               r->p.distributed ? " per rank" : "", 100 * s->gemm_share, s->gemm_gflops);
+    if (r->p.data_parallel)
+        printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | optimizer state %.2f MB per rank\n",
+               s->collectives, s->comm_ms, 100 * s->comm_hidden, s->optimizer_bytes / 1e6);
+    if (r->p.pipelined) text_pipeline(r, s);
+    if (s->verify) text_verify(r, s->verify);
+    if (c->gantt) text_gantt(s);
+    if (!s->write_err[0]) printf(REPORT_COMPLETED "\n");  // last: every output written
+}
+
+void summary_print(const Run *r, const Summary *s) {
+    if (r->rank != 0) return;
+    if (r->c->json) summary_json(r, s);
+    else summary_text(r, s);
+    fflush(stdout);
+}

@@ -1,0 +1,366 @@
+// train/trace.c: the pictures of a pipeline: per-kind styles, Gantt charts as text and SVG (of simulated
+// or measured slices alike), the gather of every rank's events to rank 0, the Chrome trace writer,
+// and output files that appear whole or not at all.
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "comms.h"
+#include "train/trace.h"
+#include "base/util.h"
+
+// Indexed by kind. A kind without a row (a new action added to schedule.h) is drawn as a grey cell
+// named after action_names until it gets one.
+static const KindStyle kind_styles[EV_KINDS] = {
+    [ACT_FORWARD] = {"F", "forward", "#4e79a7", 34, 0},
+    [ACT_BACKWARD] = {"B", "backward", "#e15759", 31, 0},
+    [ACT_SEND_ACT] = {"s", "send", "#3b3b3b", 0, '^'},
+    [ACT_RECV_ACT] = {"r", "recv wait", "#8f8f8f", 0, '-'},
+    [ACT_SEND_GRAD] = {"s", "send", "#3b3b3b", 0, '^'},
+    [ACT_RECV_GRAD] = {"r", "recv wait", "#8f8f8f", 0, '-'},
+    [ACT_BACKWARD_INPUT] = {"I", "backward input", "#f28e2b", 33, 0},
+    [ACT_BACKWARD_WEIGHT] = {"W", "backward weight", "#b07aa1", 35, 0},
+    [EV_ALLREDUCE] = {"A", "all-reduce", "#76b7b2", 36, '='},
+    [EV_OPTIMIZER] = {"O", "optimizer step", "#59a14f", 32, 0},
+};
+
+const KindStyle *kind_style(int kind) {
+    static KindStyle unknown[EV_KINDS];
+    CHECK(kind >= 0 && kind < EV_KINDS, "event kind %d out of range", kind);
+    if (kind_styles[kind].letter) return &kind_styles[kind];
+    unknown[kind] = (KindStyle){kind < ACT_KINDS ? action_names[kind] : "?", kind < ACT_KINDS ? action_names[kind] : "?",
+                                "#bab0ac", 0, 0};
+    return &unknown[kind];
+}
+
+void slice_label(int kind, int mb, int chunk, char *buf, size_t n) {
+    const KindStyle *k = kind_style(kind);
+    if (mb < 0) snprintf(buf, n, "%s", k->letter);
+    else if (chunk > 0) snprintf(buf, n, "%s%d.%d", k->letter, mb, chunk);
+    else snprintf(buf, n, "%s%d", k->letter, mb);
+}
+
+void slice_name(int kind, int mb, int chunk, char *buf, size_t n) {
+    const KindStyle *k = kind_style(kind);
+    if (!k->bar) { if (mb < 0) snprintf(buf, n, "%s", k->name); else slice_label(kind, mb, chunk, buf, n); return; }
+    const char *base = kind < ACT_KINDS ? action_names[kind] : k->name;
+    int wait = kind == ACT_RECV_ACT || kind == ACT_RECV_GRAD;
+    char ch[32] = "";
+    if (chunk > 0) snprintf(ch, sizeof ch, " (chunk %d)", chunk);
+    if (mb < 0) snprintf(buf, n, "%s", base);
+    else snprintf(buf, n, "%s %d%s%s", base, mb, ch, wait ? " (recv wait)" : "");
+}
+
+// Whether a kind drawn earlier in a legend has the same name (sends and receives of both directions).
+static int seen_before(const int *present, int kind) {
+    for (int k = 0; k < kind; k++)
+        if (present[k] && !strcmp(kind_style(k)->name, kind_style(kind)->name)) return 1;
+    return 0;
+}
+
+// ---- text ----
+
+static int cell_width(const Gantt *g) {  // the widest cell label, with its brackets
+    int w = 3;
+    char lab[64];
+    for (int r = 0; r < g->rows; r++)
+        for (int i = 0; i < g->n[r]; i++) {
+            if (kind_style(g->slices[r][i].kind)->bar) continue;
+            slice_label(g->slices[r][i].kind, g->slices[r][i].mb, g->slices[r][i].chunk, lab, sizeof lab);
+            if ((int)strlen(lab) + 2 > w) w = (int)strlen(lab) + 2;
+        }
+    return w;
+}
+
+// A labelled cell over d characters: "[F3]", "[B3    ]"; shorter: as much of the label as fits.
+static void draw_cell(char *line, int d, const char *lab) {
+    int L = (int)strlen(lab);
+    if (d >= L + 2) {
+        memset(line, ' ', (size_t)d);
+        line[0] = '[';
+        memcpy(line + 1, lab, (size_t)L);
+        line[d - 1] = ']';
+    } else if (d == L + 1) {
+        memcpy(line, lab, (size_t)L);
+        line[L] = ']';
+    } else {
+        memcpy(line, lab, (size_t)d);
+    }
+}
+
+// The axis tick: 1, 2 or 5 times a power of ten, at least min_gap columns apart.
+static double nice_tick(double units_per_col, int min_gap) {
+    double want = units_per_col * min_gap;
+    double p = pow(10, floor(log10(want)));
+    for (;; p *= 10) {
+        if (p >= want) return p;
+        if (2 * p >= want) return 2 * p;
+        if (5 * p >= want) return 5 * p;
+    }
+}
+
+void gantt_text(FILE *f, const Gantt *g, int colour) {
+    int w = cell_width(g);
+    double scale = g->cell > 0 ? w / g->cell : 1;
+    if (g->width > 0 && g->t_end > 0 && (g->cell <= 0 || g->t_end * scale > g->width)) scale = g->width / g->t_end;
+    int cols = (int)ceil(g->t_end * scale - 1e-9);
+    if (cols < 1) cols = 1;
+    char *line = xmalloc((size_t)cols + 1);
+    int *kinds = xmalloc(sizeof(int) * (size_t)cols);
+    int present[EV_KINDS] = {0}, chunks = 0;
+    char lab[64];
+    snprintf(lab, sizeof lab, "%s %d", g->row_label, g->rows - 1);
+    int lw = (int)strlen(lab);
+    fprintf(f, "%s\n", g->title);
+    for (int r = 0; r < g->rows; r++) {
+        memset(line, '.', (size_t)cols);
+        for (int c = 0; c < cols; c++) kinds[c] = -1;
+        for (int pass = 0; pass < 2; pass++)  // bars first, cells on top
+            for (int i = 0; i < g->n[r]; i++) {
+                const Interval *s = &g->slices[r][i];
+                const KindStyle *k = kind_style(s->kind);
+                if ((pass == 0) != (k->bar != 0)) continue;
+                int c0 = (int)lround(s->t0 * scale), c1 = (int)lround(s->t1 * scale);
+                if (c0 < 0) c0 = 0;
+                if (c1 > cols) c1 = cols;
+                if (c1 <= c0) continue;
+                present[s->kind] = 1;
+                chunks |= s->chunk > 0;
+                if (k->bar) memset(line + c0, k->bar, (size_t)(c1 - c0));
+                else { slice_label(s->kind, s->mb, s->chunk, lab, sizeof lab); draw_cell(line + c0, c1 - c0, lab); }
+                for (int c = c0; c < c1; c++) kinds[c] = s->kind;
+            }
+        fprintf(f, "%s %-*d ", g->row_label, lw - (int)strlen(g->row_label) - 1, r);
+        int cur = -1;
+        for (int c = 0; c < cols; c++) {
+            if (colour && kinds[c] != cur) {
+                int a = kinds[c] >= 0 ? kind_style(kinds[c])->ansi : 0;
+                fprintf(f, a ? "\033[0;%dm" : "\033[0m", a);
+                cur = kinds[c];
+            }
+            fputc(line[c], f);
+        }
+        if (colour) fprintf(f, "\033[0m");
+        fputc('\n', f);
+    }
+    // time axis
+    double units_per_col = g->axis_scale / scale;
+    char num[32];
+    snprintf(num, sizeof num, "%g", g->t_end * g->axis_scale);
+    double tick = nice_tick(units_per_col, (int)strlen(num) + 2 > 4 ? (int)strlen(num) + 2 : 4);
+    int rl = cols + 16;
+    char *ruler = xmalloc((size_t)rl + 1);
+    memset(ruler, ' ', (size_t)rl);
+    int next_free = 0;
+    for (int i = 0;; i++) {
+        double v = i * tick;
+        int c = (int)lround(v / units_per_col);
+        if (c > cols) break;
+        int len = snprintf(num, sizeof num, "%g", v);
+        if (c >= next_free && c + len <= rl) { memcpy(ruler + c, num, (size_t)len); next_free = c + len + 1; }
+    }
+    int end = rl;
+    while (end > 0 && ruler[end - 1] == ' ') end--;
+    ruler[end] = 0;
+    fprintf(f, "%-*s %s %s\n", lw, "time", ruler, g->axis_unit);
+    // legend: the kinds drawn
+    fprintf(f, "%-*s ", lw, "");
+    int first = 1;
+    for (int k = 0; k < EV_KINDS; k++) {
+        if (!present[k] || seen_before(present, k)) continue;
+        const KindStyle *s = kind_style(k);
+        if (s->bar) fprintf(f, "%s%c %s", first ? "" : ", ", s->bar, s->name);
+        else fprintf(f, "%s%s %s", first ? "" : ", ", s->letter, s->name);
+        first = 0;
+    }
+    fprintf(f, "%s. idle; a number is the micro-batch%s\n", first ? "" : ", ", chunks ? " (.c: on the rank's chunk c)" : "");
+    free(line); free(kinds); free(ruler);
+}
+
+// ---- SVG ----
+
+static void xml_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '<') fputs("&lt;", f);
+        else if (*s == '>') fputs("&gt;", f);
+        else if (*s == '&') fputs("&amp;", f);
+        else if (*s == '"') fputs("&quot;", f);
+        else fputc(*s, f);
+    }
+}
+
+void gantt_svg(FILE *f, const Gantt *charts, int n) {
+    const double left = 78, plot_w = 960, row_h = 24, cell_h = 18, bar_h = 6, title_h = 26, axis_h = 34, pad = 14;
+    double t_max = 0;
+    int present[EV_KINDS] = {0};
+    for (int c = 0; c < n; c++) {
+        if (charts[c].t_end > t_max) t_max = charts[c].t_end;
+        for (int r = 0; r < charts[c].rows; r++)
+            for (int i = 0; i < charts[c].n[r]; i++) present[charts[c].slices[r][i].kind] = 1;
+    }
+    if (t_max <= 0) t_max = 1;
+    double px = plot_w / t_max;
+    double height = pad;
+    for (int c = 0; c < n; c++) height += title_h + charts[c].rows * row_h + axis_h;
+    height += 30;
+    double width = left + plot_w + 30;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+               "font-family=\"monospace\" font-size=\"11\">\n"
+               "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n",
+            width, height, width, height, width, height);
+    double y = pad;
+    char lab[64], name[96];
+    for (int c = 0; c < n; c++) {
+        const Gantt *g = &charts[c];
+        fprintf(f, "<g class=\"chart\" data-chart=\"%d\">\n<text x=\"4\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">", c, y + 15);
+        xml_text(f, g->title);
+        fprintf(f, "</text>\n");
+        y += title_h;
+        for (int r = 0; r < g->rows; r++) {
+            double ry = y + r * row_h;
+            fprintf(f, "<text x=\"4\" y=\"%.1f\">%s %d</text>\n", ry + 13, g->row_label, r);
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#eeeeee\" stroke=\"none\"/>\n", left, ry, g->t_end * px, cell_h);
+            for (int i = 0; i < g->n[r]; i++) {
+                const Interval *s = &g->slices[r][i];
+                const KindStyle *k = kind_style(s->kind);
+                double x = left + s->t0 * px, wd = (s->t1 - s->t0) * px;
+                double h = k->bar ? bar_h : cell_h, sy = k->bar ? ry + cell_h - bar_h : ry;
+                slice_name(s->kind, s->mb, s->chunk, name, sizeof name);
+                // later chunks of an interleaved rank: the same colour, lighter
+                double opacity = s->chunk > 0 ? fmax(0.25, 1.0 - 0.45 * s->chunk) : 1.0;
+                fprintf(f, "<rect class=\"slice\" data-kind=\"%s\" data-mb=\"%d\" data-chunk=\"%d\" data-row=\"%d\" x=\"%.2f\" y=\"%.1f\" "
+                           "width=\"%.2f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"%.2f\" stroke=\"white\" stroke-width=\"%s\">"
+                           "<title>%s, %s %d: %g to %g %s</title></rect>\n",
+                        k->letter, s->mb, s->chunk, r, x, sy, wd < 0.3 ? 0.3 : wd, h, k->fill, opacity, k->bar ? "0" : "0.8", name,
+                        g->row_label, r, s->t0 * g->axis_scale, s->t1 * g->axis_scale, g->axis_unit);
+                slice_label(s->kind, s->mb, s->chunk, lab, sizeof lab);
+                if (!k->bar && wd >= 6.8 * (double)strlen(lab) + 4)
+                    fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\">%s</text>\n", x + wd / 2, ry + 13, lab);
+            }
+        }
+        y += g->rows * row_h;
+        // axis: ticks at least 50 px apart
+        double units_per_px = g->axis_scale / px, tick = nice_tick(units_per_px, 50);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>\n", left, y + 2, left + g->t_end * px, y + 2);
+        for (int i = 0;; i++) {
+            double v = i * tick, x = left + v / units_per_px;
+            if (v / units_per_px > g->t_end * px + 1e-6) break;
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>"
+                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", x, y + 2, x, y + 6, x, y + 17, v);
+        }
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n</g>\n", left + g->t_end * px + 6, y + 17, g->axis_unit);
+        y += axis_h;
+    }
+    double x = left;
+    for (int k = 0; k < EV_KINDS; k++) {
+        if (!present[k] || seen_before(present, k)) continue;
+        const KindStyle *s = kind_style(k);
+        const char *nm = s->name;
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s %s</text>\n",
+                x, y + 2, s->fill, x + 16, y + 12, s->letter, nm);
+        x += 28 + 7 * (double)(strlen(nm) + strlen(s->letter));
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#777\">light grey: idle (bubble)</text>\n</svg>\n", x, y + 12);
+}
+
+void gantt_free_slices(Gantt *g) {
+    for (int r = 0; r < g->rows; r++) free(g->slices[r]);
+    free(g->slices); free(g->n);
+    g->slices = NULL; g->n = NULL;
+}
+
+// ---- the timeline: gather and Chrome trace ----
+
+void timeline_gather(Timeline *t, const Event *ev, int n, const double *step_start, int steps, MPI_Comm comm) {
+    memset(t, 0, sizeof *t);
+    int rank, size;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    CHECK((double)n * sizeof(Event) < 2e9, "%d events are too many to gather in one message", n);
+    double *mine = xmalloc(sizeof(double) * (size_t)steps);
+    for (int s = 0; s < steps; s++) mine[s] = step_start[s] - step_start[0];
+    int *counts = NULL, *displs = NULL;
+    double *starts = NULL;
+    Event *all = NULL;
+    if (rank == 0) {
+        counts = xcalloc((size_t)size, sizeof(int));
+        displs = xcalloc((size_t)size, sizeof(int));
+        starts = xmalloc(sizeof(double) * (size_t)size * (size_t)steps);
+    }
+    int bytes = n * (int)sizeof(Event);
+    MPI_CHECK(MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, comm));
+    MPI_CHECK(MPI_Gather(mine, steps, MPI_DOUBLE, starts, steps, MPI_DOUBLE, 0, comm));
+    if (rank == 0) {
+        double total = 0;
+        for (int i = 0; i < size; i++) { displs[i] = (int)total; total += counts[i]; }
+        CHECK(total < 2e9, "the gathered trace (%.0f bytes) is too large for one message: trace fewer steps", total);
+        all = xmalloc((size_t)total);
+    }
+    MPI_CHECK(MPI_Gatherv(ev, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, comm));
+    free(mine);
+    if (rank != 0) return;
+    t->ranks = size;
+    t->steps = steps;
+    t->ev = xcalloc((size_t)size, sizeof(Event *));
+    t->n = xcalloc((size_t)size, sizeof(int));
+    t->start = xcalloc((size_t)size, sizeof(double *));
+    for (int i = 0; i < size; i++) {
+        t->n[i] = counts[i] / (int)sizeof(Event);
+        t->ev[i] = xmalloc(sizeof(Event) * (size_t)t->n[i]);
+        memcpy(t->ev[i], (char *)all + displs[i], (size_t)counts[i]);
+        t->start[i] = xmalloc(sizeof(double) * (size_t)steps);
+        memcpy(t->start[i], starts + (size_t)i * steps, sizeof(double) * (size_t)steps);
+    }
+    free(all); free(counts); free(displs); free(starts);
+}
+
+void timeline_free(Timeline *t) {
+    for (int i = 0; i < t->ranks; i++) { free(t->ev[i]); free(t->start[i]); }
+    free(t->ev); free(t->n); free(t->start);
+    memset(t, 0, sizeof *t);
+}
+
+void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta) {
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":%s,\"traceEvents\":[\n", meta ? meta : "{}");
+    char name[96];
+    int first = 1;
+    for (int r = 0; r < t->ranks; r++) {
+        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
+                   "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}},\n"
+                   "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}}",
+                first ? "" : ",\n", r, r, r, r, r, r, r, r, r);
+        first = 0;
+        for (int i = 0; i < t->n[r]; i++) {
+            const Event *e = &t->ev[r][i];
+            CHECK(e->step >= 0 && e->step < t->steps, "event of step %d outside 0..%d", e->step, t->steps - 1);
+            slice_name(e->kind, e->mb, e->chunk, name, sizeof name);
+            double ts = (t->start[r][e->step] + e->t0) * 1e6, dur = (e->t1 - e->t0) * 1e6;
+            fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{",
+                    name, kind_style(e->kind)->name, ts, dur, r, r);
+            if (e->mb >= 0) fprintf(f, "\"micro_batch\":%d,", e->mb);
+            if (e->chunk > 0) fprintf(f, "\"chunk\":%d,", e->chunk);
+            if (e->bytes > 0) fprintf(f, "\"bytes\":%.0f,", e->bytes);
+            fprintf(f, "\"step\":%d}}", e->step + 1);
+        }
+    }
+    fprintf(f, "\n]}\n");
+}
+
+void timeline_step_gantt(const Timeline *t, int step, Gantt *g) {
+    g->rows = t->ranks;
+    g->row_label = "rank";
+    g->slices = xcalloc((size_t)t->ranks, sizeof(Interval *));
+    g->n = xcalloc((size_t)t->ranks, sizeof(int));
+    g->t_end = 0;
+    for (int r = 0; r < t->ranks; r++) {
+        g->slices[r] = xmalloc(sizeof(Interval) * (size_t)(t->n[r] + 1));
+        for (int i = 0; i < t->n[r]; i++) {
+            const Event *e = &t->ev[r][i];
+            if (e->step != step) continue;
+            g->slices[r][g->n[r]++] = (Interval){e->kind, e->mb, e->t0, e->t1, e->chunk};
+            if (e->t1 > g->t_end) g->t_end = e->t1;
+        }
+    }
+}

@@ -1,0 +1,147 @@
+// train/verify.c: --verify. One monolith reference on the CPU for step 1's whole batch, computed twice
+// (rows in order and reversed: the same sums taken in another order, which measures how far float
+// rounding alone moves each gradient), and the comparison of every local stage against it.
+#include <math.h>
+#include <string.h>
+#include "base/fault.h"
+#include "train/verify.h"
+#include "base/util.h"
+
+static double rel_err(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > num) num = d;
+        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+// Step 0's rows (all replicas', all accumulation micro-steps'), as the micro-batches saw them;
+// reversed: the same rows in reverse order.
+static void reference_rows(const Run *r, int reversed, float *x, int32_t *y) {
+    int H = (int)r->c->inputs, rows = (int)r->c->batch * r->p.N;  // (H: the width of an input row)
+    for (int k = 0, at = 0; k < r->p.N; k++)
+        for (int d = 0; d < r->p.D; d++)
+            for (int mb = 0; mb < r->p.M; mb++, at += r->p.rows) {
+                uint64_t first = run_first_sample(r, 0, k, d, mb);
+                data_features(&r->data, first, r->p.rows, x + (size_t)at * H);
+                data_labels(&r->data, first, r->p.rows, y + at);
+            }
+    for (int i = 0; reversed && i < rows / 2; i++) {
+        int j = rows - 1 - i;
+        int32_t t = y[i]; y[i] = y[j]; y[j] = t;
+        for (int h = 0; h < H; h++) { float v = x[(size_t)i * H + h]; x[(size_t)i * H + h] = x[(size_t)j * H + h]; x[(size_t)j * H + h] = v; }
+    }
+}
+
+// The whole model on the CPU (so on a GPU it checks the device too): its gradients (host) and mean loss.
+static float *reference_grads(const Run *r, int reversed, double *loss) {
+    const TrainConfig *c = r->c;
+    const Backend *rb = &backend_cpu;
+    int rows = (int)c->batch * r->p.N, H = (int)c->hidden, L = (int)c->layers, D = (int)c->inputs;
+    Stage ref;
+    stage_init(&ref, rb, (StageSpec){.layers = L, .hidden = H, .classes = (int)c->classes, .inputs = D, .lo = 0, .hi = L, .head = 1,
+                                     .rows = rows, .slots = 1, .bf16 = c->precision == PRECISION_BF16, .seed = (uint64_t)c->seed});
+    int slot = stage_slot_acquire(&ref, 0);
+    float *x = xmalloc(sizeof(float) * (size_t)rows * D);
+    int32_t *y = xmalloc(sizeof(int32_t) * (size_t)rows);
+    reference_rows(r, reversed, x, y);
+    stage_load_input(&ref, slot, x);
+    stage_set_labels(&ref, slot, y);
+    stage_forward(&ref, slot);
+    stage_backward(&ref, slot, NULL, NULL);
+    float *g = xmalloc(sizeof(float) * ref.n_params);
+    rb->to_host(g, ref.grads, sizeof(float) * ref.n_params);
+    *loss = ref.loss_sum / (double)rows;
+    free(x); free(y);
+    stage_free(&ref);
+    return g;
+}
+
+// The reference in both row orders (computed once, compared with every local stage).
+typedef struct { float *ga, *gb; double loss_a, loss_b; } Reference;
+
+typedef struct { double err, noise, excess; } Verdict;
+
+// One tensor: n values at offset mo of this stage's gradients against offset ro of the reference's.
+static void compare(Verdict *v, const float *mine, const Reference *ref, size_t mo, size_t ro, size_t n, double tol) {
+    double e = rel_err(mine + mo, ref->ga + ro, n), noise = rel_err(ref->gb + ro, ref->ga + ro, n);
+    v->err = fmax(v->err, e);
+    v->noise = fmax(v->noise, noise);
+    v->excess = fmax(v->excess, e / fmax(tol, VERIFY_NOISE_FACTOR * noise));
+}
+
+// Where the reference (the whole model) keeps global layer l (l == layers: the head): after layer
+// 0's H x D + H and l - 1 layers of H x H + H.
+static size_t ref_off(const TrainConfig *c, int l) {
+    size_t H = (size_t)c->hidden, D = (size_t)c->inputs;
+    return l == 0 ? 0 : H * D + H + (size_t)(l - 1) * (H * H + H);
+}
+
+// Compares stage s's gradients (and, on the head's stage, the loss) with the monolith's. A tensor
+// passes when its error is within tol, or within a few times what reordering the reference's own
+// sums moves it: a gradient that is a near-cancelling sum over many rows (the head's at
+// initialisation) is only as exact as float rounding lets it be.
+static Verdict verify_stage(const Run *r, const Stage *s, double loss, double tol, const Reference *ref) {
+    const TrainConfig *c = r->c;
+    float *mine = xmalloc(sizeof(float) * s->n_params);
+    r->be->to_host(mine, s->grads, sizeof(float) * s->n_params);
+    size_t H = (size_t)c->hidden;
+    Verdict v = {0, 0, 0};
+    for (int i = 0; i < s->n_layers; i++) {
+        size_t mo = stage_layer_off(s, i), ro = ref_off(c, s->lo + i), w = H * (size_t)stage_fan_in(s, i);
+        compare(&v, mine, ref, mo, ro, w, tol);
+        compare(&v, mine, ref, mo + w, ro + w, H, tol);
+    }
+    if (s->has_head) {
+        size_t mo = stage_layer_off(s, s->n_layers), ro = ref_off(c, (int)c->layers), CH = (size_t)c->classes * H;
+        compare(&v, mine, ref, mo, ro, CH, tol);
+        compare(&v, mine, ref, mo + CH, ro + CH, (size_t)c->classes, tol);
+        double e = fabs(loss - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30), n = fabs(ref->loss_b - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30);
+        v.err = fmax(v.err, e); v.noise = fmax(v.noise, n);
+        v.excess = fmax(v.excess, e / fmax(tol, VERIFY_NOISE_FACTOR * n));
+    }
+    free(mine);
+    return v;
+}
+
+// MICROPP_FAULT kind 'grad' (testing): the largest gradient of the first local stage off by 0.1%,
+// as a bug would leave it.
+static void inject_wrong_gradient(Run *r) {
+    Stage *s = &r->local[0];
+    size_t n = s->n_params, at = 0;
+    float *g = xmalloc(sizeof(float) * n);
+    r->be->to_host(g, s->grads, sizeof(float) * n);
+    for (size_t i = 1; i < n; i++) if (fabsf(g[i]) > fabsf(g[at])) at = i;
+    g[at] *= 1.001f;
+    r->be->to_device(s->grads, g, sizeof(float) * n);
+    free(g);
+}
+
+void verify_step(Run *r, double loss, VerifyResult *v) {
+    int S = r->p.S;
+    memset(v, 0, sizeof *v);
+    v->S = S;
+    // bf16: the reference runs on the CPU backend, whose products train.c set to bf16 as well
+    v->tol = r->c->precision == PRECISION_BF16 ? VERIFY_TOL_BF16 : r->c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL;
+    v->err = xcalloc(3 * (size_t)S, sizeof(double));  // err, noise, excess as [3][S]: one reduction
+    v->noise = v->err + S;
+    v->excess = v->err + 2 * S;
+    for (int k = 0; k < r->n_sync; k++) gradsync_gather_grads(&r->sync[k]);  // ZeRO-1 holds only its shards
+    if (fault_due(FAULT_GRAD, 1)) inject_wrong_gradient(r);
+    Reference ref;
+    ref.ga = reference_grads(r, 0, &ref.loss_a);
+    ref.gb = reference_grads(r, 1, &ref.loss_b);
+    for (int k = 0; k < r->n_local; k++) {  // every chunk of every rank against the one reference
+        int at = r->vs_of[k];
+        Verdict one = verify_stage(r, &r->local[k], loss, v->tol, &ref);
+        v->err[at] = one.err; v->noise[at] = one.noise; v->excess[at] = one.excess;
+    }
+    free(ref.ga); free(ref.gb);
+    if (r->p.distributed) comm_allreduce_max_double(v->err, 3 * S, MPI_COMM_WORLD);
+    for (int k = 0; k < S; k++) { v->worst_err = fmax(v->worst_err, v->err[k]); v->worst_excess = fmax(v->worst_excess, v->excess[k]); }
+    v->failed = !(v->worst_excess <= 1.0);
+}
+
+void verify_free(VerifyResult *v) { free(v->err); memset(v, 0, sizeof *v); }
