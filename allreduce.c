@@ -70,7 +70,7 @@ static long count_wrong(Comm *c, float *x, size_t n, int algo) {
 int cmd_allreduce(int argc, char **argv) {
     comms_init(&argc, &argv);
     AllreduceConfig cfg = {.size = 64LL << 20, .iters = 20, .warmup = 3, .algo = ALGO_ALL};
-    options_parse("allreduce", allreduce_options, &cfg, argc, argv, "mpiexec -n D micropp allreduce [options]",
+    options_parse("allreduce", allreduce_options, &cfg, NULL, argc, argv, "mpiexec -n D micropp allreduce [options]",
                   "  mpiexec -n 2 micropp allreduce                      # 64 MiB, MPI vs ring vs shm\n"
                   "  mpiexec -n 4 micropp allreduce --sweep --size 16M   # 4 B .. 16 MiB\n");
     if (cfg.size % 4)

@@ -173,16 +173,16 @@ typedef struct {
 static int chunks_of(const BubbleConfig *c, int kind) { return schedule_chunks(kind, (int)c->virtual_stages); }
 
 // Costs and the interleaved options, checked before anything is simulated.
-static void check_costs(BubbleConfig *c, const int *kinds, int n_kind, Grid *g) {
+static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kinds, int n_kind, Grid *g) {
     if (!(c->cost_f > 0)) user_error("bubble: --cost-f %g: a cost must be > 0 (e.g. --cost-f 1 --cost-b 2)", c->cost_f);
     if (!(c->cost_b > 0)) user_error("bubble: --cost-b %g: a cost must be > 0 (e.g. --cost-f 1 --cost-b 2)", c->cost_b);
     if (!(c->cost_comm >= 0)) user_error("bubble: --cost-comm %g: a transfer time must be >= 0", c->cost_comm);
-    if (option_was_set("cost-w") && !(c->cost_w > 0 && c->cost_w < c->cost_b))
+    if (seen_set(seen, "cost-w") && !(c->cost_w > 0 && c->cost_w < c->cost_b))
         user_error("bubble: --cost-w %g is the weight part of the backward: use a value above 0 and below --cost-b %g", c->cost_w, c->cost_b);
-    if (!option_was_set("cost-w")) c->cost_w = c->cost_b / 2;
+    if (!seen_set(seen, "cost-w")) c->cost_w = c->cost_b / 2;
     for (int a = 0; a < n_kind; a++) g->has_interleaved |= kinds[a] == SCHED_INTERLEAVED;
     for (int a = 0; a < n_kind; a++) g->has_v |= schedule_placement(kinds[a]) == PLACE_V;
-    if (option_was_set("virtual-stages") && !g->has_interleaved)
+    if (seen_set(seen, "virtual-stages") && !g->has_interleaved)
         user_error("bubble: --virtual-stages applies to --schedule interleaved: add it to --schedule or drop --virtual-stages");
     if (g->has_interleaved && c->virtual_stages < 2)
         user_error("bubble: --schedule interleaved needs --virtual-stages >= 2 (with 1 chunk per rank it is 1f1b)");
@@ -228,7 +228,7 @@ static void model_activations(const BubbleConfig *c, Grid *g) {
     if (c->schedule_file[0]) user_error("bubble: --model reckons the built-in schedules' bytes, not --schedule-file's: drop one of them");
     TrainConfig t;
     train_config_defaults(&t);
-    options_load_json("bubble", train_options, &t, c->model);
+    options_load_json("bubble", train_options, &t, NULL, c->model);
     g->act = xcalloc((size_t)g->n, sizeof(double *));
     for (long i = 0; i < g->n; i++) {
         char why[320];
@@ -359,10 +359,10 @@ static void draw_charts(const BubbleConfig *c, const Grid *g, OutFile *svg) {
 }
 
 // --schedule-file: the file's schedule is the one row (it fixes the stages and micro-batches).
-static void load_file(const BubbleConfig *c, int *kinds, int *ks, int *ms) {
+static void load_file(const BubbleConfig *c, const OptionsSeen *seen, int *kinds, int *ks, int *ms) {
     static const char *const fixed[] = {"schedule", "stages", "micro-batches", "virtual-stages"};
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
-        if (option_was_set(fixed[i])) user_error("bubble: --schedule-file fixes the schedule, its stages and micro-batches: drop --%s", fixed[i]);
+        if (seen_set(seen, fixed[i])) user_error("bubble: --schedule-file fixes the schedule, its stages and micro-batches: drop --%s", fixed[i]);
     char err[900], *text;
     SchedFileShape sh;
     if (schedule_file_read(c->schedule_file, &text, err, sizeof err) || schedule_file_parse(text, c->schedule_file, &sh, err, sizeof err))
@@ -381,14 +381,14 @@ static void dump_csv(const BubbleConfig *c, const Grid *g) {
     if (err) fatal("writing --dump-csv '%s': %s", c->dump_csv, strerror(err));
 }
 
-static void parse_options(int argc, char **argv, BubbleConfig *c) {
+static void parse_options(int argc, char **argv, BubbleConfig *c, OptionsSeen *seen) {
     strcpy(c->schedule, "all");
     strcpy(c->stages, "4");
     strcpy(c->micro_batches, "1,2,4,8,16,32");
     c->cost_f = 1;
     c->cost_b = 2;
     c->virtual_stages = 2;
-    options_parse("bubble", bubble_options, c, argc, argv, "micropp bubble [options]        (no mpiexec needed)",
+    options_parse("bubble", bubble_options, c, seen, argc, argv, "micropp bubble [options]        (no mpiexec needed)",
                   "  micropp bubble                                         # every schedule, K=4, M=1..32\n"
                   "  micropp bubble --schedule gpipe --stages 4 --micro-batches 4 --gantt\n"
                   "  micropp bubble --schedule all --stages 2:8 --micro-batches 1:32 --json > grid.json\n"
@@ -401,17 +401,18 @@ static void parse_options(int argc, char **argv, BubbleConfig *c) {
 int cmd_bubble(int argc, char **argv) {
     BubbleConfig cfg = {0}, *c = &cfg;
     single_process("bubble");
-    parse_options(argc, argv, c);
+    OptionsSeen seen;
+    parse_options(argc, argv, c, &seen);
     static int ks[MAX_ROWS], ms[MAX_ROWS];
     int kinds[64], n_kind = 1, n_k = 1, n_m = 1;
-    if (c->schedule_file[0]) load_file(c, kinds, ks, ms);
+    if (c->schedule_file[0]) load_file(c, &seen, kinds, ks, ms);
     else {
         n_kind = parse_schedules(c->schedule, kinds);
         n_k = parse_counts("stages", c->stages, MAX_K, ks, MAX_ROWS);
         n_m = parse_counts("micro-batches", c->micro_batches, MAX_M, ms, MAX_ROWS);
     }
     Grid g = {0};
-    check_costs(c, kinds, n_kind, &g);
+    check_costs(c, &seen, kinds, n_kind, &g);
     simulate_grid(c, kinds, n_kind, ks, n_k, ms, n_m, &g);
     model_activations(c, &g);
     if (g.n == 0)

@@ -183,7 +183,8 @@ int cmd_pingpong(int argc, char **argv) {
     comms_init(&argc, &argv);
     PingConfig c = {.min_bytes = 1, .max_bytes = 4 << 20, .factor = 2, .iters = 1000, .warmup = 100, .window = 64,
                     .device = DEVICE_CPU};
-    options_parse("pingpong", ping_options, &c, argc, argv, "mpiexec -n 2 micropp pingpong [options]",
+    OptionsSeen seen;
+    options_parse("pingpong", ping_options, &c, &seen, argc, argv, "mpiexec -n 2 micropp pingpong [options]",
                   "  mpiexec -n 2 micropp pingpong                  # the lab: one small tensor there and back\n"
                   "  mpiexec -n 2 micropp pingpong --sweep          # 1 B .. 4 MiB latency and bandwidth\n"
                   "  mpiexec -n 2 micropp pingpong -b 1K -e 64M -f 4 -n 200 --json\n"
@@ -191,12 +192,12 @@ int cmd_pingpong(int argc, char **argv) {
     int world = comms_world_size(), rank = comms_world_rank();
     if (world != 2)
         user_error("pingpong: needs exactly 2 ranks, got %d: run it as 'mpiexec -n 2 ./micropp pingpong'", world);
-    if (option_was_set("min-bytes") || option_was_set("max-bytes") || option_was_set("step-factor")) c.sweep = 1;
+    if (seen_set(&seen, "min-bytes") || seen_set(&seen, "max-bytes") || seen_set(&seen, "step-factor")) c.sweep = 1;
     if (c.min_bytes > c.max_bytes)
         user_error("pingpong: --min-bytes %lld is above --max-bytes %lld: swap them", (long long)c.min_bytes, (long long)c.max_bytes);
     if (!c.sweep) {
-        if (option_was_set("json") || option_was_set("iters") || option_was_set("warmup") || option_was_set("window") ||
-            option_was_set("device") || option_was_set("transport"))
+        if (seen_set(&seen, "json") || seen_set(&seen, "iters") || seen_set(&seen, "warmup") || seen_set(&seen, "window") ||
+            seen_set(&seen, "device") || seen_set(&seen, "transport"))
             user_error("pingpong: --json/--iters/--warmup/--window/--device/--transport apply to the measurement: add --sweep");
         lab(rank);
         finish(0);
@@ -204,7 +205,7 @@ int cmd_pingpong(int argc, char **argv) {
     Placement pl;
     comms_place("pingpong", c.device, c.transport, 0, &pl);
     if (!pl.be->on_host) {  // comm_send moves whole floats (every rank has the same device now)
-        if (!option_was_set("min-bytes")) c.min_bytes = 4;
+        if (!seen_set(&seen, "min-bytes")) c.min_bytes = 4;
         for (int64_t size = c.min_bytes; size <= c.max_bytes; size *= c.factor) {
             if (size % 4)
                 user_error("pingpong: on the GPU messages are whole floats, but %lld bytes is not a multiple of 4: use --min-bytes 4 (or another multiple of 4)",

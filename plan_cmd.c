@@ -26,6 +26,7 @@ typedef struct {
     char stages[PATH_LEN];         // "1,2,4,8"; "" = powers of two up to the layers (64 at most)
     char schedules[PATH_LEN];      // "gpipe,1f1b"; "" = --schedule if given, else gpipe,1f1b,interleaved,zb-h1
     char dp[PATH_LEN];             // data-parallel degrees "1,2"
+    OptionsSeen seen;              // which options the config file set and which were typed
 } PlanCmd;
 
 #define P(field) offsetof(PlanCmd, field)
@@ -133,12 +134,12 @@ static void shape_from_params(PlanCmd *pc, char *said, size_t n) {
     TrainConfig *c = &pc->t;
     double N = parse_count(pc->params);
     if (N < 0) user_error("plan: --params '%s' is not a parameter count: write it like 350M, 10B or 1.5T", pc->params);
-    if (option_was_set("layers")) user_error("plan: --params picks --layers: give one of them (--hidden may go with --params)");
-    if (!option_was_set("hidden")) {
+    if (seen_set(&pc->seen, "layers")) user_error("plan: --params picks --layers: give one of them (--hidden may go with --params)");
+    if (!seen_set(&pc->seen, "hidden")) {
         double h = pow(2, round(log2(sqrt(N / DEPTH))));
         c->hidden = (int64_t)fmin(fmax(h, 16), 65536);
     }
-    int given = option_was_set("hidden");
+    int given = seen_set(&pc->seen, "hidden");
     double H = (double)c->hidden, C = (double)c->classes, head = H * C + C, L = round((N - head) / (H * H + H));
     double least = H * H + H + head, most = MAX_LAYERS * (H * H + H) + head;  // 1 layer, MAX_LAYERS layers at this hidden
     if (L < 1 && given && H > 1)
@@ -154,9 +155,9 @@ static void shape_from_params(PlanCmd *pc, char *said, size_t n) {
         user_error("plan: --params %s is more than the largest model plan shapes (%d layers x hidden %lld = %.4g parameters): give --params %.4g or less",
                    pc->params, MAX_LAYERS, (long long)c->hidden, most, most);
     c->layers = (int64_t)L;
-    if (!option_was_set("inputs")) c->inputs = c->hidden;
+    if (!seen_set(&pc->seen, "inputs")) c->inputs = c->hidden;
     snprintf(said, n, "# --params %s: %lld layers x hidden %lld%s\n", pc->params, (long long)c->layers, (long long)c->hidden,
-             option_was_set("hidden") ? " (--hidden given; layers = N / (hidden^2 + hidden))" : " (hidden = the power of two nearest sqrt(N/128); layers = N / (hidden^2 + hidden))");
+             given ? " (--hidden given; layers = N / (hidden^2 + hidden))" : " (hidden = the power of two nearest sqrt(N/128); layers = N / (hidden^2 + hidden))");
 }
 
 // One row of the table: a schedule (or none, K = 1), K stages, D replicas.
@@ -328,7 +329,7 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
     printf("# precision %s: weights, gradients, optimizer state 4 bytes per value; stashed activations %g bytes per element\n",
            choice_name(PRECISION_CHOICES, c->precision, name, sizeof name), memory_activation_elem(c->precision));
     printf("# bytes per rank (its stage that needs most), activations at the schedule's simulated peak; bubble simulated, F = I = W\n");
-    printf("# device memory %s%s\n", fmt_bytes(t->device, b[0], sizeof b[0]), option_was_set("device-memory") ? "" : " (this machine's MemAvailable)");
+    printf("# device memory %s%s\n", fmt_bytes(t->device, b[0], sizeof b[0]), seen_set(&pc->seen, "device-memory") ? "" : " (this machine's MemAvailable)");
     printf("# activations: live at the peak of the stage's actions; other: the backward's buffers, the host rows, stash slots never live at once\n");
     printf("%-11s %6s %3s %13s %12s %12s %12s %12s %11s %12s %7s  %s\n", "schedule", "stages", "dp", "micro-batches", "weights", "gradients",
            "optimizer", "activations", "other", "total", "bubble", "fits");
@@ -421,9 +422,9 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
     train_config_defaults(&pc->t);
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { options_help(stdout, "plan", usage, help_options, pc, examples); finish(0); }
-    options_parse("plan", all_options, pc, argc, argv, usage, examples);
+    options_parse("plan", all_options, pc, &pc->seen, argc, argv, usage, examples);
     for (int i = 0; all_options[i].name; i++)
-        if (!is_model_option(all_options[i].name) && option_on_command_line(all_options[i].name))
+        if (!is_model_option(all_options[i].name) && seen_typed(&pc->seen, all_options[i].name))
             user_error("plan: --%s changes neither memory nor the bubble: drop it (see 'micropp plan --help')", all_options[i].name);
     TrainConfig *c = &pc->t;
     shape[0] = 0;
@@ -441,7 +442,7 @@ int cmd_plan(int argc, char **argv) {
     TrainConfig *c = &pc->t;
     int kinds[MAX_LIST], ks[MAX_LIST], ds[MAX_LIST], n_kind, n_k = 0, n_d = 1;
     if (pc->schedules[0]) n_kind = parse_schedule_list(pc->schedules, kinds);
-    else if (option_was_set("schedule")) { kinds[0] = c->schedule; n_kind = 1; }
+    else if (seen_set(&pc->seen, "schedule")) { kinds[0] = c->schedule; n_kind = 1; }
     else n_kind = parse_schedule_list("gpipe,1f1b,interleaved,zb-h1", kinds);
     if (pc->stages[0]) n_k = parse_list("stages", pc->stages, MAX_STAGES, ks);
     else for (int k = 1; k <= c->layers && k <= 64; k *= 2) ks[n_k++] = k;

@@ -372,7 +372,7 @@ static void test_train_step(Test *t, double gemm_tol) {
 int cmd_selftest(int argc, char **argv) {
     SelftestConfig cfg = {.device = DEVICE_AUTO, .seed = 1, .tol_scale = 1.0};
     single_process("selftest");
-    options_parse("selftest", selftest_options, &cfg, argc, argv, "micropp selftest [options]",
+    options_parse("selftest", selftest_options, &cfg, NULL, argc, argv, "micropp selftest [options]",
                   "  micropp selftest                 # the GPU against the CPU, or the CPU against naive loops\n"
                   "  micropp selftest --device cuda --tf32\n"
                   "  micropp selftest --device cpu\n");

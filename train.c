@@ -16,9 +16,9 @@
 
 // ---- parse ----
 
-static void parse_options(int argc, char **argv, TrainConfig *c) {
+static void parse_options(int argc, char **argv, TrainConfig *c, OptionsSeen *seen) {
     train_config_defaults(c);
-    options_parse("train", train_options, c, argc, argv, "micropp train [options]",
+    options_parse("train", train_options, c, seen, argc, argv, "micropp train [options]",
                   "  micropp train                                  # the monolith, default config\n"
                   "  micropp train --config configs/medium.json --steps 20\n"
                   "  micropp train --mode manual --parts 4 --verify # the manual split, checked\n"
@@ -455,15 +455,16 @@ static int outputs_written(const Run *r, const Summary *s, const VerifyResult *v
 int cmd_train(int argc, char **argv) {
     comms_init(&argc, &argv);
     TrainConfig cfg;
-    parse_options(argc, argv, &cfg);
+    OptionsSeen seen;
+    parse_options(argc, argv, &cfg, &seen);
     wd_set_timeout(cfg.timeout);
     Run run = {.c = &cfg, .rank = comms_world_rank()}, *r = &run;
     char err[1024];
     load_schedule_file(&cfg);
-    if (plan_make(&cfg, comms_world_size(), comm_tag_ub(), &r->p, err, sizeof err)) user_error("%s", err);
+    if (plan_make(&cfg, &seen, comms_world_size(), comm_tag_ub(), &r->p, err, sizeof err)) user_error("%s", err);
     DataSource src = {cfg.data, cfg.labels, cfg.test_data, cfg.test_labels};
     data_open(&r->data, src, (int)cfg.inputs, (int)cfg.classes, (uint64_t)cfg.seed);
-    if (plan_epochs(&cfg, r->data.train.n, &r->p, err, sizeof err)) user_error("%s", err);
+    if (plan_epochs(&cfg, &seen, r->data.train.n, &r->p, err, sizeof err)) user_error("%s", err);
     if (r->p.epochs) {
         cfg.steps = r->p.steps;
         data_set_epochs(&r->data, (uint64_t)r->p.epoch_rows);

@@ -72,19 +72,29 @@ int parse_int_list(const char *s, int *out, int max) {
     return n;
 }
 
-static const Option *set_opts[256];  // options given by the user in the last parse
-static int set_on_cli[256];          // ... and whether on the command line (else in the config file)
-static int n_set, parsing_cli;
-static void mark_set(const Option *o) {
-    if (n_set < 256) { set_on_cli[n_set] = parsing_cli; set_opts[n_set++] = o; }
+// Where an option was set: the parse's record (NULL: none kept), and whether on the command line.
+typedef struct { OptionsSeen *seen; int typed; } Marks;
+static void mark_set(const Marks *m, const Option *o) {
+    if (!m || !m->seen) return;
+    size_t row = (size_t)(o - m->seen->opts);
+    CHECK(row < OPTIONS_MAX, "option table row %zu beyond OPTIONS_MAX", row);
+    if (m->typed) m->seen->typed[row] = 1;
+    else m->seen->in_config[row] = 1;
 }
-int option_was_set(const char *name) {
-    for (int i = 0; i < n_set; i++) if (!strcmp(set_opts[i]->name, name)) return 1;
-    return 0;
+
+static long seen_row(const OptionsSeen *s, const char *name) {
+    if (!s->opts) return -1;
+    for (long i = 0; s->opts[i].name; i++) if (!strcmp(s->opts[i].name, name)) return i;
+    fatal("no option '%s' in the table asked", name);
+    return -1;
 }
-int option_on_command_line(const char *name) {
-    for (int i = 0; i < n_set; i++) if (set_on_cli[i] && !strcmp(set_opts[i]->name, name)) return 1;
-    return 0;
+int seen_set(const OptionsSeen *s, const char *name) {
+    long i = seen_row(s, name);
+    return i >= 0 && (s->in_config[i] || s->typed[i]);
+}
+int seen_typed(const OptionsSeen *s, const char *name) {
+    long i = seen_row(s, name);
+    return i >= 0 && s->typed[i];
 }
 
 static const Option *find_option(const Option *opts, const char *name) {
@@ -105,9 +115,9 @@ static const char *clip(const char *v, char *buf, size_t n) {
 }
 
 // Sets one option from its text form (a flag's argument). where: "--name" or "file: key 'name'".
-static void set_from_text(const char *cmd, const Option *o, void *base, const char *text, const char *where) {
+static void set_from_text(const char *cmd, const Option *o, void *base, const char *text, const char *where, const Marks *m) {
     char *dst = (char *)base + o->offset;
-    mark_set(o);
+    mark_set(m, o);
     char *end, cb[CLIP_LEN + 40];
     const char *shown = clip(text, cb, sizeof cb);
     switch (o->type) {
@@ -217,7 +227,9 @@ static void check_keys(const char *cmd, const Option *opts, const char *path, co
     }
 }
 
-void options_load_json(const char *cmd, const Option *opts, void *base, const char *path) {
+void options_load_json(const char *cmd, const Option *opts, void *base, OptionsSeen *seen, const char *path) {
+    if (seen) seen->opts = opts;
+    const Marks marks = {seen, 0}, *m = &marks;
     if (!*path) user_error("%s: --config is empty: give a value, or leave the option out", cmd);
     char why[PATH_LEN + 256] = "", what[200];
     int fd = open_input(path, what, sizeof what);  // a FIFO or a device is refused, never waited on
@@ -263,18 +275,18 @@ void options_load_json(const char *cmd, const Option *opts, void *base, const ch
         char buf[64];
         switch (o->type) {
         case OPT_INT: case OPT_SIZE: case OPT_FLOAT:
-            if (cJSON_IsString(it) && o->type == OPT_SIZE) { set_from_text(cmd, o, base, it->valuestring, where); break; }
+            if (cJSON_IsString(it) && o->type == OPT_SIZE) { set_from_text(cmd, o, base, it->valuestring, where, m); break; }
             if (!cJSON_IsNumber(it)) user_error("%s: %s must be a number, not %s", cmd, where, json_type_name(it));
             if (o->type != OPT_FLOAT && it->valuedouble != floor(it->valuedouble))
                 user_error("%s: %s must be an integer, got %g", cmd, where, it->valuedouble);
             if (o->type == OPT_FLOAT) snprintf(buf, sizeof buf, "%.17g", it->valuedouble);
             else snprintf(buf, sizeof buf, "%.0f", it->valuedouble);
-            set_from_text(cmd, o, base, buf, where);
+            set_from_text(cmd, o, base, buf, where, m);
             break;
         case OPT_BOOL:
             if (!cJSON_IsBool(it)) user_error("%s: %s must be true or false, not %s", cmd, where, json_type_name(it));
             *(int *)((char *)base + o->offset) = cJSON_IsTrue(it);
-            mark_set(o);
+            mark_set(m, o);
             break;
         case OPT_STR: case OPT_CHOICE:
             if (cJSON_IsArray(it) && o->type == OPT_STR) {  // e.g. "partition": [5,4,4,3]
@@ -284,16 +296,16 @@ void options_load_json(const char *cmd, const Option *opts, void *base, const ch
                     size_t l = strlen(list);
                     snprintf(list + l, sizeof list - l, "%s%.0f", l ? "," : "", e->valuedouble);
                 }
-                set_from_text(cmd, o, base, list, where);
+                set_from_text(cmd, o, base, list, where, m);
                 break;
             }
             if (cJSON_IsNumber(it) && o->type == OPT_STR && it->valuedouble == floor(it->valuedouble)) {  // "stages": 2
                 snprintf(buf, sizeof buf, "%.0f", it->valuedouble);
-                set_from_text(cmd, o, base, buf, where);
+                set_from_text(cmd, o, base, buf, where, m);
                 break;
             }
             if (!cJSON_IsString(it)) user_error("%s: %s must be a string, not %s", cmd, where, json_type_name(it));
-            set_from_text(cmd, o, base, it->valuestring, where);
+            set_from_text(cmd, o, base, it->valuestring, where, m);
             break;
         }
     }
@@ -349,7 +361,7 @@ static void refuse_repeats(const char *cmd, const Option *opts, int n, const str
     free(first);
 }
 
-void options_parse(const char *cmd, const Option *opts, void *base, int argc, char **argv,
+void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen *seen, int argc, char **argv,
                    const char *usage, const char *examples) {
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
         if (strcmp(argv[i], "--help") && strcmp(argv[i], "-h")) continue;
@@ -378,8 +390,8 @@ void options_parse(const char *cmd, const Option *opts, void *base, int argc, ch
         }
     }
     refuse_repeats(cmd, opts, n, lo, shortopts, argc, argv);
-    n_set = 0;
-    parsing_cli = 0;
+    CHECK(n <= OPTIONS_MAX, "%s: %d options, more than OPTIONS_MAX", cmd, n);
+    if (seen) *seen = (OptionsSeen){.opts = opts};
     // Pass 1: only --config, so that flags given on the command line win over the file.
     const Option *cfg = find_option(opts, "config");
     if (cfg) {
@@ -387,13 +399,13 @@ void options_parse(const char *cmd, const Option *opts, void *base, int argc, ch
         optind = 1;
         int c;
         while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
-            if (c >= 1000 && &opts[c - 1000] == cfg) options_load_json(cmd, opts, base, optarg);
-            if (c == cfg->short_name) options_load_json(cmd, opts, base, optarg);
+            if (c >= 1000 && &opts[c - 1000] == cfg) options_load_json(cmd, opts, base, seen, optarg);
+            if (c == cfg->short_name) options_load_json(cmd, opts, base, seen, optarg);
         }
     }
     opterr = 0;
     optind = 1;
-    parsing_cli = 1;
+    const Marks typed = {seen, 1};
     int c;
     char cb[CLIP_LEN + 40];
     while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
@@ -411,8 +423,8 @@ void options_parse(const char *cmd, const Option *opts, void *base, int argc, ch
         if (!strcmp(o->name, "config")) continue;
         char where[160];
         snprintf(where, sizeof where, "--%s", o->name);
-        if (o->type == OPT_BOOL) { *(int *)((char *)base + o->offset) = 1; mark_set(o); }
-        else set_from_text(cmd, o, base, optarg, where);
+        if (o->type == OPT_BOOL) { *(int *)((char *)base + o->offset) = 1; mark_set(&typed, o); }
+        else set_from_text(cmd, o, base, optarg, where, &typed);
     }
     if (optind < argc) user_error("%s: unexpected argument '%s' (options start with --; see '%s --help')", cmd, clip(argv[optind], cb, sizeof cb), cmd);
     for (int i = 0; i < k; i++) if (strchr(lo[i].name, '_')) free((char *)lo[i].name);  // the aliases

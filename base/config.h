@@ -21,21 +21,31 @@ typedef struct {
 
 #define PATH_LEN 512
 
+// What a parse saw, per row of its option table: whether the config file set the option, and
+// whether it was typed on the command line. A flag typed for a mode that does not use it is an
+// error; the same key in a config file (a job description shared by modes) is left unused.
+// A zeroed record has seen nothing.
+#define OPTIONS_MAX 128  // rows of one option table
+typedef struct {
+    const Option *opts;                // the table the rows index (NULL: nothing seen)
+    unsigned char in_config[OPTIONS_MAX], typed[OPTIONS_MAX];
+} OptionsSeen;
+int seen_set(const OptionsSeen *s, const char *name);    // in the config file or on the command line
+int seen_typed(const OptionsSeen *s, const char *name);  // on the command line
+// (A name that is no row of the table is a bug: fatal.)
+
 // Parses argv (after the subcommand) into base: first --config FILE (if the table has "config"),
-// then every flag. Bad input ends the run through user_error (exit 2). -h/--help prints the help
-// (base holds the defaults at that point) and exits 0.
-void options_parse(const char *cmd, const Option *opts, void *base, int argc, char **argv,
+// then every flag, and records in *seen what set each option (seen may be NULL). Bad input ends
+// the run through user_error (exit 2). -h/--help prints the help (base holds the defaults at that
+// point) and exits 0.
+void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen *seen, int argc, char **argv,
                    const char *usage, const char *examples);
-void options_load_json(const char *cmd, const Option *opts, void *base, const char *path);
+// One JSON config file into base; its keys are recorded in seen->in_config (seen may be NULL).
+void options_load_json(const char *cmd, const Option *opts, void *base, OptionsSeen *seen, const char *path);
 void options_help(FILE *f, const char *cmd, const char *usage, const Option *opts,
                   const void *defaults, const char *examples);
 int parse_size(const char *s, int64_t *out);  // "64K" -> 65536; returns 0 on success
 int parse_int_list(const char *s, int *out, int max);  // "5,4,4,3" -> count, or -1 when malformed
-// Whether the last options_parse saw this option in the config file or on the command line.
-int option_was_set(const char *name);
-// Whether it was given on the command line. A flag typed for a mode that does not use it is an
-// error; the same key in a config file (a job description shared by modes) is left unused.
-int option_on_command_line(const char *name);
 // Called at the end of every options_parse with the resolved options, "name=value\n" per option in
 // table order: the launch agreement (launch.c) compares them across ranks. NULL: none (no MPI).
 void options_set_agree_hook(void (*hook)(const char *cmd, const char *resolved));

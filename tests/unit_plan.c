@@ -16,9 +16,10 @@ static int plan_args(int world, long long tag_ub, const char *args, Plan *p, cha
     int argc = 1;
     snprintf(buf, sizeof buf, "%s", args);
     for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
+    static OptionsSeen seen;
     train_config_defaults(&c);
-    options_parse("train", train_options, &c, argc, argv, "", "");
-    return plan_make(&c, world, tag_ub, p, err, n);
+    options_parse("train", train_options, &c, &seen, argc, argv, "", "");
+    return plan_make(&c, &seen, world, tag_ub, p, err, n);
 }
 
 static Plan plan_ok(const char *name, int world, const char *args) {
@@ -173,22 +174,22 @@ static void test_observers(void) {
 static void test_epochs(void) {
     Plan p = plan_ok("plan/epochs", 1, "--data fashion-mnist --epochs 3 --batch 128");
     char err[512];
-    int rc = plan_epochs(&(TrainConfig){.batch = 128}, 60000, &p, err, sizeof err);
+    int rc = plan_epochs(&(TrainConfig){.batch = 128}, &(OptionsSeen){0}, 60000, &p, err, sizeof err);
     EXPECT("plan/epochs: 60000 rows in steps of 128 = 468 steps an epoch, 96 rows dropped, 1404 steps",
            rc == 0 && p.epochs == 3 && p.steps_per_epoch == 468 && p.dropped == 96 && p.epoch_rows == 59904 && p.steps == 1404,
            "rc %d epochs %d spe %lld dropped %lld steps %lld", rc, p.epochs, p.steps_per_epoch, p.dropped, p.steps);
     p = plan_ok("plan/epochs with grad-accum", 1, "--data x.npy --epochs 1 --batch 10 --grad-accum 2");
-    rc = plan_epochs(&(TrainConfig){.batch = 10}, 45, &p, err, sizeof err);
+    rc = plan_epochs(&(TrainConfig){.batch = 10}, &(OptionsSeen){0}, 45, &p, err, sizeof err);
     EXPECT("plan/epochs: a step of grad-accum 2 x 10 rows: 2 steps of 45 rows, 5 dropped", rc == 0 && p.steps_per_epoch == 2 && p.dropped == 5,
            "spe %lld dropped %lld", p.steps_per_epoch, p.dropped);
-    rc = plan_epochs(&(TrainConfig){.batch = 10}, 15, &p, err, sizeof err);
+    rc = plan_epochs(&(TrainConfig){.batch = 10}, &(OptionsSeen){0}, 15, &p, err, sizeof err);
     EXPECT("plan/refuse: an epoch shorter than a step", rc == -1 && strstr(err, "an epoch of 15 training rows holds no whole step of 20 rows"), "rc %d '%s'", rc, err);
     p = plan_ok("plan/epochs with a warm-up", 1, "--data fashion-mnist --epochs 3 --batch 128 --warmup-steps 1405");
-    rc = plan_epochs(&(TrainConfig){.batch = 128, .lr = 0.001, .warmup_steps = 1405}, 60000, &p, err, sizeof err);
+    rc = plan_epochs(&(TrainConfig){.batch = 128, .lr = 0.001, .warmup_steps = 1405}, &(OptionsSeen){0}, 60000, &p, err, sizeof err);
     EXPECT("plan/refuse: --warmup-steps longer than the epochs' steps (known once the data is read)",
            rc == -1 && strstr(err, "--warmup-steps 1405 is longer than the run's 1404 steps (3 epochs of 468), so the learning rate would never reach --lr 0.001: "
                                "use --warmup-steps 1404 or fewer, or more --epochs"), "rc %d '%s'", rc, err);
-    rc = plan_epochs(&(TrainConfig){.batch = 128, .warmup_steps = 1404}, 60000, &p, err, sizeof err);
+    rc = plan_epochs(&(TrainConfig){.batch = 128, .warmup_steps = 1404}, &(OptionsSeen){0}, 60000, &p, err, sizeof err);
     EXPECT("plan/epochs: a warm-up as long as the run is taken", rc == 0, "rc %d '%s'", rc, err);
     p = plan_ok("plan/steps on the command line win over a config's epochs", 1, "--data x.npy --steps 7");
     EXPECT("plan/no epochs without --epochs", p.epochs == 0, "epochs %d", p.epochs);

@@ -297,7 +297,7 @@ static void eval_action(Run *r, Eval *e, Action a) {
 long long eval_rows(const Run *r) {
     int64_t n = data_eval_rows(&r->data);
     // A test split is evaluated whole unless --eval-samples says otherwise.
-    if (!r->data.test.n || option_was_set("eval-samples")) n = n < r->c->eval_samples ? n : r->c->eval_samples;
+    if (!r->data.test.n || !r->p.eval_whole_test) n = n < r->c->eval_samples ? n : r->c->eval_samples;
     return n;
 }
 

@@ -11,8 +11,9 @@
 #include "schedule.h"
 #include "tags.h"
 
-// Each rule returns 0, or -1 after writing its one-line message into the plan's error buffer.
-typedef struct { char *buf; size_t n; } Err;
+// Each rule returns 0, or -1 after writing its one-line message into the plan's error buffer; the
+// rules that ask which options were set or typed read them from `seen`.
+typedef struct { char *buf; size_t n; const OptionsSeen *seen; } Err;
 
 __attribute__((format(printf, 2, 3))) static int refuse(Err *e, const char *fmt, ...) {
     va_list ap;
@@ -26,12 +27,12 @@ static int is_pipelined(int mode) { return mode == MODE_PP || mode == MODE_HYBRI
 static int is_data_parallel(int mode) { return mode == MODE_DDP || mode == MODE_HYBRID; }
 
 // The first of the flags typed on the command line, or NULL.
-static const char *typed(const char *const *flags, size_t n) {
+static const char *typed(const OptionsSeen *seen, const char *const *flags, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (option_on_command_line(flags[i])) return flags[i];
+        if (seen_typed(seen, flags[i])) return flags[i];
     return NULL;
 }
-#define TYPED(list) typed(list, sizeof list / sizeof *list)
+#define TYPED(list) typed(e->seen, list, sizeof list / sizeof *list)
 
 // A one-process mode under mpiexec.
 static int rule_world(const TrainConfig *c, int world, const Plan *p, Err *e) {
@@ -54,19 +55,19 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
         return refuse(e, "train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", f, mode);
     if (!is_pipelined(c->mode) && (f = TYPED(pp_only)))
         return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", f, mode);
-    if (strcmp(c->data, "synthetic") && option_on_command_line("samples"))
+    if (strcmp(c->data, "synthetic") && seen_typed(e->seen, "samples"))
         return refuse(e, "train: --samples sizes the synthetic data set, and --data '%s' is a file whose rows are the training set: drop --samples", c->data);
-    if (c->mode != MODE_MANUAL && option_on_command_line("parts"))
+    if (c->mode != MODE_MANUAL && seen_typed(e->seen, "parts"))
         return refuse(e, "train: --parts applies to --mode manual, not --mode %s: drop it or add --mode manual", mode);
     if (!is_data_parallel(c->mode) && (f = TYPED(dp_only)))
         return refuse(e, "train: --%s applies to --mode ddp or hybrid, not --mode %s: drop it or add --mode ddp", f, mode);
-    if (c->mode != MODE_HYBRID && option_on_command_line("pp"))
+    if (c->mode != MODE_HYBRID && seen_typed(e->seen, "pp"))
         return refuse(e, "train: --pp applies to --mode hybrid, not --mode %s: drop it (--mode pp makes one stage per rank) or add --mode hybrid", mode);
-    if (c->mode != MODE_HYBRID && option_on_command_line("placement"))
+    if (c->mode != MODE_HYBRID && seen_typed(e->seen, "placement"))
         return refuse(e, "train: --placement lays out the stages x replicas of --mode hybrid, not --mode %s: drop it or add --mode hybrid", mode);
-    if (!is_data_parallel(c->mode) && option_on_command_line("dp"))
+    if (!is_data_parallel(c->mode) && seen_typed(e->seen, "dp"))
         return refuse(e, "train: --dp applies to --mode hybrid or ddp, not --mode %s: drop it or add --mode hybrid", mode);
-    if (option_on_command_line("grad-accum") && c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
+    if (seen_typed(e->seen, "grad-accum") && c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
         return refuse(e, "train: --grad-accum applies to --mode monolith or ddp, not --mode %s: a pipeline already accumulates over --micro-batches", mode);
     return 0;
 }
@@ -78,14 +79,14 @@ static int rule_data_parallel(const TrainConfig *c, Err *e) {
     if (c->zero && (c->save[0] || c->resume[0]))
         return refuse(e, "train: --%s with --zero 1 is not supported (each rank holds only its shard of the Adam moments): drop --zero for runs that save or resume",
                       c->save[0] ? "save" : "resume");
-    if (c->ddp_sync == SYNC_NAIVE && option_on_command_line("bucket-mb"))
+    if (c->ddp_sync == SYNC_NAIVE && seen_typed(e->seen, "bucket-mb"))
         return refuse(e, "train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): drop one of them");
     return 0;
 }
 
 // Hybrid: P stages x D replicas from --pp and/or --dp and the world.
 static int rule_hybrid_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
-    int has_p = option_was_set("pp"), has_d = option_was_set("dp");
+    int has_p = seen_set(e->seen, "pp"), has_d = seen_set(e->seen, "dp");
     long long P = c->pp, D = c->dp;
     if (!has_p && !has_d)
         return refuse(e, "train: --mode hybrid needs --pp P (stages) and --dp D (replicas) with P x D = %d, the number of ranks", world);
@@ -105,7 +106,7 @@ static int rule_depth(const TrainConfig *c, const Plan *p, Err *e);
 static int rule_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
     p->K = c->mode == MODE_PP ? world : c->mode == MODE_MANUAL ? (int)c->parts : 1;
     p->D = c->mode == MODE_DDP ? world : 1;
-    if (c->mode == MODE_DDP && option_on_command_line("dp") && c->dp != world)
+    if (c->mode == MODE_DDP && seen_typed(e->seen, "dp") && c->dp != world)
         return refuse(e, "train: --dp %lld but %d ranks were started: --mode ddp runs one replica per rank, so run 'mpiexec -n %lld' or drop --dp",
                       (long long)c->dp, world, (long long)c->dp);
     if (c->mode == MODE_HYBRID && rule_hybrid_grid(c, world, p, e)) return -1;
@@ -135,12 +136,12 @@ static int rule_depth(const TrainConfig *c, const Plan *p, Err *e) {
 static int rule_schedule_file(const TrainConfig *c, Plan *p, Err *e) {
     int K = 0, M = 0;
     schedule_file_shape(&K, &M);
-    if (option_on_command_line("schedule"))
+    if (seen_typed(e->seen, "schedule"))
         return refuse(e, "train: --schedule and --schedule-file both name the schedule: give one of them");
     if (K != p->K)
         return refuse(e, "train: --schedule-file '%s' has %d rows (one per rank) but the pipeline has %d stages: run it on %d ranks or write %d rows",
                       c->schedule_file, K, p->K, K, p->K);
-    if (option_was_set("micro-batches") && c->micro_batches != M)
+    if (seen_set(e->seen, "micro-batches") && c->micro_batches != M)
         return refuse(e, "train: --micro-batches %lld but --schedule-file '%s' runs micro-batches 0..%d: drop --micro-batches or give %d",
                       (long long)c->micro_batches, c->schedule_file, M - 1, M);
     p->M = M;
@@ -154,7 +155,7 @@ static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e
     choice_name(SCHED_NAMES, c->schedule, sched, sizeof sched);
     if (p->pipelined && c->schedule == SCHED_FILE && rule_schedule_file(c, p, e)) return -1;
     int interleaved = p->pipelined && c->schedule == SCHED_INTERLEAVED;
-    if (p->pipelined && !interleaved && option_on_command_line("virtual-stages"))
+    if (p->pipelined && !interleaved && seen_typed(e->seen, "virtual-stages"))
         return refuse(e, "train: --virtual-stages applies to --schedule interleaved, not %s: drop it or add --schedule interleaved", sched);
     return rule_chunks(c, tag_ub, p, e);
 }
@@ -275,22 +276,22 @@ static void rule_placement(const TrainConfig *c, Plan *p) {
 // A warm-up longer than the run never reaches the peak --lr: refused, unless it comes from a config
 // file whose run was cut shorter on the command line (a quick run of a long config ends in its warm-up,
 // as asked; the command line wins, as for epochs and steps).
-static int warmup_too_long(const TrainConfig *c, long long steps) {
-    int cut = !option_on_command_line("warmup-steps") && (option_on_command_line("steps") || option_on_command_line("epochs"));
+static int warmup_too_long(const TrainConfig *c, const OptionsSeen *seen, long long steps) {
+    int cut = !seen_typed(seen, "warmup-steps") && (seen_typed(seen, "steps") || seen_typed(seen, "epochs"));
     return c->warmup_steps > steps && !cut;
 }
 
 // How long the run is (--epochs or --steps), and what goes with epochs: a data set to pass over,
 // --save-best (its evaluation per epoch, a folder to keep the best in).
 static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
-    int ep_cli = option_on_command_line("epochs"), st_cli = option_on_command_line("steps");
+    int ep_cli = seen_typed(e->seen, "epochs"), st_cli = seen_typed(e->seen, "steps");
     if (ep_cli && st_cli && c->epochs)
         return refuse(e, "train: --epochs %lld and --steps %lld both set the run's length: give one of them", (long long)c->epochs, (long long)c->steps);
-    if (!ep_cli && !st_cli && c->epochs && option_was_set("steps"))
+    if (!ep_cli && !st_cli && c->epochs && seen_set(e->seen, "steps"))
         return refuse(e, "train: the config sets both epochs (%lld) and steps (%lld): keep one of them, or override one on the command line",
                       (long long)c->epochs, (long long)c->steps);
     p->epochs = c->epochs && !(st_cli && !ep_cli) ? (int)c->epochs : 0;
-    if (!p->epochs && warmup_too_long(c, c->steps))  // (with epochs: plan_epochs checks it, once the steps are known)
+    if (!p->epochs && warmup_too_long(c, e->seen, c->steps))  // (with epochs: plan_epochs checks it, once the steps are known)
         return refuse(e, "train: --warmup-steps %lld is longer than the run's %lld steps, so the learning rate would never reach --lr %g: "
                       "use --warmup-steps %lld or fewer, or more --steps", (long long)c->warmup_steps, (long long)c->steps, c->lr, (long long)c->steps);
     if (p->epochs && !strcmp(c->data, "synthetic"))
@@ -304,8 +305,8 @@ static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
     return 0;
 }
 
-int plan_epochs(const TrainConfig *c, long long train_rows, Plan *p, char *err, size_t errlen) {
-    Err e = {err, errlen};
+int plan_epochs(const TrainConfig *c, const OptionsSeen *seen, long long train_rows, Plan *p, char *err, size_t errlen) {
+    Err e = {err, errlen, seen};
     if (!p->epochs) return 0;
     long long per_step = c->batch * p->N;
     p->steps_per_epoch = train_rows / per_step;
@@ -320,7 +321,7 @@ int plan_epochs(const TrainConfig *c, long long train_rows, Plan *p, char *err, 
     if (c->timeline_step > p->steps)
         return refuse(&e, "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
                       (long long)c->timeline_step, p->steps);
-    if (warmup_too_long(c, p->steps))
+    if (warmup_too_long(c, e.seen, p->steps))
         return refuse(&e, "train: --warmup-steps %lld is longer than the run's %lld steps (%d epoch%s of %lld), so the learning rate would never reach --lr %g: "
                       "use --warmup-steps %lld or fewer, or more --epochs", (long long)c->warmup_steps, p->steps, p->epochs, p->epochs == 1 ? "" : "s", p->steps_per_epoch, c->lr, p->steps);
     return 0;
@@ -339,8 +340,8 @@ static int rule_observers(const TrainConfig *c, const Plan *p, Err *e) {
     return 0;
 }
 
-int plan_make(const TrainConfig *c, int world, long long tag_ub, Plan *p, char *err, size_t errlen) {
-    Err e = {err, errlen};
+int plan_make(const TrainConfig *c, const OptionsSeen *seen, int world, long long tag_ub, Plan *p, char *err, size_t errlen) {
+    Err e = {err, errlen, seen};
     memset(p, 0, sizeof *p);
     err[0] = 0;
     p->mode = c->mode;
@@ -352,11 +353,14 @@ int plan_make(const TrainConfig *c, int world, long long tag_ub, Plan *p, char *
         rule_batch(c, p, &e) || rule_partition(c, p, &e) || rule_length(c, p, &e) || rule_observers(c, p, &e))
         return -1;
     rule_placement(c, p);
+    p->grad_accum_given = seen_set(seen, "grad-accum");
+    p->eval_whole_test = !seen_set(seen, "eval-samples");
     return 0;
 }
 
 int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t errlen) {
-    Err e = {err, errlen};
+    static const OptionsSeen none;
+    Err e = {err, errlen, &none};
     memset(p, 0, sizeof *p);
     err[0] = 0;
     p->mode = K > 1 ? (D > 1 ? MODE_HYBRID : MODE_PP) : (D > 1 ? MODE_DDP : MODE_MONOLITH);

@@ -35,12 +35,14 @@ typedef struct {
     // --epochs (0: --steps counts): set by plan_epochs once the training set's size is known
     int epochs;
     long long steps_per_epoch, epoch_rows, dropped, steps;  // epoch_rows = steps_per_epoch x batch x grad-accum
+    int grad_accum_given;  // --grad-accum was set (the report shows it even at 1)
+    int eval_whole_test;   // a test split is evaluated whole (--eval-samples was not set)
 } Plan;
 
-// Fills p from the options c (as options_parse left them: the plan also asks which flags were
-// typed, option_on_command_line) and the world: ranks started and MPI's largest tag. Returns 0, or
-// -1 with one line in err that names the value and the fix ("train: --batch 30 is not ...").
-int plan_make(const TrainConfig *c, int world, long long tag_ub, Plan *p, char *err, size_t errlen);
+// Fills p from the options c and what options_parse saw (which options the config file set, which
+// were typed) and the world: ranks started and MPI's largest tag. Returns 0, or -1 with one line
+// in err that names the value and the fix ("train: --batch 30 is not ...").
+int plan_make(const TrainConfig *c, const OptionsSeen *seen, int world, long long tag_ub, Plan *p, char *err, size_t errlen);
 
 // The layout of K stages x D replicas for `micropp plan` (no run, no MPI): the grid, the schedule's
 // chunks, the batch cut into micro-batches and an even partition, by the same rules as plan_make
@@ -50,7 +52,7 @@ int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t e
 // --epochs: with the training set's rows known (after the data is open), the steps of an epoch
 // (whole steps; the last partial batch is dropped) and of the run. Returns 0 (nothing to do without
 // --epochs), or -1 with one line in err.
-int plan_epochs(const TrainConfig *c, long long train_rows, Plan *p, char *err, size_t errlen);
+int plan_epochs(const TrainConfig *c, const OptionsSeen *seen, long long train_rows, Plan *p, char *err, size_t errlen);
 
 // Placement of virtual stages on ranks: the schedule's (p->place, schedule.h's place_* helpers). The
 // executor, checkpoints, verify, the report and the trace all ask these, never vs % K.

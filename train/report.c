@@ -581,7 +581,7 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddNumberToObject(mem, "weights", s->weight_bytes);
     cJSON_AddNumberToObject(mem, "grads", s->grad_bytes);
     cJSON_AddNumberToObject(mem, "optimizer", s->optimizer_state_bytes);
-    if (r->p.N > 1 || option_was_set("grad-accum")) cJSON_AddNumberToObject(o, "grad_accum", r->p.N);
+    if (r->p.N > 1 || r->p.grad_accum_given) cJSON_AddNumberToObject(o, "grad_accum", r->p.N);
     if (r->p.data_parallel) json_data_parallel(o, r, s);
     if (r->p.pipelined) json_pipeline(o, r, s);
     if (!r->p.pipelined) {  // the monolith, a ddp replica, the manual split's parts: each stage's own peak

@@ -10,7 +10,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     TrainConfig cfg;
     train_config_defaults(&cfg);
     user_error_armed = 1;
-    if (setjmp(user_error_jump) == 0) options_load_json("train", train_options, &cfg, path);
+    if (setjmp(user_error_jump) == 0) options_load_json("train", train_options, &cfg, NULL, path);
     user_error_armed = 0;
     return 0;
 }
