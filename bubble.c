@@ -168,9 +168,10 @@ typedef struct {
     SimResult *sims;
     int *kind, *k, *m;        // [n]
     double **act;             // [n][K] with --model: peak activation bytes per stage (NULL: that layout cannot run)
+    const SchedFile *file;    // --schedule-file: its schedule (kind SCHED_FILE), else NULL
 } Grid;
 
-static int chunks_of(const BubbleConfig *c, int kind) { return schedule_chunks(kind, (int)c->virtual_stages); }
+static int chunks_of(const BubbleConfig *c, const Grid *g, int kind) { return schedule_chunks(kind, (int)c->virtual_stages, g->file); }
 
 // Costs and the interleaved options, checked before anything is simulated.
 static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kinds, int n_kind, Grid *g) {
@@ -181,7 +182,7 @@ static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kin
         user_error("bubble: --cost-w %g is the weight part of the backward: use a value above 0 and below --cost-b %g", c->cost_w, c->cost_b);
     if (!seen_set(seen, "cost-w")) c->cost_w = c->cost_b / 2;
     for (int a = 0; a < n_kind; a++) g->has_interleaved |= kinds[a] == SCHED_INTERLEAVED;
-    for (int a = 0; a < n_kind; a++) g->has_v |= schedule_placement(kinds[a]) == PLACE_V;
+    for (int a = 0; a < n_kind; a++) g->has_v |= schedule_placement(kinds[a], g->file) == PLACE_V;
     if (seen_set(seen, "virtual-stages") && !g->has_interleaved)
         user_error("bubble: --virtual-stages applies to --schedule interleaved: add it to --schedule or drop --virtual-stages");
     if (g->has_interleaved && c->virtual_stages < 2)
@@ -196,7 +197,7 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
     for (int a = 0; a < n_kind; a++)  // every row within the simulator's limit, before any runs
         for (int b = 0; b < n_k; b++)
             for (int d = 0; d < n_m; d++) {
-                long long v = chunks_of(c, kinds[a]), passes = ks[b] * v * ms[d];
+                long long v = chunks_of(c, g, kinds[a]), passes = ks[b] * v * ms[d];
                 if (passes > SCHEDULE_MAX_SIM && !schedule_check(kinds[a], ks[b], ms[d], (int)v))
                     user_error("bubble: %d stages x %lld chunk%s x %d micro-batches = %lld passes to simulate, more than the %d the simulator takes: "
                                "use --micro-batches %lld or fewer at %d stages", ks[b], v, v == 1 ? "" : "s", ms[d], passes, SCHEDULE_MAX_SIM,
@@ -207,11 +208,11 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
     for (int a = 0; a < n_kind; a++)
         for (int b = 0; b < n_k; b++)
             for (int d = 0; d < n_m; d++) {
-                int v = chunks_of(c, kinds[a]);
+                int v = chunks_of(c, g, kinds[a]);
                 if (schedule_check(kinds[a], ks[b], ms[d], v)) { g->skipped++; continue; }
                 long i = g->n++;
                 g->kind[i] = kinds[a]; g->k[i] = ks[b]; g->m[i] = ms[d];
-                SimSpec spec = {.kind = kinds[a], .K = ks[b], .M = ms[d], .v = v, .f = c->cost_f, .b = c->cost_b - c->cost_w,
+                SimSpec spec = {.kind = kinds[a], .file = g->file, .K = ks[b], .M = ms[d], .v = v, .f = c->cost_f, .b = c->cost_b - c->cost_w,
                                 .w = c->cost_w, .comm = c->cost_comm, .slices = c->gantt || c->svg[0]};
                 schedule_sim(&spec, &g->sims[i]);
                 if (g->sims[i].deadlock) {
@@ -233,7 +234,7 @@ static void model_activations(const BubbleConfig *c, Grid *g) {
     for (long i = 0; i < g->n; i++) {
         char why[320];
         double *a = xcalloc((size_t)g->k[i], sizeof(double));
-        if (plan_stage_activations(&t, g->kind[i], g->k[i], g->m[i], chunks_of(c, g->kind[i]), a, why, sizeof why)) { free(a); a = NULL; }
+        if (plan_stage_activations(&t, g->kind[i], g->k[i], g->m[i], chunks_of(c, g, g->kind[i]), a, why, sizeof why)) { free(a); a = NULL; }
         g->act[i] = a;
     }
 }
@@ -281,7 +282,7 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
         cJSON_AddItemToObject(r, "bubble_simulated_per_stage", exact_array(s->bubble, s->K));
         cJSON_AddItemToObject(r, "makespan", exact(s->makespan));
         cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(s->peak_inflight, s->K));
-        if (schedule_splits_backward(g->kind[i])) cJSON_AddItemToObject(r, "peak_deferred_w", cJSON_CreateIntArray(s->peak_deferred, s->K));
+        if (schedule_splits_backward(g->kind[i], g->file)) cJSON_AddItemToObject(r, "peak_deferred_w", cJSON_CreateIntArray(s->peak_deferred, s->K));
         cJSON_AddNumberToObject(r, "memory_standard", 1);
         cJSON_AddItemToObject(r, "memory_gpipe", exact(gpipe_memory(K, M)));
         cJSON_AddItemToObject(r, "memory_reduction", exact(1 / gpipe_memory(K, M)));
@@ -323,7 +324,7 @@ static void chart_of(const BubbleConfig *c, const Grid *g, long i, Gantt *out) {
     char name[32], peaks[160], formula[32], costs[96], extra[48] = "";
     format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
     format_formula(row_formula(c, g->kind[i], g->k[i], g->m[i], s->v), formula, sizeof formula);
-    int split = schedule_splits_backward(g->kind[i]);
+    int split = schedule_splits_backward(g->kind[i], g->file);
     if (split) snprintf(costs, sizeof costs, "F=%g I=%g W=%g", c->cost_f, c->cost_b - c->cost_w, c->cost_w);
     else snprintf(costs, sizeof costs, "F=%g B=%g", c->cost_f, c->cost_b);
     if (s->v > 1) snprintf(extra, sizeof extra, " x %d virtual stages", s->v);
@@ -359,16 +360,15 @@ static void draw_charts(const BubbleConfig *c, const Grid *g, OutFile *svg) {
 }
 
 // --schedule-file: the file's schedule is the one row (it fixes the stages and micro-batches).
-static void load_file(const BubbleConfig *c, const OptionsSeen *seen, int *kinds, int *ks, int *ms) {
+static void load_file(const BubbleConfig *c, const OptionsSeen *seen, SchedFile *file, int *kinds, int *ks, int *ms) {
     static const char *const fixed[] = {"schedule", "stages", "micro-batches", "virtual-stages"};
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
         if (seen_set(seen, fixed[i])) user_error("bubble: --schedule-file fixes the schedule, its stages and micro-batches: drop --%s", fixed[i]);
     char err[900], *text;
-    SchedFileShape sh;
-    if (schedule_file_read(c->schedule_file, &text, err, sizeof err) || schedule_file_parse(text, c->schedule_file, &sh, err, sizeof err))
+    if (schedule_file_read(c->schedule_file, &text, err, sizeof err) || schedule_file_parse(text, c->schedule_file, file, err, sizeof err))
         user_error("bubble: %s", err);
     free(text);
-    kinds[0] = SCHED_FILE; ks[0] = sh.K; ms[0] = sh.M;
+    kinds[0] = SCHED_FILE; ks[0] = file->K; ms[0] = file->M;
 }
 
 // --dump-csv: the grid's one row written in the file notation, whole or not at all.
@@ -376,7 +376,7 @@ static void dump_csv(const BubbleConfig *c, const Grid *g) {
     OutFile o = {0};
     int err = out_open_now(&o, c->dump_csv);
     if (err) user_error("bubble: cannot write --dump-csv '%s': %s (%s)", c->dump_csv, strerror(err), out_hint(err));
-    if (schedule_file_write(o.f, g->kind[0], g->k[0], g->m[0], g->sims[0].v)) { out_abandon(&o); fatal("writing --dump-csv '%s' failed", c->dump_csv); }
+    if (schedule_file_write(o.f, g->kind[0], g->file, g->k[0], g->m[0], g->sims[0].v)) { out_abandon(&o); fatal("writing --dump-csv '%s' failed", c->dump_csv); }
     err = out_commit(&o);
     if (err) fatal("writing --dump-csv '%s': %s", c->dump_csv, strerror(err));
 }
@@ -405,13 +405,16 @@ int cmd_bubble(int argc, char **argv) {
     parse_options(argc, argv, c, &seen);
     static int ks[MAX_ROWS], ms[MAX_ROWS];
     int kinds[64], n_kind = 1, n_k = 1, n_m = 1;
-    if (c->schedule_file[0]) load_file(c, &seen, kinds, ks, ms);
-    else {
+    SchedFile file = {0};
+    Grid g = {0};
+    if (c->schedule_file[0]) {
+        load_file(c, &seen, &file, kinds, ks, ms);
+        g.file = &file;
+    } else {
         n_kind = parse_schedules(c->schedule, kinds);
         n_k = parse_counts("stages", c->stages, MAX_K, ks, MAX_ROWS);
         n_m = parse_counts("micro-batches", c->micro_batches, MAX_M, ms, MAX_ROWS);
     }
-    Grid g = {0};
     check_costs(c, &seen, kinds, n_kind, &g);
     simulate_grid(c, kinds, n_kind, ks, n_k, ms, n_m, &g);
     model_activations(c, &g);
@@ -438,5 +441,6 @@ int cmd_bubble(int argc, char **argv) {
     if (c->dump_csv[0]) dump_csv(c, &g);
     fflush(stdout);
     grid_free(&g);
+    sched_file_free(&file);
     return 0;
 }

@@ -210,7 +210,7 @@ static int fill_row(const TrainConfig *base, int kind, int K, int D, Row *w, cha
         w->act[s] = m.activations;  // no pipeline: the one slot
         if (p.pipelined) {
             ActionList l = {0};
-            schedule_build(kind, K, p.M, p.V, s, &l);
+            schedule_build(kind, NULL, K, p.M, p.V, s, &l);
             w->act[s] = memory_live_peak(&c, &p, &l, s);
             action_list_free(&l);
         }

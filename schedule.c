@@ -12,15 +12,22 @@ int action_is_compute(int kind) {
     return kind == ACT_FORWARD || kind == ACT_BACKWARD || kind == ACT_BACKWARD_INPUT || kind == ACT_BACKWARD_WEIGHT;
 }
 
-// The file's schedule (SCHED_FILE), once schedule_set_file has registered it.
-static struct { ActionList *lists; int K, M, v, place, split; } file;
-
-int schedule_splits_backward(int kind) {
-    return kind == SCHED_FILE ? file.split : kind == SCHED_ZBH1 || kind == SCHED_ZBH2 || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV;
+// SCHED_FILE's facts are its file's: asking without one is a bug.
+static const SchedFile *the_file(int kind, const SchedFile *file) {
+    CHECK(kind != SCHED_FILE || file, "schedule kind 'file' without its file");
+    return file;
 }
-int schedule_placement(int kind) { return kind == SCHED_FILE ? file.place : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? PLACE_V : PLACE_LOOP; }
-int schedule_chunks(int kind, int v_option) {
-    return kind == SCHED_FILE ? file.v : kind == SCHED_INTERLEAVED ? v_option : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? 2 : 1;
+int schedule_splits_backward(int kind, const SchedFile *file) {
+    if (the_file(kind, file) && kind == SCHED_FILE) return file->split;
+    return kind == SCHED_ZBH1 || kind == SCHED_ZBH2 || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV;
+}
+int schedule_placement(int kind, const SchedFile *file) {
+    if (the_file(kind, file) && kind == SCHED_FILE) return file->place;
+    return kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? PLACE_V : PLACE_LOOP;
+}
+int schedule_chunks(int kind, int v_option, const SchedFile *file) {
+    if (the_file(kind, file) && kind == SCHED_FILE) return file->v;
+    return kind == SCHED_INTERLEAVED ? v_option : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? 2 : 1;
 }
 
 static void push(ActionList *l, int kind, int mb, int chunk) {
@@ -59,23 +66,17 @@ void schedule_push_pass(ActionList *l, int place, int K, int v, int s, int kind,
     else backward(&at, chunk, mb, kind);
 }
 
-void schedule_set_file(const ActionList *lists, int K, int M, int v, int place, int split) {
-    for (int s = 0; s < file.K; s++) action_list_free(&file.lists[s]);
-    free(file.lists);
-    file.lists = xcalloc((size_t)K, sizeof(ActionList));
-    for (int s = 0; s < K; s++) {
-        for (int i = 0; i < lists[s].n; i++) push(&file.lists[s], lists[s].a[i].kind, lists[s].a[i].mb, lists[s].a[i].chunk);
-    }
-    file.K = K; file.M = M; file.v = v; file.place = place; file.split = split;
+void sched_file_free(SchedFile *f) {
+    for (int s = 0; f->lists && s < f->K; s++) action_list_free(&f->lists[s]);
+    free(f->lists);
+    memset(f, 0, sizeof *f);
 }
 
-void schedule_file_shape(int *K, int *M) { *K = file.K; *M = file.M; }
-
 const char *schedule_check(int kind, int K, int M, int v) {
-    if (kind == SCHED_FILE) return file.lists && K == file.K && M == file.M && v == file.v ? NULL : "the schedule file has another shape";
+    if (kind == SCHED_FILE) return NULL;
     if (kind == SCHED_INTERLEAVED) {
         if (v < 2) return "--schedule interleaved needs --virtual-stages >= 2 (with 1 it is 1f1b: use --schedule 1f1b)";
-    } else if (v != schedule_chunks(kind, v)) {
+    } else if (v != schedule_chunks(kind, v, NULL)) {
         return kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? "zb-v and dualpipev hold exactly 2 chunks per rank" : "--virtual-stages applies to --schedule interleaved only";
     }
     if (kind == SCHED_DUALPIPEV && M < 2 * K) return "--schedule dualpipev needs --micro-batches >= 2 x ranks (DualPipeV's own limit)";
@@ -212,11 +213,12 @@ static void dualpipev(const At *at, int M) {
     free(d->queue);
 }
 
-void schedule_build(int kind, int K, int M, int v, int s, ActionList *l) {
+void schedule_build(int kind, const SchedFile *file, int K, int M, int v, int s, ActionList *l) {
     const char *why = schedule_check(kind, K, M, v);
     if (why) fatal("schedule_build(kind %d, K %d, M %d, v %d): %s", kind, K, M, v, why);
+    CHECK(kind != SCHED_FILE || (file && K == file->K && M == file->M && v == file->v), "schedule_build: the schedule file has another shape");
     l->n = 0;
-    At at = {l, s, K, K * v, schedule_placement(kind)};
+    At at = {l, s, K, K * v, schedule_placement(kind, file)};
     switch (kind) {
     case SCHED_NAIVE:  // stop-and-wait: one micro-batch all the way forward and back before the next
         for (int mb = 0; mb < M; mb++) { forward(&at, 0, mb); backward(&at, 0, mb, ACT_BACKWARD); }
@@ -248,7 +250,7 @@ void schedule_build(int kind, int K, int M, int v, int s, ActionList *l) {
         dualpipev(&at, M);
         break;
     case SCHED_FILE:
-        for (int i = 0; i < file.lists[s].n; i++) push(l, file.lists[s].a[i].kind, file.lists[s].a[i].mb, file.lists[s].a[i].chunk);
+        for (int i = 0; i < file->lists[s].n; i++) push(l, file->lists[s].a[i].kind, file->lists[s].a[i].mb, file->lists[s].a[i].chunk);
         break;
     default:
         fatal("unknown schedule kind %d", kind);
@@ -346,7 +348,7 @@ static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, doubl
 }
 
 void schedule_sim(const SimSpec *sp, SimResult *r) {
-    int K = sp->K, M = sp->M, v = sp->v, V = K * v, place = schedule_placement(sp->kind);
+    int K = sp->K, M = sp->M, v = sp->v, V = K * v, place = schedule_placement(sp->kind, sp->file);
     memset(r, 0, sizeof *r);
     r->K = K; r->M = M; r->v = v;
     r->busy = xcalloc((size_t)K, sizeof(double));
@@ -368,7 +370,7 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
     for (size_t i = 0; i < (size_t)V * 2 * M; i++) m.arrival[i] = -1;
     ActionList l = {0};  // one rank's list at a time, kept as passes
     for (int s = 0; s < K; s++) {
-        schedule_build(sp->kind, K, M, v, s, &l);
+        schedule_build(sp->kind, sp->file, K, M, v, s, &l);
         passes[s] = list_passes(&l, s, &n[s]);
         if (r->slices) r->slices[s] = xcalloc((size_t)n[s] + 1, sizeof(Interval));
     }

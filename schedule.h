@@ -11,8 +11,8 @@
 // v = 1, virtual stage = stage = rank.
 #pragma once
 
-// SCHED_FILE: the schedule of a file (--schedule-file, schedule_file.c), registered with
-// schedule_set_file; it is no --schedule choice, and SCHED_NAMES names it "file".
+// SCHED_FILE: the schedule of a file (--schedule-file, schedule_file.c): no --schedule choice, and
+// SCHED_NAMES names it "file". Its lists travel with the kind (SchedFile, below).
 enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV, SCHED_DUALPIPEV, SCHED_ZBH2, SCHED_FILE };
 #define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2"
 #define SCHED_NAMES SCHED_CHOICES "|file"
@@ -24,10 +24,11 @@ enum { PLACE_LOOP, PLACE_V };
 static inline int place_vstage(int place, int K, int s, int c) { return c * K + (place == PLACE_V && (c & 1) ? K - 1 - s : s); }
 static inline int place_chunk_of(int K, int vs) { return vs / K; }
 static inline int place_stage_of(int place, int K, int vs) { return place == PLACE_V && (vs / K & 1) ? K - 1 - vs % K : vs % K; }
+struct SchedFile;
 // The placement a schedule kind runs with, and its chunks per rank (v_option: --virtual-stages,
-// which only interleaved takes; zb-v and dualpipev hold 2).
-int schedule_placement(int kind);
-int schedule_chunks(int kind, int v_option);
+// which only interleaved takes; zb-v and dualpipev hold 2). file: SCHED_FILE's (NULL for the others).
+int schedule_placement(int kind, const struct SchedFile *file);
+int schedule_chunks(int kind, int v_option, const struct SchedFile *file);
 
 typedef enum {
     ACT_FORWARD,          // F: forward of micro-batch mb through this chunk
@@ -48,12 +49,19 @@ int action_is_compute(int kind);                    // F, B, I, W
 typedef struct { int kind, mb, chunk; } Action;  // chunk: this rank's chunk (0..v-1), 0 when v = 1
 typedef struct { Action *a; int n, cap; } ActionList;
 
+// A schedule read from a file (schedule_file_parse makes one), run as kind SCHED_FILE: K ranks'
+// action lists (with their sends and receives), M micro-batches, v chunks per rank placed by
+// `place`, split = 1 when any action is I or W. Whoever builds or simulates SCHED_FILE passes it.
+typedef struct SchedFile { ActionList *lists; int K, M, v, place, split; } SchedFile;
+void sched_file_free(SchedFile *f);
+
 // 1 when the schedule splits the backward into I and W (zb-h1, zb-h2, zb-v; dualpipev runs both full
 // backwards and split ones), 0 when it runs full backwards only.
-int schedule_splits_backward(int kind);
+int schedule_splits_backward(int kind, const SchedFile *file);
 // The action list of rank `stage` (0-based) for schedule kind (SCHED_*), K ranks, M micro-batches
-// and v chunks per rank (schedule_chunks(kind, ...); schedule_check says in words what runs).
-void schedule_build(int kind, int K, int M, int v, int stage, ActionList *out);
+// and v chunks per rank (schedule_chunks(kind, ...); schedule_check says in words what runs);
+// SCHED_FILE: a copy of the file's list (its K, M and v, or it is a bug).
+void schedule_build(int kind, const SchedFile *file, int K, int M, int v, int stage, ActionList *out);
 // Evaluation: every batch forward through every chunk in pipeline order (no backward): rank s of K
 // with v chunks placed by `place`. The pipeline runs it over the wire; one process holding all
 // chunks (K = 1) hands each chunk's output to the next in memory.
@@ -63,11 +71,8 @@ void action_list_free(ActionList *l);
 // them to a file's compute actions): F receives its input first and sends its output after; B and
 // I receive the output's gradient first and send the input's after; W has none.
 void schedule_push_pass(ActionList *l, int place, int K, int v, int s, int kind, int chunk, int mb);
-// SCHED_FILE's data: K ranks' lists (copied), M micro-batches, v chunks per rank placed by `place`,
-// split = 1 when any action is I or W. schedule_build(SCHED_FILE, ...) then returns those lists.
-void schedule_set_file(const ActionList *lists, int K, int M, int v, int place, int split);
-void schedule_file_shape(int *K, int *M);  // the registered file's ranks and micro-batches (0 without one)
-// NULL when (kind, K, M, v) can run, else why not (a phrase for a user_error line).
+// NULL when (kind, K, M, v) can run, else why not (a phrase for a user_error line). SCHED_FILE: NULL
+// (a file is proven when it is read, for its own K, M and v).
 const char *schedule_check(int kind, int K, int M, int v);
 
 typedef struct { int kind, mb; double t0, t1; int chunk; } Interval;  // a busy slice (F, B, I or W)
@@ -77,6 +82,7 @@ typedef struct { int kind, mb; double t0, t1; int chunk; } Interval;  // a busy 
 // costs b + w: with F = B = W = 1 the old schedules see the textbook F = 1, B = 2.
 typedef struct {
     int kind, K, M, v;
+    const SchedFile *file;  // kind SCHED_FILE: the file's schedule (else NULL)
     double f, b, w;     // forward, backward-input (I), backward-weight (W)
     double comm;        // a message between two ranks arrives this long after its send (a hand-off
                         // between two chunks of one rank, as at the V's turn, arrives at once)

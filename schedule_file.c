@@ -298,8 +298,9 @@ static int check_rank(const Parsed *p, int s, const char *name, int *at, char *e
 
 // The rows, with sends and receives, through the simulator: a deadlock names the first rank that
 // cannot go on, the column of the action it waits at, and the message it waits for.
-static int check_deadlock(const Parsed *p, const char *name, ActionList *lists, char *err, size_t errlen) {
-    SimSpec spec = {.kind = SCHED_FILE, .K = p->K, .M = p->M, .v = p->v, .f = 1, .b = 1, .w = 1};
+static int check_deadlock(const Parsed *p, const char *name, const SchedFile *file, char *err, size_t errlen) {
+    const ActionList *lists = file->lists;
+    SimSpec spec = {.kind = SCHED_FILE, .file = file, .K = p->K, .M = p->M, .v = p->v, .f = 1, .b = 1, .w = 1};
     SimResult r;
     schedule_sim(&spec, &r);
     int dead = r.deadlock, s = r.stuck_rank, at = r.stuck_at;
@@ -315,7 +316,7 @@ static int check_deadlock(const Parsed *p, const char *name, ActionList *lists, 
                name, s + 1, s, c->col, token(c, t, sizeof t), from, a.kind == ACT_RECV_ACT ? "output" : "gradient", c->mb, place_stage_of(p->place, p->K, from));
 }
 
-int schedule_file_parse(const char *text, const char *name, SchedFileShape *shape, char *err, size_t errlen) {
+int schedule_file_parse(const char *text, const char *name, SchedFile *file, char *err, size_t errlen) {
     Parsed p = {0};
     int maxvs = -1, maxmb = -1, rc = not_text(text, strlen(text), name, err, errlen) || parse_rows(text, name, &p, &maxvs, &maxmb, err, errlen) ||
                            find_shape(&p, maxvs, maxmb, name, err, errlen) || find_placement(&p, name, err, errlen) ? -1 : 0;
@@ -330,22 +331,20 @@ int schedule_file_parse(const char *text, const char *name, SchedFileShape *shap
             split |= c->kind == ACT_BACKWARD_INPUT;
             schedule_push_pass(&lists[s], p.place, p.K, p.v, s, c->kind, place_chunk_of(p.K, c->vs), c->mb);
         }
-    if (!rc) {
-        schedule_set_file(lists, p.K, p.M, p.v, p.place, split);
-        rc = check_deadlock(&p, name, lists, err, errlen);
-        *shape = (SchedFileShape){p.K, p.M, p.v, p.place, split};
-    }
-    for (int s = 0; s <= p.K; s++) { action_list_free(&lists[s]); if (p.rows) free(p.rows[s].c); }
-    free(lists);
+    SchedFile f = {lists, p.K, p.M, p.v, p.place, split};  // (lists[K], one spare, stays empty)
+    if (!rc) rc = check_deadlock(&p, name, &f, err, errlen);
+    if (rc) sched_file_free(&f);
+    else *file = f;
+    for (int s = 0; s <= p.K; s++) if (p.rows) free(p.rows[s].c);
     free(p.rows);
     return rc;
 }
 
-int schedule_file_write(FILE *f, int kind, int K, int M, int v) {
-    int place = schedule_placement(kind);
+int schedule_file_write(FILE *f, int kind, const SchedFile *file, int K, int M, int v) {
+    int place = schedule_placement(kind, file);
     for (int s = 0; s < K; s++) {
         ActionList l = {0};
-        schedule_build(kind, K, M, v, s, &l);
+        schedule_build(kind, file, K, M, v, s, &l);
         int first = 1;
         for (int i = 0; i < l.n; i++) {
             if (!action_is_compute(l.a[i].kind)) continue;

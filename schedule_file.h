@@ -7,24 +7,22 @@
 #pragma once
 #include <stddef.h>
 #include <stdio.h>
-
-// The shape of a file's schedule: K ranks (rows), M micro-batches, v chunks per rank placed by
-// `place` (PLACE_LOOP or PLACE_V), split = 1 when any action is I or W.
-typedef struct { int K, M, v, place, split; } SchedFileShape;
+#include "schedule.h"
 
 // Reads FILE whole into *text (malloc'd, NUL-terminated): 0, or -1 with one line in err. A FIFO, a
 // device or a folder is refused at once (never waited on). Under MPI, collective: the ranks compare
 // the bytes they read (agree_on_contents), and a difference ends every rank with one line.
 int schedule_file_read(const char *path, char **text, char *err, size_t errlen);
-// Checks the text of a schedule file (`name` names it in messages) and, when it is sound,
-// registers it as SCHED_FILE (schedule_set_file) and fills *shape: 0. Otherwise -1 with one line
-// in err naming the first error in file order by its line (rank), column (1-based) and action:
+// Checks the text of a schedule file (`name` names it in messages) and, when it is sound, fills
+// *file with its schedule (schedule.h's SchedFile: the ranks' lists, K, M, chunks, placement; free
+// it with sched_file_free): 0. Otherwise -1 with one line in err naming the first error in file
+// order by its line (rank), column (1-based) and action:
 // bytes that are not text, a bad token, an empty file, a stage or micro-batch that most of the file
 // does not hold (a typo), a placement micropp does not run, an action missing, repeated or out of
 // dependency order on its rank, or a deadlock between ranks (the simulator's verdict). Lines end
 // in LF, CR LF or CR; a UTF-8 byte-order mark at the start is skipped. (schedule_file_read names a
 // byte that is not text, a NUL included, which would end the text before the parser sees it.)
-int schedule_file_parse(const char *text, const char *name, SchedFileShape *shape, char *err, size_t errlen);
+int schedule_file_parse(const char *text, const char *name, SchedFile *file, char *err, size_t errlen);
 // Writes schedule kind (K ranks, M micro-batches, v chunks) as a file: its compute actions, one row
 // per rank. Returns 0, or -1 when the stream reports an error.
-int schedule_file_write(FILE *f, int kind, int K, int M, int v);
+int schedule_file_write(FILE *f, int kind, const SchedFile *file, int K, int M, int v);

@@ -73,12 +73,12 @@ static void setup_device(Run *r, TrainConfig *c) {
     r->be = r->place.be;
     if (r->p.data_parallel && c->allreduce == ALLREDUCE_SHM && !r->be->on_host)
         user_error("train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce mpi or ring with --device cuda");
-    int tagged = r->p.V > 1 || schedule_splits_backward(c->schedule) || c->schedule == SCHED_FILE;  // a file may send out of order
+    int tagged = r->p.V > 1 || r->p.split || r->p.schedule == SCHED_FILE;  // a file may send out of order
     if (r->p.pipelined && tagged && r->place.transport == TRANSPORT_NCCL) {
         if (c->transport == TRANSPORT_NCCL) {
             char sn[32];
             user_error("train: --schedule %s runs over --transport mpi only (NCCL matches messages in order, without tags): drop --transport nccl",
-                       choice_name(SCHED_NAMES, c->schedule, sn, sizeof sn));
+                       choice_name(SCHED_NAMES, r->p.schedule, sn, sizeof sn));
         }
         r->place.transport = TRANSPORT_MPI;
     }
@@ -122,10 +122,10 @@ static void setup_pipeline(Run *r) {
     comms_use_transport(&r->comm, r->place.transport, nb, n_nb);
     r->stage = r->comm.stage;
     r->replica = r->comm.replica;
-    SimSpec spec = {.kind = c->schedule, .K = p->K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
+    SimSpec spec = {.kind = p->schedule, .file = p->file, .K = p->K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
     schedule_sim(&spec, &r->sim);
     if (r->sim.deadlock) fatal("schedule would deadlock: %s", r->sim.why);
-    schedule_build(c->schedule, p->K, p->M, p->V, r->stage, &r->list);
+    schedule_build(p->schedule, p->file, p->K, p->M, p->V, r->stage, &r->list);
     r->n_local = p->V;
     r->local = xcalloc((size_t)p->V, sizeof(Stage));
     r->vs_of = xcalloc((size_t)p->V, sizeof(int));
@@ -137,7 +137,7 @@ static void setup_pipeline(Run *r) {
         Stage *s = &r->local[k];
         r->vs_of[k] = vs;
         stage_init(s, r->be, spec_of(r, vs, last, r->sim.peak_slots[vs], c->checkpoint_activations));
-        if (schedule_splits_backward(c->schedule)) stage_enable_split(s);
+        if (p->split) stage_enable_split(s);
         s->grad_scale = 1.0f / (float)c->batch;  // the global batch's mean (replicas' gradients are summed)
         s->tally = &r->tally;
         s->progress = comm_poll_sends;
@@ -419,15 +419,14 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
 // --schedule-file: every rank reads the file and proves it (schedule_file.c) before the plan, which
 // takes its ranks, micro-batches and placement; a file some rank cannot read, or reads otherwise,
 // ends every rank alike. Outside a pipeline the plan refuses the flag.
-static void load_schedule_file(TrainConfig *c) {
-    if (!c->schedule_file[0] || (c->mode != MODE_PP && c->mode != MODE_HYBRID)) return;
+static const SchedFile *load_schedule_file(const TrainConfig *c, SchedFile *file) {
+    if (!c->schedule_file[0] || (c->mode != MODE_PP && c->mode != MODE_HYBRID)) return NULL;
     char why[900] = "", err[1024] = "", *text = NULL;
-    SchedFileShape shape;
-    if (!schedule_file_read(c->schedule_file, &text, why, sizeof why)) schedule_file_parse(text, c->schedule_file, &shape, why, sizeof why);
+    if (!schedule_file_read(c->schedule_file, &text, why, sizeof why)) schedule_file_parse(text, c->schedule_file, file, why, sizeof why);
     free(text);
     if (why[0]) snprintf(err, sizeof err, "train: %s", why);
     agree_on_error(err[0] ? err : NULL);
-    c->schedule = SCHED_FILE;
+    return file;
 }
 
 // The end of the run. Rank 0 wrote the outputs (--trace, --timeline, the summary; the checkpoints
@@ -460,8 +459,9 @@ int cmd_train(int argc, char **argv) {
     wd_set_timeout(cfg.timeout);
     Run run = {.c = &cfg, .rank = comms_world_rank()}, *r = &run;
     char err[1024];
-    load_schedule_file(&cfg);
-    if (plan_make(&cfg, &seen, comms_world_size(), comm_tag_ub(), &r->p, err, sizeof err)) user_error("%s", err);
+    SchedFile sched_file = {0};
+    const SchedFile *file = load_schedule_file(&cfg, &sched_file);
+    if (plan_make(&cfg, &seen, comms_world_size(), comm_tag_ub(), file, &r->p, err, sizeof err)) user_error("%s", err);
     DataSource src = {cfg.data, cfg.labels, cfg.test_data, cfg.test_labels};
     data_open(&r->data, src, (int)cfg.inputs, (int)cfg.classes, (uint64_t)cfg.seed);
     if (plan_epochs(&cfg, &seen, r->data.train.n, &r->p, err, sizeof err)) user_error("%s", err);
@@ -500,5 +500,6 @@ int cmd_train(int argc, char **argv) {
     run_free(r);
     comms_finalize_with(code);
     verify_free(&verify);
+    sched_file_free(&sched_file);
     return code;
 }

@@ -194,7 +194,7 @@ static void test_schedules(void) {
     int order_bad = 0;
     for (int kind = 0; kind < 3; kind++) for (int K = 1; K <= 8; K++) for (int M = 1; M <= 12; M++) for (int s = 0; s < K; s++) {
         ActionList l = {0};
-        schedule_build(kind, K, M, 1, s, &l);
+        schedule_build(kind, NULL, K, M, 1, s, &l);
         int f[12] = {0}, b[12] = {0};
         for (int i = 0; i < l.n; i++) {
             if (l.a[i].kind == ACT_FORWARD) f[l.a[i].mb]++;

@@ -8,11 +8,11 @@
 
 // Every rank's list of (kind, K, M, v), or of an evaluation (forward only) when kind < 0, checked.
 static const char *check_lists(int kind, int K, int M, int v, char *why, size_t wn) {
-    int place = kind < 0 ? PLACE_LOOP : schedule_placement(kind);
+    int place = kind < 0 ? PLACE_LOOP : schedule_placement(kind, NULL);
     ActionList *l = calloc((size_t)K, sizeof(ActionList));
     for (int s = 0; s < K; s++) {
         if (kind < 0) schedule_build_forward(K, v, place, s, M, &l[s]);
-        else schedule_build(kind, K, M, v, s, &l[s]);
+        else schedule_build(kind, NULL, K, M, v, s, &l[s]);
     }
     const char *bad = p2p_check(K, v, place, l, why, wn);
     for (int s = 0; s < K; s++) action_list_free(&l[s]);
@@ -29,7 +29,7 @@ static void test_every_schedule(void) {
         for (int K = 2; K <= 6; K++)
             for (int M = 1; M <= 13; M++)
                 for (int v = 1; v <= (kinds[k] == SCHED_INTERLEAVED ? 3 : 1); v++) {
-                    int vv = kinds[k] == SCHED_INTERLEAVED ? v + 1 : schedule_chunks(kinds[k], 1);
+                    int vv = kinds[k] == SCHED_INTERLEAVED ? v + 1 : schedule_chunks(kinds[k], 1, NULL);
                     if (schedule_check(kinds[k], K, M, vv)) continue;
                     SimSpec sp = {.kind = kinds[k], .K = K, .M = M, .v = vv, .f = 1, .b = 1, .w = 1};
                     SimResult r;
@@ -66,8 +66,8 @@ static void test_neighbours(void) {
 // The check catches what the rule forbids: a receive out of order, and a rank that never posts.
 static void test_catches(void) {
     ActionList l[2] = {{0}, {0}};
-    schedule_build(SCHED_GPIPE, 2, 2, 1, 0, &l[0]);
-    schedule_build(SCHED_GPIPE, 2, 2, 1, 1, &l[1]);
+    schedule_build(SCHED_GPIPE, NULL, 2, 2, 1, 0, &l[0]);
+    schedule_build(SCHED_GPIPE, NULL, 2, 2, 1, 1, &l[1]);
     char why[256];
     Action t = l[1].a[0]; l[1].a[0] = l[1].a[3]; l[1].a[3] = t;  // RECV_ACT of mb 0 <-> of mb 1
     const char *bad = p2p_check(2, 1, PLACE_LOOP, l, why, sizeof why);

@@ -19,7 +19,7 @@ static int plan_args(int world, long long tag_ub, const char *args, Plan *p, cha
     static OptionsSeen seen;
     train_config_defaults(&c);
     options_parse("train", train_options, &c, &seen, argc, argv, "", "");
-    return plan_make(&c, &seen, world, tag_ub, p, err, n);
+    return plan_make(&c, &seen, world, tag_ub, NULL, p, err, n);
 }
 
 static Plan plan_ok(const char *name, int world, const char *args) {

@@ -31,12 +31,12 @@ static int list_complete(int kind, int K, int M, int v, char *why, size_t n) {
     int ok = 1;
     for (int s = 0; s < K && ok; s++) {
         ActionList l = {0};
-        schedule_build(kind, K, M, v, s, &l);
+        schedule_build(kind, NULL, K, M, v, s, &l);
         int *f = calloc((size_t)v * M, sizeof(int)), *b = calloc((size_t)v * M, sizeof(int));
         int *in = calloc((size_t)v * M, sizeof(int)), *w = calloc((size_t)v * M, sizeof(int));
         for (int i = 0; i < l.n && ok; i++) {
             Action a = l.a[i];
-            int vs = place_vstage(schedule_placement(kind), K, s, a.chunk), k = a.chunk * M + a.mb;
+            int vs = place_vstage(schedule_placement(kind, NULL), K, s, a.chunk), k = a.chunk * M + a.mb;
             if (a.chunk < 0 || a.chunk >= v || a.mb < 0 || a.mb >= M) { snprintf(why, n, "rank %d: action %d out of range", s, i); ok = 0; break; }
             switch (a.kind) {
             case ACT_FORWARD: f[k]++; break;
@@ -51,7 +51,7 @@ static int list_complete(int kind, int K, int M, int v, char *why, size_t n) {
             if (!ok) snprintf(why, n, "%s K=%d M=%d v=%d rank %d: %s of mb %d chunk %d before its forward/input pass",
                               names[kind], K, M, v, s, action_names[a.kind], a.mb, a.chunk);
         }
-        int split = schedule_splits_backward(kind);
+        int split = schedule_splits_backward(kind, NULL);
         for (int k = 0; k < v * M && ok; k++)
             // dualpipev runs some backwards whole and splits others: each (chunk, mb) one way
             if (f[k] != 1 || (split && b[k] == 0 ? (in[k] != 1 || w[k] != 1) : (b[k] != 1 || in[k] || w[k])) || (!split && b[k] != 1)) {
@@ -188,7 +188,7 @@ static void test_interleaved_order(void) {
         "F0.0 F0.1 F1.0 B1.0 F1.1 B1.1 F0.2 B0.0 F0.3 B0.1 F1.2 B1.2 F1.3 B1.3 B0.2 B0.3"};
     for (int s = 0; s < 2; s++) {
         ActionList l = {0};
-        schedule_build(SCHED_INTERLEAVED, 2, 4, 2, s, &l);
+        schedule_build(SCHED_INTERLEAVED, NULL, 2, 4, 2, s, &l);
         char got[256] = "";
         for (int i = 0; i < l.n; i++)
             if (action_is_compute(l.a[i].kind)) {
@@ -202,7 +202,7 @@ static void test_interleaved_order(void) {
     }
     // rank 1 of 2 holds virtual stage 1 (chunk 0) and 3 (chunk 1): the head, which receives no gradient
     ActionList l = {0};
-    schedule_build(SCHED_INTERLEAVED, 2, 4, 2, 1, &l);
+    schedule_build(SCHED_INTERLEAVED, NULL, 2, 4, 2, 1, &l);
     int chunk1_recv_grad = 0, chunk0_send_act = 0;
     for (int i = 0; i < l.n; i++) {
         chunk1_recv_grad += l.a[i].kind == ACT_RECV_GRAD && l.a[i].chunk == 1;
@@ -290,7 +290,7 @@ static void test_v_schedules(void) {
     }
     // placement: rank 0 holds vs 0 and 2K-1, so its chunk 1 computes the loss and receives no gradient
     ActionList l = {0};
-    schedule_build(SCHED_ZBV, 4, 8, 2, 0, &l);
+    schedule_build(SCHED_ZBV, NULL, 4, 8, 2, 0, &l);
     int head_recv_grad = 0, c0_recv_act = 0, c1_send_act = 0;
     for (int i = 0; i < l.n; i++) {
         head_recv_grad += l.a[i].kind == ACT_RECV_GRAD && l.a[i].chunk == 1;
@@ -348,7 +348,7 @@ static void test_zbh2(void) {
     const char *want[2] = {"F0 F1 F2 I0 W0 F3 I1 W1 I2 W2 I3 W3", "F0 I0 F1 I1 F2 I2 W0 F3 I3 W1 W2 W3"};
     for (int s = 0; s < 2; s++) {
         ActionList l = {0};
-        schedule_build(SCHED_ZBH2, 2, 4, 1, s, &l);
+        schedule_build(SCHED_ZBH2, NULL, 2, 4, 1, s, &l);
         char got[256] = "";
         for (int i = 0; i < l.n; i++)
             if (action_is_compute(l.a[i].kind)) {

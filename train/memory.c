@@ -12,7 +12,7 @@ double memory_activation_elem(int precision) { return precision == PRECISION_BF1
 
 void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const int *slots, int n, MemNeed *m) {
     double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float), a = memory_activation_elem(c->precision);
-    int split = schedule_splits_backward(c->schedule) && p->pipelined, ckpt = c->checkpoint_activations && p->pipelined;
+    int split = p->split, ckpt = c->checkpoint_activations && p->pipelined;
     memset(m, 0, sizeof *m);
     for (int k = 0; k < n; k++) {
         int vs = vs_of[k], layers = plan_layers(p, vs), head = vs == p->S - 1;

@@ -131,11 +131,10 @@ static int rule_depth(const TrainConfig *c, const Plan *p, Err *e) {
 
 // The schedule: chunks per rank and their placement (the schedule's), the (M, K) it can run
 // (schedule_check holds the rule), and the largest message tag of the run, which MPI must accept.
-// A schedule file (read and proven by train.c before the plan, registered as SCHED_FILE) fixes the
-// ranks of the pipeline, the micro-batches and the chunks with their placement.
+// A schedule file (read and proven by train.c before the plan: the plan's input) fixes the ranks of
+// the pipeline, the micro-batches and the chunks with their placement.
 static int rule_schedule_file(const TrainConfig *c, Plan *p, Err *e) {
-    int K = 0, M = 0;
-    schedule_file_shape(&K, &M);
+    int K = p->file->K, M = p->file->M;
     if (seen_typed(e->seen, "schedule"))
         return refuse(e, "train: --schedule and --schedule-file both name the schedule: give one of them");
     if (K != p->K)
@@ -152,9 +151,9 @@ static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e);
 
 static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) {
     char sched[32];
-    choice_name(SCHED_NAMES, c->schedule, sched, sizeof sched);
-    if (p->pipelined && c->schedule == SCHED_FILE && rule_schedule_file(c, p, e)) return -1;
-    int interleaved = p->pipelined && c->schedule == SCHED_INTERLEAVED;
+    choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched);
+    if (p->pipelined && p->schedule == SCHED_FILE && rule_schedule_file(c, p, e)) return -1;
+    int interleaved = p->pipelined && p->schedule == SCHED_INTERLEAVED;
     if (p->pipelined && !interleaved && seen_typed(e->seen, "virtual-stages"))
         return refuse(e, "train: --virtual-stages applies to --schedule interleaved, not %s: drop it or add --schedule interleaved", sched);
     return rule_chunks(c, tag_ub, p, e);
@@ -163,13 +162,14 @@ static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e
 // The schedule's chunks per rank and their placement, and the (M, K) it can run.
 static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) {
     char sched[32];
-    choice_name(SCHED_NAMES, c->schedule, sched, sizeof sched);
-    int interleaved = p->pipelined && c->schedule == SCHED_INTERLEAVED;
-    p->V = p->pipelined ? schedule_chunks(c->schedule, (int)c->virtual_stages) : 1;
-    p->place = p->pipelined ? schedule_placement(c->schedule) : PLACE_LOOP;
+    choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched);
+    int interleaved = p->pipelined && p->schedule == SCHED_INTERLEAVED;
+    p->V = p->pipelined ? schedule_chunks(p->schedule, (int)c->virtual_stages, p->file) : 1;
+    p->place = p->pipelined ? schedule_placement(p->schedule, p->file) : PLACE_LOOP;
+    p->split = p->pipelined && schedule_splits_backward(p->schedule, p->file);
     if (interleaved && p->V < 2)
         return refuse(e, "train: --schedule interleaved needs --virtual-stages >= 2 (got %d; with 1 chunk per rank it is 1f1b: use --schedule 1f1b)", p->V);
-    if (p->pipelined && c->schedule == SCHED_DUALPIPEV && p->M < 2 * p->K)
+    if (p->pipelined && p->schedule == SCHED_DUALPIPEV && p->M < 2 * p->K)
         return refuse(e, "train: --schedule dualpipev needs --micro-batches >= 2 x %d ranks = %d (DualPipeV's own limit), got %d: use --micro-batches %d or --schedule zb-v",
                       p->K, 2 * p->K, p->M, 2 * p->K);
     p->S = p->K * p->V;
@@ -177,7 +177,7 @@ static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) 
         return refuse(e, "train: %d ranks x %d chunks = %d chunks, more than the %d layers a model can have (every chunk needs a layer): use fewer %s",
                       p->K, p->V, p->S, MAX_LAYERS, interleaved ? "--virtual-stages or ranks" : "ranks");
     if (p->S > c->layers) {
-        if (c->schedule == SCHED_FILE)
+        if (p->schedule == SCHED_FILE)
             return refuse(e, "train: --schedule-file '%s' holds %d chunks per rank: %d ranks x %d = %d chunks but only %lld layers: use --layers >= %d or a file with fewer stages",
                           c->schedule_file, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
         if (!interleaved)
@@ -340,11 +340,14 @@ static int rule_observers(const TrainConfig *c, const Plan *p, Err *e) {
     return 0;
 }
 
-int plan_make(const TrainConfig *c, const OptionsSeen *seen, int world, long long tag_ub, Plan *p, char *err, size_t errlen) {
+int plan_make(const TrainConfig *c, const OptionsSeen *seen, int world, long long tag_ub, const SchedFile *file, Plan *p,
+              char *err, size_t errlen) {
     Err e = {err, errlen, seen};
     memset(p, 0, sizeof *p);
     err[0] = 0;
     p->mode = c->mode;
+    p->file = is_pipelined(c->mode) ? file : NULL;
+    p->schedule = p->file ? SCHED_FILE : c->schedule;
     p->world = world;
     p->pipelined = is_pipelined(c->mode);
     p->data_parallel = is_data_parallel(c->mode);
@@ -372,6 +375,7 @@ int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t e
     p->distributed = p->world > 1;
     p->M = p->pipelined ? (int)c->micro_batches : 1;
     p->N = 1;
+    p->schedule = c->schedule;
     TrainConfig even = *c;
     even.partition[0] = 0;
     if (rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) || rule_batch(c, p, &e) || rule_partition(&even, p, &e)) return -1;

@@ -14,6 +14,9 @@ enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
 
 typedef struct {
     int mode;          // MODE_*
+    int schedule;      // SCHED_*: --schedule, or SCHED_FILE when a pipeline runs --schedule-file
+    const SchedFile *file;  // SCHED_FILE: the file's schedule (the plan's input), else NULL
+    int split;         // the schedule splits backwards into I and W (a stage keeps what W needs)
     int world;         // ranks started
     int K;             // stages: ranks of one pipeline (pp, hybrid), parts (manual), else 1
     int D;             // data-parallel replicas
@@ -42,7 +45,8 @@ typedef struct {
 // Fills p from the options c and what options_parse saw (which options the config file set, which
 // were typed) and the world: ranks started and MPI's largest tag. Returns 0, or -1 with one line
 // in err that names the value and the fix ("train: --batch 30 is not ...").
-int plan_make(const TrainConfig *c, const OptionsSeen *seen, int world, long long tag_ub, Plan *p, char *err, size_t errlen);
+int plan_make(const TrainConfig *c, const OptionsSeen *seen, int world, long long tag_ub, const SchedFile *file, Plan *p,
+              char *err, size_t errlen);
 
 // The layout of K stages x D replicas for `micropp plan` (no run, no MPI): the grid, the schedule's
 // chunks, the batch cut into micro-batches and an even partition, by the same rules as plan_make

@@ -13,7 +13,7 @@
 static void names(const Run *r, Summary *s) {
     const TrainConfig *c = r->c;
     choice_name(MODE_CHOICES, c->mode, s->mode, sizeof s->mode);
-    choice_name(SCHED_NAMES, c->schedule, s->schedule, sizeof s->schedule);
+    choice_name(SCHED_NAMES, r->p.schedule, s->schedule, sizeof s->schedule);
     choice_name(OPTIM_CHOICES, c->optimizer, s->optimizer, sizeof s->optimizer);
     choice_name(TRANSPORT_CHOICES, r->place.transport, s->transport, sizeof s->transport);
     choice_name(SYNC_CHOICES, c->ddp_sync, s->sync, sizeof s->sync);
@@ -291,7 +291,7 @@ static void fill_pipeline_measured(Run *r, Summary *s) {
     s->peak_inflight = per_stage(r, r->tally.peak_inflight);
     s->peak_deferred = per_stage(r, r->tally.peak_deferred);
     s->bubble_theory = r->sim.bubble_mean;
-    s->split = schedule_splits_backward(r->c->schedule);
+    s->split = r->p.split;
     double f = kind_median(r, ACT_FORWARD, from), bk, i, w;
     if (s->split) {  // NAN where the rank ran none: a file's rank may run full backwards only, or some of each
         i = kind_median(r, ACT_BACKWARD_INPUT, from);
@@ -320,7 +320,7 @@ static void fill_pipeline_simulated(const Run *r, Summary *s) {
         }
     }
     const TrainConfig *c = r->c;
-    SimSpec ms = {.kind = c->schedule, .K = K, .M = r->p.M, .v = V, .stage_f = st[0], .stage_b = st[1], .stage_w = st[2],
+    SimSpec ms = {.kind = r->p.schedule, .file = r->p.file, .K = K, .M = r->p.M, .v = V, .stage_f = st[0], .stage_b = st[1], .stage_w = st[2],
                   .slices = c->trace[0] || c->timeline[0] || c->gantt};  // the simulated chart's (observe)
     schedule_sim(&ms, &s->msim);
     for (int k = 0; k < 3; k++) free(st[k]);
