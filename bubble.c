@@ -16,6 +16,7 @@
 #include "schedule.h"
 #include "schedule_file.h"
 #include "tags.h"
+#include "train/memory.h"
 #include "train/trace.h"
 #include "commands.h"
 #include "base/util.h"
@@ -222,6 +223,23 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
             }
 }
 
+// Each stage's peak activation bytes for `model` run under schedule kind on K stages with M
+// micro-batches (V chunks per rank for interleaved): train/memory.c's reckoning, as `micropp plan`
+// prints it and train measures it (peak_activation_bytes). NULL when the layout cannot run.
+static double *stage_activations(const TrainConfig *model, int kind, int K, int M, int V) {
+    TrainConfig c = *model;
+    c.micro_batches = M;
+    c.virtual_stages = V;
+    if (!c.inputs) c.inputs = c.hidden;
+    MemLayout l;
+    char why[320];
+    if (memory_layout(&c, kind, K, 1, &l, why, sizeof why)) return NULL;
+    double *act = l.act;
+    l.act = NULL;
+    memory_layout_free(&l);
+    return act;
+}
+
 // --model: each row's peak activation bytes per stage for the train config's model (NULL where the
 // model cannot be laid out so, e.g. more stages than layers).
 static void model_activations(const BubbleConfig *c, Grid *g) {
@@ -231,12 +249,7 @@ static void model_activations(const BubbleConfig *c, Grid *g) {
     train_config_defaults(&t);
     options_load_json("bubble", train_options, &t, NULL, c->model);
     g->act = xcalloc((size_t)g->n, sizeof(double *));
-    for (long i = 0; i < g->n; i++) {
-        char why[320];
-        double *a = xcalloc((size_t)g->k[i], sizeof(double));
-        if (plan_stage_activations(&t, g->kind[i], g->k[i], g->m[i], chunks_of(c, g, g->kind[i]), a, why, sizeof why)) { free(a); a = NULL; }
-        g->act[i] = a;
-    }
+    for (long i = 0; i < g->n; i++) g->act[i] = stage_activations(&t, g->kind[i], g->k[i], g->m[i], chunks_of(c, g, g->kind[i]));
 }
 
 static void grid_free(Grid *g) {

@@ -162,12 +162,9 @@ static void shape_from_params(PlanCmd *pc, char *said, size_t n) {
 
 // One row of the table: a schedule (or none, K = 1), K stages, D replicas.
 typedef struct {
-    int kind, K, D, V, M, rows, fits, worst;  // worst: the stage with the largest total
-    MemNeed need;                             // the worst stage's rank
-    double bubble;
-    double *act;                              // [K] activations live at the peak per stage (train's peak_activation_bytes)
-    double *alloc, *weights, *optimizer;      // [K] per stage: the stash allocated (slots x bytes), weights, optimizer state
-    int *inflight;                            // [K] the simulator's peak micro-batches in flight per stage
+    int kind, fits, worst;  // worst: the stage with the largest total
+    MemNeed need;           // the worst stage's rank
+    MemLayout l;            // the layout and each stage's bytes (memory.c's reckoning, train's own)
 } Row;
 
 typedef struct {
@@ -179,66 +176,19 @@ typedef struct {
 } Table;
 
 // The row's layout, schedule and bytes; 0, or -1 with the reason in why.
-static int fill_row(const TrainConfig *base, int kind, int K, int D, Row *w, char *why, size_t n) {
-    TrainConfig c = *base;
-    Plan p;
-    c.schedule = kind;
-    if (plan_layout(&c, K, D, &p, why, n)) return -1;
+static int fill_row(const TrainConfig *c, int kind, int K, int D, Row *w, char *why, size_t n) {
     memset(w, 0, sizeof *w);
-    w->kind = kind; w->K = K; w->D = D; w->V = p.V; w->M = p.M; w->rows = p.rows;
-    w->act = xcalloc((size_t)K, sizeof(double));
-    w->alloc = xcalloc((size_t)K, sizeof(double));
-    w->weights = xcalloc((size_t)K, sizeof(double));
-    w->optimizer = xcalloc((size_t)K, sizeof(double));
-    w->inflight = xcalloc((size_t)K, sizeof(int));
-    SimResult sim = {0};
-    if (p.pipelined) {  // as train sizes its stashes: the schedule simulated with F = I = W = 1
-        SimSpec spec = {.kind = kind, .K = K, .M = p.M, .v = p.V, .f = 1, .b = 1, .w = 1};
-        schedule_sim(&spec, &sim);
-        if (sim.deadlock) fatal("schedule deadlocks at K=%d M=%d: %s", K, p.M, sim.why);
-        w->bubble = sim.bubble_mean;
-    }
-    for (int s = 0; s < K; s++) {
-        int vs_of[64], slots[64];
-        for (int k = 0; k < p.V; k++) {
-            vs_of[k] = p.pipelined ? plan_vstage(&p, s, k) : k;
-            slots[k] = p.pipelined ? sim.peak_slots[vs_of[k]] : 1;
-        }
-        MemNeed m;
-        memory_reckon(&c, &p, vs_of, slots, p.V, &m);
-        w->alloc[s] = m.activations;
-        w->act[s] = m.activations;  // no pipeline: the one slot
-        if (p.pipelined) {
-            ActionList l = {0};
-            schedule_build(kind, NULL, K, p.M, p.V, s, &l);
-            w->act[s] = memory_live_peak(&c, &p, &l, s);
-            action_list_free(&l);
-        }
-        w->weights[s] = m.weights;
-        w->optimizer[s] = m.optimizer;
-        w->inflight[s] = p.pipelined ? sim.peak_inflight[s] : 1;
-        if (s == 0 || m.total > w->need.total) { w->need = m; w->worst = s; }
-    }
-    if (p.pipelined) sim_result_free(&sim);
+    w->kind = kind;
+    if (memory_layout(c, kind, K, D, &w->l, why, n)) return -1;
+    for (int s = 0; s < K; s++)
+        if (s == 0 || w->l.need[s].total > w->need.total) { w->need = w->l.need[s]; w->worst = s; }
     return 0;
 }
 
-static void row_free(Row *w) { free(w->act); free(w->alloc); free(w->weights); free(w->optimizer); free(w->inflight); }
-
-int plan_stage_activations(const TrainConfig *model, int kind, int K, int M, int V, double *act, char *why, size_t n) {
-    TrainConfig c = *model;
-    c.micro_batches = M;
-    c.virtual_stages = V;
-    if (!c.inputs) c.inputs = c.hidden;
-    Row w;
-    if (fill_row(&c, kind, K, 1, &w, why, n)) return -1;
-    memcpy(act, w.act, (size_t)K * sizeof(double));
-    row_free(&w);
-    return 0;
-}
+static void row_free(Row *w) { memory_layout_free(&w->l); }
 
 static const char *sched_name(const Row *w, char *buf, size_t n) {
-    if (w->K == 1) { snprintf(buf, n, "-"); return buf; }
+    if (w->l.K == 1) { snprintf(buf, n, "-"); return buf; }
     return choice_name(SCHED_NAMES, w->kind, buf, n);
 }
 
@@ -285,9 +235,9 @@ static const char *fmt_bytes(double b, char *buf, size_t n) {
 static int smallest_fit(const Table *t, int *at) {
     int best = -1;
     for (int i = 0; i < t->n; i++)
-        if (t->row[i].fits && (best < 0 || t->row[i].K < t->row[best].K)) best = i;
+        if (t->row[i].fits && (best < 0 || t->row[i].l.K < t->row[best].l.K)) best = i;
     *at = best;
-    return best < 0 ? -1 : t->row[best].K;
+    return best < 0 ? -1 : t->row[best].l.K;
 }
 
 // Nothing fits: what would. The model state alone over the device, and what dominates; never a
@@ -304,8 +254,8 @@ static void cheapest_fix(const TrainConfig *c, const Table *t, char *buf, size_t
     if (m->activations + m->buffers > m->total / 2)
         snprintf(buf, n, "activations dominate (%.0f%% at best): %smore --micro-batches, or a smaller --batch", 100 * (m->activations + m->buffers) / m->total,
                  c->checkpoint_activations ? "" : "--checkpoint-activations, ");
-    else if (lo->D > 1 && !c->zero && m->optimizer > 0)
-        snprintf(buf, n, "--zero 1 shards the optimizer state over the %d replicas; or more stages", lo->D);
+    else if (lo->l.D > 1 && !c->zero && m->optimizer > 0)
+        snprintf(buf, n, "--zero 1 shards the optimizer state over the %d replicas; or more stages", lo->l.D);
     else if (K <= most)
         snprintf(buf, n, "the model state (weights, gradients, optimizer) alone needs at least %.0f stages of this device: try --stages %.0f%s", K, K,
                  c->optimizer != OPTIM_SGD ? ", or --optimizer sgd (no moments)" : "");
@@ -336,16 +286,16 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
     for (int i = 0; i < t->n; i++) {
         const Row *w = &t->row[i];
         const MemNeed *m = &w->need;
-        double act = w->act[w->worst], other = m->total - m->weights - m->grads - m->optimizer - act;
-        printf("%-11s %6d %3d %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n", sched_name(w, name, sizeof name), w->K, w->D, w->M,
+        double act = w->l.act[w->worst], other = m->total - m->weights - m->grads - m->optimizer - act;
+        printf("%-11s %6d %3d %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n", sched_name(w, name, sizeof name), w->l.K, w->l.D, w->l.M,
                fmt_bytes(m->weights, b[0], 32), fmt_bytes(m->grads, b[1], 32), fmt_bytes(m->optimizer, b[2], 32),
-               fmt_bytes(act, b[3], 32), fmt_bytes(other, b[4], 32), fmt_bytes(m->total, b[5], 32), w->bubble, w->fits ? "yes" : "no");
+               fmt_bytes(act, b[3], 32), fmt_bytes(other, b[4], 32), fmt_bytes(m->total, b[5], 32), w->l.bubble, w->fits ? "yes" : "no");
     }
     for (int i = 0; i < t->n_skipped; i++) printf("# left out: %s\n", t->skipped[i]);
     int at, K = smallest_fit(t, &at);
     if (K > 0) {
         const Row *w = &t->row[at];
-        printf("smallest K that fits: %d stage%s (%s, dp %d: %s of %s per rank)\n", K, K == 1 ? "" : "s", sched_name(w, name, sizeof name), w->D,
+        printf("smallest K that fits: %d stage%s (%s, dp %d: %s of %s per rank)\n", K, K == 1 ? "" : "s", sched_name(w, name, sizeof name), w->l.D,
                fmt_bytes(w->need.total, b[0], 32), fmt_bytes(t->device, b[1], 32));
     } else if (t->n) {
         char fix[400];
@@ -354,28 +304,38 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
     }
 }
 
+// One MemNeed field of every stage (at byte offset `field`), as a JSON array.
+static cJSON *per_stage(const Row *w, size_t field) {
+    double *v = xmalloc(sizeof(double) * (size_t)w->l.K);
+    for (int s = 0; s < w->l.K; s++) memcpy(&v[s], (const char *)&w->l.need[s] + field, sizeof(double));
+    cJSON *a = cJSON_CreateDoubleArray(v, w->l.K);
+    free(v);
+    return a;
+}
+
 static cJSON *json_row(const Row *w) {
     char name[32];
+    const MemLayout *l = &w->l;
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "schedule", w->K == 1 ? "none" : choice_name(SCHED_NAMES, w->kind, name, sizeof name));
-    cJSON_AddNumberToObject(r, "stages", w->K);
-    cJSON_AddNumberToObject(r, "dp", w->D);
-    cJSON_AddNumberToObject(r, "virtual_stages", w->V);
-    cJSON_AddNumberToObject(r, "micro_batches", w->M);
-    cJSON_AddNumberToObject(r, "rows_per_micro_batch", w->rows);
+    cJSON_AddStringToObject(r, "schedule", l->K == 1 ? "none" : choice_name(SCHED_NAMES, w->kind, name, sizeof name));
+    cJSON_AddNumberToObject(r, "stages", l->K);
+    cJSON_AddNumberToObject(r, "dp", l->D);
+    cJSON_AddNumberToObject(r, "virtual_stages", l->V);
+    cJSON_AddNumberToObject(r, "micro_batches", l->M);
+    cJSON_AddNumberToObject(r, "rows_per_micro_batch", l->rows);
     cJSON_AddNumberToObject(r, "worst_stage", w->worst);
     cJSON_AddNumberToObject(r, "weight_bytes", w->need.weights);
     cJSON_AddNumberToObject(r, "grad_bytes", w->need.grads);
     cJSON_AddNumberToObject(r, "optimizer_bytes", w->need.optimizer);
-    cJSON_AddNumberToObject(r, "activation_bytes", w->act[w->worst]);
-    cJSON_AddNumberToObject(r, "other_bytes", w->need.total - w->need.weights - w->need.grads - w->need.optimizer - w->act[w->worst]);
+    cJSON_AddNumberToObject(r, "activation_bytes", l->act[w->worst]);
+    cJSON_AddNumberToObject(r, "other_bytes", w->need.total - w->need.weights - w->need.grads - w->need.optimizer - l->act[w->worst]);
     cJSON_AddNumberToObject(r, "total_bytes", w->need.total);
-    cJSON_AddItemToObject(r, "activation_bytes_per_stage", cJSON_CreateDoubleArray(w->act, w->K));
-    cJSON_AddItemToObject(r, "activation_alloc_bytes_per_stage", cJSON_CreateDoubleArray(w->alloc, w->K));
-    cJSON_AddItemToObject(r, "weight_bytes_per_stage", cJSON_CreateDoubleArray(w->weights, w->K));
-    cJSON_AddItemToObject(r, "optimizer_bytes_per_stage", cJSON_CreateDoubleArray(w->optimizer, w->K));
-    cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(w->inflight, w->K));
-    cJSON_AddNumberToObject(r, "bubble", w->bubble);
+    cJSON_AddItemToObject(r, "activation_bytes_per_stage", cJSON_CreateDoubleArray(l->act, l->K));
+    cJSON_AddItemToObject(r, "activation_alloc_bytes_per_stage", per_stage(w, offsetof(MemNeed, activations)));
+    cJSON_AddItemToObject(r, "weight_bytes_per_stage", per_stage(w, offsetof(MemNeed, weights)));
+    cJSON_AddItemToObject(r, "optimizer_bytes_per_stage", per_stage(w, offsetof(MemNeed, optimizer)));
+    cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(l->inflight, l->K));
+    cJSON_AddNumberToObject(r, "bubble", l->bubble);
     cJSON_AddBoolToObject(r, "fits", w->fits);
     return r;
 }

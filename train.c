@@ -129,9 +129,7 @@ static void setup_pipeline(Run *r) {
     r->n_local = p->V;
     r->local = xcalloc((size_t)p->V, sizeof(Stage));
     r->vs_of = xcalloc((size_t)p->V, sizeof(int));
-    int slots[COMM_MAX_CHUNKS];
-    for (int k = 0; k < p->V; k++) { r->vs_of[k] = plan_vstage(p, r->stage, k); slots[k] = r->sim.peak_slots[r->vs_of[k]]; }
-    memory_check(r, r->vs_of, slots, p->V);  // before the first large allocation
+    memory_check(r);  // before the first large allocation
     for (int k = 0; k < p->V; k++) {
         int vs = plan_vstage(p, r->stage, k), last = vs == p->S - 1;
         Stage *s = &r->local[k];
@@ -156,10 +154,7 @@ static void setup_local(Run *r) {
     r->n_local = K;
     r->local = xcalloc((size_t)K, sizeof(Stage));
     r->vs_of = xcalloc((size_t)K, sizeof(int));
-    int *ones = xmalloc(sizeof(int) * (size_t)K);
-    for (int k = 0; k < K; k++) { r->vs_of[k] = k; ones[k] = 1; }
-    memory_check(r, r->vs_of, ones, K);  // before the first large allocation
-    free(ones);
+    memory_check(r);  // before the first large allocation
     for (int k = 0; k < K; k++) {
         r->vs_of[k] = k;
         stage_init(&r->local[k], r->be, spec_of(r, k, k == K - 1, 1, 0));

@@ -65,9 +65,48 @@ double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *l
     return peak;
 }
 
-void memory_need(const Run *r, const int *vs_of, const int *slots, int n, MemNeed *m) {
-    memory_reckon(r->c, &r->p, vs_of, slots, n, m);
+void memory_rank(const TrainConfig *c, const Plan *p, const SimResult *sim, int stage, MemNeed *m) {
+    int n = p->pipelined ? p->V : p->K, *vs_of = xmalloc(sizeof(int) * (size_t)n), *slots = xmalloc(sizeof(int) * (size_t)n);
+    for (int k = 0; k < n; k++) {
+        vs_of[k] = p->pipelined ? plan_vstage(p, stage, k) : k;
+        slots[k] = p->pipelined ? sim->peak_slots[vs_of[k]] : 1;
+    }
+    memory_reckon(c, p, vs_of, slots, n, m);
+    free(vs_of);
+    free(slots);
 }
+
+int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, char *why, size_t n) {
+    TrainConfig t = *c;
+    Plan *p = xmalloc(sizeof *p);  // (a Plan holds the partition of up to MAX_STAGES stages)
+    t.schedule = kind;
+    memset(out, 0, sizeof *out);
+    if (plan_layout(&t, K, D, p, why, n)) { free(p); return -1; }
+    *out = (MemLayout){.K = K, .D = D, .V = p->V, .M = p->M, .rows = p->rows, .need = xcalloc((size_t)K, sizeof(MemNeed)),
+                       .act = xcalloc((size_t)K, sizeof(double)), .inflight = xcalloc((size_t)K, sizeof(int))};
+    SimResult sim = {0};
+    if (p->pipelined) {  // as train sizes its stashes: the schedule simulated with F = I = W = 1
+        SimSpec spec = {.kind = kind, .K = K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
+        schedule_sim(&spec, &sim);
+        if (sim.deadlock) fatal("schedule deadlocks at K=%d M=%d: %s", K, p->M, sim.why);
+        out->bubble = sim.bubble_mean;
+    }
+    for (int s = 0; s < K; s++) {
+        memory_rank(&t, p, p->pipelined ? &sim : NULL, s, &out->need[s]);
+        out->act[s] = out->need[s].activations;  // no pipeline: the one slot
+        out->inflight[s] = p->pipelined ? sim.peak_inflight[s] : 1;
+        if (!p->pipelined) continue;
+        ActionList l = {0};
+        schedule_build(kind, NULL, K, p->M, p->V, s, &l);
+        out->act[s] = memory_live_peak(&t, p, &l, s);
+        action_list_free(&l);
+    }
+    if (p->pipelined) sim_result_free(&sim);
+    free(p);
+    return 0;
+}
+
+void memory_layout_free(MemLayout *l) { free(l->need); free(l->act); free(l->inflight); memset(l, 0, sizeof *l); }
 
 double memory_available(void) { return meminfo_available(); }
 
@@ -79,9 +118,9 @@ static const char *fix_for(const Run *r, const MemNeed *m) {
     return "more pipeline stages (--mode pp or hybrid over more ranks), or a smaller model";
 }
 
-void memory_check(const Run *r, const int *vs_of, const int *slots, int n) {
+void memory_check(const Run *r) {
     MemNeed m;
-    memory_need(r, vs_of, slots, n, &m);
+    memory_rank(r->c, &r->p, r->p.pipelined ? &r->sim : NULL, r->p.pipelined ? r->stage : 0, &m);
     int device = !r->be->on_host && r->be->memory_free;  // a GPU of its own per rank: its free bytes
     double have = device ? r->be->memory_free() : memory_available(), ranks = device ? 1 : r->place.local_size > 0 ? r->place.local_size : 1;
     double need = m.total * ranks;  // the ranks of a node share its memory (each reckoned like this one)

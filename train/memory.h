@@ -1,24 +1,42 @@
 // train/memory.h: what a run will allocate, worked out before it allocates: per rank, the weights,
 // gradients, optimizer state, the activations stashed at the schedule's peak and the buffers; and
 // the check of that against the memory the node has, so a run that cannot fit is refused at once
-// instead of climbing toward the out-of-memory killer.
+// instead of climbing toward the out-of-memory killer. The one reckoning: train checks itself with
+// memory_rank, and `micropp plan` and `bubble --model` print memory_layout, which calls it.
 #pragma once
 #include "train/run.h"
 
 typedef struct { double weights, grads, optimizer, activations, buffers, total; } MemNeed;  // bytes
 
-// The same from the options and a plan alone (no run, no MPI): what `micropp plan` prints.
+// The bytes of the virtual stages vs_of[0..n) held by one rank, each with slots[k] stashed
+// micro-batches, from the options and the plan alone (no run, no MPI).
 void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const int *slots, int n, MemNeed *m);
+// The bytes of the rank holding pipeline stage `stage`: in a pipeline its chunks, each with the
+// simulator's peak of stashed micro-batches (sim: the schedule run with uniform costs, as train
+// sizes its stashes); otherwise every part of the model (the plan's K), one micro-batch each.
+void memory_rank(const TrainConfig *c, const Plan *p, const SimResult *sim, int stage, MemNeed *m);
 // The activation bytes live at once on rank `stage` as it runs its action list, counted as model.c's
 // tally counts them (train's peak_activation_bytes): at most the stash memory_reckon allocates.
 double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *list, int stage);
+
+// A layout's bytes per stage without a run (`micropp plan`'s rows, `bubble --model`): schedule
+// kind on K stages x D replicas, laid out by plan_layout, simulated as train simulates it.
+typedef struct {
+    int K, D, V, M, rows;  // the layout: stages, replicas, chunks per rank, micro-batches, rows each
+    double bubble;         // the simulated bubble (uniform costs; 0 without a pipeline)
+    MemNeed *need;         // [K] the bytes of each stage's rank (memory_rank)
+    double *act;           // [K] the activations live at the peak of each stage's actions
+                           //     (memory_live_peak; without a pipeline its one micro-batch's stash)
+    int *inflight;         // [K] the simulator's peak micro-batches in flight (1 without a pipeline)
+} MemLayout;
+// 0, or -1 with why the layout cannot run (plan_layout's one line) in why.
+int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, char *why, size_t n);
+void memory_layout_free(MemLayout *l);
 // Bytes of one stashed activation element at --precision (PRECISION_*).
 double memory_activation_elem(int precision);
 // MemAvailable from /proc/meminfo, bytes; -1 when it cannot be read.
 double memory_available(void);
-// This rank's needs: the virtual stages vs_of[0..n) it will hold, each with slots[k] stashed
-// micro-batches (the simulator's peak for pipelines, 1 otherwise).
-void memory_need(const Run *r, const int *vs_of, const int *slots, int n, MemNeed *m);
-// Collective over the world: every rank's need against its node's MemAvailable (/proc/meminfo);
-// one that does not fit ends every rank with one line naming the figures and the cheapest fix.
-void memory_check(const Run *r, const int *vs_of, const int *slots, int n);
+// Collective over the world: every rank's need (memory_rank: this rank's stage, r->sim in a
+// pipeline) against its node's MemAvailable (/proc/meminfo), or its GPU's free memory; one that
+// does not fit ends every rank with one line naming the figures and the cheapest fix.
+void memory_check(const Run *r);
