@@ -92,35 +92,6 @@ static int parse_counts(const char *flag, const char *text, int max, int *out, i
     return n;
 }
 
-static int n_schedules(void) {
-    int n = 1;
-    for (const char *p = SCHED_CHOICES; *p; p++) n += *p == '|';
-    return n;
-}
-
-static int parse_schedules(const char *text, int *out) {
-    int total = n_schedules(), n = 0;
-    char name[32];
-    if (!strcmp(text, "all")) { for (int i = 0; i < total; i++) out[n++] = i; return n; }
-    const char *p = text;
-    if (!*p) user_error("bubble: --schedule is empty: use all or one of %s", SCHED_CHOICES);
-    while (*p) {
-        size_t len = strcspn(p, ",");
-        int found = -1;
-        for (int i = 0; i < total; i++) {
-            choice_name(SCHED_CHOICES, i, name, sizeof name);
-            if (strlen(name) == len && !strncmp(name, p, len)) found = i;
-        }
-        if (found < 0) user_error("bubble: --schedule '%s' is not 'all' or a list of %s", text, SCHED_CHOICES);
-        for (int i = 0; i < n; i++)
-            if (out[i] == found) user_error("bubble: --schedule '%s' names a schedule twice: list each once", text);
-        out[n++] = found;
-        p += len;
-        if (*p == ',') { p++; if (!*p) user_error("bubble: --schedule '%s' ends with a comma: drop it", text); }
-    }
-    return n;
-}
-
 // The seed cheat sheet's memory law, in units of the standard O(B*L) activations (= 1): GPipe keeps
 // O(B*L/K + (B/M)*L), i.e. 1/K + 1/M of it; B and L cancel.
 static double gpipe_memory(int K, int M) { return 1.0 / K + 1.0 / M; }
@@ -424,7 +395,9 @@ int cmd_bubble(int argc, char **argv) {
         load_file(c, &seen, &file, kinds, ks, ms);
         g.file = &file;
     } else {
-        n_kind = parse_schedules(c->schedule, kinds);
+        char why[PATH_LEN + 160];
+        n_kind = schedule_parse_list(c->schedule, kinds, 64, why, sizeof why);
+        if (n_kind < 0) user_error("bubble: %s", why);
         n_k = parse_counts("stages", c->stages, MAX_K, ks, MAX_ROWS);
         n_m = parse_counts("micro-batches", c->micro_batches, MAX_M, ms, MAX_ROWS);
     }

@@ -24,7 +24,7 @@ typedef struct {
     char params[PATH_LEN];         // "10B": pick a shape with about this many parameters
     char device_memory[PATH_LEN];  // "24G"; "" = this machine's MemAvailable
     char stages[PATH_LEN];         // "1,2,4,8"; "" = powers of two up to the layers (64 at most)
-    char schedules[PATH_LEN];      // "gpipe,1f1b"; "" = --schedule if given, else gpipe,1f1b,interleaved,zb-h1
+    char schedule[PATH_LEN];       // "gpipe,1f1b" or "all" (as bubble's); "" = gpipe,1f1b,interleaved,zb-h1
     char dp[PATH_LEN];             // data-parallel degrees "1,2"
     OptionsSeen seen;              // which options the config file set and which were typed
 } PlanCmd;
@@ -34,14 +34,13 @@ static const Option extra_options[] = {
     {"params", 0, OPT_STR, P(params), 0, 0, 0, "N", "model size instead of --layers (and --hidden): 350M, 10B, 1.5T; the shape chosen is printed"},
     {"device-memory", 0, OPT_STR, P(device_memory), 0, 0, 0, "BYTES", "memory of one device: 24G, 80G, 512M (binary units; default: this machine's MemAvailable)"},
     {"stages", 'K', OPT_STR, P(stages), 0, 0, 0, "LIST", "numbers of pipeline stages, e.g. 1,2,4,8 (default: powers of two up to the layers, 64 at most)"},
-    {"schedules", 0, OPT_STR, P(schedules), 0, 0, 0, "LIST", "pipeline schedules, e.g. gpipe,1f1b,zb-h1 (default: --schedule if given, else gpipe,1f1b,interleaved,zb-h1)"},
+    {"schedule", 'S', OPT_STR, P(schedule), 0, 0, 0, "LIST", "'all', one of " SCHED_CHOICES ", or a comma list (default: gpipe,1f1b,interleaved,zb-h1)"},
     {"dp", 0, OPT_STR, P(dp), 0, 0, 0, "LIST", "data-parallel degrees, e.g. 1,2,4 (with --zero 1 the optimizer state is sharded over them)"},
     {0},
 };
 #undef P
 // The train options that change memory or the bubble; any other typed on the command line is refused.
-static const char *const model_names[] = {"config", "layers", "hidden", "inputs", "classes", "batch", "micro-batches", "schedule",
-                                          "virtual-stages", "precision", "optimizer", "checkpoint-activations", "zero", "json"};
+static const char *const model_names[] = {"config", "layers", "hidden", "inputs", "classes", "batch", "micro-batches", "virtual-stages", "precision", "optimizer", "checkpoint-activations", "zero", "json"};
 #define N_MODEL (sizeof model_names / sizeof *model_names)
 
 static Option *all_options;   // train's (for --config) and the extras, in one table
@@ -55,7 +54,8 @@ static void build_tables(void) {
     int k = 0;
     for (int i = 0; i < n_extra; i++) all_options[k++] = extra_options[i];
     for (int i = 0; i < n_train; i++)
-        if (strcmp(train_options[i].name, "dp")) all_options[k++] = train_options[i];  // (offsets: t is PlanCmd's first member)
+        if (strcmp(train_options[i].name, "dp") && strcmp(train_options[i].name, "schedule"))  // (plan's own: lists)
+            all_options[k++] = train_options[i];  // (offsets: t is PlanCmd's first member)
     for (size_t j = 0; j < N_MODEL; j++)
         for (int i = 0; i < k; i++)
             if (!strcmp(all_options[i].name, model_names[j])) help_options[h++] = all_options[i];
@@ -106,24 +106,6 @@ static int parse_list(const char *flag, const char *text, int max, int *out) {
         if (out[i] < 1 || out[i] > max) user_error("plan: --%s '%s': %d is outside 1..%d", flag, text, out[i], max);
         for (int j = 0; j < i; j++) if (out[j] == out[i]) user_error("plan: --%s '%s' lists %d twice: list each once", flag, text, out[i]);
     }
-    return n;
-}
-
-static int parse_schedule_list(const char *text, int *out) {
-    int n = 0;
-    char name[32];
-    for (const char *p = text; *p;) {
-        size_t len = strcspn(p, ",");
-        int found = -1;
-        for (int i = 0; choice_name(SCHED_CHOICES, i, name, sizeof name)[0] && i < 32; i++)
-            if (strlen(name) == len && !strncmp(name, p, len)) found = i;
-        if (found < 0 || n == MAX_LIST) user_error("plan: --schedules '%s' is not a comma list of %s", text, SCHED_CHOICES);
-        for (int i = 0; i < n; i++) if (out[i] == found) user_error("plan: --schedules '%s' names a schedule twice: list each once", text);
-        out[n++] = found;
-        p += len;
-        if (*p == ',' && !*++p) user_error("plan: --schedules '%s' ends with a comma: drop it", text);
-    }
-    if (!n) user_error("plan: --schedules is empty: give one or more of %s", SCHED_CHOICES);
     return n;
 }
 
@@ -377,7 +359,7 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
     static const char examples[] =
         "  micropp plan --params 10B --device-memory 24G         # the memory wall: how many stages a 10B model needs\n"
         "  micropp plan --config configs/pipeline.json --stages 2,4,8 --device-memory 1G\n"
-        "  micropp plan --layers 32 --hidden 4096 --dp 1,4 --zero 1 --schedules 1f1b,zb-h1 --json\n";
+        "  micropp plan --layers 32 --hidden 4096 --dp 1,4 --zero 1 --schedule 1f1b,zb-h1 --json\n";
     build_tables();
     train_config_defaults(&pc->t);
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
@@ -401,9 +383,9 @@ int cmd_plan(int argc, char **argv) {
     parse_options(argc, argv, pc, shape, sizeof shape);
     TrainConfig *c = &pc->t;
     int kinds[MAX_LIST], ks[MAX_LIST], ds[MAX_LIST], n_kind, n_k = 0, n_d = 1;
-    if (pc->schedules[0]) n_kind = parse_schedule_list(pc->schedules, kinds);
-    else if (seen_set(&pc->seen, "schedule")) { kinds[0] = c->schedule; n_kind = 1; }
-    else n_kind = parse_schedule_list("gpipe,1f1b,interleaved,zb-h1", kinds);
+    char why[PATH_LEN + 160];
+    n_kind = schedule_parse_list(pc->schedule[0] ? pc->schedule : "gpipe,1f1b,interleaved,zb-h1", kinds, MAX_LIST, why, sizeof why);
+    if (n_kind < 0) user_error("plan: %s", why);
     if (pc->stages[0]) n_k = parse_list("stages", pc->stages, MAX_STAGES, ks);
     else for (int k = 1; k <= c->layers && k <= 64; k *= 2) ks[n_k++] = k;
     if (pc->dp[0]) n_d = parse_list("dp", pc->dp, 1 << 20, ds);

@@ -3,6 +3,7 @@
 // lists over a placement of chunks on ranks, and the discrete-event simulator that runs those very
 // lists against each other.
 #include <string.h>
+#include "base/config.h"  // choice_name
 #include "schedule.h"
 #include "base/util.h"
 
@@ -64,6 +65,30 @@ void schedule_push_pass(ActionList *l, int place, int K, int v, int s, int kind,
     if (kind == ACT_FORWARD) forward(&at, chunk, mb);
     else if (kind == ACT_BACKWARD_WEIGHT) push(l, kind, mb, chunk);
     else backward(&at, chunk, mb, kind);
+}
+
+int schedule_parse_list(const char *text, int *out, int max, char *why, size_t n) {
+    int total = 1, count = 0;
+    char name[32];
+    for (const char *q = SCHED_CHOICES; *q; q++) total += *q == '|';
+    if (!strcmp(text, "all")) {
+        for (int i = 0; i < total && i < max; i++) out[count++] = i;
+        return count;
+    }
+    if (!*text) { snprintf(why, n, "--schedule is empty: use all or one of %s", SCHED_CHOICES); return -1; }
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
+        for (int i = 0; i < total; i++)
+            if (strlen(choice_name(SCHED_CHOICES, i, name, sizeof name)) == len && !strncmp(name, p, len)) found = i;
+        if (found < 0 || count == max) { snprintf(why, n, "--schedule '%s' is not 'all' or a list of %s", text, SCHED_CHOICES); return -1; }
+        for (int i = 0; i < count; i++)
+            if (out[i] == found) { snprintf(why, n, "--schedule '%s' names a schedule twice: list each once", text); return -1; }
+        out[count++] = found;
+        p += len;
+        if (*p == ',' && !*++p) { snprintf(why, n, "--schedule '%s' ends with a comma: drop it", text); return -1; }
+    }
+    return count;
 }
 
 void sched_file_free(SchedFile *f) {

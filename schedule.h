@@ -10,6 +10,7 @@
 // of zb-v and dualpipev folds the pipeline back (rank 0 holds the first and the last chunk). With
 // v = 1, virtual stage = stage = rank.
 #pragma once
+#include <stddef.h>
 
 // SCHED_FILE: the schedule of a file (--schedule-file, schedule_file.c): no --schedule choice, and
 // SCHED_NAMES names it "file". Its lists travel with the kind (SchedFile, below).
@@ -71,6 +72,10 @@ void action_list_free(ActionList *l);
 // them to a file's compute actions): F receives its input first and sends its output after; B and
 // I receive the output's gradient first and send the input's after; W has none.
 void schedule_push_pass(ActionList *l, int place, int K, int v, int s, int kind, int chunk, int mb);
+// A list of schedules as `--schedule` takes it in bubble and plan: 'all' (every built-in kind), or
+// names of SCHED_CHOICES separated by commas, each once. Returns how many went into out (at most
+// max), or -1 with why in words ("--schedule 'x' is not ..."; the caller names its command).
+int schedule_parse_list(const char *text, int *out, int max, char *why, size_t n);
 // NULL when (kind, K, M, v) can run, else why not (a phrase for a user_error line). SCHED_FILE: NULL
 // (a file is proven when it is read, for its own K, M and v).
 const char *schedule_check(int kind, int K, int M, int v);

@@ -34,29 +34,29 @@ PY
     if [ -n "$why" ]; then fail "$name" "$why"; else pass "$name"; fi
 }
 
-compare "plan/default.json gpipe K=2 = train" 2 "--config configs/default.json --schedules gpipe --stages 2" \
+compare "plan/default.json gpipe K=2 = train" 2 "--config configs/default.json --schedule gpipe --stages 2" \
     "--config configs/default.json --mode pp --schedule gpipe"
-compare "plan/default.json 1f1b K=4 = train" 4 "--config configs/default.json --schedules 1f1b --stages 4 --micro-batches 8" \
+compare "plan/default.json 1f1b K=4 = train" 4 "--config configs/default.json --schedule 1f1b --stages 4 --micro-batches 8" \
     "--config configs/default.json --mode pp --schedule 1f1b --micro-batches 8"
-compare "plan/default.json interleaved K=2 V=2 = train" 2 "--config configs/default.json --schedules interleaved --virtual-stages 2 --stages 2 --micro-batches 8" \
+compare "plan/default.json interleaved K=2 V=2 = train" 2 "--config configs/default.json --schedule interleaved --virtual-stages 2 --stages 2 --micro-batches 8" \
     "--config configs/default.json --mode pp --schedule interleaved --virtual-stages 2 --micro-batches 8"
-compare "plan/default.json zb-h1 K=4 = train" 4 "--config configs/default.json --schedules zb-h1 --stages 4 --micro-batches 8" \
+compare "plan/default.json zb-h1 K=4 = train" 4 "--config configs/default.json --schedule zb-h1 --stages 4 --micro-batches 8" \
     "--config configs/default.json --mode pp --schedule zb-h1 --micro-batches 8"
-compare "plan/default.json zb-h1 K=2 checkpointed = train" 2 "--config configs/default.json --schedules zb-h1 --stages 2 --checkpoint-activations" \
+compare "plan/default.json zb-h1 K=2 checkpointed = train" 2 "--config configs/default.json --schedule zb-h1 --stages 2 --checkpoint-activations" \
     "--config configs/default.json --mode pp --schedule zb-h1 --checkpoint-activations"
-compare "plan/default.json hybrid 2x2 ZeRO-1 = train" 4 "--config configs/default.json --schedules 1f1b --stages 2 --dp 2 --zero 1" \
+compare "plan/default.json hybrid 2x2 ZeRO-1 = train" 4 "--config configs/default.json --schedule 1f1b --stages 2 --dp 2 --zero 1" \
     "--config configs/default.json --mode hybrid --pp 2 --dp 2 --zero 1"
-compare "plan/default.json 1f1b K=2 bf16 (stashes of 2 bytes) = train" 2 "--config configs/default.json --schedules 1f1b --stages 2 --precision bf16" \
+compare "plan/default.json 1f1b K=2 bf16 (stashes of 2 bytes) = train" 2 "--config configs/default.json --schedule 1f1b --stages 2 --precision bf16" \
     "--config configs/default.json --mode pp --schedule 1f1b --precision bf16"
-compare "plan/default.json zb-v K=2 bf16 = train" 2 "--config configs/default.json --schedules zb-v --stages 2 --precision bf16" \
+compare "plan/default.json zb-v K=2 bf16 = train" 2 "--config configs/default.json --schedule zb-v --stages 2 --precision bf16" \
     "--config configs/default.json --mode pp --schedule zb-v --precision bf16"
-compare "plan/medium.json 1f1b K=2 = train" 2 "--config configs/medium.json --schedules 1f1b --stages 2 --micro-batches 4" \
+compare "plan/medium.json 1f1b K=2 = train" 2 "--config configs/medium.json --schedule 1f1b --stages 2 --micro-batches 4" \
     "--config configs/medium.json --mode pp --schedule 1f1b --micro-batches 4"
 # pipeline.json's batch of 2048 rows of 1024 takes minutes a step on a shared 2-core machine: a quarter of it
 compare "plan/pipeline.json (batch 512) 1f1b K=2 = train" 2 "--config configs/pipeline.json --stages 2 --batch 512" \
     "--config configs/pipeline.json --batch 512"
 # fashion.json reads Fashion-MNIST (784 inputs); synthetic rows of the same width have the same memory
-compare "plan/fashion.json (synthetic rows) gpipe K=2 sgd = train" 2 "--config configs/fashion.json --schedules gpipe --stages 2 --optimizer sgd" \
+compare "plan/fashion.json (synthetic rows) gpipe K=2 sgd = train" 2 "--config configs/fashion.json --schedule gpipe --stages 2 --optimizer sgd" \
     "--config configs/fashion.json --data synthetic --mode pp --schedule gpipe --optimizer sgd"
 
 # --- the memory wall: a 10B fp32 model with Adam needs 8 stages of a 24 GiB device ---
@@ -86,7 +86,7 @@ done
 # (K x v x M > 4194304 passes) a refusal in a second instead of minutes and gigabytes ---
 if [ -x /usr/bin/time ]; then
     base=$(/usr/bin/time -f %M "$MICROPP" plan --help 2>&1 >/dev/null | tail -n 1)
-    run 120 /usr/bin/time -f %M "$MICROPP" plan --schedules zb-h1 --stages 64 --layers 64 --micro-batches 65536 --batch 65536 --device-memory 1G
+    run 120 /usr/bin/time -f %M "$MICROPP" plan --schedule zb-h1 --stages 64 --layers 64 --micro-batches 65536 --batch 65536 --device-memory 1G
     peak=$(printf '%s' "$ERR" | tail -n 1)
     if [ "$RC" -ne 0 ]; then fail "plan/large M: zb-h1 K=64 M=65536" "exit $RC: $ERR"
     elif [ $((peak - base)) -gt 300000 ]; then fail "plan/large M: zb-h1 K=64 M=65536" "$((peak - base)) KB above plan --help's $base KB (at most 300000)"
@@ -108,7 +108,16 @@ expect_user_error "plan/--params below one layer of --hidden" "--params 50 is le
 expect_user_error "plan/--params past the largest model" "--params 20T is more than the largest model plan shapes \(4096 layers x hidden 65536 = 1.759e\+13 parameters\)" 10 "$MICROPP" plan --params 20T
 expect_user_error "plan/--params too deep at --hidden" "--params 1B at --hidden 16 makes 3676470 layers, more than the 4096 a model can have: use a larger --hidden" 10 "$MICROPP" plan --params 1B --hidden 16
 expect_user_error "plan/bad --stages" "--stages '0,2'" 10 "$MICROPP" plan --stages 0,2
-expect_user_error "plan/bad --schedules" "--schedules 'gpipe,nope'" 10 "$MICROPP" plan --schedules gpipe,nope
+# --schedule takes the list bubble's --schedule takes (one parser, schedule_parse_list): the rows
+# follow it, 'all' is every schedule; the old --schedules spelling is gone
+run 30 "$MICROPP" plan --schedule zb-h1,gpipe --stages 2 --json
+got=$(json_get "['rows']" 2>/dev/null | python3 -c "import json,sys; print(','.join(r['schedule'] for r in json.load(sys.stdin)))" 2>/dev/null)
+[ "$RC" -eq 0 ] && [ "$got" = "zb-h1,gpipe" ] && pass "plan/--schedule zb-h1,gpipe: those rows, in that order" || fail "plan/--schedule zb-h1,gpipe" "rc $RC rows '$got' $ERR"
+run 30 "$MICROPP" plan --schedule all --stages 2 --layers 4 --micro-batches 4 --json
+got=$(json_get "['rows']" 2>/dev/null | python3 -c "import json,sys; print(','.join(r['schedule'] for r in json.load(sys.stdin)))" 2>/dev/null)
+[ "$RC" -eq 0 ] && [ "$got" = "naive,gpipe,1f1b,interleaved,zb-h1,zb-v,dualpipev,zb-h2" ] && pass "plan/--schedule all: every schedule, as bubble's" || fail "plan/--schedule all" "rc $RC rows '$got' $ERR"
+expect_user_error "plan/--schedules (the old spelling) is refused" "unknown option '--schedules'" 10 "$MICROPP" plan --schedules gpipe
+expect_user_error "plan/bad --schedule" "plan: --schedule 'gpipe,nope' is not 'all' or a list of" 10 "$MICROPP" plan --schedule gpipe,nope
 expect_user_error "plan/--params with --layers" "--params picks --layers" 10 "$MICROPP" plan --params 1B --layers 4
 expect_user_error "plan/--zero without --dp" "--zero 1 shards" 10 "$MICROPP" plan --zero 1
 expect_user_error "plan/a train-only flag" "--steps changes neither memory nor the bubble" 10 "$MICROPP" plan --steps 5

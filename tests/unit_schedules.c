@@ -475,6 +475,30 @@ static void test_progress(void) {
     comms_finalize();
 }
 
+// schedule_parse_list: the one parser of bubble's and plan's --schedule lists.
+static void test_parse_list(void) {
+    int k[16], n;
+    char why[256] = "";
+    n = schedule_parse_list("all", k, 16, why, sizeof why);
+    EXPECT("schedules/list: all is every built-in kind, in order", n == SCHED_FILE && k[0] == SCHED_NAIVE && k[n - 1] == SCHED_ZBH2, "n %d", n);
+    n = schedule_parse_list("zb-h1,gpipe", k, 16, why, sizeof why);
+    EXPECT("schedules/list: names in the order given", n == 2 && k[0] == SCHED_ZBH1 && k[1] == SCHED_GPIPE, "n %d", n);
+    const char *bad[][2] = {{"", "--schedule is empty: use all or one of naive|"},
+                            {"gpipe,nope", "--schedule 'gpipe,nope' is not 'all' or a list of naive|"},
+                            {"1f1b,1f1b", "--schedule '1f1b,1f1b' names a schedule twice: list each once"},
+                            {"1f1b,", "--schedule '1f1b,' ends with a comma: drop it"},
+                            {"file", "--schedule 'file' is not 'all' or a list of"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        why[0] = 0;
+        n = schedule_parse_list(bad[i][0], k, 16, why, sizeof why);
+        char name[96];
+        snprintf(name, sizeof name, "schedules/list: '%s' is refused in one line", bad[i][0]);
+        EXPECT(name, n == -1 && strstr(why, bad[i][1]) == why, "n %d, why '%s'", n, why);
+    }
+    n = schedule_parse_list("gpipe,1f1b", k, 1, why, sizeof why);
+    EXPECT("schedules/list: more names than room is refused", n == -1, "n %d", n);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--mpi-progress")) { test_progress(); return unit_failures ? 1 : 0; }
     test_sweep();
@@ -484,6 +508,7 @@ int main(int argc, char **argv) {
     test_interleaved_any_m();
     test_v_schedules();
     test_zbh2();
+    test_parse_list();
     for (int ckpt = 0; ckpt < 2; ckpt++)
         for (int head = 0; head < 2; head++) test_split_backward(ckpt, head);
     test_progress_hook();
