@@ -115,13 +115,18 @@ void comms_free(Comm *c) {
 
 // ---- device and transport ----
 
-void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p) {
+// /dev/shm's free bytes as this rank sees them (-1: unknown); MICROPP_SHM_FREE=BYTES stands in.
+static double shm_room(void) {
+    struct statvfs st;
+    const char *fake = getenv("MICROPP_SHM_FREE");
+    if (fake) return atof(fake);
+    return statvfs("/dev/shm", &st) == 0 ? (double)st.f_bavail * (double)st.f_frsize : -1;
+}
+
+void comms_place(int probe_gpus, Placement *p) {
     memset(p, 0, sizeof *p);
+    p->no_gpu_rank = -1;
     int rank = comms_world_rank(), size = comms_world_size();
-    if (device == DEVICE_CPU && transport == TRANSPORT_NCCL)
-        user_error("%s: --transport nccl moves GPU buffers, and --device is cpu: drop --transport nccl or use --device cuda", cmd);
-    if (device == DEVICE_CPU && tf32)
-        user_error("%s: --tf32 applies to cuBLAS on a GPU, and --device is cpu: drop --tf32 or use --device cuda", cmd);
     MPI_Comm node;
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_rank(node, &p->local_rank));
@@ -130,41 +135,38 @@ void comms_place(const char *cmd, int device, int transport, int tf32, Placement
     allreduce_small(&lowest, 1, MPI_INT, MPI_MIN, node);
     MPI_CHECK(MPI_Comm_free(&node));
     p->node_of = xmalloc(sizeof(int) * (size_t)size);
-    MPI_Request q;
-    MPI_CHECK(MPI_Iallgather(&lowest, 1, MPI_INT, p->node_of, 1, MPI_INT, MPI_COMM_WORLD, &q));
-    wd_wait_all(&q, MPI_COMM_WORLD, "placing the ranks");
+    p->shm_free = xmalloc(sizeof(double) * (size_t)size);
+    double room = shm_room();
+    MPI_Request q[2];
+    MPI_CHECK(MPI_Iallgather(&lowest, 1, MPI_INT, p->node_of, 1, MPI_INT, MPI_COMM_WORLD, &q[0]));
+    wd_wait_all(&q[0], MPI_COMM_WORLD, "placing the ranks");
+    MPI_CHECK(MPI_Iallgather(&room, 1, MPI_DOUBLE, p->shm_free, 1, MPI_DOUBLE, MPI_COMM_WORLD, &q[1]));
+    wd_wait_all(&q[1], MPI_COMM_WORLD, "placing the ranks");
     for (int r = 0; r < size; r++) p->node_of[r] = p->node_of[r] == r ? p->nodes++ : p->node_of[p->node_of[r]];
-    p->be = &backend_cpu;
-    p->transport = TRANSPORT_MPI;
-    if (device == DEVICE_CPU) return;
+    if (!probe_gpus) return;
 
-    char err[256] = "";
-    const Backend *cuda = backend_cuda_open(p->local_rank, err, sizeof err);
-    int first = cuda ? size : rank;  // the lowest rank without a GPU speaks for all
+    p->gpus_probed = 1;
+    char err[sizeof p->no_gpu_why] = "";
+    p->cuda = backend_cuda_open(p->local_rank, err, sizeof err);
+    int first = p->cuda ? size : rank;  // the lowest rank without a GPU speaks for all
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first < size) {
         MPI_CHECK(MPI_Bcast(err, (int)sizeof err, MPI_CHAR, first, MPI_COMM_WORLD));
         err[sizeof err - 1] = 0;
-        char where[32] = "";
-        if (first > 0) snprintf(where, sizeof where, " (rank %d)", first);
-        if (device == DEVICE_CUDA) user_error("no CUDA device%s: %s", where, err);
-        if (transport == TRANSPORT_NCCL)
-            user_error("%s: --transport nccl needs a GPU on every rank, but there is no CUDA device%s: %s", cmd, where, err);
-        if (tf32) user_error("%s: --tf32 needs a GPU, but there is no CUDA device%s: %s", cmd, where, err);
-        return;  // auto: the CPU
+        p->no_gpu_rank = first;
+        snprintf(p->no_gpu_why, sizeof p->no_gpu_why, "%s", err);
+        return;
     }
     // NCCL refuses two ranks on one GPU: it needs every node to have a GPU per rank.
-    int crowded = p->local_size > cuda->device_count;
-    int v[3] = {crowded, crowded ? p->local_size : 0, crowded ? -cuda->device_count : -(1 << 30)};
+    int crowded = p->local_size > p->cuda->device_count;
+    int v[3] = {crowded, crowded ? p->local_size : 0, crowded ? -p->cuda->device_count : -(1 << 30)};
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    if (transport == TRANSPORT_NCCL && v[0])
-        user_error("%s: --transport nccl needs one GPU per rank, but a node runs %d ranks on %d GPU%s: use --transport mpi "
-                   "(stages through pinned host memory, so ranks may share a GPU) or at most %d ranks per node",
-                   cmd, v[1], -v[2], -v[2] == 1 ? "" : "s", -v[2]);
-    p->be = cuda;
-    p->transport = transport == TRANSPORT_AUTO ? (!v[0] && size > 1 ? TRANSPORT_NCCL : TRANSPORT_MPI) : transport;
-    cuda->set_tf32(tf32);
+    p->crowded = v[0];
+    p->crowded_ranks = v[1];
+    p->crowded_gpus = -v[2];
 }
+
+void comms_place_free(Placement *p) { free(p->node_of); free(p->shm_free); memset(p, 0, sizeof *p); }
 
 DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers) {
     int rank, size;
@@ -492,15 +494,15 @@ static void shm_unfit(Comm *c, size_t bytes, const char *what, char *why, size_t
     MPI_CHECK(MPI_Comm_size(c->dp, &D));
     local = dp_on_node(c);
     MPI_Comm node;
-    double need = (double)bytes, room = -1;  // summed over the ranks of this node
+    double need = (double)bytes;  // summed over the ranks of this node
     MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_size(node, &node_ranks));
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_DOUBLE, MPI_SUM, node));
     MPI_CHECK(MPI_Comm_free(&node));
-    struct statvfs st;
-    const char *fake = getenv("MICROPP_SHM_FREE");
-    if (fake) room = atof(fake);
-    else if (statvfs("/dev/shm", &st) == 0) room = (double)st.f_bavail * (double)st.f_frsize;
+    comm_shm_unfit(what, D, local, need, node_ranks, shm_room(), why, wn);
+}
+
+void comm_shm_unfit(const char *what, int D, int local, double need, int node_ranks, double room, char *why, size_t wn) {
     why[0] = 0;
     const char *flag = strcmp(what, "allreduce") ? "--allreduce" : "--algo";  // (micropp allreduce's)
     if (D > COMM_MAX_SHM)

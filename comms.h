@@ -2,8 +2,8 @@
 // prev/next stage, non-blocking sends from a pool of staging buffers (a send never blocks),
 // blocking receives, tags that encode (kind, micro-batch) so no message can be taken for another,
 // barrier, the data-parallel collectives on float buffers (all-reduce, reduce-scatter, all-gather)
-// by MPI's own algorithms or a from-scratch ring, blocking and non-blocking; the choice of device
-// and transport (MPI, or NCCL between GPUs) made alike on every rank.
+// by MPI's own algorithms or a from-scratch ring, blocking and non-blocking; what every rank finds
+// about its GPU, its node and /dev/shm, gathered alike on every rank (the plan decides from it).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -36,17 +36,25 @@ enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
 enum { TRANSPORT_AUTO, TRANSPORT_MPI, TRANSPORT_NCCL };
 #define TRANSPORT_CHOICES "auto|mpi|nccl"
 
-// The device and transport of a run, decided identically on every rank (all-reduces of what each
-// rank found) before any other message; a request that cannot be met ends the run with a
-// user_error. A rank takes GPU (local rank % GPUs of its node); NCCL needs one GPU per rank.
+// What the ranks found about their devices and nodes, gathered by all-reduces and all-gathers so
+// that every rank holds the same (the plan, train/plan.h's plan_device, decides the device and the
+// transport from it). Collective over the world; decides nothing and refuses nothing. A rank looks
+// for GPU (local rank % GPUs of its node) only when probe_gpus; NCCL needs one GPU per rank.
 typedef struct {
-    const Backend *be;
-    int transport;               // TRANSPORT_MPI or TRANSPORT_NCCL
+    const Backend *cuda;         // this rank's CUDA backend, opened (NULL: not looked for, or none here)
+    int gpus_probed;             // GPUs were looked for
+    int no_gpu_rank;             // the lowest rank without a GPU (-1: every rank has one) ...
+    char no_gpu_why[256];        // ... and why (its backend_cuda_open's reason)
+    int crowded;                 // some node runs more ranks than it has GPUs (every rank has one):
+    int crowded_ranks, crowded_gpus;  // the most ranks on such a node, the fewest GPUs there
     int local_rank, local_size;  // among the ranks of this node (MPI_COMM_TYPE_SHARED)
     int nodes;                   // nodes of the world, numbered in the order of their lowest rank
     int *node_of;                // [world size] the node of every rank (the same on every rank)
+    double *shm_free;            // [world size] the free bytes of /dev/shm each rank sees (-1: unknown;
+                                 // MICROPP_SHM_FREE=BYTES stands in for it, for tests)
 } Placement;
-void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p);
+void comms_place(int probe_gpus, Placement *p);
+void comms_place_free(Placement *p);
 // How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL transport (devcomm.h) over
 // c->world, warmed up with `peers` (npeers world ranks: the ones this rank will exchange with,
 // p2p_neighbours mapped to world ranks).
@@ -123,9 +131,14 @@ enum { ALLREDUCE_MPI, ALLREDUCE_RING, ALLREDUCE_SHM, ALLREDUCE_AUTO };
 void comm_shard(size_t n, int D, int i, size_t *off, size_t *len);
 // Whether shm windows of `bytes` in all per rank are possible: every dp group on one node, /dev/shm
 // room for them. possible: 1 or 0, the same on every rank; require: a user_error naming `what` on
-// every rank if not. Both collective over the world; one of them comes before comm_shared_alloc.
+// every rank if not. Both collective over the world; one of them (or the same rule from gathered
+// facts, comm_shm_unfit: train's plan) comes before comm_shared_alloc.
 int comm_shared_possible(Comm *c, size_t bytes);
 void comm_shared_require(Comm *c, size_t bytes, const char *what);
+// The rule itself, from one rank's facts: D replicas per stage, `local` of them on its node, `need`
+// bytes of windows for the node's node_ranks ranks, `room` bytes free in /dev/shm (-1: unknown).
+// why: "" when it fits, else one line ("train: --allreduce shm needs ..."; what: the command).
+void comm_shm_unfit(const char *what, int D, int local, double need, int node_ranks, double room, char *why, size_t n);
 // n floats of host memory in a window shared by the ranks of c->dp (MPI_Win_allocate_shared), at
 // the same offset on every rank. Collective over the world (every rank calls it, in the same
 // order). Freed by comms_free.

@@ -1,6 +1,6 @@
 // cuda_stub.c: the CUDA entry points of a CPU-only build (make CUDA=0, or no nvcc/cuBLAS/NCCL found).
-// backend_cuda_open says why there is no GPU; the NCCL transport is refused by comms_place before
-// it could be reached, so reaching it here is a bug.
+// backend_cuda_open says why there is no GPU; the NCCL transport is refused by the plan
+// (plan_device) before it could be reached, so reaching it here is a bug.
 #include <stdio.h>
 #include "devcomm.h"
 #include "base/ops.h"

@@ -8,6 +8,7 @@
 #include "comms.h"
 #include "base/config.h"
 #include "commands.h"
+#include "train/plan.h"  // plan_device: the device and transport from what the ranks found
 #include "base/util.h"
 
 typedef struct {
@@ -203,8 +204,13 @@ int cmd_pingpong(int argc, char **argv) {
         finish(0);
     }
     Placement pl;
-    comms_place("pingpong", c.device, c.transport, 0, &pl);
-    if (!pl.be->on_host) {  // comm_send moves whole floats (every rank has the same device now)
+    comms_place(c.device != DEVICE_CPU, &pl);
+    int device, transport;
+    char err[512];
+    if (plan_device("pingpong", (int)c.device, (int)c.transport, 0, world, &pl, &device, &transport, err, sizeof err)) user_error("%s", err);
+    const Backend *be = device == DEVICE_CUDA ? pl.cuda : &backend_cpu;
+    if (device == DEVICE_CUDA) be->set_tf32(0);
+    if (!be->on_host) {  // comm_send moves whole floats (every rank has the same device now)
         if (!seen_set(&seen, "min-bytes")) c.min_bytes = 4;
         for (int64_t size = c.min_bytes; size <= c.max_bytes; size *= c.factor) {
             if (size % 4)
@@ -214,19 +220,19 @@ int cmd_pingpong(int argc, char **argv) {
         }
     }
     Comm cm;
-    comms_pipeline(&cm, pl.be);
+    comms_pipeline(&cm, be);
     int other = 1 - rank;  // the only rank it exchanges with
-    comms_use_transport(&cm, pl.transport, &other, 1);
-    int on_device = !pl.be->on_host;
+    comms_use_transport(&cm, transport, &other, 1);
+    int on_device = !be->on_host;
     float *dbuf = NULL, *dlast = NULL, *dack = NULL;
     if (on_device) {
-        dbuf = pl.be->alloc((size_t)c.max_bytes);
-        dlast = pl.be->alloc((size_t)c.max_bytes);
-        dack = pl.be->alloc(sizeof(float));
+        dbuf = be->alloc((size_t)c.max_bytes);
+        dlast = be->alloc((size_t)c.max_bytes);
+        dack = be->alloc(sizeof(float));
     }
     char dev[192], tr[16];
-    pl.be->describe(dev, sizeof dev);
-    choice_name(TRANSPORT_CHOICES, pl.transport, tr, sizeof tr);
+    be->describe(dev, sizeof dev);
+    choice_name(TRANSPORT_CHOICES, transport, tr, sizeof tr);
     unsigned char *buf = xmalloc(2 * (size_t)c.max_bytes);
     MPI_Request *reqs = xmalloc(sizeof(MPI_Request) * (size_t)c.window);
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -261,7 +267,7 @@ int cmd_pingpong(int argc, char **argv) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "library", lib);
         cJSON_AddNumberToObject(o, "window", (double)c.window);
-        cJSON_AddStringToObject(o, "device", pl.be->name);
+        cJSON_AddStringToObject(o, "device", be->name);
         cJSON_AddStringToObject(o, "device_info", dev);
         cJSON_AddStringToObject(o, "transport", on_device ? tr : "mpi");
         cJSON_AddItemToObject(o, "rows", rows);
@@ -271,8 +277,8 @@ int cmd_pingpong(int argc, char **argv) {
     }
     free(buf);
     free(reqs);
-    if (on_device) { pl.be->free(dbuf); pl.be->free(dlast); pl.be->free(dack); }
-    free(pl.node_of);
+    if (on_device) { be->free(dbuf); be->free(dlast); be->free(dack); }
+    comms_place_free(&pl);
     if (total_wrong && rank == 0) fprintf(stderr, "micropp: pingpong: %lld bytes arrived wrong\n", (long long)total_wrong);
     finish(total_wrong ? 1 : 0);
 }

@@ -1,7 +1,9 @@
-// train.c: `micropp train`: parse -> plan -> set up -> step loop -> report. The set-up of a run
-// (device, stages, data parallelism, checkpoints) and the step loop live here; the options in
-// train/options.c, the rules in train/plan.c, the executor in train/pipeline.c, --verify in train/verify.c, the
-// summary in report.c.
+// train.c: `micropp train`: parse -> the facts of the world -> plan -> set up -> step loop -> report.
+// The gathering of the facts (ranks, devices, the schedule file, the data's headers, the resumed
+// step), the set-up of a run (device, stages, data parallelism, checkpoints: what the Plan says,
+// with the options const) and the step loop live here; the options in train/options.c, every rule
+// and choice in train/plan.c, the executor in train/pipeline.c, --verify in train/verify.c, the
+// summary in train/report.c.
 #include <math.h>
 #include <string.h>
 #include "base/fault.h"
@@ -16,7 +18,8 @@
 
 // ---- parse ----
 
-static void parse_options(int argc, char **argv, TrainConfig *c, OptionsSeen *seen) {
+static TrainConfig parse_options(int argc, char **argv, OptionsSeen *seen) {
+    TrainConfig cfg, *c = &cfg;
     train_config_defaults(c);
     options_parse("train", train_options, c, seen, argc, argv, "micropp train [options]",
                   "  micropp train                                  # the monolith, default config\n"
@@ -31,13 +34,10 @@ static void parse_options(int argc, char **argv, TrainConfig *c, OptionsSeen *se
                   "  mpiexec -n 4 micropp train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 4 --verify\n"
                   "  micropp train --config configs/fashion.json     # Fashion-MNIST (apt-get install dataset-fashion-mnist)\n"
                   "  mpiexec -n 2 micropp train --config configs/fashion.json --mode pp --micro-batches 2 --epochs 1\n");
-    if (!c->inputs) c->inputs = c->hidden;  // the default: Linear(H, H) first, as before --inputs
-    if (c->timeout > 0 && c->timeout < WD_MIN_TIMEOUT)
-        user_error("train: --timeout %g is below the %g s minimum: a healthy run waits that long at times (the first step, a checkpoint, "
-                   "a loaded machine); use %g or more, or 0 to wait forever", c->timeout, WD_MIN_TIMEOUT, WD_MIN_TIMEOUT);
+    return cfg;
 }
 
-// ---- set up: the same decisions on every rank before any rank waits on another ----
+// ---- set up: what the plan decided, the same on every rank before any rank waits on another ----
 
 // The trace and timeline files are written by rank 0 at the end; it tries them before the first
 // step, and every rank learns the verdict, so a bad path ends every rank at once with exit 2.
@@ -45,9 +45,6 @@ static void check_outputs(const Run *r) {
     const char *flag[2] = {"trace", "timeline"}, *path[2] = {r->c->trace, r->c->timeline};
     if (r->c->mode != MODE_PP) return;
     char why[2 * PATH_LEN] = "";  // rank 0 writes the files, so its check is every rank's verdict
-    for (int i = 0; i < 2 && !why[0]; i++)  // the same answer on every rank
-        if (!strcmp(path[i], "-"))
-            snprintf(why, sizeof why, "train: --%s - would mix the file into the summary train prints on standard output: give a file name", flag[i]);
     for (int i = 0; i < 2 && r->rank == 0 && !why[0]; i++) {
         int e = path[i][0] ? out_check(path[i]) : 0;
         if (e) snprintf(why, sizeof why, "train: cannot write --%s '%s': %s (%s)", flag[i], path[i], strerror(e), out_hint(e));
@@ -55,9 +52,6 @@ static void check_outputs(const Run *r) {
     agree_on_error(why);
 }
 
-// Device and transport. NCCL matches a pair of ranks' messages in order, without tags; the
-// schedules beyond 1F1B (chunks crossing the same pair both ways, deferred weight passes) are run
-// and tested over MPI only, so they take the MPI transport (host-staged between GPUs).
 // --precision on the backend that trains, and on the CPU too when --verify's reference (always on the
 // CPU) must round as the run does. A build without oneDNN refuses bf16 on the CPU, the same on every rank.
 static void setup_precision(Run *r, const TrainConfig *c) {
@@ -68,23 +62,11 @@ static void setup_precision(Run *r, const TrainConfig *c) {
         user_error("train: --precision bf16 cannot run here: %s (or use --precision fp32)", why);
 }
 
-static void setup_device(Run *r, TrainConfig *c) {
-    comms_place("train", c->device, c->transport, c->tf32, &r->place);
-    r->be = r->place.be;
-    if (r->p.data_parallel && c->allreduce == ALLREDUCE_SHM && !r->be->on_host)
-        user_error("train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce mpi or ring with --device cuda");
-    int tagged = r->p.V > 1 || r->p.split || r->p.schedule == SCHED_FILE;  // a file may send out of order
-    if (r->p.pipelined && tagged && r->place.transport == TRANSPORT_NCCL) {
-        if (c->transport == TRANSPORT_NCCL) {
-            char sn[32];
-            user_error("train: --schedule %s runs over --transport mpi only (NCCL matches messages in order, without tags): drop --transport nccl",
-                       choice_name(SCHED_NAMES, r->p.schedule, sn, sizeof sn));
-        }
-        r->place.transport = TRANSPORT_MPI;
-    }
-    if (c->threads > blas_max_threads())  // OpenBLAS would quietly use fewer
-        user_error("train: --threads %lld is more than the %d this OpenBLAS was built for: use --threads %d or fewer",
-                   (long long)c->threads, blas_max_threads(), blas_max_threads());
+// The device the plan chose (the CUDA backend comms_place opened on this rank, or the CPU).
+static void setup_device(Run *r) {
+    const TrainConfig *c = r->c;
+    r->be = r->p.device == DEVICE_CUDA ? r->place.cuda : &backend_cpu;
+    if (r->p.device == DEVICE_CUDA) r->be->set_tf32(c->tf32);
     blas_set_threads((int)c->threads);
     cpu_flush_subnormals();  // the host's part of the work (all of it on the cpu backend)
     setup_precision(r, c);
@@ -92,7 +74,7 @@ static void setup_device(Run *r, TrainConfig *c) {
 
 static void setup_buffers(Run *r) {
     const TrainConfig *c = r->c;
-    size_t steps = (size_t)c->steps, rows = (size_t)r->p.rows, H = (size_t)c->hidden, D = (size_t)c->inputs;
+    size_t steps = (size_t)r->p.steps, rows = (size_t)r->p.rows, H = (size_t)c->hidden, D = (size_t)r->p.inputs;
     Measure *m = &r->m;
     r->xh = xmalloc(sizeof(float) * rows * D);
     if (r->p.epochs) m->epoch = xcalloc((size_t)r->p.epochs, sizeof(EpochStat));
@@ -106,7 +88,7 @@ static void setup_buffers(Run *r) {
 
 static StageSpec spec_of(const Run *r, int vs, int has_head, int slots, int ckpt) {
     const TrainConfig *c = r->c;
-    return (StageSpec){.layers = (int)c->layers, .hidden = (int)c->hidden, .classes = (int)c->classes, .inputs = (int)c->inputs, .lo = r->p.lo[vs],
+    return (StageSpec){.layers = (int)c->layers, .hidden = (int)c->hidden, .classes = (int)c->classes, .inputs = r->p.inputs, .lo = r->p.lo[vs],
                        .hi = r->p.lo[vs + 1], .head = has_head, .rows = r->p.rows, .slots = slots, .ckpt = ckpt,
                        .bf16 = c->precision == PRECISION_BF16, .seed = (uint64_t)c->seed};
 }
@@ -115,11 +97,11 @@ static StageSpec spec_of(const Run *r, int vs, int has_head, int slots, int ckpt
 // i.e. F = 1, B = 2), and each chunk's activation stash is sized from that simulation.
 static void setup_pipeline(Run *r) {
     const TrainConfig *c = r->c;
-    Plan *p = &r->p;
+    const Plan *p = &r->p;
     comms_grid(&r->comm, r->be, p->K, p->D, p->placement);
     int nb[2 * COMM_MAX_CHUNKS], n_nb = p2p_neighbours(p->K, p->V, p->place, r->comm.stage, nb);
     for (int i = 0; i < n_nb; i++) nb[i] = comm_stage_rank(&r->comm, nb[i]);  // the NCCL warm-up's peers
-    comms_use_transport(&r->comm, r->place.transport, nb, n_nb);
+    comms_use_transport(&r->comm, p->transport, nb, n_nb);
     r->stage = r->comm.stage;
     r->replica = r->comm.replica;
     SimSpec spec = {.kind = p->schedule, .file = p->file, .K = p->K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
@@ -174,25 +156,20 @@ static void check_replicas_agree(Run *r) {
         user_error("train: the replicas start from different parameters (checksums differ across the dp group): give every rank the same --seed and model options");
 }
 
-// ddp/hybrid: one gradient sync per local stage (a chunk each, interleaved). --allreduce shm: the
-// replicas read each other's gradients (and, for ZeRO-1, parameters) in place, so both move into
-// windows shared by each stage's dp group.
-static void setup_data_parallel(Run *r, TrainConfig *c) {
+// ddp/hybrid: one gradient sync per local stage (a chunk each, interleaved). --allreduce shm (the
+// plan's choice, from every rank's node and /dev/shm): the replicas read each other's gradients
+// (and, for ZeRO-1, parameters) in place, so both move into windows shared by each stage's dp group.
+static void setup_data_parallel(Run *r) {
+    const TrainConfig *c = r->c;
     check_replicas_agree(r);
-    size_t shared_bytes = 0;  // this rank's params and grads
-    for (int k = 0; k < r->n_local; k++) shared_bytes += 2 * r->local[k].n_params * sizeof(float);
-    if (c->allreduce == ALLREDUCE_AUTO)  // decided alike on every rank
-        c->allreduce = r->be->on_host && comm_shared_possible(&r->comm, shared_bytes) ? ALLREDUCE_SHM : ALLREDUCE_MPI;
-    else if (c->allreduce == ALLREDUCE_SHM)
-        comm_shared_require(&r->comm, shared_bytes, "train");
-    for (int k = 0; k < r->n_local && c->allreduce == ALLREDUCE_SHM; k++) {
+    for (int k = 0; k < r->n_local && r->p.allreduce == ALLREDUCE_SHM; k++) {
         float *p = comm_shared_alloc(&r->comm, r->local[k].n_params);
         stage_share(&r->local[k], p, comm_shared_alloc(&r->comm, r->local[k].n_params));
     }
     r->n_sync = r->n_local;
     r->sync = xcalloc((size_t)r->n_local, sizeof(GradSync));
     for (int k = 0; k < r->n_local; k++)
-        gradsync_init(&r->sync[k], &r->comm, &r->local[k], c->ddp_sync, c->allreduce, (int)c->zero, c->bucket_mb * 1024 * 1024);
+        gradsync_init(&r->sync[k], &r->comm, &r->local[k], c->ddp_sync, r->p.allreduce, (int)c->zero, c->bucket_mb * 1024 * 1024);
 }
 
 // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads;
@@ -200,7 +177,7 @@ static void setup_data_parallel(Run *r, TrainConfig *c) {
 static void setup_checkpoints(Run *r, int verbose) {
     const TrainConfig *c = r->c;
     static char mode_name[32];
-    r->ck = (CkptLayout){.c = c, .mode = choice_name(MODE_CHOICES, c->mode, mode_name, sizeof mode_name),
+    r->ck = (CkptLayout){.c = c, .inputs = r->p.inputs, .steps = r->p.steps, .mode = choice_name(MODE_CHOICES, c->mode, mode_name, sizeof mode_name),
                          .world = r->p.world, .stages = r->p.S, .dp = r->p.D, .lo = r->p.lo, .local = r->local, .n_local = r->n_local,
                          .first_stage = r->p.pipelined ? r->stage : 0, .stage_of = r->p.pipelined ? r->vs_of : NULL,
                          .writer = r->replica == 0, .comm = MPI_COMM_WORLD};
@@ -208,10 +185,7 @@ static void setup_checkpoints(Run *r, int verbose) {
     if (!c->resume[0]) return;
     char desc[160];
     r->start = (int)ckpt_resume(&r->ck, &r->sample0, desc, sizeof desc);
-    if (verbose) printf("resumed from %s: %s; training steps %d-%lld\n", c->resume, desc, r->start + 1, (long long)c->steps);
-    if (c->timeline_step && c->timeline_step <= r->start)
-        user_error("train: --timeline-step %lld was done before the checkpoint (step %d): use %d..%lld, or 0 for the median-time step",
-                   (long long)c->timeline_step, r->start, r->start + 1, (long long)c->steps);
+    if (verbose) printf("resumed from %s: %s; training steps %d-%lld\n", c->resume, desc, r->start + 1, r->p.steps);
 }
 
 static void run_free(Run *r) {
@@ -227,7 +201,7 @@ static void run_free(Run *r) {
     free(m->step_start); free(m->comm_s); free(m->exposed_s); free(m->epoch);
     data_close(&r->data);
     if (r->p.distributed) comms_free(&r->comm);
-    free(r->place.node_of);
+    comms_place_free(&r->place);
 }
 
 // ---- the step loop ----
@@ -303,7 +277,7 @@ static void step_update(Run *r, int step) {
     const TrainConfig *c = r->c;
     double t0 = r->m.step_start[step], to = now_sec();
     wd_phase("the optimizer step", step + 1);
-    float lr = (float)lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, c->steps), wd = (float)c->weight_decay;
+    float lr = (float)lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, r->p.steps), wd = (float)c->weight_decay;
     if (fault_due(FAULT_NANGRAD, step + 1)) inject_nan_gradient(r);
     if (r->n_sync) for (int k = 0; k < r->n_sync; k++) note_nonfinite(r, step, k, gradsync_optimizer_step(&r->sync[k], c->optimizer, lr, wd, step + 1));
     else for (int k = 0; k < r->n_local; k++) note_nonfinite(r, step, k, stage_optimizer_step(&r->local[k], c->optimizer, lr, wd, step + 1));
@@ -335,7 +309,7 @@ static void step_comm_times(Run *r, int step) {
 // The log line, and --save at --save-every and at the end.
 static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     const TrainConfig *c = r->c;
-    int steps = (int)c->steps, start = r->start;
+    int steps = (int)r->p.steps, start = r->start;
     if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == start || step == steps - 1))
         printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                r->m.step_s[step] * 1e3, (double)c->batch * r->p.N / r->m.step_s[step] / 1e3);
@@ -386,7 +360,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
     const TrainConfig *c = r->c;
     if (c->gemm_timing) r->be->gemm_timing(1);
     r->m.epoch_t0 = now_sec();
-    for (int step = r->start; step < (int)c->steps; step++) {
+    for (int step = r->start; step < (int)r->p.steps; step++) {
         fault_step(step + 1);
         if (!r->p.pipelined) fault_stall(step + 1, "at its start");
         step_compute(r, step);
@@ -446,37 +420,52 @@ static int outputs_written(const Run *r, const Summary *s, const VerifyResult *v
     return comms_outputs_written(code, what);
 }
 
+// The facts the plan needs beyond the options and the launch, gathered alike on every rank: what
+// every rank's GPU, node and /dev/shm allow (comms_place, collective), the data's headers (its rows;
+// the data itself is read once the plan is made), BLAS's threads, the step --resume starts from.
+static void gather_facts(Run *r, Facts *f) {
+    const TrainConfig *c = r->c;
+    DataSource src = {c->data, c->labels, c->test_data, c->test_labels};
+    data_open(&r->data, src, r->p.inputs, (uint64_t)c->seed);
+    f->data_known = 1;
+    f->train_rows = r->data.train.n;
+    f->test_rows = r->data.test.n;
+    comms_place(c->device != DEVICE_CPU, &r->place);
+    f->devices = &r->place;
+    f->blas_max_threads = blas_max_threads();
+    f->resume_step = c->resume[0] ? ckpt_resume_step(c->resume, MPI_COMM_WORLD) : 0;
+}
+
 int cmd_train(int argc, char **argv) {
     comms_init(&argc, &argv);
-    TrainConfig cfg;
     OptionsSeen seen;
-    parse_options(argc, argv, &cfg, &seen);
+    const TrainConfig cfg = parse_options(argc, argv, &seen);  // const from here on: the plan decides
+    char err[1024];
+    if (plan_early(&cfg, err, sizeof err)) user_error("%s", err);  // before any rank waits on another
     wd_set_timeout(cfg.timeout);
     Run run = {.c = &cfg, .rank = comms_world_rank()}, *r = &run;
-    char err[1024];
     SchedFile sched_file = {0};
-    const SchedFile *file = load_schedule_file(&cfg, &sched_file);
-    if (plan_make(&cfg, &seen, comms_world_size(), comm_tag_ub(), file, &r->p, err, sizeof err)) user_error("%s", err);
-    DataSource src = {cfg.data, cfg.labels, cfg.test_data, cfg.test_labels};
-    data_open(&r->data, src, (int)cfg.inputs, (int)cfg.classes, (uint64_t)cfg.seed);
-    if (plan_epochs(&cfg, &seen, r->data.train.n, &r->p, err, sizeof err)) user_error("%s", err);
-    if (r->p.epochs) {
-        cfg.steps = r->p.steps;
-        data_set_epochs(&r->data, (uint64_t)r->p.epoch_rows);
-    }
+    Facts facts = {.world = comms_world_size(), .tag_ub = comm_tag_ub(), .schedule_file = load_schedule_file(&cfg, &sched_file)};
+    // The plan from the options and the launch first, so that a mistaken option is named before any
+    // file is read; then again with every fact: the plan the run follows.
+    if (plan_make(&cfg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
+    gather_facts(r, &facts);
+    if (plan_make(&cfg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
+    data_load(&r->data, (int)cfg.classes);
+    if (r->p.epochs) data_set_epochs(&r->data, (uint64_t)r->p.epoch_rows);
     wd_phase("the set-up", 0);
-    fault_init();  // (ckpt_setup reads it too) testing: a rank that stalls before the first agreement
+    fault_init();  // testing: MICROPP_FAULT, e.g. a rank that stalls before the first agreement
     fault_stall(0, "in the set-up");
     check_outputs(r);
     ckpt_setup(&cfg, MPI_COMM_WORLD);
-    setup_device(r, &cfg);
+    setup_device(r);
     int verbose = !cfg.json && r->rank == 0;
     if (verbose) report_header(r);
     if (r->p.pipelined) setup_pipeline(r);  // (each checks the run's memory before allocating)
     else setup_local(r);
     setup_buffers(r);
     if (r->p.data_parallel) {
-        setup_data_parallel(r, &cfg);
+        setup_data_parallel(r);
         if (verbose) report_dp_header(r);
     }
     setup_checkpoints(r, verbose);

@@ -198,10 +198,11 @@ static void standardise(Data *d) {
     d->shift = (float)(-d->mean / d->std);
 }
 
-void data_open(Data *d, DataSource src, int inputs, int classes, uint64_t seed) {
+struct DataTables { Table t[4]; int n; char path[4][NAME_LEN]; };  // (a folder's files: their paths)
+
+void data_open(Data *d, DataSource src, int inputs, uint64_t seed) {
     memset(d, 0, sizeof *d);
     d->inputs = inputs;
-    d->classes = classes;
     d->seed = seed;
     d->cache = xcalloc(1, sizeof(ShuffleCache));
     d->cache->epoch = -1;
@@ -209,9 +210,6 @@ void data_open(Data *d, DataSource src, int inputs, int classes, uint64_t seed) 
     int explicit_test = src.test_data[0] || src.test_labels[0];
     if (!strcmp(src.data, "synthetic")) {
         if (src.labels[0] || explicit_test) user_error("train: --%s is for a data set; drop it or give --data", src.labels[0] ? "labels" : "test-data");
-        d->teacher = xmalloc(sizeof(float) * (size_t)classes * inputs);
-        uint64_t key = rng_key(seed, RNG_TEACHER, 0);
-        for (size_t i = 0; i < (size_t)classes * inputs; i++) d->teacher[i] = rng_normal(key, i);
         return;
     }
     struct stat st;
@@ -224,35 +222,56 @@ void data_open(Data *d, DataSource src, int inputs, int classes, uint64_t seed) 
     if (!folder && (!src.test_data[0]) != (!src.test_labels[0]))
         user_error("train: --%s needs --%s too (the test split's features and labels)", src.test_data[0] ? "test-data" : "test-labels",
                    src.test_data[0] ? "test-labels" : "test-data");
-    Table t[4] = {{.flag = "--data"}, {.flag = "--labels", .labels = 1}, {.flag = "--test-data"}, {.flag = "--test-labels", .labels = 1}};
-    char f[4][NAME_LEN];
-    int n = 4;
+    DataTables *dt = d->pending = xcalloc(1, sizeof *dt);
+    Table *t = dt->t;
+    t[0] = (Table){.flag = "--data"}; t[1] = (Table){.flag = "--labels", .labels = 1};
+    t[2] = (Table){.flag = "--test-data"}; t[3] = (Table){.flag = "--test-labels", .labels = 1};
+    dt->n = 4;
     if (folder) {
         // MICROPP_DATASETS=DIR looks for DIR/fashion-mnist instead of Debian's folder (tests, other installs)
         const char *root = getenv("MICROPP_DATASETS");
         char fm_dir[PATH_MAX_DIR];
         snprintf(fm_dir, sizeof fm_dir, "%s", FASHION_MNIST_DIR);
         if (root && *root) snprintf(fm_dir, sizeof fm_dir, "%.500s/fashion-mnist", root);
-        folder_files(fm ? fm_dir : src.data, fm ? "fashion-mnist" : src.data, f);
-        for (int i = 0; i < 4; i++) { t[i].flag = "--data"; t[i].path = f[i]; }
+        folder_files(fm ? fm_dir : src.data, fm ? "fashion-mnist" : src.data, dt->path);
+        for (int i = 0; i < 4; i++) { t[i].flag = "--data"; t[i].path = dt->path[i]; }
     } else {
         t[0].path = src.data; t[1].path = src.labels; t[2].path = src.test_data; t[3].path = src.test_labels;
-        n = src.test_data[0] ? 4 : 2;
+        dt->n = src.test_data[0] ? 4 : 2;
     }
+    int n = dt->n;
     for (int i = 0; i < n; i++) table_open_all(&t[i]);  // headers first: nothing large is read before they agree
     for (int i = 0; i < n; i += 2) labels_match(&t[i + 1], &t[i], features_rows(&t[i], inputs));
     if (n == 4 && t[0].is_npy != t[2].is_npy)
         user_error("train: %s %s is %s but the training data is %s: give the training and test data in one format", t[2].flag, t[2].path,
                    t[2].is_npy ? ".npy" : "IDX", t[0].is_npy ? ".npy" : "IDX");
+    d->train.n = t[0].is_npy ? t[0].npy.shape[0] : t[0].idx.dims[0];
+    if (n == 4) d->test.n = t[2].is_npy ? t[2].npy.shape[0] : t[2].idx.dims[0];
+}
+
+void data_load(Data *d, int classes) {
+    d->classes = classes;
+    DataTables *dt = d->pending;
+    if (!dt) {  // synthetic: the teacher
+        d->teacher = xmalloc(sizeof(float) * (size_t)classes * (size_t)d->inputs);
+        uint64_t key = rng_key(d->seed, RNG_TEACHER, 0);
+        for (size_t i = 0; i < (size_t)classes * (size_t)d->inputs; i++) d->teacher[i] = rng_normal(key, i);
+        return;
+    }
+    Table *t = dt->t;
+    int n = dt->n;
     check_data_memory(t, n);
     for (int i = 0; i < n; i++) table_load_all(&t[i]);
     take_split(&t[0], &t[1], classes, &d->train);
     if (n == 4) take_split(&t[2], &t[3], classes, &d->test);
     d->scale = 1.0f;
     if (!t[0].is_npy) standardise(d);
+    free(dt);
+    d->pending = NULL;
 }
 
 void data_close(Data *d) {
+    free(d->pending);  // (a run that ended between the two steps: its files close with the process)
     free(d->train.features); free(d->train.pixels); free(d->train.labels);
     free(d->test.features); free(d->test.pixels); free(d->test.labels);
     free(d->teacher);
@@ -327,7 +346,6 @@ void data_labels(const Data *d, uint64_t first, int rows, int32_t *y) {
     free(x);
 }
 
-int64_t data_eval_rows(const Data *d) { return d->test.n ? d->test.n : d->train.n ? d->train.n : INT64_MAX; }
 
 void data_eval_features(const Data *d, uint64_t first, int rows, float *x) {
     const Split *sp = d->test.n ? &d->test : &d->train;

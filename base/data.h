@@ -35,6 +35,7 @@ typedef struct {
 } Split;
 
 typedef struct ShuffleCache ShuffleCache;
+typedef struct DataTables DataTables;  // (data.c) the files opened by data_open, read by data_load
 
 typedef struct {
     int inputs, classes;
@@ -49,6 +50,7 @@ typedef struct {
     uint64_t epoch_rows;
     ShuffleCache *cache;           // the permutation of the last epoch asked for
     float *teacher;    // synthetic: [classes, inputs]
+    DataTables *pending;           // between data_open and data_load: the files whose headers were read
 } Data;
 
 #define EVAL_BASE (1ULL << 40)  // synthetic held-out samples start at this index
@@ -58,11 +60,18 @@ typedef struct {
     const char *data, *labels, *test_data, *test_labels;
 } DataSource;
 
-// Opens the data source; bad files end the run through user_error (exit 2), decided alike on every
-// rank (agree_on_error: a file only some ranks can read ends them all; agree_on_contents: ranks that
-// read different bytes under one path end too). Every header is read before any data: counts that
-// disagree, or data that would not fit in the node's memory, are refused before anything is inflated.
-void data_open(Data *d, DataSource src, int inputs, int classes, uint64_t seed);
+// The data in two steps, so that the plan can take the data's shape before anything large is read.
+// Bad files end the run through user_error (exit 2), decided alike on every rank (agree_on_error: a
+// file only some ranks can read ends them all; agree_on_contents: ranks that read different bytes
+// under one path end too).
+// data_open: every header, compared across ranks and checked (shapes against --inputs, counts of
+// labels against rows, one format): after it d->train.n and d->test.n hold the splits' rows (0 for
+// synthetic data, which reads nothing).
+void data_open(Data *d, DataSource src, int inputs, uint64_t seed);
+// data_load: the bytes the headers promise against the node's memory (refused before anything is
+// inflated), then the data, checked value by value (finite features, labels in [0, classes));
+// synthetic: its teacher. After data_open, once the plan is made.
+void data_load(Data *d, int classes);
 void data_close(Data *d);
 // Turns on epochs: every epoch is a fresh permutation of the training rows, of which the first
 // epoch_rows (whole steps) are used.
@@ -71,8 +80,7 @@ void data_set_epochs(Data *d, uint64_t epoch_rows);
 void data_features(const Data *d, uint64_t first, int rows, float *x);
 void data_labels(const Data *d, uint64_t first, int rows, int32_t *y);
 // Held-out rows [first, first + rows): the test split, or synthetic samples from EVAL_BASE on, or
-// (a .npy file without a test split) the training rows in order. data_eval_rows: how many there are.
-int64_t data_eval_rows(const Data *d);
+// (a .npy file without a test split) the training rows in order (how many: the plan's eval_rows).
 void data_eval_features(const Data *d, uint64_t first, int rows, float *x);
 void data_eval_labels(const Data *d, uint64_t first, int rows, int32_t *y);
 

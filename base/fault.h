@@ -1,5 +1,5 @@
 // base/fault.h: MICROPP_FAULT=rank:step:kind (testing): make rank `rank` fail at step `step` (1-based).
-// Read once by ckpt_setup; the training loop asks fault_due / fault_step at the points each kind hits.
+// Read once by cmd_train (train.c); the training loop asks fault_due / fault_step at the points each kind hits.
 #pragma once
 #include <stdint.h>
 

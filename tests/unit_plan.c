@@ -1,16 +1,18 @@
-// tests/unit_plan.c: the plan of `micropp train` (plan.c) without MPI: the layout it derives for
-// every mode (stages, replicas, micro-batches, chunks, rows, partition) and every rule's refusal,
-// message included, for the options as a user types them and the number of ranks started.
+// tests/unit_plan.c: the plan of `micropp train` (plan.c, rules.c) without MPI: the layout it derives
+// for every mode (stages, replicas, micro-batches, chunks, rows, partition), the choices it makes
+// from the facts of the world (device, transport, all-reduce, steps, rows evaluated), and every
+// rule's refusal, message included, for the options as a user types them and the facts given.
 #include <stdlib.h>
 #include <unistd.h>
 #include "unit.h"
 #include "model.h"
+#include "schedule_file.h"
 #include "train/plan.h"
 
 #define TAG_UB 2147483647LL
 
-// Parses "--mode pp --micro-batches 8" as train's command line, then plans it for `world` ranks.
-static int plan_args(int world, long long tag_ub, const char *args, Plan *p, char *err, size_t n) {
+// Parses "--mode pp --micro-batches 8" as train's command line, then plans it with the facts f.
+static int plan_with(const Facts *f, const char *args, Plan *p, char *err, size_t n) {
     static TrainConfig c;
     char buf[512], *argv[64] = {"train"};
     int argc = 1;
@@ -19,7 +21,13 @@ static int plan_args(int world, long long tag_ub, const char *args, Plan *p, cha
     static OptionsSeen seen;
     train_config_defaults(&c);
     options_parse("train", train_options, &c, &seen, argc, argv, "", "");
-    return plan_make(&c, &seen, world, tag_ub, NULL, p, err, n);
+    return plan_make(&c, &seen, f, p, err, n);
+}
+
+// ... for `world` ranks (no other fact known yet).
+static int plan_args(int world, long long tag_ub, const char *args, Plan *p, char *err, size_t n) {
+    Facts f = {.world = world, .tag_ub = tag_ub};
+    return plan_with(&f, args, p, err, n);
 }
 
 static Plan plan_ok(const char *name, int world, const char *args) {
@@ -170,35 +178,203 @@ static void test_observers(void) {
     unlink(path);
 }
 
-// --epochs: the steps of an epoch (whole steps; the rest of the shuffle dropped), and its rules.
+// With the facts f, args must be planned (the plan comes back) or refused with `want` in one line.
+static Plan facts_ok(const char *name, const Facts *f, const char *args) {
+    Plan p;
+    char err[1024];
+    int rc = plan_with(f, args, &p, err, sizeof err);
+    EXPECT(name, rc == 0, "refused: %s", err);
+    return p;
+}
+static void facts_refused(const char *name, const Facts *f, const char *args, const char *want) {
+    Plan p;
+    char err[1024];
+    int rc = plan_with(f, args, &p, err, sizeof err);
+    EXPECT(name, rc == -1 && strstr(err, want) && !strchr(err, '\n'), "rc %d, message '%s', expected '%s'", rc, err, want);
+}
+
+// --epochs: the steps of an epoch (whole steps; the rest of the shuffle dropped), once the data's
+// rows are a fact, and its rules.
 static void test_epochs(void) {
-    Plan p = plan_ok("plan/epochs", 1, "--data fashion-mnist --epochs 3 --batch 128");
-    char err[512];
-    int rc = plan_epochs(&(TrainConfig){.batch = 128}, &(OptionsSeen){0}, 60000, &p, err, sizeof err);
+    Facts fm = {.world = 1, .tag_ub = TAG_UB, .data_known = 1, .train_rows = 60000, .test_rows = 10000};
+    Plan p = plan_ok("plan/epochs before the data's rows are known", 1, "--data fashion-mnist --epochs 3 --batch 128");
+    EXPECT("plan/epochs: the steps wait for the data's rows", p.epochs == 3 && p.steps == 0, "epochs %d steps %lld", p.epochs, p.steps);
+    p = facts_ok("plan/epochs", &fm, "--data fashion-mnist --epochs 3 --batch 128");
     EXPECT("plan/epochs: 60000 rows in steps of 128 = 468 steps an epoch, 96 rows dropped, 1404 steps",
-           rc == 0 && p.epochs == 3 && p.steps_per_epoch == 468 && p.dropped == 96 && p.epoch_rows == 59904 && p.steps == 1404,
-           "rc %d epochs %d spe %lld dropped %lld steps %lld", rc, p.epochs, p.steps_per_epoch, p.dropped, p.steps);
-    p = plan_ok("plan/epochs with grad-accum", 1, "--data x.npy --epochs 1 --batch 10 --grad-accum 2");
-    rc = plan_epochs(&(TrainConfig){.batch = 10}, &(OptionsSeen){0}, 45, &p, err, sizeof err);
-    EXPECT("plan/epochs: a step of grad-accum 2 x 10 rows: 2 steps of 45 rows, 5 dropped", rc == 0 && p.steps_per_epoch == 2 && p.dropped == 5,
+           p.epochs == 3 && p.steps_per_epoch == 468 && p.dropped == 96 && p.epoch_rows == 59904 && p.steps == 1404,
+           "epochs %d spe %lld dropped %lld steps %lld", p.epochs, p.steps_per_epoch, p.dropped, p.steps);
+    Facts f45 = {.world = 1, .tag_ub = TAG_UB, .data_known = 1, .train_rows = 45};
+    p = facts_ok("plan/epochs with grad-accum", &f45, "--data x.npy --labels y.npy --epochs 1 --batch 10 --grad-accum 2");
+    EXPECT("plan/epochs: a step of grad-accum 2 x 10 rows: 2 steps of 45 rows, 5 dropped", p.steps_per_epoch == 2 && p.dropped == 5 && p.steps == 2,
            "spe %lld dropped %lld", p.steps_per_epoch, p.dropped);
-    rc = plan_epochs(&(TrainConfig){.batch = 10}, &(OptionsSeen){0}, 15, &p, err, sizeof err);
-    EXPECT("plan/refuse: an epoch shorter than a step", rc == -1 && strstr(err, "an epoch of 15 training rows holds no whole step of 20 rows"), "rc %d '%s'", rc, err);
-    p = plan_ok("plan/epochs with a warm-up", 1, "--data fashion-mnist --epochs 3 --batch 128 --warmup-steps 1405");
-    rc = plan_epochs(&(TrainConfig){.batch = 128, .lr = 0.001, .warmup_steps = 1405}, &(OptionsSeen){0}, 60000, &p, err, sizeof err);
-    EXPECT("plan/refuse: --warmup-steps longer than the epochs' steps (known once the data is read)",
-           rc == -1 && strstr(err, "--warmup-steps 1405 is longer than the run's 1404 steps (3 epochs of 468), so the learning rate would never reach --lr 0.001: "
-                               "use --warmup-steps 1404 or fewer, or more --epochs"), "rc %d '%s'", rc, err);
-    rc = plan_epochs(&(TrainConfig){.batch = 128, .warmup_steps = 1404}, &(OptionsSeen){0}, 60000, &p, err, sizeof err);
-    EXPECT("plan/epochs: a warm-up as long as the run is taken", rc == 0, "rc %d '%s'", rc, err);
+    Facts f15 = {.world = 1, .tag_ub = TAG_UB, .data_known = 1, .train_rows = 15};
+    facts_refused("plan/refuse: an epoch shorter than a step", &f15, "--data x.npy --epochs 1 --batch 10 --grad-accum 2",
+                  "train: an epoch of 15 training rows holds no whole step of 20 rows (--batch 10 x --grad-accum): use a smaller --batch");
+    facts_refused("plan/refuse: --warmup-steps longer than the epochs' steps (known once the data is read)", &fm,
+                  "--data fashion-mnist --epochs 3 --batch 128 --warmup-steps 1405",
+                  "--warmup-steps 1405 is longer than the run's 1404 steps (3 epochs of 468), so the learning rate would never reach --lr 0.001: "
+                  "use --warmup-steps 1404 or fewer, or more --epochs");
+    facts_ok("plan/epochs: a warm-up as long as the run is taken", &fm, "--data fashion-mnist --epochs 3 --batch 128 --warmup-steps 1404");
+    Facts f2 = {.world = 2, .tag_ub = TAG_UB, .data_known = 1, .train_rows = 60000};
+    facts_refused("plan/refuse: --timeline-step past the epochs' last step", &f2, "--mode pp --data fashion-mnist --epochs 1 --batch 30000 --gantt --timeline-step 3",
+                  "train: --timeline-step 3 is past the last step: use 1..2, or 0 for the median-time step");
     p = plan_ok("plan/steps on the command line win over a config's epochs", 1, "--data x.npy --steps 7");
-    EXPECT("plan/no epochs without --epochs", p.epochs == 0, "epochs %d", p.epochs);
+    EXPECT("plan/no epochs without --epochs; steps = --steps", p.epochs == 0 && p.steps == 7, "epochs %d steps %lld", p.epochs, p.steps);
     refused("plan/refuse: --epochs and --steps", 1, "--data x.npy --epochs 2 --steps 5", "--epochs 2 and --steps 5 both set the run's length");
     refused("plan/refuse: --epochs on synthetic data", 1, "--epochs 2", "--epochs passes over a data set, and --data is synthetic");
     refused("plan/refuse: --save-best without --save", 1, "--data x.npy --epochs 2 --save-best", "--save-best keeps the best checkpoint in --save DIR");
     refused("plan/refuse: --save-best without --epochs", 1, "--data x.npy --save /tmp/x --save-best", "--save-best evaluates after every epoch");
     refused("plan/refuse: --save-best with --save-every", 1, "--data x.npy --epochs 2 --save /tmp/x --save-best --save-every 5",
             "--save-best keeps only the best epoch's checkpoint");
+}
+
+// The rows the accuracy is measured on, from the data's rows: a test split whole unless
+// --eval-samples is set, else --eval-samples of the training rows or of synthetic samples.
+static void test_eval_rows(void) {
+    Facts test = {.world = 1, .tag_ub = TAG_UB, .data_known = 1, .train_rows = 60000, .test_rows = 10000};
+    Facts train = {.world = 1, .tag_ub = TAG_UB, .data_known = 1, .train_rows = 700};
+    Facts synthetic = {.world = 1, .tag_ub = TAG_UB, .data_known = 1};
+    Plan p = facts_ok("plan/eval: a test split", &test, "--data fashion-mnist");
+    EXPECT("plan/eval: a test split is evaluated whole", p.eval_rows == 10000, "%lld", p.eval_rows);
+    p = facts_ok("plan/eval: a test split and --eval-samples", &test, "--data fashion-mnist --eval-samples 500");
+    EXPECT("plan/eval: --eval-samples cuts a test split", p.eval_rows == 500, "%lld", p.eval_rows);
+    p = facts_ok("plan/eval: training rows", &train, "--data x.npy --labels y.npy");
+    EXPECT("plan/eval: no test split: --eval-samples (1024) of the 700 training rows, at most all", p.eval_rows == 700, "%lld", p.eval_rows);
+    p = facts_ok("plan/eval: synthetic", &synthetic, "--eval-samples 300");
+    EXPECT("plan/eval: synthetic: --eval-samples", p.eval_rows == 300, "%lld", p.eval_rows);
+    p = plan_ok("plan/eval: before the data", 1, "");
+    EXPECT("plan/eval: 0 until the data's rows are known", p.eval_rows == 0, "%lld", p.eval_rows);
+}
+
+// The devices' facts (comms_place): every rank with a GPU on its own, or not.
+static Placement gpus(int world, int crowded) {
+    static int node_of[8];
+    static double shm[8];
+    for (int r = 0; r < 8; r++) { node_of[r] = 0; shm[r] = -1; }
+    return (Placement){.gpus_probed = 1, .no_gpu_rank = -1, .crowded = crowded, .crowded_ranks = crowded ? world : 0, .crowded_gpus = crowded ? 1 : 0,
+                       .local_size = world, .nodes = 1, .node_of = node_of, .shm_free = shm};
+}
+
+// Device and transport from what the ranks found; the schedules that need tags take MPI.
+static void test_devices(void) {
+    Placement g = gpus(2, 0), crowded = gpus(2, 1), none = gpus(2, 0);
+    none.no_gpu_rank = 1;
+    snprintf(none.no_gpu_why, sizeof none.no_gpu_why, "no driver");
+    Facts fg = {.world = 2, .tag_ub = TAG_UB, .devices = &g}, fc = {.world = 2, .tag_ub = TAG_UB, .devices = &crowded},
+          fn = {.world = 2, .tag_ub = TAG_UB, .devices = &none};
+    Plan p = facts_ok("plan/devices: GPUs", &fg, "--mode pp");
+    EXPECT("plan/devices: a GPU on every rank, one each: cuda over nccl", p.device == DEVICE_CUDA && p.transport == TRANSPORT_NCCL && !p.transport_why[0],
+           "device %d transport %d", p.device, p.transport);
+    p = facts_ok("plan/devices: zb-h1 on GPUs", &fg, "--mode pp --schedule zb-h1");
+    EXPECT("plan/devices: zb-h1's messages need tags: the plan takes mpi, and says why", p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI &&
+           strstr(p.transport_why, "tags"), "transport %d why '%s'", p.transport, p.transport_why);
+    p = facts_ok("plan/devices: interleaved on GPUs", &fg, "--mode pp --schedule interleaved --micro-batches 4");
+    EXPECT("plan/devices: interleaved takes mpi", p.transport == TRANSPORT_MPI, "transport %d", p.transport);
+    facts_refused("plan/refuse: a tagged schedule over --transport nccl", &fg, "--mode pp --schedule zb-h1 --transport nccl",
+                  "train: --schedule zb-h1 runs over --transport mpi only (NCCL matches messages in order, without tags): drop --transport nccl");
+    p = facts_ok("plan/devices: two ranks on one GPU", &fc, "--mode pp");
+    EXPECT("plan/devices: a crowded node: cuda over mpi", p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI, "transport %d", p.transport);
+    facts_refused("plan/refuse: --transport nccl on a crowded node", &fc, "--mode pp --transport nccl",
+                  "train: --transport nccl needs one GPU per rank, but a node runs 2 ranks on 1 GPU: use --transport mpi");
+    p = facts_ok("plan/devices: a rank without a GPU", &fn, "--mode pp");
+    EXPECT("plan/devices: auto falls back to the cpu", p.device == DEVICE_CPU && p.transport == TRANSPORT_MPI, "device %d", p.device);
+    facts_refused("plan/refuse: --device cuda without a GPU", &fn, "--mode pp --device cuda", "no CUDA device (rank 1): no driver");
+    facts_refused("plan/refuse: --transport nccl without a GPU", &fn, "--mode pp --transport nccl",
+                  "train: --transport nccl needs a GPU on every rank, but there is no CUDA device (rank 1): no driver");
+    facts_refused("plan/refuse: --tf32 without a GPU", &fn, "--mode pp --tf32", "train: --tf32 needs a GPU, but there is no CUDA device (rank 1)");
+    refused("plan/refuse: --device cpu --transport nccl (the options alone)", 2, "--mode pp --device cpu --transport nccl",
+            "train: --transport nccl moves GPU buffers, and --device is cpu: drop --transport nccl or use --device cuda");
+    refused("plan/refuse: --device cpu --tf32", 1, "--device cpu --tf32", "train: --tf32 applies to cuBLAS on a GPU, and --device is cpu");
+    p = plan_ok("plan/devices: not known yet", 2, "--mode pp --schedule zb-h1");
+    EXPECT("plan/devices: before the facts, the cpu and mpi (nothing refused)", p.device == DEVICE_CPU && p.transport == TRANSPORT_MPI, "device %d", p.device);
+    Facts ft = {.world = 1, .tag_ub = TAG_UB, .blas_max_threads = 4};
+    facts_refused("plan/refuse: --threads above BLAS's", &ft, "--threads 8",
+                  "train: --threads 8 is more than the 4 this OpenBLAS was built for: use --threads 4 or fewer");
+    facts_ok("plan/--threads at BLAS's most", &ft, "--threads 4");
+}
+
+// Data parallelism's all-reduce: shm where every stage's replicas share a node and /dev/shm holds
+// the windows (auto takes it on the cpu, else mpi), from every rank's facts.
+static void test_allreduce(void) {
+    static int one_node[4] = {0, 0, 0, 0}, two_nodes[4] = {0, 0, 1, 1};
+    static double unknown[4] = {-1, -1, -1, -1}, small[4] = {1e6, 1e6, 1e6, 1e6};
+    Placement cpu1 = {.no_gpu_rank = -1, .nodes = 1, .node_of = one_node, .shm_free = unknown};
+    Placement cpu2 = {.no_gpu_rank = -1, .nodes = 2, .node_of = two_nodes, .shm_free = unknown};
+    Placement tight = {.no_gpu_rank = -1, .nodes = 1, .node_of = one_node, .shm_free = small};
+    Placement g = gpus(2, 0);
+    Facts f1 = {.world = 2, .tag_ub = TAG_UB, .devices = &cpu1}, f2 = {.world = 4, .tag_ub = TAG_UB, .devices = &cpu2},
+          ft = {.world = 2, .tag_ub = TAG_UB, .devices = &tight}, fg = {.world = 2, .tag_ub = TAG_UB, .devices = &g};
+    Plan p = facts_ok("plan/allreduce auto, one node", &f1, "--mode ddp");
+    EXPECT("plan/allreduce: auto on one node of cpus is shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    p = facts_ok("plan/allreduce auto, replicas on two nodes", &f2, "--mode ddp");
+    EXPECT("plan/allreduce: auto with replicas on two nodes is mpi", p.allreduce == ALLREDUCE_MPI, "%d", p.allreduce);
+    p = facts_ok("plan/allreduce auto, hybrid, each stage's replicas on one node", &f2, "--mode hybrid --pp 2 --dp 2 --placement replicas");
+    EXPECT("plan/allreduce: auto, hybrid with each stage's replicas on a node: shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    p = facts_ok("plan/allreduce auto, /dev/shm too small", &ft, "--mode ddp");
+    EXPECT("plan/allreduce: auto with /dev/shm too small is mpi", p.allreduce == ALLREDUCE_MPI, "%d", p.allreduce);
+    p = facts_ok("plan/allreduce auto, GPUs", &fg, "--mode ddp");
+    EXPECT("plan/allreduce: auto with the gradients on GPUs is mpi", p.allreduce == ALLREDUCE_MPI, "%d", p.allreduce);
+    facts_refused("plan/refuse: --allreduce shm with the gradients on a GPU", &fg, "--mode ddp --allreduce shm",
+                  "train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce mpi or ring with --device cuda");
+    facts_refused("plan/refuse: --allreduce shm across nodes", &f2, "--mode ddp --allreduce shm",
+                  "train: --allreduce shm needs the 4 replicas of each stage on one node, and only 2 share this rank's: use --allreduce mpi or ring");
+    facts_refused("plan/refuse: --allreduce shm, /dev/shm too small", &ft, "--mode ddp --allreduce shm",
+                  "train: --allreduce shm needs 4.23 MB of /dev/shm for the 2 ranks of this node, and 1 MB are free");
+    p = plan_ok("plan/allreduce: before the facts", 2, "--mode ddp --allreduce shm");
+    EXPECT("plan/allreduce: shm as asked until the facts are known", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+}
+
+// --timeline-step of a resumed run, from the checkpoint's step (a fact read before the plan).
+static void test_resumed(void) {
+    Facts f = {.world = 2, .tag_ub = TAG_UB, .resume_step = 5}, past = {.world = 2, .tag_ub = TAG_UB, .resume_step = 12};
+    facts_refused("plan/refuse: --timeline-step before the resumed step", &f, "--mode pp --gantt --timeline-step 3 --steps 10 --resume ck",
+                  "train: --timeline-step 3 was done before the checkpoint (step 5): use 6..10, or 0 for the median-time step");
+    facts_refused("plan/refuse: --timeline-step at the resumed step", &f, "--mode pp --gantt --timeline-step 5 --steps 10 --resume ck",
+                  "--timeline-step 5 was done before the checkpoint (step 5)");
+    facts_ok("plan/--timeline-step after the resumed step", &f, "--mode pp --gantt --timeline-step 6 --steps 10 --resume ck");
+    facts_ok("plan/a checkpoint past the run's steps is left to ckpt_resume", &past, "--mode pp --gantt --timeline-step 3 --steps 10 --resume ck");
+    plan_ok("plan/--timeline-step before the resumed step is unknown without the fact", 2, "--mode pp --gantt --timeline-step 3 --steps 10 --resume ck");
+}
+
+// The rules of the options alone that setup used to hold: checkpoints, outputs, the timeout, the width.
+static void test_run_rules(void) {
+    refused("plan/refuse: --save-every without --save", 1, "--save-every 5", "train: --save-every 5 needs --save DIR (where to write the checkpoints)");
+    refused("plan/refuse: --resume with --verify", 1, "--resume ck --verify",
+            "train: --verify compares step 1 from the initial weights, so it cannot be combined with --resume: drop one");
+    refused("plan/refuse: --trace - in a pipeline", 2, "--mode pp --trace -",
+            "train: --trace - would mix the file into the summary train prints on standard output: give a file name");
+    refused("plan/refuse: --timeline -", 2, "--mode pp --timeline -", "train: --timeline - would mix the file");
+    refused("plan/refuse: --timeout below the minimum", 1, "--timeout 0.5", "train: --timeout 0.5 is below the 1 s minimum");
+    Plan p = plan_ok("plan/--inputs 0", 1, "--hidden 64");
+    EXPECT("plan/--inputs 0 is --hidden", p.inputs == 64, "%d", p.inputs);
+    p = plan_ok("plan/--inputs 784", 1, "--inputs 784");
+    EXPECT("plan/--inputs given", p.inputs == 784 && !p.grad_accum_given, "%d", p.inputs);
+    p = plan_ok("plan/--grad-accum 1 given", 1, "--grad-accum 1");
+    EXPECT("plan/--grad-accum given (the report shows it even at 1)", p.grad_accum_given, "%d", p.grad_accum_given);
+}
+
+// --schedule-file: the file read and proven is a fact, and fixes ranks, micro-batches and chunks.
+static void test_schedule_file(void) {
+    char path[] = "/tmp/micropp-unit-plan-sched-XXXXXX", err[512], *text = NULL;
+    int fd = mkstemp(path);
+    FILE *out = fd < 0 ? NULL : fdopen(fd, "w");
+    if (out) { schedule_file_write(out, SCHED_ZBV, NULL, 2, 4, 2); fclose(out); }
+    SchedFile file = {0};
+    int rc = schedule_file_read(path, &text, err, sizeof err) || schedule_file_parse(text, path, &file, err, sizeof err);
+    EXPECT("plan/schedule file: zb-v's written and read back", rc == 0 && file.K == 2 && file.M == 4 && file.v == 2 && file.place == PLACE_V, "%s", err);
+    free(text);
+    unlink(path);
+    if (rc) return;
+    Facts f = {.world = 2, .tag_ub = TAG_UB, .schedule_file = &file}, f3 = {.world = 3, .tag_ub = TAG_UB, .schedule_file = &file};
+    char args[160];
+    snprintf(args, sizeof args, "--mode pp --schedule-file %s", path);
+    Plan p = facts_ok("plan/schedule file", &f, args);
+    EXPECT("plan/schedule file: kind file, its micro-batches, chunks in a V, split backward", p.schedule == SCHED_FILE && p.file == &file &&
+           p.M == 4 && p.V == 2 && p.place == PLACE_V && p.split, "schedule %d M %d V %d", p.schedule, p.M, p.V);
+    facts_refused("plan/refuse: a schedule file's rows against the ranks", &f3, args, "has 2 rows (one per rank) but the pipeline has 3 stages");
+    snprintf(args, sizeof args, "--mode pp --schedule-file %s --micro-batches 8", path);
+    facts_refused("plan/refuse: --micro-batches against the file's", &f, args, "--micro-batches 8 but --schedule-file");
+    sched_file_free(&file);
 }
 
 // The learning rate schedule (model.c's lr_at): warm-up, constant, cosine to 0 at the last step.
@@ -271,6 +447,12 @@ int main(void) {
     test_batch_and_partition();
     test_observers();
     test_epochs();
+    test_eval_rows();
+    test_devices();
+    test_allreduce();
+    test_resumed();
+    test_run_rules();
+    test_schedule_file();
     test_lr_schedule();
     return unit_failures ? 1 : 0;
 }

@@ -77,12 +77,6 @@ static int mkdir_p(const char *dir) {
 }
 
 void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
-    // Pure checks of the flags: every rank decides alike without a message.
-    if (c->save_every && !c->save[0])
-        user_error("train: --save-every %lld needs --save DIR (where to write the checkpoints)", (long long)c->save_every);
-    if (c->resume[0] && c->verify)
-        user_error("train: --verify compares step 1 from the initial weights, so it cannot be combined with --resume: drop one");
-    fault_init();
     int rank;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     char err[ERR_LEN] = "";
@@ -256,6 +250,29 @@ static char *manifest_fetch(const char *dir, MPI_Comm comm) {
     return text;
 }
 
+int64_t ckpt_resume_step(const char *dir, MPI_Comm comm) {
+    int rank;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    int64_t step = 0;
+    if (rank == 0) {
+        char path[PATH_LEN + 32], why[WHY_LEN];
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        Manifest m;
+        snprintf(path, sizeof path, "%s/" MANIFEST, dir);
+        if (!read_file(path, MANIFEST_MAX, &buf, &len, why, sizeof why) && !memchr(buf, 0, len)) {
+            char *text = xmalloc(len + 1);
+            memcpy(text, buf, len);
+            text[len] = 0;
+            if (!manifest_parse(text, &m, why, sizeof why)) { step = m.step; free(m.files); }
+            free(text);
+        }
+        free(buf);
+    }
+    MPI_CHECK(MPI_Bcast(&step, 1, MPI_INT64_T, 0, comm));
+    return step;
+}
+
 // ---- resume ----
 
 static int ranges_meet(int lo1, int hi1, int lo2, int hi2) { return lo1 < hi2 && lo2 < hi1; }
@@ -310,7 +327,7 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
     long long mine = 0, theirs = 0;
     if (m.layers != c->layers) { what = "layers"; mine = c->layers; theirs = m.layers; }
     else if (m.hidden != c->hidden) { what = "hidden"; mine = c->hidden; theirs = m.hidden; }
-    else if (m.inputs != c->inputs) { what = "inputs"; mine = c->inputs; theirs = m.inputs; }
+    else if (m.inputs != l->inputs) { what = "inputs"; mine = l->inputs; theirs = m.inputs; }
     else if (m.classes != c->classes) { what = "classes"; mine = c->classes; theirs = m.classes; }
     if (what) { free(m.files); user_error("train: --resume %s: the checkpoint has --%s %lld but this run has --%s %lld: use --%s %lld or start without --resume", dir, what, theirs, what, mine, what, theirs); }
     if (m.optimizer != c->optimizer) {
@@ -318,13 +335,13 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
         user_error("train: --resume %s: the checkpoint was trained with --optimizer %s but this run uses %s: use --optimizer %s",
                    dir, optim_name(m.optimizer), optim_name(c->optimizer), optim_name(m.optimizer));
     }
-    if (m.step >= c->steps) {
+    if (m.step >= l->steps) {
         free(m.files);
         if (m.step >= (1LL << 30))  // train's --steps range ends below it: nothing to suggest
             user_error("train: --resume %s: the checkpoint is at step %lld, past the most --steps accepts (%lld): it cannot be trained further",
                        dir, (long long)m.step, (long long)(1LL << 30));
         user_error("train: --resume %s: the checkpoint is at step %lld and --steps %lld is the TOTAL step count: use --steps > %lld",
-                   dir, (long long)m.step, (long long)c->steps, (long long)m.step);
+                   dir, (long long)m.step, (long long)l->steps, (long long)m.step);
     }
     // What may differ on purpose (a new learning rate, more data) is allowed, but said once.
     if (rank == 0) {
@@ -470,7 +487,7 @@ static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_samp
     cJSON_AddNumberToObject(o, "next_sample", (double)next_sample);
     cJSON_AddNumberToObject(cfg, "layers", (double)c->layers);
     cJSON_AddNumberToObject(cfg, "hidden", (double)c->hidden);
-    cJSON_AddNumberToObject(cfg, "inputs", (double)c->inputs);
+    cJSON_AddNumberToObject(cfg, "inputs", (double)l->inputs);
     cJSON_AddNumberToObject(cfg, "classes", (double)c->classes);
     cJSON_AddStringToObject(cfg, "optimizer", optim_name(c->optimizer));
     cJSON_AddNumberToObject(cfg, "lr", c->lr);

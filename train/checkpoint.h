@@ -14,6 +14,7 @@
 // setting writer only on dp rank 0 of each stage: every replica reads, one writes.
 typedef struct {
     const TrainConfig *c;
+    int64_t inputs, steps;  // the plan's: the input layer's width, the run's total steps
     const char *mode;   // recorded in the manifest: "monolith", "manual", "pp" (later "ddp", "hybrid")
     int world;          // ranks in the job
     int stages;         // K: pipeline stages (manual: parts) of this run's layout
@@ -28,9 +29,14 @@ typedef struct {
     MPI_Comm comm;      // every rank of the job; a save gathers the file list at its rank 0
 } CkptLayout;
 
-// Checks --save/--save-every/--resume (and MICROPP_FAULT) before training: bad input ends every
-// rank with one line and exit 2. Creates the --save folder. Collective over comm.
+// Checks that --save's folder can be made and written and that --resume's holds a manifest, before
+// training: bad input ends every rank with one line and exit 2 (the flags' own rules are the
+// plan's). Creates the --save folder. Collective over comm.
 void ckpt_setup(const TrainConfig *c, MPI_Comm comm);
+
+// The step of the checkpoint in dir (its manifest's), for the plan, before anything is set up; 0
+// when rank 0 cannot read or parse it (ckpt_setup and ckpt_resume then say why). Collective over comm.
+int64_t ckpt_resume_step(const char *dir, MPI_Comm comm);
 
 // --resume: verifies the manifest (against this run's config) and every file this process reads
 // (size, CRC-32, names, dtypes, shapes), then loads parameters and Adam moments into the local

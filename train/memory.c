@@ -16,8 +16,8 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
     memset(m, 0, sizeof *m);
     for (int k = 0; k < n; k++) {
         int vs = vs_of[k], layers = plan_layers(p, vs), head = vs == p->S - 1;
-        double in = p->lo[vs] == 0 ? (double)c->inputs : H;  // layer 0 reads --inputs features
-        double params = (layers ? H * in + H + (layers - 1) * (H * H + H) : 0) + (head ? C * H + C : 0);
+        double in = p->lo[vs] == 0 ? (double)p->inputs : H;  // layer 0 reads --inputs features
+        double params = plan_vstage_params(c, p, vs);
         m->weights += params * f;
         m->grads += params * f;
         if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (c->zero && p->data_parallel ? p->D : 1);  // Adam's moments (ZeRO-1: a shard)
@@ -29,7 +29,7 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
         double wide = in > H ? (in > C ? in : C) : (H > C ? H : C);
         if (c->precision == PRECISION_BF16) m->buffers += 3 * rows * wide * f;  // the fp32 work buffers of bf16 stashes
     }
-    m->buffers += 2 * rows * H * f + rows * (double)c->inputs * f + rows * H * 2;  // dout, din, the host rows, wire
+    m->buffers += 2 * rows * H * f + rows * (double)p->inputs * f + rows * H * 2;  // dout, din, the host rows, wire
     m->total = m->weights + m->grads + m->optimizer + m->activations + m->buffers;
 }
 
@@ -41,7 +41,7 @@ double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *l
     double stash[64], all[64], in_i[64], deferred[64], *live = xcalloc((size_t)V * (size_t)M, sizeof(double)), now = 0, peak = 0;
     for (int k = 0; k < V && k < 64; k++) {
         int vs = plan_vstage(p, stage, k), n = plan_layers(p, vs), head = vs == p->S - 1;
-        double in = rows * (p->lo[vs] == 0 ? (double)c->inputs : H) * a, logits = head ? rows * (double)c->classes * a : 0;
+        double in = rows * (p->lo[vs] == 0 ? (double)p->inputs : H) * a, logits = head ? rows * (double)c->classes * a : 0;
         stash[k] = in + (ckpt ? 0 : n) * act + logits;
         all[k] = in + n * act + logits;
         in_i[k] = all[k] + n * act;

@@ -294,18 +294,11 @@ static void eval_action(Run *r, Eval *e, Action a) {
     }
 }
 
-long long eval_rows(const Run *r) {
-    int64_t n = data_eval_rows(&r->data);
-    // A test split is evaluated whole unless --eval-samples says otherwise.
-    if (!r->data.test.n || !r->p.eval_whole_test) n = n < r->c->eval_samples ? n : r->c->eval_samples;
-    return n;
-}
-
 EvalResult evaluate(Run *r) {
     const TrainConfig *c = r->c;
-    Eval e = {.n_eval = (int)eval_rows(r)};
+    Eval e = {.n_eval = (int)r->p.eval_rows};
     if (e.n_eval == 0) return (EvalResult){NAN, NAN, 0};
-    int H = (int)c->hidden, C = (int)c->classes, D = (int)c->inputs, rows = r->p.rows, batches = (e.n_eval + rows - 1) / rows;
+    int H = (int)c->hidden, C = (int)c->classes, D = r->p.inputs, rows = r->p.rows, batches = (e.n_eval + rows - 1) / rows;
     size_t width = (size_t)(H > C ? H : C);  // either buffer may receive the logits (or the input rows)
     if ((size_t)D > width) width = (size_t)D;
     e.a = r->be->alloc(sizeof(float) * (size_t)rows * width);

@@ -24,4 +24,3 @@ void manual_step(Run *r, int step);
 // is given; else --eval-samples rows; NAN when there are none): forward only, through the local
 // stages (monolith, manual) or the pipeline; every rank of a pipeline returns them.
 EvalResult evaluate(Run *r);
-long long eval_rows(const Run *r);  // how many rows evaluate reads

@@ -1,15 +1,23 @@
-// train/plan.c: every rule of a `micropp train` run, checked once, as pure functions of the options and
-// the world size (see plan.h): which flags apply to the mode, the grid of stages x replicas, the
-// schedule's chunks, the batch cut into micro-batches, the partition of layers. tests/unit_plan.c
-// checks each rule and its message without MPI.
+// train/plan.c: every rule and every choice of a `micropp train` run, made once, as pure functions of
+// the options, what was typed and the facts of the world (see plan.h). The layout: which flags
+// apply to the mode, the grid of stages x replicas, the schedule's chunks, the batch cut into
+// micro-batches, the partition of layers, the placement of the grid. The run: how long (--steps,
+// or --epochs over the data's rows), what it observes and saves, and what the facts bear on: the
+// device and transport, the all-reduce (shm where the nodes and /dev/shm allow), BLAS's threads, the
+// step a --resume starts from, the rows evaluated. tests/unit_plan.c checks each rule and its
+// message without MPI.
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "train/ddp.h"  // SYNC_* only: no MPI call is made here
 #include "model.h"  // model_param_count
 #include "train/plan.h"
 #include "schedule.h"
 #include "tags.h"
+#include "base/util.h"
+#include "watchdog.h"   // WD_MIN_TIMEOUT
 
 // Each rule returns 0, or -1 after writing its one-line message into the plan's error buffer; the
 // rules that ask which options were set or typed read them from `seen`.
@@ -263,8 +271,7 @@ static int rule_partition(const TrainConfig *c, Plan *p, Err *e) {
 static void rule_placement(const TrainConfig *c, Plan *p) {
     int crossings = 0;
     for (int vs = 0; vs + 1 < p->S; vs++) crossings += plan_stage_of(p, vs) != plan_stage_of(p, vs + 1);
-    int inputs = (int)(c->inputs ? c->inputs : c->hidden);
-    double params = (double)model_param_count((int)c->layers, inputs, (int)c->hidden, (int)c->classes);
+    double params = (double)model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes);
     p->pp_bytes = p->pipelined ? 2.0 * crossings * p->M * p->D * (double)p->rows * (double)c->hidden * sizeof(float) : 0;
     p->dp_bytes = p->data_parallel ? 2.0 * (p->D - 1) * params * sizeof(float) : 0;
     p->placement_auto = c->placement == PLACEMENT_AUTO;
@@ -272,6 +279,8 @@ static void rule_placement(const TrainConfig *c, Plan *p) {
     else if (p->placement_auto) p->placement = p->dp_bytes > p->pp_bytes ? PLACEMENT_REPLICAS : PLACEMENT_STAGES;
     else p->placement = c->placement;
 }
+
+// ---- the run: its length, observers and checkpoints, and what the facts of the world bear on ----
 
 // A warm-up longer than the run never reaches the peak --lr: refused, unless it comes from a config
 // file whose run was cut shorter on the command line (a quick run of a long config ends in its warm-up,
@@ -291,7 +300,8 @@ static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
         return refuse(e, "train: the config sets both epochs (%lld) and steps (%lld): keep one of them, or override one on the command line",
                       (long long)c->epochs, (long long)c->steps);
     p->epochs = c->epochs && !(st_cli && !ep_cli) ? (int)c->epochs : 0;
-    if (!p->epochs && warmup_too_long(c, e->seen, c->steps))  // (with epochs: plan_epochs checks it, once the steps are known)
+    p->steps = p->epochs ? 0 : c->steps;  // (epochs: once the data's rows are known)
+    if (!p->epochs && warmup_too_long(c, e->seen, c->steps))  // (with epochs: rule_epochs, once the steps are known)
         return refuse(e, "train: --warmup-steps %lld is longer than the run's %lld steps, so the learning rate would never reach --lr %g: "
                       "use --warmup-steps %lld or fewer, or more --steps", (long long)c->warmup_steps, (long long)c->steps, c->lr, (long long)c->steps);
     if (p->epochs && !strcmp(c->data, "synthetic"))
@@ -305,24 +315,25 @@ static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
     return 0;
 }
 
-int plan_epochs(const TrainConfig *c, const OptionsSeen *seen, long long train_rows, Plan *p, char *err, size_t errlen) {
-    Err e = {err, errlen, seen};
-    if (!p->epochs) return 0;
-    long long per_step = c->batch * p->N;
+// --epochs, once the training set's rows are known (the data's headers): the steps of an epoch
+// (whole steps; the last partial batch is dropped) and of the run.
+static int rule_epochs(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
+    if (!p->epochs || !f->data_known) return 0;
+    long long per_step = c->batch * p->N, train_rows = f->train_rows;
     p->steps_per_epoch = train_rows / per_step;
     if (p->steps_per_epoch < 1)
-        return refuse(&e, "train: an epoch of %lld training rows holds no whole step of %lld rows (--batch %lld%s): use a smaller --batch",
+        return refuse(e, "train: an epoch of %lld training rows holds no whole step of %lld rows (--batch %lld%s): use a smaller --batch",
                       train_rows, per_step, (long long)c->batch, p->N > 1 ? " x --grad-accum" : "");
     p->epoch_rows = p->steps_per_epoch * per_step;
     p->dropped = train_rows - p->epoch_rows;
     p->steps = p->steps_per_epoch * p->epochs;
     if (p->steps > (1LL << 30))
-        return refuse(&e, "train: %d epochs of %lld steps is more than 2^30 steps: use fewer --epochs", p->epochs, p->steps_per_epoch);
+        return refuse(e, "train: %d epochs of %lld steps is more than 2^30 steps: use fewer --epochs", p->epochs, p->steps_per_epoch);
     if (c->timeline_step > p->steps)
-        return refuse(&e, "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
+        return refuse(e, "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
                       (long long)c->timeline_step, p->steps);
-    if (warmup_too_long(c, e.seen, p->steps))
-        return refuse(&e, "train: --warmup-steps %lld is longer than the run's %lld steps (%d epoch%s of %lld), so the learning rate would never reach --lr %g: "
+    if (warmup_too_long(c, e->seen, p->steps))
+        return refuse(e, "train: --warmup-steps %lld is longer than the run's %lld steps (%d epoch%s of %lld), so the learning rate would never reach --lr %g: "
                       "use --warmup-steps %lld or fewer, or more --epochs", (long long)c->warmup_steps, p->steps, p->epochs, p->epochs == 1 ? "" : "s", p->steps_per_epoch, c->lr, p->steps);
     return 0;
 }
@@ -334,31 +345,185 @@ static int rule_observers(const TrainConfig *c, const Plan *p, Err *e) {
         return refuse(e, "train: --gantt prints a chart and --json one JSON object: use one of them (--timeline FILE.svg works with --json)");
     if (c->timeline_step && !c->timeline[0] && !c->gantt)
         return refuse(e, "train: --timeline-step picks the step drawn by --timeline or --gantt: add one of them, or drop it");
-    if (c->timeline_step > c->steps && !p->epochs)  // (with epochs: plan_epochs checks it)
+    if (c->timeline_step > c->steps && !p->epochs)  // (with epochs: rule_epochs checks it)
         return refuse(e, "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
                       (long long)c->timeline_step, (long long)c->steps);
     return 0;
 }
 
-int plan_make(const TrainConfig *c, const OptionsSeen *seen, int world, long long tag_ub, const SchedFile *file, Plan *p,
-              char *err, size_t errlen) {
+// The pipeline's outputs on standard output: the file a summary goes to cannot take a trace too.
+static int rule_outputs(const TrainConfig *c, Err *e) {
+    const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->trace, c->timeline};
+    if (c->mode != MODE_PP) return 0;
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(path[i], "-"))
+            return refuse(e, "train: --%s - would mix the file into the summary train prints on standard output: give a file name", flag[i]);
+    return 0;
+}
+
+// --save-every, --resume with --verify.
+static int rule_checkpoints(const TrainConfig *c, Err *e) {
+    if (c->save_every && !c->save[0])
+        return refuse(e, "train: --save-every %lld needs --save DIR (where to write the checkpoints)", (long long)c->save_every);
+    if (c->resume[0] && c->verify)
+        return refuse(e, "train: --verify compares step 1 from the initial weights, so it cannot be combined with --resume: drop one");
+    return 0;
+}
+
+// --timeline-step of a resumed run: a step it trains. (A checkpoint at or past the run's last step
+// is ckpt_resume's to refuse, with its own words.)
+static int rule_resumed(const TrainConfig *c, const Facts *f, const Plan *p, Err *e) {
+    long long at = f->resume_step;
+    if (c->timeline_step && at > 0 && at < p->steps && c->timeline_step <= at)
+        return refuse(e, "train: --timeline-step %lld was done before the checkpoint (step %lld): use %lld..%lld, or 0 for the median-time step",
+                      (long long)c->timeline_step, at, at + 1, p->steps);
+    return 0;
+}
+
+int plan_early(const TrainConfig *c, char *err, size_t errlen) {
+    Err e = {err, errlen, NULL};
+    if (c->timeout > 0 && c->timeout < WD_MIN_TIMEOUT)
+        return refuse(&e, "train: --timeout %g is below the %g s minimum: a healthy run waits that long at times (the first step, a checkpoint, "
+                      "a loaded machine); use %g or more, or 0 to wait forever", c->timeout, WD_MIN_TIMEOUT, WD_MIN_TIMEOUT);
+    return 0;
+}
+
+int plan_device(const char *cmd, int device, int transport, int tf32, int world, const Placement *f, int *dev_out, int *transport_out,
+                char *err, size_t errlen) {
+    Err e = {err, errlen, NULL};
+    *dev_out = DEVICE_CPU;
+    *transport_out = TRANSPORT_MPI;
+    if (device == DEVICE_CPU && transport == TRANSPORT_NCCL)
+        return refuse(&e, "%s: --transport nccl moves GPU buffers, and --device is cpu: drop --transport nccl or use --device cuda", cmd);
+    if (device == DEVICE_CPU && tf32)
+        return refuse(&e, "%s: --tf32 applies to cuBLAS on a GPU, and --device is cpu: drop --tf32 or use --device cuda", cmd);
+    if (device == DEVICE_CPU || !f || !f->gpus_probed) return 0;
+    if (f->no_gpu_rank >= 0) {
+        char where[32] = "";
+        if (f->no_gpu_rank > 0) snprintf(where, sizeof where, " (rank %d)", f->no_gpu_rank);
+        if (device == DEVICE_CUDA) return refuse(&e, "no CUDA device%s: %s", where, f->no_gpu_why);
+        if (transport == TRANSPORT_NCCL)
+            return refuse(&e, "%s: --transport nccl needs a GPU on every rank, but there is no CUDA device%s: %s", cmd, where, f->no_gpu_why);
+        if (tf32) return refuse(&e, "%s: --tf32 needs a GPU, but there is no CUDA device%s: %s", cmd, where, f->no_gpu_why);
+        return 0;  // auto: the CPU
+    }
+    if (transport == TRANSPORT_NCCL && f->crowded)
+        return refuse(&e, "%s: --transport nccl needs one GPU per rank, but a node runs %d ranks on %d GPU%s: use --transport mpi "
+                      "(stages through pinned host memory, so ranks may share a GPU) or at most %d ranks per node",
+                      cmd, f->crowded_ranks, f->crowded_gpus, f->crowded_gpus == 1 ? "" : "s", f->crowded_gpus);
+    *dev_out = DEVICE_CUDA;
+    *transport_out = transport == TRANSPORT_AUTO ? (!f->crowded && world > 1 ? TRANSPORT_NCCL : TRANSPORT_MPI) : transport;
+    return 0;
+}
+
+// Device and transport. NCCL matches a pair of ranks' messages in order, without tags; the
+// schedules beyond 1F1B (chunks crossing the same pair both ways, deferred weight passes, a file's
+// order) are run and tested over MPI only, so they take the MPI transport (host-staged between GPUs).
+static int rule_devices(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
+    if (plan_device("train", c->device, c->transport, c->tf32, p->world, f->devices, &p->device, &p->transport, e->buf, e->n)) return -1;
+    if (p->data_parallel && c->allreduce == ALLREDUCE_SHM && p->device == DEVICE_CUDA)
+        return refuse(e, "train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce mpi or ring with --device cuda");
+    int tagged = p->V > 1 || p->split || p->schedule == SCHED_FILE;  // a file may send out of order
+    if (p->pipelined && tagged && p->transport == TRANSPORT_NCCL) {
+        if (c->transport == TRANSPORT_NCCL) {
+            char sn[32];
+            return refuse(e, "train: --schedule %s runs over --transport mpi only (NCCL matches messages in order, without tags): drop --transport nccl",
+                          choice_name(SCHED_NAMES, p->schedule, sn, sizeof sn));
+        }
+        p->transport = TRANSPORT_MPI;
+        p->transport_why = "the schedule's messages need tags (chunks both ways, deferred weight passes, or a file's order), which NCCL lacks";
+    }
+    if (f->blas_max_threads && c->threads > f->blas_max_threads)  // OpenBLAS would quietly use fewer
+        return refuse(e, "train: --threads %lld is more than the %d this OpenBLAS was built for: use --threads %d or fewer",
+                      (long long)c->threads, f->blas_max_threads, f->blas_max_threads);
+    return 0;
+}
+
+// Why shm windows cannot hold this plan's parameters and gradients ("" when they can), from the
+// facts of every rank, as comms.c's comm_shared_require would find it on the lowest rank that cannot:
+// each stage's replicas on one node, /dev/shm room for every rank of a node. what: "train", or ""
+// (auto asks only whether).
+static void shm_unfit(const TrainConfig *c, const Facts *f, const Plan *p, const char *what, char *why, size_t n) {
+    const Placement *d = f->devices;
+    double *bytes = xcalloc((size_t)p->world, sizeof(double));  // each rank's params and grads
+    for (int r = 0; r < p->world; r++)
+        for (int k = 0, stage = p->pipelined ? plan_rank_stage(p, r) : 0; k < p->V; k++)
+            bytes[r] += 2 * plan_vstage_params(c, p, plan_vstage(p, stage, k)) * sizeof(float);
+    why[0] = 0;
+    for (int r = 0; r < p->world && !why[0]; r++) {
+        int local = 0, node_ranks = 0;
+        double need = 0;
+        for (int q = 0; q < p->world; q++) {
+            if (d->node_of[q] != d->node_of[r]) continue;
+            node_ranks++;
+            need += bytes[q];
+            local += plan_rank_stage(p, q) == plan_rank_stage(p, r);  // the same stage: r's dp group
+        }
+        comm_shm_unfit(what, p->D, local, need, node_ranks, d->shm_free[r], why, n);
+    }
+    free(bytes);
+}
+
+// Data parallelism's all-reduce: --allreduce shm where it can run (else refused), auto: shm on the
+// host where it can run, else mpi; decided alike on every rank from every rank's facts.
+static int rule_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
+    p->allreduce = c->allreduce;
+    if (!p->data_parallel || !f->devices || (c->allreduce != ALLREDUCE_SHM && c->allreduce != ALLREDUCE_AUTO)) return 0;
+    char why[300] = "";
+    if (c->allreduce == ALLREDUCE_AUTO) {
+        if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
+        p->allreduce = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
+        return 0;
+    }
+    shm_unfit(c, f, p, "train", why, sizeof why);
+    return why[0] ? refuse(e, "%s", why) : 0;
+}
+
+// The held-out rows the accuracy is measured on: the test split whole unless --eval-samples says
+// otherwise, else --eval-samples of the training rows (a data set) or of synthetic samples.
+static void rule_eval(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
+    if (!f->data_known) return;
+    long long n = f->test_rows ? f->test_rows : f->train_rows ? f->train_rows : LLONG_MAX;
+    if (!f->test_rows || seen_set(e->seen, "eval-samples")) n = n < c->eval_samples ? n : c->eval_samples;
+    p->eval_rows = n;
+}
+
+static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
+    if (rule_length(c, p, e) || rule_observers(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, e) || rule_checkpoints(c, e) ||
+        rule_devices(c, f, p, e) || rule_allreduce(c, f, p, e) || rule_resumed(c, f, p, e))
+        return -1;
+    rule_eval(c, f, p, e);
+    p->grad_accum_given = seen_set(e->seen, "grad-accum");
+    return 0;
+}
+
+// ---- the plan ----
+
+double plan_vstage_params(const TrainConfig *c, const Plan *p, int vs) {
+    double H = (double)c->hidden, C = (double)c->classes, in = p->lo[vs] == 0 ? (double)p->inputs : H;
+    int layers = plan_layers(p, vs), head = vs == p->S - 1;
+    return (layers ? H * in + H + (layers - 1) * (H * H + H) : 0) + (head ? C * H + C : 0);
+}
+
+// The layout's rules, then the run's; a fact not known yet holds back only the rules that read it.
+int plan_make(const TrainConfig *c, const OptionsSeen *seen, const Facts *f, Plan *p, char *err, size_t errlen) {
     Err e = {err, errlen, seen};
     memset(p, 0, sizeof *p);
     err[0] = 0;
     p->mode = c->mode;
-    p->file = is_pipelined(c->mode) ? file : NULL;
-    p->schedule = p->file ? SCHED_FILE : c->schedule;
-    p->world = world;
+    p->world = f->world;
     p->pipelined = is_pipelined(c->mode);
     p->data_parallel = is_data_parallel(c->mode);
     p->distributed = c->mode == MODE_PP || p->data_parallel;
-    if (rule_world(c, world, p, &e) || rule_flags_apply(c, &e) || rule_data_parallel(c, &e) || rule_grid(c, world, p, &e) || rule_schedule(c, tag_ub, p, &e) ||
-        rule_batch(c, p, &e) || rule_partition(c, p, &e) || rule_length(c, p, &e) || rule_observers(c, p, &e))
+    p->file = p->pipelined ? f->schedule_file : NULL;
+    p->schedule = p->file ? SCHED_FILE : c->schedule;
+    p->inputs = (int)(c->inputs ? c->inputs : c->hidden);  // the default: Linear(H, H) first, as before --inputs
+    p->transport_why = "";
+    if (plan_early(c, err, errlen) || rule_world(c, f->world, p, &e) || rule_flags_apply(c, &e) || rule_data_parallel(c, &e) ||
+        rule_grid(c, f->world, p, &e) || rule_schedule(c, f->tag_ub, p, &e) || rule_batch(c, p, &e) || rule_partition(c, p, &e))
         return -1;
     rule_placement(c, p);
-    p->grad_accum_given = seen_set(seen, "grad-accum");
-    p->eval_whole_test = !seen_set(seen, "eval-samples");
-    return 0;
+    return rules_run(c, f, p, &e);
 }
 
 int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t errlen) {
@@ -376,6 +541,8 @@ int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t e
     p->M = p->pipelined ? (int)c->micro_batches : 1;
     p->N = 1;
     p->schedule = c->schedule;
+    p->inputs = (int)(c->inputs ? c->inputs : c->hidden);
+    p->transport_why = "";
     TrainConfig even = *c;
     even.partition[0] = 0;
     if (rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) || rule_batch(c, p, &e) || rule_partition(&even, p, &e)) return -1;

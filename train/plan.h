@@ -1,16 +1,34 @@
-// train/plan.h: what `micropp train` will do, decided before anything runs: a pure function of the
-// resolved options and the world size to a Plan (stages, replicas, micro-batches, chunks, rows,
-// partition). Every rule a run must satisfy is checked here, once; no MPI, no model memory.
+// train/plan.h: what `micropp train` will do, decided before anything runs: a pure function from the
+// parsed options, what was typed, and the facts of the world (ranks, devices, nodes, the schedule
+// file, the data's rows, the resumed step) to a Plan. Every rule a run must satisfy is checked
+// here, once, and every choice is made here; setup, the executor and the report read the Plan.
+// No MPI, no model memory.
 #pragma once
 #include <stddef.h>
 #include "base/config.h"
-#include "comms.h"     // PLACEMENT_* and the grid_* helpers
-#include "schedule.h"  // the placement helpers
+#include "comms.h"     // PLACEMENT_*, the grid_* helpers, Placement (the devices' facts)
+#include "schedule.h"  // the placement helpers, SchedFile
 
 enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
 #define MODE_CHOICES "monolith|manual|pp|ddp|hybrid"
 #define MAX_STAGES 4096
 #define MAX_LAYERS 4096  // --layers' range (train/options.c)
+
+// What the run found out before the plan, the same on every rank: the plan's inputs besides the
+// options. A fact left at its zero value is not known yet: the rules that need it wait (train plans
+// once before it reads any file, so an option's mistake is named first, and again with every fact;
+// the unit tests give only the facts a rule needs).
+typedef struct {
+    int world;                       // ranks started
+    long long tag_ub;                // MPI_TAG_UB: the largest tag this MPI accepts
+    const SchedFile *schedule_file;  // --schedule-file, read and proven (NULL: none)
+    const Placement *devices;        // comms_place: every rank's GPU, node and /dev/shm (NULL: unknown)
+    int blas_max_threads;            // the threads this OpenBLAS was built for (0: unknown)
+    int data_known;                  // the data's headers were read (data_open): the rows below hold
+    long long train_rows, test_rows; // rows of the training set and of the test split (0: synthetic, none)
+    long long resume_step;           // --resume: the checkpoint's step (0: no --resume, or its manifest
+                                     // unreadable: ckpt_setup and ckpt_resume then say why)
+} Facts;
 
 typedef struct {
     int mode;          // MODE_*
@@ -26,6 +44,7 @@ typedef struct {
     int S;             // virtual stages K*V, placed on ranks by `place`
     int place;         // PLACE_LOOP (chunk c of stage s is vs = c*K + s) or PLACE_V (zb-v, dualpipev)
     int rows;          // rows per micro-batch (per replica)
+    int inputs;        // the input layer's width: --inputs, or --hidden when 0
     int placement;     // PLACEMENT_STAGES or PLACEMENT_REPLICAS (comms.h; --placement auto resolved)
     int placement_auto;  // 1 when --placement auto chose it from the two traffics below
     double pp_bytes;   // a step's pipeline traffic, all replicas: activations and their gradients
@@ -35,28 +54,40 @@ typedef struct {
     int pipelined;     // pp or hybrid: a pipeline executor with action lists
     int data_parallel; // ddp or hybrid: gradients all-reduced over D replicas
     int distributed;   // more than one process takes part (pp, ddp, hybrid)
-    // --epochs (0: --steps counts): set by plan_epochs once the training set's size is known
+    // How long: --steps, or --epochs over the training set (whole steps; the last partial batch
+    // dropped). steps is the run's total either way (0 until the data's rows are known, with epochs).
+    long long steps;
     int epochs;
-    long long steps_per_epoch, epoch_rows, dropped, steps;  // epoch_rows = steps_per_epoch x batch x grad-accum
+    long long steps_per_epoch, epoch_rows, dropped;  // epoch_rows = steps_per_epoch x batch x grad-accum
+    long long eval_rows;   // held-out rows the accuracy is measured on (0 until the data is known)
+    // Where and how (from the devices' facts; before them: cpu, mpi, --allreduce as given)
+    int device;            // DEVICE_CPU or DEVICE_CUDA
+    int transport;         // TRANSPORT_MPI or TRANSPORT_NCCL: how the pipeline's stages exchange
+    const char *transport_why;  // why MPI though NCCL could run ("" when not so decided)
+    int allreduce;         // ALLREDUCE_*: data parallelism's, auto resolved (shm or mpi); else as given
     int grad_accum_given;  // --grad-accum was set (the report shows it even at 1)
-    int eval_whole_test;   // a test split is evaluated whole (--eval-samples was not set)
 } Plan;
 
-// Fills p from the options c and what options_parse saw (which options the config file set, which
-// were typed) and the world: ranks started and MPI's largest tag. Returns 0, or -1 with one line
-// in err that names the value and the fix ("train: --batch 30 is not ...").
-int plan_make(const TrainConfig *c, const OptionsSeen *seen, int world, long long tag_ub, const SchedFile *file, Plan *p,
-              char *err, size_t errlen);
+// Fills p from the options c, what options_parse saw of them (which options the config file set,
+// which were typed) and the facts f. Returns 0, or -1 with one line in err that names the value
+// and the fix ("train: --batch 30 is not ...").
+int plan_make(const TrainConfig *c, const OptionsSeen *seen, const Facts *f, Plan *p, char *err, size_t errlen);
+
+// The rules that hold before any rank waits on another (--timeout bounds those waits): 0, or -1
+// with one line in err. plan_make checks them too.
+int plan_early(const TrainConfig *c, char *err, size_t errlen);
 
 // The layout of K stages x D replicas for `micropp plan` (no run, no MPI): the grid, the schedule's
 // chunks, the batch cut into micro-batches and an even partition, by the same rules as plan_make
 // but blind to which flags were typed. Returns 0, or -1 with one line in err.
 int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t errlen);
 
-// --epochs: with the training set's rows known (after the data is open), the steps of an epoch
-// (whole steps; the last partial batch is dropped) and of the run. Returns 0 (nothing to do without
-// --epochs), or -1 with one line in err.
-int plan_epochs(const TrainConfig *c, const OptionsSeen *seen, long long train_rows, Plan *p, char *err, size_t errlen);
+// The device and transport from what was asked (--device, --transport, --tf32) and what the ranks
+// found (comms_place), for train's plan and for pingpong: *device DEVICE_CPU or DEVICE_CUDA,
+// *transport TRANSPORT_MPI or TRANSPORT_NCCL. f NULL (not yet known): only the rules of the options
+// alone. Returns 0, or -1 with one line in err ("cmd: ...").
+int plan_device(const char *cmd, int device, int transport, int tf32, int world, const Placement *f, int *dev_out,
+                int *transport_out, char *err, size_t errlen);
 
 // Placement of virtual stages on ranks: the schedule's (p->place, schedule.h's place_* helpers). The
 // executor, checkpoints, verify, the report and the trace all ask these, never vs % K.
@@ -67,3 +98,6 @@ static inline int plan_layers(const Plan *p, int vs) { return p->lo[vs + 1] - p-
 // The hybrid grid on world ranks (--placement): the stage and replica of a rank.
 static inline int plan_rank_stage(const Plan *p, int rank) { return grid_stage(p->placement, p->K, p->D, rank); }
 static inline int plan_rank_replica(const Plan *p, int rank) { return grid_replica(p->placement, p->K, p->D, rank); }
+// The parameters of virtual stage vs (its layers, the input layer when it holds layer 0, the head
+// when it is the last): what stage_init allocates, for the memory and shm rules.
+double plan_vstage_params(const TrainConfig *c, const Plan *p, int vs);

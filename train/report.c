@@ -15,15 +15,15 @@ static void names(const Run *r, Summary *s) {
     choice_name(MODE_CHOICES, c->mode, s->mode, sizeof s->mode);
     choice_name(SCHED_NAMES, r->p.schedule, s->schedule, sizeof s->schedule);
     choice_name(OPTIM_CHOICES, c->optimizer, s->optimizer, sizeof s->optimizer);
-    choice_name(TRANSPORT_CHOICES, r->place.transport, s->transport, sizeof s->transport);
+    choice_name(TRANSPORT_CHOICES, r->p.transport, s->transport, sizeof s->transport);
     choice_name(SYNC_CHOICES, c->ddp_sync, s->sync, sizeof s->sync);
-    choice_name(ALLREDUCE_CHOICES, c->allreduce, s->allreduce, sizeof s->allreduce);
+    choice_name(ALLREDUCE_CHOICES, r->p.allreduce, s->allreduce, sizeof s->allreduce);
     blas_describe(s->blas, sizeof s->blas);
     choice_name(PRECISION_CHOICES, c->precision, s->precision, sizeof s->precision);
     if (c->precision == PRECISION_BF16 && r->be->on_host)  // the kernel of a hidden layer's forward product
         onednn_describe(r->p.rows, (int)c->hidden, (int)c->hidden, s->onednn, sizeof s->onednn);
     r->be->describe(s->device, sizeof s->device);
-    s->params = model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes);
+    s->params = model_param_count((int)c->layers, r->p.inputs, (int)c->hidden, (int)c->classes);
 }
 
 // ---- the header ----
@@ -102,16 +102,16 @@ void report_header(const Run *r) {
     if (p->V > 1) printf(" | %d virtual stages per rank", p->V);
     if (p->N > 1) printf(" | grad-accum %d", p->N);
     if (c->mode == MODE_MANUAL) printf(" | parts %d", p->K);
-    if (c->inputs == c->hidden)
+    if (r->p.inputs == c->hidden)
         printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
                (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
                (long long)c->classes, s.params, s.params * 4.0 / 1e6);
     else
         printf("\nmodel Linear(%lld,%lld)+ReLU -> %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
-               (long long)c->inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden, (long long)c->hidden,
+               (long long)r->p.inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden, (long long)c->hidden,
                (long long)c->hidden, (long long)c->classes, s.params, s.params * 4.0 / 1e6);
     printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
-           (long long)c->steps, s.optimizer, c->lr, (long long)c->seed, c->data);
+           r->p.steps, s.optimizer, c->lr, (long long)c->seed, c->data);
     if (r->be->on_host) printf("%s | device %s", s.blas, s.device);
     else printf("device %s", s.device);
     if (p->pipelined) printf(" | transport %s", s.transport);
@@ -168,7 +168,7 @@ static double median(const double *v, int n) {
 // more); throughput from it. FLOPs per step = 6 x parameters x rows, plus a forward with recompute.
 static void fill_time(Run *r, Summary *s) {
     const TrainConfig *c = r->c;
-    int start = r->start, steps = (int)c->steps;
+    int start = r->start, steps = (int)r->p.steps;
     s->n_run = steps - start;
     s->skip = s->n_run > 2 ? 1 : 0;
     if (r->p.distributed) comm_allreduce_max_double(r->m.step_s + start, s->n_run, MPI_COMM_WORLD);
@@ -245,11 +245,11 @@ static void fill_model_state(Run *r, Summary *s) {
 static void fill_gemm(Run *r, Summary *s) {
     const TrainConfig *c = r->c;
     double g = 0, t = 0;
-    for (int k = r->start + s->skip; k < (int)c->steps; k++) { g += r->m.gemm_s[k]; t += r->m.step_s[k]; }
+    for (int k = r->start + s->skip; k < (int)r->p.steps; k++) { g += r->m.gemm_s[k]; t += r->m.step_s[k]; }
     double v[2] = {g / (s->n_run - s->skip), g / t};
     if (r->p.distributed) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
     double B = (double)c->batch * r->p.N, L = (double)c->layers, HH = (double)c->hidden * c->hidden, HC = (double)c->hidden * c->classes;
-    double HxD = (double)c->hidden * c->inputs;  // layer 0: Linear(D, H)
+    double HxD = (double)c->hidden * r->p.inputs;  // layer 0: Linear(D, H)
     double gemm_flops = 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * ((L - 1) * HH + HC);
     if (c->checkpoint_activations) gemm_flops += 2 * B * (HxD + (L - 1) * HH);
     int ranks = r->p.distributed ? r->p.world : 1;
@@ -330,7 +330,7 @@ static void fill_pipeline_simulated(const Run *r, Summary *s) {
 static int shown_step(const Run *r, const Summary *s) {
     if (r->c->timeline_step) return (int)r->c->timeline_step - 1;
     int best = r->start + s->skip;  // the first step measured
-    for (int t = best; t < (int)r->c->steps; t++)
+    for (int t = best; t < (int)r->p.steps; t++)
         if (fabs(r->m.step_s[t] * 1e3 - s->step_ms) < fabs(r->m.step_s[best] * 1e3 - s->step_ms)) best = t;
     return best;
 }
@@ -355,7 +355,7 @@ static void write_trace(const Run *r, Summary *s, const Timeline *tl) {
         char meta[512];
         snprintf(meta, sizeof meta, "{\"micropp\":\"train\",\"schedule\":\"%s\",\"stages\":%d,\"micro_batches\":%d,"
                  "\"layers\":%lld,\"hidden\":%lld,\"batch\":%lld,\"steps\":%lld,\"checkpoint_activations\":%s}",
-                 s->schedule, r->p.K, r->p.M, (long long)c->layers, (long long)c->hidden, (long long)c->batch, (long long)c->steps,
+                 s->schedule, r->p.K, r->p.M, (long long)c->layers, (long long)c->hidden, (long long)c->batch, r->p.steps,
                  c->checkpoint_activations ? "true" : "false");
         timeline_write_chrome(o.f, tl, meta);
         err = out_commit(&o);
@@ -366,7 +366,6 @@ static void write_trace(const Run *r, Summary *s, const Timeline *tl) {
 // The measured chart of the shown step: the bubble of this step per rank = 1 - (compute of the
 // action list) / pipeline span, averaged over the ranks.
 static void measured_chart(const Run *r, const Summary *s, const Timeline *tl, Gantt *g) {
-    const TrainConfig *c = r->c;
     timeline_step_gantt(tl, s->shown, g);
     double bub = 0;
     for (int k = 0; k < g->rows; k++) {
@@ -380,7 +379,7 @@ static void measured_chart(const Run *r, const Summary *s, const Timeline *tl, G
     char vpart[48] = "";
     if (r->p.V > 1) snprintf(vpart, sizeof vpart, " x %d virtual stages", r->p.V);
     snprintf(g->title, sizeof g->title, "measured: step %d of %lld | %s | %d ranks%s | %d micro-batches | %.3f ms | bubble %.3f (mean over ranks), theory %.3f",
-             s->shown + 1, (long long)c->steps, s->schedule, r->p.K, vpart, r->p.M, r->m.step_s[s->shown] * 1e3, bub, s->bubble_theory);
+             s->shown + 1, r->p.steps, s->schedule, r->p.K, vpart, r->p.M, r->m.step_s[s->shown] * 1e3, bub, s->bubble_theory);
 }
 
 // The simulated chart: the schedule run with the measured per-stage costs.
@@ -429,7 +428,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     memset(s, 0, sizeof *s);
     names(r, s);
     s->accuracy = accuracy;
-    s->eval_rows = eval_rows(r);
+    s->eval_rows = r->p.eval_rows;
     s->verify = c->verify ? v : NULL;
     s->shown = -1;
     s->gemm_ms = s->gemm_share = s->gemm_gflops = s->comm_ms = s->comm_hidden = NAN;
@@ -444,7 +443,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     if (c->trace[0] || c->timeline[0] || c->gantt) {
         Timeline tl;
         s->shown = shown_step(r, s);
-        timeline_gather(&tl, r->m.ev, r->m.n_ev, r->m.step_start, (int)c->steps, MPI_COMM_WORLD);
+        timeline_gather(&tl, r->m.ev, r->m.n_ev, r->m.step_start, (int)r->p.steps, MPI_COMM_WORLD);
         if (r->rank == 0) observe(r, s, &tl);
         timeline_free(&tl);
     }
@@ -540,12 +539,12 @@ static void json_epochs(cJSON *o, const Run *r) {
 
 static void summary_json(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
-    int start = r->start, steps = (int)c->steps;
+    int start = r->start, steps = (int)r->p.steps;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "mode", s->mode);
     cJSON_AddNumberToObject(o, "layers", (double)c->layers);
     cJSON_AddNumberToObject(o, "hidden", (double)c->hidden);
-    cJSON_AddNumberToObject(o, "inputs", (double)c->inputs);
+    cJSON_AddNumberToObject(o, "inputs", (double)r->p.inputs);
     cJSON_AddNumberToObject(o, "classes", (double)c->classes);
     cJSON_AddNumberToObject(o, "batch", (double)c->batch);
     cJSON_AddNumberToObject(o, "steps", steps);
@@ -658,7 +657,7 @@ static void text_gantt(const Summary *s) {
 
 static void summary_text(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
-    int steps = (int)c->steps;
+    int steps = (int)r->p.steps;
     printf("\nfinal loss %.4f (first %.4f) | ", r->m.loss[steps - 1], r->m.loss[r->start]);
     if (isfinite(s->accuracy))
         printf("accuracy %.*f%% on %lld %s rows\n", r->data.test.n ? 2 : 1, 100 * s->accuracy, s->eval_rows,

@@ -20,7 +20,7 @@ static double rel_err(const float *a, const float *b, size_t n) {
 // Step 0's rows (all replicas', all accumulation micro-steps'), as the micro-batches saw them;
 // reversed: the same rows in reverse order.
 static void reference_rows(const Run *r, int reversed, float *x, int32_t *y) {
-    int H = (int)r->c->inputs, rows = (int)r->c->batch * r->p.N;  // (H: the width of an input row)
+    int H = r->p.inputs, rows = (int)r->c->batch * r->p.N;  // (H: the width of an input row)
     for (int k = 0, at = 0; k < r->p.N; k++)
         for (int d = 0; d < r->p.D; d++)
             for (int mb = 0; mb < r->p.M; mb++, at += r->p.rows) {
@@ -39,7 +39,7 @@ static void reference_rows(const Run *r, int reversed, float *x, int32_t *y) {
 static float *reference_grads(const Run *r, int reversed, double *loss) {
     const TrainConfig *c = r->c;
     const Backend *rb = &backend_cpu;
-    int rows = (int)c->batch * r->p.N, H = (int)c->hidden, L = (int)c->layers, D = (int)c->inputs;
+    int rows = (int)c->batch * r->p.N, H = (int)c->hidden, L = (int)c->layers, D = r->p.inputs;
     Stage ref;
     stage_init(&ref, rb, (StageSpec){.layers = L, .hidden = H, .classes = (int)c->classes, .inputs = D, .lo = 0, .hi = L, .head = 1,
                                      .rows = rows, .slots = 1, .bf16 = c->precision == PRECISION_BF16, .seed = (uint64_t)c->seed});
@@ -74,8 +74,8 @@ static void compare(Verdict *v, const float *mine, const Reference *ref, size_t 
 
 // Where the reference (the whole model) keeps global layer l (l == layers: the head): after layer
 // 0's H x D + H and l - 1 layers of H x H + H.
-static size_t ref_off(const TrainConfig *c, int l) {
-    size_t H = (size_t)c->hidden, D = (size_t)c->inputs;
+static size_t ref_off(const Run *r, int l) {
+    size_t H = (size_t)r->c->hidden, D = (size_t)r->p.inputs;
     return l == 0 ? 0 : H * D + H + (size_t)(l - 1) * (H * H + H);
 }
 
@@ -90,12 +90,12 @@ static Verdict verify_stage(const Run *r, const Stage *s, double loss, double to
     size_t H = (size_t)c->hidden;
     Verdict v = {0, 0, 0};
     for (int i = 0; i < s->n_layers; i++) {
-        size_t mo = stage_layer_off(s, i), ro = ref_off(c, s->lo + i), w = H * (size_t)stage_fan_in(s, i);
+        size_t mo = stage_layer_off(s, i), ro = ref_off(r, s->lo + i), w = H * (size_t)stage_fan_in(s, i);
         compare(&v, mine, ref, mo, ro, w, tol);
         compare(&v, mine, ref, mo + w, ro + w, H, tol);
     }
     if (s->has_head) {
-        size_t mo = stage_layer_off(s, s->n_layers), ro = ref_off(c, (int)c->layers), CH = (size_t)c->classes * H;
+        size_t mo = stage_layer_off(s, s->n_layers), ro = ref_off(r, (int)c->layers), CH = (size_t)c->classes * H;
         compare(&v, mine, ref, mo, ro, CH, tol);
         compare(&v, mine, ref, mo + CH, ro + CH, (size_t)c->classes, tol);
         double e = fabs(loss - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30), n = fabs(ref->loss_b - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30);
