@@ -201,7 +201,6 @@ static double *stage_activations(const TrainConfig *model, int kind, int K, int 
     TrainConfig c = *model;
     c.micro_batches = M;
     c.virtual_stages = V;
-    if (!c.inputs) c.inputs = c.hidden;
     MemLayout l;
     char why[320];
     if (memory_layout(&c, kind, K, 1, &l, why, sizeof why)) return NULL;
