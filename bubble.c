@@ -6,7 +6,8 @@
 // bubble family (zb-h1, zb-h2, zb-v, dualpipev) splits each backward into its input part I
 // (--cost-b minus --cost-w) and its weight part W (--cost-w). --schedule-file simulates a schedule
 // written as a file, --dump-csv writes one. --model FILE (a train config) adds each stage's peak
-// activation bytes for that model, reckoned as `micropp plan` does (equal to what train measures).
+// activation bytes for that model, by train/memory.c's memory_layout as `micropp plan` reckons them
+// (equal to what train measures).
 #include <errno.h>
 #include <math.h>
 #include <string.h>

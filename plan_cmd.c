@@ -1,7 +1,7 @@
 // plan_cmd.c: `micropp plan`: the memory wall before any run (no MPI). For each schedule, number of
-// stages K and data-parallel degree D it lays the run out (plan_layout), simulates the schedule for
-// the micro-batches each stage stashes and the bubble (schedule.c), and reckons each rank's bytes
-// with the reckoning train checks itself against (memory.c); it marks what fits a device's memory.
+// stages K and data-parallel degree D, train/memory.c's memory_layout lays the run out (plan_layout),
+// simulates the schedule for the micro-batches each stage stashes and the bubble, and reckons each
+// rank's bytes as train checks itself (memory_rank); plan marks what fits a device's memory.
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
