@@ -155,7 +155,7 @@ static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kin
         user_error("bubble: --cost-w %g is the weight part of the backward: use a value above 0 and below --cost-b %g", c->cost_w, c->cost_b);
     if (!seen_set(seen, "cost-w")) c->cost_w = c->cost_b / 2;
     for (int a = 0; a < n_kind; a++) g->has_interleaved |= kinds[a] == SCHED_INTERLEAVED;
-    for (int a = 0; a < n_kind; a++) g->has_v |= schedule_placement(kinds[a], g->file) == PLACE_V;
+    for (int a = 0; a < n_kind; a++) g->has_v |= schedule_chunk_order(kinds[a], g->file) == CHUNKS_V;
     if (seen_set(seen, "virtual-stages") && !g->has_interleaved)
         user_error("bubble: --virtual-stages applies to --schedule interleaved: add it to --schedule or drop --virtual-stages");
     if (g->has_interleaved && c->virtual_stages < 2)

@@ -52,49 +52,49 @@ typedef struct {
     int *node_of;                // [world size] the node of every rank (the same on every rank)
     double *shm_free;            // [world size] the free bytes of /dev/shm each rank sees (-1: unknown;
                                  // MICROPP_SHM_FREE=BYTES stands in for it, for tests)
-} Placement;
-void comms_place(int probe_gpus, Placement *p);
-void comms_place_free(Placement *p);
+} Hardware;
+void comm_choose_hardware(int probe_gpus, Hardware *p);
+void comm_hardware_free(Hardware *p);
 // How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL transport (devcomm.h) over
 // c->world, warmed up with `peers` (npeers world ranks: the ones this rank will exchange with,
 // p2p_neighbours mapped to world ranks).
-void comms_use_transport(Comm *c, int transport, const int *peers, int npeers);
+void comm_use_transport(Comm *c, int transport, const int *peers, int npeers);
 // An NCCL transport over any MPI communicator: its rank 0 makes the id (ncclGetUniqueId), MPI_Bcast
 // hands it to the others, each calls devcomm_open (peers: ranks of comm). Collective over comm.
 struct DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers);
 
-void comms_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
-void comms_finalize(void);          // comms_finalize_with(0)
+void comm_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
+void comm_finalize(void);          // comm_finalize_with(0)
 // The end of a run, collective over the world: rank 0 (which writes the results) calls it once every
 // output is written and flushed, with code 0 or 1; the other ranks wait for it under --timeout alone
 // (never a fixed bound: a slow disk is no failure), naming `what` should it run out. Every rank
 // returns the highest code of all.
-int comms_outputs_written(int code, const char *what);
+int comm_outputs_written(int code, const char *what);
 // MPI_Finalize, bounded: once it has not returned within a few seconds the process exits with code.
-// Unless comms_outputs_written came first, it waits for rank 0 that way before the bound starts.
-void comms_finalize_with(int code);
-int comms_world_rank(void);
-int comms_world_size(void);
-void comms_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
+// Unless comm_outputs_written came first, it waits for rank 0 that way before the bound starts.
+void comm_finalize_with(int code);
+int comm_world_rank(void);
+int comm_world_size(void);
+void comm_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
 // Which neighbours of the grid sit on adjacent world ranks (so on one node, as far as the hostfile
 // fills nodes in rank order): PLACEMENT_STAGES, a replica's pipeline (rank = replica * P + stage),
 // or PLACEMENT_REPLICAS, a stage's data-parallel group (rank = stage * D + replica). plan.c turns
 // --placement auto into one of them from the traffic of a step.
 enum { PLACEMENT_AUTO, PLACEMENT_STAGES, PLACEMENT_REPLICAS };
 #define PLACEMENT_CHOICES "auto|stages|replicas"
-static inline int grid_rank(int placement, int P, int D, int stage, int replica) {
+static inline int comm_grid_rank(int placement, int P, int D, int stage, int replica) {
     return placement == PLACEMENT_REPLICAS ? stage * D + replica : replica * P + stage;
 }
-static inline int grid_stage(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank / D : rank % P; }
-static inline int grid_replica(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank % D : rank / P; }
+static inline int comm_grid_stage(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank / D : rank % P; }
+static inline int comm_grid_replica(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank % D : rank / P; }
 
 // The grid of P stages x D replicas on P*D ranks, laid out by placement (above). pp = the P ranks
 // of this replica, dp = the D ranks holding this stage. (P = 1: plain data parallelism, dp = world;
 // D = 1: a single pipeline.)
-void comms_grid(Comm *c, const Backend *be, int P, int D, int placement);
-void comms_free(Comm *c);
+void comm_grid(Comm *c, const Backend *be, int P, int D, int placement);
+void comm_free(Comm *c);
 // World rank of stage `stage` of this rank's pipeline.
-static inline int comm_stage_rank(const Comm *c, int stage) { return grid_rank(c->placement, c->stages, c->replicas, stage, c->replica); }
+static inline int comm_stage_rank(const Comm *c, int stage) { return comm_grid_rank(c->placement, c->stages, c->replicas, stage, c->replica); }
 
 // Sends n floats of device memory to world rank dst; copies into a staging buffer and returns
 // at once (MPI_Isend). comm_wait_sends completes them all.
@@ -115,6 +115,9 @@ void comm_allreduce_max_double(double *x, int n, MPI_Comm comm);
 void comm_agree(MPI_Comm comm, const char *mine);
 void comm_agree_code(MPI_Comm comm, const char *mine, int code);  // exit code 1 (run_failed) or 2 (user_error)
 // MPI_CHECK (watchdog.h): every MPI call checked, and marked for the watchdog's backstop.
+// Names: every function of the wire starts with comm_ (comm_init, comm_grid, comm_send, comm_allreduce,
+// ...), whichever of the four files defines it, and so do tags.h's; the NCCL side keeps devcomm_.
+// Constants: COMM_ for the wire's limits, else the option they are values of (DEVICE_, TRANSPORT_, ...).
 
 // ---- data-parallel collectives over c->dp (D ranks) on n floats of DEVICE memory ----
 // Every rank of dp must start the same collectives in the same order. Buffers of a backend that
@@ -141,7 +144,7 @@ void comm_shared_require(Comm *c, size_t bytes, const char *what);
 void comm_shm_unfit(const char *what, int D, int local, double need, int node_ranks, double room, char *why, size_t n);
 // n floats of host memory in a window shared by the ranks of c->dp (MPI_Win_allocate_shared), at
 // the same offset on every rank. Collective over the world (every rank calls it, in the same
-// order). Freed by comms_free.
+// order). Freed by comm_free.
 float *comm_shared_alloc(Comm *c, size_t n);
 
 typedef struct CommReq CommReq;  // one collective in flight

@@ -181,7 +181,7 @@ static Row measure_device(Comm *cm, int64_t size, PingConfig *c, float *dbuf, fl
 }
 
 int cmd_pingpong(int argc, char **argv) {
-    comms_init(&argc, &argv);
+    comm_init(&argc, &argv);
     PingConfig c = {.min_bytes = 1, .max_bytes = 4 << 20, .factor = 2, .iters = 1000, .warmup = 100, .window = 64,
                     .device = DEVICE_CPU};
     OptionsSeen seen;
@@ -190,7 +190,7 @@ int cmd_pingpong(int argc, char **argv) {
                   "  mpiexec -n 2 micropp pingpong --sweep          # 1 B .. 4 MiB latency and bandwidth\n"
                   "  mpiexec -n 2 micropp pingpong -b 1K -e 64M -f 4 -n 200 --json\n"
                   "  mpiexec -n 2 micropp pingpong --sweep --device cuda --transport nccl   # GPU to GPU\n");
-    int world = comms_world_size(), rank = comms_world_rank();
+    int world = comm_world_size(), rank = comm_world_rank();
     if (world != 2)
         user_error("pingpong: needs exactly 2 ranks, got %d: run it as 'mpiexec -n 2 ./micropp pingpong'", world);
     if (seen_set(&seen, "min-bytes") || seen_set(&seen, "max-bytes") || seen_set(&seen, "step-factor")) c.sweep = 1;
@@ -203,8 +203,8 @@ int cmd_pingpong(int argc, char **argv) {
         lab(rank);
         finish(0);
     }
-    Placement pl;
-    comms_place(c.device != DEVICE_CPU, &pl);
+    Hardware hw;
+    comm_choose_hardware(c.device != DEVICE_CPU, &hw);
     int device, transport;
     char err[512];
     if (plan_device("pingpong", (int)c.device, (int)c.transport, 0, world, &pl, &device, &transport, err, sizeof err)) user_error("%s", err);
@@ -220,9 +220,9 @@ int cmd_pingpong(int argc, char **argv) {
         }
     }
     Comm cm;
-    comms_pipeline(&cm, be);
+    comm_pipeline(&cm, be);
     int other = 1 - rank;  // the only rank it exchanges with
-    comms_use_transport(&cm, transport, &other, 1);
+    comm_use_transport(&cm, transport, &other, 1);
     int on_device = !be->on_host;
     float *dbuf = NULL, *dlast = NULL, *dack = NULL;
     if (on_device) {
@@ -278,7 +278,7 @@ int cmd_pingpong(int argc, char **argv) {
     free(buf);
     free(reqs);
     if (on_device) { be->free(dbuf); be->free(dlast); be->free(dack); }
-    comms_place_free(&pl);
+    comm_hardware_free(&hw);
     if (total_wrong && rank == 0) fprintf(stderr, "micropp: pingpong: %lld bytes arrived wrong\n", (long long)total_wrong);
     finish(total_wrong ? 1 : 0);
 }

@@ -62,10 +62,10 @@ static void setup_precision(Run *r, const TrainConfig *c) {
         user_error("train: --precision bf16 cannot run here: %s (or use --precision fp32)", why);
 }
 
-// The device the plan chose (the CUDA backend comms_place opened on this rank, or the CPU).
+// The device the plan chose (the CUDA backend comm_choose_hardware opened on this rank, or the CPU).
 static void setup_device(Run *r) {
     const TrainConfig *c = r->c;
-    r->be = r->p.device == DEVICE_CUDA ? r->place.cuda : &backend_cpu;
+    r->be = r->p.device == DEVICE_CUDA ? r->hardware.cuda : &backend_cpu;
     if (r->p.device == DEVICE_CUDA) r->be->set_tf32(c->tf32);
     blas_set_threads((int)c->threads);
     cpu_flush_subnormals();  // the host's part of the work (all of it on the cpu backend)
@@ -98,10 +98,10 @@ static StageSpec spec_of(const Run *r, int vs, int has_head, int slots, int ckpt
 static void setup_pipeline(Run *r) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
-    comms_grid(&r->comm, r->be, p->K, p->D, p->placement);
-    int nb[2 * COMM_MAX_CHUNKS], n_nb = p2p_neighbours(p->K, p->V, p->place, r->comm.stage, nb);
+    comm_grid(&r->comm, r->be, p->K, p->D, p->placement);
+    int nb[2 * COMM_MAX_CHUNKS], n_nb = p2p_neighbours(p->K, p->V, p->chunk_order, r->comm.stage, nb);
     for (int i = 0; i < n_nb; i++) nb[i] = comm_stage_rank(&r->comm, nb[i]);  // the NCCL warm-up's peers
-    comms_use_transport(&r->comm, p->transport, nb, n_nb);
+    comm_use_transport(&r->comm, p->transport, nb, n_nb);
     r->stage = r->comm.stage;
     r->replica = r->comm.replica;
     SimSpec spec = {.kind = p->schedule, .file = p->file, .K = p->K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
@@ -130,7 +130,7 @@ static void setup_local(Run *r) {
     const TrainConfig *c = r->c;
     int K = r->p.K;
     if (c->mode == MODE_DDP) {
-        comms_grid(&r->comm, r->be, 1, r->p.D, PLACEMENT_STAGES);
+        comm_grid(&r->comm, r->be, 1, r->p.D, PLACEMENT_STAGES);
         r->replica = r->comm.replica;
     }
     r->n_local = K;
@@ -200,8 +200,8 @@ static void run_free(Run *r) {
     free(r->xh); free(r->yh); free(m->step_s); free(m->busy_s); free(m->span_s); free(m->loss); free(m->gemm_s); free(m->ev);
     free(m->step_start); free(m->comm_s); free(m->exposed_s); free(m->epoch);
     data_close(&r->data);
-    if (r->p.distributed) comms_free(&r->comm);
-    comms_place_free(&r->place);
+    if (r->p.distributed) comm_free(&r->comm);
+    comm_hardware_free(&r->hardware);
 }
 
 // ---- the step loop ----
@@ -386,7 +386,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
 // ---- the command ----
 
 // --schedule-file: every rank reads the file and proves it (schedule_file.c) before the plan, which
-// takes its ranks, micro-batches and placement; a file some rank cannot read, or reads otherwise,
+// takes its ranks, micro-batches and chunk order; a file some rank cannot read, or reads otherwise,
 // ends every rank alike. Outside a pipeline the plan refuses the flag.
 static const SchedFile *load_schedule_file(const TrainConfig *c, SchedFile *file) {
     if (!c->schedule_file[0] || (c->mode != MODE_PP && c->mode != MODE_HYBRID)) return NULL;
@@ -417,11 +417,11 @@ static int outputs_written(const Run *r, const Summary *s, const VerifyResult *v
     if (c->timeline[0] && r->p.pipelined) snprintf(files + strlen(files), sizeof files - strlen(files), "--timeline '%s', ", c->timeline);
     snprintf(what, sizeof what, "writing its outputs (%sthe summary): a slow disk, or a FIFO nobody reads? raise --timeout, or write them elsewhere", files);
     wd_phase("the end of the run", 0);
-    return comms_outputs_written(code, what);
+    return comm_outputs_written(code, what);
 }
 
 // The facts the plan needs beyond the options and the launch, gathered alike on every rank: what
-// every rank's GPU, node and /dev/shm allow (comms_place, collective), the data's headers (its rows;
+// every rank's GPU, node and /dev/shm allow (comm_choose_hardware, collective), the data's headers (its rows;
 // the data itself is read once the plan is made), BLAS's threads, the step --resume starts from.
 static void gather_facts(Run *r, Facts *f) {
     const TrainConfig *c = r->c;
@@ -430,22 +430,22 @@ static void gather_facts(Run *r, Facts *f) {
     f->data_known = 1;
     f->train_rows = r->data.train.n;
     f->test_rows = r->data.test.n;
-    comms_place(c->device != DEVICE_CPU, &r->place);
-    f->devices = &r->place;
+    comm_choose_hardware(c->device != DEVICE_CPU, &r->hardware);
+    f->devices = &r->hardware;
     f->blas_max_threads = blas_max_threads();
     f->resume_step = c->resume[0] ? ckpt_resume_step(c->resume, MPI_COMM_WORLD) : 0;
 }
 
 int cmd_train(int argc, char **argv) {
-    comms_init(&argc, &argv);
+    comm_init(&argc, &argv);
     OptionsSeen seen;
     const TrainConfig cfg = parse_options(argc, argv, &seen);  // const from here on: the plan decides
     char err[1024];
     if (plan_early(&cfg, err, sizeof err)) user_error("%s", err);  // before any rank waits on another
     wd_set_timeout(cfg.timeout);
-    Run run = {.c = &cfg, .rank = comms_world_rank()}, *r = &run;
+    Run run = {.c = &cfg, .rank = comm_world_rank()}, *r = &run;
     SchedFile sched_file = {0};
-    Facts facts = {.world = comms_world_size(), .tag_ub = comm_tag_ub(), .schedule_file = load_schedule_file(&cfg, &sched_file)};
+    Facts facts = {.world = comm_world_size(), .tag_ub = comm_tag_ub(), .schedule_file = load_schedule_file(&cfg, &sched_file)};
     // The plan from the options and the launch first, so that a mistaken option is named before any
     // file is read; then again with every fact: the plan the run follows.
     if (plan_make(&cfg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
@@ -482,7 +482,7 @@ int cmd_train(int argc, char **argv) {
     int code = outputs_written(r, &summary, &verify);
     summary_free(&summary);
     run_free(r);
-    comms_finalize_with(code);
+    comm_finalize_with(code);
     verify_free(&verify);
     sched_file_free(&sched_file);
     return code;

@@ -110,16 +110,16 @@ static void test_schedule(void) {
     refused("plan/refuse: --virtual-stages without interleaved", 2, "--mode pp --virtual-stages 2", "--virtual-stages applies to --schedule interleaved, not 1f1b");
     refused("plan/refuse: interleaved with 1 chunk", 2, "--mode pp --schedule interleaved --virtual-stages 1", "needs --virtual-stages >= 2 (got 1;");
     Plan p = plan_ok("plan/interleaved M % K != 0 runs", 4, "--mode pp --schedule interleaved --micro-batches 6 --batch 48");
-    EXPECT("plan/interleaved: M = 6 on 4 ranks, 2 chunks each, loop placement", p.M == 6 && p.V == 2 && p.place == PLACE_LOOP, "M %d V %d", p.M, p.V);
+    EXPECT("plan/interleaved: M = 6 on 4 ranks, 2 chunks each, loop chunk order", p.M == 6 && p.V == 2 && p.chunk_order == CHUNKS_LOOP, "M %d V %d", p.M, p.V);
     plan_ok("plan/interleaved M < K runs", 4, "--mode pp --schedule interleaved --micro-batches 2");
     p = plan_ok("plan/zb-v", 4, "--mode pp --schedule zb-v --micro-batches 8");
-    int v_ok = p.V == 2 && p.S == 8 && p.place == PLACE_V;
+    int v_ok = p.V == 2 && p.S == 8 && p.chunk_order == CHUNKS_V;
     for (int s = 0; s < 4; s++)  // rank s holds vs s and 7-s; the helpers invert each other
         v_ok &= plan_vstage(&p, s, 0) == s && plan_vstage(&p, s, 1) == 7 - s && plan_stage_of(&p, s) == s && plan_stage_of(&p, 7 - s) == s &&
                 plan_chunk_of(&p, s) == 0 && plan_chunk_of(&p, 7 - s) == 1;
-    EXPECT("plan/zb-v: 2 chunks per rank in a V, rank 0 holds vs 0 and 7 (the head)", v_ok && plan_stage_of(&p, p.S - 1) == 0, "V %d S %d place %d", p.V, p.S, p.place);
+    EXPECT("plan/zb-v: 2 chunks per rank in a V, rank 0 holds vs 0 and 7 (the head)", v_ok && plan_stage_of(&p, p.S - 1) == 0, "V %d S %d chunk order %d", p.V, p.S, p.chunk_order);
     p = plan_ok("plan/dualpipev M = 2K", 2, "--mode pp --schedule dualpipev --micro-batches 4");
-    EXPECT("plan/dualpipev: V placement, 4 chunks on 2 ranks", p.place == PLACE_V && p.S == 4 && plan_vstage(&p, 1, 1) == 2, "place %d S %d", p.place, p.S);
+    EXPECT("plan/dualpipev: V chunk order, 4 chunks on 2 ranks", p.chunk_order == CHUNKS_V && p.S == 4 && plan_vstage(&p, 1, 1) == 2, "chunk order %d S %d", p.chunk_order, p.S);
     refused("plan/refuse: dualpipev M < 2K", 4, "--mode pp --schedule dualpipev --micro-batches 4",
             "dualpipev needs --micro-batches >= 2 x 4 ranks = 8 (DualPipeV's own limit), got 4: use --micro-batches 8 or --schedule zb-v");
     refused("plan/refuse: zb-v more chunks than layers", 4, "--mode pp --schedule zb-v --micro-batches 8 --layers 6",
@@ -246,7 +246,7 @@ static void test_eval_rows(void) {
     EXPECT("plan/eval: 0 until the data's rows are known", p.eval_rows == 0, "%lld", p.eval_rows);
 }
 
-// The devices' facts (comms_place): every rank with a GPU on its own, or not.
+// The devices' facts (comm_choose_hardware): every rank with a GPU on its own, or not.
 static Placement gpus(int world, int crowded) {
     static int node_of[8];
     static double shm[8];
@@ -257,7 +257,7 @@ static Placement gpus(int world, int crowded) {
 
 // Device and transport from what the ranks found; the schedules that need tags take MPI.
 static void test_devices(void) {
-    Placement g = gpus(2, 0), crowded = gpus(2, 1), none = gpus(2, 0);
+    Hardware g = gpus(2, 0), crowded = gpus(2, 1), none = gpus(2, 0);
     none.no_gpu_rank = 1;
     snprintf(none.no_gpu_why, sizeof none.no_gpu_why, "no driver");
     Facts fg = {.world = 2, .tag_ub = TAG_UB, .devices = &g}, fc = {.world = 2, .tag_ub = TAG_UB, .devices = &crowded},
@@ -298,10 +298,10 @@ static void test_devices(void) {
 static void test_allreduce(void) {
     static int one_node[4] = {0, 0, 0, 0}, two_nodes[4] = {0, 0, 1, 1};
     static double unknown[4] = {-1, -1, -1, -1}, small[4] = {1e6, 1e6, 1e6, 1e6};
-    Placement cpu1 = {.no_gpu_rank = -1, .nodes = 1, .node_of = one_node, .shm_free = unknown};
-    Placement cpu2 = {.no_gpu_rank = -1, .nodes = 2, .node_of = two_nodes, .shm_free = unknown};
-    Placement tight = {.no_gpu_rank = -1, .nodes = 1, .node_of = one_node, .shm_free = small};
-    Placement g = gpus(2, 0);
+    Hardware cpu1 = {.no_gpu_rank = -1, .nodes = 1, .node_of = one_node, .shm_free = unknown};
+    Hardware cpu2 = {.no_gpu_rank = -1, .nodes = 2, .node_of = two_nodes, .shm_free = unknown};
+    Hardware tight = {.no_gpu_rank = -1, .nodes = 1, .node_of = one_node, .shm_free = small};
+    Hardware g = gpus(2, 0);
     Facts f1 = {.world = 2, .tag_ub = TAG_UB, .devices = &cpu1}, f2 = {.world = 4, .tag_ub = TAG_UB, .devices = &cpu2},
           ft = {.world = 2, .tag_ub = TAG_UB, .devices = &tight}, fg = {.world = 2, .tag_ub = TAG_UB, .devices = &g};
     Plan p = facts_ok("plan/allreduce auto, one node", &f1, "--mode ddp");
@@ -361,7 +361,7 @@ static void test_schedule_file(void) {
     if (out) { schedule_file_write(out, SCHED_ZBV, NULL, 2, 4, 2); fclose(out); }
     SchedFile file = {0};
     int rc = schedule_file_read(path, &text, err, sizeof err) || schedule_file_parse(text, path, &file, err, sizeof err);
-    EXPECT("plan/schedule file: zb-v's written and read back", rc == 0 && file.K == 2 && file.M == 4 && file.v == 2 && file.place == PLACE_V, "%s", err);
+    EXPECT("plan/schedule file: zb-v's written and read back", rc == 0 && file.K == 2 && file.M == 4 && file.v == 2 && file.chunk_order == CHUNKS_V, "%s", err);
     free(text);
     unlink(path);
     if (rc) return;
@@ -370,7 +370,7 @@ static void test_schedule_file(void) {
     snprintf(args, sizeof args, "--mode pp --schedule-file %s", path);
     Plan p = facts_ok("plan/schedule file", &f, args);
     EXPECT("plan/schedule file: kind file, its micro-batches, chunks in a V, split backward", p.schedule == SCHED_FILE && p.file == &file &&
-           p.M == 4 && p.V == 2 && p.place == PLACE_V && p.split, "schedule %d M %d V %d", p.schedule, p.M, p.V);
+           p.M == 4 && p.V == 2 && p.chunk_order == CHUNKS_V && p.split, "schedule %d M %d V %d", p.schedule, p.M, p.V);
     facts_refused("plan/refuse: a schedule file's rows against the ranks", &f3, args, "has 2 rows (one per rank) but the pipeline has 3 stages");
     snprintf(args, sizeof args, "--mode pp --schedule-file %s --micro-batches 8", path);
     facts_refused("plan/refuse: --micro-batches against the file's", &f, args, "--micro-batches 8 but --schedule-file");

@@ -137,10 +137,10 @@ static int rule_depth(const TrainConfig *c, const Plan *p, Err *e) {
     return 0;
 }
 
-// The schedule: chunks per rank and their placement (the schedule's), the (M, K) it can run
+// The schedule: chunks per rank and their chunk order (the schedule's), the (M, K) it can run
 // (schedule_check holds the rule), and the largest message tag of the run, which MPI must accept.
 // A schedule file (read and proven by train.c before the plan: the plan's input) fixes the ranks of
-// the pipeline, the micro-batches and the chunks with their placement.
+// the pipeline, the micro-batches and the chunks with their chunk order.
 static int rule_schedule_file(const TrainConfig *c, Plan *p, Err *e) {
     int K = p->file->K, M = p->file->M;
     if (seen_typed(e->seen, "schedule"))
@@ -167,13 +167,13 @@ static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e
     return rule_chunks(c, tag_ub, p, e);
 }
 
-// The schedule's chunks per rank and their placement, and the (M, K) it can run.
+// The schedule's chunks per rank and their chunk order, and the (M, K) it can run.
 static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) {
     char sched[32];
     choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched);
     int interleaved = p->pipelined && p->schedule == SCHED_INTERLEAVED;
     p->V = p->pipelined ? schedule_chunks(p->schedule, (int)c->virtual_stages, p->file) : 1;
-    p->place = p->pipelined ? schedule_placement(p->schedule, p->file) : PLACE_LOOP;
+    p->chunk_order = p->pipelined ? schedule_chunk_order(p->schedule, p->file) : CHUNKS_LOOP;
     p->split = p->pipelined && schedule_splits_backward(p->schedule, p->file);
     if (interleaved && p->V < 2)
         return refuse(e, "train: --schedule interleaved needs --virtual-stages >= 2 (got %d; with 1 chunk per rank it is 1f1b: use --schedule 1f1b)", p->V);
@@ -249,7 +249,7 @@ static int rule_partition(const TrainConfig *c, Plan *p, Err *e) {
     int parts[MAX_STAGES];
     int n = parse_int_list(list, parts, MAX_STAGES);
     if (n < 0) return refuse(e, "train: --partition '%s' is not a comma-separated list of layer counts like 5,4,4,3", list);
-    if (n != S && p->V > 1 && p->place == PLACE_V)
+    if (n != S && p->V > 1 && p->chunk_order == CHUNKS_V)
         return refuse(e, "train: --partition '%s' has %d entries but %d ranks x 2 chunks make %d: give one layer count per chunk, in pipeline order (rank r holds chunks r and %d-r, a V)",
                       list, n, p->K, S, S - 1);
     if (n != S && p->V > 1)
@@ -388,7 +388,7 @@ int plan_early(const TrainConfig *c, char *err, size_t errlen) {
     return 0;
 }
 
-int plan_device(const char *cmd, int device, int transport, int tf32, int world, const Placement *f, int *dev_out, int *transport_out,
+int plan_device(const char *cmd, int device, int transport, int tf32, int world, const Hardware *f, int *dev_out, int *transport_out,
                 char *err, size_t errlen) {
     Err e = {err, errlen, NULL};
     *dev_out = DEVICE_CPU;
@@ -444,7 +444,7 @@ static int rule_devices(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 // each stage's replicas on one node, /dev/shm room for every rank of a node. what: "train", or ""
 // (auto asks only whether).
 static void shm_unfit(const TrainConfig *c, const Facts *f, const Plan *p, const char *what, char *why, size_t n) {
-    const Placement *d = f->devices;
+    const Hardware *d = f->devices;
     double *bytes = xcalloc((size_t)p->world, sizeof(double));  // each rank's params and grads
     for (int r = 0; r < p->world; r++)
         for (int k = 0, stage = p->pipelined ? plan_rank_stage(p, r) : 0; k < p->V; k++)

@@ -6,8 +6,8 @@
 #pragma once
 #include <stddef.h>
 #include "base/config.h"
-#include "comms.h"     // PLACEMENT_*, the grid_* helpers, Placement (the devices' facts)
-#include "schedule.h"  // the placement helpers, SchedFile
+#include "comms.h"     // PLACEMENT_*, the comm_grid_* helpers, Placement (the devices' facts)
+#include "schedule.h"  // the chunk order's helpers, SchedFile
 
 enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
 #define MODE_CHOICES "monolith|manual|pp|ddp|hybrid"
@@ -22,7 +22,7 @@ typedef struct {
     int world;                       // ranks started
     long long tag_ub;                // MPI_TAG_UB: the largest tag this MPI accepts
     const SchedFile *schedule_file;  // --schedule-file, read and proven (NULL: none)
-    const Placement *devices;        // comms_place: every rank's GPU, node and /dev/shm (NULL: unknown)
+    const Hardware *devices;        // comm_choose_hardware: every rank's GPU, node and /dev/shm (NULL: unknown)
     int blas_max_threads;            // the threads this OpenBLAS was built for (0: unknown)
     int data_known;                  // the data's headers were read (data_open): the rows below hold
     long long train_rows, test_rows; // rows of the training set and of the test split (0: synthetic, none)
@@ -41,8 +41,8 @@ typedef struct {
     int M;             // micro-batches per step (per replica); 1 without a pipeline
     int N;             // gradient-accumulation micro-steps per step (monolith, ddp)
     int V;             // chunks per rank: --virtual-stages for interleaved, else 1
-    int S;             // virtual stages K*V, placed on ranks by `place`
-    int place;         // PLACE_LOOP (chunk c of stage s is vs = c*K + s) or PLACE_V (zb-v, dualpipev)
+    int S;             // virtual stages K*V, placed on ranks by `chunk_order`
+    int chunk_order;   // CHUNKS_LOOP (chunk c of stage s is vs = c*K + s) or CHUNKS_V (zb-v, dualpipev)
     int rows;          // rows per micro-batch (per replica)
     int inputs;        // the input layer's width: --inputs, or --hidden when 0
     int placement;     // PLACEMENT_STAGES or PLACEMENT_REPLICAS (comms.h; --placement auto resolved)
@@ -83,21 +83,21 @@ int plan_early(const TrainConfig *c, char *err, size_t errlen);
 int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t errlen);
 
 // The device and transport from what was asked (--device, --transport, --tf32) and what the ranks
-// found (comms_place), for train's plan and for pingpong: *device DEVICE_CPU or DEVICE_CUDA,
+// found (comm_choose_hardware), for train's plan and for pingpong: *device DEVICE_CPU or DEVICE_CUDA,
 // *transport TRANSPORT_MPI or TRANSPORT_NCCL. f NULL (not yet known): only the rules of the options
 // alone. Returns 0, or -1 with one line in err ("cmd: ...").
-int plan_device(const char *cmd, int device, int transport, int tf32, int world, const Placement *f, int *dev_out,
+int plan_device(const char *cmd, int device, int transport, int tf32, int world, const Hardware *f, int *dev_out,
                 int *transport_out, char *err, size_t errlen);
 
-// Placement of virtual stages on ranks: the schedule's (p->place, schedule.h's place_* helpers). The
+// The chunk order (which rank holds which virtual stage) is the schedule's (p->chunk_order, schedule.h). The
 // executor, checkpoints, verify, the report and the trace all ask these, never vs % K.
-static inline int plan_vstage(const Plan *p, int stage, int chunk) { return place_vstage(p->place, p->K, stage, chunk); }
-static inline int plan_stage_of(const Plan *p, int vs) { return place_stage_of(p->place, p->K, vs); }
-static inline int plan_chunk_of(const Plan *p, int vs) { return place_chunk_of(p->K, vs); }
+static inline int plan_vstage(const Plan *p, int stage, int chunk) { return vstage_of(p->chunk_order, p->K, stage, chunk); }
+static inline int plan_stage_of(const Plan *p, int vs) { return stage_of_vstage(p->chunk_order, p->K, vs); }
+static inline int plan_chunk_of(const Plan *p, int vs) { return chunk_of_vstage(p->K, vs); }
 static inline int plan_layers(const Plan *p, int vs) { return p->lo[vs + 1] - p->lo[vs]; }
 // The hybrid grid on world ranks (--placement): the stage and replica of a rank.
-static inline int plan_rank_stage(const Plan *p, int rank) { return grid_stage(p->placement, p->K, p->D, rank); }
-static inline int plan_rank_replica(const Plan *p, int rank) { return grid_replica(p->placement, p->K, p->D, rank); }
+static inline int plan_rank_stage(const Plan *p, int rank) { return comm_grid_stage(p->placement, p->K, p->D, rank); }
+static inline int plan_rank_replica(const Plan *p, int rank) { return comm_grid_replica(p->placement, p->K, p->D, rank); }
 // The parameters of virtual stage vs (its layers, the input layer when it holds layer 0, the head
 // when it is the last): what stage_init allocates, for the memory and shm rules.
 double plan_vstage_params(const TrainConfig *c, const Plan *p, int vs);
