@@ -207,8 +207,8 @@ int cmd_pingpong(int argc, char **argv) {
     comm_choose_hardware(c.device != DEVICE_CPU, &hw);
     int device, transport;
     char err[512];
-    if (plan_device("pingpong", (int)c.device, (int)c.transport, 0, world, &pl, &device, &transport, err, sizeof err)) user_error("%s", err);
-    const Backend *be = device == DEVICE_CUDA ? pl.cuda : &backend_cpu;
+    if (plan_device("pingpong", (int)c.device, (int)c.transport, 0, world, &hw, &device, &transport, err, sizeof err)) user_error("%s", err);
+    const Backend *be = device == DEVICE_CUDA ? hw.cuda : &backend_cpu;
     if (device == DEVICE_CUDA) be->set_tf32(0);
     if (!be->on_host) {  // comm_send moves whole floats (every rank has the same device now)
         if (!seen_set(&seen, "min-bytes")) c.min_bytes = 4;

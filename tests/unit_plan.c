@@ -247,11 +247,11 @@ static void test_eval_rows(void) {
 }
 
 // The devices' facts (comm_choose_hardware): every rank with a GPU on its own, or not.
-static Placement gpus(int world, int crowded) {
+static Hardware gpus(int world, int crowded) {
     static int node_of[8];
     static double shm[8];
     for (int r = 0; r < 8; r++) { node_of[r] = 0; shm[r] = -1; }
-    return (Placement){.gpus_probed = 1, .no_gpu_rank = -1, .crowded = crowded, .crowded_ranks = crowded ? world : 0, .crowded_gpus = crowded ? 1 : 0,
+    return (Hardware){.gpus_probed = 1, .no_gpu_rank = -1, .crowded = crowded, .crowded_ranks = crowded ? world : 0, .crowded_gpus = crowded ? 1 : 0,
                        .local_size = world, .nodes = 1, .node_of = node_of, .shm_free = shm};
 }
 

@@ -6,7 +6,7 @@
 #pragma once
 #include <stddef.h>
 #include "base/config.h"
-#include "comms.h"     // PLACEMENT_*, the comm_grid_* helpers, Placement (the devices' facts)
+#include "comms.h"     // PLACEMENT_*, the comm_grid_* helpers, Hardware (the devices' facts)
 #include "schedule.h"  // the chunk order's helpers, SchedFile
 
 enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
