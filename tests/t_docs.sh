@@ -3,7 +3,7 @@
 # timings left out; the convention and its <!-- doc-test: ... --> annotations are at the top of
 # tests/doc_examples.py), the README's options tables must match each command's --help and name
 # every option and schedule, every relative link must lead somewhere, every page of docs/ is linked
-# from the README, and the README stays a front page.
+# from the README, docs/code.md maps every source file, and the README stays a front page.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT" || exit 1
 PAGES=(README.md docs/*.md)
@@ -22,6 +22,20 @@ unlinked=""
 for page in docs/*.md; do grep -qF "]($page" README.md || unlinked="$unlinked $page"; done
 [ -z "$unlinked" ] && pass "docs/every page of docs/ is linked from the README ($(ls docs/*.md | wc -l) pages)" \
                    || fail "docs/every page of docs/ is linked from the README" "not linked:$unlinked"
+
+# --- docs/code.md is the one map of the code: a row for every source file (a header that has a .c
+# of the same name goes with it), and no row for a file that is gone ---
+unmapped="" gone="" n=0
+for f in *.c *.h *.cu base/*.[ch] train/*.[ch]; do
+    n=$((n + 1))
+    case $f in *.h) [ -e "${f%.h}.c" ] && continue ;; esac
+    grep -qF "\`$f\`" docs/code.md || unmapped="$unmapped $f"
+done
+for f in $(grep -oE '`[A-Za-z0-9_/]+\.(c|h|cu)`' docs/code.md | tr -d '`' | sort -u); do
+    [ "$f" = name.c ] || [ -e "$f" ] || gone="$gone $f"
+done
+[ "$n" -ge 50 ] && [ -z "$unmapped$gone" ] && pass "docs/code.md maps every source file ($n) and names none that is gone" \
+    || fail "docs/code.md maps every source file" "$n files found (at least 50); no row:${unmapped:- none}; gone:${gone:- none}"
 
 if [ ! -x "$MICROPP" ]; then
     fail "docs/examples" "$MICROPP is not built (make)"
