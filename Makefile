@@ -71,9 +71,10 @@ OBJS := $(SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 all: micropp
 
 # Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS, zlib, oneDNN, the Fashion-MNIST
-# data set that --data fashion-mnist reads; for make test python3, cppcheck, and iproute2's ip for the
-# network-namespace tests), only when a probe shows it missing; uses sudo when not root. DEPS=0 skips
-# it (packages unpacked elsewhere, as on a GPU machine without registries: see bench/gpu.sh).
+# data set that --data fashion-mnist reads; for make test python3, cppcheck, iproute2's ip for the
+# network-namespace tests and /usr/bin/time for peak memory), only when a probe shows it missing;
+# uses sudo when not root. DEPS=0 skips it (packages unpacked elsewhere, as on a GPU machine without
+# registries: see bench/gpu.sh).
 # tests/bare-machine.sh checks, in a minbase chroot, that this is all a bare machine needs.
 DEPS ?= 1
 deps:
@@ -88,6 +89,7 @@ deps:
 	command -v python3 >/dev/null || missing="$$missing python3"; \
 	command -v cppcheck >/dev/null || missing="$$missing cppcheck"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	test -x /usr/bin/time || missing="$$missing time"; \
 	if [ -n "$$missing" ]; then \
 	  echo "micropp: installing:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

@@ -6,7 +6,9 @@
 #       commands (a root file defining cmd_*, and micropp.c) -> train/ -> the core (the other root
 #       files) -> base/; base/ includes only base/, the core never train/ or a command, train/ never
 #       a command; and no two files include each other in a circle;
-#   - every source file opens with a comment saying what it owns.
+#   - every source file opens with a comment saying what it owns;
+#   - comments name only functions and files that exist: every `name()` in a comment is an identifier
+#     of the code, every `x.c`, `x.h`, `x.cu` (bare or with its folder) a file of the sources.
 # Prints one PASS/FAIL line per rule (the test protocol of tests/run.sh).
 import glob, os, re, sys
 
@@ -23,15 +25,34 @@ def report(name, problems):
     else:
         print(f"PASS {name}")
 
-def functions(path):  # (name, lines) of each top-level function definition
-    lines = open(path, errors='replace').read().split('\n')
-    out, start, name = [], None, None
-    for i, l in enumerate(lines):
-        m = re.match(r'^[A-Za-z_].*\b([A-Za-z_]\w*)\s*\([^;]*\)\s*\{\s*$', l)
-        if m and start is None and not re.match(r'^(static\s+)?(const\s+)?\w+\s+\w+\[\]\s*=', l):
-            start, name = i, m.group(1)
-        elif l.startswith('}') and start is not None:
-            out.append((name, i - start + 1)); start = None
+def code_only(text):  # comments, strings, characters and preprocessor lines blanked, newlines kept
+    pat = r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|^[ \t]*#(?:[^\n]*\\\n)*[^\n]*'
+    return re.sub(pat, lambda m: re.sub(r'[^\n]', ' ', m.group(0)), text, flags=re.S | re.M)
+
+def functions(path):  # (name, lines) of each top-level function definition, its signature included
+    # Read by braces, not by lines: a `{` at file level right after a `)` opens a function (a `{`
+    # after `=` is a table of data, after a name a struct), so a signature wrapped over several
+    # lines is measured like any other.
+    t = code_only(open(path, errors='replace').read())
+    out, depth, name, start = [], 0, None, 0
+    for i, ch in enumerate(t):
+        if ch == '{':
+            if depth == 0:
+                head = t[:i].rstrip()
+                name = None
+                if head.endswith(')'):
+                    j, d = len(head) - 1, 0
+                    while j >= 0:  # back to the `(` that opens the parameter list
+                        d += {')': 1, '(': -1}.get(head[j], 0)
+                        if d == 0: break
+                        j -= 1
+                    m = re.search(r'([A-Za-z_]\w*)\s*$', head[:j])
+                    if m: name, start = m.group(1), t.count('\n', 0, m.start())
+            depth += 1
+        elif ch == '}':
+            depth -= 1
+            if depth == 0 and name:
+                out.append((name, t.count('\n', 0, i) - start + 1)); name = None
     return out
 
 long_fns = [f"{p}:{n} is {k} lines" for p in sources if p.endswith(('.c', '.cu')) for n, k in functions(p) if k > MAX_FN]
@@ -75,4 +96,21 @@ circles = sorted({" <-> ".join(sorted((a, b))) for a in edges for b in edges[a] 
 report("shape/no two files include each other in a circle", circles)
 bare = [p for p in sources if not open(p).read().startswith('//')]
 report("shape/every source file opens with what it owns", bare)
+
+# Comments that name what is gone: a function by `name()`, a file by `name.c` (bare, or with its
+# folder). Text in quotes is an example, not a name; llm.c is another project.
+code_names = set()
+for p in sources: code_names |= set(re.findall(r'\b[A-Za-z_]\w*\b', code_only(open(p).read())))
+files = set(sources) | set(glob.glob('tests/*.[ch]') + glob.glob('tests/fuzz/*.[ch]') + glob.glob('bench/*.[ch]'))
+stale = []
+for p in sources:
+    text = open(p).read()
+    for m in re.finditer(r'//[^\n]*|/\*.*?\*/', text, flags=re.S):
+        c, line = re.sub(r'"[^"\n]*"', '""', m.group(0)), text.count('\n', 0, m.start()) + 1
+        for f in re.findall(r'\b([A-Za-z_]\w*)\(\)', c):
+            if f not in code_names: stale.append(f"{p}:{line} names {f}(), which no code defines or calls")
+        for f in re.findall(r'(?<![\w.-])((?:[\w-]+/)*[\w-]+\.(?:c|h|cu))\b', c):
+            if f != 'llm.c' and f not in files and not any(os.path.basename(x) == f for x in files):
+                stale.append(f"{p}:{line} names {f}, which is no file of the sources")
+report("shape/comments name only functions and files that exist", stale)
 sys.exit(0)  # the FAIL lines carry the verdict; a crash (nonzero) is a failure of its own
