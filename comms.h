@@ -1,9 +1,13 @@
-// comms.h: the wire. MPI world and the grid of pipeline (pp) and data-parallel (dp) groups,
-// prev/next stage, non-blocking sends from a pool of staging buffers (a send never blocks),
-// blocking receives, tags that encode (kind, micro-batch) so no message can be taken for another,
-// barrier, the data-parallel collectives on float buffers (all-reduce, reduce-scatter, all-gather)
-// by MPI's own algorithms or a from-scratch ring, blocking and non-blocking; the choice of device
-// and transport (MPI, or NCCL between GPUs) made alike on every rank.
+// comms.h: the wire, the one header its four files share (they all work on a Comm):
+//   comms.c        MPI's lifecycle (init, the exit hooks, the bounded finalize), the world, the grid
+//                  of pipeline (pp) and data-parallel (dp) groups, the NCCL transport's opening;
+//   hardware.c     the device and transport of a run, decided alike on every rank;
+//   messages.c     point-to-point: non-blocking sends from a pool of staging buffers (a send never
+//                  blocks), blocking receives, tags that encode (kind, micro-batch) (tags.h);
+//   collectives.c  barrier, verdicts, small all-reduces; the data-parallel collectives on float
+//                  buffers (all-reduce, reduce-scatter, all-gather) by MPI, a ring or shared memory.
+// Calls go one way, collectives.c -> messages.c, comms.c -> collectives.c, hardware.c -> comms.c.
+// MPI_CHECK (watchdog.h): every MPI call checked, and marked for the watchdog's backstop.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -11,8 +15,6 @@
 #include "base/ops.h"
 #include "tags.h"
 #include "watchdog.h"
-
-long long comm_tag_ub(void);  // MPI_TAG_UB: the largest tag this MPI accepts
 
 struct DevComm;
 
@@ -31,29 +33,7 @@ typedef struct {
     struct Shm *shm;       // the shared-memory windows of --allreduce shm (comm_shared_alloc)
 } Comm;
 
-enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
-#define DEVICE_CHOICES "auto|cpu|cuda"
-enum { TRANSPORT_AUTO, TRANSPORT_MPI, TRANSPORT_NCCL };
-#define TRANSPORT_CHOICES "auto|mpi|nccl"
-
-// The device and transport of a run, decided identically on every rank (all-reduces of what each
-// rank found) before any other message; a request that cannot be met ends the run with a
-// user_error. A rank takes GPU (local rank % GPUs of its node); NCCL needs one GPU per rank.
-typedef struct {
-    const Backend *be;
-    int transport;               // TRANSPORT_MPI or TRANSPORT_NCCL
-    int local_rank, local_size;  // among the ranks of this node (MPI_COMM_TYPE_SHARED)
-    int nodes;                   // nodes of the world, numbered in the order of their lowest rank
-    int *node_of;                // [world size] the node of every rank (the same on every rank)
-} Placement;
-void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p);
-// How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL transport (devcomm.h) over
-// c->world, warmed up with `peers` (npeers world ranks: the ones this rank will exchange with,
-// p2p_neighbours mapped to world ranks).
-void comms_use_transport(Comm *c, int transport, const int *peers, int npeers);
-// An NCCL transport over any MPI communicator: its rank 0 makes the id (ncclGetUniqueId), MPI_Bcast
-// hands it to the others, each calls devcomm_open (peers: ranks of comm). Collective over comm.
-struct DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers);
+// ---- comms.c: MPI's lifecycle, the world, the grid ----
 
 void comms_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
 void comms_finalize(void);          // comms_finalize_with(0)
@@ -67,7 +47,6 @@ int comms_outputs_written(int code, const char *what);
 void comms_finalize_with(int code);
 int comms_world_rank(void);
 int comms_world_size(void);
-void comms_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
 // Which neighbours of the grid sit on adjacent world ranks (so on one node, as far as the hostfile
 // fills nodes in rank order): PLACEMENT_STAGES, a replica's pipeline (rank = replica * P + stage),
 // or PLACEMENT_REPLICAS, a stage's data-parallel group (rank = stage * D + replica). plan.c turns
@@ -84,10 +63,40 @@ static inline int grid_replica(int placement, int P, int D, int rank) { return p
 // of this replica, dp = the D ranks holding this stage. (P = 1: plain data parallelism, dp = world;
 // D = 1: a single pipeline.)
 void comms_grid(Comm *c, const Backend *be, int P, int D, int placement);
+void comms_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
 void comms_free(Comm *c);
 // World rank of stage `stage` of this rank's pipeline.
 static inline int comm_stage_rank(const Comm *c, int stage) { return grid_rank(c->placement, c->stages, c->replicas, stage, c->replica); }
+// How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL transport (devcomm.h) over
+// c->world, warmed up with `peers` (npeers world ranks: the ones this rank will exchange with,
+// p2p_neighbours mapped to world ranks).
+void comms_use_transport(Comm *c, int transport, const int *peers, int npeers);
+// An NCCL transport over any MPI communicator: its rank 0 makes the id (ncclGetUniqueId), MPI_Bcast
+// hands it to the others, each calls devcomm_open (peers: ranks of comm). Collective over comm.
+struct DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers);
 
+// ---- hardware.c: the device and transport ----
+
+enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
+#define DEVICE_CHOICES "auto|cpu|cuda"
+enum { TRANSPORT_AUTO, TRANSPORT_MPI, TRANSPORT_NCCL };
+#define TRANSPORT_CHOICES "auto|mpi|nccl"
+
+// The device and transport of a run, decided identically on every rank (all-reduces of what each
+// rank found) before any other message; a request that cannot be met ends the run with a
+// user_error. A rank takes GPU (local rank % GPUs of its node); NCCL needs one GPU per rank.
+typedef struct {
+    const Backend *be;
+    int transport;               // TRANSPORT_MPI or TRANSPORT_NCCL
+    int local_rank, local_size;  // among the ranks of this node (MPI_COMM_TYPE_SHARED)
+    int nodes;                   // nodes of the world, numbered in the order of their lowest rank
+    int *node_of;                // [world size] the node of every rank (the same on every rank)
+} Placement;
+void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p);
+
+// ---- messages.c: point-to-point ----
+
+long long comm_tag_ub(void);  // MPI_TAG_UB: the largest tag this MPI accepts
 // Sends n floats of device memory to world rank dst; copies into a staging buffer and returns
 // at once (MPI_Isend). comm_wait_sends completes them all.
 void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag);
@@ -97,6 +106,10 @@ void comm_wait_sends(Comm *c);
 void comm_poll_sends(void);
 // Receives n floats into device memory from world rank src (blocks until they arrive).
 void comm_recv(Comm *c, float *buf, size_t n, int src, int tag);
+
+// ---- collectives.c ----
+
+// The small collectives of any communicator, waited for under the watchdog.
 void comm_barrier(MPI_Comm comm);
 // 1 when value is the same on every rank of comm (e.g. a checksum of the parameters), else 0.
 int comm_same_u64(uint64_t value, MPI_Comm comm);
@@ -106,9 +119,8 @@ void comm_allreduce_max_double(double *x, int n, MPI_Comm comm);
 // fine); if any has one, the lowest such rank's message ends every rank through user_error.
 void comm_agree(MPI_Comm comm, const char *mine);
 void comm_agree_code(MPI_Comm comm, const char *mine, int code);  // exit code 1 (run_failed) or 2 (user_error)
-// MPI_CHECK (watchdog.h): every MPI call checked, and marked for the watchdog's backstop.
 
-// ---- data-parallel collectives over c->dp (D ranks) on n floats of DEVICE memory ----
+// The data-parallel collectives over c->dp (D ranks) on n floats of DEVICE memory.
 // Every rank of dp must start the same collectives in the same order. Buffers of a backend that
 // is not on the host are staged through host memory, as comm_send does. The buffer belongs to the
 // collective until it completes (wait, or test returning 1).
@@ -130,6 +142,7 @@ void comm_shared_require(Comm *c, size_t bytes, const char *what);
 // the same offset on every rank. Collective over the world (every rank calls it, in the same
 // order). Freed by comms_free.
 float *comm_shared_alloc(Comm *c, size_t n);
+void comm_shared_free(Comm *c);  // every window comm_shared_alloc made (comms_free calls it)
 
 typedef struct CommReq CommReq;  // one collective in flight
 // All-reduce: buf = scale * (sum over dp of buf). scale = 1/D averages.
