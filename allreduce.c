@@ -68,7 +68,7 @@ static long count_wrong(Comm *c, float *x, size_t n, int algo) {
 }
 
 int cmd_allreduce(int argc, char **argv) {
-    comms_init(&argc, &argv);
+    comm_init(&argc, &argv);
     AllreduceConfig cfg = {.size = 64LL << 20, .iters = 20, .warmup = 3, .algo = ALGO_ALL};
     options_parse("allreduce", allreduce_options, &cfg, argc, argv, "mpiexec -n D micropp allreduce [options]",
                   "  mpiexec -n 2 micropp allreduce                      # 64 MiB, MPI vs ring vs shm\n"
@@ -76,7 +76,7 @@ int cmd_allreduce(int argc, char **argv) {
     if (cfg.size % 4)
         user_error("allreduce: --size %lld is not a whole number of floats: use a multiple of 4 bytes", (long long)cfg.size);
     Comm c;
-    comms_grid(&c, &backend_cpu, 1, comms_world_size(), PLACEMENT_STAGES);  // dp = every rank
+    comm_grid(&c, &backend_cpu, 1, comm_world_size(), PLACEMENT_STAGES);  // dp = every rank
     size_t nmax = (size_t)cfg.size / 4;
     // With shm among the algorithms, one buffer for all of them in a window the ranks share (shm
     // reads the others' in place; for mpi and ring it is ordinary memory): one node only.
@@ -124,8 +124,8 @@ int cmd_allreduce(int argc, char **argv) {
     }
     if (c.rank == 0 && total_wrong) fprintf(stderr, "micropp: allreduce: %ld wrong elements\n", total_wrong);
     if (!shm) backend_cpu.free(x);
-    comms_free(&c);
+    comm_free(&c);
     fflush(stdout);
-    comms_finalize();
+    comm_finalize();
     return total_wrong ? 1 : 0;
 }

@@ -22,24 +22,24 @@ static void abort_world(void) { alarm(5); MPI_Abort(MPI_COMM_WORLD, 1); }
 static void finalize_mpi(void) { wd_close(); wd_finalize_bound(2); MPI_Finalize(); }
 static void agree_world(const char *err, int code) { comm_agree_code(MPI_COMM_WORLD, err, code); }
 
-void comms_init(int *argc, char ***argv) {
+void comm_init(int *argc, char ***argv) {
     int provided;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     g_quiet_errors = 1;
-    util_set_exit_hooks(&(ExitHooks){.running = mpi_up, .world_size = comms_world_size, .abort_job = abort_world,
-                                     .finalize_quick = finalize_mpi, .finalize = comms_finalize_with, .agree = agree_world});
+    util_set_exit_hooks(&(ExitHooks){.running = mpi_up, .world_size = comm_world_size, .abort_job = abort_world,
+                                     .finalize_quick = finalize_mpi, .finalize = comm_finalize_with, .agree = agree_world});
     launch_agree_argv(argc && argv ? *argc : 0, argc && argv ? *argv : NULL);  // the first message: every rank was started alike
     wd_init();
 }
 
-static DevComm *opened_devcomm;  // closed by comms_finalize
-static int outputs_agreed;       // comms_outputs_written ran
+static DevComm *opened_devcomm;  // closed by comm_finalize
+static int outputs_agreed;       // comm_outputs_written ran
 
-int comms_outputs_written(int code, const char *what) {
+int comm_outputs_written(int code, const char *what) {
     outputs_agreed = 1;
-    if (!mpi_up() || comms_world_size() == 1) return code;
+    if (!mpi_up() || comm_world_size() == 1) return code;
     MPI_Request q;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q));
     if (g_rank == 0) wd_wait_all(&q, MPI_COMM_WORLD, "the end of the run");
@@ -47,19 +47,19 @@ int comms_outputs_written(int code, const char *what) {
     return code;
 }
 
-void comms_finalize_with(int code) {
+void comm_finalize_with(int code) {
     if (opened_devcomm) { devcomm_close(opened_devcomm); opened_devcomm = NULL; }
     if (!mpi_up()) return;
-    if (!outputs_agreed) code = comms_outputs_written(code, "writing its output: a slow terminal or pipe? raise --timeout");
+    if (!outputs_agreed) code = comm_outputs_written(code, "writing its output: a slow terminal or pipe? raise --timeout");
     wd_close();
     wd_finalize_bound(code);  // the results are out: a finalize that does not return must not keep the job
     MPI_Finalize();
 }
-void comms_finalize(void) { comms_finalize_with(0); }
-int comms_world_rank(void) { int r = 0; if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int comms_world_size(void) { int n = 1; if (mpi_up()) MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+void comm_finalize(void) { comm_finalize_with(0); }
+int comm_world_rank(void) { int r = 0; if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+int comm_world_size(void) { int n = 1; if (mpi_up()) MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
 
-void comms_grid(Comm *c, const Backend *be, int P, int D, int placement) {
+void comm_grid(Comm *c, const Backend *be, int P, int D, int placement) {
     memset(c, 0, sizeof *c);
     c->be = be;
     c->world = MPI_COMM_WORLD;
@@ -69,8 +69,8 @@ void comms_grid(Comm *c, const Backend *be, int P, int D, int placement) {
     c->stages = P;
     c->replicas = D;
     c->placement = placement == PLACEMENT_REPLICAS ? PLACEMENT_REPLICAS : PLACEMENT_STAGES;
-    c->stage = grid_stage(c->placement, P, D, c->rank);
-    c->replica = grid_replica(c->placement, P, D, c->rank);
+    c->stage = comm_grid_stage(c->placement, P, D, c->rank);
+    c->replica = comm_grid_replica(c->placement, P, D, c->rank);
     // split(color, key): pp gathers one replica's stages in stage order, dp one stage's replicas.
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->replica, c->stage, &c->pp));
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->stage, c->replica, &c->dp));
@@ -80,9 +80,9 @@ void comms_grid(Comm *c, const Backend *be, int P, int D, int placement) {
     c->next = c->stage < c->stages - 1 ? comm_stage_rank(c, c->stage + 1) : MPI_PROC_NULL;
 }
 
-void comms_pipeline(Comm *c, const Backend *be) { comms_grid(c, be, comms_world_size(), 1, PLACEMENT_STAGES); }
+void comm_pipeline(Comm *c, const Backend *be) { comm_grid(c, be, comm_world_size(), 1, PLACEMENT_STAGES); }
 
-void comms_free(Comm *c) {
+void comm_free(Comm *c) {
     if (!mpi_up()) return;
     comm_shared_free(c);
     if (c->pp != MPI_COMM_NULL && c->pp) MPI_Comm_free(&c->pp);
@@ -99,7 +99,7 @@ DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers) {
     return devcomm_open(id, size, rank, peers, npeers);
 }
 
-void comms_use_transport(Comm *c, int transport, const int *peers, int npeers) {
+void comm_use_transport(Comm *c, int transport, const int *peers, int npeers) {
     c->transport = transport;
     if (transport == TRANSPORT_NCCL && c->size > 1 && !c->dev) {
         CHECK(!c->be->on_host, "the NCCL transport with the %s backend", c->be->name);

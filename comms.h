@@ -8,6 +8,9 @@
 //                  buffers (all-reduce, reduce-scatter, all-gather) by MPI, a ring or shared memory.
 // Calls go one way, collectives.c -> messages.c, comms.c -> collectives.c, hardware.c -> comms.c.
 // MPI_CHECK (watchdog.h): every MPI call checked, and marked for the watchdog's backstop.
+// Names: every function of the wire starts with comm_ (comm_init, comm_grid, comm_send, comm_allreduce,
+// ...), whichever of the four files defines it, and so do tags.h's; the NCCL side keeps devcomm_.
+// Constants: COMM_ for the wire's limits, else the option they are values of (DEVICE_, TRANSPORT_, ...).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -35,42 +38,42 @@ typedef struct {
 
 // ---- comms.c: MPI's lifecycle, the world, the grid ----
 
-void comms_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
-void comms_finalize(void);          // comms_finalize_with(0)
+void comm_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
+void comm_finalize(void);          // comm_finalize_with(0)
 // The end of a run, collective over the world: rank 0 (which writes the results) calls it once every
 // output is written and flushed, with code 0 or 1; the other ranks wait for it under --timeout alone
 // (never a fixed bound: a slow disk is no failure), naming `what` should it run out. Every rank
 // returns the highest code of all.
-int comms_outputs_written(int code, const char *what);
+int comm_outputs_written(int code, const char *what);
 // MPI_Finalize, bounded: once it has not returned within a few seconds the process exits with code.
-// Unless comms_outputs_written came first, it waits for rank 0 that way before the bound starts.
-void comms_finalize_with(int code);
-int comms_world_rank(void);
-int comms_world_size(void);
+// Unless comm_outputs_written came first, it waits for rank 0 that way before the bound starts.
+void comm_finalize_with(int code);
+int comm_world_rank(void);
+int comm_world_size(void);
 // Which neighbours of the grid sit on adjacent world ranks (so on one node, as far as the hostfile
 // fills nodes in rank order): PLACEMENT_STAGES, a replica's pipeline (rank = replica * P + stage),
 // or PLACEMENT_REPLICAS, a stage's data-parallel group (rank = stage * D + replica). plan.c turns
 // --placement auto into one of them from the traffic of a step.
 enum { PLACEMENT_AUTO, PLACEMENT_STAGES, PLACEMENT_REPLICAS };
 #define PLACEMENT_CHOICES "auto|stages|replicas"
-static inline int grid_rank(int placement, int P, int D, int stage, int replica) {
+static inline int comm_grid_rank(int placement, int P, int D, int stage, int replica) {
     return placement == PLACEMENT_REPLICAS ? stage * D + replica : replica * P + stage;
 }
-static inline int grid_stage(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank / D : rank % P; }
-static inline int grid_replica(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank % D : rank / P; }
+static inline int comm_grid_stage(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank / D : rank % P; }
+static inline int comm_grid_replica(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank % D : rank / P; }
 
 // The grid of P stages x D replicas on P*D ranks, laid out by placement (above). pp = the P ranks
 // of this replica, dp = the D ranks holding this stage. (P = 1: plain data parallelism, dp = world;
 // D = 1: a single pipeline.)
-void comms_grid(Comm *c, const Backend *be, int P, int D, int placement);
-void comms_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
-void comms_free(Comm *c);
+void comm_grid(Comm *c, const Backend *be, int P, int D, int placement);
+void comm_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
+void comm_free(Comm *c);
 // World rank of stage `stage` of this rank's pipeline.
-static inline int comm_stage_rank(const Comm *c, int stage) { return grid_rank(c->placement, c->stages, c->replicas, stage, c->replica); }
+static inline int comm_stage_rank(const Comm *c, int stage) { return comm_grid_rank(c->placement, c->stages, c->replicas, stage, c->replica); }
 // How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL transport (devcomm.h) over
 // c->world, warmed up with `peers` (npeers world ranks: the ones this rank will exchange with,
 // p2p_neighbours mapped to world ranks).
-void comms_use_transport(Comm *c, int transport, const int *peers, int npeers);
+void comm_use_transport(Comm *c, int transport, const int *peers, int npeers);
 // An NCCL transport over any MPI communicator: its rank 0 makes the id (ncclGetUniqueId), MPI_Bcast
 // hands it to the others, each calls devcomm_open (peers: ranks of comm). Collective over comm.
 struct DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers);
@@ -91,8 +94,8 @@ typedef struct {
     int local_rank, local_size;  // among the ranks of this node (MPI_COMM_TYPE_SHARED)
     int nodes;                   // nodes of the world, numbered in the order of their lowest rank
     int *node_of;                // [world size] the node of every rank (the same on every rank)
-} Placement;
-void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p);
+} Hardware;
+void comm_choose_hardware(const char *cmd, int device, int transport, int tf32, Hardware *p);
 
 // ---- messages.c: point-to-point ----
 
@@ -140,9 +143,9 @@ int comm_shared_possible(Comm *c, size_t bytes);
 void comm_shared_require(Comm *c, size_t bytes, const char *what);
 // n floats of host memory in a window shared by the ranks of c->dp (MPI_Win_allocate_shared), at
 // the same offset on every rank. Collective over the world (every rank calls it, in the same
-// order). Freed by comms_free.
+// order). Freed by comm_free.
 float *comm_shared_alloc(Comm *c, size_t n);
-void comm_shared_free(Comm *c);  // every window comm_shared_alloc made (comms_free calls it)
+void comm_shared_free(Comm *c);  // every window comm_shared_alloc made (comm_free calls it)
 
 typedef struct CommReq CommReq;  // one collective in flight
 // All-reduce: buf = scale * (sum over dp of buf). scale = 1/D averages.

@@ -6,9 +6,9 @@
 #include "base/util.h"
 #include "watchdog.h"
 
-void comms_place(const char *cmd, int device, int transport, int tf32, Placement *p) {
+void comm_choose_hardware(const char *cmd, int device, int transport, int tf32, Hardware *p) {
     memset(p, 0, sizeof *p);
-    int rank = comms_world_rank(), size = comms_world_size();
+    int rank = comm_world_rank(), size = comm_world_size();
     if (device == DEVICE_CPU && transport == TRANSPORT_NCCL)
         user_error("%s: --transport nccl moves GPU buffers, and --device is cpu: drop --transport nccl or use --device cuda", cmd);
     if (device == DEVICE_CPU && tf32)
