@@ -1,5 +1,5 @@
 // allreduce.c: `micropp allreduce`: times the data-parallel all-reduce over every rank, MPI's own
-// (MPI_Allreduce) against comms.c's from-scratch ring and its shared-memory path, the way
+// (MPI_Allreduce) against collectives.c's from-scratch ring and its shared-memory path, the way
 // nccl-tests' all_reduce_perf reports it (time, algorithm and bus bandwidth), and checks the result
 // (#wrong; exit 1 when wrong).
 #include <math.h>
@@ -68,7 +68,7 @@ static long count_wrong(Comm *c, float *x, size_t n, int algo) {
 }
 
 int cmd_allreduce(int argc, char **argv) {
-    comms_init(&argc, &argv);
+    comm_init(&argc, &argv);
     AllreduceConfig cfg = {.size = 64LL << 20, .iters = 20, .warmup = 3, .algo = ALGO_ALL};
     options_parse("allreduce", allreduce_options, &cfg, argc, argv, "mpiexec -n D micropp allreduce [options]",
                   "  mpiexec -n 2 micropp allreduce                      # 64 MiB, MPI vs ring vs shm\n"
@@ -76,7 +76,7 @@ int cmd_allreduce(int argc, char **argv) {
     if (cfg.size % 4)
         user_error("allreduce: --size %lld is not a whole number of floats: use a multiple of 4 bytes", (long long)cfg.size);
     Comm c;
-    comms_grid(&c, &backend_cpu, 1, comms_world_size(), PLACEMENT_STAGES);  // dp = every rank
+    comm_grid(&c, &backend_cpu, 1, comm_world_size(), PLACEMENT_STAGES);  // dp = every rank
     size_t nmax = (size_t)cfg.size / 4;
     // With shm among the algorithms, one buffer for all of them in a window the ranks share (shm
     // reads the others' in place; for mpi and ring it is ordinary memory): one node only.
@@ -89,7 +89,7 @@ int cmd_allreduce(int argc, char **argv) {
     cJSON *rows = cJSON_CreateArray();
     long total_wrong = 0;
     if (c.rank == 0 && !cfg.json) {
-        printf("# micropp allreduce: %d ranks, float sum in place (mpi = MPI_Allreduce, ring and shm = comms.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
+        printf("# micropp allreduce: %d ranks, float sum in place (mpi = MPI_Allreduce, ring and shm = collectives.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
                D, (long long)cfg.iters, (long long)cfg.warmup);
         printf("# algbw = size / time, busbw = algbw * 2(D-1)/D (what each rank's link carries); GB = 1e9 bytes\n");
         printf("# %12s %12s %6s %12s %12s %12s %7s\n", "size(B)", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
@@ -124,8 +124,8 @@ int cmd_allreduce(int argc, char **argv) {
     }
     if (c.rank == 0 && total_wrong) fprintf(stderr, "micropp: allreduce: %ld wrong elements\n", total_wrong);
     if (!shm) backend_cpu.free(x);
-    comms_free(&c);
+    comm_free(&c);
     fflush(stdout);
-    comms_finalize();
+    comm_finalize();
     return total_wrong ? 1 : 0;
 }

@@ -181,7 +181,7 @@ static void check_costs(BubbleConfig *c, const int *kinds, int n_kind, Grid *g) 
         user_error("bubble: --cost-w %g is the weight part of the backward: use a value above 0 and below --cost-b %g", c->cost_w, c->cost_b);
     if (!option_was_set("cost-w")) c->cost_w = c->cost_b / 2;
     for (int a = 0; a < n_kind; a++) g->has_interleaved |= kinds[a] == SCHED_INTERLEAVED;
-    for (int a = 0; a < n_kind; a++) g->has_v |= schedule_placement(kinds[a]) == PLACE_V;
+    for (int a = 0; a < n_kind; a++) g->has_v |= schedule_chunk_order(kinds[a]) == CHUNKS_V;
     if (option_was_set("virtual-stages") && !g->has_interleaved)
         user_error("bubble: --virtual-stages applies to --schedule interleaved: add it to --schedule or drop --virtual-stages");
     if (g->has_interleaved && c->virtual_stages < 2)

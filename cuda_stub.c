@@ -1,5 +1,5 @@
 // cuda_stub.c: the CUDA entry points of a CPU-only build (make CUDA=0, or no nvcc/cuBLAS/NCCL found).
-// backend_cuda_open says why there is no GPU; the NCCL transport is refused by comms_place before
+// backend_cuda_open says why there is no GPU; the NCCL transport is refused by comm_choose_hardware before
 // it could be reached, so reaching it here is a bug.
 #include <stdio.h>
 #include "devcomm.h"

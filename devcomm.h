@@ -1,5 +1,5 @@
-// devcomm.h: the NCCL transport between GPU ranks, for comms.c only (which bootstraps it over MPI
-// and dispatches comm_send/comm_recv to it when --transport is nccl). Implemented in kernels.cu;
+// devcomm.h: the NCCL transport between GPU ranks, for the wire only (comms.c bootstraps it over MPI,
+// messages.c hands comm_send/comm_recv to it when --transport is nccl). Implemented in kernels.cu;
 // cuda_stub.c (a CPU-only build) ends the run if it is ever reached. Buffers are device pointers.
 #pragma once
 #include <stddef.h>

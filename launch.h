@@ -4,7 +4,7 @@
 // and the ranks on each side; otherwise ranks started alike would wait on each other forever.
 #pragma once
 
-// Called by comms_init right after MPI_Init (argv[0] is the subcommand). Collective over the world.
+// Called by comm_init right after MPI_Init (argv[0] is the subcommand). Collective over the world.
 // It also hooks launch_agree_options into options_parse, so every subcommand's resolved options
 // are compared as soon as they are parsed, and installs agree_on_contents's comparison (util.h), so
 // the files every rank reads (--data, --schedule-file, ...) are compared as they are read.

@@ -9,13 +9,13 @@
 #include "tags.h"
 #include "base/util.h"
 
-int p2p_neighbours(int K, int v, int place, int s, int *out) {
+int p2p_neighbours(int K, int v, int chunk_order, int s, int *out) {
     int n = 0, S = K * v;
     for (int c = 0; c < v; c++) {
-        int vs = place_vstage(place, K, s, c);
+        int vs = vstage_of(chunk_order, K, s, c);
         for (int d = -1; d <= 1; d += 2) {
             if (vs + d < 0 || vs + d >= S) continue;
-            int peer = place_stage_of(place, K, vs + d), seen = peer == s;
+            int peer = stage_of_vstage(chunk_order, K, vs + d), seen = peer == s;
             for (int i = 0; i < n; i++) seen |= out[i] == peer;
             if (!seen) out[n++] = peer;
         }
@@ -34,15 +34,15 @@ static void push_call(P2pCalls *o, P2pCall c) {
     o->c[o->n++] = c;
 }
 
-void p2p_calls(int K, int place, int s, const ActionList *l, P2pCalls *out) {
+void p2p_calls(int K, int chunk_order, int s, const ActionList *l, P2pCalls *out) {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < l->n; i++) {
         Action a = l->a[i];
-        int vs = place_vstage(place, K, s, a.chunk);
+        int vs = vstage_of(chunk_order, K, s, a.chunk);
         int send = a.kind == ACT_SEND_ACT || a.kind == ACT_SEND_GRAD, act = a.kind == ACT_SEND_ACT || a.kind == ACT_RECV_ACT;
         if (!send && a.kind != ACT_RECV_ACT && a.kind != ACT_RECV_GRAD) continue;
         int other = act == send ? vs + 1 : vs - 1;  // send act / receive grad: the next; else the previous
-        int peer = place_stage_of(place, K, other);
+        int peer = stage_of_vstage(chunk_order, K, other);
         if (peer == s) continue;  // the V's turn: a copy on this rank
         push_call(out, (P2pCall){.kind = send ? P2P_SEND : P2P_RECV, .peer = peer, .msg = act ? ACT_SEND_ACT : ACT_SEND_GRAD,
                                  .mb = a.mb, .to_vs = send ? other : vs});
@@ -54,12 +54,12 @@ void p2p_calls_free(P2pCalls *c) { free(c->c); memset(c, 0, sizeof *c); }
 // The warm-up and the pairing of messages: symmetric neighbours, and the k-th activation (or
 // gradient) from a to b is the k-th that b receives from a (NCCL matches in posting order per
 // communicator, and each kind has its own).
-static const char *check_pairs(int K, int v, int place, const P2pCalls *calls, char *why, size_t wn) {
+static const char *check_pairs(int K, int v, int chunk_order, const P2pCalls *calls, char *why, size_t wn) {
     int nb[2 * COMM_MAX_CHUNKS], nb2[2 * COMM_MAX_CHUNKS];
     for (int a = 0; a < K; a++) {
-        int n = p2p_neighbours(K, v, place, a, nb);
+        int n = p2p_neighbours(K, v, chunk_order, a, nb);
         for (int i = 0; i < n; i++) {
-            int m = p2p_neighbours(K, v, place, nb[i], nb2), back = 0;
+            int m = p2p_neighbours(K, v, chunk_order, nb[i], nb2), back = 0;
             for (int j = 0; j < m; j++) back |= nb2[j] == a;
             if (!back) { snprintf(why, wn, "rank %d warms up with rank %d, which does not warm up with it", a, nb[i]); return why; }
         }
@@ -114,11 +114,11 @@ static int model_match(Model *m) {
     return moved;
 }
 
-const char *p2p_check(int K, int v, int place, const ActionList *lists, char *why, size_t wn) {
+const char *p2p_check(int K, int v, int chunk_order, const ActionList *lists, char *why, size_t wn) {
     P2pCalls *calls = xcalloc((size_t)K, sizeof(P2pCalls));
     int total = 0;
-    for (int s = 0; s < K; s++) { p2p_calls(K, place, s, &lists[s], &calls[s]); total += calls[s].n; }
-    const char *bad = check_pairs(K, v, place, calls, why, wn);
+    for (int s = 0; s < K; s++) { p2p_calls(K, chunk_order, s, &lists[s], &calls[s]); total += calls[s].n; }
+    const char *bad = check_pairs(K, v, chunk_order, calls, why, wn);
     Model m = {calls, K, total + 1, xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int)), {0}, {0}, {0}};
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
         m.q[ch] = xcalloc((size_t)m.stride, sizeof(int) * (size_t)K);

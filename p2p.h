@@ -23,11 +23,11 @@ typedef struct {
 } P2pCall;
 typedef struct { P2pCall *c; int n, cap; } P2pCalls;
 
-// The ranks other than s that rank s of K (v chunks placed by `place`) exchanges messages with,
+// The ranks other than s that rank s of K (v chunks placed by `chunk_order`) exchanges messages with,
 // ascending, into out (room for 2v); returns how many.
-int p2p_neighbours(int K, int v, int place, int s, int *out);
+int p2p_neighbours(int K, int v, int chunk_order, int s, int *out);
 // Rank s's calls after the warm-up, in the order the executor issues them for its action list l.
-void p2p_calls(int K, int place, int s, const ActionList *l, P2pCalls *out);
+void p2p_calls(int K, int chunk_order, int s, const ActionList *l, P2pCalls *out);
 void p2p_calls_free(P2pCalls *c);
 // Checks the rule on every rank's list (lists[K]): the warm-up's neighbours are symmetric and every
 // call's peer is one of them; the k-th message from a to b is the k-th that b receives from a (same
@@ -36,4 +36,4 @@ void p2p_calls_free(P2pCalls *c);
 // the calls of one communicator run one at a time in posting order (NCCL serialises a
 // communicator's kernels), and a send and a receive complete together when both are at the head of
 // their queues. Returns NULL, or why in `why` (which rank, which call).
-const char *p2p_check(int K, int v, int place, const ActionList *lists, char *why, size_t wn);
+const char *p2p_check(int K, int v, int chunk_order, const ActionList *lists, char *why, size_t wn);

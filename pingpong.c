@@ -180,7 +180,7 @@ static Row measure_device(Comm *cm, int64_t size, PingConfig *c, float *dbuf, fl
 }
 
 int cmd_pingpong(int argc, char **argv) {
-    comms_init(&argc, &argv);
+    comm_init(&argc, &argv);
     PingConfig c = {.min_bytes = 1, .max_bytes = 4 << 20, .factor = 2, .iters = 1000, .warmup = 100, .window = 64,
                     .device = DEVICE_CPU};
     options_parse("pingpong", ping_options, &c, argc, argv, "mpiexec -n 2 micropp pingpong [options]",
@@ -188,7 +188,7 @@ int cmd_pingpong(int argc, char **argv) {
                   "  mpiexec -n 2 micropp pingpong --sweep          # 1 B .. 4 MiB latency and bandwidth\n"
                   "  mpiexec -n 2 micropp pingpong -b 1K -e 64M -f 4 -n 200 --json\n"
                   "  mpiexec -n 2 micropp pingpong --sweep --device cuda --transport nccl   # GPU to GPU\n");
-    int world = comms_world_size(), rank = comms_world_rank();
+    int world = comm_world_size(), rank = comm_world_rank();
     if (world != 2)
         user_error("pingpong: needs exactly 2 ranks, got %d: run it as 'mpiexec -n 2 ./micropp pingpong'", world);
     if (option_was_set("min-bytes") || option_was_set("max-bytes") || option_was_set("step-factor")) c.sweep = 1;
@@ -201,9 +201,9 @@ int cmd_pingpong(int argc, char **argv) {
         lab(rank);
         finish(0);
     }
-    Placement pl;
-    comms_place("pingpong", c.device, c.transport, 0, &pl);
-    if (!pl.be->on_host) {  // comm_send moves whole floats (every rank has the same device now)
+    Hardware hw;
+    comm_choose_hardware("pingpong", c.device, c.transport, 0, &hw);
+    if (!hw.be->on_host) {  // comm_send moves whole floats (every rank has the same device now)
         if (!option_was_set("min-bytes")) c.min_bytes = 4;
         for (int64_t size = c.min_bytes; size <= c.max_bytes; size *= c.factor) {
             if (size % 4)
@@ -213,19 +213,19 @@ int cmd_pingpong(int argc, char **argv) {
         }
     }
     Comm cm;
-    comms_pipeline(&cm, pl.be);
+    comm_pipeline(&cm, hw.be);
     int other = 1 - rank;  // the only rank it exchanges with
-    comms_use_transport(&cm, pl.transport, &other, 1);
-    int on_device = !pl.be->on_host;
+    comm_use_transport(&cm, hw.transport, &other, 1);
+    int on_device = !hw.be->on_host;
     float *dbuf = NULL, *dlast = NULL, *dack = NULL;
     if (on_device) {
-        dbuf = pl.be->alloc((size_t)c.max_bytes);
-        dlast = pl.be->alloc((size_t)c.max_bytes);
-        dack = pl.be->alloc(sizeof(float));
+        dbuf = hw.be->alloc((size_t)c.max_bytes);
+        dlast = hw.be->alloc((size_t)c.max_bytes);
+        dack = hw.be->alloc(sizeof(float));
     }
     char dev[192], tr[16];
-    pl.be->describe(dev, sizeof dev);
-    choice_name(TRANSPORT_CHOICES, pl.transport, tr, sizeof tr);
+    hw.be->describe(dev, sizeof dev);
+    choice_name(TRANSPORT_CHOICES, hw.transport, tr, sizeof tr);
     unsigned char *buf = xmalloc(2 * (size_t)c.max_bytes);
     MPI_Request *reqs = xmalloc(sizeof(MPI_Request) * (size_t)c.window);
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -260,7 +260,7 @@ int cmd_pingpong(int argc, char **argv) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "library", lib);
         cJSON_AddNumberToObject(o, "window", (double)c.window);
-        cJSON_AddStringToObject(o, "device", pl.be->name);
+        cJSON_AddStringToObject(o, "device", hw.be->name);
         cJSON_AddStringToObject(o, "device_info", dev);
         cJSON_AddStringToObject(o, "transport", on_device ? tr : "mpi");
         cJSON_AddItemToObject(o, "rows", rows);
@@ -270,8 +270,8 @@ int cmd_pingpong(int argc, char **argv) {
     }
     free(buf);
     free(reqs);
-    if (on_device) { pl.be->free(dbuf); pl.be->free(dlast); pl.be->free(dack); }
-    free(pl.node_of);
+    if (on_device) { hw.be->free(dbuf); hw.be->free(dlast); hw.be->free(dack); }
+    free(hw.node_of);
     if (total_wrong && rank == 0) fprintf(stderr, "micropp: pingpong: %lld bytes arrived wrong\n", (long long)total_wrong);
     finish(total_wrong ? 1 : 0);
 }

@@ -1,6 +1,6 @@
 // schedule.c: the schedule generators (naive stop-and-wait, GPipe fill-drain, 1F1B, Megatron's
 // interleaved 1F1B for any M, zero-bubble ZB-H1, ZB-H2 and ZB-V, DeepSeek's DualPipeV) as per-rank action
-// lists over a placement of chunks on ranks, and the discrete-event simulator that runs those very
+// lists over a chunk order (which rank holds each chunk), and the discrete-event simulator that runs those very
 // lists against each other.
 #include <string.h>
 #include "schedule.h"
@@ -13,12 +13,12 @@ int action_is_compute(int kind) {
 }
 
 // The file's schedule (SCHED_FILE), once schedule_set_file has registered it.
-static struct { ActionList *lists; int K, M, v, place, split; } file;
+static struct { ActionList *lists; int K, M, v, chunk_order, split; } file;
 
 int schedule_splits_backward(int kind) {
     return kind == SCHED_FILE ? file.split : kind == SCHED_ZBH1 || kind == SCHED_ZBH2 || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV;
 }
-int schedule_placement(int kind) { return kind == SCHED_FILE ? file.place : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? PLACE_V : PLACE_LOOP; }
+int schedule_chunk_order(int kind) { return kind == SCHED_FILE ? file.chunk_order : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? CHUNKS_V : CHUNKS_LOOP; }
 int schedule_chunks(int kind, int v_option) {
     return kind == SCHED_FILE ? file.v : kind == SCHED_INTERLEAVED ? v_option : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? 2 : 1;
 }
@@ -32,9 +32,9 @@ static void push(ActionList *l, int kind, int mb, int chunk) {
     l->a[l->n++] = (Action){kind, mb, chunk};
 }
 
-// Where an action runs: rank s of K, chunk c of v, virtual stage vs of V = K*v by the placement.
-typedef struct { ActionList *l; int s, K, V, place; } At;
-static int vstage(const At *at, int c) { return place_vstage(at->place, at->K, at->s, c); }
+// Where an action runs: rank s of K, chunk c of v, virtual stage vs of V = K*v by the chunk order.
+typedef struct { ActionList *l; int s, K, V, chunk_order; } At;
+static int vstage(const At *at, int c) { return vstage_of(at->chunk_order, at->K, at->s, c); }
 
 // One forward of mb on chunk c, with its hand-offs: receive input, compute, send output.
 static void forward(const At *at, int c, int mb) {
@@ -52,21 +52,21 @@ static void backward(const At *at, int c, int mb, int kind) {
     if (vs > 0) push(at->l, ACT_SEND_GRAD, mb, c);
 }
 
-void schedule_push_pass(ActionList *l, int place, int K, int v, int s, int kind, int chunk, int mb) {
-    At at = {l, s, K, K * v, place};
+void schedule_push_pass(ActionList *l, int chunk_order, int K, int v, int s, int kind, int chunk, int mb) {
+    At at = {l, s, K, K * v, chunk_order};
     if (kind == ACT_FORWARD) forward(&at, chunk, mb);
     else if (kind == ACT_BACKWARD_WEIGHT) push(l, kind, mb, chunk);
     else backward(&at, chunk, mb, kind);
 }
 
-void schedule_set_file(const ActionList *lists, int K, int M, int v, int place, int split) {
+void schedule_set_file(const ActionList *lists, int K, int M, int v, int chunk_order, int split) {
     for (int s = 0; s < file.K; s++) action_list_free(&file.lists[s]);
     free(file.lists);
     file.lists = xcalloc((size_t)K, sizeof(ActionList));
     for (int s = 0; s < K; s++) {
         for (int i = 0; i < lists[s].n; i++) push(&file.lists[s], lists[s].a[i].kind, lists[s].a[i].mb, lists[s].a[i].chunk);
     }
-    file.K = K; file.M = M; file.v = v; file.place = place; file.split = split;
+    file.K = K; file.M = M; file.v = v; file.chunk_order = chunk_order; file.split = split;
 }
 
 void schedule_file_shape(int *K, int *M) { *K = file.K; *M = file.M; }
@@ -174,7 +174,7 @@ static void zbv(const At *at, int M) {
 }
 
 // DualPipeV (deepseek-ai/DualPipe's DualPipeV, PyTorch's ScheduleDualPipeV): DualPipe cut in half,
-// on the V placement. Each rank pairs a forward of one chunk with a full backward of the other (run
+// on the V chunk order. Each rank pairs a forward of one chunk with a full backward of the other (run
 // one after the other here: on one CPU core there is no overlap to gain), and splits the last
 // backwards into I and W to fill the cool-down. Its authors' limit: M >= 2 x ranks.
 typedef struct { const At *at; int f[2], b[2], *queue, head, tail, zb; } Dpv;  // queue: (chunk, mb) of each I
@@ -216,7 +216,7 @@ void schedule_build(int kind, int K, int M, int v, int s, ActionList *l) {
     const char *why = schedule_check(kind, K, M, v);
     if (why) fatal("schedule_build(kind %d, K %d, M %d, v %d): %s", kind, K, M, v, why);
     l->n = 0;
-    At at = {l, s, K, K * v, schedule_placement(kind)};
+    At at = {l, s, K, K * v, schedule_chunk_order(kind)};
     switch (kind) {
     case SCHED_NAIVE:  // stop-and-wait: one micro-batch all the way forward and back before the next
         for (int mb = 0; mb < M; mb++) { forward(&at, 0, mb); backward(&at, 0, mb, ACT_BACKWARD); }
@@ -255,9 +255,9 @@ void schedule_build(int kind, int K, int M, int v, int s, ActionList *l) {
     }
 }
 
-void schedule_build_forward(int K, int v, int place, int s, int batches, ActionList *l) {
+void schedule_build_forward(int K, int v, int chunk_order, int s, int batches, ActionList *l) {
     l->n = 0;
-    At at = {l, s, K, K * v, place};
+    At at = {l, s, K, K * v, chunk_order};
     for (int mb = 0; mb < batches; mb++)
         for (int c = 0; c < v; c++) forward(&at, c, mb);
 }
@@ -309,7 +309,7 @@ static Pass *list_passes(const ActionList *l, int s, int *n) {
 }
 
 // One rank's passes until it blocks on a message not yet sent; returns the passes it ran.
-typedef struct { const SimSpec *sp; SimResult *r; int K, M, v, V, place; double *arrival; int *inflight, *deferred, *slots; } Sim;
+typedef struct { const SimSpec *sp; SimResult *r; int K, M, v, V, chunk_order; double *arrival; int *inflight, *deferred, *slots; } Sim;
 static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, double *t) {
     const SimSpec *sp = m->sp;
     SimResult *r = m->r;
@@ -317,7 +317,7 @@ static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, doubl
     double f = sp->stage_f ? sp->stage_f[s] : sp->f, b = sp->stage_b ? sp->stage_b[s] : sp->b, w = sp->stage_w ? sp->stage_w[s] : sp->w;
     for (; *pc < n; (*pc)++, ran++) {
         Pass a = p[*pc];
-        int vs = place_vstage(m->place, m->K, s, a.chunk), fwd = a.kind == ACT_FORWARD;
+        int vs = vstage_of(m->chunk_order, m->K, s, a.chunk), fwd = a.kind == ACT_FORWARD;
         if (a.hand & 1) {  // its input (F) or its output's gradient (B, I): blocked until sent
             double got = m->arrival[((size_t)vs * 2 + !fwd) * M + a.mb];
             if (got < 0) break;
@@ -338,7 +338,7 @@ static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, doubl
         if (a.hand & 2) {  // the output forward, or the input's gradient back; a hand-off between two chunks of one rank arrives at once
             int to = fwd ? vs + 1 : vs - 1;
             CHECK(to >= 0 && to < m->V, "rank %d chunk %d sends %s", s, a.chunk, fwd ? "an activation past the last stage" : "a gradient before the first stage");
-            m->arrival[((size_t)to * 2 + !fwd) * M + a.mb] = *t + (place_stage_of(m->place, m->K, to) == s ? 0 : sp->comm * m->v);
+            m->arrival[((size_t)to * 2 + !fwd) * M + a.mb] = *t + (stage_of_vstage(m->chunk_order, m->K, to) == s ? 0 : sp->comm * m->v);
         }
         *at += 1 + (a.hand & 1) + (a.hand >> 1);
     }
@@ -346,7 +346,7 @@ static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, doubl
 }
 
 void schedule_sim(const SimSpec *sp, SimResult *r) {
-    int K = sp->K, M = sp->M, v = sp->v, V = K * v, place = schedule_placement(sp->kind);
+    int K = sp->K, M = sp->M, v = sp->v, V = K * v, chunk_order = schedule_chunk_order(sp->kind);
     memset(r, 0, sizeof *r);
     r->K = K; r->M = M; r->v = v;
     r->busy = xcalloc((size_t)K, sizeof(double));
@@ -363,7 +363,7 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
     // (integer costs stay integers, so the bubble comes out exact); reported times are divided by v.
     // arrival[(vs * 2 + dir) * M + mb]: when the message for virtual stage vs arrives; < 0 = not yet
     // sent. dir 0: activation from vs-1, dir 1: gradient from vs+1.
-    Sim m = {sp, r, K, M, v, V, place, xmalloc(sizeof(double) * (size_t)V * 2 * (size_t)M),
+    Sim m = {sp, r, K, M, v, V, chunk_order, xmalloc(sizeof(double) * (size_t)V * 2 * (size_t)M),
              xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)V, sizeof(int))};
     for (size_t i = 0; i < (size_t)V * 2 * M; i++) m.arrival[i] = -1;
     ActionList l = {0};  // one rank's list at a time, kept as passes

@@ -5,7 +5,7 @@
 //
 // Virtual stages. A rank holds v model chunks (v = 1 except for interleaved, zb-v and dualpipev):
 // the K*v chunks in pipeline order are the virtual stages; activations flow vs -> vs+1, gradients
-// vs+1 -> vs. Which rank holds which virtual stage is part of the schedule (its placement, below):
+// vs+1 -> vs. Which rank holds which virtual stage is part of the schedule (its chunk order, below):
 // the loop of interleaving puts chunk c of rank s at vs = c*K + s (rank s holds s, s+K, ...); the V
 // of zb-v and dualpipev folds the pipeline back (rank 0 holds the first and the last chunk). With
 // v = 1, virtual stage = stage = rank.
@@ -17,16 +17,16 @@ enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHE
 #define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2"
 #define SCHED_NAMES SCHED_CHOICES "|file"
 
-// Placement of chunks on ranks. PLACE_LOOP: chunk c of rank s is vs = c*K + s. PLACE_V: even chunks
+// The chunk order. CHUNKS_LOOP: chunk c of rank s is vs = c*K + s. CHUNKS_V: even chunks
 // run down the ranks, odd chunks back up: chunk c of rank s is c*K + s (c even) or c*K + K-1-s (c
 // odd), so with 2 chunks rank s holds vs s and 2K-1-s. These three are THE map; plan.h wraps them.
-enum { PLACE_LOOP, PLACE_V };
-static inline int place_vstage(int place, int K, int s, int c) { return c * K + (place == PLACE_V && (c & 1) ? K - 1 - s : s); }
-static inline int place_chunk_of(int K, int vs) { return vs / K; }
-static inline int place_stage_of(int place, int K, int vs) { return place == PLACE_V && (vs / K & 1) ? K - 1 - vs % K : vs % K; }
-// The placement a schedule kind runs with, and its chunks per rank (v_option: --virtual-stages,
+enum { CHUNKS_LOOP, CHUNKS_V };
+static inline int vstage_of(int chunk_order, int K, int s, int c) { return c * K + (chunk_order == CHUNKS_V && (c & 1) ? K - 1 - s : s); }
+static inline int chunk_of_vstage(int K, int vs) { return vs / K; }
+static inline int stage_of_vstage(int chunk_order, int K, int vs) { return chunk_order == CHUNKS_V && (vs / K & 1) ? K - 1 - vs % K : vs % K; }
+// The chunk order a schedule kind runs with, and its chunks per rank (v_option: --virtual-stages,
 // which only interleaved takes; zb-v and dualpipev hold 2).
-int schedule_placement(int kind);
+int schedule_chunk_order(int kind);
 int schedule_chunks(int kind, int v_option);
 
 typedef enum {
@@ -55,17 +55,17 @@ int schedule_splits_backward(int kind);
 // and v chunks per rank (schedule_chunks(kind, ...); schedule_check says in words what runs).
 void schedule_build(int kind, int K, int M, int v, int stage, ActionList *out);
 // Evaluation: every batch forward through every chunk in pipeline order (no backward): rank s of K
-// with v chunks placed by `place`. The pipeline runs it over the wire; one process holding all
+// with v chunks placed by `chunk_order`. The pipeline runs it over the wire; one process holding all
 // chunks (K = 1) hands each chunk's output to the next in memory.
-void schedule_build_forward(int K, int v, int place, int s, int batches, ActionList *out);
+void schedule_build_forward(int K, int v, int chunk_order, int s, int batches, ActionList *out);
 void action_list_free(ActionList *l);
 // One compute action of rank s with its hand-offs, as every generator adds them (and PyTorch adds
 // them to a file's compute actions): F receives its input first and sends its output after; B and
 // I receive the output's gradient first and send the input's after; W has none.
-void schedule_push_pass(ActionList *l, int place, int K, int v, int s, int kind, int chunk, int mb);
-// SCHED_FILE's data: K ranks' lists (copied), M micro-batches, v chunks per rank placed by `place`,
+void schedule_push_pass(ActionList *l, int chunk_order, int K, int v, int s, int kind, int chunk, int mb);
+// SCHED_FILE's data: K ranks' lists (copied), M micro-batches, v chunks per rank placed by `chunk_order`,
 // split = 1 when any action is I or W. schedule_build(SCHED_FILE, ...) then returns those lists.
-void schedule_set_file(const ActionList *lists, int K, int M, int v, int place, int split);
+void schedule_set_file(const ActionList *lists, int K, int M, int v, int chunk_order, int split);
 void schedule_file_shape(int *K, int *M);  // the registered file's ranks and micro-batches (0 without one)
 // NULL when (kind, K, M, v) can run, else why not (a phrase for a user_error line).
 const char *schedule_check(int kind, int K, int M, int v);

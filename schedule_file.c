@@ -1,5 +1,5 @@
 // schedule_file.c: a schedule read from a CSV file (one row per rank of PyTorch-notation compute
-// actions) and checked before it runs: its tokens, its placement (loop or V), each rank's actions
+// actions) and checked before it runs: its tokens, its chunk order (loop or V), each rank's actions
 // (every micro-batch through every stage it holds, once, F before B or I before W), and then the
 // whole, with sends and receives added, through the simulator (no deadlock). Also the writer that
 // dumps a built-in schedule in the same notation.
@@ -17,7 +17,7 @@
 
 typedef struct { int vs, kind, mb, col; } Cell;     // one action of a row, at 1-based column col
 typedef struct { Cell *c; int n, cap; } Row;
-typedef struct { Row *rows; int K, M, V, v, place; } Parsed;
+typedef struct { Row *rows; int K, M, V, v, chunk_order; } Parsed;
 
 __attribute__((format(printf, 3, 4))) static int say(char *err, size_t n, const char *fmt, ...) {
     va_list ap;
@@ -237,24 +237,24 @@ static int find_shape(Parsed *p, int maxvs, int maxmb, const char *name, char *e
     return rc;
 }
 
-// Which placement the rows follow: the loop (rank s holds s, s+K, ...) or, with 2 chunks, the V
+// Which chunk order the rows follow: the loop (rank s holds s, s+K, ...) or, with 2 chunks, the V
 // (s and 2K-1-s). When neither fits, the first action (in file order) off the one that fits more
 // of the file names the problem.
-static int find_placement(Parsed *p, const char *name, char *err, size_t errlen) {
+static int find_chunk_order(Parsed *p, const char *name, char *err, size_t errlen) {
     int fits[2] = {1, p->v <= 2}, off[2] = {0, 0};
     const Cell *first[2] = {NULL, NULL};
     int first_rank[2] = {0, 0};
-    for (int pl = 0; pl < 2; pl++)
+    for (int order = 0; order < 2; order++)
         for (int s = 0; s < p->K; s++)
             for (int i = 0; i < p->rows[s].n; i++)
-                if (place_stage_of(pl, p->K, p->rows[s].c[i].vs) != s) {
-                    if (!off[pl]++) { first[pl] = &p->rows[s].c[i]; first_rank[pl] = s; }
-                    fits[pl] = 0;
+                if (stage_of_vstage(order, p->K, p->rows[s].c[i].vs) != s) {
+                    if (!off[order]++) { first[order] = &p->rows[s].c[i]; first_rank[order] = s; }
+                    fits[order] = 0;
                 }
-    if (fits[PLACE_LOOP] || fits[PLACE_V]) { p->place = fits[PLACE_LOOP] ? PLACE_LOOP : PLACE_V; return 0; }
-    int pl = p->v <= 2 && off[PLACE_V] < off[PLACE_LOOP] ? PLACE_V : PLACE_LOOP;
-    const Cell *c = first[pl];
-    int s = first_rank[pl], K = p->K;
+    if (fits[CHUNKS_LOOP] || fits[CHUNKS_V]) { p->chunk_order = fits[CHUNKS_LOOP] ? CHUNKS_LOOP : CHUNKS_V; return 0; }
+    int order = p->v <= 2 && off[CHUNKS_V] < off[CHUNKS_LOOP] ? CHUNKS_V : CHUNKS_LOOP;
+    const Cell *c = first[order];
+    int s = first_rank[order], K = p->K;
     char t[40];
     if (p->v > 2)
         return say(err, errlen, "%s: line %d (rank %d), column %d: '%s' puts stage %d on rank %d, but with %d chunks per rank micropp runs only the loop (rank %d holds stages %d, %d, ...): fix the stage numbers",
@@ -272,7 +272,7 @@ static int check_rank(const Parsed *p, int s, const char *name, int *at, char *e
     memset(at, 0, sizeof(int) * (size_t)p->v * M * 4);
     for (int i = 0; i < r->n; i++) {
         const Cell *c = &r->c[i];
-        int *a = &at[((size_t)place_chunk_of(p->K, c->vs) * M + c->mb) * 4];  // F, B, I, W
+        int *a = &at[((size_t)chunk_of_vstage(p->K, c->vs) * M + c->mb) * 4];  // F, B, I, W
         int slot = c->kind == ACT_FORWARD ? 0 : c->kind == ACT_BACKWARD ? 1 : c->kind == ACT_BACKWARD_INPUT ? 2 : 3;
         int again = a[slot] ? a[slot] : slot == 1 || slot == 2 ? (a[1] ? a[1] : a[2]) : slot == 3 && a[1] ? a[1] : 0;
         if (again)
@@ -287,7 +287,7 @@ static int check_rank(const Parsed *p, int s, const char *name, int *at, char *e
     for (int ch = 0; ch < p->v; ch++)
         for (int mb = 0; mb < M; mb++) {
             const int *a = &at[((size_t)ch * M + mb) * 4];
-            Cell miss = {place_vstage(p->place, p->K, s, ch), !a[0] ? ACT_FORWARD : !a[1] && !a[2] ? ACT_BACKWARD : ACT_BACKWARD_WEIGHT, mb, 0};
+            Cell miss = {vstage_of(p->chunk_order, p->K, s, ch), !a[0] ? ACT_FORWARD : !a[1] && !a[2] ? ACT_BACKWARD : ACT_BACKWARD_WEIGHT, mb, 0};
             if (a[0] && (a[1] || (a[2] && a[3]))) continue;
             int cols = r->n ? r->c[r->n - 1].col : 0;
             return say(err, errlen, "%s: line %d (rank %d), column %d (the end of its row): '%s'%s is missing: every micro-batch 0..%d passes every stage of the rank forward and backward",
@@ -312,13 +312,13 @@ static int check_deadlock(const Parsed *p, const char *name, ActionList *lists, 
     int from = a.kind == ACT_RECV_ACT ? c->vs - 1 : c->vs + 1;
     char t[40];
     return say(err, errlen, "%s: line %d (rank %d), column %d: '%s' waits for stage %d's %s of micro-batch %d (rank %d), which never comes: the schedule deadlocks; reorder the rows so every action's input is produced first",
-               name, s + 1, s, c->col, token(c, t, sizeof t), from, a.kind == ACT_RECV_ACT ? "output" : "gradient", c->mb, place_stage_of(p->place, p->K, from));
+               name, s + 1, s, c->col, token(c, t, sizeof t), from, a.kind == ACT_RECV_ACT ? "output" : "gradient", c->mb, stage_of_vstage(p->chunk_order, p->K, from));
 }
 
 int schedule_file_parse(const char *text, const char *name, SchedFileShape *shape, char *err, size_t errlen) {
     Parsed p = {0};
     int maxvs = -1, maxmb = -1, rc = not_text(text, strlen(text), name, err, errlen) || parse_rows(text, name, &p, &maxvs, &maxmb, err, errlen) ||
-                           find_shape(&p, maxvs, maxmb, name, err, errlen) || find_placement(&p, name, err, errlen) ? -1 : 0;
+                           find_shape(&p, maxvs, maxmb, name, err, errlen) || find_chunk_order(&p, name, err, errlen) ? -1 : 0;
     int *at = rc ? NULL : xcalloc((size_t)p.v * p.M * 4, sizeof(int));
     for (int s = 0; s < p.K && !rc; s++) rc = check_rank(&p, s, name, at, err, errlen);
     free(at);
@@ -328,12 +328,12 @@ int schedule_file_parse(const char *text, const char *name, SchedFileShape *shap
         for (int i = 0; i < p.rows[s].n; i++) {
             const Cell *c = &p.rows[s].c[i];
             split |= c->kind == ACT_BACKWARD_INPUT;
-            schedule_push_pass(&lists[s], p.place, p.K, p.v, s, c->kind, place_chunk_of(p.K, c->vs), c->mb);
+            schedule_push_pass(&lists[s], p.chunk_order, p.K, p.v, s, c->kind, chunk_of_vstage(p.K, c->vs), c->mb);
         }
     if (!rc) {
-        schedule_set_file(lists, p.K, p.M, p.v, p.place, split);
+        schedule_set_file(lists, p.K, p.M, p.v, p.chunk_order, split);
         rc = check_deadlock(&p, name, lists, err, errlen);
-        *shape = (SchedFileShape){p.K, p.M, p.v, p.place, split};
+        *shape = (SchedFileShape){p.K, p.M, p.v, p.chunk_order, split};
     }
     for (int s = 0; s <= p.K; s++) { action_list_free(&lists[s]); if (p.rows) free(p.rows[s].c); }
     free(lists);
@@ -342,14 +342,14 @@ int schedule_file_parse(const char *text, const char *name, SchedFileShape *shap
 }
 
 int schedule_file_write(FILE *f, int kind, int K, int M, int v) {
-    int place = schedule_placement(kind);
+    int chunk_order = schedule_chunk_order(kind);
     for (int s = 0; s < K; s++) {
         ActionList l = {0};
         schedule_build(kind, K, M, v, s, &l);
         int first = 1;
         for (int i = 0; i < l.n; i++) {
             if (!action_is_compute(l.a[i].kind)) continue;
-            Cell c = {place_vstage(place, K, s, l.a[i].chunk), l.a[i].kind, l.a[i].mb, 0};
+            Cell c = {vstage_of(chunk_order, K, s, l.a[i].chunk), l.a[i].kind, l.a[i].mb, 0};
             char t[40];
             fprintf(f, "%s%s", first ? "" : ",", token(&c, t, sizeof t));
             first = 0;

@@ -2,15 +2,15 @@
 // compute actions in PyTorch's notation ({stage}{F|I|B|W}{micro-batch}: 0F0, 2I3, 2W3; B is a full
 // backward, I and W its two halves; stage is the virtual stage), as PyTorch's
 // _PipelineScheduleRuntime loads it from CSV. micropp adds the sends and receives, recognises the
-// placement (loop or V) from the stages each row holds, and proves the schedule with the simulator
+// chunk order (loop or V) from the stages each row holds, and proves the schedule with the simulator
 // before anything runs; `micropp bubble --dump-csv` writes any built-in schedule this way.
 #pragma once
 #include <stddef.h>
 #include <stdio.h>
 
 // The shape of a file's schedule: K ranks (rows), M micro-batches, v chunks per rank placed by
-// `place` (PLACE_LOOP or PLACE_V), split = 1 when any action is I or W.
-typedef struct { int K, M, v, place, split; } SchedFileShape;
+// `chunk_order` (CHUNKS_LOOP or CHUNKS_V), split = 1 when any action is I or W.
+typedef struct { int K, M, v, chunk_order, split; } SchedFileShape;
 
 // Reads FILE whole into *text (malloc'd, NUL-terminated): 0, or -1 with one line in err. A FIFO, a
 // device or a folder is refused at once (never waited on). Under MPI, collective: the ranks compare
@@ -20,7 +20,7 @@ int schedule_file_read(const char *path, char **text, char *err, size_t errlen);
 // registers it as SCHED_FILE (schedule_set_file) and fills *shape: 0. Otherwise -1 with one line
 // in err naming the first error in file order by its line (rank), column (1-based) and action:
 // bytes that are not text, a bad token, an empty file, a stage or micro-batch that most of the file
-// does not hold (a typo), a placement micropp does not run, an action missing, repeated or out of
+// does not hold (a typo), a chunk order micropp does not run, an action missing, repeated or out of
 // dependency order on its rank, or a deadlock between ranks (the simulator's verdict). Lines end
 // in LF, CR LF or CR; a UTF-8 byte-order mark at the start is skipped. (schedule_file_read names a
 // byte that is not text, a NUL included, which would end the text before the parser sees it.)

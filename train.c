@@ -69,18 +69,18 @@ static void setup_precision(Run *r, const TrainConfig *c) {
 }
 
 static void setup_device(Run *r, TrainConfig *c) {
-    comms_place("train", c->device, c->transport, c->tf32, &r->place);
-    r->be = r->place.be;
+    comm_choose_hardware("train", c->device, c->transport, c->tf32, &r->hardware);
+    r->be = r->hardware.be;
     if (r->p.data_parallel && c->allreduce == ALLREDUCE_SHM && !r->be->on_host)
         user_error("train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce mpi or ring with --device cuda");
     int tagged = r->p.V > 1 || schedule_splits_backward(c->schedule) || c->schedule == SCHED_FILE;  // a file may send out of order
-    if (r->p.pipelined && tagged && r->place.transport == TRANSPORT_NCCL) {
+    if (r->p.pipelined && tagged && r->hardware.transport == TRANSPORT_NCCL) {
         if (c->transport == TRANSPORT_NCCL) {
             char sn[32];
             user_error("train: --schedule %s runs over --transport mpi only (NCCL matches messages in order, without tags): drop --transport nccl",
                        choice_name(SCHED_NAMES, c->schedule, sn, sizeof sn));
         }
-        r->place.transport = TRANSPORT_MPI;
+        r->hardware.transport = TRANSPORT_MPI;
     }
     if (c->threads > blas_max_threads())  // OpenBLAS would quietly use fewer
         user_error("train: --threads %lld is more than the %d this OpenBLAS was built for: use --threads %d or fewer",
@@ -116,10 +116,10 @@ static StageSpec spec_of(const Run *r, int vs, int has_head, int slots, int ckpt
 static void setup_pipeline(Run *r) {
     const TrainConfig *c = r->c;
     Plan *p = &r->p;
-    comms_grid(&r->comm, r->be, p->K, p->D, p->placement);
-    int nb[2 * COMM_MAX_CHUNKS], n_nb = p2p_neighbours(p->K, p->V, p->place, r->comm.stage, nb);
+    comm_grid(&r->comm, r->be, p->K, p->D, p->placement);
+    int nb[2 * COMM_MAX_CHUNKS], n_nb = p2p_neighbours(p->K, p->V, p->chunk_order, r->comm.stage, nb);
     for (int i = 0; i < n_nb; i++) nb[i] = comm_stage_rank(&r->comm, nb[i]);  // the NCCL warm-up's peers
-    comms_use_transport(&r->comm, r->place.transport, nb, n_nb);
+    comm_use_transport(&r->comm, r->hardware.transport, nb, n_nb);
     r->stage = r->comm.stage;
     r->replica = r->comm.replica;
     SimSpec spec = {.kind = c->schedule, .K = p->K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
@@ -150,7 +150,7 @@ static void setup_local(Run *r) {
     const TrainConfig *c = r->c;
     int K = r->p.K;
     if (c->mode == MODE_DDP) {
-        comms_grid(&r->comm, r->be, 1, r->p.D, PLACEMENT_STAGES);
+        comm_grid(&r->comm, r->be, 1, r->p.D, PLACEMENT_STAGES);
         r->replica = r->comm.replica;
     }
     r->n_local = K;
@@ -231,8 +231,8 @@ static void run_free(Run *r) {
     free(r->xh); free(r->yh); free(m->step_s); free(m->busy_s); free(m->span_s); free(m->loss); free(m->gemm_s); free(m->ev);
     free(m->step_start); free(m->comm_s); free(m->exposed_s); free(m->epoch);
     data_close(&r->data);
-    if (r->p.distributed) comms_free(&r->comm);
-    free(r->place.node_of);
+    if (r->p.distributed) comm_free(&r->comm);
+    free(r->hardware.node_of);
 }
 
 // ---- the step loop ----
@@ -417,7 +417,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
 // ---- the command ----
 
 // --schedule-file: every rank reads the file and proves it (schedule_file.c) before the plan, which
-// takes its ranks, micro-batches and placement; a file some rank cannot read, or reads otherwise,
+// takes its ranks, micro-batches and chunk order; a file some rank cannot read, or reads otherwise,
 // ends every rank alike. Outside a pipeline the plan refuses the flag.
 static void load_schedule_file(TrainConfig *c) {
     if (!c->schedule_file[0] || (c->mode != MODE_PP && c->mode != MODE_HYBRID)) return;
@@ -449,18 +449,18 @@ static int outputs_written(const Run *r, const Summary *s, const VerifyResult *v
     if (c->timeline[0] && r->p.pipelined) snprintf(files + strlen(files), sizeof files - strlen(files), "--timeline '%s', ", c->timeline);
     snprintf(what, sizeof what, "writing its outputs (%sthe summary): a slow disk, or a FIFO nobody reads? raise --timeout, or write them elsewhere", files);
     wd_phase("the end of the run", 0);
-    return comms_outputs_written(code, what);
+    return comm_outputs_written(code, what);
 }
 
 int cmd_train(int argc, char **argv) {
-    comms_init(&argc, &argv);
+    comm_init(&argc, &argv);
     TrainConfig cfg;
     parse_options(argc, argv, &cfg);
     wd_set_timeout(cfg.timeout);
-    Run run = {.c = &cfg, .rank = comms_world_rank()}, *r = &run;
+    Run run = {.c = &cfg, .rank = comm_world_rank()}, *r = &run;
     char err[1024];
     load_schedule_file(&cfg);
-    if (plan_make(&cfg, comms_world_size(), comm_tag_ub(), &r->p, err, sizeof err)) user_error("%s", err);
+    if (plan_make(&cfg, comm_world_size(), comm_tag_ub(), &r->p, err, sizeof err)) user_error("%s", err);
     DataSource src = {cfg.data, cfg.labels, cfg.test_data, cfg.test_labels};
     data_open(&r->data, src, (int)cfg.inputs, (int)cfg.classes, (uint64_t)cfg.seed);
     if (plan_epochs(&cfg, r->data.train.n, &r->p, err, sizeof err)) user_error("%s", err);
@@ -497,7 +497,7 @@ int cmd_train(int argc, char **argv) {
     int code = outputs_written(r, &summary, &verify);
     summary_free(&summary);
     run_free(r);
-    comms_finalize_with(code);
+    comm_finalize_with(code);
     verify_free(&verify);
     return code;
 }

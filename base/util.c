@@ -9,7 +9,7 @@
 
 int g_rank = 0;
 int g_quiet_errors = 0;
-static ExitHooks hooks;  // all NULL until comms_init: a single process with no MPI
+static ExitHooks hooks;  // all NULL until comm_init: a single process with no MPI
 
 void util_set_exit_hooks(const ExitHooks *h) { hooks = *h; }
 

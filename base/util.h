@@ -17,10 +17,10 @@
 #define _Noreturn [[noreturn]]
 #endif
 
-extern int g_rank;  // this process's world rank (0 before MPI starts), set by comms_init
+extern int g_rank;  // this process's world rank (0 before MPI starts), set by comm_init
 extern int g_quiet_errors;  // when set, user_error on rank != 0 prints nothing (rank 0 speaks for all)
 
-// How an early end reaches the other ranks: installed by comms_init (util.c itself knows no MPI).
+// How an early end reaches the other ranks: installed by comm_init (util.c itself knows no MPI).
 typedef struct {
     int (*running)(void);         // 1 while MPI is initialized and not finalized
     int (*world_size)(void);

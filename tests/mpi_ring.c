@@ -1,4 +1,4 @@
-// tests/mpi_ring.c: the data-parallel collectives of comms.c under mpiexec (any number of ranks):
+// tests/mpi_ring.c: the data-parallel collectives of collectives.c under mpiexec (any number of ranks):
 // the from-scratch ring, the shared-memory path and the MPI path against MPI_Allreduce and against a
 // sum computed here in double, on sizes not divisible by the ranks, 1 element and 0; reduce-scatter
 // shards; all-gather; several non-blocking collectives in flight at once; staging through host
@@ -177,7 +177,7 @@ static void test_in_flight(int algo, const char *alg, const Backend *be) {
 static void test_grid_replicas(int P) {
     Comm g;
     int D = world / P, np, nd;
-    comms_grid(&g, &backend_cpu, P, D, PLACEMENT_REPLICAS);
+    comm_grid(&g, &backend_cpu, P, D, PLACEMENT_REPLICAS);
     MPI_Comm_size(g.pp, &np);
     MPI_Comm_size(g.dp, &nd);
     int ok = g.stage == me / D && g.replica == me % D && np == P && nd == D && g.prev == (g.stage ? me - D : MPI_PROC_NULL) &&
@@ -186,11 +186,11 @@ static void test_grid_replicas(int P) {
     snprintf(why, sizeof why, "rank %d: stage %d replica %d pp %d dp %d prev %d next %d", me, g.stage, g.replica, np, nd, g.prev, g.next);
     snprintf(name, sizeof name, "collective/grid %d stages x %d replicas, placement replicas", P, D);
     report(name, ok, why);
-    comms_free(&g);
+    comm_free(&g);
 }
 
 int main(int argc, char **argv) {
-    comms_init(&argc, &argv);
+    comm_init(&argc, &argv);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     // A backend whose buffers are "not on the host": the collectives must stage them.
@@ -199,7 +199,7 @@ int main(int argc, char **argv) {
     test_shards();
     for (int P = 1; P <= 2; P++) {
         if (world % P) continue;
-        comms_grid(&grid, &backend_cpu, P, world / P, PLACEMENT_STAGES);
+        comm_grid(&grid, &backend_cpu, P, world / P, PLACEMENT_STAGES);
         if (P > 1) {
             test_grid_replicas(P);  // the grid: pipeline neighbours adjacent, dp = the same stage in every replica
             int ok = grid.stage == me % P && grid.replica == me / P && grid.replicas == world / P;
@@ -230,8 +230,8 @@ int main(int argc, char **argv) {
         shm_outside = 1;
         test_allreduce(1000, ALLREDUCE_SHM, "shm", &backend_cpu);
         shm_outside = 0;
-        comms_free(&grid);
+        comm_free(&grid);
     }
-    comms_finalize();
+    comm_finalize();
     return unit_failures ? 1 : 0;
 }

@@ -94,6 +94,28 @@ def reach(a):
     return seen
 circles = sorted({" <-> ".join(sorted((a, b))) for a in edges for b in edges[a] if a in reach(b)})
 report("shape/no two files include each other in a circle", circles)
+
+# Calls: no two files call each other in a circle (a lower file never calls a higher one: e.g.
+# collectives.c never calls comms.c, which calls collectives.c). Read off the objects `make` built
+# (nm: what each defines and what it leaves undefined); a hook called through a function pointer
+# (base/util.c's exit hooks) is no call here, by design. SKIP without objects as new as the sources.
+import shutil, subprocess
+objs = {unit(p): f"build/{unit(p)}.o" for p in sources if p.endswith(('.c', '.cu'))}
+objs = {u: o for u, o in objs.items() if os.path.exists(o)}  # (cuda_stub.o or kernels.o: the one built)
+fresh = objs and shutil.which('nm') and all(os.path.getmtime(objs[unit(s)]) >= os.path.getmtime(s)
+                                            for s in sources if unit(s) in objs)
+if not fresh:
+    print("SKIP shape/no two files call each other in a circle: no objects in build/ as new as the sources (make)")
+else:
+    defined, undefined = {}, {}
+    for u, o in objs.items():
+        for l in subprocess.run(['nm', o], capture_output=True, text=True, check=True).stdout.split('\n'):
+            f = l.split()
+            if len(f) == 3 and f[1] in 'TDBRC': defined[f[2]] = u
+            elif len(f) == 2 and f[0] == 'U': undefined.setdefault(u, set()).add(f[1])
+    edges = {u: {defined[s] for s in syms if s in defined and defined[s] != u} for u, syms in undefined.items()}
+    circles = sorted({" <-> ".join(sorted((a, b))) for a in edges for b in edges[a] if a in reach(b)})
+    report("shape/no two files call each other in a circle", circles)
 bare = [p for p in sources if not open(p).read().startswith('//')]
 report("shape/every source file opens with what it owns", bare)
 

@@ -1,7 +1,7 @@
 # tests/t_schedule_file.sh: schedules as files. `micropp bubble --dump-csv` writes every built-in
 # schedule in PyTorch's action notation; `train --schedule-file` runs it back with the same losses
 # as the built-in schedule, and `bubble --schedule-file` simulates it alike. Every bad file (empty,
-# bad token, wrong rank count, placement, an action missing, repeated, out of order, a deadlock) is
+# bad token, wrong rank count, chunk order, an action missing, repeated, out of order, a deadlock) is
 # refused before anything runs, with one line naming rank, column and action, and exit 2.
 source "$(dirname "$0")/lib.sh"
 T="--mode pp --layers 8 --hidden 32 --batch 24 --steps 3 --log-every 0 --json"
@@ -67,10 +67,10 @@ bad "B after I" "line 2 \(rank 1\), column 3: '1B0' is repeated" '0F0,0B0\n1F0,1
 bad "out of dependency order" "line 2 \(rank 1\), column 1: '1B0' comes before '1F0' \(out of dependency order\)" '0F0,0B0\n1B0,1F0\n'
 bad "W before I" "line 1 \(rank 0\), column 2: '0W0' comes before '0I0'" '0F0,0W0,0I0\n1F0,1B0\n'
 bad "deadlock" "line 1 \(rank 0\), column 2: '0B0' waits for stage 1's gradient of micro-batch 0 \(rank 1\), which never comes: the schedule deadlocks" '0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n'
-bad "placement" "line 1 \(rank 0\), column 1: '1F0' puts stage 1 on rank 0, which is neither the loop" '1F0,1B0\n0F0,0B0\n'
+bad "chunk order" "line 1 \(rank 0\), column 1: '1F0' puts stage 1 on rank 0, which is neither the loop" '1F0,1B0\n0F0,0B0\n'
 bad "too large" "more than micropp runs" '0F0,0B0,0F999999,0B999999\n65000F0\n'
 # the first error in file order, on its own line: a mistyped stage or micro-batch is named where it
-# stands (not as actions missing on another rank), and of the loop and the V the placement nearer the file
+# stands (not as actions missing on another rank), and of the loop and the V the chunk order nearer the file
 bad "a stage typo on rank 1" "line 2 \(rank 1\), column 7: '5F3' is on stage 5, but only 1 of the stages 4..5 \(a chunk: one stage per rank\) have actions, and the file's 2 rows hold stages 0..1: fix the stage number" \
     '0F0,0F1,0B0,0F2,0B1,0F3,0B2,0B3\n1F0,1B0,1F1,1B1,1F2,1B2,5F3,1B3\n'
 bad "a micro-batch typo on rank 1" "line 2 \(rank 1\), column 7: '1F30' names micro-batch 30, which only 1 of the 2 stages run \(the others run micro-batches 0..3\)" \

@@ -8,13 +8,13 @@
 
 // Every rank's list of (kind, K, M, v), or of an evaluation (forward only) when kind < 0, checked.
 static const char *check_lists(int kind, int K, int M, int v, char *why, size_t wn) {
-    int place = kind < 0 ? PLACE_LOOP : schedule_placement(kind);
+    int chunk_order = kind < 0 ? CHUNKS_LOOP : schedule_chunk_order(kind);
     ActionList *l = calloc((size_t)K, sizeof(ActionList));
     for (int s = 0; s < K; s++) {
-        if (kind < 0) schedule_build_forward(K, v, place, s, M, &l[s]);
+        if (kind < 0) schedule_build_forward(K, v, chunk_order, s, M, &l[s]);
         else schedule_build(kind, K, M, v, s, &l[s]);
     }
-    const char *bad = p2p_check(K, v, place, l, why, wn);
+    const char *bad = p2p_check(K, v, chunk_order, l, why, wn);
     for (int s = 0; s < K; s++) action_list_free(&l[s]);
     free(l);
     return bad;
@@ -50,16 +50,16 @@ static void test_every_schedule(void) {
     for (int K = 2; K <= 6; K++)
         for (int v = 1; v <= 3; v++)
             if (check_lists(-1, K, 5, v, why, sizeof why) && !bad++) snprintf(first, sizeof first, "K=%d v=%d: %s", K, v, why);
-    EXPECT("p2p/evaluation (forward only, loop placement): the rule holds", !bad, "%s", first);
+    EXPECT("p2p/evaluation (forward only, loop chunk order): the rule holds", !bad, "%s", first);
 }
 
 // The neighbours: a chain, interleaved's wrap (rank K-1 feeds rank 0), the V's turn on rank K-1.
 static void test_neighbours(void) {
-    int nb[8], n = p2p_neighbours(4, 1, PLACE_LOOP, 0, nb);
+    int nb[8], n = p2p_neighbours(4, 1, CHUNKS_LOOP, 0, nb);
     EXPECT("p2p/neighbours: 1f1b rank 0 of 4 talks to rank 1 only", n == 1 && nb[0] == 1, "n %d", n);
-    n = p2p_neighbours(4, 2, PLACE_LOOP, 0, nb);
+    n = p2p_neighbours(4, 2, CHUNKS_LOOP, 0, nb);
     EXPECT("p2p/neighbours: interleaved rank 0 of 4 talks to ranks 1 and 3 (the wrap)", n == 2 && nb[0] == 1 && nb[1] == 3, "n %d", n);
-    n = p2p_neighbours(4, 2, PLACE_V, 3, nb);
+    n = p2p_neighbours(4, 2, CHUNKS_V, 3, nb);
     EXPECT("p2p/neighbours: zb-v rank 3 of 4 talks to rank 2 only (its turn is a copy)", n == 1 && nb[0] == 2, "n %d", n);
 }
 
@@ -70,11 +70,11 @@ static void test_catches(void) {
     schedule_build(SCHED_GPIPE, 2, 2, 1, 1, &l[1]);
     char why[256];
     Action t = l[1].a[0]; l[1].a[0] = l[1].a[3]; l[1].a[3] = t;  // RECV_ACT of mb 0 <-> of mb 1
-    const char *bad = p2p_check(2, 1, PLACE_LOOP, l, why, sizeof why);
+    const char *bad = p2p_check(2, 1, CHUNKS_LOOP, l, why, sizeof why);
     EXPECT("p2p/check: micro-batches received out of order are caught", bad && strstr(bad, "in order"), "%s", bad ? bad : "(passed)");
     l[1].a[3] = l[1].a[0]; l[1].a[0] = t;
     l[1].n = 0;  // rank 1 posts nothing: rank 0 waits for gradients that never come
-    bad = p2p_check(2, 1, PLACE_LOOP, l, why, sizeof why);
+    bad = p2p_check(2, 1, CHUNKS_LOOP, l, why, sizeof why);
     EXPECT("p2p/check: a rank that never posts its half is caught", bad != NULL, "passed");
     action_list_free(&l[0]);
     action_list_free(&l[1]);

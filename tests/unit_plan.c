@@ -101,16 +101,16 @@ static void test_schedule(void) {
     refused("plan/refuse: --virtual-stages without interleaved", 2, "--mode pp --virtual-stages 2", "--virtual-stages applies to --schedule interleaved, not 1f1b");
     refused("plan/refuse: interleaved with 1 chunk", 2, "--mode pp --schedule interleaved --virtual-stages 1", "needs --virtual-stages >= 2 (got 1;");
     Plan p = plan_ok("plan/interleaved M % K != 0 runs", 4, "--mode pp --schedule interleaved --micro-batches 6 --batch 48");
-    EXPECT("plan/interleaved: M = 6 on 4 ranks, 2 chunks each, loop placement", p.M == 6 && p.V == 2 && p.place == PLACE_LOOP, "M %d V %d", p.M, p.V);
+    EXPECT("plan/interleaved: M = 6 on 4 ranks, 2 chunks each, loop chunk order", p.M == 6 && p.V == 2 && p.chunk_order == CHUNKS_LOOP, "M %d V %d", p.M, p.V);
     plan_ok("plan/interleaved M < K runs", 4, "--mode pp --schedule interleaved --micro-batches 2");
     p = plan_ok("plan/zb-v", 4, "--mode pp --schedule zb-v --micro-batches 8");
-    int v_ok = p.V == 2 && p.S == 8 && p.place == PLACE_V;
+    int v_ok = p.V == 2 && p.S == 8 && p.chunk_order == CHUNKS_V;
     for (int s = 0; s < 4; s++)  // rank s holds vs s and 7-s; the helpers invert each other
         v_ok &= plan_vstage(&p, s, 0) == s && plan_vstage(&p, s, 1) == 7 - s && plan_stage_of(&p, s) == s && plan_stage_of(&p, 7 - s) == s &&
                 plan_chunk_of(&p, s) == 0 && plan_chunk_of(&p, 7 - s) == 1;
-    EXPECT("plan/zb-v: 2 chunks per rank in a V, rank 0 holds vs 0 and 7 (the head)", v_ok && plan_stage_of(&p, p.S - 1) == 0, "V %d S %d place %d", p.V, p.S, p.place);
+    EXPECT("plan/zb-v: 2 chunks per rank in a V, rank 0 holds vs 0 and 7 (the head)", v_ok && plan_stage_of(&p, p.S - 1) == 0, "V %d S %d chunk order %d", p.V, p.S, p.chunk_order);
     p = plan_ok("plan/dualpipev M = 2K", 2, "--mode pp --schedule dualpipev --micro-batches 4");
-    EXPECT("plan/dualpipev: V placement, 4 chunks on 2 ranks", p.place == PLACE_V && p.S == 4 && plan_vstage(&p, 1, 1) == 2, "place %d S %d", p.place, p.S);
+    EXPECT("plan/dualpipev: V chunk order, 4 chunks on 2 ranks", p.chunk_order == CHUNKS_V && p.S == 4 && plan_vstage(&p, 1, 1) == 2, "chunk order %d S %d", p.chunk_order, p.S);
     refused("plan/refuse: dualpipev M < 2K", 4, "--mode pp --schedule dualpipev --micro-batches 4",
             "dualpipev needs --micro-batches >= 2 x 4 ranks = 8 (DualPipeV's own limit), got 4: use --micro-batches 8 or --schedule zb-v");
     refused("plan/refuse: zb-v more chunks than layers", 4, "--mode pp --schedule zb-v --micro-batches 8 --layers 6",

@@ -36,7 +36,7 @@ static int list_complete(int kind, int K, int M, int v, char *why, size_t n) {
         int *in = calloc((size_t)v * M, sizeof(int)), *w = calloc((size_t)v * M, sizeof(int));
         for (int i = 0; i < l.n && ok; i++) {
             Action a = l.a[i];
-            int vs = place_vstage(schedule_placement(kind), K, s, a.chunk), k = a.chunk * M + a.mb;
+            int vs = vstage_of(schedule_chunk_order(kind), K, s, a.chunk), k = a.chunk * M + a.mb;
             if (a.chunk < 0 || a.chunk >= v || a.mb < 0 || a.mb >= M) { snprintf(why, n, "rank %d: action %d out of range", s, i); ok = 0; break; }
             switch (a.kind) {
             case ACT_FORWARD: f[k]++; break;
@@ -288,7 +288,7 @@ static void test_v_schedules(void) {
             EXPECT("zb-v/peak in-flight 2K chunk passes on every rank (1f1b's first-stage K stages), M >= 2K", !peak_bad, "%s", why3);
         }
     }
-    // placement: rank 0 holds vs 0 and 2K-1, so its chunk 1 computes the loss and receives no gradient
+    // the V chunk order: rank 0 holds vs 0 and 2K-1, so its chunk 1 computes the loss and receives no gradient
     ActionList l = {0};
     schedule_build(SCHED_ZBV, 4, 8, 2, 0, &l);
     int head_recv_grad = 0, c0_recv_act = 0, c1_send_act = 0;
@@ -298,7 +298,7 @@ static void test_v_schedules(void) {
         c1_send_act += l.a[i].kind == ACT_SEND_ACT && l.a[i].chunk == 1;
     }
     EXPECT("zb-v/rank 0 holds the first chunk (no input received) and the last (the head: no gradient received, no activation sent)",
-           !head_recv_grad && !c0_recv_act && !c1_send_act && place_vstage(PLACE_V, 4, 0, 1) == 7 && place_stage_of(PLACE_V, 4, 4) == 3,
+           !head_recv_grad && !c0_recv_act && !c1_send_act && vstage_of(CHUNKS_V, 4, 0, 1) == 7 && stage_of_vstage(CHUNKS_V, 4, 4) == 3,
            "recv grad %d recv act %d send act %d", head_recv_grad, c0_recv_act, c1_send_act);
     action_list_free(&l);
     // the V's turn: rank K-1 hands chunk 0's output to its own chunk 1, at no transfer cost
@@ -444,9 +444,9 @@ static void test_progress_hook(void) {
 // long as the sender calls comm_poll_sends between pieces of work (the executor does it between
 // layers). Without it, MPICH moves a message this large only once the sender enters MPI again.
 static void test_progress(void) {
-    comms_init(NULL, NULL);
+    comm_init(NULL, NULL);
     Comm c;
-    comms_pipeline(&c, be);
+    comm_pipeline(&c, be);
     size_t n = 1 << 18;
     float *buf = calloc(n, sizeof(float));
     double took = 0;
@@ -472,7 +472,7 @@ static void test_progress(void) {
         EXPECT("comms/a 1 MiB send completes while its sender computes and polls (< 150 ms of a 400 ms compute)", v[0] < 0.15,
                "the receiver waited %.1f ms", v[0] * 1e3);
     free(buf);
-    comms_finalize();
+    comm_finalize();
 }
 
 int main(int argc, char **argv) {

@@ -83,7 +83,7 @@ void memory_check(const Run *r, const int *vs_of, const int *slots, int n) {
     MemNeed m;
     memory_need(r, vs_of, slots, n, &m);
     int device = !r->be->on_host && r->be->memory_free;  // a GPU of its own per rank: its free bytes
-    double have = device ? r->be->memory_free() : memory_available(), ranks = device ? 1 : r->place.local_size > 0 ? r->place.local_size : 1;
+    double have = device ? r->be->memory_free() : memory_available(), ranks = device ? 1 : r->hardware.local_size > 0 ? r->hardware.local_size : 1;
     double need = m.total * ranks;  // the ranks of a node share its memory (each reckoned like this one)
     char why[1024] = "";
     if (have > 0 && need > have)

@@ -312,8 +312,8 @@ EvalResult evaluate(Run *r) {
     e.b = r->be->alloc(sizeof(float) * (size_t)rows * width);
     e.logits = xmalloc(sizeof(float) * (size_t)rows * C);
     ActionList list = {0};
-    if (r->p.pipelined) schedule_build_forward(r->p.K, r->p.V, r->p.place, r->stage, batches, &list);
-    else schedule_build_forward(1, r->n_local, PLACE_LOOP, 0, batches, &list);  // all chunks here (manual: K parts)
+    if (r->p.pipelined) schedule_build_forward(r->p.K, r->p.V, r->p.chunk_order, r->stage, batches, &list);
+    else schedule_build_forward(1, r->n_local, CHUNKS_LOOP, 0, batches, &list);  // all chunks here (manual: K parts)
     for (int i = 0; i < list.n; i++) {
         Action a = list.a[i];
         wd_begin((WdAction){action_names[a.kind], r->stage, r->vs_of[a.chunk], a.mb, a.chunk, -1});

@@ -128,10 +128,10 @@ static int rule_depth(const TrainConfig *c, const Plan *p, Err *e) {
     return 0;
 }
 
-// The schedule: chunks per rank and their placement (the schedule's), the (M, K) it can run
+// The schedule: chunks per rank and their chunk order (the schedule's), the (M, K) it can run
 // (schedule_check holds the rule), and the largest message tag of the run, which MPI must accept.
 // A schedule file (read and proven by train.c before the plan, registered as SCHED_FILE) fixes the
-// ranks of the pipeline, the micro-batches and the chunks with their placement.
+// ranks of the pipeline, the micro-batches and the chunks with their chunk order.
 static int rule_schedule_file(const TrainConfig *c, Plan *p, Err *e) {
     int K = 0, M = 0;
     schedule_file_shape(&K, &M);
@@ -159,13 +159,13 @@ static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e
     return rule_chunks(c, tag_ub, p, e);
 }
 
-// The schedule's chunks per rank and their placement, and the (M, K) it can run.
+// The schedule's chunks per rank and their chunk order, and the (M, K) it can run.
 static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) {
     char sched[32];
     choice_name(SCHED_NAMES, c->schedule, sched, sizeof sched);
     int interleaved = p->pipelined && c->schedule == SCHED_INTERLEAVED;
     p->V = p->pipelined ? schedule_chunks(c->schedule, (int)c->virtual_stages) : 1;
-    p->place = p->pipelined ? schedule_placement(c->schedule) : PLACE_LOOP;
+    p->chunk_order = p->pipelined ? schedule_chunk_order(c->schedule) : CHUNKS_LOOP;
     if (interleaved && p->V < 2)
         return refuse(e, "train: --schedule interleaved needs --virtual-stages >= 2 (got %d; with 1 chunk per rank it is 1f1b: use --schedule 1f1b)", p->V);
     if (p->pipelined && c->schedule == SCHED_DUALPIPEV && p->M < 2 * p->K)
@@ -240,7 +240,7 @@ static int rule_partition(const TrainConfig *c, Plan *p, Err *e) {
     int parts[MAX_STAGES];
     int n = parse_int_list(list, parts, MAX_STAGES);
     if (n < 0) return refuse(e, "train: --partition '%s' is not a comma-separated list of layer counts like 5,4,4,3", list);
-    if (n != S && p->V > 1 && p->place == PLACE_V)
+    if (n != S && p->V > 1 && p->chunk_order == CHUNKS_V)
         return refuse(e, "train: --partition '%s' has %d entries but %d ranks x 2 chunks make %d: give one layer count per chunk, in pipeline order (rank r holds chunks r and %d-r, a V)",
                       list, n, p->K, S, S - 1);
     if (n != S && p->V > 1)

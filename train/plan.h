@@ -4,8 +4,8 @@
 #pragma once
 #include <stddef.h>
 #include "base/config.h"
-#include "comms.h"     // PLACEMENT_* and the grid_* helpers
-#include "schedule.h"  // the placement helpers
+#include "comms.h"     // PLACEMENT_* and the comm_grid_* helpers
+#include "schedule.h"  // the chunk order's helpers
 
 enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
 #define MODE_CHOICES "monolith|manual|pp|ddp|hybrid"
@@ -20,8 +20,8 @@ typedef struct {
     int M;             // micro-batches per step (per replica); 1 without a pipeline
     int N;             // gradient-accumulation micro-steps per step (monolith, ddp)
     int V;             // chunks per rank: --virtual-stages for interleaved, else 1
-    int S;             // virtual stages K*V, placed on ranks by `place`
-    int place;         // PLACE_LOOP (chunk c of stage s is vs = c*K + s) or PLACE_V (zb-v, dualpipev)
+    int S;             // virtual stages K*V, placed on ranks by `chunk_order`
+    int chunk_order;   // CHUNKS_LOOP (chunk c of stage s is vs = c*K + s) or CHUNKS_V (zb-v, dualpipev)
     int rows;          // rows per micro-batch (per replica)
     int placement;     // PLACEMENT_STAGES or PLACEMENT_REPLICAS (comms.h; --placement auto resolved)
     int placement_auto;  // 1 when --placement auto chose it from the two traffics below
@@ -52,12 +52,12 @@ int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t e
 // --epochs), or -1 with one line in err.
 int plan_epochs(const TrainConfig *c, long long train_rows, Plan *p, char *err, size_t errlen);
 
-// Placement of virtual stages on ranks: the schedule's (p->place, schedule.h's place_* helpers). The
+// The chunk order (which rank holds which virtual stage) is the schedule's (p->chunk_order, schedule.h). The
 // executor, checkpoints, verify, the report and the trace all ask these, never vs % K.
-static inline int plan_vstage(const Plan *p, int stage, int chunk) { return place_vstage(p->place, p->K, stage, chunk); }
-static inline int plan_stage_of(const Plan *p, int vs) { return place_stage_of(p->place, p->K, vs); }
-static inline int plan_chunk_of(const Plan *p, int vs) { return place_chunk_of(p->K, vs); }
+static inline int plan_vstage(const Plan *p, int stage, int chunk) { return vstage_of(p->chunk_order, p->K, stage, chunk); }
+static inline int plan_stage_of(const Plan *p, int vs) { return stage_of_vstage(p->chunk_order, p->K, vs); }
+static inline int plan_chunk_of(const Plan *p, int vs) { return chunk_of_vstage(p->K, vs); }
 static inline int plan_layers(const Plan *p, int vs) { return p->lo[vs + 1] - p->lo[vs]; }
 // The hybrid grid on world ranks (--placement): the stage and replica of a rank.
-static inline int plan_rank_stage(const Plan *p, int rank) { return grid_stage(p->placement, p->K, p->D, rank); }
-static inline int plan_rank_replica(const Plan *p, int rank) { return grid_replica(p->placement, p->K, p->D, rank); }
+static inline int plan_rank_stage(const Plan *p, int rank) { return comm_grid_stage(p->placement, p->K, p->D, rank); }
+static inline int plan_rank_replica(const Plan *p, int rank) { return comm_grid_replica(p->placement, p->K, p->D, rank); }

@@ -15,7 +15,7 @@ static void names(const Run *r, Summary *s) {
     choice_name(MODE_CHOICES, c->mode, s->mode, sizeof s->mode);
     choice_name(SCHED_NAMES, c->schedule, s->schedule, sizeof s->schedule);
     choice_name(OPTIM_CHOICES, c->optimizer, s->optimizer, sizeof s->optimizer);
-    choice_name(TRANSPORT_CHOICES, r->place.transport, s->transport, sizeof s->transport);
+    choice_name(TRANSPORT_CHOICES, r->hardware.transport, s->transport, sizeof s->transport);
     choice_name(SYNC_CHOICES, c->ddp_sync, s->sync, sizeof s->sync);
     choice_name(ALLREDUCE_CHOICES, c->allreduce, s->allreduce, sizeof s->allreduce);
     blas_describe(s->blas, sizeof s->blas);
@@ -42,7 +42,7 @@ static void header_stages(const Run *r) {
             for (int ch = 0; ch < p->V; ch++) printf("%s %d", ch ? "," : "", plan_vstage(p, k, ch));
             printf(")");
         }
-        printf("%s\n", k == plan_stage_of(p, p->S - 1) ? " + head" : "");  // rank 0 under a V placement
+        printf("%s\n", k == plan_stage_of(p, p->S - 1) ? " + head" : "");  // rank 0 under the V chunk order
     }
 }
 
@@ -66,7 +66,7 @@ static void header_data(const Run *r) {
 // Hybrid: how the grid sits on the ranks and why; several nodes: which stage and replica each rank
 // holds on each.
 static void header_placement(const Run *r) {
-    const Placement *pl = &r->place;
+    const Hardware *hw = &r->hardware;
     const Plan *p = &r->p;
     if (p->mode == MODE_HYBRID) {
         int st = p->placement == PLACEMENT_STAGES;
@@ -75,11 +75,11 @@ static void header_placement(const Run *r) {
                st ? "stage" : "replica", p->pp_bytes / 1e6, p->dp_bytes / 1e6,
                !p->placement_auto ? " (--placement)" : st ? " -> auto keeps the pipeline on a node" : " -> auto keeps the all-reduce on a node");
     }
-    if (pl->nodes < 2) return;
-    for (int n = 0; n < pl->nodes; n++) {
+    if (hw->nodes < 2) return;
+    for (int n = 0; n < hw->nodes; n++) {
         printf("%s node %d:", n ? " |" : "placement:", n);
         for (int k = 0, first = 1; k < r->p.world; k++) {
-            if (pl->node_of[k] != n) continue;
+            if (hw->node_of[k] != n) continue;
             printf("%s rank %d", first ? "" : ",", k);
             if (p->pipelined) printf(" stage %d", plan_rank_stage(p, k));
             if (p->data_parallel) printf(" replica %d", plan_rank_replica(p, k));
@@ -565,7 +565,7 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddStringToObject(o, "device", r->be->name);
     cJSON_AddStringToObject(o, "device_info", s->device);
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
-    if (r->place.nodes) cJSON_AddNumberToObject(o, "nodes", r->place.nodes);  // (MPI_COMM_TYPE_SHARED groups)
+    if (r->hardware.nodes) cJSON_AddNumberToObject(o, "nodes", r->hardware.nodes);  // (MPI_COMM_TYPE_SHARED groups)
     cJSON_AddStringToObject(o, "precision", s->precision);
     if (s->onednn[0]) cJSON_AddStringToObject(o, "onednn", s->onednn);
     if (c->gemm_timing) {

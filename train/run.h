@@ -44,7 +44,7 @@ typedef struct {
     const TrainConfig *c;
     Plan p;
     const Backend *be;
-    Placement place;          // device and transport, the same decision on every rank
+    Hardware hardware;        // device and transport, the same decision on every rank
     Data data;
     Comm comm;
     int rank;                 // world rank
