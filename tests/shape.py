@@ -9,7 +9,8 @@
 #   - every source file opens with a comment saying what it owns;
 #   - comments name only functions and files that exist: every `name()` in a comment is an identifier
 #     of the code, every `x.c`, `x.h`, `x.cu` (bare or with its folder) a file of the sources.
-# Prints one PASS/FAIL line per rule (the test protocol of tests/run.sh).
+# Prints one PASS/FAIL line per rule (the test protocol of tests/run.sh). With --report it prints
+# the layout's figures instead: files per folder, floors, circles, the longest functions and structs.
 import glob, os, re, sys
 
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
@@ -54,6 +55,62 @@ def functions(path):  # (name, lines) of each top-level function definition, its
             if depth == 0 and name:
                 out.append((name, t.count('\n', 0, i) - start + 1)); name = None
     return out
+
+def structs(path):  # (name, fields) of each struct: declarators at its first depth (int a, b; is 2)
+    t = code_only(open(path, errors='replace').read())
+    out = []
+    for m in re.finditer(r'\bstruct\s*(\w*)\s*\{', t):
+        i, depth, body = m.end(), 1, []
+        while depth and i < len(t):
+            depth += {'{': 1, '}': -1}.get(t[i], 0)
+            body.append(t[i] if depth == 1 else ('' if t[i] != '}' or depth else ''))
+            i += 1
+        name = m.group(1) or (re.match(r'\s*(\w+)', t[i:]) or [None, '?'])[1]
+        flat, par, n = ''.join(body), 0, 0
+        for ch in flat:
+            par += {'(': 1, '[': 1, ')': -1, ']': -1}.get(ch, 0)
+            n += ch == ';' or (ch == ',' and par == 0)
+        out.append((name, n))
+    return out
+
+def layout_report():  # python3 tests/shape.py --report: the figures of the layout, for a review
+    folders = {}
+    for p in sources: folders.setdefault(os.path.dirname(p) or '(root)', []).append(p)
+    lines = sum(len(open(p, errors='replace').read().split('\n')) - 1 for p in sources)
+    print(f"{len(sources)} source files, {lines} lines: " + ", ".join(f"{d} {len(v)}" for d, v in sorted(folders.items())))
+    unit = lambda p: os.path.splitext(p)[0]
+    inc = {}
+    for p in sources:
+        for h in re.findall(r'^#include "([^"]+)"', open(p).read(), re.M):
+            h = h if os.path.exists(h) else next((q for q in sources if os.path.basename(q) == os.path.basename(h)), None)
+            if h and unit(h) != unit(p): inc.setdefault(unit(p), set()).add(unit(h))
+    units = sorted({unit(p) for p in sources})
+    def reach(a):
+        seen, todo = set(), [a]
+        while todo:
+            for b in inc.get(todo.pop(), ()):
+                if b not in seen: seen.add(b); todo.append(b)
+        return seen
+    r = {u: reach(u) for u in units}
+    scc = {u: frozenset([u] + [v for v in r[u] if u in r[v]]) for u in units}
+    floor = {}
+    def fl(c):
+        if c not in floor:
+            floor[c] = 0
+            floor[c] = 1 + max([fl(scc[v]) for u in c for v in inc.get(u, ()) if scc[v] != c] or [0])
+        return floor[c]
+    up = sorted(f"{a} -> {b}" for a in units for b in inc.get(a, ()) if scc[a] == scc[b])
+    circles = sorted({" <-> ".join(sorted(c)) for c in scc.values() if len(c) > 1})
+    print(f"floors (the longest include chain, a circle counted as one room): {max(fl(scc[u]) for u in units)}")
+    print(f"arrows running back up (includes inside a circle): {len(up)} {up}; circles: {circles or 'none'}")
+    fns = sorted(((k, f"{p}:{n}") for p in sources if p.endswith(('.c', '.cu')) for n, k in functions(p)), reverse=True)
+    print("longest functions: " + ", ".join(f"{w} {k}" for k, w in fns[:8]))
+    sts = sorted(((k, f"{n} ({p})") for p in sources for n, k in structs(p)), reverse=True)
+    print("largest structs by field count: " + ", ".join(f"{w} {k}" for k, w in sts[:8]))
+
+if '--report' in sys.argv:
+    layout_report()
+    sys.exit(0)
 
 long_fns = [f"{p}:{n} is {k} lines" for p in sources if p.endswith(('.c', '.cu')) for n, k in functions(p) if k > MAX_FN]
 report(f"shape/no function over {MAX_FN} lines", long_fns)
