@@ -10,7 +10,7 @@ LDLIBS := -lopenblas -lcjson -lz -lm
 # The commands and the core at the root; train's phases in train/; the foundations (no MPI, no
 # model, no schedule) in base/. Every include points down: commands -> train/ -> core -> base/.
 CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftest.c
-CORE_SRCS := comms.c launch.c watchdog.c finalize.c p2p.c model.c schedule.c schedule_file.c
+CORE_SRCS := comms.c hardware.c messages.c collectives.c launch.c watchdog.c finalize.c p2p.c model.c schedule.c schedule_file.c
 TRAIN_SRCS := $(addprefix train/,plan.c options.c memory.c pipeline.c verify.c report.c ddp.c checkpoint.c trace.c)
 BASE_SRCS := $(addprefix base/,util.c config.c data.c idx.c safetensors.c fault.c outfile.c ops_cpu.c ops_onednn.c)
 SRCS := $(CMD_SRCS) $(CORE_SRCS) $(TRAIN_SRCS) $(BASE_SRCS)
@@ -71,9 +71,10 @@ OBJS := $(SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 all: micropp
 
 # Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS, zlib, oneDNN, the Fashion-MNIST
-# data set that --data fashion-mnist reads; for make test python3, cppcheck, and iproute2's ip for the
-# network-namespace tests), only when a probe shows it missing; uses sudo when not root. DEPS=0 skips
-# it (packages unpacked elsewhere, as on a GPU machine without registries: see bench/gpu.sh).
+# data set that --data fashion-mnist reads; for make test python3, cppcheck, iproute2's ip for the
+# network-namespace tests and /usr/bin/time for peak memory), only when a probe shows it missing;
+# uses sudo when not root. DEPS=0 skips it (packages unpacked elsewhere, as on a GPU machine without
+# registries: see bench/gpu.sh).
 # tests/bare-machine.sh checks, in a minbase chroot, that this is all a bare machine needs.
 DEPS ?= 1
 deps:
@@ -88,6 +89,7 @@ deps:
 	command -v python3 >/dev/null || missing="$$missing python3"; \
 	command -v cppcheck >/dev/null || missing="$$missing cppcheck"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	test -x /usr/bin/time || missing="$$missing time"; \
 	if [ -n "$$missing" ]; then \
 	  echo "micropp: installing:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

@@ -1,5 +1,5 @@
 // allreduce.c: `micropp allreduce`: times the data-parallel all-reduce over every rank, MPI's own
-// (MPI_Allreduce) against comms.c's from-scratch ring and its shared-memory path, the way
+// (MPI_Allreduce) against collectives.c's from-scratch ring and its shared-memory path, the way
 // nccl-tests' all_reduce_perf reports it (time, algorithm and bus bandwidth), and checks the result
 // (#wrong; exit 1 when wrong).
 #include <math.h>
@@ -89,7 +89,7 @@ int cmd_allreduce(int argc, char **argv) {
     cJSON *rows = cJSON_CreateArray();
     long total_wrong = 0;
     if (c.rank == 0 && !cfg.json) {
-        printf("# micropp allreduce: %d ranks, float sum in place (mpi = MPI_Allreduce, ring and shm = comms.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
+        printf("# micropp allreduce: %d ranks, float sum in place (mpi = MPI_Allreduce, ring and shm = collectives.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
                D, (long long)cfg.iters, (long long)cfg.warmup);
         printf("# algbw = size / time, busbw = algbw * 2(D-1)/D (what each rank's link carries); GB = 1e9 bytes\n");
         printf("# %12s %12s %6s %12s %12s %12s %7s\n", "size(B)", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");

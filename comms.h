@@ -1,9 +1,17 @@
-// comms.h: the wire. MPI world and the grid of pipeline (pp) and data-parallel (dp) groups,
-// prev/next stage, non-blocking sends from a pool of staging buffers (a send never blocks),
-// blocking receives, tags that encode (kind, micro-batch) so no message can be taken for another,
-// barrier, the data-parallel collectives on float buffers (all-reduce, reduce-scatter, all-gather)
-// by MPI's own algorithms or a from-scratch ring, blocking and non-blocking; what every rank finds
-// about its GPU, its node and /dev/shm, gathered alike on every rank (the plan decides from it).
+// comms.h: the wire, the one header its four files share (they all work on a Comm):
+//   comms.c        MPI's lifecycle (init, the exit hooks, the bounded finalize), the world, the grid
+//                  of pipeline (pp) and data-parallel (dp) groups, the NCCL transport's opening;
+//   hardware.c     what every rank's GPU, node and /dev/shm allow, gathered alike on every rank
+//                  (the plan decides the device and the transport from it);
+//   messages.c     point-to-point: non-blocking sends from a pool of staging buffers (a send never
+//                  blocks), blocking receives, tags that encode (kind, micro-batch) (tags.h);
+//   collectives.c  barrier, verdicts, small all-reduces; the data-parallel collectives on float
+//                  buffers (all-reduce, reduce-scatter, all-gather) by MPI, a ring or shared memory.
+// Calls go one way, collectives.c -> messages.c, comms.c -> collectives.c, hardware.c -> comms.c.
+// MPI_CHECK (watchdog.h): every MPI call checked, and marked for the watchdog's backstop.
+// Names: every function of the wire starts with comm_ (comm_init, comm_grid, comm_send, comm_allreduce,
+// ...), whichever of the four files defines it, and so do tags.h's; the NCCL side keeps devcomm_.
+// Constants: COMM_ for the wire's limits, else the option they are values of (DEVICE_, TRANSPORT_, ...).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -11,8 +19,6 @@
 #include "base/ops.h"
 #include "tags.h"
 #include "watchdog.h"
-
-long long comm_tag_ub(void);  // MPI_TAG_UB: the largest tag this MPI accepts
 
 struct DevComm;
 
@@ -30,6 +36,50 @@ typedef struct {
     struct DevComm *dev;   // NCCL communicator over world, when transport is NCCL
     struct Shm *shm;       // the shared-memory windows of --allreduce shm (comm_shared_alloc)
 } Comm;
+
+// ---- comms.c: MPI's lifecycle, the world, the grid ----
+
+void comm_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
+void comm_finalize(void);          // comm_finalize_with(0)
+// The end of a run, collective over the world: rank 0 (which writes the results) calls it once every
+// output is written and flushed, with code 0 or 1; the other ranks wait for it under --timeout alone
+// (never a fixed bound: a slow disk is no failure), naming `what` should it run out. Every rank
+// returns the highest code of all.
+int comm_outputs_written(int code, const char *what);
+// MPI_Finalize, bounded: once it has not returned within a few seconds the process exits with code.
+// Unless comm_outputs_written came first, it waits for rank 0 that way before the bound starts.
+void comm_finalize_with(int code);
+int comm_world_rank(void);
+int comm_world_size(void);
+// Which neighbours of the grid sit on adjacent world ranks (so on one node, as far as the hostfile
+// fills nodes in rank order): PLACEMENT_STAGES, a replica's pipeline (rank = replica * P + stage),
+// or PLACEMENT_REPLICAS, a stage's data-parallel group (rank = stage * D + replica). plan.c turns
+// --placement auto into one of them from the traffic of a step.
+enum { PLACEMENT_AUTO, PLACEMENT_STAGES, PLACEMENT_REPLICAS };
+#define PLACEMENT_CHOICES "auto|stages|replicas"
+static inline int comm_grid_rank(int placement, int P, int D, int stage, int replica) {
+    return placement == PLACEMENT_REPLICAS ? stage * D + replica : replica * P + stage;
+}
+static inline int comm_grid_stage(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank / D : rank % P; }
+static inline int comm_grid_replica(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank % D : rank / P; }
+
+// The grid of P stages x D replicas on P*D ranks, laid out by placement (above). pp = the P ranks
+// of this replica, dp = the D ranks holding this stage. (P = 1: plain data parallelism, dp = world;
+// D = 1: a single pipeline.)
+void comm_grid(Comm *c, const Backend *be, int P, int D, int placement);
+void comm_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
+void comm_free(Comm *c);
+// World rank of stage `stage` of this rank's pipeline.
+static inline int comm_stage_rank(const Comm *c, int stage) { return comm_grid_rank(c->placement, c->stages, c->replicas, stage, c->replica); }
+// How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL transport (devcomm.h) over
+// c->world, warmed up with `peers` (npeers world ranks: the ones this rank will exchange with,
+// p2p_neighbours mapped to world ranks).
+void comm_use_transport(Comm *c, int transport, const int *peers, int npeers);
+// An NCCL transport over any MPI communicator: its rank 0 makes the id (ncclGetUniqueId), MPI_Bcast
+// hands it to the others, each calls devcomm_open (peers: ranks of comm). Collective over comm.
+struct DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers);
+
+// ---- hardware.c: the device and transport ----
 
 enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA };
 #define DEVICE_CHOICES "auto|cpu|cuda"
@@ -55,47 +105,10 @@ typedef struct {
 } Hardware;
 void comm_choose_hardware(int probe_gpus, Hardware *p);
 void comm_hardware_free(Hardware *p);
-// How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL transport (devcomm.h) over
-// c->world, warmed up with `peers` (npeers world ranks: the ones this rank will exchange with,
-// p2p_neighbours mapped to world ranks).
-void comm_use_transport(Comm *c, int transport, const int *peers, int npeers);
-// An NCCL transport over any MPI communicator: its rank 0 makes the id (ncclGetUniqueId), MPI_Bcast
-// hands it to the others, each calls devcomm_open (peers: ranks of comm). Collective over comm.
-struct DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers);
 
-void comm_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
-void comm_finalize(void);          // comm_finalize_with(0)
-// The end of a run, collective over the world: rank 0 (which writes the results) calls it once every
-// output is written and flushed, with code 0 or 1; the other ranks wait for it under --timeout alone
-// (never a fixed bound: a slow disk is no failure), naming `what` should it run out. Every rank
-// returns the highest code of all.
-int comm_outputs_written(int code, const char *what);
-// MPI_Finalize, bounded: once it has not returned within a few seconds the process exits with code.
-// Unless comm_outputs_written came first, it waits for rank 0 that way before the bound starts.
-void comm_finalize_with(int code);
-int comm_world_rank(void);
-int comm_world_size(void);
-void comm_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
-// Which neighbours of the grid sit on adjacent world ranks (so on one node, as far as the hostfile
-// fills nodes in rank order): PLACEMENT_STAGES, a replica's pipeline (rank = replica * P + stage),
-// or PLACEMENT_REPLICAS, a stage's data-parallel group (rank = stage * D + replica). plan.c turns
-// --placement auto into one of them from the traffic of a step.
-enum { PLACEMENT_AUTO, PLACEMENT_STAGES, PLACEMENT_REPLICAS };
-#define PLACEMENT_CHOICES "auto|stages|replicas"
-static inline int comm_grid_rank(int placement, int P, int D, int stage, int replica) {
-    return placement == PLACEMENT_REPLICAS ? stage * D + replica : replica * P + stage;
-}
-static inline int comm_grid_stage(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank / D : rank % P; }
-static inline int comm_grid_replica(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank % D : rank / P; }
+// ---- messages.c: point-to-point ----
 
-// The grid of P stages x D replicas on P*D ranks, laid out by placement (above). pp = the P ranks
-// of this replica, dp = the D ranks holding this stage. (P = 1: plain data parallelism, dp = world;
-// D = 1: a single pipeline.)
-void comm_grid(Comm *c, const Backend *be, int P, int D, int placement);
-void comm_free(Comm *c);
-// World rank of stage `stage` of this rank's pipeline.
-static inline int comm_stage_rank(const Comm *c, int stage) { return comm_grid_rank(c->placement, c->stages, c->replicas, stage, c->replica); }
-
+long long comm_tag_ub(void);  // MPI_TAG_UB: the largest tag this MPI accepts
 // Sends n floats of device memory to world rank dst; copies into a staging buffer and returns
 // at once (MPI_Isend). comm_wait_sends completes them all.
 void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag);
@@ -105,6 +118,10 @@ void comm_wait_sends(Comm *c);
 void comm_poll_sends(void);
 // Receives n floats into device memory from world rank src (blocks until they arrive).
 void comm_recv(Comm *c, float *buf, size_t n, int src, int tag);
+
+// ---- collectives.c ----
+
+// The small collectives of any communicator, waited for under the watchdog.
 void comm_barrier(MPI_Comm comm);
 // 1 when value is the same on every rank of comm (e.g. a checksum of the parameters), else 0.
 int comm_same_u64(uint64_t value, MPI_Comm comm);
@@ -114,12 +131,8 @@ void comm_allreduce_max_double(double *x, int n, MPI_Comm comm);
 // fine); if any has one, the lowest such rank's message ends every rank through user_error.
 void comm_agree(MPI_Comm comm, const char *mine);
 void comm_agree_code(MPI_Comm comm, const char *mine, int code);  // exit code 1 (run_failed) or 2 (user_error)
-// MPI_CHECK (watchdog.h): every MPI call checked, and marked for the watchdog's backstop.
-// Names: every function of the wire starts with comm_ (comm_init, comm_grid, comm_send, comm_allreduce,
-// ...), whichever of the four files defines it, and so do tags.h's; the NCCL side keeps devcomm_.
-// Constants: COMM_ for the wire's limits, else the option they are values of (DEVICE_, TRANSPORT_, ...).
 
-// ---- data-parallel collectives over c->dp (D ranks) on n floats of DEVICE memory ----
+// The data-parallel collectives over c->dp (D ranks) on n floats of DEVICE memory.
 // Every rank of dp must start the same collectives in the same order. Buffers of a backend that
 // is not on the host are staged through host memory, as comm_send does. The buffer belongs to the
 // collective until it completes (wait, or test returning 1).
@@ -141,11 +154,14 @@ void comm_shared_require(Comm *c, size_t bytes, const char *what);
 // The rule itself, from one rank's facts: D replicas per stage, `local` of them on its node, `need`
 // bytes of windows for the node's node_ranks ranks, `room` bytes free in /dev/shm (-1: unknown).
 // why: "" when it fits, else one line ("train: --allreduce shm needs ..."; what: the command).
+// /dev/shm's free bytes as this rank sees them (-1: unknown); MICROPP_SHM_FREE=BYTES stands in.
+double comm_shm_room(void);
 void comm_shm_unfit(const char *what, int D, int local, double need, int node_ranks, double room, char *why, size_t n);
 // n floats of host memory in a window shared by the ranks of c->dp (MPI_Win_allocate_shared), at
 // the same offset on every rank. Collective over the world (every rank calls it, in the same
 // order). Freed by comm_free.
 float *comm_shared_alloc(Comm *c, size_t n);
+void comm_shared_free(Comm *c);  // every window comm_shared_alloc made (comm_free calls it)
 
 typedef struct CommReq CommReq;  // one collective in flight
 // All-reduce: buf = scale * (sum over dp of buf). scale = 1/D averages.

@@ -1,5 +1,5 @@
-// devcomm.h: the NCCL transport between GPU ranks, for comms.c only (which bootstraps it over MPI
-// and dispatches comm_send/comm_recv to it when --transport is nccl). Implemented in kernels.cu;
+// devcomm.h: the NCCL transport between GPU ranks, for the wire only (comms.c bootstraps it over MPI,
+// messages.c hands comm_send/comm_recv to it when --transport is nccl). Implemented in kernels.cu;
 // cuda_stub.c (a CPU-only build) ends the run if it is ever reached. Buffers are device pointers.
 #pragma once
 #include <stddef.h>
@@ -27,13 +27,14 @@ void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad);
 void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int grad);
 void devcomm_flush(DevComm *d);  // waits until every send has completed (the step's end)
 
-// Hook for data parallelism (not implemented here: the all-reduce belongs to the DP work): a
-// devcomm_allreduce_sum(d, buf, n) would run ncclAllReduce(buf, buf, n, ncclFloat, ncclSum) on a
-// stream of its own, after the compute stream's gradients (cudaEventRecord on the compute stream
-// + cudaStreamWaitEvent on the all-reduce stream), with the optimizer step waiting on an event
-// recorded after it. A DP group gets its own DevComm: devcomm_unique_id on the group's rank 0,
-// MPI_Bcast over the group's communicator, devcomm_open(id, group size, group rank, its ring neighbours), as
-// comms.c's comm_nccl_open does for the pipeline.
+// Not here: data parallelism. Its collectives (comms.c) copy a GPU buffer to the host and run over
+// MPI. An NCCL all-reduce would be a devcomm_allreduce_sum(d, buf, n) that runs
+// ncclAllReduce(buf, buf, n, ncclFloat, ncclSum) on a stream of its own, after the compute
+// stream's gradients (cudaEventRecord on the compute stream + cudaStreamWaitEvent on the all-reduce
+// stream), with the optimizer step waiting on an event recorded after it. A DP group would get its
+// own DevComm: devcomm_unique_id on the group's rank 0, MPI_Bcast over the group's communicator,
+// devcomm_open(id, group size, group rank, its ring neighbours), as comms.c's comm_nccl_open does
+// for the pipeline.
 
 // The communicator (and stream) a message from rank `from` to rank `to` travels on under p2p.h's
 // rule: one per direction (toward a higher rank or a lower one) and kind (activation or gradient).

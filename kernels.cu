@@ -1,7 +1,7 @@
 // kernels.cu: the CUDA backend of ops.h: cuBLAS sgemm for every matrix product and one small kernel
 // per element-wise operation, each calling the very ops_math.h function the CPU loops call; and the
 // NCCL transport of devcomm.h (p2p.h's rule: four channels, each a communicator and a stream). The
-// compute runs on ONE non-blocking stream. No MPI here: comms.c bootstraps NCCL and dispatches to it. Every CUDA/cuBLAS/NCCL call and launch is checked.
+// compute runs on ONE non-blocking stream. No MPI here: comms.c bootstraps NCCL and messages.c dispatches to it. Every CUDA/cuBLAS/NCCL call and launch is checked.
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <nccl.h>

@@ -1,5 +1,6 @@
 // micropp.c: the entry point: picks the fastest BLAS kernel the CPU supports, then dispatches to a
-// subcommand (train, bubble, plan, pingpong). Each subcommand's options live in one table that also prints --help.
+// subcommand (the table below: train, bubble, plan, pingpong, allreduce, selftest). Each subcommand's
+// options live in one table that also prints its --help.
 #include <string.h>
 #include "base/config.h"
 #include "base/ops.h"

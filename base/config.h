@@ -53,7 +53,7 @@ void options_set_agree_hook(void (*hook)(const char *cmd, const char *resolved))
 // ---- train ----
 // The options of `micropp train` as parsed; the enum values of its choices (MODE_*, SCHED_*,
 // OPTIM_*, DEVICE_*, TRANSPORT_*, SYNC_*, ALLREDUCE_*) live beside the code that owns them, and its
-// option table (train_options) in train.c.
+// option table (train_options) and defaults in train/options.c.
 typedef struct {
     char config[PATH_LEN];
     int mode;                // MODE_* (plan.h)
@@ -111,8 +111,8 @@ typedef struct {
     double timeout;          // watchdog (watchdog.c): the longest wait in seconds, 0 = unbounded
 } TrainConfig;
 
-extern const Option train_options[];      // train.c
-void train_config_defaults(TrainConfig *c);  // train.c
+extern const Option train_options[];      // train/options.c
+void train_config_defaults(TrainConfig *c);  // train/options.c
 const char *choice_name(const char *choices, int index, char *buf, size_t n);
 
 // Prints o as one line of JSON on stdout (the --json output of every command), then frees it.

@@ -231,7 +231,7 @@ def check_table(b, micropp, out):
         m = HELP_LINE.match(l)
         if m:
             helps[m.group(2)] = m.groups()
-    bad, n = [], 0
+    bad, n = [] if b.table else ["the table has no rows"], 0
     for ln, cells in b.table:
         opts = re.findall(r"`(-[^`]*)`", cells[0])
         if not opts:

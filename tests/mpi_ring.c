@@ -1,4 +1,4 @@
-// tests/mpi_ring.c: the data-parallel collectives of comms.c under mpiexec (any number of ranks):
+// tests/mpi_ring.c: the data-parallel collectives of collectives.c under mpiexec (any number of ranks):
 // the from-scratch ring, the shared-memory path and the MPI path against MPI_Allreduce and against a
 // sum computed here in double, on sizes not divisible by the ranks, 1 element and 0; reduce-scatter
 // shards; all-gather; several non-blocking collectives in flight at once; staging through host

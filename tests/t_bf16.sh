@@ -67,7 +67,7 @@ half() {  # half NAME RANKS ARGS...: peak_activation_bytes (every rank) and p2p_
     if [ "$RC" -eq 0 ] && python3 -c "
 import json,sys
 f,b=json.loads(sys.argv[1]),json.loads(sys.argv[2])
-sys.exit(0 if len(f)==len(b) and all(x>0 and abs(2*y-x)<=0.01*x for x,y in zip(f,b)) and float(sys.argv[3])==2*float(sys.argv[4]) else 1)" "$fp" "$bf" "$fm" "$bm"
+sys.exit(0 if len(f)==len(b)>0 and all(x>0 and abs(2*y-x)<=0.01*x for x,y in zip(f,b)) and float(sys.argv[3])==2*float(sys.argv[4]) else 1)" "$fp" "$bf" "$fm" "$bm"
     then pass "bf16/$name: peak activation bytes $fp -> $bf, message bytes $fm -> $bm"
     else fail "bf16/$name: peak activation bytes and message bytes halve" "exit $RC: fp32 $fp $fm, bf16 $bf $bm"; fi
 }

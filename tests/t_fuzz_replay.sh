@@ -8,8 +8,11 @@ for t in config npy safetensors; do
     bin=tests/bin/replay_$t
     if [ ! -x "$bin" ]; then fail "fuzz/replay $t" "$bin is missing: run 'make test' (it builds the replay drivers)"; continue; fi
     shopt -s nullglob
-    inputs=(tests/fuzz/corpus/$t/* tests/fuzz/regressions/$t/*)
+    seeds=(tests/fuzz/corpus/$t/*)
+    inputs=("${seeds[@]}" tests/fuzz/regressions/$t/*)
     shopt -u nullglob
+    # A corpus that moved or emptied would replay nothing and pass without looking.
+    if [ ${#seeds[@]} -eq 0 ]; then fail "fuzz/replay $t" "no seed inputs in tests/fuzz/corpus/$t/"; continue; fi
     # The config reader exits through user_error in the real program; the harness jumps out of it
     # instead, so what it had allocated is left behind by design: no leak check for that target.
     leaks=1; [ $t = config ] && leaks=0

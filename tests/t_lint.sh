@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/t_lint.sh: `make lint` (cppcheck over every C source of ours, Makefile's LINT_SRCS) has no
 # findings; and the lint is not toothless: with the same flags it flags a planted bug, and it
-# knows that fatal()/CHECK() do not return (no false alarm on a checked index). SKIP without
-# cppcheck (make deps installs it; DEPS=0 machines may lack it).
+# knows that fatal()/CHECK() do not return (no false alarm on a checked index; the same file with
+# the flag that tells cppcheck so left out is flagged, so the case cannot pass without looking).
+# SKIP without cppcheck (make deps installs it; DEPS=0 machines may lack it).
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 if ! command -v cppcheck >/dev/null; then
@@ -21,7 +22,6 @@ else
 fi
 
 cat >"$TMP/planted.c" <<'EOF'
-#include "util.h"
 int planted(int k);
 int planted(int k) {
     int a[4] = {0, 1, 2, 3};
@@ -30,11 +30,16 @@ int planted(int k) {
 }
 EOF
 lint LINT_SRCS="$TMP/planted.c"
-if [ "$RC" -ne 0 ] && grep -q 'planted.c:5:.*\[arrayIndexOutOfBounds\]' <<<"$ERR"; then pass "lint/cppcheck flags a planted out-of-bounds write"
+if [ "$RC" -ne 0 ] && grep -q 'planted.c:4:.*\[arrayIndexOutOfBounds\]' <<<"$ERR"; then pass "lint/cppcheck flags a planted out-of-bounds write"
 else fail "lint/cppcheck flags a planted out-of-bounds write" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
 
+# The header must be found (an include path that moved would leave CHECK undefined, a plain call,
+# and the case would pass without looking): #error is a finding of its own.
 cat >"$TMP/checked.c" <<'EOF'
-#include "util.h"
+#include "base/util.h"
+#ifndef CHECK
+#error "base/util.h was not found: CHECK is undefined"
+#endif
 int checked(int k);
 int checked(int k) {
     static const int a[4] = {0, 1, 2, 3};
@@ -45,3 +50,12 @@ EOF
 lint LINT_SRCS="$TMP/checked.c"
 if [ "$RC" -eq 0 ]; then pass "lint/cppcheck: CHECK() ends the path (fatal is _Noreturn)"
 else fail "lint/cppcheck: CHECK() ends the path (fatal is _Noreturn)" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
+# The control: a cppcheck that drops the Makefile's -D_Noreturn=... sees fatal() return, and flags
+# the very same file.
+printf '#!/usr/bin/env bash\nargs=(); for a in "$@"; do [[ "$a" == -D_Noreturn=* ]] || args+=("$a"); done\nexec %s "${args[@]}"\n' \
+    "$(command -v cppcheck)" >"$TMP/cppcheck-returning"
+chmod +x "$TMP/cppcheck-returning"
+lint LINT_SRCS="$TMP/checked.c" CPPCHECK="$TMP/cppcheck-returning"
+if [ "$RC" -ne 0 ] && grep -q 'checked.c:9:.*\[arrayIndexOutOfBoundsCond\]' <<<"$ERR"; then
+    pass "lint/cppcheck: the same index is flagged when fatal() may return (the case above can fail)"
+else fail "lint/cppcheck: the same index is flagged when fatal() may return" "exit $RC: $(head -c 300 <<<"$ERR")"; fi

@@ -91,7 +91,7 @@ if [ -x /usr/bin/time ]; then
     if [ "$RC" -ne 0 ]; then fail "plan/large M: zb-h1 K=64 M=65536" "exit $RC: $ERR"
     elif [ $((peak - base)) -gt 300000 ]; then fail "plan/large M: zb-h1 K=64 M=65536" "$((peak - base)) KB above plan --help's $base KB (at most 300000)"
     else pass "plan/large M: zb-h1 K=64 M=65536 (4194304 passes) in $((peak - base)) KB above plan --help"; fi
-else skip "plan/large M: memory" "no /usr/bin/time"; fi
+else fail "plan/large M: memory" "no /usr/bin/time to measure it (make deps installs the package time)"; fi
 expect_user_error "plan/M past the simulator's limit: refused at once" \
     "no layout given can run \(first: gpipe K=64 dp=1: 64 stages x 1 chunk x 1048576 micro-batches = 67108864 passes to simulate, more than the 4194304 the simulator takes .*: use --micro-batches 65536 or fewer" \
     10 "$MICROPP" plan --micro-batches 1048576 --batch 1048576 --stages 64 --layers 64

@@ -11,7 +11,8 @@
 typedef struct { int rank, send_tag, recv_tag; } Peer;
 Peer pipe_neighbour(const Run *r, int vs, int dir, int kind, int mb);
 
-// One step's forward and backward. Each fills r->m.busy_s[step] and records its actions; the
+// One step's forward and backward. Each fills r->m.busy_s[step]; the pipeline and the monolith also
+// record their actions (run_record: the trace, the Gantt, the bubble), the manual split none. The
 // pipeline returns the span of its action list (seconds from the step's start).
 double pipeline_step(Run *r, int step);
 // The bytes of one activation (or gradient) message between stages: rows x hidden values, fp32 or

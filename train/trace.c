@@ -1,6 +1,6 @@
 // train/trace.c: the pictures of a pipeline: per-kind styles, Gantt charts as text and SVG (of simulated
-// or measured slices alike), the gather of every rank's events to rank 0, the Chrome trace writer,
-// and output files that appear whole or not at all.
+// or measured slices alike), the gather of every rank's events to rank 0, and the Chrome trace
+// writer. Each writes to a FILE its caller opened (base/outfile.c makes a file appear whole).
 #include <errno.h>
 #include <math.h>
 #include <string.h>
