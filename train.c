@@ -1,9 +1,10 @@
 // train.c: `micropp train`: parse -> the facts of the world -> plan -> set up -> step loop -> report.
 // The gathering of the facts (ranks, devices, the schedule file, the data's headers, the resumed
 // step), the set-up of a run (device, stages, data parallelism, checkpoints: what the Plan says,
-// with the options const) and the step loop live here; the options in train/options.c, every rule
-// and choice in train/plan.c, the executor in train/pipeline.c, --verify in train/verify.c, the
-// summary in train/report.c.
+// with the options const) and the step loop live here, over the run's parts (train/run.h: the
+// wire, the model, the executor's step state, the progress, the measure); the options in
+// train/options.c, every rule and choice in train/plan.c, the executor in train/pipeline.c,
+// --verify in train/verify.c, the summary in train/report.c.
 #include <math.h>
 #include <string.h>
 #include "base/fault.h"
