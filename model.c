@@ -181,8 +181,6 @@ int stage_slot_acquire(Stage *s, int mb) {
                                s->lo, s->hi, mb, s->n_slots);
     s->slots[k].mb = mb;
     s->slots[k].bytes = 0;
-    s->live_slots++;
-    if (s->live_slots > s->peak_slots) s->peak_slots = s->live_slots;
     slot_bytes(s, &s->slots[k], stash_bytes(s));
     count(s, 1, 0);
     return k;
@@ -191,7 +189,6 @@ int stage_slot_acquire(Stage *s, int mb) {
 static void slot_release(Stage *s, int slot) {
     slot_bytes(s, &s->slots[slot], 0);
     s->slots[slot].mb = -1;
-    s->live_slots--;
 }
 
 void *stage_slot_input(Stage *s, int slot) { return s->slots[slot].in; }

@@ -54,9 +54,9 @@ typedef struct {
     float grad_scale;         // dlogits scale: 1 / rows of the whole optimizer step (all micro-batches, accumulation micro-steps and replicas)
     double loss_sum;          // sum of row losses since the last stage_zero_grads
     int correct, loss_rows;
-    // activation memory accounting (bytes of stashed activations, and slots in use)
+    // activation memory accounting: bytes of stashed activations (the rank's, with its micro-batches
+    // in flight, in *tally)
     size_t act_bytes, peak_act_bytes;
-    int live_slots, peak_slots;
     // Gradient hook (data parallelism): when set, stage_backward calls it right after local layer
     // i's dW and db are computed in this backward (i = n_layers for the head), in the order the
     // backward runs: head, then n_layers-1 down to 0. A bucket can start its all-reduce there.

@@ -1,9 +1,10 @@
 // train.c: `micropp train`: parse -> the facts of the world -> plan -> set up -> step loop -> report.
 // The gathering of the facts (ranks, devices, the schedule file, the data's headers, the resumed
 // step), the set-up of a run (device, stages, data parallelism, checkpoints: what the Plan says,
-// with the options const) and the step loop live here; the options in train/options.c, every rule
-// and choice in train/plan.c, the executor in train/pipeline.c, --verify in train/verify.c, the
-// summary in train/report.c.
+// with the options const) and the step loop live here, over the run's parts (train/run.h: the
+// wire, the model, the executor's step state, the progress, the measure); the options in
+// train/options.c, every rule and choice in train/plan.c, the executor in train/pipeline.c,
+// --verify in train/verify.c, the summary in train/report.c.
 #include <math.h>
 #include <string.h>
 #include "base/fault.h"
@@ -41,11 +42,11 @@ static TrainConfig parse_options(int argc, char **argv, OptionsSeen *seen) {
 
 // The trace and timeline files are written by rank 0 at the end; it tries them before the first
 // step, and every rank learns the verdict, so a bad path ends every rank at once with exit 2.
-static void check_outputs(const Run *r) {
-    const char *flag[2] = {"trace", "timeline"}, *path[2] = {r->c->trace, r->c->timeline};
-    if (r->c->mode != MODE_PP) return;
+static void check_outputs(const TrainConfig *c, int rank) {
+    const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->trace, c->timeline};
+    if (c->mode != MODE_PP) return;
     char why[2 * PATH_LEN] = "";  // rank 0 writes the files, so its check is every rank's verdict
-    for (int i = 0; i < 2 && r->rank == 0 && !why[0]; i++) {
+    for (int i = 0; i < 2 && rank == 0 && !why[0]; i++) {
         int e = path[i][0] ? out_check(path[i]) : 0;
         if (e) snprintf(why, sizeof why, "train: cannot write --%s '%s': %s (%s)", flag[i], path[i], strerror(e), out_hint(e));
     }
@@ -54,103 +55,95 @@ static void check_outputs(const Run *r) {
 
 // --precision on the backend that trains, and on the CPU too when --verify's reference (always on the
 // CPU) must round as the run does. A build without oneDNN refuses bf16 on the CPU, the same on every rank.
-static void setup_precision(Run *r, const TrainConfig *c) {
+static void setup_precision(const Backend *be, const TrainConfig *c) {
     char why[256] = "";
-    int cpu_too = r->be != &backend_cpu && c->verify;
-    if (r->be->set_precision(c->precision, why, sizeof why) != 0 ||
+    int cpu_too = be != &backend_cpu && c->verify;
+    if (be->set_precision(c->precision, why, sizeof why) != 0 ||
         (cpu_too && backend_cpu.set_precision(c->precision, why, sizeof why) != 0))
         user_error("train: --precision bf16 cannot run here: %s (or use --precision fp32)", why);
 }
 
 // The device the plan chose (the CUDA backend comm_choose_hardware opened on this rank, or the CPU).
-static void setup_device(Run *r) {
-    const TrainConfig *c = r->c;
-    r->be = r->p.device == DEVICE_CUDA ? r->hardware.cuda : &backend_cpu;
-    if (r->p.device == DEVICE_CUDA) r->be->set_tf32(c->tf32);
+static void setup_device(const TrainConfig *c, const Plan *p, Wire *w) {
+    w->be = p->device == DEVICE_CUDA ? w->hardware.cuda : &backend_cpu;
+    if (p->device == DEVICE_CUDA) w->be->set_tf32(c->tf32);
     blas_set_threads((int)c->threads);
     cpu_flush_subnormals();  // the host's part of the work (all of it on the cpu backend)
-    setup_precision(r, c);
+    setup_precision(w->be, c);
 }
 
-static void setup_buffers(Run *r) {
-    const TrainConfig *c = r->c;
-    size_t steps = (size_t)r->p.steps, rows = (size_t)r->p.rows, H = (size_t)c->hidden, D = (size_t)r->p.inputs;
-    Measure *m = &r->m;
-    r->xh = xmalloc(sizeof(float) * rows * D);
-    if (r->p.epochs) m->epoch = xcalloc((size_t)r->p.epochs, sizeof(EpochStat));
-    r->yh = xmalloc(sizeof(int32_t) * (size_t)(r->p.rows > c->eval_samples ? r->p.rows : c->eval_samples));
-    double **per_step[] = {&m->step_s, &m->busy_s, &m->span_s, &m->step_start, &m->loss, &m->gemm_s, &m->comm_s, &m->exposed_s};
-    for (size_t i = 0; i < sizeof per_step / sizeof *per_step; i++) *per_step[i] = xcalloc(steps, sizeof(double));
-    r->dout = r->be->alloc(sizeof(float) * rows * H);
-    r->din = r->be->alloc(sizeof(float) * rows * H);
-    r->wire = r->be->alloc(sizeof(uint16_t) * rows * H + sizeof(float));
+// The executor's buffers: host rows and labels (the training rows, or the held-out ones), and the
+// gradients a backward hands on.
+static void setup_buffers(const TrainConfig *c, const Plan *p, const Backend *be, StepState *st) {
+    size_t rows = (size_t)p->rows, H = (size_t)c->hidden, D = (size_t)p->inputs;
+    st->xh = xmalloc(sizeof(float) * rows * D);
+    st->yh = xmalloc(sizeof(int32_t) * (size_t)(p->rows > c->eval_samples ? p->rows : c->eval_samples));
+    st->dout = be->alloc(sizeof(float) * rows * H);
+    st->din = be->alloc(sizeof(float) * rows * H);
+    st->grad_bf16 = be->alloc(sizeof(uint16_t) * rows * H + sizeof(float));
 }
 
-static StageSpec spec_of(const Run *r, int vs, int has_head, int slots, int ckpt) {
-    const TrainConfig *c = r->c;
-    return (StageSpec){.layers = (int)c->layers, .hidden = (int)c->hidden, .classes = (int)c->classes, .inputs = r->p.inputs, .lo = r->p.lo[vs],
-                       .hi = r->p.lo[vs + 1], .head = has_head, .rows = r->p.rows, .slots = slots, .ckpt = ckpt,
+static StageSpec spec_of(const TrainConfig *c, const Plan *p, int vs, int has_head, int slots, int ckpt) {
+    return (StageSpec){.layers = (int)c->layers, .hidden = (int)c->hidden, .classes = (int)c->classes, .inputs = p->inputs, .lo = p->lo[vs],
+                       .hi = p->lo[vs + 1], .head = has_head, .rows = p->rows, .slots = slots, .ckpt = ckpt,
                        .bf16 = c->precision == PRECISION_BF16, .seed = (uint64_t)c->seed};
 }
 
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
 // i.e. F = 1, B = 2), and each chunk's activation stash is sized from that simulation.
-static void setup_pipeline(Run *r) {
-    const TrainConfig *c = r->c;
-    const Plan *p = &r->p;
-    comm_grid(&r->comm, r->be, p->K, p->D, p->placement);
-    int nb[2 * COMM_MAX_CHUNKS], n_nb = p2p_neighbours(p->K, p->V, p->chunk_order, r->comm.stage, nb);
-    for (int i = 0; i < n_nb; i++) nb[i] = comm_stage_rank(&r->comm, nb[i]);  // the NCCL warm-up's peers
-    comm_use_transport(&r->comm, p->transport, nb, n_nb);
-    r->stage = r->comm.stage;
-    r->replica = r->comm.replica;
+static void setup_pipeline(const TrainConfig *c, const Plan *p, Wire *w, Model *model, StepState *st) {
+    comm_grid(&w->comm, w->be, p->K, p->D, p->placement);
+    int nb[2 * COMM_MAX_CHUNKS], n_nb = p2p_neighbours(p->K, p->V, p->chunk_order, w->comm.stage, nb);
+    for (int i = 0; i < n_nb; i++) nb[i] = comm_stage_rank(&w->comm, nb[i]);  // the NCCL warm-up's peers
+    comm_use_transport(&w->comm, p->transport, nb, n_nb);
+    w->stage = w->comm.stage;
+    w->replica = w->comm.replica;
     SimSpec spec = {.kind = p->schedule, .file = p->file, .K = p->K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
-    schedule_sim(&spec, &r->sim);
-    if (r->sim.deadlock) fatal("schedule would deadlock: %s", r->sim.why);
-    schedule_build(p->schedule, p->file, p->K, p->M, p->V, r->stage, &r->list);
-    r->n_local = p->V;
-    r->local = xcalloc((size_t)p->V, sizeof(Stage));
-    r->vs_of = xcalloc((size_t)p->V, sizeof(int));
-    memory_check(r);  // before the first large allocation
+    schedule_sim(&spec, &st->sim);
+    if (st->sim.deadlock) fatal("schedule would deadlock: %s", st->sim.why);
+    schedule_build(p->schedule, p->file, p->K, p->M, p->V, w->stage, &st->list);
+    model->n_local = p->V;
+    model->local = xcalloc((size_t)p->V, sizeof(Stage));
+    model->vs_of = xcalloc((size_t)p->V, sizeof(int));
+    memory_check(c, p, w, &st->sim);  // before the first large allocation
     for (int k = 0; k < p->V; k++) {
-        int vs = plan_vstage(p, r->stage, k), last = vs == p->S - 1;
-        Stage *s = &r->local[k];
-        r->vs_of[k] = vs;
-        stage_init(s, r->be, spec_of(r, vs, last, r->sim.peak_slots[vs], c->checkpoint_activations));
+        int vs = plan_vstage(p, w->stage, k), last = vs == p->S - 1;
+        Stage *s = &model->local[k];
+        model->vs_of[k] = vs;
+        stage_init(s, w->be, spec_of(c, p, vs, last, st->sim.peak_slots[vs], c->checkpoint_activations));
         if (p->split) stage_enable_split(s);
         s->grad_scale = 1.0f / (float)c->batch;  // the global batch's mean (replicas' gradients are summed)
-        s->tally = &r->tally;
+        s->tally = &model->tally;
         s->progress = comm_poll_sends;
-        if (last) r->head = s;
+        if (last) model->head = s;
     }
 }
 
 // One process's stages: the monolith or a ddp replica (the whole model), or the manual split's parts.
-static void setup_local(Run *r) {
-    const TrainConfig *c = r->c;
-    int K = r->p.K;
+static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *model) {
+    int K = p->K;
     if (c->mode == MODE_DDP) {
-        comm_grid(&r->comm, r->be, 1, r->p.D, PLACEMENT_STAGES);
-        r->replica = r->comm.replica;
+        comm_grid(&w->comm, w->be, 1, p->D, PLACEMENT_STAGES);
+        w->replica = w->comm.replica;
     }
-    r->n_local = K;
-    r->local = xcalloc((size_t)K, sizeof(Stage));
-    r->vs_of = xcalloc((size_t)K, sizeof(int));
-    memory_check(r);  // before the first large allocation
+    model->n_local = K;
+    model->local = xcalloc((size_t)K, sizeof(Stage));
+    model->vs_of = xcalloc((size_t)K, sizeof(int));
+    memory_check(c, p, w, NULL);  // before the first large allocation
     for (int k = 0; k < K; k++) {
-        r->vs_of[k] = k;
-        stage_init(&r->local[k], r->be, spec_of(r, k, k == K - 1, 1, 0));
+        model->vs_of[k] = k;
+        stage_init(&model->local[k], w->be, spec_of(c, p, k, k == K - 1, 1, 0));
     }
-    r->head = &r->local[K - 1];
+    model->head = &model->local[K - 1];
     // the mean over the whole step: ddp's replicas' gradients are summed, so 1/(global batch x N)
-    r->head->grad_scale = 1.0f / (float)(c->mode == MODE_DDP ? c->batch * r->p.N : (int64_t)r->p.rows * r->p.N);
+    model->head->grad_scale = 1.0f / (float)(c->mode == MODE_DDP ? c->batch * p->N : (int64_t)p->rows * p->N);
 }
 
 // Replicas must start from identical parameters: compare checksums within each dp group and let
 // every rank of the world learn the verdict, so all decide alike.
-static void check_replicas_agree(Run *r) {
+static void check_replicas_agree(const Model *model, const Comm *comm) {
     double differ[1] = {0};
-    for (int k = 0; k < r->n_local; k++) differ[0] += !comm_same_u64(stage_param_checksum(&r->local[k]), r->comm.dp);
+    for (int k = 0; k < model->n_local; k++) differ[0] += !comm_same_u64(stage_param_checksum(&model->local[k]), comm->dp);
     comm_allreduce_max_double(differ, 1, MPI_COMM_WORLD);
     if (differ[0])
         user_error("train: the replicas start from different parameters (checksums differ across the dp group): give every rank the same --seed and model options");
@@ -159,182 +152,196 @@ static void check_replicas_agree(Run *r) {
 // ddp/hybrid: one gradient sync per local stage (a chunk each, interleaved). --allreduce shm (the
 // plan's choice, from every rank's node and /dev/shm): the replicas read each other's gradients
 // (and, for ZeRO-1, parameters) in place, so both move into windows shared by each stage's dp group.
-static void setup_data_parallel(Run *r) {
-    const TrainConfig *c = r->c;
-    check_replicas_agree(r);
-    for (int k = 0; k < r->n_local && r->p.allreduce == ALLREDUCE_SHM; k++) {
-        float *p = comm_shared_alloc(&r->comm, r->local[k].n_params);
-        stage_share(&r->local[k], p, comm_shared_alloc(&r->comm, r->local[k].n_params));
+static void setup_data_parallel(const TrainConfig *c, const Plan *p, Wire *w, Model *model) {
+    check_replicas_agree(model, &w->comm);
+    for (int k = 0; k < model->n_local && p->allreduce == ALLREDUCE_SHM; k++) {
+        float *params = comm_shared_alloc(&w->comm, model->local[k].n_params);
+        stage_share(&model->local[k], params, comm_shared_alloc(&w->comm, model->local[k].n_params));
     }
-    r->n_sync = r->n_local;
-    r->sync = xcalloc((size_t)r->n_local, sizeof(GradSync));
-    for (int k = 0; k < r->n_local; k++)
-        gradsync_init(&r->sync[k], &r->comm, &r->local[k], c->ddp_sync, r->p.allreduce, (int)c->zero, c->bucket_mb * 1024 * 1024);
+    model->n_sync = model->n_local;
+    model->sync = xcalloc((size_t)model->n_local, sizeof(GradSync));
+    for (int k = 0; k < model->n_local; k++)
+        gradsync_init(&model->sync[k], &w->comm, &model->local[k], c->ddp_sync, p->allreduce, (int)c->zero, c->bucket_mb * 1024 * 1024);
 }
 
 // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads;
-// interleaved: a file per chunk, i.e. per virtual stage); then --resume.
+// interleaved: a file per chunk, i.e. per virtual stage); then --resume, which sets where the run starts.
 static void setup_checkpoints(Run *r, int verbose) {
     const TrainConfig *c = r->c;
+    const Plan *p = &r->p;
     static char mode_name[32];
-    r->ck = (CkptLayout){.c = c, .inputs = r->p.inputs, .steps = r->p.steps, .mode = choice_name(MODE_CHOICES, c->mode, mode_name, sizeof mode_name),
-                         .world = r->p.world, .stages = r->p.S, .dp = r->p.D, .lo = r->p.lo, .local = r->local, .n_local = r->n_local,
-                         .first_stage = r->p.pipelined ? r->stage : 0, .stage_of = r->p.pipelined ? r->vs_of : NULL,
-                         .writer = r->replica == 0, .comm = MPI_COMM_WORLD};
-    r->saved_step = -1;
+    r->ck = (CkptLayout){.c = c, .inputs = p->inputs, .steps = p->steps, .mode = choice_name(MODE_CHOICES, c->mode, mode_name, sizeof mode_name),
+                         .world = p->world, .stages = p->S, .dp = p->D, .lo = p->lo, .local = r->model.local, .n_local = r->model.n_local,
+                         .first_stage = p->pipelined ? r->wire.stage : 0, .stage_of = p->pipelined ? r->model.vs_of : NULL,
+                         .writer = r->wire.replica == 0, .comm = MPI_COMM_WORLD};
+    r->progress.saved_step = -1;
     if (!c->resume[0]) return;
     char desc[160];
-    r->start = (int)ckpt_resume(&r->ck, &r->sample0, desc, sizeof desc);
-    if (verbose) printf("resumed from %s: %s; training steps %d-%lld\n", c->resume, desc, r->start + 1, r->p.steps);
+    r->progress.start = (int)ckpt_resume(&r->ck, &r->progress.sample0, desc, sizeof desc);
+    if (verbose) printf("resumed from %s: %s; training steps %d-%lld\n", c->resume, desc, r->progress.start + 1, p->steps);
 }
 
 static void run_free(Run *r) {
-    for (int k = 0; k < r->n_sync; k++) gradsync_free(&r->sync[k]);
-    free(r->sync);
-    for (int k = 0; k < r->n_local; k++) stage_free(&r->local[k]);
-    free(r->local); free(r->vs_of);
-    sim_result_free(&r->sim);
-    action_list_free(&r->list);
-    r->be->free(r->dout); r->be->free(r->din); r->be->free(r->wire);
-    Measure *m = &r->m;
-    free(r->xh); free(r->yh); free(m->step_s); free(m->busy_s); free(m->span_s); free(m->loss); free(m->gemm_s); free(m->ev);
-    free(m->step_start); free(m->comm_s); free(m->exposed_s); free(m->epoch);
+    Model *model = &r->model;
+    StepState *st = &r->exec;
+    const Backend *be = r->wire.be;
+    for (int k = 0; k < model->n_sync; k++) gradsync_free(&model->sync[k]);
+    free(model->sync);
+    for (int k = 0; k < model->n_local; k++) stage_free(&model->local[k]);
+    free(model->local); free(model->vs_of);
+    sim_result_free(&st->sim);
+    action_list_free(&st->list);
+    be->free(st->dout); be->free(st->din); be->free(st->grad_bf16);
+    free(st->xh); free(st->yh);
+    measure_free(&r->m);
     data_close(&r->data);
-    if (r->p.distributed) comm_free(&r->comm);
-    comm_hardware_free(&r->hardware);
+    if (r->p.distributed) comm_free(&r->wire.comm);
+    comm_hardware_free(&r->wire.hardware);
 }
 
 // ---- the step loop ----
 
 // The forward and backward of every micro-batch (and its communication), then the gradients
-// averaged over the replicas.
-static void step_compute(Run *r, int step) {
-    for (int k = 0; k < r->n_local; k++) stage_zero_grads(&r->local[k]);
-    for (int k = 0; k < r->n_sync; k++) gradsync_begin_step(&r->sync[k]);
+// averaged over the replicas. st->step and st->step_sample name the step.
+static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m) {
+    int step = st->step;
+    for (int k = 0; k < model->n_local; k++) stage_zero_grads(&model->local[k]);
+    for (int k = 0; k < model->n_sync; k++) gradsync_begin_step(&model->sync[k]);
     wd_phase("the step's barrier", step + 1);
-    if (r->p.pipelined) comm_barrier(MPI_COMM_WORLD);
+    if (p->pipelined) comm_barrier(MPI_COMM_WORLD);
     double t0 = now_sec();
-    r->m.step_start[step] = t0;
-    if (r->p.pipelined) r->m.span_s[step] = pipeline_step(r, step);
-    else if (r->c->mode == MODE_MANUAL) manual_step(r, step);
-    else monolith_step(r, step);
-    if (!r->p.pipelined) r->m.span_s[step] = now_sec() - t0;
+    m->step_start[step] = t0;
+    if (p->pipelined) m->span_s[step] = pipeline_step(p, w, model, st, m);
+    else if (p->mode == MODE_MANUAL) manual_step(p, w, model, st, m);
+    else monolith_step(p, w, model, st, m);
+    if (!p->pipelined) m->span_s[step] = now_sec() - t0;
     wd_phase("the gradient all-reduce", step + 1);
-    for (int k = 0; k < r->n_sync; k++) gradsync_finish(&r->sync[k]);
+    for (int k = 0; k < model->n_sync; k++) gradsync_finish(&model->sync[k]);
 }
 
 // The loss lives on the head's stage; every rank learns the global batch's (and so decides alike on NaN).
 // The same all-reduce carries how many ranks' last update left a parameter non-finite (note_nonfinite):
 // if any, every rank ends with the lowest such rank's message (exit 1).
-static double step_loss(Run *r, int step) {
-    double v[4] = {0, 0, 0, r->bad_update[0] ? 1 : 0}, t0 = r->m.step_start[step];
-    if (r->head) { v[0] = r->head->loss_sum; v[1] = r->head->loss_rows; v[2] = r->head->correct; }
+static double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *m, int step) {
+    double v[4] = {0, 0, 0, g->bad_update[0] ? 1 : 0}, t0 = m->step_start[step];
+    if (model->head) { v[0] = model->head->loss_sum; v[1] = model->head->loss_rows; v[2] = model->head->correct; }
     if (fault_due(FAULT_NAN, step + 1)) v[0] = NAN;  // testing: this rank's contribution goes bad
-    if (r->p.distributed) {
+    if (p->distributed) {
         wd_phase("the loss all-reduce", step + 1);
         double ta = now_sec();
         comm_allreduce_sum_double(v, 4, MPI_COMM_WORLD);
-        run_record(r, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
-        if (v[3] > 0) agree_on_failure(r->bad_update);
+        measure_record(m, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
+        if (v[3] > 0) agree_on_failure(g->bad_update);
     }
-    return r->m.loss[step] = v[0] / v[1];
+    return m->loss[step] = v[0] / v[1];
 }
 
 // A diverged run ends (exit 1) instead of saving and reporting garbage: the loss has stayed above
 // --diverge-factor x the run's first loss for DIVERGE_STEPS steps in a row (0 turns the rule off).
 // Every rank knows the global loss, so every rank decides alike.
 #define DIVERGE_STEPS 3
-static void check_divergence(Run *r, int step, double loss) {
-    double f = r->c->diverge_factor, first = r->m.loss[r->start];
+static void check_divergence(const TrainConfig *c, Progress *g, const Measure *m, int step, double loss) {
+    double f = c->diverge_factor, first = m->loss[g->start];
     if (f <= 0 || !(first > 0)) return;
-    r->diverged_steps = loss > f * first ? r->diverged_steps + 1 : 0;
-    if (r->diverged_steps >= DIVERGE_STEPS)
+    g->diverged_steps = loss > f * first ? g->diverged_steps + 1 : 0;
+    if (g->diverged_steps >= DIVERGE_STEPS)
         run_failed("train: the loss diverged: %.4g at step %d, above %g x the first step's %.4g for %d steps in a row: lower --lr "
-                   "(now %g), or change the rule with --diverge-factor (0: off)", loss, step + 1, f, first, DIVERGE_STEPS, r->c->lr);
+                   "(now %g), or change the rule with --diverge-factor (0: off)", loss, step + 1, f, first, DIVERGE_STEPS, c->lr);
 }
 
 // MICROPP_FAULT kind 'nangrad' (testing): one gradient of the first local stage becomes NaN, as an
 // overflow would leave it; the loss of this step stays finite.
-static void inject_nan_gradient(Run *r) {
-    Stage *s = &r->local[0];
+static void inject_nan_gradient(Model *model) {
+    Stage *s = &model->local[0];
     float nan = NAN;
-    r->be->to_device(s->grads + s->n_params / 2, &nan, sizeof nan);
+    s->be->to_device(s->grads + s->n_params / 2, &nan, sizeof nan);
 }
 
 // The updates report the first parameter they left non-finite; remember this rank's first, in words.
 // One process ends at once; ranks learn it in the next step's loss all-reduce (step_loss), or at the end.
 static void note_nonfinite(Run *r, int step, int k, long at) {
-    if (at < 0 || r->bad_update[0]) return;
+    Progress *g = &r->progress;
+    if (at < 0 || g->bad_update[0]) return;
     char name[96];
-    stage_tensor_name(&r->local[k], (size_t)at, name, sizeof name);
-    snprintf(r->bad_update, sizeof r->bad_update, "train: step %d's update left %s of %s %d not finite (NaN or Inf): the gradients "
+    stage_tensor_name(&r->model.local[k], (size_t)at, name, sizeof name);
+    snprintf(g->bad_update, sizeof g->bad_update, "train: step %d's update left %s of %s %d not finite (NaN or Inf): the gradients "
              "overflowed or the data holds non-finite values; lower --lr (now %g) or check the data",
-             step + 1, name, r->p.pipelined ? "stage" : "part", r->vs_of[k], r->c->lr);
-    if (!r->p.distributed) run_failed("%s", r->bad_update);
+             step + 1, name, r->p.pipelined ? "stage" : "part", r->model.vs_of[k], r->c->lr);
+    if (!r->p.distributed) run_failed("%s", g->bad_update);
 }
 
 static void step_update(Run *r, int step) {
     const TrainConfig *c = r->c;
+    Model *model = &r->model;
     double t0 = r->m.step_start[step], to = now_sec();
     wd_phase("the optimizer step", step + 1);
     float lr = (float)lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, r->p.steps), wd = (float)c->weight_decay;
-    if (fault_due(FAULT_NANGRAD, step + 1)) inject_nan_gradient(r);
-    if (r->n_sync) for (int k = 0; k < r->n_sync; k++) note_nonfinite(r, step, k, gradsync_optimizer_step(&r->sync[k], c->optimizer, lr, wd, step + 1));
-    else for (int k = 0; k < r->n_local; k++) note_nonfinite(r, step, k, stage_optimizer_step(&r->local[k], c->optimizer, lr, wd, step + 1));
-    r->be->sync();
-    run_record(r, step, EV_OPTIMIZER, -1, 0, to - t0, now_sec() - t0);
+    if (fault_due(FAULT_NANGRAD, step + 1)) inject_nan_gradient(model);
+    for (int k = 0; k < model->n_local; k++) {  // data parallelism: the stage's sync steps it (ZeRO-1: its shards)
+        long bad = model->n_sync ? gradsync_optimizer_step(&model->sync[k], c->optimizer, lr, wd, step + 1)
+                                 : stage_optimizer_step(&model->local[k], c->optimizer, lr, wd, step + 1);
+        note_nonfinite(r, step, k, bad);
+    }
+    r->wire.be->sync();
+    measure_record(&r->m, step, EV_OPTIMIZER, -1, 0, to - t0, now_sec() - t0);
     r->m.step_s[step] = now_sec() - t0;
 }
 
 // ddp/hybrid: the step's collectives, in flight and exposed. In a pipeline the other stages still
 // compute (the cool-down) after this one is done: the replica's compute ends when its last stage
 // does. Every rank left the step's barrier together, so times since t0 compare across the pipeline.
-static void step_comm_times(Run *r, int step) {
-    double t0 = r->m.step_start[step], end = 0;
-    for (int k = 0; k < r->n_sync; k++) end = fmax(end, r->sync[k].t_compute_end);
-    if (r->p.pipelined) {
+static void step_comm_times(const Plan *p, const Comm *comm, Model *model, Measure *m, int step) {
+    double t0 = m->step_start[step], end = 0;
+    for (int k = 0; k < model->n_sync; k++) end = fmax(end, model->sync[k].t_compute_end);
+    if (p->pipelined) {
         double rel[1] = {end - t0};
-        comm_allreduce_max_double(rel, 1, r->comm.pp);
+        comm_allreduce_max_double(rel, 1, comm->pp);
         end = t0 + rel[0];
     }
-    r->m.comm_s[step] = r->m.exposed_s[step] = 0;  // a rank's chunks: their times add up
-    for (int k = 0; k < r->n_sync; k++) {
+    m->comm_s[step] = m->exposed_s[step] = 0;  // a rank's chunks: their times add up
+    for (int k = 0; k < model->n_sync; k++) {
         double cs, es;
-        gradsync_end_step(&r->sync[k], end, &cs, &es);
-        r->m.comm_s[step] += cs;
-        r->m.exposed_s[step] += es;
+        gradsync_end_step(&model->sync[k], end, &cs, &es);
+        m->comm_s[step] += cs;
+        m->exposed_s[step] += es;
     }
+}
+
+// Saves the state after step `step` (0-based) completed, with the training stream's position after it.
+static double save_checkpoint(Run *r, int step) {
+    const Progress *g = &r->progress;
+    double bytes = ckpt_save(&r->ck, step + 1, plan_step_sample(&r->p, g->sample0, g->start, step + 1));
+    r->progress.saved_step = step + 1;
+    return bytes;
 }
 
 // The log line, and --save at --save-every and at the end.
 static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     const TrainConfig *c = r->c;
-    int steps = (int)r->p.steps, start = r->start;
-    if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == start || step == steps - 1))
+    int steps = (int)r->p.steps;
+    if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == r->progress.start || step == steps - 1))
         printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                r->m.step_s[step] * 1e3, (double)c->batch * r->p.N / r->m.step_s[step] / 1e3);
     if (!c->save[0] || c->save_best || !((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps)) return;
-    if (r->p.distributed) agree_on_failure(r->bad_update);  // never save a state that went non-finite
+    if (r->p.distributed) agree_on_failure(r->progress.bad_update);  // never save a state that went non-finite
     double t_save = now_sec();
     wd_phase("saving the checkpoint", step + 1);
-    double bytes = ckpt_save(&r->ck, step + 1, r->sample0 + (uint64_t)(step + 1 - start) * (uint64_t)c->batch * (uint64_t)r->p.N);
-    r->saved_step = step + 1;
+    double bytes = save_checkpoint(r, step);
     if (verbose) printf("saved step %d to %s (%.2f MB, %.0f ms)\n", step + 1, c->save, bytes / 1e6, (now_sec() - t_save) * 1e3);
 }
 
 // --save-best: the epoch's test accuracy against the best so far. Every rank takes the same
 // decision (the largest value any rank saw; the replicas' and stages' values agree anyway).
 static void save_if_best(Run *r, int step, double accuracy, int epoch, int verbose) {
-    const TrainConfig *c = r->c;
+    Progress *g = &r->progress;
     double v[1] = {isfinite(accuracy) ? accuracy : -1};
     if (r->p.distributed) comm_allreduce_max_double(v, 1, MPI_COMM_WORLD);
-    if (r->best_epoch && v[0] <= r->best_accuracy) return;
-    r->best_accuracy = v[0];
-    r->best_epoch = epoch;
+    if (g->best_epoch && v[0] <= g->best_accuracy) return;
+    g->best_accuracy = v[0];
+    g->best_epoch = epoch;
     double t0 = now_sec();
-    double bytes = ckpt_save(&r->ck, step + 1, r->sample0 + (uint64_t)(step + 1 - r->start) * (uint64_t)c->batch * (uint64_t)r->p.N);
-    r->saved_step = step + 1;
-    if (verbose) printf("saved epoch %d (best test accuracy so far, %.2f%%) to %s (%.2f MB, %.0f ms)\n", epoch, 100 * v[0], c->save, bytes / 1e6, (now_sec() - t0) * 1e3);
+    double bytes = save_checkpoint(r, step);
+    if (verbose) printf("saved epoch %d (best test accuracy so far, %.2f%%) to %s (%.2f MB, %.0f ms)\n", epoch, 100 * v[0], r->c->save, bytes / 1e6, (now_sec() - t0) * 1e3);
 }
 
 // --epochs: after an epoch's last step, the evaluation on the held-out rows, the epoch's line, and
@@ -342,45 +349,56 @@ static void save_if_best(Run *r, int step, double accuracy, int epoch, int verbo
 static void end_epoch(Run *r, int step, int verbose) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
+    Measure *m = &r->m;
     double t_end = now_sec();
-    int epoch = (int)((step + 1) / p->steps_per_epoch);  // 1-based
-    long long first = (long long)(epoch - 1) * p->steps_per_epoch, from = first > r->start ? first : r->start, n = step + 1 - from;
+    int epoch = (int)((step + 1) / p->steps_per_epoch), start = r->progress.start;  // epoch: 1-based
+    long long first = (long long)(epoch - 1) * p->steps_per_epoch, from = first > start ? first : start, n = step + 1 - from;
     double loss = 0;
-    for (long long t = from; t <= step; t++) loss += r->m.loss[t];
-    EvalResult ev = evaluate(r);
-    EpochStat *st = &r->m.epoch[r->m.n_epoch++];
+    for (long long t = from; t <= step; t++) loss += m->loss[t];
+    EvalResult ev = evaluate(c, p, &r->wire, &r->model, &r->exec);
+    EpochStat *st = &m->epoch[m->n_epoch++];
     *st = (EpochStat){.epoch = epoch, .train_loss = loss / (double)n, .test_loss = ev.loss, .test_accuracy = ev.accuracy,
-                      .time_s = t_end - r->m.epoch_t0, .samples_s = (double)n * (double)c->batch * p->N / (t_end - r->m.epoch_t0)};
-    if (verbose) report_epoch(r, st);
+                      .time_s = t_end - m->epoch_t0, .samples_s = (double)n * (double)c->batch * p->N / (t_end - m->epoch_t0)};
+    if (verbose) report_epoch(p, st);
     if (c->save_best) save_if_best(r, step, ev.accuracy, epoch, verbose);
-    r->m.epoch_t0 = now_sec();
+    m->epoch_t0 = now_sec();
+}
+
+// The replicas of every stage must end with the same parameters.
+static void check_replicas_end_alike(const Wire *w, const Model *model) {
+    for (int k = 0; k < model->n_sync; k++)
+        if (!comm_same_u64(stage_param_checksum(&model->local[k]), w->comm.dp))
+            fatal("the replicas of stage %d (chunk %d) ended with different parameters: the ranks were started with different "
+                  "options (--lr, --optimizer, ...), or the gradient all-reduce is broken", w->stage, k);
 }
 
 static void train_steps(Run *r, VerifyResult *v, int verbose) {
     const TrainConfig *c = r->c;
-    if (c->gemm_timing) r->be->gemm_timing(1);
+    const Plan *p = &r->p;
+    const Backend *be = r->wire.be;
+    Progress *g = &r->progress;
+    if (c->gemm_timing) be->gemm_timing(1);
     r->m.epoch_t0 = now_sec();
-    for (int step = r->start; step < (int)r->p.steps; step++) {
+    for (int step = g->start; step < (int)p->steps; step++) {
         fault_step(step + 1);
-        if (!r->p.pipelined) fault_stall(step + 1, "at its start");
-        step_compute(r, step);
-        double loss = step_loss(r, step);
-        if (step == 0 && c->verify) verify_step(r, loss, v);
+        if (!p->pipelined) fault_stall(step + 1, "at its start");
+        r->exec.step = step;
+        r->exec.step_sample = plan_step_sample(p, g->sample0, g->start, step);
+        step_compute(p, &r->wire, &r->model, &r->exec, &r->m);
+        double loss = step_loss(p, &r->model, g, &r->m, step);
+        if (step == 0 && c->verify) *v = verify_step(c, p, &r->model, &r->exec, loss);
         if (!isfinite(loss))
             run_failed("train: the loss became %s at step %d: lower --lr (now %g) and check the data", isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
-        check_divergence(r, step, loss);
+        check_divergence(c, g, &r->m, step, loss);
         step_update(r, step);
-        if (r->n_sync) step_comm_times(r, step);
-        if (c->gemm_timing) r->m.gemm_s[step] = r->be->gemm_seconds();
+        if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step);
+        if (c->gemm_timing) r->m.gemm_s[step] = be->gemm_seconds();
         step_log_and_save(r, step, loss, verbose);
-        if (r->p.epochs && (step + 1) % r->p.steps_per_epoch == 0) end_epoch(r, step, verbose);
+        if (p->epochs && (step + 1) % p->steps_per_epoch == 0) end_epoch(r, step, verbose);
     }
-    if (r->p.distributed) agree_on_failure(r->bad_update);  // the last update has no next step to report it
-    for (int k = 0; k < r->n_sync; k++)
-        if (!comm_same_u64(stage_param_checksum(&r->local[k]), r->comm.dp))
-            fatal("the replicas of stage %d (chunk %d) ended with different parameters: the ranks were started with different "
-                  "options (--lr, --optimizer, ...), or the gradient all-reduce is broken", r->stage, k);
-    if (c->gemm_timing) r->be->gemm_timing(0);
+    if (p->distributed) agree_on_failure(g->bad_update);  // the last update has no next step to report it
+    check_replicas_end_alike(&r->wire, &r->model);
+    if (c->gemm_timing) be->gemm_timing(0);
 }
 
 // ---- the command ----
@@ -402,10 +420,9 @@ static const SchedFile *load_schedule_file(const TrainConfig *c, SchedFile *file
 // were committed in the step loop); every other rank waits for its word, bounded by --timeout alone
 // (a slow disk is no failure, and MPI_Finalize's short backstop must not turn "rank 0 is still
 // writing" into exit 0), and every rank returns the same code: 0 only when all is written.
-static int outputs_written(const Run *r, const Summary *s, const VerifyResult *v) {
-    const TrainConfig *c = r->c;
+static int outputs_written(const TrainConfig *c, const Plan *p, int rank, const Summary *s, const VerifyResult *v) {
     int code = v->failed ? 1 : 0;
-    if (r->rank == 0) {
+    if (rank == 0) {
         if (v->failed)
             fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e and %dx the reference's own float noise\n",
                     v->worst_err, v->tol, VERIFY_NOISE_FACTOR);
@@ -413,8 +430,8 @@ static int outputs_written(const Run *r, const Summary *s, const VerifyResult *v
         if (s->write_err[0] || fflush(stdout) != 0 || ferror(stdout)) code = 1;  // (main prints standard output's line)
     }
     char what[3 * PATH_LEN], files[2 * PATH_LEN + 40] = "";
-    if (c->trace[0] && r->p.pipelined) snprintf(files, sizeof files, "--trace '%s', ", c->trace);
-    if (c->timeline[0] && r->p.pipelined) snprintf(files + strlen(files), sizeof files - strlen(files), "--timeline '%s', ", c->timeline);
+    if (c->trace[0] && p->pipelined) snprintf(files, sizeof files, "--trace '%s', ", c->trace);
+    if (c->timeline[0] && p->pipelined) snprintf(files + strlen(files), sizeof files - strlen(files), "--timeline '%s', ", c->timeline);
     snprintf(what, sizeof what, "writing its outputs (%sthe summary): a slow disk, or a FIFO nobody reads? raise --timeout, or write them elsewhere", files);
     wd_phase("the end of the run", 0);
     return comm_outputs_written(code, what);
@@ -423,15 +440,14 @@ static int outputs_written(const Run *r, const Summary *s, const VerifyResult *v
 // The facts the plan needs beyond the options and the launch, gathered alike on every rank: what
 // every rank's GPU, node and /dev/shm allow (comm_choose_hardware, collective), the data's headers (its rows;
 // the data itself is read once the plan is made), BLAS's threads, the step --resume starts from.
-static void gather_facts(Run *r, Facts *f) {
-    const TrainConfig *c = r->c;
+static void gather_facts(const TrainConfig *c, const Plan *p, Data *data, Hardware *hardware, Facts *f) {
     DataSource src = {c->data, c->labels, c->test_data, c->test_labels};
-    data_open(&r->data, src, r->p.inputs, (uint64_t)c->seed);
+    data_open(data, src, p->inputs, (uint64_t)c->seed);
     f->data_known = 1;
-    f->train_rows = r->data.train.n;
-    f->test_rows = r->data.test.n;
-    comm_choose_hardware(c->device != DEVICE_CPU, &r->hardware);
-    f->devices = &r->hardware;
+    f->train_rows = data->train.n;
+    f->test_rows = data->test.n;
+    comm_choose_hardware(c->device != DEVICE_CPU, hardware);
+    f->devices = hardware;
     f->blas_max_threads = blas_max_threads();
     f->resume_step = c->resume[0] ? ckpt_resume_step(c->resume, MPI_COMM_WORLD) : 0;
 }
@@ -443,43 +459,48 @@ int cmd_train(int argc, char **argv) {
     char err[1024];
     if (plan_early(&cfg, err, sizeof err)) user_error("%s", err);  // before any rank waits on another
     wd_set_timeout(cfg.timeout);
-    Run run = {.c = &cfg, .rank = comm_world_rank()}, *r = &run;
+    Run run = {.c = &cfg, .wire.rank = comm_world_rank()}, *r = &run;
+    const Plan *p = &r->p;
     SchedFile sched_file = {0};
     Facts facts = {.world = comm_world_size(), .tag_ub = comm_tag_ub(), .schedule_file = load_schedule_file(&cfg, &sched_file)};
     // The plan from the options and the launch first, so that a mistaken option is named before any
     // file is read; then again with every fact: the plan the run follows.
     if (plan_make(&cfg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
-    gather_facts(r, &facts);
+    gather_facts(&cfg, p, &r->data, &r->wire.hardware, &facts);
     if (plan_make(&cfg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
     data_load(&r->data, (int)cfg.classes);
-    if (r->p.epochs) data_set_epochs(&r->data, (uint64_t)r->p.epoch_rows);
+    if (p->epochs) data_set_epochs(&r->data, (uint64_t)p->epoch_rows);
     wd_phase("the set-up", 0);
     fault_init();  // testing: MICROPP_FAULT, e.g. a rank that stalls before the first agreement
     fault_stall(0, "in the set-up");
-    check_outputs(r);
+    check_outputs(&cfg, r->wire.rank);
     ckpt_setup(&cfg, MPI_COMM_WORLD);
-    setup_device(r);
-    int verbose = !cfg.json && r->rank == 0;
-    if (verbose) report_header(r);
-    if (r->p.pipelined) setup_pipeline(r);  // (each checks the run's memory before allocating)
-    else setup_local(r);
-    setup_buffers(r);
-    if (r->p.data_parallel) {
-        setup_data_parallel(r);
-        if (verbose) report_dp_header(r);
+    setup_device(&cfg, p, &r->wire);
+    int verbose = !cfg.json && r->wire.rank == 0;
+    if (verbose) report_header(&cfg, p, &r->wire, &r->data);
+    if (p->pipelined) setup_pipeline(&cfg, p, &r->wire, &r->model, &r->exec);  // (each checks the memory first)
+    else setup_local(&cfg, p, &r->wire, &r->model);
+    setup_buffers(&cfg, p, r->wire.be, &r->exec);
+    r->exec.data = &r->data;
+    measure_init(&r->m, p->steps, p->epochs);
+    if (p->data_parallel) {
+        setup_data_parallel(&cfg, p, &r->wire, &r->model);
+        if (verbose) report_dp_header(&cfg, p, &r->model);
     }
     setup_checkpoints(r, verbose);
 
     VerifyResult verify = {0};
     train_steps(r, &verify, verbose);
     // the last epoch's evaluation is the final one
-    EvalResult final = r->m.n_epoch ? (EvalResult){r->m.epoch[r->m.n_epoch - 1].test_accuracy, r->m.epoch[r->m.n_epoch - 1].test_loss, 0} : evaluate(r);
+    const Measure *m = &r->m;
+    EvalResult final = m->n_epoch ? (EvalResult){m->epoch[m->n_epoch - 1].test_accuracy, m->epoch[m->n_epoch - 1].test_loss, 0}
+                                  : evaluate(&cfg, p, &r->wire, &r->model, &r->exec);
     wd_phase("the summary", 0);
 
     Summary summary;
     summary_fill(r, final.accuracy, &verify, &summary);  // rank 0 writes --trace and --timeline
     summary_print(r, &summary);
-    int code = outputs_written(r, &summary, &verify);
+    int code = outputs_written(&cfg, p, r->wire.rank, &summary, &verify);
     summary_free(&summary);
     run_free(r);
     comm_finalize_with(code);

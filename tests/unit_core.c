@@ -91,7 +91,7 @@ static double model_loss(Stage *s, const float *x, const int32_t *y) {
     memcpy(stage_slot_input(s, slot), x, sizeof(float) * (size_t)s->rows * s->H);
     stage_set_labels(s, slot, y);
     stage_forward(s, slot);
-    s->slots[slot].mb = -1; s->live_slots--; s->act_bytes = 0;  // drop without backward
+    s->slots[slot].mb = -1; s->act_bytes = 0;  // drop without backward
     return s->loss_sum * s->grad_scale;
 }
 

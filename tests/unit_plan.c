@@ -246,6 +246,28 @@ static void test_eval_rows(void) {
     EXPECT("plan/eval: 0 until the data's rows are known", p.eval_rows == 0, "%lld", p.eval_rows);
 }
 
+// The training stream: a step reads N micro-steps of B = rows x M x D samples; replica d takes
+// [d B/D, (d+1) B/D) of each, micro-batch mb rows mb x rows of that; synthetic data cycles through
+// --samples (default one step's B x N), a data set does not (data.c maps the stream itself).
+static void test_stream(void) {
+    Facts synthetic = {.world = 2, .tag_ub = TAG_UB, .data_known = 1};
+    Plan p = facts_ok("plan/stream: ddp with grad-accum", &synthetic, "--mode ddp --grad-accum 4 --batch 32");
+    uint64_t at = plan_step_sample(&p, 0, 0, 3);
+    EXPECT("plan/stream: step 3 of 4 micro-steps of 32 starts at 384; micro-step 2 of replica 1 at 64 + 16, cycled at 128",
+           p.synthetic_samples == 128 && at == 384 && plan_sample(&p, at, 2, 1, 0) == 80, "cycle %lld at %llu sample %llu",
+           p.synthetic_samples, (unsigned long long)at, (unsigned long long)plan_sample(&p, at, 2, 1, 0));
+    Facts set = {.world = 2, .tag_ub = TAG_UB, .data_known = 1, .train_rows = 1000};
+    p = facts_ok("plan/stream: a data set", &set, "--mode ddp --grad-accum 4 --batch 32 --data x.npy --labels y.npy");
+    EXPECT("plan/stream: a data set's stream does not cycle", p.synthetic_samples == 0 && plan_sample(&p, 5000, 1, 1, 0) == 5048,
+           "cycle %lld sample %llu", p.synthetic_samples, (unsigned long long)plan_sample(&p, 5000, 1, 1, 0));
+    Facts four = {.world = 4, .tag_ub = TAG_UB, .data_known = 1};
+    p = facts_ok("plan/stream: hybrid, resumed", &four, "--mode hybrid --pp 2 --dp 2 --batch 32 --micro-batches 4 --samples 50");
+    at = plan_step_sample(&p, 100, 5, 7);  // resumed at step 5 from sample 100: step 7 is two steps of 32 on
+    EXPECT("plan/stream: hybrid: replica 1's micro-batch 3 of step 7 starts at 164 + 16 + 12, cycled at --samples 50",
+           p.rows == 4 && at == 164 && plan_sample(&p, at, 0, 1, 3) == 42 && plan_sample(&p, 0, 0, 1, 3) == 28,
+           "rows %d at %llu sample %llu", p.rows, (unsigned long long)at, (unsigned long long)plan_sample(&p, at, 0, 1, 3));
+}
+
 // The devices' facts (comm_choose_hardware): every rank with a GPU on its own, or not.
 static Hardware gpus(int world, int crowded) {
     static int node_of[8];
@@ -448,6 +470,7 @@ int main(void) {
     test_observers();
     test_epochs();
     test_eval_rows();
+    test_stream();
     test_devices();
     test_allreduce();
     test_resumed();

@@ -111,25 +111,27 @@ void memory_layout_free(MemLayout *l) { free(l->need); free(l->act); free(l->inf
 double memory_available(void) { return meminfo_available(); }
 
 // The cheapest change that shrinks what dominates.
-static const char *fix_for(const Run *r, const MemNeed *m) {
+static const char *fix_for(const TrainConfig *c, const Plan *p, const MemNeed *m) {
     if (m->activations + m->buffers > m->total / 2)  // both grow with the rows of a micro-batch
-        return r->p.pipelined ? "--checkpoint-activations, more --micro-batches, or more stages" : "a smaller --batch (or --grad-accum), or a pipeline";
-    if (r->p.data_parallel && !r->c->zero && m->optimizer > 0) return "--zero 1 (shards the optimizer state), more stages (--mode hybrid), or a smaller model";
+        return p->pipelined ? "--checkpoint-activations, more --micro-batches, or more stages" : "a smaller --batch (or --grad-accum), or a pipeline";
+    if (p->data_parallel && !c->zero && m->optimizer > 0) return "--zero 1 (shards the optimizer state), more stages (--mode hybrid), or a smaller model";
     return "more pipeline stages (--mode pp or hybrid over more ranks), or a smaller model";
 }
 
-void memory_check(const Run *r) {
+void memory_check(const TrainConfig *c, const Plan *p, const Wire *w, const SimResult *sim) {
     MemNeed m;
-    memory_rank(r->c, &r->p, r->p.pipelined ? &r->sim : NULL, r->p.pipelined ? r->stage : 0, &m);
-    int device = !r->be->on_host && r->be->memory_free;  // a GPU of its own per rank: its free bytes
-    double have = device ? r->be->memory_free() : memory_available(), ranks = device ? 1 : r->hardware.local_size > 0 ? r->hardware.local_size : 1;
+    memory_rank(c, p, p->pipelined ? sim : NULL, p->pipelined ? w->stage : 0, &m);
+    const Backend *be = w->be;
+    int device = !be->on_host && be->memory_free;  // a GPU of its own per rank: its free bytes
+    double have = device ? be->memory_free() : memory_available();
+    double ranks = device ? 1 : w->hardware.local_size > 0 ? w->hardware.local_size : 1;
     double need = m.total * ranks;  // the ranks of a node share its memory (each reckoned like this one)
     char why[1024] = "";
     if (have > 0 && need > have)
         snprintf(why, sizeof why, "train: rank %d needs about %.3g GB (weights %.3g, gradients %.3g, optimizer %.3g, activations %.3g, "
                  "buffers %.3g), %.0f rank%s on its %s %.3g GB, and the %s has %.3g GB %s: use %s",
-                 r->rank, m.total / 1e9, m.weights / 1e9, m.grads / 1e9, m.optimizer / 1e9, m.activations / 1e9, m.buffers / 1e9,
+                 w->rank, m.total / 1e9, m.weights / 1e9, m.grads / 1e9, m.optimizer / 1e9, m.activations / 1e9, m.buffers / 1e9,
                  ranks, ranks == 1 ? "" : "s", device ? "GPU" : "node", need / 1e9, device ? "GPU" : "node", have / 1e9,
-                 device ? "free" : "available", fix_for(r, &m));
+                 device ? "free" : "available", fix_for(c, p, &m));
     agree_on_error(why);
 }

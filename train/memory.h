@@ -36,7 +36,8 @@ void memory_layout_free(MemLayout *l);
 double memory_activation_elem(int precision);
 // MemAvailable from /proc/meminfo, bytes; -1 when it cannot be read.
 double memory_available(void);
-// Collective over the world: every rank's need (memory_rank: this rank's stage, r->sim in a
-// pipeline) against its node's MemAvailable (/proc/meminfo), or its GPU's free memory; one that
-// does not fit ends every rank with one line naming the figures and the cheapest fix.
-void memory_check(const Run *r);
+// Collective over the world: every rank's need (memory_rank: this rank's stage, with the schedule's
+// simulation sim in a pipeline, else NULL) against its node's MemAvailable (/proc/meminfo), or its
+// GPU's free memory; one that does not fit ends every rank with one line naming the figures and
+// the cheapest fix.
+void memory_check(const TrainConfig *c, const Plan *p, const Wire *w, const SimResult *sim);

@@ -9,19 +9,22 @@
 // (kind, mb) from vs to it and from it to vs (a tag names the RECEIVING chunk). No other code
 // computes peers or tags.
 typedef struct { int rank, send_tag, recv_tag; } Peer;
-Peer pipe_neighbour(const Run *r, int vs, int dir, int kind, int mb);
+Peer pipe_neighbour(const Plan *p, const Comm *comm, int vs, int dir, int kind, int mb);
 
-// One step's forward and backward. Each fills r->m.busy_s[step]; the pipeline and the monolith also
-// record their actions (run_record: the trace, the Gantt, the bubble), the manual split none. The
-// pipeline returns the span of its action list (seconds from the step's start).
-double pipeline_step(Run *r, int step);
+// One step's forward and backward: step st->step, reading the training stream from st->step_sample.
+// Each fills m->busy_s[step]; the pipeline and the monolith also record their actions
+// (measure_record: the trace, the Gantt, the bubble), the manual split none. The pipeline returns
+// the span of its action list (seconds from the step's start).
+double pipeline_step(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m);
+void monolith_step(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m);
+void manual_step(const Plan *p, const Wire *w, Model *model, StepState *st, Measure *m);
 // The bytes of one activation (or gradient) message between stages: rows x hidden values, fp32 or
-// bf16 (stage_wire_floats); what every send and receive of a pipeline step moves.
-double pipe_message_bytes(const Run *r);
-void monolith_step(Run *r, int step);
-void manual_step(Run *r, int step);
+// bf16 (stage_wire_floats of a local stage s); what every send and receive of a pipeline step moves.
+double pipe_message_bytes(const Plan *p, const Stage *s);
 
+// An evaluation on the held-out rows.
+typedef struct { double accuracy, loss; long long rows; } EvalResult;
 // Accuracy and mean cross-entropy on the held-out rows (the test split, whole unless --eval-samples
 // is given; else --eval-samples rows; NAN when there are none): forward only, through the local
 // stages (monolith, manual) or the pipeline; every rank of a pipeline returns them.
-EvalResult evaluate(Run *r);
+EvalResult evaluate(const TrainConfig *c, const Plan *p, Wire *w, Model *model, StepState *st);

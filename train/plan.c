@@ -493,6 +493,7 @@ static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
         rule_devices(c, f, p, e) || rule_allreduce(c, f, p, e) || rule_resumed(c, f, p, e))
         return -1;
     rule_eval(c, f, p, e);
+    p->synthetic_samples = f->train_rows ? 0 : c->samples ? c->samples : c->batch * p->N;
     p->grad_accum_given = seen_set(e->seen, "grad-accum");
     return 0;
 }

@@ -5,6 +5,7 @@
 // No MPI, no model memory.
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 #include "base/config.h"
 #include "comms.h"     // PLACEMENT_*, the comm_grid_* helpers, Hardware (the devices' facts)
 #include "schedule.h"  // the chunk order's helpers, SchedFile
@@ -60,6 +61,8 @@ typedef struct {
     int epochs;
     long long steps_per_epoch, epoch_rows, dropped;  // epoch_rows = steps_per_epoch x batch x grad-accum
     long long eval_rows;   // held-out rows the accuracy is measured on (0 until the data is known)
+    long long synthetic_samples;  // synthetic data: the training set the stream cycles through (--samples,
+                                  // or one step's batch x grad-accum rows); 0 for a data set (data.c maps it)
     // Where and how (from the devices' facts; before them: cpu, mpi, --allreduce as given)
     int device;            // DEVICE_CPU or DEVICE_CUDA
     int transport;         // TRANSPORT_MPI or TRANSPORT_NCCL: how the pipeline's stages exchange
@@ -95,6 +98,19 @@ static inline int plan_vstage(const Plan *p, int stage, int chunk) { return vsta
 static inline int plan_stage_of(const Plan *p, int vs) { return stage_of_vstage(p->chunk_order, p->K, vs); }
 static inline int plan_chunk_of(const Plan *p, int vs) { return chunk_of_vstage(p->K, vs); }
 static inline int plan_layers(const Plan *p, int vs) { return p->lo[vs + 1] - p->lo[vs]; }
+// The training stream (base/data.c maps it to rows): a step reads N accumulation micro-steps of a
+// batch of B = rows x M x D consecutive samples; replica d takes samples [d B/D, (d+1) B/D) of each,
+// cut into M micro-batches of rows. A run that starts step `start` at sample `sample0` (0, or where
+// its checkpoint left the stream) starts step `step` at plan_step_sample ...
+static inline uint64_t plan_step_sample(const Plan *p, uint64_t sample0, int start, int step) {
+    return sample0 + (uint64_t)(step - start) * (uint64_t)p->N * (uint64_t)p->rows * (uint64_t)p->M * (uint64_t)p->D;
+}
+// ... and its micro-batch mb of replica d in micro-step k at plan_sample (synthetic data cycles).
+static inline uint64_t plan_sample(const Plan *p, uint64_t step_sample, int k, int d, int mb) {
+    uint64_t rows = (uint64_t)p->rows, per_replica = rows * (uint64_t)p->M, batch = per_replica * (uint64_t)p->D;
+    uint64_t i = step_sample + (uint64_t)k * batch + (uint64_t)d * per_replica + (uint64_t)mb * rows;
+    return p->synthetic_samples ? i % (uint64_t)p->synthetic_samples : i;
+}
 // The hybrid grid on world ranks (--placement): the stage and replica of a rank.
 static inline int plan_rank_stage(const Plan *p, int rank) { return comm_grid_stage(p->placement, p->K, p->D, rank); }
 static inline int plan_rank_replica(const Plan *p, int rank) { return comm_grid_replica(p->placement, p->K, p->D, rank); }

@@ -10,27 +10,31 @@
 #include "train/report.h"
 #include "base/util.h"
 
-static void names(const Run *r, Summary *s) {
-    const TrainConfig *c = r->c;
+// The choices' names (the sync's and the all-reduce's too: report_dp_header prints them)...
+static void choice_names(const TrainConfig *c, const Plan *p, Summary *s) {
     choice_name(MODE_CHOICES, c->mode, s->mode, sizeof s->mode);
-    choice_name(SCHED_NAMES, r->p.schedule, s->schedule, sizeof s->schedule);
+    choice_name(SCHED_NAMES, p->schedule, s->schedule, sizeof s->schedule);
     choice_name(OPTIM_CHOICES, c->optimizer, s->optimizer, sizeof s->optimizer);
-    choice_name(TRANSPORT_CHOICES, r->p.transport, s->transport, sizeof s->transport);
+    choice_name(TRANSPORT_CHOICES, p->transport, s->transport, sizeof s->transport);
     choice_name(SYNC_CHOICES, c->ddp_sync, s->sync, sizeof s->sync);
-    choice_name(ALLREDUCE_CHOICES, r->p.allreduce, s->allreduce, sizeof s->allreduce);
-    blas_describe(s->blas, sizeof s->blas);
+    choice_name(ALLREDUCE_CHOICES, p->allreduce, s->allreduce, sizeof s->allreduce);
     choice_name(PRECISION_CHOICES, c->precision, s->precision, sizeof s->precision);
-    if (c->precision == PRECISION_BF16 && r->be->on_host)  // the kernel of a hidden layer's forward product
-        onednn_describe(r->p.rows, (int)c->hidden, (int)c->hidden, s->onednn, sizeof s->onednn);
-    r->be->describe(s->device, sizeof s->device);
-    s->params = model_param_count((int)c->layers, r->p.inputs, (int)c->hidden, (int)c->classes);
+}
+
+// ... and with the device: what runs the products, and the model's size.
+static void names(const TrainConfig *c, const Plan *p, const Backend *be, Summary *s) {
+    choice_names(c, p, s);
+    blas_describe(s->blas, sizeof s->blas);
+    if (c->precision == PRECISION_BF16 && be->on_host)  // the kernel of a hidden layer's forward product
+        onednn_describe(p->rows, (int)c->hidden, (int)c->hidden, s->onednn, sizeof s->onednn);
+    be->describe(s->device, sizeof s->device);
+    s->params = model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes);
 }
 
 // ---- the header ----
 
 // A pipeline's stages (or the manual split's parts): each one's layers, chunk by chunk.
-static void header_stages(const Run *r) {
-    const Plan *p = &r->p;
+static void header_stages(const Plan *p) {
     for (int k = 0; k < p->K; k++) {
         printf("  %s %d: layers", p->pipelined ? "stage" : "part", k);
         for (int ch = 0; ch < p->V; ch++) {
@@ -47,9 +51,7 @@ static void header_stages(const Run *r) {
 }
 
 // A data set: its splits, the standardisation, and how epochs cut it.
-static void header_data(const Run *r) {
-    const Data *d = &r->data;
-    const Plan *p = &r->p;
+static void header_data(const TrainConfig *c, const Plan *p, const Data *d) {
     if (!d->train.n) return;
     printf("data %s: %lld training rows", d->name, (long long)d->train.n);
     if (d->test.n) printf(", %lld test rows (kept apart: accuracy is measured on them)", (long long)d->test.n);
@@ -59,15 +61,13 @@ static void header_data(const Run *r) {
     printf("\n");
     if (p->epochs)
         printf("epochs %d x %lld steps of %lld rows, shuffled per epoch from (seed, epoch)%s", p->epochs, p->steps_per_epoch,
-               (long long)r->c->batch * p->N, p->dropped ? "" : "\n");
+               (long long)c->batch * p->N, p->dropped ? "" : "\n");
     if (p->epochs && p->dropped) printf(" | the last partial batch (%lld rows of each epoch's shuffle) is dropped\n", p->dropped);
 }
 
 // Hybrid: how the grid sits on the ranks and why; several nodes: which stage and replica each rank
 // holds on each.
-static void header_placement(const Run *r) {
-    const Hardware *hw = &r->hardware;
-    const Plan *p = &r->p;
+static void header_placement(const Plan *p, const Hardware *hw) {
     if (p->mode == MODE_HYBRID) {
         int st = p->placement == PLACEMENT_STAGES;
         printf("placement %s: %s on adjacent ranks (rank = %s x %d + %s) | per step: pipeline %.3g MB, all-reduce %.3g MB%s\n",
@@ -78,7 +78,7 @@ static void header_placement(const Run *r) {
     if (hw->nodes < 2) return;
     for (int n = 0; n < hw->nodes; n++) {
         printf("%s node %d:", n ? " |" : "placement:", n);
-        for (int k = 0, first = 1; k < r->p.world; k++) {
+        for (int k = 0, first = 1; k < p->world; k++) {
             if (hw->node_of[k] != n) continue;
             printf("%s rank %d", first ? "" : ",", k);
             if (p->pipelined) printf(" stage %d", plan_rank_stage(p, k));
@@ -89,11 +89,10 @@ static void header_placement(const Run *r) {
     printf("\n");
 }
 
-void report_header(const Run *r) {
-    const TrainConfig *c = r->c;
-    const Plan *p = &r->p;
+void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Data *data) {
+    const Backend *be = w->be;
     Summary s = {0};
-    names(r, &s);
+    names(c, p, be, &s);
     printf("micropp train | mode %s", s.mode);
     if (c->mode == MODE_HYBRID) printf(" | %d stages x %d replicas (--pp %d --dp %d)", p->K, p->D, p->K, p->D);
     if (c->mode == MODE_DDP) printf(" | %d replicas x %d rows", p->D, p->rows);
@@ -102,46 +101,45 @@ void report_header(const Run *r) {
     if (p->V > 1) printf(" | %d virtual stages per rank", p->V);
     if (p->N > 1) printf(" | grad-accum %d", p->N);
     if (c->mode == MODE_MANUAL) printf(" | parts %d", p->K);
-    if (r->p.inputs == c->hidden)
+    if (p->inputs == c->hidden)
         printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
                (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
                (long long)c->classes, s.params, s.params * 4.0 / 1e6);
     else
         printf("\nmodel Linear(%lld,%lld)+ReLU -> %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
-               (long long)r->p.inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden, (long long)c->hidden,
+               (long long)p->inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden, (long long)c->hidden,
                (long long)c->hidden, (long long)c->classes, s.params, s.params * 4.0 / 1e6);
     printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
-           r->p.steps, s.optimizer, c->lr, (long long)c->seed, c->data);
-    if (r->be->on_host) printf("%s | device %s", s.blas, s.device);
+           p->steps, s.optimizer, c->lr, (long long)c->seed, c->data);
+    if (be->on_host) printf("%s | device %s", s.blas, s.device);
     else printf("device %s", s.device);
     if (p->pipelined) printf(" | transport %s", s.transport);
     printf("\n");
     if (c->precision == PRECISION_BF16)
         printf("precision bf16: products on bf16 inputs, fp32 accumulation%s%s | weights, gradients, optimizer and loss fp32\n",
                s.onednn[0] ? " | " : "", s.onednn);
-    if (c->precision == PRECISION_BF16 && r->be->on_host && !onednn_native_bf16())
+    if (c->precision == PRECISION_BF16 && be->on_host && !onednn_native_bf16())
         printf("note: this CPU has no native bf16 (AVX512_BF16): oneDNN emulates it, which can be slower than fp32\n");
-    header_data(r);
-    if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP) header_stages(r);
-    header_placement(r);
+    header_data(c, p, data);
+    if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP) header_stages(p);
+    header_placement(p, &w->hardware);
     fflush(stdout);
 }
 
-void report_epoch(const Run *r, const EpochStat *e) {
-    printf("epoch %d/%d | train loss %.4f | test loss %.4f | test accuracy %.2f%% | %.2f s | %.0f samples/s\n", e->epoch, r->p.epochs,
+void report_epoch(const Plan *p, const EpochStat *e) {
+    printf("epoch %d/%d | train loss %.4f | test loss %.4f | test accuracy %.2f%% | %.2f s | %.0f samples/s\n", e->epoch, p->epochs,
            e->train_loss, e->test_loss, 100 * e->test_accuracy, e->time_s, e->samples_s);
     fflush(stdout);
 }
 
-void report_dp_header(const Run *r) {
-    const TrainConfig *c = r->c;
+void report_dp_header(const TrainConfig *c, const Plan *p, const Model *model) {
     Summary s = {0};
-    names(r, &s);
+    choice_names(c, p, &s);
     int nb = 0;
     size_t shards = 0, params = 0;
-    for (int k = 0; k < r->n_sync; k++) { nb += r->sync[k].nb; shards += r->sync[k].shard_total; params += r->sync[k].s->n_params; }
-    printf("data parallel: %d replicas | %s sync, %d %s%s", r->p.D, s.sync, nb, c->ddp_sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
-    if (c->ddp_sync == SYNC_BUCKETED) printf(" (cap %g MiB)%s", c->bucket_mb, c->mode == MODE_HYBRID ? r->p.V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
+    for (int k = 0; k < model->n_sync; k++) { nb += model->sync[k].nb; shards += model->sync[k].shard_total; params += model->sync[k].s->n_params; }
+    printf("data parallel: %d replicas | %s sync, %d %s%s", p->D, s.sync, nb, c->ddp_sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
+    if (c->ddp_sync == SYNC_BUCKETED) printf(" (cap %g MiB)%s", c->bucket_mb, c->mode == MODE_HYBRID ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
     printf(" | %s %s", c->zero ? "reduce-scatter + all-gather" : "all-reduce", s.allreduce);
     if (c->zero) printf(" | ZeRO-1: this rank updates %zu of %zu parameters", shards, params);
     printf("\n");
@@ -166,16 +164,15 @@ static double median(const double *v, int n) {
 
 // Step time: the slowest rank's, median over the steps (the first is a warm-up when there are
 // more); throughput from it. FLOPs per step = 6 x parameters x rows, plus a forward with recompute.
-static void fill_time(Run *r, Summary *s) {
-    const TrainConfig *c = r->c;
-    int start = r->start, steps = (int)r->p.steps;
-    s->n_run = steps - start;
+static void fill_time(const TrainConfig *c, const Plan *p, Measure *m, Summary *s) {
+    int start = s->start;
+    s->n_run = (int)p->steps - start;
     s->skip = s->n_run > 2 ? 1 : 0;
-    if (r->p.distributed) comm_allreduce_max_double(r->m.step_s + start, s->n_run, MPI_COMM_WORLD);
-    double step_med = median(r->m.step_s + start + s->skip, s->n_run - s->skip);
+    if (p->distributed) comm_allreduce_max_double(m->step_s + start, s->n_run, MPI_COMM_WORLD);
+    double step_med = median(m->step_s + start + s->skip, s->n_run - s->skip);
     // A resumed run has no steps before start: the timeline counts time from its first step.
-    for (int t = 0; t < start; t++) r->m.step_start[t] = r->m.step_start[start];
-    double rows_per_step = (double)c->batch * r->p.N, P = (double)s->params;
+    for (int t = 0; t < start; t++) m->step_start[t] = m->step_start[start];
+    double rows_per_step = (double)c->batch * p->N, P = (double)s->params;
     double flops = 6.0 * P * rows_per_step;
     if (c->checkpoint_activations) flops += 2.0 * (P - ((double)c->classes * c->hidden + c->classes)) * rows_per_step;
     s->step_ms = step_med * 1e3;
@@ -191,31 +188,34 @@ static void fill_time(Run *r, Summary *s) {
 // of this rank's pipeline, i.e. the cool-down counts), summed over ranks and steps; the rest is
 // exposed (the optimizer step waited for it). Naive sync starts after the backward, so in ddp it
 // is 0 by construction; ZeRO-1's parameter all-gather is always exposed.
-static void fill_data_parallel(Run *r, Summary *s) {
-    const TrainConfig *c = r->c;
-    int start = r->start, n = s->n_run, world = r->p.world;
-    comm_allreduce_sum_double(r->m.comm_s + start, n, MPI_COMM_WORLD);
-    comm_allreduce_sum_double(r->m.exposed_s + start, n, MPI_COMM_WORLD);
+static void fill_comm_time(const Plan *p, Measure *m, Summary *s) {
+    int start = s->start, n = s->n_run, world = p->world;
+    comm_allreduce_sum_double(m->comm_s + start, n, MPI_COMM_WORLD);
+    comm_allreduce_sum_double(m->exposed_s + start, n, MPI_COMM_WORLD);
     double tot = 0, exp = 0;
     for (int t = start; t < start + n; t++) {
-        r->m.comm_s[t] /= world;
-        r->m.exposed_s[t] /= world;
-        if (t >= start + s->skip) { tot += r->m.comm_s[t]; exp += r->m.exposed_s[t]; }
+        m->comm_s[t] /= world;
+        m->exposed_s[t] /= world;
+        if (t >= start + s->skip) { tot += m->comm_s[t]; exp += m->exposed_s[t]; }
     }
-    s->comm_ms = median(r->m.comm_s + start + s->skip, n - s->skip) * 1e3;
+    s->comm_ms = median(m->comm_s + start + s->skip, n - s->skip) * 1e3;
     s->comm_hidden = tot > 0 ? 1.0 - exp / tot : 0;
-    // optimizer state per rank (Adam's two moments), the largest over the ranks
+}
+
+// The optimizer state per rank (Adam's two moments), the largest over the ranks; a replica's buckets
+// and collectives per step (the sum over its stages and their chunks).
+static void fill_sync_state(const TrainConfig *c, const Comm *comm, const Model *model, Summary *s) {
     size_t held = 0;
-    double nb[2] = {0, 0};  // buckets and collectives of a replica: the sum over its stages (and their chunks)
-    for (int k = 0; k < r->n_sync; k++) {
-        held += c->zero ? r->sync[k].shard_total : r->sync[k].s->n_params;
-        nb[0] += r->sync[k].nb;
-        nb[1] += r->sync[k].calls;
+    double nb[2] = {0, 0};
+    for (int k = 0; k < model->n_sync; k++) {
+        held += c->zero ? model->sync[k].shard_total : model->sync[k].s->n_params;
+        nb[0] += model->sync[k].nb;
+        nb[1] += model->sync[k].calls;
     }
     double v[1] = {c->optimizer == OPTIM_ADAM ? 2.0 * sizeof(float) * (double)held : 0};
     comm_allreduce_max_double(v, 1, MPI_COMM_WORLD);
     s->optimizer_bytes = v[0];
-    comm_allreduce_sum_double(nb, 2, r->comm.pp);
+    comm_allreduce_sum_double(nb, 2, comm->pp);
     s->buckets = nb[0];
     s->collectives = nb[1];
 }
@@ -223,17 +223,17 @@ static void fill_data_parallel(Run *r, Summary *s) {
 // The model state each rank allocated (weights, gradients, the optimizer's moments, as they are
 // after the steps: the moments are allocated at the first update), the largest of each over the ranks:
 // what `micropp plan` reckons beforehand.
-static void fill_model_state(Run *r, Summary *s) {
+static void fill_model_state(const Plan *p, const Model *model, Summary *s) {
     double v[3] = {0, 0, 0};
-    for (int k = 0; k < r->n_local; k++) {
-        const Stage *st = &r->local[k];
+    for (int k = 0; k < model->n_local; k++) {
+        const Stage *st = &model->local[k];
         v[0] += (double)st->n_params * sizeof(float);
         v[1] += (double)st->n_params * sizeof(float);
         if (st->adam_m) v[2] += 2.0 * (double)st->n_params * sizeof(float);
     }
-    for (int k = 0; k < r->n_sync; k++)
-        if (r->sync[k].m) v[2] += 2.0 * (double)r->sync[k].shard_total * sizeof(float);
-    if (r->p.distributed) comm_allreduce_max_double(v, 3, MPI_COMM_WORLD);
+    for (int k = 0; k < model->n_sync; k++)
+        if (model->sync[k].m) v[2] += 2.0 * (double)model->sync[k].shard_total * sizeof(float);
+    if (p->distributed) comm_allreduce_max_double(v, 3, MPI_COMM_WORLD);
     s->weight_bytes = v[0];
     s->grad_bytes = v[1];
     s->optimizer_state_bytes = v[2];
@@ -242,75 +242,78 @@ static void fill_model_state(Run *r, Summary *s) {
 // --gemm-timing: this rank's share of step time inside gemm (averaged over ranks), and the
 // GFLOP/s of the model's gemms while they run: forward 2BHH per layer, backward 4BHH (the
 // first layer computes no input gradient), the head likewise, recompute 2BHH per layer.
-static void fill_gemm(Run *r, Summary *s) {
-    const TrainConfig *c = r->c;
+static void fill_gemm(const TrainConfig *c, const Plan *p, const Measure *m, Summary *s) {
     double g = 0, t = 0;
-    for (int k = r->start + s->skip; k < (int)r->p.steps; k++) { g += r->m.gemm_s[k]; t += r->m.step_s[k]; }
+    for (int k = s->start + s->skip; k < (int)p->steps; k++) { g += m->gemm_s[k]; t += m->step_s[k]; }
     double v[2] = {g / (s->n_run - s->skip), g / t};
-    if (r->p.distributed) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
-    double B = (double)c->batch * r->p.N, L = (double)c->layers, HH = (double)c->hidden * c->hidden, HC = (double)c->hidden * c->classes;
-    double HxD = (double)c->hidden * r->p.inputs;  // layer 0: Linear(D, H)
+    if (p->distributed) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
+    double B = (double)c->batch * p->N, L = (double)c->layers, HH = (double)c->hidden * c->hidden, HC = (double)c->hidden * c->classes;
+    double HxD = (double)c->hidden * p->inputs;  // layer 0: Linear(D, H)
     double gemm_flops = 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * ((L - 1) * HH + HC);
     if (c->checkpoint_activations) gemm_flops += 2 * B * (HxD + (L - 1) * HH);
-    int ranks = r->p.distributed ? r->p.world : 1;
+    int ranks = p->distributed ? p->world : 1;
     s->gemm_ms = v[0] / ranks * 1e3;
     s->gemm_share = v[1] / ranks;
     s->gemm_gflops = gemm_flops / v[0] / 1e9;  // v[0]: gemm seconds per step summed over ranks
 }
 
 // Median duration of this rank's actions of one kind over the measured steps.
-static double kind_median(const Run *r, int kind, int from_step) {
-    double *d = xmalloc(sizeof(double) * (size_t)(r->m.n_ev + 1));
+static double kind_median(const Measure *m, int kind, int from_step) {
+    double *d = xmalloc(sizeof(double) * (size_t)(m->n_ev + 1));
     int n = 0;
-    for (int i = 0; i < r->m.n_ev; i++)
-        if (r->m.ev[i].kind == kind && r->m.ev[i].step >= from_step) d[n++] = r->m.ev[i].t1 - r->m.ev[i].t0;
-    double m = median(d, n);
+    for (int i = 0; i < m->n_ev; i++)
+        if (m->ev[i].kind == kind && m->ev[i].step >= from_step) d[n++] = m->ev[i].t1 - m->ev[i].t0;
+    double med = median(d, n);
     free(d);
-    return m;
+    return med;
 }
 
 // Every stage's value of this rank's x, within its pipeline (hybrid: each replica's own).
-static double *per_stage(const Run *r, double x) {
-    double *v = xcalloc((size_t)r->p.K, sizeof(double));
-    v[r->stage] = x;
-    comm_allreduce_sum_double(v, r->p.K, r->comm.pp);
+static double *per_stage(const Plan *p, const Wire *w, double x) {
+    double *v = xcalloc((size_t)p->K, sizeof(double));
+    v[w->stage] = x;
+    comm_allreduce_sum_double(v, p->K, w->comm.pp);
     return v;
 }
 
-// Measured bubble per rank = 1 - busy / span, span the slowest rank's pipeline time; the peaks of
-// activation memory; the median pass times. The theory: the simulated bubble with uniform costs,
-// the textbook formula where one exists (schedule_bubble_formula).
-static void fill_pipeline_measured(Run *r, Summary *s) {
-    int start = r->start, n = s->n_run, from = start + s->skip;
-    comm_allreduce_max_double(r->m.span_s + start, n, r->comm.pp);
+// Measured bubble per rank = 1 - busy / span, span the slowest rank's pipeline time; the median
+// pass times.
+static void fill_pipeline_measured(const Plan *p, const Wire *w, Measure *m, Summary *s) {
+    int start = s->start, n = s->n_run, from = start + s->skip;
+    comm_allreduce_max_double(m->span_s + start, n, w->comm.pp);
     double *b = xmalloc(sizeof(double) * (size_t)n);
-    for (int t = 0; t < n; t++) b[t] = 1.0 - r->m.busy_s[start + t] / r->m.span_s[start + t];
-    s->bubble = per_stage(r, median(b + s->skip, n - s->skip));
+    for (int t = 0; t < n; t++) b[t] = 1.0 - m->busy_s[start + t] / m->span_s[start + t];
+    s->bubble = per_stage(p, w, median(b + s->skip, n - s->skip));
     free(b);
-    s->peak_bytes = per_stage(r, (double)r->tally.peak_bytes);
-    s->peak_inflight = per_stage(r, r->tally.peak_inflight);
-    s->peak_deferred = per_stage(r, r->tally.peak_deferred);
-    s->bubble_theory = r->sim.bubble_mean;
-    s->split = r->p.split;
-    double f = kind_median(r, ACT_FORWARD, from), bk, i, w;
+    s->split = p->split;
+    double f = kind_median(m, ACT_FORWARD, from), bk, i, wt;
     if (s->split) {  // NAN where the rank ran none: a file's rank may run full backwards only, or some of each
-        i = kind_median(r, ACT_BACKWARD_INPUT, from);
-        w = kind_median(r, ACT_BACKWARD_WEIGHT, from);
-        bk = kind_median(r, ACT_BACKWARD, from);
-        if (!isfinite(bk)) bk = i + w;
+        i = kind_median(m, ACT_BACKWARD_INPUT, from);
+        wt = kind_median(m, ACT_BACKWARD_WEIGHT, from);
+        bk = kind_median(m, ACT_BACKWARD, from);
+        if (!isfinite(bk)) bk = i + wt;
     } else {
-        bk = kind_median(r, ACT_BACKWARD, from);
-        i = w = bk / 2;  // only their sum matters for a full backward
+        bk = kind_median(m, ACT_BACKWARD, from);
+        i = wt = bk / 2;  // only their sum matters for a full backward
     }
-    s->med = (Costs){per_stage(r, f), per_stage(r, bk), per_stage(r, i), per_stage(r, w)};
+    s->med = (Costs){per_stage(p, w, f), per_stage(p, w, bk), per_stage(p, w, i), per_stage(p, w, wt)};
+}
+
+// The peaks of activation memory per stage (the tally of each rank's chunks), and the theory: the
+// simulated bubble with uniform costs (sim, as set-up simulated it).
+static void fill_pipeline_memory(const Plan *p, const Wire *w, const Model *model, const SimResult *sim, Summary *s) {
+    s->peak_bytes = per_stage(p, w, (double)model->tally.peak_bytes);
+    s->peak_inflight = per_stage(p, w, model->tally.peak_inflight);
+    s->peak_deferred = per_stage(p, w, model->tally.peak_deferred);
+    s->bubble_theory = sim->bubble_mean;
 }
 
 // What the simulator predicts for this schedule with each rank's median times: F, and B (or I and
 // W where the backward is split; a full backward costs I + W there, and a rank that ran no I or W,
 // only full backwards, half its B each), each the time of one pass of one chunk. The simulator takes
 // whole-stage costs (a chunk pass is 1/v of them), so they are scaled by v.
-static void fill_pipeline_simulated(const Run *r, Summary *s) {
-    int K = r->p.K, V = r->p.V;
+static void fill_pipeline_simulated(const TrainConfig *c, const Plan *p, Summary *s) {
+    int K = p->K, V = p->V;
     double *st[3];
     for (int k = 0; k < 3; k++) {
         st[k] = xmalloc(sizeof(double) * (size_t)K);
@@ -319,19 +322,18 @@ static void fill_pipeline_simulated(const Run *r, Summary *s) {
             st[k][q] = (k && !isfinite(x) ? s->med.b[q] / 2 : x) * V;
         }
     }
-    const TrainConfig *c = r->c;
-    SimSpec ms = {.kind = r->p.schedule, .file = r->p.file, .K = K, .M = r->p.M, .v = V, .stage_f = st[0], .stage_b = st[1], .stage_w = st[2],
+    SimSpec ms = {.kind = p->schedule, .file = p->file, .K = K, .M = p->M, .v = V, .stage_f = st[0], .stage_b = st[1], .stage_w = st[2],
                   .slices = c->trace[0] || c->timeline[0] || c->gantt};  // the simulated chart's (observe)
     schedule_sim(&ms, &s->msim);
     for (int k = 0; k < 3; k++) free(st[k]);
 }
 
 // The step drawn by --timeline / --gantt (0-based): the user's, else the one nearest the median time.
-static int shown_step(const Run *r, const Summary *s) {
-    if (r->c->timeline_step) return (int)r->c->timeline_step - 1;
-    int best = r->start + s->skip;  // the first step measured
-    for (int t = best; t < (int)r->p.steps; t++)
-        if (fabs(r->m.step_s[t] * 1e3 - s->step_ms) < fabs(r->m.step_s[best] * 1e3 - s->step_ms)) best = t;
+static int shown_step(const TrainConfig *c, const Plan *p, const Measure *m, const Summary *s) {
+    if (c->timeline_step) return (int)c->timeline_step - 1;
+    int best = s->start + s->skip;  // the first step measured
+    for (int t = best; t < (int)p->steps; t++)
+        if (fabs(m->step_s[t] * 1e3 - s->step_ms) < fabs(m->step_s[best] * 1e3 - s->step_ms)) best = t;
     return best;
 }
 
@@ -347,15 +349,14 @@ static void write_failed(Summary *s, const char *flag, const char *path, int err
 }
 
 // Rank 0: --trace, the Chrome trace of every step.
-static void write_trace(const Run *r, Summary *s, const Timeline *tl) {
-    const TrainConfig *c = r->c;
+static void write_trace(const TrainConfig *c, const Plan *p, Summary *s, const Timeline *tl) {
     OutFile o;
     int err = out_open(&o, c->trace);
     if (!err) {
         char meta[512];
         snprintf(meta, sizeof meta, "{\"micropp\":\"train\",\"schedule\":\"%s\",\"stages\":%d,\"micro_batches\":%d,"
                  "\"layers\":%lld,\"hidden\":%lld,\"batch\":%lld,\"steps\":%lld,\"checkpoint_activations\":%s}",
-                 s->schedule, r->p.K, r->p.M, (long long)c->layers, (long long)c->hidden, (long long)c->batch, r->p.steps,
+                 s->schedule, p->K, p->M, (long long)c->layers, (long long)c->hidden, (long long)c->batch, p->steps,
                  c->checkpoint_activations ? "true" : "false");
         timeline_write_chrome(o.f, tl, meta);
         err = out_commit(&o);
@@ -365,7 +366,7 @@ static void write_trace(const Run *r, Summary *s, const Timeline *tl) {
 
 // The measured chart of the shown step: the bubble of this step per rank = 1 - (compute of the
 // action list) / pipeline span, averaged over the ranks.
-static void measured_chart(const Run *r, const Summary *s, const Timeline *tl, Gantt *g) {
+static void measured_chart(const Plan *p, const Measure *m, const Summary *s, const Timeline *tl, Gantt *g) {
     timeline_step_gantt(tl, s->shown, g);
     double bub = 0;
     for (int k = 0; k < g->rows; k++) {
@@ -374,17 +375,17 @@ static void measured_chart(const Run *r, const Summary *s, const Timeline *tl, G
             const Interval *v = &g->slices[k][i];
             if (v->kind < ACT_KINDS && !kind_style(v->kind)->bar) busy += v->t1 - v->t0;
         }
-        bub += (1 - busy / r->m.span_s[s->shown]) / g->rows;
+        bub += (1 - busy / m->span_s[s->shown]) / g->rows;
     }
     char vpart[48] = "";
-    if (r->p.V > 1) snprintf(vpart, sizeof vpart, " x %d virtual stages", r->p.V);
+    if (p->V > 1) snprintf(vpart, sizeof vpart, " x %d virtual stages", p->V);
     snprintf(g->title, sizeof g->title, "measured: step %d of %lld | %s | %d ranks%s | %d micro-batches | %.3f ms | bubble %.3f (mean over ranks), theory %.3f",
-             s->shown + 1, r->p.steps, s->schedule, r->p.K, vpart, r->p.M, r->m.step_s[s->shown] * 1e3, bub, s->bubble_theory);
+             s->shown + 1, p->steps, s->schedule, p->K, vpart, p->M, m->step_s[s->shown] * 1e3, bub, s->bubble_theory);
 }
 
 // The simulated chart: the schedule run with the measured per-stage costs.
-static void simulated_chart(const Run *r, const Summary *s, Gantt *g) {
-    int K = r->p.K;
+static void simulated_chart(const Plan *p, const Summary *s, Gantt *g) {
+    int K = p->K;
     double f = 0, b = 0, i = 0, w = 0;
     int n_iw = 0;  // the ranks that ran I and W
     for (int k = 0; k < K; k++) { f += s->med.f[k] / K; b += s->med.b[k] / K; }
@@ -394,7 +395,7 @@ static void simulated_chart(const Run *r, const Summary *s, Gantt *g) {
     if (s->split) snprintf(costs, sizeof costs, "mean F %.3f ms, I %.3f ms, W %.3f ms", f * 1e3, i * 1e3, w * 1e3);
     else snprintf(costs, sizeof costs, "mean F %.3f ms, B %.3f ms", f * 1e3, b * 1e3);
     snprintf(g->title, sizeof g->title, "simulated: %s with each %s's median costs (%s; transfers free) | bubble %.3f",
-             s->schedule, r->p.V > 1 ? "chunk pass" : "stage", costs, s->msim.bubble_mean);
+             s->schedule, p->V > 1 ? "chunk pass" : "stage", costs, s->msim.bubble_mean);
     g->row_label = "stage";
     g->rows = s->msim.K;
     g->slices = s->msim.slices;
@@ -404,15 +405,14 @@ static void simulated_chart(const Run *r, const Summary *s, Gantt *g) {
 
 // Rank 0: writes --trace, and builds the two charts of the shown step (measured, and simulated with
 // the measured per-stage costs) that --timeline writes as SVG and --gantt prints.
-static void observe(const Run *r, Summary *s, const Timeline *tl) {
-    const TrainConfig *c = r->c;
+static void observe(const TrainConfig *c, const Plan *p, const Measure *m, Summary *s, const Timeline *tl) {
     Gantt *g = s->charts;
-    if (c->trace[0]) write_trace(r, s, tl);
-    measured_chart(r, s, tl, &g[0]);
-    simulated_chart(r, s, &g[1]);
+    if (c->trace[0]) write_trace(c, p, s, tl);
+    measured_chart(p, m, s, tl, &g[0]);
+    simulated_chart(p, s, &g[1]);
     // text: the shortest forward or backward one label wide, the chart at most 160 characters
     double shortest = INFINITY;
-    for (int k = 0; k < r->p.K; k++)
+    for (int k = 0; k < p->K; k++)
         shortest = fmin(shortest, fmin(s->med.f[k], s->split ? fmin(s->med.i[k], s->med.w[k]) : s->med.b[k]));
     for (int i = 0; i < 2; i++) { g[i].cell = shortest; g[i].width = 160; g[i].axis_scale = 1e3; g[i].axis_unit = "ms"; }
     if (c->timeline[0]) {
@@ -425,26 +425,34 @@ static void observe(const Run *r, Summary *s, const Timeline *tl) {
 
 void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     const TrainConfig *c = r->c;
+    const Plan *p = &r->p;
+    Measure *m = &r->m;
     memset(s, 0, sizeof *s);
-    names(r, s);
+    names(c, p, r->wire.be, s);
     s->accuracy = accuracy;
-    s->eval_rows = r->p.eval_rows;
+    s->eval_rows = p->eval_rows;
     s->verify = c->verify ? v : NULL;
+    s->start = r->progress.start;
     s->shown = -1;
     s->gemm_ms = s->gemm_share = s->gemm_gflops = s->comm_ms = s->comm_hidden = NAN;
     s->bubble_theory = NAN;
-    fill_time(r, s);
-    fill_model_state(r, s);
-    if (r->n_sync) fill_data_parallel(r, s);
-    if (c->gemm_timing) fill_gemm(r, s);
-    if (!r->p.pipelined) return;
-    fill_pipeline_measured(r, s);
-    fill_pipeline_simulated(r, s);
+    fill_time(c, p, m, s);
+    fill_model_state(p, &r->model, s);
+    if (r->model.n_sync) {
+        fill_comm_time(p, m, s);
+        fill_sync_state(c, &r->wire.comm, &r->model, s);
+    }
+    if (c->gemm_timing) fill_gemm(c, p, m, s);
+    if (!p->pipelined) return;
+    fill_pipeline_measured(p, &r->wire, m, s);
+    fill_pipeline_memory(p, &r->wire, &r->model, &r->exec.sim, s);
+    fill_pipeline_simulated(c, p, s);
+    s->message_bytes = pipe_message_bytes(p, &r->model.local[0]);
     if (c->trace[0] || c->timeline[0] || c->gantt) {
         Timeline tl;
-        s->shown = shown_step(r, s);
-        timeline_gather(&tl, r->m.ev, r->m.n_ev, r->m.step_start, (int)r->p.steps, MPI_COMM_WORLD);
-        if (r->rank == 0) observe(r, s, &tl);
+        s->shown = shown_step(c, p, m, s);
+        timeline_gather(&tl, m->ev, m->n_ev, m->step_start, (int)p->steps, MPI_COMM_WORLD);
+        if (r->wire.rank == 0) observe(c, p, m, s, &tl);
         timeline_free(&tl);
     }
 }
@@ -459,10 +467,9 @@ void summary_free(Summary *s) {
 
 // ---- the --json object ----
 
-static void json_data_parallel(cJSON *o, const Run *r, const Summary *s) {
-    const TrainConfig *c = r->c;
-    if (c->mode == MODE_HYBRID) cJSON_AddNumberToObject(o, "pp", r->p.K);
-    cJSON_AddNumberToObject(o, "dp", r->p.D);
+static void json_data_parallel(cJSON *o, const TrainConfig *c, const Plan *p, const Summary *s) {
+    if (c->mode == MODE_HYBRID) cJSON_AddNumberToObject(o, "pp", p->K);
+    cJSON_AddNumberToObject(o, "dp", p->D);
     cJSON_AddStringToObject(o, "ddp_sync", s->sync);
     cJSON_AddStringToObject(o, "allreduce", s->allreduce);
     cJSON_AddNumberToObject(o, "zero", (double)c->zero);
@@ -474,15 +481,14 @@ static void json_data_parallel(cJSON *o, const Run *r, const Summary *s) {
     cJSON_AddNumberToObject(o, "optimizer_bytes_per_rank", s->optimizer_bytes);
 }
 
-static void json_pipeline(cJSON *o, const Run *r, const Summary *s) {
-    const Plan *p = &r->p;
+static void json_pipeline(cJSON *o, const TrainConfig *c, const Plan *p, const Summary *s) {
     int K = p->K;
     cJSON_AddStringToObject(o, "schedule", s->schedule);
     cJSON_AddNumberToObject(o, "stages", K);
     cJSON_AddNumberToObject(o, "micro_batches", p->M);
     cJSON_AddNumberToObject(o, "virtual_stages", p->V);
     cJSON_AddStringToObject(o, "transport", s->transport);
-    cJSON_AddBoolToObject(o, "checkpoint_activations", r->c->checkpoint_activations);
+    cJSON_AddBoolToObject(o, "checkpoint_activations", c->checkpoint_activations);
     int part[MAX_STAGES];
     for (int k = 0; k < p->S; k++) part[k] = plan_layers(p, k);
     cJSON_AddItemToObject(o, "partition", cJSON_CreateIntArray(part, p->S));
@@ -511,19 +517,18 @@ static void json_verify(cJSON *o, const VerifyResult *v) {
 }
 
 // --epochs: the data set, and one object per epoch run.
-static void json_epochs(cJSON *o, const Run *r) {
-    const Plan *p = &r->p;
-    cJSON_AddStringToObject(o, "data", r->data.name);
-    cJSON_AddNumberToObject(o, "train_rows", (double)r->data.train.n);
-    cJSON_AddNumberToObject(o, "test_rows", (double)r->data.test.n);
-    if (r->data.train.pixels) { cJSON_AddNumberToObject(o, "data_mean", r->data.mean); cJSON_AddNumberToObject(o, "data_std", r->data.std); }
+static void json_epochs(cJSON *o, const Plan *p, const Data *d, const Measure *m, const Progress *g) {
+    cJSON_AddStringToObject(o, "data", d->name);
+    cJSON_AddNumberToObject(o, "train_rows", (double)d->train.n);
+    cJSON_AddNumberToObject(o, "test_rows", (double)d->test.n);
+    if (d->train.pixels) { cJSON_AddNumberToObject(o, "data_mean", d->mean); cJSON_AddNumberToObject(o, "data_std", d->std); }
     if (!p->epochs) return;
     cJSON_AddNumberToObject(o, "epochs_planned", p->epochs);
     cJSON_AddNumberToObject(o, "steps_per_epoch", (double)p->steps_per_epoch);
     cJSON_AddNumberToObject(o, "dropped_rows_per_epoch", (double)p->dropped);
     cJSON *a = cJSON_CreateArray();
-    for (int i = 0; i < r->m.n_epoch; i++) {
-        const EpochStat *e = &r->m.epoch[i];
+    for (int i = 0; i < m->n_epoch; i++) {
+        const EpochStat *e = &m->epoch[i];
         cJSON *x = cJSON_CreateObject();
         cJSON_AddNumberToObject(x, "epoch", e->epoch);
         cJSON_AddNumberToObject(x, "train_loss", e->train_loss);
@@ -534,17 +539,20 @@ static void json_epochs(cJSON *o, const Run *r) {
         cJSON_AddItemToArray(a, x);
     }
     cJSON_AddItemToObject(o, "epochs", a);
-    if (r->best_epoch) { cJSON_AddNumberToObject(o, "best_epoch", r->best_epoch); cJSON_AddNumberToObject(o, "best_test_accuracy", r->best_accuracy); }
+    if (g->best_epoch) { cJSON_AddNumberToObject(o, "best_epoch", g->best_epoch); cJSON_AddNumberToObject(o, "best_test_accuracy", g->best_accuracy); }
 }
 
 static void summary_json(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
-    int start = r->start, steps = (int)r->p.steps;
+    const Plan *p = &r->p;
+    const Measure *m = &r->m;
+    const Model *model = &r->model;
+    int start = s->start, steps = (int)p->steps;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "mode", s->mode);
     cJSON_AddNumberToObject(o, "layers", (double)c->layers);
     cJSON_AddNumberToObject(o, "hidden", (double)c->hidden);
-    cJSON_AddNumberToObject(o, "inputs", (double)r->p.inputs);
+    cJSON_AddNumberToObject(o, "inputs", (double)p->inputs);
     cJSON_AddNumberToObject(o, "classes", (double)c->classes);
     cJSON_AddNumberToObject(o, "batch", (double)c->batch);
     cJSON_AddNumberToObject(o, "steps", steps);
@@ -552,19 +560,19 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddNumberToObject(o, "lr", c->lr);
     cJSON_AddNumberToObject(o, "params", (double)s->params);
     cJSON_AddNumberToObject(o, "start_step", start);
-    cJSON_AddNumberToObject(o, "first_loss", r->m.loss[start]);
-    cJSON_AddNumberToObject(o, "final_loss", r->m.loss[steps - 1]);
+    cJSON_AddNumberToObject(o, "first_loss", m->loss[start]);
+    cJSON_AddNumberToObject(o, "final_loss", m->loss[steps - 1]);
     if (isfinite(s->accuracy)) cJSON_AddNumberToObject(o, "accuracy", s->accuracy); else cJSON_AddNullToObject(o, "accuracy");
     cJSON_AddNumberToObject(o, "eval_rows", (double)s->eval_rows);
-    if (r->data.train.n) json_epochs(o, r);
+    if (r->data.train.n) json_epochs(o, p, &r->data, m, &r->progress);
     cJSON_AddNumberToObject(o, "step_ms_median", s->step_ms);
     cJSON_AddNumberToObject(o, "samples_per_s", s->samples_s);
     cJSON_AddNumberToObject(o, "gflops", s->gflops);
     cJSON_AddStringToObject(o, "blas", s->blas);
-    cJSON_AddStringToObject(o, "device", r->be->name);
+    cJSON_AddStringToObject(o, "device", r->wire.be->name);
     cJSON_AddStringToObject(o, "device_info", s->device);
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
-    if (r->hardware.nodes) cJSON_AddNumberToObject(o, "nodes", r->hardware.nodes);  // (MPI_COMM_TYPE_SHARED groups)
+    if (r->wire.hardware.nodes) cJSON_AddNumberToObject(o, "nodes", r->wire.hardware.nodes);  // (MPI_COMM_TYPE_SHARED groups)
     cJSON_AddStringToObject(o, "precision", s->precision);
     if (s->onednn[0]) cJSON_AddStringToObject(o, "onednn", s->onednn);
     if (c->gemm_timing) {
@@ -572,23 +580,23 @@ static void summary_json(const Run *r, const Summary *s) {
         cJSON_AddNumberToObject(o, "gemm_share", s->gemm_share);
         cJSON_AddNumberToObject(o, "gemm_gflops", s->gemm_gflops);
     }
-    cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(r->m.loss + start, s->n_run));  // steps start+1..steps
+    cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(m->loss + start, s->n_run));  // steps start+1..steps
     if (c->resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->resume);
-    if (r->saved_step >= 0) { cJSON_AddStringToObject(o, "saved_to", c->save); cJSON_AddNumberToObject(o, "saved_step", (double)r->saved_step); }
-    if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", r->p.K);
+    if (r->progress.saved_step >= 0) { cJSON_AddStringToObject(o, "saved_to", c->save); cJSON_AddNumberToObject(o, "saved_step", (double)r->progress.saved_step); }
+    if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", p->K);
     cJSON *mem = cJSON_AddObjectToObject(o, "memory_per_rank");  // allocated, the largest over the ranks
     cJSON_AddNumberToObject(mem, "weights", s->weight_bytes);
     cJSON_AddNumberToObject(mem, "grads", s->grad_bytes);
     cJSON_AddNumberToObject(mem, "optimizer", s->optimizer_state_bytes);
-    if (r->p.N > 1 || r->p.grad_accum_given) cJSON_AddNumberToObject(o, "grad_accum", r->p.N);
-    if (r->p.data_parallel) json_data_parallel(o, r, s);
-    if (r->p.pipelined) json_pipeline(o, r, s);
-    if (!r->p.pipelined) {  // the monolith, a ddp replica, the manual split's parts: each stage's own peak
+    if (p->N > 1 || p->grad_accum_given) cJSON_AddNumberToObject(o, "grad_accum", p->N);
+    if (p->data_parallel) json_data_parallel(o, c, p, s);
+    if (p->pipelined) json_pipeline(o, c, p, s);
+    if (!p->pipelined) {  // the monolith, a ddp replica, the manual split's parts: each stage's own peak
         double peak[MAX_STAGES];
-        for (int k = 0; k < r->n_local && k < MAX_STAGES; k++) peak[k] = (double)r->local[k].peak_act_bytes;
-        cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(peak, r->n_local < MAX_STAGES ? r->n_local : MAX_STAGES));
+        for (int k = 0; k < model->n_local && k < MAX_STAGES; k++) peak[k] = (double)model->local[k].peak_act_bytes;
+        cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(peak, model->n_local < MAX_STAGES ? model->n_local : MAX_STAGES));
     }
-    if (r->p.pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", pipe_message_bytes(r));
+    if (p->pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", s->message_bytes);
     if (s->verify) json_verify(o, s->verify);
     cJSON_AddBoolToObject(o, "completed", !s->write_err[0]);  // last: every output written (REPORT_COMPLETED)
     json_print(o);
@@ -603,8 +611,7 @@ static void ms_or_dash(double sec, char *buf, size_t n) {
     else snprintf(buf, n, "%9s", "-");
 }
 
-static void text_pipeline(const Run *r, const Summary *s) {
-    const Plan *p = &r->p;
+static void text_pipeline(const Plan *p, const Summary *s) {
     int split = s->split;
     char whole[256] = "";  // the stages of a split schedule that ran full backwards only
     printf("\n%-6s %-10s %-29s   %9s %9s%s %14s  %s\n", "", "", "----------- bubble ----------", "median", "median",
@@ -635,9 +642,9 @@ static void text_pipeline(const Run *r, const Summary *s) {
         printf("(stage %s ran full backwards only, no I or W: simulated with half its median B as each)\n", whole);
 }
 
-static void text_verify(const Run *r, const VerifyResult *v) {
-    const char *per = !r->p.distributed ? "part" : r->p.V > 1 ? "chunk (pipeline order)" : "stage";
-    int bf16 = r->c->precision == PRECISION_BF16;
+static void text_verify(const TrainConfig *c, const Plan *p, const VerifyResult *v) {
+    const char *per = !p->distributed ? "part" : p->V > 1 ? "chunk (pipeline order)" : "stage";
+    int bf16 = c->precision == PRECISION_BF16;
     printf("\nverify (step 1 vs %smonolith reference on the cpu): worst relative error per %s:", bf16 ? "bf16 " : "", per);
     for (int k = 0; k < v->S; k++) printf(" %.2e", v->err[k]);
     printf(" -> %s\n  (tolerance %.0e%s, or %dx the float noise of the reference itself, the same batch summed in\n"
@@ -657,28 +664,30 @@ static void text_gantt(const Summary *s) {
 
 static void summary_text(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
-    int steps = (int)r->p.steps;
-    printf("\nfinal loss %.4f (first %.4f) | ", r->m.loss[steps - 1], r->m.loss[r->start]);
+    const Plan *p = &r->p;
+    const Progress *g = &r->progress;
+    int steps = (int)p->steps;
+    printf("\nfinal loss %.4f (first %.4f) | ", r->m.loss[steps - 1], r->m.loss[s->start]);
     if (isfinite(s->accuracy))
         printf("accuracy %.*f%% on %lld %s rows\n", r->data.test.n ? 2 : 1, 100 * s->accuracy, s->eval_rows,
                r->data.test.n ? "test" : r->data.train.n ? "training" : "held-out");
     else printf("accuracy not measured (--eval-samples 0)\n");
-    if (r->best_epoch) printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * r->best_accuracy, r->best_epoch, c->save);
+    if (g->best_epoch) printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * g->best_accuracy, g->best_epoch, c->save);
     printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
     if (c->gemm_timing)
         printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", s->gemm_ms,
-               r->p.distributed ? " per rank" : "", 100 * s->gemm_share, s->gemm_gflops);
-    if (r->p.data_parallel)
+               p->distributed ? " per rank" : "", 100 * s->gemm_share, s->gemm_gflops);
+    if (p->data_parallel)
         printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | optimizer state %.2f MB per rank\n",
                s->collectives, s->comm_ms, 100 * s->comm_hidden, s->optimizer_bytes / 1e6);
-    if (r->p.pipelined) text_pipeline(r, s);
-    if (s->verify) text_verify(r, s->verify);
+    if (p->pipelined) text_pipeline(p, s);
+    if (s->verify) text_verify(c, p, s->verify);
     if (c->gantt) text_gantt(s);
     if (!s->write_err[0]) printf(REPORT_COMPLETED "\n");  // last: every output written
 }
 
 void summary_print(const Run *r, const Summary *s) {
-    if (r->rank != 0) return;
+    if (r->wire.rank != 0) return;
     if (r->c->json) summary_json(r, s);
     else summary_text(r, s);
     fflush(stdout);

@@ -14,7 +14,8 @@ typedef struct {
     char blas[160], device[192];
     char precision[8], onednn[160];  // onednn: version and kernel of the bf16 products on the CPU ("" otherwise)
     size_t params;
-    int n_run, skip;              // steps run; the first is a warm-up left out of medians when n_run > 2
+    int start, n_run, skip;       // steps run: [start, start + n_run); the first is a warm-up left out
+                                  // of medians when n_run > 2
     double accuracy;              // NAN when nothing was evaluated
     long long eval_rows;
     double step_ms, samples_s, gflops;
@@ -24,6 +25,7 @@ typedef struct {
     // pipelines: per stage [K]
     double *bubble, *peak_bytes, *peak_inflight, *peak_deferred;
     double bubble_theory;
+    double message_bytes;         // one activation (or gradient) message between stages (pipe_message_bytes)
     int split;                    // the backward is split into I and W
     Costs med;                    // median seconds per pass
     SimResult msim;               // the schedule simulated with the measured costs
@@ -33,10 +35,13 @@ typedef struct {
     char write_err[2 * PATH_LEN]; // rank 0: the output file that could not be written and the fix ("" when all were)
 } Summary;
 
-void report_header(const Run *r);     // rank 0, text mode: the run's shape before the first step
-void report_dp_header(const Run *r);  // ... and how the gradients travel (after gradsync_init)
-void report_epoch(const Run *r, const EpochStat *e);  // rank 0, text mode: one epoch's line
-// Collective over the world: every rank calls it after the last step.
+// Rank 0, text mode: the run's shape before the first step; how the gradients travel (after
+// gradsync_init); an epoch's line.
+void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Data *data);
+void report_dp_header(const TrainConfig *c, const Plan *p, const Model *model);
+void report_epoch(const Plan *p, const EpochStat *e);
+// Collective over the world: every rank calls it after the last step. It reads every part of the run
+// (and reduces the step times across ranks in r->m).
 void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s);
 // Rank 0: the text, or the --json line. Either ends with the completion marker (the text's last line
 // REPORT_COMPLETED, the JSON's last key "completed") once every output of the run is written: scripts

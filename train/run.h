@@ -1,67 +1,55 @@
-// train/run.h: one `micropp train` run as its phases share it: what was planned (Plan), what lives while
-// it trains (the wire, the stages this process holds, the data), and what each step measured.
-// train.c sets it up; pipeline.c steps it; verify.c checks it; report.c summarises it.
+// train/run.h: one `micropp train` run, by concern: what was decided (the options and the Plan), the
+// wire (this rank's device, place and communicators), the model this process holds, the executor's
+// step state, the run's progress, what the steps measured (measure.h) and the checkpoint layout.
+// train.c sets them up and keeps them in a Run; every phase takes only the parts it touches.
 #pragma once
 #include <stdint.h>
 #include "train/checkpoint.h"
 #include "comms.h"
 #include "base/data.h"
 #include "train/ddp.h"
+#include "train/measure.h"
 #include "model.h"
 #include "train/plan.h"
 #include "schedule.h"
-#include "train/trace.h"
 
-// An evaluation on the held-out rows (pipeline.c's evaluate).
-typedef struct { double accuracy, loss; long long rows; } EvalResult;
-
-// --epochs: what each epoch measured (rank 0's clock; the ranks finish a step together).
+// The wire: this rank's device, its place in the job and how it reaches the other ranks.
 typedef struct {
-    int epoch;                 // 1-based
-    double train_loss;         // the mean of its steps' losses
-    double test_loss, test_accuracy;
-    double time_s, samples_s;  // the epoch's steps (its evaluation after it not included)
-} EpochStat;
-
-// Per step (indexed by the 0-based step, [steps] each), and every action as it ran.
-typedef struct {
-    double *step_s;      // the step's wall time (the slowest rank's, after the summary's reduction)
-    double *busy_s;      // compute inside the step's action list
-    double *span_s;      // the forward/backward part of the step (pipeline: its action list)
-    double *loss;        // the global batch's mean loss
-    double *gemm_s;      // --gemm-timing: seconds inside gemm
-    double *comm_s;      // ddp/hybrid: gradient collectives in flight
-    double *exposed_s;   // ... and the part of that after compute (the optimizer step waited)
-    double *step_start;  // now_sec() at the step's start (after the step barrier in a pipeline)
-    Event *ev;           // every action (trace.h), times from its step's start
-    int n_ev, cap_ev;
-    EpochStat *epoch;    // --epochs: [epochs], n_epoch of them run
-    int n_epoch;
-    double epoch_t0;     // now_sec() when the current epoch's first step began
-} Measure;
-
-typedef struct {
-    const TrainConfig *c;
-    Plan p;
-    const Backend *be;
-    Hardware hardware;        // device and transport, the same decision on every rank
-    Data data;
-    Comm comm;
     int rank;                 // world rank
-    int stage, replica;       // this rank's pipeline stage (pp/hybrid) and data-parallel replica
+    int stage, replica;       // this rank's pipeline stage (pp/hybrid) and data-parallel replica (else 0)
+    const Backend *be;        // the device the plan chose: the CUDA backend Hardware opened, or the CPU
+    Hardware hardware;        // every rank's GPU, node and /dev/shm, gathered alike on every rank
+    Comm comm;                // the grid's communicators and the pipeline's transport (pp, ddp, hybrid)
+} Wire;
+
+// The model this process holds, and the gradient syncs of data parallelism over it.
+typedef struct {
     Stage *local;             // the stages this process holds: its V chunks (pp/hybrid; chunk c is
-    int n_local;              // virtual stage c*K + stage), the K parts (manual), or the whole model
-    Stage *head;              // the local stage holding the head (and the loss), or NULL
+    int n_local;              // virtual stage plan_vstage(p, stage, c)), the K parts (manual), or the whole model
     int *vs_of;               // [n_local]: the virtual stage of local[k] (manual: part k)
+    Stage *head;              // the local stage holding the head (and the loss), or NULL
     MemTally tally;           // pp/hybrid: activation memory of this rank's chunks together
-    ActionList list;          // pp/hybrid: this rank's actions of one step
-    SimResult sim;            // pp/hybrid: the schedule simulated with uniform costs (the theory)
     GradSync *sync;           // ddp/hybrid: the gradient sync of each local stage
     int n_sync;               // 0 without data parallelism
-    float *xh;                // host rows [rows, H]
+} Model;
+
+// What the executor works with besides the model: the step it runs, this rank's action list, the
+// rows it reads, and the buffers a step hands its data and gradients through.
+typedef struct {
+    int step;                 // the step being run (0-based) ...
+    uint64_t step_sample;     // ... and the training stream's sample it starts at (plan_sample)
+    ActionList list;          // pp/hybrid: this rank's actions of one step
+    SimResult sim;            // pp/hybrid: the schedule simulated with uniform costs (stashes, the theory)
+    const Data *data;         // the training stream and the held-out rows
+    float *xh;                // host rows [rows, inputs], read from data
     int32_t *yh;              // host labels
-    float *dout, *din;        // received output gradient, input gradient to send
-    void *wire;               // bf16: a gradient message, din rounded to bf16 pairs (half its bytes)
+    float *dout, *din;        // a backward's output gradient (received from the next stage) and the input
+                              // gradient it writes (sent to the previous one); [rows, H] each
+    void *grad_bf16;          // bf16: a gradient message, din rounded to bf16 pairs (half its bytes)
+} StepState;
+
+// How far the run has come: where it started, what it saved, how its loss and updates went.
+typedef struct {
     int start;                // this run trains steps [start, steps) (start > 0 when resumed) ...
     uint64_t sample0;         // ... and its first step reads from sample sample0 on
     int64_t saved_step;       // the last step saved (--save), -1 when none
@@ -69,11 +57,17 @@ typedef struct {
     int diverged_steps;       // steps in a row whose loss exceeded --diverge-factor x the first
     double best_accuracy;     // --save-best: the best test accuracy so far, and its epoch (0: none)
     int best_epoch;
-    CkptLayout ck;
-    Measure m;
-} Run;
+} Progress;
 
-// The first training sample of micro-batch mb of replica d in accumulation micro-step k of a step.
-uint64_t run_first_sample(const Run *r, int step, int k, int d, int mb);
-// Appends an event to r->m (times relative to the step's start).
-void run_record(Run *r, int step, int kind, int mb, int chunk, double t0, double t1);
+// The run as cmd_train keeps it.
+typedef struct {
+    const TrainConfig *c;     // the options (const once parsed)
+    Plan p;                   // what the plan decided
+    Data data;                // the rows the run reads
+    Wire wire;
+    Model model;
+    StepState exec;
+    Progress progress;
+    Measure m;
+    CkptLayout ck;
+} Run;

@@ -19,14 +19,14 @@ static double rel_err(const float *a, const float *b, size_t n) {
 
 // Step 0's rows (all replicas', all accumulation micro-steps'), as the micro-batches saw them;
 // reversed: the same rows in reverse order.
-static void reference_rows(const Run *r, int reversed, float *x, int32_t *y) {
-    int H = r->p.inputs, rows = (int)r->c->batch * r->p.N;  // (H: the width of an input row)
-    for (int k = 0, at = 0; k < r->p.N; k++)
-        for (int d = 0; d < r->p.D; d++)
-            for (int mb = 0; mb < r->p.M; mb++, at += r->p.rows) {
-                uint64_t first = run_first_sample(r, 0, k, d, mb);
-                data_features(&r->data, first, r->p.rows, x + (size_t)at * H);
-                data_labels(&r->data, first, r->p.rows, y + at);
+static void reference_rows(const Plan *p, const StepState *st, int reversed, float *x, int32_t *y) {
+    int H = p->inputs, rows = p->rows * p->M * p->D * p->N;  // (H: the width of an input row)
+    for (int k = 0, at = 0; k < p->N; k++)
+        for (int d = 0; d < p->D; d++)
+            for (int mb = 0; mb < p->M; mb++, at += p->rows) {
+                uint64_t first = plan_sample(p, st->step_sample, k, d, mb);
+                data_features(st->data, first, p->rows, x + (size_t)at * H);
+                data_labels(st->data, first, p->rows, y + at);
             }
     for (int i = 0; reversed && i < rows / 2; i++) {
         int j = rows - 1 - i;
@@ -36,17 +36,16 @@ static void reference_rows(const Run *r, int reversed, float *x, int32_t *y) {
 }
 
 // The whole model on the CPU (so on a GPU it checks the device too): its gradients (host) and mean loss.
-static float *reference_grads(const Run *r, int reversed, double *loss) {
-    const TrainConfig *c = r->c;
+static float *reference_grads(const TrainConfig *c, const Plan *p, const StepState *st, int reversed, double *loss) {
     const Backend *rb = &backend_cpu;
-    int rows = (int)c->batch * r->p.N, H = (int)c->hidden, L = (int)c->layers, D = r->p.inputs;
+    int rows = (int)c->batch * p->N, H = (int)c->hidden, L = (int)c->layers, D = p->inputs;
     Stage ref;
     stage_init(&ref, rb, (StageSpec){.layers = L, .hidden = H, .classes = (int)c->classes, .inputs = D, .lo = 0, .hi = L, .head = 1,
                                      .rows = rows, .slots = 1, .bf16 = c->precision == PRECISION_BF16, .seed = (uint64_t)c->seed});
     int slot = stage_slot_acquire(&ref, 0);
     float *x = xmalloc(sizeof(float) * (size_t)rows * D);
     int32_t *y = xmalloc(sizeof(int32_t) * (size_t)rows);
-    reference_rows(r, reversed, x, y);
+    reference_rows(p, st, reversed, x, y);
     stage_load_input(&ref, slot, x);
     stage_set_labels(&ref, slot, y);
     stage_forward(&ref, slot);
@@ -59,8 +58,14 @@ static float *reference_grads(const Run *r, int reversed, double *loss) {
     return g;
 }
 
-// The reference in both row orders (computed once, compared with every local stage).
-typedef struct { float *ga, *gb; double loss_a, loss_b; } Reference;
+// The reference in both row orders (computed once, compared with every local stage), and the shape
+// of the model it holds: layers of width H, the first reading D inputs, the head's C classes.
+typedef struct {
+    float *ga, *gb;
+    double loss_a, loss_b;
+    size_t H, D, C;
+    int layers;
+} Reference;
 
 typedef struct { double err, noise, excess; } Verdict;
 
@@ -74,8 +79,8 @@ static void compare(Verdict *v, const float *mine, const Reference *ref, size_t 
 
 // Where the reference (the whole model) keeps global layer l (l == layers: the head): after layer
 // 0's H x D + H and l - 1 layers of H x H + H.
-static size_t ref_off(const Run *r, int l) {
-    size_t H = (size_t)r->c->hidden, D = (size_t)r->p.inputs;
+static size_t ref_off(const Reference *ref, int l) {
+    size_t H = ref->H, D = ref->D;
     return l == 0 ? 0 : H * D + H + (size_t)(l - 1) * (H * H + H);
 }
 
@@ -83,21 +88,20 @@ static size_t ref_off(const Run *r, int l) {
 // passes when its error is within tol, or within a few times what reordering the reference's own
 // sums moves it: a gradient that is a near-cancelling sum over many rows (the head's at
 // initialisation) is only as exact as float rounding lets it be.
-static Verdict verify_stage(const Run *r, const Stage *s, double loss, double tol, const Reference *ref) {
-    const TrainConfig *c = r->c;
+static Verdict verify_stage(const Stage *s, double loss, double tol, const Reference *ref) {
     float *mine = xmalloc(sizeof(float) * s->n_params);
-    r->be->to_host(mine, s->grads, sizeof(float) * s->n_params);
-    size_t H = (size_t)c->hidden;
+    s->be->to_host(mine, s->grads, sizeof(float) * s->n_params);
+    size_t H = ref->H;
     Verdict v = {0, 0, 0};
     for (int i = 0; i < s->n_layers; i++) {
-        size_t mo = stage_layer_off(s, i), ro = ref_off(r, s->lo + i), w = H * (size_t)stage_fan_in(s, i);
+        size_t mo = stage_layer_off(s, i), ro = ref_off(ref, s->lo + i), w = H * (size_t)stage_fan_in(s, i);
         compare(&v, mine, ref, mo, ro, w, tol);
         compare(&v, mine, ref, mo + w, ro + w, H, tol);
     }
     if (s->has_head) {
-        size_t mo = stage_layer_off(s, s->n_layers), ro = ref_off(r, (int)c->layers), CH = (size_t)c->classes * H;
+        size_t mo = stage_layer_off(s, s->n_layers), ro = ref_off(ref, ref->layers), CH = ref->C * H;
         compare(&v, mine, ref, mo, ro, CH, tol);
-        compare(&v, mine, ref, mo + CH, ro + CH, (size_t)c->classes, tol);
+        compare(&v, mine, ref, mo + CH, ro + CH, ref->C, tol);
         double e = fabs(loss - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30), n = fabs(ref->loss_b - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30);
         v.err = fmax(v.err, e); v.noise = fmax(v.noise, n);
         v.excess = fmax(v.excess, e / fmax(tol, VERIFY_NOISE_FACTOR * n));
@@ -108,40 +112,39 @@ static Verdict verify_stage(const Run *r, const Stage *s, double loss, double to
 
 // MICROPP_FAULT kind 'grad' (testing): the largest gradient of the first local stage off by 0.1%,
 // as a bug would leave it.
-static void inject_wrong_gradient(Run *r) {
-    Stage *s = &r->local[0];
+static void inject_wrong_gradient(Stage *s) {
     size_t n = s->n_params, at = 0;
     float *g = xmalloc(sizeof(float) * n);
-    r->be->to_host(g, s->grads, sizeof(float) * n);
+    s->be->to_host(g, s->grads, sizeof(float) * n);
     for (size_t i = 1; i < n; i++) if (fabsf(g[i]) > fabsf(g[at])) at = i;
     g[at] *= 1.001f;
-    r->be->to_device(s->grads, g, sizeof(float) * n);
+    s->be->to_device(s->grads, g, sizeof(float) * n);
     free(g);
 }
 
-void verify_step(Run *r, double loss, VerifyResult *v) {
-    int S = r->p.S;
-    memset(v, 0, sizeof *v);
-    v->S = S;
+VerifyResult verify_step(const TrainConfig *c, const Plan *p, Model *model, const StepState *st, double loss) {
+    int S = p->S;
+    VerifyResult v = {.S = S};
     // bf16: the reference runs on the CPU backend, whose products train.c set to bf16 as well
-    v->tol = r->c->precision == PRECISION_BF16 ? VERIFY_TOL_BF16 : r->c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL;
-    v->err = xcalloc(3 * (size_t)S, sizeof(double));  // err, noise, excess as [3][S]: one reduction
-    v->noise = v->err + S;
-    v->excess = v->err + 2 * S;
-    for (int k = 0; k < r->n_sync; k++) gradsync_gather_grads(&r->sync[k]);  // ZeRO-1 holds only its shards
-    if (fault_due(FAULT_GRAD, 1)) inject_wrong_gradient(r);
-    Reference ref;
-    ref.ga = reference_grads(r, 0, &ref.loss_a);
-    ref.gb = reference_grads(r, 1, &ref.loss_b);
-    for (int k = 0; k < r->n_local; k++) {  // every chunk of every rank against the one reference
-        int at = r->vs_of[k];
-        Verdict one = verify_stage(r, &r->local[k], loss, v->tol, &ref);
-        v->err[at] = one.err; v->noise[at] = one.noise; v->excess[at] = one.excess;
+    v.tol = c->precision == PRECISION_BF16 ? VERIFY_TOL_BF16 : c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL;
+    v.err = xcalloc(3 * (size_t)S, sizeof(double));  // err, noise, excess as [3][S]: one reduction
+    v.noise = v.err + S;
+    v.excess = v.err + 2 * S;
+    for (int k = 0; k < model->n_sync; k++) gradsync_gather_grads(&model->sync[k]);  // ZeRO-1 holds only its shards
+    if (fault_due(FAULT_GRAD, 1)) inject_wrong_gradient(&model->local[0]);
+    Reference ref = {.H = (size_t)c->hidden, .D = (size_t)p->inputs, .C = (size_t)c->classes, .layers = (int)c->layers};
+    ref.ga = reference_grads(c, p, st, 0, &ref.loss_a);
+    ref.gb = reference_grads(c, p, st, 1, &ref.loss_b);
+    for (int k = 0; k < model->n_local; k++) {  // every chunk of every rank against the one reference
+        int at = model->vs_of[k];
+        Verdict one = verify_stage(&model->local[k], loss, v.tol, &ref);
+        v.err[at] = one.err; v.noise[at] = one.noise; v.excess[at] = one.excess;
     }
     free(ref.ga); free(ref.gb);
-    if (r->p.distributed) comm_allreduce_max_double(v->err, 3 * S, MPI_COMM_WORLD);
-    for (int k = 0; k < S; k++) { v->worst_err = fmax(v->worst_err, v->err[k]); v->worst_excess = fmax(v->worst_excess, v->excess[k]); }
-    v->failed = !(v->worst_excess <= 1.0);
+    if (p->distributed) comm_allreduce_max_double(v.err, 3 * S, MPI_COMM_WORLD);
+    for (int k = 0; k < S; k++) { v.worst_err = fmax(v.worst_err, v.err[k]); v.worst_excess = fmax(v.worst_excess, v.excess[k]); }
+    v.failed = !(v.worst_excess <= 1.0);
+    return v;
 }
 
 void verify_free(VerifyResult *v) { free(v->err); memset(v, 0, sizeof *v); }

@@ -21,6 +21,7 @@ typedef struct {
 } VerifyResult;
 
 // Called on every rank after step 1's gradients are final (averaged over the replicas) and its
-// loss is known; collective over the world in distributed modes. Every rank gets the result.
-void verify_step(Run *r, double loss, VerifyResult *v);
+// loss is known (st: step 1's place in the training stream, and the data); collective over the
+// world in distributed modes. Every rank gets the result.
+VerifyResult verify_step(const TrainConfig *c, const Plan *p, Model *model, const StepState *st, double loss);
 void verify_free(VerifyResult *v);

@@ -1,0 +1,36 @@
+// train/measure.h: what a run's steps measured: per step its times and loss, every action it ran as
+// an Event, and per epoch its figures. Allocated for the plan's steps; the executor and the step
+// loop append to it, report.c summarises it, trace.c draws its events.
+#pragma once
+#include "train/trace.h"
+
+// --epochs: what each epoch measured (rank 0's clock; the ranks finish a step together).
+typedef struct {
+    int epoch;                 // 1-based
+    double train_loss;         // the mean of its steps' losses
+    double test_loss, test_accuracy;
+    double time_s, samples_s;  // the epoch's steps (its evaluation after it not included)
+} EpochStat;
+
+// Per step (indexed by the 0-based step, [steps] each), and every action as it ran.
+typedef struct {
+    double *step_s;      // the step's wall time (the slowest rank's, after the summary's reduction)
+    double *busy_s;      // compute inside the step's action list
+    double *span_s;      // the forward/backward part of the step (pipeline: its action list)
+    double *loss;        // the global batch's mean loss
+    double *gemm_s;      // --gemm-timing: seconds inside gemm
+    double *comm_s;      // ddp/hybrid: gradient collectives in flight
+    double *exposed_s;   // ... and the part of that after compute (the optimizer step waited)
+    double *step_start;  // now_sec() at the step's start (after the step barrier in a pipeline)
+    Event *ev;           // every action (trace.h), times from its step's start
+    int n_ev, cap_ev;
+    EpochStat *epoch;    // --epochs: [epochs], n_epoch of them run
+    int n_epoch;
+    double epoch_t0;     // now_sec() when the current epoch's first step began
+} Measure;
+
+void measure_init(Measure *m, long long steps, int epochs);
+void measure_free(Measure *m);
+// Appends an action of `step` that ran from t0 to t1 (seconds from the step's start); the caller may
+// set the event's bytes.
+Event *measure_record(Measure *m, int step, int kind, int mb, int chunk, double t0, double t1);
