@@ -23,11 +23,13 @@ typedef struct {
 
 #define A(field) offsetof(AllreduceConfig, field)
 static const Option allreduce_options[] = {
-    {"size", 'b', OPT_SIZE, A(size), 0, 4, 4.0 * (1LL << 30), "BYTES", "buffer size (K/M/G suffixes: 64M = 64 MiB), a multiple of 4"},
+    {"size", 'b', OPT_SIZE, A(size), 0, 4, 4.0 * (1LL << 30), "BYTES",
+     "buffer size (K/M/G suffixes: 64M = 64 MiB), a multiple of 4"},
     {"sweep", 0, OPT_BOOL, A(sweep), 0, 0, 0, 0, "every power of two from 4 B up to --size"},
     {"iters", 'n', OPT_INT, A(iters), 0, 1, 1 << 20, "N", "timed iterations per size"},
     {"warmup", 'w', OPT_INT, A(warmup), 0, 0, 1 << 20, "N", "untimed iterations first"},
-    {"algo", 0, OPT_CHOICE, A(algo), "mpi|ring|shm|all", 0, 0, "ALG", "MPI_Allreduce, the ring, the shared-memory path, or all three"},
+    {"algo", 0, OPT_CHOICE, A(algo), "mpi|ring|shm|all", 0, 0, "ALG",
+     "MPI_Allreduce, the ring, the shared-memory path, or all three"},
     {"json", 0, OPT_BOOL, A(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
     {0},
 };
@@ -74,7 +76,8 @@ int cmd_allreduce(int argc, char **argv) {
                   "  mpiexec -n 2 micropp allreduce                      # 64 MiB, MPI vs ring vs shm\n"
                   "  mpiexec -n 4 micropp allreduce --sweep --size 16M   # 4 B .. 16 MiB\n");
     if (cfg.size % 4)
-        user_error("allreduce: --size %lld is not a whole number of floats: use a multiple of 4 bytes", (long long)cfg.size);
+        user_error("allreduce: --size %lld is not a whole number of floats: use a multiple of 4 bytes",
+                   (long long)cfg.size);
     Comm c;
     comm_grid(&c, &backend_cpu, 1, comm_world_size(), PLACEMENT_STAGES);  // dp = every rank
     size_t nmax = (size_t)cfg.size / 4;
@@ -89,10 +92,12 @@ int cmd_allreduce(int argc, char **argv) {
     cJSON *rows = cJSON_CreateArray();
     long total_wrong = 0;
     if (c.rank == 0 && !cfg.json) {
-        printf("# micropp allreduce: %d ranks, float sum in place (mpi = MPI_Allreduce, ring and shm = collectives.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
+        printf("# micropp allreduce: %d ranks, float sum in place (mpi = MPI_Allreduce, ring and shm = "
+               "collectives.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
                D, (long long)cfg.iters, (long long)cfg.warmup);
         printf("# algbw = size / time, busbw = algbw * 2(D-1)/D (what each rank's link carries); GB = 1e9 bytes\n");
-        printf("# %12s %12s %6s %12s %12s %12s %7s\n", "size(B)", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+        printf("# %12s %12s %6s %12s %12s %12s %7s\n", "size(B)", "count", "algo", "time(us)", "algbw(GB/s)",
+               "busbw(GB/s)", "#wrong");
     }
     for (size_t n = cfg.sweep ? 1 : nmax; n <= nmax; n = n * 2 > nmax && n < nmax ? nmax : n * 2) {
         for (int a = first; a <= last; a++) {
@@ -102,7 +107,8 @@ int cmd_allreduce(int argc, char **argv) {
             total_wrong += wrong;
             double bytes = 4.0 * (double)n, algbw = bytes / t / 1e9, busbw = algbw * 2.0 * (D - 1) / D;
             if (c.rank == 0 && !cfg.json)
-                printf("  %12.0f %12zu %6s %12.1f %12.3f %12.3f %7ld\n", bytes, n, names[a], t * 1e6, algbw, busbw, wrong);
+                printf("  %12.0f %12zu %6s %12.1f %12.3f %12.3f %7ld\n", bytes, n, names[a], t * 1e6, algbw, busbw,
+                       wrong);
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "bytes", bytes);
             cJSON_AddStringToObject(o, "algo", names[a]);

@@ -47,18 +47,26 @@ static const Option bubble_options[] = {
     {"config", 'c', OPT_STR, O(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)"},
     {"schedule", 'S', OPT_STR, O(schedule), 0, 0, 0, "SCHED", "'all', one of " SCHED_CHOICES ", or a comma list"},
     {"stages", 'K', OPT_STR, O(stages), 0, 0, 0, "K", "pipeline stages: 4, a range 2:8, or a list 2,4,8"},
-    {"micro-batches", 'M', OPT_STR, O(micro_batches), 0, 0, 0, "M", "micro-batches per step: 8, a range 1:32, or a list"},
+    {"micro-batches", 'M', OPT_STR, O(micro_batches), 0, 0, 0, "M",
+     "micro-batches per step: 8, a range 1:32, or a list"},
     {"cost-f", 0, OPT_FLOAT, O(cost_f), 0, -1e300, 1e300, "T", "time of one forward of one micro-batch on one stage"},
     {"cost-b", 0, OPT_FLOAT, O(cost_b), 0, -1e300, 1e300, "T", "time of one backward (2x the forward in the papers)"},
-    {"cost-w", 0, OPT_FLOAT, O(cost_w), 0, -1e300, 1e300, "T", "of --cost-b, the weight-gradient part W that zb-h1, zb-h2, zb-v, dualpipev defer (0: half)"},
+    {"cost-w", 0, OPT_FLOAT, O(cost_w), 0, -1e300, 1e300, "T",
+     "of --cost-b, the weight-gradient part W that zb-h1, zb-h2, zb-v, dualpipev defer (0: half)"},
     {"virtual-stages", 0, OPT_INT, O(virtual_stages), 0, 1, 64, "V", "interleaved: model chunks per rank"},
-    {"cost-comm", 0, OPT_FLOAT, O(cost_comm), 0, -1e300, 1e300, "T", "time from a send to its arrival at the next stage"},
+    {"cost-comm", 0, OPT_FLOAT, O(cost_comm), 0, -1e300, 1e300, "T",
+     "time from a send to its arrival at the next stage"},
     {"json", 0, OPT_BOOL, O(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
-    {"gantt", 'g', OPT_BOOL, O(gantt), 0, 0, 0, 0, "draw each schedule in the terminal: a row per stage, a column per time unit"},
+    {"gantt", 'g', OPT_BOOL, O(gantt), 0, 0, 0, 0,
+     "draw each schedule in the terminal: a row per stage, a column per time unit"},
     {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "FILE", "write the same charts as an SVG picture"},
-    {"schedule-file", 0, OPT_STR, O(schedule_file), 0, 0, 0, "FILE.csv", "simulate the schedule in FILE (a row per rank of actions like 0F0,0I0,0W0; it fixes the stages and micro-batches)"},
-    {"dump-csv", 0, OPT_STR, O(dump_csv), 0, 0, 0, "FILE", "write the one schedule asked for as such a file ('-': standard output), for train --schedule-file"},
-    {"model", 0, OPT_STR, O(model), 0, 0, 0, "FILE.json", "a train config: also give each stage's peak activation bytes for its model (what train measures)"},
+    {"schedule-file", 0, OPT_STR, O(schedule_file), 0, 0, 0, "FILE.csv",
+     "simulate the schedule in FILE (a row per rank of actions like 0F0,0I0,0W0; it fixes the stages and "
+     "micro-batches)"},
+    {"dump-csv", 0, OPT_STR, O(dump_csv), 0, 0, 0, "FILE",
+     "write the one schedule asked for as such a file ('-': standard output), for train --schedule-file"},
+    {"model", 0, OPT_STR, O(model), 0, 0, 0, "FILE.json",
+     "a train config: also give each stage's peak activation bytes for its model (what train measures)"},
     {0},
 };
 #undef O
@@ -72,22 +80,32 @@ static int parse_counts(const char *flag, const char *text, int max, int *out, i
         char *end;
         errno = 0;
         long a = strtol(p, &end, 10), b;
-        if (end == p || errno) user_error("bubble: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", flag, text);
+        if (end == p || errno)
+            user_error("bubble: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", flag, text);
         b = a;
         if (*end == ':') {
             const char *q = end + 1;
             b = strtol(q, &end, 10);
             if (end == q || errno) user_error("bubble: --%s '%s': a range needs two numbers, like 2:8", flag, text);
-            if (b < a) user_error("bubble: --%s '%s' is a reversed range (empty): write the smaller number first, like %ld:%ld", flag, text, b, a);
+            if (b < a)
+                user_error(
+                    "bubble: --%s '%s' is a reversed range (empty): write the smaller number first, like %ld:%ld", flag,
+                    text, b, a);
         }
-        if (a < 1) user_error("bubble: --%s '%s': %ld is below 1; %s start at 1", flag, text, a, strcmp(flag, "stages") ? "micro-batches" : "stages");
+        if (a < 1)
+            user_error("bubble: --%s '%s': %ld is below 1; %s start at 1", flag, text, a,
+                       strcmp(flag, "stages") ? "micro-batches" : "stages");
         if (b > max) user_error("bubble: --%s '%s': %ld is above the %d supported", flag, text, b, max);
         for (long v = a; v <= b; v++) {
             if (n == cap) user_error("bubble: --%s '%s' has more than %d values: use a smaller range", flag, text, cap);
             out[n++] = (int)v;
         }
-        if (*end == ',') { end++; if (!*end) user_error("bubble: --%s '%s' ends with a comma: drop it", flag, text); }
-        else if (*end) user_error("bubble: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", flag, text);
+        if (*end == ',') {
+            end++;
+            if (!*end) user_error("bubble: --%s '%s' ends with a comma: drop it", flag, text);
+        } else if (*end) {
+            user_error("bubble: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", flag, text);
+        }
         p = end;
     }
     return n;
@@ -144,7 +162,9 @@ typedef struct {
     const SchedFile *file;    // --schedule-file: its schedule (kind SCHED_FILE), else NULL
 } Grid;
 
-static int chunks_of(const BubbleConfig *c, const Grid *g, int kind) { return schedule_chunks(kind, (int)c->virtual_stages, g->file); }
+static int chunks_of(const BubbleConfig *c, const Grid *g, int kind) {
+    return schedule_chunks(kind, (int)c->virtual_stages, g->file);
+}
 
 // Costs and the interleaved options, checked before anything is simulated.
 static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kinds, int n_kind, Grid *g) {
@@ -152,32 +172,41 @@ static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kin
     if (!(c->cost_b > 0)) user_error("bubble: --cost-b %g: a cost must be > 0 (e.g. --cost-f 1 --cost-b 2)", c->cost_b);
     if (!(c->cost_comm >= 0)) user_error("bubble: --cost-comm %g: a transfer time must be >= 0", c->cost_comm);
     if (seen_set(seen, "cost-w") && !(c->cost_w > 0 && c->cost_w < c->cost_b))
-        user_error("bubble: --cost-w %g is the weight part of the backward: use a value above 0 and below --cost-b %g", c->cost_w, c->cost_b);
+        user_error("bubble: --cost-w %g is the weight part of the backward: use a value above 0 and below --cost-b %g",
+                   c->cost_w, c->cost_b);
     if (!seen_set(seen, "cost-w")) c->cost_w = c->cost_b / 2;
     for (int a = 0; a < n_kind; a++) g->has_interleaved |= kinds[a] == SCHED_INTERLEAVED;
     for (int a = 0; a < n_kind; a++) g->has_v |= schedule_chunk_order(kinds[a], g->file) == CHUNKS_V;
     if (seen_set(seen, "virtual-stages") && !g->has_interleaved)
-        user_error("bubble: --virtual-stages applies to --schedule interleaved: add it to --schedule or drop --virtual-stages");
+        user_error("bubble: --virtual-stages applies to --schedule interleaved: add it to --schedule or drop "
+                   "--virtual-stages");
     if (g->has_interleaved && c->virtual_stages < 2)
         user_error("bubble: --schedule interleaved needs --virtual-stages >= 2 (with 1 chunk per rank it is 1f1b)");
 }
 
 // Every row of the grid through the simulator; a row the schedule cannot run (schedule_check:
 // dualpipev needs M >= 2K, its authors' rule) is skipped, and a grid with none left refused.
-static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ms, int n_m, Grid *g) {
+static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ms,
+                          int n_m, Grid *g) {
     long rows = (long)n_kind * n_k * n_m;
-    if (rows > MAX_ROWS) user_error("bubble: %ld rows (schedules x stages x micro-batches) is more than %d: narrow a range", rows, MAX_ROWS);
+    if (rows > MAX_ROWS)
+        user_error("bubble: %ld rows (schedules x stages x micro-batches) is more than %d: narrow a range", rows,
+                   MAX_ROWS);
     for (int a = 0; a < n_kind; a++)  // every row within the simulator's limit, before any runs
         for (int b = 0; b < n_k; b++)
             for (int d = 0; d < n_m; d++) {
                 long long v = chunks_of(c, g, kinds[a]), passes = ks[b] * v * ms[d];
                 if (passes > SCHEDULE_MAX_SIM && !schedule_check(kinds[a], ks[b], ms[d], (int)v))
-                    user_error("bubble: %d stages x %lld chunk%s x %d micro-batches = %lld passes to simulate, more than the %d the simulator takes: "
-                               "use --micro-batches %lld or fewer at %d stages", ks[b], v, v == 1 ? "" : "s", ms[d], passes, SCHEDULE_MAX_SIM,
+                    user_error("bubble: %d stages x %lld chunk%s x %d micro-batches = %lld passes to simulate, more "
+                               "than the %d the simulator takes: "
+                               "use --micro-batches %lld or fewer at %d stages",
+                               ks[b], v, v == 1 ? "" : "s", ms[d], passes, SCHEDULE_MAX_SIM,
                                SCHEDULE_MAX_SIM / (ks[b] * v), ks[b]);
             }
     g->sims = xcalloc((size_t)rows, sizeof(SimResult));
-    g->kind = xmalloc(sizeof(int) * (size_t)rows); g->k = xmalloc(sizeof(int) * (size_t)rows); g->m = xmalloc(sizeof(int) * (size_t)rows);
+    g->kind = xmalloc(sizeof(int) * (size_t)rows);
+    g->k = xmalloc(sizeof(int) * (size_t)rows);
+    g->m = xmalloc(sizeof(int) * (size_t)rows);
     for (int a = 0; a < n_kind; a++)
         for (int b = 0; b < n_k; b++)
             for (int d = 0; d < n_m; d++) {
@@ -185,12 +214,21 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
                 if (schedule_check(kinds[a], ks[b], ms[d], v)) { g->skipped++; continue; }
                 long i = g->n++;
                 g->kind[i] = kinds[a]; g->k[i] = ks[b]; g->m[i] = ms[d];
-                SimSpec spec = {.kind = kinds[a], .file = g->file, .K = ks[b], .M = ms[d], .v = v, .f = c->cost_f, .b = c->cost_b - c->cost_w,
-                                .w = c->cost_w, .comm = c->cost_comm, .slices = c->gantt || c->svg[0]};
+                SimSpec spec = {.kind = kinds[a],
+                                .file = g->file,
+                                .K = ks[b],
+                                .M = ms[d],
+                                .v = v,
+                                .f = c->cost_f,
+                                .b = c->cost_b - c->cost_w,
+                                .w = c->cost_w,
+                                .comm = c->cost_comm,
+                                .slices = c->gantt || c->svg[0]};
                 schedule_sim(&spec, &g->sims[i]);
                 if (g->sims[i].deadlock) {
                     char nm[32];
-                    fatal("schedule %s deadlocks at K=%d M=%d: %s", choice_name(SCHED_NAMES, kinds[a], nm, sizeof nm), ks[b], ms[d], g->sims[i].why);
+                    fatal("schedule %s deadlocks at K=%d M=%d: %s", choice_name(SCHED_NAMES, kinds[a], nm, sizeof nm),
+                          ks[b], ms[d], g->sims[i].why);
                 }
             }
 }
@@ -215,12 +253,14 @@ static double *stage_activations(const TrainConfig *model, int kind, int K, int 
 // model cannot be laid out so, e.g. more stages than layers).
 static void model_activations(const BubbleConfig *c, Grid *g) {
     if (!c->model[0]) return;
-    if (c->schedule_file[0]) user_error("bubble: --model reckons the built-in schedules' bytes, not --schedule-file's: drop one of them");
+    if (c->schedule_file[0])
+        user_error("bubble: --model reckons the built-in schedules' bytes, not --schedule-file's: drop one of them");
     TrainConfig t;
     train_config_defaults(&t);
     options_load_json("bubble", train_options, &t, NULL, c->model);
     g->act = xcalloc((size_t)g->n, sizeof(double *));
-    for (long i = 0; i < g->n; i++) g->act[i] = stage_activations(&t, g->kind[i], g->k[i], g->m[i], chunks_of(c, g, g->kind[i]));
+    for (long i = 0; i < g->n; i++)
+        g->act[i] = stage_activations(&t, g->kind[i], g->k[i], g->m[i], chunks_of(c, g, g->kind[i]));
 }
 
 static void grid_free(Grid *g) {
@@ -236,10 +276,12 @@ static void format_mib(const double *a, int K, char *buf, size_t n) {
     if (!a) { snprintf(buf, n, "-"); return; }
     size_t at = 0;
     buf[0] = 0;
-    for (int s = 0; s < K && at + 16 < n; s++) at += (size_t)snprintf(buf + at, n - at, "%s%.1f", s ? "," : "", a[s] / (1024.0 * 1024.0));
+    for (int s = 0; s < K && at + 16 < n; s++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%.1f", s ? "," : "", a[s] / (1024.0 * 1024.0));
 }
 
-static const char *mem_units = "activation memory per device, standard O(B*L) = 1; GPipe O(B*L/K + (B/M)*L) = 1/K + 1/M";
+static const char *mem_units =
+    "activation memory per device, standard O(B*L) = 1; GPipe O(B*L/K + (B/M)*L) = 1/K + 1/M";
 
 static void print_json(const BubbleConfig *c, const Grid *g) {
     char name[32];
@@ -261,12 +303,14 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
         cJSON_AddNumberToObject(r, "micro_batches", M);
         cJSON_AddNumberToObject(r, "virtual_stages", s->v);
         double fm = row_formula(c, g->kind[i], K, M, s->v);
-        if (isnan(fm)) cJSON_AddNullToObject(r, "bubble_formula"); else cJSON_AddItemToObject(r, "bubble_formula", exact(fm));
+        if (isnan(fm)) cJSON_AddNullToObject(r, "bubble_formula");
+        else cJSON_AddItemToObject(r, "bubble_formula", exact(fm));
         cJSON_AddItemToObject(r, "bubble_simulated", exact(s->bubble_mean));
         cJSON_AddItemToObject(r, "bubble_simulated_per_stage", exact_array(s->bubble, s->K));
         cJSON_AddItemToObject(r, "makespan", exact(s->makespan));
         cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(s->peak_inflight, s->K));
-        if (schedule_splits_backward(g->kind[i], g->file)) cJSON_AddItemToObject(r, "peak_deferred_w", cJSON_CreateIntArray(s->peak_deferred, s->K));
+        if (schedule_splits_backward(g->kind[i], g->file))
+            cJSON_AddItemToObject(r, "peak_deferred_w", cJSON_CreateIntArray(s->peak_deferred, s->K));
         cJSON_AddNumberToObject(r, "memory_standard", 1);
         cJSON_AddItemToObject(r, "memory_gpipe", exact(gpipe_memory(K, M)));
         cJSON_AddItemToObject(r, "memory_reduction", exact(1 / gpipe_memory(K, M)));
@@ -279,25 +323,32 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
 
 static void print_table(const BubbleConfig *c, const Grid *g) {
     char name[32], peaks[160], formula[32], mib[256];
-    printf("# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-h2, zb-v, dualpipev: I %g + W %g), transfer %g (time units)\n", c->cost_f, c->cost_b,
-           c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
+    printf("# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-h2, zb-v, dualpipev: I %g + W %g), transfer "
+           "%g (time units)\n",
+           c->cost_f, c->cost_b, c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
     printf("# memory: %s\n", mem_units);
     if (g->has_interleaved)
         printf("# interleaved: %lld chunks per rank; peak in-flight counts chunk passes (1/%lld of a stage each)\n",
                (long long)c->virtual_stages, (long long)c->virtual_stages);
     if (g->has_v)
-        printf("# zb-v, dualpipev: 2 chunks per rank in a V (rank 0 holds the first and the last); peak in-flight counts chunk passes (1/2 of a stage each)\n");
-    if (g->act) printf("# activations: MiB live at the peak of each stage's actions for the model of %s (train's peak_activation_bytes)\n", c->model);
+        printf("# zb-v, dualpipev: 2 chunks per rank in a V (rank 0 holds the first and the last); peak in-flight "
+               "counts chunk passes (1/2 of a stage each)\n");
+    if (g->act)
+        printf("# activations: MiB live at the peak of each stage's actions for the model of %s (train's "
+               "peak_activation_bytes)\n",
+               c->model);
     printf("%-11s %6s %13s %14s %16s %9s  %-26s %12s %9s%s\n", "schedule", "stages", "micro-batches", "bubble formula",
-           "bubble simulated", "makespan", "peak in-flight per stage", "gpipe memory", "reduction", g->act ? "  activations MiB per stage" : "");
+           "bubble simulated", "makespan", "peak in-flight per stage", "gpipe memory", "reduction",
+           g->act ? "  activations MiB per stage" : "");
     for (long i = 0; i < g->n; i++) {
         const SimResult *s = &g->sims[i];
         format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
         format_formula(row_formula(c, g->kind[i], g->k[i], g->m[i], s->v), formula, sizeof formula);
         mib[0] = 0;
         if (g->act) { mib[0] = mib[1] = ' '; format_mib(g->act[i], s->K, mib + 2, sizeof mib - 2); }
-        printf("%-11s %6d %13d %14s %16.4f %9g  %-26s %12.3f %8.2fx%s\n", choice_name(SCHED_NAMES, g->kind[i], name, sizeof name),
-               g->k[i], g->m[i], formula, s->bubble_mean, s->makespan, peaks, gpipe_memory(g->k[i], g->m[i]), 1 / gpipe_memory(g->k[i], g->m[i]), mib);
+        printf("%-11s %6d %13d %14s %16.4f %9g  %-26s %12.3f %8.2fx%s\n",
+               choice_name(SCHED_NAMES, g->kind[i], name, sizeof name), g->k[i], g->m[i], formula, s->bubble_mean,
+               s->makespan, peaks, gpipe_memory(g->k[i], g->m[i]), 1 / gpipe_memory(g->k[i], g->m[i]), mib);
     }
 }
 
@@ -347,9 +398,11 @@ static void draw_charts(const BubbleConfig *c, const Grid *g, OutFile *svg) {
 static void load_file(const BubbleConfig *c, const OptionsSeen *seen, SchedFile *file, int *kinds, int *ks, int *ms) {
     static const char *const fixed[] = {"schedule", "stages", "micro-batches", "virtual-stages"};
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
-        if (seen_set(seen, fixed[i])) user_error("bubble: --schedule-file fixes the schedule, its stages and micro-batches: drop --%s", fixed[i]);
+        if (seen_set(seen, fixed[i]))
+            user_error("bubble: --schedule-file fixes the schedule, its stages and micro-batches: drop --%s", fixed[i]);
     char err[900], *text;
-    if (schedule_file_read(c->schedule_file, &text, err, sizeof err) || schedule_file_parse(text, c->schedule_file, file, err, sizeof err))
+    if (schedule_file_read(c->schedule_file, &text, err, sizeof err) ||
+        schedule_file_parse(text, c->schedule_file, file, err, sizeof err))
         user_error("bubble: %s", err);
     free(text);
     kinds[0] = SCHED_FILE; ks[0] = file->K; ms[0] = file->M;
@@ -360,7 +413,10 @@ static void dump_csv(const BubbleConfig *c, const Grid *g) {
     OutFile o = {0};
     int err = out_open_now(&o, c->dump_csv);
     if (err) user_error("bubble: cannot write --dump-csv '%s': %s (%s)", c->dump_csv, strerror(err), out_hint(err));
-    if (schedule_file_write(o.f, g->kind[0], g->file, g->k[0], g->m[0], g->sims[0].v)) { out_abandon(&o); fatal("writing --dump-csv '%s' failed", c->dump_csv); }
+    if (schedule_file_write(o.f, g->kind[0], g->file, g->k[0], g->m[0], g->sims[0].v)) {
+        out_abandon(&o);
+        fatal("writing --dump-csv '%s' failed", c->dump_csv);
+    }
     err = out_commit(&o);
     if (err) fatal("writing --dump-csv '%s': %s", c->dump_csv, strerror(err));
 }
@@ -372,14 +428,17 @@ static void parse_options(int argc, char **argv, BubbleConfig *c, OptionsSeen *s
     c->cost_f = 1;
     c->cost_b = 2;
     c->virtual_stages = 2;
-    options_parse("bubble", bubble_options, c, seen, argc, argv, "micropp bubble [options]        (no mpiexec needed)",
-                  "  micropp bubble                                         # every schedule, K=4, M=1..32\n"
-                  "  micropp bubble --schedule gpipe --stages 4 --micro-batches 4 --gantt\n"
-                  "  micropp bubble --schedule all --stages 2:8 --micro-batches 1:32 --json > grid.json\n"
-                  "  micropp bubble --stages 4 --micro-batches 8 --cost-b 3 --cost-comm 0.2 --svg cmp.svg\n"
-                  "  micropp bubble --schedule 1f1b,interleaved,zb-h1 --stages 4 --micro-batches 8 --virtual-stages 2 --gantt\n"
-                  "  micropp bubble --schedule zb-h2 --stages 4 --micro-batches 8 --dump-csv zbh2.csv   # then train --schedule-file zbh2.csv\n"
-                  "  micropp bubble --stages 2 --micro-batches 8 --model configs/pipeline.json   # and each stage's activation bytes\n");
+    options_parse(
+        "bubble", bubble_options, c, seen, argc, argv, "micropp bubble [options]        (no mpiexec needed)",
+        "  micropp bubble                                         # every schedule, K=4, M=1..32\n"
+        "  micropp bubble --schedule gpipe --stages 4 --micro-batches 4 --gantt\n"
+        "  micropp bubble --schedule all --stages 2:8 --micro-batches 1:32 --json > grid.json\n"
+        "  micropp bubble --stages 4 --micro-batches 8 --cost-b 3 --cost-comm 0.2 --svg cmp.svg\n"
+        "  micropp bubble --schedule 1f1b,interleaved,zb-h1 --stages 4 --micro-batches 8 --virtual-stages 2 --gantt\n"
+        "  micropp bubble --schedule zb-h2 --stages 4 --micro-batches 8 --dump-csv zbh2.csv   # then train "
+        "--schedule-file zbh2.csv\n"
+        "  micropp bubble --stages 2 --micro-batches 8 --model configs/pipeline.json   # and each stage's activation "
+        "bytes\n");
 }
 
 int cmd_bubble(int argc, char **argv) {
@@ -405,24 +464,36 @@ int cmd_bubble(int argc, char **argv) {
     simulate_grid(c, kinds, n_kind, ks, n_k, ms, n_m, &g);
     model_activations(c, &g);
     if (g.n == 0)
-        user_error("bubble: --schedule dualpipev needs --micro-batches >= 2 x --stages (DualPipeV's own limit): no (K, M) given qualifies");
+        user_error("bubble: --schedule dualpipev needs --micro-batches >= 2 x --stages (DualPipeV's own limit): no (K, "
+                   "M) given qualifies");
     int charts = c->gantt || c->svg[0];
     if (charts && g.n > MAX_CHARTS)
-        user_error("bubble: --%s would draw %ld charts, more than %d: give fewer stages / micro-batches", c->gantt ? "gantt" : "svg", g.n, MAX_CHARTS);
-    if (c->gantt && c->json) user_error("bubble: --gantt draws text, --json prints JSON: use one (--svg works with --json)");
+        user_error("bubble: --%s would draw %ld charts, more than %d: give fewer stages / micro-batches",
+                   c->gantt ? "gantt" : "svg", g.n, MAX_CHARTS);
+    if (c->gantt && c->json)
+        user_error("bubble: --gantt draws text, --json prints JSON: use one (--svg works with --json)");
     if (!strcmp(c->svg, "-") && (c->gantt || c->json))
-        user_error("bubble: --svg - writes the picture on standard output, and --%s prints there too: give --svg a file name", c->gantt ? "gantt" : "json");
+        user_error(
+            "bubble: --svg - writes the picture on standard output, and --%s prints there too: give --svg a file name",
+            c->gantt ? "gantt" : "json");
     if (c->dump_csv[0] && g.n != 1)
-        user_error("bubble: --dump-csv writes one schedule, and this asks for %ld rows: give one --schedule, one --stages and one --micro-batches", g.n);
+        user_error("bubble: --dump-csv writes one schedule, and this asks for %ld rows: give one --schedule, one "
+                   "--stages and one --micro-batches",
+                   g.n);
     if (!strcmp(c->dump_csv, "-") && (c->gantt || c->json || !strcmp(c->svg, "-")))
-        user_error("bubble: --dump-csv - writes the schedule on standard output, and --%s prints there too: give --dump-csv a file name", c->gantt ? "gantt" : c->json ? "json" : "svg -");
+        user_error("bubble: --dump-csv - writes the schedule on standard output, and --%s prints there too: give "
+                   "--dump-csv a file name",
+                   c->gantt  ? "gantt"
+                   : c->json ? "json"
+                             : "svg -");
     OutFile svg = {0};
     if (c->svg[0]) {
         int err = out_open_now(&svg, c->svg);
         if (err) user_error("bubble: cannot write --svg '%s': %s (%s)", c->svg, strerror(err), out_hint(err));
     }
     if (c->json) print_json(c, &g);
-    else if (!c->gantt && strcmp(c->svg, "-") && strcmp(c->dump_csv, "-")) print_table(c, &g);  // --svg -, --dump-csv -: that alone
+    // --svg -, --dump-csv -: that alone
+    else if (!c->gantt && strcmp(c->svg, "-") && strcmp(c->dump_csv, "-")) print_table(c, &g);
     if (charts) draw_charts(c, &g, &svg);
     if (c->dump_csv[0]) dump_csv(c, &g);
     fflush(stdout);

@@ -267,16 +267,22 @@ static void shm_unfit(Comm *c, size_t bytes, const char *what, char *why, size_t
     comm_shm_unfit(what, D, local, need, node_ranks, comm_shm_room(), why, wn);
 }
 
-void comm_shm_unfit(const char *what, int D, int local, double need, int node_ranks, double room, char *why, size_t wn) {
+void comm_shm_unfit(const char *what, int D, int local, double need, int node_ranks, double room, char *why,
+                    size_t wn) {
     why[0] = 0;
     const char *flag = strcmp(what, "allreduce") ? "--allreduce" : "--algo";  // (micropp allreduce's)
     if (D > COMM_MAX_SHM)
-        snprintf(why, wn, "%s: %s shm takes at most %d replicas per stage, not %d: use %s mpi or ring", what, flag, COMM_MAX_SHM, D, flag);
+        snprintf(why, wn, "%s: %s shm takes at most %d replicas per stage, not %d: use %s mpi or ring", what, flag,
+                 COMM_MAX_SHM, D, flag);
     else if (local != D)
-        snprintf(why, wn, "%s: %s shm needs the %d replicas of each stage on one node, and only %d share this rank's: use %s mpi or ring",
+        snprintf(why, wn,
+                 "%s: %s shm needs the %d replicas of each stage on one node, and only %d share this rank's: use %s "
+                 "mpi or ring",
                  what, flag, D, local, flag);
     else if (room >= 0 && room < need)
-        snprintf(why, wn, "%s: %s shm needs %.3g MB of /dev/shm for the %d ranks of this node, and %.3g MB are free: enlarge it (docker run --shm-size) or use %s mpi",
+        snprintf(why, wn,
+                 "%s: %s shm needs %.3g MB of /dev/shm for the %d ranks of this node, and %.3g MB are free: enlarge it "
+                 "(docker run --shm-size) or use %s mpi",
                  what, flag, need / 1e6, node_ranks, room / 1e6, flag);
 }
 
@@ -382,7 +388,8 @@ static void req_advance(CommReq *q) {
 
 static CommReq *req_start(Comm *c, int op, float *buf, size_t n, float scale, int algo) {
     CHECK(n <= (size_t)INT32_MAX, "collective of %zu floats: more than MPI's int count allows", n);
-    CHECK(algo == ALLREDUCE_MPI || algo == ALLREDUCE_RING || algo == ALLREDUCE_SHM, "unknown all-reduce algorithm %d", algo);
+    CHECK(algo == ALLREDUCE_MPI || algo == ALLREDUCE_RING || algo == ALLREDUCE_SHM, "unknown all-reduce algorithm %d",
+          algo);
     ShmWin *win = algo == ALLREDUCE_SHM && c->be->on_host ? shm_find(c->shm, buf, n) : NULL;
     if (algo == ALLREDUCE_SHM && !win) algo = ALLREDUCE_MPI;  // a buffer outside the windows
     CommReq *q = xcalloc(1, sizeof *q);

@@ -28,9 +28,14 @@ void comm_init(int *argc, char ***argv) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     g_quiet_errors = 1;
-    util_set_exit_hooks(&(ExitHooks){.running = mpi_up, .world_size = comm_world_size, .abort_job = abort_world,
-                                     .finalize_quick = finalize_mpi, .finalize = comm_finalize_with, .agree = agree_world});
-    launch_agree_argv(argc && argv ? *argc : 0, argc && argv ? *argv : NULL);  // the first message: every rank was started alike
+    util_set_exit_hooks(&(ExitHooks){.running = mpi_up,
+                                     .world_size = comm_world_size,
+                                     .abort_job = abort_world,
+                                     .finalize_quick = finalize_mpi,
+                                     .finalize = comm_finalize_with,
+                                     .agree = agree_world});
+    // the first message: every rank was started alike
+    launch_agree_argv(argc && argv ? *argc : 0, argc && argv ? *argv : NULL);
     wd_init();
 }
 
@@ -50,7 +55,8 @@ int comm_outputs_written(int code, const char *what) {
 void comm_finalize_with(int code) {
     if (opened_devcomm) { devcomm_close(opened_devcomm); opened_devcomm = NULL; }
     if (!mpi_up()) return;
-    if (!outputs_agreed) code = comm_outputs_written(code, "writing its output: a slow terminal or pipe? raise --timeout");
+    if (!outputs_agreed)
+        code = comm_outputs_written(code, "writing its output: a slow terminal or pipe? raise --timeout");
     wd_close();
     wd_finalize_bound(code);  // the results are out: a finalize that does not return must not keep the job
     MPI_Finalize();

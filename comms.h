@@ -60,8 +60,12 @@ enum { PLACEMENT_AUTO, PLACEMENT_STAGES, PLACEMENT_REPLICAS };
 static inline int comm_grid_rank(int placement, int P, int D, int stage, int replica) {
     return placement == PLACEMENT_REPLICAS ? stage * D + replica : replica * P + stage;
 }
-static inline int comm_grid_stage(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank / D : rank % P; }
-static inline int comm_grid_replica(int placement, int P, int D, int rank) { return placement == PLACEMENT_REPLICAS ? rank % D : rank / P; }
+static inline int comm_grid_stage(int placement, int P, int D, int rank) {
+    return placement == PLACEMENT_REPLICAS ? rank / D : rank % P;
+}
+static inline int comm_grid_replica(int placement, int P, int D, int rank) {
+    return placement == PLACEMENT_REPLICAS ? rank % D : rank / P;
+}
 
 // The grid of P stages x D replicas on P*D ranks, laid out by placement (above). pp = the P ranks
 // of this replica, dp = the D ranks holding this stage. (P = 1: plain data parallelism, dp = world;
@@ -70,7 +74,9 @@ void comm_grid(Comm *c, const Backend *be, int P, int D, int placement);
 void comm_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
 void comm_free(Comm *c);
 // World rank of stage `stage` of this rank's pipeline.
-static inline int comm_stage_rank(const Comm *c, int stage) { return comm_grid_rank(c->placement, c->stages, c->replicas, stage, c->replica); }
+static inline int comm_stage_rank(const Comm *c, int stage) {
+    return comm_grid_rank(c->placement, c->stages, c->replicas, stage, c->replica);
+}
 // How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL transport (devcomm.h) over
 // c->world, warmed up with `peers` (npeers world ranks: the ones this rank will exchange with,
 // p2p_neighbours mapped to world ranks).

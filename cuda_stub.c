@@ -8,7 +8,8 @@
 
 const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen) {
     (void)local_rank;
-    snprintf(err, errlen, "this micropp was built without CUDA (rebuild with nvcc, cuBLAS and NCCL installed: make CUDA=1)");
+    snprintf(err, errlen,
+             "this micropp was built without CUDA (rebuild with nvcc, cuBLAS and NCCL installed: make CUDA=1)");
     return NULL;
 }
 

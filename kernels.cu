@@ -1,7 +1,8 @@
 // kernels.cu: the CUDA backend of ops.h: cuBLAS sgemm for every matrix product and one small kernel
 // per element-wise operation, each calling the very ops_math.h function the CPU loops call; and the
 // NCCL transport of devcomm.h (p2p.h's rule: four channels, each a communicator and a stream). The
-// compute runs on ONE non-blocking stream. No MPI here: comms.c bootstraps NCCL and messages.c dispatches to it. Every CUDA/cuBLAS/NCCL call and launch is checked.
+// compute runs on ONE non-blocking stream. No MPI here: comms.c bootstraps NCCL and messages.c
+// dispatches to it. Every CUDA/cuBLAS/NCCL call and launch is checked.
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <nccl.h>
@@ -20,10 +21,12 @@ static void cuda_check_at(cudaError_t e, const char *what, const char *file, int
     if (e != cudaSuccess) fatal_at(file, line, "%s failed: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 static void cublas_check_at(cublasStatus_t s, const char *what, const char *file, int line) {
-    if (s != CUBLAS_STATUS_SUCCESS) fatal_at(file, line, "%s failed: %s (%s)", what, cublasGetStatusString(s), cublasGetStatusName(s));
+    if (s != CUBLAS_STATUS_SUCCESS)
+        fatal_at(file, line, "%s failed: %s (%s)", what, cublasGetStatusString(s), cublasGetStatusName(s));
 }
 static void nccl_check_at(ncclResult_t r, const char *what, const char *file, int line) {
-    if (r != ncclSuccess) fatal_at(file, line, "%s failed: %s (%s)", what, ncclGetErrorString(r), ncclGetLastError(NULL));
+    if (r != ncclSuccess)
+        fatal_at(file, line, "%s failed: %s (%s)", what, ncclGetErrorString(r), ncclGetLastError(NULL));
 }
 #define CUDA_CHECK(call) cuda_check_at((call), #call, __FILE__, __LINE__)
 #define CUBLAS_CHECK(call) cublas_check_at((call), #call, __FILE__, __LINE__)
@@ -46,7 +49,8 @@ static unsigned blocks_for(size_t n) {  // kernels below loop with a grid stride
     size_t b = (n + THREADS - 1) / THREADS;
     return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
 }
-#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+#define GRID_STRIDE(i, n)                                                                                              \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 // ---- memory ----
 
@@ -203,7 +207,8 @@ __global__ void k_bias_grad(float *db, const float *dz, int rows, int cols, int 
     int c = blockIdx.x * 32 + threadIdx.x;
     float s = 0.0f;
     if (c < cols)
-        for (int r = threadIdx.y; r < rows; r += 32) s += round ? bf16_round(dz[(size_t)r * cols + c]) : dz[(size_t)r * cols + c];
+        for (int r = threadIdx.y; r < rows; r += 32)
+            s += round ? bf16_round(dz[(size_t)r * cols + c]) : dz[(size_t)r * cols + c];
     part[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     for (int h = 16; h > 0; h >>= 1) {
@@ -260,11 +265,16 @@ static void cu_relu_backward(float *dz, const float *dy, const float *y, size_t 
 }
 static void cu_bias_grad(float *db, const float *dz, int rows, int cols) {
     if (rows <= 0 || cols <= 0) return;
-    k_bias_grad<<<(unsigned)((cols + 31) / 32), dim3(32, 32), 0, g_stream>>>(db, dz, rows, cols, g_precision == PRECISION_BF16);
+    k_bias_grad<<<(unsigned)((cols + 31) / 32), dim3(32, 32), 0, g_stream>>>(db, dz, rows, cols,
+                                                                             g_precision == PRECISION_BF16);
     LAUNCH_CHECK(k_bias_grad);
 }
-__global__ void k_pack_bf16(uint16_t *dst, const float *src, size_t n) { GRID_STRIDE(i, n) dst[i] = bf16_from_f32(src[i]); }
-__global__ void k_unpack_bf16(float *dst, const uint16_t *src, size_t n) { GRID_STRIDE(i, n) dst[i] = bf16_to_f32(src[i]); }
+__global__ void k_pack_bf16(uint16_t *dst, const float *src, size_t n) {
+    GRID_STRIDE(i, n) dst[i] = bf16_from_f32(src[i]);
+}
+__global__ void k_unpack_bf16(float *dst, const uint16_t *src, size_t n) {
+    GRID_STRIDE(i, n) dst[i] = bf16_to_f32(src[i]);
+}
 static void cu_to_bf16(uint16_t *dst, const float *src, size_t n) {
     if (!n) return;
     k_pack_bf16<<<blocks_for(n), THREADS, 0, g_stream>>>(dst, src, n);
@@ -371,7 +381,10 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
         return NULL;
     }
     cublasStatus_t s = cublasCreate(&g_cublas);
-    if (s != CUBLAS_STATUS_SUCCESS) { snprintf(err, errlen, "device %d: cublasCreate: %s", g_device, cublasGetStatusString(s)); return NULL; }
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        snprintf(err, errlen, "device %d: cublasCreate: %s", g_device, cublasGetStatusString(s));
+        return NULL;
+    }
     CUBLAS_CHECK(cublasSetStream(g_cublas, g_stream));
     CUBLAS_CHECK(cublasSetMathMode(g_cublas, CUBLAS_DEFAULT_MATH));  // fp32 unless --tf32
     CUDA_CHECK(cudaMallocHost(&g_result_host, sizeof(Result)));
@@ -465,7 +478,8 @@ extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank, const int
     }
     CUDA_CHECK(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->got, cudaEventDisableTiming));
-    for (int i = 0; i < npeers; i++) CHECK(peers[i] >= 0 && peers[i] < nranks && peers[i] != rank, "NCCL neighbour %d of rank %d", peers[i], rank);
+    for (int i = 0; i < npeers; i++)
+        CHECK(peers[i] >= 0 && peers[i] < nranks && peers[i] != rank, "NCCL neighbour %d of rank %d", peers[i], rank);
     warm_up(d, peers, npeers);
     return d;
 }
@@ -565,7 +579,8 @@ extern "C" void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int gra
 
 // The step's end: waits for every send in flight; every hand-off to this rank has been received.
 extern "C" void devcomm_flush(DevComm *d) {
-    for (int k = 0; k < 2; k++) CHECK(d->self_head[k] == d->self_tail[k], "a hand-off to this rank itself never received");
+    for (int k = 0; k < 2; k++)
+        CHECK(d->self_head[k] == d->self_tail[k], "a hand-off to this rank itself never received");
     for (int i = 0; i < d->n_st; i++)
         if (d->st[i].busy) {
             wait_event(d, d->st[i].done);

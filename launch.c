@@ -71,7 +71,8 @@ static void ranks_with(const uint64_t *hs, int size, uint64_t h, char *b, size_t
 }
 
 // Words the difference between rank 0's text a (on side sa) and another rank's b (side sb).
-typedef void (*Explain)(const char *a, size_t na, const char *b, size_t nb, const char *sa, const char *sb, char *out, size_t n);
+typedef void (*Explain)(const char *a, size_t na, const char *b, size_t nb, const char *sa, const char *sb, char *out,
+                        size_t n);
 
 static void agree_text(const char *mine, size_t len, Explain explain, const char *fix) {
     int rank, size;
@@ -104,7 +105,8 @@ static void agree_text(const char *mine, size_t len, Explain explain, const char
         int others = 0;
         for (int r = 0; r < size; r++) others += hs[r] != hs[0] && hs[r] != h;
         char more[64] = "";
-        if (others) snprintf(more, sizeof more, " (and %d more rank%s differ otherwise)", others, others == 1 ? "" : "s");
+        if (others)
+            snprintf(more, sizeof more, " (and %d more rank%s differ otherwise)", others, others == 1 ? "" : "s");
         snprintf(msg, sizeof msg, "%s%s: %s", what, more, fix);
         free(a);
     }
@@ -157,7 +159,8 @@ static const char *value_of(const char *t, size_t n, const char *name, char *buf
 }
 
 // The first option (in rank 0's order, then the other's) whose value differs; 0 when none does.
-static int first_option_differing(const char *a, size_t na, const char *b, size_t nb, const char *sa, const char *sb, char *out, size_t n) {
+static int first_option_differing(const char *a, size_t na, const char *b, size_t nb, const char *sa, const char *sb,
+                                  char *out, size_t n) {
     for (int side = 0; side < 2; side++) {
         const char *t = side ? b : a, *w;
         size_t nt = side ? nb : na, at = 0;
@@ -182,7 +185,8 @@ static int first_option_differing(const char *a, size_t na, const char *b, size_
     return 0;
 }
 
-static void explain_argv(const char *a, size_t na, const char *b, size_t nb, const char *sa, const char *sb, char *out, size_t n) {
+static void explain_argv(const char *a, size_t na, const char *b, size_t nb, const char *sa, const char *sb, char *out,
+                         size_t n) {
     char what[600];
     size_t ia = 0, ib = 0;
     const char *ba = "", *bb = "", *ca = "", *cb = "";
@@ -193,7 +197,8 @@ static void explain_argv(const char *a, size_t na, const char *b, size_t nb, con
     else if (strcmp(ca, cb))
         snprintf(what, sizeof what, "the command is '%s' on %s and '%s' on %s", ca, sa, cb, sb);
     else if (!first_option_differing(a, na, b, nb, sa, sb, what, sizeof what))
-        snprintf(what, sizeof what, "the arguments differ in order or in a value that is not an option's, between %s and %s", sa, sb);
+        snprintf(what, sizeof what,
+                 "the arguments differ in order or in a value that is not an option's, between %s and %s", sa, sb);
     snprintf(out, n, "launch: the ranks were started differently: %.600s", what);
 }
 
@@ -221,8 +226,10 @@ static void group_words(const Seen *s, int size, uint64_t h, char *b, size_t n) 
         int seen = 0;
         for (int q = 0; q < r && !seen; q++) seen = s[q].hash == h && !strcmp(s[q].host, s[r].host);
         if (seen) continue;
-        if (nh < 3) { size_t k = strlen(hosts); snprintf(hosts + k, sizeof hosts - k, "%s%.60s", nh ? ", " : "", s[r].host); }
-        else more++;
+        if (nh < 3) {
+            size_t k = strlen(hosts);
+            snprintf(hosts + k, sizeof hosts - k, "%s%.60s", nh ? ", " : "", s[r].host);
+        } else more++;
         nh++;
     }
     snprintf(b, n, "%s (host%s %s%s)", ranks, nh > 1 ? "s" : "", hosts, more ? ", ..." : "");
@@ -248,12 +255,16 @@ static void agree_contents(const char *what, const char *path, int ok, uint64_t 
     group_words(all, size, all[d].hash, b, sizeof b);
     if (others) snprintf(more, sizeof more, " (and %d more rank%s read other bytes)", others, others == 1 ? "" : "s");
     if (strcmp(all[0].detail, all[d].detail))
-        snprintf(msg, sizeof msg, "%s %s differs between the ranks: on %s it is %s, on %s %s%s", what, path, a, all[0].detail, b, all[d].detail, more);
+        snprintf(msg, sizeof msg, "%s %s differs between the ranks: on %s it is %s, on %s %s%s", what, path, a,
+                 all[0].detail, b, all[d].detail, more);
     else
-        snprintf(msg, sizeof msg, "%s %s differs between the ranks: on %s and on %s it holds different bytes (%s on both)%s", what, path, a, b,
-                 all[0].detail, more);
+        snprintf(msg, sizeof msg,
+                 "%s %s differs between the ranks: on %s and on %s it holds different bytes (%s on both)%s", what, path,
+                 a, b, all[0].detail, more);
     free(all);
-    user_error("%s: copy the same file to every host (the command lines agree, so the path names a different file there)", msg);
+    user_error(
+        "%s: copy the same file to every host (the command lines agree, so the path names a different file there)",
+        msg);
 }
 
 void launch_agree_argv(int argc, char **argv) {
@@ -275,7 +286,8 @@ void launch_agree_argv(int argc, char **argv) {
 
 // ---- resolved options: "name=value" lines (a config file read differently on another host) ----
 
-static void explain_options(const char *a, size_t na, const char *b, size_t nb, const char *sa, const char *sb, char *out, size_t n) {
+static void explain_options(const char *a, size_t na, const char *b, size_t nb, const char *sa, const char *sb,
+                            char *out, size_t n) {
     (void)na; (void)nb;
     const char *p = a, *q = b;
     while (*p && *q) {
@@ -283,8 +295,10 @@ static void explain_options(const char *a, size_t na, const char *b, size_t nb, 
         if (lp != lq || memcmp(p, q, lp)) {
             const char *ep = memchr(p, '=', lp), *eq = memchr(q, '=', lq);
             if (ep && eq) {
-                snprintf(out, n, "launch: the ranks resolved different options: --%.*s is '%.*s' on %s and '%.*s' on %s",
-                         (int)(ep - p), p, (int)(lp - (size_t)(ep - p) - 1), ep + 1, sa, (int)(lq - (size_t)(eq - q) - 1), eq + 1, sb);
+                snprintf(out, n,
+                         "launch: the ranks resolved different options: --%.*s is '%.*s' on %s and '%.*s' on %s",
+                         (int)(ep - p), p, (int)(lp - (size_t)(ep - p) - 1), ep + 1, sa,
+                         (int)(lq - (size_t)(eq - q) - 1), eq + 1, sb);
                 return;
             }
             break;

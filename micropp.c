@@ -39,13 +39,21 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return stdout_closed_ok() ? 0 : 1; }
-    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) { printf("micropp %s\n", MICROPP_VERSION); return stdout_closed_ok() ? 0 : 1; }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return stdout_closed_ok() ? 0 : 1;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("micropp %s\n", MICROPP_VERSION);
+        return stdout_closed_ok() ? 0 : 1;
+    }
     for (const Command *c = commands; c->name; c++) {
         if (strcmp(argv[1], c->name)) continue;
         blas_pick_kernel(argv);
         int code = c->run(argc - 1, argv + 1);
         return stdout_closed_ok() ? code : 1;
     }
-    user_error("unknown command '%s': use one of train, bubble, plan, pingpong, allreduce, selftest (see micropp --help)", argv[1]);
+    user_error(
+        "unknown command '%s': use one of train, bubble, plan, pingpong, allreduce, selftest (see micropp --help)",
+        argv[1]);
 }

@@ -46,10 +46,13 @@ size_t stage_wire_floats(const Stage *s, size_t n) { return s->bf16 ? (n + 1) / 
 static size_t rowsH(const Stage *s) { return (size_t)s->rows * s->H * esz(s); }
 static size_t rowsIn(const Stage *s) { return (size_t)s->rows * s->D * esz(s); }
 static size_t logits_bytes(const Stage *s) { return s->has_head ? (size_t)s->rows * s->C * esz(s) : 0; }
-static size_t stash_bytes(const Stage *s) { return rowsIn(s) + rowsH(s) * (s->ckpt ? 0 : (size_t)s->n_layers) + logits_bytes(s); }
+static size_t stash_bytes(const Stage *s) {
+    return rowsIn(s) + rowsH(s) * (s->ckpt ? 0 : (size_t)s->n_layers) + logits_bytes(s);
+}
 static size_t all_bytes(const Stage *s) { return rowsIn(s) + rowsH(s) * (size_t)s->n_layers + logits_bytes(s); }
 static size_t deferred_bytes(const Stage *s) {
-    return rowsIn(s) + rowsH(s) * ((size_t)s->n_layers - 1 + (size_t)s->has_head + (size_t)s->n_layers) + logits_bytes(s);
+    return rowsIn(s) + rowsH(s) * ((size_t)s->n_layers - 1 + (size_t)s->has_head + (size_t)s->n_layers) +
+           logits_bytes(s);
 }
 
 // The slot now holds `bytes`: moves the stage's (and the rank's) live and peak counters.
@@ -110,7 +113,8 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
         free(hh);
     }
     free(host);
-    size_t one_act = (size_t)rows * H, wide = (size_t)rows * (size_t)(s->D > H ? (s->D > C ? s->D : C) : (H > C ? H : C));
+    size_t one_act = (size_t)rows * H,
+           wide = (size_t)rows * (size_t)(s->D > H ? (s->D > C ? s->D : C) : (H > C ? H : C));
     s->slots = xcalloc((size_t)n_slots, sizeof(Slot));
     for (int k = 0; k < n_slots; k++) {
         Slot *sl = &s->slots[k];
@@ -330,7 +334,9 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
     size_t rH = (size_t)rows * H;
     if (s->has_head) {  // dx of the head = dlogits W_h; its dW waits for W
         float *dx = n ? s->gbuf[0] : din;
-        if (dx) be->gemm(0, 0, rows, H, s->C, 1.0f, get(s, sl->logits, 1, (size_t)rows * s->C), s->C, s->Wh, H, 0.0f, dx, H);
+        if (dx)
+            be->gemm(0, 0, rows, H, s->C, 1.0f, get(s, sl->logits, 1, (size_t)rows * s->C), s->C, s->Wh, H, 0.0f, dx,
+                     H);
         g = dx;
     }
     for (int i = n - 1; i >= 0; i--) {
@@ -428,7 +434,10 @@ void stage_tensor_name(const Stage *s, size_t index, char *out, size_t n) {
     size_t at = index;
     for (int i = 0; i < s->n_layers; i++) {
         size_t w = (size_t)s->H * stage_fan_in(s, i), size = w + s->H;
-        if (at < size) { snprintf(out, n, "layers.%d.%s[%zu]", s->lo + i, at < w ? "weight" : "bias", at < w ? at : at - w); return; }
+        if (at < size) {
+            snprintf(out, n, "layers.%d.%s[%zu]", s->lo + i, at < w ? "weight" : "bias", at < w ? at : at - w);
+            return;
+        }
         at -= size;
     }
     size_t CH = (size_t)s->C * s->H;

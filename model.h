@@ -45,13 +45,14 @@ typedef struct {
     int shared;               // params and grads live in a shared window (stage_share): not ours to free
     // views into params/grads: layer i (local) weight [H,fan_in] (out,in) and bias [H]; head [C,H], [C]
     float **W, **b, **dW, **db;
-    int *grad_fresh;          // per layer (n_layers + 1: the head last): its gradient is still to be overwritten, not added to
+    int *grad_fresh;  // per layer (n_layers + 1: the head last): its gradient is still to be overwritten, not added to
     float *Wh, *bh, *dWh, *dbh;
     int n_slots;
     Slot *slots;
     void **scratch;           // checkpointing: one recompute set of [rows,H] x n_layers (stash precision)
     float *gbuf[2];           // backward ping-pong [rows, H]
-    float grad_scale;         // dlogits scale: 1 / rows of the whole optimizer step (all micro-batches, accumulation micro-steps and replicas)
+    // dlogits scale: 1 / rows of the whole optimizer step (all micro-batches, accumulation micro-steps and replicas)
+    float grad_scale;
     double loss_sum;          // sum of row losses since the last stage_zero_grads
     int correct, loss_rows;
     // activation memory accounting: bytes of stashed activations (the rank's, with its micro-batches

@@ -39,13 +39,17 @@ void p2p_calls(int K, int chunk_order, int s, const ActionList *l, P2pCalls *out
     for (int i = 0; i < l->n; i++) {
         Action a = l->a[i];
         int vs = vstage_of(chunk_order, K, s, a.chunk);
-        int send = a.kind == ACT_SEND_ACT || a.kind == ACT_SEND_GRAD, act = a.kind == ACT_SEND_ACT || a.kind == ACT_RECV_ACT;
+        int send = a.kind == ACT_SEND_ACT || a.kind == ACT_SEND_GRAD,
+            act = a.kind == ACT_SEND_ACT || a.kind == ACT_RECV_ACT;
         if (!send && a.kind != ACT_RECV_ACT && a.kind != ACT_RECV_GRAD) continue;
         int other = act == send ? vs + 1 : vs - 1;  // send act / receive grad: the next; else the previous
         int peer = stage_of_vstage(chunk_order, K, other);
         if (peer == s) continue;  // the V's turn: a copy on this rank
-        push_call(out, (P2pCall){.kind = send ? P2P_SEND : P2P_RECV, .peer = peer, .msg = act ? ACT_SEND_ACT : ACT_SEND_GRAD,
-                                 .mb = a.mb, .to_vs = send ? other : vs});
+        push_call(out, (P2pCall){.kind = send ? P2P_SEND : P2P_RECV,
+                                 .peer = peer,
+                                 .msg = act ? ACT_SEND_ACT : ACT_SEND_GRAD,
+                                 .mb = a.mb,
+                                 .to_vs = send ? other : vs});
     }
 }
 
@@ -61,22 +65,34 @@ static const char *check_pairs(int K, int v, int chunk_order, const P2pCalls *ca
         for (int i = 0; i < n; i++) {
             int m = p2p_neighbours(K, v, chunk_order, nb[i], nb2), back = 0;
             for (int j = 0; j < m; j++) back |= nb2[j] == a;
-            if (!back) { snprintf(why, wn, "rank %d warms up with rank %d, which does not warm up with it", a, nb[i]); return why; }
+            if (!back) {
+                snprintf(why, wn, "rank %d warms up with rank %d, which does not warm up with it", a, nb[i]);
+                return why;
+            }
         }
         for (int i = 0; i < calls[a].n; i++) {
             int known = 0;
             for (int j = 0; j < n; j++) known |= nb[j] == calls[a].c[i].peer;
-            if (!known) { snprintf(why, wn, "rank %d call %d goes to rank %d, not warmed up", a, i, calls[a].c[i].peer); return why; }
+            if (!known) {
+                snprintf(why, wn, "rank %d call %d goes to rank %d, not warmed up", a, i, calls[a].c[i].peer);
+                return why;
+            }
         }
         for (int b = 0, msg = ACT_SEND_ACT; b < K; msg = msg == ACT_SEND_ACT ? ACT_SEND_GRAD : (b++, ACT_SEND_ACT)) {
             int i = 0, j = 0;  // a's sends of one kind to b against b's receives of it from a
             for (;;) {
-                while (i < calls[a].n && !(calls[a].c[i].kind == P2P_SEND && calls[a].c[i].peer == b && calls[a].c[i].msg == msg)) i++;
-                while (j < calls[b].n && !(calls[b].c[j].kind == P2P_RECV && calls[b].c[j].peer == a && calls[b].c[j].msg == msg)) j++;
+                while (i < calls[a].n &&
+                       !(calls[a].c[i].kind == P2P_SEND && calls[a].c[i].peer == b && calls[a].c[i].msg == msg))
+                    i++;
+                while (j < calls[b].n &&
+                       !(calls[b].c[j].kind == P2P_RECV && calls[b].c[j].peer == a && calls[b].c[j].msg == msg))
+                    j++;
                 if (i == calls[a].n && j == calls[b].n) break;
                 const P2pCall *x = i < calls[a].n ? &calls[a].c[i] : NULL, *y = j < calls[b].n ? &calls[b].c[j] : NULL;
                 if (!x || !y || x->msg != y->msg || x->mb != y->mb || x->to_vs != y->to_vs) {
-                    snprintf(why, wn, "rank %d's send (call %d) to rank %d does not meet rank %d's receive (call %d) from rank %d in order",
+                    snprintf(why, wn,
+                             "rank %d's send (call %d) to rank %d does not meet rank %d's receive (call %d) from rank "
+                             "%d in order",
                              a, i, b, b, j, a);
                     return why;
                 }
@@ -88,7 +104,12 @@ static const char *check_pairs(int K, int v, int chunk_order, const P2pCalls *ca
 }
 
 // The execution model of p2p.h on two queues (channels) per rank.
-typedef struct { const P2pCalls *calls; int K, stride; int *host, *blocked; int *q[DEVCOMM_CHANNELS], *head[DEVCOMM_CHANNELS], *tail[DEVCOMM_CHANNELS]; } Model;
+typedef struct {
+    const P2pCalls *calls;
+    int K, stride;
+    int *host, *blocked;
+    int *q[DEVCOMM_CHANNELS], *head[DEVCOMM_CHANNELS], *tail[DEVCOMM_CHANNELS];
+} Model;
 
 static int channel_of(int s, const P2pCall *c) {
     int grad = c->msg == ACT_SEND_GRAD;
@@ -142,7 +163,8 @@ const char *p2p_check(int K, int v, int chunk_order, const ActionList *lists, ch
             if (m.blocked[s] < 0 && m.head[ch][s] == m.tail[ch][s]) continue;
             int i = m.blocked[s] >= 0 ? m.blocked[s] : m.q[ch][(size_t)s * m.stride + m.head[ch][s]];
             snprintf(why, wn, "deadlock: rank %d stays at call %d (%s rank %d, micro-batch %d) of %d", s, i,
-                     calls[s].c[i].kind == P2P_SEND ? "a send to" : "a receive from", calls[s].c[i].peer, calls[s].c[i].mb, calls[s].n);
+                     calls[s].c[i].kind == P2P_SEND ? "a send to" : "a receive from", calls[s].c[i].peer,
+                     calls[s].c[i].mb, calls[s].n);
             bad = why;
         }
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) { free(m.q[ch]); free(m.head[ch]); free(m.tail[ch]); }

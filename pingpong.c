@@ -20,7 +20,8 @@ typedef struct {
 
 #define P(field) offsetof(PingConfig, field)
 static const Option ping_options[] = {
-    {"sweep", 0, OPT_BOOL, P(sweep), 0, 0, 0, 0, "measure latency and bandwidth over message sizes (implied by -b/-e/-f)"},
+    {"sweep", 0, OPT_BOOL, P(sweep), 0, 0, 0, 0,
+     "measure latency and bandwidth over message sizes (implied by -b/-e/-f)"},
     {"min-bytes", 'b', OPT_SIZE, P(min_bytes), 0, 1, 1LL << 30, "SIZE", "smallest message, K/M/G suffixes"},
     {"max-bytes", 'e', OPT_SIZE, P(max_bytes), 0, 1, 1LL << 30, "SIZE", "largest message"},
     {"step-factor", 'f', OPT_INT, P(factor), 0, 2, 1024, "F", "multiply the size by F each row"},
@@ -28,15 +29,21 @@ static const Option ping_options[] = {
     {"warmup", 'w', OPT_INT, P(warmup), 0, 0, 1e9, "N", "untimed warm-up iterations per size"},
     {"window", 0, OPT_INT, P(window), 0, 1, 1024, "W", "non-blocking sends in flight for the bandwidth test"},
     {"json", 0, OPT_BOOL, P(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
-    {"device", 0, OPT_CHOICE, P(device), DEVICE_CHOICES, 0, 0, "DEV", "cpu: host buffers over MPI; cuda: GPU buffers over --transport (sizes in whole floats); auto: cuda when visible"},
-    {"transport", 0, OPT_CHOICE, P(transport), TRANSPORT_CHOICES, 0, 0, "T", "cuda: nccl (one GPU per rank) or mpi (pinned host staging); auto = nccl when it can"},
+    {"device", 0, OPT_CHOICE, P(device), DEVICE_CHOICES, 0, 0, "DEV",
+     "cpu: host buffers over MPI; cuda: GPU buffers over --transport (sizes in whole floats); auto: cuda when visible"},
+    {"transport", 0, OPT_CHOICE, P(transport), TRANSPORT_CHOICES, 0, 0, "T",
+     "cuda: nccl (one GPU per rank) or mpi (pinned host staging); auto = nccl when it can"},
     {0},
 };
 #undef P
 
 // The byte pattern of message `it` of `size` bytes: the receiver recomputes it to count wrong bytes.
-static unsigned char pattern(int64_t size, int64_t it, int64_t i) { return (unsigned char)((i * 131 + it * 7 + size) & 0xff); }
-static void fill(unsigned char *b, int64_t size, int64_t it) { for (int64_t i = 0; i < size; i++) b[i] = pattern(size, it, i); }
+static unsigned char pattern(int64_t size, int64_t it, int64_t i) {
+    return (unsigned char)((i * 131 + it * 7 + size) & 0xff);
+}
+static void fill(unsigned char *b, int64_t size, int64_t it) {
+    for (int64_t i = 0; i < size; i++) b[i] = pattern(size, it, i);
+}
 static int64_t wrong(const unsigned char *b, int64_t size, int64_t it) {
     int64_t w = 0;
     for (int64_t i = 0; i < size; i++) w += b[i] != pattern(size, it, i);
@@ -48,7 +55,8 @@ static void lab(int rank) {
     float t[8];
     if (rank == 0) {
         for (int i = 0; i < 8; i++) t[i] = (float)(i + 1) * 0.5f;
-        printf("rank 0: sending tensor [%g, %g, %g, %g, %g, %g, %g, %g] to rank 1\n", t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]);
+        printf("rank 0: sending tensor [%g, %g, %g, %g, %g, %g, %g, %g] to rank 1\n", t[0], t[1], t[2], t[3], t[4],
+               t[5], t[6], t[7]);
         fflush(stdout);
         double t0 = now_sec();
         MPI_CHECK(MPI_Send(t, 8, MPI_FLOAT, 1, 0, MPI_COMM_WORLD));
@@ -115,7 +123,8 @@ static Row measure(int rank, int64_t size, PingConfig *c, unsigned char *buf, MP
             // As OSU does, the window lands in one buffer; on the last round the final message
             // gets a buffer of its own so its bytes can be checked.
             for (int64_t w = 0; w < window; w++)
-                MPI_CHECK(MPI_Irecv(last && w == window - 1 ? buf + size : buf, (int)size, MPI_BYTE, peer, 20, MPI_COMM_WORLD, &reqs[w]));
+                MPI_CHECK(MPI_Irecv(last && w == window - 1 ? buf + size : buf, (int)size, MPI_BYTE, peer, 20,
+                                    MPI_COMM_WORLD, &reqs[w]));
             wait_all(reqs, window);
             MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, peer, 21, MPI_COMM_WORLD));
             if (last) row.wrong += wrong(buf + size, size, it + 1);
@@ -131,7 +140,8 @@ static Row measure(int rank, int64_t size, PingConfig *c, unsigned char *buf, MP
 // --device cuda: the same two measurements between device buffers, through comm_send/comm_recv,
 // so they time exactly what a pipeline stage's activations go through (the staging copies or the
 // NCCL kernels included). Acknowledgements are one float.
-static Row measure_device(Comm *cm, int64_t size, PingConfig *c, float *dbuf, float *dlast, float *dack, unsigned char *hbuf) {
+static Row measure_device(Comm *cm, int64_t size, PingConfig *c, float *dbuf, float *dlast, float *dack,
+                          unsigned char *hbuf) {
     const Backend *be = cm->be;
     Row row = {.size = size};
     int64_t iters = size > 65536 ? (c->iters + 9) / 10 : c->iters;
@@ -195,11 +205,13 @@ int cmd_pingpong(int argc, char **argv) {
         user_error("pingpong: needs exactly 2 ranks, got %d: run it as 'mpiexec -n 2 ./micropp pingpong'", world);
     if (seen_set(&seen, "min-bytes") || seen_set(&seen, "max-bytes") || seen_set(&seen, "step-factor")) c.sweep = 1;
     if (c.min_bytes > c.max_bytes)
-        user_error("pingpong: --min-bytes %lld is above --max-bytes %lld: swap them", (long long)c.min_bytes, (long long)c.max_bytes);
+        user_error("pingpong: --min-bytes %lld is above --max-bytes %lld: swap them", (long long)c.min_bytes,
+                   (long long)c.max_bytes);
     if (!c.sweep) {
-        if (seen_set(&seen, "json") || seen_set(&seen, "iters") || seen_set(&seen, "warmup") || seen_set(&seen, "window") ||
-            seen_set(&seen, "device") || seen_set(&seen, "transport"))
-            user_error("pingpong: --json/--iters/--warmup/--window/--device/--transport apply to the measurement: add --sweep");
+        if (seen_set(&seen, "json") || seen_set(&seen, "iters") || seen_set(&seen, "warmup") ||
+            seen_set(&seen, "window") || seen_set(&seen, "device") || seen_set(&seen, "transport"))
+            user_error("pingpong: --json/--iters/--warmup/--window/--device/--transport apply to the measurement: add "
+                       "--sweep");
         lab(rank);
         finish(0);
     }
@@ -207,14 +219,16 @@ int cmd_pingpong(int argc, char **argv) {
     comm_choose_hardware(c.device != DEVICE_CPU, &hw);
     int device, transport;
     char err[512];
-    if (plan_device("pingpong", (int)c.device, (int)c.transport, 0, world, &hw, &device, &transport, err, sizeof err)) user_error("%s", err);
+    if (plan_device("pingpong", (int)c.device, (int)c.transport, 0, world, &hw, &device, &transport, err, sizeof err))
+        user_error("%s", err);
     const Backend *be = device == DEVICE_CUDA ? hw.cuda : &backend_cpu;
     if (device == DEVICE_CUDA) be->set_tf32(0);
     if (!be->on_host) {  // comm_send moves whole floats (every rank has the same device now)
         if (!seen_set(&seen, "min-bytes")) c.min_bytes = 4;
         for (int64_t size = c.min_bytes; size <= c.max_bytes; size *= c.factor) {
             if (size % 4)
-                user_error("pingpong: on the GPU messages are whole floats, but %lld bytes is not a multiple of 4: use --min-bytes 4 (or another multiple of 4)",
+                user_error("pingpong: on the GPU messages are whole floats, but %lld bytes is not a multiple of 4: use "
+                           "--min-bytes 4 (or another multiple of 4)",
                            (long long)size);
             if (size > c.max_bytes / c.factor) break;
         }
@@ -242,8 +256,11 @@ int cmd_pingpong(int argc, char **argv) {
     for (char *q = lib; *q; q++) if (*q == '\t') *q = ' ';
     if (rank == 0 && !c.json) {
         printf("# micropp pingpong: 2 ranks, %s\n", lib);
-        if (on_device) printf("# device buffers on %s, transport %s (through comm_send/comm_recv, as the pipeline)\n", dev, tr);
-        printf("# latency = half the round trip of a blocking ping-pong; bandwidth = windows of %lld non-blocking sends\n", (long long)c.window);
+        if (on_device)
+            printf("# device buffers on %s, transport %s (through comm_send/comm_recv, as the pipeline)\n", dev, tr);
+        printf(
+            "# latency = half the round trip of a blocking ping-pong; bandwidth = windows of %lld non-blocking sends\n",
+            (long long)c.window);
         printf("# then an acknowledgement; GB = 1e9 bytes; #wrong = received bytes that differ from what was sent\n");
         printf("# %10s %8s %13s %16s %7s\n", "size(B)", "iters", "latency(us)", "bandwidth(GB/s)", "#wrong");
         fflush(stdout);
@@ -253,7 +270,11 @@ int cmd_pingpong(int argc, char **argv) {
     for (int64_t size = c.min_bytes; size <= c.max_bytes; size *= c.factor) {
         Row r = on_device ? measure_device(&cm, size, &c, dbuf, dlast, dack, buf) : measure(rank, size, &c, buf, reqs);
         total_wrong += r.wrong;
-        if (rank == 0 && !c.json) { printf("  %10lld %8lld %13.2f %16.3f %7lld\n", (long long)r.size, (long long)r.iters, r.lat_us, r.bw_gbs, (long long)r.wrong); fflush(stdout); }
+        if (rank == 0 && !c.json) {
+            printf("  %10lld %8lld %13.2f %16.3f %7lld\n", (long long)r.size, (long long)r.iters, r.lat_us, r.bw_gbs,
+                   (long long)r.wrong);
+            fflush(stdout);
+        }
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "size_bytes", (double)r.size);
         cJSON_AddNumberToObject(o, "iters", (double)r.iters);
@@ -279,6 +300,7 @@ int cmd_pingpong(int argc, char **argv) {
     free(reqs);
     if (on_device) { be->free(dbuf); be->free(dlast); be->free(dack); }
     comm_hardware_free(&hw);
-    if (total_wrong && rank == 0) fprintf(stderr, "micropp: pingpong: %lld bytes arrived wrong\n", (long long)total_wrong);
+    if (total_wrong && rank == 0)
+        fprintf(stderr, "micropp: pingpong: %lld bytes arrived wrong\n", (long long)total_wrong);
     finish(total_wrong ? 1 : 0);
 }

@@ -31,16 +31,33 @@ typedef struct {
 
 #define P(field) offsetof(PlanCmd, field)
 static const Option extra_options[] = {
-    {"params", 0, OPT_STR, P(params), 0, 0, 0, "N", "model size instead of --layers (and --hidden): 350M, 10B, 1.5T; the shape chosen is printed"},
-    {"device-memory", 0, OPT_STR, P(device_memory), 0, 0, 0, "BYTES", "memory of one device: 24G, 80G, 512M (binary units; default: this machine's MemAvailable)"},
-    {"stages", 'K', OPT_STR, P(stages), 0, 0, 0, "LIST", "numbers of pipeline stages, e.g. 1,2,4,8 (default: powers of two up to the layers, 64 at most)"},
-    {"schedule", 'S', OPT_STR, P(schedule), 0, 0, 0, "LIST", "'all', one of " SCHED_CHOICES ", or a comma list (default: gpipe,1f1b,interleaved,zb-h1)"},
-    {"dp", 0, OPT_STR, P(dp), 0, 0, 0, "LIST", "data-parallel degrees, e.g. 1,2,4 (with --zero 1 the optimizer state is sharded over them)"},
+    {"params", 0, OPT_STR, P(params), 0, 0, 0, "N",
+     "model size instead of --layers (and --hidden): 350M, 10B, 1.5T; the shape chosen is printed"},
+    {"device-memory", 0, OPT_STR, P(device_memory), 0, 0, 0, "BYTES",
+     "memory of one device: 24G, 80G, 512M (binary units; default: this machine's MemAvailable)"},
+    {"stages", 'K', OPT_STR, P(stages), 0, 0, 0, "LIST",
+     "numbers of pipeline stages, e.g. 1,2,4,8 (default: powers of two up to the layers, 64 at most)"},
+    {"schedule", 'S', OPT_STR, P(schedule), 0, 0, 0, "LIST",
+     "'all', one of " SCHED_CHOICES ", or a comma list (default: gpipe,1f1b,interleaved,zb-h1)"},
+    {"dp", 0, OPT_STR, P(dp), 0, 0, 0, "LIST",
+     "data-parallel degrees, e.g. 1,2,4 (with --zero 1 the optimizer state is sharded over them)"},
     {0},
 };
 #undef P
 // The train options that change memory or the bubble; any other typed on the command line is refused.
-static const char *const model_names[] = {"config", "layers", "hidden", "inputs", "classes", "batch", "micro-batches", "virtual-stages", "precision", "optimizer", "checkpoint-activations", "zero", "json"};
+static const char *const model_names[] = {"config",
+                                          "layers",
+                                          "hidden",
+                                          "inputs",
+                                          "classes",
+                                          "batch",
+                                          "micro-batches",
+                                          "virtual-stages",
+                                          "precision",
+                                          "optimizer",
+                                          "checkpoint-activations",
+                                          "zero",
+                                          "json"};
 #define N_MODEL (sizeof model_names / sizeof *model_names)
 
 static Option *all_options;   // train's (for --config) and the extras, in one table
@@ -94,7 +111,8 @@ static double parse_bytes(const char *s) {
     const char *suf = "KMGT", *q = strchr(suf, toupper((unsigned char)*end));
     if (!q) return -1;
     end++;
-    if (!strcmp(end, "i") || !strcmp(end, "iB") || !strcmp(end, "B") || !*end) return v * pow(1024, (double)(q - suf + 1));
+    if (!strcmp(end, "i") || !strcmp(end, "iB") || !strcmp(end, "B") || !*end)
+        return v * pow(1024, (double)(q - suf + 1));
     return -1;
 }
 
@@ -104,7 +122,8 @@ static int parse_list(const char *flag, const char *text, int max, int *out) {
     if (n <= 0) user_error("plan: --%s '%s' is not a comma list of numbers: try 1,2,4,8", flag, text);
     for (int i = 0; i < n; i++) {
         if (out[i] < 1 || out[i] > max) user_error("plan: --%s '%s': %d is outside 1..%d", flag, text, out[i], max);
-        for (int j = 0; j < i; j++) if (out[j] == out[i]) user_error("plan: --%s '%s' lists %d twice: list each once", flag, text, out[i]);
+        for (int j = 0; j < i; j++)
+            if (out[j] == out[i]) user_error("plan: --%s '%s' lists %d twice: list each once", flag, text, out[i]);
     }
     return n;
 }
@@ -116,30 +135,38 @@ static void shape_from_params(PlanCmd *pc, char *said, size_t n) {
     TrainConfig *c = &pc->t;
     double N = parse_count(pc->params);
     if (N < 0) user_error("plan: --params '%s' is not a parameter count: write it like 350M, 10B or 1.5T", pc->params);
-    if (seen_set(&pc->seen, "layers")) user_error("plan: --params picks --layers: give one of them (--hidden may go with --params)");
+    if (seen_set(&pc->seen, "layers"))
+        user_error("plan: --params picks --layers: give one of them (--hidden may go with --params)");
     if (!seen_set(&pc->seen, "hidden")) {
         double h = pow(2, round(log2(sqrt(N / DEPTH))));
         c->hidden = (int64_t)fmin(fmax(h, 16), 65536);
     }
     int given = seen_set(&pc->seen, "hidden");
     double H = (double)c->hidden, C = (double)c->classes, head = H * C + C, L = round((N - head) / (H * H + H));
-    double least = H * H + H + head, most = MAX_LAYERS * (H * H + H) + head;  // 1 layer, MAX_LAYERS layers at this hidden
+    // 1 layer, MAX_LAYERS layers at this hidden
+    double least = H * H + H + head, most = MAX_LAYERS * (H * H + H) + head;
     if (L < 1 && given && H > 1)
-        user_error("plan: --params %s is less than one layer at --hidden %lld (%.0f parameters): use a smaller --hidden, or --params %.0f or more",
+        user_error("plan: --params %s is less than one layer at --hidden %lld (%.0f parameters): use a smaller "
+                   "--hidden, or --params %.0f or more",
                    pc->params, (long long)c->hidden, least, least);
     if (L < 1)
-        user_error("plan: --params %s is less than the smallest model plan shapes (1 layer x hidden %lld = %.0f parameters): give --params %.0f or more",
+        user_error("plan: --params %s is less than the smallest model plan shapes (1 layer x hidden %lld = %.0f "
+                   "parameters): give --params %.0f or more",
                    pc->params, (long long)c->hidden, least, least);
     if (L > MAX_LAYERS && given && H < 65536)
-        user_error("plan: --params %s at --hidden %lld makes %.0f layers, more than the %d a model can have: use a larger --hidden",
+        user_error("plan: --params %s at --hidden %lld makes %.0f layers, more than the %d a model can have: use a "
+                   "larger --hidden",
                    pc->params, (long long)c->hidden, L, MAX_LAYERS);
     if (L > MAX_LAYERS)
-        user_error("plan: --params %s is more than the largest model plan shapes (%d layers x hidden %lld = %.4g parameters): give --params %.4g or less",
+        user_error("plan: --params %s is more than the largest model plan shapes (%d layers x hidden %lld = %.4g "
+                   "parameters): give --params %.4g or less",
                    pc->params, MAX_LAYERS, (long long)c->hidden, most, most);
     c->layers = (int64_t)L;
     if (!seen_set(&pc->seen, "inputs")) c->inputs = c->hidden;
-    snprintf(said, n, "# --params %s: %lld layers x hidden %lld%s\n", pc->params, (long long)c->layers, (long long)c->hidden,
-             given ? " (--hidden given; layers = N / (hidden^2 + hidden))" : " (hidden = the power of two nearest sqrt(N/128); layers = N / (hidden^2 + hidden))");
+    snprintf(said, n, "# --params %s: %lld layers x hidden %lld%s\n", pc->params, (long long)c->layers,
+             (long long)c->hidden,
+             given ? " (--hidden given; layers = N / (hidden^2 + hidden))"
+                   : " (hidden = the power of two nearest sqrt(N/128); layers = N / (hidden^2 + hidden))");
 }
 
 // One row of the table: a schedule (or none, K = 1), K stages, D replicas.
@@ -175,7 +202,8 @@ static const char *sched_name(const Row *w, char *buf, size_t n) {
 }
 
 // Every (schedule, K, D) asked for; K = 1 is no pipeline, one row per D whatever the schedules.
-static void fill_table(const TrainConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ds, int n_d, Table *t) {
+static void fill_table(const TrainConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ds,
+                       int n_d, Table *t) {
     int cap = n_kind * n_k * n_d;
     t->row = xcalloc((size_t)cap, sizeof(Row));
     t->skipped = xcalloc((size_t)cap, sizeof *t->skipped);
@@ -184,10 +212,14 @@ static void fill_table(const TrainConfig *c, const int *kinds, int n_kind, const
             for (int d = 0; d < n_d; d++) {
                 if (ks[b] == 1 && a > 0) continue;
                 char why[300], name[32];
-                if (fill_row(c, kinds[a], ks[b], ds[d], &t->row[t->n], why, sizeof why) == 0) { t->row[t->n].fits = -1; t->n++; continue; }
+                if (fill_row(c, kinds[a], ks[b], ds[d], &t->row[t->n], why, sizeof why) == 0) {
+                    t->row[t->n].fits = -1;
+                    t->n++;
+                    continue;
+                }
                 const char *w = strncmp(why, "train: ", 7) ? why : why + 7;
-                snprintf(t->skipped[t->n_skipped++], sizeof *t->skipped, "%s K=%d dp=%d: %s", ks[b] == 1 ? "-" : choice_name(SCHED_NAMES, kinds[a], name, sizeof name),
-                         ks[b], ds[d], w);
+                snprintf(t->skipped[t->n_skipped++], sizeof *t->skipped, "%s K=%d dp=%d: %s",
+                         ks[b] == 1 ? "-" : choice_name(SCHED_NAMES, kinds[a], name, sizeof name), ks[b], ds[d], w);
             }
     for (int i = 0; i < t->n; i++) t->row[i].fits = t->row[i].need.total <= t->device;
 }
@@ -228,57 +260,77 @@ static void cheapest_fix(const TrainConfig *c, const Table *t, char *buf, size_t
     const Row *lo = &t->row[0];
     for (int i = 1; i < t->n; i++) if (t->row[i].need.total < lo->need.total) lo = &t->row[i];
     const MemNeed *m = &lo->need;
-    double P = (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), state = P * sizeof(float);
-    double K = ceil(state * (c->optimizer != OPTIM_SGD ? 4 : 2) / t->device), K_sgd = ceil(state * 2 / t->device);  // weights, gradients, 2 moments
+    double P = (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes),
+           state = P * sizeof(float);
+    // weights, gradients, 2 moments
+    double K = ceil(state * (c->optimizer != OPTIM_SGD ? 4 : 2) / t->device), K_sgd = ceil(state * 2 / t->device);
     int most = c->layers < MAX_STAGES ? (int)c->layers : MAX_STAGES;  // stages the model can be cut into
     char why[96];
-    snprintf(why, sizeof why, c->layers < MAX_STAGES ? "its %d layers, one a stage" : "the %d stages micropp runs", most);
+    snprintf(why, sizeof why, c->layers < MAX_STAGES ? "its %d layers, one a stage" : "the %d stages micropp runs",
+             most);
     if (m->activations + m->buffers > m->total / 2)
-        snprintf(buf, n, "activations dominate (%.0f%% at best): %smore --micro-batches, or a smaller --batch", 100 * (m->activations + m->buffers) / m->total,
+        snprintf(buf, n, "activations dominate (%.0f%% at best): %smore --micro-batches, or a smaller --batch",
+                 100 * (m->activations + m->buffers) / m->total,
                  c->checkpoint_activations ? "" : "--checkpoint-activations, ");
     else if (lo->l.D > 1 && !c->zero && m->optimizer > 0)
         snprintf(buf, n, "--zero 1 shards the optimizer state over the %d replicas; or more stages", lo->l.D);
     else if (K <= most)
-        snprintf(buf, n, "the model state (weights, gradients, optimizer) alone needs at least %.0f stages of this device: try --stages %.0f%s", K, K,
-                 c->optimizer != OPTIM_SGD ? ", or --optimizer sgd (no moments)" : "");
+        snprintf(buf, n,
+                 "the model state (weights, gradients, optimizer) alone needs at least %.0f stages of this device: try "
+                 "--stages %.0f%s",
+                 K, K, c->optimizer != OPTIM_SGD ? ", or --optimizer sgd (no moments)" : "");
     else if (c->optimizer != OPTIM_SGD && K_sgd <= most)
-        snprintf(buf, n, "the model state (weights, gradients, optimizer) alone needs at least %.0f stages of this device, more than %s: "
-                 "try --optimizer sgd (no moments) with --stages %.0f, or a device with more memory", K, why, K_sgd);
+        snprintf(buf, n,
+                 "the model state (weights, gradients, optimizer) alone needs at least %.0f stages of this device, "
+                 "more than %s: "
+                 "try --optimizer sgd (no moments) with --stages %.0f, or a device with more memory",
+                 K, why, K_sgd);
     else
-        snprintf(buf, n, "the model state (weights, gradients%s) alone needs at least %.0f stages of this device, more than %s: "
-                 "it does not fit even so; a device with more memory, or a smaller model", c->optimizer != OPTIM_SGD ? ", optimizer" : "", K, why);
+        snprintf(
+            buf, n,
+            "the model state (weights, gradients%s) alone needs at least %.0f stages of this device, more than %s: "
+            "it does not fit even so; a device with more memory, or a smaller model",
+            c->optimizer != OPTIM_SGD ? ", optimizer" : "", K, why);
 }
 
 static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
     char name[32], b[6][32];
     const TrainConfig *c = &pc->t;
-    printf("# micropp plan | %lld layers, hidden %lld, inputs %lld, classes %lld = %s parameters | batch %lld, %lld micro-batches | %s%s%s\n",
-           (long long)c->layers, (long long)c->hidden, (long long)c->inputs, (long long)c->classes,
-           fmt_count((double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), b[0], 32), (long long)c->batch,
-           (long long)c->micro_batches, choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name), c->zero ? ", ZeRO-1" : "",
-           c->checkpoint_activations ? ", checkpointed activations" : "");
+    printf(
+        "# micropp plan | %lld layers, hidden %lld, inputs %lld, classes %lld = %s parameters | batch %lld, %lld "
+        "micro-batches | %s%s%s\n",
+        (long long)c->layers, (long long)c->hidden, (long long)c->inputs, (long long)c->classes,
+        fmt_count((double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), b[0], 32),
+        (long long)c->batch, (long long)c->micro_batches, choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name),
+        c->zero ? ", ZeRO-1" : "", c->checkpoint_activations ? ", checkpointed activations" : "");
     if (shape[0]) fputs(shape, stdout);
-    printf("# precision %s: weights, gradients, optimizer state 4 bytes per value; stashed activations %g bytes per element\n",
+    printf("# precision %s: weights, gradients, optimizer state 4 bytes per value; stashed activations %g bytes per "
+           "element\n",
            choice_name(PRECISION_CHOICES, c->precision, name, sizeof name), memory_activation_elem(c->precision));
-    printf("# bytes per rank (its stage that needs most), activations at the schedule's simulated peak; bubble simulated, F = I = W\n");
-    printf("# device memory %s%s\n", fmt_bytes(t->device, b[0], sizeof b[0]), seen_set(&pc->seen, "device-memory") ? "" : " (this machine's MemAvailable)");
-    printf("# activations: live at the peak of the stage's actions; other: the backward's buffers, the host rows, stash slots never live at once\n");
-    printf("%-11s %6s %3s %13s %12s %12s %12s %12s %11s %12s %7s  %s\n", "schedule", "stages", "dp", "micro-batches", "weights", "gradients",
-           "optimizer", "activations", "other", "total", "bubble", "fits");
+    printf("# bytes per rank (its stage that needs most), activations at the schedule's simulated peak; bubble "
+           "simulated, F = I = W\n");
+    printf("# device memory %s%s\n", fmt_bytes(t->device, b[0], sizeof b[0]),
+           seen_set(&pc->seen, "device-memory") ? "" : " (this machine's MemAvailable)");
+    printf("# activations: live at the peak of the stage's actions; other: the backward's buffers, the host rows, "
+           "stash slots never live at once\n");
+    printf("%-11s %6s %3s %13s %12s %12s %12s %12s %11s %12s %7s  %s\n", "schedule", "stages", "dp", "micro-batches",
+           "weights", "gradients", "optimizer", "activations", "other", "total", "bubble", "fits");
     for (int i = 0; i < t->n; i++) {
         const Row *w = &t->row[i];
         const MemNeed *m = &w->need;
         double act = w->l.act[w->worst], other = m->total - m->weights - m->grads - m->optimizer - act;
-        printf("%-11s %6d %3d %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n", sched_name(w, name, sizeof name), w->l.K, w->l.D, w->l.M,
-               fmt_bytes(m->weights, b[0], 32), fmt_bytes(m->grads, b[1], 32), fmt_bytes(m->optimizer, b[2], 32),
-               fmt_bytes(act, b[3], 32), fmt_bytes(other, b[4], 32), fmt_bytes(m->total, b[5], 32), w->l.bubble, w->fits ? "yes" : "no");
+        printf("%-11s %6d %3d %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n", sched_name(w, name, sizeof name), w->l.K,
+               w->l.D, w->l.M, fmt_bytes(m->weights, b[0], 32), fmt_bytes(m->grads, b[1], 32),
+               fmt_bytes(m->optimizer, b[2], 32), fmt_bytes(act, b[3], 32), fmt_bytes(other, b[4], 32),
+               fmt_bytes(m->total, b[5], 32), w->l.bubble, w->fits ? "yes" : "no");
     }
     for (int i = 0; i < t->n_skipped; i++) printf("# left out: %s\n", t->skipped[i]);
     int at, K = smallest_fit(t, &at);
     if (K > 0) {
         const Row *w = &t->row[at];
-        printf("smallest K that fits: %d stage%s (%s, dp %d: %s of %s per rank)\n", K, K == 1 ? "" : "s", sched_name(w, name, sizeof name), w->l.D,
-               fmt_bytes(w->need.total, b[0], 32), fmt_bytes(t->device, b[1], 32));
+        printf("smallest K that fits: %d stage%s (%s, dp %d: %s of %s per rank)\n", K, K == 1 ? "" : "s",
+               sched_name(w, name, sizeof name), w->l.D, fmt_bytes(w->need.total, b[0], 32),
+               fmt_bytes(t->device, b[1], 32));
     } else if (t->n) {
         char fix[400];
         cheapest_fix(c, t, fix, sizeof fix);
@@ -310,7 +362,8 @@ static cJSON *json_row(const Row *w) {
     cJSON_AddNumberToObject(r, "grad_bytes", w->need.grads);
     cJSON_AddNumberToObject(r, "optimizer_bytes", w->need.optimizer);
     cJSON_AddNumberToObject(r, "activation_bytes", l->act[w->worst]);
-    cJSON_AddNumberToObject(r, "other_bytes", w->need.total - w->need.weights - w->need.grads - w->need.optimizer - l->act[w->worst]);
+    cJSON_AddNumberToObject(r, "other_bytes",
+                            w->need.total - w->need.weights - w->need.grads - w->need.optimizer - l->act[w->worst]);
     cJSON_AddNumberToObject(r, "total_bytes", w->need.total);
     cJSON_AddItemToObject(r, "activation_bytes_per_stage", cJSON_CreateDoubleArray(l->act, l->K));
     cJSON_AddItemToObject(r, "activation_alloc_bytes_per_stage", per_stage(w, offsetof(MemNeed, activations)));
@@ -331,7 +384,8 @@ static void print_json(const PlanCmd *pc, const Table *t) {
     cJSON_AddNumberToObject(o, "inputs", (double)c->inputs);
     cJSON_AddNumberToObject(o, "classes", (double)c->classes);
     cJSON_AddNumberToObject(o, "batch", (double)c->batch);
-    cJSON_AddNumberToObject(o, "params", (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes));
+    cJSON_AddNumberToObject(o, "params",
+                            (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes));
     cJSON_AddStringToObject(o, "precision", choice_name(PRECISION_CHOICES, c->precision, name, sizeof name));
     cJSON_AddNumberToObject(o, "activation_bytes_per_element", memory_activation_elem(c->precision));
     cJSON_AddStringToObject(o, "optimizer", choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name));
@@ -343,7 +397,8 @@ static void print_json(const PlanCmd *pc, const Table *t) {
     cJSON *sk = cJSON_AddArrayToObject(o, "left_out");
     for (int i = 0; i < t->n_skipped; i++) cJSON_AddItemToArray(sk, cJSON_CreateString(t->skipped[i]));
     int at, K = smallest_fit(t, &at);
-    if (K > 0) cJSON_AddNumberToObject(o, "smallest_stages_that_fit", K); else cJSON_AddNullToObject(o, "smallest_stages_that_fit");
+    if (K > 0) cJSON_AddNumberToObject(o, "smallest_stages_that_fit", K);
+    else cJSON_AddNullToObject(o, "smallest_stages_that_fit");
     if (K < 0 && t->n) {
         char fix[400];
         cheapest_fix(c, t, fix, sizeof fix);
@@ -363,16 +418,21 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
     build_tables();
     train_config_defaults(&pc->t);
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { options_help(stdout, "plan", usage, help_options, pc, examples); finish(0); }
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            options_help(stdout, "plan", usage, help_options, pc, examples);
+            finish(0);
+        }
     options_parse("plan", all_options, pc, &pc->seen, argc, argv, usage, examples);
     for (int i = 0; all_options[i].name; i++)
         if (!is_model_option(all_options[i].name) && seen_typed(&pc->seen, all_options[i].name))
-            user_error("plan: --%s changes neither memory nor the bubble: drop it (see 'micropp plan --help')", all_options[i].name);
+            user_error("plan: --%s changes neither memory nor the bubble: drop it (see 'micropp plan --help')",
+                       all_options[i].name);
     TrainConfig *c = &pc->t;
     shape[0] = 0;
     if (pc->params[0]) shape_from_params(pc, shape, n);
     if (!c->inputs) c->inputs = c->hidden;
-    if (c->zero && !pc->dp[0]) user_error("plan: --zero 1 shards the optimizer state over data-parallel replicas: add --dp, e.g. --dp 2,4");
+    if (c->zero && !pc->dp[0])
+        user_error("plan: --zero 1 shards the optimizer state over data-parallel replicas: add --dp, e.g. --dp 2,4");
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -384,7 +444,8 @@ int cmd_plan(int argc, char **argv) {
     TrainConfig *c = &pc->t;
     int kinds[MAX_LIST], ks[MAX_LIST], ds[MAX_LIST], n_kind, n_k = 0, n_d = 1;
     char why[PATH_LEN + 160];
-    n_kind = schedule_parse_list(pc->schedule[0] ? pc->schedule : "gpipe,1f1b,interleaved,zb-h1", kinds, MAX_LIST, why, sizeof why);
+    n_kind = schedule_parse_list(pc->schedule[0] ? pc->schedule : "gpipe,1f1b,interleaved,zb-h1", kinds, MAX_LIST, why,
+                                 sizeof why);
     if (n_kind < 0) user_error("plan: %s", why);
     if (pc->stages[0]) n_k = parse_list("stages", pc->stages, MAX_STAGES, ks);
     else for (int k = 1; k <= c->layers && k <= 64; k *= 2) ks[n_k++] = k;
@@ -395,13 +456,17 @@ int cmd_plan(int argc, char **argv) {
     if (pc->device_memory[0] && t.device < 0)
         user_error("plan: --device-memory '%s' is not a size: write it like 24G, 80GiB or 512M", pc->device_memory);
     if (pc->device_memory[0] && t.device < MIN_DEVICE)
-        user_error("plan: --device-memory '%s' is %.0f byte%s, and a device holds at least 1 MiB: give the unit, like 24G or 512M", pc->device_memory,
-                   t.device, t.device == 1 ? "" : "s");
+        user_error("plan: --device-memory '%s' is %.0f byte%s, and a device holds at least 1 MiB: give the unit, like "
+                   "24G or 512M",
+                   pc->device_memory, t.device, t.device == 1 ? "" : "s");
     if (pc->device_memory[0] && t.device > MAX_DEVICE)
-        user_error("plan: --device-memory '%s' is more than 1 PiB: give the memory of one device, like 24G or 80G", pc->device_memory);
+        user_error("plan: --device-memory '%s' is more than 1 PiB: give the memory of one device, like 24G or 80G",
+                   pc->device_memory);
     if (t.device < 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
     fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, &t);
-    if (!t.n) user_error("plan: no layout given can run (first: %s): change --stages, --micro-batches or --batch", t.skipped[0]);
+    if (!t.n)
+        user_error("plan: no layout given can run (first: %s): change --stages, --micro-batches or --batch",
+                   t.skipped[0]);
     if (c->json) print_json(pc, &t); else print_table(pc, &t, shape);
     table_free(&t);
     return 0;

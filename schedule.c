@@ -81,9 +81,15 @@ int schedule_parse_list(const char *text, int *out, int max, char *why, size_t n
         int found = -1;
         for (int i = 0; i < total; i++)
             if (strlen(choice_name(SCHED_CHOICES, i, name, sizeof name)) == len && !strncmp(name, p, len)) found = i;
-        if (found < 0 || count == max) { snprintf(why, n, "--schedule '%s' is not 'all' or a list of %s", text, SCHED_CHOICES); return -1; }
+        if (found < 0 || count == max) {
+            snprintf(why, n, "--schedule '%s' is not 'all' or a list of %s", text, SCHED_CHOICES);
+            return -1;
+        }
         for (int i = 0; i < count; i++)
-            if (out[i] == found) { snprintf(why, n, "--schedule '%s' names a schedule twice: list each once", text); return -1; }
+            if (out[i] == found) {
+                snprintf(why, n, "--schedule '%s' names a schedule twice: list each once", text);
+                return -1;
+            }
         out[count++] = found;
         p += len;
         if (*p == ',' && !*++p) { snprintf(why, n, "--schedule '%s' ends with a comma: drop it", text); return -1; }
@@ -102,9 +108,11 @@ const char *schedule_check(int kind, int K, int M, int v) {
     if (kind == SCHED_INTERLEAVED) {
         if (v < 2) return "--schedule interleaved needs --virtual-stages >= 2 (with 1 it is 1f1b: use --schedule 1f1b)";
     } else if (v != schedule_chunks(kind, v, NULL)) {
-        return kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? "zb-v and dualpipev hold exactly 2 chunks per rank" : "--virtual-stages applies to --schedule interleaved only";
+        return kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? "zb-v and dualpipev hold exactly 2 chunks per rank"
+                                                            : "--virtual-stages applies to --schedule interleaved only";
     }
-    if (kind == SCHED_DUALPIPEV && M < 2 * K) return "--schedule dualpipev needs --micro-batches >= 2 x ranks (DualPipeV's own limit)";
+    if (kind == SCHED_DUALPIPEV && M < 2 * K)
+        return "--schedule dualpipev needs --micro-batches >= 2 x ranks (DualPipeV's own limit)";
     return NULL;
 }
 
@@ -146,7 +154,11 @@ static void zbh1(const At *at, int M) {
     int warmup = at->K - s - 1 < M ? at->K - s - 1 : M;
     while (f < warmup) forward(at, 0, f++);
     for (int j = 0; j < s && f < M; j++) { forward(at, 0, f++); backward(at, 0, b++, ACT_BACKWARD_INPUT); }
-    while (f < M) { forward(at, 0, f++); backward(at, 0, b++, ACT_BACKWARD_INPUT); push(at->l, ACT_BACKWARD_WEIGHT, w++, 0); }
+    while (f < M) {
+        forward(at, 0, f++);
+        backward(at, 0, b++, ACT_BACKWARD_INPUT);
+        push(at->l, ACT_BACKWARD_WEIGHT, w++, 0);
+    }
     while (b < M) { backward(at, 0, b++, ACT_BACKWARD_INPUT); push(at->l, ACT_BACKWARD_WEIGHT, w++, 0); }
     while (w < M) push(at->l, ACT_BACKWARD_WEIGHT, w++, 0);
 }
@@ -241,7 +253,8 @@ static void dualpipev(const At *at, int M) {
 void schedule_build(int kind, const SchedFile *file, int K, int M, int v, int s, ActionList *l) {
     const char *why = schedule_check(kind, K, M, v);
     if (why) fatal("schedule_build(kind %d, K %d, M %d, v %d): %s", kind, K, M, v, why);
-    CHECK(kind != SCHED_FILE || (file && K == file->K && M == file->M && v == file->v), "schedule_build: the schedule file has another shape");
+    CHECK(kind != SCHED_FILE || (file && K == file->K && M == file->M && v == file->v),
+          "schedule_build: the schedule file has another shape");
     l->n = 0;
     At at = {l, s, K, K * v, schedule_chunk_order(kind, file)};
     switch (kind) {
@@ -275,7 +288,8 @@ void schedule_build(int kind, const SchedFile *file, int K, int M, int v, int s,
         dualpipev(&at, M);
         break;
     case SCHED_FILE:
-        for (int i = 0; i < file->lists[s].n; i++) push(l, file->lists[s].a[i].kind, file->lists[s].a[i].mb, file->lists[s].a[i].chunk);
+        for (int i = 0; i < file->lists[s].n; i++)
+            push(l, file->lists[s].a[i].kind, file->lists[s].a[i].mb, file->lists[s].a[i].chunk);
         break;
     default:
         fatal("unknown schedule kind %d", kind);
@@ -309,8 +323,12 @@ double schedule_bubble_formula(int kind, int K, int M, int v) {
 // stages x 262144 micro-batches of zb-h1 then hold 400 MB instead of 1.6 GB.
 typedef struct { int mb; unsigned short chunk; unsigned char kind, hand; } Pass;  // hand: 1 receive first, 2 send after
 
-static int is_recv_for(int recv, int kind) { return recv == (kind == ACT_FORWARD ? ACT_RECV_ACT : ACT_RECV_GRAD) && kind != ACT_BACKWARD_WEIGHT; }
-static int is_send_for(int send, int kind) { return send == (kind == ACT_FORWARD ? ACT_SEND_ACT : ACT_SEND_GRAD) && kind != ACT_BACKWARD_WEIGHT; }
+static int is_recv_for(int recv, int kind) {
+    return recv == (kind == ACT_FORWARD ? ACT_RECV_ACT : ACT_RECV_GRAD) && kind != ACT_BACKWARD_WEIGHT;
+}
+static int is_send_for(int send, int kind) {
+    return send == (kind == ACT_FORWARD ? ACT_SEND_ACT : ACT_SEND_GRAD) && kind != ACT_BACKWARD_WEIGHT;
+}
 
 // Rank s's list as passes (*n of them); a hand-off that is not next to its own compute action is a bug.
 static Pass *list_passes(const ActionList *l, int s, int *n) {
@@ -324,11 +342,15 @@ static Pass *list_passes(const ActionList *l, int s, int *n) {
         if (!action_is_compute(a->kind)) {
             a = i + 1 < l->n ? &l->a[++i] : x;
             CHECK(a != x && is_recv_for(x->kind, a->kind) && a->mb == x->mb && a->chunk == x->chunk,
-                  "schedule_sim: rank %d's action %d (%s) is not the receive of the pass after it", s, i - 1, action_names[x->kind]);
+                  "schedule_sim: rank %d's action %d (%s) is not the receive of the pass after it", s, i - 1,
+                  action_names[x->kind]);
             hand = 1;
         }
-        if (i + 1 < l->n && !action_is_compute(l->a[i + 1].kind) && is_send_for(l->a[i + 1].kind, a->kind) && l->a[i + 1].mb == a->mb &&
-            l->a[i + 1].chunk == a->chunk) { hand |= 2; i++; }
+        if (i + 1 < l->n && !action_is_compute(l->a[i + 1].kind) && is_send_for(l->a[i + 1].kind, a->kind) &&
+            l->a[i + 1].mb == a->mb && l->a[i + 1].chunk == a->chunk) {
+            hand |= 2;
+            i++;
+        }
         CHECK(a->chunk >= 0 && a->chunk < 65536, "schedule_sim: chunk %d out of range", a->chunk);
         p[(*n)++] = (Pass){a->mb, (unsigned short)a->chunk, (unsigned char)a->kind, (unsigned char)hand};
     }
@@ -336,12 +358,19 @@ static Pass *list_passes(const ActionList *l, int s, int *n) {
 }
 
 // One rank's passes until it blocks on a message not yet sent; returns the passes it ran.
-typedef struct { const SimSpec *sp; SimResult *r; int K, M, v, V, chunk_order; double *arrival; int *inflight, *deferred, *slots; } Sim;
+typedef struct {
+    const SimSpec *sp;
+    SimResult *r;
+    int K, M, v, V, chunk_order;
+    double *arrival;
+    int *inflight, *deferred, *slots;
+} Sim;
 static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, double *t) {
     const SimSpec *sp = m->sp;
     SimResult *r = m->r;
     int ran = 0, M = m->M;
-    double f = sp->stage_f ? sp->stage_f[s] : sp->f, b = sp->stage_b ? sp->stage_b[s] : sp->b, w = sp->stage_w ? sp->stage_w[s] : sp->w;
+    double f = sp->stage_f ? sp->stage_f[s] : sp->f, b = sp->stage_b ? sp->stage_b[s] : sp->b,
+           w = sp->stage_w ? sp->stage_w[s] : sp->w;
     for (; *pc < n; (*pc)++, ran++) {
         Pass a = p[*pc];
         int vs = vstage_of(m->chunk_order, m->K, s, a.chunk), fwd = a.kind == ACT_FORWARD;
@@ -362,10 +391,13 @@ static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, doubl
         if (m->inflight[s] > r->peak_inflight[s]) r->peak_inflight[s] = m->inflight[s];
         if (m->deferred[s] > r->peak_deferred[s]) r->peak_deferred[s] = m->deferred[s];
         if (m->slots[vs] > r->peak_slots[vs]) r->peak_slots[vs] = m->slots[vs];
-        if (a.hand & 2) {  // the output forward, or the input's gradient back; a hand-off between two chunks of one rank arrives at once
+        // the output forward, or the input's gradient back; a hand-off between two chunks of one rank arrives at once
+        if (a.hand & 2) {
             int to = fwd ? vs + 1 : vs - 1;
-            CHECK(to >= 0 && to < m->V, "rank %d chunk %d sends %s", s, a.chunk, fwd ? "an activation past the last stage" : "a gradient before the first stage");
-            m->arrival[((size_t)to * 2 + !fwd) * M + a.mb] = *t + (stage_of_vstage(m->chunk_order, m->K, to) == s ? 0 : sp->comm * m->v);
+            CHECK(to >= 0 && to < m->V, "rank %d chunk %d sends %s", s, a.chunk,
+                  fwd ? "an activation past the last stage" : "a gradient before the first stage");
+            m->arrival[((size_t)to * 2 + !fwd) * M + a.mb] =
+                *t + (stage_of_vstage(m->chunk_order, m->K, to) == s ? 0 : sp->comm * m->v);
         }
         *at += 1 + (a.hand & 1) + (a.hand >> 1);
     }
@@ -384,7 +416,8 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
     r->slices = sp->slices ? xcalloc((size_t)K, sizeof(Interval *)) : NULL;
     r->n_slices = xcalloc((size_t)K, sizeof(int));
     Pass **passes = xcalloc((size_t)K, sizeof(Pass *));
-    int *n = xcalloc((size_t)K, sizeof(int)), *pc = xcalloc((size_t)K, sizeof(int)), *at = xcalloc((size_t)K, sizeof(int));
+    int *n = xcalloc((size_t)K, sizeof(int)), *pc = xcalloc((size_t)K, sizeof(int)),
+        *at = xcalloc((size_t)K, sizeof(int));
     double *clock = xcalloc((size_t)K, sizeof(double));
     // Time runs v times faster inside: a chunk action then costs the stage's f, b or w exactly
     // (integer costs stay integers, so the bubble comes out exact); reported times are divided by v.
@@ -431,7 +464,15 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
             for (int i = 0; r->slices && i < r->n_slices[s]; i++) { r->slices[s][i].t0 /= v; r->slices[s][i].t1 /= v; }
         }
     }
-    free(passes); free(n); free(pc); free(at); free(clock); free(m.arrival); free(m.inflight); free(m.deferred); free(m.slots);
+    free(passes);
+    free(n);
+    free(pc);
+    free(at);
+    free(clock);
+    free(m.arrival);
+    free(m.inflight);
+    free(m.deferred);
+    free(m.slots);
 }
 
 void sim_result_free(SimResult *r) {

@@ -14,7 +14,17 @@
 
 // SCHED_FILE: the schedule of a file (--schedule-file, schedule_file.c): no --schedule choice, and
 // SCHED_NAMES names it "file". Its lists travel with the kind (SchedFile, below).
-enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBV, SCHED_DUALPIPEV, SCHED_ZBH2, SCHED_FILE };
+enum {
+    SCHED_NAIVE,
+    SCHED_GPIPE,
+    SCHED_1F1B,
+    SCHED_INTERLEAVED,
+    SCHED_ZBH1,
+    SCHED_ZBV,
+    SCHED_DUALPIPEV,
+    SCHED_ZBH2,
+    SCHED_FILE
+};
 #define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2"
 #define SCHED_NAMES SCHED_CHOICES "|file"
 
@@ -22,9 +32,13 @@ enum { SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHE
 // run down the ranks, odd chunks back up: chunk c of rank s is c*K + s (c even) or c*K + K-1-s (c
 // odd), so with 2 chunks rank s holds vs s and 2K-1-s. These three are THE map; plan.h wraps them.
 enum { CHUNKS_LOOP, CHUNKS_V };
-static inline int vstage_of(int chunk_order, int K, int s, int c) { return c * K + (chunk_order == CHUNKS_V && (c & 1) ? K - 1 - s : s); }
+static inline int vstage_of(int chunk_order, int K, int s, int c) {
+    return c * K + (chunk_order == CHUNKS_V && (c & 1) ? K - 1 - s : s);
+}
 static inline int chunk_of_vstage(int K, int vs) { return vs / K; }
-static inline int stage_of_vstage(int chunk_order, int K, int vs) { return chunk_order == CHUNKS_V && (vs / K & 1) ? K - 1 - vs % K : vs % K; }
+static inline int stage_of_vstage(int chunk_order, int K, int vs) {
+    return chunk_order == CHUNKS_V && (vs / K & 1) ? K - 1 - vs % K : vs % K;
+}
 struct SchedFile;
 // The chunk order a schedule kind runs with, and its chunks per rank (v_option: --virtual-stages,
 // which only interleaved takes; zb-v and dualpipev hold 2). file: SCHED_FILE's (NULL for the others).

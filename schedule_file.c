@@ -32,13 +32,19 @@ __attribute__((format(printf, 3, 4))) static int say(char *err, size_t n, const 
 static int not_text(const char *text, size_t n, const char *name, char *err, size_t errlen) {
     const unsigned char *b = (const unsigned char *)text;
     for (size_t i = 0; i < n; i++) {
-        size_t bad = n, follow = b[i] >= 0xC2 && b[i] <= 0xDF ? 1 : b[i] >= 0xE0 && b[i] <= 0xEF ? 2 : b[i] >= 0xF0 && b[i] <= 0xF4 ? 3 : 0;
-        if ((b[i] < 0x20 && b[i] != '\t' && b[i] != '\n' && b[i] != '\r') || b[i] == 0x7F || (b[i] >= 0x80 && !follow)) bad = i;
+        size_t bad = n, follow = b[i] >= 0xC2 && b[i] <= 0xDF   ? 1
+                                 : b[i] >= 0xE0 && b[i] <= 0xEF ? 2
+                                 : b[i] >= 0xF0 && b[i] <= 0xF4 ? 3
+                                                                : 0;
+        if ((b[i] < 0x20 && b[i] != '\t' && b[i] != '\n' && b[i] != '\r') || b[i] == 0x7F || (b[i] >= 0x80 && !follow))
+            bad = i;
         for (size_t k = 1; bad == n && k <= follow; k++)
             if (i + k >= n || b[i + k] < 0x80 || b[i + k] > 0xBF) bad = i + k < n ? i + k : i;
         if (bad < n)
-            return say(err, errlen, "%s is not a text schedule file (byte 0x%02X at offset %zu): give a CSV of actions like 0F0,0B0 "
-                       "(micropp bubble --schedule 1f1b --dump-csv FILE writes one)", name, b[bad], bad);
+            return say(err, errlen,
+                       "%s is not a text schedule file (byte 0x%02X at offset %zu): give a CSV of actions like 0F0,0B0 "
+                       "(micropp bubble --schedule 1f1b --dump-csv FILE writes one)",
+                       name, b[bad], bad);
         i += follow;
     }
     return 0;
@@ -70,7 +76,8 @@ static int read_text(const char *path, char **text, size_t *len, char *err, size
     close(fd);
     if (k < 0 || n > (size_t)MAX_FILE_BYTES) {
         free(buf);
-        return say(err, errlen, "cannot read --schedule-file '%s': %s", path, k < 0 ? strerror(e) : "larger than 64 MiB");
+        return say(err, errlen, "cannot read --schedule-file '%s': %s", path,
+                   k < 0 ? strerror(e) : "larger than 64 MiB");
     }
     buf[n] = 0;
     if (not_text(buf, n, path, err, errlen)) { free(buf); return -1; }  // a NUL would end the text unseen
@@ -97,7 +104,11 @@ static int parse_token(const char *s, size_t len, Cell *c) {
     for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) vs = vs * 10 + (s[i] - '0');
     if (i == 0 || i >= len || vs >= MAX_STAGE) return -1;
     char k = s[i++];
-    c->kind = k == 'F' ? ACT_FORWARD : k == 'B' ? ACT_BACKWARD : k == 'I' ? ACT_BACKWARD_INPUT : k == 'W' ? ACT_BACKWARD_WEIGHT : -1;
+    c->kind = k == 'F'   ? ACT_FORWARD
+              : k == 'B' ? ACT_BACKWARD
+              : k == 'I' ? ACT_BACKWARD_INPUT
+              : k == 'W' ? ACT_BACKWARD_WEIGHT
+                         : -1;
     size_t d = i;
     for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) mb = mb * 10 + (s[i] - '0');
     if (c->kind < 0 || i == d || i != len || mb >= MAX_MB) return -1;
@@ -144,7 +155,9 @@ static int parse_line(const char *s, size_t len, int rank, const char *name, Row
         Cell c = {.col = col};
         if (b > a && parse_token(s + a, b - a, &c)) {
             char t[160];
-            return say(err, errlen, "%s: line %d (rank %d), column %d: '%s' is not an action: write {stage}{F|I|B|W}{micro-batch}, like 0F0, 2I3 or 2W3 (sends and receives are added)",
+            return say(err, errlen,
+                       "%s: line %d (rank %d), column %d: '%s' is not an action: write {stage}{F|I|B|W}{micro-batch}, "
+                       "like 0F0, 2I3 or 2W3 (sends and receives are added)",
                        name, rank + 1, rank, col, shown(s + a, b - a, t, sizeof t));
         }
         if (b > a) row_push(row, c);
@@ -178,22 +191,31 @@ static int parse_rows(const char *text, const char *name, Parsed *p, int *maxvs,
         lines++;
         if (!blank(s, (size_t)(e - s))) last = e;
     }
-    if (last == text) return say(err, errlen, "%s is empty: write one row per rank of actions like 0F0,0F1,0B0,0B1 (micropp bubble --schedule 1f1b --dump-csv FILE writes one)", name);
+    if (last == text)
+        return say(err, errlen,
+                   "%s is empty: write one row per rank of actions like 0F0,0F1,0B0,0B1 (micropp bubble --schedule "
+                   "1f1b --dump-csv FILE writes one)",
+                   name);
     p->rows = xcalloc((size_t)lines + 1, sizeof(Row));
     *maxvs = *maxmb = -1;
     for (const char *s = text; s < last; p->K++, s = next) {
         const char *e = line_end(s, last, &next);
-        if (p->K == MAX_RANKS) return say(err, errlen, "%s has more than %d rows: one row per rank, at most %d ranks", name, MAX_RANKS, MAX_RANKS);
+        if (p->K == MAX_RANKS)
+            return say(err, errlen, "%s has more than %d rows: one row per rank, at most %d ranks", name, MAX_RANKS,
+                       MAX_RANKS);
         if (parse_line(s, (size_t)(e - s), p->K, name, &p->rows[p->K], err, errlen)) return -1;
         for (int i = 0; i < p->rows[p->K].n; i++) {
             if (p->rows[p->K].c[i].vs > *maxvs) *maxvs = p->rows[p->K].c[i].vs;
             if (p->rows[p->K].c[i].mb > *maxmb) *maxmb = p->rows[p->K].c[i].mb;
         }
     }
-    if (*maxvs < 0) return say(err, errlen, "%s holds no action: write one row per rank of actions like 0F0,0F1,0B0,0B1", name);
+    if (*maxvs < 0)
+        return say(err, errlen, "%s holds no action: write one row per rank of actions like 0F0,0F1,0B0,0B1", name);
     long long v = *maxvs / p->K + 1, passes = p->K * v * (*maxmb + 1);
     if (passes > SCHEDULE_MAX_SIM)
-        return say(err, errlen, "%s: stage %d and micro-batch %d make %d rows x %lld chunks x %d micro-batches = %lld passes, more than micropp runs (the simulator takes %d): check the numbers",
+        return say(err, errlen,
+                   "%s: stage %d and micro-batch %d make %d rows x %lld chunks x %d micro-batches = %lld passes, more "
+                   "than micropp runs (the simulator takes %d): check the numbers",
                    name, *maxvs, *maxmb, p->K, v, *maxmb + 1, passes, SCHEDULE_MAX_SIM);
     return 0;
 }
@@ -204,7 +226,8 @@ static int parse_rows(const char *text, const char *name, Parsed *p, int *maxvs,
 // than half the stages of those chunks run it (chunk 0 and micro-batch 0 always count). The first
 // action past them, in file order, is the error.
 static int find_shape(Parsed *p, int maxvs, int maxmb, const char *name, char *err, size_t errlen) {
-    int K = p->K, stages = maxvs + 1, *held = xcalloc((size_t)(maxvs / K + 1), sizeof(int)), *runs = xcalloc((size_t)maxmb + 1, sizeof(int));
+    int K = p->K, stages = maxvs + 1, *held = xcalloc((size_t)(maxvs / K + 1), sizeof(int)),
+        *runs = xcalloc((size_t)maxmb + 1, sizeof(int));
     unsigned char *seen = xcalloc((size_t)stages * (size_t)(maxmb + 1), 1);  // (stage, micro-batch) has an action
     for (int s = 0; s < K; s++)
         for (int i = 0; i < p->rows[s].n; i++) seen[(size_t)p->rows[s].c[i].vs * (maxmb + 1) + p->rows[s].c[i].mb] = 1;
@@ -225,12 +248,19 @@ static int find_shape(Parsed *p, int maxvs, int maxmb, const char *name, char *e
             int ch = c->vs / K;
             char t[40];
             if (ch >= p->v)
-                rc = say(err, errlen, "%s: line %d (rank %d), column %d: '%s' is on stage %d, but only %d of the stages %d..%d (a chunk: one stage per rank) have actions, "
-                         "and the file's %d rows hold stages 0..%d: fix the stage number, or give every rank its stage of %d..%d",
-                         name, s + 1, s, c->col, token(c, t, sizeof t), c->vs, held[ch], ch * K, ch * K + K - 1, K, p->v * K - 1, ch * K, ch * K + K - 1);
+                rc = say(err, errlen,
+                         "%s: line %d (rank %d), column %d: '%s' is on stage %d, but only %d of the stages %d..%d (a "
+                         "chunk: one stage per rank) have actions, "
+                         "and the file's %d rows hold stages 0..%d: fix the stage number, or give every rank its stage "
+                         "of %d..%d",
+                         name, s + 1, s, c->col, token(c, t, sizeof t), c->vs, held[ch], ch * K, ch * K + K - 1, K,
+                         p->v * K - 1, ch * K, ch * K + K - 1);
             else if (c->mb >= p->M)
-                rc = say(err, errlen, "%s: line %d (rank %d), column %d: '%s' names micro-batch %d, which only %d of the %d stages run (the others run micro-batches 0..%d): "
-                         "fix the number, or run it on every stage", name, s + 1, s, c->col, token(c, t, sizeof t), c->mb, runs[c->mb], p->v * K, p->M - 1);
+                rc = say(err, errlen,
+                         "%s: line %d (rank %d), column %d: '%s' names micro-batch %d, which only %d of the %d stages "
+                         "run (the others run micro-batches 0..%d): "
+                         "fix the number, or run it on every stage",
+                         name, s + 1, s, c->col, token(c, t, sizeof t), c->mb, runs[c->mb], p->v * K, p->M - 1);
         }
     free(held); free(runs); free(seen);
     p->V = K * p->v;
@@ -257,9 +287,13 @@ static int find_chunk_order(Parsed *p, const char *name, char *err, size_t errle
     int s = first_rank[order], K = p->K;
     char t[40];
     if (p->v > 2)
-        return say(err, errlen, "%s: line %d (rank %d), column %d: '%s' puts stage %d on rank %d, but with %d chunks per rank micropp runs only the loop (rank %d holds stages %d, %d, ...): fix the stage numbers",
+        return say(err, errlen,
+                   "%s: line %d (rank %d), column %d: '%s' puts stage %d on rank %d, but with %d chunks per rank "
+                   "micropp runs only the loop (rank %d holds stages %d, %d, ...): fix the stage numbers",
                    name, s + 1, s, c->col, token(c, t, sizeof t), c->vs, s, p->v, s, s, s + K);
-    return say(err, errlen, "%s: line %d (rank %d), column %d: '%s' puts stage %d on rank %d, which is neither the loop (rank %d holds %d, %d) nor the V (%d, %d) that micropp runs: fix the stage numbers",
+    return say(err, errlen,
+               "%s: line %d (rank %d), column %d: '%s' puts stage %d on rank %d, which is neither the loop (rank %d "
+               "holds %d, %d) nor the V (%d, %d) that micropp runs: fix the stage numbers",
                name, s + 1, s, c->col, token(c, t, sizeof t), c->vs, s, s, s, s + K, s, 2 * K - 1 - s);
 }
 
@@ -276,22 +310,37 @@ static int check_rank(const Parsed *p, int s, const char *name, int *at, char *e
         int slot = c->kind == ACT_FORWARD ? 0 : c->kind == ACT_BACKWARD ? 1 : c->kind == ACT_BACKWARD_INPUT ? 2 : 3;
         int again = a[slot] ? a[slot] : slot == 1 || slot == 2 ? (a[1] ? a[1] : a[2]) : slot == 3 && a[1] ? a[1] : 0;
         if (again)
-            return say(err, errlen, "%s: line %d (rank %d), column %d: '%s' is repeated (stage %d's %s of micro-batch %d is already at column %d): each runs once",
-                       name, s + 1, s, c->col, token(c, t, sizeof t), c->vs, slot == 0 ? "forward" : slot == 3 ? "weight gradient" : "backward", c->mb, again);
+            return say(err, errlen,
+                       "%s: line %d (rank %d), column %d: '%s' is repeated (stage %d's %s of micro-batch %d is already "
+                       "at column %d): each runs once",
+                       name, s + 1, s, c->col, token(c, t, sizeof t), c->vs,
+                       slot == 0   ? "forward"
+                       : slot == 3 ? "weight gradient"
+                                   : "backward",
+                       c->mb, again);
         Cell need = {c->vs, slot == 3 ? ACT_BACKWARD_INPUT : ACT_FORWARD, c->mb, 0};
         if (slot && !a[slot == 3 ? 2 : 0])
-            return say(err, errlen, "%s: line %d (rank %d), column %d: '%s' comes before '%s' (out of dependency order): move it after",
-                       name, s + 1, s, c->col, token(c, t, sizeof t), token(&need, t2, sizeof t2));
+            return say(
+                err, errlen,
+                "%s: line %d (rank %d), column %d: '%s' comes before '%s' (out of dependency order): move it after",
+                name, s + 1, s, c->col, token(c, t, sizeof t), token(&need, t2, sizeof t2));
         a[slot] = c->col;
     }
     for (int ch = 0; ch < p->v; ch++)
         for (int mb = 0; mb < M; mb++) {
             const int *a = &at[((size_t)ch * M + mb) * 4];
-            Cell miss = {vstage_of(p->chunk_order, p->K, s, ch), !a[0] ? ACT_FORWARD : !a[1] && !a[2] ? ACT_BACKWARD : ACT_BACKWARD_WEIGHT, mb, 0};
+            Cell miss = {vstage_of(p->chunk_order, p->K, s, ch),
+                         !a[0]            ? ACT_FORWARD
+                         : !a[1] && !a[2] ? ACT_BACKWARD
+                                          : ACT_BACKWARD_WEIGHT,
+                         mb, 0};
             if (a[0] && (a[1] || (a[2] && a[3]))) continue;
             int cols = r->n ? r->c[r->n - 1].col : 0;
-            return say(err, errlen, "%s: line %d (rank %d), column %d (the end of its row): '%s'%s is missing: every micro-batch 0..%d passes every stage of the rank forward and backward",
-                       name, s + 1, s, cols + 1, token(&miss, t, sizeof t), miss.kind == ACT_BACKWARD ? " (or its I and W)" : "", M - 1);
+            return say(err, errlen,
+                       "%s: line %d (rank %d), column %d (the end of its row): '%s'%s is missing: every micro-batch "
+                       "0..%d passes every stage of the rank forward and backward",
+                       name, s + 1, s, cols + 1, token(&miss, t, sizeof t),
+                       miss.kind == ACT_BACKWARD ? " (or its I and W)" : "", M - 1);
         }
     return 0;
 }
@@ -312,14 +361,21 @@ static int check_deadlock(const Parsed *p, const char *name, const SchedFile *fi
     Action a = lists[s].a[at];
     int from = a.kind == ACT_RECV_ACT ? c->vs - 1 : c->vs + 1;
     char t[40];
-    return say(err, errlen, "%s: line %d (rank %d), column %d: '%s' waits for stage %d's %s of micro-batch %d (rank %d), which never comes: the schedule deadlocks; reorder the rows so every action's input is produced first",
-               name, s + 1, s, c->col, token(c, t, sizeof t), from, a.kind == ACT_RECV_ACT ? "output" : "gradient", c->mb, stage_of_vstage(p->chunk_order, p->K, from));
+    return say(err, errlen,
+               "%s: line %d (rank %d), column %d: '%s' waits for stage %d's %s of micro-batch %d (rank %d), which "
+               "never comes: the schedule deadlocks; reorder the rows so every action's input is produced first",
+               name, s + 1, s, c->col, token(c, t, sizeof t), from, a.kind == ACT_RECV_ACT ? "output" : "gradient",
+               c->mb, stage_of_vstage(p->chunk_order, p->K, from));
 }
 
 int schedule_file_parse(const char *text, const char *name, SchedFile *file, char *err, size_t errlen) {
     Parsed p = {0};
-    int maxvs = -1, maxmb = -1, rc = not_text(text, strlen(text), name, err, errlen) || parse_rows(text, name, &p, &maxvs, &maxmb, err, errlen) ||
-                           find_shape(&p, maxvs, maxmb, name, err, errlen) || find_chunk_order(&p, name, err, errlen) ? -1 : 0;
+    int maxvs = -1, maxmb = -1,
+        rc = not_text(text, strlen(text), name, err, errlen) ||
+                     parse_rows(text, name, &p, &maxvs, &maxmb, err, errlen) ||
+                     find_shape(&p, maxvs, maxmb, name, err, errlen) || find_chunk_order(&p, name, err, errlen)
+                 ? -1
+                 : 0;
     int *at = rc ? NULL : xcalloc((size_t)p.v * p.M * 4, sizeof(int));
     for (int s = 0; s < p.K && !rc; s++) rc = check_rank(&p, s, name, at, err, errlen);
     free(at);

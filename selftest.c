@@ -22,10 +22,13 @@ typedef struct {
 
 #define S(field) offsetof(SelftestConfig, field)
 static const Option selftest_options[] = {
-    {"device", 0, OPT_CHOICE, S(device), DEVICE_CHOICES, 0, 0, "DEV", "cuda: the CUDA backend against the CPU one; cpu: the CPU backend against naive loops; auto: cuda when a GPU is visible"},
+    {"device", 0, OPT_CHOICE, S(device), DEVICE_CHOICES, 0, 0, "DEV",
+     "cuda: the CUDA backend against the CPU one; cpu: the CPU backend against naive loops; auto: cuda when a GPU is "
+     "visible"},
     {"tf32", 0, OPT_BOOL, S(tf32), 0, 0, 0, 0, "cuda: cuBLAS with TF32 (gemm tolerances widen to match)"},
     {"seed", 's', OPT_INT, S(seed), 0, 0, 9.0e15, "S", "seed of the random inputs"},
-    {"tol-scale", 0, OPT_FLOAT, S(tol_scale), 0, 0, 1e6, "F", "multiply every tolerance by F (0: demand bitwise equality)"},
+    {"tol-scale", 0, OPT_FLOAT, S(tol_scale), 0, 0, 1e6, "F",
+     "multiply every tolerance by F (0: demand bitwise equality)"},
     {0},
 };
 #undef S
@@ -100,8 +103,12 @@ static long naive_sgd(float *p, const float *g, size_t n, float lr) {
     for (size_t i = 0; i < n; i++) p[i] = (float)(p[i] - (double)lr * g[i]);
     return naive_first_nonfinite(p, n);
 }
-static void naive_axpy(float *y, float a, const float *x, size_t n) { for (size_t i = 0; i < n; i++) y[i] = (float)(y[i] + (double)a * x[i]); }
-static void naive_scale(float *x, float a, size_t n) { for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] * a); }
+static void naive_axpy(float *y, float a, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = (float)(y[i] + (double)a * x[i]);
+}
+static void naive_scale(float *x, float a, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] * a);
+}
 static void naive_fill(float *x, float v, size_t n) { for (size_t i = 0; i < n; i++) x[i] = v; }
 static void naive_describe(char *out, size_t n) { snprintf(out, n, "naive loops in double precision"); }
 
@@ -126,7 +133,8 @@ typedef struct {
 
 // Reports one row: the worst |got - want| and the same divided by max |want| (the "error"); the
 // row passes when the error is within tol (times --tol-scale).
-static void report(Test *t, const char *op, const char *shape, const float *got, const float *want, size_t n, double tol) {
+static void report(Test *t, const char *op, const char *shape, const float *got, const float *want, size_t n,
+                   double tol) {
     double diff = 0, mag = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - want[i]);
@@ -210,7 +218,8 @@ static void test_gemm(Test *t, double tol) {
         int br = g->tb ? g->N : g->K, bc = g->tb ? g->K : g->N;
         int lda = ac + g->pad, ldb = bc + g->pad, ldc = g->N + g->pad;
         size_t na = (size_t)ar * lda, nb = (size_t)br * ldb, nc = (size_t)g->M * ldc;
-        float *A = rnd(t, 10 + (int)c, na, -1, 1), *B = rnd(t, 30 + (int)c, nb, -1, 1), *C = rnd(t, 50 + (int)c, nc, -1, 1);
+        float *A = rnd(t, 10 + (int)c, na, -1, 1), *B = rnd(t, 30 + (int)c, nb, -1, 1),
+              *C = rnd(t, 50 + (int)c, nc, -1, 1);
         float *out[2];
         for (int k = 0; k < 2; k++) {
             const Backend *be = k ? t->ref : t->dut;
@@ -234,7 +243,8 @@ static void test_gemm(Test *t, double tol) {
     be->gemm_timing(0);
     t->checks++;
     t->failed += !(s > 0 && s < 10);
-    printf("%-34s %-16s %11.3g %11s %10s  %s\n", "gemm timing (seconds)", "256x256x256", s, "", "> 0", s > 0 && s < 10 ? "ok" : "FAIL");
+    printf("%-34s %-16s %11.3g %11s %10s  %s\n", "gemm timing (seconds)", "256x256x256", s, "", "> 0",
+           s > 0 && s < 10 ? "ok" : "FAIL");
     be->free(dA); be->free(dC); free(A);
 }
 
@@ -248,7 +258,8 @@ static void test_elementwise(Test *t) {
     float *out[2][6];
     for (int k = 0; k < 2; k++) {
         const Backend *be = k ? t->ref : t->dut;
-        float *dY = up(be, y, n), *dB = up(be, b, (size_t)cols), *dDY = up(be, dy, n), *dZ = be->alloc(sizeof(float) * n);
+        float *dY = up(be, y, n), *dB = up(be, b, (size_t)cols), *dDY = up(be, dy, n),
+              *dZ = be->alloc(sizeof(float) * n);
         float *dY2 = up(be, y, n), *dDB = up(be, db0, (size_t)cols);
         be->bias_act(dY, dB, rows, cols, 1);
         out[k][0] = down(be, dY, n);
@@ -347,7 +358,17 @@ static void test_train_step(Test *t, double gemm_tol) {
     for (int k = 0; k < 2; k++) {
         const Backend *be = k ? t->ref : t->dut;
         Stage s;
-        stage_init(&s, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = 0, .hi = L, .head = 1, .rows = rows, .slots = 1, .ckpt = 0, .seed = t->seed});
+        stage_init(&s, be,
+                   (StageSpec){.layers = L,
+                               .hidden = H,
+                               .classes = C,
+                               .lo = 0,
+                               .hi = L,
+                               .head = 1,
+                               .rows = rows,
+                               .slots = 1,
+                               .ckpt = 0,
+                               .seed = t->seed});
         stage_zero_grads(&s);
         int slot = stage_slot_acquire(&s, 0);
         be->to_device(stage_slot_input(&s, slot), x, sizeof(float) * (size_t)rows * H);
@@ -384,7 +405,8 @@ int cmd_selftest(int argc, char **argv) {
         else if (cfg.device == DEVICE_CUDA) user_error("no CUDA device: %s", err);
     }
     if (cfg.tf32 && dut->on_host)
-        user_error("selftest: --tf32 applies to cuBLAS on a GPU, and this run is on the CPU: drop --tf32 or use --device cuda on a GPU machine");
+        user_error("selftest: --tf32 applies to cuBLAS on a GPU, and this run is on the CPU: drop --tf32 or use "
+                   "--device cuda on a GPU machine");
     if (cfg.tf32) dut->set_tf32(1);
     Backend naive = naive_backend();
     const Backend *ref = dut->on_host ? &naive : &backend_cpu;
@@ -394,8 +416,11 @@ int cmd_selftest(int argc, char **argv) {
     char a[192], b[192];
     dut->describe(a, sizeof a);
     if (dut->on_host) { char blas[160]; blas_describe(blas, sizeof blas); snprintf(a, sizeof a, "cpu (%s)", blas); }
-    if (ref == &backend_cpu) { char blas[160]; blas_describe(blas, sizeof blas); snprintf(b, sizeof b, "cpu (%s)", blas); }
-    else ref->describe(b, sizeof b);
+    if (ref == &backend_cpu) {
+        char blas[160];
+        blas_describe(blas, sizeof blas);
+        snprintf(b, sizeof b, "cpu (%s)", blas);
+    } else ref->describe(b, sizeof b);
     printf("micropp selftest | device %s | reference %s | seed %lld\n\n", a, b, (long long)cfg.seed);
     printf("%-34s %-16s %11s %11s %10s  %s\n", "operation", "shape", "max |diff|", "error", "tolerance", "result");
     Test t = {.dut = dut, .ref = ref, .seed = (uint64_t)cfg.seed, .scale = cfg.tol_scale};

@@ -10,4 +10,6 @@ enum { TAG_ACT = 0, TAG_GRAD = 1, TAG_DATA = 2, TAG_CTRL = 3 };
 static inline int comm_tag_chunk(int kind, int mb, int chunk) { return (chunk * COMM_MAX_MB + mb) * 4 + kind; }
 static inline int comm_tag_kind(int tag) { return tag & 3; }  // TAG_ACT, TAG_GRAD, TAG_DATA or TAG_CTRL
 static inline int comm_tag(int kind, int mb) { return comm_tag_chunk(kind, mb, 0); }
-static inline long long comm_tag_chunk_max(int M, int chunks) { return ((long long)(chunks - 1) * COMM_MAX_MB + M - 1) * 4 + 3; }
+static inline long long comm_tag_chunk_max(int M, int chunks) {
+    return ((long long)(chunks - 1) * COMM_MAX_MB + M - 1) * 4 + 3;
+}

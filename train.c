@@ -22,19 +22,20 @@
 static TrainConfig parse_options(int argc, char **argv, OptionsSeen *seen) {
     TrainConfig cfg, *c = &cfg;
     train_config_defaults(c);
-    options_parse("train", train_options, c, seen, argc, argv, "micropp train [options]",
-                  "  micropp train                                  # the monolith, default config\n"
-                  "  micropp train --config configs/medium.json --steps 20\n"
-                  "  micropp train --mode manual --parts 4 --verify # the manual split, checked\n"
-                  "  mpiexec -n 2 micropp train --mode pp --schedule 1f1b --micro-batches 8\n"
-                  "  mpiexec -n 4 micropp train --mode pp --schedule gpipe --partition 5,4,4,3 --checkpoint-activations\n"
-                  "  mpiexec -n 4 micropp train --mode pp --schedule interleaved --virtual-stages 2 --micro-batches 8 --verify\n"
-                  "  mpiexec -n 4 micropp train --mode pp --schedule zb-h1 --micro-batches 8 --checkpoint-activations\n"
-                  "  mpiexec -n 2 micropp train --mode ddp --ddp-sync bucketed --allreduce ring --verify\n"
-                  "  mpiexec -n 4 micropp train --mode ddp --zero 1 --grad-accum 4\n"
-                  "  mpiexec -n 4 micropp train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 4 --verify\n"
-                  "  micropp train --config configs/fashion.json     # Fashion-MNIST (apt-get install dataset-fashion-mnist)\n"
-                  "  mpiexec -n 2 micropp train --config configs/fashion.json --mode pp --micro-batches 2 --epochs 1\n");
+    options_parse(
+        "train", train_options, c, seen, argc, argv, "micropp train [options]",
+        "  micropp train                                  # the monolith, default config\n"
+        "  micropp train --config configs/medium.json --steps 20\n"
+        "  micropp train --mode manual --parts 4 --verify # the manual split, checked\n"
+        "  mpiexec -n 2 micropp train --mode pp --schedule 1f1b --micro-batches 8\n"
+        "  mpiexec -n 4 micropp train --mode pp --schedule gpipe --partition 5,4,4,3 --checkpoint-activations\n"
+        "  mpiexec -n 4 micropp train --mode pp --schedule interleaved --virtual-stages 2 --micro-batches 8 --verify\n"
+        "  mpiexec -n 4 micropp train --mode pp --schedule zb-h1 --micro-batches 8 --checkpoint-activations\n"
+        "  mpiexec -n 2 micropp train --mode ddp --ddp-sync bucketed --allreduce ring --verify\n"
+        "  mpiexec -n 4 micropp train --mode ddp --zero 1 --grad-accum 4\n"
+        "  mpiexec -n 4 micropp train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 4 --verify\n"
+        "  micropp train --config configs/fashion.json     # Fashion-MNIST (apt-get install dataset-fashion-mnist)\n"
+        "  mpiexec -n 2 micropp train --config configs/fashion.json --mode pp --micro-batches 2 --epochs 1\n");
     return cfg;
 }
 
@@ -48,7 +49,9 @@ static void check_outputs(const TrainConfig *c, int rank) {
     char why[2 * PATH_LEN] = "";  // rank 0 writes the files, so its check is every rank's verdict
     for (int i = 0; i < 2 && rank == 0 && !why[0]; i++) {
         int e = path[i][0] ? out_check(path[i]) : 0;
-        if (e) snprintf(why, sizeof why, "train: cannot write --%s '%s': %s (%s)", flag[i], path[i], strerror(e), out_hint(e));
+        if (e)
+            snprintf(why, sizeof why, "train: cannot write --%s '%s': %s (%s)", flag[i], path[i], strerror(e),
+                     out_hint(e));
     }
     agree_on_error(why);
 }
@@ -84,9 +87,18 @@ static void setup_buffers(const TrainConfig *c, const Plan *p, const Backend *be
 }
 
 static StageSpec spec_of(const TrainConfig *c, const Plan *p, int vs, int has_head, int slots, int ckpt) {
-    return (StageSpec){.layers = (int)c->layers, .hidden = (int)c->hidden, .classes = (int)c->classes, .inputs = p->inputs, .lo = p->lo[vs],
-                       .hi = p->lo[vs + 1], .head = has_head, .rows = p->rows, .slots = slots, .ckpt = ckpt,
-                       .bf16 = c->precision == PRECISION_BF16, .seed = (uint64_t)c->seed};
+    return (StageSpec){.layers = (int)c->layers,
+                       .hidden = (int)c->hidden,
+                       .classes = (int)c->classes,
+                       .inputs = p->inputs,
+                       .lo = p->lo[vs],
+                       .hi = p->lo[vs + 1],
+                       .head = has_head,
+                       .rows = p->rows,
+                       .slots = slots,
+                       .ckpt = ckpt,
+                       .bf16 = c->precision == PRECISION_BF16,
+                       .seed = (uint64_t)c->seed};
 }
 
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
@@ -143,10 +155,12 @@ static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *mod
 // every rank of the world learn the verdict, so all decide alike.
 static void check_replicas_agree(const Model *model, const Comm *comm) {
     double differ[1] = {0};
-    for (int k = 0; k < model->n_local; k++) differ[0] += !comm_same_u64(stage_param_checksum(&model->local[k]), comm->dp);
+    for (int k = 0; k < model->n_local; k++)
+        differ[0] += !comm_same_u64(stage_param_checksum(&model->local[k]), comm->dp);
     comm_allreduce_max_double(differ, 1, MPI_COMM_WORLD);
     if (differ[0])
-        user_error("train: the replicas start from different parameters (checksums differ across the dp group): give every rank the same --seed and model options");
+        user_error("train: the replicas start from different parameters (checksums differ across the dp group): give "
+                   "every rank the same --seed and model options");
 }
 
 // ddp/hybrid: one gradient sync per local stage (a chunk each, interleaved). --allreduce shm (the
@@ -161,7 +175,8 @@ static void setup_data_parallel(const TrainConfig *c, const Plan *p, Wire *w, Mo
     model->n_sync = model->n_local;
     model->sync = xcalloc((size_t)model->n_local, sizeof(GradSync));
     for (int k = 0; k < model->n_local; k++)
-        gradsync_init(&model->sync[k], &w->comm, &model->local[k], c->ddp_sync, p->allreduce, (int)c->zero, c->bucket_mb * 1024 * 1024);
+        gradsync_init(&model->sync[k], &w->comm, &model->local[k], c->ddp_sync, p->allreduce, (int)c->zero,
+                      c->bucket_mb * 1024 * 1024);
 }
 
 // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads;
@@ -170,15 +185,26 @@ static void setup_checkpoints(Run *r, int verbose) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
     static char mode_name[32];
-    r->ck = (CkptLayout){.c = c, .inputs = p->inputs, .steps = p->steps, .mode = choice_name(MODE_CHOICES, c->mode, mode_name, sizeof mode_name),
-                         .world = p->world, .stages = p->S, .dp = p->D, .lo = p->lo, .local = r->model.local, .n_local = r->model.n_local,
-                         .first_stage = p->pipelined ? r->wire.stage : 0, .stage_of = p->pipelined ? r->model.vs_of : NULL,
-                         .writer = r->wire.replica == 0, .comm = MPI_COMM_WORLD};
+    r->ck = (CkptLayout){.c = c,
+                         .inputs = p->inputs,
+                         .steps = p->steps,
+                         .mode = choice_name(MODE_CHOICES, c->mode, mode_name, sizeof mode_name),
+                         .world = p->world,
+                         .stages = p->S,
+                         .dp = p->D,
+                         .lo = p->lo,
+                         .local = r->model.local,
+                         .n_local = r->model.n_local,
+                         .first_stage = p->pipelined ? r->wire.stage : 0,
+                         .stage_of = p->pipelined ? r->model.vs_of : NULL,
+                         .writer = r->wire.replica == 0,
+                         .comm = MPI_COMM_WORLD};
     r->progress.saved_step = -1;
     if (!c->resume[0]) return;
     char desc[160];
     r->progress.start = (int)ckpt_resume(&r->ck, &r->progress.sample0, desc, sizeof desc);
-    if (verbose) printf("resumed from %s: %s; training steps %d-%lld\n", c->resume, desc, r->progress.start + 1, p->steps);
+    if (verbose)
+        printf("resumed from %s: %s; training steps %d-%lld\n", c->resume, desc, r->progress.start + 1, p->steps);
 }
 
 static void run_free(Run *r) {
@@ -245,8 +271,10 @@ static void check_divergence(const TrainConfig *c, Progress *g, const Measure *m
     if (f <= 0 || !(first > 0)) return;
     g->diverged_steps = loss > f * first ? g->diverged_steps + 1 : 0;
     if (g->diverged_steps >= DIVERGE_STEPS)
-        run_failed("train: the loss diverged: %.4g at step %d, above %g x the first step's %.4g for %d steps in a row: lower --lr "
-                   "(now %g), or change the rule with --diverge-factor (0: off)", loss, step + 1, f, first, DIVERGE_STEPS, c->lr);
+        run_failed("train: the loss diverged: %.4g at step %d, above %g x the first step's %.4g for %d steps in a row: "
+                   "lower --lr "
+                   "(now %g), or change the rule with --diverge-factor (0: off)",
+                   loss, step + 1, f, first, DIVERGE_STEPS, c->lr);
 }
 
 // MICROPP_FAULT kind 'nangrad' (testing): one gradient of the first local stage becomes NaN, as an
@@ -264,7 +292,8 @@ static void note_nonfinite(Run *r, int step, int k, long at) {
     if (at < 0 || g->bad_update[0]) return;
     char name[96];
     stage_tensor_name(&r->model.local[k], (size_t)at, name, sizeof name);
-    snprintf(g->bad_update, sizeof g->bad_update, "train: step %d's update left %s of %s %d not finite (NaN or Inf): the gradients "
+    snprintf(g->bad_update, sizeof g->bad_update,
+             "train: step %d's update left %s of %s %d not finite (NaN or Inf): the gradients "
              "overflowed or the data holds non-finite values; lower --lr (now %g) or check the data",
              step + 1, name, r->p.pipelined ? "stage" : "part", r->model.vs_of[k], r->c->lr);
     if (!r->p.distributed) run_failed("%s", g->bad_update);
@@ -322,12 +351,14 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == r->progress.start || step == steps - 1))
         printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                r->m.step_s[step] * 1e3, (double)c->batch * r->p.N / r->m.step_s[step] / 1e3);
-    if (!c->save[0] || c->save_best || !((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps)) return;
+    if (!c->save[0] || c->save_best || !((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps))
+        return;
     if (r->p.distributed) agree_on_failure(r->progress.bad_update);  // never save a state that went non-finite
     double t_save = now_sec();
     wd_phase("saving the checkpoint", step + 1);
     double bytes = save_checkpoint(r, step);
-    if (verbose) printf("saved step %d to %s (%.2f MB, %.0f ms)\n", step + 1, c->save, bytes / 1e6, (now_sec() - t_save) * 1e3);
+    if (verbose)
+        printf("saved step %d to %s (%.2f MB, %.0f ms)\n", step + 1, c->save, bytes / 1e6, (now_sec() - t_save) * 1e3);
 }
 
 // --save-best: the epoch's test accuracy against the best so far. Every rank takes the same
@@ -341,7 +372,9 @@ static void save_if_best(Run *r, int step, double accuracy, int epoch, int verbo
     g->best_epoch = epoch;
     double t0 = now_sec();
     double bytes = save_checkpoint(r, step);
-    if (verbose) printf("saved epoch %d (best test accuracy so far, %.2f%%) to %s (%.2f MB, %.0f ms)\n", epoch, 100 * v[0], r->c->save, bytes / 1e6, (now_sec() - t0) * 1e3);
+    if (verbose)
+        printf("saved epoch %d (best test accuracy so far, %.2f%%) to %s (%.2f MB, %.0f ms)\n", epoch, 100 * v[0],
+               r->c->save, bytes / 1e6, (now_sec() - t0) * 1e3);
 }
 
 // --epochs: after an epoch's last step, the evaluation on the held-out rows, the epoch's line, and
@@ -352,13 +385,18 @@ static void end_epoch(Run *r, int step, int verbose) {
     Measure *m = &r->m;
     double t_end = now_sec();
     int epoch = (int)((step + 1) / p->steps_per_epoch), start = r->progress.start;  // epoch: 1-based
-    long long first = (long long)(epoch - 1) * p->steps_per_epoch, from = first > start ? first : start, n = step + 1 - from;
+    long long first = (long long)(epoch - 1) * p->steps_per_epoch, from = first > start ? first : start,
+              n = step + 1 - from;
     double loss = 0;
     for (long long t = from; t <= step; t++) loss += m->loss[t];
     EvalResult ev = evaluate(c, p, &r->wire, &r->model, &r->exec);
     EpochStat *st = &m->epoch[m->n_epoch++];
-    *st = (EpochStat){.epoch = epoch, .train_loss = loss / (double)n, .test_loss = ev.loss, .test_accuracy = ev.accuracy,
-                      .time_s = t_end - m->epoch_t0, .samples_s = (double)n * (double)c->batch * p->N / (t_end - m->epoch_t0)};
+    *st = (EpochStat){.epoch = epoch,
+                      .train_loss = loss / (double)n,
+                      .test_loss = ev.loss,
+                      .test_accuracy = ev.accuracy,
+                      .time_s = t_end - m->epoch_t0,
+                      .samples_s = (double)n * (double)c->batch * p->N / (t_end - m->epoch_t0)};
     if (verbose) report_epoch(p, st);
     if (c->save_best) save_if_best(r, step, ev.accuracy, epoch, verbose);
     m->epoch_t0 = now_sec();
@@ -368,8 +406,10 @@ static void end_epoch(Run *r, int step, int verbose) {
 static void check_replicas_end_alike(const Wire *w, const Model *model) {
     for (int k = 0; k < model->n_sync; k++)
         if (!comm_same_u64(stage_param_checksum(&model->local[k]), w->comm.dp))
-            fatal("the replicas of stage %d (chunk %d) ended with different parameters: the ranks were started with different "
-                  "options (--lr, --optimizer, ...), or the gradient all-reduce is broken", w->stage, k);
+            fatal("the replicas of stage %d (chunk %d) ended with different parameters: the ranks were started with "
+                  "different "
+                  "options (--lr, --optimizer, ...), or the gradient all-reduce is broken",
+                  w->stage, k);
 }
 
 static void train_steps(Run *r, VerifyResult *v, int verbose) {
@@ -388,7 +428,8 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         double loss = step_loss(p, &r->model, g, &r->m, step);
         if (step == 0 && c->verify) *v = verify_step(c, p, &r->model, &r->exec, loss);
         if (!isfinite(loss))
-            run_failed("train: the loss became %s at step %d: lower --lr (now %g) and check the data", isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
+            run_failed("train: the loss became %s at step %d: lower --lr (now %g) and check the data",
+                       isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
         check_divergence(c, g, &r->m, step, loss);
         step_update(r, step);
         if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step);
@@ -409,7 +450,8 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
 static const SchedFile *load_schedule_file(const TrainConfig *c, SchedFile *file) {
     if (!c->schedule_file[0] || (c->mode != MODE_PP && c->mode != MODE_HYBRID)) return NULL;
     char why[900] = "", err[1024] = "", *text = NULL;
-    if (!schedule_file_read(c->schedule_file, &text, why, sizeof why)) schedule_file_parse(text, c->schedule_file, file, why, sizeof why);
+    if (!schedule_file_read(c->schedule_file, &text, why, sizeof why))
+        schedule_file_parse(text, c->schedule_file, file, why, sizeof why);
     free(text);
     if (why[0]) snprintf(err, sizeof err, "train: %s", why);
     agree_on_error(err[0] ? err : NULL);
@@ -424,15 +466,21 @@ static int outputs_written(const TrainConfig *c, const Plan *p, int rank, const 
     int code = v->failed ? 1 : 0;
     if (rank == 0) {
         if (v->failed)
-            fprintf(stderr, "micropp: --verify failed: worst relative error %.3g exceeds %.0e and %dx the reference's own float noise\n",
+            fprintf(stderr,
+                    "micropp: --verify failed: worst relative error %.3g exceeds %.0e and %dx the reference's own "
+                    "float noise\n",
                     v->worst_err, v->tol, VERIFY_NOISE_FACTOR);
         if (s->write_err[0]) fprintf(stderr, "micropp: %s\n", s->write_err);
         if (s->write_err[0] || fflush(stdout) != 0 || ferror(stdout)) code = 1;  // (main prints standard output's line)
     }
     char what[3 * PATH_LEN], files[2 * PATH_LEN + 40] = "";
     if (c->trace[0] && p->pipelined) snprintf(files, sizeof files, "--trace '%s', ", c->trace);
-    if (c->timeline[0] && p->pipelined) snprintf(files + strlen(files), sizeof files - strlen(files), "--timeline '%s', ", c->timeline);
-    snprintf(what, sizeof what, "writing its outputs (%sthe summary): a slow disk, or a FIFO nobody reads? raise --timeout, or write them elsewhere", files);
+    if (c->timeline[0] && p->pipelined)
+        snprintf(files + strlen(files), sizeof files - strlen(files), "--timeline '%s', ", c->timeline);
+    snprintf(what, sizeof what,
+             "writing its outputs (%sthe summary): a slow disk, or a FIFO nobody reads? raise --timeout, or write them "
+             "elsewhere",
+             files);
     wd_phase("the end of the run", 0);
     return comm_outputs_written(code, what);
 }
@@ -462,7 +510,8 @@ int cmd_train(int argc, char **argv) {
     Run run = {.c = &cfg, .wire.rank = comm_world_rank()}, *r = &run;
     const Plan *p = &r->p;
     SchedFile sched_file = {0};
-    Facts facts = {.world = comm_world_size(), .tag_ub = comm_tag_ub(), .schedule_file = load_schedule_file(&cfg, &sched_file)};
+    Facts facts = {
+        .world = comm_world_size(), .tag_ub = comm_tag_ub(), .schedule_file = load_schedule_file(&cfg, &sched_file)};
     // The plan from the options and the launch first, so that a mistaken option is named before any
     // file is read; then again with every fact: the plan the run follows.
     if (plan_make(&cfg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
@@ -493,8 +542,9 @@ int cmd_train(int argc, char **argv) {
     train_steps(r, &verify, verbose);
     // the last epoch's evaluation is the final one
     const Measure *m = &r->m;
-    EvalResult final = m->n_epoch ? (EvalResult){m->epoch[m->n_epoch - 1].test_accuracy, m->epoch[m->n_epoch - 1].test_loss, 0}
-                                  : evaluate(&cfg, p, &r->wire, &r->model, &r->exec);
+    EvalResult final = m->n_epoch
+                           ? (EvalResult){m->epoch[m->n_epoch - 1].test_accuracy, m->epoch[m->n_epoch - 1].test_loss, 0}
+                           : evaluate(&cfg, p, &r->wire, &r->model, &r->exec);
     wd_phase("the summary", 0);
 
     Summary summary;

@@ -42,7 +42,8 @@ static void describe(const WdAction *a, char *b, size_t n, const char *none) {
     int k = 0;
     if (!a->what) k = snprintf(b, n, "%s", none);
     else if (a->stage >= 0)
-        k = snprintf(b, n, "%s of micro-batch %d (stage %d, virtual stage %d, chunk %d)", a->what, a->mb, a->stage, a->vstage, a->chunk);
+        k = snprintf(b, n, "%s of micro-batch %d (stage %d, virtual stage %d, chunk %d)", a->what, a->mb, a->stage,
+                     a->vstage, a->chunk);
     else k = snprintf(b, n, "%s", a->what);
     if (a->what && a->step > 0 && k > 0 && (size_t)k < n) snprintf(b + k, n - (size_t)k, " in step %d", a->step);
     if (a->what && a->step < 0 && k > 0 && (size_t)k < n) snprintf(b + k, n - (size_t)k, " in evaluation");
@@ -81,7 +82,8 @@ static int take_notice(const WdSpin *s) {
         answer_ready = 1;
     }
     MPI_Request q;
-    if (MPI_Isend(&answer, (int)sizeof answer, MPI_BYTE, from, TAG_ANSWER, ctl, &q) == MPI_SUCCESS) MPI_Request_free(&q);
+    if (MPI_Isend(&answer, (int)sizeof answer, MPI_BYTE, from, TAG_ANSWER, ctl, &q) == MPI_SUCCESS)
+        MPI_Request_free(&q);
     MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, TAG_NOTICE, ctl, &ctl_req);
     return from;
 }
@@ -143,14 +145,17 @@ static void arrivals(const WdSpin *s, int size, char *b, size_t n) {
     int m = members(s, size, who), pending = 0, n_silent = 0, shown = 0, others = 0;
     for (int i = 0; i < m; i++) {
         rq[i] = MPI_REQUEST_NULL;
-        if (who[i] != g_rank && MPI_Irecv(&ans[i], (int)sizeof(Answer), MPI_BYTE, who[i], TAG_ANSWER, ctl, &rq[i]) == MPI_SUCCESS) pending++;
+        if (who[i] != g_rank &&
+            MPI_Irecv(&ans[i], (int)sizeof(Answer), MPI_BYTE, who[i], TAG_ANSWER, ctl, &rq[i]) == MPI_SUCCESS)
+            pending++;
     }
     char cur[200];
     describe(&wd_current, cur, sizeof cur, "no action of the step loop (set-up or shutdown)");
     for (double t0 = now_sec(); pending && now_sec() - t0 < 1.0;) {
         for (int i = 0; i < m; i++) {  // (one by one: MPI_Testall trips a gcc 12 false positive)
             int done = 0;
-            if (rq[i] != MPI_REQUEST_NULL && MPI_Test(&rq[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) pending--;
+            if (rq[i] != MPI_REQUEST_NULL && MPI_Test(&rq[i], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+                pending--;
         }
         take_notice(s);  // a rank that fired at the same moment asks this one too
         usleep(5 * 1000);
@@ -161,20 +166,24 @@ static void arrivals(const WdSpin *s, int size, char *b, size_t n) {
         if (rq[i] != MPI_REQUEST_NULL) { silent[n_silent++] = who[i]; continue; }
         Answer *a = &ans[i];
         a->what[sizeof a->what - 1] = a->cur[sizeof a->cur - 1] = 0;
-        if (a->peer < 0 && !strncmp(a->what, s->what, sizeof a->what - 1) && !strcmp(a->cur, cur)) continue;  // here too
+        // here too
+        if (a->peer < 0 && !strncmp(a->what, s->what, sizeof a->what - 1) && !strcmp(a->cur, cur)) continue;
         if (shown == 3) { others++; continue; }
         char p[160];
         peer_name(a->peer, a->what, p, sizeof p);
-        k += (size_t)snprintf(b + k, k < n ? n - k : 0, "%s rank %d (waiting for %s in %s)", shown++ ? ";" : "; not arrived:", who[i], p, a->cur);
+        k += (size_t)snprintf(b + k, k < n ? n - k : 0, "%s rank %d (waiting for %s in %s)",
+                              shown++ ? ";" : "; not arrived:", who[i], p, a->cur);
     }
     if (others && k < n) k += (size_t)snprintf(b + k, n - k, "; and %d more elsewhere", others);
     if (n_silent && k < n) {
         char list[120];
         rank_list(silent, n_silent, list, sizeof list);
-        k += (size_t)snprintf(b + k, n - k, "%s %s (silent for 1 s: stopped, busy outside MPI, or gone; look at %s host)",
+        k += (size_t)snprintf(b + k, n - k,
+                              "%s %s (silent for 1 s: stopped, busy outside MPI, or gone; look at %s host)",
                               shown ? ";" : "; not arrived:", list, n_silent == 1 ? "its" : "their");
     }
-    if (!shown && !n_silent && k < n) snprintf(b + k, n - k, "; every rank of it waits in it too (MPI does not complete it)");
+    if (!shown && !n_silent && k < n)
+        snprintf(b + k, n - k, "; every rank of it waits in it too (MPI does not complete it)");
     for (int i = 0; i < m; i++) if (rq[i] != MPI_REQUEST_NULL) { MPI_Cancel(&rq[i]); MPI_Request_free(&rq[i]); }
     free(who); free(silent); free(ans); free(rq);
 }
@@ -183,7 +192,8 @@ static void fire(double waited, const WdSpin *s) {
     char line[3072], w[480], p[1200];
     where(w, sizeof w);
     peer_name(s->peer, s->what, p, sizeof p);
-    snprintf(line, sizeof line, "[rank %d] watchdog: waited %.1f s (--timeout %g) for %s %s", g_rank, waited, timeout_s, p, w);
+    snprintf(line, sizeof line, "[rank %d] watchdog: waited %.1f s (--timeout %g) for %s %s", g_rank, waited, timeout_s,
+             p, w);
     int size = 1, me = g_rank;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Request *reqs = calloc((size_t)size, sizeof *reqs);
@@ -268,7 +278,9 @@ static int main_thread_running(void) {
 
 static void finalize_overdue(double now) {
     if (!main_thread_running() && now <= finalize_deadline + 2.0) return;
-    fprintf(stderr, "[rank %d] micropp: MPI_Finalize had not returned %.0f s after the results were out; this rank leaves without it (exit %d)\n",
+    fprintf(stderr,
+            "[rank %d] micropp: MPI_Finalize had not returned %.0f s after the results were out; this rank leaves "
+            "without it (exit %d)\n",
             g_rank, now - finalize_deadline + FINALIZE_GRACE_S, finalize_code);
     fflush(stderr);
     _exit(finalize_code);
@@ -295,7 +307,8 @@ static void *watch(void *arg) {
         if (timeout_s > 0 && finalize_deadline == 0 && now - since > timeout_s + 2) {
             char w[480];
             where(w, sizeof w);
-            fprintf(stderr, "[rank %d] watchdog: waited %.1f s (--timeout %g) inside %s %s\n", g_rank, now - since, timeout_s, call, w);
+            fprintf(stderr, "[rank %d] watchdog: waited %.1f s (--timeout %g) inside %s %s\n", g_rank, now - since,
+                    timeout_s, call, w);
             fflush(stderr);
             usleep(200 * 1000);
             alarm(3);

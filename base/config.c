@@ -115,7 +115,8 @@ static const char *clip(const char *v, char *buf, size_t n) {
 }
 
 // Sets one option from its text form (a flag's argument). where: "--name" or "file: key 'name'".
-static void set_from_text(const char *cmd, const Option *o, void *base, const char *text, const char *where, const Marks *m) {
+static void set_from_text(const char *cmd, const Option *o, void *base, const char *text, const char *where,
+                          const Marks *m) {
     char *dst = (char *)base + o->offset;
     mark_set(m, o);
     char *end, cb[CLIP_LEN + 40];
@@ -164,7 +165,8 @@ static void set_from_text(const char *cmd, const Option *o, void *base, const ch
     }
     case OPT_BOOL:
         if (!strcmp(text, "1") || !strcmp(text, "true") || !strcmp(text, "yes") || !strcmp(text, "on")) *(int *)dst = 1;
-        else if (!strcmp(text, "0") || !strcmp(text, "false") || !strcmp(text, "no") || !strcmp(text, "off")) *(int *)dst = 0;
+        else if (!strcmp(text, "0") || !strcmp(text, "false") || !strcmp(text, "no") || !strcmp(text, "off"))
+            *(int *)dst = 0;
         else user_error("%s: %s expects true or false, got '%s'", cmd, where, shown);
         break;
     }
@@ -216,13 +218,15 @@ static void check_keys(const char *cmd, const Option *opts, const char *path, co
         if (i < n_at) line_col(text, at[i], &line, &col);
         const Option *o = find_option(opts, it->string);
         if (!o || !strcmp(o->name, "config"))
-            user_error("%s: %s:%d:%d: unknown key '%s' (see '%s --help' for the keys)", cmd, path, line, col, clip(it->string, cb, sizeof cb), cmd);
+            user_error("%s: %s:%d:%d: unknown key '%s' (see '%s --help' for the keys)", cmd, path, line, col,
+                       clip(it->string, cb, sizeof cb), cmd);
         int j = 0;
         for (const cJSON *e = root->child; e != it; e = e->next, j++) {
             if (find_option(opts, e->string) != o) continue;
             int l0 = 0, c0 = 0;
             if (j < n_at) line_col(text, at[j], &l0, &c0);
-            user_error("%s: %s:%d:%d: key '%s' is given twice (first at line %d, column %d): keep one", cmd, path, line, col, it->string, l0, c0);
+            user_error("%s: %s:%d:%d: key '%s' is given twice (first at line %d, column %d): keep one", cmd, path, line,
+                       col, it->string, l0, c0);
         }
     }
 }
@@ -241,7 +245,10 @@ void options_load_json(const char *cmd, const Option *opts, void *base, OptionsS
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);
-    if (len < 0 || len > (64 << 20)) { fclose(f); user_error("%s: config '%s' is not a regular file under 64 MiB", cmd, path); }
+    if (len < 0 || len > (64 << 20)) {
+        fclose(f);
+        user_error("%s: config '%s' is not a regular file under 64 MiB", cmd, path);
+    }
     char *text = xmalloc((size_t)len + 1);
     size_t got = fread(text, 1, (size_t)len, f);
     fclose(f);
@@ -252,16 +259,24 @@ void options_load_json(const char *cmd, const Option *opts, void *base, OptionsS
         else if (*p == '{' || *p == '[') { if (++depth > deepest) deepest = depth; }
         else if (*p == '}' || *p == ']') depth--;
     }
-    if (deepest > 64) { free(text); user_error("%s: %s: nested %d levels deep: a config is one object of options (a list at most inside it)", cmd, path, deepest); }
+    if (deepest > 64) {
+        free(text);
+        user_error("%s: %s: nested %d levels deep: a config is one object of options (a list at most inside it)", cmd,
+                   path, deepest);
+    }
     const char *err_at = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &err_at, 1);
     if (!root) {
         int line, col;
         line_col(text, err_at ? err_at : text + got, &line, &col);
         free(text);
-        user_error("%s: %s:%d:%d: JSON syntax error (check commas, quotes and braces near there)", cmd, path, line, col);
+        user_error("%s: %s:%d:%d: JSON syntax error (check commas, quotes and braces near there)", cmd, path, line,
+                   col);
     }
-    if (!cJSON_IsObject(root)) { free(text); user_error("%s: %s: the config must be a JSON object { ... }", cmd, path); }
+    if (!cJSON_IsObject(root)) {
+        free(text);
+        user_error("%s: %s: the config must be a JSON object { ... }", cmd, path);
+    }
     enum { MAX_KEYS = 1024 };
     const char *at[MAX_KEYS];
     int n_at = key_positions(text, at, MAX_KEYS), i = 0;
@@ -275,7 +290,10 @@ void options_load_json(const char *cmd, const Option *opts, void *base, OptionsS
         char buf[64];
         switch (o->type) {
         case OPT_INT: case OPT_SIZE: case OPT_FLOAT:
-            if (cJSON_IsString(it) && o->type == OPT_SIZE) { set_from_text(cmd, o, base, it->valuestring, where, m); break; }
+            if (cJSON_IsString(it) && o->type == OPT_SIZE) {
+                set_from_text(cmd, o, base, it->valuestring, where, m);
+                break;
+            }
             if (!cJSON_IsNumber(it)) user_error("%s: %s must be a number, not %s", cmd, where, json_type_name(it));
             if (o->type != OPT_FLOAT && it->valuedouble != floor(it->valuedouble))
                 user_error("%s: %s must be an integer, got %g", cmd, where, it->valuedouble);
@@ -324,7 +342,10 @@ static void options_agree(const char *cmd, const Option *opts, const void *base)
         const char *v = (const char *)base + o->offset;
         char line[PATH_LEN + 160];
         switch (o->type) {
-        case OPT_INT: case OPT_SIZE: snprintf(line, sizeof line, "%s=%lld\n", o->name, (long long)*(const int64_t *)(const void *)v); break;
+        case OPT_INT:
+        case OPT_SIZE:
+            snprintf(line, sizeof line, "%s=%lld\n", o->name, (long long)*(const int64_t *)(const void *)v);
+            break;
         case OPT_FLOAT: snprintf(line, sizeof line, "%s=%.17g\n", o->name, *(const double *)(const void *)v); break;
         case OPT_STR: snprintf(line, sizeof line, "%s=%s\n", o->name, v); break;
         default: snprintf(line, sizeof line, "%s=%d\n", o->name, *(const int *)(const void *)v);
@@ -355,7 +376,8 @@ static void refuse_repeats(const char *cmd, const Option *opts, int n, const str
         const char *v = opts[i].type == OPT_BOOL ? "" : optarg;
         if (first[i] && opts[i].type == OPT_BOOL) user_error("%s: --%s given twice: give it once", cmd, opts[i].name);
         if (first[i])
-            user_error("%s: --%s given twice (%s and %s): give it once", cmd, opts[i].name, clip(first[i], ca, sizeof ca), clip(v, cb, sizeof cb));
+            user_error("%s: --%s given twice (%s and %s): give it once", cmd, opts[i].name,
+                       clip(first[i], ca, sizeof ca), clip(v, cb, sizeof cb));
         first[i] = v;
     }
     free(first);
@@ -415,7 +437,8 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
             if (optopt) user_error("%s: unknown option '-%c' (see '%s --help')", cmd, optopt, cmd);
             user_error("%s: unknown option '%s' (see '%s --help')", cmd, clip(argv[optind - 1], cb, sizeof cb), cmd);
         } else if (c == ':') {
-            user_error("%s: option '%s' needs a value (see '%s --help')", cmd, clip(argv[optind - 1], cb, sizeof cb), cmd);
+            user_error("%s: option '%s' needs a value (see '%s --help')", cmd, clip(argv[optind - 1], cb, sizeof cb),
+                       cmd);
         } else {
             for (int i = 0; i < n; i++) if (opts[i].short_name == c) o = &opts[i];
         }
@@ -426,7 +449,9 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
         if (o->type == OPT_BOOL) { *(int *)((char *)base + o->offset) = 1; mark_set(&typed, o); }
         else set_from_text(cmd, o, base, optarg, where, &typed);
     }
-    if (optind < argc) user_error("%s: unexpected argument '%s' (options start with --; see '%s --help')", cmd, clip(argv[optind], cb, sizeof cb), cmd);
+    if (optind < argc)
+        user_error("%s: unexpected argument '%s' (options start with --; see '%s --help')", cmd,
+                   clip(argv[optind], cb, sizeof cb), cmd);
     for (int i = 0; i < k; i++) if (strchr(lo[i].name, '_')) free((char *)lo[i].name);  // the aliases
     free(lo);
     if (agree_hook) options_agree(cmd, opts, base);
@@ -438,8 +463,11 @@ void options_help(FILE *f, const char *cmd, const char *usage, const Option *opt
             find_option(opts, "config") ? " (each is also a JSON config key; underscores work for dashes)" : "");
     for (const Option *o = opts; o->name; o++) {
         char left[96], def[PATH_LEN + 32] = "";
-        if (o->short_name) snprintf(left, sizeof left, "  -%c, --%s%s%s", o->short_name, o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
-        else snprintf(left, sizeof left, "      --%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        if (o->short_name)
+            snprintf(left, sizeof left, "  -%c, --%s%s%s", o->short_name, o->name, o->metavar ? " " : "",
+                     o->metavar ? o->metavar : "");
+        else
+            snprintf(left, sizeof left, "      --%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
         const char *v = (const char *)defaults + o->offset;
         char buf[64];
         switch (o->type) {
@@ -447,7 +475,10 @@ void options_help(FILE *f, const char *cmd, const char *usage, const Option *opt
         // cppcheck-suppress invalidPointerCast ; v is the option's field, a double (OPT_FLOAT)
         case OPT_FLOAT: snprintf(def, sizeof def, " (%g)", *(const double *)v); break;
         case OPT_STR: if (*v) snprintf(def, sizeof def, " (%s)", v); break;
-        case OPT_CHOICE: snprintf(def, sizeof def, " [%s] (%s)", o->choices, choice_name(o->choices, *(const int *)v, buf, sizeof buf)); break;
+        case OPT_CHOICE:
+            snprintf(def, sizeof def, " [%s] (%s)", o->choices,
+                     choice_name(o->choices, *(const int *)v, buf, sizeof buf));
+            break;
         case OPT_BOOL: break;
         }
         fprintf(f, "%-36s %s%s\n", left, o->help, def);

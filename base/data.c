@@ -43,7 +43,8 @@ static const char *table_shape(const Table *t, char *b, size_t n) {
     int nd = t->is_npy ? t->npy.ndim : t->idx.ndim;
     size_t k = t->is_npy ? (size_t)snprintf(b, n, ".npy %s (", t->npy.dtype) : (size_t)snprintf(b, n, "IDX ");
     for (int i = 0; i < nd && k < n; i++)
-        k += (size_t)snprintf(b + k, n - k, "%s%lld", i ? (t->is_npy ? ", " : "x") : "", (long long)(t->is_npy ? t->npy.shape[i] : t->idx.dims[i]));
+        k += (size_t)snprintf(b + k, n - k, "%s%lld", i ? (t->is_npy ? ", " : "x") : "",
+                              (long long)(t->is_npy ? t->npy.shape[i] : t->idx.dims[i]));
     if (t->is_npy && k < n) snprintf(b + k, n - k, nd == 1 ? ",)" : ")");
     return b;
 }
@@ -82,24 +83,28 @@ static int64_t features_rows(const Table *t, int inputs) {
             user_error("train: %s %s: need float32 [N,%d] (N rows of --inputs %d features), got %s with %d dims",
                        t->flag, t->path, inputs, inputs, x->dtype, x->ndim);
         if (!x->shape[0] || !x->shape[1])
-            user_error("train: %s %s: %s holds no %s: the file is empty or damaged: give rows of --inputs %d float32 features",
-                       t->flag, t->path, shape, x->shape[0] ? "features in a row" : "rows", inputs);
+            user_error(
+                "train: %s %s: %s holds no %s: the file is empty or damaged: give rows of --inputs %d float32 features",
+                t->flag, t->path, shape, x->shape[0] ? "features in a row" : "rows", inputs);
         if (x->shape[1] != inputs)
-            user_error("train: %s %s: its rows have %lld features but --inputs is %d: set --inputs %lld", t->flag, t->path,
-                       (long long)x->shape[1], inputs, (long long)x->shape[1]);
+            user_error("train: %s %s: its rows have %lld features but --inputs is %d: set --inputs %lld", t->flag,
+                       t->path, (long long)x->shape[1], inputs, (long long)x->shape[1]);
         return x->shape[0];
     }
     const Idx *x = &t->idx;
     int64_t width = 1;
     for (int i = 1; i < x->ndim; i++) width *= x->dims[i];
     if (x->ndim < 2)
-        user_error("train: %s %s: an IDX file of %d dimension holds labels, not images: give the images file (idx3)", t->flag, t->path, x->ndim);
+        user_error("train: %s %s: an IDX file of %d dimension holds labels, not images: give the images file (idx3)",
+                   t->flag, t->path, x->ndim);
     if (!x->count)
-        user_error("train: %s %s: %s has a zero dimension, so it holds no images: the file is empty or damaged (download or reinstall it)",
+        user_error("train: %s %s: %s has a zero dimension, so it holds no images: the file is empty or damaged "
+                   "(download or reinstall it)",
                    t->flag, t->path, shape);
     if (width != inputs)
-        user_error("train: %s %s: its rows have %lld values (IDX %lldx%lld) but --inputs is %d: set --inputs %lld", t->flag, t->path,
-                   (long long)width, (long long)x->dims[1], (long long)(x->ndim > 2 ? x->dims[2] : 1), inputs, (long long)width);
+        user_error("train: %s %s: its rows have %lld values (IDX %lldx%lld) but --inputs is %d: set --inputs %lld",
+                   t->flag, t->path, (long long)width, (long long)x->dims[1], (long long)(x->ndim > 2 ? x->dims[2] : 1),
+                   inputs, (long long)width);
     return x->dims[0];
 }
 
@@ -109,11 +114,13 @@ static void labels_match(const Table *y, const Table *x, int64_t rows) {
     if (y->is_npy) {
         const Npy *l = &y->npy;
         if ((strcmp(l->dtype, "<i4") && strcmp(l->dtype, "<i8")) || l->ndim != 1)
-            user_error("train: %s %s: need int32 or int64 [N] (one label per row), got %s with %d dims", y->flag, y->path, l->dtype, l->ndim);
+            user_error("train: %s %s: need int32 or int64 [N] (one label per row), got %s with %d dims", y->flag,
+                       y->path, l->dtype, l->ndim);
         n = l->shape[0];
     } else {
         if (y->idx.ndim != 1)
-            user_error("train: %s %s: an IDX labels file has 1 dimension, this one %d: give the labels file (idx1)", y->flag, y->path, y->idx.ndim);
+            user_error("train: %s %s: an IDX labels file has 1 dimension, this one %d: give the labels file (idx1)",
+                       y->flag, y->path, y->idx.ndim);
         n = y->idx.dims[0];
     }
     if (n != rows)
@@ -130,7 +137,8 @@ static void check_data_memory(const Table *t, int n) {
     double need = 0, most = 0, have = meminfo_available();
     int big = 0;
     for (int i = 0; i < n; i++) {
-        double b = (double)table_bytes(&t[i]) + (t[i].labels ? 4.0 * (double)(t[i].is_npy ? t[i].npy.shape[0] : t[i].idx.dims[0]) : 0);
+        double b = (double)table_bytes(&t[i]) +
+                   (t[i].labels ? 4.0 * (double)(t[i].is_npy ? t[i].npy.shape[0] : t[i].idx.dims[0]) : 0);
         need += b;
         if (b > most) { most = b; big = i; }
     }
@@ -138,9 +146,12 @@ static void check_data_memory(const Table *t, int n) {
     int ranks = env && atoi(env) > 0 ? atoi(env) : 1;
     char why[NAME_LEN + 640] = "";
     if (have > 0 && need * ranks > have)
-        snprintf(why, sizeof why, "train: %s %s: the data needs %.3g GB in memory on each rank (this file %.3g GB), %d rank%s on this node "
-                 "%.3g GB, and the node has %.3g GB available: use a smaller data set, or fewer ranks per node", t[big].flag, t[big].path,
-                 need / 1e9, most / 1e9, ranks, ranks == 1 ? "" : "s", need * ranks / 1e9, have / 1e9);
+        snprintf(
+            why, sizeof why,
+            "train: %s %s: the data needs %.3g GB in memory on each rank (this file %.3g GB), %d rank%s on this node "
+            "%.3g GB, and the node has %.3g GB available: use a smaller data set, or fewer ranks per node",
+            t[big].flag, t[big].path, need / 1e9, most / 1e9, ranks, ranks == 1 ? "" : "s", need * ranks / 1e9,
+            have / 1e9);
     agree_on_error(why);
 }
 
@@ -153,13 +164,16 @@ static void take_split(Table *tx, Table *ty, int classes, Split *sp) {
         int64_t D = tx->npy.shape[1];
         for (int64_t i = 0; i < n * D; i++)  // one NaN would poison a column of layer 0 silently
             if (!isfinite(sp->features[i]))
-                user_error("train: %s %s: row %lld, column %lld is %s: features must be finite numbers: clean the file", tx->flag, tx->path,
-                           (long long)(i / D), (long long)(i % D), isnan(sp->features[i]) ? "NaN" : "Inf");
+                user_error("train: %s %s: row %lld, column %lld is %s: features must be finite numbers: clean the file",
+                           tx->flag, tx->path, (long long)(i / D), (long long)(i % D),
+                           isnan(sp->features[i]) ? "NaN" : "Inf");
     } else sp->pixels = tx->idx.data;
     sp->labels = xmalloc(sizeof(int32_t) * (size_t)(n ? n : 1));
     const Npy *y = &ty->npy;
     for (int64_t i = 0; i < n; i++) {
-        int64_t v = !ty->is_npy ? ty->idx.data[i] : !strcmp(y->dtype, "<i4") ? ((int32_t *)y->data)[i] : ((int64_t *)y->data)[i];
+        int64_t v = !ty->is_npy                ? ty->idx.data[i]
+                    : !strcmp(y->dtype, "<i4") ? ((int32_t *)y->data)[i]
+                                               : ((int64_t *)y->data)[i];
         if (v < 0 || v >= classes)
             user_error("train: %s %s: label %lld at row %lld is outside [0, %d): set --classes to cover it",
                        ty->flag, ty->path, (long long)v, (long long)i, classes);
@@ -170,7 +184,8 @@ static void take_split(Table *tx, Table *ty, int classes, Split *sp) {
 
 // The four files of a folder in the MNIST layout (Debian's dataset-fashion-mnist), gzip or plain.
 static void folder_files(const char *dir, const char *flag, char files[4][NAME_LEN]) {  // dir: < PATH_MAX_DIR
-    static const char *const base[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    static const char *const base[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                        "t10k-labels-idx1-ubyte"};
     int fm = !strcmp(flag, "fashion-mnist");
     char why[2 * NAME_LEN + 256] = "";
     for (int i = 0; i < 4 && !why[0]; i++) {
@@ -178,8 +193,17 @@ static void folder_files(const char *dir, const char *flag, char files[4][NAME_L
         if (access(files[i], R_OK) == 0) continue;
         snprintf(files[i], NAME_LEN, "%.599s/%s", dir, base[i]);
         if (access(files[i], R_OK) == 0) continue;
-        if (fm) snprintf(why, sizeof why, "train: --data fashion-mnist: the data set is not installed (no %s/%s.gz): install the package " FASHION_MNIST_PACKAGE " (apt-get install " FASHION_MNIST_PACKAGE ", or run make)", dir, base[i]);
-        else snprintf(why, sizeof why, "train: --data %s: no %s[.gz] there: a data folder holds the MNIST-layout files train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (.gz or plain)", dir, base[i]);
+        if (fm)
+            snprintf(why, sizeof why,
+                     "train: --data fashion-mnist: the data set is not installed (no %s/%s.gz): install the "
+                     "package " FASHION_MNIST_PACKAGE " (apt-get install " FASHION_MNIST_PACKAGE ", or run make)",
+                     dir, base[i]);
+        else
+            snprintf(why, sizeof why,
+                     "train: --data %s: no %s[.gz] there: a data folder holds the MNIST-layout files "
+                     "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte "
+                     "(.gz or plain)",
+                     dir, base[i]);
     }
     agree_on_error(why);  // once on every rank: a node without the files ends them all
 }
@@ -209,19 +233,26 @@ void data_open(Data *d, DataSource src, int inputs, uint64_t seed) {
     snprintf(d->name, sizeof d->name, "%.63s", src.data);
     int explicit_test = src.test_data[0] || src.test_labels[0];
     if (!strcmp(src.data, "synthetic")) {
-        if (src.labels[0] || explicit_test) user_error("train: --%s is for a data set; drop it or give --data", src.labels[0] ? "labels" : "test-data");
+        if (src.labels[0] || explicit_test)
+            user_error("train: --%s is for a data set; drop it or give --data", src.labels[0] ? "labels" : "test-data");
         return;
     }
     struct stat st;
     int fm = !strcmp(src.data, "fashion-mnist"), folder = fm || (stat(src.data, &st) == 0 && S_ISDIR(st.st_mode));
-    if (!fm) agree_on_contents("train: --data", src.data, 1, (uint64_t)folder, folder ? "a folder" : "a file");  // alike everywhere
+    // alike everywhere
+    if (!fm) agree_on_contents("train: --data", src.data, 1, (uint64_t)folder, folder ? "a folder" : "a file");
     if (folder && (src.labels[0] || explicit_test))
-        user_error("train: --data %s names a whole data set: drop --%s (or give files: --data, --labels, --test-data, --test-labels)",
-                   src.data, src.labels[0] ? "labels" : explicit_test && src.test_data[0] ? "test-data" : "test-labels");
-    if (!folder && !src.labels[0]) user_error("train: --data %s needs --labels FILE (.npy int32/int64 [N], or IDX labels)", src.data);
+        user_error("train: --data %s names a whole data set: drop --%s (or give files: --data, --labels, --test-data, "
+                   "--test-labels)",
+                   src.data,
+                   src.labels[0]                       ? "labels"
+                   : explicit_test && src.test_data[0] ? "test-data"
+                                                       : "test-labels");
+    if (!folder && !src.labels[0])
+        user_error("train: --data %s needs --labels FILE (.npy int32/int64 [N], or IDX labels)", src.data);
     if (!folder && (!src.test_data[0]) != (!src.test_labels[0]))
-        user_error("train: --%s needs --%s too (the test split's features and labels)", src.test_data[0] ? "test-data" : "test-labels",
-                   src.test_data[0] ? "test-labels" : "test-data");
+        user_error("train: --%s needs --%s too (the test split's features and labels)",
+                   src.test_data[0] ? "test-data" : "test-labels", src.test_data[0] ? "test-labels" : "test-data");
     DataTables *dt = d->pending = xcalloc(1, sizeof *dt);
     Table *t = dt->t;
     t[0] = (Table){.flag = "--data"}; t[1] = (Table){.flag = "--labels", .labels = 1};
@@ -243,8 +274,8 @@ void data_open(Data *d, DataSource src, int inputs, uint64_t seed) {
     for (int i = 0; i < n; i++) table_open_all(&t[i]);  // headers first: nothing large is read before they agree
     for (int i = 0; i < n; i += 2) labels_match(&t[i + 1], &t[i], features_rows(&t[i], inputs));
     if (n == 4 && t[0].is_npy != t[2].is_npy)
-        user_error("train: %s %s is %s but the training data is %s: give the training and test data in one format", t[2].flag, t[2].path,
-                   t[2].is_npy ? ".npy" : "IDX", t[0].is_npy ? ".npy" : "IDX");
+        user_error("train: %s %s is %s but the training data is %s: give the training and test data in one format",
+                   t[2].flag, t[2].path, t[2].is_npy ? ".npy" : "IDX", t[0].is_npy ? ".npy" : "IDX");
     d->train.n = t[0].is_npy ? t[0].npy.shape[0] : t[0].idx.dims[0];
     if (n == 4) d->test.n = t[2].is_npy ? t[2].npy.shape[0] : t[2].idx.dims[0];
 }
@@ -359,7 +390,8 @@ void data_eval_features(const Data *d, uint64_t first, int rows, float *x) {
 void data_eval_labels(const Data *d, uint64_t first, int rows, int32_t *y) {
     const Split *sp = d->test.n ? &d->test : &d->train;
     float *x = sp->n ? NULL : xmalloc(sizeof(float) * (size_t)d->inputs);
-    for (int r = 0; r < rows; r++) y[r] = sp->n ? sp->labels[first + (uint64_t)r] : synthetic_label(d, EVAL_BASE + first + (uint64_t)r, x);
+    for (int r = 0; r < rows; r++)
+        y[r] = sp->n ? sp->labels[first + (uint64_t)r] : synthetic_label(d, EVAL_BASE + first + (uint64_t)r, x);
     free(x);
 }
 
@@ -389,7 +421,10 @@ static int npy_dict(const char *h, Npy *out, const char **why) {
         char *end;
         errno = 0;
         long long v = strtoll(p, &end, 10);
-        if (end == p || errno || v < 0 || out->ndim >= 2) { *why = out->ndim >= 2 ? "more than 2 dimensions" : "unreadable shape"; return -1; }
+        if (end == p || errno || v < 0 || out->ndim >= 2) {
+            *why = out->ndim >= 2 ? "more than 2 dimensions" : "unreadable shape";
+            return -1;
+        }
         out->shape[out->ndim++] = v;
         if (v > 0 && count > INT64_MAX / (uint64_t)v) { *why = "shape too large"; return -1; }
         count *= (uint64_t)v;
@@ -419,7 +454,10 @@ int npy_open(const char *path, Npy *out, char *err, size_t errlen) {
         hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
         at = 12;
     }
-    if (hlen > 1 << 20) { snprintf(why, sizeof why, "header of %zu bytes is implausible", hlen); return npy_fail(out, err, errlen, why); }
+    if (hlen > 1 << 20) {
+        snprintf(why, sizeof why, "header of %zu bytes is implausible", hlen);
+        return npy_fail(out, err, errlen, why);
+    }
     char *h = xmalloc(hlen + 1);
     if (fread(h, 1, hlen, out->f) != hlen) { free(h); return npy_fail(out, err, errlen, "truncated header"); }
     h[hlen] = 0;
@@ -430,17 +468,21 @@ int npy_open(const char *path, Npy *out, char *err, size_t errlen) {
     if (rc) return npy_fail(out, err, errlen, bad);
     out->esize = !strcmp(out->dtype, "<f4") || !strcmp(out->dtype, "<i4") ? 4 : !strcmp(out->dtype, "<i8") ? 8 : 0;
     if (!out->esize) {
-        snprintf(why, sizeof why, "dtype %s is not supported: use float32 features and int32/int64 labels (little-endian)", out->dtype);
+        snprintf(why, sizeof why,
+                 "dtype %s is not supported: use float32 features and int32/int64 labels (little-endian)", out->dtype);
         return npy_fail(out, err, errlen, why);
     }
     uint64_t here = at + hlen, size = (uint64_t)st.st_size, have = size > here ? size - here : 0;
     if (out->count > have / out->esize) {  // no count*esize: it may overflow
-        snprintf(why, sizeof why, "truncated: header promises %llu elements of %zu bytes but the file holds %llu bytes of data",
+        snprintf(why, sizeof why,
+                 "truncated: header promises %llu elements of %zu bytes but the file holds %llu bytes of data",
                  (unsigned long long)out->count, out->esize, (unsigned long long)have);
         return npy_fail(out, err, errlen, why);
     }
     if (have > out->count * out->esize) {
-        snprintf(why, sizeof why, "the file holds %llu bytes after the %llu bytes of data its header promises: a damaged file or a wrong header",
+        snprintf(why, sizeof why,
+                 "the file holds %llu bytes after the %llu bytes of data its header promises: a damaged file or a "
+                 "wrong header",
                  (unsigned long long)(have - out->count * out->esize), (unsigned long long)(out->count * out->esize));
         return npy_fail(out, err, errlen, why);
     }
@@ -478,7 +520,16 @@ int npy_write(const char *path, const char *dtype, int ndim, const int64_t *shap
     int pad = (64 - total % 64) % 64;
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)((n + pad + 1) & 0xff), (unsigned char)((n + pad + 1) >> 8)};
+    unsigned char pre[10] = {0x93,
+                             'N',
+                             'U',
+                             'M',
+                             'P',
+                             'Y',
+                             1,
+                             0,
+                             (unsigned char)((n + pad + 1) & 0xff),
+                             (unsigned char)((n + pad + 1) >> 8)};
     fwrite(pre, 1, 10, f);
     fwrite(h, 1, (size_t)n, f);
     for (int i = 0; i < pad; i++) fputc(' ', f);

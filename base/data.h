@@ -17,7 +17,9 @@ static inline uint64_t mix64(uint64_t x) {
 // A stream key from up to three words (seed, purpose, index).
 static inline uint64_t rng_key(uint64_t a, uint64_t b, uint64_t c) { return mix64(mix64(mix64(a) ^ b) ^ c); }
 // Uniform in [0, 1) for element i of stream key.
-static inline float rng_uniform(uint64_t key, uint64_t i) { return (float)((mix64(key ^ mix64(i)) >> 40) * (1.0 / 16777216.0)); }
+static inline float rng_uniform(uint64_t key, uint64_t i) {
+    return (float)((mix64(key ^ mix64(i)) >> 40) * (1.0 / 16777216.0));
+}
 float rng_normal(uint64_t key, uint64_t i);  // standard normal, Box-Muller over two counters
 
 enum { RNG_PARAM = 1, RNG_FEATURES = 2, RNG_TEACHER = 3, RNG_SHUFFLE = 4 };

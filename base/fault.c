@@ -19,11 +19,14 @@ void fault_init(void) {
     long long step;
     char kind[16];
     if (sscanf(v, "%d:%lld:%15[a-z]%n", &rank, &step, kind, &n) != 3 || n != (int)strlen(v) || rank < 0 || step < 0)
-        user_error("MICROPP_FAULT='%s' is not RANK:STEP:KIND (e.g. 1:3:abort; kinds abort, nan, io, kill, alloc, grad, nangrad, stall)", v);
+        user_error("MICROPP_FAULT='%s' is not RANK:STEP:KIND (e.g. 1:3:abort; kinds abort, nan, io, kill, alloc, grad, "
+                   "nangrad, stall)",
+                   v);
     for (int k = FAULT_ABORT; k <= FAULT_STALL; k++)
         if (!strcmp(kind, fault_names[k])) fault_kind = k;
     if (fault_kind == FAULT_NONE)
-        user_error("MICROPP_FAULT='%s': unknown kind '%s' (use abort, nan, io, kill, alloc, grad, nangrad or stall)", v, kind);
+        user_error("MICROPP_FAULT='%s': unknown kind '%s' (use abort, nan, io, kill, alloc, grad, nangrad or stall)", v,
+                   kind);
     if (step == 0 && fault_kind != FAULT_STALL)
         user_error("MICROPP_FAULT='%s': step 0 (the set-up) takes only the kind stall: use a step from 1", v);
     fault_rank = rank;
@@ -35,7 +38,9 @@ int fault_due(int kind, int64_t step) { return fault_kind == kind && fault_rank 
 void fault_stall(int64_t step, const char *where) {
     if (!fault_due(FAULT_STALL, step)) return;
     // a stuck disk, a swapped-out node: alive, silent, forever
-    if (step) fprintf(stderr, "[rank %d] injected fault (MICROPP_FAULT): stalling in step %lld %s\n", g_rank, (long long)step, where);
+    if (step)
+        fprintf(stderr, "[rank %d] injected fault (MICROPP_FAULT): stalling in step %lld %s\n", g_rank, (long long)step,
+                where);
     else fprintf(stderr, "[rank %d] injected fault (MICROPP_FAULT): stalling %s\n", g_rank, where);
     fflush(stderr);
     for (;;) pause();

@@ -49,7 +49,8 @@ static int member_end(IdxStream *s, uint64_t file_bytes, char *err, size_t errle
 
 // Up to want bytes of the data (inflated, or plain) into out; *got fewer only at the end of the
 // data. 0; -1 with err; -2 when a gzip stream ends before its trailer (the caller words it).
-static int pull(IdxStream *s, uint64_t file_bytes, unsigned char *out, size_t want, size_t *got, char *err, size_t errlen) {
+static int pull(IdxStream *s, uint64_t file_bytes, unsigned char *out, size_t want, size_t *got, char *err,
+                size_t errlen) {
     *got = 0;
     while (*got < want && !s->ended) {
         if (!s->z.avail_in) {
@@ -102,7 +103,10 @@ static int header_part(Idx *x, unsigned char *b, size_t n, const char *what, cha
     size_t got;
     int rc = pull(x->s, x->file_bytes, b, n, &got, err, errlen);
     if (rc == -1) return -1;
-    if (got < n) { snprintf(err, errlen, "truncated: the %s needs %zu bytes but the file ends after %zu " REINSTALL, what, n, got); return -1; }
+    if (got < n) {
+        snprintf(err, errlen, "truncated: the %s needs %zu bytes but the file ends after %zu " REINSTALL, what, n, got);
+        return -1;
+    }
     return 0;
 }
 
@@ -110,14 +114,19 @@ static int header_part(Idx *x, unsigned char *b, size_t n, const char *what, cha
 static int plausible(const Idx *x, size_t head, char *err, size_t errlen) {
     uint64_t want = head + (uint64_t)x->count;
     if (x->gz && (uint64_t)x->count / IDX_GZIP_RATIO > x->file_bytes)
-        snprintf(err, errlen, "the header promises %zu bytes of data, but a gzip file of %llu bytes holds at most %llu (deflate compresses at "
-                 "most %d to 1): a corrupt header " REINSTALL, x->count, (unsigned long long)x->file_bytes,
-                 (unsigned long long)x->file_bytes * IDX_GZIP_RATIO, IDX_GZIP_RATIO);
+        snprintf(err, errlen,
+                 "the header promises %zu bytes of data, but a gzip file of %llu bytes holds at most %llu (deflate "
+                 "compresses at "
+                 "most %d to 1): a corrupt header " REINSTALL,
+                 x->count, (unsigned long long)x->file_bytes, (unsigned long long)x->file_bytes * IDX_GZIP_RATIO,
+                 IDX_GZIP_RATIO);
     else if (!x->gz && x->file_bytes < want)
-        snprintf(err, errlen, "truncated: the header promises %zu bytes of data but the file holds %llu " REINSTALL, x->count,
-                 (unsigned long long)(x->file_bytes - head));
+        snprintf(err, errlen, "truncated: the header promises %zu bytes of data but the file holds %llu " REINSTALL,
+                 x->count, (unsigned long long)(x->file_bytes - head));
     else if (!x->gz && x->file_bytes > want)
-        snprintf(err, errlen, "the file holds %llu bytes after the %zu bytes of data its header promises: a damaged file or a wrong header " REINSTALL,
+        snprintf(err, errlen,
+                 "the file holds %llu bytes after the %zu bytes of data its header promises: a damaged file or a wrong "
+                 "header " REINSTALL,
                  (unsigned long long)(x->file_bytes - want), x->count);
     else return 0;
     return -1;
@@ -130,21 +139,33 @@ int idx_open(const char *path, Idx *out, char *err, size_t errlen) {
     if (fd < 0) { snprintf(err, errlen, "cannot open: %s", why); return -1; }
     struct stat st;
     IdxStream *s = calloc(1, sizeof *s);
-    if (!s || fstat(fd, &st) != 0) { free(s); close(fd); snprintf(err, errlen, "cannot open: %s", s ? strerror(errno) : "out of memory"); return -1; }
+    if (!s || fstat(fd, &st) != 0) {
+        free(s);
+        close(fd);
+        snprintf(err, errlen, "cannot open: %s", s ? strerror(errno) : "out of memory");
+        return -1;
+    }
     s->fd = fd;
     out->s = s;
     out->file_bytes = (uint64_t)st.st_size;
     if (fill(s, 2, err, errlen)) return fail(out, err, errlen, NULL);
     out->gz = s->gz = s->z.avail_in >= 2 && s->in[0] == 0x1f && s->in[1] == 0x8b;
-    if (s->gz && inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) { s->gz = 0; return fail(out, err, errlen, "out of memory for zlib"); }
+    if (s->gz && inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) {
+        s->gz = 0;
+        return fail(out, err, errlen, "out of memory for zlib");
+    }
     unsigned char h[4 + 4 * IDX_MAX_DIMS];
     if (header_part(out, h, 4, "magic number", err, errlen)) return fail(out, err, errlen, NULL);
     if (h[0] || h[1] || h[3] < 1 || h[3] > IDX_MAX_DIMS) {
-        snprintf(err, errlen, "wrong magic 0x%02x%02x%02x%02x: not an IDX file (expected 0x00000801 labels or 0x00000803 images)", h[0], h[1], h[2], h[3]);
+        snprintf(err, errlen,
+                 "wrong magic 0x%02x%02x%02x%02x: not an IDX file (expected 0x00000801 labels or 0x00000803 images)",
+                 h[0], h[1], h[2], h[3]);
         return fail(out, err, errlen, NULL);
     }
     if (h[2] != IDX_UBYTE) {
-        snprintf(err, errlen, "IDX element type 0x%02x is not supported: only unsigned bytes (0x08), as MNIST-style data sets use", h[2]);
+        snprintf(err, errlen,
+                 "IDX element type 0x%02x is not supported: only unsigned bytes (0x08), as MNIST-style data sets use",
+                 h[2]);
         return fail(out, err, errlen, NULL);
     }
     out->ndim = h[3];
@@ -184,7 +205,8 @@ int idx_load(Idx *x, char *err, size_t errlen) {
         got += n;
         if (rc == -1) return fail(x, err, errlen, NULL);
         if (rc == -2 || n < want) {
-            snprintf(err, errlen, "truncated: the header promises %zu bytes of data but the file holds fewer " REINSTALL, count);
+            snprintf(err, errlen,
+                     "truncated: the header promises %zu bytes of data but the file holds fewer " REINSTALL, count);
             return fail(x, err, errlen, NULL);
         }
     }
@@ -196,11 +218,15 @@ int idx_load(Idx *x, char *err, size_t errlen) {
     while ((rc = pull(s, x->file_bytes, rest, sizeof rest, &n, err, errlen)) == 0 && n) extra += n;
     if (rc == -1) return fail(x, err, errlen, NULL);
     if (rc == -2) {
-        snprintf(err, errlen, "truncated: the gzip stream ends before its trailer (CRC-32 and length), so the data cannot be checked " REINSTALL);
+        snprintf(err, errlen,
+                 "truncated: the gzip stream ends before its trailer (CRC-32 and length), so the data cannot be "
+                 "checked " REINSTALL);
         return fail(x, err, errlen, NULL);
     }
     if (extra) {
-        snprintf(err, errlen, "the file holds %llu bytes after the %zu bytes of data its header promises: a damaged file or a wrong header " REINSTALL,
+        snprintf(err, errlen,
+                 "the file holds %llu bytes after the %zu bytes of data its header promises: a damaged file or a wrong "
+                 "header " REINSTALL,
                  (unsigned long long)extra, count);
         return fail(x, err, errlen, NULL);
     }
@@ -225,6 +251,7 @@ int idx_write(const char *path, int ndim, const int64_t *dims, const uint8_t *da
         h[6 + 4 * i] = (unsigned char)(v >> 8);  h[7 + 4 * i] = (unsigned char)v;
         count *= v;
     }
-    int ok = gzwrite(f, h, 4 + 4 * (unsigned)ndim) == (int)(4 + 4 * ndim) && (count == 0 || gzwrite(f, data, (unsigned)count) == (int)count);
+    int ok = gzwrite(f, h, 4 + 4 * (unsigned)ndim) == (int)(4 + 4 * ndim) &&
+             (count == 0 || gzwrite(f, data, (unsigned)count) == (int)count);
     return gzclose(f) == Z_OK && ok ? 0 : -1;
 }

@@ -60,8 +60,12 @@ static void cpu_bias_grad(float *db, const float *dz, int rows, int cols) {
         else for (int c = 0; c < cols; c++) db[c] += row[c];
     }
 }
-static void cpu_to_bf16(uint16_t *dst, const float *src, size_t n) { for (size_t i = 0; i < n; i++) dst[i] = bf16_from_f32(src[i]); }
-static void cpu_from_bf16(float *dst, const uint16_t *src, size_t n) { for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]); }
+static void cpu_to_bf16(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_from_f32(src[i]);
+}
+static void cpu_from_bf16(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
 
 static double cpu_softmax_xent(const float *logits, const int32_t *labels, int rows, int C,
                                float scale, float *dlogits, int *correct) {
@@ -78,7 +82,8 @@ static long first_nonfinite(const float *p, size_t n) {
     for (size_t i = 0; i < n; i++) if (!isfinite(p[i])) return (long)i;
     return -1;
 }
-static long cpu_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, AdamArgs a) {
+static long cpu_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n,
+                     AdamArgs a) {
     int bad = 0;  // an OR over the loop keeps it vectorised; the index is looked for only when set
     for (size_t i = 0; i < n; i++) { adam_update(&p[i], g[i], &m[i], &v[i], a); bad |= !isfinite(p[i]); }
     return bad ? first_nonfinite(p, n) : -1;
@@ -88,7 +93,9 @@ static long cpu_sgd(float *p, const float *g, size_t n, float lr) {
     for (size_t i = 0; i < n; i++) { p[i] = sgd_update(p[i], g[i], lr); bad |= !isfinite(p[i]); }
     return bad ? first_nonfinite(p, n) : -1;
 }
-static void cpu_axpy(float *y, float a, const float *x, size_t n) { for (size_t i = 0; i < n; i++) y[i] = axpy_f(y[i], a, x[i]); }
+static void cpu_axpy(float *y, float a, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = axpy_f(y[i], a, x[i]);
+}
 static void cpu_scale(float *x, float a, size_t n) { for (size_t i = 0; i < n; i++) x[i] *= a; }
 static void cpu_sync(void) {}
 static void cpu_set_tf32(int on) { CHECK(!on, "TF32 asked of the cpu backend (validation should have refused it)"); }

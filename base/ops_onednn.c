@@ -7,15 +7,33 @@
 
 #ifdef MICROPP_NO_ONEDNN
 int onednn_available(char *err, size_t n) {
-    snprintf(err, n, "this micropp was built without oneDNN: install Debian's libdnnl-dev (make deps does) and rebuild");
+    snprintf(err, n,
+             "this micropp was built without oneDNN: install Debian's libdnnl-dev (make deps does) and rebuild");
     return 0;
 }
 void onednn_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc) {
-    (void)ta; (void)tb; (void)M; (void)N; (void)K; (void)alpha; (void)A; (void)lda; (void)B; (void)ldb; (void)beta; (void)C; (void)ldc;
+    (void)ta;
+    (void)tb;
+    (void)M;
+    (void)N;
+    (void)K;
+    (void)alpha;
+    (void)A;
+    (void)lda;
+    (void)B;
+    (void)ldb;
+    (void)beta;
+    (void)C;
+    (void)ldc;
     fatal("bf16 gemm in a build without oneDNN (validation should have refused --precision bf16)");
 }
-void onednn_describe(int M, int N, int K, char *out, size_t n) { (void)M; (void)N; (void)K; snprintf(out, n, "onednn not built in"); }
+void onednn_describe(int M, int N, int K, char *out, size_t n) {
+    (void)M;
+    (void)N;
+    (void)K;
+    snprintf(out, n, "onednn not built in");
+}
 int onednn_native_bf16(void) { return 0; }
 void onednn_set_threads(int threads) { (void)threads; }
 #else
@@ -127,7 +145,8 @@ void onednn_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const fl
                       const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {  // an empty sum: C = beta C, as BLAS does
-        for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
     abuf = grow(abuf, &acap, (size_t)M * K);

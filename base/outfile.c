@@ -29,7 +29,8 @@ static int follow_links(const char *path, char *out, size_t n) {
         link[len] = 0;
         const char *slash = strrchr(cur, '/');
         if (link[0] == '/' || !slash) snprintf(next, sizeof next, "%s", link);  // absolute, or beside cur in "."
-        else if (snprintf(next, sizeof next, "%.*s/%s", (int)(slash - cur), cur, link) >= (int)sizeof next) return ENAMETOOLONG;
+        else if (snprintf(next, sizeof next, "%.*s/%s", (int)(slash - cur), cur, link) >= (int)sizeof next)
+            return ENAMETOOLONG;
         snprintf(cur, sizeof cur, "%s", next);
     }
     return ELOOP;
@@ -112,11 +113,12 @@ void out_abandon(OutFile *o) {
 }
 
 const char *out_hint(int err) {
-    return err == EISDIR ? "it is a folder: give a file name inside it"
-         : err == EINVAL ? "it is neither a regular file, a FIFO nor a character device: give a file name"
-         : err == ELOOP ? "it is a loop of symbolic links: give a file name"
-         : err == ENXIO ? "it is a FIFO that no process opened for reading within 2 s: start its reader first, or give a file name"
-                        : "check that the folder exists and is writable";
+    return err == EISDIR   ? "it is a folder: give a file name inside it"
+           : err == EINVAL ? "it is neither a regular file, a FIFO nor a character device: give a file name"
+           : err == ELOOP  ? "it is a loop of symbolic links: give a file name"
+           : err == ENXIO  ? "it is a FIFO that no process opened for reading within 2 s: start its reader first, or "
+                             "give a file name"
+                           : "check that the folder exists and is writable";
 }
 
 int out_check(const char *path) {

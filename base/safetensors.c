@@ -73,7 +73,9 @@ int st_parse(const uint8_t *buf, size_t len, StFile *f, char *err, size_t errlen
     if (len < 8) FAIL("file of %zu bytes is too short for a safetensors header (truncated?)", len);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
-    if (hlen > len - 8) FAIL("header length %llu exceeds the %zu bytes of the file (truncated, or not safetensors)", (unsigned long long)hlen, len);
+    if (hlen > len - 8)
+        FAIL("header length %llu exceeds the %zu bytes of the file (truncated, or not safetensors)",
+             (unsigned long long)hlen, len);
     if (hlen > ST_MAX_HEADER) FAIL("header of %llu bytes is over the format's 100 MB limit", (unsigned long long)hlen);
     cJSON *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen);
     if (!root) FAIL("header is not valid JSON");
@@ -90,12 +92,14 @@ int st_parse(const uint8_t *buf, size_t len, StFile *f, char *err, size_t errlen
             if (f->meta) FAIL_ROOT("two __metadata__ entries");
             if (!cJSON_IsObject(it)) FAIL_ROOT("__metadata__ is not an object");
             for (cJSON *m = it->child; m; m = m->next)
-                if (!cJSON_IsString(m)) FAIL_ROOT("__metadata__ value '%.64s' is not a string", m->string ? m->string : "");
+                if (!cJSON_IsString(m))
+                    FAIL_ROOT("__metadata__ value '%.64s' is not a string", m->string ? m->string : "");
             f->meta = cJSON_Duplicate(it, 1);
             if (!f->meta) FAIL_ROOT("out of memory for the metadata");
             continue;
         }
-        if (strlen(name) >= ST_NAME_LEN) FAIL_ROOT("tensor name '%.64s...' is longer than %d bytes", name, ST_NAME_LEN - 1);
+        if (strlen(name) >= ST_NAME_LEN)
+            FAIL_ROOT("tensor name '%.64s...' is longer than %d bytes", name, ST_NAME_LEN - 1);
         StTensor *t = &f->t[f->n];
         snprintf(t->name, sizeof t->name, "%s", name);
         if (!cJSON_IsObject(it)) FAIL_ROOT("tensor '%s' is not a JSON object", name);
@@ -105,7 +109,8 @@ int st_parse(const uint8_t *buf, size_t len, StFile *f, char *err, size_t errlen
         if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off))
             FAIL_ROOT("tensor '%s' lacks dtype, shape or data_offsets", name);
         size_t esize = st_dtype_size(dt->valuestring);
-        if (!esize || strlen(dt->valuestring) >= sizeof t->dtype) FAIL_ROOT("tensor '%s' has unknown dtype '%.16s'", name, dt->valuestring);
+        if (!esize || strlen(dt->valuestring) >= sizeof t->dtype)
+            FAIL_ROOT("tensor '%s' has unknown dtype '%.16s'", name, dt->valuestring);
         strcpy(t->dtype, dt->valuestring);
         uint64_t numel = 1;
         int overflow = 0;
@@ -120,9 +125,12 @@ int st_parse(const uint8_t *buf, size_t len, StFile *f, char *err, size_t errlen
         uint64_t b, e;
         if (cJSON_GetArraySize(off) != 2 || json_u64(off->child, &b) || json_u64(off->child->next, &e) || b > e)
             FAIL_ROOT("tensor '%s' has data_offsets that are not [begin, end] with begin <= end", name);
-        if (e > f->data_len) FAIL_ROOT("tensor '%s' ends at byte %llu of a %llu-byte data section (truncated?)", name, (unsigned long long)e, (unsigned long long)f->data_len);
+        if (e > f->data_len)
+            FAIL_ROOT("tensor '%s' ends at byte %llu of a %llu-byte data section (truncated?)", name,
+                      (unsigned long long)e, (unsigned long long)f->data_len);
         if (overflow || numel > UINT64_MAX / esize || numel * esize != e - b)
-            FAIL_ROOT("tensor '%s': its shape needs %s bytes but data_offsets span %llu", name, overflow ? "too many" : "a different number of", (unsigned long long)(e - b));
+            FAIL_ROOT("tensor '%s': its shape needs %s bytes but data_offsets span %llu", name,
+                      overflow ? "too many" : "a different number of", (unsigned long long)(e - b));
         t->begin = b;
         t->end = e;
         f->n++;
@@ -149,12 +157,15 @@ int st_parse(const uint8_t *buf, size_t len, StFile *f, char *err, size_t errlen
             unsigned long long begin = order[i]->begin;
             snprintf(name, sizeof name, "%s", order[i]->name);
             free(order);
-            FAIL("tensor '%s' starts at byte %llu, expected %llu (data ranges overlap or leave a hole)", name, begin, (unsigned long long)at);
+            FAIL("tensor '%s' starts at byte %llu, expected %llu (data ranges overlap or leave a hole)", name, begin,
+                 (unsigned long long)at);
         }
         at = order[i]->end;
     }
     free(order);
-    if (at != f->data_len) FAIL("the tensors cover %llu bytes but the data section has %llu (trailing bytes)", (unsigned long long)at, (unsigned long long)f->data_len);
+    if (at != f->data_len)
+        FAIL("the tensors cover %llu bytes but the data section has %llu (trailing bytes)", (unsigned long long)at,
+             (unsigned long long)f->data_len);
     return 0;
 }
 #undef FAIL
@@ -217,14 +228,16 @@ int st_writer_open(StWriter *w, const char *path) {
     // O_NONBLOCK: a FIFO left under the temporary name would otherwise wait for a reader forever
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
     if (w->fd < 0) {
-        snprintf(w->err, sizeof w->err, "cannot create %s: %s", w->tmp, errno == ENXIO ? "a FIFO has that name: remove it" : strerror(errno));
+        snprintf(w->err, sizeof w->err, "cannot create %s: %s", w->tmp,
+                 errno == ENXIO ? "a FIFO has that name: remove it" : strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(w->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(w->fd);
         w->fd = -1;
-        snprintf(w->err, sizeof w->err, "cannot create %s: something other than a regular file has that name: remove it", w->tmp);
+        snprintf(w->err, sizeof w->err,
+                 "cannot create %s: something other than a regular file has that name: remove it", w->tmp);
         return -1;
     }
     fcntl(w->fd, F_SETFL, O_WRONLY);  // blocking writes again (O_NONBLOCK off)
@@ -240,7 +253,8 @@ int st_writer_write(StWriter *w, const void *buf, size_t n) {
         else k = write(w->fd, p, chunk);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
-            snprintf(w->err, sizeof w->err, "writing %s: %s%s", w->tmp, k < 0 ? strerror(errno) : "no progress (disk full?)",
+            snprintf(w->err, sizeof w->err, "writing %s: %s%s", w->tmp,
+                     k < 0 ? strerror(errno) : "no progress (disk full?)",
                      w->bytes + chunk > w->fail_after ? " (injected by MICROPP_FAULT)" : "");
             return -1;
         }
@@ -262,14 +276,24 @@ int fsync_dir(const char *dir) {
 
 int st_writer_commit(StWriter *w) {
     if (fsync(w->fd) != 0) { snprintf(w->err, sizeof w->err, "fsync %s: %s", w->tmp, strerror(errno)); return -1; }
-    if (close(w->fd) != 0) { w->fd = -1; snprintf(w->err, sizeof w->err, "closing %s: %s", w->tmp, strerror(errno)); return -1; }
+    if (close(w->fd) != 0) {
+        w->fd = -1;
+        snprintf(w->err, sizeof w->err, "closing %s: %s", w->tmp, strerror(errno));
+        return -1;
+    }
     w->fd = -1;
-    if (rename(w->tmp, w->path) != 0) { snprintf(w->err, sizeof w->err, "renaming %s.tmp into place: %s", w->path, strerror(errno)); return -1; }
+    if (rename(w->tmp, w->path) != 0) {
+        snprintf(w->err, sizeof w->err, "renaming %s.tmp into place: %s", w->path, strerror(errno));
+        return -1;
+    }
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", w->path);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0; else strcpy(dir, ".");
-    if (fsync_dir(dir[0] ? dir : "/") != 0) { snprintf(w->err, sizeof w->err, "fsync of folder %s: %s", dir, strerror(errno)); return -1; }
+    if (fsync_dir(dir[0] ? dir : "/") != 0) {
+        snprintf(w->err, sizeof w->err, "fsync of folder %s: %s", dir, strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -286,15 +310,28 @@ int read_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *er
     int fd = open_input(path, why, sizeof why);  // (a FIFO is refused, not waited on)
     if (fd < 0) { snprintf(err, errlen, "cannot open %s: %s", path, why); return -1; }
     struct stat st;
-    if (fstat(fd, &st) != 0) { close(fd); snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno)); return -1; }
-    if ((uint64_t)st.st_size > max) { close(fd); snprintf(err, errlen, "%s has %lld bytes, more than the %zu allowed", path, (long long)st.st_size, max); return -1; }
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        snprintf(err, errlen, "%s has %lld bytes, more than the %zu allowed", path, (long long)st.st_size, max);
+        return -1;
+    }
     size_t n = (size_t)st.st_size, got = 0;
     uint8_t *b = malloc(n ? n : 1);
     if (!b) { close(fd); snprintf(err, errlen, "out of memory reading %s (%zu bytes)", path, n); return -1; }
     while (got < n) {
         ssize_t k = read(fd, b + got, n - got);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) { free(b); close(fd); snprintf(err, errlen, "reading %s: %s", path, k < 0 ? strerror(errno) : "file shrank while reading"); return -1; }
+        if (k <= 0) {
+            free(b);
+            close(fd);
+            snprintf(err, errlen, "reading %s: %s", path, k < 0 ? strerror(errno) : "file shrank while reading");
+            return -1;
+        }
         got += (size_t)k;
     }
     close(fd);

@@ -73,7 +73,8 @@ int stdout_closed_ok(void) {
     errno = 0;
     int failed_now = fflush(stdout) != 0, e = errno;
     if (!failed_now && !ferror(stdout)) return 1;
-    fprintf(stderr, "micropp: writing standard output failed%s%s: the output is incomplete (a full disk, or a closed pipe?)\n",
+    fprintf(stderr,
+            "micropp: writing standard output failed%s%s: the output is incomplete (a full disk, or a closed pipe?)\n",
             failed_now && e ? ": " : "", failed_now && e ? strerror(e) : "");
     return 0;
 }

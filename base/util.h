@@ -93,8 +93,12 @@ static inline int open_input(const char *path, char *why, size_t n) {
         return -1;
     }
     if (fd < 0 || !S_ISREG(st.st_mode)) {
-        const char *kind = S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)" : S_ISCHR(st.st_mode) ? "a character device"
-                         : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket" : S_ISDIR(st.st_mode) ? "a folder" : "not a file";
+        const char *kind = S_ISFIFO(st.st_mode)   ? "a FIFO (named pipe)"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                           : S_ISDIR(st.st_mode)  ? "a folder"
+                                                  : "not a file";
         if (fd >= 0) close(fd);
         snprintf(why, n, "it is %s, not a regular file: give a regular file", kind);
         return -1;

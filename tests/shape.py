@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # tests/shape.py: the limits that keep micropp's code readable (docs/code.md states them):
 #   - no function longer than 120 lines (tables of data are not functions and are not counted);
-#   - no .c file over 800 lines;
+#   - no .c file over 800 lines, no line over 120 characters;
 #   - every include points down the floors, read off the folders (no hand-kept table):
 #       commands (a root file defining cmd_*, and micropp.c) -> train/ -> the core (the other root
 #       files) -> base/; base/ includes only base/, the core never train/ or a command, train/ never
@@ -14,7 +14,7 @@
 import glob, os, re, sys
 
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-MAX_FN, MAX_FILE = 120, 800
+MAX_FN, MAX_FILE, MAX_LINE = 120, 800, 120
 sources = sorted(glob.glob('*.c') + glob.glob('*.h') + glob.glob('*.cu') + glob.glob('base/*.[ch]') + glob.glob('train/*.[ch]'))
 failed = 0
 
@@ -114,6 +114,8 @@ if '--report' in sys.argv:
 
 long_fns = [f"{p}:{n} is {k} lines" for p in sources if p.endswith(('.c', '.cu')) for n, k in functions(p) if k > MAX_FN]
 report(f"shape/no function over {MAX_FN} lines", long_fns)
+wide = [f"{p}:{i + 1} has {len(l)} characters" for p in sources for i, l in enumerate(open(p, errors='replace').read().split('\n')) if len(l) > MAX_LINE]
+report(f"shape/no line over {MAX_LINE} characters (clang-format breaks them: .clang-format)", wide)
 big = [f"{p} has {n} lines" for p in sources if p.endswith('.c') for n in [len(open(p).read().split(chr(10))) - 1] if n > MAX_FILE]
 report(f"shape/no .c file over {MAX_FILE} lines", big)
 

@@ -56,7 +56,9 @@ static int stage_tensors(const Stage *s, TensorRef *t) {
     }
     return n;
 }
-static size_t tensor_numel(const TensorRef *t) { return (size_t)t->shape[0] * (size_t)(t->ndim == 2 ? t->shape[1] : 1); }
+static size_t tensor_numel(const TensorRef *t) {
+    return (size_t)t->shape[0] * (size_t)(t->ndim == 2 ? t->shape[1] : 1);
+}
 
 // ---- setup ----
 
@@ -87,16 +89,20 @@ void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
             snprintf(probe, sizeof probe, "%s/.micropp-probe", c->save);
             FILE *f = NULL;
             if (mkdir_p(c->save) != 0)
-                snprintf(err, sizeof err, "train: --save %s: cannot create that folder: %s (choose a writable path)", c->save, strerror(errno));
+                snprintf(err, sizeof err, "train: --save %s: cannot create that folder: %s (choose a writable path)",
+                         c->save, strerror(errno));
             else if (!(f = fopen(probe, "w")))
-                snprintf(err, sizeof err, "train: --save %s: cannot write there: %s (choose a writable folder)", c->save, strerror(errno));
+                snprintf(err, sizeof err, "train: --save %s: cannot write there: %s (choose a writable folder)",
+                         c->save, strerror(errno));
             if (f) { fclose(f); unlink(probe); }
         }
         if (!err[0] && c->resume[0]) {
             char path[PATH_LEN + 32];
             snprintf(path, sizeof path, "%s/" MANIFEST, c->resume);
             if (access(path, R_OK) != 0)
-                snprintf(err, sizeof err, "train: --resume %s: no readable %s there (%s): give a folder written by --save", c->resume, MANIFEST, strerror(errno));
+                snprintf(err, sizeof err,
+                         "train: --resume %s: no readable %s there (%s): give a folder written by --save", c->resume,
+                         MANIFEST, strerror(errno));
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -131,7 +137,9 @@ typedef struct {
 
 static int get_int(const cJSON *o, const char *key, double lo, double hi, double *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) || v->valuedouble != floor(v->valuedouble)) return -1;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) ||
+        v->valuedouble != floor(v->valuedouble))
+        return -1;
     *out = v->valuedouble;
     return 0;
 }
@@ -143,19 +151,29 @@ static int manifest_parse(const char *text, Manifest *m, char *err, size_t errle
     cJSON *root = cJSON_Parse(text);
     const cJSON *cfg, *lay, *files, *fmt;
     double v;
-#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); cJSON_Delete(root); free(m->files); m->files = NULL; return -1; } while (0)
+#define BAD(...)                                                                                                       \
+    do {                                                                                                               \
+        snprintf(err, errlen, __VA_ARGS__);                                                                            \
+        cJSON_Delete(root);                                                                                            \
+        free(m->files);                                                                                                \
+        m->files = NULL;                                                                                               \
+        return -1;                                                                                                     \
+    } while (0)
     if (!root || !cJSON_IsObject(root)) BAD("%s is not valid JSON", MANIFEST);
     fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "micropp-checkpoint")) BAD("%s is not a micropp checkpoint manifest (format)", MANIFEST);
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "micropp-checkpoint"))
+        BAD("%s is not a micropp checkpoint manifest (format)", MANIFEST);
     if (get_int(root, "version", 1, 1, &v)) BAD("%s: unsupported version (this micropp reads version 1)", MANIFEST);
     if (get_int(root, "step", 0, 9e15, &v)) BAD("%s: 'step' is missing or not a non-negative integer", MANIFEST);
     m->step = (int64_t)v;
-    if (get_int(root, "next_sample", 0, 9e15, &v)) BAD("%s: 'next_sample' is missing or not a non-negative integer", MANIFEST);
+    if (get_int(root, "next_sample", 0, 9e15, &v))
+        BAD("%s: 'next_sample' is missing or not a non-negative integer", MANIFEST);
     m->next_sample = (uint64_t)v;
     cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
     lay = cJSON_GetObjectItemCaseSensitive(root, "layout");
     files = cJSON_GetObjectItemCaseSensitive(root, "files");
-    if (!cJSON_IsObject(cfg) || !cJSON_IsObject(lay) || !cJSON_IsArray(files)) BAD("%s lacks config, layout or files", MANIFEST);
+    if (!cJSON_IsObject(cfg) || !cJSON_IsObject(lay) || !cJSON_IsArray(files))
+        BAD("%s lacks config, layout or files", MANIFEST);
     if (get_int(cfg, "layers", 1, 4096, &v)) BAD("%s: config.layers is missing or out of range", MANIFEST);
     m->layers = (int)v;
     if (get_int(cfg, "hidden", 1, 65536, &v)) BAD("%s: config.hidden is missing or out of range", MANIFEST);
@@ -164,9 +182,11 @@ static int manifest_parse(const char *text, Manifest *m, char *err, size_t errle
     if (get_int(cfg, "classes", 2, 65536, &v)) BAD("%s: config.classes is missing or out of range", MANIFEST);
     m->classes = (int)v;
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(cfg, "optimizer");
-    if (!cJSON_IsString(opt) || (strcmp(opt->valuestring, "adam") && strcmp(opt->valuestring, "sgd"))) BAD("%s: config.optimizer is not adam or sgd", MANIFEST);
+    if (!cJSON_IsString(opt) || (strcmp(opt->valuestring, "adam") && strcmp(opt->valuestring, "sgd")))
+        BAD("%s: config.optimizer is not adam or sgd", MANIFEST);
     m->optimizer = strcmp(opt->valuestring, "sgd") ? OPTIM_ADAM : OPTIM_SGD;
-    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(cfg, "lr"), *data = cJSON_GetObjectItemCaseSensitive(cfg, "data");
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(cfg, "lr"),
+                *data = cJSON_GetObjectItemCaseSensitive(cfg, "data");
     m->lr = cJSON_IsNumber(lr) ? lr->valuedouble : -1;
     m->batch = get_int(cfg, "batch", 1, 9e15, &v) ? -1 : v;
     m->seed = get_int(cfg, "seed", 0, 9e15, &v) ? -1 : v;
@@ -187,15 +207,17 @@ static int manifest_parse(const char *text, Manifest *m, char *err, size_t errle
         const cJSON *range = cJSON_GetObjectItemCaseSensitive(f, "layers");
         const cJSON *head = cJSON_GetObjectItemCaseSensitive(f, "head");
         double lo, hi, bytes, crc, stage;
-        if (!cJSON_IsObject(f) || !cJSON_IsString(name) || !cJSON_IsArray(range) || cJSON_GetArraySize(range) != 2 || !cJSON_IsBool(head) ||
-            get_int(f, "bytes", 8, 9e15, &bytes) || get_int(f, "crc32", 0, 4294967295.0, &crc) || get_int(f, "stage", 0, 1 << 30, &stage)) {
+        if (!cJSON_IsObject(f) || !cJSON_IsString(name) || !cJSON_IsArray(range) || cJSON_GetArraySize(range) != 2 ||
+            !cJSON_IsBool(head) || get_int(f, "bytes", 8, 9e15, &bytes) || get_int(f, "crc32", 0, 4294967295.0, &crc) ||
+            get_int(f, "stage", 0, 1 << 30, &stage)) {
             free(seen);
             BAD("%s: files[%d] lacks file, stage, layers, head, bytes or crc32", MANIFEST, m->n_files);
         }
         const char *fn = name->valuestring;
         if (!fn[0] || strlen(fn) >= sizeof r->file || strchr(fn, '/') || !strcmp(fn, ".") || !strcmp(fn, "..")) {
             free(seen);
-            BAD("%s: files[%d] names '%.64s', which is not a plain file name in the checkpoint folder", MANIFEST, m->n_files, fn);
+            BAD("%s: files[%d] names '%.64s', which is not a plain file name in the checkpoint folder", MANIFEST,
+                m->n_files, fn);
         }
         lo = cJSON_IsNumber(range->child) ? range->child->valuedouble : -1;
         hi = cJSON_IsNumber(range->child->next) ? range->child->next->valuedouble : -1;
@@ -283,13 +305,20 @@ static int load_tensor(const StFile *f, const char *file, const char *name, cons
                        const Backend *be, float *dst, char *err, size_t errlen) {
     const StTensor *t = st_find(f, name);
     if (!t) { snprintf(err, errlen, "%s lacks tensor '%s' that the manifest places there", file, name); return -1; }
-    if (strcmp(t->dtype, "F32")) { snprintf(err, errlen, "%s: tensor '%s' has dtype %s, expected F32", file, name, t->dtype); return -1; }
+    if (strcmp(t->dtype, "F32")) {
+        snprintf(err, errlen, "%s: tensor '%s' has dtype %s, expected F32", file, name, t->dtype);
+        return -1;
+    }
     int ok = t->ndim == want->ndim;
     for (int d = 0; ok && d < want->ndim; d++) ok = t->shape[d] == want->shape[d];
     if (!ok) {
         char got[96] = "", exp[64];
-        for (int d = 0; d < t->ndim && d < 4; d++) { size_t l = strlen(got); snprintf(got + l, sizeof got - l, "%s%lld", d ? "," : "", (long long)t->shape[d]); }
-        if (want->ndim == 2) snprintf(exp, sizeof exp, "%lld,%lld", (long long)want->shape[0], (long long)want->shape[1]);
+        for (int d = 0; d < t->ndim && d < 4; d++) {
+            size_t l = strlen(got);
+            snprintf(got + l, sizeof got - l, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        }
+        if (want->ndim == 2)
+            snprintf(exp, sizeof exp, "%lld,%lld", (long long)want->shape[0], (long long)want->shape[1]);
         else snprintf(exp, sizeof exp, "%lld", (long long)want->shape[0]);
         snprintf(err, errlen, "%s: tensor '%s' has shape [%s], expected [%s]", file, name, got, exp);
         return -1;
@@ -299,69 +328,155 @@ static int load_tensor(const StFile *f, const char *file, const char *name, cons
         memcpy(&v, f->data + t->begin + i * sizeof(float), sizeof v);  // (unaligned)
         if (isfinite(v) && !(squares && v < 0)) continue;
         if (!isfinite(v))
-            snprintf(err, errlen, "%s: tensor '%s' holds %s at index %zu: it was saved from a run that diverged; resume an earlier checkpoint",
+            snprintf(err, errlen,
+                     "%s: tensor '%s' holds %s at index %zu: it was saved from a run that diverged; resume an earlier "
+                     "checkpoint",
                      file, name, isnan(v) ? "NaN" : "Inf", i);
         else
-            snprintf(err, errlen, "%s: tensor '%s' holds %g at index %zu, but Adam's second moment is a mean of squares and cannot be "
-                     "negative: the file was altered or damaged; resume an earlier checkpoint", file, name, v, i);
+            snprintf(
+                err, errlen,
+                "%s: tensor '%s' holds %g at index %zu, but Adam's second moment is a mean of squares and cannot be "
+                "negative: the file was altered or damaged; resume an earlier checkpoint",
+                file, name, v, i);
         return -1;
     }
     be->to_device(dst, f->data + t->begin, t->end - t->begin);  // data may be unaligned: to_device is a byte copy
     return 0;
 }
 
-int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size_t desc_len) {
+// What a resumed run may change on purpose, said once (rank 0).
+static void resume_notes(const TrainConfig *c, const Manifest *m) {
+    if (m->seed >= 0 && m->seed != (double)c->seed)
+        fprintf(stderr,
+                "micropp: note: --seed %lld differs from the checkpoint's %.0f (the synthetic task and data depend "
+                "on it)\n",
+                (long long)c->seed, m->seed);
+    if (m->batch >= 0 && m->batch != (double)c->batch)
+        fprintf(stderr,
+                "micropp: note: --batch %lld differs from the checkpoint's %.0f (the data stream goes on from "
+                "sample %llu)\n",
+                (long long)c->batch, m->batch, (unsigned long long)m->next_sample);
+    if (m->samples >= 0 && m->samples != (double)c->samples)
+        fprintf(stderr, "micropp: note: --samples %lld differs from the checkpoint's %.0f\n", (long long)c->samples,
+                m->samples);
+    if (m->data[0] && strcmp(m->data, c->data))
+        fprintf(stderr, "micropp: note: --data %s differs from the checkpoint's %s\n", c->data, m->data);
+    if (m->lr >= 0 && m->lr != c->lr)
+        fprintf(stderr, "micropp: note: --lr %g differs from the checkpoint's %g\n", c->lr, m->lr);
+}
+
+// The manifest every rank parsed (the same text, so the same verdict without a message), checked
+// against this run: the model's shape, the optimizer and the step must match; what may differ on
+// purpose (a new learning rate, more data) is said once, by rank 0.
+static void resume_manifest(const CkptLayout *l, int rank, Manifest *m) {
     const TrainConfig *c = l->c;
     const char *dir = c->resume;
-    int rank;
-    MPI_CHECK(MPI_Comm_rank(l->comm, &rank));
     char *text = manifest_fetch(dir, l->comm);
-    Manifest m;
     char why[WHY_LEN], err[ERR_LEN] = "";
-    // Every rank parses the same text, so every rank reaches the same verdict without a message;
-    // only rank 0 prints it.
-    if (manifest_parse(text, &m, why, sizeof why)) snprintf(err, sizeof err, "train: --resume %s: %s", dir, why);
+    if (manifest_parse(text, m, why, sizeof why)) snprintf(err, sizeof err, "train: --resume %s: %s", dir, why);
     free(text);
     if (err[0]) user_error("%s", err);
     const char *what = NULL;
     long long mine = 0, theirs = 0;
-    if (m.layers != c->layers) { what = "layers"; mine = c->layers; theirs = m.layers; }
-    else if (m.hidden != c->hidden) { what = "hidden"; mine = c->hidden; theirs = m.hidden; }
-    else if (m.inputs != l->inputs) { what = "inputs"; mine = l->inputs; theirs = m.inputs; }
-    else if (m.classes != c->classes) { what = "classes"; mine = c->classes; theirs = m.classes; }
-    if (what) { free(m.files); user_error("train: --resume %s: the checkpoint has --%s %lld but this run has --%s %lld: use --%s %lld or start without --resume", dir, what, theirs, what, mine, what, theirs); }
-    if (m.optimizer != c->optimizer) {
-        free(m.files);
-        user_error("train: --resume %s: the checkpoint was trained with --optimizer %s but this run uses %s: use --optimizer %s",
-                   dir, optim_name(m.optimizer), optim_name(c->optimizer), optim_name(m.optimizer));
+    if (m->layers != c->layers) { what = "layers"; mine = c->layers; theirs = m->layers; }
+    else if (m->hidden != c->hidden) { what = "hidden"; mine = c->hidden; theirs = m->hidden; }
+    else if (m->inputs != l->inputs) { what = "inputs"; mine = l->inputs; theirs = m->inputs; }
+    else if (m->classes != c->classes) { what = "classes"; mine = c->classes; theirs = m->classes; }
+    if (what) {
+        free(m->files);
+        user_error("train: --resume %s: the checkpoint has --%s %lld but this run has --%s %lld: use --%s %lld or "
+                   "start without --resume",
+                   dir, what, theirs, what, mine, what, theirs);
     }
-    if (m.step >= l->steps) {
-        free(m.files);
-        if (m.step >= (1LL << 30))  // train's --steps range ends below it: nothing to suggest
-            user_error("train: --resume %s: the checkpoint is at step %lld, past the most --steps accepts (%lld): it cannot be trained further",
-                       dir, (long long)m.step, (long long)(1LL << 30));
-        user_error("train: --resume %s: the checkpoint is at step %lld and --steps %lld is the TOTAL step count: use --steps > %lld",
-                   dir, (long long)m.step, (long long)l->steps, (long long)m.step);
+    if (m->optimizer != c->optimizer) {
+        free(m->files);
+        user_error("train: --resume %s: the checkpoint was trained with --optimizer %s but this run uses %s: use "
+                   "--optimizer %s",
+                   dir, optim_name(m->optimizer), optim_name(c->optimizer), optim_name(m->optimizer));
     }
-    // What may differ on purpose (a new learning rate, more data) is allowed, but said once.
-    if (rank == 0) {
-        if (m.seed >= 0 && m.seed != (double)c->seed)
-            fprintf(stderr, "micropp: note: --seed %lld differs from the checkpoint's %.0f (the synthetic task and data depend on it)\n", (long long)c->seed, m.seed);
-        if (m.batch >= 0 && m.batch != (double)c->batch)
-            fprintf(stderr, "micropp: note: --batch %lld differs from the checkpoint's %.0f (the data stream goes on from sample %llu)\n", (long long)c->batch, m.batch, (unsigned long long)m.next_sample);
-        if (m.samples >= 0 && m.samples != (double)c->samples)
-            fprintf(stderr, "micropp: note: --samples %lld differs from the checkpoint's %.0f\n", (long long)c->samples, m.samples);
-        if (m.data[0] && strcmp(m.data, c->data))
-            fprintf(stderr, "micropp: note: --data %s differs from the checkpoint's %s\n", c->data, m.data);
-        if (m.lr >= 0 && m.lr != c->lr)
-            fprintf(stderr, "micropp: note: --lr %g differs from the checkpoint's %g\n", c->lr, m.lr);
+    if (m->step >= l->steps) {
+        free(m->files);
+        if (m->step >= (1LL << 30))  // train's --steps range ends below it: nothing to suggest
+            user_error("train: --resume %s: the checkpoint is at step %lld, past the most --steps accepts (%lld): it "
+                       "cannot be trained further",
+                       dir, (long long)m->step, (long long)(1LL << 30));
+        user_error("train: --resume %s: the checkpoint is at step %lld and --steps %lld is the TOTAL step count: use "
+                   "--steps > %lld",
+                   dir, (long long)m->step, (long long)l->steps, (long long)m->step);
     }
-    int adam = c->optimizer == OPTIM_ADAM;
-    // Each file some local stage needs: read it, check size and CRC, parse, copy the tensors.
+    if (rank == 0) resume_notes(c, m);
+}
+
+// One file some local stage needs: read it, check its size and CRC against the manifest, parse it,
+// copy the tensors of every local stage it holds. Returns the tensors loaded; err on a failure
+// ("" before), naming where a rank other than 0 read it.
+static int resume_file(const CkptLayout *l, const FileRec *fr, int rank, TensorRef *refs, char *err, size_t errlen) {
+    const char *dir = l->c->resume;
+    int adam = l->c->optimizer == OPTIM_ADAM, loaded = 0;
+    char path[PATH_LEN + ST_NAME_LEN + 2], why[WHY_LEN], there[256] = "";
+    snprintf(path, sizeof path, "%s/%s", dir, fr->file);
+    if (rank != 0) {  // every rank checks its copy against the manifest rank 0 read
+        char host[64];
+        launch_host_name(host, sizeof host);
+        snprintf(there, sizeof there,
+                 " (read on rank %d, host %s; the manifest on rank 0: if the hosts hold different copies, copy the "
+                 "same folder to every host)",
+                 rank, host);
+    }
+    uint8_t *buf;
+    size_t len;
+    StFile f;
+    if (read_file(path, FILE_MAX, &buf, &len, why, sizeof why)) {
+        snprintf(err, errlen, "train: --resume %s: %s%s", dir, why, there);
+        return 0;
+    }
+    uint32_t crc = crc32_update(0, buf, len);
+    if (len != fr->bytes)
+        snprintf(err, errlen,
+                 "train: --resume %s: %s has %zu bytes but the manifest says %llu (truncated or replaced): restore "
+                 "it or resume from another checkpoint%s",
+                 dir, fr->file, len, (unsigned long long)fr->bytes, there);
+    else if (crc != fr->crc)
+        snprintf(err, errlen,
+                 "train: --resume %s: %s is corrupted: its CRC-32 is %08x but the manifest says %08x: restore it "
+                 "or resume from another checkpoint%s",
+                 dir, fr->file, crc, fr->crc, there);
+    else if (st_parse(buf, len, &f, why, sizeof why))
+        snprintf(err, errlen, "train: --resume %s: %s is not a valid safetensors file: %s", dir, fr->file, why);
+    if (err[0]) { free(buf); return 0; }
+    for (int k = 0; k < l->n_local && !err[0]; k++) {
+        Stage *s = &l->local[k];
+        int nt = stage_tensors(s, refs);
+        for (int j = 0; j < nt && !err[0]; j++) {
+            const TensorRef *t = &refs[j];
+            if (t->layer < 0 ? !fr->head : !(t->layer >= fr->lo && t->layer < fr->hi)) continue;
+            char m_name[96], v_name[96];
+            snprintf(m_name, sizeof m_name, "optim.exp_avg.%s", t->name);
+            snprintf(v_name, sizeof v_name, "optim.exp_avg_sq.%s", t->name);
+            int bad = load_tensor(&f, fr->file, t->name, t, 0, s->be, s->params + t->offset, why, sizeof why);
+            if (!bad && adam)
+                bad = load_tensor(&f, fr->file, m_name, t, 0, s->be, s->adam_m + t->offset, why, sizeof why) ||
+                      load_tensor(&f, fr->file, v_name, t, 1, s->be, s->adam_v + t->offset, why, sizeof why);
+            if (bad) snprintf(err, errlen, "train: --resume %s: %s", dir, why);
+            else loaded++;
+        }
+    }
+    st_free(&f);
+    free(buf);
+    return loaded;
+}
+
+int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size_t desc_len) {
+    const TrainConfig *c = l->c;
+    int rank;
+    MPI_CHECK(MPI_Comm_rank(l->comm, &rank));
+    Manifest m;
+    resume_manifest(l, rank, &m);
+    char err[ERR_LEN] = "";
     int n_loaded = 0, n_needed = 0;
     TensorRef *refs = xmalloc(sizeof(TensorRef) * (size_t)(2 * c->layers + 2));
     for (int k = 0; k < l->n_local; k++) n_needed += stage_tensors(&l->local[k], refs);
-    for (int k = 0; k < l->n_local && adam; k++)
+    for (int k = 0; k < l->n_local && c->optimizer == OPTIM_ADAM; k++)
         if (!l->local[k].adam_m) {  // the moments exist from step 1 on; allocate them to load into
             l->local[k].adam_m = l->local[k].be->alloc(l->local[k].n_params * sizeof(float));
             l->local[k].adam_v = l->local[k].be->alloc(l->local[k].n_params * sizeof(float));
@@ -371,66 +486,25 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
         int need = 0;
         for (int k = 0; k < l->n_local; k++)
             need |= ranges_meet(fr->lo, fr->hi, l->local[k].lo, l->local[k].hi) || (fr->head && l->local[k].has_head);
-        if (!need) continue;
-        char path[PATH_LEN + ST_NAME_LEN + 2];
-        snprintf(path, sizeof path, "%s/%s", dir, fr->file);
-        uint8_t *buf;
-        size_t len;
-        StFile f;
-        // Every rank checks its copy against the manifest rank 0 read: another host's copy that differs is named so.
-        char there[256] = "";
-        if (rank != 0) {
-            char host[64];
-            launch_host_name(host, sizeof host);
-            snprintf(there, sizeof there, " (read on rank %d, host %s; the manifest on rank 0: if the hosts hold different copies, copy the same folder to every host)",
-                     rank, host);
-        }
-        if (read_file(path, FILE_MAX, &buf, &len, why, sizeof why)) { snprintf(err, sizeof err, "train: --resume %s: %s%s", dir, why, there); break; }
-        uint32_t crc = crc32_update(0, buf, len);
-        if (len != fr->bytes)
-            snprintf(err, sizeof err, "train: --resume %s: %s has %zu bytes but the manifest says %llu (truncated or replaced): restore it or resume from another checkpoint%s",
-                     dir, fr->file, len, (unsigned long long)fr->bytes, there);
-        else if (crc != fr->crc)
-            snprintf(err, sizeof err, "train: --resume %s: %s is corrupted: its CRC-32 is %08x but the manifest says %08x: restore it or resume from another checkpoint%s",
-                     dir, fr->file, crc, fr->crc, there);
-        else if (st_parse(buf, len, &f, why, sizeof why))
-            snprintf(err, sizeof err, "train: --resume %s: %s is not a valid safetensors file: %s", dir, fr->file, why);
-        if (err[0]) { free(buf); break; }
-        for (int k = 0; k < l->n_local && !err[0]; k++) {
-            Stage *s = &l->local[k];
-            int nt = stage_tensors(s, refs);
-            for (int j = 0; j < nt && !err[0]; j++) {
-                const TensorRef *t = &refs[j];
-                if (t->layer < 0 ? !fr->head : !(t->layer >= fr->lo && t->layer < fr->hi)) continue;
-                char m_name[96], v_name[96];
-                snprintf(m_name, sizeof m_name, "optim.exp_avg.%s", t->name);
-                snprintf(v_name, sizeof v_name, "optim.exp_avg_sq.%s", t->name);
-                int bad = load_tensor(&f, fr->file, t->name, t, 0, s->be, s->params + t->offset, why, sizeof why);
-                if (!bad && adam)
-                    bad = load_tensor(&f, fr->file, m_name, t, 0, s->be, s->adam_m + t->offset, why, sizeof why) ||
-                          load_tensor(&f, fr->file, v_name, t, 1, s->be, s->adam_v + t->offset, why, sizeof why);
-                if (bad) snprintf(err, sizeof err, "train: --resume %s: %s", dir, why);
-                else n_loaded++;
-            }
-        }
-        st_free(&f);
-        free(buf);
+        if (need) n_loaded += resume_file(l, fr, rank, refs, err, sizeof err);
     }
     if (!err[0] && n_loaded != n_needed)  // cannot happen when the manifest covers every layer once
-        snprintf(err, sizeof err, "train: --resume %s: found %d of the %d tensors this rank needs", dir, n_loaded, n_needed);
+        snprintf(err, sizeof err, "train: --resume %s: found %d of the %d tensors this rank needs", c->resume,
+                 n_loaded, n_needed);
     free(refs);
     free(m.files);
     comm_agree(l->comm, err);
     *next_sample = m.next_sample;
-    snprintf(desc, desc_len, "step %lld (written by %s, %d stage%s%s)", (long long)m.step, m.mode, m.stages, m.stages == 1 ? "" : "s",
-             m.dp > 1 ? ", data-parallel" : "");
+    snprintf(desc, desc_len, "step %lld (written by %s, %d stage%s%s)", (long long)m.step, m.mode, m.stages,
+             m.stages == 1 ? "" : "s", m.dp > 1 ? ", data-parallel" : "");
     return m.step;
 }
 
 // ---- save ----
 
 // Writes one stage's file into dir; fills rec. Any failure ends the job (fatal).
-static void write_stage(const CkptLayout *l, const Stage *s, int stage, int64_t step, uint64_t next_sample, FileRec *rec) {
+static void write_stage(const CkptLayout *l, const Stage *s, int stage, int64_t step, uint64_t next_sample,
+                        FileRec *rec) {
     const TrainConfig *c = l->c;
     int adam = c->optimizer == OPTIM_ADAM;
     TensorRef *refs = xmalloc(sizeof(TensorRef) * (size_t)(2 * s->n_layers + 2));
@@ -449,16 +523,19 @@ static void write_stage(const CkptLayout *l, const Stage *s, int stage, int64_t 
     snprintf(meta, sizeof meta,
              "{\"format\":\"micropp\",\"step\":\"%lld\",\"next_sample\":\"%llu\",\"stage\":\"%d\",\"stages\":\"%d\","
              "\"layers\":\"%d-%d\",\"head\":\"%s\",\"optimizer\":\"%s\"}",
-             (long long)step, (unsigned long long)next_sample, stage, l->stages, s->lo, s->hi, s->has_head ? "true" : "false", optim_name(c->optimizer));
+             (long long)step, (unsigned long long)next_sample, stage, l->stages, s->lo, s->hi,
+             s->has_head ? "true" : "false", optim_name(c->optimizer));
     size_t hlen;
     char *header = st_header_f32(specs, n, meta, &hlen);
     CHECK(header, "out of memory building a safetensors header");
-    snprintf(rec->file, sizeof rec->file, "step-%08lld-%08x-stage-%02d-of-%02d.safetensors", (long long)step, g_run_id, stage, l->stages);
+    snprintf(rec->file, sizeof rec->file, "step-%08lld-%08x-stage-%02d-of-%02d.safetensors", (long long)step, g_run_id,
+             stage, l->stages);
     char path[PATH_LEN + ST_NAME_LEN + 2];
     snprintf(path, sizeof path, "%s/%s", c->save, rec->file);
     StWriter w;
     if (st_writer_open(&w, path)) fatal("checkpoint: %s", w.err);
-    if (fault_due(FAULT_IO, step)) w.fail_after = 8 + hlen + (uint64_t)s->n_params * 2;  // dies halfway through the data
+    // dies halfway through the data
+    if (fault_due(FAULT_IO, step)) w.fail_after = 8 + hlen + (uint64_t)s->n_params * 2;
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
     float *host = xmalloc(sizeof(float) * (most ? most : 1));
@@ -480,7 +557,8 @@ static void write_stage(const CkptLayout *l, const Stage *s, int stage, int64_t 
 
 static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_sample, const FileRec *recs, int n) {
     const TrainConfig *c = l->c;
-    cJSON *o = cJSON_CreateObject(), *cfg = cJSON_CreateObject(), *lay = cJSON_CreateObject(), *files = cJSON_CreateArray();
+    cJSON *o = cJSON_CreateObject(), *cfg = cJSON_CreateObject(), *lay = cJSON_CreateObject(),
+          *files = cJSON_CreateArray();
     cJSON_AddStringToObject(o, "format", "micropp-checkpoint");
     cJSON_AddNumberToObject(o, "version", 1);
     cJSON_AddNumberToObject(o, "step", (double)step);
@@ -524,7 +602,8 @@ static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_samp
     char path[PATH_LEN + 32];
     snprintf(path, sizeof path, "%s/" MANIFEST, c->save);
     StWriter w;
-    if (st_writer_open(&w, path) || st_writer_write(&w, text, strlen(text)) || st_writer_write(&w, "\n", 1) || st_writer_commit(&w)) {
+    if (st_writer_open(&w, path) || st_writer_write(&w, text, strlen(text)) || st_writer_write(&w, "\n", 1) ||
+        st_writer_commit(&w)) {
         st_writer_abort(&w);
         fatal("checkpoint: %s", w.err);
     }
@@ -540,8 +619,8 @@ static void remove_stale(const char *dir, const FileRec *recs, int n) {
     while ((e = readdir(d))) {
         const char *nm = e->d_name;
         size_t len = strlen(nm);
-        int ours = !strncmp(nm, "step-", 5) &&
-                   ((len > 12 && !strcmp(nm + len - 12, ".safetensors")) || (len > 16 && !strcmp(nm + len - 16, ".safetensors.tmp")));
+        int ours = !strncmp(nm, "step-", 5) && ((len > 12 && !strcmp(nm + len - 12, ".safetensors")) ||
+                                                (len > 16 && !strcmp(nm + len - 16, ".safetensors.tmp")));
         if (!ours) continue;
         int live = 0;
         for (int i = 0; i < n && !live; i++) live = !strcmp(recs[i].file, nm);
@@ -580,7 +659,10 @@ double ckpt_save(const CkptLayout *l, int64_t step, uint64_t next_sample) {
     MPI_CHECK(MPI_Gatherv(recs, mine * (int)sizeof(FileRec), MPI_BYTE, all, counts, displs, MPI_BYTE, 0, l->comm));
     double bytes = 0;
     if (rank == 0) {
-        CHECK(total == l->stages, "checkpoint: %d stage files were written but the layout has %d stages (is exactly one writer set per stage?)", total, l->stages);
+        CHECK(total == l->stages,
+              "checkpoint: %d stage files were written but the layout has %d stages (is exactly one writer set per "
+              "stage?)",
+              total, l->stages);
         write_manifest(l, step, next_sample, all, total);
         remove_stale(l->c->save, all, total);
         for (int i = 0; i < total; i++) bytes += (double)all[i].bytes;

@@ -35,7 +35,8 @@ static void start(GradSync *g, Bucket *b) {
     // A plain sum: each replica's loss gradient is already scaled by 1 / (rows of the whole step
     // over all replicas) (Stage.grad_scale), so the sum IS the average gradient, and the collective
     // saves a pass over the buffer (PyTorch's gradient pre-division does the same).
-    b->req = g->zero ? comm_reduce_scatter_start(c, x, b->n, 1.0f, g->algo) : comm_allreduce_start(c, x, b->n, 1.0f, g->algo);
+    b->req = g->zero ? comm_reduce_scatter_start(c, x, b->n, 1.0f, g->algo)
+                     : comm_allreduce_start(c, x, b->n, 1.0f, g->algo);
     g->spans[g->n_spans++] = (Span){now_sec(), 0};
     g->calls++;
 }

@@ -11,7 +11,8 @@
 double memory_activation_elem(int precision) { return precision == PRECISION_BF16 ? 2 : sizeof(float); }
 
 void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const int *slots, int n, MemNeed *m) {
-    double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float), a = memory_activation_elem(c->precision);
+    double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float),
+           a = memory_activation_elem(c->precision);
     int split = p->split, ckpt = c->checkpoint_activations && p->pipelined;
     memset(m, 0, sizeof *m);
     for (int k = 0; k < n; k++) {
@@ -20,7 +21,8 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
         double params = plan_vstage_params(c, p, vs);
         m->weights += params * f;
         m->grads += params * f;
-        if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (c->zero && p->data_parallel ? p->D : 1);  // Adam's moments (ZeRO-1: a shard)
+        // Adam's moments (ZeRO-1: a shard)
+        if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (c->zero && p->data_parallel ? p->D : 1);
         double act = rows * H * a, per_slot = rows * in * a + (head ? rows * C * a + rows * 4 : 0);
         if (!ckpt || split) per_slot += layers * act;  // the layer outputs (with split + checkpointing: refilled at I)
         if (split) per_slot += layers * act;           // the pre-activation gradients kept from I to W
@@ -38,10 +40,12 @@ double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *l
     int ckpt = c->checkpoint_activations, V = p->V, M = p->M;
     // model.c's bytes of a slot of each chunk: after F (stash), through B (all: recomputed when
     // checkpointing), through I (all and every dz), after I until W (deferred)
-    double stash[64], all[64], in_i[64], deferred[64], *live = xcalloc((size_t)V * (size_t)M, sizeof(double)), now = 0, peak = 0;
+    double stash[64], all[64], in_i[64], deferred[64], *live = xcalloc((size_t)V * (size_t)M, sizeof(double)), now = 0,
+                                                       peak = 0;
     for (int k = 0; k < V && k < 64; k++) {
         int vs = plan_vstage(p, stage, k), n = plan_layers(p, vs), head = vs == p->S - 1;
-        double in = rows * (p->lo[vs] == 0 ? (double)p->inputs : H) * a, logits = head ? rows * (double)c->classes * a : 0;
+        double in = rows * (p->lo[vs] == 0 ? (double)p->inputs : H) * a,
+               logits = head ? rows * (double)c->classes * a : 0;
         stash[k] = in + (ckpt ? 0 : n) * act + logits;
         all[k] = in + n * act + logits;
         in_i[k] = all[k] + n * act;
@@ -66,7 +70,8 @@ double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *l
 }
 
 void memory_rank(const TrainConfig *c, const Plan *p, const SimResult *sim, int stage, MemNeed *m) {
-    int n = p->pipelined ? p->V : p->K, *vs_of = xmalloc(sizeof(int) * (size_t)n), *slots = xmalloc(sizeof(int) * (size_t)n);
+    int n = p->pipelined ? p->V : p->K, *vs_of = xmalloc(sizeof(int) * (size_t)n),
+        *slots = xmalloc(sizeof(int) * (size_t)n);
     for (int k = 0; k < n; k++) {
         vs_of[k] = p->pipelined ? plan_vstage(p, stage, k) : k;
         slots[k] = p->pipelined ? sim->peak_slots[vs_of[k]] : 1;
@@ -82,8 +87,14 @@ int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, 
     t.schedule = kind;
     memset(out, 0, sizeof *out);
     if (plan_layout(&t, K, D, p, why, n)) { free(p); return -1; }
-    *out = (MemLayout){.K = K, .D = D, .V = p->V, .M = p->M, .rows = p->rows, .need = xcalloc((size_t)K, sizeof(MemNeed)),
-                       .act = xcalloc((size_t)K, sizeof(double)), .inflight = xcalloc((size_t)K, sizeof(int))};
+    *out = (MemLayout){.K = K,
+                       .D = D,
+                       .V = p->V,
+                       .M = p->M,
+                       .rows = p->rows,
+                       .need = xcalloc((size_t)K, sizeof(MemNeed)),
+                       .act = xcalloc((size_t)K, sizeof(double)),
+                       .inflight = xcalloc((size_t)K, sizeof(int))};
     SimResult sim = {0};
     if (p->pipelined) {  // as train sizes its stashes: the schedule simulated with F = I = W = 1
         SimSpec spec = {.kind = kind, .K = K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
@@ -113,8 +124,10 @@ double memory_available(void) { return meminfo_available(); }
 // The cheapest change that shrinks what dominates.
 static const char *fix_for(const TrainConfig *c, const Plan *p, const MemNeed *m) {
     if (m->activations + m->buffers > m->total / 2)  // both grow with the rows of a micro-batch
-        return p->pipelined ? "--checkpoint-activations, more --micro-batches, or more stages" : "a smaller --batch (or --grad-accum), or a pipeline";
-    if (p->data_parallel && !c->zero && m->optimizer > 0) return "--zero 1 (shards the optimizer state), more stages (--mode hybrid), or a smaller model";
+        return p->pipelined ? "--checkpoint-activations, more --micro-batches, or more stages"
+                            : "a smaller --batch (or --grad-accum), or a pipeline";
+    if (p->data_parallel && !c->zero && m->optimizer > 0)
+        return "--zero 1 (shards the optimizer state), more stages (--mode hybrid), or a smaller model";
     return "more pipeline stages (--mode pp or hybrid over more ranks), or a smaller model";
 }
 
@@ -128,10 +141,11 @@ void memory_check(const TrainConfig *c, const Plan *p, const Wire *w, const SimR
     double need = m.total * ranks;  // the ranks of a node share its memory (each reckoned like this one)
     char why[1024] = "";
     if (have > 0 && need > have)
-        snprintf(why, sizeof why, "train: rank %d needs about %.3g GB (weights %.3g, gradients %.3g, optimizer %.3g, activations %.3g, "
+        snprintf(why, sizeof why,
+                 "train: rank %d needs about %.3g GB (weights %.3g, gradients %.3g, optimizer %.3g, activations %.3g, "
                  "buffers %.3g), %.0f rank%s on its %s %.3g GB, and the %s has %.3g GB %s: use %s",
-                 w->rank, m.total / 1e9, m.weights / 1e9, m.grads / 1e9, m.optimizer / 1e9, m.activations / 1e9, m.buffers / 1e9,
-                 ranks, ranks == 1 ? "" : "s", device ? "GPU" : "node", need / 1e9, device ? "GPU" : "node", have / 1e9,
-                 device ? "free" : "available", fix_for(c, p, &m));
+                 w->rank, m.total / 1e9, m.weights / 1e9, m.grads / 1e9, m.optimizer / 1e9, m.activations / 1e9,
+                 m.buffers / 1e9, ranks, ranks == 1 ? "" : "s", device ? "GPU" : "node", need / 1e9,
+                 device ? "GPU" : "node", have / 1e9, device ? "free" : "available", fix_for(c, p, &m));
     agree_on_error(why);
 }

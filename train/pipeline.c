@@ -59,8 +59,8 @@ static void pipe_forward(const Plan *p, const Wire *w, StepState *st, Stage *s, 
 static void pipe_backward(const Plan *p, const StepState *st, const Held *h, Stage *s, Action a, int vs) {
     int slot = stage_slot_of(s, a.mb);
     CHECK(slot >= 0, "backward of micro-batch %d (chunk %d), which has no forward in flight", a.mb, a.chunk);
-    CHECK(vs == p->S - 1 || (h->dout_mb == a.mb && h->dout_c == a.chunk), "backward of micro-batch %d (chunk %d) without its output gradient",
-          a.mb, a.chunk);
+    CHECK(vs == p->S - 1 || (h->dout_mb == a.mb && h->dout_c == a.chunk),
+          "backward of micro-batch %d (chunk %d) without its output gradient", a.mb, a.chunk);
     if (a.kind == ACT_BACKWARD) stage_backward(s, slot, st->dout, vs > 0 ? st->din : NULL);
     else stage_backward_input(s, slot, st->dout, vs > 0 ? st->din : NULL);
 }
@@ -85,15 +85,17 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
     switch (a.kind) {
     case ACT_RECV_ACT:
         peer = pipe_neighbour(p, &w->comm, vs, -1, TAG_ACT, a.mb);
-        comm_recv(&w->comm, stage_slot_input(s, stage_slot_acquire(s, a.mb)), stage_wire_floats(s, n), peer.rank, peer.recv_tag);
+        comm_recv(&w->comm, stage_slot_input(s, stage_slot_acquire(s, a.mb)), stage_wire_floats(s, n), peer.rank,
+                  peer.recv_tag);
         break;
     case ACT_FORWARD:
         pipe_forward(p, w, st, s, a, vs);
         h->fwd_mb = a.mb; h->fwd_c = a.chunk;
         break;
     case ACT_SEND_ACT:  // with checkpointing the output lives in the recompute scratch: sent before the next compute
-        CHECK(h->fwd_mb == a.mb && h->fwd_c == a.chunk, "schedule sends micro-batch %d of chunk %d but the last forward was %d of chunk %d",
-              a.mb, a.chunk, h->fwd_mb, h->fwd_c);
+        CHECK(h->fwd_mb == a.mb && h->fwd_c == a.chunk,
+              "schedule sends micro-batch %d of chunk %d but the last forward was %d of chunk %d", a.mb, a.chunk,
+              h->fwd_mb, h->fwd_c);
         peer = pipe_neighbour(p, &w->comm, vs, +1, TAG_ACT, a.mb);
         comm_send(&w->comm, stage_output(s, stage_slot_of(s, a.mb)), stage_wire_floats(s, n), peer.rank, peer.send_tag);
         break;
@@ -112,8 +114,9 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
         h->fwd_mb = -1;
         break;
     case ACT_SEND_GRAD:
-        CHECK(h->din_mb == a.mb && h->din_c == a.chunk, "schedule sends the gradient of micro-batch %d (chunk %d) but the last backward was %d (chunk %d)",
-              a.mb, a.chunk, h->din_mb, h->din_c);
+        CHECK(h->din_mb == a.mb && h->din_c == a.chunk,
+              "schedule sends the gradient of micro-batch %d (chunk %d) but the last backward was %d (chunk %d)", a.mb,
+              a.chunk, h->din_mb, h->din_c);
         pipe_send_grad(w, st, s, pipe_neighbour(p, &w->comm, vs, -1, TAG_GRAD, a.mb), n);
         break;
     }
@@ -287,7 +290,8 @@ EvalResult evaluate(const TrainConfig *c, const Plan *p, Wire *w, Model *model, 
     e.logits = xmalloc(sizeof(float) * (size_t)rows * C);
     ActionList list = {0};
     if (p->pipelined) schedule_build_forward(p->K, p->V, p->chunk_order, w->stage, batches, &list);
-    else schedule_build_forward(1, model->n_local, CHUNKS_LOOP, 0, batches, &list);  // all chunks here (manual: K parts)
+    // all chunks here (manual: K parts)
+    else schedule_build_forward(1, model->n_local, CHUNKS_LOOP, 0, batches, &list);
     for (int i = 0; i < list.n; i++) {
         Action a = list.a[i];
         wd_begin((WdAction){action_names[a.kind], w->stage, model->vs_of[a.chunk], a.mb, a.chunk, -1});

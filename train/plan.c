@@ -46,7 +46,9 @@ static const char *typed(const OptionsSeen *seen, const char *const *flags, size
 static int rule_world(const TrainConfig *c, int world, const Plan *p, Err *e) {
     if (!p->distributed && world != 1) {
         char name[32];
-        return refuse(e, "train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode pp, ddp or hybrid",
+        return refuse(e,
+                      "train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode "
+                      "pp, ddp or hybrid",
                       choice_name(MODE_CHOICES, c->mode, name, sizeof name), world, world);
     }
     return 0;
@@ -57,38 +59,59 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
     char name[32];
     const char *mode = choice_name(MODE_CHOICES, c->mode, name, sizeof name), *f;
     static const char *const observe_only[] = {"trace", "timeline", "timeline-step", "gantt"};
-    static const char *const pp_only[] = {"schedule", "schedule-file", "micro-batches", "partition", "checkpoint-activations", "virtual-stages", "transport"};
+    static const char *const pp_only[] = {"schedule",  "schedule-file",          "micro-batches",
+                                          "partition", "checkpoint-activations", "virtual-stages",
+                                          "transport"};
     static const char *const dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
     if (c->mode != MODE_PP && (f = TYPED(observe_only)))  // the observers of one pipeline
         return refuse(e, "train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", f, mode);
     if (!is_pipelined(c->mode) && (f = TYPED(pp_only)))
-        return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", f, mode);
+        return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", f,
+                      mode);
     if (strcmp(c->data, "synthetic") && seen_typed(e->seen, "samples"))
-        return refuse(e, "train: --samples sizes the synthetic data set, and --data '%s' is a file whose rows are the training set: drop --samples", c->data);
+        return refuse(e,
+                      "train: --samples sizes the synthetic data set, and --data '%s' is a file whose rows are the "
+                      "training set: drop --samples",
+                      c->data);
     if (c->mode != MODE_MANUAL && seen_typed(e->seen, "parts"))
         return refuse(e, "train: --parts applies to --mode manual, not --mode %s: drop it or add --mode manual", mode);
     if (!is_data_parallel(c->mode) && (f = TYPED(dp_only)))
-        return refuse(e, "train: --%s applies to --mode ddp or hybrid, not --mode %s: drop it or add --mode ddp", f, mode);
+        return refuse(e, "train: --%s applies to --mode ddp or hybrid, not --mode %s: drop it or add --mode ddp", f,
+                      mode);
     if (c->mode != MODE_HYBRID && seen_typed(e->seen, "pp"))
-        return refuse(e, "train: --pp applies to --mode hybrid, not --mode %s: drop it (--mode pp makes one stage per rank) or add --mode hybrid", mode);
+        return refuse(e,
+                      "train: --pp applies to --mode hybrid, not --mode %s: drop it (--mode pp makes one stage per "
+                      "rank) or add --mode hybrid",
+                      mode);
     if (c->mode != MODE_HYBRID && seen_typed(e->seen, "placement"))
-        return refuse(e, "train: --placement lays out the stages x replicas of --mode hybrid, not --mode %s: drop it or add --mode hybrid", mode);
+        return refuse(e,
+                      "train: --placement lays out the stages x replicas of --mode hybrid, not --mode %s: drop it or "
+                      "add --mode hybrid",
+                      mode);
     if (!is_data_parallel(c->mode) && seen_typed(e->seen, "dp"))
-        return refuse(e, "train: --dp applies to --mode hybrid or ddp, not --mode %s: drop it or add --mode hybrid", mode);
+        return refuse(e, "train: --dp applies to --mode hybrid or ddp, not --mode %s: drop it or add --mode hybrid",
+                      mode);
     if (seen_typed(e->seen, "grad-accum") && c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
-        return refuse(e, "train: --grad-accum applies to --mode monolith or ddp, not --mode %s: a pipeline already accumulates over --micro-batches", mode);
+        return refuse(e,
+                      "train: --grad-accum applies to --mode monolith or ddp, not --mode %s: a pipeline already "
+                      "accumulates over --micro-batches",
+                      mode);
     return 0;
 }
 
 // Data-parallel options that contradict each other.
 static int rule_data_parallel(const TrainConfig *c, Err *e) {
     if (is_data_parallel(c->mode) && c->bucket_mb <= 0)
-        return refuse(e, "train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25", c->bucket_mb);
+        return refuse(e, "train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25",
+                      c->bucket_mb);
     if (c->zero && (c->save[0] || c->resume[0]))
-        return refuse(e, "train: --%s with --zero 1 is not supported (each rank holds only its shard of the Adam moments): drop --zero for runs that save or resume",
+        return refuse(e,
+                      "train: --%s with --zero 1 is not supported (each rank holds only its shard of the Adam "
+                      "moments): drop --zero for runs that save or resume",
                       c->save[0] ? "save" : "resume");
     if (c->ddp_sync == SYNC_NAIVE && seen_typed(e->seen, "bucket-mb"))
-        return refuse(e, "train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): drop one of them");
+        return refuse(e, "train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): "
+                         "drop one of them");
     return 0;
 }
 
@@ -97,12 +120,20 @@ static int rule_hybrid_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
     int has_p = seen_set(e->seen, "pp"), has_d = seen_set(e->seen, "dp");
     long long P = c->pp, D = c->dp;
     if (!has_p && !has_d)
-        return refuse(e, "train: --mode hybrid needs --pp P (stages) and --dp D (replicas) with P x D = %d, the number of ranks", world);
+        return refuse(
+            e, "train: --mode hybrid needs --pp P (stages) and --dp D (replicas) with P x D = %d, the number of ranks",
+            world);
     if (has_p && has_d && P * D != world)
-        return refuse(e, "train: --pp %lld x --dp %lld = %lld ranks, but %d were started: run 'mpiexec -n %lld' or choose P x D = %d",
+        return refuse(e,
+                      "train: --pp %lld x --dp %lld = %lld ranks, but %d were started: run 'mpiexec -n %lld' or choose "
+                      "P x D = %d",
                       P, D, P * D, world, P * D, world);
-    if (!has_d && world % P) return refuse(e, "train: --pp %lld does not divide the %d ranks: give --pp and --dp with P x D = %d", P, world, world);
-    if (!has_p && world % D) return refuse(e, "train: --dp %lld does not divide the %d ranks: give --pp and --dp with P x D = %d", D, world, world);
+    if (!has_d && world % P)
+        return refuse(e, "train: --pp %lld does not divide the %d ranks: give --pp and --dp with P x D = %d", P, world,
+                      world);
+    if (!has_p && world % D)
+        return refuse(e, "train: --dp %lld does not divide the %d ranks: give --pp and --dp with P x D = %d", D, world,
+                      world);
     p->K = has_p ? (int)P : world / (int)D;
     p->D = has_d ? (int)D : world / (int)P;
     return 0;
@@ -115,13 +146,17 @@ static int rule_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
     p->K = c->mode == MODE_PP ? world : c->mode == MODE_MANUAL ? (int)c->parts : 1;
     p->D = c->mode == MODE_DDP ? world : 1;
     if (c->mode == MODE_DDP && seen_typed(e->seen, "dp") && c->dp != world)
-        return refuse(e, "train: --dp %lld but %d ranks were started: --mode ddp runs one replica per rank, so run 'mpiexec -n %lld' or drop --dp",
+        return refuse(e,
+                      "train: --dp %lld but %d ranks were started: --mode ddp runs one replica per rank, so run "
+                      "'mpiexec -n %lld' or drop --dp",
                       (long long)c->dp, world, (long long)c->dp);
     if (c->mode == MODE_HYBRID && rule_hybrid_grid(c, world, p, e)) return -1;
     p->M = p->pipelined ? (int)c->micro_batches : 1;
-    p->N = c->mode == MODE_MONOLITH || c->mode == MODE_DDP ? (int)c->grad_accum : 1;  // (a config file's key is left unused)
+    // (a config file's key is left unused)
+    p->N = c->mode == MODE_MONOLITH || c->mode == MODE_DDP ? (int)c->grad_accum : 1;
     if (c->mode == MODE_PP && world < 2)
-        return refuse(e, "train: --mode pp needs at least 2 ranks (one per stage), got 1: run it as 'mpiexec -n 2 ./micropp train --mode pp'");
+        return refuse(e, "train: --mode pp needs at least 2 ranks (one per stage), got 1: run it as 'mpiexec -n 2 "
+                         "./micropp train --mode pp'");
     return rule_depth(c, p, e);
 }
 
@@ -131,7 +166,8 @@ static int rule_depth(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->K > c->layers) {
         const char *what = c->mode == MODE_PP ? "stages (ranks)" : c->mode == MODE_HYBRID ? "stages (--pp)" : "parts";
         const char *fewer = c->mode == MODE_PP ? "ranks" : c->mode == MODE_HYBRID ? "--pp" : "parts";
-        return refuse(e, "train: %d %s but only %lld layers: every stage needs a layer, so use --layers >= %d or fewer %s",
+        return refuse(e,
+                      "train: %d %s but only %lld layers: every stage needs a layer, so use --layers >= %d or fewer %s",
                       p->K, what, (long long)c->layers, p->K, fewer);
     }
     return 0;
@@ -146,10 +182,14 @@ static int rule_schedule_file(const TrainConfig *c, Plan *p, Err *e) {
     if (seen_typed(e->seen, "schedule"))
         return refuse(e, "train: --schedule and --schedule-file both name the schedule: give one of them");
     if (K != p->K)
-        return refuse(e, "train: --schedule-file '%s' has %d rows (one per rank) but the pipeline has %d stages: run it on %d ranks or write %d rows",
+        return refuse(e,
+                      "train: --schedule-file '%s' has %d rows (one per rank) but the pipeline has %d stages: run it "
+                      "on %d ranks or write %d rows",
                       c->schedule_file, K, p->K, K, p->K);
     if (seen_set(e->seen, "micro-batches") && c->micro_batches != M)
-        return refuse(e, "train: --micro-batches %lld but --schedule-file '%s' runs micro-batches 0..%d: drop --micro-batches or give %d",
+        return refuse(e,
+                      "train: --micro-batches %lld but --schedule-file '%s' runs micro-batches 0..%d: drop "
+                      "--micro-batches or give %d",
                       (long long)c->micro_batches, c->schedule_file, M - 1, M);
     p->M = M;
     return 0;
@@ -163,7 +203,10 @@ static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e
     if (p->pipelined && p->schedule == SCHED_FILE && rule_schedule_file(c, p, e)) return -1;
     int interleaved = p->pipelined && p->schedule == SCHED_INTERLEAVED;
     if (p->pipelined && !interleaved && seen_typed(e->seen, "virtual-stages"))
-        return refuse(e, "train: --virtual-stages applies to --schedule interleaved, not %s: drop it or add --schedule interleaved", sched);
+        return refuse(
+            e,
+            "train: --virtual-stages applies to --schedule interleaved, not %s: drop it or add --schedule interleaved",
+            sched);
     return rule_chunks(c, tag_ub, p, e);
 }
 
@@ -176,32 +219,51 @@ static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) 
     p->chunk_order = p->pipelined ? schedule_chunk_order(p->schedule, p->file) : CHUNKS_LOOP;
     p->split = p->pipelined && schedule_splits_backward(p->schedule, p->file);
     if (interleaved && p->V < 2)
-        return refuse(e, "train: --schedule interleaved needs --virtual-stages >= 2 (got %d; with 1 chunk per rank it is 1f1b: use --schedule 1f1b)", p->V);
+        return refuse(e,
+                      "train: --schedule interleaved needs --virtual-stages >= 2 (got %d; with 1 chunk per rank it is "
+                      "1f1b: use --schedule 1f1b)",
+                      p->V);
     if (p->pipelined && p->schedule == SCHED_DUALPIPEV && p->M < 2 * p->K)
-        return refuse(e, "train: --schedule dualpipev needs --micro-batches >= 2 x %d ranks = %d (DualPipeV's own limit), got %d: use --micro-batches %d or --schedule zb-v",
+        return refuse(e,
+                      "train: --schedule dualpipev needs --micro-batches >= 2 x %d ranks = %d (DualPipeV's own limit), "
+                      "got %d: use --micro-batches %d or --schedule zb-v",
                       p->K, 2 * p->K, p->M, 2 * p->K);
     p->S = p->K * p->V;
     if (p->S > c->layers && p->S > MAX_LAYERS)
-        return refuse(e, "train: %d ranks x %d chunks = %d chunks, more than the %d layers a model can have (every chunk needs a layer): use fewer %s",
+        return refuse(e,
+                      "train: %d ranks x %d chunks = %d chunks, more than the %d layers a model can have (every chunk "
+                      "needs a layer): use fewer %s",
                       p->K, p->V, p->S, MAX_LAYERS, interleaved ? "--virtual-stages or ranks" : "ranks");
     if (p->S > c->layers) {
         if (p->schedule == SCHED_FILE)
-            return refuse(e, "train: --schedule-file '%s' holds %d chunks per rank: %d ranks x %d = %d chunks but only %lld layers: use --layers >= %d or a file with fewer stages",
+            return refuse(e,
+                          "train: --schedule-file '%s' holds %d chunks per rank: %d ranks x %d = %d chunks but only "
+                          "%lld layers: use --layers >= %d or a file with fewer stages",
                           c->schedule_file, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
         if (!interleaved)
-            return refuse(e, "train: --schedule %s holds %d chunks per rank: %d ranks x %d = %d chunks but only %lld layers: use --layers >= %d or fewer ranks",
+            return refuse(e,
+                          "train: --schedule %s holds %d chunks per rank: %d ranks x %d = %d chunks but only %lld "
+                          "layers: use --layers >= %d or fewer ranks",
                           sched, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
-        return refuse(e, "train: %d ranks x %d virtual stages = %d chunks but only %lld layers: every chunk needs a layer, so use --layers >= %d or fewer --virtual-stages",
+        return refuse(e,
+                      "train: %d ranks x %d virtual stages = %d chunks but only %lld layers: every chunk needs a "
+                      "layer, so use --layers >= %d or fewer --virtual-stages",
                       p->K, p->V, p->S, (long long)c->layers, p->S);
     }
     long long passes = (long long)p->K * p->V * p->M;
     if (p->pipelined && passes > SCHEDULE_MAX_SIM)
-        return refuse(e, "train: %d stages x %d chunk%s x %d micro-batches = %lld passes to simulate, more than the %d the simulator takes "
-                      "(it proves the schedule and sizes the stashes before the run): use --micro-batches %lld or fewer",
-                      p->K, p->V, p->V == 1 ? "" : "s", p->M, passes, SCHEDULE_MAX_SIM, SCHEDULE_MAX_SIM / ((long long)p->K * p->V));
+        return refuse(
+            e,
+            "train: %d stages x %d chunk%s x %d micro-batches = %lld passes to simulate, more than the %d the "
+            "simulator takes "
+            "(it proves the schedule and sizes the stashes before the run): use --micro-batches %lld or fewer",
+            p->K, p->V, p->V == 1 ? "" : "s", p->M, passes, SCHEDULE_MAX_SIM,
+            SCHEDULE_MAX_SIM / ((long long)p->K * p->V));
     long long top = comm_tag_chunk_max(p->M, p->V);
     if (p->pipelined && top > tag_ub)
-        return refuse(e, "train: %d micro-batches x %d virtual stages need message tags up to %lld but this MPI allows %lld: use fewer micro-batches",
+        return refuse(e,
+                      "train: %d micro-batches x %d virtual stages need message tags up to %lld but this MPI allows "
+                      "%lld: use fewer micro-batches",
                       p->M, p->V, top, tag_ub);
     return 0;
 }
@@ -222,14 +284,17 @@ static int rule_batch(const TrainConfig *c, Plan *p, Err *e) {
         if (B % p->D == 0 && p->M > 1) divisors(B / p->D, fits, sizeof fits);
         if (p->M > 1) snprintf(what, sizeof what, "%d replicas x %d micro-batches = %lld", p->D, p->M, q);
         else snprintf(what, sizeof what, "the %d replicas", p->D);
-        if (fits[0]) snprintf(tail, sizeof tail, ", or --micro-batches %s (divisors of %lld rows per replica)", fits, B / p->D);
+        if (fits[0])
+            snprintf(tail, sizeof tail, ", or --micro-batches %s (divisors of %lld rows per replica)", fits, B / p->D);
         return refuse(e, "train: --batch %lld is not divisible by %s: use --batch %lld or %lld (multiples of %lld)%s",
                       B, what, lo ? lo : q, lo ? lo + q : 2 * q, q, tail);
     }
     if (B % p->M) {
         char fits[256];
         divisors(B, fits, sizeof fits);
-        return refuse(e, "train: --batch %lld is not divisible by --micro-batches %d: use micro-batches that divide it (%s, ...) or change --batch",
+        return refuse(e,
+                      "train: --batch %lld is not divisible by --micro-batches %d: use micro-batches that divide it "
+                      "(%s, ...) or change --batch",
                       B, p->M, fits);
     }
     p->rows = (int)(B / p->D / p->M);
@@ -248,19 +313,31 @@ static int rule_partition(const TrainConfig *c, Plan *p, Err *e) {
     }
     int parts[MAX_STAGES];
     int n = parse_int_list(list, parts, MAX_STAGES);
-    if (n < 0) return refuse(e, "train: --partition '%s' is not a comma-separated list of layer counts like 5,4,4,3", list);
+    if (n < 0)
+        return refuse(e, "train: --partition '%s' is not a comma-separated list of layer counts like 5,4,4,3", list);
     if (n != S && p->V > 1 && p->chunk_order == CHUNKS_V)
-        return refuse(e, "train: --partition '%s' has %d entries but %d ranks x 2 chunks make %d: give one layer count per chunk, in pipeline order (rank r holds chunks r and %d-r, a V)",
+        return refuse(e,
+                      "train: --partition '%s' has %d entries but %d ranks x 2 chunks make %d: give one layer count "
+                      "per chunk, in pipeline order (rank r holds chunks r and %d-r, a V)",
                       list, n, p->K, S, S - 1);
     if (n != S && p->V > 1)
-        return refuse(e, "train: --partition '%s' has %d entries but %d ranks x %d virtual stages make %d chunks: give one layer count per chunk, in pipeline order (rank r holds chunks r, r+%d, ...)",
+        return refuse(e,
+                      "train: --partition '%s' has %d entries but %d ranks x %d virtual stages make %d chunks: give "
+                      "one layer count per chunk, in pipeline order (rank r holds chunks r, r+%d, ...)",
                       list, n, p->K, p->V, S, p->K);
-    if (n != S) return refuse(e, "train: --partition '%s' has %d entries but there are %d stages: give one layer count per stage", list, n, p->K);
+    if (n != S)
+        return refuse(e,
+                      "train: --partition '%s' has %d entries but there are %d stages: give one layer count per stage",
+                      list, n, p->K);
     for (int i = 0; i < n; i++) {
-        if (parts[i] < 1) return refuse(e, "train: --partition '%s': %s %d gets %d layers; every %s needs at least 1", list, what, i, parts[i], what);
+        if (parts[i] < 1)
+            return refuse(e, "train: --partition '%s': %s %d gets %d layers; every %s needs at least 1", list, what, i,
+                          parts[i], what);
         p->lo[i + 1] = p->lo[i] + parts[i];
     }
-    if (p->lo[n] != L) return refuse(e, "train: --partition '%s' sums to %d but --layers is %d: the counts must add up to the layers", list, p->lo[n], L);
+    if (p->lo[n] != L)
+        return refuse(e, "train: --partition '%s' sums to %d but --layers is %d: the counts must add up to the layers",
+                      list, p->lo[n], L);
     return 0;
 }
 
@@ -272,7 +349,8 @@ static void rule_placement(const TrainConfig *c, Plan *p) {
     int crossings = 0;
     for (int vs = 0; vs + 1 < p->S; vs++) crossings += plan_stage_of(p, vs) != plan_stage_of(p, vs + 1);
     double params = (double)model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes);
-    p->pp_bytes = p->pipelined ? 2.0 * crossings * p->M * p->D * (double)p->rows * (double)c->hidden * sizeof(float) : 0;
+    p->pp_bytes =
+        p->pipelined ? 2.0 * crossings * p->M * p->D * (double)p->rows * (double)c->hidden * sizeof(float) : 0;
     p->dp_bytes = p->data_parallel ? 2.0 * (p->D - 1) * params * sizeof(float) : 0;
     p->placement_auto = c->placement == PLACEMENT_AUTO;
     if (c->mode != MODE_HYBRID) p->placement = PLACEMENT_STAGES;  // pp: one replica; ddp: one stage
@@ -295,23 +373,33 @@ static int warmup_too_long(const TrainConfig *c, const OptionsSeen *seen, long l
 static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
     int ep_cli = seen_typed(e->seen, "epochs"), st_cli = seen_typed(e->seen, "steps");
     if (ep_cli && st_cli && c->epochs)
-        return refuse(e, "train: --epochs %lld and --steps %lld both set the run's length: give one of them", (long long)c->epochs, (long long)c->steps);
+        return refuse(e, "train: --epochs %lld and --steps %lld both set the run's length: give one of them",
+                      (long long)c->epochs, (long long)c->steps);
     if (!ep_cli && !st_cli && c->epochs && seen_set(e->seen, "steps"))
-        return refuse(e, "train: the config sets both epochs (%lld) and steps (%lld): keep one of them, or override one on the command line",
+        return refuse(e,
+                      "train: the config sets both epochs (%lld) and steps (%lld): keep one of them, or override one "
+                      "on the command line",
                       (long long)c->epochs, (long long)c->steps);
     p->epochs = c->epochs && !(st_cli && !ep_cli) ? (int)c->epochs : 0;
     p->steps = p->epochs ? 0 : c->steps;  // (epochs: once the data's rows are known)
     if (!p->epochs && warmup_too_long(c, e->seen, c->steps))  // (with epochs: rule_epochs, once the steps are known)
-        return refuse(e, "train: --warmup-steps %lld is longer than the run's %lld steps, so the learning rate would never reach --lr %g: "
-                      "use --warmup-steps %lld or fewer, or more --steps", (long long)c->warmup_steps, (long long)c->steps, c->lr, (long long)c->steps);
+        return refuse(e,
+                      "train: --warmup-steps %lld is longer than the run's %lld steps, so the learning rate would "
+                      "never reach --lr %g: "
+                      "use --warmup-steps %lld or fewer, or more --steps",
+                      (long long)c->warmup_steps, (long long)c->steps, c->lr, (long long)c->steps);
     if (p->epochs && !strcmp(c->data, "synthetic"))
-        return refuse(e, "train: --epochs passes over a data set, and --data is synthetic: give --data fashion-mnist (or DIR, or files), or use --steps");
+        return refuse(e, "train: --epochs passes over a data set, and --data is synthetic: give --data fashion-mnist "
+                         "(or DIR, or files), or use --steps");
     if (c->save_best && !c->save[0])
         return refuse(e, "train: --save-best keeps the best checkpoint in --save DIR: add --save DIR");
     if (c->save_best && !p->epochs)
         return refuse(e, "train: --save-best evaluates after every epoch: add --epochs N (or drop --save-best)");
     if (c->save_best && c->save_every)
-        return refuse(e, "train: --save-best keeps only the best epoch's checkpoint, --save-every %lld every N steps: use one of them", (long long)c->save_every);
+        return refuse(e,
+                      "train: --save-best keeps only the best epoch's checkpoint, --save-every %lld every N steps: use "
+                      "one of them",
+                      (long long)c->save_every);
     return 0;
 }
 
@@ -322,19 +410,27 @@ static int rule_epochs(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     long long per_step = c->batch * p->N, train_rows = f->train_rows;
     p->steps_per_epoch = train_rows / per_step;
     if (p->steps_per_epoch < 1)
-        return refuse(e, "train: an epoch of %lld training rows holds no whole step of %lld rows (--batch %lld%s): use a smaller --batch",
+        return refuse(e,
+                      "train: an epoch of %lld training rows holds no whole step of %lld rows (--batch %lld%s): use a "
+                      "smaller --batch",
                       train_rows, per_step, (long long)c->batch, p->N > 1 ? " x --grad-accum" : "");
     p->epoch_rows = p->steps_per_epoch * per_step;
     p->dropped = train_rows - p->epoch_rows;
     p->steps = p->steps_per_epoch * p->epochs;
     if (p->steps > (1LL << 30))
-        return refuse(e, "train: %d epochs of %lld steps is more than 2^30 steps: use fewer --epochs", p->epochs, p->steps_per_epoch);
+        return refuse(e, "train: %d epochs of %lld steps is more than 2^30 steps: use fewer --epochs", p->epochs,
+                      p->steps_per_epoch);
     if (c->timeline_step > p->steps)
-        return refuse(e, "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
+        return refuse(e,
+                      "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
                       (long long)c->timeline_step, p->steps);
     if (warmup_too_long(c, e->seen, p->steps))
-        return refuse(e, "train: --warmup-steps %lld is longer than the run's %lld steps (%d epoch%s of %lld), so the learning rate would never reach --lr %g: "
-                      "use --warmup-steps %lld or fewer, or more --epochs", (long long)c->warmup_steps, p->steps, p->epochs, p->epochs == 1 ? "" : "s", p->steps_per_epoch, c->lr, p->steps);
+        return refuse(e,
+                      "train: --warmup-steps %lld is longer than the run's %lld steps (%d epoch%s of %lld), so the "
+                      "learning rate would never reach --lr %g: "
+                      "use --warmup-steps %lld or fewer, or more --epochs",
+                      (long long)c->warmup_steps, p->steps, p->epochs, p->epochs == 1 ? "" : "s", p->steps_per_epoch,
+                      c->lr, p->steps);
     return 0;
 }
 
@@ -342,11 +438,14 @@ static int rule_epochs(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 static int rule_observers(const TrainConfig *c, const Plan *p, Err *e) {
     if (c->mode != MODE_PP) return 0;
     if (c->gantt && c->json)
-        return refuse(e, "train: --gantt prints a chart and --json one JSON object: use one of them (--timeline FILE.svg works with --json)");
+        return refuse(e, "train: --gantt prints a chart and --json one JSON object: use one of them (--timeline "
+                         "FILE.svg works with --json)");
     if (c->timeline_step && !c->timeline[0] && !c->gantt)
-        return refuse(e, "train: --timeline-step picks the step drawn by --timeline or --gantt: add one of them, or drop it");
+        return refuse(
+            e, "train: --timeline-step picks the step drawn by --timeline or --gantt: add one of them, or drop it");
     if (c->timeline_step > c->steps && !p->epochs)  // (with epochs: rule_epochs checks it)
-        return refuse(e, "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
+        return refuse(e,
+                      "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
                       (long long)c->timeline_step, (long long)c->steps);
     return 0;
 }
@@ -357,16 +456,21 @@ static int rule_outputs(const TrainConfig *c, Err *e) {
     if (c->mode != MODE_PP) return 0;
     for (int i = 0; i < 2; i++)
         if (!strcmp(path[i], "-"))
-            return refuse(e, "train: --%s - would mix the file into the summary train prints on standard output: give a file name", flag[i]);
+            return refuse(
+                e,
+                "train: --%s - would mix the file into the summary train prints on standard output: give a file name",
+                flag[i]);
     return 0;
 }
 
 // --save-every, --resume with --verify.
 static int rule_checkpoints(const TrainConfig *c, Err *e) {
     if (c->save_every && !c->save[0])
-        return refuse(e, "train: --save-every %lld needs --save DIR (where to write the checkpoints)", (long long)c->save_every);
+        return refuse(e, "train: --save-every %lld needs --save DIR (where to write the checkpoints)",
+                      (long long)c->save_every);
     if (c->resume[0] && c->verify)
-        return refuse(e, "train: --verify compares step 1 from the initial weights, so it cannot be combined with --resume: drop one");
+        return refuse(e, "train: --verify compares step 1 from the initial weights, so it cannot be combined with "
+                         "--resume: drop one");
     return 0;
 }
 
@@ -375,7 +479,9 @@ static int rule_checkpoints(const TrainConfig *c, Err *e) {
 static int rule_resumed(const TrainConfig *c, const Facts *f, const Plan *p, Err *e) {
     long long at = f->resume_step;
     if (c->timeline_step && at > 0 && at < p->steps && c->timeline_step <= at)
-        return refuse(e, "train: --timeline-step %lld was done before the checkpoint (step %lld): use %lld..%lld, or 0 for the median-time step",
+        return refuse(e,
+                      "train: --timeline-step %lld was done before the checkpoint (step %lld): use %lld..%lld, or 0 "
+                      "for the median-time step",
                       (long long)c->timeline_step, at, at + 1, p->steps);
     return 0;
 }
@@ -383,36 +489,48 @@ static int rule_resumed(const TrainConfig *c, const Facts *f, const Plan *p, Err
 int plan_early(const TrainConfig *c, char *err, size_t errlen) {
     Err e = {err, errlen, NULL};
     if (c->timeout > 0 && c->timeout < WD_MIN_TIMEOUT)
-        return refuse(&e, "train: --timeout %g is below the %g s minimum: a healthy run waits that long at times (the first step, a checkpoint, "
-                      "a loaded machine); use %g or more, or 0 to wait forever", c->timeout, WD_MIN_TIMEOUT, WD_MIN_TIMEOUT);
+        return refuse(&e,
+                      "train: --timeout %g is below the %g s minimum: a healthy run waits that long at times (the "
+                      "first step, a checkpoint, "
+                      "a loaded machine); use %g or more, or 0 to wait forever",
+                      c->timeout, WD_MIN_TIMEOUT, WD_MIN_TIMEOUT);
     return 0;
 }
 
-int plan_device(const char *cmd, int device, int transport, int tf32, int world, const Hardware *f, int *dev_out, int *transport_out,
-                char *err, size_t errlen) {
+int plan_device(const char *cmd, int device, int transport, int tf32, int world, const Hardware *f, int *dev_out,
+                int *transport_out, char *err, size_t errlen) {
     Err e = {err, errlen, NULL};
     *dev_out = DEVICE_CPU;
     *transport_out = TRANSPORT_MPI;
     if (device == DEVICE_CPU && transport == TRANSPORT_NCCL)
-        return refuse(&e, "%s: --transport nccl moves GPU buffers, and --device is cpu: drop --transport nccl or use --device cuda", cmd);
+        return refuse(
+            &e,
+            "%s: --transport nccl moves GPU buffers, and --device is cpu: drop --transport nccl or use --device cuda",
+            cmd);
     if (device == DEVICE_CPU && tf32)
-        return refuse(&e, "%s: --tf32 applies to cuBLAS on a GPU, and --device is cpu: drop --tf32 or use --device cuda", cmd);
+        return refuse(
+            &e, "%s: --tf32 applies to cuBLAS on a GPU, and --device is cpu: drop --tf32 or use --device cuda", cmd);
     if (device == DEVICE_CPU || !f || !f->gpus_probed) return 0;
     if (f->no_gpu_rank >= 0) {
         char where[32] = "";
         if (f->no_gpu_rank > 0) snprintf(where, sizeof where, " (rank %d)", f->no_gpu_rank);
         if (device == DEVICE_CUDA) return refuse(&e, "no CUDA device%s: %s", where, f->no_gpu_why);
         if (transport == TRANSPORT_NCCL)
-            return refuse(&e, "%s: --transport nccl needs a GPU on every rank, but there is no CUDA device%s: %s", cmd, where, f->no_gpu_why);
-        if (tf32) return refuse(&e, "%s: --tf32 needs a GPU, but there is no CUDA device%s: %s", cmd, where, f->no_gpu_why);
+            return refuse(&e, "%s: --transport nccl needs a GPU on every rank, but there is no CUDA device%s: %s", cmd,
+                          where, f->no_gpu_why);
+        if (tf32)
+            return refuse(&e, "%s: --tf32 needs a GPU, but there is no CUDA device%s: %s", cmd, where, f->no_gpu_why);
         return 0;  // auto: the CPU
     }
     if (transport == TRANSPORT_NCCL && f->crowded)
-        return refuse(&e, "%s: --transport nccl needs one GPU per rank, but a node runs %d ranks on %d GPU%s: use --transport mpi "
-                      "(stages through pinned host memory, so ranks may share a GPU) or at most %d ranks per node",
-                      cmd, f->crowded_ranks, f->crowded_gpus, f->crowded_gpus == 1 ? "" : "s", f->crowded_gpus);
+        return refuse(
+            &e,
+            "%s: --transport nccl needs one GPU per rank, but a node runs %d ranks on %d GPU%s: use --transport mpi "
+            "(stages through pinned host memory, so ranks may share a GPU) or at most %d ranks per node",
+            cmd, f->crowded_ranks, f->crowded_gpus, f->crowded_gpus == 1 ? "" : "s", f->crowded_gpus);
     *dev_out = DEVICE_CUDA;
-    *transport_out = transport == TRANSPORT_AUTO ? (!f->crowded && world > 1 ? TRANSPORT_NCCL : TRANSPORT_MPI) : transport;
+    *transport_out =
+        transport == TRANSPORT_AUTO ? (!f->crowded && world > 1 ? TRANSPORT_NCCL : TRANSPORT_MPI) : transport;
     return 0;
 }
 
@@ -420,22 +538,29 @@ int plan_device(const char *cmd, int device, int transport, int tf32, int world,
 // schedules beyond 1F1B (chunks crossing the same pair both ways, deferred weight passes, a file's
 // order) are run and tested over MPI only, so they take the MPI transport (host-staged between GPUs).
 static int rule_devices(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    if (plan_device("train", c->device, c->transport, c->tf32, p->world, f->devices, &p->device, &p->transport, e->buf, e->n)) return -1;
+    if (plan_device("train", c->device, c->transport, c->tf32, p->world, f->devices, &p->device, &p->transport, e->buf,
+                    e->n))
+        return -1;
     if (p->data_parallel && c->allreduce == ALLREDUCE_SHM && p->device == DEVICE_CUDA)
-        return refuse(e, "train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce mpi or ring with --device cuda");
+        return refuse(e, "train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce "
+                         "mpi or ring with --device cuda");
     int tagged = p->V > 1 || p->split || p->schedule == SCHED_FILE;  // a file may send out of order
     if (p->pipelined && tagged && p->transport == TRANSPORT_NCCL) {
         if (c->transport == TRANSPORT_NCCL) {
             char sn[32];
-            return refuse(e, "train: --schedule %s runs over --transport mpi only (NCCL matches messages in order, without tags): drop --transport nccl",
+            return refuse(e,
+                          "train: --schedule %s runs over --transport mpi only (NCCL matches messages in order, "
+                          "without tags): drop --transport nccl",
                           choice_name(SCHED_NAMES, p->schedule, sn, sizeof sn));
         }
         p->transport = TRANSPORT_MPI;
-        p->transport_why = "the schedule's messages need tags (chunks both ways, deferred weight passes, or a file's order), which NCCL lacks";
+        p->transport_why = "the schedule's messages need tags (chunks both ways, deferred weight passes, or a file's "
+                           "order), which NCCL lacks";
     }
     if (f->blas_max_threads && c->threads > f->blas_max_threads)  // OpenBLAS would quietly use fewer
-        return refuse(e, "train: --threads %lld is more than the %d this OpenBLAS was built for: use --threads %d or fewer",
-                      (long long)c->threads, f->blas_max_threads, f->blas_max_threads);
+        return refuse(
+            e, "train: --threads %lld is more than the %d this OpenBLAS was built for: use --threads %d or fewer",
+            (long long)c->threads, f->blas_max_threads, f->blas_max_threads);
     return 0;
 }
 
@@ -489,8 +614,8 @@ static void rule_eval(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 }
 
 static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    if (rule_length(c, p, e) || rule_observers(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, e) || rule_checkpoints(c, e) ||
-        rule_devices(c, f, p, e) || rule_allreduce(c, f, p, e) || rule_resumed(c, f, p, e))
+    if (rule_length(c, p, e) || rule_observers(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, e) ||
+        rule_checkpoints(c, e) || rule_devices(c, f, p, e) || rule_allreduce(c, f, p, e) || rule_resumed(c, f, p, e))
         return -1;
     rule_eval(c, f, p, e);
     p->synthetic_samples = f->train_rows ? 0 : c->samples ? c->samples : c->batch * p->N;
@@ -520,8 +645,9 @@ int plan_make(const TrainConfig *c, const OptionsSeen *seen, const Facts *f, Pla
     p->schedule = p->file ? SCHED_FILE : c->schedule;
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);  // the default: Linear(H, H) first, as before --inputs
     p->transport_why = "";
-    if (plan_early(c, err, errlen) || rule_world(c, f->world, p, &e) || rule_flags_apply(c, &e) || rule_data_parallel(c, &e) ||
-        rule_grid(c, f->world, p, &e) || rule_schedule(c, f->tag_ub, p, &e) || rule_batch(c, p, &e) || rule_partition(c, p, &e))
+    if (plan_early(c, err, errlen) || rule_world(c, f->world, p, &e) || rule_flags_apply(c, &e) ||
+        rule_data_parallel(c, &e) || rule_grid(c, f->world, p, &e) || rule_schedule(c, f->tag_ub, p, &e) ||
+        rule_batch(c, p, &e) || rule_partition(c, p, &e))
         return -1;
     rule_placement(c, p);
     return rules_run(c, f, p, &e);
@@ -546,6 +672,8 @@ int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t e
     p->transport_why = "";
     TrainConfig even = *c;
     even.partition[0] = 0;
-    if (rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) || rule_batch(c, p, &e) || rule_partition(&even, p, &e)) return -1;
+    if (rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) || rule_batch(c, p, &e) ||
+        rule_partition(&even, p, &e))
+        return -1;
     return 0;
 }

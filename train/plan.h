@@ -94,7 +94,9 @@ int plan_device(const char *cmd, int device, int transport, int tf32, int world,
 
 // The chunk order (which rank holds which virtual stage) is the schedule's (p->chunk_order, schedule.h). The
 // executor, checkpoints, verify, the report and the trace all ask these, never vs % K.
-static inline int plan_vstage(const Plan *p, int stage, int chunk) { return vstage_of(p->chunk_order, p->K, stage, chunk); }
+static inline int plan_vstage(const Plan *p, int stage, int chunk) {
+    return vstage_of(p->chunk_order, p->K, stage, chunk);
+}
 static inline int plan_stage_of(const Plan *p, int vs) { return stage_of_vstage(p->chunk_order, p->K, vs); }
 static inline int plan_chunk_of(const Plan *p, int vs) { return chunk_of_vstage(p->K, vs); }
 static inline int plan_layers(const Plan *p, int vs) { return p->lo[vs + 1] - p->lo[vs]; }
@@ -113,7 +115,9 @@ static inline uint64_t plan_sample(const Plan *p, uint64_t step_sample, int k, i
 }
 // The hybrid grid on world ranks (--placement): the stage and replica of a rank.
 static inline int plan_rank_stage(const Plan *p, int rank) { return comm_grid_stage(p->placement, p->K, p->D, rank); }
-static inline int plan_rank_replica(const Plan *p, int rank) { return comm_grid_replica(p->placement, p->K, p->D, rank); }
+static inline int plan_rank_replica(const Plan *p, int rank) {
+    return comm_grid_replica(p->placement, p->K, p->D, rank);
+}
 // The parameters of virtual stage vs (its layers, the input layer when it holds layer 0, the head
 // when it is the last): what stage_init allocates, for the memory and shm rules.
 double plan_vstage_params(const TrainConfig *c, const Plan *p, int vs);

@@ -57,12 +57,15 @@ static void header_data(const TrainConfig *c, const Plan *p, const Data *d) {
     if (d->test.n) printf(", %lld test rows (kept apart: accuracy is measured on them)", (long long)d->test.n);
     else printf(" (no test split: accuracy is measured on training rows)");
     printf(" | %d features", d->inputs);
-    if (d->train.pixels) printf(", pixels scaled to [0,1] and standardised with the training set's mean %.4f and std %.4f", d->mean, d->std);
+    if (d->train.pixels)
+        printf(", pixels scaled to [0,1] and standardised with the training set's mean %.4f and std %.4f", d->mean,
+               d->std);
     printf("\n");
     if (p->epochs)
-        printf("epochs %d x %lld steps of %lld rows, shuffled per epoch from (seed, epoch)%s", p->epochs, p->steps_per_epoch,
-               (long long)c->batch * p->N, p->dropped ? "" : "\n");
-    if (p->epochs && p->dropped) printf(" | the last partial batch (%lld rows of each epoch's shuffle) is dropped\n", p->dropped);
+        printf("epochs %d x %lld steps of %lld rows, shuffled per epoch from (seed, epoch)%s", p->epochs,
+               p->steps_per_epoch, (long long)c->batch * p->N, p->dropped ? "" : "\n");
+    if (p->epochs && p->dropped)
+        printf(" | the last partial batch (%lld rows of each epoch's shuffle) is dropped\n", p->dropped);
 }
 
 // Hybrid: how the grid sits on the ranks and why; several nodes: which stage and replica each rank
@@ -70,10 +73,14 @@ static void header_data(const TrainConfig *c, const Plan *p, const Data *d) {
 static void header_placement(const Plan *p, const Hardware *hw) {
     if (p->mode == MODE_HYBRID) {
         int st = p->placement == PLACEMENT_STAGES;
-        printf("placement %s: %s on adjacent ranks (rank = %s x %d + %s) | per step: pipeline %.3g MB, all-reduce %.3g MB%s\n",
-               st ? "stages" : "replicas", st ? "each replica's stages" : "each stage's replicas", st ? "replica" : "stage", st ? p->K : p->D,
-               st ? "stage" : "replica", p->pp_bytes / 1e6, p->dp_bytes / 1e6,
-               !p->placement_auto ? " (--placement)" : st ? " -> auto keeps the pipeline on a node" : " -> auto keeps the all-reduce on a node");
+        printf("placement %s: %s on adjacent ranks (rank = %s x %d + %s) | per step: pipeline %.3g MB, all-reduce %.3g "
+               "MB%s\n",
+               st ? "stages" : "replicas", st ? "each replica's stages" : "each stage's replicas",
+               st ? "replica" : "stage", st ? p->K : p->D, st ? "stage" : "replica", p->pp_bytes / 1e6,
+               p->dp_bytes / 1e6,
+               !p->placement_auto ? " (--placement)"
+               : st               ? " -> auto keeps the pipeline on a node"
+                                  : " -> auto keeps the all-reduce on a node");
     }
     if (hw->nodes < 2) return;
     for (int n = 0; n < hw->nodes; n++) {
@@ -96,8 +103,9 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     printf("micropp train | mode %s", s.mode);
     if (c->mode == MODE_HYBRID) printf(" | %d stages x %d replicas (--pp %d --dp %d)", p->K, p->D, p->K, p->D);
     if (c->mode == MODE_DDP) printf(" | %d replicas x %d rows", p->D, p->rows);
-    if (p->pipelined) printf(" | schedule %s | stages %d | micro-batches %d (%d rows each)%s", s.schedule, p->K, p->M, p->rows,
-                             c->checkpoint_activations ? " | checkpointing" : "");
+    if (p->pipelined)
+        printf(" | schedule %s | stages %d | micro-batches %d (%d rows each)%s", s.schedule, p->K, p->M, p->rows,
+               c->checkpoint_activations ? " | checkpointing" : "");
     if (p->V > 1) printf(" | %d virtual stages per rank", p->V);
     if (p->N > 1) printf(" | grad-accum %d", p->N);
     if (c->mode == MODE_MANUAL) printf(" | parts %d", p->K);
@@ -106,9 +114,10 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
                (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
                (long long)c->classes, s.params, s.params * 4.0 / 1e6);
     else
-        printf("\nmodel Linear(%lld,%lld)+ReLU -> %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
-               (long long)p->inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden, (long long)c->hidden,
-               (long long)c->hidden, (long long)c->classes, s.params, s.params * 4.0 / 1e6);
+        printf("\nmodel Linear(%lld,%lld)+ReLU -> %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters "
+               "(%.1f MB fp32)\n",
+               (long long)p->inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden,
+               (long long)c->hidden, (long long)c->hidden, (long long)c->classes, s.params, s.params * 4.0 / 1e6);
     printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
            p->steps, s.optimizer, c->lr, (long long)c->seed, c->data);
     if (be->on_host) printf("%s | device %s", s.blas, s.device);
@@ -116,7 +125,8 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     if (p->pipelined) printf(" | transport %s", s.transport);
     printf("\n");
     if (c->precision == PRECISION_BF16)
-        printf("precision bf16: products on bf16 inputs, fp32 accumulation%s%s | weights, gradients, optimizer and loss fp32\n",
+        printf("precision bf16: products on bf16 inputs, fp32 accumulation%s%s | weights, gradients, optimizer and "
+               "loss fp32\n",
                s.onednn[0] ? " | " : "", s.onednn);
     if (c->precision == PRECISION_BF16 && be->on_host && !onednn_native_bf16())
         printf("note: this CPU has no native bf16 (AVX512_BF16): oneDNN emulates it, which can be slower than fp32\n");
@@ -127,8 +137,8 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
 }
 
 void report_epoch(const Plan *p, const EpochStat *e) {
-    printf("epoch %d/%d | train loss %.4f | test loss %.4f | test accuracy %.2f%% | %.2f s | %.0f samples/s\n", e->epoch, p->epochs,
-           e->train_loss, e->test_loss, 100 * e->test_accuracy, e->time_s, e->samples_s);
+    printf("epoch %d/%d | train loss %.4f | test loss %.4f | test accuracy %.2f%% | %.2f s | %.0f samples/s\n",
+           e->epoch, p->epochs, e->train_loss, e->test_loss, 100 * e->test_accuracy, e->time_s, e->samples_s);
     fflush(stdout);
 }
 
@@ -137,9 +147,16 @@ void report_dp_header(const TrainConfig *c, const Plan *p, const Model *model) {
     choice_names(c, p, &s);
     int nb = 0;
     size_t shards = 0, params = 0;
-    for (int k = 0; k < model->n_sync; k++) { nb += model->sync[k].nb; shards += model->sync[k].shard_total; params += model->sync[k].s->n_params; }
-    printf("data parallel: %d replicas | %s sync, %d %s%s", p->D, s.sync, nb, c->ddp_sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
-    if (c->ddp_sync == SYNC_BUCKETED) printf(" (cap %g MiB)%s", c->bucket_mb, c->mode == MODE_HYBRID ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
+    for (int k = 0; k < model->n_sync; k++) {
+        nb += model->sync[k].nb;
+        shards += model->sync[k].shard_total;
+        params += model->sync[k].s->n_params;
+    }
+    printf("data parallel: %d replicas | %s sync, %d %s%s", p->D, s.sync, nb,
+           c->ddp_sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
+    if (c->ddp_sync == SYNC_BUCKETED)
+        printf(" (cap %g MiB)%s", c->bucket_mb,
+               c->mode == MODE_HYBRID ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
     printf(" | %s %s", c->zero ? "reduce-scatter + all-gather" : "all-reduce", s.allreduce);
     if (c->zero) printf(" | ZeRO-1: this rank updates %zu of %zu parameters", shards, params);
     printf("\n");
@@ -247,9 +264,11 @@ static void fill_gemm(const TrainConfig *c, const Plan *p, const Measure *m, Sum
     for (int k = s->start + s->skip; k < (int)p->steps; k++) { g += m->gemm_s[k]; t += m->step_s[k]; }
     double v[2] = {g / (s->n_run - s->skip), g / t};
     if (p->distributed) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
-    double B = (double)c->batch * p->N, L = (double)c->layers, HH = (double)c->hidden * c->hidden, HC = (double)c->hidden * c->classes;
+    double B = (double)c->batch * p->N, L = (double)c->layers, HH = (double)c->hidden * c->hidden,
+           HC = (double)c->hidden * c->classes;
     double HxD = (double)c->hidden * p->inputs;  // layer 0: Linear(D, H)
-    double gemm_flops = 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * ((L - 1) * HH + HC);
+    double gemm_flops =
+        2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * ((L - 1) * HH + HC);
     if (c->checkpoint_activations) gemm_flops += 2 * B * (HxD + (L - 1) * HH);
     int ranks = p->distributed ? p->world : 1;
     s->gemm_ms = v[0] / ranks * 1e3;
@@ -322,7 +341,14 @@ static void fill_pipeline_simulated(const TrainConfig *c, const Plan *p, Summary
             st[k][q] = (k && !isfinite(x) ? s->med.b[q] / 2 : x) * V;
         }
     }
-    SimSpec ms = {.kind = p->schedule, .file = p->file, .K = K, .M = p->M, .v = V, .stage_f = st[0], .stage_b = st[1], .stage_w = st[2],
+    SimSpec ms = {.kind = p->schedule,
+                  .file = p->file,
+                  .K = K,
+                  .M = p->M,
+                  .v = V,
+                  .stage_f = st[0],
+                  .stage_b = st[1],
+                  .stage_w = st[2],
                   .slices = c->trace[0] || c->timeline[0] || c->gantt};  // the simulated chart's (observe)
     schedule_sim(&ms, &s->msim);
     for (int k = 0; k < 3; k++) free(st[k]);
@@ -341,11 +367,13 @@ static int shown_step(const TrainConfig *c, const Plan *p, const Measure *m, con
 // goes on to its summary, and every rank then exits 1 (train.c).
 static void write_failed(Summary *s, const char *flag, const char *path, int err) {
     const char *fix = err == EPIPE ? "its reader closed it before the end: keep the reader open until micropp exits"
-                    : err == ENOSPC || err == EDQUOT ? "the disk is full: free space there, or give a path on another disk"
-                    : out_hint(err);
+                      : err == ENOSPC || err == EDQUOT
+                          ? "the disk is full: free space there, or give a path on another disk"
+                          : out_hint(err);
     if (!s->write_err[0])
-        snprintf(s->write_err, sizeof s->write_err, "train: writing --%s '%s' failed: %s: %s; the training itself completed",
-                 flag, path, strerror(err), fix);
+        snprintf(s->write_err, sizeof s->write_err,
+                 "train: writing --%s '%s' failed: %s: %s; the training itself completed", flag, path, strerror(err),
+                 fix);
 }
 
 // Rank 0: --trace, the Chrome trace of every step.
@@ -379,7 +407,9 @@ static void measured_chart(const Plan *p, const Measure *m, const Summary *s, co
     }
     char vpart[48] = "";
     if (p->V > 1) snprintf(vpart, sizeof vpart, " x %d virtual stages", p->V);
-    snprintf(g->title, sizeof g->title, "measured: step %d of %lld | %s | %d ranks%s | %d micro-batches | %.3f ms | bubble %.3f (mean over ranks), theory %.3f",
+    snprintf(g->title, sizeof g->title,
+             "measured: step %d of %lld | %s | %d ranks%s | %d micro-batches | %.3f ms | bubble %.3f (mean over "
+             "ranks), theory %.3f",
              s->shown + 1, p->steps, s->schedule, p->K, vpart, p->M, m->step_s[s->shown] * 1e3, bub, s->bubble_theory);
 }
 
@@ -389,7 +419,12 @@ static void simulated_chart(const Plan *p, const Summary *s, Gantt *g) {
     double f = 0, b = 0, i = 0, w = 0;
     int n_iw = 0;  // the ranks that ran I and W
     for (int k = 0; k < K; k++) { f += s->med.f[k] / K; b += s->med.b[k] / K; }
-    for (int k = 0; k < K; k++) if (isfinite(s->med.i[k]) && isfinite(s->med.w[k])) { i += s->med.i[k]; w += s->med.w[k]; n_iw++; }
+    for (int k = 0; k < K; k++)
+        if (isfinite(s->med.i[k]) && isfinite(s->med.w[k])) {
+            i += s->med.i[k];
+            w += s->med.w[k];
+            n_iw++;
+        }
     if (n_iw) { i /= n_iw; w /= n_iw; }
     char costs[96];
     if (s->split) snprintf(costs, sizeof costs, "mean F %.3f ms, I %.3f ms, W %.3f ms", f * 1e3, i * 1e3, w * 1e3);
@@ -414,7 +449,12 @@ static void observe(const TrainConfig *c, const Plan *p, const Measure *m, Summa
     double shortest = INFINITY;
     for (int k = 0; k < p->K; k++)
         shortest = fmin(shortest, fmin(s->med.f[k], s->split ? fmin(s->med.i[k], s->med.w[k]) : s->med.b[k]));
-    for (int i = 0; i < 2; i++) { g[i].cell = shortest; g[i].width = 160; g[i].axis_scale = 1e3; g[i].axis_unit = "ms"; }
+    for (int i = 0; i < 2; i++) {
+        g[i].cell = shortest;
+        g[i].width = 160;
+        g[i].axis_scale = 1e3;
+        g[i].axis_unit = "ms";
+    }
     if (c->timeline[0]) {
         OutFile o;
         int err = out_open(&o, c->timeline);
@@ -495,7 +535,8 @@ static void json_pipeline(cJSON *o, const TrainConfig *c, const Plan *p, const S
     cJSON_AddItemToObject(o, "bubble_measured", cJSON_CreateDoubleArray(s->bubble, K));
     cJSON_AddNumberToObject(o, "bubble_theory", s->bubble_theory);
     cJSON_AddItemToObject(o, "bubble_simulated", cJSON_CreateDoubleArray(s->msim.bubble, K));
-    const char *key[4] = {"forward_ms_median", "backward_ms_median", "backward_input_ms_median", "backward_weight_ms_median"};
+    const char *key[4] = {"forward_ms_median", "backward_ms_median", "backward_input_ms_median",
+                          "backward_weight_ms_median"};
     const double *val[4] = {s->med.f, s->med.b, s->med.i, s->med.w};
     for (int q = 0; q < (s->split ? 4 : 2); q++) {
         double ms[MAX_STAGES];
@@ -521,7 +562,10 @@ static void json_epochs(cJSON *o, const Plan *p, const Data *d, const Measure *m
     cJSON_AddStringToObject(o, "data", d->name);
     cJSON_AddNumberToObject(o, "train_rows", (double)d->train.n);
     cJSON_AddNumberToObject(o, "test_rows", (double)d->test.n);
-    if (d->train.pixels) { cJSON_AddNumberToObject(o, "data_mean", d->mean); cJSON_AddNumberToObject(o, "data_std", d->std); }
+    if (d->train.pixels) {
+        cJSON_AddNumberToObject(o, "data_mean", d->mean);
+        cJSON_AddNumberToObject(o, "data_std", d->std);
+    }
     if (!p->epochs) return;
     cJSON_AddNumberToObject(o, "epochs_planned", p->epochs);
     cJSON_AddNumberToObject(o, "steps_per_epoch", (double)p->steps_per_epoch);
@@ -532,14 +576,19 @@ static void json_epochs(cJSON *o, const Plan *p, const Data *d, const Measure *m
         cJSON *x = cJSON_CreateObject();
         cJSON_AddNumberToObject(x, "epoch", e->epoch);
         cJSON_AddNumberToObject(x, "train_loss", e->train_loss);
-        if (isfinite(e->test_loss)) cJSON_AddNumberToObject(x, "test_loss", e->test_loss); else cJSON_AddNullToObject(x, "test_loss");
-        if (isfinite(e->test_accuracy)) cJSON_AddNumberToObject(x, "test_accuracy", e->test_accuracy); else cJSON_AddNullToObject(x, "test_accuracy");
+        if (isfinite(e->test_loss)) cJSON_AddNumberToObject(x, "test_loss", e->test_loss);
+        else cJSON_AddNullToObject(x, "test_loss");
+        if (isfinite(e->test_accuracy)) cJSON_AddNumberToObject(x, "test_accuracy", e->test_accuracy);
+        else cJSON_AddNullToObject(x, "test_accuracy");
         cJSON_AddNumberToObject(x, "time_s", e->time_s);
         cJSON_AddNumberToObject(x, "samples_per_s", e->samples_s);
         cJSON_AddItemToArray(a, x);
     }
     cJSON_AddItemToObject(o, "epochs", a);
-    if (g->best_epoch) { cJSON_AddNumberToObject(o, "best_epoch", g->best_epoch); cJSON_AddNumberToObject(o, "best_test_accuracy", g->best_accuracy); }
+    if (g->best_epoch) {
+        cJSON_AddNumberToObject(o, "best_epoch", g->best_epoch);
+        cJSON_AddNumberToObject(o, "best_test_accuracy", g->best_accuracy);
+    }
 }
 
 static void summary_json(const Run *r, const Summary *s) {
@@ -562,7 +611,8 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddNumberToObject(o, "start_step", start);
     cJSON_AddNumberToObject(o, "first_loss", m->loss[start]);
     cJSON_AddNumberToObject(o, "final_loss", m->loss[steps - 1]);
-    if (isfinite(s->accuracy)) cJSON_AddNumberToObject(o, "accuracy", s->accuracy); else cJSON_AddNullToObject(o, "accuracy");
+    if (isfinite(s->accuracy)) cJSON_AddNumberToObject(o, "accuracy", s->accuracy);
+    else cJSON_AddNullToObject(o, "accuracy");
     cJSON_AddNumberToObject(o, "eval_rows", (double)s->eval_rows);
     if (r->data.train.n) json_epochs(o, p, &r->data, m, &r->progress);
     cJSON_AddNumberToObject(o, "step_ms_median", s->step_ms);
@@ -572,7 +622,8 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddStringToObject(o, "device", r->wire.be->name);
     cJSON_AddStringToObject(o, "device_info", s->device);
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
-    if (r->wire.hardware.nodes) cJSON_AddNumberToObject(o, "nodes", r->wire.hardware.nodes);  // (MPI_COMM_TYPE_SHARED groups)
+    // (MPI_COMM_TYPE_SHARED groups)
+    if (r->wire.hardware.nodes) cJSON_AddNumberToObject(o, "nodes", r->wire.hardware.nodes);
     cJSON_AddStringToObject(o, "precision", s->precision);
     if (s->onednn[0]) cJSON_AddStringToObject(o, "onednn", s->onednn);
     if (c->gemm_timing) {
@@ -582,7 +633,10 @@ static void summary_json(const Run *r, const Summary *s) {
     }
     cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(m->loss + start, s->n_run));  // steps start+1..steps
     if (c->resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->resume);
-    if (r->progress.saved_step >= 0) { cJSON_AddStringToObject(o, "saved_to", c->save); cJSON_AddNumberToObject(o, "saved_step", (double)r->progress.saved_step); }
+    if (r->progress.saved_step >= 0) {
+        cJSON_AddStringToObject(o, "saved_to", c->save);
+        cJSON_AddNumberToObject(o, "saved_step", (double)r->progress.saved_step);
+    }
     if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", p->K);
     cJSON *mem = cJSON_AddObjectToObject(o, "memory_per_rank");  // allocated, the largest over the ranks
     cJSON_AddNumberToObject(mem, "weights", s->weight_bytes);
@@ -594,7 +648,8 @@ static void summary_json(const Run *r, const Summary *s) {
     if (!p->pipelined) {  // the monolith, a ddp replica, the manual split's parts: each stage's own peak
         double peak[MAX_STAGES];
         for (int k = 0; k < model->n_local && k < MAX_STAGES; k++) peak[k] = (double)model->local[k].peak_act_bytes;
-        cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(peak, model->n_local < MAX_STAGES ? model->n_local : MAX_STAGES));
+        cJSON_AddItemToObject(o, "peak_activation_bytes",
+                              cJSON_CreateDoubleArray(peak, model->n_local < MAX_STAGES ? model->n_local : MAX_STAGES));
     }
     if (p->pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", s->message_bytes);
     if (s->verify) json_verify(o, s->verify);
@@ -616,8 +671,9 @@ static void text_pipeline(const Plan *p, const Summary *s) {
     char whole[256] = "";  // the stages of a split schedule that ran full backwards only
     printf("\n%-6s %-10s %-29s   %9s %9s%s %14s  %s\n", "", "", "----------- bubble ----------", "median", "median",
            split ? "    median" : "", "", "");
-    printf("%-6s %-10s %9s %9s %9s   %9s %9s%s %14s  %s%s\n", "stage", "layers", "measured", "theory", "simulated", "F ms",
-           split ? "I ms" : "B ms", split ? "      W ms" : "", "peak in-flight", split ? "peak deferred W  " : "", "peak activations");
+    printf("%-6s %-10s %9s %9s %9s   %9s %9s%s %14s  %s%s\n", "stage", "layers", "measured", "theory", "simulated",
+           "F ms", split ? "I ms" : "B ms", split ? "      W ms" : "", "peak in-flight",
+           split ? "peak deferred W  " : "", "peak activations");
     for (int k = 0; k < p->K; k++) {
         char lay[128] = "", wcol[16] = "", def[32] = "";
         for (int ch = 0; ch < p->V; ch++) {
@@ -631,10 +687,13 @@ static void text_pipeline(const Plan *p, const Summary *s) {
             wcol[0] = ' ';
             ms_or_dash(s->med.w[k], wcol + 1, sizeof wcol - 1);
             snprintf(def, sizeof def, "%-17.0f", s->peak_deferred[k]);
-            if (!isfinite(s->med.i[k])) { size_t l = strlen(whole); snprintf(whole + l, sizeof whole - l, "%s%d", l ? ", " : "", k); }
+            if (!isfinite(s->med.i[k])) {
+                size_t l = strlen(whole);
+                snprintf(whole + l, sizeof whole - l, "%s%d", l ? ", " : "", k);
+            }
         }
-        printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9s%s %14.0f  %s%.2f MB\n", k, lay, s->bubble[k], s->bubble_theory, s->msim.bubble[k],
-               s->med.f[k] * 1e3, bcol, wcol, s->peak_inflight[k], def, s->peak_bytes[k] / 1e6);
+        printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9s%s %14.0f  %s%.2f MB\n", k, lay, s->bubble[k], s->bubble_theory,
+               s->msim.bubble[k], s->med.f[k] * 1e3, bcol, wcol, s->peak_inflight[k], def, s->peak_bytes[k] / 1e6);
     }
     printf("(simulated: the %s schedule run by the simulator with these %s times%s, transfers free)\n",
            s->schedule, split ? "F, I and W" : "F and B", p->V > 1 ? " of one chunk pass each" : "");
@@ -645,10 +704,12 @@ static void text_pipeline(const Plan *p, const Summary *s) {
 static void text_verify(const TrainConfig *c, const Plan *p, const VerifyResult *v) {
     const char *per = !p->distributed ? "part" : p->V > 1 ? "chunk (pipeline order)" : "stage";
     int bf16 = c->precision == PRECISION_BF16;
-    printf("\nverify (step 1 vs %smonolith reference on the cpu): worst relative error per %s:", bf16 ? "bf16 " : "", per);
+    printf("\nverify (step 1 vs %smonolith reference on the cpu): worst relative error per %s:", bf16 ? "bf16 " : "",
+           per);
     for (int k = 0; k < v->S; k++) printf(" %.2e", v->err[k]);
     printf(" -> %s\n  (tolerance %.0e%s, or %dx the float noise of the reference itself, the same batch summed in\n"
-           "  another order, per %s:", v->failed ? "FAILED" : "ok", v->tol, bf16 ? " (bf16: 2^-8)" : "", VERIFY_NOISE_FACTOR, per);
+           "  another order, per %s:",
+           v->failed ? "FAILED" : "ok", v->tol, bf16 ? " (bf16: 2^-8)" : "", VERIFY_NOISE_FACTOR, per);
     for (int k = 0; k < v->S; k++) printf(" %.2e", v->noise[k]);
     printf(")\n");
 }
@@ -672,13 +733,16 @@ static void summary_text(const Run *r, const Summary *s) {
         printf("accuracy %.*f%% on %lld %s rows\n", r->data.test.n ? 2 : 1, 100 * s->accuracy, s->eval_rows,
                r->data.test.n ? "test" : r->data.train.n ? "training" : "held-out");
     else printf("accuracy not measured (--eval-samples 0)\n");
-    if (g->best_epoch) printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * g->best_accuracy, g->best_epoch, c->save);
+    if (g->best_epoch)
+        printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * g->best_accuracy, g->best_epoch,
+               c->save);
     printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
     if (c->gemm_timing)
         printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", s->gemm_ms,
                p->distributed ? " per rank" : "", 100 * s->gemm_share, s->gemm_gflops);
     if (p->data_parallel)
-        printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | optimizer state %.2f MB per rank\n",
+        printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | "
+               "optimizer state %.2f MB per rank\n",
                s->collectives, s->comm_ms, 100 * s->comm_hidden, s->optimizer_bytes / 1e6);
     if (p->pipelined) text_pipeline(p, s);
     if (s->verify) text_verify(c, p, s->verify);

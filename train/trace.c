@@ -29,8 +29,8 @@ const KindStyle *kind_style(int kind) {
     static KindStyle unknown[EV_KINDS];
     CHECK(kind >= 0 && kind < EV_KINDS, "event kind %d out of range", kind);
     if (kind_styles[kind].letter) return &kind_styles[kind];
-    unknown[kind] = (KindStyle){kind < ACT_KINDS ? action_names[kind] : "?", kind < ACT_KINDS ? action_names[kind] : "?",
-                                "#bab0ac", 0, 0};
+    unknown[kind] = (KindStyle){kind < ACT_KINDS ? action_names[kind] : "?",
+                                kind < ACT_KINDS ? action_names[kind] : "?", "#bab0ac", 0, 0};
     return &unknown[kind];
 }
 
@@ -174,7 +174,8 @@ void gantt_text(FILE *f, const Gantt *g, int colour) {
         else fprintf(f, "%s%s %s", first ? "" : ", ", s->letter, s->name);
         first = 0;
     }
-    fprintf(f, "%s. idle; a number is the micro-batch%s\n", first ? "" : ", ", chunks ? " (.c: on the rank's chunk c)" : "");
+    fprintf(f, "%s. idle; a number is the micro-batch%s\n", first ? "" : ", ",
+            chunks ? " (.c: on the rank's chunk c)" : "");
     free(line); free(kinds); free(ruler);
 }
 
@@ -214,14 +215,18 @@ void gantt_svg(FILE *f, const Gantt *charts, int n) {
     char lab[64], name[96];
     for (int c = 0; c < n; c++) {
         const Gantt *g = &charts[c];
-        fprintf(f, "<g class=\"chart\" data-chart=\"%d\">\n<text x=\"4\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">", c, y + 15);
+        fprintf(
+            f, "<g class=\"chart\" data-chart=\"%d\">\n<text x=\"4\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">",
+            c, y + 15);
         xml_text(f, g->title);
         fprintf(f, "</text>\n");
         y += title_h;
         for (int r = 0; r < g->rows; r++) {
             double ry = y + r * row_h;
             fprintf(f, "<text x=\"4\" y=\"%.1f\">%s %d</text>\n", ry + 13, g->row_label, r);
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#eeeeee\" stroke=\"none\"/>\n", left, ry, g->t_end * px, cell_h);
+            fprintf(f,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#eeeeee\" stroke=\"none\"/>\n",
+                    left, ry, g->t_end * px, cell_h);
             for (int i = 0; i < g->n[r]; i++) {
                 const Interval *s = &g->slices[r][i];
                 const KindStyle *k = kind_style(s->kind);
@@ -230,25 +235,33 @@ void gantt_svg(FILE *f, const Gantt *charts, int n) {
                 slice_name(s->kind, s->mb, s->chunk, name, sizeof name);
                 // later chunks of an interleaved rank: the same colour, lighter
                 double opacity = s->chunk > 0 ? fmax(0.25, 1.0 - 0.45 * s->chunk) : 1.0;
-                fprintf(f, "<rect class=\"slice\" data-kind=\"%s\" data-mb=\"%d\" data-chunk=\"%d\" data-row=\"%d\" x=\"%.2f\" y=\"%.1f\" "
-                           "width=\"%.2f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"%.2f\" stroke=\"white\" stroke-width=\"%s\">"
-                           "<title>%s, %s %d: %g to %g %s</title></rect>\n",
-                        k->letter, s->mb, s->chunk, r, x, sy, wd < 0.3 ? 0.3 : wd, h, k->fill, opacity, k->bar ? "0" : "0.8", name,
-                        g->row_label, r, s->t0 * g->axis_scale, s->t1 * g->axis_scale, g->axis_unit);
+                fprintf(f,
+                        "<rect class=\"slice\" data-kind=\"%s\" data-mb=\"%d\" data-chunk=\"%d\" data-row=\"%d\" "
+                        "x=\"%.2f\" y=\"%.1f\" "
+                        "width=\"%.2f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"%.2f\" stroke=\"white\" "
+                        "stroke-width=\"%s\">"
+                        "<title>%s, %s %d: %g to %g %s</title></rect>\n",
+                        k->letter, s->mb, s->chunk, r, x, sy, wd < 0.3 ? 0.3 : wd, h, k->fill, opacity,
+                        k->bar ? "0" : "0.8", name, g->row_label, r, s->t0 * g->axis_scale, s->t1 * g->axis_scale,
+                        g->axis_unit);
                 slice_label(s->kind, s->mb, s->chunk, lab, sizeof lab);
                 if (!k->bar && wd >= 6.8 * (double)strlen(lab) + 4)
-                    fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\">%s</text>\n", x + wd / 2, ry + 13, lab);
+                    fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\">%s</text>\n",
+                            x + wd / 2, ry + 13, lab);
             }
         }
         y += g->rows * row_h;
         // axis: ticks at least 50 px apart
         double units_per_px = g->axis_scale / px, tick = nice_tick(units_per_px, 50);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>\n", left, y + 2, left + g->t_end * px, y + 2);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>\n", left, y + 2,
+                left + g->t_end * px, y + 2);
         for (int i = 0;; i++) {
             double v = i * tick, x = left + v / units_per_px;
             if (v / units_per_px > g->t_end * px + 1e-6) break;
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>"
-                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", x, y + 2, x, y + 6, x, y + 17, v);
+            fprintf(f,
+                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>"
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+                    x, y + 2, x, y + 6, x, y + 17, v);
         }
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n</g>\n", left + g->t_end * px + 6, y + 17, g->axis_unit);
         y += axis_h;
@@ -258,7 +271,9 @@ void gantt_svg(FILE *f, const Gantt *charts, int n) {
         if (!present[k] || seen_before(present, k)) continue;
         const KindStyle *s = kind_style(k);
         const char *nm = s->name;
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s %s</text>\n",
+        fprintf(f,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s "
+                "%s</text>\n",
                 x, y + 2, s->fill, x + 16, y + 12, s->letter, nm);
         x += 28 + 7 * (double)(strlen(nm) + strlen(s->letter));
     }
@@ -327,9 +342,10 @@ void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta) {
     char name[96];
     int first = 1;
     for (int r = 0; r < t->ranks; r++) {
-        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
-                   "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}},\n"
-                   "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}}",
+        fprintf(f,
+                "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
+                "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}},\n"
+                "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}}",
                 first ? "" : ",\n", r, r, r, r, r, r, r, r, r);
         first = 0;
         for (int i = 0; i < t->n[r]; i++) {
@@ -337,7 +353,9 @@ void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta) {
             CHECK(e->step >= 0 && e->step < t->steps, "event of step %d outside 0..%d", e->step, t->steps - 1);
             slice_name(e->kind, e->mb, e->chunk, name, sizeof name);
             double ts = (t->start[r][e->step] + e->t0) * 1e6, dur = (e->t1 - e->t0) * 1e6;
-            fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{",
+            fprintf(f,
+                    ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,"
+                    "\"args\":{",
                     name, kind_style(e->kind)->name, ts, dur, r, r);
             if (e->mb >= 0) fprintf(f, "\"micro_batch\":%d,", e->mb);
             if (e->chunk > 0) fprintf(f, "\"chunk\":%d,", e->chunk);

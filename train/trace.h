@@ -31,7 +31,8 @@ typedef struct {
 const KindStyle *kind_style(int kind);
 // Labels: "F3" (the letter alone when mb < 0); on chunk c > 0 of an interleaved rank "F3.c".
 void slice_label(int kind, int mb, int chunk, char *buf, size_t n);
-void slice_name(int kind, int mb, int chunk, char *buf, size_t n);   // "F3", "SEND_ACT 3", "RECV_ACT 3 (recv wait)", "optimizer step"
+// "F3", "SEND_ACT 3", "RECV_ACT 3 (recv wait)", "optimizer step"
+void slice_name(int kind, int mb, int chunk, char *buf, size_t n);
 
 // A Gantt chart: a row per stage (simulated) or per rank (measured), slices of any kinds.
 typedef struct {

@@ -31,7 +31,11 @@ static void reference_rows(const Plan *p, const StepState *st, int reversed, flo
     for (int i = 0; reversed && i < rows / 2; i++) {
         int j = rows - 1 - i;
         int32_t t = y[i]; y[i] = y[j]; y[j] = t;
-        for (int h = 0; h < H; h++) { float v = x[(size_t)i * H + h]; x[(size_t)i * H + h] = x[(size_t)j * H + h]; x[(size_t)j * H + h] = v; }
+        for (int h = 0; h < H; h++) {
+            float v = x[(size_t)i * H + h];
+            x[(size_t)i * H + h] = x[(size_t)j * H + h];
+            x[(size_t)j * H + h] = v;
+        }
     }
 }
 
@@ -40,8 +44,18 @@ static float *reference_grads(const TrainConfig *c, const Plan *p, const StepSta
     const Backend *rb = &backend_cpu;
     int rows = (int)c->batch * p->N, H = (int)c->hidden, L = (int)c->layers, D = p->inputs;
     Stage ref;
-    stage_init(&ref, rb, (StageSpec){.layers = L, .hidden = H, .classes = (int)c->classes, .inputs = D, .lo = 0, .hi = L, .head = 1,
-                                     .rows = rows, .slots = 1, .bf16 = c->precision == PRECISION_BF16, .seed = (uint64_t)c->seed});
+    stage_init(&ref, rb,
+               (StageSpec){.layers = L,
+                           .hidden = H,
+                           .classes = (int)c->classes,
+                           .inputs = D,
+                           .lo = 0,
+                           .hi = L,
+                           .head = 1,
+                           .rows = rows,
+                           .slots = 1,
+                           .bf16 = c->precision == PRECISION_BF16,
+                           .seed = (uint64_t)c->seed});
     int slot = stage_slot_acquire(&ref, 0);
     float *x = xmalloc(sizeof(float) * (size_t)rows * D);
     int32_t *y = xmalloc(sizeof(int32_t) * (size_t)rows);
@@ -102,7 +116,8 @@ static Verdict verify_stage(const Stage *s, double loss, double tol, const Refer
         size_t mo = stage_layer_off(s, s->n_layers), ro = ref_off(ref, ref->layers), CH = ref->C * H;
         compare(&v, mine, ref, mo, ro, CH, tol);
         compare(&v, mine, ref, mo + CH, ro + CH, ref->C, tol);
-        double e = fabs(loss - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30), n = fabs(ref->loss_b - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30);
+        double e = fabs(loss - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30),
+               n = fabs(ref->loss_b - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30);
         v.err = fmax(v.err, e); v.noise = fmax(v.noise, n);
         v.excess = fmax(v.excess, e / fmax(tol, VERIFY_NOISE_FACTOR * n));
     }
@@ -142,7 +157,10 @@ VerifyResult verify_step(const TrainConfig *c, const Plan *p, Model *model, cons
     }
     free(ref.ga); free(ref.gb);
     if (p->distributed) comm_allreduce_max_double(v.err, 3 * S, MPI_COMM_WORLD);
-    for (int k = 0; k < S; k++) { v.worst_err = fmax(v.worst_err, v.err[k]); v.worst_excess = fmax(v.worst_excess, v.excess[k]); }
+    for (int k = 0; k < S; k++) {
+        v.worst_err = fmax(v.worst_err, v.err[k]);
+        v.worst_excess = fmax(v.worst_excess, v.excess[k]);
+    }
     v.failed = !(v.worst_excess <= 1.0);
     return v;
 }
