@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "base/util.h"
+#include "slurm.h"
 #include "watchdog.h"
 
 void mpi_check_at(int err, const char *what, const char *file, int line) {
@@ -98,6 +99,7 @@ static void on_notice(int from, double waited, const WdSpin *s) {
         take_notice(s);
         usleep(10 * 1000);
     }
+    slurm_guard_release();
     _exit(1);
 }
 
@@ -203,6 +205,7 @@ static void fire(double waited, const WdSpin *s) {
         take_notice(s);
         usleep(10 * 1000);
     }
+    slurm_guard_aborting();
     alarm(3);  // MPI_Abort goes through mpiexec, which a dead link may keep from answering
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
@@ -271,6 +274,7 @@ static void finalize_overdue(double now) {
     fprintf(stderr, "[rank %d] micropp: MPI_Finalize had not returned %.0f s after the results were out; this rank leaves without it (exit %d)\n",
             g_rank, now - finalize_deadline + FINALIZE_GRACE_S, finalize_code);
     fflush(stderr);
+    slurm_guard_release();
     _exit(finalize_code);
 }
 
@@ -286,7 +290,7 @@ static void *watch(void *arg) {
     for (;;) {
         usleep(100 * 1000);
         double now = now_sec();
-        if (sig_pending) { alarm(3); MPI_Abort(MPI_COMM_WORLD, 128 + sig_pending); }
+        if (sig_pending) { slurm_guard_aborting(); alarm(3); MPI_Abort(MPI_COMM_WORLD, 128 + sig_pending); }
         if (finalize_deadline > 0 && now > finalize_deadline) finalize_overdue(now);
         unsigned calls = __atomic_load_n(&wd_calls, __ATOMIC_RELAXED);
         const char *call = __atomic_load_n(&wd_call, __ATOMIC_RELAXED);
@@ -298,6 +302,7 @@ static void *watch(void *arg) {
             fprintf(stderr, "[rank %d] watchdog: waited %.1f s (--timeout %g) inside %s %s\n", g_rank, now - since, timeout_s, call, w);
             fflush(stderr);
             usleep(200 * 1000);
+            slurm_guard_aborting();
             alarm(3);
             MPI_Abort(MPI_COMM_WORLD, 1);
             _exit(1);
@@ -331,7 +336,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
         (void)w;
     }
     // One process: no job to end (MPI_Abort from the thread crashed the computing main thread: exit 139).
-    if (finalize_deadline > 0 || world_size == 1) _exit(128 + sig);
+    if (finalize_deadline > 0 || world_size == 1) { slurm_guard_release(); _exit(128 + sig); }
     if (!everyone || g_rank == 0) sig_pending = sig;
 }
 

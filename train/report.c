@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include "train/pipeline.h"
 #include "train/report.h"
+#include "slurm.h"
 #include "base/util.h"
 
 static void names(const Run *r, Summary *s) {
@@ -116,6 +117,8 @@ void report_header(const Run *r) {
     else printf("device %s", s.device);
     if (p->pipelined) printf(" | transport %s", s.transport);
     printf("\n");
+    char job[600];
+    if (slurm_describe(job, sizeof job)) printf("%s\n", job);  // under Slurm: the job, its step and nodes
     if (c->precision == PRECISION_BF16)
         printf("precision bf16: products on bf16 inputs, fp32 accumulation%s%s | weights, gradients, optimizer and loss fp32\n",
                s.onednn[0] ? " | " : "", s.onednn);
@@ -565,6 +568,8 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddStringToObject(o, "device_info", s->device);
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
     if (r->hardware.nodes) cJSON_AddNumberToObject(o, "nodes", r->hardware.nodes);  // (MPI_COMM_TYPE_SHARED groups)
+    cJSON *job = slurm_json();  // under Slurm: the job, its step and nodes
+    if (job) cJSON_AddItemToObject(o, "slurm", job);
     cJSON_AddStringToObject(o, "precision", s->precision);
     if (s->onednn[0]) cJSON_AddStringToObject(o, "onednn", s->onednn);
     if (c->gemm_timing) {
