@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # tests/t_slurm.sh: micropp under Slurm, on throwaway clusters started on this machine (root only):
-# first one node, then two (two slurmd on one host, each its own node). srun and sbatch (with mpiexec,
-# and with configs/slurm-job.sh) run pp, ddp and hybrid with --verify; the header names the job and its
-# nodes; srun --mpi=none is refused in one line naming --mpi=pmi2; a rank killed under srun ends the
-# job step within seconds (the guard, slurm.c), on one node and across two; a job killed by a requeue
-# resumes from its last checkpoint and repeats the uninterrupted losses exactly. The daemons (munged on
-# a private socket, slurmctld, slurmd) run in the foreground of this script, with their config, state
-# and logs under $TMP and private ports, and are stopped by their PIDs on exit, even a failing one.
-# Slurm's packages: `make deps-slurm` (run by `make test` as root) installs them.
+# first one node, then two (two slurmd on one host, each its own node). docs/slurm.md's examples run
+# on them (tests/doc_examples.py, directive "slurm NODES"): pp, ddp and hybrid under srun and sbatch
+# (with srun, with mpiexec, and configs/slurm-job.sh as shipped), each with --verify, the header's job
+# line. Here too: "slurm" in --json; srun --mpi=none refused in one line naming --mpi=pmi2, exit 2; a
+# rank killed under srun ends the job step within seconds (the guard, slurm.c), on one node and across
+# two, and a rank's MPI_Abort too, the guard silent; a job requeued in mid-run resumes from its last
+# checkpoint and repeats the uninterrupted losses exactly. The daemons (munged on a private socket,
+# slurmctld, slurmd) run in the foreground of this script, with their config, state and logs under
+# $TMP and private ports, and are stopped by their PIDs on exit, even a failing one; nothing started
+# under the cluster may be left (read from /proc). Slurm's packages: `make test` installs them as root
+# (make deps-slurm).
 source "$(dirname "$0")/lib.sh"
+PATH=$PATH:/usr/sbin:/sbin  # (the daemons live there; a root shell without them on PATH is no reason to skip)
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --log-every 0"
 elapsed() { python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(date +%s.%N)"; }
 
