@@ -2,7 +2,7 @@
 # tests/t_slurm.sh: micropp under Slurm, on throwaway clusters started on this machine (root only):
 # first one node, then two (two slurmd on one host, each its own node). docs/slurm.md's examples run
 # on them (tests/doc_examples.py, directive "slurm NODES"): pp, ddp and hybrid under srun and sbatch
-# (with srun, with mpiexec, and configs/slurm-job.sh as shipped), each with --verify, the header's job
+# (with srun, with mpiexec, and configs/slurm-job.sh), each with --verify, the header's job
 # line. Here too: "slurm" in --json; srun --mpi=none refused in one line naming --mpi=pmi2, exit 2; a
 # rank killed under srun ends the job step within seconds (the guard, slurm.c), on one node and across
 # two, and a rank's MPI_Abort too, the guard silent; a job requeued in mid-run resumes from its last
@@ -285,7 +285,7 @@ stop_cluster
 if ! start_cluster 2; then fail "slurm/two nodes: the cluster starts" "$WHY"; exit 0; fi
 pass "slurm/two nodes: munged, slurmctld and two slurmd (n1, n2) started"
 
-# hybrid under srun, sbatch with mpiexec, configs/slurm-job.sh as shipped; each with --verify.
+# hybrid under srun, pp by sbatch with mpiexec and with configs/slurm-job.sh; each with --verify.
 docs 2 6
 
 # One rank per node: the dead rank has no neighbour on its node; the guard still ends the step.
