@@ -110,7 +110,7 @@ start_cluster() {
 # Ends every job, then each daemon by its PID (TERM, then KILL after 5 s); LEFT: what stayed behind,
 # a daemon, or a process started under this cluster (a task or slurmstepd: SLURM_CONF in its environment).
 stop_cluster() {
-    local pid left="" d t
+    local pid left="" d t found
     if [ -n "${SLURM_CONF:-}" ] && [ ${#DAEMONS[@]} -gt 0 ]; then
         scancel --quiet --user=root 2>/dev/null
         for _ in $(seq 30); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.2; done
@@ -126,6 +126,9 @@ stop_cluster() {
         t=$({ tr '\0' '\n' < "$d/environ"; } 2>/dev/null | grep -xF "SLURM_CONF=$C/slurm.conf") || continue
         [ -n "$t" ] && [ "${d##*/}" != "$BASHPID" ] && [ "${d##*/}" != "$$" ] && left="$left ${d##*/}:$(tr '\0' ' ' < "$d/cmdline" | head -c 60)"
     done
+    # and any process whose command line names the cluster's folder (a daemon whose PID was lost)
+    found=$(procs_matching "$C/") || { left="$left ($found)"; found=""; }
+    for pid in $found; do left="$left $pid:$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | head -c 60)"; done
     unset SLURM_CONF
     LEFT=${left# }
 }
