@@ -10,7 +10,7 @@ LDLIBS := -lopenblas -lcjson -lz -lm
 # The commands and the core at the root; train's phases in train/; the foundations (no MPI, no
 # model, no schedule) in base/. Every include points down: commands -> train/ -> core -> base/.
 CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftest.c
-CORE_SRCS := comms.c hardware.c messages.c collectives.c launch.c watchdog.c finalize.c p2p.c model.c schedule.c schedule_file.c
+CORE_SRCS := comms.c hardware.c messages.c collectives.c launch.c slurm.c watchdog.c finalize.c p2p.c model.c schedule.c schedule_file.c
 TRAIN_SRCS := $(addprefix train/,plan.c options.c memory.c measure.c pipeline.c verify.c report.c ddp.c checkpoint.c trace.c)
 BASE_SRCS := $(addprefix base/,util.c config.c data.c idx.c safetensors.c fault.c outfile.c ops_cpu.c ops_onednn.c)
 SRCS := $(CMD_SRCS) $(CORE_SRCS) $(TRAIN_SRCS) $(BASE_SRCS)
@@ -67,7 +67,7 @@ else
 endif
 OBJS := $(SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 
-.PHONY: all deps features run test asan test-asan fuzz clean bench
+.PHONY: all deps deps-slurm features run test asan test-asan fuzz clean bench
 all: micropp
 
 # Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS, zlib, oneDNN, the Fashion-MNIST
@@ -96,6 +96,27 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null \
 	    || { echo "micropp: apt-get install$$missing failed"; exit 1; }; \
 	fi
+
+# Slurm and munge for tests/t_slurm.sh, which starts a throwaway cluster on this machine and needs
+# root for it (it skips, saying why, otherwise): `make test` installs them through this target, as
+# root only, and only when one is missing; plain `make` never does, nor does DEPS=0. The packages'
+# own services are not started (a policy-rc.d that says so, for the install, where the machine has
+# none: a container's usually has): the test starts its own daemons on private ports and a private
+# socket. A failed install does not stop `make test`: t_slurm.sh then skips, naming what is missing.
+SLURM_PKGS := slurmctld:/usr/sbin/slurmctld slurmd:/usr/sbin/slurmd slurm-client:/usr/bin/srun munge:/usr/sbin/munged
+deps-slurm:
+	@[ "$(DEPS)" != 0 ] && [ "$$(id -u)" = 0 ] || exit 0; missing=""; \
+	for p in $(SLURM_PKGS); do test -x "$${p#*:}" || missing="$$missing $${p%%:*}"; done; \
+	[ -n "$$missing" ] || exit 0; \
+	echo "micropp: installing for tests/t_slurm.sh:$$missing slurm-wlm-basic-plugins"; \
+	policy=""; \
+	if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && policy=1; \
+	fi; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  $$missing slurm-wlm-basic-plugins >/dev/null; rc=$$?; \
+	[ -z "$$policy" ] || rm -f /usr/sbin/policy-rc.d; \
+	[ $$rc = 0 ] || echo "micropp: apt-get install$$missing failed: tests/t_slurm.sh will skip"
 
 features:
 	@echo "micropp build: MPI (mpicc): $$(command -v mpicc >/dev/null && echo found || echo not found)"
@@ -160,7 +181,7 @@ tests/bin/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz
 	@mkdir -p tests/bin
 	$(REPLAY_CC) -std=c11 -D_GNU_SOURCE -g -O1 $(REPLAY_SAN) -Wall -Wextra -Werror -I. $(MPI_INC) -o $@ $< tests/fuzz/replay_main.c $(FUZZ_SRCS_$*) -lcjson -lz -lm
 
-test: micropp $(UNIT_BINS) $(MPI_TEST_BINS) $(REPLAY_BINS) $(if $(filter 1,$(CUDA)),micropp-cpu)
+test: micropp $(UNIT_BINS) $(MPI_TEST_BINS) $(REPLAY_BINS) $(if $(filter 1,$(CUDA)),micropp-cpu) deps-slurm
 	@bash tests/run.sh
 
 # libFuzzer (clang) over each reader for FUZZ_SECONDS in all; new crash inputs land in

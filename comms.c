@@ -6,6 +6,7 @@
 #include "comms.h"
 #include "devcomm.h"
 #include "launch.h"
+#include "slurm.h"
 #include "base/util.h"
 #include "watchdog.h"
 
@@ -18,12 +19,14 @@ static int mpi_up(void) {
 
 // MPI_Abort tells mpiexec through this node's proxy; over a link that is down it can block, so an
 // alarm ends this rank regardless (SIGALRM's default action).
-static void abort_world(void) { alarm(5); MPI_Abort(MPI_COMM_WORLD, 1); }
+static void abort_world(void) { slurm_guard_aborting(); alarm(5); MPI_Abort(MPI_COMM_WORLD, 1); }
 static void finalize_mpi(void) { wd_close(); wd_finalize_bound(2); MPI_Finalize(); }
 static void agree_world(const char *err, int code) { comm_agree_code(MPI_COMM_WORLD, err, code); }
 
 void comm_init(int *argc, char ***argv) {
     int provided;
+    // under srun: a rank that dies without a word ends the job step (its guard is forked before MPI starts)
+    slurm_guard_start();
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -34,6 +37,8 @@ void comm_init(int *argc, char ***argv) {
                                      .finalize_quick = finalize_mpi,
                                      .finalize = comm_finalize_with,
                                      .agree = agree_world});
+    // srun --mpi=none: tasks that MPI sees as singletons, refused by each on its own
+    slurm_check_launch(argc && argv && *argc > 0 ? (*argv)[0] : "", comm_world_size());
     // the first message: every rank was started alike
     launch_agree_argv(argc && argv ? *argc : 0, argc && argv ? *argv : NULL);
     wd_init();

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "base/util.h"
+#include "slurm.h"
 #include "watchdog.h"
 
 void mpi_check_at(int err, const char *what, const char *file, int line) {
@@ -100,6 +101,7 @@ static void on_notice(int from, double waited, const WdSpin *s) {
         take_notice(s);
         usleep(10 * 1000);
     }
+    slurm_guard_release();
     _exit(1);
 }
 
@@ -213,6 +215,7 @@ static void fire(double waited, const WdSpin *s) {
         take_notice(s);
         usleep(10 * 1000);
     }
+    slurm_guard_aborting();
     alarm(3);  // MPI_Abort goes through mpiexec, which a dead link may keep from answering
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
@@ -283,6 +286,7 @@ static void finalize_overdue(double now) {
             "without it (exit %d)\n",
             g_rank, now - finalize_deadline + FINALIZE_GRACE_S, finalize_code);
     fflush(stderr);
+    slurm_guard_release();
     _exit(finalize_code);
 }
 
@@ -298,7 +302,7 @@ static void *watch(void *arg) {
     for (;;) {
         usleep(100 * 1000);
         double now = now_sec();
-        if (sig_pending) { alarm(3); MPI_Abort(MPI_COMM_WORLD, 128 + sig_pending); }
+        if (sig_pending) { slurm_guard_aborting(); alarm(3); MPI_Abort(MPI_COMM_WORLD, 128 + sig_pending); }
         if (finalize_deadline > 0 && now > finalize_deadline) finalize_overdue(now);
         unsigned calls = __atomic_load_n(&wd_calls, __ATOMIC_RELAXED);
         const char *call = __atomic_load_n(&wd_call, __ATOMIC_RELAXED);
@@ -311,6 +315,7 @@ static void *watch(void *arg) {
                     timeout_s, call, w);
             fflush(stderr);
             usleep(200 * 1000);
+            slurm_guard_aborting();
             alarm(3);
             MPI_Abort(MPI_COMM_WORLD, 1);
             _exit(1);
@@ -344,7 +349,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
         (void)w;
     }
     // One process: no job to end (MPI_Abort from the thread crashed the computing main thread: exit 139).
-    if (finalize_deadline > 0 || world_size == 1) _exit(128 + sig);
+    if (finalize_deadline > 0 || world_size == 1) { slurm_guard_release(); _exit(128 + sig); }
     if (!everyone || g_rank == 0) sig_pending = sig;
 }
 

@@ -42,6 +42,11 @@ THE CONVENTION (what a page writer needs to know)
                                            "| steps N |"); other lines that then differ from the
                                            page need ignore-lines
     <!-- doc-test: timeout SECONDS -->      per-command limit instead of 60 s
+    <!-- doc-test: slurm NODES -->          the block needs a Slurm cluster of NODES nodes: it runs
+                                           only where MICROPP_DOC_SLURM_NODES=NODES says one is up
+                                           (tests/t_slurm.sh sets it while its throwaway cluster
+                                           runs, and runs the page); elsewhere each command counts
+                                           as SKIP. With the variable set, blocks without it SKIP
   And one for a Markdown table of options instead of a block:
     <!-- doc-test: options-table COMMAND --> COMMAND (e.g. `./micropp train --help`) is run, and
                                            each row's first cell must name options it lists (the
@@ -261,7 +266,7 @@ def check_table(b, micropp, out):
 
 def run_block(b, micropp, out):
     name0 = os.path.relpath(b.page, ROOT)
-    skip, runwith, timeout = None, None, DEFAULT_TIMEOUT
+    skip, runwith, timeout, slurm = None, None, DEFAULT_TIMEOUT, None
     drop = [re.compile(r) for r in DROP] + [re.compile(r"\b%s\b" % re.escape(socket.gethostname()))]
     mask = [(re.compile(r), rep) for r, rep in MASK]
     bad = []
@@ -278,6 +283,8 @@ def run_block(b, micropp, out):
                 drop += [re.compile(r) for r in RUN_WITH]
             elif kind == "timeout":
                 timeout = float(arg)
+            elif kind == "slurm":
+                slurm = int(arg)
             else:
                 bad.append("%s:%d: unknown doc-test directive %r" % (name0, line, kind))
         except (re.error, ValueError) as e:
@@ -287,6 +294,12 @@ def run_block(b, micropp, out):
         for n in names:
             out("FAIL %s: %s" % (n, "; ".join(bad)))
         return
+    cluster = os.environ.get("MICROPP_DOC_SLURM_NODES")
+    if slurm is not None and cluster != str(slurm):
+        skip = skip or "needs a Slurm cluster of %d node%s (tests/t_slurm.sh runs it on its own)" % (
+            slurm, "s" * (slurm > 1))
+    elif slurm is None and cluster:
+        skip = skip or "not a Slurm example (tests/t_slurm.sh runs only those, on a cluster of %s)" % cluster
     if skip:
         for n in names:
             out("SKIP %s: %s" % (n, skip))
@@ -310,7 +323,7 @@ def run_block(b, micropp, out):
                 out("FAIL %s: %s" % (name, e))
                 continue
             secs = time.time() - t0
-            if rc in (124, 137):
+            if rc in (124, 137) and secs >= timeout:  # (137 is also what a run whose process was killed exits with)
                 out("FAIL %s: timed out after %.0f s" % (name, timeout))
                 continue
             want, have = normalize(shown, drop, mask), normalize(got, drop, mask)

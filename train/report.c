@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include "train/pipeline.h"
 #include "train/report.h"
+#include "slurm.h"
 #include "base/util.h"
 
 // The choices' names (the sync's and the all-reduce's too: report_dp_header prints them)...
@@ -124,6 +125,8 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     else printf("device %s", s.device);
     if (p->pipelined) printf(" | transport %s", s.transport);
     printf("\n");
+    char job[600];
+    if (slurm_describe(job, sizeof job)) printf("%s\n", job);  // under Slurm: the job, its step and nodes
     if (c->precision == PRECISION_BF16)
         printf("precision bf16: products on bf16 inputs, fp32 accumulation%s%s | weights, gradients, optimizer and "
                "loss fp32\n",
@@ -624,6 +627,8 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddBoolToObject(o, "tf32", c->tf32);
     // (MPI_COMM_TYPE_SHARED groups)
     if (r->wire.hardware.nodes) cJSON_AddNumberToObject(o, "nodes", r->wire.hardware.nodes);
+    cJSON *job = slurm_json();  // under Slurm: the job, its step and nodes
+    if (job) cJSON_AddItemToObject(o, "slurm", job);
     cJSON_AddStringToObject(o, "precision", s->precision);
     if (s->onednn[0]) cJSON_AddStringToObject(o, "onednn", s->onednn);
     if (c->gemm_timing) {
