@@ -208,6 +208,9 @@ static void setup_checkpoints(Run *r, int verbose) {
                          .first_stage = p->pipelined ? r->wire.stage : 0,
                          .stage_of = p->pipelined ? r->model.vs_of : NULL,
                          .writer = r->wire.replica == 0,
+                         .tp = p->T,
+                         .tp_rank = r->wire.comm.tp_rank,
+                         .tp_comm = r->wire.comm.tp,
                          .comm = MPI_COMM_WORLD};
     r->progress.saved_step = -1;
     if (!c->resume[0]) return;
@@ -435,7 +438,11 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         if (!p->pipelined) fault_stall(step + 1, "at its start");
         r->exec.step = step;
         r->exec.step_sample = plan_step_sample(p, g->sample0, g->start, step);
+        TpGroup before = r->wire.tp;
         step_compute(p, &r->wire, &r->model, &r->exec, &r->m);
+        r->m.tp_s += r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
+        r->m.tp_floats += r->wire.tp.floats - before.floats;
+        r->m.tp_calls += r->wire.tp.calls - before.calls;
         double loss = step_loss(p, &r->model, g, &r->m, step);
         if (step == 0 && c->verify) *v = verify_step(c, p, &r->model, &r->exec, loss);
         if (!isfinite(loss))
