@@ -57,6 +57,7 @@ static const char *const model_names[] = {"config",
                                           "optimizer",
                                           "checkpoint-activations",
                                           "zero",
+                                          "tp",
                                           "json"};
 #define N_MODEL (sizeof model_names / sizeof *model_names)
 
@@ -370,6 +371,8 @@ static cJSON *json_row(const Row *w) {
     cJSON_AddItemToObject(r, "weight_bytes_per_stage", per_stage(w, offsetof(MemNeed, weights)));
     cJSON_AddItemToObject(r, "optimizer_bytes_per_stage", per_stage(w, offsetof(MemNeed, optimizer)));
     cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(l->inflight, l->K));
+    cJSON_AddNumberToObject(r, "tp", l->T);
+    cJSON_AddItemToObject(r, "tp_allreduce_bytes_per_stage", cJSON_CreateDoubleArray(l->tp_bytes, l->K));
     cJSON_AddNumberToObject(r, "bubble", l->bubble);
     cJSON_AddBoolToObject(r, "fits", w->fits);
     return r;
