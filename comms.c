@@ -73,8 +73,8 @@ void comm_grid_tp(Comm *c, const Backend *be, int P, int D, int T, int placement
     c->world = MPI_COMM_WORLD;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
-    CHECK(P >= 1 && D >= 1 && T >= 1 && P * D * T == c->size, "grid of %d stages x %d replicas x %d tensor-parallel on %d ranks", P, D, T,
-          c->size);
+    CHECK(P >= 1 && D >= 1 && T >= 1 && P * D * T == c->size,
+          "grid of %d stages x %d replicas x %d tensor-parallel on %d ranks", P, D, T, c->size);
     c->stages = P;
     c->replicas = D;
     c->tp_size = T;

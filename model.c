@@ -12,15 +12,6 @@ size_t model_param_count(int L, int D, int H, int C) {
     return ((size_t)H * D + H) + (size_t)(L - 1) * ((size_t)H * H + H) + (size_t)C * H + C;
 }
 
-size_t stage_layer_off(const Stage *s, int j) {
-    return j == s->n_layers ? (size_t)(s->Wh - s->params) : (size_t)(s->W[j] - s->params);
-}
-size_t stage_weight_len(const Stage *s, int j) {
-    return j == s->n_layers ? (size_t)s->C * s->H : (size_t)stage_out_w(s, j) * stage_in_w(s, j);
-}
-size_t stage_layer_len(const Stage *s, int j) {
-    return stage_weight_len(s, j) + (j == s->n_layers ? (size_t)s->C : (size_t)stage_out_w(s, j));
-}
 
 void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, float *b) {
     float bound = 1.0f / sqrtf((float)fan_in);  // nn.Linear: kaiming_uniform(a=sqrt(5)) == U(-1/sqrt(in), 1/sqrt(in))

@@ -102,10 +102,17 @@ static inline int stage_fan_in(const Stage *s, int i) { return i == 0 ? s->D : s
 static inline int stage_out_w(const Stage *s, int i) { return s->kind[i] == TP_COL ? s->H / s->tp : s->H; }
 static inline int stage_in_w(const Stage *s, int i) { return s->kind[i] == TP_ROW ? s->H / s->tp : stage_fan_in(s, i); }
 // Floats of local layer j's weight in this rank's flat buffer (j == n_layers: the head's, C x H).
-size_t stage_weight_len(const Stage *s, int j);
+// (Inline: shard.c reads the layout without calling back into model.c.)
+static inline size_t stage_weight_len(const Stage *s, int j) {
+    return j == s->n_layers ? (size_t)s->C * s->H : (size_t)stage_out_w(s, j) * stage_in_w(s, j);
+}
 // Offset (floats, in params/grads) and length of local layer j's weight and bias; j == n_layers: the head.
-size_t stage_layer_off(const Stage *s, int j);
-size_t stage_layer_len(const Stage *s, int j);
+static inline size_t stage_layer_off(const Stage *s, int j) {
+    return j == s->n_layers ? (size_t)(s->Wh - s->params) : (size_t)(s->W[j] - s->params);
+}
+static inline size_t stage_layer_len(const Stage *s, int j) {
+    return stage_weight_len(s, j) + (j == s->n_layers ? (size_t)s->C : (size_t)stage_out_w(s, j));
+}
 // What a Stage holds: global layers [lo, hi) of a model of `layers` hidden layers (and the head when
 // head is set), micro-batches of `rows`, `slots` micro-batches stashed at once, checkpointing.
 typedef struct {

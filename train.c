@@ -86,7 +86,8 @@ static void setup_buffers(const TrainConfig *c, const Plan *p, const Backend *be
     st->grad_bf16 = be->alloc(sizeof(uint16_t) * rows * H + sizeof(float));
 }
 
-static StageSpec spec_of(const TrainConfig *c, const Plan *p, const Wire *w, int vs, int has_head, int slots, int ckpt) {
+static StageSpec spec_of(const TrainConfig *c, const Plan *p, const Wire *w, int vs, int has_head, int slots,
+                         int ckpt) {
     return (StageSpec){.layers = (int)c->layers,
                        .hidden = (int)c->hidden,
                        .classes = (int)c->classes,

@@ -48,7 +48,6 @@ typedef struct {
     const float *x, *dout;
     const int32_t *y;
     float *din;          // [rows, D] the input gradient
-    float *grads_full;   // the unsharded gradients
     double loss;
     Stage s;
 } Job;

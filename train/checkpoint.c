@@ -539,7 +539,8 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
 // (collective over the group; NULL on the other ranks).
 static float *gather_whole(const CkptLayout *l, const Stage *s, const float *src) {
     size_t n = s->n_params, T = (size_t)(l->tp > 1 ? l->tp : 1);
-    float *mine = xcalloc(n, sizeof(float)), *all = l->tp_rank == 0 ? xmalloc(sizeof(float) * n * T) : NULL, *whole = NULL;
+    float *mine = xcalloc(n, sizeof(float)), *all = l->tp_rank == 0 ? xmalloc(sizeof(float) * n * T) : NULL,
+          *whole = NULL;
     if (src) s->be->to_host(mine, src, sizeof(float) * n);
     if (T > 1) {
         CHECK(n <= INT_MAX, "a stage shard of %zu floats: more than MPI's int count", n);
@@ -555,7 +556,7 @@ static float *gather_whole(const CkptLayout *l, const Stage *s, const float *src
 
 // Writes one stage's file into dir from its whole tensors (params, and Adam's moments or NULL); fills
 // rec. Any failure ends the job (fatal).
-static void write_stage(const CkptLayout *l, const Stage *s, float *const whole[3], int stage, int64_t step,
+static void write_stage(const CkptLayout *l, const Stage *s, const float *const whole[3], int stage, int64_t step,
                         uint64_t next_sample, FileRec *rec) {
     const TrainConfig *c = l->c;
     int adam = c->optimizer == OPTIM_ADAM;
@@ -697,7 +698,9 @@ double ckpt_save(const CkptLayout *l, int64_t step, uint64_t next_sample) {
         int adam = l->c->optimizer == OPTIM_ADAM;
         float *whole[3] = {gather_whole(l, s, s->params), adam ? gather_whole(l, s, s->adam_m) : NULL,
                            adam ? gather_whole(l, s, s->adam_v) : NULL};
-        if (mine) write_stage(l, s, whole, l->stage_of ? l->stage_of[k] : l->first_stage + k, step, next_sample, &recs[k]);
+        if (mine)
+            write_stage(l, s, (const float *const *)whole, l->stage_of ? l->stage_of[k] : l->first_stage + k, step,
+                        next_sample, &recs[k]);
         for (int j = 0; j < 3; j++) free(whole[j]);
     }
     // Gather the file records at rank 0: counts, then the records as bytes.

@@ -120,8 +120,9 @@ static int rule_tp(const TrainConfig *c, int world, Plan *p, Err *e) {
     static const char *const observers[] = {"trace", "timeline", "timeline-step", "gantt"};
     const char *f;
     if (c->mode == MODE_MANUAL)
-        return refuse(e, "train: --tp splits layers over ranks, and --mode manual runs in one process: drop --tp or use "
-                         "--mode monolith, pp, ddp or hybrid");
+        return refuse(e,
+                      "train: --tp splits layers over ranks, and --mode manual runs in one process: drop --tp or use "
+                      "--mode monolith, pp, ddp or hybrid");
     if (rule_tp_width(c, e)) return -1;
     if (world % T)
         return refuse(e,
@@ -404,8 +405,9 @@ static void rule_placement(const TrainConfig *c, Plan *p) {
     int crossings = 0;
     for (int vs = 0; vs + 1 < p->S; vs++) crossings += plan_stage_of(p, vs) != plan_stage_of(p, vs + 1);
     double params = (double)model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes);
-    p->pp_bytes = p->pipelined ? 2.0 * crossings * p->M * p->D * p->T * (double)p->rows * (double)c->hidden * sizeof(float)
-                               : 0;  // (each rank of a tensor-parallel group sends the whole activation)
+    p->pp_bytes = p->pipelined
+                      ? 2.0 * crossings * p->M * p->D * p->T * (double)p->rows * (double)c->hidden * sizeof(float)
+                      : 0;  // (each rank of a tensor-parallel group sends the whole activation)
     p->dp_bytes = p->data_parallel ? 2.0 * (p->D - 1) * params * sizeof(float) : 0;
     p->placement_auto = c->placement == PLACEMENT_AUTO;
     if (c->mode != MODE_HYBRID) p->placement = PLACEMENT_STAGES;  // pp: one replica; ddp: one stage
@@ -740,8 +742,8 @@ int plan_make(const TrainConfig *c, const OptionsSeen *seen, const Facts *f, Pla
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);  // the default: Linear(H, H) first, as before --inputs
     p->transport_why = "";
     if (plan_early(c, err, errlen) || rule_tp(c, f->world, p, &e) || rule_world(c, f->world, p, &e) ||
-        rule_flags_apply(c, &e) || rule_data_parallel(c, &e) || rule_grid(c, f->world / p->T, p, &e) || rule_schedule(c, f->tag_ub, p, &e) ||
-        rule_batch(c, p, &e) || rule_partition(c, p, &e))
+        rule_flags_apply(c, &e) || rule_data_parallel(c, &e) || rule_grid(c, f->world / p->T, p, &e) ||
+        rule_schedule(c, f->tag_ub, p, &e) || rule_batch(c, p, &e) || rule_partition(c, p, &e))
         return -1;
     rule_placement(c, p);
     return rules_run(c, f, p, &e);
