@@ -100,9 +100,8 @@ static void header_placement(const Plan *p, const Hardware *hw) {
 // --tp: the 3D grid and the group's all-reduce.
 static void header_tp(const Plan *p, const Summary *s) {
     if (p->T == 1) return;
-    printf("tensor parallel: grid %d stage%s x %d replica%s x %d tp = %d ranks (rank = group x %d + tp rank; the "
-           "groups laid out as above) | layers in column/row pairs, an odd last layer and the head whole on every "
-           "rank | all-reduce %s\n",
+    printf("tensor parallel: grid %d stage%s x %d replica%s x %d tp = %d ranks (rank = group x %d + tp rank) | "
+           "layers in column/row pairs, an odd last layer and the head whole on every rank | all-reduce %s\n",
            p->K, p->K == 1 ? "" : "s", p->D, p->D == 1 ? "" : "s", p->T, p->world, p->T, s->tp_allreduce);
 }
 
