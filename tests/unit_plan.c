@@ -503,6 +503,15 @@ static void test_tp(void) {
     refused("plan/refuse: --tp with manual", 1, "--mode manual --tp 2", "--tp splits layers over ranks, and --mode manual runs in one process");
     refused("plan/refuse: --tp with --trace", 4, "--mode pp --tp 2 --trace t.json", "train: --trace draws one track per stage, and --tp 2 runs 2 ranks per stage");
     plan_ok("plan/tp: --allreduce picks the group's", 2, "--tp 2 --allreduce ring");
+    TrainConfig tc;  // a config file's "trace" key: the observers would run, so refused too
+    train_config_defaults(&tc);
+    tc.mode = MODE_PP; tc.tp = 2;
+    snprintf(tc.trace, sizeof tc.trace, "t.json");
+    static const OptionsSeen none;
+    Facts f4 = {.world = 4, .tag_ub = TAG_UB};
+    char err[512];
+    EXPECT("plan/refuse: --tp with a config file's trace", plan_make(&tc, &none, &f4, &p, err, sizeof err) == -1 &&
+           strstr(err, "train: --trace draws one track per stage"), "%s", err);
     static int one_node[4] = {0, 0, 0, 0}, split_group[4] = {0, 0, 0, 1};
     static double unknown[4] = {-1, -1, -1, -1};
     Hardware h1 = {.no_gpu_rank = -1, .nodes = 1, .node_of = one_node, .shm_free = unknown};

@@ -147,7 +147,11 @@ static int rule_tp(const TrainConfig *c, int world, Plan *p, Err *e) {
                       "train: --pp %lld x --dp %lld x --tp %lld = %lld ranks, but %d were started: run 'mpiexec -n "
                       "%lld' or choose P x D x T = %d",
                       P, D, T, P * D * T, world, P * D * T, world);
-    if ((f = TYPED(observers)))
+    // (set in a config file too: the pipeline's observers would run, one track per rank)
+    int set = c->mode == MODE_PP && (c->trace[0] || c->timeline[0] || c->timeline_step || c->gantt);
+    f = TYPED(observers);
+    if (!f && set) f = c->trace[0] ? "trace" : c->timeline[0] ? "timeline" : c->gantt ? "gantt" : "timeline-step";
+    if (f)
         return refuse(e,
                       "train: --%s draws one track per stage, and --tp %lld runs %lld ranks per stage: drop --%s "
                       "(not supported with --tp)",
