@@ -2,8 +2,8 @@
 # tests/t_tp.sh: tensor parallelism (--tp T) end to end. Bad inputs end every rank with one line and
 # exit 2; --tp alone, and the 3D grid (pp x dp x tp up to 8 ranks, every schedule, both placements)
 # pass --verify against the monolith and train the monolith's losses, in fp32 and bf16; the
-# all-reduce by shm, mpi and ring; the header and --json show the grid and the group's all-reduces;
-# checkpoints keep the unsharded layout: T=2 -> monolith, monolith -> T=2 and one grid -> another
+# all-reduce by shm, mpi and ring; --tp-message slice (chunks + an all-gather); the header and
+# --json show the grid and the group's all-reduces; checkpoints keep the unsharded layout: T=2 -> monolith, monolith -> T=2 and one grid -> another
 # resume with the uninterrupted losses.
 source "$(dirname "$0")/lib.sh"
 
@@ -32,6 +32,9 @@ expect_user_error "tp/hybrid P x D x T is not the ranks" "--pp 2 x --dp 2 x --tp
     mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --tp 2
 expect_user_error "tp/--tp with manual" "--mode manual runs in one process" 30 "$MICROPP" train --mode manual --tp 2
 expect_user_error "tp/config key tp: 0 refused" "tp" 30 "$MICROPP" train --tp 0
+expect_user_error "tp/--tp-message without --tp" "--tp-message applies to --tp T > 1" 30 "$MICROPP" train --tp-message slice
+expect_user_error "tp/--tp-message without a pipeline" "--tp-message applies to messages between the stages" 60 \
+    mpiexec -n 2 "$MICROPP" train --tp 2 --tp-message slice
 
 # ---- the monolith's losses, and --tp alone ----
 run 120 "$MICROPP" train "${M[@]}" --steps 3
@@ -64,6 +67,12 @@ for s in naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v dualpipev; do
     tp_case "tp/pp 2 x tp 2, $s" 4 --mode pp --tp 2 --schedule $s --micro-batches 4
 done
 tp_case "tp/pp 2 x tp 2, 1f1b checkpointing" 4 --mode pp --tp 2 --schedule 1f1b --checkpoint-activations
+# --tp-message slice: each rank sends its chunk of a message, the receiving group all-gathers them
+for s in 1f1b zb-v; do
+    tp_case "tp/pp 2 x tp 2, $s, --tp-message slice" 4 --mode pp --tp 2 --schedule $s --micro-batches 4 --tp-message slice
+done
+tp_case "tp/hybrid 2 x 2 x 2, --tp-message slice, --allreduce mpi" 8 --mode hybrid --pp 2 --dp 2 --tp 2 --micro-batches 2 \
+    --tp-message slice --allreduce mpi
 tp_case "tp/ddp 2 x tp 2, bucketed" 4 --mode ddp --tp 2
 tp_case "tp/ddp 2 x tp 2, ZeRO-1, mpi" 4 --mode ddp --tp 2 --zero 1 --allreduce mpi
 tp_case "tp/hybrid 2 x 2 x 2, 1f1b, placement stages" 8 --mode hybrid --pp 2 --dp 2 --tp 2 --micro-batches 2 --placement stages

@@ -503,6 +503,11 @@ static void test_tp(void) {
     refused("plan/refuse: --tp with manual", 1, "--mode manual --tp 2", "--tp splits layers over ranks, and --mode manual runs in one process");
     refused("plan/refuse: --tp with --trace", 4, "--mode pp --tp 2 --trace t.json", "train: --trace draws one track per stage, and --tp 2 runs 2 ranks per stage");
     plan_ok("plan/tp: --allreduce picks the group's", 2, "--tp 2 --allreduce ring");
+    p = plan_ok("plan/tp: --tp-message slice", 4, "--mode pp --tp 2 --tp-message slice");
+    EXPECT("plan/tp: --tp-message slice in a pipeline", p.tp_message == TP_MESSAGE_SLICE, "%d", p.tp_message);
+    refused("plan/refuse: --tp-message without --tp", 1, "--tp-message slice", "train: --tp-message applies to --tp T > 1");
+    refused("plan/refuse: --tp-message without a pipeline", 2, "--tp 2 --tp-message slice",
+            "train: --tp-message applies to messages between the stages of --mode pp or hybrid");
     TrainConfig tc;  // a config file's "trace" key: the observers would run, so refused too
     train_config_defaults(&tc);
     tc.mode = MODE_PP; tc.tp = 2;

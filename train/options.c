@@ -7,6 +7,7 @@
 #include "train/ddp.h"
 #include "model.h"
 #include "train/plan.h"
+#include "train/tp.h"
 #include "schedule.h"
 
 #define T(field) offsetof(TrainConfig, field)
@@ -89,6 +90,9 @@ const Option train_options[] = {
     {"tp", 0, OPT_INT, T(tp), 0, 1, 4096, "T",
      "tensor parallelism: T adjacent ranks share each stage's layers (Megatron's column/row pairs; --hidden divisible "
      "by T); ranks = T x the mode's (monolith T, pp P x T, ddp D x T, hybrid P x D x T)"},
+    {"tp-message", 0, OPT_CHOICE, T(tp_message), TP_MESSAGE_CHOICES, 0, 0, "M",
+     "--tp with a pipeline: a message between two groups as the whole activation from every rank (full), or each "
+     "rank's 1/T slice and an all-gather on the receiving side (slice)"},
     {"placement", 0, OPT_CHOICE, T(placement), PLACEMENT_CHOICES, 0, 0, "P",
      "hybrid: what sits on adjacent ranks (one node): stages = each replica's pipeline, replicas = each stage's "
      "data-parallel group; auto = the side with more traffic per step"},

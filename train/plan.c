@@ -116,6 +116,9 @@ static int rule_tp_width(const TrainConfig *c, Err *e) {
 static int rule_tp(const TrainConfig *c, int world, Plan *p, Err *e) {
     long long T = c->tp, P = c->pp, D = c->dp;
     p->T = (int)T;
+    if (T == 1 && seen_typed(e->seen, "tp-message"))
+        return refuse(e, "train: --tp-message applies to --tp T > 1 (the messages between tensor-parallel groups): "
+                         "drop it or add --tp");
     if (T == 1) return 0;
     static const char *const observers[] = {"trace", "timeline", "timeline-step", "gantt"};
     const char *f;
@@ -147,6 +150,9 @@ static int rule_tp(const TrainConfig *c, int world, Plan *p, Err *e) {
                       "train: --pp %lld x --dp %lld x --tp %lld = %lld ranks, but %d were started: run 'mpiexec -n "
                       "%lld' or choose P x D x T = %d",
                       P, D, T, P * D * T, world, P * D * T, world);
+    if (seen_typed(e->seen, "tp-message") && !is_pipelined(c->mode))
+        return refuse(e, "train: --tp-message applies to messages between the stages of --mode pp or hybrid: drop it "
+                         "or add --mode pp");
     // (set in a config file too: the pipeline's observers would run, one track per rank)
     int set = c->mode == MODE_PP && (c->trace[0] || c->timeline[0] || c->timeline_step || c->gantt);
     f = TYPED(observers);
@@ -156,6 +162,7 @@ static int rule_tp(const TrainConfig *c, int world, Plan *p, Err *e) {
                       "train: --%s draws one track per stage, and --tp %lld runs %lld ranks per stage: drop --%s "
                       "(not supported with --tp)",
                       f, T, T, f);
+    p->tp_message = is_pipelined(c->mode) ? c->tp_message : 0;
     return 0;
 }
 

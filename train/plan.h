@@ -69,6 +69,8 @@ typedef struct {
     int transport;         // TRANSPORT_MPI or TRANSPORT_NCCL: how the pipeline's stages exchange
     const char *transport_why;  // why MPI though NCCL could run ("" when not so decided)
     int allreduce;         // ALLREDUCE_*: data parallelism's, auto resolved (shm or mpi); else as given
+    int tp_message;        // TP_MESSAGE_* (train/tp.h): pipeline messages between groups whole or sliced
+                           // (slice only with --tp and a pipeline)
     int tp_allreduce;      // ALLREDUCE_*: the tensor-parallel group's (auto: shm when every group sits on one
                            // node and the buffers are on the host, else mpi)
     int grad_accum_given;  // --grad-accum was set (the report shows it even at 1)

@@ -36,6 +36,17 @@ static void tp_allreduce(void *ctx, float *x, size_t n) {
     g->seconds += now_sec() - t0;
 }
 
+void tp_allgather(TpGroup *g, float *x, size_t n) {
+    double t0 = now_sec();
+    if (g->algo == ALLREDUCE_SHM) {
+        CHECK(n <= g->window_n, "a tensor-parallel all-gather of %zu floats, the window holds %zu", n, g->window_n);
+        memcpy(g->window, x, n * sizeof(float));
+        comm_allgather(&g->comm, g->window, n, ALLREDUCE_SHM);
+        memcpy(x, g->window, n * sizeof(float));
+    } else comm_allgather(&g->comm, x, n, g->algo);
+    g->seconds += now_sec() - t0;
+}
+
 void tp_attach(TpGroup *g, Stage *s) {
     s->tp_allreduce = tp_allreduce;
     s->tp_ctx = g;
