@@ -70,23 +70,32 @@ void comm_finalize(void) { comm_finalize_with(0); }
 int comm_world_rank(void) { int r = 0; if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
 int comm_world_size(void) { int n = 1; if (mpi_up()) MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
 
-void comm_grid(Comm *c, const Backend *be, int P, int D, int placement) {
+void comm_grid(Comm *c, const Backend *be, int P, int D, int placement) { comm_grid_tp(c, be, P, D, 1, placement); }
+
+void comm_grid_tp(Comm *c, const Backend *be, int P, int D, int T, int placement) {
     memset(c, 0, sizeof *c);
     c->be = be;
     c->world = MPI_COMM_WORLD;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
-    CHECK(P >= 1 && D >= 1 && P * D == c->size, "grid of %d stages x %d replicas on %d ranks", P, D, c->size);
+    CHECK(P >= 1 && D >= 1 && T >= 1 && P * D * T == c->size,
+          "grid of %d stages x %d replicas x %d tensor-parallel on %d ranks", P, D, T, c->size);
     c->stages = P;
     c->replicas = D;
+    c->tp_size = T;
+    c->tp_rank = comm_rank_tp(T, c->rank);
+    int g = comm_rank_group(T, c->rank);
     c->placement = placement == PLACEMENT_REPLICAS ? PLACEMENT_REPLICAS : PLACEMENT_STAGES;
-    c->stage = comm_grid_stage(c->placement, P, D, c->rank);
-    c->replica = comm_grid_replica(c->placement, P, D, c->rank);
-    // split(color, key): pp gathers one replica's stages in stage order, dp one stage's replicas.
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->replica, c->stage, &c->pp));
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->stage, c->replica, &c->dp));
+    c->stage = comm_grid_stage(c->placement, P, D, g);
+    c->replica = comm_grid_replica(c->placement, P, D, g);
+    // split(color, key): pp gathers one replica's stages in stage order, dp one stage's replicas (each
+    // of the same tp_rank), tp one group's ranks.
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->replica * T + c->tp_rank, c->stage, &c->pp));
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->stage * T + c->tp_rank, c->replica, &c->dp));
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, g, c->tp_rank, &c->tp));
     MPI_Comm_set_errhandler(c->pp, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(c->dp, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(c->tp, MPI_ERRORS_RETURN);
     c->prev = c->stage > 0 ? comm_stage_rank(c, c->stage - 1) : MPI_PROC_NULL;
     c->next = c->stage < c->stages - 1 ? comm_stage_rank(c, c->stage + 1) : MPI_PROC_NULL;
 }
@@ -98,6 +107,7 @@ void comm_free(Comm *c) {
     comm_shared_free(c);
     if (c->pp != MPI_COMM_NULL && c->pp) MPI_Comm_free(&c->pp);
     if (c->dp != MPI_COMM_NULL && c->dp) MPI_Comm_free(&c->dp);
+    if (c->tp != MPI_COMM_NULL && c->tp) MPI_Comm_free(&c->tp);
 }
 
 DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers) {

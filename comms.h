@@ -27,8 +27,10 @@ typedef struct {
     int stage, stages;     // position in this rank's pipeline (0..stages-1)
     int replica, replicas; // position in this stage's data-parallel group (0..replicas-1)
     int placement;         // PLACEMENT_STAGES or PLACEMENT_REPLICAS: how the grid sits on world ranks
+    int tp_rank, tp_size;  // position in this rank's tensor-parallel group (adjacent world ranks; 1: none)
     int prev, next;        // world ranks of the neighbouring stages, MPI_PROC_NULL at the ends
     MPI_Comm world, pp, dp;  // pp: the ranks of one pipeline; dp: the same stage in every replica
+    MPI_Comm tp;           // the tensor-parallel group: the T adjacent ranks sharing one stage's layers
     const Backend *be;     // device of the buffers handed to send/recv and the collectives
     unsigned seq;          // collectives started on dp so far (gives each ring its own tag)
     int transport;         // TRANSPORT_MPI (host buffers, or device ones staged through pinned
@@ -71,11 +73,17 @@ static inline int comm_grid_replica(int placement, int P, int D, int rank) {
 // of this replica, dp = the D ranks holding this stage. (P = 1: plain data parallelism, dp = world;
 // D = 1: a single pipeline.)
 void comm_grid(Comm *c, const Backend *be, int P, int D, int placement);
+// The 3D grid: P x D groups of T adjacent ranks (tensor parallelism innermost: world rank = group x T
+// + tp_rank, the group laid out on P x D by placement as above). pp and dp join the ranks of the same
+// tp_rank; tp the T ranks of one group. T = 1 is comm_grid.
+void comm_grid_tp(Comm *c, const Backend *be, int P, int D, int T, int placement);
+static inline int comm_rank_tp(int T, int rank) { return rank % T; }   // a world rank's place in its group
+static inline int comm_rank_group(int T, int rank) { return rank / T; }  // ... and its group (a P x D grid rank)
 void comm_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
 void comm_free(Comm *c);
 // World rank of stage `stage` of this rank's pipeline.
 static inline int comm_stage_rank(const Comm *c, int stage) {
-    return comm_grid_rank(c->placement, c->stages, c->replicas, stage, c->replica);
+    return comm_grid_rank(c->placement, c->stages, c->replicas, stage, c->replica) * c->tp_size + c->tp_rank;
 }
 // How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL transport (devcomm.h) over
 // c->world, warmed up with `peers` (npeers world ranks: the ones this rank will exchange with,

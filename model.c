@@ -1,6 +1,7 @@
-// model.c: the forward and backward pass of one pipeline stage of the MLP, weight init keyed by
-// the global layer index (so every partition starts from the same weights), SGD and Adam, and the
-// stage's activation-memory counters.
+// model.c: the forward and backward pass of one pipeline stage of the MLP (or of one rank's shard of
+// it, tensor-parallel: the layers' local widths, and the two all-reduces of a Megatron pair through
+// the stage's hook), weight init keyed by the global layer index (so every partition starts from the
+// same weights), SGD and Adam, and the stage's activation-memory counters.
 #include <math.h>
 #include <string.h>
 #include "base/data.h"
@@ -11,12 +12,6 @@ size_t model_param_count(int L, int D, int H, int C) {
     return ((size_t)H * D + H) + (size_t)(L - 1) * ((size_t)H * H + H) + (size_t)C * H + C;
 }
 
-size_t stage_layer_off(const Stage *s, int j) {
-    return j == s->n_layers ? (size_t)(s->Wh - s->params) : (size_t)(s->W[j] - s->params);
-}
-size_t stage_layer_len(const Stage *s, int j) {
-    return j == s->n_layers ? (size_t)s->C * s->H + s->C : (size_t)s->H * stage_fan_in(s, j) + s->H;
-}
 
 void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, float *b) {
     float bound = 1.0f / sqrtf((float)fan_in);  // nn.Linear: kaiming_uniform(a=sqrt(5)) == U(-1/sqrt(in), 1/sqrt(in))
@@ -42,16 +37,23 @@ size_t stage_wire_floats(const Stage *s, size_t n) { return s->bf16 ? (n + 1) / 
 // Activation bytes a slot holds. stash: from F to the backward (the input, and every layer's output
 // unless checkpointing; the head's logits). all: everything the backward reads at once.
 // deferred: from I to W with a split backward: every layer's input (the stage input and the outputs
-// but the last; the head's input too) and every layer's dz (and the head's dlogits).
-static size_t rowsH(const Stage *s) { return (size_t)s->rows * s->H * esz(s); }
+// but the last; the head's input too) and every layer's dz (and the head's dlogits). A layer's
+// output (and dz) is its local width: a column-parallel layer's H/T, else H.
+static size_t rows_out(const Stage *s, int i) { return (size_t)s->rows * stage_out_w(s, i) * esz(s); }
+static size_t outputs(const Stage *s, int from, int to) {  // layers [from, to)
+    size_t b = 0;
+    for (int i = from; i < to; i++) b += rows_out(s, i);
+    return b;
+}
 static size_t rowsIn(const Stage *s) { return (size_t)s->rows * s->D * esz(s); }
 static size_t logits_bytes(const Stage *s) { return s->has_head ? (size_t)s->rows * s->C * esz(s) : 0; }
 static size_t stash_bytes(const Stage *s) {
-    return rowsIn(s) + rowsH(s) * (s->ckpt ? 0 : (size_t)s->n_layers) + logits_bytes(s);
+    return rowsIn(s) + (s->ckpt ? 0 : outputs(s, 0, s->n_layers)) + logits_bytes(s);
 }
-static size_t all_bytes(const Stage *s) { return rowsIn(s) + rowsH(s) * (size_t)s->n_layers + logits_bytes(s); }
+static size_t all_bytes(const Stage *s) { return rowsIn(s) + outputs(s, 0, s->n_layers) + logits_bytes(s); }
 static size_t deferred_bytes(const Stage *s) {
-    return rowsIn(s) + rowsH(s) * ((size_t)s->n_layers - 1 + (size_t)s->has_head + (size_t)s->n_layers) +
+    int n = s->n_layers;
+    return rowsIn(s) + outputs(s, 0, n - 1) + (s->has_head && n ? rows_out(s, n - 1) : 0) + outputs(s, 0, n) +
            logits_bytes(s);
 }
 
@@ -85,8 +87,14 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     s->D = lo == 0 && spec.inputs > 0 ? spec.inputs : H;
     s->has_head = has_head; s->rows = rows; s->ckpt = ckpt; s->n_slots = n_slots; s->bf16 = spec.bf16;
     s->grad_scale = 1.0f / rows;
-    size_t layer = (size_t)H * H + H, first = (size_t)H * s->D + H;  // floats of a layer; of local layer 0
-    s->n_params = (s->n_layers ? first + (size_t)(s->n_layers - 1) * layer : 0) + (has_head ? (size_t)C * H + C : 0);
+    s->tp = spec.tp > 1 ? spec.tp : 1;
+    s->tp_rank = s->tp > 1 ? spec.tp_rank : 0;
+    CHECK(H % s->tp == 0 && s->tp_rank < s->tp, "a stage of hidden %d split %d ways (rank %d)", H, s->tp, s->tp_rank);
+    s->kind = xcalloc((size_t)s->n_layers + 1, 1);
+    for (int i = 0; i < s->n_layers; i++) s->kind[i] = (unsigned char)tp_layer_kind(s->tp, s->n_layers, i);
+    size_t full = (size_t)H * (s->D > H ? s->D : H) + H;  // floats of a whole layer, the largest
+    s->n_params = has_head ? (size_t)C * H + C : 0;
+    for (int i = 0; i < s->n_layers; i++) s->n_params += stage_layer_len(s, i);
     s->params = be->alloc(s->n_params * sizeof(float));
     s->grads = be->alloc(s->n_params * sizeof(float));
     int n = s->n_layers;
@@ -94,14 +102,15 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     s->grad_fresh = xcalloc((size_t)n + 1, sizeof(int));
     be->fill(s->grads, 0.0f, s->n_params);  // (read before any backward only by tests and --verify)
     s->dW = xcalloc((size_t)n + 1, sizeof(float *)); s->db = xcalloc((size_t)n + 1, sizeof(float *));
-    float *host = xmalloc((first > layer ? first : layer) * sizeof(float));
+    float *host = xmalloc(full * sizeof(float)), *shard = xmalloc(full * sizeof(float));
     size_t off = 0;
-    for (int i = 0; i < n; i++) {
-        size_t in = (size_t)stage_fan_in(s, i), len = (size_t)H * in + H;
-        s->W[i] = s->params + off; s->b[i] = s->params + off + (size_t)H * in;
-        s->dW[i] = s->grads + off; s->db[i] = s->grads + off + (size_t)H * in;
+    for (int i = 0; i < n; i++) {  // the whole layer from (seed, global layer), then this rank's shard of it
+        size_t in = (size_t)stage_fan_in(s, i), w = stage_weight_len(s, i), len = stage_layer_len(s, i);
+        s->W[i] = s->params + off; s->b[i] = s->params + off + w;
+        s->dW[i] = s->grads + off; s->db[i] = s->grads + off + w;
         init_layer_host(seed, lo + i, (int)in, H, host, host + (size_t)H * in);
-        be->to_device(s->W[i], host, len * sizeof(float));
+        stage_shard_layer(s, i, s->tp_rank, host, host + (size_t)H * in, shard, shard + w);
+        be->to_device(s->W[i], shard, len * sizeof(float));
         off += len;
     }
     if (has_head) {
@@ -112,7 +121,7 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
         be->to_device(s->Wh, hh, ((size_t)C * H + C) * sizeof(float));
         free(hh);
     }
-    free(host);
+    free(host); free(shard);
     size_t one_act = (size_t)rows * H,
            wide = (size_t)rows * (size_t)(s->D > H ? (s->D > C ? s->D : C) : (H > C ? H : C));
     s->slots = xcalloc((size_t)n_slots, sizeof(Slot));
@@ -122,7 +131,7 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
         sl->in = stash_alloc(s, (size_t)rows * s->D);
         if (!ckpt) {
             sl->act = xcalloc((size_t)n, sizeof(void *));
-            for (int i = 0; i < n; i++) sl->act[i] = stash_alloc(s, one_act);
+            for (int i = 0; i < n; i++) sl->act[i] = stash_alloc(s, (size_t)rows * stage_out_w(s, i));
         }
         if (has_head) {
             sl->logits = stash_alloc(s, (size_t)rows * C);
@@ -131,7 +140,7 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     }
     if (ckpt) {
         s->scratch = xcalloc((size_t)n, sizeof(void *));
-        for (int i = 0; i < n; i++) s->scratch[i] = stash_alloc(s, one_act);
+        for (int i = 0; i < n; i++) s->scratch[i] = stash_alloc(s, (size_t)rows * stage_out_w(s, i));
     }
     s->gbuf[0] = be->alloc(one_act * sizeof(float));
     s->gbuf[1] = be->alloc(one_act * sizeof(float));
@@ -168,7 +177,7 @@ void stage_free(Stage *s) {
     for (int w = 0; w < 3; w++) if (s->work[w]) be->free(s->work[w]);
     if (!s->shared) { be->free(s->params); be->free(s->grads); }
     if (s->adam_m) { be->free(s->adam_m); be->free(s->adam_v); }
-    free(s->slots); free(s->W); free(s->b); free(s->dW); free(s->db); free(s->grad_fresh);
+    free(s->slots); free(s->W); free(s->b); free(s->dW); free(s->db); free(s->grad_fresh); free(s->kind);
     memset(s, 0, sizeof *s);
 }
 
@@ -208,19 +217,33 @@ void stage_set_labels(Stage *s, int slot, const int32_t *labels_host) {
     s->be->to_device(s->slots[slot].labels, labels_host, (size_t)s->rows * sizeof(int32_t));
 }
 
+// One layer's product o[rows, h] = in[rows, k] W^T (this rank's widths). A row-parallel layer's is
+// a partial sum over its H/T inputs: the group's all-reduce (Megatron's g; fp32 partials, in bf16
+// too) makes it the whole layer's before the bias, which every rank holds whole, is added once.
+static void layer_product(Stage *s, int i, const float *in, float *o, int rows) {
+    int h = stage_out_w(s, i), k = stage_in_w(s, i);
+    s->be->gemm(0, 1, rows, h, k, 1.0f, in, k, s->W[i], k, 0.0f, o, h);
+    if (s->kind[i] == TP_ROW) s->tp_allreduce(s->tp_ctx, o, (size_t)rows * h);
+    s->be->bias_act(o, s->b[i], rows, h, 1);
+}
+
+// A layer's input gradient dx[rows, k] = dz[rows, h] W (this rank's widths). A column-parallel
+// layer's is a partial sum over its H/T outputs: the all-reduce (f's conjugate) makes it whole.
+static void layer_input_grad(Stage *s, int i, const float *dz, float *dx, int rows) {
+    int h = stage_out_w(s, i), k = stage_in_w(s, i);
+    s->be->gemm(0, 0, rows, k, h, 1.0f, dz, h, s->W[i], k, 0.0f, dx, k);
+    if (s->kind[i] == TP_COL) s->tp_allreduce(s->tp_ctx, dx, (size_t)rows * k);
+}
+
 // The layers of this stage: x[rows,D] -> out[i] = ReLU(in W_i^T + b_i) for each local layer i,
 // stashed. Returns the last output (x when there are no layers) in fp32: itself, or a work buffer
 // (bf16 stashes: the outputs are computed in work 0 and 1 by turns, the input widened into work 2).
 static const float *layers_forward(Stage *s, const void *x, void **out, int rows) {
-    const Backend *be = s->be;
-    int H = s->H;
     const float *in = get(s, x, 2, (size_t)rows * s->D);
     for (int i = 0; i < s->n_layers; i++) {
-        int k = stage_fan_in(s, i);
         float *o = work_for(s, out[i], i & 1);
-        be->gemm(0, 1, rows, H, k, 1.0f, in, k, s->W[i], k, 0.0f, o, H);
-        be->bias_act(o, s->b[i], rows, H, 1);
-        put(s, out[i], o, (size_t)rows * H);
+        layer_product(s, i, in, o, rows);
+        put(s, out[i], o, (size_t)rows * stage_out_w(s, i));
         in = o;
         if (s->progress) s->progress();
     }
@@ -291,15 +314,16 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     }
     for (int i = s->n_layers - 1; i >= 0; i--) {
         float *dz = s->gbuf[pp];
-        be->relu_backward(dz, g, get(s, act[i], 0, rH), rH);  // may alias g (in place) when g == dz
-        int k = stage_fan_in(s, i);
+        int h = stage_out_w(s, i), k = stage_in_w(s, i);
+        size_t rh = (size_t)rows * h;
+        be->relu_backward(dz, g, get(s, act[i], 0, rh), rh);  // may alias g (in place) when g == dz
         const float *in = get(s, i == 0 ? sl->in : act[i - 1], 1, (size_t)rows * k);
-        float beta = grad_beta(s, i, s->db[i], H);
-        be->gemm(1, 0, H, k, rows, 1.0f, dz, H, in, k, beta, s->dW[i], k);
-        be->bias_grad(s->db[i], dz, rows, H);
+        float beta = grad_beta(s, i, s->db[i], h);
+        be->gemm(1, 0, h, k, rows, 1.0f, dz, h, in, k, beta, s->dW[i], k);
+        be->bias_grad(s->db[i], dz, rows, h);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
         float *dx = i == 0 ? din : s->gbuf[pp ^ 1];
-        if (dx) be->gemm(0, 0, rows, k, H, 1.0f, dz, H, s->W[i], k, 0.0f, dx, k);
+        if (dx) layer_input_grad(s, i, dz, dx, rows);
         g = dx;
         pp ^= 1;
         if (s->progress) s->progress();
@@ -311,14 +335,13 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
 void stage_enable_split(Stage *s) {
     if (s->split) return;
     s->split = 1;
-    size_t n = (size_t)s->rows * s->H;
     for (int k = 0; k < s->n_slots; k++) {
         Slot *sl = &s->slots[k];
         sl->dz = xcalloc((size_t)s->n_layers, sizeof(void *));
-        for (int i = 0; i < s->n_layers; i++) sl->dz[i] = stash_alloc(s, n);
+        for (int i = 0; i < s->n_layers; i++) sl->dz[i] = stash_alloc(s, (size_t)s->rows * stage_out_w(s, i));
         if (!sl->act) {  // checkpointing: the recompute at I lands here and stays until W
             sl->act = xcalloc((size_t)s->n_layers, sizeof(void *));
-            for (int i = 0; i < s->n_layers; i++) sl->act[i] = stash_alloc(s, n);
+            for (int i = 0; i < s->n_layers; i++) sl->act[i] = stash_alloc(s, (size_t)s->rows * stage_out_w(s, i));
         }
     }
 }
@@ -329,9 +352,8 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
     Slot *sl = &s->slots[slot];
     int H = s->H, rows = s->rows, n = s->n_layers;
     if (s->ckpt) recompute(s, sl, sl->act);  // once, here; W reads these outputs later
-    slot_bytes(s, sl, all_bytes(s) + (size_t)n * rowsH(s));  // every output and, by the end, every dz
+    slot_bytes(s, sl, all_bytes(s) + outputs(s, 0, n));  // every output and, by the end, every dz
     const float *g = dout;  // gradient w.r.t. the current layer's output
-    size_t rH = (size_t)rows * H;
     if (s->has_head) {  // dx of the head = dlogits W_h; its dW waits for W
         float *dx = n ? s->gbuf[0] : din;
         if (dx)
@@ -341,11 +363,11 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
     }
     for (int i = n - 1; i >= 0; i--) {
         float *dz = work_for(s, sl->dz[i], 2);
-        be->relu_backward(dz, g, get(s, sl->act[i], 0, rH), rH);
-        put(s, sl->dz[i], dz, rH);
+        size_t rh = (size_t)rows * stage_out_w(s, i);
+        be->relu_backward(dz, g, get(s, sl->act[i], 0, rh), rh);
+        put(s, sl->dz[i], dz, rh);
         float *dx = i == 0 ? din : s->gbuf[(n - i) & 1];
-        int k = stage_fan_in(s, i);
-        if (dx) be->gemm(0, 0, rows, k, H, 1.0f, dz, H, s->W[i], k, 0.0f, dx, k);
+        if (dx) layer_input_grad(s, i, dz, dx, rows);  // (a column-parallel layer's all-reduce belongs to I)
         g = dx;
         if (s->progress) s->progress();
     }
@@ -367,12 +389,12 @@ void stage_backward_weight(Stage *s, int slot) {
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, n);
     }
     for (int i = n - 1; i >= 0; i--) {  // the order of stage_backward, so the gradient hooks fire alike
-        int k = stage_fan_in(s, i);
+        int h = stage_out_w(s, i), k = stage_in_w(s, i);
         const float *in = get(s, i == 0 ? sl->in : sl->act[i - 1], 1, (size_t)rows * k);
-        const float *dz = get(s, sl->dz[i], 0, (size_t)rows * H);
-        float beta = grad_beta(s, i, s->db[i], H);
-        be->gemm(1, 0, H, k, rows, 1.0f, dz, H, in, k, beta, s->dW[i], k);
-        be->bias_grad(s->db[i], dz, rows, H);
+        const float *dz = get(s, sl->dz[i], 0, (size_t)rows * h);
+        float beta = grad_beta(s, i, s->db[i], h);
+        be->gemm(1, 0, h, k, rows, 1.0f, dz, h, in, k, beta, s->dW[i], k);
+        be->bias_grad(s->db[i], dz, rows, h);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
         if (s->progress) s->progress();
     }
@@ -387,9 +409,7 @@ void stage_forward_eval(Stage *s, const float *x, int rows, float *out) {
     const float *in = x;
     for (int i = 0; i < s->n_layers; i++) {
         float *o = (!s->has_head && i == s->n_layers - 1) ? out : s->gbuf[i & 1];
-        int k = stage_fan_in(s, i);
-        be->gemm(0, 1, rows, H, k, 1.0f, in, k, s->W[i], k, 0.0f, o, H);
-        be->bias_act(o, s->b[i], rows, H, 1);
+        layer_product(s, i, in, o, rows);
         in = o;
     }
     if (s->has_head) {
@@ -428,19 +448,4 @@ long stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t) {
         s->adam_v = s->be->alloc(s->n_params * sizeof(float));
     }
     return optimizer_update(s->be, optimizer, s->params, s->grads, s->adam_m, s->adam_v, s->n_params, lr, wd, t);
-}
-
-void stage_tensor_name(const Stage *s, size_t index, char *out, size_t n) {
-    size_t at = index;
-    for (int i = 0; i < s->n_layers; i++) {
-        size_t w = (size_t)s->H * stage_fan_in(s, i), size = w + s->H;
-        if (at < size) {
-            snprintf(out, n, "layers.%d.%s[%zu]", s->lo + i, at < w ? "weight" : "bias", at < w ? at : at - w);
-            return;
-        }
-        at -= size;
-    }
-    size_t CH = (size_t)s->C * s->H;
-    if (at < CH) snprintf(out, n, "head.weight[%zu]", at);
-    else snprintf(out, n, "head.bias[%zu]", at - CH);
 }

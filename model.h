@@ -2,6 +2,7 @@
 // Linear(H,H)+ReLU) and, on the last stage, the head Linear(H,C) with softmax cross-entropy.
 // Parameters, gradients and Adam moments each live in ONE flat buffer per stage. Activations are
 // stashed per micro-batch slot, in fp32 or (bf16 stashes) rounded to bf16 at half the bytes.
+// With tensor parallelism a stage is one rank's shard of the layers (shard.c says which part).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -11,6 +12,17 @@ enum { OPTIM_ADAM, OPTIM_SGD };
 #define OPTIM_CHOICES "adam|sgd"
 enum { LR_CONSTANT, LR_COSINE };
 #define LR_CHOICES "constant|cosine"
+
+// Tensor parallelism (Megatron-LM's pairs): inside a stage split T ways, local layers go in pairs,
+// the first column-parallel (each rank holds H/T output features of W and b, its slice of the
+// activation, ReLU applied locally), the second row-parallel (H/T input features of W; the partial
+// products summed by one all-reduce, the bias, whole on every rank, added once). An odd last layer
+// of a stage is whole on every rank (replicated), as is the head. T = 1: every layer whole.
+enum { TP_FULL, TP_COL, TP_ROW };
+static inline int tp_layer_kind(int T, int n_layers, int i) {
+    if (T <= 1 || (n_layers % 2 && i == n_layers - 1)) return TP_FULL;
+    return i % 2 ? TP_ROW : TP_COL;
+}
 
 // The stashed tensors (void *): fp32 values, or with bf16 stashes uint16_t bf16 values (the backend's
 // to_bf16 rounds them in, from_bf16 widens them out; every reader of them rounds to bf16 anyway).
@@ -68,6 +80,16 @@ typedef struct {
     void (*progress)(void);
     int split;                // backward split into I and W (stage_enable_split)
     MemTally *tally;          // optional: the rank's tally, updated with this stage's counters
+    // Tensor parallelism: tp ranks share this stage's layers, this one is tp_rank; kind[i] is local
+    // layer i's TP_FULL, TP_COL or TP_ROW (tp_layer_kind). tp_allreduce sums n floats in place over
+    // the group (set by train/tp.c: model.c makes no MPI call): Megatron's g, after a row-parallel
+    // layer's product in every forward (recompute and evaluation included), and f's conjugate, after
+    // a column-parallel layer's input gradient in the backward (or its I half). Every rank of the
+    // group runs the same passes, so the all-reduces come in the same order on all of them.
+    int tp, tp_rank;
+    unsigned char *kind;
+    void (*tp_allreduce)(void *ctx, float *x, size_t n);
+    void *tp_ctx;
 } Stage;
 
 // Parameter count of the whole model (L layers, D inputs, H hidden, C classes): FLOPs of one step
@@ -75,9 +97,22 @@ typedef struct {
 size_t model_param_count(int L, int D, int H, int C);
 // Input width of local layer i: D for the model's layer 0, else H.
 static inline int stage_fan_in(const Stage *s, int i) { return i == 0 ? s->D : s->H; }
+// This rank's part of local layer i: W [out_w, in_w] and b [out_w]. Column-parallel: H/T outputs;
+// row-parallel: H/T inputs; else the whole layer (out H, in fan_in). (T = 1: always the whole.)
+static inline int stage_out_w(const Stage *s, int i) { return s->kind[i] == TP_COL ? s->H / s->tp : s->H; }
+static inline int stage_in_w(const Stage *s, int i) { return s->kind[i] == TP_ROW ? s->H / s->tp : stage_fan_in(s, i); }
+// Floats of local layer j's weight in this rank's flat buffer (j == n_layers: the head's, C x H).
+// (Inline: shard.c reads the layout without calling back into model.c.)
+static inline size_t stage_weight_len(const Stage *s, int j) {
+    return j == s->n_layers ? (size_t)s->C * s->H : (size_t)stage_out_w(s, j) * stage_in_w(s, j);
+}
 // Offset (floats, in params/grads) and length of local layer j's weight and bias; j == n_layers: the head.
-size_t stage_layer_off(const Stage *s, int j);
-size_t stage_layer_len(const Stage *s, int j);
+static inline size_t stage_layer_off(const Stage *s, int j) {
+    return j == s->n_layers ? (size_t)(s->Wh - s->params) : (size_t)(s->W[j] - s->params);
+}
+static inline size_t stage_layer_len(const Stage *s, int j) {
+    return stage_weight_len(s, j) + (j == s->n_layers ? (size_t)s->C : (size_t)stage_out_w(s, j));
+}
 // What a Stage holds: global layers [lo, hi) of a model of `layers` hidden layers (and the head when
 // head is set), micro-batches of `rows`, `slots` micro-batches stashed at once, checkpointing.
 typedef struct {
@@ -87,6 +122,8 @@ typedef struct {
     int rows, slots, ckpt;
     int bf16;                     // stash activations in bf16 (with --precision bf16)
     uint64_t seed;                // initialisation, keyed by the global layer index
+    int tp, tp_rank;              // tensor parallelism: the group's size (0 or 1: none) and this rank's
+                                  // index: it holds its shard of each layer's initial weights
 } StageSpec;
 void stage_init(Stage *s, const Backend *be, StageSpec spec);
 // Moves params and grads (values and views) into the given buffers of n_params floats each, e.g.
@@ -126,8 +163,22 @@ void stage_zero_grads(Stage *s);
 // t: 1-based step count. Returns the index (in the flat buffer) of the first parameter that is not
 // finite after the update, or -1 (ops.h: the check rides on the update's own pass).
 long stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t);
-// "layers.3.weight[17]": the tensor and element of index in the stage's flat parameter buffer.
+// shard.c: the tensor-parallel layout. "layers.3.weight[17]": the tensor and element (its index in the
+// whole tensor) of index in this rank's flat parameter buffer.
 void stage_tensor_name(const Stage *s, size_t index, char *out, size_t n);
+// Local layer i's whole tensors Wf [H, fan_in] and bf [H] (host) -> rank t's shard W [out_w, in_w]
+// and b [out_w] (host); unshard writes rank t's part of the whole tensors (replicated parts whole).
+void stage_shard_layer(const Stage *s, int i, int t, const float *Wf, const float *bf, float *W, float *b);
+void stage_unshard_layer(const Stage *s, int i, int t, const float *W, const float *b, float *Wf, float *bf);
+// The stage unsharded: the monolith's layout of its layers (and head), which checkpoints write and
+// --verify's reference holds: floats in all, and where local layer j (n_layers: the head) starts, its length.
+size_t stage_full_params(const Stage *s);
+size_t stage_full_off(const Stage *s, int j);
+size_t stage_full_len(const Stage *s, int j);
+// A whole flat buffer (host, stage_full_params floats) -> rank t's flat buffer (host, n_params
+// floats: every rank's shards have the same sizes), and back (unshard writes rank t's parts).
+void stage_shard(const Stage *s, int t, const float *full, float *local);
+void stage_unshard(const Stage *s, int t, const float *local, float *full);
 // The learning rate of 0-based step `step` of `total`: a linear warm-up over the first `warmup`
 // steps (lr x (step+1)/warmup), then constant, or cosine from lr down to 0 at the last step.
 double lr_at(int schedule, double lr, long long warmup, long long step, long long total);

@@ -57,6 +57,7 @@ static const char *const model_names[] = {"config",
                                           "optimizer",
                                           "checkpoint-activations",
                                           "zero",
+                                          "tp",
                                           "json"};
 #define N_MODEL (sizeof model_names / sizeof *model_names)
 
@@ -309,6 +310,11 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
            choice_name(PRECISION_CHOICES, c->precision, name, sizeof name), memory_activation_elem(c->precision));
     printf("# bytes per rank (its stage that needs most), activations at the schedule's simulated peak; bubble "
            "simulated, F = I = W\n");
+    if (c->tp > 1)
+        printf("# --tp %lld: each stage's layers over %lld ranks (column/row pairs; an odd last layer and the head "
+               "whole): a rank's shards of the weights, gradients and optimizer state, the column layers' activation "
+               "slices (plan --json: tp_allreduce_bytes_per_stage)\n",
+               (long long)c->tp, (long long)c->tp);
     printf("# device memory %s%s\n", fmt_bytes(t->device, b[0], sizeof b[0]),
            seen_set(&pc->seen, "device-memory") ? "" : " (this machine's MemAvailable)");
     printf("# activations: live at the peak of the stage's actions; other: the backward's buffers, the host rows, "
@@ -370,6 +376,8 @@ static cJSON *json_row(const Row *w) {
     cJSON_AddItemToObject(r, "weight_bytes_per_stage", per_stage(w, offsetof(MemNeed, weights)));
     cJSON_AddItemToObject(r, "optimizer_bytes_per_stage", per_stage(w, offsetof(MemNeed, optimizer)));
     cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(l->inflight, l->K));
+    cJSON_AddNumberToObject(r, "tp", l->T);
+    cJSON_AddItemToObject(r, "tp_allreduce_bytes_per_stage", cJSON_CreateDoubleArray(l->tp_bytes, l->K));
     cJSON_AddNumberToObject(r, "bubble", l->bubble);
     cJSON_AddBoolToObject(r, "fits", w->fits);
     return r;

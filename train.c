@@ -86,7 +86,8 @@ static void setup_buffers(const TrainConfig *c, const Plan *p, const Backend *be
     st->grad_bf16 = be->alloc(sizeof(uint16_t) * rows * H + sizeof(float));
 }
 
-static StageSpec spec_of(const TrainConfig *c, const Plan *p, int vs, int has_head, int slots, int ckpt) {
+static StageSpec spec_of(const TrainConfig *c, const Plan *p, const Wire *w, int vs, int has_head, int slots,
+                         int ckpt) {
     return (StageSpec){.layers = (int)c->layers,
                        .hidden = (int)c->hidden,
                        .classes = (int)c->classes,
@@ -98,13 +99,15 @@ static StageSpec spec_of(const TrainConfig *c, const Plan *p, int vs, int has_he
                        .slots = slots,
                        .ckpt = ckpt,
                        .bf16 = c->precision == PRECISION_BF16,
-                       .seed = (uint64_t)c->seed};
+                       .seed = (uint64_t)c->seed,
+                       .tp = p->T,
+                       .tp_rank = w->comm.tp_rank};
 }
 
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
 // i.e. F = 1, B = 2), and each chunk's activation stash is sized from that simulation.
 static void setup_pipeline(const TrainConfig *c, const Plan *p, Wire *w, Model *model, StepState *st) {
-    comm_grid(&w->comm, w->be, p->K, p->D, p->placement);
+    comm_grid_tp(&w->comm, w->be, p->K, p->D, p->T, p->placement);
     int nb[2 * COMM_MAX_CHUNKS], n_nb = p2p_neighbours(p->K, p->V, p->chunk_order, w->comm.stage, nb);
     for (int i = 0; i < n_nb; i++) nb[i] = comm_stage_rank(&w->comm, nb[i]);  // the NCCL warm-up's peers
     comm_use_transport(&w->comm, p->transport, nb, n_nb);
@@ -122,7 +125,7 @@ static void setup_pipeline(const TrainConfig *c, const Plan *p, Wire *w, Model *
         int vs = plan_vstage(p, w->stage, k), last = vs == p->S - 1;
         Stage *s = &model->local[k];
         model->vs_of[k] = vs;
-        stage_init(s, w->be, spec_of(c, p, vs, last, st->sim.peak_slots[vs], c->checkpoint_activations));
+        stage_init(s, w->be, spec_of(c, p, w, vs, last, st->sim.peak_slots[vs], c->checkpoint_activations));
         if (p->split) stage_enable_split(s);
         s->grad_scale = 1.0f / (float)c->batch;  // the global batch's mean (replicas' gradients are summed)
         s->tally = &model->tally;
@@ -134,8 +137,8 @@ static void setup_pipeline(const TrainConfig *c, const Plan *p, Wire *w, Model *
 // One process's stages: the monolith or a ddp replica (the whole model), or the manual split's parts.
 static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *model) {
     int K = p->K;
-    if (c->mode == MODE_DDP) {
-        comm_grid(&w->comm, w->be, 1, p->D, PLACEMENT_STAGES);
+    if (c->mode == MODE_DDP || p->T > 1) {
+        comm_grid_tp(&w->comm, w->be, 1, p->D, p->T, PLACEMENT_STAGES);
         w->replica = w->comm.replica;
     }
     model->n_local = K;
@@ -144,11 +147,19 @@ static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *mod
     memory_check(c, p, w, NULL);  // before the first large allocation
     for (int k = 0; k < K; k++) {
         model->vs_of[k] = k;
-        stage_init(&model->local[k], w->be, spec_of(c, p, k, k == K - 1, 1, 0));
+        stage_init(&model->local[k], w->be, spec_of(c, p, w, k, k == K - 1, 1, 0));
     }
     model->head = &model->local[K - 1];
     // the mean over the whole step: ddp's replicas' gradients are summed, so 1/(global batch x N)
     model->head->grad_scale = 1.0f / (float)(c->mode == MODE_DDP ? c->batch * p->N : (int64_t)p->rows * p->N);
+}
+
+// --tp: the group's all-reduce behind every local stage's hook (shm: a window as large as the largest
+// sum, rows x the widest layer input; evaluation's batches are no larger).
+static void setup_tensor_parallel(const Plan *p, Wire *w, Model *model) {
+    size_t most = (size_t)p->rows * (size_t)(model->local[0].H > p->inputs ? model->local[0].H : p->inputs);
+    tp_setup(&w->tp, &w->comm, w->be, p->tp_allreduce, most);
+    for (int k = 0; k < model->n_local; k++) tp_attach(&w->tp, &model->local[k]);
 }
 
 // Replicas must start from identical parameters: compare checksums within each dp group and let
@@ -198,6 +209,9 @@ static void setup_checkpoints(Run *r, int verbose) {
                          .first_stage = p->pipelined ? r->wire.stage : 0,
                          .stage_of = p->pipelined ? r->model.vs_of : NULL,
                          .writer = r->wire.replica == 0,
+                         .tp = p->T,
+                         .tp_rank = r->wire.comm.tp_rank,
+                         .tp_comm = r->wire.comm.tp,
                          .comm = MPI_COMM_WORLD};
     r->progress.saved_step = -1;
     if (!c->resume[0]) return;
@@ -221,6 +235,7 @@ static void run_free(Run *r) {
     free(st->xh); free(st->yh);
     measure_free(&r->m);
     data_close(&r->data);
+    if (r->p.T > 1) tp_free(&r->wire.tp);
     if (r->p.distributed) comm_free(&r->wire.comm);
     comm_hardware_free(&r->wire.hardware);
 }
@@ -424,7 +439,11 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         if (!p->pipelined) fault_stall(step + 1, "at its start");
         r->exec.step = step;
         r->exec.step_sample = plan_step_sample(p, g->sample0, g->start, step);
+        TpGroup before = r->wire.tp;
         step_compute(p, &r->wire, &r->model, &r->exec, &r->m);
+        r->m.tp_s += r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
+        r->m.tp_floats += r->wire.tp.floats - before.floats;
+        r->m.tp_calls += r->wire.tp.calls - before.calls;
         double loss = step_loss(p, &r->model, g, &r->m, step);
         if (step == 0 && c->verify) *v = verify_step(c, p, &r->model, &r->exec, loss);
         if (!isfinite(loss))
@@ -529,6 +548,7 @@ int cmd_train(int argc, char **argv) {
     if (verbose) report_header(&cfg, p, &r->wire, &r->data);
     if (p->pipelined) setup_pipeline(&cfg, p, &r->wire, &r->model, &r->exec);  // (each checks the memory first)
     else setup_local(&cfg, p, &r->wire, &r->model);
+    if (p->T > 1) setup_tensor_parallel(p, &r->wire, &r->model);
     setup_buffers(&cfg, p, r->wire.be, &r->exec);
     r->exec.data = &r->data;
     measure_init(&r->m, p->steps, p->epochs);

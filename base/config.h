@@ -97,6 +97,8 @@ typedef struct {
     int gantt;                 // print that step's Gantt chart at the end
     // data parallelism (ddp, hybrid)
     int64_t pp, dp;          // hybrid: stages per replica, replicas
+    int64_t tp;              // tensor parallelism: ranks sharing each stage's layers (1: none)
+    int tp_message;          // TP_MESSAGE_* (train/tp.h): how a pipeline message crosses between two groups
     int placement;           // hybrid: PLACEMENT_* (comms.h): which neighbours sit on adjacent ranks
     int ddp_sync;            // SYNC_* (ddp.h)
     int allreduce;           // ALLREDUCE_* (comms.h)

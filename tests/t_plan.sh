@@ -27,7 +27,10 @@ for s, (a, b) in enumerate(zip(got, want)): near("activations of stage %d" % s, 
 near("weights per rank", max(r["weight_bytes_per_stage"]), m["weights"])
 near("gradients per rank", max(r["weight_bytes_per_stage"]), m["grads"])
 near("optimizer state per rank", max(r["optimizer_bytes_per_stage"]), m["optimizer"])
-if r["peak_inflight"] != [int(x) for x in train["peak_inflight"]]: bad.append("peak in-flight: plan %s, train %s" % (r["peak_inflight"], train["peak_inflight"]))
+if "peak_inflight" in train and r["peak_inflight"] != [int(x) for x in train["peak_inflight"]]: bad.append("peak in-flight: plan %s, train %s" % (r["peak_inflight"], train["peak_inflight"]))
+if r.get("tp", 1) > 1:  # --tp: the group's all-reduce bytes per step and rank (train's: the mean over the ranks)
+    tp = r["tp_allreduce_bytes_per_stage"]
+    if sum(tp) / len(tp) != train.get("tp_allreduce_bytes_per_step"): bad.append("tp all-reduce bytes: plan %s, train %s" % (tp, train.get("tp_allreduce_bytes_per_step")))
 print("; ".join(bad))
 PY
 )
@@ -58,6 +61,14 @@ compare "plan/pipeline.json (batch 512) 1f1b K=2 = train" 2 "--config configs/pi
 # fashion.json reads Fashion-MNIST (784 inputs); synthetic rows of the same width have the same memory
 compare "plan/fashion.json (synthetic rows) gpipe K=2 sgd = train" 2 "--config configs/fashion.json --schedule gpipe --stages 2 --optimizer sgd" \
     "--config configs/fashion.json --data synthetic --mode pp --schedule gpipe --optimizer sgd"
+# --tp: weights, gradients and optimizer state are the rank's shards, activations its slices, and the
+# group's all-reduce bytes per step what train counts
+compare "plan/--tp 2 alone (5 layers, inputs 24) = train" 2 "--layers 5 --hidden 32 --inputs 24 --batch 16 --tp 2 --stages 1" \
+    "--layers 5 --hidden 32 --inputs 24 --batch 16 --tp 2"
+compare "plan/--tp 2 1f1b K=2 = train" 4 "--config configs/default.json --tp 2 --schedule 1f1b --stages 2" \
+    "--config configs/default.json --mode pp --tp 2 --schedule 1f1b"
+compare "plan/--tp 2 zb-h1 K=2 checkpointed, hybrid dp 2 ZeRO-1 = train" 8 "--config configs/default.json --tp 2 --schedule zb-h1 --stages 2 --dp 2 --zero 1 --checkpoint-activations" \
+    "--config configs/default.json --mode hybrid --pp 2 --dp 2 --tp 2 --schedule zb-h1 --zero 1 --checkpoint-activations"
 
 # --- the memory wall: a 10B fp32 model with Adam needs 8 stages of a 24 GiB device ---
 run 60 "$MICROPP" plan --params 10B --device-memory 24G

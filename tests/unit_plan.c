@@ -8,6 +8,7 @@
 #include "model.h"
 #include "schedule_file.h"
 #include "train/plan.h"
+#include "train/memory.h"
 
 #define TAG_UB 2147483647LL
 
@@ -459,7 +460,84 @@ static void test_placement(void) {
     refused("plan/placement: refused outside hybrid", 4, "--mode pp --placement replicas", "--placement lays out the stages x replicas of --mode hybrid, not --mode pp");
 }
 
+// --tp: groups of T adjacent ranks, the rules that count ranks count groups, the width T splits, the
+// rank -> (stage, replica, tp rank) map, the per-rank parameters (the pairs' shards), the all-reduce.
+static void test_tp(void) {
+    Plan p = plan_ok("plan/tp monolith", 2, "--tp 2");
+    EXPECT("plan/tp: --tp 2 alone is one group of 2 ranks, distributed", p.T == 2 && p.K == 1 && p.D == 1 && p.distributed &&
+           !p.pipelined && !p.data_parallel && p.rows == 32, "T %d K %d D %d distributed %d", p.T, p.K, p.D, p.distributed);
+    p = plan_ok("plan/tp 3D", 8, "--mode hybrid --pp 2 --dp 2 --tp 2 --placement replicas");
+    EXPECT("plan/tp: hybrid 2 x 2 x 2 on 8 ranks, the groups adjacent (rank = group x T + tp rank)",
+           p.K == 2 && p.D == 2 && p.T == 2 && plan_rank_tp(&p, 5) == 1 && plan_rank_stage(&p, 5) == 1 &&
+           plan_rank_replica(&p, 5) == 0 && plan_rank_stage(&p, 3) == 0 && plan_rank_replica(&p, 3) == 1,
+           "rank 5: stage %d replica %d tp %d", plan_rank_stage(&p, 5), plan_rank_replica(&p, 5), plan_rank_tp(&p, 5));
+    p = plan_ok("plan/tp pp", 4, "--mode pp --tp 2");
+    EXPECT("plan/tp: pp on 4 ranks with --tp 2 is 2 stages", p.K == 2 && p.D == 1 && p.T == 2, "K %d", p.K);
+    p = plan_ok("plan/tp ddp", 6, "--mode ddp --tp 2 --batch 30");
+    EXPECT("plan/tp: ddp on 6 ranks with --tp 2 is 3 replicas of 10 rows", p.D == 3 && p.rows == 10, "D %d rows %d", p.D, p.rows);
+    p = plan_ok("plan/tp hybrid from --pp alone", 8, "--mode hybrid --pp 2 --tp 2");
+    EXPECT("plan/tp: hybrid --pp 2 --tp 2 on 8 ranks: 2 replicas", p.K == 2 && p.D == 2, "K %d D %d", p.K, p.D);
+    // 5 layers 32 wide, inputs 24, 4 classes, T = 2: column 16 x 24 + 16, row 32 x 16 + 32, column
+    // 16 x 32 + 16, row 32 x 16 + 32, the odd last layer whole 32 x 32 + 32, the head 4 x 32 + 4.
+    p = plan_ok("plan/tp params", 2, "--tp 2 --layers 5 --hidden 32 --inputs 24 --classes 4");
+    double want = (16 * 24 + 16) + (32 * 16 + 32) + (16 * 32 + 16) + (32 * 16 + 32) + (32 * 32 + 32) + (4 * 32 + 4);
+    TrainConfig c;
+    train_config_defaults(&c);
+    c.layers = 5; c.hidden = 32; c.inputs = 24; c.classes = 4; c.batch = 32;
+    EXPECT("plan/tp: a rank's parameters are its shards (column, row, column, row, whole, head)",
+           plan_vstage_params(&c, &p, 0) == want, "%g, want %g", plan_vstage_params(&c, &p, 0), want);
+    // the all-reduces of a micro-batch: the 2 row layers' outputs (32 rows x 32) forward, the column
+    // layer 2's input gradient (32 x 32) backward (layer 0, the model's first, computes none)
+    EXPECT("plan/tp: all-reduced floats per micro-batch", plan_vstage_tp_floats(&c, &p, 0) == 3 * 32 * 32,
+           "%g", plan_vstage_tp_floats(&c, &p, 0));
+    refused("plan/refuse: --hidden not divisible by --tp", 3, "--tp 3 --hidden 32",
+            "train: --hidden 32 is not divisible by --tp 3 (each rank holds H/T features of every split layer): use --hidden 30 or 33, or a --tp that divides 32");
+    refused("plan/refuse: ranks not in whole groups", 3, "--mode ddp --tp 2",
+            "train: --tp 2 makes groups of 2 adjacent ranks, but 3 ranks were started: run 'mpiexec -n 4' (a multiple of 2)");
+    refused("plan/refuse: monolith --tp on more ranks than one group", 4, "--tp 2",
+            "train: --mode monolith --tp 2 runs one tensor-parallel group of 2 ranks, but 4 were started");
+    refused("plan/refuse: pp --tp with one group", 2, "--mode pp --tp 2", "train: --mode pp --tp 2 needs at least 2 stages of 2 ranks (4 ranks), got 2");
+    refused("plan/refuse: hybrid P x D x T != ranks", 4, "--mode hybrid --pp 2 --dp 2 --tp 2",
+            "train: --pp 2 x --dp 2 x --tp 2 = 8 ranks, but 4 were started: run 'mpiexec -n 8' or choose P x D x T = 4");
+    refused("plan/refuse: ddp --dp x --tp != ranks", 4, "--mode ddp --dp 4 --tp 2", "train: --dp 4 x --tp 2 = 8 ranks, but 4 were started");
+    refused("plan/refuse: --tp with manual", 1, "--mode manual --tp 2", "--tp splits layers over ranks, and --mode manual runs in one process");
+    refused("plan/refuse: --tp with --trace", 4, "--mode pp --tp 2 --trace t.json", "train: --trace draws one track per stage, and --tp 2 runs 2 ranks per stage");
+    plan_ok("plan/tp: --allreduce picks the group's", 2, "--tp 2 --allreduce ring");
+    p = plan_ok("plan/tp: --tp-message slice", 4, "--mode pp --tp 2 --tp-message slice");
+    EXPECT("plan/tp: --tp-message slice in a pipeline", p.tp_message == TP_MESSAGE_SLICE, "%d", p.tp_message);
+    refused("plan/refuse: --tp-message without --tp", 1, "--tp-message slice", "train: --tp-message applies to --tp T > 1");
+    refused("plan/refuse: --tp-message without a pipeline", 2, "--tp 2 --tp-message slice",
+            "train: --tp-message applies to messages between the stages of --mode pp or hybrid");
+    TrainConfig tc;  // a config file's "trace" key: the observers would run, so refused too
+    train_config_defaults(&tc);
+    tc.mode = MODE_PP; tc.tp = 2;
+    snprintf(tc.trace, sizeof tc.trace, "t.json");
+    static const OptionsSeen none;
+    Facts f4 = {.world = 4, .tag_ub = TAG_UB};
+    char err[512];
+    EXPECT("plan/refuse: --tp with a config file's trace", plan_make(&tc, &none, &f4, &p, err, sizeof err) == -1 &&
+           strstr(err, "train: --trace draws one track per stage"), "%s", err);
+    static int one_node[4] = {0, 0, 0, 0}, split_group[4] = {0, 0, 0, 1};
+    static double unknown[4] = {-1, -1, -1, -1};
+    Hardware h1 = {.no_gpu_rank = -1, .nodes = 1, .node_of = one_node, .shm_free = unknown};
+    Hardware h2 = {.no_gpu_rank = -1, .nodes = 2, .node_of = split_group, .shm_free = unknown};
+    Facts f1 = {.world = 4, .tag_ub = TAG_UB, .devices = &h1}, f2 = {.world = 4, .tag_ub = TAG_UB, .devices = &h2};
+    p = facts_ok("plan/tp allreduce auto, one node", &f1, "--mode pp --tp 2");
+    EXPECT("plan/tp: auto sums the group over shm on one node", p.tp_allreduce == ALLREDUCE_SHM, "%d", p.tp_allreduce);
+    p = facts_ok("plan/tp allreduce auto, a group across nodes", &f2, "--mode pp --tp 2");
+    EXPECT("plan/tp: auto with a group across nodes is mpi", p.tp_allreduce == ALLREDUCE_MPI, "%d", p.tp_allreduce);
+    facts_refused("plan/refuse: --allreduce shm with a group across nodes", &f2, "--mode pp --tp 2 --allreduce shm",
+                  "train: --allreduce shm needs each tensor-parallel group of 2 ranks on one node, and rank 3 is not on rank 2's: use --allreduce mpi or ring");
+    MemLayout l;
+    char why[512];
+    c.tp = 2;
+    c.hidden = 33;
+    EXPECT("plan/tp: micropp plan's layout refuses a width --tp does not divide", memory_layout(&c, SCHED_1F1B, 1, 1, &l, why, sizeof why) == -1 &&
+           strstr(why, "--hidden 33 is not divisible by --tp 2"), "%s", why);
+}
+
 int main(void) {
+    test_tp();
     test_layout();
     test_placement();
     test_layouts();

@@ -35,24 +35,27 @@ typedef struct {
     char name[64];
     int ndim;
     int64_t shape[2];
-    size_t offset;  // in floats, within the stage's flat params (and moments: same layout)
+    size_t offset;  // in floats, within the whole stage's flat params (shard.c's stage_full_off; moments alike)
     int layer;      // global layer index, -1 for the head
 } TensorRef;
 
-// The parameter tensors of a stage in file order, with their global names and [out, in] shapes.
+// The parameter tensors of a stage in file order, with their global names and [out, in] shapes, at
+// their offsets in the whole stage (with --tp a rank holds a shard of it: saves gather, resumes cut).
 static int stage_tensors(const Stage *s, TensorRef *t) {
     int n = 0;
     for (int i = 0; i < s->n_layers; i++) {
-        TensorRef w = {"", 2, {s->H, stage_fan_in(s, i)}, (size_t)(s->W[i] - s->params), s->lo + i};
-        TensorRef b = {"", 1, {s->H, 0}, (size_t)(s->b[i] - s->params), s->lo + i};
+        size_t off = stage_full_off(s, i), wlen = (size_t)s->H * stage_fan_in(s, i);
+        TensorRef w = {"", 2, {s->H, stage_fan_in(s, i)}, off, s->lo + i};
+        TensorRef b = {"", 1, {s->H, 0}, off + wlen, s->lo + i};
         snprintf(w.name, sizeof w.name, "layers.%d.weight", s->lo + i);
         snprintf(b.name, sizeof b.name, "layers.%d.bias", s->lo + i);
         t[n++] = w;
         t[n++] = b;
     }
     if (s->has_head) {
-        t[n++] = (TensorRef){"head.weight", 2, {s->C, s->H}, (size_t)(s->Wh - s->params), -1};
-        t[n++] = (TensorRef){"head.bias", 1, {s->C, 0}, (size_t)(s->bh - s->params), -1};
+        size_t off = stage_full_off(s, s->n_layers);
+        t[n++] = (TensorRef){"head.weight", 2, {s->C, s->H}, off, -1};
+        t[n++] = (TensorRef){"head.bias", 1, {s->C, 0}, off + (size_t)s->C * s->H, -1};
     }
     return n;
 }
@@ -407,10 +410,14 @@ static void resume_manifest(const CkptLayout *l, int rank, Manifest *m) {
     if (rank == 0) resume_notes(c, m);
 }
 
+// A local stage's whole tensors on the host (params, Adam's moments), as the files hold them.
+typedef struct { float *p, *m, *v; } Whole;
+
 // One file some local stage needs: read it, check its size and CRC against the manifest, parse it,
-// copy the tensors of every local stage it holds. Returns the tensors loaded; err on a failure
-// ("" before), naming where a rank other than 0 read it.
-static int resume_file(const CkptLayout *l, const FileRec *fr, int rank, TensorRef *refs, char *err, size_t errlen) {
+// copy the tensors of every local stage it holds into that stage's Whole. Returns the tensors
+// loaded; err on a failure ("" before), naming where a rank other than 0 read it.
+static int resume_file(const CkptLayout *l, const FileRec *fr, int rank, TensorRef *refs, Whole *whole, char *err,
+                       size_t errlen) {
     const char *dir = l->c->resume;
     int adam = l->c->optimizer == OPTIM_ADAM, loaded = 0;
     char path[PATH_LEN + ST_NAME_LEN + 2], why[WHY_LEN], there[256] = "";
@@ -453,10 +460,12 @@ static int resume_file(const CkptLayout *l, const FileRec *fr, int rank, TensorR
             char m_name[96], v_name[96];
             snprintf(m_name, sizeof m_name, "optim.exp_avg.%s", t->name);
             snprintf(v_name, sizeof v_name, "optim.exp_avg_sq.%s", t->name);
-            int bad = load_tensor(&f, fr->file, t->name, t, 0, s->be, s->params + t->offset, why, sizeof why);
+            const Backend *host = &backend_cpu;
+            const Whole *to = &whole[k];
+            int bad = load_tensor(&f, fr->file, t->name, t, 0, host, to->p + t->offset, why, sizeof why);
             if (!bad && adam)
-                bad = load_tensor(&f, fr->file, m_name, t, 0, s->be, s->adam_m + t->offset, why, sizeof why) ||
-                      load_tensor(&f, fr->file, v_name, t, 1, s->be, s->adam_v + t->offset, why, sizeof why);
+                bad = load_tensor(&f, fr->file, m_name, t, 0, host, to->m + t->offset, why, sizeof why) ||
+                      load_tensor(&f, fr->file, v_name, t, 1, host, to->v + t->offset, why, sizeof why);
             if (bad) snprintf(err, errlen, "train: --resume %s: %s", dir, why);
             else loaded++;
         }
@@ -464,6 +473,18 @@ static int resume_file(const CkptLayout *l, const FileRec *fr, int rank, TensorR
     st_free(&f);
     free(buf);
     return loaded;
+}
+
+// The whole tensors into the stage: its shard (stage_shard: rank tp_rank's part) onto the device.
+static void whole_to_stage(const CkptLayout *l, Stage *s, const Whole *w) {
+    float *local = xmalloc(sizeof(float) * s->n_params), *src[3] = {w->p, w->m, w->v},
+          *dst[3] = {s->params, s->adam_m, s->adam_v};
+    for (int j = 0; j < 3; j++) {
+        if (!src[j] || !dst[j]) continue;
+        stage_shard(s, l->tp > 1 ? l->tp_rank : 0, src[j], local);
+        s->be->to_device(dst[j], local, sizeof(float) * s->n_params);
+    }
+    free(local);
 }
 
 int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size_t desc_len) {
@@ -481,13 +502,24 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
             l->local[k].adam_m = l->local[k].be->alloc(l->local[k].n_params * sizeof(float));
             l->local[k].adam_v = l->local[k].be->alloc(l->local[k].n_params * sizeof(float));
         }
+    Whole *whole = xcalloc((size_t)l->n_local, sizeof(Whole));
+    for (int k = 0; k < l->n_local; k++) {
+        size_t nf = stage_full_params(&l->local[k]) * sizeof(float);
+        whole[k] = (Whole){xmalloc(nf), c->optimizer == OPTIM_ADAM ? xmalloc(nf) : NULL,
+                           c->optimizer == OPTIM_ADAM ? xmalloc(nf) : NULL};
+    }
     for (int i = 0; i < m.n_files && !err[0]; i++) {
         const FileRec *fr = &m.files[i];
         int need = 0;
         for (int k = 0; k < l->n_local; k++)
             need |= ranges_meet(fr->lo, fr->hi, l->local[k].lo, l->local[k].hi) || (fr->head && l->local[k].has_head);
-        if (need) n_loaded += resume_file(l, fr, rank, refs, err, sizeof err);
+        if (need) n_loaded += resume_file(l, fr, rank, refs, whole, err, sizeof err);
     }
+    for (int k = 0; k < l->n_local; k++) {  // this rank's shard of every whole tensor (T = 1: all of it)
+        if (!err[0] && n_loaded == n_needed) whole_to_stage(l, &l->local[k], &whole[k]);
+        free(whole[k].p); free(whole[k].m); free(whole[k].v);
+    }
+    free(whole);
     if (!err[0] && n_loaded != n_needed)  // cannot happen when the manifest covers every layer once
         snprintf(err, sizeof err, "train: --resume %s: found %d of the %d tensors this rank needs", c->resume,
                  n_loaded, n_needed);
@@ -502,9 +534,30 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
 
 // ---- save ----
 
-// Writes one stage's file into dir; fills rec. Any failure ends the job (fatal).
-static void write_stage(const CkptLayout *l, const Stage *s, int stage, int64_t step, uint64_t next_sample,
-                        FileRec *rec) {
+// One of a local stage's flat buffers (params or a moment; NULL: zeros, Adam before its first step)
+// made whole on the host: with --tp gathered from the group at its rank 0 and unsharded there
+// (collective over the group; NULL on the other ranks).
+static float *gather_whole(const CkptLayout *l, const Stage *s, const float *src) {
+    size_t n = s->n_params, T = (size_t)(l->tp > 1 ? l->tp : 1);
+    float *mine = xcalloc(n, sizeof(float)), *all = l->tp_rank == 0 ? xmalloc(sizeof(float) * n * T) : NULL,
+          *whole = NULL;
+    if (src) s->be->to_host(mine, src, sizeof(float) * n);
+    if (T > 1) {
+        CHECK(n <= INT_MAX, "a stage shard of %zu floats: more than MPI's int count", n);
+        MPI_CHECK(MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, l->tp_comm));
+    } else memcpy(all, mine, sizeof(float) * n);
+    if (all) {
+        whole = xmalloc(sizeof(float) * stage_full_params(s));
+        for (size_t t = 0; t < T; t++) stage_unshard(s, (int)t, all + t * n, whole);
+    }
+    free(mine); free(all);
+    return whole;
+}
+
+// Writes one stage's file into dir from its whole tensors (params, and Adam's moments or NULL); fills
+// rec. Any failure ends the job (fatal).
+static void write_stage(const CkptLayout *l, const Stage *s, const float *const whole[3], int stage, int64_t step,
+                        uint64_t next_sample, FileRec *rec) {
     const TrainConfig *c = l->c;
     int adam = c->optimizer == OPTIM_ADAM;
     TensorRef *refs = xmalloc(sizeof(TensorRef) * (size_t)(2 * s->n_layers + 2));
@@ -542,10 +595,9 @@ static void write_stage(const CkptLayout *l, const Stage *s, int stage, int64_t 
     int bad = st_writer_write(&w, len8, 8) || st_writer_write(&w, header, hlen);
     for (int j = 0; j < n && !bad; j++) {
         const TensorRef *t = &refs[j % nt];
-        const float *src = j < nt ? s->params : j < 2 * nt ? s->adam_m : s->adam_v;
+        const float *src = whole[j / nt];
         size_t bytes = sizeof(float) * tensor_numel(t);
-        if (src) s->be->to_host(host, src + t->offset, bytes);
-        else memset(host, 0, bytes);  // Adam before its first step: zero moments
+        memcpy(host, src + t->offset, bytes);
         bad = st_writer_write(&w, host, bytes);
     }
     if (!bad) bad = st_writer_commit(&w);
@@ -578,6 +630,7 @@ static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_samp
     cJSON_AddNumberToObject(lay, "world", l->world);
     cJSON_AddNumberToObject(lay, "stages", l->stages);
     cJSON_AddNumberToObject(lay, "dp", l->dp);
+    cJSON_AddNumberToObject(lay, "tp", l->tp > 1 ? l->tp : 1);
     int *part = xmalloc(sizeof(int) * (size_t)l->stages);
     for (int k = 0; k < l->stages; k++) part[k] = l->lo[k + 1] - l->lo[k];
     cJSON_AddItemToObject(lay, "partition", cJSON_CreateIntArray(part, l->stages));
@@ -638,10 +691,18 @@ double ckpt_save(const CkptLayout *l, int64_t step, uint64_t next_sample) {
     int rank, size;
     MPI_CHECK(MPI_Comm_rank(l->comm, &rank));
     MPI_CHECK(MPI_Comm_size(l->comm, &size));
-    int mine = l->writer ? l->n_local : 0;
-    FileRec *recs = xcalloc((size_t)(mine ? mine : 1), sizeof(FileRec));
-    for (int k = 0; k < mine; k++)
-        write_stage(l, &l->local[k], l->stage_of ? l->stage_of[k] : l->first_stage + k, step, next_sample, &recs[k]);
+    int mine = l->writer && l->tp_rank == 0 ? l->n_local : 0;
+    FileRec *recs = xcalloc((size_t)(l->n_local ? l->n_local : 1), sizeof(FileRec));
+    for (int k = 0; k < l->n_local && l->writer; k++) {  // (the writer's group gathers at its tp rank 0)
+        const Stage *s = &l->local[k];
+        int adam = l->c->optimizer == OPTIM_ADAM;
+        float *whole[3] = {gather_whole(l, s, s->params), adam ? gather_whole(l, s, s->adam_m) : NULL,
+                           adam ? gather_whole(l, s, s->adam_v) : NULL};
+        if (mine)
+            write_stage(l, s, (const float *const *)whole, l->stage_of ? l->stage_of[k] : l->first_stage + k, step,
+                        next_sample, &recs[k]);
+        for (int j = 0; j < 3; j++) free(whole[j]);
+    }
     // Gather the file records at rank 0: counts, then the records as bytes.
     int *counts = rank == 0 ? xcalloc((size_t)size, sizeof(int)) : NULL, *displs = NULL;
     MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, l->comm));

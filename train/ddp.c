@@ -55,7 +55,7 @@ void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, int zero,
     int top = s->n_layers + (s->has_head ? 1 : 0);  // local layers j < top; j == n_layers is the head
     if (sync == SYNC_NAIVE) {  // one per parameter tensor, in the order backward finishes them
         for (int j = top - 1; j >= 0; j--) {
-            size_t w = j == s->n_layers ? (size_t)s->C * s->H : (size_t)s->H * stage_fan_in(s, j);
+            size_t w = stage_weight_len(s, j);
             size_t off = layer_off(s, j), len = layer_len(s, j);
             add_bucket(g, off + w, len - w, j, j + 1);  // bias
             add_bucket(g, off, w, j, j + 1);            // weight

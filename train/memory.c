@@ -10,6 +10,15 @@
 // Bytes of one stashed activation element at this precision (model.c: bf16 stashes hold half).
 double memory_activation_elem(int precision) { return precision == PRECISION_BF16 ? 2 : sizeof(float); }
 
+// The output widths of virtual stage vs's local layers [from, to), summed: with --tp a column-parallel
+// layer's output is H/T wide on each rank (model.h's pairs), every other layer's H.
+static double out_widths(const TrainConfig *c, const Plan *p, int vs, int from, int to) {
+    int n = plan_layers(p, vs), T = p->T > 1 ? p->T : 1;
+    double w = 0;
+    for (int i = from; i < to; i++) w += tp_layer_kind(T, n, i) == TP_COL ? (double)(c->hidden / T) : (double)c->hidden;
+    return w;
+}
+
 void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const int *slots, int n, MemNeed *m) {
     double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float),
            a = memory_activation_elem(c->precision);
@@ -23,10 +32,11 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
         m->grads += params * f;
         // Adam's moments (ZeRO-1: a shard)
         if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (c->zero && p->data_parallel ? p->D : 1);
-        double act = rows * H * a, per_slot = rows * in * a + (head ? rows * C * a + rows * 4 : 0);
-        if (!ckpt || split) per_slot += layers * act;  // the layer outputs (with split + checkpointing: refilled at I)
-        if (split) per_slot += layers * act;           // the pre-activation gradients kept from I to W
-        m->activations += slots[k] * per_slot + (ckpt ? layers * act : 0);
+        double act = rows * a * out_widths(c, p, vs, 0, layers);  // every layer's output, once
+        double per_slot = rows * in * a + (head ? rows * C * a + rows * 4 : 0);
+        if (!ckpt || split) per_slot += act;  // the layer outputs (with split + checkpointing: refilled at I)
+        if (split) per_slot += act;           // the pre-activation gradients kept from I to W
+        m->activations += slots[k] * per_slot + (ckpt ? act : 0);
         m->buffers += 2 * rows * H * f;  // the backward's ping-pong
         double wide = in > H ? (in > C ? in : C) : (H > C ? H : C);
         if (c->precision == PRECISION_BF16) m->buffers += 3 * rows * wide * f;  // the fp32 work buffers of bf16 stashes
@@ -36,7 +46,7 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
 }
 
 double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *list, int stage) {
-    double H = (double)c->hidden, rows = p->rows, a = memory_activation_elem(c->precision), act = rows * H * a;
+    double H = (double)c->hidden, rows = p->rows, a = memory_activation_elem(c->precision);
     int ckpt = c->checkpoint_activations, V = p->V, M = p->M;
     // model.c's bytes of a slot of each chunk: after F (stash), through B (all: recomputed when
     // checkpointing), through I (all and every dz), after I until W (deferred)
@@ -45,11 +55,12 @@ double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *l
     for (int k = 0; k < V && k < 64; k++) {
         int vs = plan_vstage(p, stage, k), n = plan_layers(p, vs), head = vs == p->S - 1;
         double in = rows * (p->lo[vs] == 0 ? (double)p->inputs : H) * a,
-               logits = head ? rows * (double)c->classes * a : 0;
-        stash[k] = in + (ckpt ? 0 : n) * act + logits;
-        all[k] = in + n * act + logits;
-        in_i[k] = all[k] + n * act;
-        deferred[k] = in + (2 * n - 1 + head) * act + logits;
+               logits = head ? rows * (double)c->classes * a : 0, outs = rows * a * out_widths(c, p, vs, 0, n);
+        stash[k] = in + (ckpt ? 0 : outs) + logits;
+        all[k] = in + outs + logits;
+        in_i[k] = all[k] + outs;
+        // (model.c's deferred_bytes: every layer's input, the head's too, and every dz)
+        deferred[k] = in + rows * a * out_widths(c, p, vs, 0, n - 1 + head) + outs + logits;
     }
     for (int i = 0; i < list->n; i++) {
         const Action *x = &list->a[i];
@@ -94,7 +105,9 @@ int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, 
                        .rows = p->rows,
                        .need = xcalloc((size_t)K, sizeof(MemNeed)),
                        .act = xcalloc((size_t)K, sizeof(double)),
-                       .inflight = xcalloc((size_t)K, sizeof(int))};
+                       .inflight = xcalloc((size_t)K, sizeof(int)),
+                       .T = p->T,
+                       .tp_bytes = xcalloc((size_t)K, sizeof(double))};
     SimResult sim = {0};
     if (p->pipelined) {  // as train sizes its stashes: the schedule simulated with F = I = W = 1
         SimSpec spec = {.kind = kind, .K = K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
@@ -106,6 +119,8 @@ int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, 
         memory_rank(&t, p, p->pipelined ? &sim : NULL, s, &out->need[s]);
         out->act[s] = out->need[s].activations;  // no pipeline: the one slot
         out->inflight[s] = p->pipelined ? sim.peak_inflight[s] : 1;
+        for (int k = 0; k < p->V; k++)  // every micro-batch through each of the stage's chunks
+            out->tp_bytes[s] += p->M * plan_vstage_tp_floats(&t, p, p->pipelined ? plan_vstage(p, s, k) : s) * 4;
         if (!p->pipelined) continue;
         ActionList l = {0};
         schedule_build(kind, NULL, K, p->M, p->V, s, &l);
@@ -117,7 +132,10 @@ int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, 
     return 0;
 }
 
-void memory_layout_free(MemLayout *l) { free(l->need); free(l->act); free(l->inflight); memset(l, 0, sizeof *l); }
+void memory_layout_free(MemLayout *l) {
+    free(l->need); free(l->act); free(l->inflight); free(l->tp_bytes);
+    memset(l, 0, sizeof *l);
+}
 
 double memory_available(void) { return meminfo_available(); }
 

@@ -28,6 +28,8 @@ typedef struct {
     double *act;           // [K] the activations live at the peak of each stage's actions
                            //     (memory_live_peak; without a pipeline its one micro-batch's stash)
     int *inflight;         // [K] the simulator's peak micro-batches in flight (1 without a pipeline)
+    int T;                 // --tp: each stage's ranks (1: none); need and act are one rank's
+    double *tp_bytes;      // [K] the bytes a rank of each stage all-reduces in its group per step (0 without --tp)
 } MemLayout;
 // 0, or -1 with why the layout cannot run (plan_layout's one line) in why.
 int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, char *why, size_t n);

@@ -7,6 +7,7 @@
 #include "train/ddp.h"
 #include "model.h"
 #include "train/plan.h"
+#include "train/tp.h"
 #include "schedule.h"
 
 #define T(field) offsetof(TrainConfig, field)
@@ -86,14 +87,20 @@ const Option train_options[] = {
      "time every gemm and report the share of step time in BLAS and its GFLOP/s"},
     {"pp", 0, OPT_INT, T(pp), 0, 1, 4096, "P", "hybrid: pipeline stages per replica (ranks = P x D)"},
     {"dp", 0, OPT_INT, T(dp), 0, 1, 1 << 20, "D", "hybrid: data-parallel replicas (ddp: must equal the ranks)"},
+    {"tp", 0, OPT_INT, T(tp), 0, 1, 4096, "T",
+     "tensor parallelism: T adjacent ranks share each stage's layers (Megatron's column/row pairs; --hidden divisible "
+     "by T); ranks = T x the mode's (monolith T, pp P x T, ddp D x T, hybrid P x D x T)"},
+    {"tp-message", 0, OPT_CHOICE, T(tp_message), TP_MESSAGE_CHOICES, 0, 0, "M",
+     "--tp with a pipeline: a message between two groups as the whole activation from every rank (full), or each "
+     "rank's 1/T slice and an all-gather on the receiving side (slice)"},
     {"placement", 0, OPT_CHOICE, T(placement), PLACEMENT_CHOICES, 0, 0, "P",
      "hybrid: what sits on adjacent ranks (one node): stages = each replica's pipeline, replicas = each stage's "
      "data-parallel group; auto = the side with more traffic per step"},
     {"ddp-sync", 0, OPT_CHOICE, T(ddp_sync), SYNC_CHOICES, 0, 0, "SYNC",
      "ddp/hybrid: naive = one all-reduce per tensor after backward; bucketed = overlapped with backward"},
     {"allreduce", 0, OPT_CHOICE, T(allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG",
-     "ddp/hybrid: MPI's own collectives, the from-scratch ring, shared memory (one node), or auto: shm where it can, "
-     "else mpi"},
+     "ddp/hybrid and --tp's group: MPI's own collectives, the from-scratch ring, shared memory (one node), or auto: "
+     "shm where it can, else mpi"},
     {"bucket-mb", 0, OPT_FLOAT, T(bucket_mb), 0, 0, 1e12, "MB", "ddp/hybrid bucketed: bucket capacity in MiB"},
     {"grad-accum", 0, OPT_INT, T(grad_accum), 0, 1, 1 << 20, "N",
      "monolith/ddp: N micro-steps of --batch rows per optimizer step"},
@@ -136,6 +143,7 @@ void train_config_defaults(TrainConfig *c) {
     c->ddp_sync = SYNC_BUCKETED;
     c->allreduce = ALLREDUCE_AUTO;
     c->placement = PLACEMENT_AUTO;
+    c->tp = 1;
     c->bucket_mb = 25;
     c->grad_accum = 1;
     c->diverge_factor = 100;

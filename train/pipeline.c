@@ -32,12 +32,32 @@ Peer pipe_neighbour(const Plan *p, const Comm *comm, int vs, int dir, int kind, 
 // floats' bytes, pairs packed; both ends agree, their stages share the run's precision). An
 // activation goes straight from the sender's stash into the receiver's; a gradient is rounded from
 // din into grad_bf16 and widened into dout (free: ops.h, every reader of it rounds to bf16 anyway).
-static void pipe_send_grad(Wire *w, const StepState *st, const Stage *s, Peer to, size_t n) {
-    if (s->bf16) w->be->to_bf16(st->grad_bf16, st->din, n);
-    comm_send(&w->comm, s->bf16 ? st->grad_bf16 : st->din, stage_wire_floats(s, n), to.rank, to.send_tag);
+// With --tp every rank of a group holds the whole message: --tp-message full sends it whole to the
+// counterpart (the same tp rank of the neighbouring group); slice sends this rank's chunk of it
+// (comm_shard's) and the receiving group all-gathers the chunks (train/tp.c), in the same order on
+// every rank of the group, as each runs the same actions.
+static void wire_part(const Plan *p, const Wire *w, size_t n, size_t *off, size_t *len) {
+    *off = 0, *len = n;
+    if (p->tp_message == TP_MESSAGE_SLICE) comm_shard(n, p->T, w->comm.tp_rank, off, len);
 }
-static void pipe_recv_grad(Wire *w, const StepState *st, const Stage *s, Peer from, size_t n) {
-    comm_recv(&w->comm, s->bf16 ? st->grad_bf16 : st->dout, stage_wire_floats(s, n), from.rank, from.recv_tag);
+static void pipe_send(const Plan *p, Wire *w, const void *buf, size_t n, Peer to) {
+    size_t off, len;
+    wire_part(p, w, n, &off, &len);
+    comm_send(&w->comm, (const float *)buf + off, len, to.rank, to.send_tag);
+}
+static void pipe_recv(const Plan *p, Wire *w, void *buf, size_t n, Peer from) {
+    size_t off, len;
+    wire_part(p, w, n, &off, &len);
+    comm_recv(&w->comm, (float *)buf + off, len, from.rank, from.recv_tag);
+    if (p->tp_message == TP_MESSAGE_SLICE) tp_allgather(&w->tp, buf, n);
+}
+
+static void pipe_send_grad(const Plan *p, Wire *w, const StepState *st, const Stage *s, Peer to, size_t n) {
+    if (s->bf16) w->be->to_bf16(st->grad_bf16, st->din, n);
+    pipe_send(p, w, s->bf16 ? st->grad_bf16 : st->din, stage_wire_floats(s, n), to);
+}
+static void pipe_recv_grad(const Plan *p, Wire *w, const StepState *st, const Stage *s, Peer from, size_t n) {
+    pipe_recv(p, w, s->bf16 ? st->grad_bf16 : st->dout, stage_wire_floats(s, n), from);
     if (s->bf16) w->be->from_bf16(st->dout, st->grad_bf16, n);
 }
 
@@ -85,8 +105,7 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
     switch (a.kind) {
     case ACT_RECV_ACT:
         peer = pipe_neighbour(p, &w->comm, vs, -1, TAG_ACT, a.mb);
-        comm_recv(&w->comm, stage_slot_input(s, stage_slot_acquire(s, a.mb)), stage_wire_floats(s, n), peer.rank,
-                  peer.recv_tag);
+        pipe_recv(p, w, stage_slot_input(s, stage_slot_acquire(s, a.mb)), stage_wire_floats(s, n), peer);
         break;
     case ACT_FORWARD:
         pipe_forward(p, w, st, s, a, vs);
@@ -97,10 +116,10 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
               "schedule sends micro-batch %d of chunk %d but the last forward was %d of chunk %d", a.mb, a.chunk,
               h->fwd_mb, h->fwd_c);
         peer = pipe_neighbour(p, &w->comm, vs, +1, TAG_ACT, a.mb);
-        comm_send(&w->comm, stage_output(s, stage_slot_of(s, a.mb)), stage_wire_floats(s, n), peer.rank, peer.send_tag);
+        pipe_send(p, w, stage_output(s, stage_slot_of(s, a.mb)), stage_wire_floats(s, n), peer);
         break;
     case ACT_RECV_GRAD:
-        pipe_recv_grad(w, st, s, pipe_neighbour(p, &w->comm, vs, +1, TAG_GRAD, a.mb), n);
+        pipe_recv_grad(p, w, st, s, pipe_neighbour(p, &w->comm, vs, +1, TAG_GRAD, a.mb), n);
         h->dout_mb = a.mb; h->dout_c = a.chunk;
         break;
     case ACT_BACKWARD:
@@ -117,7 +136,7 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
         CHECK(h->din_mb == a.mb && h->din_c == a.chunk,
               "schedule sends the gradient of micro-batch %d (chunk %d) but the last backward was %d (chunk %d)", a.mb,
               a.chunk, h->din_mb, h->din_c);
-        pipe_send_grad(w, st, s, pipe_neighbour(p, &w->comm, vs, -1, TAG_GRAD, a.mb), n);
+        pipe_send_grad(p, w, st, s, pipe_neighbour(p, &w->comm, vs, -1, TAG_GRAD, a.mb), n);
         break;
     }
 }
@@ -268,13 +287,13 @@ static void eval_action(const Plan *p, Wire *w, Model *model, StepState *st, Eva
     case ACT_RECV_ACT:
         if (!p->pipelined) break;
         peer = pipe_neighbour(p, &w->comm, vs, -1, TAG_DATA, a.mb % p->M);
-        comm_recv(&w->comm, eval_input(e, a.chunk), n, peer.rank, peer.recv_tag);
+        pipe_recv(p, w, eval_input(e, a.chunk), n, peer);
         break;
     case ACT_FORWARD: eval_forward(p, st, e, &model->local[a.chunk], a); break;
     case ACT_SEND_ACT:
         if (!p->pipelined) break;
         peer = pipe_neighbour(p, &w->comm, vs, +1, TAG_DATA, a.mb % p->M);
-        comm_send(&w->comm, eval_output(e, a.chunk), n, peer.rank, peer.send_tag);
+        pipe_send(p, w, eval_output(e, a.chunk), n, peer);
         break;
     default: fatal("evaluation runs forward actions only, got %s", action_names[a.kind]);
     }

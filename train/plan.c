@@ -75,7 +75,8 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
                       c->data);
     if (c->mode != MODE_MANUAL && seen_typed(e->seen, "parts"))
         return refuse(e, "train: --parts applies to --mode manual, not --mode %s: drop it or add --mode manual", mode);
-    if (!is_data_parallel(c->mode) && (f = TYPED(dp_only)))
+    // (--allreduce also picks the tensor-parallel group's)
+    if (!is_data_parallel(c->mode) && (f = TYPED(dp_only)) && !(c->tp > 1 && !strcmp(f, "allreduce")))
         return refuse(e, "train: --%s applies to --mode ddp or hybrid, not --mode %s: drop it or add --mode ddp", f,
                       mode);
     if (c->mode != MODE_HYBRID && seen_typed(e->seen, "pp"))
@@ -96,6 +97,72 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
                       "train: --grad-accum applies to --mode monolith or ddp, not --mode %s: a pipeline already "
                       "accumulates over --micro-batches",
                       mode);
+    return 0;
+}
+
+// --tp T: groups of T adjacent ranks share each stage's layers (model.h's Megatron pairs), so every
+// hidden width must split T ways and the ranks must come in whole groups: the mode's grid (monolith 1,
+// pp P, ddp D, hybrid P x D) times T. The rules that count ranks then count groups.
+static int rule_tp_width(const TrainConfig *c, Err *e) {
+    long long T = c->tp, H = c->hidden;
+    if (T > 1 && H % T)
+        return refuse(e,
+                      "train: --hidden %lld is not divisible by --tp %lld (each rank holds H/T features of every "
+                      "split layer): use --hidden %lld or %lld, or a --tp that divides %lld",
+                      H, T, H > T ? H / T * T : T, H / T * T + T, H);
+    return 0;
+}
+
+static int rule_tp(const TrainConfig *c, int world, Plan *p, Err *e) {
+    long long T = c->tp, P = c->pp, D = c->dp;
+    p->T = (int)T;
+    if (T == 1 && seen_typed(e->seen, "tp-message"))
+        return refuse(e, "train: --tp-message applies to --tp T > 1 (the messages between tensor-parallel groups): "
+                         "drop it or add --tp");
+    if (T == 1) return 0;
+    static const char *const observers[] = {"trace", "timeline", "timeline-step", "gantt"};
+    const char *f;
+    if (c->mode == MODE_MANUAL)
+        return refuse(e,
+                      "train: --tp splits layers over ranks, and --mode manual runs in one process: drop --tp or use "
+                      "--mode monolith, pp, ddp or hybrid");
+    if (rule_tp_width(c, e)) return -1;
+    if (world % T)
+        return refuse(e,
+                      "train: --tp %lld makes groups of %lld adjacent ranks, but %d ranks were started: run "
+                      "'mpiexec -n %lld' (a multiple of %lld)",
+                      T, T, world, (world / T + 1) * T, T);
+    if (c->mode == MODE_MONOLITH && world != T)
+        return refuse(e,
+                      "train: --mode monolith --tp %lld runs one tensor-parallel group of %lld ranks, but %d were "
+                      "started: run 'mpiexec -n %lld', or use --mode ddp, pp or hybrid for more ranks",
+                      T, T, world, T);
+    if (c->mode == MODE_PP && world / T < 2)
+        return refuse(e,
+                      "train: --mode pp --tp %lld needs at least 2 stages of %lld ranks (%lld ranks), got %d: run "
+                      "'mpiexec -n %lld', or --mode monolith --tp %lld",
+                      T, T, 2 * T, world, 2 * T, T);
+    if (c->mode == MODE_DDP && seen_typed(e->seen, "dp") && D * T != world)
+        return refuse(e, "train: --dp %lld x --tp %lld = %lld ranks, but %d were started: run 'mpiexec -n %lld'", D, T,
+                      D * T, world, D * T);
+    if (c->mode == MODE_HYBRID && seen_set(e->seen, "pp") && seen_set(e->seen, "dp") && P * D * T != world)
+        return refuse(e,
+                      "train: --pp %lld x --dp %lld x --tp %lld = %lld ranks, but %d were started: run 'mpiexec -n "
+                      "%lld' or choose P x D x T = %d",
+                      P, D, T, P * D * T, world, P * D * T, world);
+    if (seen_typed(e->seen, "tp-message") && !is_pipelined(c->mode))
+        return refuse(e, "train: --tp-message applies to messages between the stages of --mode pp or hybrid: drop it "
+                         "or add --mode pp");
+    // (set in a config file too: the pipeline's observers would run, one track per rank)
+    int set = c->mode == MODE_PP && (c->trace[0] || c->timeline[0] || c->timeline_step || c->gantt);
+    f = TYPED(observers);
+    if (!f && set) f = c->trace[0] ? "trace" : c->timeline[0] ? "timeline" : c->gantt ? "gantt" : "timeline-step";
+    if (f)
+        return refuse(e,
+                      "train: --%s draws one track per stage, and --tp %lld runs %lld ranks per stage: drop --%s "
+                      "(not supported with --tp)",
+                      f, T, T, f);
+    p->tp_message = is_pipelined(c->mode) ? c->tp_message : 0;
     return 0;
 }
 
@@ -349,8 +416,9 @@ static void rule_placement(const TrainConfig *c, Plan *p) {
     int crossings = 0;
     for (int vs = 0; vs + 1 < p->S; vs++) crossings += plan_stage_of(p, vs) != plan_stage_of(p, vs + 1);
     double params = (double)model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes);
-    p->pp_bytes =
-        p->pipelined ? 2.0 * crossings * p->M * p->D * (double)p->rows * (double)c->hidden * sizeof(float) : 0;
+    p->pp_bytes = p->pipelined
+                      ? 2.0 * crossings * p->M * p->D * p->T * (double)p->rows * (double)c->hidden * sizeof(float)
+                      : 0;  // (each rank of a tensor-parallel group sends the whole activation)
     p->dp_bytes = p->data_parallel ? 2.0 * (p->D - 1) * params * sizeof(float) : 0;
     p->placement_auto = c->placement == PLACEMENT_AUTO;
     if (c->mode != MODE_HYBRID) p->placement = PLACEMENT_STAGES;  // pp: one replica; ddp: one stage
@@ -541,7 +609,7 @@ static int rule_devices(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     if (plan_device("train", c->device, c->transport, c->tf32, p->world, f->devices, &p->device, &p->transport, e->buf,
                     e->n))
         return -1;
-    if (p->data_parallel && c->allreduce == ALLREDUCE_SHM && p->device == DEVICE_CUDA)
+    if ((p->data_parallel || p->T > 1) && c->allreduce == ALLREDUCE_SHM && p->device == DEVICE_CUDA)
         return refuse(e, "train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce "
                          "mpi or ring with --device cuda");
     int tagged = p->V > 1 || p->split || p->schedule == SCHED_FILE;  // a file may send out of order
@@ -582,7 +650,8 @@ static void shm_unfit(const TrainConfig *c, const Facts *f, const Plan *p, const
             if (d->node_of[q] != d->node_of[r]) continue;
             node_ranks++;
             need += bytes[q];
-            local += plan_rank_stage(p, q) == plan_rank_stage(p, r);  // the same stage: r's dp group
+            // the same stage and tensor-parallel rank: r's dp group
+            local += plan_rank_stage(p, q) == plan_rank_stage(p, r) && plan_rank_tp(p, q) == plan_rank_tp(p, r);
         }
         comm_shm_unfit(what, p->D, local, need, node_ranks, d->shm_free[r], why, n);
     }
@@ -613,9 +682,28 @@ static void rule_eval(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     p->eval_rows = n;
 }
 
+// The tensor-parallel group's all-reduce: as --allreduce says; auto: shm where every group sits on one
+// node and the buffers are on the host, else mpi (until the facts are known: mpi).
+static int rule_tp_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
+    p->tp_allreduce = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;
+    if (p->T == 1 || !f->devices) return 0;
+    int apart = -1;  // a rank not on the node of its group's first rank
+    for (int r = 0; r < p->world && apart < 0; r++)
+        if (f->devices->node_of[r] != f->devices->node_of[r - r % p->T]) apart = r;
+    if (c->allreduce == ALLREDUCE_AUTO)
+        p->tp_allreduce = p->device == DEVICE_CPU && apart < 0 ? ALLREDUCE_SHM : ALLREDUCE_MPI;
+    if (c->allreduce == ALLREDUCE_SHM && apart >= 0)
+        return refuse(e,
+                      "train: --allreduce shm needs each tensor-parallel group of %d ranks on one node, and rank %d is "
+                      "not on rank %d's: use --allreduce mpi or ring",
+                      p->T, apart, apart - apart % p->T);
+    return 0;
+}
+
 static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     if (rule_length(c, p, e) || rule_observers(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, e) ||
-        rule_checkpoints(c, e) || rule_devices(c, f, p, e) || rule_allreduce(c, f, p, e) || rule_resumed(c, f, p, e))
+        rule_checkpoints(c, e) || rule_devices(c, f, p, e) || rule_allreduce(c, f, p, e) || rule_resumed(c, f, p, e) ||
+        rule_tp_allreduce(c, f, p, e))
         return -1;
     rule_eval(c, f, p, e);
     p->synthetic_samples = f->train_rows ? 0 : c->samples ? c->samples : c->batch * p->N;
@@ -627,8 +715,26 @@ static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 
 double plan_vstage_params(const TrainConfig *c, const Plan *p, int vs) {
     double H = (double)c->hidden, C = (double)c->classes, in = p->lo[vs] == 0 ? (double)p->inputs : H;
-    int layers = plan_layers(p, vs), head = vs == p->S - 1;
-    return (layers ? H * in + H + (layers - 1) * (H * H + H) : 0) + (head ? C * H + C : 0);
+    int layers = plan_layers(p, vs), head = vs == p->S - 1, T = p->T > 1 ? p->T : 1;
+    double n = head ? C * H + C : 0, h = H / T;
+    for (int i = 0; i < layers; i++) {  // model.h's pairs: column H/T outputs, row H/T inputs (bias whole), or whole
+        int kind = tp_layer_kind(T, layers, i);
+        double fan = i == 0 ? in : H;
+        n += kind == TP_COL ? h * fan + h : kind == TP_ROW ? H * h + H : H * fan + H;
+    }
+    return n;
+}
+
+double plan_vstage_tp_floats(const TrainConfig *c, const Plan *p, int vs) {
+    double H = (double)c->hidden, in = p->lo[vs] == 0 ? (double)p->inputs : H, rows = p->rows, n = 0;
+    int layers = plan_layers(p, vs), ckpt = c->checkpoint_activations && p->pipelined;
+    for (int i = 0; i < layers && p->T > 1; i++) {
+        int kind = tp_layer_kind(p->T, layers, i);
+        if (kind == TP_ROW) n += rows * H * (ckpt ? 2 : 1);  // the forward's (and the recompute's) sum
+        // the backward's input gradient; the model's first layer computes none
+        if (kind == TP_COL && !(i == 0 && p->lo[vs] == 0)) n += rows * (i == 0 ? in : H);
+    }
+    return n;
 }
 
 // The layout's rules, then the run's; a fact not known yet holds back only the rules that read it.
@@ -636,18 +742,19 @@ int plan_make(const TrainConfig *c, const OptionsSeen *seen, const Facts *f, Pla
     Err e = {err, errlen, seen};
     memset(p, 0, sizeof *p);
     err[0] = 0;
+    p->T = 1;
     p->mode = c->mode;
     p->world = f->world;
     p->pipelined = is_pipelined(c->mode);
     p->data_parallel = is_data_parallel(c->mode);
-    p->distributed = c->mode == MODE_PP || p->data_parallel;
+    p->distributed = c->mode == MODE_PP || p->data_parallel || c->tp > 1;
     p->file = p->pipelined ? f->schedule_file : NULL;
     p->schedule = p->file ? SCHED_FILE : c->schedule;
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);  // the default: Linear(H, H) first, as before --inputs
     p->transport_why = "";
-    if (plan_early(c, err, errlen) || rule_world(c, f->world, p, &e) || rule_flags_apply(c, &e) ||
-        rule_data_parallel(c, &e) || rule_grid(c, f->world, p, &e) || rule_schedule(c, f->tag_ub, p, &e) ||
-        rule_batch(c, p, &e) || rule_partition(c, p, &e))
+    if (plan_early(c, err, errlen) || rule_tp(c, f->world, p, &e) || rule_world(c, f->world, p, &e) ||
+        rule_flags_apply(c, &e) || rule_data_parallel(c, &e) || rule_grid(c, f->world / p->T, p, &e) ||
+        rule_schedule(c, f->tag_ub, p, &e) || rule_batch(c, p, &e) || rule_partition(c, p, &e))
         return -1;
     rule_placement(c, p);
     return rules_run(c, f, p, &e);
@@ -659,9 +766,10 @@ int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t e
     memset(p, 0, sizeof *p);
     err[0] = 0;
     p->mode = K > 1 ? (D > 1 ? MODE_HYBRID : MODE_PP) : (D > 1 ? MODE_DDP : MODE_MONOLITH);
-    p->world = K * D;
     p->K = K;
     p->D = D;
+    p->T = c->tp > 1 ? (int)c->tp : 1;
+    p->world = K * D * p->T;
     p->pipelined = is_pipelined(p->mode);
     p->data_parallel = is_data_parallel(p->mode);
     p->distributed = p->world > 1;
@@ -672,8 +780,8 @@ int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t e
     p->transport_why = "";
     TrainConfig even = *c;
     even.partition[0] = 0;
-    if (rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) || rule_batch(c, p, &e) ||
-        rule_partition(&even, p, &e))
+    if (rule_tp_width(c, &e) || rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) ||
+        rule_batch(c, p, &e) || rule_partition(&even, p, &e))
         return -1;
     return 0;
 }

@@ -39,6 +39,7 @@ typedef struct {
     int world;         // ranks started
     int K;             // stages: ranks of one pipeline (pp, hybrid), parts (manual), else 1
     int D;             // data-parallel replicas
+    int T;             // tensor-parallel ranks per group (--tp; 1: none): adjacent world ranks
     int M;             // micro-batches per step (per replica); 1 without a pipeline
     int N;             // gradient-accumulation micro-steps per step (monolith, ddp)
     int V;             // chunks per rank: --virtual-stages for interleaved, else 1
@@ -68,6 +69,10 @@ typedef struct {
     int transport;         // TRANSPORT_MPI or TRANSPORT_NCCL: how the pipeline's stages exchange
     const char *transport_why;  // why MPI though NCCL could run ("" when not so decided)
     int allreduce;         // ALLREDUCE_*: data parallelism's, auto resolved (shm or mpi); else as given
+    int tp_message;        // TP_MESSAGE_* (train/tp.h): pipeline messages between groups whole or sliced
+                           // (slice only with --tp and a pipeline)
+    int tp_allreduce;      // ALLREDUCE_*: the tensor-parallel group's (auto: shm when every group sits on one
+                           // node and the buffers are on the host, else mpi)
     int grad_accum_given;  // --grad-accum was set (the report shows it even at 1)
 } Plan;
 
@@ -113,11 +118,20 @@ static inline uint64_t plan_sample(const Plan *p, uint64_t step_sample, int k, i
     uint64_t i = step_sample + (uint64_t)k * batch + (uint64_t)d * per_replica + (uint64_t)mb * rows;
     return p->synthetic_samples ? i % (uint64_t)p->synthetic_samples : i;
 }
-// The hybrid grid on world ranks (--placement): the stage and replica of a rank.
-static inline int plan_rank_stage(const Plan *p, int rank) { return comm_grid_stage(p->placement, p->K, p->D, rank); }
-static inline int plan_rank_replica(const Plan *p, int rank) {
-    return comm_grid_replica(p->placement, p->K, p->D, rank);
+// The grid on world ranks: T adjacent ranks form a tensor-parallel group; the groups are laid out on
+// stages x replicas by --placement. The stage, replica and tensor-parallel rank of a world rank.
+static inline int plan_rank_stage(const Plan *p, int rank) {
+    return comm_grid_stage(p->placement, p->K, p->D, comm_rank_group(p->T, rank));
 }
-// The parameters of virtual stage vs (its layers, the input layer when it holds layer 0, the head
-// when it is the last): what stage_init allocates, for the memory and shm rules.
+static inline int plan_rank_replica(const Plan *p, int rank) {
+    return comm_grid_replica(p->placement, p->K, p->D, comm_rank_group(p->T, rank));
+}
+static inline int plan_rank_tp(const Plan *p, int rank) { return comm_rank_tp(p->T, rank); }
+// The parameters one rank holds of virtual stage vs (its layers, the input layer when it holds layer
+// 0, the head when it is the last; with --tp its shard of them, model.h's pairs): what stage_init
+// allocates, for the memory and shm rules.
 double plan_vstage_params(const TrainConfig *c, const Plan *p, int vs);
+// Floats one rank's tensor-parallel all-reduces move per micro-batch through virtual stage vs (its
+// row-parallel outputs forward, its column-parallel input gradients backward, recomputes included),
+// each all-reduced over T ranks; 0 without --tp.
+double plan_vstage_tp_floats(const TrainConfig *c, const Plan *p, int vs);

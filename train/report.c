@@ -19,6 +19,7 @@ static void choice_names(const TrainConfig *c, const Plan *p, Summary *s) {
     choice_name(TRANSPORT_CHOICES, p->transport, s->transport, sizeof s->transport);
     choice_name(SYNC_CHOICES, c->ddp_sync, s->sync, sizeof s->sync);
     choice_name(ALLREDUCE_CHOICES, p->allreduce, s->allreduce, sizeof s->allreduce);
+    choice_name(ALLREDUCE_CHOICES, p->tp_allreduce, s->tp_allreduce, sizeof s->tp_allreduce);
     choice_name(PRECISION_CHOICES, c->precision, s->precision, sizeof s->precision);
 }
 
@@ -97,6 +98,14 @@ static void header_placement(const Plan *p, const Hardware *hw) {
     printf("\n");
 }
 
+// --tp: the 3D grid and the group's all-reduce.
+static void header_tp(const Plan *p, const Summary *s) {
+    if (p->T == 1) return;
+    printf("tensor parallel: grid %d stage%s x %d replica%s x %d tp = %d ranks (rank = group x %d + tp rank) | "
+           "layers in column/row pairs, an odd last layer and the head whole on every rank | all-reduce %s\n",
+           p->K, p->K == 1 ? "" : "s", p->D, p->D == 1 ? "" : "s", p->T, p->world, p->T, s->tp_allreduce);
+}
+
 void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Data *data) {
     const Backend *be = w->be;
     Summary s = {0};
@@ -136,6 +145,7 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     header_data(c, p, data);
     if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP) header_stages(p);
     header_placement(p, &w->hardware);
+    header_tp(p, &s);
     fflush(stdout);
 }
 
@@ -277,6 +287,16 @@ static void fill_gemm(const TrainConfig *c, const Plan *p, const Measure *m, Sum
     s->gemm_ms = v[0] / ranks * 1e3;
     s->gemm_share = v[1] / ranks;
     s->gemm_gflops = gemm_flops / v[0] / 1e9;  // v[0]: gemm seconds per step summed over ranks
+}
+
+// --tp: the tensor-parallel all-reduces of the steps, per step and rank (the mean over the ranks).
+static void fill_tp(const Plan *p, const Measure *m, Summary *s) {
+    double n = (double)s->n_run, v[3] = {(double)m->tp_calls / n, m->tp_floats * sizeof(float) / n, m->tp_s / n};
+    comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
+    s->tp_calls = v[0] / p->world;
+    s->tp_bytes = v[1] / p->world;
+    s->tp_ms = v[2] / p->world * 1e3;
+    s->tp_share = s->tp_ms / s->step_ms;
 }
 
 // Median duration of this rank's actions of one kind over the measured steps.
@@ -486,6 +506,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
         fill_sync_state(c, &r->wire.comm, &r->model, s);
     }
     if (c->gemm_timing) fill_gemm(c, p, m, s);
+    if (p->T > 1) fill_tp(p, m, s);
     if (!p->pipelined) return;
     fill_pipeline_measured(p, &r->wire, m, s);
     fill_pipeline_memory(p, &r->wire, &r->model, &r->exec.sim, s);
@@ -550,6 +571,20 @@ static void json_pipeline(cJSON *o, const TrainConfig *c, const Plan *p, const S
     cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(s->peak_bytes, K));
     cJSON_AddItemToObject(o, "peak_inflight", cJSON_CreateDoubleArray(s->peak_inflight, K));
     cJSON_AddItemToObject(o, "peak_deferred_w", cJSON_CreateDoubleArray(s->peak_deferred, K));
+}
+
+static void json_tp(cJSON *o, const Plan *p, const Summary *s) {
+    cJSON *g = cJSON_AddObjectToObject(o, "grid");  // the 3D grid: ranks = pp x dp x tp, tp innermost
+    cJSON_AddNumberToObject(g, "pp", p->K);
+    cJSON_AddNumberToObject(g, "dp", p->D);
+    cJSON_AddNumberToObject(g, "tp", p->T);
+    if (p->T == 1) return;
+    cJSON_AddNumberToObject(o, "tp", p->T);
+    cJSON_AddStringToObject(o, "tp_allreduce", s->tp_allreduce);
+    cJSON_AddNumberToObject(o, "tp_allreduces_per_step", s->tp_calls);
+    cJSON_AddNumberToObject(o, "tp_allreduce_bytes_per_step", s->tp_bytes);
+    cJSON_AddNumberToObject(o, "tp_allreduce_ms_per_step", s->tp_ms);
+    cJSON_AddNumberToObject(o, "tp_allreduce_share", s->tp_share);
 }
 
 static void json_verify(cJSON *o, const VerifyResult *v) {
@@ -657,6 +692,7 @@ static void summary_json(const Run *r, const Summary *s) {
                               cJSON_CreateDoubleArray(peak, model->n_local < MAX_STAGES ? model->n_local : MAX_STAGES));
     }
     if (p->pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", s->message_bytes);
+    if (p->distributed) json_tp(o, p, s);
     if (s->verify) json_verify(o, s->verify);
     cJSON_AddBoolToObject(o, "completed", !s->write_err[0]);  // last: every output written (REPORT_COMPLETED)
     json_print(o);
@@ -749,6 +785,9 @@ static void summary_text(const Run *r, const Summary *s) {
         printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | "
                "optimizer state %.2f MB per rank\n",
                s->collectives, s->comm_ms, 100 * s->comm_hidden, s->optimizer_bytes / 1e6);
+    if (p->T > 1)
+        printf("tensor parallel: %.0f all-reduces/step per rank | %.3g MB | %.2f ms/step = %.0f%% of the step (%s)\n",
+               s->tp_calls, s->tp_bytes / 1e6, s->tp_ms, 100 * s->tp_share, s->tp_allreduce);
     if (p->pipelined) text_pipeline(p, s);
     if (s->verify) text_verify(c, p, s->verify);
     if (c->gantt) text_gantt(s);

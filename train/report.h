@@ -10,7 +10,7 @@
 typedef struct { double *f, *b, *i, *w; } Costs;
 
 typedef struct {
-    char mode[32], schedule[32], optimizer[16], transport[16], sync[32], allreduce[32];
+    char mode[32], schedule[32], optimizer[16], transport[16], sync[32], allreduce[32], tp_allreduce[32];
     char blas[160], device[192];
     char precision[8], onednn[160];  // onednn: version and kernel of the bf16 products on the CPU ("" otherwise)
     size_t params;
@@ -22,6 +22,8 @@ typedef struct {
     double gemm_ms, gemm_share, gemm_gflops;              // --gemm-timing
     double comm_ms, comm_hidden, optimizer_bytes, collectives, buckets;  // ddp/hybrid
     double weight_bytes, grad_bytes, optimizer_state_bytes;  // allocated per rank, the largest over the ranks
+    double tp_calls, tp_bytes, tp_ms, tp_share;  // --tp: all-reduces per step and rank, their bytes and time
+                                                 // (the mean over the ranks), the time's share of the step
     // pipelines: per stage [K]
     double *bubble, *peak_bytes, *peak_inflight, *peak_deferred;
     double bubble_theory;

@@ -12,6 +12,7 @@
 #include "model.h"
 #include "train/plan.h"
 #include "schedule.h"
+#include "train/tp.h"
 
 // The wire: this rank's device, its place in the job and how it reaches the other ranks.
 typedef struct {
@@ -19,7 +20,8 @@ typedef struct {
     int stage, replica;       // this rank's pipeline stage (pp/hybrid) and data-parallel replica (else 0)
     const Backend *be;        // the device the plan chose: the CUDA backend Hardware opened, or the CPU
     Hardware hardware;        // every rank's GPU, node and /dev/shm, gathered alike on every rank
-    Comm comm;                // the grid's communicators and the pipeline's transport (pp, ddp, hybrid)
+    Comm comm;                // the grid's communicators and the pipeline's transport (pp, ddp, hybrid, --tp)
+    TpGroup tp;               // --tp: the tensor-parallel group's all-reduce, which the local stages call
 } Wire;
 
 // The model this process holds, and the gradient syncs of data parallelism over it.

@@ -98,30 +98,45 @@ static size_t ref_off(const Reference *ref, int l) {
     return l == 0 ? 0 : H * D + H + (size_t)(l - 1) * (H * H + H);
 }
 
+// The reference's gradients g of stage s's tensors, in s's own layout: the whole stage's part of the
+// monolith's buffer, cut to this rank's shard with --tp (shard.c; T = 1: a copy).
+static float *reference_shard(const Stage *s, const Reference *ref, const float *g) {
+    size_t layers = stage_full_off(s, s->n_layers);
+    float *full = xmalloc(sizeof(float) * stage_full_params(s)), *local = xmalloc(sizeof(float) * s->n_params);
+    memcpy(full, g + ref_off(ref, s->lo), sizeof(float) * layers);
+    if (s->has_head)
+        memcpy(full + layers, g + ref_off(ref, ref->layers), sizeof(float) * stage_full_len(s, s->n_layers));
+    stage_shard(s, s->tp_rank, full, local);
+    free(full);
+    return local;
+}
+
 // Compares stage s's gradients (and, on the head's stage, the loss) with the monolith's. A tensor
 // passes when its error is within tol, or within a few times what reordering the reference's own
 // sums moves it: a gradient that is a near-cancelling sum over many rows (the head's at
-// initialisation) is only as exact as float rounding lets it be.
-static Verdict verify_stage(const Stage *s, double loss, double tol, const Reference *ref) {
+// initialisation) is only as exact as float rounding lets it be. With --tp each rank checks its shard.
+static Verdict verify_stage(const Stage *s, double loss, double tol, const Reference *whole) {
     float *mine = xmalloc(sizeof(float) * s->n_params);
     s->be->to_host(mine, s->grads, sizeof(float) * s->n_params);
-    size_t H = ref->H;
+    Reference shard = *whole, *ref = &shard;  // the reference in this stage's layout: offsets as mine
+    shard.ga = reference_shard(s, whole, whole->ga);
+    shard.gb = reference_shard(s, whole, whole->gb);
     Verdict v = {0, 0, 0};
     for (int i = 0; i < s->n_layers; i++) {
-        size_t mo = stage_layer_off(s, i), ro = ref_off(ref, s->lo + i), w = H * (size_t)stage_fan_in(s, i);
-        compare(&v, mine, ref, mo, ro, w, tol);
-        compare(&v, mine, ref, mo + w, ro + w, H, tol);
+        size_t mo = stage_layer_off(s, i), w = stage_weight_len(s, i);
+        compare(&v, mine, ref, mo, mo, w, tol);
+        compare(&v, mine, ref, mo + w, mo + w, (size_t)stage_out_w(s, i), tol);
     }
     if (s->has_head) {
-        size_t mo = stage_layer_off(s, s->n_layers), ro = ref_off(ref, ref->layers), CH = ref->C * H;
-        compare(&v, mine, ref, mo, ro, CH, tol);
-        compare(&v, mine, ref, mo + CH, ro + CH, ref->C, tol);
+        size_t mo = stage_layer_off(s, s->n_layers), CH = ref->C * ref->H;
+        compare(&v, mine, ref, mo, mo, CH, tol);
+        compare(&v, mine, ref, mo + CH, mo + CH, ref->C, tol);
         double e = fabs(loss - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30),
                n = fabs(ref->loss_b - ref->loss_a) / fmax(fabs(ref->loss_a), 1e-30);
         v.err = fmax(v.err, e); v.noise = fmax(v.noise, n);
         v.excess = fmax(v.excess, e / fmax(tol, VERIFY_NOISE_FACTOR * n));
     }
-    free(mine);
+    free(mine); free(shard.ga); free(shard.gb);
     return v;
 }
 

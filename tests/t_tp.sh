@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# tests/t_tp.sh: tensor parallelism (--tp T) end to end. Bad inputs end every rank with one line and
+# exit 2; --tp alone, and the 3D grid (pp x dp x tp up to 8 ranks, every schedule, both placements)
+# pass --verify against the monolith and train the monolith's losses, in fp32 and bf16; the
+# all-reduce by shm, mpi and ring; --tp-message slice (chunks + an all-gather); the header and
+# --json show the grid and the group's all-reduces; checkpoints keep the unsharded layout: T=2 -> monolith, monolith -> T=2 and one grid -> another
+# resume with the uninterrupted losses.
+source "$(dirname "$0")/lib.sh"
+
+# 6 layers (column/row pairs; 2 chunks of a V hold an odd layer whole), an input layer of another width
+M=(--layers 6 --hidden 32 --inputs 24 --classes 4 --batch 16 --log-every 0 --json)
+
+# close A B RTOL: the "losses" of JSON objects A and B agree within RTOL (relative); prints why not.
+close() {
+    python3 - "$1" "$2" "$3" <<'EOF'
+import json, sys
+a, b, rtol = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"], float(sys.argv[3])
+if len(a) != len(b): print(f"{len(a)} losses vs {len(b)}"); sys.exit(1)
+for i, (x, y) in enumerate(zip(a, b)):
+    if abs(x - y) > rtol * abs(y): print(f"step {i + 1}: {x!r} vs monolith {y!r}"); sys.exit(1)
+EOF
+}
+
+# ---- bad inputs: one line, exit 2, every rank ----
+expect_user_error "tp/--hidden not divisible by --tp" "--hidden 30 is not divisible by --tp 4.*use --hidden 28 or 32" 60 \
+    mpiexec -n 4 "$MICROPP" train --hidden 30 --tp 4
+expect_user_error "tp/ranks not in whole groups" "--tp 2 makes groups of 2 adjacent ranks, but 3 ranks were started: run 'mpiexec -n 4'" 60 \
+    mpiexec -n 3 "$MICROPP" train --mode ddp --tp 2
+expect_user_error "tp/monolith --tp on more ranks than a group" "--mode monolith --tp 2 runs one tensor-parallel group of 2 ranks, but 4" 60 \
+    mpiexec -n 4 "$MICROPP" train --tp 2
+expect_user_error "tp/hybrid P x D x T is not the ranks" "--pp 2 x --dp 2 x --tp 2 = 8 ranks, but 4 were started" 60 \
+    mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --tp 2
+expect_user_error "tp/--tp with manual" "--mode manual runs in one process" 30 "$MICROPP" train --mode manual --tp 2
+expect_user_error "tp/config key tp: 0 refused" "tp" 30 "$MICROPP" train --tp 0
+expect_user_error "tp/--tp-message without --tp" "--tp-message applies to --tp T > 1" 30 "$MICROPP" train --tp-message slice
+expect_user_error "tp/--tp-message without a pipeline" "--tp-message applies to messages between the stages" 60 \
+    mpiexec -n 2 "$MICROPP" train --tp 2 --tp-message slice
+
+# ---- the monolith's losses, and --tp alone ----
+run 120 "$MICROPP" train "${M[@]}" --steps 3
+REF=$OUT
+[ "$RC" -eq 0 ] || fail "tp/monolith reference" "exit $RC: $ERR"
+
+tp_case() {  # NAME RANKS ARGS...: --verify passes and 3 steps' losses match the monolith
+    local name=$1 n=$2; shift 2
+    run 240 mpiexec -n "$n" "$MICROPP" train "${M[@]}" --steps 3 --verify "$@"
+    if [ "$RC" -ne 0 ]; then fail "$name" "exit $RC: $(printf '%s' "$ERR" | tail -c 300)"; return 1; fi
+    if [ "$(json_get '["verify_ok"]')" != "True" ]; then fail "$name" "verify: $(json_get '["verify_max_rel_err"]')"; return 1; fi
+    local why
+    if ! why=$(close "$OUT" "$REF" 1e-5); then fail "$name" "$why"; return 1; fi
+    pass "$name"
+}
+
+if tp_case "tp/--tp 2 alone (shm): verify + losses = monolith" 2 --tp 2; then
+    # 3 row-parallel forwards, 2 column-parallel input gradients (layer 0 computes none): 5 of 16 x 32 floats
+    calls=$(json_get '["tp_allreduces_per_step"]') bytes=$(json_get '["tp_allreduce_bytes_per_step"]')
+    grid=$(json_get '["grid"]') ar=$(json_get '["tp_allreduce"]')
+    if [ "$calls" = 5 ] && [ "$bytes" = 10240 ] && [ "$grid" = '{"pp": 1, "dp": 1, "tp": 2}' ] && [ "$ar" = shm ]; then
+        pass "tp/--json: the grid, 5 all-reduces of 10240 bytes per step over shm"
+    else fail "tp/--json: the grid, 5 all-reduces of 10240 bytes per step over shm" "calls $calls bytes $bytes grid $grid allreduce $ar"; fi
+fi
+tp_case "tp/--tp 4 alone, --allreduce mpi" 4 --tp 4 --allreduce mpi
+tp_case "tp/--tp 2 alone, --allreduce ring" 2 --tp 2 --allreduce ring
+
+# ---- the 3D grid: every schedule on pp 2 x tp 2, data parallelism, both placements (<= 8 ranks) ----
+for s in naive gpipe 1f1b interleaved zb-h1 zb-h2 zb-v dualpipev; do
+    tp_case "tp/pp 2 x tp 2, $s" 4 --mode pp --tp 2 --schedule $s --micro-batches 4
+done
+tp_case "tp/pp 2 x tp 2, 1f1b checkpointing" 4 --mode pp --tp 2 --schedule 1f1b --checkpoint-activations
+# --tp-message slice: each rank sends its chunk of a message, the receiving group all-gathers them
+for s in 1f1b zb-v; do
+    tp_case "tp/pp 2 x tp 2, $s, --tp-message slice" 4 --mode pp --tp 2 --schedule $s --micro-batches 4 --tp-message slice
+done
+tp_case "tp/hybrid 2 x 2 x 2, --tp-message slice, --allreduce mpi" 8 --mode hybrid --pp 2 --dp 2 --tp 2 --micro-batches 2 \
+    --tp-message slice --allreduce mpi
+tp_case "tp/ddp 2 x tp 2, bucketed" 4 --mode ddp --tp 2
+tp_case "tp/ddp 2 x tp 2, ZeRO-1, mpi" 4 --mode ddp --tp 2 --zero 1 --allreduce mpi
+tp_case "tp/hybrid 2 x 2 x 2, 1f1b, placement stages" 8 --mode hybrid --pp 2 --dp 2 --tp 2 --micro-batches 2 --placement stages
+if tp_case "tp/hybrid 2 x 2 x 2, zb-h1, placement replicas, checkpointing" 8 --mode hybrid --pp 2 --dp 2 --tp 2 \
+        --micro-batches 2 --placement replicas --schedule zb-h1 --checkpoint-activations; then
+    grid=$(json_get '["grid"]')
+    [ "$grid" = '{"pp": 2, "dp": 2, "tp": 2}' ] && pass "tp/--json grid of the hybrid" || fail "tp/--json grid of the hybrid" "$grid"
+fi
+
+# ---- the header ----
+run 120 mpiexec -n 4 "$MICROPP" train --layers 6 --hidden 32 --batch 16 --steps 1 --mode hybrid --pp 2 --dp 1 --tp 2
+if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -q "^tensor parallel: grid 2 stages x 1 replica x 2 tp = 4 ranks (rank = group x 2 + tp rank" &&
+    printf '%s' "$OUT" | grep -qE "^tensor parallel: [0-9]+ all-reduces/step per rank \| .* ms/step = [0-9]+% of the step \(shm\)"; then
+    pass "tp/header and summary name the grid and the all-reduce's share"
+else fail "tp/header and summary name the grid and the all-reduce's share" "exit $RC: $(printf '%s' "$OUT" | head -c 600)"; fi
+
+# ---- bf16 (oneDNN on the CPU) ----
+run 60 "$MICROPP" train --layers 2 --hidden 16 --steps 1 --precision bf16
+if [ "$RC" -ne 0 ] && printf '%s' "$ERR" | grep -q "built without oneDNN"; then
+    skip "tp/bf16" "this micropp was built without oneDNN"
+else
+    for spec in "2|--tp 2" "8|--mode hybrid --pp 2 --dp 2 --tp 2 --micro-batches 2 --schedule zb-v"; do
+        n=${spec%%|*} args=${spec#*|}
+        # shellcheck disable=SC2086
+        run 240 mpiexec -n "$n" "$MICROPP" train "${M[@]}" --steps 1 --precision bf16 --verify $args
+        if [ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ]; then pass "tp/bf16 verify: $args"
+        else fail "tp/bf16 verify: $args" "exit $RC: $(printf '%s' "$OUT$ERR" | tail -c 300)"; fi
+    done
+fi
+
+# ---- checkpoints: the unsharded layout, any grid resumes any other ----
+run 120 "$MICROPP" train "${M[@]}" --steps 6
+FULL=$OUT
+resume_case() {  # NAME SAVE_RANKS "SAVE ARGS" RESUME_RANKS "RESUME ARGS": steps 4-6 resumed = the uninterrupted run's
+    local name=$1 n1=$2 a1=$3 n2=$4 a2=$5 d=$TMP/ck-$RANDOM why
+    # shellcheck disable=SC2086
+    run 120 mpiexec -n "$n1" "$MICROPP" train "${M[@]}" --steps 3 --save "$d" $a1
+    if [ "$RC" -ne 0 ]; then fail "$name" "save exit $RC: $(printf '%s' "$ERR" | tail -c 300)"; return; fi
+    # shellcheck disable=SC2086
+    run 120 mpiexec -n "$n2" "$MICROPP" train "${M[@]}" --steps 6 --resume "$d" $a2
+    if [ "$RC" -ne 0 ]; then fail "$name" "resume exit $RC: $(printf '%s' "$ERR" | tail -c 300)"; return; fi
+    why=$(python3 - "$OUT" "$FULL" "$d" <<'EOF'
+import json, struct, sys
+got, full = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"][3:]
+bad = [f"step {i + 4}: {a!r} vs {b!r}" for i, (a, b) in enumerate(zip(got, full)) if abs(a - b) > 1e-5 * abs(b)]
+man = json.load(open(sys.argv[3] + "/manifest.json"))
+for f in man["files"]:  # whole tensors whatever the writer's --tp
+    raw = open(sys.argv[3] + "/" + f["file"], "rb").read()
+    hdr = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    if f["layers"][0] == 0 and hdr["layers.0.weight"]["shape"] != [32, 24]: bad.append(f"layers.0.weight {hdr['layers.0.weight']['shape']}")
+    if "layers.1.weight" in hdr and hdr["layers.1.weight"]["shape"] != [32, 32]: bad.append(f"layers.1.weight {hdr['layers.1.weight']['shape']}")
+print("; ".join(bad + ([] if len(got) == 3 else [f"{len(got)} losses"])))
+EOF
+)
+    if [ -n "$why" ]; then fail "$name" "$why"; else pass "$name"; fi
+}
+resume_case "tp/checkpoint: --tp 2 saves, the monolith resumes, same losses" 2 "--tp 2" 1 ""
+resume_case "tp/checkpoint: the monolith saves, --tp 2 resumes, same losses" 1 "" 2 "--tp 2"
+resume_case "tp/checkpoint: pp 2 x tp 2 saves, ddp 2 x tp 2 resumes" 4 "--mode pp --tp 2" 4 "--mode ddp --tp 2"
