@@ -344,13 +344,30 @@ static double save_checkpoint(Run *r, int step) {
     return bytes;
 }
 
-// The log line, and --save at --save-every and at the end.
+// A pipeline's bubble in one step, over every rank: 1 - their compute / (ranks x the slowest one's
+// span), the summary's measured bubble averaged over the ranks. Collective: every rank calls it alike.
+static double step_bubble(const Plan *p, const Measure *m, int step) {
+    double span[1] = {m->span_s[step]}, busy[1] = {m->busy_s[step]};
+    wd_phase("the metrics' bubble", step + 1);
+    comm_allreduce_max_double(span, 1, MPI_COMM_WORLD);
+    comm_allreduce_sum_double(busy, 1, MPI_COMM_WORLD);
+    return 1.0 - busy[0] / ((double)p->world * span[0]);
+}
+
+// The log line and --metrics' line of a logged step, and --save at --save-every and at the end.
 static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     const TrainConfig *c = r->c;
     int steps = (int)r->p.steps;
-    if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == r->progress.start || step == steps - 1))
+    double samples_s = (double)c->batch * r->p.N / r->m.step_s[step];
+    int logged = c->log_every && ((step + 1) % c->log_every == 0 || step == r->progress.start || step == steps - 1);
+    if (verbose && logged)
         printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
-               r->m.step_s[step] * 1e3, (double)c->batch * r->p.N / r->m.step_s[step] / 1e3);
+               r->m.step_s[step] * 1e3, samples_s / 1e3);
+    if (logged && c->metrics[0]) {  // (the same decision on every rank: step_bubble is collective)
+        double lr = lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, r->p.steps);
+        double bubble = r->p.pipelined ? step_bubble(&r->p, &r->m, step) : NAN;
+        metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble);
+    }
     if (!c->save[0] || c->save_best || !((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps))
         return;
     if (r->p.distributed) agree_on_failure(r->progress.bad_update);  // never save a state that went non-finite
@@ -398,6 +415,7 @@ static void end_epoch(Run *r, int step, int verbose) {
                       .time_s = t_end - m->epoch_t0,
                       .samples_s = (double)n * (double)c->batch * p->N / (t_end - m->epoch_t0)};
     if (verbose) report_epoch(p, st);
+    metrics_epoch(&r->metrics, st, step + 1);
     if (c->save_best) save_if_best(r, step, ev.accuracy, epoch, verbose);
     m->epoch_t0 = now_sec();
 }
@@ -537,6 +555,7 @@ int cmd_train(int argc, char **argv) {
         if (verbose) report_dp_header(&cfg, p, &r->model);
     }
     setup_checkpoints(r, verbose);
+    metrics_open(&r->metrics, cfg.metrics, r->wire.rank, r->progress.start);  // (after --resume: its step)
 
     VerifyResult verify = {0};
     train_steps(r, &verify, verbose);
@@ -549,6 +568,7 @@ int cmd_train(int argc, char **argv) {
 
     Summary summary;
     summary_fill(r, final.accuracy, &verify, &summary);  // rank 0 writes --trace and --timeline
+    metrics_close(&r->metrics, summary.write_err, sizeof summary.write_err);  // a failure: exit 1, as the others
     summary_print(r, &summary);
     int code = outputs_written(&cfg, p, r->wire.rank, &summary, &verify);
     summary_free(&summary);

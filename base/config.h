@@ -95,6 +95,7 @@ typedef struct {
     char timeline[PATH_LEN];   // SVG of one step's measured Gantt chart, "" = none
     int64_t timeline_step;     // 1-based step drawn by --timeline / --gantt; 0 = the median-time step
     int gantt;                 // print that step's Gantt chart at the end
+    char metrics[PATH_LEN];    // a JSON line per logged step and per epoch (train/metrics.c), "" = none
     // data parallelism (ddp, hybrid)
     int64_t pp, dp;          // hybrid: stages per replica, replicas
     int placement;           // hybrid: PLACEMENT_* (comms.h): which neighbours sit on adjacent ranks

@@ -47,6 +47,9 @@ const Option train_options[] = {
     {"test-labels", 0, OPT_STR, T(test_labels), 0, 0, 0, "FILE", "labels of --test-data"},
     {"log-every", 0, OPT_INT, T(log_every), 0, 0, 1 << 30, "N", "print a line every N steps (0: never)"},
     {"json", 0, OPT_BOOL, T(json), 0, 0, 0, 0, "print one JSON object on stdout instead of text"},
+    {"metrics", 0, OPT_STR, T(metrics), 0, 0, 0, "FILE.jsonl",
+     "write a JSON line per logged step (loss, lr, time, bubble) and per epoch, as the run goes ('-': standard "
+     "output, with --json; --resume keeps the lines up to its step); micropp plot draws them"},
     {"samples", 0, OPT_INT, T(samples), 0, 0, 1LL << 40, "N",
      "synthetic: training set of N samples, cycled (0: one fixed batch, as the course)"},
     {"eval-samples", 0, OPT_INT, T(eval_samples), 0, 0, 1 << 24, "N",

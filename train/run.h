@@ -9,6 +9,7 @@
 #include "base/data.h"
 #include "train/ddp.h"
 #include "train/measure.h"
+#include "train/metrics.h"
 #include "model.h"
 #include "train/plan.h"
 #include "schedule.h"
@@ -70,4 +71,5 @@ typedef struct {
     Progress progress;
     Measure m;
     CkptLayout ck;
+    Metrics metrics;          // --metrics: rank 0's JSON lines
 } Run;
