@@ -7,6 +7,7 @@
 // --verify in train/verify.c, the summary in train/report.c.
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include "base/fault.h"
 #include "train/memory.h"
 #include "p2p.h"
@@ -360,6 +361,9 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     int steps = (int)r->p.steps;
     double samples_s = (double)c->batch * r->p.N / r->m.step_s[step];
     int logged = c->log_every && ((step + 1) % c->log_every == 0 || step == r->progress.start || step == steps - 1);
+    int saving =
+        c->save[0] && !c->save_best && ((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps);
+    if (logged || saving) live_clear(&r->live);  // (before any line of this step)
     if (verbose && logged)
         printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                r->m.step_s[step] * 1e3, samples_s / 1e3);
@@ -368,8 +372,7 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
         double bubble = r->p.pipelined ? step_bubble(&r->p, &r->m, step) : NAN;
         metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble);
     }
-    if (!c->save[0] || c->save_best || !((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps))
-        return;
+    if (!saving) return;
     if (r->p.distributed) agree_on_failure(r->progress.bad_update);  // never save a state that went non-finite
     double t_save = now_sec();
     wd_phase("saving the checkpoint", step + 1);
@@ -407,6 +410,7 @@ static void end_epoch(Run *r, int step, int verbose) {
     double loss = 0;
     for (long long t = from; t <= step; t++) loss += m->loss[t];
     EvalResult ev = evaluate(c, p, &r->wire, &r->model, &r->exec);
+    live_clear(&r->live);
     EpochStat *st = &m->epoch[m->n_epoch++];
     *st = (EpochStat){.epoch = epoch,
                       .train_loss = loss / (double)n,
@@ -454,7 +458,9 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         if (c->gemm_timing) r->m.gemm_s[step] = be->gemm_seconds();
         step_log_and_save(r, step, loss, verbose);
         if (p->epochs && (step + 1) % p->steps_per_epoch == 0) end_epoch(r, step, verbose);
+        live_step(&r->live, step, p->steps, p->epochs, p->steps_per_epoch, (double)c->batch * p->N);
     }
+    live_clear(&r->live);
     if (p->distributed) agree_on_failure(g->bad_update);  // the last update has no next step to report it
     check_replicas_end_alike(&r->wire, &r->model);
     if (c->gemm_timing) be->gemm_timing(0);
@@ -556,6 +562,8 @@ int cmd_train(int argc, char **argv) {
     }
     setup_checkpoints(r, verbose);
     metrics_open(&r->metrics, cfg.metrics, r->wire.rank, r->progress.start);  // (after --resume: its step)
+    live_init(&r->live, verbose && (cfg.live == LIVE_ON || (cfg.live == LIVE_AUTO && isatty(STDOUT_FILENO))),
+              r->progress.start);
 
     VerifyResult verify = {0};
     train_steps(r, &verify, verbose);

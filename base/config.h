@@ -96,6 +96,7 @@ typedef struct {
     int64_t timeline_step;     // 1-based step drawn by --timeline / --gantt; 0 = the median-time step
     int gantt;                 // print that step's Gantt chart at the end
     char metrics[PATH_LEN];    // a JSON line per logged step and per epoch (train/metrics.c), "" = none
+    int live;                  // LIVE_* (train/live.h): the live line on a terminal
     // data parallelism (ddp, hybrid)
     int64_t pp, dp;          // hybrid: stages per replica, replicas
     int placement;           // hybrid: PLACEMENT_* (comms.h): which neighbours sit on adjacent ranks

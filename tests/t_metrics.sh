@@ -4,7 +4,8 @@
 # the same figures as --json's; flushed as the run goes (read while a rank is stalled); rank 0 writes
 # it; --resume keeps the lines up to its step and appends after them; every bad path (a folder, a
 # FIFO nobody reads, a file that is no metrics log, a full disk, '-' without --json) ends every rank
-# with one line. Then `micropp plot` (plot.c) and the live line on a terminal.
+# with one line. Then the live line (train/live.c): on a terminal (a pty from script(1)) a line
+# rewritten in place that leaves the screen as the log without it; a pipe, a file or --json unchanged.
 source "$(dirname "$0")/lib.sh"
 
 # lines FILE KEY: the values of KEY in the file's lines, space-separated ("-" where a line lacks it)
@@ -134,3 +135,33 @@ n=$(grep -c '^{"step":' "$TMP/out") last=$(tail -n 1 "$TMP/out" | python3 -c 'im
     || fail "metrics/- with --json" "exit $RC, $n step lines, last line's completed '$last'"
 expect_user_error "metrics/- without --json is refused" "train: --metrics - would mix its JSON lines into the text" 60 \
     "$MICROPP" train --steps 8 --metrics -
+
+# --- the live line: on a terminal, rewritten in place with "\r" and cleared before every other line ---
+L="--hidden 256 --batch 128 --steps 100 --log-every 50"
+# screen FILE: what a terminal shows at the end: per line, the text after its last "\r", less "erase to the end"
+screen() { python3 -c 'import sys; t=open(sys.argv[1], encoding="utf-8", errors="replace", newline="").read().replace("\x1b[K", "").replace("\r\n", "\n"); print("\n".join(l.split("\r")[-1] for l in t.split("\n")))' "$1"; }
+if command -v script >/dev/null; then
+    timeout -k 5 120 script -qfec "$MICROPP train $L" /dev/null > "$TMP/tty.out" 2>&1; RC=$?
+    n=$(tr '\r' '\n' < "$TMP/tty.out" | grep -cE '^step [0-9]+/100 \| [0-9.]+k samples/s \| [0-9:]+( s)? left.\[K$')
+    left=$(tr '\r' '\n' < "$TMP/tty.out" | grep -oE '[0-9]+ s left' | sed -n '1p;$p' | cut -d' ' -f1 | paste -sd' ')
+    if [ "$RC" -eq 0 ] && [ "$n" -ge 1 ]; then pass "live/on a terminal: $n live lines (steps done, samples/s, time left, first and last: $left s)"
+    else fail "live/on a terminal" "exit $RC, $n live lines: $(head -c 400 "$TMP/tty.out" | cat -v)"; fi
+    "$MICROPP" train $L > "$TMP/pipe.out" 2>&1
+    # the screen holds the same lines as the log without a terminal (times aside): no live text left over
+    if diff <(screen "$TMP/tty.out" | sed -E 's/[0-9.]+ ?k? ?(ms|samples\/s|GFLOP\/s)//g' | grep .) \
+            <(sed -E 's/[0-9.]+ ?k? ?(ms|samples\/s|GFLOP\/s)//g' "$TMP/pipe.out" | grep .) > "$TMP/screen.diff"; then
+        pass "live/cleared before every other line: the screen ends as the log without it"
+    else fail "live/cleared before every other line" "$(head -c 400 "$TMP/screen.diff" | cat -v)"; fi
+    grep -q $'[\r\x1b]' "$TMP/pipe.out" && fail "live/a pipe: nothing changes" "$(grep -c $'\r' "$TMP/pipe.out") carriage returns" \
+        || pass "live/a pipe: nothing changes (no carriage return, no escape)"
+    timeout -k 5 120 script -qfec "$MICROPP train $L --json" /dev/null > "$TMP/ttyj.out" 2>&1
+    tr -d '\r' < "$TMP/ttyj.out" | python3 -c 'import json,sys; json.load(sys.stdin)' 2>/dev/null && ! grep -q $'\x1b' "$TMP/ttyj.out" \
+        && pass "live/--json on a terminal: the JSON object alone" || fail "live/--json on a terminal" "$(head -c 300 "$TMP/ttyj.out" | cat -v)"
+    timeout -k 5 120 script -qfec "$MICROPP train $L --live off" /dev/null > "$TMP/ttyo.out" 2>&1
+    grep -q $'\x1b' "$TMP/ttyo.out" && fail "live/--live off" "escapes on the terminal" || pass "live/--live off: none on a terminal"
+else skip "live/on a terminal" "script(1) is not installed (util-linux)"; fi
+run 120 mpiexec -n 2 "$MICROPP" train --mode pp $L --live on
+[ "$RC" -eq 0 ] && grep -qE $'\rstep [0-9]+/100 \\|' "$TMP/out" && pass "live/--live on: under mpiexec (rank 0 writes to a pipe) too" \
+    || fail "live/--live on under mpiexec" "exit $RC: $(head -c 300 "$TMP/out" | cat -v)"
+expect_user_error "live/--live on with --json is refused" "train: --live on rewrites a line of text and --json prints one JSON object" 30 \
+    "$MICROPP" train --steps 2 --live on --json

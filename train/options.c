@@ -5,6 +5,7 @@
 #include "comms.h"
 #include "base/config.h"
 #include "train/ddp.h"
+#include "train/live.h"
 #include "model.h"
 #include "train/plan.h"
 #include "schedule.h"
@@ -50,6 +51,9 @@ const Option train_options[] = {
     {"metrics", 0, OPT_STR, T(metrics), 0, 0, 0, "FILE.jsonl",
      "write a JSON line per logged step (loss, lr, time, bubble) and per epoch, as the run goes ('-': standard "
      "output, with --json; --resume keeps the lines up to its step); micropp plot draws them"},
+    {"live", 0, OPT_CHOICE, T(live), LIVE_CHOICES, 0, 0, "WHEN",
+     "a line rewritten in place with the steps done, samples/s and the time left: on a terminal (auto), also on "
+     "a pipe (on: mpiexec hands rank 0 a pipe), or never"},
     {"samples", 0, OPT_INT, T(samples), 0, 0, 1LL << 40, "N",
      "synthetic: training set of N samples, cycled (0: one fixed batch, as the course)"},
     {"eval-samples", 0, OPT_INT, T(eval_samples), 0, 0, 1 << 24, "N",

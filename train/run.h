@@ -9,6 +9,7 @@
 #include "base/data.h"
 #include "train/ddp.h"
 #include "train/measure.h"
+#include "train/live.h"
 #include "train/metrics.h"
 #include "model.h"
 #include "train/plan.h"
@@ -72,4 +73,5 @@ typedef struct {
     Measure m;
     CkptLayout ck;
     Metrics metrics;          // --metrics: rank 0's JSON lines
+    Live live;                // rank 0's live line on a terminal
 } Run;
