@@ -130,3 +130,12 @@ ls "$TMP"/no*.svg 2>/dev/null | grep -q . && fail "plot/no picture left behind b
 ls "$TMP" | grep -q '\.tmp' && fail "plot/no temporary file left" "$(ls "$TMP")" || pass "plot/no temporary file left"
 expect_failure "plot/a full disk: exit 1" "writing --svg '/dev/full' failed: No space left on device" 30 \
     "$MICROPP" plot "$TMP/a.jsonl" --svg /dev/full
+
+# --- the pictures the pages show (drawn by bubble and plot, committed) keep every text inside too ---
+bad="" n=0
+for f in "$ROOT"/docs/*.svg "$ROOT"/bench/*.svg; do
+    [ -e "$f" ] || continue
+    n=$((n + 1)); why=$(python3 "$ROOT/tests/svg_check.py" "$f" 2>&1) || bad="$bad ${f#$ROOT/}: $(head -n 1 <<<"$why");"
+done
+[ "$n" -ge 3 ] && [ -z "$bad" ] && pass "svg/the $n pictures in docs/ and bench/ keep every text inside" \
+    || fail "svg/the pictures in docs/ and bench/ keep every text inside" "$n checked;$bad"
