@@ -126,11 +126,13 @@ typedef struct {
 
 typedef struct {
     double x0, y0, w, h;             // the plotting area, px
-    double xlo, xhi, ylo, yhi;       // its data range
+    double xlo, xhi, ylo, yhi;       // its data range (log: yhi and ylo are powers of ten's exponents)
+    int log;                         // the learning rates of runs 20x apart: a log scale shows them all
 } Frame;
 
 static double px_x(const Frame *f, double x) { return f->x0 + (x - f->xlo) / (f->xhi - f->xlo) * f->w; }
 static double px_y(const Frame *f, double y) {
+    if (f->log) y = log10(fmax(y, pow(10, f->ylo)));  // (a rate of 0, at a cosine's end: at the bottom)
     double v = fmin(fmax(y, f->ylo), f->yhi);  // (clipped: the step time's range stops at a few medians)
     return f->y0 + f->h - (v - f->ylo) / (f->yhi - f->ylo) * f->h;
 }
@@ -163,6 +165,7 @@ static int panel_range(const Curves *runs, int n, const Panel *pn, Frame *fr, in
     fr->yhi = -INFINITY;
     *clipped = 0;
     int any = 0;
+    double pos = INFINITY;  // the smallest value above 0
     for (int r = 0; r < n; r++)
         for (int k = 0; k < 2; k++) {
             const Series *s = series_of(&runs[r], pn, k);
@@ -171,11 +174,19 @@ static int panel_range(const Curves *runs, int n, const Panel *pn, Frame *fr, in
             for (int i = 0; i < s->n; i++) {                                       // flatten the rest
                 any = 1;
                 fr->ylo = fmin(fr->ylo, s->y[i]);
+                if (s->y[i] > 0) pos = fmin(pos, s->y[i]);
                 if (s->y[i] > cap) *clipped = 1;
                 fr->yhi = fmax(fr->yhi, fmin(s->y[i], cap));
             }
         }
     if (!any) return 0;
+    fr->log = pn->series == S_LR && isfinite(pos) && fr->yhi > 20 * pos;
+    if (fr->log) {
+        fr->yhi = ceil(log10(fr->yhi));
+        fr->ylo = fmin(fmax(floor(log10(pos)), fr->yhi - 4), fr->yhi - 1);  // 4 decades at most: a cosine's
+                                                                           // tail goes below, at the bottom
+        return 1;
+    }
     if (pn->series == S_LR || pn->series == S_STEP_MS) fr->ylo = fmin(fr->ylo, 0);  // rates and times from 0
     if (fr->yhi <= fr->ylo) fr->yhi = fr->ylo + (fr->ylo ? fabs(fr->ylo) * 0.1 : 1);
     double pad = (fr->yhi - fr->ylo) * 0.05;
@@ -188,13 +199,14 @@ static int panel_range(const Curves *runs, int n, const Panel *pn, Frame *fr, in
 static void draw_axes(FILE *f, const Frame *fr, const char *xname) {
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#999\"/>\n", fr->x0,
             fr->y0, fr->w, fr->h);
-    double ys = svg_nice_step((fr->yhi - fr->ylo) / 5), xs = svg_nice_step((fr->xhi - fr->xlo) / 6);
+    double ys = fr->log ? 1 : svg_nice_step((fr->yhi - fr->ylo) / 5), xs = svg_nice_step((fr->xhi - fr->xlo) / 6);
     char lab[64];
     for (double y = ceil(fr->ylo / ys) * ys; y <= fr->yhi + ys * 1e-9; y += ys) {
-        double py = px_y(fr, y);
+        double py = fr->log ? px_y(fr, pow(10, y)) : px_y(fr, y);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", fr->x0, py,
                 fr->x0 + fr->w, py);
-        snprintf(lab, sizeof lab, "%.4g", fabs(y) < ys * 1e-9 ? 0.0 : y);
+        if (fr->log) snprintf(lab, sizeof lab, "1e%.0f", y);
+        else snprintf(lab, sizeof lab, "%.4g", fabs(y) < ys * 1e-9 ? 0.0 : y);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", fr->x0 - 4, py + 4, lab);
     }
     for (double x = ceil(fr->xlo / xs) * xs; x <= fr->xhi + xs * 1e-9; x += xs) {
@@ -227,10 +239,11 @@ static void draw_series(FILE *f, const Frame *fr, const Series *s, double xdiv, 
 static void draw_panel(FILE *f, const PlotConfig *c, const Curves *runs, int n, const Panel *pn, double x, double y,
                        double w, double xhi) {
     fprintf(f, "<g class=\"panel\" data-panel=\"%s\">\n", pn->title);
-    Frame fr = {x + PANEL_LEFT, y + 22, w - PANEL_LEFT - PANEL_GAP / 2, PANEL_H - 22 - PANEL_BOTTOM, 0, xhi, 0, 1};
+    Frame fr = {x + PANEL_LEFT, y + 22, w - PANEL_LEFT - PANEL_GAP / 2, PANEL_H - 22 - PANEL_BOTTOM, 0, xhi, 0, 1, 0};
     int clipped, any = panel_range(runs, n, pn, &fr, &clipped);
     char title[160];
-    snprintf(title, sizeof title, "%s%s", pn->title, clipped ? " (slower steps drawn at the top)" : "");
+    snprintf(title, sizeof title, "%s%s%s", pn->title, clipped ? " (slower steps drawn at the top)" : "",
+             fr.log ? " (log scale)" : "");
     svg_title(f, x + 4, y, w - 8, SVG_TITLE_FONT, title);
     if (!any) {
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#ccc\"/>\n",

@@ -102,6 +102,31 @@ PY
         || fail "plot/long title and name inside" "${why:-only $t title lines}"
 else fail "plot/--x epochs" "exit $RC: $ERR"; fi
 
+# --- learning rates 20x apart: a log scale, on which the smaller run's schedule shows; closer ones stay linear ---
+python3 -c 'import json; [print(json.dumps({"step": s, "loss": 1.0, "lr": 0.05, "step_ms": 2.0})) for s in range(1, 21)]' > "$TMP/c.jsonl"
+run 30 "$MICROPP" plot "$TMP/a.jsonl" "$TMP/c.jsonl" --svg "$TMP/ac.svg"
+why=$(python3 - "$TMP/ac.svg" "$TMP/ab.svg" 2>&1 <<'PY'
+import sys, xml.etree.ElementTree as ET
+NS = "{http://www.w3.org/2000/svg}"
+def lr_panel(path):
+    return [g for g in ET.parse(path).getroot().iter(NS + "g") if g.get("data-panel") == "learning rate"][0]
+bad = []
+g = lr_panel(sys.argv[1])
+title = "".join(t.text or "" for t in g.iter(NS + "tspan"))
+frame = next(g.iter(NS + "rect")); bottom = float(frame.get("y")) + float(frame.get("height"))
+a = [float(p.split(",")[1]) for p in [l for l in g.iter(NS + "polyline") if l.get("stroke") == "#4e79a7"][0].get("points").split()]
+labels = [t.text for t in g.iter(NS + "text") if t.text and t.text.startswith("1e")]
+if "(log scale)" not in title: bad.append("title %r" % title)
+if not min(bottom - y for y in a) > 30: bad.append("a's rates (1e-3 .. 5e-4) squashed at the bottom: %s px above it" % min(bottom - y for y in a))
+if "1e-3" not in labels: bad.append("decade labels %s" % labels)
+t2 = "".join(t.text or "" for t in lr_panel(sys.argv[2]).iter(NS + "tspan"))
+if "log" in t2: bad.append("a and b (2x apart) drawn on a log scale: %r" % t2)
+print("; ".join(bad))
+PY
+) || why="the check itself failed: ${why:-no output}"
+[ "$RC" -eq 0 ] && [ -z "$why" ] && pass "plot/learning rates 50x apart on a log scale (each run's schedule shows), 2x apart linear" \
+    || fail "plot/learning rates on a log scale" "exit $RC: $why $ERR"
+
 # --- a file still being written (its last line cut short) plots what is complete; a real train's log ---
 head -c -20 "$TMP/a.jsonl" > "$TMP/live.jsonl"
 run 30 "$MICROPP" train --steps 12 --log-every 3 --metrics "$TMP/real.jsonl"
