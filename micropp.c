@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
         int code = c->run(argc - 1, argv + 1);
         return stdout_closed_ok() ? code : 1;
     }
-    user_error("unknown command '%s': use one of train, bubble, plan, plot, pingpong, allreduce, selftest (see micropp "
-               "--help)",
+    user_error("unknown command '%s': use one of train, bubble, plan, plot, pingpong, allreduce, selftest "
+               "(see micropp --help)",
                argv[1]);
 }
