@@ -1,5 +1,5 @@
 // micropp.c: the entry point: picks the fastest BLAS kernel the CPU supports, then dispatches to a
-// subcommand (the table below: train, bubble, plan, pingpong, allreduce, selftest). Each subcommand's
+// subcommand (the table below: train, bubble, plan, plot, pingpong, allreduce, selftest). Each subcommand's
 // options live in one table that also prints its --help.
 #include <string.h>
 #include "base/config.h"
@@ -19,6 +19,7 @@ static const Command commands[] = {
     {"train", cmd_train, "train the MLP: monolith, manual split, pipeline- and/or data-parallel over MPI"},
     {"bubble", cmd_bubble, "predict schedules without running them: bubble, memory, Gantt chart (no MPI)"},
     {"plan", cmd_plan, "the memory wall before a run: bytes per rank and bubble for each schedule and stages (no MPI)"},
+    {"plot", cmd_plot, "draw train --metrics logs as curves: loss, accuracy, learning rate, step time (SVG, no MPI)"},
     {"pingpong", cmd_pingpong, "send a tensor between 2 ranks; --sweep measures latency and bandwidth"},
     {"allreduce", cmd_allreduce, "time the data-parallel all-reduce over all ranks: MPI's own, the ring, shm"},
     {"selftest", cmd_selftest, "check every backend operation and a training step (GPU vs CPU, or CPU vs naive loops)"},
@@ -34,6 +35,7 @@ static void usage(FILE *f) {
                "Examples:\n  micropp train\n  mpiexec -n 4 micropp train --mode pp --schedule 1f1b --micro-batches 8\n"
                "  micropp bubble --schedule gpipe --stages 4 --micro-batches 4 --gantt\n"
                "  micropp plan --params 10B --device-memory 24G\n"
+               "  micropp plot run.jsonl --svg run.svg\n"
                "  mpiexec -n 2 micropp pingpong --sweep\n  micropp selftest --device cuda\n");
 }
 
@@ -53,7 +55,7 @@ int main(int argc, char **argv) {
         int code = c->run(argc - 1, argv + 1);
         return stdout_closed_ok() ? code : 1;
     }
-    user_error(
-        "unknown command '%s': use one of train, bubble, plan, pingpong, allreduce, selftest (see micropp --help)",
-        argv[1]);
+    user_error("unknown command '%s': use one of train, bubble, plan, plot, pingpong, allreduce, selftest "
+               "(see micropp --help)",
+               argv[1]);
 }

@@ -7,6 +7,7 @@
 // --verify in train/verify.c, the summary in train/report.c.
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include "base/fault.h"
 #include "train/memory.h"
 #include "p2p.h"
@@ -359,15 +360,34 @@ static double save_checkpoint(Run *r, int step) {
     return bytes;
 }
 
-// The log line, and --save at --save-every and at the end.
+// A pipeline's bubble in one step, over every rank: 1 - their compute / (ranks x the slowest one's
+// span), the summary's measured bubble averaged over the ranks. Collective: every rank calls it alike.
+static double step_bubble(const Plan *p, const Measure *m, int step) {
+    double span[1] = {m->span_s[step]}, busy[1] = {m->busy_s[step]};
+    wd_phase("the metrics' bubble", step + 1);
+    comm_allreduce_max_double(span, 1, MPI_COMM_WORLD);
+    comm_allreduce_sum_double(busy, 1, MPI_COMM_WORLD);
+    return 1.0 - busy[0] / ((double)p->world * span[0]);
+}
+
+// The log line and --metrics' line of a logged step, and --save at --save-every and at the end.
 static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     const TrainConfig *c = r->c;
     int steps = (int)r->p.steps;
-    if (verbose && c->log_every && ((step + 1) % c->log_every == 0 || step == r->progress.start || step == steps - 1))
+    double samples_s = (double)c->batch * r->p.N / r->m.step_s[step];
+    int logged = c->log_every && ((step + 1) % c->log_every == 0 || step == r->progress.start || step == steps - 1);
+    int saving =
+        c->save[0] && !c->save_best && ((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps);
+    if (logged || saving) live_clear(&r->live);  // (before any line of this step)
+    if (verbose && logged)
         printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
-               r->m.step_s[step] * 1e3, (double)c->batch * r->p.N / r->m.step_s[step] / 1e3);
-    if (!c->save[0] || c->save_best || !((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps))
-        return;
+               r->m.step_s[step] * 1e3, samples_s / 1e3);
+    if (logged && c->metrics[0]) {  // (the same decision on every rank: step_bubble is collective)
+        double lr = lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, r->p.steps);
+        double bubble = r->p.pipelined ? step_bubble(&r->p, &r->m, step) : NAN;
+        metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble);
+    }
+    if (!saving) return;
     if (r->p.distributed) agree_on_failure(r->progress.bad_update);  // never save a state that went non-finite
     double t_save = now_sec();
     wd_phase("saving the checkpoint", step + 1);
@@ -405,6 +425,7 @@ static void end_epoch(Run *r, int step, int verbose) {
     double loss = 0;
     for (long long t = from; t <= step; t++) loss += m->loss[t];
     EvalResult ev = evaluate(c, p, &r->wire, &r->model, &r->exec);
+    live_clear(&r->live);
     EpochStat *st = &m->epoch[m->n_epoch++];
     *st = (EpochStat){.epoch = epoch,
                       .train_loss = loss / (double)n,
@@ -413,6 +434,7 @@ static void end_epoch(Run *r, int step, int verbose) {
                       .time_s = t_end - m->epoch_t0,
                       .samples_s = (double)n * (double)c->batch * p->N / (t_end - m->epoch_t0)};
     if (verbose) report_epoch(p, st);
+    metrics_epoch(&r->metrics, st, step + 1);
     if (c->save_best) save_if_best(r, step, ev.accuracy, epoch, verbose);
     m->epoch_t0 = now_sec();
 }
@@ -455,7 +477,9 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         if (c->gemm_timing) r->m.gemm_s[step] = be->gemm_seconds();
         step_log_and_save(r, step, loss, verbose);
         if (p->epochs && (step + 1) % p->steps_per_epoch == 0) end_epoch(r, step, verbose);
+        live_step(&r->live, step, p->steps, p->epochs, p->steps_per_epoch, (double)c->batch * p->N);
     }
+    live_clear(&r->live);
     if (p->distributed) agree_on_failure(g->bad_update);  // the last update has no next step to report it
     check_replicas_end_alike(&r->wire, &r->model);
     if (c->gemm_timing) be->gemm_timing(0);
@@ -557,6 +581,9 @@ int cmd_train(int argc, char **argv) {
         if (verbose) report_dp_header(&cfg, p, &r->model);
     }
     setup_checkpoints(r, verbose);
+    metrics_open(&r->metrics, cfg.metrics, r->wire.rank, r->progress.start);  // (after --resume: its step)
+    live_init(&r->live, verbose && (cfg.live == LIVE_ON || (cfg.live == LIVE_AUTO && isatty(STDOUT_FILENO))),
+              r->progress.start);
 
     VerifyResult verify = {0};
     train_steps(r, &verify, verbose);
@@ -569,6 +596,7 @@ int cmd_train(int argc, char **argv) {
 
     Summary summary;
     summary_fill(r, final.accuracy, &verify, &summary);  // rank 0 writes --trace and --timeline
+    metrics_close(&r->metrics, summary.write_err, sizeof summary.write_err);  // a failure: exit 1, as the others
     summary_print(r, &summary);
     int code = outputs_written(&cfg, p, r->wire.rank, &summary, &verify);
     summary_free(&summary);

@@ -95,6 +95,8 @@ typedef struct {
     char timeline[PATH_LEN];   // SVG of one step's measured Gantt chart, "" = none
     int64_t timeline_step;     // 1-based step drawn by --timeline / --gantt; 0 = the median-time step
     int gantt;                 // print that step's Gantt chart at the end
+    char metrics[PATH_LEN];    // a JSON line per logged step and per epoch (train/metrics.c), "" = none
+    int live;                  // LIVE_* (train/live.h): the live line on a terminal
     // data parallelism (ddp, hybrid)
     int64_t pp, dp;          // hybrid: stages per replica, replicas
     int64_t tp;              // tensor parallelism: ranks sharing each stage's layers (1: none)

@@ -93,9 +93,23 @@ static int open_as(OutFile *o, const char *path, int now) {
 int out_open(OutFile *o, const char *path) { return open_as(o, path, 0); }
 int out_open_now(OutFile *o, const char *path) { return open_as(o, path, 1); }
 
+int out_open_log(OutFile *o, const char *path, const char *keep) {
+    int err = open_as(o, path, 1);
+    if (err) return err;
+    if (o->direct) return fputs(keep, o->f) == EOF ? (errno ? errno : EIO) : 0;
+    if (fputs(keep, o->f) == EOF) err = errno ? errno : EIO;
+    if (err) out_abandon(o);
+    else err = out_commit(o);  // the kept lines, whole, under the log's name
+    if (err) return err;
+    o->f = fopen(o->path, "a");
+    if (!o->f) return errno;
+    o->direct = o->log = 1;
+    return 0;
+}
+
 int out_commit(OutFile *o) {
     int err = fflush(o->f) != 0 || ferror(o->f) ? (errno ? errno : EIO) : 0;
-    if (!err && !o->direct && fsync(fileno(o->f)) != 0) err = errno;
+    if (!err && (!o->direct || o->log) && fsync(fileno(o->f)) != 0) err = errno;
     if (o->f != stdout && fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
     o->f = NULL;
     if (o->quiet_pipe) { signal(SIGPIPE, o->old_pipe); o->quiet_pipe = 0; }
@@ -119,6 +133,12 @@ const char *out_hint(int err) {
            : err == ENXIO  ? "it is a FIFO that no process opened for reading within 2 s: start its reader first, or "
                              "give a file name"
                            : "check that the folder exists and is writable";
+}
+
+const char *out_write_hint(int err) {
+    return err == EPIPE ? "its reader closed it before the end: keep the reader open until micropp exits"
+           : err == ENOSPC || err == EDQUOT ? "the disk is full: free space there, or give a path on another disk"
+                                            : out_hint(err);
 }
 
 int out_check(const char *path) {

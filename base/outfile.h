@@ -14,6 +14,7 @@ typedef struct {
     void (*old_pipe)(int);
     char path[PATH_LEN];     // what is written: the symlink's target, or the path itself
     char tmp[PATH_LEN + 32]; // the temporary beside it (regular files)
+    int log;                 // out_open_log's regular file: written in place, fsynced at commit
 } OutFile;
 int out_open(OutFile *o, const char *path);  // 0, or errno (missing folder, read-only, a folder...)
 // The same, but a FIFO that no process opens for reading within OUT_FIFO_WAIT_MS is refused (ENXIO)
@@ -21,8 +22,14 @@ int out_open(OutFile *o, const char *path);  // 0, or errno (missing folder, rea
 // is waited on as it reads. out_open (train's --trace, --timeline) waits for the reader.
 #define OUT_FIFO_WAIT_MS 2000
 int out_open_now(OutFile *o, const char *path);
+// A log the user follows as it grows (--metrics, `tail -f`): written in place, never through a
+// temporary. `keep` (may be "") is its first lines: on a regular file they replace the old content
+// whole (temporary, fsync, rename) before the appending starts, so a crash never loses them; "-",
+// a FIFO (waited for as out_open_now does) and a character device are written directly.
+int out_open_log(OutFile *o, const char *path, const char *keep);
 int out_commit(OutFile *o);                  // flush, fsync, close, rename: 0, or errno (the temporary removed)
 void out_abandon(OutFile *o);
 // Can path be written? 0 or errno; leaves nothing behind and opens no FIFO (which would block).
 int out_check(const char *path);
 const char *out_hint(int err);               // the fix to suggest for out_open's error
+const char *out_write_hint(int err);         // ... and for a write or out_commit that failed (EPIPE, a full disk)

@@ -4,16 +4,17 @@
 # one line of OUT/fashion.jsonl; OUT/summary.txt holds per-epoch tables, the best test accuracy per
 # mode (target >= 0.89 within 10 epochs), epoch time and samples/s beside a synthetic-data run of the
 # same model, and the ratios to the PyTorch figure quoted in the issue (6.6 s per epoch, one thread).
-# With gnuplot installed it also draws OUT/accuracy_per_epoch.png.
+# Each mode's --metrics log is OUT/MODE.metrics.jsonl; micropp plot draws them as OUT/curves.svg
+# (against epochs), and with gnuplot installed it also draws OUT/accuracy_per_epoch.png.
 set -u
 usage() {
     cat <<'EOF'
 Usage: bench/fashion.sh [--out DIR] [--modes "mono pp ddp"] [--epochs N] [--no-plot]
 
-  --out DIR      where fashion.jsonl, summary.txt and the plot go (bench/results/fashion)
+  --out DIR      where fashion.jsonl, summary.txt, the metrics logs and the plots go (bench/results/fashion)
   --modes LIST   which of mono (one process), pp (2-rank 1F1B, 4 micro-batches), ddp (2 ranks) to run
   --epochs N     override the config's 10 epochs (e.g. 1 for a quick look)
-  --no-plot      skip the PNG even when gnuplot is installed
+  --no-plot      skip the curves (micropp plot) and the PNG (gnuplot)
 
 Environment: MICROPP (./micropp), CONFIG (configs/fashion.json), TORCH_EPOCH_S (6.6: the issue's
 PyTorch 1.13 figure on this machine, one thread; PyTorch is not installed here to re-measure it).
@@ -45,9 +46,9 @@ for m in $MODES; do
         ddp) cmd=(mpiexec -n 2 "$MICROPP" train --mode ddp) ;;
         *) echo "fashion.sh: unknown mode '$m'" >&2; exit 2 ;;
     esac
-    echo "# $m: ${cmd[*]} --config $CONFIG $EPOCHS --json"
+    echo "# $m: ${cmd[*]} --config $CONFIG $EPOCHS --log-every 20 --metrics $OUT/$m.metrics.jsonl --json"
     # shellcheck disable=SC2086
-    if line=$("${cmd[@]}" --config "$CONFIG" $EPOCHS --json); then printf '{"bench": "%s", "result": %s}\n' "$m" "$line" >> "$OUT/fashion.jsonl"
+    if line=$("${cmd[@]}" --config "$CONFIG" $EPOCHS --log-every 20 --metrics "$OUT/$m.metrics.jsonl" --json); then printf '{"bench": "%s", "result": %s}\n' "$m" "$line" >> "$OUT/fashion.jsonl"
     else echo "# $m failed" >&2; failed=$((failed + 1)); fi
     # the same model on synthetic data: the step-time figure without the data path
     # shellcheck disable=SC2086
@@ -80,6 +81,12 @@ for m, r in runs.items():
           r["epochs"][len(eps) // 2]["samples_per_s"], syn, torch_s / med))
 print("(vs PyTorch: %.1f s per epoch / our median epoch time; the issue asks >= 1.25x on one core, >= 2x on 2 ranks)" % torch_s)
 PY
+# the curves of every mode (loss, test accuracy, learning rate, step time per epoch): micropp plot
+curves=(); for m in $MODES; do [ -s "$OUT/$m.metrics.jsonl" ] && curves+=("$OUT/$m.metrics.jsonl"); done
+if [ "$PLOT" = 1 ] && [ ${#curves[@]} -gt 0 ]; then
+    "$MICROPP" plot "${curves[@]}" --x epochs --svg "$OUT/curves.svg" --title "Fashion-MNIST, configs/fashion.json: $MODES" \
+        && echo "# curves: $OUT/curves.svg" || { echo "# micropp plot failed" >&2; failed=$((failed + 1)); }
+fi
 if [ "$PLOT" = 1 ] && command -v gnuplot >/dev/null; then
     term=pngcairo; gnuplot -e "set terminal pngcairo" 2>/dev/null || term=png
     plots=""

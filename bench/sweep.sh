@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/sweep.sh: the GPipe cheat sheet's experiments in one run. Each run is `micropp train --json`;
 # its object, plus the experiment's parameters, is one line of OUT/sweep.jsonl, and OUT/summary.txt
-# holds the tables (also printed). With gnuplot installed it also draws OUT/speedup_vs_m.png and
-# OUT/bubble_vs_m.png. Experiments:
+# holds the tables (also printed). It draws the schedules' loss and step time per step with micropp plot
+# (OUT/schedules_curves.svg, from their --metrics logs OUT/schedules_SCHED.jsonl), and with gnuplot
+# installed OUT/speedup_vs_m.png and OUT/bubble_vs_m.png. Experiments:
 #   monolith    the single-process baseline
 #   m_sweep     sensitivity to M: gpipe and 1f1b for each M in MS (speedup vs M=1 and vs the monolith)
 #   checkpoint  activation checkpointing off vs on (gpipe, M = FIXED_M): time and peak activation memory
@@ -70,14 +71,15 @@ p0=$(( (LAYERS * 8 + 5) / 10 )); [ "$p0" -gt $((LAYERS - NP + 1)) ] && p0=$((LAY
 SKEW=$p0; rest=$((LAYERS - p0))
 for ((s = 1; s < NP; s++)); do n=$(( rest / (NP - 1) + (s - 1 < rest % (NP - 1) ? 1 : 0) )); SKEW="$SKEW,$n"; done
 
-SIZE=(--layers "$LAYERS" --hidden "$HIDDEN" --batch "$BATCH" --steps "$STEPS" --threads "$THREADS" --log-every 0 --eval-samples 0 --json)
+SIZE=(--layers "$LAYERS" --hidden "$HIDDEN" --batch "$BATCH" --steps "$STEPS" --threads "$THREADS" --eval-samples 0 --json)
+LOG=(--log-every 0)  # the schedules experiment logs every step into a --metrics file instead
 echo "# micropp sweep | ranks $NP | layers $LAYERS | hidden $HIDDEN | batch $BATCH | steps $STEPS | threads $THREADS | M: $MS | fixed M $FIXED_M | skewed partition $SKEW"
 echo "# results: $JSONL"
 failed=0
 # one EXPERIMENT VARIANT NPROCS ARGS...: runs micropp train, appends its JSON object with the parameters.
 one() {
     local exp=$1 variant=$2 np=$3; shift 3
-    local cmd=("$MICROPP" train "${SIZE[@]}" "$@")
+    local cmd=("$MICROPP" train "${SIZE[@]}" "${LOG[@]}" "$@")
     [ "$np" -gt 1 ] && cmd=("$MPIEXEC" -n "$np" "${cmd[@]}")
     echo "# $exp $variant: ${cmd[*]}"
     local out err rc
@@ -101,7 +103,11 @@ one checkpoint off "$NP" --mode pp --schedule gpipe --micro-batches "$FIXED_M"
 one checkpoint on "$NP" --mode pp --schedule gpipe --micro-batches "$FIXED_M" --checkpoint-activations
 one partition even "$NP" --mode pp --schedule gpipe --micro-batches "$FIXED_M"
 one partition "$SKEW" "$NP" --mode pp --schedule gpipe --micro-batches "$FIXED_M" --partition "$SKEW"
-for s in $SCHEDULES; do one schedules "$s" "$NP" --mode pp --schedule "$s" --micro-batches "$FIXED_M"; done
+for s in $SCHEDULES; do
+    LOG=(--log-every 1 --metrics "$OUT/schedules_$s.jsonl")
+    one schedules "$s" "$NP" --mode pp --schedule "$s" --micro-batches "$FIXED_M"
+done
+LOG=(--log-every 0)
 rm -f "$OUT/.stderr"
 
 # ---- the summary tables (and the plots' data) ----
@@ -150,6 +156,14 @@ for r in (r for r in ok if r["experiment"] == "schedules"):
 bad = [r for r in rows if "error" in r]
 if bad: print("\n# %d runs FAILED: %s" % (len(bad), "; ".join("%s %s: %s" % (r["experiment"], r["variant"], r["error"]) for r in bad)))
 PY
+
+# ---- the schedules' curves (loss, step time per step): micropp plot, no gnuplot needed ----
+curves=(); for s in $SCHEDULES; do [ -s "$OUT/schedules_$s.jsonl" ] && curves+=("$OUT/schedules_$s.jsonl"); done
+if [ "$PLOT" = 1 ] && [ ${#curves[@]} -gt 0 ]; then
+    "$MICROPP" plot "${curves[@]}" --svg "$OUT/schedules_curves.svg" \
+        --title "micropp sweep: schedules at M=$FIXED_M | $NP ranks | layers $LAYERS | hidden $HIDDEN | batch $BATCH" \
+        && echo "# curves: $OUT/schedules_curves.svg" || { echo "# micropp plot failed" >&2; failed=$((failed + 1)); }
+fi
 
 # ---- plots: gnuplot is installed when missing (Debian's gnuplot-nox), as make installs libraries ----
 if [ "$PLOT" = 1 ] && ! command -v gnuplot >/dev/null; then

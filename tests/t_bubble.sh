@@ -147,6 +147,19 @@ PY
     ls "$TMP" | grep -q '\.tmp' && fail "svg/no temporary file left" "$(ls "$TMP")" || pass "svg/no temporary file left"
 else fail "svg/written" "exit $RC: $ERR"; fi
 
+# --- every text inside the picture: the long titles (zb-v, dualpipev, interleaved) wrap within its width,
+# the axis unit and the legend fit (tests/svg_check.py reckons each text's extent from its font size) ---
+run 30 "$MICROPP" bubble --schedule all --stages 4 --micro-batches 8 --svg "$TMP/all.svg"
+if [ "$RC" -eq 0 ]; then
+    why=$(python3 "$ROOT/tests/svg_check.py" "$TMP/all.svg" --count)
+    n=$(grep -oE '^[0-9]+ texts' <<<"$why" | cut -d' ' -f1)
+    [ "${n:-0}" -ge 200 ] && [ "$(grep -vc ' texts$' <<<"$why")" -eq 0 ] \
+        && pass "svg/every text inside the picture: titles wrapped, axis unit and legend fit ($n texts)" \
+        || fail "svg/every text inside the picture" "$(head -c 600 <<<"$why")"
+    t=$(grep -o '<tspan' "$TMP/all.svg" | wc -l)
+    [ "$t" -gt 8 ] && pass "svg/long titles wrapped: $t title lines for 8 charts" || fail "svg/long titles wrapped" "$t title lines for 8 charts"
+else fail "svg/every text inside the picture" "exit $RC: $ERR"; fi
+
 # --- M up to train's 1048576 within the simulator's limit (K x v x M <= 4194304 passes) ---
 run 60 "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 1048576 --json
 [ "$RC" -eq 0 ] && [ "$(json_get '["rows"][0]["micro_batches"]')" = 1048576 ] && [ "$(json_get '["rows"][0]["makespan"]')" = 3145731 ] \

@@ -8,12 +8,16 @@ cd "$TMP"
 as_nobody=0
 if nobody_micropp; then as_nobody=1; fi
 
-# The three writers: WRITER PATH runs micropp writing its file to PATH (stdout to $TMP/stdout).
+# The writers: WRITER PATH runs micropp writing its file to PATH (stdout to $TMP/stdout): bubble's
+# --svg, train's --trace, --timeline and --metrics (a log written in place as the run goes), plot's --svg.
 svg() { timeout -k 5 60 $WHO "${BIN:-$MICROPP}" bubble --stages 2 --micro-batches 2 --svg "$1" > "$TMP/stdout" 2>"$TMP/stderr"; }
 trace() { timeout -k 5 120 $WHO mpiexec -n 2 "${BIN:-$MICROPP}" train --mode pp --layers 2 --hidden 8 --steps 2 --trace "$1" > "$TMP/stdout" 2>"$TMP/stderr" </dev/null; }
 timeline() { timeout -k 5 120 $WHO mpiexec -n 2 "${BIN:-$MICROPP}" train --mode pp --layers 2 --hidden 8 --steps 2 --timeline "$1" > "$TMP/stdout" 2>"$TMP/stderr" </dev/null; }
+metrics() { timeout -k 5 60 $WHO "${BIN:-$MICROPP}" train --layers 2 --hidden 8 --steps 2 --metrics "$1" > "$TMP/stdout" 2>"$TMP/stderr" </dev/null; }
+printf '{"step":1,"loss":0.7,"lr":0.001,"step_ms":1,"samples_s":3200}\n' > "$TMP/run.jsonl"; chmod 644 "$TMP/run.jsonl"
+plot() { timeout -k 5 60 $WHO "${BIN:-$MICROPP}" plot "$TMP/run.jsonl" --svg "$1" > "$TMP/stdout" 2>"$TMP/stderr"; }
 first_bytes() { head -c 40 "$1" 2>/dev/null; }
-expect_start() { case "$1" in svg|timeline) echo "<?xml" ;; trace) echo "{" ;; esac; }
+expect_start() { case "$1" in svg|timeline|plot) echo "<?xml" ;; trace|metrics) echo "{" ;; esac; }
 
 # Each kind of path for one writer, in folder D (world-writable when run as nobody).
 kinds() {
@@ -41,7 +45,7 @@ kinds() {
     [ $rc -eq 2 ] && grep -q "Is a directory" "$TMP/stderr" && pass "$tag: a folder is refused (exit 2)" || fail "$tag: folder" "rc $rc $(cat "$TMP/stderr")"
 }
 
-for w in svg trace timeline; do
+for w in svg trace timeline metrics plot; do
     D=$TMP/root-$w; mkdir -p "$D"; WHO=""; kinds "$w" root "$D"
     if [ "$(id -u)" -eq 0 ]; then
         mknod "$D/null" c 1 3; mknod "$D/full" c 1 7
@@ -67,12 +71,13 @@ expect_user_error "outputs/train --trace -" "--trace - would mix the file into t
 expect_user_error "outputs/train --timeline -" "--timeline - would mix" 60 mpiexec -n 2 "$MICROPP" train --mode pp --timeline -
 
 # ---- an empty value is an error, never "not given" ----
-for opt in config resume save trace timeline partition data labels; do
+for opt in config resume save trace timeline metrics partition data labels; do
     expect_user_error "empty/--$opt ''" "train: --$opt is empty: give a value, or leave the option out" 10 "$MICROPP" train --$opt ""
 done
 for opt in schedule stages micro-batches svg; do
     expect_user_error "empty/bubble --$opt ''" "bubble: --$opt is empty" 10 "$MICROPP" bubble --$opt ""
 done
+expect_user_error "empty/plot --svg ''" "plot: --svg is empty" 10 "$MICROPP" plot "$TMP/run.jsonl" --svg ""
 for key in resume save data labels partition trace; do
     printf '{"%s": ""}' "$key" > "$TMP/empty.json"
     expect_user_error "empty/JSON \"$key\": \"\"" "empty.json:1:2: key '$key' is empty" 10 "$MICROPP" train --config "$TMP/empty.json"

@@ -35,13 +35,29 @@ PY
        && [ "$(grep -cE '^(gpipe|1f1b) +[124] +[0-9.]+ +[0-9.]+x' "$s")" -eq 6 ] && grep -qE '^3,1 ' "$s" && grep -qE '^on +[0-9.]+ +[-+][0-9.]+%' "$s"; then
         pass "sweep/summary.txt: the four tables"
     else fail "sweep/summary.txt" "$(head -c 1500 "$s")"; fi
+    # the schedules' curves: micropp plot over their --metrics logs, a step line per step (--tiny: 3)
+    why=$(python3 - "$TMP/sw" 2>&1 <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+d = sys.argv[1]
+bad = []
+for s in ("naive", "gpipe", "1f1b"):
+    steps = [json.loads(l)["step"] for l in open("%s/schedules_%s.jsonl" % (d, s))]
+    if steps != [1, 2, 3]: bad.append("%s: steps %s" % (s, steps))
+root = ET.parse(d + "/schedules_curves.svg").getroot()
+names = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text") if t.text and t.text.startswith("schedules_")]
+if names != ["schedules_naive", "schedules_gpipe", "schedules_1f1b"]: bad.append("legend %s" % names)
+print("; ".join(bad))
+PY
+) || why="the check itself failed: ${why:-no output}"
+    [ -z "$why" ] && [ -z "$(python3 "$ROOT/tests/svg_check.py" "$TMP/sw/schedules_curves.svg")" ] \
+        && pass "sweep/the schedules' --metrics logs and their curves (micropp plot)" || fail "sweep/schedules' curves" "$why"
     if command -v gnuplot >/dev/null; then
         ok=1; for p in speedup_vs_m bubble_vs_m; do [ "$(head -c 4 "$TMP/sw/$p.png" 2>/dev/null | tail -c 3)" = PNG ] || ok=0; done
         [ "$ok" = 1 ] && pass "sweep/PNG plots drawn by gnuplot" || fail "sweep/PNG plots" "$(ls "$TMP/sw")"
     else skip "sweep/PNG plots" "gnuplot is not installed and bench/sweep.sh could not install it (no apt-get access?)"; fi
 fi
 run 120 bash -c "cd '$TMP' && NP=2 LAYERS=2 HIDDEN=8 BATCH=4 STEPS=1 MS=1 FIXED_M=2 SCHEDULES=gpipe MICROPP='$MICROPP' bash '$ROOT/bench/sweep.sh' --out '$TMP/np' --no-plot"
-[ "$RC" -eq 0 ] && [ "$(wc -l < "$TMP/np/sweep.jsonl")" -eq 8 ] && [ ! -e "$TMP/np/speedup_vs_m.png" ] \
+[ "$RC" -eq 0 ] && [ "$(wc -l < "$TMP/np/sweep.jsonl")" -eq 8 ] && [ ! -e "$TMP/np/speedup_vs_m.png" ] && [ ! -e "$TMP/np/schedules_curves.svg" ] \
     && pass "sweep/env sizes, --no-plot" || fail "sweep/env sizes, --no-plot" "$RC $ERR"
 
 expect_user_error "sweep/BATCH not divisible by M" "BATCH=10 is not divisible by M=4" 10 env BATCH=10 MS="1 4" bash "$ROOT/bench/sweep.sh" --out "$TMP/x"

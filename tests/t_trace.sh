@@ -92,6 +92,8 @@ print("; ".join(bad))
 PY
 )
     [ -z "$why" ] && pass "timeline/SVG parses: measured step (36 slices) + simulated (16)" || fail "timeline/SVG" "$why"
+    why=$(python3 "$ROOT/tests/svg_check.py" "$TMP/t.svg")
+    [ -z "$why" ] && pass "timeline/every text inside the picture (titles, axis unit, legend)" || fail "timeline/text inside" "$why"
     ls "$TMP" | grep -q '\.tmp' && fail "trace/no temporary file left" "$(ls "$TMP")" || pass "trace/no temporary file left"
 fi
 

@@ -367,6 +367,13 @@ static void test_run_rules(void) {
     refused("plan/refuse: --trace - in a pipeline", 2, "--mode pp --trace -",
             "train: --trace - would mix the file into the summary train prints on standard output: give a file name");
     refused("plan/refuse: --timeline -", 2, "--mode pp --timeline -", "train: --timeline - would mix the file");
+    refused("plan/refuse: --metrics - without --json", 1, "--metrics -",
+            "train: --metrics - would mix its JSON lines into the text train prints on standard output: add --json");
+    plan_ok("plan/--metrics - with --json: the lines, then the summary", 2, "--mode pp --metrics - --json");
+    plan_ok("plan/--metrics FILE in every mode", 2, "--mode ddp --metrics m.jsonl");
+    refused("plan/refuse: --live on with --json", 1, "--live on --json",
+            "train: --live on rewrites a line of text and --json prints one JSON object: drop one");
+    plan_ok("plan/--live off with --json", 1, "--live off --json");
     refused("plan/refuse: --timeout below the minimum", 1, "--timeout 0.5", "train: --timeout 0.5 is below the 1 s minimum");
     Plan p = plan_ok("plan/--inputs 0", 1, "--hidden 64");
     EXPECT("plan/--inputs 0 is --hidden", p.inputs == 64, "%d", p.inputs);

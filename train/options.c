@@ -5,6 +5,7 @@
 #include "comms.h"
 #include "base/config.h"
 #include "train/ddp.h"
+#include "train/live.h"
 #include "model.h"
 #include "train/plan.h"
 #include "train/tp.h"
@@ -48,6 +49,12 @@ const Option train_options[] = {
     {"test-labels", 0, OPT_STR, T(test_labels), 0, 0, 0, "FILE", "labels of --test-data"},
     {"log-every", 0, OPT_INT, T(log_every), 0, 0, 1 << 30, "N", "print a line every N steps (0: never)"},
     {"json", 0, OPT_BOOL, T(json), 0, 0, 0, 0, "print one JSON object on stdout instead of text"},
+    {"metrics", 0, OPT_STR, T(metrics), 0, 0, 0, "FILE.jsonl",
+     "write a JSON line per logged step (loss, lr, time, bubble) and per epoch, as the run goes ('-': standard "
+     "output, with --json; --resume keeps the lines up to its step); micropp plot draws them"},
+    {"live", 0, OPT_CHOICE, T(live), LIVE_CHOICES, 0, 0, "WHEN",
+     "a line rewritten in place with the steps done, samples/s and the time left: on a terminal (auto), also on "
+     "a pipe (on: mpiexec hands rank 0 a pipe), or never"},
     {"samples", 0, OPT_INT, T(samples), 0, 0, 1LL << 40, "N",
      "synthetic: training set of N samples, cycled (0: one fixed batch, as the course)"},
     {"eval-samples", 0, OPT_INT, T(eval_samples), 0, 0, 1 << 24, "N",

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "train/ddp.h"  // SYNC_* only: no MPI call is made here
+#include "train/live.h"  // LIVE_*
 #include "model.h"  // model_param_count
 #include "train/plan.h"
 #include "schedule.h"
@@ -518,9 +519,15 @@ static int rule_observers(const TrainConfig *c, const Plan *p, Err *e) {
     return 0;
 }
 
-// The pipeline's outputs on standard output: the file a summary goes to cannot take a trace too.
+// The outputs on standard output: the file a summary goes to cannot take a pipeline's trace too;
+// --metrics' lines go before --json's summary object (JSON lines), never into the text report.
 static int rule_outputs(const TrainConfig *c, Err *e) {
     const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->trace, c->timeline};
+    if (!strcmp(c->metrics, "-") && !c->json)
+        return refuse(e, "train: --metrics - would mix its JSON lines into the text train prints on standard output: "
+                         "add --json (the lines, then the summary object), or give a file name");
+    if (c->live == LIVE_ON && c->json)
+        return refuse(e, "train: --live on rewrites a line of text and --json prints one JSON object: drop one");
     if (c->mode != MODE_PP) return 0;
     for (int i = 0; i < 2; i++)
         if (!strcmp(path[i], "-"))

@@ -389,10 +389,7 @@ static int shown_step(const TrainConfig *c, const Plan *p, const Measure *m, con
 // A file rank 0 could not write at the end: one line's worth, naming the file and the fix. The run
 // goes on to its summary, and every rank then exits 1 (train.c).
 static void write_failed(Summary *s, const char *flag, const char *path, int err) {
-    const char *fix = err == EPIPE ? "its reader closed it before the end: keep the reader open until micropp exits"
-                      : err == ENOSPC || err == EDQUOT
-                          ? "the disk is full: free space there, or give a path on another disk"
-                          : out_hint(err);
+    const char *fix = out_write_hint(err);
     if (!s->write_err[0])
         snprintf(s->write_err, sizeof s->write_err,
                  "train: writing --%s '%s' failed: %s: %s; the training itself completed", flag, path, strerror(err),

@@ -9,6 +9,8 @@
 #include "base/data.h"
 #include "train/ddp.h"
 #include "train/measure.h"
+#include "train/live.h"
+#include "train/metrics.h"
 #include "model.h"
 #include "train/plan.h"
 #include "schedule.h"
@@ -72,4 +74,6 @@ typedef struct {
     Progress progress;
     Measure m;
     CkptLayout ck;
+    Metrics metrics;          // --metrics: rank 0's JSON lines
+    Live live;                // rank 0's live line on a terminal
 } Run;

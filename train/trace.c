@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "comms.h"
 #include "train/trace.h"
+#include "base/svg.h"
 #include "base/util.h"
 
 // Indexed by kind. A kind without a row (a new action added to schedule.h) is drawn as a grey cell
@@ -90,15 +91,7 @@ static void draw_cell(char *line, int d, const char *lab) {
 }
 
 // The axis tick: 1, 2 or 5 times a power of ten, at least min_gap columns apart.
-static double nice_tick(double units_per_col, int min_gap) {
-    double want = units_per_col * min_gap;
-    double p = pow(10, floor(log10(want)));
-    for (;; p *= 10) {
-        if (p >= want) return p;
-        if (2 * p >= want) return 2 * p;
-        if (5 * p >= want) return 5 * p;
-    }
-}
+static double nice_tick(double units_per_col, int min_gap) { return svg_nice_step(units_per_col * min_gap); }
 
 void gantt_text(FILE *f, const Gantt *g, int colour) {
     int w = cell_width(g);
@@ -181,103 +174,114 @@ void gantt_text(FILE *f, const Gantt *g, int colour) {
 
 // ---- SVG ----
 
-static void xml_text(FILE *f, const char *s) {
-    for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else if (*s == '"') fputs("&quot;", f);
-        else fputc(*s, f);
+// The measures of a stacked Gantt picture (px). Titles wrap to the picture's width; the axis unit
+// and the legend are reckoned from their text, so nothing runs past the right edge.
+typedef struct {
+    double left, plot_w, row_h, cell_h, bar_h, axis_h, pad, width, px;
+} GanttPage;
+
+// The legend's items (the kinds drawn, then the idle note) laid out in lines inside the picture:
+// with f NULL it only counts the lines; each item's swatch at (x, y + 2).
+static int gantt_legend(FILE *f, const GanttPage *g, const int *present, double y) {
+    double x = g->left, right = g->width - 8;
+    int lines = 1;
+    char text[128];
+    for (int k = 0; k <= EV_KINDS; k++) {
+        const KindStyle *s = k < EV_KINDS ? kind_style(k) : NULL;
+        if (s && (!present[k] || seen_before(present, k))) continue;
+        if (s) snprintf(text, sizeof text, "%s %s", s->letter, s->name);
+        else snprintf(text, sizeof text, "light grey: idle (bubble)");
+        double w = (s ? 16 : 0) + svg_text_width(text, SVG_FONT);
+        if (x > g->left && x + w > right) { x = g->left; y += 18; lines++; }
+        if (f && s)
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>", x, y + 2, s->fill);
+        if (f) {
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\"%s>", x + (s ? 16 : 0), y + 12, s ? "" : " fill=\"#777\"");
+            svg_escape(f, text);
+            fprintf(f, "</text>\n");
+        }
+        x += w + 12;
+    }
+    return lines;
+}
+
+static void gantt_svg_slices(FILE *f, const GanttPage *pg, const Gantt *g, int r, double ry) {
+    char lab[64], name[96];
+    for (int i = 0; i < g->n[r]; i++) {
+        const Interval *s = &g->slices[r][i];
+        const KindStyle *k = kind_style(s->kind);
+        double x = pg->left + s->t0 * pg->px, wd = (s->t1 - s->t0) * pg->px;
+        double h = k->bar ? pg->bar_h : pg->cell_h, sy = k->bar ? ry + pg->cell_h - pg->bar_h : ry;
+        slice_name(s->kind, s->mb, s->chunk, name, sizeof name);
+        // later chunks of an interleaved rank: the same colour, lighter
+        double opacity = s->chunk > 0 ? fmax(0.25, 1.0 - 0.45 * s->chunk) : 1.0;
+        fprintf(f,
+                "<rect class=\"slice\" data-kind=\"%s\" data-mb=\"%d\" data-chunk=\"%d\" data-row=\"%d\" "
+                "x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"%.2f\" "
+                "stroke=\"white\" stroke-width=\"%s\"><title>%s, %s %d: %g to %g %s</title></rect>\n",
+                k->letter, s->mb, s->chunk, r, x, sy, wd < 0.3 ? 0.3 : wd, h, k->fill, opacity, k->bar ? "0" : "0.8",
+                name, g->row_label, r, s->t0 * g->axis_scale, s->t1 * g->axis_scale, g->axis_unit);
+        slice_label(s->kind, s->mb, s->chunk, lab, sizeof lab);
+        if (!k->bar && wd >= svg_text_width(lab, SVG_FONT) + 4)
+            fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\">%s</text>\n", x + wd / 2,
+                    ry + 13, lab);
     }
 }
 
+// One chart from y: its title, a row per stage or rank, the time axis. Returns the y below it.
+static double gantt_svg_chart(FILE *f, const GanttPage *pg, const Gantt *g, int c, double y) {
+    fprintf(f, "<g class=\"chart\" data-chart=\"%d\">\n", c);
+    y += svg_title(f, 4, y, pg->width - 8, SVG_TITLE_FONT, g->title) + 9;
+    for (int r = 0; r < g->rows; r++) {
+        double ry = y + r * pg->row_h;
+        fprintf(f, "<text x=\"4\" y=\"%.1f\">%s %d</text>\n", ry + 13, g->row_label, r);
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#eeeeee\" stroke=\"none\"/>\n",
+                pg->left, ry, g->t_end * pg->px, pg->cell_h);
+        gantt_svg_slices(f, pg, g, r, ry);
+    }
+    y += g->rows * pg->row_h;
+    // axis: ticks at least 50 px apart
+    double units_per_px = g->axis_scale / pg->px, tick = svg_nice_step(units_per_px * 50), end = g->t_end * pg->px;
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>\n", pg->left, y + 2,
+            pg->left + end, y + 2);
+    for (int i = 0;; i++) {
+        double v = i * tick, x = pg->left + v / units_per_px;
+        if (v / units_per_px > end + 1e-6) break;
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+                x, y + 2, x, y + 6, x, y + 17, v);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", pg->left + end + 6, y + 17);
+    svg_escape(f, g->axis_unit);
+    fprintf(f, "</text>\n</g>\n");
+    return y + pg->axis_h;
+}
+
 void gantt_svg(FILE *f, const Gantt *charts, int n) {
-    const double left = 78, plot_w = 960, row_h = 24, cell_h = 18, bar_h = 6, title_h = 26, axis_h = 34, pad = 14;
-    double t_max = 0;
+    GanttPage pg = {.left = 78, .plot_w = 960, .row_h = 24, .cell_h = 18, .bar_h = 6, .axis_h = 34, .pad = 14};
+    double t_max = 0, unit_w = 0;
     int present[EV_KINDS] = {0};
     for (int c = 0; c < n; c++) {
-        if (charts[c].t_end > t_max) t_max = charts[c].t_end;
+        t_max = fmax(t_max, charts[c].t_end);
+        unit_w = fmax(unit_w, svg_text_width(charts[c].axis_unit, SVG_FONT));
         for (int r = 0; r < charts[c].rows; r++)
             for (int i = 0; i < charts[c].n[r]; i++) present[charts[c].slices[r][i].kind] = 1;
     }
     if (t_max <= 0) t_max = 1;
-    double px = plot_w / t_max;
-    double height = pad;
-    for (int c = 0; c < n; c++) height += title_h + charts[c].rows * row_h + axis_h;
-    height += 30;
-    double width = left + plot_w + 30;
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-               "font-family=\"monospace\" font-size=\"11\">\n"
-               "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n",
-            width, height, width, height, width, height);
-    double y = pad;
-    char lab[64], name[96];
-    for (int c = 0; c < n; c++) {
-        const Gantt *g = &charts[c];
-        fprintf(
-            f, "<g class=\"chart\" data-chart=\"%d\">\n<text x=\"4\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\">",
-            c, y + 15);
-        xml_text(f, g->title);
-        fprintf(f, "</text>\n");
-        y += title_h;
-        for (int r = 0; r < g->rows; r++) {
-            double ry = y + r * row_h;
-            fprintf(f, "<text x=\"4\" y=\"%.1f\">%s %d</text>\n", ry + 13, g->row_label, r);
-            fprintf(f,
-                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#eeeeee\" stroke=\"none\"/>\n",
-                    left, ry, g->t_end * px, cell_h);
-            for (int i = 0; i < g->n[r]; i++) {
-                const Interval *s = &g->slices[r][i];
-                const KindStyle *k = kind_style(s->kind);
-                double x = left + s->t0 * px, wd = (s->t1 - s->t0) * px;
-                double h = k->bar ? bar_h : cell_h, sy = k->bar ? ry + cell_h - bar_h : ry;
-                slice_name(s->kind, s->mb, s->chunk, name, sizeof name);
-                // later chunks of an interleaved rank: the same colour, lighter
-                double opacity = s->chunk > 0 ? fmax(0.25, 1.0 - 0.45 * s->chunk) : 1.0;
-                fprintf(f,
-                        "<rect class=\"slice\" data-kind=\"%s\" data-mb=\"%d\" data-chunk=\"%d\" data-row=\"%d\" "
-                        "x=\"%.2f\" y=\"%.1f\" "
-                        "width=\"%.2f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"%.2f\" stroke=\"white\" "
-                        "stroke-width=\"%s\">"
-                        "<title>%s, %s %d: %g to %g %s</title></rect>\n",
-                        k->letter, s->mb, s->chunk, r, x, sy, wd < 0.3 ? 0.3 : wd, h, k->fill, opacity,
-                        k->bar ? "0" : "0.8", name, g->row_label, r, s->t0 * g->axis_scale, s->t1 * g->axis_scale,
-                        g->axis_unit);
-                slice_label(s->kind, s->mb, s->chunk, lab, sizeof lab);
-                if (!k->bar && wd >= 6.8 * (double)strlen(lab) + 4)
-                    fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\">%s</text>\n",
-                            x + wd / 2, ry + 13, lab);
-            }
-        }
-        y += g->rows * row_h;
-        // axis: ticks at least 50 px apart
-        double units_per_px = g->axis_scale / px, tick = nice_tick(units_per_px, 50);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>\n", left, y + 2,
-                left + g->t_end * px, y + 2);
-        for (int i = 0;; i++) {
-            double v = i * tick, x = left + v / units_per_px;
-            if (v / units_per_px > g->t_end * px + 1e-6) break;
-            fprintf(f,
-                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\"/>"
-                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
-                    x, y + 2, x, y + 6, x, y + 17, v);
-        }
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n</g>\n", left + g->t_end * px + 6, y + 17, g->axis_unit);
-        y += axis_h;
-    }
-    double x = left;
-    for (int k = 0; k < EV_KINDS; k++) {
-        if (!present[k] || seen_before(present, k)) continue;
-        const KindStyle *s = kind_style(k);
-        const char *nm = s->name;
-        fprintf(f,
-                "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s "
-                "%s</text>\n",
-                x, y + 2, s->fill, x + 16, y + 12, s->letter, nm);
-        x += 28 + 7 * (double)(strlen(nm) + strlen(s->letter));
-    }
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#777\">light grey: idle (bubble)</text>\n</svg>\n", x, y + 12);
+    pg.px = pg.plot_w / t_max;
+    pg.width = pg.left + pg.plot_w + fmax(30, 6 + unit_w + 8);  // the axis unit after the longest axis
+    double height = pg.pad;
+    for (int c = 0; c < n; c++)
+        height += svg_title_height(charts[c].title, pg.width - 8, SVG_TITLE_FONT) + 9 + charts[c].rows * pg.row_h +
+                  pg.axis_h;
+    double y_legend = height;
+    height += 18 * gantt_legend(NULL, &pg, present, y_legend) + 12;
+    svg_begin(f, pg.width, height);
+    double y = pg.pad;
+    for (int c = 0; c < n; c++) y = gantt_svg_chart(f, &pg, &charts[c], c, y);
+    gantt_legend(f, &pg, present, y);
+    svg_end(f);
 }
 
 void gantt_free_slices(Gantt *g) {

@@ -1,0 +1,109 @@
+// base/svg.c: the helpers every SVG picture of micropp shares (svg.h): the page, escaped text, text
+// widths from the font size, titles wrapped inside the picture, axis steps and the palette. No MPI,
+// no model: train/trace.c's Gantt charts and plot.c's curves draw with them.
+#include <math.h>
+#include <string.h>
+#include "base/svg.h"
+
+int svg_chars(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;  // continuation bytes do not count
+    return n;
+}
+
+double svg_text_width(const char *s, double font_px) { return svg_chars(s) * SVG_EM_PER_CHAR * font_px; }
+
+// The longest prefix of s (its byte length) that holds at most `fit` characters.
+static size_t prefix_bytes(const char *s, int fit) {
+    size_t i = 0;
+    for (int n = 0; s[i]; i++) {
+        if (((unsigned char)s[i] & 0xC0) != 0x80 && n++ == fit) break;
+    }
+    return i;
+}
+
+int svg_wrap(const char *s, double width, double font_px, char lines[][SVG_LINE_MAX], int max) {
+    int fit = (int)(width / (SVG_EM_PER_CHAR * font_px));
+    if (fit < 8) fit = 8;
+    if (fit > SVG_LINE_MAX - 1) fit = SVG_LINE_MAX - 1;
+    int n = 0;
+    while (*s == ' ') s++;
+    do {
+        size_t len = strlen(s), cut = prefix_bytes(s, fit);
+        if (cut < len) {  // break after the last " | " within the line, else at its last space, else in the word
+            size_t sp = cut, bar = cut;
+            while (sp > 0 && s[sp] != ' ') sp--;
+            while (bar > 1 && !(s[bar] == ' ' && s[bar - 1] == '|')) bar--;
+            if (bar > 1 && bar > cut / 2) cut = bar;
+            else if (sp > 0) cut = sp;
+        }
+        if (n < max) {
+            memcpy(lines[n], s, cut);
+            lines[n][cut] = 0;
+            while (cut > 0 && lines[n][cut - 1] == ' ') lines[n][--cut] = 0;
+        }
+        n++;
+        s += cut;
+        while (*s == ' ') s++;
+    } while (*s);
+    return n;
+}
+
+void svg_begin(FILE *f, double width, double height) {
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+            "font-family=\"DejaVu Sans Mono, monospace\" font-size=\"%d\">\n"
+            "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n",
+            ceil(width), ceil(height), ceil(width), ceil(height), SVG_FONT, ceil(width), ceil(height));
+}
+
+void svg_end(FILE *f) { fprintf(f, "</svg>\n"); }
+
+void svg_escape(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '<') fputs("&lt;", f);
+        else if (*s == '>') fputs("&gt;", f);
+        else if (*s == '&') fputs("&amp;", f);
+        else if (*s == '"') fputs("&quot;", f);
+        else fputc(*s, f);
+    }
+}
+
+#define TITLE_LINES 16
+double svg_title_height(const char *text, double width, double font_px) {
+    char lines[1][SVG_LINE_MAX];
+    int n = svg_wrap(text, width, font_px, lines, 1);
+    return (n < TITLE_LINES ? n : TITLE_LINES) * 1.3 * font_px;
+}
+
+double svg_title(FILE *f, double x, double top, double width, double font_px, const char *text) {
+    static char lines[TITLE_LINES][SVG_LINE_MAX];
+    int n = svg_wrap(text, width, font_px, lines, TITLE_LINES);
+    if (n > TITLE_LINES) n = TITLE_LINES;
+    fprintf(f, "<text class=\"title\" x=\"%.1f\" y=\"%.1f\" font-size=\"%g\" font-weight=\"bold\">", x,
+            top + 1.0 * font_px, font_px);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "<tspan x=\"%.1f\" dy=\"%.1f\">", x, i ? 1.3 * font_px : 0.0);
+        svg_escape(f, lines[i]);
+        fprintf(f, "</tspan>");
+    }
+    fprintf(f, "</text>\n");
+    return n * 1.3 * font_px;
+}
+
+double svg_nice_step(double want) {
+    double p = pow(10, floor(log10(want)));
+    for (;; p *= 10) {
+        if (p >= want) return p;
+        if (2 * p >= want) return 2 * p;
+        if (5 * p >= want) return 5 * p;
+    }
+}
+
+const char *svg_colour(int i) {
+    static const char *const tableau[] = {"#4e79a7", "#e15759", "#f28e2b", "#76b7b2", "#59a14f",
+                                          "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+    int n = (int)(sizeof tableau / sizeof *tableau);
+    return tableau[((i % n) + n) % n];
+}
