@@ -22,7 +22,7 @@ declare -A LAYOUTS=(
 )
 for n in 2 4; do
     mpiexec -n "$n" "$MICROPP" plan --calibrate --config "$ROOT/configs/pipeline.json" --out "$OUT/profile_$n.json" \
-        > /dev/null
+        > /dev/null < /dev/null
     for cfg in pipeline.json medium.json; do
         plan=$("$MICROPP" plan --auto --world "$n" --profile "$OUT/profile_$n.json" --config "$ROOT/configs/$cfg" --json)
         want="${LAYOUTS[$cfg:$n]}"
@@ -39,7 +39,7 @@ for name in names:
 PY
         while IFS=$'\t' read -r name pick pred cmd; do
             args=${cmd#mpiexec -n $n ./micropp train }
-            out=$(mpiexec -n "$n" "$MICROPP" train $args --steps "$STEPS" --log-every 0 --json)
+            out=$(mpiexec -n "$n" "$MICROPP" train $args --steps "$STEPS" --log-every 0 --json < /dev/null)
             printf '{"config": "%s", "ranks": %d, "layout": "%s", "pick": %d, "predicted_s": %s, "result": %s}\n' \
                 "$cfg" "$n" "$name" "$pick" "$pred" "$out" >> "$RESULTS"
         done < "$OUT/plan_rows.tsv"
