@@ -129,6 +129,57 @@ void auto_print(FILE *f, const Search *s, const TrainConfig *c, int top) {
     (void)c;
 }
 
+// The options the search chooses: typed beside --auto they would be overruled.
+static const char *const searched[] = {"mode", "pp", "dp", "schedule", "schedule-file", "micro-batches",
+                                       "virtual-stages", "checkpoint-activations", "precision", "zero", "partition",
+                                       "grad-accum"};
+
+int auto_pick(TrainConfig *c, const OptionsSeen *seen, int world, double device, Candidate *best, char *err,
+              size_t n) {
+    err[0] = 0;
+    if (!c->auto_layout) {
+        if (seen_typed(seen, "profile")) snprintf(err, n, "train: --profile goes with --auto: add --auto, or drop it");
+        return err[0] ? -1 : 0;
+    }
+    for (size_t i = 0; i < sizeof searched / sizeof *searched; i++)
+        if (seen_typed(seen, searched[i])) {
+            snprintf(err, n, "train: --auto chooses --%s itself: drop it, or drop --auto to run your layout",
+                     searched[i]);
+            return -1;
+        }
+    if (!c->profile[0]) {
+        snprintf(err, n, "train: --auto needs the costs of this machine: --profile FILE, written by mpiexec -n %d "
+                 "micropp plan --calibrate --config ... --out FILE", world);
+        return -1;
+    }
+    Profile *pf = malloc(sizeof *pf);
+    char why[PATH_LEN + 400];
+    int rc = pf ? cost_load(c->profile, pf, why, sizeof why) : -1;
+    if (rc) snprintf(err, n, "train: --profile %s", pf ? why : "out of memory");
+    else if (!pf->calibrated)
+        rc = -1, snprintf(err, n, "train: --profile '%s' is a machine file: --auto runs on this machine, give it the "
+                          "profile plan --calibrate measured here", c->profile);
+    else if (cost_fits_model(pf, c, why, sizeof why)) rc = -1, snprintf(err, n, "train: %s", why);
+    if (rc) {
+        free(pf);
+        return -1;
+    }
+    Search s;
+    auto_search(pf, c, world, device, &s);
+    if (!s.n_fit) {
+        snprintf(err, n, "train: --auto found no layout of %d ranks that %s: %s", world,
+                 s.n ? "fits this machine's memory" : "this model's --batch divides",
+                 s.n ? "try more ranks or a smaller --batch" : "give a --batch the ranks divide");
+        rc = -1;
+    } else {
+        *best = s.c[0];
+        layout_apply(&best->l, c);
+    }
+    auto_free(&s);
+    free(pf);
+    return rc;
+}
+
 struct cJSON *auto_json(const Search *s, const TrainConfig *c, const char *config, int model_flags) {
     cJSON *o = cJSON_CreateObject(), *rows = cJSON_CreateArray();
     char name[96], sched[32], cmd[2 * PATH_LEN + 400];

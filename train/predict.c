@@ -17,13 +17,14 @@ void layout_apply(const Layout *l, TrainConfig *c) {
     c->pp = l->pp;
     c->dp = l->dp;
     c->schedule = l->pp > 1 ? l->schedule : c->schedule;
-    c->virtual_stages = l->pp > 1 && l->schedule == SCHED_INTERLEAVED ? l->v : 1;
+    if (l->pp > 1 && l->schedule == SCHED_INTERLEAVED) c->virtual_stages = l->v;
     c->micro_batches = l->pp > 1 ? l->M : 1;
     c->checkpoint_activations = l->pp > 1 && l->ckpt;
     c->precision = l->precision;
     c->zero = l->dp > 1 ? l->zero : 0;
     c->grad_accum = 1;
     c->partition[0] = 0;
+    c->schedule_file[0] = 0;
 }
 
 static void add(char *out, size_t n, const char *fmt, long long v) {
