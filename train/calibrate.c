@@ -1,5 +1,5 @@
-// train/calibrate.c: `micropp plan --calibrate` (and `train --auto` without --profile): measures the
-// cost model's figures on the world it was launched on, every rank busy at once, so the contention of
+// train/calibrate.c: `micropp plan --calibrate` (whose profile plan --auto and train --auto read):
+// measures the cost model's figures on the world it was launched on, every rank busy at once, so the contention of
 // a real run (ranks sharing cores and memory bandwidth) is in the numbers: one layer's F, B, I and W
 // passes through model.c's own Stage at every power of two of rows up to the batch, per precision;
 // the input rows, the optimizer per parameter; messages between rank pairs; the dp collectives of
@@ -15,13 +15,14 @@
 
 #define BUDGET_S 0.12  // time spent on one measured point, at least 3 repetitions
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+// The mean of n timings: on a machine whose cores are shared (more runnable processes than cores), a
+// kernel shorter than the scheduler's slice often runs whole between two preemptions, and a median
+// of such timings would miss the preemptions a training step (hundreds of milliseconds) suffers in
+// proportion; the mean counts them as the step will.
+static double mean_of(const double *v, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return n ? s / n : 0;
 }
 // Every rank's figure combined: compute by the mean over the ranks, communication by the slowest.
 static double over_ranks(double v, int slowest) {
@@ -106,7 +107,7 @@ static void measure_layer(const TrainConfig *c, const Backend *be, int kind, int
         for (int q = 0; q < PASSES; q++) v[q][r] = t[q];
     }
     for (int q = 0; q < PASSES; q++) {
-        out[q] = over_ranks(median_of(v[q], n), 0);
+        out[q] = over_ranks(mean_of(v[q], n), 0);
         free(v[q]);
     }
     bench_close(&b, be);
@@ -160,7 +161,7 @@ static void calibrate_data_and_optimizer(const TrainConfig *c, const Backend *be
         data_labels(&d, (uint64_t)r * rows, rows, y);
         v[r] = now_sec() - t0;
     }
-    pf->data_s_per_value = over_ranks(median_of(v, n), 0) / ((double)rows * D);
+    pf->data_s_per_value = over_ranks(mean_of(v, n), 0) / ((double)rows * D);
     free(x); free(y);
     data_close(&d);
     size_t N = (size_t)1 << 22;  // 4M parameters: 64 MB of state, well past the caches
@@ -173,7 +174,7 @@ static void calibrate_data_and_optimizer(const TrainConfig *c, const Backend *be
             optimizer_update(be, opt ? OPTIM_SGD : OPTIM_ADAM, p, g, m, w, N, 1e-3f, 0, r + 2);
             v[r] = now_sec() - t0;
         }
-        double per = over_ranks(median_of(v, n), 0) / (double)N;
+        double per = over_ranks(mean_of(v, n), 0) / (double)N;
         if (opt) pf->sgd_s = per;
         else pf->adam_s = per;
     }
@@ -204,7 +205,7 @@ static void calibrate_p2p(Comm *cm, const Backend *be, Profile *pf) {
             if (r >= 0) v[r] = 0.5 * (now_sec() - t0);
         }
         pf->p2p.x[k] = (double)n * 4;
-        pf->p2p.s[k] = over_ranks(peer < world ? median_of(v, reps) : 0, 1);
+        pf->p2p.s[k] = over_ranks(peer < world ? mean_of(v, reps) : 0, 1);
         pf->p2p.n = k + 1;
     }
     cost_monotone(&pf->p2p);
@@ -217,7 +218,7 @@ static void run_coll(Comm *cm, int op, float *x, size_t n, int algo) {
     else comm_allgather(cm, x, n, algo);
 }
 
-// One collective of n floats, the slowest rank's median time.
+// One collective of n floats, the slowest rank's mean time.
 static double time_coll(Comm *cm, int op, float *x, size_t n, int algo) {
     double v[32], once = now_sec();
     run_coll(cm, op, x, n, algo);
@@ -228,7 +229,7 @@ static double time_coll(Comm *cm, int op, float *x, size_t n, int algo) {
         run_coll(cm, op, x, n, algo);
         v[r] = now_sec() - t0;
     }
-    return over_ranks(median_of(v, reps), 1);
+    return over_ranks(mean_of(v, reps), 1);
 }
 
 // How much of a collective in flight hides behind compute, as data parallelism runs it: a bucket's
@@ -265,8 +266,8 @@ static double measure_overlap(Comm *cm, const Backend *be, float *x, size_t n, i
         comm_wait(q);
         v[2][r] = now_sec() - s;
     }
-    double work = over_ranks(median_of(v[0], 5), 1), coll = over_ranks(median_of(v[1], 5), 1),
-           both = over_ranks(median_of(v[2], 5), 1), shorter = work < coll ? work : coll;
+    double work = over_ranks(mean_of(v[0], 5), 1), coll = over_ranks(mean_of(v[1], 5), 1),
+           both = over_ranks(mean_of(v[2], 5), 1), shorter = work < coll ? work : coll;
     be->free(a); be->free(w); be->free(o);
     double f = shorter > 0 ? (work + coll - both) / shorter : 0;
     return f < -1 ? -1 : f > 1 ? 1 : f;
@@ -315,7 +316,7 @@ static void calibrate_fixed(Profile *pf) {
         comm_allreduce_sum_double(x, 4, MPI_COMM_WORLD);
         if (r >= 0) v[r] = now_sec() - t0;
     }
-    pf->step_fixed_s = over_ranks(median_of(v, 41), 1);
+    pf->step_fixed_s = over_ranks(mean_of(v, 41), 1);
 }
 
 void calibrate_run(const TrainConfig *c, Profile *pf, int verbose) {
