@@ -532,7 +532,7 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
            fmt_bytes(device, b, sizeof b), sp->seconds);
     printf("# step: predicted (simulated pipeline + messages + exposed collectives + optimizer); comm: its share "
            "not hidden\n");
-    auto_print(stdout, sp, c, pc->top ? (int)pc->top : 10);
+    auto_print(stdout, sp, pc->top ? (int)pc->top : 10);
     if (sp->n_fit) {
         char cmd[2 * PATH_LEN + 400];
         layout_command(&sp->c[0].l, c, c->config, model_flags, cmd, sizeof cmd);

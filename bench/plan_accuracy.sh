@@ -3,11 +3,13 @@
 # calibrates a profile (plan --calibrate, configs/pipeline.json's widths and batch, which cover
 # medium.json's), asks plan --auto --json for configs/medium.json and configs/pipeline.json, then runs
 # the planner's pick and a fixed set of other layouts (pipeline schedules, ddp, ZeRO-1, hybrid, bf16)
-# with train --json and compares the measured median step with the prediction. Prints a markdown
-# table (also bench/results/plan_accuracy.md): per layout predicted and measured ms and the error;
-# per (config, ranks) whether the pick ran within 5% of the best layout measured; the median error.
-#   bash bench/plan_accuracy.sh             # ~5 minutes on a quiet 2-core machine
-#   STEPS=6 bash bench/plan_accuracy.sh     # more steps per run (the median skips the first)
+# with train --json and compares the measured median step with the prediction. The layouts of a
+# (config, ranks) run round-robin REPS times, so that a drift of the machine's load hits them alike;
+# a layout's figure is the median of its runs' median steps. Prints a markdown table (also
+# bench/results/plan_accuracy.md): per layout predicted and measured ms and the error; per (config,
+# ranks) whether the pick ran within 5% of the best layout measured; the median error.
+#   bash bench/plan_accuracy.sh                  # ~15 minutes on the 2-core machine
+#   REPS=1 STEPS=3 bash bench/plan_accuracy.sh   # a quicker, noisier pass
 source "$(dirname "$0")/lib.sh"
 STEPS=${STEPS:-4}
 OUT=$ROOT/bench/results
@@ -37,17 +39,26 @@ for name in names:
     if r is None: sys.exit("plan --auto has no layout '%s'" % name)
     print("%s\t%d\t%.6f\t%s" % (name, name == rows[0]["layout"], r["step_s"], r["command"]))
 PY
-        while IFS=$'\t' read -r name pick pred cmd; do
-            args=${cmd#mpiexec -n $n ./micropp train }
-            out=$(mpiexec -n "$n" "$MICROPP" train $args --steps "$STEPS" --log-every 0 --json < /dev/null)
-            printf '{"config": "%s", "ranks": %d, "layout": "%s", "pick": %d, "predicted_s": %s, "result": %s}\n' \
-                "$cfg" "$n" "$name" "$pick" "$pred" "$out" >> "$RESULTS"
-        done < "$OUT/plan_rows.tsv"
+        for ((rep = 0; rep < REPS; rep++)); do
+            while IFS=$'\t' read -r name pick pred cmd; do
+                args=${cmd#mpiexec -n $n ./micropp train }
+                out=$(mpiexec -n "$n" "$MICROPP" train $args --steps "$STEPS" --log-every 0 --json < /dev/null)
+                printf '{"config": "%s", "ranks": %d, "layout": "%s", "pick": %d, "predicted_s": %s, ' \
+                    "$cfg" "$n" "$name" "$pick" "$pred" >> "$RESULTS"
+                printf '"rep": %d, "result": %s}\n' "$rep" "$out" >> "$RESULTS"
+            done < "$OUT/plan_rows.tsv"
+        done
     done
 done
 python3 - "$RESULTS" "$STEPS" <<'PY' | tee "$OUT/plan_accuracy.md"
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+runs = [json.loads(l) for l in open(sys.argv[1])]
+rows = []
+for r in runs:  # one row per layout: the median over its repetitions of a run's median step
+    key = (r["config"], r["ranks"], r["layout"])
+    if key in [(x["config"], x["ranks"], x["layout"]) for x in rows]: continue
+    same = [x["result"]["step_ms_median"] for x in runs if (x["config"], x["ranks"], x["layout"]) == key]
+    rows.append(dict(r, result={"step_ms_median": statistics.median(same)}, n=len(same)))
 print("| config | ranks | layout | predicted ms | measured ms | error |")
 print("|---|---|---|---|---|---|")
 errs = []
@@ -66,6 +77,6 @@ for key in sorted({(r["config"], r["ranks"]) for r in rows}):
         key[0], key[1], pick["layout"], pick["result"]["step_ms_median"], best["layout"],
         best["result"]["step_ms_median"], ratio, " (within 5%)" if ratio <= 1.05 else " (NOT within 5%)"))
 print()
-print("median |error| over %d layouts: %.1f%% (%s steps per run, the first skipped)" % (
-    len(errs), 100 * statistics.median(errs), sys.argv[2]))
+print("median |error| over %d layouts: %.1f%% (%s steps per run, the first skipped; %d runs per layout)" % (
+    len(errs), 100 * statistics.median(errs), sys.argv[2], rows[0]["n"]))
 PY

@@ -113,7 +113,7 @@ static const char *gib(double b, char *buf, size_t n) {
     return buf;
 }
 
-void auto_print(FILE *f, const Search *s, const TrainConfig *c, int top) {
+void auto_print(FILE *f, const Search *s, int top) {
     char name[96], mem[32];
     fprintf(f, "%4s  %-36s %5s %5s %10s %10s %12s %7s %6s\n", "rank", "layout", "pp", "dp", "step(ms)", "samples/s",
             "mem/rank", "bubble", "comm");
@@ -121,12 +121,12 @@ void auto_print(FILE *f, const Search *s, const TrainConfig *c, int top) {
     for (int i = 0; i < s->n && shown < top; i++) {
         const Candidate *k = &s->c[i];
         if (!k->fits && s->n_fit) break;
-        fprintf(f, "%4d  %-36s %5d %5d %10.2f %10.1f %12s %7.3f %5.0f%%%s\n", i + 1, layout_name(&k->l, name, sizeof name),
-                k->l.pp, k->l.dp, k->pr.step_s * 1e3, k->pr.samples_s, gib(k->pr.memory, mem, sizeof mem),
-                k->pr.bubble, 100 * k->pr.comm_s / k->pr.step_s, k->fits ? "" : "  (does not fit)");
+        fprintf(f, "%4d  %-36s %5d %5d %10.2f %10.1f %12s %7.3f %5.0f%%%s\n", i + 1,
+                layout_name(&k->l, name, sizeof name), k->l.pp, k->l.dp, k->pr.step_s * 1e3, k->pr.samples_s,
+                gib(k->pr.memory, mem, sizeof mem), k->pr.bubble, 100 * k->pr.comm_s / k->pr.step_s,
+                k->fits ? "" : "  (does not fit)");
         shown++;
     }
-    (void)c;
 }
 
 // The options the search chooses: typed beside --auto they would be overruled.
@@ -193,7 +193,8 @@ struct cJSON *auto_json(const Search *s, const TrainConfig *c, const char *confi
         cJSON_AddStringToObject(r, "layout", layout_name(&k->l, name, sizeof name));
         cJSON_AddNumberToObject(r, "pp", k->l.pp);
         cJSON_AddNumberToObject(r, "dp", k->l.dp);
-        cJSON_AddStringToObject(r, "schedule", k->l.pp > 1 ? choice_name(SCHED_NAMES, k->l.schedule, sched, 32) : "none");
+        cJSON_AddStringToObject(r, "schedule",
+                                k->l.pp > 1 ? choice_name(SCHED_NAMES, k->l.schedule, sched, 32) : "none");
         cJSON_AddNumberToObject(r, "micro_batches", k->l.M);
         cJSON_AddNumberToObject(r, "virtual_stages", k->l.v);
         cJSON_AddNumberToObject(r, "zero", k->l.zero);

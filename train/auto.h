@@ -25,7 +25,7 @@ void auto_free(Search *s);
 // One layout in words: "hybrid 2x2 zb-h1 M=8 bf16 zero1 ckpt".
 const char *layout_name(const Layout *l, char *buf, size_t n);
 // The ranked table: the first `top` fitting rows (and the best that does not fit, when none does).
-void auto_print(FILE *f, const Search *s, const TrainConfig *c, int top);
+void auto_print(FILE *f, const Search *s, int top);
 // train --auto: the rules (--profile given, none of the options the search chooses typed), the
 // profile read, the search for `world` ranks of `device` bytes each, and the best layout applied to c
 // (layout_apply). 0 with *best filled, or -1 with one line in err ("train: --auto ...").

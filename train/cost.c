@@ -267,8 +267,8 @@ static int read_machine(Rd *r, const cJSON *o, Profile *pf) {
     if (num(r, o, "devices_per_node", 1, &dpn) || num(r, o, "device_memory_bytes", 1, &pf->device_memory) ||
         num(r, o, "gemm_efficiency", 0.01, &pf->gemm_efficiency) ||
         num(r, o, "memory_bandwidth_bytes_per_s", 1, &pf->mem_bw) || num(r, o, "kernel_launch_s", 0, &pf->launch_s) ||
-        num(r, o, "collective_overlap", -1, &pf->machine_overlap) ||
-        num(r, o, "step_fixed_s", 0, &pf->step_fixed_s) || read_link(r, o, "intra_node", &pf->intra_bw, &pf->intra_lat) ||
+        num(r, o, "collective_overlap", -1, &pf->machine_overlap) || num(r, o, "step_fixed_s", 0, &pf->step_fixed_s) ||
+        read_link(r, o, "intra_node", &pf->intra_bw, &pf->intra_lat) ||
         read_link(r, o, "inter_node", &pf->inter_bw, &pf->inter_lat))
         return -1;
     if (pf->gemm_efficiency > 1 || pf->machine_overlap > 1)
