@@ -15,12 +15,13 @@
 #define MAX_M_STEPS 4  // micro-batches tried per pipeline: K, 2K, 4K, 8K (and the config's)
 
 const char *layout_name(const Layout *l, char *buf, size_t n) {
-    char s[32];
     const char *mode = l->pp > 1 ? (l->dp > 1 ? "hybrid" : "pp") : (l->dp > 1 ? "ddp" : "monolith");
     int k = snprintf(buf, n, "%s", mode);
-    if (l->pp > 1 && k < (int)n)
+    if (l->pp > 1 && k < (int)n) {
+        char s[32];
         k += snprintf(buf + k, n - (size_t)k, " %s%s M=%d", choice_name(SCHED_NAMES, l->schedule, s, sizeof s),
                       l->schedule == SCHED_INTERLEAVED ? (l->v == 2 ? " v=2" : " v>2") : "", l->M);
+    }
     if (l->zero && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " zero1");
     if (l->ckpt && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " ckpt");
     if (k < (int)n) snprintf(buf + k, n - (size_t)k, " %s", l->precision == PRECISION_BF16 ? "bf16" : "fp32");
@@ -92,7 +93,8 @@ void auto_search(const Profile *pf, const TrainConfig *c, int world, double devi
         if (c->batch % dp) continue;
         for (int prec = 0; prec < COST_PRECISIONS; prec++) {
             if (!pf->has_precision[prec]) continue;
-            for (int zero = 0; zero <= (dp > 1 && c->optimizer != OPTIM_SGD); zero++) {
+            int zeros = dp > 1 && c->optimizer != OPTIM_SGD ? 2 : 1;  // ZeRO-1 where there are moments to shard
+            for (int zero = 0; zero < zeros; zero++) {
                 Layout l = {.pp = pp, .dp = dp, .tp = 1, .zero = zero, .v = 1, .M = 1, .precision = prec,
                             .schedule = SCHED_1F1B};
                 if (pp == 1) try_layout(pf, c, l, s, &cap);

@@ -153,7 +153,7 @@ static void calibrate_data_and_optimizer(const TrainConfig *c, const Backend *be
     data_load(&d, (int)c->classes);
     float *x = xmalloc(sizeof(float) * (size_t)rows * D);
     int32_t *y = xmalloc(sizeof(int32_t) * (size_t)rows);
-    double v[30];
+    double v[30] = {0};
     int n = 5;
     for (int r = 0; r < n; r++) {
         double t0 = now_sec();
@@ -192,7 +192,7 @@ static void calibrate_p2p(Comm *cm, const Backend *be, Profile *pf) {
     int k = 0;
     for (size_t bytes = 8; bytes <= most; bytes *= 4, k++) {
         size_t n = bytes / 4 ? bytes / 4 : 1;
-        double v[64];
+        double v[64] = {0};
         int reps = bytes >= ((size_t)1 << 20) ? 8 : 40;
         comm_barrier(MPI_COMM_WORLD);
         for (int r = -2; r < reps; r++) {
@@ -220,7 +220,7 @@ static void run_coll(Comm *cm, int op, float *x, size_t n, int algo) {
 
 // One collective of n floats, the slowest rank's mean time.
 static double time_coll(Comm *cm, int op, float *x, size_t n, int algo) {
-    double v[32], once = now_sec();
+    double v[32] = {0}, once = now_sec();
     run_coll(cm, op, x, n, algo);
     int reps = reps_for(now_sec() - once);
     for (int r = 0; r < reps; r++) {
@@ -246,7 +246,7 @@ static double measure_overlap(Comm *cm, const Backend *be, float *x, size_t n, i
         gemms++;
     }
     gemms = (int)over_ranks(gemms, 1);
-    double v[3][5];
+    double v[3][5] = {{0}};
     for (int r = 0; r < 5; r++) {
         comm_barrier(MPI_COMM_WORLD);
         double s = now_sec();
@@ -309,7 +309,7 @@ static void calibrate_collectives(const Backend *be, Profile *pf, size_t most_by
 
 // A step's fixed cost: the barrier and the loss's all-reduce over the world.
 static void calibrate_fixed(Profile *pf) {
-    double v[41], x[4] = {0};
+    double v[41] = {0}, x[4] = {0};
     for (int r = -1; r < 41; r++) {
         double t0 = now_sec();
         comm_barrier(MPI_COMM_WORLD);
