@@ -558,7 +558,9 @@ static int plan_auto(PlanCmd *pc, const char *shape) {
     int world = (int)pc->world;
     double device = pc->device_memory[0] ? parse_bytes(pc->device_memory)
                     : pf->device_memory > 0 ? pf->device_memory : memory_available() / world;
-    if (device <= 0) user_error("plan: --device-memory '%s' is not a size: write it like 24G", pc->device_memory);
+    if (device <= 0 && pc->device_memory[0])
+        user_error("plan: --device-memory '%s' is not a size: write it like 24G", pc->device_memory);
+    if (device <= 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
     Search s;
     auto_search(pf, c, world, device, &s);
     if (!s.n)

@@ -186,6 +186,7 @@ int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Pred
     TrainConfig c = *c0;
     layout_apply(l, &c);
     memset(out, 0, sizeof *out);
+    why[0] = 0;
     if (!pf->has_precision[c.precision]) {
         snprintf(why, n, "the profile has no %s figures", c.precision == PRECISION_BF16 ? "bf16" : "fp32");
         return -1;
