@@ -2,6 +2,8 @@
 // stages K and data-parallel degree D, train/memory.c's memory_layout lays the run out (plan_layout),
 // simulates the schedule for the micro-batches each stage stashes and the bubble, and reckons each
 // rank's bytes as train checks itself (memory_rank); plan marks what fits a device's memory.
+// --auto ranks every layout of a world by its predicted step (train/auto.c) from a profile that
+// --calibrate, plan's one form under mpiexec, measures (train/calibrate.c), or from a machine file.
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -435,7 +437,10 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
     static const char examples[] =
         "  micropp plan --params 10B --device-memory 24G         # the memory wall: how many stages a 10B model needs\n"
         "  micropp plan --config configs/pipeline.json --stages 2,4,8 --device-memory 1G\n"
-        "  micropp plan --layers 32 --hidden 4096 --dp 1,4 --zero 1 --schedule 1f1b,zb-h1 --json\n";
+        "  micropp plan --layers 32 --hidden 4096 --dp 1,4 --zero 1 --schedule 1f1b,zb-h1 --json\n"
+        "  mpiexec -n 2 micropp plan --calibrate --config configs/pipeline.json --out profile.json\n"
+        "  micropp plan --auto --world 2 --profile profile.json --config configs/pipeline.json\n"
+        "  micropp plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B --batch 1048576\n";
     build_tables();
     train_config_defaults(&pc->t);
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)

@@ -13,7 +13,8 @@
 #include "train/calibrate.h"
 #include "train/ddp.h"
 
-#define BUDGET_S 0.12  // time spent on one measured point, at least 3 repetitions
+#define BUDGET_S 0.12        // time spent on one measured point, at least 3 repetitions
+#define LAYER_BUDGET_S 0.3   // ... on one layer's passes: dozens of scheduler slices on a shared machine
 
 // The mean of n timings: on a machine whose cores are shared (more runnable processes than cores), a
 // kernel shorter than the scheduler's slice often runs whole between two preemptions, and a median
@@ -35,10 +36,10 @@ static double over_ranks(double v, int slowest) {
     return x[0];
 }
 // Repetitions for a point whose first run took `once` seconds (the slowest rank's): the same on every rank.
-static int reps_for(double once) {
+static int reps_for(double once, double budget, int most) {
     double x = over_ranks(once, 1);
-    int n = x > 0 ? (int)(BUDGET_S / x) : 30;
-    return n < 3 ? 3 : n > 30 ? 30 : n;
+    int n = x > 0 ? (int)(budget / x) : most;
+    return n < 3 ? 3 : n > most ? most : n;
 }
 
 // ---- one layer of each kind through model.c's Stage ----
@@ -98,16 +99,23 @@ static void measure_layer(const TrainConfig *c, const Backend *be, int kind, int
     bench_open(&b, c, be, kind, rows, bf16);
     double t[PASSES], once = now_sec();
     bench_rep(&b, t);  // warm-up: the primitives are created, the pages touched
-    int n = reps_for(now_sec() - once);
+    int n = reps_for(now_sec() - once, LAYER_BUDGET_S, 2000);
     double *v[PASSES];
     for (int q = 0; q < PASSES; q++) v[q] = xmalloc(sizeof(double) * (size_t)n);
     comm_barrier(MPI_COMM_WORLD);
+    double t0 = now_sec();
     for (int r = 0; r < n; r++) {
         bench_rep(&b, t);
         for (int q = 0; q < PASSES; q++) v[q][r] = t[q];
     }
+    // A rep's wall time, gaps included (the slices this rank waited for a core between two timed
+    // passes), shared among the passes in proportion to their own times: what a long step sees.
+    double wall = (now_sec() - t0) / n, mean[PASSES];
+    for (int q = 0; q < PASSES; q++) mean[q] = mean_of(v[q], n);
+    double timed = 2 * mean[PASS_F] + mean[PASS_B] + mean[PASS_I] + mean[PASS_W];
+    double share = timed > 0 && wall > timed ? wall / timed : 1;
     for (int q = 0; q < PASSES; q++) {
-        out[q] = over_ranks(mean_of(v[q], n), 0);
+        out[q] = over_ranks(mean[q] * share, 0);
         free(v[q]);
     }
     bench_close(&b, be);
@@ -222,7 +230,7 @@ static void run_coll(Comm *cm, int op, float *x, size_t n, int algo) {
 static double time_coll(Comm *cm, int op, float *x, size_t n, int algo) {
     double v[32] = {0}, once = now_sec();
     run_coll(cm, op, x, n, algo);
-    int reps = reps_for(now_sec() - once);
+    int reps = reps_for(now_sec() - once, BUDGET_S, 30);
     for (int r = 0; r < reps; r++) {
         comm_barrier(MPI_COMM_WORLD);
         double t0 = now_sec();
