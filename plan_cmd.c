@@ -59,7 +59,7 @@ static const Option extra_options[] = {
     {"profile", 0, OPT_STR, P(profile), 0, 0, 0, "FILE", "--auto: the costs measured by plan --calibrate"},
     {"machine", 0, OPT_STR, P(machine), 0, 0, 0, "FILE",
      "--auto: a machine file's costs instead (configs/machines/h100-node.json)"},
-    {"top", 0, OPT_INT, P(top), 0, 1, 1 << 20, "N", "--auto: rows of the ranked table shown (default 10)"},
+    {"top", 0, OPT_INT, P(top), 0, 1, 1 << 20, "N", "--auto: rows of the ranked table shown"},
     {"calibrate", 0, OPT_BOOL, P(calibrate), 0, 0, 0, 0,
      "under mpiexec: time this model's layers, messages and collectives on this world; write --out"},
     {"out", 'o', OPT_STR, P(out), 0, 0, 0, "FILE", "--calibrate: the profile's JSON file"},
@@ -443,6 +443,7 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
         "  micropp plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B --batch 1048576\n";
     build_tables();
     train_config_defaults(&pc->t);
+    pc->top = 10;
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             options_help(stdout, "plan", usage, help_options, pc, examples);
@@ -537,7 +538,7 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
            fmt_bytes(device, b, sizeof b), sp->seconds);
     printf("# step: predicted (simulated pipeline + messages + exposed collectives + optimizer); comm: its share "
            "not hidden\n");
-    auto_print(stdout, sp, pc->top ? (int)pc->top : 10);
+    auto_print(stdout, sp, (int)pc->top);
     if (sp->n_fit) {
         char cmd[2 * PATH_LEN + 400];
         layout_command(&sp->c[0].l, c, c->config, model_flags, cmd, sizeof cmd);
