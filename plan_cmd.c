@@ -86,6 +86,11 @@ static const char *const model_names[] = {"config",
 static Option *all_options;   // train's (for --config) and the extras, in one table
 static Option help_options[N_MODEL + 24];  // the model options and the extras, then {0}
 
+static int is_extra(const char *name) {
+    for (int i = 0; extra_options[i].name; i++) if (!strcmp(name, extra_options[i].name)) return 1;
+    return 0;
+}
+
 static void build_tables(void) {
     int n_train = 0, n_extra = 0, h = 0;
     while (train_options[n_train].name) n_train++;
@@ -94,7 +99,7 @@ static void build_tables(void) {
     int k = 0;
     for (int i = 0; i < n_extra; i++) all_options[k++] = extra_options[i];
     for (int i = 0; i < n_train; i++)
-        if (strcmp(train_options[i].name, "dp") && strcmp(train_options[i].name, "schedule"))  // (plan's own: lists)
+        if (!is_extra(train_options[i].name))  // plan's own --dp, --schedule (lists), --auto, --profile
             all_options[k++] = train_options[i];  // (offsets: t is PlanCmd's first member)
     for (size_t j = 0; j < N_MODEL; j++)
         for (int i = 0; i < k; i++)
