@@ -181,6 +181,28 @@ static void test_search(void) {
     for (int i = 0; i < s.n; i++) ckpt |= s.c[i].l.ckpt;
     EXPECT("search_no_checkpointing_when_it_fits", !ckpt, "a checkpointed layout though everything fits");
     auto_free(&s);
+    // A device between a 1F1B pipeline's bytes with and without checkpointing: checkpointing is tried
+    // for it, and only the checkpointed layout is kept.
+    c.hidden = 8, c.batch = 4096, c.micro_batches = 4;
+    Layout a = {.pp = 2, .dp = 1, .tp = 1, .schedule = SCHED_GPIPE, .v = 1, .M = 16}, b = a;
+    b.ckpt = 1;
+    Prediction pa, pb;
+    char why[256];
+    predict_step(&pf, &c, &a, &pa, why, sizeof why);
+    predict_step(&pf, &c, &b, &pb, why, sizeof why);
+    auto_search(&pf, &c, 2, 0.5 * (pa.memory + pb.memory), &s);
+    int plain = 0, ckpt_fits = 0;
+    for (int i = 0; i < s.n; i++) {
+        const Layout *l = &s.c[i].l;
+        if (l->pp == 2 && l->schedule == SCHED_GPIPE && l->M == 16) {
+            plain += !l->ckpt;
+            ckpt_fits += l->ckpt && s.c[i].fits;
+        }
+    }
+    EXPECT("search_checkpointing_where_needed", pb.memory < pa.memory && ckpt_fits == 1 && plain == 0,
+           "bytes %g -> %g, checkpointed fitting %d, plain kept %d", pa.memory, pb.memory, ckpt_fits, plain);
+    auto_free(&s);
+    c = small_model();
     auto_search(&pf, &c, 2, 1000, &s);  // 1000 bytes: nothing fits
     EXPECT("search_nothing_fits", s.n > 0 && s.n_fit == 0 && !s.c[0].fits, "n %d fit %d", s.n, s.n_fit);
     auto_free(&s);
