@@ -18,7 +18,7 @@ typedef struct {
 static const Command commands[] = {
     {"train", cmd_train, "train the MLP: monolith, manual split, pipeline- and/or data-parallel over MPI"},
     {"bubble", cmd_bubble, "predict schedules without running them: bubble, memory, Gantt chart (no MPI)"},
-    {"plan", cmd_plan, "the memory wall before a run: bytes per rank and bubble for each schedule and stages (no MPI)"},
+    {"plan", cmd_plan, "the memory wall per schedule and stages; --auto: every layout ranked by its predicted step"},
     {"plot", cmd_plot, "draw train --metrics logs as curves: loss, accuracy, learning rate, step time (SVG, no MPI)"},
     {"pingpong", cmd_pingpong, "send a tensor between 2 ranks; --sweep measures latency and bandwidth"},
     {"allreduce", cmd_allreduce, "time the data-parallel all-reduce over all ranks: MPI's own, the ring, shm"},

@@ -2,16 +2,22 @@
 // stages K and data-parallel degree D, train/memory.c's memory_layout lays the run out (plan_layout),
 // simulates the schedule for the micro-batches each stage stashes and the bubble, and reckons each
 // rank's bytes as train checks itself (memory_rank); plan marks what fits a device's memory.
+// --auto ranks every layout of a world by its predicted step (train/auto.c) from a profile that
+// --calibrate, plan's one form under mpiexec, measures (train/calibrate.c), or from a machine file.
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
+#include "comms.h"
+#include "train/auto.h"
+#include "train/calibrate.h"
 #include "train/memory.h"
 #include "train/plan.h"
 #include "schedule.h"
 #include "commands.h"
+#include "base/outfile.h"
 #include "base/util.h"
 
 #define MAX_LIST 64
@@ -26,6 +32,12 @@ typedef struct {
     char stages[PATH_LEN];         // "1,2,4,8"; "" = powers of two up to the layers (64 at most)
     char schedule[PATH_LEN];       // "gpipe,1f1b" or "all" (as bubble's); "" = gpipe,1f1b,interleaved,zb-h1
     char dp[PATH_LEN];             // data-parallel degrees "1,2"
+    int auto_;                     // --auto: every layout of --world ranks predicted and ranked
+    int calibrate;                 // --calibrate: measure this world into a profile (under mpiexec)
+    int64_t world, top;            // --auto: the ranks; the rows shown
+    char profile[PATH_LEN];        // --auto: a profile --calibrate wrote ...
+    char machine[PATH_LEN];        // ... or a machine file (configs/machines/)
+    char out[PATH_LEN];            // --calibrate: where the profile goes
     OptionsSeen seen;              // which options the config file set and which were typed
 } PlanCmd;
 
@@ -41,6 +53,16 @@ static const Option extra_options[] = {
      "'all', one of " SCHED_CHOICES ", or a comma list (default: gpipe,1f1b,interleaved,zb-h1)"},
     {"dp", 0, OPT_STR, P(dp), 0, 0, 0, "LIST",
      "data-parallel degrees, e.g. 1,2,4 (with --zero 1 the optimizer state is sharded over them)"},
+    {"auto", 0, OPT_BOOL, P(auto_), 0, 0, 0, 0,
+     "predict every layout of --world ranks from --profile or --machine; rank them, print the best's command"},
+    {"world", 0, OPT_INT, P(world), 0, 1, 1 << 20, "N", "--auto: the ranks (devices) to lay the run out on"},
+    {"profile", 0, OPT_STR, P(profile), 0, 0, 0, "FILE", "--auto: the costs measured by plan --calibrate"},
+    {"machine", 0, OPT_STR, P(machine), 0, 0, 0, "FILE",
+     "--auto: a machine file's costs instead (configs/machines/h100-node.json)"},
+    {"top", 0, OPT_INT, P(top), 0, 1, 1 << 20, "N", "--auto: rows of the ranked table shown"},
+    {"calibrate", 0, OPT_BOOL, P(calibrate), 0, 0, 0, 0,
+     "under mpiexec: time this model's layers, messages and collectives on this world; write --out"},
+    {"out", 'o', OPT_STR, P(out), 0, 0, 0, "FILE", "--calibrate: the profile's JSON file"},
     {0},
 };
 #undef P
@@ -58,11 +80,17 @@ static const char *const model_names[] = {"config",
                                           "checkpoint-activations",
                                           "zero",
                                           "tp",
+                                          "threads",
                                           "json"};
 #define N_MODEL (sizeof model_names / sizeof *model_names)
 
 static Option *all_options;   // train's (for --config) and the extras, in one table
-static Option help_options[N_MODEL + 8];
+static Option help_options[N_MODEL + 24];  // the model options and the extras, then {0}
+
+static int is_extra(const char *name) {
+    for (int i = 0; extra_options[i].name; i++) if (!strcmp(name, extra_options[i].name)) return 1;
+    return 0;
+}
 
 static void build_tables(void) {
     int n_train = 0, n_extra = 0, h = 0;
@@ -72,7 +100,7 @@ static void build_tables(void) {
     int k = 0;
     for (int i = 0; i < n_extra; i++) all_options[k++] = extra_options[i];
     for (int i = 0; i < n_train; i++)
-        if (strcmp(train_options[i].name, "dp") && strcmp(train_options[i].name, "schedule"))  // (plan's own: lists)
+        if (!is_extra(train_options[i].name))  // plan's own --dp, --schedule (lists), --auto, --profile
             all_options[k++] = train_options[i];  // (offsets: t is PlanCmd's first member)
     for (size_t j = 0; j < N_MODEL; j++)
         for (int i = 0; i < k; i++)
@@ -422,9 +450,13 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
     static const char examples[] =
         "  micropp plan --params 10B --device-memory 24G         # the memory wall: how many stages a 10B model needs\n"
         "  micropp plan --config configs/pipeline.json --stages 2,4,8 --device-memory 1G\n"
-        "  micropp plan --layers 32 --hidden 4096 --dp 1,4 --zero 1 --schedule 1f1b,zb-h1 --json\n";
+        "  micropp plan --layers 32 --hidden 4096 --dp 1,4 --zero 1 --schedule 1f1b,zb-h1 --json\n"
+        "  mpiexec -n 2 micropp plan --calibrate --config configs/pipeline.json --out profile.json\n"
+        "  micropp plan --auto --world 2 --profile profile.json --config configs/pipeline.json\n"
+        "  micropp plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B --batch 1048576\n";
     build_tables();
     train_config_defaults(&pc->t);
+    pc->top = 10;
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             options_help(stdout, "plan", usage, help_options, pc, examples);
@@ -439,16 +471,160 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
     shape[0] = 0;
     if (pc->params[0]) shape_from_params(pc, shape, n);
     if (!c->inputs) c->inputs = c->hidden;
+    if (pc->auto_ || pc->calibrate) return;
+    static const char *const auto_only[] = {"world", "profile", "machine", "top"};
+    for (size_t i = 0; i < sizeof auto_only / sizeof *auto_only; i++)
+        if (seen_set(&pc->seen, auto_only[i]))
+            user_error("plan: --%s goes with --auto: add --auto, or drop it", auto_only[i]);
+    if (seen_set(&pc->seen, "out")) user_error("plan: --out names --calibrate's profile: add --calibrate, or drop it");
     if (c->zero && !pc->dp[0])
         user_error("plan: --zero 1 shards the optimizer state over data-parallel replicas: add --dp, e.g. --dp 2,4");
+}
+
+// --auto's and --calibrate's rules: what each needs, and the options they replace.
+static void check_auto(const PlanCmd *pc) {
+    static const char *const searched[] = {"stages", "schedule", "dp", "micro-batches", "virtual-stages", "zero",
+                                           "checkpoint-activations", "precision"};
+    const char *mode = pc->auto_ ? "--auto" : "--calibrate";
+    if (pc->auto_ && pc->calibrate)
+        user_error("plan: --calibrate measures a profile and --auto reads one: run them one after the other");
+    for (size_t i = 0; pc->auto_ && i < sizeof searched / sizeof *searched; i++)
+        if (seen_typed(&pc->seen, searched[i]))
+            user_error("plan: --auto searches --%s itself: drop it (or drop --auto to plan that layout)", searched[i]);
+    for (size_t i = 0; pc->calibrate && i < 4; i++)
+        if (seen_set(&pc->seen, (const char *[]){"world", "profile", "machine", "top"}[i]))
+            user_error("plan: --%s goes with --auto, and %s measures the world mpiexec started: drop it",
+                       (const char *[]){"world", "profile", "machine", "top"}[i], mode);
+    if (pc->calibrate && !pc->out[0])
+        user_error("plan: --calibrate writes a profile: name it with --out FILE (e.g. --out profile.json)");
+    if (pc->auto_ && !pc->world)
+        user_error("plan: --auto lays a run out on --world N ranks: give it, e.g. --world 4");
+    if (pc->auto_ && !pc->profile[0] == !pc->machine[0])
+        user_error("plan: --auto needs the costs from one of --profile FILE (written by mpiexec -n %lld micropp plan "
+                   "--calibrate --out FILE) or --machine FILE (configs/machines/)",
+                   (long long)(pc->world ? pc->world : 2));
+}
+
+// --calibrate (every rank): the model's layers and this world's links measured, rank 0 writes --out.
+static int plan_calibrate(PlanCmd *pc) {
+    OutFile o;
+    int err = g_rank == 0 ? out_check(pc->out) : 0;
+    char why[PATH_LEN + 200] = "";
+    if (err) snprintf(why, sizeof why, "plan: --out '%s': %s: %s", pc->out, strerror(err), out_hint(err));
+    agree_on_error(why[0] ? why : NULL);
+    Profile pf;
+    calibrate_run(&pc->t, &pf, g_rank == 0);
+    if (g_rank == 0) {
+        char *text = cost_to_json(&pf);
+        if ((err = out_open(&o, pc->out)) == 0) {
+            fputs(text, o.f);
+            fputc('\n', o.f);
+            err = out_commit(&o);
+        }
+        free(text);
+        if (err) snprintf(why, sizeof why, "plan: cannot write --out '%s': %s", pc->out, strerror(err));
+        else printf("# micropp plan --calibrate: %s\nwrote %s\n", pf.source, pc->out);
+    }
+    agree_on_error(why[0] ? why : NULL);
+    finish(0);
+}
+
+// --auto's table: the model, the costs' source, the search's figures, the ranked rows, the best's command.
+static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, const char *shape, int model_flags) {
+    const TrainConfig *c = &pc->t;
+    const Search *sp = s0;  // (ranked by auto_search)
+    int world = (int)pc->world;
+    double device = sp->device;
+    char why[64];
+    char b[32];
+    printf("# micropp plan --auto | %lld layers, hidden %lld, inputs %lld, classes %lld = %s parameters | batch %lld "
+           "| %d ranks\n",
+           (long long)c->layers, (long long)c->hidden, (long long)c->inputs, (long long)c->classes,
+           fmt_count((double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), b, 32),
+           (long long)c->batch, world);
+    if (shape[0]) fputs(shape, stdout);
+    printf("# costs: %s\n", pf->source);
+    if (pf->calibrated && pf->world != world)
+        printf("# note: the profile was measured with %d rank%s running at once, this world has %d: its compute "
+               "figures carry that contention\n", pf->world, pf->world == 1 ? "" : "s", world);
+    printf("# %d layouts tried, %d can run, %d fit %s per rank; searched in %.2f s\n", sp->n_tried, sp->n, sp->n_fit,
+           fmt_bytes(device, b, sizeof b), sp->seconds);
+    printf("# step: predicted (simulated pipeline + messages + exposed collectives + optimizer); comm: its share "
+           "not hidden\n");
+    auto_print(stdout, sp, (int)pc->top);
+    if (sp->n_fit) {
+        char cmd[2 * PATH_LEN + 400];
+        layout_command(&sp->c[0].l, c, c->config, model_flags, cmd, sizeof cmd);
+        printf("best: %s\n", cmd);
+    } else if (sp->n) {
+        printf("nothing fits in %s per rank: the smallest needs %s\n", fmt_bytes(device, b, sizeof b),
+               fmt_bytes(sp->c[0].pr.memory, why, 32));
+    }
+}
+
+// --auto: the costs, the device's bytes, the search, the table and the best layout's command.
+static int plan_auto(PlanCmd *pc, const char *shape) {
+    TrainConfig *c = &pc->t;
+    Profile *pf = xmalloc(sizeof *pf);
+    char why[PATH_LEN + 400];
+    if (cost_load(pc->profile[0] ? pc->profile : pc->machine, pf, why, sizeof why))
+        user_error("plan: --%s %s", pc->profile[0] ? "profile" : "machine", why);
+    if (pc->profile[0] && !pf->calibrated)
+        user_error("plan: --profile '%s' is a machine file: give it as --machine", pc->profile);
+    if (pc->machine[0] && pf->calibrated)
+        user_error("plan: --machine '%s' is a measured profile: give it as --profile", pc->machine);
+    if (cost_fits_model(pf, c, why, sizeof why)) user_error("plan: %s", why);
+    int world = (int)pc->world;
+    double device = pc->device_memory[0] ? parse_bytes(pc->device_memory)
+                    : pf->device_memory > 0 ? pf->device_memory : memory_available() / world;
+    if (device <= 0 && pc->device_memory[0])
+        user_error("plan: --device-memory '%s' is not a size: write it like 24G", pc->device_memory);
+    if (device <= 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
+    Search s;
+    auto_search(pf, c, world, device, &s);
+    if (!s.n)
+        user_error("plan: no layout of %d ranks can run this model (%d tried): give a --batch the replicas divide, or "
+                   "a --world with fewer ranks", world, s.n_tried);
+    int model_flags = !c->config[0] || pc->params[0];
+    for (size_t i = 1; i < 6; i++) model_flags |= seen_typed(&pc->seen, model_names[i]);  // layers .. batch
+    model_flags |= seen_typed(&pc->seen, "optimizer");
+    if (c->json) {
+        cJSON *o = auto_json(&s, c, c->config, model_flags);
+        cJSON_AddNumberToObject(o, "world", world);
+        cJSON_AddStringToObject(o, "costs", pf->source);
+        json_print(o);
+    } else print_auto(pc, pf, &s, shape, model_flags);
+    auto_free(&s);
+    free(pf);
+    return 0;
+}
+
+// The --config FILE typed (-c FILE, --config=FILE), for the command --auto prints; "" when none.
+static void config_path(int argc, char **argv, char *out, size_t n) {
+    out[0] = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        if ((!strcmp(argv[i], "--config") || !strcmp(argv[i], "-c")) && i + 1 < argc) snprintf(out, n, "%s", argv[++i]);
+        else if (!strncmp(argv[i], "--config=", 9)) snprintf(out, n, "%s", argv[i] + 9);
+    }
+}
+
+static int has_flag(int argc, char **argv, const char *flag) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) if (!strcmp(argv[i], flag)) return 1;
+    return 0;
 }
 
 int cmd_plan(int argc, char **argv) {
     static PlanCmd cmd;
     PlanCmd *pc = &cmd;
-    single_process("plan");
+    int calibrate = has_flag(argc, argv, "--calibrate");
+    if (calibrate) comm_init(&argc, &argv);
+    else single_process("plan");
     char shape[PATH_LEN + 400];
     parse_options(argc, argv, pc, shape, sizeof shape);
+    check_auto(pc);
+    config_path(argc, argv, pc->t.config, sizeof pc->t.config);
+    if (pc->calibrate) return plan_calibrate(pc);
+    if (pc->auto_) return plan_auto(pc, shape);
     TrainConfig *c = &pc->t;
     int kinds[MAX_LIST], ks[MAX_LIST], ds[MAX_LIST], n_kind, n_k = 0, n_d = 1;
     char why[PATH_LEN + 160];

@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "base/util.h"
 #include "train/verify.h"
+#include "train/auto.h"
 
 // ---- parse ----
 
@@ -38,6 +39,20 @@ static TrainConfig parse_options(int argc, char **argv, OptionsSeen *seen) {
         "  micropp train --config configs/fashion.json     # Fashion-MNIST (apt-get install dataset-fashion-mnist)\n"
         "  mpiexec -n 2 micropp train --config configs/fashion.json --mode pp --micro-batches 2 --epochs 1\n");
     return cfg;
+}
+
+// --auto: the layout plan --auto ranks first for this world, applied to the options before they are
+// const. Every rank searches alike; the memory per rank is the least any rank's node has, shared by
+// the ranks (so every rank decides with the same figure).
+static TrainConfig with_auto(TrainConfig c, const OptionsSeen *seen, Candidate *pick) {
+    char err[PATH_LEN + 600];
+    double least[1] = {-memory_available()};
+    int world = comm_world_size();
+    if (c.auto_layout) comm_allreduce_max_double(least, 1, MPI_COMM_WORLD);
+    memset(pick, 0, sizeof *pick);
+    int rc = auto_pick(&c, seen, world, -least[0] / world, pick, err, sizeof err);
+    agree_on_error(rc ? err : NULL);  // (a profile one node cannot read)
+    return c;
 }
 
 // ---- set up: what the plan decided, the same on every rank before any rank waits on another ----
@@ -546,7 +561,8 @@ static void gather_facts(const TrainConfig *c, const Plan *p, Data *data, Hardwa
 int cmd_train(int argc, char **argv) {
     comm_init(&argc, &argv);
     OptionsSeen seen;
-    const TrainConfig cfg = parse_options(argc, argv, &seen);  // const from here on: the plan decides
+    Candidate pick;
+    const TrainConfig cfg = with_auto(parse_options(argc, argv, &seen), &seen, &pick);  // const from here on
     char err[1024];
     if (plan_early(&cfg, err, sizeof err)) user_error("%s", err);  // before any rank waits on another
     wd_set_timeout(cfg.timeout);
@@ -597,6 +613,10 @@ int cmd_train(int argc, char **argv) {
     Summary summary;
     summary_fill(r, final.accuracy, &verify, &summary);  // rank 0 writes --trace and --timeline
     metrics_close(&r->metrics, summary.write_err, sizeof summary.write_err);  // a failure: exit 1, as the others
+    if (cfg.auto_layout) {
+        summary.predicted_step_ms = pick.pr.step_s * 1e3;
+        layout_name(&pick.l, summary.auto_layout, sizeof summary.auto_layout);
+    }
     summary_print(r, &summary);
     int code = outputs_written(&cfg, p, r->wire.rank, &summary, &verify);
     summary_free(&summary);

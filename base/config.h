@@ -113,6 +113,9 @@ typedef struct {
     char resume[PATH_LEN];   // "" = start from the initial weights
     int save_best;           // with --save and --epochs: keep only the checkpoint of the best test accuracy
     double timeout;          // watchdog (watchdog.c): the longest wait in seconds, 0 = unbounded
+    // the planner (train/auto.c)
+    int auto_layout;         // --auto: run the layout plan --auto ranks first for this world
+    char profile[PATH_LEN];  // --auto: the costs (a profile written by plan --calibrate)
 } TrainConfig;
 
 extern const Option train_options[];      // train/options.c

@@ -651,6 +651,10 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddNumberToObject(o, "eval_rows", (double)s->eval_rows);
     if (r->data.train.n) json_epochs(o, p, &r->data, m, &r->progress);
     cJSON_AddNumberToObject(o, "step_ms_median", s->step_ms);
+    if (s->predicted_step_ms > 0) {
+        cJSON_AddNumberToObject(o, "predicted_step_ms", s->predicted_step_ms);
+        cJSON_AddStringToObject(o, "auto_layout", s->auto_layout);
+    }
     cJSON_AddNumberToObject(o, "samples_per_s", s->samples_s);
     cJSON_AddNumberToObject(o, "gflops", s->gflops);
     cJSON_AddStringToObject(o, "blas", s->blas);
@@ -775,6 +779,9 @@ static void summary_text(const Run *r, const Summary *s) {
         printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * g->best_accuracy, g->best_epoch,
                c->save);
     printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
+    if (s->predicted_step_ms > 0)
+        printf("--auto picked %s: predicted %.3f ms a step, measured %.3f ms (%+.0f%%)\n", s->auto_layout,
+               s->predicted_step_ms, s->step_ms, 100 * (s->predicted_step_ms - s->step_ms) / s->step_ms);
     if (c->gemm_timing)
         printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", s->gemm_ms,
                p->distributed ? " per rank" : "", 100 * s->gemm_share, s->gemm_gflops);

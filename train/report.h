@@ -35,6 +35,8 @@ typedef struct {
     Gantt charts[2];              // measured and simulated (rank 0, when drawn)
     const VerifyResult *verify;   // NULL without --verify
     char write_err[2 * PATH_LEN]; // rank 0: the output file that could not be written and the fix ("" when all were)
+    double predicted_step_ms;     // --auto: the planner's prediction of this layout's step (0 without --auto)
+    char auto_layout[96];         // ... and the layout it picked, in words
 } Summary;
 
 // Rank 0, text mode: the run's shape before the first step; how the gradients travel (after

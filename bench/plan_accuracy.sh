@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# bench/plan_accuracy.sh: how honest `micropp plan --auto` is on this machine. For 2 and 4 ranks it
+# calibrates a profile (plan --calibrate, configs/pipeline.json's widths and batch, which cover
+# medium.json's), asks plan --auto --json for configs/medium.json and configs/pipeline.json, then runs
+# the planner's pick and a fixed set of other layouts (pipeline schedules, ddp, ZeRO-1, hybrid, bf16)
+# with train --json and compares the measured median step with the prediction. The layouts of a
+# (config, ranks) run round-robin REPS times, so that a drift of the machine's load hits them alike;
+# a layout's figure is the median of its runs' median steps. Prints a markdown table (also
+# bench/results/plan_accuracy.md): per layout predicted and measured ms and the error; per (config,
+# ranks) whether the pick ran within 5% of the best layout measured; the median error.
+#   bash bench/plan_accuracy.sh                  # ~15 minutes on the 2-core machine
+#   REPS=1 STEPS=3 bash bench/plan_accuracy.sh   # a quicker, noisier pass
+source "$(dirname "$0")/lib.sh"
+STEPS=${STEPS:-4}
+OUT=$ROOT/bench/results
+RESULTS=$OUT/plan_accuracy.jsonl
+: > "$RESULTS"
+# The layouts measured besides the pick, by the name plan --auto gives them (layout_name).
+declare -A LAYOUTS=(
+    [pipeline.json:2]="pp 1f1b M=8 fp32|pp zb-h1 M=8 fp32|pp 1f1b M=16 bf16|ddp fp32"
+    [medium.json:2]="ddp fp32|ddp zero1 fp32|pp 1f1b M=4 fp32|pp zb-h1 M=4 bf16"
+    [pipeline.json:4]="hybrid 1f1b M=8 fp32|pp 1f1b M=8 fp32|ddp bf16"
+    [medium.json:4]="ddp fp32|hybrid 1f1b M=4 fp32|pp 1f1b M=8 bf16"
+)
+for n in 2 4; do
+    mpiexec -n "$n" "$MICROPP" plan --calibrate --config "$ROOT/configs/pipeline.json" --out "$OUT/profile_$n.json" \
+        > /dev/null < /dev/null
+    for cfg in pipeline.json medium.json; do
+        plan=$("$MICROPP" plan --auto --world "$n" --profile "$OUT/profile_$n.json" --config "$ROOT/configs/$cfg" --json)
+        want="${LAYOUTS[$cfg:$n]}"
+        # The pick first, then the fixed set (each once); for each: its name, prediction and command.
+        python3 - "$want" > "$OUT/plan_rows.tsv" <<PY
+import json, sys
+plan = json.loads('''$plan''')
+rows = [r for r in plan["layouts"] if r["fits"]]
+names = [rows[0]["layout"]] + [w for w in sys.argv[1].split("|") if w != rows[0]["layout"]]
+for name in names:
+    r = next((r for r in rows if r["layout"] == name), None)
+    if r is None: sys.exit("plan --auto has no layout '%s'" % name)
+    print("%s\t%d\t%.6f\t%s" % (name, name == rows[0]["layout"], r["step_s"], r["command"]))
+PY
+        for ((rep = 0; rep < REPS; rep++)); do
+            while IFS=$'\t' read -r name pick pred cmd; do
+                args=${cmd#mpiexec -n $n ./micropp train }
+                out=$(mpiexec -n "$n" "$MICROPP" train $args --steps "$STEPS" --log-every 0 --json < /dev/null)
+                printf '{"config": "%s", "ranks": %d, "layout": "%s", "pick": %d, "predicted_s": %s, ' \
+                    "$cfg" "$n" "$name" "$pick" "$pred" >> "$RESULTS"
+                printf '"rep": %d, "result": %s}\n' "$rep" "$out" >> "$RESULTS"
+            done < "$OUT/plan_rows.tsv"
+        done
+    done
+done
+python3 - "$RESULTS" "$STEPS" <<'PY' | tee "$OUT/plan_accuracy.md"
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+rows = []
+for r in runs:  # one row per layout: the median over its repetitions of a run's median step
+    key = (r["config"], r["ranks"], r["layout"])
+    if key in [(x["config"], x["ranks"], x["layout"]) for x in rows]: continue
+    same = [x["result"]["step_ms_median"] for x in runs if (x["config"], x["ranks"], x["layout"]) == key]
+    rows.append(dict(r, result={"step_ms_median": statistics.median(same)}, n=len(same)))
+print("| config | ranks | layout | predicted ms | measured ms | error |")
+print("|---|---|---|---|---|---|")
+errs = []
+for r in rows:
+    m = r["result"]["step_ms_median"]; p = r["predicted_s"] * 1e3; e = (p - m) / m
+    errs.append(abs(e))
+    print("| %s | %d | %s%s | %.1f | %.1f | %+.0f%% |" % (r["config"], r["ranks"], r["layout"],
+          " (pick)" if r["pick"] else "", p, m, 100 * e))
+print()
+for key in sorted({(r["config"], r["ranks"]) for r in rows}):
+    g = [r for r in rows if (r["config"], r["ranks"]) == key]
+    best = min(g, key=lambda r: r["result"]["step_ms_median"])
+    pick = next(r for r in g if r["pick"])
+    ratio = pick["result"]["step_ms_median"] / best["result"]["step_ms_median"]
+    print("- %s on %d ranks: the pick (%s) measured %.1f ms, the best measured (%s) %.1f ms: %.2fx%s" % (
+        key[0], key[1], pick["layout"], pick["result"]["step_ms_median"], best["layout"],
+        best["result"]["step_ms_median"], ratio, " (within 5%)" if ratio <= 1.05 else " (NOT within 5%)"))
+print()
+print("median |error| over %d layouts: %.1f%% (%s steps per run, the first skipped; %d runs per layout)" % (
+    len(errs), 100 * statistics.median(errs), sys.argv[2], rows[0]["n"]))
+PY

@@ -1,0 +1,222 @@
+// tests/unit_cost.c: the planner's cost model (train/cost.c), its predictions (train/predict.c) and
+// its search (train/auto.c), without MPI: curves interpolated and made monotone; a machine file's
+// roofline and rings; a profile written and read back; a fixed profile's predictions equal to what
+// the schedule's arithmetic gives by hand (1F1B's (M+K-1)(F+B), a ddp step with half its all-reduce
+// hidden, ZeRO-1's reduce-scatter, optimizer shard and all-gather); and the search's ranking and
+// memory rule. A change to the model that moves a prediction fails here first.
+#include <stdlib.h>
+#include "unit.h"
+#include "base/ops.h"
+#include "model.h"
+#include "train/auto.h"
+#include "train/plan.h"
+
+#define A 1e-3  // a hidden layer's forward: A seconds per row
+
+static Curve line(double per_row) { return (Curve){.n = 2, .x = {1, 1024}, .s = {per_row, 1024 * per_row}}; }
+static Curve flat(double s) { return (Curve){.n = 1, .x = {1}, .s = {s}}; }
+
+// A measured profile of 2 ranks for hidden 8 (inputs 8, classes 2): F = A per row per layer, B = 2A,
+// I = W = A; the head, the data, messages and the fixed cost free; collectives flat.
+static void fixed_profile(Profile *pf) {
+    memset(pf, 0, sizeof *pf);
+    pf->calibrated = 1;
+    pf->world = 2;
+    pf->threads = 1;
+    pf->hidden = 8, pf->inputs = 8, pf->classes = 2;
+    pf->has_precision[PRECISION_FP32] = 1;
+    snprintf(pf->file, sizeof pf->file, "fixed");
+    for (int k = 0; k < LAYER_KINDS; k++) {
+        int head = k == LAYER_HEAD;
+        pf->layer[0][k][PASS_F] = head ? flat(0) : line(A);
+        pf->layer[0][k][PASS_B] = head ? flat(0) : line(2 * A);
+        pf->layer[0][k][PASS_I] = head ? flat(0) : line(A);
+        pf->layer[0][k][PASS_W] = head ? flat(0) : line(A);
+    }
+    pf->p2p = flat(0);
+    pf->coll[ALLREDUCE_MPI][COLL_ALLREDUCE][2] = flat(0.010);
+    pf->coll[ALLREDUCE_MPI][COLL_REDUCE_SCATTER][2] = flat(0.004);
+    pf->coll[ALLREDUCE_MPI][COLL_ALLGATHER][2] = flat(0.003);
+    pf->overlap[ALLREDUCE_MPI] = 0.5;
+}
+
+static TrainConfig small_model(void) {
+    TrainConfig c;
+    train_config_defaults(&c);
+    c.layers = 4, c.hidden = 8, c.inputs = 8, c.classes = 2, c.batch = 64, c.micro_batches = 4;
+    c.optimizer = OPTIM_ADAM;
+    return c;
+}
+
+static void test_curves(void) {
+    Curve c = {.n = 3, .x = {1, 4, 16}, .s = {1, 4, 10}};
+    EXPECT("curve_between", fabs(cost_curve_at(&c, 2.5) - 2.5) < 1e-12, "%g", cost_curve_at(&c, 2.5));
+    EXPECT("curve_between_second", fabs(cost_curve_at(&c, 10) - 7) < 1e-12, "%g", cost_curve_at(&c, 10));
+    EXPECT("curve_below_first", cost_curve_at(&c, 0.5) == 1, "%g", cost_curve_at(&c, 0.5));
+    EXPECT("curve_beyond_last_slope", fabs(cost_curve_at(&c, 28) - 16) < 1e-12, "%g", cost_curve_at(&c, 28));
+    Curve m = {.n = 5, .x = {1, 2, 3, 4, 5}, .s = {9, 1, 3, 2, 4}};
+    cost_monotone(&m);
+    EXPECT("monotone", m.s[0] == 1 && m.s[1] == 1 && m.s[2] == 2 && m.s[3] == 2 && m.s[4] == 4,
+           "%g %g %g %g %g", m.s[0], m.s[1], m.s[2], m.s[3], m.s[4]);
+}
+
+static const char machine_json[] =
+    "{\"micropp_machine\": 1, \"name\": \"test box\", \"sources\": [\"made up\"], \"devices_per_node\": 4,"
+    " \"device_memory_bytes\": 1e9, \"gemm_flops\": {\"fp32\": 1e12, \"bf16\": 4e12}, \"gemm_efficiency\": 0.5,"
+    " \"memory_bandwidth_bytes_per_s\": 1e11, \"kernel_launch_s\": 1e-6, \"collective_overlap\": 0.8,"
+    " \"step_fixed_s\": 1e-4, \"intra_node\": {\"bandwidth_bytes_per_s\": 1e10, \"latency_s\": 1e-6},"
+    " \"inter_node\": {\"bandwidth_bytes_per_s\": 1e9, \"latency_s\": 1e-5}}";
+
+static void test_machine(void) {
+    Profile pf;
+    char why[512];
+    int rc = cost_parse(machine_json, "m.json", &pf, why, sizeof why);
+    EXPECT("machine_parse", rc == 0 && !pf.calibrated && pf.devices_per_node == 4, "%s", why);
+    if (rc) return;
+    // 4096 rows x 4096 x 4096: compute-bound; the forward = the gemm + 2 passes over the output + 2 launches
+    double r = 4096, n = 4096, gemm = 2 * r * n * n / (1e12 * 0.5), act = r * n * 4 / 1e11;
+    double f = cost_layer(&pf, LAYER_MID, PASS_F, PRECISION_FP32, r, n, n);
+    EXPECT("machine_forward_roofline", fabs(f - (gemm + 2 * act + 2e-6)) < 1e-12, "%g vs %g", f, gemm + 2 * act + 2e-6);
+    double fb = cost_layer(&pf, LAYER_MID, PASS_F, PRECISION_BF16, r, n, n);
+    EXPECT("machine_bf16_faster", fb < f / 2, "bf16 %g fp32 %g", fb, f);
+    double first = cost_layer(&pf, LAYER_FIRST, PASS_I, PRECISION_FP32, r, n, n);
+    EXPECT("machine_first_layer_no_input_gradient", fabs(first - (3 * act + 2e-6)) < 1e-12, "%g", first);
+    // 1 row x 4096 x 4096: memory-bound (the weights' bytes at the memory's bandwidth)
+    double small = cost_layer(&pf, LAYER_MID, PASS_W, PRECISION_FP32, 1, n, n), wbytes = (n + n * n + n) * 4 / 1e11;
+    EXPECT("machine_memory_bound", fabs(small - (wbytes + n * 4 / 1e11 + 2e-6)) < 1e-12, "%g", small);
+    double B = 8e6, ar = cost_collective(&pf, COLL_ALLREDUCE, ALLREDUCE_MPI, 4, B, 1);
+    EXPECT("machine_ring_allreduce", fabs(ar - 6 * (1e-6 + B / 4 / 1e10)) < 1e-15, "%g", ar);
+    double rs = cost_collective(&pf, COLL_REDUCE_SCATTER, ALLREDUCE_MPI, 4, B, 0);
+    EXPECT("machine_ring_reduce_scatter_inter", fabs(rs - 3 * (1e-5 + B / 4 / 1e9)) < 1e-15, "%g", rs);
+    EXPECT("machine_one_rank_free", cost_collective(&pf, COLL_ALLREDUCE, 0, 1, B, 1) == 0, "not 0");
+    EXPECT("machine_p2p", fabs(cost_p2p(&pf, 1e6, 0) - (1e-5 + 1e-3)) < 1e-15, "%g", cost_p2p(&pf, 1e6, 0));
+    char bad[sizeof machine_json + 16];
+    snprintf(bad, sizeof bad, "%s", machine_json);
+    memcpy(strstr(bad, "sources"), "sourcez", 7);
+    rc = cost_parse(bad, "m.json", &pf, why, sizeof why);
+    EXPECT("machine_needs_sources", rc < 0 && strstr(why, "sources") && strstr(why, "m.json"), "%d %s", rc, why);
+    rc = cost_parse("{\"x\": 1}", "y.json", &pf, why, sizeof why);
+    EXPECT("neither_profile_nor_machine", rc < 0 && strstr(why, "micropp_profile"), "%s", why);
+}
+
+static void test_roundtrip(void) {
+    Profile pf, back;
+    fixed_profile(&pf);
+    pf.p2p = (Curve){.n = 2, .x = {8, 4096}, .s = {1e-6, 3e-6}};
+    char *text = cost_to_json(&pf), why[512];
+    int rc = cost_parse(text, "p.json", &back, why, sizeof why);
+    free(text);
+    EXPECT("profile_roundtrip", rc == 0 && back.calibrated && back.hidden == 8 && back.world == 2, "%s", why);
+    if (rc) return;
+    const Curve *a = &pf.layer[0][LAYER_MID][PASS_B], *b = &back.layer[0][LAYER_MID][PASS_B];
+    EXPECT("profile_roundtrip_curve", a->n == b->n && a->s[1] == b->s[1] && a->x[1] == b->x[1], "%d %d", a->n, b->n);
+    EXPECT("profile_roundtrip_coll", back.coll[ALLREDUCE_MPI][COLL_ALLGATHER][2].s[0] == 0.003 &&
+           back.overlap[ALLREDUCE_MPI] == 0.5 && back.p2p.s[1] == 3e-6, "lost");
+    TrainConfig c = small_model();
+    c.hidden = 16;
+    const char *w = cost_fits_model(&back, &c, why, sizeof why);
+    EXPECT("profile_other_widths_refused", w && strstr(why, "hidden 8") && strstr(why, "--calibrate"), "%s", w ? w : "");
+}
+
+static void test_predictions(void) {
+    Profile pf;
+    fixed_profile(&pf);
+    TrainConfig c = small_model();
+    Prediction pr;
+    char why[512];
+    // 1F1B on 2 stages of 2 layers, 4 micro-batches of 16 rows: F = 2 x 16A, B = 2 x 32A per stage.
+    Layout l = {.pp = 2, .dp = 1, .tp = 1, .schedule = SCHED_1F1B, .v = 1, .M = 4};
+    int rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    double F = 32 * A, B = 64 * A, P = (double)model_param_count(4, 8, 8, 2);
+    EXPECT("predict_1f1b", rc == 0 && fabs(pr.step_s - 5 * (F + B)) < 1e-9, "%s %g vs %g", why, pr.step_s, 5 * (F + B));
+    EXPECT("predict_1f1b_bubble", fabs(pr.bubble - 0.2) < 1e-9, "%g", pr.bubble);
+    EXPECT("predict_1f1b_samples", fabs(pr.samples_s - 64 / pr.step_s) < 1e-6, "%g", pr.samples_s);
+    l.ckpt = 1;  // checkpointing recomputes the forward in the backward
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("predict_checkpointing", rc == 0 && fabs(pr.step_s - 5 * (2 * F + B)) < 1e-9, "%s %g vs %g", why,
+           pr.step_s, 5 * (2 * F + B));
+    l.ckpt = 0;
+    predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    pf.p2p = flat(0.002);
+    Prediction slow;
+    predict_step(&pf, &c, &l, &slow, why, sizeof why);
+    EXPECT("predict_messages_cost", slow.step_s >= pr.step_s + 2 * 0.002 - 1e-12 &&
+           fabs(slow.comm_s - (slow.step_s - pr.step_s)) < 1e-9, "%g -> %g, comm %g", pr.step_s, slow.step_s,
+           slow.comm_s);
+    pf.p2p = flat(0);
+    // ddp on 2 replicas: 32 rows each; the all-reduce (0.010) half hidden behind the backward; Adam.
+    pf.adam_s = 1e-9;
+    l = (Layout){.pp = 1, .dp = 2, .tp = 1, .v = 1, .M = 1};
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    double want = 4 * 3 * A * 32 + 0.005 + P * 1e-9;
+    EXPECT("predict_ddp", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+    EXPECT("predict_ddp_comm", fabs(pr.comm_s - 0.005) < 1e-12, "%g", pr.comm_s);
+    l.zero = 1;  // reduce-scatter half hidden, the optimizer on half the parameters, the all-gather exposed
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    want = 4 * 3 * A * 32 + 0.002 + P / 2 * 1e-9 + 0.003;
+    EXPECT("predict_zero1", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+    l = (Layout){.pp = 1, .dp = 4, .tp = 1, .v = 1, .M = 1};
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("predict_no_collective_of_4", rc < 0 && strstr(why, "4 ranks") && strstr(why, "--calibrate"), "%s", why);
+    l = (Layout){.pp = 1, .dp = 1, .tp = 1, .v = 1, .M = 1, .precision = PRECISION_BF16};
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("predict_precision_not_measured", rc < 0 && strstr(why, "bf16"), "%s", why);
+}
+
+static void test_search(void) {
+    Profile pf;
+    fixed_profile(&pf);
+    TrainConfig c = small_model();
+    Search s;
+    auto_search(&pf, &c, 2, 1e12, &s);
+    int sorted = 1, has_ddp = 0, has_pp = 0;
+    for (int i = 1; i < s.n; i++) sorted &= s.c[i - 1].pr.step_s <= s.c[i].pr.step_s;
+    for (int i = 0; i < s.n; i++) {
+        has_ddp |= s.c[i].l.pp == 1 && s.c[i].l.dp == 2;
+        has_pp |= s.c[i].l.pp == 2 && s.c[i].l.dp == 1;
+    }
+    EXPECT("search_ranked", s.n > 10 && s.n_fit == s.n && sorted && has_ddp && has_pp, "n %d fit %d sorted %d", s.n,
+           s.n_fit, sorted);
+    int ckpt = 0;
+    for (int i = 0; i < s.n; i++) ckpt |= s.c[i].l.ckpt;
+    EXPECT("search_no_checkpointing_when_it_fits", !ckpt, "a checkpointed layout though everything fits");
+    auto_free(&s);
+    // A device between a 1F1B pipeline's bytes with and without checkpointing: checkpointing is tried
+    // for it, and only the checkpointed layout is kept.
+    c.hidden = 8, c.batch = 4096, c.micro_batches = 4;
+    Layout a = {.pp = 2, .dp = 1, .tp = 1, .schedule = SCHED_GPIPE, .v = 1, .M = 16}, b = a;
+    b.ckpt = 1;
+    Prediction pa, pb;
+    char why[256];
+    predict_step(&pf, &c, &a, &pa, why, sizeof why);
+    predict_step(&pf, &c, &b, &pb, why, sizeof why);
+    auto_search(&pf, &c, 2, 0.5 * (pa.memory + pb.memory), &s);
+    int plain = 0, ckpt_fits = 0;
+    for (int i = 0; i < s.n; i++) {
+        const Layout *l = &s.c[i].l;
+        if (l->pp == 2 && l->schedule == SCHED_GPIPE && l->M == 16) {
+            plain += !l->ckpt;
+            ckpt_fits += l->ckpt && s.c[i].fits;
+        }
+    }
+    EXPECT("search_checkpointing_where_needed", pb.memory < pa.memory && ckpt_fits == 1 && plain == 0,
+           "bytes %g -> %g, checkpointed fitting %d, plain kept %d", pa.memory, pb.memory, ckpt_fits, plain);
+    auto_free(&s);
+    c = small_model();
+    auto_search(&pf, &c, 2, 1000, &s);  // 1000 bytes: nothing fits
+    EXPECT("search_nothing_fits", s.n > 0 && s.n_fit == 0 && !s.c[0].fits, "n %d fit %d", s.n, s.n_fit);
+    auto_free(&s);
+    c.batch = 63;  // no replica split, no micro-batches of 2 stages: only... nothing divides
+    auto_search(&pf, &c, 2, 1e12, &s);
+    EXPECT("search_batch_must_divide", s.n == 0, "%d layouts", s.n);
+    auto_free(&s);
+}
+
+int main(void) {
+    test_curves();
+    test_machine();
+    test_roundtrip();
+    test_predictions();
+    test_search();
+    return unit_failures != 0;
+}

@@ -1,0 +1,217 @@
+// train/auto.c: the planner's search (train/auto.h): the layouts of a world enumerated axis by axis,
+// each priced by predict_step and checked against the device's memory, then ranked. Checkpointing is
+// tried only where a layout does not fit without it (it can only cost time); bf16 where the profile
+// priced it; ZeRO-1 where there are replicas and optimizer moments to shard.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "base/ops.h"
+#include "base/util.h"
+#include "model.h"
+#include "train/auto.h"
+#include "train/plan.h"
+
+#define MAX_M_STEPS 4  // micro-batches tried per pipeline: K, 2K, 4K, 8K (and the config's)
+
+const char *layout_name(const Layout *l, char *buf, size_t n) {
+    const char *mode = l->pp > 1 ? (l->dp > 1 ? "hybrid" : "pp") : (l->dp > 1 ? "ddp" : "monolith");
+    int k = snprintf(buf, n, "%s", mode);
+    if (l->pp > 1 && k < (int)n) {
+        char s[32];
+        k += snprintf(buf + k, n - (size_t)k, " %s%s M=%d", choice_name(SCHED_NAMES, l->schedule, s, sizeof s),
+                      l->schedule == SCHED_INTERLEAVED ? (l->v == 2 ? " v=2" : " v>2") : "", l->M);
+    }
+    if (l->zero && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " zero1");
+    if (l->ckpt && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " ckpt");
+    if (k < (int)n) snprintf(buf + k, n - (size_t)k, " %s", l->precision == PRECISION_BF16 ? "bf16" : "fp32");
+    return buf;
+}
+
+static void push(Search *s, int *cap, const Candidate *c) {
+    if (s->n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        s->c = realloc(s->c, sizeof(Candidate) * (size_t)*cap);
+        if (!s->c) fatal("out of memory");
+    }
+    s->c[s->n++] = *c;
+}
+
+// One layout: priced, and tried again with checkpointing when a pipeline's does not fit.
+static void try_layout(const Profile *pf, const TrainConfig *c, Layout l, Search *s, int *cap) {
+    Candidate k = {.l = l};
+    char why[PATH_LEN + 200];
+    s->n_tried++;
+    if (predict_step(pf, c, &l, &k.pr, why, sizeof why)) return;
+    k.fits = k.pr.memory <= s->device;
+    if (!k.fits && l.pp > 1 && !l.ckpt) {
+        l.ckpt = 1;
+        try_layout(pf, c, l, s, cap);
+        if (s->n && s->c[s->n - 1].fits && s->c[s->n - 1].l.ckpt) return;  // the checkpointed one fits
+    }
+    push(s, cap, &k);
+}
+
+// The schedules a pipeline of K stages may run with M micro-batches (and their chunks per rank).
+static const int kinds[] = {SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBH2, SCHED_ZBV,
+                            SCHED_DUALPIPEV};
+
+static void try_pipeline(const Profile *pf, const TrainConfig *c, Layout l, Search *s, int *cap) {
+    long long per_replica = c->batch / l.dp;
+    int ms[MAX_M_STEPS + 1], n_m = 0;
+    for (int i = 0; i < MAX_M_STEPS; i++) ms[n_m++] = l.pp << i;
+    if (c->micro_batches >= 1) ms[n_m++] = (int)c->micro_batches;
+    for (int a = 0; a < n_m; a++) {
+        int M = ms[a], dup = 0;
+        for (int b = 0; b < a; b++) dup |= ms[b] == M;
+        if (dup || M < 1 || per_replica % M) continue;
+        for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+            l.schedule = kinds[k];
+            l.M = M;
+            l.v = schedule_chunks(kinds[k], 2, NULL);
+            if (schedule_check(l.schedule, l.pp, M, l.v) || (double)l.pp * l.v * M > SCHEDULE_MAX_SIM) continue;
+            if ((long long)l.pp * l.v > c->layers) continue;
+            try_layout(pf, c, l, s, cap);
+        }
+    }
+}
+
+static int by_step(const void *a, const void *b) {
+    const Candidate *x = a, *y = b;
+    if (x->fits != y->fits) return y->fits - x->fits;
+    return (x->pr.step_s > y->pr.step_s) - (x->pr.step_s < y->pr.step_s);
+}
+
+void auto_search(const Profile *pf, const TrainConfig *c, int world, double device, Search *s) {
+    double t0 = now_sec();
+    int cap = 0;
+    memset(s, 0, sizeof *s);
+    s->device = device;
+    for (int pp = 1; pp <= world && pp <= MAX_STAGES && pp <= c->layers; pp++) {
+        if (world % pp) continue;
+        int dp = world / pp;
+        if (c->batch % dp) continue;
+        for (int prec = 0; prec < COST_PRECISIONS; prec++) {
+            if (!pf->has_precision[prec]) continue;
+            int zeros = dp > 1 && c->optimizer != OPTIM_SGD ? 2 : 1;  // ZeRO-1 where there are moments to shard
+            for (int zero = 0; zero < zeros; zero++) {
+                Layout l = {.pp = pp, .dp = dp, .tp = 1, .zero = zero, .v = 1, .M = 1, .precision = prec,
+                            .schedule = SCHED_1F1B};
+                if (pp == 1) try_layout(pf, c, l, s, &cap);
+                else try_pipeline(pf, c, l, s, &cap);
+            }
+        }
+    }
+    qsort(s->c, (size_t)s->n, sizeof(Candidate), by_step);
+    for (int i = 0; i < s->n; i++) s->n_fit += s->c[i].fits;
+    s->seconds = now_sec() - t0;
+}
+
+void auto_free(Search *s) { free(s->c); memset(s, 0, sizeof *s); }
+
+static const char *gib(double b, char *buf, size_t n) {
+    if (b >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
+    return buf;
+}
+
+void auto_print(FILE *f, const Search *s, int top) {
+    char name[96], mem[32];
+    fprintf(f, "%4s  %-36s %5s %5s %10s %10s %12s %7s %6s\n", "rank", "layout", "pp", "dp", "step(ms)", "samples/s",
+            "mem/rank", "bubble", "comm");
+    int shown = 0;
+    for (int i = 0; i < s->n && shown < top; i++) {
+        const Candidate *k = &s->c[i];
+        if (!k->fits && s->n_fit) break;
+        fprintf(f, "%4d  %-36s %5d %5d %10.2f %10.1f %12s %7.3f %5.0f%%%s\n", i + 1,
+                layout_name(&k->l, name, sizeof name), k->l.pp, k->l.dp, k->pr.step_s * 1e3, k->pr.samples_s,
+                gib(k->pr.memory, mem, sizeof mem), k->pr.bubble, 100 * k->pr.comm_s / k->pr.step_s,
+                k->fits ? "" : "  (does not fit)");
+        shown++;
+    }
+}
+
+// The options the search chooses: typed beside --auto they would be overruled.
+static const char *const searched[] = {"mode", "pp", "dp", "schedule", "schedule-file", "micro-batches",
+                                       "virtual-stages", "checkpoint-activations", "precision", "zero", "partition",
+                                       "grad-accum"};
+
+int auto_pick(TrainConfig *c, const OptionsSeen *seen, int world, double device, Candidate *best, char *err,
+              size_t n) {
+    err[0] = 0;
+    if (!c->auto_layout) {
+        if (seen_typed(seen, "profile")) snprintf(err, n, "train: --profile goes with --auto: add --auto, or drop it");
+        return err[0] ? -1 : 0;
+    }
+    for (size_t i = 0; i < sizeof searched / sizeof *searched; i++)
+        if (seen_typed(seen, searched[i])) {
+            snprintf(err, n, "train: --auto chooses --%s itself: drop it, or drop --auto to run your layout",
+                     searched[i]);
+            return -1;
+        }
+    if (!c->profile[0]) {
+        snprintf(err, n, "train: --auto needs the costs of this machine: --profile FILE, written by mpiexec -n %d "
+                 "micropp plan --calibrate --config ... --out FILE", world);
+        return -1;
+    }
+    Profile *pf = malloc(sizeof *pf);
+    char why[PATH_LEN + 400];
+    int rc = pf ? cost_load(c->profile, pf, why, sizeof why) : -1;
+    if (rc) snprintf(err, n, "train: --profile %s", pf ? why : "out of memory");
+    else if (!pf->calibrated)
+        rc = -1, snprintf(err, n, "train: --profile '%s' is a machine file: --auto runs on this machine, give it the "
+                          "profile plan --calibrate measured here", c->profile);
+    else if (cost_fits_model(pf, c, why, sizeof why)) rc = -1, snprintf(err, n, "train: %s", why);
+    if (rc) {
+        free(pf);
+        return -1;
+    }
+    Search s;
+    auto_search(pf, c, world, device, &s);
+    if (!s.n_fit) {
+        snprintf(err, n, "train: --auto found no layout of %d ranks that %s: %s", world,
+                 s.n ? "fits this machine's memory" : "this model's --batch divides",
+                 s.n ? "try more ranks or a smaller --batch" : "give a --batch the ranks divide");
+        rc = -1;
+    } else {
+        *best = s.c[0];
+        layout_apply(&best->l, c);
+    }
+    auto_free(&s);
+    free(pf);
+    return rc;
+}
+
+struct cJSON *auto_json(const Search *s, const TrainConfig *c, const char *config, int model_flags) {
+    cJSON *o = cJSON_CreateObject(), *rows = cJSON_CreateArray();
+    char name[96], sched[32], cmd[2 * PATH_LEN + 400];
+    cJSON_AddNumberToObject(o, "device_bytes", s->device);
+    cJSON_AddNumberToObject(o, "tried", s->n_tried);
+    cJSON_AddNumberToObject(o, "fit", s->n_fit);
+    cJSON_AddNumberToObject(o, "search_s", s->seconds);
+    for (int i = 0; i < s->n; i++) {
+        const Candidate *k = &s->c[i];
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "layout", layout_name(&k->l, name, sizeof name));
+        cJSON_AddNumberToObject(r, "pp", k->l.pp);
+        cJSON_AddNumberToObject(r, "dp", k->l.dp);
+        cJSON_AddStringToObject(r, "schedule",
+                                k->l.pp > 1 ? choice_name(SCHED_NAMES, k->l.schedule, sched, 32) : "none");
+        cJSON_AddNumberToObject(r, "micro_batches", k->l.M);
+        cJSON_AddNumberToObject(r, "virtual_stages", k->l.v);
+        cJSON_AddNumberToObject(r, "zero", k->l.zero);
+        cJSON_AddBoolToObject(r, "checkpoint_activations", k->l.ckpt);
+        cJSON_AddStringToObject(r, "precision", k->l.precision == PRECISION_BF16 ? "bf16" : "fp32");
+        cJSON_AddNumberToObject(r, "step_s", k->pr.step_s);
+        cJSON_AddNumberToObject(r, "samples_s", k->pr.samples_s);
+        cJSON_AddNumberToObject(r, "memory_bytes", k->pr.memory);
+        cJSON_AddNumberToObject(r, "bubble", k->pr.bubble);
+        cJSON_AddNumberToObject(r, "comm_share", k->pr.comm_s / k->pr.step_s);
+        cJSON_AddBoolToObject(r, "fits", k->fits);
+        layout_command(&k->l, c, config, model_flags, cmd, sizeof cmd);
+        cJSON_AddStringToObject(r, "command", cmd);
+        cJSON_AddItemToArray(rows, r);
+    }
+    cJSON_AddItemToObject(o, "layouts", rows);
+    return o;
+}

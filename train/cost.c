@@ -1,0 +1,319 @@
+// train/cost.c: the cost model's figures (train/cost.h): a Profile read from a calibration's JSON or
+// from a machine file, written back as JSON, and the price of each piece of a step: a layer's pass
+// at some rows, a message, a collective among D ranks, the optimizer. Calibrated figures are looked
+// up in their measured curves; a machine file's are computed from its devices and links (a roofline
+// for the passes, rings for the collectives).
+#include <math.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "base/ops.h"
+#include "base/util.h"
+#include "comms.h"
+#include "model.h"
+#include "train/cost.h"
+
+static const char *const pass_key[PASSES] = {"F", "B", "I", "W"};
+static const char *const kind_key[LAYER_KINDS] = {"mid", "first", "head"};
+static const char *const prec_key[COST_PRECISIONS] = {"fp32", "bf16"};
+static const char *const algo_key[COST_ALGOS] = {"mpi", "ring", "shm"};
+static const char *const coll_key[COLLS] = {"allreduce", "reduce_scatter", "allgather"};
+
+double cost_curve_at(const Curve *c, double x) {
+    if (c->n <= 0) return 0;
+    if (c->n == 1 || x <= c->x[0]) return c->s[0];
+    int i = 1;
+    while (i < c->n - 1 && x > c->x[i]) i++;
+    double a = c->x[i - 1], b = c->x[i], t = c->s[i - 1] + (c->s[i] - c->s[i - 1]) * (x - a) / (b - a);
+    return t > 0 ? t : 0;
+}
+
+void cost_monotone(Curve *c) {
+    for (int i = c->n - 2; i >= 0; i--)
+        if (c->s[i] > c->s[i + 1]) c->s[i] = c->s[i + 1];
+}
+
+// ---- the prices ----
+
+// A machine file's pass: the larger of the gemm's FLOPs at the device's sustained rate and the bytes
+// it moves at the memory's bandwidth (a roofline), plus the element-wise passes and the launches.
+static double roofline(const Profile *pf, int precision, double rows, double in, double out, int gemms) {
+    double elem = precision == PRECISION_BF16 ? 2 : 4, flops = 2 * rows * in * out,
+           bytes = (rows * in + in * out + rows * out) * elem;
+    double t = fmax(flops / (pf->flops[precision] * pf->gemm_efficiency), bytes / pf->mem_bw);
+    return gemms * t;
+}
+static double machine_layer(const Profile *pf, int kind, int pass, int prec, double rows, double in, double out) {
+    int dx = kind != LAYER_FIRST;  // the model's first layer computes no input gradient
+    double act = rows * out * 4 / pf->mem_bw;  // one fp32 pass over the layer's output
+    double f = roofline(pf, prec, rows, in, out, 1) + 2 * act + 2 * pf->launch_s;
+    double i = (dx ? roofline(pf, prec, rows, in, out, 1) : 0) + 3 * act + 2 * pf->launch_s;
+    double w = roofline(pf, prec, rows, in, out, 1) + act + 2 * pf->launch_s;
+    return pass == PASS_F ? f : pass == PASS_I ? i : pass == PASS_W ? w : i + w;
+}
+
+double cost_layer(const Profile *pf, int kind, int pass, int precision, double rows, double in, double out) {
+    if (!pf->calibrated) return machine_layer(pf, kind, pass, precision, rows, in, out);
+    return cost_curve_at(&pf->layer[precision][kind][pass], rows);
+}
+
+double cost_p2p(const Profile *pf, double bytes, int intra) {
+    if (pf->calibrated) return cost_curve_at(&pf->p2p, bytes);
+    return intra ? pf->intra_lat + bytes / pf->intra_bw : pf->inter_lat + bytes / pf->inter_bw;
+}
+
+// A machine file's collectives are rings over the slowest link: an all-reduce moves 2(D-1)/D of the
+// buffer through every rank's link in 2(D-1) steps, a reduce-scatter or all-gather half of that.
+double cost_collective(const Profile *pf, int op, int algo, int D, double bytes, int intra) {
+    if (D <= 1) return 0;
+    if (pf->calibrated) return D <= COST_MAX_D ? cost_curve_at(&pf->coll[algo][op][D], bytes) : -1;
+    double steps = (op == COLL_ALLREDUCE ? 2.0 : 1.0) * (D - 1), bw = intra ? pf->intra_bw : pf->inter_bw,
+           lat = intra ? pf->intra_lat : pf->inter_lat;
+    return steps * (lat + bytes / D / bw);
+}
+
+double cost_overlap(const Profile *pf, int algo) { return pf->calibrated ? pf->overlap[algo] : pf->machine_overlap; }
+
+// Adam reads a parameter, its gradient and two moments and writes three of them (28 bytes); SGD 12.
+double cost_optimizer(const Profile *pf, int optimizer, double params) {
+    if (pf->calibrated) return params * (optimizer == OPTIM_SGD ? pf->sgd_s : pf->adam_s);
+    return params * (optimizer == OPTIM_SGD ? 12 : 28) / pf->mem_bw + pf->launch_s;
+}
+
+const char *cost_fits_model(const Profile *pf, const TrainConfig *c, char *why, size_t n) {
+    int inputs = (int)(c->inputs ? c->inputs : c->hidden);
+    if (!pf->calibrated) return NULL;
+    if (pf->hidden == c->hidden && pf->inputs == inputs && pf->classes == c->classes) return why[0] = 0, NULL;
+    snprintf(why, n,
+             "the profile '%s' measured layers of hidden %d, inputs %d, classes %d, and this model has %lld, %d, "
+             "%lld: calibrate with this model's options (micropp plan --calibrate --config ...)",
+             pf->file, pf->hidden, pf->inputs, pf->classes, (long long)c->hidden, inputs, (long long)c->classes);
+    return why;
+}
+
+// ---- JSON ----
+
+static cJSON *curve_json(const Curve *c, const char *xkey) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, xkey, cJSON_CreateDoubleArray(c->x, c->n));
+    cJSON_AddItemToObject(o, "s", cJSON_CreateDoubleArray(c->s, c->n));
+    return o;
+}
+
+static void layers_json(cJSON *o, const Profile *pf) {
+    cJSON *layers = cJSON_AddObjectToObject(o, "layers");
+    for (int p = 0; p < COST_PRECISIONS; p++) {
+        if (!pf->has_precision[p]) continue;
+        cJSON *pp = cJSON_AddObjectToObject(layers, prec_key[p]);
+        for (int k = 0; k < LAYER_KINDS; k++) {
+            const Curve *c0 = &pf->layer[p][k][0];
+            cJSON *kk = cJSON_AddObjectToObject(pp, kind_key[k]);
+            cJSON_AddItemToObject(kk, "rows", cJSON_CreateDoubleArray(c0->x, c0->n));
+            for (int q = 0; q < PASSES; q++)
+                cJSON_AddItemToObject(kk, pass_key[q], cJSON_CreateDoubleArray(pf->layer[p][k][q].s, c0->n));
+        }
+    }
+}
+
+char *cost_to_json(const Profile *pf) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "micropp_profile", 1);
+    cJSON_AddStringToObject(o, "source", pf->source);
+    cJSON_AddNumberToObject(o, "world", pf->world);
+    cJSON_AddNumberToObject(o, "threads", pf->threads);
+    cJSON_AddNumberToObject(o, "hidden", pf->hidden);
+    cJSON_AddNumberToObject(o, "inputs", pf->inputs);
+    cJSON_AddNumberToObject(o, "classes", pf->classes);
+    layers_json(o, pf);
+    cJSON_AddNumberToObject(o, "data_s_per_value", pf->data_s_per_value);
+    cJSON_AddNumberToObject(o, "adam_s_per_param", pf->adam_s);
+    cJSON_AddNumberToObject(o, "sgd_s_per_param", pf->sgd_s);
+    cJSON_AddNumberToObject(o, "step_fixed_s", pf->step_fixed_s);
+    if (pf->p2p.n) cJSON_AddItemToObject(o, "p2p", curve_json(&pf->p2p, "bytes"));
+    cJSON *colls = cJSON_AddObjectToObject(o, "collectives"), *ov = cJSON_AddObjectToObject(o, "overlap");
+    for (int a = 0; a < COST_ALGOS; a++) {
+        cJSON *aa = NULL;
+        for (int op = 0; op < COLLS; op++)
+            for (int D = 2; D <= COST_MAX_D; D++) {
+                if (!pf->coll[a][op][D].n) continue;
+                if (!aa) aa = cJSON_AddObjectToObject(colls, algo_key[a]);
+                cJSON *oo = cJSON_GetObjectItem(aa, coll_key[op]);
+                if (!oo) oo = cJSON_AddObjectToObject(aa, coll_key[op]);
+                char d[16];
+                snprintf(d, sizeof d, "%d", D);
+                cJSON_AddItemToObject(oo, d, curve_json(&pf->coll[a][op][D], "bytes"));
+            }
+        if (aa) cJSON_AddNumberToObject(ov, algo_key[a], pf->overlap[a]);
+    }
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+// Reading: each helper writes its one line into why and returns -1 on the first thing amiss.
+typedef struct { const char *file; char *why; size_t n; } Rd;
+
+static int bad(Rd *r, const char *what) {
+    snprintf(r->why, r->n, "'%s': %s", r->file, what);
+    return -1;
+}
+// A number >= lo (and finite) under key.
+static int num(Rd *r, const cJSON *o, const char *key, double lo, double *out) {
+    const cJSON *v = cJSON_GetObjectItem(o, key);
+    char what[160];
+    snprintf(what, sizeof what, "\"%s\" must be a number >= %g", key, lo);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo) return bad(r, what);
+    *out = v->valuedouble;
+    return 0;
+}
+// n numbers of an array into out (n <= COST_GRID), increasing when `rising`; -1 when malformed.
+static int arr(Rd *r, const cJSON *a, const char *key, double *out, int rising) {
+    char what[160];
+    snprintf(what, sizeof what, "\"%s\" must be an array of 1 to %d numbers >= 0%s", key, COST_GRID,
+             rising ? ", increasing" : "");
+    int n = cJSON_GetArraySize(a);
+    if (!cJSON_IsArray(a) || n < 1 || n > COST_GRID) return bad(r, what);
+    for (int i = 0; i < n; i++) {
+        const cJSON *v = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0) return bad(r, what);
+        out[i] = v->valuedouble;
+        if (rising && i && out[i] <= out[i - 1]) return bad(r, what);
+    }
+    return n;
+}
+static int curve(Rd *r, const cJSON *o, const char *xkey, const char *skey, Curve *c) {
+    int n = arr(r, cJSON_GetObjectItem(o, xkey), xkey, c->x, 1), m;
+    if (n < 0 || (m = arr(r, cJSON_GetObjectItem(o, skey), skey, c->s, 0)) < 0) return -1;
+    if (n != m) return bad(r, "a curve's x and s arrays differ in length");
+    c->n = n;
+    return 0;
+}
+
+static int read_layers(Rd *r, const cJSON *o, Profile *pf) {
+    const cJSON *layers = cJSON_GetObjectItem(o, "layers");
+    if (!cJSON_IsObject(layers)) return bad(r, "no \"layers\" object");
+    for (int p = 0; p < COST_PRECISIONS; p++) {
+        const cJSON *pp = cJSON_GetObjectItem(layers, prec_key[p]);
+        if (!pp) continue;
+        pf->has_precision[p] = 1;
+        for (int k = 0; k < LAYER_KINDS; k++) {
+            const cJSON *kk = cJSON_GetObjectItem(pp, kind_key[k]);
+            if (!cJSON_IsObject(kk)) return bad(r, "a precision of \"layers\" lacks mid, first or head");
+            for (int q = 0; q < PASSES; q++)
+                if (curve(r, kk, "rows", pass_key[q], &pf->layer[p][k][q])) return -1;
+        }
+    }
+    if (!pf->has_precision[PRECISION_FP32]) return bad(r, "\"layers\" has no fp32 figures");
+    return 0;
+}
+
+static int read_comm(Rd *r, const cJSON *o, Profile *pf) {
+    const cJSON *p2p = cJSON_GetObjectItem(o, "p2p"), *colls = cJSON_GetObjectItem(o, "collectives"),
+                *ov = cJSON_GetObjectItem(o, "overlap");
+    if (p2p && curve(r, p2p, "bytes", "s", &pf->p2p)) return -1;
+    for (int a = 0; a < COST_ALGOS && colls; a++) {
+        const cJSON *aa = cJSON_GetObjectItem(colls, algo_key[a]);
+        for (int op = 0; op < COLLS && aa; op++) {
+            const cJSON *oo = cJSON_GetObjectItem(aa, coll_key[op]), *d;
+            cJSON_ArrayForEach(d, oo) {
+                int D = atoi(d->string);
+                if (D < 2 || D > COST_MAX_D) return bad(r, "a collective's group size must be 2 to 16");
+                if (curve(r, d, "bytes", "s", &pf->coll[a][op][D])) return -1;
+            }
+        }
+        if (aa && num(r, ov, algo_key[a], -1, &pf->overlap[a])) return -1;
+    }
+    return 0;
+}
+
+static int read_profile(Rd *r, const cJSON *o, Profile *pf) {
+    double w, t, h, in, cl;
+    pf->calibrated = 1;
+    const cJSON *src = cJSON_GetObjectItem(o, "source");
+    if (cJSON_IsString(src)) snprintf(pf->source, sizeof pf->source, "%s", src->valuestring);
+    if (num(r, o, "world", 1, &w) || num(r, o, "threads", 1, &t) || num(r, o, "hidden", 1, &h) ||
+        num(r, o, "inputs", 1, &in) || num(r, o, "classes", 2, &cl) || read_layers(r, o, pf) ||
+        num(r, o, "data_s_per_value", 0, &pf->data_s_per_value) || num(r, o, "adam_s_per_param", 0, &pf->adam_s) ||
+        num(r, o, "sgd_s_per_param", 0, &pf->sgd_s) || num(r, o, "step_fixed_s", 0, &pf->step_fixed_s) ||
+        read_comm(r, o, pf))
+        return -1;
+    pf->world = (int)w; pf->threads = (int)t; pf->hidden = (int)h; pf->inputs = (int)in; pf->classes = (int)cl;
+    if (pf->world > 1 && !pf->p2p.n) return bad(r, "a profile of several ranks needs \"p2p\"");
+    return 0;
+}
+
+static int read_link(Rd *r, const cJSON *o, const char *key, double *bw, double *lat) {
+    const cJSON *l = cJSON_GetObjectItem(o, key);
+    char what[96];
+    snprintf(what, sizeof what, "no \"%s\" object (bandwidth_bytes_per_s, latency_s)", key);
+    if (!cJSON_IsObject(l)) return bad(r, what);
+    return num(r, l, "bandwidth_bytes_per_s", 1, bw) || num(r, l, "latency_s", 0, lat) ? -1 : 0;
+}
+
+static int read_machine(Rd *r, const cJSON *o, Profile *pf) {
+    const cJSON *name = cJSON_GetObjectItem(o, "name"), *fl = cJSON_GetObjectItem(o, "gemm_flops"),
+                *src = cJSON_GetObjectItem(o, "sources");
+    double dpn;
+    if (!cJSON_IsString(name)) return bad(r, "no \"name\" string");
+    if (!cJSON_IsArray(src) || cJSON_GetArraySize(src) < 1)
+        return bad(r, "no \"sources\": every figure of a machine file names where it comes from");
+    snprintf(pf->source, sizeof pf->source, "%s (machine file)", name->valuestring);
+    if (!cJSON_IsObject(fl)) return bad(r, "no \"gemm_flops\" object (fp32, bf16: FLOP/s per device)");
+    for (int p = 0; p < COST_PRECISIONS; p++)
+        if (cJSON_GetObjectItem(fl, prec_key[p])) {
+            if (num(r, fl, prec_key[p], 1, &pf->flops[p])) return -1;
+            pf->has_precision[p] = 1;
+        }
+    if (!pf->has_precision[PRECISION_FP32]) return bad(r, "\"gemm_flops\" has no fp32 figure");
+    if (num(r, o, "devices_per_node", 1, &dpn) || num(r, o, "device_memory_bytes", 1, &pf->device_memory) ||
+        num(r, o, "gemm_efficiency", 0.01, &pf->gemm_efficiency) ||
+        num(r, o, "memory_bandwidth_bytes_per_s", 1, &pf->mem_bw) || num(r, o, "kernel_launch_s", 0, &pf->launch_s) ||
+        num(r, o, "collective_overlap", -1, &pf->machine_overlap) || num(r, o, "step_fixed_s", 0, &pf->step_fixed_s) ||
+        read_link(r, o, "intra_node", &pf->intra_bw, &pf->intra_lat) ||
+        read_link(r, o, "inter_node", &pf->inter_bw, &pf->inter_lat))
+        return -1;
+    if (pf->gemm_efficiency > 1 || pf->machine_overlap > 1)
+        return bad(r, "\"gemm_efficiency\" and \"collective_overlap\" are shares: at most 1");
+    pf->devices_per_node = (int)dpn;
+    return 0;
+}
+
+int cost_parse(const char *text, const char *file, Profile *pf, char *why, size_t n) {
+    Rd r = {file, why, n};
+    memset(pf, 0, sizeof *pf);
+    snprintf(pf->file, sizeof pf->file, "%s", file);
+    cJSON *o = cJSON_Parse(text);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return bad(&r, "not a JSON object");
+    }
+    int rc = cJSON_GetObjectItem(o, "micropp_profile")   ? read_profile(&r, o, pf)
+             : cJSON_GetObjectItem(o, "micropp_machine") ? read_machine(&r, o, pf)
+                                                         : bad(&r, "neither a profile (\"micropp_profile\", written "
+                                                                   "by plan --calibrate) nor a machine file "
+                                                                   "(\"micropp_machine\")");
+    cJSON_Delete(o);
+    return rc;
+}
+
+int cost_load(const char *path, Profile *pf, char *why, size_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, n, "cannot read '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (size < 0 || size > (64L << 20)) {
+        fclose(f);
+        snprintf(why, n, "'%s' is not a profile (%ld bytes)", path, size);
+        return -1;
+    }
+    char *text = xmalloc((size_t)size + 1);
+    size_t got = fread(text, 1, (size_t)size, f);
+    fclose(f);
+    text[got] = 0;
+    int rc = cost_parse(text, path, pf, why, n);
+    free(text);
+    return rc;
+}

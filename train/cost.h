@@ -1,0 +1,85 @@
+// train/cost.h: the cost model of a training step: what one layer's forward (F), full backward (B),
+// input-gradient (I) and weight-gradient (W) passes cost at a number of rows, what a message, an
+// all-reduce, a reduce-scatter and an all-gather of some bytes cost among D ranks, what the optimizer
+// costs per parameter, and a step's fixed overheads. One Profile holds them, read from a JSON file
+// that either `micropp plan --calibrate` measured on the world it ran on (train/calibrate.c), or a
+// machine file describes from public specifications (configs/machines/). train/predict.c turns a
+// Profile and a layout into a predicted step; train/auto.c searches the layouts.
+#pragma once
+#include <stddef.h>
+#include "base/config.h"
+
+// A layout: one point of `plan --auto`'s search, every axis a training run is laid out by. tp and
+// zero > 1 are the axes the search leaves at 1 and <= 1 until train runs them (docs/planner.md).
+typedef struct {
+    int pp, dp, tp;       // pipeline stages, data-parallel replicas, tensor-parallel width: world = pp x dp x tp
+    int zero;             // ZeRO stage (0: none; 1: optimizer state sharded over dp)
+    int schedule, v, M;   // pp > 1: the schedule (SCHED_*), chunks per rank, micro-batches per replica
+    int ckpt;             // activation checkpointing (pipelines)
+    int precision;        // PRECISION_*
+} Layout;
+
+enum { PASS_F, PASS_B, PASS_I, PASS_W, PASSES };                 // a layer's passes
+enum { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLLS };  // the data-parallel collectives
+enum { LAYER_MID, LAYER_FIRST, LAYER_HEAD, LAYER_KINDS };         // hidden H->H, input D->H, head H->C
+#define COST_PRECISIONS 2  // PRECISION_FP32, PRECISION_BF16 (base/ops.h)
+#define COST_ALGOS 3       // ALLREDUCE_MPI, _RING, _SHM (comms.h); a machine file's links stand for them all
+#define COST_GRID 32       // points of a measured curve
+#define COST_MAX_D 16      // data-parallel group sizes a calibration measures (D = 2 .. world)
+
+// Seconds at each of n points x[] (rows, or bytes), interpolated linearly between them and beyond the
+// last along its last segment's slope; below the first, the first's time.
+typedef struct { int n; double x[COST_GRID], s[COST_GRID]; } Curve;
+
+typedef struct {
+    int calibrated;            // 1: measured (the tables below), 0: a machine file (the figures below)
+    char source[512];          // where the figures come from, in words
+    char file[PATH_LEN];       // the file it was read from ("" when made in memory)
+    int world, threads;        // calibrated: the ranks that ran at once, BLAS threads each
+    // compute, calibrated: per layer kind and precision, each pass's seconds by rows; the widths measured
+    int hidden, inputs, classes;
+    int has_precision[COST_PRECISIONS];
+    Curve layer[COST_PRECISIONS][LAYER_KINDS][PASSES];
+    double data_s_per_value;   // the first stage's input rows (synthetic data), per value
+    double adam_s, sgd_s;      // the optimizer step, per parameter
+    // communication, calibrated: seconds by bytes; coll[algo][op][D]
+    Curve p2p;
+    Curve coll[COST_ALGOS][COLLS][COST_MAX_D + 1];
+    double overlap[COST_ALGOS];  // how much of a collective in flight during compute is hidden (1 all, 0 none)
+    double step_fixed_s;         // every step: the loss all-reduce over the world, the barrier
+    // a machine file: devices and links
+    int devices_per_node;
+    double device_memory;         // bytes of one device (0: not given)
+    double flops[COST_PRECISIONS];  // dense gemm peak per device, FLOP/s (0: the precision is not there)
+    double gemm_efficiency;       // the share of that peak a large gemm reaches
+    double mem_bw;                // device memory bandwidth, bytes/s (element-wise passes, the optimizer)
+    double launch_s;              // per kernel
+    double intra_bw, intra_lat, inter_bw, inter_lat;  // bytes/s per direction per device, seconds
+    double machine_overlap;       // collectives hidden behind compute (dedicated copy engines, NCCL)
+} Profile;
+
+// Reads a profile (`plan --calibrate`'s JSON) or a machine file (configs/machines/*.json) into pf.
+// Returns 0, or -1 with one line in why naming the file and what is wrong.
+int cost_load(const char *path, Profile *pf, char *why, size_t n);
+// The profile as JSON text (malloc'd), the format cost_load reads back.
+char *cost_to_json(const Profile *pf);
+// NULL when the profile can price layers of this model (a calibration measured its widths, or a
+// machine file prices any), else why not in words ("the profile measured hidden 1024, not 512 ...").
+const char *cost_fits_model(const Profile *pf, const TrainConfig *c, char *why, size_t n);
+
+double cost_curve_at(const Curve *c, double x);
+// A measured curve made non-decreasing: a point above a later one (a rank descheduled while it was
+// timed, on a loaded machine) takes the later one's time. More rows or bytes never cost less.
+void cost_monotone(Curve *c);
+// Parses a profile or machine file's text (file: its name for the messages); as cost_load.
+int cost_parse(const char *text, const char *file, Profile *pf, char *why, size_t n);
+// One pass (PASS_*) of one layer (LAYER_*) at `rows` rows, fan-in `in`, fan-out `out`, at precision.
+double cost_layer(const Profile *pf, int kind, int pass, int precision, double rows, double in, double out);
+// A message of `bytes` between two ranks; intra: on one node (a machine file's links differ).
+double cost_p2p(const Profile *pf, double bytes, int intra);
+// A collective (COLL_*) of `bytes` (the whole buffer) among D ranks by algo (ALLREDUCE_*);
+// intra: the D ranks share a node.
+double cost_collective(const Profile *pf, int op, int algo, int D, double bytes, int intra);
+double cost_overlap(const Profile *pf, int algo);
+// The optimizer step over `params` parameters (OPTIM_*).
+double cost_optimizer(const Profile *pf, int optimizer, double params);

@@ -1,0 +1,26 @@
+// train/predict.h: a layout's step predicted without running it: the schedule simulator run with the
+// profile's per-rank costs (train/cost.h), the pipeline's messages, the data-parallel collectives and
+// the part of them hidden behind the backward, the optimizer, a step's fixed cost; and the memory per
+// rank from train/memory.c's one reckoning. `plan --auto` ranks layouts by it (train/auto.c).
+#pragma once
+#include "train/cost.h"
+
+typedef struct {
+    double step_s, samples_s;  // the predicted step and its throughput
+    double compute_s;          // the passes of the rank that ends last (its list's busy time)
+    double comm_s;             // the step's communication not hidden: pipeline messages on the critical
+                               // path, the exposed part of the collectives, the fixed all-reduce
+    double bubble;             // the schedule's idle share with the profile's costs, messages free
+    double memory;             // bytes of the rank that needs most (memory_rank)
+    int worst_stage;           // ... its stage
+} Prediction;
+
+// The layout's options on a copy of c: mode, --pp/--dp, schedule, virtual stages, micro-batches,
+// checkpointing, precision, ZeRO.
+void layout_apply(const Layout *l, TrainConfig *c);
+// The exact command that runs the layout: mpiexec -n N ./micropp train [--config FILE] <the model's
+// options when typed or no config> <the layout's>. model_flags: the model's options written out.
+void layout_command(const Layout *l, const TrainConfig *c, const char *config, int model_flags, char *out, size_t n);
+// Predicts the step of layout l for the model c (its layers, widths, batch, optimizer) on the profile;
+// 0, or -1 with why the layout cannot run (plan_layout's or the schedule's reason) in why.
+int predict_step(const Profile *pf, const TrainConfig *c, const Layout *l, Prediction *out, char *why, size_t n);
