@@ -11,8 +11,8 @@ size_t model_param_count(int L, int D, int H, int C) {
     return ((size_t)H * D + H) + (size_t)(L - 1) * ((size_t)H * H + H) + (size_t)C * H + C;
 }
 
-size_t stage_layer_off(const Stage *s, int j) {
-    return j == s->n_layers ? (size_t)(s->Wh - s->params) : (size_t)(s->W[j] - s->params);
+size_t stage_layer_off(const Stage *s, int j) {  // after local layer 0's H x D + H, j - 1 layers of H x H + H
+    return j == 0 ? 0 : (size_t)s->H * s->D + s->H + (size_t)(j - 1) * ((size_t)s->H * s->H + s->H);
 }
 size_t stage_layer_len(const Stage *s, int j) {
     return j == s->n_layers ? (size_t)s->C * s->H + s->C : (size_t)s->H * stage_fan_in(s, j) + s->H;
@@ -76,6 +76,34 @@ static void count(Stage *s, int dstash, int ddeferred) {
     if (t->deferred > t->peak_deferred) t->peak_deferred = t->deferred;
 }
 
+// The flat parameter and gradient buffers, each layer's views into them, the weights initialised
+// from (seed, global layer). A buffer kept elsewhere (StageSpec: ZeRO) is not allocated, and its
+// views stay NULL until its owner sets them.
+static void init_params(Stage *s, const StageSpec *spec, int L, uint64_t seed) {
+    const Backend *be = s->be;
+    int n = s->n_layers, H = s->H, C = s->C;
+    if (!spec->params_elsewhere) s->params = be->alloc(s->n_params * sizeof(float));
+    if (!spec->grads_elsewhere) {
+        s->grads = be->alloc(s->n_params * sizeof(float));
+        be->fill(s->grads, 0.0f, s->n_params);  // (read before any backward only by tests and --verify)
+    }
+    size_t most = 0;
+    for (int j = 0; j <= n; j++) most = stage_layer_len(s, j) > most ? stage_layer_len(s, j) : most;
+    float *host = xmalloc(most * sizeof(float));
+    for (int j = 0; j < n + s->has_head; j++) {  // j == n: the head
+        size_t off = stage_layer_off(s, j), w = j == n ? (size_t)C * H : (size_t)H * stage_fan_in(s, j);
+        float **W = j == n ? &s->Wh : &s->W[j], **b = j == n ? &s->bh : &s->b[j];
+        float **dW = j == n ? &s->dWh : &s->dW[j], **db = j == n ? &s->dbh : &s->db[j];
+        if (s->grads) { *dW = s->grads + off; *db = s->grads + off + w; }
+        if (!s->params) continue;
+        *W = s->params + off; *b = s->params + off + w;
+        if (j == n) init_layer_host(seed, L, H, C, host, host + w);
+        else init_layer_host(seed, s->lo + j, stage_fan_in(s, j), H, host, host + w);
+        be->to_device(*W, host, stage_layer_len(s, j) * sizeof(float));
+    }
+    free(host);
+}
+
 void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     int L = spec.layers, H = spec.hidden, C = spec.classes, lo = spec.lo, hi = spec.hi, has_head = spec.head;
     int rows = spec.rows, n_slots = spec.slots, ckpt = spec.ckpt;
@@ -87,32 +115,11 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     s->grad_scale = 1.0f / rows;
     size_t layer = (size_t)H * H + H, first = (size_t)H * s->D + H;  // floats of a layer; of local layer 0
     s->n_params = (s->n_layers ? first + (size_t)(s->n_layers - 1) * layer : 0) + (has_head ? (size_t)C * H + C : 0);
-    s->params = be->alloc(s->n_params * sizeof(float));
-    s->grads = be->alloc(s->n_params * sizeof(float));
     int n = s->n_layers;
     s->W = xcalloc((size_t)n + 1, sizeof(float *)); s->b = xcalloc((size_t)n + 1, sizeof(float *));
-    s->grad_fresh = xcalloc((size_t)n + 1, sizeof(int));
-    be->fill(s->grads, 0.0f, s->n_params);  // (read before any backward only by tests and --verify)
     s->dW = xcalloc((size_t)n + 1, sizeof(float *)); s->db = xcalloc((size_t)n + 1, sizeof(float *));
-    float *host = xmalloc((first > layer ? first : layer) * sizeof(float));
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {
-        size_t in = (size_t)stage_fan_in(s, i), len = (size_t)H * in + H;
-        s->W[i] = s->params + off; s->b[i] = s->params + off + (size_t)H * in;
-        s->dW[i] = s->grads + off; s->db[i] = s->grads + off + (size_t)H * in;
-        init_layer_host(seed, lo + i, (int)in, H, host, host + (size_t)H * in);
-        be->to_device(s->W[i], host, len * sizeof(float));
-        off += len;
-    }
-    if (has_head) {
-        s->Wh = s->params + off; s->bh = s->params + off + (size_t)C * H;
-        s->dWh = s->grads + off; s->dbh = s->grads + off + (size_t)C * H;
-        float *hh = xmalloc(((size_t)C * H + C) * sizeof(float));
-        init_layer_host(seed, L, H, C, hh, hh + (size_t)C * H);
-        be->to_device(s->Wh, hh, ((size_t)C * H + C) * sizeof(float));
-        free(hh);
-    }
-    free(host);
+    s->grad_fresh = xcalloc((size_t)n + 1, sizeof(int));
+    init_params(s, &spec, L, seed);
     size_t one_act = (size_t)rows * H,
            wide = (size_t)rows * (size_t)(s->D > H ? (s->D > C ? s->D : C) : (H > C ? H : C));
     s->slots = xcalloc((size_t)n_slots, sizeof(Slot));
@@ -208,16 +215,29 @@ void stage_set_labels(Stage *s, int slot, const int32_t *labels_host) {
     s->be->to_device(s->slots[slot].labels, labels_host, (size_t)s->rows * sizeof(int32_t));
 }
 
+// ZeRO's hooks (Stage.on_weights, on_grad): nothing when the stage holds its whole state.
+static void weights(Stage *s, int layer, int next) {
+    if (s->on_weights) s->on_weights(s->zero_ctx, layer, next);
+}
+static void grad_target(Stage *s, int layer) {
+    if (s->on_grad) s->on_grad(s->zero_ctx, layer);
+}
+// The layer below i whose input gradient a backward computes (so whose weights it reads), or -1:
+// local layer 0 computes one only when there is a previous stage (din).
+static int below(int i, const float *din) { return i - 1 > 0 || (i - 1 == 0 && din) ? i - 1 : -1; }
+
 // The layers of this stage: x[rows,D] -> out[i] = ReLU(in W_i^T + b_i) for each local layer i,
 // stashed. Returns the last output (x when there are no layers) in fp32: itself, or a work buffer
 // (bf16 stashes: the outputs are computed in work 0 and 1 by turns, the input widened into work 2).
-static const float *layers_forward(Stage *s, const void *x, void **out, int rows) {
+// then: the layer whose weights are read after these (the head: n_layers), or -1.
+static const float *layers_forward(Stage *s, const void *x, void **out, int rows, int then) {
     const Backend *be = s->be;
     int H = s->H;
     const float *in = get(s, x, 2, (size_t)rows * s->D);
     for (int i = 0; i < s->n_layers; i++) {
         int k = stage_fan_in(s, i);
         float *o = work_for(s, out[i], i & 1);
+        weights(s, i, i + 1 < s->n_layers ? i + 1 : then);
         be->gemm(0, 1, rows, H, k, 1.0f, in, k, s->W[i], k, 0.0f, o, H);
         be->bias_act(o, s->b[i], rows, H, 1);
         put(s, out[i], o, (size_t)rows * H);
@@ -232,9 +252,11 @@ void stage_forward(Stage *s, int slot) {
     // Checkpointing: run the layers in the shared scratch; only sl->in stays stashed. The output
     // must survive until it is sent (the executor sends it right after), and the head stage needs
     // only its dlogits.
-    const float *last = layers_forward(s, sl->in, s->ckpt ? s->scratch : sl->act, s->rows);
+    const float *last =
+        layers_forward(s, sl->in, s->ckpt ? s->scratch : sl->act, s->rows, s->has_head ? s->n_layers : -1);
     if (s->has_head) {
         float *lg = work_for(s, sl->logits, s->n_layers & 1);  // (not the work buffer holding last)
+        weights(s, s->n_layers, -1);
         s->be->gemm(0, 1, s->rows, s->C, s->H, 1.0f, last, s->H, s->Wh, s->H, 0.0f, lg, s->C);
         s->be->bias_act(lg, s->bh, s->rows, s->C, 0);
         int correct = 0;
@@ -243,6 +265,7 @@ void stage_forward(Stage *s, int slot) {
         s->correct += correct;
         s->loss_rows += s->rows;
     }
+    weights(s, -1, -1);
 }
 
 const void *stage_output(const Stage *s, int slot) {
@@ -252,7 +275,8 @@ const void *stage_output(const Stage *s, int slot) {
 // Checkpointing: recomputes the layer outputs from the stashed input into out (counted as live).
 static void recompute(Stage *s, Slot *sl, void **out) {
     slot_bytes(s, sl, all_bytes(s));
-    layers_forward(s, sl->in, out, s->rows);
+    layers_forward(s, sl->in, out, s->rows, -1);
+    weights(s, -1, -1);
 }
 
 // The beta of layer j's weight-gradient gemm: 0 for the first gradient since stage_zero_grads
@@ -280,11 +304,13 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     if (s->has_head) {
         const float *last = s->n_layers ? get(s, act[s->n_layers - 1], 0, rH) : get(s, sl->in, 0, (size_t)rows * s->D);
         const float *dl = get(s, sl->logits, 1, (size_t)rows * s->C);  // already dlogits
+        float *dx = s->n_layers ? s->gbuf[pp] : din;
+        if (dx) weights(s, s->n_layers, s->n_layers ? below(s->n_layers, din) : -1);
+        grad_target(s, s->n_layers);
         float beta = grad_beta(s, s->n_layers, s->dbh, s->C);
         be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, beta, s->dWh, H);
         be->bias_grad(s->dbh, dl, rows, s->C);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, s->n_layers);
-        float *dx = s->n_layers ? s->gbuf[pp] : din;
         if (dx) be->gemm(0, 0, rows, H, s->C, 1.0f, dl, s->C, s->Wh, H, 0.0f, dx, H);
         g = dx;
         pp ^= 1;
@@ -294,16 +320,19 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         be->relu_backward(dz, g, get(s, act[i], 0, rH), rH);  // may alias g (in place) when g == dz
         int k = stage_fan_in(s, i);
         const float *in = get(s, i == 0 ? sl->in : act[i - 1], 1, (size_t)rows * k);
+        float *dx = i == 0 ? din : s->gbuf[pp ^ 1];
+        if (dx) weights(s, i, below(i, din));
+        grad_target(s, i);
         float beta = grad_beta(s, i, s->db[i], H);
         be->gemm(1, 0, H, k, rows, 1.0f, dz, H, in, k, beta, s->dW[i], k);
         be->bias_grad(s->db[i], dz, rows, H);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
-        float *dx = i == 0 ? din : s->gbuf[pp ^ 1];
         if (dx) be->gemm(0, 0, rows, k, H, 1.0f, dz, H, s->W[i], k, 0.0f, dx, k);
         g = dx;
         pp ^= 1;
         if (s->progress) s->progress();
     }
+    weights(s, -1, -1);
     count(s, -1, 0);
     slot_release(s, slot);
 }
@@ -334,6 +363,7 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
     size_t rH = (size_t)rows * H;
     if (s->has_head) {  // dx of the head = dlogits W_h; its dW waits for W
         float *dx = n ? s->gbuf[0] : din;
+        if (dx) weights(s, n, n ? below(n, din) : -1);
         if (dx)
             be->gemm(0, 0, rows, H, s->C, 1.0f, get(s, sl->logits, 1, (size_t)rows * s->C), s->C, s->Wh, H, 0.0f, dx,
                      H);
@@ -345,10 +375,12 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
         put(s, sl->dz[i], dz, rH);
         float *dx = i == 0 ? din : s->gbuf[(n - i) & 1];
         int k = stage_fan_in(s, i);
+        if (dx) weights(s, i, below(i, din));
         if (dx) be->gemm(0, 0, rows, k, H, 1.0f, dz, H, s->W[i], k, 0.0f, dx, k);
         g = dx;
         if (s->progress) s->progress();
     }
+    weights(s, -1, -1);
     slot_bytes(s, sl, deferred_bytes(s));  // the last layer's output is no longer needed (but by the head)
     count(s, -1, 1);
 }
@@ -361,6 +393,7 @@ void stage_backward_weight(Stage *s, int slot) {
     if (s->has_head) {
         const float *last = n ? get(s, sl->act[n - 1], 0, (size_t)rows * H) : get(s, sl->in, 0, (size_t)rows * s->D);
         const float *dl = get(s, sl->logits, 1, (size_t)rows * s->C);
+        grad_target(s, n);
         float beta = grad_beta(s, n, s->dbh, s->C);
         be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, beta, s->dWh, H);
         be->bias_grad(s->dbh, dl, rows, s->C);
@@ -370,6 +403,7 @@ void stage_backward_weight(Stage *s, int slot) {
         int k = stage_fan_in(s, i);
         const float *in = get(s, i == 0 ? sl->in : sl->act[i - 1], 1, (size_t)rows * k);
         const float *dz = get(s, sl->dz[i], 0, (size_t)rows * H);
+        grad_target(s, i);
         float beta = grad_beta(s, i, s->db[i], H);
         be->gemm(1, 0, H, k, rows, 1.0f, dz, H, in, k, beta, s->dW[i], k);
         be->bias_grad(s->db[i], dz, rows, H);
@@ -388,14 +422,17 @@ void stage_forward_eval(Stage *s, const float *x, int rows, float *out) {
     for (int i = 0; i < s->n_layers; i++) {
         float *o = (!s->has_head && i == s->n_layers - 1) ? out : s->gbuf[i & 1];
         int k = stage_fan_in(s, i);
+        weights(s, i, i + 1 < s->n_layers ? i + 1 : s->has_head ? s->n_layers : -1);
         be->gemm(0, 1, rows, H, k, 1.0f, in, k, s->W[i], k, 0.0f, o, H);
         be->bias_act(o, s->b[i], rows, H, 1);
         in = o;
     }
     if (s->has_head) {
+        weights(s, s->n_layers, -1);
         be->gemm(0, 1, rows, s->C, H, 1.0f, in, H, s->Wh, H, 0.0f, out, s->C);
         be->bias_act(out, s->bh, rows, s->C, 0);
     }
+    weights(s, -1, -1);
 }
 
 void stage_zero_grads(Stage *s) {

@@ -68,6 +68,15 @@ typedef struct {
     void (*progress)(void);
     int split;                // backward split into I and W (stage_enable_split)
     MemTally *tally;          // optional: the rank's tally, updated with this stage's counters
+    // Sharded state (ZeRO-2 and 3, train/zero.c), where params or grads are not all here (NULL).
+    // on_weights: called before a pass reads local layer j's W and b (j == n_layers: the head), in
+    // the order it reads them, with the layer it reads next (-1: none); it must leave W[j] and b[j]
+    // (Wh, bh) pointing at the whole layer until its next call; layer -1: the pass is over. on_grad:
+    // called before layer j's dW and db are written; it may point them elsewhere (marking the layer
+    // fresh: overwritten, not added to). No MPI in this file: the hooks' owner talks to the replicas.
+    void (*on_weights)(void *ctx, int layer, int next);
+    void (*on_grad)(void *ctx, int layer);
+    void *zero_ctx;
 } Stage;
 
 // Parameter count of the whole model (L layers, D inputs, H hidden, C classes): FLOPs of one step
@@ -87,6 +96,9 @@ typedef struct {
     int rows, slots, ckpt;
     int bf16;                     // stash activations in bf16 (with --precision bf16)
     uint64_t seed;                // initialisation, keyed by the global layer index
+    int grads_elsewhere;          // no flat grads: on_grad points dW/db at the owner's buffers (ZeRO-2, 3)
+    int params_elsewhere;         // no flat params either: on_weights points W/b at gathered layers,
+                                  // and the owner initialises its shards (ZeRO-3; init_layer_host)
 } StageSpec;
 void stage_init(Stage *s, const Backend *be, StageSpec spec);
 // Moves params and grads (values and views) into the given buffers of n_params floats each, e.g.

@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "base/util.h"
 #include "train/verify.h"
+#include "train/zero.h"
 
 // ---- parse ----
 
@@ -98,7 +99,9 @@ static StageSpec spec_of(const TrainConfig *c, const Plan *p, int vs, int has_he
                        .slots = slots,
                        .ckpt = ckpt,
                        .bf16 = c->precision == PRECISION_BF16,
-                       .seed = (uint64_t)c->seed};
+                       .seed = (uint64_t)c->seed,
+                       .grads_elsewhere = p->data_parallel && c->zero >= 2,
+                       .params_elsewhere = p->data_parallel && c->zero >= 3};
 }
 
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
@@ -153,9 +156,10 @@ static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *mod
 
 // Replicas must start from identical parameters: compare checksums within each dp group and let
 // every rank of the world learn the verdict, so all decide alike.
+// (ZeRO-3 holds no whole parameters: each rank draws only its shards, from the same options.)
 static void check_replicas_agree(const Model *model, const Comm *comm) {
     double differ[1] = {0};
-    for (int k = 0; k < model->n_local; k++)
+    for (int k = 0; k < model->n_local && model->local[k].params; k++)
         differ[0] += !comm_same_u64(stage_param_checksum(&model->local[k]), comm->dp);
     comm_allreduce_max_double(differ, 1, MPI_COMM_WORLD);
     if (differ[0])
@@ -177,6 +181,8 @@ static void setup_data_parallel(const TrainConfig *c, const Plan *p, Wire *w, Mo
     for (int k = 0; k < model->n_local; k++)
         gradsync_init(&model->sync[k], &w->comm, &model->local[k], c->ddp_sync, p->allreduce, (int)c->zero,
                       c->bucket_mb * 1024 * 1024);
+    for (int k = 0; k < model->n_local && c->zero >= 2; k++)
+        zero_init(&model->sync[k], (int)c->zero, (uint64_t)c->seed, (int)c->layers);
 }
 
 // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads;
@@ -282,6 +288,10 @@ static void check_divergence(const TrainConfig *c, Progress *g, const Measure *m
 static void inject_nan_gradient(Model *model) {
     Stage *s = &model->local[0];
     float nan = NAN;
+    if (!s->grads) {  // ZeRO-2, 3: this rank's gradient shards
+        s->be->to_device(model->sync[0].zs->gshard + model->sync[0].shard_total / 2, &nan, sizeof nan);
+        return;
+    }
     s->be->to_device(s->grads + s->n_params / 2, &nan, sizeof nan);
 }
 
@@ -402,10 +412,10 @@ static void end_epoch(Run *r, int step, int verbose) {
     m->epoch_t0 = now_sec();
 }
 
-// The replicas of every stage must end with the same parameters.
+// The replicas of every stage must end with the same parameters (ZeRO-3: each holds other shards).
 static void check_replicas_end_alike(const Wire *w, const Model *model) {
     for (int k = 0; k < model->n_sync; k++)
-        if (!comm_same_u64(stage_param_checksum(&model->local[k]), w->comm.dp))
+        if (model->local[k].params && !comm_same_u64(stage_param_checksum(&model->local[k]), w->comm.dp))
             fatal("the replicas of stage %d (chunk %d) ended with different parameters: the ranks were started with "
                   "different "
                   "options (--lr, --optimizer, ...), or the gradient all-reduce is broken",

@@ -43,16 +43,18 @@ typedef struct {
 static int stage_tensors(const Stage *s, TensorRef *t) {
     int n = 0;
     for (int i = 0; i < s->n_layers; i++) {
-        TensorRef w = {"", 2, {s->H, stage_fan_in(s, i)}, (size_t)(s->W[i] - s->params), s->lo + i};
-        TensorRef b = {"", 1, {s->H, 0}, (size_t)(s->b[i] - s->params), s->lo + i};
+        size_t off = stage_layer_off(s, i), w_len = (size_t)s->H * stage_fan_in(s, i);
+        TensorRef w = {"", 2, {s->H, stage_fan_in(s, i)}, off, s->lo + i};
+        TensorRef b = {"", 1, {s->H, 0}, off + w_len, s->lo + i};
         snprintf(w.name, sizeof w.name, "layers.%d.weight", s->lo + i);
         snprintf(b.name, sizeof b.name, "layers.%d.bias", s->lo + i);
         t[n++] = w;
         t[n++] = b;
     }
     if (s->has_head) {
-        t[n++] = (TensorRef){"head.weight", 2, {s->C, s->H}, (size_t)(s->Wh - s->params), -1};
-        t[n++] = (TensorRef){"head.bias", 1, {s->C, 0}, (size_t)(s->bh - s->params), -1};
+        size_t off = stage_layer_off(s, s->n_layers);
+        t[n++] = (TensorRef){"head.weight", 2, {s->C, s->H}, off, -1};
+        t[n++] = (TensorRef){"head.bias", 1, {s->C, 0}, off + (size_t)s->C * s->H, -1};
     }
     return n;
 }

@@ -84,6 +84,7 @@ void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, int zero,
 }
 
 void gradsync_free(GradSync *g) {
+    if (g->sharded) g->sharded->free(g);
     if (g->s && g->s->hook_ctx == g) { g->s->on_layer_grad = NULL; g->s->hook_ctx = NULL; }
     if (g->m) { g->s->be->free(g->m); g->s->be->free(g->v); }
     free(g->b); free(g->spans);
@@ -92,12 +93,14 @@ void gradsync_free(GradSync *g) {
 
 void gradsync_begin_step(GradSync *g) {
     g->next = 0; g->final = 0; g->calls = 0; g->n_spans = 0;
+    if (g->sharded) g->sharded->begin_step(g);
 }
 
 void gradsync_set_final(GradSync *g, int final) { g->final = final; }
 
 void gradsync_finish(GradSync *g) {
     g->t_compute_end = now_sec();
+    if (g->sharded) { g->sharded->finish(g); return; }
     if (g->sync == SYNC_NAIVE) {  // the lesson's baseline: one blocking collective per tensor
         for (int i = 0; i < g->nb; i++) run_blocking(g, &g->b[i]);
         return;
@@ -110,6 +113,7 @@ void gradsync_finish(GradSync *g) {
 long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t) {
     Stage *s = g->s;
     if (!g->zero) return stage_optimizer_step(s, optimizer, lr, wd, t);
+    if (g->sharded) return g->sharded->optimizer_step(g, optimizer, lr, wd, t);
     long bad = -1;
     if (optimizer != OPTIM_SGD && !g->m) {
         g->m = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
@@ -143,6 +147,7 @@ long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int
 
 void gradsync_gather_grads(GradSync *g) {
     if (!g->zero) return;
+    if (g->sharded) { g->sharded->gather_grads(g); return; }
     for (int i = 0; i < g->nb; i++) comm_allgather(g->comm, g->s->grads + g->b[i].off, g->b[i].n, g->algo);
 }
 

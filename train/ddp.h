@@ -19,9 +19,19 @@ typedef struct {
     CommReq *req;
 } Bucket;
 
-typedef struct { double t0, t1; } Span;  // a collective in flight: started, completion observed
+typedef struct { double t0, t1; } Span;
 
+struct GradSync;
+// ZeRO-2 and 3 (train/zero.c, zero_init) take a GradSync's step over through these.
 typedef struct {
+    void (*begin_step)(struct GradSync *g);
+    void (*finish)(struct GradSync *g);
+    long (*optimizer_step)(struct GradSync *g, int optimizer, float lr, float wd, int t);
+    void (*gather_grads)(struct GradSync *g);
+    void (*free)(struct GradSync *g);
+} ShardOps;  // a collective in flight: started, completion observed
+
+typedef struct GradSync {
     Comm *comm;
     Stage *s;
     int sync, algo, zero, D;
@@ -33,8 +43,10 @@ typedef struct {
     double t_compute_end; // when this step's forward/backward work ended on this rank
     Span *spans;          // this step's collectives
     int n_spans;
-    float *m, *v;         // ZeRO-1 Adam moments of this rank's shards (shard_total floats each)
+    float *m, *v;         // ZeRO-1, 2, 3: Adam moments of this rank's shards (shard_total floats each)
     size_t shard_total;
+    struct Zero *zs;      // ZeRO-2 and 3 (train/zero.h): the sharded gradients (and weights) ...
+    const ShardOps *sharded;  // ... and what runs their step (NULL: ddp or ZeRO-1)
 } GradSync;
 
 // Buckets of whole layers, each closed once it reaches bucket_bytes (bucketed: so a bucket exceeds

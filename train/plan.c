@@ -109,6 +109,16 @@ static int rule_data_parallel(const TrainConfig *c, Err *e) {
                       "train: --%s with --zero 1 is not supported (each rank holds only its shard of the Adam "
                       "moments): drop --zero for runs that save or resume",
                       c->save[0] ? "save" : "resume");
+    if (c->zero >= 2 && c->ddp_sync == SYNC_NAIVE)
+        return refuse(e,
+                      "train: --zero %lld reduce-scatters buckets while the backward runs, and --ddp-sync naive has "
+                      "none: drop --ddp-sync naive (bucketed is the default)",
+                      (long long)c->zero);
+    if (c->zero >= 2 && c->allreduce == ALLREDUCE_SHM)
+        return refuse(e,
+                      "train: --zero %lld keeps no whole gradient buffer for --allreduce shm to share: use --allreduce "
+                      "mpi or ring (auto picks mpi)",
+                      (long long)c->zero);
     if (c->ddp_sync == SYNC_NAIVE && seen_typed(e->seen, "bucket-mb"))
         return refuse(e, "train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): "
                          "drop one of them");
@@ -596,7 +606,8 @@ static int rule_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e)
     if (!p->data_parallel || !f->devices || (c->allreduce != ALLREDUCE_SHM && c->allreduce != ALLREDUCE_AUTO)) return 0;
     char why[300] = "";
     if (c->allreduce == ALLREDUCE_AUTO) {
-        if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
+        if (c->zero >= 2) snprintf(why, sizeof why, "ZeRO-2 and 3 shard the gradients");  // no whole buffer to share
+        else if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
         p->allreduce = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
         return 0;
     }

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# tests/t_zero.sh: ZeRO-2 (gradients sharded) and ZeRO-3 (parameters too) against plain ddp: --verify
+# passes and 20 losses equal ddp's to 1e-6, in ddp and hybrid (1f1b, zb-h1's split backward,
+# interleaved, checkpointing), fp32 and bf16, mpi and ring; bad combinations exit 2 with one line.
+source "$(dirname "$0")/lib.sh"
+
+MODEL=(--layers 4 --hidden 32 --batch 32 --steps 20 --log-every 0 --json)
+SMALL=(--bucket-mb 0.004)  # 4 KiB ~ one layer per bucket: several buckets, so several gathers per pass
+
+# close A B RTOL: the "losses" arrays of JSON objects A and B agree within RTOL (relative); prints why not.
+close() {
+    python3 - "$1" "$2" "$3" <<'EOF'
+import json, sys
+a, b, rtol = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"], float(sys.argv[3])
+if len(a) != len(b): print(f"{len(a)} losses vs {len(b)}"); sys.exit(1)
+for i, (x, y) in enumerate(zip(a, b)):
+    if abs(x - y) > rtol * abs(y): print(f"step {i + 1}: {x!r} vs ddp {y!r}"); sys.exit(1)
+EOF
+}
+
+# zero_case NAME REF RANKS ARGS...: --verify passes and the losses equal REF's (a ddp run's JSON) to 1e-6
+zero_case() {
+    local name=$1 ref=$2 n=$3; shift 3
+    run 240 mpiexec -n "$n" "$MICROPP" train "${MODEL[@]}" --verify "$@"
+    if [ "$RC" -ne 0 ]; then fail "$name" "exit $RC: $(printf '%s' "$ERR" | head -c 300)"; return 1; fi
+    if [ "$(json_get '["verify_ok"]')" != "True" ]; then fail "$name" "verify: $(json_get '["verify_max_rel_err"]')"; return 1; fi
+    local why
+    if ! why=$(close "$OUT" "$ref" 1e-6); then fail "$name" "$why"; return 1; fi
+    pass "$name"
+}
+
+# ---- ddp: 2 and 4 replicas, fp32 and bf16, gradient accumulation, the ring ----
+for n in 2 4; do
+    run 240 mpiexec -n $n "$MICROPP" train "${MODEL[@]}" --mode ddp
+    REF=$OUT
+    for z in 2 3; do
+        zero_case "zero/ddp $n ranks zero-$z: verify + 20 losses = ddp" "$REF" $n --mode ddp --zero $z "${SMALL[@]}"
+    done
+done
+run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --precision bf16
+REF_BF16=$OUT
+run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --grad-accum 3
+REF_ACC=$OUT
+for z in 2 3; do
+    zero_case "zero/ddp bf16 zero-$z = ddp bf16" "$REF_BF16" 2 --mode ddp --precision bf16 --zero $z "${SMALL[@]}"
+    zero_case "zero/ddp grad-accum 3 ring zero-$z = ddp" "$REF_ACC" 2 --mode ddp --grad-accum 3 --allreduce ring \
+        --zero $z "${SMALL[@]}"
+done
+
+# ---- hybrid 2x2: every kind of backward (whole, split I/W, interleaved chunks, recomputed) ----
+HY=(--mode hybrid --pp 2 --dp 2 --micro-batches 4)
+run 240 mpiexec -n 4 "$MICROPP" train "${MODEL[@]}" "${HY[@]}"
+REF_HY=$OUT
+for z in 2 3; do
+    for s in 1f1b zb-h1 interleaved; do
+        extra=()
+        [ $s = interleaved ] && extra=(--virtual-stages 2)
+        zero_case "zero/hybrid 2x2 $s zero-$z = hybrid ddp" "$REF_HY" 4 "${HY[@]}" --schedule $s "${extra[@]}" \
+            --zero $z "${SMALL[@]}"
+    done
+done
+run 240 mpiexec -n 4 "$MICROPP" train "${MODEL[@]}" "${HY[@]}" --checkpoint-activations --precision bf16
+REF_HYC=$OUT
+zero_case "zero/hybrid 2x2 checkpointing bf16 zero-3 = hybrid ddp" "$REF_HYC" 4 "${HY[@]}" --checkpoint-activations \
+    --precision bf16 --zero 3 "${SMALL[@]}"
+
+# ---- refused ----
+expect_user_error "zero/--zero 2 with --ddp-sync naive" "--zero 2 reduce-scatters buckets .* drop --ddp-sync naive" 60 \
+    mpiexec -n 2 "$MICROPP" train --mode ddp --zero 2 --ddp-sync naive
+expect_user_error "zero/--zero 3 with --allreduce shm" "--zero 3 keeps no whole gradient buffer .* --allreduce mpi" 60 \
+    mpiexec -n 2 "$MICROPP" train --mode ddp --zero 3 --allreduce shm
+expect_user_error "zero/--zero 4" "zero" 60 "$MICROPP" train --mode ddp --zero 4
