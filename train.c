@@ -208,7 +208,9 @@ static void setup_checkpoints(Run *r, int verbose) {
     r->progress.saved_step = -1;
     if (!c->resume[0]) return;
     char desc[160];
+    for (int k = 0; k < r->model.n_sync; k++) gradsync_unshard(&r->model.sync[k]);  // sharded: loaded whole, cut
     r->progress.start = (int)ckpt_resume(&r->ck, &r->progress.sample0, desc, sizeof desc);
+    for (int k = 0; k < r->model.n_sync; k++) gradsync_reshard(&r->model.sync[k]);
     if (verbose)
         printf("resumed from %s: %s; training steps %d-%lld\n", c->resume, desc, r->progress.start + 1, p->steps);
 }
@@ -349,7 +351,10 @@ static void step_comm_times(const Plan *p, const Comm *comm, Model *model, Measu
 // Saves the state after step `step` (0-based) completed, with the training stream's position after it.
 static double save_checkpoint(Run *r, int step) {
     const Progress *g = &r->progress;
+    // ZeRO: the files are unsharded; every rank makes its stages whole for the writer, then cuts them again
+    for (int k = 0; k < r->model.n_sync; k++) gradsync_unshard(&r->model.sync[k]);
     double bytes = ckpt_save(&r->ck, step + 1, plan_step_sample(&r->p, g->sample0, g->start, step + 1));
+    for (int k = 0; k < r->model.n_sync; k++) gradsync_reshard(&r->model.sync[k]);
     r->progress.saved_step = step + 1;
     return bytes;
 }

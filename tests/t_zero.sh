@@ -64,6 +64,33 @@ REF_HYC=$OUT
 zero_case "zero/hybrid 2x2 checkpointing bf16 zero-3 = hybrid ddp" "$REF_HYC" 4 "${HY[@]}" --checkpoint-activations \
     --precision bf16 --zero 3 "${SMALL[@]}"
 
+# ---- checkpoints: every level saves the unsharded files (Adam's moments included) and resumes in any layout ----
+# slice JSON A B: the losses of steps A+1..B of a run's JSON, as a JSON object with "losses"
+slice() { python3 -c "import json,sys; print(json.dumps({'losses': json.loads(sys.argv[1])['losses'][$2:$3]}))" "$1"; }
+CK=(--layers 4 --hidden 32 --batch 32 --log-every 0 --json)
+run 240 mpiexec -n 2 "$MICROPP" train "${CK[@]}" --steps 20 --mode ddp
+REF_CK=$OUT
+# ckpt_case NAME SAVE_RANKS "SAVE ARGS" RESUME_RANKS RESUME ARGS...: 10 steps saved, then 10 resumed = the
+# uninterrupted ddp run's steps 11-20
+ckpt_case() {
+    local name=$1 n1=$2 a1=$3 n2=$4 why; shift 4
+    rm -rf "$TMP/ck"
+    # shellcheck disable=SC2086
+    run 240 mpiexec -n "$n1" "$MICROPP" train "${CK[@]}" --steps 10 $a1 --save "$TMP/ck"
+    if [ "$RC" -ne 0 ]; then fail "$name" "save: exit $RC: $(printf '%s' "$ERR" | head -c 300)"; return; fi
+    if ! why=$(close "$OUT" "$(slice "$REF_CK" 0 10)" 1e-6); then fail "$name" "the saving run: $why"; return; fi
+    run 240 mpiexec -n "$n2" "$MICROPP" train "${CK[@]}" --steps 20 --resume "$TMP/ck" "$@"
+    if [ "$RC" -ne 0 ]; then fail "$name" "resume: exit $RC: $(printf '%s' "$ERR" | head -c 300)"; return; fi
+    if why=$(close "$OUT" "$(slice "$REF_CK" 10 20)" 1e-6); then pass "$name"; else fail "$name" "resumed: $why"; fi
+}
+ckpt_case "zero/ckpt: zero-3 ddp -> monolith" 2 "--mode ddp --zero 3 --bucket-mb 0.004" 1
+ckpt_case "zero/ckpt: monolith -> zero-3 ddp" 1 "" 2 --mode ddp --zero 3 --bucket-mb 0.004
+ckpt_case "zero/ckpt: zero-1 ddp -> zero-2 ddp" 2 "--mode ddp --zero 1" 2 --mode ddp --zero 2
+ckpt_case "zero/ckpt: zero-2 hybrid 2x2 -> zero-3 ddp 4" 4 "--mode hybrid --pp 2 --dp 2 --micro-batches 2 --zero 2" \
+    4 --mode ddp --zero 3 --bucket-mb 0.004
+ckpt_case "zero/ckpt: zero-3 ddp 4 -> zero-1 hybrid 2x2" 4 "--mode ddp --zero 3" \
+    4 --mode hybrid --pp 2 --dp 2 --micro-batches 2 --zero 1
+
 # ---- refused ----
 expect_user_error "zero/--zero 2 with --ddp-sync naive" "--zero 2 reduce-scatters buckets .* drop --ddp-sync naive" 60 \
     mpiexec -n 2 "$MICROPP" train --mode ddp --zero 2 --ddp-sync naive

@@ -151,6 +151,46 @@ void gradsync_gather_grads(GradSync *g) {
     for (int i = 0; i < g->nb; i++) comm_allgather(g->comm, g->s->grads + g->b[i].off, g->b[i].n, g->algo);
 }
 
+void gradsync_whole(GradSync *g, float *dst, const float *src) {
+    for (int i = 0; i < g->nb; i++) {
+        Bucket *b = &g->b[i];
+        g->s->be->copy(dst + b->off + b->shard_off, src + b->moment_off, b->shard_n * sizeof(float));
+        comm_allgather(g->comm, dst + b->off, b->n, g->algo);
+    }
+}
+
+void gradsync_unshard(GradSync *g) {
+    Stage *s = g->s;
+    if (!g->zero) return;
+    if (g->m && !s->adam_m) {
+        s->adam_m = s->be->alloc(s->n_params * sizeof(float));
+        s->adam_v = s->be->alloc(s->n_params * sizeof(float));
+        gradsync_whole(g, s->adam_m, g->m);
+        gradsync_whole(g, s->adam_v, g->v);
+    }
+    if (g->sharded) g->sharded->unshard(g);
+}
+
+void gradsync_reshard(GradSync *g) {
+    Stage *s = g->s;
+    if (!g->zero) return;
+    if (s->adam_m) {
+        if (!g->m) {
+            g->m = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
+            g->v = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
+        }
+        for (int i = 0; i < g->nb; i++) {
+            Bucket *b = &g->b[i];
+            size_t bytes = b->shard_n * sizeof(float), at = b->off + b->shard_off;
+            s->be->copy(g->m + b->moment_off, s->adam_m + at, bytes);
+            s->be->copy(g->v + b->moment_off, s->adam_v + at, bytes);
+        }
+        s->be->free(s->adam_m); s->be->free(s->adam_v);
+        s->adam_m = s->adam_v = NULL;
+    }
+    if (g->sharded) g->sharded->reshard(g);
+}
+
 static int cmp_span(const void *a, const void *b) {
     double x = ((const Span *)a)->t0, y = ((const Span *)b)->t0;
     return (x > y) - (x < y);

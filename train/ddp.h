@@ -29,6 +29,8 @@ typedef struct {
     long (*optimizer_step)(struct GradSync *g, int optimizer, float lr, float wd, int t);
     void (*gather_grads)(struct GradSync *g);
     void (*free)(struct GradSync *g);
+    void (*unshard)(struct GradSync *g);  // ZeRO-3: the whole parameters into s->params, and back
+    void (*reshard)(struct GradSync *g);
 } ShardOps;  // a collective in flight: started, completion observed
 
 typedef struct GradSync {
@@ -69,6 +71,14 @@ void gradsync_finish(GradSync *g);
 long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t);
 // ZeRO-1 only, for --verify: all-gathers the averaged gradient shards so the whole buffer holds them.
 void gradsync_gather_grads(GradSync *g);
+// The shards of src (shard_total floats, bucket by bucket at moment_off) made whole in dst
+// (n_params floats) on every rank of dp: copied in place, then all-gathered.
+void gradsync_whole(GradSync *g, float *dst, const float *src);
+// Checkpoints of sharded runs are the unsharded files: before a save (and around a resume) the
+// sharded state is made whole in the stage (s->adam_m, s->adam_v; ZeRO-3: s->params), and afterwards
+// cut back into this rank's shards, the whole copies freed. Nothing without ZeRO. Collective over dp.
+void gradsync_unshard(GradSync *g);
+void gradsync_reshard(GradSync *g);
 // The step's communication: in-flight time (the union of the collectives' spans) and the part of
 // it after compute_end (exposed: nothing computed meanwhile, it delayed the optimizer step).
 // compute_end: g->t_compute_end (this rank's work), or later in a pipeline (its other stages' work).

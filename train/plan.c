@@ -104,11 +104,6 @@ static int rule_data_parallel(const TrainConfig *c, Err *e) {
     if (is_data_parallel(c->mode) && c->bucket_mb <= 0)
         return refuse(e, "train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25",
                       c->bucket_mb);
-    if (c->zero && (c->save[0] || c->resume[0]))
-        return refuse(e,
-                      "train: --%s with --zero 1 is not supported (each rank holds only its shard of the Adam "
-                      "moments): drop --zero for runs that save or resume",
-                      c->save[0] ? "save" : "resume");
     if (c->zero >= 2 && c->ddp_sync == SYNC_NAIVE)
         return refuse(e,
                       "train: --zero %lld reduce-scatters buckets while the backward runs, and --ddp-sync naive has "

@@ -227,23 +227,34 @@ static long zero_optimizer_step(GradSync *g, int optimizer, float lr, float wd, 
     return bad;
 }
 
-// The shards of src (shard_total floats, per bucket at moment_off) into a whole stage buffer dst,
-// all-gathered.
-static void gather_whole(GradSync *g, float *dst, const float *src) {
-    for (int i = 0; i < g->nb; i++) {
-        Bucket *b = &g->b[i];
-        g->s->be->copy(dst + b->off + b->shard_off, src + b->moment_off, b->shard_n * sizeof(float));
-        comm_allgather(g->comm, dst + b->off, b->n, g->algo);
-    }
-}
-
 static void zero_gather_grads(GradSync *g) {
     Stage *s = g->s;
     if (!s->grads) s->grads = s->be->alloc(s->n_params * sizeof(float));
-    gather_whole(g, s->grads, zero_of(g)->gshard);
+    gradsync_whole(g, s->grads, zero_of(g)->gshard);
 }
 
-static const ShardOps ops = {zero_begin_step, zero_finish, zero_optimizer_step, zero_gather_grads, zero_free};
+static void zero_unshard_params(GradSync *g) {
+    Zero *z = zero_of(g);
+    Stage *s = g->s;
+    if (z->level < 3 || s->params) return;
+    s->params = s->be->alloc(s->n_params * sizeof(float));
+    gradsync_whole(g, s->params, z->pshard);
+}
+
+static void zero_reshard_params(GradSync *g) {
+    Zero *z = zero_of(g);
+    Stage *s = g->s;
+    if (z->level < 3 || !s->params) return;
+    for (int i = 0; i < g->nb; i++) {
+        Bucket *b = &g->b[i];
+        s->be->copy(z->pshard + b->moment_off, s->params + b->off + b->shard_off, b->shard_n * sizeof(float));
+    }
+    s->be->free(s->params);
+    s->params = NULL;
+}
+
+static const ShardOps ops = {zero_begin_step, zero_finish, zero_optimizer_step, zero_gather_grads, zero_free,
+                                zero_unshard_params, zero_reshard_params};
 
 void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
     Stage *s = g->s;
@@ -276,24 +287,4 @@ void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
         init_shards(z, seed, layers);
         s->on_weights = on_weights;
     }
-}
-
-void zero_unshard_params(GradSync *g) {
-    Zero *z = zero_of(g);
-    Stage *s = g->s;
-    if (z->level < 3 || s->params) return;
-    s->params = s->be->alloc(s->n_params * sizeof(float));
-    gather_whole(g, s->params, z->pshard);
-}
-
-void zero_reshard_params(GradSync *g) {
-    Zero *z = zero_of(g);
-    Stage *s = g->s;
-    if (z->level < 3 || !s->params) return;
-    for (int i = 0; i < g->nb; i++) {
-        Bucket *b = &g->b[i];
-        s->be->copy(z->pshard + b->moment_off, s->params + b->off + b->shard_off, b->shard_n * sizeof(float));
-    }
-    s->be->free(s->params);
-    s->params = NULL;
 }

@@ -37,9 +37,5 @@ typedef struct Zero {
 // From then on GradSync's step runs zero.c's (ShardOps): begin_step; finish (waits for every
 // reduce-scatter in flight, adds it into the shards); the optimizer step of this rank's shards (ZeRO-2:
 // then the updated weights all-gathered); gather_grads (the whole averaged gradient into s->grads,
-// allocated, for --verify); free.
+// allocated, for --verify); free; unshard and reshard (ZeRO-3's parameters, for gradsync_unshard).
 void zero_init(GradSync *g, int level, uint64_t seed, int layers);
-// ZeRO-3: the whole stage's parameters into s->params (allocated here), e.g. for a checkpoint, and
-// back to shards only (freed). Collective over dp.
-void zero_unshard_params(GradSync *g);
-void zero_reshard_params(GradSync *g);
