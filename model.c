@@ -363,10 +363,11 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
     size_t rH = (size_t)rows * H;
     if (s->has_head) {  // dx of the head = dlogits W_h; its dW waits for W
         float *dx = n ? s->gbuf[0] : din;
-        if (dx) weights(s, n, n ? below(n, din) : -1);
-        if (dx)
+        if (dx) {
+            weights(s, n, n ? below(n, din) : -1);
             be->gemm(0, 0, rows, H, s->C, 1.0f, get(s, sl->logits, 1, (size_t)rows * s->C), s->C, s->Wh, H, 0.0f, dx,
                      H);
+        }
         g = dx;
     }
     for (int i = n - 1; i >= 0; i--) {
@@ -375,8 +376,10 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
         put(s, sl->dz[i], dz, rH);
         float *dx = i == 0 ? din : s->gbuf[(n - i) & 1];
         int k = stage_fan_in(s, i);
-        if (dx) weights(s, i, below(i, din));
-        if (dx) be->gemm(0, 0, rows, k, H, 1.0f, dz, H, s->W[i], k, 0.0f, dx, k);
+        if (dx) {
+            weights(s, i, below(i, din));
+            be->gemm(0, 0, rows, k, H, 1.0f, dz, H, s->W[i], k, 0.0f, dx, k);
+        }
         g = dx;
         if (s->progress) s->progress();
     }

@@ -91,6 +91,53 @@ ckpt_case "zero/ckpt: zero-2 hybrid 2x2 -> zero-3 ddp 4" 4 "--mode hybrid --pp 2
 ckpt_case "zero/ckpt: zero-3 ddp 4 -> zero-1 hybrid 2x2" 4 "--mode ddp --zero 3" \
     4 --mode hybrid --pp 2 --dp 2 --micro-batches 2 --zero 1
 
+# ---- the shards' traffic per step = the formula of docs/data-parallel.md ----
+# P: the stage's parameters (4 layers of 32: 4290; hybrid 2x2: the head's stage, 2 x 1056 + 66 = 2178);
+# B: backward passes per step (ddp: --grad-accum, hybrid: micro-batches). One bucket per stage here.
+# bytes NAME "EXPECTED AG" "EXPECTED RS" RANKS ARGS...
+SHORT=(--layers 4 --hidden 32 --batch 32 --steps 3 --log-every 0 --json)
+bytes() {
+    local name=$1 ag=$2 rs=$3 n=$4; shift 4
+    run 240 mpiexec -n "$n" "$MICROPP" train "${SHORT[@]}" "$@"
+    local got
+    got="$(json_get '["allgather_bytes_per_step"]' 2>/dev/null) $(json_get '["reduce_scatter_bytes_per_step"]' 2>/dev/null)"
+    if [ "$RC" -eq 0 ] && [ "$got" = "$ag $rs" ]; then pass "$name ($got)"
+    else fail "$name" "exit $RC, all-gather + reduce-scatter $got, expected $ag $rs: $(printf '%s' "$ERR" | head -c 200)"; fi
+}
+bytes "zero/bytes: zero-1 all-gathers 4P, reduce-scatters 4P" 17160 17160 2 --mode ddp --zero 1
+bytes "zero/bytes: zero-2 grad-accum 3 all-gathers 4P, reduce-scatters 4PB" 17160 51480 2 --mode ddp --zero 2 --grad-accum 3
+bytes "zero/bytes: zero-3 all-gathers 2 x 4PB, reduce-scatters 4PB" 34320 17160 2 --mode ddp --zero 3
+bytes "zero/bytes: zero-3 hybrid 2x2 M=4, the head's stage" 69696 34848 4 "${HY[@]}" --zero 3
+bytes "zero/bytes: zero-3 checkpointing recomputes: 3 x 4PB" 104544 34848 4 "${HY[@]}" --zero 3 --checkpoint-activations
+
+# ---- ZeRO-3 prefetches: with 4 buckets the forward starts 3 gathers ahead, the backward 2 (layer 0's
+# weights, alone in its bucket, are not read by a backward without an input gradient) ----
+run 240 mpiexec -n 2 "$MICROPP" train "${SHORT[@]}" --mode ddp --zero 3 "${SMALL[@]}"
+got=$(json_get '["prefetched_gathers_per_step"]' 2>/dev/null)
+[ "$RC" -eq 0 ] && [ "$(json_get '["bucket_count"]')" = 4 ] && [ "$got" = 5 ] \
+    && pass "zero/zero-3 prefetches the next bucket's gather (5 a step with 4 buckets)" \
+    || fail "zero/zero-3 prefetches the next bucket's gather" "exit $RC, $got prefetches, $(json_get '["bucket_count"]') buckets"
+
+# ---- memory: D=2 ZeRO-3 holds at most 0.55x ddp's weights + gradients + optimizer state, as allocated
+# and as the processes' max RSS (less a tiny model's RSS, the process itself, and the working buckets) ----
+BIGM=(--batch 8 --steps 2 --eval-samples 8 --log-every 0 --json --allreduce mpi --mode ddp)
+run 300 mpiexec -n 2 "$MICROPP" train "${BIGM[@]}" --layers 2 --hidden 64
+base=$(json_get '["memory_per_rank"]' 2>/dev/null)
+run 300 mpiexec -n 2 "$MICROPP" train "${BIGM[@]}" --layers 8 --hidden 2048
+ddp=$(json_get '["memory_per_rank"]' 2>/dev/null)
+run 300 mpiexec -n 2 "$MICROPP" train "${BIGM[@]}" --layers 8 --hidden 2048 --zero 3 --bucket-mb 16
+z3=$(json_get '["memory_per_rank"]' 2>/dev/null)
+why=$(python3 - "$base" "$ddp" "$z3" <<'EOF'
+import json, sys
+base, ddp, z3 = (json.loads(a) for a in sys.argv[1:])
+state = lambda m: m["weights"] + m["grads"] + m["optimizer"]
+alloc = state(z3) / state(ddp)
+rss = (z3["max_rss"] - base["max_rss"] - z3["working"]) / (ddp["max_rss"] - base["max_rss"])
+print("allocated %.3f, max RSS %.3f (working buckets %.1f MB apart)" % (alloc, rss, z3["working"] / 1e6))
+sys.exit(0 if alloc <= 0.55 and rss <= 0.55 else 1)
+EOF
+) && pass "zero/D=2 zero-3 state <= 0.55x ddp's: $why" || fail "zero/D=2 zero-3 state <= 0.55x ddp's" "$why"
+
 # ---- refused ----
 expect_user_error "zero/--zero 2 with --ddp-sync naive" "--zero 2 reduce-scatters buckets .* drop --ddp-sync naive" 60 \
     mpiexec -n 2 "$MICROPP" train --mode ddp --zero 2 --ddp-sync naive

@@ -23,6 +23,7 @@ static Bucket *add_bucket(GradSync *g, size_t off, size_t n, int lo, int hi) {
 static void run_blocking(GradSync *g, Bucket *b) {
     double t0 = now_sec();
     float *x = g->s->grads + b->off;
+    if (g->zero) g->rs_bytes += (double)b->n * sizeof(float);
     if (g->zero) comm_reduce_scatter(g->comm, x, b->n, 1.0f, g->algo);
     else comm_allreduce(g->comm, x, b->n, 1.0f, g->algo);
     g->spans[g->n_spans++] = (Span){t0, now_sec()};
@@ -32,6 +33,7 @@ static void run_blocking(GradSync *g, Bucket *b) {
 static void start(GradSync *g, Bucket *b) {
     Comm *c = g->comm;
     float *x = g->s->grads + b->off;
+    if (g->zero) g->rs_bytes += (double)b->n * sizeof(float);
     // A plain sum: each replica's loss gradient is already scaled by 1 / (rows of the whole step
     // over all replicas) (Stage.grad_scale), so the sum IS the average gradient, and the collective
     // saves a pass over the buffer (PyTorch's gradient pre-division does the same).
@@ -93,6 +95,7 @@ void gradsync_free(GradSync *g) {
 
 void gradsync_begin_step(GradSync *g) {
     g->next = 0; g->final = 0; g->calls = 0; g->n_spans = 0;
+    g->ag_bytes = g->rs_bytes = 0;
     if (g->sharded) g->sharded->begin_step(g);
 }
 
@@ -130,6 +133,7 @@ long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int
     int base = g->n_spans;
     for (int i = 0; i < g->nb; i++) {
         Bucket *b = &g->b[i];
+        g->ag_bytes += (double)b->n * sizeof(float);
         if (g->sync == SYNC_NAIVE) {
             double t0 = now_sec();
             comm_allgather(g->comm, s->params + b->off, b->n, g->algo);
@@ -212,6 +216,9 @@ void gradsync_end_step(GradSync *g, double compute_end, double *comm_s, double *
     }
     *comm_s = total;
     *exposed_s = exposed;
+    g->step_ag = g->ag_bytes;
+    g->step_rs = g->rs_bytes;
+    g->step_calls = g->calls;
 }
 
 uint64_t stage_param_checksum(const Stage *s) {

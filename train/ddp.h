@@ -47,6 +47,9 @@ typedef struct GradSync {
     int n_spans;
     float *m, *v;         // ZeRO-1, 2, 3: Adam moments of this rank's shards (shard_total floats each)
     size_t shard_total;
+    double ag_bytes, rs_bytes;      // ZeRO: this step's all-gathered and reduce-scattered bytes (buffer sizes) ...
+    double step_ag, step_rs;        // ... and the last completed step's (gradsync_end_step)
+    int step_calls;                 // the last completed step's collectives (an evaluation's gathers come after)
     struct Zero *zs;      // ZeRO-2 and 3 (train/zero.h): the sharded gradients (and weights) ...
     const ShardOps *sharded;  // ... and what runs their step (NULL: ddp or ZeRO-1)
 } GradSync;

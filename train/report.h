@@ -22,6 +22,9 @@ typedef struct {
     double gemm_ms, gemm_share, gemm_gflops;              // --gemm-timing
     double comm_ms, comm_hidden, optimizer_bytes, collectives, buckets;  // ddp/hybrid
     double weight_bytes, grad_bytes, optimizer_state_bytes;  // allocated per rank, the largest over the ranks
+    double working_bytes, gathered_peak_bytes;               // ZeRO-2, 3: working buckets; gathered weights at once
+    double allgather_bytes, reduce_scatter_bytes, prefetches;  // ZeRO: one step's, per rank (the largest)
+    double max_rss;  // the largest peak resident set of the ranks' processes (getrusage), bytes
     // pipelines: per stage [K]
     double *bubble, *peak_bytes, *peak_inflight, *peak_deferred;
     double bubble_theory;

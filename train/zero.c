@@ -88,7 +88,7 @@ static void on_layer_grad(void *ctx, int j) {
         x->req = comm_reduce_scatter_start(g->comm, x->buf, g->b[k].n, 1.0f, g->algo);
         x->span = span_start(z);
         x->seq = z->seq++;
-        z->rs_bytes += (double)g->b[k].n * sizeof(float);
+        g->rs_bytes += (double)g->b[k].n * sizeof(float);
     }
     comm_progress();
 }
@@ -116,7 +116,7 @@ static ZeroBuf *weights_start(Zero *z, int k) {
     x->req = comm_allgather_start(g->comm, x->buf, b->n, g->algo);
     x->span = span_start(z);
     x->seq = z->seq++;
-    z->ag_bytes += (double)b->n * sizeof(float);
+    g->ag_bytes += (double)b->n * sizeof(float);
     z->gathered += (double)b->n * sizeof(float);
     if (z->gathered > z->peak_gathered) z->peak_gathered = z->gathered;
     return x;
@@ -144,7 +144,10 @@ static void on_weights(void *ctx, int j, int next) {
         Bucket *b = &g->b[k];
         for (int l = b->lo; l < b->hi; l++) set_views(g->s, l, x->buf + (stage_layer_off(g->s, l) - b->off), 0);
     }
-    if (kn >= 0 && kn != k && !weights_held(z, kn)) weights_start(z, kn);
+    if (kn >= 0 && kn != k && !weights_held(z, kn)) {  // the prefetch: in flight while layer j computes
+        weights_start(z, kn);
+        z->prefetches++;
+    }
     comm_progress();
 }
 
@@ -190,7 +193,8 @@ static void zero_begin_step(GradSync *g) {
     Stage *s = g->s;
     if (s->grads) { s->be->free(s->grads); s->grads = NULL; }  // (zero_gather_grads' whole copy, for --verify)
     for (int k = 0; k < g->nb; k++) z->gfresh[k] = 1;
-    z->ag_bytes = z->rs_bytes = 0;
+    z->step_prefetches = z->prefetches - z->prefetch_mark;
+    z->prefetch_mark = z->prefetches;
 }
 
 static void zero_finish(GradSync *g) {
@@ -221,7 +225,7 @@ static long zero_optimizer_step(GradSync *g, int optimizer, float lr, float wd, 
     for (int i = 0; i < g->nb; i++) {  // all in flight together, then waited for
         g->b[i].req = comm_allgather_start(g->comm, s->params + g->b[i].off, g->b[i].n, g->algo);
         span_start(z);
-        z->ag_bytes += (double)g->b[i].n * sizeof(float);
+        g->ag_bytes += (double)g->b[i].n * sizeof(float);
     }
     for (int i = 0; i < g->nb; i++) g->spans[base + i].t1 = comm_wait(g->b[i].req);
     return bad;
@@ -287,4 +291,9 @@ void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
         init_shards(z, seed, layers);
         s->on_weights = on_weights;
     }
+}
+
+double zero_working_bytes(const GradSync *g) {
+    const Zero *z = g->zs;
+    return (double)ZERO_BUFS * (double)z->most * sizeof(float) * (z->level >= 3 ? 2 : 1);
 }

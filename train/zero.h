@@ -28,7 +28,8 @@ typedef struct Zero {
     long seq;
     int span_cap;            // GradSync.spans' capacity
     double gathered, peak_gathered;  // bytes of gathered weights held now, and the most at once
-    double ag_bytes, rs_bytes;       // this step's all-gathered and reduce-scattered bytes (buffer sizes)
+    long prefetches;                 // gathers started for the layer read after the one computing now ...
+    long prefetch_mark, step_prefetches;  // ... and in a whole step (the last one begun after a full one)
 } Zero;
 
 // Takes over the stage's gradient hooks (and, for ZeRO-3, its weight hook) and allocates the shards;
@@ -39,3 +40,5 @@ typedef struct Zero {
 // then the updated weights all-gathered); gather_grads (the whole averaged gradient into s->grads,
 // allocated, for --verify); free; unshard and reshard (ZeRO-3's parameters, for gradsync_unshard).
 void zero_init(GradSync *g, int level, uint64_t seed, int layers);
+// Bytes this rank holds for the stage: weights, gradients (the shards and, apart, the working buffers).
+double zero_working_bytes(const GradSync *g);
