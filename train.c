@@ -331,7 +331,7 @@ static void step_update(Run *r, int step) {
 // ddp/hybrid: the step's collectives, in flight and exposed. In a pipeline the other stages still
 // compute (the cool-down) after this one is done: the replica's compute ends when its last stage
 // does. Every rank left the step's barrier together, so times since t0 compare across the pipeline.
-static void step_comm_times(const Plan *p, const Comm *comm, Model *model, Measure *m, int step) {
+static void step_comm_times(const Plan *p, const Comm *comm, Model *model, Measure *m, int step, int trace) {
     double t0 = m->step_start[step], end = 0;
     for (int k = 0; k < model->n_sync; k++) end = fmax(end, model->sync[k].t_compute_end);
     if (p->pipelined) {
@@ -342,6 +342,11 @@ static void step_comm_times(const Plan *p, const Comm *comm, Model *model, Measu
     m->comm_s[step] = m->exposed_s[step] = 0;  // a rank's chunks: their times add up
     for (int k = 0; k < model->n_sync; k++) {
         double cs, es;
+        const GradSync *g = &model->sync[k];
+        for (int i = 0; i < g->n_spans && trace; i++)  // ZeRO's collectives, for --trace
+            if (g->spans[i].kind)
+                measure_record(m, step, g->spans[i].kind, -1, k, g->spans[i].t0 - t0, g->spans[i].t1 - t0)->bytes =
+                    g->spans[i].bytes;
         gradsync_end_step(&model->sync[k], end, &cs, &es);
         m->comm_s[step] += cs;
         m->exposed_s[step] += es;
@@ -447,7 +452,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
                        isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
         check_divergence(c, g, &r->m, step, loss);
         step_update(r, step);
-        if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step);
+        if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step, c->trace[0]);
         if (c->gemm_timing) r->m.gemm_s[step] = be->gemm_seconds();
         step_log_and_save(r, step, loss, verbose);
         if (p->epochs && (step + 1) % p->steps_per_epoch == 0) end_epoch(r, step, verbose);

@@ -118,6 +118,34 @@ got=$(json_get '["prefetched_gathers_per_step"]' 2>/dev/null)
     && pass "zero/zero-3 prefetches the next bucket's gather (5 a step with 4 buckets)" \
     || fail "zero/zero-3 prefetches the next bucket's gather" "exit $RC, $got prefetches, $(json_get '["bucket_count"]') buckets"
 
+# ---- the trace of a ZeRO-3 step: every bucket's gather and reduce-scatter on the rank's collectives
+# track, overlapping the forward and backward (and the backward's gathers its reduce-scatters) ----
+run 240 mpiexec -n 2 "$MICROPP" train "${SHORT[@]}" --mode ddp --zero 3 "${SMALL[@]}" --trace "$TMP/z3.json"
+why=$(python3 - "$TMP/z3.json" "$OUT" <<'EOF'
+import json, sys
+try: t = json.load(open(sys.argv[1]))["traceEvents"]; s = json.loads(sys.argv[2])
+except Exception as e: print("no trace or summary: %s" % e); sys.exit()
+x = [e for e in t if e["ph"] == "X" and e["args"]["step"] == 2]
+bad = []
+for r in (0, 1):
+    ev = [e for e in x if e["pid"] == r]
+    g = [e for e in ev if e["name"] == "all-gather"]
+    rs = [e for e in ev if e["name"] == "reduce-scatter"]
+    comp = [e for e in ev if e["name"] in ("F0", "B0")]
+    if sum(e["args"]["bytes"] for e in g) != s["allgather_bytes_per_step"]: bad.append("rank %d: gathered bytes differ from the summary's" % r)
+    if sum(e["args"]["bytes"] for e in rs) != s["reduce_scatter_bytes_per_step"]: bad.append("rank %d: reduce-scattered bytes differ" % r)
+    if any(e["tid"] == e["pid"] for e in g + rs): bad.append("rank %d: collectives on the compute track" % r)
+    inside = lambda a, b: a["ts"] < b["ts"] + b["dur"] and b["ts"] < a["ts"] + a["dur"]
+    if not any(inside(a, c) for a in g for c in comp): bad.append("rank %d: no gather overlaps compute" % r)
+    if not any(inside(a, b) for a in g for b in rs): bad.append("rank %d: no gather overlaps a reduce-scatter" % r)
+print("; ".join(bad))
+EOF
+)
+[ "$RC" -eq 0 ] && [ -z "$why" ] && pass "zero/--trace: ZeRO-3's gathers and reduce-scatters, overlapping compute and each other" \
+    || fail "zero/--trace: ZeRO-3's gathers and reduce-scatters" "exit $RC $why $(printf '%s' "$ERR" | head -c 200)"
+expect_user_error "zero/--trace in ddp needs --zero" "--trace applies to --mode pp, or ddp with --zero" 60 \
+    mpiexec -n 2 "$MICROPP" train --mode ddp --trace "$TMP/t.json"
+
 # ---- memory: D=2 ZeRO-3 holds at most 0.55x ddp's weights + gradients + optimizer state, as allocated
 # and as the processes' max RSS (less a tiny model's RSS, the process itself, and the working buckets) ----
 BIGM=(--batch 8 --steps 2 --eval-samples 8 --log-every 0 --json --allreduce mpi --mode ddp)

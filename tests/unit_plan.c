@@ -83,6 +83,11 @@ static void test_layouts(void) {
 static void test_flags_apply(void) {
     refused("plan/refuse: monolith on 2 ranks", 2, "", "train: --mode monolith runs in one process but 2 were started");
     refused("plan/refuse: --trace outside pp", 1, "--trace t.json", "--trace applies to --mode pp, not --mode monolith");
+    refused("plan/refuse: --trace in ddp without --zero", 2, "--mode ddp --trace t.json",
+            "--trace applies to --mode pp, or ddp with --zero");
+    refused("plan/refuse: --gantt in ddp even with --zero", 2, "--mode ddp --zero 3 --gantt",
+            "--gantt applies to --mode pp, not --mode ddp");
+    plan_ok("plan: --trace in ddp with --zero 3", 2, "--mode ddp --zero 3 --trace t.json");
     refused("plan/refuse: --schedule outside a pipeline", 2, "--mode ddp --schedule gpipe", "--schedule applies to --mode pp or hybrid, not --mode ddp");
     refused("plan/refuse: --parts outside manual", 1, "--parts 3", "--parts applies to --mode manual");
     refused("plan/refuse: --samples with a data file", 1, "--data x.npy --samples 5", "--samples sizes the synthetic data set, and --data 'x.npy' is a file");

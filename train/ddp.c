@@ -26,7 +26,7 @@ static void run_blocking(GradSync *g, Bucket *b) {
     if (g->zero) g->rs_bytes += (double)b->n * sizeof(float);
     if (g->zero) comm_reduce_scatter(g->comm, x, b->n, 1.0f, g->algo);
     else comm_allreduce(g->comm, x, b->n, 1.0f, g->algo);
-    g->spans[g->n_spans++] = (Span){t0, now_sec()};
+    g->spans[g->n_spans++] = (Span){t0, now_sec(), 0, 0};
     g->calls++;
 }
 
@@ -39,7 +39,7 @@ static void start(GradSync *g, Bucket *b) {
     // saves a pass over the buffer (PyTorch's gradient pre-division does the same).
     b->req = g->zero ? comm_reduce_scatter_start(c, x, b->n, 1.0f, g->algo)
                      : comm_allreduce_start(c, x, b->n, 1.0f, g->algo);
-    g->spans[g->n_spans++] = (Span){now_sec(), 0};
+    g->spans[g->n_spans++] = (Span){now_sec(), 0, 0, 0};
     g->calls++;
 }
 
@@ -137,10 +137,10 @@ long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int
         if (g->sync == SYNC_NAIVE) {
             double t0 = now_sec();
             comm_allgather(g->comm, s->params + b->off, b->n, g->algo);
-            g->spans[g->n_spans++] = (Span){t0, now_sec()};
+            g->spans[g->n_spans++] = (Span){t0, now_sec(), 0, 0};
         } else {  // all in flight together, then waited for
             b->req = comm_allgather_start(g->comm, s->params + b->off, b->n, g->algo);
-            g->spans[g->n_spans++] = (Span){now_sec(), 0};
+            g->spans[g->n_spans++] = (Span){now_sec(), 0, 0, 0};
         }
         g->calls++;
     }

@@ -19,7 +19,11 @@ typedef struct {
     CommReq *req;
 } Bucket;
 
-typedef struct { double t0, t1; } Span;
+typedef struct {
+    double t0, t1;  // started, completion observed
+    int kind;       // ZeRO-2, 3: EV_GATHER or EV_REDUCE_SCATTER (train/trace.h), for --trace; else 0
+    double bytes;   // ... and its buffer's bytes
+} Span;
 
 struct GradSync;
 // ZeRO-2 and 3 (train/zero.c, zero_init) take a GradSync's step over through these.

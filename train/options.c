@@ -66,7 +66,7 @@ const Option train_options[] = {
     {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0,
      "after step 1 compare loss and gradients with a monolith reference computed on the CPU"},
     {"trace", 0, OPT_STR, T(trace), 0, 0, 0, "FILE.json",
-     "pp: write a Chrome trace of every step, one track per rank (Perfetto, chrome://tracing)"},
+     "pp (and ddp with --zero): write a Chrome trace of every step, one track per rank (Perfetto, chrome://tracing)"},
     {"timeline", 0, OPT_STR, T(timeline), 0, 0, 0, "FILE.svg",
      "pp: draw one step's measured Gantt chart (and the simulated one) as SVG"},
     {"timeline-step", 0, OPT_INT, T(timeline_step), 0, 0, 1 << 30, "N",

@@ -63,7 +63,12 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
                                           "partition", "checkpoint-activations", "virtual-stages",
                                           "transport"};
     static const char *const dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
-    if (c->mode != MODE_PP && (f = TYPED(observe_only)))  // the observers of one pipeline
+    // the observers of one pipeline (and --trace of ddp: its forward, backward and ZeRO's collectives)
+    if (c->mode == MODE_DDP && seen_typed(e->seen, "trace") && !c->zero)
+        return refuse(e, "train: --trace applies to --mode pp, or ddp with --zero: drop it or add --zero 3");
+    static const char *const charts[] = {"timeline", "timeline-step", "gantt"};  // (ddp with --zero: a trace)
+    int ddp_trace = c->mode == MODE_DDP && c->zero != 0;
+    if (c->mode != MODE_PP && (f = (ddp_trace ? TYPED(charts) : TYPED(observe_only))))
         return refuse(e, "train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", f, mode);
     if (!is_pipelined(c->mode) && (f = TYPED(pp_only)))
         return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", f,

@@ -498,6 +498,12 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
         fill_sync_state(c, &r->wire.comm, &r->model, s);
     }
     if (c->gemm_timing) fill_gemm(c, p, m, s);
+    if (!p->pipelined && c->trace[0]) {  // ddp with ZeRO: every rank's forward, backward and collectives
+        Timeline tl;
+        timeline_gather(&tl, m->ev, m->n_ev, m->step_start, (int)p->steps, MPI_COMM_WORLD);
+        if (r->wire.rank == 0) write_trace(c, p, s, &tl);
+        timeline_free(&tl);
+    }
     if (!p->pipelined) return;
     fill_pipeline_measured(p, &r->wire, m, s);
     fill_pipeline_memory(p, &r->wire, &r->model, &r->exec.sim, s);

@@ -4,19 +4,20 @@
 // pass reads next while the current one computes. No rank ever holds the whole gradient (nor, in 3,
 // the whole weights): a shard, plus ZERO_BUFS working buckets of each.
 #include <string.h>
+#include "train/trace.h"
 #include "train/zero.h"
 #include "base/util.h"
 
 static Zero *zero_of(GradSync *g) { return g->zs; }
 
-static int span_start(Zero *z) {
+static int span_start(Zero *z, int kind, double bytes) {
     GradSync *g = z->g;
     if (g->n_spans == z->span_cap) {
         z->span_cap *= 2;
         g->spans = realloc(g->spans, sizeof(Span) * (size_t)z->span_cap);
         CHECK(g->spans, "out of memory recording collectives");
     }
-    g->spans[g->n_spans] = (Span){now_sec(), 0};
+    g->spans[g->n_spans] = (Span){now_sec(), 0, kind, bytes};
     g->calls++;
     return g->n_spans++;
 }
@@ -86,7 +87,7 @@ static void on_layer_grad(void *ctx, int j) {
     if (j == g->b[k].lo) {
         ZeroBuf *x = grad_buf(z, k);
         x->req = comm_reduce_scatter_start(g->comm, x->buf, g->b[k].n, 1.0f, g->algo);
-        x->span = span_start(z);
+        x->span = span_start(z, EV_REDUCE_SCATTER, (double)g->b[k].n * sizeof(float));
         x->seq = z->seq++;
         g->rs_bytes += (double)g->b[k].n * sizeof(float);
     }
@@ -114,7 +115,7 @@ static ZeroBuf *weights_start(Zero *z, int k) {
     g->s->be->copy(x->buf + b->shard_off, z->pshard + b->moment_off, b->shard_n * sizeof(float));
     x->bucket = k;
     x->req = comm_allgather_start(g->comm, x->buf, b->n, g->algo);
-    x->span = span_start(z);
+    x->span = span_start(z, EV_GATHER, (double)b->n * sizeof(float));
     x->seq = z->seq++;
     g->ag_bytes += (double)b->n * sizeof(float);
     z->gathered += (double)b->n * sizeof(float);
@@ -224,7 +225,7 @@ static long zero_optimizer_step(GradSync *g, int optimizer, float lr, float wd, 
     int base = g->n_spans;
     for (int i = 0; i < g->nb; i++) {  // all in flight together, then waited for
         g->b[i].req = comm_allgather_start(g->comm, s->params + g->b[i].off, g->b[i].n, g->algo);
-        span_start(z);
+        span_start(z, EV_GATHER, (double)g->b[i].n * sizeof(float));
         g->ag_bytes += (double)g->b[i].n * sizeof(float);
     }
     for (int i = 0; i < g->nb; i++) g->spans[base + i].t1 = comm_wait(g->b[i].req);
