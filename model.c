@@ -78,6 +78,40 @@ static void count(Stage *s, int dstash, int ddeferred) {
     if (t->deferred > t->peak_deferred) t->peak_deferred = t->deferred;
 }
 
+// The flat parameter and gradient buffers, each layer's views into them, the weights initialised
+// from (seed, global layer). A buffer kept elsewhere (StageSpec: ZeRO) is not allocated, and its
+// views stay NULL until its owner sets them.
+static void init_params(Stage *s, const StageSpec *spec, int L, uint64_t seed) {
+    const Backend *be = s->be;
+    int n = s->n_layers, H = s->H, C = s->C;
+    if (!spec->params_elsewhere) s->params = be->alloc(s->n_params * sizeof(float));
+    if (!spec->grads_elsewhere) {
+        s->grads = be->alloc(s->n_params * sizeof(float));
+        be->fill(s->grads, 0.0f, s->n_params);  // (read before any backward only by tests and --verify)
+    }
+    size_t full = (size_t)H * (s->D > H ? s->D : H) + H, head = (size_t)C * H + C;  // a whole layer, the largest
+    float *host = xmalloc((full > head ? full : head) * sizeof(float)), *shard = xmalloc(full * sizeof(float));
+    for (int j = 0; j < n + s->has_head; j++) {  // j == n: the head
+        size_t off = stage_layer_off(s, j), w = stage_weight_len(s, j);
+        float **W = j == n ? &s->Wh : &s->W[j], **b = j == n ? &s->bh : &s->b[j];
+        float **dW = j == n ? &s->dWh : &s->dW[j], **db = j == n ? &s->dbh : &s->db[j];
+        if (s->grads) { *dW = s->grads + off; *db = s->grads + off + w; }
+        if (!s->params) continue;
+        *W = s->params + off; *b = s->params + off + w;
+        if (j == n) {  // the head, whole on every rank
+            init_layer_host(seed, L, H, C, host, host + w);
+            be->to_device(*W, host, stage_layer_len(s, j) * sizeof(float));
+            continue;
+        }
+        // the whole layer from (seed, global layer), then this rank's shard of it
+        size_t in = (size_t)stage_fan_in(s, j);
+        init_layer_host(seed, s->lo + j, (int)in, H, host, host + (size_t)H * in);
+        stage_shard_layer(s, j, s->tp_rank, host, host + (size_t)H * in, shard, shard + w);
+        be->to_device(*W, shard, stage_layer_len(s, j) * sizeof(float));
+    }
+    free(host); free(shard);
+}
+
 void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     int L = spec.layers, H = spec.hidden, C = spec.classes, lo = spec.lo, hi = spec.hi, has_head = spec.head;
     int rows = spec.rows, n_slots = spec.slots, ckpt = spec.ckpt;
@@ -92,36 +126,13 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     CHECK(H % s->tp == 0 && s->tp_rank < s->tp, "a stage of hidden %d split %d ways (rank %d)", H, s->tp, s->tp_rank);
     s->kind = xcalloc((size_t)s->n_layers + 1, 1);
     for (int i = 0; i < s->n_layers; i++) s->kind[i] = (unsigned char)tp_layer_kind(s->tp, s->n_layers, i);
-    size_t full = (size_t)H * (s->D > H ? s->D : H) + H;  // floats of a whole layer, the largest
     s->n_params = has_head ? (size_t)C * H + C : 0;
     for (int i = 0; i < s->n_layers; i++) s->n_params += stage_layer_len(s, i);
-    s->params = be->alloc(s->n_params * sizeof(float));
-    s->grads = be->alloc(s->n_params * sizeof(float));
     int n = s->n_layers;
     s->W = xcalloc((size_t)n + 1, sizeof(float *)); s->b = xcalloc((size_t)n + 1, sizeof(float *));
-    s->grad_fresh = xcalloc((size_t)n + 1, sizeof(int));
-    be->fill(s->grads, 0.0f, s->n_params);  // (read before any backward only by tests and --verify)
     s->dW = xcalloc((size_t)n + 1, sizeof(float *)); s->db = xcalloc((size_t)n + 1, sizeof(float *));
-    float *host = xmalloc(full * sizeof(float)), *shard = xmalloc(full * sizeof(float));
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {  // the whole layer from (seed, global layer), then this rank's shard of it
-        size_t in = (size_t)stage_fan_in(s, i), w = stage_weight_len(s, i), len = stage_layer_len(s, i);
-        s->W[i] = s->params + off; s->b[i] = s->params + off + w;
-        s->dW[i] = s->grads + off; s->db[i] = s->grads + off + w;
-        init_layer_host(seed, lo + i, (int)in, H, host, host + (size_t)H * in);
-        stage_shard_layer(s, i, s->tp_rank, host, host + (size_t)H * in, shard, shard + w);
-        be->to_device(s->W[i], shard, len * sizeof(float));
-        off += len;
-    }
-    if (has_head) {
-        s->Wh = s->params + off; s->bh = s->params + off + (size_t)C * H;
-        s->dWh = s->grads + off; s->dbh = s->grads + off + (size_t)C * H;
-        float *hh = xmalloc(((size_t)C * H + C) * sizeof(float));
-        init_layer_host(seed, L, H, C, hh, hh + (size_t)C * H);
-        be->to_device(s->Wh, hh, ((size_t)C * H + C) * sizeof(float));
-        free(hh);
-    }
-    free(host); free(shard);
+    s->grad_fresh = xcalloc((size_t)n + 1, sizeof(int));
+    init_params(s, &spec, L, seed);
     size_t one_act = (size_t)rows * H,
            wide = (size_t)rows * (size_t)(s->D > H ? (s->D > C ? s->D : C) : (H > C ? H : C));
     s->slots = xcalloc((size_t)n_slots, sizeof(Slot));
@@ -234,14 +245,26 @@ static void layer_input_grad(Stage *s, int i, const float *dz, float *dx, int ro
     s->be->gemm(0, 0, rows, k, h, 1.0f, dz, h, s->W[i], k, 0.0f, dx, k);
     if (s->kind[i] == TP_COL) s->tp_allreduce(s->tp_ctx, dx, (size_t)rows * k);
 }
+// ZeRO's hooks (Stage.on_weights, on_grad): nothing when the stage holds its whole state.
+static void weights(Stage *s, int layer, int next) {
+    if (s->on_weights) s->on_weights(s->zero_ctx, layer, next);
+}
+static void grad_target(Stage *s, int layer) {
+    if (s->on_grad) s->on_grad(s->zero_ctx, layer);
+}
+// The layer below i whose input gradient a backward computes (so whose weights it reads), or -1:
+// local layer 0 computes one only when there is a previous stage (din).
+static int below(int i, const float *din) { return i - 1 > 0 || (i - 1 == 0 && din) ? i - 1 : -1; }
 
 // The layers of this stage: x[rows,D] -> out[i] = ReLU(in W_i^T + b_i) for each local layer i,
 // stashed. Returns the last output (x when there are no layers) in fp32: itself, or a work buffer
 // (bf16 stashes: the outputs are computed in work 0 and 1 by turns, the input widened into work 2).
-static const float *layers_forward(Stage *s, const void *x, void **out, int rows) {
+// then: the layer whose weights are read after these (the head: n_layers), or -1.
+static const float *layers_forward(Stage *s, const void *x, void **out, int rows, int then) {
     const float *in = get(s, x, 2, (size_t)rows * s->D);
     for (int i = 0; i < s->n_layers; i++) {
         float *o = work_for(s, out[i], i & 1);
+        weights(s, i, i + 1 < s->n_layers ? i + 1 : then);
         layer_product(s, i, in, o, rows);
         put(s, out[i], o, (size_t)rows * stage_out_w(s, i));
         in = o;
@@ -255,9 +278,11 @@ void stage_forward(Stage *s, int slot) {
     // Checkpointing: run the layers in the shared scratch; only sl->in stays stashed. The output
     // must survive until it is sent (the executor sends it right after), and the head stage needs
     // only its dlogits.
-    const float *last = layers_forward(s, sl->in, s->ckpt ? s->scratch : sl->act, s->rows);
+    const float *last =
+        layers_forward(s, sl->in, s->ckpt ? s->scratch : sl->act, s->rows, s->has_head ? s->n_layers : -1);
     if (s->has_head) {
         float *lg = work_for(s, sl->logits, s->n_layers & 1);  // (not the work buffer holding last)
+        weights(s, s->n_layers, -1);
         s->be->gemm(0, 1, s->rows, s->C, s->H, 1.0f, last, s->H, s->Wh, s->H, 0.0f, lg, s->C);
         s->be->bias_act(lg, s->bh, s->rows, s->C, 0);
         int correct = 0;
@@ -266,6 +291,7 @@ void stage_forward(Stage *s, int slot) {
         s->correct += correct;
         s->loss_rows += s->rows;
     }
+    weights(s, -1, -1);
 }
 
 const void *stage_output(const Stage *s, int slot) {
@@ -275,7 +301,8 @@ const void *stage_output(const Stage *s, int slot) {
 // Checkpointing: recomputes the layer outputs from the stashed input into out (counted as live).
 static void recompute(Stage *s, Slot *sl, void **out) {
     slot_bytes(s, sl, all_bytes(s));
-    layers_forward(s, sl->in, out, s->rows);
+    layers_forward(s, sl->in, out, s->rows, -1);
+    weights(s, -1, -1);
 }
 
 // The beta of layer j's weight-gradient gemm: 0 for the first gradient since stage_zero_grads
@@ -303,11 +330,13 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     if (s->has_head) {
         const float *last = s->n_layers ? get(s, act[s->n_layers - 1], 0, rH) : get(s, sl->in, 0, (size_t)rows * s->D);
         const float *dl = get(s, sl->logits, 1, (size_t)rows * s->C);  // already dlogits
+        float *dx = s->n_layers ? s->gbuf[pp] : din;
+        if (dx) weights(s, s->n_layers, s->n_layers ? below(s->n_layers, din) : -1);
+        grad_target(s, s->n_layers);
         float beta = grad_beta(s, s->n_layers, s->dbh, s->C);
         be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, beta, s->dWh, H);
         be->bias_grad(s->dbh, dl, rows, s->C);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, s->n_layers);
-        float *dx = s->n_layers ? s->gbuf[pp] : din;
         if (dx) be->gemm(0, 0, rows, H, s->C, 1.0f, dl, s->C, s->Wh, H, 0.0f, dx, H);
         g = dx;
         pp ^= 1;
@@ -318,16 +347,19 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         size_t rh = (size_t)rows * h;
         be->relu_backward(dz, g, get(s, act[i], 0, rh), rh);  // may alias g (in place) when g == dz
         const float *in = get(s, i == 0 ? sl->in : act[i - 1], 1, (size_t)rows * k);
+        float *dx = i == 0 ? din : s->gbuf[pp ^ 1];
+        if (dx) weights(s, i, below(i, din));
+        grad_target(s, i);
         float beta = grad_beta(s, i, s->db[i], h);
         be->gemm(1, 0, h, k, rows, 1.0f, dz, h, in, k, beta, s->dW[i], k);
         be->bias_grad(s->db[i], dz, rows, h);
         if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
-        float *dx = i == 0 ? din : s->gbuf[pp ^ 1];
         if (dx) layer_input_grad(s, i, dz, dx, rows);
         g = dx;
         pp ^= 1;
         if (s->progress) s->progress();
     }
+    weights(s, -1, -1);
     count(s, -1, 0);
     slot_release(s, slot);
 }
@@ -356,9 +388,11 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
     const float *g = dout;  // gradient w.r.t. the current layer's output
     if (s->has_head) {  // dx of the head = dlogits W_h; its dW waits for W
         float *dx = n ? s->gbuf[0] : din;
-        if (dx)
+        if (dx) {
+            weights(s, n, n ? below(n, din) : -1);
             be->gemm(0, 0, rows, H, s->C, 1.0f, get(s, sl->logits, 1, (size_t)rows * s->C), s->C, s->Wh, H, 0.0f, dx,
                      H);
+        }
         g = dx;
     }
     for (int i = n - 1; i >= 0; i--) {
@@ -367,10 +401,14 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
         be->relu_backward(dz, g, get(s, sl->act[i], 0, rh), rh);
         put(s, sl->dz[i], dz, rh);
         float *dx = i == 0 ? din : s->gbuf[(n - i) & 1];
-        if (dx) layer_input_grad(s, i, dz, dx, rows);  // (a column-parallel layer's all-reduce belongs to I)
+        if (dx) {  // (a column-parallel layer's all-reduce belongs to I)
+            weights(s, i, below(i, din));
+            layer_input_grad(s, i, dz, dx, rows);
+        }
         g = dx;
         if (s->progress) s->progress();
     }
+    weights(s, -1, -1);
     slot_bytes(s, sl, deferred_bytes(s));  // the last layer's output is no longer needed (but by the head)
     count(s, -1, 1);
 }
@@ -383,6 +421,7 @@ void stage_backward_weight(Stage *s, int slot) {
     if (s->has_head) {
         const float *last = n ? get(s, sl->act[n - 1], 0, (size_t)rows * H) : get(s, sl->in, 0, (size_t)rows * s->D);
         const float *dl = get(s, sl->logits, 1, (size_t)rows * s->C);
+        grad_target(s, n);
         float beta = grad_beta(s, n, s->dbh, s->C);
         be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, beta, s->dWh, H);
         be->bias_grad(s->dbh, dl, rows, s->C);
@@ -392,6 +431,7 @@ void stage_backward_weight(Stage *s, int slot) {
         int h = stage_out_w(s, i), k = stage_in_w(s, i);
         const float *in = get(s, i == 0 ? sl->in : sl->act[i - 1], 1, (size_t)rows * k);
         const float *dz = get(s, sl->dz[i], 0, (size_t)rows * h);
+        grad_target(s, i);
         float beta = grad_beta(s, i, s->db[i], h);
         be->gemm(1, 0, h, k, rows, 1.0f, dz, h, in, k, beta, s->dW[i], k);
         be->bias_grad(s->db[i], dz, rows, h);
@@ -409,13 +449,16 @@ void stage_forward_eval(Stage *s, const float *x, int rows, float *out) {
     const float *in = x;
     for (int i = 0; i < s->n_layers; i++) {
         float *o = (!s->has_head && i == s->n_layers - 1) ? out : s->gbuf[i & 1];
+        weights(s, i, i + 1 < s->n_layers ? i + 1 : s->has_head ? s->n_layers : -1);
         layer_product(s, i, in, o, rows);
         in = o;
     }
     if (s->has_head) {
+        weights(s, s->n_layers, -1);
         be->gemm(0, 1, rows, s->C, H, 1.0f, in, H, s->Wh, H, 0.0f, out, s->C);
         be->bias_act(out, s->bh, rows, s->C, 0);
     }
+    weights(s, -1, -1);
 }
 
 void stage_zero_grads(Stage *s) {

@@ -90,6 +90,15 @@ typedef struct {
     unsigned char *kind;
     void (*tp_allreduce)(void *ctx, float *x, size_t n);
     void *tp_ctx;
+    // Sharded state (ZeRO-2 and 3, train/zero.c), where params or grads are not all here (NULL).
+    // on_weights: called before a pass reads local layer j's W and b (j == n_layers: the head), in
+    // the order it reads them, with the layer it reads next (-1: none); it must leave W[j] and b[j]
+    // (Wh, bh) pointing at the whole layer until its next call; layer -1: the pass is over. on_grad:
+    // called before layer j's dW and db are written; it may point them elsewhere (marking the layer
+    // fresh: overwritten, not added to). No MPI in this file: the hooks' owner talks to the replicas.
+    void (*on_weights)(void *ctx, int layer, int next);
+    void (*on_grad)(void *ctx, int layer);
+    void *zero_ctx;
 } Stage;
 
 // Parameter count of the whole model (L layers, D inputs, H hidden, C classes): FLOPs of one step
@@ -107,11 +116,14 @@ static inline size_t stage_weight_len(const Stage *s, int j) {
     return j == s->n_layers ? (size_t)s->C * s->H : (size_t)stage_out_w(s, j) * stage_in_w(s, j);
 }
 // Offset (floats, in params/grads) and length of local layer j's weight and bias; j == n_layers: the head.
-static inline size_t stage_layer_off(const Stage *s, int j) {
-    return j == s->n_layers ? (size_t)(s->Wh - s->params) : (size_t)(s->W[j] - s->params);
-}
+// (Reckoned, not read from the pointers: a ZeRO-3 stage holds no flat params.)
 static inline size_t stage_layer_len(const Stage *s, int j) {
     return stage_weight_len(s, j) + (j == s->n_layers ? (size_t)s->C : (size_t)stage_out_w(s, j));
+}
+static inline size_t stage_layer_off(const Stage *s, int j) {
+    size_t off = 0;
+    for (int i = 0; i < j; i++) off += stage_layer_len(s, i);
+    return off;
 }
 // What a Stage holds: global layers [lo, hi) of a model of `layers` hidden layers (and the head when
 // head is set), micro-batches of `rows`, `slots` micro-batches stashed at once, checkpointing.
@@ -124,6 +136,9 @@ typedef struct {
     uint64_t seed;                // initialisation, keyed by the global layer index
     int tp, tp_rank;              // tensor parallelism: the group's size (0 or 1: none) and this rank's
                                   // index: it holds its shard of each layer's initial weights
+    int grads_elsewhere;          // no flat grads: on_grad points dW/db at the owner's buffers (ZeRO-2, 3)
+    int params_elsewhere;         // no flat params either: on_weights points W/b at gathered layers,
+                                  // and the owner initialises its shards (ZeRO-3; init_layer_host)
 } StageSpec;
 void stage_init(Stage *s, const Backend *be, StageSpec spec);
 // Moves params and grads (values and views) into the given buffers of n_params floats each, e.g.

@@ -38,6 +38,7 @@ typedef struct {
     char profile[PATH_LEN];        // --auto: a profile --calibrate wrote ...
     char machine[PATH_LEN];        // ... or a machine file (configs/machines/)
     char out[PATH_LEN];            // --calibrate: where the profile goes
+    char zero[PATH_LEN];           // ZeRO levels "0,1,2,3" (a column when given)
     OptionsSeen seen;              // which options the config file set and which were typed
 } PlanCmd;
 
@@ -52,7 +53,10 @@ static const Option extra_options[] = {
     {"schedule", 'S', OPT_STR, P(schedule), 0, 0, 0, "LIST",
      "'all', one of " SCHED_CHOICES ", or a comma list (default: gpipe,1f1b,interleaved,zb-h1)"},
     {"dp", 0, OPT_STR, P(dp), 0, 0, 0, "LIST",
-     "data-parallel degrees, e.g. 1,2,4 (with --zero 1 the optimizer state is sharded over them)"},
+     "data-parallel degrees, e.g. 1,2,4 (--zero shards over them)"},
+    {"zero", 0, OPT_STR, P(zero), 0, 0, 0, "LIST",
+     "ZeRO levels over the --dp replicas, e.g. 0,1,2,3: 1 shards the optimizer state, 2 the gradients too, 3 the "
+     "weights too"},
     {"auto", 0, OPT_BOOL, P(auto_), 0, 0, 0, 0,
      "predict every layout of --world ranks from --profile or --machine; rank them, print the best's command"},
     {"world", 0, OPT_INT, P(world), 0, 1, 1 << 20, "N", "--auto: the ranks (devices) to lay the run out on"},
@@ -81,6 +85,7 @@ static const char *const model_names[] = {"config",
                                           "zero",
                                           "tp",
                                           "threads",
+                                          "bucket-mb",
                                           "json"};
 #define N_MODEL (sizeof model_names / sizeof *model_names)
 
@@ -157,6 +162,19 @@ static int parse_list(const char *flag, const char *text, int max, int *out) {
     return n;
 }
 
+// --zero 0,1,2,3: each level once, of 0..3.
+static int parse_zero(const char *text, int *out) {
+    int got[MAX_LIST], n = parse_int_list(text, got, MAX_LIST);
+    if (n <= 0 || n > 4) user_error("plan: --zero '%s' is not a comma list of ZeRO levels: try 0,1,2,3", text);
+    for (int i = 0; i < n; i++) {
+        if (got[i] < 0 || got[i] > 3) user_error("plan: --zero '%s': %d is outside 0..3", text, got[i]);
+        for (int j = 0; j < i; j++)
+            if (got[j] == got[i]) user_error("plan: --zero '%s' lists %d twice: list each once", text, got[i]);
+        out[i] = got[i];
+    }
+    return n;
+}
+
 // --params: the layers (and, unless --hidden is given, the hidden size) of a model about that big.
 // Rule: hidden = the power of two nearest sqrt(N / 128) (a model about 128 layers deep), then
 // layers = N / (hidden^2 + hidden), rounded; the input layer is hidden wide.
@@ -201,6 +219,7 @@ static void shape_from_params(PlanCmd *pc, char *said, size_t n) {
 // One row of the table: a schedule (or none, K = 1), K stages, D replicas.
 typedef struct {
     int kind, fits, worst;  // worst: the stage with the largest total
+    int zero;               // --zero of the row
     MemNeed need;           // the worst stage's rank
     MemLayout l;            // the layout and each stage's bytes (memory.c's reckoning, train's own)
 } Row;
@@ -232,23 +251,27 @@ static const char *sched_name(const Row *w, char *buf, size_t n) {
 
 // Every (schedule, K, D) asked for; K = 1 is no pipeline, one row per D whatever the schedules.
 static void fill_table(const TrainConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ds,
-                       int n_d, Table *t) {
-    int cap = n_kind * n_k * n_d;
+                       int n_d, const int *zs, int n_z, Table *t) {
+    int cap = n_kind * n_k * n_d * n_z;
     t->row = xcalloc((size_t)cap, sizeof(Row));
     t->skipped = xcalloc((size_t)cap, sizeof *t->skipped);
     for (int a = 0; a < n_kind; a++)
         for (int b = 0; b < n_k; b++)
-            for (int d = 0; d < n_d; d++) {
+            for (int d = 0; d < n_d * n_z; d++) {
                 if (ks[b] == 1 && a > 0) continue;
                 char why[300], name[32];
-                if (fill_row(c, kinds[a], ks[b], ds[d], &t->row[t->n], why, sizeof why) == 0) {
+                TrainConfig cz = *c;
+                cz.zero = zs[d % n_z];
+                if (fill_row(&cz, kinds[a], ks[b], ds[d / n_z], &t->row[t->n], why, sizeof why) == 0) {
                     t->row[t->n].fits = -1;
+                    t->row[t->n].zero = zs[d % n_z];
                     t->n++;
                     continue;
                 }
                 const char *w = strncmp(why, "train: ", 7) ? why : why + 7;
                 snprintf(t->skipped[t->n_skipped++], sizeof *t->skipped, "%s K=%d dp=%d: %s",
-                         ks[b] == 1 ? "-" : choice_name(SCHED_NAMES, kinds[a], name, sizeof name), ks[b], ds[d], w);
+                         ks[b] == 1 ? "-" : choice_name(SCHED_NAMES, kinds[a], name, sizeof name), ks[b], ds[d / n_z],
+                         w);
             }
     for (int i = 0; i < t->n; i++) t->row[i].fits = t->row[i].need.total <= t->device;
 }
@@ -322,6 +345,13 @@ static void cheapest_fix(const TrainConfig *c, const Table *t, char *buf, size_t
             c->optimizer != OPTIM_SGD ? ", optimizer" : "", K, why);
 }
 
+// ", ZeRO-2" in the header ("" without --zero).
+static const char *zero_name(const TrainConfig *c) {
+    static char s[16];
+    snprintf(s, sizeof s, c->zero ? ", ZeRO-%lld" : "", (long long)c->zero);
+    return s;
+}
+
 static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
     char name[32], b[6][32];
     const TrainConfig *c = &pc->t;
@@ -331,7 +361,7 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
         (long long)c->layers, (long long)c->hidden, (long long)c->inputs, (long long)c->classes,
         fmt_count((double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), b[0], 32),
         (long long)c->batch, (long long)c->micro_batches, choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name),
-        c->zero ? ", ZeRO-1" : "", c->checkpoint_activations ? ", checkpointed activations" : "");
+        zero_name(c), c->checkpoint_activations ? ", checkpointed activations" : "");
     if (shape[0]) fputs(shape, stdout);
     printf("# precision %s: weights, gradients, optimizer state 4 bytes per value; stashed activations %g bytes per "
            "element\n",
@@ -347,14 +377,18 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
            seen_set(&pc->seen, "device-memory") ? "" : " (this machine's MemAvailable)");
     printf("# activations: live at the peak of the stage's actions; other: the backward's buffers, the host rows, "
            "stash slots never live at once\n");
-    printf("%-11s %6s %3s %13s %12s %12s %12s %12s %11s %12s %7s  %s\n", "schedule", "stages", "dp", "micro-batches",
-           "weights", "gradients", "optimizer", "activations", "other", "total", "bubble", "fits");
+    int col = pc->zero[0] != 0;  // --zero given: a column of the row's level
+    printf("%-11s %6s %3s%s %13s %12s %12s %12s %12s %11s %12s %7s  %s\n", "schedule", "stages", "dp",
+           col ? " zero" : "", "micro-batches", "weights", "gradients", "optimizer", "activations", "other", "total",
+           "bubble", "fits");
     for (int i = 0; i < t->n; i++) {
         const Row *w = &t->row[i];
         const MemNeed *m = &w->need;
         double act = w->l.act[w->worst], other = m->total - m->weights - m->grads - m->optimizer - act;
-        printf("%-11s %6d %3d %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n", sched_name(w, name, sizeof name), w->l.K,
-               w->l.D, w->l.M, fmt_bytes(m->weights, b[0], 32), fmt_bytes(m->grads, b[1], 32),
+        char z[8] = "";
+        if (col) snprintf(z, sizeof z, " %4d", w->zero);
+        printf("%-11s %6d %3d%s %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n", sched_name(w, name, sizeof name),
+               w->l.K, w->l.D, z, w->l.M, fmt_bytes(m->weights, b[0], 32), fmt_bytes(m->grads, b[1], 32),
                fmt_bytes(m->optimizer, b[2], 32), fmt_bytes(act, b[3], 32), fmt_bytes(other, b[4], 32),
                fmt_bytes(m->total, b[5], 32), w->l.bubble, w->fits ? "yes" : "no");
     }
@@ -388,6 +422,7 @@ static cJSON *json_row(const Row *w) {
     cJSON_AddStringToObject(r, "schedule", l->K == 1 ? "none" : choice_name(SCHED_NAMES, w->kind, name, sizeof name));
     cJSON_AddNumberToObject(r, "stages", l->K);
     cJSON_AddNumberToObject(r, "dp", l->D);
+    cJSON_AddNumberToObject(r, "zero", w->zero);
     cJSON_AddNumberToObject(r, "virtual_stages", l->V);
     cJSON_AddNumberToObject(r, "micro_batches", l->M);
     cJSON_AddNumberToObject(r, "rows_per_micro_batch", l->rows);
@@ -402,6 +437,7 @@ static cJSON *json_row(const Row *w) {
     cJSON_AddItemToObject(r, "activation_bytes_per_stage", cJSON_CreateDoubleArray(l->act, l->K));
     cJSON_AddItemToObject(r, "activation_alloc_bytes_per_stage", per_stage(w, offsetof(MemNeed, activations)));
     cJSON_AddItemToObject(r, "weight_bytes_per_stage", per_stage(w, offsetof(MemNeed, weights)));
+    cJSON_AddItemToObject(r, "grad_bytes_per_stage", per_stage(w, offsetof(MemNeed, grads)));
     cJSON_AddItemToObject(r, "optimizer_bytes_per_stage", per_stage(w, offsetof(MemNeed, optimizer)));
     cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(l->inflight, l->K));
     cJSON_AddNumberToObject(r, "tp", l->T);
@@ -477,8 +513,8 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
         if (seen_set(&pc->seen, auto_only[i]))
             user_error("plan: --%s goes with --auto: add --auto, or drop it", auto_only[i]);
     if (seen_set(&pc->seen, "out")) user_error("plan: --out names --calibrate's profile: add --calibrate, or drop it");
-    if (c->zero && !pc->dp[0])
-        user_error("plan: --zero 1 shards the optimizer state over data-parallel replicas: add --dp, e.g. --dp 2,4");
+    if (pc->zero[0] && !pc->dp[0])
+        user_error("plan: --zero %s shards over data-parallel replicas: add --dp, e.g. --dp 2,4", pc->zero);
 }
 
 // --auto's and --calibrate's rules: what each needs, and the options they replace.
@@ -626,7 +662,7 @@ int cmd_plan(int argc, char **argv) {
     if (pc->calibrate) return plan_calibrate(pc);
     if (pc->auto_) return plan_auto(pc, shape);
     TrainConfig *c = &pc->t;
-    int kinds[MAX_LIST], ks[MAX_LIST], ds[MAX_LIST], n_kind, n_k = 0, n_d = 1;
+    int kinds[MAX_LIST], ks[MAX_LIST], ds[MAX_LIST], zs[4] = {0}, n_kind, n_k = 0, n_d = 1, n_z = 1;
     char why[PATH_LEN + 160];
     n_kind = schedule_parse_list(pc->schedule[0] ? pc->schedule : "gpipe,1f1b,interleaved,zb-h1", kinds, MAX_LIST, why,
                                  sizeof why);
@@ -635,6 +671,8 @@ int cmd_plan(int argc, char **argv) {
     else for (int k = 1; k <= c->layers && k <= 64; k *= 2) ks[n_k++] = k;
     if (pc->dp[0]) n_d = parse_list("dp", pc->dp, 1 << 20, ds);
     else ds[0] = 1;
+    if (pc->zero[0]) n_z = parse_zero(pc->zero, zs);
+    c->zero = n_z == 1 ? zs[0] : 0;  // one level: the header names it; several: the column does
     Table t = {0};
     t.device = pc->device_memory[0] ? parse_bytes(pc->device_memory) : memory_available();
     if (pc->device_memory[0] && t.device < 0)
@@ -647,7 +685,7 @@ int cmd_plan(int argc, char **argv) {
         user_error("plan: --device-memory '%s' is more than 1 PiB: give the memory of one device, like 24G or 80G",
                    pc->device_memory);
     if (t.device < 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
-    fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, &t);
+    fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, zs, n_z, &t);
     if (!t.n)
         user_error("plan: no layout given can run (first: %s): change --stages, --micro-batches or --batch",
                    t.skipped[0]);

@@ -18,6 +18,7 @@
 #include "base/util.h"
 #include "train/verify.h"
 #include "train/auto.h"
+#include "train/zero.h"
 
 // ---- parse ----
 
@@ -117,7 +118,9 @@ static StageSpec spec_of(const TrainConfig *c, const Plan *p, const Wire *w, int
                        .bf16 = c->precision == PRECISION_BF16,
                        .seed = (uint64_t)c->seed,
                        .tp = p->T,
-                       .tp_rank = w->comm.tp_rank};
+                       .tp_rank = w->comm.tp_rank,
+                       .grads_elsewhere = p->data_parallel && c->zero >= 2,
+                       .params_elsewhere = p->data_parallel && c->zero >= 3};
 }
 
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
@@ -180,9 +183,10 @@ static void setup_tensor_parallel(const Plan *p, Wire *w, Model *model) {
 
 // Replicas must start from identical parameters: compare checksums within each dp group and let
 // every rank of the world learn the verdict, so all decide alike.
+// (ZeRO-3 holds no whole parameters: each rank draws only its shards, from the same options.)
 static void check_replicas_agree(const Model *model, const Comm *comm) {
     double differ[1] = {0};
-    for (int k = 0; k < model->n_local; k++)
+    for (int k = 0; k < model->n_local && model->local[k].params; k++)
         differ[0] += !comm_same_u64(stage_param_checksum(&model->local[k]), comm->dp);
     comm_allreduce_max_double(differ, 1, MPI_COMM_WORLD);
     if (differ[0])
@@ -204,6 +208,8 @@ static void setup_data_parallel(const TrainConfig *c, const Plan *p, Wire *w, Mo
     for (int k = 0; k < model->n_local; k++)
         gradsync_init(&model->sync[k], &w->comm, &model->local[k], c->ddp_sync, p->allreduce, (int)c->zero,
                       c->bucket_mb * 1024 * 1024);
+    for (int k = 0; k < model->n_local && c->zero >= 2; k++)
+        zero_init(&model->sync[k], (int)c->zero, (uint64_t)c->seed, (int)c->layers);
 }
 
 // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads;
@@ -232,7 +238,9 @@ static void setup_checkpoints(Run *r, int verbose) {
     r->progress.saved_step = -1;
     if (!c->resume[0]) return;
     char desc[160];
+    for (int k = 0; k < r->model.n_sync; k++) gradsync_unshard(&r->model.sync[k]);  // sharded: loaded whole, cut
     r->progress.start = (int)ckpt_resume(&r->ck, &r->progress.sample0, desc, sizeof desc);
+    for (int k = 0; k < r->model.n_sync; k++) gradsync_reshard(&r->model.sync[k]);
     if (verbose)
         printf("resumed from %s: %s; training steps %d-%lld\n", c->resume, desc, r->progress.start + 1, p->steps);
 }
@@ -313,6 +321,10 @@ static void check_divergence(const TrainConfig *c, Progress *g, const Measure *m
 static void inject_nan_gradient(Model *model) {
     Stage *s = &model->local[0];
     float nan = NAN;
+    if (!s->grads) {  // ZeRO-2, 3: this rank's gradient shards
+        s->be->to_device(model->sync[0].zs->gshard + model->sync[0].shard_total / 2, &nan, sizeof nan);
+        return;
+    }
     s->be->to_device(s->grads + s->n_params / 2, &nan, sizeof nan);
 }
 
@@ -350,7 +362,7 @@ static void step_update(Run *r, int step) {
 // ddp/hybrid: the step's collectives, in flight and exposed. In a pipeline the other stages still
 // compute (the cool-down) after this one is done: the replica's compute ends when its last stage
 // does. Every rank left the step's barrier together, so times since t0 compare across the pipeline.
-static void step_comm_times(const Plan *p, const Comm *comm, Model *model, Measure *m, int step) {
+static void step_comm_times(const Plan *p, const Comm *comm, Model *model, Measure *m, int step, int trace) {
     double t0 = m->step_start[step], end = 0;
     for (int k = 0; k < model->n_sync; k++) end = fmax(end, model->sync[k].t_compute_end);
     if (p->pipelined) {
@@ -361,6 +373,11 @@ static void step_comm_times(const Plan *p, const Comm *comm, Model *model, Measu
     m->comm_s[step] = m->exposed_s[step] = 0;  // a rank's chunks: their times add up
     for (int k = 0; k < model->n_sync; k++) {
         double cs, es;
+        const GradSync *g = &model->sync[k];
+        for (int i = 0; i < g->n_spans && trace; i++)  // ZeRO's collectives, for --trace
+            if (g->spans[i].kind)
+                measure_record(m, step, g->spans[i].kind, -1, k, g->spans[i].t0 - t0, g->spans[i].t1 - t0)->bytes =
+                    g->spans[i].bytes;
         gradsync_end_step(&model->sync[k], end, &cs, &es);
         m->comm_s[step] += cs;
         m->exposed_s[step] += es;
@@ -370,7 +387,10 @@ static void step_comm_times(const Plan *p, const Comm *comm, Model *model, Measu
 // Saves the state after step `step` (0-based) completed, with the training stream's position after it.
 static double save_checkpoint(Run *r, int step) {
     const Progress *g = &r->progress;
+    // ZeRO: the files are unsharded; every rank makes its stages whole for the writer, then cuts them again
+    for (int k = 0; k < r->model.n_sync; k++) gradsync_unshard(&r->model.sync[k]);
     double bytes = ckpt_save(&r->ck, step + 1, plan_step_sample(&r->p, g->sample0, g->start, step + 1));
+    for (int k = 0; k < r->model.n_sync; k++) gradsync_reshard(&r->model.sync[k]);
     r->progress.saved_step = step + 1;
     return bytes;
 }
@@ -454,10 +474,10 @@ static void end_epoch(Run *r, int step, int verbose) {
     m->epoch_t0 = now_sec();
 }
 
-// The replicas of every stage must end with the same parameters.
+// The replicas of every stage must end with the same parameters (ZeRO-3: each holds other shards).
 static void check_replicas_end_alike(const Wire *w, const Model *model) {
     for (int k = 0; k < model->n_sync; k++)
-        if (!comm_same_u64(stage_param_checksum(&model->local[k]), w->comm.dp))
+        if (model->local[k].params && !comm_same_u64(stage_param_checksum(&model->local[k]), w->comm.dp))
             fatal("the replicas of stage %d (chunk %d) ended with different parameters: the ranks were started with "
                   "different "
                   "options (--lr, --optimizer, ...), or the gradient all-reduce is broken",
@@ -488,7 +508,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
                        isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
         check_divergence(c, g, &r->m, step, loss);
         step_update(r, step);
-        if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step);
+        if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step, c->trace[0]);
         if (c->gemm_timing) r->m.gemm_s[step] = be->gemm_seconds();
         step_log_and_save(r, step, loss, verbose);
         if (p->epochs && (step + 1) % p->steps_per_epoch == 0) end_epoch(r, step, verbose);

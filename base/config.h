@@ -106,7 +106,7 @@ typedef struct {
     int allreduce;           // ALLREDUCE_* (comms.h)
     double bucket_mb;        // bucket capacity, MiB
     int64_t grad_accum;      // micro-steps per optimizer step
-    int64_t zero;            // ZeRO stage: 0 or 1
+    int64_t zero;            // ZeRO stage: 0 (none), 1, 2 or 3
     // checkpoints (checkpoint.c)
     char save[PATH_LEN];     // "" = no checkpoints
     int64_t save_every;      // 0 = only at the end

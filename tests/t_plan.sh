@@ -1,5 +1,5 @@
 # tests/t_plan.sh: `micropp plan` (no MPI) against what `micropp train` measures: for configs in
-# configs/ and several schedules, stages and a ZeRO-1 hybrid, plan's activation bytes per stage
+# configs/ and several schedules, stages, a ZeRO-1 hybrid and ZeRO-2 and 3, plan's activation bytes per stage
 # equal train's peak_activation_bytes and its weights and optimizer state train's memory_per_rank
 # (within 5%); the memory wall's verdict; and every bad input ends with one line and exit 2.
 source "$(dirname "$0")/lib.sh"
@@ -25,7 +25,7 @@ got, want = r["activation_bytes_per_stage"], train["peak_activation_bytes"]
 if len(got) != len(want): bad.append("stages: plan %d, train %d" % (len(got), len(want)))
 for s, (a, b) in enumerate(zip(got, want)): near("activations of stage %d" % s, a, b)
 near("weights per rank", max(r["weight_bytes_per_stage"]), m["weights"])
-near("gradients per rank", max(r["weight_bytes_per_stage"]), m["grads"])
+near("gradients per rank", max(r["grad_bytes_per_stage"]), m["grads"])
 near("optimizer state per rank", max(r["optimizer_bytes_per_stage"]), m["optimizer"])
 if "peak_inflight" in train and r["peak_inflight"] != [int(x) for x in train["peak_inflight"]]: bad.append("peak in-flight: plan %s, train %s" % (r["peak_inflight"], train["peak_inflight"]))
 if r.get("tp", 1) > 1:  # --tp: the group's all-reduce bytes per step and rank (train's: the mean over the ranks)
@@ -49,6 +49,32 @@ compare "plan/default.json zb-h1 K=2 checkpointed = train" 2 "--config configs/d
     "--config configs/default.json --mode pp --schedule zb-h1 --checkpoint-activations"
 compare "plan/default.json hybrid 2x2 ZeRO-1 = train" 4 "--config configs/default.json --schedule 1f1b --stages 2 --dp 2 --zero 1" \
     "--config configs/default.json --mode hybrid --pp 2 --dp 2 --zero 1"
+compare "plan/default.json ddp 2 ZeRO-2 = train" 2 "--config configs/default.json --stages 1 --dp 2 --zero 2 --schedule gpipe" \
+    "--config configs/default.json --mode ddp --zero 2"
+compare "plan/default.json ddp 2 ZeRO-3 = train" 2 "--config configs/default.json --stages 1 --dp 2 --zero 3 --schedule gpipe" \
+    "--config configs/default.json --mode ddp --zero 3"
+compare "plan/default.json hybrid 2x2 ZeRO-3 = train" 4 "--config configs/default.json --schedule 1f1b --stages 2 --dp 2 --zero 3" \
+    "--config configs/default.json --mode hybrid --pp 2 --dp 2 --zero 3"
+# --zero as a list: one plan, a row per level, each equal to what train measures at that level
+run 60 "$MICROPP" plan --json --config configs/default.json --stages 1 --dp 2 --zero 1,2,3 --schedule gpipe
+PLAN_Z=$OUT
+for z in 1 2 3; do
+    run 300 mpiexec -n 2 "$MICROPP" train --steps 2 --log-every 0 --json --config configs/default.json --mode ddp --zero $z
+    why=$(python3 - "$PLAN_Z" "$OUT" "$z" <<'PY'
+import json, sys
+plan, train, z = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+rows = [r for r in plan["rows"] if r["zero"] == z]
+if len(rows) != 1: print("plan has %d rows of zero %d" % (len(rows), z)); sys.exit()
+r, m = rows[0], train["memory_per_rank"]
+bad = ["%s: plan %g, train %g" % (k, r[k + "_bytes"], m[t]) for k, t in
+       (("weight", "weights"), ("grad", "grads"), ("optimizer", "optimizer"))
+       if abs(r[k + "_bytes"] - m[t]) > 0.05 * m[t]]
+print("; ".join(bad))
+PY
+)
+    if [ "$RC" -eq 0 ] && [ -z "$why" ]; then pass "plan/--zero 1,2,3: the zero-$z row = train --zero $z"
+    else fail "plan/--zero 1,2,3: the zero-$z row = train --zero $z" "exit $RC $why"; fi
+done
 compare "plan/default.json 1f1b K=2 bf16 (stashes of 2 bytes) = train" 2 "--config configs/default.json --schedule 1f1b --stages 2 --precision bf16" \
     "--config configs/default.json --mode pp --schedule 1f1b --precision bf16"
 compare "plan/default.json zb-v K=2 bf16 = train" 2 "--config configs/default.json --schedule zb-v --stages 2 --precision bf16" \

@@ -84,6 +84,11 @@ static void test_layouts(void) {
 static void test_flags_apply(void) {
     refused("plan/refuse: monolith on 2 ranks", 2, "", "train: --mode monolith runs in one process but 2 were started");
     refused("plan/refuse: --trace outside pp", 1, "--trace t.json", "--trace applies to --mode pp, not --mode monolith");
+    refused("plan/refuse: --trace in ddp without --zero", 2, "--mode ddp --trace t.json",
+            "--trace applies to --mode pp, or ddp with --zero");
+    refused("plan/refuse: --gantt in ddp even with --zero", 2, "--mode ddp --zero 3 --gantt",
+            "--gantt applies to --mode pp, not --mode ddp");
+    plan_ok("plan: --trace in ddp with --zero 3", 2, "--mode ddp --zero 3 --trace t.json");
     refused("plan/refuse: --schedule outside a pipeline", 2, "--mode ddp --schedule gpipe", "--schedule applies to --mode pp or hybrid, not --mode ddp");
     refused("plan/refuse: --parts outside manual", 1, "--parts 3", "--parts applies to --mode manual");
     refused("plan/refuse: --samples with a data file", 1, "--data x.npy --samples 5", "--samples sizes the synthetic data set, and --data 'x.npy' is a file");
@@ -92,7 +97,18 @@ static void test_flags_apply(void) {
     refused("plan/refuse: --dp outside ddp/hybrid", 2, "--mode pp --dp 2", "--dp applies to --mode hybrid or ddp");
     refused("plan/refuse: --grad-accum in a pipeline", 2, "--mode pp --grad-accum 2", "--grad-accum applies to --mode monolith or ddp");
     refused("plan/refuse: --bucket-mb 0", 2, "--mode ddp --bucket-mb 0", "--bucket-mb 0 must be positive");
-    refused("plan/refuse: --zero with --save", 2, "--mode ddp --zero 1 --save ck", "--save with --zero 1 is not supported");
+    for (int z = 1; z <= 3; z++) {  // the checkpoints of sharded runs are the unsharded files
+        char args[96], name[96];
+        snprintf(args, sizeof args, "--mode ddp --zero %d --save ck --resume ck", z);
+        snprintf(name, sizeof name, "plan: --zero %d saves and resumes", z);
+        plan_ok(name, 2, args);
+    }
+    refused("plan/refuse: --zero 3 with --tp", 4, "--mode ddp --dp 2 --tp 2 --zero 3",
+            "--zero 3 with --tp 2 is not supported yet");
+    refused("plan/refuse: --zero 2 with naive sync", 2, "--mode ddp --zero 2 --ddp-sync naive",
+            "--zero 2 reduce-scatters buckets while the backward runs, and --ddp-sync naive has none");
+    refused("plan/refuse: --zero 3 with --allreduce shm", 2, "--mode hybrid --pp 1 --dp 2 --zero 3 --allreduce shm",
+            "--zero 3 keeps no whole gradient buffer for --allreduce shm to share");
     refused("plan/refuse: naive sync with --bucket-mb", 2, "--mode ddp --ddp-sync naive --bucket-mb 4", "--bucket-mb applies to --ddp-sync bucketed");
 }
 
@@ -343,6 +359,11 @@ static void test_allreduce(void) {
                   "train: --allreduce shm needs the 4 replicas of each stage on one node, and only 2 share this rank's: use --allreduce mpi or ring");
     facts_refused("plan/refuse: --allreduce shm, /dev/shm too small", &ft, "--mode ddp --allreduce shm",
                   "train: --allreduce shm needs 4.23 MB of /dev/shm for the 2 ranks of this node, and 1 MB are free");
+    p = facts_ok("plan/allreduce auto, --zero 3", &f1, "--mode ddp --zero 3");
+    EXPECT("plan/allreduce: auto with ZeRO-3 (no whole gradient to share) is mpi", p.allreduce == ALLREDUCE_MPI, "%d",
+           p.allreduce);
+    p = facts_ok("plan/allreduce auto, --zero 1", &f1, "--mode ddp --zero 1");
+    EXPECT("plan/allreduce: auto with ZeRO-1 stays shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
     p = plan_ok("plan/allreduce: before the facts", 2, "--mode ddp --allreduce shm");
     EXPECT("plan/allreduce: shm as asked until the facts are known", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
 }

@@ -23,21 +23,23 @@ static Bucket *add_bucket(GradSync *g, size_t off, size_t n, int lo, int hi) {
 static void run_blocking(GradSync *g, Bucket *b) {
     double t0 = now_sec();
     float *x = g->s->grads + b->off;
+    if (g->zero) g->rs_bytes += (double)b->n * sizeof(float);
     if (g->zero) comm_reduce_scatter(g->comm, x, b->n, 1.0f, g->algo);
     else comm_allreduce(g->comm, x, b->n, 1.0f, g->algo);
-    g->spans[g->n_spans++] = (Span){t0, now_sec()};
+    g->spans[g->n_spans++] = (Span){t0, now_sec(), 0, 0};
     g->calls++;
 }
 
 static void start(GradSync *g, Bucket *b) {
     Comm *c = g->comm;
     float *x = g->s->grads + b->off;
+    if (g->zero) g->rs_bytes += (double)b->n * sizeof(float);
     // A plain sum: each replica's loss gradient is already scaled by 1 / (rows of the whole step
     // over all replicas) (Stage.grad_scale), so the sum IS the average gradient, and the collective
     // saves a pass over the buffer (PyTorch's gradient pre-division does the same).
     b->req = g->zero ? comm_reduce_scatter_start(c, x, b->n, 1.0f, g->algo)
                      : comm_allreduce_start(c, x, b->n, 1.0f, g->algo);
-    g->spans[g->n_spans++] = (Span){now_sec(), 0};
+    g->spans[g->n_spans++] = (Span){now_sec(), 0, 0, 0};
     g->calls++;
 }
 
@@ -84,6 +86,7 @@ void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, int zero,
 }
 
 void gradsync_free(GradSync *g) {
+    if (g->sharded) g->sharded->free(g);
     if (g->s && g->s->hook_ctx == g) { g->s->on_layer_grad = NULL; g->s->hook_ctx = NULL; }
     if (g->m) { g->s->be->free(g->m); g->s->be->free(g->v); }
     free(g->b); free(g->spans);
@@ -92,12 +95,15 @@ void gradsync_free(GradSync *g) {
 
 void gradsync_begin_step(GradSync *g) {
     g->next = 0; g->final = 0; g->calls = 0; g->n_spans = 0;
+    g->ag_bytes = g->rs_bytes = 0;
+    if (g->sharded) g->sharded->begin_step(g);
 }
 
 void gradsync_set_final(GradSync *g, int final) { g->final = final; }
 
 void gradsync_finish(GradSync *g) {
     g->t_compute_end = now_sec();
+    if (g->sharded) { g->sharded->finish(g); return; }
     if (g->sync == SYNC_NAIVE) {  // the lesson's baseline: one blocking collective per tensor
         for (int i = 0; i < g->nb; i++) run_blocking(g, &g->b[i]);
         return;
@@ -110,6 +116,7 @@ void gradsync_finish(GradSync *g) {
 long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t) {
     Stage *s = g->s;
     if (!g->zero) return stage_optimizer_step(s, optimizer, lr, wd, t);
+    if (g->sharded) return g->sharded->optimizer_step(g, optimizer, lr, wd, t);
     long bad = -1;
     if (optimizer != OPTIM_SGD && !g->m) {
         g->m = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
@@ -126,13 +133,14 @@ long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int
     int base = g->n_spans;
     for (int i = 0; i < g->nb; i++) {
         Bucket *b = &g->b[i];
+        g->ag_bytes += (double)b->n * sizeof(float);
         if (g->sync == SYNC_NAIVE) {
             double t0 = now_sec();
             comm_allgather(g->comm, s->params + b->off, b->n, g->algo);
-            g->spans[g->n_spans++] = (Span){t0, now_sec()};
+            g->spans[g->n_spans++] = (Span){t0, now_sec(), 0, 0};
         } else {  // all in flight together, then waited for
             b->req = comm_allgather_start(g->comm, s->params + b->off, b->n, g->algo);
-            g->spans[g->n_spans++] = (Span){now_sec(), 0};
+            g->spans[g->n_spans++] = (Span){now_sec(), 0, 0, 0};
         }
         g->calls++;
     }
@@ -143,7 +151,48 @@ long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int
 
 void gradsync_gather_grads(GradSync *g) {
     if (!g->zero) return;
+    if (g->sharded) { g->sharded->gather_grads(g); return; }
     for (int i = 0; i < g->nb; i++) comm_allgather(g->comm, g->s->grads + g->b[i].off, g->b[i].n, g->algo);
+}
+
+void gradsync_whole(GradSync *g, float *dst, const float *src) {
+    for (int i = 0; i < g->nb; i++) {
+        Bucket *b = &g->b[i];
+        g->s->be->copy(dst + b->off + b->shard_off, src + b->moment_off, b->shard_n * sizeof(float));
+        comm_allgather(g->comm, dst + b->off, b->n, g->algo);
+    }
+}
+
+void gradsync_unshard(GradSync *g) {
+    Stage *s = g->s;
+    if (!g->zero) return;
+    if (g->m && !s->adam_m) {
+        s->adam_m = s->be->alloc(s->n_params * sizeof(float));
+        s->adam_v = s->be->alloc(s->n_params * sizeof(float));
+        gradsync_whole(g, s->adam_m, g->m);
+        gradsync_whole(g, s->adam_v, g->v);
+    }
+    if (g->sharded) g->sharded->unshard(g);
+}
+
+void gradsync_reshard(GradSync *g) {
+    Stage *s = g->s;
+    if (!g->zero) return;
+    if (s->adam_m) {
+        if (!g->m) {
+            g->m = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
+            g->v = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
+        }
+        for (int i = 0; i < g->nb; i++) {
+            Bucket *b = &g->b[i];
+            size_t bytes = b->shard_n * sizeof(float), at = b->off + b->shard_off;
+            s->be->copy(g->m + b->moment_off, s->adam_m + at, bytes);
+            s->be->copy(g->v + b->moment_off, s->adam_v + at, bytes);
+        }
+        s->be->free(s->adam_m); s->be->free(s->adam_v);
+        s->adam_m = s->adam_v = NULL;
+    }
+    if (g->sharded) g->sharded->reshard(g);
 }
 
 static int cmp_span(const void *a, const void *b) {
@@ -167,6 +216,9 @@ void gradsync_end_step(GradSync *g, double compute_end, double *comm_s, double *
     }
     *comm_s = total;
     *exposed_s = exposed;
+    g->step_ag = g->ag_bytes;
+    g->step_rs = g->rs_bytes;
+    g->step_calls = g->calls;
 }
 
 uint64_t stage_param_checksum(const Stage *s) {

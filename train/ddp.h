@@ -19,9 +19,25 @@ typedef struct {
     CommReq *req;
 } Bucket;
 
-typedef struct { double t0, t1; } Span;  // a collective in flight: started, completion observed
-
 typedef struct {
+    double t0, t1;  // started, completion observed
+    int kind;       // ZeRO-2, 3: EV_GATHER or EV_REDUCE_SCATTER (train/trace.h), for --trace; else 0
+    double bytes;   // ... and its buffer's bytes
+} Span;
+
+struct GradSync;
+// ZeRO-2 and 3 (train/zero.c, zero_init) take a GradSync's step over through these.
+typedef struct {
+    void (*begin_step)(struct GradSync *g);
+    void (*finish)(struct GradSync *g);
+    long (*optimizer_step)(struct GradSync *g, int optimizer, float lr, float wd, int t);
+    void (*gather_grads)(struct GradSync *g);
+    void (*free)(struct GradSync *g);
+    void (*unshard)(struct GradSync *g);  // ZeRO-3: the whole parameters into s->params, and back
+    void (*reshard)(struct GradSync *g);
+} ShardOps;  // a collective in flight: started, completion observed
+
+typedef struct GradSync {
     Comm *comm;
     Stage *s;
     int sync, algo, zero, D;
@@ -33,8 +49,13 @@ typedef struct {
     double t_compute_end; // when this step's forward/backward work ended on this rank
     Span *spans;          // this step's collectives
     int n_spans;
-    float *m, *v;         // ZeRO-1 Adam moments of this rank's shards (shard_total floats each)
+    float *m, *v;         // ZeRO-1, 2, 3: Adam moments of this rank's shards (shard_total floats each)
     size_t shard_total;
+    double ag_bytes, rs_bytes;      // ZeRO: this step's all-gathered and reduce-scattered bytes (buffer sizes) ...
+    double step_ag, step_rs;        // ... and the last completed step's (gradsync_end_step)
+    int step_calls;                 // the last completed step's collectives (an evaluation's gathers come after)
+    struct Zero *zs;      // ZeRO-2 and 3 (train/zero.h): the sharded gradients (and weights) ...
+    const ShardOps *sharded;  // ... and what runs their step (NULL: ddp or ZeRO-1)
 } GradSync;
 
 // Buckets of whole layers, each closed once it reaches bucket_bytes (bucketed: so a bucket exceeds
@@ -57,6 +78,14 @@ void gradsync_finish(GradSync *g);
 long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t);
 // ZeRO-1 only, for --verify: all-gathers the averaged gradient shards so the whole buffer holds them.
 void gradsync_gather_grads(GradSync *g);
+// The shards of src (shard_total floats, bucket by bucket at moment_off) made whole in dst
+// (n_params floats) on every rank of dp: copied in place, then all-gathered.
+void gradsync_whole(GradSync *g, float *dst, const float *src);
+// Checkpoints of sharded runs are the unsharded files: before a save (and around a resume) the
+// sharded state is made whole in the stage (s->adam_m, s->adam_v; ZeRO-3: s->params), and afterwards
+// cut back into this rank's shards, the whole copies freed. Nothing without ZeRO. Collective over dp.
+void gradsync_unshard(GradSync *g);
+void gradsync_reshard(GradSync *g);
 // The step's communication: in-flight time (the union of the collectives' spans) and the part of
 // it after compute_end (exposed: nothing computed meanwhile, it delayed the optimizer step).
 // compute_end: g->t_compute_end (this rank's work), or later in a pipeline (its other stages' work).

@@ -64,7 +64,12 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
                                           "partition", "checkpoint-activations", "virtual-stages",
                                           "transport"};
     static const char *const dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
-    if (c->mode != MODE_PP && (f = TYPED(observe_only)))  // the observers of one pipeline
+    // the observers of one pipeline (and --trace of ddp: its forward, backward and ZeRO's collectives)
+    if (c->mode == MODE_DDP && seen_typed(e->seen, "trace") && !c->zero)
+        return refuse(e, "train: --trace applies to --mode pp, or ddp with --zero: drop it or add --zero 3");
+    static const char *const charts[] = {"timeline", "timeline-step", "gantt"};  // (ddp with --zero: a trace)
+    int ddp_trace = c->mode == MODE_DDP && c->zero != 0;
+    if (c->mode != MODE_PP && (f = (ddp_trace ? TYPED(charts) : TYPED(observe_only))))
         return refuse(e, "train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", f, mode);
     if (!is_pipelined(c->mode) && (f = TYPED(pp_only)))
         return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", f,
@@ -172,11 +177,21 @@ static int rule_data_parallel(const TrainConfig *c, Err *e) {
     if (is_data_parallel(c->mode) && c->bucket_mb <= 0)
         return refuse(e, "train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25",
                       c->bucket_mb);
-    if (c->zero && (c->save[0] || c->resume[0]))
+    if (c->zero >= 2 && c->ddp_sync == SYNC_NAIVE)
         return refuse(e,
-                      "train: --%s with --zero 1 is not supported (each rank holds only its shard of the Adam "
-                      "moments): drop --zero for runs that save or resume",
-                      c->save[0] ? "save" : "resume");
+                      "train: --zero %lld reduce-scatters buckets while the backward runs, and --ddp-sync naive has "
+                      "none: drop --ddp-sync naive (bucketed is the default)",
+                      (long long)c->zero);
+    if (c->zero >= 2 && c->tp > 1)  // (zero.c shards and draws whole layers; --tp splits them first)
+        return refuse(e,
+                      "train: --zero %lld with --tp %lld is not supported yet: use --zero 1 (the optimizer state "
+                      "sharded) with --tp, or drop --tp",
+                      (long long)c->zero, (long long)c->tp);
+    if (c->zero >= 2 && c->allreduce == ALLREDUCE_SHM)
+        return refuse(e,
+                      "train: --zero %lld keeps no whole gradient buffer for --allreduce shm to share: use --allreduce "
+                      "mpi or ring (auto picks mpi)",
+                      (long long)c->zero);
     if (c->ddp_sync == SYNC_NAIVE && seen_typed(e->seen, "bucket-mb"))
         return refuse(e, "train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): "
                          "drop one of them");
@@ -672,7 +687,8 @@ static int rule_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e)
     if (!p->data_parallel || !f->devices || (c->allreduce != ALLREDUCE_SHM && c->allreduce != ALLREDUCE_AUTO)) return 0;
     char why[300] = "";
     if (c->allreduce == ALLREDUCE_AUTO) {
-        if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
+        if (c->zero >= 2) snprintf(why, sizeof why, "ZeRO-2 and 3 shard the gradients");  // no whole buffer to share
+        else if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
         p->allreduce = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
         return 0;
     }

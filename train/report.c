@@ -5,10 +5,12 @@
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <cjson/cJSON.h>
 #include "train/pipeline.h"
 #include "train/report.h"
 #include "slurm.h"
+#include "train/zero.h"
 #include "base/util.h"
 
 // The choices' names (the sync's and the all-reduce's too: report_dp_header prints them)...
@@ -171,7 +173,7 @@ void report_dp_header(const TrainConfig *c, const Plan *p, const Model *model) {
         printf(" (cap %g MiB)%s", c->bucket_mb,
                c->mode == MODE_HYBRID ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
     printf(" | %s %s", c->zero ? "reduce-scatter + all-gather" : "all-reduce", s.allreduce);
-    if (c->zero) printf(" | ZeRO-1: this rank updates %zu of %zu parameters", shards, params);
+    if (c->zero) printf(" | ZeRO-%lld: this rank updates %zu of %zu parameters", (long long)c->zero, shards, params);
     printf("\n");
     fflush(stdout);
 }
@@ -240,7 +242,7 @@ static void fill_sync_state(const TrainConfig *c, const Comm *comm, const Model 
     for (int k = 0; k < model->n_sync; k++) {
         held += c->zero ? model->sync[k].shard_total : model->sync[k].s->n_params;
         nb[0] += model->sync[k].nb;
-        nb[1] += model->sync[k].calls;
+        nb[1] += model->sync[k].step_calls;
     }
     double v[1] = {c->optimizer == OPTIM_ADAM ? 2.0 * sizeof(float) * (double)held : 0};
     comm_allreduce_max_double(v, 1, MPI_COMM_WORLD);
@@ -254,19 +256,32 @@ static void fill_sync_state(const TrainConfig *c, const Comm *comm, const Model 
 // after the steps: the moments are allocated at the first update), the largest of each over the ranks:
 // what `micropp plan` reckons beforehand.
 static void fill_model_state(const Plan *p, const Model *model, Summary *s) {
-    double v[3] = {0, 0, 0};
+    // weights, grads, optimizer, working, gathered peak, all-gathered, reduce-scattered, prefetches, max RSS
+    double v[9] = {0};
+    struct rusage ru;
+    if (!getrusage(RUSAGE_SELF, &ru)) v[8] = (double)ru.ru_maxrss * 1024;  // (Linux: KiB)
     for (int k = 0; k < model->n_local; k++) {
         const Stage *st = &model->local[k];
-        v[0] += (double)st->n_params * sizeof(float);
-        v[1] += (double)st->n_params * sizeof(float);
-        if (st->adam_m) v[2] += 2.0 * (double)st->n_params * sizeof(float);
+        const GradSync *g = k < model->n_sync ? &model->sync[k] : NULL;
+        double whole = (double)st->n_params * sizeof(float), shard = g ? (double)g->shard_total * sizeof(float) : 0;
+        const Zero *z = g ? g->zs : NULL;  // ZeRO-2 and 3: shards of the gradients (and weights)
+        v[0] += (st->params ? whole : 0) + (z && z->pshard ? shard : 0);  // what is allocated now
+        v[1] += (st->grads ? whole : 0) + (z ? shard : 0);
+        if (st->adam_m) v[2] += 2.0 * whole;
+        if (g && g->m) v[2] += 2.0 * shard;
+        if (z) { v[3] += zero_working_bytes(g); v[4] += z->peak_gathered; v[7] += (double)z->step_prefetches; }
+        if (g) { v[5] += g->step_ag; v[6] += g->step_rs; }
     }
-    for (int k = 0; k < model->n_sync; k++)
-        if (model->sync[k].m) v[2] += 2.0 * (double)model->sync[k].shard_total * sizeof(float);
-    if (p->distributed) comm_allreduce_max_double(v, 3, MPI_COMM_WORLD);
+    if (p->distributed) comm_allreduce_max_double(v, 9, MPI_COMM_WORLD);
     s->weight_bytes = v[0];
     s->grad_bytes = v[1];
     s->optimizer_state_bytes = v[2];
+    s->working_bytes = v[3];
+    s->gathered_peak_bytes = v[4];
+    s->allgather_bytes = v[5];
+    s->reduce_scatter_bytes = v[6];
+    s->prefetches = v[7];
+    s->max_rss = v[8];
 }
 
 // --gemm-timing: this rank's share of step time inside gemm (averaged over ranks), and the
@@ -504,6 +519,12 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     }
     if (c->gemm_timing) fill_gemm(c, p, m, s);
     if (p->T > 1) fill_tp(p, m, s);
+    if (!p->pipelined && c->trace[0]) {  // ddp with ZeRO: every rank's forward, backward and collectives
+        Timeline tl;
+        timeline_gather(&tl, m->ev, m->n_ev, m->step_start, (int)p->steps, MPI_COMM_WORLD);
+        if (r->wire.rank == 0) write_trace(c, p, s, &tl);
+        timeline_free(&tl);
+    }
     if (!p->pipelined) return;
     fill_pipeline_measured(p, &r->wire, m, s);
     fill_pipeline_memory(p, &r->wire, &r->model, &r->exec.sim, s);
@@ -540,6 +561,11 @@ static void json_data_parallel(cJSON *o, const TrainConfig *c, const Plan *p, co
     cJSON_AddNumberToObject(o, "comm_ms", s->comm_ms);
     cJSON_AddNumberToObject(o, "comm_hidden_fraction", s->comm_hidden);
     cJSON_AddNumberToObject(o, "optimizer_bytes_per_rank", s->optimizer_bytes);
+    if (c->zero) {  // the shards' traffic of one step, per rank (docs/data-parallel.md has the formula)
+        cJSON_AddNumberToObject(o, "allgather_bytes_per_step", s->allgather_bytes);
+        cJSON_AddNumberToObject(o, "reduce_scatter_bytes_per_step", s->reduce_scatter_bytes);
+    }
+    if (c->zero >= 3) cJSON_AddNumberToObject(o, "prefetched_gathers_per_step", s->prefetches);
 }
 
 static void json_pipeline(cJSON *o, const TrainConfig *c, const Plan *p, const Summary *s) {
@@ -683,6 +709,11 @@ static void summary_json(const Run *r, const Summary *s) {
     cJSON_AddNumberToObject(mem, "weights", s->weight_bytes);
     cJSON_AddNumberToObject(mem, "grads", s->grad_bytes);
     cJSON_AddNumberToObject(mem, "optimizer", s->optimizer_state_bytes);
+    if (c->zero >= 2 && p->data_parallel) {  // ZeRO-2, 3: the working buckets, apart from the shards above
+        cJSON_AddNumberToObject(mem, "working", s->working_bytes);
+        cJSON_AddNumberToObject(mem, "gathered_weights_peak", s->gathered_peak_bytes);
+    }
+    cJSON_AddNumberToObject(mem, "max_rss", s->max_rss);  // the process's peak resident set (getrusage)
     if (p->N > 1 || p->grad_accum_given) cJSON_AddNumberToObject(o, "grad_accum", p->N);
     if (p->data_parallel) json_data_parallel(o, c, p, s);
     if (p->pipelined) json_pipeline(o, c, p, s);
@@ -792,6 +823,11 @@ static void summary_text(const Run *r, const Summary *s) {
     if (p->T > 1)
         printf("tensor parallel: %.0f all-reduces/step per rank | %.3g MB | %.2f ms/step = %.0f%% of the step (%s)\n",
                s->tp_calls, s->tp_bytes / 1e6, s->tp_ms, 100 * s->tp_share, s->tp_allreduce);
+    if (p->data_parallel && c->zero)
+        printf("ZeRO-%lld per rank: all-gather %.3f MB + reduce-scatter %.3f MB per step | weights %.2f MB, gradients "
+               "%.2f MB, optimizer %.2f MB (+ %.2f MB working buckets)\n",
+               (long long)c->zero, s->allgather_bytes / 1e6, s->reduce_scatter_bytes / 1e6, s->weight_bytes / 1e6,
+               s->grad_bytes / 1e6, s->optimizer_state_bytes / 1e6, s->working_bytes / 1e6);
     if (p->pipelined) text_pipeline(p, s);
     if (s->verify) text_verify(c, p, s->verify);
     if (c->gantt) text_gantt(s);

@@ -24,6 +24,9 @@ typedef struct {
     double weight_bytes, grad_bytes, optimizer_state_bytes;  // allocated per rank, the largest over the ranks
     double tp_calls, tp_bytes, tp_ms, tp_share;  // --tp: all-reduces per step and rank, their bytes and time
                                                  // (the mean over the ranks), the time's share of the step
+    double working_bytes, gathered_peak_bytes;               // ZeRO-2, 3: working buckets; gathered weights at once
+    double allgather_bytes, reduce_scatter_bytes, prefetches;  // ZeRO: one step's, per rank (the largest)
+    double max_rss;  // the largest peak resident set of the ranks' processes (getrusage), bytes
     // pipelines: per stage [K]
     double *bubble, *peak_bytes, *peak_inflight, *peak_deferred;
     double bubble_theory;

@@ -24,6 +24,8 @@ static const KindStyle kind_styles[EV_KINDS] = {
     [ACT_BACKWARD_WEIGHT] = {"W", "backward weight", "#b07aa1", 35, 0},
     [EV_ALLREDUCE] = {"A", "all-reduce", "#76b7b2", 36, '='},
     [EV_OPTIMIZER] = {"O", "optimizer step", "#59a14f", 32, 0},
+    [EV_GATHER] = {"G", "all-gather", "#edc948", 33, '~'},
+    [EV_REDUCE_SCATTER] = {"R", "reduce-scatter", "#ff9da7", 35, '~'},
 };
 
 const KindStyle *kind_style(int kind) {
@@ -341,6 +343,9 @@ void timeline_free(Timeline *t) {
     memset(t, 0, sizeof *t);
 }
 
+// ZeRO's collectives overlap the rank's compute: they go on a second track of the rank.
+#define TRACE_COMM_TID 1000000
+
 void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta) {
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":%s,\"traceEvents\":[\n", meta ? meta : "{}");
     char name[96];
@@ -351,6 +356,11 @@ void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta) {
                 "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}},\n"
                 "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}}",
                 first ? "" : ",\n", r, r, r, r, r, r, r, r, r);
+        int comm = 0;  // ZeRO's collectives: a track of their own
+        for (int i = 0; i < t->n[r]; i++) comm |= t->ev[r][i].kind >= EV_GATHER;
+        if (comm)
+            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d "
+                    "collectives\"}}", r, TRACE_COMM_TID + r, r);
         first = 0;
         for (int i = 0; i < t->n[r]; i++) {
             const Event *e = &t->ev[r][i];
@@ -360,7 +370,7 @@ void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta) {
             fprintf(f,
                     ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,"
                     "\"args\":{",
-                    name, kind_style(e->kind)->name, ts, dur, r, r);
+                    name, kind_style(e->kind)->name, ts, dur, r, e->kind >= EV_GATHER ? TRACE_COMM_TID + r : r);
             if (e->mb >= 0) fprintf(f, "\"micro_batch\":%d,", e->mb);
             if (e->chunk > 0) fprintf(f, "\"chunk\":%d,", e->chunk);
             if (e->bytes > 0) fprintf(f, "\"bytes\":%.0f,", e->bytes);

@@ -10,7 +10,8 @@
 #include "schedule.h"
 
 // Event kinds: the schedule's action kinds, then the work of a step outside its action list.
-enum { EV_ALLREDUCE = ACT_KINDS, EV_OPTIMIZER, EV_KINDS };
+// ZeRO-2 and 3 (ddp --trace): each bucket's all-gather and reduce-scatter, on a track of their own.
+enum { EV_ALLREDUCE = ACT_KINDS, EV_OPTIMIZER, EV_GATHER, EV_REDUCE_SCATTER, EV_KINDS };
 
 typedef struct {
     int step, kind, mb;

@@ -1,0 +1,44 @@
+// train/zero.h: ZeRO-2 and ZeRO-3 of one Stage over its dp group, on GradSync's buckets: gradients
+// reduce-scattered bucket by bucket as each backward produces them, into this rank's shard (2 and 3);
+// parameters held only as this rank's shard and gathered bucket by bucket, one ahead, around every
+// pass that reads them (3). The working buffers are a small pool: ZERO_BUFS buckets of each.
+#pragma once
+#include "train/ddp.h"
+
+#define ZERO_BUFS 2  // working buffers of each kind: the bucket in use and the one in flight (prefetch)
+
+typedef struct {
+    float *buf;     // [largest bucket] floats
+    int bucket;     // the bucket it holds, -1: free
+    CommReq *req;   // its collective in flight (NULL: none)
+    int span;       // that collective's span in GradSync.spans
+    long seq;       // when it was started (the oldest in flight is waited for first)
+} ZeroBuf;
+
+typedef struct Zero {
+    GradSync *g;
+    int level;               // 2: gradients sharded; 3: parameters too
+    int *bucket_of;          // [n_layers + 1] the bucket holding local layer j (the head: n_layers)
+    size_t most;             // floats of the largest bucket
+    float *gshard;           // [shard_total] this rank's gradient shards, summed over the step's backwards
+    int *gfresh;             // [nb] the bucket's shard is still to be overwritten this step
+    float *pshard;           // ZeRO-3: [shard_total] this rank's parameter shards (the parameters at rest)
+    ZeroBuf gb[ZERO_BUFS];   // a bucket's whole gradient while a backward writes it and it is reduce-scattered
+    ZeroBuf pb[ZERO_BUFS];   // ZeRO-3: a bucket's gathered weights while a pass reads them (or prefetched)
+    long seq;
+    int span_cap;            // GradSync.spans' capacity
+    double gathered, peak_gathered;  // bytes of gathered weights held now, and the most at once
+    long prefetches;                 // gathers started for the layer read after the one computing now ...
+    long prefetch_mark, step_prefetches;  // ... and in a whole step (the last one begun after a full one)
+} Zero;
+
+// Takes over the stage's gradient hooks (and, for ZeRO-3, its weight hook) and allocates the shards;
+// ZeRO-3 initialises its parameter shards from (seed, global layer), as stage_init would the whole.
+// The stage was made with StageSpec.grads_elsewhere (and params_elsewhere for 3).
+// From then on GradSync's step runs zero.c's (ShardOps): begin_step; finish (waits for every
+// reduce-scatter in flight, adds it into the shards); the optimizer step of this rank's shards (ZeRO-2:
+// then the updated weights all-gathered); gather_grads (the whole averaged gradient into s->grads,
+// allocated, for --verify); free; unshard and reshard (ZeRO-3's parameters, for gradsync_unshard).
+void zero_init(GradSync *g, int level, uint64_t seed, int layers);
+// Bytes this rank holds for the stage: weights, gradients (the shards and, apart, the working buffers).
+double zero_working_bytes(const GradSync *g);
