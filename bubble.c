@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include "base/config.h"
 #include "schedule.h"
+#include "schedule_auto.h"
 #include "schedule_file.h"
 #include "tags.h"
 #include "train/memory.h"
@@ -40,6 +41,7 @@ typedef struct {
     char schedule_file[PATH_LEN];  // a CSV schedule to simulate instead of --schedule
     char dump_csv[PATH_LEN];       // write the one schedule asked for as a CSV schedule
     char model[PATH_LEN];          // a train config: bytes of activations per stage for its model
+    int64_t max_inflight;          // zb-auto: the most micro-batches a stage may hold (0: 2 x stages)
 } BubbleConfig;
 
 #define O(field) offsetof(BubbleConfig, field)
@@ -67,6 +69,8 @@ static const Option bubble_options[] = {
      "write the one schedule asked for as such a file ('-': standard output), for train --schedule-file"},
     {"model", 0, OPT_STR, O(model), 0, 0, 0, "FILE.json",
      "a train config: also give each stage's peak activation bytes for its model (what train measures)"},
+    {"max-inflight", 0, OPT_INT, O(max_inflight), 0, 1, 1 << 20, "N",
+     "zb-auto: the most micro-batches a stage may hold between F and W, its memory limit (default: 2 x stages)"},
     {0},
 };
 #undef O
@@ -144,7 +148,7 @@ static double row_formula(const BubbleConfig *c, int kind, int K, int M, int v) 
     if (kind == SCHED_ZBH1 && !(uniform && M >= K)) return NAN;
     if (kind == SCHED_ZBH2 && !(uniform && M >= 2 * K - 1)) return NAN;
     if ((kind == SCHED_ZBV || kind == SCHED_DUALPIPEV) && !(uniform && M >= 2 * K - 1)) return NAN;
-    if ((kind == SCHED_INTERLEAVED && M % K) || kind == SCHED_FILE) return NAN;
+    if ((kind == SCHED_INTERLEAVED && M % K) || kind == SCHED_FILE || kind == SCHED_ZBAUTO) return NAN;
     return schedule_bubble_formula(kind, K, M, v);
 }
 static void format_formula(double v, char *buf, size_t n) {
@@ -160,7 +164,27 @@ typedef struct {
     int *kind, *k, *m;        // [n]
     double **act;             // [n][K] with --model: peak activation bytes per stage (NULL: that layout cannot run)
     const SchedFile *file;    // --schedule-file: its schedule (kind SCHED_FILE), else NULL
+    SchedFile *autos;         // [n] zb-auto rows: the lists its search built for the row's K, M and costs
 } Grid;
+
+// The lists row i runs: its search's (zb-auto), the file's (--schedule-file), else none (built-in).
+static const SchedFile *row_file(const Grid *g, long i) {
+    return g->kind[i] == SCHED_ZBAUTO ? &g->autos[i] : g->file;
+}
+
+// zb-auto for (K, M): the search over the simulator with the costs given, every stage alike, and
+// --max-inflight (else 2K) micro-batches of room.
+static void build_auto(const BubbleConfig *c, int K, int M, SchedFile *out) {
+    double *cost = xmalloc(sizeof(double) * 3 * (size_t)K);
+    for (int s = 0; s < K; s++) {
+        cost[s] = c->cost_f;
+        cost[K + s] = c->cost_b - c->cost_w;
+        cost[2 * K + s] = c->cost_w;
+    }
+    AutoSpec a = {K, M, cost, cost + K, cost + 2 * K, c->cost_comm, c->max_inflight ? (int)c->max_inflight : 2 * K};
+    schedule_auto(&a, out, NULL);
+    free(cost);
+}
 
 static int chunks_of(const BubbleConfig *c, const Grid *g, int kind) {
     return schedule_chunks(kind, (int)c->virtual_stages, g->file);
@@ -182,6 +206,11 @@ static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kin
                    "--virtual-stages");
     if (g->has_interleaved && c->virtual_stages < 2)
         user_error("bubble: --schedule interleaved needs --virtual-stages >= 2 (with 1 chunk per rank it is 1f1b)");
+    int has_auto = 0;
+    for (int a = 0; a < n_kind; a++) has_auto |= kinds[a] == SCHED_ZBAUTO;
+    if (seen_set(seen, "max-inflight") && !has_auto)
+        user_error(
+            "bubble: --max-inflight is zb-auto's memory limit: add zb-auto to --schedule or drop --max-inflight");
 }
 
 // Every row of the grid through the simulator; a row the schedule cannot run (schedule_check:
@@ -207,6 +236,7 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
     g->kind = xmalloc(sizeof(int) * (size_t)rows);
     g->k = xmalloc(sizeof(int) * (size_t)rows);
     g->m = xmalloc(sizeof(int) * (size_t)rows);
+    g->autos = xcalloc((size_t)rows, sizeof(SchedFile));
     for (int a = 0; a < n_kind; a++)
         for (int b = 0; b < n_k; b++)
             for (int d = 0; d < n_m; d++) {
@@ -214,8 +244,9 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
                 if (schedule_check(kinds[a], ks[b], ms[d], v)) { g->skipped++; continue; }
                 long i = g->n++;
                 g->kind[i] = kinds[a]; g->k[i] = ks[b]; g->m[i] = ms[d];
+                if (kinds[a] == SCHED_ZBAUTO) build_auto(c, ks[b], ms[d], &g->autos[i]);
                 SimSpec spec = {.kind = kinds[a],
-                                .file = g->file,
+                                .file = row_file(g, i),
                                 .K = ks[b],
                                 .M = ms[d],
                                 .v = v,
@@ -266,8 +297,10 @@ static void model_activations(const BubbleConfig *c, Grid *g) {
 static void grid_free(Grid *g) {
     for (long i = 0; i < g->n; i++) {
         sim_result_free(&g->sims[i]);
+        sched_file_free(&g->autos[i]);
         if (g->act) free(g->act[i]);
     }
+    free(g->autos);
     free(g->sims); free(g->kind); free(g->k); free(g->m); free(g->act);
 }
 
@@ -306,6 +339,8 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
         if (isnan(fm)) cJSON_AddNullToObject(r, "bubble_formula");
         else cJSON_AddItemToObject(r, "bubble_formula", exact(fm));
         cJSON_AddItemToObject(r, "bubble_simulated", exact(s->bubble_mean));
+        cJSON_AddItemToObject(r, "bubble_overlapped_steps", exact(s->bubble_overlap));
+        cJSON_AddItemToObject(r, "longest_rank_span", exact(s->span));
         cJSON_AddItemToObject(r, "bubble_simulated_per_stage", exact_array(s->bubble, s->K));
         cJSON_AddItemToObject(r, "makespan", exact(s->makespan));
         cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(s->peak_inflight, s->K));
@@ -327,6 +362,8 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
            "%g (time units)\n",
            c->cost_f, c->cost_b, c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
     printf("# memory: %s\n", mem_units);
+    printf("# overlapped: the bubble if steps ran back to back without a barrier (idle / the longest rank span; the "
+           "zero-bubble paper's measure)\n");
     if (g->has_interleaved)
         printf("# interleaved: %lld chunks per rank; peak in-flight counts chunk passes (1/%lld of a stage each)\n",
                (long long)c->virtual_stages, (long long)c->virtual_stages);
@@ -337,18 +374,19 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
         printf("# activations: MiB live at the peak of each stage's actions for the model of %s (train's "
                "peak_activation_bytes)\n",
                c->model);
-    printf("%-11s %6s %13s %14s %16s %9s  %-26s %12s %9s%s\n", "schedule", "stages", "micro-batches", "bubble formula",
-           "bubble simulated", "makespan", "peak in-flight per stage", "gpipe memory", "reduction",
-           g->act ? "  activations MiB per stage" : "");
+    printf("%-11s %6s %13s %14s %16s %10s %9s  %-26s %12s %9s%s\n", "schedule", "stages", "micro-batches",
+           "bubble formula", "bubble simulated", "overlapped", "makespan", "peak in-flight per stage", "gpipe memory",
+           "reduction", g->act ? "  activations MiB per stage" : "");
     for (long i = 0; i < g->n; i++) {
         const SimResult *s = &g->sims[i];
         format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
         format_formula(row_formula(c, g->kind[i], g->k[i], g->m[i], s->v), formula, sizeof formula);
         mib[0] = 0;
         if (g->act) { mib[0] = mib[1] = ' '; format_mib(g->act[i], s->K, mib + 2, sizeof mib - 2); }
-        printf("%-11s %6d %13d %14s %16.4f %9g  %-26s %12.3f %8.2fx%s\n",
+        printf("%-11s %6d %13d %14s %16.4f %10.4f %9g  %-26s %12.3f %8.2fx%s\n",
                choice_name(SCHED_NAMES, g->kind[i], name, sizeof name), g->k[i], g->m[i], formula, s->bubble_mean,
-               s->makespan, peaks, gpipe_memory(g->k[i], g->m[i]), 1 / gpipe_memory(g->k[i], g->m[i]), mib);
+               s->bubble_overlap, s->makespan, peaks, gpipe_memory(g->k[i], g->m[i]),
+               1 / gpipe_memory(g->k[i], g->m[i]), mib);
     }
 }
 
@@ -413,7 +451,7 @@ static void dump_csv(const BubbleConfig *c, const Grid *g) {
     OutFile o = {0};
     int err = out_open_now(&o, c->dump_csv);
     if (err) user_error("bubble: cannot write --dump-csv '%s': %s (%s)", c->dump_csv, strerror(err), out_hint(err));
-    if (schedule_file_write(o.f, g->kind[0], g->file, g->k[0], g->m[0], g->sims[0].v)) {
+    if (schedule_file_write(o.f, g->kind[0], row_file(g, 0), g->k[0], g->m[0], g->sims[0].v)) {
         out_abandon(&o);
         fatal("writing --dump-csv '%s' failed", c->dump_csv);
     }
