@@ -1,0 +1,62 @@
+# tests/t_zbauto.sh: --schedule zb-auto, the schedule searched for over the simulator (schedule_auto.c).
+# bubble: its row, no worse than zb-h2 at zb-h2's memory and zb-h1 at zb-h1's, at most 0.01 with 2K
+# of room at F = I = W, --max-inflight obeyed, --dump-csv; train: zb-auto passes --verify on 2 and
+# 4 ranks, and its dumped file runs back with the same losses; misuse is one line and exit 2.
+source "$(dirname "$0")/lib.sh"
+T="--mode pp --layers 8 --hidden 32 --batch 24 --steps 3 --log-every 0 --json"
+PAPER="--cost-f 29.718 --cost-b 49.371 --cost-w 19.927 --cost-comm 0.527"
+
+# the paper's costs (Table 9, 6.2B model, 8 stages): zb-auto with zb-h2's room (15) against zb-h2,
+# with zb-h1's (8) against zb-h1; and F = I = W with room for 2K on 4 stages
+run 60 "$MICROPP" bubble --schedule zb-h2,zb-auto --stages 8 --micro-batches 24 $PAPER --max-inflight 15 --json
+python3 - "$OUT" <<'PY' && pass "bubble/zb-auto with 15 of room: overlapped and synchronous bubble no worse than zb-h2's, peak <= 15" || fail "bubble/zb-auto vs zb-h2" "rc $RC $OUT $ERR"
+import json, sys
+h2, a = json.loads(sys.argv[1])["rows"]
+assert a["schedule"] == "zb-auto" and h2["schedule"] == "zb-h2"
+assert a["bubble_overlapped_steps"] <= h2["bubble_overlapped_steps"] and a["bubble_simulated"] <= h2["bubble_simulated"]
+assert max(a["peak_inflight"]) <= 15 and a["bubble_formula"] is None
+PY
+run 60 "$MICROPP" bubble --schedule zb-h1,zb-auto --stages 8 --micro-batches 24 $PAPER --max-inflight 8 --json
+python3 - "$OUT" <<'PY' && pass "bubble/zb-auto with 8 of room (the paper's ZB-1p): no worse than zb-h1" || fail "bubble/zb-auto vs zb-h1" "rc $RC $OUT $ERR"
+import json, sys
+h1, a = json.loads(sys.argv[1])["rows"]
+assert a["bubble_overlapped_steps"] <= h1["bubble_overlapped_steps"] and max(a["peak_inflight"]) <= 8
+PY
+for km in "4 8" "4 16" "8 24"; do
+    set -- $km
+    run 60 "$MICROPP" bubble --schedule zb-auto --stages "$1" --micro-batches "$2" --json
+    b=$(json_get '["rows"][0]["bubble_overlapped_steps"]')
+    python3 -c "import sys; sys.exit(0 if $b <= 0.01 else 1)" 2>/dev/null \
+        && pass "bubble/zb-auto K=$1 M=$2, F = I = W, room for 2K: overlapped bubble $b <= 0.01" \
+        || fail "bubble/zb-auto K=$1 M=$2 <= 0.01" "got '$b' rc $RC $ERR"
+done
+
+# --max-inflight 1: one micro-batch at a time on every stage
+run 30 "$MICROPP" bubble --schedule zb-auto --stages 3 --micro-batches 4 --max-inflight 1 --dump-csv -
+[ "$RC" -eq 0 ] && [ "$(head -1 <<<"$OUT")" = "0F0,0I0,0W0,0F1,0I1,0W1,0F2,0I2,0W2,0F3,0I3,0W3" ] \
+    && pass "bubble/zb-auto --max-inflight 1 --dump-csv: rank 0 runs F I W of one micro-batch at a time" \
+    || fail "bubble/zb-auto --max-inflight 1" "rc $RC $OUT $ERR"
+
+# train runs it: --verify on 2 and 4 ranks (uneven on 4)
+run 120 mpiexec -n 2 "$MICROPP" train $T --schedule zb-auto --micro-batches 4 --verify
+[ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ] && [ "$(json_get '["schedule"]')" = zb-auto ] \
+    && pass "train/zb-auto K=2 M=4: --verify" || fail "train/zb-auto K=2 --verify" "rc $RC $(printf '%s' "$ERR" | tail -2)"
+run 120 mpiexec -n 4 "$MICROPP" train $T --schedule zb-auto --micro-batches 8 --partition 3,2,2,1 --verify
+[ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ] \
+    && pass "train/zb-auto K=4 M=8 uneven 3,2,2,1: --verify" || fail "train/zb-auto K=4 --verify" "rc $RC $(printf '%s' "$ERR" | tail -2)"
+# bubble's lists, dumped, run in train as a file: the losses of train's own zb-auto (every W runs in
+# micro-batch order, so the gradients sum alike whatever the order found)
+run 120 mpiexec -n 2 "$MICROPP" train $T --schedule zb-auto --micro-batches 6; a=$(json_get '["losses"]')
+run 30 "$MICROPP" bubble --schedule zb-auto --stages 2 --micro-batches 6 --dump-csv "$TMP/auto.csv"
+run 120 mpiexec -n 2 "$MICROPP" train $T --schedule-file "$TMP/auto.csv"; b=$(json_get '["losses"]')
+[ "$RC" -eq 0 ] && [ -n "$a" ] && [ "$a" = "$b" ] && pass "train/zb-auto dumped by bubble, run as a file: the losses of train --schedule zb-auto, $b" \
+    || fail "train/zb-auto as a file" "zb-auto $a file $b rc $RC $(printf '%s' "$ERR" | tail -2)"
+
+# misuse
+expect_user_error "bad/--max-inflight without zb-auto" "--max-inflight is zb-auto's memory limit" 30 \
+    "$MICROPP" bubble --schedule zb-h2 --stages 4 --micro-batches 8 --max-inflight 4
+expect_user_error "bad/--max-inflight 0" "max-inflight" 30 \
+    "$MICROPP" bubble --schedule zb-auto --stages 4 --micro-batches 8 --max-inflight 0
+run 30 "$MICROPP" bubble --stages 4 --micro-batches 8 --json
+[ "$RC" -eq 0 ] && ! grep -q zb-auto <<<"$OUT" && pass "bubble/--schedule all leaves zb-auto out (a search, asked by name)" \
+    || fail "bubble/all without zb-auto" "rc $RC"
