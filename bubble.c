@@ -42,6 +42,7 @@ typedef struct {
     char dump_csv[PATH_LEN];       // write the one schedule asked for as a CSV schedule
     char model[PATH_LEN];          // a train config: bytes of activations per stage for its model
     int64_t max_inflight;          // zb-auto: the most micro-batches a stage may hold (0: 2 x stages)
+    double w_memory;               // zb-auto: the share of a micro-batch's memory its deferred W keeps
 } BubbleConfig;
 
 #define O(field) offsetof(BubbleConfig, field)
@@ -70,7 +71,9 @@ static const Option bubble_options[] = {
     {"model", 0, OPT_STR, O(model), 0, 0, 0, "FILE.json",
      "a train config: also give each stage's peak activation bytes for its model (what train measures)"},
     {"max-inflight", 0, OPT_INT, O(max_inflight), 0, 1, 1 << 20, "N",
-     "zb-auto: the most micro-batches a stage may hold between F and W, its memory limit (default: 2 x stages)"},
+     "zb-auto: its memory limit, micro-batches in flight on a stage (from F to I; default: 2 x stages)"},
+    {"w-memory", 0, OPT_FLOAT, O(w_memory), 0, 0, 1, "R",
+     "zb-auto: how much of a micro-batch's memory counts from its I to its W (micropp's layers: 1)"},
     {0},
 };
 #undef O
@@ -181,7 +184,8 @@ static void build_auto(const BubbleConfig *c, int K, int M, SchedFile *out) {
         cost[K + s] = c->cost_b - c->cost_w;
         cost[2 * K + s] = c->cost_w;
     }
-    AutoSpec a = {K, M, cost, cost + K, cost + 2 * K, c->cost_comm, c->max_inflight ? (int)c->max_inflight : 2 * K};
+    AutoSpec a = {K, M, cost, cost + K, cost + 2 * K, c->cost_comm, c->max_inflight ? (int)c->max_inflight : 2 * K,
+                 c->w_memory};
     schedule_auto(&a, out, NULL);
     free(cost);
 }
@@ -208,9 +212,9 @@ static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kin
         user_error("bubble: --schedule interleaved needs --virtual-stages >= 2 (with 1 chunk per rank it is 1f1b)");
     int has_auto = 0;
     for (int a = 0; a < n_kind; a++) has_auto |= kinds[a] == SCHED_ZBAUTO;
-    if (seen_set(seen, "max-inflight") && !has_auto)
-        user_error(
-            "bubble: --max-inflight is zb-auto's memory limit: add zb-auto to --schedule or drop --max-inflight");
+    if ((seen_set(seen, "max-inflight") || seen_set(seen, "w-memory")) && !has_auto)
+        user_error("bubble: --%s is zb-auto's memory limit: add zb-auto to --schedule or drop it",
+                   seen_set(seen, "max-inflight") ? "max-inflight" : "w-memory");
 }
 
 // Every row of the grid through the simulator; a row the schedule cannot run (schedule_check:
@@ -466,6 +470,7 @@ static void parse_options(int argc, char **argv, BubbleConfig *c, OptionsSeen *s
     c->cost_f = 1;
     c->cost_b = 2;
     c->virtual_stages = 2;
+    c->w_memory = 1;
     options_parse(
         "bubble", bubble_options, c, seen, argc, argv, "micropp bubble [options]        (no mpiexec needed)",
         "  micropp bubble                                         # every schedule, K=4, M=1..32\n"

@@ -1,6 +1,6 @@
 # tests/t_zbauto.sh: --schedule zb-auto, the schedule searched for over the simulator (schedule_auto.c).
-# bubble: its row, no worse than zb-h2 at zb-h2's memory and zb-h1 at zb-h1's, at most 0.01 with 2K
-# of room at F = I = W, --max-inflight obeyed, --dump-csv; train: zb-auto passes --verify on 2 and
+# bubble: its row, no worse than zb-h2 at zb-h2's memory and zb-h1 at zb-h1's, the paper's ZB-2p
+# (0.0029) with 2K of room and its memory model, at most 0.01 at F = I = W, --max-inflight obeyed, --dump-csv; train: zb-auto passes --verify on 2 and
 # 4 ranks, and its dumped file runs back with the same losses; misuse is one line and exit 2.
 source "$(dirname "$0")/lib.sh"
 T="--mode pp --layers 8 --hidden 32 --batch 24 --steps 3 --log-every 0 --json"
@@ -22,6 +22,19 @@ import json, sys
 h1, a = json.loads(sys.argv[1])["rows"]
 assert a["bubble_overlapped_steps"] <= h1["bubble_overlapped_steps"] and max(a["peak_inflight"]) <= 8
 PY
+# room for 2p (16): with micropp's memory (a deferred W keeps a whole micro-batch) below zb-h2's
+# 0.0698; with the paper's (its W keeps 32h of 34h+5as bytes: 0.4324 at h 4096, 32 heads) its ZB-2p, 0.0029
+run 60 "$MICROPP" bubble --schedule zb-h2,zb-auto --stages 8 --micro-batches 24 $PAPER --json
+python3 - "$OUT" <<'PY' && pass "bubble/zb-auto with room for 2p at the paper's costs: overlapped bubble 0.0607, below zb-h2's 0.0698" || fail "bubble/zb-auto 2p" "rc $RC $OUT $ERR"
+import json, sys
+h2, a = json.loads(sys.argv[1])["rows"]
+assert round(a["bubble_overlapped_steps"], 4) == 0.0607 < h2["bubble_overlapped_steps"], a
+PY
+run 60 "$MICROPP" bubble --schedule zb-auto --stages 8 --micro-batches 24 $PAPER --w-memory 0.4324 --json
+b=$(json_get '["rows"][0]["bubble_overlapped_steps"]')
+python3 -c "import sys; sys.exit(0 if round($b, 4) == 0.0029 else 1)" 2>/dev/null \
+    && pass "bubble/zb-auto --w-memory 0.4324, room for 2p: the paper's ZB-2p, overlapped bubble $b <= 0.01" \
+    || fail "bubble/zb-auto the paper's ZB-2p" "got '$b' rc $RC $ERR"
 for km in "4 8" "4 16" "8 24"; do
     set -- $km
     run 60 "$MICROPP" bubble --schedule zb-auto --stages "$1" --micro-batches "$2" --json
@@ -53,8 +66,12 @@ run 120 mpiexec -n 2 "$MICROPP" train $T --schedule-file "$TMP/auto.csv"; b=$(js
     || fail "train/zb-auto as a file" "zb-auto $a file $b rc $RC $(printf '%s' "$ERR" | tail -2)"
 
 # misuse
-expect_user_error "bad/--max-inflight without zb-auto" "--max-inflight is zb-auto's memory limit" 30 \
+expect_user_error "bad/--max-inflight without zb-auto" "--max-inflight is zb-auto's memory limit: add zb-auto" 30 \
     "$MICROPP" bubble --schedule zb-h2 --stages 4 --micro-batches 8 --max-inflight 4
+expect_user_error "bad/--w-memory without zb-auto" "--w-memory is zb-auto's memory limit: add zb-auto" 30 \
+    "$MICROPP" bubble --schedule 1f1b --stages 4 --micro-batches 8 --w-memory 0.5
+expect_user_error "bad/--w-memory 2" "w-memory" 30 \
+    "$MICROPP" bubble --schedule zb-auto --stages 4 --micro-batches 8 --w-memory 2
 expect_user_error "bad/--max-inflight 0" "max-inflight" 30 \
     "$MICROPP" bubble --schedule zb-auto --stages 4 --micro-batches 8 --max-inflight 0
 run 30 "$MICROPP" bubble --stages 4 --micro-batches 8 --json
