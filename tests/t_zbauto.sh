@@ -57,6 +57,22 @@ run 120 mpiexec -n 2 "$MICROPP" train $T --schedule zb-auto --micro-batches 4 --
 run 120 mpiexec -n 4 "$MICROPP" train $T --schedule zb-auto --micro-batches 8 --partition 3,2,2,1 --verify
 [ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ] \
     && pass "train/zb-auto K=4 M=8 uneven 3,2,2,1: --verify" || fail "train/zb-auto K=4 --verify" "rc $RC $(printf '%s' "$ERR" | tail -2)"
+# train --max-inflight: the search's limit; less room, less activation memory, a larger bubble
+run 120 mpiexec -n 4 "$MICROPP" train $T --schedule zb-auto --micro-batches 8; wide=$OUT
+run 120 mpiexec -n 4 "$MICROPP" train $T --schedule zb-auto --micro-batches 8 --max-inflight 2 --verify
+python3 - "$wide" "$OUT" <<'PY' && pass "train/zb-auto --max-inflight 2: --verify, at most 2 in flight, less activation memory and more bubble than with 2K" || fail "train/zb-auto --max-inflight 2" "rc $RC $(printf '%s' "$ERR" | tail -2)"
+import json, sys
+wide, tight = (json.loads(a) for a in sys.argv[1:3])
+assert tight["verify_ok"] is True and max(tight["peak_inflight"]) <= 2 < max(wide["peak_inflight"])
+assert all(t < w for t, w in zip(tight["peak_activation_bytes"], wide["peak_activation_bytes"]))
+assert tight["bubble_theory"] > wide["bubble_theory"]
+PY
+expect_user_error "bad/train --max-inflight without zb-auto" "--max-inflight is zb-auto's memory limit, not 1f1b's" 60 \
+    mpiexec -n 2 "$MICROPP" train $T --micro-batches 4 --max-inflight 2
+run 120 mpiexec -n 4 "$MICROPP" train ${T/--mode pp/--mode hybrid} --pp 2 --dp 2 --schedule zb-auto --micro-batches 4 --verify
+[ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ] \
+    && pass "train/zb-auto hybrid 2 x 2: --verify (every replica builds the same lists)" || fail "train/zb-auto hybrid" "rc $RC $(printf '%s' "$ERR" | tail -2)"
+
 # bubble's lists, dumped, run in train as a file: the losses of train's own zb-auto (every W runs in
 # micro-batch order, so the gradients sum alike whatever the order found)
 run 120 mpiexec -n 2 "$MICROPP" train $T --schedule zb-auto --micro-batches 6; a=$(json_get '["losses"]')

@@ -85,7 +85,7 @@ void memory_rank(const TrainConfig *c, const Plan *p, const SimResult *sim, int 
 void memory_zbauto(const TrainConfig *c, const Plan *p, SchedFile *out) {
     double *work = xmalloc(sizeof(double) * (size_t)p->K);
     for (int s = 0; s < p->K; s++) work[s] = plan_vstage_params(c, p, s);
-    AutoSpec a = {p->K, p->M, work, work, work, 0, 2 * p->K, 1};
+    AutoSpec a = {p->K, p->M, work, work, work, 0, c->max_inflight ? (int)c->max_inflight : 2 * p->K, 1};
     schedule_auto(&a, out, NULL);
     free(work);
 }
