@@ -81,6 +81,32 @@ run 120 mpiexec -n 2 "$MICROPP" train $T --schedule-file "$TMP/auto.csv"; b=$(js
 [ "$RC" -eq 0 ] && [ -n "$a" ] && [ "$a" = "$b" ] && pass "train/zb-auto dumped by bubble, run as a file: the losses of train --schedule zb-auto, $b" \
     || fail "train/zb-auto as a file" "zb-auto $a file $b rc $RC $(printf '%s' "$ERR" | tail -2)"
 
+# measured costs: a run's --json summary gives bubble each stage's F, I and W (--costs-from); its
+# zb-auto list, dumped, runs back in train under --verify
+run 120 mpiexec -n 4 "$MICROPP" train $T --schedule zb-h1 --micro-batches 8 --partition 3,2,2,1
+printf '%s' "$OUT" > "$TMP/run.json"
+run 60 "$MICROPP" bubble --costs-from "$TMP/run.json" --schedule zb-h2,zb-auto --json
+python3 - "$TMP/run.json" "$OUT" <<'PY' && pass "bubble/--costs-from a train run: each stage's medians, its stages and micro-batches; zb-auto no worse than zb-h2" || fail "bubble/--costs-from" "rc $RC $OUT $ERR"
+import json, sys
+run, b = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
+assert b["stage_f"] == run["forward_ms_median"] and b["stage_w"] == run["backward_weight_ms_median"]
+h2, a = b["rows"]
+assert a["stages"] == 4 and a["micro_batches"] == 8 and a["bubble_overlapped_steps"] <= h2["bubble_overlapped_steps"]
+PY
+run 60 "$MICROPP" bubble --costs-from "$TMP/run.json" --schedule zb-auto --dump-csv "$TMP/measured.csv"
+run 120 mpiexec -n 4 "$MICROPP" train $T --schedule-file "$TMP/measured.csv" --partition 3,2,2,1 --verify
+[ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ] \
+    && pass "train/zb-auto from measured costs, as a file: --verify" || fail "train/measured zb-auto" "rc $RC $(printf '%s' "$ERR" | tail -2)"
+expect_user_error "bad/--costs-from missing" "cannot read --costs-from '.*nope.json': No such file" 30 \
+    "$MICROPP" bubble --costs-from "$TMP/nope.json" --schedule zb-auto
+printf '{"stages": 2, "forward_ms_median": [1, 2]}' > "$TMP/half.json"
+expect_user_error "bad/--costs-from without the backward medians" "has no backward_ms_median of 2 positive numbers" 30 \
+    "$MICROPP" bubble --costs-from "$TMP/half.json" --schedule zb-auto
+expect_user_error "bad/--costs-from with --stages" "--costs-from gives each stage's costs and the stages: drop --stages" 30 \
+    "$MICROPP" bubble --costs-from "$TMP/run.json" --stages 4
+expect_user_error "bad/--costs-from with --schedule-file" "drop --costs-from" 30 \
+    "$MICROPP" bubble --costs-from "$TMP/run.json" --schedule-file "$TMP/measured.csv"
+
 # misuse
 expect_user_error "bad/--max-inflight without zb-auto" "--max-inflight is zb-auto's memory limit: add zb-auto" 30 \
     "$MICROPP" bubble --schedule zb-h2 --stages 4 --micro-batches 8 --max-inflight 4
