@@ -108,6 +108,7 @@ typedef struct {
     const AutoSpec *a;
     Switches sw;
     double *e, *bub, *mem, *t;  // [K] clock, own bubble, memory held; t [3 K M] each pass's end
+    double worst;               // the largest bubble of any stage so far (bubbles only grow)
     int *n[3];                  // [K] F, I, W placed (each in micro-batch order)
     ActionList *lists;
 } Hand;
@@ -119,11 +120,7 @@ static double hand_cost(const Hand *h, int type, int s) {
 static double hand_mem(const Hand *h, int type) {
     return type == 0 ? 1 : type == 1 ? h->a->w_share - 1 : -h->a->w_share;
 }
-static double max_bubble(const Hand *h) {
-    double m = 0;
-    for (int s = 0; s < h->a->K; s++) m = fmax(m, h->bub[s]);
-    return m;
-}
+static double max_bubble(const Hand *h) { return h->worst; }
 static int hand_put(Hand *h, int s, int type) {
     const AutoSpec *a = h->a;
     int mb = h->n[type][s];
@@ -132,6 +129,7 @@ static int hand_put(Hand *h, int s, int type) {
     if (s > 0 && type == 0) end = fmax(end, *hand_t(h, 0, s - 1, mb) + a->comm + c);
     if (s < a->K - 1 && type == 1) end = fmax(end, *hand_t(h, 1, s + 1, mb) + a->comm + c);
     if (h->n[0][s] > 0) h->bub[s] += end - free_end;
+    h->worst = fmax(h->worst, h->bub[s]);
     h->e[s] = end;
     *hand_t(h, type, s, mb) = end;
     h->mem[s] += hand_mem(h, type);
@@ -218,7 +216,7 @@ static int hand_round(Hand *h, int i) {
 static int hand(const AutoSpec *a, Switches sw, SchedFile *out) {
     int K = a->K, M = a->M, rc = 0;
     Hand h = {a, sw, xcalloc((size_t)K, sizeof(double)), xcalloc((size_t)K, sizeof(double)),
-              xcalloc((size_t)K, sizeof(double)), xmalloc(sizeof(double) * 3 * (size_t)K * M),
+              xcalloc((size_t)K, sizeof(double)), xmalloc(sizeof(double) * 3 * (size_t)K * M), 0,
               {xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int))},
               xcalloc((size_t)K + 1, sizeof(ActionList))};
     for (size_t i = 0; i < 3 * (size_t)K * M; i++) h.t[i] = -1;
