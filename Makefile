@@ -10,7 +10,7 @@ LDLIBS := -lopenblas -lcjson -lz -lm
 # The commands and the core at the root; train's phases in train/; the foundations (no MPI, no
 # model, no schedule) in base/. Every include points down: commands -> train/ -> core -> base/.
 CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftest.c plot.c
-CORE_SRCS := comms.c hardware.c messages.c collectives.c launch.c slurm.c watchdog.c finalize.c p2p.c model.c schedule.c schedule_file.c shard.c
+CORE_SRCS := comms.c hardware.c messages.c collectives.c launch.c slurm.c watchdog.c finalize.c p2p.c model.c schedule.c schedule_file.c shard.c schedule_auto.c
 TRAIN_SRCS := $(addprefix train/,plan.c options.c memory.c measure.c pipeline.c verify.c report.c ddp.c checkpoint.c \
                                  trace.c tp.c metrics.c live.c zero.c cost.c calibrate.c predict.c auto.c)
 BASE_SRCS := $(addprefix base/,util.c config.c data.c idx.c safetensors.c fault.c outfile.c ops_cpu.c ops_onednn.c svg.c)

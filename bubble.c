@@ -11,10 +11,12 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "base/config.h"
 #include "schedule.h"
+#include "schedule_auto.h"
 #include "schedule_file.h"
 #include "tags.h"
 #include "train/memory.h"
@@ -40,6 +42,11 @@ typedef struct {
     char schedule_file[PATH_LEN];  // a CSV schedule to simulate instead of --schedule
     char dump_csv[PATH_LEN];       // write the one schedule asked for as a CSV schedule
     char model[PATH_LEN];          // a train config: bytes of activations per stage for its model
+    int64_t max_inflight;          // zb-auto: the most micro-batches a stage may hold (0: 2 x stages)
+    double w_memory;               // zb-auto: the share of a micro-batch's memory its deferred W keeps
+    char costs_from[PATH_LEN];     // a `train --json` summary: each stage's measured F, I and W
+    double *stage_f, *stage_i, *stage_w;  // [stages] from --costs-from (NULL: --cost-f etc., every stage alike)
+    long n_stage_costs;
 } BubbleConfig;
 
 #define O(field) offsetof(BubbleConfig, field)
@@ -67,6 +74,12 @@ static const Option bubble_options[] = {
      "write the one schedule asked for as such a file ('-': standard output), for train --schedule-file"},
     {"model", 0, OPT_STR, O(model), 0, 0, 0, "FILE.json",
      "a train config: also give each stage's peak activation bytes for its model (what train measures)"},
+    {"max-inflight", 0, OPT_INT, O(max_inflight), 0, 1, 1 << 20, "N",
+     "zb-auto: its memory limit, micro-batches in flight on a stage (from F to I; default: 2 x stages)"},
+    {"costs-from", 0, OPT_STR, O(costs_from), 0, 0, 0, "FILE.json",
+     "each stage's F, I and W: the medians a 'micropp train --json' pipeline run measured (it fixes --stages)"},
+    {"w-memory", 0, OPT_FLOAT, O(w_memory), 0, 0, 1, "R",
+     "zb-auto: how much of a micro-batch's memory counts from its I to its W (micropp's layers: 1)"},
     {0},
 };
 #undef O
@@ -140,11 +153,11 @@ static void format_peaks(const int *p, int K, char *buf, size_t n) {
 // zb-h1's closed form holds for F = I = W and M >= K only, zb-h2's, zb-v's and dualpipev's for F = I = W
 // and M >= 2K-1 (2K), interleaved's for M % K == 0.
 static double row_formula(const BubbleConfig *c, int kind, int K, int M, int v) {
-    int uniform = c->cost_f == c->cost_w && c->cost_b - c->cost_w == c->cost_w;
+    int uniform = c->cost_f == c->cost_w && c->cost_b - c->cost_w == c->cost_w && !c->stage_f;
     if (kind == SCHED_ZBH1 && !(uniform && M >= K)) return NAN;
     if (kind == SCHED_ZBH2 && !(uniform && M >= 2 * K - 1)) return NAN;
     if ((kind == SCHED_ZBV || kind == SCHED_DUALPIPEV) && !(uniform && M >= 2 * K - 1)) return NAN;
-    if ((kind == SCHED_INTERLEAVED && M % K) || kind == SCHED_FILE) return NAN;
+    if ((kind == SCHED_INTERLEAVED && M % K) || kind == SCHED_FILE || kind == SCHED_ZBAUTO) return NAN;
     return schedule_bubble_formula(kind, K, M, v);
 }
 static void format_formula(double v, char *buf, size_t n) {
@@ -160,7 +173,28 @@ typedef struct {
     int *kind, *k, *m;        // [n]
     double **act;             // [n][K] with --model: peak activation bytes per stage (NULL: that layout cannot run)
     const SchedFile *file;    // --schedule-file: its schedule (kind SCHED_FILE), else NULL
+    SchedFile *autos;         // [n] zb-auto rows: the lists its search built for the row's K, M and costs
 } Grid;
+
+// The lists row i runs: its search's (zb-auto), the file's (--schedule-file), else none (built-in).
+static const SchedFile *row_file(const Grid *g, long i) {
+    return g->kind[i] == SCHED_ZBAUTO ? &g->autos[i] : g->file;
+}
+
+// zb-auto for (K, M): the search over the simulator with the costs given, every stage alike, and
+// --max-inflight (else 2K) micro-batches of room.
+static void build_auto(const BubbleConfig *c, int K, int M, SchedFile *out) {
+    double *cost = xmalloc(sizeof(double) * 3 * (size_t)K);
+    for (int s = 0; s < K; s++) {
+        cost[s] = c->stage_f ? c->stage_f[s] : c->cost_f;
+        cost[K + s] = c->stage_i ? c->stage_i[s] : c->cost_b - c->cost_w;
+        cost[2 * K + s] = c->stage_w ? c->stage_w[s] : c->cost_w;
+    }
+    AutoSpec a = {K, M, cost, cost + K, cost + 2 * K, c->cost_comm, c->max_inflight ? (int)c->max_inflight : 2 * K,
+                 c->w_memory};
+    schedule_auto(&a, out, NULL);
+    free(cost);
+}
 
 static int chunks_of(const BubbleConfig *c, const Grid *g, int kind) {
     return schedule_chunks(kind, (int)c->virtual_stages, g->file);
@@ -182,6 +216,11 @@ static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kin
                    "--virtual-stages");
     if (g->has_interleaved && c->virtual_stages < 2)
         user_error("bubble: --schedule interleaved needs --virtual-stages >= 2 (with 1 chunk per rank it is 1f1b)");
+    int has_auto = 0;
+    for (int a = 0; a < n_kind; a++) has_auto |= kinds[a] == SCHED_ZBAUTO;
+    if ((seen_set(seen, "max-inflight") || seen_set(seen, "w-memory")) && !has_auto)
+        user_error("bubble: --%s is zb-auto's memory limit: add zb-auto to --schedule or drop it",
+                   seen_set(seen, "max-inflight") ? "max-inflight" : "w-memory");
 }
 
 // Every row of the grid through the simulator; a row the schedule cannot run (schedule_check:
@@ -207,6 +246,7 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
     g->kind = xmalloc(sizeof(int) * (size_t)rows);
     g->k = xmalloc(sizeof(int) * (size_t)rows);
     g->m = xmalloc(sizeof(int) * (size_t)rows);
+    g->autos = xcalloc((size_t)rows, sizeof(SchedFile));
     for (int a = 0; a < n_kind; a++)
         for (int b = 0; b < n_k; b++)
             for (int d = 0; d < n_m; d++) {
@@ -214,8 +254,9 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
                 if (schedule_check(kinds[a], ks[b], ms[d], v)) { g->skipped++; continue; }
                 long i = g->n++;
                 g->kind[i] = kinds[a]; g->k[i] = ks[b]; g->m[i] = ms[d];
+                if (kinds[a] == SCHED_ZBAUTO) build_auto(c, ks[b], ms[d], &g->autos[i]);
                 SimSpec spec = {.kind = kinds[a],
-                                .file = g->file,
+                                .file = row_file(g, i),
                                 .K = ks[b],
                                 .M = ms[d],
                                 .v = v,
@@ -223,6 +264,9 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
                                 .b = c->cost_b - c->cost_w,
                                 .w = c->cost_w,
                                 .comm = c->cost_comm,
+                                .stage_f = c->stage_f,
+                                .stage_b = c->stage_i,
+                                .stage_w = c->stage_w,
                                 .slices = c->gantt || c->svg[0]};
                 schedule_sim(&spec, &g->sims[i]);
                 if (g->sims[i].deadlock) {
@@ -266,8 +310,10 @@ static void model_activations(const BubbleConfig *c, Grid *g) {
 static void grid_free(Grid *g) {
     for (long i = 0; i < g->n; i++) {
         sim_result_free(&g->sims[i]);
+        sched_file_free(&g->autos[i]);
         if (g->act) free(g->act[i]);
     }
+    free(g->autos);
     free(g->sims); free(g->kind); free(g->k); free(g->m); free(g->act);
 }
 
@@ -289,6 +335,12 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
     cJSON_AddNumberToObject(o, "cost_f", c->cost_f);
     cJSON_AddNumberToObject(o, "cost_b", c->cost_b);
     cJSON_AddNumberToObject(o, "cost_w", c->cost_w);
+    if (c->stage_f) {
+        cJSON_AddStringToObject(o, "costs_from", c->costs_from);
+        cJSON_AddItemToObject(o, "stage_f", exact_array(c->stage_f, (int)c->n_stage_costs));
+        cJSON_AddItemToObject(o, "stage_i", exact_array(c->stage_i, (int)c->n_stage_costs));
+        cJSON_AddItemToObject(o, "stage_w", exact_array(c->stage_w, (int)c->n_stage_costs));
+    }
     if (g->has_interleaved) cJSON_AddNumberToObject(o, "virtual_stages", (double)c->virtual_stages);
     cJSON_AddNumberToObject(o, "skipped_rows", (double)g->skipped);
     cJSON_AddNumberToObject(o, "cost_comm", c->cost_comm);
@@ -306,6 +358,8 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
         if (isnan(fm)) cJSON_AddNullToObject(r, "bubble_formula");
         else cJSON_AddItemToObject(r, "bubble_formula", exact(fm));
         cJSON_AddItemToObject(r, "bubble_simulated", exact(s->bubble_mean));
+        cJSON_AddItemToObject(r, "bubble_overlapped_steps", exact(s->bubble_overlap));
+        cJSON_AddItemToObject(r, "longest_rank_span", exact(s->span));
         cJSON_AddItemToObject(r, "bubble_simulated_per_stage", exact_array(s->bubble, s->K));
         cJSON_AddItemToObject(r, "makespan", exact(s->makespan));
         cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(s->peak_inflight, s->K));
@@ -321,12 +375,29 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
     json_print(o);
 }
 
+// --costs-from: the costs line of the table, each stage's.
+static void print_stage_costs(const BubbleConfig *c) {
+    const double *v[3] = {c->stage_f, c->stage_i, c->stage_w};
+    printf("# micropp bubble | costs: each stage's median in the run of %s (ms), transfer %g:", c->costs_from,
+           c->cost_comm);
+    for (int k = 0; k < 3; k++) {
+        printf(" %s", k == 0 ? "F" : k == 1 ? "I" : "W");
+        for (long s = 0; s < c->n_stage_costs; s++) printf("%s%.4g", s ? "," : " ", v[k][s]);
+        printf(k < 2 ? ";" : "\n");
+    }
+}
+
 static void print_table(const BubbleConfig *c, const Grid *g) {
     char name[32], peaks[160], formula[32], mib[256];
-    printf("# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-h2, zb-v, dualpipev: I %g + W %g), transfer "
-           "%g (time units)\n",
-           c->cost_f, c->cost_b, c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
+    if (c->stage_f) print_stage_costs(c);
+    else
+        printf(
+            "# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-h2, zb-v, dualpipev: I %g + W %g), transfer "
+            "%g (time units)\n",
+            c->cost_f, c->cost_b, c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
     printf("# memory: %s\n", mem_units);
+    printf("# overlapped: the bubble if steps ran back to back without a barrier (idle / the longest rank span; the "
+           "zero-bubble paper's measure)\n");
     if (g->has_interleaved)
         printf("# interleaved: %lld chunks per rank; peak in-flight counts chunk passes (1/%lld of a stage each)\n",
                (long long)c->virtual_stages, (long long)c->virtual_stages);
@@ -337,18 +408,19 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
         printf("# activations: MiB live at the peak of each stage's actions for the model of %s (train's "
                "peak_activation_bytes)\n",
                c->model);
-    printf("%-11s %6s %13s %14s %16s %9s  %-26s %12s %9s%s\n", "schedule", "stages", "micro-batches", "bubble formula",
-           "bubble simulated", "makespan", "peak in-flight per stage", "gpipe memory", "reduction",
-           g->act ? "  activations MiB per stage" : "");
+    printf("%-11s %6s %13s %14s %16s %10s %9s  %-26s %12s %9s%s\n", "schedule", "stages", "micro-batches",
+           "bubble formula", "bubble simulated", "overlapped", "makespan", "peak in-flight per stage", "gpipe memory",
+           "reduction", g->act ? "  activations MiB per stage" : "");
     for (long i = 0; i < g->n; i++) {
         const SimResult *s = &g->sims[i];
         format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
         format_formula(row_formula(c, g->kind[i], g->k[i], g->m[i], s->v), formula, sizeof formula);
         mib[0] = 0;
         if (g->act) { mib[0] = mib[1] = ' '; format_mib(g->act[i], s->K, mib + 2, sizeof mib - 2); }
-        printf("%-11s %6d %13d %14s %16.4f %9g  %-26s %12.3f %8.2fx%s\n",
+        printf("%-11s %6d %13d %14s %16.4f %10.4f %9g  %-26s %12.3f %8.2fx%s\n",
                choice_name(SCHED_NAMES, g->kind[i], name, sizeof name), g->k[i], g->m[i], formula, s->bubble_mean,
-               s->makespan, peaks, gpipe_memory(g->k[i], g->m[i]), 1 / gpipe_memory(g->k[i], g->m[i]), mib);
+               s->bubble_overlap, s->makespan, peaks, gpipe_memory(g->k[i], g->m[i]),
+               1 / gpipe_memory(g->k[i], g->m[i]), mib);
     }
 }
 
@@ -360,7 +432,8 @@ static void chart_of(const BubbleConfig *c, const Grid *g, long i, Gantt *out) {
     format_peaks(s->peak_inflight, s->K, peaks, sizeof peaks);
     format_formula(row_formula(c, g->kind[i], g->k[i], g->m[i], s->v), formula, sizeof formula);
     int split = schedule_splits_backward(g->kind[i], g->file);
-    if (split) snprintf(costs, sizeof costs, "F=%g I=%g W=%g", c->cost_f, c->cost_b - c->cost_w, c->cost_w);
+    if (c->stage_f) snprintf(costs, sizeof costs, "each stage's measured F, I, W");
+    else if (split) snprintf(costs, sizeof costs, "F=%g I=%g W=%g", c->cost_f, c->cost_b - c->cost_w, c->cost_w);
     else snprintf(costs, sizeof costs, "F=%g B=%g", c->cost_f, c->cost_b);
     if (s->v > 1) snprintf(extra, sizeof extra, " x %d virtual stages", s->v);
     snprintf(out->title, sizeof out->title,
@@ -373,6 +446,8 @@ static void chart_of(const BubbleConfig *c, const Grid *g, long i, Gantt *out) {
     out->n = s->n_slices;
     out->t_end = s->makespan;
     out->cell = fmin(c->cost_f, split ? fmin(c->cost_b - c->cost_w, c->cost_w) : c->cost_b) / s->v;
+    for (long k = 0; c->stage_f && k < c->n_stage_costs; k++)  // the shortest pass of any stage
+        out->cell = fmin(k ? out->cell : INFINITY, fmin(c->stage_f[k], fmin(c->stage_i[k], c->stage_w[k])) / s->v);
     out->axis_scale = 1;
     out->axis_unit = "time units";
 }
@@ -396,7 +471,7 @@ static void draw_charts(const BubbleConfig *c, const Grid *g, OutFile *svg) {
 
 // --schedule-file: the file's schedule is the one row (it fixes the stages and micro-batches).
 static void load_file(const BubbleConfig *c, const OptionsSeen *seen, SchedFile *file, int *kinds, int *ks, int *ms) {
-    static const char *const fixed[] = {"schedule", "stages", "micro-batches", "virtual-stages"};
+    static const char *const fixed[] = {"schedule", "stages", "micro-batches", "virtual-stages", "costs-from"};
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
         if (seen_set(seen, fixed[i]))
             user_error("bubble: --schedule-file fixes the schedule, its stages and micro-batches: drop --%s", fixed[i]);
@@ -408,12 +483,71 @@ static void load_file(const BubbleConfig *c, const OptionsSeen *seen, SchedFile 
     kinds[0] = SCHED_FILE; ks[0] = file->K; ms[0] = file->M;
 }
 
+// One array of --costs-from's summary: K positive numbers (null entries, where allowed: half of
+// `half`'s, as a rank that ran only full backwards; train's simulated column takes them so).
+static double *stage_array(const cJSON *root, const char *key, int K, const double *half, const char *path) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, key);
+    double *v = xmalloc(sizeof(double) * (size_t)K);
+    int ok = cJSON_IsArray(a) && cJSON_GetArraySize(a) == K;
+    for (int s = 0; ok && s < K; s++) {
+        const cJSON *x = cJSON_GetArrayItem(a, s);
+        v[s] = cJSON_IsNumber(x) ? x->valuedouble : half && cJSON_IsNull(x) ? half[s] / 2 : NAN;
+        ok = v[s] > 0 && isfinite(v[s]);
+    }
+    if (!ok)
+        user_error("bubble: --costs-from '%s' has no %s of %d positive numbers: give it the --json summary of a "
+                   "micropp train pipeline run",
+                   path, key, K);
+    return v;
+}
+
+// --costs-from: each stage's median F, I and W of a `micropp train --json` pipeline run (ms). It
+// fixes the stages, and its micro-batches are the default.
+static void load_costs(BubbleConfig *c, const OptionsSeen *seen, int *ks, int *n_k, int *ms, int *n_m) {
+    static const char *const given[] = {"cost-f", "cost-b", "cost-w", "stages", "schedule-file"};
+    for (size_t i = 0; i < sizeof given / sizeof *given; i++)
+        if (seen_set(seen, given[i]))
+            user_error("bubble: --costs-from gives each stage's costs and the stages: drop --%s", given[i]);
+    const char *path = c->costs_from;
+    struct stat st;
+    errno = 0;
+    FILE *f = stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (16 << 20) ? fopen(path, "rb") : NULL;
+    if (!f)
+        user_error("bubble: cannot read --costs-from '%s': %s", path,
+                   errno ? strerror(errno) : "not a regular file under 16 MiB");
+    char *text = xmalloc((size_t)st.st_size + 1);
+    text[fread(text, 1, (size_t)st.st_size, f)] = 0;
+    fclose(f);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "stages"),
+                *m = cJSON_GetObjectItemCaseSensitive(root, "micro_batches");
+    if (!cJSON_IsNumber(k) || k->valuedouble < 1 || k->valuedouble > MAX_K || k->valuedouble != (int)k->valuedouble)
+        user_error("bubble: --costs-from '%s' is not the --json summary of a micropp train pipeline run (no "
+                   "\"stages\"): run train with --json and give its output",
+                   path);
+    int K = (int)k->valuedouble;
+    double *b = stage_array(root, "backward_ms_median", K, NULL, path);
+    c->stage_f = stage_array(root, "forward_ms_median", K, NULL, path);
+    c->stage_i = stage_array(root, "backward_input_ms_median", K, b, path);
+    c->stage_w = stage_array(root, "backward_weight_ms_median", K, b, path);
+    c->n_stage_costs = K;
+    ks[0] = K;
+    *n_k = 1;
+    if (!seen_set(seen, "micro-batches") && cJSON_IsNumber(m) && m->valuedouble >= 1 && m->valuedouble <= MAX_M) {
+        ms[0] = (int)m->valuedouble;
+        *n_m = 1;
+    }
+    free(b);
+    cJSON_Delete(root);
+}
+
 // --dump-csv: the grid's one row written in the file notation, whole or not at all.
 static void dump_csv(const BubbleConfig *c, const Grid *g) {
     OutFile o = {0};
     int err = out_open_now(&o, c->dump_csv);
     if (err) user_error("bubble: cannot write --dump-csv '%s': %s (%s)", c->dump_csv, strerror(err), out_hint(err));
-    if (schedule_file_write(o.f, g->kind[0], g->file, g->k[0], g->m[0], g->sims[0].v)) {
+    if (schedule_file_write(o.f, g->kind[0], row_file(g, 0), g->k[0], g->m[0], g->sims[0].v)) {
         out_abandon(&o);
         fatal("writing --dump-csv '%s' failed", c->dump_csv);
     }
@@ -428,6 +562,7 @@ static void parse_options(int argc, char **argv, BubbleConfig *c, OptionsSeen *s
     c->cost_f = 1;
     c->cost_b = 2;
     c->virtual_stages = 2;
+    c->w_memory = 1;
     options_parse(
         "bubble", bubble_options, c, seen, argc, argv, "micropp bubble [options]        (no mpiexec needed)",
         "  micropp bubble                                         # every schedule, K=4, M=1..32\n"
@@ -459,6 +594,7 @@ int cmd_bubble(int argc, char **argv) {
         if (n_kind < 0) user_error("bubble: %s", why);
         n_k = parse_counts("stages", c->stages, MAX_K, ks, MAX_ROWS);
         n_m = parse_counts("micro-batches", c->micro_batches, MAX_M, ms, MAX_ROWS);
+        if (c->costs_from[0]) load_costs(c, &seen, ks, &n_k, ms, &n_m);
     }
     check_costs(c, &seen, kinds, n_kind, &g);
     simulate_grid(c, kinds, n_kind, ks, n_k, ms, n_m, &g);
@@ -499,5 +635,6 @@ int cmd_bubble(int argc, char **argv) {
     fflush(stdout);
     grid_free(&g);
     sched_file_free(&file);
+    free(c->stage_f); free(c->stage_i); free(c->stage_w);
     return 0;
 }

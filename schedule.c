@@ -13,14 +13,16 @@ int action_is_compute(int kind) {
     return kind == ACT_FORWARD || kind == ACT_BACKWARD || kind == ACT_BACKWARD_INPUT || kind == ACT_BACKWARD_WEIGHT;
 }
 
-// SCHED_FILE's facts are its file's: asking without one is a bug.
+// SCHED_FILE's facts are its file's: asking without one is a bug. (zb-auto's are fixed: one chunk,
+// the loop, split backwards; only its lists need the search's SchedFile.)
 static const SchedFile *the_file(int kind, const SchedFile *file) {
     CHECK(kind != SCHED_FILE || file, "schedule kind 'file' without its file");
     return file;
 }
 int schedule_splits_backward(int kind, const SchedFile *file) {
     if (the_file(kind, file) && kind == SCHED_FILE) return file->split;
-    return kind == SCHED_ZBH1 || kind == SCHED_ZBH2 || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV;
+    return kind == SCHED_ZBH1 || kind == SCHED_ZBH2 || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ||
+           kind == SCHED_ZBAUTO;
 }
 int schedule_chunk_order(int kind, const SchedFile *file) {
     if (the_file(kind, file) && kind == SCHED_FILE) return file->chunk_order;
@@ -72,7 +74,7 @@ int schedule_parse_list(const char *text, int *out, int max, char *why, size_t n
     char name[32];
     for (const char *q = SCHED_CHOICES; *q; q++) total += *q == '|';
     if (!strcmp(text, "all")) {
-        for (int i = 0; i < total && i < max; i++) out[count++] = i;
+        for (int i = 0; i < SCHED_ZBAUTO && i < max; i++) out[count++] = i;
         return count;
     }
     if (!*text) { snprintf(why, n, "--schedule is empty: use all or one of %s", SCHED_CHOICES); return -1; }
@@ -253,8 +255,8 @@ static void dualpipev(const At *at, int M) {
 void schedule_build(int kind, const SchedFile *file, int K, int M, int v, int s, ActionList *l) {
     const char *why = schedule_check(kind, K, M, v);
     if (why) fatal("schedule_build(kind %d, K %d, M %d, v %d): %s", kind, K, M, v, why);
-    CHECK(kind != SCHED_FILE || (file && K == file->K && M == file->M && v == file->v),
-          "schedule_build: the schedule file has another shape");
+    CHECK((kind != SCHED_FILE && kind != SCHED_ZBAUTO) || (file && K == file->K && M == file->M && v == file->v),
+          "schedule_build: %s", file ? "the schedule's lists have another shape" : "zb-auto without its lists");
     l->n = 0;
     At at = {l, s, K, K * v, schedule_chunk_order(kind, file)};
     switch (kind) {
@@ -287,6 +289,7 @@ void schedule_build(int kind, const SchedFile *file, int K, int M, int v, int s,
     case SCHED_DUALPIPEV:
         dualpipev(&at, M);
         break;
+    case SCHED_ZBAUTO:
     case SCHED_FILE:
         for (int i = 0; i < file->lists[s].n; i++)
             push(l, file->lists[s].a[i].kind, file->lists[s].a[i].mb, file->lists[s].a[i].chunk);
@@ -364,6 +367,7 @@ typedef struct {
     int K, M, v, V, chunk_order;
     double *arrival;
     int *inflight, *deferred, *slots;
+    double *first;  // [K] when each rank's first pass started (< 0: none yet)
 } Sim;
 static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, double *t) {
     const SimSpec *sp = m->sp;
@@ -380,6 +384,7 @@ static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, doubl
             if (got > *t) *t = got;
         }
         double c = fwd ? f : a.kind == ACT_BACKWARD ? b + w : a.kind == ACT_BACKWARD_INPUT ? b : w;
+        if (m->first[s] < 0) m->first[s] = *t;
         if (r->slices) r->slices[s][r->n_slices[s]] = (Interval){a.kind, a.mb, *t, *t + c, a.chunk};
         r->n_slices[s]++;
         *t += c;
@@ -424,8 +429,10 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
     // arrival[(vs * 2 + dir) * M + mb]: when the message for virtual stage vs arrives; < 0 = not yet
     // sent. dir 0: activation from vs-1, dir 1: gradient from vs+1.
     Sim m = {sp, r, K, M, v, V, chunk_order, xmalloc(sizeof(double) * (size_t)V * 2 * (size_t)M),
-             xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)V, sizeof(int))};
+             xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)V, sizeof(int)),
+             xmalloc(sizeof(double) * (size_t)K)};
     for (size_t i = 0; i < (size_t)V * 2 * M; i++) m.arrival[i] = -1;
+    for (int s = 0; s < K; s++) m.first[s] = -1;
     ActionList l = {0};  // one rank's list at a time, kept as passes
     for (int s = 0; s < K; s++) {
         schedule_build(sp->kind, sp->file, K, M, v, s, &l);
@@ -454,11 +461,17 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
     for (int s = 0; s < K; s++) {
         r->bubble[s] = r->makespan > 0 ? (r->makespan - r->busy[s]) / r->makespan : 0;
         busy_all += r->busy[s];
+        if (m.first[s] >= 0 && clock[s] - m.first[s] > r->span) r->span = clock[s] - m.first[s];
         free(passes[s]);
     }
     r->bubble_mean = r->makespan > 0 ? (K * r->makespan - busy_all) / (K * r->makespan) : 0;
+    // Steps back to back without a barrier: rank s starts its next step's list as soon as its own
+    // ends, so a step's period is the longest rank span (the authors' efficiency.py and
+    // auto_schedule.py, "Longest stage time"), and the skew at the step's edges is no bubble.
+    r->bubble_overlap = r->span > 0 ? (K * r->span - busy_all) / (K * r->span) : 0;
     if (v > 1) {  // back to the time of whole-stage costs
         r->makespan /= v;
+        r->span /= v;
         for (int s = 0; s < K; s++) {
             r->busy[s] /= v;
             for (int i = 0; r->slices && i < r->n_slices[s]; i++) { r->slices[s][i].t0 /= v; r->slices[s][i].t1 /= v; }
@@ -473,6 +486,7 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
     free(m.inflight);
     free(m.deferred);
     free(m.slots);
+    free(m.first);
 }
 
 void sim_result_free(SimResult *r) {

@@ -13,7 +13,9 @@
 #include <stddef.h>
 
 // SCHED_FILE: the schedule of a file (--schedule-file, schedule_file.c): no --schedule choice, and
-// SCHED_NAMES names it "file". Its lists travel with the kind (SchedFile, below).
+// SCHED_NAMES names it "file". SCHED_ZBAUTO: zb-auto, the lists a search builds from the stages'
+// costs and a memory limit (schedule_auto.c). The lists of both travel with the kind (SchedFile,
+// below); 'all' in a --schedule list is every kind before SCHED_ZBAUTO (zb-auto is asked by name).
 enum {
     SCHED_NAIVE,
     SCHED_GPIPE,
@@ -23,9 +25,10 @@ enum {
     SCHED_ZBV,
     SCHED_DUALPIPEV,
     SCHED_ZBH2,
+    SCHED_ZBAUTO,
     SCHED_FILE
 };
-#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2"
+#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2|zb-auto"
 #define SCHED_NAMES SCHED_CHOICES "|file"
 
 // The chunk order. CHUNKS_LOOP: chunk c of rank s is vs = c*K + s. CHUNKS_V: even chunks
@@ -64,18 +67,19 @@ int action_is_compute(int kind);                    // F, B, I, W
 typedef struct { int kind, mb, chunk; } Action;  // chunk: this rank's chunk (0..v-1), 0 when v = 1
 typedef struct { Action *a; int n, cap; } ActionList;
 
-// A schedule read from a file (schedule_file_parse makes one), run as kind SCHED_FILE: K ranks'
+// A schedule read from a file (schedule_file_parse makes one), run as kind SCHED_FILE, or built by
+// zb-auto's search (schedule_auto makes one), run as kind SCHED_ZBAUTO: K ranks'
 // action lists (with their sends and receives), M micro-batches, v chunks per rank placed by
 // `chunk_order`, split = 1 when any action is I or W. Whoever builds or simulates SCHED_FILE passes it.
 typedef struct SchedFile { ActionList *lists; int K, M, v, chunk_order, split; } SchedFile;
 void sched_file_free(SchedFile *f);
 
-// 1 when the schedule splits the backward into I and W (zb-h1, zb-h2, zb-v; dualpipev runs both full
+// 1 when the schedule splits the backward into I and W (zb-h1, zb-h2, zb-v, zb-auto; dualpipev runs both full
 // backwards and split ones), 0 when it runs full backwards only.
 int schedule_splits_backward(int kind, const SchedFile *file);
 // The action list of rank `stage` (0-based) for schedule kind (SCHED_*), K ranks, M micro-batches
 // and v chunks per rank (schedule_chunks(kind, ...); schedule_check says in words what runs);
-// SCHED_FILE: a copy of the file's list (its K, M and v, or it is a bug).
+// SCHED_FILE and SCHED_ZBAUTO: a copy of file's list (its K, M and v, or it is a bug).
 void schedule_build(int kind, const SchedFile *file, int K, int M, int v, int stage, ActionList *out);
 // Evaluation: every batch forward through every chunk in pipeline order (no backward): rank s of K
 // with v chunks placed by `chunk_order`. The pipeline runs it over the wire; one process holding all
@@ -114,7 +118,12 @@ typedef struct {
     double makespan;
     double *busy;         // [K] compute time per rank
     double *bubble;       // [K] idle / makespan of each rank
-    double bubble_mean;   // idle time of all ranks / (K * makespan)
+    double bubble_mean;   // idle time of all ranks / (K * makespan): one step alone (micropp's steps)
+    double span;          // the longest rank span: from a rank's first pass's start to its last pass's end
+    // idle / (K * span): the bubble when a step's edges overlap the steps beside it (no barrier or
+    // global check between steps: the zero-bubble paper's optimizer post-validation), the measure of
+    // its Table 5 (ZB-H2, ZB-1p, ZB-2p); <= bubble_mean, equal where rank 0 starts first and ends last
+    double bubble_overlap;
     int *peak_inflight;   // [K] most micro-batches (of a chunk) between F and their B or I, over the
                           //     rank's chunks: the activation stash that 1F1B's memory bound counts
     int *peak_deferred;   // [K] most micro-batches between I and W (waiting for their weight gradient)

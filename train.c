@@ -596,6 +596,12 @@ int cmd_train(int argc, char **argv) {
     if (plan_make(&cfg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
     gather_facts(&cfg, p, &r->data, &r->wire.hardware, &facts);
     if (plan_make(&cfg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
+    // zb-auto: its search builds the lists from the plan, alike on every rank (no message needed)
+    SchedFile auto_lists = {0};
+    if (p->pipelined && p->schedule == SCHED_ZBAUTO) {
+        memory_zbauto(&cfg, p, &auto_lists);
+        r->p.file = &auto_lists;
+    }
     data_load(&r->data, (int)cfg.classes);
     if (p->epochs) data_set_epochs(&r->data, (uint64_t)p->epoch_rows);
     wd_phase("the set-up", 0);
@@ -644,5 +650,6 @@ int cmd_train(int argc, char **argv) {
     comm_finalize_with(code);
     verify_free(&verify);
     sched_file_free(&sched_file);
+    sched_file_free(&auto_lists);
     return code;
 }

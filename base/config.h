@@ -81,6 +81,7 @@ typedef struct {
     char schedule_file[PATH_LEN];  // "" = --schedule; else a CSV schedule (schedule_file.h)
     int64_t micro_batches;
     int64_t virtual_stages;  // interleaved: model chunks per rank
+    int64_t max_inflight;    // zb-auto: its search's memory limit in micro-batches in flight (0: 2 x stages)
     char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"
     int checkpoint_activations;
     int verify;

@@ -58,9 +58,9 @@ python3 -c "import sys; sys.exit(0 if $sim > $fml and $span == 33 + 6 * 0.5 else
 
 # --- the text table ---
 run 30 "$MICROPP" bubble --schedule gpipe,1f1b --stages 4 --micro-batches 4,32
-if [ "$RC" -eq 0 ] && grep -qE '^schedule +stages +micro-batches +bubble formula +bubble simulated +makespan +peak in-flight per stage +gpipe memory +reduction' <<<"$OUT" \
-   && grep -qE '^gpipe +4 +4 +0\.4286 +0\.4286 +21 +4,4,4,4 +0\.500 +2\.00x' <<<"$OUT" \
-   && grep -qE '^1f1b +4 +32 +0\.0857 +0\.0857 +105 +4,3,2,1 +0\.281 +3\.56x' <<<"$OUT" \
+if [ "$RC" -eq 0 ] && grep -qE '^schedule +stages +micro-batches +bubble formula +bubble simulated +overlapped +makespan +peak in-flight per stage +gpipe memory +reduction' <<<"$OUT" \
+   && grep -qE '^gpipe +4 +4 +0\.4286 +0\.4286 +0\.4286 +21 +4,4,4,4 +0\.500 +2\.00x' <<<"$OUT" \
+   && grep -qE '^1f1b +4 +32 +0\.0857 +0\.0857 +0\.0857 +105 +4,3,2,1 +0\.281 +3\.56x' <<<"$OUT" \
    && [ "$(grep -cE '^(gpipe|1f1b) ' <<<"$OUT")" -eq 4 ]; then pass "bubble/text table: header and rows (gpipe K=4 M=4: 3/7, 1f1b K=4 M=32: 3/35)"
 else fail "bubble/text table" "$OUT $ERR"; fi
 run 30 "$MICROPP" bubble

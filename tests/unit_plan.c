@@ -124,6 +124,13 @@ static void test_grid(void) {
 }
 
 static void test_schedule(void) {
+    refused("plan/refuse: --max-inflight without zb-auto", 2, "--mode pp --schedule zb-h2 --max-inflight 4",
+            "train: --max-inflight is zb-auto's memory limit, not zb-h2's: drop it or add --schedule zb-auto");
+    refused("plan/refuse: --max-inflight outside a pipeline", 1, "--max-inflight 4",
+            "train: --max-inflight applies to --mode pp or hybrid, not --mode monolith");
+    Plan za = plan_ok("plan/zb-auto: one chunk, the loop, split backwards", 2, "--mode pp --schedule zb-auto --max-inflight 3");
+    EXPECT("plan/zb-auto: one chunk, the loop, split backwards, tagged", za.V == 1 && za.chunk_order == CHUNKS_LOOP && za.split && za.schedule == SCHED_ZBAUTO,
+           "V %d order %d split %d", za.V, za.chunk_order, za.split);
     refused("plan/refuse: --virtual-stages without interleaved", 2, "--mode pp --virtual-stages 2", "--virtual-stages applies to --schedule interleaved, not 1f1b");
     refused("plan/refuse: interleaved with 1 chunk", 2, "--mode pp --schedule interleaved --virtual-stages 1", "needs --virtual-stages >= 2 (got 1;");
     Plan p = plan_ok("plan/interleaved M % K != 0 runs", 4, "--mode pp --schedule interleaved --micro-batches 6 --batch 48");

@@ -362,6 +362,49 @@ static void test_zbh2(void) {
     }
 }
 
+// The zero-bubble paper's Table 5 (arXiv 2401.10241; its authors' efficiency.py, which prints it
+// from Table 9's profiled costs, ms x 1000 here, so the costs are integers and the sums exact):
+// 1F1B, ZB-H1 and ZB-H2 to four decimals. The paper divides by the longest rank span
+// (bubble_overlap); for 1F1B and ZB-H1 rank 0 starts first and ends last, so both measures agree.
+// ZB-H2's span exceeds the work by exactly (p-1)(F+I+2c-2W) (the authors' own assert) and its
+// makespan by (p-1)(F+c): the skew at the step's start, which only overlapping steps hides.
+static void test_paper_table(void) {
+    static const int rows[][10] = {
+        {8, 24, 18522, 18086, 9337, 601, 2431, 1585, 1083},   {8, 32, 18513, 18086, 9331, 626, 1985, 1242, 837},
+        {8, 64, 18546, 18097, 9321, 762, 1240, 674, 444},     {8, 24, 29718, 29444, 19927, 527, 2347, 1323, 698},
+        {8, 32, 29802, 29428, 19530, 577, 1898, 1045, 559},   {8, 64, 29935, 29621, 19388, 535, 1091, 554, 294},
+        {16, 48, 11347, 11248, 8132, 377, 2552, 1397, 672},   {16, 64, 11307, 11254, 8101, 379, 2082, 1088, 516},
+        {16, 128, 11325, 11308, 8109, 378, 1251, 576, 266},   {32, 96, 10419, 10207, 7715, 408, 2646, 1421, 641},
+        {32, 128, 10408, 10204, 7703, 408, 2168, 1106, 490},  {32, 256, 10402, 10248, 7698, 460, 1352, 594, 257}};
+    static const int kinds[3] = {SCHED_1F1B, SCHED_ZBH1, SCHED_ZBH2};
+    int bad = 0, n = 0;
+    char why[300] = "";
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        for (int k = 0; k < 3; k++) {
+            const int *r = rows[i];
+            SimSpec sp = {.kind = kinds[k], .K = r[0], .M = r[1], .v = 1, .f = r[2], .b = r[3], .w = r[4], .comm = r[5]};
+            SimResult res;
+            schedule_sim(&sp, &res);
+            long got = lround(res.bubble_overlap * 1e4);
+            n++;
+            if ((got != r[6 + k] || (k < 2 && res.bubble_overlap != res.bubble_mean)) && !bad++)
+                snprintf(why, sizeof why, "%s p=%d m=%d: %.6f (synchronous %.6f), paper 0.%04d", names[kinds[k]], r[0],
+                         r[1], res.bubble_overlap, res.bubble_mean, r[6 + k]);
+            sim_result_free(&res);
+        }
+    EXPECT("zb-h2/paper: all 36 figures of Table 5 (1F1B, ZB-H1, ZB-H2; 12 settings) to 4 decimals, overlapped measure",
+           !bad && n == 36, "%s", why);
+    SimSpec sp = {.kind = SCHED_ZBH2, .K = 8, .M = 24, .v = 1, .f = 29718, .b = 29444, .w = 19927, .comm = 527};
+    SimResult r;
+    schedule_sim(&sp, &r);
+    double work = 24.0 * (29718 + 29444 + 19927);
+    EXPECT("zb-h2/paper: span - work == 7(F+I+2c-2W), makespan - work == 7(F+c), bubble 0.0698 vs 0.1003 exactly",
+           r.span - work == 7.0 * (29718 + 29444 + 2 * 527 - 2 * 19927) && r.makespan - work == 7.0 * (29718 + 527) &&
+               r.bubble_overlap == 142534.0 / (work + 142534) && r.bubble_mean == 211715.0 / (work + 211715),
+           "span %.17g makespan %.17g overlap %.17g mean %.17g", r.span, r.makespan, r.bubble_overlap, r.bubble_mean);
+    sim_result_free(&r);
+}
+
 static void fill_rand(float *x, size_t n, uint64_t seed) {
     uint64_t k = rng_key(seed, 1, 0);
     for (size_t i = 0; i < n; i++) x[i] = 2.0f * rng_uniform(k, i) - 1.0f;
@@ -480,7 +523,10 @@ static void test_parse_list(void) {
     int k[16], n;
     char why[256] = "";
     n = schedule_parse_list("all", k, 16, why, sizeof why);
-    EXPECT("schedules/list: all is every built-in kind, in order", n == SCHED_FILE && k[0] == SCHED_NAIVE && k[n - 1] == SCHED_ZBH2, "n %d", n);
+    EXPECT("schedules/list: all is every built-in kind, in order, without zb-auto (a search: asked by name)",
+           n == SCHED_ZBAUTO && k[0] == SCHED_NAIVE && k[n - 1] == SCHED_ZBH2, "n %d", n);
+    n = schedule_parse_list("zb-auto", k, 16, why, sizeof why);
+    EXPECT("schedules/list: zb-auto by name", n == 1 && k[0] == SCHED_ZBAUTO, "n %d", n);
     n = schedule_parse_list("zb-h1,gpipe", k, 16, why, sizeof why);
     EXPECT("schedules/list: names in the order given", n == 2 && k[0] == SCHED_ZBH1 && k[1] == SCHED_GPIPE, "n %d", n);
     const char *bad[][2] = {{"", "--schedule is empty: use all or one of naive|"},
@@ -508,6 +554,7 @@ int main(int argc, char **argv) {
     test_interleaved_any_m();
     test_v_schedules();
     test_zbh2();
+    test_paper_table();
     test_parse_list();
     for (int ckpt = 0; ckpt < 2; ckpt++)
         for (int head = 0; head < 2; head++) test_split_backward(ckpt, head);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "train/memory.h"
 #include "train/zero.h"
+#include "schedule_auto.h"
 #include "base/util.h"
 
 // Bytes of one stashed activation element at this precision (model.c: bf16 stashes hold half).
@@ -111,6 +112,14 @@ void memory_rank(const TrainConfig *c, const Plan *p, const SimResult *sim, int 
     free(slots);
 }
 
+void memory_zbauto(const TrainConfig *c, const Plan *p, SchedFile *out) {
+    double *work = xmalloc(sizeof(double) * (size_t)p->K);
+    for (int s = 0; s < p->K; s++) work[s] = plan_vstage_params(c, p, s);
+    AutoSpec a = {p->K, p->M, work, work, work, 0, c->max_inflight ? (int)c->max_inflight : 2 * p->K, 1};
+    schedule_auto(&a, out, NULL);
+    free(work);
+}
+
 int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, char *why, size_t n) {
     TrainConfig t = *c;
     Plan *p = xmalloc(sizeof *p);  // (a Plan holds the partition of up to MAX_STAGES stages)
@@ -128,8 +137,11 @@ int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, 
                        .T = p->T,
                        .tp_bytes = xcalloc((size_t)K, sizeof(double))};
     SimResult sim = {0};
+    SchedFile lists = {0};  // zb-auto: the lists train builds for this plan
+    if (p->pipelined && kind == SCHED_ZBAUTO) memory_zbauto(&t, p, &lists);
+    const SchedFile *file = kind == SCHED_ZBAUTO ? &lists : NULL;
     if (p->pipelined) {  // as train sizes its stashes: the schedule simulated with F = I = W = 1
-        SimSpec spec = {.kind = kind, .K = K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
+        SimSpec spec = {.kind = kind, .file = file, .K = K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
         schedule_sim(&spec, &sim);
         if (sim.deadlock) fatal("schedule deadlocks at K=%d M=%d: %s", K, p->M, sim.why);
         out->bubble = sim.bubble_mean;
@@ -142,11 +154,12 @@ int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, 
             out->tp_bytes[s] += p->M * plan_vstage_tp_floats(&t, p, p->pipelined ? plan_vstage(p, s, k) : s) * 4;
         if (!p->pipelined) continue;
         ActionList l = {0};
-        schedule_build(kind, NULL, K, p->M, p->V, s, &l);
+        schedule_build(kind, file, K, p->M, p->V, s, &l);
         out->act[s] = memory_live_peak(&t, p, &l, s);
         action_list_free(&l);
     }
     if (p->pipelined) sim_result_free(&sim);
+    sched_file_free(&lists);
     free(p);
     return 0;
 }

@@ -33,6 +33,11 @@ typedef struct {
 } MemLayout;
 // 0, or -1 with why the layout cannot run (plan_layout's one line) in why.
 int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, char *why, size_t n);
+// zb-auto's lists for plan p (train runs them; plan and bubble --model reckon them): the search
+// (schedule_auto) with each stage's F, I and W taken alike as its parameters (each of the three
+// passes is one matrix product per layer of the stage's size), free transfers, and room for
+// --max-inflight micro-batches on every stage (default 2K: the paper's ZB-2p).
+void memory_zbauto(const TrainConfig *c, const Plan *p, SchedFile *out);
 void memory_layout_free(MemLayout *l);
 // Bytes of one stashed activation element at --precision (PRECISION_*).
 double memory_activation_elem(int precision);

@@ -67,6 +67,8 @@ const Option train_options[] = {
      "pp/hybrid: micro-batches per step (per replica in hybrid)"},
     {"virtual-stages", 0, OPT_INT, T(virtual_stages), 0, 1, 64, "V",
      "pp/hybrid, interleaved: model chunks per rank (rank r holds chunks r, r+K, ...)"},
+    {"max-inflight", 0, OPT_INT, T(max_inflight), 0, 1, 1 << 20, "N",
+     "pp/hybrid, zb-auto: the most micro-batches a stage may hold from F to W, its search's limit (0: 2 x stages)"},
     {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST",
      "pp/hybrid: layers per stage (interleaved: per chunk, in pipeline order), e.g. 5,4,4,3 (default: even split)"},
     {"checkpoint-activations", 0, OPT_BOOL, T(checkpoint_activations), 0, 0, 0, 0,

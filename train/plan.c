@@ -62,7 +62,7 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
     static const char *const observe_only[] = {"trace", "timeline", "timeline-step", "gantt"};
     static const char *const pp_only[] = {"schedule",  "schedule-file",          "micro-batches",
                                           "partition", "checkpoint-activations", "virtual-stages",
-                                          "transport"};
+                                          "transport", "max-inflight"};
     static const char *const dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
     // the observers of one pipeline (and --trace of ddp: its forward, backward and ZeRO's collectives)
     if (c->mode == MODE_DDP && seen_typed(e->seen, "trace") && !c->zero)
@@ -290,6 +290,9 @@ static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e
             e,
             "train: --virtual-stages applies to --schedule interleaved, not %s: drop it or add --schedule interleaved",
             sched);
+    if (p->pipelined && p->schedule != SCHED_ZBAUTO && seen_typed(e->seen, "max-inflight"))
+        return refuse(e, "train: --max-inflight is zb-auto's memory limit, not %s's: drop it or add --schedule zb-auto",
+                      sched);
     return rule_chunks(c, tag_ub, p, e);
 }
 

@@ -1,0 +1,317 @@
+// schedule_auto.c: zb-auto, the schedule the zero-bubble paper's ZB-1p/ZB-2p search builds: the
+// authors' heuristic (8 variants) and a greedy list scheduler (several policies) place F, I and W
+// under a memory limit; every candidate runs through the simulator (schedule.c) and the best is kept.
+#include <math.h>
+#include <string.h>
+#include "schedule_auto.h"
+#include "base/util.h"
+
+// One greedy policy. w_fits: a W goes into idle time only when it ends before the next message
+// already on its way (else the stage waits for it); 0: whenever nothing else is ready. f_first: a
+// ready F goes before a ready I (the warm-up runs longer); 0: I first (the gradient's critical
+// path). cap: the most a stage holds in this candidate (<= the limit, in micro-batches in flight).
+typedef struct { int w_fits, f_first; double cap; } Policy;
+
+typedef struct {
+    const AutoSpec *a;
+    Policy pol;
+    double *e, *tf, *ti;  // e[K]: each stage's clock; tf, ti [K*M]: when F / I of (s, mb) ended (< 0: not yet)
+    int *nf, *ni, *nw;    // [K] passes placed of each kind (each kind runs its micro-batches in order)
+    ActionList *lists;
+} Greedy;
+
+// When F (I) of micro-batch mb can start on stage s: its message's arrival, or INFINITY when the
+// pass it waits for has not run yet.
+static double arrive_f(const Greedy *g, int s, int mb) {
+    if (s == 0) return 0;
+    double t = g->tf[(size_t)(s - 1) * g->a->M + mb];
+    return t < 0 ? INFINITY : t + g->a->comm;
+}
+static double arrive_i(const Greedy *g, int s, int mb) {
+    int K = g->a->K, M = g->a->M;
+    if (s == K - 1) return g->tf[(size_t)s * M + mb] < 0 ? INFINITY : g->tf[(size_t)s * M + mb];
+    double t = g->ti[(size_t)(s + 1) * M + mb];
+    return t < 0 ? INFINITY : t + g->a->comm;
+}
+
+static void place(Greedy *g, int s, int kind, double start) {
+    const AutoSpec *a = g->a;
+    int mb = kind == ACT_FORWARD ? g->nf[s]++ : kind == ACT_BACKWARD_INPUT ? g->ni[s]++ : g->nw[s]++;
+    double cost = kind == ACT_FORWARD ? a->f[s] : kind == ACT_BACKWARD_INPUT ? a->b[s] : a->w[s];
+    g->e[s] = start + cost;
+    if (kind == ACT_FORWARD) g->tf[(size_t)s * a->M + mb] = g->e[s];
+    if (kind == ACT_BACKWARD_INPUT) g->ti[(size_t)s * a->M + mb] = g->e[s];
+    schedule_push_pass(&g->lists[s], CHUNKS_LOOP, a->K, 1, s, kind, 0, mb);
+}
+
+// The earliest a message not yet known can reach stage s: its neighbours' next pass ends no sooner
+// than their clock plus their cheapest pass.
+static double unknown_bound(const Greedy *g, int s) {
+    double lb = INFINITY;
+    for (int j = s - 1; j <= s + 1; j += 2) {
+        if (j < 0 || j >= g->a->K || g->nw[j] == g->a->M) continue;
+        double c = fmin(g->a->f[j], fmin(g->a->b[j], g->a->w[j]));
+        lb = fmin(lb, g->e[j] + c + g->a->comm);
+    }
+    return lb;
+}
+
+// One decision of stage s at its clock: run a pass, or wait. Returns 0, or -1 when s can never go on.
+static int step(Greedy *g, int s) {
+    const AutoSpec *a = g->a;
+    int M = a->M;
+    double t = g->e[s], hold = g->nf[s] - g->ni[s] + a->w_share * (g->ni[s] - g->nw[s]);
+    double f_at = g->nf[s] < M ? arrive_f(g, s, g->nf[s]) : INFINITY;
+    double i_at = g->ni[s] < g->nf[s] ? arrive_i(g, s, g->ni[s]) : INFINITY;
+    int room = hold + 1 <= g->pol.cap + 1e-9, w_ok = g->nw[s] < g->ni[s];
+    if (f_at <= t && room && (g->pol.f_first || !(i_at <= t))) { place(g, s, ACT_FORWARD, t); return 0; }
+    if (i_at <= t) { place(g, s, ACT_BACKWARD_INPUT, t); return 0; }
+    if (f_at <= t && w_ok && a->w_share > 0) { place(g, s, ACT_BACKWARD_WEIGHT, t); return 0; }  // room for the F
+    double next = fmin(room ? f_at : INFINITY, i_at);
+    if (w_ok && (!g->pol.w_fits || t + a->w[s] <= next)) { place(g, s, ACT_BACKWARD_WEIGHT, t); return 0; }
+    next = fmin(next, unknown_bound(g, s));
+    if (!(next > t) || isinf(next)) return -1;
+    g->e[s] = next;  // idle until something can arrive
+    return 0;
+}
+
+// Candidate `pol` into *out: 0, or -1 when the greedy gets stuck (it then frees what it built).
+static int greedy(const AutoSpec *a, Policy pol, SchedFile *out) {
+    int K = a->K, M = a->M;
+    size_t KM = (size_t)K * M;
+    Greedy g = {a, pol, xcalloc((size_t)K, sizeof(double)), xmalloc(sizeof(double) * KM),
+                xmalloc(sizeof(double) * KM), xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int)),
+                xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K + 1, sizeof(ActionList))};
+    for (size_t i = 0; i < KM; i++) g.tf[i] = g.ti[i] = -1;
+    int rc = 0;
+    for (;;) {
+        int s = -1;  // the unfinished stage with the earliest clock
+        for (int j = 0; j < K; j++)
+            if (g.nw[j] < M && (s < 0 || g.e[j] < g.e[s])) s = j;
+        if (s < 0 || (rc = step(&g, s))) break;
+    }
+    *out = (SchedFile){g.lists, K, M, 1, CHUNKS_LOOP, 1};
+    if (rc) sched_file_free(out);
+    free(g.e); free(g.tf); free(g.ti); free(g.nf); free(g.ni); free(g.nw);
+    return rc;
+}
+
+// The authors' heuristic (auto_schedule.py's manual_order in sail-sg/zero-bubble-pipeline-
+// parallelism, written again here): micro-batch by micro-batch, every stage places the forwards it
+// can afford and then the I of micro-batch i, bottom stage first, and fills the wait before each
+// with W passes where they fit, or where the wait is no longer than the worst stage's bubble so
+// far. Three switches make its 8 variants: a bubble allowed before the first I (the warm-up runs
+// one forward more), the I preferred when the next stage lags two forwards behind, and a W put into
+// a wait it overfills.
+typedef struct { int bubble_before_b, prioritize_b, greedy_w; } Switches;
+typedef struct {
+    const AutoSpec *a;
+    Switches sw;
+    double *e, *bub, *mem, *t;  // [K] clock, own bubble, memory held; t [3 K M] each pass's end
+    double worst;               // the largest bubble of any stage so far (bubbles only grow)
+    int *n[3];                  // [K] F, I, W placed (each in micro-batch order)
+    ActionList *lists;
+} Hand;
+
+static double *hand_t(Hand *h, int type, int s, int mb) { return &h->t[((size_t)type * h->a->K + s) * h->a->M + mb]; }
+static double hand_cost(const Hand *h, int type, int s) {
+    return type == 0 ? h->a->f[s] : type == 1 ? h->a->b[s] : h->a->w[s];
+}
+static double hand_mem(const Hand *h, int type) {
+    return type == 0 ? 1 : type == 1 ? h->a->w_share - 1 : -h->a->w_share;
+}
+static double max_bubble(const Hand *h) { return h->worst; }
+static int hand_put(Hand *h, int s, int type) {
+    const AutoSpec *a = h->a;
+    int mb = h->n[type][s];
+    if (mb >= a->M || h->mem[s] + hand_mem(h, type) > a->limit + 1e-9) return -1;
+    double c = hand_cost(h, type, s), end = h->e[s] + c, free_end = end;
+    if (s > 0 && type == 0) end = fmax(end, *hand_t(h, 0, s - 1, mb) + a->comm + c);
+    if (s < a->K - 1 && type == 1) end = fmax(end, *hand_t(h, 1, s + 1, mb) + a->comm + c);
+    if (h->n[0][s] > 0) h->bub[s] += end - free_end;
+    h->worst = fmax(h->worst, h->bub[s]);
+    h->e[s] = end;
+    *hand_t(h, type, s, mb) = end;
+    h->mem[s] += hand_mem(h, type);
+    h->n[type][s]++;
+    schedule_push_pass(&h->lists[s], CHUNKS_LOOP, a->K, 1, s,
+                       type == 0   ? ACT_FORWARD
+                       : type == 1 ? ACT_BACKWARD_INPUT
+                                   : ACT_BACKWARD_WEIGHT,
+                       0, mb);
+    return 0;
+}
+// Before a pass of `type` that waits for a message arriving at `at`: W passes to make room for it,
+// then those that end before `at`, then one more into the wait if the switches allow.
+static int hand_fill(Hand *h, int s, int type, double at) {
+    while (h->mem[s] + hand_mem(h, type) > h->a->limit + 1e-9)
+        if (h->n[2][s] >= h->n[1][s] || hand_put(h, s, 2)) return -1;
+    if (isnan(at)) return 0;
+    while (h->n[2][s] < h->n[1][s] && h->e[s] + h->a->w[s] <= at) hand_put(h, s, 2);
+    if (h->n[2][s] < h->n[1][s] && h->e[s] < at && (at - h->e[s] > max_bubble(h) - h->bub[s] || h->sw.greedy_w))
+        hand_put(h, s, 2);
+    return 0;
+}
+// Micro-batch 0: every stage's first F, then as many more as keep it busy until the first I comes
+// back (within the memory), each stage at most as many as the one before it, then the first I.
+static int hand_warmup(Hand *h) {
+    const AutoSpec *a = h->a;
+    int K = a->K, *need = xcalloc((size_t)K, sizeof(int)), rc = 0;
+    for (int s = 0; s < K && !rc; s++) rc = hand_put(h, s, 0);
+    double last = rc ? 0 : *hand_t(h, 0, K - 1, 0) + a->b[K - 1];
+    for (int s = K - 2; s >= 0 && !rc; s--) {
+        double mem = h->mem[s], t = h->e[s];
+        while (h->n[0][s] + need[s] < a->M && mem + 1 <= a->limit + 1e-9 &&
+               (h->sw.bubble_before_b ? t + a->f[s] <= last + a->comm : t < last + a->comm)) {
+            mem += 1;
+            t += a->f[s];
+            need[s]++;
+        }
+        last = fmax(t, last + a->comm) + a->b[s];
+    }
+    for (int s = 1; s < K; s++)
+        while (need[s] > 0 && need[s] >= need[s - 1] && h->n[0][s] + need[s] < a->M) need[s]--;
+    for (int s = 0; s < K && !rc; s++)
+        for (int k = 0; k < need[s] && !rc; k++) rc = hand_put(h, s, 0);
+    for (int s = K - 1; s >= 0 && !rc; s--) rc = hand_put(h, s, 1);
+    free(need);
+    return rc;
+}
+// Micro-batch i > 0: which stages place one more F (a stage only if the next one does, and, with
+// prioritize_b, not when its next stage lags and the F would delay that stage's I), then the Fs and
+// the I of micro-batch i, each after the W passes that fit before it.
+static int hand_round(Hand *h, int i) {
+    const AutoSpec *a = h->a;
+    int K = a->K, *need = xcalloc((size_t)K, sizeof(int)), rc = 0;
+    for (int s = 0; s < K; s++) {
+        if (h->n[0][s] >= a->M) continue;
+        need[s] = 1;
+        if (!(h->sw.prioritize_b && s + 1 < K && h->n[0][s] >= h->n[0][s + 1] + 2)) continue;
+        double next = h->e[s + 1] + a->f[s + 1] + a->b[s + 1] + a->comm, mem = h->mem[s] + 1, wc = 0;
+        if (h->e[s] >= next) {
+            need[s] = 0;
+            continue;
+        }
+        for (int k = 0; mem > a->limit + 1e-9 && h->n[2][s] + k < h->n[1][s]; k++) {
+            wc += a->w[s];
+            mem -= a->w_share;
+        }
+        if (h->e[s] + a->f[s] + wc <= next) continue;
+        if (next - h->e[s] <= max_bubble(h) - h->bub[s]) need[s] = 0;
+    }
+    for (int s = K - 2; s >= 0; s--) need[s] = need[s] < need[s + 1] ? need[s] : need[s + 1];
+    for (int s = 0; s < K && !rc; s++)
+        if (need[s])
+            rc = hand_fill(h, s, 0, s > 0 ? *hand_t(h, 0, s - 1, h->n[0][s]) + a->comm : NAN) || hand_put(h, s, 0);
+    for (int s = K - 1; s >= 0 && !rc; s--) {
+        CHECK(h->n[1][s] == i, "schedule_auto: stage %d placed %d I before micro-batch %d", s, h->n[1][s], i);
+        rc = hand_fill(h, s, 1, s + 1 < K ? *hand_t(h, 1, s + 1, i) + a->comm : NAN);
+        while (!rc && s == 0 && h->n[0][0] == a->M && h->n[2][0] < h->n[1][0]) rc = hand_put(h, 0, 2);
+        if (!rc) rc = hand_put(h, s, 1);
+    }
+    free(need);
+    return rc;
+}
+// Candidate `sw` into *out: 0, or -1 when the memory cannot fit (it then frees what it built).
+static int hand(const AutoSpec *a, Switches sw, SchedFile *out) {
+    int K = a->K, M = a->M, rc = 0;
+    Hand h = {a, sw, xcalloc((size_t)K, sizeof(double)), xcalloc((size_t)K, sizeof(double)),
+              xcalloc((size_t)K, sizeof(double)), xmalloc(sizeof(double) * 3 * (size_t)K * M), 0,
+              {xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int))},
+              xcalloc((size_t)K + 1, sizeof(ActionList))};
+    for (size_t i = 0; i < 3 * (size_t)K * M; i++) h.t[i] = -1;
+    rc = hand_warmup(&h);
+    for (int i = 1; i < M && !rc; i++) rc = hand_round(&h, i);
+    for (int s = 0; s < K && !rc; s++)
+        while (!rc && h.n[2][s] < M) rc = hand_put(&h, s, 2);
+    *out = (SchedFile){h.lists, K, M, 1, CHUNKS_LOOP, 1};
+    if (rc) sched_file_free(out);
+    free(h.e); free(h.bub); free(h.mem); free(h.t); free(h.n[0]); free(h.n[1]); free(h.n[2]);
+    return rc;
+}
+
+// A candidate through the simulator with the spec's costs: 0 and *r, or -1 (deadlock, or a stage
+// over the memory limit: never kept).
+static int judge(const AutoSpec *a, int kind, const SchedFile *f, SimResult *r) {
+    SimSpec sp = {.kind = kind, .file = f, .K = a->K, .M = a->M, .v = 1, .comm = a->comm,
+                  .stage_f = a->f, .stage_b = a->b, .stage_w = a->w};
+    schedule_sim(&sp, r);
+    int ok = !r->deadlock;
+    for (int s = 0; s < a->K && ok; s++) ok = schedule_auto_peak(&f->lists[s], a->w_share) <= a->limit + 1e-9;
+    if (!ok) sim_result_free(r);
+    return ok ? 0 : -1;
+}
+
+double schedule_auto_peak(const ActionList *l, double w_share) {
+    double held = 0, peak = 0;
+    for (int i = 0; i < l->n; i++) {
+        int k = l->a[i].kind;
+        held += k == ACT_FORWARD ? 1 : k == ACT_BACKWARD_INPUT ? w_share - 1 : k == ACT_BACKWARD_WEIGHT ? -w_share : 0;
+        if (held > peak) peak = held;
+    }
+    return peak;
+}
+
+// Better: a shorter longest span (the overlapped step), then a shorter makespan (the synchronous step).
+static int better(const SimResult *x, const SimResult *best) {
+    double eps = 1e-12 * best->makespan;
+    if (x->span < best->span - eps) return 1;
+    return x->span <= best->span + eps && x->makespan < best->makespan - eps;
+}
+
+// A built-in kind's lists as a SchedFile (zb-h1 and zb-h2 compete where they fit the limit).
+static void builtin(int kind, int K, int M, SchedFile *f) {
+    *f = (SchedFile){xcalloc((size_t)K + 1, sizeof(ActionList)), K, M, 1, CHUNKS_LOOP, 1};
+    for (int s = 0; s < K; s++) schedule_build(kind, NULL, K, M, 1, s, &f->lists[s]);
+}
+
+// The search's state: the best candidate so far (have: one is kept) and how many were simulated.
+typedef struct { const AutoSpec *a; SchedFile *out; SimResult best; int have, tried; } Search;
+
+// A candidate built (built == 0) into the search: kept when it is the best so far, else freed.
+static void consider(Search *q, int built, SchedFile *cand) {
+    if (built != 0) return;
+    SimResult r;
+    q->tried++;
+    if (judge(q->a, SCHED_ZBAUTO, cand, &r)) { sched_file_free(cand); return; }
+    if (q->have && !better(&r, &q->best)) {
+        sim_result_free(&r);
+        sched_file_free(cand);
+        return;
+    }
+    if (q->have) { sim_result_free(&q->best); sched_file_free(q->out); }
+    q->best = r;
+    *q->out = *cand;
+    q->have = 1;
+}
+
+void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
+    CHECK(a->K >= 1 && a->M >= 1 && a->limit >= 1 && a->w_share >= 0 && a->w_share <= 1,
+          "schedule_auto: K %d M %d limit %d share %g", a->K, a->M, a->limit, a->w_share);
+    Search q = {.a = a, .out = out};
+    SchedFile cand;
+    if (a->M >= a->K) {  // zb-h1 (as its own figures hold), zb-h2
+        builtin(SCHED_ZBH1, a->K, a->M, &cand);
+        consider(&q, 0, &cand);
+    }
+    builtin(SCHED_ZBH2, a->K, a->M, &cand);
+    consider(&q, 0, &cand);
+    for (int v = 0; v < 8; v++) {  // the authors' heuristic
+        Switches sw = {v % 2, v / 2 % 2, v / 4};
+        consider(&q, hand(a, sw, &cand), &cand);
+    }
+    int lo = a->limit > a->K ? a->limit - a->K : 1, last = 0;
+    for (int i = 0; i < 8; i++) {  // the greedy: the limit and up to 7 smaller caps spread down to lo
+        int cap = a->limit - (int)((long)(a->limit - lo) * i / 7);
+        if (i && cap == last) continue;
+        last = cap;
+        for (int p = 0; p < 4; p++) {
+            Policy pol = {p % 2, p / 2, cap};
+            consider(&q, greedy(a, pol, &cand), &cand);
+        }
+    }
+    // the greedy completes at any cap >= 1 (the last stage can always run an I: its F is its own)
+    CHECK(q.have, "schedule_auto: no candidate for K %d M %d limit %d", a->K, a->M, a->limit);
+    sim_result_free(&q.best);
+    if (tried) *tried = q.tried;
+}

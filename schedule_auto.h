@@ -1,0 +1,37 @@
+// schedule_auto.h: zb-auto, the zero-bubble paper's automatic schedule (arXiv 2401.10241, section 3:
+// ZB-1p, ZB-2p): each rank's order of F, I and W found by a search over the simulator, from the
+// stages' costs and a limit on the micro-batches a stage holds, instead of written by hand.
+#pragma once
+#include <stddef.h>
+#include "schedule.h"
+
+// What the search starts from: K stages, M micro-batches, each stage's forward (f), backward-input
+// (b: I) and backward-weight (w: W) times, a message's transfer time, and the memory limit in
+// micro-batches in flight (the paper's M_limit / M_B; 2K is its ZB-2p, K its ZB-1p; at least 1): a
+// micro-batch counts 1 from its F to its I, and w_share from its I to its W (the share of its stash
+// that a deferred W keeps: 1 in micropp, whose W keeps each layer's input and output gradient;
+// 32h / (34h + 5as) in the paper's transformer layers, about 0.43 for its 6.2B model).
+typedef struct {
+    int K, M;
+    const double *f, *b, *w;  // [K]
+    double comm;
+    int limit;
+    double w_share;  // 0..1
+} AutoSpec;
+
+// The most memory a stage's list holds at once, in micro-batches in flight counted as above (it
+// depends on the rank's own order only).
+double schedule_auto_peak(const ActionList *l, double w_share);
+
+// Builds zb-auto's lists into *out (a SchedFile of K rows, M micro-batches, one chunk per rank, split
+// backwards; free it with sched_file_free). The candidates: the authors' heuristic (auto_schedule.py's
+// manual_order: micro-batch by micro-batch, the forwards a stage can afford, then the I, with W
+// passes in the waits; 8 variants), a greedy list scheduler in simulated time (an I when its
+// gradient is there, else an F while the stage has room, else a W into the idle time; 4 policies x
+// up to 8 caps), zb-h1 and zb-h2. Each runs through schedule_sim; the search keeps the shortest
+// overlapped step (the longest rank span, the paper's measure), then the shortest synchronous one,
+// of those within the limit. Every candidate kept is proven
+// deadlock-free by the simulator and holds at most `limit` on every stage (schedule_auto_peak).
+// *tried: how many candidates were simulated (NULL: not wanted).
+void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried);
+
