@@ -11,7 +11,7 @@ LDLIBS := -lopenblas -lcjson -lz -lm
 # model, no schedule) in base/. Every include points down: commands -> train/ -> core -> base/.
 CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftest.c plot.c
 CORE_SRCS := comms.c hardware.c messages.c collectives.c launch.c slurm.c watchdog.c finalize.c p2p.c model.c schedule.c schedule_file.c shard.c schedule_auto.c
-TRAIN_SRCS := $(addprefix train/,plan.c options.c memory.c measure.c pipeline.c verify.c report.c ddp.c checkpoint.c \
+TRAIN_SRCS := $(addprefix train/,plan.c plan_sizes.c options.c memory.c measure.c pipeline.c verify.c report.c report_json.c ddp.c checkpoint.c \
                                  trace.c tp.c metrics.c live.c zero.c cost.c calibrate.c predict.c auto.c)
 BASE_SRCS := $(addprefix base/,util.c config.c data.c idx.c safetensors.c fault.c outfile.c ops_cpu.c ops_onednn.c svg.c)
 SRCS := $(CMD_SRCS) $(CORE_SRCS) $(TRAIN_SRCS) $(BASE_SRCS)

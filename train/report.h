@@ -55,4 +55,6 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s);
 // check it, as an interrupted mpiexec can exit 0 (docs/several-machines.md).
 #define REPORT_COMPLETED "micropp: run completed"
 void summary_print(const Run *r, const Summary *s);
+// Rank 0: the --json object (train/report_json.c), summary_print's JSON half.
+void summary_json(const Run *r, const Summary *s);
 void summary_free(Summary *s);

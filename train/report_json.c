@@ -1,0 +1,193 @@
+// train/report_json.c: the Summary as the one --json object rank 0 prints after the last step: the
+// run's choices and figures, data parallelism, the pipeline's bubble per stage, tensor parallelism,
+// the epochs and --verify; its last key says whether every output was written.
+#include <math.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "train/pipeline.h"
+#include "train/report.h"
+#include "slurm.h"
+#include "train/zero.h"
+#include "base/util.h"
+
+static void json_data_parallel(cJSON *o, const TrainConfig *c, const Plan *p, const Summary *s) {
+    if (c->mode == MODE_HYBRID) cJSON_AddNumberToObject(o, "pp", p->K);
+    cJSON_AddNumberToObject(o, "dp", p->D);
+    cJSON_AddStringToObject(o, "ddp_sync", s->sync);
+    cJSON_AddStringToObject(o, "allreduce", s->allreduce);
+    cJSON_AddNumberToObject(o, "zero", (double)c->zero);
+    if (c->ddp_sync == SYNC_BUCKETED) cJSON_AddNumberToObject(o, "bucket_mb", c->bucket_mb);
+    cJSON_AddNumberToObject(o, "bucket_count", s->buckets);
+    cJSON_AddNumberToObject(o, "collectives_per_step", s->collectives);
+    cJSON_AddNumberToObject(o, "comm_ms", s->comm_ms);
+    cJSON_AddNumberToObject(o, "comm_hidden_fraction", s->comm_hidden);
+    cJSON_AddNumberToObject(o, "optimizer_bytes_per_rank", s->optimizer_bytes);
+    if (c->zero) {  // the shards' traffic of one step, per rank (docs/data-parallel.md has the formula)
+        cJSON_AddNumberToObject(o, "allgather_bytes_per_step", s->allgather_bytes);
+        cJSON_AddNumberToObject(o, "reduce_scatter_bytes_per_step", s->reduce_scatter_bytes);
+    }
+    if (c->zero >= 3) cJSON_AddNumberToObject(o, "prefetched_gathers_per_step", s->prefetches);
+}
+
+static void json_pipeline(cJSON *o, const TrainConfig *c, const Plan *p, const Summary *s) {
+    int K = p->K;
+    cJSON_AddStringToObject(o, "schedule", s->schedule);
+    cJSON_AddNumberToObject(o, "stages", K);
+    cJSON_AddNumberToObject(o, "micro_batches", p->M);
+    cJSON_AddNumberToObject(o, "virtual_stages", p->V);
+    cJSON_AddStringToObject(o, "transport", s->transport);
+    cJSON_AddBoolToObject(o, "checkpoint_activations", c->checkpoint_activations);
+    int part[MAX_STAGES];
+    for (int k = 0; k < p->S; k++) part[k] = plan_layers(p, k);
+    cJSON_AddItemToObject(o, "partition", cJSON_CreateIntArray(part, p->S));
+    cJSON_AddItemToObject(o, "bubble_measured", cJSON_CreateDoubleArray(s->bubble, K));
+    cJSON_AddNumberToObject(o, "bubble_theory", s->bubble_theory);
+    cJSON_AddItemToObject(o, "bubble_simulated", cJSON_CreateDoubleArray(s->msim.bubble, K));
+    const char *key[4] = {"forward_ms_median", "backward_ms_median", "backward_input_ms_median",
+                          "backward_weight_ms_median"};
+    const double *val[4] = {s->med.f, s->med.b, s->med.i, s->med.w};
+    for (int q = 0; q < (s->split ? 4 : 2); q++) {
+        double ms[MAX_STAGES];
+        for (int k = 0; k < K; k++) ms[k] = val[q][k] * 1e3;
+        cJSON_AddItemToObject(o, key[q], cJSON_CreateDoubleArray(ms, K));
+    }
+    if (s->shown >= 0) cJSON_AddNumberToObject(o, "timeline_step", s->shown + 1);
+    cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(s->peak_bytes, K));
+    cJSON_AddItemToObject(o, "peak_inflight", cJSON_CreateDoubleArray(s->peak_inflight, K));
+    cJSON_AddItemToObject(o, "peak_deferred_w", cJSON_CreateDoubleArray(s->peak_deferred, K));
+}
+
+static void json_tp(cJSON *o, const Plan *p, const Summary *s) {
+    cJSON *g = cJSON_AddObjectToObject(o, "grid");  // the 3D grid: ranks = pp x dp x tp, tp innermost
+    cJSON_AddNumberToObject(g, "pp", p->K);
+    cJSON_AddNumberToObject(g, "dp", p->D);
+    cJSON_AddNumberToObject(g, "tp", p->T);
+    if (p->T == 1) return;
+    cJSON_AddNumberToObject(o, "tp", p->T);
+    cJSON_AddStringToObject(o, "tp_allreduce", s->tp_allreduce);
+    cJSON_AddNumberToObject(o, "tp_allreduces_per_step", s->tp_calls);
+    cJSON_AddNumberToObject(o, "tp_allreduce_bytes_per_step", s->tp_bytes);
+    cJSON_AddNumberToObject(o, "tp_allreduce_ms_per_step", s->tp_ms);
+    cJSON_AddNumberToObject(o, "tp_allreduce_share", s->tp_share);
+}
+
+static void json_verify(cJSON *o, const VerifyResult *v) {
+    cJSON_AddNumberToObject(o, "verify_max_rel_err", v->worst_err);
+    cJSON_AddItemToObject(o, "verify_stage_rel_err", cJSON_CreateDoubleArray(v->err, v->S));
+    cJSON_AddItemToObject(o, "verify_stage_noise", cJSON_CreateDoubleArray(v->noise, v->S));
+    cJSON_AddNumberToObject(o, "verify_tolerance", v->tol);
+    cJSON_AddBoolToObject(o, "verify_ok", !v->failed);
+}
+
+// --epochs: the data set, and one object per epoch run.
+static void json_epochs(cJSON *o, const Plan *p, const Data *d, const Measure *m, const Progress *g) {
+    cJSON_AddStringToObject(o, "data", d->name);
+    cJSON_AddNumberToObject(o, "train_rows", (double)d->train.n);
+    cJSON_AddNumberToObject(o, "test_rows", (double)d->test.n);
+    if (d->train.pixels) {
+        cJSON_AddNumberToObject(o, "data_mean", d->mean);
+        cJSON_AddNumberToObject(o, "data_std", d->std);
+    }
+    if (!p->epochs) return;
+    cJSON_AddNumberToObject(o, "epochs_planned", p->epochs);
+    cJSON_AddNumberToObject(o, "steps_per_epoch", (double)p->steps_per_epoch);
+    cJSON_AddNumberToObject(o, "dropped_rows_per_epoch", (double)p->dropped);
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < m->n_epoch; i++) {
+        const EpochStat *e = &m->epoch[i];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "epoch", e->epoch);
+        cJSON_AddNumberToObject(x, "train_loss", e->train_loss);
+        if (isfinite(e->test_loss)) cJSON_AddNumberToObject(x, "test_loss", e->test_loss);
+        else cJSON_AddNullToObject(x, "test_loss");
+        if (isfinite(e->test_accuracy)) cJSON_AddNumberToObject(x, "test_accuracy", e->test_accuracy);
+        else cJSON_AddNullToObject(x, "test_accuracy");
+        cJSON_AddNumberToObject(x, "time_s", e->time_s);
+        cJSON_AddNumberToObject(x, "samples_per_s", e->samples_s);
+        cJSON_AddItemToArray(a, x);
+    }
+    cJSON_AddItemToObject(o, "epochs", a);
+    if (g->best_epoch) {
+        cJSON_AddNumberToObject(o, "best_epoch", g->best_epoch);
+        cJSON_AddNumberToObject(o, "best_test_accuracy", g->best_accuracy);
+    }
+}
+
+void summary_json(const Run *r, const Summary *s) {
+    const TrainConfig *c = r->c;
+    const Plan *p = &r->p;
+    const Measure *m = &r->m;
+    const Model *model = &r->model;
+    int start = s->start, steps = (int)p->steps;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "mode", s->mode);
+    cJSON_AddNumberToObject(o, "layers", (double)c->layers);
+    cJSON_AddNumberToObject(o, "hidden", (double)c->hidden);
+    cJSON_AddNumberToObject(o, "inputs", (double)p->inputs);
+    cJSON_AddNumberToObject(o, "classes", (double)c->classes);
+    cJSON_AddNumberToObject(o, "batch", (double)c->batch);
+    cJSON_AddNumberToObject(o, "steps", steps);
+    cJSON_AddStringToObject(o, "optimizer", s->optimizer);
+    cJSON_AddNumberToObject(o, "lr", c->lr);
+    cJSON_AddNumberToObject(o, "params", (double)s->params);
+    cJSON_AddNumberToObject(o, "start_step", start);
+    cJSON_AddNumberToObject(o, "first_loss", m->loss[start]);
+    cJSON_AddNumberToObject(o, "final_loss", m->loss[steps - 1]);
+    if (isfinite(s->accuracy)) cJSON_AddNumberToObject(o, "accuracy", s->accuracy);
+    else cJSON_AddNullToObject(o, "accuracy");
+    cJSON_AddNumberToObject(o, "eval_rows", (double)s->eval_rows);
+    if (r->data.train.n) json_epochs(o, p, &r->data, m, &r->progress);
+    cJSON_AddNumberToObject(o, "step_ms_median", s->step_ms);
+    if (s->predicted_step_ms > 0) {
+        cJSON_AddNumberToObject(o, "predicted_step_ms", s->predicted_step_ms);
+        cJSON_AddStringToObject(o, "auto_layout", s->auto_layout);
+    }
+    cJSON_AddNumberToObject(o, "samples_per_s", s->samples_s);
+    cJSON_AddNumberToObject(o, "gflops", s->gflops);
+    cJSON_AddStringToObject(o, "blas", s->blas);
+    cJSON_AddStringToObject(o, "device", r->wire.be->name);
+    cJSON_AddStringToObject(o, "device_info", s->device);
+    cJSON_AddBoolToObject(o, "tf32", c->tf32);
+    // (MPI_COMM_TYPE_SHARED groups)
+    if (r->wire.hardware.nodes) cJSON_AddNumberToObject(o, "nodes", r->wire.hardware.nodes);
+    cJSON *job = slurm_json();  // under Slurm: the job, its step and nodes
+    if (job) cJSON_AddItemToObject(o, "slurm", job);
+    cJSON_AddStringToObject(o, "precision", s->precision);
+    if (s->onednn[0]) cJSON_AddStringToObject(o, "onednn", s->onednn);
+    if (c->gemm_timing) {
+        cJSON_AddNumberToObject(o, "gemm_ms_per_step", s->gemm_ms);
+        cJSON_AddNumberToObject(o, "gemm_share", s->gemm_share);
+        cJSON_AddNumberToObject(o, "gemm_gflops", s->gemm_gflops);
+    }
+    cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(m->loss + start, s->n_run));  // steps start+1..steps
+    if (c->resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->resume);
+    if (r->progress.saved_step >= 0) {
+        cJSON_AddStringToObject(o, "saved_to", c->save);
+        cJSON_AddNumberToObject(o, "saved_step", (double)r->progress.saved_step);
+    }
+    if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", p->K);
+    cJSON *mem = cJSON_AddObjectToObject(o, "memory_per_rank");  // allocated, the largest over the ranks
+    cJSON_AddNumberToObject(mem, "weights", s->weight_bytes);
+    cJSON_AddNumberToObject(mem, "grads", s->grad_bytes);
+    cJSON_AddNumberToObject(mem, "optimizer", s->optimizer_state_bytes);
+    if (c->zero >= 2 && p->data_parallel) {  // ZeRO-2, 3: the working buckets, apart from the shards above
+        cJSON_AddNumberToObject(mem, "working", s->working_bytes);
+        cJSON_AddNumberToObject(mem, "gathered_weights_peak", s->gathered_peak_bytes);
+    }
+    cJSON_AddNumberToObject(mem, "max_rss", s->max_rss);  // the process's peak resident set (getrusage)
+    if (p->N > 1 || p->grad_accum_given) cJSON_AddNumberToObject(o, "grad_accum", p->N);
+    if (p->data_parallel) json_data_parallel(o, c, p, s);
+    if (p->pipelined) json_pipeline(o, c, p, s);
+    if (!p->pipelined) {  // the monolith, a ddp replica, the manual split's parts: each stage's own peak
+        double peak[MAX_STAGES];
+        for (int k = 0; k < model->n_local && k < MAX_STAGES; k++) peak[k] = (double)model->local[k].peak_act_bytes;
+        cJSON_AddItemToObject(o, "peak_activation_bytes",
+                              cJSON_CreateDoubleArray(peak, model->n_local < MAX_STAGES ? model->n_local : MAX_STAGES));
+    }
+    if (p->pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", s->message_bytes);
+    if (p->distributed) json_tp(o, p, s);
+    if (s->verify) json_verify(o, s->verify);
+    cJSON_AddBoolToObject(o, "completed", !s->write_err[0]);  // last: every output written (REPORT_COMPLETED)
+    json_print(o);
+}
+
