@@ -101,8 +101,9 @@ typedef struct {
     int gpus_probed;             // GPUs were looked for
     int no_gpu_rank;             // the lowest rank without a GPU (-1: every rank has one) ...
     char no_gpu_why[256];        // ... and why (its backend_cuda_open's reason)
-    int crowded;                 // some node runs more ranks than it has GPUs (every rank has one):
-    int crowded_ranks, crowded_gpus;  // the most ranks on such a node, the fewest GPUs there
+    int crowded;                 // some GPU serves two ranks or more (every rank has one):
+    int crowded_ranks, crowded_gpus;  // the most ranks on a node with such a GPU, the fewest GPUs there
+    int gpu_ranks;               // the ranks on this rank's GPU, this one included (1: a GPU of its own)
     int local_rank, local_size;  // among the ranks of this node (MPI_COMM_TYPE_SHARED)
     int nodes;                   // nodes of the world, numbered in the order of their lowest rank
     int *node_of;                // [world size] the node of every rank (the same on every rank)
@@ -110,6 +111,10 @@ typedef struct {
                                  // MICROPP_SHM_FREE=BYTES stands in for it, for tests)
 } Hardware;
 void comm_choose_hardware(int probe_gpus, Hardware *p);
+// The GPUs' sharing from every rank's node (node_of) and GPU (key: Backend.device_key, by the hardware's
+// UUID, so ranks that each see one GPU through their own CUDA_VISIBLE_DEVICES are told apart): sets
+// crowded, crowded_ranks, crowded_gpus and gpu_ranks of p for `rank`. No MPI (unit_plan calls it).
+void comm_gpu_sharing(int size, int rank, const int *node_of, const uint64_t *key, Hardware *p);
 void comm_hardware_free(Hardware *p);
 
 // ---- messages.c: point-to-point ----

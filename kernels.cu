@@ -43,6 +43,7 @@ static struct Result { double loss_sum; int hits; } *g_result_host, *g_result_de
 static int *g_bad_host, *g_bad_dev;  // the optimizer updates' non-finite flag
 static float *g_row_loss;  // softmax_xent: per-row losses and hits, grown as needed
 static int *g_row_hit, g_row_cap;
+static uint64_t g_key;  // device_key: a hash of the GPU's UUID
 
 constexpr int THREADS = 256;
 static unsigned blocks_for(size_t n) {  // kernels below loop with a grid stride, so a cap is fine
@@ -359,6 +360,35 @@ static void cu_describe(char *out, size_t n) {
              ver / 10000, ver / 100 % 100, g_tf32 ? " tf32" : " fp32");
 }
 
+static uint64_t cu_device_key(void) { return g_key; }
+
+// The architectures this file was built for ("800,900": nvcc's __CUDA_ARCH_LIST__).
+#define ARCH_STR(...) #__VA_ARGS__
+#define ARCH_LIST(...) ARCH_STR(__VA_ARGS__)
+// A GPU whose architecture none of the built ones serves (an older one: sm_80 machine code runs on
+// 8.x, the compute_90 PTX on 9.0 and newer) would fail at the first kernel: refused here with the
+// fix, so --device auto takes the CPU and --device cuda says why. 0, or -1 with err.
+static int check_kernel_image(char *err, size_t errlen) {
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, k_fill);
+    if (e == cudaSuccess) return 0;
+    cudaGetLastError();
+    cudaDeviceProp prop;
+    int arch = e == cudaErrorNoKernelImageForDevice || e == cudaErrorUnsupportedPtxVersion ||
+               e == cudaErrorInvalidKernelImage;
+    if (!arch || cudaGetDeviceProperties(&prop, g_device) != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(err, errlen, "device %d: loading micropp's kernels: %s", g_device, cudaGetErrorString(e));
+        return -1;
+    }
+    snprintf(err, errlen,
+             "device %d (%s) is compute capability %d.%d, and this micropp's kernels were built for %s (%s): rebuild "
+             "for it with make NVCC_ARCH='-gencode arch=compute_%d%d,code=sm_%d%d'",
+             g_device, prop.name, prop.major, prop.minor, ARCH_LIST(__CUDA_ARCH_LIST__), cudaGetErrorName(e),
+             prop.major, prop.minor, prop.major, prop.minor);
+    return -1;
+}
+
 static Backend g_backend;
 
 extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen) {
@@ -380,6 +410,11 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
         cudaGetLastError();
         return NULL;
     }
+    if (check_kernel_image(err, errlen)) return NULL;
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, g_device));
+    g_key = 1469598103934665603ULL;  // FNV-1a over the UUID: the same GPU whatever CUDA_VISIBLE_DEVICES says
+    for (int i = 0; i < 16; i++) g_key = (g_key ^ (unsigned char)prop.uuid.bytes[i]) * 1099511628211ULL;
     cublasStatus_t s = cublasCreate(&g_cublas);
     if (s != CUBLAS_STATUS_SUCCESS) {
         snprintf(err, errlen, "device %d: cublasCreate: %s", g_device, cublasGetStatusString(s));
@@ -400,7 +435,7 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.alloc_host = cu_alloc_host; b.free_host = cu_free_host; b.set_tf32 = cu_set_tf32;
     b.set_precision = cu_set_precision;
     b.gemm_timing = cu_gemm_timing; b.gemm_seconds = cu_gemm_seconds; b.describe = cu_describe;
-    b.memory_free = cu_memory_free;
+    b.memory_free = cu_memory_free; b.device_key = cu_device_key;
     g_backend = b;
     return &g_backend;
 }

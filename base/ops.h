@@ -62,6 +62,9 @@ typedef struct Backend {
     double (*gemm_seconds)(void);
     void (*describe)(char *out, size_t n);  // e.g. "cuda:0 NVIDIA H100 80GB HBM3 (1 of 1 visible)"
     double (*memory_free)(void);  // a device's free bytes now (NULL on the host: memory.c reads MemAvailable)
+    // cuda: this rank's GPU as the hardware names it (a hash of its UUID), the same for every process
+    // that uses it whatever CUDA_VISIBLE_DEVICES says: how ranks sharing one GPU are found (NULL on the host).
+    uint64_t (*device_key)(void);
 } Backend;
 
 extern const Backend backend_cpu;

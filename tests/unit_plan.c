@@ -315,6 +315,24 @@ static void test_devices(void) {
     facts_ok("plan/--threads at BLAS's most", &ft, "--threads 4");
 }
 
+// Which ranks share a GPU, by the GPU's UUID key (comm_gpu_sharing): a per-rank CUDA_VISIBLE_DEVICES
+// (each rank sees one device, a different one) is not crowded; two ranks on one GPU are, per node.
+static void test_gpu_sharing(void) {
+    int node_of[4] = {0, 0, 1, 1};
+    uint64_t own[4] = {11, 22, 11, 22}, shared[4] = {11, 11, 33, 44};
+    Hardware h = {0};
+    comm_gpu_sharing(4, 0, node_of, own, &h);
+    EXPECT("hardware/gpus: one GPU per rank (per-rank CUDA_VISIBLE_DEVICES; UUIDs alike across nodes): not crowded",
+           !h.crowded && h.gpu_ranks == 1, "crowded %d gpu_ranks %d", h.crowded, h.gpu_ranks);
+    comm_gpu_sharing(4, 1, node_of, shared, &h);
+    EXPECT("hardware/gpus: two ranks on node 0's one GPU: crowded, 2 ranks on 1 GPU, each rank's GPU serves 2",
+           h.crowded && h.crowded_ranks == 2 && h.crowded_gpus == 1 && h.gpu_ranks == 2, "crowded %d %d/%d gpu_ranks %d",
+           h.crowded, h.crowded_ranks, h.crowded_gpus, h.gpu_ranks);
+    comm_gpu_sharing(4, 3, node_of, shared, &h);
+    EXPECT("hardware/gpus: a rank with its own GPU on a node beside a crowded one", h.crowded && h.gpu_ranks == 1,
+           "crowded %d gpu_ranks %d", h.crowded, h.gpu_ranks);
+}
+
 // Data parallelism's all-reduce: shm where every stage's replicas share a node and /dev/shm holds
 // the windows (auto takes it on the cpu, else mpi), from every rank's facts.
 static void test_allreduce(void) {
@@ -472,6 +490,7 @@ int main(void) {
     test_eval_rows();
     test_stream();
     test_devices();
+    test_gpu_sharing();
     test_allreduce();
     test_resumed();
     test_run_rules();
