@@ -481,17 +481,19 @@ int comm_test(CommReq *q) {
     return q->done;
 }
 
+// One poll of a collective waited for: every collective in flight moves; then the core is yielded
+// (free when nothing else wants it) unless it is done: with more ranks than cores, the rank being
+// waited for may need this very core, and shm moves only when that rank runs.
+static int req_ready(void *ctx) {
+    CommReq *q = ctx;
+    comm_progress();
+    if (!q->done) sched_yield();
+    return q->done;
+}
+
 double comm_wait(CommReq *q) {
-    // Spins, as MPI_Wait does, every collective in flight moving; and yields the core between polls
-    // (free when nothing else wants it): with more ranks than cores, the rank being waited for may
-    // need this very core, and shm moves only when that rank runs.
-    WdSpin s = {.peer = -1, .what = "an all-reduce of the data-parallel group", .comm = &q->comm};
-    while (!q->done) {
-        comm_progress();
-        wd_spin(&s);
-        // cppcheck-suppress knownConditionTrueFalse ; wrong: comm_progress sets q->done
-        if (!q->done) sched_yield();
-    }
+    // Spins, as MPI_Wait does, under the watchdog (the same poll the GPU's waits use)
+    wd_poll(req_ready, q, (WdSpin){.peer = -1, .what = "an all-reduce of the data-parallel group", .comm = &q->comm});
     double t = q->t_done;
     if (q->buf != q->dev) free(q->buf);
     free(q->tmp); free(q->counts); free(q->displs);

@@ -39,7 +39,12 @@ typedef struct {
 
 // ---- comms.c: MPI's lifecycle, the world, the grid ----
 
-void comm_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
+// MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank; hands the CUDA backend comm_device_wait
+void comm_init(int *argc, char ***argv);
+// Every host wait on the GPU (its queue, an NCCL event): polls ready(ctx) under --timeout (wd_poll);
+// when it runs out, the watchdog's line names `what` and the peer (WD_LOCAL: this rank's own GPU;
+// -1: several ranks) and the action, and the job ends (the NCCL communicators aborted first).
+void comm_device_wait(int (*ready)(void *ctx), void *ctx, int peer, const char *what);
 void comm_finalize(void);          // comm_finalize_with(0)
 // The end of a run, collective over the world: rank 0 (which writes the results) calls it once every
 // output is written and flushed, with code 0 or 1; the other ranks wait for it under --timeout alone

@@ -12,9 +12,13 @@ typedef struct DevComm DevComm;
 // rank of the group opens its communicator with it (ncclCommInitRank: collective, all ranks at once).
 // devcomm_open then splits four communicators from it (one per devcomm_channel, each with a stream
 // of its own) and runs p2p.h's warm-up with `peers` (npeers ranks: p2p_neighbours, as ranks of the group).
+// Every host wait of the transport (a receive, the step's last sends, the warm-up) polls through
+// the wait the wire handed the backend (backend_cuda_set_wait: the watchdog's, under --timeout).
 void devcomm_unique_id(void *id);
 DevComm *devcomm_open(const void *id, int nranks, int rank, const int *peers, int npeers);
 void devcomm_close(DevComm *d);
+// When the job ends on a timeout (the watchdog's wd_at_end): ncclCommAbort of every communicator.
+void devcomm_abort(DevComm *d);
 
 // Point-to-point with the semantics of comm_send / comm_recv, by p2p.h's rule. grad: 1 for a
 // gradient, 0 for an activation (or any other message); with the direction (peer above or below

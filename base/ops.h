@@ -73,6 +73,12 @@ extern const Backend backend_cpu;
 // err (the driver's message, or "built without CUDA") when this binary or machine has none.
 // Opens once; later calls return the same backend.
 const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen);
+// How the CUDA backend and the NCCL transport wait on the host (the GPU's queue, an event): poll
+// ready(ctx) until it returns nonzero. The wire hands in the watchdog's bounded poll (comm_init), so
+// a hung kernel or a deadlocked NCCL exchange ends the job at --timeout, the line naming `what`, the
+// peer (-1: several; -2: none, this rank's own GPU) and the action; until then the waits are unbounded.
+typedef void (*DeviceWait)(int (*ready)(void *ctx), void *ctx, int peer, const char *what);
+void backend_cuda_set_wait(DeviceWait wait);
 
 // BLAS in use, for the header line: e.g. "openblas 0.3.21 core=SkylakeX threads=1".
 void blas_describe(char *out, size_t n);
