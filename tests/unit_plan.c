@@ -285,8 +285,14 @@ static void test_devices(void) {
     Facts fg = {.world = 2, .tag_ub = TAG_UB, .devices = &g}, fc = {.world = 2, .tag_ub = TAG_UB, .devices = &crowded},
           fn = {.world = 2, .tag_ub = TAG_UB, .devices = &none};
     Plan p = facts_ok("plan/devices: GPUs", &fg, "--mode pp");
-    EXPECT("plan/devices: a GPU on every rank, one each: cuda over nccl", p.device == DEVICE_CUDA && p.transport == TRANSPORT_NCCL && !p.transport_why[0],
-           "device %d transport %d", p.device, p.transport);
+    EXPECT("plan/devices: a GPU on every rank, one each: auto takes cuda over mpi until NCCL has run on such a machine, and says so",
+           p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI && p.transport_why == PLAN_NCCL_UNPROVEN &&
+           !strcmp(p.transport_why, "--transport auto takes mpi: the NCCL transport has not yet run on a machine with two GPUs or more "
+                                    "(docs/gpus.md); --transport nccl asks for it"),
+           "device %d transport %d why '%s'", p.device, p.transport, p.transport_why);
+    p = facts_ok("plan/devices: GPUs, --transport nccl", &fg, "--mode pp --transport nccl");
+    EXPECT("plan/devices: --transport nccl stays available", p.device == DEVICE_CUDA && p.transport == TRANSPORT_NCCL && !p.transport_why[0],
+           "device %d transport %d why '%s'", p.device, p.transport, p.transport_why);
     p = facts_ok("plan/devices: zb-h1 on GPUs", &fg, "--mode pp --schedule zb-h1");
     EXPECT("plan/devices: zb-h1's messages need tags: the plan takes mpi, and says why", p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI &&
            strstr(p.transport_why, "tags"), "transport %d why '%s'", p.transport, p.transport_why);
@@ -295,7 +301,8 @@ static void test_devices(void) {
     facts_refused("plan/refuse: a tagged schedule over --transport nccl", &fg, "--mode pp --schedule zb-h1 --transport nccl",
                   "train: --schedule zb-h1 runs over --transport mpi only (NCCL matches messages in order, without tags): drop --transport nccl");
     p = facts_ok("plan/devices: two ranks on one GPU", &fc, "--mode pp");
-    EXPECT("plan/devices: a crowded node: cuda over mpi", p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI, "transport %d", p.transport);
+    EXPECT("plan/devices: a crowded node: cuda over mpi (NCCL could not run: nothing to say)",
+           p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI && !p.transport_why[0], "transport %d why '%s'", p.transport, p.transport_why);
     facts_refused("plan/refuse: --transport nccl on a crowded node", &fc, "--mode pp --transport nccl",
                   "train: --transport nccl needs one GPU per rank, but a node runs 2 ranks on 1 GPU: use --transport mpi");
     p = facts_ok("plan/devices: a rank without a GPU", &fn, "--mode pp");

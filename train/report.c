@@ -124,6 +124,7 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     else printf("device %s", s.device);
     if (p->pipelined) printf(" | transport %s", s.transport);
     printf("\n");
+    if (p->pipelined && p->transport_why[0]) printf("%s\n", p->transport_why);  // why not nccl, in one line
     if (c->precision == PRECISION_BF16)
         printf("precision bf16: products on bf16 inputs, fp32 accumulation%s%s | weights, gradients, optimizer and "
                "loss fp32\n",
