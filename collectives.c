@@ -270,6 +270,7 @@ static void shm_unfit(Comm *c, size_t bytes, const char *what, char *why, size_t
 void comm_shm_unfit(const char *what, int D, int local, double need, int node_ranks, double room, char *why,
                     size_t wn) {
     why[0] = 0;
+    char nb[32], rb[32];
     const char *flag = strcmp(what, "allreduce") ? "--allreduce" : "--algo";  // (micropp allreduce's)
     if (D > COMM_MAX_SHM)
         snprintf(why, wn, "%s: %s shm takes at most %d replicas per stage, not %d: use %s mpi or ring", what, flag,
@@ -281,9 +282,9 @@ void comm_shm_unfit(const char *what, int D, int local, double need, int node_ra
                  what, flag, D, local, flag);
     else if (room >= 0 && room < need)
         snprintf(why, wn,
-                 "%s: %s shm needs %.3g MB of /dev/shm for the %d ranks of this node, and %.3g MB are free: enlarge it "
+                 "%s: %s shm needs %s of /dev/shm for the %d ranks of this node, and %s are free: enlarge it "
                  "(docker run --shm-size) or use %s mpi",
-                 what, flag, need / 1e6, node_ranks, room / 1e6, flag);
+                 what, flag, fmt_bytes(need, nb, sizeof nb), node_ranks, fmt_bytes(room, rb, sizeof rb), flag);
 }
 
 int comm_shared_possible(Comm *c, size_t bytes) {

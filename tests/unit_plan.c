@@ -8,6 +8,7 @@
 #include "model.h"
 #include "schedule_file.h"
 #include "train/plan.h"
+#include "train/memory.h"
 
 #define TAG_UB 2147483647LL
 
@@ -340,6 +341,24 @@ static void test_gpu_sharing(void) {
            "crowded %d gpu_ranks %d", h.crowded, h.gpu_ranks);
 }
 
+// What a GPU holds beyond the model's buffers (memory_check adds it on cuda): cuBLAS's workspace always,
+// the NCCL transport's staging copies (a rows x H message per micro-batch), bf16's two packed operands.
+static void test_device_memory(void) {
+    TrainConfig c;
+    train_config_defaults(&c);
+    c.hidden = 1000;
+    c.classes = 10;
+    Plan p = {.pipelined = 1, .transport = TRANSPORT_MPI, .M = 8, .rows = 4, .inputs = 1000};
+    double mpi = memory_device_extra(&c, &p);
+    p.transport = TRANSPORT_NCCL;
+    double nccl = memory_device_extra(&c, &p);
+    c.precision = PRECISION_BF16;
+    double bf16 = memory_device_extra(&c, &p);
+    EXPECT("memory/gpu: cuBLAS's workspace; NCCL adds M x rows x H floats of staging; bf16 two packed operands",
+           mpi == MEMORY_CUBLAS_WORKSPACE && nccl - mpi == 8.0 * 4 * 1000 * 4 && bf16 - nccl == 2.0 * 2 * 1000 * 1000,
+           "mpi %.0f nccl %.0f bf16 %.0f", mpi, nccl, bf16);
+}
+
 // Data parallelism's all-reduce: shm where every stage's replicas share a node and /dev/shm holds
 // the windows (auto takes it on the cpu, else mpi), from every rank's facts.
 static void test_allreduce(void) {
@@ -498,6 +517,7 @@ int main(void) {
     test_stream();
     test_devices();
     test_gpu_sharing();
+    test_device_memory();
     test_allreduce();
     test_resumed();
     test_run_rules();
