@@ -102,6 +102,24 @@ if [ "$RC" -eq 1 ] && grep -qE '^gemm NT \(layer forward\).*FAIL$' <<<"$OUT" && 
     pass "gpu/selftest fails (exit 1) when an error exceeds its tolerance"
 else fail "gpu/selftest fails (exit 1) when an error exceeds its tolerance" "exit $RC: $(tail -n 2 <<<"$OUT")"; fi
 
+# --tf32's tolerances without a GPU: the CPU with every gemm input cut to TF32 passes, and its train
+# step's loss moves past fp32's 1e-5 (a selftest --tf32 on a GPU with the loss held to 1e-5 failed).
+run 120 "$MICROPP" selftest --device cpu --emulate-tf32
+lrow=$(grep '^train step: loss ' <<<"$OUT")
+lerr=$(awk '{print $(NF-2)}' <<<"$lrow"); ltol=$(awk '{print $(NF-1)}' <<<"$lrow")
+if [ "$RC" -eq 0 ] && python3 -c "import sys; sys.exit(not (float('$lerr') > 1e-5 and float('$ltol') == 1e-3))" 2>/dev/null; then
+    pass "gpu/selftest --emulate-tf32 passes; the loss moved $lerr (> fp32's 1e-5, within TF32's 1e-3)"
+else fail "gpu/selftest --emulate-tf32 passes; the loss moved past 1e-5" "exit $RC, loss row '$lrow': $(grep FAIL <<<"$OUT" | head -n 3)"; fi
+expect_user_error "gpu/selftest --emulate-tf32 with --device cuda is refused" 'emulate-tf32 emulates TF32 on the CPU, and --device is cuda' 60 \
+    "$MICROPP" selftest --device cuda --emulate-tf32
+# bf16 without oneDNN's help in the check: the rounding, gemm and bias gradient against the naive
+# product of bf16-rounded inputs (on the CPU the gemm under test is oneDNN's; on a GPU cublasGemmEx).
+run 120 "$MICROPP" selftest --device cpu
+nb=$(grep -cE '^bf16[: ].* ok$' <<<"$OUT")
+if grep -q '^bf16 rows .*skipped' <<<"$OUT"; then skip "gpu/selftest's bf16 rows on the CPU" "$(grep '^bf16 rows' <<<"$OUT" | sed 's/.*skipped: //')"
+elif [ "$RC" -eq 0 ] && [ "$nb" -eq 8 ]; then pass "gpu/selftest's bf16 rows on the CPU: $nb rows against the naive product"
+else fail "gpu/selftest's bf16 rows on the CPU" "exit $RC, $nb bf16 rows ok: $(grep '^bf16' <<<"$OUT" | grep -v ' ok$' | head -n 3)"; fi
+
 # ---- pingpong: --device applies to the sweep; auto falls back to host buffers ----
 expect_user_error "gpu/pingpong --device without --sweep is refused" 'apply to the measurement: add --sweep' 60 \
     mpiexec -n 2 "$MICROPP" pingpong --device cuda
