@@ -482,6 +482,8 @@ struct DevComm {
     ncclComm_t world;                   // made by ncclCommInitRank; the channels are split from it
     ncclComm_t comm[DEVCOMM_CHANNELS];  // devcomm_channel: by direction and kind
     cudaStream_t stream[DEVCOMM_CHANNELS];
+    cudaEvent_t sent[DEVCOMM_CHANNELS];  // after the channel's last send (its stream runs them in order)
+    int pending[DEVCOMM_CHANNELS];       // a send on the channel since the last flush
     cudaEvent_t ready, got;  // ready: the compute queued so far; got: a receive has landed
     int rank;
     Staged *st;
@@ -549,6 +551,7 @@ extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank, const int
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {  // collective: every rank splits in the same order
         NCCL_CHECK(ncclCommSplit(d->world, 0, rank, &d->comm[ch], NULL));
         CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream[ch], cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&d->sent[ch], cudaEventDisableTiming));
     }
     CUDA_CHECK(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->got, cudaEventDisableTiming));
@@ -564,6 +567,7 @@ extern "C" void devcomm_close(DevComm *d) {
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
         NCCL_CHECK(ncclCommDestroy(d->comm[ch]));
         CUDA_CHECK(cudaStreamDestroy(d->stream[ch]));
+        CUDA_CHECK(cudaEventDestroy(d->sent[ch]));
     }
     NCCL_CHECK(ncclCommDestroy(d->world));
     stream_wait("GPU (its queued work, before the NCCL staging buffers are freed)");
@@ -618,9 +622,21 @@ static Staged *take_staging(DevComm *d, size_t n) {
     return small;
 }
 
-// A send is posted at once, alone, on its channel's stream after the compute queued so far (the
-// staging copy included); its buffer's event says when it may be reused.
-extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad) {
+// Posts a send of buf on its channel's stream after the compute queued so far.
+static void post_send(DevComm *d, const float *buf, size_t n, int peer, int ch) {
+    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
+    NCCL_CHECK(ncclSend(buf, n, ncclFloat, peer, d->comm[ch], d->stream[ch]));
+    CUDA_CHECK(cudaEventRecord(d->sent[ch], d->stream[ch]));
+    d->pending[ch] = 1;
+}
+
+// A send is posted at once, alone, on its channel's stream after the compute queued so far: from buf
+// itself when the caller keeps it (devcomm.h), else from a staging copy whose event says when it
+// may be reused.
+extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad, int kept) {
+    int ch = devcomm_channel(d->rank, peer, grad);
+    if (kept && peer != d->rank) { post_send(d, buf, n, peer, ch); return; }
     Staged *s = take_staging(d, n);
     s->n = n;
     if (n) CUDA_CHECK(cudaMemcpyAsync(s->buf, buf, n * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
@@ -631,10 +647,7 @@ extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, i
         d->self_q[k][d->self_tail[k]++ % 64] = (int)(s - d->st);
         return;
     }
-    int ch = devcomm_channel(d->rank, peer, grad);
-    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
-    CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
-    NCCL_CHECK(ncclSend(s->buf, n, ncclFloat, peer, d->comm[ch], d->stream[ch]));
+    post_send(d, s->buf, n, peer, ch);
     CUDA_CHECK(cudaEventRecord(s->done, d->stream[ch]));
     s->busy = 1;
 }
@@ -659,13 +672,49 @@ extern "C" void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int gra
     wait_event(d, d->got, peer, grad ? "an NCCL receive of a gradient" : "an NCCL receive of an activation");
 }
 
-// The step's end: waits for every send in flight; every hand-off to this rank has been received.
+// The step's end: waits for every send in flight (each channel's last: its stream runs them in
+// order); every hand-off to this rank has been received.
 extern "C" void devcomm_flush(DevComm *d) {
     for (int k = 0; k < 2; k++)
         CHECK(d->self_head[k] == d->self_tail[k], "a hand-off to this rank itself never received");
-    for (int i = 0; i < d->n_st; i++)
-        if (d->st[i].busy) {
-            wait_event(d, d->st[i].done, -1, "the step's last NCCL sends");
-            d->st[i].busy = 0;
+    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++)
+        if (d->pending[ch]) {
+            wait_event(d, d->sent[ch], -1, "the step's last NCCL sends");
+            d->pending[ch] = 0;
         }
+    for (int i = 0; i < d->n_st; i++) d->st[i].busy = 0;  // every send has completed
+}
+
+// bench/gpu.sh's one-GPU check of the NCCL calls (selftest): devcomm_open on a world of one rank (the
+// init, the four splits, the warm-up with no neighbour), then on every channel a grouped ncclSend and
+// ncclRecv of n floats to this rank itself, then devcomm_close. Returns the largest |received - sent|.
+extern "C" double devcomm_smoke(size_t n) {
+    char id[DEVCOMM_ID_BYTES];
+    devcomm_unique_id(id);
+    DevComm *d = devcomm_open(id, 1, 0, NULL, 0);
+    float *h = (float *)xmalloc(sizeof(float) * n), *back = (float *)xmalloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) h[i] = (float)((i * 2654435761u) % 1000003u) * 1e-3f - 500.0f;
+    float *a = (float *)cu_alloc(sizeof(float) * n), *b = (float *)cu_alloc(sizeof(float) * n);
+    cu_to_device(a, h, sizeof(float) * n);
+    double worst = 0;
+    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
+        cu_fill(b, -1.0f, n);
+        CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
+        CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
+        NCCL_CHECK(ncclGroupStart());
+        NCCL_CHECK(ncclSend(a, n, ncclFloat, 0, d->comm[ch], d->stream[ch]));
+        NCCL_CHECK(ncclRecv(b, n, ncclFloat, 0, d->comm[ch], d->stream[ch]));
+        NCCL_CHECK(ncclGroupEnd());
+        CUDA_CHECK(cudaEventRecord(d->got, d->stream[ch]));
+        wait_event(d, d->got, -2, "GPU (NCCL's send to itself)");
+        cu_to_host(back, b, sizeof(float) * n);
+        for (size_t i = 0; i < n; i++) {
+            double diff = fabs((double)back[i] - h[i]);
+            if (!(diff <= worst)) worst = diff;  // a NaN sticks
+        }
+    }
+    devcomm_close(d);
+    cu_free(a); cu_free(b);
+    free(h); free(back);
+    return worst;
 }

@@ -11,11 +11,13 @@
 #include "model.h"
 #include "base/ops.h"
 #include "commands.h"
+#include "devcomm.h"
+#include "p2p.h"
 #include "base/util.h"
 
 typedef struct {
     int device;
-    int tf32, emulate_tf32;
+    int tf32, emulate_tf32, nccl;
     int64_t seed;
     double tol_scale;
 } SelftestConfig;
@@ -28,6 +30,8 @@ static const Option selftest_options[] = {
     {"tf32", 0, OPT_BOOL, S(tf32), 0, 0, 0, 0, "cuda: cuBLAS with TF32 (gemm tolerances widen to match)"},
     {"emulate-tf32", 0, OPT_BOOL, S(emulate_tf32), 0, 0, 0, 0,
      "cpu: round every gemm input to TF32 as cuBLAS's tensor cores do, to check --tf32's tolerances without a GPU"},
+    {"nccl", 0, OPT_BOOL, S(nccl), 0, 0, 0, 0,
+     "cuda: also NCCL on one rank (init, the four splits, a grouped send and receive to itself on each, teardown)"},
     {"seed", 's', OPT_INT, S(seed), 0, 0, 9.0e15, "S", "seed of the random inputs"},
     {"tol-scale", 0, OPT_FLOAT, S(tol_scale), 0, 0, 1e6, "F",
      "multiply every tolerance by F (0: demand bitwise equality)"},
@@ -496,12 +500,23 @@ static void test_train_step(Test *t, double gemm_tol, double loss_tol) {
     free(x); free(y);
 }
 
+// --nccl: the NCCL calls of the transport on this one GPU (NCCL refuses two ranks on one GPU, so the
+// pairing of ranks is p2p.c's to prove): devcomm_open on a world of one rank, on each of the four
+// channels a grouped ncclSend and ncclRecv of 1M floats to itself, devcomm_close. Exact, or it fails.
+static void test_nccl(Test *t) {
+    char why[400];
+    if (p2p_nccl_env(why, sizeof why)) printf("note: %s\n", why);
+    float diff = (float)devcomm_smoke((size_t)1 << 20), zero = 0;
+    report(t, "nccl: 1 rank, 4 splits, self send", "1048576", &diff, &zero, 1, 0);
+}
+
 int cmd_selftest(int argc, char **argv) {
     SelftestConfig cfg = {.device = DEVICE_AUTO, .seed = 1, .tol_scale = 1.0};
     single_process("selftest");
     options_parse("selftest", selftest_options, &cfg, NULL, argc, argv, "micropp selftest [options]",
                   "  micropp selftest                 # the GPU against the CPU, or the CPU against naive loops\n"
                   "  micropp selftest --device cuda --tf32\n"
+                  "  micropp selftest --device cuda --nccl\n"
                   "  micropp selftest --device cpu\n");
     if (cfg.emulate_tf32 && cfg.device == DEVICE_CUDA)
         user_error("selftest: --emulate-tf32 emulates TF32 on the CPU, and --device is cuda: use --device cpu, or "
@@ -516,6 +531,9 @@ int cmd_selftest(int argc, char **argv) {
     if (cfg.tf32 && dut->on_host)
         user_error("selftest: --tf32 applies to cuBLAS on a GPU, and this run is on the CPU: drop --tf32 or use "
                    "--device cuda on a GPU machine");
+    if (cfg.nccl && dut->on_host)
+        user_error("selftest: --nccl checks NCCL on a GPU, and this run is on the CPU: drop --nccl or use --device "
+                   "cuda on a GPU machine");
     if (cfg.tf32) dut->set_tf32(1);
     Backend naive = naive_backend(), emulated = backend_cpu;
     if (cfg.emulate_tf32) {
@@ -548,6 +566,7 @@ int cmd_selftest(int argc, char **argv) {
     test_optimizers(&t);
     test_bf16(&t);
     test_train_step(&t, gemm_tol, loss_tol);
+    if (cfg.nccl) test_nccl(&t);
     printf("\nerror = max |diff| / max |reference|\n");
     printf("selftest: %d checks, %d failed: %s\n", t.checks, t.failed, t.failed ? "FAILED" : "ok");
     fflush(stdout);

@@ -97,7 +97,9 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
               "schedule sends micro-batch %d of chunk %d but the last forward was %d of chunk %d", a.mb, a.chunk,
               h->fwd_mb, h->fwd_c);
         peer = pipe_neighbour(p, &w->comm, vs, +1, TAG_ACT, a.mb);
-        comm_send(&w->comm, stage_output(s, stage_slot_of(s, a.mb)), stage_wire_floats(s, n), peer.rank, peer.send_tag);
+        // else it stays in its slot until the backward that its returning gradient allows: sent as it lies
+        (s->ckpt ? comm_send : comm_send_kept)(&w->comm, stage_output(s, stage_slot_of(s, a.mb)),
+                                               stage_wire_floats(s, n), peer.rank, peer.send_tag);
         break;
     case ACT_RECV_GRAD:
         pipe_recv_grad(w, st, s, pipe_neighbour(p, &w->comm, vs, +1, TAG_GRAD, a.mb), n);
