@@ -550,7 +550,11 @@ int cmd_selftest(int argc, char **argv) {
 
     char a[192], b[192];
     dut->describe(a, sizeof a);
-    if (dut == &backend_cpu) { char blas[160]; blas_describe(blas, sizeof blas); snprintf(a, sizeof a, "cpu (%s)", blas); }
+    if (dut == &backend_cpu) {
+        char blas[160];
+        blas_describe(blas, sizeof blas);
+        snprintf(a, sizeof a, "cpu (%s)", blas);
+    }
     if (ref == &backend_cpu) {
         char blas[160];
         blas_describe(blas, sizeof blas);

@@ -118,7 +118,8 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
         printf("\nmodel Linear(%lld,%lld)+ReLU -> %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters "
                "(%s fp32)\n",
                (long long)p->inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden,
-               (long long)c->hidden, (long long)c->hidden, (long long)c->classes, s.params, fmt_bytes(s.params * 4.0, size, sizeof size));
+               (long long)c->hidden, (long long)c->hidden, (long long)c->classes, s.params,
+               fmt_bytes(s.params * 4.0, size, sizeof size));
     printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
            p->steps, s.optimizer, c->lr, (long long)c->seed, c->data);
     if (be->on_host) printf("%s | device %s", s.blas, s.device);
