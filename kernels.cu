@@ -108,6 +108,31 @@ static void cu_copy(void *dst, const void *src, size_t bytes) {
 }
 static void cu_sync(void) { stream_wait("GPU (its queued work)"); }
 
+// Time marks: an event per mark, recorded on the compute stream (created once, as marks are first asked for).
+static cudaEvent_t *g_marks;
+static int g_marks_cap;
+static double cu_stamp(int i) {
+    if (i >= g_marks_cap) {
+        int cap = i + 1 > 2 * g_marks_cap ? i + 1 : 2 * g_marks_cap;
+        cudaEvent_t *grown = (cudaEvent_t *)realloc(g_marks, sizeof(cudaEvent_t) * (size_t)cap);
+        CHECK(grown, "out of memory for time marks");
+        g_marks = grown;
+        for (int k = g_marks_cap; k < cap; k++) CUDA_CHECK(cudaEventCreate(&g_marks[k]));  // with timing
+        g_marks_cap = cap;
+    }
+    CUDA_CHECK(cudaEventRecord(g_marks[i], g_stream));
+    return now_sec();
+}
+static void cu_stamps(int n, double *t) {
+    if (n <= 0) return;
+    stream_wait("GPU (its queued work, then the step's action times)");
+    for (int i = 0; i < n; i++) {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, g_marks[0], g_marks[i]));
+        t[i] = 1e-3 * ms;
+    }
+}
+
 // ---- gemm: the one place where row-major meets cuBLAS's column-major ----
 
 static cudaEvent_t *g_ev;  // gemm timing: start/stop event pairs of the gemms since the last read
@@ -461,7 +486,8 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.alloc = cu_alloc; b.free = cu_free; b.to_device = cu_to_device; b.to_host = cu_to_host; b.copy = cu_copy;
     b.fill = cu_fill; b.gemm = cu_gemm; b.bias_act = cu_bias_act; b.relu_backward = cu_relu_backward;
     b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent; b.adam = cu_adam; b.sgd = cu_sgd;
-    b.axpy = cu_axpy; b.scale = cu_scale; b.sync = cu_sync; b.to_bf16 = cu_to_bf16; b.from_bf16 = cu_from_bf16;
+    b.axpy = cu_axpy; b.scale = cu_scale; b.sync = cu_sync; b.stamp = cu_stamp; b.stamps = cu_stamps;
+    b.to_bf16 = cu_to_bf16; b.from_bf16 = cu_from_bf16;
     b.alloc_host = cu_alloc_host; b.free_host = cu_free_host; b.set_tf32 = cu_set_tf32;
     b.set_precision = cu_set_precision;
     b.gemm_timing = cu_gemm_timing; b.gemm_seconds = cu_gemm_seconds; b.describe = cu_describe;

@@ -47,6 +47,12 @@ typedef struct Backend {
     void (*to_bf16)(uint16_t *dst, const float *src, size_t n);
     void (*from_bf16)(float *dst, const uint16_t *src, size_t n);
     void (*sync)(void);  // wait for queued device work (no-op on cpu)
+    // Time marks on the device's queue, so the executor times its actions without waiting after each:
+    // stamp(i) marks the queue now (i = 0, 1, 2, ... within a step; cuda: an event, cpu: the clock) and
+    // returns the host's clock (now_sec) as it did; stamps(n, t) waits for the queue and writes marks
+    // 0..n-1 as seconds after mark 0.
+    double (*stamp)(int i);
+    void (*stamps)(int n, double *t);
     // Host memory for staging transfers (the MPI transport): pinned (page-locked) on cuda, so
     // copies to and from the device run at full speed; plain memory on cpu. Zero-filled.
     void *(*alloc_host)(size_t bytes);
