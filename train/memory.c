@@ -157,8 +157,9 @@ void memory_check(const TrainConfig *c, const Plan *p, const Wire *w, const SimR
     int sharing = device ? w->hardware.gpu_ranks : w->hardware.local_size;
     double ranks = sharing > 0 ? sharing : 1;
     double need = m.total * ranks;  // each reckoned like this one
-    char why[1024] = "", b[8][32];
-    if (have > 0 && need > have)
+    char why[1024] = "";
+    if (have > 0 && need > have) {
+        char b[8][32];
         snprintf(why, sizeof why,
                  "train: rank %d needs about %s (weights %s, gradients %s, optimizer %s, activations %s, buffers %s), "
                  "%.0f rank%s on its %s %s, and the %s has %s %s: use %s",
@@ -166,5 +167,6 @@ void memory_check(const TrainConfig *c, const Plan *p, const Wire *w, const SimR
                  fmt_bytes(m.optimizer, b[3], 32), fmt_bytes(m.activations, b[4], 32), fmt_bytes(m.buffers, b[5], 32),
                  ranks, ranks == 1 ? "" : "s", device ? "GPU" : "node", fmt_bytes(need, b[6], 32),
                  device ? "GPU" : "node", fmt_bytes(have, b[7], 32), device ? "free" : "available", fix_for(c, p, &m));
+    }
     agree_on_error(why);
 }
