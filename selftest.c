@@ -29,7 +29,7 @@ static const Option selftest_options[] = {
      "visible"},
     {"tf32", 0, OPT_BOOL, S(tf32), 0, 0, 0, 0, "cuda: cuBLAS with TF32 (gemm tolerances widen to match)"},
     {"emulate-tf32", 0, OPT_BOOL, S(emulate_tf32), 0, 0, 0, 0,
-     "cpu: round every gemm input to TF32 as cuBLAS's tensor cores do, to check --tf32's tolerances without a GPU"},
+     "cpu: cut every gemm input to TF32 as the tensor cores read it, to check --tf32's tolerances without a GPU"},
     {"nccl", 0, OPT_BOOL, S(nccl), 0, 0, 0, 0,
      "cuda: also NCCL on one rank (init, the four splits, a grouped send and receive to itself on each, teardown)"},
     {"seed", 's', OPT_INT, S(seed), 0, 0, 9.0e15, "S", "seed of the random inputs"},
