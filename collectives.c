@@ -270,6 +270,7 @@ static void shm_unfit(Comm *c, size_t bytes, const char *what, char *why, size_t
 void comm_shm_unfit(const char *what, int D, int local, double need, int node_ranks, double room, char *why,
                     size_t wn) {
     why[0] = 0;
+    char nb[32], rb[32];
     const char *flag = strcmp(what, "allreduce") ? "--allreduce" : "--algo";  // (micropp allreduce's)
     if (D > COMM_MAX_SHM)
         snprintf(why, wn, "%s: %s shm takes at most %d replicas per stage, not %d: use %s mpi or ring", what, flag,
@@ -281,9 +282,9 @@ void comm_shm_unfit(const char *what, int D, int local, double need, int node_ra
                  what, flag, D, local, flag);
     else if (room >= 0 && room < need)
         snprintf(why, wn,
-                 "%s: %s shm needs %.3g MB of /dev/shm for the %d ranks of this node, and %.3g MB are free: enlarge it "
+                 "%s: %s shm needs %s of /dev/shm for the %d ranks of this node, and %s are free: enlarge it "
                  "(docker run --shm-size) or use %s mpi",
-                 what, flag, need / 1e6, node_ranks, room / 1e6, flag);
+                 what, flag, fmt_bytes(need, nb, sizeof nb), node_ranks, fmt_bytes(room, rb, sizeof rb), flag);
 }
 
 int comm_shared_possible(Comm *c, size_t bytes) {
@@ -379,6 +380,33 @@ static void shm_advance(CommReq *q) {
     if (shm_all_reached(m, SHM_DONE, k + 1)) req_complete(q);  // every chunk is in every buffer
 }
 
+// Host staging of a device buffer's collective (the GPU's gradients go through the host): pinned memory
+// (alloc_host: cudaMallocHost on cuda, so the copies run at full speed) kept for reuse, since every
+// step runs the same collectives; never freed (cudaFreeHost may wait for the whole device). A buffer
+// serves one collective at a time; a larger need takes a new one, the smaller stays for smaller ones.
+typedef struct { float *p; size_t cap; int busy; } HostBuf;
+static HostBuf *host_bufs;
+static int n_host_bufs;
+static float *host_take(const Backend *be, size_t n) {
+    HostBuf *fit = NULL;
+    for (int i = 0; i < n_host_bufs; i++)  // the smallest free one that holds n
+        if (!host_bufs[i].busy && host_bufs[i].cap >= n && (!fit || host_bufs[i].cap < fit->cap)) fit = &host_bufs[i];
+    if (!fit) {
+        HostBuf *grown = realloc(host_bufs, sizeof(HostBuf) * (size_t)(n_host_bufs + 1));
+        CHECK(grown, "out of memory growing the host staging buffers");
+        host_bufs = grown;
+        fit = &host_bufs[n_host_bufs++];
+        fit->cap = n ? n : 1;
+        fit->p = be->alloc_host(fit->cap * sizeof(float));
+    }
+    fit->busy = 1;
+    return fit->p;
+}
+static void host_give(const float *p) {
+    for (int i = 0; i < n_host_bufs; i++)
+        if (host_bufs[i].p == p) host_bufs[i].busy = 0;
+}
+
 static void req_advance(CommReq *q) {
     if (q->done) return;
     if (q->algo == ALLREDUCE_RING) ring_advance(q);
@@ -403,7 +431,7 @@ static CommReq *req_start(Comm *c, int op, float *buf, size_t n, float scale, in
     q->req = q->rq[0] = q->rq[1] = MPI_REQUEST_NULL;
     q->buf = buf;
     if (!c->be->on_host) {
-        q->buf = xmalloc(n * sizeof(float));
+        q->buf = host_take(c->be, n);
         c->be->to_host(q->buf, buf, n * sizeof(float));
     }
     q->next = in_flight;
@@ -481,19 +509,21 @@ int comm_test(CommReq *q) {
     return q->done;
 }
 
+// One poll of a collective waited for: every collective in flight moves; then the core is yielded
+// (free when nothing else wants it) unless it is done: with more ranks than cores, the rank being
+// waited for may need this very core, and shm moves only when that rank runs.
+static int req_ready(void *ctx) {
+    CommReq *q = ctx;
+    comm_progress();
+    if (!q->done) sched_yield();
+    return q->done;
+}
+
 double comm_wait(CommReq *q) {
-    // Spins, as MPI_Wait does, every collective in flight moving; and yields the core between polls
-    // (free when nothing else wants it): with more ranks than cores, the rank being waited for may
-    // need this very core, and shm moves only when that rank runs.
-    WdSpin s = {.peer = -1, .what = "an all-reduce of the data-parallel group", .comm = &q->comm};
-    while (!q->done) {
-        comm_progress();
-        wd_spin(&s);
-        // cppcheck-suppress knownConditionTrueFalse ; wrong: comm_progress sets q->done
-        if (!q->done) sched_yield();
-    }
+    // Spins, as MPI_Wait does, under the watchdog (the same poll the GPU's waits use)
+    wd_poll(req_ready, q, (WdSpin){.peer = -1, .what = "an all-reduce of the data-parallel group", .comm = &q->comm});
     double t = q->t_done;
-    if (q->buf != q->dev) free(q->buf);
+    if (q->buf != q->dev) host_give(q->buf);
     free(q->tmp); free(q->counts); free(q->displs);
     free(q);
     return t;
@@ -509,7 +539,7 @@ static void mpi_blocking(Comm *c, int op, float *buf, size_t n, float scale) {
     c->seq++;  // as the non-blocking forms do: the ring's tags stay in step on every rank
     float *h = buf;
     if (!c->be->on_host) {
-        h = xmalloc((n ? n : 1) * sizeof(float));
+        h = host_take(c->be, n);
         c->be->to_host(h, buf, n * sizeof(float));
     }
     size_t off, len;
@@ -547,7 +577,7 @@ static void mpi_blocking(Comm *c, int op, float *buf, size_t n, float scale) {
     }
     if (h != buf) {
         c->be->to_device(buf + off, h + off, len * sizeof(float));
-        free(h);
+        host_give(h);
     }
 }
 

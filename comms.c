@@ -7,6 +7,7 @@
 #include "devcomm.h"
 #include "launch.h"
 #include "slurm.h"
+#include "p2p.h"
 #include "base/util.h"
 #include "watchdog.h"
 
@@ -22,6 +23,10 @@ static int mpi_up(void) {
 static void abort_world(void) { slurm_guard_aborting(); alarm(5); MPI_Abort(MPI_COMM_WORLD, 1); }
 static void finalize_mpi(void) { wd_close(); wd_finalize_bound(2); MPI_Finalize(); }
 static void agree_world(const char *err, int code) { comm_agree_code(MPI_COMM_WORLD, err, code); }
+
+void comm_device_wait(int (*ready)(void *ctx), void *ctx, int peer, const char *what) {
+    wd_poll(ready, ctx, (WdSpin){.peer = peer, .what = what});
+}
 
 void comm_init(int *argc, char ***argv) {
     int provided;
@@ -42,9 +47,11 @@ void comm_init(int *argc, char ***argv) {
     // the first message: every rank was started alike
     launch_agree_argv(argc && argv ? *argc : 0, argc && argv ? *argv : NULL);
     wd_init();
+    backend_cuda_set_wait(comm_device_wait);  // the GPU's waits under --timeout too
 }
 
 static DevComm *opened_devcomm;  // closed by comm_finalize
+static void abort_devcomm(void) { devcomm_abort(opened_devcomm); }  // the watchdog ends the job
 static int outputs_agreed;       // comm_outputs_written ran
 
 int comm_outputs_written(int code, const char *what) {
@@ -114,7 +121,8 @@ DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers) {
     int rank, size;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     MPI_CHECK(MPI_Comm_size(comm, &size));
-    char id[DEVCOMM_ID_BYTES];
+    char id[DEVCOMM_ID_BYTES], why[400];
+    if (p2p_nccl_env(why, sizeof why) && rank == 0) fprintf(stderr, "micropp: %s\n", why);  // before any NCCL call
     if (rank == 0) devcomm_unique_id(id);
     MPI_CHECK(MPI_Bcast(id, DEVCOMM_ID_BYTES, MPI_BYTE, 0, comm));
     return devcomm_open(id, size, rank, peers, npeers);
@@ -127,5 +135,6 @@ void comm_use_transport(Comm *c, int transport, const int *peers, int npeers) {
         c->dev = comm_nccl_open(c->world, peers, npeers);  // peers are then world ranks, as for MPI
         CHECK(!opened_devcomm, "a second NCCL communicator for the pipeline");
         opened_devcomm = c->dev;
+        wd_at_end(abort_devcomm);  // a rank that times out leaves no NCCL kernel spinning on a peer
     }
 }

@@ -41,7 +41,12 @@ typedef struct {
 
 // ---- comms.c: MPI's lifecycle, the world, the grid ----
 
-void comm_init(int *argc, char ***argv);  // MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank
+// MPI_Init_thread + MPI_ERRORS_RETURN, sets g_rank; hands the CUDA backend comm_device_wait
+void comm_init(int *argc, char ***argv);
+// Every host wait on the GPU (its queue, an NCCL event): polls ready(ctx) under --timeout (wd_poll);
+// when it runs out, the watchdog's line names `what` and the peer (WD_LOCAL: this rank's own GPU;
+// -1: several ranks) and the action, and the job ends (the NCCL communicators aborted first).
+void comm_device_wait(int (*ready)(void *ctx), void *ctx, int peer, const char *what);
 void comm_finalize(void);          // comm_finalize_with(0)
 // The end of a run, collective over the world: rank 0 (which writes the results) calls it once every
 // output is written and flushed, with code 0 or 1; the other ranks wait for it under --timeout alone
@@ -109,8 +114,9 @@ typedef struct {
     int gpus_probed;             // GPUs were looked for
     int no_gpu_rank;             // the lowest rank without a GPU (-1: every rank has one) ...
     char no_gpu_why[256];        // ... and why (its backend_cuda_open's reason)
-    int crowded;                 // some node runs more ranks than it has GPUs (every rank has one):
-    int crowded_ranks, crowded_gpus;  // the most ranks on such a node, the fewest GPUs there
+    int crowded;                 // some GPU serves two ranks or more (every rank has one):
+    int crowded_ranks, crowded_gpus;  // the most ranks on a node with such a GPU, the fewest GPUs there
+    int gpu_ranks;               // the ranks on this rank's GPU, this one included (1: a GPU of its own)
     int local_rank, local_size;  // among the ranks of this node (MPI_COMM_TYPE_SHARED)
     int nodes;                   // nodes of the world, numbered in the order of their lowest rank
     int *node_of;                // [world size] the node of every rank (the same on every rank)
@@ -118,6 +124,10 @@ typedef struct {
                                  // MICROPP_SHM_FREE=BYTES stands in for it, for tests)
 } Hardware;
 void comm_choose_hardware(int probe_gpus, Hardware *p);
+// The GPUs' sharing from every rank's node (node_of) and GPU (key: Backend.device_key, by the hardware's
+// UUID, so ranks that each see one GPU through their own CUDA_VISIBLE_DEVICES are told apart): sets
+// crowded, crowded_ranks, crowded_gpus and gpu_ranks of p for `rank`. No MPI (unit_plan calls it).
+void comm_gpu_sharing(int size, int rank, const int *node_of, const uint64_t *key, Hardware *p);
 void comm_hardware_free(Hardware *p);
 
 // ---- messages.c: point-to-point ----
@@ -126,6 +136,10 @@ long long comm_tag_ub(void);  // MPI_TAG_UB: the largest tag this MPI accepts
 // Sends n floats of device memory to world rank dst; copies into a staging buffer and returns
 // at once (MPI_Isend). comm_wait_sends completes them all.
 void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag);
+// The same for a buffer the caller leaves alone until dst has answered it (a stashed activation: its
+// slot is reused only after its gradient came back from dst): the NCCL transport then sends from buf
+// itself, with no device copy into a staging buffer (devcomm.h's kept); MPI copies it to the host anyway.
+void comm_send_kept(Comm *c, const float *buf, size_t n, int dst, int tag);
 void comm_wait_sends(Comm *c);
 // Tests the sends in flight without blocking. MPI moves a large message only while its sender is
 // inside an MPI call, so the executor calls this between layers of its compute.

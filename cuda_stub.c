@@ -18,9 +18,12 @@ DevComm *devcomm_open(const void *id, int nranks, int rank, const int *peers, in
     (void)id; (void)nranks; (void)rank; (void)peers; (void)npeers;
     fatal("NCCL transport in a build without CUDA");
 }
+void backend_cuda_set_wait(DeviceWait wait) { (void)wait; }  // no device: nothing waits on one
+
 void devcomm_close(DevComm *d) { (void)d; }
-void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad) {
-    (void)d; (void)buf; (void)n; (void)peer; (void)grad;
+void devcomm_abort(DevComm *d) { (void)d; }
+void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad, int kept) {
+    (void)d; (void)buf; (void)n; (void)peer; (void)grad; (void)kept;
     fatal("NCCL transport in a build without CUDA");
 }
 void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int grad) {
@@ -28,3 +31,4 @@ void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int grad) {
     fatal("NCCL transport in a build without CUDA");
 }
 void devcomm_flush(DevComm *d) { (void)d; }
+double devcomm_smoke(size_t n) { (void)n; fatal("NCCL transport in a build without CUDA"); }

@@ -12,20 +12,31 @@ typedef struct DevComm DevComm;
 // rank of the group opens its communicator with it (ncclCommInitRank: collective, all ranks at once).
 // devcomm_open then splits four communicators from it (one per devcomm_channel, each with a stream
 // of its own) and runs p2p.h's warm-up with `peers` (npeers ranks: p2p_neighbours, as ranks of the group).
+// Every host wait of the transport (a receive, the step's last sends, the warm-up) polls through
+// the wait the wire handed the backend (backend_cuda_set_wait: the watchdog's, under --timeout).
 void devcomm_unique_id(void *id);
 DevComm *devcomm_open(const void *id, int nranks, int rank, const int *peers, int npeers);
 void devcomm_close(DevComm *d);
+// When the job ends on a timeout (the watchdog's wd_at_end): ncclCommAbort of every communicator.
+void devcomm_abort(DevComm *d);
 
 // Point-to-point with the semantics of comm_send / comm_recv, by p2p.h's rule. grad: 1 for a
 // gradient, 0 for an activation (or any other message); with the direction (peer above or below
-// this rank) it picks the channel. A send copies buf into a device staging buffer (so the caller
-// may overwrite buf at once; a buffer is reused only once its send has completed, else a new one
-// is made) and is posted at once, alone, on its channel; it is waited for only by devcomm_flush.
+// this rank) it picks the channel. A send is posted at once, alone, on its channel, after the
+// compute queued so far; it is waited for only by devcomm_flush. kept (comm_send_kept): the caller
+// writes buf again only after this rank has received a message that the peer sent after receiving
+// this one (an activation whose gradient must come back first), so NCCL sends from buf itself.
+// Otherwise buf is copied into a device staging buffer first, so the caller may overwrite it at once
+// (a staging buffer is reused only once its send has completed, else a new one is made).
 // devcomm_recv returns when buf holds the data. A message to this rank itself (the V's turn) is a
 // device copy: the matching devcomm_recv from this rank takes the oldest of its kind.
-void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad);
+void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad, int kept);
 void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int grad);
 void devcomm_flush(DevComm *d);  // waits until every send has completed (the step's end)
+// selftest's check of the NCCL calls on one GPU (NCCL refuses two ranks on one GPU, so no pairing):
+// devcomm_open on a world of one rank (init, the four splits), a grouped ncclSend and ncclRecv of n
+// floats to itself on every channel, devcomm_close. Returns the largest difference received.
+double devcomm_smoke(size_t n);
 
 // Not here: data parallelism. Its collectives (comms.c) copy a GPU buffer to the host and run over
 // MPI. An NCCL all-reduce would be a devcomm_allreduce_sum(d, buf, n) that runs

@@ -1,6 +1,6 @@
 // hardware.c: what every rank's hardware allows, gathered alike on every rank before any other
-// message: the nodes the ranks sit on, /dev/shm's room on each, and whether every rank has a GPU
-// of its own (and NCCL could run). It decides nothing: the plan (train/plan.c's plan_device) does.
+// message: the nodes the ranks sit on, /dev/shm's room on each, and whether every rank has a GPU of
+// its own (by the GPUs' UUIDs; NCCL needs it). It decides nothing: the plan (train/plan.c's plan_device) does.
 #include <string.h>
 #include "comms.h"
 #include "base/util.h"
@@ -47,13 +47,37 @@ void comm_choose_hardware(int probe_gpus, Hardware *p) {
         snprintf(p->no_gpu_why, sizeof p->no_gpu_why, "%s", err);
         return;
     }
-    // NCCL refuses two ranks on one GPU: it needs every node to have a GPU per rank.
-    int crowded = p->local_size > p->cuda->device_count;
-    int v[3] = {crowded, crowded ? p->local_size : 0, crowded ? -p->cuda->device_count : -(1 << 30)};
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    p->crowded = v[0];
-    p->crowded_ranks = v[1];
-    p->crowded_gpus = -v[2];
+    // NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): which ranks share one, by the
+    // hardware's own name for it (device counts mislead: under a per-rank CUDA_VISIBLE_DEVICES each
+    // rank sees one GPU, its own).
+    uint64_t key = p->cuda->device_key ? p->cuda->device_key() : (uint64_t)(p->local_rank % p->cuda->device_count),
+             *keys = xmalloc(sizeof(uint64_t) * (size_t)size);
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallgather(&key, 1, MPI_UINT64_T, keys, 1, MPI_UINT64_T, MPI_COMM_WORLD, &q));
+    wd_wait_all(&q, MPI_COMM_WORLD, "placing the ranks");
+    comm_gpu_sharing(size, rank, p->node_of, keys, p);
+    free(keys);
+}
+
+void comm_gpu_sharing(int size, int rank, const int *node_of, const uint64_t *key, Hardware *p) {
+    p->crowded = p->crowded_ranks = p->crowded_gpus = 0;
+    p->gpu_ranks = 0;
+    int *ranks = xcalloc((size_t)size, sizeof(int)), *gpus = xcalloc((size_t)size, sizeof(int));  // per node
+    for (int q = 0; q < size; q++) {
+        int seen = 0;  // q's GPU already met on its node
+        for (int o = 0; o < q && !seen; o++) seen = node_of[o] == node_of[q] && key[o] == key[q];
+        ranks[node_of[q]]++;
+        gpus[node_of[q]] += !seen;
+        p->gpu_ranks += node_of[q] == node_of[rank] && key[q] == key[rank];
+    }
+    for (int n = 0; n < size; n++) {
+        if (gpus[n] >= ranks[n]) continue;
+        p->crowded = 1;
+        if (ranks[n] > p->crowded_ranks) p->crowded_ranks = ranks[n];
+        if (!p->crowded_gpus || gpus[n] < p->crowded_gpus) p->crowded_gpus = gpus[n];
+    }
+    free(ranks);
+    free(gpus);
 }
 
 void comm_hardware_free(Hardware *p) { free(p->node_of); free(p->shm_free); memset(p, 0, sizeof *p); }

@@ -1,12 +1,14 @@
-// kernels.cu: the CUDA backend of ops.h: cuBLAS sgemm for every matrix product and one small kernel
-// per element-wise operation, each calling the very ops_math.h function the CPU loops call; and the
-// NCCL transport of devcomm.h (p2p.h's rule: four channels, each a communicator and a stream). The
-// compute runs on ONE non-blocking stream. No MPI here: comms.c bootstraps NCCL and messages.c
-// dispatches to it. Every CUDA/cuBLAS/NCCL call and launch is checked.
+// kernels.cu: the CUDA backend of ops.h: cuBLAS for every matrix product (sgemm in fp32 and TF32,
+// cublasGemmEx on bf16 inputs) and one small kernel per element-wise operation, each calling the very
+// ops_math.h function the CPU loops call; and the NCCL transport of devcomm.h (p2p.h's rule: four
+// channels, each a communicator and a stream). The compute runs on ONE non-blocking stream; every
+// host wait polls through the wire's bounded wait (backend_cuda_set_wait). No MPI here: comms.c
+// bootstraps NCCL and messages.c dispatches to it. Every CUDA/cuBLAS/NCCL call and launch is checked.
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <nccl.h>
 #include <sched.h>
+#include <stdint.h>
 #include <string.h>
 #include "base/ops_math.h"
 extern "C" {
@@ -43,6 +45,7 @@ static struct Result { double loss_sum; int hits; } *g_result_host, *g_result_de
 static int *g_bad_host, *g_bad_dev;  // the optimizer updates' non-finite flag
 static float *g_row_loss;  // softmax_xent: per-row losses and hits, grown as needed
 static int *g_row_hit, g_row_cap;
+static uint64_t g_key;  // device_key: a hash of the GPU's UUID
 
 constexpr int THREADS = 256;
 static unsigned blocks_for(size_t n) {  // kernels below loop with a grid stride, so a cap is fine
@@ -51,6 +54,25 @@ static unsigned blocks_for(size_t n) {  // kernels below loop with a grid stride
 }
 #define GRID_STRIDE(i, n)                                                                                              \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+// ---- host waits: every one polls, through the wire's bounded wait when it has handed one in ----
+
+static DeviceWait g_wait;  // comm_init: the watchdog's (--timeout, the action named); NULL: unbounded
+extern "C" void backend_cuda_set_wait(DeviceWait wait) { g_wait = wait; }
+static void host_wait(int (*ready)(void *), void *ctx, int peer, const char *what) {
+    if (g_wait) g_wait(ready, ctx, peer, what);
+    else
+        while (!ready(ctx)) {}
+}
+static int stream_idle(void *ctx) {
+    cudaError_t e = cudaStreamQuery((cudaStream_t)ctx);
+    if (e == cudaErrorNotReady) return 0;
+    CUDA_CHECK(e);
+    return 1;
+}
+// Everything queued on the compute stream has run (it never waits on an NCCL stream, so this cannot
+// wait on the network). what: "GPU (...)", for the watchdog's "this rank's GPU (...)".
+static void stream_wait(const char *what) { host_wait(stream_idle, g_stream, -2, what); }
 
 // ---- memory ----
 
@@ -74,17 +96,42 @@ static void cu_free_host(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
 static void cu_to_device(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream));
-    CUDA_CHECK(cudaStreamSynchronize(g_stream));
+    stream_wait("GPU (its queued work, then a copy to it)");
 }
 static void cu_to_host(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_stream));
-    CUDA_CHECK(cudaStreamSynchronize(g_stream));
+    stream_wait("GPU (its queued work, then a copy from it)");
 }
 static void cu_copy(void *dst, const void *src, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_stream));
 }
-static void cu_sync(void) { CUDA_CHECK(cudaStreamSynchronize(g_stream)); }
+static void cu_sync(void) { stream_wait("GPU (its queued work)"); }
+
+// Time marks: an event per mark, recorded on the compute stream (created once, as marks are first asked for).
+static cudaEvent_t *g_marks;
+static int g_marks_cap;
+static double cu_stamp(int i) {
+    if (i >= g_marks_cap) {
+        int cap = i + 1 > 2 * g_marks_cap ? i + 1 : 2 * g_marks_cap;
+        cudaEvent_t *grown = (cudaEvent_t *)realloc(g_marks, sizeof(cudaEvent_t) * (size_t)cap);
+        CHECK(grown, "out of memory for time marks");
+        g_marks = grown;
+        for (int k = g_marks_cap; k < cap; k++) CUDA_CHECK(cudaEventCreate(&g_marks[k]));  // with timing
+        g_marks_cap = cap;
+    }
+    CUDA_CHECK(cudaEventRecord(g_marks[i], g_stream));
+    return now_sec();
+}
+static void cu_stamps(int n, double *t) {
+    if (n <= 0) return;
+    stream_wait("GPU (its queued work, then the step's action times)");
+    for (int i = 0; i < n; i++) {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, g_marks[0], g_marks[i]));
+        t[i] = 1e-3 * ms;
+    }
+}
 
 // ---- gemm: the one place where row-major meets cuBLAS's column-major ----
 
@@ -101,9 +148,9 @@ __global__ void k_to_bf16(uint16_t *dst, const float *src, size_t n, int cols, i
 }
 static const uint16_t *to_bf16(int which, const float *src, int rows, int cols, int ld) {
     size_t n = (size_t)rows * cols;
-    if (n > g_bf16_cap[which]) {
-        if (g_bf16[which]) CUDA_CHECK(cudaFree(g_bf16[which]));
-        CUDA_CHECK(cudaMalloc(&g_bf16[which], n * sizeof(uint16_t)));
+    if (n > g_bf16_cap[which]) {  // stream-ordered: cudaFree may wait for the whole device (see take_staging)
+        if (g_bf16[which]) CUDA_CHECK(cudaFreeAsync(g_bf16[which], g_stream));
+        CUDA_CHECK(cudaMallocAsync((void **)&g_bf16[which], n * sizeof(uint16_t), g_stream));
         g_bf16_cap[which] = n;
     }
     if (n) {
@@ -288,11 +335,11 @@ static void cu_from_bf16(float *dst, const uint16_t *src, size_t n) {
 static double cu_softmax_xent(const float *logits, const int32_t *labels, int rows, int C, float scale,
                               float *dlogits, int *correct) {
     if (rows <= 0) return 0.0;
-    if (rows > g_row_cap) {
-        CUDA_CHECK(cudaFree(g_row_loss));
-        CUDA_CHECK(cudaFree(g_row_hit));
-        CUDA_CHECK(cudaMalloc(&g_row_loss, sizeof(float) * (size_t)rows));
-        CUDA_CHECK(cudaMalloc(&g_row_hit, sizeof(int) * (size_t)rows));
+    if (rows > g_row_cap) {  // stream-ordered, as to_bf16's scratch
+        if (g_row_loss) CUDA_CHECK(cudaFreeAsync(g_row_loss, g_stream));
+        if (g_row_hit) CUDA_CHECK(cudaFreeAsync(g_row_hit, g_stream));
+        CUDA_CHECK(cudaMallocAsync((void **)&g_row_loss, sizeof(float) * (size_t)rows, g_stream));
+        CUDA_CHECK(cudaMallocAsync((void **)&g_row_hit, sizeof(int) * (size_t)rows, g_stream));
         g_row_cap = rows;
     }
     k_softmax_xent<<<(unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, g_stream>>>(
@@ -301,7 +348,7 @@ static double cu_softmax_xent(const float *logits, const int32_t *labels, int ro
     k_sum_rows<<<1, THREADS, 0, g_stream>>>(g_row_loss, g_row_hit, rows, g_result_dev);
     LAUNCH_CHECK(k_sum_rows);
     CUDA_CHECK(cudaMemcpyAsync(g_result_host, g_result_dev, sizeof(Result), cudaMemcpyDeviceToHost, g_stream));
-    CUDA_CHECK(cudaStreamSynchronize(g_stream));
+    stream_wait("GPU (its queued work, then the loss)");
     *correct += g_result_host->hits;
     return g_result_host->loss_sum;
 }
@@ -309,10 +356,10 @@ static double cu_softmax_xent(const float *logits, const int32_t *labels, int ro
 // the first bad one (the rare path).
 static long first_nonfinite_after(const float *p, size_t n) {
     CUDA_CHECK(cudaMemcpyAsync(g_bad_host, g_bad_dev, sizeof(int), cudaMemcpyDeviceToHost, g_stream));
-    CUDA_CHECK(cudaStreamSynchronize(g_stream));
+    stream_wait("GPU (its queued work, then the update's check)");
     if (!*g_bad_host) return -1;
     float *h = (float *)xmalloc(n * sizeof(float));
-    CUDA_CHECK(cudaMemcpy(h, p, n * sizeof(float), cudaMemcpyDeviceToHost));
+    cu_to_host(h, p, n * sizeof(float));
     long at = 0;
     while ((size_t)at < n && isfinite(h[at])) at++;
     free(h);
@@ -359,6 +406,44 @@ static void cu_describe(char *out, size_t n) {
              ver / 10000, ver / 100 % 100, g_tf32 ? " tf32" : " fp32");
 }
 
+static uint64_t cu_device_key(void) { return g_key; }
+
+// The architectures this file was built for ("800,900": nvcc's __CUDA_ARCH_LIST__).
+#define ARCH_STR(...) #__VA_ARGS__
+#define ARCH_LIST(...) ARCH_STR(__VA_ARGS__)
+// A GPU whose architecture none of the built ones serves (an older one: sm_80 machine code runs on
+// 8.x, the compute_90 PTX on 9.0 and newer) would fail at the first kernel: refused here with the
+// fix, so --device auto takes the CPU and --device cuda says why. It also loads every kernel of this
+// file now: under lazy loading (CUDA's default since 12.2) a kernel's first launch waits for the whole
+// device to drain, NCCL's kernels of a send in flight included. 0, or -1 with err.
+static int check_kernel_image(char *err, size_t errlen) {
+    const void *kernels[] = {(const void *)k_to_bf16,   (const void *)k_fill,         (const void *)k_bias_act,
+                             (const void *)k_relu_backward, (const void *)k_adam,     (const void *)k_sgd,
+                             (const void *)k_axpy,      (const void *)k_scale,        (const void *)k_bias_grad,
+                             (const void *)k_softmax_xent, (const void *)k_sum_rows, (const void *)k_pack_bf16,
+                             (const void *)k_unpack_bf16};
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaSuccess;
+    for (size_t i = 0; i < sizeof kernels / sizeof *kernels && e == cudaSuccess; i++)
+        e = cudaFuncGetAttributes(&fa, kernels[i]);
+    if (e == cudaSuccess) return 0;
+    cudaGetLastError();
+    cudaDeviceProp prop;
+    int arch = e == cudaErrorNoKernelImageForDevice || e == cudaErrorUnsupportedPtxVersion ||
+               e == cudaErrorInvalidKernelImage;
+    if (!arch || cudaGetDeviceProperties(&prop, g_device) != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(err, errlen, "device %d: loading micropp's kernels: %s", g_device, cudaGetErrorString(e));
+        return -1;
+    }
+    snprintf(err, errlen,
+             "device %d (%s) is compute capability %d.%d, and this micropp's kernels were built for %s (%s): rebuild "
+             "for it with make NVCC_ARCH='-gencode arch=compute_%d%d,code=sm_%d%d'",
+             g_device, prop.name, prop.major, prop.minor, ARCH_LIST(__CUDA_ARCH_LIST__), cudaGetErrorName(e),
+             prop.major, prop.minor, prop.major, prop.minor);
+    return -1;
+}
+
 static Backend g_backend;
 
 extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen) {
@@ -380,6 +465,11 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
         cudaGetLastError();
         return NULL;
     }
+    if (check_kernel_image(err, errlen)) return NULL;
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, g_device));
+    g_key = 1469598103934665603ULL;  // FNV-1a over the UUID: the same GPU whatever CUDA_VISIBLE_DEVICES says
+    for (int i = 0; i < 16; i++) g_key = (g_key ^ (unsigned char)prop.uuid.bytes[i]) * 1099511628211ULL;
     cublasStatus_t s = cublasCreate(&g_cublas);
     if (s != CUBLAS_STATUS_SUCCESS) {
         snprintf(err, errlen, "device %d: cublasCreate: %s", g_device, cublasGetStatusString(s));
@@ -396,11 +486,12 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.alloc = cu_alloc; b.free = cu_free; b.to_device = cu_to_device; b.to_host = cu_to_host; b.copy = cu_copy;
     b.fill = cu_fill; b.gemm = cu_gemm; b.bias_act = cu_bias_act; b.relu_backward = cu_relu_backward;
     b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent; b.adam = cu_adam; b.sgd = cu_sgd;
-    b.axpy = cu_axpy; b.scale = cu_scale; b.sync = cu_sync; b.to_bf16 = cu_to_bf16; b.from_bf16 = cu_from_bf16;
+    b.axpy = cu_axpy; b.scale = cu_scale; b.sync = cu_sync; b.stamp = cu_stamp; b.stamps = cu_stamps;
+    b.to_bf16 = cu_to_bf16; b.from_bf16 = cu_from_bf16;
     b.alloc_host = cu_alloc_host; b.free_host = cu_free_host; b.set_tf32 = cu_set_tf32;
     b.set_precision = cu_set_precision;
     b.gemm_timing = cu_gemm_timing; b.gemm_seconds = cu_gemm_seconds; b.describe = cu_describe;
-    b.memory_free = cu_memory_free;
+    b.memory_free = cu_memory_free; b.device_key = cu_device_key;
     g_backend = b;
     return &g_backend;
 }
@@ -417,6 +508,8 @@ struct DevComm {
     ncclComm_t world;                   // made by ncclCommInitRank; the channels are split from it
     ncclComm_t comm[DEVCOMM_CHANNELS];  // devcomm_channel: by direction and kind
     cudaStream_t stream[DEVCOMM_CHANNELS];
+    cudaEvent_t sent[DEVCOMM_CHANNELS];  // after the channel's last send (its stream runs them in order)
+    int pending[DEVCOMM_CHANNELS];       // a send on the channel since the last flush
     cudaEvent_t ready, got;  // ready: the compute queued so far; got: a receive has landed
     int rank;
     Staged *st;
@@ -430,29 +523,38 @@ extern "C" void devcomm_unique_id(void *id) {
     memcpy(id, &u, sizeof u);
 }
 
-// Waits for `ev` on the host, checking every channel's asynchronous error state meanwhile so that
-// a failed peer ends the run instead of hanging.
-static void wait_event(DevComm *d, cudaEvent_t ev) {
-    for (;;) {
-        cudaError_t e = cudaEventQuery(ev);
-        if (e == cudaSuccess) return;
-        if (e != cudaErrorNotReady) CUDA_CHECK(e);
-        for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
-            ncclResult_t async_err;
-            NCCL_CHECK(ncclCommGetAsyncError(d->comm[ch], &async_err));
-            NCCL_CHECK(async_err);
-        }
-        sched_yield();
+// One poll of an NCCL wait: the event, and every communicator's asynchronous error state (a failed
+// peer ends the run instead of hanging); the core is yielded between polls (NCCL's proxy threads
+// need one).
+typedef struct { DevComm *d; cudaEvent_t ev; } NcclWait;
+static int nccl_ready(void *ctx) {
+    NcclWait *w = (NcclWait *)ctx;
+    cudaError_t e = cudaEventQuery(w->ev);
+    if (e == cudaSuccess) return 1;
+    if (e != cudaErrorNotReady) CUDA_CHECK(e);
+    for (int ch = 0; ch <= DEVCOMM_CHANNELS; ch++) {
+        ncclResult_t async_err;
+        NCCL_CHECK(ncclCommGetAsyncError(ch < DEVCOMM_CHANNELS ? w->d->comm[ch] : w->d->world, &async_err));
+        NCCL_CHECK(async_err);
     }
+    sched_yield();
+    return 0;
+}
+// Waits for `ev` on the host under the wire's bound (--timeout names `what` and `peer`).
+static void wait_event(DevComm *d, cudaEvent_t ev, int peer, const char *what) {
+    NcclWait w = {d, ev};
+    host_wait(nccl_ready, &w, peer, what);
 }
 
 // p2p.h's warm-up: on each channel in turn, one group of a 1-float send to and receive from every
 // neighbour, waited for, so both ranks of every pair open both directions of every channel at once.
 static void warm_up(DevComm *d, const int *peers, int npeers) {
     float *w = NULL;
-    CUDA_CHECK(cudaMalloc(&w, sizeof(float) * (size_t)(1 + npeers)));
-    CUDA_CHECK(cudaMemset(w, 0, sizeof(float) * (size_t)(1 + npeers)));
+    CUDA_CHECK(cudaMallocAsync((void **)&w, sizeof(float) * (size_t)(1 + npeers), g_stream));
+    CUDA_CHECK(cudaMemsetAsync(w, 0, sizeof(float) * (size_t)(1 + npeers), g_stream));
+    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
+        CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));  // (the memset first)
         NCCL_CHECK(ncclGroupStart());
         for (int i = 0; i < npeers; i++) {
             NCCL_CHECK(ncclSend(w, 1, ncclFloat, peers[i], d->comm[ch], d->stream[ch]));
@@ -460,9 +562,9 @@ static void warm_up(DevComm *d, const int *peers, int npeers) {
         }
         NCCL_CHECK(ncclGroupEnd());
         CUDA_CHECK(cudaEventRecord(d->got, d->stream[ch]));
-        wait_event(d, d->got);
+        wait_event(d, d->got, -1, "the NCCL warm-up with the pipeline neighbours");
     }
-    CUDA_CHECK(cudaFree(w));
+    CUDA_CHECK(cudaFreeAsync(w, g_stream));  // after every channel's exchange, which the host saw end
 }
 
 extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank, const int *peers, int npeers) {
@@ -475,6 +577,7 @@ extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank, const int
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {  // collective: every rank splits in the same order
         NCCL_CHECK(ncclCommSplit(d->world, 0, rank, &d->comm[ch], NULL));
         CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream[ch], cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&d->sent[ch], cudaEventDisableTiming));
     }
     CUDA_CHECK(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->got, cudaEventDisableTiming));
@@ -490,9 +593,10 @@ extern "C" void devcomm_close(DevComm *d) {
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
         NCCL_CHECK(ncclCommDestroy(d->comm[ch]));
         CUDA_CHECK(cudaStreamDestroy(d->stream[ch]));
+        CUDA_CHECK(cudaEventDestroy(d->sent[ch]));
     }
     NCCL_CHECK(ncclCommDestroy(d->world));
-    CUDA_CHECK(cudaStreamSynchronize(g_stream));  // the staging buffers' stream-ordered allocations
+    stream_wait("GPU (its queued work, before the NCCL staging buffers are freed)");
     for (int i = 0; i < d->n_st; i++) {
         CUDA_CHECK(cudaFree(d->st[i].buf));
         CUDA_CHECK(cudaEventDestroy(d->st[i].done));
@@ -501,6 +605,14 @@ extern "C" void devcomm_close(DevComm *d) {
     CUDA_CHECK(cudaEventDestroy(d->ready));
     CUDA_CHECK(cudaEventDestroy(d->got));
     free(d);
+}
+
+// The watchdog fired (or another rank's did): no kernel of ours may keep spinning on a peer that is
+// gone. Never waits; the job ends right after.
+extern "C" void devcomm_abort(DevComm *d) {
+    if (!d) return;
+    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) ncclCommAbort(d->comm[ch]);
+    ncclCommAbort(d->world);
 }
 
 // A staging buffer of n floats whose send has completed (its event), else a new one: never a wait.
@@ -536,9 +648,21 @@ static Staged *take_staging(DevComm *d, size_t n) {
     return small;
 }
 
-// A send is posted at once, alone, on its channel's stream after the compute queued so far (the
-// staging copy included); its buffer's event says when it may be reused.
-extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad) {
+// Posts a send of buf on its channel's stream after the compute queued so far.
+static void post_send(DevComm *d, const float *buf, size_t n, int peer, int ch) {
+    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
+    NCCL_CHECK(ncclSend(buf, n, ncclFloat, peer, d->comm[ch], d->stream[ch]));
+    CUDA_CHECK(cudaEventRecord(d->sent[ch], d->stream[ch]));
+    d->pending[ch] = 1;
+}
+
+// A send is posted at once, alone, on its channel's stream after the compute queued so far: from buf
+// itself when the caller keeps it (devcomm.h), else from a staging copy whose event says when it
+// may be reused.
+extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad, int kept) {
+    int ch = devcomm_channel(d->rank, peer, grad);
+    if (kept && peer != d->rank) { post_send(d, buf, n, peer, ch); return; }
     Staged *s = take_staging(d, n);
     s->n = n;
     if (n) CUDA_CHECK(cudaMemcpyAsync(s->buf, buf, n * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
@@ -549,10 +673,7 @@ extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, i
         d->self_q[k][d->self_tail[k]++ % 64] = (int)(s - d->st);
         return;
     }
-    int ch = devcomm_channel(d->rank, peer, grad);
-    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
-    CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
-    NCCL_CHECK(ncclSend(s->buf, n, ncclFloat, peer, d->comm[ch], d->stream[ch]));
+    post_send(d, s->buf, n, peer, ch);
     CUDA_CHECK(cudaEventRecord(s->done, d->stream[ch]));
     s->busy = 1;
 }
@@ -574,16 +695,52 @@ extern "C" void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int gra
     CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
     NCCL_CHECK(ncclRecv(buf, n, ncclFloat, peer, d->comm[ch], d->stream[ch]));
     CUDA_CHECK(cudaEventRecord(d->got, d->stream[ch]));
-    wait_event(d, d->got);
+    wait_event(d, d->got, peer, grad ? "an NCCL receive of a gradient" : "an NCCL receive of an activation");
 }
 
-// The step's end: waits for every send in flight; every hand-off to this rank has been received.
+// The step's end: waits for every send in flight (each channel's last: its stream runs them in
+// order); every hand-off to this rank has been received.
 extern "C" void devcomm_flush(DevComm *d) {
     for (int k = 0; k < 2; k++)
         CHECK(d->self_head[k] == d->self_tail[k], "a hand-off to this rank itself never received");
-    for (int i = 0; i < d->n_st; i++)
-        if (d->st[i].busy) {
-            wait_event(d, d->st[i].done);
-            d->st[i].busy = 0;
+    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++)
+        if (d->pending[ch]) {
+            wait_event(d, d->sent[ch], -1, "the step's last NCCL sends");
+            d->pending[ch] = 0;
         }
+    for (int i = 0; i < d->n_st; i++) d->st[i].busy = 0;  // every send has completed
+}
+
+// bench/gpu.sh's one-GPU check of the NCCL calls (selftest): devcomm_open on a world of one rank (the
+// init, the four splits, the warm-up with no neighbour), then on every channel a grouped ncclSend and
+// ncclRecv of n floats to this rank itself, then devcomm_close. Returns the largest |received - sent|.
+extern "C" double devcomm_smoke(size_t n) {
+    char id[DEVCOMM_ID_BYTES];
+    devcomm_unique_id(id);
+    DevComm *d = devcomm_open(id, 1, 0, NULL, 0);
+    float *h = (float *)xmalloc(sizeof(float) * n), *back = (float *)xmalloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) h[i] = (float)((i * 2654435761u) % 1000003u) * 1e-3f - 500.0f;
+    float *a = (float *)cu_alloc(sizeof(float) * n), *b = (float *)cu_alloc(sizeof(float) * n);
+    cu_to_device(a, h, sizeof(float) * n);
+    double worst = 0;
+    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
+        cu_fill(b, -1.0f, n);
+        CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
+        CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
+        NCCL_CHECK(ncclGroupStart());
+        NCCL_CHECK(ncclSend(a, n, ncclFloat, 0, d->comm[ch], d->stream[ch]));
+        NCCL_CHECK(ncclRecv(b, n, ncclFloat, 0, d->comm[ch], d->stream[ch]));
+        NCCL_CHECK(ncclGroupEnd());
+        CUDA_CHECK(cudaEventRecord(d->got, d->stream[ch]));
+        wait_event(d, d->got, -2, "GPU (NCCL's send to itself)");
+        cu_to_host(back, b, sizeof(float) * n);
+        for (size_t i = 0; i < n; i++) {
+            double diff = fabs((double)back[i] - h[i]);
+            if (!(diff <= worst)) worst = diff;  // a NaN sticks
+        }
+    }
+    devcomm_close(d);
+    cu_free(a); cu_free(b);
+    free(h); free(back);
+    return worst;
 }

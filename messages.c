@@ -14,8 +14,14 @@ typedef struct { float *buf; size_t cap; MPI_Request req; int dst; } PoolBuf;
 static PoolBuf *pool;
 static int pool_n;
 
+void comm_send_kept(Comm *c, const float *buf, size_t n, int dst, int tag) {
+    if (c->dev) { devcomm_send(c->dev, buf, n, dst, comm_tag_kind(tag) == TAG_GRAD, 1); return; }
+    comm_send(c, buf, n, dst, tag);  // MPI: through a host buffer anyway
+}
+
 void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag) {
-    if (c->dev) { devcomm_send(c->dev, buf, n, dst, comm_tag_kind(tag) == TAG_GRAD); return; }
+    if (c->dev) { devcomm_send(c->dev, buf, n, dst, comm_tag_kind(tag) == TAG_GRAD, 0); return; }
+    CHECK(n <= (size_t)INT32_MAX, "a message of %zu floats to rank %d: more than MPI's int count allows", n, dst);
     PoolBuf *p = NULL, *small = NULL;
     for (int i = 0; i < pool_n && !p; i++) {  // a buffer whose send has completed
         int done = 1;
@@ -62,6 +68,7 @@ static size_t recv_cap;
 
 void comm_recv(Comm *c, float *buf, size_t n, int src, int tag) {
     if (c->dev) { devcomm_recv(c->dev, buf, n, src, comm_tag_kind(tag) == TAG_GRAD); return; }
+    CHECK(n <= (size_t)INT32_MAX, "a message of %zu floats from rank %d: more than MPI's int count allows", n, src);
     MPI_Status st;
     float *dst = buf;
     if (!c->be->on_host) {

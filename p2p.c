@@ -173,3 +173,24 @@ const char *p2p_check(int K, int v, int chunk_order, const ActionList *lists, ch
     free(calls);
     return bad;
 }
+
+int p2p_nccl_env(char *msg, size_t n) {
+    static const char *const merge[] = {"NCCL_COMM_SPLIT_SHARE_RESOURCES", "NCCL_LAUNCH_ORDER_IMPLICIT"};
+    int overrode = 0;
+    size_t k = 0;
+    msg[0] = 0;
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(merge[i]);
+        if (v && strcmp(v, "0")) {
+            k += (size_t)snprintf(msg + k, k < n ? n - k : 0, "%s%s=%s", overrode++ ? " and " : "", merge[i], v);
+            if (k >= n) k = n - 1;
+        }
+        setenv(merge[i], "0", 1);
+    }
+    if (overrode)
+        snprintf(msg + k, n - k,
+                 " set to 0 for this run: %s merge%s the NCCL transport's four channels into one queue, and the "
+                 "pipeline's crossing sends would deadlock",
+                 overrode > 1 ? "they" : "it", overrode > 1 ? "" : "s");
+    return overrode;
+}

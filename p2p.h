@@ -37,3 +37,12 @@ void p2p_calls_free(P2pCalls *c);
 // communicator's kernels), and a send and a receive complete together when both are at the head of
 // their queues. Returns NULL, or why in `why` (which rank, which call).
 const char *p2p_check(int K, int v, int chunk_order, const ActionList *lists, char *why, size_t wn);
+
+// (3) The four channels must stay four queues. NCCL_COMM_SPLIT_SHARE_RESOURCES=1 (split communicators
+// share their parent's resources, so one device stream) and NCCL_LAUNCH_ORDER_IMPLICIT=1 (launches
+// ordered across communicators) merge them into one in-order queue per rank, and 1F1B's crossing sends
+// then deadlock (NCCL 2.28's init.cc and enqueue.cc). Called before the first NCCL call (so before
+// NCCL reads its config files, whose values the environment overrides): sets both to 0, and when the
+// environment held another value writes one line saying so into msg (else msg is ""). Returns how
+// many it overrode.
+int p2p_nccl_env(char *msg, size_t n);

@@ -218,8 +218,10 @@ int cmd_pingpong(int argc, char **argv) {
     Hardware hw;
     comm_choose_hardware(c.device != DEVICE_CPU, &hw);
     int device, transport;
+    const char *why;
     char err[512];
-    if (plan_device("pingpong", (int)c.device, (int)c.transport, 0, world, &hw, &device, &transport, err, sizeof err))
+    if (plan_device("pingpong", (int)c.device, (int)c.transport, 0, world, &hw, &device, &transport, &why, err,
+                    sizeof err))
         user_error("%s", err);
     const Backend *be = device == DEVICE_CUDA ? hw.cuda : &backend_cpu;
     if (device == DEVICE_CUDA) be->set_tf32(0);
@@ -257,7 +259,8 @@ int cmd_pingpong(int argc, char **argv) {
     if (rank == 0 && !c.json) {
         printf("# micropp pingpong: 2 ranks, %s\n", lib);
         if (on_device)
-            printf("# device buffers on %s, transport %s (through comm_send/comm_recv, as the pipeline)\n", dev, tr);
+            printf("# device buffers on %s, transport %s (through comm_send/comm_recv, as the pipeline)%s%s\n", dev, tr,
+                   why[0] ? "\n# " : "", why);
         printf(
             "# latency = half the round trip of a blocking ping-pong; bandwidth = windows of %lld non-blocking sends\n",
             (long long)c.window);

@@ -289,14 +289,6 @@ static const char *fmt_count(double v, char *buf, size_t n) {
     return buf;
 }
 
-static const char *fmt_bytes(double b, char *buf, size_t n) {
-    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4) { b /= 1024; u++; }
-    snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", b, unit[u]);
-    return buf;
-}
-
 // The smallest K among the rows that fit (-1: none), and its first row.
 static int smallest_fit(const Table *t, int *at) {
     int best = -1;
@@ -373,7 +365,7 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
                "whole): a rank's shards of the weights, gradients and optimizer state, the column layers' activation "
                "slices (plan --json: tp_allreduce_bytes_per_stage)\n",
                (long long)c->tp, (long long)c->tp);
-    printf("# device memory %s%s\n", fmt_bytes(t->device, b[0], sizeof b[0]),
+    printf("# device memory %s%s\n", fmt_bytes_binary(t->device, b[0], sizeof b[0]),
            seen_set(&pc->seen, "device-memory") ? "" : " (this machine's MemAvailable)");
     printf("# activations: live at the peak of the stage's actions; other: the backward's buffers, the host rows, "
            "stash slots never live at once\n");
@@ -388,21 +380,22 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
         char z[8] = "";
         if (col) snprintf(z, sizeof z, " %4d", w->zero);
         printf("%-11s %6d %3d%s %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n", sched_name(w, name, sizeof name),
-               w->l.K, w->l.D, z, w->l.M, fmt_bytes(m->weights, b[0], 32), fmt_bytes(m->grads, b[1], 32),
-               fmt_bytes(m->optimizer, b[2], 32), fmt_bytes(act, b[3], 32), fmt_bytes(other, b[4], 32),
-               fmt_bytes(m->total, b[5], 32), w->l.bubble, w->fits ? "yes" : "no");
+               w->l.K, w->l.D, z, w->l.M, fmt_bytes_binary(m->weights, b[0], 32), fmt_bytes_binary(m->grads, b[1], 32),
+               fmt_bytes_binary(m->optimizer, b[2], 32), fmt_bytes_binary(act, b[3], 32),
+               fmt_bytes_binary(other, b[4], 32), fmt_bytes_binary(m->total, b[5], 32), w->l.bubble,
+               w->fits ? "yes" : "no");
     }
     for (int i = 0; i < t->n_skipped; i++) printf("# left out: %s\n", t->skipped[i]);
     int at, K = smallest_fit(t, &at);
     if (K > 0) {
         const Row *w = &t->row[at];
         printf("smallest K that fits: %d stage%s (%s, dp %d: %s of %s per rank)\n", K, K == 1 ? "" : "s",
-               sched_name(w, name, sizeof name), w->l.D, fmt_bytes(w->need.total, b[0], 32),
-               fmt_bytes(t->device, b[1], 32));
+               sched_name(w, name, sizeof name), w->l.D, fmt_bytes_binary(w->need.total, b[0], 32),
+               fmt_bytes_binary(t->device, b[1], 32));
     } else if (t->n) {
         char fix[400];
         cheapest_fix(c, t, fix, sizeof fix);
-        printf("nothing fits in %s: %s\n", fmt_bytes(t->device, b[0], 32), fix);
+        printf("nothing fits in %s: %s\n", fmt_bytes_binary(t->device, b[0], 32), fix);
     }
 }
 
@@ -584,7 +577,7 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
         printf("# note: the profile was measured with %d rank%s running at once, this world has %d: its compute "
                "figures carry that contention\n", pf->world, pf->world == 1 ? "" : "s", world);
     printf("# %d layouts tried, %d can run, %d fit %s per rank; searched in %.2f s\n", sp->n_tried, sp->n, sp->n_fit,
-           fmt_bytes(device, b, sizeof b), sp->seconds);
+           fmt_bytes_binary(device, b, sizeof b), sp->seconds);
     printf("# step: predicted (simulated pipeline + messages + exposed collectives + optimizer); comm: its share "
            "not hidden\n");
     auto_print(stdout, sp, (int)pc->top);
@@ -593,8 +586,8 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
         layout_command(&sp->c[0].l, c, c->config, model_flags, cmd, sizeof cmd);
         printf("best: %s\n", cmd);
     } else if (sp->n) {
-        printf("nothing fits in %s per rank: the smallest needs %s\n", fmt_bytes(device, b, sizeof b),
-               fmt_bytes(sp->c[0].pr.memory, why, 32));
+        printf("nothing fits in %s per rank: the smallest needs %s\n", fmt_bytes_binary(device, b, sizeof b),
+               fmt_bytes_binary(sp->c[0].pr.memory, why, 32));
     }
 }
 

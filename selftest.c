@@ -11,11 +11,13 @@
 #include "model.h"
 #include "base/ops.h"
 #include "commands.h"
+#include "devcomm.h"
+#include "p2p.h"
 #include "base/util.h"
 
 typedef struct {
     int device;
-    int tf32;
+    int tf32, emulate_tf32, nccl;
     int64_t seed;
     double tol_scale;
 } SelftestConfig;
@@ -26,6 +28,10 @@ static const Option selftest_options[] = {
      "cuda: the CUDA backend against the CPU one; cpu: the CPU backend against naive loops; auto: cuda when a GPU is "
      "visible"},
     {"tf32", 0, OPT_BOOL, S(tf32), 0, 0, 0, 0, "cuda: cuBLAS with TF32 (gemm tolerances widen to match)"},
+    {"emulate-tf32", 0, OPT_BOOL, S(emulate_tf32), 0, 0, 0, 0,
+     "cpu: cut every gemm input to TF32 as the tensor cores read it, to check --tf32's tolerances without a GPU"},
+    {"nccl", 0, OPT_BOOL, S(nccl), 0, 0, 0, 0,
+     "cuda: also NCCL on one rank (init, the four splits, a grouped send and receive to itself on each, teardown)"},
     {"seed", 's', OPT_INT, S(seed), 0, 0, 9.0e15, "S", "seed of the random inputs"},
     {"tol-scale", 0, OPT_FLOAT, S(tol_scale), 0, 0, 1e6, "F",
      "multiply every tolerance by F (0: demand bitwise equality)"},
@@ -111,6 +117,41 @@ static void naive_scale(float *x, float a, size_t n) {
 }
 static void naive_fill(float *x, float v, size_t n) { for (size_t i = 0; i < n; i++) x[i] = v; }
 static void naive_describe(char *out, size_t n) { snprintf(out, n, "naive loops in double precision"); }
+
+// ---- --emulate-tf32: the CPU backend with every fp32 gemm input cut to TF32 (10 mantissa bits), for
+// --tf32's tolerances on a machine without a GPU. Truncated, the worse of the two ways: the tensor
+// cores read an fp32 operand's top 19 bits (cuBLAS may round to nearest first, which errs half as much).
+// In bf16 precision the inputs are bf16 already (cublasGemmEx ignores the TF32 mode): left alone ----
+
+static int tf32_precision;  // PRECISION_* set through the emulated backend
+static float tf32_round(float f) {
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7f800000u) == 0x7f800000u) return f;  // Inf, NaN
+    return f32_from_bits(u & 0xffffe000u);
+}
+static int tf32_set_precision(int precision, char *err, size_t errlen) {
+    int rc = backend_cpu.set_precision(precision, err, errlen);
+    if (!rc) tf32_precision = precision;
+    return rc;
+}
+static float *tf32_copy(const float *x, int rows, int ld) {
+    size_t n = (size_t)rows * ld;
+    float *y = xmalloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) y[i] = tf32_round(x[i]);
+    return y;
+}
+static void tf32_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float beta, float *C, int ldc) {
+    if (tf32_precision == PRECISION_BF16) {
+        backend_cpu.gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    float *a = tf32_copy(A, ta ? K : M, lda), *b = tf32_copy(B, tb ? N : K, ldb);
+    backend_cpu.gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
+    free(a);
+    free(b);
+}
+static void tf32_describe(char *out, size_t n) { snprintf(out, n, "cpu, gemm inputs cut to TF32 (emulated)"); }
 
 static Backend naive_backend(void) {
     Backend b = backend_cpu;  // its host memory functions; every operation replaced
@@ -346,9 +387,78 @@ static void test_optimizers(Test *t) {
     free(p); free(g1); free(g2);
 }
 
+// --precision bf16 on the device under test, against the naive product (double accumulation) of the
+// same inputs rounded to bf16 on the host (ops_math.h's bf16_round), so no other bf16 library is needed:
+// the rounding kernels bitwise, gemm (cublasGemmEx on cuda, oneDNN on the CPU) and the bias gradient
+// (a column sum of dz rounded to bf16). Skipped, with the reason, where the backend has no bf16.
+static void test_bf16(Test *t) {
+    const Backend *be = t->dut;
+    char err[256];
+    if (be->set_precision(PRECISION_BF16, err, sizeof err)) {
+        printf("%-34s %-16s %11s %11s %10s  skipped: %s\n", "bf16 rows", "", "", "", "", err);
+        return;
+    }
+    size_t n = 10007;
+    float *x = rnd(t, 120, n, -3, 3), *want = xmalloc(sizeof(float) * n);
+    x[0] = 3.3895314e38f;  // rounds up to Inf
+    x[1] = 1e-40f;         // a subnormal
+    x[2] = f32_from_bits(0x3f808000u);  // a tie, to even (down)
+    x[3] = f32_from_bits(0x3f818000u);  // a tie, to even (up)
+    x[4] = -0.0f;
+    for (size_t i = 0; i < n; i++) want[i] = bf16_round(x[i]);
+    float *dX = up(be, x, n), *dY = be->alloc(sizeof(float) * n);
+    uint16_t *dH = be->alloc(sizeof(uint16_t) * n);
+    be->to_bf16(dH, dX, n);
+    be->from_bf16(dY, dH, n);
+    float *got = down(be, dY, n);
+    report(t, "bf16: to_bf16 then from_bf16", "10007", got, want, n, 0);
+    free(got);
+    be->free(dX); be->free(dY); be->free(dH);
+    free(x); free(want);
+    static const GemmCase cases[] = {
+        {"bf16 gemm NT (layer forward)", 0, 1, 128, 256, 256, 0, 1.0f, 0.0f},
+        {"bf16 gemm TN (weight grad, +=)", 1, 0, 256, 256, 128, 0, 1.0f, 1.0f},
+        {"bf16 gemm NN (input grad)", 0, 0, 128, 256, 256, 0, 1.0f, 0.0f},
+        {"bf16 gemm TT (odd sizes)", 1, 1, 37, 53, 29, 0, 1.0f, 0.0f},
+        {"bf16 gemm NN padded ld, a=.5 b=.25", 0, 0, 37, 53, 29, 5, 0.5f, 0.25f},
+        {"bf16 gemm TN padded ld, a=2 b=-1", 1, 0, 61, 17, 45, 3, 2.0f, -1.0f},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const GemmCase *g = &cases[c];
+        int ar = g->ta ? g->K : g->M, ac = g->ta ? g->M : g->K, br = g->tb ? g->N : g->K, bc = g->tb ? g->K : g->N;
+        int lda = ac + g->pad, ldb = bc + g->pad, ldc = g->N + g->pad;
+        size_t na = (size_t)ar * lda, nb = (size_t)br * ldb, nc = (size_t)g->M * ldc;
+        float *A = rnd(t, 130 + (int)c, na, -1, 1), *B = rnd(t, 150 + (int)c, nb, -1, 1),
+              *C = rnd(t, 170 + (int)c, nc, -1, 1), *ref = xmalloc(sizeof(float) * nc);
+        float *dA = up(be, A, na), *dB = up(be, B, nb), *dC = up(be, C, nc);
+        be->gemm(g->ta, g->tb, g->M, g->N, g->K, g->alpha, dA, lda, dB, ldb, g->beta, dC, ldc);
+        float *out = down(be, dC, nc);
+        for (size_t i = 0; i < na; i++) A[i] = bf16_round(A[i]);
+        for (size_t i = 0; i < nb; i++) B[i] = bf16_round(B[i]);
+        memcpy(ref, C, sizeof(float) * nc);
+        naive_gemm(g->ta, g->tb, g->M, g->N, g->K, g->alpha, A, lda, B, ldb, g->beta, ref, ldc);
+        char shape[48];
+        snprintf(shape, sizeof shape, "%dx%dx%d", g->M, g->N, g->K);
+        report(t, g->name, shape, out, ref, nc, 1e-5);
+        be->free(dA); be->free(dB); be->free(dC);
+        free(out); free(A); free(B); free(C); free(ref);
+    }
+    const int rows = 67, cols = 77;
+    float *dz = rnd(t, 190, (size_t)rows * cols, -1, 1), *db = rnd(t, 191, (size_t)cols, -1, 1);
+    float *dDZ = up(be, dz, (size_t)rows * cols), *dDB = up(be, db, (size_t)cols);
+    be->bias_grad(dDB, dDZ, rows, cols);
+    float *out = down(be, dDB, (size_t)cols);
+    for (size_t i = 0; i < (size_t)rows * cols; i++) dz[i] = bf16_round(dz[i]);
+    naive_bias_grad(db, dz, rows, cols);
+    report(t, "bf16 bias_grad (+= column sums)", "67x77", out, db, (size_t)cols, 1e-5);
+    be->free(dDZ); be->free(dDB);
+    free(out); free(dz); free(db);
+    CHECK(be->set_precision(PRECISION_FP32, err, sizeof err) == 0, "back to fp32: %s", err);
+}
+
 // One training step of a small model (3 x Linear(48,48)+ReLU -> Linear(48,5), 32 rows, SGD) on
 // both backends from the same weights and batch: the loss, every gradient, the updated weights.
-static void test_train_step(Test *t, double gemm_tol) {
+static void test_train_step(Test *t, double gemm_tol, double loss_tol) {
     const int L = 3, H = 48, C = 5, rows = 32;
     float *x = rnd(t, 110, (size_t)rows * H, -1, 1);
     int32_t *y = xmalloc(sizeof(int32_t) * rows);
@@ -383,11 +493,21 @@ static void test_train_step(Test *t, double gemm_tol) {
         stage_free(&s);
     }
     const char *shape = "L3 H48 C5 B32";
-    report(t, "train step: loss", shape, &loss[0], &loss[1], 1, 1e-5);
+    report(t, "train step: loss", shape, &loss[0], &loss[1], 1, loss_tol);
     report(t, "train step: gradients", shape, grads[0], grads[1], np, 10 * gemm_tol);
     report(t, "train step: weights after sgd", shape, params[0], params[1], np, gemm_tol);
     for (int k = 0; k < 2; k++) { free(grads[k]); free(params[k]); }
     free(x); free(y);
+}
+
+// --nccl: the NCCL calls of the transport on this one GPU (NCCL refuses two ranks on one GPU, so the
+// pairing of ranks is p2p.c's to prove): devcomm_open on a world of one rank, on each of the four
+// channels a grouped ncclSend and ncclRecv of 1M floats to itself, devcomm_close. Exact, or it fails.
+static void test_nccl(Test *t) {
+    char why[400];
+    if (p2p_nccl_env(why, sizeof why)) printf("note: %s\n", why);
+    float diff = (float)devcomm_smoke((size_t)1 << 20), zero = 0;
+    report(t, "nccl: 1 rank, 4 splits, self send", "1048576", &diff, &zero, 1, 0);
 }
 
 int cmd_selftest(int argc, char **argv) {
@@ -396,9 +516,13 @@ int cmd_selftest(int argc, char **argv) {
     options_parse("selftest", selftest_options, &cfg, NULL, argc, argv, "micropp selftest [options]",
                   "  micropp selftest                 # the GPU against the CPU, or the CPU against naive loops\n"
                   "  micropp selftest --device cuda --tf32\n"
+                  "  micropp selftest --device cuda --nccl\n"
                   "  micropp selftest --device cpu\n");
+    if (cfg.emulate_tf32 && cfg.device == DEVICE_CUDA)
+        user_error("selftest: --emulate-tf32 emulates TF32 on the CPU, and --device is cuda: use --device cpu, or "
+                   "--tf32 for the GPU's own");
     const Backend *dut = &backend_cpu;
-    if (cfg.device != DEVICE_CPU) {
+    if (cfg.device != DEVICE_CPU && !cfg.emulate_tf32) {  // (--emulate-tf32: the CPU under auto too)
         char err[256];
         const Backend *cuda = backend_cuda_open(0, err, sizeof err);
         if (cuda) dut = cuda;
@@ -407,15 +531,30 @@ int cmd_selftest(int argc, char **argv) {
     if (cfg.tf32 && dut->on_host)
         user_error("selftest: --tf32 applies to cuBLAS on a GPU, and this run is on the CPU: drop --tf32 or use "
                    "--device cuda on a GPU machine");
+    if (cfg.nccl && dut->on_host)
+        user_error("selftest: --nccl checks NCCL on a GPU, and this run is on the CPU: drop --nccl or use --device "
+                   "cuda on a GPU machine");
     if (cfg.tf32) dut->set_tf32(1);
-    Backend naive = naive_backend();
+    Backend naive = naive_backend(), emulated = backend_cpu;
+    if (cfg.emulate_tf32) {
+        emulated.gemm = tf32_gemm;
+        emulated.set_precision = tf32_set_precision;
+        emulated.describe = tf32_describe;
+        dut = &emulated;
+    }
     const Backend *ref = dut->on_host ? &naive : &backend_cpu;
-    // TF32 keeps 10 mantissa bits of each gemm input: about 1e-3 relative error instead of 1e-7.
-    double gemm_tol = cfg.tf32 ? 1e-2 : 1e-5;
+    // TF32 keeps 10 mantissa bits of each gemm input: about 1e-3 relative error instead of 1e-7; the
+    // train step's loss moves by up to 2e-5 (--emulate-tf32, seed 1), past fp32's 1e-5.
+    int tf32 = cfg.tf32 || cfg.emulate_tf32;
+    double gemm_tol = tf32 ? 1e-2 : 1e-5, loss_tol = tf32 ? 1e-3 : 1e-5;
 
     char a[192], b[192];
     dut->describe(a, sizeof a);
-    if (dut->on_host) { char blas[160]; blas_describe(blas, sizeof blas); snprintf(a, sizeof a, "cpu (%s)", blas); }
+    if (dut == &backend_cpu) {
+        char blas[160];
+        blas_describe(blas, sizeof blas);
+        snprintf(a, sizeof a, "cpu (%s)", blas);
+    }
     if (ref == &backend_cpu) {
         char blas[160];
         blas_describe(blas, sizeof blas);
@@ -429,7 +568,9 @@ int cmd_selftest(int argc, char **argv) {
     test_elementwise(&t);
     test_softmax(&t);
     test_optimizers(&t);
-    test_train_step(&t, gemm_tol);
+    test_bf16(&t);
+    test_train_step(&t, gemm_tol, loss_tol);
+    if (cfg.nccl) test_nccl(&t);
     printf("\nerror = max |diff| / max |reference|\n");
     printf("selftest: %d checks, %d failed: %s\n", t.checks, t.failed, t.failed ? "FAILED" : "ok");
     fflush(stdout);

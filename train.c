@@ -427,8 +427,11 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     double t_save = now_sec();
     wd_phase("saving the checkpoint", step + 1);
     double bytes = save_checkpoint(r, step);
-    if (verbose)
-        printf("saved step %d to %s (%.2f MB, %.0f ms)\n", step + 1, c->save, bytes / 1e6, (now_sec() - t_save) * 1e3);
+    if (verbose) {
+        char b[32];
+        printf("saved step %d to %s (%s, %.0f ms)\n", step + 1, c->save, fmt_bytes(bytes, b, sizeof b),
+               (now_sec() - t_save) * 1e3);
+    }
 }
 
 // --save-best: the epoch's test accuracy against the best so far. Every rank takes the same
@@ -442,9 +445,11 @@ static void save_if_best(Run *r, int step, double accuracy, int epoch, int verbo
     g->best_epoch = epoch;
     double t0 = now_sec();
     double bytes = save_checkpoint(r, step);
-    if (verbose)
-        printf("saved epoch %d (best test accuracy so far, %.2f%%) to %s (%.2f MB, %.0f ms)\n", epoch, 100 * v[0],
-               r->c->save, bytes / 1e6, (now_sec() - t0) * 1e3);
+    if (verbose) {
+        char b[32];
+        printf("saved epoch %d (best test accuracy so far, %.2f%%) to %s (%s, %.0f ms)\n", epoch, 100 * v[0],
+               r->c->save, fmt_bytes(bytes, b, sizeof b), (now_sec() - t0) * 1e3);
+    }
 }
 
 // --epochs: after an epoch's last step, the evaluation on the held-out rows, the epoch's line, and

@@ -59,7 +59,16 @@ static void where(char *b, size_t n) {
 
 static void peer_name(int peer, const char *what, char *b, size_t n) {
     if (peer >= 0) snprintf(b, n, "rank %d (%s)", peer, what);
+    else if (peer == WD_LOCAL) snprintf(b, n, "this rank's %s", what);
     else snprintf(b, n, "the other ranks (%s)", what);
+}
+
+static void (*at_end)(void);
+void wd_at_end(void (*fn)(void)) { at_end = fn; }
+static void run_at_end(void) {
+    void (*fn)(void) = at_end;
+    at_end = NULL;  // once
+    if (fn) fn();
 }
 
 // ---- the control channel: a rank whose wait ran out sends its number (TAG_NOTICE) to every other
@@ -97,6 +106,7 @@ static void on_notice(int from, double waited, const WdSpin *s) {
     peer_name(s->peer, s->what, p, sizeof p);
     fprintf(stderr, "[rank %d] ended by rank %d's watchdog: waiting %.1f s for %s %s\n", g_rank, from, waited, p, w);
     fflush(stderr);
+    run_at_end();
     for (double t0 = now_sec(); now_sec() - t0 < 5.0;) {  // the firing rank aborts the job within about 1 s
         take_notice(s);
         usleep(10 * 1000);
@@ -203,11 +213,12 @@ static void fire(double waited, const WdSpin *s) {
         reqs[r] = MPI_REQUEST_NULL;
         if (r != me && ctl != MPI_COMM_NULL) MPI_Isend(&me, 1, MPI_INT, r, TAG_NOTICE, ctl, &reqs[r]);
     }
-    if (s->peer < 0 && ctl != MPI_COMM_NULL) arrivals(s, size, line, sizeof line);  // (takes up to a second)
+    if (s->peer == -1 && ctl != MPI_COMM_NULL) arrivals(s, size, line, sizeof line);  // (takes up to a second)
     fprintf(stderr, "%s\n", line);
     fflush(stderr);
+    run_at_end();
     // A second for the others to print where they stood (they do as soon as they poll), then the end.
-    for (double t0 = now_sec(); now_sec() - t0 < (s->peer < 0 ? 0.3 : 1.0);) {
+    for (double t0 = now_sec(); now_sec() - t0 < (s->peer == -1 ? 0.3 : 1.0);) {
         for (int r = 0; reqs && r < size; r++) {  // (one by one: MPI_Testall trips a gcc 12 false positive)
             int done;
             if (reqs[r] != MPI_REQUEST_NULL) MPI_Test(&reqs[r], &done, MPI_STATUS_IGNORE);
@@ -232,6 +243,10 @@ static void check(const WdSpin *s) {
 void wd_spin(WdSpin *s) {
     if (s->turns++ == 0) { s->t0 = now_sec(); return; }
     if ((s->turns & 63) == 0) check(s);  // a clock read and a test per 64 turns
+}
+
+void wd_poll(int (*ready)(void *ctx), void *ctx, WdSpin s) {
+    while (!ready(ctx)) wd_spin(&s);
 }
 
 static void wait_for(MPI_Request *req, MPI_Status *st, WdSpin s) {

@@ -37,6 +37,15 @@ void wd_wait_all(MPI_Request *req, MPI_Comm comm, const char *what);
 // collective's communicator (NULL: the world), as for wd_wait_all.
 typedef struct { double t0; int peer; const char *what; unsigned turns; const MPI_Comm *comm; } WdSpin;
 void wd_spin(WdSpin *s);
+// The spin loop itself, for a wait on something MPI does not see (a collective in flight, the GPU's
+// queue, an NCCL event): calls ready(ctx) until it returns nonzero, under --timeout as wd_wait, the
+// line naming s.what, s.peer (WD_LOCAL: this rank's own device, no peer) and the action it is in.
+// ready may yield the core itself. Start with s's t0 and turns zero.
+#define WD_LOCAL (-2)
+void wd_poll(int (*ready)(void *ctx), void *ctx, WdSpin s);
+// Called once when this rank's watchdog fires or another rank's tells it to end, before the job ends
+// (the NCCL transport aborts its communicators: ncclCommAbort, so no kernel is left spinning).
+void wd_at_end(void (*fn)(void));
 
 // MPI_CHECK marks every MPI call, so the backstop thread sees one that blocks past --timeout (a
 // blocking call that no poll loop wraps: MPI_Comm_split, MPI_Win_allocate_shared, ...): it then

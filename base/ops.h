@@ -47,6 +47,12 @@ typedef struct Backend {
     void (*to_bf16)(uint16_t *dst, const float *src, size_t n);
     void (*from_bf16)(float *dst, const uint16_t *src, size_t n);
     void (*sync)(void);  // wait for queued device work (no-op on cpu)
+    // Time marks on the device's queue, so the executor times its actions without waiting after each:
+    // stamp(i) marks the queue now (i = 0, 1, 2, ... within a step; cuda: an event, cpu: the clock) and
+    // returns the host's clock (now_sec) as it did; stamps(n, t) waits for the queue and writes marks
+    // 0..n-1 as seconds after mark 0.
+    double (*stamp)(int i);
+    void (*stamps)(int n, double *t);
     // Host memory for staging transfers (the MPI transport): pinned (page-locked) on cuda, so
     // copies to and from the device run at full speed; plain memory on cpu. Zero-filled.
     void *(*alloc_host)(size_t bytes);
@@ -62,6 +68,9 @@ typedef struct Backend {
     double (*gemm_seconds)(void);
     void (*describe)(char *out, size_t n);  // e.g. "cuda:0 NVIDIA H100 80GB HBM3 (1 of 1 visible)"
     double (*memory_free)(void);  // a device's free bytes now (NULL on the host: memory.c reads MemAvailable)
+    // cuda: this rank's GPU as the hardware names it (a hash of its UUID), the same for every process
+    // that uses it whatever CUDA_VISIBLE_DEVICES says: how ranks sharing one GPU are found (NULL on the host).
+    uint64_t (*device_key)(void);
 } Backend;
 
 extern const Backend backend_cpu;
@@ -70,6 +79,12 @@ extern const Backend backend_cpu;
 // err (the driver's message, or "built without CUDA") when this binary or machine has none.
 // Opens once; later calls return the same backend.
 const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen);
+// How the CUDA backend and the NCCL transport wait on the host (the GPU's queue, an event): poll
+// ready(ctx) until it returns nonzero. The wire hands in the watchdog's bounded poll (comm_init), so
+// a hung kernel or a deadlocked NCCL exchange ends the job at --timeout, the line naming `what`, the
+// peer (-1: several; -2: none, this rank's own GPU) and the action; until then the waits are unbounded.
+typedef void (*DeviceWait)(int (*ready)(void *ctx), void *ctx, int peer, const char *what);
+void backend_cuda_set_wait(DeviceWait wait);
 
 // BLAS in use, for the header line: e.g. "openblas 0.3.21 core=SkylakeX threads=1".
 void blas_describe(char *out, size_t n);

@@ -101,6 +101,23 @@ static void cpu_sync(void) {}
 static void cpu_set_tf32(int on) { CHECK(!on, "TF32 asked of the cpu backend (validation should have refused it)"); }
 static void cpu_describe(char *out, size_t n) { snprintf(out, n, "cpu"); }
 
+// The host's work is done when it returns: a mark is the clock.
+static double *cpu_marks;
+static int cpu_marks_cap;
+static double cpu_stamp(int i) {
+    if (i >= cpu_marks_cap) {
+        int cap = i + 1 > 2 * cpu_marks_cap ? i + 1 : 2 * cpu_marks_cap;
+        double *grown = realloc(cpu_marks, sizeof(double) * (size_t)cap);
+        CHECK(grown, "out of memory for time marks");
+        cpu_marks = grown;
+        cpu_marks_cap = cap;
+    }
+    return cpu_marks[i] = now_sec();
+}
+static void cpu_stamps(int n, double *t) {
+    for (int i = 0; i < n; i++) t[i] = cpu_marks[i] - cpu_marks[0];
+}
+
 const Backend backend_cpu = {
     .name = "cpu", .on_host = 1,
     .alloc = cpu_alloc, .free = cpu_free,
@@ -109,7 +126,7 @@ const Backend backend_cpu = {
     .relu_backward = cpu_relu_backward, .bias_grad = cpu_bias_grad,
     .to_bf16 = cpu_to_bf16, .from_bf16 = cpu_from_bf16,
     .softmax_xent = cpu_softmax_xent, .adam = cpu_adam, .sgd = cpu_sgd,
-    .axpy = cpu_axpy, .scale = cpu_scale, .sync = cpu_sync,
+    .axpy = cpu_axpy, .scale = cpu_scale, .sync = cpu_sync, .stamp = cpu_stamp, .stamps = cpu_stamps,
     .alloc_host = cpu_alloc, .free_host = cpu_free, .set_tf32 = cpu_set_tf32,
     .set_precision = cpu_set_precision,
     .gemm_timing = cpu_gemm_timing, .gemm_seconds = cpu_gemm_seconds, .describe = cpu_describe,

@@ -21,6 +21,24 @@ double now_sec(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+const char *fmt_bytes(double bytes, char *buf, size_t n) {
+    static const char *unit[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    double v = bytes;
+    int u = 0;
+    // 999.5 and above would print as 1e+03 at 3 significant digits: the next unit's "1" instead
+    while ((v >= 999.5 || v <= -999.5) && u < 5) { v /= 1000; u++; }
+    if (u == 0 || v >= 999.5 || v <= -999.5) snprintf(buf, n, "%.0f %s", v, unit[u]);
+    else snprintf(buf, n, "%.3g %s", v, unit[u]);
+    return buf;
+}
+const char *fmt_bytes_binary(double bytes, char *buf, size_t n) {
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) { bytes /= 1024; u++; }
+    snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", bytes, unit[u]);
+    return buf;
+}
+
 void fatal_at(const char *file, int line, const char *fmt, ...) {
     char msg[1024];
     va_list ap;

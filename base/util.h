@@ -71,6 +71,13 @@ static inline void *xcalloc(size_t count, size_t size) {
 }
 
 double now_sec(void);  // monotonic clock, seconds
+// A size in bytes in the unit that fits, decimal (kB = 1000 B, MB, GB, TB, PB), 3 significant digits:
+// "512 B", "70 kB", "4.72 MB", "2.75 TB" (never "2.75e+03 GB"). Every size micropp prints goes
+// through it, except `micropp plan`'s table: its --device-memory is binary (24G = 24 GiB), so it
+// prints binary units, KiB .. TiB with 2 decimals ("768.09 MiB", "1.50 GiB"): fmt_bytes_binary.
+// Both return buf.
+const char *fmt_bytes(double bytes, char *buf, size_t n);
+const char *fmt_bytes_binary(double bytes, char *buf, size_t n);
 double meminfo_available(void);  // MemAvailable from /proc/meminfo, bytes; -1 when it cannot be read
 
 // ---- files a user names for reading ----

@@ -140,6 +140,8 @@ static void test_shards(void) {
 // comm_test between bits of unrelated work, then waited in order.
 static void test_in_flight(int algo, const char *alg, const Backend *be) {
     char name[160], why[256] = "";
+    Comm grid_be = grid;  // the same groups, buffers of backend be (staged when not on the host)
+    grid_be.be = be;
     size_t n[3] = {1000003, 1, 4097};
     float *x[3], *dev[3];
     CommReq *q[3];
@@ -149,9 +151,9 @@ static void test_in_flight(int algo, const char *alg, const Backend *be) {
         dev[k] = coll_buf(algo, be, n[k], k);
         be->to_device(dev[k], x[k], n[k] * sizeof(float));
     }
-    q[0] = comm_allreduce_start(&grid, dev[0], n[0], 1.0f, algo);
-    q[1] = comm_reduce_scatter_start(&grid, dev[1], n[1], 0.5f, algo);
-    q[2] = comm_allreduce_start(&grid, dev[2], n[2], 0.25f, algo);
+    q[0] = comm_allreduce_start(&grid_be, dev[0], n[0], 1.0f, algo);
+    q[1] = comm_reduce_scatter_start(&grid_be, dev[1], n[1], 0.5f, algo);
+    q[2] = comm_allreduce_start(&grid_be, dev[2], n[2], 0.25f, algo);
     volatile double work = 0;
     int polls = 0;
     while (!(comm_test(q[0]) && comm_test(q[1]) && comm_test(q[2])) && polls < 100000000) {
@@ -189,6 +191,11 @@ static void test_grid_replicas(int P) {
     comm_free(&g);
 }
 
+// The staged backend's host buffers: the collectives stage through alloc_host (pinned on a GPU) and
+// keep them, so a step's collectives, run again, allocate none.
+static int host_allocs;
+static void *counting_alloc_host(size_t bytes) { host_allocs++; return backend_cpu.alloc_host(bytes); }
+
 int main(int argc, char **argv) {
     comm_init(&argc, &argv);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -196,6 +203,7 @@ int main(int argc, char **argv) {
     // A backend whose buffers are "not on the host": the collectives must stage them.
     Backend staged = backend_cpu;
     staged.on_host = 0;
+    staged.alloc_host = counting_alloc_host;
     test_shards();
     for (int P = 1; P <= 2; P++) {
         if (world % P) continue;
@@ -226,6 +234,12 @@ int main(int argc, char **argv) {
             }
             test_in_flight(algo, alg, &backend_cpu);
             test_in_flight(algo, alg, &staged);
+            int first = host_allocs;
+            test_in_flight(algo, alg, &staged);
+            char name[120], why[120];
+            snprintf(name, sizeof name, "collective/%s staging: pinned host buffers (alloc_host), kept for the next step", alg);
+            snprintf(why, sizeof why, "%d alloc_host calls, then %d more for the same collectives", first, host_allocs - first);
+            report(name, algo == ALLREDUCE_SHM || (first > 0 && host_allocs == first), why);
         }
         shm_outside = 1;
         test_allreduce(1000, ALLREDUCE_SHM, "shm", &backend_cpu);

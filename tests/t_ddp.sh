@@ -86,9 +86,9 @@ else fail "ddp/the default all-reduce on one node is shm" "exit $RC, allreduce $
 run 240 env MICROPP_SHM_FREE=1000 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp
 if [ "$RC" -eq 0 ] && [ "$(json_get '["allreduce"]')" = mpi ]; then pass "ddp/auto takes mpi when /dev/shm is too small"
 else fail "ddp/auto takes mpi when /dev/shm is too small" "exit $RC, allreduce $(json_get '["allreduce"]' 2>/dev/null)"; fi
-expect_user_error "ddp/bad --allreduce shm without /dev/shm room" 'allreduce shm needs [0-9.]+ MB of /dev/shm for the 2 ranks of this node, and [0-9.]+ MB are free: .*--allreduce mpi' 60 \
+expect_user_error "ddp/bad --allreduce shm without /dev/shm room" 'allreduce shm needs [0-9.]+ [kMGTP]?B of /dev/shm for the 2 ranks of this node, and 1 kB are free: .*--allreduce mpi' 60 \
     env MICROPP_SHM_FREE=1000 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --allreduce shm
-expect_user_error "allreduce/bad --algo shm without /dev/shm room" 'algo shm needs .* MB of /dev/shm.*--algo mpi' 60 \
+expect_user_error "allreduce/bad --algo shm without /dev/shm room" 'algo shm needs [0-9.]+ [kMGTP]?B of /dev/shm.*, and 1 kB are free.*--algo mpi' 60 \
     env MICROPP_SHM_FREE=1000 mpiexec -n 2 "$MICROPP" allreduce --size 1M --algo shm
 run 120 env MICROPP_SHM_FREE=1000 mpiexec -n 2 "$MICROPP" allreduce --size 1K --algo ring --iters 2 --json
 if [ "$RC" -eq 0 ]; then pass "allreduce/--algo ring needs no /dev/shm"; else fail "allreduce/--algo ring needs no /dev/shm" "exit $RC: $ERR"; fi

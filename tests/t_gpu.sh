@@ -102,6 +102,31 @@ if [ "$RC" -eq 1 ] && grep -qE '^gemm NT \(layer forward\).*FAIL$' <<<"$OUT" && 
     pass "gpu/selftest fails (exit 1) when an error exceeds its tolerance"
 else fail "gpu/selftest fails (exit 1) when an error exceeds its tolerance" "exit $RC: $(tail -n 2 <<<"$OUT")"; fi
 
+# --tf32's tolerances without a GPU: the CPU with every gemm input cut to TF32 passes, and its train
+# step's loss moves past fp32's 1e-5 (a selftest --tf32 on a GPU with the loss held to 1e-5 failed).
+run 120 "$MICROPP" selftest --device cpu --emulate-tf32
+lrow=$(grep '^train step: loss ' <<<"$OUT")
+lerr=$(awk '{print $(NF-2)}' <<<"$lrow"); ltol=$(awk '{print $(NF-1)}' <<<"$lrow")
+if [ "$RC" -eq 0 ] && python3 -c "import sys; sys.exit(not (float('$lerr') > 1e-5 and float('$ltol') == 1e-3))" 2>/dev/null; then
+    pass "gpu/selftest --emulate-tf32 passes; the loss moved $lerr (> fp32's 1e-5, within TF32's 1e-3)"
+else fail "gpu/selftest --emulate-tf32 passes; the loss moved past 1e-5" "exit $RC, loss row '$lrow': $(grep FAIL <<<"$OUT" | head -n 3)"; fi
+expect_user_error "gpu/selftest --emulate-tf32 with --device cuda is refused" 'emulate-tf32 emulates TF32 on the CPU, and --device is cuda' 60 \
+    "$MICROPP" selftest --device cuda --emulate-tf32
+expect_user_error "gpu/selftest --nccl on the CPU is refused" 'selftest: --nccl checks NCCL on a GPU, and this run is on the CPU' 60 \
+    "$MICROPP" selftest --device cpu --nccl
+if gpu_only "gpu/selftest --nccl: NCCL on one rank (init, 4 splits, self send, teardown)"; then
+    run 300 "$MICROPP" selftest --device cuda --nccl
+    if [ "$RC" -eq 0 ] && grep -qE '^nccl: 1 rank, 4 splits, self send .* ok$' <<<"$OUT"; then pass "gpu/selftest --nccl: NCCL on one rank"
+    else fail "gpu/selftest --nccl: NCCL on one rank" "exit $RC: $(grep -E 'nccl|FAIL' <<<"$OUT" | head -n 3) $(head -c 300 <<<"$ERR")"; fi
+fi
+# bf16 without oneDNN's help in the check: the rounding, gemm and bias gradient against the naive
+# product of bf16-rounded inputs (on the CPU the gemm under test is oneDNN's; on a GPU cublasGemmEx).
+run 120 "$MICROPP" selftest --device cpu
+nb=$(grep -cE '^bf16[: ].* ok$' <<<"$OUT")
+if grep -q '^bf16 rows .*skipped' <<<"$OUT"; then skip "gpu/selftest's bf16 rows on the CPU" "$(grep '^bf16 rows' <<<"$OUT" | sed 's/.*skipped: //')"
+elif [ "$RC" -eq 0 ] && [ "$nb" -eq 8 ]; then pass "gpu/selftest's bf16 rows on the CPU: $nb rows against the naive product"
+else fail "gpu/selftest's bf16 rows on the CPU" "exit $RC, $nb bf16 rows ok: $(grep '^bf16' <<<"$OUT" | grep -v ' ok$' | head -n 3)"; fi
+
 # ---- pingpong: --device applies to the sweep; auto falls back to host buffers ----
 expect_user_error "gpu/pingpong --device without --sweep is refused" 'apply to the measurement: add --sweep' 60 \
     mpiexec -n 2 "$MICROPP" pingpong --device cuda
@@ -176,7 +201,8 @@ if gpu_only "gpu/ddp on cuda: auto all-reduce is mpi, shm refused"; then
         mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode ddp --device cuda --allreduce shm
 fi
 
-# NCCL needs one GPU per rank: with one GPU it is refused and auto picks mpi; with two it runs.
+# NCCL needs one GPU per rank: with one GPU it is refused and auto picks mpi; with two, auto still
+# takes mpi (NCCL has not yet run on such a machine) and says why, and --transport nccl runs.
 GPUS=0
 [ "$GPU" = 1 ] && GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if gpu_only "gpu/nccl rules"; then
@@ -187,6 +213,10 @@ if gpu_only "gpu/nccl rules"; then
         if [ "$RC" -eq 0 ] && [ "$(json_get '["transport"]')" = mpi ]; then pass "gpu/--transport auto, 2 ranks on 1 GPU picks mpi"
         else fail "gpu/--transport auto, 2 ranks on 1 GPU picks mpi" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
     else
+        run 300 mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode pp --device cuda
+        if [ "$RC" -eq 0 ] && grep -q 'transport mpi$' <<<"$OUT" && grep -q '^--transport auto takes mpi: the NCCL transport has not yet run' <<<"$OUT"; then
+            pass "gpu/--transport auto, a GPU per rank, takes mpi and says why"
+        else fail "gpu/--transport auto, a GPU per rank, takes mpi and says why" "exit $RC: $(head -c 400 <<<"$OUT$ERR")"; fi
         for s in naive gpipe 1f1b; do
             gpu_vs_cpu "gpu/cuda vs cpu: pp $s, 2 ranks over nccl" 2 --mode pp --schedule "$s" --micro-batches 4 --transport nccl
         done
@@ -214,7 +244,7 @@ fi
 # The memory check on a GPU compares the reckoning with the device's free memory (cudaMemGetInfo):
 # a model far over any GPU's memory is refused before allocating, with both figures.
 if gpu_only "gpu/a model too large for the GPU is refused with its free memory"; then
-    e_line='needs about [0-9.]+ GB .*and the GPU has [0-9.]+ GB free: use '
+    e_line='needs about 2\.75 TB \(weights 687 GB, .*and the GPU has [0-9.]+ [kMGT]?B free: use '
     expect_user_error "gpu/a model too large for the GPU is refused with its free memory" "$e_line" 60 \
         "$MICROPP" train --device cuda --hidden 65536 --layers 40 --batch 8 --steps 1
 fi

@@ -92,6 +92,17 @@ stall "MICROPP_FAULT stall in ddp (the all-reduce waits)" \
     '\[rank 1\] watchdog: waited 3\.[0-9] s \(--timeout 3\) for the other ranks \(an all-reduce of the data-parallel group\) in the gradient all-reduce in step 3; last completed: B of micro-batch 0' -- \
     env MICROPP_FAULT=0:3:stall mpiexec -n 2 "$MICROPP" train --mode ddp $A --steps 5 --timeout 3 --save "$TMP/stall"
 
+# The GPU's host waits (kernels.cu polls its queue and NCCL's events through comm_device_wait): a
+# queue that never drains ends the job at --timeout, naming this rank's GPU and the action, and every
+# rank runs the wd_at_end hook first (where the NCCL transport aborts its communicators).
+DEVWAIT=$ROOT/tests/bin/mpi_devwait
+if [ -x "$DEVWAIT" ]; then
+    stall "a GPU wait that never ends (comm_device_wait, no GPU needed)" \
+        '\[rank 0\] watchdog: waited 3\.[0-9] s \(--timeout 3\) for this rank.s GPU \(its queued work, then the loss\) in the test.s device wait in step 3' \
+        '\[rank 0\] mpi_devwait: wd_at_end ran' "\[rank 1\] ended by rank 0's watchdog" '\[rank 1\] mpi_devwait: wd_at_end ran' \
+        -- mpiexec -n 2 "$DEVWAIT" "$TMP/stall"
+else fail "hang/watchdog: a GPU wait that never ends" "$DEVWAIT is missing: make tests/bin/mpi_devwait"; fi
+
 # SIGSTOP to one rank of a running pipeline: the rank is alive but silent, as a swapped-out node.
 # rank_pid MPIEXEC-PID RANK: the pid of that rank (Hydra gives each its PMI_RANK), or nothing.
 rank_pid() {

@@ -6,6 +6,7 @@
 #include "base/data.h"
 #include "model.h"
 #include "base/ops.h"
+#include "base/util.h"
 #include "schedule.h"
 #include "sim_helpers.h"
 
@@ -221,7 +222,26 @@ static void test_subnormals(void) {
     EXPECT("ops/adam's first moment decays to zero, not into the subnormals", m == 0.0f, "m %g", (double)m);
 }
 
+// fmt_bytes: the unit that fits, 3 significant digits, never an exponent (2.75e+03 GB was printed
+// once); fmt_bytes_binary: plan's KiB .. TiB.
+static void test_fmt_bytes(void) {
+    static const struct { double b; const char *want; } cases[] = {
+        {0, "0 B"}, {512, "512 B"}, {999, "999 B"}, {999.5, "1 kB"}, {65536, "65.5 kB"}, {4.72e6, "4.72 MB"},
+        {999.4e6, "999 MB"}, {999.6e6, "1 GB"}, {79.1e9, "79.1 GB"}, {2.75e12, "2.75 TB"}, {1.37e12, "1.37 TB"},
+        {3.2e15, "3.2 PB"}, {2.5e18, "2500 PB"}};
+    char b[32], bad[400] = "";
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        if (strcmp(fmt_bytes(cases[i].b, b, sizeof b), cases[i].want))
+            snprintf(bad + strlen(bad), sizeof bad - strlen(bad), "%g -> '%s' (want '%s') ", cases[i].b, b, cases[i].want);
+    EXPECT("util/fmt_bytes: the unit that fits, 3 significant digits, no exponent", !bad[0], "%s", bad);
+    char g[32], k[32];
+    fmt_bytes_binary(1.5 * 1024 * 1024 * 1024, g, sizeof g);
+    fmt_bytes_binary(1000, k, sizeof k);
+    EXPECT("util/fmt_bytes_binary: plan's binary units", !strcmp(g, "1.50 GiB") && !strcmp(k, "1000 B"), "'%s' '%s'", g, k);
+}
+
 int main(void) {
+    test_fmt_bytes();
     test_gemm();
     test_elementwise();
     test_optimizers();

@@ -80,7 +80,28 @@ static void test_catches(void) {
     action_list_free(&l[1]);
 }
 
+// The settings that would merge the four channels are overridden, and the line names them.
+static void test_nccl_env(void) {
+    char msg[400];
+    unsetenv("NCCL_COMM_SPLIT_SHARE_RESOURCES");
+    setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "0", 1);
+    int n = p2p_nccl_env(msg, sizeof msg);
+    EXPECT("p2p/nccl env: unset or 0 is left as is, silently (both then 0)",
+           n == 0 && !msg[0] && !strcmp(getenv("NCCL_COMM_SPLIT_SHARE_RESOURCES"), "0") &&
+               !strcmp(getenv("NCCL_LAUNCH_ORDER_IMPLICIT"), "0"),
+           "n %d msg '%s'", n, msg);
+    setenv("NCCL_COMM_SPLIT_SHARE_RESOURCES", "1", 1);
+    setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", 1);
+    n = p2p_nccl_env(msg, sizeof msg);
+    EXPECT("p2p/nccl env: =1 is overridden to 0, with one line naming both",
+           n == 2 && strstr(msg, "NCCL_COMM_SPLIT_SHARE_RESOURCES=1 and NCCL_LAUNCH_ORDER_IMPLICIT=1 set to 0") &&
+               strstr(msg, "deadlock") && !strchr(msg, '\n') && !strcmp(getenv("NCCL_COMM_SPLIT_SHARE_RESOURCES"), "0") &&
+               !strcmp(getenv("NCCL_LAUNCH_ORDER_IMPLICIT"), "0"),
+           "n %d msg '%s'", n, msg);
+}
+
 int main(void) {
+    test_nccl_env();
     test_neighbours();
     test_every_schedule();
     test_catches();

@@ -309,8 +309,14 @@ static void test_devices(void) {
     Facts fg = {.world = 2, .tag_ub = TAG_UB, .devices = &g}, fc = {.world = 2, .tag_ub = TAG_UB, .devices = &crowded},
           fn = {.world = 2, .tag_ub = TAG_UB, .devices = &none};
     Plan p = facts_ok("plan/devices: GPUs", &fg, "--mode pp");
-    EXPECT("plan/devices: a GPU on every rank, one each: cuda over nccl", p.device == DEVICE_CUDA && p.transport == TRANSPORT_NCCL && !p.transport_why[0],
-           "device %d transport %d", p.device, p.transport);
+    EXPECT("plan/devices: a GPU on every rank, one each: auto takes cuda over mpi until NCCL has run on such a machine, and says so",
+           p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI && p.transport_why == PLAN_NCCL_UNPROVEN &&
+           !strcmp(p.transport_why, "--transport auto takes mpi: the NCCL transport has not yet run on a machine with two GPUs or more "
+                                    "(docs/gpus.md); --transport nccl asks for it"),
+           "device %d transport %d why '%s'", p.device, p.transport, p.transport_why);
+    p = facts_ok("plan/devices: GPUs, --transport nccl", &fg, "--mode pp --transport nccl");
+    EXPECT("plan/devices: --transport nccl stays available", p.device == DEVICE_CUDA && p.transport == TRANSPORT_NCCL && !p.transport_why[0],
+           "device %d transport %d why '%s'", p.device, p.transport, p.transport_why);
     p = facts_ok("plan/devices: zb-h1 on GPUs", &fg, "--mode pp --schedule zb-h1");
     EXPECT("plan/devices: zb-h1's messages need tags: the plan takes mpi, and says why", p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI &&
            strstr(p.transport_why, "tags"), "transport %d why '%s'", p.transport, p.transport_why);
@@ -319,7 +325,8 @@ static void test_devices(void) {
     facts_refused("plan/refuse: a tagged schedule over --transport nccl", &fg, "--mode pp --schedule zb-h1 --transport nccl",
                   "train: --schedule zb-h1 runs over --transport mpi only (NCCL matches messages in order, without tags): drop --transport nccl");
     p = facts_ok("plan/devices: two ranks on one GPU", &fc, "--mode pp");
-    EXPECT("plan/devices: a crowded node: cuda over mpi", p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI, "transport %d", p.transport);
+    EXPECT("plan/devices: a crowded node: cuda over mpi (NCCL could not run: nothing to say)",
+           p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI && !p.transport_why[0], "transport %d why '%s'", p.transport, p.transport_why);
     facts_refused("plan/refuse: --transport nccl on a crowded node", &fc, "--mode pp --transport nccl",
                   "train: --transport nccl needs one GPU per rank, but a node runs 2 ranks on 1 GPU: use --transport mpi");
     p = facts_ok("plan/devices: a rank without a GPU", &fn, "--mode pp");
@@ -337,6 +344,42 @@ static void test_devices(void) {
     facts_refused("plan/refuse: --threads above BLAS's", &ft, "--threads 8",
                   "train: --threads 8 is more than the 4 this OpenBLAS was built for: use --threads 4 or fewer");
     facts_ok("plan/--threads at BLAS's most", &ft, "--threads 4");
+}
+
+// Which ranks share a GPU, by the GPU's UUID key (comm_gpu_sharing): a per-rank CUDA_VISIBLE_DEVICES
+// (each rank sees one device, a different one) is not crowded; two ranks on one GPU are, per node.
+static void test_gpu_sharing(void) {
+    int node_of[4] = {0, 0, 1, 1};
+    uint64_t own[4] = {11, 22, 11, 22}, shared[4] = {11, 11, 33, 44};
+    Hardware h = {0};
+    comm_gpu_sharing(4, 0, node_of, own, &h);
+    EXPECT("hardware/gpus: one GPU per rank (per-rank CUDA_VISIBLE_DEVICES; UUIDs alike across nodes): not crowded",
+           !h.crowded && h.gpu_ranks == 1, "crowded %d gpu_ranks %d", h.crowded, h.gpu_ranks);
+    comm_gpu_sharing(4, 1, node_of, shared, &h);
+    EXPECT("hardware/gpus: two ranks on node 0's one GPU: crowded, 2 ranks on 1 GPU, each rank's GPU serves 2",
+           h.crowded && h.crowded_ranks == 2 && h.crowded_gpus == 1 && h.gpu_ranks == 2, "crowded %d %d/%d gpu_ranks %d",
+           h.crowded, h.crowded_ranks, h.crowded_gpus, h.gpu_ranks);
+    comm_gpu_sharing(4, 3, node_of, shared, &h);
+    EXPECT("hardware/gpus: a rank with its own GPU on a node beside a crowded one", h.crowded && h.gpu_ranks == 1,
+           "crowded %d gpu_ranks %d", h.crowded, h.gpu_ranks);
+}
+
+// What a GPU holds beyond the model's buffers (memory_check adds it on cuda): cuBLAS's workspace always,
+// the NCCL transport's staging copies (a rows x H message per micro-batch), bf16's two packed operands.
+static void test_device_memory(void) {
+    TrainConfig c;
+    train_config_defaults(&c);
+    c.hidden = 1000;
+    c.classes = 10;
+    Plan p = {.pipelined = 1, .transport = TRANSPORT_MPI, .M = 8, .rows = 4, .inputs = 1000};
+    double mpi = memory_device_extra(&c, &p);
+    p.transport = TRANSPORT_NCCL;
+    double nccl = memory_device_extra(&c, &p);
+    c.precision = PRECISION_BF16;
+    double bf16 = memory_device_extra(&c, &p);
+    EXPECT("memory/gpu: cuBLAS's workspace; NCCL adds M x rows x H floats of staging; bf16 two packed operands",
+           mpi == MEMORY_CUBLAS_WORKSPACE && nccl - mpi == 8.0 * 4 * 1000 * 4 && bf16 - nccl == 2.0 * 2 * 1000 * 1000,
+           "mpi %.0f nccl %.0f bf16 %.0f", mpi, nccl, bf16);
 }
 
 // Data parallelism's all-reduce: shm where every stage's replicas share a node and /dev/shm holds
@@ -585,6 +628,8 @@ int main(void) {
     test_eval_rows();
     test_stream();
     test_devices();
+    test_gpu_sharing();
+    test_device_memory();
     test_allreduce();
     test_resumed();
     test_run_rules();

@@ -181,21 +181,42 @@ static const char *fix_for(const TrainConfig *c, const Plan *p, const MemNeed *m
     return "more pipeline stages (--mode pp or hybrid over more ranks), or a smaller model";
 }
 
+double memory_device_extra(const TrainConfig *c, const Plan *p) {
+    double H = (double)c->hidden, C = (double)c->classes, in = (double)p->inputs, rows = p->rows;
+    double wide = in > H ? (in > C ? in : C) : (H > C ? H : C), extra = MEMORY_CUBLAS_WORKSPACE;
+    // the NCCL transport's staging copies: at most a message per micro-batch in flight, rows x H floats each
+    if (p->pipelined && p->transport == TRANSPORT_NCCL) extra += (double)p->M * rows * H * sizeof(float);
+    // bf16: kernels.cu's two packed operands (bf16, 2 bytes), each as large as the largest a product reads:
+    // a weight matrix (wide x H at most) or a micro-batch's rows (rows x wide)
+    if (c->precision == PRECISION_BF16) extra += 2.0 * 2.0 * wide * (H > rows ? H : rows);
+    return extra;
+}
+
 void memory_check(const TrainConfig *c, const Plan *p, const Wire *w, const SimResult *sim) {
     MemNeed m;
     memory_rank(c, p, p->pipelined ? sim : NULL, p->pipelined ? w->stage : 0, &m);
     const Backend *be = w->be;
-    int device = !be->on_host && be->memory_free;  // a GPU of its own per rank: its free bytes
+    int device = !be->on_host && be->memory_free;  // a GPU: its free bytes
+    if (device) {  // what the GPU holds beyond the model's own buffers
+        double extra = memory_device_extra(c, p);
+        m.buffers += extra;
+        m.total += extra;
+    }
     double have = device ? be->memory_free() : memory_available();
-    double ranks = device ? 1 : w->hardware.local_size > 0 ? w->hardware.local_size : 1;
-    double need = m.total * ranks;  // the ranks of a node share its memory (each reckoned like this one)
+    // the ranks sharing this GPU (--transport mpi allows several), or this node's memory
+    int sharing = device ? w->hardware.gpu_ranks : w->hardware.local_size;
+    double ranks = sharing > 0 ? sharing : 1;
+    double need = m.total * ranks;  // each reckoned like this one
     char why[1024] = "";
-    if (have > 0 && need > have)
+    if (have > 0 && need > have) {
+        char b[8][32];
         snprintf(why, sizeof why,
-                 "train: rank %d needs about %.3g GB (weights %.3g, gradients %.3g, optimizer %.3g, activations %.3g, "
-                 "buffers %.3g), %.0f rank%s on its %s %.3g GB, and the %s has %.3g GB %s: use %s",
-                 w->rank, m.total / 1e9, m.weights / 1e9, m.grads / 1e9, m.optimizer / 1e9, m.activations / 1e9,
-                 m.buffers / 1e9, ranks, ranks == 1 ? "" : "s", device ? "GPU" : "node", need / 1e9,
-                 device ? "GPU" : "node", have / 1e9, device ? "free" : "available", fix_for(c, p, &m));
+                 "train: rank %d needs about %s (weights %s, gradients %s, optimizer %s, activations %s, buffers %s), "
+                 "%.0f rank%s on its %s %s, and the %s has %s %s: use %s",
+                 w->rank, fmt_bytes(m.total, b[0], 32), fmt_bytes(m.weights, b[1], 32), fmt_bytes(m.grads, b[2], 32),
+                 fmt_bytes(m.optimizer, b[3], 32), fmt_bytes(m.activations, b[4], 32), fmt_bytes(m.buffers, b[5], 32),
+                 ranks, ranks == 1 ? "" : "s", device ? "GPU" : "node", fmt_bytes(need, b[6], 32),
+                 device ? "GPU" : "node", fmt_bytes(have, b[7], 32), device ? "free" : "available", fix_for(c, p, &m));
+    }
     agree_on_error(why);
 }

@@ -43,8 +43,12 @@ void memory_layout_free(MemLayout *l);
 double memory_activation_elem(int precision);
 // MemAvailable from /proc/meminfo, bytes; -1 when it cannot be read.
 double memory_available(void);
+// What a GPU holds beyond memory_rank's buffers: cuBLAS's workspace, the NCCL transport's staging
+// copies (a message per micro-batch in flight) and bf16's packed operands. memory_check adds it on a GPU.
+#define MEMORY_CUBLAS_WORKSPACE (32.0 * 1024 * 1024)  // cuBLAS's default workspace on Hopper
+double memory_device_extra(const TrainConfig *c, const Plan *p);
 // Collective over the world: every rank's need (memory_rank: this rank's stage, with the schedule's
 // simulation sim in a pipeline, else NULL) against its node's MemAvailable (/proc/meminfo), or its
-// GPU's free memory; one that does not fit ends every rank with one line naming the figures and
-// the cheapest fix.
+// GPU's free memory (times the ranks sharing the node or the GPU); one that does not fit ends every
+// rank with one line naming the figures (fmt_bytes: the unit that fits) and the cheapest fix.
 void memory_check(const TrainConfig *c, const Plan *p, const Wire *w, const SimResult *sim);

@@ -45,6 +45,12 @@ static void pipe_send(const Plan *p, Wire *w, const void *buf, size_t n, Peer to
     wire_part(p, w, n, &off, &len);
     comm_send(&w->comm, (const float *)buf + off, len, to.rank, to.send_tag);
 }
+// A forward's output that stays in its slot until its backward: NCCL sends it from the tensor itself.
+static void pipe_send_output(const Plan *p, Wire *w, const void *buf, size_t n, Peer to, int kept) {
+    size_t off, len;
+    wire_part(p, w, n, &off, &len);
+    (kept ? comm_send_kept : comm_send)(&w->comm, (const float *)buf + off, len, to.rank, to.send_tag);
+}
 static void pipe_recv(const Plan *p, Wire *w, void *buf, size_t n, Peer from) {
     size_t off, len;
     wire_part(p, w, n, &off, &len);
@@ -116,7 +122,8 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
               "schedule sends micro-batch %d of chunk %d but the last forward was %d of chunk %d", a.mb, a.chunk,
               h->fwd_mb, h->fwd_c);
         peer = pipe_neighbour(p, &w->comm, vs, +1, TAG_ACT, a.mb);
-        pipe_send(p, w, stage_output(s, stage_slot_of(s, a.mb)), stage_wire_floats(s, n), peer);
+        // else it stays in its slot until the backward that its returning gradient allows: sent as it lies
+        pipe_send_output(p, w, stage_output(s, stage_slot_of(s, a.mb)), stage_wire_floats(s, n), peer, !s->ckpt);
         break;
     case ACT_RECV_GRAD:
         pipe_recv_grad(p, w, st, s, pipe_neighbour(p, &w->comm, vs, +1, TAG_GRAD, a.mb), n);
@@ -141,10 +148,33 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
     }
 }
 
+// The compute actions' times, from the marks on the device's queue around each (a[i]: the event of
+// action i, -1 for a message; marks from 1, two per compute action), placed on the host's clock by
+// mark 0 at anchor. Returns the step's compute time.
+static double place_marks(const Wire *w, Measure *m, const int *at, int n, int marks, double anchor) {
+    double *t = xmalloc(sizeof(double) * (size_t)marks), busy = 0;
+    w->be->stamps(marks, t);  // the one wait for the GPU's queue in the step
+    for (int i = 0, k = 1; i < n; i++) {
+        if (at[i] < 0) continue;
+        Event *e = &m->ev[at[i]];
+        e->t0 = anchor + t[k];
+        e->t1 = anchor + t[k + 1];
+        busy += e->t1 - e->t0;
+        k += 2;
+    }
+    free(t);
+    return busy;
+}
+
 double pipeline_step(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m) {
     Held h = {.dout_mb = -1, .dout_c = -1, .din_mb = -1, .din_c = -1, .fwd_mb = -1, .fwd_c = -1};
-    int step = st->step;
-    double busy = 0, base = m->step_start[step];
+    int step = st->step, marks = 0, *at = xmalloc(sizeof(int) * (size_t)(st->list.n ? st->list.n : 1));
+    double base = m->step_start[step];
+    // The host queues the step's work without waiting after each action (on a GPU the calls only queue
+    // it): marks on the device's queue around each compute action time it (events on a GPU, the clock on
+    // the CPU), read once at the step's end. Mark 0 anchors them: taken with the queue empty.
+    w->be->sync();
+    double anchor = w->be->stamp(marks++) - base;
     for (int i = 0; i < st->list.n; i++) {
         Action a = st->list.a[i];
         double t0 = now_sec();
@@ -153,13 +183,14 @@ double pipeline_step(const Plan *p, Wire *w, Model *model, StepState *st, Measur
         if (model->n_sync && (a.kind == ACT_BACKWARD || a.kind == ACT_BACKWARD_WEIGHT))
             gradsync_set_final(&model->sync[a.chunk], ++h.weights[a.chunk] == p->M);
         wd_begin((WdAction){action_names[a.kind], w->stage, model->vs_of[a.chunk], a.mb, a.chunk, step + 1});
+        int compute = action_is_compute(a.kind);
+        if (compute) w->be->stamp(marks++);
         pipe_action(p, w, model, st, &h, a);
-        // On a GPU the calls above only queue work: wait for it, so events hold device time.
-        if (action_is_compute(a.kind) && !w->be->on_host) w->be->sync();
+        if (compute) w->be->stamp(marks++);
         if (model->n_sync) comm_progress();
         double t1 = now_sec();
-        if (action_is_compute(a.kind)) busy += t1 - t0;
         Event *e = measure_record(m, step, a.kind, a.mb, a.chunk, t0 - base, t1 - base);
+        at[i] = compute ? m->n_ev - 1 : -1;  // its times come from the marks
         if (a.kind >= ACT_SEND_ACT && a.kind <= ACT_RECV_GRAD)  // what crossed the wire: the trace shows it
             e->bytes = pipe_message_bytes(p, &model->local[0]);
         wd_end();
@@ -167,7 +198,8 @@ double pipeline_step(const Plan *p, Wire *w, Model *model, StepState *st, Measur
     }
     wd_phase("the step's last sends", step + 1);
     comm_wait_sends(&w->comm);
-    m->busy_s[step] = busy;
+    m->busy_s[step] = place_marks(w, m, at, st->list.n, marks, anchor);
+    free(at);
     return now_sec() - base;
 }
 
@@ -178,28 +210,31 @@ double pipeline_step(const Plan *p, Wire *w, Model *model, StepState *st, Measur
 // only the last one's backward starts the buckets' all-reduces (no communication before it).
 void monolith_step(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m) {
     Stage *s = &model->local[0];
-    int step = st->step;
-    double base = m->step_start[step], busy = 0;
+    int step = st->step, marks = 0, *at = xmalloc(sizeof(int) * 2 * (size_t)p->N);
+    double base = m->step_start[step];
+    w->be->sync();  // timed as the pipeline's actions are: marks on the device's queue (pipeline_step)
+    double anchor = w->be->stamp(marks++) - base;
     for (int k = 0; k < p->N; k++) {
         int slot = stage_slot_acquire(s, 0);
         load_inputs(st, s, slot, plan_sample(p, st->step_sample, k, w->replica, 0), 1, 1);
-        double t0 = now_sec();
         wd_begin((WdAction){"F", 0, 0, k, 0, step + 1});
+        w->be->stamp(marks++);
         stage_forward(s, slot);
-        w->be->sync();  // device time, not the time to queue the work (a no-op on the CPU)
-        double t1 = now_sec();
+        w->be->stamp(marks++);
         wd_end();
         wd_begin((WdAction){"B", 0, 0, k, 0, step + 1});
         if (model->n_sync) gradsync_set_final(&model->sync[0], k == p->N - 1);
+        w->be->stamp(marks++);
         stage_backward(s, slot, NULL, NULL);
-        w->be->sync();
-        double t2 = now_sec();
+        w->be->stamp(marks++);
         wd_end();
-        measure_record(m, step, ACT_FORWARD, k, 0, t0 - base, t1 - base);
-        measure_record(m, step, ACT_BACKWARD, k, 0, t1 - base, t2 - base);
-        busy += t2 - t0;
+        measure_record(m, step, ACT_FORWARD, k, 0, 0, 0);
+        at[2 * k] = m->n_ev - 1;
+        measure_record(m, step, ACT_BACKWARD, k, 0, 0, 0);
+        at[2 * k + 1] = m->n_ev - 1;
     }
-    m->busy_s[step] = busy;
+    m->busy_s[step] = place_marks(w, m, at, 2 * p->N, marks, anchor);
+    free(at);
 }
 
 // The course's "manual split": K parts in one process; the activation is handed from part k to

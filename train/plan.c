@@ -590,11 +590,16 @@ int plan_early(const TrainConfig *c, char *err, size_t errlen) {
     return 0;
 }
 
+const char *const PLAN_NCCL_UNPROVEN =
+    "--transport auto takes mpi: the NCCL transport has not yet run on a machine with two GPUs or more (docs/gpus.md); "
+    "--transport nccl asks for it";
+
 int plan_device(const char *cmd, int device, int transport, int tf32, int world, const Hardware *f, int *dev_out,
-                int *transport_out, char *err, size_t errlen) {
+                int *transport_out, const char **why, char *err, size_t errlen) {
     Err e = {err, errlen, NULL};
     *dev_out = DEVICE_CPU;
     *transport_out = TRANSPORT_MPI;
+    *why = "";
     if (device == DEVICE_CPU && transport == TRANSPORT_NCCL)
         return refuse(
             &e,
@@ -622,8 +627,9 @@ int plan_device(const char *cmd, int device, int transport, int tf32, int world,
             "(stages through pinned host memory, so ranks may share a GPU) or at most %d ranks per node",
             cmd, f->crowded_ranks, f->crowded_gpus, f->crowded_gpus == 1 ? "" : "s", f->crowded_gpus);
     *dev_out = DEVICE_CUDA;
-    *transport_out =
-        transport == TRANSPORT_AUTO ? (!f->crowded && world > 1 ? TRANSPORT_NCCL : TRANSPORT_MPI) : transport;
+    // NCCL would run here (a GPU per rank), but until it has run on a multi-GPU machine auto does not pick it
+    *transport_out = transport == TRANSPORT_AUTO ? TRANSPORT_MPI : transport;
+    if (transport == TRANSPORT_AUTO && !f->crowded && world > 1) *why = PLAN_NCCL_UNPROVEN;
     return 0;
 }
 
@@ -631,25 +637,23 @@ int plan_device(const char *cmd, int device, int transport, int tf32, int world,
 // schedules beyond 1F1B (chunks crossing the same pair both ways, deferred weight passes, a file's
 // order) are run and tested over MPI only, so they take the MPI transport (host-staged between GPUs).
 static int rule_devices(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    if (plan_device("train", c->device, c->transport, c->tf32, p->world, f->devices, &p->device, &p->transport, e->buf,
-                    e->n))
+    if (plan_device("train", c->device, c->transport, c->tf32, p->world, f->devices, &p->device, &p->transport,
+                    &p->transport_why, e->buf, e->n))
         return -1;
     if ((p->data_parallel || p->T > 1) && c->allreduce == ALLREDUCE_SHM && p->device == DEVICE_CUDA)
         return refuse(e, "train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce "
                          "mpi or ring with --device cuda");
     int tagged = p->V > 1 || p->split || p->schedule == SCHED_FILE;  // a file may send out of order
     if (p->pipelined && tagged && p->transport == TRANSPORT_NCCL) {
-        if (c->transport == TRANSPORT_NCCL) {
-            char sn[32];
-            return refuse(e,
-                          "train: --schedule %s runs over --transport mpi only (NCCL matches messages in order, "
-                          "without tags): drop --transport nccl",
-                          choice_name(SCHED_NAMES, p->schedule, sn, sizeof sn));
-        }
-        p->transport = TRANSPORT_MPI;
-        p->transport_why = "the schedule's messages need tags (chunks both ways, deferred weight passes, or a file's "
-                           "order), which NCCL lacks";
+        char sn[32];
+        return refuse(e,
+                      "train: --schedule %s runs over --transport mpi only (NCCL matches messages in order, without "
+                      "tags): drop --transport nccl",
+                      choice_name(SCHED_NAMES, p->schedule, sn, sizeof sn));
     }
+    if (p->pipelined && tagged && p->transport_why[0])  // the lasting reason, whatever NCCL's record
+        p->transport_why = "--transport auto takes mpi: the schedule's messages need tags (chunks both ways, deferred "
+                           "weight passes, or a file's order), which NCCL lacks";
     if (f->blas_max_threads && c->threads > f->blas_max_threads)  // OpenBLAS would quietly use fewer
         return refuse(
             e, "train: --threads %lld is more than the %d this OpenBLAS was built for: use --threads %d or fewer",

@@ -94,8 +94,12 @@ int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t e
 // found (comm_choose_hardware), for train's plan and for pingpong: *device DEVICE_CPU or DEVICE_CUDA,
 // *transport TRANSPORT_MPI or TRANSPORT_NCCL. f NULL (not yet known): only the rules of the options
 // alone. Returns 0, or -1 with one line in err ("cmd: ...").
+// --transport auto takes mpi even where nccl could run (every rank a GPU of its own, 2+ ranks): the NCCL
+// transport has never run on a multi-GPU machine (issue 26). *why is then PLAN_NCCL_UNPROVEN, the line
+// that says so, else "".
 int plan_device(const char *cmd, int device, int transport, int tf32, int world, const Hardware *f, int *dev_out,
-                int *transport_out, char *err, size_t errlen);
+                int *transport_out, const char **why, char *err, size_t errlen);
+extern const char *const PLAN_NCCL_UNPROVEN;
 
 // The chunk order (which rank holds which virtual stage) is the schedule's (p->chunk_order, schedule.h). The
 // executor, checkpoints, verify, the report and the trace all ask these, never vs % K.

@@ -77,11 +77,11 @@ static void header_data(const TrainConfig *c, const Plan *p, const Data *d) {
 static void header_placement(const Plan *p, const Hardware *hw) {
     if (p->mode == MODE_HYBRID) {
         int st = p->placement == PLACEMENT_STAGES;
-        printf("placement %s: %s on adjacent ranks (rank = %s x %d + %s) | per step: pipeline %.3g MB, all-reduce %.3g "
-               "MB%s\n",
+        char pp[32], dp[32];
+        printf("placement %s: %s on adjacent ranks (rank = %s x %d + %s) | per step: pipeline %s, all-reduce %s%s\n",
                st ? "stages" : "replicas", st ? "each replica's stages" : "each stage's replicas",
-               st ? "replica" : "stage", st ? p->K : p->D, st ? "stage" : "replica", p->pp_bytes / 1e6,
-               p->dp_bytes / 1e6,
+               st ? "replica" : "stage", st ? p->K : p->D, st ? "stage" : "replica",
+               fmt_bytes(p->pp_bytes, pp, sizeof pp), fmt_bytes(p->dp_bytes, dp, sizeof dp),
                !p->placement_auto ? " (--placement)"
                : st               ? " -> auto keeps the pipeline on a node"
                                   : " -> auto keeps the all-reduce on a node");
@@ -111,6 +111,7 @@ static void header_tp(const Plan *p, const Summary *s) {
 void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Data *data) {
     const Backend *be = w->be;
     Summary s = {0};
+    char size[32];
     names(c, p, be, &s);
     printf("micropp train | mode %s", s.mode);
     if (c->mode == MODE_HYBRID) printf(" | %d stages x %d replicas (--pp %d --dp %d)", p->K, p->D, p->K, p->D);
@@ -122,14 +123,15 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     if (p->N > 1) printf(" | grad-accum %d", p->N);
     if (c->mode == MODE_MANUAL) printf(" | parts %d", p->K);
     if (p->inputs == c->hidden)
-        printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%.1f MB fp32)\n",
+        printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%s fp32)\n",
                (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
-               (long long)c->classes, s.params, s.params * 4.0 / 1e6);
+               (long long)c->classes, s.params, fmt_bytes(s.params * 4.0, size, sizeof size));
     else
         printf("\nmodel Linear(%lld,%lld)+ReLU -> %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters "
-               "(%.1f MB fp32)\n",
+               "(%s fp32)\n",
                (long long)p->inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden,
-               (long long)c->hidden, (long long)c->hidden, (long long)c->classes, s.params, s.params * 4.0 / 1e6);
+               (long long)c->hidden, (long long)c->hidden, (long long)c->classes, s.params,
+               fmt_bytes(s.params * 4.0, size, sizeof size));
     printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
            p->steps, s.optimizer, c->lr, (long long)c->seed, c->data);
     if (be->on_host) printf("%s | device %s", s.blas, s.device);
@@ -138,6 +140,7 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     printf("\n");
     char job[600];
     if (slurm_describe(job, sizeof job)) printf("%s\n", job);  // under Slurm: the job, its step and nodes
+    if (p->pipelined && p->transport_why[0]) printf("%s\n", p->transport_why);  // why not nccl, in one line
     if (c->precision == PRECISION_BF16)
         printf("precision bf16: products on bf16 inputs, fp32 accumulation%s%s | weights, gradients, optimizer and "
                "loss fp32\n",
@@ -582,8 +585,10 @@ static void text_pipeline(const Plan *p, const Summary *s) {
                 snprintf(whole + l, sizeof whole - l, "%s%d", l ? ", " : "", k);
             }
         }
-        printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9s%s %14.0f  %s%.2f MB\n", k, lay, s->bubble[k], s->bubble_theory,
-               s->msim.bubble[k], s->med.f[k] * 1e3, bcol, wcol, s->peak_inflight[k], def, s->peak_bytes[k] / 1e6);
+        char peak[32];
+        printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9s%s %14.0f  %s%s\n", k, lay, s->bubble[k], s->bubble_theory,
+               s->msim.bubble[k], s->med.f[k] * 1e3, bcol, wcol, s->peak_inflight[k], def,
+               fmt_bytes(s->peak_bytes[k], peak, sizeof peak));
     }
     printf("(simulated: the %s schedule run by the simulator with these %s times%s, transfers free)\n",
            s->schedule, split ? "F, I and W" : "F and B", p->V > 1 ? " of one chunk pass each" : "");

@@ -1,0 +1,25 @@
+// tests/mpi_devwait.c: the GPU's host waits under the watchdog, without a GPU. Rank 0 waits through
+// comm_device_wait (the wait comm_init hands the CUDA backend) on a queue that never drains; the other
+// ranks wait in a barrier. The job must end at rank 0's --timeout (3 s) with the watchdog's line
+// naming this rank's GPU and the action, after every rank ran its wd_at_end hook (the NCCL transport
+// aborts its communicators there). Run by tests/t_hang.sh under mpiexec -n 2 (argv[1]: a marker path
+// for its check that no process is left).
+#include <stdio.h>
+#include "comms.h"
+#include "watchdog.h"
+#include "base/util.h"
+
+static int never(void *ctx) { (void)ctx; return 0; }
+static void at_end(void) { fprintf(stderr, "[rank %d] mpi_devwait: wd_at_end ran\n", g_rank); }
+
+int main(int argc, char **argv) {
+    comm_init(&argc, &argv);
+    wd_set_timeout(g_rank == 0 ? 3.0 : 30.0);  // rank 0's wait runs out first; the others are told
+    wd_at_end(at_end);
+    wd_phase("the test's device wait", 3);
+    if (g_rank == 0) comm_device_wait(never, NULL, WD_LOCAL, "GPU (its queued work, then the loss)");
+    else comm_barrier(MPI_COMM_WORLD);
+    printf("mpi_devwait: the wait returned\n");
+    comm_finalize();
+    return 0;
+}
