@@ -39,6 +39,8 @@ typedef struct {
     char machine[PATH_LEN];        // ... or a machine file (configs/machines/)
     char out[PATH_LEN];            // --calibrate: where the profile goes
     char zero[PATH_LEN];           // ZeRO levels "0,1,2,3" (a column when given)
+    char tp[PATH_LEN];             // tensor-parallel degrees "1,2,4" or "all" (a column when several)
+    int ts[MAX_LIST], n_tp;        // --tp parsed (1 value: train's tp, no column)
     OptionsSeen seen;              // which options the config file set and which were typed
 } PlanCmd;
 
@@ -57,6 +59,9 @@ static const Option extra_options[] = {
     {"zero", 0, OPT_STR, P(zero), 0, 0, 0, "LIST",
      "ZeRO levels over the --dp replicas, e.g. 0,1,2,3: 1 shards the optimizer state, 2 the gradients too, 3 the "
      "weights too"},
+    {"tp", 0, OPT_STR, P(tp), 0, 0, 0, "LIST",
+     "tensor-parallel degrees, e.g. 2 or 1,2,4,8 ('all': the powers of two up to 8 that divide --hidden); several: "
+     "the smallest P x T that fits is named"},
     {"auto", 0, OPT_BOOL, P(auto_), 0, 0, 0, 0,
      "predict every layout of --world ranks from --profile or --machine; rank them, print the best's command"},
     {"world", 0, OPT_INT, P(world), 0, 1, 1 << 20, "N", "--auto: the ranks (devices) to lay the run out on"},
@@ -175,6 +180,23 @@ static int parse_zero(const char *text, int *out) {
     return n;
 }
 
+// --tp LIST (train's --tp T is one value): each T within train's range, once; "all": the powers of two
+// up to 8 that divide --hidden (a T that does not divide it would only be left out). One value is train's.
+static void parse_tp(PlanCmd *pc) {
+    TrainConfig *c = &pc->t;
+    pc->n_tp = 1;
+    pc->ts[0] = (int)c->tp;
+    if (!pc->tp[0]) return;
+    if (!strcmp(pc->tp, "all")) {
+        pc->n_tp = 0;
+        for (int T = 1; T <= 8; T *= 2) if (c->hidden % T == 0) pc->ts[pc->n_tp++] = T;
+    } else pc->n_tp = parse_list("tp", pc->tp, 4096, pc->ts);
+    c->tp = pc->ts[0];
+    if (pc->n_tp > 1 && (pc->auto_ || pc->calibrate))
+        user_error("plan: --tp %s lists several degrees for plan's table: give one with --%s", pc->tp,
+                   pc->auto_ ? "auto" : "calibrate");
+}
+
 // --params: the layers (and, unless --hidden is given, the hidden size) of a model about that big.
 // Rule: hidden = the power of two nearest sqrt(N / 128) (a model about 128 layers deep), then
 // layers = N / (hidden^2 + hidden), rounded; the input layer is hidden wide.
@@ -250,18 +272,21 @@ static const char *sched_name(const Row *w, char *buf, size_t n) {
 }
 
 // Every (schedule, K, D) asked for; K = 1 is no pipeline, one row per D whatever the schedules.
+// ts: the tensor-parallel degrees (the innermost loop: a row's T beside its K).
 static void fill_table(const TrainConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ds,
-                       int n_d, const int *zs, int n_z, Table *t) {
-    int cap = n_kind * n_k * n_d * n_z;
+                       int n_d, const int *zs, int n_z, const int *ts, int n_t, Table *t) {
+    int cap = n_kind * n_k * n_d * n_z * n_t;
     t->row = xcalloc((size_t)cap, sizeof(Row));
     t->skipped = xcalloc((size_t)cap, sizeof *t->skipped);
     for (int a = 0; a < n_kind; a++)
         for (int b = 0; b < n_k; b++)
-            for (int d = 0; d < n_d * n_z; d++) {
+            for (int e = 0; e < n_d * n_z * n_t; e++) {
+                int d = e / n_t;
                 if (ks[b] == 1 && a > 0) continue;
                 char why[300], name[32];
                 TrainConfig cz = *c;
                 cz.zero = zs[d % n_z];
+                cz.tp = ts[e % n_t];
                 if (fill_row(&cz, kinds[a], ks[b], ds[d / n_z], &t->row[t->n], why, sizeof why) == 0) {
                     t->row[t->n].fits = -1;
                     t->row[t->n].zero = zs[d % n_z];
@@ -269,9 +294,11 @@ static void fill_table(const TrainConfig *c, const int *kinds, int n_kind, const
                     continue;
                 }
                 const char *w = strncmp(why, "train: ", 7) ? why : why + 7;
-                snprintf(t->skipped[t->n_skipped++], sizeof *t->skipped, "%s K=%d dp=%d: %s",
+                char tp[16] = "";
+                if (n_t > 1) snprintf(tp, sizeof tp, " tp=%d", ts[e % n_t]);
+                snprintf(t->skipped[t->n_skipped++], sizeof *t->skipped, "%s K=%d dp=%d%s: %s",
                          ks[b] == 1 ? "-" : choice_name(SCHED_NAMES, kinds[a], name, sizeof name), ks[b], ds[d / n_z],
-                         w);
+                         tp, w);
             }
     for (int i = 0; i < t->n; i++) t->row[i].fits = t->row[i].need.total <= t->device;
 }
@@ -296,6 +323,22 @@ static int smallest_fit(const Table *t, int *at) {
         if (t->row[i].fits && (best < 0 || t->row[i].l.K < t->row[best].l.K)) best = i;
     *at = best;
     return best < 0 ? -1 : t->row[best].l.K;
+}
+
+// The row that fits on the fewest ranks K x T (x D), -1: none. A tie goes to the smaller T: tensor
+// parallelism all-reduces inside every pair of layers, a cost plan does not price, so it is taken only
+// where it saves ranks; then to the first row (the schedules in the order asked).
+static int smallest_pt(const Table *t) {
+    int best = -1;
+    for (int i = 0; i < t->n; i++) {
+        const MemLayout *l = &t->row[i].l;
+        if (!t->row[i].fits) continue;
+        if (best < 0) { best = i; continue; }
+        const MemLayout *b = &t->row[best].l;
+        long r = (long)l->K * l->T * l->D, rb = (long)b->K * b->T * b->D;
+        if (r < rb || (r == rb && l->T < b->T)) best = i;
+    }
+    return best;
 }
 
 // Nothing fits: what would. The model state alone over the device, and what dominates; never a
@@ -360,7 +403,10 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
            choice_name(PRECISION_CHOICES, c->precision, name, sizeof name), memory_activation_elem(c->precision));
     printf("# bytes per rank (its stage that needs most), activations at the schedule's simulated peak; bubble "
            "simulated, F = I = W\n");
-    if (c->tp > 1)
+    if (pc->n_tp > 1)
+        printf("# --tp %s: each stage's layers over the row's tp ranks (column/row pairs; an odd last layer and the "
+               "head whole): a rank's shards; P x T = the ranks of one replica\n", pc->tp);
+    else if (c->tp > 1)
         printf("# --tp %lld: each stage's layers over %lld ranks (column/row pairs; an odd last layer and the head "
                "whole): a rank's shards of the weights, gradients and optimizer state, the column layers' activation "
                "slices (plan --json: tp_allreduce_bytes_per_stage)\n",
@@ -370,24 +416,31 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
     printf("# activations: live at the peak of the stage's actions; other: the backward's buffers, the host rows, "
            "stash slots never live at once\n");
     int col = pc->zero[0] != 0;  // --zero given: a column of the row's level
-    printf("%-11s %6s %3s%s %13s %12s %12s %12s %12s %11s %12s %7s  %s\n", "schedule", "stages", "dp",
-           col ? " zero" : "", "micro-batches", "weights", "gradients", "optimizer", "activations", "other", "total",
-           "bubble", "fits");
+    int tcol = pc->n_tp > 1;     // several --tp: a column of the row's T
+    printf("%-11s %6s %3s%s%s %13s %12s %12s %12s %12s %11s %12s %7s  %s\n", "schedule", "stages", "dp",
+           col ? " zero" : "", tcol ? "  tp" : "", "micro-batches", "weights", "gradients", "optimizer", "activations",
+           "other", "total", "bubble", "fits");
     for (int i = 0; i < t->n; i++) {
         const Row *w = &t->row[i];
         const MemNeed *m = &w->need;
         double act = w->l.act[w->worst], other = m->total - m->weights - m->grads - m->optimizer - act;
-        char z[8] = "";
+        char z[8] = "", tz[8] = "";
         if (col) snprintf(z, sizeof z, " %4d", w->zero);
-        printf("%-11s %6d %3d%s %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n", sched_name(w, name, sizeof name),
-               w->l.K, w->l.D, z, w->l.M, fmt_bytes_binary(m->weights, b[0], 32), fmt_bytes_binary(m->grads, b[1], 32),
-               fmt_bytes_binary(m->optimizer, b[2], 32), fmt_bytes_binary(act, b[3], 32),
-               fmt_bytes_binary(other, b[4], 32), fmt_bytes_binary(m->total, b[5], 32), w->l.bubble,
-               w->fits ? "yes" : "no");
+        if (tcol) snprintf(tz, sizeof tz, " %3d", w->l.T);
+        printf("%-11s %6d %3d%s%s %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n", sched_name(w, name, sizeof name),
+               w->l.K, w->l.D, z, tz, w->l.M, fmt_bytes_binary(m->weights, b[0], 32),
+               fmt_bytes_binary(m->grads, b[1], 32), fmt_bytes_binary(m->optimizer, b[2], 32),
+               fmt_bytes_binary(act, b[3], 32), fmt_bytes_binary(other, b[4], 32), fmt_bytes_binary(m->total, b[5], 32),
+               w->l.bubble, w->fits ? "yes" : "no");
     }
     for (int i = 0; i < t->n_skipped; i++) printf("# left out: %s\n", t->skipped[i]);
-    int at, K = smallest_fit(t, &at);
-    if (K > 0) {
+    int at, K = smallest_fit(t, &at), pt = smallest_pt(t);
+    if (tcol && pt >= 0) {
+        const Row *w = &t->row[pt];
+        printf("smallest P x T that fits: %d x %d = %d rank%s (%s, dp %d: %s of %s per rank)\n", w->l.K, w->l.T,
+               w->l.K * w->l.T, w->l.K * w->l.T == 1 ? "" : "s", sched_name(w, name, sizeof name), w->l.D,
+               fmt_bytes(w->need.total, b[0], 32), fmt_bytes(t->device, b[1], 32));
+    } else if (K > 0) {
         const Row *w = &t->row[at];
         printf("smallest K that fits: %d stage%s (%s, dp %d: %s of %s per rank)\n", K, K == 1 ? "" : "s",
                sched_name(w, name, sizeof name), w->l.D, fmt_bytes_binary(w->need.total, b[0], 32),
@@ -464,6 +517,18 @@ static void print_json(const PlanCmd *pc, const Table *t) {
     int at, K = smallest_fit(t, &at);
     if (K > 0) cJSON_AddNumberToObject(o, "smallest_stages_that_fit", K);
     else cJSON_AddNullToObject(o, "smallest_stages_that_fit");
+    int pt = smallest_pt(t);
+    if (pc->n_tp > 1 && pt < 0) cJSON_AddNullToObject(o, "smallest_p_x_t_that_fits");
+    else if (pc->n_tp > 1) {
+        const MemLayout *l = &t->row[pt].l;
+        cJSON *f = cJSON_AddObjectToObject(o, "smallest_p_x_t_that_fits");
+        cJSON_AddNumberToObject(f, "stages", l->K);
+        cJSON_AddNumberToObject(f, "tp", l->T);
+        cJSON_AddNumberToObject(f, "dp", l->D);
+        cJSON_AddNumberToObject(f, "ranks", l->K * l->T * l->D);
+        cJSON_AddStringToObject(f, "schedule", l->K == 1 ? "none" : choice_name(SCHED_NAMES, t->row[pt].kind, name,
+                                                                               sizeof name));
+    }
     if (K < 0 && t->n) {
         char fix[400];
         cheapest_fix(c, t, fix, sizeof fix);
@@ -500,6 +565,7 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
     shape[0] = 0;
     if (pc->params[0]) shape_from_params(pc, shape, n);
     if (!c->inputs) c->inputs = c->hidden;
+    parse_tp(pc);
     if (pc->auto_ || pc->calibrate) return;
     static const char *const auto_only[] = {"world", "profile", "machine", "top"};
     for (size_t i = 0; i < sizeof auto_only / sizeof *auto_only; i++)
@@ -678,7 +744,7 @@ int cmd_plan(int argc, char **argv) {
         user_error("plan: --device-memory '%s' is more than 1 PiB: give the memory of one device, like 24G or 80G",
                    pc->device_memory);
     if (t.device < 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
-    fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, zs, n_z, &t);
+    fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, zs, n_z, pc->ts, pc->n_tp, &t);
     if (!t.n)
         user_error("plan: no layout given can run (first: %s): change --stages, --micro-batches or --batch",
                    t.skipped[0]);

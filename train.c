@@ -179,6 +179,9 @@ static void setup_tensor_parallel(const Plan *p, Wire *w, Model *model) {
     size_t most = (size_t)p->rows * (size_t)(model->local[0].H > p->inputs ? model->local[0].H : p->inputs);
     tp_setup(&w->tp, &w->comm, w->be, p->tp_allreduce, most);
     for (int k = 0; k < model->n_local; k++) tp_attach(&w->tp, &model->local[k]);
+    // a pipeline message: a micro-batch's rows x H (bf16: packed in pairs), TP_MESSAGE_REPS round trips each way
+    size_t n = stage_wire_floats(&model->local[0], (size_t)p->rows * (size_t)model->local[0].H);
+    tp_choose_message(&w->tp, &w->comm, p->tp_message, n, TP_MESSAGE_REPS);
 }
 
 // Replicas must start from identical parameters: compare checksums within each dp group and let
@@ -620,6 +623,7 @@ int cmd_train(int argc, char **argv) {
     if (p->pipelined) setup_pipeline(&cfg, p, &r->wire, &r->model, &r->exec);  // (each checks the memory first)
     else setup_local(&cfg, p, &r->wire, &r->model);
     if (p->T > 1) setup_tensor_parallel(p, &r->wire, &r->model);
+    if (verbose) report_tp_header(p, &r->wire.tp);
     setup_buffers(&cfg, p, r->wire.be, &r->exec);
     r->exec.data = &r->data;
     measure_init(&r->m, p->steps, p->epochs);

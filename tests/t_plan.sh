@@ -107,6 +107,26 @@ if [ "$RC" -ne 0 ]; then fail "plan/nothing fits" "exit $RC: $ERR"
 elif [ "$(json_get '["smallest_stages_that_fit"]')" != None ] || ! json_get '["fix"]' | grep -q 'at least 7 stages'; then fail "plan/nothing fits" "$(printf '%s' "$OUT" | tail -c 300)"
 else pass "plan/nothing fits: null, and the fix names the stages the model state needs"; fi
 
+# --- the smallest P x T: --tp LIST (or all) adds a tp column and names the layout on the fewest ranks ---
+# 10B at hidden 8192: 8 x 1, 4 x 2 and 2 x 4 all fit on 8 ranks; the tie goes to the smaller T
+run 60 "$MICROPP" plan --params 10B --device-memory 24G --schedule 1f1b --tp all
+if [ "$RC" -ne 0 ]; then fail "plan/10B --tp all" "exit $RC: $ERR"
+elif ! printf '%s' "$OUT" | grep -q '^smallest P x T that fits: 8 x 1 = 8 ranks (1f1b'; then fail "plan/10B --tp all" "$(printf '%s' "$OUT" | tail -n 1)"
+elif ! printf '%s' "$OUT" | grep -qE '^1f1b +4 +1 +2 .* yes$' || ! printf '%s' "$OUT" | grep -qE '^1f1b +4 +1 +1 .* no$'; then fail "plan/10B --tp all" "no tp column with 4 x 2 fitting and 4 x 1 not"
+else pass "plan/10B --tp all: 8 x 1 named (4 x 2 fits on as many ranks, 4 x 1 does not)"; fi
+# two layers of hidden 65536: a stage of one layer holds it whole, only T = 8 on one stage fits 24G
+run 60 "$MICROPP" plan --params 10B --hidden 65536 --device-memory 24G --schedule 1f1b --tp 1,2,4,8 --json
+got=$(json_get '["smallest_p_x_t_that_fits"]')
+if [ "$RC" -ne 0 ]; then fail "plan/2 x 65536 --tp 1,2,4,8" "exit $RC: $ERR"
+elif [ "$got" != '{"stages": 1, "tp": 8, "dp": 1, "ranks": 8, "schedule": "none"}' ] || [ "$(json_get '["smallest_stages_that_fit"]')" != 1 ]; then fail "plan/2 x 65536 --tp 1,2,4,8" "smallest_p_x_t_that_fits $got"
+else pass "plan/2 x 65536 --tp 1,2,4,8: 1 stage x tp 8 is the only fit, in --json"; fi
+run 60 "$MICROPP" plan --params 10B --device-memory 24G --stages 8 --schedule 1f1b --tp 1,3
+if [ "$RC" -ne 0 ] || ! printf '%s' "$OUT" | grep -q '^# left out: 1f1b K=8 dp=1 tp=3: --hidden 8192 is not divisible by --tp 3'; then fail "plan/--tp 1,3" "rc $RC: $OUT"
+else pass "plan/--tp 1,3: T = 3 left out with the reason"; fi
+expect_user_error "plan/--tp lists a T twice" "--tp '2,2' lists 2 twice" 10 "$MICROPP" plan --params 10B --tp 2,2
+expect_user_error "plan/--tp list with --auto" "--tp 1,2 lists several degrees for plan's table" 10 \
+    "$MICROPP" plan --auto --world 2 --machine configs/machines/h100-node.json --params 1B --tp 1,2
+
 # --- advice plan would refuse is never given: the stages it names fit the model's layers (and 4096) ---
 for dev in 16M 1G 24G; do
     run 60 "$MICROPP" plan --params 10B --device-memory $dev --stages 1,2 --json

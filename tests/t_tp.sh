@@ -73,6 +73,27 @@ for s in 1f1b zb-v; do
 done
 tp_case "tp/hybrid 2 x 2 x 2, --tp-message slice, --allreduce mpi" 8 --mode hybrid --pp 2 --dp 2 --tp 2 --micro-batches 2 \
     --tp-message slice --allreduce mpi
+# --tp-message full as asked (not timed); auto (the default): both ways timed at start-up, the faster kept
+way_is() {  # NAME WAY TIMED: the --json's tp_message and tp_message_timed (and auto's two times)
+    local m t f s
+    m=$(json_get '["tp_message"]') t=$(json_get '["tp_message_timed"]')
+    f=$(json_get '.get("tp_message_full_ms", 0)') s=$(json_get '.get("tp_message_slice_ms", 0)')
+    if [[ $m =~ ^($2)$ ]] && [ "$t" = "$3" ] && { [ "$t" = False ] || python3 -c "assert $f > 0 and $s > 0"; }; then
+        pass "$1: $m kept (timed $t: full $f ms, slice $s ms)"
+    else fail "$1" "tp_message $m, timed $t, full $f ms, slice $s ms (wanted $2, timed $3)"; fi
+}
+tp_case "tp/pp 2 x tp 2, 1f1b, --tp-message full" 4 --mode pp --tp 2 --schedule 1f1b --micro-batches 4 --tp-message full &&
+    way_is "tp/--tp-message full is not timed" full False
+tp_case "tp/pp 2 x tp 2, 1f1b, --tp-message auto" 4 --mode pp --tp 2 --schedule 1f1b --micro-batches 4 --tp-message auto &&
+    way_is "tp/--tp-message auto on pp 2 x tp 2" "full|slice" True
+tp_case "tp/hybrid 2 x 2 x 2, 1f1b, auto (the default)" 8 --mode hybrid --pp 2 --dp 2 --tp 2 --micro-batches 2 &&
+    way_is "tp/--tp-message auto is the default, hybrid 2 x 2 x 2" "full|slice" True
+# every rank keeps the same way: ranks 0 and 1 (one group) each measure a second more on opposite ways;
+# alone each would keep its own, and the group's collectives would mismatch
+export MICROPP_TP_MESSAGE_SKEW=0:full,1:slice
+tp_case "tp/auto: one group's ranks leaning opposite ways agree" 4 --mode pp --tp 2 --schedule 1f1b --timeout 60 &&
+    way_is "tp/auto agreed" "full|slice" True
+unset MICROPP_TP_MESSAGE_SKEW
 tp_case "tp/ddp 2 x tp 2, bucketed" 4 --mode ddp --tp 2
 tp_case "tp/ddp 2 x tp 2, ZeRO-1, mpi" 4 --mode ddp --tp 2 --zero 1 --allreduce mpi
 tp_case "tp/hybrid 2 x 2 x 2, 1f1b, placement stages" 8 --mode hybrid --pp 2 --dp 2 --tp 2 --micro-batches 2 --placement stages
@@ -85,9 +106,16 @@ fi
 # ---- the header ----
 run 120 mpiexec -n 4 "$MICROPP" train --layers 6 --hidden 32 --batch 16 --steps 1 --mode hybrid --pp 2 --dp 1 --tp 2
 if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -q "^tensor parallel: grid 2 stages x 1 replica x 2 tp = 4 ranks (rank = group x 2 + tp rank" &&
+    printf '%s' "$OUT" | grep -qE "^tensor parallel: pipeline messages (full|slice), kept by --tp-message auto \(one message timed each way at start-up: full [0-9.]+ ms, slice [0-9.]+ ms\)$" &&
     printf '%s' "$OUT" | grep -qE "^tensor parallel: [0-9]+ all-reduces/step per rank \| .* ms/step = [0-9]+% of the step \(shm\)"; then
-    pass "tp/header and summary name the grid and the all-reduce's share"
-else fail "tp/header and summary name the grid and the all-reduce's share" "exit $RC: $(printf '%s' "$OUT" | head -c 600)"; fi
+    pass "tp/header and summary name the grid, the message way auto kept and its times, the all-reduce's share"
+else fail "tp/header and summary name the grid, the message way auto kept and its times, the all-reduce's share" "exit $RC: $(printf '%s' "$OUT" | head -c 900)"; fi
+run 120 mpiexec -n 4 "$MICROPP" train --layers 6 --hidden 32 --batch 16 --steps 1 --mode pp --tp 2 --tp-message slice
+if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qx "tensor parallel: pipeline messages slice (--tp-message slice)"; then
+    pass "tp/header: --tp-message slice as asked"
+else fail "tp/header: --tp-message slice as asked" "exit $RC: $(printf '%s' "$OUT" | head -c 900)"; fi
+expect_user_error "tp/MICROPP_TP_MESSAGE_SKEW malformed" "MICROPP_TP_MESSAGE_SKEW '0:half'" 60 \
+    env MICROPP_TP_MESSAGE_SKEW=0:half mpiexec -n 4 "$MICROPP" train --mode pp --tp 2 --steps 1
 
 # ---- bf16 (oneDNN on the CPU) ----
 run 60 "$MICROPP" train --layers 2 --hidden 16 --steps 1 --precision bf16

@@ -581,6 +581,10 @@ static void test_tp(void) {
     refused("plan/refuse: --tp with manual", 1, "--mode manual --tp 2", "--tp splits layers over ranks, and --mode manual runs in one process");
     refused("plan/refuse: --tp with --trace", 4, "--mode pp --tp 2 --trace t.json", "train: --trace draws one track per stage, and --tp 2 runs 2 ranks per stage");
     plan_ok("plan/tp: --allreduce picks the group's", 2, "--tp 2 --allreduce ring");
+    p = plan_ok("plan/tp: --tp-message auto by default", 4, "--mode pp --tp 2");
+    EXPECT("plan/tp: --tp-message auto by default in a pipeline", p.tp_message == TP_MESSAGE_AUTO, "%d", p.tp_message);
+    p = plan_ok("plan/tp: --tp-message full", 4, "--mode pp --tp 2 --tp-message full");
+    EXPECT("plan/tp: --tp-message full as asked", p.tp_message == TP_MESSAGE_FULL, "%d", p.tp_message);
     p = plan_ok("plan/tp: --tp-message slice", 4, "--mode pp --tp 2 --tp-message slice");
     EXPECT("plan/tp: --tp-message slice in a pipeline", p.tp_message == TP_MESSAGE_SLICE, "%d", p.tp_message);
     refused("plan/refuse: --tp-message without --tp", 1, "--tp-message slice", "train: --tp-message applies to --tp T > 1");

@@ -104,7 +104,8 @@ const Option train_options[] = {
      "by T); ranks = T x the mode's (monolith T, pp P x T, ddp D x T, hybrid P x D x T)"},
     {"tp-message", 0, OPT_CHOICE, T(tp_message), TP_MESSAGE_CHOICES, 0, 0, "M",
      "--tp with a pipeline: a message between two groups as the whole activation from every rank (full), or each "
-     "rank's 1/T slice and an all-gather on the receiving side (slice)"},
+     "rank's 1/T slice and an all-gather on the receiving side (slice); auto: both timed at start-up, the faster "
+     "kept"},
     {"placement", 0, OPT_CHOICE, T(placement), PLACEMENT_CHOICES, 0, 0, "P",
      "hybrid: what sits on adjacent ranks (one node): stages = each replica's pipeline, replicas = each stage's "
      "data-parallel group; auto = the side with more traffic per step"},
@@ -157,6 +158,7 @@ void train_config_defaults(TrainConfig *c) {
     c->allreduce = ALLREDUCE_AUTO;
     c->placement = PLACEMENT_AUTO;
     c->tp = 1;
+    c->tp_message = TP_MESSAGE_AUTO;
     c->bucket_mb = 25;
     c->grad_accum = 1;
     c->diverge_factor = 100;

@@ -32,13 +32,14 @@ Peer pipe_neighbour(const Plan *p, const Comm *comm, int vs, int dir, int kind, 
 // floats' bytes, pairs packed; both ends agree, their stages share the run's precision). An
 // activation goes straight from the sender's stash into the receiver's; a gradient is rounded from
 // din into grad_bf16 and widened into dout (free: ops.h, every reader of it rounds to bf16 anyway).
-// With --tp every rank of a group holds the whole message: --tp-message full sends it whole to the
+// With --tp every rank of a group holds the whole message: --tp-message full (or auto's choice, in
+// w->tp.message, the same on every rank) sends it whole to the
 // counterpart (the same tp rank of the neighbouring group); slice sends this rank's chunk of it
 // (comm_shard's) and the receiving group all-gathers the chunks (train/tp.c), in the same order on
 // every rank of the group, as each runs the same actions.
 static void wire_part(const Plan *p, const Wire *w, size_t n, size_t *off, size_t *len) {
     *off = 0, *len = n;
-    if (p->tp_message == TP_MESSAGE_SLICE) comm_shard(n, p->T, w->comm.tp_rank, off, len);
+    if (w->tp.message == TP_MESSAGE_SLICE) comm_shard(n, p->T, w->comm.tp_rank, off, len);
 }
 static void pipe_send(const Plan *p, Wire *w, const void *buf, size_t n, Peer to) {
     size_t off, len;
@@ -55,7 +56,7 @@ static void pipe_recv(const Plan *p, Wire *w, void *buf, size_t n, Peer from) {
     size_t off, len;
     wire_part(p, w, n, &off, &len);
     comm_recv(&w->comm, (float *)buf + off, len, from.rank, from.recv_tag);
-    if (p->tp_message == TP_MESSAGE_SLICE) tp_allgather(&w->tp, buf, n);
+    if (w->tp.message == TP_MESSAGE_SLICE) tp_allgather(&w->tp, buf, n);
 }
 
 static void pipe_send_grad(const Plan *p, Wire *w, const StepState *st, const Stage *s, Peer to, size_t n) {

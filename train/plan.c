@@ -168,7 +168,7 @@ static int rule_tp(const TrainConfig *c, int world, Plan *p, Err *e) {
                       "train: --%s draws one track per stage, and --tp %lld runs %lld ranks per stage: drop --%s "
                       "(not supported with --tp)",
                       f, T, T, f);
-    p->tp_message = is_pipelined(c->mode) ? c->tp_message : 0;
+    p->tp_message = is_pipelined(c->mode) ? c->tp_message : 0;  // (0: TP_MESSAGE_FULL, no messages)
     return 0;
 }
 

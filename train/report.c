@@ -160,6 +160,17 @@ void report_epoch(const Plan *p, const EpochStat *e) {
     fflush(stdout);
 }
 
+void report_tp_header(const Plan *p, const TpGroup *g) {
+    if (p->T == 1 || !p->pipelined) return;
+    const char *way = g->message == TP_MESSAGE_SLICE ? "slice" : "full";
+    if (g->timed)
+        printf("tensor parallel: pipeline messages %s, kept by --tp-message auto (one message timed each way at "
+               "start-up: full %.3f ms, slice %.3f ms)\n", way, g->full_ms, g->slice_ms);
+    else if (p->tp_message == TP_MESSAGE_AUTO)  // one stage: nothing to time
+        printf("tensor parallel: pipeline messages %s (--tp-message auto: one stage, no message to time)\n", way);
+    else printf("tensor parallel: pipeline messages %s (--tp-message %s)\n", way, way);
+}
+
 void report_dp_header(const TrainConfig *c, const Plan *p, const Model *model) {
     Summary s = {0};
     choice_names(c, p, &s);
@@ -522,6 +533,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     }
     if (c->gemm_timing) fill_gemm(c, p, m, s);
     if (p->T > 1) fill_tp(p, m, s);
+    s->tp = &r->wire.tp;
     if (!p->pipelined && c->trace[0]) {  // ddp with ZeRO: every rank's forward, backward and collectives
         Timeline tl;
         timeline_gather(&tl, m->ev, m->n_ev, m->step_start, (int)p->steps, MPI_COMM_WORLD);

@@ -24,6 +24,7 @@ typedef struct {
     double weight_bytes, grad_bytes, optimizer_state_bytes;  // allocated per rank, the largest over the ranks
     double tp_calls, tp_bytes, tp_ms, tp_share;  // --tp: all-reduces per step and rank, their bytes and time
                                                  // (the mean over the ranks), the time's share of the step
+    const TpGroup *tp;                           // --tp: the pipeline's message way (and auto's two times)
     double working_bytes, gathered_peak_bytes;               // ZeRO-2, 3: working buckets; gathered weights at once
     double allgather_bytes, reduce_scatter_bytes, prefetches;  // ZeRO: one step's, per rank (the largest)
     double max_rss;  // the largest peak resident set of the ranks' processes (getrusage), bytes
@@ -46,6 +47,7 @@ typedef struct {
 // gradsync_init); an epoch's line.
 void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Data *data);
 void report_dp_header(const TrainConfig *c, const Plan *p, const Model *model);
+void report_tp_header(const Plan *p, const TpGroup *g);  // --tp with a pipeline: the messages' way (after the set-up)
 void report_epoch(const Plan *p, const EpochStat *e);
 // Collective over the world: every rank calls it after the last step. It reads every part of the run
 // (and reduces the step times across ranks in r->m).

@@ -69,6 +69,12 @@ static void json_tp(cJSON *o, const Plan *p, const Summary *s) {
     cJSON_AddNumberToObject(o, "tp_allreduce_bytes_per_step", s->tp_bytes);
     cJSON_AddNumberToObject(o, "tp_allreduce_ms_per_step", s->tp_ms);
     cJSON_AddNumberToObject(o, "tp_allreduce_share", s->tp_share);
+    if (!p->pipelined) return;
+    cJSON_AddStringToObject(o, "tp_message", s->tp->message == TP_MESSAGE_SLICE ? "slice" : "full");
+    cJSON_AddBoolToObject(o, "tp_message_timed", s->tp->timed);
+    if (!s->tp->timed) return;
+    cJSON_AddNumberToObject(o, "tp_message_full_ms", s->tp->full_ms);
+    cJSON_AddNumberToObject(o, "tp_message_slice_ms", s->tp->slice_ms);
 }
 
 static void json_verify(cJSON *o, const VerifyResult *v) {

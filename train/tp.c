@@ -2,9 +2,12 @@
 // the T ranks of its group. Every rank of a group runs the same passes of the same stage in the same
 // order, so the group's collectives start in the same order on all of them (as p2p.h's rule asks of
 // the pipeline's messages): the hook is the only caller, and it blocks until the sum is complete.
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "train/tp.h"
 #include "base/util.h"
+#include "tags.h"
 
 void tp_setup(TpGroup *g, const Comm *grid, const Backend *be, int algo, size_t most) {
     memset(g, 0, sizeof *g);
@@ -50,6 +53,58 @@ void tp_allgather(TpGroup *g, float *x, size_t n) {
 void tp_attach(TpGroup *g, Stage *s) {
     s->tp_allreduce = tp_allreduce;
     s->tp_ctx = g;
+}
+
+// One way timed: reps round trips (after one not counted) of stage 0's message to stage 1 and back,
+// each rank sending its part (all of it, or its chunk and the receiver all-gathers). Seconds.
+static double time_way(TpGroup *g, Comm *c, int way, float *buf, size_t n, int reps) {
+    size_t off = 0, len = n;
+    if (way == TP_MESSAGE_SLICE) comm_shard(n, c->tp_size, c->tp_rank, &off, &len);
+    int peer = comm_stage_rank(c, 1 - c->stage), tag = comm_tag(TAG_CTRL, 0);
+    double t0 = 0;
+    for (int r = -1; r < reps; r++) {
+        if (r == 0) t0 = now_sec();
+        if (c->stage == 0) comm_send(c, buf + off, len, peer, tag);
+        comm_recv(c, buf + off, len, peer, tag);
+        if (way == TP_MESSAGE_SLICE) tp_allgather(g, buf, n);
+        if (c->stage == 1) comm_send(c, buf + off, len, peer, tag);
+        comm_wait_sends(c);
+    }
+    return now_sec() - t0;
+}
+
+// Testing: MICROPP_TP_MESSAGE_SKEW=RANK:WAY[,RANK:WAY...] adds a second to WAY's (full or slice) time
+// as that world rank measured it, so two ranks of one group lean opposite ways: only the agreement
+// over the world keeps them on one. Read alike on every rank; a malformed value is a user error.
+static void skew(int rank, double t[2]) {
+    const char *v = getenv("MICROPP_TP_MESSAGE_SKEW");
+    for (const char *q = v; q && *q;) {
+        int r = -1, used = 0;
+        char way[8] = "";
+        if (sscanf(q, "%d:%7[a-z]%n", &r, way, &used) != 2 || (strcmp(way, "full") && strcmp(way, "slice")))
+            user_error("MICROPP_TP_MESSAGE_SKEW '%s': write RANK:full or RANK:slice, comma separated", v);
+        if (r == rank) t[strcmp(way, "full") ? TP_MESSAGE_SLICE : TP_MESSAGE_FULL] += 1.0;
+        q += used;
+        if (*q == ',') q++;
+    }
+}
+
+void tp_choose_message(TpGroup *g, Comm *c, int asked, size_t n, int reps) {
+    g->message = asked == TP_MESSAGE_SLICE ? TP_MESSAGE_SLICE : TP_MESSAGE_FULL;
+    if (asked != TP_MESSAGE_AUTO || c->stages < 2) return;
+    double t[2] = {0, 0}, spent = g->seconds;  // (the all-gathers here are not the run's)
+    if (c->stage <= 1) {
+        float *buf = g->comm.be->alloc(n * sizeof(float));
+        for (int way = TP_MESSAGE_FULL; way <= TP_MESSAGE_SLICE; way++) t[way] = time_way(g, c, way, buf, n, reps);
+        g->comm.be->free(buf);
+    }
+    g->seconds = spent;
+    skew(c->rank, t);
+    comm_allreduce_max_double(t, 2, MPI_COMM_WORLD);
+    g->full_ms = t[TP_MESSAGE_FULL] * 1e3 / (2.0 * reps);
+    g->slice_ms = t[TP_MESSAGE_SLICE] * 1e3 / (2.0 * reps);
+    g->message = g->slice_ms < g->full_ms ? TP_MESSAGE_SLICE : TP_MESSAGE_FULL;
+    g->timed = 1;
 }
 
 void tp_free(TpGroup *g) {

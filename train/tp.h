@@ -9,9 +9,10 @@
 
 // A pipeline message between two tensor-parallel groups (every rank of a group holds the whole
 // activation, or its gradient): full = each rank sends the whole to its counterpart (T copies cross);
-// slice = each sends its 1/T chunk (comm_shard's), and the receiving group all-gathers the chunks.
-enum { TP_MESSAGE_FULL, TP_MESSAGE_SLICE };
-#define TP_MESSAGE_CHOICES "full|slice"
+// slice = each sends its 1/T chunk (comm_shard's), and the receiving group all-gathers the chunks;
+// auto = both timed at start-up (tp_choose_message), the faster kept.
+enum { TP_MESSAGE_FULL, TP_MESSAGE_SLICE, TP_MESSAGE_AUTO };
+#define TP_MESSAGE_CHOICES "full|slice|auto"
 
 typedef struct {
     Comm comm;       // the group's collectives: comm.dp is the grid's tp communicator (not owned)
@@ -20,6 +21,9 @@ typedef struct {
     size_t window_n;
     long calls;      // this rank's all-reduces so far, the floats they summed and their time
     double floats, seconds;
+    int message;     // the pipeline's messages between groups: TP_MESSAGE_FULL or _SLICE (never auto)
+    int timed;       // 1: auto chose message from these two times, one message each way (the same on every rank)
+    double full_ms, slice_ms;
 } TpGroup;
 
 // The group of this rank's grid (grid->tp), summing with algo; most: the largest all-reduce in floats
@@ -30,4 +34,10 @@ void tp_attach(TpGroup *g, Stage *s);
 // All-gather over the group: every rank's chunk (comm_shard(n, T, tp rank)) of x, n floats, into every
 // rank's x (the slice message's second half). Counted with the all-reduces' time.
 void tp_allgather(TpGroup *g, float *x, size_t n);
+// Sets g->message: asked (full or slice) as is; auto times reps round trips of an n-float message
+// between stage 0's group and stage 1's each way, on the grid c (every rank of the world calls it: the
+// others wait in the agreement), and keeps the faster. The times are the slowest rank's, reduced over
+// the world, so every rank keeps the same way. A pipeline of one stage has no messages: full.
+void tp_choose_message(TpGroup *g, Comm *c, int asked, size_t n, int reps);
+#define TP_MESSAGE_REPS 5
 void tp_free(TpGroup *g);
