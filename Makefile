@@ -95,6 +95,7 @@ deps:
 	command -v cppcheck >/dev/null || missing="$$missing cppcheck"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	test -x /usr/bin/time || missing="$$missing time"; \
+	command -v rsvg-convert >/dev/null || missing="$$missing librsvg2-bin"; \
 	if [ -n "$$missing" ]; then \
 	  echo "micropp: installing:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
