@@ -439,7 +439,7 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
         const Row *w = &t->row[pt];
         printf("smallest P x T that fits: %d x %d = %d rank%s (%s, dp %d: %s of %s per rank)\n", w->l.K, w->l.T,
                w->l.K * w->l.T, w->l.K * w->l.T == 1 ? "" : "s", sched_name(w, name, sizeof name), w->l.D,
-               fmt_bytes(w->need.total, b[0], 32), fmt_bytes(t->device, b[1], 32));
+               fmt_bytes_binary(w->need.total, b[0], 32), fmt_bytes_binary(t->device, b[1], 32));
     } else if (K > 0) {
         const Row *w = &t->row[at];
         printf("smallest K that fits: %d stage%s (%s, dp %d: %s of %s per rank)\n", K, K == 1 ? "" : "s",

@@ -70,7 +70,9 @@ fresh() {
     # The copy's root a mount point, as a container's is: `ip netns exec` (t_hosts) makes / a slave
     # mount, which fails where / is a plain folder of the host's.
     mount --bind "$RUN" "$RUN" || exit 1
-    for m in proc sys dev dev/pts dev/shm; do mkdir -p "$RUN/$m"; mount --bind "/$m" "$RUN/$m" || exit 1; done
+    for m in proc dev dev/pts dev/shm; do mkdir -p "$RUN/$m"; mount --bind "/$m" "$RUN/$m" || exit 1; done
+    # /sys with its submounts (slurmd needs /sys/fs/cgroup), slaved so that unmounting them here stays here
+    mkdir -p "$RUN/sys" && mount --rbind /sys "$RUN/sys" && mount --make-rslave "$RUN/sys" || exit 1
     mkdir -p "$DIR/apt-archives/partial"
     mount --bind "$DIR/apt-archives" "$RUN/var/cache/apt/archives" || exit 1
     git clone -q --bare "$REPO" "$RUN/srv/micropp.git" || exit 1

@@ -20,6 +20,12 @@ if [ "$(id -u)" -ne 0 ]; then skip "slurm" "not root: the throwaway cluster's da
 missing=""
 for c in munged slurmctld slurmd srun sbatch scontrol scancel sinfo squeue; do command -v "$c" >/dev/null || missing="$missing $c"; done
 if [ -n "$missing" ]; then skip "slurm" "not installed:$missing (make deps-slurm installs Slurm and munge; make test does, as root)"; exit 0; fi
+# slurmd initialises its cgroup plugin whatever the config says (Slurm 22.05): without a cgroup file
+# system (a chroot that bound /sys but not its submounts) it cannot start, so the cluster cannot exist
+if ! awk '$2 == "/sys/fs/cgroup" { f = 1 } END { exit !f }' /proc/mounts; then
+    skip "slurm" "no cgroup file system mounted on /sys/fs/cgroup: slurmd cannot start (mount it, or bind /sys with --rbind)"
+    exit 0
+fi
 if [ ! -x "$MICROPP" ]; then fail "slurm" "$MICROPP is not built (make)"; exit 0; fi
 
 # ---- the throwaway cluster ----
