@@ -8,7 +8,7 @@
 # a layout's figure is the median of its runs' median steps. Prints a markdown table (also
 # bench/results/plan_accuracy.md): per layout predicted and measured ms and the error; per (config,
 # ranks) whether the pick ran within 5% of the best layout measured; the median error.
-#   bash bench/plan_accuracy.sh                  # ~15 minutes on the 2-core machine
+#   bash bench/plan_accuracy.sh                  # ~4 minutes on the quiet 2-core machine
 #   REPS=1 STEPS=3 bash bench/plan_accuracy.sh   # a quicker, noisier pass
 source "$(dirname "$0")/lib.sh"
 STEPS=${STEPS:-4}
