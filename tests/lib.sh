@@ -95,3 +95,15 @@ expect_user_error() {
     elif [ "$lines" -ne 1 ]; then fail "$name" "expected one line on stderr, got $lines: $(printf '%s' "$ERR" | head -c 300)"
     else pass "$name"; fi
 }
+
+# losses_close A B RTOL [REF]: the "losses" arrays of JSON objects A and B agree within RTOL (relative);
+# prints why not, naming B as REF (default: monolith).
+losses_close() {
+    python3 - "$1" "$2" "$3" "${4:-monolith}" <<'EOF'
+import json, sys
+a, b, rtol = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"], float(sys.argv[3])
+if len(a) != len(b): print(f"{len(a)} losses vs {len(b)}"); sys.exit(1)
+for i, (x, y) in enumerate(zip(a, b)):
+    if abs(x - y) > rtol * abs(y): print(f"step {i + 1}: {x!r} vs {sys.argv[4]} {y!r}"); sys.exit(1)
+EOF
+}

@@ -9,16 +9,7 @@ source "$(dirname "$0")/lib.sh"
 RING=$ROOT/tests/bin/mpi_ring
 MODEL=(--layers 4 --hidden 32 --batch 32 --steps 20 --log-every 0 --json)
 
-# close A B RTOL: the "losses" arrays of JSON objects A and B agree within RTOL (relative); prints why not.
-close() {
-    python3 - "$1" "$2" "$3" <<'EOF'
-import json, sys
-a, b, rtol = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"], float(sys.argv[3])
-if len(a) != len(b): print(f"{len(a)} losses vs {len(b)}"); sys.exit(1)
-for i, (x, y) in enumerate(zip(a, b)):
-    if abs(x - y) > rtol * abs(y): print(f"step {i + 1}: {x!r} vs monolith {y!r}"); sys.exit(1)
-EOF
-}
+close() { losses_close "$1" "$2" "$3" monolith; }  # (tests/lib.sh)
 
 # ---- the collectives, under several world sizes ----
 if [ ! -x "$RING" ]; then

@@ -10,16 +10,7 @@ source "$(dirname "$0")/lib.sh"
 # 6 layers (column/row pairs; 2 chunks of a V hold an odd layer whole), an input layer of another width
 M=(--layers 6 --hidden 32 --inputs 24 --classes 4 --batch 16 --log-every 0 --json)
 
-# close A B RTOL: the "losses" of JSON objects A and B agree within RTOL (relative); prints why not.
-close() {
-    python3 - "$1" "$2" "$3" <<'EOF'
-import json, sys
-a, b, rtol = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"], float(sys.argv[3])
-if len(a) != len(b): print(f"{len(a)} losses vs {len(b)}"); sys.exit(1)
-for i, (x, y) in enumerate(zip(a, b)):
-    if abs(x - y) > rtol * abs(y): print(f"step {i + 1}: {x!r} vs monolith {y!r}"); sys.exit(1)
-EOF
-}
+close() { losses_close "$1" "$2" "$3" monolith; }  # (tests/lib.sh)
 
 # ---- bad inputs: one line, exit 2, every rank ----
 expect_user_error "tp/--hidden not divisible by --tp" "--hidden 30 is not divisible by --tp 4.*use --hidden 28 or 32" 60 \

@@ -7,16 +7,7 @@ source "$(dirname "$0")/lib.sh"
 MODEL=(--layers 4 --hidden 32 --batch 32 --steps 20 --log-every 0 --json)
 SMALL=(--bucket-mb 0.004)  # 4 KiB ~ one layer per bucket: several buckets, so several gathers per pass
 
-# close A B RTOL: the "losses" arrays of JSON objects A and B agree within RTOL (relative); prints why not.
-close() {
-    python3 - "$1" "$2" "$3" <<'EOF'
-import json, sys
-a, b, rtol = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"], float(sys.argv[3])
-if len(a) != len(b): print(f"{len(a)} losses vs {len(b)}"); sys.exit(1)
-for i, (x, y) in enumerate(zip(a, b)):
-    if abs(x - y) > rtol * abs(y): print(f"step {i + 1}: {x!r} vs ddp {y!r}"); sys.exit(1)
-EOF
-}
+close() { losses_close "$1" "$2" "$3" ddp; }  # (tests/lib.sh)
 
 # zero_case NAME REF RANKS ARGS...: --verify passes and the losses equal REF's (a ddp run's JSON) to 1e-6
 zero_case() {
