@@ -492,6 +492,25 @@ static void check_replicas_end_alike(const Wire *w, const Model *model) {
                   w->stage, k);
 }
 
+// --tp, observed: the step's all-reduces (and --tp-message slice's all-gathers) as events of the rank's
+// collectives track, each named after the action it ran inside (its micro-batch and chunk).
+static void tp_step_spans(const TpGroup *g, Measure *m, int step) {
+    double t0 = m->step_start[step];
+    int first = m->n_ev;  // this step's actions
+    while (first > 0 && m->ev[first - 1].step == step) first--;
+    int last = m->n_ev;
+    for (int i = 0; i < g->n_spans; i++) {
+        double a = g->spans[i].t0 - t0, b = g->spans[i].t1 - t0;
+        int mb = -1, chunk = 0;
+        for (int k = first; k < last && mb < 0; k++)
+            if (m->ev[k].mb >= 0 && m->ev[k].t0 <= a + 1e-6 && b <= m->ev[k].t1 + 1e-6) {
+                mb = m->ev[k].mb;
+                chunk = m->ev[k].chunk;
+            }
+        measure_record(m, step, g->spans[i].kind, mb, chunk, a, b)->bytes = g->spans[i].bytes;
+    }
+}
+
 static void train_steps(Run *r, VerifyResult *v, int verbose) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
@@ -504,8 +523,10 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         if (!p->pipelined) fault_stall(step + 1, "at its start");
         r->exec.step = step;
         r->exec.step_sample = plan_step_sample(p, g->sample0, g->start, step);
+        tp_spans_clear(&r->wire.tp);
         TpGroup before = r->wire.tp;
         step_compute(p, &r->wire, &r->model, &r->exec, &r->m);
+        if (r->wire.tp.trace) tp_step_spans(&r->wire.tp, &r->m, step);
         r->m.tp_s += r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
         r->m.tp_floats += r->wire.tp.floats - before.floats;
         r->m.tp_calls += r->wire.tp.calls - before.calls;
@@ -623,6 +644,7 @@ int cmd_train(int argc, char **argv) {
     if (p->pipelined) setup_pipeline(&cfg, p, &r->wire, &r->model, &r->exec);  // (each checks the memory first)
     else setup_local(&cfg, p, &r->wire, &r->model);
     if (p->T > 1) setup_tensor_parallel(p, &r->wire, &r->model);
+    r->wire.tp.trace = cfg.trace[0] || cfg.timeline[0] || cfg.gantt;  // (the observers draw the collectives)
     if (verbose) report_tp_header(p, &r->wire.tp);
     setup_buffers(&cfg, p, r->wire.be, &r->exec);
     r->exec.data = &r->data;

@@ -183,7 +183,7 @@ $E "ddp/bad --allreduce with pp" 'allreduce applies to --mode ddp or hybrid' 60 
 $E "ddp/bad --grad-accum with hybrid" 'grad-accum applies to --mode monolith or ddp, not --mode hybrid' 60 mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --grad-accum 2
 $E "ddp/bad --grad-accum with pp" 'grad-accum applies to --mode monolith or ddp, not --mode pp' 60 mpiexec -n 2 "$MICROPP" train --mode pp --grad-accum 2
 $E "ddp/bad monolith under 2 ranks" 'runs in one process but 2 were started' 60 mpiexec -n 2 "$MICROPP" train --mode monolith
-$E "ddp/bad --trace with hybrid (one pipeline's observer)" 'trace applies to --mode pp, not --mode hybrid' 60 mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --trace /tmp/micropp-t.json
+# (hybrid's --trace, --timeline and --gantt, a track per rank: tests/t_trace.sh)
 # (the launch agreement catches the different seeds before the replicas' checksums are compared)
 $E "ddp/bad replicas with different weights" 'started differently: --seed is 1 on rank 0 and 2 on rank 1' 60 \
     mpiexec -n 1 "$MICROPP" train --mode ddp --seed 1 : -n 1 "$MICROPP" train --mode ddp --seed 2

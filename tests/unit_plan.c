@@ -83,12 +83,18 @@ static void test_layouts(void) {
 
 static void test_flags_apply(void) {
     refused("plan/refuse: monolith on 2 ranks", 2, "", "train: --mode monolith runs in one process but 2 were started");
-    refused("plan/refuse: --trace outside pp", 1, "--trace t.json", "--trace applies to --mode pp, not --mode monolith");
+    refused("plan/refuse: --trace outside pp", 1, "--trace t.json",
+            "train: --trace applies to --mode pp or hybrid (or --tp), not --mode monolith: drop it or use --mode pp");
     refused("plan/refuse: --trace in ddp without --zero", 2, "--mode ddp --trace t.json",
-            "--trace applies to --mode pp, or ddp with --zero");
+            "train: --trace applies to --mode pp or hybrid, or ddp with --zero or --tp: drop it or add --zero 3");
     refused("plan/refuse: --gantt in ddp even with --zero", 2, "--mode ddp --zero 3 --gantt",
-            "--gantt applies to --mode pp, not --mode ddp");
+            "train: --gantt applies to --mode pp or hybrid, not --mode ddp: drop it or use --mode pp");
+    refused("plan/refuse: --timeline in monolith even with --tp", 2, "--tp 2 --timeline t.svg",
+            "train: --timeline applies to --mode pp or hybrid, not --mode monolith");
     plan_ok("plan: --trace in ddp with --zero 3", 2, "--mode ddp --zero 3 --trace t.json");
+    // a pipeline's observers, a track per rank: hybrid's replicas too
+    plan_ok("plan: --trace, --timeline and --gantt in hybrid", 4, "--mode hybrid --pp 2 --dp 2 --trace t.json "
+            "--timeline t.svg --gantt");
     refused("plan/refuse: --schedule outside a pipeline", 2, "--mode ddp --schedule gpipe", "--schedule applies to --mode pp or hybrid, not --mode ddp");
     refused("plan/refuse: --parts outside manual", 1, "--parts 3", "--parts applies to --mode manual");
     refused("plan/refuse: --samples with a data file", 1, "--data x.npy --samples 5", "--samples sizes the synthetic data set, and --data 'x.npy' is a file");
@@ -579,7 +585,13 @@ static void test_tp(void) {
             "train: --pp 2 x --dp 2 x --tp 2 = 8 ranks, but 4 were started: run 'mpiexec -n 8' or choose P x D x T = 4");
     refused("plan/refuse: ddp --dp x --tp != ranks", 4, "--mode ddp --dp 4 --tp 2", "train: --dp 4 x --tp 2 = 8 ranks, but 4 were started");
     refused("plan/refuse: --tp with manual", 1, "--mode manual --tp 2", "--tp splits layers over ranks, and --mode manual runs in one process");
-    refused("plan/refuse: --tp with --trace", 4, "--mode pp --tp 2 --trace t.json", "train: --trace draws one track per stage, and --tp 2 runs 2 ranks per stage");
+    // the observers with --tp: a track per rank (the group's all-reduces on its collectives track)
+    plan_ok("plan/tp: pp x tp with --trace, --timeline and --gantt", 4, "--mode pp --tp 2 --trace t.json --timeline "
+            "t.svg --gantt --timeline-step 1");
+    plan_ok("plan/tp: hybrid x tp with --trace, --timeline and --gantt", 8, "--mode hybrid --pp 2 --dp 2 --tp 2 "
+            "--trace t.json --timeline t.svg --gantt");
+    plan_ok("plan/tp: --tp alone with --trace", 2, "--tp 2 --trace t.json");
+    plan_ok("plan/tp: ddp x tp with --trace (no --zero)", 4, "--mode ddp --tp 2 --trace t.json");
     plan_ok("plan/tp: --allreduce picks the group's", 2, "--tp 2 --allreduce ring");
     p = plan_ok("plan/tp: --tp-message auto by default", 4, "--mode pp --tp 2");
     EXPECT("plan/tp: --tp-message auto by default in a pipeline", p.tp_message == TP_MESSAGE_AUTO, "%d", p.tp_message);
@@ -590,15 +602,15 @@ static void test_tp(void) {
     refused("plan/refuse: --tp-message without --tp", 1, "--tp-message slice", "train: --tp-message applies to --tp T > 1");
     refused("plan/refuse: --tp-message without a pipeline", 2, "--tp 2 --tp-message slice",
             "train: --tp-message applies to messages between the stages of --mode pp or hybrid");
-    TrainConfig tc;  // a config file's "trace" key: the observers would run, so refused too
+    TrainConfig tc;  // a config file's "trace" key: the observers run with --tp as with the option
     train_config_defaults(&tc);
     tc.mode = MODE_PP; tc.tp = 2;
     snprintf(tc.trace, sizeof tc.trace, "t.json");
     static const OptionsSeen none;
     Facts f4 = {.world = 4, .tag_ub = TAG_UB};
     char err[512];
-    EXPECT("plan/refuse: --tp with a config file's trace", plan_make(&tc, &none, &f4, &p, err, sizeof err) == -1 &&
-           strstr(err, "train: --trace draws one track per stage"), "%s", err);
+    EXPECT("plan/tp: a config file's trace with --tp", plan_make(&tc, &none, &f4, &p, err, sizeof err) == 0 && p.T == 2,
+           "%s", err);
     static int one_node[4] = {0, 0, 0, 0}, split_group[4] = {0, 0, 0, 1};
     static double unknown[4] = {-1, -1, -1, -1};
     Hardware h1 = {.no_gpu_rank = -1, .nodes = 1, .node_of = one_node, .shm_free = unknown};

@@ -59,18 +59,25 @@ static int rule_world(const TrainConfig *c, int world, const Plan *p, Err *e) {
 static int rule_flags_apply(const TrainConfig *c, Err *e) {
     char name[32];
     const char *mode = choice_name(MODE_CHOICES, c->mode, name, sizeof name), *f;
-    static const char *const observe_only[] = {"trace", "timeline", "timeline-step", "gantt"};
     static const char *const pp_only[] = {"schedule",  "schedule-file",          "micro-batches",
                                           "partition", "checkpoint-activations", "virtual-stages",
                                           "transport", "max-inflight"};
     static const char *const dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
-    // the observers of one pipeline (and --trace of ddp: its forward, backward and ZeRO's collectives)
-    if (c->mode == MODE_DDP && seen_typed(e->seen, "trace") && !c->zero)
-        return refuse(e, "train: --trace applies to --mode pp, or ddp with --zero: drop it or add --zero 3");
-    static const char *const charts[] = {"timeline", "timeline-step", "gantt"};  // (ddp with --zero: a trace)
-    int ddp_trace = c->mode == MODE_DDP && c->zero != 0;
-    if (c->mode != MODE_PP && (f = (ddp_trace ? TYPED(charts) : TYPED(observe_only))))
-        return refuse(e, "train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", f, mode);
+    // the observers of a pipeline (a track per rank); --trace also of ddp with --zero (its forward, backward
+    // and ZeRO's collectives), and of any mode with --tp (the group's all-reduces inside the passes)
+    int traced = is_pipelined(c->mode) || (c->mode == MODE_DDP && c->zero) || c->tp > 1;
+    if (c->mode == MODE_DDP && seen_typed(e->seen, "trace") && !traced)
+        return refuse(e, "train: --trace applies to --mode pp or hybrid, or ddp with --zero or --tp: drop it or add "
+                         "--zero 3");
+    if (!traced && seen_typed(e->seen, "trace"))
+        return refuse(e,
+                      "train: --trace applies to --mode pp or hybrid (or --tp), not --mode %s: drop it or use --mode "
+                      "pp",
+                      mode);
+    static const char *const charts[] = {"timeline", "timeline-step", "gantt"};
+    if (!is_pipelined(c->mode) && (f = TYPED(charts)))
+        return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or use --mode pp", f,
+                      mode);
     if (!is_pipelined(c->mode) && (f = TYPED(pp_only)))
         return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", f,
                       mode);
@@ -126,8 +133,6 @@ static int rule_tp(const TrainConfig *c, int world, Plan *p, Err *e) {
         return refuse(e, "train: --tp-message applies to --tp T > 1 (the messages between tensor-parallel groups): "
                          "drop it or add --tp");
     if (T == 1) return 0;
-    static const char *const observers[] = {"trace", "timeline", "timeline-step", "gantt"};
-    const char *f;
     if (c->mode == MODE_MANUAL)
         return refuse(e,
                       "train: --tp splits layers over ranks, and --mode manual runs in one process: drop --tp or use "
@@ -159,15 +164,6 @@ static int rule_tp(const TrainConfig *c, int world, Plan *p, Err *e) {
     if (seen_typed(e->seen, "tp-message") && !is_pipelined(c->mode))
         return refuse(e, "train: --tp-message applies to messages between the stages of --mode pp or hybrid: drop it "
                          "or add --mode pp");
-    // (set in a config file too: the pipeline's observers would run, one track per rank)
-    int set = c->mode == MODE_PP && (c->trace[0] || c->timeline[0] || c->timeline_step || c->gantt);
-    f = TYPED(observers);
-    if (!f && set) f = c->trace[0] ? "trace" : c->timeline[0] ? "timeline" : c->gantt ? "gantt" : "timeline-step";
-    if (f)
-        return refuse(e,
-                      "train: --%s draws one track per stage, and --tp %lld runs %lld ranks per stage: drop --%s "
-                      "(not supported with --tp)",
-                      f, T, T, f);
     p->tp_message = is_pipelined(c->mode) ? c->tp_message : 0;  // (0: TP_MESSAGE_FULL, no messages)
     return 0;
 }

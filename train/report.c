@@ -432,9 +432,10 @@ static void write_trace(const TrainConfig *c, const Plan *p, Summary *s, const T
     if (!err) {
         char meta[512];
         snprintf(meta, sizeof meta, "{\"micropp\":\"train\",\"schedule\":\"%s\",\"stages\":%d,\"micro_batches\":%d,"
-                 "\"layers\":%lld,\"hidden\":%lld,\"batch\":%lld,\"steps\":%lld,\"checkpoint_activations\":%s}",
-                 s->schedule, p->K, p->M, (long long)c->layers, (long long)c->hidden, (long long)c->batch, p->steps,
-                 c->checkpoint_activations ? "true" : "false");
+                 "\"replicas\":%d,\"tp\":%d,\"layers\":%lld,\"hidden\":%lld,\"batch\":%lld,\"steps\":%lld,"
+                 "\"checkpoint_activations\":%s}",
+                 s->schedule, p->K, p->M, p->D, p->T, (long long)c->layers, (long long)c->hidden, (long long)c->batch,
+                 p->steps, c->checkpoint_activations ? "true" : "false");
         timeline_write_chrome(o.f, tl, meta);
         err = out_commit(&o);
     }
@@ -442,7 +443,8 @@ static void write_trace(const TrainConfig *c, const Plan *p, Summary *s, const T
 }
 
 // The measured chart of the shown step: the bubble of this step per rank = 1 - (compute of the
-// action list) / pipeline span, averaged over the ranks.
+// action list) / its pipeline's span (fill_pipeline_measured's max over the pipeline: with --tp or
+// replicas, each tp rank and replica has its own), averaged over the ranks.
 static void measured_chart(const Plan *p, const Measure *m, const Summary *s, const Timeline *tl, Gantt *g) {
     timeline_step_gantt(tl, s->shown, g);
     double bub = 0;
@@ -452,14 +454,19 @@ static void measured_chart(const Plan *p, const Measure *m, const Summary *s, co
             const Interval *v = &g->slices[k][i];
             if (v->kind < ACT_KINDS && !kind_style(v->kind)->bar) busy += v->t1 - v->t0;
         }
-        bub += (1 - busy / m->span_s[s->shown]) / g->rows;
+        bub += (1 - busy / tl->span[k][s->shown]) / g->rows;
     }
-    char vpart[48] = "";
+    char vpart[48] = "", grid[96];
     if (p->V > 1) snprintf(vpart, sizeof vpart, " x %d virtual stages", p->V);
+    int grid_named = p->D > 1 || p->T > 1;  // a rank per stage; else the grid that makes the ranks
+    size_t len = (size_t)snprintf(grid, sizeof grid, "%d %s%s", p->K, grid_named ? "stages" : "ranks", vpart);
+    if (p->D > 1) len += (size_t)snprintf(grid + len, sizeof grid - len, " x %d replicas", p->D);
+    if (p->T > 1) len += (size_t)snprintf(grid + len, sizeof grid - len, " x tp %d", p->T);
+    if (grid_named) snprintf(grid + len, sizeof grid - len, " = %d ranks", g->rows);
     snprintf(g->title, sizeof g->title,
-             "measured: step %d of %lld | %s | %d ranks%s | %d micro-batches | %.3f ms | bubble %.3f (mean over "
-             "ranks), theory %.3f",
-             s->shown + 1, p->steps, s->schedule, p->K, vpart, p->M, m->step_s[s->shown] * 1e3, bub, s->bubble_theory);
+             "measured: step %d of %lld | %s | %s | %d micro-batches | %.3f ms | bubble %.3f (mean over ranks), "
+             "theory %.3f",
+             s->shown + 1, p->steps, s->schedule, grid, p->M, m->step_s[s->shown] * 1e3, bub, s->bubble_theory);
 }
 
 // The simulated chart: the schedule run with the measured per-stage costs.
@@ -512,6 +519,12 @@ static void observe(const TrainConfig *c, const Plan *p, const Measure *m, Summa
     }
 }
 
+// This rank's place for its track's name: the axes the run has beyond one rank per stage.
+static TrackPos track_pos(const Plan *p, const Wire *w) {
+    if (p->T == 1 && !(p->pipelined && p->D > 1)) return (TrackPos){0, 0, 0, 1, 1, 1};
+    return (TrackPos){w->stage, w->replica, w->comm.tp_rank, p->pipelined ? p->K : 1, p->D, p->T};
+}
+
 void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
@@ -536,7 +549,8 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     s->tp = &r->wire.tp;
     if (!p->pipelined && c->trace[0]) {  // ddp with ZeRO: every rank's forward, backward and collectives
         Timeline tl;
-        timeline_gather(&tl, m->ev, m->n_ev, m->step_start, (int)p->steps, MPI_COMM_WORLD);
+        timeline_gather(&tl, m->ev, m->n_ev, m->step_start, NULL, (int)p->steps, track_pos(p, &r->wire),
+                        MPI_COMM_WORLD);
         if (r->wire.rank == 0) write_trace(c, p, s, &tl);
         timeline_free(&tl);
     }
@@ -548,7 +562,8 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     if (c->trace[0] || c->timeline[0] || c->gantt) {
         Timeline tl;
         s->shown = shown_step(c, p, m, s);
-        timeline_gather(&tl, m->ev, m->n_ev, m->step_start, (int)p->steps, MPI_COMM_WORLD);
+        timeline_gather(&tl, m->ev, m->n_ev, m->step_start, m->span_s, (int)p->steps, track_pos(p, &r->wire),
+                        MPI_COMM_WORLD);
         if (r->wire.rank == 0) observe(c, p, m, s, &tl);
         timeline_free(&tl);
     }

@@ -25,6 +25,18 @@ void tp_setup(TpGroup *g, const Comm *grid, const Backend *be, int algo, size_t 
     g->window = comm_shared_alloc(&g->comm, most);  // collective over the group
 }
 
+static void keep_span(TpGroup *g, int kind, double t0, size_t n) {
+    if (!g->trace) return;
+    if (g->n_spans == g->cap_spans) {
+        g->cap_spans = g->cap_spans ? 2 * g->cap_spans : 64;
+        g->spans = realloc(g->spans, sizeof(TpSpan) * (size_t)g->cap_spans);
+        CHECK(g->spans, "out of memory recording the tensor-parallel collectives");
+    }
+    g->spans[g->n_spans++] = (TpSpan){t0, now_sec(), (double)n * sizeof(float), kind};
+}
+
+void tp_spans_clear(TpGroup *g) { g->n_spans = 0; }
+
 static void tp_allreduce(void *ctx, float *x, size_t n) {
     TpGroup *g = ctx;
     double t0 = now_sec();
@@ -37,6 +49,7 @@ static void tp_allreduce(void *ctx, float *x, size_t n) {
     g->calls++;
     g->floats += (double)n;
     g->seconds += now_sec() - t0;
+    keep_span(g, EV_TP_ALLREDUCE, t0, n);
 }
 
 void tp_allgather(TpGroup *g, float *x, size_t n) {
@@ -48,6 +61,7 @@ void tp_allgather(TpGroup *g, float *x, size_t n) {
         memcpy(x, g->window, n * sizeof(float));
     } else comm_allgather(&g->comm, x, n, g->algo);
     g->seconds += now_sec() - t0;
+    keep_span(g, EV_GATHER, t0, n);
 }
 
 void tp_attach(TpGroup *g, Stage *s) {
@@ -109,5 +123,6 @@ void tp_choose_message(TpGroup *g, Comm *c, int asked, size_t n, int reps) {
 
 void tp_free(TpGroup *g) {
     comm_shared_free(&g->comm);  // (the communicator itself is the grid's)
+    free(g->spans);
     memset(g, 0, sizeof *g);
 }

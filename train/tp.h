@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include "comms.h"
 #include "model.h"
+#include "train/trace.h"
 
 // A pipeline message between two tensor-parallel groups (every rank of a group holds the whole
 // activation, or its gradient): full = each rank sends the whole to its counterpart (T copies cross);
@@ -13,6 +14,12 @@
 // auto = both timed at start-up (tp_choose_message), the faster kept.
 enum { TP_MESSAGE_FULL, TP_MESSAGE_SLICE, TP_MESSAGE_AUTO };
 #define TP_MESSAGE_CHOICES "full|slice|auto"
+
+// One collective as it ran (--trace, --timeline, --gantt): EV_TP_ALLREDUCE or EV_GATHER, now_sec() times.
+typedef struct {
+    double t0, t1, bytes;
+    int kind;
+} TpSpan;
 
 typedef struct {
     Comm comm;       // the group's collectives: comm.dp is the grid's tp communicator (not owned)
@@ -24,6 +31,9 @@ typedef struct {
     int message;     // the pipeline's messages between groups: TP_MESSAGE_FULL or _SLICE (never auto)
     int timed;       // 1: auto chose message from these two times, one message each way (the same on every rank)
     double full_ms, slice_ms;
+    int trace;       // 1: keep each collective's span in spans (the observers draw them)
+    TpSpan *spans;   // since tp_spans_clear: n_spans of them
+    int n_spans, cap_spans;
 } TpGroup;
 
 // The group of this rank's grid (grid->tp), summing with algo; most: the largest all-reduce in floats
@@ -40,4 +50,5 @@ void tp_allgather(TpGroup *g, float *x, size_t n);
 // the world, so every rank keeps the same way. A pipeline of one stage has no messages: full.
 void tp_choose_message(TpGroup *g, Comm *c, int asked, size_t n, int reps);
 #define TP_MESSAGE_REPS 5
+void tp_spans_clear(TpGroup *g);  // (train.c: at each step's start)
 void tp_free(TpGroup *g);

@@ -26,6 +26,7 @@ static const KindStyle kind_styles[EV_KINDS] = {
     [EV_OPTIMIZER] = {"O", "optimizer step", "#59a14f", 32, 0},
     [EV_GATHER] = {"G", "all-gather", "#edc948", 33, '~'},
     [EV_REDUCE_SCATTER] = {"R", "reduce-scatter", "#ff9da7", 35, '~'},
+    [EV_TP_ALLREDUCE] = {"T", "tp all-reduce", "#9c755f", 36, '#'},
 };
 
 const KindStyle *kind_style(int kind) {
@@ -107,15 +108,22 @@ void gantt_text(FILE *f, const Gantt *g, int colour) {
     char lab[64];
     snprintf(lab, sizeof lab, "%s %d", g->row_label, g->rows - 1);
     int lw = (int)strlen(lab);
+    for (int r = 0; r < g->rows && g->row_name; r++)
+        if ((int)strlen(g->row_name[r]) > lw) lw = (int)strlen(g->row_name[r]);
     fprintf(f, "%s\n", g->title);
-    for (int r = 0; r < g->rows; r++) {
-        memset(line, '.', (size_t)cols);
+    for (int r = 0, comm = 0; r < g->rows; r += comm, comm = !comm) {  // a row's line, then its collectives'
+        if (comm) {  // (a line only where the row has any)
+            int any = 0;
+            for (int i = 0; i < g->n[r]; i++) any |= kind_on_comm_track(g->slices[r][i].kind);
+            if (!any) continue;
+        }
+        memset(line, comm ? ' ' : '.', (size_t)cols);
         for (int c = 0; c < cols; c++) kinds[c] = -1;
         for (int pass = 0; pass < 2; pass++)  // bars first, cells on top
             for (int i = 0; i < g->n[r]; i++) {
                 const Interval *s = &g->slices[r][i];
                 const KindStyle *k = kind_style(s->kind);
-                if ((pass == 0) != (k->bar != 0)) continue;
+                if ((pass == 0) != (k->bar != 0) || kind_on_comm_track(s->kind) != comm) continue;
                 int c0 = (int)lround(s->t0 * scale), c1 = (int)lround(s->t1 * scale);
                 if (c0 < 0) c0 = 0;
                 if (c1 > cols) c1 = cols;
@@ -126,7 +134,9 @@ void gantt_text(FILE *f, const Gantt *g, int colour) {
                 else { slice_label(s->kind, s->mb, s->chunk, lab, sizeof lab); draw_cell(line + c0, c1 - c0, lab); }
                 for (int c = c0; c < c1; c++) kinds[c] = s->kind;
             }
-        fprintf(f, "%s %-*d ", g->row_label, lw - (int)strlen(g->row_label) - 1, r);
+        if (comm) fprintf(f, "%*s ", lw, "");
+        else if (g->row_name) fprintf(f, "%-*s ", lw, g->row_name[r]);
+        else fprintf(f, "%s %-*d ", g->row_label, lw - (int)strlen(g->row_label) - 1, r);
         int cur = -1;
         for (int c = 0; c < cols; c++) {
             if (colour && kinds[c] != cur) {
@@ -214,6 +224,7 @@ static void gantt_svg_slices(FILE *f, const GanttPage *pg, const Gantt *g, int r
         const KindStyle *k = kind_style(s->kind);
         double x = pg->left + s->t0 * pg->px, wd = (s->t1 - s->t0) * pg->px;
         double h = k->bar ? pg->bar_h : pg->cell_h, sy = k->bar ? ry + pg->cell_h - pg->bar_h : ry;
+        if (kind_on_comm_track(s->kind)) { h = pg->row_h - pg->cell_h - 1; sy = ry + pg->cell_h + 0.5; }  // under it
         slice_name(s->kind, s->mb, s->chunk, name, sizeof name);
         // later chunks of an interleaved rank: the same colour, lighter
         double opacity = s->chunk > 0 ? fmax(0.25, 1.0 - 0.45 * s->chunk) : 1.0;
@@ -236,7 +247,8 @@ static double gantt_svg_chart(FILE *f, const GanttPage *pg, const Gantt *g, int 
     y += svg_title(f, 4, y, pg->width - 8, SVG_TITLE_FONT, g->title) + 9;
     for (int r = 0; r < g->rows; r++) {
         double ry = y + r * pg->row_h;
-        fprintf(f, "<text x=\"4\" y=\"%.1f\">%s %d</text>\n", ry + 13, g->row_label, r);
+        if (g->row_name) fprintf(f, "<text x=\"4\" y=\"%.1f\">%s</text>\n", ry + 13, g->row_name[r]);
+        else fprintf(f, "<text x=\"4\" y=\"%.1f\">%s %d</text>\n", ry + 13, g->row_label, r);
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#eeeeee\" stroke=\"none\"/>\n",
                 pg->left, ry, g->t_end * pg->px, pg->cell_h);
         gantt_svg_slices(f, pg, g, r, ry);
@@ -267,6 +279,8 @@ void gantt_svg(FILE *f, const Gantt *charts, int n) {
     for (int c = 0; c < n; c++) {
         t_max = fmax(t_max, charts[c].t_end);
         unit_w = fmax(unit_w, svg_text_width(charts[c].axis_unit, SVG_FONT));
+        for (int r = 0; r < charts[c].rows && charts[c].row_name; r++)  // the row names left of the plot
+            pg.left = fmax(pg.left, 4 + svg_text_width(charts[c].row_name[r], SVG_FONT) + 8);
         for (int r = 0; r < charts[c].rows; r++)
             for (int i = 0; i < charts[c].n[r]; i++) present[charts[c].slices[r][i].kind] = 1;
     }
@@ -288,31 +302,38 @@ void gantt_svg(FILE *f, const Gantt *charts, int n) {
 
 void gantt_free_slices(Gantt *g) {
     for (int r = 0; r < g->rows; r++) free(g->slices[r]);
-    free(g->slices); free(g->n);
-    g->slices = NULL; g->n = NULL;
+    for (int r = 0; r < g->rows && g->row_name; r++) free(g->row_name[r]);
+    free(g->slices); free(g->n); free(g->row_name);
+    g->slices = NULL; g->n = NULL; g->row_name = NULL;
 }
 
 // ---- the timeline: gather and Chrome trace ----
 
-void timeline_gather(Timeline *t, const Event *ev, int n, const double *step_start, int steps, MPI_Comm comm) {
+void timeline_gather(Timeline *t, const Event *ev, int n, const double *step_start, const double *span, int steps,
+                     TrackPos pos, MPI_Comm comm) {
     memset(t, 0, sizeof *t);
     int rank, size;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     MPI_CHECK(MPI_Comm_size(comm, &size));
     CHECK((double)n * sizeof(Event) < 2e9, "%d events are too many to gather in one message", n);
-    double *mine = xmalloc(sizeof(double) * (size_t)steps);
-    for (int s = 0; s < steps; s++) mine[s] = step_start[s] - step_start[0];
+    double *mine = xmalloc(sizeof(double) * 2 * (size_t)steps);  // the starts, then the spans
+    for (int s = 0; s < steps; s++) {
+        mine[s] = step_start[s] - step_start[0];
+        mine[steps + s] = span ? span[s] : 0;
+    }
     int *counts = NULL, *displs = NULL;
     double *starts = NULL;
     Event *all = NULL;
     if (rank == 0) {
+        t->pos = xcalloc((size_t)size, sizeof(TrackPos));
         counts = xcalloc((size_t)size, sizeof(int));
         displs = xcalloc((size_t)size, sizeof(int));
-        starts = xmalloc(sizeof(double) * (size_t)size * (size_t)steps);
+        starts = xmalloc(sizeof(double) * (size_t)size * 2 * (size_t)steps);
     }
     int bytes = n * (int)sizeof(Event);
     MPI_CHECK(MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, comm));
-    MPI_CHECK(MPI_Gather(mine, steps, MPI_DOUBLE, starts, steps, MPI_DOUBLE, 0, comm));
+    MPI_CHECK(MPI_Gather(mine, 2 * steps, MPI_DOUBLE, starts, 2 * steps, MPI_DOUBLE, 0, comm));
+    MPI_CHECK(MPI_Gather(&pos, (int)sizeof pos, MPI_BYTE, t->pos, (int)sizeof pos, MPI_BYTE, 0, comm));
     if (rank == 0) {
         double total = 0;
         for (int i = 0; i < size; i++) { displs[i] = (int)total; total += counts[i]; }
@@ -327,40 +348,61 @@ void timeline_gather(Timeline *t, const Event *ev, int n, const double *step_sta
     t->ev = xcalloc((size_t)size, sizeof(Event *));
     t->n = xcalloc((size_t)size, sizeof(int));
     t->start = xcalloc((size_t)size, sizeof(double *));
+    t->span = xcalloc((size_t)size, sizeof(double *));
     for (int i = 0; i < size; i++) {
         t->n[i] = counts[i] / (int)sizeof(Event);
         t->ev[i] = xmalloc(sizeof(Event) * (size_t)t->n[i]);
         memcpy(t->ev[i], (char *)all + displs[i], (size_t)counts[i]);
         t->start[i] = xmalloc(sizeof(double) * (size_t)steps);
-        memcpy(t->start[i], starts + (size_t)i * steps, sizeof(double) * (size_t)steps);
+        memcpy(t->start[i], starts + (size_t)i * 2 * steps, sizeof(double) * (size_t)steps);
+        t->span[i] = xmalloc(sizeof(double) * (size_t)steps);
+        memcpy(t->span[i], starts + ((size_t)i * 2 + 1) * steps, sizeof(double) * (size_t)steps);
     }
     free(all); free(counts); free(displs); free(starts);
 }
 
 void timeline_free(Timeline *t) {
-    for (int i = 0; i < t->ranks; i++) { free(t->ev[i]); free(t->start[i]); }
-    free(t->ev); free(t->n); free(t->start);
+    for (int i = 0; i < t->ranks; i++) { free(t->ev[i]); free(t->start[i]); free(t->span[i]); }
+    free(t->ev); free(t->n); free(t->start); free(t->span); free(t->pos);
     memset(t, 0, sizeof *t);
 }
 
-// ZeRO's collectives overlap the rank's compute: they go on a second track of the rank.
+void track_name(const Timeline *t, int rank, int short_form, char *buf, size_t n) {
+    const TrackPos *q = t->pos ? &t->pos[rank] : NULL;
+    int len = snprintf(buf, n, "rank %d", rank), first = 1;
+    const int has[3] = {q && q->stages > 1, q && q->replicas > 1, q && q->tps > 1};
+    int at[3] = {0, 0, 0};
+    if (q) { at[0] = q->stage; at[1] = q->replica; at[2] = q->tp; }
+    static const char *const axis[3][2] = {{"stage ", "s"}, {"replica ", "r"}, {"tp ", "t"}};
+    if (!has[1] && !has[2]) return;  // a pipeline's rank is its stage; ZeRO's its replica
+    for (int a = 0; a < 3; a++) {
+        if (!has[a] || len >= (int)n) continue;
+        len += snprintf(buf + len, n - (size_t)len, "%s%s%d", first ? " (" : short_form ? " " : ", ",
+                        axis[a][short_form != 0], at[a]);
+        first = 0;
+    }
+    if (!first && len < (int)n) snprintf(buf + len, n - (size_t)len, ")");
+}
+
+// Collectives that overlap the rank's compute (ZeRO's) or run inside it (--tp's): a second track.
 #define TRACE_COMM_TID 1000000
 
 void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta) {
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":%s,\"traceEvents\":[\n", meta ? meta : "{}");
-    char name[96];
+    char name[96], track[96];
     int first = 1;
     for (int r = 0; r < t->ranks; r++) {
+        track_name(t, r, 0, track, sizeof track);
         fprintf(f,
-                "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
+                "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}},\n"
                 "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}},\n"
-                "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}}",
-                first ? "" : ",\n", r, r, r, r, r, r, r, r, r);
-        int comm = 0;  // ZeRO's collectives: a track of their own
-        for (int i = 0; i < t->n[r]; i++) comm |= t->ev[r][i].kind >= EV_GATHER;
+                "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+                first ? "" : ",\n", r, r, track, r, r, r, r, r, track);
+        int comm = 0;  // ZeRO's and --tp's collectives: a track of their own
+        for (int i = 0; i < t->n[r]; i++) comm |= kind_on_comm_track(t->ev[r][i].kind);
         if (comm)
-            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"rank %d "
-                    "collectives\"}}", r, TRACE_COMM_TID + r, r);
+            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s "
+                    "collectives\"}}", r, TRACE_COMM_TID + r, track);
         first = 0;
         for (int i = 0; i < t->n[r]; i++) {
             const Event *e = &t->ev[r][i];
@@ -370,7 +412,7 @@ void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta) {
             fprintf(f,
                     ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,"
                     "\"args\":{",
-                    name, kind_style(e->kind)->name, ts, dur, r, e->kind >= EV_GATHER ? TRACE_COMM_TID + r : r);
+                    name, kind_style(e->kind)->name, ts, dur, r, kind_on_comm_track(e->kind) ? TRACE_COMM_TID + r : r);
             if (e->mb >= 0) fprintf(f, "\"micro_batch\":%d,", e->mb);
             if (e->chunk > 0) fprintf(f, "\"chunk\":%d,", e->chunk);
             if (e->bytes > 0) fprintf(f, "\"bytes\":%.0f,", e->bytes);
@@ -386,7 +428,12 @@ void timeline_step_gantt(const Timeline *t, int step, Gantt *g) {
     g->slices = xcalloc((size_t)t->ranks, sizeof(Interval *));
     g->n = xcalloc((size_t)t->ranks, sizeof(int));
     g->t_end = 0;
+    g->row_name = xcalloc((size_t)t->ranks, sizeof(char *));
     for (int r = 0; r < t->ranks; r++) {
+        char name[96];
+        track_name(t, r, 1, name, sizeof name);
+        g->row_name[r] = xmalloc(strlen(name) + 1);
+        memcpy(g->row_name[r], name, strlen(name) + 1);
         g->slices[r] = xmalloc(sizeof(Interval) * (size_t)(t->n[r] + 1));
         for (int i = 0; i < t->n[r]; i++) {
             const Event *e = &t->ev[r][i];

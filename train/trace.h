@@ -10,8 +10,11 @@
 #include "schedule.h"
 
 // Event kinds: the schedule's action kinds, then the work of a step outside its action list.
-// ZeRO-2 and 3 (ddp --trace): each bucket's all-gather and reduce-scatter, on a track of their own.
-enum { EV_ALLREDUCE = ACT_KINDS, EV_OPTIMIZER, EV_GATHER, EV_REDUCE_SCATTER, EV_KINDS };
+// ZeRO-2 and 3 (ddp --trace): each bucket's all-gather and reduce-scatter; --tp: the group's all-reduces
+// (and --tp-message slice's all-gathers), inside the forwards and backwards: on a track of their own.
+enum { EV_ALLREDUCE = ACT_KINDS, EV_OPTIMIZER, EV_GATHER, EV_REDUCE_SCATTER, EV_TP_ALLREDUCE, EV_KINDS };
+// The kinds drawn on a rank's second track (the trace's "collectives", a chart's line under the rank's).
+static inline int kind_on_comm_track(int kind) { return kind >= EV_GATHER; }
 
 typedef struct {
     int step, kind, mb;
@@ -35,10 +38,12 @@ void slice_label(int kind, int mb, int chunk, char *buf, size_t n);
 // "F3", "SEND_ACT 3", "RECV_ACT 3 (recv wait)", "optimizer step"
 void slice_name(int kind, int mb, int chunk, char *buf, size_t n);
 
-// A Gantt chart: a row per stage (simulated) or per rank (measured), slices of any kinds.
+// A Gantt chart: a row per stage (simulated) or per rank (measured), slices of any kinds. Slices of
+// kind_on_comm_track are drawn under their row's (text: a line of their own), the rest on it.
 typedef struct {
     char title[512];
     const char *row_label;  // "stage" or "rank"
+    char **row_name;        // [rows] or NULL: "rank 3 (s1 t1)" instead of "<row_label> r"
     int rows;
     Interval **slices;      // [rows], each in time order
     int *n;                 // [rows]
@@ -54,16 +59,30 @@ void gantt_text(FILE *f, const Gantt *g, int colour);
 void gantt_svg(FILE *f, const Gantt *charts, int n);
 void gantt_free_slices(Gantt *g);  // for charts whose slices were allocated (timeline_step_gantt)
 
+// Where a rank sits in the grid, for its track's name: its stage, replica and tp rank, and which of
+// them the run has (a pipeline of one replica without --tp names none: "rank 3").
+typedef struct {
+    int stage, replica, tp;
+    int stages, replicas, tps;  // 1: not named
+} TrackPos;
+
 // Every rank's events, on rank 0.
 typedef struct {
     int ranks, steps;
     Event **ev;
     int *n;
     double **start;  // [ranks][steps]: step start, seconds after that rank's first step start
+    double **span;   // [ranks][steps]: the rank's pipeline's span of the step (0 where none was given)
+    TrackPos *pos;   // [ranks]
 } Timeline;
 // Collective over comm. step_start[steps]: now_sec() at each step's start (after the step barrier,
-// which lines the ranks' clocks up). Rank 0 gets every rank's events; the others an empty timeline.
-void timeline_gather(Timeline *t, const Event *ev, int n, const double *step_start, int steps, MPI_Comm comm);
+// which lines the ranks' clocks up); span[steps]: its pipeline's span of each step (or NULL); pos: this
+// rank's place. Rank 0 gets every rank's events; the others an empty timeline.
+void timeline_gather(Timeline *t, const Event *ev, int n, const double *step_start, const double *span, int steps,
+                     TrackPos pos, MPI_Comm comm);
+// A track's name: "rank 3" or, where the grid has them, "rank 3 (stage 1, replica 0, tp 1)"; short
+// (a chart's row): "rank 3 (s1 r0 t1)".
+void track_name(const Timeline *t, int rank, int short_form, char *buf, size_t n);
 void timeline_free(Timeline *t);
 // Chrome trace event format: an "X" event per slice, pid = tid = rank, ts/dur in microseconds.
 // meta: a JSON object text put under "otherData" (the run's settings), or NULL.
