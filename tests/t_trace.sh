@@ -1,6 +1,7 @@
 # tests/t_trace.sh: what `micropp train --mode pp` shows of its pipeline: the Chrome trace (one file
 # from rank 0, every rank's slices), the measured timeline SVG, the terminal Gantt chart, the
-# summary's measured / theory / simulated bubble, and the bad inputs of these flags.
+# summary's measured / theory / simulated bubble, and the bad inputs of these flags; with --tp and in
+# hybrid, a track per rank named by its place, and the group's all-reduces on its collectives track.
 source "$(dirname "$0")/lib.sh"
 SMALL="--layers 4 --hidden 32 --batch 16 --steps 3 --log-every 0"
 
@@ -142,3 +143,148 @@ e "bad/--timeline-step past the end" "--timeline-step 4 is past the last step: u
 e "bad/--timeline-step alone" "--timeline-step picks the step drawn by --timeline or --gantt" 60 mpiexec -n 2 "$MICROPP" train --mode pp $SMALL --timeline-step 2
 expect_failure "bad/a run that fails writes no trace" "loss became (NaN|Inf)|loss diverged" 60 mpiexec -n 2 "$MICROPP" train --mode pp --optimizer sgd --lr 1000 --steps 50 --log-every 0 --trace "$TMP/nan.json" --timeline "$TMP/nan.svg"
 ls "$TMP" | grep -qE '^(m|x|nan)\.|\.tmp' && fail "bad/no file left by refused or failed runs" "$(ls "$TMP")" || pass "bad/no file left by refused or failed runs"
+
+# --- --tp and hybrid: a track per rank, named by its place; the group's all-reduces on its collectives track ---
+TPM="--layers 6 --hidden 32 --batch 16 --steps 3 --log-every 0 --tp 2"
+run 240 mpiexec -n 4 "$MICROPP" train --mode pp --schedule 1f1b --micro-batches 4 $TPM --tp-message full --trace "$TMP/tp.json" --timeline "$TMP/tp.svg" --json
+if [ "$RC" -ne 0 ]; then fail "trace/pp 2 x tp 2 run" "exit $RC: $(printf '%s' "$ERR" | tail -c 300)"
+else
+    printf '%s' "$OUT" > "$TMP/tp-summary.json"
+    why=$(python3 - "$TMP/tp.json" "$TMP/tp-summary.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1])); s = json.load(open(sys.argv[2]))
+R, M, steps, COMM = 4, 4, 3, 1000000
+bad = []
+meta = {(e["pid"], e["tid"], e["name"]): e["args"].get("name") for e in t["traceEvents"] if e["ph"] == "M"}
+for r in range(R):
+    want = "rank %d (stage %d, tp %d)" % (r, r // 2, r % 2)
+    if meta.get((r, r, "process_name")) != want: bad.append("rank %d named %r, not %r" % (r, meta.get((r, r, "process_name")), want))
+    if meta.get((r, COMM + r, "thread_name")) != want + " collectives": bad.append("rank %d: no collectives track" % r)
+x = [e for e in t["traceEvents"] if e["ph"] == "X"]
+main = [e for e in x if e["tid"] == e["pid"]]
+tp = [e for e in x if e["tid"] == COMM + e["pid"]]
+if len(main) + len(tp) != len(x): bad.append("slices on neither track")
+if len(main) != R * steps * (4 * M + 2): bad.append("%d slices on the ranks' tracks, expected %d" % (len(main), R * steps * (4 * M + 2)))
+if any(e["cat"] != "tp all-reduce" for e in tp): bad.append("collectives track holds %r" % {e["cat"] for e in tp})
+# 6 layers: stage 0 = a pair + layer 2, stage 1 = a pair + layer 5. Per micro-batch: stage 0 the forward's g
+# (its column layer is the model's first: no backward all-reduce), stage 1 g and the backward's f
+for r in range(R):
+    for step in range(1, steps + 1):
+        mine = sorted((e for e in tp if e["pid"] == r and e["args"]["step"] == step), key=lambda e: e["ts"])
+        want = M * (1 if r < 2 else 2)
+        if len(mine) != want: bad.append("rank %d step %d: %d tp all-reduces, expected %d" % (r, step, len(mine), want)); continue
+        passes = [e for e in main if e["pid"] == r and e["args"]["step"] == step and e["cat"] in ("forward", "backward")]
+        for a in mine:  # inside a forward or backward of its micro-batch, of 4 rows x 32 floats
+            inside = [p for p in passes if p["ts"] - 0.01 <= a["ts"] and a["ts"] + a["dur"] <= p["ts"] + p["dur"] + 0.01]
+            if not inside or a["args"].get("micro_batch") != inside[0]["args"]["micro_batch"] or a["name"] != "tp all-reduce %d" % inside[0]["args"]["micro_batch"]:
+                bad.append("rank %d: %s at %.0f us inside no pass of its micro-batch" % (r, a["name"], a["ts"])); break
+            if a["args"].get("bytes") != 4 * 32 * 4: bad.append("rank %d: %r bytes" % (r, a["args"].get("bytes"))); break
+# the two ranks of a group call the same all-reduces in the same order (one collective at a time)
+for g in (0, 2):
+    seq = [[e["name"] for e in sorted((e for e in tp if e["pid"] == r), key=lambda e: (e["args"]["step"], e["ts"]))] for r in (g, g + 1)]
+    if seq[0] != seq[1]: bad.append("ranks %d and %d: all-reduces in another order" % (g, g + 1))
+# the summary's mean all-reduces and bytes per step and rank are the trace's
+n = len(tp) / steps / R; b = sum(e["args"]["bytes"] for e in tp) / steps / R
+if s["tp_allreduces_per_step"] != n or abs(s["tp_allreduce_bytes_per_step"] - b) > 1e-6: bad.append("summary %r / %r, trace %r / %r" % (s["tp_allreduces_per_step"], s["tp_allreduce_bytes_per_step"], n, b))
+if t["otherData"].get("tp") != 2 or t["otherData"].get("stages") != 2: bad.append("otherData %r" % t["otherData"])
+print("; ".join(bad[:4]))
+PY
+)
+    [ -z "$why" ] && pass "trace/pp 2 x tp 2: a track per rank named (stage, tp), its tp all-reduces on its collectives track inside their passes, the group's in one order, = the summary's" \
+                  || fail "trace/pp 2 x tp 2" "$why"
+    why=$(python3 - "$TMP/tp.svg" "$TMP/tp.json" "$TMP/tp-summary.json" <<'PY'
+import json, re, sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot(); t = json.load(open(sys.argv[2])); s = json.load(open(sys.argv[3]))
+charts = [g for g in root.iter(ns + "g") if g.get("class") == "chart"]
+bad = []
+if len(charts) != 2: print("%d charts" % len(charts)); sys.exit()
+texts = [re.sub(r"\s+", " ", " ".join(e.itertext())).strip() for e in charts[0].iter(ns + "text")]
+title = texts[0]
+m = re.match(r"measured: step (\d) of 3 \| 1f1b \| 2 stages x tp 2 = 4 ranks \| 4 micro-batches \| [0-9.]+ ms \| bubble ([0-9.]+) \(mean over ranks\)", title)
+if not m: print("title %r" % title); sys.exit()
+step, bubble = int(m.group(1)), float(m.group(2))
+labels = [x for x in texts if x.startswith("rank ")]
+if labels != ["rank %d (s%d t%d)" % (r, r // 2, r % 2) for r in range(4)]: bad.append("row labels %r" % labels)
+rects = [r for r in charts[0].iter(ns + "rect") if r.get("class") == "slice"]
+x = [e for e in t["traceEvents"] if e["ph"] == "X" and e["args"]["step"] == step]
+tps = [r for r in rects if r.get("data-kind") == "T"]
+if len(tps) != len([e for e in x if e["cat"] == "tp all-reduce"]) or not tps: bad.append("%d tp all-reduces drawn, the trace has %d" % (len(tps), len([e for e in x if e["cat"] == "tp all-reduce"])))
+# each drawn under its rank's cells, not over them
+cells = {int(r.get("data-row")): float(r.get("y")) for r in rects if r.get("data-kind") == "F"}
+for r in tps:
+    row = int(r.get("data-row"))
+    if not float(r.get("y")) >= cells[row] + 18: bad.append("row %d: a tp all-reduce at y %s over the cells (y %s)" % (row, r.get("y"), cells[row])); break
+# the bubble in the title: per rank 1 - its F and B / its pipeline's span (the slowest of the stages, tp rank alike)
+busy = {r: sum(e["dur"] for e in x if e["pid"] == r and e["cat"] in ("forward", "backward")) for r in range(4)}
+end = {r: max(e["ts"] + e["dur"] for e in x if e["pid"] == r and e["tid"] == r and e["cat"] not in ("all-reduce", "optimizer step")) for r in range(4)}
+start = {r: min(e["ts"] for e in t["traceEvents"] if e["ph"] == "X" and e["pid"] == r and e["args"]["step"] == step) for r in range(4)}
+span = {r: max(end[q] - start[q] for q in (r % 2, 2 + r % 2)) for r in range(4)}
+want = sum(1 - busy[r] / span[r] for r in range(4)) / 4
+if not 0 <= bubble < 1 or abs(bubble - want) > 0.05: bad.append("bubble %.3f, from the trace %.3f" % (bubble, want))
+print("; ".join(bad))
+PY
+)
+    [ -z "$why" ] && pass "timeline/pp 2 x tp 2: rows named (s, t), the step's tp all-reduces drawn under their rows, the bubble over each pipeline's span" \
+                  || fail "timeline/pp 2 x tp 2 SVG" "$why"
+    why=$(python3 "$ROOT/tests/svg_check.py" "$TMP/tp.svg")
+    [ -z "$why" ] && pass "timeline/pp 2 x tp 2: every text inside the picture" || fail "timeline/pp 2 x tp 2: text inside" "$why"
+fi
+
+# hybrid 2 x 2 x 2, --tp-message slice (each rank sends its chunk, the receiving group all-gathers): --gantt
+run 300 mpiexec -n 8 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 2 $TPM --tp-message slice --gantt
+if [ "$RC" -ne 0 ]; then fail "gantt/hybrid 2 x 2 x 2 run" "exit $RC: $(printf '%s' "$ERR" | tail -c 300)"
+else
+    why=$(printf '%s\n' "$OUT" | python3 -c '
+import re, sys
+lines = sys.stdin.read().splitlines()
+bad = []
+i = next((i for i, l in enumerate(lines) if l.startswith("measured: step ")), None)
+if i is None or not re.match(r"measured: step [23] of 3 \| 1f1b \| 2 stages x 2 replicas x tp 2 = 8 ranks \| 2 micro-batches", lines[i]): print("measured title"); sys.exit()
+j = next(j for j in range(i, len(lines)) if lines[j].startswith("time "))
+rows, coll, last = {}, {}, None
+for l in lines[i + 1:j]:
+    m = re.match(r"(rank (\d) \(s\d r\d t\d\)) ", l)
+    if m: last = int(m.group(2)); rows[last] = m.group(1)
+    elif l.startswith(" " * 18) and last is not None: coll[last] = l[18:]
+    else: bad.append("line %r" % l[:40])
+# the ranks of a group are adjacent (rank = group x 2 + tp rank), --placement auto lays out the groups
+if sorted(rows) != list(range(8)) or any(not rows[r].endswith("t%d)" % (r % 2)) for r in rows): bad.append("rows %r" % rows)
+if sorted(coll) != list(range(8)): bad.append("collectives lines under ranks %r" % sorted(coll))
+for r, l in coll.items():
+    if set(l) - set(" #~"): bad.append("rank %d collectives line holds %r" % (r, set(l) - set(" #~"))); break
+if not all("~" in coll.get(r, "") for r in range(4, 8)): bad.append("no all-gather on stage 1 (it receives the sliced activations)")
+if not all("#" in coll.get(r, "") for r in range(8)): bad.append("a rank without tp all-reduces")
+legend = lines[j + 1]
+if "# tp all-reduce" not in legend or "~ all-gather" not in legend: bad.append("legend %r" % legend)
+print("; ".join(bad[:4]))')
+    [ -z "$why" ] && pass "gantt/hybrid 2 x 2 x 2, slice: a row per rank named (s r t), its tp all-reduces and all-gathers on a line under it" \
+                  || fail "gantt/hybrid 2 x 2 x 2" "$why"
+fi
+
+# --tp alone (no pipeline): --trace only, the forward, backward and their 5 all-reduces per step
+run 120 mpiexec -n 2 "$MICROPP" train $TPM --inputs 24 --trace "$TMP/tp1.json"
+if [ "$RC" -ne 0 ]; then fail "trace/--tp 2 alone run" "exit $RC: $(printf '%s' "$ERR" | tail -c 300)"
+else
+    why=$(python3 - "$TMP/tp1.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1])); bad = []
+x = [e for e in t["traceEvents"] if e["ph"] == "X"]
+names = {(e["pid"], e["name"]): e["args"].get("name") for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+if [names.get((r, "process_name")) for r in (0, 1)] != ["rank 0 (tp 0)", "rank 1 (tp 1)"]: bad.append("names %r" % names)
+for r in (0, 1):
+    for step in (1, 2, 3):
+        mine = [e for e in x if e["pid"] == r and e["args"]["step"] == step]
+        f = [e for e in mine if e["cat"] == "forward"]; b = [e for e in mine if e["cat"] == "backward"]
+        a = [e for e in mine if e["cat"] == "tp all-reduce"]
+        # forward: g after each of the 3 pairs; backward: f before the column layers but the first (2)
+        inf = [e for e in a if f and f[0]["ts"] - 0.01 <= e["ts"] <= f[0]["ts"] + f[0]["dur"] + 0.01]
+        inb = [e for e in a if b and b[0]["ts"] - 0.01 <= e["ts"] <= b[0]["ts"] + b[0]["dur"] + 0.01]
+        if len(f) != 1 or len(b) != 1 or len(a) != 5 or len(inf) != 3 or len(inb) != 2: bad.append("rank %d step %d: F %d B %d all-reduces %d (%d in F, %d in B)" % (r, step, len(f), len(b), len(a), len(inf), len(inb)))
+        if any(e["tid"] != 1000000 + r for e in a): bad.append("rank %d: an all-reduce off the collectives track" % r)
+print("; ".join(bad[:4]))
+PY
+)
+    [ -z "$why" ] && pass "trace/--tp 2 alone: F and B per step, 3 all-reduces inside F and 2 inside B, on the collectives track" || fail "trace/--tp 2 alone" "$why"
+fi
+e "bad/--gantt with --tp and no pipeline" "--gantt applies to --mode pp or hybrid, not --mode monolith" 60 mpiexec -n 2 "$MICROPP" train $TPM --gantt

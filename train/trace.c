@@ -126,6 +126,8 @@ void gantt_text(FILE *f, const Gantt *g, int colour) {
                 if ((pass == 0) != (k->bar != 0) || kind_on_comm_track(s->kind) != comm) continue;
                 int c0 = (int)lround(s->t0 * scale), c1 = (int)lround(s->t1 * scale);
                 if (c0 < 0) c0 = 0;
+                if (comm && c1 <= c0) c1 = c0 + 1;  // a collective shorter than a column: one column wide
+                if (comm && c0 >= cols) c0 = cols - 1;
                 if (c1 > cols) c1 = cols;
                 if (c1 <= c0) continue;
                 present[s->kind] = 1;
