@@ -16,7 +16,22 @@
 # data start with '#'. Exit 0 whatever the figures; 2 for bad input; 1 when a run fails.
 #   bash bench/tp.sh          # 3 reps, STEPS=8 steps each
 #   bash bench/tp.sh 5        # more reps on a noisy machine
+#
+# --tcp: the group's all-reduce across two hosts. Hydra's fake hosts (-launcher fork -hosts
+# nodeA:1,nodeB:1) put the two ranks on two nodes, so micropp's shm window (one node only) is out and
+# --allreduce auto sums over MPI; UCX_TLS=tcp,self makes MPI's bytes go through TCP (loopback), not
+# UCX's shared memory (docs/several-machines.md). Taking turns, REPS times:
+#   mono-1t   micropp train (one rank, one BLAS thread)
+#   tp-shm    mpiexec -n 2 ... --tp 2 on one node: the all-reduce through the shm window
+#   tp-mpi    the same with --allreduce mpi: MPI on one node (UCX's shared memory)
+#   tp-tcp    the same on the two fake hosts: MPI over TCP (checked: 2 nodes, all-reduce mpi)
+#   link      micropp pingpong on the two fake hosts over TCP: a 1 KiB and a 1 MiB message
+# Printed: each way's samples/s, tp_allreduce_share and all-reduce ms per step (medians), the link's
+# latency and bandwidth, and the all-reduce bytes per step priced at the link's 1 MiB time.
+#   bash bench/tp.sh --tcp 3
 set -euo pipefail
+TCP=0
+if [ "${1:-}" = --tcp ]; then TCP=1; shift; fi
 REPS=${1:-3}
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "tp.sh: REPS must be a positive integer, not '$REPS'" >&2; exit 2; }
 STEPS=${STEPS:-8}
@@ -27,8 +42,55 @@ ARGS=(train --config "$ROOT/configs/medium.json" --steps "$STEPS" --log-every 0 
 RAW=$(mktemp "${TMPDIR:-/tmp}/micropp-tp.XXXXXX")
 trap 'rm -f "$RAW"' EXIT
 
-echo "# bench/tp.sh: configs/medium.json, $STEPS steps, $REPS reps, $(nproc) cores; $(date -u +%FT%TZ)"
+MODE=""
+[ $TCP = 1 ] && MODE=" --tcp"
+echo "# bench/tp.sh$MODE: configs/medium.json, $STEPS steps, $REPS reps, $(nproc) cores; $(date -u +%FT%TZ)"
 echo "# load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ $TCP = 1 ]; then
+    HOSTS=(env UCX_TLS=tcp,self mpiexec -launcher fork -hosts nodeA:1,nodeB:1 -n 2 "$MICROPP")
+    for ((r = 0; r < REPS; r++)); do
+        for way in mono-1t tp-shm tp-mpi tp-tcp link; do
+            case $way in
+            mono-1t) out=$("$MICROPP" "${ARGS[@]}") ;;
+            tp-shm) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --tp 2) ;;
+            tp-mpi) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --tp 2 --allreduce mpi) ;;
+            tp-tcp) out=$("${HOSTS[@]}" "${ARGS[@]}" --tp 2) ;;
+            link) out=$("${HOSTS[@]}" pingpong -b 1K -e 1M -f 1024 -n 200 --json) ;;
+            esac || { echo "tp.sh: the $way run failed" >&2; exit 1; }
+            printf '%s %s\n' "$way" "$out" >>"$RAW"
+        done
+    done
+    python3 - "$RAW" <<'EOF'
+import json, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    way, obj = line.split(" ", 1)
+    runs.setdefault(way, []).append(json.loads(obj))
+for r in runs["tp-tcp"]:  # the group across the two hosts, summed over MPI
+    if r.get("nodes") != 2 or r.get("tp_allreduce") != "mpi":
+        sys.exit("tp.sh: tp-tcp ran on %r nodes with all-reduce %r, not 2 and mpi" % (r.get("nodes"), r.get("tp_allreduce")))
+med = lambda w, k: statistics.median(r[k] for r in runs[w])
+print("%-8s %12s %10s %14s   %s" % ("way", "samples/s", "all-reduce", "all-reduce ms", "runs (samples/s)"))
+for w in ("mono-1t", "tp-shm", "tp-mpi", "tp-tcp"):
+    tp = w != "mono-1t"
+    print("%-8s %12.0f %10s %14s   %s" % (w, med(w, "samples_per_s"), "%.0f%%" % (100 * med(w, "tp_allreduce_share")) if tp else "-",
+          "%.1f" % med(w, "tp_allreduce_ms_per_step") if tp else "-", " ".join("%.0f" % r["samples_per_s"] for r in runs[w])))
+row = lambda r, size: next(x for x in r["rows"] if x["size_bytes"] == size)
+lat_small = statistics.median(row(r, 1024)["latency_us"] for r in runs["link"])
+lat_big = statistics.median(row(r, 1 << 20)["latency_us"] for r in runs["link"])
+bw = statistics.median(row(r, 1 << 20)["bandwidth_gbs"] for r in runs["link"])
+t = runs["tp-tcp"][0]
+calls, nbytes = t["tp_allreduces_per_step"], t["tp_allreduce_bytes_per_step"]
+print("link (pingpong over TCP, the fake hosts): 1 KiB %.1f us, 1 MiB %.0f us one way, %.3f GB/s streamed" % (lat_small, lat_big, bw))
+print("all-reduce per step and rank: %g x %.2f MB = %.1f MB; at the link's 1 MiB time: %.0f ms; at its bandwidth: %.0f ms" %
+      (calls, nbytes / calls / 1e6, nbytes / 1e6, calls * lat_big * (nbytes / calls) / (1 << 20) / 1e3, nbytes / (bw * 1e9) * 1e3))
+print("tp-tcp / tp-shm = %.2fx | tp-tcp / mono-1t = %.2fx | all-reduce ms/step: tp-tcp %.0f, tp-mpi %.0f, tp-shm %.0f" %
+      (med("tp-tcp", "samples_per_s") / med("tp-shm", "samples_per_s"), med("tp-tcp", "samples_per_s") / med("mono-1t", "samples_per_s"),
+       med("tp-tcp", "tp_allreduce_ms_per_step"), med("tp-mpi", "tp_allreduce_ms_per_step"), med("tp-shm", "tp_allreduce_ms_per_step")))
+EOF
+    echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    exit 0
+fi
 for ((r = 0; r < REPS; r++)); do
     for way in mono-1t mono-2t tp-2 msg-full msg-slice; do
         case $way in
