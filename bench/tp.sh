@@ -26,8 +26,14 @@
 #   tp-mpi    the same with --allreduce mpi: MPI on one node (UCX's shared memory)
 #   tp-tcp    the same on the two fake hosts: MPI over TCP (checked: 2 nodes, all-reduce mpi)
 #   link      micropp pingpong on the two fake hosts over TCP: a 1 KiB and a 1 MiB message
+#   coll      micropp allreduce --algo mpi of 1 MiB (one of the step's all-reduces) on the fake hosts,
+#             alone: the collective's own time, no compute around it
 # Printed: each way's samples/s, tp_allreduce_share and all-reduce ms per step (medians), the link's
-# latency and bandwidth, and the all-reduce bytes per step priced at the link's 1 MiB time.
+# latency and bandwidth, and the all-reduce bytes per step priced at the link and at coll's time. The
+# tp ways run with --trace: each all-reduce of the two ranks (steps 2.., paired in order) splits into
+# the time both were inside, the shorter of the two spans (the rank that came last waits for no one),
+# and the first rank's wait for the other, the difference of the spans (no clock compared across
+# ranks: both leave an all-reduce of two at about the same time); per step, medians over the runs.
 #   bash bench/tp.sh --tcp 3
 set -euo pipefail
 TCP=0
@@ -40,7 +46,8 @@ MICROPP=${MICROPP:-$ROOT/micropp}
 [ -x "$MICROPP" ] || { echo "tp.sh: $MICROPP is missing: run make" >&2; exit 2; }
 ARGS=(train --config "$ROOT/configs/medium.json" --steps "$STEPS" --log-every 0 --json)
 RAW=$(mktemp "${TMPDIR:-/tmp}/micropp-tp.XXXXXX")
-trap 'rm -f "$RAW"' EXIT
+TRACES=$(mktemp -d "${TMPDIR:-/tmp}/micropp-tp-traces.XXXXXX")
+trap 'rm -rf "$RAW" "$TRACES"' EXIT
 
 MODE=""
 [ $TCP = 1 ] && MODE=" --tcp"
@@ -49,19 +56,20 @@ echo "# load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ $TCP = 1 ]; then
     HOSTS=(env UCX_TLS=tcp,self mpiexec -launcher fork -hosts nodeA:1,nodeB:1 -n 2 "$MICROPP")
     for ((r = 0; r < REPS; r++)); do
-        for way in mono-1t tp-shm tp-mpi tp-tcp link; do
+        for way in mono-1t tp-shm tp-mpi tp-tcp link coll; do
             case $way in
             mono-1t) out=$("$MICROPP" "${ARGS[@]}") ;;
-            tp-shm) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --tp 2) ;;
-            tp-mpi) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --tp 2 --allreduce mpi) ;;
-            tp-tcp) out=$("${HOSTS[@]}" "${ARGS[@]}" --tp 2) ;;
+            tp-shm) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --tp 2 --trace "$TRACES/$way-$r.json") ;;
+            tp-mpi) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --tp 2 --allreduce mpi --trace "$TRACES/$way-$r.json") ;;
+            tp-tcp) out=$("${HOSTS[@]}" "${ARGS[@]}" --tp 2 --trace "$TRACES/$way-$r.json") ;;
             link) out=$("${HOSTS[@]}" pingpong -b 1K -e 1M -f 1024 -n 200 --json) ;;
+            coll) out=$("${HOSTS[@]}" allreduce -b 1M -n 50 --algo mpi --json) ;;
             esac || { echo "tp.sh: the $way run failed" >&2; exit 1; }
             printf '%s %s\n' "$way" "$out" >>"$RAW"
         done
     done
-    python3 - "$RAW" <<'EOF'
-import json, statistics, sys
+    python3 - "$RAW" "$TRACES" <<'EOF'
+import glob, json, statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
     way, obj = line.split(" ", 1)
@@ -84,6 +92,20 @@ calls, nbytes = t["tp_allreduces_per_step"], t["tp_allreduce_bytes_per_step"]
 print("link (pingpong over TCP, the fake hosts): 1 KiB %.1f us, 1 MiB %.0f us one way, %.3f GB/s streamed" % (lat_small, lat_big, bw))
 print("all-reduce per step and rank: %g x %.2f MB = %.1f MB; at the link's 1 MiB time: %.0f ms; at its bandwidth: %.0f ms" %
       (calls, nbytes / calls / 1e6, nbytes / 1e6, calls * lat_big * (nbytes / calls) / (1 << 20) / 1e3, nbytes / (bw * 1e9) * 1e3))
+coll = sorted(r["results"][0]["time_us"] for r in runs["coll"])
+print("one 1 MiB MPI_Allreduce alone over TCP: %s us (median of 50, each run); x %g per step: %.0f ms (their median)" %
+      (", ".join("%.0f" % c for c in coll), calls, calls * statistics.median(coll) / 1e3))
+def split(path):  # per step: the first rank's wait for the other, and the time both were inside
+    x = [e for e in json.load(open(path))["traceEvents"] if e["ph"] == "X" and e["cat"] == "tp all-reduce" and e["args"]["step"] >= 2]
+    by = [sorted((e for e in x if e["pid"] == r), key=lambda e: e["ts"]) for r in (0, 1)]
+    steps = len({e["args"]["step"] for e in x})
+    wait = sum(abs(a["dur"] - b["dur"]) for a, b in zip(*by)) / 1e3 / steps
+    inside = sum(min(a["dur"], b["dur"]) for a, b in zip(*by)) / 1e3 / steps
+    return wait, inside
+for w in ("tp-shm", "tp-mpi", "tp-tcp"):
+    sp = [split(f) for f in sorted(glob.glob("%s/%s-*.json" % (sys.argv[2], w)))]
+    print("%s all-reduce per step: %.0f ms waiting for the other rank, %.0f ms both inside (%.1f ms per all-reduce)" %
+          (w, statistics.median(a for a, _ in sp), statistics.median(b for _, b in sp), statistics.median(b for _, b in sp) / calls))
 print("tp-tcp / tp-shm = %.2fx | tp-tcp / mono-1t = %.2fx | all-reduce ms/step: tp-tcp %.0f, tp-mpi %.0f, tp-shm %.0f" %
       (med("tp-tcp", "samples_per_s") / med("tp-shm", "samples_per_s"), med("tp-tcp", "samples_per_s") / med("mono-1t", "samples_per_s"),
        med("tp-tcp", "tp_allreduce_ms_per_step"), med("tp-mpi", "tp_allreduce_ms_per_step"), med("tp-shm", "tp_allreduce_ms_per_step")))
