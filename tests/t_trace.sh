@@ -232,7 +232,7 @@ PY
 fi
 
 # hybrid 2 x 2 x 2, --tp-message slice (each rank sends its chunk, the receiving group all-gathers): --gantt
-run 300 mpiexec -n 8 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 2 $TPM --tp-message slice --gantt
+run 300 mpiexec -n 8 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 2 $TPM --tp-message slice --gantt --trace "$TMP/hs.json"
 if [ "$RC" -ne 0 ]; then fail "gantt/hybrid 2 x 2 x 2 run" "exit $RC: $(printf '%s' "$ERR" | tail -c 300)"
 else
     why=$(printf '%s\n' "$OUT" | python3 -c '
@@ -253,13 +253,33 @@ if sorted(rows) != list(range(8)) or any(not rows[r].endswith("t%d)" % (r % 2)) 
 if sorted(coll) != list(range(8)): bad.append("collectives lines under ranks %r" % sorted(coll))
 for r, l in coll.items():
     if set(l) - set(" #~"): bad.append("rank %d collectives line holds %r" % (r, set(l) - set(" #~"))); break
-if not all("~" in coll.get(r, "") for r in range(4, 8)): bad.append("no all-gather on stage 1 (it receives the sliced activations)")
-if not all("#" in coll.get(r, "") for r in range(8)): bad.append("a rank without tp all-reduces")
+# (a collective shorter than a column is drawn one column wide, where a later one may cover it)
+if not any("~" in l for l in coll.values()) or not any("#" in l for l in coll.values()): bad.append("no all-gather or no tp all-reduce drawn")
 legend = lines[j + 1]
 if "# tp all-reduce" not in legend or "~ all-gather" not in legend: bad.append("legend %r" % legend)
 print("; ".join(bad[:4]))')
     [ -z "$why" ] && pass "gantt/hybrid 2 x 2 x 2, slice: a row per rank named (s r t), its tp all-reduces and all-gathers on a line under it" \
                   || fail "gantt/hybrid 2 x 2 x 2" "$why"
+    why=$(python3 - "$TMP/hs.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1])); bad = []
+x = [e for e in t["traceEvents"] if e["ph"] == "X"]
+stage = {e["pid"]: int(e["args"]["name"].split("stage ")[1][0]) for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+for r in range(8):  # a micro-batch's message sliced: stage 1 all-gathers each activation, stage 0 each gradient
+    for step in (1, 2, 3):
+        mine = [e for e in x if e["pid"] == r and e["args"]["step"] == step]
+        ag = [e for e in mine if e["cat"] == "all-gather"]
+        recv = [e for e in mine if e["name"].startswith("RECV_%s " % ("ACT" if stage[r] == 1 else "GRAD"))]
+        if sorted(e["name"] for e in ag) != ["all-gather 0", "all-gather 1"] or any(e["tid"] != 1000000 + r for e in ag):
+            bad.append("rank %d step %d: %r" % (r, step, sorted(e["name"] for e in ag))); break
+        for a in ag:
+            if not any(v["args"].get("micro_batch") == a["args"]["micro_batch"] and v["ts"] - 0.01 <= a["ts"] and a["ts"] + a["dur"] <= v["ts"] + v["dur"] + 0.01 for v in recv):
+                bad.append("rank %d: %s inside no receive of its micro-batch" % (r, a["name"])); break
+print("; ".join(bad[:4]))
+PY
+)
+    [ -z "$why" ] && pass "trace/hybrid 2 x 2 x 2, slice: each rank's all-gathers, one per received message, inside the receive of its micro-batch" \
+                  || fail "trace/hybrid 2 x 2 x 2, slice: all-gathers" "$why"
 fi
 
 # --tp alone (no pipeline): --trace only, the forward, backward and their 5 all-reduces per step
@@ -288,3 +308,29 @@ PY
     [ -z "$why" ] && pass "trace/--tp 2 alone: F and B per step, 3 all-reduces inside F and 2 inside B, on the collectives track" || fail "trace/--tp 2 alone" "$why"
 fi
 e "bad/--gantt with --tp and no pipeline" "--gantt applies to --mode pp or hybrid, not --mode monolith" 60 mpiexec -n 2 "$MICROPP" train $TPM --gantt
+
+# hybrid without --tp (refused before): a track per rank named by stage and replica, each replica's pipeline whole
+run 240 mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 2 $SMALL --trace "$TMP/h.json" --timeline "$TMP/h.svg" --json
+if [ "$RC" -ne 0 ]; then fail "trace/hybrid 2 x 2 run" "exit $RC: $(printf '%s' "$ERR" | tail -c 300)"
+else
+    why=$(python3 - "$TMP/h.json" "$TMP/h.svg" <<'PY'
+import json, re, sys, xml.etree.ElementTree as ET
+t = json.load(open(sys.argv[1])); bad = []
+names = {e["pid"]: e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+# --placement auto: the stage's replicas on adjacent ranks or the pipeline's stages: each rank names its own place
+places = sorted(re.match(r"rank \d \(stage (\d), replica (\d)\)$", names.get(r, "")).groups() if re.match(r"rank \d \(stage (\d), replica (\d)\)$", names.get(r, "")) else ("?", "?") for r in range(4))
+if places != [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")]: bad.append("names %r" % names)
+x = [e for e in t["traceEvents"] if e["ph"] == "X"]
+for r in range(4):  # each replica runs the whole 1f1b: 2 forwards and 2 backwards a step on every rank
+    f = [e for e in x if e["pid"] == r and e["cat"] == "forward"]; b = [e for e in x if e["pid"] == r and e["cat"] == "backward"]
+    if len(f) != 2 * 3 or len(b) != 2 * 3: bad.append("rank %d: %d F, %d B" % (r, len(f), len(b)))
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[2]).getroot()
+chart = next(g for g in root.iter(ns + "g") if g.get("class") == "chart")
+labels = sorted(e.text for e in chart.iter(ns + "text") if e.text and e.text.startswith("rank "))
+if len(labels) != 4 or not all(re.match(r"rank \d \(s\d r\d\)$", l) for l in labels): bad.append("rows %r" % labels)
+print("; ".join(bad[:4]))
+PY
+)
+    [ -z "$why" ] && pass "trace/hybrid 2 x 2: a track per rank named (stage, replica), every replica's pipeline; the SVG's rows alike" || fail "trace/hybrid 2 x 2" "$why"
+fi
