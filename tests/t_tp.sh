@@ -51,6 +51,13 @@ if tp_case "tp/--tp 2 alone (shm): verify + losses = monolith" 2 --tp 2; then
     else fail "tp/--json: the grid, 5 all-reduces of 10240 bytes per step over shm" "calls $calls bytes $bytes grid $grid allreduce $ar"; fi
 fi
 tp_case "tp/--tp 4 alone, --allreduce mpi" 4 --tp 4 --allreduce mpi
+# a group across two (fake) hosts: no shm window across nodes, so auto sums over MPI, over TCP here
+# (UCX_TLS=tcp,self: docs/several-machines.md); bench/tp.sh --tcp measures this layout
+run 240 env UCX_TLS=tcp,self mpiexec -launcher fork -hosts nodeA:1,nodeB:1 -n 2 "$MICROPP" train "${M[@]}" --steps 3 --verify --tp 2
+nodes=$(json_get '["nodes"]' 2>/dev/null) ar=$(json_get '["tp_allreduce"]' 2>/dev/null) ok=$(json_get '["verify_ok"]' 2>/dev/null)
+if [ "$RC" -eq 0 ] && [ "$nodes" = 2 ] && [ "$ar" = mpi ] && [ "$ok" = True ] && why=$(close "$OUT" "$REF" 1e-5); then
+    pass "tp/--tp 2 across two fake hosts: the group sums over MPI (TCP), verify + losses = monolith"
+else fail "tp/--tp 2 across two fake hosts" "exit $RC, nodes $nodes, all-reduce $ar, verify $ok ${why:-}: $(printf '%s' "$ERR" | tail -c 300)"; fi
 tp_case "tp/--tp 2 alone, --allreduce ring" 2 --tp 2 --allreduce ring
 
 # ---- the 3D grid: every schedule on pp 2 x tp 2, data parallelism, both placements (<= 8 ranks) ----
