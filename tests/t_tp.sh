@@ -4,7 +4,7 @@
 # pass --verify against the monolith and train the monolith's losses, in fp32 and bf16; the
 # all-reduce by shm, mpi and ring; --tp-message slice (chunks + an all-gather); the header and
 # --json show the grid and the group's all-reduces; checkpoints keep the unsharded layout: T=2 -> monolith, monolith -> T=2 and one grid -> another
-# resume with the uninterrupted losses.
+# resume with the uninterrupted losses; a group across two fake hosts sums over MPI (TCP).
 source "$(dirname "$0")/lib.sh"
 
 # 6 layers (column/row pairs; 2 chunks of a V hold an odd layer whole), an input layer of another width
