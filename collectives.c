@@ -321,6 +321,8 @@ float *comm_shared_alloc(Comm *c, size_t n) {
     return (float *)w->base;
 }
 
+double comm_shared_count(const Comm *c) { return c->shm ? (double)c->shm->started : 0; }
+
 void comm_shared_free(Comm *c) {
     struct Shm *m = c->shm;
     if (!m) return;

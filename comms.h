@@ -189,7 +189,9 @@ void comm_shm_unfit(const char *what, int D, int local, double need, int node_ra
 // the same offset on every rank. Collective over the world (every rank calls it, in the same
 // order). Freed by comm_free.
 float *comm_shared_alloc(Comm *c, size_t n);
-void comm_shared_free(Comm *c);  // every window comm_shared_alloc made (comm_free calls it)
+void comm_shared_free(Comm *c);
+// How many collectives of c->dp have run in its windows so far (the others fell back to mpi).
+double comm_shared_count(const Comm *c);  // every window comm_shared_alloc made (comm_free calls it)
 
 typedef struct CommReq CommReq;  // one collective in flight
 // All-reduce: buf = scale * (sum over dp of buf). scale = 1/D averages.

@@ -172,11 +172,17 @@ static void init_shards(Zero *z, uint64_t seed, int L) {
     free(host);
 }
 
+// A working bucket of n floats: with --allreduce shm in a window shared by the dp group (collective: every
+// rank allocates its buckets in the same order), so that its collectives run in shared memory.
+static float *work_alloc(GradSync *g, size_t n) {
+    return g->algo == ALLREDUCE_SHM ? comm_shared_alloc(g->comm, n) : g->s->be->alloc(n * sizeof(float));
+}
+
 static void zero_free(GradSync *g) {
     Zero *z = zero_of(g);
     if (!z) return;
     const Backend *be = g->s->be;
-    for (int i = 0; i < ZERO_BUFS; i++) {
+    for (int i = 0; i < ZERO_BUFS && g->algo != ALLREDUCE_SHM; i++) {  // (windows: comm_shared_free's)
         be->free(z->gb[i].buf);
         if (z->pb[i].buf) be->free(z->pb[i].buf);
     }
@@ -277,8 +283,8 @@ void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
     z->gshard = be->alloc(shard * sizeof(float));
     z->gfresh = xcalloc((size_t)g->nb, sizeof(int));
     for (int i = 0; i < ZERO_BUFS; i++) {
-        z->gb[i] = (ZeroBuf){be->alloc(z->most * sizeof(float)), -1, NULL, 0, 0};
-        if (level >= 3) z->pb[i] = (ZeroBuf){be->alloc(z->most * sizeof(float)), -1, NULL, 0, 0};
+        z->gb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0};
+        if (level >= 3) z->pb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0};
     }
     z->span_cap = 2 * g->nb + 8;
     g->spans = realloc(g->spans, sizeof(Span) * (size_t)z->span_cap);
