@@ -103,8 +103,8 @@ static void test_flags_apply(void) {
         snprintf(name, sizeof name, "plan: --zero %d saves and resumes", z);
         plan_ok(name, 2, args);
     }
-    refused("plan/refuse: --zero 3 with --tp", 4, "--mode ddp --dp 2 --tp 2 --zero 3",
-            "--zero 3 with --tp 2 is not supported yet");
+    plan_ok("plan: --zero 3 with --tp (each rank shards its tensor-parallel part)", 4, "--mode ddp --dp 2 --tp 2 --zero 3");
+    plan_ok("plan: --zero 2 with --tp, hybrid", 8, "--mode hybrid --pp 2 --dp 2 --tp 2 --zero 2");
     refused("plan/refuse: --zero 2 with naive sync", 2, "--mode ddp --zero 2 --ddp-sync naive",
             "--zero 2 reduce-scatters buckets while the backward runs, and --ddp-sync naive has none");
     Plan zs = plan_ok("plan: --zero 3 with --allreduce shm", 2, "--mode hybrid --pp 1 --dp 2 --zero 3 --allreduce shm");
@@ -581,6 +581,9 @@ static void test_tp(void) {
     // layer 2's input gradient (32 x 32) backward (layer 0, the model's first, computes none)
     EXPECT("plan/tp: all-reduced floats per micro-batch", plan_vstage_tp_floats(&c, &p, 0) == 3 * 32 * 32,
            "%g", plan_vstage_tp_floats(&c, &p, 0));
+    c.bucket_mb = 1;  // one bucket of the rank's shards: ZeRO-2 and 3's working buffers (memory.c)
+    EXPECT("plan/tp: the largest bucket holds the rank's shards", plan_largest_bucket(&c, &p, 0) == want, "%g, want %g",
+           plan_largest_bucket(&c, &p, 0), want);
     refused("plan/refuse: --hidden not divisible by --tp", 3, "--tp 3 --hidden 32",
             "train: --hidden 32 is not divisible by --tp 3 (each rank holds H/T features of every split layer): use --hidden 30 or 33, or a --tp that divides 32");
     refused("plan/refuse: ranks not in whole groups", 3, "--mode ddp --tp 2",

@@ -182,11 +182,6 @@ static int rule_data_parallel(const TrainConfig *c, Err *e) {
                       "train: --zero %lld reduce-scatters buckets while the backward runs, and --ddp-sync naive has "
                       "none: drop --ddp-sync naive (bucketed is the default)",
                       (long long)c->zero);
-    if (c->zero >= 2 && c->tp > 1)  // (zero.c shards and draws whole layers; --tp splits them first)
-        return refuse(e,
-                      "train: --zero %lld with --tp %lld is not supported yet: use --zero 1 (the optimizer state "
-                      "sharded) with --tp, or drop --tp",
-                      (long long)c->zero, (long long)c->tp);
     if (c->ddp_sync == SYNC_NAIVE && seen_typed(e->seen, "bucket-mb"))
         return refuse(e, "train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): "
                          "drop one of them");

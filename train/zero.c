@@ -25,7 +25,7 @@ static int span_start(Zero *z, int kind, double bytes) {
 // Points local layer j's weight and bias (params) or their gradients at base, the whole layer's floats
 // (NULL: no view).
 static void set_views(Stage *s, int j, float *base, int grads) {
-    size_t w = j == s->n_layers ? (size_t)s->C * s->H : (size_t)s->H * stage_fan_in(s, j);
+    size_t w = stage_weight_len(s, j);  // (with --tp: this rank's part of the layer, model.h)
     float **W = j == s->n_layers ? (grads ? &s->dWh : &s->Wh) : (grads ? &s->dW[j] : &s->W[j]);
     float **b = j == s->n_layers ? (grads ? &s->dbh : &s->bh) : (grads ? &s->db[j] : &s->b[j]);
     *W = base;
@@ -154,22 +154,27 @@ static void on_weights(void *ctx, int j, int next) {
 
 // ---- set-up ----
 
-// ZeRO-3: this rank's parameter shards from (seed, global layer), a bucket at a time on the host.
+// ZeRO-3: this rank's parameter shards from (seed, global layer), a bucket at a time on the host: each
+// layer drawn whole, then (--tp) this rank's part of it (as stage_init would), then this rank's shard.
 static void init_shards(Zero *z, uint64_t seed, int L) {
     GradSync *g = z->g;
     Stage *s = g->s;
     float *host = xmalloc(z->most * sizeof(float));
+    float *whole = xmalloc(((size_t)s->H * (s->D > s->H ? s->D : s->H) + s->H) * sizeof(float));
     for (int k = 0; k < g->nb; k++) {
         Bucket *b = &g->b[k];
         for (int j = b->lo; j < b->hi; j++) {
             float *at = host + (stage_layer_off(s, j) - b->off);
-            size_t w = j == s->n_layers ? (size_t)s->C * s->H : (size_t)s->H * stage_fan_in(s, j);
-            if (j == s->n_layers) init_layer_host(seed, L, s->H, s->C, at, at + w);
-            else init_layer_host(seed, s->lo + j, stage_fan_in(s, j), s->H, at, at + w);
+            size_t w = stage_weight_len(s, j), in = (size_t)stage_fan_in(s, j);
+            if (j == s->n_layers) init_layer_host(seed, L, s->H, s->C, at, at + w);  // the head, whole on every rank
+            else {
+                init_layer_host(seed, s->lo + j, (int)in, s->H, whole, whole + (size_t)s->H * in);
+                stage_shard_layer(s, j, s->tp_rank, whole, whole + (size_t)s->H * in, at, at + w);
+            }
         }
         s->be->to_device(z->pshard + b->moment_off, host + b->shard_off, b->shard_n * sizeof(float));
     }
-    free(host);
+    free(host); free(whole);
 }
 
 // A working bucket of n floats: with --allreduce shm in a window shared by the dp group (collective: every
