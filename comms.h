@@ -199,6 +199,8 @@ CommReq *comm_allreduce_start(Comm *c, float *buf, size_t n, float scale, int al
 // Reduce-scatter: this rank's own chunk of buf = scale * (sum over dp of that chunk of buf); the
 // rest of buf is left undefined.
 CommReq *comm_reduce_scatter_start(Comm *c, float *buf, size_t n, float scale, int algo);
+// ... with this rank's chunk written to out (its length, on the buffer's device) instead of into buf.
+CommReq *comm_reduce_scatter_to(Comm *c, float *buf, size_t n, float scale, int algo, float *out);
 // All-gather: every rank's own chunk of buf is copied into the same place on every other rank.
 CommReq *comm_allgather_start(Comm *c, float *buf, size_t n, int algo);
 // Advances every collective in flight without blocking (the ring moves to its next step, MPI runs

@@ -34,17 +34,15 @@ static void set_views(Stage *s, int j, float *base, int grads) {
 
 // ---- gradients: a working bucket per backward, reduce-scattered into the shard ----
 
-// Waits for the reduce-scatter of buffer x and adds (or, first in the step, copies) its shard in.
+// Waits for the reduce-scatter of buffer x and adds its shard in (the step's first of the bucket wrote it
+// there itself). The oldest is waited for first, so a bucket's first lands before a later one is added.
 static void grad_fold(Zero *z, ZeroBuf *x) {
     GradSync *g = z->g;
     const Backend *be = g->s->be;
     Bucket *b = &g->b[x->bucket];
     g->spans[x->span].t1 = comm_wait(x->req);
     x->req = NULL;
-    float *dst = z->gshard + b->moment_off;
-    if (z->gfresh[x->bucket]) be->copy(dst, x->buf + b->shard_off, b->shard_n * sizeof(float));
-    else be->axpy(dst, 1.0f, x->buf + b->shard_off, b->shard_n);
-    z->gfresh[x->bucket] = 0;
+    if (!x->direct) be->axpy(z->gshard + b->moment_off, 1.0f, x->buf + b->shard_off, b->shard_n);
     x->bucket = -1;
 }
 
@@ -86,7 +84,11 @@ static void on_layer_grad(void *ctx, int j) {
     int k = z->bucket_of[j];
     if (j == g->b[k].lo) {
         ZeroBuf *x = grad_buf(z, k);
-        x->req = comm_reduce_scatter_start(g->comm, x->buf, g->b[k].n, 1.0f, g->algo);
+        // the step's first of the bucket lands in the shard itself (no copy), the others are added in
+        x->direct = z->gfresh[k];
+        z->gfresh[k] = 0;
+        float *to = x->direct ? z->gshard + g->b[k].moment_off : NULL;
+        x->req = comm_reduce_scatter_to(g->comm, x->buf, g->b[k].n, 1.0f, g->algo, to);
         x->span = span_start(z, EV_REDUCE_SCATTER, (double)g->b[k].n * sizeof(float));
         x->seq = z->seq++;
         g->rs_bytes += (double)g->b[k].n * sizeof(float);
@@ -288,8 +290,8 @@ void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
     z->gshard = be->alloc(shard * sizeof(float));
     z->gfresh = xcalloc((size_t)g->nb, sizeof(int));
     for (int i = 0; i < ZERO_BUFS; i++) {
-        z->gb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0};
-        if (level >= 3) z->pb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0};
+        z->gb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0, 0};
+        if (level >= 3) z->pb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0, 0};
     }
     z->span_cap = 2 * g->nb + 8;
     g->spans = realloc(g->spans, sizeof(Span) * (size_t)z->span_cap);
