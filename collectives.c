@@ -76,6 +76,8 @@ struct CommReq {
     float *dev, *buf;         // the caller's buffer; the host buffer worked on (== dev on the host)
     size_t n;
     float scale;
+    float *out;               // reduce-scatter: where this rank's chunk goes (NULL: its chunk of buf) ...
+    int out_written;          //   ... written there already (shm sums straight into it)
     int tag, done;
     double t_done;
     MPI_Request req;          // mpi: the non-blocking collective
@@ -103,11 +105,11 @@ static void scale_host(float *x, size_t n, float a) {
 }
 
 static void req_complete(CommReq *q) {
-    if (q->buf != q->dev) {  // staged: copy the result back to the device
-        size_t off = 0, len = q->n;
-        if (q->op == OP_REDUCE_SCATTER) comm_shard(q->n, q->D, q->me, &off, &len);
-        q->be->to_device(q->dev + off, q->buf + off, len * sizeof(float));
-    }
+    size_t off = 0, len = q->n;
+    if (q->op == OP_REDUCE_SCATTER) comm_shard(q->n, q->D, q->me, &off, &len);
+    // a reduce-scatter's chunk into out (shm wrote it there itself), else a staged result back to the device
+    if (q->out && !q->out_written) q->be->to_device(q->out, q->buf + off, len * sizeof(float));
+    else if (q->buf != q->dev) q->be->to_device(q->dev + off, q->buf + off, len * sizeof(float));
     q->done = 1;
     q->t_done = now_sec();
     for (CommReq **p = &in_flight; *p; p = &(*p)->next)
@@ -321,6 +323,8 @@ float *comm_shared_alloc(Comm *c, size_t n) {
     return (float *)w->base;
 }
 
+double comm_shared_count(const Comm *c) { return c->shm ? (double)c->shm->started : 0; }
+
 void comm_shared_free(Comm *c) {
     struct Shm *m = c->shm;
     if (!m) return;
@@ -371,8 +375,10 @@ static void shm_advance(CommReq *q) {
                 }
                 scale_host(acc, nb, q->scale);
                 for (int p = 0; p < q->D; p++)
-                    if (p == q->me || q->op == OP_ALLREDUCE) memcpy(at[p] + b0, acc, nb * sizeof(float));
+                    if (p == q->me || q->op == OP_ALLREDUCE)
+                        memcpy((p == q->me && q->out ? q->out : at[p]) + b0, acc, nb * sizeof(float));
             }
+            q->out_written = q->out != NULL;
         }
         shm_set(m, SHM_DONE, k + 1);
     }
@@ -414,7 +420,7 @@ static void req_advance(CommReq *q) {
     else mpi_advance(q);
 }
 
-static CommReq *req_start(Comm *c, int op, float *buf, size_t n, float scale, int algo) {
+static CommReq *req_start(Comm *c, int op, float *buf, size_t n, float scale, int algo, float *out) {
     CHECK(n <= (size_t)INT32_MAX, "collective of %zu floats: more than MPI's int count allows", n);
     CHECK(algo == ALLREDUCE_MPI || algo == ALLREDUCE_RING || algo == ALLREDUCE_SHM, "unknown all-reduce algorithm %d",
           algo);
@@ -422,7 +428,7 @@ static CommReq *req_start(Comm *c, int op, float *buf, size_t n, float scale, in
     if (algo == ALLREDUCE_SHM && !win) algo = ALLREDUCE_MPI;  // a buffer outside the windows
     CommReq *q = xcalloc(1, sizeof *q);
     q->op = op; q->algo = algo; q->comm = c->dp; q->be = c->be;
-    q->dev = buf; q->n = n; q->scale = scale;
+    q->dev = buf; q->n = n; q->scale = scale; q->out = out;
     MPI_CHECK(MPI_Comm_size(c->dp, &q->D));
     MPI_CHECK(MPI_Comm_rank(c->dp, &q->me));
     q->left = mod(q->me - 1, q->D);
@@ -483,13 +489,16 @@ static CommReq *req_start(Comm *c, int op, float *buf, size_t n, float scale, in
 }
 
 CommReq *comm_allreduce_start(Comm *c, float *buf, size_t n, float scale, int algo) {
-    return req_start(c, OP_ALLREDUCE, buf, n, scale, algo);
+    return req_start(c, OP_ALLREDUCE, buf, n, scale, algo, NULL);
 }
 CommReq *comm_reduce_scatter_start(Comm *c, float *buf, size_t n, float scale, int algo) {
-    return req_start(c, OP_REDUCE_SCATTER, buf, n, scale, algo);
+    return req_start(c, OP_REDUCE_SCATTER, buf, n, scale, algo, NULL);
+}
+CommReq *comm_reduce_scatter_to(Comm *c, float *buf, size_t n, float scale, int algo, float *out) {
+    return req_start(c, OP_REDUCE_SCATTER, buf, n, scale, algo, out);
 }
 CommReq *comm_allgather_start(Comm *c, float *buf, size_t n, int algo) {
-    return req_start(c, OP_ALLGATHER, buf, n, 1.0f, algo);
+    return req_start(c, OP_ALLGATHER, buf, n, 1.0f, algo, NULL);
 }
 
 void comm_progress(void) {

@@ -189,7 +189,9 @@ void comm_shm_unfit(const char *what, int D, int local, double need, int node_ra
 // the same offset on every rank. Collective over the world (every rank calls it, in the same
 // order). Freed by comm_free.
 float *comm_shared_alloc(Comm *c, size_t n);
-void comm_shared_free(Comm *c);  // every window comm_shared_alloc made (comm_free calls it)
+void comm_shared_free(Comm *c);
+// How many collectives of c->dp have run in its windows so far (the others fell back to mpi).
+double comm_shared_count(const Comm *c);  // every window comm_shared_alloc made (comm_free calls it)
 
 typedef struct CommReq CommReq;  // one collective in flight
 // All-reduce: buf = scale * (sum over dp of buf). scale = 1/D averages.
@@ -197,6 +199,8 @@ CommReq *comm_allreduce_start(Comm *c, float *buf, size_t n, float scale, int al
 // Reduce-scatter: this rank's own chunk of buf = scale * (sum over dp of that chunk of buf); the
 // rest of buf is left undefined.
 CommReq *comm_reduce_scatter_start(Comm *c, float *buf, size_t n, float scale, int algo);
+// ... with this rank's chunk written to out (its length, on the buffer's device) instead of into buf.
+CommReq *comm_reduce_scatter_to(Comm *c, float *buf, size_t n, float scale, int algo, float *out);
 // All-gather: every rank's own chunk of buf is copied into the same place on every other rank.
 CommReq *comm_allgather_start(Comm *c, float *buf, size_t n, int algo);
 // Advances every collective in flight without blocking (the ring moves to its next step, MPI runs

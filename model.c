@@ -160,18 +160,20 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
 
 void stage_share(Stage *s, float *params, float *grads) {
     s->be->copy(params, s->params, s->n_params * sizeof(float));
-    s->be->copy(grads, s->grads, s->n_params * sizeof(float));
+    if (grads) s->be->copy(grads, s->grads, s->n_params * sizeof(float));
     for (int i = 0; i < s->n_layers; i++) {
         s->W[i] = params + (s->W[i] - s->params); s->b[i] = params + (s->b[i] - s->params);
-        s->dW[i] = grads + (s->dW[i] - s->grads); s->db[i] = grads + (s->db[i] - s->grads);
+        if (grads) { s->dW[i] = grads + (s->dW[i] - s->grads); s->db[i] = grads + (s->db[i] - s->grads); }
     }
     if (s->has_head) {
         s->Wh = params + (s->Wh - s->params); s->bh = params + (s->bh - s->params);
-        s->dWh = grads + (s->dWh - s->grads); s->dbh = grads + (s->dbh - s->grads);
+        if (grads) { s->dWh = grads + (s->dWh - s->grads); s->dbh = grads + (s->dbh - s->grads); }
     }
-    s->be->free(s->params); s->be->free(s->grads);
-    s->params = params; s->grads = grads;
-    s->shared = 1;
+    s->be->free(s->params);
+    if (grads) s->be->free(s->grads);
+    s->params = params;
+    if (grads) s->grads = grads;
+    s->shared = grads ? 1 : 2;
 }
 
 void stage_free(Stage *s) {
@@ -186,7 +188,8 @@ void stage_free(Stage *s) {
     if (s->scratch) { for (int i = 0; i < s->n_layers; i++) be->free(s->scratch[i]); free(s->scratch); }
     be->free(s->gbuf[0]); be->free(s->gbuf[1]);
     for (int w = 0; w < 3; w++) if (s->work[w]) be->free(s->work[w]);
-    if (!s->shared) { be->free(s->params); be->free(s->grads); }
+    if (!s->shared) be->free(s->params);
+    if (s->shared != 1) be->free(s->grads);  // (2: only the params are shared)
     if (s->adam_m) { be->free(s->adam_m); be->free(s->adam_v); }
     free(s->slots); free(s->W); free(s->b); free(s->dW); free(s->db); free(s->grad_fresh); free(s->kind);
     memset(s, 0, sizeof *s);

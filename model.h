@@ -54,7 +54,7 @@ typedef struct {
     float *work[3];  // bf16 stashes: fp32 [rows, max(D,H,C)] each, where values are computed and read
     size_t n_params;
     float *params, *grads, *adam_m, *adam_v;  // flat, n_params each (moments lazily allocated)
-    int shared;               // params and grads live in a shared window (stage_share): not ours to free
+    int shared;               // params and grads (2: params only) live in a shared window (stage_share)
     // views into params/grads: layer i (local) weight [H,fan_in] (out,in) and bias [H]; head [C,H], [C]
     float **W, **b, **dW, **db;
     int *grad_fresh;  // per layer (n_layers + 1: the head last): its gradient is still to be overwritten, not added to
@@ -142,7 +142,8 @@ typedef struct {
 } StageSpec;
 void stage_init(Stage *s, const Backend *be, StageSpec spec);
 // Moves params and grads (values and views) into the given buffers of n_params floats each, e.g.
-// a shared-memory window of --allreduce shm; stage_free leaves them to their owner.
+// a shared-memory window of --allreduce shm; stage_free leaves them to their owner. grads NULL: the
+// params only (ZeRO-2, whose gradients live in zero.c's working buckets).
 void stage_share(Stage *s, float *params, float *grads);
 void stage_free(Stage *s);
 // Parameters of global layer l (or the head when l == L) from (seed, l): PyTorch nn.Linear ranges.

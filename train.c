@@ -199,12 +199,14 @@ static void check_replicas_agree(const Model *model, const Comm *comm) {
 
 // ddp/hybrid: one gradient sync per local stage (a chunk each, interleaved). --allreduce shm (the
 // plan's choice, from every rank's node and /dev/shm): the replicas read each other's gradients
-// (and, for ZeRO-1, parameters) in place, so both move into windows shared by each stage's dp group.
+// (and, for ZeRO-1 and 2, parameters) in place, so both move into windows shared by each stage's dp
+// group; ZeRO-2's gradients and ZeRO-3's working buckets are zero.c's windows (zero_init).
 static void setup_data_parallel(const TrainConfig *c, const Plan *p, Wire *w, Model *model) {
     check_replicas_agree(model, &w->comm);
-    for (int k = 0; k < model->n_local && p->allreduce == ALLREDUCE_SHM; k++) {
+    for (int k = 0; k < model->n_local && p->allreduce == ALLREDUCE_SHM && c->zero < 3; k++) {
         float *params = comm_shared_alloc(&w->comm, model->local[k].n_params);
-        stage_share(&model->local[k], params, comm_shared_alloc(&w->comm, model->local[k].n_params));
+        stage_share(&model->local[k], params,
+                    c->zero >= 2 ? NULL : comm_shared_alloc(&w->comm, model->local[k].n_params));
     }
     model->n_sync = model->n_local;
     model->sync = xcalloc((size_t)model->n_local, sizeof(GradSync));

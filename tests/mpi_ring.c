@@ -100,6 +100,15 @@ static void test_reduce_scatter_allgather(size_t n, int algo, const char *alg) {
     int ok = check_sum(x, off, off + len, 1.0f, 2, NULL, why, sizeof why);
     snprintf(name, sizeof name, "collective/%s reduce-scatter n=%zu D=%d: own shard is the sum", alg, n, grid.replicas);
     report(name, ok, why);
+    // ... written to a buffer of its own instead (ZeRO's gradient shard): the sum there
+    float *out = xmalloc((len + 1) * sizeof(float)), *y = xcalloc(n + 1, sizeof(float));
+    fill(x, n, 2);
+    comm_wait(comm_reduce_scatter_to(&grid, x, n, 0.5f, algo, out));
+    memcpy(y + off, out, len * sizeof(float));
+    ok = check_sum(y, off, off + len, 0.5f, 2, NULL, why, sizeof why);
+    snprintf(name, sizeof name, "collective/%s reduce-scatter to a shard n=%zu D=%d: the sum there", alg, n, grid.replicas);
+    report(name, ok, why);
+    free(out); free(y);
     // all-gather: each rank writes only its own shard; afterwards everyone has every shard
     for (size_t i = 0; i < n; i++) x[i] = -1;
     for (size_t i = off; i < off + len; i++) x[i] = (float)(grid.replica * 1000003 + (int)i);

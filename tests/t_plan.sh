@@ -95,6 +95,8 @@ compare "plan/--tp 2 1f1b K=2 = train" 4 "--config configs/default.json --tp 2 -
     "--config configs/default.json --mode pp --tp 2 --schedule 1f1b"
 compare "plan/--tp 2 zb-h1 K=2 checkpointed, hybrid dp 2 ZeRO-1 = train" 8 "--config configs/default.json --tp 2 --schedule zb-h1 --stages 2 --dp 2 --zero 1 --checkpoint-activations" \
     "--config configs/default.json --mode hybrid --pp 2 --dp 2 --tp 2 --schedule zb-h1 --zero 1 --checkpoint-activations"
+compare "plan/--tp 2 ddp 2 ZeRO-3 = train" 4 "--config configs/default.json --tp 2 --stages 1 --dp 2 --zero 3 --schedule gpipe" \
+    "--config configs/default.json --mode ddp --dp 2 --tp 2 --zero 3"
 
 # --- the memory wall: a 10B fp32 model with Adam needs 8 stages of a 24 GiB device ---
 run 60 "$MICROPP" plan --params 10B --device-memory 24G

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/t_zero.sh: ZeRO-2 (gradients sharded) and ZeRO-3 (parameters too) against plain ddp: --verify
 # passes and 20 losses equal ddp's to 1e-6, in ddp and hybrid (1f1b, zb-h1's split backward,
-# interleaved, checkpointing), fp32 and bf16, mpi and ring; bad combinations exit 2 with one line.
+# interleaved, checkpointing), with --tp, fp32 and bf16, shm, mpi and ring; bad combinations exit 2 with one line.
 source "$(dirname "$0")/lib.sh"
 
 MODEL=(--layers 4 --hidden 32 --batch 32 --steps 20 --log-every 0 --json)
@@ -24,9 +24,22 @@ zero_case() {
 for n in 2 4; do
     run 240 mpiexec -n $n "$MICROPP" train "${MODEL[@]}" --mode ddp
     REF=$OUT
+    [ $n = 2 ] && REF2=$OUT
     for z in 2 3; do
         zero_case "zero/ddp $n ranks zero-$z: verify + 20 losses = ddp" "$REF" $n --mode ddp --zero $z "${SMALL[@]}"
     done
+done
+# --allreduce shm (auto's pick on one node, so the cases above ran on it too): every collective of a step
+# runs in the shared windows (the working buckets and ZeRO-2's parameters are windows), none falls back to mpi;
+# and MPI's own collectives, asked for, give the same losses
+for z in 2 3; do
+    zero_case "zero/ddp 2 ranks zero-$z --allreduce shm = ddp" "$REF2" 2 --mode ddp --zero $z --allreduce shm \
+        "${SMALL[@]}" || continue
+    got=$(json_get '["shm_collectives"]') per=$(json_get '["collectives_per_step"]')
+    python3 -c "import sys; sys.exit(0 if $got >= 20 * $per > 0 else 1)" \
+        && pass "zero/zero-$z --allreduce shm: every collective in the windows ($got >= 20 steps x $per)" \
+        || fail "zero/zero-$z --allreduce shm: every collective in the windows" "$got in shm, $per a step"
+    zero_case "zero/ddp 2 ranks zero-$z --allreduce mpi = ddp" "$REF2" 2 --mode ddp --zero $z --allreduce mpi "${SMALL[@]}"
 done
 run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --precision bf16
 REF_BF16=$OUT
@@ -55,6 +68,19 @@ REF_HYC=$OUT
 zero_case "zero/hybrid 2x2 checkpointing bf16 zero-3 = hybrid ddp" "$REF_HYC" 4 "${HY[@]}" --checkpoint-activations \
     --precision bf16 --zero 3 "${SMALL[@]}"
 
+# ---- with --tp: each rank shards its tensor-parallel part of every layer over its dp group (the ranks of
+# its stage and tp rank); the losses equal --zero 1 --tp's, ddp D=2 x T=2 and hybrid pp 2 x dp 2 x tp 2 ----
+run 240 mpiexec -n 4 "$MICROPP" train "${MODEL[@]}" --mode ddp --dp 2 --tp 2 --zero 1
+REF_TP=$OUT
+for z in 2 3; do
+    zero_case "zero/ddp 2 x tp 2 zero-$z = zero-1 --tp 2" "$REF_TP" 4 --mode ddp --dp 2 --tp 2 --zero $z "${SMALL[@]}"
+done
+zero_case "zero/ddp 2 x tp 2 zero-3 --allreduce mpi = zero-1 --tp 2" "$REF_TP" 4 --mode ddp --dp 2 --tp 2 --zero 3 \
+    --allreduce mpi "${SMALL[@]}"
+run 300 mpiexec -n 8 "$MICROPP" train "${MODEL[@]}" "${HY[@]}" --tp 2 --zero 1
+REF_HTP=$OUT
+zero_case "zero/hybrid 2 x 2 x tp 2 zero-3 = zero-1 --tp 2" "$REF_HTP" 8 "${HY[@]}" --tp 2 --zero 3 "${SMALL[@]}"
+
 # ---- checkpoints: every level saves the unsharded files (Adam's moments included) and resumes in any layout ----
 # slice JSON A B: the losses of steps A+1..B of a run's JSON, as a JSON object with "losses"
 slice() { python3 -c "import json,sys; print(json.dumps({'losses': json.loads(sys.argv[1])['losses'][$2:$3]}))" "$1"; }
@@ -81,6 +107,9 @@ ckpt_case "zero/ckpt: zero-2 hybrid 2x2 -> zero-3 ddp 4" 4 "--mode hybrid --pp 2
     4 --mode ddp --zero 3 --bucket-mb 0.004
 ckpt_case "zero/ckpt: zero-3 ddp 4 -> zero-1 hybrid 2x2" 4 "--mode ddp --zero 3" \
     4 --mode hybrid --pp 2 --dp 2 --micro-batches 2 --zero 1
+ckpt_case "zero/ckpt: zero-3 ddp 2 x tp 2 -> monolith" 4 "--mode ddp --dp 2 --tp 2 --zero 3 --bucket-mb 0.004" 1
+ckpt_case "zero/ckpt: monolith -> zero-2 hybrid 2 x 2 x tp 2" 1 "" 8 --mode hybrid --pp 2 --dp 2 --tp 2 \
+    --micro-batches 2 --zero 2 --bucket-mb 0.004
 
 # ---- the shards' traffic per step = the formula of docs/data-parallel.md ----
 # P: the stage's parameters (4 layers of 32: 4290; hybrid 2x2: the head's stage, 2 x 1056 + 66 = 2178);
@@ -160,6 +189,4 @@ EOF
 # ---- refused ----
 expect_user_error "zero/--zero 2 with --ddp-sync naive" "--zero 2 reduce-scatters buckets .* drop --ddp-sync naive" 60 \
     mpiexec -n 2 "$MICROPP" train --mode ddp --zero 2 --ddp-sync naive
-expect_user_error "zero/--zero 3 with --allreduce shm" "--zero 3 keeps no whole gradient buffer .* --allreduce mpi" 60 \
-    mpiexec -n 2 "$MICROPP" train --mode ddp --zero 3 --allreduce shm
 expect_user_error "zero/--zero 4" "zero" 60 "$MICROPP" train --mode ddp --zero 4

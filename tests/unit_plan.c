@@ -109,12 +109,13 @@ static void test_flags_apply(void) {
         snprintf(name, sizeof name, "plan: --zero %d saves and resumes", z);
         plan_ok(name, 2, args);
     }
-    refused("plan/refuse: --zero 3 with --tp", 4, "--mode ddp --dp 2 --tp 2 --zero 3",
-            "--zero 3 with --tp 2 is not supported yet");
+    plan_ok("plan: --zero 3 with --tp (each rank shards its tensor-parallel part)", 4, "--mode ddp --dp 2 --tp 2 --zero 3");
+    plan_ok("plan: --zero 2 with --tp, hybrid", 8, "--mode hybrid --pp 2 --dp 2 --tp 2 --zero 2");
     refused("plan/refuse: --zero 2 with naive sync", 2, "--mode ddp --zero 2 --ddp-sync naive",
             "--zero 2 reduce-scatters buckets while the backward runs, and --ddp-sync naive has none");
-    refused("plan/refuse: --zero 3 with --allreduce shm", 2, "--mode hybrid --pp 1 --dp 2 --zero 3 --allreduce shm",
-            "--zero 3 keeps no whole gradient buffer for --allreduce shm to share");
+    Plan zs = plan_ok("plan: --zero 3 with --allreduce shm", 2, "--mode hybrid --pp 1 --dp 2 --zero 3 --allreduce shm");
+    EXPECT("plan: --zero 3 keeps --allreduce shm (its working buckets are windows)", zs.allreduce == ALLREDUCE_SHM, "%d",
+           zs.allreduce);
     refused("plan/refuse: naive sync with --bucket-mb", 2, "--mode ddp --ddp-sync naive --bucket-mb 4", "--bucket-mb applies to --ddp-sync bucketed");
 }
 
@@ -416,8 +417,20 @@ static void test_allreduce(void) {
     facts_refused("plan/refuse: --allreduce shm, /dev/shm too small", &ft, "--mode ddp --allreduce shm",
                   "train: --allreduce shm needs 4.23 MB of /dev/shm for the 2 ranks of this node, and 1 MB are free");
     p = facts_ok("plan/allreduce auto, --zero 3", &f1, "--mode ddp --zero 3");
-    EXPECT("plan/allreduce: auto with ZeRO-3 (no whole gradient to share) is mpi", p.allreduce == ALLREDUCE_MPI, "%d",
+    EXPECT("plan/allreduce: auto with ZeRO-3 is shm (its working buckets in windows)", p.allreduce == ALLREDUCE_SHM,
+           "%d", p.allreduce);
+    p = facts_ok("plan/allreduce auto, --zero 2", &f1, "--mode ddp --zero 2");
+    EXPECT("plan/allreduce: auto with ZeRO-2 is shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    // /dev/shm's room counts ZeRO's windows, per rank (16 layers of 128, 16 buckets of a layer, 16512 floats):
+    // ddp's params + grads 2.1 MB, ZeRO-2's params + 2 buckets 1.19 MB, ZeRO-3's 2 + 2 buckets 0.26 MB; 1 MB for 2
+    p = facts_ok("plan/allreduce auto, --zero 2, /dev/shm small", &ft, "--mode ddp --zero 2 --bucket-mb 0.004");
+    EXPECT("plan/allreduce: ZeRO-2's params and buckets do not fit 1 MB: mpi", p.allreduce == ALLREDUCE_MPI, "%d",
            p.allreduce);
+    p = facts_ok("plan/allreduce auto, --zero 3, /dev/shm small", &ft, "--mode ddp --zero 3 --bucket-mb 0.004");
+    EXPECT("plan/allreduce: ZeRO-3's working buckets fit 1 MB: shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    facts_refused("plan/refuse: --zero 2 --allreduce shm, /dev/shm too small for its windows", &ft,
+                  "--mode ddp --zero 2 --bucket-mb 0.004 --allreduce shm",
+                  "train: --allreduce shm needs 2.38 MB of /dev/shm for the 2 ranks of this node, and 1 MB are free");
     p = facts_ok("plan/allreduce auto, --zero 1", &f1, "--mode ddp --zero 1");
     EXPECT("plan/allreduce: auto with ZeRO-1 stays shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
     p = plan_ok("plan/allreduce: before the facts", 2, "--mode ddp --allreduce shm");
@@ -574,6 +587,9 @@ static void test_tp(void) {
     // layer 2's input gradient (32 x 32) backward (layer 0, the model's first, computes none)
     EXPECT("plan/tp: all-reduced floats per micro-batch", plan_vstage_tp_floats(&c, &p, 0) == 3 * 32 * 32,
            "%g", plan_vstage_tp_floats(&c, &p, 0));
+    c.bucket_mb = 1;  // one bucket of the rank's shards: ZeRO-2 and 3's working buffers (memory.c)
+    EXPECT("plan/tp: the largest bucket holds the rank's shards", plan_largest_bucket(&c, &p, 0) == want, "%g, want %g",
+           plan_largest_bucket(&c, &p, 0), want);
     refused("plan/refuse: --hidden not divisible by --tp", 3, "--tp 3 --hidden 32",
             "train: --hidden 32 is not divisible by --tp 3 (each rank holds H/T features of every split layer): use --hidden 30 or 33, or a --tp that divides 32");
     refused("plan/refuse: ranks not in whole groups", 3, "--mode ddp --tp 2",

@@ -21,21 +21,6 @@ static double out_widths(const TrainConfig *c, const Plan *p, int vs, int from, 
     return w;
 }
 
-// Floats of the largest bucket of virtual stage vs, cut as gradsync_init cuts them: whole layers from
-// the top (the head first), each bucket closed once it holds --bucket-mb.
-static double largest_bucket(const TrainConfig *c, const Plan *p, int vs) {
-    double H = (double)c->hidden, C = (double)c->classes, cap = c->bucket_mb * 1024 * 1024, most = 0, floats = 0;
-    int n = plan_layers(p, vs), head = vs == p->S - 1;
-    for (int j = n + head - 1; j >= 0; j--) {
-        floats += j == n ? C * H + C : H * (p->lo[vs] + j == 0 ? (double)p->inputs : H) + H;
-        if (floats * sizeof(float) >= cap || j == 0) {
-            most = floats > most ? floats : most;
-            floats = 0;
-        }
-    }
-    return most;
-}
-
 void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const int *slots, int n, MemNeed *m) {
     double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float),
            a = memory_activation_elem(c->precision);
@@ -51,7 +36,7 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
         m->grads += params * f / (zero >= 2 ? p->D : 1);
         if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (zero >= 1 ? p->D : 1);
         // ZeRO-2, 3: the working buckets (train/zero.c): ZERO_BUFS of gradients, and of gathered weights at 3
-        if (zero >= 2) m->buffers += ZERO_BUFS * largest_bucket(c, p, vs) * f * (zero >= 3 ? 2 : 1);
+        if (zero >= 2) m->buffers += ZERO_BUFS * plan_largest_bucket(c, p, vs) * f * (zero >= 3 ? 2 : 1);
         double act = rows * a * out_widths(c, p, vs, 0, layers);  // every layer's output, once
         double per_slot = rows * in * a + (head ? rows * C * a + rows * 4 : 0);
         if (!ckpt || split) per_slot += act;  // the layer outputs (with split + checkpointing: refilled at I)

@@ -178,16 +178,6 @@ static int rule_data_parallel(const TrainConfig *c, Err *e) {
                       "train: --zero %lld reduce-scatters buckets while the backward runs, and --ddp-sync naive has "
                       "none: drop --ddp-sync naive (bucketed is the default)",
                       (long long)c->zero);
-    if (c->zero >= 2 && c->tp > 1)  // (zero.c shards and draws whole layers; --tp splits them first)
-        return refuse(e,
-                      "train: --zero %lld with --tp %lld is not supported yet: use --zero 1 (the optimizer state "
-                      "sharded) with --tp, or drop --tp",
-                      (long long)c->zero, (long long)c->tp);
-    if (c->zero >= 2 && c->allreduce == ALLREDUCE_SHM)
-        return refuse(e,
-                      "train: --zero %lld keeps no whole gradient buffer for --allreduce shm to share: use --allreduce "
-                      "mpi or ring (auto picks mpi)",
-                      (long long)c->zero);
     if (c->ddp_sync == SYNC_NAIVE && seen_typed(e->seen, "bucket-mb"))
         return refuse(e, "train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): "
                          "drop one of them");
@@ -663,10 +653,10 @@ static int rule_devices(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 // (auto asks only whether).
 static void shm_unfit(const TrainConfig *c, const Facts *f, const Plan *p, const char *what, char *why, size_t n) {
     const Hardware *d = f->devices;
-    double *bytes = xcalloc((size_t)p->world, sizeof(double));  // each rank's params and grads
+    double *bytes = xcalloc((size_t)p->world, sizeof(double));  // each rank's windows (params and grads, or ZeRO's)
     for (int r = 0; r < p->world; r++)
         for (int k = 0, stage = p->pipelined ? plan_rank_stage(p, r) : 0; k < p->V; k++)
-            bytes[r] += 2 * plan_vstage_params(c, p, plan_vstage(p, stage, k)) * sizeof(float);
+            bytes[r] += plan_vstage_shm_floats(c, p, plan_vstage(p, stage, k)) * sizeof(float);
     why[0] = 0;
     for (int r = 0; r < p->world && !why[0]; r++) {
         int local = 0, node_ranks = 0;
@@ -690,8 +680,7 @@ static int rule_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e)
     if (!p->data_parallel || !f->devices || (c->allreduce != ALLREDUCE_SHM && c->allreduce != ALLREDUCE_AUTO)) return 0;
     char why[300] = "";
     if (c->allreduce == ALLREDUCE_AUTO) {
-        if (c->zero >= 2) snprintf(why, sizeof why, "ZeRO-2 and 3 shard the gradients");  // no whole buffer to share
-        else if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
+        if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
         p->allreduce = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
         return 0;
     }

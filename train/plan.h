@@ -135,6 +135,12 @@ static inline int plan_rank_tp(const Plan *p, int rank) { return comm_rank_tp(p-
 // 0, the head when it is the last; with --tp its shard of them, model.h's pairs): what stage_init
 // allocates, for the memory and shm rules.
 double plan_vstage_params(const TrainConfig *c, const Plan *p, int vs);
+// Floats of virtual stage vs's largest gradient bucket on one rank, cut as gradsync_init cuts them: whole
+// layers from the top (the head first), each bucket closed once it holds --bucket-mb.
+double plan_largest_bucket(const TrainConfig *c, const Plan *p, int vs);
+// Floats of the shm windows (--allreduce shm) one rank holds for virtual stage vs: params and grads;
+// ZeRO-2: params and ZERO_BUFS gradient buckets (train/zero.c); ZeRO-3: ZERO_BUFS of gradients and of weights.
+double plan_vstage_shm_floats(const TrainConfig *c, const Plan *p, int vs);
 // Floats one rank's tensor-parallel all-reduces move per micro-batch through virtual stage vs (its
 // row-parallel outputs forward, its column-parallel input gradients backward, recomputes included),
 // each all-reduced over T ranks; 0 without --tp.

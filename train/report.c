@@ -264,6 +264,7 @@ static void fill_sync_state(const TrainConfig *c, const Comm *comm, const Model 
     comm_allreduce_sum_double(nb, 2, comm->pp);
     s->buckets = nb[0];
     s->collectives = nb[1];
+    s->shm_collectives = comm_shared_count(comm);
 }
 
 // The model state each rank allocated (weights, gradients, the optimizer's moments, as they are

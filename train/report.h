@@ -21,6 +21,7 @@ typedef struct {
     double step_ms, samples_s, gflops;
     double gemm_ms, gemm_share, gemm_gflops;              // --gemm-timing
     double comm_ms, comm_hidden, optimizer_bytes, collectives, buckets;  // ddp/hybrid
+    double shm_collectives;  // --allreduce shm: rank 0's dp collectives run in its windows, the whole run
     double weight_bytes, grad_bytes, optimizer_state_bytes;  // allocated per rank, the largest over the ranks
     double tp_calls, tp_bytes, tp_ms, tp_share;  // --tp: all-reduces per step and rank, their bytes and time
                                                  // (the mean over the ranks), the time's share of the step

@@ -19,6 +19,7 @@ static void json_data_parallel(cJSON *o, const TrainConfig *c, const Plan *p, co
     if (c->ddp_sync == SYNC_BUCKETED) cJSON_AddNumberToObject(o, "bucket_mb", c->bucket_mb);
     cJSON_AddNumberToObject(o, "bucket_count", s->buckets);
     cJSON_AddNumberToObject(o, "collectives_per_step", s->collectives);
+    if (p->allreduce == ALLREDUCE_SHM) cJSON_AddNumberToObject(o, "shm_collectives", s->shm_collectives);
     cJSON_AddNumberToObject(o, "comm_ms", s->comm_ms);
     cJSON_AddNumberToObject(o, "comm_hidden_fraction", s->comm_hidden);
     cJSON_AddNumberToObject(o, "optimizer_bytes_per_rank", s->optimizer_bytes);

@@ -25,7 +25,7 @@ static int span_start(Zero *z, int kind, double bytes) {
 // Points local layer j's weight and bias (params) or their gradients at base, the whole layer's floats
 // (NULL: no view).
 static void set_views(Stage *s, int j, float *base, int grads) {
-    size_t w = j == s->n_layers ? (size_t)s->C * s->H : (size_t)s->H * stage_fan_in(s, j);
+    size_t w = stage_weight_len(s, j);  // (with --tp: this rank's part of the layer, model.h)
     float **W = j == s->n_layers ? (grads ? &s->dWh : &s->Wh) : (grads ? &s->dW[j] : &s->W[j]);
     float **b = j == s->n_layers ? (grads ? &s->dbh : &s->bh) : (grads ? &s->db[j] : &s->b[j]);
     *W = base;
@@ -34,17 +34,15 @@ static void set_views(Stage *s, int j, float *base, int grads) {
 
 // ---- gradients: a working bucket per backward, reduce-scattered into the shard ----
 
-// Waits for the reduce-scatter of buffer x and adds (or, first in the step, copies) its shard in.
+// Waits for the reduce-scatter of buffer x and adds its shard in (the step's first of the bucket wrote it
+// there itself). The oldest is waited for first, so a bucket's first lands before a later one is added.
 static void grad_fold(Zero *z, ZeroBuf *x) {
     GradSync *g = z->g;
     const Backend *be = g->s->be;
     Bucket *b = &g->b[x->bucket];
     g->spans[x->span].t1 = comm_wait(x->req);
     x->req = NULL;
-    float *dst = z->gshard + b->moment_off;
-    if (z->gfresh[x->bucket]) be->copy(dst, x->buf + b->shard_off, b->shard_n * sizeof(float));
-    else be->axpy(dst, 1.0f, x->buf + b->shard_off, b->shard_n);
-    z->gfresh[x->bucket] = 0;
+    if (!x->direct) be->axpy(z->gshard + b->moment_off, 1.0f, x->buf + b->shard_off, b->shard_n);
     x->bucket = -1;
 }
 
@@ -86,7 +84,11 @@ static void on_layer_grad(void *ctx, int j) {
     int k = z->bucket_of[j];
     if (j == g->b[k].lo) {
         ZeroBuf *x = grad_buf(z, k);
-        x->req = comm_reduce_scatter_start(g->comm, x->buf, g->b[k].n, 1.0f, g->algo);
+        // the step's first of the bucket lands in the shard itself (no copy), the others are added in
+        x->direct = z->gfresh[k];
+        z->gfresh[k] = 0;
+        float *to = x->direct ? z->gshard + g->b[k].moment_off : NULL;
+        x->req = comm_reduce_scatter_to(g->comm, x->buf, g->b[k].n, 1.0f, g->algo, to);
         x->span = span_start(z, EV_REDUCE_SCATTER, (double)g->b[k].n * sizeof(float));
         x->seq = z->seq++;
         g->rs_bytes += (double)g->b[k].n * sizeof(float);
@@ -154,29 +156,40 @@ static void on_weights(void *ctx, int j, int next) {
 
 // ---- set-up ----
 
-// ZeRO-3: this rank's parameter shards from (seed, global layer), a bucket at a time on the host.
+// ZeRO-3: this rank's parameter shards from (seed, global layer), a bucket at a time on the host: each
+// layer drawn whole, then (--tp) this rank's part of it (as stage_init would), then this rank's shard.
 static void init_shards(Zero *z, uint64_t seed, int L) {
     GradSync *g = z->g;
     Stage *s = g->s;
     float *host = xmalloc(z->most * sizeof(float));
+    float *whole = xmalloc(((size_t)s->H * (s->D > s->H ? s->D : s->H) + s->H) * sizeof(float));
     for (int k = 0; k < g->nb; k++) {
         Bucket *b = &g->b[k];
         for (int j = b->lo; j < b->hi; j++) {
             float *at = host + (stage_layer_off(s, j) - b->off);
-            size_t w = j == s->n_layers ? (size_t)s->C * s->H : (size_t)s->H * stage_fan_in(s, j);
-            if (j == s->n_layers) init_layer_host(seed, L, s->H, s->C, at, at + w);
-            else init_layer_host(seed, s->lo + j, stage_fan_in(s, j), s->H, at, at + w);
+            size_t w = stage_weight_len(s, j), in = (size_t)stage_fan_in(s, j);
+            if (j == s->n_layers) init_layer_host(seed, L, s->H, s->C, at, at + w);  // the head, whole on every rank
+            else {
+                init_layer_host(seed, s->lo + j, (int)in, s->H, whole, whole + (size_t)s->H * in);
+                stage_shard_layer(s, j, s->tp_rank, whole, whole + (size_t)s->H * in, at, at + w);
+            }
         }
         s->be->to_device(z->pshard + b->moment_off, host + b->shard_off, b->shard_n * sizeof(float));
     }
-    free(host);
+    free(host); free(whole);
+}
+
+// A working bucket of n floats: with --allreduce shm in a window shared by the dp group (collective: every
+// rank allocates its buckets in the same order), so that its collectives run in shared memory.
+static float *work_alloc(GradSync *g, size_t n) {
+    return g->algo == ALLREDUCE_SHM ? comm_shared_alloc(g->comm, n) : g->s->be->alloc(n * sizeof(float));
 }
 
 static void zero_free(GradSync *g) {
     Zero *z = zero_of(g);
     if (!z) return;
     const Backend *be = g->s->be;
-    for (int i = 0; i < ZERO_BUFS; i++) {
+    for (int i = 0; i < ZERO_BUFS && g->algo != ALLREDUCE_SHM; i++) {  // (windows: comm_shared_free's)
         be->free(z->gb[i].buf);
         if (z->pb[i].buf) be->free(z->pb[i].buf);
     }
@@ -277,8 +290,8 @@ void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
     z->gshard = be->alloc(shard * sizeof(float));
     z->gfresh = xcalloc((size_t)g->nb, sizeof(int));
     for (int i = 0; i < ZERO_BUFS; i++) {
-        z->gb[i] = (ZeroBuf){be->alloc(z->most * sizeof(float)), -1, NULL, 0, 0};
-        if (level >= 3) z->pb[i] = (ZeroBuf){be->alloc(z->most * sizeof(float)), -1, NULL, 0, 0};
+        z->gb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0, 0};
+        if (level >= 3) z->pb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0, 0};
     }
     z->span_cap = 2 * g->nb + 8;
     g->spans = realloc(g->spans, sizeof(Span) * (size_t)z->span_cap);

@@ -13,6 +13,7 @@ typedef struct {
     CommReq *req;   // its collective in flight (NULL: none)
     int span;       // that collective's span in GradSync.spans
     long seq;       // when it was started (the oldest in flight is waited for first)
+    int direct;     // its reduce-scatter writes this rank's chunk straight into the gradient shard
 } ZeroBuf;
 
 typedef struct Zero {
@@ -21,7 +22,7 @@ typedef struct Zero {
     int *bucket_of;          // [n_layers + 1] the bucket holding local layer j (the head: n_layers)
     size_t most;             // floats of the largest bucket
     float *gshard;           // [shard_total] this rank's gradient shards, summed over the step's backwards
-    int *gfresh;             // [nb] the bucket's shard is still to be overwritten this step
+    int *gfresh;             // [nb] the bucket's first reduce-scatter of the step (it overwrites the shard) is to come
     float *pshard;           // ZeRO-3: [shard_total] this rank's parameter shards (the parameters at rest)
     ZeroBuf gb[ZERO_BUFS];   // a bucket's whole gradient while a backward writes it and it is reduce-scattered
     ZeroBuf pb[ZERO_BUFS];   // ZeRO-3: a bucket's gathered weights while a pass reads them (or prefetched)
