@@ -687,6 +687,10 @@ static void shm_unfit(const TrainConfig *c, const Facts *f, const Plan *p, const
     free(bytes);
 }
 
+const char *plan_shm_excluded(const TrainConfig *c) {
+    return c->zero >= 2 ? "ZeRO-2 and 3 shard the gradients" : "";  // no whole buffer to share
+}
+
 // Data parallelism's all-reduce: --allreduce shm where it can run (else refused), auto: shm on the
 // host where it can run, else mpi; decided alike on every rank from every rank's facts.
 static int rule_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
@@ -694,7 +698,7 @@ static int rule_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e)
     if (!p->data_parallel || !f->devices || (c->allreduce != ALLREDUCE_SHM && c->allreduce != ALLREDUCE_AUTO)) return 0;
     char why[300] = "";
     if (c->allreduce == ALLREDUCE_AUTO) {
-        if (c->zero >= 2) snprintf(why, sizeof why, "ZeRO-2 and 3 shard the gradients");  // no whole buffer to share
+        if (plan_shm_excluded(c)[0]) snprintf(why, sizeof why, "%s", plan_shm_excluded(c));
         else if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
         p->allreduce = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
         return 0;

@@ -139,3 +139,6 @@ double plan_vstage_params(const TrainConfig *c, const Plan *p, int vs);
 // row-parallel outputs forward, its column-parallel input gradients backward, recomputes included),
 // each all-reduced over T ranks; 0 without --tp.
 double plan_vstage_tp_floats(const TrainConfig *c, const Plan *p, int vs);
+// Why --allreduce auto keeps data parallelism off shm for these options whatever the machine ("" when
+// the facts decide): rule_allreduce's reason, and the planner's (train/predict.c prices what train runs).
+const char *plan_shm_excluded(const TrainConfig *c);
