@@ -148,6 +148,8 @@ expect_user_error "planner/profile of other widths" "measured layers of hidden 1
     "$MICROPP" plan --auto --world 2 --profile "$P" --hidden 512
 expect_user_error "planner/--auto with --stages" "--auto searches --stages itself" 10 \
     "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --stages 2
+expect_user_error "planner/--auto with --tp" "--auto searches --tp itself" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --tp 2
 expect_user_error "planner/--world without --auto" "--world goes with --auto" 10 "$MICROPP" plan --world 2
 expect_user_error "planner/--calibrate without --out" "--calibrate writes a profile: name it with --out" 30 \
     mpiexec -n 2 "$MICROPP" plan --calibrate $TINY
@@ -160,6 +162,8 @@ expect_user_error "planner/train --auto without --profile" "--auto needs the cos
     mpiexec -n 2 "$MICROPP" train --auto $TINY
 expect_user_error "planner/train --auto with --mode" "--auto chooses --mode itself" 30 \
     mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/tiny.json" --mode pp $TINY
+expect_user_error "planner/train --auto with --tp" "--auto chooses --tp itself" 30 \
+    mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/tiny.json" --tp 2 $TINY
 expect_user_error "planner/train --profile without --auto" "--profile goes with --auto" 30 \
     mpiexec -n 2 "$MICROPP" train --profile "$TMP/tiny.json" $TINY
 expect_user_error "planner/train --auto, a machine file" "is a machine file: --auto runs on this machine" 30 \
