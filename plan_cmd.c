@@ -578,8 +578,8 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
 
 // --auto's and --calibrate's rules: what each needs, and the options they replace.
 static void check_auto(const PlanCmd *pc) {
-    static const char *const searched[] = {"stages", "schedule", "dp", "micro-batches", "virtual-stages", "zero",
-                                           "checkpoint-activations", "precision"};
+    static const char *const searched[] = {"stages", "schedule", "dp", "tp", "micro-batches", "virtual-stages",
+                                           "zero", "checkpoint-activations", "precision"};
     const char *mode = pc->auto_ ? "--auto" : "--calibrate";
     if (pc->auto_ && pc->calibrate)
         user_error("plan: --calibrate measures a profile and --auto reads one: run them one after the other");

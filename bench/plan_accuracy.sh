@@ -2,14 +2,16 @@
 # bench/plan_accuracy.sh: how honest `micropp plan --auto` is on this machine. For 2 and 4 ranks it
 # calibrates a profile (plan --calibrate, configs/pipeline.json's widths and batch, which cover
 # medium.json's), asks plan --auto --json for configs/medium.json and configs/pipeline.json, then runs
-# the planner's pick and a fixed set of other layouts (pipeline schedules, ddp, ZeRO-1, hybrid, bf16)
-# with train --json and compares the measured median step with the prediction. The layouts of a
+# the planner's pick and a fixed set of other layouts (pipeline schedules, ddp, ZeRO-1, 2 and 3,
+# hybrid, --tp 2 alone and beside a pipeline or replicas, bf16) with train --json and compares the
+# measured median step with the prediction. The layouts of a
 # (config, ranks) run round-robin REPS times, so that a drift of the machine's load hits them alike;
 # a layout's figure is the median of its runs' median steps. Prints a markdown table (also
 # bench/results/plan_accuracy.md): per layout predicted and measured ms and the error; per (config,
 # ranks) whether the pick ran within 5% of the best layout measured; the median error.
-#   bash bench/plan_accuracy.sh                  # ~4 minutes on the quiet 2-core machine
+#   bash bench/plan_accuracy.sh                  # 17 minutes with 3 other jobs on the 2 cores (4 before the tp/ZeRO-2/3 rows, quiet)
 #   REPS=1 STEPS=3 bash bench/plan_accuracy.sh   # a quicker, noisier pass
+# The table goes to stdout as docs/planner.md shows it; how long the pass took, to stderr.
 source "$(dirname "$0")/lib.sh"
 STEPS=${STEPS:-4}
 OUT=$ROOT/bench/results
@@ -17,10 +19,11 @@ RESULTS=$OUT/plan_accuracy.jsonl
 : > "$RESULTS"
 # The layouts measured besides the pick, by the name plan --auto gives them (layout_name).
 declare -A LAYOUTS=(
-    [pipeline.json:2]="pp 1f1b M=8 fp32|pp zb-h1 M=8 fp32|pp 1f1b M=16 bf16|ddp fp32"
-    [medium.json:2]="ddp fp32|ddp zero1 fp32|pp 1f1b M=4 fp32|pp zb-h1 M=4 bf16"
-    [pipeline.json:4]="hybrid 1f1b M=8 fp32|pp 1f1b M=8 fp32|ddp bf16"
-    [medium.json:4]="ddp fp32|hybrid 1f1b M=4 fp32|pp 1f1b M=8 bf16"
+    [pipeline.json:2]="pp 1f1b M=8 fp32|pp zb-h1 M=8 fp32|pp 1f1b M=16 bf16|ddp fp32|monolith tp2 fp32|ddp zero3 bf16"
+    [medium.json:2]="ddp fp32|ddp zero1 fp32|pp 1f1b M=4 fp32|pp zb-h1 M=4 bf16|monolith tp2 bf16|ddp zero2 fp32"\
+"|ddp zero3 fp32"
+    [pipeline.json:4]="hybrid 1f1b M=8 fp32|pp 1f1b M=8 fp32|ddp bf16|pp 1f1b M=8 tp2 fp32"
+    [medium.json:4]="ddp fp32|hybrid 1f1b M=4 fp32|pp 1f1b M=8 bf16|ddp tp2 fp32"
 )
 for n in 2 4; do
     mpiexec -n "$n" "$MICROPP" plan --calibrate --config "$ROOT/configs/pipeline.json" --out "$OUT/profile_$n.json" \
@@ -80,3 +83,4 @@ print()
 print("median |error| over %d layouts: %.1f%% (%s steps per run, the first skipped; %d runs per layout)" % (
     len(errs), 100 * statistics.median(errs), sys.argv[2], rows[0]["n"]))
 PY
+echo "bench/plan_accuracy.sh: ${SECONDS}s (REPS=$REPS, STEPS=$STEPS)" >&2

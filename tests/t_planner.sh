@@ -1,7 +1,8 @@
 # tests/t_planner.sh: the planner end to end: plan --calibrate writes a profile on 2 ranks; plan --auto
-# ranks the layouts of a world from it and prints a command that runs; train --auto runs the pick and
-# prints its prediction beside the measured step; a committed profile and the DGX H100 machine file
-# give the same predictions as when they were recorded (tests/expected/planner_auto.txt: the model
+# ranks the layouts of a world from it (--tp and ZeRO-3 ones among them) and prints commands that run;
+# train --auto runs the pick and prints its prediction beside the measured step; committed profiles (2
+# and 4 ranks) and the DGX H100 machine file give the same predictions as when they were recorded
+# (tests/expected/planner_auto.txt, the accuracy set's --tp and ZeRO-2/3 layouts included: the model
 # cannot drift unnoticed; after an intended change regenerate it with PLANNER_RECORD=1); the 70B plan
 # of 1024 GPUs answers within seconds; on this machine a one-rank prediction of a compute-bound model
 # is within 2x of the step it measures (loose: the machine is shared); every misuse is one line, exit 2.
@@ -39,8 +40,9 @@ except Exception as e: print("no JSON: %s" % e); sys.exit()
 L, bad = a["layouts"], []
 steps = [r["step_s"] for r in L if r["fits"]]
 if steps != sorted(steps): bad.append("not ranked by step")
-kinds = {(r["pp"], r["dp"]) for r in L}
-if kinds != {(1, 2), (2, 1)}: bad.append("layouts of 2 ranks: %s" % kinds)
+kinds = {(r["pp"], r["dp"], r["tp"]) for r in L}
+if kinds != {(1, 2, 1), (2, 1, 1), (1, 1, 2)}: bad.append("layouts of 2 ranks (pp, dp, tp): %s" % kinds)
+if {r["zero"] for r in L if r["dp"] == 2} != {0, 1, 2, 3}: bad.append("zero levels of ddp 2")
 if not {r["schedule"] for r in L} >= {"1f1b", "zb-h1", "interleaved", "none"}: bad.append("schedules missing")
 if not all(r["command"].startswith("mpiexec -n 2 ./micropp train ") for r in L): bad.append("a command")
 print("; ".join(bad))
@@ -53,6 +55,21 @@ best_name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lay
 run 120 ${best/.\/micropp/$MICROPP} --steps 2 --log-every 0 --json
 if [ "$RC" -ne 0 ]; then fail "planner/the best command runs" "'$best': exit $RC: $(printf '%s' "$ERR" | tail -c 300)"
 else pass "planner/the best command runs"; fi
+
+# --- the search's other axes: a --tp layout and a ZeRO-3 layout ranked, and their commands run ---
+for want in "monolith tp2 fp32" "ddp zero3 fp32"; do
+    cmd=$(python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))
+print(next((r["command"] for r in a["layouts"] if r["layout"] == sys.argv[2]), ""))' "$TMP/auto.json" "$want" 2>/dev/null)
+    case $cmd in
+    *" --tp 2 "* | *" --zero 3 "*)
+        run 120 ${cmd/.\/micropp/$MICROPP} --steps 2 --log-every 0 --json
+        if [ "$RC" -ne 0 ]; then fail "planner/auto's $want runs" "'$cmd': exit $RC: $(printf '%s' "$ERR" | tail -c 300)"
+        else pass "planner/auto's $want runs"; fi ;;
+    *) fail "planner/auto's $want runs" "plan --auto --world 2 has no '$want' with its option: '$cmd'" ;;
+    esac
+done
 
 # --- train --auto: the same pick, its prediction beside the measured step ---
 run 120 mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/tiny.json" $TINY --steps 3 --log-every 0 --json
@@ -74,6 +91,13 @@ record() {
         --config configs/medium.json --device-memory 8G --top 6 | grep -v "searched in"
     "$MICROPP" plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B --batch 1048576 \
         --top 6 | grep -v "searched in"
+    # the layouts of bench/plan_accuracy.sh's --tp and ZeRO-2/3 rows, wherever they rank
+    for cfg in pipeline medium; do
+        "$MICROPP" plan --auto --world 2 --profile configs/profiles/cpu-2ranks.json --config configs/$cfg.json \
+            --device-memory 8G --top 1000 | grep -E "^ +[0-9]+  (monolith tp2|ddp zero[23]) "
+        "$MICROPP" plan --auto --world 4 --profile configs/profiles/cpu-4ranks.json --config configs/$cfg.json \
+            --device-memory 8G --top 1000 | grep -E "^ +[0-9]+  (pp 1f1b M=8 tp2|ddp tp2) "
+    done
 }
 if [ "${PLANNER_RECORD:-0}" = 1 ]; then record > tests/expected/planner_auto.txt; fi
 record > "$TMP/now.txt" 2>&1
@@ -124,6 +148,8 @@ expect_user_error "planner/profile of other widths" "measured layers of hidden 1
     "$MICROPP" plan --auto --world 2 --profile "$P" --hidden 512
 expect_user_error "planner/--auto with --stages" "--auto searches --stages itself" 10 \
     "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --stages 2
+expect_user_error "planner/--auto with --tp" "--auto searches --tp itself" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --tp 2
 expect_user_error "planner/--world without --auto" "--world goes with --auto" 10 "$MICROPP" plan --world 2
 expect_user_error "planner/--calibrate without --out" "--calibrate writes a profile: name it with --out" 30 \
     mpiexec -n 2 "$MICROPP" plan --calibrate $TINY
@@ -136,6 +162,8 @@ expect_user_error "planner/train --auto without --profile" "--auto needs the cos
     mpiexec -n 2 "$MICROPP" train --auto $TINY
 expect_user_error "planner/train --auto with --mode" "--auto chooses --mode itself" 30 \
     mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/tiny.json" --mode pp $TINY
+expect_user_error "planner/train --auto with --tp" "--auto chooses --tp itself" 30 \
+    mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/tiny.json" --tp 2 $TINY
 expect_user_error "planner/train --profile without --auto" "--profile goes with --auto" 30 \
     mpiexec -n 2 "$MICROPP" train --profile "$TMP/tiny.json" $TINY
 expect_user_error "planner/train --auto, a machine file" "is a machine file: --auto runs on this machine" 30 \

@@ -2,8 +2,9 @@
 // its search (train/auto.c), without MPI: curves interpolated and made monotone; a machine file's
 // roofline and rings; a profile written and read back; a fixed profile's predictions equal to what
 // the schedule's arithmetic gives by hand (1F1B's (M+K-1)(F+B), a ddp step with half its all-reduce
-// hidden, ZeRO-1's reduce-scatter, optimizer shard and all-gather); and the search's ranking and
-// memory rule. A change to the model that moves a prediction fails here first.
+// hidden, ZeRO-1's reduce-scatter, optimizer shard and all-gather; --tp's slices and all-reduces;
+// ZeRO-2's reduce-scatter per backward, ZeRO-3's gathers around each pass); and the search's ranking,
+// memory rule and axes (tp within a node, ZeRO 0-3). A change to the model that moves a prediction fails here first.
 #include <stdlib.h>
 #include "unit.h"
 #include "base/ops.h"
@@ -206,9 +207,100 @@ static void test_search(void) {
     auto_search(&pf, &c, 2, 1000, &s);  // 1000 bytes: nothing fits
     EXPECT("search_nothing_fits", s.n > 0 && s.n_fit == 0 && !s.c[0].fits, "n %d fit %d", s.n, s.n_fit);
     auto_free(&s);
-    c.batch = 63;  // no replica split, no micro-batches of 2 stages: only... nothing divides
+    c.batch = 63;  // no replica split, no micro-batches of 2 stages: only --tp 2 splits no batch
     auto_search(&pf, &c, 2, 1e12, &s);
-    EXPECT("search_batch_must_divide", s.n == 0, "%d layouts", s.n);
+    EXPECT("search_batch_must_divide", s.n == 1 && s.c[0].l.tp == 2 && s.c[0].l.pp == 1 && s.c[0].l.dp == 1,
+           "%d layouts", s.n);
+    auto_free(&s);
+}
+
+// --tp T and ZeRO-2/3 against hand-computed steps on the fixed profile (F = A per row per layer, B =
+// 2A; the tensor-parallel all-reduce 1 ms over shm; reduce-scatter 4 ms, all-gather 3 ms, half hidden).
+static void test_tp_zero(void) {
+    Profile pf;
+    fixed_profile(&pf);
+    pf.coll[ALLREDUCE_SHM][COLL_ALLREDUCE][2] = flat(0.001);  // (only the tp group uses it: ddp has no shm here)
+    TrainConfig c = small_model();
+    Prediction pr;
+    char why[512], cmd[1024], name[96];
+    // monolith --tp 2, 4 layers of 8 in two column/row pairs, 64 rows: each layer's passes at 32 rows;
+    // two forward all-reduces (the row layers) and one backward (layer 2's: layer 0 computes no input gradient)
+    Layout l = {.pp = 1, .dp = 1, .tp = 2, .v = 1, .M = 1};
+    int rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    double want = 4 * 32 * A + 4 * 64 * A + 3 * 0.001;
+    EXPECT("predict_tp2", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+    EXPECT("predict_tp2_comm", fabs(pr.comm_s - 0.003) < 1e-12, "%g", pr.comm_s);
+    layout_command(&l, &c, "", 1, cmd, sizeof cmd);
+    EXPECT("tp_command", strstr(cmd, "mpiexec -n 2 ") && strstr(cmd, " --mode monolith --tp 2 ") &&
+           !strcmp(layout_name(&l, name, sizeof name), "monolith tp2 fp32"), "%s | %s", cmd, name);
+    l.tp = 4;  // no all-reduce of 4 measured
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("predict_tp4_unmeasured", rc < 0 && strstr(why, "collectives of 4 ranks"), "%d %s", rc, why);
+    // ddp 2 x 32 rows: ZeRO-2 as ZeRO-1 (one backward: its reduce-scatter half hidden, the all-gather after)
+    pf.adam_s = 1e-9;
+    double P = (double)model_param_count(4, 8, 8, 2), flat_step = 4 * 3 * A * 32;
+    l = (Layout){.pp = 1, .dp = 2, .tp = 1, .zero = 2, .v = 1, .M = 1};
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    want = flat_step + 0.002 + P / 2 * 1e-9 + 0.003;
+    EXPECT("predict_zero2", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+    // ZeRO-3, one bucket: no all-gather after the step; one gather before the forward and one before the
+    // backward, neither prefetched (the first bucket is waited for)
+    l.zero = 3;
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    want = flat_step + 0.002 + P / 2 * 1e-9 + 2 * 0.003;
+    EXPECT("predict_zero3", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+    layout_command(&l, &c, "", 1, cmd, sizeof cmd);
+    EXPECT("zero3_command", strstr(cmd, " --mode ddp --zero 3 ") && strstr(layout_name(&l, name, 96), "zero3"), "%s",
+           cmd);
+    // two buckets (of 612 bytes, the model's 1224): each pass waits for the first gather, the second is
+    // prefetched and half hidden; two reduce-scatters, half hidden
+    c.bucket_mb = 612.0 / (1024 * 1024);
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    want = flat_step + 0.004 + P / 2 * 1e-9 + 2 * (0.003 + 0.0015);
+    EXPECT("predict_zero3_prefetch", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s,
+           want);
+    c = small_model();
+    // hybrid 2 x 2, 1F1B, 4 micro-batches of 8 rows, ZeRO-2: 5 x (F + B) = 5 x 48A, then four
+    // reduce-scatters (one per backward), half hidden behind the step's backward, and the all-gather
+    pf.adam_s = 0;
+    l = (Layout){.pp = 2, .dp = 2, .tp = 1, .zero = 2, .schedule = SCHED_1F1B, .v = 1, .M = 4};
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    want = 5 * 48 * A + 4 * 0.004 / 2 + 0.003;
+    EXPECT("predict_hybrid_zero2", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+}
+
+// The search on 4 ranks of a profile measured on 4: tp widths within the node, ZeRO levels 0 to 3
+// with replicas, ZeRO-2/3 with --tp among them (train/zero.c shards each rank's tp part).
+static void test_search_tp_zero(void) {
+    Profile pf;
+    fixed_profile(&pf);
+    pf.world = 4;
+    for (int D = 2; D <= 4; D += 2) {
+        pf.coll[ALLREDUCE_MPI][COLL_ALLREDUCE][D] = flat(0.010);
+        pf.coll[ALLREDUCE_MPI][COLL_REDUCE_SCATTER][D] = flat(0.004);
+        pf.coll[ALLREDUCE_MPI][COLL_ALLGATHER][D] = flat(0.003);
+    }
+    TrainConfig c = small_model();
+    Search s;
+    auto_search(&pf, &c, 4, 1e12, &s);
+    int pp_tp = 0, ddp_tp = 0, mono_tp4 = 0, zero[4] = {0}, zero_tp = 0;
+    for (int i = 0; i < s.n; i++) {
+        const Layout *l = &s.c[i].l;
+        pp_tp += l->pp == 2 && l->tp == 2;
+        ddp_tp += l->pp == 1 && l->dp == 2 && l->tp == 2;
+        mono_tp4 += l->tp == 4;
+        zero[l->zero] += l->dp > 1;
+        zero_tp += l->zero >= 2 && l->tp > 1;
+    }
+    EXPECT("search_tp_and_zero", pp_tp && ddp_tp && mono_tp4 && zero[0] && zero[1] && zero[2] && zero[3] && zero_tp,
+           "pp x tp2 %d, ddp x tp2 %d, tp4 %d, zero %d %d %d %d, zero>=2 with tp %d", pp_tp, ddp_tp, mono_tp4, zero[0],
+           zero[1], zero[2], zero[3], zero_tp);
+    auto_free(&s);
+    pf.world = 2;  // measured on 2 ranks: a group of 4 is wider than what it measured on one node
+    auto_search(&pf, &c, 4, 1e12, &s);
+    mono_tp4 = 0;
+    for (int i = 0; i < s.n; i++) mono_tp4 += s.c[i].l.tp == 4;
+    EXPECT("search_tp_within_node", s.n > 0 && !mono_tp4, "%d layouts of tp 4", mono_tp4);
     auto_free(&s);
 }
 
@@ -218,5 +310,7 @@ int main(void) {
     test_roundtrip();
     test_predictions();
     test_search();
+    test_tp_zero();
+    test_search_tp_zero();
     return unit_failures != 0;
 }

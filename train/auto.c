@@ -1,7 +1,7 @@
 // train/auto.c: the planner's search (train/auto.h): the layouts of a world enumerated axis by axis,
 // each priced by predict_step and checked against the device's memory, then ranked. Checkpointing is
 // tried only where a layout does not fit without it (it can only cost time); bf16 where the profile
-// priced it; ZeRO-1 where there are replicas and optimizer moments to shard.
+// priced it; --tp widths within a node; ZeRO levels where there are replicas (tp_widths, try_zeros).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +22,8 @@ const char *layout_name(const Layout *l, char *buf, size_t n) {
         k += snprintf(buf + k, n - (size_t)k, " %s%s M=%d", choice_name(SCHED_NAMES, l->schedule, s, sizeof s),
                       l->schedule == SCHED_INTERLEAVED ? (l->v == 2 ? " v=2" : " v>2") : "", l->M);
     }
-    if (l->zero && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " zero1");
+    if (l->tp > 1 && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " tp%d", l->tp);
+    if (l->zero && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " zero%d", l->zero);
     if (l->ckpt && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " ckpt");
     if (k < (int)n) snprintf(buf + k, n - (size_t)k, " %s", l->precision == PRECISION_BF16 ? "bf16" : "fp32");
     return buf;
@@ -56,6 +57,17 @@ static void try_layout(const Profile *pf, const TrainConfig *c, Layout l, Search
 static const int kinds[] = {SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBH2, SCHED_ZBV,
                             SCHED_DUALPIPEV};
 
+// The ZeRO levels tried with dp replicas of width T: none without replicas; 1 where there are
+// optimizer moments to shard; 2 and 3 wherever there are replicas (with --tp too). One after another:
+// the levels' pipelines simulate alike (predict.c keeps the last simulations).
+static void try_zeros(const Profile *pf, const TrainConfig *c, Layout l, Search *s, int *cap) {
+    for (int z = 0; z <= 3; z++) {
+        if (z && (l.dp == 1 || (z == 1 && c->optimizer == OPTIM_SGD))) continue;
+        l.zero = z;
+        try_layout(pf, c, l, s, cap);
+    }
+}
+
 static void try_pipeline(const Profile *pf, const TrainConfig *c, Layout l, Search *s, int *cap) {
     long long per_replica = c->batch / l.dp;
     int ms[MAX_M_STEPS + 1], n_m = 0;
@@ -71,7 +83,7 @@ static void try_pipeline(const Profile *pf, const TrainConfig *c, Layout l, Sear
             l.v = schedule_chunks(kinds[k], 2, NULL);
             if (schedule_check(l.schedule, l.pp, M, l.v) || (double)l.pp * l.v * M > SCHEDULE_MAX_SIM) continue;
             if ((long long)l.pp * l.v > c->layers) continue;
-            try_layout(pf, c, l, s, cap);
+            try_zeros(pf, c, l, s, cap);
         }
     }
 }
@@ -82,22 +94,30 @@ static int by_step(const void *a, const void *b) {
     return (x->pr.step_s > y->pr.step_s) - (x->pr.step_s < y->pr.step_s);
 }
 
+// The tensor-parallel widths a world may use: T divides the world and the hidden width, and a group
+// stays on one node (a machine file's devices_per_node; a calibration's world, which it measured on one).
+static int tp_widths(const Profile *pf, const TrainConfig *c, int world, int *ts) {
+    int node = pf->calibrated ? pf->world : pf->devices_per_node, n = 0;
+    for (int T = 1; T <= world && T <= node && n < 16; T++)
+        if (world % T == 0 && c->hidden % T == 0) ts[n++] = T;
+    return n;
+}
+
 void auto_search(const Profile *pf, const TrainConfig *c, int world, double device, Search *s) {
     double t0 = now_sec();
-    int cap = 0;
+    int cap = 0, ts[16], n_t = tp_widths(pf, c, world, ts);
     memset(s, 0, sizeof *s);
     s->device = device;
-    for (int pp = 1; pp <= world && pp <= MAX_STAGES && pp <= c->layers; pp++) {
-        if (world % pp) continue;
-        int dp = world / pp;
-        if (c->batch % dp) continue;
-        for (int prec = 0; prec < COST_PRECISIONS; prec++) {
-            if (!pf->has_precision[prec]) continue;
-            int zeros = dp > 1 && c->optimizer != OPTIM_SGD ? 2 : 1;  // ZeRO-1 where there are moments to shard
-            for (int zero = 0; zero < zeros; zero++) {
-                Layout l = {.pp = pp, .dp = dp, .tp = 1, .zero = zero, .v = 1, .M = 1, .precision = prec,
-                            .schedule = SCHED_1F1B};
-                if (pp == 1) try_layout(pf, c, l, s, &cap);
+    for (int it = 0; it < n_t; it++) {
+        int T = ts[it], groups = world / T;
+        for (int pp = 1; pp <= groups && pp <= MAX_STAGES && pp <= c->layers; pp++) {
+            if (groups % pp) continue;
+            int dp = groups / pp;
+            if (c->batch % dp) continue;
+            for (int prec = 0; prec < COST_PRECISIONS; prec++) {
+                if (!pf->has_precision[prec]) continue;
+                Layout l = {.pp = pp, .dp = dp, .tp = T, .v = 1, .M = 1, .precision = prec, .schedule = SCHED_1F1B};
+                if (pp == 1) try_zeros(pf, c, l, s, &cap);
                 else try_pipeline(pf, c, l, s, &cap);
             }
         }
@@ -117,14 +137,14 @@ static const char *gib(double b, char *buf, size_t n) {
 
 void auto_print(FILE *f, const Search *s, int top) {
     char name[96], mem[32];
-    fprintf(f, "%4s  %-36s %5s %5s %10s %10s %12s %7s %6s\n", "rank", "layout", "pp", "dp", "step(ms)", "samples/s",
-            "mem/rank", "bubble", "comm");
+    fprintf(f, "%4s  %-36s %5s %5s %3s %10s %10s %12s %7s %6s\n", "rank", "layout", "pp", "dp", "tp", "step(ms)",
+            "samples/s", "mem/rank", "bubble", "comm");
     int shown = 0;
     for (int i = 0; i < s->n && shown < top; i++) {
         const Candidate *k = &s->c[i];
         if (!k->fits && s->n_fit) break;
-        fprintf(f, "%4d  %-36s %5d %5d %10.2f %10.1f %12s %7.3f %5.0f%%%s\n", i + 1,
-                layout_name(&k->l, name, sizeof name), k->l.pp, k->l.dp, k->pr.step_s * 1e3, k->pr.samples_s,
+        fprintf(f, "%4d  %-36s %5d %5d %3d %10.2f %10.1f %12s %7.3f %5.0f%%%s\n", i + 1,
+                layout_name(&k->l, name, sizeof name), k->l.pp, k->l.dp, k->l.tp, k->pr.step_s * 1e3, k->pr.samples_s,
                 gib(k->pr.memory, mem, sizeof mem), k->pr.bubble, 100 * k->pr.comm_s / k->pr.step_s,
                 k->fits ? "" : "  (does not fit)");
         shown++;
@@ -132,7 +152,7 @@ void auto_print(FILE *f, const Search *s, int top) {
 }
 
 // The options the search chooses: typed beside --auto they would be overruled.
-static const char *const searched[] = {"mode", "pp", "dp", "schedule", "schedule-file", "micro-batches",
+static const char *const searched[] = {"mode", "pp", "dp", "tp", "schedule", "schedule-file", "micro-batches",
                                        "virtual-stages", "checkpoint-activations", "precision", "zero", "partition",
                                        "grad-accum"};
 
@@ -195,6 +215,7 @@ struct cJSON *auto_json(const Search *s, const TrainConfig *c, const char *confi
         cJSON_AddStringToObject(r, "layout", layout_name(&k->l, name, sizeof name));
         cJSON_AddNumberToObject(r, "pp", k->l.pp);
         cJSON_AddNumberToObject(r, "dp", k->l.dp);
+        cJSON_AddNumberToObject(r, "tp", k->l.tp);
         cJSON_AddStringToObject(r, "schedule",
                                 k->l.pp > 1 ? choice_name(SCHED_NAMES, k->l.schedule, sched, 32) : "none");
         cJSON_AddNumberToObject(r, "micro_batches", k->l.M);

@@ -1,4 +1,4 @@
-// train/auto.h: `plan --auto` and `train --auto`: every layout of a world (stages x replicas, schedule,
+// train/auto.h: `plan --auto` and `train --auto`: every layout of a world (stages x replicas x tp, schedule,
 // micro-batches, checkpointing, precision, ZeRO) that fits a device's memory, each step predicted
 // (train/predict.h) and ranked fastest first; the table, and the exact command of the best.
 #pragma once
@@ -22,7 +22,7 @@ typedef struct {
 // Every layout of `world` ranks for the model c on the profile; device: the bytes of one rank.
 void auto_search(const Profile *pf, const TrainConfig *c, int world, double device, Search *out);
 void auto_free(Search *s);
-// One layout in words: "hybrid 2x2 zb-h1 M=8 bf16 zero1 ckpt".
+// One layout in words: "hybrid zb-h1 M=8 tp2 zero1 ckpt bf16".
 const char *layout_name(const Layout *l, char *buf, size_t n);
 // The ranked table: the first `top` fitting rows (and the best that does not fit, when none does).
 void auto_print(FILE *f, const Search *s, int top);

@@ -9,11 +9,10 @@
 #include <stddef.h>
 #include "base/config.h"
 
-// A layout: one point of `plan --auto`'s search, every axis a training run is laid out by. tp and
-// zero > 1 are the axes the search leaves at 1 and <= 1 until train runs them (docs/planner.md).
+// A layout: one point of `plan --auto`'s search, every axis a training run is laid out by.
 typedef struct {
     int pp, dp, tp;       // pipeline stages, data-parallel replicas, tensor-parallel width: world = pp x dp x tp
-    int zero;             // ZeRO stage (0: none; 1: optimizer state sharded over dp)
+    int zero;             // ZeRO stage over dp (0: none; 1: optimizer state, 2: and gradients, 3: and weights)
     int schedule, v, M;   // pp > 1: the schedule (SCHED_*), chunks per rank, micro-batches per replica
     int ckpt;             // activation checkpointing (pipelines)
     int precision;        // PRECISION_*

@@ -22,6 +22,7 @@ void layout_apply(const Layout *l, TrainConfig *c) {
     c->checkpoint_activations = l->pp > 1 && l->ckpt;
     c->precision = l->precision;
     c->zero = l->dp > 1 ? l->zero : 0;
+    c->tp = l->tp > 1 ? l->tp : 1;
     c->grad_accum = 1;
     c->partition[0] = 0;
     c->schedule_file[0] = 0;
@@ -58,26 +59,62 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
         add(out, n, " --micro-batches %lld", l->M);
         if (l->ckpt) snprintf(out + strlen(out), n - strlen(out), " --checkpoint-activations");
     }
+    if (l->tp > 1) add(out, n, " --tp %lld", l->tp);
     if (l->dp > 1 && l->zero) add(out, n, " --zero %lld", l->zero);
     snprintf(out + strlen(out), n - strlen(out), " --precision %s",
              choice_name(PRECISION_CHOICES, l->precision, name, sizeof name));
 }
 
 // One virtual stage's passes at `rows` rows: F (with the first stage's input rows), I, W, and the
-// full backward B; what checkpointing recomputes (a forward) goes into I and B.
-typedef struct { double f, i, w, b; } Passes;
+// full backward B; what checkpointing recomputes (a forward) goes into I and B. With --tp each pass
+// of a split layer is its slice (tp_layer) and the group's all-reduces are in it: after a pair's row
+// layer in F (and the recompute), after a column layer's input gradient in I and B (not the model's
+// first layer's: it computes none). missing: the profile has no all-reduce of T ranks.
+typedef struct { double f, i, w, b, tp_s; int missing; } Passes;
+
+// The tensor-parallel group's all-reduce algorithm, as plan.c's rule_tp_allreduce picks it: shm where
+// the group shares a node and the buffers are on the host (a calibration: this machine, where the
+// profile measured shm), else MPI's (a machine file's links stand for every algorithm).
+static int tp_algo(const Profile *pf, int T) {
+    return pf->calibrated && T <= COST_MAX_D && pf->coll[ALLREDUCE_SHM][COLL_ALLREDUCE][T].n ? ALLREDUCE_SHM
+                                                                                              : ALLREDUCE_MPI;
+}
+
+// One all-reduce of `floats` over the tensor-parallel group of T ranks (one node: the search keeps T
+// within a node); -1 when a calibration did not measure it.
+static double tp_allreduce_s(const Profile *pf, int T, double floats) {
+    int algo = tp_algo(pf, T);
+    if (pf->calibrated && (T > COST_MAX_D || !pf->coll[algo][COLL_ALLREDUCE][T].n)) return -1;
+    return cost_collective(pf, COLL_ALLREDUCE, algo, T, floats * 4, 1);
+}
+
+// One pass of a layer of kind tp_kind (TP_FULL, TP_COL, TP_ROW) over T ranks: a split layer's gemm
+// is rows x in x out / T. A calibration measured whole layers by rows, so it is priced as the whole
+// layer at rows / T (the same FLOPs); a machine file's roofline takes the slice's own widths.
+static double tp_layer(const Profile *pf, int kind, int pass, int prec, double rows, double in, double out, int T,
+                       int tp_kind) {
+    if (T == 1 || tp_kind == TP_FULL) return cost_layer(pf, kind, pass, prec, rows, in, out);
+    if (pf->calibrated) return cost_layer(pf, kind, pass, prec, rows / T, in, out);
+    return tp_kind == TP_COL ? cost_layer(pf, kind, pass, prec, rows, in, out / T)
+                             : cost_layer(pf, kind, pass, prec, rows, in / T, out);
+}
 
 static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan *p, int vs, double rows) {
     Passes q = {0};
-    double H = (double)c->hidden, in = (double)p->inputs, C = (double)c->classes;
-    int prec = c->precision;
+    double H = (double)c->hidden, in = (double)p->inputs, C = (double)c->classes, ar_f = 0, ar_b = 0;
+    int prec = c->precision, T = p->T, n = plan_layers(p, vs), ckpt = c->checkpoint_activations;
     for (int g = p->lo[vs]; g < p->lo[vs + 1]; g++) {
-        int kind = g == 0 ? LAYER_FIRST : LAYER_MID;
+        int kind = g == 0 ? LAYER_FIRST : LAYER_MID, tk = T > 1 ? tp_layer_kind(T, n, g - p->lo[vs]) : TP_FULL;
         double fan_in = g == 0 ? in : H;
-        q.f += cost_layer(pf, kind, PASS_F, prec, rows, fan_in, H);
-        q.i += cost_layer(pf, kind, PASS_I, prec, rows, fan_in, H);
-        q.w += cost_layer(pf, kind, PASS_W, prec, rows, fan_in, H);
-        q.b += cost_layer(pf, kind, PASS_B, prec, rows, fan_in, H);
+        q.f += tp_layer(pf, kind, PASS_F, prec, rows, fan_in, H, T, tk);
+        q.i += tp_layer(pf, kind, PASS_I, prec, rows, fan_in, H, T, tk);
+        q.w += tp_layer(pf, kind, PASS_W, prec, rows, fan_in, H, T, tk);
+        q.b += tp_layer(pf, kind, PASS_B, prec, rows, fan_in, H, T, tk);
+        double af = tk == TP_ROW ? tp_allreduce_s(pf, T, rows * H) : 0;
+        double ab = tk == TP_COL && g > 0 ? tp_allreduce_s(pf, T, rows * fan_in) : 0;
+        q.missing |= af < 0 || ab < 0;
+        ar_f += af;
+        ar_b += ab;
     }
     if (vs == p->S - 1) {
         q.f += cost_layer(pf, LAYER_HEAD, PASS_F, prec, rows, H, C);
@@ -85,17 +122,24 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
         q.w += cost_layer(pf, LAYER_HEAD, PASS_W, prec, rows, H, C);
         q.b += cost_layer(pf, LAYER_HEAD, PASS_B, prec, rows, H, C);
     }
-    if (c->checkpoint_activations) { q.i += q.f; q.b += q.f; }
+    q.f += ar_f;
+    q.i += ar_b;
+    q.b += ar_b;
+    if (ckpt) { q.i += q.f; q.b += q.f; }  // (the recompute repeats the forward's all-reduces)
+    q.tp_s = ar_f * (ckpt ? 2 : 1) + ar_b;
     if (p->lo[vs] == 0) q.f += pf->data_s_per_value * rows * in;
     return q;
 }
 
 // The data-parallel algorithm train would run: the one asked for, or auto's (shm on one node where
-// the profile measured it, else MPI's).
+// the profile measured the collectives the ZeRO level runs there, as plan.c's rule_allreduce, else MPI's).
 static int dp_algo(const Profile *pf, const TrainConfig *c, int D) {
     if (c->allreduce != ALLREDUCE_AUTO) return c->allreduce;
-    return pf->calibrated && D <= COST_MAX_D && pf->coll[ALLREDUCE_SHM][COLL_ALLREDUCE][D].n ? ALLREDUCE_SHM
-                                                                                              : ALLREDUCE_MPI;
+    if (!pf->calibrated || D > COST_MAX_D) return ALLREDUCE_MPI;
+    int measured =
+        c->zero ? pf->coll[ALLREDUCE_SHM][COLL_REDUCE_SCATTER][D].n && pf->coll[ALLREDUCE_SHM][COLL_ALLGATHER][D].n
+                : pf->coll[ALLREDUCE_SHM][COLL_ALLREDUCE][D].n;
+    return measured ? ALLREDUCE_SHM : ALLREDUCE_MPI;
 }
 
 // A collective op over `bytes` in `pieces` equal collectives; -1 when the profile lacks it.
@@ -104,82 +148,183 @@ static double coll(const Profile *pf, int op, int algo, int D, double bytes, dou
     return pieces * cost_collective(pf, op, algo, D, bytes / pieces, intra);
 }
 
-// What rank `stage` does after its action list: the part of its gradient sync not hidden behind its
-// last backward (`window` seconds) and the all-gather of ZeRO-1 (comm), the optimizer over its
-// parameters or its shard (opt). -1 when the profile has no collective of D ranks.
+// A rank's data-parallel traffic: its parameters' bytes, the algorithm, whether its dp group shares a
+// node (tp innermost: a group of D replicas spans D x T adjacent ranks), and its buckets: ddp's and
+// ZeRO-1's by --bucket-mb; ZeRO-2's and 3's whole layers up to --bucket-mb (a larger layer alone).
+typedef struct { double params, bytes, pieces, zpieces; int algo, intra; } DpSync;
+
+static DpSync dp_sync(const Profile *pf, const TrainConfig *c, const Plan *p, int stage) {
+    DpSync d = {0};
+    for (int k = 0; k < p->V; k++) d.params += plan_vstage_params(c, p, plan_vstage(p, stage, k));
+    d.algo = dp_algo(pf, c, p->D);
+    d.intra = pf->calibrated || p->D * p->T <= pf->devices_per_node;
+    d.bytes = d.params * 4;
+    double bucket = c->bucket_mb * 1024 * 1024, layers = (double)p->lo[p->S] / p->K + 1;  // (+1: the head's)
+    d.pieces = c->ddp_sync == SYNC_NAIVE ? 2 * layers : ceil(d.bytes / fmax(bucket, 4));
+    d.zpieces = ceil(d.bytes / fmax(bucket, d.bytes / layers));
+    return d;
+}
+
+// ZeRO-3's all-gathers around one pass of `compute` seconds over a rank's weights: the first bucket
+// waited for, the rest prefetched one ahead behind the pass's compute (the overlap share hidden).
+// The exposed seconds, or -1 when the profile lacks the all-gather.
+static double zero3_gather(const Profile *pf, const Plan *p, const DpSync *d, double compute) {
+    double all = coll(pf, COLL_ALLGATHER, d->algo, p->D, d->bytes, d->zpieces, d->intra);
+    if (all < 0) return -1;
+    double first = all / d->zpieces, rest = all - first, ov = fmin(fmax(cost_overlap(pf, d->algo), 0), 1);
+    return first + rest - ov * fmin(rest, compute);
+}
+
+// What rank `stage` does after its action list (comm, opt): the part of its gradient sync not hidden
+// behind the backward and the all-gather after the update (ZeRO-1 and 2), the optimizer over its
+// parameters or its shard. ddp and ZeRO-1 sync once, behind the last backward (`last` seconds);
+// ZeRO-2 and 3 reduce-scatter after each of the step's `backwards` backward passes, behind the
+// backward compute that follows (`all` seconds: the step's). -1 when the profile has no collective of D ranks.
 typedef struct { double comm, opt; } Tail;
 
-static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int stage, double window, Tail *t) {
-    double params = 0;
-    for (int k = 0; k < p->V; k++) params += plan_vstage_params(c, p, plan_vstage(p, stage, k));
+static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int stage, double last, double all,
+                     int backwards, Tail *t) {
+    DpSync d = dp_sync(pf, c, p, stage);
     t->comm = 0;
-    t->opt = cost_optimizer(pf, c->optimizer, c->zero && p->D > 1 ? params / p->D : params);
+    t->opt = cost_optimizer(pf, c->optimizer, c->zero && p->D > 1 ? d.params / p->D : d.params);
     if (p->D == 1) return 0;
-    int algo = dp_algo(pf, c, p->D), intra = pf->calibrated || p->D <= pf->devices_per_node;
-    double bytes = params * 4, bucket = c->bucket_mb * 1024 * 1024;
-    double layers = (double)p->lo[p->S] / p->K + 1;  // a rank's tensors: a weight and a bias per layer
-    double pieces = c->ddp_sync == SYNC_NAIVE ? 2 * layers : ceil(bytes / fmax(bucket, 4));
-    double sync = coll(pf, c->zero ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, algo, p->D, bytes, pieces, intra);
-    double gather = c->zero ? coll(pf, COLL_ALLGATHER, algo, p->D, bytes, pieces, intra) : 0;
+    int z2 = c->zero >= 2;
+    double pieces = z2 ? d.zpieces : d.pieces, window = z2 ? all : last;
+    double sync = coll(pf, c->zero ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, d.algo, p->D, d.bytes, pieces, d.intra);
+    double gather = c->zero == 1 || c->zero == 2 ? coll(pf, COLL_ALLGATHER, d.algo, p->D, d.bytes, pieces, d.intra) : 0;
     if (sync < 0 || gather < 0) return -1;
-    double ov = c->ddp_sync == SYNC_NAIVE ? 0 : fmin(fmax(cost_overlap(pf, algo), 0), 1);
+    if (z2) sync *= backwards;
+    double ov = c->ddp_sync == SYNC_NAIVE ? 0 : fmin(fmax(cost_overlap(pf, d.algo), 0), 1);
     t->comm = sync - ov * fmin(sync, window) + gather;
     return 0;
 }
 
-// The step of a run without a pipeline (monolith, ddp): one forward and backward of its rows.
+// The step of a run without a pipeline (monolith, ddp): one forward and backward of its rows, ZeRO-3's
+// gathers around each; the tensor-parallel all-reduces and the exposed gathers count as communication.
 static int predict_flat(const Profile *pf, const TrainConfig *c, const Plan *p, Prediction *out) {
     Passes q = vstage_passes(pf, c, p, 0, p->rows);
     Tail t;
-    if (rank_tail(pf, c, p, 0, q.b, &t)) return -1;
-    out->compute_s = q.f + q.b + t.opt;
-    out->comm_s = t.comm + pf->step_fixed_s;
+    double gather = 0;
+    if (c->zero == 3 && p->D > 1) {
+        DpSync d = dp_sync(pf, c, p, 0);
+        double f = zero3_gather(pf, p, &d, q.f), b = zero3_gather(pf, p, &d, q.b);
+        gather = f < 0 || b < 0 ? -1 : f + b;
+    }
+    if (q.missing || gather < 0 || rank_tail(pf, c, p, 0, q.b, q.b, 1, &t)) return -1;
+    out->compute_s = q.f + q.b + t.opt - q.tp_s;
+    out->comm_s = t.comm + q.tp_s + gather + pf->step_fixed_s;
     out->step_s = out->compute_s + out->comm_s;
     return 0;
+}
+
+// Rank s's passes per micro-batch over its chunks into f, b, w (the simulator's), and into x the
+// communication inside them: the tensor-parallel all-reduces, ZeRO-3's exposed gathers around each
+// forward, recompute and backward. -1 when the profile lacks a collective.
+static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, int s, double *f, double *b, double *w,
+                       double *x) {
+    int split = schedule_splits_backward(p->schedule, NULL), z3 = c->zero == 3 && p->D > 1;
+    DpSync d = z3 ? dp_sync(pf, c, p, s) : (DpSync){0};
+    d.bytes /= p->V;  // (a chunk's share of the rank's weights and buckets)
+    d.zpieces = fmax(1, round(d.zpieces / p->V));
+    for (int k = 0; k < p->V; k++) {
+        Passes q = vstage_passes(pf, c, p, plan_vstage(p, s, k), p->rows);
+        double bw = split ? q.i : fmax(q.b - q.w, 0.1 * q.b), gf = 0, gb = 0;
+        if (z3) {
+            gf = zero3_gather(pf, p, &d, q.f);
+            gb = zero3_gather(pf, p, &d, bw) + (c->checkpoint_activations ? zero3_gather(pf, p, &d, q.f) : 0);
+        }
+        if (q.missing || gf < 0 || gb < 0) return -1;
+        *f += q.f + gf;  // (a rank's whole: the simulator gives each chunk's action 1/v of it)
+        *w += q.w;
+        *b += bw + gb;
+        *x += q.tp_s + gf + gb;
+    }
+    return 0;
+}
+
+// The two simulations a pipeline's prediction needs, kept for the next layouts: the search prices
+// layouts whose passes are alike (ZeRO 0 to 2, which differ only after the list) one after another,
+// and a simulation is most of a layout's price. Keyed by everything the simulator reads.
+typedef struct {
+    int kind, K, M, v;
+    double comm, *fbw;          // [3K] the stages' F, B, W
+    int deadlock;
+    double makespan, free_makespan, bubble, *end, *busy;  // end, busy: [K]
+} SimMemo;
+#define SIM_MEMOS 8
+static SimMemo memos[SIM_MEMOS];
+static int memo_next;
+
+static const SimMemo *simulate(SimSpec *spec) {
+    size_t K = (size_t)spec->K;
+    for (int i = 0; i < SIM_MEMOS; i++) {
+        const SimMemo *m = &memos[i];
+        if (m->fbw && m->kind == spec->kind && m->K == spec->K && m->M == spec->M && m->v == spec->v &&
+            m->comm == spec->comm && !memcmp(m->fbw, spec->stage_f, 3 * K * sizeof(double)))
+            return m;
+    }
+    SimMemo *m = &memos[memo_next];
+    memo_next = (memo_next + 1) % SIM_MEMOS;
+    free(m->fbw);
+    *m = (SimMemo){.kind = spec->kind, .K = spec->K, .M = spec->M, .v = spec->v, .comm = spec->comm,
+                   .fbw = xmalloc(5 * K * sizeof(double))};
+    memcpy(m->fbw, spec->stage_f, 3 * K * sizeof(double));  // (stage_f, _b, _w: one array, predict_pipeline's)
+    m->end = m->fbw + 3 * K;
+    m->busy = m->fbw + 4 * K;
+    SimResult r = {0}, free_msgs = {0};
+    schedule_sim(spec, &r);
+    spec->comm = 0;
+    spec->slices = 0;
+    schedule_sim(spec, &free_msgs);
+    spec->comm = m->comm;
+    m->deadlock = r.deadlock || free_msgs.deadlock;
+    m->makespan = r.makespan;
+    m->free_makespan = free_msgs.makespan;
+    m->bubble = free_msgs.bubble_mean;
+    for (size_t s = 0; s < K && !m->deadlock; s++) {
+        m->end[s] = r.n_slices[s] ? r.slices[s][r.n_slices[s] - 1].t1 : 0;
+        m->busy[s] = r.busy[s];
+    }
+    sim_result_free(&r);
+    sim_result_free(&free_msgs);
+    return m;
 }
 
 // The pipeline's step: every rank's passes simulated against the others with the messages' cost,
 // then each rank's tail after its last action; the step ends with the slowest. The bubble comes from
 // the same simulation with free messages, the messages' share from the difference.
 static int predict_pipeline(const Profile *pf, const TrainConfig *c, const Plan *p, Prediction *out) {
-    int K = p->K;
-    double *f = xcalloc((size_t)K * 3, sizeof(double)), *b = f + K, *w = f + 2 * K;
-    for (int s = 0; s < K; s++)
-        for (int k = 0; k < p->V; k++) {
-            Passes q = vstage_passes(pf, c, p, plan_vstage(p, s, k), p->rows);
-            int split = schedule_splits_backward(p->schedule, NULL);
-            f[s] += q.f;  // (a rank's whole: the simulator gives each chunk's action 1/v of it)
-            w[s] += q.w;
-            b[s] += split ? q.i : fmax(q.b - q.w, 0.1 * q.b);
-        }
+    int K = p->K, rc = 0;
+    double *f = xcalloc((size_t)K * 4, sizeof(double)), *b = f + K, *w = f + 2 * K, *x = f + 3 * K;
+    for (int s = 0; s < K && !rc; s++) rc = stage_costs(pf, c, p, s, &f[s], &b[s], &w[s], &x[s]);
     double H = (double)c->hidden, bytes = p->rows * H * (c->precision == PRECISION_BF16 ? 3 : 4);  // act 4, grad 2
-    int intra = pf->calibrated || K * p->D <= pf->devices_per_node;
+    int intra = pf->calibrated || K * p->D * p->T <= pf->devices_per_node;
     SimSpec spec = {.kind = p->schedule, .K = K, .M = p->M, .v = p->V, .f = f[0], .b = b[0], .w = w[0],
                     .comm = cost_p2p(pf, bytes, intra), .stage_f = f, .stage_b = b, .stage_w = w, .slices = 1};
-    SimResult r = {0}, free_msgs = {0};
-    schedule_sim(&spec, &r);
-    spec.comm = 0;
-    spec.slices = 0;
-    schedule_sim(&spec, &free_msgs);
-    int rc = r.deadlock || free_msgs.deadlock ? -1 : 0;
-    double step = 0, msgs = r.makespan - free_msgs.makespan;
+    const SimMemo *r = rc ? NULL : simulate(&spec);
+    rc = rc || r->deadlock ? -1 : 0;
+    double step = 0, msgs = rc ? 0 : r->makespan - r->free_makespan;
     for (int s = 0; s < K && !rc; s++) {
-        double end = r.n_slices[s] ? r.slices[s][r.n_slices[s] - 1].t1 : 0;
         double last_bw = (b[s] + w[s]) / p->M;  // the rank's last micro-batch's backward, all chunks
         Tail t;
-        if (rank_tail(pf, c, p, s, last_bw, &t)) rc = -1;
-        else if (end + t.comm + t.opt >= step) {
-            step = end + t.comm + t.opt;
-            out->compute_s = r.busy[s] + t.opt;
-            out->comm_s = msgs + t.comm + pf->step_fixed_s;
+        if (rank_tail(pf, c, p, s, last_bw, p->M * (b[s] + w[s]), p->M, &t)) rc = -1;
+        else if (r->end[s] + t.comm + t.opt >= step) {
+            step = r->end[s] + t.comm + t.opt;
+            out->compute_s = r->busy[s] + t.opt - p->M * x[s];
+            out->comm_s = msgs + t.comm + p->M * x[s] + pf->step_fixed_s;
         }
     }
-    out->bubble = free_msgs.bubble_mean;
+    out->bubble = rc ? 0 : r->bubble;
     out->step_s = step + pf->step_fixed_s;
-    sim_result_free(&r);
-    sim_result_free(&free_msgs);
     free(f);
     return rc;
+}
+
+// The group size a calibration lacks a collective of: the tensor-parallel group's, else the replicas'.
+static int missing_group(const Profile *pf, const Layout *l) {
+    int T = l->tp;
+    if (T > 1 && (T > COST_MAX_D || !pf->coll[tp_algo(pf, T)][COLL_ALLREDUCE][T].n)) return T;
+    return l->dp;
 }
 
 int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Prediction *out, char *why, size_t n) {
@@ -205,7 +350,8 @@ int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Pred
         rc = -1, snprintf(why, n, "the profile prices this layout at %g s", out->step_s);
     else if (rc && !why[0])
         snprintf(why, n, "the profile '%s' has no collectives of %d ranks: calibrate on a world of %d or more "
-                 "(mpiexec -n %d micropp plan --calibrate)", pf->file, l->dp, l->dp, l->pp * l->dp);
+                 "(mpiexec -n %d micropp plan --calibrate)", pf->file, missing_group(pf, l), l->pp * l->dp * l->tp,
+                 l->pp * l->dp * l->tp);
     else if (rc == 0)
         out->samples_s = (double)c.batch / out->step_s;
     free(p);
