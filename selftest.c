@@ -502,12 +502,15 @@ static void test_train_step(Test *t, double gemm_tol, double loss_tol) {
 
 // --nccl: the NCCL calls of the transport on this one GPU (NCCL refuses two ranks on one GPU, so the
 // pairing of ranks is p2p.c's to prove): devcomm_open on a world of one rank, on each of the four
-// channels a grouped ncclSend and ncclRecv of 1M floats to itself, devcomm_close. Exact, or it fails.
+// channels a grouped ncclSend and ncclRecv of 1M floats to itself, devcomm_close; then the tensor-
+// parallel group's all-reduce on a group of one rank (the sum is the input). Exact, or it fails.
 static void test_nccl(Test *t) {
     char why[400];
     if (p2p_nccl_env(why, sizeof why)) printf("note: %s\n", why);
     float diff = (float)devcomm_smoke((size_t)1 << 20), zero = 0;
     report(t, "nccl: 1 rank, 4 splits, self send", "1048576", &diff, &zero, 1, 0);
+    diff = (float)devcomm_allreduce_smoke((size_t)1 << 20);
+    report(t, "nccl: 1 rank, group all-reduce", "1048576", &diff, &zero, 1, 0);
 }
 
 int cmd_selftest(int argc, char **argv) {

@@ -177,7 +177,7 @@ static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *mod
 // sum, rows x the widest layer input; evaluation's batches are no larger).
 static void setup_tensor_parallel(const Plan *p, Wire *w, Model *model) {
     size_t most = (size_t)p->rows * (size_t)(model->local[0].H > p->inputs ? model->local[0].H : p->inputs);
-    tp_setup(&w->tp, &w->comm, w->be, p->tp_allreduce, most);
+    tp_setup(&w->tp, &w->comm, w->be, p->tp_allreduce, p->tp_nccl, most);
     for (int k = 0; k < model->n_local; k++) tp_attach(&w->tp, &model->local[k]);
     // a pipeline message: a micro-batch's rows x H (bf16: packed in pairs), TP_MESSAGE_REPS round trips each way
     size_t n = stage_wire_floats(&model->local[0], (size_t)p->rows * (size_t)model->local[0].H);

@@ -71,7 +71,10 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
     int ddp_trace = c->mode == MODE_DDP && c->zero != 0;
     if (c->mode != MODE_PP && (f = (ddp_trace ? TYPED(charts) : TYPED(observe_only))))
         return refuse(e, "train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", f, mode);
-    if (!is_pipelined(c->mode) && (f = TYPED(pp_only)))
+    static const char *const pp_only_tp[] = {"schedule",  "schedule-file",          "micro-batches",
+                                             "partition", "checkpoint-activations", "virtual-stages",
+                                             "max-inflight"};  // (--transport also carries --tp's all-reduce)
+    if (!is_pipelined(c->mode) && (f = c->tp > 1 ? TYPED(pp_only_tp) : TYPED(pp_only)))
         return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", f,
                       mode);
     if (strcmp(c->data, "synthetic") && seen_typed(e->seen, "samples"))
@@ -717,6 +720,13 @@ static void rule_eval(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 static int rule_tp_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     p->tp_allreduce = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;
     if (p->T == 1 || !f->devices) return 0;
+    // over NCCL (devcomm_allreduce_sum) with --transport nccl: every rank has a GPU of its own
+    p->tp_nccl = p->transport == TRANSPORT_NCCL;
+    if (p->tp_nccl && !p->data_parallel && seen_typed(e->seen, "allreduce"))
+        return refuse(e,
+                      "train: --transport nccl sums the tensor-parallel group over NCCL, and --allreduce asks for "
+                      "another way: drop one of them");
+    if (p->tp_nccl) return 0;
     int apart = -1;  // a rank not on the node of its group's first rank
     for (int r = 0; r < p->world && apart < 0; r++)
         if (f->devices->node_of[r] != f->devices->node_of[r - r % p->T]) apart = r;
