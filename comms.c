@@ -58,7 +58,8 @@ static void abort_devcomm(void) {  // the watchdog ends the job
     for (int i = 0; i < 2; i++) devcomm_abort(opened_devcomm[i]);
 }
 static void keep_devcomm(int which, DevComm *d) {
-    CHECK(!opened_devcomm[which], "a second NCCL communicator for the %s", which ? "tensor-parallel group" : "pipeline");
+    CHECK(!opened_devcomm[which], "a second NCCL communicator for the %s",
+          which ? "tensor-parallel group" : "pipeline");
     opened_devcomm[which] = d;
     wd_at_end(abort_devcomm);  // a rank that times out leaves no NCCL kernel spinning on a peer
 }

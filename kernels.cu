@@ -275,8 +275,9 @@ __global__ void k_softmax_xent(const float *logits, const int32_t *labels, int r
     row_hit[r] = hit;
 }
 
-// One block sums the rows' losses (in double, as the CPU does) and hits.
-__global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, Result *out) {
+// One block sums the rows' losses (in double, as the CPU does) and hits: into *out, or, with tally,
+// added to tally[0] and tally[1] (softmax_xent_tally: read by the host once a step).
+__global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, Result *out, double *tally) {
     __shared__ double ls[THREADS];
     __shared__ int hs[THREADS];
     double s = 0.0;
@@ -289,7 +290,8 @@ __global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, 
         if ((int)threadIdx.x < k) { ls[threadIdx.x] += ls[threadIdx.x + k]; hs[threadIdx.x] += hs[threadIdx.x + k]; }
         __syncthreads();
     }
-    if (threadIdx.x == 0) { out->loss_sum = ls[0]; out->hits = hs[0]; }
+    if (threadIdx.x == 0 && tally) { tally[0] += ls[0]; tally[1] += hs[0]; }
+    else if (threadIdx.x == 0) { out->loss_sum = ls[0]; out->hits = hs[0]; }
 }
 
 // ---- the Backend functions that launch them ----
@@ -332,9 +334,9 @@ static void cu_from_bf16(float *dst, const uint16_t *src, size_t n) {
     k_unpack_bf16<<<blocks_for(n), THREADS, 0, g_stream>>>(dst, src, n);
     LAUNCH_CHECK(k_unpack_bf16);
 }
-static double cu_softmax_xent(const float *logits, const int32_t *labels, int rows, int C, float scale,
-                              float *dlogits, int *correct) {
-    if (rows <= 0) return 0.0;
+// The rows' losses and hits summed on the device, into g_result_dev or added to tally (then nothing waits).
+static void xent_rows(const float *logits, const int32_t *labels, int rows, int C, float scale, float *dlogits,
+                      double *tally) {
     if (rows > g_row_cap) {  // stream-ordered, as to_bf16's scratch
         if (g_row_loss) CUDA_CHECK(cudaFreeAsync(g_row_loss, g_stream));
         if (g_row_hit) CUDA_CHECK(cudaFreeAsync(g_row_hit, g_stream));
@@ -345,12 +347,21 @@ static double cu_softmax_xent(const float *logits, const int32_t *labels, int ro
     k_softmax_xent<<<(unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, g_stream>>>(
         logits, labels, rows, C, scale, dlogits, g_row_loss, g_row_hit);
     LAUNCH_CHECK(k_softmax_xent);
-    k_sum_rows<<<1, THREADS, 0, g_stream>>>(g_row_loss, g_row_hit, rows, g_result_dev);
+    k_sum_rows<<<1, THREADS, 0, g_stream>>>(g_row_loss, g_row_hit, rows, g_result_dev, tally);
     LAUNCH_CHECK(k_sum_rows);
+}
+static double cu_softmax_xent(const float *logits, const int32_t *labels, int rows, int C, float scale,
+                              float *dlogits, int *correct) {
+    if (rows <= 0) return 0.0;
+    xent_rows(logits, labels, rows, C, scale, dlogits, NULL);
     CUDA_CHECK(cudaMemcpyAsync(g_result_host, g_result_dev, sizeof(Result), cudaMemcpyDeviceToHost, g_stream));
     stream_wait("GPU (its queued work, then the loss)");
     *correct += g_result_host->hits;
     return g_result_host->loss_sum;
+}
+static void cu_softmax_xent_tally(const float *logits, const int32_t *labels, int rows, int C, float scale,
+                                  float *dlogits, double *tally) {
+    if (rows > 0) xent_rows(logits, labels, rows, C, scale, dlogits, tally);
 }
 // After an update: the flag the kernel raised; when set, the parameters come to the host to find
 // the first bad one (the rare path).
@@ -485,7 +496,8 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.name = "cuda"; b.on_host = 0; b.device_count = n;
     b.alloc = cu_alloc; b.free = cu_free; b.to_device = cu_to_device; b.to_host = cu_to_host; b.copy = cu_copy;
     b.fill = cu_fill; b.gemm = cu_gemm; b.bias_act = cu_bias_act; b.relu_backward = cu_relu_backward;
-    b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent; b.adam = cu_adam; b.sgd = cu_sgd;
+    b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent;
+    b.softmax_xent_tally = cu_softmax_xent_tally; b.adam = cu_adam; b.sgd = cu_sgd;
     b.axpy = cu_axpy; b.scale = cu_scale; b.sync = cu_sync; b.stamp = cu_stamp; b.stamps = cu_stamps;
     b.to_bf16 = cu_to_bf16; b.from_bf16 = cu_from_bf16;
     b.alloc_host = cu_alloc_host; b.free_host = cu_free_host; b.set_tf32 = cu_set_tf32;

@@ -60,9 +60,9 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
     char name[32];
     const char *mode = choice_name(MODE_CHOICES, c->mode, name, sizeof name), *f;
     static const char *const observe_only[] = {"trace", "timeline", "timeline-step", "gantt"};
-    static const char *const pp_only[] = {"schedule",  "schedule-file",          "micro-batches",
-                                          "partition", "checkpoint-activations", "virtual-stages",
-                                          "transport", "max-inflight"};
+    // (the last, --transport, also carries --tp's all-reduce)
+    static const char *const pp_only[] = {"schedule",       "schedule-file", "micro-batches", "partition",
+                                          "checkpoint-activations", "virtual-stages", "max-inflight", "transport"};
     static const char *const dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
     // the observers of one pipeline (and --trace of ddp: its forward, backward and ZeRO's collectives)
     if (c->mode == MODE_DDP && seen_typed(e->seen, "trace") && !c->zero)
@@ -71,10 +71,7 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
     int ddp_trace = c->mode == MODE_DDP && c->zero != 0;
     if (c->mode != MODE_PP && (f = (ddp_trace ? TYPED(charts) : TYPED(observe_only))))
         return refuse(e, "train: --%s applies to --mode pp, not --mode %s: drop it or use --mode pp", f, mode);
-    static const char *const pp_only_tp[] = {"schedule",  "schedule-file",          "micro-batches",
-                                             "partition", "checkpoint-activations", "virtual-stages",
-                                             "max-inflight"};  // (--transport also carries --tp's all-reduce)
-    if (!is_pipelined(c->mode) && (f = c->tp > 1 ? TYPED(pp_only_tp) : TYPED(pp_only)))
+    if (!is_pipelined(c->mode) && (f = typed(e->seen, pp_only, sizeof pp_only / sizeof *pp_only - (c->tp > 1))))
         return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", f,
                       mode);
     if (strcmp(c->data, "synthetic") && seen_typed(e->seen, "samples"))
@@ -723,9 +720,8 @@ static int rule_tp_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err 
     // over NCCL (devcomm_allreduce_sum) with --transport nccl: every rank has a GPU of its own
     p->tp_nccl = p->transport == TRANSPORT_NCCL;
     if (p->tp_nccl && !p->data_parallel && seen_typed(e->seen, "allreduce"))
-        return refuse(e,
-                      "train: --transport nccl sums the tensor-parallel group over NCCL, and --allreduce asks for "
-                      "another way: drop one of them");
+        return refuse(e, "train: --transport nccl sums the tensor-parallel group over NCCL, and --allreduce asks "
+                         "for another way: drop one of them");
     if (p->tp_nccl) return 0;
     int apart = -1;  // a rank not on the node of its group's first rank
     for (int r = 0; r < p->world && apart < 0; r++)
