@@ -50,8 +50,19 @@ void comm_init(int *argc, char ***argv) {
     backend_cuda_set_wait(comm_device_wait);  // the GPU's waits under --timeout too
 }
 
-static DevComm *opened_devcomm;  // closed by comm_finalize
-static void abort_devcomm(void) { devcomm_abort(opened_devcomm); }  // the watchdog ends the job
+// NCCL communicators, closed by comm_finalize (in this order on every rank): the pipeline's
+// transport and the tensor-parallel group's.
+enum { DEVCOMM_PIPELINE, DEVCOMM_GROUP };
+static DevComm *opened_devcomm[2];
+static void abort_devcomm(void) {  // the watchdog ends the job
+    for (int i = 0; i < 2; i++) devcomm_abort(opened_devcomm[i]);
+}
+static void keep_devcomm(int which, DevComm *d) {
+    CHECK(!opened_devcomm[which], "a second NCCL communicator for the %s",
+          which ? "tensor-parallel group" : "pipeline");
+    opened_devcomm[which] = d;
+    wd_at_end(abort_devcomm);  // a rank that times out leaves no NCCL kernel spinning on a peer
+}
 static int outputs_agreed;       // comm_outputs_written ran
 
 int comm_outputs_written(int code, const char *what) {
@@ -65,7 +76,8 @@ int comm_outputs_written(int code, const char *what) {
 }
 
 void comm_finalize_with(int code) {
-    if (opened_devcomm) { devcomm_close(opened_devcomm); opened_devcomm = NULL; }
+    for (int i = 0; i < 2; i++)
+        if (opened_devcomm[i]) { devcomm_close(opened_devcomm[i]); opened_devcomm[i] = NULL; }
     if (!mpi_up()) return;
     if (!outputs_agreed)
         code = comm_outputs_written(code, "writing its output: a slow terminal or pipe? raise --timeout");
@@ -117,15 +129,30 @@ void comm_free(Comm *c) {
     if (c->tp != MPI_COMM_NULL && c->tp) MPI_Comm_free(&c->tp);
 }
 
+// The id of a communicator over comm: made by its rank 0, broadcast to the others.
+static void nccl_id(MPI_Comm comm, char id[DEVCOMM_ID_BYTES], int *rank, int *size) {
+    MPI_CHECK(MPI_Comm_rank(comm, rank));
+    MPI_CHECK(MPI_Comm_size(comm, size));
+    char why[400];
+    if (p2p_nccl_env(why, sizeof why) && *rank == 0) fprintf(stderr, "micropp: %s\n", why);  // before any NCCL call
+    if (*rank == 0) devcomm_unique_id(id);
+    MPI_CHECK(MPI_Bcast(id, DEVCOMM_ID_BYTES, MPI_BYTE, 0, comm));
+}
+
 DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers) {
     int rank, size;
-    MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    MPI_CHECK(MPI_Comm_size(comm, &size));
-    char id[DEVCOMM_ID_BYTES], why[400];
-    if (p2p_nccl_env(why, sizeof why) && rank == 0) fprintf(stderr, "micropp: %s\n", why);  // before any NCCL call
-    if (rank == 0) devcomm_unique_id(id);
-    MPI_CHECK(MPI_Bcast(id, DEVCOMM_ID_BYTES, MPI_BYTE, 0, comm));
+    char id[DEVCOMM_ID_BYTES];
+    nccl_id(comm, id, &rank, &size);
     return devcomm_open(id, size, rank, peers, npeers);
+}
+
+DevComm *comm_nccl_group(MPI_Comm comm) {
+    int rank, size;
+    char id[DEVCOMM_ID_BYTES];
+    nccl_id(comm, id, &rank, &size);
+    DevComm *d = devcomm_open_group(id, size, rank);
+    keep_devcomm(DEVCOMM_GROUP, d);
+    return d;
 }
 
 void comm_use_transport(Comm *c, int transport, const int *peers, int npeers) {
@@ -133,8 +160,6 @@ void comm_use_transport(Comm *c, int transport, const int *peers, int npeers) {
     if (transport == TRANSPORT_NCCL && c->size > 1 && !c->dev) {
         CHECK(!c->be->on_host, "the NCCL transport with the %s backend", c->be->name);
         c->dev = comm_nccl_open(c->world, peers, npeers);  // peers are then world ranks, as for MPI
-        CHECK(!opened_devcomm, "a second NCCL communicator for the pipeline");
-        opened_devcomm = c->dev;
-        wd_at_end(abort_devcomm);  // a rank that times out leaves no NCCL kernel spinning on a peer
+        keep_devcomm(DEVCOMM_PIPELINE, c->dev);
     }
 }

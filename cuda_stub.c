@@ -32,3 +32,12 @@ void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int grad) {
 }
 void devcomm_flush(DevComm *d) { (void)d; }
 double devcomm_smoke(size_t n) { (void)n; fatal("NCCL transport in a build without CUDA"); }
+DevComm *devcomm_open_group(const void *id, int nranks, int rank) {
+    (void)id; (void)nranks; (void)rank;
+    fatal("NCCL transport in a build without CUDA");
+}
+void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n) {
+    (void)d; (void)buf; (void)n;
+    fatal("NCCL transport in a build without CUDA");
+}
+double devcomm_allreduce_smoke(size_t n) { (void)n; fatal("NCCL transport in a build without CUDA"); }

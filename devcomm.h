@@ -38,14 +38,23 @@ void devcomm_flush(DevComm *d);  // waits until every send has completed (the st
 // floats to itself on every channel, devcomm_close. Returns the largest difference received.
 double devcomm_smoke(size_t n);
 
-// Not here: data parallelism. Its collectives (comms.c) copy a GPU buffer to the host and run over
-// MPI. An NCCL all-reduce would be a devcomm_allreduce_sum(d, buf, n) that runs
-// ncclAllReduce(buf, buf, n, ncclFloat, ncclSum) on a stream of its own, after the compute
-// stream's gradients (cudaEventRecord on the compute stream + cudaStreamWaitEvent on the all-reduce
-// stream), with the optimizer step waiting on an event recorded after it. A DP group would get its
-// own DevComm: devcomm_unique_id on the group's rank 0, MPI_Bcast over the group's communicator,
-// devcomm_open(id, group size, group rank, its ring neighbours), as comms.c's comm_nccl_open does
-// for the pipeline.
+// A group's all-reduce: the tensor-parallel group's (train/tp.c, when the plan's tp_nccl is set:
+// --transport nccl with --tp). devcomm_open_group: a communicator over the group alone (rank 0 of
+// the group makes the id, comms.c's comm_nccl_group broadcasts it over the group's MPI communicator),
+// with a stream of its own and no channels. devcomm_allreduce_sum: ncclAllReduce(buf, buf, n,
+// ncclFloat, ncclSum) in place on that stream, after the compute queued so far (an event recorded on
+// the compute stream, waited for by the group's stream); the compute queued after it waits for an
+// event recorded after it. The host never waits in it: a later host wait on the compute stream (a
+// copy to the host, the step's end) waits for it, under the watchdog as every such wait; a
+// communicator that failed shows there as a timeout, and devcomm_close waits for the last all-reduce
+// polling NCCL's error state. NCCL pairs collectives by order alone, so every rank of the group must
+// call it in the same order with the same n: tp.c's recorder (MICROPP_COLLECTIVE_LOG) proves that on
+// the CPU (tests/t_tp_order.sh). devcomm_allreduce_smoke: selftest --nccl's row on one GPU (a group
+// of one rank: the sum is the input); returns the largest difference. Never run on a GPU yet.
+// Data parallelism's collectives (collectives.c) still stage a GPU buffer through the host over MPI.
+DevComm *devcomm_open_group(const void *id, int nranks, int rank);
+void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n);
+double devcomm_allreduce_smoke(size_t n);
 
 // The communicator (and stream) a message from rank `from` to rank `to` travels on under p2p.h's
 // rule: one per direction (toward a higher rank or a lower one) and kind (activation or gradient).

@@ -275,8 +275,9 @@ __global__ void k_softmax_xent(const float *logits, const int32_t *labels, int r
     row_hit[r] = hit;
 }
 
-// One block sums the rows' losses (in double, as the CPU does) and hits.
-__global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, Result *out) {
+// One block sums the rows' losses (in double, as the CPU does) and hits: into *out, or, with tally,
+// added to tally[0] and tally[1] (softmax_xent_tally: read by the host once a step).
+__global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, Result *out, double *tally) {
     __shared__ double ls[THREADS];
     __shared__ int hs[THREADS];
     double s = 0.0;
@@ -289,7 +290,8 @@ __global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, 
         if ((int)threadIdx.x < k) { ls[threadIdx.x] += ls[threadIdx.x + k]; hs[threadIdx.x] += hs[threadIdx.x + k]; }
         __syncthreads();
     }
-    if (threadIdx.x == 0) { out->loss_sum = ls[0]; out->hits = hs[0]; }
+    if (threadIdx.x == 0 && tally) { tally[0] += ls[0]; tally[1] += hs[0]; }
+    else if (threadIdx.x == 0) { out->loss_sum = ls[0]; out->hits = hs[0]; }
 }
 
 // ---- the Backend functions that launch them ----
@@ -332,9 +334,9 @@ static void cu_from_bf16(float *dst, const uint16_t *src, size_t n) {
     k_unpack_bf16<<<blocks_for(n), THREADS, 0, g_stream>>>(dst, src, n);
     LAUNCH_CHECK(k_unpack_bf16);
 }
-static double cu_softmax_xent(const float *logits, const int32_t *labels, int rows, int C, float scale,
-                              float *dlogits, int *correct) {
-    if (rows <= 0) return 0.0;
+// The rows' losses and hits summed on the device, into g_result_dev or added to tally (then nothing waits).
+static void xent_rows(const float *logits, const int32_t *labels, int rows, int C, float scale, float *dlogits,
+                      double *tally) {
     if (rows > g_row_cap) {  // stream-ordered, as to_bf16's scratch
         if (g_row_loss) CUDA_CHECK(cudaFreeAsync(g_row_loss, g_stream));
         if (g_row_hit) CUDA_CHECK(cudaFreeAsync(g_row_hit, g_stream));
@@ -345,12 +347,21 @@ static double cu_softmax_xent(const float *logits, const int32_t *labels, int ro
     k_softmax_xent<<<(unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, g_stream>>>(
         logits, labels, rows, C, scale, dlogits, g_row_loss, g_row_hit);
     LAUNCH_CHECK(k_softmax_xent);
-    k_sum_rows<<<1, THREADS, 0, g_stream>>>(g_row_loss, g_row_hit, rows, g_result_dev);
+    k_sum_rows<<<1, THREADS, 0, g_stream>>>(g_row_loss, g_row_hit, rows, g_result_dev, tally);
     LAUNCH_CHECK(k_sum_rows);
+}
+static double cu_softmax_xent(const float *logits, const int32_t *labels, int rows, int C, float scale,
+                              float *dlogits, int *correct) {
+    if (rows <= 0) return 0.0;
+    xent_rows(logits, labels, rows, C, scale, dlogits, NULL);
     CUDA_CHECK(cudaMemcpyAsync(g_result_host, g_result_dev, sizeof(Result), cudaMemcpyDeviceToHost, g_stream));
     stream_wait("GPU (its queued work, then the loss)");
     *correct += g_result_host->hits;
     return g_result_host->loss_sum;
+}
+static void cu_softmax_xent_tally(const float *logits, const int32_t *labels, int rows, int C, float scale,
+                                  float *dlogits, double *tally) {
+    if (rows > 0) xent_rows(logits, labels, rows, C, scale, dlogits, tally);
 }
 // After an update: the flag the kernel raised; when set, the parameters come to the host to find
 // the first bad one (the rare path).
@@ -485,7 +496,8 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.name = "cuda"; b.on_host = 0; b.device_count = n;
     b.alloc = cu_alloc; b.free = cu_free; b.to_device = cu_to_device; b.to_host = cu_to_host; b.copy = cu_copy;
     b.fill = cu_fill; b.gemm = cu_gemm; b.bias_act = cu_bias_act; b.relu_backward = cu_relu_backward;
-    b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent; b.adam = cu_adam; b.sgd = cu_sgd;
+    b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent;
+    b.softmax_xent_tally = cu_softmax_xent_tally; b.adam = cu_adam; b.sgd = cu_sgd;
     b.axpy = cu_axpy; b.scale = cu_scale; b.sync = cu_sync; b.stamp = cu_stamp; b.stamps = cu_stamps;
     b.to_bf16 = cu_to_bf16; b.from_bf16 = cu_from_bf16;
     b.alloc_host = cu_alloc_host; b.free_host = cu_free_host; b.set_tf32 = cu_set_tf32;
@@ -515,6 +527,10 @@ struct DevComm {
     Staged *st;
     int n_st;
     int self_q[2][64], self_head[2], self_tail[2];  // per kind: staging buffers sent to this rank, in order
+    // A group's collectives (devcomm_open_group): no channels; `world` is the group's communicator,
+    // `coll` its stream, `got` recorded after its last all-reduce (coll_pending: one since the last wait).
+    int group, coll_pending;
+    cudaStream_t coll;
 };
 
 extern "C" void devcomm_unique_id(void *id) {
@@ -533,8 +549,10 @@ static int nccl_ready(void *ctx) {
     if (e == cudaSuccess) return 1;
     if (e != cudaErrorNotReady) CUDA_CHECK(e);
     for (int ch = 0; ch <= DEVCOMM_CHANNELS; ch++) {
+        ncclComm_t c = ch < DEVCOMM_CHANNELS ? w->d->comm[ch] : w->d->world;
+        if (!c) continue;  // (a group's DevComm has no channels)
         ncclResult_t async_err;
-        NCCL_CHECK(ncclCommGetAsyncError(ch < DEVCOMM_CHANNELS ? w->d->comm[ch] : w->d->world, &async_err));
+        NCCL_CHECK(ncclCommGetAsyncError(c, &async_err));
         NCCL_CHECK(async_err);
     }
     sched_yield();
@@ -590,7 +608,9 @@ extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank, const int
 extern "C" void devcomm_close(DevComm *d) {
     if (!d) return;
     devcomm_flush(d);
-    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
+    if (d->coll_pending) wait_event(d, d->got, -1, "the last NCCL all-reduce of the group");
+    if (d->coll) CUDA_CHECK(cudaStreamDestroy(d->coll));
+    for (int ch = 0; ch < DEVCOMM_CHANNELS && !d->group; ch++) {
         NCCL_CHECK(ncclCommDestroy(d->comm[ch]));
         CUDA_CHECK(cudaStreamDestroy(d->stream[ch]));
         CUDA_CHECK(cudaEventDestroy(d->sent[ch]));
@@ -611,8 +631,39 @@ extern "C" void devcomm_close(DevComm *d) {
 // gone. Never waits; the job ends right after.
 extern "C" void devcomm_abort(DevComm *d) {
     if (!d) return;
-    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) ncclCommAbort(d->comm[ch]);
+    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++)
+        if (d->comm[ch]) ncclCommAbort(d->comm[ch]);
     ncclCommAbort(d->world);
+}
+
+// ---- a group's all-reduce (devcomm.h: the tensor-parallel group's) ----
+
+extern "C" DevComm *devcomm_open_group(const void *id, int nranks, int rank) {
+    CHECK(g_backend.name, "NCCL asked for before the CUDA backend was opened");
+    DevComm *d = (DevComm *)xcalloc(1, sizeof(DevComm));
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    d->rank = rank;
+    d->group = 1;
+    NCCL_CHECK(ncclCommInitRank(&d->world, nranks, u, rank));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&d->coll, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&d->got, cudaEventDisableTiming));
+    return d;
+}
+
+// In place, on the group's stream, after the compute queued so far; the compute queued after this
+// call waits for it on the device (an event): the host never waits here. Every rank of the group
+// calls it in the same order (train/tp.c's recorder, tested on the CPU by t_tp_order).
+extern "C" void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n) {
+    CHECK(d->group, "an all-reduce on the pipeline's NCCL transport (its channels are point-to-point)");
+    if (!n) return;
+    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->coll, d->ready, 0));
+    NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->world, d->coll));
+    CUDA_CHECK(cudaEventRecord(d->got, d->coll));
+    CUDA_CHECK(cudaStreamWaitEvent(g_stream, d->got, 0));
+    d->coll_pending = 1;
 }
 
 // A staging buffer of n floats whose send has completed (its event), else a new one: never a wait.
@@ -741,6 +792,31 @@ extern "C" double devcomm_smoke(size_t n) {
     }
     devcomm_close(d);
     cu_free(a); cu_free(b);
+    free(h); free(back);
+    return worst;
+}
+
+// selftest --nccl's all-reduce row: a group of one rank (devcomm_open_group), n floats summed in
+// place twice (a sum over one rank is the input itself), read back after the compute stream, which
+// waits on the all-reduce's event. Returns the largest |result - input| (a NaN counts as the worst).
+extern "C" double devcomm_allreduce_smoke(size_t n) {
+    char id[DEVCOMM_ID_BYTES];
+    devcomm_unique_id(id);
+    DevComm *d = devcomm_open_group(id, 1, 0);
+    float *h = (float *)xmalloc(sizeof(float) * n), *back = (float *)xmalloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) h[i] = (float)((i * 2654435761u) % 1000003u) * 1e-3f - 500.0f;
+    float *a = (float *)cu_alloc(sizeof(float) * n);
+    cu_to_device(a, h, sizeof(float) * n);
+    devcomm_allreduce_sum(d, a, n);
+    devcomm_allreduce_sum(d, a, n);
+    cu_to_host(back, a, sizeof(float) * n);  // (g_stream waits on the all-reduce: this reads its result)
+    double worst = 0;
+    for (size_t i = 0; i < n && worst == worst; i++) {
+        double diff = fabs((double)back[i] - h[i]);
+        if (!(diff <= worst)) worst = diff;  // a NaN ends the loop: it stays the answer
+    }
+    devcomm_close(d);
+    cu_free(a);
     free(h); free(back);
     return worst;
 }

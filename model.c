@@ -156,6 +156,7 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     s->gbuf[0] = be->alloc(one_act * sizeof(float));
     s->gbuf[1] = be->alloc(one_act * sizeof(float));
     for (int w = 0; w < 3 && s->bf16; w++) s->work[w] = be->alloc(wide * sizeof(float));
+    if (has_head) s->loss_tally = be->alloc(2 * sizeof(double));  // zero-filled
 }
 
 void stage_share(Stage *s, float *params, float *grads) {
@@ -186,6 +187,7 @@ void stage_free(Stage *s) {
         if (sl->logits) { be->free(sl->logits); be->free(sl->labels); }
     }
     if (s->scratch) { for (int i = 0; i < s->n_layers; i++) be->free(s->scratch[i]); free(s->scratch); }
+    if (s->loss_tally) be->free(s->loss_tally);
     be->free(s->gbuf[0]); be->free(s->gbuf[1]);
     for (int w = 0; w < 3; w++) if (s->work[w]) be->free(s->work[w]);
     if (!s->shared) be->free(s->params);
@@ -288,10 +290,10 @@ void stage_forward(Stage *s, int slot) {
         weights(s, s->n_layers, -1);
         s->be->gemm(0, 1, s->rows, s->C, s->H, 1.0f, last, s->H, s->Wh, s->H, 0.0f, lg, s->C);
         s->be->bias_act(lg, s->bh, s->rows, s->C, 0);
-        int correct = 0;
-        s->loss_sum += s->be->softmax_xent(lg, sl->labels, s->rows, s->C, s->grad_scale, lg, &correct);
+        // the loss and hits stay on the device until stage_take_loss: no host wait per micro-batch
+        s->be->softmax_xent_tally(lg, sl->labels, s->rows, s->C, s->grad_scale, lg, s->loss_tally);
+        s->loss_pending = 1;
         put(s, sl->logits, lg, (size_t)s->rows * s->C);
-        s->correct += correct;
         s->loss_rows += s->rows;
     }
     weights(s, -1, -1);
@@ -464,8 +466,20 @@ void stage_forward_eval(Stage *s, const float *x, int rows, float *out) {
     weights(s, -1, -1);
 }
 
+void stage_take_loss(Stage *s) {
+    if (!s->loss_pending) return;
+    double t[2];
+    s->be->to_host(t, s->loss_tally, sizeof t);  // (waits for the queue: the step's last forward included)
+    s->be->fill(s->loss_tally, 0.0f, 2 * sizeof(double) / sizeof(float));  // all-zero bits: 0.0, 0.0
+    s->loss_sum += t[0];
+    s->correct += (int)t[1];
+    s->loss_pending = 0;
+    s->loss_reads++;
+}
+
 void stage_zero_grads(Stage *s) {
     for (int j = 0; j <= s->n_layers; j++) s->grad_fresh[j] = 1;  // (j == n_layers: the head)
+    if (s->loss_pending) stage_take_loss(s);  // (a tally not read: dropped with the rest)
     s->loss_sum = 0;
     s->correct = 0;
     s->loss_rows = 0;

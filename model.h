@@ -65,8 +65,13 @@ typedef struct {
     float *gbuf[2];           // backward ping-pong [rows, H]
     // dlogits scale: 1 / rows of the whole optimizer step (all micro-batches, accumulation micro-steps and replicas)
     float grad_scale;
-    double loss_sum;          // sum of row losses since the last stage_zero_grads
+    double loss_sum;          // sum of row losses since the last stage_zero_grads (after stage_take_loss)
     int correct, loss_rows;
+    // The head's forwards add their loss sum and hits to loss_tally (two doubles in the backend's memory:
+    // no host wait per micro-batch on a GPU); stage_take_loss brings them into loss_sum and correct.
+    void *loss_tally;
+    int loss_pending;         // a forward added to the tally since the last take
+    long loss_reads;          // takes that read the tally (one per step: tests/unit_core checks)
     // activation memory accounting: bytes of stashed activations (the rank's, with its micro-batches
     // in flight, in *tally)
     size_t act_bytes, peak_act_bytes;
@@ -176,6 +181,9 @@ void stage_backward_weight(Stage *s, int slot);
 void stage_forward_eval(Stage *s, const float *x, int rows, float *out);
 // Starts a new gradient: marks every layer so its next backward overwrites dW/db instead of adding.
 void stage_zero_grads(Stage *s);
+// The head: adds the loss and hits its forwards tallied since the last take to loss_sum and correct
+// (one host wait on a GPU; nothing when no forward ran). Call before reading them.
+void stage_take_loss(Stage *s);
 // t: 1-based step count. Returns the index (in the flat buffer) of the first parameter that is not
 // finite after the update, or -1 (ops.h: the check rides on the update's own pass).
 long stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t);

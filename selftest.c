@@ -95,6 +95,12 @@ static long naive_first_nonfinite(const float *p, size_t n) {
     for (size_t i = 0; i < n; i++) if (!isfinite(p[i])) return (long)i;
     return -1;
 }
+static void naive_softmax_xent_tally(const float *logits, const int32_t *labels, int rows, int C, float scale,
+                                     float *dlogits, double *tally) {
+    int correct = 0;
+    tally[0] += naive_softmax_xent(logits, labels, rows, C, scale, dlogits, &correct);
+    tally[1] += correct;
+}
 static long naive_adam(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a) {
     for (size_t i = 0; i < n; i++) {
         double mi = (double)a.beta1 * m[i] + (1.0 - a.beta1) * g[i];
@@ -158,6 +164,7 @@ static Backend naive_backend(void) {
     b.name = "naive";
     b.gemm = naive_gemm; b.bias_act = naive_bias_act; b.relu_backward = naive_relu_backward;
     b.bias_grad = naive_bias_grad; b.softmax_xent = naive_softmax_xent; b.adam = naive_adam;
+    b.softmax_xent_tally = naive_softmax_xent_tally;
     b.sgd = naive_sgd; b.axpy = naive_axpy; b.scale = naive_scale; b.fill = naive_fill;
     b.describe = naive_describe;
     return b;
@@ -333,7 +340,7 @@ static void test_softmax(Test *t) {
     float *logits = rnd(t, 90, n, -4, 4);
     int32_t *labels = xmalloc(sizeof(int32_t) * rows);
     for (int r = 0; r < rows; r++) labels[r] = (int32_t)(rng_uniform(rng_key(t->seed, 91, 0), (uint64_t)r) * C);
-    float *dl[2], *dl_alias[2], loss[2], hits[2];
+    float *dl[2], *dl_alias[2], loss[2], hits[2], tallied[2][2];
     for (int k = 0; k < 2; k++) {
         const Backend *be = k ? t->ref : t->dut;
         float *dL = up(be, logits, n), *dD = be->alloc(sizeof(float) * n);
@@ -343,6 +350,13 @@ static void test_softmax(Test *t) {
         loss[k] = (float)be->softmax_xent(dL, dLab, rows, C, 1.0f / rows, dD, &correct);
         hits[k] = (float)correct;
         dl[k] = down(be, dD, n);
+        double *tally = be->alloc(2 * sizeof(double)), got[2];  // the step's tally: two micro-batches added
+        be->softmax_xent_tally(dL, dLab, rows, C, 1.0f / rows, dD, tally);
+        be->softmax_xent_tally(dL, dLab, rows, C, 1.0f / rows, dD, tally);
+        be->to_host(got, tally, sizeof got);
+        tallied[k][0] = (float)got[0];
+        tallied[k][1] = (float)got[1];
+        be->free(tally);
         correct = 0;
         be->softmax_xent(dL, dLab, rows, C, 1.0f / rows, dL, &correct);  // dlogits over the logits
         dl_alias[k] = down(be, dL, n);
@@ -354,6 +368,8 @@ static void test_softmax(Test *t) {
     report(t, "softmax_xent correct count", shape, &hits[0], &hits[1], 1, 0);
     report(t, "softmax_xent dlogits", shape, dl[0], dl[1], n, 1e-5);
     report(t, "softmax_xent dlogits (in place)", shape, dl_alias[0], dl_alias[1], n, 1e-5);
+    report(t, "softmax_xent tally: loss (2 calls)", shape, &tallied[0][0], &tallied[1][0], 1, 1e-5);
+    report(t, "softmax_xent tally: hits (2 calls)", shape, &tallied[0][1], &tallied[1][1], 1, 0);
     for (int k = 0; k < 2; k++) { free(dl[k]); free(dl_alias[k]); }
     free(logits); free(labels);
 }
@@ -485,6 +501,7 @@ static void test_train_step(Test *t, double gemm_tol, double loss_tol) {
         stage_set_labels(&s, slot, y);
         stage_forward(&s, slot);
         stage_backward(&s, slot, NULL, NULL);
+        stage_take_loss(&s);
         loss[k] = (float)(s.loss_sum / rows);
         np = s.n_params;
         grads[k] = down(be, s.grads, np);
@@ -502,12 +519,15 @@ static void test_train_step(Test *t, double gemm_tol, double loss_tol) {
 
 // --nccl: the NCCL calls of the transport on this one GPU (NCCL refuses two ranks on one GPU, so the
 // pairing of ranks is p2p.c's to prove): devcomm_open on a world of one rank, on each of the four
-// channels a grouped ncclSend and ncclRecv of 1M floats to itself, devcomm_close. Exact, or it fails.
+// channels a grouped ncclSend and ncclRecv of 1M floats to itself, devcomm_close; then the tensor-
+// parallel group's all-reduce on a group of one rank (the sum is the input). Exact, or it fails.
 static void test_nccl(Test *t) {
     char why[400];
     if (p2p_nccl_env(why, sizeof why)) printf("note: %s\n", why);
     float diff = (float)devcomm_smoke((size_t)1 << 20), zero = 0;
     report(t, "nccl: 1 rank, 4 splits, self send", "1048576", &diff, &zero, 1, 0);
+    diff = (float)devcomm_allreduce_smoke((size_t)1 << 20);
+    report(t, "nccl: 1 rank, group all-reduce", "1048576", &diff, &zero, 1, 0);
 }
 
 int cmd_selftest(int argc, char **argv) {

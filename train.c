@@ -92,12 +92,13 @@ static void setup_device(const TrainConfig *c, const Plan *p, Wire *w) {
     setup_precision(w->be, c);
 }
 
-// The executor's buffers: host rows and labels (the training rows, or the held-out ones), and the
-// gradients a backward hands on.
+// The executor's buffers: host rows and labels (the training rows, or the held-out ones; pinned on a
+// GPU, so each micro-batch's copy to it is a DMA from page-locked memory), and the gradients a
+// backward hands on.
 static void setup_buffers(const TrainConfig *c, const Plan *p, const Backend *be, StepState *st) {
     size_t rows = (size_t)p->rows, H = (size_t)c->hidden, D = (size_t)p->inputs;
-    st->xh = xmalloc(sizeof(float) * rows * D);
-    st->yh = xmalloc(sizeof(int32_t) * (size_t)(p->rows > c->eval_samples ? p->rows : c->eval_samples));
+    st->xh = be->alloc_host(sizeof(float) * rows * D);
+    st->yh = be->alloc_host(sizeof(int32_t) * (size_t)(p->rows > c->eval_samples ? p->rows : c->eval_samples));
     st->dout = be->alloc(sizeof(float) * rows * H);
     st->din = be->alloc(sizeof(float) * rows * H);
     st->grad_bf16 = be->alloc(sizeof(uint16_t) * rows * H + sizeof(float));
@@ -177,7 +178,7 @@ static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *mod
 // sum, rows x the widest layer input; evaluation's batches are no larger).
 static void setup_tensor_parallel(const Plan *p, Wire *w, Model *model) {
     size_t most = (size_t)p->rows * (size_t)(model->local[0].H > p->inputs ? model->local[0].H : p->inputs);
-    tp_setup(&w->tp, &w->comm, w->be, p->tp_allreduce, most);
+    tp_setup(&w->tp, &w->comm, w->be, p->tp_allreduce, p->tp_nccl, most);
     for (int k = 0; k < model->n_local; k++) tp_attach(&w->tp, &model->local[k]);
     // a pipeline message: a micro-batch's rows x H (bf16: packed in pairs), TP_MESSAGE_REPS round trips each way
     size_t n = stage_wire_floats(&model->local[0], (size_t)p->rows * (size_t)model->local[0].H);
@@ -261,7 +262,7 @@ static void run_free(Run *r) {
     sim_result_free(&st->sim);
     action_list_free(&st->list);
     be->free(st->dout); be->free(st->din); be->free(st->grad_bf16);
-    free(st->xh); free(st->yh);
+    be->free_host(st->xh); be->free_host(st->yh);
     measure_free(&r->m);
     data_close(&r->data);
     if (r->p.T > 1) tp_free(&r->wire.tp);
@@ -287,6 +288,7 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
     if (!p->pipelined) m->span_s[step] = now_sec() - t0;
     wd_phase("the gradient all-reduce", step + 1);
     for (int k = 0; k < model->n_sync; k++) gradsync_finish(&model->sync[k]);
+    if (model->head) stage_take_loss(model->head);  // the step's one read of the loss
 }
 
 // The loss lives on the head's stage; every rank learns the global batch's (and so decides alike on NaN).

@@ -37,6 +37,11 @@ typedef struct Backend {
     // dlogits = (softmax - onehot) * scale, and adds the count of argmax hits to *correct.
     double (*softmax_xent)(const float *logits, const int32_t *labels, int rows, int C,
                            float scale, float *dlogits, int *correct);
+    // The same, but the rows' loss sum and hits are ADDED to tally[0] and tally[1] (two doubles from
+    // alloc, in the backend's memory) instead of returned: on a GPU nothing waits for it, and the
+    // step reads the tally once (model.c's stage_take_loss).
+    void (*softmax_xent_tally)(const float *logits, const int32_t *labels, int rows, int C, float scale,
+                               float *dlogits, double *tally);
     // The updates return the index of the first parameter that is not finite afterwards (a NaN or
     // Inf gradient, or a parameter already gone), or -1: the check rides on the pass that writes them.
     long (*adam)(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a);

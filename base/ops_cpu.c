@@ -77,6 +77,12 @@ static double cpu_softmax_xent(const float *logits, const int32_t *labels, int r
     }
     return sum;
 }
+static void cpu_softmax_xent_tally(const float *logits, const int32_t *labels, int rows, int C, float scale,
+                                   float *dlogits, double *tally) {
+    int correct = 0;
+    tally[0] += cpu_softmax_xent(logits, labels, rows, C, scale, dlogits, &correct);
+    tally[1] += correct;
+}
 
 static long first_nonfinite(const float *p, size_t n) {
     for (size_t i = 0; i < n; i++) if (!isfinite(p[i])) return (long)i;
@@ -125,7 +131,8 @@ const Backend backend_cpu = {
     .fill = cpu_fill, .gemm = cpu_gemm, .bias_act = cpu_bias_act,
     .relu_backward = cpu_relu_backward, .bias_grad = cpu_bias_grad,
     .to_bf16 = cpu_to_bf16, .from_bf16 = cpu_from_bf16,
-    .softmax_xent = cpu_softmax_xent, .adam = cpu_adam, .sgd = cpu_sgd,
+    .softmax_xent = cpu_softmax_xent, .softmax_xent_tally = cpu_softmax_xent_tally,
+    .adam = cpu_adam, .sgd = cpu_sgd,
     .axpy = cpu_axpy, .scale = cpu_scale, .sync = cpu_sync, .stamp = cpu_stamp, .stamps = cpu_stamps,
     .alloc_host = cpu_alloc, .free_host = cpu_free, .set_tf32 = cpu_set_tf32,
     .set_precision = cpu_set_precision,

@@ -7,7 +7,7 @@
 # everything (micropp, micropp-cpu, every test program, gpu_sgemm; WERROR= so an unmet compiler's new
 # warning does not stop it), which must say "GPU support: on"; selftest in fp32 (with its bf16 rows)
 # and TF32; a one-rank NCCL smoke test (selftest --nccl: init, the four splits, a grouped send and
-# receive to itself, teardown); the GPU tests; the cuBLAS ceiling; configs/medium.json in fp32, TF32
+# receive to itself, the tensor-parallel group's all-reduce on a group of one, teardown); the GPU tests; the cuBLAS ceiling; configs/medium.json in fp32, TF32
 # and bf16 and configs/pipeline.json (2 ranks sharing the GPU over MPI), each against the same model
 # in PyTorch (bench/torch_mlp.py, same precision, same machine); pingpong; the whole suite (FULL=0
 # skips it). Then one table: every step's verdict and every measurement beside PyTorch's.
@@ -122,8 +122,8 @@ section "selftest: fp32 (with its bf16 rows), TF32, and NCCL on one rank"
 check "selftest fp32 + bf16 rows" ./micropp selftest --device "$DEVICE" --tol-scale "$TOL_SCALE"
 if [ "$DRY" = 1 ]; then check "selftest tf32 (emulated on the CPU)" ./micropp selftest --device cpu --emulate-tf32 --tol-scale "$TOL_SCALE"
 else check "selftest tf32" ./micropp selftest --device "$DEVICE" --tf32 --tol-scale "$TOL_SCALE"; fi
-if [ "$DRY" = 1 ]; then dry_skip "nccl smoke (1 rank: init, 4 splits, self send, teardown)"
-else check "nccl smoke (1 rank: init, 4 splits, self send, teardown)" ./micropp selftest --device cuda --nccl | tail -n 4; fi
+if [ "$DRY" = 1 ]; then dry_skip "nccl smoke (1 rank: init, 4 splits, self send, group all-reduce, teardown)"
+else check "nccl smoke (1 rank: init, 4 splits, self send, group all-reduce, teardown)" ./micropp selftest --device cuda --nccl | tail -n 6; fi
 
 section "GPU tests"
 if [ "$DRY" = 1 ]; then dry_skip "tests/t_gpu.sh" "its GPU rows skip without one; make test runs it"

@@ -10,7 +10,7 @@ T=$TMP/dry/table.md
 row() { grep -F "| $1 |" "$T" 2>/dev/null; }
 miss=""
 for s in "build | ok" "selftest fp32 + bf16 rows | ok" "selftest tf32 (emulated on the CPU) | ok" \
-         "nccl smoke (1 rank: init, 4 splits, self send, teardown) | skipped | dry run: needs a GPU" \
+         "nccl smoke (1 rank: init, 4 splits, self send, group all-reduce, teardown) | skipped | dry run: needs a GPU" \
          "medium fp32 | ok" "medium bf16 | ok" "medium tf32 | skipped" "pipeline 1f1b M=8, 2 ranks, 1 GPU, mpi | ok"; do
     grep -qF "| $s" "$T" 2>/dev/null || miss="$miss [$s]"
 done

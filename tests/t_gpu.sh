@@ -70,6 +70,10 @@ if nogpu_only "gpu/--transport nccl without a GPU is refused"; then
     expect_user_error "gpu/--transport nccl without a GPU is refused" 'transport nccl needs a GPU on every rank, but there is no CUDA device' 60 \
         mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode pp --transport nccl
 fi
+if nogpu_only "gpu/--tp 2 --transport nccl without a GPU is refused"; then
+    expect_user_error "gpu/--tp 2 --transport nccl without a GPU is refused" 'transport nccl needs a GPU on every rank, but there is no CUDA device' 60 \
+        mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --tp 2 --transport nccl
+fi
 
 if nogpu_only "gpu/pingpong --device cuda without a GPU: one line, exit 2"; then
     expect_user_error "gpu/pingpong --device cuda without a GPU: one line, exit 2" '^micropp: no CUDA device: .+' 60 \
@@ -116,7 +120,8 @@ expect_user_error "gpu/selftest --nccl on the CPU is refused" 'selftest: --nccl 
     "$MICROPP" selftest --device cpu --nccl
 if gpu_only "gpu/selftest --nccl: NCCL on one rank (init, 4 splits, self send, teardown)"; then
     run 300 "$MICROPP" selftest --device cuda --nccl
-    if [ "$RC" -eq 0 ] && grep -qE '^nccl: 1 rank, 4 splits, self send .* ok$' <<<"$OUT"; then pass "gpu/selftest --nccl: NCCL on one rank"
+    if [ "$RC" -eq 0 ] && grep -qE '^nccl: 1 rank, 4 splits, self send .* ok$' <<<"$OUT" &&
+        grep -qE '^nccl: 1 rank, group all-reduce .* ok$' <<<"$OUT"; then pass "gpu/selftest --nccl: NCCL on one rank"
     else fail "gpu/selftest --nccl: NCCL on one rank" "exit $RC: $(grep -E 'nccl|FAIL' <<<"$OUT" | head -n 3) $(head -c 300 <<<"$ERR")"; fi
 fi
 # bf16 without oneDNN's help in the check: the rounding, gemm and bias gradient against the naive
@@ -164,7 +169,11 @@ gpu_vs_cpu() {
     local name=$1 n=$2; shift 2
     gpu_only "$name" || return 0
     local launch=("$MICROPP"); [ "$n" -gt 1 ] && launch=(mpiexec -n "$n" "$MICROPP")
-    run 300 "${launch[@]}" train $(tiny_but "$@") --verify --json --device cpu "$@"
+    local a cpu_args=() skip=0  # the CPU run without --transport (nccl is refused with --device cpu)
+    for a in "$@"; do
+        if [ "$skip" = 1 ]; then skip=0; elif [ "$a" = --transport ]; then skip=1; else cpu_args+=("$a"); fi
+    done
+    run 300 "${launch[@]}" train $(tiny_but "$@") --verify --json --device cpu "${cpu_args[@]}"
     local cpu=$OUT
     [ "$RC" -eq 0 ] || { fail "$name" "cpu run exit $RC: $(head -c 300 <<<"$ERR")"; return 0; }
     run 300 "${launch[@]}" train $(tiny_but "$@") --verify --json --device cuda "$@"
@@ -209,6 +218,8 @@ if gpu_only "gpu/nccl rules"; then
     if [ "$GPUS" -lt 2 ]; then
         expect_user_error "gpu/--transport nccl, 2 ranks on 1 GPU is refused" 'needs one GPU per rank, but a node runs 2 ranks on 1 GPU' 120 \
             mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode pp --device cuda --transport nccl
+        expect_user_error "gpu/--tp 2 --transport nccl, 2 ranks on 1 GPU is refused" 'needs one GPU per rank, but a node runs 2 ranks on 1 GPU' 120 \
+            mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --tp 2 --device cuda --transport nccl
         run 300 mpiexec -n 2 "$MICROPP" train "${TINY[@]}" --mode pp --device cuda --json
         if [ "$RC" -eq 0 ] && [ "$(json_get '["transport"]')" = mpi ]; then pass "gpu/--transport auto, 2 ranks on 1 GPU picks mpi"
         else fail "gpu/--transport auto, 2 ranks on 1 GPU picks mpi" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
@@ -220,6 +231,11 @@ if gpu_only "gpu/nccl rules"; then
         for s in naive gpipe 1f1b; do
             gpu_vs_cpu "gpu/cuda vs cpu: pp $s, 2 ranks over nccl" 2 --mode pp --schedule "$s" --micro-batches 4 --transport nccl
         done
+        # the tensor-parallel group's all-reduce over NCCL (devcomm_allreduce_sum): never run on a GPU yet
+        gpu_vs_cpu "gpu/cuda vs cpu: --tp 2, the group's all-reduce over nccl" 2 --tp 2 --transport nccl
+        if [ "$GPUS" -ge 4 ]; then
+            gpu_vs_cpu "gpu/cuda vs cpu: pp 2 x tp 2, 1f1b over nccl" 4 --mode pp --tp 2 --schedule 1f1b --micro-batches 4 --transport nccl
+        else skip "gpu/cuda vs cpu: pp 2 x tp 2, 1f1b over nccl" "needs 4 GPUs, $GPUS visible"; fi
     fi
 fi
 # pingpong between GPU buffers: every byte arrives (over mpi always; over nccl with 2 GPUs)

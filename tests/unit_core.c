@@ -87,13 +87,48 @@ static void test_optimizers(void) {
 
 // Loss of a stage holding the whole model on a fixed batch (forward only).
 static double model_loss(Stage *s, const float *x, const int32_t *y) {
+    stage_take_loss(s);  // (a forward's loss still in the tally is not this one's)
     s->loss_sum = 0; s->loss_rows = 0; s->correct = 0;
     int slot = stage_slot_acquire(s, 0);
     memcpy(stage_slot_input(s, slot), x, sizeof(float) * (size_t)s->rows * s->H);
     stage_set_labels(s, slot, y);
     stage_forward(s, slot);
     s->slots[slot].mb = -1; s->act_bytes = 0;  // drop without backward
+    stage_take_loss(s);
     return s->loss_sum * s->grad_scale;
+}
+
+// The head's loss stays in the backend's tally through a step's micro-batches (no host read per
+// forward: a GPU would wait for its queue at each) and is read once, by stage_take_loss, adding up
+// to the micro-batches' losses taken one by one.
+static void test_loss_tally(void) {
+    int L = 2, H = 4, C = 3, rows = 2, M = 4;
+    Stage s;
+    stage_init(&s, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = 0, .hi = L, .head = 1, .rows = rows, .slots = M, .seed = 3});
+    float x[4][8];
+    int32_t y[4][2] = {{0, 1}, {2, 0}, {1, 1}, {2, 2}};
+    double each = 0;
+    for (int mb = 0; mb < M; mb++) {
+        fill_rand(x[mb], rows * H, 20 + mb);
+        each += model_loss(&s, x[mb], y[mb]) / s.grad_scale;  // (one micro-batch, taken at once)
+    }
+    long reads = s.loss_reads;
+    stage_zero_grads(&s);
+    for (int mb = 0; mb < M; mb++) {
+        int slot = stage_slot_acquire(&s, mb);
+        memcpy(stage_slot_input(&s, slot), x[mb], sizeof x[mb]);
+        stage_set_labels(&s, slot, y[mb]);
+        stage_forward(&s, slot);
+        stage_backward(&s, slot, NULL, NULL);
+    }
+    EXPECT("model/loss tally: no read during the step's micro-batches", s.loss_reads == reads && s.loss_sum == 0 &&
+           s.loss_pending, "reads %ld (before %ld), loss_sum %g", s.loss_reads, reads, s.loss_sum);
+    stage_take_loss(&s);
+    stage_take_loss(&s);  // (nothing new: no read)
+    EXPECT("model/loss tally: one read per step, the sum of the micro-batches' losses", s.loss_reads == reads + 1 &&
+           fabs(s.loss_sum - each) <= 1e-12 * fabs(each) && s.loss_rows == M * rows,
+           "reads %ld (before %ld), loss %.17g vs %.17g, rows %d", s.loss_reads, reads, s.loss_sum, each, s.loss_rows);
+    stage_free(&s);
 }
 
 static void test_gradcheck(int ckpt) {
@@ -246,6 +281,7 @@ int main(void) {
     test_elementwise();
     test_optimizers();
     test_gradcheck(0);
+    test_loss_tally();
     test_gradcheck(1);
     test_init_split();
     test_npy();

@@ -638,6 +638,24 @@ static void test_tp(void) {
     EXPECT("plan/tp: auto with a group across nodes is mpi", p.tp_allreduce == ALLREDUCE_MPI, "%d", p.tp_allreduce);
     facts_refused("plan/refuse: --allreduce shm with a group across nodes", &f2, "--mode pp --tp 2 --allreduce shm",
                   "train: --allreduce shm needs each tensor-parallel group of 2 ranks on one node, and rank 3 is not on rank 2's: use --allreduce mpi or ring");
+    // On GPUs (issue 22 item 4): --transport nccl carries the group's all-reduce too; auto keeps mpi
+    Hardware g4 = gpus(4, 0);
+    Facts fg4 = {.world = 4, .tag_ub = TAG_UB, .devices = &g4}, fg2 = {.world = 2, .tag_ub = TAG_UB, .devices = &g4};
+    p = facts_ok("plan/tp over nccl", &fg2, "--tp 2 --transport nccl");
+    EXPECT("plan/tp: --tp 2 --transport nccl (no pipeline) sums the group over NCCL", p.tp_nccl && p.device == DEVICE_CUDA &&
+           p.transport == TRANSPORT_NCCL, "tp_nccl %d device %d transport %d", p.tp_nccl, p.device, p.transport);
+    p = facts_ok("plan/tp over nccl, pp2 x tp2", &fg4, "--mode pp --tp 2 --transport nccl --schedule 1f1b --micro-batches 4");
+    EXPECT("plan/tp: pp2 x tp2 over nccl: the pipeline's messages and the group's all-reduce both", p.tp_nccl &&
+           p.transport == TRANSPORT_NCCL, "tp_nccl %d transport %d", p.tp_nccl, p.transport);
+    p = facts_ok("plan/tp on GPUs, auto", &fg2, "--tp 2");
+    EXPECT("plan/tp: on GPUs auto keeps the group's all-reduce on mpi (NCCL unproven there)", !p.tp_nccl &&
+           p.device == DEVICE_CUDA && p.tp_allreduce == ALLREDUCE_MPI, "tp_nccl %d %d", p.tp_nccl, p.tp_allreduce);
+    facts_refused("plan/refuse: --tp --transport nccl with --allreduce", &fg2, "--tp 2 --transport nccl --allreduce ring",
+                  "train: --transport nccl sums the tensor-parallel group over NCCL, and --allreduce asks for another way: drop one of them");
+    refused("plan/refuse: --transport without a pipeline nor --tp", 2, "--mode ddp --transport nccl",
+            "train: --transport applies to --mode pp or hybrid, not --mode ddp");
+    refused("plan/refuse: --tp 2 without a pipeline still refuses --schedule", 2, "--tp 2 --schedule gpipe",
+            "train: --schedule applies to --mode pp or hybrid");
     MemLayout l;
     char why[512];
     c.tp = 2;

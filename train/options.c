@@ -86,8 +86,8 @@ const Option train_options[] = {
     {"device", 0, OPT_CHOICE, T(device), DEVICE_CHOICES, 0, 0, "DEV",
      "where to train: auto = cuda when every rank sees a GPU, else cpu"},
     {"transport", 0, OPT_CHOICE, T(transport), TRANSPORT_CHOICES, 0, 0, "T",
-     "pp on cuda: nccl (one GPU per rank) or mpi (via pinned host memory; ranks may share a GPU); auto = nccl when it "
-     "can"},
+     "pp or --tp on cuda: nccl (one GPU per rank; with --tp the group's all-reduce too) or mpi (via pinned host "
+     "memory; ranks may share a GPU); auto = mpi until NCCL has run on 2+ GPUs"},
     {"tf32", 0, OPT_BOOL, T(tf32), 0, 0, 0, 0,
      "cuda: let cuBLAS round fp32 gemm inputs to TF32 (tensor cores; ~1e-3 relative error)"},
     {"precision", 0, OPT_CHOICE, T(precision), PRECISION_CHOICES, 0, 0, "P",

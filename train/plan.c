@@ -59,9 +59,9 @@ static int rule_world(const TrainConfig *c, int world, const Plan *p, Err *e) {
 static int rule_flags_apply(const TrainConfig *c, Err *e) {
     char name[32];
     const char *mode = choice_name(MODE_CHOICES, c->mode, name, sizeof name), *f;
-    static const char *const pp_only[] = {"schedule",  "schedule-file",          "micro-batches",
-                                          "partition", "checkpoint-activations", "virtual-stages",
-                                          "transport", "max-inflight"};
+    // (the last, --transport, also carries --tp's all-reduce)
+    static const char *const pp_only[] = {"schedule",       "schedule-file", "micro-batches", "partition",
+                                          "checkpoint-activations", "virtual-stages", "max-inflight", "transport"};
     static const char *const dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
     // the observers of a pipeline (a track per rank); --trace also of ddp with --zero (its forward, backward
     // and ZeRO's collectives), and of any mode with --tp (the group's all-reduces inside the passes)
@@ -78,7 +78,7 @@ static int rule_flags_apply(const TrainConfig *c, Err *e) {
     if (!is_pipelined(c->mode) && (f = TYPED(charts)))
         return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or use --mode pp", f,
                       mode);
-    if (!is_pipelined(c->mode) && (f = TYPED(pp_only)))
+    if (!is_pipelined(c->mode) && (f = typed(e->seen, pp_only, sizeof pp_only / sizeof *pp_only - (c->tp > 1))))
         return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", f,
                       mode);
     if (strcmp(c->data, "synthetic") && seen_typed(e->seen, "samples"))
@@ -702,6 +702,12 @@ static void rule_eval(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 static int rule_tp_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     p->tp_allreduce = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;
     if (p->T == 1 || !f->devices) return 0;
+    // over NCCL (devcomm_allreduce_sum) with --transport nccl: every rank has a GPU of its own
+    p->tp_nccl = p->transport == TRANSPORT_NCCL;
+    if (p->tp_nccl && !p->data_parallel && seen_typed(e->seen, "allreduce"))
+        return refuse(e, "train: --transport nccl sums the tensor-parallel group over NCCL, and --allreduce asks "
+                         "for another way: drop one of them");
+    if (p->tp_nccl) return 0;
     int apart = -1;  // a rank not on the node of its group's first rank
     for (int r = 0; r < p->world && apart < 0; r++)
         if (f->devices->node_of[r] != f->devices->node_of[r - r % p->T]) apart = r;

@@ -73,6 +73,7 @@ typedef struct {
                            // (slice only with --tp and a pipeline)
     int tp_allreduce;      // ALLREDUCE_*: the tensor-parallel group's (auto: shm when every group sits on one
                            // node and the buffers are on the host, else mpi)
+    int tp_nccl;           // 1: the tensor-parallel group sums over NCCL instead (--transport nccl, T > 1)
     int grad_accum_given;  // --grad-accum was set (the report shows it even at 1)
 } Plan;
 

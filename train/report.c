@@ -22,6 +22,7 @@ static void choice_names(const TrainConfig *c, const Plan *p, Summary *s) {
     choice_name(SYNC_CHOICES, c->ddp_sync, s->sync, sizeof s->sync);
     choice_name(ALLREDUCE_CHOICES, p->allreduce, s->allreduce, sizeof s->allreduce);
     choice_name(ALLREDUCE_CHOICES, p->tp_allreduce, s->tp_allreduce, sizeof s->tp_allreduce);
+    if (p->tp_nccl) snprintf(s->tp_allreduce, sizeof s->tp_allreduce, "nccl");
     choice_name(PRECISION_CHOICES, c->precision, s->precision, sizeof s->precision);
 }
 

@@ -7,9 +7,29 @@
 #include <string.h>
 #include "train/tp.h"
 #include "base/util.h"
+#include "devcomm.h"
 #include "tags.h"
 
-void tp_setup(TpGroup *g, const Comm *grid, const Backend *be, int algo, size_t most) {
+// The recorder (testing): with MICROPP_COLLECTIVE_LOG=DIR each rank writes DIR/rank<r>.log, one line
+// per collective it issues on its group, in order, before it is dispatched to shm, MPI or NCCL:
+// "<op> <floats> group <g>". tests/t_tp_order.sh checks that every rank of a group wrote the same lines:
+// the rule NCCL needs (collectives pair by order alone), proven on the CPU.
+static FILE *open_log(int rank) {
+    const char *dir = getenv("MICROPP_COLLECTIVE_LOG");
+    if (!dir || !*dir) return NULL;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/rank%d.log", dir, rank);
+    FILE *f = fopen(path, "w");
+    if (!f) user_error("MICROPP_COLLECTIVE_LOG '%s': cannot write %s: name a folder that exists", dir, path);
+    return f;
+}
+static void record(TpGroup *g, const char *op, size_t n) {
+    if (!g->log) return;
+    fprintf(g->log, "%s %zu group %d\n", op, n, g->group);
+    fflush(g->log);  // (a rank that ends on an error keeps what it issued)
+}
+
+void tp_setup(TpGroup *g, const Comm *grid, const Backend *be, int algo, int nccl, size_t most) {
     memset(g, 0, sizeof *g);
     g->comm.rank = grid->rank;
     g->comm.size = grid->size;
@@ -20,7 +40,10 @@ void tp_setup(TpGroup *g, const Comm *grid, const Backend *be, int algo, size_t 
     g->comm.be = be;
     g->comm.transport = TRANSPORT_MPI;
     g->algo = algo;
-    if (algo != ALLREDUCE_SHM) return;
+    g->group = comm_rank_group(grid->tp_size, grid->rank);
+    g->log = open_log(grid->rank);
+    if (nccl) g->dev = comm_nccl_group(grid->tp);  // (comms.c closes it at the end)
+    if (nccl || algo != ALLREDUCE_SHM) return;
     g->window_n = most;
     g->window = comm_shared_alloc(&g->comm, most);  // collective over the group
 }
@@ -40,7 +63,9 @@ void tp_spans_clear(TpGroup *g) { g->n_spans = 0; }
 static void tp_allreduce(void *ctx, float *x, size_t n) {
     TpGroup *g = ctx;
     double t0 = now_sec();
-    if (g->algo == ALLREDUCE_SHM) {  // through the window: the group's ranks sum it in place
+    record(g, "allreduce", n);
+    if (g->dev) devcomm_allreduce_sum(g->dev, x, n);  // queued: the compute after it waits on the device
+    else if (g->algo == ALLREDUCE_SHM) {  // through the window: the group's ranks sum it in place
         CHECK(n <= g->window_n, "a tensor-parallel all-reduce of %zu floats, the window holds %zu", n, g->window_n);
         memcpy(g->window, x, n * sizeof(float));
         comm_allreduce(&g->comm, g->window, n, 1.0f, ALLREDUCE_SHM);
@@ -54,6 +79,7 @@ static void tp_allreduce(void *ctx, float *x, size_t n) {
 
 void tp_allgather(TpGroup *g, float *x, size_t n) {
     double t0 = now_sec();
+    record(g, "allgather", n);
     if (g->algo == ALLREDUCE_SHM) {
         CHECK(n <= g->window_n, "a tensor-parallel all-gather of %zu floats, the window holds %zu", n, g->window_n);
         memcpy(g->window, x, n * sizeof(float));
@@ -122,7 +148,8 @@ void tp_choose_message(TpGroup *g, Comm *c, int asked, size_t n, int reps) {
 }
 
 void tp_free(TpGroup *g) {
-    comm_shared_free(&g->comm);  // (the communicator itself is the grid's)
+    if (g->log) fclose(g->log);
+    comm_shared_free(&g->comm);  // (the communicator itself is the grid's; g->dev is comms.c's)
     free(g->spans);
     memset(g, 0, sizeof *g);
 }

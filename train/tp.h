@@ -4,6 +4,7 @@
 // or the ring; a GPU's buffers staged through the host as data parallelism's are), and counted.
 #pragma once
 #include <stddef.h>
+#include <stdio.h>
 #include "comms.h"
 #include "model.h"
 #include "train/trace.h"
@@ -24,6 +25,9 @@ typedef struct {
 typedef struct {
     Comm comm;       // the group's collectives: comm.dp is the grid's tp communicator (not owned)
     int algo;        // ALLREDUCE_SHM, _MPI or _RING (the plan's tp_allreduce)
+    struct DevComm *dev;  // the plan's tp_nccl: the all-reduce over NCCL on the GPU (else NULL)
+    int group;       // this group's number (comm_rank_group), for the recorder
+    FILE *log;       // the recorder (MICROPP_COLLECTIVE_LOG, testing), or NULL
     float *window;   // shm: the shared buffer each sum goes through, window_n floats (host)
     size_t window_n;
     long calls;      // this rank's all-reduces so far, the floats they summed and their time
@@ -36,9 +40,11 @@ typedef struct {
     int n_spans, cap_spans;
 } TpGroup;
 
-// The group of this rank's grid (grid->tp), summing with algo; most: the largest all-reduce in floats
-// (rows x the widest layer input). Collective over the world (every rank calls it, T = 1 included).
-void tp_setup(TpGroup *g, const Comm *grid, const Backend *be, int algo, size_t most);
+// The group of this rank's grid (grid->tp), summing with algo, or over NCCL when nccl (the plan's
+// tp_nccl: the all-reduce only; the all-gather stays on algo, staged through the host); most: the
+// largest all-reduce in floats (rows x the widest layer input). Collective over the world (every rank
+// calls it, T = 1 included).
+void tp_setup(TpGroup *g, const Comm *grid, const Backend *be, int algo, int nccl, size_t most);
 // Points stage s's hook at the group (a stage split T > 1 ways cannot run without it).
 void tp_attach(TpGroup *g, Stage *s);
 // All-gather over the group: every rank's chunk (comm_shard(n, T, tp rank)) of x, n floats, into every

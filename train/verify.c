@@ -64,6 +64,7 @@ static float *reference_grads(const TrainConfig *c, const Plan *p, const StepSta
     stage_set_labels(&ref, slot, y);
     stage_forward(&ref, slot);
     stage_backward(&ref, slot, NULL, NULL);
+    stage_take_loss(&ref);
     float *g = xmalloc(sizeof(float) * ref.n_params);
     rb->to_host(g, ref.grads, sizeof(float) * ref.n_params);
     *loss = ref.loss_sum / (double)rows;
