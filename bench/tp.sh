@@ -5,13 +5,18 @@
 #   mono-1t   micropp train (one rank, one BLAS thread)
 #   mono-2t   micropp train --threads 2 (one rank, two BLAS threads: what 2 cores give one process)
 #   tp-2      mpiexec -n 2 micropp train --tp 2 (two ranks of one thread, the all-reduce over shm)
+#   pp-2      mpiexec -n 2 micropp train --mode pp --schedule 1f1b --micro-batches 8 (the other way to
+#             split the model over two ranks: by layers, with a bubble)
+#   tp-2-b16, pp-2-b16  the same two on a batch of 16 rows (pp: 4 micro-batches of 4), where the
+#             all-reduces are small and many and the pipeline's bubble is short in time
 # and the pipeline's message between two tensor-parallel groups both ways, on pp 2 x tp 2 (4 ranks)
 # with a model whose messages weigh (4 x 1024 wide, batch 512 in 8 micro-batches of 64 rows):
 #   msg-full  --tp-message full   every rank sends the whole activation (and gradient) to its counterpart
 #   msg-slice --tp-message slice  each sends its half, the receiving group all-gathers
 # A run's figure is its samples_per_s (micropp's, from the median step, the first left out); a way's
 # figure is the median of its REPS runs. Printed: each way's samples/s, tp-2's ratios to mono-1t and
-# mono-2t, tp-2's all-reduce share of the step (tp_allreduce_share, its median), msg-slice / msg-full
+# mono-2t, tp-2's all-reduce share of the step (tp_allreduce_share, its median), tp-2 / pp-2 at both
+# batches (above 1: tensor parallelism beats the pipeline there), msg-slice / msg-full
 # (the 4-rank ways oversubscribe a 2-core machine: compare them with each other only). Lines that are not
 # data start with '#'. Exit 0 whatever the figures; 2 for bad input; 1 when a run fails.
 #   bash bench/tp.sh          # 3 reps, STEPS=8 steps each
@@ -114,11 +119,14 @@ EOF
     exit 0
 fi
 for ((r = 0; r < REPS; r++)); do
-    for way in mono-1t mono-2t tp-2 msg-full msg-slice; do
+    for way in mono-1t mono-2t tp-2 pp-2 tp-2-b16 pp-2-b16 msg-full msg-slice; do
         case $way in
         mono-1t) out=$("$MICROPP" "${ARGS[@]}") ;;
         mono-2t) out=$("$MICROPP" "${ARGS[@]}" --threads 2) ;;
         tp-2) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --tp 2) ;;
+        pp-2) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --mode pp --schedule 1f1b --micro-batches 8) ;;
+        tp-2-b16) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --batch 16 --tp 2) ;;
+        pp-2-b16) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --batch 16 --mode pp --schedule 1f1b --micro-batches 4) ;;
         msg-*) out=$(mpiexec -n 4 "$MICROPP" train --layers 4 --hidden 1024 --batch 512 --micro-batches 8 --steps "$STEPS" \
             --log-every 0 --json --mode pp --tp 2 --tp-message "${way#msg-}") ;;
         esac || { echo "tp.sh: the $way run failed" >&2; exit 1; }
@@ -134,10 +142,12 @@ for line in open(sys.argv[1]):
 med = {w: statistics.median(r["samples_per_s"] for r in rs) for w, rs in runs.items()}
 share = statistics.median(r["tp_allreduce_share"] for r in runs["tp-2"])
 print("%-8s %12s %10s" % ("way", "samples/s", "runs"))
-for w in ("mono-1t", "mono-2t", "tp-2", "msg-full", "msg-slice"):
+for w in ("mono-1t", "mono-2t", "tp-2", "pp-2", "tp-2-b16", "pp-2-b16", "msg-full", "msg-slice"):
     print("%-8s %12.0f %10s" % (w, med[w], " ".join("%.0f" % r["samples_per_s"] for r in runs[w])))
 print("tp-2 / mono-1t = %.2fx | tp-2 / mono-2t = %.2fx | tp-2's all-reduce: %.0f%% of the step" %
       (med["tp-2"] / med["mono-1t"], med["tp-2"] / med["mono-2t"], 100 * share))
+print("tp-2 / pp-2 = %.2fx at batch 256 | %.2fx at batch 16 (above 1: tensor parallelism is faster)" %
+      (med["tp-2"] / med["pp-2"], med["tp-2-b16"] / med["pp-2-b16"]))
 print("pp 2 x tp 2: msg-slice / msg-full = %.2fx (above 1: slicing the message is faster)" % (med["msg-slice"] / med["msg-full"]))
 EOF
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
