@@ -9,6 +9,8 @@
 #             split the model over two ranks: by layers, with a bubble)
 #   tp-2-b16, pp-2-b16  the same two on a batch of 16 rows (pp: 4 micro-batches of 4), where the
 #             all-reduces are small and many and the pipeline's bubble is short in time
+#   tp-2-narrow, pp-2-narrow  the same two on a narrow model (16 x 128 wide, batch 2048; pp: 4
+#             micro-batches), where a layer's product is short beside the all-reduce's fixed cost
 # and the pipeline's message between two tensor-parallel groups both ways, on pp 2 x tp 2 (4 ranks)
 # with a model whose messages weigh (4 x 1024 wide, batch 512 in 8 micro-batches of 64 rows):
 #   msg-full  --tp-message full   every rank sends the whole activation (and gradient) to its counterpart
@@ -30,6 +32,8 @@
 #   tp-shm    mpiexec -n 2 ... --tp 2 on one node: the all-reduce through the shm window
 #   tp-mpi    the same with --allreduce mpi: MPI on one node (UCX's shared memory)
 #   tp-tcp    the same on the two fake hosts: MPI over TCP (checked: 2 nodes, all-reduce mpi)
+#   pp-tcp    the pipeline on the same two hosts (--mode pp --schedule 1f1b --micro-batches 8): the
+#             other way to split the model over them, one activation and one gradient per micro-batch
 #   link      micropp pingpong on the two fake hosts over TCP: a 1 KiB and a 1 MiB message
 #   coll      micropp allreduce --algo mpi of 1 MiB (one of the step's all-reduces) on the fake hosts,
 #             alone: the collective's own time, no compute around it
@@ -50,6 +54,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MICROPP=${MICROPP:-$ROOT/micropp}
 [ -x "$MICROPP" ] || { echo "tp.sh: $MICROPP is missing: run make" >&2; exit 2; }
 ARGS=(train --config "$ROOT/configs/medium.json" --steps "$STEPS" --log-every 0 --json)
+NARROW=(train --layers 16 --hidden 128 --inputs 128 --batch 2048 --steps "$((STEPS * 4))" --log-every 0 --json)
 RAW=$(mktemp "${TMPDIR:-/tmp}/micropp-tp.XXXXXX")
 TRACES=$(mktemp -d "${TMPDIR:-/tmp}/micropp-tp-traces.XXXXXX")
 trap 'rm -rf "$RAW" "$TRACES"' EXIT
@@ -61,12 +66,13 @@ echo "# load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ $TCP = 1 ]; then
     HOSTS=(env UCX_TLS=tcp,self mpiexec -launcher fork -hosts nodeA:1,nodeB:1 -n 2 "$MICROPP")
     for ((r = 0; r < REPS; r++)); do
-        for way in mono-1t tp-shm tp-mpi tp-tcp link coll; do
+        for way in mono-1t tp-shm tp-mpi tp-tcp pp-tcp link coll; do
             case $way in
             mono-1t) out=$("$MICROPP" "${ARGS[@]}") ;;
             tp-shm) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --tp 2 --trace "$TRACES/$way-$r.json") ;;
             tp-mpi) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --tp 2 --allreduce mpi --trace "$TRACES/$way-$r.json") ;;
             tp-tcp) out=$("${HOSTS[@]}" "${ARGS[@]}" --tp 2 --trace "$TRACES/$way-$r.json") ;;
+            pp-tcp) out=$("${HOSTS[@]}" "${ARGS[@]}" --mode pp --schedule 1f1b --micro-batches 8) ;;
             link) out=$("${HOSTS[@]}" pingpong -b 1K -e 1M -f 1024 -n 200 --json) ;;
             coll) out=$("${HOSTS[@]}" allreduce -b 1M -n 50 --algo mpi --json) ;;
             esac || { echo "tp.sh: the $way run failed" >&2; exit 1; }
@@ -84,8 +90,8 @@ for r in runs["tp-tcp"]:  # the group across the two hosts, summed over MPI
         sys.exit("tp.sh: tp-tcp ran on %r nodes with all-reduce %r, not 2 and mpi" % (r.get("nodes"), r.get("tp_allreduce")))
 med = lambda w, k: statistics.median(r[k] for r in runs[w])
 print("%-8s %12s %10s %14s   %s" % ("way", "samples/s", "all-reduce", "all-reduce ms", "runs (samples/s)"))
-for w in ("mono-1t", "tp-shm", "tp-mpi", "tp-tcp"):
-    tp = w != "mono-1t"
+for w in ("mono-1t", "tp-shm", "tp-mpi", "tp-tcp", "pp-tcp"):
+    tp = w.startswith("tp")
     print("%-8s %12.0f %10s %14s   %s" % (w, med(w, "samples_per_s"), "%.0f%%" % (100 * med(w, "tp_allreduce_share")) if tp else "-",
           "%.1f" % med(w, "tp_allreduce_ms_per_step") if tp else "-", " ".join("%.0f" % r["samples_per_s"] for r in runs[w])))
 row = lambda r, size: next(x for x in r["rows"] if x["size_bytes"] == size)
@@ -111,6 +117,8 @@ for w in ("tp-shm", "tp-mpi", "tp-tcp"):
     sp = [split(f) for f in sorted(glob.glob("%s/%s-*.json" % (sys.argv[2], w)))]
     print("%s all-reduce per step: %.0f ms waiting for the other rank, %.0f ms both inside (%.1f ms per all-reduce)" %
           (w, statistics.median(a for a, _ in sp), statistics.median(b for _, b in sp), statistics.median(b for _, b in sp) / calls))
+print("across the two hosts: tp-tcp / pp-tcp = %.2fx (above 1: tensor parallelism is faster), pp-tcp / mono-1t = %.2fx" %
+      (med("tp-tcp", "samples_per_s") / med("pp-tcp", "samples_per_s"), med("pp-tcp", "samples_per_s") / med("mono-1t", "samples_per_s")))
 print("tp-tcp / tp-shm = %.2fx | tp-tcp / mono-1t = %.2fx | all-reduce ms/step: tp-tcp %.0f, tp-mpi %.0f, tp-shm %.0f" %
       (med("tp-tcp", "samples_per_s") / med("tp-shm", "samples_per_s"), med("tp-tcp", "samples_per_s") / med("mono-1t", "samples_per_s"),
        med("tp-tcp", "tp_allreduce_ms_per_step"), med("tp-mpi", "tp_allreduce_ms_per_step"), med("tp-shm", "tp_allreduce_ms_per_step")))
@@ -119,7 +127,7 @@ EOF
     exit 0
 fi
 for ((r = 0; r < REPS; r++)); do
-    for way in mono-1t mono-2t tp-2 pp-2 tp-2-b16 pp-2-b16 msg-full msg-slice; do
+    for way in mono-1t mono-2t tp-2 pp-2 tp-2-b16 pp-2-b16 tp-2-narrow pp-2-narrow msg-full msg-slice; do
         case $way in
         mono-1t) out=$("$MICROPP" "${ARGS[@]}") ;;
         mono-2t) out=$("$MICROPP" "${ARGS[@]}" --threads 2) ;;
@@ -127,6 +135,8 @@ for ((r = 0; r < REPS; r++)); do
         pp-2) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --mode pp --schedule 1f1b --micro-batches 8) ;;
         tp-2-b16) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --batch 16 --tp 2) ;;
         pp-2-b16) out=$(mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --batch 16 --mode pp --schedule 1f1b --micro-batches 4) ;;
+        tp-2-narrow) out=$(mpiexec -n 2 "$MICROPP" "${NARROW[@]}" --tp 2) ;;
+        pp-2-narrow) out=$(mpiexec -n 2 "$MICROPP" "${NARROW[@]}" --mode pp --schedule 1f1b --micro-batches 4) ;;
         msg-*) out=$(mpiexec -n 4 "$MICROPP" train --layers 4 --hidden 1024 --batch 512 --micro-batches 8 --steps "$STEPS" \
             --log-every 0 --json --mode pp --tp 2 --tp-message "${way#msg-}") ;;
         esac || { echo "tp.sh: the $way run failed" >&2; exit 1; }
@@ -142,12 +152,12 @@ for line in open(sys.argv[1]):
 med = {w: statistics.median(r["samples_per_s"] for r in rs) for w, rs in runs.items()}
 share = statistics.median(r["tp_allreduce_share"] for r in runs["tp-2"])
 print("%-8s %12s %10s" % ("way", "samples/s", "runs"))
-for w in ("mono-1t", "mono-2t", "tp-2", "pp-2", "tp-2-b16", "pp-2-b16", "msg-full", "msg-slice"):
+for w in ("mono-1t", "mono-2t", "tp-2", "pp-2", "tp-2-b16", "pp-2-b16", "tp-2-narrow", "pp-2-narrow", "msg-full", "msg-slice"):
     print("%-8s %12.0f %10s" % (w, med[w], " ".join("%.0f" % r["samples_per_s"] for r in runs[w])))
 print("tp-2 / mono-1t = %.2fx | tp-2 / mono-2t = %.2fx | tp-2's all-reduce: %.0f%% of the step" %
       (med["tp-2"] / med["mono-1t"], med["tp-2"] / med["mono-2t"], 100 * share))
-print("tp-2 / pp-2 = %.2fx at batch 256 | %.2fx at batch 16 (above 1: tensor parallelism is faster)" %
-      (med["tp-2"] / med["pp-2"], med["tp-2-b16"] / med["pp-2-b16"]))
+print("tp-2 / pp-2 = %.2fx at batch 256 | %.2fx at batch 16 | %.2fx narrow (above 1: tensor parallelism is faster)" %
+      (med["tp-2"] / med["pp-2"], med["tp-2-b16"] / med["pp-2-b16"], med["tp-2-narrow"] / med["pp-2-narrow"]))
 print("pp 2 x tp 2: msg-slice / msg-full = %.2fx (above 1: slicing the message is faster)" % (med["msg-slice"] / med["msg-full"]))
 EOF
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
