@@ -23,6 +23,7 @@
 # data start with '#'. Exit 0 whatever the figures; 2 for bad input; 1 when a run fails.
 #   bash bench/tp.sh          # 3 reps, STEPS=8 steps each
 #   bash bench/tp.sh 5        # more reps on a noisy machine
+#   STEPS=2 CONFIG=small.json bash bench/tp.sh 1   # a quick check of the script (tests/t_benches.sh)
 #
 # --tcp: the group's all-reduce across two hosts. Hydra's fake hosts (-launcher fork -hosts
 # nodeA:1,nodeB:1) put the two ranks on two nodes, so micropp's shm window (one node only) is out and
@@ -53,7 +54,9 @@ STEPS=${STEPS:-8}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MICROPP=${MICROPP:-$ROOT/micropp}
 [ -x "$MICROPP" ] || { echo "tp.sh: $MICROPP is missing: run make" >&2; exit 2; }
-ARGS=(train --config "$ROOT/configs/medium.json" --steps "$STEPS" --log-every 0 --json)
+CONFIG=${CONFIG:-$ROOT/configs/medium.json}  # (tests/t_benches.sh runs the script on a small one)
+[ -r "$CONFIG" ] || { echo "tp.sh: CONFIG '$CONFIG' is not a readable file: name a model config" >&2; exit 2; }
+ARGS=(train --config "$CONFIG" --steps "$STEPS" --log-every 0 --json)
 NARROW=(train --layers 16 --hidden 128 --inputs 128 --batch 2048 --steps "$((STEPS * 4))" --log-every 0 --json)
 RAW=$(mktemp "${TMPDIR:-/tmp}/micropp-tp.XXXXXX")
 TRACES=$(mktemp -d "${TMPDIR:-/tmp}/micropp-tp-traces.XXXXXX")
@@ -61,7 +64,7 @@ trap 'rm -rf "$RAW" "$TRACES"' EXIT
 
 MODE=""
 [ $TCP = 1 ] && MODE=" --tcp"
-echo "# bench/tp.sh$MODE: configs/medium.json, $STEPS steps, $REPS reps, $(nproc) cores; $(date -u +%FT%TZ)"
+echo "# bench/tp.sh$MODE: ${CONFIG#"$ROOT"/}, $STEPS steps, $REPS reps, $(nproc) cores; $(date -u +%FT%TZ)"
 echo "# load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ $TCP = 1 ]; then
     HOSTS=(env UCX_TLS=tcp,self mpiexec -launcher fork -hosts nodeA:1,nodeB:1 -n 2 "$MICROPP")
