@@ -2,8 +2,10 @@
 // cublasGemmEx on bf16 inputs) and one small kernel per element-wise operation, each calling the very
 // ops_math.h function the CPU loops call; and the NCCL transport of devcomm.h (p2p.h's rule: four
 // channels, each a communicator and a stream). The compute runs on ONE non-blocking stream; every
-// host wait polls through the wire's bounded wait (backend_cuda_set_wait). No MPI here: comms.c
-// bootstraps NCCL and messages.c dispatches to it. Every CUDA/cuBLAS/NCCL call and launch is checked.
+// host wait polls through the wire's bounded wait (backend_cuda_set_wait), and the training rows'
+// copies wait for none (to_device_queued: each pinned input buffer's own fence guards its refill).
+// No MPI here: comms.c bootstraps NCCL and messages.c dispatches to it. Every CUDA/cuBLAS/NCCL call
+// and launch is checked.
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <nccl.h>
@@ -91,13 +93,35 @@ static void *cu_alloc_host(size_t bytes) {
 }
 static void cu_free_host(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
 
-// Host-to-device copies wait for completion: the source may be a pinned staging buffer the caller
-// reuses at once. Device-to-host copies wait because the caller reads the result.
+// to_device waits for completion (the whole queue): its callers (weights at start-up, checkpoints,
+// evaluation, selftest) may reuse or free the source at once. The training path's input rows and
+// labels use to_device_queued instead: no wait, the source is one of a ring of pinned buffers whose
+// fence (an event recorded after its copies) the producer waits on before refilling it, alone.
+// Device-to-host copies wait because the caller reads the result.
 static void cu_to_device(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream));
     stream_wait("GPU (its queued work, then a copy to it)");
 }
+static void cu_to_device_queued(void *dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream));  // src: pinned
+}
+// A fence is an event (no timing) on the compute stream; a new one, never recorded, has passed.
+static Fence *cu_fence_new(void) {
+    cudaEvent_t ev;
+    CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    return (Fence *)ev;
+}
+static void cu_fence_record(Fence *f) { CUDA_CHECK(cudaEventRecord((cudaEvent_t)f, g_stream)); }
+static int fence_passed(void *ctx) {
+    cudaError_t e = cudaEventQuery((cudaEvent_t)ctx);
+    if (e == cudaErrorNotReady) return 0;
+    CUDA_CHECK(e);
+    return 1;
+}
+// Only the queue up to the fence: the work queued after it runs on. Under the wire's bound, as every wait.
+static void cu_fence_wait(Fence *f, const char *what) { host_wait(fence_passed, f, -2, what); }
+static void cu_fence_free(Fence *f) { CUDA_CHECK(cudaEventDestroy((cudaEvent_t)f)); }
 static void cu_to_host(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_stream));
@@ -495,6 +519,8 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     Backend b = {};
     b.name = "cuda"; b.on_host = 0; b.device_count = n;
     b.alloc = cu_alloc; b.free = cu_free; b.to_device = cu_to_device; b.to_host = cu_to_host; b.copy = cu_copy;
+    b.to_device_queued = cu_to_device_queued; b.fence_new = cu_fence_new; b.fence_record = cu_fence_record;
+    b.fence_wait = cu_fence_wait; b.fence_free = cu_fence_free;
     b.fill = cu_fill; b.gemm = cu_gemm; b.bias_act = cu_bias_act; b.relu_backward = cu_relu_backward;
     b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent;
     b.softmax_xent_tally = cu_softmax_xent_tally; b.adam = cu_adam; b.sgd = cu_sgd;

@@ -222,15 +222,23 @@ static void slot_release(Stage *s, int slot) {
 
 void *stage_slot_input(Stage *s, int slot) { return s->slots[slot].in; }
 
-void stage_load_input(Stage *s, int slot, const float *x_host) {
+// copy: the backend's to_device (waits) or to_device_queued (the training path's ring: no wait).
+static void load_input(Stage *s, int slot, const float *x_host, void (*copy)(void *, const void *, size_t)) {
     size_t n = (size_t)s->rows * s->D;
     float *x = work_for(s, s->slots[slot].in, 2);
-    s->be->to_device(x, x_host, n * sizeof(float));
+    copy(x, x_host, n * sizeof(float));
     put(s, s->slots[slot].in, x, n);
+}
+void stage_load_input(Stage *s, int slot, const float *x_host) { load_input(s, slot, x_host, s->be->to_device); }
+void stage_queue_input(Stage *s, int slot, const float *x_host) {
+    load_input(s, slot, x_host, s->be->to_device_queued);
 }
 
 void stage_set_labels(Stage *s, int slot, const int32_t *labels_host) {
     s->be->to_device(s->slots[slot].labels, labels_host, (size_t)s->rows * sizeof(int32_t));
+}
+void stage_queue_labels(Stage *s, int slot, const int32_t *labels_host) {
+    s->be->to_device_queued(s->slots[slot].labels, labels_host, (size_t)s->rows * sizeof(int32_t));
 }
 
 // One layer's product o[rows, h] = in[rows, k] W^T (this rank's widths). A row-parallel layer's is

@@ -160,6 +160,10 @@ int stage_slot_of(const Stage *s, int mb);  // -1 when mb is not in flight
 void *stage_slot_input(Stage *s, int slot);
 // Loads the slot's input from host rows x_host[rows, D] (fp32), rounding it for a bf16 stash.
 void stage_load_input(Stage *s, int slot, const float *x_host);
+// stage_load_input and stage_set_labels without a host wait (Backend.to_device_queued): x_host and
+// labels_host stay unchanged until a fence recorded after the call has passed (train/pipeline.c's ring).
+void stage_queue_input(Stage *s, int slot, const float *x_host);
+void stage_queue_labels(Stage *s, int slot, const int32_t *labels_host);
 // Floats of a message carrying n stashed values: n, or with bf16 stashes (n + 1) / 2 (bf16 pairs).
 size_t stage_wire_floats(const Stage *s, size_t n);
 void stage_set_labels(Stage *s, int slot, const int32_t *labels_host);

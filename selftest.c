@@ -233,6 +233,18 @@ static void test_memory(Test *t) {
     report(t, "alloc_host is zero-filled", "10007", pinned, zeros, n, 0);
     be->to_host(pinned, d, sizeof(float) * n);
     report(t, "to_host into alloc_host memory", "10007", pinned, x, n, 0);
+    // The training path's input ring (train/pipeline.c): a copy queued from pinned memory, its fence
+    // waited for, then the source overwritten: the device holds what was there before.
+    Fence *f = be->fence_new();
+    be->fill(e, -1.0f, n);  // (e held x already)
+    be->to_device_queued(e, pinned, sizeof(float) * n);
+    be->fence_record(f);
+    be->fence_wait(f, "GPU (selftest's queued copy)");
+    memset(pinned, 0, sizeof(float) * n);
+    h = down(be, e, n);
+    report(t, "to_device_queued, fence", "10007", h, x, n, 0);
+    free(h);
+    be->fence_free(f);
     be->free_host(pinned);
     be->fill(e, 0.375f, n);
     for (size_t i = 0; i < n; i++) zeros[i] = 0.375f;

@@ -92,11 +92,13 @@ static void setup_device(const TrainConfig *c, const Plan *p, Wire *w) {
     setup_precision(w->be, c);
 }
 
-// The executor's buffers: host rows and labels (the training rows, or the held-out ones; pinned on a
-// GPU, so each micro-batch's copy to it is a DMA from page-locked memory), and the gradients a
-// backward hands on.
+// The executor's buffers: host rows and labels (pinned on a GPU, so each micro-batch's copy to it is
+// a DMA from page-locked memory): the training rows' ring, whose copies nothing waits for but the
+// buffer's refill (pipe_load_inputs), and the held-out rows' one buffer; and the gradients a backward
+// hands on.
 static void setup_buffers(const TrainConfig *c, const Plan *p, const Backend *be, StepState *st) {
     size_t rows = (size_t)p->rows, H = (size_t)c->hidden, D = (size_t)p->inputs;
+    pipe_ring_alloc(&st->ring, be, p->rows, p->inputs);
     st->xh = be->alloc_host(sizeof(float) * rows * D);
     st->yh = be->alloc_host(sizeof(int32_t) * (size_t)(p->rows > c->eval_samples ? p->rows : c->eval_samples));
     st->dout = be->alloc(sizeof(float) * rows * H);
@@ -262,6 +264,7 @@ static void run_free(Run *r) {
     sim_result_free(&st->sim);
     action_list_free(&st->list);
     be->free(st->dout); be->free(st->din); be->free(st->grad_bf16);
+    pipe_ring_free(&st->ring, be);
     be->free_host(st->xh); be->free_host(st->yh);
     measure_free(&r->m);
     data_close(&r->data);

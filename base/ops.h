@@ -14,13 +14,27 @@
 enum { PRECISION_FP32, PRECISION_BF16 };
 #define PRECISION_CHOICES "fp32|bf16"
 
+// A point on the device's queue (fence_new/record/wait below): cuda, an event; cpu, always passed.
+typedef struct Fence Fence;
+
 typedef struct Backend {
     const char *name;  // "cpu" or "cuda"
     int on_host;       // 1 when device pointers are ordinary host pointers
     int device_count;  // cuda: devices visible to this process (0 on cpu)
     void *(*alloc)(size_t bytes);  // zero-filled
     void (*free)(void *p);
+    // Waits until the copy is done (cuda: for the whole queue), so the caller may reuse src_host at once.
     void (*to_device)(void *dst, const void *src_host, size_t bytes);
+    // The same copy queued without a host wait: src_host (alloc_host memory) must stay unchanged until a
+    // fence recorded after this call has passed (the training path's input ring, train/pipeline.c).
+    void (*to_device_queued)(void *dst, const void *src_host, size_t bytes);
+    // Fences: fence_new returns one already passed; fence_record moves it to the queue's end now;
+    // fence_wait waits on the host until the queue has passed it, no further (cuda: that event alone,
+    // through the wire's bounded wait, naming `what`: "GPU (...)"). cpu: every fence has passed.
+    Fence *(*fence_new)(void);
+    void (*fence_record)(Fence *f);
+    void (*fence_wait)(Fence *f, const char *what);
+    void (*fence_free)(Fence *f);
     void (*to_host)(void *dst_host, const void *src, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes);  // device to device
     void (*fill)(float *x, float value, size_t n);
@@ -58,7 +72,7 @@ typedef struct Backend {
     // 0..n-1 as seconds after mark 0.
     double (*stamp)(int i);
     void (*stamps)(int n, double *t);
-    // Host memory for staging transfers (the MPI transport): pinned (page-locked) on cuda, so
+    // Host memory for staging transfers (the MPI transport, the input ring): pinned (page-locked) on cuda, so
     // copies to and from the device run at full speed; plain memory on cpu. Zero-filled.
     void *(*alloc_host)(size_t bytes);
     void (*free_host)(void *p);

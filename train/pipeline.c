@@ -7,16 +7,44 @@
 #include "base/util.h"
 #include "watchdog.h"
 
-// Loads the rows from sample `first` on: inputs (first stage) and labels (head) into a slot.
-static void load_inputs(StepState *st, Stage *s, int slot, uint64_t first, int load_x, int load_y) {
+void pipe_ring_alloc(InputRing *r, const Backend *be, int rows, int inputs) {
+    for (int k = 0; k < INPUT_RING; k++) {
+        r->x[k] = be->alloc_host(sizeof(float) * (size_t)rows * (size_t)inputs);
+        r->y[k] = be->alloc_host(sizeof(int32_t) * (size_t)rows);
+        r->copied[k] = be->fence_new();
+    }
+    r->next = 0;
+}
+
+void pipe_ring_free(InputRing *r, const Backend *be) {
+    for (int k = 0; k < INPUT_RING; k++) {
+        if (!r->copied[k]) continue;
+        be->fence_wait(r->copied[k], "GPU (the copies out of an input buffer, before it is freed)");
+        be->fence_free(r->copied[k]);
+        be->free_host(r->x[k]); be->free_host(r->y[k]);
+        r->copied[k] = NULL;
+    }
+}
+
+// Loads the rows from sample `first` on: inputs (first stage) and labels (head) into a slot, through
+// the ring's next buffer: its last copies (INPUT_RING loads ago) waited for alone, then refilled, and
+// the copies queued behind the work already queued, with no host wait (the next load's wait is on
+// another buffer).
+void pipe_load_inputs(StepState *st, Stage *s, int slot, uint64_t first, int load_x, int load_y) {
+    if (!load_x && !load_y) return;  // (a middle stage: its input comes over the wire)
+    InputRing *r = &st->ring;
+    int k = r->next;
+    r->next = (k + 1) % INPUT_RING;
+    s->be->fence_wait(r->copied[k], "GPU (the copies out of an input buffer, before it is refilled)");
     if (load_x) {
-        data_features(st->data, first, s->rows, st->xh);
-        stage_load_input(s, slot, st->xh);
+        data_features(st->data, first, s->rows, r->x[k]);
+        stage_queue_input(s, slot, r->x[k]);
     }
     if (load_y) {
-        data_labels(st->data, first, s->rows, st->yh);
-        stage_set_labels(s, slot, st->yh);
+        data_labels(st->data, first, s->rows, r->y[k]);
+        stage_queue_labels(s, slot, r->y[k]);
     }
+    s->be->fence_record(r->copied[k]);
 }
 
 Peer pipe_neighbour(const Plan *p, const Comm *comm, int vs, int dir, int kind, int mb) {
@@ -79,7 +107,7 @@ typedef struct {
 
 static void pipe_forward(const Plan *p, const Wire *w, StepState *st, Stage *s, Action a, int vs) {
     int slot = stage_slot_acquire(s, a.mb);
-    load_inputs(st, s, slot, plan_sample(p, st->step_sample, 0, w->replica, a.mb), vs == 0, vs == p->S - 1);
+    pipe_load_inputs(st, s, slot, plan_sample(p, st->step_sample, 0, w->replica, a.mb), vs == 0, vs == p->S - 1);
     stage_forward(s, slot);
 }
 
@@ -217,7 +245,7 @@ void monolith_step(const Plan *p, Wire *w, Model *model, StepState *st, Measure 
     double anchor = w->be->stamp(marks++) - base;
     for (int k = 0; k < p->N; k++) {
         int slot = stage_slot_acquire(s, 0);
-        load_inputs(st, s, slot, plan_sample(p, st->step_sample, k, w->replica, 0), 1, 1);
+        pipe_load_inputs(st, s, slot, plan_sample(p, st->step_sample, k, w->replica, 0), 1, 1);
         wd_begin((WdAction){"F", 0, 0, k, 0, step + 1});
         w->be->stamp(marks++);
         stage_forward(s, slot);
@@ -248,9 +276,9 @@ void manual_step(const Plan *p, const Wire *w, Model *model, StepState *st, Meas
     double t0 = now_sec();
     for (int k = 0; k < K; k++) {
         int slot = stage_slot_acquire(&parts[k], 0);
-        if (k == 0) load_inputs(st, &parts[k], slot, first, 1, 0);
+        if (k == 0) pipe_load_inputs(st, &parts[k], slot, first, 1, 0);
         else w->be->copy(stage_slot_input(&parts[k], slot), stage_output(&parts[k - 1], 0), bytes);  // hand-off
-        if (k == K - 1) load_inputs(st, &parts[k], slot, first, 0, 1);
+        if (k == K - 1) pipe_load_inputs(st, &parts[k], slot, first, 0, 1);
         stage_forward(&parts[k], slot);
     }
     // backward: the gradient of part k's input is the gradient of part k-1's output, handed back in

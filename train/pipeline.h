@@ -22,6 +22,14 @@ void manual_step(const Plan *p, const Wire *w, Model *model, StepState *st, Meas
 // bf16 (stage_wire_floats of a local stage s); what every send and receive of a pipeline step moves.
 double pipe_message_bytes(const Plan *p, const Stage *s);
 
+// The training path's input ring (run.h's InputRing) for micro-batches of rows x inputs on backend be;
+// pipe_ring_free waits for each buffer's last copies before freeing it.
+void pipe_ring_alloc(InputRing *r, const Backend *be, int rows, int inputs);
+void pipe_ring_free(InputRing *r, const Backend *be);
+// Rows [first, first + rows) of the training stream into stage s's slot: the features when load_x
+// (the stage holding layer 0), the labels when load_y (the head), through the ring's next buffer.
+void pipe_load_inputs(StepState *st, Stage *s, int slot, uint64_t first, int load_x, int load_y);
+
 // An evaluation on the held-out rows.
 typedef struct { double accuracy, loss; long long rows; } EvalResult;
 // Accuracy and mean cross-entropy on the held-out rows (the test split, whole unless --eval-samples

@@ -37,6 +37,18 @@ typedef struct {
     int n_sync;               // 0 without data parallelism
 } Model;
 
+// The training path's input rows and labels on their way to the device (train/pipeline.c's
+// pipe_load_inputs): INPUT_RING host buffers (pinned on a GPU), each with a fence recorded after the
+// copies out of it were queued. A load takes the next buffer and waits for its fence alone, queued
+// INPUT_RING loads before: no wait for the whole queue per micro-batch.
+#define INPUT_RING 3
+typedef struct {
+    float *x[INPUT_RING];     // host rows [rows, inputs]
+    int32_t *y[INPUT_RING];   // host labels [rows]
+    Fence *copied[INPUT_RING];
+    int next;                 // the buffer the next load fills
+} InputRing;
+
 // What the executor works with besides the model: the step it runs, this rank's action list, the
 // rows it reads, and the buffers a step hands its data and gradients through.
 typedef struct {
@@ -45,8 +57,9 @@ typedef struct {
     ActionList list;          // pp/hybrid: this rank's actions of one step
     SimResult sim;            // pp/hybrid: the schedule simulated with uniform costs (stashes, the theory)
     const Data *data;         // the training stream and the held-out rows
-    float *xh;                // host rows [rows, inputs], read from data
-    int32_t *yh;              // host labels
+    InputRing ring;           // the training rows and labels, on their way to the device
+    float *xh;                // evaluation's host rows [rows, inputs], read from data
+    int32_t *yh;              // evaluation's host labels
     float *dout, *din;        // a backward's output gradient (received from the next stage) and the input
                               // gradient it writes (sent to the previous one); [rows, H] each
     void *grad_bf16;          // bf16: a gradient message, din rounded to bf16 pairs (half its bytes)
