@@ -65,41 +65,8 @@ command -v gcc make python3 mpicc dpkg-deb 2>&1
 gcc --version 2>&1 | head -n 1
 
 section toolchain
-MAKEARGS=(-j"$(nproc)" WERROR=)
-if ! command -v mpicc >/dev/null 2>&1; then
-    if ! ls .debs/*.deb >/dev/null 2>&1; then
-        echo "gpu.sh: no mpicc here and no .debs/: run 'bash bench/gpu_prepare.sh' on the development machine and carry .debs"
-        exit 1
-    fi
-    SR=/tmp/sysroot
-    rm -rf "$SR" && mkdir -p "$SR/bin"
-    for f in .debs/*.deb; do dpkg-deb -x "$f" "$SR" || { echo "gpu.sh: cannot unpack $f"; exit 1; }; done
-    L=$SR/usr/lib/x86_64-linux-gnu
-    # libudev1 came along in case the image lacks it (hwloc needs it); the system's wins when present.
-    ldconfig -p 2>/dev/null | grep -q 'libudev.so.1 ' && rm -f "$L"/libudev.so.1*
-    # MPICH's wrappers name their install prefix; point it at the sysroot. mpiexec must be called by
-    # its real path: hydra finds hydra_pmi_proxy beside itself.
-    sed -e "s|^prefix=.*|prefix=$SR/usr|" -e "s|^exec_prefix=.*|exec_prefix=$SR/usr|" \
-        -e "s|^includedir=/usr|includedir=$SR/usr|" -e "s|^libdir=/usr|libdir=$SR/usr|" "$SR/usr/bin/mpicc.mpich" > "$SR/bin/mpicc"
-    printf '#!/bin/sh\nexec %s "$@"\n' "$SR/usr/bin/mpiexec.hydra" > "$SR/bin/mpiexec"
-    chmod +x "$SR/bin/mpicc" "$SR/bin/mpiexec"
-    export PATH="$SR/bin:$PATH"
-    export LD_LIBRARY_PATH="$L:$L/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    MAKEARGS+=(DEPS=0 "OPT=-O3 -march=native -fno-math-errno -I$SR/usr/include -I$SR/usr/include/x86_64-linux-gnu/openblas-pthread -L$L -L$L/openblas-pthread")
-    echo "MPICH, OpenBLAS, cJSON, zlib unpacked into $SR"
-fi
-# cuBLAS and NCCL: the toolkit's if it has them, else the Python wheels' (PyTorch brings them).
-wheel_dir() { python3 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null; }
-# The toolkit folder as the Makefile finds it (an nvcc on PATH may be a wrapper script elsewhere).
-CUDA_HOME=/usr/local/cuda
-d=$(dirname "$(dirname "$NVCC")"); [ -f "$d/include/cuda_runtime.h" ] && CUDA_HOME=$d
-if ! ls "$CUDA_HOME/include/nccl.h" /usr/include/nccl.h >/dev/null 2>&1; then
-    d=$(wheel_dir nccl); [ -n "$d" ] && [ -f "$d/include/nccl.h" ] && MAKEARGS+=("NCCL_HOME=$d") && echo "NCCL from the wheel: $d"
-fi
-if ! ls "$CUDA_HOME/lib64/libcublas.so" >/dev/null 2>&1; then
-    d=$(wheel_dir cublas); [ -n "$d" ] && [ -f "$d/include/cublas_v2.h" ] && MAKEARGS+=("CUBLAS_HOME=$d") && echo "cuBLAS from the wheel: $d"
-fi
-echo "make ${MAKEARGS[*]}"
+. bench/gpu_env.sh
+gpu_env || exit 1
 
 section build
 # Everything the steps below run, by make's own verdict (a stale ./micropp from an earlier call must

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# bench/gpu_first.sh: the FIRST call on a GPU machine lent for minutes: the most telling steps first,
+# each under its own timeout and none past BUDGET, the log and the verdicts written after every step
+# (a call cut short still says how far it got), one table at the end. About 6 minutes of script.
+#   here:    bash bench/gpu_prepare.sh          # once: Debian's MPICH/OpenBLAS/cJSON/zlib .debs -> .debs/
+#   device:  run(command="bash bench/gpu_first.sh", carry=[".debs"], timeout_s=480)
+# Steps: machine facts; toolchain (bench/gpu_env.sh); build micropp + micropp-cpu ("GPU support: on"
+# or stop); selftest fp32 (with its bf16 rows), TF32, the one-rank NCCL smoke test; medium --verify
+# against the CPU; medium fp32/TF32/bf16 each beside PyTorch (bench/torch_mlp.py); a 2-rank 1F1B
+# pipeline sharing the GPU over MPI, --verify; tests/t_gpu.sh with what is left. bench/gpu.sh is the
+# longer run (gpu_sgemm, pingpong, the whole suite) for a second call.
+#   --dry-run: the same logic on a machine without a GPU (DEVICE=cpu; GPU-only steps skipped, named);
+#   tests/t_bench_gpu.sh runs it, with BUDGET small, to see the cut-off.
+# Files in $OUT (the device tool's folder) or bench/results/first: first.log, steps.tsv, gpu.jsonl,
+# table.md, t_gpu.log. Exit 1 when a step failed or timed out.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+DRY=0
+for arg in "$@"; do
+    case $arg in
+    --dry-run) DRY=1 ;;
+    *) echo "gpu_first.sh: unknown argument '$arg': the only one is --dry-run"; exit 2 ;;
+    esac
+done
+OUT=${OUT:-$ROOT/bench/results/first}
+mkdir -p "$OUT"
+V=$OUT/steps.tsv
+RESULTS=$OUT/gpu.jsonl
+: > "$V"; : > "$RESULTS"
+exec > >(tee "$OUT/first.log") 2>&1
+T0=$(date +%s)
+BUDGET=${BUDGET:-400}  # seconds of script; the call's timeout_s should be ~60 s above it
+STEPS=${STEPS:-20}
+DEVICE=${DEVICE:-cuda}
+[ "$DRY" = 1 ] && DEVICE=cpu STEPS=2
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+now() { echo $(( $(date +%s) - T0 )); }
+verdict() { printf '%s\t%s\t%s\n' "$1" "$2" "${3:-}" >> "$V"; }
+table() { python3 bench/gpu_table.py "$V" "$RESULTS" | tee "$OUT/table.md"; }
+# step NAME LIMIT CMD...: CMD under timeout (cut to what is left of BUDGET), its output shown; one
+# verdict line: ok, FAIL (exit N), TIMEOUT, or skipped when under 15 s are left.
+step() {
+    local name=$1 lim=$2; shift 2
+    local left=$(( BUDGET - $(now) ))
+    if [ "$left" -lt 15 ]; then verdict "$name" skipped "no time left (BUDGET=${BUDGET}s)"; echo "$name: skipped, no time left"; return 3; fi
+    [ "$lim" -gt "$left" ] && lim=$left
+    printf '\n== [t=%ss] %s (limit %ss)\n' "$(now)" "$name" "$lim"
+    local t=$(date +%s)
+    timeout -k 5 "$lim" "$@"
+    local rc=$? took=$(( $(date +%s) - t ))
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then verdict "$name" FAIL "TIMEOUT after ${lim}s"
+    elif [ "$rc" -ne 0 ]; then verdict "$name" FAIL "exit $rc (${took}s)"
+    else verdict "$name" ok "${took}s"; fi
+    return "$rc"
+}
+dry_skip() { verdict "$1" skipped "dry run: ${2:-needs a GPU}"; echo "$1: skipped (dry run: ${2:-needs a GPU})"; }
+# train_run LABEL NRANKS TORCH-ARGS -- MICROPP-ARGS: one training run (--json), its line and the
+# same model's line from bench/torch_mlp.py (TORCH-ARGS; "" for none) kept in gpu.jsonl.
+train_run() {
+    local label=$1 n=$2 targs=$3; shift 4
+    local out torch='{"skipped": "no yardstick for this run"}' launch=()
+    [ "$n" -gt 1 ] && launch=(mpiexec -n "$n")
+    out=$("${launch[@]}" ./micropp train "$@" --json --log-every 0) || return $?
+    out=$(tail -n 1 <<<"$out")
+    echo "$out" | head -c 600; echo
+    if [ -n "$targs" ]; then
+        # shellcheck disable=SC2086
+        torch=$(python3 bench/torch_mlp.py $targs --steps "$STEPS" --device "$DEVICE" | tail -n 1)
+        [ -n "$torch" ] || torch='{"skipped": "bench/torch_mlp.py failed"}'
+        echo "torch: $torch" | head -c 400; echo
+    fi
+    printf '{"label": "%s", "ranks": %d, "result": %s, "torch": %s}\n' "$label" "$n" "$out" "$torch" >> "$RESULTS"
+}
+export -f train_run
+export STEPS DEVICE RESULTS
+
+step "machine facts" 30 bash -c '
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || echo "no nvidia-smi"
+    ( . /etc/os-release 2>/dev/null && echo "$PRETTY_NAME" ); uname -r; echo "cpus: $(nproc)"
+    command -v gcc make python3 mpicc nvcc dpkg-deb; nvcc --version 2>&1 | tail -n 1
+    ls -l /usr/local/cuda/lib64/libcublas.so /usr/local/cuda/lib64/libnccl.so* /usr/local/cuda/include/nccl.h /usr/include/nccl.h 2>&1
+    python3 -c "import torch; print(\"torch\", torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name(0))" 2>&1
+    df -h /dev/shm | tail -n 1'
+
+printf '\n== [t=%ss] toolchain\n' "$(now)"
+. bench/gpu_env.sh
+if gpu_env; then verdict toolchain ok; else verdict toolchain FAIL "see first.log"; table; exit 1; fi
+
+step "build micropp + micropp-cpu" 240 bash -c 'make "$@" micropp micropp-cpu 2>&1 | grep -vE "^(mpicc|/.*nvcc) "; exit ${PIPESTATUS[0]}' _ "${MAKEARGS[@]}"
+features=$(make "${MAKEARGS[@]}" -s features 2>&1); echo "$features"
+if grep -q "GPU support: on" <<<"$features"; then verdict "GPU support: on" ok
+elif [ "$DRY" = 1 ]; then verdict "GPU support: on" skipped "dry run: $(grep 'GPU support' <<<"$features" | sed 's/.*GPU support: //')"
+else verdict "GPU support: on" FAIL "stop: nothing below would prove anything"; table; exit 1; fi
+ldd micropp | grep -E 'cublas|nccl|cudart|mpich|openblas|cjson|libz'
+
+# ---- 1. every backend operation against the CPU, one rank ----
+step "selftest fp32 + bf16 rows" 90 ./micropp selftest --device "$DEVICE"
+if [ "$DRY" = 1 ]; then step "selftest tf32 (emulated on the CPU)" 90 ./micropp selftest --device cpu --emulate-tf32
+else step "selftest tf32" 90 ./micropp selftest --device "$DEVICE" --tf32; fi
+if [ "$DRY" = 1 ]; then dry_skip "selftest --nccl (1 rank)"
+else step "selftest --nccl (1 rank)" 90 ./micropp selftest --device "$DEVICE" --nccl; fi
+
+# ---- 2. real training: gradients against the CPU, then step times beside PyTorch's ----
+MB=256; [ "$DRY" = 1 ] && MB=32
+MED="--layers 16 --hidden 1024 --classes 2 --batch $MB --lr 0.001"
+M=(--config configs/medium.json --batch "$MB" --device "$DEVICE")
+step "medium --verify against the CPU (3 steps)" 120 ./micropp train "${M[@]}" --steps 3 --verify --log-every 0
+step "medium fp32" 90 bash -c 'train_run "$@"' _ "medium fp32" 1 "$MED --precision fp32" -- "${M[@]}" --steps "$STEPS"
+if [ "$DRY" = 1 ]; then dry_skip "medium tf32"
+else step "medium tf32" 90 bash -c 'train_run "$@"' _ "medium tf32" 1 "$MED --precision tf32" -- "${M[@]}" --steps "$STEPS" --tf32; fi
+step "medium bf16" 90 bash -c 'train_run "$@"' _ "medium bf16" 1 "$MED --precision bf16" -- "${M[@]}" --steps "$STEPS" --precision bf16
+
+# ---- 3. two ranks sharing the GPU over MPI: the pipeline's staging path, verified ----
+step "pp 1f1b, 2 ranks on 1 GPU over mpi, --verify" 120 mpiexec -n 2 ./micropp train --layers 4 --hidden 64 --batch 32 \
+    --steps 3 --mode pp --schedule 1f1b --micro-batches 4 --device "$DEVICE" --transport mpi --verify --log-every 0
+PB=2048; [ "$DRY" = 1 ] && PB=32
+step "pipeline.json 1f1b M=8, 2 ranks on 1 GPU over mpi" 120 bash -c 'train_run "$@"' _ "pipeline 1f1b M=8, 2 ranks, 1 GPU, mpi" 2 \
+    "--layers 16 --hidden 1024 --classes 2 --batch $PB --precision fp32" -- \
+    --config configs/pipeline.json --steps "$STEPS" --batch "$PB" --device "$DEVICE" --transport mpi
+
+# ---- 4. the GPU test file with what is left ----
+if [ "$DRY" = 1 ]; then dry_skip "tests/t_gpu.sh" "its GPU rows skip without one; make test runs it"
+else
+    step "tests/t_gpu.sh" 240 bash -c 'bash tests/run.sh t_gpu > "$1/t_gpu.log" 2>&1; rc=$?
+        grep -E "^(FAIL|SKIP)" "$1/t_gpu.log"; tail -n 1 "$1/t_gpu.log"; exit $rc' _ "$OUT"
+fi
+
+printf '\n== [t=%ss] table\n' "$(now)"
+table
+! grep -qP '\tFAIL\t' "$V"
