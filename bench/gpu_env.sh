@@ -1,6 +1,6 @@
 # bench/gpu_env.sh: sourced by bench/gpu.sh and bench/gpu_first.sh. Finds or makes the toolchain on a
 # GPU machine that reaches no package registry: MPICH, OpenBLAS, cJSON and zlib from .debs/ (made here
-# by bench/gpu_prepare.sh) unpacked into /tmp/sysroot when mpicc is missing; cuBLAS and NCCL from the
+# by bench/gpu_prepare.sh) unpacked into /tmp/sysroot unless MPICH, cJSON and OpenBLAS are here; cuBLAS and NCCL from the
 # toolkit, else the nvidia-* Python wheels (CUDA 12's nvidia/<lib>/ or CUDA 13's nvidia/cu13/ layout).
 # Sets PATH, LD_LIBRARY_PATH, DEPS=0 (no make probes apt there) and the array MAKEARGS; returns 1 when
 # no toolchain can be made (the reason printed).
@@ -42,7 +42,13 @@ gpu_env_wheel() {
 }
 gpu_env() {
     local NVCC d
-    if ! command -v mpicc >/dev/null 2>&1; then gpu_env_sysroot || return 1; fi
+    # The sysroot unless this machine has all of MPICH, cJSON and OpenBLAS: a GPU image may carry
+    # Open MPI's mpicc (seen on the H100 image: no cJSON, and its mpiexec refuses root).
+    if ! mpicc -show 2>/dev/null | grep -q mpich || [ ! -f /usr/include/cjson/cJSON.h ] ||
+       ! ls /usr/include/x86_64-linux-gnu/openblas*/cblas.h >/dev/null 2>&1; then
+        echo "gpu_env: $(command -v mpicc >/dev/null && echo "mpicc here is not MPICH or lacks cJSON/OpenBLAS" || echo "no mpicc here"): the sysroot"
+        gpu_env_sysroot || return 1
+    fi
     NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
     CUDA_HOME=/usr/local/cuda
     d=$(dirname "$(dirname "$NVCC")"); [ -f "$d/include/cuda_runtime.h" ] && CUDA_HOME=$d

@@ -66,7 +66,7 @@ train_run() {
     echo "$out" | head -c 600; echo
     if [ -n "$targs" ]; then
         # shellcheck disable=SC2086
-        torch=$(python3 bench/torch_mlp.py $targs --steps "$STEPS" --device "$DEVICE" | tail -n 1)
+        torch=$(env -u LD_LIBRARY_PATH python3 bench/torch_mlp.py $targs --steps "$STEPS" --device "$DEVICE" | tail -n 1)
         [ -n "$torch" ] || torch='{"skipped": "bench/torch_mlp.py failed"}'
         echo "torch: $torch" | head -c 400; echo
     fi
@@ -87,7 +87,9 @@ printf '\n== [t=%ss] toolchain\n' "$(now)"
 . bench/gpu_env.sh
 if gpu_env; then verdict toolchain ok; else verdict toolchain FAIL "see first.log"; table; exit 1; fi
 
+rm -f micropp micropp-cpu
 step "build micropp + micropp-cpu" 240 bash -c 'make "$@" micropp micropp-cpu 2>&1 | grep -vE "^(mpicc|/.*nvcc) "; exit ${PIPESTATUS[0]}' _ "${MAKEARGS[@]}"
+if [ ! -x micropp ]; then verdict "GPU support: on" FAIL "stop: the build made no ./micropp"; table; exit 1; fi
 features=$(make "${MAKEARGS[@]}" -s features 2>&1); echo "$features"
 if grep -q "GPU support: on" <<<"$features"; then verdict "GPU support: on" ok
 elif [ "$DRY" = 1 ]; then verdict "GPU support: on" skipped "dry run: $(grep 'GPU support' <<<"$features" | sed 's/.*GPU support: //')"
