@@ -87,7 +87,9 @@ printf '\n== [t=%ss] toolchain\n' "$(now)"
 . bench/gpu_env.sh
 if gpu_env; then verdict toolchain ok; else verdict toolchain FAIL "see first.log"; table; exit 1; fi
 
-rm -f micropp micropp-cpu
+# From scratch: a warm machine keeps ignored build outputs between calls, and an object an earlier
+# call compiled against another MPI (the image's Open MPI) would link here.
+rm -rf build build-cpu micropp micropp-cpu
 step "build micropp + micropp-cpu" 240 bash -c 'make "$@" micropp micropp-cpu 2>&1 | grep -vE "^(mpicc|/.*nvcc) "; exit ${PIPESTATUS[0]}' _ "${MAKEARGS[@]}"
 if [ ! -x micropp ]; then verdict "GPU support: on" FAIL "stop: the build made no ./micropp"; table; exit 1; fi
 features=$(make "${MAKEARGS[@]}" -s features 2>&1); echo "$features"
