@@ -631,11 +631,27 @@ static void text_verify(const TrainConfig *c, const Plan *p, const VerifyResult 
     printf("\nverify (step 1 vs %smonolith reference on the cpu): worst relative error per %s:", bf16 ? "bf16 " : "",
            per);
     for (int k = 0; k < v->S; k++) printf(" %.2e", v->err[k]);
-    printf(" -> %s\n  (tolerance %.0e%s, or %dx the float noise of the reference itself, the same batch summed in\n"
+    printf(" -> %s\n  (tolerance %.0e%s, or %dx the float noise of the reference itself, every sum taken in\n"
            "  another order, per %s:",
            v->failed ? "FAILED" : "ok", v->tol, bf16 ? " (bf16: 2^-8)" : "", VERIFY_NOISE_FACTOR, per);
     for (int k = 0; k < v->S; k++) printf(" %.2e", v->noise[k]);
     printf(")\n");
+    int tied = 0;
+    for (int k = 0; k < v->S; k++) tied |= v->tied[k] > 0;
+    if (tied)
+        printf("  (%ld ReLU input%s within fp32's rounding bound of zero, which another summation order may decide\n"
+               "  the other way: the gradient they carry is allowed, and was needed here)\n", v->relu_ties,
+               v->relu_ties == 1 ? " lies" : "s lie");
+    for (int k = 0; k < v->S && v->failed; k++) {  // where each failing stage is furthest off
+        int code = (int)v->where[k], L = (int)c->layers, g = code / 2;
+        if (v->excess[k] <= 1.0 || code < 0) continue;
+        char what[64];
+        if (code == 2 * L + 2) snprintf(what, sizeof what, "the loss");
+        else if (g == L) snprintf(what, sizeof what, "the head's %s gradient", code % 2 ? "bias" : "weight");
+        else snprintf(what, sizeof what, "layer %d's %s gradient", g, code % 2 ? "bias" : "weight");
+        printf("  %s %d: worst is %s, error %.2e where the reference's own noise is %.2e\n", per, k, what,
+               v->where_err[k], v->where_noise[k]);
+    }
 }
 
 static void text_gantt(const Summary *s) {

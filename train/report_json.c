@@ -83,6 +83,7 @@ static void json_verify(cJSON *o, const VerifyResult *v) {
     cJSON_AddItemToObject(o, "verify_stage_rel_err", cJSON_CreateDoubleArray(v->err, v->S));
     cJSON_AddItemToObject(o, "verify_stage_noise", cJSON_CreateDoubleArray(v->noise, v->S));
     cJSON_AddNumberToObject(o, "verify_tolerance", v->tol);
+    cJSON_AddNumberToObject(o, "verify_relu_ties", (double)v->relu_ties);
     cJSON_AddBoolToObject(o, "verify_ok", !v->failed);
 }
 

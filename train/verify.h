@@ -16,6 +16,11 @@ typedef struct {
     double *err;       // [S] worst relative error of a gradient tensor (or the loss) per virtual stage
     double *noise;     // [S] worst relative difference between the reference's two row orders
     double *excess;    // [S] worst err / allowed: a stage passes when <= 1
+    double *tied;      // [S] 1: an error past its allowance was explained by ReLU ties and let pass
+    double *where;     // [S] the tensor furthest past its allowance: 2g layer g's weight, 2g + 1 its bias
+                       //     (g == layers: the head), 2 * layers + 2 the loss
+    double *where_err, *where_noise;  // [S] that tensor's error and the reference's own noise on it
+    long relu_ties;    // hidden units of the reference within fp32's rounding bound of zero (flipped)
     double worst_err, worst_excess, tol;
     int failed;
 } VerifyResult;
