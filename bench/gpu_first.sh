@@ -33,6 +33,7 @@ T0=$(date +%s)
 BUDGET=${BUDGET:-400}  # seconds of script; the call's timeout_s should be ~60 s above it
 STEPS=${STEPS:-20}
 DEVICE=${DEVICE:-cuda}
+TOL_SCALE=${TOL_SCALE:-1}  # selftest's --tol-scale (tests/t_bench_gpu.sh sets 0 to see a failed step reported)
 [ "$DRY" = 1 ] && DEVICE=cpu STEPS=2
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 now() { echo $(( $(date +%s) - T0 )); }
@@ -87,9 +88,13 @@ printf '\n== [t=%ss] toolchain\n' "$(now)"
 . bench/gpu_env.sh
 if gpu_env; then verdict toolchain ok; else verdict toolchain FAIL "see first.log"; table; exit 1; fi
 
-# From scratch: a warm machine keeps ignored build outputs between calls, and an object an earlier
-# call compiled against another MPI (the image's Open MPI) would link here.
-rm -rf build build-cpu micropp micropp-cpu
+# A warm machine keeps ignored build outputs between calls: objects an earlier call compiled with
+# another toolchain (the image's Open MPI) would link here, so a change of toolchain starts afresh.
+stamp="${MAKEARGS[*]} $(command -v mpicc)"
+if [ "$DRY" = 0 ] && [ "$(cat build/.toolchain 2>/dev/null)" != "$stamp" ]; then  # (a dry run: this machine's build, shared)
+    rm -rf build build-cpu micropp micropp-cpu
+    mkdir -p build && printf '%s' "$stamp" > build/.toolchain
+fi
 step "build micropp + micropp-cpu" 240 bash -c 'make "$@" micropp micropp-cpu 2>&1 | grep -vE "^(mpicc|/.*nvcc) "; exit ${PIPESTATUS[0]}' _ "${MAKEARGS[@]}"
 if [ ! -x micropp ]; then verdict "GPU support: on" FAIL "stop: the build made no ./micropp"; table; exit 1; fi
 features=$(make "${MAKEARGS[@]}" -s features 2>&1); echo "$features"
@@ -99,7 +104,7 @@ else verdict "GPU support: on" FAIL "stop: nothing below would prove anything"; 
 ldd micropp | grep -E 'cublas|nccl|cudart|mpich|openblas|cjson|libz'
 
 # ---- 1. every backend operation against the CPU, one rank ----
-step "selftest fp32 + bf16 rows" 90 ./micropp selftest --device "$DEVICE"
+step "selftest fp32 + bf16 rows" 90 ./micropp selftest --device "$DEVICE" --tol-scale "$TOL_SCALE"
 if [ "$DRY" = 1 ]; then step "selftest tf32 (emulated on the CPU)" 90 ./micropp selftest --device cpu --emulate-tf32
 else step "selftest tf32" 90 ./micropp selftest --device "$DEVICE" --tf32; fi
 if [ "$DRY" = 1 ]; then dry_skip "selftest --nccl (1 rank)"

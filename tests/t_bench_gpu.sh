@@ -28,3 +28,34 @@ else fail "bench/gpu.sh: a failing step shows as FAIL and exits 1" "exit $RC: $(
 run 10 bash "$GPU_SH" --dryrun
 if [ "$RC" -eq 2 ] && grep -q "unknown argument '--dryrun'" <<<"$OUT"; then pass "bench/gpu.sh: an unknown argument -> exit 2"
 else fail "bench/gpu.sh: an unknown argument -> exit 2" "exit $RC: $OUT"; fi
+
+# bench/gpu_first.sh, the first call on a lent GPU: its dry run builds and runs every step it can, in
+# one table; a short BUDGET skips the later steps, saying so, and still ends in the table; a failed
+# step is FAIL there and exit 1; the toolchain takes the sysroot where the machine's mpicc is not
+# MPICH (the H100 image's Open MPI), and without .debs/ says how to make them.
+FIRST=$ROOT/bench/gpu_first.sh
+run 600 env OUT="$TMP/first" bash "$FIRST" --dry-run
+T=$TMP/first/table.md
+if [ "$RC" -eq 0 ] && grep -qF '| selftest fp32 + bf16 rows | ok |' "$T" && grep -qF '| medium --verify against the CPU (3 steps) | ok |' "$T" &&
+   grep -qF '| selftest --nccl (1 rank) | skipped | dry run: needs a GPU |' "$T" && grep -qE '^\| medium bf16 \| 1 \| [0-9.]+ \|' "$T" &&
+   grep -q '^0 steps failed$' "$T" && [ -s "$TMP/first/first.log" ]; then
+    pass "bench/gpu_first.sh --dry-run: every step it can, one table ($(grep -c '| ok |' "$T") ok)"
+else fail "bench/gpu_first.sh --dry-run" "exit $RC: $(tail -n 25 "$T" 2>/dev/null | head -c 800)"; fi
+run 600 env OUT="$TMP/first_cut" BUDGET=20 bash "$FIRST" --dry-run
+T=$TMP/first_cut/table.md
+if grep -qF '| tests/t_gpu.sh | skipped | dry run' "$T" && grep -qE '\| skipped \| no time left \(BUDGET=20s\) \|' "$T"; then
+    pass "bench/gpu_first.sh: past BUDGET the steps are skipped and named, and the table still comes"
+else fail "bench/gpu_first.sh: past BUDGET the steps are skipped" "exit $RC: $(head -c 800 "$T" 2>/dev/null)"; fi
+run 600 env OUT="$TMP/first_bad" TOL_SCALE=0 STEPS=1 bash "$FIRST" --dry-run
+if [ "$RC" -eq 1 ] && grep -qF '| selftest fp32 + bf16 rows | FAIL | exit 1' "$TMP/first_bad/table.md"; then
+    pass "bench/gpu_first.sh: a failing step is FAIL in the table and the script exits 1"
+else fail "bench/gpu_first.sh: a failing step is FAIL and exit 1" "exit $RC"; fi
+run 10 bash "$FIRST" --dryrun
+if [ "$RC" -eq 2 ] && grep -q "unknown argument '--dryrun'" <<<"$OUT"; then pass "bench/gpu_first.sh: an unknown argument -> exit 2"
+else fail "bench/gpu_first.sh: an unknown argument -> exit 2" "exit $RC: $OUT"; fi
+mkdir -p "$TMP/fakempi/bin" "$TMP/nodebs"
+printf '#!/bin/sh\necho "gcc -I/usr/lib/x86_64-linux-gnu/openmpi/include -lmpi"\n' > "$TMP/fakempi/bin/mpicc"; chmod +x "$TMP/fakempi/bin/mpicc"
+run 30 env PATH="$TMP/fakempi/bin:$PATH" bash -c 'cd "$1" && . "$2/bench/gpu_env.sh" && gpu_env' _ "$TMP/nodebs" "$ROOT"
+if [ "$RC" -ne 0 ] && grep -q 'mpicc here is not MPICH' <<<"$OUT" && grep -q "run 'bash bench/gpu_prepare.sh'" <<<"$OUT"; then
+    pass "bench/gpu_env.sh: an mpicc that is not MPICH takes the sysroot; without .debs/ it says how to make them"
+else fail "bench/gpu_env.sh: an mpicc that is not MPICH takes the sysroot" "exit $RC: $OUT"; fi
