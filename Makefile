@@ -10,14 +10,18 @@ WERROR ?= -Werror
 comma := ,
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -MMD -MP -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS := -lopenblas -lcjson -lz -lm
-# The commands and the core at the root; train's phases in train/; the foundations (no MPI, no
-# model, no schedule) in base/. Every include points down: commands -> train/ -> core -> base/.
+# The commands and the core at the root; below them, the run's phases in train/, the axes of
+# parallelism in axes/, the planner in planner/, the communication layer in comms/ and the
+# foundations (no MPI, no model, no schedule) in base/. tests/shape.py holds the floors.
 CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftest.c plot.c
-CORE_SRCS := comms.c hardware.c messages.c collectives.c launch.c slurm.c watchdog.c finalize.c p2p.c model.c schedule.c schedule_file.c shard.c schedule_auto.c
-TRAIN_SRCS := $(addprefix train/,plan.c plan_sizes.c options.c memory.c measure.c pipeline.c verify.c report.c report_json.c ddp.c checkpoint.c \
-                                 trace.c tp.c metrics.c live.c zero.c cost.c calibrate.c predict.c auto.c)
+CORE_SRCS := comms.c model.c schedule.c schedule_file.c shard.c schedule_auto.c
+COMMS_SRCS := $(addprefix comms/,hardware.c messages.c collectives.c launch.c slurm.c watchdog.c finalize.c p2p.c)
+TRAIN_SRCS := $(addprefix train/,plan.c plan_sizes.c options.c measure.c pipeline.c verify.c report.c report_json.c checkpoint.c \
+                                 trace.c metrics.c live.c)
+AXES_SRCS := $(addprefix axes/,ddp.c zero.c tp.c)
+PLANNER_SRCS := $(addprefix planner/,memory.c cost.c calibrate.c predict.c auto.c)
 BASE_SRCS := $(addprefix base/,util.c config.c data.c idx.c safetensors.c fault.c outfile.c ops_cpu.c ops_onednn.c svg.c)
-SRCS := $(CMD_SRCS) $(CORE_SRCS) $(TRAIN_SRCS) $(BASE_SRCS)
+SRCS := $(CMD_SRCS) $(CORE_SRCS) $(COMMS_SRCS) $(TRAIN_SRCS) $(AXES_SRCS) $(PLANNER_SRCS) $(BASE_SRCS)
 BUILD ?= build
 
 # Packages first: what a fresh machine lacks is installed (the deps target below) before this file
@@ -183,7 +187,7 @@ REPLAY_CC ?= gcc
 REPLAY_SAN := $(shell echo 'int main(void){return 0;}' | $(REPLAY_CC) -fsanitize=address,undefined -x c - -o /dev/null 2>/dev/null && echo -fsanitize=address,undefined -fno-sanitize-recover=all)
 REPLAY_BINS := $(FUZZ_TARGETS:%=tests/bin/replay_%)
 .SECONDEXPANSION:
-tests/bin/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz_stubs.h $$(FUZZ_SRCS_$$*) $(wildcard *.h base/*.h train/*.h) | deps
+tests/bin/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz_stubs.h $$(FUZZ_SRCS_$$*) $(wildcard *.h base/*.h comms/*.h train/*.h axes/*.h planner/*.h) | deps
 	@mkdir -p tests/bin
 	$(REPLAY_CC) -std=c11 -D_GNU_SOURCE -g -O1 $(REPLAY_SAN) -Wall -Wextra -Werror -I. $(MPI_INC) -o $@ $< tests/fuzz/replay_main.c $(FUZZ_SRCS_$*) -lcjson -lz -lm
 
@@ -250,7 +254,7 @@ bench: micropp bench/sgemm bench/bf16gemm
 # kernels.cu is left out: cppcheck does not parse CUDA (and as C++ it asks for C++ idioms).
 # --check-level=exhaustive does not exist before cppcheck 2.11: the default depth is used.
 CPPCHECK ?= cppcheck
-LINT_SRCS := $(wildcard *.c base/*.c train/*.c tests/*.c tests/fuzz/*.c bench/*.c)
+LINT_SRCS := $(wildcard *.c base/*.c comms/*.c train/*.c axes/*.c planner/*.c tests/*.c tests/fuzz/*.c bench/*.c)
 LINT_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 CPPCHECK_FLAGS ?= --enable=warning,style,performance,portability --std=c11 --inline-suppr --error-exitcode=1 -q \
 	-I. -D_GNU_SOURCE '-D_Noreturn=__attribute__((noreturn))' --suppress=missingIncludeSystem -j $(LINT_JOBS) \
@@ -259,7 +263,7 @@ CPPCHECK_FLAGS ?= --enable=warning,style,performance,portability --std=c11 --inl
 # tree as a whole yet; format the files you touch). make format-check: which files it would change,
 # and by how many lines (informational: exit 0).
 CLANG_FORMAT ?= clang-format
-FORMAT_SRCS := $(wildcard *.c *.h base/*.c base/*.h train/*.c train/*.h kernels.cu tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c)
+FORMAT_SRCS := $(wildcard *.c *.h base/*.c base/*.h comms/*.c comms/*.h train/*.c train/*.h axes/*.c axes/*.h planner/*.c planner/*.h kernels.cu tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c)
 .PHONY: lint format format-check
 lint: | deps
 	@command -v $(CPPCHECK) >/dev/null || { echo "make lint: $(CPPCHECK) not found (apt-get install cppcheck)"; exit 1; }

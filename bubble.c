@@ -6,7 +6,7 @@
 // bubble family (zb-h1, zb-h2, zb-v, dualpipev) splits each backward into its input part I
 // (--cost-b minus --cost-w) and its weight part W (--cost-w). --schedule-file simulates a schedule
 // written as a file, --dump-csv writes one. --model FILE (a train config) adds each stage's peak
-// activation bytes for that model, by train/memory.c's memory_layout as `micropp plan` reckons them
+// activation bytes for that model, by planner/memory.c's memory_layout as `micropp plan` reckons them
 // (equal to what train measures).
 #include <errno.h>
 #include <math.h>
@@ -18,8 +18,8 @@
 #include "schedule.h"
 #include "schedule_auto.h"
 #include "schedule_file.h"
-#include "tags.h"
-#include "train/memory.h"
+#include "comms/tags.h"
+#include "planner/memory.h"
 #include "train/trace.h"
 #include "commands.h"
 #include "base/util.h"
@@ -278,7 +278,7 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
 }
 
 // Each stage's peak activation bytes for `model` run under schedule kind on K stages with M
-// micro-batches (V chunks per rank for interleaved): train/memory.c's reckoning, as `micropp plan`
+// micro-batches (V chunks per rank for interleaved): planner/memory.c's reckoning, as `micropp plan`
 // prints it and train measures it (peak_activation_bytes). NULL when the layout cannot run.
 static double *stage_activations(const TrainConfig *model, int kind, int K, int M, int V) {
     TrainConfig c = *model;

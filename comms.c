@@ -5,11 +5,11 @@
 #include <unistd.h>
 #include "comms.h"
 #include "devcomm.h"
-#include "launch.h"
-#include "slurm.h"
-#include "p2p.h"
+#include "comms/launch.h"
+#include "comms/slurm.h"
+#include "comms/p2p.h"
 #include "base/util.h"
-#include "watchdog.h"
+#include "comms/watchdog.h"
 
 static int mpi_up(void) {
     int init = 0, fin = 0;

@@ -17,8 +17,8 @@
 #include <stdint.h>
 #include <mpi.h>
 #include "base/ops.h"
-#include "tags.h"
-#include "watchdog.h"
+#include "comms/tags.h"
+#include "comms/watchdog.h"
 
 struct DevComm;
 

@@ -38,7 +38,7 @@ void devcomm_flush(DevComm *d);  // waits until every send has completed (the st
 // floats to itself on every channel, devcomm_close. Returns the largest difference received.
 double devcomm_smoke(size_t n);
 
-// A group's all-reduce: the tensor-parallel group's (train/tp.c, when the plan's tp_nccl is set:
+// A group's all-reduce: the tensor-parallel group's (axes/tp.c, when the plan's tp_nccl is set:
 // --transport nccl with --tp). devcomm_open_group: a communicator over the group alone (rank 0 of
 // the group makes the id, comms.c's comm_nccl_group broadcasts it over the group's MPI communicator),
 // with a stream of its own and no channels. devcomm_allreduce_sum: ncclAllReduce(buf, buf, n,

@@ -87,7 +87,7 @@ typedef struct {
     MemTally *tally;          // optional: the rank's tally, updated with this stage's counters
     // Tensor parallelism: tp ranks share this stage's layers, this one is tp_rank; kind[i] is local
     // layer i's TP_FULL, TP_COL or TP_ROW (tp_layer_kind). tp_allreduce sums n floats in place over
-    // the group (set by train/tp.c: model.c makes no MPI call): Megatron's g, after a row-parallel
+    // the group (set by axes/tp.c: model.c makes no MPI call): Megatron's g, after a row-parallel
     // layer's product in every forward (recompute and evaluation included), and f's conjugate, after
     // a column-parallel layer's input gradient in the backward (or its I half). Every rank of the
     // group runs the same passes, so the all-reduces come in the same order on all of them.
@@ -95,7 +95,7 @@ typedef struct {
     unsigned char *kind;
     void (*tp_allreduce)(void *ctx, float *x, size_t n);
     void *tp_ctx;
-    // Sharded state (ZeRO-2 and 3, train/zero.c), where params or grads are not all here (NULL).
+    // Sharded state (ZeRO-2 and 3, axes/zero.c), where params or grads are not all here (NULL).
     // on_weights: called before a pass reads local layer j's W and b (j == n_layers: the head), in
     // the order it reads them, with the layer it reads next (-1: none); it must leave W[j] and b[j]
     // (Wh, bh) pointing at the whole layer until its next call; layer -1: the pass is over. on_grad:

@@ -1,9 +1,9 @@
 // plan_cmd.c: `micropp plan`: the memory wall before any run (no MPI). For each schedule, number of
-// stages K and data-parallel degree D, train/memory.c's memory_layout lays the run out (plan_layout),
+// stages K and data-parallel degree D, planner/memory.c's memory_layout lays the run out (plan_layout),
 // simulates the schedule for the micro-batches each stage stashes and the bubble, and reckons each
 // rank's bytes as train checks itself (memory_rank); plan marks what fits a device's memory.
-// --auto ranks every layout of a world by its predicted step (train/auto.c) from a profile that
-// --calibrate, plan's one form under mpiexec, measures (train/calibrate.c), or from a machine file.
+// --auto ranks every layout of a world by its predicted step (planner/auto.c) from a profile that
+// --calibrate, plan's one form under mpiexec, measures (planner/calibrate.c), or from a machine file.
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "comms.h"
-#include "train/auto.h"
-#include "train/calibrate.h"
-#include "train/memory.h"
+#include "planner/auto.h"
+#include "planner/calibrate.h"
+#include "planner/memory.h"
 #include "train/plan.h"
 #include "schedule.h"
 #include "commands.h"

@@ -12,7 +12,7 @@
 #include "base/ops.h"
 #include "commands.h"
 #include "devcomm.h"
-#include "p2p.h"
+#include "comms/p2p.h"
 #include "base/util.h"
 
 typedef struct {

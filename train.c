@@ -9,16 +9,16 @@
 #include <string.h>
 #include <unistd.h>
 #include "base/fault.h"
-#include "train/memory.h"
-#include "p2p.h"
+#include "planner/memory.h"
+#include "comms/p2p.h"
 #include "train/pipeline.h"
 #include "train/report.h"
 #include "schedule_file.h"
 #include "commands.h"
 #include "base/util.h"
 #include "train/verify.h"
-#include "train/auto.h"
-#include "train/zero.h"
+#include "planner/auto.h"
+#include "axes/zero.h"
 
 // ---- parse ----
 

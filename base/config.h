@@ -101,7 +101,7 @@ typedef struct {
     // data parallelism (ddp, hybrid)
     int64_t pp, dp;          // hybrid: stages per replica, replicas
     int64_t tp;              // tensor parallelism: ranks sharing each stage's layers (1: none)
-    int tp_message;          // TP_MESSAGE_* (train/tp.h): how a pipeline message crosses between two groups
+    int tp_message;          // TP_MESSAGE_* (axes/tp.h): how a pipeline message crosses between two groups
     int placement;           // hybrid: PLACEMENT_* (comms.h): which neighbours sit on adjacent ranks
     int ddp_sync;            // SYNC_* (ddp.h)
     int allreduce;           // ALLREDUCE_* (comms.h)
@@ -114,7 +114,7 @@ typedef struct {
     char resume[PATH_LEN];   // "" = start from the initial weights
     int save_best;           // with --save and --epochs: keep only the checkpoint of the best test accuracy
     double timeout;          // watchdog (watchdog.c): the longest wait in seconds, 0 = unbounded
-    // the planner (train/auto.c)
+    // the planner (planner/auto.c)
     int auto_layout;         // --auto: run the layout plan --auto ranks first for this world
     char profile[PATH_LEN];  // --auto: the costs (a profile written by plan --calibrate)
 } TrainConfig;

@@ -6,7 +6,7 @@
 // for its check that no process is left).
 #include <stdio.h>
 #include "comms.h"
-#include "watchdog.h"
+#include "comms/watchdog.h"
 #include "base/util.h"
 
 static int never(void *ctx) { (void)ctx; return 0; }

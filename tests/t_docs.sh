@@ -26,7 +26,7 @@ for page in docs/*.md; do grep -qF "]($page" README.md || unlinked="$unlinked $p
 # --- docs/code.md is the one map of the code: a row for every source file (a header that has a .c
 # of the same name goes with it), and no row for a file that is gone ---
 unmapped="" gone="" n=0
-for f in *.c *.h *.cu base/*.[ch] train/*.[ch]; do
+for f in *.c *.h *.cu base/*.[ch] comms/*.[ch] train/*.[ch] axes/*.[ch] planner/*.[ch]; do
     n=$((n + 1))
     case $f in *.h) [ -e "${f%.h}.c" ] && continue ;; esac
     grep -qF "\`$f\`" docs/code.md || unmapped="$unmapped $f"

@@ -1,5 +1,5 @@
-// tests/unit_cost.c: the planner's cost model (train/cost.c), its predictions (train/predict.c) and
-// its search (train/auto.c), without MPI: curves interpolated and made monotone; a machine file's
+// tests/unit_cost.c: the planner's cost model (planner/cost.c), its predictions (planner/predict.c) and
+// its search (planner/auto.c), without MPI: curves interpolated and made monotone; a machine file's
 // roofline and rings; a profile written and read back; a fixed profile's predictions equal to what
 // the schedule's arithmetic gives by hand (1F1B's (M+K-1)(F+B), a ddp step with half its all-reduce
 // hidden, ZeRO-1's reduce-scatter, optimizer shard and all-gather; --tp's slices and all-reduces;
@@ -9,7 +9,7 @@
 #include "unit.h"
 #include "base/ops.h"
 #include "model.h"
-#include "train/auto.h"
+#include "planner/auto.h"
 #include "train/plan.h"
 
 #define A 1e-3  // a hidden layer's forward: A seconds per row
@@ -270,7 +270,7 @@ static void test_tp_zero(void) {
 }
 
 // The search on 4 ranks of a profile measured on 4: tp widths within the node, ZeRO levels 0 to 3
-// with replicas, ZeRO-2/3 with --tp among them (train/zero.c shards each rank's tp part).
+// with replicas, ZeRO-2/3 with --tp among them (axes/zero.c shards each rank's tp part).
 static void test_search_tp_zero(void) {
     Profile pf;
     fixed_profile(&pf);

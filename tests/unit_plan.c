@@ -8,7 +8,7 @@
 #include "model.h"
 #include "schedule_file.h"
 #include "train/plan.h"
-#include "train/memory.h"
+#include "planner/memory.h"
 
 #define TAG_UB 2147483647LL
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 #include "unit.h"
-#include "slurm.h"
+#include "comms/slurm.h"
 
 static const char *const VARS[] = {"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS",
                                    "SLURM_NTASKS", "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES",

@@ -14,7 +14,7 @@
 #include "comms.h"
 #include "base/data.h"
 #include "base/fault.h"
-#include "launch.h"
+#include "comms/launch.h"
 #include "base/safetensors.h"
 #include "base/util.h"
 

@@ -4,11 +4,11 @@
 #include <string.h>
 #include "comms.h"
 #include "base/config.h"
-#include "train/ddp.h"
+#include "axes/ddp.h"
 #include "train/live.h"
 #include "model.h"
 #include "train/plan.h"
-#include "train/tp.h"
+#include "axes/tp.h"
 #include "schedule.h"
 
 #define T(field) offsetof(TrainConfig, field)

@@ -11,14 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "train/ddp.h"  // SYNC_* only: no MPI call is made here
+#include "axes/ddp.h"  // SYNC_* only: no MPI call is made here
 #include "train/live.h"  // LIVE_*
 #include "model.h"  // model_param_count
 #include "train/plan.h"
 #include "schedule.h"
-#include "tags.h"
+#include "comms/tags.h"
 #include "base/util.h"
-#include "watchdog.h"   // WD_MIN_TIMEOUT
+#include "comms/watchdog.h"   // WD_MIN_TIMEOUT
 
 // Each rule returns 0, or -1 after writing its one-line message into the plan's error buffer; the
 // rules that ask which options were set or typed read them from `seen`.

@@ -69,7 +69,7 @@ typedef struct {
     int transport;         // TRANSPORT_MPI or TRANSPORT_NCCL: how the pipeline's stages exchange
     const char *transport_why;  // why MPI though NCCL could run ("" when not so decided)
     int allreduce;         // ALLREDUCE_*: data parallelism's, auto resolved (shm or mpi); else as given
-    int tp_message;        // TP_MESSAGE_* (train/tp.h): pipeline messages between groups whole or sliced
+    int tp_message;        // TP_MESSAGE_* (axes/tp.h): pipeline messages between groups whole or sliced
                            // (slice only with --tp and a pipeline)
     int tp_allreduce;      // ALLREDUCE_*: the tensor-parallel group's (auto: shm when every group sits on one
                            // node and the buffers are on the host, else mpi)
@@ -140,7 +140,7 @@ double plan_vstage_params(const TrainConfig *c, const Plan *p, int vs);
 // layers from the top (the head first), each bucket closed once it holds --bucket-mb.
 double plan_largest_bucket(const TrainConfig *c, const Plan *p, int vs);
 // Floats of the shm windows (--allreduce shm) one rank holds for virtual stage vs: params and grads;
-// ZeRO-2: params and ZERO_BUFS gradient buckets (train/zero.c); ZeRO-3: ZERO_BUFS of gradients and of weights.
+// ZeRO-2: params and ZERO_BUFS gradient buckets (axes/zero.c); ZeRO-3: ZERO_BUFS of gradients and of weights.
 double plan_vstage_shm_floats(const TrainConfig *c, const Plan *p, int vs);
 // Floats one rank's tensor-parallel all-reduces move per micro-batch through virtual stage vs (its
 // row-parallel outputs forward, its column-parallel input gradients backward, recomputes included),

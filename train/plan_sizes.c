@@ -4,7 +4,7 @@
 // and all-reduce rules and the planner read them.
 #include "model.h"
 #include "train/plan.h"
-#include "train/zero.h"  // ZERO_BUFS
+#include "axes/zero.h"  // ZERO_BUFS
 
 // Floats of local layer i of virtual stage vs on one rank (i == its layers: the head).
 static double layer_floats(const TrainConfig *c, const Plan *p, int vs, int i) {

@@ -9,8 +9,8 @@
 #include <cjson/cJSON.h>
 #include "train/pipeline.h"
 #include "train/report.h"
-#include "slurm.h"
-#include "train/zero.h"
+#include "comms/slurm.h"
+#include "axes/zero.h"
 #include "base/util.h"
 
 // The choices' names (the sync's and the all-reduce's too: report_dp_header prints them)...

@@ -6,8 +6,8 @@
 #include <cjson/cJSON.h>
 #include "train/pipeline.h"
 #include "train/report.h"
-#include "slurm.h"
-#include "train/zero.h"
+#include "comms/slurm.h"
+#include "axes/zero.h"
 #include "base/util.h"
 
 static void json_data_parallel(cJSON *o, const TrainConfig *c, const Plan *p, const Summary *s) {

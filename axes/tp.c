@@ -1,14 +1,14 @@
-// train/tp.c: tensor parallelism's all-reduce (see tp.h): the Stage's hook sums a buffer in place over
+// axes/tp.c: tensor parallelism's all-reduce (see tp.h): the Stage's hook sums a buffer in place over
 // the T ranks of its group. Every rank of a group runs the same passes of the same stage in the same
 // order, so the group's collectives start in the same order on all of them (as p2p.h's rule asks of
 // the pipeline's messages): the hook is the only caller, and it blocks until the sum is complete.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "train/tp.h"
+#include "axes/tp.h"
 #include "base/util.h"
 #include "devcomm.h"
-#include "tags.h"
+#include "comms/tags.h"
 
 // The recorder (testing): with MICROPP_COLLECTIVE_LOG=DIR each rank writes DIR/rank<r>.log, one line
 // per collective it issues on its group, in order, before it is dispatched to shm, MPI or NCCL:

@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include "slurm.h"
+#include "comms/slurm.h"
 #include "base/util.h"
 
 // How long the guard waits, once its rank is gone, before it acts: when Slurm itself tears the step

@@ -1,4 +1,4 @@
-// train/ddp.h: data-parallel gradient synchronisation of one Stage across its dp group (the same stage
+// axes/ddp.h: data-parallel gradient synchronisation of one Stage across its dp group (the same stage
 // in every replica): buckets (contiguous ranges of the flat gradient buffer, in reverse layer
 // order), naive or bucketed all-reduce (bucketed ones start from the stage's gradient hook while
 // the backward still runs), ZeRO-1 (reduce-scatter, sharded optimizer step, all-gather), and the
@@ -26,7 +26,7 @@ typedef struct {
 } Span;
 
 struct GradSync;
-// ZeRO-2 and 3 (train/zero.c, zero_init) take a GradSync's step over through these.
+// ZeRO-2 and 3 (axes/zero.c, zero_init) take a GradSync's step over through these.
 typedef struct {
     void (*begin_step)(struct GradSync *g);
     void (*finish)(struct GradSync *g);
@@ -54,7 +54,7 @@ typedef struct GradSync {
     double ag_bytes, rs_bytes;      // ZeRO: this step's all-gathered and reduce-scattered bytes (buffer sizes) ...
     double step_ag, step_rs;        // ... and the last completed step's (gradsync_end_step)
     int step_calls;                 // the last completed step's collectives (an evaluation's gathers come after)
-    struct Zero *zs;      // ZeRO-2 and 3 (train/zero.h): the sharded gradients (and weights) ...
+    struct Zero *zs;      // ZeRO-2 and 3 (axes/zero.h): the sharded gradients (and weights) ...
     const ShardOps *sharded;  // ... and what runs their step (NULL: ddp or ZeRO-1)
 } GradSync;
 

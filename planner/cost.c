@@ -1,4 +1,4 @@
-// train/cost.c: the cost model's figures (train/cost.h): a Profile read from a calibration's JSON or
+// planner/cost.c: the cost model's figures (planner/cost.h): a Profile read from a calibration's JSON or
 // from a machine file, written back as JSON, and the price of each piece of a step: a layer's pass
 // at some rows, a message, a collective among D ranks, the optimizer. Calibrated figures are looked
 // up in their measured curves; a machine file's are computed from its devices and links (a roofline
@@ -10,7 +10,7 @@
 #include "base/util.h"
 #include "comms.h"
 #include "model.h"
-#include "train/cost.h"
+#include "planner/cost.h"
 
 static const char *const pass_key[PASSES] = {"F", "B", "I", "W"};
 static const char *const kind_key[LAYER_KINDS] = {"mid", "first", "head"};

@@ -1,4 +1,4 @@
-// train/auto.c: the planner's search (train/auto.h): the layouts of a world enumerated axis by axis,
+// planner/auto.c: the planner's search (planner/auto.h): the layouts of a world enumerated axis by axis,
 // each priced by predict_step and checked against the device's memory, then ranked. Checkpointing is
 // tried only where a layout does not fit without it (it can only cost time); bf16 where the profile
 // priced it; --tp widths within a node; ZeRO levels where there are replicas (tp_widths, try_zeros).
@@ -9,7 +9,7 @@
 #include "base/ops.h"
 #include "base/util.h"
 #include "model.h"
-#include "train/auto.h"
+#include "planner/auto.h"
 #include "train/plan.h"
 
 #define MAX_M_STEPS 4  // micro-batches tried per pipeline: K, 2K, 4K, 8K (and the config's)

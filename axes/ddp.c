@@ -1,10 +1,10 @@
-// train/ddp.c: data-parallel gradient synchronisation, the lesson of PyTorch DDP and llm.c's ZeRO-1 in
+// axes/ddp.c: data-parallel gradient synchronisation, the lesson of PyTorch DDP and llm.c's ZeRO-1 in
 // one place: buckets over the flat gradient buffer, the gradient hook that starts a bucket's
 // all-reduce the moment its last layer's gradient is final, the sharded optimizer step, and the
 // measured overlap of all that communication with the backward pass.
 #include <string.h>
 #include "base/data.h"
-#include "train/ddp.h"
+#include "axes/ddp.h"
 #include "base/util.h"
 
 static size_t layer_off(const Stage *s, int j) { return stage_layer_off(s, j); }

@@ -1,4 +1,4 @@
-// train/calibrate.c: `micropp plan --calibrate` (whose profile plan --auto and train --auto read):
+// planner/calibrate.c: `micropp plan --calibrate` (whose profile plan --auto and train --auto read):
 // measures the cost model's figures on the world it was launched on, every rank busy at once, so the contention of
 // a real run (ranks sharing cores and memory bandwidth) is in the numbers: one layer's F, B, I and W
 // passes through model.c's own Stage at every power of two of rows up to the batch, per precision;
@@ -10,8 +10,8 @@
 #include "base/util.h"
 #include "comms.h"
 #include "model.h"
-#include "train/calibrate.h"
-#include "train/ddp.h"
+#include "planner/calibrate.h"
+#include "axes/ddp.h"
 
 #define BUDGET_S 0.12        // time spent on one measured point, at least 3 repetitions
 #define LAYER_BUDGET_S 0.3   // ... on one layer's passes: dozens of scheduler slices on a shared machine

@@ -1,4 +1,4 @@
-// train/tp.h: tensor parallelism's wire: the all-reduce model.h's Stage calls through its hook (after a
+// axes/tp.h: tensor parallelism's wire: the all-reduce model.h's Stage calls through its hook (after a
 // row-parallel layer's product, Megatron's g; after a column-parallel layer's input gradient, f's
 // conjugate), run over the group's communicator by collectives.c's paths (shm on one node, else MPI
 // or the ring; a GPU's buffers staged through the host as data parallelism's are), and counted.

@@ -1,10 +1,10 @@
-// train/cost.h: the cost model of a training step: what one layer's forward (F), full backward (B),
+// planner/cost.h: the cost model of a training step: what one layer's forward (F), full backward (B),
 // input-gradient (I) and weight-gradient (W) passes cost at a number of rows, what a message, an
 // all-reduce, a reduce-scatter and an all-gather of some bytes cost among D ranks, what the optimizer
 // costs per parameter, and a step's fixed overheads. One Profile holds them, read from a JSON file
-// that either `micropp plan --calibrate` measured on the world it ran on (train/calibrate.c), or a
-// machine file describes from public specifications (configs/machines/). train/predict.c turns a
-// Profile and a layout into a predicted step; train/auto.c searches the layouts.
+// that either `micropp plan --calibrate` measured on the world it ran on (planner/calibrate.c), or a
+// machine file describes from public specifications (configs/machines/). planner/predict.c turns a
+// Profile and a layout into a predicted step; planner/auto.c searches the layouts.
 #pragma once
 #include <stddef.h>
 #include "base/config.h"

@@ -9,8 +9,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "base/util.h"
-#include "slurm.h"
-#include "watchdog.h"
+#include "comms/slurm.h"
+#include "comms/watchdog.h"
 
 void mpi_check_at(int err, const char *what, const char *file, int line) {
     if (err == MPI_SUCCESS) return;

@@ -1,9 +1,9 @@
-// train/auto.h: `plan --auto` and `train --auto`: every layout of a world (stages x replicas x tp, schedule,
+// planner/auto.h: `plan --auto` and `train --auto`: every layout of a world (stages x replicas x tp, schedule,
 // micro-batches, checkpointing, precision, ZeRO) that fits a device's memory, each step predicted
-// (train/predict.h) and ranked fastest first; the table, and the exact command of the best.
+// (planner/predict.h) and ranked fastest first; the table, and the exact command of the best.
 #pragma once
 #include <stdio.h>
-#include "train/predict.h"
+#include "planner/predict.h"
 
 typedef struct {
     Layout l;

@@ -1,4 +1,4 @@
-// train/predict.c: a layout's step predicted from a cost profile (train/predict.h): each rank's
+// planner/predict.c: a layout's step predicted from a cost profile (planner/predict.h): each rank's
 // passes priced per layer (cost_layer), the schedule simulated with them and the messages between
 // ranks, then each rank's tail after its action list (the exposed collectives, the optimizer), and a
 // step's fixed cost. The memory per rank is memory_layout's, the one reckoning train checks itself by.
@@ -7,10 +7,10 @@
 #include "base/ops.h"
 #include "base/util.h"
 #include "model.h"
-#include "train/ddp.h"
-#include "train/memory.h"
+#include "axes/ddp.h"
+#include "planner/memory.h"
 #include "train/plan.h"
-#include "train/predict.h"
+#include "planner/predict.h"
 
 void layout_apply(const Layout *l, TrainConfig *c) {
     c->mode = l->pp > 1 ? (l->dp > 1 ? MODE_HYBRID : MODE_PP) : (l->dp > 1 ? MODE_DDP : MODE_MONOLITH);

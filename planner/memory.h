@@ -1,4 +1,4 @@
-// train/memory.h: what a run will allocate, worked out before it allocates: per rank, the weights,
+// planner/memory.h: what a run will allocate, worked out before it allocates: per rank, the weights,
 // gradients, optimizer state, the activations stashed at the schedule's peak and the buffers; and
 // the check of that against the memory the node has, so a run that cannot fit is refused at once
 // instead of climbing toward the out-of-memory killer. The one reckoning: train checks itself with

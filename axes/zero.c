@@ -1,11 +1,11 @@
-// train/zero.c: ZeRO-2 and ZeRO-3 (DeepSpeed's stages 2 and 3, PyTorch's FSDP) on GradSync's buckets:
+// axes/zero.c: ZeRO-2 and ZeRO-3 (DeepSpeed's stages 2 and 3, PyTorch's FSDP) on GradSync's buckets:
 // the stage's gradient hooks point each layer's dW/db into a working bucket that is reduce-scattered
 // into this rank's shard the moment its last layer is done; ZeRO-3's weight hook gathers the bucket a
 // pass reads next while the current one computes. No rank ever holds the whole gradient (nor, in 3,
 // the whole weights): a shard, plus ZERO_BUFS working buckets of each.
 #include <string.h>
 #include "train/trace.h"
-#include "train/zero.h"
+#include "axes/zero.h"
 #include "base/util.h"
 
 static Zero *zero_of(GradSync *g) { return g->zs; }

@@ -6,9 +6,9 @@
 #include <link.h>
 #include <string.h>
 #include <unistd.h>
-#include "watchdog.h"
+#include "comms/watchdog.h"
 #include "base/config.h"
-#include "launch.h"
+#include "comms/launch.h"
 #include "base/util.h"
 
 // ---- the build id: the linker's hash of the binary (.note.gnu.build-id) ----

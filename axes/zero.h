@@ -1,9 +1,9 @@
-// train/zero.h: ZeRO-2 and ZeRO-3 of one Stage over its dp group, on GradSync's buckets: gradients
+// axes/zero.h: ZeRO-2 and ZeRO-3 of one Stage over its dp group, on GradSync's buckets: gradients
 // reduce-scattered bucket by bucket as each backward produces them, into this rank's shard (2 and 3);
 // parameters held only as this rank's shard and gathered bucket by bucket, one ahead, around every
 // pass that reads them (3). The working buffers are a small pool: ZERO_BUFS buckets of each.
 #pragma once
-#include "train/ddp.h"
+#include "axes/ddp.h"
 
 #define ZERO_BUFS 2  // working buffers of each kind: the bucket in use and the one in flight (prefetch)
 

@@ -4,7 +4,7 @@
 #include <string.h>
 #include "comms.h"
 #include "base/util.h"
-#include "watchdog.h"
+#include "comms/watchdog.h"
 
 // The nodes: a node is named by its lowest rank, then numbered in that order; and each rank's
 // /dev/shm room (comm_shm_room), all-gathered.

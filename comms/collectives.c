@@ -7,7 +7,7 @@
 #include <sys/statvfs.h>
 #include "comms.h"
 #include "base/util.h"
-#include "watchdog.h"
+#include "comms/watchdog.h"
 
 // The small collectives: non-blocking and waited for under the watchdog.
 void comm_barrier(MPI_Comm comm) {

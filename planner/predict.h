@@ -1,9 +1,9 @@
-// train/predict.h: a layout's step predicted without running it: the schedule simulator run with the
-// profile's per-rank costs (train/cost.h), the pipeline's messages, the data-parallel collectives and
+// planner/predict.h: a layout's step predicted without running it: the schedule simulator run with the
+// profile's per-rank costs (planner/cost.h), the pipeline's messages, the data-parallel collectives and
 // the part of them hidden behind the backward, the optimizer, a step's fixed cost; and the memory per
-// rank from train/memory.c's one reckoning. `plan --auto` ranks layouts by it (train/auto.c).
+// rank from planner/memory.c's one reckoning. `plan --auto` ranks layouts by it (planner/auto.c).
 #pragma once
-#include "train/cost.h"
+#include "planner/cost.h"
 
 typedef struct {
     double step_s, samples_s;  // the predicted step and its throughput

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "devcomm.h"
-#include "p2p.h"
-#include "tags.h"
+#include "comms/p2p.h"
+#include "comms/tags.h"
 #include "base/util.h"
 
 int p2p_neighbours(int K, int v, int chunk_order, int s, int *out) {

@@ -4,7 +4,7 @@
 #include "comms.h"
 #include "devcomm.h"
 #include "base/util.h"
-#include "watchdog.h"
+#include "comms/watchdog.h"
 
 // ---- the send pool: host staging buffers, each with its pending request ----
 // (pinned host memory from the backend, so device-to-host copies run at full speed; one backend

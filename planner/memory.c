@@ -1,11 +1,11 @@
-// train/memory.c: a run's memory, reckoned from the plan before anything is allocated (it follows what
+// planner/memory.c: a run's memory, reckoned from the plan before anything is allocated (it follows what
 // stage_init, stage_enable_split and the optimizers allocate), and checked against the node's
 // MemAvailable on every rank, with one verdict for all.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "train/memory.h"
-#include "train/zero.h"
+#include "planner/memory.h"
+#include "axes/zero.h"
 #include "schedule_auto.h"
 #include "base/util.h"
 
@@ -35,7 +35,7 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
         m->weights += params * f / (zero >= 3 ? p->D : 1);
         m->grads += params * f / (zero >= 2 ? p->D : 1);
         if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (zero >= 1 ? p->D : 1);
-        // ZeRO-2, 3: the working buckets (train/zero.c): ZERO_BUFS of gradients, and of gathered weights at 3
+        // ZeRO-2, 3: the working buckets (axes/zero.c): ZERO_BUFS of gradients, and of gathered weights at 3
         if (zero >= 2) m->buffers += ZERO_BUFS * plan_largest_bucket(c, p, vs) * f * (zero >= 3 ? 2 : 1);
         double act = rows * a * out_widths(c, p, vs, 0, layers);  // every layer's output, once
         double per_slot = rows * in * a + (head ? rows * C * a + rows * 4 : 0);
