@@ -105,12 +105,16 @@ void memory_zbauto(const TrainConfig *c, const Plan *p, SchedFile *out) {
     free(work);
 }
 
-int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, char *why, size_t n) {
+int memory_layout(const TrainConfig *c, int kind, const Degrees *d, MemLayout *out, char *why, size_t n) {
     TrainConfig t = *c;
     Plan *p = xmalloc(sizeof *p);  // (a Plan holds the partition of up to MAX_STAGES stages)
+    int K = d->pp, D = d->dp;
     t.schedule = kind;
     memset(out, 0, sizeof *out);
-    if (plan_layout(&t, K, D, p, why, n)) { free(p); return -1; }
+    if (plan_layout(&t, d, p, why, n)) {
+        free(p);
+        return -1;
+    }
     *out = (MemLayout){.K = K,
                        .D = D,
                        .V = p->V,

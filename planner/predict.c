@@ -12,17 +12,21 @@
 #include "train/plan.h"
 #include "planner/predict.h"
 
-void layout_apply(const Layout *l, TrainConfig *c) {
-    c->mode = l->pp > 1 ? (l->dp > 1 ? MODE_HYBRID : MODE_PP) : (l->dp > 1 ? MODE_DDP : MODE_MONOLITH);
-    c->pp = l->pp;
-    c->dp = l->dp;
+Degrees layout_degrees(const Layout *l) {
+    return (Degrees){.pp = l->pp > 1 ? l->pp : 1,
+                     .dp = l->dp > 1 ? l->dp : 1,
+                     .tp = l->tp > 1 ? l->tp : 1,
+                     .zero = l->dp > 1 ? l->zero : 0};
+}
+
+void layout_apply(const Layout *l, TrainConfig *c, Degrees *d) {
+    *d = layout_degrees(l);
     c->schedule = l->pp > 1 ? l->schedule : c->schedule;
     if (l->pp > 1 && l->schedule == SCHED_INTERLEAVED) c->virtual_stages = l->v;
     c->micro_batches = l->pp > 1 ? l->M : 1;
     c->checkpoint_activations = l->pp > 1 && l->ckpt;
     c->precision = l->precision;
-    c->zero = l->dp > 1 ? l->zero : 0;
-    c->tp = l->tp > 1 ? l->tp : 1;
+    c->zero = d->zero;
     c->grad_accum = 1;
     c->partition[0] = 0;
     c->schedule_file[0] = 0;
@@ -329,7 +333,8 @@ static int missing_group(const Profile *pf, const Layout *l) {
 
 int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Prediction *out, char *why, size_t n) {
     TrainConfig c = *c0;
-    layout_apply(l, &c);
+    Degrees d;
+    layout_apply(l, &c, &d);
     memset(out, 0, sizeof *out);
     why[0] = 0;
     if (!pf->has_precision[c.precision]) {
@@ -338,12 +343,12 @@ int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Pred
     }
     Plan *p = xmalloc(sizeof *p);
     MemLayout ml;
-    int rc = memory_layout(&c, c.schedule, l->pp, l->dp, &ml, why, n);
+    int rc = memory_layout(&c, c.schedule, &d, &ml, why, n);
     if (rc == 0) {
         for (int s = 0; s < l->pp; s++)
             if (ml.need[s].total > out->memory) { out->memory = ml.need[s].total; out->worst_stage = s; }
         memory_layout_free(&ml);
-        rc = plan_layout(&c, l->pp, l->dp, p, why, n);
+        rc = plan_layout(&c, &d, p, why, n);
     }
     if (rc == 0) rc = p->pipelined ? predict_pipeline(pf, &c, p, out) : predict_flat(pf, &c, p, out);
     if (rc == 0 && !(out->step_s > 0))

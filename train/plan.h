@@ -9,9 +9,7 @@
 #include "base/config.h"
 #include "comms.h"     // PLACEMENT_*, the comm_grid_* helpers, Hardware (the devices' facts)
 #include "schedule.h"  // the chunk order's helpers, SchedFile
-
-enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
-#define MODE_CHOICES "monolith|manual|pp|ddp|hybrid"
+#include "axes/degrees.h"  // Degrees: the plan's input, and MODE_* (--mode, a spelling of them)
 #define MAX_STAGES 4096
 #define MAX_LAYERS 4096  // --layers' range (train/options.c)
 
@@ -32,14 +30,14 @@ typedef struct {
 } Facts;
 
 typedef struct {
-    int mode;          // MODE_*
+    int mode;          // MODE_*: the spelling of the degrees (--json's "mode", a checkpoint's manifest)
     int schedule;      // SCHED_*: --schedule, or SCHED_FILE when a pipeline runs --schedule-file
     const SchedFile *file;  // SCHED_FILE: the file's schedule (the plan's input), else NULL
     int split;         // the schedule splits backwards into I and W (a stage keeps what W needs)
     int world;         // ranks started
-    int K;             // stages: ranks of one pipeline (pp, hybrid), parts (manual), else 1
-    int D;             // data-parallel replicas
-    int T;             // tensor-parallel ranks per group (--tp; 1: none): adjacent world ranks
+    int K;             // stages: the degree pp (a pipeline's ranks; manual: its parts in one process)
+    int D;             // data-parallel replicas: the degree dp
+    int T;             // tensor-parallel ranks per group: the degree tp (1: none), adjacent world ranks
     int M;             // micro-batches per step (per replica); 1 without a pipeline
     int N;             // gradient-accumulation micro-steps per step (monolith, ddp)
     int V;             // chunks per rank: --virtual-stages for interleaved, else 1
@@ -53,9 +51,9 @@ typedef struct {
                        // at each boundary between ranks, x M micro-batches x D replicas
     double dp_bytes;   // a step's all-reduce traffic, all stages: 2 (D-1)/D x gradient bytes per rank
     int lo[MAX_STAGES + 1];  // virtual stage vs holds global layers [lo[vs], lo[vs+1])
-    int pipelined;     // pp or hybrid: a pipeline executor with action lists
-    int data_parallel; // ddp or hybrid: gradients all-reduced over D replicas
-    int distributed;   // more than one process takes part (pp, ddp, hybrid)
+    int pipelined;           // pp > 1 over ranks: a pipeline executor with action lists
+    int data_parallel;       // dp > 1: gradients all-reduced over D replicas
+    int distributed;         // more than one process takes part (pp x dp x tp > 1)
     // How long: --steps, or --epochs over the training set (whole steps; the last partial batch
     // dropped). steps is the run's total either way (0 until the data's rows are known, with epochs).
     long long steps;
@@ -77,19 +75,20 @@ typedef struct {
     int grad_accum_given;  // --grad-accum was set (the report shows it even at 1)
 } Plan;
 
-// Fills p from the options c, what options_parse saw of them (which options the config file set,
-// which were typed) and the facts f. Returns 0, or -1 with one line in err that names the value
-// and the fix ("train: --batch 30 is not ...").
-int plan_make(const TrainConfig *c, const OptionsSeen *seen, const Facts *f, Plan *p, char *err, size_t errlen);
+// Fills p from the options c, the degrees d (degrees_resolve: once, from the options and the world),
+// what options_parse saw of the options (which the config file set, which were typed) and the facts f.
+// Returns 0, or -1 with one line in err that names the value and the fix ("train: --batch 30 is not ...").
+int plan_make(const TrainConfig *c, const Degrees *d, const OptionsSeen *seen, const Facts *f, Plan *p, char *err,
+              size_t errlen);
 
 // The rules that hold before any rank waits on another (--timeout bounds those waits): 0, or -1
 // with one line in err. plan_make checks them too.
 int plan_early(const TrainConfig *c, char *err, size_t errlen);
 
-// The layout of K stages x D replicas for `micropp plan` (no run, no MPI): the grid, the schedule's
-// chunks, the batch cut into micro-batches and an even partition, by the same rules as plan_make
-// but blind to which flags were typed. Returns 0, or -1 with one line in err.
-int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t errlen);
+// The layout of the degrees d for `micropp plan` and the planner (no run, no MPI): the grid, the
+// schedule's chunks, the batch cut into micro-batches and an even partition, by the same rules as
+// plan_make but blind to which flags were typed. Returns 0, or -1 with one line in err.
+int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size_t errlen);
 
 // The device and transport from what was asked (--device, --transport, --tf32) and what the ranks
 // found (comm_choose_hardware), for train's plan and for pingpong: *device DEVICE_CPU or DEVICE_CUDA,
@@ -102,6 +101,10 @@ int plan_device(const char *cmd, int device, int transport, int tf32, int world,
                 int *transport_out, const char **why, char *err, size_t errlen);
 extern const char *const PLAN_NCCL_UNPROVEN;
 
+// The degrees the plan runs (zero: the effective ZeRO level).
+static inline Degrees plan_degrees(const Plan *p, int zero) {
+    return (Degrees){.pp = p->K, .dp = p->D, .tp = p->T, .zero = zero, .manual = p->mode == MODE_MANUAL};
+}
 // The chunk order (which rank holds which virtual stage) is the schedule's (p->chunk_order, schedule.h). The
 // executor, checkpoints, verify, the report and the trace all ask these, never vs % K.
 static inline int plan_vstage(const Plan *p, int stage, int chunk) {

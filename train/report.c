@@ -15,7 +15,7 @@
 
 // The choices' names (the sync's and the all-reduce's too: report_dp_header prints them)...
 static void choice_names(const TrainConfig *c, const Plan *p, Summary *s) {
-    choice_name(MODE_CHOICES, c->mode, s->mode, sizeof s->mode);
+    choice_name(MODE_CHOICES, p->mode, s->mode, sizeof s->mode);
     choice_name(SCHED_NAMES, p->schedule, s->schedule, sizeof s->schedule);
     choice_name(OPTIM_CHOICES, c->optimizer, s->optimizer, sizeof s->optimizer);
     choice_name(TRANSPORT_CHOICES, p->transport, s->transport, sizeof s->transport);
@@ -76,7 +76,7 @@ static void header_data(const TrainConfig *c, const Plan *p, const Data *d) {
 // Hybrid: how the grid sits on the ranks and why; several nodes: which stage and replica each rank
 // holds on each.
 static void header_placement(const Plan *p, const Hardware *hw) {
-    if (p->mode == MODE_HYBRID) {
+    if (p->pipelined && p->data_parallel) {
         int st = p->placement == PLACEMENT_STAGES;
         char pp[32], dp[32];
         printf("placement %s: %s on adjacent ranks (rank = %s x %d + %s) | per step: pipeline %s, all-reduce %s%s\n",
@@ -114,15 +114,17 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     Summary s = {0};
     char size[32];
     names(c, p, be, &s);
-    printf("micropp train | mode %s", s.mode);
-    if (c->mode == MODE_HYBRID) printf(" | %d stages x %d replicas (--pp %d --dp %d)", p->K, p->D, p->K, p->D);
-    if (c->mode == MODE_DDP) printf(" | %d replicas x %d rows", p->D, p->rows);
+    Degrees d = plan_degrees(p, p->data_parallel ? (int)c->zero : 0);
+    char run[64];
+    printf("micropp train | %s", degrees_text(&d, run, sizeof run));
+    if (p->world > 1) printf(" = %d ranks", p->world);
+    if (d.zero) printf(" | ZeRO-%d", d.zero);
+    if (p->data_parallel && !p->pipelined) printf(" | %d rows per replica", p->rows);
     if (p->pipelined)
-        printf(" | schedule %s | stages %d | micro-batches %d (%d rows each)%s", s.schedule, p->K, p->M, p->rows,
+        printf(" | schedule %s | micro-batches %d (%d rows each)%s", s.schedule, p->M, p->rows,
                c->checkpoint_activations ? " | checkpointing" : "");
     if (p->V > 1) printf(" | %d virtual stages per rank", p->V);
     if (p->N > 1) printf(" | grad-accum %d", p->N);
-    if (c->mode == MODE_MANUAL) printf(" | parts %d", p->K);
     if (p->inputs == c->hidden)
         printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%s fp32)\n",
                (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
@@ -149,7 +151,7 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     if (c->precision == PRECISION_BF16 && be->on_host && !onednn_native_bf16())
         printf("note: this CPU has no native bf16 (AVX512_BF16): oneDNN emulates it, which can be slower than fp32\n");
     header_data(c, p, data);
-    if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP) header_stages(p);
+    if (p->K > 1) header_stages(p);
     header_placement(p, &w->hardware);
     header_tp(p, &s);
     fflush(stdout);
@@ -185,8 +187,7 @@ void report_dp_header(const TrainConfig *c, const Plan *p, const Model *model) {
     printf("data parallel: %d replicas | %s sync, %d %s%s", p->D, s.sync, nb,
            c->ddp_sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
     if (c->ddp_sync == SYNC_BUCKETED)
-        printf(" (cap %g MiB)%s", c->bucket_mb,
-               c->mode == MODE_HYBRID ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
+        printf(" (cap %g MiB)%s", c->bucket_mb, p->pipelined ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
     printf(" | %s %s", c->zero ? "reduce-scatter + all-gather" : "all-reduce", s.allreduce);
     if (c->zero) printf(" | ZeRO-%lld: this rank updates %zu of %zu parameters", (long long)c->zero, shards, params);
     printf("\n");

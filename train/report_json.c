@@ -11,7 +11,7 @@
 #include "base/util.h"
 
 static void json_data_parallel(cJSON *o, const TrainConfig *c, const Plan *p, const Summary *s) {
-    if (c->mode == MODE_HYBRID) cJSON_AddNumberToObject(o, "pp", p->K);
+    if (p->pipelined) cJSON_AddNumberToObject(o, "pp", p->K);
     cJSON_AddNumberToObject(o, "dp", p->D);
     cJSON_AddStringToObject(o, "ddp_sync", s->sync);
     cJSON_AddStringToObject(o, "allreduce", s->allreduce);
@@ -128,7 +128,12 @@ void summary_json(const Run *r, const Summary *s) {
     const Model *model = &r->model;
     int start = s->start, steps = (int)p->steps;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "mode", s->mode);
+    cJSON_AddStringToObject(o, "mode", s->mode);  // (kept for scripts: the spelling of the degrees below)
+    cJSON *deg = cJSON_AddObjectToObject(o, "degrees");
+    cJSON_AddNumberToObject(deg, "pp", p->K);
+    cJSON_AddNumberToObject(deg, "dp", p->D);
+    cJSON_AddNumberToObject(deg, "tp", p->T);
+    cJSON_AddNumberToObject(deg, "zero", p->data_parallel ? (double)c->zero : 0);
     cJSON_AddNumberToObject(o, "layers", (double)c->layers);
     cJSON_AddNumberToObject(o, "hidden", (double)c->hidden);
     cJSON_AddNumberToObject(o, "inputs", (double)p->inputs);
@@ -173,7 +178,7 @@ void summary_json(const Run *r, const Summary *s) {
         cJSON_AddStringToObject(o, "saved_to", c->save);
         cJSON_AddNumberToObject(o, "saved_step", (double)r->progress.saved_step);
     }
-    if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", p->K);
+    if (p->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", p->K);
     cJSON *mem = cJSON_AddObjectToObject(o, "memory_per_rank");  // allocated, the largest over the ranks
     cJSON_AddNumberToObject(mem, "weights", s->weight_bytes);
     cJSON_AddNumberToObject(mem, "grads", s->grad_bytes);
