@@ -122,8 +122,8 @@ static StageSpec spec_of(const TrainConfig *c, const Plan *p, const Wire *w, int
                        .seed = (uint64_t)c->seed,
                        .tp = p->T,
                        .tp_rank = w->comm.tp_rank,
-                       .grads_elsewhere = p->data_parallel && c->zero >= 2,
-                       .params_elsewhere = p->data_parallel && c->zero >= 3};
+                       .grads_elsewhere = p->data.zero >= 2,
+                       .params_elsewhere = p->data.zero >= 3};
 }
 
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
@@ -147,7 +147,7 @@ static void setup_pipeline(const TrainConfig *c, const Plan *p, Wire *w, Model *
         int vs = plan_vstage(p, w->stage, k), last = vs == p->S - 1;
         Stage *s = &model->local[k];
         model->vs_of[k] = vs;
-        stage_init(s, w->be, spec_of(c, p, w, vs, last, st->sim.peak_slots[vs], c->checkpoint_activations));
+        stage_init(s, w->be, spec_of(c, p, w, vs, last, st->sim.peak_slots[vs], p->pipe.ckpt));
         if (p->split) stage_enable_split(s);
         s->grad_scale = 1.0f / (float)c->batch;  // the global batch's mean (replicas' gradients are summed)
         s->tally = &model->tally;
@@ -180,11 +180,11 @@ static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *mod
 // sum, rows x the widest layer input; evaluation's batches are no larger).
 static void setup_tensor_parallel(const Plan *p, Wire *w, Model *model) {
     size_t most = (size_t)p->rows * (size_t)(model->local[0].H > p->inputs ? model->local[0].H : p->inputs);
-    tp_setup(&w->tp, &w->comm, w->be, p->tp_allreduce, p->tp_nccl, most);
+    tp_setup(&w->tp, &w->comm, w->be, p->tensor.algo, p->tensor.nccl, most);
     for (int k = 0; k < model->n_local; k++) tp_attach(&w->tp, &model->local[k]);
     // a pipeline message: a micro-batch's rows x H (bf16: packed in pairs), TP_MESSAGE_REPS round trips each way
     size_t n = stage_wire_floats(&model->local[0], (size_t)p->rows * (size_t)model->local[0].H);
-    tp_choose_message(&w->tp, &w->comm, p->tp_message, n, TP_MESSAGE_REPS);
+    tp_choose_message(&w->tp, &w->comm, p->tensor.message, n, TP_MESSAGE_REPS);
 }
 
 // Replicas must start from identical parameters: compare checksums within each dp group and let
@@ -205,19 +205,20 @@ static void check_replicas_agree(const Model *model, const Comm *comm) {
 // (and, for ZeRO-1 and 2, parameters) in place, so both move into windows shared by each stage's dp
 // group; ZeRO-2's gradients and ZeRO-3's working buckets are zero.c's windows (zero_init).
 static void setup_data_parallel(const TrainConfig *c, const Plan *p, Wire *w, Model *model) {
+    const DataPlan *dp = &p->data;
     check_replicas_agree(model, &w->comm);
-    for (int k = 0; k < model->n_local && p->allreduce == ALLREDUCE_SHM && c->zero < 3; k++) {
+    for (int k = 0; k < model->n_local && dp->algo == ALLREDUCE_SHM && dp->zero < 3; k++) {
         float *params = comm_shared_alloc(&w->comm, model->local[k].n_params);
         stage_share(&model->local[k], params,
-                    c->zero >= 2 ? NULL : comm_shared_alloc(&w->comm, model->local[k].n_params));
+                    dp->zero >= 2 ? NULL : comm_shared_alloc(&w->comm, model->local[k].n_params));
     }
     model->n_sync = model->n_local;
     model->sync = xcalloc((size_t)model->n_local, sizeof(GradSync));
     for (int k = 0; k < model->n_local; k++)
-        gradsync_init(&model->sync[k], &w->comm, &model->local[k], c->ddp_sync, p->allreduce, (int)c->zero,
-                      c->bucket_mb * 1024 * 1024);
-    for (int k = 0; k < model->n_local && c->zero >= 2; k++)
-        zero_init(&model->sync[k], (int)c->zero, (uint64_t)c->seed, (int)c->layers);
+        gradsync_init(&model->sync[k], &w->comm, &model->local[k], dp->sync, dp->algo, dp->zero,
+                      dp->bucket_mb * 1024 * 1024);
+    for (int k = 0; k < model->n_local && dp->zero >= 2; k++)
+        zero_init(&model->sync[k], dp->zero, (uint64_t)c->seed, (int)c->layers);
 }
 
 // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads;

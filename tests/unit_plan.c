@@ -175,8 +175,8 @@ static void test_flags_apply(void) {
     refused("plan/refuse: --zero 2 with naive sync", 2, "--mode ddp --zero 2 --ddp-sync naive",
             "--zero 2 reduce-scatters buckets while the backward runs, and --ddp-sync naive has none");
     Plan zs = plan_ok("plan: --zero 3 with --allreduce shm", 2, "--mode hybrid --pp 1 --dp 2 --zero 3 --allreduce shm");
-    EXPECT("plan: --zero 3 keeps --allreduce shm (its working buckets are windows)", zs.allreduce == ALLREDUCE_SHM, "%d",
-           zs.allreduce);
+    EXPECT("plan: --zero 3 keeps --allreduce shm (its working buckets are windows)", zs.data.algo == ALLREDUCE_SHM,
+           "%d", zs.data.algo);
     refused("plan/refuse: naive sync with --bucket-mb", 2, "--mode ddp --ddp-sync naive --bucket-mb 4", "--bucket-mb applies to --ddp-sync bucketed");
 }
 
@@ -465,15 +465,16 @@ static void test_allreduce(void) {
     Facts f1 = {.world = 2, .tag_ub = TAG_UB, .devices = &cpu1}, f2 = {.world = 4, .tag_ub = TAG_UB, .devices = &cpu2},
           ft = {.world = 2, .tag_ub = TAG_UB, .devices = &tight}, fg = {.world = 2, .tag_ub = TAG_UB, .devices = &g};
     Plan p = facts_ok("plan/allreduce auto, one node", &f1, "--mode ddp");
-    EXPECT("plan/allreduce: auto on one node of cpus is shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto on one node of cpus is shm", p.data.algo == ALLREDUCE_SHM, "%d", p.data.algo);
     p = facts_ok("plan/allreduce auto, replicas on two nodes", &f2, "--mode ddp");
-    EXPECT("plan/allreduce: auto with replicas on two nodes is mpi", p.allreduce == ALLREDUCE_MPI, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with replicas on two nodes is mpi", p.data.algo == ALLREDUCE_MPI, "%d", p.data.algo);
     p = facts_ok("plan/allreduce auto, hybrid, each stage's replicas on one node", &f2, "--mode hybrid --pp 2 --dp 2 --placement replicas");
-    EXPECT("plan/allreduce: auto, hybrid with each stage's replicas on a node: shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto, hybrid with each stage's replicas on a node: shm", p.data.algo == ALLREDUCE_SHM, "%d",
+           p.data.algo);
     p = facts_ok("plan/allreduce auto, /dev/shm too small", &ft, "--mode ddp");
-    EXPECT("plan/allreduce: auto with /dev/shm too small is mpi", p.allreduce == ALLREDUCE_MPI, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with /dev/shm too small is mpi", p.data.algo == ALLREDUCE_MPI, "%d", p.data.algo);
     p = facts_ok("plan/allreduce auto, GPUs", &fg, "--mode ddp");
-    EXPECT("plan/allreduce: auto with the gradients on GPUs is mpi", p.allreduce == ALLREDUCE_MPI, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with the gradients on GPUs is mpi", p.data.algo == ALLREDUCE_MPI, "%d", p.data.algo);
     facts_refused("plan/refuse: --allreduce shm with the gradients on a GPU", &fg, "--mode ddp --allreduce shm",
                   "train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce mpi or ring with --device cuda");
     facts_refused("plan/refuse: --allreduce shm across nodes", &f2, "--mode ddp --allreduce shm",
@@ -481,24 +482,24 @@ static void test_allreduce(void) {
     facts_refused("plan/refuse: --allreduce shm, /dev/shm too small", &ft, "--mode ddp --allreduce shm",
                   "train: --allreduce shm needs 4.23 MB of /dev/shm for the 2 ranks of this node, and 1 MB are free");
     p = facts_ok("plan/allreduce auto, --zero 3", &f1, "--mode ddp --zero 3");
-    EXPECT("plan/allreduce: auto with ZeRO-3 is shm (its working buckets in windows)", p.allreduce == ALLREDUCE_SHM,
-           "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with ZeRO-3 is shm (its working buckets in windows)", p.data.algo == ALLREDUCE_SHM,
+           "%d", p.data.algo);
     p = facts_ok("plan/allreduce auto, --zero 2", &f1, "--mode ddp --zero 2");
-    EXPECT("plan/allreduce: auto with ZeRO-2 is shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with ZeRO-2 is shm", p.data.algo == ALLREDUCE_SHM, "%d", p.data.algo);
     // /dev/shm's room counts ZeRO's windows, per rank (16 layers of 128, 16 buckets of a layer, 16512 floats):
     // ddp's params + grads 2.1 MB, ZeRO-2's params + 2 buckets 1.19 MB, ZeRO-3's 2 + 2 buckets 0.26 MB; 1 MB for 2
     p = facts_ok("plan/allreduce auto, --zero 2, /dev/shm small", &ft, "--mode ddp --zero 2 --bucket-mb 0.004");
-    EXPECT("plan/allreduce: ZeRO-2's params and buckets do not fit 1 MB: mpi", p.allreduce == ALLREDUCE_MPI, "%d",
-           p.allreduce);
+    EXPECT("plan/allreduce: ZeRO-2's params and buckets do not fit 1 MB: mpi", p.data.algo == ALLREDUCE_MPI, "%d",
+           p.data.algo);
     p = facts_ok("plan/allreduce auto, --zero 3, /dev/shm small", &ft, "--mode ddp --zero 3 --bucket-mb 0.004");
-    EXPECT("plan/allreduce: ZeRO-3's working buckets fit 1 MB: shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: ZeRO-3's working buckets fit 1 MB: shm", p.data.algo == ALLREDUCE_SHM, "%d", p.data.algo);
     facts_refused("plan/refuse: --zero 2 --allreduce shm, /dev/shm too small for its windows", &ft,
                   "--mode ddp --zero 2 --bucket-mb 0.004 --allreduce shm",
                   "train: --allreduce shm needs 2.38 MB of /dev/shm for the 2 ranks of this node, and 1 MB are free");
     p = facts_ok("plan/allreduce auto, --zero 1", &f1, "--mode ddp --zero 1");
-    EXPECT("plan/allreduce: auto with ZeRO-1 stays shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with ZeRO-1 stays shm", p.data.algo == ALLREDUCE_SHM, "%d", p.data.algo);
     p = plan_ok("plan/allreduce: before the facts", 2, "--mode ddp --allreduce shm");
-    EXPECT("plan/allreduce: shm as asked until the facts are known", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: shm as asked until the facts are known", p.data.algo == ALLREDUCE_SHM, "%d", p.data.algo);
 }
 
 // --timeline-step of a resumed run, from the checkpoint's step (a fact read before the plan).
@@ -684,11 +685,12 @@ static void test_tp(void) {
     plan_ok("plan/tp: ddp x tp with --trace (no --zero)", 4, "--mode ddp --tp 2 --trace t.json");
     plan_ok("plan/tp: --allreduce picks the group's", 2, "--tp 2 --allreduce ring");
     p = plan_ok("plan/tp: --tp-message auto by default", 4, "--mode pp --tp 2");
-    EXPECT("plan/tp: --tp-message auto by default in a pipeline", p.tp_message == TP_MESSAGE_AUTO, "%d", p.tp_message);
+    EXPECT("plan/tp: --tp-message auto by default in a pipeline", p.tensor.message == TP_MESSAGE_AUTO, "%d",
+           p.tensor.message);
     p = plan_ok("plan/tp: --tp-message full", 4, "--mode pp --tp 2 --tp-message full");
-    EXPECT("plan/tp: --tp-message full as asked", p.tp_message == TP_MESSAGE_FULL, "%d", p.tp_message);
+    EXPECT("plan/tp: --tp-message full as asked", p.tensor.message == TP_MESSAGE_FULL, "%d", p.tensor.message);
     p = plan_ok("plan/tp: --tp-message slice", 4, "--mode pp --tp 2 --tp-message slice");
-    EXPECT("plan/tp: --tp-message slice in a pipeline", p.tp_message == TP_MESSAGE_SLICE, "%d", p.tp_message);
+    EXPECT("plan/tp: --tp-message slice in a pipeline", p.tensor.message == TP_MESSAGE_SLICE, "%d", p.tensor.message);
     refused("plan/refuse: --tp-message without --tp", 1, "--tp-message slice",
             "train: --tp-message applies to a pipeline (--pp > 1) with tensor parallelism (--tp > 1), and this run is "
             "pp 1 x dp 1 x tp 1: drop it or set --pp and --tp");
@@ -711,23 +713,25 @@ static void test_tp(void) {
     Hardware h2 = {.no_gpu_rank = -1, .nodes = 2, .node_of = split_group, .shm_free = unknown};
     Facts f1 = {.world = 4, .tag_ub = TAG_UB, .devices = &h1}, f2 = {.world = 4, .tag_ub = TAG_UB, .devices = &h2};
     p = facts_ok("plan/tp allreduce auto, one node", &f1, "--mode pp --tp 2");
-    EXPECT("plan/tp: auto sums the group over shm on one node", p.tp_allreduce == ALLREDUCE_SHM, "%d", p.tp_allreduce);
+    EXPECT("plan/tp: auto sums the group over shm on one node", p.tensor.algo == ALLREDUCE_SHM, "%d", p.tensor.algo);
     p = facts_ok("plan/tp allreduce auto, a group across nodes", &f2, "--mode pp --tp 2");
-    EXPECT("plan/tp: auto with a group across nodes is mpi", p.tp_allreduce == ALLREDUCE_MPI, "%d", p.tp_allreduce);
+    EXPECT("plan/tp: auto with a group across nodes is mpi", p.tensor.algo == ALLREDUCE_MPI, "%d", p.tensor.algo);
     facts_refused("plan/refuse: --allreduce shm with a group across nodes", &f2, "--mode pp --tp 2 --allreduce shm",
                   "train: --allreduce shm needs each tensor-parallel group of 2 ranks on one node, and rank 3 is not on rank 2's: use --allreduce mpi or ring");
     // On GPUs (issue 22 item 4): --transport nccl carries the group's all-reduce too; auto keeps mpi
     Hardware g4 = gpus(4, 0);
     Facts fg4 = {.world = 4, .tag_ub = TAG_UB, .devices = &g4}, fg2 = {.world = 2, .tag_ub = TAG_UB, .devices = &g4};
     p = facts_ok("plan/tp over nccl", &fg2, "--tp 2 --transport nccl");
-    EXPECT("plan/tp: --tp 2 --transport nccl (no pipeline) sums the group over NCCL", p.tp_nccl && p.device == DEVICE_CUDA &&
-           p.transport == TRANSPORT_NCCL, "tp_nccl %d device %d transport %d", p.tp_nccl, p.device, p.transport);
+    EXPECT("plan/tp: --tp 2 --transport nccl (no pipeline) sums the group over NCCL",
+           p.tensor.nccl && p.device == DEVICE_CUDA && p.transport == TRANSPORT_NCCL,
+           "tp_nccl %d device %d transport %d", p.tensor.nccl, p.device, p.transport);
     p = facts_ok("plan/tp over nccl, pp2 x tp2", &fg4, "--mode pp --tp 2 --transport nccl --schedule 1f1b --micro-batches 4");
-    EXPECT("plan/tp: pp2 x tp2 over nccl: the pipeline's messages and the group's all-reduce both", p.tp_nccl &&
-           p.transport == TRANSPORT_NCCL, "tp_nccl %d transport %d", p.tp_nccl, p.transport);
+    EXPECT("plan/tp: pp2 x tp2 over nccl: the pipeline's messages and the group's all-reduce both",
+           p.tensor.nccl && p.transport == TRANSPORT_NCCL, "tp_nccl %d transport %d", p.tensor.nccl, p.transport);
     p = facts_ok("plan/tp on GPUs, auto", &fg2, "--tp 2");
-    EXPECT("plan/tp: on GPUs auto keeps the group's all-reduce on mpi (NCCL unproven there)", !p.tp_nccl &&
-           p.device == DEVICE_CUDA && p.tp_allreduce == ALLREDUCE_MPI, "tp_nccl %d %d", p.tp_nccl, p.tp_allreduce);
+    EXPECT("plan/tp: on GPUs auto keeps the group's all-reduce on mpi (NCCL unproven there)",
+           !p.tensor.nccl && p.device == DEVICE_CUDA && p.tensor.algo == ALLREDUCE_MPI, "tp_nccl %d %d", p.tensor.nccl,
+           p.tensor.algo);
     facts_refused("plan/refuse: --tp --transport nccl with --allreduce", &fg2, "--tp 2 --transport nccl --allreduce ring",
                   "train: --transport nccl sums the tensor-parallel group over NCCL, and --allreduce asks for another way: drop one of them");
     refused("plan/refuse: --transport without a pipeline nor --tp", 2, "--mode ddp --transport nccl",

@@ -72,7 +72,7 @@ static int rule_tp_width(const TrainConfig *c, long long T, Err *e) {
 static int rule_tp(const TrainConfig *c, Plan *p, Err *e) {
     if (p->T == 1) return 0;
     if (rule_tp_width(c, p->T, e)) return -1;
-    p->tp_message = p->pipelined ? c->tp_message : 0;  // (0: TP_MESSAGE_FULL, no messages)
+    p->tensor.message = p->pipelined ? c->tp_message : 0;  // (0: TP_MESSAGE_FULL, no messages)
     return 0;
 }
 
@@ -94,6 +94,14 @@ static int rule_data_parallel(const TrainConfig *c, const Plan *p, Err *e) {
 
 static int rule_depth(const TrainConfig *c, const Plan *p, Err *e);
 
+// Each axis' part of the plan: its options as this run takes them (an inactive axis: its defaults).
+static void plan_parts(const TrainConfig *c, const Degrees *d, Plan *p) {
+    p->data = (DataPlan){.zero = d->zero, .sync = c->ddp_sync, .algo = c->allreduce, .bucket_mb = c->bucket_mb};
+    p->tensor.algo = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;  // (the facts may change both)
+    p->pipe = (PipelinePlan){.ckpt = p->pipelined && c->checkpoint_activations,
+                             .max_inflight = c->max_inflight ? (int)c->max_inflight : 2 * d->pp};
+}
+
 // The grid the degrees give (stages K, replicas D, tensor ranks T), micro-batches and micro-steps.
 static int rule_grid(const TrainConfig *c, const Degrees *d, Plan *p, Err *e) {
     p->K = d->pp;
@@ -102,6 +110,7 @@ static int rule_grid(const TrainConfig *c, const Degrees *d, Plan *p, Err *e) {
     p->M = p->pipelined ? (int)c->micro_batches : 1;
     // (a config file's key is left unused)
     p->N = d->pp == 1 && !d->manual ? (int)c->grad_accum : 1;
+    plan_parts(c, d, p);
     return rule_depth(c, p, e);
 }
 
@@ -551,12 +560,12 @@ static void shm_unfit(const TrainConfig *c, const Facts *f, const Plan *p, const
 // Data parallelism's all-reduce: --allreduce shm where it can run (else refused), auto: shm on the
 // host where it can run, else mpi; decided alike on every rank from every rank's facts.
 static int rule_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    p->allreduce = c->allreduce;
+    p->data.algo = c->allreduce;
     if (!p->data_parallel || !f->devices || (c->allreduce != ALLREDUCE_SHM && c->allreduce != ALLREDUCE_AUTO)) return 0;
     char why[300] = "";
     if (c->allreduce == ALLREDUCE_AUTO) {
         if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
-        p->allreduce = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
+        p->data.algo = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
         return 0;
     }
     shm_unfit(c, f, p, "train", why, sizeof why);
@@ -575,19 +584,19 @@ static void rule_eval(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 // The tensor-parallel group's all-reduce: as --allreduce says; auto: shm where every group sits on one
 // node and the buffers are on the host, else mpi (until the facts are known: mpi).
 static int rule_tp_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    p->tp_allreduce = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;
+    p->tensor.algo = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;
     if (p->T == 1 || !f->devices) return 0;
     // over NCCL (devcomm_allreduce_sum) with --transport nccl: every rank has a GPU of its own
-    p->tp_nccl = p->transport == TRANSPORT_NCCL;
-    if (p->tp_nccl && !p->data_parallel && seen_typed(e->seen, "allreduce"))
+    p->tensor.nccl = p->transport == TRANSPORT_NCCL;
+    if (p->tensor.nccl && !p->data_parallel && seen_typed(e->seen, "allreduce"))
         return refuse(e, "train: --transport nccl sums the tensor-parallel group over NCCL, and --allreduce asks "
                          "for another way: drop one of them");
-    if (p->tp_nccl) return 0;
+    if (p->tensor.nccl) return 0;
     int apart = -1;  // a rank not on the node of its group's first rank
     for (int r = 0; r < p->world && apart < 0; r++)
         if (f->devices->node_of[r] != f->devices->node_of[r - r % p->T]) apart = r;
     if (c->allreduce == ALLREDUCE_AUTO)
-        p->tp_allreduce = p->device == DEVICE_CPU && apart < 0 ? ALLREDUCE_SHM : ALLREDUCE_MPI;
+        p->tensor.algo = p->device == DEVICE_CPU && apart < 0 ? ALLREDUCE_SHM : ALLREDUCE_MPI;
     if (c->allreduce == ALLREDUCE_SHM && apart >= 0)
         return refuse(e,
                       "train: --allreduce shm needs each tensor-parallel group of %d ranks on one node, and rank %d is "
@@ -648,6 +657,7 @@ int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size
     p->distributed = p->world > 1;
     p->M = p->pipelined ? (int)c->micro_batches : 1;
     p->N = 1;
+    plan_parts(c, d, p);
     p->schedule = c->schedule;
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);
     p->transport_why = "";

@@ -29,6 +29,26 @@ typedef struct {
                                      // unreadable: ckpt_setup and ckpt_resume then say why)
 } Facts;
 
+// Each axis' part of the Plan: its options as this run takes them (an inactive axis keeps its defaults),
+// so that nothing downstream of the plan reads the options to decide a layout question.
+typedef struct {
+    int zero;          // ZeRO stage over the replicas: 0 (none; always without data parallelism), 1, 2 or 3
+    int sync;          // SYNC_* (axes/ddp.h): naive, or bucketed (overlapped with the backward)
+    int algo;          // ALLREDUCE_*: the replicas' collectives, auto resolved (shm or mpi) once the facts are known
+    double bucket_mb;  // a gradient bucket's capacity, MiB
+} DataPlan;
+typedef struct {
+    int algo;     // ALLREDUCE_*: the group's all-reduce (auto: shm when every group sits on one node and the
+                  // buffers are on the host, else mpi; mpi until the facts are known)
+    int nccl;     // 1: the group sums over NCCL instead (--transport nccl, T > 1)
+    int message;  // TP_MESSAGE_* (axes/tp.h): pipeline messages between groups whole or sliced (slice only
+                  // with --tp and a pipeline)
+} TensorPlan;
+typedef struct {
+    int ckpt;          // activation checkpointing: a stage keeps its inputs and recomputes in the backward
+    int max_inflight;  // zb-auto: its search's limit of micro-batches a stage holds from F to W (default 2 x K)
+} PipelinePlan;
+
 typedef struct {
     int mode;          // MODE_*: the spelling of the degrees (--json's "mode", a checkpoint's manifest)
     int schedule;      // SCHED_*: --schedule, or SCHED_FILE when a pipeline runs --schedule-file
@@ -66,12 +86,9 @@ typedef struct {
     int device;            // DEVICE_CPU or DEVICE_CUDA
     int transport;         // TRANSPORT_MPI or TRANSPORT_NCCL: how the pipeline's stages exchange
     const char *transport_why;  // why MPI though NCCL could run ("" when not so decided)
-    int allreduce;         // ALLREDUCE_*: data parallelism's, auto resolved (shm or mpi); else as given
-    int tp_message;        // TP_MESSAGE_* (axes/tp.h): pipeline messages between groups whole or sliced
-                           // (slice only with --tp and a pipeline)
-    int tp_allreduce;      // ALLREDUCE_*: the tensor-parallel group's (auto: shm when every group sits on one
-                           // node and the buffers are on the host, else mpi)
-    int tp_nccl;           // 1: the tensor-parallel group sums over NCCL instead (--transport nccl, T > 1)
+    DataPlan data;              // the axes' parts (above)
+    TensorPlan tensor;
+    PipelinePlan pipe;
     int grad_accum_given;  // --grad-accum was set (the report shows it even at 1)
 } Plan;
 
@@ -101,9 +118,9 @@ int plan_device(const char *cmd, int device, int transport, int tf32, int world,
                 int *transport_out, const char **why, char *err, size_t errlen);
 extern const char *const PLAN_NCCL_UNPROVEN;
 
-// The degrees the plan runs (zero: the effective ZeRO level).
-static inline Degrees plan_degrees(const Plan *p, int zero) {
-    return (Degrees){.pp = p->K, .dp = p->D, .tp = p->T, .zero = zero, .manual = p->mode == MODE_MANUAL};
+// The degrees the plan runs.
+static inline Degrees plan_degrees(const Plan *p) {
+    return (Degrees){.pp = p->K, .dp = p->D, .tp = p->T, .zero = p->data.zero, .manual = p->mode == MODE_MANUAL};
 }
 // The chunk order (which rank holds which virtual stage) is the schedule's (p->chunk_order, schedule.h). The
 // executor, checkpoints, verify, the report and the trace all ask these, never vs % K.
