@@ -14,8 +14,8 @@ LDLIBS := -lopenblas -lcjson -lz -lm
 # parallelism in axes/, the planner in planner/, the communication layer in comms/ and the
 # foundations (no MPI, no model, no schedule) in base/. tests/shape.py holds the floors.
 CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftest.c plot.c
-CORE_SRCS := comms.c model.c schedule.c schedule_file.c shard.c schedule_auto.c
-COMMS_SRCS := $(addprefix comms/,hardware.c messages.c collectives.c launch.c slurm.c watchdog.c finalize.c p2p.c)
+CORE_SRCS := comms.c model.c schedule.c schedule_file.c shard.c schedule_auto.c p2p.c
+COMMS_SRCS := $(addprefix comms/,hardware.c messages.c collectives.c ring.c shm.c launch.c slurm.c watchdog.c finalize.c)
 TRAIN_SRCS := $(addprefix train/,plan.c plan_sizes.c options.c measure.c pipeline.c verify.c report.c report_json.c checkpoint.c \
                                  trace.c metrics.c live.c)
 AXES_SRCS := $(addprefix axes/,ddp.c zero.c tp.c)
@@ -145,7 +145,7 @@ $(BUILD)/%.o: %.c | deps $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/kernels.o: kernels.cu base/ops.h base/ops_math.h devcomm.h base/util.h | $(BUILD)
+$(BUILD)/kernels.o: kernels.cu base/ops.h base/ops_math.h comms/devcomm.h base/util.h | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 # The CPU-only twin of a GPU-enabled build (make test runs its checks too).

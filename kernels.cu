@@ -14,7 +14,7 @@
 #include <string.h>
 #include "base/ops_math.h"
 extern "C" {
-#include "devcomm.h"
+#include "comms/devcomm.h"
 #include "base/ops.h"
 #include "base/util.h"
 }
