@@ -2,7 +2,7 @@
 // the communication layer's headers in comms/, which sit below the core and include nothing of it:
 //   comms.c              MPI's lifecycle (init, the exit hooks, the bounded finalize), the world, the
 //                        grid of pipeline (pp), data-parallel (dp) and tensor-parallel (tp) groups, the
-//                        NCCL transport's opening (comms/devcomm.h, implemented by kernels.cu);
+//                        NCCL transport's opening (comms/devcomm.h, implemented by nccl.cu);
 //   comms/comm.h         the Comm every file of the wire works on, the grid's arithmetic;
 //   comms/hardware.h     what every rank's GPU, node and /dev/shm allow, gathered alike on every rank
 //                        (the plan decides the device and the transport from it);
