@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include "base/fault.h"
 #include "planner/memory.h"
-#include "comms/p2p.h"
+#include "p2p.h"
 #include "train/pipeline.h"
 #include "train/report.h"
 #include "schedule_file.h"
@@ -206,7 +206,7 @@ static void check_replicas_agree(const Model *model, const Comm *comm) {
 // group; ZeRO-2's gradients and ZeRO-3's working buckets are zero.c's windows (zero_init).
 static void setup_data_parallel(const TrainConfig *c, const Plan *p, Wire *w, Model *model) {
     check_replicas_agree(model, &w->comm);
-    for (int k = 0; k < model->n_local && p->allreduce == ALLREDUCE_SHM && c->zero < 3; k++) {
+    for (int k = 0; k < model->n_local && comm_algo_windows(p->allreduce) && c->zero < 3; k++) {
         float *params = comm_shared_alloc(&w->comm, model->local[k].n_params);
         stage_share(&model->local[k], params,
                     c->zero >= 2 ? NULL : comm_shared_alloc(&w->comm, model->local[k].n_params));

@@ -3,7 +3,7 @@
 // exchange covers every pair that talks, and NCCL's in-order execution per communicator finishes.
 #include <stdlib.h>
 #include "unit.h"
-#include "comms/p2p.h"
+#include "p2p.h"
 #include "schedule.h"
 
 // Every rank's list of (kind, K, M, v), or of an evaluation (forward only) when kind < 0, checked.
