@@ -1,8 +1,8 @@
 // schedule.c: the schedule kinds: one const row per kind (schedule_kinds, the table schedule.h
 // describes) and its generator (naive stop-and-wait, GPipe fill-drain, 1F1B, Megatron's interleaved
-// 1F1B for any M, zero-bubble ZB-H1, ZB-H2 and ZB-V, DeepSeek's DualPipeV) as per-rank action lists
-// over a chunk order (which rank holds each chunk), and the discrete-event simulator that runs
-// those very lists against each other.
+// 1F1B for any M, zero-bubble ZB-H1, ZB-H2 and ZB-V, DeepSeek's DualPipeV, PyTorch's looped BFS) as
+// per-rank action lists over a chunk order (which rank holds each chunk), and the discrete-event
+// simulator that runs those very lists against each other.
 #include <math.h>
 #include <string.h>
 #include "base/config.h"  // choice_name
@@ -297,6 +297,19 @@ static void dualpipev(const At *at, int M) {
     free(d->queue);
 }
 
+// Looped BFS (Lamy-Poirier, Breadth-First Pipeline Parallelism, arXiv:2211.05953; PyTorch's
+// ScheduleLoopedBFS): interleaved's loop of chunks, run breadth first: every micro-batch forward
+// through chunk 0, then through chunk 1, ...; then the full backwards chunk by chunk from the last,
+// each chunk's micro-batches in reverse order (the last forward's first), as PyTorch orders them.
+// GPipe over K x v virtual stages: at its peak a rank holds every micro-batch of every chunk.
+static void looped_bfs(const At *at, int M) {
+    int v = at->V / at->K;
+    for (int c = 0; c < v; c++)
+        for (int mb = 0; mb < M; mb++) forward(at, c, mb);
+    for (int c = v - 1; c >= 0; c--)
+        for (int mb = M - 1; mb >= 0; mb--) backward(at, c, mb, ACT_BACKWARD);
+}
+
 // The textbook bubbles, idle / makespan (each row below says where its formula holds).
 static double bubble_naive(int K, int M, int v) { (void)M, (void)v; return (double)(K - 1) / K; }
 static double bubble_fill(int K, int M, int v) { (void)v; return (double)(K - 1) / (M + K - 1); }
@@ -335,6 +348,13 @@ static const ScheduleKind schedule_kinds[SCHED_KINDS] = {
     // its span (K-1-s) x max(0, F+I-2W) and the makespan is M(F+I+W) + (K-1) max(F, F+I-2W).
     [SCHED_ZBH2] = {.name = "zb-h2", .chunks = 1, .split = 1, .generate = zbh2, .bubble = bubble_split,
                     .holds = {.uniform = 1, .m_per_k = 2, .m_less = 1}, .searched = 1},
+    // looped-bfs (K-1)/(v*M+K-1), any F and B, for M >= K: interleaved's bubble. Each rank runs its v*M
+    // forwards without a gap (chunk c+1's first input is back from the last rank by then), the last
+    // rank turns at once to the backwards, and they too run without a gap: each rank idles K-1 chunk
+    // passes forward and K-1 backward, (K-1)(F+B)/v beside its busy M(F+B). Below M = K a rank waits
+    // at each turn of the loop. With one chunk it is gpipe (its backwards reversed).
+    [SCHED_LOOPED_BFS] = {.name = "looped-bfs", .chunks = CHUNKS_OPTION, .least_chunks = 2, .one_chunk = "gpipe",
+                          .generate = looped_bfs, .bubble = bubble_loop, .holds.m_per_k = 1},
     // zb-auto: the lists of its search (schedule_auto.c), one chunk, split backwards; no formula.
     [SCHED_ZBAUTO] = {.name = "zb-auto", .chunks = 1, .split = 1},
     // a schedule file: its chunks, chunk order and split are the file's; no formula.

@@ -1,4 +1,4 @@
-// tests/unit_schedules.c: the schedules beyond 1F1B. Simulator sweeps: every schedule is
+// tests/unit_schedules.c: the schedules beyond 1F1B and their table. Simulator sweeps: every schedule is
 // deadlock-free and complete over K <= 8, M <= 32, v <= 4; interleaved's simulated bubble equals its
 // formula exactly; zb-h1's is below 1f1b's for every K >= 2 and every M with comparable costs, equals
 // its formula for M >= K, and its peak in-flight equals 1f1b's. Generators: Megatron's interleaved
@@ -518,6 +518,57 @@ static void test_progress(void) {
     comm_finalize();
 }
 
+// Looped BFS (PyTorch's ScheduleLoopedBFS): PyTorch's order on a small case (every micro-batch
+// through chunk 0, then chunk 1; the backwards from the last chunk, each chunk's micro-batches in
+// reverse), the formula exact for any costs from M = K on and short of it below, and GPipe's memory:
+// every micro-batch of every chunk in flight at the peak.
+static void test_looped_bfs(void) {
+    const char *want = "F0.0 F0.1 F0.2 F1.0 F1.1 F1.2 B1.2 B1.1 B1.0 B0.2 B0.1 B0.0";
+    int order_bad = 0;
+    char got[256] = "";
+    for (int s = 0; s < 2; s++) {
+        ActionList l = {0};
+        schedule_build(SCHED_LOOPED_BFS, NULL, 2, 3, 2, s, &l);
+        got[0] = 0;
+        for (int i = 0; i < l.n; i++)
+            if (action_is_compute(l.a[i].kind)) {
+                size_t n = strlen(got);
+                snprintf(got + n, sizeof got - n, "%s%s%d.%d", n ? " " : "", action_names[l.a[i].kind], l.a[i].chunk, l.a[i].mb);
+            }
+        order_bad += strcmp(got, want) != 0;
+        action_list_free(&l);
+    }
+    EXPECT("looped-bfs/PyTorch's order K=2 M=3 v=2, every rank (F<chunk>.<mb>)", !order_bad, "got  %s\n     want %s", got, want);
+    double costs[][3] = {{1, 1, 1}, {1, 2, 1}, {2, 1, 1}, {1, 1, 3}};
+    int bad = 0, below = 0, peak_bad = 0, n = 0;
+    char why[300] = "";
+    for (size_t c = 0; c < sizeof costs / sizeof *costs; c++)
+        for (int K = 2; K <= 6; K++)
+            for (int v = 2; v <= 3; v++)
+                for (int M = 1; M <= 16; M++) {
+                    SimSpec sp = {.kind = SCHED_LOOPED_BFS, .K = K, .M = M, .v = v, .f = costs[c][0], .b = costs[c][1], .w = costs[c][2]};
+                    SimResult r;
+                    schedule_sim(&sp, &r);
+                    double f = schedule_bubble_formula(SCHED_LOOPED_BFS, K, M, v);
+                    n++;
+                    if (M >= K && r.bubble_mean != f && !bad++)
+                        snprintf(why, sizeof why, "F=%g I=%g W=%g K=%d M=%d v=%d: simulated %.17g formula %.17g", costs[c][0],
+                                 costs[c][1], costs[c][2], K, M, v, r.bubble_mean, f);
+                    below += M < K && r.bubble_mean > f;
+                    for (int s = 0; s < K; s++) peak_bad += r.peak_inflight[s] != v * M;
+                    sim_result_free(&r);
+                }
+    EXPECT("looped-bfs/simulated bubble == (K-1)/(v*M+K-1) exactly for M >= K, any F:B (4 cost ratios), and above it for M < K",
+           !bad && below == 4 * 2 * (1 + 2 + 3 + 4 + 5), "%s; %d cases below K above the formula", why, below);
+    EXPECT("looped-bfs/peak in-flight v*M chunk passes on every rank (GPipe's memory over the virtual stages)", !peak_bad && n > 0,
+           "%d ranks off", peak_bad);
+    EXPECT("looped-bfs/checks: v >= 2 (any M), not with 1 chunk",
+           !schedule_check(SCHED_LOOPED_BFS, 4, 1, 2) && !schedule_check(SCHED_LOOPED_BFS, 4, 7, 3) &&
+               schedule_check(SCHED_LOOPED_BFS, 4, 8, 1) && schedule_splits_backward(SCHED_LOOPED_BFS, NULL) == 0 &&
+               schedule_chunk_order(SCHED_LOOPED_BFS, NULL) == CHUNKS_LOOP && schedule_chunks(SCHED_LOOPED_BFS, 3, NULL) == 3,
+           "wrong verdicts");
+}
+
 // Kinds as a table: the option's choices are the table's names; every formula equals the simulated
 // bubble wherever its row says it holds (for F = I = W, and for unequal costs where it claims them);
 // a kind out of range stops the run rather than borrowing another kind's facts.
@@ -604,7 +655,7 @@ static void test_parse_list(void) {
     char why[256] = "";
     n = schedule_parse_list("all", k, 16, why, sizeof why);
     EXPECT("schedules/list: all is every built-in kind, in order, without zb-auto (a search: asked by name)",
-           n == SCHED_ZBAUTO && k[0] == SCHED_NAIVE && k[n - 1] == SCHED_ZBH2, "n %d", n);
+           n == SCHED_ZBAUTO && k[0] == SCHED_NAIVE && k[n - 1] == SCHED_LOOPED_BFS, "n %d", n);
     n = schedule_parse_list("zb-auto", k, 16, why, sizeof why);
     EXPECT("schedules/list: zb-auto by name", n == 1 && k[0] == SCHED_ZBAUTO, "n %d", n);
     n = schedule_parse_list("zb-h1,gpipe", k, 16, why, sizeof why);
@@ -635,6 +686,7 @@ int main(int argc, char **argv) {
     test_v_schedules();
     test_zbh2();
     test_paper_table();
+    test_looped_bfs();
     test_table();
     test_parse_list();
     for (int ckpt = 0; ckpt < 2; ckpt++)
