@@ -17,7 +17,7 @@ void layout_apply(const Layout *l, TrainConfig *c) {
     c->pp = l->pp;
     c->dp = l->dp;
     c->schedule = l->pp > 1 ? l->schedule : c->schedule;
-    if (l->pp > 1 && l->schedule == SCHED_INTERLEAVED) c->virtual_stages = l->v;
+    if (l->pp > 1 && schedule_kind(l->schedule)->chunks == CHUNKS_OPTION) c->virtual_stages = l->v;
     c->micro_batches = l->pp > 1 ? l->M : 1;
     c->checkpoint_activations = l->pp > 1 && l->ckpt;
     c->precision = l->precision;
@@ -55,7 +55,7 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
     if (l->pp > 1) {
         snprintf(out + strlen(out), n - strlen(out), " --schedule %s",
                  choice_name(SCHED_NAMES, l->schedule, name, sizeof name));
-        if (l->schedule == SCHED_INTERLEAVED) add(out, n, " --virtual-stages %lld", l->v);
+        if (schedule_kind(l->schedule)->chunks == CHUNKS_OPTION) add(out, n, " --virtual-stages %lld", l->v);
         add(out, n, " --micro-batches %lld", l->M);
         if (l->ckpt) snprintf(out + strlen(out), n - strlen(out), " --checkpoint-activations");
     }
