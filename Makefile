@@ -14,8 +14,8 @@ LDLIBS := -lopenblas -lcjson -lz -lm
 # parallelism in axes/, the planner in planner/, the communication layer in comms/ and the
 # foundations (no MPI, no model, no schedule) in base/. tests/shape.py holds the floors.
 CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftest.c plot.c
-CORE_SRCS := comms.c model.c schedule.c schedule_file.c shard.c schedule_auto.c
-COMMS_SRCS := $(addprefix comms/,hardware.c messages.c collectives.c launch.c slurm.c watchdog.c finalize.c p2p.c)
+CORE_SRCS := comms.c model.c schedule.c schedule_file.c shard.c schedule_auto.c p2p.c
+COMMS_SRCS := $(addprefix comms/,hardware.c messages.c collectives.c ring.c shm.c launch.c slurm.c watchdog.c finalize.c)
 TRAIN_SRCS := $(addprefix train/,plan.c plan_sizes.c options.c measure.c pipeline.c verify.c report.c report_json.c checkpoint.c \
                                  trace.c metrics.c live.c)
 AXES_SRCS := $(addprefix axes/,degrees.c ddp.c zero.c tp.c)
@@ -67,7 +67,7 @@ NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 NVCCFLAGS ?= -I. -O3 -std=c++17 -fmad=false $(NVCC_ARCH) $(if $(WERROR),--Werror all-warnings) \
              -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror)
 ifeq ($(CUDA),1)
-  GPU_OBJS := $(BUILD)/kernels.o
+  GPU_OBJS := $(BUILD)/kernels.o $(BUILD)/nccl.o
   NVCCFLAGS += -I$(dir $(CUBLAS_INC)) -I$(dir $(NCCL_INC))
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUBLAS_LIB) -Wl,-rpath,$(dir $(CUBLAS_LIB)) \
             $(NCCL_LIB) -Wl,-rpath,$(dir $(NCCL_LIB)) -lcudart -lstdc++
@@ -145,7 +145,10 @@ $(BUILD)/%.o: %.c | deps $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/kernels.o: kernels.cu base/ops.h base/ops_math.h devcomm.h base/util.h | $(BUILD)
+# The CUDA build: the backend of ops.h (kernels.cu) and the NCCL transport of comms/devcomm.h (nccl.cu).
+$(BUILD)/kernels.o: kernels.cu kernels.h base/ops.h base/ops_math.h base/util.h | $(BUILD)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/nccl.o: nccl.cu kernels.h comms/devcomm.h base/util.h | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 # The CPU-only twin of a GPU-enabled build (make test runs its checks too).
@@ -251,7 +254,7 @@ bench: micropp bench/sgemm bench/bf16gemm
 # silenced where it occurs, with the reason: `// cppcheck-suppress ID ; why` on the line above.
 # -D_Noreturn=...: cppcheck 2.10 (Debian 12) ignores C11 _Noreturn, so without it fatal(),
 # user_error() and CHECK() look as if they returned (false double frees, out-of-bounds reads).
-# kernels.cu is left out: cppcheck does not parse CUDA (and as C++ it asks for C++ idioms).
+# kernels.cu and nccl.cu are left out: cppcheck does not parse CUDA (and as C++ it asks for C++ idioms).
 # --check-level=exhaustive does not exist before cppcheck 2.11: the default depth is used.
 CPPCHECK ?= cppcheck
 LINT_SRCS := $(wildcard *.c base/*.c comms/*.c train/*.c axes/*.c planner/*.c tests/*.c tests/fuzz/*.c bench/*.c)
@@ -263,7 +266,7 @@ CPPCHECK_FLAGS ?= --enable=warning,style,performance,portability --std=c11 --inl
 # tree as a whole yet; format the files you touch). make format-check: which files it would change,
 # and by how many lines (informational: exit 0).
 CLANG_FORMAT ?= clang-format
-FORMAT_SRCS := $(wildcard *.c *.h base/*.c base/*.h comms/*.c comms/*.h train/*.c train/*.h axes/*.c axes/*.h planner/*.c planner/*.h kernels.cu tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c)
+FORMAT_SRCS := $(wildcard *.c *.h base/*.c base/*.h comms/*.c comms/*.h train/*.c train/*.h axes/*.c axes/*.h planner/*.c planner/*.h kernels.cu nccl.cu tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c)
 .PHONY: lint format format-check
 lint: | deps
 	@command -v $(CPPCHECK) >/dev/null || { echo "make lint: $(CPPCHECK) not found (apt-get install cppcheck)"; exit 1; }

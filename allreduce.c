@@ -1,5 +1,5 @@
-// allreduce.c: `micropp allreduce`: times the data-parallel all-reduce over every rank, MPI's own
-// (MPI_Allreduce) against collectives.c's from-scratch ring and its shared-memory path, the way
+// allreduce.c: `micropp allreduce`: times the data-parallel all-reduce over every rank by each algorithm
+// of the collectives' table (comm_algos: MPI's own MPI_Allreduce, the from-scratch ring, shm), the way
 // nccl-tests' all_reduce_perf reports it (time, algorithm and bus bandwidth), and checks the result
 // (#wrong; exit 1 when wrong).
 #include <math.h>
@@ -10,14 +10,14 @@
 #include "commands.h"
 #include "base/util.h"
 
-// "all" among this command's --algo choices (mpi|ring|shm|all): every algorithm in turn.
-enum { ALGO_ALL = ALLREDUCE_SHM + 1 };
+// "all" among this command's --algo choices (the table's names, then all): every algorithm in turn.
+enum { ALGO_ALL = ALLREDUCE_ALGOS };
 
 typedef struct {
     int64_t size;     // bytes
     int sweep;        // all powers of two from 4 B to size
     int64_t iters, warmup;
-    int algo;         // ALLREDUCE_MPI, _RING, _SHM, or ALGO_ALL
+    int algo;         // a row of comm_algos (ALLREDUCE_*), or ALGO_ALL
     int json;
 } AllreduceConfig;
 
@@ -28,7 +28,7 @@ static const Option allreduce_options[] = {
     {"sweep", 0, OPT_BOOL, A(sweep), 0, 0, 0, 0, "every power of two from 4 B up to --size", 0},
     {"iters", 'n', OPT_INT, A(iters), 0, 1, 1 << 20, "N", "timed iterations per size", 0},
     {"warmup", 'w', OPT_INT, A(warmup), 0, 0, 1 << 20, "N", "untimed iterations first", 0},
-    {"algo", 0, OPT_CHOICE, A(algo), "mpi|ring|shm|all", 0, 0, "ALG",
+    {"algo", 0, OPT_CHOICE, A(algo), ALLREDUCE_ALGO_NAMES "|all", 0, 0, "ALG",
      "MPI_Allreduce, the ring, the shared-memory path, or all three", 0},
     {"json", 0, OPT_BOOL, A(json), 0, 0, 0, 0, "print one JSON object instead of the table", 0},
     {0},
@@ -81,14 +81,16 @@ int cmd_allreduce(int argc, char **argv) {
     Comm c;
     comm_grid(&c, &backend_cpu, 1, comm_world_size(), PLACEMENT_STAGES);  // dp = every rank
     size_t nmax = (size_t)cfg.size / 4;
-    // With shm among the algorithms, one buffer for all of them in a window the ranks share (shm
-    // reads the others' in place; for mpi and ring it is ordinary memory): one node only.
-    int shm = cfg.algo == ALLREDUCE_SHM || cfg.algo == ALGO_ALL;
+    int first = cfg.algo == ALGO_ALL ? 0 : cfg.algo, last = cfg.algo == ALGO_ALL ? ALLREDUCE_ALGOS - 1 : cfg.algo;
+    // With shm among the algorithms (a row whose buffers are windows), one buffer for all of them in a
+    // window the ranks share (shm reads the others' in place; for mpi and ring it is ordinary memory):
+    // one node only.
+    int shm = 0;
+    for (int a = first; a <= last; a++) shm |= comm_algos[a].windows;
     if (shm) comm_shared_require(&c, nmax * sizeof(float), "allreduce");
     float *x = shm ? comm_shared_alloc(&c, nmax) : backend_cpu.alloc(nmax * sizeof(float));
     for (size_t i = 0; i < nmax; i++) x[i] = 1e-3f;
-    int D = c.replicas, first = cfg.algo == ALGO_ALL ? 0 : cfg.algo, last = cfg.algo == ALGO_ALL ? 2 : cfg.algo;
-    const char *names[3] = {"mpi", "ring", "shm"};
+    int D = c.replicas;
     cJSON *rows = cJSON_CreateArray();
     long total_wrong = 0;
     if (c.rank == 0 && !cfg.json) {
@@ -107,11 +109,11 @@ int cmd_allreduce(int argc, char **argv) {
             total_wrong += wrong;
             double bytes = 4.0 * (double)n, algbw = bytes / t / 1e9, busbw = algbw * 2.0 * (D - 1) / D;
             if (c.rank == 0 && !cfg.json)
-                printf("  %12.0f %12zu %6s %12.1f %12.3f %12.3f %7ld\n", bytes, n, names[a], t * 1e6, algbw, busbw,
-                       wrong);
+                printf("  %12.0f %12zu %6s %12.1f %12.3f %12.3f %7ld\n", bytes, n, comm_algos[a].name, t * 1e6, algbw,
+                       busbw, wrong);
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "bytes", bytes);
-            cJSON_AddStringToObject(o, "algo", names[a]);
+            cJSON_AddStringToObject(o, "algo", comm_algos[a].name);
             cJSON_AddNumberToObject(o, "time_us", t * 1e6);
             cJSON_AddNumberToObject(o, "algbw_gbs", algbw);
             cJSON_AddNumberToObject(o, "busbw_gbs", busbw);

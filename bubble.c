@@ -2,12 +2,12 @@
 // (schedule, stages K, micro-batches M) it runs the schedule's real action lists through the
 // simulator (schedule.c) and prints the textbook bubble beside the simulated one, the peak number of
 // micro-batches in flight per stage, and the GPipe memory estimate; --gantt / --svg draw the schedule.
-// Interleaved rows take --virtual-stages chunks per rank, zb-v and dualpipev 2 in a V; the zero-
-// bubble family (zb-h1, zb-h2, zb-v, dualpipev) splits each backward into its input part I
-// (--cost-b minus --cost-w) and its weight part W (--cost-w). --schedule-file simulates a schedule
-// written as a file, --dump-csv writes one. --model FILE (a train config) adds each stage's peak
-// activation bytes for that model, by planner/memory.c's memory_layout as `micropp plan` reckons them
-// (equal to what train measures).
+// A row takes its kind's chunks per rank (its row of schedule.c's table: --virtual-stages for
+// interleaved, 2 in a V for zb-v and dualpipev); the zero-bubble family (zb-h1, zb-h2, zb-v,
+// dualpipev) splits each backward into its input part I (--cost-b minus --cost-w) and its weight
+// part W (--cost-w). --schedule-file simulates a schedule written as a file, --dump-csv writes one.
+// --model FILE (a train config) adds each stage's peak activation bytes for that model, by
+// planner/memory.c's memory_layout as `micropp plan` reckons them (equal to what train measures).
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -152,16 +152,11 @@ static void format_peaks(const int *p, int K, char *buf, size_t n) {
     }
 }
 
-// The textbook bubble of a row where one exists for these costs (schedule_bubble_formula), else NaN:
-// zb-h1's closed form holds for F = I = W and M >= K only, zb-h2's, zb-v's and dualpipev's for F = I = W
-// and M >= 2K-1 (2K), interleaved's for M % K == 0.
+// The textbook bubble of a row where one holds for these costs (the kind's row says where:
+// schedule_bubble_holds), else NaN.
 static double row_formula(const BubbleConfig *c, int kind, int K, int M, int v) {
     int uniform = c->cost_f == c->cost_w && c->cost_b - c->cost_w == c->cost_w && !c->stage_f;
-    if (kind == SCHED_ZBH1 && !(uniform && M >= K)) return NAN;
-    if (kind == SCHED_ZBH2 && !(uniform && M >= 2 * K - 1)) return NAN;
-    if ((kind == SCHED_ZBV || kind == SCHED_DUALPIPEV) && !(uniform && M >= 2 * K - 1)) return NAN;
-    if ((kind == SCHED_INTERLEAVED && M % K) || kind == SCHED_FILE || kind == SCHED_ZBAUTO) return NAN;
-    return schedule_bubble_formula(kind, K, M, v);
+    return schedule_bubble_holds(kind, K, M, uniform) ? schedule_bubble_formula(kind, K, M, v) : NAN;
 }
 static void format_formula(double v, char *buf, size_t n) {
     if (isnan(v)) snprintf(buf, n, "-");
@@ -170,8 +165,8 @@ static void format_formula(double v, char *buf, size_t n) {
 
 // The rows to simulate: every (schedule, K, M) given that the schedule can run.
 typedef struct {
-    long n, skipped;          // rows kept; rows skipped (dualpipev with M < 2K)
-    int has_interleaved, has_v;
+    long n, skipped;          // rows kept; rows skipped (M below a kind's least, e.g. dualpipev's 2K)
+    int has_option_chunks, has_v;  // a kind of --virtual-stages chunks (interleaved), of the V (zb-v)
     SimResult *sims;
     int *kind, *k, *m;        // [n]
     double **act;             // [n][K] with --model: peak activation bytes per stage (NULL: that layout cannot run)
@@ -212,13 +207,18 @@ static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kin
         user_error("bubble: --cost-w %g is the weight part of the backward: use a value above 0 and below --cost-b %g",
                    c->cost_w, c->cost_b);
     if (!seen_set(seen, "cost-w")) c->cost_w = c->cost_b / 2;
-    for (int a = 0; a < n_kind; a++) g->has_interleaved |= kinds[a] == SCHED_INTERLEAVED;
+    int takes = -1;  // the first kind asked for that takes --virtual-stages
+    for (int a = n_kind - 1; a >= 0; a--)
+        if (schedule_kind(kinds[a])->chunks == CHUNKS_OPTION) takes = kinds[a];
+    g->has_option_chunks = takes >= 0;
     for (int a = 0; a < n_kind; a++) g->has_v |= schedule_chunk_order(kinds[a], g->file) == CHUNKS_V;
-    if (seen_set(seen, "virtual-stages") && !g->has_interleaved)
-        user_error("bubble: --virtual-stages applies to --schedule interleaved: add it to --schedule or drop "
-                   "--virtual-stages");
-    if (g->has_interleaved && c->virtual_stages < 2)
-        user_error("bubble: --schedule interleaved needs --virtual-stages >= 2 (with 1 chunk per rank it is 1f1b)");
+    char takers[64];
+    if (seen_set(seen, "virtual-stages") && !g->has_option_chunks)
+        user_error("bubble: --virtual-stages applies to --schedule %s: add it to --schedule or drop --virtual-stages",
+                   schedule_chunk_option_kinds(takers, sizeof takers));
+    if (g->has_option_chunks && c->virtual_stages < schedule_kind(takes)->least_chunks)
+        user_error("bubble: --schedule %s needs --virtual-stages >= %d (with 1 chunk per rank it is %s)",
+                   schedule_kind(takes)->name, schedule_kind(takes)->least_chunks, schedule_kind(takes)->one_chunk);
     int has_auto = 0;
     for (int a = 0; a < n_kind; a++) has_auto |= kinds[a] == SCHED_ZBAUTO;
     if ((seen_set(seen, "max-inflight") || seen_set(seen, "w-memory")) && !has_auto)
@@ -226,8 +226,9 @@ static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kin
                    seen_set(seen, "max-inflight") ? "max-inflight" : "w-memory");
 }
 
-// Every row of the grid through the simulator; a row the schedule cannot run (schedule_check:
-// dualpipev needs M >= 2K, its authors' rule) is skipped, and a grid with none left refused.
+// Every row of the grid through the simulator; a row the schedule cannot run (schedule_check: M
+// below its kind's least, e.g. dualpipev's 2K, its authors' rule) is skipped, and a grid with none
+// left refused.
 static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ms,
                           int n_m, Grid *g) {
     long rows = (long)n_kind * n_k * n_m;
@@ -345,7 +346,7 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
         cJSON_AddItemToObject(o, "stage_i", exact_array(c->stage_i, (int)c->n_stage_costs));
         cJSON_AddItemToObject(o, "stage_w", exact_array(c->stage_w, (int)c->n_stage_costs));
     }
-    if (g->has_interleaved) cJSON_AddNumberToObject(o, "virtual_stages", (double)c->virtual_stages);
+    if (g->has_option_chunks) cJSON_AddNumberToObject(o, "virtual_stages", (double)c->virtual_stages);
     cJSON_AddNumberToObject(o, "skipped_rows", (double)g->skipped);
     cJSON_AddNumberToObject(o, "cost_comm", c->cost_comm);
     cJSON_AddStringToObject(o, "memory_units", mem_units);
@@ -391,8 +392,22 @@ static void print_stage_costs(const BubbleConfig *c) {
     }
 }
 
+// The names of the kinds of --virtual-stages chunks among the grid's rows, or (g NULL) of every kind
+// in the V, joined by ", ".
+static const char *kinds_named(const Grid *g, char *buf, size_t n) {
+    buf[0] = 0;
+    for (int k = 0; k < SCHED_KINDS; k++) {
+        int in = 0;
+        for (long i = 0; g && i < g->n; i++) in |= g->kind[i] == k;
+        if (g ? !in || schedule_kind(k)->chunks != CHUNKS_OPTION : schedule_kind(k)->chunk_order != CHUNKS_V) continue;
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, "%s%s", l ? ", " : "", schedule_kind(k)->name);
+    }
+    return buf;
+}
+
 static void print_table(const BubbleConfig *c, const Grid *g) {
-    char name[32], peaks[160], formula[32], mib[256];
+    char name[32], peaks[160], formula[32], mib[256], names[128];
     if (c->stage_f) print_stage_costs(c);
     else
         printf(
@@ -402,12 +417,14 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
     printf("# memory: %s\n", mem_units);
     printf("# overlapped: the bubble if steps ran back to back without a barrier (idle / the longest rank span; the "
            "zero-bubble paper's measure)\n");
-    if (g->has_interleaved)
-        printf("# interleaved: %lld chunks per rank; peak in-flight counts chunk passes (1/%lld of a stage each)\n",
-               (long long)c->virtual_stages, (long long)c->virtual_stages);
+    if (g->has_option_chunks)
+        printf("# %s: %lld chunks per rank; peak in-flight counts chunk passes (1/%lld of a stage each)\n",
+               kinds_named(g, names, sizeof names), (long long)c->virtual_stages,
+               (long long)c->virtual_stages);
     if (g->has_v)
-        printf("# zb-v, dualpipev: 2 chunks per rank in a V (rank 0 holds the first and the last); peak in-flight "
-               "counts chunk passes (1/2 of a stage each)\n");
+        printf("# %s: 2 chunks per rank in a V (rank 0 holds the first and the last); peak in-flight counts chunk "
+               "passes (1/2 of a stage each)\n",
+               kinds_named(NULL, names, sizeof names));
     if (g->act)
         printf("# activations: MiB live at the peak of each stage's actions for the model of %s (train's "
                "peak_activation_bytes)\n",
@@ -580,6 +597,15 @@ static void parse_options(int argc, char **argv, BubbleConfig *c, OptionsSeen *s
         "bytes\n");
 }
 
+// Every row skipped: each kind asked for runs from more micro-batches than any given (its row's least_m).
+static void no_rows(const int *kinds, int n_kind) {
+    const ScheduleKind *k = schedule_kind(kinds[0]);
+    for (int a = n_kind - 1; a >= 0; a--)
+        if (schedule_kind(kinds[a])->least_m > 1) k = schedule_kind(kinds[a]);
+    user_error("bubble: --schedule %s needs --micro-batches >= %d x --stages (%s): no (K, M) given qualifies", k->name,
+               k->least_m, k->least_m_rule);
+}
+
 int cmd_bubble(int argc, char **argv) {
     BubbleConfig cfg = {0}, *c = &cfg;
     single_process("bubble");
@@ -603,9 +629,7 @@ int cmd_bubble(int argc, char **argv) {
     check_costs(c, &seen, kinds, n_kind, &g);
     simulate_grid(c, kinds, n_kind, ks, n_k, ms, n_m, &g);
     model_activations(c, &g);
-    if (g.n == 0)
-        user_error("bubble: --schedule dualpipev needs --micro-batches >= 2 x --stages (DualPipeV's own limit): no (K, "
-                   "M) given qualifies");
+    if (g.n == 0) no_rows(kinds, n_kind);
     int charts = c->gantt || c->svg[0];
     if (charts && g.n > MAX_CHARTS)
         user_error("bubble: --%s would draw %ld charts, more than %d: give fewer stages / micro-batches",

@@ -4,10 +4,10 @@
 #include <string.h>
 #include <unistd.h>
 #include "comms.h"
-#include "devcomm.h"
+#include "comms/devcomm.h"
 #include "comms/launch.h"
 #include "comms/slurm.h"
-#include "comms/p2p.h"
+#include "p2p.h"
 #include "base/util.h"
 #include "comms/watchdog.h"
 

@@ -2,7 +2,7 @@
 // backend_cuda_open says why there is no GPU; the NCCL transport is refused by the plan
 // (plan_device) before it could be reached, so reaching it here is a bug.
 #include <stdio.h>
-#include "devcomm.h"
+#include "comms/devcomm.h"
 #include "base/ops.h"
 #include "base/util.h"
 

@@ -1,46 +1,36 @@
 // kernels.cu: the CUDA backend of ops.h: cuBLAS for every matrix product (sgemm in fp32 and TF32,
 // cublasGemmEx on bf16 inputs) and one small kernel per element-wise operation, each calling the very
-// ops_math.h function the CPU loops call; and the NCCL transport of devcomm.h (p2p.h's rule: four
-// channels, each a communicator and a stream). The compute runs on ONE non-blocking stream; every
-// host wait polls through the wire's bounded wait (backend_cuda_set_wait), and the training rows'
-// copies wait for none (to_device_queued: each pinned input buffer's own fence guards its refill).
-// No MPI here: comms.c bootstraps NCCL and messages.c dispatches to it. Every CUDA/cuBLAS/NCCL call
-// and launch is checked.
+// ops_math.h function the CPU loops call. The compute runs on ONE non-blocking stream; every host wait
+// polls through the wire's bounded wait (backend_cuda_set_wait), and the training rows' copies wait for
+// none (to_device_queued: each pinned input buffer's own fence guards its refill). The NCCL transport
+// (nccl.cu) queues after the same stream and waits the same way (kernels.h). No MPI here. Every
+// CUDA/cuBLAS call and launch is checked.
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
-#include <nccl.h>
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
 #include "base/ops_math.h"
+#include "kernels.h"
 extern "C" {
-#include "devcomm.h"
 #include "base/ops.h"
 #include "base/util.h"
 }
 
-// ---- checks: "[rank r] kernels.cu:LINE: cudaXxx(...) failed: <the library's message>" ----
+// ---- checks: "[rank r] kernels.cu:LINE: cublasXxx(...) failed: <the library's message>" ----
+// (CUDA_CHECK: kernels.h)
 
-static void cuda_check_at(cudaError_t e, const char *what, const char *file, int line) {
-    if (e != cudaSuccess) fatal_at(file, line, "%s failed: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
 static void cublas_check_at(cublasStatus_t s, const char *what, const char *file, int line) {
     if (s != CUBLAS_STATUS_SUCCESS)
         fatal_at(file, line, "%s failed: %s (%s)", what, cublasGetStatusString(s), cublasGetStatusName(s));
 }
-static void nccl_check_at(ncclResult_t r, const char *what, const char *file, int line) {
-    if (r != ncclSuccess)
-        fatal_at(file, line, "%s failed: %s (%s)", what, ncclGetErrorString(r), ncclGetLastError(NULL));
-}
-#define CUDA_CHECK(call) cuda_check_at((call), #call, __FILE__, __LINE__)
 #define CUBLAS_CHECK(call) cublas_check_at((call), #call, __FILE__, __LINE__)
-#define NCCL_CHECK(call) nccl_check_at((call), #call, __FILE__, __LINE__)
 #define LAUNCH_CHECK(kernel) cuda_check_at(cudaGetLastError(), "launch of " #kernel, __FILE__, __LINE__)
 
 // ---- the device, its stream and cuBLAS handle ----
 
 static int g_device, g_devices;
-static cudaStream_t g_stream;  // every kernel, copy and gemm runs here, in order
+cudaStream_t g_stream;  // every kernel, copy and gemm runs here, in order (nccl.cu queues after it)
 static cublasHandle_t g_cublas;
 static int g_tf32;
 static struct Result { double loss_sum; int hits; } *g_result_host, *g_result_dev;  // softmax_xent
@@ -61,7 +51,7 @@ static unsigned blocks_for(size_t n) {  // kernels below loop with a grid stride
 
 static DeviceWait g_wait;  // comm_init: the watchdog's (--timeout, the action named); NULL: unbounded
 extern "C" void backend_cuda_set_wait(DeviceWait wait) { g_wait = wait; }
-static void host_wait(int (*ready)(void *), void *ctx, int peer, const char *what) {
+void host_wait(int (*ready)(void *), void *ctx, int peer, const char *what) {
     if (g_wait) g_wait(ready, ctx, peer, what);
     else
         while (!ready(ctx)) {}
@@ -74,17 +64,17 @@ static int stream_idle(void *ctx) {
 }
 // Everything queued on the compute stream has run (it never waits on an NCCL stream, so this cannot
 // wait on the network). what: "GPU (...)", for the watchdog's "this rank's GPU (...)".
-static void stream_wait(const char *what) { host_wait(stream_idle, g_stream, -2, what); }
+void stream_wait(const char *what) { host_wait(stream_idle, g_stream, -2, what); }
 
 // ---- memory ----
 
-static void *cu_alloc(size_t bytes) {
+void *cu_alloc(size_t bytes) {
     void *p = NULL;
     CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));  // plain device memory, never managed memory
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g_stream));
     return p;
 }
-static void cu_free(void *p) { CUDA_CHECK(cudaFree(p)); }
+void cu_free(void *p) { CUDA_CHECK(cudaFree(p)); }
 static void *cu_alloc_host(size_t bytes) {
     void *p = NULL;
     CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));  // pinned: DMA-able, copies at full speed
@@ -98,7 +88,7 @@ static void cu_free_host(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
 // labels use to_device_queued instead: no wait, the source is one of a ring of pinned buffers whose
 // fence (an event recorded after its copies) the producer waits on before refilling it, alone.
 // Device-to-host copies wait because the caller reads the result.
-static void cu_to_device(void *dst, const void *src, size_t bytes) {
+void cu_to_device(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream));
     stream_wait("GPU (its queued work, then a copy to it)");
@@ -122,7 +112,7 @@ static int fence_passed(void *ctx) {
 // Only the queue up to the fence: the work queued after it runs on. Under the wire's bound, as every wait.
 static void cu_fence_wait(Fence *f, const char *what) { host_wait(fence_passed, f, -2, what); }
 static void cu_fence_free(Fence *f) { CUDA_CHECK(cudaEventDestroy((cudaEvent_t)f)); }
-static void cu_to_host(void *dst, const void *src, size_t bytes) {
+void cu_to_host(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_stream));
     stream_wait("GPU (its queued work, then a copy from it)");
@@ -320,7 +310,7 @@ __global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, 
 
 // ---- the Backend functions that launch them ----
 
-static void cu_fill(float *x, float v, size_t n) {
+void cu_fill(float *x, float v, size_t n) {
     if (!n) return;
     k_fill<<<blocks_for(n), THREADS, 0, g_stream>>>(x, v, n);
     LAUNCH_CHECK(k_fill);
@@ -480,6 +470,7 @@ static int check_kernel_image(char *err, size_t errlen) {
 }
 
 static Backend g_backend;
+int cuda_opened(void) { return g_backend.name != NULL; }
 
 extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen) {
     if (g_backend.name) return &g_backend;
@@ -532,317 +523,4 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.memory_free = cu_memory_free; b.device_key = cu_device_key;
     g_backend = b;
     return &g_backend;
-}
-
-// ---- NCCL point-to-point (devcomm.h), by p2p.h's rule ----
-
-static_assert(sizeof(ncclUniqueId) == DEVCOMM_ID_BYTES, "DEVCOMM_ID_BYTES must match sizeof(ncclUniqueId)");
-
-// A staging buffer: free once `done` (recorded after its ncclSend) has completed; a hand-off to
-// this rank itself (the V's turn) holds it until the matching receive copies it out.
-typedef struct { float *buf; size_t cap, n; cudaEvent_t done; int busy, self; } Staged;
-
-struct DevComm {
-    ncclComm_t world;                   // made by ncclCommInitRank; the channels are split from it
-    ncclComm_t comm[DEVCOMM_CHANNELS];  // devcomm_channel: by direction and kind
-    cudaStream_t stream[DEVCOMM_CHANNELS];
-    cudaEvent_t sent[DEVCOMM_CHANNELS];  // after the channel's last send (its stream runs them in order)
-    int pending[DEVCOMM_CHANNELS];       // a send on the channel since the last flush
-    cudaEvent_t ready, got;  // ready: the compute queued so far; got: a receive has landed
-    int rank;
-    Staged *st;
-    int n_st;
-    int self_q[2][64], self_head[2], self_tail[2];  // per kind: staging buffers sent to this rank, in order
-    // A group's collectives (devcomm_open_group): no channels; `world` is the group's communicator,
-    // `coll` its stream, `got` recorded after its last all-reduce (coll_pending: one since the last wait).
-    int group, coll_pending;
-    cudaStream_t coll;
-};
-
-extern "C" void devcomm_unique_id(void *id) {
-    ncclUniqueId u;
-    NCCL_CHECK(ncclGetUniqueId(&u));
-    memcpy(id, &u, sizeof u);
-}
-
-// One poll of an NCCL wait: the event, and every communicator's asynchronous error state (a failed
-// peer ends the run instead of hanging); the core is yielded between polls (NCCL's proxy threads
-// need one).
-typedef struct { DevComm *d; cudaEvent_t ev; } NcclWait;
-static int nccl_ready(void *ctx) {
-    NcclWait *w = (NcclWait *)ctx;
-    cudaError_t e = cudaEventQuery(w->ev);
-    if (e == cudaSuccess) return 1;
-    if (e != cudaErrorNotReady) CUDA_CHECK(e);
-    for (int ch = 0; ch <= DEVCOMM_CHANNELS; ch++) {
-        ncclComm_t c = ch < DEVCOMM_CHANNELS ? w->d->comm[ch] : w->d->world;
-        if (!c) continue;  // (a group's DevComm has no channels)
-        ncclResult_t async_err;
-        NCCL_CHECK(ncclCommGetAsyncError(c, &async_err));
-        NCCL_CHECK(async_err);
-    }
-    sched_yield();
-    return 0;
-}
-// Waits for `ev` on the host under the wire's bound (--timeout names `what` and `peer`).
-static void wait_event(DevComm *d, cudaEvent_t ev, int peer, const char *what) {
-    NcclWait w = {d, ev};
-    host_wait(nccl_ready, &w, peer, what);
-}
-
-// p2p.h's warm-up: on each channel in turn, one group of a 1-float send to and receive from every
-// neighbour, waited for, so both ranks of every pair open both directions of every channel at once.
-static void warm_up(DevComm *d, const int *peers, int npeers) {
-    float *w = NULL;
-    CUDA_CHECK(cudaMallocAsync((void **)&w, sizeof(float) * (size_t)(1 + npeers), g_stream));
-    CUDA_CHECK(cudaMemsetAsync(w, 0, sizeof(float) * (size_t)(1 + npeers), g_stream));
-    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
-    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
-        CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));  // (the memset first)
-        NCCL_CHECK(ncclGroupStart());
-        for (int i = 0; i < npeers; i++) {
-            NCCL_CHECK(ncclSend(w, 1, ncclFloat, peers[i], d->comm[ch], d->stream[ch]));
-            NCCL_CHECK(ncclRecv(w + 1 + i, 1, ncclFloat, peers[i], d->comm[ch], d->stream[ch]));
-        }
-        NCCL_CHECK(ncclGroupEnd());
-        CUDA_CHECK(cudaEventRecord(d->got, d->stream[ch]));
-        wait_event(d, d->got, -1, "the NCCL warm-up with the pipeline neighbours");
-    }
-    CUDA_CHECK(cudaFreeAsync(w, g_stream));  // after every channel's exchange, which the host saw end
-}
-
-extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank, const int *peers, int npeers) {
-    CHECK(g_backend.name, "NCCL asked for before the CUDA backend was opened");
-    DevComm *d = (DevComm *)xcalloc(1, sizeof(DevComm));
-    ncclUniqueId u;
-    memcpy(&u, id, sizeof u);
-    d->rank = rank;
-    NCCL_CHECK(ncclCommInitRank(&d->world, nranks, u, rank));
-    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {  // collective: every rank splits in the same order
-        NCCL_CHECK(ncclCommSplit(d->world, 0, rank, &d->comm[ch], NULL));
-        CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream[ch], cudaStreamNonBlocking));
-        CUDA_CHECK(cudaEventCreateWithFlags(&d->sent[ch], cudaEventDisableTiming));
-    }
-    CUDA_CHECK(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&d->got, cudaEventDisableTiming));
-    for (int i = 0; i < npeers; i++)
-        CHECK(peers[i] >= 0 && peers[i] < nranks && peers[i] != rank, "NCCL neighbour %d of rank %d", peers[i], rank);
-    warm_up(d, peers, npeers);
-    return d;
-}
-
-extern "C" void devcomm_close(DevComm *d) {
-    if (!d) return;
-    devcomm_flush(d);
-    if (d->coll_pending) wait_event(d, d->got, -1, "the last NCCL all-reduce of the group");
-    if (d->coll) CUDA_CHECK(cudaStreamDestroy(d->coll));
-    for (int ch = 0; ch < DEVCOMM_CHANNELS && !d->group; ch++) {
-        NCCL_CHECK(ncclCommDestroy(d->comm[ch]));
-        CUDA_CHECK(cudaStreamDestroy(d->stream[ch]));
-        CUDA_CHECK(cudaEventDestroy(d->sent[ch]));
-    }
-    NCCL_CHECK(ncclCommDestroy(d->world));
-    stream_wait("GPU (its queued work, before the NCCL staging buffers are freed)");
-    for (int i = 0; i < d->n_st; i++) {
-        CUDA_CHECK(cudaFree(d->st[i].buf));
-        CUDA_CHECK(cudaEventDestroy(d->st[i].done));
-    }
-    free(d->st);
-    CUDA_CHECK(cudaEventDestroy(d->ready));
-    CUDA_CHECK(cudaEventDestroy(d->got));
-    free(d);
-}
-
-// The watchdog fired (or another rank's did): no kernel of ours may keep spinning on a peer that is
-// gone. Never waits; the job ends right after.
-extern "C" void devcomm_abort(DevComm *d) {
-    if (!d) return;
-    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++)
-        if (d->comm[ch]) ncclCommAbort(d->comm[ch]);
-    ncclCommAbort(d->world);
-}
-
-// ---- a group's all-reduce (devcomm.h: the tensor-parallel group's) ----
-
-extern "C" DevComm *devcomm_open_group(const void *id, int nranks, int rank) {
-    CHECK(g_backend.name, "NCCL asked for before the CUDA backend was opened");
-    DevComm *d = (DevComm *)xcalloc(1, sizeof(DevComm));
-    ncclUniqueId u;
-    memcpy(&u, id, sizeof u);
-    d->rank = rank;
-    d->group = 1;
-    NCCL_CHECK(ncclCommInitRank(&d->world, nranks, u, rank));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&d->coll, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&d->got, cudaEventDisableTiming));
-    return d;
-}
-
-// In place, on the group's stream, after the compute queued so far; the compute queued after this
-// call waits for it on the device (an event): the host never waits here. Every rank of the group
-// calls it in the same order (axes/tp.c's recorder, tested on the CPU by t_tp_order).
-extern "C" void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n) {
-    CHECK(d->group, "an all-reduce on the pipeline's NCCL transport (its channels are point-to-point)");
-    if (!n) return;
-    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
-    CUDA_CHECK(cudaStreamWaitEvent(d->coll, d->ready, 0));
-    NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->world, d->coll));
-    CUDA_CHECK(cudaEventRecord(d->got, d->coll));
-    CUDA_CHECK(cudaStreamWaitEvent(g_stream, d->got, 0));
-    d->coll_pending = 1;
-}
-
-// A staging buffer of n floats whose send has completed (its event), else a new one: never a wait.
-static Staged *take_staging(DevComm *d, size_t n) {
-    Staged *fit = NULL, *small = NULL;
-    for (int i = 0; i < d->n_st && !fit; i++) {
-        Staged *s = &d->st[i];
-        if (s->self) continue;
-        if (s->busy) {
-            cudaError_t e = cudaEventQuery(s->done);
-            if (e == cudaErrorNotReady) continue;
-            CUDA_CHECK(e);
-            s->busy = 0;
-        }
-        if (s->cap >= n) fit = s;
-        else if (!small) small = s;
-    }
-    if (fit) return fit;
-    if (!small) {
-        d->st = (Staged *)realloc(d->st, sizeof(Staged) * (size_t)(d->n_st + 1));
-        CHECK(d->st, "out of memory growing the NCCL staging list");
-        Staged empty = {};
-        small = &d->st[d->n_st++];
-        *small = empty;
-        CUDA_CHECK(cudaEventCreateWithFlags(&small->done, cudaEventDisableTiming));
-    }
-    // A free one too small: regrow it. Stream-ordered (on the compute stream, where its copies run),
-    // because cudaFree/cudaMalloc may wait for the whole device, the sends in flight included, and a
-    // send completes only once its peer posts the receive, which may wait on this rank: a deadlock.
-    if (small->buf) CUDA_CHECK(cudaFreeAsync(small->buf, g_stream));
-    CUDA_CHECK(cudaMallocAsync((void **)&small->buf, n ? n * sizeof(float) : 1, g_stream));
-    small->cap = n;
-    return small;
-}
-
-// Posts a send of buf on its channel's stream after the compute queued so far.
-static void post_send(DevComm *d, const float *buf, size_t n, int peer, int ch) {
-    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
-    CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
-    NCCL_CHECK(ncclSend(buf, n, ncclFloat, peer, d->comm[ch], d->stream[ch]));
-    CUDA_CHECK(cudaEventRecord(d->sent[ch], d->stream[ch]));
-    d->pending[ch] = 1;
-}
-
-// A send is posted at once, alone, on its channel's stream after the compute queued so far: from buf
-// itself when the caller keeps it (devcomm.h), else from a staging copy whose event says when it
-// may be reused.
-extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad, int kept) {
-    int ch = devcomm_channel(d->rank, peer, grad);
-    if (kept && peer != d->rank) { post_send(d, buf, n, peer, ch); return; }
-    Staged *s = take_staging(d, n);
-    s->n = n;
-    if (n) CUDA_CHECK(cudaMemcpyAsync(s->buf, buf, n * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
-    if (peer == d->rank) {  // the V's turn: the matching receive on this rank copies it out
-        int k = grad != 0;
-        CHECK(d->self_tail[k] - d->self_head[k] < 64, "more than 64 hand-offs to this rank itself in flight");
-        s->self = 1;
-        d->self_q[k][d->self_tail[k]++ % 64] = (int)(s - d->st);
-        return;
-    }
-    post_send(d, s->buf, n, peer, ch);
-    CUDA_CHECK(cudaEventRecord(s->done, d->stream[ch]));
-    s->busy = 1;
-}
-
-// A receive is posted on its channel's stream after the compute queued so far (earlier readers of
-// buf) and waited for: buf holds the data when it returns.
-extern "C" void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int grad) {
-    if (peer == d->rank) {
-        int k = grad != 0;
-        CHECK(d->self_head[k] < d->self_tail[k], "a receive from this rank itself with nothing sent to it");
-        Staged *s = &d->st[d->self_q[k][d->self_head[k]++ % 64]];
-        CHECK(s->n == n, "a hand-off to this rank itself of %zu floats, received as %zu", s->n, n);
-        if (n) CUDA_CHECK(cudaMemcpyAsync(buf, s->buf, n * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
-        s->self = 0;  // later copies into it queue on g_stream, after this one
-        return;
-    }
-    int ch = devcomm_channel(peer, d->rank, grad);
-    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
-    CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
-    NCCL_CHECK(ncclRecv(buf, n, ncclFloat, peer, d->comm[ch], d->stream[ch]));
-    CUDA_CHECK(cudaEventRecord(d->got, d->stream[ch]));
-    wait_event(d, d->got, peer, grad ? "an NCCL receive of a gradient" : "an NCCL receive of an activation");
-}
-
-// The step's end: waits for every send in flight (each channel's last: its stream runs them in
-// order); every hand-off to this rank has been received.
-extern "C" void devcomm_flush(DevComm *d) {
-    for (int k = 0; k < 2; k++)
-        CHECK(d->self_head[k] == d->self_tail[k], "a hand-off to this rank itself never received");
-    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++)
-        if (d->pending[ch]) {
-            wait_event(d, d->sent[ch], -1, "the step's last NCCL sends");
-            d->pending[ch] = 0;
-        }
-    for (int i = 0; i < d->n_st; i++) d->st[i].busy = 0;  // every send has completed
-}
-
-// bench/gpu.sh's one-GPU check of the NCCL calls (selftest): devcomm_open on a world of one rank (the
-// init, the four splits, the warm-up with no neighbour), then on every channel a grouped ncclSend and
-// ncclRecv of n floats to this rank itself, then devcomm_close. Returns the largest |received - sent|.
-extern "C" double devcomm_smoke(size_t n) {
-    char id[DEVCOMM_ID_BYTES];
-    devcomm_unique_id(id);
-    DevComm *d = devcomm_open(id, 1, 0, NULL, 0);
-    float *h = (float *)xmalloc(sizeof(float) * n), *back = (float *)xmalloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) h[i] = (float)((i * 2654435761u) % 1000003u) * 1e-3f - 500.0f;
-    float *a = (float *)cu_alloc(sizeof(float) * n), *b = (float *)cu_alloc(sizeof(float) * n);
-    cu_to_device(a, h, sizeof(float) * n);
-    double worst = 0;
-    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
-        cu_fill(b, -1.0f, n);
-        CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
-        CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
-        NCCL_CHECK(ncclGroupStart());
-        NCCL_CHECK(ncclSend(a, n, ncclFloat, 0, d->comm[ch], d->stream[ch]));
-        NCCL_CHECK(ncclRecv(b, n, ncclFloat, 0, d->comm[ch], d->stream[ch]));
-        NCCL_CHECK(ncclGroupEnd());
-        CUDA_CHECK(cudaEventRecord(d->got, d->stream[ch]));
-        wait_event(d, d->got, -2, "GPU (NCCL's send to itself)");
-        cu_to_host(back, b, sizeof(float) * n);
-        for (size_t i = 0; i < n; i++) {
-            double diff = fabs((double)back[i] - h[i]);
-            if (!(diff <= worst)) worst = diff;  // a NaN sticks
-        }
-    }
-    devcomm_close(d);
-    cu_free(a); cu_free(b);
-    free(h); free(back);
-    return worst;
-}
-
-// selftest --nccl's all-reduce row: a group of one rank (devcomm_open_group), n floats summed in
-// place twice (a sum over one rank is the input itself), read back after the compute stream, which
-// waits on the all-reduce's event. Returns the largest |result - input| (a NaN counts as the worst).
-extern "C" double devcomm_allreduce_smoke(size_t n) {
-    char id[DEVCOMM_ID_BYTES];
-    devcomm_unique_id(id);
-    DevComm *d = devcomm_open_group(id, 1, 0);
-    float *h = (float *)xmalloc(sizeof(float) * n), *back = (float *)xmalloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) h[i] = (float)((i * 2654435761u) % 1000003u) * 1e-3f - 500.0f;
-    float *a = (float *)cu_alloc(sizeof(float) * n);
-    cu_to_device(a, h, sizeof(float) * n);
-    devcomm_allreduce_sum(d, a, n);
-    devcomm_allreduce_sum(d, a, n);
-    cu_to_host(back, a, sizeof(float) * n);  // (g_stream waits on the all-reduce: this reads its result)
-    double worst = 0;
-    for (size_t i = 0; i < n && worst == worst; i++) {
-        double diff = fabs((double)back[i] - h[i]);
-        if (!(diff <= worst)) worst = diff;  // a NaN ends the loop: it stays the answer
-    }
-    devcomm_close(d);
-    cu_free(a);
-    free(h); free(back);
-    return worst;
 }

@@ -1,7 +1,9 @@
-// schedule.c: the schedule generators (naive stop-and-wait, GPipe fill-drain, 1F1B, Megatron's
-// interleaved 1F1B for any M, zero-bubble ZB-H1, ZB-H2 and ZB-V, DeepSeek's DualPipeV) as per-rank action
-// lists over a chunk order (which rank holds each chunk), and the discrete-event simulator that runs those very
-// lists against each other.
+// schedule.c: the schedule kinds: one const row per kind (schedule_kinds, the table schedule.h
+// describes) and its generator (naive stop-and-wait, GPipe fill-drain, 1F1B, Megatron's interleaved
+// 1F1B for any M, zero-bubble ZB-H1, ZB-H2 and ZB-V, DeepSeek's DualPipeV, PyTorch's looped BFS) as
+// per-rank action lists over a chunk order (which rank holds each chunk), and the discrete-event
+// simulator that runs those very lists against each other.
+#include <math.h>
 #include <string.h>
 #include "base/config.h"  // choice_name
 #include "schedule.h"
@@ -13,24 +15,22 @@ int action_is_compute(int kind) {
     return kind == ACT_FORWARD || kind == ACT_BACKWARD || kind == ACT_BACKWARD_INPUT || kind == ACT_BACKWARD_WEIGHT;
 }
 
-// SCHED_FILE's facts are its file's: asking without one is a bug. (zb-auto's are fixed: one chunk,
-// the loop, split backwards; only its lists need the search's SchedFile.)
-static const SchedFile *the_file(int kind, const SchedFile *file) {
-    CHECK(kind != SCHED_FILE || file, "schedule kind 'file' without its file");
-    return file;
+// A kind whose facts are its lists' (a file) needs them: asking without is a bug.
+static const SchedFile *the_file(const ScheduleKind *k, const SchedFile *file) {
+    CHECK(k->chunks != CHUNKS_OF_LISTS || file, "schedule kind '%s' without its lists", k->name);
+    return k->chunks == CHUNKS_OF_LISTS ? file : NULL;
 }
 int schedule_splits_backward(int kind, const SchedFile *file) {
-    if (the_file(kind, file) && kind == SCHED_FILE) return file->split;
-    return kind == SCHED_ZBH1 || kind == SCHED_ZBH2 || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ||
-           kind == SCHED_ZBAUTO;
+    const ScheduleKind *k = schedule_kind(kind);
+    return the_file(k, file) ? file->split : k->split;
 }
 int schedule_chunk_order(int kind, const SchedFile *file) {
-    if (the_file(kind, file) && kind == SCHED_FILE) return file->chunk_order;
-    return kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? CHUNKS_V : CHUNKS_LOOP;
+    const ScheduleKind *k = schedule_kind(kind);
+    return the_file(k, file) ? file->chunk_order : k->chunk_order;
 }
 int schedule_chunks(int kind, int v_option, const SchedFile *file) {
-    if (the_file(kind, file) && kind == SCHED_FILE) return file->v;
-    return kind == SCHED_INTERLEAVED ? v_option : kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? 2 : 1;
+    const ScheduleKind *k = schedule_kind(kind);
+    return the_file(k, file) ? file->v : k->chunks == CHUNKS_OPTION ? v_option : k->chunks;
 }
 
 static void push(ActionList *l, int kind, int mb, int chunk) {
@@ -43,7 +43,7 @@ static void push(ActionList *l, int kind, int mb, int chunk) {
 }
 
 // Where an action runs: rank s of K, chunk c of v, virtual stage vs of V = K*v by the chunk order.
-typedef struct { ActionList *l; int s, K, V, chunk_order; } At;
+typedef struct SchedAt { ActionList *l; int s, K, V, chunk_order; } At;
 static int vstage(const At *at, int c) { return vstage_of(at->chunk_order, at->K, at->s, c); }
 
 // One forward of mb on chunk c, with its hand-offs: receive input, compute, send output.
@@ -74,7 +74,8 @@ int schedule_parse_list(const char *text, int *out, int max, char *why, size_t n
     char name[32];
     for (const char *q = SCHED_CHOICES; *q; q++) total += *q == '|';
     if (!strcmp(text, "all")) {
-        for (int i = 0; i < SCHED_ZBAUTO && i < max; i++) out[count++] = i;
+        for (int i = 0; i < SCHED_KINDS && count < max; i++)  // the kinds with a generator, in order
+            if (schedule_kind(i)->generate) out[count++] = i;
         return count;
     }
     if (!*text) { snprintf(why, n, "--schedule is empty: use all or one of %s", SCHED_CHOICES); return -1; }
@@ -105,17 +106,61 @@ void sched_file_free(SchedFile *f) {
     memset(f, 0, sizeof *f);
 }
 
+// The phrase is the kind's own (its name, its limits), kept until the next call.
 const char *schedule_check(int kind, int K, int M, int v) {
-    if (kind == SCHED_FILE) return NULL;
-    if (kind == SCHED_INTERLEAVED) {
-        if (v < 2) return "--schedule interleaved needs --virtual-stages >= 2 (with 1 it is 1f1b: use --schedule 1f1b)";
-    } else if (v != schedule_chunks(kind, v, NULL)) {
-        return kind == SCHED_ZBV || kind == SCHED_DUALPIPEV ? "zb-v and dualpipev hold exactly 2 chunks per rank"
-                                                            : "--virtual-stages applies to --schedule interleaved only";
+    static char why[200];
+    const ScheduleKind *k = schedule_kind(kind);
+    if (k->chunks == CHUNKS_OF_LISTS) return NULL;
+    if (k->chunks == CHUNKS_OPTION && v < k->least_chunks) {
+        snprintf(why, sizeof why, "--schedule %s needs --virtual-stages >= %d (with 1 it is %s: use --schedule %s)",
+                 k->name, k->least_chunks, k->one_chunk, k->one_chunk);
+        return why;
     }
-    if (kind == SCHED_DUALPIPEV && M < 2 * K)
-        return "--schedule dualpipev needs --micro-batches >= 2 x ranks (DualPipeV's own limit)";
+    if (k->chunks != CHUNKS_OPTION && v != k->chunks) {
+        char takers[64];
+        if (k->chunks > 1)
+            snprintf(why, sizeof why, "--schedule %s holds exactly %d chunks per rank", k->name, k->chunks);
+        else
+            snprintf(why, sizeof why, "--virtual-stages applies to --schedule %s only",
+                     schedule_chunk_option_kinds(takers, sizeof takers));
+        return why;
+    }
+    if (M < k->least_m * K) {
+        snprintf(why, sizeof why, "--schedule %s needs --micro-batches >= %d x ranks (%s)", k->name, k->least_m,
+                 k->least_m_rule);
+        return why;
+    }
     return NULL;
+}
+
+const char *schedule_chunk_option_kinds(char *buf, size_t n) {
+    int count = 0, seen = 0;
+    for (int i = 0; i < SCHED_KINDS; i++) count += schedule_kind(i)->chunks == CHUNKS_OPTION;
+    buf[0] = 0;
+    for (int i = 0; i < SCHED_KINDS; i++) {
+        if (schedule_kind(i)->chunks != CHUNKS_OPTION) continue;
+        size_t l = strlen(buf);
+        seen++;
+        snprintf(buf + l, n - l, "%s%s", seen == 1 ? "" : seen == count ? " or " : ", ", schedule_kind(i)->name);
+    }
+    return buf;
+}
+
+// Stop-and-wait: one micro-batch all the way forward and back before the next.
+static void naive(const At *at, int M) {
+    for (int mb = 0; mb < M; mb++) { forward(at, 0, mb); backward(at, 0, mb, ACT_BACKWARD); }
+}
+// GPipe: fill with every forward, then drain with every backward.
+static void gpipe(const At *at, int M) {
+    for (int mb = 0; mb < M; mb++) forward(at, 0, mb);
+    for (int mb = 0; mb < M; mb++) backward(at, 0, mb, ACT_BACKWARD);
+}
+// 1F1B: warm-up forwards, steady one-forward-one-backward, cool-down backwards.
+static void one_f_one_b(const At *at, int M) {
+    int warmup = at->K - at->s - 1 < M ? at->K - at->s - 1 : M;
+    for (int mb = 0; mb < warmup; mb++) forward(at, 0, mb);
+    for (int i = 0; i < M - warmup; i++) { forward(at, 0, warmup + i); backward(at, 0, i, ACT_BACKWARD); }
+    for (int mb = M - warmup; mb < M; mb++) backward(at, 0, mb, ACT_BACKWARD);
 }
 
 // Megatron's interleaved 1F1B (arXiv:2104.04473; Megatron-LM's forward_backward_pipelining_with_
@@ -134,8 +179,8 @@ static void interleaved_pass(const At *at, int M, int v, int k, int fwd) {
     else backward(at, v - 1 - c, mb, ACT_BACKWARD);
 }
 
-static void interleaved(const At *at, int M, int v) {
-    int K = at->K, s = at->s, total = (M + K - 1) / K * K * v;
+static void interleaved(const At *at, int M) {
+    int K = at->K, s = at->s, v = at->V / K, total = (M + K - 1) / K * K * v;
     int warmup = 2 * (K - s - 1) + (v - 1) * K;
     if (warmup > total) warmup = total;
     for (int k = 0; k < warmup; k++) interleaved_pass(at, M, v, k, 1);
@@ -252,51 +297,87 @@ static void dualpipev(const At *at, int M) {
     free(d->queue);
 }
 
+// Looped BFS (Lamy-Poirier, Breadth-First Pipeline Parallelism, arXiv:2211.05953; PyTorch's
+// ScheduleLoopedBFS): interleaved's loop of chunks, run breadth first: every micro-batch forward
+// through chunk 0, then through chunk 1, ...; then the full backwards chunk by chunk from the last,
+// each chunk's micro-batches in reverse order (the last forward's first), as PyTorch orders them.
+// GPipe over K x v virtual stages: at its peak a rank holds every micro-batch of every chunk.
+static void looped_bfs(const At *at, int M) {
+    int v = at->V / at->K;
+    for (int c = 0; c < v; c++)
+        for (int mb = 0; mb < M; mb++) forward(at, c, mb);
+    for (int c = v - 1; c >= 0; c--)
+        for (int mb = M - 1; mb >= 0; mb--) backward(at, c, mb, ACT_BACKWARD);
+}
+
+// The textbook bubbles, idle / makespan (each row below says where its formula holds).
+static double bubble_naive(int K, int M, int v) { (void)M, (void)v; return (double)(K - 1) / K; }
+static double bubble_fill(int K, int M, int v) { (void)v; return (double)(K - 1) / (M + K - 1); }
+static double bubble_loop(int K, int M, int v) { return (double)(K - 1) / ((double)v * M + K - 1); }
+static double bubble_split(int K, int M, int v) { (void)v; return (double)(K - 1) / (3.0 * M + K - 1); }
+static double bubble_v(int K, int M, int v) { (void)v; return (double)(K - 1) / (6.0 * M + K - 1); }
+
+// THE TABLE: one row per kind, in SCHED_* order. A field left out is 0: CHUNKS_LOOP, full backwards,
+// any M, no formula (or, with one, a formula for any costs and any M), not in plan --auto's search.
+static const ScheduleKind schedule_kinds[SCHED_KINDS] = {
+    // naive (K-1)/K: one micro-batch in the pipeline at a time, any F and B.
+    [SCHED_NAIVE] = {.name = "naive", .chunks = 1, .generate = naive, .bubble = bubble_naive},
+    // gpipe and 1f1b (K-1)/(M+K-1), any F and B: K-1 passes of fill and as many of drain.
+    [SCHED_GPIPE] = {.name = "gpipe", .chunks = 1, .generate = gpipe, .bubble = bubble_fill, .searched = 1},
+    [SCHED_1F1B] = {.name = "1f1b", .chunks = 1, .generate = one_f_one_b, .bubble = bubble_fill, .searched = 1},
+    // interleaved (K-1)/(v*M+K-1), any F and B, for M % K == 0 (with a remainder group the simulator's
+    // figure counts) -- Megatron's (K-1)/(v*M) of the ideal time, i.e. bubble time / busy time, is the
+    // same quantity normalised by busy instead of makespan. With one chunk it is 1f1b.
+    [SCHED_INTERLEAVED] = {.name = "interleaved", .chunks = CHUNKS_OPTION, .least_chunks = 2, .one_chunk = "1f1b",
+                           .generate = interleaved, .bubble = bubble_loop, .holds.whole_groups = 1, .searched = 1},
+    // zb-h1 (K-1)/(3M+K-1) for F = I = W and M >= K: the bubble of 1F1B made of F+I-W instead of F+B.
+    [SCHED_ZBH1] = {.name = "zb-h1", .chunks = 1, .split = 1, .generate = zbh1, .bubble = bubble_split,
+                    .holds = {.uniform = 1, .m_per_k = 1}, .searched = 1},
+    // zb-v (K-1)/(6M+K-1) for F = I = W and M >= 2K-1: each rank is busy without a gap from its first
+    // pass to its last (the paper's zero bubble); what is left is the start of rank s one chunk
+    // forward (F/2) after rank s-1's, and its end (K-1-s) halves before the last.
+    [SCHED_ZBV] = {.name = "zb-v", .chunks = 2, .chunk_order = CHUNKS_V, .split = 1, .generate = zbv,
+                   .bubble = bubble_v, .holds = {.uniform = 1, .m_per_k = 2, .m_less = 1}, .searched = 1},
+    // dualpipev (K-1)/(6M+K-1) for F = I = W, as zb-v's; it runs from M = 2K only (its authors' limit).
+    [SCHED_DUALPIPEV] = {.name = "dualpipev", .chunks = 2, .chunk_order = CHUNKS_V, .split = 1, .least_m = 2,
+                         .least_m_rule = "DualPipeV's own limit", .least_m_else = "zb-v", .generate = dualpipev,
+                         .bubble = bubble_v, .holds = {.uniform = 1, .m_per_k = 2, .m_less = 1}, .searched = 1},
+    // zb-h2 (K-1)/(3M+K-1) for F = I = W and M >= 2K-1: zb-h1's makespan, but as a parallelogram: each
+    // rank busy without a gap from its first pass to its last, its idle all at the edges of the step
+    // (rank s starts s forwards late and ends K-1-s passes early); in general rank s is idle inside
+    // its span (K-1-s) x max(0, F+I-2W) and the makespan is M(F+I+W) + (K-1) max(F, F+I-2W).
+    [SCHED_ZBH2] = {.name = "zb-h2", .chunks = 1, .split = 1, .generate = zbh2, .bubble = bubble_split,
+                    .holds = {.uniform = 1, .m_per_k = 2, .m_less = 1}, .searched = 1},
+    // looped-bfs (K-1)/(v*M+K-1), any F and B, for M >= K: interleaved's bubble. Each rank runs its v*M
+    // forwards without a gap (chunk c+1's first input is back from the last rank by then), the last
+    // rank turns at once to the backwards, and they too run without a gap: each rank idles K-1 chunk
+    // passes forward and K-1 backward, (K-1)(F+B)/v beside its busy M(F+B). Below M = K a rank waits
+    // at each turn of the loop. With one chunk it is gpipe (its backwards reversed).
+    [SCHED_LOOPED_BFS] = {.name = "looped-bfs", .chunks = CHUNKS_OPTION, .least_chunks = 2, .one_chunk = "gpipe",
+                          .generate = looped_bfs, .bubble = bubble_loop, .holds.m_per_k = 1},
+    // zb-auto: the lists of its search (schedule_auto.c), one chunk, split backwards; no formula.
+    [SCHED_ZBAUTO] = {.name = "zb-auto", .chunks = 1, .split = 1},
+    // a schedule file: its chunks, chunk order and split are the file's; no formula.
+    [SCHED_FILE] = {.name = "file", .chunks = CHUNKS_OF_LISTS},
+};
+
+const ScheduleKind *schedule_kind(int kind) {
+    CHECK(kind >= 0 && kind < SCHED_KINDS, "unknown schedule kind %d", kind);
+    return &schedule_kinds[kind];
+}
+
 void schedule_build(int kind, const SchedFile *file, int K, int M, int v, int s, ActionList *l) {
+    const ScheduleKind *k = schedule_kind(kind);
     const char *why = schedule_check(kind, K, M, v);
     if (why) fatal("schedule_build(kind %d, K %d, M %d, v %d): %s", kind, K, M, v, why);
-    CHECK((kind != SCHED_FILE && kind != SCHED_ZBAUTO) || (file && K == file->K && M == file->M && v == file->v),
-          "schedule_build: %s", file ? "the schedule's lists have another shape" : "zb-auto without its lists");
+    CHECK(k->generate || (file && K == file->K && M == file->M && v == file->v), "schedule_build: %s",
+          file ? "the schedule's lists have another shape" : "a kind of given lists without them");
     l->n = 0;
     At at = {l, s, K, K * v, schedule_chunk_order(kind, file)};
-    switch (kind) {
-    case SCHED_NAIVE:  // stop-and-wait: one micro-batch all the way forward and back before the next
-        for (int mb = 0; mb < M; mb++) { forward(&at, 0, mb); backward(&at, 0, mb, ACT_BACKWARD); }
-        break;
-    case SCHED_GPIPE:  // fill with every forward, then drain with every backward
-        for (int mb = 0; mb < M; mb++) forward(&at, 0, mb);
-        for (int mb = 0; mb < M; mb++) backward(&at, 0, mb, ACT_BACKWARD);
-        break;
-    case SCHED_1F1B: {  // warm-up forwards, steady one-forward-one-backward, cool-down backwards
-        int warmup = K - s - 1 < M ? K - s - 1 : M;
-        for (int mb = 0; mb < warmup; mb++) forward(&at, 0, mb);
-        for (int i = 0; i < M - warmup; i++) { forward(&at, 0, warmup + i); backward(&at, 0, i, ACT_BACKWARD); }
-        for (int mb = M - warmup; mb < M; mb++) backward(&at, 0, mb, ACT_BACKWARD);
-        break;
-    }
-    case SCHED_INTERLEAVED:
-        interleaved(&at, M, v);
-        break;
-    case SCHED_ZBH1:
-        zbh1(&at, M);
-        break;
-    case SCHED_ZBH2:
-        zbh2(&at, M);
-        break;
-    case SCHED_ZBV:
-        zbv(&at, M);
-        break;
-    case SCHED_DUALPIPEV:
-        dualpipev(&at, M);
-        break;
-    case SCHED_ZBAUTO:
-    case SCHED_FILE:
+    if (k->generate) k->generate(&at, M);
+    else
         for (int i = 0; i < file->lists[s].n; i++)
             push(l, file->lists[s].a[i].kind, file->lists[s].a[i].mb, file->lists[s].a[i].chunk);
-        break;
-    default:
-        fatal("unknown schedule kind %d", kind);
-    }
 }
 
 void schedule_build_forward(int K, int v, int chunk_order, int s, int batches, ActionList *l) {
@@ -309,15 +390,14 @@ void schedule_build_forward(int K, int v, int chunk_order, int s, int batches, A
 void action_list_free(ActionList *l) { free(l->a); memset(l, 0, sizeof *l); }
 
 double schedule_bubble_formula(int kind, int K, int M, int v) {
-    switch (kind) {
-    case SCHED_NAIVE: return (double)(K - 1) / K;
-    case SCHED_INTERLEAVED: return (double)(K - 1) / ((double)v * M + K - 1);
-    case SCHED_ZBH1:
-    case SCHED_ZBH2: return (double)(K - 1) / (3.0 * M + K - 1);
-    case SCHED_ZBV:
-    case SCHED_DUALPIPEV: return (double)(K - 1) / (6.0 * M + K - 1);
-    default: return (double)(K - 1) / (M + K - 1);
-    }
+    const ScheduleKind *k = schedule_kind(kind);
+    return k->bubble ? k->bubble(K, M, v) : NAN;
+}
+
+int schedule_bubble_holds(int kind, int K, int M, int uniform) {
+    const ScheduleKind *k = schedule_kind(kind);
+    return k->bubble && (uniform || !k->holds.uniform) && M >= k->holds.m_per_k * K - k->holds.m_less &&
+           (!k->holds.whole_groups || M % K == 0);
 }
 
 // The simulator keeps each rank's list as passes: a compute action with a flag for the receive

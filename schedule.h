@@ -3,19 +3,21 @@
 // ranks' lists against each other with costs, which yields the bubble, the peak number of
 // micro-batches in flight, a Gantt chart, and a proof that the schedule cannot deadlock.
 //
-// Virtual stages. A rank holds v model chunks (v = 1 except for interleaved, zb-v and dualpipev):
-// the K*v chunks in pipeline order are the virtual stages; activations flow vs -> vs+1, gradients
-// vs+1 -> vs. Which rank holds which virtual stage is part of the schedule (its chunk order, below):
-// the loop of interleaving puts chunk c of rank s at vs = c*K + s (rank s holds s, s+K, ...); the V
-// of zb-v and dualpipev folds the pipeline back (rank 0 holds the first and the last chunk). With
-// v = 1, virtual stage = stage = rank.
+// Virtual stages. A rank holds v model chunks (its kind's row says how many: 1 for most, 2 for zb-v
+// and dualpipev, --virtual-stages for interleaved and looped-bfs): the K*v chunks in pipeline
+// order are the virtual stages; activations flow vs -> vs+1, gradients vs+1 -> vs. Which rank holds which virtual
+// stage is part of the schedule (its chunk order, below): the loop of interleaving puts chunk c of
+// rank s at vs = c*K + s (rank s holds s, s+K, ...); the V of zb-v and dualpipev folds the pipeline
+// back (rank 0 holds the first and the last chunk). With v = 1, virtual stage = stage = rank.
 #pragma once
 #include <stddef.h>
 
-// SCHED_FILE: the schedule of a file (--schedule-file, schedule_file.c): no --schedule choice, and
-// SCHED_NAMES names it "file". SCHED_ZBAUTO: zb-auto, the lists a search builds from the stages'
-// costs and a memory limit (schedule_auto.c). The lists of both travel with the kind (SchedFile,
-// below); 'all' in a --schedule list is every kind before SCHED_ZBAUTO (zb-auto is asked by name).
+// The schedule kinds, in the order of SCHED_NAMES; each has its row in the table (ScheduleKind,
+// below; the rows in schedule.c). SCHED_ZBAUTO: zb-auto, the lists a search builds from the
+// stages' costs and a memory limit (schedule_auto.c). SCHED_FILE: the schedule of a file
+// (--schedule-file, schedule_file.c): no --schedule choice, and SCHED_NAMES names it "file". The
+// lists of both travel with the kind (SchedFile, below). A new kind: its value here, its name in
+// SCHED_CHOICES, its row and its generator.
 enum {
     SCHED_NAIVE,
     SCHED_GPIPE,
@@ -25,10 +27,13 @@ enum {
     SCHED_ZBV,
     SCHED_DUALPIPEV,
     SCHED_ZBH2,
+    SCHED_LOOPED_BFS,
     SCHED_ZBAUTO,
-    SCHED_FILE
+    SCHED_FILE,
+    SCHED_KINDS
 };
-#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2|zb-auto"
+// The option's choice list (tests/unit_schedules.c checks it against the table's names).
+#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2|looped-bfs|zb-auto"
 #define SCHED_NAMES SCHED_CHOICES "|file"
 
 // The chunk order. CHUNKS_LOOP: chunk c of rank s is vs = c*K + s. CHUNKS_V: even chunks
@@ -42,11 +47,40 @@ static inline int chunk_of_vstage(int K, int vs) { return vs / K; }
 static inline int stage_of_vstage(int chunk_order, int K, int vs) {
     return chunk_order == CHUNKS_V && (vs / K & 1) ? K - 1 - vs % K : vs % K;
 }
+
+// Kinds as a table: one const row per schedule kind, everything the simulator, `bubble`, the Plan,
+// the planner and the executor ask of a kind. schedule_kind(kind) gives the row; a kind out of range
+// is a bug and stops the run (never another kind's facts).
+enum { CHUNKS_OPTION = 0, CHUNKS_OF_LISTS = -1 };  // ScheduleKind.chunks, beside a fixed count
+struct SchedAt;  // where a generator writes: one rank's list and its place in the pipeline (schedule.c)
+typedef struct {
+    const char *name;         // as --schedule spells it (SCHED_NAMES, in SCHED_* order)
+    int chunks;               // chunks per rank: a count, CHUNKS_OPTION (--virtual-stages, at least
+                              // least_chunks), or CHUNKS_OF_LISTS (chunks, order and split: its file's)
+    int least_chunks;         // CHUNKS_OPTION: the fewest chunks it runs with, and the kind it is
+    const char *one_chunk;    //   with one (the fix a refusal names)
+    int chunk_order;          // CHUNKS_LOOP or CHUNKS_V
+    int split;                // 1: splits backwards into I and W (some or all of them)
+    int least_m;              // runs with M >= least_m x ranks only (0: any M), by whose rule, and
+    const char *least_m_rule; //   the kind to run instead
+    const char *least_m_else;
+    void (*generate)(const struct SchedAt *at, int M);  // one rank's list; NULL: a copy of the lists it is
+                                                        // given (zb-auto's search, a file), not in 'all'
+    double (*bubble)(int K, int M, int v);  // the textbook bubble, idle / makespan; NULL: no closed form
+    // where that formula holds: at F = I = W only (uniform), for M >= m_per_k x K - m_less, and for
+    // M a multiple of K only (whole_groups); elsewhere the simulator's figure counts
+    struct { int uniform, m_per_k, m_less, whole_groups; } holds;
+    int searched;             // 1: plan --auto's search (planner/auto.c) tries it
+} ScheduleKind;
+const ScheduleKind *schedule_kind(int kind);
+
 struct SchedFile;
 // The chunk order a schedule kind runs with, and its chunks per rank (v_option: --virtual-stages,
-// which only interleaved takes; zb-v and dualpipev hold 2). file: SCHED_FILE's (NULL for the others).
+// for the kinds that take it). file: SCHED_FILE's (NULL for the others).
 int schedule_chunk_order(int kind, const struct SchedFile *file);
 int schedule_chunks(int kind, int v_option, const struct SchedFile *file);
+// The kinds that take --virtual-stages, for a message: "a", "a or b", "a, b or c".
+const char *schedule_chunk_option_kinds(char *buf, size_t n);
 
 typedef enum {
     ACT_FORWARD,          // F: forward of micro-batch mb through this chunk
@@ -74,8 +108,8 @@ typedef struct { Action *a; int n, cap; } ActionList;
 typedef struct SchedFile { ActionList *lists; int K, M, v, chunk_order, split; } SchedFile;
 void sched_file_free(SchedFile *f);
 
-// 1 when the schedule splits the backward into I and W (zb-h1, zb-h2, zb-v, zb-auto; dualpipev runs both full
-// backwards and split ones), 0 when it runs full backwards only.
+// 1 when the schedule splits the backward into I and W (dualpipev runs both full backwards and
+// split ones), 0 when it runs full backwards only.
 int schedule_splits_backward(int kind, const SchedFile *file);
 // The action list of rank `stage` (0-based) for schedule kind (SCHED_*), K ranks, M micro-batches
 // and v chunks per rank (schedule_chunks(kind, ...); schedule_check says in words what runs);
@@ -145,17 +179,8 @@ typedef struct {
 // arrives spec->comm after its send, a receive waits for its message, sends never block.
 void schedule_sim(const SimSpec *spec, SimResult *r);
 void sim_result_free(SimResult *r);
-// The bubble with uniform costs, as a fraction of the makespan (idle / (idle + busy)):
-//   naive (K-1)/K; gpipe, 1f1b (K-1)/(M+K-1) (any F, B);
-//   interleaved (K-1)/(v*M+K-1) (any F, B) -- Megatron's (K-1)/(v*M) of the ideal time, i.e.
-//     bubble time / busy time, is the same quantity normalised by busy instead of makespan;
-//   zb-h1 (K-1)/(3M+K-1) for F = I = W (M >= K): the bubble of 1F1B made of F+I-W instead of F+B;
-//   zb-h2 (K-1)/(3M+K-1) for F = I = W (M >= 2K-1): zb-h1's makespan, but as a parallelogram: each
-//     rank busy without a gap from its first pass to its last, its idle all at the edges of the step
-//     (rank s starts s forwards late and ends K-1-s passes early); in general rank s is idle inside
-//     its span (K-1-s) x max(0, F+I-2W) and the makespan is M(F+I+W) + (K-1) max(F, F+I-2W);
-//   zb-v (M >= 2K-1) and dualpipev (M >= 2K) (K-1)/(6M+K-1) for F = I = W: each rank is busy without
-//     a gap from its first pass to its last (the paper's zero bubble); what is left is the start
-//     of rank s one chunk forward (F/2) after rank s-1's, and its end (K-1-s) halves before the last.
-//   interleaved's formula holds for M % K == 0; with a remainder group the simulator's figure counts.
+// The textbook bubble of a kind (its row's formula, idle / makespan; each row says why), NaN for a
+// kind without one (zb-auto, a file); schedule_bubble_holds: 1 where it equals the simulator's, for
+// costs F = I = W (uniform) or not. The bubble command prints both.
 double schedule_bubble_formula(int kind, int K, int M, int v);
+int schedule_bubble_holds(int kind, int K, int M, int uniform);

@@ -11,8 +11,8 @@
 #include "model.h"
 #include "base/ops.h"
 #include "commands.h"
-#include "devcomm.h"
-#include "comms/p2p.h"
+#include "comms/devcomm.h"
+#include "p2p.h"
 #include "base/util.h"
 
 typedef struct {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include "base/fault.h"
 #include "planner/memory.h"
-#include "comms/p2p.h"
+#include "p2p.h"
 #include "train/pipeline.h"
 #include "train/report.h"
 #include "schedule_file.h"
@@ -207,7 +207,7 @@ static void check_replicas_agree(const Model *model, const Comm *comm) {
 static void setup_data_parallel(const TrainConfig *c, const Plan *p, Wire *w, Model *model) {
     const DataPlan *dp = &p->data;
     check_replicas_agree(model, &w->comm);
-    for (int k = 0; k < model->n_local && dp->algo == ALLREDUCE_SHM && dp->zero < 3; k++) {
+    for (int k = 0; k < model->n_local && comm_algo_windows(dp->algo) && dp->zero < 3; k++) {
         float *params = comm_shared_alloc(&w->comm, model->local[k].n_params);
         stage_share(&model->local[k], params,
                     dp->zero >= 2 ? NULL : comm_shared_alloc(&w->comm, model->local[k].n_params));

@@ -7,7 +7,7 @@
 #include <string.h>
 #include "axes/tp.h"
 #include "base/util.h"
-#include "devcomm.h"
+#include "comms/devcomm.h"
 #include "comms/tags.h"
 
 // The recorder (testing): with MICROPP_COLLECTIVE_LOG=DIR each rank writes DIR/rank<r>.log, one line
@@ -43,7 +43,7 @@ void tp_setup(TpGroup *g, const Comm *grid, const Backend *be, int algo, int ncc
     g->group = comm_rank_group(grid->tp_size, grid->rank);
     g->log = open_log(grid->rank);
     if (nccl) g->dev = comm_nccl_group(grid->tp);  // (comms.c closes it at the end)
-    if (nccl || algo != ALLREDUCE_SHM) return;
+    if (nccl || !comm_algo_windows(algo)) return;
     g->window_n = most;
     g->window = comm_shared_alloc(&g->comm, most);  // collective over the group
 }
@@ -65,10 +65,10 @@ static void tp_allreduce(void *ctx, float *x, size_t n) {
     double t0 = now_sec();
     record(g, "allreduce", n);
     if (g->dev) devcomm_allreduce_sum(g->dev, x, n);  // queued: the compute after it waits on the device
-    else if (g->algo == ALLREDUCE_SHM) {  // through the window: the group's ranks sum it in place
+    else if (comm_algo_windows(g->algo)) {  // through the window: the group's ranks sum it in place
         CHECK(n <= g->window_n, "a tensor-parallel all-reduce of %zu floats, the window holds %zu", n, g->window_n);
         memcpy(g->window, x, n * sizeof(float));
-        comm_allreduce(&g->comm, g->window, n, 1.0f, ALLREDUCE_SHM);
+        comm_allreduce(&g->comm, g->window, n, 1.0f, g->algo);
         memcpy(x, g->window, n * sizeof(float));
     } else comm_allreduce(&g->comm, x, n, 1.0f, g->algo);
     g->calls++;
@@ -80,10 +80,10 @@ static void tp_allreduce(void *ctx, float *x, size_t n) {
 void tp_allgather(TpGroup *g, float *x, size_t n) {
     double t0 = now_sec();
     record(g, "allgather", n);
-    if (g->algo == ALLREDUCE_SHM) {
+    if (comm_algo_windows(g->algo)) {
         CHECK(n <= g->window_n, "a tensor-parallel all-gather of %zu floats, the window holds %zu", n, g->window_n);
         memcpy(g->window, x, n * sizeof(float));
-        comm_allgather(&g->comm, g->window, n, ALLREDUCE_SHM);
+        comm_allgather(&g->comm, g->window, n, g->algo);
         memcpy(x, g->window, n * sizeof(float));
     } else comm_allgather(&g->comm, x, n, g->algo);
     g->seconds += now_sec() - t0;

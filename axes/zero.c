@@ -182,14 +182,14 @@ static void init_shards(Zero *z, uint64_t seed, int L) {
 // A working bucket of n floats: with --allreduce shm in a window shared by the dp group (collective: every
 // rank allocates its buckets in the same order), so that its collectives run in shared memory.
 static float *work_alloc(GradSync *g, size_t n) {
-    return g->algo == ALLREDUCE_SHM ? comm_shared_alloc(g->comm, n) : g->s->be->alloc(n * sizeof(float));
+    return comm_algo_windows(g->algo) ? comm_shared_alloc(g->comm, n) : g->s->be->alloc(n * sizeof(float));
 }
 
 static void zero_free(GradSync *g) {
     Zero *z = zero_of(g);
     if (!z) return;
     const Backend *be = g->s->be;
-    for (int i = 0; i < ZERO_BUFS && g->algo != ALLREDUCE_SHM; i++) {  // (windows: comm_shared_free's)
+    for (int i = 0; i < ZERO_BUFS && !comm_algo_windows(g->algo); i++) {  // (windows: comm_shared_free's)
         be->free(z->gb[i].buf);
         if (z->pb[i].buf) be->free(z->pb[i].buf);
     }

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifdef __cplusplus  // kernels.cu includes this header too
+#ifdef __cplusplus  // kernels.cu and nccl.cu include this header too
 #define _Noreturn [[noreturn]]
 #endif
 

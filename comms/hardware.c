@@ -2,9 +2,10 @@
 // message: the nodes the ranks sit on, /dev/shm's room on each, and whether every rank has a GPU of
 // its own (by the GPUs' UUIDs; NCCL needs it). It decides nothing: the plan (train/plan.c's plan_device) does.
 #include <string.h>
-#include "comms.h"
-#include "base/util.h"
+#include "comms/hardware.h"
+#include "comms/shm.h"
 #include "comms/watchdog.h"
+#include "base/util.h"
 
 // The nodes: a node is named by its lowest rank, then numbered in that order; and each rank's
 // /dev/shm room (comm_shm_room), all-gathered.
@@ -31,7 +32,9 @@ static void gather_nodes(Hardware *p, int rank, int size) {
 void comm_choose_hardware(int probe_gpus, Hardware *p) {
     memset(p, 0, sizeof *p);
     p->no_gpu_rank = -1;
-    int rank = comm_world_rank(), size = comm_world_size();
+    int rank, size;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     gather_nodes(p, rank, size);
     if (!probe_gpus) return;
 

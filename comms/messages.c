@@ -1,10 +1,11 @@
 // messages.c: point-to-point messages between ranks: non-blocking sends from a pool of staging
 // buffers (a send never blocks), blocking receives, the polling that lets MPI move sends in flight,
 // and MPI's largest tag. With NCCL as the transport, sends and receives go to devcomm.h instead.
-#include "comms.h"
-#include "devcomm.h"
-#include "base/util.h"
+#include "comms/messages.h"
+#include "comms/devcomm.h"
+#include "comms/tags.h"
 #include "comms/watchdog.h"
+#include "base/util.h"
 
 // ---- the send pool: host staging buffers, each with its pending request ----
 // (pinned host memory from the backend, so device-to-host copies run at full speed; one backend

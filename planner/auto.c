@@ -20,7 +20,7 @@ const char *layout_name(const Layout *l, char *buf, size_t n) {
     if (l->pp > 1 && k < (int)n) {
         char s[32];
         k += snprintf(buf + k, n - (size_t)k, " %s%s M=%d", choice_name(SCHED_NAMES, l->schedule, s, sizeof s),
-                      l->schedule == SCHED_INTERLEAVED ? (l->v == 2 ? " v=2" : " v>2") : "", l->M);
+                      schedule_kind(l->schedule)->chunks == CHUNKS_OPTION ? (l->v == 2 ? " v=2" : " v>2") : "", l->M);
     }
     if (l->tp > 1 && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " tp%d", l->tp);
     if (l->zero && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " zero%d", l->zero);
@@ -53,10 +53,6 @@ static void try_layout(const Profile *pf, const TrainConfig *c, Layout l, Search
     push(s, cap, &k);
 }
 
-// The schedules a pipeline of K stages may run with M micro-batches (and their chunks per rank).
-static const int kinds[] = {SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBH2, SCHED_ZBV,
-                            SCHED_DUALPIPEV};
-
 // The ZeRO levels tried with dp replicas of width T: none without replicas; 1 where there are
 // optimizer moments to shard; 2 and 3 wherever there are replicas (with --tp too). One after another:
 // the levels' pipelines simulate alike (predict.c keeps the last simulations).
@@ -77,10 +73,11 @@ static void try_pipeline(const Profile *pf, const TrainConfig *c, Layout l, Sear
         int M = ms[a], dup = 0;
         for (int b = 0; b < a; b++) dup |= ms[b] == M;
         if (dup || M < 1 || per_replica % M) continue;
-        for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-            l.schedule = kinds[k];
+        for (int k = 0; k < SCHED_KINDS; k++) {  // the kinds the table marks searched (and their chunks)
+            if (!schedule_kind(k)->searched) continue;
+            l.schedule = k;
             l.M = M;
-            l.v = schedule_chunks(kinds[k], 2, NULL);
+            l.v = schedule_chunks(k, 2, NULL);
             if (schedule_check(l.schedule, l.pp, M, l.v) || (double)l.pp * l.v * M > SCHEDULE_MAX_SIM) continue;
             if ((long long)l.pp * l.v > c->layers) continue;
             try_zeros(pf, c, l, s, cap);

@@ -295,9 +295,9 @@ static void calibrate_collectives(const Backend *be, Profile *pf, size_t most_by
         size_t nmax = most_bytes / 4;
         int shm = comm_shared_possible(&cm, nmax * sizeof(float));
         float *sx = shm ? comm_shared_alloc(&cm, nmax) : NULL, *px = be->alloc(nmax * sizeof(float));
-        for (int algo = 0; algo < COST_ALGOS; algo++) {
-            if (algo == ALLREDUCE_SHM && !shm) continue;
-            float *x = algo == ALLREDUCE_SHM ? sx : px;
+        for (int algo = 0; algo < ALLREDUCE_ALGOS; algo++) {
+            if (comm_algos[algo].windows && !shm) continue;
+            float *x = comm_algos[algo].windows ? sx : px;
             for (int op = 0; op < COLLS; op++) {
                 Curve *cv = &pf->coll[algo][op][D];
                 cv->n = 0;

@@ -15,7 +15,6 @@
 static const char *const pass_key[PASSES] = {"F", "B", "I", "W"};
 static const char *const kind_key[LAYER_KINDS] = {"mid", "first", "head"};
 static const char *const prec_key[COST_PRECISIONS] = {"fp32", "bf16"};
-static const char *const algo_key[COST_ALGOS] = {"mpi", "ring", "shm"};
 static const char *const coll_key[COLLS] = {"allreduce", "reduce_scatter", "allgather"};
 
 double cost_curve_at(const Curve *c, double x) {
@@ -130,19 +129,19 @@ char *cost_to_json(const Profile *pf) {
     cJSON_AddNumberToObject(o, "step_fixed_s", pf->step_fixed_s);
     if (pf->p2p.n) cJSON_AddItemToObject(o, "p2p", curve_json(&pf->p2p, "bytes"));
     cJSON *colls = cJSON_AddObjectToObject(o, "collectives"), *ov = cJSON_AddObjectToObject(o, "overlap");
-    for (int a = 0; a < COST_ALGOS; a++) {
+    for (int a = 0; a < ALLREDUCE_ALGOS; a++) {
         cJSON *aa = NULL;
         for (int op = 0; op < COLLS; op++)
             for (int D = 2; D <= COST_MAX_D; D++) {
                 if (!pf->coll[a][op][D].n) continue;
-                if (!aa) aa = cJSON_AddObjectToObject(colls, algo_key[a]);
+                if (!aa) aa = cJSON_AddObjectToObject(colls, comm_algos[a].name);
                 cJSON *oo = cJSON_GetObjectItem(aa, coll_key[op]);
                 if (!oo) oo = cJSON_AddObjectToObject(aa, coll_key[op]);
                 char d[16];
                 snprintf(d, sizeof d, "%d", D);
                 cJSON_AddItemToObject(oo, d, curve_json(&pf->coll[a][op][D], "bytes"));
             }
-        if (aa) cJSON_AddNumberToObject(ov, algo_key[a], pf->overlap[a]);
+        if (aa) cJSON_AddNumberToObject(ov, comm_algos[a].name, pf->overlap[a]);
     }
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -210,8 +209,8 @@ static int read_comm(Rd *r, const cJSON *o, Profile *pf) {
     const cJSON *p2p = cJSON_GetObjectItem(o, "p2p"), *colls = cJSON_GetObjectItem(o, "collectives"),
                 *ov = cJSON_GetObjectItem(o, "overlap");
     if (p2p && curve(r, p2p, "bytes", "s", &pf->p2p)) return -1;
-    for (int a = 0; a < COST_ALGOS && colls; a++) {
-        const cJSON *aa = cJSON_GetObjectItem(colls, algo_key[a]);
+    for (int a = 0; a < ALLREDUCE_ALGOS && colls; a++) {
+        const cJSON *aa = cJSON_GetObjectItem(colls, comm_algos[a].name);
         for (int op = 0; op < COLLS && aa; op++) {
             const cJSON *oo = cJSON_GetObjectItem(aa, coll_key[op]), *d;
             cJSON_ArrayForEach(d, oo) {
@@ -220,7 +219,7 @@ static int read_comm(Rd *r, const cJSON *o, Profile *pf) {
                 if (curve(r, d, "bytes", "s", &pf->coll[a][op][D])) return -1;
             }
         }
-        if (aa && num(r, ov, algo_key[a], -1, &pf->overlap[a])) return -1;
+        if (aa && num(r, ov, comm_algos[a].name, -1, &pf->overlap[a])) return -1;
     }
     return 0;
 }

@@ -8,6 +8,7 @@
 #pragma once
 #include <stddef.h>
 #include "base/config.h"
+#include "comms.h"  // ALLREDUCE_ALGOS: the collectives' algorithms, rows of comm_algos
 
 // A layout: one point of `plan --auto`'s search, every axis a training run is laid out by.
 typedef struct {
@@ -22,7 +23,6 @@ enum { PASS_F, PASS_B, PASS_I, PASS_W, PASSES };                 // a layer's pa
 enum { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLLS };  // the data-parallel collectives
 enum { LAYER_MID, LAYER_FIRST, LAYER_HEAD, LAYER_KINDS };         // hidden H->H, input D->H, head H->C
 #define COST_PRECISIONS 2  // PRECISION_FP32, PRECISION_BF16 (base/ops.h)
-#define COST_ALGOS 3       // ALLREDUCE_MPI, _RING, _SHM (comms.h); a machine file's links stand for them all
 #define COST_GRID 32       // points of a measured curve
 #define COST_MAX_D 16      // data-parallel group sizes a calibration measures (D = 2 .. world)
 
@@ -43,8 +43,8 @@ typedef struct {
     double adam_s, sgd_s;      // the optimizer step, per parameter
     // communication, calibrated: seconds by bytes; coll[algo][op][D]
     Curve p2p;
-    Curve coll[COST_ALGOS][COLLS][COST_MAX_D + 1];
-    double overlap[COST_ALGOS];  // how much of a collective in flight during compute is hidden (1 all, 0 none)
+    Curve coll[ALLREDUCE_ALGOS][COLLS][COST_MAX_D + 1];  // (a machine file's links stand for every algorithm)
+    double overlap[ALLREDUCE_ALGOS];  // how much of a collective in flight during compute is hidden (1 all, 0 none)
     double step_fixed_s;         // every step: the loss all-reduce over the world, the barrier
     // a machine file: devices and links
     int devices_per_node;

@@ -22,7 +22,7 @@ Degrees layout_degrees(const Layout *l) {
 void layout_apply(const Layout *l, TrainConfig *c, Degrees *d) {
     *d = layout_degrees(l);
     c->schedule = l->pp > 1 ? l->schedule : c->schedule;
-    if (l->pp > 1 && l->schedule == SCHED_INTERLEAVED) c->virtual_stages = l->v;
+    if (l->pp > 1 && schedule_kind(l->schedule)->chunks == CHUNKS_OPTION) c->virtual_stages = l->v;
     c->micro_batches = l->pp > 1 ? l->M : 1;
     c->checkpoint_activations = l->pp > 1 && l->ckpt;
     c->precision = l->precision;
@@ -59,7 +59,7 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
     if (l->pp > 1) {
         snprintf(out + strlen(out), n - strlen(out), " --schedule %s",
                  choice_name(SCHED_NAMES, l->schedule, name, sizeof name));
-        if (l->schedule == SCHED_INTERLEAVED) add(out, n, " --virtual-stages %lld", l->v);
+        if (schedule_kind(l->schedule)->chunks == CHUNKS_OPTION) add(out, n, " --virtual-stages %lld", l->v);
         add(out, n, " --micro-batches %lld", l->M);
         if (l->ckpt) snprintf(out + strlen(out), n - strlen(out), " --checkpoint-activations");
     }

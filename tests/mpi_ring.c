@@ -18,11 +18,11 @@ static Comm grid;
 static float *shm_pool;
 static int shm_outside;  // 1: hand shm a private buffer instead (it must fall back to MPI)
 static float *coll_buf(int algo, const Backend *be, size_t n, int slot) {
-    if (algo == ALLREDUCE_SHM && be->on_host && !shm_outside) return shm_pool + (size_t)slot * SHM_SLOT;
+    if (comm_algos[algo].windows && be->on_host && !shm_outside) return shm_pool + (size_t)slot * SHM_SLOT;
     return be->alloc((n + 1) * sizeof(float));
 }
 static void coll_free(int algo, const Backend *be, float *x) {
-    if (!(algo == ALLREDUCE_SHM && be->on_host && !shm_outside)) be->free(x);
+    if (!(comm_algos[algo].windows && be->on_host && !shm_outside)) be->free(x);
 }
 
 // Rank r's input element i: a pure function of (r, i, salt), so any rank can compute any rank's.
@@ -234,8 +234,8 @@ int main(int argc, char **argv) {
         size_t sizes[] = {0, 1, 2, 3, (size_t)world + 1, 7, 1000, 1000003};
         comm_shared_require(&grid, 3 * (size_t)SHM_SLOT * sizeof(float), "mpi_ring");
         shm_pool = comm_shared_alloc(&grid, 3 * (size_t)SHM_SLOT);
-        for (int algo = 0; algo < 3; algo++) {
-            const char *alg = algo == ALLREDUCE_RING ? "ring" : algo == ALLREDUCE_SHM ? "shm" : "mpi";
+        for (int algo = 0; algo < ALLREDUCE_ALGOS; algo++) {  // every row of the table
+            const char *alg = comm_algos[algo].name;
             for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
                 test_allreduce(sizes[k], algo, alg, &backend_cpu);
                 if (sizes[k] == 7 || sizes[k] == 1000003) test_allreduce(sizes[k], algo, alg, &staged);
@@ -248,7 +248,7 @@ int main(int argc, char **argv) {
             char name[120], why[120];
             snprintf(name, sizeof name, "collective/%s staging: pinned host buffers (alloc_host), kept for the next step", alg);
             snprintf(why, sizeof why, "%d alloc_host calls, then %d more for the same collectives", first, host_allocs - first);
-            report(name, algo == ALLREDUCE_SHM || (first > 0 && host_allocs == first), why);
+            report(name, comm_algos[algo].windows || (first > 0 && host_allocs == first), why);
         }
         shm_outside = 1;
         test_allreduce(1000, ALLREDUCE_SHM, "shm", &backend_cpu);

@@ -92,7 +92,7 @@ stall "MICROPP_FAULT stall in ddp (the all-reduce waits)" \
     '\[rank 1\] watchdog: waited 3\.[0-9] s \(--timeout 3\) for the other ranks \(an all-reduce of the data-parallel group\) in the gradient all-reduce in step 3; last completed: B of micro-batch 0' -- \
     env MICROPP_FAULT=0:3:stall mpiexec -n 2 "$MICROPP" train --mode ddp $A --steps 5 --timeout 3 --save "$TMP/stall"
 
-# The GPU's host waits (kernels.cu polls its queue and NCCL's events through comm_device_wait): a
+# The GPU's host waits (kernels.cu polls its queue, nccl.cu NCCL's events, through comm_device_wait): a
 # queue that never drains ends the job at --timeout, naming this rank's GPU and the action, and every
 # rank runs the wd_at_end hook first (where the NCCL transport aborts its communicators).
 DEVWAIT=$ROOT/tests/bin/mpi_devwait

@@ -57,6 +57,7 @@ all() {
     # resume across layouts: 2 steps as a 2-stage pipeline, then steps 3-4 as 2 data-parallel replicas
     run 240 mpiexec -n 2 "$MICROPP" train "${M[@]}" --mode pp --steps 2 --save "$TMP/ck"
     layout "resume: pp 2 -> ddp 2" 2 --mode ddp --resume "$TMP/ck"
+    layout "pp looped-bfs 2 V=2 M=4" 2 --mode pp --schedule looped-bfs --virtual-stages 2 --micro-batches 4
 }
 if [ "$UPDATE" = 1 ]; then
     all > "$EXPECTED"

@@ -1,5 +1,5 @@
-# tests/t_schedules.sh: the schedules beyond 1F1B for real, over MPI: interleaved 1F1B and ZB-H1
-# pass --verify on 2 and 4 ranks (with checkpointing, uneven layers across chunks), train exactly
+# tests/t_schedules.sh: the schedules beyond 1F1B for real, over MPI: interleaved 1F1B, ZB-H1 (and
+# ZB-H2, ZB-V, DualPipeV, looped BFS) pass --verify on 2 and 4 ranks (with checkpointing, uneven layers across chunks), train exactly
 # like the monolith, report the memory the theory says, run every (K, M) they accept, and refuse
 # what they cannot run with one line and exit 2 on every rank.
 source "$(dirname "$0")/lib.sh"
@@ -41,6 +41,10 @@ for ck in "" "--checkpoint-activations"; do
     verify "zb-h2/verify K=2 ${c}uneven 5,3" 2 --schedule zb-h2 --micro-batches 4 --layers 8 --partition 5,3 $ck
     verify "zb-h2/verify K=4 M=8 ${c}uneven 3,2,2,1" 4 --schedule zb-h2 --micro-batches 8 --layers 8 --partition 3,2,2,1 $ck
     verify "zb-h2/verify K=4 M=3 < 2K-1 ${c}" 4 --schedule zb-h2 --micro-batches 3 --layers 8 $ck
+    verify "looped-bfs/verify K=2 v=2 ${c}uneven 3,2,2,1" 2 --schedule looped-bfs --virtual-stages 2 --micro-batches 4 --layers 8 --partition 3,2,2,1 $ck
+    verify "looped-bfs/verify K=2 v=3 ${c}remainder (7 layers over 6 chunks)" 2 --schedule looped-bfs --virtual-stages 3 --micro-batches 3 --layers 7 $ck
+    verify "looped-bfs/verify K=4 v=2 ${c}uneven 2,1,2,1,1,2,1,2" 4 --schedule looped-bfs --virtual-stages 2 --micro-batches 6 --layers 12 --partition 2,1,2,1,1,2,1,2 $ck
+    verify "looped-bfs/verify K=4 v=2 M=3 < K ${c}" 4 --schedule looped-bfs --virtual-stages 2 --micro-batches 3 --layers 8 $ck
 done
 
 # hybrid PP x DP
@@ -55,7 +59,7 @@ done
 
 # 20 steps of training: the losses are the monolith's
 run 60 "$MICROPP" train --layers 8 --hidden 32 --batch 24 --steps 20 --json; mono="$OUT"
-for n in 2 4; do for sched in "interleaved --virtual-stages 2" zb-h1 zb-h2 zb-v dualpipev; do
+for n in 2 4; do for sched in "interleaved --virtual-stages 2" zb-h1 zb-h2 zb-v dualpipev "looped-bfs --virtual-stages 2"; do
     m=4; [ "$n" = 4 ] && [ "$sched" = dualpipev ] && m=8
     run 120 mpiexec -n $n "$MICROPP" train --mode pp --schedule $sched --micro-batches $m --layers 8 --hidden 32 --batch 24 --steps 20 --json
     python3 - "$mono" "$OUT" <<'PY' && pass "losses/K=$n ${sched%% *} matches the monolith over 20 steps" || fail "losses/K=$n ${sched%% *}" "rc $RC $(printf '%s' "$ERR" | tail -2)"
@@ -72,9 +76,10 @@ run 90 mpiexec -n 4 "$MICROPP" train $J --schedule 1f1b; one="$OUT"
 run 90 mpiexec -n 4 "$MICROPP" train $J --schedule zb-h1; zb="$OUT"
 run 90 mpiexec -n 4 "$MICROPP" train $J --schedule zb-h1 --checkpoint-activations; zbc="$OUT"
 run 90 mpiexec -n 4 "$MICROPP" train $J --schedule interleaved --virtual-stages 2; il="$OUT"
-python3 - "$one" "$zb" "$zbc" "$il" <<'PY'
+run 90 mpiexec -n 4 "$MICROPP" train $J --schedule looped-bfs --virtual-stages 2; bfs="$OUT"
+python3 - "$one" "$zb" "$zbc" "$il" "$bfs" <<'PY'
 import json, sys
-one, zb, zbc, il = (json.loads(x) for x in sys.argv[1:])
+one, zb, zbc, il, bfs = (json.loads(x) for x in sys.argv[1:])
 K, M, v = 4, 8, 2
 def check(name, ok, why):
     print(("PASS %s" % name) if ok else ("FAIL %s: %s" % (name, why)))
@@ -87,6 +92,8 @@ want = [min(2 * (K - s - 1) + (v - 1) * K + 1, v * M) for s in range(K)]
 check("memory/interleaved rank s stashes 2(K-s-1)+(v-1)K+1 chunk passes", il["peak_inflight"] == want, (il["peak_inflight"], want))
 check("theory/interleaved K=4 M=8 v=2: 3/19, zb-h1 3/27, 1f1b 3/11", abs(il["bubble_theory"] - 3 / 19) < 1e-12 and abs(zb["bubble_theory"] - 3 / 27) < 1e-12 and abs(one["bubble_theory"] - 3 / 11) < 1e-12,
       (il["bubble_theory"], zb["bubble_theory"], one["bubble_theory"]))
+check("memory/looped-bfs: every rank holds every micro-batch of both chunks at its peak (v*M chunk passes)", bfs["peak_inflight"] == [v * M] * K, bfs["peak_inflight"])
+check("theory/looped-bfs K=4 M=8 v=2: interleaved's 3/19", abs(bfs["bubble_theory"] - 3 / 19) < 1e-12 and bfs["virtual_stages"] == 2, (bfs["bubble_theory"], bfs["virtual_stages"]))
 check("json/interleaved reports 8 chunks' partition and virtual_stages 2", il["partition"] == [1] * 8 and il["virtual_stages"] == 2, (il["partition"], il["virtual_stages"]))
 PY
 
@@ -100,8 +107,10 @@ for n in 2 3 4; do for m in 1 2 3 5 6 8; do
         run 60 mpiexec -n $n "$MICROPP" train --mode pp --schedule interleaved --virtual-stages $v --micro-batches $m --layers 8 --hidden 16 --batch 120 --steps 2 --log-every 0 --json
         [ "$RC" -eq 0 ] || bad="$bad interleaved/K=$n/M=$m/v=$v(rc=$RC)"
     done; fi
+    run 60 mpiexec -n $n "$MICROPP" train --mode pp --schedule looped-bfs --virtual-stages 2 --micro-batches $m --layers 8 --hidden 16 --batch 120 --steps 2 --log-every 0 --json
+    [ "$RC" -eq 0 ] || bad="$bad looped-bfs/K=$n/M=$m(rc=$RC)"
 done; done
-[ -z "$bad" ] && pass "grid/zb-h1 for K in 2..4, M in {1,2,3,5,6,8}; interleaved for every M % K == 0, v in {2,3}" || fail "grid" "$bad"
+[ -z "$bad" ] && pass "grid/zb-h1 and looped-bfs (v=2) for K in 2..4, M in {1,2,3,5,6,8}; interleaved for every M % K == 0, v in {2,3}" || fail "grid" "$bad"
 
 # the text summary: chunks per rank in the header and the table
 run 60 mpiexec -n 2 "$MICROPP" train --mode pp --schedule interleaved --virtual-stages 2 --micro-batches 4 --layers 8 --hidden 32 --batch 24 --steps 3 --partition 3,2,2,1
@@ -116,13 +125,14 @@ else fail "summary/zb-h1" "$OUT"; fi
 # bad input: one line, exit 2, quickly, on every rank
 P="$MICROPP train --mode pp --layers 8 --hidden 16 --batch 24 --steps 2"
 expect_user_error "bad/--virtual-stages 0" "--virtual-stages = 0 is out of range: use a value in \[1, 64\]" 20 mpiexec -n 2 $P --schedule interleaved --virtual-stages 0
-expect_user_error "bad/--virtual-stages with 1f1b" "--virtual-stages applies to --schedule interleaved, not 1f1b" 20 mpiexec -n 2 $P --schedule 1f1b --virtual-stages 2
-expect_user_error "bad/--virtual-stages with zb-h1" "--virtual-stages applies to --schedule interleaved, not zb-h1" 20 mpiexec -n 2 $P --schedule zb-h1 --virtual-stages 2
+expect_user_error "bad/--virtual-stages with 1f1b" "--virtual-stages applies to --schedule interleaved or looped-bfs, not 1f1b: drop it or add --schedule interleaved" 20 mpiexec -n 2 $P --schedule 1f1b --virtual-stages 2
+expect_user_error "bad/--virtual-stages with zb-h1" "--virtual-stages applies to --schedule interleaved or looped-bfs, not zb-h1" 20 mpiexec -n 2 $P --schedule zb-h1 --virtual-stages 2
 expect_user_error "bad/--virtual-stages outside pp" "--virtual-stages applies to a pipeline \(--pp > 1\), and this run is pp 1 x dp 1 x tp 1" 20 "$MICROPP" train --virtual-stages 2
 expect_user_error "bad/interleaved with 1 chunk" "interleaved needs --virtual-stages >= 2 \(got 1; .*use --schedule 1f1b\)" 20 mpiexec -n 2 $P --schedule interleaved --virtual-stages 1
+expect_user_error "bad/looped-bfs with 1 chunk" "looped-bfs needs --virtual-stages >= 2 \(got 1; with 1 chunk per rank it is gpipe: use --schedule gpipe\)" 20 mpiexec -n 2 $P --schedule looped-bfs --virtual-stages 1
 expect_user_error "bad/dualpipev M < 2K" "dualpipev needs --micro-batches >= 2 x 4 ranks = 8 \(DualPipeV's own limit\), got 6: use --micro-batches 8 or --schedule zb-v" 30 mpiexec -n 4 $P --schedule dualpipev --micro-batches 6
 expect_user_error "bad/zb-v more chunks than layers" "zb-v holds 2 chunks per rank: 4 ranks x 2 = 8 chunks but only 6 layers" 30 mpiexec -n 4 ${P/--layers 8/--layers 6} --schedule zb-v --micro-batches 4
-expect_user_error "bad/--virtual-stages with zb-v" "--virtual-stages applies to --schedule interleaved, not zb-v" 20 mpiexec -n 2 $P --schedule zb-v --virtual-stages 2
+expect_user_error "bad/--virtual-stages with zb-v" "--virtual-stages applies to --schedule interleaved or looped-bfs, not zb-v" 20 mpiexec -n 2 $P --schedule zb-v --virtual-stages 2
 expect_user_error "bad/more chunks than layers" "4 ranks x 2 virtual stages = 8 chunks but only 6 layers" 30 mpiexec -n 4 ${P/--layers 8/--layers 6} --schedule interleaved --micro-batches 4
 expect_user_error "bad/partition per stage under interleaved" "has 2 entries but 2 ranks x 2 virtual stages make 4 chunks: give one layer count per chunk" 20 mpiexec -n 2 $P --schedule interleaved --micro-batches 4 --partition 4,4
 expect_user_error "bad/partition empty chunk" "chunk 2 gets 0 layers; every chunk needs at least 1" 20 mpiexec -n 2 $P --schedule interleaved --micro-batches 4 --partition 4,3,0,1
@@ -166,6 +176,23 @@ run 30 "$MICROPP" bubble --schedule interleaved --stages 2 --micro-batches 4 --g
 [ "$RC" -eq 0 ] && grep -q '2 stages x 2 virtual stages' <<<"$OUT" && grep -qE '^stage 1 \.+\[F0 *\]\[F1 *\]\[F0\.1\]\[B0\.1 *\]' <<<"$OUT" \
     && grep -q 'bubble 0.1111 simulated, 0.1111 formula' <<<"$OUT" && grep -q "(.c: on the rank's chunk c)" <<<"$OUT" \
     && pass "bubble/interleaved K=2 M=4 Gantt: chunk 1 passes labelled .1, bubble 1/9" || fail "bubble/interleaved Gantt" "$OUT $ERR"
+# looped-bfs breadth first: every forward of chunk 0, then of chunk 1, then the backwards from the last chunk, each
+# chunk's micro-batches in reverse (PyTorch's order); rank 1 turns at once, rank 0 waits for the gradient (3 half-units)
+run 30 "$MICROPP" bubble --schedule looped-bfs --stages 2 --micro-batches 4 --gantt
+why=$(printf '%s\n' "$OUT" | python3 -c '
+import re, sys
+rows = [l[len("stage 0 "):] for l in sys.stdin.read().splitlines() if l.startswith("stage ")]
+order = "F0 F1 F2 F3 F0.1 F1.1 F2.1 F3.1 B3.1 B2.1 B1.1 B0.1 B3 B2 B1 B0"
+starts = {0: [0, 1, 2, 3, 4, 5, 6, 7, 11, 13, 15, 17, 19, 21, 23, 25], 1: [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 15, 17, 19, 21, 23]}
+bad = [] if len(rows) == 2 else ["%d rows" % len(rows)]
+for s, body in enumerate(rows):
+    cells = [(m.group(1), m.start() // 6) for m in re.finditer(r"\[([FB][0-9.]+) *\]", body)]
+    if " ".join(c for c, _ in cells) != order or [t for _, t in cells] != starts[s]: bad.append("stage %d: %r" % (s, cells))
+print("; ".join(bad))')
+[ "$RC" -eq 0 ] && [ -z "$why" ] && grep -q 'looped-bfs | 2 stages x 2 virtual stages | 4 micro-batches' <<<"$OUT" \
+    && grep -q 'bubble 0.1111 simulated, 0.1111 formula | peak in-flight 8,8' <<<"$OUT" \
+    && pass "bubble/looped-bfs K=2 M=4 Gantt: breadth first, backwards reversed, bubble 1/9 (interleaved's), 8 chunk passes in flight" \
+    || fail "bubble/looped-bfs Gantt" "$why $OUT $ERR"
 run 30 "$MICROPP" bubble --schedule interleaved,zb-h1 --stages 4 --micro-batches 8 --virtual-stages 3 --cost-b 3 --cost-w 1 --json
 python3 - "$OUT" <<'PY' && pass "bubble/json: virtual_stages, zb-h1 I = cost-b - cost-w and its deferred W, no zb-h1 formula for unequal costs" || fail "bubble/json" "$OUT $ERR"
 import json, sys
@@ -177,6 +204,7 @@ PY
 B="$MICROPP bubble --stages 4 --micro-batches 8"
 expect_user_error "bubble-bad/--virtual-stages without interleaved" "--virtual-stages applies to --schedule interleaved" 10 $B --schedule 1f1b --virtual-stages 3
 expect_user_error "bubble-bad/interleaved with 1 chunk" "interleaved needs --virtual-stages >= 2" 10 $B --schedule interleaved --virtual-stages 1
+expect_user_error "bubble-bad/looped-bfs with 1 chunk" "looped-bfs needs --virtual-stages >= 2 \(with 1 chunk per rank it is gpipe\)" 10 $B --schedule looped-bfs --virtual-stages 1
 expect_user_error "bubble-bad/dualpipev, no M >= 2K" "dualpipev needs --micro-batches >= 2 x --stages .*no \(K, M\) given qualifies" 10 ${B/--micro-batches 8/--micro-batches 6} --schedule dualpipev
 expect_user_error "bubble-bad/--cost-w not below --cost-b" "--cost-w 2 is the weight part of the backward: use a value above 0 and below --cost-b 2" 10 $B --schedule zb-h1 --cost-w 2
 

@@ -3,7 +3,7 @@
 // exchange covers every pair that talks, and NCCL's in-order execution per communicator finishes.
 #include <stdlib.h>
 #include "unit.h"
-#include "comms/p2p.h"
+#include "p2p.h"
 #include "schedule.h"
 
 // Every rank's list of (kind, K, M, v), or of an evaluation (forward only) when kind < 0, checked.
@@ -21,28 +21,28 @@ static const char *check_lists(int kind, int K, int M, int v, char *why, size_t 
 }
 
 static void test_every_schedule(void) {
-    static const int kinds[] = {SCHED_NAIVE, SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZBH1, SCHED_ZBH2, SCHED_ZBV, SCHED_DUALPIPEV};
-    static const char *const names[] = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipev"};
-    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+    for (int kind = 0; kind < SCHED_KINDS; kind++) {  // every kind with a generator (schedule.c's table)
+        const ScheduleKind *k = schedule_kind(kind);
+        if (!k->generate) continue;
         int runs = 0, bad = 0;
         char why[256] = "", first[320] = "";
         for (int K = 2; K <= 6; K++)
             for (int M = 1; M <= 13; M++)
-                for (int v = 1; v <= (kinds[k] == SCHED_INTERLEAVED ? 3 : 1); v++) {
-                    int vv = kinds[k] == SCHED_INTERLEAVED ? v + 1 : schedule_chunks(kinds[k], 1, NULL);
-                    if (schedule_check(kinds[k], K, M, vv)) continue;
-                    SimSpec sp = {.kind = kinds[k], .K = K, .M = M, .v = vv, .f = 1, .b = 1, .w = 1};
+                for (int v = 1; v <= (k->chunks == CHUNKS_OPTION ? 3 : 1); v++) {
+                    int vv = k->chunks == CHUNKS_OPTION ? v + 1 : schedule_chunks(kind, 1, NULL);
+                    if (schedule_check(kind, K, M, vv)) continue;
+                    SimSpec sp = {.kind = kind, .K = K, .M = M, .v = vv, .f = 1, .b = 1, .w = 1};
                     SimResult r;
                     schedule_sim(&sp, &r);
                     int runnable = !r.deadlock;
                     sim_result_free(&r);
                     if (!runnable) continue;  // the simulator refuses it before any message
                     runs++;
-                    if (check_lists(kinds[k], K, M, vv, why, sizeof why) && !bad++)
+                    if (check_lists(kind, K, M, vv, why, sizeof why) && !bad++)
                         snprintf(first, sizeof first, "K=%d M=%d v=%d: %s", K, M, vv, why);
                 }
         char name[160];
-        snprintf(name, sizeof name, "p2p/%s: every call meets its peer's half, warm-up covers every pair, no deadlock (%d shapes)", names[k], runs);
+        snprintf(name, sizeof name, "p2p/%s: every call meets its peer's half, warm-up covers every pair, no deadlock (%d shapes)", k->name, runs);
         EXPECT(name, runs > 0 && !bad, "%d of %d shapes fail; first %s", bad, runs, first);
     }
     int bad = 0;

@@ -202,11 +202,16 @@ static void test_schedule(void) {
     Plan za = plan_ok("plan/zb-auto: one chunk, the loop, split backwards", 2, "--mode pp --schedule zb-auto --max-inflight 3");
     EXPECT("plan/zb-auto: one chunk, the loop, split backwards, tagged", za.V == 1 && za.chunk_order == CHUNKS_LOOP && za.split && za.schedule == SCHED_ZBAUTO,
            "V %d order %d split %d", za.V, za.chunk_order, za.split);
-    refused("plan/refuse: --virtual-stages without interleaved", 2, "--mode pp --virtual-stages 2", "--virtual-stages applies to --schedule interleaved, not 1f1b");
+    refused("plan/refuse: --virtual-stages without interleaved", 2, "--mode pp --virtual-stages 2", "--virtual-stages applies to --schedule interleaved or looped-bfs, not 1f1b: drop it or add --schedule interleaved");
     refused("plan/refuse: interleaved with 1 chunk", 2, "--mode pp --schedule interleaved --virtual-stages 1", "needs --virtual-stages >= 2 (got 1;");
     Plan p = plan_ok("plan/interleaved M % K != 0 runs", 4, "--mode pp --schedule interleaved --micro-batches 6 --batch 48");
     EXPECT("plan/interleaved: M = 6 on 4 ranks, 2 chunks each, loop chunk order", p.M == 6 && p.V == 2 && p.chunk_order == CHUNKS_LOOP, "M %d V %d", p.M, p.V);
     plan_ok("plan/interleaved M < K runs", 4, "--mode pp --schedule interleaved --micro-batches 2");
+    p = plan_ok("plan/looped-bfs M < K runs", 4, "--mode pp --schedule looped-bfs --virtual-stages 3 --micro-batches 2 --layers 12");
+    EXPECT("plan/looped-bfs: --virtual-stages chunks per rank in the loop, full backwards", p.V == 3 && p.S == 12 && p.chunk_order == CHUNKS_LOOP &&
+           !p.split && plan_vstage(&p, 1, 2) == 9, "V %d S %d order %d split %d", p.V, p.S, p.chunk_order, p.split);
+    refused("plan/refuse: looped-bfs with 1 chunk", 2, "--mode pp --schedule looped-bfs --virtual-stages 1",
+            "train: --schedule looped-bfs needs --virtual-stages >= 2 (got 1; with 1 chunk per rank it is gpipe: use --schedule gpipe)");
     p = plan_ok("plan/zb-v", 4, "--mode pp --schedule zb-v --micro-batches 8");
     int v_ok = p.V == 2 && p.S == 8 && p.chunk_order == CHUNKS_V;
     for (int s = 0; s < 4; s++)  // rank s holds vs s and 7-s; the helpers invert each other
@@ -221,7 +226,7 @@ static void test_schedule(void) {
             "zb-v holds 2 chunks per rank: 4 ranks x 2 = 8 chunks but only 6 layers: use --layers >= 8 or fewer ranks");
     refused("plan/refuse: zb-v partition per stage", 2, "--mode pp --schedule zb-v --micro-batches 4 --partition 8,8",
             "has 2 entries but 2 ranks x 2 chunks make 4: give one layer count per chunk, in pipeline order (rank r holds chunks r and 3-r, a V)");
-    refused("plan/refuse: --virtual-stages with zb-v", 2, "--mode pp --schedule zb-v --virtual-stages 2", "--virtual-stages applies to --schedule interleaved, not zb-v");
+    refused("plan/refuse: --virtual-stages with zb-v", 2, "--mode pp --schedule zb-v --virtual-stages 2", "--virtual-stages applies to --schedule interleaved or looped-bfs, not zb-v");
     refused("plan/refuse: more chunks than any model's layers: no --layers advised past 4096", 4096, "--mode pp --schedule zb-v --layers 4096 --batch 4096 --micro-batches 4096",
             "train: 4096 ranks x 2 chunks = 8192 chunks, more than the 4096 layers a model can have (every chunk needs a layer): use fewer ranks");
     refused("plan/refuse: more chunks than layers", 4, "--mode pp --schedule interleaved --virtual-stages 4 --layers 8",

@@ -1,4 +1,4 @@
-// tests/unit_schedules.c: the schedules beyond 1F1B. Simulator sweeps: every schedule is
+// tests/unit_schedules.c: the schedules beyond 1F1B and their table. Simulator sweeps: every schedule is
 // deadlock-free and complete over K <= 8, M <= 32, v <= 4; interleaved's simulated bubble equals its
 // formula exactly; zb-h1's is below 1f1b's for every K >= 2 and every M with comparable costs, equals
 // its formula for M >= K, and its peak in-flight equals 1f1b's. Generators: Megatron's interleaved
@@ -6,6 +6,7 @@
 // and counts its memory; the progress hook runs between layers.
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include "unit.h"
 #include "comms.h"
 #include "base/util.h"
@@ -16,8 +17,7 @@
 #include "sim_helpers.h"
 
 static const Backend *be = &backend_cpu;
-static const char *names[] = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipev", "zb-h2"};
-#define NKINDS 8
+#define NAME(kind) (schedule_kind(kind)->name)
 
 // v values a schedule runs with for (K, M): interleaved needs v >= 2, zb-v and dualpipev v = 2,
 // dualpipev M >= 2K.
@@ -49,14 +49,14 @@ static int list_complete(int kind, int K, int M, int v, char *why, size_t n) {
             case ACT_RECV_GRAD: recvd[((size_t)vs * 2 + 1) * M + a.mb]++; break;
             }
             if (!ok) snprintf(why, n, "%s K=%d M=%d v=%d rank %d: %s of mb %d chunk %d before its forward/input pass",
-                              names[kind], K, M, v, s, action_names[a.kind], a.mb, a.chunk);
+                              NAME(kind), K, M, v, s, action_names[a.kind], a.mb, a.chunk);
         }
         int split = schedule_splits_backward(kind, NULL);
         for (int k = 0; k < v * M && ok; k++)
             // dualpipev runs some backwards whole and splits others: each (chunk, mb) one way
             if (f[k] != 1 || (split && b[k] == 0 ? (in[k] != 1 || w[k] != 1) : (b[k] != 1 || in[k] || w[k])) || (!split && b[k] != 1)) {
                 snprintf(why, n, "%s K=%d M=%d v=%d rank %d chunk %d mb %d: F %d B %d I %d W %d",
-                         names[kind], K, M, v, s, k / M, k % M, f[k], b[k], in[k], w[k]);
+                         NAME(kind), K, M, v, s, k / M, k % M, f[k], b[k], in[k], w[k]);
                 ok = 0;
             }
         free(f); free(b); free(in); free(w);
@@ -65,7 +65,7 @@ static int list_complete(int kind, int K, int M, int v, char *why, size_t n) {
     for (int i = 0; i < V * 2 * M && ok; i++)
         if (sent[i] != 1 - (i / (2 * M) == 0 && i / M % 2 == 0) - (i / (2 * M) == V - 1 && i / M % 2 == 1) || recvd[i] != sent[i]) {
             snprintf(why, n, "%s K=%d M=%d v=%d: virtual stage %d mb %d %s: sent %d received %d",
-                     names[kind], K, M, v, i / (2 * M), i % M, i / M % 2 ? "gradient" : "activation", sent[i], recvd[i]);
+                     NAME(kind), K, M, v, i / (2 * M), i % M, i / M % 2 ? "gradient" : "activation", sent[i], recvd[i]);
             ok = 0;
         }
     free(sent); free(recvd);
@@ -75,16 +75,16 @@ static int list_complete(int kind, int K, int M, int v, char *why, size_t n) {
 static void test_sweep(void) {
     int bad = 0, incomplete = 0, cases = 0;
     char why[300] = "", why2[300] = "";
-    for (int kind = 0; kind < NKINDS; kind++)
+    for (int kind = 0; kind < SCHED_KINDS; kind++)  // every kind with a generator
         for (int K = 1; K <= 8; K++)
             for (int M = 1; M <= 32; M++)
                 for (int v = 1; v <= 4; v++) {
-                    if (!runs(kind, K, M, v)) continue;
+                    if (!schedule_kind(kind)->generate || !runs(kind, K, M, v)) continue;
                     cases++;
                     SimSpec sp = {.kind = kind, .K = K, .M = M, .v = v, .f = 1, .b = 1, .w = 1};
                     SimResult r;
                     schedule_sim(&sp, &r);
-                    if (r.deadlock && !bad++) snprintf(why, sizeof why, "%s K=%d M=%d v=%d: %s", names[kind], K, M, v, r.why);
+                    if (r.deadlock && !bad++) snprintf(why, sizeof why, "%s K=%d M=%d v=%d: %s", NAME(kind), K, M, v, r.why);
                     sim_result_free(&r);
                     if (!list_complete(kind, K, M, v, why2, sizeof why2)) incomplete++;
                 }
@@ -281,7 +281,7 @@ static void test_v_schedules(void) {
                     sim_result_free(&r);
                 }
         char name[200];
-        snprintf(name, sizeof name, "%s/simulated bubble == (K-1)/(6M+K-1) exactly on every rank, F = I = W, K 2..8, M 2K..32", names[kind]);
+        snprintf(name, sizeof name, "%s/simulated bubble == (K-1)/(6M+K-1) exactly on every rank, F = I = W, K 2..8, M 2K..32", NAME(kind));
         EXPECT(name, !bad && n > 100, "%s", why);
         if (kind == SCHED_ZBV) {
             EXPECT("zb-v/no idle inside a rank's span at F = I = W; within (K-1)(F+I-2W) for 4 more costs with W <= F", !span_bad, "%s", why2);
@@ -388,7 +388,7 @@ static void test_paper_table(void) {
             long got = lround(res.bubble_overlap * 1e4);
             n++;
             if ((got != r[6 + k] || (k < 2 && res.bubble_overlap != res.bubble_mean)) && !bad++)
-                snprintf(why, sizeof why, "%s p=%d m=%d: %.6f (synchronous %.6f), paper 0.%04d", names[kinds[k]], r[0],
+                snprintf(why, sizeof why, "%s p=%d m=%d: %.6f (synchronous %.6f), paper 0.%04d", NAME(kinds[k]), r[0],
                          r[1], res.bubble_overlap, res.bubble_mean, r[6 + k]);
             sim_result_free(&res);
         }
@@ -518,13 +518,144 @@ static void test_progress(void) {
     comm_finalize();
 }
 
+// Looped BFS (PyTorch's ScheduleLoopedBFS): PyTorch's order on a small case (every micro-batch
+// through chunk 0, then chunk 1; the backwards from the last chunk, each chunk's micro-batches in
+// reverse), the formula exact for any costs from M = K on and short of it below, and GPipe's memory:
+// every micro-batch of every chunk in flight at the peak.
+static void test_looped_bfs(void) {
+    const char *want = "F0.0 F0.1 F0.2 F1.0 F1.1 F1.2 B1.2 B1.1 B1.0 B0.2 B0.1 B0.0";
+    int order_bad = 0;
+    char got[256] = "";
+    for (int s = 0; s < 2; s++) {
+        ActionList l = {0};
+        schedule_build(SCHED_LOOPED_BFS, NULL, 2, 3, 2, s, &l);
+        got[0] = 0;
+        for (int i = 0; i < l.n; i++)
+            if (action_is_compute(l.a[i].kind)) {
+                size_t n = strlen(got);
+                snprintf(got + n, sizeof got - n, "%s%s%d.%d", n ? " " : "", action_names[l.a[i].kind], l.a[i].chunk, l.a[i].mb);
+            }
+        order_bad += strcmp(got, want) != 0;
+        action_list_free(&l);
+    }
+    EXPECT("looped-bfs/PyTorch's order K=2 M=3 v=2, every rank (F<chunk>.<mb>)", !order_bad, "got  %s\n     want %s", got, want);
+    double costs[][3] = {{1, 1, 1}, {1, 2, 1}, {2, 1, 1}, {1, 1, 3}};
+    int bad = 0, below = 0, peak_bad = 0, n = 0;
+    char why[300] = "";
+    for (size_t c = 0; c < sizeof costs / sizeof *costs; c++)
+        for (int K = 2; K <= 6; K++)
+            for (int v = 2; v <= 3; v++)
+                for (int M = 1; M <= 16; M++) {
+                    SimSpec sp = {.kind = SCHED_LOOPED_BFS, .K = K, .M = M, .v = v, .f = costs[c][0], .b = costs[c][1], .w = costs[c][2]};
+                    SimResult r;
+                    schedule_sim(&sp, &r);
+                    double f = schedule_bubble_formula(SCHED_LOOPED_BFS, K, M, v);
+                    n++;
+                    if (M >= K && r.bubble_mean != f && !bad++)
+                        snprintf(why, sizeof why, "F=%g I=%g W=%g K=%d M=%d v=%d: simulated %.17g formula %.17g", costs[c][0],
+                                 costs[c][1], costs[c][2], K, M, v, r.bubble_mean, f);
+                    below += M < K && r.bubble_mean > f;
+                    for (int s = 0; s < K; s++) peak_bad += r.peak_inflight[s] != v * M;
+                    sim_result_free(&r);
+                }
+    EXPECT("looped-bfs/simulated bubble == (K-1)/(v*M+K-1) exactly for M >= K, any F:B (4 cost ratios), and above it for M < K",
+           !bad && below == 4 * 2 * (1 + 2 + 3 + 4 + 5), "%s; %d cases below K above the formula", why, below);
+    EXPECT("looped-bfs/peak in-flight v*M chunk passes on every rank (GPipe's memory over the virtual stages)", !peak_bad && n > 0,
+           "%d ranks off", peak_bad);
+    EXPECT("looped-bfs/checks: v >= 2 (any M), not with 1 chunk",
+           !schedule_check(SCHED_LOOPED_BFS, 4, 1, 2) && !schedule_check(SCHED_LOOPED_BFS, 4, 7, 3) &&
+               schedule_check(SCHED_LOOPED_BFS, 4, 8, 1) && schedule_splits_backward(SCHED_LOOPED_BFS, NULL) == 0 &&
+               schedule_chunk_order(SCHED_LOOPED_BFS, NULL) == CHUNKS_LOOP && schedule_chunks(SCHED_LOOPED_BFS, 3, NULL) == 3,
+           "wrong verdicts");
+}
+
+// Kinds as a table: the option's choices are the table's names; every formula equals the simulated
+// bubble wherever its row says it holds (for F = I = W, and for unequal costs where it claims them);
+// a kind out of range stops the run rather than borrowing another kind's facts.
+static void test_table(void) {
+    char names[256] = "";
+    for (int k = 0; k < SCHED_KINDS; k++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? "|" : "", NAME(k));
+    EXPECT("table/SCHED_NAMES (and so SCHED_CHOICES, the --schedule choices) are the rows' names, in SCHED_* order",
+           !strcmp(names, SCHED_NAMES) && !strncmp(SCHED_NAMES, SCHED_CHOICES, strlen(SCHED_CHOICES)) &&
+               !strcmp(SCHED_NAMES + strlen(SCHED_CHOICES), "|file") && !strcmp(NAME(SCHED_FILE), "file"),
+           "rows '%s', SCHED_NAMES '%s'", names, SCHED_NAMES);
+    int rows_bad = 0;
+    char why[300] = "";
+    for (int k = 0; k < SCHED_KINDS; k++) {
+        const ScheduleKind *r = schedule_kind(k);
+        int one = -1, other = -1;
+        for (int j = 0; j < SCHED_KINDS; j++) {
+            if (r->one_chunk && !strcmp(r->one_chunk, NAME(j))) one = j;
+            if (r->least_m_else && !strcmp(r->least_m_else, NAME(j))) other = j;
+        }
+        if ((r->chunks == CHUNKS_OPTION && (r->least_chunks < 2 || one < 0 || schedule_chunks(one, 2, NULL) != 1)) ||
+            (r->least_m > 1 && (!r->least_m_rule || other < 0 || schedule_check(other, 4, 4 * r->least_m - 1, schedule_chunks(other, 2, NULL)))) ||
+            (r->chunks == CHUNKS_OF_LISTS && (r->generate || k != SCHED_FILE)) || (r->searched && !r->generate) ||
+            (!r->bubble && (r->holds.uniform || r->holds.m_per_k || r->holds.whole_groups)))
+            if (!rows_bad++) snprintf(why, sizeof why, "row %s", r->name);
+    }
+    EXPECT("table/each row's fixes name kinds that run there (one chunk, too few micro-batches); only a file's facts are its lists'",
+           !rows_bad, "%s", why);
+    // the formulas, generically: costs F = I = W, then 1, 2, 1 (B = 3, unequal), K 1..8, M 1..24, v 2..3
+    int checked = 0, bad = 0, claimed = 0;
+    double costs[2][3] = {{1, 1, 1}, {1, 2, 1}};
+    for (int k = 0; k < SCHED_KINDS; k++)
+        for (int c = 0; c < 2; c++)
+            for (int K = 1; K <= 8; K++)
+                for (int M = 1; M <= 24; M++)
+                    for (int v = 2; v <= 3; v++) {
+                        if (!schedule_kind(k)->generate) continue;
+                        int vv = schedule_chunks(k, v, NULL);
+                        if ((vv != v && v > 2) || schedule_check(k, K, M, vv)) continue;
+                        claimed += c == 0 && K > 1 && schedule_kind(k)->bubble && !schedule_bubble_holds(k, K, M, 1);
+                        if (!schedule_bubble_holds(k, K, M, c == 0)) continue;
+                        SimSpec sp = {.kind = k, .K = K, .M = M, .v = vv, .f = costs[c][0], .b = costs[c][1], .w = costs[c][2]};
+                        SimResult r;
+                        schedule_sim(&sp, &r);
+                        double f = schedule_bubble_formula(k, K, M, vv);
+                        checked++;
+                        if (r.bubble_mean != f && !bad++)
+                            snprintf(why, sizeof why, "%s F=%g I=%g W=%g K=%d M=%d v=%d: simulated %.17g formula %.17g", NAME(k),
+                                     costs[c][0], costs[c][1], costs[c][2], K, M, vv, r.bubble_mean, f);
+                        sim_result_free(&r);
+                    }
+    char name[160];
+    snprintf(name, sizeof name, "table/every formula equals the simulated bubble exactly where its row says it holds (%d cases)", checked);
+    EXPECT(name, !bad && checked > 1000 && claimed > 0, "%s", why);
+    EXPECT("table/zb-auto and a file have no formula (NaN), and say so", isnan(schedule_bubble_formula(SCHED_ZBAUTO, 4, 8, 1)) &&
+           isnan(schedule_bubble_formula(SCHED_FILE, 4, 8, 1)) && !schedule_bubble_holds(SCHED_ZBAUTO, 4, 8, 1), "a number");
+    // a kind out of range: the run stops naming it (a child process, as fatal exits)
+    int fd[2];
+    char err[300] = "", want[64];
+    snprintf(want, sizeof want, "unknown schedule kind %d", SCHED_KINDS);
+    if (pipe(fd) == 0) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(fd[1], 2);
+            close(fd[0]);
+            printf("%g\n", schedule_bubble_formula(SCHED_KINDS, 4, 8, 1));
+            _exit(0);
+        }
+        close(fd[1]);
+        ssize_t got = read(fd[0], err, sizeof err - 1);
+        err[got > 0 ? got : 0] = 0;
+        close(fd[0]);
+        int st = 0;
+        waitpid(pid, &st, 0);
+        EXPECT("table/an unknown kind is an error (never 1f1b's formula): exit 1 naming it",
+               WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(err, want), "status %d: %s", st, err);
+    }
+}
+
 // schedule_parse_list: the one parser of bubble's and plan's --schedule lists.
 static void test_parse_list(void) {
     int k[16], n;
     char why[256] = "";
     n = schedule_parse_list("all", k, 16, why, sizeof why);
     EXPECT("schedules/list: all is every built-in kind, in order, without zb-auto (a search: asked by name)",
-           n == SCHED_ZBAUTO && k[0] == SCHED_NAIVE && k[n - 1] == SCHED_ZBH2, "n %d", n);
+           n == SCHED_ZBAUTO && k[0] == SCHED_NAIVE && k[n - 1] == SCHED_LOOPED_BFS, "n %d", n);
     n = schedule_parse_list("zb-auto", k, 16, why, sizeof why);
     EXPECT("schedules/list: zb-auto by name", n == 1 && k[0] == SCHED_ZBAUTO, "n %d", n);
     n = schedule_parse_list("zb-h1,gpipe", k, 16, why, sizeof why);
@@ -555,6 +686,8 @@ int main(int argc, char **argv) {
     test_v_schedules();
     test_zbh2();
     test_paper_table();
+    test_looped_bfs();
+    test_table();
     test_parse_list();
     for (int ckpt = 0; ckpt < 2; ckpt++)
         for (int head = 0; head < 2; head++) test_split_backward(ckpt, head);

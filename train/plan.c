@@ -154,12 +154,11 @@ static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e
     char sched[32];
     choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched);
     if (p->pipelined && p->schedule == SCHED_FILE && rule_schedule_file(c, p, e)) return -1;
-    int interleaved = p->pipelined && p->schedule == SCHED_INTERLEAVED;
-    if (p->pipelined && !interleaved && seen_typed(e->seen, "virtual-stages"))
-        return refuse(
-            e,
-            "train: --virtual-stages applies to --schedule interleaved, not %s: drop it or add --schedule interleaved",
-            sched);
+    char takers[64];  // the kinds that take --virtual-stages, by the table
+    schedule_chunk_option_kinds(takers, sizeof takers);
+    if (p->pipelined && schedule_kind(p->schedule)->chunks != CHUNKS_OPTION && seen_typed(e->seen, "virtual-stages"))
+        return refuse(e, "train: --virtual-stages applies to --schedule %s, not %s: drop it or add --schedule %.*s",
+                      takers, sched, (int)strcspn(takers, " ,"), takers);
     if (p->pipelined && p->schedule != SCHED_ZBAUTO && seen_typed(e->seen, "max-inflight"))
         return refuse(e, "train: --max-inflight is zb-auto's memory limit, not %s's: drop it or add --schedule zb-auto",
                       sched);
@@ -170,33 +169,35 @@ static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e
 static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) {
     char sched[32];
     choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched);
-    int interleaved = p->pipelined && p->schedule == SCHED_INTERLEAVED;
+    const ScheduleKind *k = schedule_kind(p->schedule);
+    int option_chunks = p->pipelined && k->chunks == CHUNKS_OPTION;  // --virtual-stages chunks
     p->V = p->pipelined ? schedule_chunks(p->schedule, (int)c->virtual_stages, p->file) : 1;
     p->chunk_order = p->pipelined ? schedule_chunk_order(p->schedule, p->file) : CHUNKS_LOOP;
     p->split = p->pipelined && schedule_splits_backward(p->schedule, p->file);
-    if (interleaved && p->V < 2)
+    if (option_chunks && p->V < k->least_chunks)
         return refuse(e,
-                      "train: --schedule interleaved needs --virtual-stages >= 2 (got %d; with 1 chunk per rank it is "
-                      "1f1b: use --schedule 1f1b)",
-                      p->V);
-    if (p->pipelined && p->schedule == SCHED_DUALPIPEV && p->M < 2 * p->K)
+                      "train: --schedule %s needs --virtual-stages >= %d (got %d; with 1 chunk per rank it is %s: use "
+                      "--schedule %s)",
+                      sched, k->least_chunks, p->V, k->one_chunk, k->one_chunk);
+    if (p->pipelined && p->M < k->least_m * p->K)
         return refuse(e,
-                      "train: --schedule dualpipev needs --micro-batches >= 2 x %d ranks = %d (DualPipeV's own limit), "
-                      "got %d: use --micro-batches %d or --schedule zb-v",
-                      p->K, 2 * p->K, p->M, 2 * p->K);
+                      "train: --schedule %s needs --micro-batches >= %d x %d ranks = %d (%s), got %d: use "
+                      "--micro-batches %d or --schedule %s",
+                      sched, k->least_m, p->K, k->least_m * p->K, k->least_m_rule, p->M, k->least_m * p->K,
+                      k->least_m_else);
     p->S = p->K * p->V;
     if (p->S > c->layers && p->S > MAX_LAYERS)
         return refuse(e,
                       "train: %d ranks x %d chunks = %d chunks, more than the %d layers a model can have (every chunk "
                       "needs a layer): use fewer %s",
-                      p->K, p->V, p->S, MAX_LAYERS, interleaved ? "--virtual-stages or ranks" : "ranks");
+                      p->K, p->V, p->S, MAX_LAYERS, option_chunks ? "--virtual-stages or ranks" : "ranks");
     if (p->S > c->layers) {
-        if (p->schedule == SCHED_FILE)
+        if (k->chunks == CHUNKS_OF_LISTS)
             return refuse(e,
                           "train: --schedule-file '%s' holds %d chunks per rank: %d ranks x %d = %d chunks but only "
                           "%lld layers: use --layers >= %d or a file with fewer stages",
                           c->schedule_file, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
-        if (!interleaved)
+        if (!option_chunks)
             return refuse(e,
                           "train: --schedule %s holds %d chunks per rank: %d ranks x %d = %d chunks but only %lld "
                           "layers: use --layers >= %d or fewer ranks",

@@ -1,10 +1,11 @@
-// devcomm.h: the NCCL transport between GPU ranks, for the wire only (comms.c bootstraps it over MPI,
-// messages.c hands comm_send/comm_recv to it when --transport is nccl). Implemented in kernels.cu;
-// cuda_stub.c (a CPU-only build) ends the run if it is ever reached. Buffers are device pointers.
+// comms/devcomm.h: the NCCL transport between GPU ranks, for the wire only (comms.c bootstraps it over
+// MPI, messages.c hands comm_send/comm_recv to it when --transport is nccl). An interface of comms/
+// implemented by the CUDA build, as base/ops.h's backend is: nccl.cu, or in a CPU-only build
+// cuda_stub.c, which ends the run if it is ever reached. Buffers are device pointers.
 #pragma once
 #include <stddef.h>
 
-#define DEVCOMM_ID_BYTES 128  // sizeof(ncclUniqueId); kernels.cu checks it at compile time
+#define DEVCOMM_ID_BYTES 128  // sizeof(ncclUniqueId); nccl.cu checks it at compile time
 
 typedef struct DevComm DevComm;
 

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "devcomm.h"
-#include "comms/p2p.h"
+#include "p2p.h"
+#include "comms/devcomm.h"
 #include "comms/tags.h"
 #include "base/util.h"
 

@@ -1,4 +1,4 @@
-// p2p.h: the rule by which the NCCL transport (kernels.cu) posts a pipeline's messages, as pure C
+// p2p.h: the rule by which the NCCL transport (nccl.cu) posts a pipeline's messages, as pure C
 // over the schedule's action lists, so that a CPU-only unit test (tests/unit_p2p.c) proves it for
 // every schedule: the neighbours of the warm-up exchange, each rank's ordered calls, and a model of
 // NCCL's in-order execution per communicator that must finish without a deadlock.

@@ -1,0 +1,88 @@
+// tests/unit_comms.c: the collectives' table of algorithms (comms/algo.h, collectives.c's comm_algos)
+// against what names its rows elsewhere: the option's choices (--allreduce, allreduce's --algo) list
+// the rows' names in the table's order, auto comes after the last row, every row has the operations
+// a request calls, and the planner's profile keys are the rows' names (a profile read back by name).
+#include <stdlib.h>
+#include "unit.h"
+#include "comms.h"
+#include "planner/cost.h"
+
+// The i-th '|'-separated field of choices into out ("" past the last).
+static void choice(const char *choices, int i, char *out, size_t n) {
+    const char *p = choices;
+    for (int k = 0; k < i && p; k++) p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL;
+    size_t len = p ? strcspn(p, "|") : 0;
+    snprintf(out, n, "%.*s", (int)len, p ? p : "");
+}
+static int fields(const char *choices) {
+    int n = 1;
+    for (const char *p = choices; *p; p++) n += *p == '|';
+    return n;
+}
+
+static void test_choices(void) {
+    char got[64] = "", why[160] = "";
+    int ok = fields(ALLREDUCE_CHOICES) == ALLREDUCE_ALGOS + 1 && fields(ALLREDUCE_ALGO_NAMES) == ALLREDUCE_ALGOS;
+    for (int a = 0; a < ALLREDUCE_ALGOS && ok; a++) {
+        choice(ALLREDUCE_CHOICES, a, got, sizeof got);
+        ok = strcmp(got, comm_algos[a].name) == 0;
+        if (!ok) snprintf(why, sizeof why, "choice %d is \"%s\", row %d is \"%s\"", a, got, a, comm_algos[a].name);
+    }
+    choice(ALLREDUCE_CHOICES, ALLREDUCE_AUTO, got, sizeof got);
+    if (ok && strcmp(got, "auto")) { ok = 0; snprintf(why, sizeof why, "choice %d is \"%s\", not auto", ALLREDUCE_AUTO, got); }
+    if (!why[0] && !ok) snprintf(why, sizeof why, "%s: %d choices for %d rows", ALLREDUCE_CHOICES, fields(ALLREDUCE_CHOICES), ALLREDUCE_ALGOS);
+    EXPECT("comms/algos: --allreduce's choices are the table's rows in order, then auto", ok, "%s", why);
+    EXPECT("comms/algos: auto is no row (ALLREDUCE_AUTO == ALLREDUCE_ALGOS)", ALLREDUCE_AUTO == ALLREDUCE_ALGOS, "%d %d",
+           ALLREDUCE_AUTO, ALLREDUCE_ALGOS);
+}
+
+static void test_rows(void) {
+    int ok = 1, windows = 0;
+    char why[160] = "";
+    for (int a = 0; a < ALLREDUCE_ALGOS; a++) {
+        const CommAlgo *r = &comm_algos[a];
+        if (!r->name || !r->name[0] || !r->start || !r->advance) {
+            ok = 0;
+            snprintf(why, sizeof why, "row %d lacks its name, start or advance", a);
+        }
+        for (int b = 0; b < a && ok; b++)
+            if (!strcmp(r->name, comm_algos[b].name)) { ok = 0; snprintf(why, sizeof why, "rows %d and %d are both %s", b, a, r->name); }
+        windows += r->windows;
+    }
+    EXPECT("comms/algos: every row has a name of its own, a start and an advance", ok, "%s", why);
+    EXPECT("comms/algos: MPI's row needs no windows (every fallback runs there)", !comm_algos[ALLREDUCE_MPI].windows &&
+           comm_algos[ALLREDUCE_MPI].blocking, "windows %d", comm_algos[ALLREDUCE_MPI].windows);
+    EXPECT("comms/algos: shm's row is the one whose buffers are windows", comm_algos[ALLREDUCE_SHM].windows && windows == 1,
+           "%d rows need windows", windows);
+}
+
+// The planner's cost tables are sized by the table and keyed by its names: a profile written with a
+// curve for every row reads back with each row's curve in place.
+static void test_profile_keys(void) {
+    Profile *pf = calloc(1, sizeof *pf), *back = calloc(1, sizeof *back);
+    pf->calibrated = 1; pf->world = 2; pf->threads = 1; pf->hidden = 8; pf->inputs = 8; pf->classes = 2;
+    pf->has_precision[PRECISION_FP32] = 1;
+    for (int k = 0; k < LAYER_KINDS; k++)
+        for (int p = 0; p < PASSES; p++) pf->layer[PRECISION_FP32][k][p] = (Curve){.n = 1, .x = {1}, .s = {1e-6}};
+    pf->p2p = (Curve){.n = 1, .x = {8}, .s = {1e-6}};
+    for (int a = 0; a < ALLREDUCE_ALGOS; a++) {
+        pf->coll[a][COLL_ALLREDUCE][2] = (Curve){.n = 2, .x = {4096, 8192}, .s = {(a + 1) / 1024.0, (a + 1) / 512.0}};
+        pf->overlap[a] = 0.25 * a;
+    }
+    char *text = cost_to_json(pf), err[256] = "";
+    int read = cost_parse(text, "unit_comms", back, err, sizeof err);
+    int ok = read == 0;
+    for (int a = 0; a < ALLREDUCE_ALGOS && ok; a++)
+        ok = back->coll[a][COLL_ALLREDUCE][2].n == 2 && back->coll[a][COLL_ALLREDUCE][2].s[1] == (a + 1) / 512.0 &&
+             back->overlap[a] == 0.25 * a;
+    EXPECT("comms/algos: a profile's collectives are keyed by the rows' names, one table per row", ok, "read %d: %s",
+           read, err);
+    free(text); free(pf); free(back);
+}
+
+int main(void) {
+    test_choices();
+    test_rows();
+    test_profile_keys();
+    return unit_failures ? 1 : 0;
+}
