@@ -6,7 +6,7 @@
 #pragma once
 #include "train/run.h"
 
-typedef struct { double weights, grads, optimizer, activations, buffers, total; } MemNeed;  // bytes
+// (MemNeed, what one rank holds in bytes, is the axes': axes/axis.h.)
 
 // The bytes of the virtual stages vs_of[0..n) held by one rank, each with slots[k] stashed
 // micro-batches, from the options and the plan alone (no run, no MPI).

@@ -21,17 +21,7 @@
 #include "base/util.h"
 #include "comms/watchdog.h"   // WD_MIN_TIMEOUT
 
-// Each rule returns 0, or -1 after writing its one-line message into the plan's error buffer; the
-// rules that ask which options were set or typed read them from `seen`.
-typedef struct { char *buf; size_t n; const OptionsSeen *seen; } Err;
-
-__attribute__((format(printf, 2, 3))) static int refuse(Err *e, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->buf, e->n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+// (Each rule returns 0, or -1 after writing its one-line message: axes/axis.h's refuse.)
 
 // What the degrees leave for each flag (axes/degrees.c's one rule covers the option rows that name
 // their axes): --trace of data parallelism alone draws ZeRO's collectives; a pipeline already
