@@ -16,7 +16,7 @@ LDLIBS := -lopenblas -lcjson -lz -lm
 CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftest.c plot.c
 CORE_SRCS := comms.c model.c schedule.c schedule_file.c shard.c schedule_auto.c p2p.c
 COMMS_SRCS := $(addprefix comms/,hardware.c messages.c collectives.c ring.c shm.c launch.c slurm.c watchdog.c finalize.c)
-TRAIN_SRCS := $(addprefix train/,plan.c plan_sizes.c options.c measure.c pipeline.c verify.c report.c report_json.c checkpoint.c \
+TRAIN_SRCS := $(addprefix train/,plan.c plan_sizes.c options.c measure.c executor.c verify.c report.c report_json.c checkpoint.c \
                                  trace.c metrics.c live.c)
 AXES_SRCS := $(addprefix axes/,degrees.c ddp.c zero.c tp.c)
 PLANNER_SRCS := $(addprefix planner/,memory.c cost.c calibrate.c predict.c auto.c)

@@ -161,7 +161,7 @@ void *stage_slot_input(Stage *s, int slot);
 // Loads the slot's input from host rows x_host[rows, D] (fp32), rounding it for a bf16 stash.
 void stage_load_input(Stage *s, int slot, const float *x_host);
 // stage_load_input and stage_set_labels without a host wait (Backend.to_device_queued): x_host and
-// labels_host stay unchanged until a fence recorded after the call has passed (train/pipeline.c's ring).
+// labels_host stay unchanged until a fence recorded after the call has passed (train/executor.c's ring).
 void stage_queue_input(Stage *s, int slot, const float *x_host);
 void stage_queue_labels(Stage *s, int slot, const int32_t *labels_host);
 // Floats of a message carrying n stashed values: n, or with bf16 stashes (n + 1) / 2 (bf16 pairs).

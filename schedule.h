@@ -1,5 +1,5 @@
 // schedule.h: a pipeline schedule is DATA: for each rank, the ordered list of actions it runs in
-// one training step. The executor (pipeline.c) runs a list for real; the simulator below runs all
+// one training step. The executor (train/executor.c) runs a list for real; the simulator below runs all
 // ranks' lists against each other with costs, which yields the bubble, the peak number of
 // micro-batches in flight, a Gantt chart, and a proof that the schedule cannot deadlock.
 //

@@ -234,7 +234,7 @@ static void test_memory(Test *t) {
     report(t, "alloc_host is zero-filled", "10007", pinned, zeros, n, 0);
     be->to_host(pinned, d, sizeof(float) * n);
     report(t, "to_host into alloc_host memory", "10007", pinned, x, n, 0);
-    // The training path's input ring (train/pipeline.c): a copy queued from pinned memory, its fence
+    // The training path's input ring (train/executor.c): a copy queued from pinned memory, its fence
     // waited for, then the source overwritten: the device holds what was there before.
     Fence *f = be->fence_new();
     be->fill(e, -1.0f, n);  // (e held x already)

@@ -3,7 +3,7 @@
 // step), the set-up of a run (device, stages, data parallelism, checkpoints: what the Plan says,
 // with the options const) and the step loop live here, over the run's parts (train/run.h: the
 // wire, the model, the executor's step state, the progress, the measure); the options in
-// train/options.c, every rule and choice in train/plan.c, the executor in train/pipeline.c,
+// train/options.c, every rule and choice in train/plan.c, the executor in train/executor.c,
 // --verify in train/verify.c, the summary in train/report.c.
 #include <math.h>
 #include <string.h>
@@ -11,7 +11,7 @@
 #include "base/fault.h"
 #include "planner/memory.h"
 #include "p2p.h"
-#include "train/pipeline.h"
+#include "train/executor.h"
 #include "train/report.h"
 #include "schedule_file.h"
 #include "commands.h"
@@ -94,11 +94,11 @@ static void setup_device(const TrainConfig *c, const Plan *p, Wire *w) {
 
 // The executor's buffers: host rows and labels (pinned on a GPU, so each micro-batch's copy to it is
 // a DMA from page-locked memory): the training rows' ring, whose copies nothing waits for but the
-// buffer's refill (pipe_load_inputs), and the held-out rows' one buffer; and the gradients a backward
+// buffer's refill (exec_load_inputs), and the held-out rows' one buffer; and the gradients a backward
 // hands on.
 static void setup_buffers(const TrainConfig *c, const Plan *p, const Backend *be, StepState *st) {
     size_t rows = (size_t)p->rows, H = (size_t)c->hidden, D = (size_t)p->inputs;
-    pipe_ring_alloc(&st->ring, be, p->rows, p->inputs);
+    exec_ring_alloc(&st->ring, be, p->rows, p->inputs);
     st->xh = be->alloc_host(sizeof(float) * rows * D);
     st->yh = be->alloc_host(sizeof(int32_t) * (size_t)(p->rows > c->eval_samples ? p->rows : c->eval_samples));
     st->dout = be->alloc(sizeof(float) * rows * H);
@@ -265,7 +265,7 @@ static void run_free(Run *r) {
     sim_result_free(&st->sim);
     action_list_free(&st->list);
     be->free(st->dout); be->free(st->din); be->free(st->grad_bf16);
-    pipe_ring_free(&st->ring, be);
+    exec_ring_free(&st->ring, be);
     be->free_host(st->xh); be->free_host(st->yh);
     measure_free(&r->m);
     data_close(&r->data);
@@ -286,9 +286,9 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
     if (p->pipelined) comm_barrier(MPI_COMM_WORLD);
     double t0 = now_sec();
     m->step_start[step] = t0;
-    if (p->pipelined) m->span_s[step] = pipeline_step(p, w, model, st, m);
-    else if (p->mode == MODE_MANUAL) manual_step(p, w, model, st, m);
-    else monolith_step(p, w, model, st, m);
+    if (p->pipelined) m->span_s[step] = exec_pipeline_step(p, w, model, st, m);
+    else if (p->mode == MODE_MANUAL) exec_manual_step(p, w, model, st, m);
+    else exec_monolith_step(p, w, model, st, m);
     if (!p->pipelined) m->span_s[step] = now_sec() - t0;
     wd_phase("the gradient all-reduce", step + 1);
     for (int k = 0; k < model->n_sync; k++) gradsync_finish(&model->sync[k]);

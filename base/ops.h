@@ -26,7 +26,7 @@ typedef struct Backend {
     // Waits until the copy is done (cuda: for the whole queue), so the caller may reuse src_host at once.
     void (*to_device)(void *dst, const void *src_host, size_t bytes);
     // The same copy queued without a host wait: src_host (alloc_host memory) must stay unchanged until a
-    // fence recorded after this call has passed (the training path's input ring, train/pipeline.c).
+    // fence recorded after this call has passed (the training path's input ring, train/executor.c).
     void (*to_device_queued)(void *dst, const void *src_host, size_t bytes);
     // Fences: fence_new returns one already passed; fence_record moves it to the queue's end now;
     // fence_wait waits on the host until the queue has passed it, no further (cuda: that event alone,

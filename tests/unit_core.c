@@ -9,7 +9,7 @@
 #include "base/util.h"
 #include "schedule.h"
 #include "sim_helpers.h"
-#include "train/pipeline.h"
+#include "train/executor.h"
 
 static const Backend *be = &backend_cpu;
 
@@ -132,7 +132,7 @@ static void test_loss_tally(void) {
     stage_free(&s);
 }
 
-// ---- the training path's input ring (train/pipeline.c), on a backend whose copies queue like a GPU's ----
+// ---- the training path's input ring (train/executor.c), on a backend whose copies queue like a GPU's ----
 // A queued copy runs only when the host waits: at a fence (the copies queued before it) or for the
 // whole queue (sync, to_device, to_host). So a load that refilled a buffer before waiting on its
 // fence would send the refilled rows, as a GPU would. The log: per call, an op and the ring buffer.
@@ -199,11 +199,11 @@ static void test_input_ring(void) {
     stage_init(&s, &q, spec);
     stage_init(&ref, be, spec);
     StepState st = {.data = &d};
-    pipe_ring_alloc(&st.ring, &q, ROWS, D);
+    exec_ring_alloc(&st.ring, &q, ROWS, D);
     rec.ring = &st.ring;
     rec.full_waits = 0; rec.n_log = 0;
     for (int mb = 0; mb < M; mb++)
-        pipe_load_inputs(&st, &s, stage_slot_acquire(&s, mb), 100 + (uint64_t)mb * ROWS, 1, 1);
+        exec_load_inputs(&st, &s, stage_slot_acquire(&s, mb), 100 + (uint64_t)mb * ROWS, 1, 1);
     long full = rec.full_waits;
     char want[256] = "", got[256] = "";
     for (int mb = 0; mb < M; mb++) {  // per load: its buffer's wait, its two copies, its fence
@@ -239,7 +239,7 @@ static void test_input_ring(void) {
            rows_ok && labels_ok, "rows %s, labels %s", rows_ok ? "ok" : "differ", labels_ok ? "ok" : "differ");
     EXPECT("train/input ring: losses bit-identical to synchronous loads", loss_ok, "loss %.17g vs %.17g",
            s.loss_sum, ref.loss_sum);
-    pipe_ring_free(&st.ring, &q);
+    exec_ring_free(&st.ring, &q);
     stage_free(&s);
     stage_free(&ref);
     data_close(&d);

@@ -7,7 +7,7 @@
 #include <unistd.h>
 #include <sys/resource.h>
 #include <cjson/cJSON.h>
-#include "train/pipeline.h"
+#include "train/executor.h"
 #include "train/report.h"
 #include "comms/slurm.h"
 #include "axes/zero.h"

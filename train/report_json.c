@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 #include <cjson/cJSON.h>
-#include "train/pipeline.h"
+#include "train/executor.h"
 #include "train/report.h"
 #include "comms/slurm.h"
 #include "axes/zero.h"

@@ -37,8 +37,8 @@ typedef struct {
     int n_sync;               // 0 without data parallelism
 } Model;
 
-// The training path's input rows and labels on their way to the device (train/pipeline.c's
-// pipe_load_inputs): INPUT_RING host buffers (pinned on a GPU), each with a fence recorded after the
+// The training path's input rows and labels on their way to the device (train/executor.c's
+// exec_load_inputs): INPUT_RING host buffers (pinned on a GPU), each with a fence recorded after the
 // copies out of it were queued. A load takes the next buffer and waits for its fence alone, queued
 // INPUT_RING loads before: no wait for the whole queue per micro-batch.
 #define INPUT_RING 3

@@ -1,13 +1,13 @@
-// train/pipeline.c: the executor. Where a micro-batch moves: the monolith's and the manual split's steps,
+// train/executor.c: the executor. Where a micro-batch moves: the monolith's and the manual split's steps,
 // this rank's action list of a pipeline step, and evaluation as a forward-only action list. One
-// helper, pipe_neighbour, names every message's peer rank and tag.
+// helper, exec_neighbour, names every message's peer rank and tag.
 #include <math.h>
 #include "base/fault.h"
-#include "train/pipeline.h"
+#include "train/executor.h"
 #include "base/util.h"
 #include "comms/watchdog.h"
 
-void pipe_ring_alloc(InputRing *r, const Backend *be, int rows, int inputs) {
+void exec_ring_alloc(InputRing *r, const Backend *be, int rows, int inputs) {
     for (int k = 0; k < INPUT_RING; k++) {
         r->x[k] = be->alloc_host(sizeof(float) * (size_t)rows * (size_t)inputs);
         r->y[k] = be->alloc_host(sizeof(int32_t) * (size_t)rows);
@@ -16,7 +16,7 @@ void pipe_ring_alloc(InputRing *r, const Backend *be, int rows, int inputs) {
     r->next = 0;
 }
 
-void pipe_ring_free(InputRing *r, const Backend *be) {
+void exec_ring_free(InputRing *r, const Backend *be) {
     for (int k = 0; k < INPUT_RING; k++) {
         if (!r->copied[k]) continue;
         be->fence_wait(r->copied[k], "GPU (the copies out of an input buffer, before it is freed)");
@@ -30,7 +30,7 @@ void pipe_ring_free(InputRing *r, const Backend *be) {
 // the ring's next buffer: its last copies (INPUT_RING loads ago) waited for alone, then refilled, and
 // the copies queued behind the work already queued, with no host wait (the next load's wait is on
 // another buffer).
-void pipe_load_inputs(StepState *st, Stage *s, int slot, uint64_t first, int load_x, int load_y) {
+void exec_load_inputs(StepState *st, Stage *s, int slot, uint64_t first, int load_x, int load_y) {
     if (!load_x && !load_y) return;  // (a middle stage: its input comes over the wire)
     InputRing *r = &st->ring;
     int k = r->next;
@@ -47,7 +47,7 @@ void pipe_load_inputs(StepState *st, Stage *s, int slot, uint64_t first, int loa
     s->be->fence_record(r->copied[k]);
 }
 
-Peer pipe_neighbour(const Plan *p, const Comm *comm, int vs, int dir, int kind, int mb) {
+Peer exec_neighbour(const Plan *p, const Comm *comm, int vs, int dir, int kind, int mb) {
     int other = vs + dir;
     return (Peer){.rank = comm_stage_rank(comm, plan_stage_of(p, other)),
                   .send_tag = comm_tag_chunk(kind, mb, plan_chunk_of(p, other)),
@@ -107,7 +107,7 @@ typedef struct {
 
 static void pipe_forward(const Plan *p, const Wire *w, StepState *st, Stage *s, Action a, int vs) {
     int slot = stage_slot_acquire(s, a.mb);
-    pipe_load_inputs(st, s, slot, plan_sample(p, st->step_sample, 0, w->replica, a.mb), vs == 0, vs == p->S - 1);
+    exec_load_inputs(st, s, slot, plan_sample(p, st->step_sample, 0, w->replica, a.mb), vs == 0, vs == p->S - 1);
     stage_forward(s, slot);
 }
 
@@ -139,7 +139,7 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
     Peer peer;
     switch (a.kind) {
     case ACT_RECV_ACT:
-        peer = pipe_neighbour(p, &w->comm, vs, -1, TAG_ACT, a.mb);
+        peer = exec_neighbour(p, &w->comm, vs, -1, TAG_ACT, a.mb);
         pipe_recv(p, w, stage_slot_input(s, stage_slot_acquire(s, a.mb)), stage_wire_floats(s, n), peer);
         break;
     case ACT_FORWARD:
@@ -150,12 +150,12 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
         CHECK(h->fwd_mb == a.mb && h->fwd_c == a.chunk,
               "schedule sends micro-batch %d of chunk %d but the last forward was %d of chunk %d", a.mb, a.chunk,
               h->fwd_mb, h->fwd_c);
-        peer = pipe_neighbour(p, &w->comm, vs, +1, TAG_ACT, a.mb);
+        peer = exec_neighbour(p, &w->comm, vs, +1, TAG_ACT, a.mb);
         // else it stays in its slot until the backward that its returning gradient allows: sent as it lies
         pipe_send_output(p, w, stage_output(s, stage_slot_of(s, a.mb)), stage_wire_floats(s, n), peer, !s->ckpt);
         break;
     case ACT_RECV_GRAD:
-        pipe_recv_grad(p, w, st, s, pipe_neighbour(p, &w->comm, vs, +1, TAG_GRAD, a.mb), n);
+        pipe_recv_grad(p, w, st, s, exec_neighbour(p, &w->comm, vs, +1, TAG_GRAD, a.mb), n);
         h->dout_mb = a.mb; h->dout_c = a.chunk;
         break;
     case ACT_BACKWARD:
@@ -172,7 +172,7 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
         CHECK(h->din_mb == a.mb && h->din_c == a.chunk,
               "schedule sends the gradient of micro-batch %d (chunk %d) but the last backward was %d (chunk %d)", a.mb,
               a.chunk, h->din_mb, h->din_c);
-        pipe_send_grad(p, w, st, s, pipe_neighbour(p, &w->comm, vs, -1, TAG_GRAD, a.mb), n);
+        pipe_send_grad(p, w, st, s, exec_neighbour(p, &w->comm, vs, -1, TAG_GRAD, a.mb), n);
         break;
     }
 }
@@ -195,7 +195,7 @@ static double place_marks(const Wire *w, Measure *m, const int *at, int n, int m
     return busy;
 }
 
-double pipeline_step(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m) {
+double exec_pipeline_step(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m) {
     Held h = {.dout_mb = -1, .dout_c = -1, .din_mb = -1, .din_c = -1, .fwd_mb = -1, .fwd_c = -1};
     int step = st->step, marks = 0, *at = xmalloc(sizeof(int) * (size_t)(st->list.n ? st->list.n : 1));
     double base = m->step_start[step];
@@ -237,15 +237,15 @@ double pipeline_step(const Plan *p, Wire *w, Model *model, StepState *st, Measur
 // The whole model on this rank: the monolith, or one ddp replica (its shard of the batch). With
 // --grad-accum N, N forward/backward micro-steps add into the gradients before the one update;
 // only the last one's backward starts the buckets' all-reduces (no communication before it).
-void monolith_step(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m) {
+void exec_monolith_step(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m) {
     Stage *s = &model->local[0];
     int step = st->step, marks = 0, *at = xmalloc(sizeof(int) * 2 * (size_t)p->N);
     double base = m->step_start[step];
-    w->be->sync();  // timed as the pipeline's actions are: marks on the device's queue (pipeline_step)
+    w->be->sync();  // timed as the pipeline's actions are: marks on the device's queue (exec_pipeline_step)
     double anchor = w->be->stamp(marks++) - base;
     for (int k = 0; k < p->N; k++) {
         int slot = stage_slot_acquire(s, 0);
-        pipe_load_inputs(st, s, slot, plan_sample(p, st->step_sample, k, w->replica, 0), 1, 1);
+        exec_load_inputs(st, s, slot, plan_sample(p, st->step_sample, k, w->replica, 0), 1, 1);
         wd_begin((WdAction){"F", 0, 0, k, 0, step + 1});
         w->be->stamp(marks++);
         stage_forward(s, slot);
@@ -268,7 +268,7 @@ void monolith_step(const Plan *p, Wire *w, Model *model, StepState *st, Measure 
 
 // The course's "manual split": K parts in one process; the activation is handed from part k to
 // part k+1 by an explicit copy, and the gradient handed back the same way.
-void manual_step(const Plan *p, const Wire *w, Model *model, StepState *st, Measure *m) {
+void exec_manual_step(const Plan *p, const Wire *w, Model *model, StepState *st, Measure *m) {
     Stage *parts = model->local;
     int K = model->n_local;
     size_t bytes = sizeof(float) * stage_wire_floats(&parts[0], (size_t)p->rows * parts[0].H);
@@ -276,9 +276,9 @@ void manual_step(const Plan *p, const Wire *w, Model *model, StepState *st, Meas
     double t0 = now_sec();
     for (int k = 0; k < K; k++) {
         int slot = stage_slot_acquire(&parts[k], 0);
-        if (k == 0) pipe_load_inputs(st, &parts[k], slot, first, 1, 0);
+        if (k == 0) exec_load_inputs(st, &parts[k], slot, first, 1, 0);
         else w->be->copy(stage_slot_input(&parts[k], slot), stage_output(&parts[k - 1], 0), bytes);  // hand-off
-        if (k == K - 1) pipe_load_inputs(st, &parts[k], slot, first, 0, 1);
+        if (k == K - 1) exec_load_inputs(st, &parts[k], slot, first, 0, 1);
         stage_forward(&parts[k], slot);
     }
     // backward: the gradient of part k's input is the gradient of part k-1's output, handed back in
@@ -350,13 +350,13 @@ static void eval_action(const Plan *p, Wire *w, Model *model, StepState *st, Eva
     switch (a.kind) {
     case ACT_RECV_ACT:
         if (!p->pipelined) break;
-        peer = pipe_neighbour(p, &w->comm, vs, -1, TAG_DATA, a.mb % p->M);
+        peer = exec_neighbour(p, &w->comm, vs, -1, TAG_DATA, a.mb % p->M);
         pipe_recv(p, w, eval_input(e, a.chunk), n, peer);
         break;
     case ACT_FORWARD: eval_forward(p, st, e, &model->local[a.chunk], a); break;
     case ACT_SEND_ACT:
         if (!p->pipelined) break;
-        peer = pipe_neighbour(p, &w->comm, vs, +1, TAG_DATA, a.mb % p->M);
+        peer = exec_neighbour(p, &w->comm, vs, +1, TAG_DATA, a.mb % p->M);
         pipe_send(p, w, eval_output(e, a.chunk), n, peer);
         break;
     default: fatal("evaluation runs forward actions only, got %s", action_names[a.kind]);
