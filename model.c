@@ -78,6 +78,34 @@ static void count(Stage *s, int dstash, int ddeferred) {
     if (t->deferred > t->peak_deferred) t->peak_deferred = t->deferred;
 }
 
+// Local layer i's whole tensors Wf [H, fan_in] and bf [H] -> rank t's shard W [out_w, in_w], b [out_w]
+// (unshard: the other way, writing only the part rank t holds; a replicated part is written whole).
+static void layer_copy(const Stage *s, int i, int t, float *Wf, float *bf, float *W, float *b, int to_shard) {
+    int H = s->H, k = stage_fan_in(s, i), hs = H / s->tp;
+    size_t wlen = (size_t)H * k, blen = (size_t)H, woff = 0, boff = 0;
+    if (s->kind[i] == TP_COL) {  // rows [t H/T, (t+1) H/T) of W and b: contiguous
+        wlen = (size_t)hs * k;
+        blen = (size_t)hs;
+        woff = (size_t)t * wlen;
+        boff = (size_t)t * blen;
+    } else if (s->kind[i] == TP_ROW) {  // columns [t H/T, (t+1) H/T) of every row of W; b whole
+        for (int o = 0; o < H; o++) {
+            float *whole = Wf + (size_t)o * H + (size_t)t * hs, *part = W + (size_t)o * hs;
+            memcpy(to_shard ? part : whole, to_shard ? whole : part, sizeof(float) * (size_t)hs);
+        }
+        wlen = 0;
+    }
+    if (wlen) memcpy(to_shard ? W : Wf + woff, to_shard ? Wf + woff : W, sizeof(float) * wlen);
+    memcpy(to_shard ? b : bf + boff, to_shard ? bf + boff : b, sizeof(float) * blen);
+}
+
+void stage_shard_layer(const Stage *s, int i, int t, const float *Wf, const float *bf, float *W, float *b) {
+    layer_copy(s, i, t, (float *)Wf, (float *)bf, W, b, 1);  // (reads Wf and bf only)
+}
+void stage_unshard_layer(const Stage *s, int i, int t, const float *W, const float *b, float *Wf, float *bf) {
+    layer_copy(s, i, t, Wf, bf, (float *)W, (float *)b, 0);  // (reads W and b only)
+}
+
 // The flat parameter and gradient buffers, each layer's views into them, the weights initialised
 // from (seed, global layer). A buffer kept elsewhere (StageSpec: ZeRO) is not allocated, and its
 // views stay NULL until its owner sets them.

@@ -2,7 +2,7 @@
 // Linear(H,H)+ReLU) and, on the last stage, the head Linear(H,C) with softmax cross-entropy.
 // Parameters, gradients and Adam moments each live in ONE flat buffer per stage. Activations are
 // stashed per micro-batch slot, in fp32 or (bf16 stashes) rounded to bf16 at half the bytes.
-// With tensor parallelism a stage is one rank's shard of the layers (shard.c says which part).
+// With tensor parallelism a stage is one rank's shard of the layers (which part: the pairs below).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -87,7 +87,7 @@ typedef struct {
     MemTally *tally;          // optional: the rank's tally, updated with this stage's counters
     // Tensor parallelism: tp ranks share this stage's layers, this one is tp_rank; kind[i] is local
     // layer i's TP_FULL, TP_COL or TP_ROW (tp_layer_kind). tp_allreduce sums n floats in place over
-    // the group (set by axes/tp.c: model.c makes no MPI call): Megatron's g, after a row-parallel
+    // the group (set by axes/tensor.c: model.c makes no MPI call): Megatron's g, after a row-parallel
     // layer's product in every forward (recompute and evaluation included), and f's conjugate, after
     // a column-parallel layer's input gradient in the backward (or its I half). Every rank of the
     // group runs the same passes, so the all-reduces come in the same order on all of them.
@@ -116,7 +116,6 @@ static inline int stage_fan_in(const Stage *s, int i) { return i == 0 ? s->D : s
 static inline int stage_out_w(const Stage *s, int i) { return s->kind[i] == TP_COL ? s->H / s->tp : s->H; }
 static inline int stage_in_w(const Stage *s, int i) { return s->kind[i] == TP_ROW ? s->H / s->tp : stage_fan_in(s, i); }
 // Floats of local layer j's weight in this rank's flat buffer (j == n_layers: the head's, C x H).
-// (Inline: shard.c reads the layout without calling back into model.c.)
 static inline size_t stage_weight_len(const Stage *s, int j) {
     return j == s->n_layers ? (size_t)s->C * s->H : (size_t)stage_out_w(s, j) * stage_in_w(s, j);
 }
@@ -191,22 +190,11 @@ void stage_take_loss(Stage *s);
 // t: 1-based step count. Returns the index (in the flat buffer) of the first parameter that is not
 // finite after the update, or -1 (ops.h: the check rides on the update's own pass).
 long stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t);
-// shard.c: the tensor-parallel layout. "layers.3.weight[17]": the tensor and element (its index in the
-// whole tensor) of index in this rank's flat parameter buffer.
-void stage_tensor_name(const Stage *s, size_t index, char *out, size_t n);
-// Local layer i's whole tensors Wf [H, fan_in] and bf [H] (host) -> rank t's shard W [out_w, in_w]
-// and b [out_w] (host); unshard writes rank t's part of the whole tensors (replicated parts whole).
+// A rank's part of local layer i: the whole tensors Wf [H, fan_in] and bf [H] (host) -> rank t's shard
+// W [out_w, in_w] and b [out_w] (host); unshard writes rank t's part of the whole tensors (replicated parts
+// whole). (The whole stage's tensors and shards are tensor parallelism's: axes/tensor.h.)
 void stage_shard_layer(const Stage *s, int i, int t, const float *Wf, const float *bf, float *W, float *b);
 void stage_unshard_layer(const Stage *s, int i, int t, const float *W, const float *b, float *Wf, float *bf);
-// The stage unsharded: the monolith's layout of its layers (and head), which checkpoints write and
-// --verify's reference holds: floats in all, and where local layer j (n_layers: the head) starts, its length.
-size_t stage_full_params(const Stage *s);
-size_t stage_full_off(const Stage *s, int j);
-size_t stage_full_len(const Stage *s, int j);
-// A whole flat buffer (host, stage_full_params floats) -> rank t's flat buffer (host, n_params
-// floats: every rank's shards have the same sizes), and back (unshard writes rank t's parts).
-void stage_shard(const Stage *s, int t, const float *full, float *local);
-void stage_unshard(const Stage *s, int t, const float *local, float *full);
 // The learning rate of 0-based step `step` of `total`: a linear warm-up over the first `warmup`
 // steps (lr x (step+1)/warmup), then constant, or cosine from lr down to 0 at the last step.
 double lr_at(int schedule, double lr, long long warmup, long long step, long long total);

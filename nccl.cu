@@ -167,7 +167,7 @@ extern "C" DevComm *devcomm_open_group(const void *id, int nranks, int rank) {
 
 // In place, on the group's stream, after the compute queued so far; the compute queued after this
 // call waits for it on the device (an event): the host never waits here. Every rank of the group
-// calls it in the same order (axes/tp.c's recorder, tested on the CPU by t_tp_order).
+// calls it in the same order (axes/tensor.c's recorder, tested on the CPU by t_tp_order).
 extern "C" void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n) {
     CHECK(d->group, "an all-reduce on the pipeline's NCCL transport (its channels are point-to-point)");
     if (!n) return;

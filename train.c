@@ -176,51 +176,6 @@ static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *mod
     model->head->grad_scale = 1.0f / (float)(p->data_parallel ? c->batch * p->N : (int64_t)p->rows * p->N);
 }
 
-// --tp: the group's all-reduce behind every local stage's hook (shm: a window as large as the largest
-// sum, rows x the widest layer input; evaluation's batches are no larger).
-static void setup_tensor_parallel(const Plan *p, Wire *w, Model *model) {
-    size_t most = (size_t)p->rows * (size_t)(model->local[0].H > p->inputs ? model->local[0].H : p->inputs);
-    tp_setup(&w->tp, &w->comm, w->be, p->tensor.algo, p->tensor.nccl, most);
-    for (int k = 0; k < model->n_local; k++) tp_attach(&w->tp, &model->local[k]);
-    // a pipeline message: a micro-batch's rows x H (bf16: packed in pairs), TP_MESSAGE_REPS round trips each way
-    size_t n = stage_wire_floats(&model->local[0], (size_t)p->rows * (size_t)model->local[0].H);
-    tp_choose_message(&w->tp, &w->comm, p->tensor.message, n, TP_MESSAGE_REPS);
-}
-
-// Replicas must start from identical parameters: compare checksums within each dp group and let
-// every rank of the world learn the verdict, so all decide alike.
-// (ZeRO-3 holds no whole parameters: each rank draws only its shards, from the same options.)
-static void check_replicas_agree(const Model *model, const Comm *comm) {
-    double differ[1] = {0};
-    for (int k = 0; k < model->n_local && model->local[k].params; k++)
-        differ[0] += !comm_same_u64(stage_param_checksum(&model->local[k]), comm->dp);
-    comm_allreduce_max_double(differ, 1, MPI_COMM_WORLD);
-    if (differ[0])
-        user_error("train: the replicas start from different parameters (checksums differ across the dp group): give "
-                   "every rank the same --seed and model options");
-}
-
-// ddp/hybrid: one gradient sync per local stage (a chunk each, interleaved). --allreduce shm (the
-// plan's choice, from every rank's node and /dev/shm): the replicas read each other's gradients
-// (and, for ZeRO-1 and 2, parameters) in place, so both move into windows shared by each stage's dp
-// group; ZeRO-2's gradients and ZeRO-3's working buckets are zero.c's windows (zero_init).
-static void setup_data_parallel(const TrainConfig *c, const Plan *p, Wire *w, Model *model) {
-    const DataPlan *dp = &p->data;
-    check_replicas_agree(model, &w->comm);
-    for (int k = 0; k < model->n_local && comm_algo_windows(dp->algo) && dp->zero < 3; k++) {
-        float *params = comm_shared_alloc(&w->comm, model->local[k].n_params);
-        stage_share(&model->local[k], params,
-                    dp->zero >= 2 ? NULL : comm_shared_alloc(&w->comm, model->local[k].n_params));
-    }
-    model->n_sync = model->n_local;
-    model->sync = xcalloc((size_t)model->n_local, sizeof(GradSync));
-    for (int k = 0; k < model->n_local; k++)
-        gradsync_init(&model->sync[k], &w->comm, &model->local[k], dp->sync, dp->algo, dp->zero,
-                      dp->bucket_mb * 1024 * 1024);
-    for (int k = 0; k < model->n_local && dp->zero >= 2; k++)
-        zero_init(&model->sync[k], dp->zero, (uint64_t)c->seed, (int)c->layers);
-}
-
 // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads;
 // interleaved: a file per chunk, i.e. per virtual stage); then --resume, which sets where the run starts.
 static void setup_checkpoints(Run *r, int verbose) {
@@ -656,15 +611,17 @@ int cmd_train(int argc, char **argv) {
     if (verbose) report_header(&cfg, p, &r->wire, &r->data);
     if (p->pipelined) setup_pipeline(&cfg, p, &r->wire, &r->model, &r->exec);  // (each checks the memory first)
     else setup_local(&cfg, p, &r->wire, &r->model);
-    if (p->T > 1) setup_tensor_parallel(p, &r->wire, &r->model);
+    if (p->T > 1) tensor_setup(p, &r->wire.tp, &r->wire.comm, r->wire.be, r->model.local, r->model.n_local);
     r->wire.tp.trace = cfg.trace[0] || cfg.timeline[0] || cfg.gantt;  // (the observers draw the collectives)
-    if (verbose) report_tp_header(p, &r->wire.tp);
+    if (verbose) tensor_report_messages(p, &r->wire.tp);
     setup_buffers(&cfg, p, r->wire.be, &r->exec);
     r->exec.data = &r->data;
     measure_init(&r->m, p->steps, p->epochs);
     if (p->data_parallel) {
-        setup_data_parallel(&cfg, p, &r->wire, &r->model);
-        if (verbose) report_dp_header(&cfg, p, &r->model);
+        data_setup(p, &r->wire.comm, r->model.local, r->model.n_local, &r->model.sync);
+        r->model.n_sync = r->model.n_local;
+        zero_setup(p, r->model.sync, r->model.n_sync, (uint64_t)cfg.seed, (int)cfg.layers);
+        if (verbose) data_report_header(p, r->model.sync, r->model.n_sync);
     }
     setup_checkpoints(r, verbose);
     metrics_open(&r->metrics, cfg.metrics, r->wire.rank, r->progress.start);  // (after --resume: its step)

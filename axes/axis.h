@@ -51,7 +51,7 @@ typedef struct {
 // so that nothing downstream of the plan reads the options to decide a layout question.
 typedef struct {
     int zero;          // ZeRO stage over the replicas: 0 (none; always without data parallelism), 1, 2 or 3
-    int sync;          // SYNC_* (axes/ddp.h): naive, or bucketed (overlapped with the backward)
+    int sync;          // SYNC_* (axes/data.h): naive, or bucketed (overlapped with the backward)
     int algo;          // ALLREDUCE_*: the replicas' collectives, auto resolved (shm or mpi) once the facts are known
     double bucket_mb;  // a gradient bucket's capacity, MiB
 } DataPlan;
@@ -59,7 +59,7 @@ typedef struct {
     int algo;     // ALLREDUCE_*: the group's all-reduce (auto: shm when every group sits on one node and the
                   // buffers are on the host, else mpi; mpi until the facts are known)
     int nccl;     // 1: the group sums over NCCL instead (--transport nccl, T > 1)
-    int message;  // TP_MESSAGE_* (axes/tp.h): pipeline messages between groups whole or sliced (slice only
+    int message;  // TP_MESSAGE_* (axes/tensor.h): pipeline messages between groups whole or sliced (slice only
                   // with --tp and a pipeline)
 } TensorPlan;
 typedef struct {

@@ -1,8 +1,10 @@
-// axes/zero.c: ZeRO-2 and ZeRO-3 (DeepSpeed's stages 2 and 3, PyTorch's FSDP) on GradSync's buckets:
-// the stage's gradient hooks point each layer's dW/db into a working bucket that is reduce-scattered
-// into this rank's shard the moment its last layer is done; ZeRO-3's weight hook gathers the bucket a
-// pass reads next while the current one computes. No rank ever holds the whole gradient (nor, in 3,
-// the whole weights): a shard, plus ZERO_BUFS working buckets of each.
+// axes/zero.c: ZeRO 1 to 3 (llm.c's ZeRO-1, DeepSpeed's stages 2 and 3, PyTorch's FSDP) on GradSync's
+// buckets, the data axis' second file: each rank updates only its shard of every bucket, with the one
+// optimizer step of every level. ZeRO-1 reduce-scatters the sync's buckets in place and all-gathers the
+// updated weights; 2's gradient hooks point each layer's dW/db into a working bucket that is
+// reduce-scattered into this rank's shard the moment its last layer is done; 3's weight hook gathers the
+// bucket a pass reads next while the current one computes. From 2 no rank holds the whole gradient (nor,
+// in 3, the whole weights): a shard, plus ZERO_BUFS working buckets of each.
 #include <string.h>
 #include "axes/zero.h"
 #include "base/util.h"
@@ -188,14 +190,26 @@ static void zero_free(GradSync *g) {
     Zero *z = zero_of(g);
     if (!z) return;
     const Backend *be = g->s->be;
-    for (int i = 0; i < ZERO_BUFS && !comm_algo_windows(g->algo); i++) {  // (windows: comm_shared_free's)
+    if (g->m) {
+        be->free(g->m);
+        be->free(g->v);
+        g->m = g->v = NULL;
+    }
+    for (int i = 0; i < ZERO_BUFS && z->level >= 2 && !comm_algo_windows(g->algo);
+         i++) {  // (windows: comm_shared_free's)
         be->free(z->gb[i].buf);
         if (z->pb[i].buf) be->free(z->pb[i].buf);
     }
-    be->free(z->gshard);
+    if (z->gshard) be->free(z->gshard);
     if (z->pshard) be->free(z->pshard);
     Stage *s = g->s;
-    s->on_grad = NULL; s->on_weights = NULL; s->zero_ctx = NULL; s->on_layer_grad = NULL; s->hook_ctx = NULL;
+    if (z->level >= 2) {  // (ZeRO-1's hooks are the sync's)
+        s->on_grad = NULL;
+        s->on_weights = NULL;
+        s->zero_ctx = NULL;
+        s->on_layer_grad = NULL;
+        s->hook_ctx = NULL;
+    }
     free(z->bucket_of); free(z->gfresh); free(z);
     g->zs = NULL;
     g->sharded = NULL;
@@ -218,6 +232,35 @@ static void zero_finish(GradSync *g) {
         CHECK(!z->gfresh[k], "ZeRO: bucket %d got no gradient this step (the backward skipped its layers)", k);
 }
 
+// ---- the optimizer step of this rank's shards, every level ----
+
+// ZeRO-1, 2: the updated weights all-gathered, bucket by bucket (naive: one at a time, blocking; else all
+// in flight together, then waited for). ZeRO-1's spans are not drawn (kind 0), ZeRO-2's are.
+static void gather_weights(Zero *z) {
+    GradSync *g = z->g;
+    Stage *s = g->s;
+    int base = g->n_spans, kind = z->level >= 2 ? EV_GATHER : 0;
+    for (int i = 0; i < g->nb; i++) {
+        Bucket *b = &g->b[i];
+        double bytes = (double)b->n * sizeof(float);
+        g->ag_bytes += bytes;
+        if (g->sync == SYNC_NAIVE) {
+            int at = span_start(z, kind, bytes);
+            comm_allgather(g->comm, s->params + b->off, b->n, g->algo);
+            g->spans[at].t1 = now_sec();
+            continue;
+        }
+        b->req = comm_allgather_start(g->comm, s->params + b->off, b->n, g->algo);
+        span_start(z, kind, bytes);
+    }
+    if (g->sync != SYNC_NAIVE)
+        for (int i = 0; i < g->nb; i++) g->spans[base + i].t1 = comm_wait(g->b[i].req);
+}
+
+// Each bucket's shard updated where this rank holds it: the parameters in the stage (ZeRO-1, 2) or the
+// parameter shard (3), the gradients in the stage's buffer (1, summed there by the reduce-scatter) or in
+// the gradient shard (2, 3); then the weights gathered for the next step (1, 2; 3 gathers them around
+// every pass).
 static long zero_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t) {
     Zero *z = zero_of(g);
     Stage *s = g->s;
@@ -228,39 +271,75 @@ static long zero_optimizer_step(GradSync *g, int optimizer, float lr, float wd, 
     }
     for (int i = 0; i < g->nb; i++) {
         Bucket *b = &g->b[i];
-        float *p = z->level >= 3 ? z->pshard + b->moment_off : s->params + b->off + b->shard_off;
-        long at = optimizer_update(s->be, optimizer, p, z->gshard + b->moment_off, g->m ? g->m + b->moment_off : NULL,
+        size_t o = b->off + b->shard_off;
+        float *p = z->level >= 3 ? z->pshard + b->moment_off : s->params + o;
+        const float *grad = z->level >= 2 ? z->gshard + b->moment_off : s->grads + o;
+        long at = optimizer_update(s->be, optimizer, p, grad, g->m ? g->m + b->moment_off : NULL,
                                    g->v ? g->v + b->moment_off : NULL, b->shard_n, lr, wd, t);
-        if (at >= 0 && bad < 0) bad = (long)(b->off + b->shard_off) + at;
+        if (at >= 0 && bad < 0) bad = (long)o + at;
     }
-    if (z->level >= 3) return bad;  // the weights stay sharded: the next forward gathers them
-    int base = g->n_spans;
-    for (int i = 0; i < g->nb; i++) {  // all in flight together, then waited for
-        g->b[i].req = comm_allgather_start(g->comm, s->params + g->b[i].off, g->b[i].n, g->algo);
-        span_start(z, EV_GATHER, (double)g->b[i].n * sizeof(float));
-        g->ag_bytes += (double)g->b[i].n * sizeof(float);
-    }
-    for (int i = 0; i < g->nb; i++) g->spans[base + i].t1 = comm_wait(g->b[i].req);
+    if (z->level < 3) gather_weights(z);  // (ZeRO-3: the weights stay sharded: the next forward gathers them)
     return bad;
 }
 
+// ---- the whole state, for --verify and checkpoints ----
+
+// The shards of src (shard_total floats, bucket by bucket at moment_off) made whole in dst (n_params
+// floats) on every rank of dp: copied in place, then all-gathered.
+static void whole(GradSync *g, float *dst, const float *src) {
+    for (int i = 0; i < g->nb; i++) {
+        Bucket *b = &g->b[i];
+        g->s->be->copy(dst + b->off + b->shard_off, src + b->moment_off, b->shard_n * sizeof(float));
+        comm_allgather(g->comm, dst + b->off, b->n, g->algo);
+    }
+}
+
+// --verify: the averaged gradient whole in the stage's buffer: ZeRO-1 all-gathers it in place (each rank
+// summed its shards there); 2 and 3 make it whole from the gradient shards (allocated; freed next step).
 static void zero_gather_grads(GradSync *g) {
     Stage *s = g->s;
+    if (zero_of(g)->level == 1) {
+        for (int i = 0; i < g->nb; i++) comm_allgather(g->comm, s->grads + g->b[i].off, g->b[i].n, g->algo);
+        return;
+    }
     if (!s->grads) s->grads = s->be->alloc(s->n_params * sizeof(float));
-    gradsync_whole(g, s->grads, zero_of(g)->gshard);
+    whole(g, s->grads, zero_of(g)->gshard);
 }
 
-static void zero_unshard_params(GradSync *g) {
+// Before a checkpoint: Adam's moments whole in the stage (s->adam_m, s->adam_v), and ZeRO-3's parameters.
+static void zero_unshard(GradSync *g) {
     Zero *z = zero_of(g);
     Stage *s = g->s;
+    if (g->m && !s->adam_m) {
+        s->adam_m = s->be->alloc(s->n_params * sizeof(float));
+        s->adam_v = s->be->alloc(s->n_params * sizeof(float));
+        whole(g, s->adam_m, g->m);
+        whole(g, s->adam_v, g->v);
+    }
     if (z->level < 3 || s->params) return;
     s->params = s->be->alloc(s->n_params * sizeof(float));
-    gradsync_whole(g, s->params, z->pshard);
+    whole(g, s->params, z->pshard);
 }
 
-static void zero_reshard_params(GradSync *g) {
+// After it (or a resume): cut back into this rank's shards, the whole copies freed.
+static void zero_reshard(GradSync *g) {
     Zero *z = zero_of(g);
     Stage *s = g->s;
+    if (s->adam_m) {
+        if (!g->m) {
+            g->m = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
+            g->v = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
+        }
+        for (int i = 0; i < g->nb; i++) {
+            Bucket *b = &g->b[i];
+            size_t bytes = b->shard_n * sizeof(float), at = b->off + b->shard_off;
+            s->be->copy(g->m + b->moment_off, s->adam_m + at, bytes);
+            s->be->copy(g->v + b->moment_off, s->adam_v + at, bytes);
+        }
+        s->be->free(s->adam_m);
+        s->be->free(s->adam_v);
+        s->adam_m = s->adam_v = NULL;
+    }
     if (z->level < 3 || !s->params) return;
     for (int i = 0; i < g->nb; i++) {
         Bucket *b = &g->b[i];
@@ -270,16 +349,41 @@ static void zero_reshard_params(GradSync *g) {
     s->params = NULL;
 }
 
-static const ShardOps ops = {zero_begin_step, zero_finish, zero_optimizer_step, zero_gather_grads, zero_free,
-                                zero_unshard_params, zero_reshard_params};
+// ---- set-up ----
+
+// ZeRO-1 keeps the sync's own step (the bucketed hooks, reduce-scattering in place); 2 and 3 take it over.
+static const ShardOps ops1 = {NULL,      NULL,         zero_optimizer_step, zero_gather_grads,
+                              zero_free, zero_unshard, zero_reshard};
+static const ShardOps ops = {zero_begin_step, zero_finish,  zero_optimizer_step, zero_gather_grads,
+                             zero_free,       zero_unshard, zero_reshard};
+
+// Each bucket's shard on this rank (comm_shard's cut over the replicas), and where its moments start.
+static void cut_shards(GradSync *g) {
+    for (int i = 0; i < g->nb; i++) {
+        Bucket *b = &g->b[i];
+        comm_shard(b->n, g->D, g->comm->replica, &b->shard_off, &b->shard_n);
+        b->moment_off = g->shard_total;
+        g->shard_total += b->shard_n;
+    }
+}
 
 void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
     Stage *s = g->s;
     const Backend *be = s->be;
     Zero *z = xcalloc(1, sizeof(Zero));
     g->zs = z;
+    g->zero = level;
     z->g = g;
     z->level = level;
+    cut_shards(g);
+    z->span_cap = 2 * g->nb + 8;
+    g->spans = realloc(g->spans, sizeof(Span) * (size_t)z->span_cap);
+    CHECK(g->spans, "out of memory recording collectives");
+    if (level == 1) {  // the buckets' collective becomes a reduce-scatter; the step, this rank's shards'
+        g->scatter = 1;
+        g->sharded = &ops1;
+        return;
+    }
     z->bucket_of = xcalloc((size_t)s->n_layers + 1, sizeof(int));
     for (int k = 0; k < g->nb; k++) {
         for (int j = g->b[k].lo; j < g->b[k].hi; j++) z->bucket_of[j] = k;
@@ -292,9 +396,6 @@ void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
         z->gb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0, 0};
         if (level >= 3) z->pb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0, 0};
     }
-    z->span_cap = 2 * g->nb + 8;
-    g->spans = realloc(g->spans, sizeof(Span) * (size_t)z->span_cap);
-    CHECK(g->spans, "out of memory recording collectives");
     g->sharded = &ops;
     s->on_grad = on_grad;
     s->on_layer_grad = on_layer_grad;
@@ -306,7 +407,24 @@ void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
     }
 }
 
+void zero_setup(const Plan *p, GradSync *sync, int n_sync, uint64_t seed, int layers) {
+    for (int k = 0; k < n_sync && p->data.zero; k++) zero_init(&sync[k], p->data.zero, seed, layers);
+}
+
 double zero_working_bytes(const GradSync *g) {
     const Zero *z = g->zs;
     return (double)ZERO_BUFS * (double)z->most * sizeof(float) * (z->level >= 3 ? 2 : 1);
+}
+
+void zero_report_fill(DataReport *r, const Plan *p, const GradSync *sync, int n_sync) {
+    double v[3] = {0};  // working, gathered at once, prefetches: the largest over the ranks
+    for (int k = 0; k < n_sync && p->data.zero >= 2; k++) {
+        v[0] += zero_working_bytes(&sync[k]);
+        v[1] += sync[k].zs->peak_gathered;
+        v[2] += (double)sync[k].zs->step_prefetches;
+    }
+    comm_allreduce_max_double(v, 3, MPI_COMM_WORLD);
+    r->working_bytes = v[0];
+    r->gathered_peak_bytes = v[1];
+    r->prefetches = v[2];
 }

@@ -1,11 +1,10 @@
-// axes/zero.h: ZeRO-2 and ZeRO-3 of one Stage over its dp group, on GradSync's buckets: gradients
-// reduce-scattered bucket by bucket as each backward produces them, into this rank's shard (2 and 3);
-// parameters held only as this rank's shard and gathered bucket by bucket, one ahead, around every
-// pass that reads them (3). The working buffers are a small pool: ZERO_BUFS buckets of each.
+// axes/zero.h: ZeRO 1 to 3 of one Stage over its dp group, on GradSync's buckets (the data axis' second
+// file): each rank updates only its shard of every bucket (1: of the optimizer state; 2: and gradients
+// reduce-scattered bucket by bucket as each backward produces them, into this rank's shard; 3: and
+// parameters held only as this rank's shard, gathered bucket by bucket, one ahead, around every pass that
+// reads them). The working buffers of 2 and 3 are a small pool: ZERO_BUFS buckets of each (axes/data.h).
 #pragma once
-#include "axes/ddp.h"
-
-#define ZERO_BUFS 2  // working buffers of each kind: the bucket in use and the one in flight (prefetch)
+#include "axes/data.h"
 
 typedef struct {
     float *buf;     // [largest bucket] floats
@@ -33,13 +32,20 @@ typedef struct Zero {
     long prefetch_mark, step_prefetches;  // ... and in a whole step (the last one begun after a full one)
 } Zero;
 
-// Takes over the stage's gradient hooks (and, for ZeRO-3, its weight hook) and allocates the shards;
-// ZeRO-3 initialises its parameter shards from (seed, global layer), as stage_init would the whole.
-// The stage was made with StageSpec.grads_elsewhere (and params_elsewhere for 3).
-// From then on GradSync's step runs zero.c's (ShardOps): begin_step; finish (waits for every
-// reduce-scatter in flight, adds it into the shards); the optimizer step of this rank's shards (ZeRO-2:
-// then the updated weights all-gathered); gather_grads (the whole averaged gradient into s->grads,
-// allocated, for --verify); free; unshard and reshard (ZeRO-3's parameters, for gradsync_unshard).
+// The shards of GradSync's buckets, and its step taken over (ShardOps) at `level`: ZeRO-1 keeps the sync's
+// bucketed hooks, whose collectives become reduce-scatters; 2 and 3 take over the stage's gradient hooks
+// (and, for 3, its weight hook) and allocate the shards; ZeRO-3 initialises its parameter shards from
+// (seed, global layer), as stage_init would the whole. For 2 the stage was made with StageSpec.grads_elsewhere
+// (and params_elsewhere for 3). From then on GradSync's step runs zero.c's: begin_step; finish (waits for
+// every reduce-scatter in flight, adds it into the shards); the optimizer step of this rank's shards (1, 2:
+// then the updated weights all-gathered); gather_grads (the whole averaged gradient into s->grads, for
+// --verify); free; unshard and reshard (the moments, and 3's parameters, for gradsync_unshard).
 void zero_init(GradSync *g, int level, uint64_t seed, int layers);
-// Bytes this rank holds for the stage: weights, gradients (the shards and, apart, the working buffers).
+// set-up: ZeRO's part of the data axis' (after data_setup): zero_init on every local stage's sync at the
+// plan's level (nothing at 0).
+void zero_setup(const Plan *p, GradSync *sync, int n_sync, uint64_t seed, int layers);
+// Bytes this rank holds for the stage's working buffers (ZeRO-2, 3).
 double zero_working_bytes(const GradSync *g);
+// report: ZeRO's figures of the data axis' part (collective over the world): the working buffers, the
+// gathered weights held at once, the prefetched gathers of a step (the largest over the ranks).
+void zero_report_fill(DataReport *r, const Plan *p, const GradSync *sync, int n_sync);

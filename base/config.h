@@ -106,9 +106,9 @@ typedef struct {
     // data parallelism (ddp, hybrid)
     int64_t pp, dp;          // hybrid: stages per replica, replicas
     int64_t tp;              // tensor parallelism: ranks sharing each stage's layers (1: none)
-    int tp_message;          // TP_MESSAGE_* (axes/tp.h): how a pipeline message crosses between two groups
+    int tp_message;          // TP_MESSAGE_* (axes/tensor.h): how a pipeline message crosses between two groups
     int placement;           // hybrid: PLACEMENT_* (comms.h): which neighbours sit on adjacent ranks
-    int ddp_sync;            // SYNC_* (ddp.h)
+    int ddp_sync;            // SYNC_* (axes/data.h)
     int allreduce;           // ALLREDUCE_* (comms.h)
     double bucket_mb;        // bucket capacity, MiB
     int64_t grad_accum;      // micro-steps per optimizer step

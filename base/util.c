@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <math.h>
 #include "base/util.h"
 
 int g_rank = 0;
@@ -155,4 +156,18 @@ void agree_on_error(const char *err) {
 void agree_on_failure(const char *err) {
     if (others_running()) hooks.agree(err ? err : "", 1);
     else if (err && *err) run_failed("%s", err);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+double median(const double *v, int n) {
+    if (n <= 0) return NAN;
+    double *t = xmalloc(sizeof(double) * (size_t)n);
+    memcpy(t, v, sizeof(double) * (size_t)n);
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
 }

@@ -59,6 +59,8 @@ int stdout_closed_ok(void);
 
 #define CHECK(cond, ...) do { if (!(cond)) fatal(__VA_ARGS__); } while (0)
 
+// The median of v[0..n) (v unchanged), NAN when n <= 0.
+double median(const double *v, int n);
 static inline void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) fatal("out of memory allocating %zu bytes", n);

@@ -39,7 +39,7 @@ void devcomm_flush(DevComm *d);  // waits until every send has completed (the st
 // floats to itself on every channel, devcomm_close. Returns the largest difference received.
 double devcomm_smoke(size_t n);
 
-// A group's all-reduce: the tensor-parallel group's (axes/tp.c, when the plan's tp_nccl is set:
+// A group's all-reduce: the tensor-parallel group's (axes/tensor.c, when the plan's tp_nccl is set:
 // --transport nccl with --tp). devcomm_open_group: a communicator over the group alone (rank 0 of
 // the group makes the id, comms.c's comm_nccl_group broadcasts it over the group's MPI communicator),
 // with a stream of its own and no channels. devcomm_allreduce_sum: ncclAllReduce(buf, buf, n,
@@ -49,7 +49,7 @@ double devcomm_smoke(size_t n);
 // copy to the host, the step's end) waits for it, under the watchdog as every such wait; a
 // communicator that failed shows there as a timeout, and devcomm_close waits for the last all-reduce
 // polling NCCL's error state. NCCL pairs collectives by order alone, so every rank of the group must
-// call it in the same order with the same n: tp.c's recorder (MICROPP_COLLECTIVE_LOG) proves that on
+// call it in the same order with the same n: axes/tensor.c's recorder (MICROPP_COLLECTIVE_LOG) proves that on
 // the CPU (tests/t_tp_order.sh). devcomm_allreduce_smoke: selftest --nccl's row on one GPU (a group
 // of one rank: the sum is the input); returns the largest difference. Never run on a GPU yet.
 // Data parallelism's collectives (collectives.c) still stage a GPU buffer through the host over MPI.

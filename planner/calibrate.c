@@ -11,7 +11,7 @@
 #include "comms.h"
 #include "model.h"
 #include "planner/calibrate.h"
-#include "axes/ddp.h"
+#include "axes/data.h"
 
 #define BUDGET_S 0.12        // time spent on one measured point, at least 3 repetitions
 #define LAYER_BUDGET_S 0.3   // ... on one layer's passes: dozens of scheduler slices on a shared machine

@@ -5,21 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include "planner/memory.h"
-#include "axes/zero.h"
+#include "axes/data.h"
+#include "axes/tensor.h"
 #include "schedule_auto.h"
 #include "base/util.h"
 
 // Bytes of one stashed activation element at this precision (model.c: bf16 stashes hold half).
 double memory_activation_elem(int precision) { return precision == PRECISION_BF16 ? 2 : sizeof(float); }
-
-// The output widths of virtual stage vs's local layers [from, to), summed: with --tp a column-parallel
-// layer's output is H/T wide on each rank (model.h's pairs), every other layer's H.
-static double out_widths(const TrainConfig *c, const Plan *p, int vs, int from, int to) {
-    int n = plan_layers(p, vs), T = p->T > 1 ? p->T : 1;
-    double w = 0;
-    for (int i = from; i < to; i++) w += tp_layer_kind(T, n, i) == TP_COL ? (double)(c->hidden / T) : (double)c->hidden;
-    return w;
-}
 
 void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const int *slots, int n, MemNeed *m) {
     double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float),
@@ -29,15 +21,9 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
     for (int k = 0; k < n; k++) {
         int vs = vs_of[k], layers = plan_layers(p, vs), head = vs == p->S - 1;
         double in = p->lo[vs] == 0 ? (double)p->inputs : H;  // layer 0 reads --inputs features
-        double params = plan_vstage_params(c, p, vs);
-        // ZeRO shards over the replicas: 1 Adam's moments, 2 the gradients too, 3 the weights too
-        int zero = p->data.zero;
-        m->weights += params * f / (zero >= 3 ? p->D : 1);
-        m->grads += params * f / (zero >= 2 ? p->D : 1);
-        if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (zero >= 1 ? p->D : 1);
-        // ZeRO-2, 3: the working buckets (axes/zero.c): ZERO_BUFS of gradients, and of gathered weights at 3
-        if (zero >= 2) m->buffers += ZERO_BUFS * plan_largest_bucket(c, p, vs) * f * (zero >= 3 ? 2 : 1);
-        double act = rows * a * out_widths(c, p, vs, 0, layers);  // every layer's output, once
+        double params = tensor_params(c, p, vs);
+        data_sizes(c, p, vs, params, m);  // the weights, gradients and optimizer state, as ZeRO shards them
+        double act = rows * a * tensor_out_widths(c, p, vs, 0, layers);  // every layer's output, once
         double per_slot = rows * in * a + (head ? rows * C * a + rows * 4 : 0);
         if (!ckpt || split) per_slot += act;  // the layer outputs (with split + checkpointing: refilled at I)
         if (split) per_slot += act;           // the pre-activation gradients kept from I to W
@@ -60,12 +46,12 @@ double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *l
     for (int k = 0; k < V && k < 64; k++) {
         int vs = plan_vstage(p, stage, k), n = plan_layers(p, vs), head = vs == p->S - 1;
         double in = rows * (p->lo[vs] == 0 ? (double)p->inputs : H) * a,
-               logits = head ? rows * (double)c->classes * a : 0, outs = rows * a * out_widths(c, p, vs, 0, n);
+               logits = head ? rows * (double)c->classes * a : 0, outs = rows * a * tensor_out_widths(c, p, vs, 0, n);
         stash[k] = in + (ckpt ? 0 : outs) + logits;
         all[k] = in + outs + logits;
         in_i[k] = all[k] + outs;
         // (model.c's deferred_bytes: every layer's input, the head's too, and every dz)
-        deferred[k] = in + rows * a * out_widths(c, p, vs, 0, n - 1 + head) + outs + logits;
+        deferred[k] = in + rows * a * tensor_out_widths(c, p, vs, 0, n - 1 + head) + outs + logits;
     }
     for (int i = 0; i < list->n; i++) {
         const Action *x = &list->a[i];
@@ -99,7 +85,7 @@ void memory_rank(const TrainConfig *c, const Plan *p, const SimResult *sim, int 
 
 void memory_zbauto(const TrainConfig *c, const Plan *p, SchedFile *out) {
     double *work = xmalloc(sizeof(double) * (size_t)p->K);
-    for (int s = 0; s < p->K; s++) work[s] = plan_vstage_params(c, p, s);
+    for (int s = 0; s < p->K; s++) work[s] = tensor_params(c, p, s);
     AutoSpec a = {p->K, p->M, work, work, work, 0, p->pipe.max_inflight, 1};
     schedule_auto(&a, out, NULL);
     free(work);
@@ -140,7 +126,7 @@ int memory_layout(const TrainConfig *c, int kind, const Degrees *d, MemLayout *o
         out->act[s] = out->need[s].activations;  // no pipeline: the one slot
         out->inflight[s] = p->pipelined ? sim.peak_inflight[s] : 1;
         for (int k = 0; k < p->V; k++)  // every micro-batch through each of the stage's chunks
-            out->tp_bytes[s] += p->M * plan_vstage_tp_floats(&t, p, p->pipelined ? plan_vstage(p, s, k) : s) * 4;
+            out->tp_bytes[s] += p->M * tensor_allreduce_floats(&t, p, p->pipelined ? plan_vstage(p, s, k) : s) * 4;
         if (!p->pipelined) continue;
         ActionList l = {0};
         schedule_build(kind, file, K, p->M, p->V, s, &l);

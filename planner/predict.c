@@ -7,10 +7,12 @@
 #include "base/ops.h"
 #include "base/util.h"
 #include "model.h"
-#include "axes/ddp.h"
+#include "axes/data.h"
 #include "planner/memory.h"
 #include "train/plan.h"
 #include "planner/predict.h"
+#include "axes/tensor.h"
+#include "axes/data.h"
 
 Degrees layout_degrees(const Layout *l) {
     return (Degrees){.pp = l->pp > 1 ? l->pp : 1,
@@ -76,12 +78,11 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
 // first layer's: it computes none). missing: the profile has no all-reduce of T ranks.
 typedef struct { double f, i, w, b, tp_s; int missing; } Passes;
 
-// The tensor-parallel group's all-reduce algorithm, as plan.c's rule_tp_allreduce picks it: shm where
-// the group shares a node and the buffers are on the host (a calibration: this machine, where the
-// profile measured shm), else MPI's (a machine file's links stand for every algorithm).
+// The tensor-parallel group's all-reduce algorithm, as its rules pick it (axes/tensor.c's tensor_price_algo):
+// shm where the profile measured it (a calibration: this machine, the group on one node), else MPI's (a
+// machine file's links stand for every algorithm).
 static int tp_algo(const Profile *pf, int T) {
-    return pf->calibrated && T <= COST_MAX_D && pf->coll[ALLREDUCE_SHM][COLL_ALLREDUCE][T].n ? ALLREDUCE_SHM
-                                                                                              : ALLREDUCE_MPI;
+    return tensor_price_algo(pf->calibrated && T <= COST_MAX_D && pf->coll[ALLREDUCE_SHM][COLL_ALLREDUCE][T].n);
 }
 
 // One all-reduce of `floats` over the tensor-parallel group of T ranks (one node: the search keeps T
@@ -92,30 +93,30 @@ static double tp_allreduce_s(const Profile *pf, int T, double floats) {
     return cost_collective(pf, COLL_ALLREDUCE, algo, T, floats * 4, 1);
 }
 
-// One pass of a layer of kind tp_kind (TP_FULL, TP_COL, TP_ROW) over T ranks: a split layer's gemm
-// is rows x in x out / T. A calibration measured whole layers by rows, so it is priced as the whole
-// layer at rows / T (the same FLOPs); a machine file's roofline takes the slice's own widths.
+// One pass of a layer whose tensor-parallel piece is t (axes/tensor.c's tensor_price) over T ranks: a split
+// layer's gemm is rows x in x out / T. A calibration measured whole layers by rows, so it is priced as the
+// whole layer at rows / T (the same FLOPs); a machine file's roofline takes the slice's own widths.
 static double tp_layer(const Profile *pf, int kind, int pass, int prec, double rows, double in, double out, int T,
-                       int tp_kind) {
-    if (T == 1 || tp_kind == TP_FULL) return cost_layer(pf, kind, pass, prec, rows, in, out);
+                       const TensorPiece *t) {
+    if (T == 1 || t->kind == TP_FULL) return cost_layer(pf, kind, pass, prec, rows, in, out);
     if (pf->calibrated) return cost_layer(pf, kind, pass, prec, rows / T, in, out);
-    return tp_kind == TP_COL ? cost_layer(pf, kind, pass, prec, rows, in, out / T)
-                             : cost_layer(pf, kind, pass, prec, rows, in / T, out);
+    return cost_layer(pf, kind, pass, prec, rows, t->in, t->out);
 }
 
 static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan *p, int vs, double rows) {
     Passes q = {0};
     double H = (double)c->hidden, in = (double)p->inputs, C = (double)c->classes, ar_f = 0, ar_b = 0;
-    int prec = c->precision, T = p->T, n = plan_layers(p, vs), ckpt = p->pipe.ckpt;
+    int prec = c->precision, T = p->T, ckpt = p->pipe.ckpt;
     for (int g = p->lo[vs]; g < p->lo[vs + 1]; g++) {
-        int kind = g == 0 ? LAYER_FIRST : LAYER_MID, tk = T > 1 ? tp_layer_kind(T, n, g - p->lo[vs]) : TP_FULL;
+        int kind = g == 0 ? LAYER_FIRST : LAYER_MID;
         double fan_in = g == 0 ? in : H;
-        q.f += tp_layer(pf, kind, PASS_F, prec, rows, fan_in, H, T, tk);
-        q.i += tp_layer(pf, kind, PASS_I, prec, rows, fan_in, H, T, tk);
-        q.w += tp_layer(pf, kind, PASS_W, prec, rows, fan_in, H, T, tk);
-        q.b += tp_layer(pf, kind, PASS_B, prec, rows, fan_in, H, T, tk);
-        double af = tk == TP_ROW ? tp_allreduce_s(pf, T, rows * H) : 0;
-        double ab = tk == TP_COL && g > 0 ? tp_allreduce_s(pf, T, rows * fan_in) : 0;
+        TensorPiece t = tensor_price(p, vs, g - p->lo[vs], rows, fan_in, H);
+        q.f += tp_layer(pf, kind, PASS_F, prec, rows, fan_in, H, T, &t);
+        q.i += tp_layer(pf, kind, PASS_I, prec, rows, fan_in, H, T, &t);
+        q.w += tp_layer(pf, kind, PASS_W, prec, rows, fan_in, H, T, &t);
+        q.b += tp_layer(pf, kind, PASS_B, prec, rows, fan_in, H, T, &t);
+        double af = t.fwd_floats ? tp_allreduce_s(pf, T, t.fwd_floats) : 0;
+        double ab = t.bwd_floats ? tp_allreduce_s(pf, T, t.bwd_floats) : 0;
         q.missing |= af < 0 || ab < 0;
         ar_f += af;
         ar_b += ab;
@@ -135,49 +136,39 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
     return q;
 }
 
-// The data-parallel algorithm train would run: the one asked for, or auto's (shm on one node where
-// the profile measured the collectives the ZeRO level runs there, as plan.c's rule_allreduce, else MPI's).
-static int dp_algo(const Profile *pf, const Plan *p) {
-    int D = p->D;
-    if (p->data.algo != ALLREDUCE_AUTO) return p->data.algo;
-    if (!pf->calibrated || D > COST_MAX_D) return ALLREDUCE_MPI;
-    int measured =
-        p->data.zero ? pf->coll[ALLREDUCE_SHM][COLL_REDUCE_SCATTER][D].n && pf->coll[ALLREDUCE_SHM][COLL_ALLGATHER][D].n
-                     : pf->coll[ALLREDUCE_SHM][COLL_ALLREDUCE][D].n;
-    return measured ? ALLREDUCE_SHM : ALLREDUCE_MPI;
-}
-
 // A collective op over `bytes` in `pieces` equal collectives; -1 when the profile lacks it.
 static double coll(const Profile *pf, int op, int algo, int D, double bytes, double pieces, int intra) {
     if (pf->calibrated && (D > COST_MAX_D || !pf->coll[algo][op][D].n)) return -1;
     return pieces * cost_collective(pf, op, algo, D, bytes / pieces, intra);
 }
 
-// A rank's data-parallel traffic: its parameters' bytes, the algorithm, whether its dp group shares a
-// node (tp innermost: a group of D replicas spans D x T adjacent ranks), and its buckets: ddp's and
-// ZeRO-1's by --bucket-mb; ZeRO-2's and 3's whole layers up to --bucket-mb (a larger layer alone).
-typedef struct { double params, bytes, pieces, zpieces; int algo, intra; } DpSync;
+// A rank's data-parallel traffic (axes/data.c's data_price: its bytes, pieces and collectives), the
+// algorithm train would run (the one asked for, or auto's: shm where the profile measured the collectives
+// the sync runs there, else MPI's) and whether its dp group shares a node (tp innermost: a group of D
+// replicas spans D x T adjacent ranks).
+typedef struct {
+    DataTraffic t;
+    int algo, intra;
+} DpSync;
 
 static DpSync dp_sync(const Profile *pf, const TrainConfig *c, const Plan *p, int stage) {
-    DpSync d = {0};
-    for (int k = 0; k < p->V; k++) d.params += plan_vstage_params(c, p, plan_vstage(p, stage, k));
-    d.algo = dp_algo(pf, p);
+    DpSync d = {.t = data_price(c, p, stage)};
+    int D = p->D, shm = pf->calibrated && D <= COST_MAX_D;
+    if (shm && d.t.scatter)
+        shm = pf->coll[ALLREDUCE_SHM][COLL_REDUCE_SCATTER][D].n && pf->coll[ALLREDUCE_SHM][COLL_ALLGATHER][D].n;
+    else if (shm) shm = pf->coll[ALLREDUCE_SHM][COLL_ALLREDUCE][D].n != 0;
+    d.algo = data_price_algo(p, shm);
     d.intra = pf->calibrated || p->D * p->T <= pf->devices_per_node;
-    d.bytes = d.params * 4;
-    double bucket = p->data.bucket_mb * 1024 * 1024, layers = (double)p->lo[p->S] / p->K + 1;  // (+1: the head's)
-    d.pieces = p->data.sync == SYNC_NAIVE ? 2 * layers : ceil(d.bytes / fmax(bucket, 4));
-    d.zpieces = ceil(d.bytes / fmax(bucket, d.bytes / layers));
     return d;
 }
 
-// ZeRO-3's all-gathers around one pass of `compute` seconds over a rank's weights: the first bucket
-// waited for, the rest prefetched one ahead behind the pass's compute (the overlap share hidden).
-// The exposed seconds, or -1 when the profile lacks the all-gather.
+static double overlap(const Profile *pf, int algo) { return fmin(fmax(cost_overlap(pf, algo), 0), 1); }
+
+// ZeRO-3's all-gathers around one pass of `compute` seconds over a rank's weights (data_price_gathers):
+// the exposed seconds, or -1 when the profile lacks the all-gather.
 static double zero3_gather(const Profile *pf, const Plan *p, const DpSync *d, double compute) {
-    double all = coll(pf, COLL_ALLGATHER, d->algo, p->D, d->bytes, d->zpieces, d->intra);
-    if (all < 0) return -1;
-    double first = all / d->zpieces, rest = all - first, ov = fmin(fmax(cost_overlap(pf, d->algo), 0), 1);
-    return first + rest - ov * fmin(rest, compute);
+    double all = coll(pf, COLL_ALLGATHER, d->algo, p->D, d->t.bytes, d->t.zpieces, d->intra);
+    return all < 0 ? -1 : data_price_gathers(&d->t, all, overlap(pf, d->algo), compute);
 }
 
 // What rank `stage` does after its action list (comm, opt): the part of its gradient sync not hidden
@@ -191,17 +182,15 @@ static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int
                      int backwards, Tail *t) {
     DpSync d = dp_sync(pf, c, p, stage);
     t->comm = 0;
-    int zero = p->data.zero;
-    t->opt = cost_optimizer(pf, c->optimizer, zero && p->D > 1 ? d.params / p->D : d.params);
+    t->opt = cost_optimizer(pf, c->optimizer, data_price_optimizer_params(p, &d.t));
     if (p->D == 1) return 0;
-    int z2 = zero >= 2;
-    double pieces = z2 ? d.zpieces : d.pieces, window = z2 ? all : last;
-    double sync = coll(pf, zero ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, d.algo, p->D, d.bytes, pieces, d.intra);
-    double gather = zero == 1 || zero == 2 ? coll(pf, COLL_ALLGATHER, d.algo, p->D, d.bytes, pieces, d.intra) : 0;
+    double pieces = d.t.per_backward ? d.t.zpieces : d.t.pieces, window = d.t.per_backward ? all : last;
+    double sync =
+        coll(pf, d.t.scatter ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, d.algo, p->D, d.t.bytes, pieces, d.intra);
+    double gather = d.t.gather_after ? coll(pf, COLL_ALLGATHER, d.algo, p->D, d.t.bytes, pieces, d.intra) : 0;
     if (sync < 0 || gather < 0) return -1;
-    if (z2) sync *= backwards;
-    double ov = p->data.sync == SYNC_NAIVE ? 0 : fmin(fmax(cost_overlap(pf, d.algo), 0), 1);
-    t->comm = sync - ov * fmin(sync, window) + gather;
+    double ov = d.t.overlapped ? overlap(pf, d.algo) : 0;
+    t->comm = data_price_exposed(&d.t, sync, gather, ov, window, backwards);
     return 0;
 }
 
@@ -211,8 +200,8 @@ static int predict_flat(const Profile *pf, const TrainConfig *c, const Plan *p, 
     Passes q = vstage_passes(pf, c, p, 0, p->rows);
     Tail t;
     double gather = 0;
-    if (p->data.zero == 3) {
-        DpSync d = dp_sync(pf, c, p, 0);
+    DpSync d = dp_sync(pf, c, p, 0);
+    if (d.t.gathers_around) {
         double f = zero3_gather(pf, p, &d, q.f), b = zero3_gather(pf, p, &d, q.b);
         gather = f < 0 || b < 0 ? -1 : f + b;
     }
@@ -228,10 +217,10 @@ static int predict_flat(const Profile *pf, const TrainConfig *c, const Plan *p, 
 // forward, recompute and backward. -1 when the profile lacks a collective.
 static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, int s, double *f, double *b, double *w,
                        double *x) {
-    int split = schedule_splits_backward(p->schedule, NULL), z3 = p->data.zero == 3;
-    DpSync d = z3 ? dp_sync(pf, c, p, s) : (DpSync){0};
-    d.bytes /= p->V;  // (a chunk's share of the rank's weights and buckets)
-    d.zpieces = fmax(1, round(d.zpieces / p->V));
+    DpSync d = dp_sync(pf, c, p, s);
+    int split = schedule_splits_backward(p->schedule, NULL), z3 = d.t.gathers_around;
+    d.t.bytes /= p->V;  // (a chunk's share of the rank's weights and buckets)
+    d.t.zpieces = fmax(1, round(d.t.zpieces / p->V));
     for (int k = 0; k < p->V; k++) {
         Passes q = vstage_passes(pf, c, p, plan_vstage(p, s, k), p->rows);
         double bw = split ? q.i : fmax(q.b - q.w, 0.1 * q.b), gf = 0, gb = 0;

@@ -2,7 +2,7 @@
 # tests/t_tp_order.sh: the rule the tensor-parallel group's NCCL all-reduce needs (issue 22 item 4):
 # NCCL pairs a communicator's collectives by order alone, so every rank of a group must issue the
 # same collectives (op, floats, group) in the same order. The CPU build issues exactly the calls a
-# GPU run hands to NCCL (axes/tp.c records each before dispatching it: MICROPP_COLLECTIVE_LOG), so
+# GPU run hands to NCCL (axes/tensor.c records each before dispatching it: MICROPP_COLLECTIVE_LOG), so
 # runs of --tp 2 alone and pp 2 x tp 2 under several schedules prove it here, with no GPU.
 source "$(dirname "$0")/lib.sh"
 

@@ -9,6 +9,7 @@
 #include "schedule_file.h"
 #include "train/plan.h"
 #include "planner/memory.h"
+#include "axes/tensor.h"
 
 #define TAG_UB 2147483647LL
 
@@ -661,14 +662,14 @@ static void test_tp(void) {
     train_config_defaults(&c);
     c.layers = 5; c.hidden = 32; c.inputs = 24; c.classes = 4; c.batch = 32;
     EXPECT("plan/tp: a rank's parameters are its shards (column, row, column, row, whole, head)",
-           plan_vstage_params(&c, &p, 0) == want, "%g, want %g", plan_vstage_params(&c, &p, 0), want);
+           tensor_params(&c, &p, 0) == want, "%g, want %g", tensor_params(&c, &p, 0), want);
     // the all-reduces of a micro-batch: the 2 row layers' outputs (32 rows x 32) forward, the column
     // layer 2's input gradient (32 x 32) backward (layer 0, the model's first, computes none)
-    EXPECT("plan/tp: all-reduced floats per micro-batch", plan_vstage_tp_floats(&c, &p, 0) == 3 * 32 * 32,
-           "%g", plan_vstage_tp_floats(&c, &p, 0));
+    EXPECT("plan/tp: all-reduced floats per micro-batch", tensor_allreduce_floats(&c, &p, 0) == 3 * 32 * 32, "%g",
+           tensor_allreduce_floats(&c, &p, 0));
     c.bucket_mb = 1;  // one bucket of the rank's shards: ZeRO-2 and 3's working buffers (memory.c)
-    EXPECT("plan/tp: the largest bucket holds the rank's shards", plan_largest_bucket(&c, &p, 0) == want, "%g, want %g",
-           plan_largest_bucket(&c, &p, 0), want);
+    EXPECT("plan/tp: the largest bucket holds the rank's shards", data_largest_bucket(&c, &p, 0) == want, "%g, want %g",
+           data_largest_bucket(&c, &p, 0), want);
     refused("plan/refuse: --hidden not divisible by --tp", 3, "--tp 3 --hidden 32",
             "train: --hidden 32 is not divisible by --tp 3 (each rank holds H/T features of every split layer): use --hidden 30 or 33, or a --tp that divides 32");
     refused("plan/refuse: ranks not in whole groups", 3, "--mode ddp --tp 2",

@@ -7,6 +7,7 @@
 #include "unit.h"
 #include "base/data.h"
 #include "model.h"
+#include "axes/tensor.h"  // the whole tensors and the shards
 #include "base/ops.h"
 
 static const Backend *be = &backend_cpu;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "train/checkpoint.h"
+#include "axes/tensor.h"  // the whole tensors of a stage and a rank's shards
 #include "comms.h"
 #include "base/data.h"
 #include "base/fault.h"
@@ -35,7 +36,7 @@ typedef struct {
     char name[64];
     int ndim;
     int64_t shape[2];
-    size_t offset;  // in floats, within the whole stage's flat params (shard.c's stage_full_off; moments alike)
+    size_t offset;  // in floats, within the whole stage's flat params (axes/tensor.c's stage_full_off; moments alike)
     int layer;      // global layer index, -1 for the head
 } TensorRef;
 

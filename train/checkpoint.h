@@ -3,7 +3,7 @@
 // optim.exp_avg.layers.{i}.weight, ...) and a manifest.json (config, step, data position, layout,
 // per-file CRC-32) written last. Any layout resumes any checkpoint: each stage reads the layers it
 // now holds from whichever files have them. The tensors are whole whatever --tp wrote them: a
-// tensor-parallel rank reads them whole and keeps its shard (shard.c).
+// tensor-parallel rank reads them whole and keeps its shard (axes/tensor.c).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

@@ -63,7 +63,7 @@ Peer exec_neighbour(const Plan *p, const Comm *comm, int vs, int dir, int kind, 
 // With --tp every rank of a group holds the whole message: --tp-message full (or auto's choice, in
 // w->tp.message, the same on every rank) sends it whole to the
 // counterpart (the same tp rank of the neighbouring group); slice sends this rank's chunk of it
-// (comm_shard's) and the receiving group all-gathers the chunks (axes/tp.c), in the same order on
+// (comm_shard's) and the receiving group all-gathers the chunks (axes/tensor.c), in the same order on
 // every rank of the group, as each runs the same actions.
 static void wire_part(const Plan *p, const Wire *w, size_t n, size_t *off, size_t *len) {
     *off = 0, *len = n;

@@ -4,11 +4,11 @@
 #include <string.h>
 #include "comms.h"
 #include "base/config.h"
-#include "axes/ddp.h"
+#include "axes/data.h"
 #include "train/live.h"
 #include "model.h"
 #include "train/plan.h"
-#include "axes/tp.h"
+#include "axes/tensor.h"
 #include "schedule.h"
 
 #define T(field) offsetof(TrainConfig, field)

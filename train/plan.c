@@ -11,11 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "axes/ddp.h"  // SYNC_* only: no MPI call is made here
+#include "axes/data.h"
 #include "train/live.h"  // LIVE_*
 #include "model.h"  // model_param_count
 #include "train/plan.h"
 #include "axes/degrees.h"
+#include "axes/tensor.h"
 #include "schedule.h"
 #include "comms/tags.h"
 #include "base/util.h"
@@ -29,11 +30,6 @@
 static int rule_flags_apply(const TrainConfig *c, const Degrees *d, Err *e) {
     char run[64];
     degrees_text(d, run, sizeof run);
-    if (degrees_axes(d) == AXIS_DATA && !d->zero && seen_typed(e->seen, "trace"))
-        return refuse(e,
-                      "train: --trace of data parallelism alone draws ZeRO's collectives, and this run is %s without "
-                      "--zero: drop it or add --zero 3 (or a pipeline, --pp, or --tp)",
-                      run);
     if (strcmp(c->data, "synthetic") && seen_typed(e->seen, "samples"))
         return refuse(e,
                       "train: --samples sizes the synthetic data set, and --data '%s' is a file whose rows are the "
@@ -47,46 +43,11 @@ static int rule_flags_apply(const TrainConfig *c, const Degrees *d, Err *e) {
     return 0;
 }
 
-// --tp T: groups of T adjacent ranks share each stage's layers (model.h's Megatron pairs), so every
-// hidden width must split T ways (the ranks come in whole groups: axes/degrees.c).
-static int rule_tp_width(const TrainConfig *c, long long T, Err *e) {
-    long long H = c->hidden;
-    if (T > 1 && H % T)
-        return refuse(e,
-                      "train: --hidden %lld is not divisible by --tp %lld (each rank holds H/T features of every "
-                      "split layer): use --hidden %lld or %lld, or a --tp that divides %lld",
-                      H, T, H > T ? H / T * T : T, H / T * T + T, H);
-    return 0;
-}
-
-static int rule_tp(const TrainConfig *c, Plan *p, Err *e) {
-    if (p->T == 1) return 0;
-    if (rule_tp_width(c, p->T, e)) return -1;
-    p->tensor.message = p->pipelined ? c->tp_message : 0;  // (0: TP_MESSAGE_FULL, no messages)
-    return 0;
-}
-
-// Data-parallel options that contradict each other.
-static int rule_data_parallel(const TrainConfig *c, const Plan *p, Err *e) {
-    if (p->data_parallel && c->bucket_mb <= 0)
-        return refuse(e, "train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25",
-                      c->bucket_mb);
-    if (c->zero >= 2 && c->ddp_sync == SYNC_NAIVE)
-        return refuse(e,
-                      "train: --zero %lld reduce-scatters buckets while the backward runs, and --ddp-sync naive has "
-                      "none: drop --ddp-sync naive (bucketed is the default)",
-                      (long long)c->zero);
-    if (c->ddp_sync == SYNC_NAIVE && seen_typed(e->seen, "bucket-mb"))
-        return refuse(e, "train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): "
-                         "drop one of them");
-    return 0;
-}
-
 static int rule_depth(const TrainConfig *c, const Plan *p, Err *e);
 
 // Each axis' part of the plan: its options as this run takes them (an inactive axis: its defaults).
 static void plan_parts(const TrainConfig *c, const Degrees *d, Plan *p) {
-    p->data = (DataPlan){.zero = d->zero, .sync = c->ddp_sync, .algo = c->allreduce, .bucket_mb = c->bucket_mb};
+    data_part(c, d, p);
     p->tensor.algo = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;  // (the facts may change both)
     p->pipe = (PipelinePlan){.ckpt = p->pipelined && c->checkpoint_activations,
                              .max_inflight = c->max_inflight ? (int)c->max_inflight : 2 * d->pp};
@@ -522,47 +483,6 @@ static int rule_devices(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     return 0;
 }
 
-// Why shm windows cannot hold this plan's parameters and gradients ("" when they can), from the
-// facts of every rank, as comms.c's comm_shared_require would find it on the lowest rank that cannot:
-// each stage's replicas on one node, /dev/shm room for every rank of a node. what: "train", or ""
-// (auto asks only whether).
-static void shm_unfit(const TrainConfig *c, const Facts *f, const Plan *p, const char *what, char *why, size_t n) {
-    const Hardware *d = f->devices;
-    double *bytes = xcalloc((size_t)p->world, sizeof(double));  // each rank's windows (params and grads, or ZeRO's)
-    for (int r = 0; r < p->world; r++)
-        for (int k = 0, stage = p->pipelined ? plan_rank_stage(p, r) : 0; k < p->V; k++)
-            bytes[r] += plan_vstage_shm_floats(c, p, plan_vstage(p, stage, k)) * sizeof(float);
-    why[0] = 0;
-    for (int r = 0; r < p->world && !why[0]; r++) {
-        int local = 0, node_ranks = 0;
-        double need = 0;
-        for (int q = 0; q < p->world; q++) {
-            if (d->node_of[q] != d->node_of[r]) continue;
-            node_ranks++;
-            need += bytes[q];
-            // the same stage and tensor-parallel rank: r's dp group
-            local += plan_rank_stage(p, q) == plan_rank_stage(p, r) && plan_rank_tp(p, q) == plan_rank_tp(p, r);
-        }
-        comm_shm_unfit(what, p->D, local, need, node_ranks, d->shm_free[r], why, n);
-    }
-    free(bytes);
-}
-
-// Data parallelism's all-reduce: --allreduce shm where it can run (else refused), auto: shm on the
-// host where it can run, else mpi; decided alike on every rank from every rank's facts.
-static int rule_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    p->data.algo = c->allreduce;
-    if (!p->data_parallel || !f->devices || (c->allreduce != ALLREDUCE_SHM && c->allreduce != ALLREDUCE_AUTO)) return 0;
-    char why[300] = "";
-    if (c->allreduce == ALLREDUCE_AUTO) {
-        if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
-        p->data.algo = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
-        return 0;
-    }
-    shm_unfit(c, f, p, "train", why, sizeof why);
-    return why[0] ? refuse(e, "%s", why) : 0;
-}
-
 // The held-out rows the accuracy is measured on: the test split whole unless --eval-samples says
 // otherwise, else --eval-samples of the training rows (a data set) or of synthetic samples.
 static void rule_eval(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
@@ -572,34 +492,10 @@ static void rule_eval(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     p->eval_rows = n;
 }
 
-// The tensor-parallel group's all-reduce: as --allreduce says; auto: shm where every group sits on one
-// node and the buffers are on the host, else mpi (until the facts are known: mpi).
-static int rule_tp_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    p->tensor.algo = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;
-    if (p->T == 1 || !f->devices) return 0;
-    // over NCCL (devcomm_allreduce_sum) with --transport nccl: every rank has a GPU of its own
-    p->tensor.nccl = p->transport == TRANSPORT_NCCL;
-    if (p->tensor.nccl && !p->data_parallel && seen_typed(e->seen, "allreduce"))
-        return refuse(e, "train: --transport nccl sums the tensor-parallel group over NCCL, and --allreduce asks "
-                         "for another way: drop one of them");
-    if (p->tensor.nccl) return 0;
-    int apart = -1;  // a rank not on the node of its group's first rank
-    for (int r = 0; r < p->world && apart < 0; r++)
-        if (f->devices->node_of[r] != f->devices->node_of[r - r % p->T]) apart = r;
-    if (c->allreduce == ALLREDUCE_AUTO)
-        p->tensor.algo = p->device == DEVICE_CPU && apart < 0 ? ALLREDUCE_SHM : ALLREDUCE_MPI;
-    if (c->allreduce == ALLREDUCE_SHM && apart >= 0)
-        return refuse(e,
-                      "train: --allreduce shm needs each tensor-parallel group of %d ranks on one node, and rank %d is "
-                      "not on rank %d's: use --allreduce mpi or ring",
-                      p->T, apart, apart - apart % p->T);
-    return 0;
-}
-
 static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     if (rule_length(c, p, e) || rule_observers(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, p, e) ||
-        rule_checkpoints(c, e) || rule_devices(c, f, p, e) || rule_allreduce(c, f, p, e) || rule_resumed(c, f, p, e) ||
-        rule_tp_allreduce(c, f, p, e))
+        rule_checkpoints(c, e) || rule_devices(c, f, p, e) || data_rules_facts(c, f, p, e) ||
+        rule_resumed(c, f, p, e) || tensor_rules_facts(c, f, p, e))
         return -1;
     rule_eval(c, f, p, e);
     p->synthetic_samples = f->train_rows ? 0 : c->samples ? c->samples : c->batch * p->N;
@@ -626,7 +522,7 @@ int plan_make(const TrainConfig *c, const Degrees *d, const OptionsSeen *seen, c
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);  // the default: Linear(H, H) first, as before --inputs
     p->transport_why = "";
     if (plan_early(c, err, errlen) || degrees_check_flags(d, seen, err, errlen) || rule_flags_apply(c, d, &e) ||
-        rule_tp(c, p, &e) || rule_data_parallel(c, p, &e) || rule_grid(c, d, p, &e) ||
+        tensor_rules(c, p, &e) || data_rules(c, d, p, &e) || rule_grid(c, d, p, &e) ||
         rule_schedule(c, f->tag_ub, p, &e) || rule_batch(c, p, &e) || rule_partition(c, p, &e))
         return -1;
     rule_placement(c, p);
@@ -654,8 +550,8 @@ int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size
     p->transport_why = "";
     TrainConfig even = *c;
     even.partition[0] = 0;
-    if (rule_tp_width(c, p->T, &e) || rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) ||
-        rule_batch(c, p, &e) || rule_partition(&even, p, &e))
+    if (tensor_rules(c, p, &e) || rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) || rule_batch(c, p, &e) ||
+        rule_partition(&even, p, &e))
         return -1;
     return 0;
 }

@@ -33,18 +33,3 @@ int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size
 int plan_device(const char *cmd, int device, int transport, int tf32, int world, const Hardware *f, int *dev_out,
                 int *transport_out, const char **why, char *err, size_t errlen);
 extern const char *const PLAN_NCCL_UNPROVEN;
-
-// The parameters one rank holds of virtual stage vs (its layers, the input layer when it holds layer
-// 0, the head when it is the last; with --tp its shard of them, model.h's pairs): what stage_init
-// allocates, for the memory and shm rules.
-double plan_vstage_params(const TrainConfig *c, const Plan *p, int vs);
-// Floats of virtual stage vs's largest gradient bucket on one rank, cut as gradsync_init cuts them: whole
-// layers from the top (the head first), each bucket closed once it holds --bucket-mb.
-double plan_largest_bucket(const TrainConfig *c, const Plan *p, int vs);
-// Floats of the shm windows (--allreduce shm) one rank holds for virtual stage vs: params and grads;
-// ZeRO-2: params and ZERO_BUFS gradient buckets (axes/zero.c); ZeRO-3: ZERO_BUFS of gradients and of weights.
-double plan_vstage_shm_floats(const TrainConfig *c, const Plan *p, int vs);
-// Floats one rank's tensor-parallel all-reduces move per micro-batch through virtual stage vs (its
-// row-parallel outputs forward, its column-parallel input gradients backward, recomputes included),
-// each all-reduced over T ranks; 0 without --tp.
-double plan_vstage_tp_floats(const TrainConfig *c, const Plan *p, int vs);

@@ -19,10 +19,6 @@ static void choice_names(const TrainConfig *c, const Plan *p, Summary *s) {
     choice_name(SCHED_NAMES, p->schedule, s->schedule, sizeof s->schedule);
     choice_name(OPTIM_CHOICES, c->optimizer, s->optimizer, sizeof s->optimizer);
     choice_name(TRANSPORT_CHOICES, p->transport, s->transport, sizeof s->transport);
-    choice_name(SYNC_CHOICES, p->data.sync, s->sync, sizeof s->sync);
-    choice_name(ALLREDUCE_CHOICES, p->data.algo, s->allreduce, sizeof s->allreduce);
-    choice_name(ALLREDUCE_CHOICES, p->tensor.algo, s->tp_allreduce, sizeof s->tp_allreduce);
-    if (p->tensor.nccl) snprintf(s->tp_allreduce, sizeof s->tp_allreduce, "nccl");
     choice_name(PRECISION_CHOICES, c->precision, s->precision, sizeof s->precision);
 }
 
@@ -101,14 +97,6 @@ static void header_placement(const Plan *p, const Hardware *hw) {
     printf("\n");
 }
 
-// --tp: the 3D grid and the group's all-reduce.
-static void header_tp(const Plan *p, const Summary *s) {
-    if (p->T == 1) return;
-    printf("tensor parallel: grid %d stage%s x %d replica%s x %d tp = %d ranks (rank = group x %d + tp rank) | "
-           "layers in column/row pairs, an odd last layer and the head whole on every rank | all-reduce %s\n",
-           p->K, p->K == 1 ? "" : "s", p->D, p->D == 1 ? "" : "s", p->T, p->world, p->T, s->tp_allreduce);
-}
-
 void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Data *data) {
     const Backend *be = w->be;
     Summary s = {0};
@@ -153,7 +141,7 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     header_data(c, p, data);
     if (p->K > 1) header_stages(p);
     header_placement(p, &w->hardware);
-    header_tp(p, &s);
+    tensor_report_header(p);
     fflush(stdout);
 }
 
@@ -163,53 +151,7 @@ void report_epoch(const Plan *p, const EpochStat *e) {
     fflush(stdout);
 }
 
-void report_tp_header(const Plan *p, const TpGroup *g) {
-    if (p->T == 1 || !p->pipelined) return;
-    const char *way = g->message == TP_MESSAGE_SLICE ? "slice" : "full";
-    if (g->timed)
-        printf("tensor parallel: pipeline messages %s, kept by --tp-message auto (one message timed each way at "
-               "start-up: full %.3f ms, slice %.3f ms)\n", way, g->full_ms, g->slice_ms);
-    else if (p->tensor.message == TP_MESSAGE_AUTO)  // one stage: nothing to time
-        printf("tensor parallel: pipeline messages %s (--tp-message auto: one stage, no message to time)\n", way);
-    else printf("tensor parallel: pipeline messages %s (--tp-message %s)\n", way, way);
-}
-
-void report_dp_header(const TrainConfig *c, const Plan *p, const Model *model) {
-    Summary s = {0};
-    choice_names(c, p, &s);
-    int nb = 0;
-    size_t shards = 0, params = 0;
-    for (int k = 0; k < model->n_sync; k++) {
-        nb += model->sync[k].nb;
-        shards += model->sync[k].shard_total;
-        params += model->sync[k].s->n_params;
-    }
-    printf("data parallel: %d replicas | %s sync, %d %s%s", p->D, s.sync, nb,
-           p->data.sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
-    if (p->data.sync == SYNC_BUCKETED)
-        printf(" (cap %g MiB)%s", p->data.bucket_mb,
-               p->pipelined ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
-    printf(" | %s %s", p->data.zero ? "reduce-scatter + all-gather" : "all-reduce", s.allreduce);
-    if (p->data.zero) printf(" | ZeRO-%d: this rank updates %zu of %zu parameters", p->data.zero, shards, params);
-    printf("\n");
-    fflush(stdout);
-}
-
 // ---- summary figures ----
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(const double *v, int n) {
-    if (n <= 0) return NAN;
-    double *t = xmalloc(sizeof(double) * (size_t)n);
-    memcpy(t, v, sizeof(double) * (size_t)n);
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    free(t);
-    return m;
-}
 
 // Step time: the slowest rank's, median over the steps (the first is a warm-up when there are
 // more); throughput from it. FLOPs per step = 6 x parameters x rows, plus a forward with recompute.
@@ -229,77 +171,28 @@ static void fill_time(const TrainConfig *c, const Plan *p, Measure *m, Summary *
     s->gflops = flops / step_med / 1e9;
 }
 
-// Data parallelism. comm_ms: the time per step during which at least one of this rank's
-// gradient collectives was in flight (from its start to the moment its completion was seen;
-// completion is noticed at the next layer boundary while the backward runs), averaged over
-// the ranks, median over the steps. comm_hidden: the share of that in-flight time that passed
-// while the step's forward/backward work was still running (ddp: this rank's; hybrid: any stage
-// of this rank's pipeline, i.e. the cool-down counts), summed over ranks and steps; the rest is
-// exposed (the optimizer step waited for it). Naive sync starts after the backward, so in ddp it
-// is 0 by construction; ZeRO-1's parameter all-gather is always exposed.
-static void fill_comm_time(const Plan *p, Measure *m, Summary *s) {
-    int start = s->start, n = s->n_run, world = p->world;
-    comm_allreduce_sum_double(m->comm_s + start, n, MPI_COMM_WORLD);
-    comm_allreduce_sum_double(m->exposed_s + start, n, MPI_COMM_WORLD);
-    double tot = 0, exp = 0;
-    for (int t = start; t < start + n; t++) {
-        m->comm_s[t] /= world;
-        m->exposed_s[t] /= world;
-        if (t >= start + s->skip) { tot += m->comm_s[t]; exp += m->exposed_s[t]; }
-    }
-    s->comm_ms = median(m->comm_s + start + s->skip, n - s->skip) * 1e3;
-    s->comm_hidden = tot > 0 ? 1.0 - exp / tot : 0;
-}
-
-// The optimizer state per rank (Adam's two moments), the largest over the ranks; a replica's buckets
-// and collectives per step (the sum over its stages and their chunks).
-static void fill_sync_state(const TrainConfig *c, const Plan *p, const Comm *comm, const Model *model, Summary *s) {
-    size_t held = 0;
-    double nb[2] = {0, 0};
-    for (int k = 0; k < model->n_sync; k++) {
-        held += p->data.zero ? model->sync[k].shard_total : model->sync[k].s->n_params;
-        nb[0] += model->sync[k].nb;
-        nb[1] += model->sync[k].step_calls;
-    }
-    double v[1] = {c->optimizer == OPTIM_ADAM ? 2.0 * sizeof(float) * (double)held : 0};
-    comm_allreduce_max_double(v, 1, MPI_COMM_WORLD);
-    s->optimizer_bytes = v[0];
-    comm_allreduce_sum_double(nb, 2, comm->pp);
-    s->buckets = nb[0];
-    s->collectives = nb[1];
-    s->shm_collectives = comm_shared_count(comm);
-}
-
 // The model state each rank allocated (weights, gradients, the optimizer's moments, as they are
 // after the steps: the moments are allocated at the first update), the largest of each over the ranks:
 // what `micropp plan` reckons beforehand.
 static void fill_model_state(const Plan *p, const Model *model, Summary *s) {
-    // weights, grads, optimizer, working, gathered peak, all-gathered, reduce-scattered, prefetches, max RSS
-    double v[9] = {0};
+    double v[4] = {0};  // weights, grads, optimizer, max RSS
     struct rusage ru;
-    if (!getrusage(RUSAGE_SELF, &ru)) v[8] = (double)ru.ru_maxrss * 1024;  // (Linux: KiB)
+    if (!getrusage(RUSAGE_SELF, &ru)) v[3] = (double)ru.ru_maxrss * 1024;  // (Linux: KiB)
     for (int k = 0; k < model->n_local; k++) {
         const Stage *st = &model->local[k];
         const GradSync *g = k < model->n_sync ? &model->sync[k] : NULL;
         double whole = (double)st->n_params * sizeof(float), shard = g ? (double)g->shard_total * sizeof(float) : 0;
         const Zero *z = g ? g->zs : NULL;  // ZeRO-2 and 3: shards of the gradients (and weights)
         v[0] += (st->params ? whole : 0) + (z && z->pshard ? shard : 0);  // what is allocated now
-        v[1] += (st->grads ? whole : 0) + (z ? shard : 0);
+        v[1] += (st->grads ? whole : 0) + (z && z->gshard ? shard : 0);
         if (st->adam_m) v[2] += 2.0 * whole;
         if (g && g->m) v[2] += 2.0 * shard;
-        if (z) { v[3] += zero_working_bytes(g); v[4] += z->peak_gathered; v[7] += (double)z->step_prefetches; }
-        if (g) { v[5] += g->step_ag; v[6] += g->step_rs; }
     }
-    if (p->distributed) comm_allreduce_max_double(v, 9, MPI_COMM_WORLD);
+    if (p->distributed) comm_allreduce_max_double(v, 4, MPI_COMM_WORLD);
     s->weight_bytes = v[0];
     s->grad_bytes = v[1];
     s->optimizer_state_bytes = v[2];
-    s->working_bytes = v[3];
-    s->gathered_peak_bytes = v[4];
-    s->allgather_bytes = v[5];
-    s->reduce_scatter_bytes = v[6];
-    s->prefetches = v[7];
-    s->max_rss = v[8];
+    s->max_rss = v[3];
 }
 
 // --gemm-timing: this rank's share of step time inside gemm (averaged over ranks), and the
@@ -320,16 +213,6 @@ static void fill_gemm(const TrainConfig *c, const Plan *p, const Measure *m, Sum
     s->gemm_ms = v[0] / ranks * 1e3;
     s->gemm_share = v[1] / ranks;
     s->gemm_gflops = gemm_flops / v[0] / 1e9;  // v[0]: gemm seconds per step summed over ranks
-}
-
-// --tp: the tensor-parallel all-reduces of the steps, per step and rank (the mean over the ranks).
-static void fill_tp(const Plan *p, const Measure *m, Summary *s) {
-    double n = (double)s->n_run, v[3] = {(double)m->tp_calls / n, m->tp_floats * sizeof(float) / n, m->tp_s / n};
-    comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
-    s->tp_calls = v[0] / p->world;
-    s->tp_bytes = v[1] / p->world;
-    s->tp_ms = v[2] / p->world * 1e3;
-    s->tp_share = s->tp_ms / s->step_ms;
 }
 
 // Median duration of this rank's actions of one kind over the measured steps.
@@ -541,17 +424,17 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     s->verify = c->verify ? v : NULL;
     s->start = r->progress.start;
     s->shown = -1;
-    s->gemm_ms = s->gemm_share = s->gemm_gflops = s->comm_ms = s->comm_hidden = NAN;
+    s->gemm_ms = s->gemm_share = s->gemm_gflops = NAN;
     s->bubble_theory = NAN;
     fill_time(c, p, m, s);
     fill_model_state(p, &r->model, s);
     if (r->model.n_sync) {
-        fill_comm_time(p, m, s);
-        fill_sync_state(c, p, &r->wire.comm, &r->model, s);
+        data_report_fill(&s->data, p, &r->wire.comm, r->model.sync, r->model.n_sync, c->optimizer, m->comm_s,
+                         m->exposed_s, s->start, s->n_run, s->skip);
+        if (p->data.zero) zero_report_fill(&s->data, p, r->model.sync, r->model.n_sync);
     }
     if (c->gemm_timing) fill_gemm(c, p, m, s);
-    if (p->T > 1) fill_tp(p, m, s);
-    s->tp = &r->wire.tp;
+    tensor_report_fill(&s->tensor, p, &r->wire.tp, (double)m->tp_calls, m->tp_floats, m->tp_s, s->n_run, s->step_ms);
     if (!p->pipelined && c->trace[0]) {  // ddp with ZeRO: every rank's forward, backward and collectives
         Timeline tl;
         timeline_gather(&tl, m->ev, m->n_ev, m->step_start, NULL, (int)p->steps, track_pos(p, &r->wire),
@@ -686,18 +569,8 @@ static void summary_text(const Run *r, const Summary *s) {
     if (c->gemm_timing)
         printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", s->gemm_ms,
                p->distributed ? " per rank" : "", 100 * s->gemm_share, s->gemm_gflops);
-    if (p->data_parallel)
-        printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | "
-               "optimizer state %.2f MB per rank\n",
-               s->collectives, s->comm_ms, 100 * s->comm_hidden, s->optimizer_bytes / 1e6);
-    if (p->T > 1)
-        printf("tensor parallel: %.0f all-reduces/step per rank | %.3g MB | %.2f ms/step = %.0f%% of the step (%s)\n",
-               s->tp_calls, s->tp_bytes / 1e6, s->tp_ms, 100 * s->tp_share, s->tp_allreduce);
-    if (p->data.zero)
-        printf("ZeRO-%d per rank: all-gather %.3f MB + reduce-scatter %.3f MB per step | weights %.2f MB, gradients "
-               "%.2f MB, optimizer %.2f MB (+ %.2f MB working buckets)\n",
-               p->data.zero, s->allgather_bytes / 1e6, s->reduce_scatter_bytes / 1e6, s->weight_bytes / 1e6,
-               s->grad_bytes / 1e6, s->optimizer_state_bytes / 1e6, s->working_bytes / 1e6);
+    data_report_text(p, &s->data, s->weight_bytes, s->grad_bytes, s->optimizer_state_bytes);
+    tensor_report_text(p, &s->tensor);
     if (p->pipelined) text_pipeline(p, s);
     if (s->verify) text_verify(c, p, s->verify);
     if (c->gantt) text_gantt(s);

@@ -10,7 +10,7 @@
 typedef struct { double *f, *b, *i, *w; } Costs;
 
 typedef struct {
-    char mode[32], schedule[32], optimizer[16], transport[16], sync[32], allreduce[32], tp_allreduce[32];
+    char mode[32], schedule[32], optimizer[16], transport[16];
     char blas[160], device[192];
     char precision[8], onednn[160];  // onednn: version and kernel of the bf16 products on the CPU ("" otherwise)
     size_t params;
@@ -19,15 +19,10 @@ typedef struct {
     double accuracy;              // NAN when nothing was evaluated
     long long eval_rows;
     double step_ms, samples_s, gflops;
-    double gemm_ms, gemm_share, gemm_gflops;              // --gemm-timing
-    double comm_ms, comm_hidden, optimizer_bytes, collectives, buckets;  // ddp/hybrid
-    double shm_collectives;  // --allreduce shm: rank 0's dp collectives run in its windows, the whole run
+    double gemm_ms, gemm_share, gemm_gflops;                 // --gemm-timing
     double weight_bytes, grad_bytes, optimizer_state_bytes;  // allocated per rank, the largest over the ranks
-    double tp_calls, tp_bytes, tp_ms, tp_share;  // --tp: all-reduces per step and rank, their bytes and time
-                                                 // (the mean over the ranks), the time's share of the step
-    const TpGroup *tp;                           // --tp: the pipeline's message way (and auto's two times)
-    double working_bytes, gathered_peak_bytes;               // ZeRO-2, 3: working buckets; gathered weights at once
-    double allgather_bytes, reduce_scatter_bytes, prefetches;  // ZeRO: one step's, per rank (the largest)
+    TensorReport tensor;                                     // --tp: the axis' part (axes/tensor.h)
+    DataReport data;                                         // data parallelism's part (axes/data.h)
     double max_rss;  // the largest peak resident set of the ranks' processes (getrusage), bytes
     // pipelines: per stage [K]
     double *bubble, *peak_bytes, *peak_inflight, *peak_deferred;
@@ -47,8 +42,6 @@ typedef struct {
 // Rank 0, text mode: the run's shape before the first step; how the gradients travel (after
 // gradsync_init); an epoch's line.
 void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Data *data);
-void report_dp_header(const TrainConfig *c, const Plan *p, const Model *model);
-void report_tp_header(const Plan *p, const TpGroup *g);  // --tp with a pipeline: the messages' way (after the set-up)
 void report_epoch(const Plan *p, const EpochStat *e);
 // Collective over the world: every rank calls it after the last step. It reads every part of the run
 // (and reduces the step times across ranks in r->m).

@@ -10,26 +10,6 @@
 #include "axes/zero.h"
 #include "base/util.h"
 
-static void json_data_parallel(cJSON *o, const Plan *p, const Summary *s) {
-    if (p->pipelined) cJSON_AddNumberToObject(o, "pp", p->K);
-    cJSON_AddNumberToObject(o, "dp", p->D);
-    cJSON_AddStringToObject(o, "ddp_sync", s->sync);
-    cJSON_AddStringToObject(o, "allreduce", s->allreduce);
-    cJSON_AddNumberToObject(o, "zero", p->data.zero);
-    if (p->data.sync == SYNC_BUCKETED) cJSON_AddNumberToObject(o, "bucket_mb", p->data.bucket_mb);
-    cJSON_AddNumberToObject(o, "bucket_count", s->buckets);
-    cJSON_AddNumberToObject(o, "collectives_per_step", s->collectives);
-    if (p->data.algo == ALLREDUCE_SHM) cJSON_AddNumberToObject(o, "shm_collectives", s->shm_collectives);
-    cJSON_AddNumberToObject(o, "comm_ms", s->comm_ms);
-    cJSON_AddNumberToObject(o, "comm_hidden_fraction", s->comm_hidden);
-    cJSON_AddNumberToObject(o, "optimizer_bytes_per_rank", s->optimizer_bytes);
-    if (p->data.zero) {  // the shards' traffic of one step, per rank (docs/data-parallel.md has the formula)
-        cJSON_AddNumberToObject(o, "allgather_bytes_per_step", s->allgather_bytes);
-        cJSON_AddNumberToObject(o, "reduce_scatter_bytes_per_step", s->reduce_scatter_bytes);
-    }
-    if (p->data.zero >= 3) cJSON_AddNumberToObject(o, "prefetched_gathers_per_step", s->prefetches);
-}
-
 static void json_pipeline(cJSON *o, const Plan *p, const Summary *s) {
     int K = p->K;
     cJSON_AddStringToObject(o, "schedule", s->schedule);
@@ -58,24 +38,13 @@ static void json_pipeline(cJSON *o, const Plan *p, const Summary *s) {
     cJSON_AddItemToObject(o, "peak_deferred_w", cJSON_CreateDoubleArray(s->peak_deferred, K));
 }
 
-static void json_tp(cJSON *o, const Plan *p, const Summary *s) {
-    cJSON *g = cJSON_AddObjectToObject(o, "grid");  // the 3D grid: ranks = pp x dp x tp, tp innermost
+// The 3D grid (ranks = pp x dp x tp, tp innermost), then tensor parallelism's part.
+static void json_grid(cJSON *o, const Plan *p, const Summary *s) {
+    cJSON *g = cJSON_AddObjectToObject(o, "grid");
     cJSON_AddNumberToObject(g, "pp", p->K);
     cJSON_AddNumberToObject(g, "dp", p->D);
     cJSON_AddNumberToObject(g, "tp", p->T);
-    if (p->T == 1) return;
-    cJSON_AddNumberToObject(o, "tp", p->T);
-    cJSON_AddStringToObject(o, "tp_allreduce", s->tp_allreduce);
-    cJSON_AddNumberToObject(o, "tp_allreduces_per_step", s->tp_calls);
-    cJSON_AddNumberToObject(o, "tp_allreduce_bytes_per_step", s->tp_bytes);
-    cJSON_AddNumberToObject(o, "tp_allreduce_ms_per_step", s->tp_ms);
-    cJSON_AddNumberToObject(o, "tp_allreduce_share", s->tp_share);
-    if (!p->pipelined) return;
-    cJSON_AddStringToObject(o, "tp_message", s->tp->message == TP_MESSAGE_SLICE ? "slice" : "full");
-    cJSON_AddBoolToObject(o, "tp_message_timed", s->tp->timed);
-    if (!s->tp->timed) return;
-    cJSON_AddNumberToObject(o, "tp_message_full_ms", s->tp->full_ms);
-    cJSON_AddNumberToObject(o, "tp_message_slice_ms", s->tp->slice_ms);
+    tensor_report_json(o, p, &s->tensor);
 }
 
 static void json_verify(cJSON *o, const VerifyResult *v) {
@@ -183,13 +152,9 @@ void summary_json(const Run *r, const Summary *s) {
     cJSON_AddNumberToObject(mem, "weights", s->weight_bytes);
     cJSON_AddNumberToObject(mem, "grads", s->grad_bytes);
     cJSON_AddNumberToObject(mem, "optimizer", s->optimizer_state_bytes);
-    if (p->data.zero >= 2) {  // ZeRO-2, 3: the working buckets, apart from the shards above
-        cJSON_AddNumberToObject(mem, "working", s->working_bytes);
-        cJSON_AddNumberToObject(mem, "gathered_weights_peak", s->gathered_peak_bytes);
-    }
     cJSON_AddNumberToObject(mem, "max_rss", s->max_rss);  // the process's peak resident set (getrusage)
     if (p->N > 1 || p->grad_accum_given) cJSON_AddNumberToObject(o, "grad_accum", p->N);
-    if (p->data_parallel) json_data_parallel(o, p, s);
+    data_report_json(o, mem, p, &s->data);
     if (p->pipelined) json_pipeline(o, p, s);
     if (!p->pipelined) {  // the monolith, a ddp replica, the manual split's parts: each stage's own peak
         double peak[MAX_STAGES];
@@ -198,7 +163,7 @@ void summary_json(const Run *r, const Summary *s) {
                               cJSON_CreateDoubleArray(peak, model->n_local < MAX_STAGES ? model->n_local : MAX_STAGES));
     }
     if (p->pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", s->message_bytes);
-    if (p->distributed) json_tp(o, p, s);
+    if (p->distributed) json_grid(o, p, s);
     if (s->verify) json_verify(o, s->verify);
     cJSON_AddBoolToObject(o, "completed", !s->write_err[0]);  // last: every output written (REPORT_COMPLETED)
     json_print(o);

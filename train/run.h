@@ -7,14 +7,14 @@
 #include "train/checkpoint.h"
 #include "comms.h"
 #include "base/data.h"
-#include "axes/ddp.h"
+#include "axes/data.h"
 #include "train/measure.h"
 #include "train/live.h"
 #include "train/metrics.h"
 #include "model.h"
 #include "train/plan.h"
 #include "schedule.h"
-#include "axes/tp.h"
+#include "axes/tensor.h"
 
 // The wire: this rank's device, its place in the job and how it reaches the other ranks.
 typedef struct {

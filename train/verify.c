@@ -240,7 +240,7 @@ static size_t ref_off(const Reference *ref, int l) {
 }
 
 // The reference's gradients g of stage s's tensors, in s's own layout: the whole stage's part of the
-// monolith's buffer, cut to this rank's shard with --tp (shard.c; T = 1: a copy).
+// monolith's buffer, cut to this rank's shard with --tp (axes/tensor.c; T = 1: a copy).
 static float *reference_shard(const Stage *s, const Reference *ref, const float *g) {
     size_t layers = stage_full_off(s, s->n_layers);
     float *full = xmalloc(sizeof(float) * stage_full_params(s)), *local = xmalloc(sizeof(float) * s->n_params);
