@@ -24,13 +24,13 @@ typedef struct {
 #define A(field) offsetof(AllreduceConfig, field)
 static const Option allreduce_options[] = {
     {"size", 'b', OPT_SIZE, A(size), 0, 4, 4.0 * (1LL << 30), "BYTES",
-     "buffer size (K/M/G suffixes: 64M = 64 MiB), a multiple of 4"},
-    {"sweep", 0, OPT_BOOL, A(sweep), 0, 0, 0, 0, "every power of two from 4 B up to --size"},
-    {"iters", 'n', OPT_INT, A(iters), 0, 1, 1 << 20, "N", "timed iterations per size"},
-    {"warmup", 'w', OPT_INT, A(warmup), 0, 0, 1 << 20, "N", "untimed iterations first"},
+     "buffer size (K/M/G suffixes: 64M = 64 MiB), a multiple of 4", 0},
+    {"sweep", 0, OPT_BOOL, A(sweep), 0, 0, 0, 0, "every power of two from 4 B up to --size", 0},
+    {"iters", 'n', OPT_INT, A(iters), 0, 1, 1 << 20, "N", "timed iterations per size", 0},
+    {"warmup", 'w', OPT_INT, A(warmup), 0, 0, 1 << 20, "N", "untimed iterations first", 0},
     {"algo", 0, OPT_CHOICE, A(algo), ALLREDUCE_ALGO_NAMES "|all", 0, 0, "ALG",
-     "MPI_Allreduce, the ring, the shared-memory path, or all three"},
-    {"json", 0, OPT_BOOL, A(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
+     "MPI_Allreduce, the ring, the shared-memory path, or all three", 0},
+    {"json", 0, OPT_BOOL, A(json), 0, 0, 0, 0, "print one JSON object instead of the table", 0},
     {0},
 };
 #undef A

@@ -51,35 +51,38 @@ typedef struct {
 
 #define O(field) offsetof(BubbleConfig, field)
 static const Option bubble_options[] = {
-    {"config", 'c', OPT_STR, O(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)"},
-    {"schedule", 'S', OPT_STR, O(schedule), 0, 0, 0, "SCHED", "'all', one of " SCHED_CHOICES ", or a comma list"},
-    {"stages", 'K', OPT_STR, O(stages), 0, 0, 0, "K", "pipeline stages: 4, a range 2:8, or a list 2,4,8"},
+    {"config", 'c', OPT_STR, O(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)", 0},
+    {"schedule", 'S', OPT_STR, O(schedule), 0, 0, 0, "SCHED", "'all', one of " SCHED_CHOICES ", or a comma list", 0},
+    {"stages", 'K', OPT_STR, O(stages), 0, 0, 0, "K", "pipeline stages: 4, a range 2:8, or a list 2,4,8", 0},
     {"micro-batches", 'M', OPT_STR, O(micro_batches), 0, 0, 0, "M",
-     "micro-batches per step: 8, a range 1:32, or a list"},
-    {"cost-f", 0, OPT_FLOAT, O(cost_f), 0, -1e300, 1e300, "T", "time of one forward of one micro-batch on one stage"},
-    {"cost-b", 0, OPT_FLOAT, O(cost_b), 0, -1e300, 1e300, "T", "time of one backward (2x the forward in the papers)"},
+     "micro-batches per step: 8, a range 1:32, or a list", 0},
+    {"cost-f", 0, OPT_FLOAT, O(cost_f), 0, -1e300, 1e300, "T", "time of one forward of one micro-batch on one stage",
+     0},
+    {"cost-b", 0, OPT_FLOAT, O(cost_b), 0, -1e300, 1e300, "T", "time of one backward (2x the forward in the papers)",
+     0},
     {"cost-w", 0, OPT_FLOAT, O(cost_w), 0, -1e300, 1e300, "T",
-     "of --cost-b, the weight-gradient part W that zb-h1, zb-h2, zb-v, dualpipev defer (0: half)"},
-    {"virtual-stages", 0, OPT_INT, O(virtual_stages), 0, 1, 64, "V", "interleaved: model chunks per rank"},
+     "of --cost-b, the weight-gradient part W that zb-h1, zb-h2, zb-v, dualpipev defer (0: half)", 0},
+    {"virtual-stages", 0, OPT_INT, O(virtual_stages), 0, 1, 64, "V", "interleaved: model chunks per rank", 0},
     {"cost-comm", 0, OPT_FLOAT, O(cost_comm), 0, -1e300, 1e300, "T",
-     "time from a send to its arrival at the next stage"},
-    {"json", 0, OPT_BOOL, O(json), 0, 0, 0, 0, "print one JSON object instead of the table"},
+     "time from a send to its arrival at the next stage", 0},
+    {"json", 0, OPT_BOOL, O(json), 0, 0, 0, 0, "print one JSON object instead of the table", 0},
     {"gantt", 'g', OPT_BOOL, O(gantt), 0, 0, 0, 0,
-     "draw each schedule in the terminal: a row per stage, a column per time unit"},
-    {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "FILE", "write the same charts as an SVG picture"},
+     "draw each schedule in the terminal: a row per stage, a column per time unit", 0},
+    {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "FILE", "write the same charts as an SVG picture", 0},
     {"schedule-file", 0, OPT_STR, O(schedule_file), 0, 0, 0, "FILE.csv",
      "simulate the schedule in FILE (a row per rank of actions like 0F0,0I0,0W0; it fixes the stages and "
-     "micro-batches)"},
+     "micro-batches)",
+     0},
     {"dump-csv", 0, OPT_STR, O(dump_csv), 0, 0, 0, "FILE",
-     "write the one schedule asked for as such a file ('-': standard output), for train --schedule-file"},
+     "write the one schedule asked for as such a file ('-': standard output), for train --schedule-file", 0},
     {"model", 0, OPT_STR, O(model), 0, 0, 0, "FILE.json",
-     "a train config: also give each stage's peak activation bytes for its model (what train measures)"},
+     "a train config: also give each stage's peak activation bytes for its model (what train measures)", 0},
     {"max-inflight", 0, OPT_INT, O(max_inflight), 0, 1, 1 << 20, "N",
-     "zb-auto: its memory limit, micro-batches in flight on a stage (from F to I; default: 2 x stages)"},
+     "zb-auto: its memory limit, micro-batches in flight on a stage (from F to I; default: 2 x stages)", 0},
     {"costs-from", 0, OPT_STR, O(costs_from), 0, 0, 0, "FILE.json",
-     "each stage's F, I and W: the medians a 'micropp train --json' pipeline run measured (it fixes --stages)"},
+     "each stage's F, I and W: the medians a 'micropp train --json' pipeline run measured (it fixes --stages)", 0},
     {"w-memory", 0, OPT_FLOAT, O(w_memory), 0, 0, 1, "R",
-     "zb-auto: how much of a micro-batch's memory counts from its I to its W (micropp's layers: 1)"},
+     "zb-auto: how much of a micro-batch's memory counts from its I to its W (micropp's layers: 1)", 0},
     {0},
 };
 #undef O
@@ -288,7 +291,8 @@ static double *stage_activations(const TrainConfig *model, int kind, int K, int 
     c.virtual_stages = V;
     MemLayout l;
     char why[320];
-    if (memory_layout(&c, kind, K, 1, &l, why, sizeof why)) return NULL;
+    Degrees d = {.pp = K, .dp = 1, .tp = c.tp > 1 ? (int)c.tp : 1};
+    if (memory_layout(&c, kind, &d, &l, why, sizeof why)) return NULL;
     double *act = l.act;
     l.act = NULL;
     memory_layout_free(&l);

@@ -47,31 +47,32 @@ typedef struct {
 #define P(field) offsetof(PlanCmd, field)
 static const Option extra_options[] = {
     {"params", 0, OPT_STR, P(params), 0, 0, 0, "N",
-     "model size instead of --layers (and --hidden): 350M, 10B, 1.5T; the shape chosen is printed"},
+     "model size instead of --layers (and --hidden): 350M, 10B, 1.5T; the shape chosen is printed", 0},
     {"device-memory", 0, OPT_STR, P(device_memory), 0, 0, 0, "BYTES",
-     "memory of one device: 24G, 80G, 512M (binary units; default: this machine's MemAvailable)"},
+     "memory of one device: 24G, 80G, 512M (binary units; default: this machine's MemAvailable)", 0},
     {"stages", 'K', OPT_STR, P(stages), 0, 0, 0, "LIST",
-     "numbers of pipeline stages, e.g. 1,2,4,8 (default: powers of two up to the layers, 64 at most)"},
+     "numbers of pipeline stages, e.g. 1,2,4,8 (default: powers of two up to the layers, 64 at most)", 0},
     {"schedule", 'S', OPT_STR, P(schedule), 0, 0, 0, "LIST",
-     "'all', one of " SCHED_CHOICES ", or a comma list (default: gpipe,1f1b,interleaved,zb-h1)"},
-    {"dp", 0, OPT_STR, P(dp), 0, 0, 0, "LIST",
-     "data-parallel degrees, e.g. 1,2,4 (--zero shards over them)"},
+     "'all', one of " SCHED_CHOICES ", or a comma list (default: gpipe,1f1b,interleaved,zb-h1)", 0},
+    {"dp", 0, OPT_STR, P(dp), 0, 0, 0, "LIST", "data-parallel degrees, e.g. 1,2,4 (--zero shards over them)", 0},
     {"zero", 0, OPT_STR, P(zero), 0, 0, 0, "LIST",
      "ZeRO levels over the --dp replicas, e.g. 0,1,2,3: 1 shards the optimizer state, 2 the gradients too, 3 the "
-     "weights too"},
+     "weights too",
+     0},
     {"tp", 0, OPT_STR, P(tp), 0, 0, 0, "LIST",
      "tensor-parallel degrees, e.g. 2 or 1,2,4,8 ('all': the powers of two up to 8 that divide --hidden); several: "
-     "the smallest P x T that fits is named"},
+     "the smallest P x T that fits is named",
+     0},
     {"auto", 0, OPT_BOOL, P(auto_), 0, 0, 0, 0,
-     "predict every layout of --world ranks from --profile or --machine; rank them, print the best's command"},
-    {"world", 0, OPT_INT, P(world), 0, 1, 1 << 20, "N", "--auto: the ranks (devices) to lay the run out on"},
-    {"profile", 0, OPT_STR, P(profile), 0, 0, 0, "FILE", "--auto: the costs measured by plan --calibrate"},
+     "predict every layout of --world ranks from --profile or --machine; rank them, print the best's command", 0},
+    {"world", 0, OPT_INT, P(world), 0, 1, 1 << 20, "N", "--auto: the ranks (devices) to lay the run out on", 0},
+    {"profile", 0, OPT_STR, P(profile), 0, 0, 0, "FILE", "--auto: the costs measured by plan --calibrate", 0},
     {"machine", 0, OPT_STR, P(machine), 0, 0, 0, "FILE",
-     "--auto: a machine file's costs instead (configs/machines/h100-node.json)"},
-    {"top", 0, OPT_INT, P(top), 0, 1, 1 << 20, "N", "--auto: rows of the ranked table shown"},
+     "--auto: a machine file's costs instead (configs/machines/h100-node.json)", 0},
+    {"top", 0, OPT_INT, P(top), 0, 1, 1 << 20, "N", "--auto: rows of the ranked table shown", 0},
     {"calibrate", 0, OPT_BOOL, P(calibrate), 0, 0, 0, 0,
-     "under mpiexec: time this model's layers, messages and collectives on this world; write --out"},
-    {"out", 'o', OPT_STR, P(out), 0, 0, 0, "FILE", "--calibrate: the profile's JSON file"},
+     "under mpiexec: time this model's layers, messages and collectives on this world; write --out", 0},
+    {"out", 'o', OPT_STR, P(out), 0, 0, 0, "FILE", "--calibrate: the profile's JSON file", 0},
     {0},
 };
 #undef P
@@ -258,7 +259,8 @@ typedef struct {
 static int fill_row(const TrainConfig *c, int kind, int K, int D, Row *w, char *why, size_t n) {
     memset(w, 0, sizeof *w);
     w->kind = kind;
-    if (memory_layout(c, kind, K, D, &w->l, why, n)) return -1;
+    Degrees d = {.pp = K, .dp = D, .tp = (int)c->tp, .zero = D > 1 ? (int)c->zero : 0};
+    if (memory_layout(c, kind, &d, &w->l, why, n)) return -1;
     for (int s = 0; s < K; s++)
         if (s == 0 || w->l.need[s].total > w->need.total) { w->need = w->l.need[s]; w->worst = s; }
     return 0;

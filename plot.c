@@ -25,10 +25,10 @@ enum { X_STEPS, X_EPOCHS };
 
 #define O(field) offsetof(PlotConfig, field)
 static const Option plot_options[] = {
-    {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "OUT.svg", "the picture to write ('-': standard output)"},
+    {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "OUT.svg", "the picture to write ('-': standard output)", 0},
     {"x", 0, OPT_CHOICE, O(x), "steps|epochs", 0, 0, "AXIS",
-     "the horizontal axis: optimizer steps, or epochs (the runs need epoch lines: train --epochs)"},
-    {"title", 0, OPT_STR, O(title), 0, 0, 0, "TEXT", "the picture's title (default: the files' names)"},
+     "the horizontal axis: optimizer steps, or epochs (the runs need epoch lines: train --epochs)", 0},
+    {"title", 0, OPT_STR, O(title), 0, 0, 0, "TEXT", "the picture's title (default: the files' names)", 0},
     {0},
 };
 

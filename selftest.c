@@ -26,15 +26,16 @@ typedef struct {
 static const Option selftest_options[] = {
     {"device", 0, OPT_CHOICE, S(device), DEVICE_CHOICES, 0, 0, "DEV",
      "cuda: the CUDA backend against the CPU one; cpu: the CPU backend against naive loops; auto: cuda when a GPU is "
-     "visible"},
-    {"tf32", 0, OPT_BOOL, S(tf32), 0, 0, 0, 0, "cuda: cuBLAS with TF32 (gemm tolerances widen to match)"},
+     "visible",
+     0},
+    {"tf32", 0, OPT_BOOL, S(tf32), 0, 0, 0, 0, "cuda: cuBLAS with TF32 (gemm tolerances widen to match)", 0},
     {"emulate-tf32", 0, OPT_BOOL, S(emulate_tf32), 0, 0, 0, 0,
-     "cpu: cut every gemm input to TF32 as the tensor cores read it, to check --tf32's tolerances without a GPU"},
+     "cpu: cut every gemm input to TF32 as the tensor cores read it, to check --tf32's tolerances without a GPU", 0},
     {"nccl", 0, OPT_BOOL, S(nccl), 0, 0, 0, 0,
-     "cuda: also NCCL on one rank (init, the four splits, a grouped send and receive to itself on each, teardown)"},
-    {"seed", 's', OPT_INT, S(seed), 0, 0, 9.0e15, "S", "seed of the random inputs"},
+     "cuda: also NCCL on one rank (init, the four splits, a grouped send and receive to itself on each, teardown)", 0},
+    {"seed", 's', OPT_INT, S(seed), 0, 0, 9.0e15, "S", "seed of the random inputs", 0},
     {"tol-scale", 0, OPT_FLOAT, S(tol_scale), 0, 0, 1e6, "F",
-     "multiply every tolerance by F (0: demand bitwise equality)"},
+     "multiply every tolerance by F (0: demand bitwise equality)", 0},
     {0},
 };
 #undef S

@@ -60,9 +60,9 @@ static TrainConfig with_auto(TrainConfig c, const OptionsSeen *seen, Candidate *
 
 // The trace and timeline files are written by rank 0 at the end; it tries them before the first
 // step, and every rank learns the verdict, so a bad path ends every rank at once with exit 2.
-static void check_outputs(const TrainConfig *c, int rank) {
+static void check_outputs(const TrainConfig *c, const Plan *p, int rank) {
     const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->trace, c->timeline};
-    if (c->mode != MODE_PP) return;
+    if (!p->pipelined) return;
     char why[2 * PATH_LEN] = "";  // rank 0 writes the files, so its check is every rank's verdict
     for (int i = 0; i < 2 && rank == 0 && !why[0]; i++) {
         int e = path[i][0] ? out_check(path[i]) : 0;
@@ -122,8 +122,8 @@ static StageSpec spec_of(const TrainConfig *c, const Plan *p, const Wire *w, int
                        .seed = (uint64_t)c->seed,
                        .tp = p->T,
                        .tp_rank = w->comm.tp_rank,
-                       .grads_elsewhere = p->data_parallel && c->zero >= 2,
-                       .params_elsewhere = p->data_parallel && c->zero >= 3};
+                       .grads_elsewhere = p->data.zero >= 2,
+                       .params_elsewhere = p->data.zero >= 3};
 }
 
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
@@ -147,7 +147,7 @@ static void setup_pipeline(const TrainConfig *c, const Plan *p, Wire *w, Model *
         int vs = plan_vstage(p, w->stage, k), last = vs == p->S - 1;
         Stage *s = &model->local[k];
         model->vs_of[k] = vs;
-        stage_init(s, w->be, spec_of(c, p, w, vs, last, st->sim.peak_slots[vs], c->checkpoint_activations));
+        stage_init(s, w->be, spec_of(c, p, w, vs, last, st->sim.peak_slots[vs], p->pipe.ckpt));
         if (p->split) stage_enable_split(s);
         s->grad_scale = 1.0f / (float)c->batch;  // the global batch's mean (replicas' gradients are summed)
         s->tally = &model->tally;
@@ -159,7 +159,7 @@ static void setup_pipeline(const TrainConfig *c, const Plan *p, Wire *w, Model *
 // One process's stages: the monolith or a ddp replica (the whole model), or the manual split's parts.
 static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *model) {
     int K = p->K;
-    if (c->mode == MODE_DDP || p->T > 1) {
+    if (p->data_parallel || p->T > 1) {
         comm_grid_tp(&w->comm, w->be, 1, p->D, p->T, PLACEMENT_STAGES);
         w->replica = w->comm.replica;
     }
@@ -173,18 +173,18 @@ static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *mod
     }
     model->head = &model->local[K - 1];
     // the mean over the whole step: ddp's replicas' gradients are summed, so 1/(global batch x N)
-    model->head->grad_scale = 1.0f / (float)(c->mode == MODE_DDP ? c->batch * p->N : (int64_t)p->rows * p->N);
+    model->head->grad_scale = 1.0f / (float)(p->data_parallel ? c->batch * p->N : (int64_t)p->rows * p->N);
 }
 
 // --tp: the group's all-reduce behind every local stage's hook (shm: a window as large as the largest
 // sum, rows x the widest layer input; evaluation's batches are no larger).
 static void setup_tensor_parallel(const Plan *p, Wire *w, Model *model) {
     size_t most = (size_t)p->rows * (size_t)(model->local[0].H > p->inputs ? model->local[0].H : p->inputs);
-    tp_setup(&w->tp, &w->comm, w->be, p->tp_allreduce, p->tp_nccl, most);
+    tp_setup(&w->tp, &w->comm, w->be, p->tensor.algo, p->tensor.nccl, most);
     for (int k = 0; k < model->n_local; k++) tp_attach(&w->tp, &model->local[k]);
     // a pipeline message: a micro-batch's rows x H (bf16: packed in pairs), TP_MESSAGE_REPS round trips each way
     size_t n = stage_wire_floats(&model->local[0], (size_t)p->rows * (size_t)model->local[0].H);
-    tp_choose_message(&w->tp, &w->comm, p->tp_message, n, TP_MESSAGE_REPS);
+    tp_choose_message(&w->tp, &w->comm, p->tensor.message, n, TP_MESSAGE_REPS);
 }
 
 // Replicas must start from identical parameters: compare checksums within each dp group and let
@@ -205,19 +205,20 @@ static void check_replicas_agree(const Model *model, const Comm *comm) {
 // (and, for ZeRO-1 and 2, parameters) in place, so both move into windows shared by each stage's dp
 // group; ZeRO-2's gradients and ZeRO-3's working buckets are zero.c's windows (zero_init).
 static void setup_data_parallel(const TrainConfig *c, const Plan *p, Wire *w, Model *model) {
+    const DataPlan *dp = &p->data;
     check_replicas_agree(model, &w->comm);
-    for (int k = 0; k < model->n_local && comm_algo_windows(p->allreduce) && c->zero < 3; k++) {
+    for (int k = 0; k < model->n_local && comm_algo_windows(dp->algo) && dp->zero < 3; k++) {
         float *params = comm_shared_alloc(&w->comm, model->local[k].n_params);
         stage_share(&model->local[k], params,
-                    c->zero >= 2 ? NULL : comm_shared_alloc(&w->comm, model->local[k].n_params));
+                    dp->zero >= 2 ? NULL : comm_shared_alloc(&w->comm, model->local[k].n_params));
     }
     model->n_sync = model->n_local;
     model->sync = xcalloc((size_t)model->n_local, sizeof(GradSync));
     for (int k = 0; k < model->n_local; k++)
-        gradsync_init(&model->sync[k], &w->comm, &model->local[k], c->ddp_sync, p->allreduce, (int)c->zero,
-                      c->bucket_mb * 1024 * 1024);
-    for (int k = 0; k < model->n_local && c->zero >= 2; k++)
-        zero_init(&model->sync[k], (int)c->zero, (uint64_t)c->seed, (int)c->layers);
+        gradsync_init(&model->sync[k], &w->comm, &model->local[k], dp->sync, dp->algo, dp->zero,
+                      dp->bucket_mb * 1024 * 1024);
+    for (int k = 0; k < model->n_local && dp->zero >= 2; k++)
+        zero_init(&model->sync[k], dp->zero, (uint64_t)c->seed, (int)c->layers);
 }
 
 // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads;
@@ -229,7 +230,7 @@ static void setup_checkpoints(Run *r, int verbose) {
     r->ck = (CkptLayout){.c = c,
                          .inputs = p->inputs,
                          .steps = p->steps,
-                         .mode = choice_name(MODE_CHOICES, c->mode, mode_name, sizeof mode_name),
+                         .mode = choice_name(MODE_CHOICES, p->mode, mode_name, sizeof mode_name),
                          .world = p->world,
                          .stages = p->S,
                          .dp = p->D,
@@ -561,8 +562,8 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
 // --schedule-file: every rank reads the file and proves it (schedule_file.c) before the plan, which
 // takes its ranks, micro-batches and chunk order; a file some rank cannot read, or reads otherwise,
 // ends every rank alike. Outside a pipeline the plan refuses the flag.
-static const SchedFile *load_schedule_file(const TrainConfig *c, SchedFile *file) {
-    if (!c->schedule_file[0] || (c->mode != MODE_PP && c->mode != MODE_HYBRID)) return NULL;
+static const SchedFile *load_schedule_file(const TrainConfig *c, const Degrees *d, SchedFile *file) {
+    if (!c->schedule_file[0] || !(degrees_axes(d) & AXIS_PIPELINE)) return NULL;
     char why[900] = "", err[1024] = "", *text = NULL;
     if (!schedule_file_read(c->schedule_file, &text, why, sizeof why))
         schedule_file_parse(text, c->schedule_file, file, why, sizeof why);
@@ -621,17 +622,22 @@ int cmd_train(int argc, char **argv) {
     const TrainConfig cfg = with_auto(parse_options(argc, argv, &seen), &seen, &pick);  // const from here on
     char err[1024];
     if (plan_early(&cfg, err, sizeof err)) user_error("%s", err);  // before any rank waits on another
+    // The degrees, once: --auto's pick, or the options' (--mode as spelled, or the degrees alone) on this world
+    Degrees deg = layout_degrees(&pick.l);
+    if (!cfg.auto_layout && degrees_resolve(&cfg, &seen, comm_world_size(), &deg, err, sizeof err))
+        user_error("%s", err);
     wd_set_timeout(cfg.timeout);
     Run run = {.c = &cfg, .wire.rank = comm_world_rank()}, *r = &run;
     const Plan *p = &r->p;
     SchedFile sched_file = {0};
-    Facts facts = {
-        .world = comm_world_size(), .tag_ub = comm_tag_ub(), .schedule_file = load_schedule_file(&cfg, &sched_file)};
+    Facts facts = {.world = comm_world_size(),
+                   .tag_ub = comm_tag_ub(),
+                   .schedule_file = load_schedule_file(&cfg, &deg, &sched_file)};
     // The plan from the options and the launch first, so that a mistaken option is named before any
     // file is read; then again with every fact: the plan the run follows.
-    if (plan_make(&cfg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
+    if (plan_make(&cfg, &deg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
     gather_facts(&cfg, p, &r->data, &r->wire.hardware, &facts);
-    if (plan_make(&cfg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
+    if (plan_make(&cfg, &deg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
     // zb-auto: its search builds the lists from the plan, alike on every rank (no message needed)
     SchedFile auto_lists = {0};
     if (p->pipelined && p->schedule == SCHED_ZBAUTO) {
@@ -643,7 +649,7 @@ int cmd_train(int argc, char **argv) {
     wd_phase("the set-up", 0);
     fault_init();  // testing: MICROPP_FAULT, e.g. a rank that stalls before the first agreement
     fault_stall(0, "in the set-up");
-    check_outputs(&cfg, r->wire.rank);
+    check_outputs(&cfg, p, r->wire.rank);
     ckpt_setup(&cfg, MPI_COMM_WORLD);
     setup_device(&cfg, p, &r->wire);
     int verbose = !cfg.json && r->wire.rank == 0;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include "comms.h"
 #include "model.h"
+#include "axes/axis.h"  // Span
 
 enum { SYNC_NAIVE, SYNC_BUCKETED };
 #define SYNC_CHOICES "naive|bucketed"
@@ -19,11 +20,6 @@ typedef struct {
     CommReq *req;
 } Bucket;
 
-typedef struct {
-    double t0, t1;  // started, completion observed
-    int kind;       // ZeRO-2, 3: EV_GATHER or EV_REDUCE_SCATTER (train/trace.h), for --trace; else 0
-    double bytes;   // ... and its buffer's bytes
-} Span;
 
 struct GradSync;
 // ZeRO-2 and 3 (axes/zero.c, zero_init) take a GradSync's step over through these.

@@ -52,10 +52,10 @@ static void keep_span(TpGroup *g, int kind, double t0, size_t n) {
     if (!g->trace) return;
     if (g->n_spans == g->cap_spans) {
         g->cap_spans = g->cap_spans ? 2 * g->cap_spans : 64;
-        g->spans = realloc(g->spans, sizeof(TpSpan) * (size_t)g->cap_spans);
+        g->spans = realloc(g->spans, sizeof(Span) * (size_t)g->cap_spans);
         CHECK(g->spans, "out of memory recording the tensor-parallel collectives");
     }
-    g->spans[g->n_spans++] = (TpSpan){t0, now_sec(), (double)n * sizeof(float), kind};
+    g->spans[g->n_spans++] = (Span){t0, now_sec(), kind, (double)n * sizeof(float)};
 }
 
 void tp_spans_clear(TpGroup *g) { g->n_spans = 0; }

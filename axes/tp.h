@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include "comms.h"
 #include "model.h"
-#include "train/trace.h"
+#include "axes/axis.h"  // Span, EV_*
 
 // A pipeline message between two tensor-parallel groups (every rank of a group holds the whole
 // activation, or its gradient): full = each rank sends the whole to its counterpart (T copies cross);
@@ -16,11 +16,6 @@
 enum { TP_MESSAGE_FULL, TP_MESSAGE_SLICE, TP_MESSAGE_AUTO };
 #define TP_MESSAGE_CHOICES "full|slice|auto"
 
-// One collective as it ran (--trace, --timeline, --gantt): EV_TP_ALLREDUCE or EV_GATHER, now_sec() times.
-typedef struct {
-    double t0, t1, bytes;
-    int kind;
-} TpSpan;
 
 typedef struct {
     Comm comm;       // the group's collectives: comm.dp is the grid's tp communicator (not owned)
@@ -36,7 +31,7 @@ typedef struct {
     int timed;       // 1: auto chose message from these two times, one message each way (the same on every rank)
     double full_ms, slice_ms;
     int trace;       // 1: keep each collective's span in spans (the observers draw them)
-    TpSpan *spans;   // since tp_spans_clear: n_spans of them
+    Span *spans;     // since tp_spans_clear, n_spans of them: EV_TP_ALLREDUCE or EV_GATHER
     int n_spans, cap_spans;
 } TpGroup;
 

@@ -4,7 +4,6 @@
 // pass reads next while the current one computes. No rank ever holds the whole gradient (nor, in 3,
 // the whole weights): a shard, plus ZERO_BUFS working buckets of each.
 #include <string.h>
-#include "train/trace.h"
 #include "axes/zero.h"
 #include "base/util.h"
 

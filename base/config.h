@@ -17,13 +17,18 @@ typedef struct {
     double lo, hi;        // numeric range, inclusive
     const char *metavar;  // shown in --help
     const char *help;
+    unsigned axes;  // AXIS_* bits: the axes of parallelism it applies to (0: every run)
 } Option;
+
+// The axes an option row applies to (Option.axes): typed for a run whose degrees make none of them
+// active, it is refused by one rule (axes/degrees.c's degrees_check_flags); with AXES_ALL, unless all are.
+enum { AXIS_PIPELINE = 1, AXIS_DATA = 2, AXIS_TENSOR = 4, AXES_ALL = 0x100 };
 
 #define PATH_LEN 512
 
 // What a parse saw, per row of its option table: whether the config file set the option, and
-// whether it was typed on the command line. A flag typed for a mode that does not use it is an
-// error; the same key in a config file (a job description shared by modes) is left unused.
+// whether it was typed on the command line. A flag typed for a run whose degrees do not use it is an
+// error; the same key in a config file (a job description shared by runs) is left unused.
 // A zeroed record has seen nothing.
 #define OPTIONS_MAX 128  // rows of one option table
 typedef struct {
@@ -56,7 +61,7 @@ void options_set_agree_hook(void (*hook)(const char *cmd, const char *resolved))
 // option table (train_options) and defaults in train/options.c.
 typedef struct {
     char config[PATH_LEN];
-    int mode;                // MODE_* (plan.h)
+    int mode;                // MODE_* (axes/degrees.h): a spelling of the degrees below
     int64_t parts;           // manual: number of parts
     int64_t layers, hidden, classes, batch, steps;
     int64_t inputs;          // D, the input layer's width: Linear(D, H) (0 until resolved: = hidden)

@@ -192,7 +192,8 @@ int auto_pick(TrainConfig *c, const OptionsSeen *seen, int world, double device,
         rc = -1;
     } else {
         *best = s.c[0];
-        layout_apply(&best->l, c);
+        Degrees d;  // (train takes them from best: layout_degrees)
+        layout_apply(&best->l, c, &d);
     }
     auto_free(&s);
     free(pf);

@@ -27,8 +27,9 @@ const char *layout_name(const Layout *l, char *buf, size_t n);
 // The ranked table: the first `top` fitting rows (and the best that does not fit, when none does).
 void auto_print(FILE *f, const Search *s, int top);
 // train --auto: the rules (--profile given, none of the options the search chooses typed), the
-// profile read, the search for `world` ranks of `device` bytes each, and the best layout applied to c
-// (layout_apply). 0 with *best filled, or -1 with one line in err ("train: --auto ...").
+// profile read, the search for `world` ranks of `device` bytes each, and the best layout's options applied
+// to c (layout_apply; its degrees are layout_degrees(&best->l)). 0 with *best filled, or -1 with one line
+// in err ("train: --auto ...").
 int auto_pick(TrainConfig *c, const OptionsSeen *seen, int world, double device, Candidate *best, char *err,
               size_t n);
 // The search as JSON (`plan --auto --json`): every layout that can run, ranked, with its command.

@@ -24,14 +24,14 @@ static double out_widths(const TrainConfig *c, const Plan *p, int vs, int from, 
 void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const int *slots, int n, MemNeed *m) {
     double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float),
            a = memory_activation_elem(c->precision);
-    int split = p->split, ckpt = c->checkpoint_activations && p->pipelined;
+    int split = p->split, ckpt = p->pipe.ckpt;
     memset(m, 0, sizeof *m);
     for (int k = 0; k < n; k++) {
         int vs = vs_of[k], layers = plan_layers(p, vs), head = vs == p->S - 1;
         double in = p->lo[vs] == 0 ? (double)p->inputs : H;  // layer 0 reads --inputs features
         double params = plan_vstage_params(c, p, vs);
         // ZeRO shards over the replicas: 1 Adam's moments, 2 the gradients too, 3 the weights too
-        int zero = p->data_parallel ? (int)c->zero : 0;
+        int zero = p->data.zero;
         m->weights += params * f / (zero >= 3 ? p->D : 1);
         m->grads += params * f / (zero >= 2 ? p->D : 1);
         if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (zero >= 1 ? p->D : 1);
@@ -52,7 +52,7 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
 
 double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *list, int stage) {
     double H = (double)c->hidden, rows = p->rows, a = memory_activation_elem(c->precision);
-    int ckpt = c->checkpoint_activations, V = p->V, M = p->M;
+    int ckpt = p->pipe.ckpt, V = p->V, M = p->M;
     // model.c's bytes of a slot of each chunk: after F (stash), through B (all: recomputed when
     // checkpointing), through I (all and every dz), after I until W (deferred)
     double stash[64], all[64], in_i[64], deferred[64], *live = xcalloc((size_t)V * (size_t)M, sizeof(double)), now = 0,
@@ -100,17 +100,21 @@ void memory_rank(const TrainConfig *c, const Plan *p, const SimResult *sim, int 
 void memory_zbauto(const TrainConfig *c, const Plan *p, SchedFile *out) {
     double *work = xmalloc(sizeof(double) * (size_t)p->K);
     for (int s = 0; s < p->K; s++) work[s] = plan_vstage_params(c, p, s);
-    AutoSpec a = {p->K, p->M, work, work, work, 0, c->max_inflight ? (int)c->max_inflight : 2 * p->K, 1};
+    AutoSpec a = {p->K, p->M, work, work, work, 0, p->pipe.max_inflight, 1};
     schedule_auto(&a, out, NULL);
     free(work);
 }
 
-int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, char *why, size_t n) {
+int memory_layout(const TrainConfig *c, int kind, const Degrees *d, MemLayout *out, char *why, size_t n) {
     TrainConfig t = *c;
     Plan *p = xmalloc(sizeof *p);  // (a Plan holds the partition of up to MAX_STAGES stages)
+    int K = d->pp, D = d->dp;
     t.schedule = kind;
     memset(out, 0, sizeof *out);
-    if (plan_layout(&t, K, D, p, why, n)) { free(p); return -1; }
+    if (plan_layout(&t, d, p, why, n)) {
+        free(p);
+        return -1;
+    }
     *out = (MemLayout){.K = K,
                        .D = D,
                        .V = p->V,
@@ -157,13 +161,13 @@ void memory_layout_free(MemLayout *l) {
 double memory_available(void) { return meminfo_available(); }
 
 // The cheapest change that shrinks what dominates.
-static const char *fix_for(const TrainConfig *c, const Plan *p, const MemNeed *m) {
+static const char *fix_for(const Plan *p, const MemNeed *m) {
     if (m->activations + m->buffers > m->total / 2)  // both grow with the rows of a micro-batch
         return p->pipelined ? "--checkpoint-activations, more --micro-batches, or more stages"
                             : "a smaller --batch (or --grad-accum), or a pipeline";
-    if (p->data_parallel && !c->zero && m->optimizer > 0)
-        return "--zero 1 (shards the optimizer state), more stages (--mode hybrid), or a smaller model";
-    return "more pipeline stages (--mode pp or hybrid over more ranks), or a smaller model";
+    if (p->data_parallel && !p->data.zero && m->optimizer > 0)
+        return "--zero 1 (shards the optimizer state), more stages (--pp), or a smaller model";
+    return "more pipeline stages (--pp, over more ranks), or a smaller model";
 }
 
 double memory_device_extra(const TrainConfig *c, const Plan *p) {
@@ -201,7 +205,7 @@ void memory_check(const TrainConfig *c, const Plan *p, const Wire *w, const SimR
                  w->rank, fmt_bytes(m.total, b[0], 32), fmt_bytes(m.weights, b[1], 32), fmt_bytes(m.grads, b[2], 32),
                  fmt_bytes(m.optimizer, b[3], 32), fmt_bytes(m.activations, b[4], 32), fmt_bytes(m.buffers, b[5], 32),
                  ranks, ranks == 1 ? "" : "s", device ? "GPU" : "node", fmt_bytes(need, b[6], 32),
-                 device ? "GPU" : "node", fmt_bytes(have, b[7], 32), device ? "free" : "available", fix_for(c, p, &m));
+                 device ? "GPU" : "node", fmt_bytes(have, b[7], 32), device ? "free" : "available", fix_for(p, &m));
     }
     agree_on_error(why);
 }

@@ -6,7 +6,7 @@
 #pragma once
 #include "train/run.h"
 
-typedef struct { double weights, grads, optimizer, activations, buffers, total; } MemNeed;  // bytes
+// (MemNeed, what one rank holds in bytes, is the axes': axes/axis.h.)
 
 // The bytes of the virtual stages vs_of[0..n) held by one rank, each with slots[k] stashed
 // micro-batches, from the options and the plan alone (no run, no MPI).
@@ -20,7 +20,7 @@ void memory_rank(const TrainConfig *c, const Plan *p, const SimResult *sim, int 
 double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *list, int stage);
 
 // A layout's bytes per stage without a run (`micropp plan`'s rows, `bubble --model`): schedule
-// kind on K stages x D replicas, laid out by plan_layout, simulated as train simulates it.
+// kind on the degrees d, laid out by plan_layout, simulated as train simulates it.
 typedef struct {
     int K, D, V, M, rows;  // the layout: stages, replicas, chunks per rank, micro-batches, rows each
     double bubble;         // the simulated bubble (uniform costs; 0 without a pipeline)
@@ -32,7 +32,7 @@ typedef struct {
     double *tp_bytes;      // [K] the bytes a rank of each stage all-reduces in its group per step (0 without --tp)
 } MemLayout;
 // 0, or -1 with why the layout cannot run (plan_layout's one line) in why.
-int memory_layout(const TrainConfig *c, int kind, int K, int D, MemLayout *out, char *why, size_t n);
+int memory_layout(const TrainConfig *c, int kind, const Degrees *d, MemLayout *out, char *why, size_t n);
 // zb-auto's lists for plan p (train runs them; plan and bubble --model reckon them): the search
 // (schedule_auto) with each stage's F, I and W taken alike as its parameters (each of the three
 // passes is one matrix product per layer of the stage's size), free transfers, and room for

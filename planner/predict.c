@@ -12,17 +12,21 @@
 #include "train/plan.h"
 #include "planner/predict.h"
 
-void layout_apply(const Layout *l, TrainConfig *c) {
-    c->mode = l->pp > 1 ? (l->dp > 1 ? MODE_HYBRID : MODE_PP) : (l->dp > 1 ? MODE_DDP : MODE_MONOLITH);
-    c->pp = l->pp;
-    c->dp = l->dp;
+Degrees layout_degrees(const Layout *l) {
+    return (Degrees){.pp = l->pp > 1 ? l->pp : 1,
+                     .dp = l->dp > 1 ? l->dp : 1,
+                     .tp = l->tp > 1 ? l->tp : 1,
+                     .zero = l->dp > 1 ? l->zero : 0};
+}
+
+void layout_apply(const Layout *l, TrainConfig *c, Degrees *d) {
+    *d = layout_degrees(l);
     c->schedule = l->pp > 1 ? l->schedule : c->schedule;
     if (l->pp > 1 && schedule_kind(l->schedule)->chunks == CHUNKS_OPTION) c->virtual_stages = l->v;
     c->micro_batches = l->pp > 1 ? l->M : 1;
     c->checkpoint_activations = l->pp > 1 && l->ckpt;
     c->precision = l->precision;
-    c->zero = l->dp > 1 ? l->zero : 0;
-    c->tp = l->tp > 1 ? l->tp : 1;
+    c->zero = d->zero;
     c->grad_accum = 1;
     c->partition[0] = 0;
     c->schedule_file[0] = 0;
@@ -102,7 +106,7 @@ static double tp_layer(const Profile *pf, int kind, int pass, int prec, double r
 static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan *p, int vs, double rows) {
     Passes q = {0};
     double H = (double)c->hidden, in = (double)p->inputs, C = (double)c->classes, ar_f = 0, ar_b = 0;
-    int prec = c->precision, T = p->T, n = plan_layers(p, vs), ckpt = c->checkpoint_activations;
+    int prec = c->precision, T = p->T, n = plan_layers(p, vs), ckpt = p->pipe.ckpt;
     for (int g = p->lo[vs]; g < p->lo[vs + 1]; g++) {
         int kind = g == 0 ? LAYER_FIRST : LAYER_MID, tk = T > 1 ? tp_layer_kind(T, n, g - p->lo[vs]) : TP_FULL;
         double fan_in = g == 0 ? in : H;
@@ -133,12 +137,13 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
 
 // The data-parallel algorithm train would run: the one asked for, or auto's (shm on one node where
 // the profile measured the collectives the ZeRO level runs there, as plan.c's rule_allreduce, else MPI's).
-static int dp_algo(const Profile *pf, const TrainConfig *c, int D) {
-    if (c->allreduce != ALLREDUCE_AUTO) return c->allreduce;
+static int dp_algo(const Profile *pf, const Plan *p) {
+    int D = p->D;
+    if (p->data.algo != ALLREDUCE_AUTO) return p->data.algo;
     if (!pf->calibrated || D > COST_MAX_D) return ALLREDUCE_MPI;
     int measured =
-        c->zero ? pf->coll[ALLREDUCE_SHM][COLL_REDUCE_SCATTER][D].n && pf->coll[ALLREDUCE_SHM][COLL_ALLGATHER][D].n
-                : pf->coll[ALLREDUCE_SHM][COLL_ALLREDUCE][D].n;
+        p->data.zero ? pf->coll[ALLREDUCE_SHM][COLL_REDUCE_SCATTER][D].n && pf->coll[ALLREDUCE_SHM][COLL_ALLGATHER][D].n
+                     : pf->coll[ALLREDUCE_SHM][COLL_ALLREDUCE][D].n;
     return measured ? ALLREDUCE_SHM : ALLREDUCE_MPI;
 }
 
@@ -156,11 +161,11 @@ typedef struct { double params, bytes, pieces, zpieces; int algo, intra; } DpSyn
 static DpSync dp_sync(const Profile *pf, const TrainConfig *c, const Plan *p, int stage) {
     DpSync d = {0};
     for (int k = 0; k < p->V; k++) d.params += plan_vstage_params(c, p, plan_vstage(p, stage, k));
-    d.algo = dp_algo(pf, c, p->D);
+    d.algo = dp_algo(pf, p);
     d.intra = pf->calibrated || p->D * p->T <= pf->devices_per_node;
     d.bytes = d.params * 4;
-    double bucket = c->bucket_mb * 1024 * 1024, layers = (double)p->lo[p->S] / p->K + 1;  // (+1: the head's)
-    d.pieces = c->ddp_sync == SYNC_NAIVE ? 2 * layers : ceil(d.bytes / fmax(bucket, 4));
+    double bucket = p->data.bucket_mb * 1024 * 1024, layers = (double)p->lo[p->S] / p->K + 1;  // (+1: the head's)
+    d.pieces = p->data.sync == SYNC_NAIVE ? 2 * layers : ceil(d.bytes / fmax(bucket, 4));
     d.zpieces = ceil(d.bytes / fmax(bucket, d.bytes / layers));
     return d;
 }
@@ -186,15 +191,16 @@ static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int
                      int backwards, Tail *t) {
     DpSync d = dp_sync(pf, c, p, stage);
     t->comm = 0;
-    t->opt = cost_optimizer(pf, c->optimizer, c->zero && p->D > 1 ? d.params / p->D : d.params);
+    int zero = p->data.zero;
+    t->opt = cost_optimizer(pf, c->optimizer, zero && p->D > 1 ? d.params / p->D : d.params);
     if (p->D == 1) return 0;
-    int z2 = c->zero >= 2;
+    int z2 = zero >= 2;
     double pieces = z2 ? d.zpieces : d.pieces, window = z2 ? all : last;
-    double sync = coll(pf, c->zero ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, d.algo, p->D, d.bytes, pieces, d.intra);
-    double gather = c->zero == 1 || c->zero == 2 ? coll(pf, COLL_ALLGATHER, d.algo, p->D, d.bytes, pieces, d.intra) : 0;
+    double sync = coll(pf, zero ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, d.algo, p->D, d.bytes, pieces, d.intra);
+    double gather = zero == 1 || zero == 2 ? coll(pf, COLL_ALLGATHER, d.algo, p->D, d.bytes, pieces, d.intra) : 0;
     if (sync < 0 || gather < 0) return -1;
     if (z2) sync *= backwards;
-    double ov = c->ddp_sync == SYNC_NAIVE ? 0 : fmin(fmax(cost_overlap(pf, d.algo), 0), 1);
+    double ov = p->data.sync == SYNC_NAIVE ? 0 : fmin(fmax(cost_overlap(pf, d.algo), 0), 1);
     t->comm = sync - ov * fmin(sync, window) + gather;
     return 0;
 }
@@ -205,7 +211,7 @@ static int predict_flat(const Profile *pf, const TrainConfig *c, const Plan *p, 
     Passes q = vstage_passes(pf, c, p, 0, p->rows);
     Tail t;
     double gather = 0;
-    if (c->zero == 3 && p->D > 1) {
+    if (p->data.zero == 3) {
         DpSync d = dp_sync(pf, c, p, 0);
         double f = zero3_gather(pf, p, &d, q.f), b = zero3_gather(pf, p, &d, q.b);
         gather = f < 0 || b < 0 ? -1 : f + b;
@@ -222,7 +228,7 @@ static int predict_flat(const Profile *pf, const TrainConfig *c, const Plan *p, 
 // forward, recompute and backward. -1 when the profile lacks a collective.
 static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, int s, double *f, double *b, double *w,
                        double *x) {
-    int split = schedule_splits_backward(p->schedule, NULL), z3 = c->zero == 3 && p->D > 1;
+    int split = schedule_splits_backward(p->schedule, NULL), z3 = p->data.zero == 3;
     DpSync d = z3 ? dp_sync(pf, c, p, s) : (DpSync){0};
     d.bytes /= p->V;  // (a chunk's share of the rank's weights and buckets)
     d.zpieces = fmax(1, round(d.zpieces / p->V));
@@ -231,7 +237,7 @@ static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, i
         double bw = split ? q.i : fmax(q.b - q.w, 0.1 * q.b), gf = 0, gb = 0;
         if (z3) {
             gf = zero3_gather(pf, p, &d, q.f);
-            gb = zero3_gather(pf, p, &d, bw) + (c->checkpoint_activations ? zero3_gather(pf, p, &d, q.f) : 0);
+            gb = zero3_gather(pf, p, &d, bw) + (p->pipe.ckpt ? zero3_gather(pf, p, &d, q.f) : 0);
         }
         if (q.missing || gf < 0 || gb < 0) return -1;
         *f += q.f + gf;  // (a rank's whole: the simulator gives each chunk's action 1/v of it)
@@ -329,7 +335,8 @@ static int missing_group(const Profile *pf, const Layout *l) {
 
 int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Prediction *out, char *why, size_t n) {
     TrainConfig c = *c0;
-    layout_apply(l, &c);
+    Degrees d;
+    layout_apply(l, &c, &d);
     memset(out, 0, sizeof *out);
     why[0] = 0;
     if (!pf->has_precision[c.precision]) {
@@ -338,12 +345,12 @@ int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Pred
     }
     Plan *p = xmalloc(sizeof *p);
     MemLayout ml;
-    int rc = memory_layout(&c, c.schedule, l->pp, l->dp, &ml, why, n);
+    int rc = memory_layout(&c, c.schedule, &d, &ml, why, n);
     if (rc == 0) {
         for (int s = 0; s < l->pp; s++)
             if (ml.need[s].total > out->memory) { out->memory = ml.need[s].total; out->worst_stage = s; }
         memory_layout_free(&ml);
-        rc = plan_layout(&c, l->pp, l->dp, p, why, n);
+        rc = plan_layout(&c, &d, p, why, n);
     }
     if (rc == 0) rc = p->pipelined ? predict_pipeline(pf, &c, p, out) : predict_flat(pf, &c, p, out);
     if (rc == 0 && !(out->step_s > 0))

@@ -4,6 +4,7 @@
 // rank from planner/memory.c's one reckoning. `plan --auto` ranks layouts by it (planner/auto.c).
 #pragma once
 #include "planner/cost.h"
+#include "axes/degrees.h"
 
 typedef struct {
     double step_s, samples_s;  // the predicted step and its throughput
@@ -15,9 +16,10 @@ typedef struct {
     int worst_stage;           // ... its stage
 } Prediction;
 
-// The layout's options on a copy of c: mode, --pp/--dp, schedule, virtual stages, micro-batches,
-// checkpointing, precision, ZeRO.
-void layout_apply(const Layout *l, TrainConfig *c);
+// The layout's degrees (pp, dp, tp, zero), and its options on a copy of c besides them: schedule,
+// virtual stages, micro-batches, checkpointing, precision.
+Degrees layout_degrees(const Layout *l);
+void layout_apply(const Layout *l, TrainConfig *c, Degrees *d);
 // The exact command that runs the layout: mpiexec -n N ./micropp train [--config FILE] <the model's
 // options when typed or no config> <the layout's>. model_flags: the model's options written out.
 void layout_command(const Layout *l, const TrainConfig *c, const char *config, int model_flags, char *out, size_t n);

@@ -173,15 +173,15 @@ $E "ddp/bad batch % D" 'batch 30 is not divisible by the 4 replicas: use --batch
 $E "ddp/bad --bucket-mb 0" 'bucket-mb 0 must be positive' 60 mpiexec -n 2 "$MICROPP" train --mode ddp --bucket-mb 0
 $E "ddp/bad --bucket-mb -1" 'bucket-mb = -1 is out of range: use a value in \[0, ' 60 mpiexec -n 2 "$MICROPP" train --mode ddp --bucket-mb -1
 $E "ddp/bad --bucket-mb with naive" 'bucket-mb applies to --ddp-sync bucketed' 60 mpiexec -n 2 "$MICROPP" train --mode ddp --ddp-sync naive --bucket-mb 5
-$E "ddp/bad --pp with ddp" 'pp applies to --mode hybrid, not --mode ddp' 60 mpiexec -n 2 "$MICROPP" train --mode ddp --pp 2
-$E "ddp/bad --dp with pp" 'dp applies to --mode hybrid or ddp, not --mode pp' 60 mpiexec -n 2 "$MICROPP" train --mode pp --dp 2
-$E "ddp/bad --dp with monolith" 'dp applies to --mode hybrid or ddp, not --mode monolith' 60 "$MICROPP" train --dp 2
+$E "ddp/bad --pp with ddp" '--mode ddp is one stage \(pp 1\), and --pp 2 asks for 2' 60 mpiexec -n 2 "$MICROPP" train --mode ddp --pp 2
+$E "ddp/bad --dp with pp" '--mode pp is one replica \(dp 1\), and --dp 2 asks for 2' 60 mpiexec -n 2 "$MICROPP" train --mode pp --dp 2
+$E "ddp/bad --dp beyond the ranks" '--dp 2 does not divide the 1 rank: use --dp 1' 60 "$MICROPP" train --dp 2
 $E "ddp/bad --dp != ranks in ddp" 'dp 3 but 2 ranks' 60 mpiexec -n 2 "$MICROPP" train --mode ddp --dp 3
-$E "ddp/bad --zero with pp" 'zero applies to --mode ddp or hybrid, not --mode pp' 60 mpiexec -n 2 "$MICROPP" train --mode pp --zero 1
-$E "ddp/bad --ddp-sync with monolith" 'ddp-sync applies to --mode ddp or hybrid' 60 "$MICROPP" train --ddp-sync naive
-$E "ddp/bad --allreduce with pp" 'allreduce applies to --mode ddp or hybrid' 60 mpiexec -n 2 "$MICROPP" train --mode pp --allreduce ring
-$E "ddp/bad --grad-accum with hybrid" 'grad-accum applies to --mode monolith or ddp, not --mode hybrid' 60 mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --grad-accum 2
-$E "ddp/bad --grad-accum with pp" 'grad-accum applies to --mode monolith or ddp, not --mode pp' 60 mpiexec -n 2 "$MICROPP" train --mode pp --grad-accum 2
+$E "ddp/bad --zero with pp" 'zero applies to data parallelism \(--dp > 1\), and this run is pp 2 x dp 1 x tp 1: drop it or set --dp' 60 mpiexec -n 2 "$MICROPP" train --mode pp --zero 1
+$E "ddp/bad --ddp-sync with monolith" 'ddp-sync applies to data parallelism \(--dp > 1\), and this run is pp 1 x dp 1 x tp 1' 60 "$MICROPP" train --ddp-sync naive
+$E "ddp/bad --allreduce with pp" 'allreduce applies to data parallelism \(--dp > 1\) or tensor parallelism \(--tp > 1\), and this run is pp 2 x dp 1 x tp 1: drop it or set --dp or --tp' 60 mpiexec -n 2 "$MICROPP" train --mode pp --allreduce ring
+$E "ddp/bad --grad-accum with hybrid" 'grad-accum applies to a run without a pipeline \(--pp 1\), and this run is pp 2 x dp 2 x tp 1' 60 mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --grad-accum 2
+$E "ddp/bad --grad-accum with pp" 'grad-accum applies to a run without a pipeline \(--pp 1\), and this run is pp 2 x dp 1 x tp 1' 60 mpiexec -n 2 "$MICROPP" train --mode pp --grad-accum 2
 $E "ddp/bad monolith under 2 ranks" 'runs in one process but 2 were started' 60 mpiexec -n 2 "$MICROPP" train --mode monolith
 # (hybrid's --trace, --timeline and --gantt, a track per rank: tests/t_trace.sh)
 # (the launch agreement catches the different seeds before the replicas' checksums are compared)

@@ -64,7 +64,7 @@ else fail "pp/summary: partition and measured vs theory bubble" "$OUT"; fi
 # bad input: one line, exit 2, quickly, on every rank
 P="$MICROPP train --mode pp --layers 8 --hidden 16 --batch 24 --steps 2"
 expect_user_error "pp-bad/one rank" "needs at least 2 ranks" 20 mpiexec -n 1 $P
-expect_user_error "pp-bad/K > L" "4 stages \(ranks\) but only 3 layers" 20 mpiexec -n 4 ${P/--layers 8/--layers 3} --partition 1,1,1,1
+expect_user_error "pp-bad/K > L" "4 stages \(--pp\) but only 3 layers" 20 mpiexec -n 4 ${P/--layers 8/--layers 3} --partition 1,1,1,1
 expect_user_error "pp-bad/partition sum" "sums to 7 but --layers is 8" 20 mpiexec -n 2 $P --partition 4,3
 expect_user_error "pp-bad/partition zero" "stage 1 gets 0 layers" 20 mpiexec -n 2 $P --partition 8,0
 expect_user_error "pp-bad/partition count" "has 3 entries but there are 2 stages" 20 mpiexec -n 2 $P --partition 4,2,2
@@ -72,7 +72,7 @@ expect_user_error "pp-bad/partition syntax" "not a comma-separated list" 20 mpie
 expect_user_error "pp-bad/batch not divisible by M" "--batch 24 is not divisible by --micro-batches 5: .*\(1, 2, 3, 4, 6, 8" 20 mpiexec -n 2 $P --micro-batches 5
 expect_user_error "pp-bad/M < 1" "--micro-batches = 0 is out of range" 20 mpiexec -n 2 $P --micro-batches 0
 expect_user_error "pp-bad/unknown schedule" "--schedule = 'zigzag' is not one of naive\|gpipe\|1f1b" 20 mpiexec -n 2 $P --schedule zigzag
-expect_user_error "pp-bad/monolith under mpiexec" "runs in one process but 2 were started" 20 mpiexec -n 2 "$MICROPP" train
+expect_user_error "pp-bad/monolith under mpiexec" "runs in one process but 2 were started" 20 mpiexec -n 2 "$MICROPP" train --mode monolith
 
 # pingpong: the lab, the sweep validates its bytes, exactly 2 ranks
 run 30 mpiexec -n 2 "$MICROPP" pingpong
@@ -98,7 +98,7 @@ for n in 2 4; do
 done
 run 60 env MICROPP_FAULT=0:1:grad "$MICROPP" train --mode manual --parts 2 $SMALL --verify
 [ "$RC" -eq 1 ] && grep -q FAILED <<<"$OUT" && pass "manual/verify fails on a gradient 0.1% off" || fail "manual/verify fails on a gradient 0.1% off" "exit $RC"
-expect_user_error "pp-bad/--transport outside a pipeline" "--transport applies to --mode pp or hybrid, not --mode monolith" 20 "$MICROPP" train --transport mpi
+expect_user_error "pp-bad/--transport outside a pipeline" "--transport applies to a pipeline \(--pp > 1\) or tensor parallelism \(--tp > 1\), and this run is pp 1 x dp 1 x tp 1" 20 "$MICROPP" train --transport mpi
 
 
 # a file only some ranks can read: every rank takes the same verdict at once (not a 10 s stall)

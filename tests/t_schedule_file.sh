@@ -105,4 +105,4 @@ expect_user_error "train-bad/--micro-batches differs" "--micro-batches 4 but --s
 expect_user_error "train-bad/3 chunks per rank, too few layers" "--schedule-file '.*interleaved-v3-2.csv' holds 3 chunks per rank: 2 ranks x 3 = 6 chunks but only 4 layers: use --layers >= 6" \
     30 mpiexec -n 2 ${P/--layers 8/--layers 4} --schedule-file "$TMP/interleaved-v3-2.csv"
 expect_user_error "train-bad/--schedule and --schedule-file" "--schedule and --schedule-file both name the schedule: give one of them" 30 mpiexec -n 2 $P --schedule-file "$TMP/hand.csv" --schedule 1f1b
-expect_user_error "train-bad/outside a pipeline" "--schedule-file applies to --mode pp or hybrid, not --mode monolith" 20 "$MICROPP" train --schedule-file "$TMP/hand.csv"
+expect_user_error "train-bad/outside a pipeline" "--schedule-file applies to a pipeline \(--pp > 1\), and this run is pp 1 x dp 1 x tp 1: drop it or set --pp" 20 "$MICROPP" train --schedule-file "$TMP/hand.csv"

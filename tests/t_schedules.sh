@@ -127,7 +127,7 @@ P="$MICROPP train --mode pp --layers 8 --hidden 16 --batch 24 --steps 2"
 expect_user_error "bad/--virtual-stages 0" "--virtual-stages = 0 is out of range: use a value in \[1, 64\]" 20 mpiexec -n 2 $P --schedule interleaved --virtual-stages 0
 expect_user_error "bad/--virtual-stages with 1f1b" "--virtual-stages applies to --schedule interleaved or looped-bfs, not 1f1b: drop it or add --schedule interleaved" 20 mpiexec -n 2 $P --schedule 1f1b --virtual-stages 2
 expect_user_error "bad/--virtual-stages with zb-h1" "--virtual-stages applies to --schedule interleaved or looped-bfs, not zb-h1" 20 mpiexec -n 2 $P --schedule zb-h1 --virtual-stages 2
-expect_user_error "bad/--virtual-stages outside pp" "--virtual-stages applies to --mode pp or hybrid, not --mode monolith" 20 "$MICROPP" train --virtual-stages 2
+expect_user_error "bad/--virtual-stages outside pp" "--virtual-stages applies to a pipeline \(--pp > 1\), and this run is pp 1 x dp 1 x tp 1" 20 "$MICROPP" train --virtual-stages 2
 expect_user_error "bad/interleaved with 1 chunk" "interleaved needs --virtual-stages >= 2 \(got 1; .*use --schedule 1f1b\)" 20 mpiexec -n 2 $P --schedule interleaved --virtual-stages 1
 expect_user_error "bad/looped-bfs with 1 chunk" "looped-bfs needs --virtual-stages >= 2 \(got 1; with 1 chunk per rank it is gpipe: use --schedule gpipe\)" 20 mpiexec -n 2 $P --schedule looped-bfs --virtual-stages 1
 expect_user_error "bad/dualpipev M < 2K" "dualpipev needs --micro-batches >= 2 x 4 ranks = 8 \(DualPipeV's own limit\), got 6: use --micro-batches 8 or --schedule zb-v" 30 mpiexec -n 4 $P --schedule dualpipev --micro-batches 6

@@ -15,16 +15,16 @@ close() { losses_close "$1" "$2" "$3" monolith; }  # (tests/lib.sh)
 # ---- bad inputs: one line, exit 2, every rank ----
 expect_user_error "tp/--hidden not divisible by --tp" "--hidden 30 is not divisible by --tp 4.*use --hidden 28 or 32" 60 \
     mpiexec -n 4 "$MICROPP" train --hidden 30 --tp 4
-expect_user_error "tp/ranks not in whole groups" "--tp 2 makes groups of 2 adjacent ranks, but 3 ranks were started: run 'mpiexec -n 4'" 60 \
+expect_user_error "tp/ranks not in whole groups" "--tp 2 makes groups of 2 adjacent ranks, and 3 ranks were started: use --tp 1 or 3 \(the divisors of 3\), or run 'mpiexec -n 4'" 60 \
     mpiexec -n 3 "$MICROPP" train --mode ddp --tp 2
 expect_user_error "tp/monolith --tp on more ranks than a group" "--mode monolith --tp 2 runs one tensor-parallel group of 2 ranks, but 4" 60 \
-    mpiexec -n 4 "$MICROPP" train --tp 2
+    mpiexec -n 4 "$MICROPP" train --mode monolith --tp 2
 expect_user_error "tp/hybrid P x D x T is not the ranks" "--pp 2 x --dp 2 x --tp 2 = 8 ranks, but 4 were started" 60 \
     mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --tp 2
 expect_user_error "tp/--tp with manual" "--mode manual runs in one process" 30 "$MICROPP" train --mode manual --tp 2
 expect_user_error "tp/config key tp: 0 refused" "tp" 30 "$MICROPP" train --tp 0
-expect_user_error "tp/--tp-message without --tp" "--tp-message applies to --tp T > 1" 30 "$MICROPP" train --tp-message slice
-expect_user_error "tp/--tp-message without a pipeline" "--tp-message applies to messages between the stages" 60 \
+expect_user_error "tp/--tp-message without --tp" "--tp-message applies to a pipeline \(--pp > 1\) with tensor parallelism \(--tp > 1\), and this run is pp 1 x dp 1 x tp 1: drop it or set --pp and --tp" 30 "$MICROPP" train --tp-message slice
+expect_user_error "tp/--tp-message without a pipeline" "--tp-message applies to a pipeline \(--pp > 1\) with tensor parallelism \(--tp > 1\), and this run is pp 1 x dp 1 x tp 2: drop it or set --pp" 60 \
     mpiexec -n 2 "$MICROPP" train --tp 2 --tp-message slice
 
 # ---- the monolith's losses, and --tp alone ----

@@ -137,7 +137,7 @@ fi
 e() { expect_user_error "$@"; }
 e "bad/--trace unwritable" "cannot write --trace '/nonexistent/t.json': No such file" 60 mpiexec -n 2 "$MICROPP" train --mode pp $SMALL --trace /nonexistent/t.json
 e "bad/--timeline is a folder" "cannot write --timeline '$TMP': Is a directory" 60 mpiexec -n 2 "$MICROPP" train --mode pp $SMALL --timeline "$TMP"
-e "bad/--trace in monolith mode" "--trace applies to --mode pp" 30 "$MICROPP" train $SMALL --trace "$TMP/m.json"
+e "bad/--trace in monolith mode" "--trace applies to a pipeline \(--pp > 1\), data parallelism \(--dp > 1\) or tensor parallelism \(--tp > 1\), and this run is pp 1 x dp 1 x tp 1" 30 "$MICROPP" train $SMALL --trace "$TMP/m.json"
 e "bad/--gantt with --json" "--gantt prints a chart and --json" 60 mpiexec -n 2 "$MICROPP" train --mode pp $SMALL --gantt --json
 e "bad/--timeline-step past the end" "--timeline-step 4 is past the last step: use 1..3" 60 mpiexec -n 2 "$MICROPP" train --mode pp $SMALL --timeline "$TMP/x.svg" --timeline-step 4
 e "bad/--timeline-step alone" "--timeline-step picks the step drawn by --timeline or --gantt" 60 mpiexec -n 2 "$MICROPP" train --mode pp $SMALL --timeline-step 2
@@ -307,7 +307,7 @@ PY
 )
     [ -z "$why" ] && pass "trace/--tp 2 alone: F and B per step, 3 all-reduces inside F and 2 inside B, on the collectives track" || fail "trace/--tp 2 alone" "$why"
 fi
-e "bad/--gantt with --tp and no pipeline" "--gantt applies to --mode pp or hybrid, not --mode monolith" 60 mpiexec -n 2 "$MICROPP" train $TPM --gantt
+e "bad/--gantt with --tp and no pipeline" "--gantt applies to a pipeline \(--pp > 1\), and this run is pp 1 x dp 1 x tp 2: drop it or set --pp" 60 mpiexec -n 2 "$MICROPP" train $TPM --gantt
 
 # hybrid without --tp (refused before): a track per rank named by stage and replica, each replica's pipeline whole
 run 240 mpiexec -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro-batches 2 $SMALL --trace "$TMP/h.json" --timeline "$TMP/h.svg" --json

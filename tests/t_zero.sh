@@ -163,7 +163,7 @@ EOF
 )
 [ "$RC" -eq 0 ] && [ -z "$why" ] && pass "zero/--trace: ZeRO-3's gathers and reduce-scatters, overlapping compute" \
     || fail "zero/--trace: ZeRO-3's gathers and reduce-scatters" "exit $RC $why $(printf '%s' "$ERR" | head -c 200)"
-expect_user_error "zero/--trace in ddp needs --zero" "--trace applies to --mode pp or hybrid, or ddp with --zero" 60 \
+expect_user_error "zero/--trace in ddp needs --zero" "--trace of data parallelism alone draws ZeRO's collectives, and this run is pp 1 x dp 2 x tp 1 without --zero" 60 \
     mpiexec -n 2 "$MICROPP" train --mode ddp --trace "$TMP/t.json"
 
 # ---- memory: D=2 ZeRO-3 holds at most 0.55x ddp's weights + gradients + optimizer state, as allocated

@@ -22,7 +22,9 @@ static int plan_with(const Facts *f, const char *args, Plan *p, char *err, size_
     static OptionsSeen seen;
     train_config_defaults(&c);
     options_parse("train", train_options, &c, &seen, argc, argv, "", "");
-    return plan_make(&c, &seen, f, p, err, n);
+    Degrees d;
+    if (degrees_resolve(&c, &seen, f->world, &d, err, n)) return -1;
+    return plan_make(&c, &d, &seen, f, p, err, n);
 }
 
 // ... for `world` ranks (no other fact known yet).
@@ -81,27 +83,86 @@ static void test_layouts(void) {
     EXPECT("plan/manual: 4 parts of 2 layers in one process", p.K == 4 && p.S == 4 && plan_layers(&p, 3) == 2 && !p.distributed, "K %d", p.K);
 }
 
+// Degrees alone describe a run (no --mode): each degree given is kept, dp is the ranks left; --mode is a
+// spelling of them, and agrees with them when both are given.
+static void test_degrees(void) {
+    Plan p = plan_ok("plan/degrees: pp 2 x tp 2 on 8 ranks", 8, "--pp 2 --tp 2");
+    EXPECT("plan/degrees: dp = 8 / (2 x 2)",
+           p.K == 2 && p.D == 2 && p.T == 2 && p.pipelined && p.data_parallel && p.mode == MODE_HYBRID,
+           "K %d D %d T %d mode %d", p.K, p.D, p.T, p.mode);
+    p = plan_ok("plan/degrees: --pp 2 --dp 2 on 4 ranks", 4, "--pp 2 --dp 2");
+    EXPECT("plan/degrees: a hybrid without --mode", p.K == 2 && p.D == 2 && p.T == 1 && p.mode == MODE_HYBRID,
+           "K %d D %d", p.K, p.D);
+    p = plan_ok("plan/degrees: --pp 4 on 4 ranks", 4, "--pp 4");
+    EXPECT("plan/degrees: a pipeline of 4, dp 1",
+           p.K == 4 && p.D == 1 && p.pipelined && !p.data_parallel && p.mode == MODE_PP, "K %d D %d", p.K, p.D);
+    p = plan_ok("plan/degrees: nothing on 2 ranks", 2, "");
+    EXPECT("plan/degrees: the ranks are replicas by default", p.K == 1 && p.D == 2 && p.mode == MODE_DDP, "K %d D %d",
+           p.K, p.D);
+    p = plan_ok("plan/degrees: --tp 2 on 4 ranks", 4, "--tp 2");
+    EXPECT("plan/degrees: the groups left are replicas", p.K == 1 && p.D == 2 && p.T == 2, "K %d D %d T %d", p.K, p.D,
+           p.T);
+    p = plan_ok("plan/degrees: --mode pp --pp 2 agrees", 2, "--mode pp --pp 2");
+    EXPECT("plan/degrees: --mode pp --pp 2 on 2 ranks", p.K == 2 && p.D == 1, "K %d D %d", p.K, p.D);
+    p = plan_ok("plan/degrees: --mode ddp --dp 2 agrees", 2, "--mode ddp --dp 2");
+    EXPECT("plan/degrees: --mode ddp --dp 2 on 2 ranks", p.K == 1 && p.D == 2, "K %d D %d", p.K, p.D);
+    p = plan_ok("plan/degrees: --zero with degrees alone", 4, "--dp 4 --zero 2");
+    EXPECT("plan/degrees: dp 4, ZeRO-2", p.D == 4, "D %d", p.D);
+    refused("plan/refuse: a degree that does not divide the world", 6, "--pp 4",
+            "train: --pp 4 does not divide the 6 ranks: use --pp 1, 2, 3 or 6, or 'mpiexec -n 4'");
+    refused("plan/refuse: --dp that does not divide the groups", 8, "--dp 3 --tp 2",
+            "train: --dp 3 does not divide the 8 ranks (4 groups of --tp 2): use --dp 1, 2 or 4, or 'mpiexec -n 6'");
+    refused("plan/refuse: degrees against the world", 4, "--pp 2 --dp 3",
+            "train: --pp 2 x --dp 3 = 6 ranks, but 4 were started: run 'mpiexec -n 6' or choose P x D = 4");
+    refused("plan/refuse: the generic rule names the flag and the degree", 4, "--pp 4 --bucket-mb 5",
+            "train: --bucket-mb applies to data parallelism (--dp > 1), and this run is pp 4 x dp 1 x tp 1: drop it or "
+            "set --dp");
+    refused("plan/refuse: the generic rule for an option of two axes at once", 4, "--dp 2 --tp 2 --tp-message slice",
+            "train: --tp-message applies to a pipeline (--pp > 1) with tensor parallelism (--tp > 1), and this run is "
+            "pp 1 x dp 2 x tp 2: drop it or set --pp");
+    refused("plan/refuse: the generic rule under --mode manual", 1, "--mode manual --schedule gpipe",
+            "train: --schedule applies to a pipeline (--pp > 1), and this run is --mode manual (2 parts in one "
+            "process): drop it or set --pp");
+}
+
 static void test_flags_apply(void) {
-    refused("plan/refuse: monolith on 2 ranks", 2, "", "train: --mode monolith runs in one process but 2 were started");
+    refused("plan/refuse: monolith on 2 ranks", 2, "--mode monolith",
+            "train: --mode monolith runs in one process but 2 were started: drop 'mpiexec -n 2', or drop --mode "
+            "monolith (the ranks then run dp 2)");
     refused("plan/refuse: --trace outside pp", 1, "--trace t.json",
-            "train: --trace applies to --mode pp or hybrid (or --tp), not --mode monolith: drop it or use --mode pp");
+            "train: --trace applies to a pipeline (--pp > 1), data parallelism (--dp > 1) or tensor parallelism (--tp "
+            "> 1), and this run is pp 1 x dp 1 x tp 1: drop it or set --pp, --dp or --tp");
     refused("plan/refuse: --trace in ddp without --zero", 2, "--mode ddp --trace t.json",
-            "train: --trace applies to --mode pp or hybrid, or ddp with --zero or --tp: drop it or add --zero 3");
+            "train: --trace of data parallelism alone draws ZeRO's collectives, and this run is pp 1 x dp 2 x tp 1 "
+            "without --zero: drop it or add --zero 3");
     refused("plan/refuse: --gantt in ddp even with --zero", 2, "--mode ddp --zero 3 --gantt",
-            "train: --gantt applies to --mode pp or hybrid, not --mode ddp: drop it or use --mode pp");
+            "train: --gantt applies to a pipeline (--pp > 1), and this run is pp 1 x dp 2 x tp 1: drop it or set --pp");
     refused("plan/refuse: --timeline in monolith even with --tp", 2, "--tp 2 --timeline t.svg",
-            "train: --timeline applies to --mode pp or hybrid, not --mode monolith");
+            "train: --timeline applies to a pipeline (--pp > 1), and this run is pp 1 x dp 1 x tp 2");
     plan_ok("plan: --trace in ddp with --zero 3", 2, "--mode ddp --zero 3 --trace t.json");
     // a pipeline's observers, a track per rank: hybrid's replicas too
     plan_ok("plan: --trace, --timeline and --gantt in hybrid", 4, "--mode hybrid --pp 2 --dp 2 --trace t.json "
             "--timeline t.svg --gantt");
-    refused("plan/refuse: --schedule outside a pipeline", 2, "--mode ddp --schedule gpipe", "--schedule applies to --mode pp or hybrid, not --mode ddp");
+    refused("plan/refuse: --schedule outside a pipeline", 2, "--mode ddp --schedule gpipe",
+            "--schedule applies to a pipeline (--pp > 1), and this run is pp 1 x dp 2 x tp 1: drop it or set --pp");
     refused("plan/refuse: --parts outside manual", 1, "--parts 3", "--parts applies to --mode manual");
     refused("plan/refuse: --samples with a data file", 1, "--data x.npy --samples 5", "--samples sizes the synthetic data set, and --data 'x.npy' is a file");
-    refused("plan/refuse: --zero outside data parallelism", 2, "--mode pp --zero 1", "--zero applies to --mode ddp or hybrid, not --mode pp");
-    refused("plan/refuse: --pp outside hybrid", 2, "--mode pp --pp 2", "--pp applies to --mode hybrid");
-    refused("plan/refuse: --dp outside ddp/hybrid", 2, "--mode pp --dp 2", "--dp applies to --mode hybrid or ddp");
-    refused("plan/refuse: --grad-accum in a pipeline", 2, "--mode pp --grad-accum 2", "--grad-accum applies to --mode monolith or ddp");
+    refused("plan/refuse: --zero outside data parallelism", 2, "--mode pp --zero 1",
+            "--zero applies to data parallelism (--dp > 1), and this run is pp 2 x dp 1 x tp 1: drop it or set --dp");
+    refused("plan/refuse: --mode pp with another --pp", 2, "--mode pp --pp 3",
+            "train: --mode pp runs a stage per rank, so --pp 3 needs 3 ranks, but 2 were started: run 'mpiexec -n 3', "
+            "or drop --pp");
+    refused("plan/refuse: --dp beside --mode pp", 2, "--mode pp --dp 2",
+            "train: --mode pp is one replica (dp 1), and --dp 2 asks for 2");
+    refused("plan/refuse: --pp beside --mode ddp", 2, "--mode ddp --pp 2",
+            "train: --mode ddp is one stage (pp 1), and --pp 2 asks for 2");
+    refused("plan/refuse: --pp beside --mode monolith", 1, "--mode monolith --pp 2",
+            "train: --mode monolith is pp 1 x dp 1, and --pp asks for more");
+    refused("plan/refuse: --pp beside --mode manual", 1, "--mode manual --pp 2",
+            "train: --pp is a degree over ranks, and --mode manual runs its parts in one process");
+    refused("plan/refuse: --grad-accum in a pipeline", 2, "--mode pp --grad-accum 2",
+            "train: --grad-accum applies to a run without a pipeline (--pp 1), and this run is pp 2 x dp 1 x tp 1: a "
+            "pipeline already accumulates over --micro-batches");
     refused("plan/refuse: --bucket-mb 0", 2, "--mode ddp --bucket-mb 0", "--bucket-mb 0 must be positive");
     for (int z = 1; z <= 3; z++) {  // the checkpoints of sharded runs are the unsharded files
         char args[96], name[96];
@@ -114,8 +175,8 @@ static void test_flags_apply(void) {
     refused("plan/refuse: --zero 2 with naive sync", 2, "--mode ddp --zero 2 --ddp-sync naive",
             "--zero 2 reduce-scatters buckets while the backward runs, and --ddp-sync naive has none");
     Plan zs = plan_ok("plan: --zero 3 with --allreduce shm", 2, "--mode hybrid --pp 1 --dp 2 --zero 3 --allreduce shm");
-    EXPECT("plan: --zero 3 keeps --allreduce shm (its working buckets are windows)", zs.allreduce == ALLREDUCE_SHM, "%d",
-           zs.allreduce);
+    EXPECT("plan: --zero 3 keeps --allreduce shm (its working buckets are windows)", zs.data.algo == ALLREDUCE_SHM,
+           "%d", zs.data.algo);
     refused("plan/refuse: naive sync with --bucket-mb", 2, "--mode ddp --ddp-sync naive --bucket-mb 4", "--bucket-mb applies to --ddp-sync bucketed");
 }
 
@@ -126,7 +187,9 @@ static void test_grid(void) {
     refused("plan/refuse: hybrid --pp not dividing", 4, "--mode hybrid --pp 3", "--pp 3 does not divide the 4 ranks");
     refused("plan/refuse: hybrid --dp not dividing", 4, "--mode hybrid --dp 3", "--dp 3 does not divide the 4 ranks");
     refused("plan/refuse: pp on 1 rank", 1, "--mode pp", "--mode pp needs at least 2 ranks (one per stage), got 1");
-    refused("plan/refuse: more stages than layers", 8, "--mode pp --layers 4", "8 stages (ranks) but only 4 layers");
+    refused(
+        "plan/refuse: more stages than layers", 8, "--mode pp --layers 4",
+        "train: 8 stages (--pp) but only 4 layers: every stage needs a layer, so use --layers >= 8 or a smaller --pp");
     refused("plan/refuse: more parts than layers", 1, "--mode manual --parts 5 --layers 4", "5 parts but only 4 layers");
 }
 
@@ -134,7 +197,8 @@ static void test_schedule(void) {
     refused("plan/refuse: --max-inflight without zb-auto", 2, "--mode pp --schedule zb-h2 --max-inflight 4",
             "train: --max-inflight is zb-auto's memory limit, not zb-h2's: drop it or add --schedule zb-auto");
     refused("plan/refuse: --max-inflight outside a pipeline", 1, "--max-inflight 4",
-            "train: --max-inflight applies to --mode pp or hybrid, not --mode monolith");
+            "train: --max-inflight applies to a pipeline (--pp > 1), and this run is pp 1 x dp 1 x tp 1: drop it or "
+            "set --pp");
     Plan za = plan_ok("plan/zb-auto: one chunk, the loop, split backwards", 2, "--mode pp --schedule zb-auto --max-inflight 3");
     EXPECT("plan/zb-auto: one chunk, the loop, split backwards, tagged", za.V == 1 && za.chunk_order == CHUNKS_LOOP && za.split && za.schedule == SCHED_ZBAUTO,
            "V %d order %d split %d", za.V, za.chunk_order, za.split);
@@ -406,15 +470,16 @@ static void test_allreduce(void) {
     Facts f1 = {.world = 2, .tag_ub = TAG_UB, .devices = &cpu1}, f2 = {.world = 4, .tag_ub = TAG_UB, .devices = &cpu2},
           ft = {.world = 2, .tag_ub = TAG_UB, .devices = &tight}, fg = {.world = 2, .tag_ub = TAG_UB, .devices = &g};
     Plan p = facts_ok("plan/allreduce auto, one node", &f1, "--mode ddp");
-    EXPECT("plan/allreduce: auto on one node of cpus is shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto on one node of cpus is shm", p.data.algo == ALLREDUCE_SHM, "%d", p.data.algo);
     p = facts_ok("plan/allreduce auto, replicas on two nodes", &f2, "--mode ddp");
-    EXPECT("plan/allreduce: auto with replicas on two nodes is mpi", p.allreduce == ALLREDUCE_MPI, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with replicas on two nodes is mpi", p.data.algo == ALLREDUCE_MPI, "%d", p.data.algo);
     p = facts_ok("plan/allreduce auto, hybrid, each stage's replicas on one node", &f2, "--mode hybrid --pp 2 --dp 2 --placement replicas");
-    EXPECT("plan/allreduce: auto, hybrid with each stage's replicas on a node: shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto, hybrid with each stage's replicas on a node: shm", p.data.algo == ALLREDUCE_SHM, "%d",
+           p.data.algo);
     p = facts_ok("plan/allreduce auto, /dev/shm too small", &ft, "--mode ddp");
-    EXPECT("plan/allreduce: auto with /dev/shm too small is mpi", p.allreduce == ALLREDUCE_MPI, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with /dev/shm too small is mpi", p.data.algo == ALLREDUCE_MPI, "%d", p.data.algo);
     p = facts_ok("plan/allreduce auto, GPUs", &fg, "--mode ddp");
-    EXPECT("plan/allreduce: auto with the gradients on GPUs is mpi", p.allreduce == ALLREDUCE_MPI, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with the gradients on GPUs is mpi", p.data.algo == ALLREDUCE_MPI, "%d", p.data.algo);
     facts_refused("plan/refuse: --allreduce shm with the gradients on a GPU", &fg, "--mode ddp --allreduce shm",
                   "train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce mpi or ring with --device cuda");
     facts_refused("plan/refuse: --allreduce shm across nodes", &f2, "--mode ddp --allreduce shm",
@@ -422,24 +487,24 @@ static void test_allreduce(void) {
     facts_refused("plan/refuse: --allreduce shm, /dev/shm too small", &ft, "--mode ddp --allreduce shm",
                   "train: --allreduce shm needs 4.23 MB of /dev/shm for the 2 ranks of this node, and 1 MB are free");
     p = facts_ok("plan/allreduce auto, --zero 3", &f1, "--mode ddp --zero 3");
-    EXPECT("plan/allreduce: auto with ZeRO-3 is shm (its working buckets in windows)", p.allreduce == ALLREDUCE_SHM,
-           "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with ZeRO-3 is shm (its working buckets in windows)", p.data.algo == ALLREDUCE_SHM,
+           "%d", p.data.algo);
     p = facts_ok("plan/allreduce auto, --zero 2", &f1, "--mode ddp --zero 2");
-    EXPECT("plan/allreduce: auto with ZeRO-2 is shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with ZeRO-2 is shm", p.data.algo == ALLREDUCE_SHM, "%d", p.data.algo);
     // /dev/shm's room counts ZeRO's windows, per rank (16 layers of 128, 16 buckets of a layer, 16512 floats):
     // ddp's params + grads 2.1 MB, ZeRO-2's params + 2 buckets 1.19 MB, ZeRO-3's 2 + 2 buckets 0.26 MB; 1 MB for 2
     p = facts_ok("plan/allreduce auto, --zero 2, /dev/shm small", &ft, "--mode ddp --zero 2 --bucket-mb 0.004");
-    EXPECT("plan/allreduce: ZeRO-2's params and buckets do not fit 1 MB: mpi", p.allreduce == ALLREDUCE_MPI, "%d",
-           p.allreduce);
+    EXPECT("plan/allreduce: ZeRO-2's params and buckets do not fit 1 MB: mpi", p.data.algo == ALLREDUCE_MPI, "%d",
+           p.data.algo);
     p = facts_ok("plan/allreduce auto, --zero 3, /dev/shm small", &ft, "--mode ddp --zero 3 --bucket-mb 0.004");
-    EXPECT("plan/allreduce: ZeRO-3's working buckets fit 1 MB: shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: ZeRO-3's working buckets fit 1 MB: shm", p.data.algo == ALLREDUCE_SHM, "%d", p.data.algo);
     facts_refused("plan/refuse: --zero 2 --allreduce shm, /dev/shm too small for its windows", &ft,
                   "--mode ddp --zero 2 --bucket-mb 0.004 --allreduce shm",
                   "train: --allreduce shm needs 2.38 MB of /dev/shm for the 2 ranks of this node, and 1 MB are free");
     p = facts_ok("plan/allreduce auto, --zero 1", &f1, "--mode ddp --zero 1");
-    EXPECT("plan/allreduce: auto with ZeRO-1 stays shm", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: auto with ZeRO-1 stays shm", p.data.algo == ALLREDUCE_SHM, "%d", p.data.algo);
     p = plan_ok("plan/allreduce: before the facts", 2, "--mode ddp --allreduce shm");
-    EXPECT("plan/allreduce: shm as asked until the facts are known", p.allreduce == ALLREDUCE_SHM, "%d", p.allreduce);
+    EXPECT("plan/allreduce: shm as asked until the facts are known", p.data.algo == ALLREDUCE_SHM, "%d", p.data.algo);
 }
 
 // --timeline-step of a resumed run, from the checkpoint's step (a fact read before the plan).
@@ -520,14 +585,21 @@ static void test_layout(void) {
     train_config_defaults(&c);
     c.micro_batches = 4;
     EXPECT("plan/layout: 4 stages x 2 replicas is a hybrid of 4-row micro-batches, even split",
-           plan_layout(&c, 4, 2, &p, err, sizeof err) == 0 && p.mode == MODE_HYBRID && p.K == 4 && p.D == 2 && p.rows == 4 && p.lo[1] == 4,
+           plan_layout(&c, &(Degrees){.pp = 4, .dp = 2, .tp = 1}, &p, err, sizeof err) == 0 && p.mode == MODE_HYBRID &&
+               p.K == 4 && p.D == 2 && p.rows == 4 && p.lo[1] == 4,
            "%s mode %d rows %d", err, p.mode, p.rows);
     EXPECT("plan/layout: K = 1 is no pipeline (the whole batch, one micro-batch)",
-           plan_layout(&c, 1, 1, &p, err, sizeof err) == 0 && !p.pipelined && p.M == 1 && p.rows == 32, "%s", err);
+           plan_layout(&c, &(Degrees){.pp = 1, .dp = 1, .tp = 1}, &p, err, sizeof err) == 0 && !p.pipelined &&
+               p.M == 1 && p.rows == 32,
+           "%s", err);
     c.schedule = SCHED_INTERLEAVED;
-    EXPECT("plan/layout: interleaved takes --virtual-stages chunks", plan_layout(&c, 4, 1, &p, err, sizeof err) == 0 && p.V == 2 && p.S == 8, "%s", err);
+    EXPECT("plan/layout: interleaved takes --virtual-stages chunks",
+           plan_layout(&c, &(Degrees){.pp = 4, .dp = 1, .tp = 1}, &p, err, sizeof err) == 0 && p.V == 2 && p.S == 8,
+           "%s", err);
     EXPECT("plan/layout: 32 stages of 16 layers is refused in one line",
-           plan_layout(&c, 32, 1, &p, err, sizeof err) == -1 && strstr(err, "only 16 layers") && !strchr(err, '\n'), "'%s'", err);
+           plan_layout(&c, &(Degrees){.pp = 32, .dp = 1, .tp = 1}, &p, err, sizeof err) == -1 &&
+               strstr(err, "only 16 layers") && !strchr(err, '\n'),
+           "'%s'", err);
 }
 
 // --placement: the grid on ranks, and auto's choice from the traffic of a step (the same on every
@@ -559,7 +631,9 @@ static void test_placement(void) {
     EXPECT("plan/placement: zb-v's 4 chunks cross ranks twice (chunks 1 and 2 share rank 1)", p.pp_bytes == 2 * 32768.0, "pp %g", p.pp_bytes);
     p = plan_ok("plan/placement pp", 4, "--mode pp");
     EXPECT("plan/placement: pp has one replica (stages), no all-reduce", p.placement == PLACEMENT_STAGES && p.dp_bytes == 0, "dp %g", p.dp_bytes);
-    refused("plan/placement: refused outside hybrid", 4, "--mode pp --placement replicas", "--placement lays out the stages x replicas of --mode hybrid, not --mode pp");
+    refused("plan/placement: refused outside hybrid", 4, "--mode pp --placement replicas",
+            "train: --placement applies to a pipeline (--pp > 1) with data parallelism (--dp > 1), and this run is pp "
+            "4 x dp 1 x tp 1: drop it or set --dp");
 }
 
 // --tp: groups of T adjacent ranks, the rules that count ranks count groups, the width T splits, the
@@ -598,8 +672,9 @@ static void test_tp(void) {
     refused("plan/refuse: --hidden not divisible by --tp", 3, "--tp 3 --hidden 32",
             "train: --hidden 32 is not divisible by --tp 3 (each rank holds H/T features of every split layer): use --hidden 30 or 33, or a --tp that divides 32");
     refused("plan/refuse: ranks not in whole groups", 3, "--mode ddp --tp 2",
-            "train: --tp 2 makes groups of 2 adjacent ranks, but 3 ranks were started: run 'mpiexec -n 4' (a multiple of 2)");
-    refused("plan/refuse: monolith --tp on more ranks than one group", 4, "--tp 2",
+            "train: --tp 2 makes groups of 2 adjacent ranks, and 3 ranks were started: use --tp 1 or 3 (the divisors "
+            "of 3), or run 'mpiexec -n 4' (a multiple of 2)");
+    refused("plan/refuse: monolith --tp on more ranks than one group", 4, "--mode monolith --tp 2",
             "train: --mode monolith --tp 2 runs one tensor-parallel group of 2 ranks, but 4 were started");
     refused("plan/refuse: pp --tp with one group", 2, "--mode pp --tp 2", "train: --mode pp --tp 2 needs at least 2 stages of 2 ranks (4 ranks), got 2");
     refused("plan/refuse: hybrid P x D x T != ranks", 4, "--mode hybrid --pp 2 --dp 2 --tp 2",
@@ -615,14 +690,18 @@ static void test_tp(void) {
     plan_ok("plan/tp: ddp x tp with --trace (no --zero)", 4, "--mode ddp --tp 2 --trace t.json");
     plan_ok("plan/tp: --allreduce picks the group's", 2, "--tp 2 --allreduce ring");
     p = plan_ok("plan/tp: --tp-message auto by default", 4, "--mode pp --tp 2");
-    EXPECT("plan/tp: --tp-message auto by default in a pipeline", p.tp_message == TP_MESSAGE_AUTO, "%d", p.tp_message);
+    EXPECT("plan/tp: --tp-message auto by default in a pipeline", p.tensor.message == TP_MESSAGE_AUTO, "%d",
+           p.tensor.message);
     p = plan_ok("plan/tp: --tp-message full", 4, "--mode pp --tp 2 --tp-message full");
-    EXPECT("plan/tp: --tp-message full as asked", p.tp_message == TP_MESSAGE_FULL, "%d", p.tp_message);
+    EXPECT("plan/tp: --tp-message full as asked", p.tensor.message == TP_MESSAGE_FULL, "%d", p.tensor.message);
     p = plan_ok("plan/tp: --tp-message slice", 4, "--mode pp --tp 2 --tp-message slice");
-    EXPECT("plan/tp: --tp-message slice in a pipeline", p.tp_message == TP_MESSAGE_SLICE, "%d", p.tp_message);
-    refused("plan/refuse: --tp-message without --tp", 1, "--tp-message slice", "train: --tp-message applies to --tp T > 1");
+    EXPECT("plan/tp: --tp-message slice in a pipeline", p.tensor.message == TP_MESSAGE_SLICE, "%d", p.tensor.message);
+    refused("plan/refuse: --tp-message without --tp", 1, "--tp-message slice",
+            "train: --tp-message applies to a pipeline (--pp > 1) with tensor parallelism (--tp > 1), and this run is "
+            "pp 1 x dp 1 x tp 1: drop it or set --pp and --tp");
     refused("plan/refuse: --tp-message without a pipeline", 2, "--tp 2 --tp-message slice",
-            "train: --tp-message applies to messages between the stages of --mode pp or hybrid");
+            "train: --tp-message applies to a pipeline (--pp > 1) with tensor parallelism (--tp > 1), and this run is "
+            "pp 1 x dp 1 x tp 2: drop it or set --pp");
     TrainConfig tc;  // a config file's "trace" key: the observers run with --tp as with the option
     train_config_defaults(&tc);
     tc.mode = MODE_PP; tc.tp = 2;
@@ -630,7 +709,8 @@ static void test_tp(void) {
     static const OptionsSeen none;
     Facts f4 = {.world = 4, .tag_ub = TAG_UB};
     char err[512];
-    EXPECT("plan/tp: a config file's trace with --tp", plan_make(&tc, &none, &f4, &p, err, sizeof err) == 0 && p.T == 2,
+    EXPECT("plan/tp: a config file's trace with --tp",
+           plan_make(&tc, &(Degrees){.pp = 2, .dp = 1, .tp = 2}, &none, &f4, &p, err, sizeof err) == 0 && p.T == 2,
            "%s", err);
     static int one_node[4] = {0, 0, 0, 0}, split_group[4] = {0, 0, 0, 1};
     static double unknown[4] = {-1, -1, -1, -1};
@@ -638,38 +718,44 @@ static void test_tp(void) {
     Hardware h2 = {.no_gpu_rank = -1, .nodes = 2, .node_of = split_group, .shm_free = unknown};
     Facts f1 = {.world = 4, .tag_ub = TAG_UB, .devices = &h1}, f2 = {.world = 4, .tag_ub = TAG_UB, .devices = &h2};
     p = facts_ok("plan/tp allreduce auto, one node", &f1, "--mode pp --tp 2");
-    EXPECT("plan/tp: auto sums the group over shm on one node", p.tp_allreduce == ALLREDUCE_SHM, "%d", p.tp_allreduce);
+    EXPECT("plan/tp: auto sums the group over shm on one node", p.tensor.algo == ALLREDUCE_SHM, "%d", p.tensor.algo);
     p = facts_ok("plan/tp allreduce auto, a group across nodes", &f2, "--mode pp --tp 2");
-    EXPECT("plan/tp: auto with a group across nodes is mpi", p.tp_allreduce == ALLREDUCE_MPI, "%d", p.tp_allreduce);
+    EXPECT("plan/tp: auto with a group across nodes is mpi", p.tensor.algo == ALLREDUCE_MPI, "%d", p.tensor.algo);
     facts_refused("plan/refuse: --allreduce shm with a group across nodes", &f2, "--mode pp --tp 2 --allreduce shm",
                   "train: --allreduce shm needs each tensor-parallel group of 2 ranks on one node, and rank 3 is not on rank 2's: use --allreduce mpi or ring");
     // On GPUs (issue 22 item 4): --transport nccl carries the group's all-reduce too; auto keeps mpi
     Hardware g4 = gpus(4, 0);
     Facts fg4 = {.world = 4, .tag_ub = TAG_UB, .devices = &g4}, fg2 = {.world = 2, .tag_ub = TAG_UB, .devices = &g4};
     p = facts_ok("plan/tp over nccl", &fg2, "--tp 2 --transport nccl");
-    EXPECT("plan/tp: --tp 2 --transport nccl (no pipeline) sums the group over NCCL", p.tp_nccl && p.device == DEVICE_CUDA &&
-           p.transport == TRANSPORT_NCCL, "tp_nccl %d device %d transport %d", p.tp_nccl, p.device, p.transport);
+    EXPECT("plan/tp: --tp 2 --transport nccl (no pipeline) sums the group over NCCL",
+           p.tensor.nccl && p.device == DEVICE_CUDA && p.transport == TRANSPORT_NCCL,
+           "tp_nccl %d device %d transport %d", p.tensor.nccl, p.device, p.transport);
     p = facts_ok("plan/tp over nccl, pp2 x tp2", &fg4, "--mode pp --tp 2 --transport nccl --schedule 1f1b --micro-batches 4");
-    EXPECT("plan/tp: pp2 x tp2 over nccl: the pipeline's messages and the group's all-reduce both", p.tp_nccl &&
-           p.transport == TRANSPORT_NCCL, "tp_nccl %d transport %d", p.tp_nccl, p.transport);
+    EXPECT("plan/tp: pp2 x tp2 over nccl: the pipeline's messages and the group's all-reduce both",
+           p.tensor.nccl && p.transport == TRANSPORT_NCCL, "tp_nccl %d transport %d", p.tensor.nccl, p.transport);
     p = facts_ok("plan/tp on GPUs, auto", &fg2, "--tp 2");
-    EXPECT("plan/tp: on GPUs auto keeps the group's all-reduce on mpi (NCCL unproven there)", !p.tp_nccl &&
-           p.device == DEVICE_CUDA && p.tp_allreduce == ALLREDUCE_MPI, "tp_nccl %d %d", p.tp_nccl, p.tp_allreduce);
+    EXPECT("plan/tp: on GPUs auto keeps the group's all-reduce on mpi (NCCL unproven there)",
+           !p.tensor.nccl && p.device == DEVICE_CUDA && p.tensor.algo == ALLREDUCE_MPI, "tp_nccl %d %d", p.tensor.nccl,
+           p.tensor.algo);
     facts_refused("plan/refuse: --tp --transport nccl with --allreduce", &fg2, "--tp 2 --transport nccl --allreduce ring",
                   "train: --transport nccl sums the tensor-parallel group over NCCL, and --allreduce asks for another way: drop one of them");
     refused("plan/refuse: --transport without a pipeline nor --tp", 2, "--mode ddp --transport nccl",
-            "train: --transport applies to --mode pp or hybrid, not --mode ddp");
+            "train: --transport applies to a pipeline (--pp > 1) or tensor parallelism (--tp > 1), and this run is pp "
+            "1 x dp 2 x tp 1: drop it or set --pp or --tp");
     refused("plan/refuse: --tp 2 without a pipeline still refuses --schedule", 2, "--tp 2 --schedule gpipe",
-            "train: --schedule applies to --mode pp or hybrid");
+            "train: --schedule applies to a pipeline (--pp > 1), and this run is pp 1 x dp 1 x tp 2");
     MemLayout l;
     char why[512];
     c.tp = 2;
     c.hidden = 33;
-    EXPECT("plan/tp: micropp plan's layout refuses a width --tp does not divide", memory_layout(&c, SCHED_1F1B, 1, 1, &l, why, sizeof why) == -1 &&
-           strstr(why, "--hidden 33 is not divisible by --tp 2"), "%s", why);
+    EXPECT("plan/tp: micropp plan's layout refuses a width --tp does not divide",
+           memory_layout(&c, SCHED_1F1B, &(Degrees){.pp = 1, .dp = 1, .tp = 2}, &l, why, sizeof why) == -1 &&
+               strstr(why, "--hidden 33 is not divisible by --tp 2"),
+           "%s", why);
 }
 
 int main(void) {
+    test_degrees();
     test_tp();
     test_layout();
     test_placement();

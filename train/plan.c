@@ -15,109 +15,42 @@
 #include "train/live.h"  // LIVE_*
 #include "model.h"  // model_param_count
 #include "train/plan.h"
+#include "axes/degrees.h"
 #include "schedule.h"
 #include "comms/tags.h"
 #include "base/util.h"
 #include "comms/watchdog.h"   // WD_MIN_TIMEOUT
 
-// Each rule returns 0, or -1 after writing its one-line message into the plan's error buffer; the
-// rules that ask which options were set or typed read them from `seen`.
-typedef struct { char *buf; size_t n; const OptionsSeen *seen; } Err;
+// (Each rule returns 0, or -1 after writing its one-line message: axes/axis.h's refuse.)
 
-__attribute__((format(printf, 2, 3))) static int refuse(Err *e, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->buf, e->n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static int is_pipelined(int mode) { return mode == MODE_PP || mode == MODE_HYBRID; }
-static int is_data_parallel(int mode) { return mode == MODE_DDP || mode == MODE_HYBRID; }
-
-// The first of the flags typed on the command line, or NULL.
-static const char *typed(const OptionsSeen *seen, const char *const *flags, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (seen_typed(seen, flags[i])) return flags[i];
-    return NULL;
-}
-#define TYPED(list) typed(e->seen, list, sizeof list / sizeof *list)
-
-// A one-process mode under mpiexec.
-static int rule_world(const TrainConfig *c, int world, const Plan *p, Err *e) {
-    if (!p->distributed && world != 1) {
-        char name[32];
+// What the degrees leave for each flag (axes/degrees.c's one rule covers the option rows that name
+// their axes): --trace of data parallelism alone draws ZeRO's collectives; a pipeline already
+// accumulates over its micro-batches; --samples sizes synthetic data only.
+static int rule_flags_apply(const TrainConfig *c, const Degrees *d, Err *e) {
+    char run[64];
+    degrees_text(d, run, sizeof run);
+    if (degrees_axes(d) == AXIS_DATA && !d->zero && seen_typed(e->seen, "trace"))
         return refuse(e,
-                      "train: --mode %s runs in one process but %d were started: drop 'mpiexec -n %d' or use --mode "
-                      "pp, ddp or hybrid",
-                      choice_name(MODE_CHOICES, c->mode, name, sizeof name), world, world);
-    }
-    return 0;
-}
-
-// A flag typed for a mode that does not use it is an error (a config file's key is left unused).
-static int rule_flags_apply(const TrainConfig *c, Err *e) {
-    char name[32];
-    const char *mode = choice_name(MODE_CHOICES, c->mode, name, sizeof name), *f;
-    // (the last, --transport, also carries --tp's all-reduce)
-    static const char *const pp_only[] = {"schedule",       "schedule-file", "micro-batches", "partition",
-                                          "checkpoint-activations", "virtual-stages", "max-inflight", "transport"};
-    static const char *const dp_only[] = {"ddp-sync", "allreduce", "bucket-mb", "zero"};
-    // the observers of a pipeline (a track per rank); --trace also of ddp with --zero (its forward, backward
-    // and ZeRO's collectives), and of any mode with --tp (the group's all-reduces inside the passes)
-    int traced = is_pipelined(c->mode) || (c->mode == MODE_DDP && c->zero) || c->tp > 1;
-    if (c->mode == MODE_DDP && seen_typed(e->seen, "trace") && !traced)
-        return refuse(e, "train: --trace applies to --mode pp or hybrid, or ddp with --zero or --tp: drop it or add "
-                         "--zero 3");
-    if (!traced && seen_typed(e->seen, "trace"))
-        return refuse(e,
-                      "train: --trace applies to --mode pp or hybrid (or --tp), not --mode %s: drop it or use --mode "
-                      "pp",
-                      mode);
-    static const char *const charts[] = {"timeline", "timeline-step", "gantt"};
-    if (!is_pipelined(c->mode) && (f = TYPED(charts)))
-        return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or use --mode pp", f,
-                      mode);
-    if (!is_pipelined(c->mode) && (f = typed(e->seen, pp_only, sizeof pp_only / sizeof *pp_only - (c->tp > 1))))
-        return refuse(e, "train: --%s applies to --mode pp or hybrid, not --mode %s: drop it or add --mode pp", f,
-                      mode);
+                      "train: --trace of data parallelism alone draws ZeRO's collectives, and this run is %s without "
+                      "--zero: drop it or add --zero 3 (or a pipeline, --pp, or --tp)",
+                      run);
     if (strcmp(c->data, "synthetic") && seen_typed(e->seen, "samples"))
         return refuse(e,
                       "train: --samples sizes the synthetic data set, and --data '%s' is a file whose rows are the "
                       "training set: drop --samples",
                       c->data);
-    if (c->mode != MODE_MANUAL && seen_typed(e->seen, "parts"))
-        return refuse(e, "train: --parts applies to --mode manual, not --mode %s: drop it or add --mode manual", mode);
-    // (--allreduce also picks the tensor-parallel group's)
-    if (!is_data_parallel(c->mode) && (f = TYPED(dp_only)) && !(c->tp > 1 && !strcmp(f, "allreduce")))
-        return refuse(e, "train: --%s applies to --mode ddp or hybrid, not --mode %s: drop it or add --mode ddp", f,
-                      mode);
-    if (c->mode != MODE_HYBRID && seen_typed(e->seen, "pp"))
+    if (seen_typed(e->seen, "grad-accum") && (d->pp > 1 || d->manual))
         return refuse(e,
-                      "train: --pp applies to --mode hybrid, not --mode %s: drop it (--mode pp makes one stage per "
-                      "rank) or add --mode hybrid",
-                      mode);
-    if (c->mode != MODE_HYBRID && seen_typed(e->seen, "placement"))
-        return refuse(e,
-                      "train: --placement lays out the stages x replicas of --mode hybrid, not --mode %s: drop it or "
-                      "add --mode hybrid",
-                      mode);
-    if (!is_data_parallel(c->mode) && seen_typed(e->seen, "dp"))
-        return refuse(e, "train: --dp applies to --mode hybrid or ddp, not --mode %s: drop it or add --mode hybrid",
-                      mode);
-    if (seen_typed(e->seen, "grad-accum") && c->mode != MODE_MONOLITH && c->mode != MODE_DDP)
-        return refuse(e,
-                      "train: --grad-accum applies to --mode monolith or ddp, not --mode %s: a pipeline already "
-                      "accumulates over --micro-batches",
-                      mode);
+                      "train: --grad-accum applies to a run without a pipeline (--pp 1), and this run is %s: a "
+                      "pipeline already accumulates over --micro-batches",
+                      run);
     return 0;
 }
 
 // --tp T: groups of T adjacent ranks share each stage's layers (model.h's Megatron pairs), so every
-// hidden width must split T ways and the ranks must come in whole groups: the mode's grid (monolith 1,
-// pp P, ddp D, hybrid P x D) times T. The rules that count ranks then count groups.
-static int rule_tp_width(const TrainConfig *c, Err *e) {
-    long long T = c->tp, H = c->hidden;
+// hidden width must split T ways (the ranks come in whole groups: axes/degrees.c).
+static int rule_tp_width(const TrainConfig *c, long long T, Err *e) {
+    long long H = c->hidden;
     if (T > 1 && H % T)
         return refuse(e,
                       "train: --hidden %lld is not divisible by --tp %lld (each rank holds H/T features of every "
@@ -126,51 +59,16 @@ static int rule_tp_width(const TrainConfig *c, Err *e) {
     return 0;
 }
 
-static int rule_tp(const TrainConfig *c, int world, Plan *p, Err *e) {
-    long long T = c->tp, P = c->pp, D = c->dp;
-    p->T = (int)T;
-    if (T == 1 && seen_typed(e->seen, "tp-message"))
-        return refuse(e, "train: --tp-message applies to --tp T > 1 (the messages between tensor-parallel groups): "
-                         "drop it or add --tp");
-    if (T == 1) return 0;
-    if (c->mode == MODE_MANUAL)
-        return refuse(e,
-                      "train: --tp splits layers over ranks, and --mode manual runs in one process: drop --tp or use "
-                      "--mode monolith, pp, ddp or hybrid");
-    if (rule_tp_width(c, e)) return -1;
-    if (world % T)
-        return refuse(e,
-                      "train: --tp %lld makes groups of %lld adjacent ranks, but %d ranks were started: run "
-                      "'mpiexec -n %lld' (a multiple of %lld)",
-                      T, T, world, (world / T + 1) * T, T);
-    if (c->mode == MODE_MONOLITH && world != T)
-        return refuse(e,
-                      "train: --mode monolith --tp %lld runs one tensor-parallel group of %lld ranks, but %d were "
-                      "started: run 'mpiexec -n %lld', or use --mode ddp, pp or hybrid for more ranks",
-                      T, T, world, T);
-    if (c->mode == MODE_PP && world / T < 2)
-        return refuse(e,
-                      "train: --mode pp --tp %lld needs at least 2 stages of %lld ranks (%lld ranks), got %d: run "
-                      "'mpiexec -n %lld', or --mode monolith --tp %lld",
-                      T, T, 2 * T, world, 2 * T, T);
-    if (c->mode == MODE_DDP && seen_typed(e->seen, "dp") && D * T != world)
-        return refuse(e, "train: --dp %lld x --tp %lld = %lld ranks, but %d were started: run 'mpiexec -n %lld'", D, T,
-                      D * T, world, D * T);
-    if (c->mode == MODE_HYBRID && seen_set(e->seen, "pp") && seen_set(e->seen, "dp") && P * D * T != world)
-        return refuse(e,
-                      "train: --pp %lld x --dp %lld x --tp %lld = %lld ranks, but %d were started: run 'mpiexec -n "
-                      "%lld' or choose P x D x T = %d",
-                      P, D, T, P * D * T, world, P * D * T, world);
-    if (seen_typed(e->seen, "tp-message") && !is_pipelined(c->mode))
-        return refuse(e, "train: --tp-message applies to messages between the stages of --mode pp or hybrid: drop it "
-                         "or add --mode pp");
-    p->tp_message = is_pipelined(c->mode) ? c->tp_message : 0;  // (0: TP_MESSAGE_FULL, no messages)
+static int rule_tp(const TrainConfig *c, Plan *p, Err *e) {
+    if (p->T == 1) return 0;
+    if (rule_tp_width(c, p->T, e)) return -1;
+    p->tensor.message = p->pipelined ? c->tp_message : 0;  // (0: TP_MESSAGE_FULL, no messages)
     return 0;
 }
 
 // Data-parallel options that contradict each other.
-static int rule_data_parallel(const TrainConfig *c, Err *e) {
-    if (is_data_parallel(c->mode) && c->bucket_mb <= 0)
+static int rule_data_parallel(const TrainConfig *c, const Plan *p, Err *e) {
+    if (p->data_parallel && c->bucket_mb <= 0)
         return refuse(e, "train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25",
                       c->bucket_mb);
     if (c->zero >= 2 && c->ddp_sync == SYNC_NAIVE)
@@ -184,48 +82,25 @@ static int rule_data_parallel(const TrainConfig *c, Err *e) {
     return 0;
 }
 
-// Hybrid: P stages x D replicas from --pp and/or --dp and the world.
-static int rule_hybrid_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
-    int has_p = seen_set(e->seen, "pp"), has_d = seen_set(e->seen, "dp");
-    long long P = c->pp, D = c->dp;
-    if (!has_p && !has_d)
-        return refuse(
-            e, "train: --mode hybrid needs --pp P (stages) and --dp D (replicas) with P x D = %d, the number of ranks",
-            world);
-    if (has_p && has_d && P * D != world)
-        return refuse(e,
-                      "train: --pp %lld x --dp %lld = %lld ranks, but %d were started: run 'mpiexec -n %lld' or choose "
-                      "P x D = %d",
-                      P, D, P * D, world, P * D, world);
-    if (!has_d && world % P)
-        return refuse(e, "train: --pp %lld does not divide the %d ranks: give --pp and --dp with P x D = %d", P, world,
-                      world);
-    if (!has_p && world % D)
-        return refuse(e, "train: --dp %lld does not divide the %d ranks: give --pp and --dp with P x D = %d", D, world,
-                      world);
-    p->K = has_p ? (int)P : world / (int)D;
-    p->D = has_d ? (int)D : world / (int)P;
-    return 0;
-}
-
 static int rule_depth(const TrainConfig *c, const Plan *p, Err *e);
 
-// The grid: stages K and replicas D for the mode and the world; micro-batches and micro-steps.
-static int rule_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
-    p->K = c->mode == MODE_PP ? world : c->mode == MODE_MANUAL ? (int)c->parts : 1;
-    p->D = c->mode == MODE_DDP ? world : 1;
-    if (c->mode == MODE_DDP && seen_typed(e->seen, "dp") && c->dp != world)
-        return refuse(e,
-                      "train: --dp %lld but %d ranks were started: --mode ddp runs one replica per rank, so run "
-                      "'mpiexec -n %lld' or drop --dp",
-                      (long long)c->dp, world, (long long)c->dp);
-    if (c->mode == MODE_HYBRID && rule_hybrid_grid(c, world, p, e)) return -1;
+// Each axis' part of the plan: its options as this run takes them (an inactive axis: its defaults).
+static void plan_parts(const TrainConfig *c, const Degrees *d, Plan *p) {
+    p->data = (DataPlan){.zero = d->zero, .sync = c->ddp_sync, .algo = c->allreduce, .bucket_mb = c->bucket_mb};
+    p->tensor.algo = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;  // (the facts may change both)
+    p->pipe = (PipelinePlan){.ckpt = p->pipelined && c->checkpoint_activations,
+                             .max_inflight = c->max_inflight ? (int)c->max_inflight : 2 * d->pp};
+}
+
+// The grid the degrees give (stages K, replicas D, tensor ranks T), micro-batches and micro-steps.
+static int rule_grid(const TrainConfig *c, const Degrees *d, Plan *p, Err *e) {
+    p->K = d->pp;
+    p->D = d->dp;
+    p->T = d->tp;
     p->M = p->pipelined ? (int)c->micro_batches : 1;
     // (a config file's key is left unused)
-    p->N = c->mode == MODE_MONOLITH || c->mode == MODE_DDP ? (int)c->grad_accum : 1;
-    if (c->mode == MODE_PP && world < 2)
-        return refuse(e, "train: --mode pp needs at least 2 ranks (one per stage), got 1: run it as 'mpiexec -n 2 "
-                         "./micropp train --mode pp'");
+    p->N = d->pp == 1 && !d->manual ? (int)c->grad_accum : 1;
+    plan_parts(c, d, p);
     return rule_depth(c, p, e);
 }
 
@@ -233,10 +108,9 @@ static int rule_grid(const TrainConfig *c, int world, Plan *p, Err *e) {
 static int rule_depth(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->K > MAX_STAGES) return refuse(e, "train: %d stages is more than the %d supported", p->K, MAX_STAGES);
     if (p->K > c->layers) {
-        const char *what = c->mode == MODE_PP ? "stages (ranks)" : c->mode == MODE_HYBRID ? "stages (--pp)" : "parts";
-        const char *fewer = c->mode == MODE_PP ? "ranks" : c->mode == MODE_HYBRID ? "--pp" : "parts";
-        return refuse(e,
-                      "train: %d %s but only %lld layers: every stage needs a layer, so use --layers >= %d or fewer %s",
+        const char *what = p->pipelined ? "stages (--pp)" : "parts",
+                   *fewer = p->pipelined ? "a smaller --pp" : "fewer parts";
+        return refuse(e, "train: %d %s but only %lld layers: every stage needs a layer, so use --layers >= %d or %s",
                       p->K, what, (long long)c->layers, p->K, fewer);
     }
     return 0;
@@ -427,7 +301,7 @@ static void rule_placement(const TrainConfig *c, Plan *p) {
                       : 0;  // (each rank of a tensor-parallel group sends the whole activation)
     p->dp_bytes = p->data_parallel ? 2.0 * (p->D - 1) * params * sizeof(float) : 0;
     p->placement_auto = c->placement == PLACEMENT_AUTO;
-    if (c->mode != MODE_HYBRID) p->placement = PLACEMENT_STAGES;  // pp: one replica; ddp: one stage
+    if (!p->pipelined || !p->data_parallel) p->placement = PLACEMENT_STAGES;  // one replica, or one stage
     else if (p->placement_auto) p->placement = p->dp_bytes > p->pp_bytes ? PLACEMENT_REPLICAS : PLACEMENT_STAGES;
     else p->placement = c->placement;
 }
@@ -510,7 +384,7 @@ static int rule_epochs(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 
 // The pipeline's observers: --gantt, --timeline-step.
 static int rule_observers(const TrainConfig *c, const Plan *p, Err *e) {
-    if (c->mode != MODE_PP) return 0;
+    if (!p->pipelined) return 0;
     if (c->gantt && c->json)
         return refuse(e, "train: --gantt prints a chart and --json one JSON object: use one of them (--timeline "
                          "FILE.svg works with --json)");
@@ -526,14 +400,14 @@ static int rule_observers(const TrainConfig *c, const Plan *p, Err *e) {
 
 // The outputs on standard output: the file a summary goes to cannot take a pipeline's trace too;
 // --metrics' lines go before --json's summary object (JSON lines), never into the text report.
-static int rule_outputs(const TrainConfig *c, Err *e) {
+static int rule_outputs(const TrainConfig *c, const Plan *p, Err *e) {
     const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->trace, c->timeline};
     if (!strcmp(c->metrics, "-") && !c->json)
         return refuse(e, "train: --metrics - would mix its JSON lines into the text train prints on standard output: "
                          "add --json (the lines, then the summary object), or give a file name");
     if (c->live == LIVE_ON && c->json)
         return refuse(e, "train: --live on rewrites a line of text and --json prints one JSON object: drop one");
-    if (c->mode != MODE_PP) return 0;
+    if (!p->pipelined) return 0;
     for (int i = 0; i < 2; i++)
         if (!strcmp(path[i], "-"))
             return refuse(
@@ -677,12 +551,12 @@ static void shm_unfit(const TrainConfig *c, const Facts *f, const Plan *p, const
 // Data parallelism's all-reduce: --allreduce shm where it can run (else refused), auto: shm on the
 // host where it can run, else mpi; decided alike on every rank from every rank's facts.
 static int rule_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    p->allreduce = c->allreduce;
+    p->data.algo = c->allreduce;
     if (!p->data_parallel || !f->devices || (c->allreduce != ALLREDUCE_SHM && c->allreduce != ALLREDUCE_AUTO)) return 0;
     char why[300] = "";
     if (c->allreduce == ALLREDUCE_AUTO) {
         if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
-        p->allreduce = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
+        p->data.algo = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
         return 0;
     }
     shm_unfit(c, f, p, "train", why, sizeof why);
@@ -701,19 +575,19 @@ static void rule_eval(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 // The tensor-parallel group's all-reduce: as --allreduce says; auto: shm where every group sits on one
 // node and the buffers are on the host, else mpi (until the facts are known: mpi).
 static int rule_tp_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    p->tp_allreduce = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;
+    p->tensor.algo = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;
     if (p->T == 1 || !f->devices) return 0;
     // over NCCL (devcomm_allreduce_sum) with --transport nccl: every rank has a GPU of its own
-    p->tp_nccl = p->transport == TRANSPORT_NCCL;
-    if (p->tp_nccl && !p->data_parallel && seen_typed(e->seen, "allreduce"))
+    p->tensor.nccl = p->transport == TRANSPORT_NCCL;
+    if (p->tensor.nccl && !p->data_parallel && seen_typed(e->seen, "allreduce"))
         return refuse(e, "train: --transport nccl sums the tensor-parallel group over NCCL, and --allreduce asks "
                          "for another way: drop one of them");
-    if (p->tp_nccl) return 0;
+    if (p->tensor.nccl) return 0;
     int apart = -1;  // a rank not on the node of its group's first rank
     for (int r = 0; r < p->world && apart < 0; r++)
         if (f->devices->node_of[r] != f->devices->node_of[r - r % p->T]) apart = r;
     if (c->allreduce == ALLREDUCE_AUTO)
-        p->tp_allreduce = p->device == DEVICE_CPU && apart < 0 ? ALLREDUCE_SHM : ALLREDUCE_MPI;
+        p->tensor.algo = p->device == DEVICE_CPU && apart < 0 ? ALLREDUCE_SHM : ALLREDUCE_MPI;
     if (c->allreduce == ALLREDUCE_SHM && apart >= 0)
         return refuse(e,
                       "train: --allreduce shm needs each tensor-parallel group of %d ranks on one node, and rank %d is "
@@ -723,7 +597,7 @@ static int rule_tp_allreduce(const TrainConfig *c, const Facts *f, Plan *p, Err 
 }
 
 static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    if (rule_length(c, p, e) || rule_observers(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, e) ||
+    if (rule_length(c, p, e) || rule_observers(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, p, e) ||
         rule_checkpoints(c, e) || rule_devices(c, f, p, e) || rule_allreduce(c, f, p, e) || rule_resumed(c, f, p, e) ||
         rule_tp_allreduce(c, f, p, e))
         return -1;
@@ -736,49 +610,51 @@ static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 // ---- the plan ----
 
 // The layout's rules, then the run's; a fact not known yet holds back only the rules that read it.
-int plan_make(const TrainConfig *c, const OptionsSeen *seen, const Facts *f, Plan *p, char *err, size_t errlen) {
+int plan_make(const TrainConfig *c, const Degrees *d, const OptionsSeen *seen, const Facts *f, Plan *p, char *err,
+              size_t errlen) {
     Err e = {err, errlen, seen};
     memset(p, 0, sizeof *p);
     err[0] = 0;
-    p->T = 1;
-    p->mode = c->mode;
+    p->mode = degrees_mode(d);
     p->world = f->world;
-    p->pipelined = is_pipelined(c->mode);
-    p->data_parallel = is_data_parallel(c->mode);
-    p->distributed = c->mode == MODE_PP || p->data_parallel || c->tp > 1;
+    p->pipelined = (degrees_axes(d) & AXIS_PIPELINE) != 0;
+    p->data_parallel = d->dp > 1;
+    p->distributed = degrees_world(d) > 1;
+    p->T = d->tp;
     p->file = p->pipelined ? f->schedule_file : NULL;
     p->schedule = p->file ? SCHED_FILE : c->schedule;
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);  // the default: Linear(H, H) first, as before --inputs
     p->transport_why = "";
-    if (plan_early(c, err, errlen) || rule_tp(c, f->world, p, &e) || rule_world(c, f->world, p, &e) ||
-        rule_flags_apply(c, &e) || rule_data_parallel(c, &e) || rule_grid(c, f->world / p->T, p, &e) ||
+    if (plan_early(c, err, errlen) || degrees_check_flags(d, seen, err, errlen) || rule_flags_apply(c, d, &e) ||
+        rule_tp(c, p, &e) || rule_data_parallel(c, p, &e) || rule_grid(c, d, p, &e) ||
         rule_schedule(c, f->tag_ub, p, &e) || rule_batch(c, p, &e) || rule_partition(c, p, &e))
         return -1;
     rule_placement(c, p);
     return rules_run(c, f, p, &e);
 }
 
-int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t errlen) {
+int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size_t errlen) {
     static const OptionsSeen none;
     Err e = {err, errlen, &none};
     memset(p, 0, sizeof *p);
     err[0] = 0;
-    p->mode = K > 1 ? (D > 1 ? MODE_HYBRID : MODE_PP) : (D > 1 ? MODE_DDP : MODE_MONOLITH);
-    p->K = K;
-    p->D = D;
-    p->T = c->tp > 1 ? (int)c->tp : 1;
-    p->world = K * D * p->T;
-    p->pipelined = is_pipelined(p->mode);
-    p->data_parallel = is_data_parallel(p->mode);
+    p->mode = degrees_mode(d);
+    p->K = d->pp;
+    p->D = d->dp;
+    p->T = d->tp;
+    p->world = degrees_world(d);
+    p->pipelined = (degrees_axes(d) & AXIS_PIPELINE) != 0;
+    p->data_parallel = d->dp > 1;
     p->distributed = p->world > 1;
     p->M = p->pipelined ? (int)c->micro_batches : 1;
     p->N = 1;
+    plan_parts(c, d, p);
     p->schedule = c->schedule;
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);
     p->transport_why = "";
     TrainConfig even = *c;
     even.partition[0] = 0;
-    if (rule_tp_width(c, &e) || rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) ||
+    if (rule_tp_width(c, p->T, &e) || rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) ||
         rule_batch(c, p, &e) || rule_partition(&even, p, &e))
         return -1;
     return 0;

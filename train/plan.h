@@ -5,91 +5,23 @@
 // No MPI, no model memory.
 #pragma once
 #include <stddef.h>
-#include <stdint.h>
 #include "base/config.h"
-#include "comms.h"     // PLACEMENT_*, the comm_grid_* helpers, Hardware (the devices' facts)
-#include "schedule.h"  // the chunk order's helpers, SchedFile
+#include "axes/axis.h"  // the Plan's type, the Facts, Degrees (the plan's input) and MODE_*
 
-enum { MODE_MONOLITH, MODE_MANUAL, MODE_PP, MODE_DDP, MODE_HYBRID };
-#define MODE_CHOICES "monolith|manual|pp|ddp|hybrid"
-#define MAX_STAGES 4096
-#define MAX_LAYERS 4096  // --layers' range (train/options.c)
-
-// What the run found out before the plan, the same on every rank: the plan's inputs besides the
-// options. A fact left at its zero value is not known yet: the rules that need it wait (train plans
-// once before it reads any file, so an option's mistake is named first, and again with every fact;
-// the unit tests give only the facts a rule needs).
-typedef struct {
-    int world;                       // ranks started
-    long long tag_ub;                // MPI_TAG_UB: the largest tag this MPI accepts
-    const SchedFile *schedule_file;  // --schedule-file, read and proven (NULL: none)
-    const Hardware *devices;        // comm_choose_hardware: every rank's GPU, node and /dev/shm (NULL: unknown)
-    int blas_max_threads;            // the threads this OpenBLAS was built for (0: unknown)
-    int data_known;                  // the data's headers were read (data_open): the rows below hold
-    long long train_rows, test_rows; // rows of the training set and of the test split (0: synthetic, none)
-    long long resume_step;           // --resume: the checkpoint's step (0: no --resume, or its manifest
-                                     // unreadable: ckpt_setup and ckpt_resume then say why)
-} Facts;
-
-typedef struct {
-    int mode;          // MODE_*
-    int schedule;      // SCHED_*: --schedule, or SCHED_FILE when a pipeline runs --schedule-file
-    const SchedFile *file;  // SCHED_FILE: the file's schedule (the plan's input), else NULL
-    int split;         // the schedule splits backwards into I and W (a stage keeps what W needs)
-    int world;         // ranks started
-    int K;             // stages: ranks of one pipeline (pp, hybrid), parts (manual), else 1
-    int D;             // data-parallel replicas
-    int T;             // tensor-parallel ranks per group (--tp; 1: none): adjacent world ranks
-    int M;             // micro-batches per step (per replica); 1 without a pipeline
-    int N;             // gradient-accumulation micro-steps per step (monolith, ddp)
-    int V;             // chunks per rank: --virtual-stages for interleaved, else 1
-    int S;             // virtual stages K*V, placed on ranks by `chunk_order`
-    int chunk_order;   // CHUNKS_LOOP (chunk c of stage s is vs = c*K + s) or CHUNKS_V (zb-v, dualpipev)
-    int rows;          // rows per micro-batch (per replica)
-    int inputs;        // the input layer's width: --inputs, or --hidden when 0
-    int placement;     // PLACEMENT_STAGES or PLACEMENT_REPLICAS (comms.h; --placement auto resolved)
-    int placement_auto;  // 1 when --placement auto chose it from the two traffics below
-    double pp_bytes;   // a step's pipeline traffic, all replicas: activations and their gradients
-                       // at each boundary between ranks, x M micro-batches x D replicas
-    double dp_bytes;   // a step's all-reduce traffic, all stages: 2 (D-1)/D x gradient bytes per rank
-    int lo[MAX_STAGES + 1];  // virtual stage vs holds global layers [lo[vs], lo[vs+1])
-    int pipelined;     // pp or hybrid: a pipeline executor with action lists
-    int data_parallel; // ddp or hybrid: gradients all-reduced over D replicas
-    int distributed;   // more than one process takes part (pp, ddp, hybrid)
-    // How long: --steps, or --epochs over the training set (whole steps; the last partial batch
-    // dropped). steps is the run's total either way (0 until the data's rows are known, with epochs).
-    long long steps;
-    int epochs;
-    long long steps_per_epoch, epoch_rows, dropped;  // epoch_rows = steps_per_epoch x batch x grad-accum
-    long long eval_rows;   // held-out rows the accuracy is measured on (0 until the data is known)
-    long long synthetic_samples;  // synthetic data: the training set the stream cycles through (--samples,
-                                  // or one step's batch x grad-accum rows); 0 for a data set (data.c maps it)
-    // Where and how (from the devices' facts; before them: cpu, mpi, --allreduce as given)
-    int device;            // DEVICE_CPU or DEVICE_CUDA
-    int transport;         // TRANSPORT_MPI or TRANSPORT_NCCL: how the pipeline's stages exchange
-    const char *transport_why;  // why MPI though NCCL could run ("" when not so decided)
-    int allreduce;         // ALLREDUCE_*: data parallelism's, auto resolved (shm or mpi); else as given
-    int tp_message;        // TP_MESSAGE_* (axes/tp.h): pipeline messages between groups whole or sliced
-                           // (slice only with --tp and a pipeline)
-    int tp_allreduce;      // ALLREDUCE_*: the tensor-parallel group's (auto: shm when every group sits on one
-                           // node and the buffers are on the host, else mpi)
-    int tp_nccl;           // 1: the tensor-parallel group sums over NCCL instead (--transport nccl, T > 1)
-    int grad_accum_given;  // --grad-accum was set (the report shows it even at 1)
-} Plan;
-
-// Fills p from the options c, what options_parse saw of them (which options the config file set,
-// which were typed) and the facts f. Returns 0, or -1 with one line in err that names the value
-// and the fix ("train: --batch 30 is not ...").
-int plan_make(const TrainConfig *c, const OptionsSeen *seen, const Facts *f, Plan *p, char *err, size_t errlen);
+// Fills p from the options c, the degrees d (degrees_resolve: once, from the options and the world),
+// what options_parse saw of the options (which the config file set, which were typed) and the facts f.
+// Returns 0, or -1 with one line in err that names the value and the fix ("train: --batch 30 is not ...").
+int plan_make(const TrainConfig *c, const Degrees *d, const OptionsSeen *seen, const Facts *f, Plan *p, char *err,
+              size_t errlen);
 
 // The rules that hold before any rank waits on another (--timeout bounds those waits): 0, or -1
 // with one line in err. plan_make checks them too.
 int plan_early(const TrainConfig *c, char *err, size_t errlen);
 
-// The layout of K stages x D replicas for `micropp plan` (no run, no MPI): the grid, the schedule's
-// chunks, the batch cut into micro-batches and an even partition, by the same rules as plan_make
-// but blind to which flags were typed. Returns 0, or -1 with one line in err.
-int plan_layout(const TrainConfig *c, int K, int D, Plan *p, char *err, size_t errlen);
+// The layout of the degrees d for `micropp plan` and the planner (no run, no MPI): the grid, the
+// schedule's chunks, the batch cut into micro-batches and an even partition, by the same rules as
+// plan_make but blind to which flags were typed. Returns 0, or -1 with one line in err.
+int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size_t errlen);
 
 // The device and transport from what was asked (--device, --transport, --tf32) and what the ranks
 // found (comm_choose_hardware), for train's plan and for pingpong: *device DEVICE_CPU or DEVICE_CUDA,
@@ -102,36 +34,6 @@ int plan_device(const char *cmd, int device, int transport, int tf32, int world,
                 int *transport_out, const char **why, char *err, size_t errlen);
 extern const char *const PLAN_NCCL_UNPROVEN;
 
-// The chunk order (which rank holds which virtual stage) is the schedule's (p->chunk_order, schedule.h). The
-// executor, checkpoints, verify, the report and the trace all ask these, never vs % K.
-static inline int plan_vstage(const Plan *p, int stage, int chunk) {
-    return vstage_of(p->chunk_order, p->K, stage, chunk);
-}
-static inline int plan_stage_of(const Plan *p, int vs) { return stage_of_vstage(p->chunk_order, p->K, vs); }
-static inline int plan_chunk_of(const Plan *p, int vs) { return chunk_of_vstage(p->K, vs); }
-static inline int plan_layers(const Plan *p, int vs) { return p->lo[vs + 1] - p->lo[vs]; }
-// The training stream (base/data.c maps it to rows): a step reads N accumulation micro-steps of a
-// batch of B = rows x M x D consecutive samples; replica d takes samples [d B/D, (d+1) B/D) of each,
-// cut into M micro-batches of rows. A run that starts step `start` at sample `sample0` (0, or where
-// its checkpoint left the stream) starts step `step` at plan_step_sample ...
-static inline uint64_t plan_step_sample(const Plan *p, uint64_t sample0, int start, int step) {
-    return sample0 + (uint64_t)(step - start) * (uint64_t)p->N * (uint64_t)p->rows * (uint64_t)p->M * (uint64_t)p->D;
-}
-// ... and its micro-batch mb of replica d in micro-step k at plan_sample (synthetic data cycles).
-static inline uint64_t plan_sample(const Plan *p, uint64_t step_sample, int k, int d, int mb) {
-    uint64_t rows = (uint64_t)p->rows, per_replica = rows * (uint64_t)p->M, batch = per_replica * (uint64_t)p->D;
-    uint64_t i = step_sample + (uint64_t)k * batch + (uint64_t)d * per_replica + (uint64_t)mb * rows;
-    return p->synthetic_samples ? i % (uint64_t)p->synthetic_samples : i;
-}
-// The grid on world ranks: T adjacent ranks form a tensor-parallel group; the groups are laid out on
-// stages x replicas by --placement. The stage, replica and tensor-parallel rank of a world rank.
-static inline int plan_rank_stage(const Plan *p, int rank) {
-    return comm_grid_stage(p->placement, p->K, p->D, comm_rank_group(p->T, rank));
-}
-static inline int plan_rank_replica(const Plan *p, int rank) {
-    return comm_grid_replica(p->placement, p->K, p->D, comm_rank_group(p->T, rank));
-}
-static inline int plan_rank_tp(const Plan *p, int rank) { return comm_rank_tp(p->T, rank); }
 // The parameters one rank holds of virtual stage vs (its layers, the input layer when it holds layer
 // 0, the head when it is the last; with --tp its shard of them, model.h's pairs): what stage_init
 // allocates, for the memory and shm rules.

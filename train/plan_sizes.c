@@ -24,7 +24,7 @@ double plan_vstage_params(const TrainConfig *c, const Plan *p, int vs) {
 }
 
 double plan_largest_bucket(const TrainConfig *c, const Plan *p, int vs) {
-    double cap = c->bucket_mb * 1024 * 1024, most = 0, floats = 0;
+    double cap = p->data.bucket_mb * 1024 * 1024, most = 0, floats = 0;
     int n = plan_layers(p, vs), head = vs == p->S - 1;
     for (int j = n + head - 1; j >= 0; j--) {
         floats += layer_floats(c, p, vs, j);
@@ -37,14 +37,14 @@ double plan_largest_bucket(const TrainConfig *c, const Plan *p, int vs) {
 }
 
 double plan_vstage_shm_floats(const TrainConfig *c, const Plan *p, int vs) {
-    int zero = p->data_parallel ? (int)c->zero : 0;
+    int zero = p->data.zero;
     double params = plan_vstage_params(c, p, vs), work = ZERO_BUFS * plan_largest_bucket(c, p, vs);
     return zero >= 3 ? 2 * work : zero == 2 ? params + work : 2 * params;
 }
 
 double plan_vstage_tp_floats(const TrainConfig *c, const Plan *p, int vs) {
     double H = (double)c->hidden, in = p->lo[vs] == 0 ? (double)p->inputs : H, rows = p->rows, n = 0;
-    int layers = plan_layers(p, vs), ckpt = c->checkpoint_activations && p->pipelined;
+    int layers = plan_layers(p, vs), ckpt = p->pipe.ckpt;
     for (int i = 0; i < layers && p->T > 1; i++) {
         int kind = tp_layer_kind(p->T, layers, i);
         if (kind == TP_ROW) n += rows * H * (ckpt ? 2 : 1);  // the forward's (and the recompute's) sum

@@ -15,14 +15,14 @@
 
 // The choices' names (the sync's and the all-reduce's too: report_dp_header prints them)...
 static void choice_names(const TrainConfig *c, const Plan *p, Summary *s) {
-    choice_name(MODE_CHOICES, c->mode, s->mode, sizeof s->mode);
+    choice_name(MODE_CHOICES, p->mode, s->mode, sizeof s->mode);
     choice_name(SCHED_NAMES, p->schedule, s->schedule, sizeof s->schedule);
     choice_name(OPTIM_CHOICES, c->optimizer, s->optimizer, sizeof s->optimizer);
     choice_name(TRANSPORT_CHOICES, p->transport, s->transport, sizeof s->transport);
-    choice_name(SYNC_CHOICES, c->ddp_sync, s->sync, sizeof s->sync);
-    choice_name(ALLREDUCE_CHOICES, p->allreduce, s->allreduce, sizeof s->allreduce);
-    choice_name(ALLREDUCE_CHOICES, p->tp_allreduce, s->tp_allreduce, sizeof s->tp_allreduce);
-    if (p->tp_nccl) snprintf(s->tp_allreduce, sizeof s->tp_allreduce, "nccl");
+    choice_name(SYNC_CHOICES, p->data.sync, s->sync, sizeof s->sync);
+    choice_name(ALLREDUCE_CHOICES, p->data.algo, s->allreduce, sizeof s->allreduce);
+    choice_name(ALLREDUCE_CHOICES, p->tensor.algo, s->tp_allreduce, sizeof s->tp_allreduce);
+    if (p->tensor.nccl) snprintf(s->tp_allreduce, sizeof s->tp_allreduce, "nccl");
     choice_name(PRECISION_CHOICES, c->precision, s->precision, sizeof s->precision);
 }
 
@@ -76,7 +76,7 @@ static void header_data(const TrainConfig *c, const Plan *p, const Data *d) {
 // Hybrid: how the grid sits on the ranks and why; several nodes: which stage and replica each rank
 // holds on each.
 static void header_placement(const Plan *p, const Hardware *hw) {
-    if (p->mode == MODE_HYBRID) {
+    if (p->pipelined && p->data_parallel) {
         int st = p->placement == PLACEMENT_STAGES;
         char pp[32], dp[32];
         printf("placement %s: %s on adjacent ranks (rank = %s x %d + %s) | per step: pipeline %s, all-reduce %s%s\n",
@@ -114,15 +114,17 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     Summary s = {0};
     char size[32];
     names(c, p, be, &s);
-    printf("micropp train | mode %s", s.mode);
-    if (c->mode == MODE_HYBRID) printf(" | %d stages x %d replicas (--pp %d --dp %d)", p->K, p->D, p->K, p->D);
-    if (c->mode == MODE_DDP) printf(" | %d replicas x %d rows", p->D, p->rows);
+    Degrees d = plan_degrees(p);
+    char run[64];
+    printf("micropp train | %s", degrees_text(&d, run, sizeof run));
+    if (p->world > 1) printf(" = %d ranks", p->world);
+    if (d.zero) printf(" | ZeRO-%d", d.zero);
+    if (p->data_parallel && !p->pipelined) printf(" | %d rows per replica", p->rows);
     if (p->pipelined)
-        printf(" | schedule %s | stages %d | micro-batches %d (%d rows each)%s", s.schedule, p->K, p->M, p->rows,
-               c->checkpoint_activations ? " | checkpointing" : "");
+        printf(" | schedule %s | micro-batches %d (%d rows each)%s", s.schedule, p->M, p->rows,
+               p->pipe.ckpt ? " | checkpointing" : "");
     if (p->V > 1) printf(" | %d virtual stages per rank", p->V);
     if (p->N > 1) printf(" | grad-accum %d", p->N);
-    if (c->mode == MODE_MANUAL) printf(" | parts %d", p->K);
     if (p->inputs == c->hidden)
         printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%s fp32)\n",
                (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
@@ -149,7 +151,7 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     if (c->precision == PRECISION_BF16 && be->on_host && !onednn_native_bf16())
         printf("note: this CPU has no native bf16 (AVX512_BF16): oneDNN emulates it, which can be slower than fp32\n");
     header_data(c, p, data);
-    if (c->mode != MODE_MONOLITH && c->mode != MODE_DDP) header_stages(p);
+    if (p->K > 1) header_stages(p);
     header_placement(p, &w->hardware);
     header_tp(p, &s);
     fflush(stdout);
@@ -167,7 +169,7 @@ void report_tp_header(const Plan *p, const TpGroup *g) {
     if (g->timed)
         printf("tensor parallel: pipeline messages %s, kept by --tp-message auto (one message timed each way at "
                "start-up: full %.3f ms, slice %.3f ms)\n", way, g->full_ms, g->slice_ms);
-    else if (p->tp_message == TP_MESSAGE_AUTO)  // one stage: nothing to time
+    else if (p->tensor.message == TP_MESSAGE_AUTO)  // one stage: nothing to time
         printf("tensor parallel: pipeline messages %s (--tp-message auto: one stage, no message to time)\n", way);
     else printf("tensor parallel: pipeline messages %s (--tp-message %s)\n", way, way);
 }
@@ -183,12 +185,12 @@ void report_dp_header(const TrainConfig *c, const Plan *p, const Model *model) {
         params += model->sync[k].s->n_params;
     }
     printf("data parallel: %d replicas | %s sync, %d %s%s", p->D, s.sync, nb,
-           c->ddp_sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
-    if (c->ddp_sync == SYNC_BUCKETED)
-        printf(" (cap %g MiB)%s", c->bucket_mb,
-               c->mode == MODE_HYBRID ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
-    printf(" | %s %s", c->zero ? "reduce-scatter + all-gather" : "all-reduce", s.allreduce);
-    if (c->zero) printf(" | ZeRO-%lld: this rank updates %zu of %zu parameters", (long long)c->zero, shards, params);
+           p->data.sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
+    if (p->data.sync == SYNC_BUCKETED)
+        printf(" (cap %g MiB)%s", p->data.bucket_mb,
+               p->pipelined ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
+    printf(" | %s %s", p->data.zero ? "reduce-scatter + all-gather" : "all-reduce", s.allreduce);
+    if (p->data.zero) printf(" | ZeRO-%d: this rank updates %zu of %zu parameters", p->data.zero, shards, params);
     printf("\n");
     fflush(stdout);
 }
@@ -221,7 +223,7 @@ static void fill_time(const TrainConfig *c, const Plan *p, Measure *m, Summary *
     for (int t = 0; t < start; t++) m->step_start[t] = m->step_start[start];
     double rows_per_step = (double)c->batch * p->N, P = (double)s->params;
     double flops = 6.0 * P * rows_per_step;
-    if (c->checkpoint_activations) flops += 2.0 * (P - ((double)c->classes * c->hidden + c->classes)) * rows_per_step;
+    if (p->pipe.ckpt) flops += 2.0 * (P - ((double)c->classes * c->hidden + c->classes)) * rows_per_step;
     s->step_ms = step_med * 1e3;
     s->samples_s = rows_per_step / step_med;
     s->gflops = flops / step_med / 1e9;
@@ -251,11 +253,11 @@ static void fill_comm_time(const Plan *p, Measure *m, Summary *s) {
 
 // The optimizer state per rank (Adam's two moments), the largest over the ranks; a replica's buckets
 // and collectives per step (the sum over its stages and their chunks).
-static void fill_sync_state(const TrainConfig *c, const Comm *comm, const Model *model, Summary *s) {
+static void fill_sync_state(const TrainConfig *c, const Plan *p, const Comm *comm, const Model *model, Summary *s) {
     size_t held = 0;
     double nb[2] = {0, 0};
     for (int k = 0; k < model->n_sync; k++) {
-        held += c->zero ? model->sync[k].shard_total : model->sync[k].s->n_params;
+        held += p->data.zero ? model->sync[k].shard_total : model->sync[k].s->n_params;
         nb[0] += model->sync[k].nb;
         nb[1] += model->sync[k].step_calls;
     }
@@ -313,7 +315,7 @@ static void fill_gemm(const TrainConfig *c, const Plan *p, const Measure *m, Sum
     double HxD = (double)c->hidden * p->inputs;  // layer 0: Linear(D, H)
     double gemm_flops =
         2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * (HxD + (L - 1) * HH + HC) + 2 * B * ((L - 1) * HH + HC);
-    if (c->checkpoint_activations) gemm_flops += 2 * B * (HxD + (L - 1) * HH);
+    if (p->pipe.ckpt) gemm_flops += 2 * B * (HxD + (L - 1) * HH);
     int ranks = p->distributed ? p->world : 1;
     s->gemm_ms = v[0] / ranks * 1e3;
     s->gemm_share = v[1] / ranks;
@@ -433,11 +435,12 @@ static void write_trace(const TrainConfig *c, const Plan *p, Summary *s, const T
     int err = out_open(&o, c->trace);
     if (!err) {
         char meta[512];
-        snprintf(meta, sizeof meta, "{\"micropp\":\"train\",\"schedule\":\"%s\",\"stages\":%d,\"micro_batches\":%d,"
+        snprintf(meta, sizeof meta,
+                 "{\"micropp\":\"train\",\"schedule\":\"%s\",\"stages\":%d,\"micro_batches\":%d,"
                  "\"replicas\":%d,\"tp\":%d,\"layers\":%lld,\"hidden\":%lld,\"batch\":%lld,\"steps\":%lld,"
                  "\"checkpoint_activations\":%s}",
                  s->schedule, p->K, p->M, p->D, p->T, (long long)c->layers, (long long)c->hidden, (long long)c->batch,
-                 p->steps, c->checkpoint_activations ? "true" : "false");
+                 p->steps, p->pipe.ckpt ? "true" : "false");
         timeline_write_chrome(o.f, tl, meta);
         err = out_commit(&o);
     }
@@ -544,7 +547,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     fill_model_state(p, &r->model, s);
     if (r->model.n_sync) {
         fill_comm_time(p, m, s);
-        fill_sync_state(c, &r->wire.comm, &r->model, s);
+        fill_sync_state(c, p, &r->wire.comm, &r->model, s);
     }
     if (c->gemm_timing) fill_gemm(c, p, m, s);
     if (p->T > 1) fill_tp(p, m, s);
@@ -690,10 +693,10 @@ static void summary_text(const Run *r, const Summary *s) {
     if (p->T > 1)
         printf("tensor parallel: %.0f all-reduces/step per rank | %.3g MB | %.2f ms/step = %.0f%% of the step (%s)\n",
                s->tp_calls, s->tp_bytes / 1e6, s->tp_ms, 100 * s->tp_share, s->tp_allreduce);
-    if (p->data_parallel && c->zero)
-        printf("ZeRO-%lld per rank: all-gather %.3f MB + reduce-scatter %.3f MB per step | weights %.2f MB, gradients "
+    if (p->data.zero)
+        printf("ZeRO-%d per rank: all-gather %.3f MB + reduce-scatter %.3f MB per step | weights %.2f MB, gradients "
                "%.2f MB, optimizer %.2f MB (+ %.2f MB working buckets)\n",
-               (long long)c->zero, s->allgather_bytes / 1e6, s->reduce_scatter_bytes / 1e6, s->weight_bytes / 1e6,
+               p->data.zero, s->allgather_bytes / 1e6, s->reduce_scatter_bytes / 1e6, s->weight_bytes / 1e6,
                s->grad_bytes / 1e6, s->optimizer_state_bytes / 1e6, s->working_bytes / 1e6);
     if (p->pipelined) text_pipeline(p, s);
     if (s->verify) text_verify(c, p, s->verify);

@@ -10,34 +10,34 @@
 #include "axes/zero.h"
 #include "base/util.h"
 
-static void json_data_parallel(cJSON *o, const TrainConfig *c, const Plan *p, const Summary *s) {
-    if (c->mode == MODE_HYBRID) cJSON_AddNumberToObject(o, "pp", p->K);
+static void json_data_parallel(cJSON *o, const Plan *p, const Summary *s) {
+    if (p->pipelined) cJSON_AddNumberToObject(o, "pp", p->K);
     cJSON_AddNumberToObject(o, "dp", p->D);
     cJSON_AddStringToObject(o, "ddp_sync", s->sync);
     cJSON_AddStringToObject(o, "allreduce", s->allreduce);
-    cJSON_AddNumberToObject(o, "zero", (double)c->zero);
-    if (c->ddp_sync == SYNC_BUCKETED) cJSON_AddNumberToObject(o, "bucket_mb", c->bucket_mb);
+    cJSON_AddNumberToObject(o, "zero", p->data.zero);
+    if (p->data.sync == SYNC_BUCKETED) cJSON_AddNumberToObject(o, "bucket_mb", p->data.bucket_mb);
     cJSON_AddNumberToObject(o, "bucket_count", s->buckets);
     cJSON_AddNumberToObject(o, "collectives_per_step", s->collectives);
-    if (p->allreduce == ALLREDUCE_SHM) cJSON_AddNumberToObject(o, "shm_collectives", s->shm_collectives);
+    if (p->data.algo == ALLREDUCE_SHM) cJSON_AddNumberToObject(o, "shm_collectives", s->shm_collectives);
     cJSON_AddNumberToObject(o, "comm_ms", s->comm_ms);
     cJSON_AddNumberToObject(o, "comm_hidden_fraction", s->comm_hidden);
     cJSON_AddNumberToObject(o, "optimizer_bytes_per_rank", s->optimizer_bytes);
-    if (c->zero) {  // the shards' traffic of one step, per rank (docs/data-parallel.md has the formula)
+    if (p->data.zero) {  // the shards' traffic of one step, per rank (docs/data-parallel.md has the formula)
         cJSON_AddNumberToObject(o, "allgather_bytes_per_step", s->allgather_bytes);
         cJSON_AddNumberToObject(o, "reduce_scatter_bytes_per_step", s->reduce_scatter_bytes);
     }
-    if (c->zero >= 3) cJSON_AddNumberToObject(o, "prefetched_gathers_per_step", s->prefetches);
+    if (p->data.zero >= 3) cJSON_AddNumberToObject(o, "prefetched_gathers_per_step", s->prefetches);
 }
 
-static void json_pipeline(cJSON *o, const TrainConfig *c, const Plan *p, const Summary *s) {
+static void json_pipeline(cJSON *o, const Plan *p, const Summary *s) {
     int K = p->K;
     cJSON_AddStringToObject(o, "schedule", s->schedule);
     cJSON_AddNumberToObject(o, "stages", K);
     cJSON_AddNumberToObject(o, "micro_batches", p->M);
     cJSON_AddNumberToObject(o, "virtual_stages", p->V);
     cJSON_AddStringToObject(o, "transport", s->transport);
-    cJSON_AddBoolToObject(o, "checkpoint_activations", c->checkpoint_activations);
+    cJSON_AddBoolToObject(o, "checkpoint_activations", p->pipe.ckpt);
     int part[MAX_STAGES];
     for (int k = 0; k < p->S; k++) part[k] = plan_layers(p, k);
     cJSON_AddItemToObject(o, "partition", cJSON_CreateIntArray(part, p->S));
@@ -128,7 +128,12 @@ void summary_json(const Run *r, const Summary *s) {
     const Model *model = &r->model;
     int start = s->start, steps = (int)p->steps;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "mode", s->mode);
+    cJSON_AddStringToObject(o, "mode", s->mode);  // (kept for scripts: the spelling of the degrees below)
+    cJSON *deg = cJSON_AddObjectToObject(o, "degrees");
+    cJSON_AddNumberToObject(deg, "pp", p->K);
+    cJSON_AddNumberToObject(deg, "dp", p->D);
+    cJSON_AddNumberToObject(deg, "tp", p->T);
+    cJSON_AddNumberToObject(deg, "zero", p->data.zero);
     cJSON_AddNumberToObject(o, "layers", (double)c->layers);
     cJSON_AddNumberToObject(o, "hidden", (double)c->hidden);
     cJSON_AddNumberToObject(o, "inputs", (double)p->inputs);
@@ -173,19 +178,19 @@ void summary_json(const Run *r, const Summary *s) {
         cJSON_AddStringToObject(o, "saved_to", c->save);
         cJSON_AddNumberToObject(o, "saved_step", (double)r->progress.saved_step);
     }
-    if (c->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", p->K);
+    if (p->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", p->K);
     cJSON *mem = cJSON_AddObjectToObject(o, "memory_per_rank");  // allocated, the largest over the ranks
     cJSON_AddNumberToObject(mem, "weights", s->weight_bytes);
     cJSON_AddNumberToObject(mem, "grads", s->grad_bytes);
     cJSON_AddNumberToObject(mem, "optimizer", s->optimizer_state_bytes);
-    if (c->zero >= 2 && p->data_parallel) {  // ZeRO-2, 3: the working buckets, apart from the shards above
+    if (p->data.zero >= 2) {  // ZeRO-2, 3: the working buckets, apart from the shards above
         cJSON_AddNumberToObject(mem, "working", s->working_bytes);
         cJSON_AddNumberToObject(mem, "gathered_weights_peak", s->gathered_peak_bytes);
     }
     cJSON_AddNumberToObject(mem, "max_rss", s->max_rss);  // the process's peak resident set (getrusage)
     if (p->N > 1 || p->grad_accum_given) cJSON_AddNumberToObject(o, "grad_accum", p->N);
-    if (p->data_parallel) json_data_parallel(o, c, p, s);
-    if (p->pipelined) json_pipeline(o, c, p, s);
+    if (p->data_parallel) json_data_parallel(o, p, s);
+    if (p->pipelined) json_pipeline(o, p, s);
     if (!p->pipelined) {  // the monolith, a ddp replica, the manual split's parts: each stage's own peak
         double peak[MAX_STAGES];
         for (int k = 0; k < model->n_local && k < MAX_STAGES; k++) peak[k] = (double)model->local[k].peak_act_bytes;

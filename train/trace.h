@@ -8,11 +8,9 @@
 #include "base/config.h"
 #include "base/outfile.h"
 #include "schedule.h"
+#include "axes/axis.h"  // EV_*: the event kinds
 
-// Event kinds: the schedule's action kinds, then the work of a step outside its action list.
-// ZeRO-2 and 3 (ddp --trace): each bucket's all-gather and reduce-scatter; --tp: the group's all-reduces
-// (and --tp-message slice's all-gathers), inside the forwards and backwards: on a track of their own.
-enum { EV_ALLREDUCE = ACT_KINDS, EV_OPTIMIZER, EV_GATHER, EV_REDUCE_SCATTER, EV_TP_ALLREDUCE, EV_KINDS };
+// (The event kinds, EV_*, are the axes': axes/axis.h.)
 // The kinds drawn on a rank's second track (the trace's "collectives", a chart's line under the rank's).
 static inline int kind_on_comm_track(int kind) { return kind >= EV_GATHER; }
 
