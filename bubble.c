@@ -212,10 +212,11 @@ static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kin
         if (schedule_kind(kinds[a])->chunks == CHUNKS_OPTION) takes = kinds[a];
     g->has_option_chunks = takes >= 0;
     for (int a = 0; a < n_kind; a++) g->has_v |= schedule_chunk_order(kinds[a], g->file) == CHUNKS_V;
-    char takers[64];
-    if (seen_set(seen, "virtual-stages") && !g->has_option_chunks)
+    if (seen_set(seen, "virtual-stages") && !g->has_option_chunks) {
+        char takers[64];
         user_error("bubble: --virtual-stages applies to --schedule %s: add it to --schedule or drop --virtual-stages",
                    schedule_chunk_option_kinds(takers, sizeof takers));
+    }
     if (g->has_option_chunks && c->virtual_stages < schedule_kind(takes)->least_chunks)
         user_error("bubble: --schedule %s needs --virtual-stages >= %d (with 1 chunk per rank it is %s)",
                    schedule_kind(takes)->name, schedule_kind(takes)->least_chunks, schedule_kind(takes)->one_chunk);

@@ -117,12 +117,13 @@ const char *schedule_check(int kind, int K, int M, int v) {
         return why;
     }
     if (k->chunks != CHUNKS_OPTION && v != k->chunks) {
-        char takers[64];
-        if (k->chunks > 1)
+        if (k->chunks > 1) {
             snprintf(why, sizeof why, "--schedule %s holds exactly %d chunks per rank", k->name, k->chunks);
-        else
+        } else {
+            char takers[64];
             snprintf(why, sizeof why, "--virtual-stages applies to --schedule %s only",
                      schedule_chunk_option_kinds(takers, sizeof takers));
+        }
         return why;
     }
     if (M < k->least_m * K) {

@@ -59,7 +59,6 @@ static int from_degrees(const TrainConfig *c, const OptionsSeen *seen, int world
                         size_t n) {
     int has_p = seen_set(seen, "pp"), has_d = seen_set(seen, "dp"), T = d->tp, G = world / T;
     long long P = c->pp, D = c->dp;
-    char fits[96], grp[48];
     if (hybrid && !has_p && !has_d)
         return refuse(err, n,
                       "train: --mode hybrid needs --pp P (stages) and --dp D (replicas) with P x D = %d, the number "
@@ -78,10 +77,12 @@ static int from_degrees(const TrainConfig *c, const OptionsSeen *seen, int world
     }
     const char *flag = has_p ? "pp" : "dp";
     long long x = has_p ? P : D;
-    if (has_p != has_d && G % x)
+    if (has_p != has_d && G % x) {
+        char fits[96], grp[48];
         return refuse(err, n, "train: --%s %lld does not divide the %d rank%s%s: use --%s %s, or 'mpiexec -n %lld'",
                       flag, x, world, world == 1 ? "" : "s", groups_of(T, world, grp, sizeof grp), flag,
                       divisors(G, fits, sizeof fits), x * T);
+    }
     d->pp = has_p ? (int)P : has_d ? G / (int)D : 1;
     d->dp = has_d ? (int)D : G / d->pp;
     return 0;
@@ -179,18 +180,19 @@ static int spelled_one(const TrainConfig *c, const OptionsSeen *seen, int world,
 int degrees_resolve(const TrainConfig *c, const OptionsSeen *seen, int world, Degrees *d, char *err, size_t n) {
     *d = (Degrees){.pp = 1, .dp = 1, .tp = (int)c->tp};
     int spelled = seen_set(seen, "mode"), T = d->tp;
-    char fits[96];
     err[0] = 0;
     if (seen_typed(seen, "parts") && !(spelled && c->mode == MODE_MANUAL))
         return refuse(err, n,
                       "train: --parts applies to --mode manual (the parts of one process): drop it or add "
                       "--mode manual");
     if (spelled && c->mode == MODE_MANUAL) return spelled_one(c, seen, world, d, err, n);
-    if (world % T)
+    if (world % T) {
+        char fits[96];
         return refuse(err, n,
                       "train: --tp %d makes groups of %d adjacent ranks, and %d ranks were started: use --tp %s (the "
                       "divisors of %d), or run 'mpiexec -n %d' (a multiple of %d)",
                       T, T, world, divisors(world, fits, sizeof fits), world, (world / T + 1) * T, T);
+    }
     int rc = !spelled || c->mode == MODE_HYBRID ? from_degrees(c, seen, world, spelled, d, err, n)
              : c->mode == MODE_PP               ? spelled_pp(c, seen, world, d, err, n)
              : c->mode == MODE_DDP              ? spelled_ddp(c, seen, world, d, err, n)

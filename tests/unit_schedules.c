@@ -627,9 +627,10 @@ static void test_table(void) {
            isnan(schedule_bubble_formula(SCHED_FILE, 4, 8, 1)) && !schedule_bubble_holds(SCHED_ZBAUTO, 4, 8, 1), "a number");
     // a kind out of range: the run stops naming it (a child process, as fatal exits)
     int fd[2];
-    char err[300] = "", want[64];
+    char want[64];
     snprintf(want, sizeof want, "unknown schedule kind %d", SCHED_KINDS);
     if (pipe(fd) == 0) {
+        char err[300] = "";
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0) {

@@ -108,11 +108,10 @@ static long ties_bound(const Stage *ref, int slot, int rows, float *bnd) {
     const Slot *sl = &ref->slots[slot];
     int H = ref->H, L = ref->n_layers, C = ref->C, Kmax = H > ref->D ? H : ref->D;
     size_t rH = (size_t)rows * H;
-    TieScratch t;
-    float **bufs[] = {&t.z, &t.m, &t.dy, &t.dz, &t.A, &t.B};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) *bufs[i] = xcalloc(rH, sizeof(float));
-    t.abs_in = xmalloc(sizeof(float) * (size_t)rows * Kmax);
-    t.abs_w = xmalloc(sizeof(float) * (size_t)H * Kmax);
+    TieScratch t = {.z = xcalloc(rH, sizeof(float)), .m = xcalloc(rH, sizeof(float)), .dy = xcalloc(rH, sizeof(float)),
+                    .dz = xcalloc(rH, sizeof(float)), .A = xcalloc(rH, sizeof(float)), .B = xcalloc(rH, sizeof(float)),
+                    .abs_in = xmalloc(sizeof(float) * (size_t)rows * Kmax),
+                    .abs_w = xmalloc(sizeof(float) * (size_t)H * Kmax)};
     unsigned char *tie = xmalloc(rH);
     rb->gemm(0, 0, rows, H, C, 1.0f, (const float *)sl->logits, C, ref->Wh, H, 0.0f, t.dy, H);  // dlogits Wh
     long ties = 0;
@@ -135,7 +134,7 @@ static long ties_bound(const Stage *ref, int slot, int rows, float *bnd) {
         rb->gemm(0, 0, rows, K, H, 1.0f, t.B, H, t.abs_w, K, 0.0f, t.A, K);     // A_(l-1) = B_l |W_l|
         rb->gemm(0, 0, rows, K, H, 1.0f, t.dz, H, ref->W[l], K, 0.0f, t.dy, K);  // dy_(l-1) = dz_l W_l
     }
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(*bufs[i]);
+    free(t.z); free(t.m); free(t.dy); free(t.dz); free(t.A); free(t.B);
     free(t.abs_in); free(t.abs_w); free(tie);
     return ties;
 }
