@@ -402,7 +402,7 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
     if (shape[0]) fputs(shape, stdout);
     printf("# precision %s: weights, gradients, optimizer state 4 bytes per value; stashed activations %g bytes per "
            "element\n",
-           choice_name(PRECISION_CHOICES, c->precision, name, sizeof name), memory_activation_elem(c->precision));
+           choice_name(PRECISION_CHOICES, c->precision, name, sizeof name), pipeline_activation_elem(c->precision));
     printf("# bytes per rank (its stage that needs most), activations at the schedule's simulated peak; bubble "
            "simulated, F = I = W\n");
     if (pc->n_tp > 1)
@@ -507,7 +507,7 @@ static void print_json(const PlanCmd *pc, const Table *t) {
     cJSON_AddNumberToObject(o, "params",
                             (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes));
     cJSON_AddStringToObject(o, "precision", choice_name(PRECISION_CHOICES, c->precision, name, sizeof name));
-    cJSON_AddNumberToObject(o, "activation_bytes_per_element", memory_activation_elem(c->precision));
+    cJSON_AddNumberToObject(o, "activation_bytes_per_element", pipeline_activation_elem(c->precision));
     cJSON_AddStringToObject(o, "optimizer", choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name));
     cJSON_AddNumberToObject(o, "zero", (double)c->zero);
     cJSON_AddBoolToObject(o, "checkpoint_activations", c->checkpoint_activations);

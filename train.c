@@ -129,16 +129,9 @@ static StageSpec spec_of(const TrainConfig *c, const Plan *p, const Wire *w, int
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
 // i.e. F = 1, B = 2), and each chunk's activation stash is sized from that simulation.
 static void setup_pipeline(const TrainConfig *c, const Plan *p, Wire *w, Model *model, StepState *st) {
-    comm_grid_tp(&w->comm, w->be, p->K, p->D, p->T, p->placement);
-    int nb[2 * COMM_MAX_CHUNKS], n_nb = p2p_neighbours(p->K, p->V, p->chunk_order, w->comm.stage, nb);
-    for (int i = 0; i < n_nb; i++) nb[i] = comm_stage_rank(&w->comm, nb[i]);  // the NCCL warm-up's peers
-    comm_use_transport(&w->comm, p->transport, nb, n_nb);
+    pipeline_setup(p, &w->comm, w->be, &st->sim, &st->list);
     w->stage = w->comm.stage;
     w->replica = w->comm.replica;
-    SimSpec spec = {.kind = p->schedule, .file = p->file, .K = p->K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
-    schedule_sim(&spec, &st->sim);
-    if (st->sim.deadlock) fatal("schedule would deadlock: %s", st->sim.why);
-    schedule_build(p->schedule, p->file, p->K, p->M, p->V, w->stage, &st->list);
     model->n_local = p->V;
     model->local = xcalloc((size_t)p->V, sizeof(Stage));
     model->vs_of = xcalloc((size_t)p->V, sizeof(int));

@@ -6,28 +6,20 @@
 #include <string.h>
 #include "planner/memory.h"
 #include "axes/data.h"
+#include "axes/pipeline.h"
 #include "axes/tensor.h"
 #include "schedule_auto.h"
 #include "base/util.h"
 
-// Bytes of one stashed activation element at this precision (model.c: bf16 stashes hold half).
-double memory_activation_elem(int precision) { return precision == PRECISION_BF16 ? 2 : sizeof(float); }
-
 void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const int *slots, int n, MemNeed *m) {
-    double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float),
-           a = memory_activation_elem(c->precision);
-    int split = p->split, ckpt = p->pipe.ckpt;
+    double H = (double)c->hidden, C = (double)c->classes, rows = p->rows, f = sizeof(float);
     memset(m, 0, sizeof *m);
     for (int k = 0; k < n; k++) {
-        int vs = vs_of[k], layers = plan_layers(p, vs), head = vs == p->S - 1;
+        int vs = vs_of[k];
         double in = p->lo[vs] == 0 ? (double)p->inputs : H;  // layer 0 reads --inputs features
         double params = tensor_params(c, p, vs);
         data_sizes(c, p, vs, params, m);  // the weights, gradients and optimizer state, as ZeRO shards them
-        double act = rows * a * tensor_out_widths(c, p, vs, 0, layers);  // every layer's output, once
-        double per_slot = rows * in * a + (head ? rows * C * a + rows * 4 : 0);
-        if (!ckpt || split) per_slot += act;  // the layer outputs (with split + checkpointing: refilled at I)
-        if (split) per_slot += act;           // the pre-activation gradients kept from I to W
-        m->activations += slots[k] * per_slot + (ckpt ? act : 0);
+        pipeline_sizes(c, p, vs, slots[k], m);  // the activations it stashes
         m->buffers += 2 * rows * H * f;  // the backward's ping-pong
         double wide = in > H ? (in > C ? in : C) : (H > C ? H : C);
         if (c->precision == PRECISION_BF16) m->buffers += 3 * rows * wide * f;  // the fp32 work buffers of bf16 stashes
@@ -37,7 +29,7 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
 }
 
 double memory_live_peak(const TrainConfig *c, const Plan *p, const ActionList *list, int stage) {
-    double H = (double)c->hidden, rows = p->rows, a = memory_activation_elem(c->precision);
+    double H = (double)c->hidden, rows = p->rows, a = pipeline_activation_elem(c->precision);
     int ckpt = p->pipe.ckpt, V = p->V, M = p->M;
     // model.c's bytes of a slot of each chunk: after F (stash), through B (all: recomputed when
     // checkpointing), through I (all and every dz), after I until W (deferred)

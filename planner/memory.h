@@ -39,8 +39,6 @@ int memory_layout(const TrainConfig *c, int kind, const Degrees *d, MemLayout *o
 // --max-inflight micro-batches on every stage (default 2K: the paper's ZB-2p).
 void memory_zbauto(const TrainConfig *c, const Plan *p, SchedFile *out);
 void memory_layout_free(MemLayout *l);
-// Bytes of one stashed activation element at --precision (PRECISION_*).
-double memory_activation_elem(int precision);
 // MemAvailable from /proc/meminfo, bytes; -1 when it cannot be read.
 double memory_available(void);
 // What a GPU holds beyond memory_rank's buffers: cuBLAS's workspace, the NCCL transport's staging

@@ -8,11 +8,13 @@
 #include "base/util.h"
 #include "model.h"
 #include "axes/data.h"
+#include "axes/pipeline.h"
 #include "planner/memory.h"
 #include "train/plan.h"
 #include "planner/predict.h"
 #include "axes/tensor.h"
 #include "axes/data.h"
+#include "axes/pipeline.h"
 
 Degrees layout_degrees(const Layout *l) {
     return (Degrees){.pp = l->pp > 1 ? l->pp : 1,
@@ -237,54 +239,6 @@ static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, i
     return 0;
 }
 
-// The two simulations a pipeline's prediction needs, kept for the next layouts: the search prices
-// layouts whose passes are alike (ZeRO 0 to 2, which differ only after the list) one after another,
-// and a simulation is most of a layout's price. Keyed by everything the simulator reads.
-typedef struct {
-    int kind, K, M, v;
-    double comm, *fbw;          // [3K] the stages' F, B, W
-    int deadlock;
-    double makespan, free_makespan, bubble, *end, *busy;  // end, busy: [K]
-} SimMemo;
-#define SIM_MEMOS 8
-static SimMemo memos[SIM_MEMOS];
-static int memo_next;
-
-static const SimMemo *simulate(SimSpec *spec) {
-    size_t K = (size_t)spec->K;
-    for (int i = 0; i < SIM_MEMOS; i++) {
-        const SimMemo *m = &memos[i];
-        if (m->fbw && m->kind == spec->kind && m->K == spec->K && m->M == spec->M && m->v == spec->v &&
-            m->comm == spec->comm && !memcmp(m->fbw, spec->stage_f, 3 * K * sizeof(double)))
-            return m;
-    }
-    SimMemo *m = &memos[memo_next];
-    memo_next = (memo_next + 1) % SIM_MEMOS;
-    free(m->fbw);
-    *m = (SimMemo){.kind = spec->kind, .K = spec->K, .M = spec->M, .v = spec->v, .comm = spec->comm,
-                   .fbw = xmalloc(5 * K * sizeof(double))};
-    memcpy(m->fbw, spec->stage_f, 3 * K * sizeof(double));  // (stage_f, _b, _w: one array, predict_pipeline's)
-    m->end = m->fbw + 3 * K;
-    m->busy = m->fbw + 4 * K;
-    SimResult r = {0}, free_msgs = {0};
-    schedule_sim(spec, &r);
-    spec->comm = 0;
-    spec->slices = 0;
-    schedule_sim(spec, &free_msgs);
-    spec->comm = m->comm;
-    m->deadlock = r.deadlock || free_msgs.deadlock;
-    m->makespan = r.makespan;
-    m->free_makespan = free_msgs.makespan;
-    m->bubble = free_msgs.bubble_mean;
-    for (size_t s = 0; s < K && !m->deadlock; s++) {
-        m->end[s] = r.n_slices[s] ? r.slices[s][r.n_slices[s] - 1].t1 : 0;
-        m->busy[s] = r.busy[s];
-    }
-    sim_result_free(&r);
-    sim_result_free(&free_msgs);
-    return m;
-}
-
 // The pipeline's step: every rank's passes simulated against the others with the messages' cost,
 // then each rank's tail after its last action; the step ends with the slowest. The bubble comes from
 // the same simulation with free messages, the messages' share from the difference.
@@ -292,11 +246,11 @@ static int predict_pipeline(const Profile *pf, const TrainConfig *c, const Plan 
     int K = p->K, rc = 0;
     double *f = xcalloc((size_t)K * 4, sizeof(double)), *b = f + K, *w = f + 2 * K, *x = f + 3 * K;
     for (int s = 0; s < K && !rc; s++) rc = stage_costs(pf, c, p, s, &f[s], &b[s], &w[s], &x[s]);
-    double H = (double)c->hidden, bytes = p->rows * H * (c->precision == PRECISION_BF16 ? 3 : 4);  // act 4, grad 2
+    double bytes = pipeline_price_message_bytes(p, (double)c->hidden, c->precision);
     int intra = pf->calibrated || K * p->D * p->T <= pf->devices_per_node;
     SimSpec spec = {.kind = p->schedule, .K = K, .M = p->M, .v = p->V, .f = f[0], .b = b[0], .w = w[0],
                     .comm = cost_p2p(pf, bytes, intra), .stage_f = f, .stage_b = b, .stage_w = w, .slices = 1};
-    const SimMemo *r = rc ? NULL : simulate(&spec);
+    const PipelinePrice *r = rc ? NULL : pipeline_price(&spec);
     rc = rc || r->deadlock ? -1 : 0;
     double step = 0, msgs = rc ? 0 : r->makespan - r->free_makespan;
     for (int s = 0; s < K && !rc; s++) {

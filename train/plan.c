@@ -17,6 +17,7 @@
 #include "train/plan.h"
 #include "axes/degrees.h"
 #include "axes/tensor.h"
+#include "axes/pipeline.h"
 #include "schedule.h"
 #include "comms/tags.h"
 #include "base/util.h"
@@ -35,145 +36,25 @@ static int rule_flags_apply(const TrainConfig *c, const Degrees *d, Err *e) {
                       "train: --samples sizes the synthetic data set, and --data '%s' is a file whose rows are the "
                       "training set: drop --samples",
                       c->data);
-    if (seen_typed(e->seen, "grad-accum") && (d->pp > 1 || d->manual))
-        return refuse(e,
-                      "train: --grad-accum applies to a run without a pipeline (--pp 1), and this run is %s: a "
-                      "pipeline already accumulates over --micro-batches",
-                      run);
     return 0;
 }
-
-static int rule_depth(const TrainConfig *c, const Plan *p, Err *e);
 
 // Each axis' part of the plan: its options as this run takes them (an inactive axis: its defaults).
 static void plan_parts(const TrainConfig *c, const Degrees *d, Plan *p) {
     data_part(c, d, p);
     p->tensor.algo = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;  // (the facts may change both)
-    p->pipe = (PipelinePlan){.ckpt = p->pipelined && c->checkpoint_activations,
-                             .max_inflight = c->max_inflight ? (int)c->max_inflight : 2 * d->pp};
+    pipeline_part(c, d, p);
 }
 
 // The grid the degrees give (stages K, replicas D, tensor ranks T), micro-batches and micro-steps.
-static int rule_grid(const TrainConfig *c, const Degrees *d, Plan *p, Err *e) {
+static int rule_grid(const TrainConfig *c, const Degrees *d, long long tag_ub, Plan *p, Err *e) {
     p->K = d->pp;
     p->D = d->dp;
     p->T = d->tp;
-    p->M = p->pipelined ? (int)c->micro_batches : 1;
     // (a config file's key is left unused)
     p->N = d->pp == 1 && !d->manual ? (int)c->grad_accum : 1;
     plan_parts(c, d, p);
-    return rule_depth(c, p, e);
-}
-
-// Every stage needs a layer.
-static int rule_depth(const TrainConfig *c, const Plan *p, Err *e) {
-    if (p->K > MAX_STAGES) return refuse(e, "train: %d stages is more than the %d supported", p->K, MAX_STAGES);
-    if (p->K > c->layers) {
-        const char *what = p->pipelined ? "stages (--pp)" : "parts",
-                   *fewer = p->pipelined ? "a smaller --pp" : "fewer parts";
-        return refuse(e, "train: %d %s but only %lld layers: every stage needs a layer, so use --layers >= %d or %s",
-                      p->K, what, (long long)c->layers, p->K, fewer);
-    }
-    return 0;
-}
-
-// The schedule: chunks per rank and their chunk order (the schedule's), the (M, K) it can run
-// (schedule_check holds the rule), and the largest message tag of the run, which MPI must accept.
-// A schedule file (read and proven by train.c before the plan: the plan's input) fixes the ranks of
-// the pipeline, the micro-batches and the chunks with their chunk order.
-static int rule_schedule_file(const TrainConfig *c, Plan *p, Err *e) {
-    int K = p->file->K, M = p->file->M;
-    if (seen_typed(e->seen, "schedule"))
-        return refuse(e, "train: --schedule and --schedule-file both name the schedule: give one of them");
-    if (K != p->K)
-        return refuse(e,
-                      "train: --schedule-file '%s' has %d rows (one per rank) but the pipeline has %d stages: run it "
-                      "on %d ranks or write %d rows",
-                      c->schedule_file, K, p->K, K, p->K);
-    if (seen_set(e->seen, "micro-batches") && c->micro_batches != M)
-        return refuse(e,
-                      "train: --micro-batches %lld but --schedule-file '%s' runs micro-batches 0..%d: drop "
-                      "--micro-batches or give %d",
-                      (long long)c->micro_batches, c->schedule_file, M - 1, M);
-    p->M = M;
-    return 0;
-}
-
-static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e);
-
-static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) {
-    char sched[32];
-    choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched);
-    if (p->pipelined && p->schedule == SCHED_FILE && rule_schedule_file(c, p, e)) return -1;
-    char takers[64];  // the kinds that take --virtual-stages, by the table
-    schedule_chunk_option_kinds(takers, sizeof takers);
-    if (p->pipelined && schedule_kind(p->schedule)->chunks != CHUNKS_OPTION && seen_typed(e->seen, "virtual-stages"))
-        return refuse(e, "train: --virtual-stages applies to --schedule %s, not %s: drop it or add --schedule %.*s",
-                      takers, sched, (int)strcspn(takers, " ,"), takers);
-    if (p->pipelined && p->schedule != SCHED_ZBAUTO && seen_typed(e->seen, "max-inflight"))
-        return refuse(e, "train: --max-inflight is zb-auto's memory limit, not %s's: drop it or add --schedule zb-auto",
-                      sched);
-    return rule_chunks(c, tag_ub, p, e);
-}
-
-// The schedule's chunks per rank and their chunk order, and the (M, K) it can run.
-static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) {
-    char sched[32];
-    choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched);
-    const ScheduleKind *k = schedule_kind(p->schedule);
-    int option_chunks = p->pipelined && k->chunks == CHUNKS_OPTION;  // --virtual-stages chunks
-    p->V = p->pipelined ? schedule_chunks(p->schedule, (int)c->virtual_stages, p->file) : 1;
-    p->chunk_order = p->pipelined ? schedule_chunk_order(p->schedule, p->file) : CHUNKS_LOOP;
-    p->split = p->pipelined && schedule_splits_backward(p->schedule, p->file);
-    if (option_chunks && p->V < k->least_chunks)
-        return refuse(e,
-                      "train: --schedule %s needs --virtual-stages >= %d (got %d; with 1 chunk per rank it is %s: use "
-                      "--schedule %s)",
-                      sched, k->least_chunks, p->V, k->one_chunk, k->one_chunk);
-    if (p->pipelined && p->M < k->least_m * p->K)
-        return refuse(e,
-                      "train: --schedule %s needs --micro-batches >= %d x %d ranks = %d (%s), got %d: use "
-                      "--micro-batches %d or --schedule %s",
-                      sched, k->least_m, p->K, k->least_m * p->K, k->least_m_rule, p->M, k->least_m * p->K,
-                      k->least_m_else);
-    p->S = p->K * p->V;
-    if (p->S > c->layers && p->S > MAX_LAYERS)
-        return refuse(e,
-                      "train: %d ranks x %d chunks = %d chunks, more than the %d layers a model can have (every chunk "
-                      "needs a layer): use fewer %s",
-                      p->K, p->V, p->S, MAX_LAYERS, option_chunks ? "--virtual-stages or ranks" : "ranks");
-    if (p->S > c->layers) {
-        if (k->chunks == CHUNKS_OF_LISTS)
-            return refuse(e,
-                          "train: --schedule-file '%s' holds %d chunks per rank: %d ranks x %d = %d chunks but only "
-                          "%lld layers: use --layers >= %d or a file with fewer stages",
-                          c->schedule_file, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
-        if (!option_chunks)
-            return refuse(e,
-                          "train: --schedule %s holds %d chunks per rank: %d ranks x %d = %d chunks but only %lld "
-                          "layers: use --layers >= %d or fewer ranks",
-                          sched, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
-        return refuse(e,
-                      "train: %d ranks x %d virtual stages = %d chunks but only %lld layers: every chunk needs a "
-                      "layer, so use --layers >= %d or fewer --virtual-stages",
-                      p->K, p->V, p->S, (long long)c->layers, p->S);
-    }
-    long long passes = (long long)p->K * p->V * p->M;
-    if (p->pipelined && passes > SCHEDULE_MAX_SIM)
-        return refuse(
-            e,
-            "train: %d stages x %d chunk%s x %d micro-batches = %lld passes to simulate, more than the %d the "
-            "simulator takes "
-            "(it proves the schedule and sizes the stashes before the run): use --micro-batches %lld or fewer",
-            p->K, p->V, p->V == 1 ? "" : "s", p->M, passes, SCHEDULE_MAX_SIM,
-            SCHEDULE_MAX_SIM / ((long long)p->K * p->V));
-    long long top = comm_tag_chunk_max(p->M, p->V);
-    if (p->pipelined && top > tag_ub)
-        return refuse(e,
-                      "train: %d micro-batches x %d virtual stages need message tags up to %lld but this MPI allows "
-                      "%lld: use fewer micro-batches",
-                      p->M, p->V, top, tag_ub);
-    return 0;
+    return pipeline_rules(c, d, tag_ub, p, e);
 }
 
 // Up to 8 divisors of n, "1, 2, 4, 8" (the micro-batch counts that would cut n rows evenly).
@@ -206,46 +87,6 @@ static int rule_batch(const TrainConfig *c, Plan *p, Err *e) {
                       B, p->M, fits);
     }
     p->rows = (int)(B / p->D / p->M);
-    return 0;
-}
-
-// Layers per virtual stage (per stage, or per chunk in pipeline order when interleaved): the user's
-// --partition, or an even split with the remainder spread over the first (virtual) stages.
-static int rule_partition(const TrainConfig *c, Plan *p, Err *e) {
-    int S = p->S, L = (int)c->layers;
-    const char *what = p->V > 1 ? "chunk" : "stage", *list = c->partition;
-    p->lo[0] = 0;
-    if (!list[0]) {
-        for (int i = 0; i < S; i++) p->lo[i + 1] = p->lo[i] + L / S + (i < L % S);
-        return 0;
-    }
-    int parts[MAX_STAGES];
-    int n = parse_int_list(list, parts, MAX_STAGES);
-    if (n < 0)
-        return refuse(e, "train: --partition '%s' is not a comma-separated list of layer counts like 5,4,4,3", list);
-    if (n != S && p->V > 1 && p->chunk_order == CHUNKS_V)
-        return refuse(e,
-                      "train: --partition '%s' has %d entries but %d ranks x 2 chunks make %d: give one layer count "
-                      "per chunk, in pipeline order (rank r holds chunks r and %d-r, a V)",
-                      list, n, p->K, S, S - 1);
-    if (n != S && p->V > 1)
-        return refuse(e,
-                      "train: --partition '%s' has %d entries but %d ranks x %d virtual stages make %d chunks: give "
-                      "one layer count per chunk, in pipeline order (rank r holds chunks r, r+%d, ...)",
-                      list, n, p->K, p->V, S, p->K);
-    if (n != S)
-        return refuse(e,
-                      "train: --partition '%s' has %d entries but there are %d stages: give one layer count per stage",
-                      list, n, p->K);
-    for (int i = 0; i < n; i++) {
-        if (parts[i] < 1)
-            return refuse(e, "train: --partition '%s': %s %d gets %d layers; every %s needs at least 1", list, what, i,
-                          parts[i], what);
-        p->lo[i + 1] = p->lo[i] + parts[i];
-    }
-    if (p->lo[n] != L)
-        return refuse(e, "train: --partition '%s' sums to %d but --layers is %d: the counts must add up to the layers",
-                      list, p->lo[n], L);
     return 0;
 }
 
@@ -340,22 +181,6 @@ static int rule_epochs(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
                       "use --warmup-steps %lld or fewer, or more --epochs",
                       (long long)c->warmup_steps, p->steps, p->epochs, p->epochs == 1 ? "" : "s", p->steps_per_epoch,
                       c->lr, p->steps);
-    return 0;
-}
-
-// The pipeline's observers: --gantt, --timeline-step.
-static int rule_observers(const TrainConfig *c, const Plan *p, Err *e) {
-    if (!p->pipelined) return 0;
-    if (c->gantt && c->json)
-        return refuse(e, "train: --gantt prints a chart and --json one JSON object: use one of them (--timeline "
-                         "FILE.svg works with --json)");
-    if (c->timeline_step && !c->timeline[0] && !c->gantt)
-        return refuse(
-            e, "train: --timeline-step picks the step drawn by --timeline or --gantt: add one of them, or drop it");
-    if (c->timeline_step > c->steps && !p->epochs)  // (with epochs: rule_epochs checks it)
-        return refuse(e,
-                      "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
-                      (long long)c->timeline_step, (long long)c->steps);
     return 0;
 }
 
@@ -493,7 +318,7 @@ static void rule_eval(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 }
 
 static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    if (rule_length(c, p, e) || rule_observers(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, p, e) ||
+    if (rule_length(c, p, e) || pipeline_rules_run(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, p, e) ||
         rule_checkpoints(c, e) || rule_devices(c, f, p, e) || data_rules_facts(c, f, p, e) ||
         rule_resumed(c, f, p, e) || tensor_rules_facts(c, f, p, e))
         return -1;
@@ -522,8 +347,7 @@ int plan_make(const TrainConfig *c, const Degrees *d, const OptionsSeen *seen, c
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);  // the default: Linear(H, H) first, as before --inputs
     p->transport_why = "";
     if (plan_early(c, err, errlen) || degrees_check_flags(d, seen, err, errlen) || rule_flags_apply(c, d, &e) ||
-        tensor_rules(c, p, &e) || data_rules(c, d, p, &e) || rule_grid(c, d, p, &e) ||
-        rule_schedule(c, f->tag_ub, p, &e) || rule_batch(c, p, &e) || rule_partition(c, p, &e))
+        tensor_rules(c, p, &e) || data_rules(c, d, p, &e) || rule_grid(c, d, f->tag_ub, p, &e) || rule_batch(c, p, &e))
         return -1;
     rule_placement(c, p);
     return rules_run(c, f, p, &e);
@@ -542,7 +366,6 @@ int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size
     p->pipelined = (degrees_axes(d) & AXIS_PIPELINE) != 0;
     p->data_parallel = d->dp > 1;
     p->distributed = p->world > 1;
-    p->M = p->pipelined ? (int)c->micro_batches : 1;
     p->N = 1;
     plan_parts(c, d, p);
     p->schedule = c->schedule;
@@ -550,8 +373,6 @@ int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size
     p->transport_why = "";
     TrainConfig even = *c;
     even.partition[0] = 0;
-    if (tensor_rules(c, p, &e) || rule_depth(c, p, &e) || rule_chunks(c, 2147483647LL, p, &e) || rule_batch(c, p, &e) ||
-        rule_partition(&even, p, &e))
-        return -1;
+    if (tensor_rules(c, p, &e) || pipeline_rules(&even, d, 2147483647LL, p, &e) || rule_batch(c, p, &e)) return -1;
     return 0;
 }

@@ -226,73 +226,6 @@ static double kind_median(const Measure *m, int kind, int from_step) {
     return med;
 }
 
-// Every stage's value of this rank's x, within its pipeline (hybrid: each replica's own).
-static double *per_stage(const Plan *p, const Wire *w, double x) {
-    double *v = xcalloc((size_t)p->K, sizeof(double));
-    v[w->stage] = x;
-    comm_allreduce_sum_double(v, p->K, w->comm.pp);
-    return v;
-}
-
-// Measured bubble per rank = 1 - busy / span, span the slowest rank's pipeline time; the median
-// pass times.
-static void fill_pipeline_measured(const Plan *p, const Wire *w, Measure *m, Summary *s) {
-    int start = s->start, n = s->n_run, from = start + s->skip;
-    comm_allreduce_max_double(m->span_s + start, n, w->comm.pp);
-    double *b = xmalloc(sizeof(double) * (size_t)n);
-    for (int t = 0; t < n; t++) b[t] = 1.0 - m->busy_s[start + t] / m->span_s[start + t];
-    s->bubble = per_stage(p, w, median(b + s->skip, n - s->skip));
-    free(b);
-    s->split = p->split;
-    double f = kind_median(m, ACT_FORWARD, from), bk, i, wt;
-    if (s->split) {  // NAN where the rank ran none: a file's rank may run full backwards only, or some of each
-        i = kind_median(m, ACT_BACKWARD_INPUT, from);
-        wt = kind_median(m, ACT_BACKWARD_WEIGHT, from);
-        bk = kind_median(m, ACT_BACKWARD, from);
-        if (!isfinite(bk)) bk = i + wt;
-    } else {
-        bk = kind_median(m, ACT_BACKWARD, from);
-        i = wt = bk / 2;  // only their sum matters for a full backward
-    }
-    s->med = (Costs){per_stage(p, w, f), per_stage(p, w, bk), per_stage(p, w, i), per_stage(p, w, wt)};
-}
-
-// The peaks of activation memory per stage (the tally of each rank's chunks), and the theory: the
-// simulated bubble with uniform costs (sim, as set-up simulated it).
-static void fill_pipeline_memory(const Plan *p, const Wire *w, const Model *model, const SimResult *sim, Summary *s) {
-    s->peak_bytes = per_stage(p, w, (double)model->tally.peak_bytes);
-    s->peak_inflight = per_stage(p, w, model->tally.peak_inflight);
-    s->peak_deferred = per_stage(p, w, model->tally.peak_deferred);
-    s->bubble_theory = sim->bubble_mean;
-}
-
-// What the simulator predicts for this schedule with each rank's median times: F, and B (or I and
-// W where the backward is split; a full backward costs I + W there, and a rank that ran no I or W,
-// only full backwards, half its B each), each the time of one pass of one chunk. The simulator takes
-// whole-stage costs (a chunk pass is 1/v of them), so they are scaled by v.
-static void fill_pipeline_simulated(const TrainConfig *c, const Plan *p, Summary *s) {
-    int K = p->K, V = p->V;
-    double *st[3];
-    for (int k = 0; k < 3; k++) {
-        st[k] = xmalloc(sizeof(double) * (size_t)K);
-        for (int q = 0; q < K; q++) {
-            double x = (k == 0 ? s->med.f : k == 1 ? s->med.i : s->med.w)[q];
-            st[k][q] = (k && !isfinite(x) ? s->med.b[q] / 2 : x) * V;
-        }
-    }
-    SimSpec ms = {.kind = p->schedule,
-                  .file = p->file,
-                  .K = K,
-                  .M = p->M,
-                  .v = V,
-                  .stage_f = st[0],
-                  .stage_b = st[1],
-                  .stage_w = st[2],
-                  .slices = c->trace[0] || c->timeline[0] || c->gantt};  // the simulated chart's (observe)
-    schedule_sim(&ms, &s->msim);
-    for (int k = 0; k < 3; k++) free(st[k]);
-}
-
 // The step drawn by --timeline / --gantt (0-based): the user's, else the one nearest the median time.
 static int shown_step(const TrainConfig *c, const Plan *p, const Measure *m, const Summary *s) {
     if (c->timeline_step) return (int)c->timeline_step - 1;
@@ -334,7 +267,7 @@ static void write_trace(const TrainConfig *c, const Plan *p, Summary *s, const T
 // action list) / its pipeline's span (fill_pipeline_measured's max over the pipeline: with --tp or
 // replicas, each tp rank and replica has its own), averaged over the ranks.
 static void measured_chart(const Plan *p, const Measure *m, const Summary *s, const Timeline *tl, Gantt *g) {
-    timeline_step_gantt(tl, s->shown, g);
+    timeline_step_gantt(tl, s->pipe.shown, g);
     double bub = 0;
     for (int k = 0; k < g->rows; k++) {
         double busy = 0;
@@ -342,7 +275,7 @@ static void measured_chart(const Plan *p, const Measure *m, const Summary *s, co
             const Interval *v = &g->slices[k][i];
             if (v->kind < ACT_KINDS && !kind_style(v->kind)->bar) busy += v->t1 - v->t0;
         }
-        bub += (1 - busy / tl->span[k][s->shown]) / g->rows;
+        bub += (1 - busy / tl->span[k][s->pipe.shown]) / g->rows;
     }
     char vpart[48] = "", grid[96];
     if (p->V > 1) snprintf(vpart, sizeof vpart, " x %d virtual stages", p->V);
@@ -354,7 +287,8 @@ static void measured_chart(const Plan *p, const Measure *m, const Summary *s, co
     snprintf(g->title, sizeof g->title,
              "measured: step %d of %lld | %s | %s | %d micro-batches | %.3f ms | bubble %.3f (mean over ranks), "
              "theory %.3f",
-             s->shown + 1, p->steps, s->schedule, grid, p->M, m->step_s[s->shown] * 1e3, bub, s->bubble_theory);
+             s->pipe.shown + 1, p->steps, s->schedule, grid, p->M, m->step_s[s->pipe.shown] * 1e3, bub,
+             s->pipe.bubble_theory);
 }
 
 // The simulated chart: the schedule run with the measured per-stage costs.
@@ -362,24 +296,27 @@ static void simulated_chart(const Plan *p, const Summary *s, Gantt *g) {
     int K = p->K;
     double f = 0, b = 0, i = 0, w = 0;
     int n_iw = 0;  // the ranks that ran I and W
-    for (int k = 0; k < K; k++) { f += s->med.f[k] / K; b += s->med.b[k] / K; }
+    for (int k = 0; k < K; k++) {
+        f += s->pipe.med.f[k] / K;
+        b += s->pipe.med.b[k] / K;
+    }
     for (int k = 0; k < K; k++)
-        if (isfinite(s->med.i[k]) && isfinite(s->med.w[k])) {
-            i += s->med.i[k];
-            w += s->med.w[k];
+        if (isfinite(s->pipe.med.i[k]) && isfinite(s->pipe.med.w[k])) {
+            i += s->pipe.med.i[k];
+            w += s->pipe.med.w[k];
             n_iw++;
         }
     if (n_iw) { i /= n_iw; w /= n_iw; }
     char costs[96];
-    if (s->split) snprintf(costs, sizeof costs, "mean F %.3f ms, I %.3f ms, W %.3f ms", f * 1e3, i * 1e3, w * 1e3);
+    if (s->pipe.split) snprintf(costs, sizeof costs, "mean F %.3f ms, I %.3f ms, W %.3f ms", f * 1e3, i * 1e3, w * 1e3);
     else snprintf(costs, sizeof costs, "mean F %.3f ms, B %.3f ms", f * 1e3, b * 1e3);
     snprintf(g->title, sizeof g->title, "simulated: %s with each %s's median costs (%s; transfers free) | bubble %.3f",
-             s->schedule, p->V > 1 ? "chunk pass" : "stage", costs, s->msim.bubble_mean);
+             s->schedule, p->V > 1 ? "chunk pass" : "stage", costs, s->pipe.msim.bubble_mean);
     g->row_label = "stage";
-    g->rows = s->msim.K;
-    g->slices = s->msim.slices;
-    g->n = s->msim.n_slices;
-    g->t_end = s->msim.makespan;
+    g->rows = s->pipe.msim.K;
+    g->slices = s->pipe.msim.slices;
+    g->n = s->pipe.msim.n_slices;
+    g->t_end = s->pipe.msim.makespan;
 }
 
 // Rank 0: writes --trace, and builds the two charts of the shown step (measured, and simulated with
@@ -392,7 +329,8 @@ static void observe(const TrainConfig *c, const Plan *p, const Measure *m, Summa
     // text: the shortest forward or backward one label wide, the chart at most 160 characters
     double shortest = INFINITY;
     for (int k = 0; k < p->K; k++)
-        shortest = fmin(shortest, fmin(s->med.f[k], s->split ? fmin(s->med.i[k], s->med.w[k]) : s->med.b[k]));
+        shortest = fmin(shortest, fmin(s->pipe.med.f[k],
+                                       s->pipe.split ? fmin(s->pipe.med.i[k], s->pipe.med.w[k]) : s->pipe.med.b[k]));
     for (int i = 0; i < 2; i++) {
         g[i].cell = shortest;
         g[i].width = 160;
@@ -413,6 +351,40 @@ static TrackPos track_pos(const Plan *p, const Wire *w) {
     return (TrackPos){w->stage, w->replica, w->comm.tp_rank, p->pipelined ? p->K : 1, p->D, p->T};
 }
 
+// The pipeline's part: this rank's median pass times (F, and B or I and W where the backward is split;
+// NAN where the rank ran none: a file's rank may run full backwards only, or some of each) and its
+// measures, reduced over each pipeline by the axis.
+static void pipeline_fill(Run *r, Summary *s) {
+    const Plan *p = &r->p;
+    const TrainConfig *c = r->c;
+    Measure *m = &r->m;
+    int from = s->start + s->skip;
+    double f = kind_median(m, ACT_FORWARD, from), bk, i, wt;
+    if (p->split) {
+        i = kind_median(m, ACT_BACKWARD_INPUT, from);
+        wt = kind_median(m, ACT_BACKWARD_WEIGHT, from);
+        bk = kind_median(m, ACT_BACKWARD, from);
+        if (!isfinite(bk)) bk = i + wt;
+    } else {
+        bk = kind_median(m, ACT_BACKWARD, from);
+        i = wt = bk / 2;  // only their sum matters for a full backward
+    }
+    PipelineMeasures x = {.span_s = m->span_s,
+                          .busy_s = m->busy_s,
+                          .start = s->start,
+                          .n = s->n_run,
+                          .skip = s->skip,
+                          .f = f,
+                          .b = bk,
+                          .i = i,
+                          .w = wt,
+                          .tally = &r->model.tally,
+                          .sim = &r->exec.sim,
+                          .message_bytes = pipe_message_bytes(p, &r->model.local[0]),
+                          .slices = c->trace[0] || c->timeline[0] || c->gantt};
+    pipeline_report_fill(&s->pipe, p, &r->wire.comm, &x);
+}
+
 void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
@@ -423,9 +395,8 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     s->eval_rows = p->eval_rows;
     s->verify = c->verify ? v : NULL;
     s->start = r->progress.start;
-    s->shown = -1;
+    s->pipe.shown = -1;
     s->gemm_ms = s->gemm_share = s->gemm_gflops = NAN;
-    s->bubble_theory = NAN;
     fill_time(c, p, m, s);
     fill_model_state(p, &r->model, s);
     if (r->model.n_sync) {
@@ -443,13 +414,10 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
         timeline_free(&tl);
     }
     if (!p->pipelined) return;
-    fill_pipeline_measured(p, &r->wire, m, s);
-    fill_pipeline_memory(p, &r->wire, &r->model, &r->exec.sim, s);
-    fill_pipeline_simulated(c, p, s);
-    s->message_bytes = pipe_message_bytes(p, &r->model.local[0]);
+    pipeline_fill(r, s);
     if (c->trace[0] || c->timeline[0] || c->gantt) {
         Timeline tl;
-        s->shown = shown_step(c, p, m, s);
+        s->pipe.shown = shown_step(c, p, m, s);
         timeline_gather(&tl, m->ev, m->n_ev, m->step_start, m->span_s, (int)p->steps, track_pos(p, &r->wire),
                         MPI_COMM_WORLD);
         if (r->wire.rank == 0) observe(c, p, m, s, &tl);
@@ -459,57 +427,11 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
 
 void summary_free(Summary *s) {
     if (s->charts[0].slices) gantt_free_slices(&s->charts[0]);
-    sim_result_free(&s->msim);
-    free(s->med.f); free(s->med.b); free(s->med.i); free(s->med.w);
-    free(s->bubble); free(s->peak_bytes); free(s->peak_inflight); free(s->peak_deferred);
+    pipeline_report_free(&s->pipe);
     memset(s, 0, sizeof *s);
 }
 
 // ---- the text summary ----
-
-// Per rank; with chunks, its layer ranges in chunk order, the medians per chunk pass, and in-flight
-// counting chunk passes; a split backward shows I and W (and the deferred W's).
-static void ms_or_dash(double sec, char *buf, size_t n) {
-    if (isfinite(sec)) snprintf(buf, n, "%9.3f", sec * 1e3);
-    else snprintf(buf, n, "%9s", "-");
-}
-
-static void text_pipeline(const Plan *p, const Summary *s) {
-    int split = s->split;
-    char whole[256] = "";  // the stages of a split schedule that ran full backwards only
-    printf("\n%-6s %-10s %-29s   %9s %9s%s %14s  %s\n", "", "", "----------- bubble ----------", "median", "median",
-           split ? "    median" : "", "", "");
-    printf("%-6s %-10s %9s %9s %9s   %9s %9s%s %14s  %s%s\n", "stage", "layers", "measured", "theory", "simulated",
-           "F ms", split ? "I ms" : "B ms", split ? "      W ms" : "", "peak in-flight",
-           split ? "peak deferred W  " : "", "peak activations");
-    for (int k = 0; k < p->K; k++) {
-        char lay[128] = "", wcol[16] = "", def[32] = "";
-        for (int ch = 0; ch < p->V; ch++) {
-            size_t l = strlen(lay);
-            int vs = plan_vstage(p, k, ch);
-            snprintf(lay + l, sizeof lay - l, "%s%d-%d", ch ? "," : "", p->lo[vs], p->lo[vs + 1] - 1);
-        }
-        char bcol[16];
-        ms_or_dash((split ? s->med.i : s->med.b)[k], bcol, sizeof bcol);
-        if (split) {
-            wcol[0] = ' ';
-            ms_or_dash(s->med.w[k], wcol + 1, sizeof wcol - 1);
-            snprintf(def, sizeof def, "%-17.0f", s->peak_deferred[k]);
-            if (!isfinite(s->med.i[k])) {
-                size_t l = strlen(whole);
-                snprintf(whole + l, sizeof whole - l, "%s%d", l ? ", " : "", k);
-            }
-        }
-        char peak[32];
-        printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9s%s %14.0f  %s%s\n", k, lay, s->bubble[k], s->bubble_theory,
-               s->msim.bubble[k], s->med.f[k] * 1e3, bcol, wcol, s->peak_inflight[k], def,
-               fmt_bytes(s->peak_bytes[k], peak, sizeof peak));
-    }
-    printf("(simulated: the %s schedule run by the simulator with these %s times%s, transfers free)\n",
-           s->schedule, split ? "F, I and W" : "F and B", p->V > 1 ? " of one chunk pass each" : "");
-    if (whole[0])
-        printf("(stage %s ran full backwards only, no I or W: simulated with half its median B as each)\n", whole);
-}
 
 static void text_verify(const TrainConfig *c, const Plan *p, const VerifyResult *v) {
     const char *per = !p->distributed ? "part" : p->V > 1 ? "chunk (pipeline order)" : "stage";
@@ -571,7 +493,7 @@ static void summary_text(const Run *r, const Summary *s) {
                p->distributed ? " per rank" : "", 100 * s->gemm_share, s->gemm_gflops);
     data_report_text(p, &s->data, s->weight_bytes, s->grad_bytes, s->optimizer_state_bytes);
     tensor_report_text(p, &s->tensor);
-    if (p->pipelined) text_pipeline(p, s);
+    pipeline_report_text(p, &s->pipe);
     if (s->verify) text_verify(c, p, s->verify);
     if (c->gantt) text_gantt(s);
     if (!s->write_err[0]) printf(REPORT_COMPLETED "\n");  // last: every output written

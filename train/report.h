@@ -5,10 +5,6 @@
 #include "train/run.h"
 #include "train/verify.h"
 
-// Per-rank median times of one pass of each compute kind ([K] each, ms; i and w: halves of b when
-// the backward is not split).
-typedef struct { double *f, *b, *i, *w; } Costs;
-
 typedef struct {
     char mode[32], schedule[32], optimizer[16], transport[16];
     char blas[160], device[192];
@@ -24,14 +20,7 @@ typedef struct {
     TensorReport tensor;                                     // --tp: the axis' part (axes/tensor.h)
     DataReport data;                                         // data parallelism's part (axes/data.h)
     double max_rss;  // the largest peak resident set of the ranks' processes (getrusage), bytes
-    // pipelines: per stage [K]
-    double *bubble, *peak_bytes, *peak_inflight, *peak_deferred;
-    double bubble_theory;
-    double message_bytes;         // one activation (or gradient) message between stages (pipe_message_bytes)
-    int split;                    // the backward is split into I and W
-    Costs med;                    // median seconds per pass
-    SimResult msim;               // the schedule simulated with the measured costs
-    int shown;                    // the step drawn by --timeline / --gantt (0-based), -1 when none
+    PipelineReport pipe;          // the pipeline's part (axes/pipeline.h)
     Gantt charts[2];              // measured and simulated (rank 0, when drawn)
     const VerifyResult *verify;   // NULL without --verify
     char write_err[2 * PATH_LEN]; // rank 0: the output file that could not be written and the fix ("" when all were)

@@ -10,34 +10,6 @@
 #include "axes/zero.h"
 #include "base/util.h"
 
-static void json_pipeline(cJSON *o, const Plan *p, const Summary *s) {
-    int K = p->K;
-    cJSON_AddStringToObject(o, "schedule", s->schedule);
-    cJSON_AddNumberToObject(o, "stages", K);
-    cJSON_AddNumberToObject(o, "micro_batches", p->M);
-    cJSON_AddNumberToObject(o, "virtual_stages", p->V);
-    cJSON_AddStringToObject(o, "transport", s->transport);
-    cJSON_AddBoolToObject(o, "checkpoint_activations", p->pipe.ckpt);
-    int part[MAX_STAGES];
-    for (int k = 0; k < p->S; k++) part[k] = plan_layers(p, k);
-    cJSON_AddItemToObject(o, "partition", cJSON_CreateIntArray(part, p->S));
-    cJSON_AddItemToObject(o, "bubble_measured", cJSON_CreateDoubleArray(s->bubble, K));
-    cJSON_AddNumberToObject(o, "bubble_theory", s->bubble_theory);
-    cJSON_AddItemToObject(o, "bubble_simulated", cJSON_CreateDoubleArray(s->msim.bubble, K));
-    const char *key[4] = {"forward_ms_median", "backward_ms_median", "backward_input_ms_median",
-                          "backward_weight_ms_median"};
-    const double *val[4] = {s->med.f, s->med.b, s->med.i, s->med.w};
-    for (int q = 0; q < (s->split ? 4 : 2); q++) {
-        double ms[MAX_STAGES];
-        for (int k = 0; k < K; k++) ms[k] = val[q][k] * 1e3;
-        cJSON_AddItemToObject(o, key[q], cJSON_CreateDoubleArray(ms, K));
-    }
-    if (s->shown >= 0) cJSON_AddNumberToObject(o, "timeline_step", s->shown + 1);
-    cJSON_AddItemToObject(o, "peak_activation_bytes", cJSON_CreateDoubleArray(s->peak_bytes, K));
-    cJSON_AddItemToObject(o, "peak_inflight", cJSON_CreateDoubleArray(s->peak_inflight, K));
-    cJSON_AddItemToObject(o, "peak_deferred_w", cJSON_CreateDoubleArray(s->peak_deferred, K));
-}
-
 // The 3D grid (ranks = pp x dp x tp, tp innermost), then tensor parallelism's part.
 static void json_grid(cJSON *o, const Plan *p, const Summary *s) {
     cJSON *g = cJSON_AddObjectToObject(o, "grid");
@@ -155,14 +127,13 @@ void summary_json(const Run *r, const Summary *s) {
     cJSON_AddNumberToObject(mem, "max_rss", s->max_rss);  // the process's peak resident set (getrusage)
     if (p->N > 1 || p->grad_accum_given) cJSON_AddNumberToObject(o, "grad_accum", p->N);
     data_report_json(o, mem, p, &s->data);
-    if (p->pipelined) json_pipeline(o, p, s);
+    pipeline_report_json(o, p, &s->pipe);
     if (!p->pipelined) {  // the monolith, a ddp replica, the manual split's parts: each stage's own peak
         double peak[MAX_STAGES];
         for (int k = 0; k < model->n_local && k < MAX_STAGES; k++) peak[k] = (double)model->local[k].peak_act_bytes;
         cJSON_AddItemToObject(o, "peak_activation_bytes",
                               cJSON_CreateDoubleArray(peak, model->n_local < MAX_STAGES ? model->n_local : MAX_STAGES));
     }
-    if (p->pipelined) cJSON_AddNumberToObject(o, "p2p_message_bytes", s->message_bytes);
     if (p->distributed) json_grid(o, p, s);
     if (s->verify) json_verify(o, s->verify);
     cJSON_AddBoolToObject(o, "completed", !s->write_err[0]);  // last: every output written (REPORT_COMPLETED)

@@ -15,6 +15,7 @@
 #include "train/plan.h"
 #include "schedule.h"
 #include "axes/tensor.h"
+#include "axes/pipeline.h"
 
 // The wire: this rank's device, its place in the job and how it reaches the other ranks.
 typedef struct {
