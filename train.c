@@ -576,6 +576,10 @@ int cmd_train(int argc, char **argv) {
         user_error("%s", err);
     wd_set_timeout(cfg.timeout);
     Run run = {.c = &cfg, .wire.rank = comm_world_rank()}, *r = &run;
+    if (cfg.auto_layout) {  // (the summary reports the prediction beside the measured step)
+        r->predicted.step_ms = pick.pr.step_s * 1e3;
+        layout_name(&pick.l, r->predicted.layout, sizeof r->predicted.layout);
+    }
     const Plan *p = &r->p;
     SchedFile sched_file = {0};
     Facts facts = {.world = comm_world_size(),
@@ -633,10 +637,6 @@ int cmd_train(int argc, char **argv) {
     Summary summary;
     summary_fill(r, final.accuracy, &verify, &summary);  // rank 0 writes --trace and --timeline
     metrics_close(&r->metrics, summary.write_err, sizeof summary.write_err);  // a failure: exit 1, as the others
-    if (cfg.auto_layout) {
-        summary.predicted_step_ms = pick.pr.step_s * 1e3;
-        layout_name(&pick.l, summary.auto_layout, sizeof summary.auto_layout);
-    }
     summary_print(r, &summary);
     int code = outputs_written(&cfg, p, r->wire.rank, &summary, &verify);
     summary_free(&summary);

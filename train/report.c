@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include "train/executor.h"
 #include "train/report.h"
+#include "train/report_json.h"
 #include "comms/slurm.h"
 #include "axes/zero.h"
 #include "base/util.h"
@@ -395,6 +396,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     s->eval_rows = p->eval_rows;
     s->verify = c->verify ? v : NULL;
     s->start = r->progress.start;
+    s->predicted = r->predicted;
     s->pipe.shown = -1;
     s->gemm_ms = s->gemm_share = s->gemm_gflops = NAN;
     fill_time(c, p, m, s);
@@ -485,9 +487,9 @@ static void summary_text(const Run *r, const Summary *s) {
         printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * g->best_accuracy, g->best_epoch,
                c->save);
     printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
-    if (s->predicted_step_ms > 0)
-        printf("--auto picked %s: predicted %.3f ms a step, measured %.3f ms (%+.0f%%)\n", s->auto_layout,
-               s->predicted_step_ms, s->step_ms, 100 * (s->predicted_step_ms - s->step_ms) / s->step_ms);
+    if (s->predicted.step_ms > 0)
+        printf("--auto picked %s: predicted %.3f ms a step, measured %.3f ms (%+.0f%%)\n", s->predicted.layout,
+               s->predicted.step_ms, s->step_ms, 100 * (s->predicted.step_ms - s->step_ms) / s->step_ms);
     if (c->gemm_timing)
         printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", s->gemm_ms,
                p->distributed ? " per rank" : "", 100 * s->gemm_share, s->gemm_gflops);

@@ -4,10 +4,8 @@
 #include <math.h>
 #include <string.h>
 #include <cjson/cJSON.h>
-#include "train/executor.h"
-#include "train/report.h"
+#include "train/report_json.h"
 #include "comms/slurm.h"
-#include "axes/zero.h"
 #include "base/util.h"
 
 // The 3D grid (ranks = pp x dp x tp, tp innermost), then tensor parallelism's part.
@@ -92,9 +90,9 @@ void summary_json(const Run *r, const Summary *s) {
     cJSON_AddNumberToObject(o, "eval_rows", (double)s->eval_rows);
     if (r->data.train.n) json_epochs(o, p, &r->data, m, &r->progress);
     cJSON_AddNumberToObject(o, "step_ms_median", s->step_ms);
-    if (s->predicted_step_ms > 0) {
-        cJSON_AddNumberToObject(o, "predicted_step_ms", s->predicted_step_ms);
-        cJSON_AddStringToObject(o, "auto_layout", s->auto_layout);
+    if (s->predicted.step_ms > 0) {
+        cJSON_AddNumberToObject(o, "predicted_step_ms", s->predicted.step_ms);
+        cJSON_AddStringToObject(o, "auto_layout", s->predicted.layout);
     }
     cJSON_AddNumberToObject(o, "samples_per_s", s->samples_s);
     cJSON_AddNumberToObject(o, "gflops", s->gflops);

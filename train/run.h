@@ -77,6 +77,12 @@ typedef struct {
     int best_epoch;
 } Progress;
 
+// --auto: the planner's prediction of the layout it picked, in ms a step, and the layout in words (0: none).
+typedef struct {
+    double step_ms;
+    char layout[96];
+} AutoPick;
+
 // The run as cmd_train keeps it.
 typedef struct {
     const TrainConfig *c;     // the options (const once parsed)
@@ -90,4 +96,5 @@ typedef struct {
     CkptLayout ck;
     Metrics metrics;          // --metrics: rank 0's JSON lines
     Live live;                // rank 0's live line on a terminal
+    AutoPick predicted;       // --auto: what the planner predicted (the summary reports it)
 } Run;
