@@ -287,11 +287,11 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
 // prints it and train measures it (peak_activation_bytes). NULL when the layout cannot run.
 static double *stage_activations(const TrainConfig *model, int kind, int K, int M, int V) {
     TrainConfig c = *model;
-    c.micro_batches = M;
-    c.virtual_stages = V;
+    c.pipe.micro_batches = M;
+    c.pipe.virtual_stages = V;
     MemLayout l;
     char why[320];
-    Degrees d = {.pp = K, .dp = 1, .tp = c.tp > 1 ? (int)c.tp : 1};
+    Degrees d = {.pp = K, .dp = 1, .tp = c.grid.tp > 1 ? (int)c.grid.tp : 1};
     if (memory_layout(&c, kind, &d, &l, why, sizeof why)) return NULL;
     double *act = l.act;
     l.act = NULL;

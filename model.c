@@ -59,10 +59,10 @@ static size_t deferred_bytes(const Stage *s) {
 
 // The slot now holds `bytes`: moves the stage's (and the rank's) live and peak counters.
 static void slot_bytes(Stage *s, Slot *sl, size_t bytes) {
-    s->act_bytes = s->act_bytes - sl->bytes + bytes;
-    if (s->act_bytes > s->peak_act_bytes) s->peak_act_bytes = s->act_bytes;
-    if (s->tally) {
-        MemTally *t = s->tally;
+    s->mem.act_bytes = s->mem.act_bytes - sl->bytes + bytes;
+    if (s->mem.act_bytes > s->mem.peak_act_bytes) s->mem.peak_act_bytes = s->mem.act_bytes;
+    if (s->mem.tally) {
+        MemTally *t = s->mem.tally;
         t->bytes = t->bytes - sl->bytes + bytes;
         if (t->bytes > t->peak_bytes) t->peak_bytes = t->bytes;
     }
@@ -70,7 +70,7 @@ static void slot_bytes(Stage *s, Slot *sl, size_t bytes) {
 }
 // Micro-batches moving between the stash (F .. B or I) and the deferred (I .. W) states.
 static void count(Stage *s, int dstash, int ddeferred) {
-    MemTally *t = s->tally;
+    MemTally *t = s->mem.tally;
     if (!t) return;
     t->inflight += dstash;
     t->deferred += ddeferred;
@@ -184,7 +184,7 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     s->gbuf[0] = be->alloc(one_act * sizeof(float));
     s->gbuf[1] = be->alloc(one_act * sizeof(float));
     for (int w = 0; w < 3 && s->bf16; w++) s->work[w] = be->alloc(wide * sizeof(float));
-    if (has_head) s->loss_tally = be->alloc(2 * sizeof(double));  // zero-filled
+    if (has_head) s->loss.tally = be->alloc(2 * sizeof(double));  // zero-filled
 }
 
 void stage_share(Stage *s, float *params, float *grads) {
@@ -215,7 +215,7 @@ void stage_free(Stage *s) {
         if (sl->logits) { be->free(sl->logits); be->free(sl->labels); }
     }
     if (s->scratch) { for (int i = 0; i < s->n_layers; i++) be->free(s->scratch[i]); free(s->scratch); }
-    if (s->loss_tally) be->free(s->loss_tally);
+    if (s->loss.tally) be->free(s->loss.tally);
     be->free(s->gbuf[0]); be->free(s->gbuf[1]);
     for (int w = 0; w < 3; w++) if (s->work[w]) be->free(s->work[w]);
     if (!s->shared) be->free(s->params);
@@ -275,7 +275,7 @@ void stage_queue_labels(Stage *s, int slot, const int32_t *labels_host) {
 static void layer_product(Stage *s, int i, const float *in, float *o, int rows) {
     int h = stage_out_w(s, i), k = stage_in_w(s, i);
     s->be->gemm(0, 1, rows, h, k, 1.0f, in, k, s->W[i], k, 0.0f, o, h);
-    if (s->kind[i] == TP_ROW) s->tp_allreduce(s->tp_ctx, o, (size_t)rows * h);
+    if (s->kind[i] == TP_ROW) s->hooks.tp_allreduce(s->hooks.tp_ctx, o, (size_t)rows * h);
     s->be->bias_act(o, s->b[i], rows, h, 1);
 }
 
@@ -284,14 +284,14 @@ static void layer_product(Stage *s, int i, const float *in, float *o, int rows) 
 static void layer_input_grad(Stage *s, int i, const float *dz, float *dx, int rows) {
     int h = stage_out_w(s, i), k = stage_in_w(s, i);
     s->be->gemm(0, 0, rows, k, h, 1.0f, dz, h, s->W[i], k, 0.0f, dx, k);
-    if (s->kind[i] == TP_COL) s->tp_allreduce(s->tp_ctx, dx, (size_t)rows * k);
+    if (s->kind[i] == TP_COL) s->hooks.tp_allreduce(s->hooks.tp_ctx, dx, (size_t)rows * k);
 }
 // ZeRO's hooks (Stage.on_weights, on_grad): nothing when the stage holds its whole state.
 static void weights(Stage *s, int layer, int next) {
-    if (s->on_weights) s->on_weights(s->zero_ctx, layer, next);
+    if (s->hooks.on_weights) s->hooks.on_weights(s->hooks.zero_ctx, layer, next);
 }
 static void grad_target(Stage *s, int layer) {
-    if (s->on_grad) s->on_grad(s->zero_ctx, layer);
+    if (s->hooks.on_grad) s->hooks.on_grad(s->hooks.zero_ctx, layer);
 }
 // The layer below i whose input gradient a backward computes (so whose weights it reads), or -1:
 // local layer 0 computes one only when there is a previous stage (din).
@@ -309,7 +309,7 @@ static const float *layers_forward(Stage *s, const void *x, void **out, int rows
         layer_product(s, i, in, o, rows);
         put(s, out[i], o, (size_t)rows * stage_out_w(s, i));
         in = o;
-        if (s->progress) s->progress();
+        if (s->hooks.progress) s->hooks.progress();
     }
     return in;
 }
@@ -327,10 +327,10 @@ void stage_forward(Stage *s, int slot) {
         s->be->gemm(0, 1, s->rows, s->C, s->H, 1.0f, last, s->H, s->Wh, s->H, 0.0f, lg, s->C);
         s->be->bias_act(lg, s->bh, s->rows, s->C, 0);
         // the loss and hits stay on the device until stage_take_loss: no host wait per micro-batch
-        s->be->softmax_xent_tally(lg, sl->labels, s->rows, s->C, s->grad_scale, lg, s->loss_tally);
-        s->loss_pending = 1;
+        s->be->softmax_xent_tally(lg, sl->labels, s->rows, s->C, s->grad_scale, lg, s->loss.tally);
+        s->loss.pending = 1;
         put(s, sl->logits, lg, (size_t)s->rows * s->C);
-        s->loss_rows += s->rows;
+        s->loss.rows += s->rows;
     }
     weights(s, -1, -1);
 }
@@ -377,7 +377,7 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         float beta = grad_beta(s, s->n_layers, s->dbh, s->C);
         be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, beta, s->dWh, H);
         be->bias_grad(s->dbh, dl, rows, s->C);
-        if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, s->n_layers);
+        if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, s->n_layers);
         if (dx) be->gemm(0, 0, rows, H, s->C, 1.0f, dl, s->C, s->Wh, H, 0.0f, dx, H);
         g = dx;
         pp ^= 1;
@@ -394,11 +394,11 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         float beta = grad_beta(s, i, s->db[i], h);
         be->gemm(1, 0, h, k, rows, 1.0f, dz, h, in, k, beta, s->dW[i], k);
         be->bias_grad(s->db[i], dz, rows, h);
-        if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
+        if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, i);
         if (dx) layer_input_grad(s, i, dz, dx, rows);
         g = dx;
         pp ^= 1;
-        if (s->progress) s->progress();
+        if (s->hooks.progress) s->hooks.progress();
     }
     weights(s, -1, -1);
     count(s, -1, 0);
@@ -447,7 +447,7 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
             layer_input_grad(s, i, dz, dx, rows);
         }
         g = dx;
-        if (s->progress) s->progress();
+        if (s->hooks.progress) s->hooks.progress();
     }
     weights(s, -1, -1);
     slot_bytes(s, sl, deferred_bytes(s));  // the last layer's output is no longer needed (but by the head)
@@ -466,7 +466,7 @@ void stage_backward_weight(Stage *s, int slot) {
         float beta = grad_beta(s, n, s->dbh, s->C);
         be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, beta, s->dWh, H);
         be->bias_grad(s->dbh, dl, rows, s->C);
-        if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, n);
+        if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, n);
     }
     for (int i = n - 1; i >= 0; i--) {  // the order of stage_backward, so the gradient hooks fire alike
         int h = stage_out_w(s, i), k = stage_in_w(s, i);
@@ -476,8 +476,8 @@ void stage_backward_weight(Stage *s, int slot) {
         float beta = grad_beta(s, i, s->db[i], h);
         be->gemm(1, 0, h, k, rows, 1.0f, dz, h, in, k, beta, s->dW[i], k);
         be->bias_grad(s->db[i], dz, rows, h);
-        if (s->on_layer_grad) s->on_layer_grad(s->hook_ctx, i);
-        if (s->progress) s->progress();
+        if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, i);
+        if (s->hooks.progress) s->hooks.progress();
     }
     count(s, 0, -1);
     slot_release(s, slot);
@@ -503,22 +503,22 @@ void stage_forward_eval(Stage *s, const float *x, int rows, float *out) {
 }
 
 void stage_take_loss(Stage *s) {
-    if (!s->loss_pending) return;
+    if (!s->loss.pending) return;
     double t[2];
-    s->be->to_host(t, s->loss_tally, sizeof t);  // (waits for the queue: the step's last forward included)
-    s->be->fill(s->loss_tally, 0.0f, 2 * sizeof(double) / sizeof(float));  // all-zero bits: 0.0, 0.0
-    s->loss_sum += t[0];
-    s->correct += (int)t[1];
-    s->loss_pending = 0;
-    s->loss_reads++;
+    s->be->to_host(t, s->loss.tally, sizeof t);  // (waits for the queue: the step's last forward included)
+    s->be->fill(s->loss.tally, 0.0f, 2 * sizeof(double) / sizeof(float));  // all-zero bits: 0.0, 0.0
+    s->loss.sum += t[0];
+    s->loss.correct += (int)t[1];
+    s->loss.pending = 0;
+    s->loss.reads++;
 }
 
 void stage_zero_grads(Stage *s) {
     for (int j = 0; j <= s->n_layers; j++) s->grad_fresh[j] = 1;  // (j == n_layers: the head)
-    if (s->loss_pending) stage_take_loss(s);  // (a tally not read: dropped with the rest)
-    s->loss_sum = 0;
-    s->correct = 0;
-    s->loss_rows = 0;
+    if (s->loss.pending) stage_take_loss(s);                      // (a tally not read: dropped with the rest)
+    s->loss.sum = 0;
+    s->loss.correct = 0;
+    s->loss.rows = 0;
 }
 
 double lr_at(int schedule, double lr, long long warmup, long long step, long long total) {

@@ -44,6 +44,52 @@ typedef struct {
     int deferred, peak_deferred;  // micro-batches between I and W
 } MemTally;
 
+// The head's loss: the sum of row losses and hits since the last stage_zero_grads (after stage_take_loss).
+// The head's forwards add their loss sum and hits to tally (two doubles in the backend's memory: no host
+// wait per micro-batch on a GPU); stage_take_loss brings them into sum and correct.
+typedef struct {
+    double sum;
+    int correct, rows;
+    void *tally;
+    int pending;  // a forward added to the tally since the last take
+    long reads;   // takes that read the tally (one per step: tests/unit_core checks)
+} StageLoss;
+
+// Activation memory accounting: bytes of stashed activations (the rank's, with its micro-batches in flight,
+// in *tally: optional, updated with this stage's counters).
+typedef struct {
+    size_t act_bytes, peak_act_bytes;
+    MemTally *tally;
+} StageMemory;
+
+// What a stage's owners hook into its passes (model.c makes no MPI call: the hooks' owners talk to the
+// other ranks).
+typedef struct {
+    // Gradient hook (data parallelism): when set, stage_backward calls it right after local layer
+    // i's dW and db are computed in this backward (i = n_layers for the head), in the order the
+    // backward runs: head, then n_layers-1 down to 0. A bucket can start its all-reduce there.
+    void (*on_layer_grad)(void *ctx, int layer);
+    void *hook_ctx;
+    // Called after every layer of every compute pass when set: the pipeline executor keeps MPI's
+    // progress engine moving (a large message moves only while its sender is inside MPI).
+    void (*progress)(void);
+    // Tensor parallelism: sums n floats in place over the group (set by axes/tensor.c): Megatron's g,
+    // after a row-parallel layer's product in every forward (recompute and evaluation included), and f's
+    // conjugate, after a column-parallel layer's input gradient in the backward (or its I half). Every
+    // rank of the group runs the same passes, so the all-reduces come in the same order on all of them.
+    void (*tp_allreduce)(void *ctx, float *x, size_t n);
+    void *tp_ctx;
+    // Sharded state (ZeRO-2 and 3, axes/zero.c), where params or grads are not all here (NULL).
+    // on_weights: called before a pass reads local layer j's W and b (j == n_layers: the head), in
+    // the order it reads them, with the layer it reads next (-1: none); it must leave W[j] and b[j]
+    // (Wh, bh) pointing at the whole layer until its next call; layer -1: the pass is over. on_grad:
+    // called before layer j's dW and db are written; it may point them elsewhere (marking the layer
+    // fresh: overwritten, not added to).
+    void (*on_weights)(void *ctx, int layer, int next);
+    void (*on_grad)(void *ctx, int layer);
+    void *zero_ctx;
+} StageHooks;
+
 typedef struct {
     const Backend *be;
     int H, C, lo, hi, n_layers, has_head;
@@ -65,45 +111,14 @@ typedef struct {
     float *gbuf[2];           // backward ping-pong [rows, H]
     // dlogits scale: 1 / rows of the whole optimizer step (all micro-batches, accumulation micro-steps and replicas)
     float grad_scale;
-    double loss_sum;          // sum of row losses since the last stage_zero_grads (after stage_take_loss)
-    int correct, loss_rows;
-    // The head's forwards add their loss sum and hits to loss_tally (two doubles in the backend's memory:
-    // no host wait per micro-batch on a GPU); stage_take_loss brings them into loss_sum and correct.
-    void *loss_tally;
-    int loss_pending;         // a forward added to the tally since the last take
-    long loss_reads;          // takes that read the tally (one per step: tests/unit_core checks)
-    // activation memory accounting: bytes of stashed activations (the rank's, with its micro-batches
-    // in flight, in *tally)
-    size_t act_bytes, peak_act_bytes;
-    // Gradient hook (data parallelism): when set, stage_backward calls it right after local layer
-    // i's dW and db are computed in this backward (i = n_layers for the head), in the order the
-    // backward runs: head, then n_layers-1 down to 0. A bucket can start its all-reduce there.
-    void (*on_layer_grad)(void *ctx, int layer);
-    void *hook_ctx;
-    // Called after every layer of every compute pass when set: the pipeline executor keeps MPI's
-    // progress engine moving (a large message moves only while its sender is inside MPI).
-    void (*progress)(void);
-    int split;                // backward split into I and W (stage_enable_split)
-    MemTally *tally;          // optional: the rank's tally, updated with this stage's counters
+    StageLoss loss;   // the head's loss (below)
+    StageMemory mem;  // its activation memory (below)
+    int split;        // backward split into I and W (stage_enable_split)
     // Tensor parallelism: tp ranks share this stage's layers, this one is tp_rank; kind[i] is local
-    // layer i's TP_FULL, TP_COL or TP_ROW (tp_layer_kind). tp_allreduce sums n floats in place over
-    // the group (set by axes/tensor.c: model.c makes no MPI call): Megatron's g, after a row-parallel
-    // layer's product in every forward (recompute and evaluation included), and f's conjugate, after
-    // a column-parallel layer's input gradient in the backward (or its I half). Every rank of the
-    // group runs the same passes, so the all-reduces come in the same order on all of them.
+    // layer i's TP_FULL, TP_COL or TP_ROW (tp_layer_kind).
     int tp, tp_rank;
     unsigned char *kind;
-    void (*tp_allreduce)(void *ctx, float *x, size_t n);
-    void *tp_ctx;
-    // Sharded state (ZeRO-2 and 3, axes/zero.c), where params or grads are not all here (NULL).
-    // on_weights: called before a pass reads local layer j's W and b (j == n_layers: the head), in
-    // the order it reads them, with the layer it reads next (-1: none); it must leave W[j] and b[j]
-    // (Wh, bh) pointing at the whole layer until its next call; layer -1: the pass is over. on_grad:
-    // called before layer j's dW and db are written; it may point them elsewhere (marking the layer
-    // fresh: overwritten, not added to). No MPI in this file: the hooks' owner talks to the replicas.
-    void (*on_weights)(void *ctx, int layer, int next);
-    void (*on_grad)(void *ctx, int layer);
-    void *zero_ctx;
+    StageHooks hooks;  // what its owners hook into its passes (below)
 } Stage;
 
 // Parameter count of the whole model (L layers, D inputs, H hidden, C classes): FLOPs of one step

@@ -186,13 +186,13 @@ static int parse_zero(const char *text, int *out) {
 static void parse_tp(PlanCmd *pc) {
     TrainConfig *c = &pc->t;
     pc->n_tp = 1;
-    pc->ts[0] = (int)c->tp;
+    pc->ts[0] = (int)c->grid.tp;
     if (!pc->tp[0]) return;
     if (!strcmp(pc->tp, "all")) {
         pc->n_tp = 0;
         for (int T = 1; T <= 8; T *= 2) if (c->hidden % T == 0) pc->ts[pc->n_tp++] = T;
     } else pc->n_tp = parse_list("tp", pc->tp, 4096, pc->ts);
-    c->tp = pc->ts[0];
+    c->grid.tp = pc->ts[0];
     if (pc->n_tp > 1 && (pc->auto_ || pc->calibrate))
         user_error("plan: --tp %s lists several degrees for plan's table: give one with --%s", pc->tp,
                    pc->auto_ ? "auto" : "calibrate");
@@ -259,7 +259,7 @@ typedef struct {
 static int fill_row(const TrainConfig *c, int kind, int K, int D, Row *w, char *why, size_t n) {
     memset(w, 0, sizeof *w);
     w->kind = kind;
-    Degrees d = {.pp = K, .dp = D, .tp = (int)c->tp, .zero = D > 1 ? (int)c->zero : 0};
+    Degrees d = {.pp = K, .dp = D, .tp = (int)c->grid.tp, .zero = D > 1 ? (int)c->ddp.zero : 0};
     if (memory_layout(c, kind, &d, &w->l, why, n)) return -1;
     for (int s = 0; s < K; s++)
         if (s == 0 || w->l.need[s].total > w->need.total) { w->need = w->l.need[s]; w->worst = s; }
@@ -287,8 +287,8 @@ static void fill_table(const TrainConfig *c, const int *kinds, int n_kind, const
                 if (ks[b] == 1 && a > 0) continue;
                 char why[300], name[32];
                 TrainConfig cz = *c;
-                cz.zero = zs[d % n_z];
-                cz.tp = ts[e % n_t];
+                cz.ddp.zero = zs[d % n_z];
+                cz.grid.tp = ts[e % n_t];
                 if (fill_row(&cz, kinds[a], ks[b], ds[d / n_z], &t->row[t->n], why, sizeof why) == 0) {
                     t->row[t->n].fits = -1;
                     t->row[t->n].zero = zs[d % n_z];
@@ -360,8 +360,8 @@ static void cheapest_fix(const TrainConfig *c, const Table *t, char *buf, size_t
     if (m->activations + m->buffers > m->total / 2)
         snprintf(buf, n, "activations dominate (%.0f%% at best): %smore --micro-batches, or a smaller --batch",
                  100 * (m->activations + m->buffers) / m->total,
-                 c->checkpoint_activations ? "" : "--checkpoint-activations, ");
-    else if (lo->l.D > 1 && !c->zero && m->optimizer > 0)
+                 c->pipe.checkpoint_activations ? "" : "--checkpoint-activations, ");
+    else if (lo->l.D > 1 && !c->ddp.zero && m->optimizer > 0)
         snprintf(buf, n, "--zero 1 shards the optimizer state over the %d replicas; or more stages", lo->l.D);
     else if (K <= most)
         snprintf(buf, n,
@@ -385,7 +385,7 @@ static void cheapest_fix(const TrainConfig *c, const Table *t, char *buf, size_t
 // ", ZeRO-2" in the header ("" without --zero).
 static const char *zero_name(const TrainConfig *c) {
     static char s[16];
-    snprintf(s, sizeof s, c->zero ? ", ZeRO-%lld" : "", (long long)c->zero);
+    snprintf(s, sizeof s, c->ddp.zero ? ", ZeRO-%lld" : "", (long long)c->ddp.zero);
     return s;
 }
 
@@ -397,8 +397,9 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
         "micro-batches | %s%s%s\n",
         (long long)c->layers, (long long)c->hidden, (long long)c->inputs, (long long)c->classes,
         fmt_count((double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), b[0], 32),
-        (long long)c->batch, (long long)c->micro_batches, choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name),
-        zero_name(c), c->checkpoint_activations ? ", checkpointed activations" : "");
+        (long long)c->batch, (long long)c->pipe.micro_batches,
+        choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name), zero_name(c),
+        c->pipe.checkpoint_activations ? ", checkpointed activations" : "");
     if (shape[0]) fputs(shape, stdout);
     printf("# precision %s: weights, gradients, optimizer state 4 bytes per value; stashed activations %g bytes per "
            "element\n",
@@ -408,11 +409,11 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
     if (pc->n_tp > 1)
         printf("# --tp %s: each stage's layers over the row's tp ranks (column/row pairs; an odd last layer and the "
                "head whole): a rank's shards; P x T = the ranks of one replica\n", pc->tp);
-    else if (c->tp > 1)
+    else if (c->grid.tp > 1)
         printf("# --tp %lld: each stage's layers over %lld ranks (column/row pairs; an odd last layer and the head "
                "whole): a rank's shards of the weights, gradients and optimizer state, the column layers' activation "
                "slices (plan --json: tp_allreduce_bytes_per_stage)\n",
-               (long long)c->tp, (long long)c->tp);
+               (long long)c->grid.tp, (long long)c->grid.tp);
     printf("# device memory %s%s\n", fmt_bytes_binary(t->device, b[0], sizeof b[0]),
            seen_set(&pc->seen, "device-memory") ? "" : " (this machine's MemAvailable)");
     printf("# activations: live at the peak of the stage's actions; other: the backward's buffers, the host rows, "
@@ -509,8 +510,8 @@ static void print_json(const PlanCmd *pc, const Table *t) {
     cJSON_AddStringToObject(o, "precision", choice_name(PRECISION_CHOICES, c->precision, name, sizeof name));
     cJSON_AddNumberToObject(o, "activation_bytes_per_element", pipeline_activation_elem(c->precision));
     cJSON_AddStringToObject(o, "optimizer", choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name));
-    cJSON_AddNumberToObject(o, "zero", (double)c->zero);
-    cJSON_AddBoolToObject(o, "checkpoint_activations", c->checkpoint_activations);
+    cJSON_AddNumberToObject(o, "zero", (double)c->ddp.zero);
+    cJSON_AddBoolToObject(o, "checkpoint_activations", c->pipe.checkpoint_activations);
     cJSON_AddNumberToObject(o, "device_memory_bytes", t->device);
     cJSON *arr = cJSON_AddArrayToObject(o, "rows");
     for (int i = 0; i < t->n; i++) cJSON_AddItemToArray(arr, json_row(&t->row[i]));
@@ -733,7 +734,7 @@ int cmd_plan(int argc, char **argv) {
     if (pc->dp[0]) n_d = parse_list("dp", pc->dp, 1 << 20, ds);
     else ds[0] = 1;
     if (pc->zero[0]) n_z = parse_zero(pc->zero, zs);
-    c->zero = n_z == 1 ? zs[0] : 0;  // one level: the header names it; several: the column does
+    c->ddp.zero = n_z == 1 ? zs[0] : 0;  // one level: the header names it; several: the column does
     Table t = {0};
     t.device = pc->device_memory[0] ? parse_bytes(pc->device_memory) : memory_available();
     if (pc->device_memory[0] && t.device < 0)

@@ -515,7 +515,7 @@ static void test_train_step(Test *t, double gemm_tol, double loss_tol) {
         stage_forward(&s, slot);
         stage_backward(&s, slot, NULL, NULL);
         stage_take_loss(&s);
-        loss[k] = (float)(s.loss_sum / rows);
+        loss[k] = (float)(s.loss.sum / rows);
         np = s.n_params;
         grads[k] = down(be, s.grads, np);
         stage_optimizer_step(&s, OPTIM_SGD, 0.1f, 0.0f, 1);

@@ -61,7 +61,7 @@ static TrainConfig with_auto(TrainConfig c, const OptionsSeen *seen, Candidate *
 // The trace and timeline files are written by rank 0 at the end; it tries them before the first
 // step, and every rank learns the verdict, so a bad path ends every rank at once with exit 2.
 static void check_outputs(const TrainConfig *c, const Plan *p, int rank) {
-    const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->trace, c->timeline};
+    const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->observe.trace, c->observe.timeline};
     if (!p->pipelined) return;
     char why[2 * PATH_LEN] = "";  // rank 0 writes the files, so its check is every rank's verdict
     for (int i = 0; i < 2 && rank == 0 && !why[0]; i++) {
@@ -143,8 +143,8 @@ static void setup_pipeline(const TrainConfig *c, const Plan *p, Wire *w, Model *
         stage_init(s, w->be, spec_of(c, p, w, vs, last, st->sim.peak_slots[vs], p->pipe.ckpt));
         if (p->split) stage_enable_split(s);
         s->grad_scale = 1.0f / (float)c->batch;  // the global batch's mean (replicas' gradients are summed)
-        s->tally = &model->tally;
-        s->progress = comm_poll_sends;
+        s->mem.tally = &model->tally;
+        s->hooks.progress = comm_poll_sends;
         if (last) model->head = s;
     }
 }
@@ -193,13 +193,13 @@ static void setup_checkpoints(Run *r, int verbose) {
                          .tp_comm = r->wire.comm.tp,
                          .comm = MPI_COMM_WORLD};
     r->progress.saved_step = -1;
-    if (!c->resume[0]) return;
+    if (!c->ckpt.resume[0]) return;
     char desc[160];
     for (int k = 0; k < r->model.n_sync; k++) gradsync_unshard(&r->model.sync[k]);  // sharded: loaded whole, cut
     r->progress.start = (int)ckpt_resume(&r->ck, &r->progress.sample0, desc, sizeof desc);
     for (int k = 0; k < r->model.n_sync; k++) gradsync_reshard(&r->model.sync[k]);
     if (verbose)
-        printf("resumed from %s: %s; training steps %d-%lld\n", c->resume, desc, r->progress.start + 1, p->steps);
+        printf("resumed from %s: %s; training steps %d-%lld\n", c->ckpt.resume, desc, r->progress.start + 1, p->steps);
 }
 
 static void run_free(Run *r) {
@@ -248,7 +248,11 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
 // if any, every rank ends with the lowest such rank's message (exit 1).
 static double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *m, int step) {
     double v[4] = {0, 0, 0, g->bad_update[0] ? 1 : 0}, t0 = m->step_start[step];
-    if (model->head) { v[0] = model->head->loss_sum; v[1] = model->head->loss_rows; v[2] = model->head->correct; }
+    if (model->head) {
+        v[0] = model->head->loss.sum;
+        v[1] = model->head->loss.rows;
+        v[2] = model->head->loss.correct;
+    }
     if (fault_due(FAULT_NAN, step + 1)) v[0] = NAN;  // testing: this rank's contribution goes bad
     if (p->distributed) {
         wd_phase("the loss all-reduce", step + 1);
@@ -370,13 +374,13 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     int steps = (int)r->p.steps;
     double samples_s = (double)c->batch * r->p.N / r->m.step_s[step];
     int logged = c->log_every && ((step + 1) % c->log_every == 0 || step == r->progress.start || step == steps - 1);
-    int saving =
-        c->save[0] && !c->save_best && ((c->save_every && (step + 1) % c->save_every == 0) || step + 1 == steps);
+    int saving = c->ckpt.save[0] && !c->ckpt.save_best &&
+                 ((c->ckpt.save_every && (step + 1) % c->ckpt.save_every == 0) || step + 1 == steps);
     if (logged || saving) live_clear(&r->live);  // (before any line of this step)
     if (verbose && logged)
         printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                r->m.step_s[step] * 1e3, samples_s / 1e3);
-    if (logged && c->metrics[0]) {  // (the same decision on every rank: step_bubble is collective)
+    if (logged && c->observe.metrics[0]) {  // (the same decision on every rank: step_bubble is collective)
         double lr = lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, r->p.steps);
         double bubble = r->p.pipelined ? step_bubble(&r->p, &r->m, step) : NAN;
         metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble);
@@ -388,7 +392,7 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     double bytes = save_checkpoint(r, step);
     if (verbose) {
         char b[32];
-        printf("saved step %d to %s (%s, %.0f ms)\n", step + 1, c->save, fmt_bytes(bytes, b, sizeof b),
+        printf("saved step %d to %s (%s, %.0f ms)\n", step + 1, c->ckpt.save, fmt_bytes(bytes, b, sizeof b),
                (now_sec() - t_save) * 1e3);
     }
 }
@@ -407,7 +411,7 @@ static void save_if_best(Run *r, int step, double accuracy, int epoch, int verbo
     if (verbose) {
         char b[32];
         printf("saved epoch %d (best test accuracy so far, %.2f%%) to %s (%s, %.0f ms)\n", epoch, 100 * v[0],
-               r->c->save, fmt_bytes(bytes, b, sizeof b), (now_sec() - t0) * 1e3);
+               r->c->ckpt.save, fmt_bytes(bytes, b, sizeof b), (now_sec() - t0) * 1e3);
     }
 }
 
@@ -434,7 +438,7 @@ static void end_epoch(Run *r, int step, int verbose) {
                       .samples_s = (double)n * (double)c->batch * p->N / (t_end - m->epoch_t0)};
     if (verbose) report_epoch(p, st);
     metrics_epoch(&r->metrics, st, step + 1);
-    if (c->save_best) save_if_best(r, step, ev.accuracy, epoch, verbose);
+    if (c->ckpt.save_best) save_if_best(r, step, ev.accuracy, epoch, verbose);
     m->epoch_t0 = now_sec();
 }
 
@@ -493,7 +497,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
                        isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
         check_divergence(c, g, &r->m, step, loss);
         step_update(r, step);
-        if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step, c->trace[0]);
+        if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step, c->observe.trace[0]);
         if (c->gemm_timing) r->m.gemm_s[step] = be->gemm_seconds();
         step_log_and_save(r, step, loss, verbose);
         if (p->epochs && (step + 1) % p->steps_per_epoch == 0) end_epoch(r, step, verbose);
@@ -511,10 +515,10 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
 // takes its ranks, micro-batches and chunk order; a file some rank cannot read, or reads otherwise,
 // ends every rank alike. Outside a pipeline the plan refuses the flag.
 static const SchedFile *load_schedule_file(const TrainConfig *c, const Degrees *d, SchedFile *file) {
-    if (!c->schedule_file[0] || !(degrees_axes(d) & AXIS_PIPELINE)) return NULL;
+    if (!c->pipe.schedule_file[0] || !(degrees_axes(d) & AXIS_PIPELINE)) return NULL;
     char why[900] = "", err[1024] = "", *text = NULL;
-    if (!schedule_file_read(c->schedule_file, &text, why, sizeof why))
-        schedule_file_parse(text, c->schedule_file, file, why, sizeof why);
+    if (!schedule_file_read(c->pipe.schedule_file, &text, why, sizeof why))
+        schedule_file_parse(text, c->pipe.schedule_file, file, why, sizeof why);
     free(text);
     if (why[0]) snprintf(err, sizeof err, "train: %s", why);
     agree_on_error(err[0] ? err : NULL);
@@ -537,9 +541,9 @@ static int outputs_written(const TrainConfig *c, const Plan *p, int rank, const 
         if (s->write_err[0] || fflush(stdout) != 0 || ferror(stdout)) code = 1;  // (main prints standard output's line)
     }
     char what[3 * PATH_LEN], files[2 * PATH_LEN + 40] = "";
-    if (c->trace[0] && p->pipelined) snprintf(files, sizeof files, "--trace '%s', ", c->trace);
-    if (c->timeline[0] && p->pipelined)
-        snprintf(files + strlen(files), sizeof files - strlen(files), "--timeline '%s', ", c->timeline);
+    if (c->observe.trace[0] && p->pipelined) snprintf(files, sizeof files, "--trace '%s', ", c->observe.trace);
+    if (c->observe.timeline[0] && p->pipelined)
+        snprintf(files + strlen(files), sizeof files - strlen(files), "--timeline '%s', ", c->observe.timeline);
     snprintf(what, sizeof what,
              "writing its outputs (%sthe summary): a slow disk, or a FIFO nobody reads? raise --timeout, or write them "
              "elsewhere",
@@ -560,7 +564,7 @@ static void gather_facts(const TrainConfig *c, const Plan *p, Data *data, Hardwa
     comm_choose_hardware(c->device != DEVICE_CPU, hardware);
     f->devices = hardware;
     f->blas_max_threads = blas_max_threads();
-    f->resume_step = c->resume[0] ? ckpt_resume_step(c->resume, MPI_COMM_WORLD) : 0;
+    f->resume_step = c->ckpt.resume[0] ? ckpt_resume_step(c->ckpt.resume, MPI_COMM_WORLD) : 0;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -609,7 +613,8 @@ int cmd_train(int argc, char **argv) {
     if (p->pipelined) setup_pipeline(&cfg, p, &r->wire, &r->model, &r->exec);  // (each checks the memory first)
     else setup_local(&cfg, p, &r->wire, &r->model);
     if (p->T > 1) tensor_setup(p, &r->wire.tp, &r->wire.comm, r->wire.be, r->model.local, r->model.n_local);
-    r->wire.tp.trace = cfg.trace[0] || cfg.timeline[0] || cfg.gantt;  // (the observers draw the collectives)
+    r->wire.tp.trace =
+        cfg.observe.trace[0] || cfg.observe.timeline[0] || cfg.observe.gantt;  // (the observers draw the collectives)
     if (verbose) tensor_report_messages(p, &r->wire.tp);
     setup_buffers(&cfg, p, r->wire.be, &r->exec);
     r->exec.data = &r->data;
@@ -621,8 +626,9 @@ int cmd_train(int argc, char **argv) {
         if (verbose) data_report_header(p, r->model.sync, r->model.n_sync);
     }
     setup_checkpoints(r, verbose);
-    metrics_open(&r->metrics, cfg.metrics, r->wire.rank, r->progress.start);  // (after --resume: its step)
-    live_init(&r->live, verbose && (cfg.live == LIVE_ON || (cfg.live == LIVE_AUTO && isatty(STDOUT_FILENO))),
+    metrics_open(&r->metrics, cfg.observe.metrics, r->wire.rank, r->progress.start);  // (after --resume: its step)
+    live_init(&r->live,
+              verbose && (cfg.observe.live == LIVE_ON || (cfg.observe.live == LIVE_AUTO && isatty(STDOUT_FILENO))),
               r->progress.start);
 
     VerifyResult verify = {0};

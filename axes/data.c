@@ -84,17 +84,17 @@ void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, double bu
                 bytes = 0;
             }
         }
-        s->on_layer_grad = on_layer_grad;
-        s->hook_ctx = g;
+        s->hooks.on_layer_grad = on_layer_grad;
+        s->hooks.hook_ctx = g;
     }
     g->spans = xcalloc((size_t)g->nb * 2, sizeof(Span));
 }
 
 void gradsync_free(GradSync *g) {
     if (g->sharded) g->sharded->free(g);
-    if (g->s && g->s->hook_ctx == g) {
-        g->s->on_layer_grad = NULL;
-        g->s->hook_ctx = NULL;
+    if (g->s && g->s->hooks.hook_ctx == g) {
+        g->s->hooks.on_layer_grad = NULL;
+        g->s->hooks.hook_ctx = NULL;
     }
     free(g->b);
     free(g->spans);
@@ -192,26 +192,28 @@ uint64_t stage_param_checksum(const Stage *s) {
 // ---- rules ----
 
 void data_part(const TrainConfig *c, const Degrees *d, Plan *p) {
-    p->data = (DataPlan){.zero = d->zero, .sync = c->ddp_sync, .algo = c->allreduce, .bucket_mb = c->bucket_mb};
+    p->data =
+        (DataPlan){.zero = d->zero, .sync = c->ddp.ddp_sync, .algo = c->ddp.allreduce, .bucket_mb = c->ddp.bucket_mb};
 }
 
 int data_rules(const TrainConfig *c, const Degrees *d, Plan *p, Err *e) {
-    char run[64];
     data_part(c, d, p);
-    if (degrees_axes(d) == AXIS_DATA && !d->zero && seen_typed(e->seen, "trace"))
+    if (degrees_axes(d) == AXIS_DATA && !d->zero && seen_typed(e->seen, "trace")) {
+        char run[64];
         return refuse(e,
                       "train: --trace of data parallelism alone draws ZeRO's collectives, and this run is %s without "
                       "--zero: drop it or add --zero 3 (or a pipeline, --pp, or --tp)",
                       degrees_text(d, run, sizeof run));
-    if (p->data_parallel && c->bucket_mb <= 0)
+    }
+    if (p->data_parallel && c->ddp.bucket_mb <= 0)
         return refuse(e, "train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25",
-                      c->bucket_mb);
-    if (c->zero >= 2 && c->ddp_sync == SYNC_NAIVE)
+                      c->ddp.bucket_mb);
+    if (c->ddp.zero >= 2 && c->ddp.ddp_sync == SYNC_NAIVE)
         return refuse(e,
                       "train: --zero %lld reduce-scatters buckets while the backward runs, and --ddp-sync naive has "
                       "none: drop --ddp-sync naive (bucketed is the default)",
-                      (long long)c->zero);
-    if (c->ddp_sync == SYNC_NAIVE && seen_typed(e->seen, "bucket-mb"))
+                      (long long)c->ddp.zero);
+    if (c->ddp.ddp_sync == SYNC_NAIVE && seen_typed(e->seen, "bucket-mb"))
         return refuse(e, "train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): "
                          "drop one of them");
     return 0;
@@ -244,10 +246,11 @@ static void shm_unfit(const TrainConfig *c, const Facts *f, const Plan *p, const
 }
 
 int data_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    p->data.algo = c->allreduce;
-    if (!p->data_parallel || !f->devices || (c->allreduce != ALLREDUCE_SHM && c->allreduce != ALLREDUCE_AUTO)) return 0;
+    p->data.algo = c->ddp.allreduce;
+    if (!p->data_parallel || !f->devices || (c->ddp.allreduce != ALLREDUCE_SHM && c->ddp.allreduce != ALLREDUCE_AUTO))
+        return 0;
     char why[300] = "";
-    if (c->allreduce == ALLREDUCE_AUTO) {
+    if (c->ddp.allreduce == ALLREDUCE_AUTO) {
         if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
         p->data.algo = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
         return 0;

@@ -58,7 +58,7 @@ static const char *groups_of(int T, int world, char *out, size_t n) {
 static int from_degrees(const TrainConfig *c, const OptionsSeen *seen, int world, int hybrid, Degrees *d, char *err,
                         size_t n) {
     int has_p = seen_set(seen, "pp"), has_d = seen_set(seen, "dp"), T = d->tp, G = world / T;
-    long long P = c->pp, D = c->dp;
+    long long P = c->grid.pp, D = c->grid.dp;
     if (hybrid && !has_p && !has_d)
         return refuse(err, n,
                       "train: --mode hybrid needs --pp P (stages) and --dp D (replicas) with P x D = %d, the number "
@@ -91,11 +91,11 @@ static int from_degrees(const TrainConfig *c, const OptionsSeen *seen, int world
 // --mode pp: one stage per group of tp ranks, one replica.
 static int spelled_pp(const TrainConfig *c, const OptionsSeen *seen, int world, Degrees *d, char *err, size_t n) {
     int T = d->tp, G = world / T;
-    if (seen_typed(seen, "dp") && c->dp != 1)
+    if (seen_typed(seen, "dp") && c->grid.dp != 1)
         return refuse(err, n,
                       "train: --mode pp is one replica (dp 1), and --dp %lld asks for %lld: drop --mode pp (--pp and "
                       "--dp alone describe the run) or --dp",
-                      (long long)c->dp, (long long)c->dp);
+                      (long long)c->grid.dp, (long long)c->grid.dp);
     if (G < 2 && T == 1)
         return refuse(err, n,
                       "train: --mode pp needs at least 2 ranks (one per stage), got 1: run it as 'mpiexec -n 2 "
@@ -105,12 +105,12 @@ static int spelled_pp(const TrainConfig *c, const OptionsSeen *seen, int world, 
                       "train: --mode pp --tp %d needs at least 2 stages of %d ranks (%d ranks), got %d: run 'mpiexec "
                       "-n %d', or drop --mode pp (pp 1 x tp %d)",
                       T, T, 2 * T, world, 2 * T, T);
-    if (seen_typed(seen, "pp") && c->pp != G)
+    if (seen_typed(seen, "pp") && c->grid.pp != G)
         return refuse(err, n,
                       "train: --mode pp runs a stage per %s, so --pp %lld needs %lld ranks, but %d were started: run "
                       "'mpiexec -n %lld', or drop --pp",
-                      T > 1 ? "group of --tp ranks" : "rank", (long long)c->pp, (long long)c->pp * T, world,
-                      (long long)c->pp * T);
+                      T > 1 ? "group of --tp ranks" : "rank", (long long)c->grid.pp, (long long)c->grid.pp * T, world,
+                      (long long)c->grid.pp * T);
     d->pp = G;
     return 0;
 }
@@ -118,12 +118,12 @@ static int spelled_pp(const TrainConfig *c, const OptionsSeen *seen, int world, 
 // --mode ddp: one replica per group of tp ranks, one stage.
 static int spelled_ddp(const TrainConfig *c, const OptionsSeen *seen, int world, Degrees *d, char *err, size_t n) {
     int T = d->tp;
-    long long D = c->dp;
-    if (seen_typed(seen, "pp") && c->pp != 1)
+    long long D = c->grid.dp;
+    if (seen_typed(seen, "pp") && c->grid.pp != 1)
         return refuse(err, n,
                       "train: --mode ddp is one stage (pp 1), and --pp %lld asks for %lld: drop --mode ddp (--pp and "
                       "--dp alone describe the run) or --pp",
-                      (long long)c->pp, (long long)c->pp);
+                      (long long)c->grid.pp, (long long)c->grid.pp);
     if (seen_typed(seen, "dp") && D * T != world && T == 1)
         return refuse(err, n,
                       "train: --dp %lld but %d ranks were started: --mode ddp runs one replica per rank, so run "
@@ -139,8 +139,10 @@ static int spelled_ddp(const TrainConfig *c, const OptionsSeen *seen, int world,
 // --mode monolith (pp 1 x dp 1) and --mode manual (--parts parts in one process).
 static int spelled_one(const TrainConfig *c, const OptionsSeen *seen, int world, Degrees *d, char *err, size_t n) {
     int T = d->tp;
-    const char *extra = seen_typed(seen, "pp") && c->pp != 1 ? "pp" : seen_typed(seen, "dp") && c->dp != 1 ? "dp" : 0;
-    if (c->mode == MODE_MANUAL) {
+    const char *extra = seen_typed(seen, "pp") && c->grid.pp != 1   ? "pp"
+                        : seen_typed(seen, "dp") && c->grid.dp != 1 ? "dp"
+                                                                    : 0;
+    if (c->grid.mode == MODE_MANUAL) {
         if (T > 1)
             return refuse(err, n,
                           "train: --tp splits layers over ranks, and --mode manual runs in one process: drop "
@@ -155,7 +157,7 @@ static int spelled_one(const TrainConfig *c, const OptionsSeen *seen, int world,
                           "train: --mode manual runs in one process but %d were started: drop 'mpiexec -n %d', or run "
                           "the parts as stages on ranks: --pp %d without --mode manual",
                           world, world, world);
-        *d = (Degrees){.pp = (int)c->parts, .dp = 1, .tp = 1, .manual = 1};
+        *d = (Degrees){.pp = (int)c->grid.parts, .dp = 1, .tp = 1, .manual = 1};
         return 0;
     }
     if (extra)
@@ -178,14 +180,14 @@ static int spelled_one(const TrainConfig *c, const OptionsSeen *seen, int world,
 }
 
 int degrees_resolve(const TrainConfig *c, const OptionsSeen *seen, int world, Degrees *d, char *err, size_t n) {
-    *d = (Degrees){.pp = 1, .dp = 1, .tp = (int)c->tp};
+    *d = (Degrees){.pp = 1, .dp = 1, .tp = (int)c->grid.tp};
     int spelled = seen_set(seen, "mode"), T = d->tp;
     err[0] = 0;
-    if (seen_typed(seen, "parts") && !(spelled && c->mode == MODE_MANUAL))
+    if (seen_typed(seen, "parts") && !(spelled && c->grid.mode == MODE_MANUAL))
         return refuse(err, n,
                       "train: --parts applies to --mode manual (the parts of one process): drop it or add "
                       "--mode manual");
-    if (spelled && c->mode == MODE_MANUAL) return spelled_one(c, seen, world, d, err, n);
+    if (spelled && c->grid.mode == MODE_MANUAL) return spelled_one(c, seen, world, d, err, n);
     if (world % T) {
         char fits[96];
         return refuse(err, n,
@@ -193,11 +195,11 @@ int degrees_resolve(const TrainConfig *c, const OptionsSeen *seen, int world, De
                       "divisors of %d), or run 'mpiexec -n %d' (a multiple of %d)",
                       T, T, world, divisors(world, fits, sizeof fits), world, (world / T + 1) * T, T);
     }
-    int rc = !spelled || c->mode == MODE_HYBRID ? from_degrees(c, seen, world, spelled, d, err, n)
-             : c->mode == MODE_PP               ? spelled_pp(c, seen, world, d, err, n)
-             : c->mode == MODE_DDP              ? spelled_ddp(c, seen, world, d, err, n)
-                                                : spelled_one(c, seen, world, d, err, n);
-    d->zero = d->dp > 1 ? (int)c->zero : 0;
+    int rc = !spelled || c->grid.mode == MODE_HYBRID ? from_degrees(c, seen, world, spelled, d, err, n)
+             : c->grid.mode == MODE_PP               ? spelled_pp(c, seen, world, d, err, n)
+             : c->grid.mode == MODE_DDP              ? spelled_ddp(c, seen, world, d, err, n)
+                                                     : spelled_one(c, seen, world, d, err, n);
+    d->zero = d->dp > 1 ? (int)c->ddp.zero : 0;
     return rc;
 }
 

@@ -15,9 +15,9 @@
 // ---- rules ----
 
 void pipeline_part(const TrainConfig *c, const Degrees *d, Plan *p) {
-    p->M = p->pipelined ? (int)c->micro_batches : 1;
-    p->pipe = (PipelinePlan){.ckpt = p->pipelined && c->checkpoint_activations,
-                             .max_inflight = c->max_inflight ? (int)c->max_inflight : 2 * d->pp};
+    p->M = p->pipelined ? (int)c->pipe.micro_batches : 1;
+    p->pipe = (PipelinePlan){.ckpt = p->pipelined && c->pipe.checkpoint_activations,
+                             .max_inflight = c->pipe.max_inflight ? (int)c->pipe.max_inflight : 2 * d->pp};
 }
 
 // Every stage needs a layer.
@@ -44,12 +44,12 @@ static int rule_schedule_file(const TrainConfig *c, Plan *p, Err *e) {
         return refuse(e,
                       "train: --schedule-file '%s' has %d rows (one per rank) but the pipeline has %d stages: run it "
                       "on %d ranks or write %d rows",
-                      c->schedule_file, K, p->K, K, p->K);
-    if (seen_set(e->seen, "micro-batches") && c->micro_batches != M)
+                      c->pipe.schedule_file, K, p->K, K, p->K);
+    if (seen_set(e->seen, "micro-batches") && c->pipe.micro_batches != M)
         return refuse(e,
                       "train: --micro-batches %lld but --schedule-file '%s' runs micro-batches 0..%d: drop "
                       "--micro-batches or give %d",
-                      (long long)c->micro_batches, c->schedule_file, M - 1, M);
+                      (long long)c->pipe.micro_batches, c->pipe.schedule_file, M - 1, M);
     p->M = M;
     return 0;
 }
@@ -77,7 +77,7 @@ static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) 
     choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched);
     const ScheduleKind *k = schedule_kind(p->schedule);
     int option_chunks = p->pipelined && k->chunks == CHUNKS_OPTION;  // --virtual-stages chunks
-    p->V = p->pipelined ? schedule_chunks(p->schedule, (int)c->virtual_stages, p->file) : 1;
+    p->V = p->pipelined ? schedule_chunks(p->schedule, (int)c->pipe.virtual_stages, p->file) : 1;
     p->chunk_order = p->pipelined ? schedule_chunk_order(p->schedule, p->file) : CHUNKS_LOOP;
     p->split = p->pipelined && schedule_splits_backward(p->schedule, p->file);
     if (option_chunks && p->V < k->least_chunks)
@@ -102,7 +102,7 @@ static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) 
             return refuse(e,
                           "train: --schedule-file '%s' holds %d chunks per rank: %d ranks x %d = %d chunks but only "
                           "%lld layers: use --layers >= %d or a file with fewer stages",
-                          c->schedule_file, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
+                          c->pipe.schedule_file, p->V, p->K, p->V, p->S, (long long)c->layers, p->S);
         if (!option_chunks)
             return refuse(e,
                           "train: --schedule %s holds %d chunks per rank: %d ranks x %d = %d chunks but only %lld "
@@ -135,7 +135,7 @@ static int rule_chunks(const TrainConfig *c, long long tag_ub, Plan *p, Err *e) 
 // --partition, or an even split with the remainder spread over the first (virtual) stages.
 static int rule_partition(const TrainConfig *c, Plan *p, Err *e) {
     int S = p->S, L = (int)c->layers;
-    const char *what = p->V > 1 ? "chunk" : "stage", *list = c->partition;
+    const char *what = p->V > 1 ? "chunk" : "stage", *list = c->pipe.partition;
     p->lo[0] = 0;
     if (!list[0]) {
         for (int i = 0; i < S; i++) p->lo[i + 1] = p->lo[i] + L / S + (i < L % S);
@@ -172,28 +172,29 @@ static int rule_partition(const TrainConfig *c, Plan *p, Err *e) {
 }
 
 int pipeline_rules(const TrainConfig *c, const Degrees *d, long long tag_ub, Plan *p, Err *e) {
-    char run[64];
-    if (seen_typed(e->seen, "grad-accum") && (d->pp > 1 || d->manual))
+    if (seen_typed(e->seen, "grad-accum") && (d->pp > 1 || d->manual)) {
+        char run[64];
         return refuse(e,
                       "train: --grad-accum applies to a run without a pipeline (--pp 1), and this run is %s: a "
                       "pipeline already accumulates over --micro-batches",
                       degrees_text(d, run, sizeof run));
+    }
     return rule_depth(c, p, e) || rule_schedule(c, tag_ub, p, e) || rule_partition(c, p, e) ? -1 : 0;
 }
 
 // The pipeline's observers: --gantt, --timeline-step.
 int pipeline_rules_run(const TrainConfig *c, const Plan *p, Err *e) {
     if (!p->pipelined) return 0;
-    if (c->gantt && c->json)
+    if (c->observe.gantt && c->json)
         return refuse(e, "train: --gantt prints a chart and --json one JSON object: use one of them (--timeline "
                          "FILE.svg works with --json)");
-    if (c->timeline_step && !c->timeline[0] && !c->gantt)
+    if (c->observe.timeline_step && !c->observe.timeline[0] && !c->observe.gantt)
         return refuse(
             e, "train: --timeline-step picks the step drawn by --timeline or --gantt: add one of them, or drop it");
-    if (c->timeline_step > c->steps && !p->epochs)  // (with epochs: rule_epochs checks it)
+    if (c->observe.timeline_step > c->steps && !p->epochs)  // (with epochs: rule_epochs checks it)
         return refuse(e,
                       "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
-                      (long long)c->timeline_step, (long long)c->steps);
+                      (long long)c->observe.timeline_step, (long long)c->steps);
     return 0;
 }
 

@@ -95,8 +95,8 @@ void tp_allgather(TpGroup *g, float *x, size_t n) {
 }
 
 void tp_attach(TpGroup *g, Stage *s) {
-    s->tp_allreduce = tp_allreduce;
-    s->tp_ctx = g;
+    s->hooks.tp_allreduce = tp_allreduce;
+    s->hooks.tp_ctx = g;
 }
 
 // One way timed: reps round trips (after one not counted) of stage 0's message to stage 1 and back,
@@ -215,18 +215,20 @@ void stage_tensor_name(const Stage *s, size_t index, char *out, size_t n) {
 
 int tensor_rules(const TrainConfig *c, Plan *p, Err *e) {
     long long T = p->T, H = c->hidden;
+    p->tensor.algo =
+        c->ddp.allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->ddp.allreduce;  // (the facts may change it)
     if (T == 1) return 0;
     if (H % T)
         return refuse(e,
                       "train: --hidden %lld is not divisible by --tp %lld (each rank holds H/T features of every "
                       "split layer): use --hidden %lld or %lld, or a --tp that divides %lld",
                       H, T, H > T ? H / T * T : T, H / T * T + T, H);
-    p->tensor.message = p->pipelined ? c->tp_message : 0;  // (0: TP_MESSAGE_FULL, no messages)
+    p->tensor.message = p->pipelined ? c->tensor.tp_message : 0;  // (0: TP_MESSAGE_FULL, no messages)
     return 0;
 }
 
 int tensor_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    p->tensor.algo = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;
+    p->tensor.algo = c->ddp.allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->ddp.allreduce;
     if (p->T == 1 || !f->devices) return 0;
     // over NCCL (devcomm_allreduce_sum) with --transport nccl: every rank has a GPU of its own
     p->tensor.nccl = p->transport == TRANSPORT_NCCL;
@@ -237,9 +239,9 @@ int tensor_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     int apart = -1;  // a rank not on the node of its group's first rank
     for (int r = 0; r < p->world && apart < 0; r++)
         if (f->devices->node_of[r] != f->devices->node_of[r - r % p->T]) apart = r;
-    if (c->allreduce == ALLREDUCE_AUTO)
+    if (c->ddp.allreduce == ALLREDUCE_AUTO)
         p->tensor.algo = p->device == DEVICE_CPU && apart < 0 ? ALLREDUCE_SHM : ALLREDUCE_MPI;
-    if (c->allreduce == ALLREDUCE_SHM && apart >= 0)
+    if (c->ddp.allreduce == ALLREDUCE_SHM && apart >= 0)
         return refuse(e,
                       "train: --allreduce shm needs each tensor-parallel group of %d ranks on one node, and rank %d is "
                       "not on rank %d's: use --allreduce mpi or ring",
@@ -369,8 +371,10 @@ TensorPiece tensor_price(const Plan *p, int vs, int i, double rows, double fan_i
     int T = p->T, kind = T > 1 ? tp_layer_kind(T, plan_layers(p, vs), i) : TP_FULL;
     TensorPiece t = {.kind = kind, .in = fan_in, .out = H};
     if (kind == TP_COL) t.out = H / T;
-    if (kind == TP_ROW) t.in = fan_in / T;
-    if (kind == TP_ROW) t.fwd_floats = rows * H;
+    if (kind == TP_ROW) {
+        t.in = fan_in / T;
+        t.fwd_floats = rows * H;
+    }
     if (kind == TP_COL && p->lo[vs] + i > 0) t.bwd_floats = rows * fan_in;
     return t;
 }

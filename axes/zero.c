@@ -204,11 +204,11 @@ static void zero_free(GradSync *g) {
     if (z->pshard) be->free(z->pshard);
     Stage *s = g->s;
     if (z->level >= 2) {  // (ZeRO-1's hooks are the sync's)
-        s->on_grad = NULL;
-        s->on_weights = NULL;
-        s->zero_ctx = NULL;
-        s->on_layer_grad = NULL;
-        s->hook_ctx = NULL;
+        s->hooks.on_grad = NULL;
+        s->hooks.on_weights = NULL;
+        s->hooks.zero_ctx = NULL;
+        s->hooks.on_layer_grad = NULL;
+        s->hooks.hook_ctx = NULL;
     }
     free(z->bucket_of); free(z->gfresh); free(z);
     g->zs = NULL;
@@ -286,7 +286,7 @@ static long zero_optimizer_step(GradSync *g, int optimizer, float lr, float wd, 
 
 // The shards of src (shard_total floats, bucket by bucket at moment_off) made whole in dst (n_params
 // floats) on every rank of dp: copied in place, then all-gathered.
-static void whole(GradSync *g, float *dst, const float *src) {
+static void make_whole(GradSync *g, float *dst, const float *src) {
     for (int i = 0; i < g->nb; i++) {
         Bucket *b = &g->b[i];
         g->s->be->copy(dst + b->off + b->shard_off, src + b->moment_off, b->shard_n * sizeof(float));
@@ -303,7 +303,7 @@ static void zero_gather_grads(GradSync *g) {
         return;
     }
     if (!s->grads) s->grads = s->be->alloc(s->n_params * sizeof(float));
-    whole(g, s->grads, zero_of(g)->gshard);
+    make_whole(g, s->grads, zero_of(g)->gshard);
 }
 
 // Before a checkpoint: Adam's moments whole in the stage (s->adam_m, s->adam_v), and ZeRO-3's parameters.
@@ -313,12 +313,12 @@ static void zero_unshard(GradSync *g) {
     if (g->m && !s->adam_m) {
         s->adam_m = s->be->alloc(s->n_params * sizeof(float));
         s->adam_v = s->be->alloc(s->n_params * sizeof(float));
-        whole(g, s->adam_m, g->m);
-        whole(g, s->adam_v, g->v);
+        make_whole(g, s->adam_m, g->m);
+        make_whole(g, s->adam_v, g->v);
     }
     if (z->level < 3 || s->params) return;
     s->params = s->be->alloc(s->n_params * sizeof(float));
-    whole(g, s->params, z->pshard);
+    make_whole(g, s->params, z->pshard);
 }
 
 // After it (or a resume): cut back into this rank's shards, the whole copies freed.
@@ -397,13 +397,13 @@ void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
         if (level >= 3) z->pb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0, 0};
     }
     g->sharded = &ops;
-    s->on_grad = on_grad;
-    s->on_layer_grad = on_layer_grad;
-    s->hook_ctx = s->zero_ctx = z;
+    s->hooks.on_grad = on_grad;
+    s->hooks.on_layer_grad = on_layer_grad;
+    s->hooks.hook_ctx = s->hooks.zero_ctx = z;
     if (level >= 3) {
         z->pshard = be->alloc(shard * sizeof(float));
         init_shards(z, seed, layers);
-        s->on_weights = on_weights;
+        s->hooks.on_weights = on_weights;
     }
 }
 

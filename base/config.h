@@ -61,8 +61,13 @@ void options_set_agree_hook(void (*hook)(const char *cmd, const char *resolved))
 // option table (train_options) and defaults in train/options.c.
 typedef struct {
     char config[PATH_LEN];
-    int mode;                // MODE_* (axes/degrees.h): a spelling of the degrees below
-    int64_t parts;           // manual: number of parts
+    // the degrees as given (axes/degrees.c resolves them once with the world)
+    struct {
+        int mode;        // MODE_* (axes/degrees.h): a spelling of the degrees
+        int64_t parts;   // --mode manual: number of parts
+        int64_t pp, dp;  // pipeline stages, data-parallel replicas (0: not given)
+        int64_t tp;      // tensor parallelism: ranks sharing each stage's layers (1: none)
+    } grid;
     int64_t layers, hidden, classes, batch, steps;
     int64_t inputs;          // D, the input layer's width: Linear(D, H) (0 until resolved: = hidden)
     int64_t epochs;          // real data: passes over the training set (0: --steps counts instead)
@@ -81,14 +86,25 @@ typedef struct {
     int json;
     int64_t eval_samples;
     int64_t samples;         // synthetic training set size; 0 = one fixed batch
-    // pipeline
-    int schedule;            // SCHED_* (schedule.h); SCHED_FILE once --schedule-file is read
-    char schedule_file[PATH_LEN];  // "" = --schedule; else a CSV schedule (schedule_file.h)
-    int64_t micro_batches;
-    int64_t virtual_stages;  // interleaved: model chunks per rank
-    int64_t max_inflight;    // zb-auto: its search's memory limit in micro-batches in flight (0: 2 x stages)
-    char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"
-    int checkpoint_activations;
+    struct {                 // the pipeline's options (axes/pipeline.c)
+        int schedule;        // SCHED_* (schedule.h); SCHED_FILE once --schedule-file is read
+        char schedule_file[PATH_LEN];  // "" = --schedule; else a CSV schedule (schedule_file.h)
+        int64_t micro_batches;
+        int64_t virtual_stages;    // interleaved: model chunks per rank
+        int64_t max_inflight;      // zb-auto: its search's memory limit in micro-batches in flight (0: 2 x stages)
+        char partition[PATH_LEN];  // "" = even split, else "5,4,4,3"
+        int checkpoint_activations;
+    } pipe;
+    struct {               // data parallelism's options, ddp (axes/data.c, axes/zero.c)
+        int placement;     // PLACEMENT_* (comms.h): with a pipeline, which neighbours sit on adjacent ranks
+        int ddp_sync;      // SYNC_* (axes/data.h)
+        int allreduce;     // ALLREDUCE_* (comms.h): the replicas' collectives, and the tensor-parallel group's
+        double bucket_mb;  // bucket capacity, MiB
+        int64_t zero;      // ZeRO stage: 0 (none), 1, 2 or 3
+    } ddp;
+    struct {             // tensor parallelism's options (axes/tensor.c)
+        int tp_message;  // TP_MESSAGE_* (axes/tensor.h): how a pipeline message crosses between two groups
+    } tensor;
     int verify;
     // device
     int device;              // DEVICE_* (comms.h): auto = cuda when every rank sees a GPU
@@ -96,28 +112,21 @@ typedef struct {
     int tf32;                // cuBLAS may round fp32 inputs to TF32
     int precision;           // PRECISION_* (ops.h): the matrix products' inputs in fp32 or bf16
     int gemm_timing;         // time every gemm, report the share of step time in BLAS
-    // observing the pipeline (trace.c)
-    char trace[PATH_LEN];      // Chrome trace JSON of every step, "" = none
-    char timeline[PATH_LEN];   // SVG of one step's measured Gantt chart, "" = none
-    int64_t timeline_step;     // 1-based step drawn by --timeline / --gantt; 0 = the median-time step
-    int gantt;                 // print that step's Gantt chart at the end
-    char metrics[PATH_LEN];    // a JSON line per logged step and per epoch (train/metrics.c), "" = none
-    int live;                  // LIVE_* (train/live.h): the live line on a terminal
-    // data parallelism (ddp, hybrid)
-    int64_t pp, dp;          // hybrid: stages per replica, replicas
-    int64_t tp;              // tensor parallelism: ranks sharing each stage's layers (1: none)
-    int tp_message;          // TP_MESSAGE_* (axes/tensor.h): how a pipeline message crosses between two groups
-    int placement;           // hybrid: PLACEMENT_* (comms.h): which neighbours sit on adjacent ranks
-    int ddp_sync;            // SYNC_* (axes/data.h)
-    int allreduce;           // ALLREDUCE_* (comms.h)
-    double bucket_mb;        // bucket capacity, MiB
+    struct {                 // observing the run (train/trace.c, train/metrics.c, train/live.c)
+        char trace[PATH_LEN];     // Chrome trace JSON of every step, "" = none
+        char timeline[PATH_LEN];  // SVG of one step's measured Gantt chart, "" = none
+        int64_t timeline_step;    // 1-based step drawn by --timeline / --gantt; 0 = the median-time step
+        int gantt;                // print that step's Gantt chart at the end
+        char metrics[PATH_LEN];   // a JSON line per logged step and per epoch, "" = none
+        int live;                 // LIVE_* (train/live.h): the live line on a terminal
+    } observe;
     int64_t grad_accum;      // micro-steps per optimizer step
-    int64_t zero;            // ZeRO stage: 0 (none), 1, 2 or 3
-    // checkpoints (checkpoint.c)
-    char save[PATH_LEN];     // "" = no checkpoints
-    int64_t save_every;      // 0 = only at the end
-    char resume[PATH_LEN];   // "" = start from the initial weights
-    int save_best;           // with --save and --epochs: keep only the checkpoint of the best test accuracy
+    struct {                 // checkpoints (train/checkpoint.c)
+        char save[PATH_LEN];    // "" = no checkpoints
+        int64_t save_every;     // 0 = only at the end
+        char resume[PATH_LEN];  // "" = start from the initial weights
+        int save_best;          // with --save and --epochs: keep only the checkpoint of the best test accuracy
+    } ckpt;
     double timeout;          // watchdog (watchdog.c): the longest wait in seconds, 0 = unbounded
     // the planner (planner/auto.c)
     int auto_layout;         // --auto: run the layout plan --auto ranks first for this world

@@ -68,7 +68,7 @@ static void try_pipeline(const Profile *pf, const TrainConfig *c, Layout l, Sear
     long long per_replica = c->batch / l.dp;
     int ms[MAX_M_STEPS + 1], n_m = 0;
     for (int i = 0; i < MAX_M_STEPS; i++) ms[n_m++] = l.pp << i;
-    if (c->micro_batches >= 1) ms[n_m++] = (int)c->micro_batches;
+    if (c->pipe.micro_batches >= 1) ms[n_m++] = (int)c->pipe.micro_batches;
     for (int a = 0; a < n_m; a++) {
         int M = ms[a], dup = 0;
         for (int b = 0; b < a; b++) dup |= ms[b] == M;

@@ -87,7 +87,7 @@ int memory_layout(const TrainConfig *c, int kind, const Degrees *d, MemLayout *o
     TrainConfig t = *c;
     Plan *p = xmalloc(sizeof *p);  // (a Plan holds the partition of up to MAX_STAGES stages)
     int K = d->pp, D = d->dp;
-    t.schedule = kind;
+    t.pipe.schedule = kind;
     memset(out, 0, sizeof *out);
     if (plan_layout(&t, d, p, why, n)) {
         free(p);

@@ -25,15 +25,15 @@ Degrees layout_degrees(const Layout *l) {
 
 void layout_apply(const Layout *l, TrainConfig *c, Degrees *d) {
     *d = layout_degrees(l);
-    c->schedule = l->pp > 1 ? l->schedule : c->schedule;
-    if (l->pp > 1 && schedule_kind(l->schedule)->chunks == CHUNKS_OPTION) c->virtual_stages = l->v;
-    c->micro_batches = l->pp > 1 ? l->M : 1;
-    c->checkpoint_activations = l->pp > 1 && l->ckpt;
+    c->pipe.schedule = l->pp > 1 ? l->schedule : c->pipe.schedule;
+    if (l->pp > 1 && schedule_kind(l->schedule)->chunks == CHUNKS_OPTION) c->pipe.virtual_stages = l->v;
+    c->pipe.micro_batches = l->pp > 1 ? l->M : 1;
+    c->pipe.checkpoint_activations = l->pp > 1 && l->ckpt;
     c->precision = l->precision;
-    c->zero = d->zero;
+    c->ddp.zero = d->zero;
     c->grad_accum = 1;
-    c->partition[0] = 0;
-    c->schedule_file[0] = 0;
+    c->pipe.partition[0] = 0;
+    c->pipe.schedule_file[0] = 0;
 }
 
 static void add(char *out, size_t n, const char *fmt, long long v) {
@@ -288,7 +288,7 @@ int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Pred
     }
     Plan *p = xmalloc(sizeof *p);
     MemLayout ml;
-    int rc = memory_layout(&c, c.schedule, &d, &ml, why, n);
+    int rc = memory_layout(&c, c.pipe.schedule, &d, &ml, why, n);
     if (rc == 0) {
         for (int s = 0; s < l->pp; s++)
             if (ml.need[s].total > out->memory) { out->memory = ml.need[s].total; out->worst_stage = s; }

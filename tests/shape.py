@@ -6,6 +6,8 @@
 #       commands (a root file defining cmd_*, and micropp.c) -> planner/ -> train/ -> axes/ -> the
 #       core (the other root files) -> comms/ -> base/; base/ includes only base/, comms/ only comms/
 #       and base/, axes/ nothing of train/; and no two files include each other in a circle;
+#   - no struct with more than 40 fields (a struct that grows with every feature is cut into parts by
+#     concern: the options' per-axis parts, the Summary's and the Plan's part per axis);
 #   - every source file opens with a comment saying what it owns;
 #   - comments name only functions and files that exist: every `name()` in a comment is an identifier
 #     of the code, every `x.c`, `x.h`, `x.cu` (bare or with its folder) a file of the sources.
@@ -14,7 +16,7 @@
 import glob, os, re, sys
 
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-MAX_FN, MAX_FILE, MAX_LINE = 120, 800, 120
+MAX_FN, MAX_FILE, MAX_LINE, MAX_FIELDS = 120, 800, 120, 40
 FOLDERS = ['base', 'comms', 'axes', 'train', 'planner']  # below the root's commands and core (floors: floor())
 sources = sorted(glob.glob('*.c') + glob.glob('*.h') + glob.glob('*.cu') + [f for d in FOLDERS for f in glob.glob(d + '/*.[ch]') + glob.glob(d + '/*.cu')])
 failed = 0
@@ -119,6 +121,8 @@ wide = [f"{p}:{i + 1} has {len(l)} characters" for p in sources for i, l in enum
 report(f"shape/no line over {MAX_LINE} characters (clang-format breaks them: .clang-format)", wide)
 big = [f"{p} has {n} lines" for p in sources if p.endswith(('.c', '.cu')) for n in [len(open(p).read().split(chr(10))) - 1] if n > MAX_FILE]
 report(f"shape/no .c or .cu file over {MAX_FILE} lines", big)
+wide_structs = [f"{n} ({p}) has {k} fields" for p in sources for n, k in structs(p) if k > MAX_FIELDS]
+report(f"shape/no struct over {MAX_FIELDS} fields (group them into parts by concern)", wide_structs)
 
 # The floors, from the folders: a root file is a command when it (or its .c, for a header) defines cmd_*.
 def is_command(p):

@@ -172,7 +172,7 @@ static void test_stash(void) {
         np = s.n_params;
         g[b] = xmalloc(sizeof(float) * np);
         memcpy(g[b], s.grads, sizeof(float) * np);
-        bytes[b] = s.peak_act_bytes;
+        bytes[b] = s.mem.peak_act_bytes;
         stage_free(&s);
     }
     EXPECT("bf16/bf16 stashes: gradients bit-identical to fp32 stashes", memcmp(g[0], g[1], sizeof(float) * np) == 0, "they differ");

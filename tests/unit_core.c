@@ -89,14 +89,17 @@ static void test_optimizers(void) {
 // Loss of a stage holding the whole model on a fixed batch (forward only).
 static double model_loss(Stage *s, const float *x, const int32_t *y) {
     stage_take_loss(s);  // (a forward's loss still in the tally is not this one's)
-    s->loss_sum = 0; s->loss_rows = 0; s->correct = 0;
+    s->loss.sum = 0;
+    s->loss.rows = 0;
+    s->loss.correct = 0;
     int slot = stage_slot_acquire(s, 0);
     memcpy(stage_slot_input(s, slot), x, sizeof(float) * (size_t)s->rows * s->H);
     stage_set_labels(s, slot, y);
     stage_forward(s, slot);
-    s->slots[slot].mb = -1; s->act_bytes = 0;  // drop without backward
+    s->slots[slot].mb = -1;
+    s->mem.act_bytes = 0;  // drop without backward
     stage_take_loss(s);
-    return s->loss_sum * s->grad_scale;
+    return s->loss.sum * s->grad_scale;
 }
 
 // The head's loss stays in the backend's tally through a step's micro-batches (no host read per
@@ -113,7 +116,7 @@ static void test_loss_tally(void) {
         fill_rand(x[mb], rows * H, 20 + mb);
         each += model_loss(&s, x[mb], y[mb]) / s.grad_scale;  // (one micro-batch, taken at once)
     }
-    long reads = s.loss_reads;
+    long reads = s.loss.reads;
     stage_zero_grads(&s);
     for (int mb = 0; mb < M; mb++) {
         int slot = stage_slot_acquire(&s, mb);
@@ -122,13 +125,14 @@ static void test_loss_tally(void) {
         stage_forward(&s, slot);
         stage_backward(&s, slot, NULL, NULL);
     }
-    EXPECT("model/loss tally: no read during the step's micro-batches", s.loss_reads == reads && s.loss_sum == 0 &&
-           s.loss_pending, "reads %ld (before %ld), loss_sum %g", s.loss_reads, reads, s.loss_sum);
+    EXPECT("model/loss tally: no read during the step's micro-batches",
+           s.loss.reads == reads && s.loss.sum == 0 && s.loss.pending, "reads %ld (before %ld), loss_sum %g",
+           s.loss.reads, reads, s.loss.sum);
     stage_take_loss(&s);
     stage_take_loss(&s);  // (nothing new: no read)
-    EXPECT("model/loss tally: one read per step, the sum of the micro-batches' losses", s.loss_reads == reads + 1 &&
-           fabs(s.loss_sum - each) <= 1e-12 * fabs(each) && s.loss_rows == M * rows,
-           "reads %ld (before %ld), loss %.17g vs %.17g, rows %d", s.loss_reads, reads, s.loss_sum, each, s.loss_rows);
+    EXPECT("model/loss tally: one read per step, the sum of the micro-batches' losses",
+           s.loss.reads == reads + 1 && fabs(s.loss.sum - each) <= 1e-12 * fabs(each) && s.loss.rows == M * rows,
+           "reads %ld (before %ld), loss %.17g vs %.17g, rows %d", s.loss.reads, reads, s.loss.sum, each, s.loss.rows);
     stage_free(&s);
 }
 
@@ -233,12 +237,12 @@ static void test_input_ring(void) {
         stage_forward(&ref, b);
         stage_take_loss(&s);
         stage_take_loss(&ref);
-        loss_ok &= s.loss_sum == ref.loss_sum && s.correct == ref.correct;
+        loss_ok &= s.loss.sum == ref.loss.sum && s.loss.correct == ref.loss.correct;
     }
     EXPECT("train/input ring: every micro-batch's rows and labels arrive intact (copies run late, as queued)",
            rows_ok && labels_ok, "rows %s, labels %s", rows_ok ? "ok" : "differ", labels_ok ? "ok" : "differ");
-    EXPECT("train/input ring: losses bit-identical to synchronous loads", loss_ok, "loss %.17g vs %.17g",
-           s.loss_sum, ref.loss_sum);
+    EXPECT("train/input ring: losses bit-identical to synchronous loads", loss_ok, "loss %.17g vs %.17g", s.loss.sum,
+           ref.loss.sum);
     exec_ring_free(&st.ring, &q);
     stage_free(&s);
     stage_free(&ref);

@@ -44,7 +44,7 @@ static void fixed_profile(Profile *pf) {
 static TrainConfig small_model(void) {
     TrainConfig c;
     train_config_defaults(&c);
-    c.layers = 4, c.hidden = 8, c.inputs = 8, c.classes = 2, c.batch = 64, c.micro_batches = 4;
+    c.layers = 4, c.hidden = 8, c.inputs = 8, c.classes = 2, c.batch = 64, c.pipe.micro_batches = 4;
     c.optimizer = OPTIM_ADAM;
     return c;
 }
@@ -184,7 +184,7 @@ static void test_search(void) {
     auto_free(&s);
     // A device between a 1F1B pipeline's bytes with and without checkpointing: checkpointing is tried
     // for it, and only the checkpointed layout is kept.
-    c.hidden = 8, c.batch = 4096, c.micro_batches = 4;
+    c.hidden = 8, c.batch = 4096, c.pipe.micro_batches = 4;
     Layout a = {.pp = 2, .dp = 1, .tp = 1, .schedule = SCHED_GPIPE, .v = 1, .M = 16}, b = a;
     b.ckpt = 1;
     Prediction pa, pb;
@@ -254,7 +254,7 @@ static void test_tp_zero(void) {
            cmd);
     // two buckets (of 612 bytes, the model's 1224): each pass waits for the first gather, the second is
     // prefetched and half hidden; two reduce-scatters, half hidden
-    c.bucket_mb = 612.0 / (1024 * 1024);
+    c.ddp.bucket_mb = 612.0 / (1024 * 1024);
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
     want = flat_step + 0.004 + P / 2 * 1e-9 + 2 * (0.003 + 0.0015);
     EXPECT("predict_zero3_prefetch", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s,

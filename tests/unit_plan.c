@@ -584,7 +584,7 @@ static void test_layout(void) {
     Plan p;
     char err[1024];
     train_config_defaults(&c);
-    c.micro_batches = 4;
+    c.pipe.micro_batches = 4;
     EXPECT("plan/layout: 4 stages x 2 replicas is a hybrid of 4-row micro-batches, even split",
            plan_layout(&c, &(Degrees){.pp = 4, .dp = 2, .tp = 1}, &p, err, sizeof err) == 0 && p.mode == MODE_HYBRID &&
                p.K == 4 && p.D == 2 && p.rows == 4 && p.lo[1] == 4,
@@ -593,7 +593,7 @@ static void test_layout(void) {
            plan_layout(&c, &(Degrees){.pp = 1, .dp = 1, .tp = 1}, &p, err, sizeof err) == 0 && !p.pipelined &&
                p.M == 1 && p.rows == 32,
            "%s", err);
-    c.schedule = SCHED_INTERLEAVED;
+    c.pipe.schedule = SCHED_INTERLEAVED;
     EXPECT("plan/layout: interleaved takes --virtual-stages chunks",
            plan_layout(&c, &(Degrees){.pp = 4, .dp = 1, .tp = 1}, &p, err, sizeof err) == 0 && p.V == 2 && p.S == 8,
            "%s", err);
@@ -667,7 +667,7 @@ static void test_tp(void) {
     // layer 2's input gradient (32 x 32) backward (layer 0, the model's first, computes none)
     EXPECT("plan/tp: all-reduced floats per micro-batch", tensor_allreduce_floats(&c, &p, 0) == 3 * 32 * 32, "%g",
            tensor_allreduce_floats(&c, &p, 0));
-    c.bucket_mb = 1;  // one bucket of the rank's shards: ZeRO-2 and 3's working buffers (memory.c)
+    c.ddp.bucket_mb = 1;  // one bucket of the rank's shards: ZeRO-2 and 3's working buffers (memory.c)
     EXPECT("plan/tp: the largest bucket holds the rank's shards", data_largest_bucket(&c, &p, 0) == want, "%g, want %g",
            data_largest_bucket(&c, &p, 0), want);
     refused("plan/refuse: --hidden not divisible by --tp", 3, "--tp 3 --hidden 32",
@@ -705,8 +705,9 @@ static void test_tp(void) {
             "pp 1 x dp 1 x tp 2: drop it or set --pp");
     TrainConfig tc;  // a config file's "trace" key: the observers run with --tp as with the option
     train_config_defaults(&tc);
-    tc.mode = MODE_PP; tc.tp = 2;
-    snprintf(tc.trace, sizeof tc.trace, "t.json");
+    tc.grid.mode = MODE_PP;
+    tc.grid.tp = 2;
+    snprintf(tc.observe.trace, sizeof tc.observe.trace, "t.json");
     static const OptionsSeen none;
     Facts f4 = {.world = 4, .tag_ub = TAG_UB};
     char err[512];
@@ -747,7 +748,7 @@ static void test_tp(void) {
             "train: --schedule applies to a pipeline (--pp > 1), and this run is pp 1 x dp 1 x tp 2");
     MemLayout l;
     char why[512];
-    c.tp = 2;
+    c.grid.tp = 2;
     c.hidden = 33;
     EXPECT("plan/tp: micropp plan's layout refuses a width --tp does not divide",
            memory_layout(&c, SCHED_1F1B, &(Degrees){.pp = 1, .dp = 1, .tp = 2}, &l, why, sizeof why) == -1 &&

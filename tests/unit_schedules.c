@@ -418,7 +418,8 @@ static void test_split_backward(int ckpt, int head) {
     MemTally ta = {0}, tb = {0};
     stage_init(&a, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = lo, .hi = hi, .head = head, .rows = rows, .slots = 2, .ckpt = ckpt, .seed = 11});
     stage_init(&b, be, (StageSpec){.layers = L, .hidden = H, .classes = C, .lo = lo, .hi = hi, .head = head, .rows = rows, .slots = 2, .ckpt = ckpt, .seed = 11});
-    a.tally = &ta; b.tally = &tb;
+    a.mem.tally = &ta;
+    b.mem.tally = &tb;
     stage_enable_split(&b);
     float x[30], dout[30], dina[30], dinb[30];
     int32_t y[5] = {0, 2, 1, 1, 0};
@@ -436,25 +437,27 @@ static void test_split_backward(int ckpt, int head) {
     }
     size_t rowsH = (size_t)rows * H * 4, lg = head ? (size_t)rows * C * 4 : 0, n = (size_t)(hi - lo);
     size_t stash = rowsH * (1 + (ckpt ? 0 : n)) + lg;
-    int ok_stash = b.act_bytes == 2 * stash && tb.bytes == 2 * stash && tb.inflight == 2;
+    int ok_stash = b.mem.act_bytes == 2 * stash && tb.bytes == 2 * stash && tb.inflight == 2;
     for (int mb = 0; mb < 2; mb++) stage_backward(&a, stage_slot_of(&a, mb), head ? NULL : dout, dina);
     stage_backward_input(&b, stage_slot_of(&b, 0), head ? NULL : dout, dinb);
     size_t deferred = rowsH * (n + (size_t)head + n) + lg;
-    int ok_deferred = b.act_bytes == stash + deferred && tb.deferred == 1 && tb.inflight == 1;  // both slots in use
+    int ok_deferred = b.mem.act_bytes == stash + deferred && tb.deferred == 1 && tb.inflight == 1;  // both slots in use
     size_t peak_want = stash + rowsH * (1 + n) + lg + n * rowsH;  // mb 1 stashed, mb 0 all outputs + every dz
-    int ok_peak = b.peak_act_bytes == peak_want && tb.peak_bytes == peak_want;
+    int ok_peak = b.mem.peak_act_bytes == peak_want && tb.peak_bytes == peak_want;
     stage_backward_input(&b, stage_slot_of(&b, 1), head ? NULL : dout, dinb);
     stage_backward_weight(&b, stage_slot_of(&b, 0));
     stage_backward_weight(&b, stage_slot_of(&b, 1));
-    int ok_free = b.act_bytes == 0 && tb.bytes == 0 && tb.inflight == 0 && tb.deferred == 0 && tb.peak_deferred == 2;
+    int ok_free =
+        b.mem.act_bytes == 0 && tb.bytes == 0 && tb.inflight == 0 && tb.deferred == 0 && tb.peak_deferred == 2;
     char name[120];
     const char *cfg = ckpt ? (head ? "checkpointing, head" : "checkpointing") : (head ? "stash, head" : "stash");
     snprintf(name, sizeof name, "model/split backward I+W == full backward: grads and din bit for bit (%s)", cfg);
     EXPECT(name, !memcmp(a.grads, b.grads, sizeof(float) * a.n_params) && !memcmp(dina, dinb, sizeof dina),
            "grads differ at %ld, din differs at %ld", close_all(b.grads, a.grads, (long)a.n_params, 0, 0), close_all(dinb, dina, 30, 0, 0));
     snprintf(name, sizeof name, "model/split backward memory: stash, I keeps inputs + dz, W frees (%s)", cfg);
-    EXPECT(name, ok_stash && ok_deferred && ok_peak && ok_free, "stash %d deferred %d (bytes %zu want %zu) peak %d (%zu want %zu) free %d",
-           ok_stash, ok_deferred, b.act_bytes, stash + deferred, ok_peak, b.peak_act_bytes, peak_want, ok_free);
+    EXPECT(name, ok_stash && ok_deferred && ok_peak && ok_free,
+           "stash %d deferred %d (bytes %zu want %zu) peak %d (%zu want %zu) free %d", ok_stash, ok_deferred,
+           b.mem.act_bytes, stash + deferred, ok_peak, b.mem.peak_act_bytes, peak_want, ok_free);
     stage_free(&a);
     stage_free(&b);
 }
@@ -466,7 +469,7 @@ static void test_progress_hook(void) {
     Stage s;
     stage_init(&s, be, (StageSpec){.layers = 4, .hidden = 4, .classes = 2, .lo = 0, .hi = 3, .head = 0, .rows = 2, .slots = 1, .ckpt = 1, .seed = 5});
     stage_enable_split(&s);
-    s.progress = tick;
+    s.hooks.progress = tick;
     float dout[8] = {1, 2, 3, 4, 5, 6, 7, 8}, din[8];
     int slot = stage_slot_acquire(&s, 0);
     stage_forward(&s, slot);

@@ -57,8 +57,8 @@ static void *run_rank(void *arg) {
     Job *j = arg;
     Stage *s = &j->s;
     stage_init(s, be, j->spec);
-    s->tp_allreduce = group_allreduce;
-    s->tp_ctx = &j->m;
+    s->hooks.tp_allreduce = group_allreduce;
+    s->hooks.tp_ctx = &j->m;
     if (j->split) stage_enable_split(s);
     stage_zero_grads(s);
     for (int mb = 0; mb < 2; mb++) {  // two micro-batches: the gradients add up
@@ -71,7 +71,7 @@ static void *run_rank(void *arg) {
         if (j->split) { stage_backward_input(s, slot, dout, din); stage_backward_weight(s, slot); }
         else stage_backward(s, slot, dout, din);
     }
-    j->loss = s->loss_sum;
+    j->loss = s->loss.sum;
     return NULL;
 }
 

@@ -88,25 +88,25 @@ void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
     char err[ERR_LEN] = "";
     uint32_t id = 0;
     if (rank == 0) {
-        if (c->save[0]) {
+        if (c->ckpt.save[0]) {
             char probe[PATH_LEN + 32];
-            snprintf(probe, sizeof probe, "%s/.micropp-probe", c->save);
+            snprintf(probe, sizeof probe, "%s/.micropp-probe", c->ckpt.save);
             FILE *f = NULL;
-            if (mkdir_p(c->save) != 0)
+            if (mkdir_p(c->ckpt.save) != 0)
                 snprintf(err, sizeof err, "train: --save %s: cannot create that folder: %s (choose a writable path)",
-                         c->save, strerror(errno));
+                         c->ckpt.save, strerror(errno));
             else if (!(f = fopen(probe, "w")))
                 snprintf(err, sizeof err, "train: --save %s: cannot write there: %s (choose a writable folder)",
-                         c->save, strerror(errno));
+                         c->ckpt.save, strerror(errno));
             if (f) { fclose(f); unlink(probe); }
         }
-        if (!err[0] && c->resume[0]) {
+        if (!err[0] && c->ckpt.resume[0]) {
             char path[PATH_LEN + 32];
-            snprintf(path, sizeof path, "%s/" MANIFEST, c->resume);
+            snprintf(path, sizeof path, "%s/" MANIFEST, c->ckpt.resume);
             if (access(path, R_OK) != 0)
                 snprintf(err, sizeof err,
-                         "train: --resume %s: no readable %s there (%s): give a folder written by --save", c->resume,
-                         MANIFEST, strerror(errno));
+                         "train: --resume %s: no readable %s there (%s): give a folder written by --save",
+                         c->ckpt.resume, MANIFEST, strerror(errno));
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -374,7 +374,7 @@ static void resume_notes(const TrainConfig *c, const Manifest *m) {
 // purpose (a new learning rate, more data) is said once, by rank 0.
 static void resume_manifest(const CkptLayout *l, int rank, Manifest *m) {
     const TrainConfig *c = l->c;
-    const char *dir = c->resume;
+    const char *dir = c->ckpt.resume;
     char *text = manifest_fetch(dir, l->comm);
     char why[WHY_LEN], err[ERR_LEN] = "";
     if (manifest_parse(text, m, why, sizeof why)) snprintf(err, sizeof err, "train: --resume %s: %s", dir, why);
@@ -419,7 +419,7 @@ typedef struct { float *p, *m, *v; } Whole;
 // loaded; err on a failure ("" before), naming where a rank other than 0 read it.
 static int resume_file(const CkptLayout *l, const FileRec *fr, int rank, TensorRef *refs, Whole *whole, char *err,
                        size_t errlen) {
-    const char *dir = l->c->resume;
+    const char *dir = l->c->ckpt.resume;
     int adam = l->c->optimizer == OPTIM_ADAM, loaded = 0;
     char path[PATH_LEN + ST_NAME_LEN + 2], why[WHY_LEN], there[256] = "";
     snprintf(path, sizeof path, "%s/%s", dir, fr->file);
@@ -522,7 +522,7 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
     }
     free(whole);
     if (!err[0] && n_loaded != n_needed)  // cannot happen when the manifest covers every layer once
-        snprintf(err, sizeof err, "train: --resume %s: found %d of the %d tensors this rank needs", c->resume,
+        snprintf(err, sizeof err, "train: --resume %s: found %d of the %d tensors this rank needs", c->ckpt.resume,
                  n_loaded, n_needed);
     free(refs);
     free(m.files);
@@ -585,7 +585,7 @@ static void write_stage(const CkptLayout *l, const Stage *s, const float *const 
     snprintf(rec->file, sizeof rec->file, "step-%08lld-%08x-stage-%02d-of-%02d.safetensors", (long long)step, g_run_id,
              stage, l->stages);
     char path[PATH_LEN + ST_NAME_LEN + 2];
-    snprintf(path, sizeof path, "%s/%s", c->save, rec->file);
+    snprintf(path, sizeof path, "%s/%s", c->ckpt.save, rec->file);
     StWriter w;
     if (st_writer_open(&w, path)) fatal("checkpoint: %s", w.err);
     // dies halfway through the data
@@ -654,7 +654,7 @@ static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_samp
     cJSON_Delete(o);
     CHECK(text, "out of memory printing the manifest");
     char path[PATH_LEN + 32];
-    snprintf(path, sizeof path, "%s/" MANIFEST, c->save);
+    snprintf(path, sizeof path, "%s/" MANIFEST, c->ckpt.save);
     StWriter w;
     if (st_writer_open(&w, path) || st_writer_write(&w, text, strlen(text)) || st_writer_write(&w, "\n", 1) ||
         st_writer_commit(&w)) {
@@ -726,7 +726,7 @@ double ckpt_save(const CkptLayout *l, int64_t step, uint64_t next_sample) {
               "stage?)",
               total, l->stages);
         write_manifest(l, step, next_sample, all, total);
-        remove_stale(l->c->save, all, total);
+        remove_stale(l->c->ckpt.save, all, total);
         for (int i = 0; i < total; i++) bytes += (double)all[i].bytes;
     }
     free(recs); free(counts); free(displs); free(all);

@@ -14,11 +14,11 @@
 #define T(field) offsetof(TrainConfig, field)
 const Option train_options[] = {
     {"config", 'c', OPT_STR, T(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)", 0},
-    {"mode", 'm', OPT_CHOICE, T(mode), MODE_CHOICES, 0, 0, "MODE",
+    {"mode", 'm', OPT_CHOICE, T(grid.mode), MODE_CHOICES, 0, 0, "MODE",
      "a spelling of the degrees: monolith (pp 1 x dp 1), manual (K parts in one process), pp (a stage per rank), "
      "ddp (a replica per rank), hybrid (--pp x --dp); without it the degrees alone describe the run",
      0},
-    {"parts", 0, OPT_INT, T(parts), 0, 1, 4096, "K", "manual mode: cut the model into K parts", 0},
+    {"parts", 0, OPT_INT, T(grid.parts), 0, 1, 4096, "K", "manual mode: cut the model into K parts", 0},
     {"layers", 'L', OPT_INT, T(layers), 0, 1, MAX_LAYERS, "L", "hidden layers, each Linear(H,H)+ReLU", 0},
     {"hidden", 'H', OPT_INT, T(hidden), 0, 1, 65536, "H", "hidden size", 0},
     {"inputs", 0, OPT_INT, T(inputs), 0, 0, 1 << 24, "D", "input features: layer 0 is Linear(D,H) (0: D = --hidden)",
@@ -53,11 +53,11 @@ const Option train_options[] = {
     {"test-labels", 0, OPT_STR, T(test_labels), 0, 0, 0, "FILE", "labels of --test-data", 0},
     {"log-every", 0, OPT_INT, T(log_every), 0, 0, 1 << 30, "N", "print a line every N steps (0: never)", 0},
     {"json", 0, OPT_BOOL, T(json), 0, 0, 0, 0, "print one JSON object on stdout instead of text", 0},
-    {"metrics", 0, OPT_STR, T(metrics), 0, 0, 0, "FILE.jsonl",
+    {"metrics", 0, OPT_STR, T(observe.metrics), 0, 0, 0, "FILE.jsonl",
      "write a JSON line per logged step (loss, lr, time, bubble) and per epoch, as the run goes ('-': standard "
      "output, with --json; --resume keeps the lines up to its step); micropp plot draws them",
      0},
-    {"live", 0, OPT_CHOICE, T(live), LIVE_CHOICES, 0, 0, "WHEN",
+    {"live", 0, OPT_CHOICE, T(observe.live), LIVE_CHOICES, 0, 0, "WHEN",
      "a line rewritten in place with the steps done, samples/s and the time left: on a terminal (auto), also on "
      "a pipe (on: mpiexec hands rank 0 a pipe), or never",
      0},
@@ -65,36 +65,36 @@ const Option train_options[] = {
      "synthetic: training set of N samples, cycled (0: one fixed batch, as the course)", 0},
     {"eval-samples", 0, OPT_INT, T(eval_samples), 0, 0, 1 << 24, "N",
      "held-out samples for the accuracy (synthetic data; with a test split: the whole split unless given)", 0},
-    {"schedule", 'S', OPT_CHOICE, T(schedule), SCHED_CHOICES, 0, 0, "SCHED", "pp/hybrid: pipeline schedule",
+    {"schedule", 'S', OPT_CHOICE, T(pipe.schedule), SCHED_CHOICES, 0, 0, "SCHED", "pp/hybrid: pipeline schedule",
      AXIS_PIPELINE},
-    {"schedule-file", 0, OPT_STR, T(schedule_file), 0, 0, 0, "FILE.csv",
+    {"schedule-file", 0, OPT_STR, T(pipe.schedule_file), 0, 0, 0, "FILE.csv",
      "pp/hybrid: run the schedule in FILE: a row per rank of actions like 0F0,0I0,0W0 (PyTorch's notation; 'micropp "
      "bubble --dump-csv' writes one)",
      AXIS_PIPELINE},
-    {"micro-batches", 'M', OPT_INT, T(micro_batches), 0, 1, 1 << 20, "M",
+    {"micro-batches", 'M', OPT_INT, T(pipe.micro_batches), 0, 1, 1 << 20, "M",
      "pp/hybrid: micro-batches per step (per replica in hybrid)", AXIS_PIPELINE},
-    {"virtual-stages", 0, OPT_INT, T(virtual_stages), 0, 1, 64, "V",
+    {"virtual-stages", 0, OPT_INT, T(pipe.virtual_stages), 0, 1, 64, "V",
      "pp/hybrid, interleaved: model chunks per rank (rank r holds chunks r, r+K, ...)", AXIS_PIPELINE},
-    {"max-inflight", 0, OPT_INT, T(max_inflight), 0, 1, 1 << 20, "N",
+    {"max-inflight", 0, OPT_INT, T(pipe.max_inflight), 0, 1, 1 << 20, "N",
      "pp/hybrid, zb-auto: the most micro-batches a stage may hold from F to W, its search's limit (0: 2 x stages)",
      AXIS_PIPELINE},
-    {"partition", 0, OPT_STR, T(partition), 0, 0, 0, "LIST",
+    {"partition", 0, OPT_STR, T(pipe.partition), 0, 0, 0, "LIST",
      "pp/hybrid: layers per stage (interleaved: per chunk, in pipeline order), e.g. 5,4,4,3 (default: even split)",
      AXIS_PIPELINE},
-    {"checkpoint-activations", 0, OPT_BOOL, T(checkpoint_activations), 0, 0, 0, 0,
+    {"checkpoint-activations", 0, OPT_BOOL, T(pipe.checkpoint_activations), 0, 0, 0, 0,
      "pp/hybrid: keep only stage inputs, recompute in backward", AXIS_PIPELINE},
     {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0,
      "after step 1 compare loss and gradients with a monolith reference computed on the CPU", 0},
-    {"trace", 0, OPT_STR, T(trace), 0, 0, 0, "FILE.json",
+    {"trace", 0, OPT_STR, T(observe.trace), 0, 0, 0, "FILE.json",
      "pp, hybrid (ddp with --zero, any mode with --tp): write a Chrome trace of every step, a track per rank "
      "(Perfetto)",
      AXIS_PIPELINE | AXIS_DATA | AXIS_TENSOR},
-    {"timeline", 0, OPT_STR, T(timeline), 0, 0, 0, "FILE.svg",
+    {"timeline", 0, OPT_STR, T(observe.timeline), 0, 0, 0, "FILE.svg",
      "pp, hybrid: draw one step's measured Gantt chart (and the simulated one) as SVG", AXIS_PIPELINE},
-    {"timeline-step", 0, OPT_INT, T(timeline_step), 0, 0, 1 << 30, "N",
+    {"timeline-step", 0, OPT_INT, T(observe.timeline_step), 0, 0, 1 << 30, "N",
      "pp, hybrid: the step drawn by --timeline and --gantt (0: the median-time step)", AXIS_PIPELINE},
-    {"gantt", 0, OPT_BOOL, T(gantt), 0, 0, 0, 0, "pp, hybrid: print that step's measured Gantt chart at the end",
-     AXIS_PIPELINE},
+    {"gantt", 0, OPT_BOOL, T(observe.gantt), 0, 0, 0, 0,
+     "pp, hybrid: print that step's measured Gantt chart at the end", AXIS_PIPELINE},
     {"device", 0, OPT_CHOICE, T(device), DEVICE_CHOICES, 0, 0, "DEV",
      "where to train: auto = cuda when every rank sees a GPU, else cpu", 0},
     {"transport", 0, OPT_CHOICE, T(transport), TRANSPORT_CHOICES, 0, 0, "T",
@@ -112,47 +112,47 @@ const Option train_options[] = {
     {"auto", 0, OPT_BOOL, T(auto_layout), 0, 0, 0, 0,
      "run the layout micropp plan --auto ranks first for these ranks (with --profile); prints its prediction", 0},
     {"profile", 0, OPT_STR, T(profile), 0, 0, 0, "FILE", "--auto: the costs measured by micropp plan --calibrate", 0},
-    {"pp", 0, OPT_INT, T(pp), 0, 1, 4096, "P",
+    {"pp", 0, OPT_INT, T(grid.pp), 0, 1, 4096, "P",
      "pipeline stages, a degree: ranks = P x D x T (0: not given, 1; --mode pp: the ranks)", 0},
-    {"dp", 0, OPT_INT, T(dp), 0, 1, 1 << 20, "D",
+    {"dp", 0, OPT_INT, T(grid.dp), 0, 1, 1 << 20, "D",
      "data-parallel replicas, a degree: ranks = P x D x T (0: not given, the ranks left, ranks / (P x T))", 0},
-    {"tp", 0, OPT_INT, T(tp), 0, 1, 4096, "T",
+    {"tp", 0, OPT_INT, T(grid.tp), 0, 1, 4096, "T",
      "tensor parallelism: T adjacent ranks share each stage's layers (Megatron's column/row pairs; --hidden divisible "
      "by T), a degree: ranks = P x D x T",
      0},
-    {"tp-message", 0, OPT_CHOICE, T(tp_message), TP_MESSAGE_CHOICES, 0, 0, "M",
+    {"tp-message", 0, OPT_CHOICE, T(tensor.tp_message), TP_MESSAGE_CHOICES, 0, 0, "M",
      "--tp with a pipeline: a message between two groups as the whole activation from every rank (full), or each "
      "rank's 1/T slice and an all-gather on the receiving side (slice); auto: both timed at start-up, the faster "
      "kept",
      AXIS_TENSOR | AXIS_PIPELINE | AXES_ALL},
-    {"placement", 0, OPT_CHOICE, T(placement), PLACEMENT_CHOICES, 0, 0, "P",
+    {"placement", 0, OPT_CHOICE, T(ddp.placement), PLACEMENT_CHOICES, 0, 0, "P",
      "hybrid: what sits on adjacent ranks (one node): stages = each replica's pipeline, replicas = each stage's "
      "data-parallel group; auto = the side with more traffic per step",
      AXIS_PIPELINE | AXIS_DATA | AXES_ALL},
-    {"ddp-sync", 0, OPT_CHOICE, T(ddp_sync), SYNC_CHOICES, 0, 0, "SYNC",
+    {"ddp-sync", 0, OPT_CHOICE, T(ddp.ddp_sync), SYNC_CHOICES, 0, 0, "SYNC",
      "ddp/hybrid: naive = one all-reduce per tensor after backward; bucketed = overlapped with backward", AXIS_DATA},
-    {"allreduce", 0, OPT_CHOICE, T(allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG",
+    {"allreduce", 0, OPT_CHOICE, T(ddp.allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG",
      "ddp/hybrid and --tp's group: MPI's own collectives, the from-scratch ring, shared memory (one node), or auto: "
      "shm where it can, else mpi",
      AXIS_DATA | AXIS_TENSOR},
-    {"bucket-mb", 0, OPT_FLOAT, T(bucket_mb), 0, 0, 1e12, "MB", "ddp/hybrid bucketed: bucket capacity in MiB",
+    {"bucket-mb", 0, OPT_FLOAT, T(ddp.bucket_mb), 0, 0, 1e12, "MB", "ddp/hybrid bucketed: bucket capacity in MiB",
      AXIS_DATA},
     {"grad-accum", 0, OPT_INT, T(grad_accum), 0, 1, 1 << 20, "N",
      "monolith/ddp: N micro-steps of --batch rows per optimizer step", 0},
-    {"zero", 0, OPT_INT, T(zero), 0, 0, 3, "Z",
+    {"zero", 0, OPT_INT, T(ddp.zero), 0, 0, 3, "Z",
      "ddp/hybrid: ZeRO stage, sharded over the replicas: 1 = optimizer state, 2 = + gradients, 3 = + parameters",
      AXIS_DATA},
-    {"save", 0, OPT_STR, T(save), 0, 0, 0, "DIR",
+    {"save", 0, OPT_STR, T(ckpt.save), 0, 0, 0, "DIR",
      "write checkpoints (safetensors per stage + manifest.json) to DIR, at the end and every --save-every", 0},
-    {"save-every", 0, OPT_INT, T(save_every), 0, 0, 1 << 30, "N",
+    {"save-every", 0, OPT_INT, T(ckpt.save_every), 0, 0, 1 << 30, "N",
      "with --save: also save after every N steps (0: only at the end)", 0},
     {"timeout", 0, OPT_FLOAT, T(timeout), 0, 0, 1e7, "S",
      "watchdog: a rank waiting this many seconds for another ends the job, naming the action and the peer (0: wait "
      "forever; else at least 1: a healthy run waits that long at times)",
      0},
-    {"resume", 0, OPT_STR, T(resume), 0, 0, 0, "DIR",
+    {"resume", 0, OPT_STR, T(ckpt.resume), 0, 0, 0, "DIR",
      "continue from the checkpoint in DIR (any mode or partition); --steps stays the total", 0},
-    {"save-best", 0, OPT_BOOL, T(save_best), 0, 0, 0, 0,
+    {"save-best", 0, OPT_BOOL, T(ckpt.save_best), 0, 0, 0, 0,
      "with --save DIR and --epochs: after each epoch's evaluation, save when the test accuracy is the best so far (DIR "
      "keeps the best)",
      0},
@@ -162,8 +162,8 @@ const Option train_options[] = {
 
 void train_config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof *c);
-    c->mode = MODE_MONOLITH;
-    c->parts = 2;
+    c->grid.mode = MODE_MONOLITH;
+    c->grid.parts = 2;
     c->layers = 16;
     c->hidden = 128;
     c->classes = 2;
@@ -176,15 +176,15 @@ void train_config_defaults(TrainConfig *c) {
     strcpy(c->data, "synthetic");
     c->log_every = 10;
     c->eval_samples = 1024;
-    c->schedule = SCHED_1F1B;
-    c->micro_batches = 4;
-    c->virtual_stages = 2;
-    c->ddp_sync = SYNC_BUCKETED;
-    c->allreduce = ALLREDUCE_AUTO;
-    c->placement = PLACEMENT_AUTO;
-    c->tp = 1;
-    c->tp_message = TP_MESSAGE_AUTO;
-    c->bucket_mb = 25;
+    c->pipe.schedule = SCHED_1F1B;
+    c->pipe.micro_batches = 4;
+    c->pipe.virtual_stages = 2;
+    c->ddp.ddp_sync = SYNC_BUCKETED;
+    c->ddp.allreduce = ALLREDUCE_AUTO;
+    c->ddp.placement = PLACEMENT_AUTO;
+    c->grid.tp = 1;
+    c->tensor.tp_message = TP_MESSAGE_AUTO;
+    c->ddp.bucket_mb = 25;
     c->grad_accum = 1;
     c->diverge_factor = 100;
     c->timeout = WD_DEFAULT_TIMEOUT;

@@ -1,7 +1,8 @@
 // train/plan.c: every rule and every choice of a `micropp train` run, made once, as pure functions of
-// the options, what was typed and the facts of the world (see plan.h). The layout: which flags
-// apply to the mode, the grid of stages x replicas, the schedule's chunks, the batch cut into
-// micro-batches, the partition of layers, the placement of the grid. The run: how long (--steps,
+// the options, the degrees, what was typed and the facts of the world (see plan.h). The layout: the
+// one rule of the option rows' axes and each axis' rules (axes/: the schedule's chunks and the
+// partition, the tensor and data parallelism's options), the grid of stages x replicas x tp, the batch
+// cut into micro-batches, the placement of the grid. The run: how long (--steps,
 // or --epochs over the data's rows), what it observes and saves, and what the facts bear on: the
 // device and transport, the all-reduce (shm where the nodes and /dev/shm allow), BLAS's threads, the
 // step a --resume starts from, the rows evaluated. tests/unit_plan.c checks each rule and its
@@ -25,12 +26,9 @@
 
 // (Each rule returns 0, or -1 after writing its one-line message: axes/axis.h's refuse.)
 
-// What the degrees leave for each flag (axes/degrees.c's one rule covers the option rows that name
-// their axes): --trace of data parallelism alone draws ZeRO's collectives; a pipeline already
-// accumulates over its micro-batches; --samples sizes synthetic data only.
-static int rule_flags_apply(const TrainConfig *c, const Degrees *d, Err *e) {
-    char run[64];
-    degrees_text(d, run, sizeof run);
+// --samples sizes synthetic data only. (Which flags apply to the degrees: axes/degrees.c's one rule of
+// the option rows' axes, and each axis' rules.)
+static int rule_samples(const TrainConfig *c, Err *e) {
     if (strcmp(c->data, "synthetic") && seen_typed(e->seen, "samples"))
         return refuse(e,
                       "train: --samples sizes the synthetic data set, and --data '%s' is a file whose rows are the "
@@ -42,7 +40,6 @@ static int rule_flags_apply(const TrainConfig *c, const Degrees *d, Err *e) {
 // Each axis' part of the plan: its options as this run takes them (an inactive axis: its defaults).
 static void plan_parts(const TrainConfig *c, const Degrees *d, Plan *p) {
     data_part(c, d, p);
-    p->tensor.algo = c->allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->allreduce;  // (the facts may change both)
     pipeline_part(c, d, p);
 }
 
@@ -102,10 +99,10 @@ static void rule_placement(const TrainConfig *c, Plan *p) {
                       ? 2.0 * crossings * p->M * p->D * p->T * (double)p->rows * (double)c->hidden * sizeof(float)
                       : 0;  // (each rank of a tensor-parallel group sends the whole activation)
     p->dp_bytes = p->data_parallel ? 2.0 * (p->D - 1) * params * sizeof(float) : 0;
-    p->placement_auto = c->placement == PLACEMENT_AUTO;
+    p->placement_auto = c->ddp.placement == PLACEMENT_AUTO;
     if (!p->pipelined || !p->data_parallel) p->placement = PLACEMENT_STAGES;  // one replica, or one stage
     else if (p->placement_auto) p->placement = p->dp_bytes > p->pp_bytes ? PLACEMENT_REPLICAS : PLACEMENT_STAGES;
-    else p->placement = c->placement;
+    else p->placement = c->ddp.placement;
 }
 
 // ---- the run: its length, observers and checkpoints, and what the facts of the world bear on ----
@@ -141,15 +138,15 @@ static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
     if (p->epochs && !strcmp(c->data, "synthetic"))
         return refuse(e, "train: --epochs passes over a data set, and --data is synthetic: give --data fashion-mnist "
                          "(or DIR, or files), or use --steps");
-    if (c->save_best && !c->save[0])
+    if (c->ckpt.save_best && !c->ckpt.save[0])
         return refuse(e, "train: --save-best keeps the best checkpoint in --save DIR: add --save DIR");
-    if (c->save_best && !p->epochs)
+    if (c->ckpt.save_best && !p->epochs)
         return refuse(e, "train: --save-best evaluates after every epoch: add --epochs N (or drop --save-best)");
-    if (c->save_best && c->save_every)
+    if (c->ckpt.save_best && c->ckpt.save_every)
         return refuse(e,
                       "train: --save-best keeps only the best epoch's checkpoint, --save-every %lld every N steps: use "
                       "one of them",
-                      (long long)c->save_every);
+                      (long long)c->ckpt.save_every);
     return 0;
 }
 
@@ -170,10 +167,10 @@ static int rule_epochs(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     if (p->steps > (1LL << 30))
         return refuse(e, "train: %d epochs of %lld steps is more than 2^30 steps: use fewer --epochs", p->epochs,
                       p->steps_per_epoch);
-    if (c->timeline_step > p->steps)
+    if (c->observe.timeline_step > p->steps)
         return refuse(e,
                       "train: --timeline-step %lld is past the last step: use 1..%lld, or 0 for the median-time step",
-                      (long long)c->timeline_step, p->steps);
+                      (long long)c->observe.timeline_step, p->steps);
     if (warmup_too_long(c, e->seen, p->steps))
         return refuse(e,
                       "train: --warmup-steps %lld is longer than the run's %lld steps (%d epoch%s of %lld), so the "
@@ -187,11 +184,11 @@ static int rule_epochs(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 // The outputs on standard output: the file a summary goes to cannot take a pipeline's trace too;
 // --metrics' lines go before --json's summary object (JSON lines), never into the text report.
 static int rule_outputs(const TrainConfig *c, const Plan *p, Err *e) {
-    const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->trace, c->timeline};
-    if (!strcmp(c->metrics, "-") && !c->json)
+    const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->observe.trace, c->observe.timeline};
+    if (!strcmp(c->observe.metrics, "-") && !c->json)
         return refuse(e, "train: --metrics - would mix its JSON lines into the text train prints on standard output: "
                          "add --json (the lines, then the summary object), or give a file name");
-    if (c->live == LIVE_ON && c->json)
+    if (c->observe.live == LIVE_ON && c->json)
         return refuse(e, "train: --live on rewrites a line of text and --json prints one JSON object: drop one");
     if (!p->pipelined) return 0;
     for (int i = 0; i < 2; i++)
@@ -205,10 +202,10 @@ static int rule_outputs(const TrainConfig *c, const Plan *p, Err *e) {
 
 // --save-every, --resume with --verify.
 static int rule_checkpoints(const TrainConfig *c, Err *e) {
-    if (c->save_every && !c->save[0])
+    if (c->ckpt.save_every && !c->ckpt.save[0])
         return refuse(e, "train: --save-every %lld needs --save DIR (where to write the checkpoints)",
-                      (long long)c->save_every);
-    if (c->resume[0] && c->verify)
+                      (long long)c->ckpt.save_every);
+    if (c->ckpt.resume[0] && c->verify)
         return refuse(e, "train: --verify compares step 1 from the initial weights, so it cannot be combined with "
                          "--resume: drop one");
     return 0;
@@ -218,11 +215,11 @@ static int rule_checkpoints(const TrainConfig *c, Err *e) {
 // is ckpt_resume's to refuse, with its own words.)
 static int rule_resumed(const TrainConfig *c, const Facts *f, const Plan *p, Err *e) {
     long long at = f->resume_step;
-    if (c->timeline_step && at > 0 && at < p->steps && c->timeline_step <= at)
+    if (c->observe.timeline_step && at > 0 && at < p->steps && c->observe.timeline_step <= at)
         return refuse(e,
                       "train: --timeline-step %lld was done before the checkpoint (step %lld): use %lld..%lld, or 0 "
                       "for the median-time step",
-                      (long long)c->timeline_step, at, at + 1, p->steps);
+                      (long long)c->observe.timeline_step, at, at + 1, p->steps);
     return 0;
 }
 
@@ -287,7 +284,7 @@ static int rule_devices(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     if (plan_device("train", c->device, c->transport, c->tf32, p->world, f->devices, &p->device, &p->transport,
                     &p->transport_why, e->buf, e->n))
         return -1;
-    if ((p->data_parallel || p->T > 1) && c->allreduce == ALLREDUCE_SHM && p->device == DEVICE_CUDA)
+    if ((p->data_parallel || p->T > 1) && c->ddp.allreduce == ALLREDUCE_SHM && p->device == DEVICE_CUDA)
         return refuse(e, "train: --allreduce shm sums host memory, and the gradients live on the GPU: use --allreduce "
                          "mpi or ring with --device cuda");
     int tagged = p->V > 1 || p->split || p->schedule == SCHED_FILE;  // a file may send out of order
@@ -343,10 +340,10 @@ int plan_make(const TrainConfig *c, const Degrees *d, const OptionsSeen *seen, c
     p->distributed = degrees_world(d) > 1;
     p->T = d->tp;
     p->file = p->pipelined ? f->schedule_file : NULL;
-    p->schedule = p->file ? SCHED_FILE : c->schedule;
+    p->schedule = p->file ? SCHED_FILE : c->pipe.schedule;
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);  // the default: Linear(H, H) first, as before --inputs
     p->transport_why = "";
-    if (plan_early(c, err, errlen) || degrees_check_flags(d, seen, err, errlen) || rule_flags_apply(c, d, &e) ||
+    if (plan_early(c, err, errlen) || degrees_check_flags(d, seen, err, errlen) || rule_samples(c, &e) ||
         tensor_rules(c, p, &e) || data_rules(c, d, p, &e) || rule_grid(c, d, f->tag_ub, p, &e) || rule_batch(c, p, &e))
         return -1;
     rule_placement(c, p);
@@ -368,11 +365,11 @@ int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size
     p->distributed = p->world > 1;
     p->N = 1;
     plan_parts(c, d, p);
-    p->schedule = c->schedule;
+    p->schedule = c->pipe.schedule;
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);
     p->transport_why = "";
     TrainConfig even = *c;
-    even.partition[0] = 0;
+    even.pipe.partition[0] = 0;
     if (tensor_rules(c, p, &e) || pipeline_rules(&even, d, 2147483647LL, p, &e) || rule_batch(c, p, &e)) return -1;
     return 0;
 }

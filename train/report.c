@@ -229,7 +229,7 @@ static double kind_median(const Measure *m, int kind, int from_step) {
 
 // The step drawn by --timeline / --gantt (0-based): the user's, else the one nearest the median time.
 static int shown_step(const TrainConfig *c, const Plan *p, const Measure *m, const Summary *s) {
-    if (c->timeline_step) return (int)c->timeline_step - 1;
+    if (c->observe.timeline_step) return (int)c->observe.timeline_step - 1;
     int best = s->start + s->skip;  // the first step measured
     for (int t = best; t < (int)p->steps; t++)
         if (fabs(m->step_s[t] * 1e3 - s->step_ms) < fabs(m->step_s[best] * 1e3 - s->step_ms)) best = t;
@@ -249,7 +249,7 @@ static void write_failed(Summary *s, const char *flag, const char *path, int err
 // Rank 0: --trace, the Chrome trace of every step.
 static void write_trace(const TrainConfig *c, const Plan *p, Summary *s, const Timeline *tl) {
     OutFile o;
-    int err = out_open(&o, c->trace);
+    int err = out_open(&o, c->observe.trace);
     if (!err) {
         char meta[512];
         snprintf(meta, sizeof meta,
@@ -261,7 +261,7 @@ static void write_trace(const TrainConfig *c, const Plan *p, Summary *s, const T
         timeline_write_chrome(o.f, tl, meta);
         err = out_commit(&o);
     }
-    if (err) write_failed(s, "trace", c->trace, err);
+    if (err) write_failed(s, "trace", c->observe.trace, err);
 }
 
 // The measured chart of the shown step: the bubble of this step per rank = 1 - (compute of the
@@ -324,7 +324,7 @@ static void simulated_chart(const Plan *p, const Summary *s, Gantt *g) {
 // the measured per-stage costs) that --timeline writes as SVG and --gantt prints.
 static void observe(const TrainConfig *c, const Plan *p, const Measure *m, Summary *s, const Timeline *tl) {
     Gantt *g = s->charts;
-    if (c->trace[0]) write_trace(c, p, s, tl);
+    if (c->observe.trace[0]) write_trace(c, p, s, tl);
     measured_chart(p, m, s, tl, &g[0]);
     simulated_chart(p, s, &g[1]);
     // text: the shortest forward or backward one label wide, the chart at most 160 characters
@@ -338,11 +338,11 @@ static void observe(const TrainConfig *c, const Plan *p, const Measure *m, Summa
         g[i].axis_scale = 1e3;
         g[i].axis_unit = "ms";
     }
-    if (c->timeline[0]) {
+    if (c->observe.timeline[0]) {
         OutFile o;
-        int err = out_open(&o, c->timeline);
+        int err = out_open(&o, c->observe.timeline);
         if (!err) { gantt_svg(o.f, g, 2); err = out_commit(&o); }
-        if (err) write_failed(s, "timeline", c->timeline, err);
+        if (err) write_failed(s, "timeline", c->observe.timeline, err);
     }
 }
 
@@ -382,7 +382,7 @@ static void pipeline_fill(Run *r, Summary *s) {
                           .tally = &r->model.tally,
                           .sim = &r->exec.sim,
                           .message_bytes = pipe_message_bytes(p, &r->model.local[0]),
-                          .slices = c->trace[0] || c->timeline[0] || c->gantt};
+                          .slices = c->observe.trace[0] || c->observe.timeline[0] || c->observe.gantt};
     pipeline_report_fill(&s->pipe, p, &r->wire.comm, &x);
 }
 
@@ -408,7 +408,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     }
     if (c->gemm_timing) fill_gemm(c, p, m, s);
     tensor_report_fill(&s->tensor, p, &r->wire.tp, (double)m->tp_calls, m->tp_floats, m->tp_s, s->n_run, s->step_ms);
-    if (!p->pipelined && c->trace[0]) {  // ddp with ZeRO: every rank's forward, backward and collectives
+    if (!p->pipelined && c->observe.trace[0]) {  // ddp with ZeRO: every rank's forward, backward and collectives
         Timeline tl;
         timeline_gather(&tl, m->ev, m->n_ev, m->step_start, NULL, (int)p->steps, track_pos(p, &r->wire),
                         MPI_COMM_WORLD);
@@ -417,7 +417,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     }
     if (!p->pipelined) return;
     pipeline_fill(r, s);
-    if (c->trace[0] || c->timeline[0] || c->gantt) {
+    if (c->observe.trace[0] || c->observe.timeline[0] || c->observe.gantt) {
         Timeline tl;
         s->pipe.shown = shown_step(c, p, m, s);
         timeline_gather(&tl, m->ev, m->n_ev, m->step_start, m->span_s, (int)p->steps, track_pos(p, &r->wire),
@@ -485,7 +485,7 @@ static void summary_text(const Run *r, const Summary *s) {
     else printf("accuracy not measured (--eval-samples 0)\n");
     if (g->best_epoch)
         printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * g->best_accuracy, g->best_epoch,
-               c->save);
+               c->ckpt.save);
     printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
     if (s->predicted.step_ms > 0)
         printf("--auto picked %s: predicted %.3f ms a step, measured %.3f ms (%+.0f%%)\n", s->predicted.layout,
@@ -497,7 +497,7 @@ static void summary_text(const Run *r, const Summary *s) {
     tensor_report_text(p, &s->tensor);
     pipeline_report_text(p, &s->pipe);
     if (s->verify) text_verify(c, p, s->verify);
-    if (c->gantt) text_gantt(s);
+    if (c->observe.gantt) text_gantt(s);
     if (!s->write_err[0]) printf(REPORT_COMPLETED "\n");  // last: every output written
 }
 

@@ -112,9 +112,9 @@ void summary_json(const Run *r, const Summary *s) {
         cJSON_AddNumberToObject(o, "gemm_gflops", s->gemm_gflops);
     }
     cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(m->loss + start, s->n_run));  // steps start+1..steps
-    if (c->resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->resume);
+    if (c->ckpt.resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->ckpt.resume);
     if (r->progress.saved_step >= 0) {
-        cJSON_AddStringToObject(o, "saved_to", c->save);
+        cJSON_AddStringToObject(o, "saved_to", c->ckpt.save);
         cJSON_AddNumberToObject(o, "saved_step", (double)r->progress.saved_step);
     }
     if (p->mode == MODE_MANUAL) cJSON_AddNumberToObject(o, "parts", p->K);
@@ -128,7 +128,7 @@ void summary_json(const Run *r, const Summary *s) {
     pipeline_report_json(o, p, &s->pipe);
     if (!p->pipelined) {  // the monolith, a ddp replica, the manual split's parts: each stage's own peak
         double peak[MAX_STAGES];
-        for (int k = 0; k < model->n_local && k < MAX_STAGES; k++) peak[k] = (double)model->local[k].peak_act_bytes;
+        for (int k = 0; k < model->n_local && k < MAX_STAGES; k++) peak[k] = (double)model->local[k].mem.peak_act_bytes;
         cJSON_AddItemToObject(o, "peak_activation_bytes",
                               cJSON_CreateDoubleArray(peak, model->n_local < MAX_STAGES ? model->n_local : MAX_STAGES));
     }

@@ -180,7 +180,7 @@ static float *reference_grads(const TrainConfig *c, const Plan *p, const StepSta
     float *g = xmalloc(sizeof(float) * ref.n_params);
     rb->to_host(g, ref.grads, sizeof(float) * ref.n_params);
     if (reversed) reverse_units(g, L, (size_t)H, (size_t)D, (size_t)c->classes);
-    *loss = ref.loss_sum / (double)rows;
+    *loss = ref.loss.sum / (double)rows;
     free(x); free(y);
     stage_free(&ref);
     return g;
