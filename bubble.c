@@ -23,6 +23,7 @@
 #include "train/trace.h"
 #include "commands.h"
 #include "base/util.h"
+#include "train/options.h"
 
 #define MAX_K 1024
 #define MAX_M COMM_MAX_MB  // train's range; the simulator's own limit (SCHEDULE_MAX_SIM) bounds K x v x M

@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "base/outfile.h"
 #include "base/util.h"
+#include "train/options.h"
 
 #define MAX_LIST 64
 #define DEPTH 128  // --params without --hidden: a shape about this many layers deep

@@ -19,6 +19,7 @@
 #include "train/verify.h"
 #include "planner/auto.h"
 #include "axes/zero.h"
+#include "train/options.h"
 
 // ---- parse ----
 

@@ -58,7 +58,7 @@ void options_set_agree_hook(void (*hook)(const char *cmd, const char *resolved))
 // ---- train ----
 // The options of `micropp train` as parsed; the enum values of its choices (MODE_*, SCHED_*,
 // OPTIM_*, DEVICE_*, TRANSPORT_*, SYNC_*, ALLREDUCE_*) live beside the code that owns them, and its
-// option table (train_options) and defaults in train/options.c.
+// option table and defaults in train/options.c (train/options.h).
 typedef struct {
     char config[PATH_LEN];
     // the degrees as given (axes/degrees.c resolves them once with the world)
@@ -133,8 +133,6 @@ typedef struct {
     char profile[PATH_LEN];  // --auto: the costs (a profile written by plan --calibrate)
 } TrainConfig;
 
-extern const Option train_options[];      // train/options.c
-void train_config_defaults(TrainConfig *c);  // train/options.c
 const char *choice_name(const char *choices, int index, char *buf, size_t n);
 
 // Prints o as one line of JSON on stdout (the --json output of every command), then frees it.

@@ -11,6 +11,7 @@
 #include "model.h"
 #include "planner/auto.h"
 #include "train/plan.h"
+#include "train/options.h"
 
 #define A 1e-3  // a hidden layer's forward: A seconds per row
 

@@ -10,6 +10,7 @@
 #include "train/plan.h"
 #include "planner/memory.h"
 #include "axes/tensor.h"
+#include "train/options.h"
 
 #define TAG_UB 2147483647LL
 

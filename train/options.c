@@ -10,6 +10,7 @@
 #include "train/plan.h"
 #include "axes/tensor.h"
 #include "schedule.h"
+#include "train/options.h"
 
 #define T(field) offsetof(TrainConfig, field)
 const Option train_options[] = {

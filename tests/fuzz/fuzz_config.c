@@ -4,6 +4,7 @@
 #include <string.h>
 #include "base/config.h"
 #include "fuzz_stubs.h"
+#include "train/options.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     const char *path = input_path(data, size);
