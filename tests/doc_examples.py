@@ -88,7 +88,7 @@ MASK = [
 ]
 # With run-with, these lines are left out as well: they change with the number of steps.
 RUN_WITH = [r"^step \d+/\d+ ", r"^final loss ", r"\| steps \d+ \|"]
-LINKS = ("micropp", "micropp-cpu", "configs", "bench")
+LINKS = ("micropp", "micropp-cpu", "configs", "bench", "tests")
 DIRECTIVE = re.compile(r"^\s*<!--\s*doc-test:\s*(\S+)\s*(.*?)\s*-->\s*$")
 
 

@@ -15,7 +15,7 @@
 # the layout's figures instead: files per folder, floors, circles, the longest functions and structs.
 import glob, os, re, sys
 
-os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+os.chdir(os.path.join(os.path.dirname(os.path.realpath(__file__)), '..'))
 MAX_FN, MAX_FILE, MAX_LINE, MAX_FIELDS = 120, 800, 120, 40
 FOLDERS = ['base', 'comms', 'axes', 'train', 'planner']  # below the root's commands and core (floors: floor())
 sources = sorted(glob.glob('*.c') + glob.glob('*.h') + glob.glob('*.cu') + [f for d in FOLDERS for f in glob.glob(d + '/*.[ch]') + glob.glob(d + '/*.cu')])
