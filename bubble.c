@@ -63,7 +63,7 @@ static const Option bubble_options[] = {
      0},
     {"cost-w", 0, OPT_FLOAT, O(cost_w), 0, -1e300, 1e300, "T",
      "of --cost-b, the weight-gradient part W that zb-h1, zb-h2, zb-v, dualpipev defer (0: half)", 0},
-    {"virtual-stages", 0, OPT_INT, O(virtual_stages), 0, 1, 64, "V", "interleaved: model chunks per rank", 0},
+    {"virtual-stages", 0, OPT_INT, O(virtual_stages), 0, 1, 64, "V", "interleaved, looped-bfs: model chunks per rank", 0},
     {"cost-comm", 0, OPT_FLOAT, O(cost_comm), 0, -1e300, 1e300, "T",
      "time from a send to its arrival at the next stage", 0},
     {"json", 0, OPT_BOOL, O(json), 0, 0, 0, 0, "print one JSON object instead of the table", 0},

@@ -75,7 +75,7 @@ const Option train_options[] = {
     {"micro-batches", 'M', OPT_INT, T(pipe.micro_batches), 0, 1, 1 << 20, "M",
      "pp/hybrid: micro-batches per step (per replica in hybrid)", AXIS_PIPELINE},
     {"virtual-stages", 0, OPT_INT, T(pipe.virtual_stages), 0, 1, 64, "V",
-     "pp/hybrid, interleaved: model chunks per rank (rank r holds chunks r, r+K, ...)", AXIS_PIPELINE},
+     "pp/hybrid, interleaved and looped-bfs: model chunks per rank (rank r holds chunks r, r+K, ...)", AXIS_PIPELINE},
     {"max-inflight", 0, OPT_INT, T(pipe.max_inflight), 0, 1, 1 << 20, "N",
      "pp/hybrid, zb-auto: the most micro-batches a stage may hold from F to W, its search's limit (0: 2 x stages)",
      AXIS_PIPELINE},
