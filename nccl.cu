@@ -44,6 +44,8 @@ struct DevComm {
     // `coll` its stream, `got` recorded after its last all-reduce (coll_pending: one since the last wait).
     int group, coll_pending;
     cudaStream_t coll;
+    cudaEvent_t *timed;  // start/stop pairs around each all-reduce since devcomm_allreduce_seconds
+    int n_timed, cap_timed;
 };
 
 extern "C" void devcomm_unique_id(void *id) {
@@ -104,9 +106,13 @@ extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank, const int
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
     d->rank = rank;
+    host_call("ncclCommInitRank");  // (collective and blocking: the backstop bounds it)
     NCCL_CHECK(ncclCommInitRank(&d->world, nranks, u, rank));
+    host_call(NULL);
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {  // collective: every rank splits in the same order
+        host_call("ncclCommSplit");
         NCCL_CHECK(ncclCommSplit(d->world, 0, rank, &d->comm[ch], NULL));
+        host_call(NULL);
         CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream[ch], cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreateWithFlags(&d->sent[ch], cudaEventDisableTiming));
     }
@@ -123,17 +129,23 @@ extern "C" void devcomm_close(DevComm *d) {
     devcomm_flush(d);
     if (d->coll_pending) wait_event(d, d->got, -1, "the last NCCL all-reduce of the group");
     if (d->coll) CUDA_CHECK(cudaStreamDestroy(d->coll));
+    for (int i = 0; i < d->cap_timed; i++) CUDA_CHECK(cudaEventDestroy(d->timed[i]));
+    free(d->timed);
+    host_call("ncclCommDestroy");  // (children before their parent; the backstop bounds them)
     for (int ch = 0; ch < DEVCOMM_CHANNELS && !d->group; ch++) {
         NCCL_CHECK(ncclCommDestroy(d->comm[ch]));
         CUDA_CHECK(cudaStreamDestroy(d->stream[ch]));
         CUDA_CHECK(cudaEventDestroy(d->sent[ch]));
     }
     NCCL_CHECK(ncclCommDestroy(d->world));
-    stream_wait("GPU (its queued work, before the NCCL staging buffers are freed)");
+    host_call(NULL);
+    // The staging buffers are the stream-ordered allocator's (take_staging): freed on the compute
+    // stream, whose drain the host then waits for under the watchdog (no cudaFree to wait on the device).
     for (int i = 0; i < d->n_st; i++) {
-        CUDA_CHECK(cudaFree(d->st[i].buf));
+        CUDA_CHECK(cudaFreeAsync(d->st[i].buf, g_stream));
         CUDA_CHECK(cudaEventDestroy(d->st[i].done));
     }
+    stream_wait("GPU (its queued work, then the NCCL staging buffers freed)");
     free(d->st);
     CUDA_CHECK(cudaEventDestroy(d->ready));
     CUDA_CHECK(cudaEventDestroy(d->got));
@@ -141,12 +153,19 @@ extern "C" void devcomm_close(DevComm *d) {
 }
 
 // The watchdog fired (or another rank's did): no kernel of ours may keep spinning on a peer that is
-// gone. Never waits; the job ends right after.
-extern "C" void devcomm_abort(DevComm *d) {
-    if (!d) return;
-    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++)
-        if (d->comm[ch]) ncclCommAbort(d->comm[ch]);
-    ncclCommAbort(d->world);
+// gone. Every communicator's abort inside one group: ncclCommAbort raises its flags at once and, in a
+// group, leaves the reclaim (which synchronises the communicator's streams) to ncclGroupEnd, so every
+// kernel sees its flag before any reclaim waits (NCCL 2.28's init.cc, ncclCommAbort). The watchdog's
+// alarm, set before, bounds it should a reclaim still block (NCCL issues 829, 1777); errors are moot.
+extern "C" void devcomm_abort_all(DevComm *const *d, int n) {
+    ncclGroupStart();
+    for (int i = 0; i < n; i++) {
+        if (!d[i]) continue;
+        for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++)
+            if (d[i]->comm[ch]) ncclCommAbort(d[i]->comm[ch]);
+        if (d[i]->world) ncclCommAbort(d[i]->world);
+    }
+    ncclGroupEnd();
 }
 
 // ---- a group's all-reduce (devcomm.h: the tensor-parallel group's) ----
@@ -158,10 +177,26 @@ extern "C" DevComm *devcomm_open_group(const void *id, int nranks, int rank) {
     memcpy(&u, id, sizeof u);
     d->rank = rank;
     d->group = 1;
+    host_call("ncclCommInitRank");
     NCCL_CHECK(ncclCommInitRank(&d->world, nranks, u, rank));
+    host_call(NULL);
     CUDA_CHECK(cudaStreamCreateWithFlags(&d->coll, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->got, cudaEventDisableTiming));
+    // A 1-float all-reduce, waited for: NCCL connects the group's ranks at its first collective (inside
+    // the call, marked for the backstop), so the first step's does not, and a peer that never arrives
+    // ends the run here at --timeout.
+    float *w = NULL;
+    CUDA_CHECK(cudaMallocAsync((void **)&w, sizeof(float), g_stream));
+    CUDA_CHECK(cudaMemsetAsync(w, 0, sizeof(float), g_stream));
+    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->coll, d->ready, 0));
+    host_call("ncclAllReduce (the group's first: its connections)");
+    NCCL_CHECK(ncclAllReduce(w, w, 1, ncclFloat, ncclSum, d->world, d->coll));
+    host_call(NULL);
+    CUDA_CHECK(cudaEventRecord(d->got, d->coll));
+    wait_event(d, d->got, -1, "the NCCL warm-up of the tensor-parallel group");
+    CUDA_CHECK(cudaFreeAsync(w, g_stream));
     return d;
 }
 
@@ -173,10 +208,32 @@ extern "C" void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n) {
     if (!n) return;
     CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
     CUDA_CHECK(cudaStreamWaitEvent(d->coll, d->ready, 0));
+    if (d->n_timed + 2 > d->cap_timed) {  // (grown once: a step makes the same all-reduces every time)
+        int cap = d->cap_timed ? 2 * d->cap_timed : 64;
+        d->timed = (cudaEvent_t *)realloc(d->timed, sizeof(cudaEvent_t) * (size_t)cap);
+        CHECK(d->timed, "out of memory for the all-reduces' timing events");
+        for (int i = d->cap_timed; i < cap; i++) CUDA_CHECK(cudaEventCreate(&d->timed[i]));
+        d->cap_timed = cap;
+    }
+    CUDA_CHECK(cudaEventRecord(d->timed[d->n_timed++], d->coll));
     NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->world, d->coll));
+    CUDA_CHECK(cudaEventRecord(d->timed[d->n_timed++], d->coll));
     CUDA_CHECK(cudaEventRecord(d->got, d->coll));
     CUDA_CHECK(cudaStreamWaitEvent(g_stream, d->got, 0));
     d->coll_pending = 1;
+}
+
+extern "C" double devcomm_allreduce_seconds(DevComm *d) {
+    if (!d->n_timed) return 0;
+    wait_event(d, d->timed[d->n_timed - 1], -1, "the group's NCCL all-reduces (their times)");
+    double s = 0;
+    for (int i = 0; i + 1 < d->n_timed; i += 2) {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, d->timed[i], d->timed[i + 1]));
+        s += 1e-3 * ms;
+    }
+    d->n_timed = 0;
+    return s;
 }
 
 // A staging buffer of n floats whose send has completed (its event), else a new one: never a wait.

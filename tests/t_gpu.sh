@@ -264,3 +264,29 @@ if gpu_only "gpu/a model too large for the GPU is refused with its free memory";
     expect_user_error "gpu/a model too large for the GPU is refused with its free memory" "$e_line" 60 \
         "$MICROPP" train --device cuda --hidden 65536 --layers 40 --batch 8 --steps 1
 fi
+
+# ---- the GPU path's watchdog, without a GPU (tests/mpi_devwait: the waits and hooks the CUDA backend
+# and the NCCL transport are handed) ----
+# The end-of-job hook (the NCCL abort) that never returns, as an ncclCommAbort waiting on a kernel of
+# another communicator: the alarm is set before it, so every rank still ends within seconds.
+DEVWAIT=$ROOT/tests/bin/mpi_devwait
+if [ -x "$DEVWAIT" ]; then
+    t0=$(date +%s)
+    run 60 mpiexec -n 2 "$DEVWAIT" "$TMP/devwait-hang" hang-at-end
+    secs=$(( $(date +%s) - t0 )); sleep 0.3; left=$(left_behind "$TMP/devwait-hang")
+    if [ "$RC" -ne 0 ] && [ "$secs" -le 15 ] && grep -q '^\[rank 0\] watchdog: waited 3\.[0-9] s (--timeout 3) for this rank.s GPU' <<<"$ERR" &&
+       grep -q '^\[rank 0\] mpi_devwait: wd_at_end blocks' <<<"$ERR" && grep -q '^\[rank 1\] mpi_devwait: wd_at_end blocks' <<<"$ERR" &&
+       [ -z "$left" ]; then
+        pass "gpu/watchdog: an abort hook that blocks on both ranks still ends the job (${secs}s, exit $RC)"
+    else fail "gpu/watchdog: an abort hook that blocks still ends the job" "exit $RC after ${secs}s, left '$left': $(head -c 500 <<<"$ERR")"; fi
+    # selftest's watchdog: one process without MPI, a device wait and a blocking library call each bounded
+    run 30 "$DEVWAIT" "$TMP/devwait-local" local
+    if [ "$RC" -eq 1 ] && grep -q 'watchdog: waited 2\.[0-9] s (--timeout 2) for this rank.s GPU (its queued work, then the loss) in the test.s device wait' <<<"$ERR" &&
+       grep -q 'mpi_devwait: wd_at_end ran' <<<"$ERR"; then pass "gpu/watchdog without MPI (selftest's): a device wait that never ends -> its line, exit 1"
+    else fail "gpu/watchdog without MPI: a device wait that never ends" "exit $RC: $(head -c 400 <<<"$ERR")"; fi
+    run 30 "$DEVWAIT" "$TMP/devwait-call" local-call
+    if [ "$RC" -eq 1 ] && grep -q 'watchdog: waited [0-9.]* s (--timeout 2) inside ncclCommInitRank in the test.s device wait' <<<"$ERR"; then
+        pass "gpu/watchdog without MPI: a library call that blocks (ncclCommInitRank) -> the backstop's line, exit 1"
+    else fail "gpu/watchdog without MPI: a library call that blocks" "exit $RC: $(head -c 400 <<<"$ERR")"; fi
+else fail "gpu/watchdog: the abort hook, and without MPI" "$DEVWAIT is missing: make tests/bin/mpi_devwait"; fi
+expect_user_error "gpu/selftest --timeout 0.5 -> one line, exit 2" "--timeout = 0.5 is below 1 s" 30 "$MICROPP" selftest --timeout 0.5
