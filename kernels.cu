@@ -513,17 +513,23 @@ int cuda_opened(void) { return g_backend.name != NULL; }
 // tensor-parallel group's, and NCCL's two per communicator), and two kernels that must progress at once
 // must not wait behind each other in one queue (NCCL issues 783, 522). Read when CUDA starts: set before
 // the first CUDA call, to 32 unless the environment asks for as many; a lower value (Megatron's 1) is
-// overridden with one line on rank 0, since this process runs one compute stream and loses nothing.
+// overridden, since this process runs one compute stream and loses nothing: once the device is open,
+// rank 0 says so in one line (say_device_queues; on a machine without a GPU nothing is said).
 #define CUDA_QUEUES 32
+static char g_queues_was[32];  // the value overridden ("": none)
 static void set_device_queues(void) {
     const char *v = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     if (v && atoi(v) >= CUDA_QUEUES) return;
-    if (v && g_rank == 0)
-        fprintf(stderr, "micropp: CUDA_DEVICE_MAX_CONNECTIONS was '%s', now %d: the NCCL transport's streams must "
-                "not share hardware queues (docs/gpus.md)\n", v, CUDA_QUEUES);
+    if (v) snprintf(g_queues_was, sizeof g_queues_was, "%s", v);
     char n[16];
     snprintf(n, sizeof n, "%d", CUDA_QUEUES);
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", n, 1);
+}
+static void say_device_queues(void) {
+    if (g_queues_was[0] && g_rank == 0)
+        fprintf(stderr, "micropp: CUDA_DEVICE_MAX_CONNECTIONS was '%s', now %d: the NCCL transport's streams must "
+                "not share hardware queues (docs/gpus.md)\n", g_queues_was, CUDA_QUEUES);
+    g_queues_was[0] = 0;  // (once)
 }
 
 extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen) {
@@ -578,6 +584,7 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.gemm_timing = cu_gemm_timing; b.gemm_seconds = cu_gemm_seconds; b.describe = cu_describe;
     b.memory_free = cu_memory_free; b.device_key = cu_device_key;
     g_backend = b;
+    say_device_queues();
     return &g_backend;
 }
 

@@ -121,7 +121,7 @@ expect_user_error "gpu/selftest --nccl on the CPU is refused" 'selftest: --nccl 
 if gpu_only "gpu/selftest --nccl: NCCL on one rank (init, 4 splits, self send, teardown)"; then
     run 300 "$MICROPP" selftest --device cuda --nccl
     if [ "$RC" -eq 0 ] && grep -qE '^nccl: 1 rank, 4 splits, self send .* ok$' <<<"$OUT" &&
-        grep -qE '^nccl: 1 rank, group all-reduce .* ok$' <<<"$OUT"; then pass "gpu/selftest --nccl: NCCL on one rank"
+        grep -qE '^nccl: 1 rank, all-reduce, timed .* ok$' <<<"$OUT"; then pass "gpu/selftest --nccl: NCCL on one rank"
     else fail "gpu/selftest --nccl: NCCL on one rank" "exit $RC: $(grep -E 'nccl|FAIL' <<<"$OUT" | head -n 3) $(head -c 300 <<<"$ERR")"; fi
 fi
 # bf16 without oneDNN's help in the check: the rounding, gemm and bias gradient against the naive
@@ -290,3 +290,18 @@ if [ -x "$DEVWAIT" ]; then
     else fail "gpu/watchdog without MPI: a library call that blocks" "exit $RC: $(head -c 400 <<<"$ERR")"; fi
 else fail "gpu/watchdog: the abort hook, and without MPI" "$DEVWAIT is missing: make tests/bin/mpi_devwait"; fi
 expect_user_error "gpu/selftest --timeout 0.5 -> one line, exit 2" "--timeout = 0.5 is below 1 s" 30 "$MICROPP" selftest --timeout 0.5
+# The wire's host staging for a device (the send pool, the receive staging, the collectives' buffers:
+# pinned on a GPU) is freed at the end, before the CUDA backend closes (a leak check lists none).
+TEARDOWN=$ROOT/tests/bin/mpi_teardown
+run 60 "$TEARDOWN"
+if [ "$RC" -eq 0 ] && grep -qE 'alive before the end [1-9][0-9]*, after 0; message ok' <<<"$OUT"; then pass "gpu/teardown: the wire's host staging freed at the end ($OUT)"
+else fail "gpu/teardown: the wire's host staging freed at the end" "exit $RC: $OUT $(head -c 300 <<<"$ERR")"; fi
+# CUDA_DEVICE_MAX_CONNECTIONS below 32 (Megatron's 1): raised before CUDA starts, one line once the GPU
+# is open; on a machine without a GPU nothing is said.
+run 120 env CUDA_DEVICE_MAX_CONNECTIONS=1 "$MICROPP" train "${TINY[@]}" --json
+qline="micropp: CUDA_DEVICE_MAX_CONNECTIONS was '1', now 32: the NCCL transport's streams must not share hardware queues (docs/gpus.md)"
+if [ "$GPU" = 1 ]; then
+    if [ "$RC" -eq 0 ] && [ "$(grep -cxF "$qline" <<<"$ERR")" = 1 ]; then pass "gpu/CUDA_DEVICE_MAX_CONNECTIONS=1 -> 32, said in one line"
+    else fail "gpu/CUDA_DEVICE_MAX_CONNECTIONS=1 -> 32, said in one line" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
+elif [ "$RC" -eq 0 ] && ! grep -q CUDA_DEVICE_MAX_CONNECTIONS <<<"$ERR"; then pass "gpu/CUDA_DEVICE_MAX_CONNECTIONS=1 without a GPU: nothing said"
+else fail "gpu/CUDA_DEVICE_MAX_CONNECTIONS=1 without a GPU: nothing said" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
