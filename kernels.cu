@@ -608,7 +608,9 @@ extern "C" void backend_cuda_close(void) {
     for (int i = 0; i < g_ev_cap; i++) CUDA_CHECK(cudaEventDestroy(g_ev[i]));
     free(g_marks);
     free(g_ev);
+    host_call("cublasDestroy");  // (it may synchronise the device)
     CUBLAS_CHECK(cublasDestroy(g_cublas));
+    host_call(NULL);
     CUDA_CHECK(cudaStreamDestroy(g_stream));
     cudaMemPool_t pool;
     if (cudaDeviceGetDefaultMemPool(&pool, g_device) == cudaSuccess) CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
