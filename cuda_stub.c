@@ -41,5 +41,6 @@ void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n) {
     (void)d; (void)buf; (void)n;
     fatal("NCCL transport in a build without CUDA");
 }
+double devcomm_abort_smoke(void) { fatal("NCCL transport in a build without CUDA"); }
 double devcomm_allreduce_seconds(DevComm *d) { (void)d; fatal("NCCL transport in a build without CUDA"); }
 double devcomm_allreduce_smoke(size_t n) { (void)n; fatal("NCCL transport in a build without CUDA"); }

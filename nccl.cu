@@ -124,23 +124,18 @@ extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank, const int
     return d;
 }
 
-extern "C" void devcomm_close(DevComm *d) {
-    if (!d) return;
-    devcomm_flush(d);
-    if (d->coll_pending) wait_event(d, d->got, -1, "the last NCCL all-reduce of the group");
+// What a DevComm holds beside its communicators (once they are destroyed or aborted): the streams and
+// events, and the staging buffers, which are the stream-ordered allocator's (take_staging): freed on
+// the compute stream, whose drain the host then waits for under the watchdog (no cudaFree to wait on
+// the device).
+static void free_own(DevComm *d) {
     if (d->coll) CUDA_CHECK(cudaStreamDestroy(d->coll));
     for (int i = 0; i < d->cap_timed; i++) CUDA_CHECK(cudaEventDestroy(d->timed[i]));
     free(d->timed);
-    host_call("ncclCommDestroy");  // (children before their parent; the backstop bounds them)
     for (int ch = 0; ch < DEVCOMM_CHANNELS && !d->group; ch++) {
-        NCCL_CHECK(ncclCommDestroy(d->comm[ch]));
         CUDA_CHECK(cudaStreamDestroy(d->stream[ch]));
         CUDA_CHECK(cudaEventDestroy(d->sent[ch]));
     }
-    NCCL_CHECK(ncclCommDestroy(d->world));
-    host_call(NULL);
-    // The staging buffers are the stream-ordered allocator's (take_staging): freed on the compute
-    // stream, whose drain the host then waits for under the watchdog (no cudaFree to wait on the device).
     for (int i = 0; i < d->n_st; i++) {
         CUDA_CHECK(cudaFreeAsync(d->st[i].buf, g_stream));
         CUDA_CHECK(cudaEventDestroy(d->st[i].done));
@@ -150,6 +145,17 @@ extern "C" void devcomm_close(DevComm *d) {
     CUDA_CHECK(cudaEventDestroy(d->ready));
     CUDA_CHECK(cudaEventDestroy(d->got));
     free(d);
+}
+
+extern "C" void devcomm_close(DevComm *d) {
+    if (!d) return;
+    devcomm_flush(d);
+    if (d->coll_pending) wait_event(d, d->got, -1, "the last NCCL all-reduce of the group");
+    host_call("ncclCommDestroy");  // (children before their parent; the backstop bounds them)
+    for (int ch = 0; ch < DEVCOMM_CHANNELS && !d->group; ch++) NCCL_CHECK(ncclCommDestroy(d->comm[ch]));
+    NCCL_CHECK(ncclCommDestroy(d->world));
+    host_call(NULL);
+    free_own(d);
 }
 
 // The watchdog fired (or another rank's did): no kernel of ours may keep spinning on a peer that is
@@ -392,4 +398,21 @@ extern "C" double devcomm_allreduce_smoke(size_t n) {
     cu_free(a);
     free(h); free(back);
     return worst;
+}
+
+// selftest --nccl's abort row: a pipeline transport on a world of one rank and a group of one rank,
+// both aborted by devcomm_abort_all (the watchdog's hook: every communicator in one group), then what
+// they hold beside NCCL freed. Returns the seconds the abort took (it must return: nothing is in flight).
+extern "C" double devcomm_abort_smoke(void) {
+    char id[DEVCOMM_ID_BYTES];
+    DevComm *d[2];
+    devcomm_unique_id(id);
+    d[0] = devcomm_open(id, 1, 0, NULL, 0);
+    devcomm_unique_id(id);
+    d[1] = devcomm_open_group(id, 1, 0);
+    double t0 = now_sec();
+    devcomm_abort_all(d, 2);
+    double took = now_sec() - t0;
+    for (int i = 0; i < 2; i++) free_own(d[i]);
+    return took;
 }

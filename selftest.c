@@ -32,7 +32,9 @@ static const Option selftest_options[] = {
     {"emulate-tf32", 0, OPT_BOOL, S(emulate_tf32), 0, 0, 0, 0,
      "cpu: cut every gemm input to TF32 as the tensor cores read it, to check --tf32's tolerances without a GPU", 0},
     {"nccl", 0, OPT_BOOL, S(nccl), 0, 0, 0, 0,
-     "cuda: also NCCL on one rank (init, the four splits, a grouped send and receive to itself on each, teardown)", 0},
+     "cuda: also NCCL on one rank (init, the four splits, a grouped send and receive to itself on each, teardown; "
+     "a group's all-reduce; the watchdog's abort)",
+     0},
     {"seed", 's', OPT_INT, S(seed), 0, 0, 9.0e15, "S", "seed of the random inputs", 0},
     {"tol-scale", 0, OPT_FLOAT, S(tol_scale), 0, 0, 1e6, "F",
      "multiply every tolerance by F (0: demand bitwise equality)", 0},
@@ -537,7 +539,8 @@ static void test_train_step(Test *t, double gemm_tol, double loss_tol) {
 // --nccl: the NCCL calls of the transport on this one GPU (NCCL refuses two ranks on one GPU, so the
 // pairing of ranks is p2p.c's to prove): devcomm_open on a world of one rank, on each of the four
 // channels a grouped ncclSend and ncclRecv of 1M floats to itself, devcomm_close; then the tensor-
-// parallel group's all-reduce on a group of one rank (the sum is the input). Exact, or it fails.
+// parallel group's all-reduce on a group of one rank (the sum is the input). Exact, or it fails. Last,
+// the watchdog's abort of both kinds of transport together (devcomm_abort_all) must return.
 static void test_nccl(Test *t) {
     char why[400];
     if (p2p_nccl_env(why, sizeof why)) printf("note: %s\n", why);
@@ -545,6 +548,11 @@ static void test_nccl(Test *t) {
     report(t, "nccl: 1 rank, 4 splits, self send", "1048576", &diff, &zero, 1, 0);
     diff = (float)devcomm_allreduce_smoke((size_t)1 << 20);
     report(t, "nccl: 1 rank, all-reduce, timed", "1048576", &diff, &zero, 1, 0);
+    // the watchdog's hook (devcomm_abort_all): both transports' communicators aborted in one group,
+    // within 10 s (0 when it did, else the seconds it took)
+    double took = devcomm_abort_smoke();
+    diff = took < 10.0 ? 0.0f : (float)took;
+    report(t, "nccl: 2 transports aborted together", "1 rank", &diff, &zero, 1, 0);
 }
 
 int cmd_selftest(int argc, char **argv) {

@@ -163,12 +163,12 @@ step "pp 1f1b, 2 ranks on 1 GPU over mpi, --verify" 120 mpiexec -n 2 ./micropp t
     --steps 3 --mode pp --schedule 1f1b --micro-batches 4 --device "$DEVICE" --transport mpi --verify --log-every 0
 # ---- 3b. tensor and data parallelism on 2 ranks sharing the GPU (over MPI): their communication
 # times on the device's timeline (the compute queued before a collective is not counted as it) ----
-TB=256; [ "$DRY" = 1 ] && TB=32
+TB=256 TH=512; [ "$DRY" = 1 ] && TB=32 TH=128
 step "tp 2, 2 ranks on 1 GPU, --verify: the all-reduce's time" 120 bash -c 'figures "$@"' _ "tp 2, 2 ranks, 1 GPU" 2 \
-    'o["verify_ok"] and o["tp_allreduce_ms_per_step"] > 0' -- --layers 4 --hidden 1024 --classes 2 --batch "$TB" \
+    'o["verify_ok"] and o["tp_allreduce_ms_per_step"] > 0' -- --layers 4 --hidden "$TH" --classes 2 --batch "$TB" \
     --steps "$STEPS" --tp 2 --device "$DEVICE" --verify
 step "ddp, 2 ranks on 1 GPU: comm and exposed times" 120 bash -c 'figures "$@"' _ "ddp, 2 ranks, 1 GPU" 2 \
-    '0 < o["comm_ms"] and 0 <= o["comm_hidden_fraction"] <= 1' -- --layers 4 --hidden 1024 --classes 2 --batch "$TB" \
+    '0 < o["comm_ms"] and 0 <= o["comm_hidden_fraction"] <= 1' -- --layers 4 --hidden "$TH" --classes 2 --batch "$TB" \
     --steps "$STEPS" --mode ddp --device "$DEVICE"
 if [ "$DRY" = 1 ]; then dry_skip "leak check: pp 1f1b, 2 ranks on 1 GPU over mpi"; dry_skip "leak check: selftest --nccl"
 else

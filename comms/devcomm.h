@@ -55,6 +55,9 @@ double devcomm_smoke(size_t n);
 // the CPU (tests/t_tp_order.sh). devcomm_allreduce_smoke: selftest --nccl's row on one GPU (a group
 // of one rank: the sum is the input); returns the largest difference. Never run on a GPU yet.
 // Data parallelism's collectives (collectives.c) still stage a GPU buffer through the host over MPI.
+// devcomm_abort_smoke: selftest --nccl's row of devcomm_abort_all on one GPU (a transport and a group
+// of one rank each, aborted together); returns the seconds it took.
+double devcomm_abort_smoke(void);
 DevComm *devcomm_open_group(const void *id, int nranks, int rank);
 void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n);
 // The device time of the all-reduces since the last call, in seconds (CUDA events recorded on the

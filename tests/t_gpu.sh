@@ -121,7 +121,8 @@ expect_user_error "gpu/selftest --nccl on the CPU is refused" 'selftest: --nccl 
 if gpu_only "gpu/selftest --nccl: NCCL on one rank (init, 4 splits, self send, teardown)"; then
     run 300 "$MICROPP" selftest --device cuda --nccl
     if [ "$RC" -eq 0 ] && grep -qE '^nccl: 1 rank, 4 splits, self send .* ok$' <<<"$OUT" &&
-        grep -qE '^nccl: 1 rank, all-reduce, timed .* ok$' <<<"$OUT"; then pass "gpu/selftest --nccl: NCCL on one rank"
+        grep -qE '^nccl: 1 rank, all-reduce, timed .* ok$' <<<"$OUT" && grep -qE '^nccl: 2 transports aborted together .* ok$' <<<"$OUT"; then
+        pass "gpu/selftest --nccl: NCCL on one rank"
     else fail "gpu/selftest --nccl: NCCL on one rank" "exit $RC: $(grep -E 'nccl|FAIL' <<<"$OUT" | head -n 3) $(head -c 300 <<<"$ERR")"; fi
 fi
 # bf16 without oneDNN's help in the check: the rounding, gemm and bias gradient against the naive
