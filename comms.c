@@ -47,16 +47,14 @@ void comm_init(int *argc, char ***argv) {
     // the first message: every rank was started alike
     launch_agree_argv(argc && argv ? *argc : 0, argc && argv ? *argv : NULL);
     wd_init();
-    backend_cuda_set_wait(comm_device_wait);  // the GPU's waits under --timeout too
+    backend_cuda_set_wait(comm_device_wait, wd_mark_call);  // the GPU's waits under --timeout too
 }
 
 // NCCL communicators, closed by comm_finalize (in this order on every rank): the pipeline's
 // transport and the tensor-parallel group's.
 enum { DEVCOMM_PIPELINE, DEVCOMM_GROUP };
 static DevComm *opened_devcomm[2];
-static void abort_devcomm(void) {  // the watchdog ends the job
-    for (int i = 0; i < 2; i++) devcomm_abort(opened_devcomm[i]);
-}
+static void abort_devcomm(void) { devcomm_abort_all(opened_devcomm, 2); }  // the watchdog ends the job
 static void keep_devcomm(int which, DevComm *d) {
     CHECK(!opened_devcomm[which], "a second NCCL communicator for the %s",
           which ? "tensor-parallel group" : "pipeline");
@@ -78,6 +76,9 @@ int comm_outputs_written(int code, const char *what) {
 void comm_finalize_with(int code) {
     for (int i = 0; i < 2; i++)
         if (opened_devcomm[i]) { devcomm_close(opened_devcomm[i]); opened_devcomm[i] = NULL; }
+    comm_messages_free();  // the wire's pinned staging, then the CUDA backend itself (no-op if not opened)
+    comm_collectives_free();
+    backend_cuda_close();
     if (!mpi_up()) return;
     if (!outputs_agreed)
         code = comm_outputs_written(code, "writing its output: a slow terminal or pipe? raise --timeout");

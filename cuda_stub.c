@@ -18,10 +18,11 @@ DevComm *devcomm_open(const void *id, int nranks, int rank, const int *peers, in
     (void)id; (void)nranks; (void)rank; (void)peers; (void)npeers;
     fatal("NCCL transport in a build without CUDA");
 }
-void backend_cuda_set_wait(DeviceWait wait) { (void)wait; }  // no device: nothing waits on one
+void backend_cuda_set_wait(DeviceWait wait, DeviceCall call) { (void)wait; (void)call; }  // no device: no wait
+void backend_cuda_close(void) {}
 
 void devcomm_close(DevComm *d) { (void)d; }
-void devcomm_abort(DevComm *d) { (void)d; }
+void devcomm_abort_all(DevComm *const *d, int n) { (void)d; (void)n; }
 void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad, int kept) {
     (void)d; (void)buf; (void)n; (void)peer; (void)grad; (void)kept;
     fatal("NCCL transport in a build without CUDA");
@@ -40,4 +41,6 @@ void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n) {
     (void)d; (void)buf; (void)n;
     fatal("NCCL transport in a build without CUDA");
 }
+double devcomm_abort_smoke(void) { fatal("NCCL transport in a build without CUDA"); }
+double devcomm_allreduce_seconds(DevComm *d) { (void)d; fatal("NCCL transport in a build without CUDA"); }
 double devcomm_allreduce_smoke(size_t n) { (void)n; fatal("NCCL transport in a build without CUDA"); }

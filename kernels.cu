@@ -50,7 +50,11 @@ static unsigned blocks_for(size_t n) {  // kernels below loop with a grid stride
 // ---- host waits: every one polls, through the wire's bounded wait when it has handed one in ----
 
 static DeviceWait g_wait;  // comm_init: the watchdog's (--timeout, the action named); NULL: unbounded
-extern "C" void backend_cuda_set_wait(DeviceWait wait) { g_wait = wait; }
+static DeviceCall g_call;  // its backstop's marks for a blocking library call; NULL: none
+extern "C" void backend_cuda_set_wait(DeviceWait wait, DeviceCall call) { g_wait = wait; g_call = call; }
+void host_call(const char *call) {
+    if (g_call) g_call(call);
+}
 void host_wait(int (*ready)(void *), void *ctx, int peer, const char *what) {
     if (g_wait) g_wait(ready, ctx, peer, what);
     else
@@ -74,22 +78,48 @@ void *cu_alloc(size_t bytes) {
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g_stream));
     return p;
 }
-void cu_free(void *p) { CUDA_CHECK(cudaFree(p)); }
+// cudaFree, cudaMallocHost and cudaFreeHost may wait for the whole device (NCCL's kernels of a send in
+// flight included): marked for the watchdog's backstop, so a rank stuck in one ends at --timeout.
+void cu_free(void *p) {
+    host_call("cudaFree");
+    CUDA_CHECK(cudaFree(p));
+    host_call(NULL);
+}
 static void *cu_alloc_host(size_t bytes) {
     void *p = NULL;
+    host_call("cudaMallocHost");
     CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));  // pinned: DMA-able, copies at full speed
+    host_call(NULL);
     memset(p, 0, bytes);
     return p;
 }
-static void cu_free_host(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
+static void cu_free_host(void *p) {
+    host_call("cudaFreeHost");
+    CUDA_CHECK(cudaFreeHost(p));
+    host_call(NULL);
+}
+// Host memory the driver copies to or from by DMA (cudaMallocHost's); pageable memory it stages itself,
+// and then may wait for the stream inside the call (CUDA's runtime API: "might be synchronous"),
+// outside any poll of ours.
+static int pinned(const void *p) {
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) { cudaGetLastError(); return 0; }
+    return a.type == cudaMemoryTypeHost;
+}
+// Small reads (the step's loss tally, a flag) land in this pinned buffer and are copied out on the host.
+#define BOUNCE_BYTES 4096
+static void *g_bounce;
 
 // to_device waits for completion (the whole queue): its callers (weights at start-up, checkpoints,
 // evaluation, selftest) may reuse or free the source at once. The training path's input rows and
 // labels use to_device_queued instead: no wait, the source is one of a ring of pinned buffers whose
 // fence (an event recorded after its copies) the producer waits on before refilling it, alone.
 // Device-to-host copies wait because the caller reads the result.
+// A copy from pageable memory waits for the queue to drain first, under the wire's bound, so the
+// driver's own wait in the call finds nothing queued before it.
 void cu_to_device(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    if (!pinned(src)) stream_wait("GPU (its queued work, before a copy to it)");
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream));
     stream_wait("GPU (its queued work, then a copy to it)");
 }
@@ -112,10 +142,16 @@ static int fence_passed(void *ctx) {
 // Only the queue up to the fence: the work queued after it runs on. Under the wire's bound, as every wait.
 static void cu_fence_wait(Fence *f, const char *what) { host_wait(fence_passed, f, -2, what); }
 static void cu_fence_free(Fence *f) { CUDA_CHECK(cudaEventDestroy((cudaEvent_t)f)); }
+// Into pinned memory: the copy queued, then one bounded wait. Into pageable memory: a small read (the
+// loss tally) through the pinned bounce buffer; a large one after the queue has drained (as cu_to_device).
 void cu_to_host(void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_stream));
+    void *to = dst;
+    if (bytes <= BOUNCE_BYTES && !pinned(dst)) to = g_bounce;
+    else if (!pinned(dst)) stream_wait("GPU (its queued work, before a copy from it)");
+    CUDA_CHECK(cudaMemcpyAsync(to, src, bytes, cudaMemcpyDeviceToHost, g_stream));
     stream_wait("GPU (its queued work, then a copy from it)");
+    if (to != dst) memcpy(dst, to, bytes);
 }
 static void cu_copy(void *dst, const void *src, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_stream));
@@ -472,8 +508,33 @@ static int check_kernel_image(char *err, size_t errlen) {
 static Backend g_backend;
 int cuda_opened(void) { return g_backend.name != NULL; }
 
+// CUDA_DEVICE_MAX_CONNECTIONS: the hardware work queues the streams of this process share (8 by
+// default, 32 at most). The NCCL transport runs about 18 streams (the compute stream, 4 channels, the
+// tensor-parallel group's, and NCCL's two per communicator), and two kernels that must progress at once
+// must not wait behind each other in one queue (NCCL issues 783, 522). Read when CUDA starts: set before
+// the first CUDA call, to 32 unless the environment asks for as many; a lower value (Megatron's 1) is
+// overridden, since this process runs one compute stream and loses nothing: once the device is open,
+// rank 0 says so in one line (say_device_queues; on a machine without a GPU nothing is said).
+#define CUDA_QUEUES 32
+static char g_queues_was[32];  // the value overridden ("": none)
+static void set_device_queues(void) {
+    const char *v = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    if (v && atoi(v) >= CUDA_QUEUES) return;
+    if (v) snprintf(g_queues_was, sizeof g_queues_was, "%s", v);
+    char n[16];
+    snprintf(n, sizeof n, "%d", CUDA_QUEUES);
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", n, 1);
+}
+static void say_device_queues(void) {
+    if (g_queues_was[0] && g_rank == 0)
+        fprintf(stderr, "micropp: CUDA_DEVICE_MAX_CONNECTIONS was '%s', now %d: the NCCL transport's streams must "
+                "not share hardware queues (docs/gpus.md)\n", g_queues_was, CUDA_QUEUES);
+    g_queues_was[0] = 0;  // (once)
+}
+
 extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen) {
     if (g_backend.name) return &g_backend;
+    set_device_queues();
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {  // no driver, no device, driver too old: the driver's own words
@@ -507,6 +568,7 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     CUDA_CHECK(cudaMalloc(&g_result_dev, sizeof(Result)));
     CUDA_CHECK(cudaMallocHost(&g_bad_host, sizeof(int)));
     CUDA_CHECK(cudaMalloc(&g_bad_dev, sizeof(int)));
+    CUDA_CHECK(cudaMallocHost(&g_bounce, BOUNCE_BYTES));
     Backend b = {};
     b.name = "cuda"; b.on_host = 0; b.device_count = n;
     b.alloc = cu_alloc; b.free = cu_free; b.to_device = cu_to_device; b.to_host = cu_to_host; b.copy = cu_copy;
@@ -522,5 +584,48 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.gemm_timing = cu_gemm_timing; b.gemm_seconds = cu_gemm_seconds; b.describe = cu_describe;
     b.memory_free = cu_memory_free; b.device_key = cu_device_key;
     g_backend = b;
+    say_device_queues();
     return &g_backend;
+}
+
+// Everything backend_cuda_open and the calls since made, freed in the reverse order: the stream-ordered
+// scratch on the stream, whose drain the host waits for (under the wire's bound), then the buffers,
+// the events, the cuBLAS handle (its workspace) and last the stream. The scratch's pool keeps no
+// memory past it (trimmed), so a leak check (compute-sanitizer --leak-check full) lists nothing.
+extern "C" void backend_cuda_close(void) {
+    if (!g_backend.name) return;
+    for (int i = 0; i < 2; i++)
+        if (g_bf16[i]) CUDA_CHECK(cudaFreeAsync(g_bf16[i], g_stream));
+    if (g_row_loss) CUDA_CHECK(cudaFreeAsync(g_row_loss, g_stream));
+    if (g_row_hit) CUDA_CHECK(cudaFreeAsync(g_row_hit, g_stream));
+    stream_wait("GPU (its queued work, then the backend's scratch freed)");
+    cu_free(g_result_dev);
+    cu_free(g_bad_dev);
+    cu_free_host(g_result_host);
+    cu_free_host(g_bad_host);
+    cu_free_host(g_bounce);
+    for (int i = 0; i < g_marks_cap; i++) CUDA_CHECK(cudaEventDestroy(g_marks[i]));
+    for (int i = 0; i < g_ev_cap; i++) CUDA_CHECK(cudaEventDestroy(g_ev[i]));
+    free(g_marks);
+    free(g_ev);
+    host_call("cublasDestroy");  // (it may synchronise the device)
+    CUBLAS_CHECK(cublasDestroy(g_cublas));
+    host_call(NULL);
+    CUDA_CHECK(cudaStreamDestroy(g_stream));
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, g_device) == cudaSuccess) CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+    cudaGetLastError();
+    g_bf16[0] = g_bf16[1] = NULL;
+    g_bf16_cap[0] = g_bf16_cap[1] = 0;
+    g_row_loss = NULL;
+    g_row_hit = NULL;
+    g_row_cap = 0;
+    g_result_host = g_result_dev = NULL;
+    g_bad_host = g_bad_dev = NULL;
+    g_bounce = NULL;
+    g_marks = g_ev = NULL;
+    g_marks_cap = g_ev_cap = g_ev_n = g_timing = 0;
+    g_cublas = NULL;
+    g_stream = NULL;
+    memset(&g_backend, 0, sizeof g_backend);
 }

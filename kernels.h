@@ -19,6 +19,9 @@ int cuda_opened(void);         // backend_cuda_open has opened the device
 // Every host wait polls ready(ctx) through the wire's bounded wait (backend_cuda_set_wait: the
 // watchdog's, under --timeout; peer and what name it), or spins when none was handed in.
 void host_wait(int (*ready)(void *), void *ctx, int peer, const char *what);
+// A library call that can block inside the driver: host_call("ncclCommInitRank") before it,
+// host_call(NULL) after, so the watchdog's backstop bounds it (backend_cuda_set_wait's call; none: nothing).
+void host_call(const char *call);
 // Everything queued on the compute stream has run. what: "GPU (...)", for the watchdog's line.
 void stream_wait(const char *what);
 // The backend's own (ops.h): device memory (zeroed), copies that wait, a fill.

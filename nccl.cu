@@ -44,6 +44,8 @@ struct DevComm {
     // `coll` its stream, `got` recorded after its last all-reduce (coll_pending: one since the last wait).
     int group, coll_pending;
     cudaStream_t coll;
+    cudaEvent_t *timed;  // start/stop pairs around each all-reduce since devcomm_allreduce_seconds
+    int n_timed, cap_timed;
 };
 
 extern "C" void devcomm_unique_id(void *id) {
@@ -104,9 +106,13 @@ extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank, const int
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
     d->rank = rank;
+    host_call("ncclCommInitRank");  // (collective and blocking: the backstop bounds it)
     NCCL_CHECK(ncclCommInitRank(&d->world, nranks, u, rank));
+    host_call(NULL);
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {  // collective: every rank splits in the same order
+        host_call("ncclCommSplit");
         NCCL_CHECK(ncclCommSplit(d->world, 0, rank, &d->comm[ch], NULL));
+        host_call(NULL);
         CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream[ch], cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreateWithFlags(&d->sent[ch], cudaEventDisableTiming));
     }
@@ -118,35 +124,54 @@ extern "C" DevComm *devcomm_open(const void *id, int nranks, int rank, const int
     return d;
 }
 
-extern "C" void devcomm_close(DevComm *d) {
-    if (!d) return;
-    devcomm_flush(d);
-    if (d->coll_pending) wait_event(d, d->got, -1, "the last NCCL all-reduce of the group");
+// What a DevComm holds beside its communicators (once they are destroyed or aborted): the streams and
+// events, and the staging buffers, which are the stream-ordered allocator's (take_staging): freed on
+// the compute stream, whose drain the host then waits for under the watchdog (no cudaFree to wait on
+// the device).
+static void free_own(DevComm *d) {
     if (d->coll) CUDA_CHECK(cudaStreamDestroy(d->coll));
+    for (int i = 0; i < d->cap_timed; i++) CUDA_CHECK(cudaEventDestroy(d->timed[i]));
+    free(d->timed);
     for (int ch = 0; ch < DEVCOMM_CHANNELS && !d->group; ch++) {
-        NCCL_CHECK(ncclCommDestroy(d->comm[ch]));
         CUDA_CHECK(cudaStreamDestroy(d->stream[ch]));
         CUDA_CHECK(cudaEventDestroy(d->sent[ch]));
     }
-    NCCL_CHECK(ncclCommDestroy(d->world));
-    stream_wait("GPU (its queued work, before the NCCL staging buffers are freed)");
     for (int i = 0; i < d->n_st; i++) {
-        CUDA_CHECK(cudaFree(d->st[i].buf));
+        CUDA_CHECK(cudaFreeAsync(d->st[i].buf, g_stream));
         CUDA_CHECK(cudaEventDestroy(d->st[i].done));
     }
+    stream_wait("GPU (its queued work, then the NCCL staging buffers freed)");
     free(d->st);
     CUDA_CHECK(cudaEventDestroy(d->ready));
     CUDA_CHECK(cudaEventDestroy(d->got));
     free(d);
 }
 
-// The watchdog fired (or another rank's did): no kernel of ours may keep spinning on a peer that is
-// gone. Never waits; the job ends right after.
-extern "C" void devcomm_abort(DevComm *d) {
+extern "C" void devcomm_close(DevComm *d) {
     if (!d) return;
-    for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++)
-        if (d->comm[ch]) ncclCommAbort(d->comm[ch]);
-    ncclCommAbort(d->world);
+    devcomm_flush(d);
+    if (d->coll_pending) wait_event(d, d->got, -1, "the last NCCL all-reduce of the group");
+    host_call("ncclCommDestroy");  // (children before their parent; the backstop bounds them)
+    for (int ch = 0; ch < DEVCOMM_CHANNELS && !d->group; ch++) NCCL_CHECK(ncclCommDestroy(d->comm[ch]));
+    NCCL_CHECK(ncclCommDestroy(d->world));
+    host_call(NULL);
+    free_own(d);
+}
+
+// The watchdog fired (or another rank's did): no kernel of ours may keep spinning on a peer that is
+// gone. Every communicator's abort inside one group: ncclCommAbort raises its flags at once and, in a
+// group, leaves the reclaim (which synchronises the communicator's streams) to ncclGroupEnd, so every
+// kernel sees its flag before any reclaim waits (NCCL 2.28's init.cc, ncclCommAbort). The watchdog's
+// alarm, set before, bounds it should a reclaim still block (NCCL issues 829, 1777); errors are moot.
+extern "C" void devcomm_abort_all(DevComm *const *d, int n) {
+    ncclGroupStart();
+    for (int i = 0; i < n; i++) {
+        if (!d[i]) continue;
+        for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++)
+            if (d[i]->comm[ch]) ncclCommAbort(d[i]->comm[ch]);
+        if (d[i]->world) ncclCommAbort(d[i]->world);
+    }
+    ncclGroupEnd();
 }
 
 // ---- a group's all-reduce (devcomm.h: the tensor-parallel group's) ----
@@ -158,10 +183,26 @@ extern "C" DevComm *devcomm_open_group(const void *id, int nranks, int rank) {
     memcpy(&u, id, sizeof u);
     d->rank = rank;
     d->group = 1;
+    host_call("ncclCommInitRank");
     NCCL_CHECK(ncclCommInitRank(&d->world, nranks, u, rank));
+    host_call(NULL);
     CUDA_CHECK(cudaStreamCreateWithFlags(&d->coll, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->got, cudaEventDisableTiming));
+    // A 1-float all-reduce, waited for: NCCL connects the group's ranks at its first collective (inside
+    // the call, marked for the backstop), so the first step's does not, and a peer that never arrives
+    // ends the run here at --timeout.
+    float *w = NULL;
+    CUDA_CHECK(cudaMallocAsync((void **)&w, sizeof(float), g_stream));
+    CUDA_CHECK(cudaMemsetAsync(w, 0, sizeof(float), g_stream));
+    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->coll, d->ready, 0));
+    host_call("ncclAllReduce (the group's first: its connections)");
+    NCCL_CHECK(ncclAllReduce(w, w, 1, ncclFloat, ncclSum, d->world, d->coll));
+    host_call(NULL);
+    CUDA_CHECK(cudaEventRecord(d->got, d->coll));
+    wait_event(d, d->got, -1, "the NCCL warm-up of the tensor-parallel group");
+    CUDA_CHECK(cudaFreeAsync(w, g_stream));
     return d;
 }
 
@@ -173,10 +214,32 @@ extern "C" void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n) {
     if (!n) return;
     CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
     CUDA_CHECK(cudaStreamWaitEvent(d->coll, d->ready, 0));
+    if (d->n_timed + 2 > d->cap_timed) {  // (grown once: a step makes the same all-reduces every time)
+        int cap = d->cap_timed ? 2 * d->cap_timed : 64;
+        d->timed = (cudaEvent_t *)realloc(d->timed, sizeof(cudaEvent_t) * (size_t)cap);
+        CHECK(d->timed, "out of memory for the all-reduces' timing events");
+        for (int i = d->cap_timed; i < cap; i++) CUDA_CHECK(cudaEventCreate(&d->timed[i]));
+        d->cap_timed = cap;
+    }
+    CUDA_CHECK(cudaEventRecord(d->timed[d->n_timed++], d->coll));
     NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->world, d->coll));
+    CUDA_CHECK(cudaEventRecord(d->timed[d->n_timed++], d->coll));
     CUDA_CHECK(cudaEventRecord(d->got, d->coll));
     CUDA_CHECK(cudaStreamWaitEvent(g_stream, d->got, 0));
     d->coll_pending = 1;
+}
+
+extern "C" double devcomm_allreduce_seconds(DevComm *d) {
+    if (!d->n_timed) return 0;
+    wait_event(d, d->timed[d->n_timed - 1], -1, "the group's NCCL all-reduces (their times)");
+    double s = 0;
+    for (int i = 0; i + 1 < d->n_timed; i += 2) {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, d->timed[i], d->timed[i + 1]));
+        s += 1e-3 * ms;
+    }
+    d->n_timed = 0;
+    return s;
 }
 
 // A staging buffer of n floats whose send has completed (its event), else a new one: never a wait.
@@ -311,7 +374,9 @@ extern "C" double devcomm_smoke(size_t n) {
 
 // selftest --nccl's all-reduce row: a group of one rank (devcomm_open_group), n floats summed in
 // place twice (a sum over one rank is the input itself), read back after the compute stream, which
-// waits on the all-reduce's event. Returns the largest |result - input| (a NaN counts as the worst).
+// waits on the all-reduce's event; their device time is read (devcomm_allreduce_seconds: 0 or more;
+// NCCL may queue nothing for an in-place sum over one rank). Returns the largest |result - input| (a
+// NaN counts as the worst, and so does a time that is not a number of seconds).
 extern "C" double devcomm_allreduce_smoke(size_t n) {
     char id[DEVCOMM_ID_BYTES];
     devcomm_unique_id(id);
@@ -328,8 +393,26 @@ extern "C" double devcomm_allreduce_smoke(size_t n) {
         double diff = fabs((double)back[i] - h[i]);
         if (!(diff <= worst)) worst = diff;  // a NaN ends the loop: it stays the answer
     }
+    if (!(devcomm_allreduce_seconds(d) >= 0)) worst = NAN;
     devcomm_close(d);
     cu_free(a);
     free(h); free(back);
     return worst;
+}
+
+// selftest --nccl's abort row: a pipeline transport on a world of one rank and a group of one rank,
+// both aborted by devcomm_abort_all (the watchdog's hook: every communicator in one group), then what
+// they hold beside NCCL freed. Returns the seconds the abort took (it must return: nothing is in flight).
+extern "C" double devcomm_abort_smoke(void) {
+    char id[DEVCOMM_ID_BYTES];
+    DevComm *d[2];
+    devcomm_unique_id(id);
+    d[0] = devcomm_open(id, 1, 0, NULL, 0);
+    devcomm_unique_id(id);
+    d[1] = devcomm_open_group(id, 1, 0);
+    double t0 = now_sec();
+    devcomm_abort_all(d, 2);
+    double took = now_sec() - t0;
+    for (int i = 0; i < 2; i++) free_own(d[i]);
+    return took;
 }

@@ -19,7 +19,7 @@ typedef struct {
     int device;
     int tf32, emulate_tf32, nccl;
     int64_t seed;
-    double tol_scale;
+    double tol_scale, timeout;
 } SelftestConfig;
 
 #define S(field) offsetof(SelftestConfig, field)
@@ -32,10 +32,16 @@ static const Option selftest_options[] = {
     {"emulate-tf32", 0, OPT_BOOL, S(emulate_tf32), 0, 0, 0, 0,
      "cpu: cut every gemm input to TF32 as the tensor cores read it, to check --tf32's tolerances without a GPU", 0},
     {"nccl", 0, OPT_BOOL, S(nccl), 0, 0, 0, 0,
-     "cuda: also NCCL on one rank (init, the four splits, a grouped send and receive to itself on each, teardown)", 0},
+     "cuda: also NCCL on one rank (init, the four splits, a grouped send and receive to itself on each, teardown; "
+     "a group's all-reduce; the watchdog's abort)",
+     0},
     {"seed", 's', OPT_INT, S(seed), 0, 0, 9.0e15, "S", "seed of the random inputs", 0},
     {"tol-scale", 0, OPT_FLOAT, S(tol_scale), 0, 0, 1e6, "F",
      "multiply every tolerance by F (0: demand bitwise equality)", 0},
+    {"timeout", 0, OPT_FLOAT, S(timeout), 0, 0, 1e7, "S",
+     "watchdog: a wait for the GPU (or a call into the driver or NCCL) longer than S seconds ends selftest with "
+     "one line naming it, exit 1 (0: wait forever; else at least 1)",
+     0},
     {0},
 };
 #undef S
@@ -533,18 +539,24 @@ static void test_train_step(Test *t, double gemm_tol, double loss_tol) {
 // --nccl: the NCCL calls of the transport on this one GPU (NCCL refuses two ranks on one GPU, so the
 // pairing of ranks is p2p.c's to prove): devcomm_open on a world of one rank, on each of the four
 // channels a grouped ncclSend and ncclRecv of 1M floats to itself, devcomm_close; then the tensor-
-// parallel group's all-reduce on a group of one rank (the sum is the input). Exact, or it fails.
+// parallel group's all-reduce on a group of one rank (the sum is the input). Exact, or it fails. Last,
+// the watchdog's abort of both kinds of transport together (devcomm_abort_all) must return.
 static void test_nccl(Test *t) {
     char why[400];
     if (p2p_nccl_env(why, sizeof why)) printf("note: %s\n", why);
     float diff = (float)devcomm_smoke((size_t)1 << 20), zero = 0;
     report(t, "nccl: 1 rank, 4 splits, self send", "1048576", &diff, &zero, 1, 0);
     diff = (float)devcomm_allreduce_smoke((size_t)1 << 20);
-    report(t, "nccl: 1 rank, group all-reduce", "1048576", &diff, &zero, 1, 0);
+    report(t, "nccl: 1 rank, all-reduce, timed", "1048576", &diff, &zero, 1, 0);
+    // the watchdog's hook (devcomm_abort_all): both transports' communicators aborted in one group,
+    // within 10 s (0 when it did, else the seconds it took)
+    double took = devcomm_abort_smoke();
+    diff = took < 10.0 ? 0.0f : (float)took;
+    report(t, "nccl: 2 transports aborted together", "1 rank", &diff, &zero, 1, 0);
 }
 
 int cmd_selftest(int argc, char **argv) {
-    SelftestConfig cfg = {.device = DEVICE_AUTO, .seed = 1, .tol_scale = 1.0};
+    SelftestConfig cfg = {.device = DEVICE_AUTO, .seed = 1, .tol_scale = 1.0, .timeout = WD_DEFAULT_TIMEOUT};
     single_process("selftest");
     options_parse("selftest", selftest_options, &cfg, NULL, argc, argv, "micropp selftest [options]",
                   "  micropp selftest                 # the GPU against the CPU, or the CPU against naive loops\n"
@@ -554,6 +566,14 @@ int cmd_selftest(int argc, char **argv) {
     if (cfg.emulate_tf32 && cfg.device == DEVICE_CUDA)
         user_error("selftest: --emulate-tf32 emulates TF32 on the CPU, and --device is cuda: use --device cpu, or "
                    "--tf32 for the GPU's own");
+    if (cfg.timeout > 0 && cfg.timeout < WD_MIN_TIMEOUT)
+        user_error("selftest: --timeout = %g is below %g s: give 0 (wait forever) or at least %g", cfg.timeout,
+                   WD_MIN_TIMEOUT, WD_MIN_TIMEOUT);
+    // The watchdog of one process: every wait on the GPU polls under --timeout, and the backstop thread
+    // bounds the driver and NCCL calls that block (a hung device or NCCL init ends selftest, exit 1).
+    wd_set_timeout(cfg.timeout);
+    wd_init_local();
+    backend_cuda_set_wait(comm_device_wait, wd_mark_call);
     const Backend *dut = &backend_cpu;
     if (cfg.device != DEVICE_CPU && !cfg.emulate_tf32) {  // (--emulate-tf32: the CPU under auto too)
         char err[256];
@@ -596,16 +616,24 @@ int cmd_selftest(int argc, char **argv) {
     printf("micropp selftest | device %s | reference %s | seed %lld\n\n", a, b, (long long)cfg.seed);
     printf("%-34s %-16s %11s %11s %10s  %s\n", "operation", "shape", "max |diff|", "error", "tolerance", "result");
     Test t = {.dut = dut, .ref = ref, .seed = (uint64_t)cfg.seed, .scale = cfg.tol_scale};
+    wd_phase("selftest's memory rows", 0);  // (what the watchdog's line names)
     test_memory(&t);
+    wd_phase("selftest's gemm rows", 0);
     test_gemm(&t, gemm_tol);
+    wd_phase("selftest's element-wise, softmax and optimizer rows", 0);
     test_elementwise(&t);
     test_softmax(&t);
     test_optimizers(&t);
+    wd_phase("selftest's bf16 rows", 0);
     test_bf16(&t);
+    wd_phase("selftest's train step", 0);
     test_train_step(&t, gemm_tol, loss_tol);
+    wd_phase("selftest's NCCL rows", 0);
     if (cfg.nccl) test_nccl(&t);
+    wd_phase("selftest's end", 0);
     printf("\nerror = max |diff| / max |reference|\n");
     printf("selftest: %d checks, %d failed: %s\n", t.checks, t.failed, t.failed ? "FAILED" : "ok");
     fflush(stdout);
+    backend_cuda_close();  // (every buffer of the rows above is freed: a leak check lists nothing)
     return t.failed ? 1 : 0;
 }

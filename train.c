@@ -487,6 +487,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         tp_spans_clear(&r->wire.tp);
         TpGroup before = r->wire.tp;
         step_compute(p, &r->wire, &r->model, &r->exec, &r->m);
+        tp_step_end(&r->wire.tp);
         if (r->wire.tp.trace) tp_step_spans(&r->wire.tp, &r->m, step);
         r->m.tp_s += r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
         r->m.tp_floats += r->wire.tp.floats - before.floats;

@@ -113,6 +113,7 @@ void gradsync_begin_step(GradSync *g) {
 void gradsync_set_final(GradSync *g, int final) { g->final = final; }
 
 void gradsync_finish(GradSync *g) {
+    g->s->be->sync();  // the compute's end on the device (a GPU's queue drained), not when the host queued it
     g->t_compute_end = now_sec();
     if (g->sharded && g->sharded->finish) {
         g->sharded->finish(g);

@@ -64,12 +64,17 @@ static void keep_span(TpGroup *g, int kind, double t0, size_t n) {
 
 void tp_spans_clear(TpGroup *g) { g->n_spans = 0; }
 
+// Its time: over NCCL the call only queues it (the compute after it waits on the device), so the
+// device's own time is added at the step's end (tp_step_end: CUDA events around each); over MPI or
+// shm, the host's time once the compute queued before it has run (a GPU's queue drained first, as the
+// staging copy would anyway), so the compute is not counted as communication.
 static void tp_allreduce(void *ctx, float *x, size_t n) {
     TpGroup *g = ctx;
+    if (!g->dev) g->comm.be->sync();
     double t0 = now_sec();
     record(g, "allreduce", n);
-    if (g->dev) devcomm_allreduce_sum(g->dev, x, n);  // queued: the compute after it waits on the device
-    else if (comm_algo_windows(g->algo)) {            // through the window: the group's ranks sum it in place
+    if (g->dev) devcomm_allreduce_sum(g->dev, x, n);
+    else if (comm_algo_windows(g->algo)) {  // through the window: the group's ranks sum it in place
         CHECK(n <= g->window_n, "a tensor-parallel all-reduce of %zu floats, the window holds %zu", n, g->window_n);
         memcpy(g->window, x, n * sizeof(float));
         comm_allreduce(&g->comm, g->window, n, 1.0f, g->algo);
@@ -77,11 +82,16 @@ static void tp_allreduce(void *ctx, float *x, size_t n) {
     } else comm_allreduce(&g->comm, x, n, 1.0f, g->algo);
     g->calls++;
     g->floats += (double)n;
-    g->seconds += now_sec() - t0;
+    if (!g->dev) g->seconds += now_sec() - t0;
     keep_span(g, EV_TP_ALLREDUCE, t0, n);
 }
 
+void tp_step_end(TpGroup *g) {
+    if (g->dev) g->seconds += devcomm_allreduce_seconds(g->dev);
+}
+
 void tp_allgather(TpGroup *g, float *x, size_t n) {
+    g->comm.be->sync();  // (as tp_allreduce over MPI)
     double t0 = now_sec();
     record(g, "allgather", n);
     if (comm_algo_windows(g->algo)) {

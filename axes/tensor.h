@@ -54,6 +54,9 @@ void tp_allgather(TpGroup *g, float *x, size_t n);
 void tp_choose_message(TpGroup *g, Comm *c, int asked, size_t n, int reps);
 #define TP_MESSAGE_REPS 5
 void tp_spans_clear(TpGroup *g);  // (train.c: at each step's start)
+// The step's end (train.c, after its queue drained): over NCCL, the all-reduces' device time (CUDA
+// events on the group's stream) added to seconds; otherwise nothing (timed as they ran).
+void tp_step_end(TpGroup *g);
 void tp_free(TpGroup *g);
 
 // ---- the layout of a stage cut T ways (model.c cuts one layer: stage_shard_layer) ----

@@ -96,14 +96,24 @@ extern const Backend backend_cpu;
 
 // The CUDA backend (kernels.cu) on device local_rank % device_count, or NULL with the reason in
 // err (the driver's message, or "built without CUDA") when this binary or machine has none.
-// Opens once; later calls return the same backend.
+// Opens once; later calls return the same backend. Before CUDA starts it sets CUDA_DEVICE_MAX_CONNECTIONS
+// to 32 (the most) when unset or lower, saying so in one line on rank 0 when it held another value:
+// the NCCL transport's ~18 streams must not share the default 8 hardware queues (NCCL issues 783, 522).
 const Backend *backend_cuda_open(int local_rank, char *err, size_t errlen);
+// Frees what the backend holds (its stream, cuBLAS handle, events, pinned and device buffers), after
+// its queue has drained; the end of a process that opened it, once every buffer of its callers is
+// freed (comm_finalize, selftest). A later backend_cuda_open opens it afresh. No-op when not open.
+void backend_cuda_close(void);
 // How the CUDA backend and the NCCL transport wait on the host (the GPU's queue, an event): poll
 // ready(ctx) until it returns nonzero. The wire hands in the watchdog's bounded poll (comm_init), so
 // a hung kernel or a deadlocked NCCL exchange ends the job at --timeout, the line naming `what`, the
 // peer (-1: several; -2: none, this rank's own GPU) and the action; until then the waits are unbounded.
+// call marks a library call that can block inside the driver (ncclCommInitRank, ncclCommSplit,
+// ncclCommDestroy, cudaFree, cudaMallocHost, cudaFreeHost): call(name) as it begins, call(NULL) once
+// it returned, so the watchdog's backstop thread ends a rank stuck in one (wd_mark_call).
 typedef void (*DeviceWait)(int (*ready)(void *ctx), void *ctx, int peer, const char *what);
-void backend_cuda_set_wait(DeviceWait wait);
+typedef void (*DeviceCall)(const char *call);
+void backend_cuda_set_wait(DeviceWait wait, DeviceCall call);
 
 // BLAS in use, for the header line: e.g. "openblas 0.3.21 core=SkylakeX threads=1".
 void blas_describe(char *out, size_t n);

@@ -5,10 +5,14 @@
 #   here:    bash bench/gpu_prepare.sh          # once: Debian's MPICH/OpenBLAS/cJSON/zlib .debs -> .debs/
 #   device:  run(command="bash bench/gpu_first.sh", carry=[".debs"], timeout_s=480)
 # Steps: machine facts; toolchain (bench/gpu_env.sh); build micropp + micropp-cpu ("GPU support: on"
-# or stop); selftest fp32 (with its bf16 rows), TF32, the one-rank NCCL smoke test; medium --verify
-# against the CPU; medium fp32/TF32/bf16 each beside PyTorch (bench/torch_mlp.py); a 2-rank 1F1B
-# pipeline sharing the GPU over MPI, --verify; tests/t_gpu.sh with what is left. bench/gpu.sh is the
-# longer run (gpu_sgemm, pingpong, the whole suite) for a second call.
+# or stop); selftest fp32 (with its bf16 rows), TF32, the one-rank NCCL smoke test, each under its
+# own watchdog (--timeout); a training run under compute-sanitizer's leak check (nothing left at exit)
+# and CUDA_DEVICE_MAX_CONNECTIONS's line; medium --verify against the CPU; medium fp32/TF32/bf16 each
+# beside PyTorch (bench/torch_mlp.py; TORCH=0 skips the yardstick); a 2-rank 1F1B pipeline sharing the
+# GPU over MPI, --verify; --tp 2 and ddp on 2 ranks sharing the GPU, with their communication times
+# (the all-reduce's, the exposed); the 2-rank pipeline and selftest --nccl under the leak check;
+# tests/t_gpu.sh with what is left. bench/gpu.sh is the longer run (gpu_sgemm, pingpong, the whole
+# suite) for a second call.
 #   --dry-run: the same logic on a machine without a GPU (DEVICE=cpu; GPU-only steps skipped, named);
 #   tests/t_bench_gpu.sh runs it, with BUDGET small, to see the cut-off.
 # Files in $OUT (the device tool's folder) or bench/results/first: first.log, steps.tsv, gpu.jsonl,
@@ -30,10 +34,11 @@ RESULTS=$OUT/gpu.jsonl
 : > "$V"; : > "$RESULTS"
 exec > >(tee "$OUT/first.log") 2>&1
 T0=$(date +%s)
-BUDGET=${BUDGET:-400}  # seconds of script; the call's timeout_s should be ~60 s above it
+BUDGET=${BUDGET:-300}  # seconds of script; the call's timeout_s should be ~60 s above it
 STEPS=${STEPS:-20}
 DEVICE=${DEVICE:-cuda}
 TOL_SCALE=${TOL_SCALE:-1}  # selftest's --tol-scale (tests/t_bench_gpu.sh sets 0 to see a failed step reported)
+TORCH=${TORCH:-1}          # 0: no PyTorch yardstick beside the training runs (saves about a minute)
 [ "$DRY" = 1 ] && DEVICE=cpu STEPS=2
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 now() { echo $(( $(date +%s) - T0 )); }
@@ -65,7 +70,7 @@ train_run() {
     out=$("${launch[@]}" ./micropp train "$@" --json --log-every 0) || return $?
     out=$(tail -n 1 <<<"$out")
     echo "$out" | head -c 600; echo
-    if [ -n "$targs" ]; then
+    if [ -n "$targs" ] && [ "$TORCH" = 1 ]; then
         # shellcheck disable=SC2086
         torch=$(env -u LD_LIBRARY_PATH python3 bench/torch_mlp.py $targs --steps "$STEPS" --device "$DEVICE" | tail -n 1)
         [ -n "$torch" ] || torch='{"skipped": "bench/torch_mlp.py failed"}'
@@ -73,8 +78,32 @@ train_run() {
     fi
     printf '{"label": "%s", "ranks": %d, "result": %s, "torch": %s}\n' "$label" "$n" "$out" "$torch" >> "$RESULTS"
 }
-export -f train_run
-export STEPS DEVICE RESULTS
+# figures LABEL NRANKS COND -- MICROPP-ARGS: one training run (--json) kept in gpu.jsonl as train_run's,
+# its communication figures shown; ok when COND (Python over the JSON object o) holds.
+figures() {
+    local label=$1 n=$2 cond=$3; shift 4
+    local out launch=()
+    [ "$n" -gt 1 ] && launch=(mpiexec -n "$n")
+    out=$("${launch[@]}" ./micropp train "$@" --json --log-every 0) || return $?
+    out=$(tail -n 1 <<<"$out")
+    printf '{"label": "%s", "ranks": %d, "result": %s, "torch": {"skipped": "a figures run"}}\n' "$label" "$n" "$out" >> "$RESULTS"
+    python3 -c 'import json, sys
+o = json.loads(sys.argv[1])
+print({k: o[k] for k in o if k.startswith(("step_ms", "tp_allreduce", "comm_", "verify_ok", "verify_max"))})
+sys.exit(0 if eval(sys.argv[2]) else 1)' "$out" "$cond"
+}
+# leaks NRANKS CMD...: CMD (under mpiexec when NRANKS > 1) under compute-sanitizer's memcheck with the
+# full leak check: every rank's summary says 0 errors and nothing is listed as leaked.
+leaks() {
+    local n=$1 out rc launch=(); shift
+    [ "$n" -gt 1 ] && launch=(mpiexec -n "$n")
+    out=$("${launch[@]}" "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 3 "$@" 2>&1); rc=$?
+    grep -E "Leaked|LEAK SUMMARY|ERROR SUMMARY|Invalid|Program hit" <<<"$out" | head -n 30
+    [ "$rc" -eq 0 ] && [ "$(grep -c 'ERROR SUMMARY: 0 errors' <<<"$out")" -eq "$n" ] && ! grep -q 'Leaked ' <<<"$out"
+}
+export -f train_run figures leaks
+SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+export STEPS DEVICE RESULTS TORCH SANITIZER
 
 step "machine facts" 30 bash -c '
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || echo "no nvidia-smi"
@@ -104,11 +133,20 @@ else verdict "GPU support: on" FAIL "stop: nothing below would prove anything"; 
 ldd micropp | grep -E 'cublas|nccl|cudart|mpich|openblas|cjson|libz'
 
 # ---- 1. every backend operation against the CPU, one rank ----
-step "selftest fp32 + bf16 rows" 90 ./micropp selftest --device "$DEVICE" --tol-scale "$TOL_SCALE"
+step "selftest fp32 + bf16 rows" 90 ./micropp selftest --device "$DEVICE" --tol-scale "$TOL_SCALE" --timeout 60
 if [ "$DRY" = 1 ]; then step "selftest tf32 (emulated on the CPU)" 90 ./micropp selftest --device cpu --emulate-tf32
-else step "selftest tf32" 90 ./micropp selftest --device "$DEVICE" --tf32; fi
+else step "selftest tf32" 90 ./micropp selftest --device "$DEVICE" --tf32 --timeout 60; fi
 if [ "$DRY" = 1 ]; then dry_skip "selftest --nccl (1 rank)"
-else step "selftest --nccl (1 rank)" 90 ./micropp selftest --device "$DEVICE" --nccl; fi
+else step "selftest --nccl (1 rank)" 90 ./micropp selftest --device "$DEVICE" --nccl --timeout 60; fi
+
+# ---- 1b. the end of a run frees everything (compute-sanitizer's leak check); the queues' setting ----
+SMALL=(--layers 4 --hidden 256 --batch 64 --steps 2 --device "$DEVICE" --log-every 0)
+if [ "$DRY" = 1 ]; then dry_skip "leak check: train bf16 + gemm timing, 1 rank"
+else step "leak check: train bf16 + gemm timing, 1 rank" 120 bash -c 'leaks 1 "$@"' _ ./micropp train "${SMALL[@]}" \
+    --precision bf16 --gemm-timing --json; fi
+if [ "$DRY" = 1 ]; then dry_skip "CUDA_DEVICE_MAX_CONNECTIONS=1 -> 32, one line"
+else step "CUDA_DEVICE_MAX_CONNECTIONS=1 -> 32, one line" 60 bash -c 'CUDA_DEVICE_MAX_CONNECTIONS=1 ./micropp train "$@" 2>&1 |
+    tee /dev/stderr | grep -qx "micropp: CUDA_DEVICE_MAX_CONNECTIONS was .1., now 32: .*"' _ "${SMALL[@]}"; fi
 
 # ---- 2. real training: gradients against the CPU, then step times beside PyTorch's ----
 MB=256; [ "$DRY" = 1 ] && MB=32
@@ -123,6 +161,22 @@ step "medium bf16" 90 bash -c 'train_run "$@"' _ "medium bf16" 1 "$MED --precisi
 # ---- 3. two ranks sharing the GPU over MPI: the pipeline's staging path, verified ----
 step "pp 1f1b, 2 ranks on 1 GPU over mpi, --verify" 120 mpiexec -n 2 ./micropp train --layers 4 --hidden 64 --batch 32 \
     --steps 3 --mode pp --schedule 1f1b --micro-batches 4 --device "$DEVICE" --transport mpi --verify --log-every 0
+# ---- 3b. tensor and data parallelism on 2 ranks sharing the GPU (over MPI): their communication
+# times on the device's timeline (the compute queued before a collective is not counted as it) ----
+TB=256 TH=512; [ "$DRY" = 1 ] && TB=32 TH=128
+step "tp 2, 2 ranks on 1 GPU, --verify: the all-reduce's time" 120 bash -c 'figures "$@"' _ "tp 2, 2 ranks, 1 GPU" 2 \
+    'o["verify_ok"] and o["tp_allreduce_ms_per_step"] > 0' -- --layers 4 --hidden "$TH" --classes 2 --batch "$TB" \
+    --steps "$STEPS" --tp 2 --device "$DEVICE" --verify
+step "ddp, 2 ranks on 1 GPU: comm and exposed times" 120 bash -c 'figures "$@"' _ "ddp, 2 ranks, 1 GPU" 2 \
+    '0 < o["comm_ms"] and 0 <= o["comm_hidden_fraction"] <= 1' -- --layers 4 --hidden "$TH" --classes 2 --batch "$TB" \
+    --steps "$STEPS" --mode ddp --device "$DEVICE"
+if [ "$DRY" = 1 ]; then dry_skip "leak check: pp 1f1b, 2 ranks on 1 GPU over mpi"; dry_skip "leak check: selftest --nccl"
+else
+    step "leak check: pp 1f1b, 2 ranks on 1 GPU over mpi" 150 bash -c 'leaks 2 "$@"' _ ./micropp train "${SMALL[@]}" \
+        --mode pp --schedule 1f1b --micro-batches 4 --transport mpi --json
+    step "leak check: selftest --nccl" 150 bash -c 'leaks 1 "$@"' _ ./micropp selftest --device "$DEVICE" --nccl --timeout 120
+fi
+
 PB=2048; [ "$DRY" = 1 ] && PB=32
 step "pipeline.json 1f1b M=8, 2 ranks on 1 GPU over mpi" 120 bash -c 'train_run "$@"' _ "pipeline 1f1b M=8, 2 ranks, 1 GPU, mpi" 2 \
     "--layers 16 --hidden 1024 --classes 2 --batch $PB --precision fp32" -- \

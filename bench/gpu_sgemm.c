@@ -42,5 +42,6 @@ int main(int argc, char **argv) {
             free(h);
         }
     }
+    backend_cuda_close();
     return 0;
 }

@@ -133,11 +133,12 @@ static CommReq *in_flight;
 
 // Host staging of a device buffer's collective (the GPU's gradients go through the host): pinned memory
 // (alloc_host: cudaMallocHost on cuda, so the copies run at full speed) kept for reuse, since every
-// step runs the same collectives; never freed (cudaFreeHost may wait for the whole device). A buffer
-// serves one collective at a time; a larger need takes a new one, the smaller stays for smaller ones.
+// step runs the same collectives; freed at the end (comm_collectives_free). A buffer serves one
+// collective at a time; a larger need takes a new one, the smaller stays for smaller ones.
 typedef struct { float *p; size_t cap; int busy; } HostBuf;
 static HostBuf *host_bufs;
 static int n_host_bufs;
+static const Backend *host_be;  // the backend they came from
 static float *host_take(const Backend *be, size_t n) {
     HostBuf *fit = NULL;
     for (int i = 0; i < n_host_bufs; i++)  // the smallest free one that holds n
@@ -149,6 +150,7 @@ static float *host_take(const Backend *be, size_t n) {
         fit = &host_bufs[n_host_bufs++];
         fit->cap = n ? n : 1;
         fit->p = be->alloc_host(fit->cap * sizeof(float));
+        host_be = be;
     }
     fit->busy = 1;
     return fit->p;
@@ -156,6 +158,13 @@ static float *host_take(const Backend *be, size_t n) {
 static void host_give(const float *p) {
     for (int i = 0; i < n_host_bufs; i++)
         if (host_bufs[i].p == p) host_bufs[i].busy = 0;
+}
+void comm_collectives_free(void) {
+    for (int i = 0; i < n_host_bufs; i++)
+        if (!host_bufs[i].busy) host_be->free_host(host_bufs[i].p);  // (one in flight stays MPI's)
+    free(host_bufs);
+    host_bufs = NULL;
+    n_host_bufs = 0;
 }
 
 // The result in place (a reduce-scatter's chunk into out, unless the algorithm wrote it there, else a

@@ -55,6 +55,8 @@ CommReq *comm_allgather_start(Comm *c, float *buf, size_t n, int algo);
 // Advances every collective in flight without blocking (the ring moves to its next step, MPI runs
 // its progress engine). MPI moves data only inside MPI calls, so call it often while computing.
 void comm_progress(void);
+// The host staging buffers of the device's collectives freed (comm_finalize, before the backend closes).
+void comm_collectives_free(void);
 int comm_test(CommReq *q);      // progresses; 1 when q has completed (q stays valid until waited)
 // Blocks until q completes, frees it, and returns the time (now_sec) at which its completion was
 // first observed: by an earlier comm_progress/comm_test, or by this wait.

@@ -18,8 +18,10 @@ typedef struct DevComm DevComm;
 void devcomm_unique_id(void *id);
 DevComm *devcomm_open(const void *id, int nranks, int rank, const int *peers, int npeers);
 void devcomm_close(DevComm *d);
-// When the job ends on a timeout (the watchdog's wd_at_end): ncclCommAbort of every communicator.
-void devcomm_abort(DevComm *d);
+// When the job ends on a timeout (the watchdog's wd_at_end): ncclCommAbort of every communicator of
+// the n transports (NULL ones skipped) inside ONE group, so every abort flag is up before NCCL reclaims
+// any (one at a time, the first would wait on the device for a kernel of another that still spins).
+void devcomm_abort_all(DevComm *const *d, int n);
 
 // Point-to-point with the semantics of comm_send / comm_recv, by p2p.h's rule. grad: 1 for a
 // gradient, 0 for an activation (or any other message); with the direction (peer above or below
@@ -53,8 +55,15 @@ double devcomm_smoke(size_t n);
 // the CPU (tests/t_tp_order.sh). devcomm_allreduce_smoke: selftest --nccl's row on one GPU (a group
 // of one rank: the sum is the input); returns the largest difference. Never run on a GPU yet.
 // Data parallelism's collectives (collectives.c) still stage a GPU buffer through the host over MPI.
+// devcomm_abort_smoke: selftest --nccl's row of devcomm_abort_all on one GPU (a transport and a group
+// of one rank each, aborted together); returns the seconds it took.
+double devcomm_abort_smoke(void);
 DevComm *devcomm_open_group(const void *id, int nranks, int rank);
 void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n);
+// The device time of the all-reduces since the last call, in seconds (CUDA events recorded on the
+// group's stream around each ncclAllReduce, from when its inputs were ready: a slower peer's wait
+// counts, as in an MPI collective); waits for the last under the wire's bound.
+double devcomm_allreduce_seconds(DevComm *d);
 double devcomm_allreduce_smoke(size_t n);
 
 // The communicator (and stream) a message from rank `from` to rank `to` travels on under p2p.h's

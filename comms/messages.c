@@ -14,6 +14,7 @@
 typedef struct { float *buf; size_t cap; MPI_Request req; int dst; } PoolBuf;
 static PoolBuf *pool;
 static int pool_n;
+static const Backend *pool_be;  // the backend the pool's and the receive staging's buffers came from
 
 void comm_send_kept(Comm *c, const float *buf, size_t n, int dst, int tag) {
     if (c->dev) { devcomm_send(c->dev, buf, n, dst, comm_tag_kind(tag) == TAG_GRAD, 1); return; }
@@ -33,6 +34,7 @@ void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag) {
     if (!p && small) {  // a free one too small: regrow it, so the pool stays as long as the most in flight
         c->be->free_host(small->buf);
         small->buf = c->be->alloc_host(n * sizeof(float));
+        pool_be = c->be;
         small->cap = n;
         p = small;
     }
@@ -43,6 +45,7 @@ void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag) {
         p = &pool[pool_n++];
         p->cap = n;
         p->buf = c->be->alloc_host(n * sizeof(float));
+        pool_be = c->be;
         p->req = MPI_REQUEST_NULL;
     }
     c->be->to_host(p->buf, buf, n * sizeof(float));
@@ -76,6 +79,7 @@ void comm_recv(Comm *c, float *buf, size_t n, int src, int tag) {
         if (recv_cap < n) {
             if (recv_stage) c->be->free_host(recv_stage);
             recv_stage = c->be->alloc_host(n * sizeof(float));
+            pool_be = c->be;
             recv_cap = n;
         }
         dst = recv_stage;
@@ -93,4 +97,15 @@ long long comm_tag_ub(void) {
     int *ub = NULL, flag = 0;
     MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
     return flag && ub ? *ub : 32767;  // 32767: the least the MPI standard guarantees
+}
+
+void comm_messages_free(void) {
+    for (int i = 0; i < pool_n; i++)
+        if (pool[i].req == MPI_REQUEST_NULL) pool_be->free_host(pool[i].buf);  // (one in flight stays MPI's)
+    free(pool);
+    pool = NULL;
+    pool_n = 0;
+    if (recv_stage) pool_be->free_host(recv_stage);
+    recv_stage = NULL;
+    recv_cap = 0;
 }

@@ -16,5 +16,7 @@ void comm_wait_sends(Comm *c);
 // Tests the sends in flight without blocking. MPI moves a large message only while its sender is
 // inside an MPI call, so the executor calls this between layers of its compute.
 void comm_poll_sends(void);
+// The send pool's and the receive staging's host buffers freed (comm_finalize, before the backend closes).
+void comm_messages_free(void);
 // Receives n floats into device memory from world rank src (blocks until they arrive).
 void comm_recv(Comm *c, float *buf, size_t n, int src, int tag);

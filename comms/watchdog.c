@@ -34,6 +34,7 @@ static volatile double finalize_deadline;  // 0: not finalizing
 static volatile int finalize_code;
 static pid_t main_tid;  // the thread that calls MPI (MPI_THREAD_FUNNELED)
 static int world_size = 1;
+static int with_mpi;  // wd_init ran: a job of MPI ranks (else wd_init_local's one process, or none)
 
 void wd_set_timeout(double seconds) { timeout_s = seconds; }
 double wd_timeout(void) { return timeout_s; }
@@ -65,10 +66,17 @@ static void peer_name(int peer, const char *what, char *b, size_t n) {
 
 static void (*at_end)(void);
 void wd_at_end(void (*fn)(void)) { at_end = fn; }
+// The hook (the NCCL transport's abort) can itself block: ncclCommAbort waits for the device, and a
+// kernel of another communicator may spin on a peer that is gone (NCCL issues 829, 549). So the alarm
+// is set FIRST: should the hook not return within WD_AT_END_S, SIGALRM ends this rank (its default
+// action), and mpiexec or the Slurm guard the rest of the job. The caller re-arms it for what follows.
+#define WD_AT_END_S 5
 static void run_at_end(void) {
     void (*fn)(void) = at_end;
     at_end = NULL;  // once
+    alarm(WD_AT_END_S);
     if (fn) fn();
+    alarm(0);
 }
 
 // ---- the control channel: a rank whose wait ran out sends its number (TAG_NOTICE) to every other
@@ -206,6 +214,12 @@ static void fire(double waited, const WdSpin *s) {
     peer_name(s->peer, s->what, p, sizeof p);
     snprintf(line, sizeof line, "[rank %d] watchdog: waited %.1f s (--timeout %g) for %s %s", g_rank, waited, timeout_s,
              p, w);
+    if (!with_mpi) {  // one process (selftest): nobody to tell
+        fprintf(stderr, "%s\n", line);
+        fflush(stderr);
+        run_at_end();
+        _exit(1);
+    }
     int size = 1, me = g_rank;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Request *reqs = calloc((size_t)size, sizeof *reqs);
@@ -216,6 +230,7 @@ static void fire(double waited, const WdSpin *s) {
     if (s->peer == -1 && ctl != MPI_COMM_NULL) arrivals(s, size, line, sizeof line);  // (takes up to a second)
     fprintf(stderr, "%s\n", line);
     fflush(stderr);
+    slurm_guard_aborting();  // (said why: should the hook's alarm end this rank, the guard says so)
     run_at_end();
     // A second for the others to print where they stood (they do as soon as they poll), then the end.
     for (double t0 = now_sec(); now_sec() - t0 < (s->peer == -1 ? 0.3 : 1.0);) {
@@ -226,7 +241,6 @@ static void fire(double waited, const WdSpin *s) {
         take_notice(s);
         usleep(10 * 1000);
     }
-    slurm_guard_aborting();
     alarm(3);  // MPI_Abort goes through mpiexec, which a dead link may keep from answering
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
@@ -332,7 +346,7 @@ static void *watch(void *arg) {
             usleep(200 * 1000);
             slurm_guard_aborting();
             alarm(3);
-            MPI_Abort(MPI_COMM_WORLD, 1);
+            if (with_mpi) MPI_Abort(MPI_COMM_WORLD, 1);
             _exit(1);
         }
     }
@@ -368,8 +382,21 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
     if (!everyone || g_rank == 0) sig_pending = sig;
 }
 
-void wd_init(void) {
+static void start_backstop(void) {
     main_tid = (pid_t)syscall(SYS_gettid);
+    pthread_t t;
+    if (pthread_create(&t, NULL, watch, NULL) == 0) pthread_detach(t);
+}
+
+void wd_init_local(void) { start_backstop(); }
+
+void wd_mark_call(const char *call) {
+    if (call) wd_call_enter(call);
+    else wd_call_leave();
+}
+
+void wd_init(void) {
+    with_mpi = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     MPI_Comm_dup(MPI_COMM_WORLD, &ctl);
     MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, TAG_NOTICE, ctl, &ctl_req);
@@ -380,8 +407,7 @@ void wd_init(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    pthread_t t;
-    if (pthread_create(&t, NULL, watch, NULL) == 0) pthread_detach(t);
+    start_backstop();
 }
 
 void wd_finalize_bound(int code) {

@@ -21,6 +21,9 @@ static inline void wd_phase(const char *what, int step) { wd_current = (WdAction
 // After MPI_Init, on every rank: the control channel (a duplicate of the world on which a rank whose
 // wait ran out tells the others), the signal handlers and the backstop thread. Collective.
 void wd_init(void);
+// One process without MPI (selftest): the backstop thread alone, so --timeout bounds its device waits
+// (wd_poll: the line, the wd_at_end hook, exit 1) and its marked library calls (exit 1) the same way.
+void wd_init_local(void);
 void wd_set_timeout(double seconds);  // 0: waits are not bounded
 double wd_timeout(void);
 
@@ -44,7 +47,8 @@ void wd_spin(WdSpin *s);
 #define WD_LOCAL (-2)
 void wd_poll(int (*ready)(void *ctx), void *ctx, WdSpin s);
 // Called once when this rank's watchdog fires or another rank's tells it to end, before the job ends
-// (the NCCL transport aborts its communicators: ncclCommAbort, so no kernel is left spinning).
+// (the NCCL transport aborts its communicators: ncclCommAbort, so no kernel is left spinning). The
+// alarm is set before it: a hook that does not return within 5 s ends this rank by SIGALRM.
 void wd_at_end(void (*fn)(void));
 
 // MPI_CHECK marks every MPI call, so the backstop thread sees one that blocks past --timeout (a
@@ -57,6 +61,9 @@ static inline void wd_call_enter(const char *call) {
     __atomic_add_fetch(&wd_calls, 1, __ATOMIC_RELAXED);
 }
 static inline void wd_call_leave(void) { __atomic_store_n(&wd_call, (const char *)0, __ATOMIC_RELAXED); }
+// The same as a function, for the CUDA backend's blocking library calls (ncclCommInitRank, cudaFree,
+// ...: base/ops.h's DeviceCall): call names the call as it begins, NULL when it has returned.
+void wd_mark_call(const char *call);
 // Every MPI call: marked for the backstop thread while it runs, and its error (MPI_ERRORS_RETURN is
 // set) ends the job with "[rank r] file:line: CALL failed: MPI's words".
 void mpi_check_at(int err, const char *what, const char *file, int line);

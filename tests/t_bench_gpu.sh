@@ -30,7 +30,9 @@ if [ "$RC" -eq 2 ] && grep -q "unknown argument '--dryrun'" <<<"$OUT"; then pass
 else fail "bench/gpu.sh: an unknown argument -> exit 2" "exit $RC: $OUT"; fi
 
 # bench/gpu_first.sh, the first call on a lent GPU: its dry run builds and runs every step it can, in
-# one table; a short BUDGET skips the later steps, saying so, and still ends in the table; a failed
+# one table (the --tp 2 and ddp runs with their communication figures included; the leak checks and
+# the queues' line named as needing a GPU); a short BUDGET skips the later steps, saying so, and still
+# ends in the table; a failed
 # step is FAIL there and exit 1; the toolchain takes the sysroot where the machine's mpicc is not
 # MPICH (the H100 image's Open MPI), and without .debs/ says how to make them.
 FIRST=$ROOT/bench/gpu_first.sh
@@ -38,6 +40,11 @@ run 600 env OUT="$TMP/first" bash "$FIRST" --dry-run
 T=$TMP/first/table.md
 if [ "$RC" -eq 0 ] && grep -qF '| selftest fp32 + bf16 rows | ok |' "$T" && grep -qF '| medium --verify against the CPU (3 steps) | ok |' "$T" &&
    grep -qF '| selftest --nccl (1 rank) | skipped | dry run: needs a GPU |' "$T" && grep -qE '^\| medium bf16 \| 1 \| [0-9.]+ \|' "$T" &&
+   grep -qF "| tp 2, 2 ranks on 1 GPU, --verify: the all-reduce's time | ok |" "$T" &&
+   grep -qF '| ddp, 2 ranks on 1 GPU: comm and exposed times | ok |' "$T" &&
+   grep -qF '| leak check: train bf16 + gemm timing, 1 rank | skipped | dry run: needs a GPU |' "$T" &&
+   grep -qF '| leak check: pp 1f1b, 2 ranks on 1 GPU over mpi | skipped | dry run: needs a GPU |' "$T" &&
+   grep -qE "^\{'step_ms_median': [0-9.]+, .*'tp_allreduce_ms_per_step': [0-9.]+" "$TMP/first/first.log" &&
    grep -q '^0 steps failed$' "$T" && [ -s "$TMP/first/first.log" ]; then
     pass "bench/gpu_first.sh --dry-run: every step it can, one table ($(grep -c '| ok |' "$T") ok)"
 else fail "bench/gpu_first.sh --dry-run" "exit $RC: $(tail -n 25 "$T" 2>/dev/null | head -c 800)"; fi

@@ -121,7 +121,8 @@ expect_user_error "gpu/selftest --nccl on the CPU is refused" 'selftest: --nccl 
 if gpu_only "gpu/selftest --nccl: NCCL on one rank (init, 4 splits, self send, teardown)"; then
     run 300 "$MICROPP" selftest --device cuda --nccl
     if [ "$RC" -eq 0 ] && grep -qE '^nccl: 1 rank, 4 splits, self send .* ok$' <<<"$OUT" &&
-        grep -qE '^nccl: 1 rank, group all-reduce .* ok$' <<<"$OUT"; then pass "gpu/selftest --nccl: NCCL on one rank"
+        grep -qE '^nccl: 1 rank, all-reduce, timed .* ok$' <<<"$OUT" && grep -qE '^nccl: 2 transports aborted together .* ok$' <<<"$OUT"; then
+        pass "gpu/selftest --nccl: NCCL on one rank"
     else fail "gpu/selftest --nccl: NCCL on one rank" "exit $RC: $(grep -E 'nccl|FAIL' <<<"$OUT" | head -n 3) $(head -c 300 <<<"$ERR")"; fi
 fi
 # bf16 without oneDNN's help in the check: the rounding, gemm and bias gradient against the naive
@@ -264,3 +265,44 @@ if gpu_only "gpu/a model too large for the GPU is refused with its free memory";
     expect_user_error "gpu/a model too large for the GPU is refused with its free memory" "$e_line" 60 \
         "$MICROPP" train --device cuda --hidden 65536 --layers 40 --batch 8 --steps 1
 fi
+
+# ---- the GPU path's watchdog, without a GPU (tests/mpi_devwait: the waits and hooks the CUDA backend
+# and the NCCL transport are handed) ----
+# The end-of-job hook (the NCCL abort) that never returns, as an ncclCommAbort waiting on a kernel of
+# another communicator: the alarm is set before it, so every rank still ends within seconds.
+DEVWAIT=$ROOT/tests/bin/mpi_devwait
+if [ -x "$DEVWAIT" ]; then
+    t0=$(date +%s)
+    run 60 mpiexec -n 2 "$DEVWAIT" "$TMP/devwait-hang" hang-at-end
+    secs=$(( $(date +%s) - t0 )); sleep 0.3; left=$(left_behind "$TMP/devwait-hang")
+    if [ "$RC" -ne 0 ] && [ "$secs" -le 15 ] && grep -q '^\[rank 0\] watchdog: waited 3\.[0-9] s (--timeout 3) for this rank.s GPU' <<<"$ERR" &&
+       grep -q '^\[rank 0\] mpi_devwait: wd_at_end blocks' <<<"$ERR" && grep -q '^\[rank 1\] mpi_devwait: wd_at_end blocks' <<<"$ERR" &&
+       [ -z "$left" ]; then
+        pass "gpu/watchdog: an abort hook that blocks on both ranks still ends the job (${secs}s, exit $RC)"
+    else fail "gpu/watchdog: an abort hook that blocks still ends the job" "exit $RC after ${secs}s, left '$left': $(head -c 500 <<<"$ERR")"; fi
+    # selftest's watchdog: one process without MPI, a device wait and a blocking library call each bounded
+    run 30 "$DEVWAIT" "$TMP/devwait-local" local
+    if [ "$RC" -eq 1 ] && grep -q 'watchdog: waited 2\.[0-9] s (--timeout 2) for this rank.s GPU (its queued work, then the loss) in the test.s device wait' <<<"$ERR" &&
+       grep -q 'mpi_devwait: wd_at_end ran' <<<"$ERR"; then pass "gpu/watchdog without MPI (selftest's): a device wait that never ends -> its line, exit 1"
+    else fail "gpu/watchdog without MPI: a device wait that never ends" "exit $RC: $(head -c 400 <<<"$ERR")"; fi
+    run 30 "$DEVWAIT" "$TMP/devwait-call" local-call
+    if [ "$RC" -eq 1 ] && grep -q 'watchdog: waited [0-9.]* s (--timeout 2) inside ncclCommInitRank in the test.s device wait' <<<"$ERR"; then
+        pass "gpu/watchdog without MPI: a library call that blocks (ncclCommInitRank) -> the backstop's line, exit 1"
+    else fail "gpu/watchdog without MPI: a library call that blocks" "exit $RC: $(head -c 400 <<<"$ERR")"; fi
+else fail "gpu/watchdog: the abort hook, and without MPI" "$DEVWAIT is missing: make tests/bin/mpi_devwait"; fi
+expect_user_error "gpu/selftest --timeout 0.5 -> one line, exit 2" "--timeout = 0.5 is below 1 s" 30 "$MICROPP" selftest --timeout 0.5
+# The wire's host staging for a device (the send pool, the receive staging, the collectives' buffers:
+# pinned on a GPU) is freed at the end, before the CUDA backend closes (a leak check lists none).
+TEARDOWN=$ROOT/tests/bin/mpi_teardown
+run 60 "$TEARDOWN"
+if [ "$RC" -eq 0 ] && grep -qE 'alive before the end [1-9][0-9]*, after 0; message ok' <<<"$OUT"; then pass "gpu/teardown: the wire's host staging freed at the end ($OUT)"
+else fail "gpu/teardown: the wire's host staging freed at the end" "exit $RC: $OUT $(head -c 300 <<<"$ERR")"; fi
+# CUDA_DEVICE_MAX_CONNECTIONS below 32 (Megatron's 1): raised before CUDA starts, one line once the GPU
+# is open; on a machine without a GPU nothing is said.
+run 120 env CUDA_DEVICE_MAX_CONNECTIONS=1 "$MICROPP" train "${TINY[@]}" --json
+qline="micropp: CUDA_DEVICE_MAX_CONNECTIONS was '1', now 32: the NCCL transport's streams must not share hardware queues (docs/gpus.md)"
+if [ "$GPU" = 1 ]; then
+    if [ "$RC" -eq 0 ] && [ "$(grep -cxF "$qline" <<<"$ERR")" = 1 ]; then pass "gpu/CUDA_DEVICE_MAX_CONNECTIONS=1 -> 32, said in one line"
+    else fail "gpu/CUDA_DEVICE_MAX_CONNECTIONS=1 -> 32, said in one line" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
+elif [ "$RC" -eq 0 ] && ! grep -q CUDA_DEVICE_MAX_CONNECTIONS <<<"$ERR"; then pass "gpu/CUDA_DEVICE_MAX_CONNECTIONS=1 without a GPU: nothing said"
+else fail "gpu/CUDA_DEVICE_MAX_CONNECTIONS=1 without a GPU: nothing said" "exit $RC: $(head -c 300 <<<"$ERR")"; fi
