@@ -251,7 +251,7 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
     else exec_monolith_step(p, w, model, st, m);
     if (!p->pipelined) m->span_s[step] = now_sec() - t0;
     wd_phase("the gradient all-reduce", step + 1);
-    for (int k = 0; k < model->n_local; k++)
+    for (int k = 0; k < model->n_local && !model->n_sync; k++)  // (with replicas, gradsync_finish sums them)
         if (model->local[k].det) stage_det_finish(&model->local[k]);  // --deterministic: the rows' tree summed
     for (int k = 0; k < model->n_sync; k++) gradsync_finish(&model->sync[k]);
     if (model->head) stage_take_loss(model->head);  // the step's one read of the loss

@@ -324,9 +324,9 @@ static int rule_deterministic(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->T > 1)
         return refuse(e, "train: --deterministic with --tp %d: the tensor-parallel sums are not in the canonical "
                          "order yet: drop --tp or --deterministic", p->T);
-    if (p->data_parallel)
-        return refuse(e, "train: --deterministic with %d replicas: the replicas' sum is not in the canonical order "
-                         "yet: drop --dp (or --mode ddp/hybrid) or --deterministic", p->D);
+    if (p->data.zero >= 2)
+        return refuse(e, "train: --deterministic with --zero %d: ZeRO-%d's gradient shards are not summed in the "
+                         "canonical order yet: use --zero 1 or 0, or drop --deterministic", p->data.zero, p->data.zero);
     return 0;
 }
 
