@@ -77,6 +77,7 @@ static void det_pack(const Stage *s, long *hdr, float *v) {
 // alone decide: every replica ends with the bits one process summing all the rows would have. (ZeRO-1
 // then updates its shard of the whole gradient, which every rank holds.)
 static void det_sum(GradSync *g) {
+    double t0 = now_sec();
     Stage *s = g->s;
     int D = g->comm->replicas, me = g->comm->replica;
     long mine[2] = {0, 0};  // subtrees, floats
@@ -110,6 +111,8 @@ static void det_sum(GradSync *g) {
         }
     }
     stage_det_finish(s);
+    g->spans[g->n_spans++] = (Span){t0, now_sec(), 0, 0};  // one collective: the all-gathers and the tree
+    g->calls++;
     free(all); free(hn); free(hdr); free(v);
 }
 
