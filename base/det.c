@@ -8,28 +8,45 @@
 
 static float operand(float x, int bf16) { return bf16 ? bf16_round(x) : x; }
 
-// One row m of the product: acc[n] = sum over k in order of A(m,k) B(k,n): the loop over n inside
-// the loop over k keeps each value's sum in k's order (and lets the compiler vectorise over n).
-static void det_row(int ta, int tb, int m, int N, int K, const float *A, int lda, const float *B, int ldb,
-                    float *acc, int bf16) {
-    for (int n = 0; n < N; n++) acc[n] = 0.0f;
+// op(B) as a plain [K, N] matrix (rounded to bf16 when asked), so the products below read its rows.
+static float *b_rows(int tb, int N, int K, const float *B, int ldb, int bf16) {
+    float *b = xmalloc(sizeof(float) * (size_t)K * (size_t)N + sizeof(float));
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) b[(size_t)k * N + n] = operand(tb ? B[(size_t)n * ldb + k] : B[(size_t)k * ldb + n], bf16);
+    return b;
+}
+
+// Rows m0 .. m0+R-1 (R <= DET_RB) of the product: acc[r][n] = sum over k in order of A(m0+r, k) b[k][n].
+// The loop over n inside the loop over k keeps each value's sum in k's order (and vectorises over n);
+// the R rows share each row of b while it is in cache.
+enum { DET_RB = 4 };
+static void det_rows(int ta, int m0, int R, int N, int K, const float *A, int lda, const float *b, float *acc,
+                     int bf16) {
+    for (size_t i = 0; i < (size_t)R * N; i++) acc[i] = 0.0f;
     for (int k = 0; k < K; k++) {
-        float a = operand(ta ? A[(size_t)k * lda + m] : A[(size_t)m * lda + k], bf16);
-        if (tb) for (int n = 0; n < N; n++) acc[n] += a * operand(B[(size_t)n * ldb + k], bf16);
-        else for (int n = 0; n < N; n++) acc[n] += a * operand(B[(size_t)k * ldb + n], bf16);
+        const float *bk = b + (size_t)k * N;
+        for (int r = 0; r < R; r++) {
+            int m = m0 + r;
+            float a = operand(ta ? A[(size_t)k * lda + m] : A[(size_t)m * lda + k], bf16), *o = acc + (size_t)r * N;
+            for (int n = 0; n < N; n++) o[n] += a * bk[n];
+        }
     }
 }
 
 void det_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc, int bf16) {
-    float *acc = xmalloc(sizeof(float) * (size_t)(N > 0 ? N : 1));
-    for (int m = 0; m < M; m++) {
-        det_row(ta, tb, m, N, K, A, lda, B, ldb, acc, bf16);
-        float *c = C + (size_t)m * ldc;
-        if (beta == 0.0f) for (int n = 0; n < N; n++) c[n] = alpha * acc[n];
-        else for (int n = 0; n < N; n++) c[n] = alpha * acc[n] + beta * c[n];
+    float *b = b_rows(tb, N, K, B, ldb, bf16), *acc = xmalloc(sizeof(float) * DET_RB * (size_t)(N > 0 ? N : 1));
+    for (int m0 = 0; m0 < M; m0 += DET_RB) {
+        int R = M - m0 < DET_RB ? M - m0 : DET_RB;
+        det_rows(ta, m0, R, N, K, A, lda, b, acc, bf16);
+        for (int r = 0; r < R; r++) {
+            float *c = C + (size_t)(m0 + r) * ldc;
+            const float *x = acc + (size_t)r * N;
+            if (beta == 0.0f) for (int n = 0; n < N; n++) c[n] = alpha * x[n];
+            else for (int n = 0; n < N; n++) c[n] = alpha * x[n] + beta * c[n];
+        }
     }
-    free(acc);
+    free(acc); free(b);
 }
 
 void det_tree_init(DetTree *t, size_t len) { memset(t, 0, sizeof *t); t->len = len; }
