@@ -206,6 +206,11 @@ void stage_share(Stage *s, float *params, float *grads) {
 }
 
 void stage_free(Stage *s) {
+    if (s->det) {
+        for (int j = 0; j <= s->n_layers; j++) det_tree_free(&s->det->tree[j]);
+        free(s->det->tree);
+        free(s->det);
+    }
     const Backend *be = s->be;
     for (int k = 0; k < s->n_slots; k++) {
         Slot *sl = &s->slots[k];
@@ -356,6 +361,22 @@ static float grad_beta(Stage *s, int j, float *db, int n) {
     return 0.0f;
 }
 
+// Layer j's weight and bias gradients from a micro-batch: dW += dz^T x, db += the sum of dz's rows
+// (beta 0: overwritten, the first since stage_zero_grads). --deterministic: the rows go into the
+// layer's pairwise tree instead (base/det.h), as the leaves of the step's rows they are; stage_det_finish
+// writes the sums.
+static void weight_grad(Stage *s, int j, const Slot *sl, const float *dz, const float *x, int h, int k) {
+    if (s->det) {
+        long row0 = s->det->row0 + (long)sl->mb * s->rows;
+        det_tree_rows(&s->det->tree[j], dz, x, s->rows, h, k, row0, s->bf16);
+        return;
+    }
+    float *dW = j == s->n_layers ? s->dWh : s->dW[j], *db = j == s->n_layers ? s->dbh : s->db[j];
+    float beta = grad_beta(s, j, db, h);
+    s->be->gemm(1, 0, h, k, s->rows, 1.0f, dz, h, x, k, beta, dW, k);
+    s->be->bias_grad(db, dz, s->rows, h);
+}
+
 void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     const Backend *be = s->be;
     Slot *sl = &s->slots[slot];
@@ -374,9 +395,7 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         float *dx = s->n_layers ? s->gbuf[pp] : din;
         if (dx) weights(s, s->n_layers, s->n_layers ? below(s->n_layers, din) : -1);
         grad_target(s, s->n_layers);
-        float beta = grad_beta(s, s->n_layers, s->dbh, s->C);
-        be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, beta, s->dWh, H);
-        be->bias_grad(s->dbh, dl, rows, s->C);
+        weight_grad(s, s->n_layers, sl, dl, last, s->C, H);
         if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, s->n_layers);
         if (dx) be->gemm(0, 0, rows, H, s->C, 1.0f, dl, s->C, s->Wh, H, 0.0f, dx, H);
         g = dx;
@@ -391,9 +410,7 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         float *dx = i == 0 ? din : s->gbuf[pp ^ 1];
         if (dx) weights(s, i, below(i, din));
         grad_target(s, i);
-        float beta = grad_beta(s, i, s->db[i], h);
-        be->gemm(1, 0, h, k, rows, 1.0f, dz, h, in, k, beta, s->dW[i], k);
-        be->bias_grad(s->db[i], dz, rows, h);
+        weight_grad(s, i, sl, dz, in, h, k);
         if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, i);
         if (dx) layer_input_grad(s, i, dz, dx, rows);
         g = dx;
@@ -456,16 +473,13 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
 
 void stage_backward_weight(Stage *s, int slot) {
     CHECK(s->split, "stage_backward_weight on a stage without stage_enable_split");
-    const Backend *be = s->be;
     Slot *sl = &s->slots[slot];
     int H = s->H, rows = s->rows, n = s->n_layers;
     if (s->has_head) {
         const float *last = n ? get(s, sl->act[n - 1], 0, (size_t)rows * H) : get(s, sl->in, 0, (size_t)rows * s->D);
         const float *dl = get(s, sl->logits, 1, (size_t)rows * s->C);
         grad_target(s, n);
-        float beta = grad_beta(s, n, s->dbh, s->C);
-        be->gemm(1, 0, s->C, H, rows, 1.0f, dl, s->C, last, H, beta, s->dWh, H);
-        be->bias_grad(s->dbh, dl, rows, s->C);
+        weight_grad(s, n, sl, dl, last, s->C, H);
         if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, n);
     }
     for (int i = n - 1; i >= 0; i--) {  // the order of stage_backward, so the gradient hooks fire alike
@@ -473,9 +487,7 @@ void stage_backward_weight(Stage *s, int slot) {
         const float *in = get(s, i == 0 ? sl->in : sl->act[i - 1], 1, (size_t)rows * k);
         const float *dz = get(s, sl->dz[i], 0, (size_t)rows * h);
         grad_target(s, i);
-        float beta = grad_beta(s, i, s->db[i], h);
-        be->gemm(1, 0, h, k, rows, 1.0f, dz, h, in, k, beta, s->dW[i], k);
-        be->bias_grad(s->db[i], dz, rows, h);
+        weight_grad(s, i, sl, dz, in, h, k);
         if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, i);
         if (s->hooks.progress) s->hooks.progress();
     }
@@ -519,6 +531,18 @@ void stage_zero_grads(Stage *s) {
     s->loss.sum = 0;
     s->loss.correct = 0;
     s->loss.rows = 0;
+}
+
+void stage_enable_det(Stage *s) {
+    if (s->det) return;
+    s->det = xcalloc(1, sizeof *s->det);
+    s->det->tree = xcalloc((size_t)s->n_layers + 1, sizeof(DetTree));
+    for (int j = 0; j < s->n_layers + s->has_head; j++) det_tree_init(&s->det->tree[j], stage_layer_len(s, j));
+}
+
+void stage_det_finish(Stage *s) {
+    for (int j = 0; j < s->n_layers + s->has_head; j++)
+        det_tree_finish(&s->det->tree[j], j == s->n_layers ? s->dWh : s->dW[j]);  // [W, b] lie together
 }
 
 double lr_at(int schedule, double lr, long long warmup, long long step, long long total) {

@@ -6,6 +6,7 @@
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
+#include "base/det.h"
 #include "base/ops.h"
 
 enum { OPTIM_ADAM, OPTIM_SGD };
@@ -90,6 +91,13 @@ typedef struct {
     void *zero_ctx;
 } StageHooks;
 
+// --deterministic (stage_enable_det): each layer's gradient as the pairwise tree over the step's rows
+// (base/det.h); a micro-batch mb holds rows row0 + mb x rows .. (the executor sets row0 per micro-step).
+typedef struct {
+    DetTree *tree;  // [n_layers + 1]: the head's last
+    long row0;
+} StageDet;
+
 typedef struct {
     const Backend *be;
     int H, C, lo, hi, n_layers, has_head;
@@ -119,6 +127,7 @@ typedef struct {
     int tp, tp_rank;
     unsigned char *kind;
     StageHooks hooks;  // what its owners hook into its passes (below)
+    StageDet *det;     // --deterministic, else NULL
 } Stage;
 
 // Parameter count of the whole model (L layers, D inputs, H hidden, C classes): FLOPs of one step
@@ -195,6 +204,10 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din);
 void stage_enable_split(Stage *s);
 void stage_backward_input(Stage *s, int slot, const float *dout, float *din);
 void stage_backward_weight(Stage *s, int slot);
+// --deterministic: the weight gradients summed in the rows' canonical tree (base/det.h) rather than
+// added per micro-batch; stage_det_finish writes the step's sums into dW/db (after the last backward).
+void stage_enable_det(Stage *s);
+void stage_det_finish(Stage *s);
 // Forward only, no stash, for evaluation: x[rows,D] in, logits or output written to out.
 void stage_forward_eval(Stage *s, const float *x, int rows, float *out);
 // Starts a new gradient: marks every layer so its next backward overwrites dW/db instead of adding.

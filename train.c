@@ -87,7 +87,7 @@ static void setup_precision(const Backend *be, const TrainConfig *c) {
 // The device the plan chose (the CUDA backend comm_choose_hardware opened on this rank, or the CPU).
 static void setup_device(const TrainConfig *c, const Plan *p, Wire *w) {
     w->be = p->device == DEVICE_CUDA ? w->hardware.cuda : &backend_cpu;
-    if (p->device == DEVICE_CUDA) w->be->set_tf32(c->tf32);
+    if (p->device == DEVICE_CUDA) w->be->set_tf32(c->gemm.tf32);
     blas_set_threads((int)c->threads);
     cpu_flush_subnormals();  // the host's part of the work (all of it on the cpu backend)
     setup_precision(w->be, c);
@@ -223,6 +223,15 @@ static void run_free(Run *r) {
     comm_hardware_free(&r->wire.hardware);
 }
 
+// --deterministic: the backend's products summed index by index, each stage's gradients in the rows'
+// tree (base/det.h). (The plan allowed it on the CPU only.)
+static void setup_deterministic(Run *r) {
+    char err[256] = "this backend has no canonical products";
+    const Backend *be = r->wire.be;
+    if (!be->set_deterministic || be->set_deterministic(1, err, sizeof err)) fatal("train: --deterministic: %s", err);
+    for (int k = 0; k < r->model.n_local; k++) stage_enable_det(&r->model.local[k]);
+}
+
 // ---- the step loop ----
 
 // The forward and backward of every micro-batch (and its communication), then the gradients
@@ -233,6 +242,8 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
     for (int k = 0; k < model->n_sync; k++) gradsync_begin_step(&model->sync[k]);
     wd_phase("the step's barrier", step + 1);
     if (p->pipelined) comm_barrier(MPI_COMM_WORLD);
+    for (int k = 0; k < model->n_local; k++)
+        if (model->local[k].det) model->local[k].det->row0 = plan_row(p, 0, w->replica, 0);
     double t0 = now_sec();
     m->step_start[step] = t0;
     if (p->pipelined) m->span_s[step] = exec_pipeline_step(p, w, model, st, m);
@@ -240,6 +251,8 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
     else exec_monolith_step(p, w, model, st, m);
     if (!p->pipelined) m->span_s[step] = now_sec() - t0;
     wd_phase("the gradient all-reduce", step + 1);
+    for (int k = 0; k < model->n_local && !model->n_sync; k++)  // (with replicas, gradsync_finish sums them)
+        if (model->local[k].det) stage_det_finish(&model->local[k]);  // --deterministic: the rows' tree summed
     for (int k = 0; k < model->n_sync; k++) gradsync_finish(&model->sync[k]);
     if (model->head) stage_take_loss(model->head);  // the step's one read of the loss
 }
@@ -477,7 +490,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
     const Plan *p = &r->p;
     const Backend *be = r->wire.be;
     Progress *g = &r->progress;
-    if (c->gemm_timing) be->gemm_timing(1);
+    if (c->gemm.timing) be->gemm_timing(1);
     r->m.epoch_t0 = now_sec();
     for (int step = g->start; step < (int)p->steps; step++) {
         fault_step(step + 1);
@@ -500,7 +513,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         check_divergence(c, g, &r->m, step, loss);
         step_update(r, step);
         if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step, c->observe.trace[0]);
-        if (c->gemm_timing) r->m.gemm_s[step] = be->gemm_seconds();
+        if (c->gemm.timing) r->m.gemm_s[step] = be->gemm_seconds();
         step_log_and_save(r, step, loss, verbose);
         if (p->epochs && (step + 1) % p->steps_per_epoch == 0) end_epoch(r, step, verbose);
         live_step(&r->live, step, p->steps, p->epochs, p->steps_per_epoch, (double)c->batch * p->N);
@@ -508,7 +521,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
     live_clear(&r->live);
     if (p->distributed) agree_on_failure(g->bad_update);  // the last update has no next step to report it
     check_replicas_end_alike(&r->wire, &r->model);
-    if (c->gemm_timing) be->gemm_timing(0);
+    if (c->gemm.timing) be->gemm_timing(0);
 }
 
 // ---- the command ----
@@ -614,6 +627,7 @@ int cmd_train(int argc, char **argv) {
     if (verbose) report_header(&cfg, p, &r->wire, &r->data);
     if (p->pipelined) setup_pipeline(&cfg, p, &r->wire, &r->model, &r->exec);  // (each checks the memory first)
     else setup_local(&cfg, p, &r->wire, &r->model);
+    if (cfg.gemm.deterministic) setup_deterministic(r);
     if (p->T > 1) tensor_setup(p, &r->wire.tp, &r->wire.comm, r->wire.be, r->model.local, r->model.n_local);
     r->wire.tp.trace =
         cfg.observe.trace[0] || cfg.observe.timeline[0] || cfg.observe.gantt;  // (the observers draw the collectives)

@@ -135,6 +135,12 @@ static inline uint64_t plan_sample(const Plan *p, uint64_t step_sample, int k, i
     uint64_t i = step_sample + (uint64_t)k * batch + (uint64_t)d * per_replica + (uint64_t)mb * rows;
     return p->synthetic_samples ? i % (uint64_t)p->synthetic_samples : i;
 }
+// The row of the step (0 .. N x batch - 1) where micro-batch mb of replica d in micro-step k starts, as
+// plan_sample lays the samples out: --deterministic's tree (base/det.h) sums the rows in this order.
+static inline long plan_row(const Plan *p, int k, int d, int mb) {
+    long rows = p->rows, per_replica = rows * p->M;
+    return (long)k * per_replica * p->D + (long)d * per_replica + (long)mb * rows;
+}
 // The grid on world ranks: T adjacent ranks form a tensor-parallel group; the groups are laid out on
 // stages x replicas by --placement. The stage, replica and tensor-parallel rank of a world rank.
 static inline int plan_rank_stage(const Plan *p, int rank) {

@@ -54,8 +54,66 @@ static void start(GradSync *g, Bucket *b) {
 // The gradient hook: called by stage_backward after each layer's dW/db (head first, then down).
 static void on_layer_grad(void *ctx, int layer) {
     GradSync *g = ctx;
+    if (g->s->det) return;  // --deterministic: no gradient is whole before the step's end (det_sum)
     if (g->final && g->next < g->nb && layer == g->b[g->next].lo) start(g, &g->b[g->next++]);
     comm_progress();  // move every bucket in flight along before the next layer's gemms
+}
+
+// This stage's subtrees of every layer, as (layer, level, start) triples and their floats one after
+// the other, for det_sum's all-gather.
+static void det_pack(const Stage *s, long *hdr, float *v) {
+    for (int j = 0; j < s->n_layers + s->has_head; j++) {
+        const DetTree *t = &s->det->tree[j];
+        for (int i = 0; i < t->n; i++) {
+            *hdr++ = j; *hdr++ = t->nodes[i].level; *hdr++ = t->nodes[i].start;
+            memcpy(v, t->nodes[i].v, sizeof(float) * t->len);
+            v += t->len;
+        }
+    }
+}
+
+// --deterministic: the replicas' sum as the rows' tree (base/det.h). Every replica's subtrees go to
+// every replica (an all-gather) and each adds the others' into its own tree, whose shape the rows
+// alone decide: every replica ends with the bits one process summing all the rows would have. (ZeRO-1
+// then updates its shard of the whole gradient, which every rank holds.)
+static void det_sum(GradSync *g) {
+    double t0 = now_sec();
+    Stage *s = g->s;
+    int D = g->comm->replicas, me = g->comm->replica;
+    long mine[2] = {0, 0};  // subtrees, floats
+    for (int j = 0; j < s->n_layers + s->has_head; j++) {
+        mine[0] += s->det->tree[j].n;
+        mine[1] += (long)s->det->tree[j].n * (long)s->det->tree[j].len;
+    }
+    long *all = xmalloc(sizeof(long) * 2 * (size_t)D);
+    MPI_Allgather(mine, 2, MPI_LONG, all, 2, MPI_LONG, g->comm->dp);
+    int *hn = xmalloc(sizeof(int) * 4 * (size_t)D), *hd = hn + D, *fn = hn + 2 * D, *fd = hn + 3 * D;
+    long nh = 0, nf = 0;
+    for (int r = 0; r < D; r++) {
+        CHECK(all[2 * r + 1] < 1L << 30, "--deterministic: %ld floats of subtrees from one replica", all[2 * r + 1]);
+        hn[r] = (int)(3 * all[2 * r]); hd[r] = (int)nh; fn[r] = (int)all[2 * r + 1]; fd[r] = (int)nf;
+        nh += hn[r]; nf += fn[r];
+    }
+    long *hdr = xmalloc(sizeof(long) * (size_t)(nh + 1));
+    float *v = xmalloc(sizeof(float) * (size_t)(nf + 1));
+    det_pack(s, hdr + hd[me], v + fd[me]);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, hdr, hn, hd, MPI_LONG, g->comm->dp);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, v, fn, fd, MPI_FLOAT, g->comm->dp);
+    for (int r = 0; r < D; r++) {
+        const float *x = v + fd[r];
+        for (int i = 0; r != me && i < hn[r]; i += 3) {
+            const long *h = hdr + hd[r] + i;
+            DetTree *t = &s->det->tree[h[0]];
+            float *buf = det_tree_buffer(t);
+            memcpy(buf, x, sizeof(float) * t->len);
+            x += t->len;
+            det_tree_add(t, (int)h[1], h[2], buf);
+        }
+    }
+    stage_det_finish(s);
+    g->spans[g->n_spans++] = (Span){t0, now_sec(), 0, 0};  // one collective: the all-gathers and the tree
+    g->calls++;
+    free(all); free(hn); free(hdr); free(v);
 }
 
 void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, double bucket_bytes) {
@@ -115,6 +173,10 @@ void gradsync_set_final(GradSync *g, int final) { g->final = final; }
 void gradsync_finish(GradSync *g) {
     g->s->be->sync();  // the compute's end on the device (a GPU's queue drained), not when the host queued it
     g->t_compute_end = now_sec();
+    if (g->s->det) {
+        det_sum(g);
+        return;
+    }
     if (g->sharded && g->sharded->finish) {
         g->sharded->finish(g);
         return;

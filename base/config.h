@@ -109,9 +109,12 @@ typedef struct {
     // device
     int device;              // DEVICE_* (comms.h): auto = cuda when every rank sees a GPU
     int transport;           // TRANSPORT_* (comms.h): how stages exchange device buffers
-    int tf32;                // cuBLAS may round fp32 inputs to TF32
     int precision;           // PRECISION_* (ops.h): the matrix products' inputs in fp32 or bf16
-    int gemm_timing;         // time every gemm, report the share of step time in BLAS
+    struct {                 // how the matrix products run
+        int tf32;            // cuBLAS may round fp32 inputs to TF32
+        int timing;          // time every gemm, report the share of step time in BLAS
+        int deterministic;   // every sum in one canonical order, the same bits on every layout (base/det.h)
+    } gemm;
     struct {                 // observing the run (train/trace.c, train/metrics.c, train/live.c)
         char trace[PATH_LEN];     // Chrome trace JSON of every step, "" = none
         char timeline[PATH_LEN];  // SVG of one step's measured Gantt chart, "" = none

@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <unistd.h>
 #include <cblas.h>
+#include "base/det.h"
 #include "base/ops.h"
 #include "base/util.h"
 
@@ -31,11 +32,13 @@ static void cpu_fill(float *x, float v, size_t n) { for (size_t i = 0; i < n; i+
 static int gemm_timing_on;
 static double gemm_s;  // seconds inside the gemm since the last cpu_gemm_seconds()
 static int precision;  // PRECISION_*: fp32 on OpenBLAS, bf16 on oneDNN
+static int deterministic;  // --deterministic: base/det.c's products instead
 
 static void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc) {
     double t0 = gemm_timing_on ? now_sec() : 0;
-    if (precision == PRECISION_BF16) onednn_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (deterministic) det_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, precision == PRECISION_BF16);
+    else if (precision == PRECISION_BF16) onednn_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                      M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (gemm_timing_on) gemm_s += now_sec() - t0;
@@ -43,6 +46,11 @@ static void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const flo
 static int cpu_set_precision(int p, char *err, size_t errlen) {
     if (p == PRECISION_BF16 && !onednn_available(err, errlen)) return -1;
     precision = p;
+    return 0;
+}
+static int cpu_set_deterministic(int on, char *err, size_t errlen) {
+    (void)err; (void)errlen;
+    deterministic = on;
     return 0;
 }
 static void cpu_gemm_timing(int on) { gemm_timing_on = on; gemm_s = 0; }
@@ -143,7 +151,7 @@ const Backend backend_cpu = {
     .adam = cpu_adam, .sgd = cpu_sgd,
     .axpy = cpu_axpy, .scale = cpu_scale, .sync = cpu_sync, .stamp = cpu_stamp, .stamps = cpu_stamps,
     .alloc_host = cpu_alloc, .free_host = cpu_free, .set_tf32 = cpu_set_tf32,
-    .set_precision = cpu_set_precision,
+    .set_precision = cpu_set_precision, .set_deterministic = cpu_set_deterministic,
     .gemm_timing = cpu_gemm_timing, .gemm_seconds = cpu_gemm_seconds, .describe = cpu_describe,
 };
 

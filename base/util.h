@@ -66,6 +66,11 @@ static inline void *xmalloc(size_t n) {
     if (!p) fatal("out of memory allocating %zu bytes", n);
     return p;
 }
+static inline void *xrealloc(void *old, size_t n) {
+    void *p = realloc(old, n ? n : 1);
+    if (!p) fatal("out of memory allocating %zu bytes", n);
+    return p;
+}
 static inline void *xcalloc(size_t count, size_t size) {
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p) fatal("out of memory allocating %zu x %zu bytes", count, size);

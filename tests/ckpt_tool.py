@@ -90,7 +90,7 @@ def dump(d, out):
         header, _, data = read_st(os.path.join(d, fr["file"]))
         for k, v in header.items():
             res[k] = tensor(v, data)
-    json.dump(res, open(out, "w"))
+    json.dump(res, open(out, "w"), sort_keys=True)  # (sorted: two dumps of the same tensors are the same bytes)
 
 
 def diff(a, b):

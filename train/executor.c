@@ -246,6 +246,7 @@ void exec_monolith_step(const Plan *p, Wire *w, Model *model, StepState *st, Mea
     for (int k = 0; k < p->N; k++) {
         int slot = stage_slot_acquire(s, 0);
         exec_load_inputs(st, s, slot, plan_sample(p, st->step_sample, k, w->replica, 0), 1, 1);
+        if (s->det) s->det->row0 = plan_row(p, k, w->replica, 0);
         wd_begin((WdAction){"F", 0, 0, k, 0, step + 1});
         w->be->stamp(marks++);
         stage_forward(s, slot);

@@ -281,7 +281,7 @@ int plan_device(const char *cmd, int device, int transport, int tf32, int world,
 // schedules beyond 1F1B (chunks crossing the same pair both ways, deferred weight passes, a file's
 // order) are run and tested over MPI only, so they take the MPI transport (host-staged between GPUs).
 static int rule_devices(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    if (plan_device("train", c->device, c->transport, c->tf32, p->world, f->devices, &p->device, &p->transport,
+    if (plan_device("train", c->device, c->transport, c->gemm.tf32, p->world, f->devices, &p->device, &p->transport,
                     &p->transport_why, e->buf, e->n))
         return -1;
     if ((p->data_parallel || p->T > 1) && c->ddp.allreduce == ALLREDUCE_SHM && p->device == DEVICE_CUDA)
@@ -314,10 +314,26 @@ static void rule_eval(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     p->eval_rows = n;
 }
 
+// --deterministic (base/det.h): the CPU's products and the rows' tree, on the layouts whose every sum
+// it puts in the canonical order so far.
+static int rule_deterministic(const TrainConfig *c, const Plan *p, Err *e) {
+    if (!c->gemm.deterministic) return 0;
+    if (p->device == DEVICE_CUDA)
+        return refuse(e, "train: --deterministic runs on the CPU (cuBLAS chooses its kernels, and so its order of "
+                         "sums, by shape): add --device cpu, or drop --deterministic");
+    if (p->T > 1)
+        return refuse(e, "train: --deterministic with --tp %d: the tensor-parallel sums are not in the canonical "
+                         "order yet: drop --tp or --deterministic", p->T);
+    if (p->data.zero >= 2)
+        return refuse(e, "train: --deterministic with --zero %d: ZeRO-%d's gradient shards are not summed in the "
+                         "canonical order yet: use --zero 1 or 0, or drop --deterministic", p->data.zero, p->data.zero);
+    return 0;
+}
+
 static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     if (rule_length(c, p, e) || pipeline_rules_run(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, p, e) ||
         rule_checkpoints(c, e) || rule_devices(c, f, p, e) || data_rules_facts(c, f, p, e) ||
-        rule_resumed(c, f, p, e) || tensor_rules_facts(c, f, p, e))
+        rule_resumed(c, f, p, e) || tensor_rules_facts(c, f, p, e) || rule_deterministic(c, p, e))
         return -1;
     rule_eval(c, f, p, e);
     p->synthetic_samples = f->train_rows ? 0 : c->samples ? c->samples : c->batch * p->N;

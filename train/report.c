@@ -406,7 +406,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
                          m->exposed_s, s->start, s->n_run, s->skip);
         if (p->data.zero) zero_report_fill(&s->data, p, r->model.sync, r->model.n_sync);
     }
-    if (c->gemm_timing) fill_gemm(c, p, m, s);
+    if (c->gemm.timing) fill_gemm(c, p, m, s);
     tensor_report_fill(&s->tensor, p, &r->wire.tp, (double)m->tp_calls, m->tp_floats, m->tp_s, s->n_run, s->step_ms);
     if (!p->pipelined && c->observe.trace[0]) {  // ddp with ZeRO: every rank's forward, backward and collectives
         Timeline tl;
@@ -490,7 +490,7 @@ static void summary_text(const Run *r, const Summary *s) {
     if (s->predicted.step_ms > 0)
         printf("--auto picked %s: predicted %.3f ms a step, measured %.3f ms (%+.0f%%)\n", s->predicted.layout,
                s->predicted.step_ms, s->step_ms, 100 * (s->predicted.step_ms - s->step_ms) / s->step_ms);
-    if (c->gemm_timing)
+    if (c->gemm.timing)
         printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", s->gemm_ms,
                p->distributed ? " per rank" : "", 100 * s->gemm_share, s->gemm_gflops);
     data_report_text(p, &s->data, s->weight_bytes, s->grad_bytes, s->optimizer_state_bytes);

@@ -99,14 +99,14 @@ void summary_json(const Run *r, const Summary *s) {
     cJSON_AddStringToObject(o, "blas", s->blas);
     cJSON_AddStringToObject(o, "device", r->wire.be->name);
     cJSON_AddStringToObject(o, "device_info", s->device);
-    cJSON_AddBoolToObject(o, "tf32", c->tf32);
+    cJSON_AddBoolToObject(o, "tf32", c->gemm.tf32);
     // (MPI_COMM_TYPE_SHARED groups)
     if (r->wire.hardware.nodes) cJSON_AddNumberToObject(o, "nodes", r->wire.hardware.nodes);
     cJSON *job = slurm_json();  // under Slurm: the job, its step and nodes
     if (job) cJSON_AddItemToObject(o, "slurm", job);
     cJSON_AddStringToObject(o, "precision", s->precision);
     if (s->onednn[0]) cJSON_AddStringToObject(o, "onednn", s->onednn);
-    if (c->gemm_timing) {
+    if (c->gemm.timing) {
         cJSON_AddNumberToObject(o, "gemm_ms_per_step", s->gemm_ms);
         cJSON_AddNumberToObject(o, "gemm_share", s->gemm_share);
         cJSON_AddNumberToObject(o, "gemm_gflops", s->gemm_gflops);

@@ -295,7 +295,7 @@ VerifyResult verify_step(const TrainConfig *c, const Plan *p, Model *model, cons
     int S = p->S;
     VerifyResult v = {.S = S};
     // bf16: the reference runs on the CPU backend, whose products train.c set to bf16 as well
-    v.tol = c->precision == PRECISION_BF16 ? VERIFY_TOL_BF16 : c->tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL;
+    v.tol = c->precision == PRECISION_BF16 ? VERIFY_TOL_BF16 : c->gemm.tf32 ? VERIFY_TOL_TF32 : VERIFY_TOL;
     v.err = xcalloc(8 * (size_t)S, sizeof(double));  // err, noise, excess, tied as [4][S]: one reduction
     v.noise = v.err + S;
     v.excess = v.err + 2 * S;

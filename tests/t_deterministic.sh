@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# tests/t_deterministic.sh: --deterministic's claim (docs/deterministic.md): after the same steps, every
+# layout below holds the same weights and Adam moments as the monolith, every tensor, every bit (the
+# checkpoints' tensors compared exactly, as tests/ckpt_tool.py dumps them); bf16 layouts against the
+# bf16 monolith. Without --deterministic two of them differ (so the comparison can fail), and the
+# layouts not in the canonical order yet are refused in one line.
+source "$(dirname "$0")/lib.sh"
+M=(--layers 6 --hidden 32 --seed 7 --deterministic --log-every 0)
+TOOL="python3 $ROOT/tests/ckpt_tool.py"
+"$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 4 --dump-csv "$TMP/s.csv" >/dev/null 2>&1
+# trained NAME NRANKS ARGS...: trains 3 steps, saves, dumps the tensors to $TMP/NAME.json; "" or why not
+trained() {
+    local name=$1 n=$2 b=(--batch 64); shift 2
+    [[ " $* " == *" --batch "* ]] && b=()  # (64 rows a step, unless the layout says how: grad-accum)
+    if [ "$n" -gt 1 ]; then run 240 mpiexec -n "$n" "$MICROPP" train "${M[@]}" "${b[@]}" --save "$TMP/$name" "$@"
+    else run 240 "$MICROPP" train "${M[@]}" "${b[@]}" --save "$TMP/$name" "$@"; fi
+    [ "$RC" -ne 0 ] && { echo "exit $RC: $(head -c 300 <<<"$ERR$OUT" | tr '\n' ' ')"; return; }
+    $TOOL dump "$TMP/$name" "$TMP/$name.json" >/dev/null 2>&1 || echo "no dump of $TMP/$name"
+}
+# differs A B: the names of the tensors whose bits differ (empty: identical, every tensor)
+differs() {
+    python3 - "$TMP/$1.json" "$TMP/$2.json" <<'PY'
+import json, struct, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+bits = lambda v: [struct.pack("<f", x) for x in v]
+bad = [n for n in sorted(set(a) | set(b)) if n not in a or n not in b or bits(a[n]) != bits(b[n])]
+print(" ".join(bad[:4]) + (" and %d more" % (len(bad) - 4) if len(bad) > 4 else ""))
+PY
+}
+same() {  # same NAME NRANKS ARGS...: NAME's weights equal the reference's ($REF), bit for bit
+    local name=$1 why
+    why=$(trained "$@")
+    [ -z "$why" ] && why=$(differs "$REF" "$name" | sed 's/^./differs: &/')
+    [ -z "$why" ] && pass "deterministic/$name: the $REF's weights, bit for bit" || fail "deterministic/$name" "$why"
+}
+REF=monolith
+why=$(trained monolith 1 --steps 3)
+[ -z "$why" ] && pass "deterministic/the monolith trains and saves" || fail "deterministic/the monolith trains and saves" "$why"
+same "grad-accum 2" 1 --steps 3 --batch 32 --grad-accum 2
+same "manual 2 parts" 1 --steps 3 --mode manual --parts 2
+same "pp naive 2" 2 --steps 3 --pp 2 --schedule naive
+same "pp gpipe 2 M=4" 2 --steps 3 --pp 2 --schedule gpipe --micro-batches 4
+same "pp 1f1b 4 M=8" 4 --steps 3 --pp 4 --micro-batches 8
+same "pp 1f1b 2 uneven 4,2" 2 --steps 3 --pp 2 --micro-batches 4 --partition 4,2
+same "pp 1f1b 2 checkpointing" 2 --steps 3 --pp 2 --micro-batches 4 --checkpoint-activations
+same "pp interleaved 2 V=3 M=4" 2 --steps 3 --pp 2 --schedule interleaved --virtual-stages 3 --micro-batches 4
+same "pp looped-bfs 2 V=2 M=4" 2 --steps 3 --pp 2 --schedule looped-bfs --virtual-stages 2 --micro-batches 4
+same "pp zb-h1 4 M=8" 4 --steps 3 --pp 4 --schedule zb-h1 --micro-batches 8
+same "pp zb-h2 2 M=8 checkpointing" 2 --steps 3 --pp 2 --schedule zb-h2 --micro-batches 8 --checkpoint-activations
+same "pp zb-v 2 M=4" 2 --steps 3 --pp 2 --schedule zb-v --micro-batches 4
+same "pp dualpipev 2 M=8" 2 --steps 3 --pp 2 --schedule dualpipev --micro-batches 8
+same "pp zb-auto 2 M=4" 2 --steps 3 --pp 2 --schedule zb-auto --micro-batches 4
+same "pp schedule file 2 M=4" 2 --steps 3 --pp 2 --schedule-file "$TMP/s.csv" --micro-batches 4
+same "ddp 2 buckets ring" 2 --steps 3 --dp 2 --allreduce ring --bucket-mb 0.01
+same "ddp 4 mpi" 4 --steps 3 --dp 4 --allreduce mpi
+same "ddp 2 shm" 2 --steps 3 --dp 2 --allreduce shm
+same "ddp 2 naive sync" 2 --steps 3 --dp 2 --ddp-sync naive
+same "ddp 2 grad-accum 2" 2 --steps 3 --dp 2 --batch 32 --grad-accum 2
+same "zero 1, 2 replicas" 2 --steps 3 --dp 2 --zero 1
+same "pp 2 x dp 2 1f1b" 4 --steps 3 --pp 2 --dp 2 --micro-batches 2
+same "pp 2 x dp 2 zb-v zero 1" 4 --steps 3 --pp 2 --dp 2 --zero 1 --schedule zb-v --micro-batches 4
+same "pp 2 x dp 2 placement replicas, checkpointing" 4 --steps 3 --pp 2 --dp 2 --placement replicas --checkpoint-activations
+# a resume that re-partitions: 2 steps on a pipeline, the third on 2 replicas
+why=$(trained "resume part 1" 2 --steps 2 --pp 2 --micro-batches 4)
+[ -z "$why" ] && same "resume pp 2 -> ddp 2" 2 --steps 3 --dp 2 --resume "$TMP/resume part 1" \
+    || fail "deterministic/resume pp 2 -> ddp 2" "$why"
+same "resume pp 2 -> monolith" 1 --steps 3 --resume "$TMP/resume part 1"
+# bf16: against its own bf16 monolith
+REF="monolith bf16"
+why=$(trained "monolith bf16" 1 --steps 3 --precision bf16)
+[ -z "$why" ] && pass "deterministic/the bf16 monolith trains and saves" || fail "deterministic/the bf16 monolith" "$why"
+same "pp 1f1b 2 bf16" 2 --steps 3 --pp 2 --micro-batches 4 --precision bf16
+same "pp zb-v 2 bf16 checkpointing" 2 --steps 3 --pp 2 --schedule zb-v --micro-batches 4 --precision bf16 --checkpoint-activations
+same "ddp 2 bf16" 2 --steps 3 --dp 2 --precision bf16
+# the claim is the option's: without it the same layouts differ from the monolith
+M=(--layers 6 --hidden 32 --seed 7 --log-every 0)
+REF="plain monolith"
+trained "plain monolith" 1 --steps 3 >/dev/null
+why=$(trained "plain interleaved" 2 --steps 3 --pp 2 --schedule interleaved --virtual-stages 3 --micro-batches 4)
+[ -z "$why" ] && why=$(differs "plain monolith" "plain interleaved")
+[ -n "$why" ] && pass "deterministic/without it, interleaved's weights differ from the monolith's ($why)" \
+    || fail "deterministic/without it, interleaved differs" "identical: the comparison cannot fail"
+why=$(trained "plain ddp" 4 --steps 3 --dp 4 --allreduce ring)
+[ -z "$why" ] && why=$(differs "plain monolith" "plain ddp")
+[ -n "$why" ] && pass "deterministic/without it, ddp 4's weights differ from the monolith's" \
+    || fail "deterministic/without it, ddp 4 differs" "identical: the comparison cannot fail"
+# refused, one line, exit 2
+refused() {  # refused NAME NRANKS EXPECT ARGS...
+    local name=$1 n=$2 expect=$3; shift 3
+    if [ "$n" -gt 1 ]; then run 60 mpiexec -n "$n" "$MICROPP" train --deterministic --steps 1 "$@"
+    else run 60 "$MICROPP" train --deterministic --steps 1 "$@"; fi
+    [ "$RC" -eq 2 ] && grep -q -- "$expect" <<<"$ERR" \
+        && [ "$(grep -c . <<<"$ERR")" -eq 1 ] && pass "deterministic/$name: refused in one line, exit 2" \
+        || fail "deterministic/$name" "rc $RC: $ERR"
+}
+refused "--tp 2" 2 "tensor-parallel sums are not in the canonical order yet" --tp 2
+refused "--zero 2" 2 "ZeRO-2's gradient shards" --dp 2 --zero 2
