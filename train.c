@@ -337,7 +337,7 @@ static void step_comm_times(const Plan *p, const Comm *comm, Model *model, Measu
     for (int k = 0; k < model->n_sync; k++) {
         double cs, es;
         const GradSync *g = &model->sync[k];
-        for (int i = 0; i < g->n_spans && trace; i++)  // the buckets' collectives, for --trace and --timeline
+        for (int i = 0; i < g->n_spans && trace; i++)  // the buckets' collectives, for the observers
             if (g->spans[i].kind)
                 measure_record(m, step, g->spans[i].kind, -1, k, g->spans[i].t0 - t0, g->spans[i].t1 - t0)->bytes =
                     g->spans[i].bytes;
@@ -494,6 +494,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
     const Backend *be = r->wire.be;
     Progress *g = &r->progress;
     if (c->gemm_timing) be->gemm_timing(1);
+    int observed = c->observe.trace[0] || c->observe.timeline[0] || c->observe.gantt;  // (they draw the collectives)
     r->m.epoch_t0 = now_sec();
     for (int step = g->start; step < (int)p->steps; step++) {
         fault_step(step + 1);
@@ -514,8 +515,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
                        isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
         check_divergence(c, g, &r->m, step, loss);
         step_update(r, step);
-        if (r->model.n_sync)
-            step_comm_times(p, &r->wire.comm, &r->model, &r->m, step, c->observe.trace[0] || c->observe.timeline[0]);
+        if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step, observed);
         if (c->gemm_timing) r->m.gemm_s[step] = be->gemm_seconds();
         step_log_and_save(r, step, loss, verbose);
         if (p->epochs && (step + 1) % p->steps_per_epoch == 0) end_epoch(r, step, verbose);

@@ -349,8 +349,10 @@ void data_report_header(const Plan *p, const GradSync *sync, int n_sync) {
     }
     printf("data parallel: %d replicas | %s sync, %d %s%s", p->D, r.sync, nb,
            p->data.sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
+    char layers[32] = "";  // the default capacity says what it holds
+    if (p->data.bucket_layers) snprintf(layers, sizeof layers, ", %d layers", p->data.bucket_layers);
     if (p->data.sync == SYNC_BUCKETED)
-        printf(" (cap %.3g MiB%s)%s", p->data.bucket_mb, p->data.bucket_layers ? ", 2 layers" : "",
+        printf(" (cap %.3g MiB%s)%s", p->data.bucket_mb, layers,
                p->pipelined ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
     printf(" | %s %s", p->data.zero ? "reduce-scatter + all-gather" : "all-reduce", r.algo);
     if (p->data.zero) printf(" | ZeRO-%d: this rank updates %zu of %zu parameters", p->data.zero, shards, params);

@@ -252,13 +252,15 @@ for l in lines[i + 1:j]:
 if sorted(rows) != list(range(8)) or any(not rows[r].endswith("t%d)" % (r % 2)) for r in rows): bad.append("rows %r" % rows)
 if sorted(coll) != list(range(8)): bad.append("collectives lines under ranks %r" % sorted(coll))
 for r, l in coll.items():
-    if set(l) - set(" #~"): bad.append("rank %d collectives line holds %r" % (r, set(l) - set(" #~"))); break
+    if set(l) - set(" #~="): bad.append("rank %d collectives line holds %r" % (r, set(l) - set(" #~="))); break
 # (a collective shorter than a column is drawn one column wide, where a later one may cover it)
 if not any("~" in l for l in coll.values()) or not any("#" in l for l in coll.values()): bad.append("no all-gather or no tp all-reduce drawn")
+# the replicas' gradient all-reduces: on stage 0's ranks (rank = stage x 4 + ...: any rank's line may hold one)
+if not any("=" in l for l in coll.values()): bad.append("no gradient all-reduce drawn")
 legend = lines[j + 1]
-if "# tp all-reduce" not in legend or "~ all-gather" not in legend: bad.append("legend %r" % legend)
+if "# tp all-reduce" not in legend or "~ all-gather" not in legend or "= gradient all-reduce" not in legend: bad.append("legend %r" % legend)
 print("; ".join(bad[:4]))')
-    [ -z "$why" ] && pass "gantt/hybrid 2 x 2 x 2, slice: a row per rank named (s r t), its tp all-reduces and all-gathers on a line under it" \
+    [ -z "$why" ] && pass "gantt/hybrid 2 x 2 x 2, slice: a row per rank named (s r t), its tp all-reduces, all-gathers and gradient all-reduces on a line under it" \
                   || fail "gantt/hybrid 2 x 2 x 2" "$why"
     why=$(python3 - "$TMP/hs.json" <<'PY'
 import json, sys
