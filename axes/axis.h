@@ -50,11 +50,11 @@ typedef struct {
 // Each axis' part of the Plan: its options as this run takes them (an inactive axis keeps its defaults),
 // so that nothing downstream of the plan reads the options to decide a layout question.
 typedef struct {
-    int zero;          // ZeRO stage over the replicas: 0 (none; always without data parallelism), 1, 2 or 3
-    int sync;          // SYNC_* (axes/data.h): naive, or bucketed (overlapped with the backward)
-    int algo;          // ALLREDUCE_*: the replicas' collectives, auto resolved (shm or mpi) once the facts are known
-    double bucket_mb;  // a gradient bucket's capacity, MiB
-    int bucket_layers; // the capacity is --bucket-mb's default: this many layers' gradients (0: given, or 25 MiB)
+    int zero;           // ZeRO stage over the replicas: 0 (none; always without data parallelism), 1, 2 or 3
+    int sync;           // SYNC_* (axes/data.h): naive, or bucketed (overlapped with the backward)
+    int algo;           // ALLREDUCE_*: the replicas' collectives, auto resolved (shm or mpi) once the facts are known
+    double bucket_mb;   // a gradient bucket's capacity, MiB
+    int bucket_layers;  // the capacity is --bucket-mb's default: this many layers' gradients (0: given, or 25 MiB)
 } DataPlan;
 typedef struct {
     int algo;     // ALLREDUCE_*: the group's all-reduce (auto: shm when every group sits on one node and the

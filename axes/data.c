@@ -212,8 +212,9 @@ void data_part(const TrainConfig *c, const Degrees *d, Plan *p) {
 int data_rules(const TrainConfig *c, const Degrees *d, Plan *p, Err *e) {
     data_part(c, d, p);
     if (p->data_parallel && c->ddp.bucket_mb <= 0 && seen_set(e->seen, "bucket-mb"))
-        return refuse(e, "train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25, or leave it "
-                         "out (a bucket per 2 layers)",
+        return refuse(e,
+                      "train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25, or leave it "
+                      "out (a bucket per 2 layers)",
                       c->ddp.bucket_mb);
     if (c->ddp.zero >= 2 && c->ddp.ddp_sync == SYNC_NAIVE)
         return refuse(e,

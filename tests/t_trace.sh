@@ -255,7 +255,7 @@ for r, l in coll.items():
     if set(l) - set(" #~="): bad.append("rank %d collectives line holds %r" % (r, set(l) - set(" #~="))); break
 # (a collective shorter than a column is drawn one column wide, where a later one may cover it)
 if not any("~" in l for l in coll.values()) or not any("#" in l for l in coll.values()): bad.append("no all-gather or no tp all-reduce drawn")
-# the replicas' gradient all-reduces: on stage 0's ranks (rank = stage x 4 + ...: any rank's line may hold one)
+# the gradient all-reduces of the replicas, drawn under the ranks that ran them
 if not any("=" in l for l in coll.values()): bad.append("no gradient all-reduce drawn")
 legend = lines[j + 1]
 if "# tp all-reduce" not in legend or "~ all-gather" not in legend or "= gradient all-reduce" not in legend: bad.append("legend %r" % legend)

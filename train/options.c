@@ -59,8 +59,7 @@ const Option train_options[] = {
      "standard output, with --json; --resume keeps the lines up to its step); micropp plot draws them",
      0},
     {"metrics-every", 0, OPT_INT, T(observe.metrics_every), 0, 0, 1 << 30, "N",
-     "--metrics: a step's line every N steps, whatever --log-every prints (0: none, evaluations and epochs only)",
-     0},
+     "--metrics: a step's line every N steps, whatever --log-every prints (0: none, evaluations and epochs only)", 0},
     {"eval-every", 0, OPT_INT, T(observe.eval_every), 0, 0, 1 << 30, "N",
      "evaluate on the held-out rows every N steps: a line, and a test point in --metrics (0: at the end, and after "
      "each epoch)",
