@@ -20,6 +20,7 @@ typedef struct {
     char svg[PATH_LEN];
     int x;                   // X_STEPS or X_EPOCHS
     char title[PATH_LEN];
+    int64_t smooth;          // the training loss also as the mean of its last N points (0, 1: raw only)
 } PlotConfig;
 enum { X_STEPS, X_EPOCHS };
 
@@ -29,6 +30,9 @@ static const Option plot_options[] = {
     {"x", 0, OPT_CHOICE, O(x), "steps|epochs", 0, 0, "AXIS",
      "the horizontal axis: optimizer steps, or epochs (the runs need epoch lines: train --epochs)", 0},
     {"title", 0, OPT_STR, O(title), 0, 0, 0, "TEXT", "the picture's title (default: the files' names)", 0},
+    {"smooth", 0, OPT_INT, O(smooth), 0, 0, 1 << 20, "N",
+     "draw the training loss also as the mean of its last N points, over the raw curve drawn faint (0: raw only)",
+     0},
     {0},
 };
 
@@ -63,7 +67,8 @@ static double num(const cJSON *o, const char *key) {
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
-// One metrics line into the run's curves; 0, or -1 when it is no metrics line.
+// One metrics line into the run's curves: a step's, an evaluation's (--eval-every, and a run's final one:
+// a test loss and accuracy without an epoch) or an epoch's; 0, or -1 when it is no metrics line.
 static int read_line(Curves *r, const char *line) {
     cJSON *o = cJSON_Parse(line);
     double step = num(o, "step"), epoch = num(o, "epoch");
@@ -73,6 +78,9 @@ static int read_line(Curves *r, const char *line) {
         add(&r->s[S_TEST_LOSS], step, num(o, "test_loss"));
         add(&r->s[S_ACCURACY], step, 100 * num(o, "accuracy"));
         add(&r->s[S_EPOCH_LOSS], step, num(o, "train_loss"));
+    } else if (!cJSON_GetObjectItemCaseSensitive(o, "loss")) {
+        add(&r->s[S_TEST_LOSS], step, num(o, "test_loss"));
+        add(&r->s[S_ACCURACY], step, 100 * num(o, "accuracy"));
     } else {
         add(&r->s[S_LOSS], step, num(o, "loss"));
         add(&r->s[S_LR], step, num(o, "lr"));
@@ -222,17 +230,45 @@ static void draw_axes(FILE *f, const Frame *fr, const char *xname) {
             fr->y0 + fr->h + 32, xname);
 }
 
-// A series as a line (dashed: the test loss), with a dot on each point of an epoch's series.
+// A series as a line (dashed: the test loss; attrs: more of the polyline's attributes, "" for none), with a
+// dot on each point of an epoch's or evaluation's series.
 static void draw_series(FILE *f, const Frame *fr, const Series *s, double xdiv, const char *colour, int dashed,
-                        int dots) {
+                        int dots, const char *attrs) {
     if (!s || !s->n) return;
-    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s points=\"", colour,
-            dashed ? " stroke-dasharray=\"6,3\"" : "");
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s%s points=\"", colour,
+            dashed ? " stroke-dasharray=\"6,3\"" : "", attrs);
     for (int i = 0; i < s->n; i++) fprintf(f, "%s%.1f,%.1f", i ? " " : "", px_x(fr, s->x[i] / xdiv), px_y(fr, s->y[i]));
     fprintf(f, "\"/>\n");
     for (int i = 0; (dots || s->n == 1) && s->n <= 200 && i < s->n; i++)
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", px_x(fr, s->x[i] / xdiv),
                 px_y(fr, s->y[i]), colour);
+}
+
+// --smooth N: each point the mean of the series' last N points (fewer at its start).
+static Series smoothed(const Series *s, int n) {
+    Series m = {xmalloc(sizeof(double) * (size_t)(s->n + 1)), xmalloc(sizeof(double) * (size_t)(s->n + 1)), s->n, s->n};
+    double sum = 0;
+    for (int i = 0; i < s->n; i++) {
+        sum += s->y[i] - (i >= n ? s->y[i - n] : 0);
+        m.x[i] = s->x[i];
+        m.y[i] = sum / (i + 1 < n ? i + 1 : n);
+    }
+    return m;
+}
+
+// A run's series of a panel: with --smooth, the training loss faint and its running mean over it.
+static void draw_run(FILE *f, const PlotConfig *c, const Frame *fr, const Curves *run, int r, const Panel *pn) {
+    for (int k = 0; k < 2; k++) {
+        const Series *s = series_of(run, pn, k);
+        int evals = s == &run->s[S_TEST_LOSS] || s == &run->s[S_ACCURACY] || s == &run->s[S_EPOCH_LOSS];
+        int smooth = s == &run->s[S_LOSS] && c->smooth > 1 && s->n > 1;
+        draw_series(f, fr, s, x_div(c, run), svg_colour(r), k, evals, smooth ? " stroke-opacity=\"0.3\"" : "");
+        if (!smooth) continue;
+        Series m = smoothed(s, (int)c->smooth);
+        draw_series(f, fr, &m, x_div(c, run), svg_colour(r), 0, 0, " class=\"smoothed\"");
+        free(m.x);
+        free(m.y);
+    }
 }
 
 // One panel at (x, y), w wide: its title, axes and every run's series.
@@ -241,8 +277,10 @@ static void draw_panel(FILE *f, const PlotConfig *c, const Curves *runs, int n, 
     fprintf(f, "<g class=\"panel\" data-panel=\"%s\">\n", pn->title);
     Frame fr = {x + PANEL_LEFT, y + 22, w - PANEL_LEFT - PANEL_GAP / 2, PANEL_H - 22 - PANEL_BOTTOM, 0, xhi, 0, 1, 0};
     int clipped, any = panel_range(runs, n, pn, &fr, &clipped);
-    char title[160];
-    snprintf(title, sizeof title, "%s%s%s", pn->title, clipped ? " (slower steps drawn at the top)" : "",
+    char title[200], smooth[80] = "";
+    if (pn->series == S_LOSS && c->smooth > 1)
+        snprintf(smooth, sizeof smooth, " (train: mean of %lld, raw faint)", (long long)c->smooth);
+    snprintf(title, sizeof title, "%s%s%s%s", pn->title, smooth, clipped ? " (slower steps drawn at the top)" : "",
              fr.log ? " (log scale)" : "");
     svg_title(f, x + 4, y, w - 8, SVG_TITLE_FONT, title);
     if (!any) {
@@ -255,20 +293,15 @@ static void draw_panel(FILE *f, const PlotConfig *c, const Curves *runs, int n, 
         return;
     }
     draw_axes(f, &fr, c->x == X_EPOCHS ? "epoch" : "step");
-    for (int r = 0; r < n; r++)
-        for (int k = 0; k < 2; k++) {
-            const Series *s = series_of(&runs[r], pn, k);
-            int epochs = s == &runs[r].s[S_TEST_LOSS] || s == &runs[r].s[S_ACCURACY] || s == &runs[r].s[S_EPOCH_LOSS];
-            draw_series(f, &fr, s, x_div(c, &runs[r]), svg_colour(r), k, epochs);
-        }
+    for (int r = 0; r < n; r++) draw_run(f, c, &fr, &runs[r], r, pn);
     fprintf(f, "</g>\n");
 }
 
 static const Panel panels[4] = {
     {"loss: train (solid), test (dashed)", S_LOSS, S_TEST_LOSS, ""},
-    {"test accuracy (%)", S_ACCURACY, -1, "no epochs: train with --epochs"},
-    {"learning rate", S_LR, -1, "no logged steps (--log-every 0)"},
-    {"step time (ms)", S_STEP_MS, -1, "no logged steps (--log-every 0)"},
+    {"test accuracy (%)", S_ACCURACY, -1, "no evaluations: train with --eval-every N or --epochs"},
+    {"learning rate", S_LR, -1, "no steps' lines (--metrics-every 0)"},
+    {"step time (ms)", S_STEP_MS, -1, "no steps' lines (--metrics-every 0)"},
 };
 
 // The legend: a swatch and the name of each run, wrapped within the width; its height. Drawn when f.
@@ -350,7 +383,8 @@ int cmd_plot(int argc, char **argv) {
     options_parse("plot", plot_options, c, NULL, argc, argv, "micropp plot RUN.jsonl [RUN2.jsonl ...] --svg OUT.svg",
                   "  micropp train --steps 200 --metrics run.jsonl && micropp plot run.jsonl --svg run.svg\n"
                   "  micropp plot adam.jsonl sgd.jsonl --svg compare.svg --title 'adam vs sgd'\n"
-                  "  micropp plot fashion.jsonl --x epochs --svg fashion.svg\n");
+                  "  micropp plot fashion.jsonl --x epochs --svg fashion.svg\n"
+                  "  micropp plot run.jsonl --smooth 20 --svg run.svg\n");
     if (!n) user_error("plot: no metrics file given: micropp plot RUN.jsonl [RUN2.jsonl ...] --svg OUT.svg");
     if (!c->svg[0]) user_error("plot: --svg OUT.svg is missing: name the picture to write");
     Curves *runs = xcalloc((size_t)n, sizeof(Curves));

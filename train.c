@@ -61,9 +61,8 @@ static TrainConfig with_auto(TrainConfig c, const OptionsSeen *seen, Candidate *
 
 // The trace and timeline files are written by rank 0 at the end; it tries them before the first
 // step, and every rank learns the verdict, so a bad path ends every rank at once with exit 2.
-static void check_outputs(const TrainConfig *c, const Plan *p, int rank) {
+static void check_outputs(const TrainConfig *c, int rank) {
     const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->observe.trace, c->observe.timeline};
-    if (!p->pipelined) return;
     char why[2 * PATH_LEN] = "";  // rank 0 writes the files, so its check is every rank's verdict
     for (int i = 0; i < 2 && rank == 0 && !why[0]; i++) {
         int e = path[i][0] ? out_check(path[i]) : 0;
@@ -351,7 +350,7 @@ static void step_comm_times(const Plan *p, const Comm *comm, Model *model, Measu
     for (int k = 0; k < model->n_sync; k++) {
         double cs, es;
         const GradSync *g = &model->sync[k];
-        for (int i = 0; i < g->n_spans && trace; i++)  // ZeRO's collectives, for --trace
+        for (int i = 0; i < g->n_spans && trace; i++)  // the buckets' collectives, for the observers
             if (g->spans[i].kind)
                 measure_record(m, step, g->spans[i].kind, -1, k, g->spans[i].t0 - t0, g->spans[i].t1 - t0)->bytes =
                     g->spans[i].bytes;
@@ -394,7 +393,9 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     if (verbose && logged)
         printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
                r->m.step_s[step] * 1e3, samples_s / 1e3);
-    if (logged && c->observe.metrics[0]) {  // (the same decision on every rank: step_bubble is collective)
+    int every = (int)c->observe.metrics_every;  // --metrics: every step unless thinned, whatever the console shows
+    int metered = every && ((step + 1) % every == 0 || step == r->progress.start || step == steps - 1);
+    if (metered && c->observe.metrics[0]) {  // (the same decision on every rank: step_bubble is collective)
         double lr = lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, r->p.steps);
         double bubble = r->p.pipelined ? step_bubble(&r->p, &r->m, step) : NAN;
         metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble);
@@ -456,6 +457,21 @@ static void end_epoch(Run *r, int step, int verbose) {
     m->epoch_t0 = now_sec();
 }
 
+// --eval-every N: the held-out rows' loss and accuracy after every N steps (the last step's is the final
+// evaluation's, and an epoch's end has its own), as a line and a --metrics test point. Every rank evaluates.
+static void eval_step(Run *r, int step, int verbose) {
+    const TrainConfig *c = r->c;
+    const Plan *p = &r->p;
+    int every = (int)c->observe.eval_every, epoch_end = p->epochs && (step + 1) % p->steps_per_epoch == 0;
+    if (!every || (step + 1) % every || step + 1 == p->steps || epoch_end) return;
+    EvalResult ev = evaluate(c, p, &r->wire, &r->model, &r->exec);
+    live_clear(&r->live);
+    if (verbose)
+        printf("eval at step %d/%lld | test loss %.4f | accuracy %.1f%% on %lld held-out rows\n", step + 1, p->steps,
+               ev.loss, 100 * ev.accuracy, p->eval_rows);
+    metrics_eval(&r->metrics, step + 1, ev.loss, ev.accuracy);
+}
+
 // The replicas of every stage must end with the same parameters (ZeRO-3: each holds other shards).
 static void check_replicas_end_alike(const Wire *w, const Model *model) {
     for (int k = 0; k < model->n_sync; k++)
@@ -491,6 +507,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
     const Backend *be = r->wire.be;
     Progress *g = &r->progress;
     if (c->gemm.timing) be->gemm_timing(1);
+    int observed = c->observe.trace[0] || c->observe.timeline[0] || c->observe.gantt;  // (they draw the collectives)
     r->m.epoch_t0 = now_sec();
     for (int step = g->start; step < (int)p->steps; step++) {
         fault_step(step + 1);
@@ -512,10 +529,11 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
                        isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
         check_divergence(c, g, &r->m, step, loss);
         step_update(r, step);
-        if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step, c->observe.trace[0]);
+        if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step, observed);
         if (c->gemm.timing) r->m.gemm_s[step] = be->gemm_seconds();
         step_log_and_save(r, step, loss, verbose);
         if (p->epochs && (step + 1) % p->steps_per_epoch == 0) end_epoch(r, step, verbose);
+        eval_step(r, step, verbose);
         live_step(&r->live, step, p->steps, p->epochs, p->steps_per_epoch, (double)c->batch * p->N);
     }
     live_clear(&r->live);
@@ -544,7 +562,7 @@ static const SchedFile *load_schedule_file(const TrainConfig *c, const Degrees *
 // were committed in the step loop); every other rank waits for its word, bounded by --timeout alone
 // (a slow disk is no failure, and MPI_Finalize's short backstop must not turn "rank 0 is still
 // writing" into exit 0), and every rank returns the same code: 0 only when all is written.
-static int outputs_written(const TrainConfig *c, const Plan *p, int rank, const Summary *s, const VerifyResult *v) {
+static int outputs_written(const TrainConfig *c, int rank, const Summary *s, const VerifyResult *v) {
     int code = v->failed ? 1 : 0;
     if (rank == 0) {
         if (v->failed)
@@ -556,8 +574,8 @@ static int outputs_written(const TrainConfig *c, const Plan *p, int rank, const 
         if (s->write_err[0] || fflush(stdout) != 0 || ferror(stdout)) code = 1;  // (main prints standard output's line)
     }
     char what[3 * PATH_LEN], files[2 * PATH_LEN + 40] = "";
-    if (c->observe.trace[0] && p->pipelined) snprintf(files, sizeof files, "--trace '%s', ", c->observe.trace);
-    if (c->observe.timeline[0] && p->pipelined)
+    if (c->observe.trace[0]) snprintf(files, sizeof files, "--trace '%s', ", c->observe.trace);
+    if (c->observe.timeline[0])
         snprintf(files + strlen(files), sizeof files - strlen(files), "--timeline '%s', ", c->observe.timeline);
     snprintf(what, sizeof what,
              "writing its outputs (%sthe summary): a slow disk, or a FIFO nobody reads? raise --timeout, or write them "
@@ -620,7 +638,7 @@ int cmd_train(int argc, char **argv) {
     wd_phase("the set-up", 0);
     fault_init();  // testing: MICROPP_FAULT, e.g. a rank that stalls before the first agreement
     fault_stall(0, "in the set-up");
-    check_outputs(&cfg, p, r->wire.rank);
+    check_outputs(&cfg, r->wire.rank);
     ckpt_setup(&cfg, MPI_COMM_WORLD);
     setup_device(&cfg, p, &r->wire);
     int verbose = !cfg.json && r->wire.rank == 0;
@@ -654,13 +672,14 @@ int cmd_train(int argc, char **argv) {
     EvalResult final = m->n_epoch
                            ? (EvalResult){m->epoch[m->n_epoch - 1].test_accuracy, m->epoch[m->n_epoch - 1].test_loss, 0}
                            : evaluate(&cfg, p, &r->wire, &r->model, &r->exec);
+    if (!m->n_epoch) metrics_eval(&r->metrics, (int)p->steps, final.loss, final.accuracy);  // the test curve's end
     wd_phase("the summary", 0);
 
     Summary summary;
     summary_fill(r, final.accuracy, &verify, &summary);  // rank 0 writes --trace and --timeline
     metrics_close(&r->metrics, summary.write_err, sizeof summary.write_err);  // a failure: exit 1, as the others
     summary_print(r, &summary);
-    int code = outputs_written(&cfg, p, r->wire.rank, &summary, &verify);
+    int code = outputs_written(&cfg, r->wire.rank, &summary, &verify);
     summary_free(&summary);
     run_free(r);
     comm_finalize_with(code);

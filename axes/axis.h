@@ -50,10 +50,11 @@ typedef struct {
 // Each axis' part of the Plan: its options as this run takes them (an inactive axis keeps its defaults),
 // so that nothing downstream of the plan reads the options to decide a layout question.
 typedef struct {
-    int zero;          // ZeRO stage over the replicas: 0 (none; always without data parallelism), 1, 2 or 3
-    int sync;          // SYNC_* (axes/data.h): naive, or bucketed (overlapped with the backward)
-    int algo;          // ALLREDUCE_*: the replicas' collectives, auto resolved (shm or mpi) once the facts are known
-    double bucket_mb;  // a gradient bucket's capacity, MiB
+    int zero;           // ZeRO stage over the replicas: 0 (none; always without data parallelism), 1, 2 or 3
+    int sync;           // SYNC_* (axes/data.h): naive, or bucketed (overlapped with the backward)
+    int algo;           // ALLREDUCE_*: the replicas' collectives, auto resolved (shm or mpi) once the facts are known
+    double bucket_mb;   // a gradient bucket's capacity, MiB
+    int bucket_layers;  // the capacity is --bucket-mb's default: this many layers' gradients (0: given, or 25 MiB)
 } DataPlan;
 typedef struct {
     int algo;     // ALLREDUCE_*: the group's all-reduce (auto: shm when every group sits on one node and the
@@ -169,12 +170,21 @@ __attribute__((format(printf, 2, 3))) static inline int refuse(Err *e, const cha
 // What one rank holds, bytes: the axes' sizes add into it (planner/memory.c's memory_reckon).
 typedef struct { double weights, grads, optimizer, activations, buffers, total; } MemNeed;
 
-// Event kinds: the schedule's action kinds, then the work of a step outside its action list. ZeRO-2 and 3
-// (ddp --trace): each bucket's all-gather and reduce-scatter; --tp: the group's all-reduces (and --tp-message
-// slice's all-gathers), inside the forwards and backwards: on a track of their own (train/trace.h draws them).
-enum { EV_ALLREDUCE = ACT_KINDS, EV_OPTIMIZER, EV_GATHER, EV_REDUCE_SCATTER, EV_TP_ALLREDUCE, EV_KINDS };
+// Event kinds: the schedule's action kinds, then the work of a step outside its action list. Data
+// parallelism (--trace, --timeline): each bucket's all-reduce (ZeRO: its reduce-scatter, and at 2 and 3
+// its all-gather); --tp: the group's all-reduces (and --tp-message slice's all-gathers), inside the forwards
+// and backwards: on a track of their own (train/trace.h draws them).
+enum {
+    EV_ALLREDUCE = ACT_KINDS,
+    EV_OPTIMIZER,
+    EV_GATHER,
+    EV_REDUCE_SCATTER,
+    EV_TP_ALLREDUCE,
+    EV_GRAD_ALLREDUCE,
+    EV_KINDS
+};
 // One collective as an axis ran it, for the observers: now_sec() times, its kind (EV_GATHER,
-// EV_REDUCE_SCATTER, EV_TP_ALLREDUCE; 0: not drawn) and its buffer's bytes.
+// EV_REDUCE_SCATTER, EV_TP_ALLREDUCE, EV_GRAD_ALLREDUCE; 0: not drawn) and its buffer's bytes.
 typedef struct {
     double t0, t1;
     int kind;

@@ -27,6 +27,9 @@ static Bucket *add_bucket(GradSync *g, size_t off, size_t n, int lo, int hi) {
     return b;
 }
 
+// How --trace and --timeline draw a bucket's collective: an all-reduce, or ZeRO-1's reduce-scatter.
+static int span_kind(const GradSync *g) { return g->scatter ? EV_REDUCE_SCATTER : EV_GRAD_ALLREDUCE; }
+
 // Naive sync: one bucket (one tensor) reduced to completion before the next starts.
 static void run_blocking(GradSync *g, Bucket *b) {
     double t0 = now_sec();
@@ -34,7 +37,7 @@ static void run_blocking(GradSync *g, Bucket *b) {
     if (g->scatter) g->rs_bytes += (double)b->n * sizeof(float);
     if (g->scatter) comm_reduce_scatter(g->comm, x, b->n, 1.0f, g->algo);
     else comm_allreduce(g->comm, x, b->n, 1.0f, g->algo);
-    g->spans[g->n_spans++] = (Span){t0, now_sec(), 0, 0};
+    g->spans[g->n_spans++] = (Span){t0, now_sec(), span_kind(g), (double)b->n * sizeof(float)};
     g->calls++;
 }
 
@@ -47,7 +50,7 @@ static void start(GradSync *g, Bucket *b) {
     // saves a pass over the buffer (PyTorch's gradient pre-division does the same).
     b->req = g->scatter ? comm_reduce_scatter_start(c, x, b->n, 1.0f, g->algo)
                         : comm_allreduce_start(c, x, b->n, 1.0f, g->algo);
-    g->spans[g->n_spans++] = (Span){now_sec(), 0, 0, 0};
+    g->spans[g->n_spans++] = (Span){now_sec(), 0, span_kind(g), (double)b->n * sizeof(float)};
     g->calls++;
 }
 
@@ -254,22 +257,27 @@ uint64_t stage_param_checksum(const Stage *s) {
 
 // ---- rules ----
 
+// --bucket-mb's default (0): the gradients of DATA_BUCKET_LAYERS hidden layers (a rank's shards of them), at
+// most PyTorch DDP's 25 MiB. A bucket per few layers starts the first all-reduce early in the backward and
+// leaves only a short last one after it, so the overlap shows on small models too; big ones get PyTorch's cap.
+double data_bucket_mb(const TrainConfig *c, const Degrees *d) {
+    if (c->ddp.bucket_mb > 0) return c->ddp.bucket_mb;
+    double h = c->hidden, layer = h * h / (d->tp > 0 ? d->tp : 1) + h;  // floats of one hidden layer on a rank
+    return fmin(DATA_BUCKET_LAYERS * layer * sizeof(float) / (1024 * 1024), 25);
+}
+
 void data_part(const TrainConfig *c, const Degrees *d, Plan *p) {
-    p->data =
-        (DataPlan){.zero = d->zero, .sync = c->ddp.ddp_sync, .algo = c->ddp.allreduce, .bucket_mb = c->ddp.bucket_mb};
+    p->data = (DataPlan){
+        .zero = d->zero, .sync = c->ddp.ddp_sync, .algo = c->ddp.allreduce, .bucket_mb = data_bucket_mb(c, d)};
+    p->data.bucket_layers = c->ddp.bucket_mb <= 0 && p->data.bucket_mb < 25 ? DATA_BUCKET_LAYERS : 0;
 }
 
 int data_rules(const TrainConfig *c, const Degrees *d, Plan *p, Err *e) {
     data_part(c, d, p);
-    if (degrees_axes(d) == AXIS_DATA && !d->zero && seen_typed(e->seen, "trace")) {
-        char run[64];
+    if (p->data_parallel && c->ddp.bucket_mb <= 0 && seen_set(e->seen, "bucket-mb"))
         return refuse(e,
-                      "train: --trace of data parallelism alone draws ZeRO's collectives, and this run is %s without "
-                      "--zero: drop it or add --zero 3 (or a pipeline, --pp, or --tp)",
-                      degrees_text(d, run, sizeof run));
-    }
-    if (p->data_parallel && c->ddp.bucket_mb <= 0)
-        return refuse(e, "train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25",
+                      "train: --bucket-mb %g must be positive: give a bucket capacity in MiB, e.g. 25, or leave it "
+                      "out (a bucket per 2 layers)",
                       c->ddp.bucket_mb);
     if (c->ddp.zero >= 2 && c->ddp.ddp_sync == SYNC_NAIVE)
         return refuse(e,
@@ -405,8 +413,10 @@ void data_report_header(const Plan *p, const GradSync *sync, int n_sync) {
     }
     printf("data parallel: %d replicas | %s sync, %d %s%s", p->D, r.sync, nb,
            p->data.sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
+    char layers[32] = "";  // the default capacity says what it holds
+    if (p->data.bucket_layers) snprintf(layers, sizeof layers, ", %d layers", p->data.bucket_layers);
     if (p->data.sync == SYNC_BUCKETED)
-        printf(" (cap %g MiB)%s", p->data.bucket_mb,
+        printf(" (cap %.3g MiB%s)%s", p->data.bucket_mb, layers,
                p->pipelined ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
     printf(" | %s %s", p->data.zero ? "reduce-scatter + all-gather" : "all-reduce", r.algo);
     if (p->data.zero) printf(" | ZeRO-%d: this rank updates %zu of %zu parameters", p->data.zero, shards, params);

@@ -96,6 +96,8 @@ uint64_t stage_param_checksum(const Stage *s);
 // With the facts (every rank's node and /dev/shm), the all-reduce: --allreduce shm where it can run (else
 // refused), auto: shm on the host where it can, else mpi. 0, or -1 with one line (refuse).
 int data_rules(const TrainConfig *c, const Degrees *d, Plan *p, Err *e);
+#define DATA_BUCKET_LAYERS 2  // --bucket-mb's default: a bucket per 2 layers' gradients (at most 25 MiB)
+double data_bucket_mb(const TrainConfig *c, const Degrees *d);    // --bucket-mb, or its default for this model
 void data_part(const TrainConfig *c, const Degrees *d, Plan *p);  // (the part alone: plan_layout's)
 int data_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e);
 

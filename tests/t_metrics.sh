@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# tests/t_metrics.sh: --metrics FILE (train/metrics.c): a JSON line per logged step (step, loss, lr,
-# step_ms, samples_s, and a pipeline's bubble) and per epoch (train and test loss, accuracy, time),
-# the same figures as --json's; flushed as the run goes (read while a rank is stalled); rank 0 writes
+# tests/t_metrics.sh: --metrics FILE (train/metrics.c): a JSON line per step whatever the console prints
+# (step, loss, lr, step_ms, samples_s, and a pipeline's bubble; --metrics-every N thins them), per
+# evaluation (--eval-every N, and the final one: test loss, accuracy) and per epoch (train and test loss,
+# accuracy, time), the same figures as --json's; flushed as the run goes (read while a rank is stalled); rank 0 writes
 # it; --resume keeps the lines up to its step and appends after them; every bad path (a folder, a
 # FIFO nobody reads, a file that is no metrics log, a full disk, '-' without --json) ends every rank
 # with one line. Then the live line (train/live.c): on a terminal (a pty from script(1)) a line
@@ -11,7 +12,8 @@ source "$(dirname "$0")/lib.sh"
 # lines FILE KEY: the values of KEY in the file's lines, space-separated ("-" where a line lacks it)
 lines() { python3 -c 'import json,sys; print(" ".join(str(json.loads(l).get(sys.argv[2], "-")) for l in open(sys.argv[1])))' "$1" "$2"; }
 
-# --- a logged step per line: the steps --log-every logs, the fields, the losses --json reports ---
+# --- every step a line, whatever --log-every prints: the fields, the losses --json reports; the final
+# evaluation's test point last ---
 run 60 "$MICROPP" train --steps 20 --log-every 5 --lr-schedule cosine --warmup-steps 4 --metrics "$TMP/m.jsonl" --json
 if [ "$RC" -eq 0 ]; then
     why=$(python3 - "$TMP/m.jsonl" "$TMP/out" 2>&1 <<'PY'
@@ -19,25 +21,65 @@ import json, math, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 summary = json.load(open(sys.argv[2]))
 bad = []
-if [r["step"] for r in rows] != [1, 5, 10, 15, 20]: bad.append("steps %s" % [r["step"] for r in rows])
+final = rows.pop()
+if final != {"step": 20, "test_loss": final.get("test_loss"), "accuracy": round(summary["accuracy"], 5)}: bad.append("last line %s" % final)
+if [r["step"] for r in rows] != list(range(1, 21)): bad.append("steps %s" % [r["step"] for r in rows])
 for r in rows:
     if sorted(r) != sorted(["step", "loss", "lr", "step_ms", "samples_s"]): bad.append("keys %s" % sorted(r))
     elif abs(r["loss"] - summary["losses"][r["step"] - 1]) > 1e-6 * abs(r["loss"]): bad.append("loss at %d" % r["step"])
     elif not (r["step_ms"] > 0 and abs(r["samples_s"] - 32 / (r["step_ms"] / 1e3)) < 0.01 * r["samples_s"]): bad.append("time %s" % r)
-lr = [r["lr"] for r in rows]
+lr = [rows[i]["lr"] for i in (0, 4, 9, 14, 19)]
 # cosine with 4 warm-up steps: step 1 is a quarter of the peak, then the rate decays towards the end
 if not (abs(lr[0] - 0.00025) < 1e-9 and abs(lr[1] - 0.001) < 1e-6 and lr[2] > lr[3] > lr[4] >= 0): bad.append("lr %s" % lr)
 print("; ".join(bad))
 PY
 ) || why="the check itself failed: ${why:-no output}"
-    [ -z "$why" ] && pass "metrics/a line per logged step: step, loss (= --json's), lr (cosine), step_ms, samples_s" \
-        || fail "metrics/a line per logged step" "$why"
-else fail "metrics/a line per logged step" "exit $RC: $ERR"; fi
+    [ -z "$why" ] && pass "metrics/a line per step with --log-every 5: step, loss (= --json's), lr (cosine), step_ms, samples_s; the final test point" \
+        || fail "metrics/a line per step" "$why"
+else fail "metrics/a line per step" "exit $RC: $ERR"; fi
+
+# --- --log-every 0 prints no step, and the file still has every one; --metrics-every N thins the file ---
+run 60 "$MICROPP" train --steps 10 --log-every 0 --metrics "$TMP/quiet.jsonl"
+s=$(lines "$TMP/quiet.jsonl" step)
+[ "$RC" -eq 0 ] && [ "$s" = "1 2 3 4 5 6 7 8 9 10 10" ] && ! grep -q '^step [0-9]*/' "$TMP/out" \
+    && pass "metrics/--log-every 0: no step on the console, all 10 in the file (and the final test point)" \
+    || fail "metrics/--log-every 0 keeps the file's steps" "exit $RC, steps '$s': $ERR"
+run 60 "$MICROPP" train --steps 10 --metrics-every 4 --metrics "$TMP/thin.jsonl"
+s=$(lines "$TMP/thin.jsonl" step)
+[ "$RC" -eq 0 ] && [ "$s" = "1 4 8 10 10" ] && pass "metrics/--metrics-every 4: steps 1, 4, 8 and the last" \
+    || fail "metrics/--metrics-every 4" "exit $RC, steps '$s': $ERR"
+expect_user_error "metrics/--metrics-every without --metrics" "--metrics-every 4 thins the lines of --metrics: add --metrics" 30 \
+    "$MICROPP" train --steps 4 --metrics-every 4
+
+# --- --eval-every N: a steps-based run's test curve, a line on the console and a test point per N steps ---
+run 60 "$MICROPP" train --layers 2 --hidden 32 --samples 4096 --batch 64 --steps 60 --log-every 0 --eval-every 20 \
+    --metrics "$TMP/ev.jsonl" --json
+why=$(python3 - "$TMP/ev.jsonl" "$TMP/out" 2>&1 <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ev = [r for r in rows if "loss" not in r]
+s = json.load(open(sys.argv[2]))
+bad = []
+if [r["step"] for r in ev] != [20, 40, 60] or any(sorted(r) != ["accuracy", "step", "test_loss"] for r in ev): bad.append("eval lines %s" % ev)
+elif abs(ev[-1]["accuracy"] - s["accuracy"]) > 1e-5: bad.append("last accuracy %s, summary's %s" % (ev[-1]["accuracy"], s["accuracy"]))
+elif not ev[0]["test_loss"] > ev[-1]["test_loss"]: bad.append("the test loss did not fall: %s" % ev)
+if [r["step"] for r in rows if "loss" in r] != list(range(1, 61)): bad.append("steps")
+print("; ".join(bad))
+PY
+) || why="the check itself failed: ${why:-no output}"
+[ "$RC" -eq 0 ] && [ -z "$why" ] && pass "metrics/--eval-every 20: test points at steps 20, 40, 60 (the last = the summary's)" \
+    || fail "metrics/--eval-every 20" "exit $RC $why $ERR"
+run 60 "$MICROPP" train --layers 2 --hidden 32 --steps 6 --log-every 0 --eval-every 3
+n=$(grep -c '^eval at step 3/6 | test loss [0-9.]* | accuracy [0-9.]*% on 1024 held-out rows$' "$TMP/out")
+[ "$RC" -eq 0 ] && [ "$n" = 1 ] && pass "metrics/--eval-every 3: a line at step 3 (step 6's is the final report)" \
+    || fail "metrics/--eval-every's line" "exit $RC: $(cat "$TMP/out")"
+
 
 # --- a pipeline's lines carry its bubble; rank 0 writes (one line per logged step, not per rank) ---
-run 120 mpiexec -n 2 "$MICROPP" train --mode pp --steps 6 --log-every 2 --metrics "$TMP/pp.jsonl"
+run 120 mpiexec -n 2 "$MICROPP" train --mode pp --steps 6 --metrics-every 2 --metrics "$TMP/pp.jsonl"
 if [ "$RC" -eq 0 ]; then
-    s=$(lines "$TMP/pp.jsonl" step) b=$(lines "$TMP/pp.jsonl" bubble)
+    grep '"loss"' "$TMP/pp.jsonl" > "$TMP/pp_steps.jsonl"
+    s=$(lines "$TMP/pp_steps.jsonl" step) b=$(lines "$TMP/pp_steps.jsonl" bubble)
     python3 -c 'import sys; v=[float(x) for x in sys.argv[1].split()]; sys.exit(not (len(v) == 4 and all(0 <= x < 1 for x in v)))' "$b" \
         && [ "$s" = "1 2 4 6" ] && pass "metrics/pp: a line per logged step with the bubble (steps $s, bubble $b)" \
         || fail "metrics/pp: the bubble" "steps '$s', bubbles '$b'"
@@ -73,8 +115,8 @@ for r, w in zip(ep, want):
         if k in r and abs(r[k] - w[wk]) > 1e-4: bad.append("%s %s vs %s" % (k, r[k], w[wk]))
     if not r.get("time_s", 0) > 0: bad.append("time_s %s" % r.get("time_s"))
 after = [r["step"] for r in rows if "epoch" not in r]
-if after != [1, 4, 8, 12, 16, 20]: bad.append("steps %s" % after)
-if rows.index(ep[0]) != 3: bad.append("epoch 1 is line %d, not the 4th (after step 8)" % (rows.index(ep[0]) + 1))
+if after != list(range(1, 21)): bad.append("steps %s" % after)
+if rows.index(ep[0]) != 10: bad.append("epoch 1 is line %d, not the 11th (after step 10)" % (rows.index(ep[0]) + 1))
 print("; ".join(bad))
 PY
 ) || why="the check itself failed: ${why:-no output}"
@@ -92,12 +134,12 @@ kill $pid 2>/dev/null; wait $pid 2>/dev/null
     || fail "metrics/flushed line by line" "read '$got' while the run was alive: '${alive:-no}'"
 
 # --- --resume: the lines up to the checkpoint's step stay, later ones (and a line cut short) go, the run appends ---
-run 60 "$MICROPP" train --steps 10 --log-every 4 --save "$TMP/ck" --metrics "$TMP/r.jsonl"
+run 60 "$MICROPP" train --steps 10 --metrics-every 4 --save "$TMP/ck" --metrics "$TMP/r.jsonl"
 printf '{"step":14,"loss":9}\n{"step":15,"lo' >> "$TMP/r.jsonl"  # the earlier run went on past its checkpoint
 ln -s r.jsonl "$TMP/link.jsonl"
-run 60 "$MICROPP" train --steps 20 --log-every 4 --resume "$TMP/ck" --metrics "$TMP/link.jsonl"
+run 60 "$MICROPP" train --steps 20 --metrics-every 4 --resume "$TMP/ck" --metrics "$TMP/link.jsonl"
 s=$(lines "$TMP/r.jsonl" step)
-[ "$RC" -eq 0 ] && [ "$s" = "1 4 8 10 11 12 16 20" ] && [ -L "$TMP/link.jsonl" ] \
+[ "$RC" -eq 0 ] && [ "$s" = "1 4 8 10 10 11 12 16 20 20" ] && [ -L "$TMP/link.jsonl" ] \
     && pass "metrics/--resume appends after the checkpoint's step: no line twice, none past it kept (steps $s; through a symlink)" \
     || fail "metrics/--resume appends after its step" "exit $RC, steps '$s': $ERR"
 
@@ -117,9 +159,9 @@ expect_user_error "metrics/a FIFO nobody reads: exit 2 on every rank" "it is a F
 t=$(python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)")
 python3 -c "import sys; sys.exit(float(sys.argv[1]) > 30)" "$t" && pass "metrics/... within seconds (${t} s)" || fail "metrics/FIFO: within seconds" "${t} s"
 (cat "$TMP/fifo" > "$TMP/fromfifo" &)
-run 60 "$MICROPP" train --steps 8 --log-every 4 --metrics "$TMP/fifo"
+run 60 "$MICROPP" train --steps 8 --metrics-every 4 --metrics "$TMP/fifo"
 sleep 0.2
-[ "$RC" -eq 0 ] && [ "$(lines "$TMP/fromfifo" step)" = "1 4 8" ] && pass "metrics/a FIFO with a reader gets the lines" \
+[ "$RC" -eq 0 ] && [ "$(lines "$TMP/fromfifo" step)" = "1 4 8 8" ] && pass "metrics/a FIFO with a reader gets the lines" \
     || fail "metrics/a FIFO with a reader" "exit $RC, read '$(head -c 200 "$TMP/fromfifo")': $ERR"
 
 # --- a write that fails (a full disk): the run ends, exit 1, one line naming the file ---
@@ -129,9 +171,9 @@ run 60 "$MICROPP" train --steps 8 --metrics /dev/full --json
     && pass "metrics/a full disk: exit 1, one line, \"completed\": false" || fail "metrics/a full disk" "exit $RC: $ERR"
 
 # --- '-': standard output, the lines and then --json's summary; never into the text report ---
-run 60 "$MICROPP" train --steps 8 --log-every 4 --metrics - --json
+run 60 "$MICROPP" train --steps 8 --metrics-every 4 --metrics - --json
 n=$(grep -c '^{"step":' "$TMP/out") last=$(tail -n 1 "$TMP/out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["completed"])')
-[ "$RC" -eq 0 ] && [ "$n" = 3 ] && [ "$last" = True ] && pass "metrics/- with --json: 3 lines, then the summary object" \
+[ "$RC" -eq 0 ] && [ "$n" = 4 ] && [ "$last" = True ] && pass "metrics/- with --json: 4 lines (3 steps, the test point), then the summary object" \
     || fail "metrics/- with --json" "exit $RC, $n step lines, last line's completed '$last'"
 expect_user_error "metrics/- without --json is refused" "train: --metrics - would mix its JSON lines into the text" 60 \
     "$MICROPP" train --steps 8 --metrics -

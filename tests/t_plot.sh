@@ -137,6 +137,41 @@ run 30 "$MICROPP" plot "$TMP/a.jsonl" --svg -
 [ "$RC" -eq 0 ] && python3 -c 'import sys, xml.etree.ElementTree as ET; ET.fromstring(sys.stdin.read())' <<<"$OUT" \
     && pass "plot/--svg -: the picture on standard output" || fail "plot/--svg -" "exit $RC: $ERR"
 
+# --- a steps-based run's evaluations (--eval-every: a test loss and accuracy without an epoch) draw the test
+# curves; --smooth 2 draws the loss as the mean of each 2 points (a loss alternating 2 and 4: 3 from the
+# second point on) over the raw curve drawn faint ---
+python3 - "$TMP/ev.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for step in range(1, 21):
+        f.write(json.dumps({"step": step, "loss": 2 + 2 * (step % 2), "lr": 0.001, "step_ms": 2.0, "samples_s": 1.0}) + "\n")
+        if step % 10 == 0: f.write(json.dumps({"step": step, "test_loss": 3.5, "accuracy": 0.5 + step / 100}) + "\n")
+PY
+run 30 "$MICROPP" plot "$TMP/ev.jsonl" --smooth 2 --svg "$TMP/ev.svg"
+why=$(python3 - "$TMP/ev.svg" 2>&1 <<'PY'
+import sys, xml.etree.ElementTree as ET
+NS = "{http://www.w3.org/2000/svg}"
+panels = {g.get("data-panel"): g for g in ET.parse(sys.argv[1]).getroot().iter(NS + "g") if g.get("class") == "panel"}
+bad = []
+loss = panels["loss: train (solid), test (dashed)"]
+pts = lambda l: [tuple(map(float, p.split(","))) for p in l.get("points").split()]
+lines = list(loss.iter(NS + "polyline"))
+smooth = [pts(l) for l in lines if l.get("class") == "smoothed"]
+raw = [pts(l) for l in lines if l.get("stroke-opacity") and not l.get("stroke-dasharray")]
+test = [pts(l) for l in lines if l.get("stroke-dasharray")]
+if len(smooth) != 1 or len(smooth[0]) != 20 or len({round(y, 1) for x, y in smooth[0][1:]}) != 1: bad.append("smoothed %s" % smooth)
+if len(raw) != 1 or len({round(y, 1) for x, y in raw[0]}) != 2: bad.append("raw %s" % raw)
+if len(test) != 1 or len(test[0]) != 2: bad.append("test loss %s" % test)
+acc = [pts(l) for l in panels["test accuracy (%)"].iter(NS + "polyline")]
+if len(acc) != 1 or len(acc[0]) != 2 or not acc[0][1][1] < acc[0][0][1]: bad.append("accuracy %s" % acc)
+title = " ".join("".join(t.itertext()) for t in loss.iter(NS + "text"))
+if "mean of 2" not in title: bad.append("title %r" % title[:120])
+print("; ".join(bad))
+PY
+)
+[ "$RC" -eq 0 ] && [ -z "$why" ] && pass "plot/--eval-every's points draw the test loss and accuracy; --smooth 2: the mean over the faint raw loss" \
+    || fail "plot/evaluations and --smooth" "exit $RC $why $ERR"
+
 # --- bad input: one line, exit 2, and no picture left behind ---
 echo '{"step":1,"loss":1}' > "$TMP/bad.jsonl"; echo 'not json' >> "$TMP/bad.jsonl"
 expect_user_error "plot/a line that is no metrics line: named, exit 2" "bad.jsonl: line 2 is no metrics line" 30 \

@@ -252,13 +252,15 @@ for l in lines[i + 1:j]:
 if sorted(rows) != list(range(8)) or any(not rows[r].endswith("t%d)" % (r % 2)) for r in rows): bad.append("rows %r" % rows)
 if sorted(coll) != list(range(8)): bad.append("collectives lines under ranks %r" % sorted(coll))
 for r, l in coll.items():
-    if set(l) - set(" #~"): bad.append("rank %d collectives line holds %r" % (r, set(l) - set(" #~"))); break
+    if set(l) - set(" #~="): bad.append("rank %d collectives line holds %r" % (r, set(l) - set(" #~="))); break
 # (a collective shorter than a column is drawn one column wide, where a later one may cover it)
 if not any("~" in l for l in coll.values()) or not any("#" in l for l in coll.values()): bad.append("no all-gather or no tp all-reduce drawn")
+# the gradient all-reduces of the replicas, drawn under the ranks that ran them
+if not any("=" in l for l in coll.values()): bad.append("no gradient all-reduce drawn")
 legend = lines[j + 1]
-if "# tp all-reduce" not in legend or "~ all-gather" not in legend: bad.append("legend %r" % legend)
+if "# tp all-reduce" not in legend or "~ all-gather" not in legend or "= gradient all-reduce" not in legend: bad.append("legend %r" % legend)
 print("; ".join(bad[:4]))')
-    [ -z "$why" ] && pass "gantt/hybrid 2 x 2 x 2, slice: a row per rank named (s r t), its tp all-reduces and all-gathers on a line under it" \
+    [ -z "$why" ] && pass "gantt/hybrid 2 x 2 x 2, slice: a row per rank named (s r t), its tp all-reduces, all-gathers and gradient all-reduces on a line under it" \
                   || fail "gantt/hybrid 2 x 2 x 2" "$why"
     why=$(python3 - "$TMP/hs.json" <<'PY'
 import json, sys
@@ -333,4 +335,38 @@ print("; ".join(bad[:4]))
 PY
 )
     [ -z "$why" ] && pass "trace/hybrid 2 x 2: a track per rank named (stage, replica), every replica's pipeline; the SVG's rows alike" || fail "trace/hybrid 2 x 2" "$why"
+fi
+
+# plain ddp (refused before: only ZeRO's collectives were drawn): each bucket's all-reduce on the rank's
+# collectives track, the first started inside the backward (the gradient hook), their bytes the replica's
+# gradients; --timeline draws one step with the all-reduces on a line under each rank's passes
+run 240 mpiexec -n 2 "$MICROPP" train --mode ddp $SMALL --trace "$TMP/d.json" --timeline "$TMP/d.svg" --timeline-step 2 --json
+if [ "$RC" -ne 0 ]; then fail "trace/ddp run" "exit $RC: $(printf '%s' "$ERR" | tail -c 300)"
+else
+    printf '%s' "$OUT" > "$TMP/d_summary.json"
+    why=$(python3 - "$TMP/d.json" "$TMP/d.svg" "$TMP/d_summary.json" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+t = json.load(open(sys.argv[1])); s = json.load(open(sys.argv[3])); bad = []
+x = [e for e in t["traceEvents"] if e["ph"] == "X"]
+params = 32 * 33 * 4 + 2 * 33  # 4 layers of 32 and the head of 2 classes
+for r in (0, 1):
+    for step in (1, 2, 3):
+        ev = [e for e in x if e["pid"] == r and e["args"]["step"] == step]
+        a = [e for e in ev if e["name"] == "gradient all-reduce"]
+        b = [e for e in ev if e["cat"] == "backward"]
+        if len(a) != s["bucket_count"]: bad.append("rank %d step %d: %d all-reduces, %d buckets" % (r, step, len(a), s["bucket_count"]))
+        if any(e["tid"] == e["pid"] for e in a): bad.append("rank %d: an all-reduce on the compute track" % r)
+        if sum(e["args"]["bytes"] for e in a) != 4 * params: bad.append("rank %d step %d: bytes %r" % (r, step, [e["args"]["bytes"] for e in a]))
+        if len(b) != 1 or not a or min(e["ts"] for e in a) >= b[0]["ts"] + b[0]["dur"]: bad.append("rank %d step %d: no all-reduce starts inside the backward" % (r, step))
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[2]).getroot()
+kinds = [e.get("data-kind") for e in root.iter(ns + "rect") if e.get("class") == "slice"]
+if kinds.count("D") < 2 * s["bucket_count"] or kinds.count("B") != 2: bad.append("svg slices %r" % kinds)
+text = " ".join("".join(e.itertext()) for e in root.iter(ns + "text"))
+if "step 2 of 3" not in text or "gradient all-reduce" not in text: bad.append("svg text %r" % text[:200])
+print("; ".join(bad[:4]))
+PY
+)
+    [ -z "$why" ] && pass "trace/ddp: each bucket's all-reduce on the collectives track, the first inside the backward; --timeline draws them" \
+        || fail "trace/ddp: the buckets' all-reduces" "$why"
 fi

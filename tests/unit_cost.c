@@ -47,6 +47,7 @@ static TrainConfig small_model(void) {
     train_config_defaults(&c);
     c.layers = 4, c.hidden = 8, c.inputs = 8, c.classes = 2, c.batch = 64, c.pipe.micro_batches = 4;
     c.optimizer = OPTIM_ADAM;
+    c.ddp.bucket_mb = 25;  // one bucket (the default would hold 2 layers): the costs below are of one collective
     return c;
 }
 

@@ -134,13 +134,13 @@ static void test_flags_apply(void) {
     refused("plan/refuse: --trace outside pp", 1, "--trace t.json",
             "train: --trace applies to a pipeline (--pp > 1), data parallelism (--dp > 1) or tensor parallelism (--tp "
             "> 1), and this run is pp 1 x dp 1 x tp 1: drop it or set --pp, --dp or --tp");
-    refused("plan/refuse: --trace in ddp without --zero", 2, "--mode ddp --trace t.json",
-            "train: --trace of data parallelism alone draws ZeRO's collectives, and this run is pp 1 x dp 2 x tp 1 "
-            "without --zero: drop it or add --zero 3");
+    plan_ok("plan: --trace and --timeline in ddp (the buckets' all-reduces)", 2,
+            "--mode ddp --trace t.json --timeline t.svg --timeline-step 2");
     refused("plan/refuse: --gantt in ddp even with --zero", 2, "--mode ddp --zero 3 --gantt",
             "train: --gantt applies to a pipeline (--pp > 1), and this run is pp 1 x dp 2 x tp 1: drop it or set --pp");
     refused("plan/refuse: --timeline in monolith even with --tp", 2, "--tp 2 --timeline t.svg",
-            "train: --timeline applies to a pipeline (--pp > 1), and this run is pp 1 x dp 1 x tp 2");
+            "train: --timeline applies to a pipeline (--pp > 1) or data parallelism (--dp > 1), and this run is pp 1 x "
+            "dp 1 x tp 2");
     plan_ok("plan: --trace in ddp with --zero 3", 2, "--mode ddp --zero 3 --trace t.json");
     // a pipeline's observers, a track per rank: hybrid's replicas too
     plan_ok("plan: --trace, --timeline and --gantt in hybrid", 4, "--mode hybrid --pp 2 --dp 2 --trace t.json "
@@ -668,7 +668,7 @@ static void test_tp(void) {
     // layer 2's input gradient (32 x 32) backward (layer 0, the model's first, computes none)
     EXPECT("plan/tp: all-reduced floats per micro-batch", tensor_allreduce_floats(&c, &p, 0) == 3 * 32 * 32, "%g",
            tensor_allreduce_floats(&c, &p, 0));
-    c.ddp.bucket_mb = 1;  // one bucket of the rank's shards: ZeRO-2 and 3's working buffers (memory.c)
+    p.data.bucket_mb = 1;  // one bucket of the rank's shards: ZeRO-2 and 3's working buffers (memory.c)
     EXPECT("plan/tp: the largest bucket holds the rank's shards", data_largest_bucket(&c, &p, 0) == want, "%g, want %g",
            data_largest_bucket(&c, &p, 0), want);
     refused("plan/refuse: --hidden not divisible by --tp", 3, "--tp 3 --hidden 32",

@@ -1,5 +1,5 @@
-// train/metrics.c: --metrics FILE (metrics.h): rank 0 writes a JSON line per logged step and per
-// epoch, flushed as it goes; a resumed run keeps the lines up to its step (read back with cJSON) and
+// train/metrics.c: --metrics FILE (metrics.h): rank 0 writes a JSON line per step (--metrics-every), per
+// evaluation and per epoch, flushed as it goes; a resumed run keeps the lines up to its step (read back with cJSON) and
 // appends after them, so resuming never duplicates a step. Write failures are kept for the end (exit 1).
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -109,6 +109,16 @@ void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, 
     k += put_num(s + k, sizeof s - (size_t)k, "step_ms", "%.4f", step_s * 1e3);
     k += put_num(s + k, sizeof s - (size_t)k, "samples_s", "%.1f", samples_s);
     if (!isnan(bubble)) k += put_num(s + k, sizeof s - (size_t)k, "bubble", "%.4f", bubble);
+    snprintf(s + k, sizeof s - (size_t)k, "}\n");
+    put_line(mx, s);
+}
+
+void metrics_eval(Metrics *mx, int step, double test_loss, double accuracy) {
+    if (!mx->on) return;
+    char s[256];
+    int k = snprintf(s, sizeof s, "{\"step\":%d", step);
+    k += put_num(s + k, sizeof s - (size_t)k, "test_loss", "%.7g", test_loss);
+    k += put_num(s + k, sizeof s - (size_t)k, "accuracy", "%.5f", accuracy);
     snprintf(s + k, sizeof s - (size_t)k, "}\n");
     put_line(mx, s);
 }

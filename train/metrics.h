@@ -1,4 +1,4 @@
-// train/metrics.h: --metrics FILE, the run as a JSON line per logged step and per epoch, written by
+// train/metrics.h: --metrics FILE, the run as a JSON line per step, evaluation and epoch, written by
 // rank 0 as it goes (each line flushed, so `tail -f` follows it); `micropp plot` draws the file.
 // A resumed run keeps the lines up to the step it resumes from and appends after them.
 #pragma once
@@ -17,9 +17,12 @@ typedef struct {
 // resumes at step `start` (> 0), the earlier run's lines up to that step; a file it cannot write, or
 // one that holds other lines than metrics, ends every rank with exit 2.
 void metrics_open(Metrics *mx, const char *path, int rank, int start);
-// A logged step (1-based `step`): its loss, learning rate, wall time, samples/s, and the bubble of a
+// A step (1-based `step`; every --metrics-every): its loss, learning rate, wall time, samples/s, and the bubble of a
 // pipeline (NAN: none, the key is left out).
 void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, double samples_s, double bubble);
+// An evaluation on the held-out rows after `step` (1-based) of a run that counts steps (--eval-every, and
+// its final one): a test point of micropp plot's loss and accuracy curves.
+void metrics_eval(Metrics *mx, int step, double test_loss, double accuracy);
 // An epoch's figures, after `step` (1-based, the epoch's last step).
 void metrics_epoch(Metrics *mx, const EpochStat *e, int step);
 // Closes the file: 0, or 1 when a write failed; then why, unless it already holds another output's

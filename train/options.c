@@ -55,8 +55,14 @@ const Option train_options[] = {
     {"log-every", 0, OPT_INT, T(log_every), 0, 0, 1 << 30, "N", "print a line every N steps (0: never)", 0},
     {"json", 0, OPT_BOOL, T(json), 0, 0, 0, 0, "print one JSON object on stdout instead of text", 0},
     {"metrics", 0, OPT_STR, T(observe.metrics), 0, 0, 0, "FILE.jsonl",
-     "write a JSON line per logged step (loss, lr, time, bubble) and per epoch, as the run goes ('-': standard "
-     "output, with --json; --resume keeps the lines up to its step); micropp plot draws them",
+     "write a JSON line per step (loss, lr, time, bubble), per evaluation and per epoch, as the run goes ('-': "
+     "standard output, with --json; --resume keeps the lines up to its step); micropp plot draws them",
+     0},
+    {"metrics-every", 0, OPT_INT, T(observe.metrics_every), 0, 0, 1 << 30, "N",
+     "--metrics: a step's line every N steps, whatever --log-every prints (0: none, evaluations and epochs only)", 0},
+    {"eval-every", 0, OPT_INT, T(observe.eval_every), 0, 0, 1 << 30, "N",
+     "evaluate on the held-out rows every N steps: a line, and a test point in --metrics (0: at the end, and after "
+     "each epoch)",
      0},
     {"live", 0, OPT_CHOICE, T(observe.live), LIVE_CHOICES, 0, 0, "WHEN",
      "a line rewritten in place with the steps done, samples/s and the time left: on a terminal (auto), also on "
@@ -87,13 +93,15 @@ const Option train_options[] = {
     {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0,
      "after step 1 compare loss and gradients with a monolith reference computed on the CPU", 0},
     {"trace", 0, OPT_STR, T(observe.trace), 0, 0, 0, "FILE.json",
-     "pp, hybrid (ddp with --zero, any mode with --tp): write a Chrome trace of every step, a track per rank "
-     "(Perfetto)",
+     "pp, ddp, hybrid, any mode with --tp: write a Chrome trace of every step, a track per rank and one for its "
+     "collectives (Perfetto)",
      AXIS_PIPELINE | AXIS_DATA | AXIS_TENSOR},
     {"timeline", 0, OPT_STR, T(observe.timeline), 0, 0, 0, "FILE.svg",
-     "pp, hybrid: draw one step's measured Gantt chart (and the simulated one) as SVG", AXIS_PIPELINE},
+     "pp, hybrid: draw one step's measured Gantt chart (and the simulated one) as SVG; ddp: the step's forward, "
+     "backward and bucket all-reduces",
+     AXIS_PIPELINE | AXIS_DATA},
     {"timeline-step", 0, OPT_INT, T(observe.timeline_step), 0, 0, 1 << 30, "N",
-     "pp, hybrid: the step drawn by --timeline and --gantt (0: the median-time step)", AXIS_PIPELINE},
+     "pp, hybrid, ddp: the step drawn by --timeline and --gantt (0: the median-time step)", AXIS_PIPELINE | AXIS_DATA},
     {"gantt", 0, OPT_BOOL, T(observe.gantt), 0, 0, 0, 0,
      "pp, hybrid: print that step's measured Gantt chart at the end", AXIS_PIPELINE},
     {"device", 0, OPT_CHOICE, T(device), DEVICE_CHOICES, 0, 0, "DEV",
@@ -139,8 +147,8 @@ const Option train_options[] = {
      "ddp/hybrid and --tp's group: MPI's own collectives, the from-scratch ring, shared memory (one node), or auto: "
      "shm where it can, else mpi",
      AXIS_DATA | AXIS_TENSOR},
-    {"bucket-mb", 0, OPT_FLOAT, T(ddp.bucket_mb), 0, 0, 1e12, "MB", "ddp/hybrid bucketed: bucket capacity in MiB",
-     AXIS_DATA},
+    {"bucket-mb", 0, OPT_FLOAT, T(ddp.bucket_mb), 0, 0, 1e12, "MB",
+     "ddp/hybrid bucketed: bucket capacity in MiB (0: 2 layers' gradients, at most 25 as PyTorch's)", AXIS_DATA},
     {"grad-accum", 0, OPT_INT, T(grad_accum), 0, 1, 1 << 20, "N",
      "monolith/ddp: N micro-steps of --batch rows per optimizer step", 0},
     {"zero", 0, OPT_INT, T(ddp.zero), 0, 0, 3, "Z",
@@ -179,6 +187,7 @@ void train_config_defaults(TrainConfig *c) {
     c->threads = 1;
     strcpy(c->data, "synthetic");
     c->log_every = 10;
+    c->observe.metrics_every = 1;
     c->eval_samples = 1024;
     c->pipe.schedule = SCHED_1F1B;
     c->pipe.micro_batches = 4;
@@ -188,7 +197,6 @@ void train_config_defaults(TrainConfig *c) {
     c->ddp.placement = PLACEMENT_AUTO;
     c->grid.tp = 1;
     c->tensor.tp_message = TP_MESSAGE_AUTO;
-    c->ddp.bucket_mb = 25;
     c->grad_accum = 1;
     c->diverge_factor = 100;
     c->timeout = WD_DEFAULT_TIMEOUT;

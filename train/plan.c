@@ -183,14 +183,17 @@ static int rule_epochs(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 
 // The outputs on standard output: the file a summary goes to cannot take a pipeline's trace too;
 // --metrics' lines go before --json's summary object (JSON lines), never into the text report.
-static int rule_outputs(const TrainConfig *c, const Plan *p, Err *e) {
+static int rule_outputs(const TrainConfig *c, Err *e) {
     const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->observe.trace, c->observe.timeline};
     if (!strcmp(c->observe.metrics, "-") && !c->json)
         return refuse(e, "train: --metrics - would mix its JSON lines into the text train prints on standard output: "
                          "add --json (the lines, then the summary object), or give a file name");
     if (c->observe.live == LIVE_ON && c->json)
         return refuse(e, "train: --live on rewrites a line of text and --json prints one JSON object: drop one");
-    if (!p->pipelined) return 0;
+    if (seen_set(e->seen, "metrics-every") && !c->observe.metrics[0])
+        return refuse(e, "train: --metrics-every %lld thins the lines of --metrics: add --metrics FILE.jsonl, or drop "
+                         "it",
+                      (long long)c->observe.metrics_every);
     for (int i = 0; i < 2; i++)
         if (!strcmp(path[i], "-"))
             return refuse(
@@ -331,7 +334,7 @@ static int rule_deterministic(const TrainConfig *c, const Plan *p, Err *e) {
 }
 
 static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
-    if (rule_length(c, p, e) || pipeline_rules_run(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, p, e) ||
+    if (rule_length(c, p, e) || pipeline_rules_run(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, e) ||
         rule_checkpoints(c, e) || rule_devices(c, f, p, e) || data_rules_facts(c, f, p, e) ||
         rule_resumed(c, f, p, e) || tensor_rules_facts(c, f, p, e) || rule_deterministic(c, p, e))
         return -1;

@@ -346,6 +346,27 @@ static void observe(const TrainConfig *c, const Plan *p, const Measure *m, Summa
     }
 }
 
+// Rank 0, ddp's --timeline: the shown step's forward and backward on each rank's row, its buckets' all-reduces
+// on the line under it (comm_hidden: the share of their time that passed while the backward still ran).
+static void write_replicas_timeline(const TrainConfig *c, const Plan *p, const Measure *m, Summary *s,
+                                    const Timeline *tl) {
+    Gantt g = {0};
+    int shown = shown_step(c, p, m, s);
+    timeline_step_gantt(tl, shown, &g);
+    snprintf(g.title, sizeof g.title,
+             "measured: step %d of %lld | %d replicas | %.3f ms | %d bucket%s of %.3g MiB | gradient sync %.0f%% "
+             "hidden behind compute (the run's)",
+             shown + 1, p->steps, p->D, m->step_s[shown] * 1e3, (int)s->data.buckets, s->data.buckets == 1 ? "" : "s",
+             p->data.bucket_mb, 100 * s->data.comm_hidden);
+    g.axis_scale = 1e3;
+    g.axis_unit = "ms";
+    OutFile o;
+    int err = out_open(&o, c->observe.timeline);
+    if (!err) { gantt_svg(o.f, &g, 1); err = out_commit(&o); }
+    if (err) write_failed(s, "timeline", c->observe.timeline, err);
+    gantt_free_slices(&g);
+}
+
 // This rank's place for its track's name: the axes the run has beyond one rank per stage.
 static TrackPos track_pos(const Plan *p, const Wire *w) {
     if (p->T == 1 && !(p->pipelined && p->D > 1)) return (TrackPos){0, 0, 0, 1, 1, 1};
@@ -408,11 +429,12 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     }
     if (c->gemm.timing) fill_gemm(c, p, m, s);
     tensor_report_fill(&s->tensor, p, &r->wire.tp, (double)m->tp_calls, m->tp_floats, m->tp_s, s->n_run, s->step_ms);
-    if (!p->pipelined && c->observe.trace[0]) {  // ddp with ZeRO: every rank's forward, backward and collectives
-        Timeline tl;
+    if (!p->pipelined && (c->observe.trace[0] || c->observe.timeline[0])) {  // ddp, --tp: every rank's forward,
+        Timeline tl;                                                           // backward and collectives
         timeline_gather(&tl, m->ev, m->n_ev, m->step_start, NULL, (int)p->steps, track_pos(p, &r->wire),
                         MPI_COMM_WORLD);
-        if (r->wire.rank == 0) write_trace(c, p, s, &tl);
+        if (r->wire.rank == 0 && c->observe.trace[0]) write_trace(c, p, s, &tl);
+        if (r->wire.rank == 0 && c->observe.timeline[0]) write_replicas_timeline(c, p, m, s, &tl);
         timeline_free(&tl);
     }
     if (!p->pipelined) return;

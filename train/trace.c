@@ -27,6 +27,7 @@ static const KindStyle kind_styles[EV_KINDS] = {
     [EV_GATHER] = {"G", "all-gather", "#edc948", 33, '~'},
     [EV_REDUCE_SCATTER] = {"R", "reduce-scatter", "#ff9da7", 35, '~'},
     [EV_TP_ALLREDUCE] = {"T", "tp all-reduce", "#9c755f", 36, '#'},
+    [EV_GRAD_ALLREDUCE] = {"D", "gradient all-reduce", "#499894", 36, '='},
 };
 
 const KindStyle *kind_style(int kind) {
