@@ -254,7 +254,7 @@ static int predict_pipeline(const Profile *pf, const TrainConfig *c, const Plan 
     rc = rc || r->deadlock ? -1 : 0;
     double step = 0, msgs = rc ? 0 : r->makespan - r->free_makespan;
     for (int s = 0; s < K && !rc; s++) {
-        double last_bw = (b[s] + w[s]) / p->M;  // the rank's last micro-batch's backward, all chunks
+        double last_bw = b[s] + w[s];  // the rank's last micro-batch's backward, all chunks (b, w: one micro-batch's)
         Tail t;
         if (rank_tail(pf, c, p, s, last_bw, p->M * (b[s] + w[s]), p->M, &t)) rc = -1;
         else if (r->end[s] + t.comm + t.opt >= step) {

@@ -268,6 +268,15 @@ static void test_tp_zero(void) {
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
     want = 5 * 48 * A + 4 * 0.004 / 2 + 0.003;
     EXPECT("predict_hybrid_zero2", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+    // hybrid 2 x 2 without ZeRO: the all-reduce (10 ms) hides, by the overlap share (half), behind the last
+    // micro-batch's backward, one micro-batch's B = 2 layers x 8 rows x 2A = 32 ms: 5 ms exposed (not
+    // behind B / M = 8 ms, which would leave 6 ms)
+    l.zero = 0;
+    pf.coll[ALLREDUCE_SHM][COLL_ALLREDUCE][2] = (Curve){0};  // (MPI's all-reduce, as ddp's auto picks without shm)
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    want = 5 * 48 * A + 0.010 - 0.5 * fmin(0.010, 32 * A);
+    EXPECT("predict_hybrid_ddp_window", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s,
+           want);
 }
 
 // The search on 4 ranks of a profile measured on 4: tp widths within the node, ZeRO levels 0 to 3
