@@ -10,6 +10,7 @@
 #include "base/ops.h"
 #include "model.h"
 #include "planner/auto.h"
+#include "train/executor.h"
 #include "train/plan.h"
 #include "train/options.h"
 
@@ -314,6 +315,21 @@ static void test_search_tp_zero(void) {
     auto_free(&s);
 }
 
+// A pipeline message is priced at the bytes the executor sends (train/executor.c's pipe_message_bytes): 4 a
+// value in fp32, 2 in bf16, where both the activation and its gradient cross the wire as bf16.
+static void test_message_bytes(void) {
+    Plan *p = calloc(1, sizeof *p);
+    p->rows = 16;
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        Stage s = {.H = 8, .bf16 = bf16};
+        double priced = pipeline_price_message_bytes(p, 8, bf16 ? PRECISION_BF16 : PRECISION_FP32),
+               sent = pipe_message_bytes(p, &s);
+        EXPECT(bf16 ? "message_bytes_bf16" : "message_bytes_fp32", priced == sent && sent == 16 * 8 * (bf16 ? 2 : 4),
+               "priced %g, sent %g", priced, sent);
+    }
+    free(p);
+}
+
 int main(void) {
     test_curves();
     test_machine();
@@ -322,5 +338,6 @@ int main(void) {
     test_search();
     test_tp_zero();
     test_search_tp_zero();
+    test_message_bytes();
     return unit_failures != 0;
 }
