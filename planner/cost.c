@@ -61,11 +61,15 @@ double cost_p2p(const Profile *pf, double bytes, int intra) {
 }
 
 // A machine file's collectives are rings over the slowest link: an all-reduce moves 2(D-1)/D of the
-// buffer through every rank's link in 2(D-1) steps, a reduce-scatter or all-gather half of that.
-double cost_collective(const Profile *pf, int op, int algo, int D, double bytes, int intra) {
+// buffer through every rank's link in 2(D-1) steps, a reduce-scatter or all-gather half of that. Across
+// nodes the ring's slowest link is a node's way out: `local` rings side by side, each leaving by its own
+// device's NIC (a group with one member per node has one), at most NVLink's rate inside.
+double cost_collective(const Profile *pf, int op, int algo, int D, double bytes, int local) {
     if (D <= 1) return 0;
     if (pf->calibrated) return D <= COST_MAX_D ? cost_curve_at(&pf->coll[algo][op][D], bytes) : -1;
-    double steps = (op == COLL_ALLREDUCE ? 2.0 : 1.0) * (D - 1), bw = intra ? pf->intra_bw : pf->inter_bw,
+    int intra = local >= D, nics = local < 1 ? 1 : local;
+    double steps = (op == COLL_ALLREDUCE ? 2.0 : 1.0) * (D - 1),
+           bw = intra ? pf->intra_bw : fmin(pf->intra_bw, nics * pf->inter_bw),
            lat = intra ? pf->intra_lat : pf->inter_lat;
     return steps * (lat + bytes / D / bw);
 }

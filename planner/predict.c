@@ -92,7 +92,7 @@ static int tp_algo(const Profile *pf, int T) {
 static double tp_allreduce_s(const Profile *pf, int T, double floats) {
     int algo = tp_algo(pf, T);
     if (pf->calibrated && (T > COST_MAX_D || !pf->coll[algo][COLL_ALLREDUCE][T].n)) return -1;
-    return cost_collective(pf, COLL_ALLREDUCE, algo, T, floats * 4, 1);
+    return cost_collective(pf, COLL_ALLREDUCE, algo, T, floats * 4, T);  // (the group is on one node)
 }
 
 // One pass of a layer whose tensor-parallel piece is t (axes/tensor.c's tensor_price) over T ranks: a split
@@ -138,19 +138,27 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
     return q;
 }
 
+Links predict_links(const Profile *pf, const Plan *p) {
+    if (pf->calibrated) return (Links){.dp_local = p->D, .pp_intra = 1};
+    int node = pf->devices_per_node, replicas = p->pipelined && p->placement == PLACEMENT_REPLICAS;
+    int dp_stride = replicas || !p->pipelined ? p->T : p->K * p->T, pp_stride = replicas ? p->D * p->T : p->T;
+    int local = node / dp_stride;
+    return (Links){.dp_local = local < 1 ? 1 : local > p->D ? p->D : local,
+                   .pp_intra = !p->pipelined || (double)p->K * pp_stride <= node};
+}
+
 // A collective op over `bytes` in `pieces` equal collectives; -1 when the profile lacks it.
-static double coll(const Profile *pf, int op, int algo, int D, double bytes, double pieces, int intra) {
+static double coll(const Profile *pf, int op, int algo, int D, double bytes, double pieces, int local) {
     if (pf->calibrated && (D > COST_MAX_D || !pf->coll[algo][op][D].n)) return -1;
-    return pieces * cost_collective(pf, op, algo, D, bytes / pieces, intra);
+    return pieces * cost_collective(pf, op, algo, D, bytes / pieces, local);
 }
 
 // A rank's data-parallel traffic (axes/data.c's data_price: its bytes, pieces and collectives), the
 // algorithm train would run (the one asked for, or auto's: shm where the profile measured the collectives
-// the sync runs there, else MPI's) and whether its dp group shares a node (tp innermost: a group of D
-// replicas spans D x T adjacent ranks).
+// the sync runs there, else MPI's) and how many of its dp group share a node (predict_links).
 typedef struct {
     DataTraffic t;
-    int algo, intra;
+    int algo, local;
 } DpSync;
 
 static DpSync dp_sync(const Profile *pf, const TrainConfig *c, const Plan *p, int stage) {
@@ -160,7 +168,7 @@ static DpSync dp_sync(const Profile *pf, const TrainConfig *c, const Plan *p, in
         shm = pf->coll[ALLREDUCE_SHM][COLL_REDUCE_SCATTER][D].n && pf->coll[ALLREDUCE_SHM][COLL_ALLGATHER][D].n;
     else if (shm) shm = pf->coll[ALLREDUCE_SHM][COLL_ALLREDUCE][D].n != 0;
     d.algo = data_price_algo(p, shm);
-    d.intra = pf->calibrated || p->D * p->T <= pf->devices_per_node;
+    d.local = predict_links(pf, p).dp_local;
     return d;
 }
 
@@ -169,7 +177,7 @@ static double overlap(const Profile *pf, int algo) { return fmin(fmax(cost_overl
 // ZeRO-3's all-gathers around one pass of `compute` seconds over a rank's weights (data_price_gathers):
 // the exposed seconds, or -1 when the profile lacks the all-gather.
 static double zero3_gather(const Profile *pf, const Plan *p, const DpSync *d, double compute) {
-    double all = coll(pf, COLL_ALLGATHER, d->algo, p->D, d->t.bytes, d->t.zpieces, d->intra);
+    double all = coll(pf, COLL_ALLGATHER, d->algo, p->D, d->t.bytes, d->t.zpieces, d->local);
     return all < 0 ? -1 : data_price_gathers(&d->t, all, overlap(pf, d->algo), compute);
 }
 
@@ -188,8 +196,8 @@ static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int
     if (p->D == 1) return 0;
     double pieces = d.t.per_backward ? d.t.zpieces : d.t.pieces, window = d.t.per_backward ? all : last;
     double sync =
-        coll(pf, d.t.scatter ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, d.algo, p->D, d.t.bytes, pieces, d.intra);
-    double gather = d.t.gather_after ? coll(pf, COLL_ALLGATHER, d.algo, p->D, d.t.bytes, pieces, d.intra) : 0;
+        coll(pf, d.t.scatter ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, d.algo, p->D, d.t.bytes, pieces, d.local);
+    double gather = d.t.gather_after ? coll(pf, COLL_ALLGATHER, d.algo, p->D, d.t.bytes, pieces, d.local) : 0;
     if (sync < 0 || gather < 0) return -1;
     double ov = d.t.overlapped ? overlap(pf, d.algo) : 0;
     t->comm = data_price_exposed(&d.t, sync, gather, ov, window, backwards);
@@ -247,7 +255,7 @@ static int predict_pipeline(const Profile *pf, const TrainConfig *c, const Plan 
     double *f = xcalloc((size_t)K * 4, sizeof(double)), *b = f + K, *w = f + 2 * K, *x = f + 3 * K;
     for (int s = 0; s < K && !rc; s++) rc = stage_costs(pf, c, p, s, &f[s], &b[s], &w[s], &x[s]);
     double bytes = pipeline_price_message_bytes(p, (double)c->hidden, c->precision);
-    int intra = pf->calibrated || K * p->D * p->T <= pf->devices_per_node;
+    int intra = predict_links(pf, p).pp_intra;
     SimSpec spec = {.kind = p->schedule, .K = K, .M = p->M, .v = p->V, .f = f[0], .b = b[0], .w = w[0],
                     .comm = cost_p2p(pf, bytes, intra), .stage_f = f, .stage_b = b, .stage_w = w, .slices = 1};
     const PipelinePrice *r = rc ? NULL : pipeline_price(&spec);

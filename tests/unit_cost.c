@@ -87,10 +87,15 @@ static void test_machine(void) {
     // 1 row x 4096 x 4096: memory-bound (the weights' bytes at the memory's bandwidth)
     double small = cost_layer(&pf, LAYER_MID, PASS_W, PRECISION_FP32, 1, n, n), wbytes = (n + n * n + n) * 4 / 1e11;
     EXPECT("machine_memory_bound", fabs(small - (wbytes + n * 4 / 1e11 + 2e-6)) < 1e-12, "%g", small);
-    double B = 8e6, ar = cost_collective(&pf, COLL_ALLREDUCE, ALLREDUCE_MPI, 4, B, 1);
+    double B = 8e6, ar = cost_collective(&pf, COLL_ALLREDUCE, ALLREDUCE_MPI, 4, B, 4);
     EXPECT("machine_ring_allreduce", fabs(ar - 6 * (1e-6 + B / 4 / 1e10)) < 1e-15, "%g", ar);
     double rs = cost_collective(&pf, COLL_REDUCE_SCATTER, ALLREDUCE_MPI, 4, B, 0);
     EXPECT("machine_ring_reduce_scatter_inter", fabs(rs - 3 * (1e-5 + B / 4 / 1e9)) < 1e-15, "%g", rs);
+    // across nodes, a ring per member a node holds, each out by its own NIC (1e9), up to NVLink's 1e10
+    rs = cost_collective(&pf, COLL_REDUCE_SCATTER, ALLREDUCE_MPI, 8, B, 4);
+    EXPECT("machine_ring_every_nic", fabs(rs - 7 * (1e-5 + B / 8 / 4e9)) < 1e-15, "%g", rs);
+    rs = cost_collective(&pf, COLL_REDUCE_SCATTER, ALLREDUCE_MPI, 64, B, 16);
+    EXPECT("machine_ring_nics_capped_by_nvlink", fabs(rs - 63 * (1e-5 + B / 64 / 1e10)) < 1e-15, "%g", rs);
     EXPECT("machine_one_rank_free", cost_collective(&pf, COLL_ALLREDUCE, 0, 1, B, 1) == 0, "not 0");
     EXPECT("machine_p2p", fabs(cost_p2p(&pf, 1e6, 0) - (1e-5 + 1e-3)) < 1e-15, "%g", cost_p2p(&pf, 1e6, 0));
     char bad[sizeof machine_json + 16];
@@ -330,6 +335,34 @@ static void test_message_bytes(void) {
     free(p);
 }
 
+// Where train puts a layout's groups on a machine file's nodes (4 devices each): tp innermost, then the
+// stages (a replica's pipeline on adjacent ranks) or the replicas; and plan_layout resolves --placement
+// auto as train does, so the planner prices the placement the run will have.
+static void test_links(void) {
+    Profile pf;
+    char why[512];
+    cost_parse(machine_json, "m.json", &pf, why, sizeof why);
+    Plan *p = calloc(1, sizeof *p);
+    *p = (Plan){.pipelined = 1, .K = 2, .D = 8, .T = 2, .placement = PLACEMENT_REPLICAS};
+    Links k = predict_links(&pf, p);  // a stage's 16 ranks span 4 nodes: 2 replicas on each; stages apart
+    EXPECT("links_replicas", k.dp_local == 2 && !k.pp_intra, "dp %d per node, pipeline inside %d", k.dp_local,
+           k.pp_intra);
+    p->placement = PLACEMENT_STAGES;  // a replica's 2 x 2 ranks on one node: 1 replica per node
+    k = predict_links(&pf, p);
+    EXPECT("links_stages", k.dp_local == 1 && k.pp_intra, "dp %d per node, pipeline inside %d", k.dp_local,
+           k.pp_intra);
+    *p = (Plan){.K = 1, .D = 2, .T = 2, .placement = PLACEMENT_STAGES};  // ddp tp2: one node
+    k = predict_links(&pf, p);
+    EXPECT("links_one_node", k.dp_local == 2 && k.pp_intra, "dp %d per node", k.dp_local);
+    TrainConfig c = small_model();
+    Degrees d = {.pp = 2, .dp = 2, .tp = 1};
+    int rc = plan_layout(&c, &d, p, why, sizeof why);
+    EXPECT("plan_layout_places", rc == 0 && p->placement != PLACEMENT_AUTO &&
+           p->placement == (p->dp_bytes > p->pp_bytes ? PLACEMENT_REPLICAS : PLACEMENT_STAGES),
+           "%s placement %d (dp %g, pp %g bytes)", why, p->placement, p->dp_bytes, p->pp_bytes);
+    free(p);
+}
+
 int main(void) {
     test_curves();
     test_machine();
@@ -339,5 +372,6 @@ int main(void) {
     test_tp_zero();
     test_search_tp_zero();
     test_message_bytes();
+    test_links();
     return unit_failures != 0;
 }

@@ -371,5 +371,6 @@ int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size
     TrainConfig even = *c;
     even.pipe.partition[0] = 0;
     if (tensor_rules(c, p, &e) || pipeline_rules(&even, d, 2147483647LL, p, &e) || rule_batch(c, p, &e)) return -1;
+    rule_placement(c, p);  // (the planner prices the links of the placement train will choose)
     return 0;
 }
