@@ -39,7 +39,8 @@ typedef struct {
     int hidden, inputs, classes;
     int has_precision[COST_PRECISIONS];
     Curve layer[COST_PRECISIONS][LAYER_KINDS][PASSES];
-    double data_s_per_value;   // the first stage's input rows (synthetic data), per value
+    double data_s_per_value;   // the first stage's input rows (synthetic data), per value (rows x inputs)
+    double label_s_per_value;  // the head's labels, per value of the rows they are made from (rows x inputs)
     double adam_s, sgd_s;      // the optimizer step, per parameter
     // communication, calibrated: seconds by bytes; coll[algo][op][D]
     Curve p2p;

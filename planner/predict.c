@@ -73,7 +73,7 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
              choice_name(PRECISION_CHOICES, l->precision, name, sizeof name));
 }
 
-// One virtual stage's passes at `rows` rows: F (with the first stage's input rows), I, W, and the
+// One virtual stage's passes at `rows` rows: F (with the first stage's input rows, the head's labels), I, W, and the
 // full backward B; what checkpointing recomputes (a forward) goes into I and B. With --tp each pass
 // of a split layer is its slice (tp_layer) and the group's all-reduces are in it: after a pair's row
 // layer in F (and the recompute), after a column layer's input gradient in I and B (not the model's
@@ -134,7 +134,8 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
     q.b += ar_b;
     if (ckpt) { q.i += q.f; q.b += q.f; }  // (the recompute repeats the forward's all-reduces)
     q.tp_s = ar_f * (ckpt ? 2 : 1) + ar_b;
-    if (p->lo[vs] == 0) q.f += pf->data_s_per_value * rows * in;
+    if (p->lo[vs] == 0) q.f += pf->data_s_per_value * rows * in;  // the first stage makes the input rows,
+    if (vs == p->S - 1) q.f += pf->label_s_per_value * rows * in;  // the head their labels (exec_load_inputs)
     return q;
 }
 

@@ -363,6 +363,48 @@ static void test_links(void) {
     free(p);
 }
 
+// The synthetic data where train makes it (exec_load_inputs): the input rows on the first stage, their
+// labels on the head; a profile written before the two were timed apart splits its one figure in half;
+// a machine file carries the host's rates.
+static void test_data_costs(void) {
+    Profile pf;
+    fixed_profile(&pf);
+    TrainConfig c = small_model();
+    Prediction pr;
+    char why[512];
+    Layout l = {.pp = 1, .dp = 1, .tp = 1, .v = 1, .M = 1};
+    pf.data_s_per_value = A / 16, pf.label_s_per_value = A / 8;  // 64 rows x 8 inputs: 32A and 64A
+    int rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    double want = 4 * 3 * A * 64 + 32 * A + 64 * A;
+    EXPECT("predict_data_monolith", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+    // 1F1B on 2 stages, 4 micro-batches of 16 rows (F = 32A, B = 64A a stage): stage 0 ends the step, and
+    // its busy time has the rows (16 x 8 x A/16 = 8A a micro-batch) and none of the labels
+    l = (Layout){.pp = 2, .dp = 1, .tp = 1, .schedule = SCHED_1F1B, .v = 1, .M = 4};
+    pf.label_s_per_value = 0;
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("predict_rows_on_first_stage", rc == 0 && fabs(pr.compute_s - 4 * (96 * A + 8 * A)) < 1e-9, "%s %.9g",
+           why, pr.compute_s);
+    pf.data_s_per_value = 0, pf.label_s_per_value = A / 16;
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("predict_labels_on_head", rc == 0 && fabs(pr.compute_s - 4 * 96 * A) < 1e-9 &&
+           fabs(pr.step_s - 5 * 96 * A - 4 * 8 * A) < 1e-9, "%s compute %.9g step %.9g", why, pr.compute_s, pr.step_s);
+    pf.data_s_per_value = 2e-9, pf.label_s_per_value = 0;
+    char *text = cost_to_json(&pf);
+    char *key = strstr(text, "\"label_s_per_value\"");
+    if (key) key[1] = 'X';  // (a profile of before: no such key)
+    Profile old;
+    rc = cost_parse(text, "old.json", &old, why, sizeof why);
+    free(text);
+    EXPECT("profile_without_labels_halves", rc == 0 && old.data_s_per_value == 1e-9 && old.label_s_per_value == 1e-9,
+           "%s %g %g", why, old.data_s_per_value, old.label_s_per_value);
+    char m[sizeof machine_json + 80];
+    snprintf(m, sizeof m, "%.*s, \"data_s_per_value\": 6e-10, \"label_s_per_value\": 6e-9}",
+             (int)strlen(machine_json) - 1, machine_json);
+    rc = cost_parse(m, "m.json", &pf, why, sizeof why);
+    EXPECT("machine_host_data_rates", rc == 0 && pf.data_s_per_value == 6e-10 && pf.label_s_per_value == 6e-9, "%s",
+           why);
+}
+
 int main(void) {
     test_curves();
     test_machine();
@@ -373,5 +415,6 @@ int main(void) {
     test_search_tp_zero();
     test_message_bytes();
     test_links();
+    test_data_costs();
     return unit_failures != 0;
 }
