@@ -78,7 +78,7 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
 // of a split layer is its slice (tp_layer) and the group's all-reduces are in it: after a pair's row
 // layer in F (and the recompute), after a column layer's input gradient in I and B (not the model's
 // first layer's: it computes none). missing: the profile has no all-reduce of T ranks.
-typedef struct { double f, i, w, b, tp_s; int missing; } Passes;
+typedef struct { double f, i, w, b, tp_s, data_s; int missing; } Passes;
 
 // The tensor-parallel group's all-reduce algorithm, as its rules pick it (axes/tensor.c's tensor_price_algo):
 // shm where the profile measured it (a calibration: this machine, the group on one node), else MPI's (a
@@ -134,8 +134,9 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
     q.b += ar_b;
     if (ckpt) { q.i += q.f; q.b += q.f; }  // (the recompute repeats the forward's all-reduces)
     q.tp_s = ar_f * (ckpt ? 2 : 1) + ar_b;
-    if (p->lo[vs] == 0) q.f += pf->data_s_per_value * rows * in;  // the first stage makes the input rows,
-    if (vs == p->S - 1) q.f += pf->label_s_per_value * rows * in;  // the head their labels (exec_load_inputs)
+    if (p->lo[vs] == 0) q.data_s += pf->data_s_per_value * rows * in;  // the first stage makes the input rows,
+    if (vs == p->S - 1) q.data_s += pf->label_s_per_value * rows * in;  // the head their labels (exec_load_inputs)
+    q.f += q.data_s;
     return q;
 }
 
@@ -220,14 +221,18 @@ static int predict_flat(const Profile *pf, const TrainConfig *c, const Plan *p, 
     out->compute_s = q.f + q.b + t.opt - q.tp_s;
     out->comm_s = t.comm + q.tp_s + gather + pf->step_fixed_s;
     out->step_s = out->compute_s + out->comm_s;
+    out->coll_s = t.comm + q.tp_s + gather;
+    out->opt_s = t.opt;
+    out->data_s = q.data_s;
+    out->fixed_s = pf->step_fixed_s;
     return 0;
 }
 
-// Rank s's passes per micro-batch over its chunks into f, b, w (the simulator's), and into x the
-// communication inside them: the tensor-parallel all-reduces, ZeRO-3's exposed gathers around each
-// forward, recompute and backward. -1 when the profile lacks a collective.
+// Rank s's passes per micro-batch over its chunks into f, b, w (the simulator's), into x the
+// communication inside them (the tensor-parallel all-reduces, ZeRO-3's exposed gathers around each
+// forward, recompute and backward) and into dt the data it makes. -1 when the profile lacks a collective.
 static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, int s, double *f, double *b, double *w,
-                       double *x) {
+                       double *x, double *dt) {
     DpSync d = dp_sync(pf, c, p, s);
     int split = schedule_splits_backward(p->schedule, NULL), z3 = d.t.gathers_around;
     d.t.bytes /= p->V;  // (a chunk's share of the rank's weights and buckets)
@@ -244,6 +249,7 @@ static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, i
         *w += q.w;
         *b += bw + gb;
         *x += q.tp_s + gf + gb;
+        *dt += q.data_s;
     }
     return 0;
 }
@@ -253,8 +259,8 @@ static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, i
 // the same simulation with free messages, the messages' share from the difference.
 static int predict_pipeline(const Profile *pf, const TrainConfig *c, const Plan *p, Prediction *out) {
     int K = p->K, rc = 0;
-    double *f = xcalloc((size_t)K * 4, sizeof(double)), *b = f + K, *w = f + 2 * K, *x = f + 3 * K;
-    for (int s = 0; s < K && !rc; s++) rc = stage_costs(pf, c, p, s, &f[s], &b[s], &w[s], &x[s]);
+    double *f = xcalloc((size_t)K * 5, sizeof(double)), *b = f + K, *w = f + 2 * K, *x = f + 3 * K, *dt = f + 4 * K;
+    for (int s = 0; s < K && !rc; s++) rc = stage_costs(pf, c, p, s, &f[s], &b[s], &w[s], &x[s], &dt[s]);
     double bytes = pipeline_price_message_bytes(p, (double)c->hidden, c->precision);
     int intra = predict_links(pf, p).pp_intra;
     SimSpec spec = {.kind = p->schedule, .K = K, .M = p->M, .v = p->V, .f = f[0], .b = b[0], .w = w[0],
@@ -270,25 +276,36 @@ static int predict_pipeline(const Profile *pf, const TrainConfig *c, const Plan 
             step = r->end[s] + t.comm + t.opt;
             out->compute_s = r->busy[s] + t.opt - p->M * x[s];
             out->comm_s = msgs + t.comm + p->M * x[s] + pf->step_fixed_s;
+            out->msgs_s = msgs;
+            out->coll_s = t.comm + p->M * x[s];
+            out->opt_s = t.opt;
+            out->data_s = p->M * dt[s];
         }
     }
     out->bubble = rc ? 0 : r->bubble;
     out->step_s = step + pf->step_fixed_s;
+    out->fixed_s = pf->step_fixed_s;
     free(f);
     return rc;
 }
 
 // The group size a calibration lacks a collective of: the tensor-parallel group's, else the replicas'.
-static int missing_group(const Profile *pf, const Layout *l) {
-    int T = l->tp;
+static int missing_group(const Profile *pf, const Degrees *d) {
+    int T = d->tp;
     if (T > 1 && (T > COST_MAX_D || !pf->coll[tp_algo(pf, T)][COLL_ALLREDUCE][T].n)) return T;
-    return l->dp;
+    return d->dp;
 }
 
 int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Prediction *out, char *why, size_t n) {
     TrainConfig c = *c0;
     Degrees d;
     layout_apply(l, &c, &d);
+    return predict_config(pf, &c, &d, out, why, n);
+}
+
+int predict_config(const Profile *pf, const TrainConfig *c0, const Degrees *d0, Prediction *out, char *why, size_t n) {
+    TrainConfig c = *c0;
+    Degrees d = *d0;
     memset(out, 0, sizeof *out);
     why[0] = 0;
     if (!pf->has_precision[c.precision]) {
@@ -299,7 +316,7 @@ int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Pred
     MemLayout ml;
     int rc = memory_layout(&c, c.pipe.schedule, &d, &ml, why, n);
     if (rc == 0) {
-        for (int s = 0; s < l->pp; s++)
+        for (int s = 0; s < d.pp; s++)
             if (ml.need[s].total > out->memory) { out->memory = ml.need[s].total; out->worst_stage = s; }
         memory_layout_free(&ml);
         rc = plan_layout(&c, &d, p, why, n);
@@ -309,8 +326,8 @@ int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Pred
         rc = -1, snprintf(why, n, "the profile prices this layout at %g s", out->step_s);
     else if (rc && !why[0])
         snprintf(why, n, "the profile '%s' has no collectives of %d ranks: calibrate on a world of %d or more "
-                 "(mpiexec -n %d micropp plan --calibrate)", pf->file, missing_group(pf, l), l->pp * l->dp * l->tp,
-                 l->pp * l->dp * l->tp);
+                 "(mpiexec -n %d micropp plan --calibrate)", pf->file, missing_group(pf, &d), degrees_world(&d),
+                 degrees_world(&d));
     else if (rc == 0)
         out->samples_s = (double)c.batch / out->step_s;
     free(p);

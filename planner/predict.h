@@ -12,6 +12,10 @@ typedef struct {
     double compute_s;          // the passes of the rank that ends last (its list's busy time)
     double comm_s;             // the step's communication not hidden: pipeline messages on the critical
                                // path, the exposed part of the collectives, the fixed all-reduce
+    double msgs_s, coll_s;     // its parts: the pipeline messages on the critical path; the collectives not
+                               // hidden (the dp sync's and gathers' exposed part, the tp all-reduces)
+    double opt_s, data_s;      // the optimizer; the synthetic rows and labels the rank makes (inside compute)
+    double fixed_s;            // a step's fixed cost (the loss all-reduce, the barrier)
     double bubble;             // the schedule's idle share with the profile's costs, messages free
     double memory;             // bytes of the rank that needs most (memory_rank)
     int worst_stage;           // ... its stage
@@ -33,3 +37,7 @@ Links predict_links(const Profile *pf, const Plan *p);
 // Predicts the step of layout l for the model c (its layers, widths, batch, optimizer) on the profile;
 // 0, or -1 with why the layout cannot run (plan_layout's or the schedule's reason) in why.
 int predict_step(const Profile *pf, const TrainConfig *c, const Layout *l, Prediction *out, char *why, size_t n);
+// The same for a run as its options describe it (`plan --profile/--machine` without --auto, `train --profile`):
+// the degrees d and every option of c as given (schedule, virtual stages, micro-batches, checkpointing,
+// precision, ZeRO, --partition, --placement, --bucket-mb, --allreduce); as predict_step.
+int predict_config(const Profile *pf, const TrainConfig *c, const Degrees *d, Prediction *out, char *why, size_t n);

@@ -10,6 +10,7 @@
 #include "base/ops.h"
 #include "model.h"
 #include "planner/auto.h"
+#include "planner/price.h"
 #include "train/executor.h"
 #include "train/plan.h"
 #include "train/options.h"
@@ -405,6 +406,33 @@ static void test_data_costs(void) {
            why);
 }
 
+// One layout as its options give it (predict_config, `plan --profile` without --auto): the same step as
+// the search's layout, --partition honoured, and the parts adding up to the step.
+static void test_one_layout(void) {
+    Profile pf;
+    fixed_profile(&pf);
+    pf.adam_s = 1e-9;
+    TrainConfig c = small_model();
+    Prediction a, b;
+    char why[512];
+    Layout l = {.pp = 2, .dp = 1, .tp = 1, .schedule = SCHED_1F1B, .v = 1, .M = 4};
+    Degrees d = layout_degrees(&l);
+    c.pipe.schedule = SCHED_1F1B;
+    int rc = predict_step(&pf, &c, &l, &a, why, sizeof why) || predict_config(&pf, &c, &d, &b, why, sizeof why);
+    EXPECT("predict_config_as_search", rc == 0 && a.step_s == b.step_s && a.memory == b.memory, "%s %g %g", why,
+           a.step_s, b.step_s);
+    EXPECT("predict_parts_add_up", fabs(b.compute_s + b.msgs_s + b.coll_s + b.fixed_s + 0.2 * 5 * 96 * A - b.step_s) <
+           1e-9 && b.opt_s > 0, "compute %g msgs %g coll %g fixed %g step %g", b.compute_s, b.msgs_s, b.coll_s,
+           b.fixed_s, b.step_s);
+    // --partition 3,1: stage 0 holds 3 layers (F = 48A, B = 96A a micro-batch of 16 rows), stage 1 one
+    // (F + B = 48A, inside any one of stage 0's passes): stage 0 never waits, 4 x 144A (even: 5 x 96A)
+    snprintf(c.pipe.partition, sizeof c.pipe.partition, "3,1");
+    rc = predict_config(&pf, &c, &d, &b, why, sizeof why);
+    double want = 4 * 144 * A;
+    EXPECT("predict_config_partition", rc == 0 && fabs(b.step_s - b.opt_s - want) < 1e-9, "%s %.9g vs %.9g", why,
+           b.step_s - b.opt_s, want);
+}
+
 int main(void) {
     test_curves();
     test_machine();
@@ -416,5 +444,6 @@ int main(void) {
     test_message_bytes();
     test_links();
     test_data_costs();
+    test_one_layout();
     return unit_failures != 0;
 }
