@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include "comms.h"
 #include "planner/auto.h"
+#include "planner/cache.h"
 #include "planner/calibrate.h"
 #include "planner/memory.h"
 #include "planner/price.h"
@@ -583,9 +584,9 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
     if (!c->inputs) c->inputs = c->hidden;
     parse_tp(pc);
     if (pc->auto_ || pc->calibrate) return;
-    if (seen_set(&pc->seen, "top")) user_error("plan: --top goes with --auto: add --auto, or drop it");
-    if (!pricing && seen_set(&pc->seen, "world"))
-        user_error("plan: --world goes with --auto, or with --profile or --machine (one layout priced): add one");
+    if (seen_set(&pc->seen, "top") || (!pricing && seen_set(&pc->seen, "world")))
+        user_error("plan: --%s goes with --auto%s: add it", seen_set(&pc->seen, "top") ? "top" : "world",
+                   seen_set(&pc->seen, "top") ? "" : ", or with --profile or --machine (one layout priced)");
     if (seen_set(&pc->seen, "out")) user_error("plan: --out names --calibrate's profile: add --calibrate, or drop it");
     if (pc->zero[0] && !pc->dp[0] && !pricing)
         user_error("plan: --zero %s shards over data-parallel replicas: add --dp, e.g. --dp 2,4", pc->zero);
@@ -609,10 +610,9 @@ static void check_auto(const PlanCmd *pc) {
         user_error("plan: --calibrate writes a profile: name it with --out FILE (e.g. --out profile.json)");
     if (pc->auto_ && !pc->world)
         user_error("plan: --auto lays a run out on --world N ranks: give it, e.g. --world 4");
-    if (pc->auto_ && !pc->profile[0] == !pc->machine[0])
-        user_error("plan: --auto needs the costs from one of --profile FILE (written by mpiexec -n %lld micropp plan "
-                   "--calibrate --out FILE) or --machine FILE (configs/machines/)",
-                   (long long)(pc->world ? pc->world : 2));
+    if (pc->auto_ && pc->profile[0] && pc->machine[0])
+        user_error("plan: --auto takes the costs from one of --profile FILE or --machine FILE, not both (neither: "
+                   "this machine is measured once and cached)");
 }
 
 // --calibrate (every rank): the model's layers and this world's links measured, rank 0 writes --out.
@@ -676,7 +676,9 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
 static int plan_auto(PlanCmd *pc, const char *shape) {
     TrainConfig *c = &pc->t;
     Profile *pf = xmalloc(sizeof *pf);
-    char why[PATH_LEN + 400];
+    char why[PATH_LEN + 800];  // (neither --profile nor --machine: this machine's profile, measured once and cached)
+    if (!pc->profile[0] && !pc->machine[0] && cache_profile(c, (int)pc->world, pc->profile, PATH_LEN, why, sizeof why))
+        user_error("plan: --auto: %s", why);
     if (cost_load(pc->profile[0] ? pc->profile : pc->machine, pf, why, sizeof why))
         user_error("plan: --%s %s", pc->profile[0] ? "profile" : "machine", why);
     if (pc->profile[0] && !pf->calibrated)
@@ -714,17 +716,16 @@ static int plan_auto(PlanCmd *pc, const char *shape) {
 static int plan_price(PlanCmd *pc, int argc, char **argv) {
     static const char *const typed[] = {"--partition", "--placement", "--allreduce", "--ddp-sync", "--bucket-mb"};
     TrainConfig *c = &pc->t;
+    Degrees d;
     char extra[2 * PATH_LEN] = "", err[PATH_LEN + 600];
     if (!pc->world) user_error("plan: one layout priced needs its ranks: give --world N, e.g. --world 2");
     if (pc->profile[0] && pc->machine[0]) user_error("plan: --profile and --machine are two costs: give one");
     if (pc->stages[0]) user_error("plan: --stages lists stages for plan's table: one layout takes --pp P");
     if (pc->n_tp > 1) user_error("plan: --tp %s lists several degrees: one layout takes one", pc->tp);
-    Degrees d;
-    const char *lists[3] = {pc->dp, pc->zero, pc->schedule};
+    const char *lists[3] = {pc->dp, pc->zero, pc->schedule};  // (one value each)
     if (price_degrees(c, &pc->seen, (int)pc->world, lists, &d, err, sizeof err)) user_error("plan: %s", err);
     double device = pc->device_memory[0] ? parse_bytes(pc->device_memory) : 0;
-    if (pc->device_memory[0] && device <= 0)
-        user_error("plan: --device-memory '%s' is not a size: write it like 24G", pc->device_memory);
+    if (pc->device_memory[0] && device <= 0) user_error("plan: --device-memory '%s' is not a size", pc->device_memory);
     for (int i = 1; i + 1 < argc && strcmp(argv[i], "--"); i++)
         for (size_t j = 0; j < sizeof typed / sizeof *typed; j++)
             if (!strcmp(argv[i], typed[j]))
@@ -734,7 +735,7 @@ static int plan_price(PlanCmd *pc, int argc, char **argv) {
     PriceAsk ask = {.path = pc->profile[0] ? pc->profile : pc->machine, .measured = pc->profile[0] != 0,
                     .world = (int)pc->world, .device = device, .model_flags = model_flags, .extra = extra};
     if (price_plan(c, &d, &ask, err, sizeof err))
-        user_error("plan: --%s %s", pc->profile[0] ? "profile" : "machine", err);
+        user_error("plan: --%s %s", ask.measured ? "profile" : "machine", err);
     return 0;
 }
 
@@ -791,9 +792,8 @@ int cmd_plan(int argc, char **argv) {
                    pc->device_memory);
     if (t.device < 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
     fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, zs, n_z, pc->ts, pc->n_tp, &t);
-    if (!t.n)
-        user_error("plan: no layout given can run (first: %s): change --stages, --micro-batches or --batch",
-                   t.skipped[0]);
+    if (!t.n) user_error("plan: no layout given can run (first: %s): change --stages, --micro-batches or --batch",
+                         t.skipped[0]);
     if (c->json) print_json(pc, &t); else print_table(pc, &t, shape);
     table_free(&t);
     return 0;

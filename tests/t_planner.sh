@@ -131,6 +131,28 @@ if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qE "^--profile priced pp 1f1b M
 then pass "planner/train --profile prices its layout"
 else fail "planner/train --profile prices its layout" "exit $RC: $(printf '%s' "$OUT$ERR" | tail -3)"; fi
 
+# --- out of the box: plan --auto without costs measures this machine once and caches the profile, keyed by
+# what it depends on; a cached profile of another key is measured again, saying so ---
+export MICROPP_CACHE=$TMP/cache
+run 300 "$MICROPP" plan --auto --world 2 $TINY --top 3
+first=$OUT
+run 60 "$MICROPP" plan --auto --world 2 $TINY --top 3
+cached=$(ls "$TMP"/cache/profile-*.json 2>/dev/null | head -1)
+if printf '%s' "$first" | grep -q "^# costs: none given: measuring this machine once .*cached in $TMP/cache/profile-" &&
+    printf '%s' "$first" | grep -q "^best: mpiexec -n 2 " && [ -n "$cached" ] && grep -q '"cache_key"' "$cached" &&
+    printf '%s' "$OUT" | grep -q "^# costs: this machine's profile, cached in $cached" &&
+    [ "$(printf '%s' "$first" | grep -c '^ ')" = "$(printf '%s' "$OUT" | grep -c '^ ')" ]
+then pass "planner/--auto out of the box, cached"
+else fail "planner/--auto out of the box, cached" "first: $(printf '%s' "$first" | head -2); then: $(printf '%s' "$OUT$ERR" | head -2)"; fi
+if [ -n "$cached" ]; then
+    sed -i 's/"cache_key":"format/"cache_key":"other machine, format/' "$cached"
+    run 300 "$MICROPP" plan --auto --world 2 $TINY --top 3
+    if printf '%s' "$OUT" | grep -q "^# costs: $cached was measured for 'other machine, format.*measuring again" &&
+        grep -q '"cache_key":"format' "$cached"; then pass "planner/a foreign cached profile is measured again"
+    else fail "planner/a foreign cached profile is measured again" "$(printf '%s' "$OUT$ERR" | head -3)"; fi
+fi
+unset MICROPP_CACHE
+
 # --- no drift: a committed profile and a machine file predict what they predicted when recorded ---
 record() {
     "$MICROPP" plan --auto --world 2 --profile configs/profiles/cpu-2ranks.json \
@@ -152,10 +174,13 @@ record > "$TMP/now.txt" 2>&1
 if diff -u tests/expected/planner_auto.txt "$TMP/now.txt" > "$TMP/diff"; then pass "planner/predictions as recorded"
 else fail "planner/predictions as recorded" "$(head -c 600 "$TMP/diff")"; fi
 
-# --- scale on paper: 70B on 1024 GPUs in seconds ---
-t0=$(date +%s.%N)
-run 60 "$MICROPP" plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B --batch 1048576
-dt=$(python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)")
+# --- scale on paper: 70B on 1024 GPUs in seconds (of CPU: the machine is shared, and a load of 40 stretches
+# the 2.5 s of this search past a minute of wall clock) ---
+TIMEFORMAT='%U %S'
+{ time run 300 "$MICROPP" plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B \
+    --batch 1048576; } 2> "$TMP/cpu"
+unset TIMEFORMAT
+dt=$(python3 -c "import sys; print('%.1f' % sum(map(float, open(sys.argv[1]).read().split()[-2:])))" "$TMP/cpu")
 if [ "$RC" -eq 0 ] && python3 -c "import sys; assert float(sys.argv[1]) < 20" "$dt" &&
     printf '%s' "$OUT" | grep -q "^best: mpiexec -n 1024 ./micropp train --layers 65 --hidden 32768"
 then pass "planner/70B on 1024 GPUs in ${dt}s"
@@ -183,8 +208,8 @@ else fail "planner/one rank predicted within 2x here" "predicted '$pred' s, meas
 
 # --- misuse: one line, exit 2 ---
 expect_user_error "planner/--auto needs --world" "--auto lays a run out on --world N" 10 "$MICROPP" plan --auto --profile "$P"
-expect_user_error "planner/--auto needs costs" "needs the costs from one of --profile FILE" 10 \
-    "$MICROPP" plan --auto --world 2
+expect_user_error "planner/--auto without costs, a world larger than here" "would measure this machine, which has" \
+    10 "$MICROPP" plan --auto --world 100000
 expect_user_error "planner/--profile and --machine" "one of --profile FILE" 10 \
     "$MICROPP" plan --auto --world 2 --profile "$P" --machine configs/machines/h100-node.json
 expect_user_error "planner/--profile given a machine file" "is a machine file: give it as --machine" 10 \
