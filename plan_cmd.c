@@ -67,7 +67,7 @@ static const Option extra_options[] = {
      "the smallest P x T that fits is named",
      0},
     {"auto", 0, OPT_BOOL, P(auto_), 0, 0, 0, 0,
-     "predict every layout of --world ranks from --profile or --machine; rank them, print the best's command", 0},
+     "rank every layout of --world ranks by --profile, --machine or (neither) this machine, measured and cached", 0},
     {"world", 0, OPT_INT, P(world), 0, 1, 1 << 20, "N", "--auto, or one layout priced: the ranks (devices)", 0},
     {"profile", 0, OPT_STR, P(profile), 0, 0, 0, "FILE",
      "the costs measured by plan --calibrate; without --auto: the one layout train's options give (--mode, --pp, "
