@@ -52,6 +52,10 @@ int price_layout(const char *path, int measured_only, const TrainConfig *c, cons
         rc = -1, snprintf(err, n, "'%s' is a machine file: a run on this machine is priced by the profile plan "
                           "--calibrate measured here", path);
     else if (cost_fits_model(pf, c, why, sizeof why)) rc = -1, snprintf(err, n, "%s", why);
+    else if (d->manual || c->grad_accum > 1 || c->pipe.schedule_file[0])  // (what predict_config does not model)
+        rc = -1, snprintf(err, n, "prices layouts over ranks, one micro-step a step, from a schedule kind: drop %s, or "
+                          "drop --profile", d->manual ? "--mode manual" : c->grad_accum > 1 ? "--grad-accum" :
+                          "--schedule-file");
     if (source) snprintf(source, sizeof pf->source, "%s", rc ? "" : pf->source);
     memset(k, 0, sizeof *k);
     k->l = layout_of(c, d);

@@ -236,6 +236,8 @@ expect_user_error "planner/train --auto with --mode" "--auto chooses --mode itse
     mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/tiny.json" --mode pp $TINY
 expect_user_error "planner/train --auto with --tp" "--auto chooses --tp itself" 30 \
     mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/tiny.json" --tp 2 $TINY
+expect_user_error "planner/train --profile, what it does not price" "drop --grad-accum, or drop --profile" 30 \
+    "$MICROPP" train --profile "$TMP/tiny.json" $TINY --grad-accum 2
 expect_user_error "planner/plan --profile needs --world" "one layout priced needs its ranks: give --world" 10 \
     "$MICROPP" plan --profile "$P" --config configs/medium.json --mode pp
 expect_user_error "planner/plan --profile with --stages" "one layout takes --pp P" 10 \
