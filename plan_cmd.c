@@ -12,8 +12,10 @@
 #include <cjson/cJSON.h>
 #include "comms.h"
 #include "planner/auto.h"
+#include "planner/cache.h"
 #include "planner/calibrate.h"
 #include "planner/memory.h"
+#include "planner/price.h"
 #include "train/plan.h"
 #include "schedule.h"
 #include "commands.h"
@@ -65,11 +67,13 @@ static const Option extra_options[] = {
      "the smallest P x T that fits is named",
      0},
     {"auto", 0, OPT_BOOL, P(auto_), 0, 0, 0, 0,
-     "predict every layout of --world ranks from --profile or --machine; rank them, print the best's command", 0},
-    {"world", 0, OPT_INT, P(world), 0, 1, 1 << 20, "N", "--auto: the ranks (devices) to lay the run out on", 0},
-    {"profile", 0, OPT_STR, P(profile), 0, 0, 0, "FILE", "--auto: the costs measured by plan --calibrate", 0},
+     "rank every layout of --world ranks by --profile, --machine or (neither) this machine, measured and cached", 0},
+    {"world", 0, OPT_INT, P(world), 0, 1, 1 << 20, "N", "--auto, or one layout priced: the ranks (devices)", 0},
+    {"profile", 0, OPT_STR, P(profile), 0, 0, 0, "FILE",
+     "the costs measured by plan --calibrate; without --auto: the one layout train's options give (--mode, --pp, "
+     "--dp, --tp, --zero, --schedule, --partition, --placement, --bucket-mb, ...) priced, with its parts", 0},
     {"machine", 0, OPT_STR, P(machine), 0, 0, 0, "FILE",
-     "--auto: a machine file's costs instead (configs/machines/h100-node.json)", 0},
+     "a machine file's costs instead (configs/machines/h100-node.json), with --auto or for one layout", 0},
     {"top", 0, OPT_INT, P(top), 0, 1, 1 << 20, "N", "--auto: rows of the ranked table shown", 0},
     {"calibrate", 0, OPT_BOOL, P(calibrate), 0, 0, 0, 0,
      "under mpiexec: time this model's layers, messages and collectives on this world; write --out", 0},
@@ -118,6 +122,13 @@ static void build_tables(void) {
         for (int i = 0; i < k; i++)
             if (!strcmp(all_options[i].name, model_names[j])) help_options[h++] = all_options[i];
     for (int i = 0; i < n_extra; i++) help_options[h++] = extra_options[i];
+}
+
+// The options of a layout that change its price, not its memory: accepted when plan prices one layout.
+static int is_layout_option(const char *name) {
+    static const char *const names[] = {"mode", "pp", "partition", "placement", "allreduce", "ddp-sync"};
+    for (size_t j = 0; j < sizeof names / sizeof *names; j++) if (!strcmp(name, names[j])) return 1;
+    return 0;
 }
 
 static int is_model_option(const char *name) {
@@ -561,8 +572,10 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
             finish(0);
         }
     options_parse("plan", all_options, pc, &pc->seen, argc, argv, usage, examples);
+    int pricing = !pc->auto_ && !pc->calibrate && (pc->profile[0] || pc->machine[0]);
     for (int i = 0; all_options[i].name; i++)
-        if (!is_model_option(all_options[i].name) && seen_typed(&pc->seen, all_options[i].name))
+        if (!is_model_option(all_options[i].name) && !(pricing && is_layout_option(all_options[i].name)) &&
+            seen_typed(&pc->seen, all_options[i].name))
             user_error("plan: --%s changes neither memory nor the bubble: drop it (see 'micropp plan --help')",
                        all_options[i].name);
     TrainConfig *c = &pc->t;
@@ -571,12 +584,11 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
     if (!c->inputs) c->inputs = c->hidden;
     parse_tp(pc);
     if (pc->auto_ || pc->calibrate) return;
-    static const char *const auto_only[] = {"world", "profile", "machine", "top"};
-    for (size_t i = 0; i < sizeof auto_only / sizeof *auto_only; i++)
-        if (seen_set(&pc->seen, auto_only[i]))
-            user_error("plan: --%s goes with --auto: add --auto, or drop it", auto_only[i]);
+    if (seen_set(&pc->seen, "top") || (!pricing && seen_set(&pc->seen, "world")))
+        user_error("plan: --%s goes with --auto%s: add it", seen_set(&pc->seen, "top") ? "top" : "world",
+                   seen_set(&pc->seen, "top") ? "" : ", or with --profile or --machine (one layout priced)");
     if (seen_set(&pc->seen, "out")) user_error("plan: --out names --calibrate's profile: add --calibrate, or drop it");
-    if (pc->zero[0] && !pc->dp[0])
+    if (pc->zero[0] && !pc->dp[0] && !pricing)
         user_error("plan: --zero %s shards over data-parallel replicas: add --dp, e.g. --dp 2,4", pc->zero);
 }
 
@@ -598,10 +610,9 @@ static void check_auto(const PlanCmd *pc) {
         user_error("plan: --calibrate writes a profile: name it with --out FILE (e.g. --out profile.json)");
     if (pc->auto_ && !pc->world)
         user_error("plan: --auto lays a run out on --world N ranks: give it, e.g. --world 4");
-    if (pc->auto_ && !pc->profile[0] == !pc->machine[0])
-        user_error("plan: --auto needs the costs from one of --profile FILE (written by mpiexec -n %lld micropp plan "
-                   "--calibrate --out FILE) or --machine FILE (configs/machines/)",
-                   (long long)(pc->world ? pc->world : 2));
+    if (pc->auto_ && pc->profile[0] && pc->machine[0])
+        user_error("plan: --auto takes the costs from one of --profile FILE or --machine FILE, not both (neither: "
+                   "this machine is measured once and cached)");
 }
 
 // --calibrate (every rank): the model's layers and this world's links measured, rank 0 writes --out.
@@ -665,7 +676,9 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
 static int plan_auto(PlanCmd *pc, const char *shape) {
     TrainConfig *c = &pc->t;
     Profile *pf = xmalloc(sizeof *pf);
-    char why[PATH_LEN + 400];
+    char why[PATH_LEN + 800];  // (neither --profile nor --machine: this machine's profile, measured once and cached)
+    if (!pc->profile[0] && !pc->machine[0] && cache_profile(c, (int)pc->world, pc->profile, PATH_LEN, why, sizeof why))
+        user_error("plan: --auto: %s", why);
     if (cost_load(pc->profile[0] ? pc->profile : pc->machine, pf, why, sizeof why))
         user_error("plan: --%s %s", pc->profile[0] ? "profile" : "machine", why);
     if (pc->profile[0] && !pf->calibrated)
@@ -698,6 +711,34 @@ static int plan_auto(PlanCmd *pc, const char *shape) {
     return 0;
 }
 
+// --profile or --machine without --auto: the layout the options describe on --world ranks, priced; its
+// command carries the options layout_command does not write, as they were typed.
+static int plan_price(PlanCmd *pc, int argc, char **argv) {
+    static const char *const typed[] = {"--partition", "--placement", "--allreduce", "--ddp-sync", "--bucket-mb"};
+    TrainConfig *c = &pc->t;
+    Degrees d;
+    char extra[2 * PATH_LEN] = "", err[PATH_LEN + 600];
+    if (!pc->world) user_error("plan: one layout priced needs its ranks: give --world N, e.g. --world 2");
+    if (pc->profile[0] && pc->machine[0]) user_error("plan: --profile and --machine are two costs: give one");
+    if (pc->stages[0]) user_error("plan: --stages lists stages for plan's table: one layout takes --pp P");
+    if (pc->n_tp > 1) user_error("plan: --tp %s lists several degrees: one layout takes one", pc->tp);
+    const char *lists[3] = {pc->dp, pc->zero, pc->schedule};  // (one value each)
+    if (price_degrees(c, &pc->seen, (int)pc->world, lists, &d, err, sizeof err)) user_error("plan: %s", err);
+    double device = pc->device_memory[0] ? parse_bytes(pc->device_memory) : 0;
+    if (pc->device_memory[0] && device <= 0) user_error("plan: --device-memory '%s' is not a size", pc->device_memory);
+    for (int i = 1; i + 1 < argc && strcmp(argv[i], "--"); i++)
+        for (size_t j = 0; j < sizeof typed / sizeof *typed; j++)
+            if (!strcmp(argv[i], typed[j]))
+                snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " %s %s", argv[i], argv[i + 1]);
+    int model_flags = !c->config[0] || pc->params[0] || seen_typed(&pc->seen, "optimizer");
+    for (size_t i = 1; i < 6; i++) model_flags |= seen_typed(&pc->seen, model_names[i]);  // layers .. batch
+    PriceAsk ask = {.path = pc->profile[0] ? pc->profile : pc->machine, .measured = pc->profile[0] != 0,
+                    .world = (int)pc->world, .device = device, .model_flags = model_flags, .extra = extra};
+    if (price_plan(c, &d, &ask, err, sizeof err))
+        user_error("plan: --%s %s", ask.measured ? "profile" : "machine", err);
+    return 0;
+}
+
 // The --config FILE typed (-c FILE, --config=FILE), for the command --auto prints; "" when none.
 static void config_path(int argc, char **argv, char *out, size_t n) {
     out[0] = 0;
@@ -724,6 +765,7 @@ int cmd_plan(int argc, char **argv) {
     config_path(argc, argv, pc->t.config, sizeof pc->t.config);
     if (pc->calibrate) return plan_calibrate(pc);
     if (pc->auto_) return plan_auto(pc, shape);
+    if (pc->profile[0] || pc->machine[0]) return plan_price(pc, argc, argv);
     TrainConfig *c = &pc->t;
     int kinds[MAX_LIST], ks[MAX_LIST], ds[MAX_LIST], zs[4] = {0}, n_kind, n_k = 0, n_d = 1, n_z = 1;
     char why[PATH_LEN + 160];
@@ -736,6 +778,7 @@ int cmd_plan(int argc, char **argv) {
     else ds[0] = 1;
     if (pc->zero[0]) n_z = parse_zero(pc->zero, zs);
     c->ddp.zero = n_z == 1 ? zs[0] : 0;  // one level: the header names it; several: the column does
+    c->pipe.partition[0] = 0;  // (the table's rows are even partitions of every K)
     Table t = {0};
     t.device = pc->device_memory[0] ? parse_bytes(pc->device_memory) : memory_available();
     if (pc->device_memory[0] && t.device < 0)
@@ -749,9 +792,8 @@ int cmd_plan(int argc, char **argv) {
                    pc->device_memory);
     if (t.device < 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
     fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, zs, n_z, pc->ts, pc->n_tp, &t);
-    if (!t.n)
-        user_error("plan: no layout given can run (first: %s): change --stages, --micro-batches or --batch",
-                   t.skipped[0]);
+    if (!t.n) user_error("plan: no layout given can run (first: %s): change --stages, --micro-batches or --batch",
+                         t.skipped[0]);
     if (c->json) print_json(pc, &t); else print_table(pc, &t, shape);
     table_free(&t);
     return 0;

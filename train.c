@@ -18,6 +18,7 @@
 #include "base/util.h"
 #include "train/verify.h"
 #include "planner/auto.h"
+#include "planner/price.h"
 #include "axes/zero.h"
 #include "train/options.h"
 
@@ -613,8 +614,16 @@ int cmd_train(int argc, char **argv) {
         user_error("%s", err);
     wd_set_timeout(cfg.timeout);
     Run run = {.c = &cfg, .wire.rank = comm_world_rank()}, *r = &run;
-    if (cfg.auto_layout) {  // (the summary reports the prediction beside the measured step)
+    if (!cfg.auto_layout && cfg.profile[0]) {  // the layout as given, priced by the profile
+        double device = 0;
+        char why[PATH_LEN + 600], msg[PATH_LEN + 640];
+        int rc = price_layout(cfg.profile, 1, &cfg, &deg, &device, &pick, NULL, why, sizeof why);
+        snprintf(msg, sizeof msg, "train: --profile %s", why);
+        agree_on_error(rc ? msg : NULL);
+    }
+    if (cfg.auto_layout || cfg.profile[0]) {  // (the summary reports the prediction beside the measured step)
         r->predicted.step_ms = pick.pr.step_s * 1e3;
+        r->predicted.picked = cfg.auto_layout;
         layout_name(&pick.l, r->predicted.layout, sizeof r->predicted.layout);
     }
     const Plan *p = &r->p;

@@ -429,5 +429,5 @@ const PipelinePrice *pipeline_price(SimSpec *spec) {
 
 
 double pipeline_price_message_bytes(const Plan *p, double hidden, int precision) {
-    return p->rows * hidden * (precision == PRECISION_BF16 ? 3 : 4);  // an activation's 4, its gradient's 2 at bf16
+    return p->rows * hidden * (precision == PRECISION_BF16 ? 2 : 4);  // both ways bf16 (stage_wire_floats)
 }

@@ -95,6 +95,6 @@ typedef struct {
     double makespan, free_makespan, bubble, *end, *busy;  // end, busy: [K]
 } PipelinePrice;
 const PipelinePrice *pipeline_price(SimSpec *spec);
-// The bytes of one message priced for a step: rows x H values, an activation's fp32 and its gradient's bf16
-// at bf16 (3 bytes on average), else 4.
+// The bytes of one message priced for a step: rows x H values, 2 bytes each at bf16 (the activation and its
+// gradient both cross the wire as bf16: model.c's stage_wire_floats), else 4.
 double pipeline_price_message_bytes(const Plan *p, double hidden, int precision);

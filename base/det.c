@@ -12,7 +12,8 @@ static float operand(float x, int bf16) { return bf16 ? bf16_round(x) : x; }
 static float *b_rows(int tb, int N, int K, const float *B, int ldb, int bf16) {
     float *b = xmalloc(sizeof(float) * (size_t)K * (size_t)N + sizeof(float));
     for (int k = 0; k < K; k++)
-        for (int n = 0; n < N; n++) b[(size_t)k * N + n] = operand(tb ? B[(size_t)n * ldb + k] : B[(size_t)k * ldb + n], bf16);
+        for (int n = 0; n < N; n++)
+            b[(size_t)k * N + n] = operand(tb ? B[(size_t)n * ldb + k] : B[(size_t)k * ldb + n], bf16);
     return b;
 }
 

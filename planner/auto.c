@@ -156,10 +156,7 @@ static const char *const searched[] = {"mode", "pp", "dp", "tp", "schedule", "sc
 int auto_pick(TrainConfig *c, const OptionsSeen *seen, int world, double device, Candidate *best, char *err,
               size_t n) {
     err[0] = 0;
-    if (!c->auto_layout) {
-        if (seen_typed(seen, "profile")) snprintf(err, n, "train: --profile goes with --auto: add --auto, or drop it");
-        return err[0] ? -1 : 0;
-    }
+    if (!c->auto_layout) return 0;  // (a --profile alone prices the layout as given: price_layout)
     for (size_t i = 0; i < sizeof searched / sizeof *searched; i++)
         if (seen_typed(seen, searched[i])) {
             snprintf(err, n, "train: --auto chooses --%s itself: drop it, or drop --auto to run your layout",
@@ -200,36 +197,39 @@ int auto_pick(TrainConfig *c, const OptionsSeen *seen, int world, double device,
     return rc;
 }
 
+struct cJSON *auto_row_json(const Candidate *k, const char *command) {
+    cJSON *r = cJSON_CreateObject();
+    char name[96], sched[32];
+    cJSON_AddStringToObject(r, "layout", layout_name(&k->l, name, sizeof name));
+    cJSON_AddNumberToObject(r, "pp", k->l.pp);
+    cJSON_AddNumberToObject(r, "dp", k->l.dp);
+    cJSON_AddNumberToObject(r, "tp", k->l.tp);
+    cJSON_AddStringToObject(r, "schedule", k->l.pp > 1 ? choice_name(SCHED_NAMES, k->l.schedule, sched, 32) : "none");
+    cJSON_AddNumberToObject(r, "micro_batches", k->l.M);
+    cJSON_AddNumberToObject(r, "virtual_stages", k->l.v);
+    cJSON_AddNumberToObject(r, "zero", k->l.zero);
+    cJSON_AddBoolToObject(r, "checkpoint_activations", k->l.ckpt);
+    cJSON_AddStringToObject(r, "precision", k->l.precision == PRECISION_BF16 ? "bf16" : "fp32");
+    cJSON_AddNumberToObject(r, "step_s", k->pr.step_s);
+    cJSON_AddNumberToObject(r, "samples_s", k->pr.samples_s);
+    cJSON_AddNumberToObject(r, "memory_bytes", k->pr.memory);
+    cJSON_AddNumberToObject(r, "bubble", k->pr.bubble);
+    cJSON_AddNumberToObject(r, "comm_share", k->pr.comm_s / k->pr.step_s);
+    cJSON_AddBoolToObject(r, "fits", k->fits);
+    cJSON_AddStringToObject(r, "command", command);
+    return r;
+}
+
 struct cJSON *auto_json(const Search *s, const TrainConfig *c, const char *config, int model_flags) {
     cJSON *o = cJSON_CreateObject(), *rows = cJSON_CreateArray();
-    char name[96], sched[32], cmd[2 * PATH_LEN + 400];
+    char cmd[2 * PATH_LEN + 400];
     cJSON_AddNumberToObject(o, "device_bytes", s->device);
     cJSON_AddNumberToObject(o, "tried", s->n_tried);
     cJSON_AddNumberToObject(o, "fit", s->n_fit);
     cJSON_AddNumberToObject(o, "search_s", s->seconds);
     for (int i = 0; i < s->n; i++) {
-        const Candidate *k = &s->c[i];
-        cJSON *r = cJSON_CreateObject();
-        cJSON_AddStringToObject(r, "layout", layout_name(&k->l, name, sizeof name));
-        cJSON_AddNumberToObject(r, "pp", k->l.pp);
-        cJSON_AddNumberToObject(r, "dp", k->l.dp);
-        cJSON_AddNumberToObject(r, "tp", k->l.tp);
-        cJSON_AddStringToObject(r, "schedule",
-                                k->l.pp > 1 ? choice_name(SCHED_NAMES, k->l.schedule, sched, 32) : "none");
-        cJSON_AddNumberToObject(r, "micro_batches", k->l.M);
-        cJSON_AddNumberToObject(r, "virtual_stages", k->l.v);
-        cJSON_AddNumberToObject(r, "zero", k->l.zero);
-        cJSON_AddBoolToObject(r, "checkpoint_activations", k->l.ckpt);
-        cJSON_AddStringToObject(r, "precision", k->l.precision == PRECISION_BF16 ? "bf16" : "fp32");
-        cJSON_AddNumberToObject(r, "step_s", k->pr.step_s);
-        cJSON_AddNumberToObject(r, "samples_s", k->pr.samples_s);
-        cJSON_AddNumberToObject(r, "memory_bytes", k->pr.memory);
-        cJSON_AddNumberToObject(r, "bubble", k->pr.bubble);
-        cJSON_AddNumberToObject(r, "comm_share", k->pr.comm_s / k->pr.step_s);
-        cJSON_AddBoolToObject(r, "fits", k->fits);
-        layout_command(&k->l, c, config, model_flags, cmd, sizeof cmd);
-        cJSON_AddStringToObject(r, "command", cmd);
-        cJSON_AddItemToArray(rows, r);
+        layout_command(&s->c[i].l, c, config, model_flags, cmd, sizeof cmd);
+        cJSON_AddItemToArray(rows, auto_row_json(&s->c[i], cmd));
     }
     cJSON_AddItemToObject(o, "layouts", rows);
     return o;

@@ -35,3 +35,5 @@ int auto_pick(TrainConfig *c, const OptionsSeen *seen, int world, double device,
 // The search as JSON (`plan --auto --json`): every layout that can run, ranked, with its command.
 struct cJSON;
 struct cJSON *auto_json(const Search *s, const TrainConfig *c, const char *config, int model_flags);
+// One row of it: the layout, its prediction and memory, and the command that runs it.
+struct cJSON *auto_row_json(const Candidate *k, const char *command);

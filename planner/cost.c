@@ -61,11 +61,15 @@ double cost_p2p(const Profile *pf, double bytes, int intra) {
 }
 
 // A machine file's collectives are rings over the slowest link: an all-reduce moves 2(D-1)/D of the
-// buffer through every rank's link in 2(D-1) steps, a reduce-scatter or all-gather half of that.
-double cost_collective(const Profile *pf, int op, int algo, int D, double bytes, int intra) {
+// buffer through every rank's link in 2(D-1) steps, a reduce-scatter or all-gather half of that. Across
+// nodes the ring's slowest link is a node's way out: `local` rings side by side, each leaving by its own
+// device's NIC (a group with one member per node has one), at most NVLink's rate inside.
+double cost_collective(const Profile *pf, int op, int algo, int D, double bytes, int local) {
     if (D <= 1) return 0;
     if (pf->calibrated) return D <= COST_MAX_D ? cost_curve_at(&pf->coll[algo][op][D], bytes) : -1;
-    double steps = (op == COLL_ALLREDUCE ? 2.0 : 1.0) * (D - 1), bw = intra ? pf->intra_bw : pf->inter_bw,
+    int intra = local >= D, nics = local < 1 ? 1 : local;
+    double steps = (op == COLL_ALLREDUCE ? 2.0 : 1.0) * (D - 1),
+           bw = intra ? pf->intra_bw : fmin(pf->intra_bw, nics * pf->inter_bw),
            lat = intra ? pf->intra_lat : pf->inter_lat;
     return steps * (lat + bytes / D / bw);
 }
@@ -124,6 +128,7 @@ char *cost_to_json(const Profile *pf) {
     cJSON_AddNumberToObject(o, "classes", pf->classes);
     layers_json(o, pf);
     cJSON_AddNumberToObject(o, "data_s_per_value", pf->data_s_per_value);
+    cJSON_AddNumberToObject(o, "label_s_per_value", pf->label_s_per_value);
     cJSON_AddNumberToObject(o, "adam_s_per_param", pf->adam_s);
     cJSON_AddNumberToObject(o, "sgd_s_per_param", pf->sgd_s);
     cJSON_AddNumberToObject(o, "step_fixed_s", pf->step_fixed_s);
@@ -236,6 +241,9 @@ static int read_profile(Rd *r, const cJSON *o, Profile *pf) {
         read_comm(r, o, pf))
         return -1;
     pf->world = (int)w; pf->threads = (int)t; pf->hidden = (int)h; pf->inputs = (int)in; pf->classes = (int)cl;
+    if (!cJSON_GetObjectItem(o, "label_s_per_value"))  // (older profiles timed the rows and labels together)
+        pf->label_s_per_value = pf->data_s_per_value /= 2;
+    else if (num(r, o, "label_s_per_value", 0, &pf->label_s_per_value)) return -1;
     if (pf->world > 1 && !pf->p2p.n) return bad(r, "a profile of several ranks needs \"p2p\"");
     return 0;
 }
@@ -269,6 +277,10 @@ static int read_machine(Rd *r, const cJSON *o, Profile *pf) {
         num(r, o, "collective_overlap", -1, &pf->machine_overlap) || num(r, o, "step_fixed_s", 0, &pf->step_fixed_s) ||
         read_link(r, o, "intra_node", &pf->intra_bw, &pf->intra_lat) ||
         read_link(r, o, "inter_node", &pf->inter_bw, &pf->inter_lat))
+        return -1;
+    // the host's synthetic rows and labels (optional: 0 when a file leaves them out)
+    if ((cJSON_GetObjectItem(o, "data_s_per_value") && num(r, o, "data_s_per_value", 0, &pf->data_s_per_value)) ||
+        (cJSON_GetObjectItem(o, "label_s_per_value") && num(r, o, "label_s_per_value", 0, &pf->label_s_per_value)))
         return -1;
     if (pf->gemm_efficiency > 1 || pf->machine_overlap > 1)
         return bad(r, "\"gemm_efficiency\" and \"collective_overlap\" are shares: at most 1");

@@ -39,7 +39,8 @@ typedef struct {
     int hidden, inputs, classes;
     int has_precision[COST_PRECISIONS];
     Curve layer[COST_PRECISIONS][LAYER_KINDS][PASSES];
-    double data_s_per_value;   // the first stage's input rows (synthetic data), per value
+    double data_s_per_value;   // the first stage's input rows (synthetic data), per value (rows x inputs)
+    double label_s_per_value;  // the head's labels, per value of the rows they are made from (rows x inputs)
     double adam_s, sgd_s;      // the optimizer step, per parameter
     // communication, calibrated: seconds by bytes; coll[algo][op][D]
     Curve p2p;
@@ -76,9 +77,10 @@ int cost_parse(const char *text, const char *file, Profile *pf, char *why, size_
 double cost_layer(const Profile *pf, int kind, int pass, int precision, double rows, double in, double out);
 // A message of `bytes` between two ranks; intra: on one node (a machine file's links differ).
 double cost_p2p(const Profile *pf, double bytes, int intra);
-// A collective (COLL_*) of `bytes` (the whole buffer) among D ranks by algo (ALLREDUCE_*);
-// intra: the D ranks share a node.
-double cost_collective(const Profile *pf, int op, int algo, int D, double bytes, int intra);
+// A collective (COLL_*) of `bytes` (the whole buffer) among D ranks by algo (ALLREDUCE_*); local: how many
+// of the D share each node (D or more: the group is on one node). A machine file's ring across nodes runs
+// over every NIC the group has on a node (one per device, as NCCL drives a DGX's eight), up to NVLink's rate.
+double cost_collective(const Profile *pf, int op, int algo, int D, double bytes, int local);
 double cost_overlap(const Profile *pf, int algo);
 // The optimizer step over `params` parameters (OPTIM_*).
 double cost_optimizer(const Profile *pf, int optimizer, double params);

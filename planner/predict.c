@@ -73,12 +73,12 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
              choice_name(PRECISION_CHOICES, l->precision, name, sizeof name));
 }
 
-// One virtual stage's passes at `rows` rows: F (with the first stage's input rows), I, W, and the
+// One virtual stage's passes at `rows` rows: F (with the first stage's input rows, the head's labels), I, W, and the
 // full backward B; what checkpointing recomputes (a forward) goes into I and B. With --tp each pass
 // of a split layer is its slice (tp_layer) and the group's all-reduces are in it: after a pair's row
 // layer in F (and the recompute), after a column layer's input gradient in I and B (not the model's
 // first layer's: it computes none). missing: the profile has no all-reduce of T ranks.
-typedef struct { double f, i, w, b, tp_s; int missing; } Passes;
+typedef struct { double f, i, w, b, tp_s, data_s; int missing; } Passes;
 
 // The tensor-parallel group's all-reduce algorithm, as its rules pick it (axes/tensor.c's tensor_price_algo):
 // shm where the profile measured it (a calibration: this machine, the group on one node), else MPI's (a
@@ -92,7 +92,7 @@ static int tp_algo(const Profile *pf, int T) {
 static double tp_allreduce_s(const Profile *pf, int T, double floats) {
     int algo = tp_algo(pf, T);
     if (pf->calibrated && (T > COST_MAX_D || !pf->coll[algo][COLL_ALLREDUCE][T].n)) return -1;
-    return cost_collective(pf, COLL_ALLREDUCE, algo, T, floats * 4, 1);
+    return cost_collective(pf, COLL_ALLREDUCE, algo, T, floats * 4, T);  // (the group is on one node)
 }
 
 // One pass of a layer whose tensor-parallel piece is t (axes/tensor.c's tensor_price) over T ranks: a split
@@ -134,23 +134,33 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
     q.b += ar_b;
     if (ckpt) { q.i += q.f; q.b += q.f; }  // (the recompute repeats the forward's all-reduces)
     q.tp_s = ar_f * (ckpt ? 2 : 1) + ar_b;
-    if (p->lo[vs] == 0) q.f += pf->data_s_per_value * rows * in;
+    if (p->lo[vs] == 0) q.data_s += pf->data_s_per_value * rows * in;  // the first stage makes the input rows,
+    if (vs == p->S - 1) q.data_s += pf->label_s_per_value * rows * in;  // the head their labels (exec_load_inputs)
+    q.f += q.data_s;
     return q;
 }
 
+Links predict_links(const Profile *pf, const Plan *p) {
+    if (pf->calibrated) return (Links){.dp_local = p->D, .pp_intra = 1};
+    int node = pf->devices_per_node, replicas = p->pipelined && p->placement == PLACEMENT_REPLICAS;
+    int dp_stride = replicas || !p->pipelined ? p->T : p->K * p->T, pp_stride = replicas ? p->D * p->T : p->T;
+    int local = node / dp_stride;
+    return (Links){.dp_local = local < 1 ? 1 : local > p->D ? p->D : local,
+                   .pp_intra = !p->pipelined || (double)p->K * pp_stride <= node};
+}
+
 // A collective op over `bytes` in `pieces` equal collectives; -1 when the profile lacks it.
-static double coll(const Profile *pf, int op, int algo, int D, double bytes, double pieces, int intra) {
+static double coll(const Profile *pf, int op, int algo, int D, double bytes, double pieces, int local) {
     if (pf->calibrated && (D > COST_MAX_D || !pf->coll[algo][op][D].n)) return -1;
-    return pieces * cost_collective(pf, op, algo, D, bytes / pieces, intra);
+    return pieces * cost_collective(pf, op, algo, D, bytes / pieces, local);
 }
 
 // A rank's data-parallel traffic (axes/data.c's data_price: its bytes, pieces and collectives), the
 // algorithm train would run (the one asked for, or auto's: shm where the profile measured the collectives
-// the sync runs there, else MPI's) and whether its dp group shares a node (tp innermost: a group of D
-// replicas spans D x T adjacent ranks).
+// the sync runs there, else MPI's) and how many of its dp group share a node (predict_links).
 typedef struct {
     DataTraffic t;
-    int algo, intra;
+    int algo, local;
 } DpSync;
 
 static DpSync dp_sync(const Profile *pf, const TrainConfig *c, const Plan *p, int stage) {
@@ -160,7 +170,7 @@ static DpSync dp_sync(const Profile *pf, const TrainConfig *c, const Plan *p, in
         shm = pf->coll[ALLREDUCE_SHM][COLL_REDUCE_SCATTER][D].n && pf->coll[ALLREDUCE_SHM][COLL_ALLGATHER][D].n;
     else if (shm) shm = pf->coll[ALLREDUCE_SHM][COLL_ALLREDUCE][D].n != 0;
     d.algo = data_price_algo(p, shm);
-    d.intra = pf->calibrated || p->D * p->T <= pf->devices_per_node;
+    d.local = predict_links(pf, p).dp_local;
     return d;
 }
 
@@ -169,7 +179,7 @@ static double overlap(const Profile *pf, int algo) { return fmin(fmax(cost_overl
 // ZeRO-3's all-gathers around one pass of `compute` seconds over a rank's weights (data_price_gathers):
 // the exposed seconds, or -1 when the profile lacks the all-gather.
 static double zero3_gather(const Profile *pf, const Plan *p, const DpSync *d, double compute) {
-    double all = coll(pf, COLL_ALLGATHER, d->algo, p->D, d->t.bytes, d->t.zpieces, d->intra);
+    double all = coll(pf, COLL_ALLGATHER, d->algo, p->D, d->t.bytes, d->t.zpieces, d->local);
     return all < 0 ? -1 : data_price_gathers(&d->t, all, overlap(pf, d->algo), compute);
 }
 
@@ -188,8 +198,8 @@ static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int
     if (p->D == 1) return 0;
     double pieces = d.t.per_backward ? d.t.zpieces : d.t.pieces, window = d.t.per_backward ? all : last;
     double sync =
-        coll(pf, d.t.scatter ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, d.algo, p->D, d.t.bytes, pieces, d.intra);
-    double gather = d.t.gather_after ? coll(pf, COLL_ALLGATHER, d.algo, p->D, d.t.bytes, pieces, d.intra) : 0;
+        coll(pf, d.t.scatter ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, d.algo, p->D, d.t.bytes, pieces, d.local);
+    double gather = d.t.gather_after ? coll(pf, COLL_ALLGATHER, d.algo, p->D, d.t.bytes, pieces, d.local) : 0;
     if (sync < 0 || gather < 0) return -1;
     double ov = d.t.overlapped ? overlap(pf, d.algo) : 0;
     t->comm = data_price_exposed(&d.t, sync, gather, ov, window, backwards);
@@ -211,14 +221,18 @@ static int predict_flat(const Profile *pf, const TrainConfig *c, const Plan *p, 
     out->compute_s = q.f + q.b + t.opt - q.tp_s;
     out->comm_s = t.comm + q.tp_s + gather + pf->step_fixed_s;
     out->step_s = out->compute_s + out->comm_s;
+    out->coll_s = t.comm + q.tp_s + gather;
+    out->opt_s = t.opt;
+    out->data_s = q.data_s;
+    out->fixed_s = pf->step_fixed_s;
     return 0;
 }
 
-// Rank s's passes per micro-batch over its chunks into f, b, w (the simulator's), and into x the
-// communication inside them: the tensor-parallel all-reduces, ZeRO-3's exposed gathers around each
-// forward, recompute and backward. -1 when the profile lacks a collective.
+// Rank s's passes per micro-batch over its chunks into f, b, w (the simulator's), into x the
+// communication inside them (the tensor-parallel all-reduces, ZeRO-3's exposed gathers around each
+// forward, recompute and backward) and into dt the data it makes. -1 when the profile lacks a collective.
 static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, int s, double *f, double *b, double *w,
-                       double *x) {
+                       double *x, double *dt) {
     DpSync d = dp_sync(pf, c, p, s);
     int split = schedule_splits_backward(p->schedule, NULL), z3 = d.t.gathers_around;
     d.t.bytes /= p->V;  // (a chunk's share of the rank's weights and buckets)
@@ -235,6 +249,7 @@ static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, i
         *w += q.w;
         *b += bw + gb;
         *x += q.tp_s + gf + gb;
+        *dt += q.data_s;
     }
     return 0;
 }
@@ -244,42 +259,53 @@ static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, i
 // the same simulation with free messages, the messages' share from the difference.
 static int predict_pipeline(const Profile *pf, const TrainConfig *c, const Plan *p, Prediction *out) {
     int K = p->K, rc = 0;
-    double *f = xcalloc((size_t)K * 4, sizeof(double)), *b = f + K, *w = f + 2 * K, *x = f + 3 * K;
-    for (int s = 0; s < K && !rc; s++) rc = stage_costs(pf, c, p, s, &f[s], &b[s], &w[s], &x[s]);
+    double *f = xcalloc((size_t)K * 5, sizeof(double)), *b = f + K, *w = f + 2 * K, *x = f + 3 * K, *dt = f + 4 * K;
+    for (int s = 0; s < K && !rc; s++) rc = stage_costs(pf, c, p, s, &f[s], &b[s], &w[s], &x[s], &dt[s]);
     double bytes = pipeline_price_message_bytes(p, (double)c->hidden, c->precision);
-    int intra = pf->calibrated || K * p->D * p->T <= pf->devices_per_node;
+    int intra = predict_links(pf, p).pp_intra;
     SimSpec spec = {.kind = p->schedule, .K = K, .M = p->M, .v = p->V, .f = f[0], .b = b[0], .w = w[0],
                     .comm = cost_p2p(pf, bytes, intra), .stage_f = f, .stage_b = b, .stage_w = w, .slices = 1};
     const PipelinePrice *r = rc ? NULL : pipeline_price(&spec);
     rc = rc || r->deadlock ? -1 : 0;
     double step = 0, msgs = rc ? 0 : r->makespan - r->free_makespan;
     for (int s = 0; s < K && !rc; s++) {
-        double last_bw = (b[s] + w[s]) / p->M;  // the rank's last micro-batch's backward, all chunks
+        double last_bw = b[s] + w[s];  // the rank's last micro-batch's backward, all chunks (b, w: one micro-batch's)
         Tail t;
         if (rank_tail(pf, c, p, s, last_bw, p->M * (b[s] + w[s]), p->M, &t)) rc = -1;
         else if (r->end[s] + t.comm + t.opt >= step) {
             step = r->end[s] + t.comm + t.opt;
             out->compute_s = r->busy[s] + t.opt - p->M * x[s];
             out->comm_s = msgs + t.comm + p->M * x[s] + pf->step_fixed_s;
+            out->msgs_s = msgs;
+            out->coll_s = t.comm + p->M * x[s];
+            out->opt_s = t.opt;
+            out->data_s = p->M * dt[s];
         }
     }
     out->bubble = rc ? 0 : r->bubble;
     out->step_s = step + pf->step_fixed_s;
+    out->fixed_s = pf->step_fixed_s;
     free(f);
     return rc;
 }
 
 // The group size a calibration lacks a collective of: the tensor-parallel group's, else the replicas'.
-static int missing_group(const Profile *pf, const Layout *l) {
-    int T = l->tp;
+static int missing_group(const Profile *pf, const Degrees *d) {
+    int T = d->tp;
     if (T > 1 && (T > COST_MAX_D || !pf->coll[tp_algo(pf, T)][COLL_ALLREDUCE][T].n)) return T;
-    return l->dp;
+    return d->dp;
 }
 
 int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Prediction *out, char *why, size_t n) {
     TrainConfig c = *c0;
     Degrees d;
     layout_apply(l, &c, &d);
+    return predict_config(pf, &c, &d, out, why, n);
+}
+
+int predict_config(const Profile *pf, const TrainConfig *c0, const Degrees *d0, Prediction *out, char *why, size_t n) {
+    TrainConfig c = *c0;
+    Degrees d = *d0;
     memset(out, 0, sizeof *out);
     why[0] = 0;
     if (!pf->has_precision[c.precision]) {
@@ -290,7 +316,7 @@ int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Pred
     MemLayout ml;
     int rc = memory_layout(&c, c.pipe.schedule, &d, &ml, why, n);
     if (rc == 0) {
-        for (int s = 0; s < l->pp; s++)
+        for (int s = 0; s < d.pp; s++)
             if (ml.need[s].total > out->memory) { out->memory = ml.need[s].total; out->worst_stage = s; }
         memory_layout_free(&ml);
         rc = plan_layout(&c, &d, p, why, n);
@@ -300,8 +326,8 @@ int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Pred
         rc = -1, snprintf(why, n, "the profile prices this layout at %g s", out->step_s);
     else if (rc && !why[0])
         snprintf(why, n, "the profile '%s' has no collectives of %d ranks: calibrate on a world of %d or more "
-                 "(mpiexec -n %d micropp plan --calibrate)", pf->file, missing_group(pf, l), l->pp * l->dp * l->tp,
-                 l->pp * l->dp * l->tp);
+                 "(mpiexec -n %d micropp plan --calibrate)", pf->file, missing_group(pf, &d), degrees_world(&d),
+                 degrees_world(&d));
     else if (rc == 0)
         out->samples_s = (double)c.batch / out->step_s;
     free(p);

@@ -4,6 +4,7 @@
 // rank from planner/memory.c's one reckoning. `plan --auto` ranks layouts by it (planner/auto.c).
 #pragma once
 #include "planner/cost.h"
+#include "axes/axis.h"
 #include "axes/degrees.h"
 
 typedef struct {
@@ -11,6 +12,10 @@ typedef struct {
     double compute_s;          // the passes of the rank that ends last (its list's busy time)
     double comm_s;             // the step's communication not hidden: pipeline messages on the critical
                                // path, the exposed part of the collectives, the fixed all-reduce
+    double msgs_s, coll_s;     // its parts: the pipeline messages on the critical path; the collectives not
+                               // hidden (the dp sync's and gathers' exposed part, the tp all-reduces)
+    double opt_s, data_s;      // the optimizer; the synthetic rows and labels the rank makes (inside compute)
+    double fixed_s;            // a step's fixed cost (the loss all-reduce, the barrier)
     double bubble;             // the schedule's idle share with the profile's costs, messages free
     double memory;             // bytes of the rank that needs most (memory_rank)
     int worst_stage;           // ... its stage
@@ -23,6 +28,16 @@ void layout_apply(const Layout *l, TrainConfig *c, Degrees *d);
 // The exact command that runs the layout: mpiexec -n N ./micropp train [--config FILE] <the model's
 // options when typed or no config> <the layout's>. model_flags: the model's options written out.
 void layout_command(const Layout *l, const TrainConfig *c, const char *config, int model_flags, char *out, size_t n);
+// Where a layout's groups sit on a machine file's nodes, as train places them (tp innermost, then the
+// stages or the replicas by Plan.placement, --placement auto resolved as train resolves it): how many of
+// a data-parallel group share each node, and whether every pipeline boundary stays inside a node. A
+// calibration's world is one node: everything local.
+typedef struct { int dp_local, pp_intra; } Links;
+Links predict_links(const Profile *pf, const Plan *p);
 // Predicts the step of layout l for the model c (its layers, widths, batch, optimizer) on the profile;
 // 0, or -1 with why the layout cannot run (plan_layout's or the schedule's reason) in why.
 int predict_step(const Profile *pf, const TrainConfig *c, const Layout *l, Prediction *out, char *why, size_t n);
+// The same for a run as its options describe it (`plan --profile/--machine` without --auto, `train --profile`):
+// the degrees d and every option of c as given (schedule, virtual stages, micro-batches, checkpointing,
+// precision, ZeRO, --partition, --placement, --bucket-mb, --allreduce); as predict_step.
+int predict_config(const Profile *pf, const TrainConfig *c, const Degrees *d, Prediction *out, char *why, size_t n);

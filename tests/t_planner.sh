@@ -83,6 +83,76 @@ run 120 mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/tiny.json" $TINY --
 if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qE "^--auto picked $best_name: predicted [0-9.]+ ms a step, measured [0-9.]+ ms"
 then pass "planner/train --auto text"; else fail "planner/train --auto text" "exit $RC: $(printf '%s' "$OUT" | tail -3)"; fi
 
+P="configs/profiles/cpu-2ranks.json"
+# --- one layout priced: plan --profile/--machine without --auto gives each layout the row --auto gives
+# it (every 5th of the ranked table, all families), and the options --auto never searches move the price ---
+price_rows() {  # $1: plan --auto's JSON; $2...: the costs and model options of plan
+    local auto=$1 r=0; shift
+    python3 -c '
+import json, sys
+L = json.load(open(sys.argv[1]))["layouts"]
+for r in L[::5][:12]: print(r["step_s"], r["command"].split(" ./micropp train ", 1)[1])' "$auto" 2>/dev/null |
+    while read -r want flags; do
+        # shellcheck disable=SC2086  # (the command's flags, word-split)
+        got=$("$MICROPP" plan "$@" ${flags//--config*json/} --json 2>&1 | json_get_text '["step_s"]')
+        python3 -c "import sys; assert abs(float(sys.argv[1]) / float(sys.argv[2]) - 1) < 1e-9" "$got" "$want" \
+            2>/dev/null || { echo "$flags: --auto $want s, priced '$got'"; return; }
+        r=$((r + 1))
+    done
+}
+json_get_text() { python3 -c "import json, sys; print(json.load(sys.stdin)$1)" 2>/dev/null; }
+"$MICROPP" plan --auto --world 4 --profile configs/profiles/cpu-4ranks.json --config configs/pipeline.json \
+    --device-memory 8G --json > "$TMP/a4.json" 2>/dev/null
+"$MICROPP" plan --auto --world 64 --machine configs/machines/h100-node.json --params 7B --batch 65536 \
+    --json > "$TMP/a64.json" 2>/dev/null
+bad=$(price_rows "$TMP/a4.json" --world 4 --profile configs/profiles/cpu-4ranks.json --config configs/pipeline.json)
+bad=$bad$(price_rows "$TMP/a64.json" --world 64 --machine configs/machines/h100-node.json)
+n4=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["layouts"]))' "$TMP/a4.json" 2>/dev/null)
+if [ -z "$bad" ] && [ "${n4:-0}" -ge 60 ]; then pass "planner/one layout priced as --auto prices it"
+else fail "planner/one layout priced as --auto prices it" "${bad:-no --auto JSON ($n4 layouts)}"; fi
+M70="--machine configs/machines/h100-node.json --world 1024 --params 70B --batch 1048576 --pp 32 --dp 32"
+M70="$M70 --schedule zb-h2 --micro-batches 64 --zero 1 --precision bf16 --json"
+# shellcheck disable=SC2086
+placed=$("$MICROPP" plan $M70 | json_get_text '["step_s"]')$(printf ' ')$("$MICROPP" plan $M70 --placement stages |
+    json_get_text '["step_s"]')
+# shellcheck disable=SC2086
+parted=$("$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --pp 2 --schedule gpipe --json |
+    json_get_text '["step_s"]')$(printf ' ')$("$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json \
+    --pp 2 --schedule gpipe --partition 10,6 --json | json_get_text '["step_s"]')
+if python3 -c "import sys; a, b, c, d = map(float, sys.argv[1:]); assert b > a and d > c" $placed $parted 2>/dev/null
+then pass "planner/placement and partition priced"
+else fail "planner/placement and partition priced" "70B replicas/stages: '$placed' s; even/10,6: '$parted' s"; fi
+run 60 "$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --dp 2 --zero 1 --bucket-mb 4
+if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qE "^parts \(ms\): compute [0-9.]+ \(of it data [0-9.]+, optimizer" &&
+    printf '%s' "$OUT" | grep -q "^run: mpiexec -n 2 ./micropp train --config configs/medium.json --mode ddp .* --bucket-mb 4$"
+then pass "planner/one layout: parts and command"; else fail "planner/one layout: parts and command" "exit $RC: $OUT$ERR"; fi
+run 120 mpiexec -n 2 "$MICROPP" train --profile "$TMP/tiny.json" $TINY --mode pp --micro-batches 4 --steps 3 --log-every 0
+if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qE "^--profile priced pp 1f1b M=4 fp32: predicted [0-9.]+ ms a step, measured"
+then pass "planner/train --profile prices its layout"
+else fail "planner/train --profile prices its layout" "exit $RC: $(printf '%s' "$OUT$ERR" | tail -3)"; fi
+
+# --- out of the box: plan --auto without costs measures this machine once and caches the profile, keyed by
+# what it depends on; a cached profile of another key is measured again, saying so ---
+export MICROPP_CACHE=$TMP/cache
+run 300 "$MICROPP" plan --auto --world 2 $TINY --top 3
+first=$OUT
+run 60 "$MICROPP" plan --auto --world 2 $TINY --top 3
+cached=$(ls "$TMP"/cache/profile-*.json 2>/dev/null | head -1)
+if printf '%s' "$first" | grep -q "^# costs: none given: measuring this machine once .*cached in $TMP/cache/profile-" &&
+    printf '%s' "$first" | grep -q "^best: mpiexec -n 2 " && [ -n "$cached" ] && grep -q '"cache_key"' "$cached" &&
+    printf '%s' "$OUT" | grep -q "^# costs: this machine's profile, cached in $cached" &&
+    [ "$(printf '%s' "$first" | grep -c '^ ')" = "$(printf '%s' "$OUT" | grep -c '^ ')" ]
+then pass "planner/--auto out of the box, cached"
+else fail "planner/--auto out of the box, cached" "first: $(printf '%s' "$first" | head -2); then: $(printf '%s' "$OUT$ERR" | head -2)"; fi
+if [ -n "$cached" ]; then
+    sed -i 's/"cache_key":"format/"cache_key":"other machine, format/' "$cached"
+    run 300 "$MICROPP" plan --auto --world 2 $TINY --top 3
+    if printf '%s' "$OUT" | grep -q "^# costs: $cached was measured for 'other machine, format.*measuring again" &&
+        grep -q '"cache_key":"format' "$cached"; then pass "planner/a foreign cached profile is measured again"
+    else fail "planner/a foreign cached profile is measured again" "$(printf '%s' "$OUT$ERR" | head -3)"; fi
+fi
+unset MICROPP_CACHE
+
 # --- no drift: a committed profile and a machine file predict what they predicted when recorded ---
 record() {
     "$MICROPP" plan --auto --world 2 --profile configs/profiles/cpu-2ranks.json \
@@ -104,10 +174,13 @@ record > "$TMP/now.txt" 2>&1
 if diff -u tests/expected/planner_auto.txt "$TMP/now.txt" > "$TMP/diff"; then pass "planner/predictions as recorded"
 else fail "planner/predictions as recorded" "$(head -c 600 "$TMP/diff")"; fi
 
-# --- scale on paper: 70B on 1024 GPUs in seconds ---
-t0=$(date +%s.%N)
-run 60 "$MICROPP" plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B --batch 1048576
-dt=$(python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)")
+# --- scale on paper: 70B on 1024 GPUs in seconds (of CPU: the machine is shared, and a load of 40 stretches
+# the 2.5 s of this search past a minute of wall clock) ---
+TIMEFORMAT='%U %S'
+{ time run 300 "$MICROPP" plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B \
+    --batch 1048576; } 2> "$TMP/cpu"
+unset TIMEFORMAT
+dt=$(python3 -c "import sys; print('%.1f' % sum(map(float, open(sys.argv[1]).read().split()[-2:])))" "$TMP/cpu")
 if [ "$RC" -eq 0 ] && python3 -c "import sys; assert float(sys.argv[1]) < 20" "$dt" &&
     printf '%s' "$OUT" | grep -q "^best: mpiexec -n 1024 ./micropp train --layers 65 --hidden 32768"
 then pass "planner/70B on 1024 GPUs in ${dt}s"
@@ -134,10 +207,9 @@ if one_rank || one_rank; then pass "planner/one rank predicted within 2x here"
 else fail "planner/one rank predicted within 2x here" "predicted '$pred' s, measured '$meas' ms (twice; $cmd)"; fi
 
 # --- misuse: one line, exit 2 ---
-P="configs/profiles/cpu-2ranks.json"
 expect_user_error "planner/--auto needs --world" "--auto lays a run out on --world N" 10 "$MICROPP" plan --auto --profile "$P"
-expect_user_error "planner/--auto needs costs" "needs the costs from one of --profile FILE" 10 \
-    "$MICROPP" plan --auto --world 2
+expect_user_error "planner/--auto without costs, a world larger than here" "would measure this machine, which has" \
+    10 "$MICROPP" plan --auto --world 100000
 expect_user_error "planner/--profile and --machine" "one of --profile FILE" 10 \
     "$MICROPP" plan --auto --world 2 --profile "$P" --machine configs/machines/h100-node.json
 expect_user_error "planner/--profile given a machine file" "is a machine file: give it as --machine" 10 \
@@ -164,7 +236,15 @@ expect_user_error "planner/train --auto with --mode" "--auto chooses --mode itse
     mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/tiny.json" --mode pp $TINY
 expect_user_error "planner/train --auto with --tp" "--auto chooses --tp itself" 30 \
     mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/tiny.json" --tp 2 $TINY
-expect_user_error "planner/train --profile without --auto" "--profile goes with --auto" 30 \
-    mpiexec -n 2 "$MICROPP" train --profile "$TMP/tiny.json" $TINY
+expect_user_error "planner/train --profile, what it does not price" "drop --grad-accum, or drop --profile" 30 \
+    "$MICROPP" train --profile "$TMP/tiny.json" $TINY --grad-accum 2
+expect_user_error "planner/plan --profile needs --world" "one layout priced needs its ranks: give --world" 10 \
+    "$MICROPP" plan --profile "$P" --config configs/medium.json --mode pp
+expect_user_error "planner/plan --profile with --stages" "one layout takes --pp P" 10 \
+    "$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --stages 2
+expect_user_error "planner/plan --profile with a list" "--dp '1,2': one layout takes one" 10 \
+    "$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --dp 1,2
+expect_user_error "planner/plan --profile, degrees off the world" "--pp 2 x --dp 2 = 4 ranks, but 2" 10 \
+    "$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --pp 2 --dp 2
 expect_user_error "planner/train --auto, a machine file" "is a machine file: --auto runs on this machine" 30 \
     mpiexec -n 2 "$MICROPP" train --auto --profile configs/machines/h100-node.json $TINY

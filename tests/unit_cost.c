@@ -10,6 +10,8 @@
 #include "base/ops.h"
 #include "model.h"
 #include "planner/auto.h"
+#include "planner/price.h"
+#include "train/executor.h"
 #include "train/plan.h"
 #include "train/options.h"
 
@@ -87,10 +89,15 @@ static void test_machine(void) {
     // 1 row x 4096 x 4096: memory-bound (the weights' bytes at the memory's bandwidth)
     double small = cost_layer(&pf, LAYER_MID, PASS_W, PRECISION_FP32, 1, n, n), wbytes = (n + n * n + n) * 4 / 1e11;
     EXPECT("machine_memory_bound", fabs(small - (wbytes + n * 4 / 1e11 + 2e-6)) < 1e-12, "%g", small);
-    double B = 8e6, ar = cost_collective(&pf, COLL_ALLREDUCE, ALLREDUCE_MPI, 4, B, 1);
+    double B = 8e6, ar = cost_collective(&pf, COLL_ALLREDUCE, ALLREDUCE_MPI, 4, B, 4);
     EXPECT("machine_ring_allreduce", fabs(ar - 6 * (1e-6 + B / 4 / 1e10)) < 1e-15, "%g", ar);
     double rs = cost_collective(&pf, COLL_REDUCE_SCATTER, ALLREDUCE_MPI, 4, B, 0);
     EXPECT("machine_ring_reduce_scatter_inter", fabs(rs - 3 * (1e-5 + B / 4 / 1e9)) < 1e-15, "%g", rs);
+    // across nodes, a ring per member a node holds, each out by its own NIC (1e9), up to NVLink's 1e10
+    rs = cost_collective(&pf, COLL_REDUCE_SCATTER, ALLREDUCE_MPI, 8, B, 4);
+    EXPECT("machine_ring_every_nic", fabs(rs - 7 * (1e-5 + B / 8 / 4e9)) < 1e-15, "%g", rs);
+    rs = cost_collective(&pf, COLL_REDUCE_SCATTER, ALLREDUCE_MPI, 64, B, 16);
+    EXPECT("machine_ring_nics_capped_by_nvlink", fabs(rs - 63 * (1e-5 + B / 64 / 1e10)) < 1e-15, "%g", rs);
     EXPECT("machine_one_rank_free", cost_collective(&pf, COLL_ALLREDUCE, 0, 1, B, 1) == 0, "not 0");
     EXPECT("machine_p2p", fabs(cost_p2p(&pf, 1e6, 0) - (1e-5 + 1e-3)) < 1e-15, "%g", cost_p2p(&pf, 1e6, 0));
     char bad[sizeof machine_json + 16];
@@ -269,6 +276,15 @@ static void test_tp_zero(void) {
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
     want = 5 * 48 * A + 4 * 0.004 / 2 + 0.003;
     EXPECT("predict_hybrid_zero2", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+    // hybrid 2 x 2 without ZeRO: the all-reduce (10 ms) hides, by the overlap share (half), behind the last
+    // micro-batch's backward, one micro-batch's B = 2 layers x 8 rows x 2A = 32 ms: 5 ms exposed (not
+    // behind B / M = 8 ms, which would leave 6 ms)
+    l.zero = 0;
+    pf.coll[ALLREDUCE_SHM][COLL_ALLREDUCE][2] = (Curve){0};  // (MPI's all-reduce, as ddp's auto picks without shm)
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    want = 5 * 48 * A + 0.010 - 0.5 * fmin(0.010, 32 * A);
+    EXPECT("predict_hybrid_ddp_window", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s,
+           want);
 }
 
 // The search on 4 ranks of a profile measured on 4: tp widths within the node, ZeRO levels 0 to 3
@@ -306,6 +322,118 @@ static void test_search_tp_zero(void) {
     auto_free(&s);
 }
 
+// A pipeline message is priced at the bytes the executor sends (train/executor.c's pipe_message_bytes): 4 a
+// value in fp32, 2 in bf16, where both the activation and its gradient cross the wire as bf16.
+static void test_message_bytes(void) {
+    Plan *p = calloc(1, sizeof *p);
+    p->rows = 16;
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        Stage s = {.H = 8, .bf16 = bf16};
+        double priced = pipeline_price_message_bytes(p, 8, bf16 ? PRECISION_BF16 : PRECISION_FP32),
+               sent = pipe_message_bytes(p, &s);
+        EXPECT(bf16 ? "message_bytes_bf16" : "message_bytes_fp32", priced == sent && sent == 16 * 8 * (bf16 ? 2 : 4),
+               "priced %g, sent %g", priced, sent);
+    }
+    free(p);
+}
+
+// Where train puts a layout's groups on a machine file's nodes (4 devices each): tp innermost, then the
+// stages (a replica's pipeline on adjacent ranks) or the replicas; and plan_layout resolves --placement
+// auto as train does, so the planner prices the placement the run will have.
+static void test_links(void) {
+    Profile pf;
+    char why[512];
+    cost_parse(machine_json, "m.json", &pf, why, sizeof why);
+    Plan *p = calloc(1, sizeof *p);
+    *p = (Plan){.pipelined = 1, .K = 2, .D = 8, .T = 2, .placement = PLACEMENT_REPLICAS};
+    Links k = predict_links(&pf, p);  // a stage's 16 ranks span 4 nodes: 2 replicas on each; stages apart
+    EXPECT("links_replicas", k.dp_local == 2 && !k.pp_intra, "dp %d per node, pipeline inside %d", k.dp_local,
+           k.pp_intra);
+    p->placement = PLACEMENT_STAGES;  // a replica's 2 x 2 ranks on one node: 1 replica per node
+    k = predict_links(&pf, p);
+    EXPECT("links_stages", k.dp_local == 1 && k.pp_intra, "dp %d per node, pipeline inside %d", k.dp_local,
+           k.pp_intra);
+    *p = (Plan){.K = 1, .D = 2, .T = 2, .placement = PLACEMENT_STAGES};  // ddp tp2: one node
+    k = predict_links(&pf, p);
+    EXPECT("links_one_node", k.dp_local == 2 && k.pp_intra, "dp %d per node", k.dp_local);
+    TrainConfig c = small_model();
+    Degrees d = {.pp = 2, .dp = 2, .tp = 1};
+    int rc = plan_layout(&c, &d, p, why, sizeof why);
+    EXPECT("plan_layout_places", rc == 0 && p->placement != PLACEMENT_AUTO &&
+           p->placement == (p->dp_bytes > p->pp_bytes ? PLACEMENT_REPLICAS : PLACEMENT_STAGES),
+           "%s placement %d (dp %g, pp %g bytes)", why, p->placement, p->dp_bytes, p->pp_bytes);
+    free(p);
+}
+
+// The synthetic data where train makes it (exec_load_inputs): the input rows on the first stage, their
+// labels on the head; a profile written before the two were timed apart splits its one figure in half;
+// a machine file carries the host's rates.
+static void test_data_costs(void) {
+    Profile pf;
+    fixed_profile(&pf);
+    TrainConfig c = small_model();
+    Prediction pr;
+    char why[512];
+    Layout l = {.pp = 1, .dp = 1, .tp = 1, .v = 1, .M = 1};
+    pf.data_s_per_value = A / 16, pf.label_s_per_value = A / 8;  // 64 rows x 8 inputs: 32A and 64A
+    int rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    double want = 4 * 3 * A * 64 + 32 * A + 64 * A;
+    EXPECT("predict_data_monolith", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+    // 1F1B on 2 stages, 4 micro-batches of 16 rows (F = 32A, B = 64A a stage): stage 0 ends the step, and
+    // its busy time has the rows (16 x 8 x A/16 = 8A a micro-batch) and none of the labels
+    l = (Layout){.pp = 2, .dp = 1, .tp = 1, .schedule = SCHED_1F1B, .v = 1, .M = 4};
+    pf.label_s_per_value = 0;
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("predict_rows_on_first_stage", rc == 0 && fabs(pr.compute_s - 4 * (96 * A + 8 * A)) < 1e-9, "%s %.9g",
+           why, pr.compute_s);
+    pf.data_s_per_value = 0, pf.label_s_per_value = A / 16;
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("predict_labels_on_head", rc == 0 && fabs(pr.compute_s - 4 * 96 * A) < 1e-9 &&
+           fabs(pr.step_s - 5 * 96 * A - 4 * 8 * A) < 1e-9, "%s compute %.9g step %.9g", why, pr.compute_s, pr.step_s);
+    pf.data_s_per_value = 2e-9, pf.label_s_per_value = 0;
+    char *text = cost_to_json(&pf);
+    char *key = strstr(text, "\"label_s_per_value\"");
+    if (key) key[1] = 'X';  // (a profile of before: no such key)
+    Profile old;
+    rc = cost_parse(text, "old.json", &old, why, sizeof why);
+    free(text);
+    EXPECT("profile_without_labels_halves", rc == 0 && old.data_s_per_value == 1e-9 && old.label_s_per_value == 1e-9,
+           "%s %g %g", why, old.data_s_per_value, old.label_s_per_value);
+    char m[sizeof machine_json + 80];
+    snprintf(m, sizeof m, "%.*s, \"data_s_per_value\": 6e-10, \"label_s_per_value\": 6e-9}",
+             (int)strlen(machine_json) - 1, machine_json);
+    rc = cost_parse(m, "m.json", &pf, why, sizeof why);
+    EXPECT("machine_host_data_rates", rc == 0 && pf.data_s_per_value == 6e-10 && pf.label_s_per_value == 6e-9, "%s",
+           why);
+}
+
+// One layout as its options give it (predict_config, `plan --profile` without --auto): the same step as
+// the search's layout, --partition honoured, and the parts adding up to the step.
+static void test_one_layout(void) {
+    Profile pf;
+    fixed_profile(&pf);
+    pf.adam_s = 1e-9;
+    TrainConfig c = small_model();
+    Prediction a, b;
+    char why[512];
+    Layout l = {.pp = 2, .dp = 1, .tp = 1, .schedule = SCHED_1F1B, .v = 1, .M = 4};
+    Degrees d = layout_degrees(&l);
+    c.pipe.schedule = SCHED_1F1B;
+    int rc = predict_step(&pf, &c, &l, &a, why, sizeof why) || predict_config(&pf, &c, &d, &b, why, sizeof why);
+    EXPECT("predict_config_as_search", rc == 0 && a.step_s == b.step_s && a.memory == b.memory, "%s %g %g", why,
+           a.step_s, b.step_s);
+    EXPECT("predict_parts_add_up", fabs(b.compute_s + b.msgs_s + b.coll_s + b.fixed_s + 0.2 * 5 * 96 * A - b.step_s) <
+           1e-9 && b.opt_s > 0, "compute %g msgs %g coll %g fixed %g step %g", b.compute_s, b.msgs_s, b.coll_s,
+           b.fixed_s, b.step_s);
+    // --partition 3,1: stage 0 holds 3 layers (F = 48A, B = 96A a micro-batch of 16 rows), stage 1 one
+    // (F + B = 48A, inside any one of stage 0's passes): stage 0 never waits, 4 x 144A (even: 5 x 96A)
+    snprintf(c.pipe.partition, sizeof c.pipe.partition, "3,1");
+    rc = predict_config(&pf, &c, &d, &b, why, sizeof why);
+    double want = 4 * 144 * A;
+    EXPECT("predict_config_partition", rc == 0 && fabs(b.step_s - b.opt_s - want) < 1e-9, "%s %.9g vs %.9g", why,
+           b.step_s - b.opt_s, want);
+}
+
 int main(void) {
     test_curves();
     test_machine();
@@ -314,5 +442,9 @@ int main(void) {
     test_search();
     test_tp_zero();
     test_search_tp_zero();
+    test_message_bytes();
+    test_links();
+    test_data_costs();
+    test_one_layout();
     return unit_failures != 0;
 }

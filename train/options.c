@@ -123,7 +123,9 @@ const Option train_options[] = {
      0},
     {"auto", 0, OPT_BOOL, T(auto_layout), 0, 0, 0, 0,
      "run the layout micropp plan --auto ranks first for these ranks (with --profile); prints its prediction", 0},
-    {"profile", 0, OPT_STR, T(profile), 0, 0, 0, "FILE", "--auto: the costs measured by micropp plan --calibrate", 0},
+    {"profile", 0, OPT_STR, T(profile), 0, 0, 0, "FILE",
+     "the costs measured by micropp plan --calibrate: --auto picks by them; without --auto the summary prints the "
+     "layout's prediction beside its measured step", 0},
     {"pp", 0, OPT_INT, T(grid.pp), 0, 1, 4096, "P",
      "pipeline stages, a degree: ranks = P x D x T (0: not given, 1; --mode pp: the ranks)", 0},
     {"dp", 0, OPT_INT, T(grid.dp), 0, 1, 1 << 20, "D",

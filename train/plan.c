@@ -387,8 +387,7 @@ int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size
     p->schedule = c->pipe.schedule;
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);
     p->transport_why = "";
-    TrainConfig even = *c;
-    even.pipe.partition[0] = 0;
-    if (tensor_rules(c, p, &e) || pipeline_rules(&even, d, 2147483647LL, p, &e) || rule_batch(c, p, &e)) return -1;
+    if (tensor_rules(c, p, &e) || pipeline_rules(c, d, 2147483647LL, p, &e) || rule_batch(c, p, &e)) return -1;
+    rule_placement(c, p);  // (the planner prices the links of the placement train will choose)
     return 0;
 }

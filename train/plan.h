@@ -19,8 +19,8 @@ int plan_make(const TrainConfig *c, const Degrees *d, const OptionsSeen *seen, c
 int plan_early(const TrainConfig *c, char *err, size_t errlen);
 
 // The layout of the degrees d for `micropp plan` and the planner (no run, no MPI): the grid, the
-// schedule's chunks, the batch cut into micro-batches and an even partition, by the same rules as
-// plan_make but blind to which flags were typed. Returns 0, or -1 with one line in err.
+// schedule's chunks, the batch cut into micro-batches, the partition (--partition's, else even) and the
+// placement, by the same rules as plan_make but blind to which flags were typed. 0, or -1 with one line in err.
 int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size_t errlen);
 
 // The device and transport from what was asked (--device, --transport, --tf32) and what the ranks

@@ -510,7 +510,8 @@ static void summary_text(const Run *r, const Summary *s) {
                c->ckpt.save);
     printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
     if (s->predicted.step_ms > 0)
-        printf("--auto picked %s: predicted %.3f ms a step, measured %.3f ms (%+.0f%%)\n", s->predicted.layout,
+        printf("%s %s: predicted %.3f ms a step, measured %.3f ms (%+.0f%%)\n",
+               s->predicted.picked ? "--auto picked" : "--profile priced", s->predicted.layout,
                s->predicted.step_ms, s->step_ms, 100 * (s->predicted.step_ms - s->step_ms) / s->step_ms);
     if (c->gemm.timing)
         printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", s->gemm_ms,

@@ -92,7 +92,7 @@ void summary_json(const Run *r, const Summary *s) {
     cJSON_AddNumberToObject(o, "step_ms_median", s->step_ms);
     if (s->predicted.step_ms > 0) {
         cJSON_AddNumberToObject(o, "predicted_step_ms", s->predicted.step_ms);
-        cJSON_AddStringToObject(o, "auto_layout", s->predicted.layout);
+        cJSON_AddStringToObject(o, s->predicted.picked ? "auto_layout" : "priced_layout", s->predicted.layout);
     }
     cJSON_AddNumberToObject(o, "samples_per_s", s->samples_s);
     cJSON_AddNumberToObject(o, "gflops", s->gflops);

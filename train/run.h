@@ -77,10 +77,12 @@ typedef struct {
     int best_epoch;
 } Progress;
 
-// --auto: the planner's prediction of the layout it picked, in ms a step, and the layout in words (0: none).
+// The planner's prediction of the layout, in ms a step (0: none), and the layout in words: --auto's pick
+// (picked), or the layout as given, priced by --profile.
 typedef struct {
     double step_ms;
     char layout[96];
+    int picked;
 } AutoPick;
 
 // The run as cmd_train keeps it.

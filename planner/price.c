@@ -1,0 +1,125 @@
+// planner/price.c: one layout priced as its options describe it (planner/price.h): the degrees and every
+// option train takes (schedule, micro-batches, checkpointing, precision, ZeRO, --partition, --placement,
+// --bucket-mb) through predict_config, the same prediction --auto gives the layout when it searches it; the
+// row, its parts and memory for `plan --profile/--machine` without --auto, and for `train --profile`.
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "base/ops.h"
+#include "base/util.h"
+#include "planner/memory.h"
+#include "planner/price.h"
+
+Layout layout_of(const TrainConfig *c, const Degrees *d) {
+    int pipe = d->pp > 1;
+    return (Layout){.pp = d->pp,
+                    .dp = d->dp,
+                    .tp = d->tp,
+                    .zero = d->dp > 1 ? d->zero : 0,
+                    .schedule = pipe ? c->pipe.schedule : SCHED_1F1B,
+                    .v = pipe ? schedule_chunks(c->pipe.schedule, (int)c->pipe.virtual_stages, NULL) : 1,
+                    .M = pipe ? (int)c->pipe.micro_batches : 1,
+                    .ckpt = pipe && c->pipe.checkpoint_activations,
+                    .precision = c->precision};
+}
+
+int price_degrees(TrainConfig *c, const OptionsSeen *seen, int world, const char *const lists[3], Degrees *d,
+                  char *err, size_t n) {
+    static const char *const flag[3] = {"dp", "zero", "schedule"},
+                             *what[3] = {"number of replicas", "ZeRO level, 0 to 3", "schedule of " SCHED_CHOICES};
+    for (int i = 0; i < 3; i++) {
+        int v[2], k = !lists[i][0] ? 0 : i == 2 ? schedule_parse_list(lists[i], v, 2, err, n)
+                                                : parse_int_list(lists[i], v, 2);
+        if (lists[i][0] && (k != 1 || v[0] < (i == 0) || (i == 1 && v[0] > 3)))
+            return snprintf(err, n, "--%s '%s': one layout takes one %s", flag[i], lists[i], what[i]), -1;
+        if (k == 1 && i == 0) c->grid.dp = v[0];
+        if (k == 1 && i == 1) c->ddp.zero = v[0];
+        if (k == 1 && i == 2) c->pipe.schedule = v[0];
+    }
+    if (degrees_resolve(c, seen, world, d, err, n) || degrees_check_flags(d, seen, err, n)) {
+        if (!strncmp(err, "train: ", 7)) memmove(err, err + 7, strlen(err + 7) + 1);
+        return -1;
+    }
+    return 0;
+}
+
+int price_layout(const char *path, int measured_only, const TrainConfig *c, const Degrees *d, double *device,
+                 Candidate *k, char *source, char *err, size_t n) {
+    Profile *pf = xmalloc(sizeof *pf);
+    char why[PATH_LEN + 400];
+    int rc = cost_load(path, pf, why, sizeof why);
+    if (rc) snprintf(err, n, "%s", why);
+    else if (measured_only && !pf->calibrated)
+        rc = -1, snprintf(err, n, "'%s' is a machine file: a run on this machine is priced by the profile plan "
+                          "--calibrate measured here", path);
+    else if (cost_fits_model(pf, c, why, sizeof why)) rc = -1, snprintf(err, n, "%s", why);
+    else if (d->manual || c->grad_accum > 1 || c->pipe.schedule_file[0])  // (what predict_config does not model)
+        rc = -1, snprintf(err, n, "prices layouts over ranks, one micro-step a step, from a schedule kind: drop %s, or "
+                          "drop --profile", d->manual ? "--mode manual" : c->grad_accum > 1 ? "--grad-accum" :
+                          "--schedule-file");
+    if (source) snprintf(source, sizeof pf->source, "%s", rc ? "" : pf->source);
+    memset(k, 0, sizeof *k);
+    k->l = layout_of(c, d);
+    if (!rc && predict_config(pf, c, d, &k->pr, why, sizeof why)) {
+        char name[96];
+        rc = -1, snprintf(err, n, "%s cannot be priced: %s", layout_name(&k->l, name, sizeof name), why);
+    }
+    if (!*device) *device = pf->device_memory;  // (a machine file's device; 0 for a profile)
+    k->fits = !*device || k->pr.memory <= *device;
+    free(pf);
+    return rc;
+}
+
+static void print_parts(const Candidate *k, double device) {
+    const Prediction *p = &k->pr;
+    char b[32], m[32];
+    double idle = p->step_s - p->compute_s - p->msgs_s - p->coll_s - p->fixed_s;
+    printf("parts (ms): compute %.2f (of it data %.2f, optimizer %.2f), idle %.2f, messages %.2f, collectives %.2f, "
+           "fixed %.2f\n", p->compute_s * 1e3, p->data_s * 1e3, p->opt_s * 1e3, (idle > 0 ? idle : 0) * 1e3,
+           p->msgs_s * 1e3, p->coll_s * 1e3, p->fixed_s * 1e3);
+    printf("memory: %s on the rank that needs most (stage %d): %s %s per rank\n",
+           fmt_bytes_binary(p->memory, m, sizeof m), p->worst_stage, k->fits ? "fits" : "does not fit",
+           fmt_bytes_binary(device, b, sizeof b));
+}
+
+static cJSON *parts_json(const Candidate *k, double device, const char *command) {
+    cJSON *o = auto_row_json(k, command), *parts = cJSON_AddObjectToObject(o, "parts_ms");
+    const Prediction *p = &k->pr;
+    double idle = p->step_s - p->compute_s - p->msgs_s - p->coll_s - p->fixed_s;
+    cJSON_AddNumberToObject(parts, "compute", p->compute_s * 1e3);
+    cJSON_AddNumberToObject(parts, "data", p->data_s * 1e3);
+    cJSON_AddNumberToObject(parts, "optimizer", p->opt_s * 1e3);
+    cJSON_AddNumberToObject(parts, "idle", (idle > 0 ? idle : 0) * 1e3);
+    cJSON_AddNumberToObject(parts, "messages", p->msgs_s * 1e3);
+    cJSON_AddNumberToObject(parts, "collectives", p->coll_s * 1e3);
+    cJSON_AddNumberToObject(parts, "fixed", p->fixed_s * 1e3);
+    cJSON_AddNumberToObject(o, "device_bytes", device);
+    cJSON_AddNumberToObject(o, "worst_stage", p->worst_stage);
+    return o;
+}
+
+int price_plan(const TrainConfig *c, const Degrees *d, const PriceAsk *ask, char *err, size_t n) {
+    Candidate k;
+    char source[sizeof ((Profile *)0)->source], cmd[3 * PATH_LEN + 400];
+    double device = ask->device;
+    if (price_layout(ask->path, ask->measured, c, d, &device, &k, source, err, n)) return -1;
+    if (!device) device = memory_available() / (double)ask->world;
+    k.fits = k.pr.memory <= device;
+    layout_command(&k.l, c, c->config, ask->model_flags, cmd, sizeof cmd);
+    snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), "%s", ask->extra);
+    if (c->json) {
+        cJSON *o = parts_json(&k, device, cmd);
+        cJSON_AddNumberToObject(o, "world", ask->world);
+        cJSON_AddStringToObject(o, "costs", source);
+        json_print(o);
+        return 0;
+    }
+    Search s = {.c = &k, .n = 1, .n_fit = k.fits};
+    printf("# micropp plan | %lld layers, hidden %lld, inputs %lld, classes %lld | batch %lld | %d ranks\n",
+           (long long)c->layers, (long long)c->hidden, (long long)(c->inputs ? c->inputs : c->hidden),
+           (long long)c->classes, (long long)c->batch, ask->world);
+    printf("# costs: %s\n", source);
+    auto_print(stdout, &s, 1);
+    print_parts(&k, device);
+    printf("run: %s\n", cmd);
+    return 0;
+}
