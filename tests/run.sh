@@ -41,6 +41,7 @@ start() {
         echo $! > "$RUN/$1.pid"
         wait $!
         rc=$?
+        [ -n "$(tail -c 1 "$RUN/$1.out")" ] && echo >> "$RUN/$1.out"  # (a last line without its newline)
         [ $rc -ne 0 ] && echo "FAIL $t: exited $rc" >> "$RUN/$1.out"
         e=${EPOCHREALTIME/./}
         times > "$RUN/$1.times"  # this shell's, then its children's: "0m1.500s 0m0.200s"

@@ -2,7 +2,8 @@
 # tests/t_run.sh: tests/run.sh itself, on a copy that runs made-up test files: files run side by side
 # (TEST_JOBS), the slowest of the last run first, a file marked "# run.sh: alone" after the others with
 # nothing beside it; each file's output printed whole in name order, a file that exits nonzero counted
-# as a failure, the per-file timings, and last the "N passed, N failed, N skipped" line; NAME filters.
+# as a failure (its last line counted too when it lacks its newline), the per-file timings, and last
+# the "N passed, N failed, N skipped" line; NAME filters.
 source "$(dirname "$0")/lib.sh"
 R=$TMP/repo
 mkdir -p "$R/tests/bin" "$R/tests/expected"
@@ -20,7 +21,7 @@ echo 'PASS a/second line'"
 fake t_b "sleep 1; echo 'start t_b' >> $LOG  # (late: t_c, started with it, logs first)
 $(waits_for t_a)
 echo 'SKIP b/two: why'"
-fake t_c "echo 'start t_c' >> $LOG; echo 'PASS c/one'; echo 'end t_c' >> $LOG; exit 3"
+fake t_c "echo 'start t_c' >> $LOG; echo 'end t_c' >> $LOG; printf 'PASS c/one'; exit 3"  # (no newline)
 fake t_d "# run.sh: alone (the test of alone)
 echo 'start t_d' >> $LOG
 n=\$(grep -c '^end' $LOG); [ \"\$n\" -eq 3 ] && echo 'PASS d/ran after the 3 others' || echo \"FAIL d/ran after the 3 others: \$n ended\""
