@@ -8,7 +8,9 @@
 set -u
 shopt -s nullglob
 cd "$(dirname "$0")/.."
-JOBS=${TEST_JOBS:-3}  # measured on 2 cores: most files are MPI jobs whose ranks wait on each other
+# How many files at a time: on 2 cores, 3 lets one file's waits (watchdog timeouts, FIFOs, sleeps,
+# single-threaded steps) be filled by another's ranks; more only adds ranks spinning in MPI's waits.
+JOBS=${TEST_JOBS:-3}
 # Durations (seconds) of the last run's files, slowest first, to start the slowest first: this
 # machine's own (written by every run; tests/bin is a build output) or, in a fresh clone, the ones
 # recorded in the repository (TIMINGS_RECORD=1 rewrites them from this run).
@@ -93,8 +95,13 @@ wall=$(( (${EPOCHREALTIME/./} - t0) / 1000000 ))
 # The per-file timings, slowest first, so that growth is seen; then kept for the next run's order.
 {
     for i in "${!files[@]}"; do echo "$(cat "$RUN/$i.done") ${files[$i]}"; done | sort -rn > "$RUN/timings"
-    echo "# timings: wall and CPU seconds of each file (${#pool[@]} files $JOBS at a time, ${#alone[@]} alone):"
-    awk '{ printf "#   %7.1f %7.1f  %s\n", $1, $2, $3 }' "$RUN/timings"
+    echo "# timings: wall and CPU seconds of each file (${#pool[@]} files $JOBS at a time, ${#alone[@]} alone)," \
+        "and its wall in the last whole run:"
+    last=/dev/null
+    for f in "$TIMINGS" "$RECORDED"; do [ -r "$f" ] && { last=$f; break; }; done
+    awk 'FILENAME == ARGV[1] { if ($1 !~ /^#/) was[$3] = $1; next }
+         { printf "#   %7.1f %7.1f  %7s  %s\n", $1, $2, ($3 in was) ? sprintf("%.1f", was[$3]) : "-", $3 }' \
+        "$last" "$RUN/timings"
     awk -v w="$wall" '{ c += $2 } END { printf "# all: %d s wall, %.0f s CPU\n", w, c }' "$RUN/timings"
 }
 if [ -z "$only" ] && [ -d tests/bin ]; then

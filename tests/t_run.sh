@@ -47,10 +47,12 @@ PASS d/ran after the 3 others'
     fail "run/each file's output whole, in name order; side by side; alone after the others" "got: $(head -c 400 <<<"$body" | tr '\n' '|')"
 first=$(grep -m1 '^start' "$LOG")
 [ "$first" = "start t_c" ] && pass "run/the slowest of the last run starts first" || fail "run/the slowest of the last run starts first" "$first"
-rows=$(printf '%s\n' "$OUT" | grep -cE '^#  +[0-9]+\.[0-9] +[0-9]+\.[0-9]  tests/t_[abcd]\.sh$')
-if [ "$rows" -eq 4 ] && grep -q '^# all: [0-9]* s wall' <<<"$OUT" && [ "$(grep -c 'tests/t_' "$R/tests/bin/timings.txt")" -eq 4 ]; then
-    pass "run/prints each file's wall and CPU seconds and keeps them for the next run"
-else fail "run/prints each file's wall and CPU seconds and keeps them" "$rows rows: $(grep '^#' <<<"$OUT" | tail -6 | tr '\n' '|')"; fi
+rows=$(printf '%s\n' "$OUT" | grep -E '^#  +[0-9]+\.[0-9] +[0-9]+\.[0-9]  +([0-9]+\.[0-9]|-)  tests/t_[abcd]\.sh$')
+was=$(printf '%s\n' "$rows" | awk '{ print $4 $5 }' | sort | tr '\n' ' ')  # the last run's walls, as recorded
+rows=$(printf '%s\n' "$rows" | grep -c .)
+if [ "$rows" -eq 4 ] && [ "$was" = "-tests/t_d.sh 1.0tests/t_a.sh 2.0tests/t_b.sh 9.0tests/t_c.sh " ] && grep -q '^# all: [0-9]* s wall' <<<"$OUT" && [ "$(grep -c 'tests/t_' "$R/tests/bin/timings.txt")" -eq 4 ]; then
+    pass "run/prints each file's wall and CPU seconds beside its last one, and keeps them for the next run"
+else fail "run/prints each file's wall and CPU seconds and keeps them" "$rows rows, last walls '$was': $(grep '^#' <<<"$OUT" | tail -6 | tr '\n' '|')"; fi
 
 : > "$LOG"
 run 60 bash "$R/tests/run.sh" t_d
