@@ -35,7 +35,7 @@ trap 'exit 130' INT TERM
 # to $RUN/I.out and, once it has ended, "WALL CPU" (seconds: its own clock, and the user + system time
 # of it and its children) to $RUN/I.done.
 start() {
-    local t=${files[$1]} limit=1800 cmd
+    local t=${files[$1]} limit=3600 cmd  # (every command of a file has its own timeout: this is a backstop)
     [[ $t == *.sh ]] && cmd=(bash "$t") || { cmd=("$t"); limit=300; }
     (
         s=${EPOCHREALTIME/./}
