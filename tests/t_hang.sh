@@ -4,6 +4,8 @@
 # SIGSTOP) ends the job within --timeout + 10 s with the watchdog's line and every waiting rank's
 # position; SIGINT/SIGTERM to mpiexec or to one rank end every rank with one line and 130/143, and
 # the checkpoint being written stays loadable.
+# run.sh: alone (jobs signalled 2 s in and ended within seconds: beside other files on 2 cores, a
+# SIGTERM landed before the ranks were up and mpiexec exited 15)
 source "$(dirname "$0")/lib.sh"
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --log-every 0"
 P="--mode pp $A --micro-batches 4"

@@ -7,6 +7,7 @@
 # namespaces joined by a veth pair, Hydra launching into them through tests/netns-launcher.sh; pp,
 # ddp and hybrid --verify over TCP, traffic seen on the veth; a link taken down mid-run is ended by
 # the watchdog.
+# run.sh: alone (six 4-rank runs must each end within 4.5 s, under the finalize backstop's 5 s)
 source "$(dirname "$0")/lib.sh"
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --log-every 0"
 TWO="-launcher fork -hosts nodeA:2,nodeB:2"

@@ -5,10 +5,15 @@
 source "$(dirname "$0")/lib.sh"
 SMALL="--hidden 32 --batch 24 --steps 2 --log-every 0"
 
-# MPI progress while computing (the executor polls its sends between layers)
+# MPI progress while computing (the executor polls its sends between layers). Timed by the clock:
+# beside other jobs a rank may be left unscheduled for a while, so a miss (over 150 ms where a sender
+# that does not poll takes the whole 400 ms) is measured again, up to three times.
 UNIT=$ROOT/${UNIT_DIR:-tests/bin}/unit_schedules
 if [ -x "$UNIT" ]; then
-    run 60 mpiexec -n 2 "$UNIT" --mpi-progress
+    for _ in 1 2 3; do
+        run 60 mpiexec -n 2 "$UNIT" --mpi-progress
+        [ "$RC" -eq 0 ] && grep -q '^PASS ' <<<"$OUT" && break
+    done
     if [ "$RC" -eq 0 ] && grep -q '^PASS ' <<<"$OUT"; then printf '%s\n' "$OUT" | grep -E '^(PASS|FAIL) '
     else fail "comms/progress while computing" "rc $RC: $OUT $(printf '%s' "$ERR" | tail -2)"; fi
 else fail "comms/progress while computing" "$UNIT not built (make test builds it)"; fi
