@@ -62,7 +62,7 @@ static const Option bubble_options[] = {
     {"cost-b", 0, OPT_FLOAT, O(cost_b), 0, -1e300, 1e300, "T", "time of one backward (2x the forward in the papers)",
      0},
     {"cost-w", 0, OPT_FLOAT, O(cost_w), 0, -1e300, 1e300, "T",
-     "of --cost-b, the weight-gradient part W that zb-h1, zb-h2, zb-v, dualpipev defer (0: half)", 0},
+     "of --cost-b, the weight-gradient part W that zb-h1, zb-h2, zb-v, dualpipev, v-half, v-min defer (0: half)", 0},
     {"virtual-stages", 0, OPT_INT, O(virtual_stages), 0, 1, 64, "V", "interleaved, looped-bfs: model chunks per rank",
      0},
     {"cost-comm", 0, OPT_FLOAT, O(cost_comm), 0, -1e300, 1e300, "T",
@@ -414,8 +414,8 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
     if (c->stage_f) print_stage_costs(c);
     else
         printf(
-            "# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-h2, zb-v, dualpipev: I %g + W %g), transfer "
-            "%g (time units)\n",
+            "# micropp bubble | costs: forward %g, backward %g (zb-h1, zb-h2, zb-v, dualpipev, v-half, v-min: I %g + "
+            "W %g), transfer %g (time units)\n",
             c->cost_f, c->cost_b, c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
     printf("# memory: %s\n", mem_units);
     printf("# overlapped: the bubble if steps ran back to back without a barrier (idle / the longest rank span; the "

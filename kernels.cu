@@ -295,6 +295,20 @@ __global__ void k_axpy(float *y, float a, const float *x, size_t n) { GRID_STRID
 
 __global__ void k_scale(float *x, float a, size_t n) { GRID_STRIDE(i, n) x[i] *= a; }
 
+// *out += the sum of x[i]^2: each block sums its share in double, then adds it in (sm_60+ double atomics).
+__global__ void k_sumsq(const float *x, size_t n, double *out) {
+    __shared__ double ls[THREADS];
+    double s = 0.0;
+    GRID_STRIDE(i, n) s += (double)x[i] * x[i];
+    ls[threadIdx.x] = s;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if ((int)threadIdx.x < k) ls[threadIdx.x] += ls[threadIdx.x + k];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(out, ls[0]);
+}
+
 // db[cols] += column sums of dz[rows,cols]. A block owns 32 columns: its 32x32 threads each sum a
 // stride of rows of one column (reads coalesced along the row), then fold the 32 partial sums in
 // shared memory. Deterministic: the same order on every run.
@@ -450,6 +464,15 @@ static void cu_scale(float *x, float a, size_t n) {
     k_scale<<<blocks_for(n), THREADS, 0, g_stream>>>(x, a, n);
     LAUNCH_CHECK(k_scale);
 }
+static double cu_sumsq(const float *x, size_t n) {  // (softmax_xent's result buffer holds the sum)
+    if (!n) return 0.0;
+    CUDA_CHECK(cudaMemsetAsync(g_result_dev, 0, sizeof(Result), g_stream));
+    k_sumsq<<<blocks_for(n), THREADS, 0, g_stream>>>(x, n, &g_result_dev->loss_sum);
+    LAUNCH_CHECK(k_sumsq);
+    CUDA_CHECK(cudaMemcpyAsync(g_result_host, g_result_dev, sizeof(Result), cudaMemcpyDeviceToHost, g_stream));
+    stream_wait("GPU (its queued work, then the gradient norm)");
+    return g_result_host->loss_sum;
+}
 
 // Bytes free on this rank's device now (what train's memory check compares its reckoning with).
 static double cu_memory_free(void) {
@@ -480,7 +503,8 @@ static uint64_t cu_device_key(void) { return g_key; }
 static int check_kernel_image(char *err, size_t errlen) {
     const void *kernels[] = {(const void *)k_to_bf16,   (const void *)k_fill,         (const void *)k_bias_act,
                              (const void *)k_relu_backward, (const void *)k_adam,     (const void *)k_sgd,
-                             (const void *)k_axpy,      (const void *)k_scale,        (const void *)k_bias_grad,
+                             (const void *)k_axpy,      (const void *)k_scale,        (const void *)k_sumsq,
+                             (const void *)k_bias_grad,
                              (const void *)k_softmax_xent, (const void *)k_sum_rows, (const void *)k_pack_bf16,
                              (const void *)k_unpack_bf16};
     cudaFuncAttributes fa;
@@ -577,7 +601,8 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.fill = cu_fill; b.gemm = cu_gemm; b.bias_act = cu_bias_act; b.relu_backward = cu_relu_backward;
     b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent;
     b.softmax_xent_tally = cu_softmax_xent_tally; b.adam = cu_adam; b.sgd = cu_sgd;
-    b.axpy = cu_axpy; b.scale = cu_scale; b.sync = cu_sync; b.stamp = cu_stamp; b.stamps = cu_stamps;
+    b.axpy = cu_axpy; b.scale = cu_scale; b.sumsq = cu_sumsq;
+    b.sync = cu_sync; b.stamp = cu_stamp; b.stamps = cu_stamps;
     b.to_bf16 = cu_to_bf16; b.from_bf16 = cu_from_bf16;
     b.alloc_host = cu_alloc_host; b.free_host = cu_free_host; b.set_tf32 = cu_set_tf32;
     b.set_precision = cu_set_precision;

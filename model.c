@@ -562,6 +562,21 @@ long optimizer_update(const Backend *be, int optimizer, float *p, const float *g
     return be->adam(p, g, m, v, n, a);
 }
 
+double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, int replicated_too) {
+    if (replicated_too || s->tp <= 1) return s->be->sumsq(g, n);
+    double sum = 0;
+    size_t off = 0, to = from + n;
+    for (int j = 0; j <= s->n_layers; j++) {  // [off, own): the part of layer j this rank alone holds
+        int kind = j == s->n_layers ? TP_FULL : s->kind[j];
+        size_t len = stage_layer_len(s, j);
+        size_t own = off + (kind == TP_COL ? len : kind == TP_ROW ? stage_weight_len(s, j) : 0);
+        size_t a = off > from ? off : from, b = own < to ? own : to;
+        if (a < b) sum += s->be->sumsq(g + (a - from), b - a);
+        off += len;
+    }
+    return sum;
+}
+
 long stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t) {
     if (optimizer != OPTIM_SGD && !s->adam_m) {
         s->adam_m = s->be->alloc(s->n_params * sizeof(float));

@@ -218,6 +218,11 @@ void stage_take_loss(Stage *s);
 // t: 1-based step count. Returns the index (in the flat buffer) of the first parameter that is not
 // finite after the update, or -1 (ops.h: the check rides on the update's own pass).
 long stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t);
+// The sum of the squares of g[0, n), the values of the stage's flat gradient at [from, from + n), in
+// double (--clip-grad's norm). Without replicated_too the parts every rank of a tensor-parallel group
+// holds whole (an odd last layer, a row-parallel layer's bias, the head) are left out: the group's rank 0
+// counts them, the others only their own shards, so that the group counts every parameter once.
+double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, int replicated_too);
 // A rank's part of local layer i: the whole tensors Wf [H, fan_in] and bf [H] (host) -> rank t's shard
 // W [out_w, in_w] and b [out_w] (host); unshard writes rank t's part of the whole tensors (replicated parts
 // whole). (The whole stage's tensors and shards are tensor parallelism's: axes/tensor.h.)

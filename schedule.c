@@ -1,12 +1,13 @@
 // schedule.c: the schedule kinds: one const row per kind (schedule_kinds, the table schedule.h
 // describes) and its generator (naive stop-and-wait, GPipe fill-drain, 1F1B, Megatron's interleaved
 // 1F1B for any M, zero-bubble ZB-H1, ZB-H2 and ZB-V, DeepSeek's DualPipeV, PyTorch's looped BFS) as
-// per-rank action lists over a chunk order (which rank holds each chunk), and the discrete-event
-// simulator that runs those very lists against each other.
+// per-rank action lists over a chunk order (which rank holds each chunk; V-Half and V-Min are
+// schedule_v.c's), and the discrete-event simulator that runs those very lists against each other.
 #include <math.h>
 #include <string.h>
 #include "base/config.h"  // choice_name
 #include "schedule.h"
+#include "schedule_v.h"
 #include "base/util.h"
 
 const char *const action_names[ACT_KINDS] = {"F", "B", "SEND_ACT", "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "I", "W"};
@@ -311,6 +312,21 @@ static void looped_bfs(const At *at, int M) {
         for (int mb = M - 1; mb >= 0; mb--) backward(at, c, mb, ACT_BACKWARD);
 }
 
+// V-Half and V-Min: the order of rank s's passes, from their authors' construction (schedule_v.c).
+static void v_passes(const At *at, int M, int half) {
+    static const int kind[VPASSES] = {ACT_FORWARD,        ACT_FORWARD,         ACT_BACKWARD_INPUT,
+                                      ACT_BACKWARD_INPUT, ACT_BACKWARD_WEIGHT, ACT_BACKWARD_WEIGHT};
+    static const int chunk[VPASSES] = {0, 1, 1, 0, 1, 0};
+    int *pass = xmalloc(sizeof(int) * 6 * (size_t)M), *mb = xmalloc(sizeof(int) * 6 * (size_t)M);
+    schedule_v_order(half, at->K, M, at->s, pass, mb);
+    for (int i = 0; i < 6 * M; i++)
+        schedule_push_pass(at->l, CHUNKS_V, at->K, 2, at->s, kind[pass[i]], chunk[pass[i]], mb[i]);
+    free(pass);
+    free(mb);
+}
+static void v_half(const At *at, int M) { v_passes(at, M, 1); }
+static void v_min(const At *at, int M) { v_passes(at, M, 0); }
+
 // The textbook bubbles, idle / makespan (each row below says where its formula holds).
 static double bubble_naive(int K, int M, int v) { (void)M, (void)v; return (double)(K - 1) / K; }
 static double bubble_fill(int K, int M, int v) { (void)v; return (double)(K - 1) / (M + K - 1); }
@@ -356,6 +372,11 @@ static const ScheduleKind schedule_kinds[SCHED_KINDS] = {
     // at each turn of the loop. With one chunk it is gpipe (its backwards reversed).
     [SCHED_LOOPED_BFS] = {.name = "looped-bfs", .chunks = CHUNKS_OPTION, .least_chunks = 2, .one_chunk = "gpipe",
                           .generate = looped_bfs, .bubble = bubble_loop, .holds.m_per_k = 1},
+    // v-half and v-min (Qi et al., arXiv:2405.15362; schedule_v.c): zb-v's V at about 1/2 and 1/3 of 1F1B's
+    // activation memory, a repeating pattern whose warm-up and cool-down are squeezed within its memory; no
+    // closed form (the simulator's figure). Any M: the pattern is built for M micro-batches.
+    [SCHED_VHALF] = {.name = "v-half", .chunks = 2, .chunk_order = CHUNKS_V, .split = 1, .generate = v_half},
+    [SCHED_VMIN] = {.name = "v-min", .chunks = 2, .chunk_order = CHUNKS_V, .split = 1, .generate = v_min},
     // zb-auto: the lists of its search (schedule_auto.c), one chunk, split backwards; no formula.
     [SCHED_ZBAUTO] = {.name = "zb-auto", .chunks = 1, .split = 1},
     // a schedule file: its chunks, chunk order and split are the file's; no formula.

@@ -3,8 +3,8 @@
 // ranks' lists against each other with costs, which yields the bubble, the peak number of
 // micro-batches in flight, a Gantt chart, and a proof that the schedule cannot deadlock.
 //
-// Virtual stages. A rank holds v model chunks (its kind's row says how many: 1 for most, 2 for zb-v
-// and dualpipev, --virtual-stages for interleaved and looped-bfs): the K*v chunks in pipeline
+// Virtual stages. A rank holds v model chunks (its kind's row says how many: 1 for most, 2 for zb-v,
+// dualpipev, v-half and v-min, --virtual-stages for interleaved and looped-bfs): the K*v chunks in pipeline
 // order are the virtual stages; activations flow vs -> vs+1, gradients vs+1 -> vs. Which rank holds which virtual
 // stage is part of the schedule (its chunk order, below): the loop of interleaving puts chunk c of
 // rank s at vs = c*K + s (rank s holds s, s+K, ...); the V of zb-v and dualpipev folds the pipeline
@@ -28,12 +28,14 @@ enum {
     SCHED_DUALPIPEV,
     SCHED_ZBH2,
     SCHED_LOOPED_BFS,
+    SCHED_VHALF,
+    SCHED_VMIN,
     SCHED_ZBAUTO,
     SCHED_FILE,
     SCHED_KINDS
 };
 // The option's choice list (tests/unit_schedules.c checks it against the table's names).
-#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2|looped-bfs|zb-auto"
+#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2|looped-bfs|v-half|v-min|zb-auto"
 #define SCHED_NAMES SCHED_CHOICES "|file"
 
 // The chunk order. CHUNKS_LOOP: chunk c of rank s is vs = c*K + s. CHUNKS_V: even chunks

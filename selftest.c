@@ -128,6 +128,11 @@ static void naive_axpy(float *y, float a, const float *x, size_t n) {
 static void naive_scale(float *x, float a, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] * a);
 }
+static double naive_sumsq(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = n; i-- > 0;) s += (double)x[i] * x[i];  // (the other order: a sum the backend did not take)
+    return s;
+}
 static void naive_fill(float *x, float v, size_t n) { for (size_t i = 0; i < n; i++) x[i] = v; }
 static void naive_describe(char *out, size_t n) { snprintf(out, n, "naive loops in double precision"); }
 
@@ -172,7 +177,7 @@ static Backend naive_backend(void) {
     b.gemm = naive_gemm; b.bias_act = naive_bias_act; b.relu_backward = naive_relu_backward;
     b.bias_grad = naive_bias_grad; b.softmax_xent = naive_softmax_xent; b.adam = naive_adam;
     b.softmax_xent_tally = naive_softmax_xent_tally;
-    b.sgd = naive_sgd; b.axpy = naive_axpy; b.scale = naive_scale; b.fill = naive_fill;
+    b.sgd = naive_sgd; b.axpy = naive_axpy; b.scale = naive_scale; b.sumsq = naive_sumsq; b.fill = naive_fill;
     b.describe = naive_describe;
     return b;
 }
@@ -322,7 +327,7 @@ static void test_elementwise(Test *t) {
     snprintf(shape, sizeof shape, "%dx%d", rows, cols);
     float *y = rnd(t, 80, n, -1, 1), *b = rnd(t, 81, (size_t)cols, -0.5f, 0.5f), *dy = rnd(t, 82, n, -1, 1);
     float *db0 = rnd(t, 83, (size_t)cols, -1, 1);
-    float *out[2][6];
+    float *out[2][6], sumsq[2];
     for (int k = 0; k < 2; k++) {
         const Backend *be = k ? t->ref : t->dut;
         float *dY = up(be, y, n), *dB = up(be, b, (size_t)cols), *dDY = up(be, dy, n),
@@ -341,6 +346,7 @@ static void test_elementwise(Test *t) {
         be->axpy(dY2, -0.75f, dY, n);
         be->scale(dY2, 1.5f, n);
         out[k][5] = down(be, dY2, n);
+        sumsq[k] = (float)be->sumsq(dY2, n);
         be->free(dY); be->free(dB); be->free(dDY); be->free(dZ); be->free(dY2); be->free(dDB);
     }
     report(t, "bias_act (ReLU)", shape, out[0][0], out[1][0], n, 1e-6);
@@ -349,6 +355,7 @@ static void test_elementwise(Test *t) {
     report(t, "relu_backward (in place)", shape, out[0][3], out[1][3], n, 1e-6);
     report(t, "bias_grad (+= column sums)", shape, out[0][4], out[1][4], (size_t)cols, 1e-5);
     report(t, "axpy then scale", shape, out[0][5], out[1][5], n, 1e-6);
+    report(t, "sumsq (the sum of squares)", shape, &sumsq[0], &sumsq[1], 1, 1e-6);
     for (int k = 0; k < 2; k++) for (int i = 0; i < 6; i++) free(out[k][i]);
     free(y); free(b); free(dy); free(db0);
 }

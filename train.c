@@ -259,9 +259,10 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
 
 // The loss lives on the head's stage; every rank learns the global batch's (and so decides alike on NaN).
 // The same all-reduce carries how many ranks' last update left a parameter non-finite (note_nonfinite):
-// if any, every rank ends with the lowest such rank's message (exit 1).
-static double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *m, int step) {
-    double v[4] = {0, 0, 0, g->bad_update[0] ? 1 : 0}, t0 = m->step_start[step];
+// if any, every rank ends with the lowest such rank's message (exit 1); and with --clip-grad each rank's
+// sum of the squares of its gradients (grad_sumsq), whose total is the global norm's square.
+static double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *m, int step, double sumsq) {
+    double v[5] = {0, 0, 0, g->bad_update[0] ? 1 : 0, sumsq}, t0 = m->step_start[step];
     if (model->head) {
         v[0] = model->head->loss.sum;
         v[1] = model->head->loss.rows;
@@ -271,11 +272,42 @@ static double step_loss(const Plan *p, const Model *model, const Progress *g, Me
     if (p->distributed) {
         wd_phase("the loss all-reduce", step + 1);
         double ta = now_sec();
-        comm_allreduce_sum_double(v, 4, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(v, 5, MPI_COMM_WORLD);
         measure_record(m, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
         if (v[3] > 0) agree_on_failure(g->bad_update);
     }
+    m->grad_norm[step] = sqrt(v[4]);
     return m->loss[step] = v[0] / v[1];
+}
+
+// --clip-grad: the squares of the gradients this rank holds, every parameter counted once over the
+// world: each local stage's (data parallelism: replica 0's whole copy, or this rank's ZeRO shards;
+// tensor parallelism: the parts its group holds whole counted on the group's rank 0 alone).
+static double grad_sumsq(const Wire *w, Model *model) {
+    int replicated_too = w->comm.tp_rank == 0;
+    double sum = 0;
+    for (int k = 0; k < model->n_local; k++) {
+        Stage *s = &model->local[k];
+        sum += model->n_sync ? gradsync_grad_sumsq(&model->sync[k], replicated_too)
+                             : stage_grad_sumsq(s, s->grads, 0, s->n_params, replicated_too);
+    }
+    return sum;
+}
+
+// --clip-grad NORM: every gradient scaled by NORM / (norm + 1e-6) when that is below 1, as PyTorch's
+// clip_grad_norm_ does (a non-finite norm scales nothing: the update then reports the non-finite values).
+static void clip_gradients(Run *r, int step) {
+    Model *model = &r->model;
+    double coef = r->c->guard.clip_grad / (r->m.grad_norm[step] + 1e-6);
+    r->m.clip_scale[step] = 1;
+    if (!(coef < 1)) return;
+    float a = (float)coef;
+    r->m.clip_scale[step] = a;
+    for (int k = 0; k < model->n_local; k++) {
+        Stage *s = &model->local[k];
+        if (model->n_sync) gradsync_grad_scale(&model->sync[k], a);
+        else s->be->scale(s->grads, a, s->n_params);
+    }
 }
 
 // A diverged run ends (exit 1) instead of saving and reporting garbage: the loss has stayed above
@@ -283,7 +315,7 @@ static double step_loss(const Plan *p, const Model *model, const Progress *g, Me
 // Every rank knows the global loss, so every rank decides alike.
 #define DIVERGE_STEPS 3
 static void check_divergence(const TrainConfig *c, Progress *g, const Measure *m, int step, double loss) {
-    double f = c->diverge_factor, first = m->loss[g->start];
+    double f = c->guard.diverge_factor, first = m->loss[g->start];
     if (f <= 0 || !(first > 0)) return;
     g->diverged_steps = loss > f * first ? g->diverged_steps + 1 : 0;
     if (g->diverged_steps >= DIVERGE_STEPS)
@@ -326,6 +358,7 @@ static void step_update(Run *r, int step) {
     wd_phase("the optimizer step", step + 1);
     float lr = (float)lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, r->p.steps), wd = (float)c->weight_decay;
     if (fault_due(FAULT_NANGRAD, step + 1)) inject_nan_gradient(model);
+    if (c->guard.clip_grad > 0) clip_gradients(r, step);
     for (int k = 0; k < model->n_local; k++) {  // data parallelism: the stage's sync steps it (ZeRO-1: its shards)
         long bad = model->n_sync ? gradsync_optimizer_step(&model->sync[k], c->optimizer, lr, wd, step + 1)
                                  : stage_optimizer_step(&model->local[k], c->optimizer, lr, wd, step + 1);
@@ -391,15 +424,21 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     int saving = c->ckpt.save[0] && !c->ckpt.save_best &&
                  ((c->ckpt.save_every && (step + 1) % c->ckpt.save_every == 0) || step + 1 == steps);
     if (logged || saving) live_clear(&r->live);  // (before any line of this step)
-    if (verbose && logged)
-        printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s\n", step + 1, steps, loss,
-               r->m.step_s[step] * 1e3, samples_s / 1e3);
+    if (verbose && logged) {
+        printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s", step + 1, steps, loss, r->m.step_s[step] * 1e3,
+               samples_s / 1e3);
+        if (c->guard.clip_grad > 0)
+            printf(" | grad norm %.4g%s", r->m.grad_norm[step], r->m.clip_scale[step] < 1 ? " (clipped)" : "");
+        printf("\n");
+    }
     int every = (int)c->observe.metrics_every;  // --metrics: every step unless thinned, whatever the console shows
     int metered = every && ((step + 1) % every == 0 || step == r->progress.start || step == steps - 1);
     if (metered && c->observe.metrics[0]) {  // (the same decision on every rank: step_bubble is collective)
         double lr = lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, r->p.steps);
         double bubble = r->p.pipelined ? step_bubble(&r->p, &r->m, step) : NAN;
-        metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble);
+        double norm = c->guard.clip_grad > 0 ? r->m.grad_norm[step] : NAN;
+        metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble, norm,
+                     r->m.clip_scale[step] < 1);
     }
     if (!saving) return;
     if (r->p.distributed) agree_on_failure(r->progress.bad_update);  // never save a state that went non-finite
@@ -523,7 +562,8 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         r->m.tp_s += r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
         r->m.tp_floats += r->wire.tp.floats - before.floats;
         r->m.tp_calls += r->wire.tp.calls - before.calls;
-        double loss = step_loss(p, &r->model, g, &r->m, step);
+        double sumsq = c->guard.clip_grad > 0 ? grad_sumsq(&r->wire, &r->model) : 0;
+        double loss = step_loss(p, &r->model, g, &r->m, step, sumsq);
         if (step == 0 && c->verify) *v = verify_step(c, p, &r->model, &r->exec, loss);
         if (!isfinite(loss))
             run_failed("train: the loss became %s at step %d: lower --lr (now %g) and check the data",

@@ -198,6 +198,26 @@ long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int
     return stage_optimizer_step(g->s, optimizer, lr, wd, t);
 }
 
+double gradsync_grad_sumsq(GradSync *g, int replicated_too) {
+    Stage *s = g->s;
+    if (!g->sharded) return g->comm->replica ? 0 : stage_grad_sumsq(s, s->grads, 0, s->n_params, replicated_too);
+    double sum = 0;
+    for (int i = 0; i < g->nb; i++) {
+        const Bucket *b = &g->b[i];
+        sum += stage_grad_sumsq(s, g->sharded->grad_shard(g, i), b->off + b->shard_off, b->shard_n, replicated_too);
+    }
+    return sum;
+}
+
+void gradsync_grad_scale(GradSync *g, float a) {
+    Stage *s = g->s;
+    if (!g->sharded) {
+        s->be->scale(s->grads, a, s->n_params);
+        return;
+    }
+    for (int i = 0; i < g->nb; i++) s->be->scale(g->sharded->grad_shard(g, i), a, g->b[i].shard_n);
+}
+
 void gradsync_gather_grads(GradSync *g) {
     if (g->sharded) g->sharded->gather_grads(g);
 }

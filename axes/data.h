@@ -29,6 +29,7 @@ typedef struct {
     void (*finish)(struct GradSync *g);
     long (*optimizer_step)(struct GradSync *g, int optimizer, float lr, float wd, int t);
     void (*gather_grads)(struct GradSync *g);
+    float *(*grad_shard)(struct GradSync *g, int bucket);  // where this rank's shard of the bucket's gradient lies
     void (*free)(struct GradSync *g);
     void (*unshard)(struct GradSync *g);  // the whole moments (ZeRO-3: and parameters) into the stage, and back
     void (*reshard)(struct GradSync *g);
@@ -75,6 +76,12 @@ void gradsync_finish(GradSync *g);
 long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t);
 // ZeRO only, for --verify: the averaged gradient made whole in the stage's buffer.
 void gradsync_gather_grads(GradSync *g);
+// --clip-grad, after gradsync_finish: the sum of the squares of the gradient this rank holds for the stage
+// (the whole of it on replica 0 alone, every replica holding the same; with ZeRO this rank's shards), the
+// parts a tensor-parallel group holds whole on every rank counted only when replicated_too (stage_grad_sumsq);
+// and that gradient scaled by a (every replica scales its own copy, ZeRO its shards).
+double gradsync_grad_sumsq(GradSync *g, int replicated_too);
+void gradsync_grad_scale(GradSync *g, float a);
 // Checkpoints of sharded runs are the unsharded files: before a save (and around a resume) the
 // sharded state is made whole in the stage (s->adam_m, s->adam_v; ZeRO-3: s->params), and afterwards
 // cut back into this rank's shards, the whole copies freed. Nothing without ZeRO. Collective over dp.

@@ -234,6 +234,13 @@ static void zero_finish(GradSync *g) {
 
 // ---- the optimizer step of this rank's shards, every level ----
 
+// Bucket i's shard of the averaged gradient: in the stage's buffer (1, summed there by the reduce-scatter)
+// or in the gradient shard (2, 3).
+static float *zero_grad_shard(GradSync *g, int i) {
+    const Bucket *b = &g->b[i];
+    return zero_of(g)->level >= 2 ? zero_of(g)->gshard + b->moment_off : g->s->grads + b->off + b->shard_off;
+}
+
 // ZeRO-1, 2: the updated weights all-gathered, bucket by bucket (naive: one at a time, blocking; else all
 // in flight together, then waited for). ZeRO-1's spans are not drawn (kind 0), ZeRO-2's are.
 static void gather_weights(Zero *z) {
@@ -273,7 +280,7 @@ static long zero_optimizer_step(GradSync *g, int optimizer, float lr, float wd, 
         Bucket *b = &g->b[i];
         size_t o = b->off + b->shard_off;
         float *p = z->level >= 3 ? z->pshard + b->moment_off : s->params + o;
-        const float *grad = z->level >= 2 ? z->gshard + b->moment_off : s->grads + o;
+        const float *grad = zero_grad_shard(g, i);
         long at = optimizer_update(s->be, optimizer, p, grad, g->m ? g->m + b->moment_off : NULL,
                                    g->v ? g->v + b->moment_off : NULL, b->shard_n, lr, wd, t);
         if (at >= 0 && bad < 0) bad = (long)o + at;
@@ -352,9 +359,9 @@ static void zero_reshard(GradSync *g) {
 // ---- set-up ----
 
 // ZeRO-1 keeps the sync's own step (the bucketed hooks, reduce-scattering in place); 2 and 3 take it over.
-static const ShardOps ops1 = {NULL,      NULL,         zero_optimizer_step, zero_gather_grads,
+static const ShardOps ops1 = {NULL,      NULL,         zero_optimizer_step, zero_gather_grads, zero_grad_shard,
                               zero_free, zero_unshard, zero_reshard};
-static const ShardOps ops = {zero_begin_step, zero_finish,  zero_optimizer_step, zero_gather_grads,
+static const ShardOps ops = {zero_begin_step, zero_finish,  zero_optimizer_step, zero_gather_grads, zero_grad_shard,
                              zero_free,       zero_unshard, zero_reshard};
 
 // Each bucket's shard on this rank (comm_shard's cut over the replicas), and where its moments start.

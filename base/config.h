@@ -73,7 +73,10 @@ typedef struct {
     int64_t epochs;          // real data: passes over the training set (0: --steps counts instead)
     double lr;
     double weight_decay;     // decoupled (AdamW, PyTorch semantics); 0 = none
-    double diverge_factor;   // end the run when the loss stays above this x the first loss (0: never)
+    struct {                 // what guards the steps (train.c)
+        double diverge_factor;  // end the run when the loss stays above this x the first loss (0: never)
+        double clip_grad;       // --clip-grad: the gradients' global L2 norm clipped to this (0: no clipping)
+    } guard;
     int lr_schedule;         // LR_* (model.h): constant or cosine
     int64_t warmup_steps;    // linear warm-up from lr/warmup to lr
     int optimizer;           // OPTIM_* (model.h)

@@ -62,6 +62,7 @@ typedef struct Backend {
     long (*sgd)(float *p, const float *g, size_t n, float lr);
     void (*axpy)(float *y, float a, const float *x, size_t n);  // y += a * x
     void (*scale)(float *x, float a, size_t n);                 // x *= a
+    double (*sumsq)(const float *x, size_t n);  // the sum of x[i]^2, accumulated in double (--clip-grad's norm)
     // n values rounded to bf16 (bf16_from_f32) and back (exact): bf16 stashes and messages.
     void (*to_bf16)(uint16_t *dst, const float *src, size_t n);
     void (*from_bf16)(float *dst, const uint16_t *src, size_t n);

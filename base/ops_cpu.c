@@ -117,6 +117,11 @@ static void cpu_axpy(float *y, float a, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = axpy_f(y[i], a, x[i]);
 }
 static void cpu_scale(float *x, float a, size_t n) { for (size_t i = 0; i < n; i++) x[i] *= a; }
+static double cpu_sumsq(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
 static void cpu_sync(void) {}
 static void cpu_set_tf32(int on) { CHECK(!on, "TF32 asked of the cpu backend (validation should have refused it)"); }
 static void cpu_describe(char *out, size_t n) { snprintf(out, n, "cpu"); }
@@ -149,7 +154,8 @@ const Backend backend_cpu = {
     .to_bf16 = cpu_to_bf16, .from_bf16 = cpu_from_bf16,
     .softmax_xent = cpu_softmax_xent, .softmax_xent_tally = cpu_softmax_xent_tally,
     .adam = cpu_adam, .sgd = cpu_sgd,
-    .axpy = cpu_axpy, .scale = cpu_scale, .sync = cpu_sync, .stamp = cpu_stamp, .stamps = cpu_stamps,
+    .axpy = cpu_axpy, .scale = cpu_scale, .sumsq = cpu_sumsq,
+    .sync = cpu_sync, .stamp = cpu_stamp, .stamps = cpu_stamps,
     .alloc_host = cpu_alloc, .free_host = cpu_free, .set_tf32 = cpu_set_tf32,
     .set_precision = cpu_set_precision, .set_deterministic = cpu_set_deterministic,
     .gemm_timing = cpu_gemm_timing, .gemm_seconds = cpu_gemm_seconds, .describe = cpu_describe,

@@ -16,7 +16,7 @@ F, B = float(sys.argv[1]), float(sys.argv[2])
 v = 2  # interleaved: the default --virtual-stages (any M); dualpipev rows with M < 2K are skipped (as its authors require)
 bad = []
 dpv = sum(1 for K in range(1, 9) for M in range(1, 25) if M >= 2 * K)
-want_rows = 8 * 8 * 24 + dpv
+want_rows = 10 * 8 * 24 + dpv  # (every kind but dualpipev at every K, M; v-half and v-min too)
 if len(rows) != want_rows or d["skipped_rows"] != 8 * 24 - dpv:
     bad.append("%d rows, expected %d" % (len(rows), want_rows))
 seen = set()
@@ -31,11 +31,13 @@ for r in rows:
     elif s == "zb-h1": f = (K - 1) / (3 * M + K - 1) if F == B / 2 and M >= K else None  # F = I = W only
     elif s == "zb-h2": f = (K - 1) / (3 * M + K - 1) if F == B / 2 and M >= 2 * K - 1 else None
     elif s in ("zb-v", "dualpipev"): f = (K - 1) / (6 * M + K - 1) if F == B / 2 and M >= 2 * K - 1 else None
+    elif s in ("v-half", "v-min"): f = None  # no closed form (the figures of their authors: unit_schedules)
     else: f = (K - 1) / (M + K - 1)
     if r["bubble_formula"] != f: bad.append("%s K=%d M=%d formula %r != %r" % (s, K, M, r["bubble_formula"], f))
     if f is not None and r["bubble_simulated"] != f: bad.append("%s K=%d M=%d simulated %r formula %r" % (s, K, M, r["bubble_simulated"], f))
     if f is not None and any(b != f for b in r["bubble_simulated_per_stage"]): bad.append("%s K=%d M=%d per-stage bubble differs" % (s, K, M))
     if s == "zb-h1" and K >= 2 and M >= K and not r["bubble_simulated"] < one[(K, M)]: bad.append("zb-h1 K=%d M=%d not below 1f1b" % (K, M))
+    if s in ("v-half", "v-min"): continue  # their peaks and spans: unit_schedules
     if s in ("zb-v", "dualpipev") or (s == "interleaved" and M % K):  # peaks: unit_schedules; here the makespan against 1f1b
         if K >= 2 and M >= K and F == B / 2 and r["makespan"] > one_span[(K, M)]: bad.append("%s K=%d M=%d slower than 1f1b" % (s, K, M))
         continue
@@ -45,7 +47,7 @@ for r in rows:
             [min(2 * (K - st - 1) + 1, M) for st in range(K)] if s == "zb-h2" else [min(K - st, M) for st in range(K)])
     if r["peak_inflight"] != want: bad.append("%s K=%d M=%d peak %r want %r" % (s, K, M, r["peak_inflight"], want))
     if abs(r["memory_gpipe"] - (1 / K + 1 / M)) > 1e-15: bad.append("memory K=%d M=%d" % (K, M))
-if seen != {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipev", "looped-bfs"}: bad.append("schedules %r" % sorted(seen))
+if seen != {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipev", "looped-bfs", "v-half", "v-min"}: bad.append("schedules %r" % sorted(seen))
 print("; ".join(bad[:3]))' "$1" "$2")
     [ -z "$why" ] && pass "bubble/simulated == formula exactly, peak in-flight naive 1, gpipe M, 1f1b and zb-h1 min(K-s,M), zb-h2 min(2(K-s-1)+1,M), interleaved 2(K-s-1)+(v-1)K+1, looped-bfs vM and (K-1)/(vM+K-1) for M>=K; zb-h1 below 1f1b; zb-h2 (K-1)/(3M+K-1) at F=I=W, M>=2K-1; zb-v, dualpipev (K-1)/(6M+K-1) at F=I=W and never slower than 1f1b (F=$1 B=$2, K 1..8, M 1..24)" \
                   || fail "bubble/grid F=$1 B=$2" "$why"
@@ -189,7 +191,7 @@ e "bad/--cost-f not a number" "cost-f expects a number" 10 "$MICROPP" bubble --c
 e "bad/--cost-comm negative" "cost-comm -1: a transfer time must be >= 0" 10 "$MICROPP" bubble --cost-comm -1
 e "bad/--schedule unknown" "schedule 'zb' is not 'all' or a list of" 10 "$MICROPP" bubble --schedule zb
 e "bad/--gantt with --json" "use one" 10 "$MICROPP" bubble --gantt --json
-e "bad/--gantt of too many charts" "would draw 272 charts" 10 "$MICROPP" bubble --stages 1:4 --micro-batches 1:8 --gantt
+e "bad/--gantt of too many charts" "would draw 336 charts" 10 "$MICROPP" bubble --stages 1:4 --micro-batches 1:8 --gantt
 e "bad/--svg unwritable folder" "cannot write --svg '/nonexistent/b.svg': No such file" 10 "$MICROPP" bubble --svg /nonexistent/b.svg
 e "bad/--svg is a folder" "cannot write --svg '$TMP': Is a directory" 10 "$MICROPP" bubble --svg "$TMP"
 mkdir -p "$TMP/ro" && chmod 500 "$TMP/ro"

@@ -174,7 +174,7 @@ got=$(json_get "['rows']" 2>/dev/null | python3 -c "import json,sys; print(','.j
 [ "$RC" -eq 0 ] && [ "$got" = "zb-h1,gpipe" ] && pass "plan/--schedule zb-h1,gpipe: those rows, in that order" || fail "plan/--schedule zb-h1,gpipe" "rc $RC rows '$got' $ERR"
 run 30 "$MICROPP" plan --schedule all --stages 2 --layers 4 --micro-batches 4 --json
 got=$(json_get "['rows']" 2>/dev/null | python3 -c "import json,sys; print(','.join(r['schedule'] for r in json.load(sys.stdin)))" 2>/dev/null)
-[ "$RC" -eq 0 ] && [ "$got" = "naive,gpipe,1f1b,interleaved,zb-h1,zb-v,dualpipev,zb-h2,looped-bfs" ] && pass "plan/--schedule all: every schedule, as bubble's" || fail "plan/--schedule all" "rc $RC rows '$got' $ERR"
+[ "$RC" -eq 0 ] && [ "$got" = "naive,gpipe,1f1b,interleaved,zb-h1,zb-v,dualpipev,zb-h2,looped-bfs,v-half,v-min" ] && pass "plan/--schedule all: every schedule, as bubble's" || fail "plan/--schedule all" "rc $RC rows '$got' $ERR"
 expect_user_error "plan/--schedules (the old spelling) is refused" "unknown option '--schedules'" 10 "$MICROPP" plan --schedules gpipe
 expect_user_error "plan/bad --schedule" "plan: --schedule 'gpipe,nope' is not 'all' or a list of" 10 "$MICROPP" plan --schedule gpipe,nope
 expect_user_error "plan/--params with --layers" "--params picks --layers" 10 "$MICROPP" plan --params 1B --layers 4

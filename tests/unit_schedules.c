@@ -653,13 +653,73 @@ static void test_table(void) {
     }
 }
 
+// V-Half and V-Min against their authors' construction (sail-sg/zero-bubble-pipeline-parallelism's
+// zbv_greedy.py, run for these cases): each rank's order for K=2, M=4 (F<chunk>, I<chunk>, W<chunk> .mb);
+// for more (K, M) the longest rank span at unit chunk costs (their max_time, in chunk passes) and the
+// most chunk activations a rank holds from F to W (their memory); both any M and deadlock-free (the sweep).
+static void test_v_half_min(void) {
+    static const char *order[2][2] = {
+        {"F0.0 F0.1 F0.2 F1.0 I1.0 W1.0 F1.1 I0.0 I1.1 W1.1 F1.2 W0.0 F0.3 I0.1 I1.2 W1.2 F1.3 I1.3 I0.2 W1.3 I0.3 "
+         "W0.1 W0.2 W0.3",
+         "F0.0 F1.0 F0.1 F1.1 I1.0 W1.0 I0.0 W0.0 F0.2 F1.2 I1.1 I0.1 W1.1 F0.3 W0.1 F1.3 I1.2 I0.2 I1.3 I0.3 "
+         "W1.2 W1.3 W0.2 W0.3"},
+        {"F0.0 F0.1 F1.0 I1.0 W1.0 I0.0 W0.0 F1.1 I1.1 W1.1 F0.2 I0.1 W0.1 F1.2 I1.2 W1.2 F0.3 I0.2 W0.2 F1.3 "
+         "I1.3 W1.3 I0.3 W0.3",
+         "F0.0 F1.0 I1.0 I0.0 F0.1 F1.1 W1.0 W0.0 I1.1 I0.1 F0.2 F1.2 W1.1 W0.1 I1.2 I0.2 F0.3 F1.3 W1.2 W0.2 "
+         "I1.3 I0.3 W1.3 W0.3"}};
+    static const int paper[][5] = {  // v-min (0) or v-half (1), K, M, their max_time, their memory
+        {1, 2, 8, 49, 4}, {1, 3, 9, 59, 4}, {1, 4, 8, 53, 6}, {1, 4, 16, 101, 6}, {1, 6, 12, 83, 8}, {1, 8, 24, 161, 10},
+        {0, 2, 8, 51, 4}, {0, 3, 9, 59, 4}, {0, 4, 8, 59, 4}, {0, 4, 16, 107, 4}, {0, 6, 12, 89, 6}, {0, 8, 24, 171, 8}};
+    int bad = 0;
+    char got[512], why[700] = "";
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 2; s++) {
+            ActionList l = {0};
+            schedule_build(h ? SCHED_VMIN : SCHED_VHALF, NULL, 2, 4, 2, s, &l);
+            size_t k = 0;
+            got[0] = 0;
+            for (int i = 0; i < l.n; i++) {
+                const Action *a = &l.a[i];
+                if (!action_is_compute(a->kind)) continue;
+                k += (size_t)snprintf(got + k, sizeof got - k, "%s%s%d.%d", k ? " " : "", action_names[a->kind], a->chunk,
+                                      a->mb);
+            }
+            if (strcmp(got, order[h][s]) && !bad++)
+                snprintf(why, sizeof why, "%s rank %d:\n got  %s\n want %s", h ? "v-min" : "v-half", s, got, order[h][s]);
+            action_list_free(&l);
+        }
+    EXPECT("v-half, v-min/each rank's order at K=2 M=4 is their authors' (zbv_greedy.py)", !bad, "%s", why);
+    bad = 0;
+    for (size_t c = 0; c < sizeof paper / sizeof *paper; c++) {
+        int kind = paper[c][0] ? SCHED_VHALF : SCHED_VMIN, K = paper[c][1], M = paper[c][2], most = 0;
+        SimSpec sp = {.kind = kind, .K = K, .M = M, .v = 2, .f = 1, .b = 1, .w = 1, .slices = 1};
+        SimResult r;
+        schedule_sim(&sp, &r);
+        for (int s = 0; s < K; s++)
+            for (int i = 0, now = 0; i < r.n_slices[s]; i++) {
+                now += r.slices[s][i].kind == ACT_FORWARD ? 1 : r.slices[s][i].kind == ACT_BACKWARD_WEIGHT ? -1 : 0;
+                most = now > most ? now : most;
+            }
+        if ((2 * r.span != paper[c][3] || most != paper[c][4] || r.deadlock) && !bad++)
+            snprintf(why, sizeof why, "%s K=%d M=%d: span %g chunk passes, memory %d; theirs %d, %d", NAME(kind), K, M,
+                     2 * r.span, most, paper[c][3], paper[c][4]);
+        sim_result_free(&r);
+    }
+    EXPECT("v-half, v-min/their authors' span and memory (chunk passes) for 12 (K, M) up to K=8 M=24", !bad, "%s", why);
+    EXPECT("v-half, v-min/two chunks in a V, split backwards, any M",
+           schedule_chunks(SCHED_VHALF, 3, NULL) == 2 && schedule_chunk_order(SCHED_VMIN, NULL) == CHUNKS_V &&
+               schedule_splits_backward(SCHED_VHALF, NULL) && !schedule_check(SCHED_VMIN, 4, 1, 2) &&
+               schedule_check(SCHED_VHALF, 4, 8, 1),
+           "wrong facts");
+}
+
 // schedule_parse_list: the one parser of bubble's and plan's --schedule lists.
 static void test_parse_list(void) {
     int k[16], n;
     char why[256] = "";
     n = schedule_parse_list("all", k, 16, why, sizeof why);
     EXPECT("schedules/list: all is every built-in kind, in order, without zb-auto (a search: asked by name)",
-           n == SCHED_ZBAUTO && k[0] == SCHED_NAIVE && k[n - 1] == SCHED_LOOPED_BFS, "n %d", n);
+           n == SCHED_ZBAUTO && k[0] == SCHED_NAIVE && k[n - 1] == SCHED_VMIN, "n %d", n);
     n = schedule_parse_list("zb-auto", k, 16, why, sizeof why);
     EXPECT("schedules/list: zb-auto by name", n == 1 && k[0] == SCHED_ZBAUTO, "n %d", n);
     n = schedule_parse_list("zb-h1,gpipe", k, 16, why, sizeof why);
@@ -691,6 +751,7 @@ int main(int argc, char **argv) {
     test_zbh2();
     test_paper_table();
     test_looped_bfs();
+    test_v_half_min();
     test_table();
     test_parse_list();
     for (int ckpt = 0; ckpt < 2; ckpt++)

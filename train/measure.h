@@ -22,6 +22,8 @@ typedef struct {
     double *comm_s;      // ddp/hybrid: gradient collectives in flight
     double *exposed_s;   // ... and the part of that after compute (the optimizer step waited)
     double *step_start;  // now_sec() at the step's start (after the step barrier in a pipeline)
+    double *grad_norm;   // --clip-grad: the global L2 norm of the step's gradients, before clipping ...
+    double *clip_scale;  // ... and the factor they were scaled by (1: not clipped)
     Event *ev;           // every action (trace.h), times from its step's start
     int n_ev, cap_ev;
     EpochStat *epoch;    // --epochs: [epochs], n_epoch of them run

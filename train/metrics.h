@@ -17,9 +17,11 @@ typedef struct {
 // resumes at step `start` (> 0), the earlier run's lines up to that step; a file it cannot write, or
 // one that holds other lines than metrics, ends every rank with exit 2.
 void metrics_open(Metrics *mx, const char *path, int rank, int start);
-// A step (1-based `step`; every --metrics-every): its loss, learning rate, wall time, samples/s, and the bubble of a
-// pipeline (NAN: none, the key is left out).
-void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, double samples_s, double bubble);
+// A step (1-based `step`; every --metrics-every): its loss, learning rate, wall time, samples/s, the bubble of a
+// pipeline (NAN: none, the key is left out), and with --clip-grad the gradients' global norm and whether
+// they were clipped (grad_norm NAN: no clipping, both keys left out).
+void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, double samples_s, double bubble,
+                  double grad_norm, int clipped);
 // An evaluation on the held-out rows after `step` (1-based) of a run that counts steps (--eval-every, and
 // its final one): a test point of micropp plot's loss and accuracy curves.
 void metrics_eval(Metrics *mx, int step, double test_loss, double accuracy);

@@ -34,13 +34,17 @@ const Option train_options[] = {
      "learning rate (the peak, with --lr-schedule cosine or --warmup-steps)", 0},
     {"lr-schedule", 0, OPT_CHOICE, T(lr_schedule), LR_CHOICES, 0, 0, "SCHED",
      "learning rate over the run: constant, or cosine from --lr down to 0 at the last step", 0},
-    {"diverge-factor", 0, OPT_FLOAT, T(diverge_factor), 0, 0, 1e30, "F",
+    {"diverge-factor", 0, OPT_FLOAT, T(guard.diverge_factor), 0, 0, 1e30, "F",
      "end the run (exit 1) when the loss stays above F x the first step's for 3 steps in a row (0: never)", 0},
     {"warmup-steps", 0, OPT_INT, T(warmup_steps), 0, 0, 1 << 30, "N",
      "linear warm-up of the learning rate over the first N steps (at most the run's steps)", 0},
     {"optimizer", 0, OPT_CHOICE, T(optimizer), OPTIM_CHOICES, 0, 0, "OPT", "adam (PyTorch semantics) or plain sgd", 0},
     {"weight-decay", 0, OPT_FLOAT, T(weight_decay), 0, 0, 1e3, "WD",
      "decoupled weight decay (adam: AdamW, PyTorch semantics): p *= 1 - lr x WD each step", 0},
+    {"clip-grad", 0, OPT_FLOAT, T(guard.clip_grad), 0, 1e-30, 1e30, "NORM",
+     "scale every gradient by min(1, NORM / (norm + 1e-6)) before the optimizer step, norm the global L2 norm of all "
+     "of them (PyTorch's clip_grad_norm_)",
+     0},
     {"seed", 's', OPT_INT, T(seed), 0, 0, 9.0e15, "S", "seed of weights and synthetic data", 0},
     {"threads", 't', OPT_INT, T(threads), 0, 1, 1024, "T", "BLAS threads per rank", 0},
     {"data", 0, OPT_STR, T(data), 0, 0, 0, "SRC",
@@ -200,6 +204,6 @@ void train_config_defaults(TrainConfig *c) {
     c->grid.tp = 1;
     c->tensor.tp_message = TP_MESSAGE_AUTO;
     c->grad_accum = 1;
-    c->diverge_factor = 100;
+    c->guard.diverge_factor = 100;
     c->timeout = WD_DEFAULT_TIMEOUT;
 }

@@ -501,6 +501,11 @@ static void summary_text(const Run *r, const Summary *s) {
     const Progress *g = &r->progress;
     int steps = (int)p->steps;
     printf("\nfinal loss %.4f (first %.4f) | ", r->m.loss[steps - 1], r->m.loss[s->start]);
+    if (c->guard.clip_grad > 0) {
+        int clipped = 0;
+        for (int i = s->start; i < steps; i++) clipped += r->m.clip_scale[i] < 1;
+        printf("clipped %d of %d steps (--clip-grad %g) | ", clipped, steps - s->start, c->guard.clip_grad);
+    }
     if (isfinite(s->accuracy))
         printf("accuracy %.*f%% on %lld %s rows\n", r->data.test.n ? 2 : 1, 100 * s->accuracy, s->eval_rows,
                r->data.test.n ? "test" : r->data.train.n ? "training" : "held-out");

@@ -60,6 +60,19 @@ static void json_epochs(cJSON *o, const Plan *p, const Data *d, const Measure *m
     }
 }
 
+// --clip-grad: the norm, and per step run the gradients' global norm before clipping and whether it clipped.
+static void json_clip(cJSON *o, const TrainConfig *c, const Measure *m, int start, int n) {
+    cJSON_AddNumberToObject(o, "clip_grad", c->guard.clip_grad);
+    cJSON_AddItemToObject(o, "grad_norms", cJSON_CreateDoubleArray(m->grad_norm + start, n));
+    cJSON *a = cJSON_AddArrayToObject(o, "clipped");
+    int count = 0;
+    for (int i = start; i < start + n; i++) {
+        cJSON_AddItemToArray(a, cJSON_CreateBool(m->clip_scale[i] < 1));
+        count += m->clip_scale[i] < 1;
+    }
+    cJSON_AddNumberToObject(o, "steps_clipped", count);
+}
+
 void summary_json(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
@@ -112,6 +125,7 @@ void summary_json(const Run *r, const Summary *s) {
         cJSON_AddNumberToObject(o, "gemm_gflops", s->gemm_gflops);
     }
     cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(m->loss + start, s->n_run));  // steps start+1..steps
+    if (c->guard.clip_grad > 0) json_clip(o, c, m, start, s->n_run);
     if (c->ckpt.resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->ckpt.resume);
     if (r->progress.saved_step >= 0) {
         cJSON_AddStringToObject(o, "saved_to", c->ckpt.save);
