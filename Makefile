@@ -80,7 +80,7 @@ OBJS := $(SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 all: micropp
 
 # Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS, zlib, oneDNN, the Fashion-MNIST
-# data set that --data fashion-mnist reads; for make test python3, cppcheck, iproute2's ip for the
+# data set that --data fashion-mnist reads; for make test python3, cppcheck, iproute2's ip and tc for the
 # network-namespace tests and /usr/bin/time for peak memory), only when a probe shows it missing;
 # uses sudo when not root. DEPS=0 skips it (packages unpacked elsewhere, as on a GPU machine without
 # registries: see bench/gpu.sh).
@@ -97,7 +97,7 @@ deps:
 	test -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz || missing="$$missing dataset-fashion-mnist"; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
 	command -v cppcheck >/dev/null || missing="$$missing cppcheck"; \
-	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v ip >/dev/null && command -v tc >/dev/null || missing="$$missing iproute2"; \
 	test -x /usr/bin/time || missing="$$missing time"; \
 	command -v rsvg-convert >/dev/null || missing="$$missing librsvg2-bin"; \
 	if [ -n "$$missing" ]; then \
