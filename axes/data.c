@@ -346,6 +346,7 @@ void data_setup(const Plan *p, Comm *comm, Stage *local, int n_local, GradSync *
         float *params = comm_shared_alloc(comm, local[k].n_params);
         stage_share(&local[k], params, dp->zero >= 2 ? NULL : comm_shared_alloc(comm, local[k].n_params));
     }
+    if (dp->algo == ALLREDUCE_HIER) comm_hier_prepare(comm);  // its groups now, not at a bucket's start
     *sync = xcalloc((size_t)n_local, sizeof(GradSync));
     for (int k = 0; k < n_local; k++)
         gradsync_init(&(*sync)[k], comm, &local[k], dp->sync, dp->algo, dp->bucket_mb * 1024 * 1024);

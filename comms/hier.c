@@ -58,6 +58,8 @@ static HierGroups *groups_of(MPI_Comm dp) {
     return g;
 }
 
+void comm_hier_prepare(Comm *c) { groups_of(c->dp); }
+
 int comm_hier_layout(const int *node_of, int D, int *L) {
     int N = 0;
     *L = 0;

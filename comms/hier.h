@@ -10,6 +10,9 @@
 // command ("allreduce" names --algo, else --allreduce). Collective over c->dp. (A row started on any
 // other group still sums right: it runs the plain ring there.)
 void comm_hier_why(Comm *c, const char *what, char *why, size_t n);
+// Makes the groups hier runs on over c->dp (collective over dp): a set-up calls it, so that no
+// collective's start has to (the first start would, blocking until every rank of dp is there).
+void comm_hier_prepare(Comm *c);
 // The same rule from the facts: node_of[i], the node of dp rank i, for i < D. Returns the nodes (N),
 // and sets *L (ranks per node), or 0 when they are not N runs of L ranks.
 int comm_hier_layout(const int *node_of, int D, int *L);

@@ -43,6 +43,10 @@ run 180 mpiexec "${TWO[@]}" -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --
     "${A[@]}" --allreduce hier --verify
 if [ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ]; then pass "hier/hybrid 2x2, one replica of a stage per node (a ring across): --verify"
 else fail "hier/hybrid 2x2, one replica of a stage per node: --verify" "exit $RC: $(printf '%s' "$ERR" | head -c 300)"; fi
+run 180 mpiexec "${TWO[@]}" -n 4 "$MICROPP" train --tp 2 --dp 2 "${A[@]}" --allreduce hier --verify
+if [ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ] && [ "$(json_get '["tp_allreduce"]')" = hier ]; then
+    pass "hier/--tp 2 --dp 2: the tensor-parallel group (one node) and the replicas (across) by hier: --verify"
+else fail "hier/--tp 2 --dp 2 --allreduce hier: --verify" "exit $RC, tp_allreduce '$(json_get '["tp_allreduce"]' 2>/dev/null)': $(printf '%s' "$ERR" | head -c 300)"; fi
 run 120 mpiexec "${TWO[@]}" -n 4 "$MICROPP" train --mode ddp "${A[@]}"
 if [ "$RC" -eq 0 ] && [ "$(json_get '["allreduce"]')" = hier ]; then pass "hier/auto: ddp with 2 replicas on each of 2 nodes takes hier"
 else fail "hier/auto: ddp with 2 replicas on each of 2 nodes takes hier" "exit $RC, '$(json_get '["allreduce"]' 2>/dev/null)'"; fi
