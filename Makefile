@@ -15,7 +15,7 @@ LDLIBS := -lopenblas -lcjson -lz -lm
 # foundations (no MPI, no model, no schedule) in base/. tests/shape.py holds the floors.
 CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftest.c plot.c
 CORE_SRCS := comms.c model.c schedule.c schedule_v.c schedule_file.c schedule_auto.c p2p.c
-COMMS_SRCS := $(addprefix comms/,hardware.c messages.c collectives.c ring.c shm.c launch.c slurm.c watchdog.c finalize.c)
+COMMS_SRCS := $(addprefix comms/,hardware.c messages.c collectives.c ring.c hier.c shm.c launch.c slurm.c watchdog.c finalize.c)
 TRAIN_SRCS := $(addprefix train/,plan.c options.c measure.c executor.c verify.c report.c report_json.c checkpoint.c \
                                  trace.c metrics.c live.c)
 AXES_SRCS := $(addprefix axes/,degrees.c pipeline.c data.c zero.c tensor.c)
@@ -80,7 +80,7 @@ OBJS := $(SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 all: micropp
 
 # Installs what a fresh Debian 12 lacks (compiler, MPICH, cJSON, OpenBLAS, zlib, oneDNN, the Fashion-MNIST
-# data set that --data fashion-mnist reads; for make test python3, cppcheck, iproute2's ip for the
+# data set that --data fashion-mnist reads; for make test python3, cppcheck, iproute2's ip and tc for the
 # network-namespace tests and /usr/bin/time for peak memory), only when a probe shows it missing;
 # uses sudo when not root. DEPS=0 skips it (packages unpacked elsewhere, as on a GPU machine without
 # registries: see bench/gpu.sh).
@@ -97,7 +97,7 @@ deps:
 	test -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz || missing="$$missing dataset-fashion-mnist"; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
 	command -v cppcheck >/dev/null || missing="$$missing cppcheck"; \
-	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v ip >/dev/null && command -v tc >/dev/null || missing="$$missing iproute2"; \
 	test -x /usr/bin/time || missing="$$missing time"; \
 	command -v rsvg-convert >/dev/null || missing="$$missing librsvg2-bin"; \
 	if [ -n "$$missing" ]; then \

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "comms.h"
+#include "comms/hier.h"
 #include "base/config.h"
 #include "commands.h"
 #include "base/util.h"
@@ -29,7 +30,7 @@ static const Option allreduce_options[] = {
     {"iters", 'n', OPT_INT, A(iters), 0, 1, 1 << 20, "N", "timed iterations per size", 0},
     {"warmup", 'w', OPT_INT, A(warmup), 0, 0, 1 << 20, "N", "untimed iterations first", 0},
     {"algo", 0, OPT_CHOICE, A(algo), ALLREDUCE_ALGO_NAMES "|all", 0, 0, "ALG",
-     "MPI_Allreduce, the ring, the shared-memory path, or all three", 0},
+     "MPI_Allreduce, the ring, the shared-memory path, the rings inside and across nodes (hier), or all", 0},
     {"json", 0, OPT_BOOL, A(json), 0, 0, 0, 0, "print one JSON object instead of the table", 0},
     {0},
 };
@@ -88,6 +89,10 @@ int cmd_allreduce(int argc, char **argv) {
     int shm = 0;
     for (int a = first; a <= last; a++) shm |= comm_algos[a].windows;
     if (shm) comm_shared_require(&c, nmax * sizeof(float), "allreduce");
+    // hier asked for must run as meant (ranks on 2+ nodes, node after node: else one line); in all, only there.
+    char hier_why[300] = "";
+    if (first <= ALLREDUCE_HIER && ALLREDUCE_HIER <= last) comm_hier_why(&c, "allreduce", hier_why, sizeof hier_why);
+    if (cfg.algo == ALLREDUCE_HIER) comm_agree(c.world, hier_why);
     float *x = shm ? comm_shared_alloc(&c, nmax) : backend_cpu.alloc(nmax * sizeof(float));
     for (size_t i = 0; i < nmax; i++) x[i] = 1e-3f;
     int D = c.replicas;
@@ -103,6 +108,7 @@ int cmd_allreduce(int argc, char **argv) {
     }
     for (size_t n = cfg.sweep ? 1 : nmax; n <= nmax; n = n * 2 > nmax && n < nmax ? nmax : n * 2) {
         for (int a = first; a <= last; a++) {
+            if (a == ALLREDUCE_HIER && hier_why[0]) continue;
             double t = time_allreduce(&c, x, n, a, (int)cfg.iters, (int)cfg.warmup);
             long wrong = count_wrong(&c, x, n, a);
             for (size_t i = 0; i < n; i++) x[i] = 1e-3f;

@@ -10,6 +10,7 @@
 #include "base/data.h"
 #include "axes/data.h"
 #include "axes/tensor.h"  // a rank's shards of each layer (tensor_layer_floats)
+#include "comms/hier.h"   // comm_hier_layout: whether the replicas lie node after node
 #include "base/util.h"
 
 static size_t layer_off(const Stage *s, int j) { return stage_layer_off(s, j); }
@@ -336,17 +337,44 @@ static void shm_unfit(const TrainConfig *c, const Facts *f, const Plan *p, const
     free(bytes);
 }
 
+// Why --allreduce hier cannot run as meant on this plan's dp groups ("" when it can), as comm_hier_why
+// would find it: each stage's replicas on 2 or more nodes, the same number on each, node after node (a
+// dp group's ranks in world order are its replicas in order). *L: the replicas per node.
+static void hier_unfit(const Facts *f, const Plan *p, char *why, size_t n, int *L) {
+    int *nodes = xmalloc(sizeof(int) * (size_t)p->world);
+    why[0] = 0;
+    for (int r = 0; r < p->world && !why[0]; r++) {
+        int D = 0;
+        for (int q = 0; q < p->world; q++)  // r's dp group: the same stage and tensor-parallel rank
+            if (plan_rank_stage(p, q) == plan_rank_stage(p, r) && plan_rank_tp(p, q) == plan_rank_tp(p, r))
+                nodes[D++] = f->devices->node_of[q];
+        int N = comm_hier_layout(nodes, D, L);
+        if (!N)
+            snprintf(why, n, "train: --allreduce hier needs the %d replicas of each stage in equal runs, node after "
+                     "node, and rank %d's are not: use --allreduce ring or mpi", p->D, r);
+        else if (N < 2)
+            snprintf(why, n, "train: --allreduce hier needs the replicas on 2 or more nodes, and the %d of rank %d's "
+                     "stage share one: use --allreduce shm or auto", p->D, r);
+    }
+    free(nodes);
+}
+
 int data_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     p->data.algo = c->ddp.allreduce;
-    if (!p->data_parallel || !f->devices || (c->ddp.allreduce != ALLREDUCE_SHM && c->ddp.allreduce != ALLREDUCE_AUTO))
+    int a = c->ddp.allreduce, L = 0;
+    if (!p->data_parallel || !f->devices || (a != ALLREDUCE_SHM && a != ALLREDUCE_HIER && a != ALLREDUCE_AUTO))
         return 0;
     char why[300] = "";
-    if (c->ddp.allreduce == ALLREDUCE_AUTO) {
-        if (p->device == DEVICE_CPU) shm_unfit(c, f, p, "", why, sizeof why);
-        p->data.algo = p->device == DEVICE_CPU && !why[0] ? ALLREDUCE_SHM : ALLREDUCE_MPI;
+    if (a == ALLREDUCE_AUTO) {  // on the CPU: shm on one node, else hier where 2+ replicas share each node
+        p->data.algo = ALLREDUCE_MPI;
+        if (p->device != DEVICE_CPU) return 0;
+        shm_unfit(c, f, p, "", why, sizeof why);
+        if (!why[0]) p->data.algo = ALLREDUCE_SHM;
+        else if (hier_unfit(f, p, why, sizeof why, &L), !why[0] && L >= 2) p->data.algo = ALLREDUCE_HIER;
         return 0;
     }
-    shm_unfit(c, f, p, "train", why, sizeof why);
+    if (a == ALLREDUCE_HIER) hier_unfit(f, p, why, sizeof why, &L);
+    else shm_unfit(c, f, p, "train", why, sizeof why);
     return why[0] ? refuse(e, "%s", why) : 0;
 }
 
@@ -409,6 +437,7 @@ void data_setup(const Plan *p, Comm *comm, Stage *local, int n_local, GradSync *
         float *params = comm_shared_alloc(comm, local[k].n_params);
         stage_share(&local[k], params, dp->zero >= 2 ? NULL : comm_shared_alloc(comm, local[k].n_params));
     }
+    if (dp->algo == ALLREDUCE_HIER) comm_hier_prepare(comm);  // its groups now, not at a bucket's start
     *sync = xcalloc((size_t)n_local, sizeof(GradSync));
     for (int k = 0; k < n_local; k++)
         gradsync_init(&(*sync)[k], comm, &local[k], dp->sync, dp->algo, dp->bucket_mb * 1024 * 1024);

@@ -11,6 +11,7 @@
 #include "axes/tensor.h"
 #include "base/util.h"
 #include "comms/devcomm.h"
+#include "comms/hier.h"  // comm_hier_prepare
 #include "comms/tags.h"
 #include <cjson/cJSON.h>
 
@@ -47,6 +48,7 @@ void tp_setup(TpGroup *g, const Comm *grid, const Backend *be, int algo, int ncc
     g->group = comm_rank_group(grid->tp_size, grid->rank);
     g->log = open_log(grid->rank);
     if (nccl) g->dev = comm_nccl_group(grid->tp);  // (comms.c closes it at the end)
+    if (!nccl && algo == ALLREDUCE_HIER) comm_hier_prepare(&g->comm);  // its groups now (collective over the group)
     if (nccl || !comm_algo_windows(algo)) return;
     g->window_n = most;
     g->window = comm_shared_alloc(&g->comm, most);  // collective over the group

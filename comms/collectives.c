@@ -7,6 +7,7 @@
 #include <string.h>
 #include "comms/collectives.h"
 #include "comms/messages.h"
+#include "comms/hier.h"
 #include "comms/ring.h"
 #include "comms/shm.h"
 #include "comms/watchdog.h"
@@ -120,6 +121,7 @@ const CommAlgo comm_algos[ALLREDUCE_ALGOS] = {
     [ALLREDUCE_MPI] = {"mpi", 0, mpi_start, mpi_advance, mpi_release, mpi_blocking},
     [ALLREDUCE_RING] = {"ring", 0, comm_ring_start, comm_ring_advance, comm_ring_release, NULL},
     [ALLREDUCE_SHM] = {"shm", 1, comm_shm_start, comm_shm_advance, NULL, NULL},
+    [ALLREDUCE_HIER] = {"hier", 0, comm_hier_start, comm_hier_advance, comm_hier_release, NULL},
 };
 
 static const CommAlgo *algo_row(int algo) {

@@ -1,7 +1,8 @@
 // comms/collectives.h: the collectives (collectives.c): the small ones of any communicator (a barrier,
 // all-reduces of a few numbers, one verdict for every rank), and the data-parallel ones over a grid's
 // dp group on float buffers, each by an algorithm of the table comm_algos (algo.h: a row of
-// operations; MPI's own collectives, the ring of ring.c, the shared-memory windows of shm.c).
+// operations; MPI's own collectives, the ring of ring.c, the shared-memory windows of shm.c, the rings
+// of hier.c inside and across nodes).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -27,13 +28,18 @@ void comm_agree_code(MPI_Comm comm, const char *mine, int code);  // exit code 1
 //   ring  the ring of point-to-point messages (ring.c);
 //   shm   the ranks of dp read each other's buffers through an MPI-3 shared-memory window, so a
 //         buffer must come from comm_shared_alloc (a collective on any other buffer falls back to mpi).
+//   hier  a ring inside each node, a ring across nodes on the 1/L shards, a ring inside the node again
+//         (hier.c), for groups that span nodes (on any other layout it runs the plain ring).
 // auto, a choice and no row: shm where every dp group sits on one node and the buffers are on the
-// host, else mpi (the plan decides).
-enum { ALLREDUCE_MPI, ALLREDUCE_RING, ALLREDUCE_SHM, ALLREDUCE_ALGOS, ALLREDUCE_AUTO = ALLREDUCE_ALGOS };
+// host, hier where the groups span nodes with 2 or more ranks on each, else mpi (the plan decides).
+enum {
+    ALLREDUCE_MPI, ALLREDUCE_RING, ALLREDUCE_SHM, ALLREDUCE_HIER,
+    ALLREDUCE_ALGOS, ALLREDUCE_AUTO = ALLREDUCE_ALGOS
+};
 extern const CommAlgo comm_algos[ALLREDUCE_ALGOS];
 // The option's choices: the rows' names in the table's order, then auto (tests/unit_comms.c checks
 // both against comm_algos; allreduce's --algo takes the names and "all").
-#define ALLREDUCE_ALGO_NAMES "mpi|ring|shm"
+#define ALLREDUCE_ALGO_NAMES "mpi|ring|shm|hier"
 #define ALLREDUCE_CHOICES ALLREDUCE_ALGO_NAMES "|auto"
 // Whether algo's buffers must be windows (comm_shared_alloc): its row's `windows`; 0 for auto.
 static inline int comm_algo_windows(int algo) {

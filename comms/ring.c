@@ -1,5 +1,6 @@
 // ring.c: the ring, a row of the collectives' table (ring.h): reduce-scatter, all-gather and their sum,
-// the all-reduce, as a state machine of point-to-point steps that comm_progress advances.
+// the all-reduce, as a state machine of point-to-point steps that comm_progress advances; the same
+// machine (RingRun) on any communicator and any cut of the buffer is a phase of hier.c's rings.
 //
 // The ring (the algorithm of Baidu's allreduce, Horovod and NCCL's ring): D ranks in a circle, the
 // buffer cut into D chunks. Reduce-scatter: in D-1 steps each rank sends one chunk to its right
@@ -22,78 +23,101 @@
 #include "comms/watchdog.h"
 #include "base/util.h"
 
-typedef struct {
-    int left, right;          // ranks in comm
-    float *tmp;               // one received chunk
-    int step, rs_steps, ag_steps, posted;  // steps done, of D-1 reduce-scatter then D-1 all-gather
-    MPI_Request rq[2];        // this step's receive and send
-} Ring;
-
 static int mod(int a, int D) { return ((a % D) + D) % D; }
 
-static void ring_post(CommReq *q, Ring *r) {
-    int s = r->step, D = q->D, me = q->me, send_chunk, recv_chunk;
-    float *recv_to;
-    size_t so, sl, ro, rl;
+// Piece p of the ring's chunk j: a chunk of the buffer cut r->cuts ways (comm_shard).
+static void piece(const RingRun *r, int j, int p, size_t *off, size_t *len) {
+    comm_shard(r->n, r->cuts, r->base + j * r->stride + p * r->part_stride, off, len);
+}
+
+static void ring_post(RingRun *r) {
+    int s = r->step, R = r->R, me = r->me, send_chunk, recv_chunk;
     if (s < r->rs_steps) {  // reduce-scatter: pass chunk (me-s-1) on, take in chunk (me-s-2)
-        send_chunk = mod(me - s - 1, D);
-        recv_chunk = mod(me - s - 2, D);
+        send_chunk = mod(me - s - 1, R);
+        recv_chunk = mod(me - s - 2, R);
     } else {                // all-gather: pass on the finished chunk (me-a), take in (me-a-1)
         int a = s - r->rs_steps;
-        send_chunk = mod(me - a, D);
-        recv_chunk = mod(me - a - 1, D);
+        send_chunk = mod(me - a, R);
+        recv_chunk = mod(me - a - 1, R);
     }
-    comm_shard(q->n, D, send_chunk, &so, &sl);
-    comm_shard(q->n, D, recv_chunk, &ro, &rl);
-    recv_to = s < r->rs_steps ? r->tmp : q->buf + ro;
-    MPI_CHECK(MPI_Irecv(recv_to, (int)rl, MPI_FLOAT, r->left, q->tag, q->comm, &r->rq[0]));
-    MPI_CHECK(MPI_Isend(q->buf + so, (int)sl, MPI_FLOAT, r->right, q->tag, q->comm, &r->rq[1]));
+    float *tmp = r->tmp;
+    for (int p = 0; p < r->parts; p++) {  // (messages of one pair and tag match in the order posted)
+        size_t so, sl, ro, rl;
+        piece(r, send_chunk, p, &so, &sl);
+        piece(r, recv_chunk, p, &ro, &rl);
+        float *recv_to = s < r->rs_steps ? tmp : r->buf + ro;
+        tmp += rl;
+        MPI_CHECK(MPI_Irecv(recv_to, (int)rl, MPI_FLOAT, mod(me - 1, R), r->tag, r->comm, &r->rq[2 * p]));
+        MPI_CHECK(MPI_Isend(r->buf + so, (int)sl, MPI_FLOAT, mod(me + 1, R), r->tag, r->comm, &r->rq[2 * p + 1]));
+    }
     r->posted = 1;
 }
 
-int comm_ring_advance(CommReq *q) {
-    Ring *r = q->state;
-    for (;;) {
-        if (r->posted) {
-            int flag = 0;
-            MPI_Status st[2];  // (MPI_STATUSES_IGNORE trips gcc's access-size warning)
-            MPI_CHECK(MPI_Testall(2, r->rq, &flag, st));
-            if (!flag) return 0;
-            r->posted = 0;
-            if (r->step < r->rs_steps) {  // add the received partial sum into our copy
-                size_t off, len;
-                comm_shard(q->n, q->D, mod(q->me - r->step - 2, q->D), &off, &len);
-                float *restrict dst = q->buf + off;
-                const float *restrict src = r->tmp;
-                for (size_t i = 0; i < len; i++) dst[i] += src[i];
-            }
-            r->step++;
-            if (r->step == r->rs_steps && q->op != OP_ALLGATHER) {  // own chunk complete: scale it
-                size_t off, len;
-                comm_shard(q->n, q->D, q->me, &off, &len);
-                comm_scale_host(q->buf + off, len, q->scale);
-            }
-        }
-        if (r->step == r->rs_steps + r->ag_steps) return 1;
-        ring_post(q, r);
+static void scale_own(RingRun *r) {  // own chunk complete: scale it
+    for (int p = 0; p < r->parts; p++) {
+        size_t off, len;
+        piece(r, r->me, p, &off, &len);
+        comm_scale_host(r->buf + off, len, r->scale);
     }
 }
 
-int comm_ring_start(CommReq *q, Comm *c) {
-    (void)c;
-    Ring *r = xcalloc(1, sizeof *r);
-    q->state = r;
-    r->left = mod(q->me - 1, q->D);
-    r->right = mod(q->me + 1, q->D);
-    r->rq[0] = r->rq[1] = MPI_REQUEST_NULL;
-    size_t most = (q->n + (size_t)q->D - 1) / (size_t)q->D;
-    r->rs_steps = q->op == OP_ALLGATHER ? 0 : q->D - 1;
-    r->ag_steps = q->op == OP_REDUCE_SCATTER ? 0 : q->D - 1;
-    if (r->rs_steps) r->tmp = xmalloc(most * sizeof(float));
-    return comm_ring_advance(q);
+// Adds the received partial sums (tmp, piece after piece) into our copy of chunk (me-step-2).
+static void ring_add(RingRun *r) {
+    const float *restrict src = r->tmp;
+    for (int p = 0; p < r->parts; p++) {
+        size_t off, len;
+        piece(r, mod(r->me - r->step - 2, r->R), p, &off, &len);
+        float *restrict dst = r->buf + off;
+        for (size_t i = 0; i < len; i++) dst[i] += src[i];
+        src += len;
+    }
 }
 
-void comm_ring_release(CommReq *q) {
-    Ring *r = q->state;
-    free(r->tmp);
+int comm_ring_run_advance(RingRun *r) {
+    for (;;) {
+        if (r->posted) {
+            int flag = 0;
+            MPI_Status st[2 * RING_MAX_PARTS];  // (MPI_STATUSES_IGNORE trips gcc's access-size warning)
+            MPI_CHECK(MPI_Testall(2 * r->parts, r->rq, &flag, st));
+            if (!flag) return 0;
+            r->posted = 0;
+            if (r->step < r->rs_steps) ring_add(r);
+            r->step++;
+            if (r->step == r->rs_steps && r->op != OP_ALLGATHER) scale_own(r);
+        }
+        if (r->step == r->rs_steps + r->ag_steps) return 1;
+        ring_post(r);
+    }
 }
+
+void comm_ring_run_init(RingRun *r, int op, MPI_Comm comm, int tag, float *buf, size_t n, float scale) {
+    MPI_CHECK(MPI_Comm_size(comm, &r->R));
+    MPI_CHECK(MPI_Comm_rank(comm, &r->me));
+    if (!r->parts) r->parts = 1, r->stride = 1, r->cuts = r->R;  // the plain ring: chunk j = shard j of R
+    CHECK(r->parts <= RING_MAX_PARTS, "a ring chunk of %d pieces: at most %d", r->parts, RING_MAX_PARTS);
+    r->op = op; r->comm = comm; r->tag = tag;
+    r->buf = buf; r->n = n; r->scale = scale;
+    for (int i = 0; i < 2 * RING_MAX_PARTS; i++) r->rq[i] = MPI_REQUEST_NULL;
+    r->rs_steps = op == OP_ALLGATHER ? 0 : r->R - 1;
+    r->ag_steps = op == OP_REDUCE_SCATTER ? 0 : r->R - 1;
+    size_t most = (n + (size_t)r->cuts - 1) / (size_t)r->cuts + 1;  // a piece's most floats
+    if (r->rs_steps) r->tmp = xmalloc(most * (size_t)r->parts * sizeof(float));
+    if (!r->rs_steps && op != OP_ALLGATHER) scale_own(r);  // a ring of one: its chunk is the sum
+}
+
+void comm_ring_run_free(RingRun *r) {
+    free(r->tmp);
+    r->tmp = NULL;
+}
+
+// ---- the row: one plain ring over dp ----
+
+int comm_ring_start(CommReq *q, Comm *c) {
+    (void)c;
+    RingRun *r = xcalloc(1, sizeof *r);
+    q->state = r;
+    comm_ring_run_init(r, q->op, q->comm, q->tag, q->buf, q->n, q->scale);
+    return comm_ring_run_advance(r);
+}
+int comm_ring_advance(CommReq *q) { return comm_ring_run_advance(q->state); }
+void comm_ring_release(CommReq *q) { comm_ring_run_free(q->state); }

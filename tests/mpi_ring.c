@@ -232,10 +232,15 @@ int main(int argc, char **argv) {
             report(name, ok, why);
         }
         size_t sizes[] = {0, 1, 2, 3, (size_t)world + 1, 7, 1000, 1000003};
-        comm_shared_require(&grid, 3 * (size_t)SHM_SLOT * sizeof(float), "mpi_ring");
-        shm_pool = comm_shared_alloc(&grid, 3 * (size_t)SHM_SLOT);
+        // shm's windows where the dp groups sit on one node (under -launcher fork -hosts a:2,b:2 they do not)
+        int shm = comm_shared_possible(&grid, 3 * (size_t)SHM_SLOT * sizeof(float));
+        if (shm) shm_pool = comm_shared_alloc(&grid, 3 * (size_t)SHM_SLOT);
         for (int algo = 0; algo < ALLREDUCE_ALGOS; algo++) {  // every row of the table
             const char *alg = comm_algos[algo].name;
+            if (comm_algos[algo].windows && !shm) {
+                if (me == 0) printf("SKIP collective/%s (%d ranks): the dp groups span nodes\n", alg, world);
+                continue;
+            }
             for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
                 test_allreduce(sizes[k], algo, alg, &backend_cpu);
                 if (sizes[k] == 7 || sizes[k] == 1000003) test_allreduce(sizes[k], algo, alg, &staged);
@@ -251,7 +256,7 @@ int main(int argc, char **argv) {
             report(name, comm_algos[algo].windows || (first > 0 && host_allocs == first), why);
         }
         shm_outside = 1;
-        test_allreduce(1000, ALLREDUCE_SHM, "shm", &backend_cpu);
+        if (shm) test_allreduce(1000, ALLREDUCE_SHM, "shm", &backend_cpu);
         shm_outside = 0;
         comm_free(&grid);
     }

@@ -2,8 +2,8 @@
 # tests/t_hosts.sh: two hosts on one machine, in two tiers.
 # Fake hosts: Hydra builds its process map from its host list (mpiexec -launcher fork -hosts
 # nodeA:2,nodeB:2), so MPI sees two nodes: the header shows the placement (--placement stages, replicas,
-# and auto's choice for a dp-heavy and a pp-heavy run) and --allreduce auto never
-# takes shared memory across them. Real network stacks (root and `ip netns` needed, else SKIP): two
+# and auto's choice for a dp-heavy and a pp-heavy run) and --allreduce auto never takes shared memory
+# across them (hier instead: tests/t_hier.sh). Real network stacks (root and `ip netns` needed, else SKIP): two
 # namespaces joined by a veth pair, Hydra launching into them through tests/netns-launcher.sh; pp,
 # ddp and hybrid --verify over TCP, traffic seen on the veth; a link taken down mid-run is ended by
 # the watchdog.
@@ -14,8 +14,8 @@ TWO="-launcher fork -hosts nodeA:2,nodeB:2"
 
 run 60 mpiexec $TWO -n 4 "$MICROPP" train --mode ddp $A --steps 2 --verify --json
 got=$(printf '%s' "$OUT" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['nodes'], d['allreduce'])" 2>/dev/null)
-if [ "$RC" -eq 0 ] && [ "$got" = "2 mpi" ]; then pass "hosts/fake: ddp on nodeA:2,nodeB:2 sees 2 nodes, --allreduce auto takes mpi"
-else fail "hosts/fake: ddp on nodeA:2,nodeB:2 sees 2 nodes, --allreduce auto takes mpi" "exit $RC, nodes/allreduce '$got': $(printf '%s' "$ERR" | head -c 300)"; fi
+if [ "$RC" -eq 0 ] && [ "$got" = "2 hier" ]; then pass "hosts/fake: ddp on nodeA:2,nodeB:2 sees 2 nodes, --allreduce auto takes hier"
+else fail "hosts/fake: ddp on nodeA:2,nodeB:2 sees 2 nodes, --allreduce auto takes hier" "exit $RC, nodes/allreduce '$got': $(printf '%s' "$ERR" | head -c 300)"; fi
 run 60 mpiexec -launcher fork -hosts nodeA:4 -n 4 "$MICROPP" train --mode ddp $A --steps 2 --json
 got=$(printf '%s' "$OUT" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['nodes'], d['allreduce'])" 2>/dev/null)
 if [ "$RC" -eq 0 ] && [ "$got" = "1 shm" ]; then pass "hosts/fake: the same on nodeA:4 (one node) takes shm"

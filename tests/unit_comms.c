@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include "unit.h"
 #include "comms.h"
+#include "comms/hier.h"
 #include "planner/cost.h"
 
 // The i-th '|'-separated field of choices into out ("" past the last).
@@ -80,8 +81,27 @@ static void test_profile_keys(void) {
     free(text); free(pf); free(back);
 }
 
+// hier's layout rule (comm_hier_layout): N nodes of L ranks each, node after node, or 0.
+static void test_hier_layout(void) {
+    static const struct { int D, node_of[8], N, L; } cases[] = {
+        {4, {0, 0, 1, 1}, 2, 2},          {6, {5, 5, 5, 2, 2, 2}, 2, 3}, {3, {0, 1, 2}, 3, 1},
+        {4, {0, 0, 0, 0}, 1, 4},          {4, {0, 0, 0, 1}, 0, -1},      {4, {0, 1, 0, 1}, 0, -1},
+        {6, {0, 0, 1, 1, 0, 0}, 0, -1},   {1, {7}, 1, 1},
+    };
+    int ok = 1;
+    char why[160] = "";
+    for (size_t i = 0; i < sizeof cases / sizeof *cases && ok; i++) {
+        int L, N = comm_hier_layout(cases[i].node_of, cases[i].D, &L);
+        ok = N == cases[i].N && (!N || L == cases[i].L);
+        if (!ok) snprintf(why, sizeof why, "case %zu: %d nodes of %d, expected %d of %d", i, N, L, cases[i].N, cases[i].L);
+    }
+    EXPECT("comms/hier: the layout rule finds N nodes of L ranks, node after node, and refuses uneven or interleaved ones",
+           ok, "%s", why);
+}
+
 int main(void) {
     test_choices();
+    test_hier_layout();
     test_rows();
     test_profile_keys();
     return unit_failures ? 1 : 0;

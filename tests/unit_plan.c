@@ -474,7 +474,33 @@ static void test_allreduce(void) {
     Plan p = facts_ok("plan/allreduce auto, one node", &f1, "--mode ddp");
     EXPECT("plan/allreduce: auto on one node of cpus is shm", p.data.algo == ALLREDUCE_SHM, "%d", p.data.algo);
     p = facts_ok("plan/allreduce auto, replicas on two nodes", &f2, "--mode ddp");
-    EXPECT("plan/allreduce: auto with replicas on two nodes is mpi", p.data.algo == ALLREDUCE_MPI, "%d", p.data.algo);
+    EXPECT("plan/allreduce: auto with 2 replicas on each of two nodes is hier", p.data.algo == ALLREDUCE_HIER, "%d",
+           p.data.algo);
+    p = facts_ok("plan/allreduce auto, hybrid, one replica of a stage per node", &f2,
+                 "--mode hybrid --pp 2 --dp 2 --placement stages");
+    EXPECT("plan/allreduce: auto with one replica of a stage per node is mpi (hier would be a plain ring)",
+           p.data.algo == ALLREDUCE_MPI, "%d", p.data.algo);
+    p = facts_ok("plan/allreduce hier, hybrid, one replica of a stage per node", &f2,
+                 "--mode hybrid --pp 2 --dp 2 --placement stages --allreduce hier");
+    EXPECT("plan/allreduce: --allreduce hier with one replica of a stage per node runs", p.data.algo == ALLREDUCE_HIER,
+           "%d", p.data.algo);
+    facts_refused("plan/refuse: --allreduce hier on one node", &f1, "--mode ddp --allreduce hier",
+                  "train: --allreduce hier needs the replicas on 2 or more nodes, and the 2 of rank 0's stage share one: "
+                  "use --allreduce shm or auto");
+    static int uneven[4] = {0, 0, 0, 1}, interleaved[4] = {0, 1, 0, 1};
+    Hardware cpu_uneven = cpu2, cpu_interleaved = cpu2;
+    cpu_uneven.node_of = uneven;
+    cpu_interleaved.node_of = interleaved;
+    Facts fu = f2, fi = f2;
+    fu.devices = &cpu_uneven;
+    fi.devices = &cpu_interleaved;
+    facts_refused("plan/refuse: --allreduce hier on nodes of 3 and 1", &fu, "--mode ddp --allreduce hier",
+                  "train: --allreduce hier needs the 4 replicas of each stage in equal runs, node after node, and rank "
+                  "0's are not: use --allreduce ring or mpi");
+    facts_refused("plan/refuse: --allreduce hier on interleaved nodes", &fi, "--mode ddp --allreduce hier",
+                  "train: --allreduce hier needs the 4 replicas of each stage in equal runs");
+    p = facts_ok("plan/allreduce auto, interleaved nodes", &fi, "--mode ddp");
+    EXPECT("plan/allreduce: auto on interleaved nodes is mpi", p.data.algo == ALLREDUCE_MPI, "%d", p.data.algo);
     p = facts_ok("plan/allreduce auto, hybrid, each stage's replicas on one node", &f2, "--mode hybrid --pp 2 --dp 2 --placement replicas");
     EXPECT("plan/allreduce: auto, hybrid with each stage's replicas on a node: shm", p.data.algo == ALLREDUCE_SHM, "%d",
            p.data.algo);

@@ -150,8 +150,8 @@ const Option train_options[] = {
     {"ddp-sync", 0, OPT_CHOICE, T(ddp.ddp_sync), SYNC_CHOICES, 0, 0, "SYNC",
      "ddp/hybrid: naive = one all-reduce per tensor after backward; bucketed = overlapped with backward", AXIS_DATA},
     {"allreduce", 0, OPT_CHOICE, T(ddp.allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG",
-     "ddp/hybrid and --tp's group: MPI's own collectives, the from-scratch ring, shared memory (one node), or auto: "
-     "shm where it can, else mpi",
+     "ddp/hybrid and --tp's group: MPI's own collectives, the from-scratch ring, shared memory (one node), rings "
+     "inside and across nodes (hier), or auto: shm where it can, hier across nodes of 2+ replicas each, else mpi",
      AXIS_DATA | AXIS_TENSOR},
     {"bucket-mb", 0, OPT_FLOAT, T(ddp.bucket_mb), 0, 0, 1e12, "MB",
      "ddp/hybrid bucketed: bucket capacity in MiB (0: 2 layers' gradients, at most 25 as PyTorch's)", AXIS_DATA},
