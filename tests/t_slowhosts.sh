@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # tests/t_slowhosts.sh: the slow hosts of tests/slowhosts.sh (namespaces on a bridge, links shaped by
 # tc): the throttle holds (micropp pingpong between two hosts at 100 Mb/s measures about that, where the
-# run.sh: alone (it compares measured bandwidths: the unshaped link must carry clearly more than the throttled one)
 # same hosts unshaped carry clearly more), a one-way --delay shows in the ping-pong's latency
 # (where the kernel has netem), hier's all-reduce sends 2/3 of the flat ring's bytes across 2 hosts of
 # 2 ranks, bad options end in one line, and no namespace is left behind.
 # Root, ip and tc needed, else SKIP with the reason.
+# run.sh: alone (it compares measured bandwidths: the unshaped link must carry clearly more than the throttled one)
 source "$(dirname "$0")/lib.sh"
 SLOW=$ROOT/tests/slowhosts.sh
 PING="$MICROPP pingpong -b 4M -e 4M -n 40 -w 2 --window 4 --json"
