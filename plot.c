@@ -93,8 +93,10 @@ static void read_run(const char *path, Curves *r) {
     text[len] = 0;
     free(buf);
     int line_no = 0, lines = 0;
-    for (char *line = text, *nl; *line && (nl = strchr(line, '\n')); line = nl + 1, line_no++) {
+    for (char *line = text, *nl; (nl = memchr(line, '\n', len - (size_t)(line - text))); line = nl + 1, line_no++) {
         *nl = 0;
+        if (strlen(line) < (size_t)(nl - line))
+            user_error("plot: %s: line %d holds a NUL byte: give the files train --metrics wrote", path, line_no + 1);
         if (!*line) continue;
         if (read_line(r, line))
             user_error("plot: %s: line %d is no metrics line (a JSON object with a \"step\"): give the files "
@@ -353,6 +355,10 @@ int cmd_plot(int argc, char **argv) {
                   "  micropp plot fashion.jsonl --x epochs --svg fashion.svg\n");
     if (!n) user_error("plot: no metrics file given: micropp plot RUN.jsonl [RUN2.jsonl ...] --svg OUT.svg");
     if (!c->svg[0]) user_error("plot: --svg OUT.svg is missing: name the picture to write");
+    OutName in[PLOT_MAX_RUNS], out = {"--svg", c->svg};
+    char why[3 * PATH_LEN];
+    for (int r = 0; r < n; r++) in[r] = (OutName){"the metrics log", files[r]};
+    if (out_clash("plot", &out, 1, in, n, why, sizeof why)) user_error("%s", why);
     Curves *runs = xcalloc((size_t)n, sizeof(Curves));
     for (int r = 0; r < n; r++) {
         read_run(files[r], &runs[r]);

@@ -421,8 +421,10 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
         optind = 1;
         int c;
         while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
-            if (c >= 1000 && &opts[c - 1000] == cfg) options_load_json(cmd, opts, base, seen, optarg);
-            if (c == cfg->short_name) options_load_json(cmd, opts, base, seen, optarg);
+            if ((c >= 1000 && &opts[c - 1000] == cfg) || c == cfg->short_name) {
+                options_load_json(cmd, opts, base, seen, optarg);
+                snprintf((char *)base + cfg->offset, PATH_LEN, "%s", optarg);  // (which file it was: an input)
+            }
         }
     }
     opterr = 0;

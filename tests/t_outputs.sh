@@ -18,6 +18,9 @@ printf '{"step":1,"loss":0.7,"lr":0.001,"step_ms":1,"samples_s":3200}\n' > "$TMP
 plot() { timeout -k 5 60 $WHO "${BIN:-$MICROPP}" plot "$TMP/run.jsonl" --svg "$1" > "$TMP/stdout" 2>"$TMP/stderr"; }
 first_bytes() { head -c 40 "$1" 2>/dev/null; }
 expect_start() { case "$1" in svg|timeline|plot) echo "<?xml" ;; trace|metrics) echo "{" ;; esac; }
+# What a writer may replace: --metrics only an earlier metrics log (a file that is not one is refused
+# and left as it was, below), the others any regular file.
+old_of() { case "$1" in metrics) echo '{"step":1,"loss":0.7}' ;; *) echo old ;; esac; }
 
 # Each kind of path for one writer, in folder D (world-writable when run as nobody).
 kinds() {
@@ -26,10 +29,10 @@ kinds() {
     rm -rf "$D"/*
     "$w" "$D/new.out" && [[ "$(first_bytes "$D/new.out")" == "$want"* ]] && [ -z "$(ls "$D" | grep tmp)" ] \
         && pass "$tag: a new file is written whole, no temporary left" || fail "$tag: new file" "rc $? $(cat "$TMP/stderr")"
-    echo old > "$D/reg.out"
+    old_of "$w" > "$D/reg.out"
     "$w" "$D/reg.out" && [[ "$(first_bytes "$D/reg.out")" == "$want"* ]] \
         && pass "$tag: a regular file is replaced" || fail "$tag: regular file" "$(cat "$TMP/stderr")"
-    echo old > "$D/target.out"; ln -s target.out "$D/link.out"
+    old_of "$w" > "$D/target.out"; ln -s target.out "$D/link.out"
     "$w" "$D/link.out" && [ -L "$D/link.out" ] && [[ "$(first_bytes "$D/target.out")" == "$want"* ]] \
         && pass "$tag: a symlink is followed: its target is written, the link stays" || fail "$tag: symlink" "$(ls -l "$D") $(cat "$TMP/stderr")"
     ln -s made.out "$D/dangling.out"
@@ -69,6 +72,36 @@ svg - && [[ "$(head -c 5 "$TMP/stdout")" == "<?xml" ]] && pass "outputs/bubble -
 expect_user_error "outputs/bubble --svg - with --json" "--svg - writes the picture on standard output, and --json prints there too" 10 "$MICROPP" bubble --svg - --json
 expect_user_error "outputs/train --trace -" "--trace - would mix the file into the summary" 60 mpiexec -n 2 "$MICROPP" train --mode pp --trace -
 expect_user_error "outputs/train --timeline -" "--timeline - would mix" 60 mpiexec -n 2 "$MICROPP" train --mode pp --timeline -
+
+# ---- no output is an input or another output of the same command: refused, every file left as it was ----
+# (by the file named: through a symlink, "./" or "x/.." alike; the checkpoint folder's own names)
+mkdir -p "$TMP/clash/sub" && cd "$TMP/clash"
+printf '{"steps": 2}' > cfg.json; cp "$TMP/run.jsonl" log.jsonl; ln -s cfg.json cfg-link
+clash() {  # NAME PATTERN CMD...: refused with exit 2 and one line; cfg.json and log.jsonl untouched
+    local name=$1 pat=$2; shift 2
+    expect_user_error "clash/$name" "$pat" 60 "$@"
+    [ "$(cat cfg.json)" = '{"steps": 2}' ] && cmp -s log.jsonl "$TMP/run.jsonl" \
+        || fail "clash/$name: the files left as they were" "$(ls -l; head -c 100 cfg.json log.jsonl)"
+}
+clash "plot --svg is its own metrics log" "plot: --svg 'sub/../log.jsonl' is also the metrics log 'log.jsonl', which plot reads.*give --svg another file" \
+    "$MICROPP" plot log.jsonl --svg sub/../log.jsonl
+clash "train --metrics is its --config (through a symlink)" "train: --metrics 'cfg-link' is also --config 'cfg.json', which train reads.*give --metrics another file" \
+    "$MICROPP" train --config cfg.json --metrics cfg-link
+clash "train --metrics X --trace X" "train: --metrics 'x.json' and --trace './x.json' name the same file, and each would replace the other: give them different names" \
+    mpiexec -n 2 "$MICROPP" train --mode pp --steps 2 --metrics x.json --trace ./x.json
+clash "train --trace X --timeline X" "train: --trace 'x.svg' and --timeline 'x.svg' name the same file" \
+    mpiexec -n 2 "$MICROPP" train --mode pp --steps 2 --trace x.svg --timeline x.svg
+clash "train --save D --metrics D/manifest.json" "train: --metrics 'ck/manifest.json' is a file of the checkpoint folder --save 'ck/': give --metrics a path outside it" \
+    "$MICROPP" train --steps 2 --save ck/ --metrics ck/manifest.json
+[ ! -e x.json ] && [ ! -e x.svg ] && [ ! -e ck ] && pass "clash/nothing was written by the refused runs" || fail "clash/nothing written" "$(ls)"
+run 60 "$MICROPP" train --steps 2 --save ck --metrics ck/metrics.jsonl
+[ "$RC" -eq 0 ] && [ -s ck/manifest.json ] && [ -s ck/metrics.jsonl ] && pass "clash/a log of another name inside --save's folder is fine" \
+    || fail "clash/a log of another name inside --save's folder" "exit $RC: $ERR"
+s0=$(cksum < ck/manifest.json)
+clash "train --resume D --metrics D/manifest.json" "train: --metrics 'ck/manifest.json' is a file of the checkpoint folder --resume 'ck'" \
+    "$MICROPP" train --steps 4 --resume ck --metrics ck/manifest.json
+[ "$(cksum < ck/manifest.json)" = "$s0" ] && pass "clash/the checkpoint's manifest is left as it was" || fail "clash/the manifest is left" "changed"
+cd "$TMP"
 
 # ---- an empty value is an error, never "not given" ----
 for opt in config resume save trace timeline metrics partition data labels; do

@@ -141,6 +141,9 @@ run 30 "$MICROPP" plot "$TMP/a.jsonl" --svg -
 echo '{"step":1,"loss":1}' > "$TMP/bad.jsonl"; echo 'not json' >> "$TMP/bad.jsonl"
 expect_user_error "plot/a line that is no metrics line: named, exit 2" "bad.jsonl: line 2 is no metrics line" 30 \
     "$MICROPP" plot "$TMP/a.jsonl" "$TMP/bad.jsonl" --svg "$TMP/no1.svg"
+printf '{"step":1,"loss":1}\n{"step":2,\0"loss":1}\n{"step":3,"loss":1}\n' > "$TMP/nul.jsonl"  # (not the later lines dropped)
+expect_user_error "plot/a NUL byte inside a log: its line named" "nul.jsonl: line 2 holds a NUL byte" 30 \
+    "$MICROPP" plot "$TMP/nul.jsonl" --svg "$TMP/no1.svg"
 : > "$TMP/empty.jsonl"
 expect_user_error "plot/an empty log" "empty.jsonl has no metrics lines" 30 "$MICROPP" plot "$TMP/empty.jsonl" --svg "$TMP/no2.svg"
 expect_user_error "plot/a missing file" "plot: cannot open .*nothere.jsonl" 30 "$MICROPP" plot "$TMP/nothere.jsonl" --svg "$TMP/no3.svg"

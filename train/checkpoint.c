@@ -664,6 +664,18 @@ static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_samp
     free(text);
 }
 
+// A stage file's name, or one of an interrupted save: "step-...safetensors[.tmp]".
+static int stage_file_name(const char *nm) {
+    size_t len = strlen(nm);
+    return !strncmp(nm, "step-", 5) && ((len > 12 && !strcmp(nm + len - 12, ".safetensors")) ||
+                                        (len > 16 && !strcmp(nm + len - 16, ".safetensors.tmp")));
+}
+
+int ckpt_owns(const char *name) {
+    return stage_file_name(name) || !strcmp(name, MANIFEST) || !strncmp(name, MANIFEST ".", strlen(MANIFEST) + 1) ||
+           !strcmp(name, ".micropp-probe");
+}
+
 // After the manifest is committed: remove the stage files (and leftovers of interrupted saves)
 // that it does not name. Only our own names ("step-...safetensors[.tmp]") are touched.
 static void remove_stale(const char *dir, const FileRec *recs, int n) {
@@ -672,10 +684,7 @@ static void remove_stale(const char *dir, const FileRec *recs, int n) {
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *nm = e->d_name;
-        size_t len = strlen(nm);
-        int ours = !strncmp(nm, "step-", 5) && ((len > 12 && !strcmp(nm + len - 12, ".safetensors")) ||
-                                                (len > 16 && !strcmp(nm + len - 16, ".safetensors.tmp")));
-        if (!ours) continue;
+        if (!stage_file_name(nm)) continue;
         int live = 0;
         for (int i = 0; i < n && !live; i++) live = !strcmp(recs[i].file, nm);
         if (live) continue;
