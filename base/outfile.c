@@ -205,11 +205,13 @@ int out_clash(const char *cmd, const OutName *out, int n_out, const OutName *in,
             if (out[j].path[0] && out_same(out[i].path, out[j].path))
                 snprintf(why, n, "%s: %s '%s' and %s '%s' name the same file, and each would replace the other: give "
                          "them different names", cmd, out[i].flag, out[i].path, out[j].flag, out[j].path);
-        for (int j = 0; j < n_in && !why[0]; j++)  // (an input that is not there, or a folder, cannot be lost)
-            if (in[j].path[0] && stat(in[j].path, &st) == 0 && !S_ISDIR(st.st_mode) && out_same(out[i].path, in[j].path))
+        for (int j = 0; j < n_in && !why[0]; j++) {  // (an input that is not there, or a folder, cannot be lost)
+            int there = in[j].path[0] && stat(in[j].path, &st) == 0 && !S_ISDIR(st.st_mode);
+            if (there && out_same(out[i].path, in[j].path))
                 snprintf(why, n, "%s: %s '%s' is also %s '%s', which %s reads, and writing it would destroy it: "
                          "give %s another file", cmd, out[i].flag, out[i].path, in[j].flag, in[j].path, cmd,
                          out[i].flag);
+        }
     }
     return why[0] != 0;
 }
