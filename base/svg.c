@@ -93,6 +93,7 @@ double svg_title(FILE *f, double x, double top, double width, double font_px, co
 }
 
 double svg_nice_step(double want) {
+    if (!(want > 0 && want < INFINITY)) return 1;  // (0, NaN, infinite: no power of ten would end the loop)
     double p = pow(10, floor(log10(want)));
     for (;; p *= 10) {
         if (p >= want) return p;
