@@ -561,8 +561,11 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
             finish(0);
         }
     options_parse("plan", all_options, pc, &pc->seen, argc, argv, usage, examples);
+    if (!pc->calibrate && seen_typed(&pc->seen, "timeout"))
+        user_error("plan: --timeout bounds the waits of --calibrate (under mpiexec): add --calibrate, or drop it");
     for (int i = 0; all_options[i].name; i++)
-        if (!is_model_option(all_options[i].name) && seen_typed(&pc->seen, all_options[i].name))
+        if (!is_model_option(all_options[i].name) && seen_typed(&pc->seen, all_options[i].name) &&
+            !(pc->calibrate && !strcmp(all_options[i].name, "timeout")))  // (--calibrate's waits: its watchdog)
             user_error("plan: --%s changes neither memory nor the bubble: drop it (see 'micropp plan --help')",
                        all_options[i].name);
     TrainConfig *c = &pc->t;
@@ -594,6 +597,9 @@ static void check_auto(const PlanCmd *pc) {
         if (seen_set(&pc->seen, (const char *[]){"world", "profile", "machine", "top"}[i]))
             user_error("plan: --%s goes with --auto, and %s measures the world mpiexec started: drop it",
                        (const char *[]){"world", "profile", "machine", "top"}[i], mode);
+    if (pc->calibrate && pc->t.timeout > 0 && pc->t.timeout < WD_MIN_TIMEOUT)
+        user_error("plan: --timeout %g is below the %g s minimum: use %g or more, or 0 to wait forever", pc->t.timeout,
+                   WD_MIN_TIMEOUT, WD_MIN_TIMEOUT);
     if (pc->calibrate && !pc->out[0])
         user_error("plan: --calibrate writes a profile: name it with --out FILE (e.g. --out profile.json)");
     if (pc->auto_ && !pc->world)
@@ -611,6 +617,7 @@ static int plan_calibrate(PlanCmd *pc) {
     char why[PATH_LEN + 200] = "";
     if (err) snprintf(why, sizeof why, "plan: --out '%s': %s: %s", pc->out, strerror(err), out_hint(err));
     agree_on_error(why[0] ? why : NULL);
+    wd_set_timeout(pc->t.timeout);  // (every wait of the measurements: a rank stopped ends the job, not a hang)
     Profile pf;
     calibrate_run(&pc->t, &pf, g_rank == 0);
     if (g_rank == 0) {
