@@ -194,9 +194,8 @@ static void parse_tp(PlanCmd *pc) {
         for (int T = 1; T <= 8; T *= 2) if (c->hidden % T == 0) pc->ts[pc->n_tp++] = T;
     } else pc->n_tp = parse_list("tp", pc->tp, 4096, pc->ts);
     c->grid.tp = pc->ts[0];
-    if (pc->n_tp > 1 && (pc->auto_ || pc->calibrate))
-        user_error("plan: --tp %s lists several degrees for plan's table: give one with --%s", pc->tp,
-                   pc->auto_ ? "auto" : "calibrate");
+    if (pc->n_tp > 1 && pc->auto_)  // (--calibrate takes none: check_auto)
+        user_error("plan: --tp %s lists several degrees for plan's table: give one with --auto", pc->tp);
 }
 
 // --params: the layers (and, unless --hidden is given, the hidden size) of a model about that big.
@@ -593,6 +592,12 @@ static void check_auto(const PlanCmd *pc) {
     for (size_t i = 0; pc->auto_ && i < sizeof searched / sizeof *searched; i++)
         if (seen_typed(&pc->seen, searched[i]))
             user_error("plan: --auto searches --%s itself: drop it (or drop --auto to plan that layout)", searched[i]);
+    for (size_t i = 0; pc->calibrate && i < sizeof searched / sizeof *searched; i++)  // (measured for every one)
+        if (seen_typed(&pc->seen, searched[i]))
+            user_error("plan: --calibrate measures the costs of every layout, and --auto searches --%s: drop it here",
+                       searched[i]);
+    if (pc->calibrate && seen_typed(&pc->seen, "json"))
+        user_error("plan: --calibrate writes its profile as JSON to --out, and prints no table: drop --json");
     for (size_t i = 0; pc->calibrate && i < 4; i++)
         if (seen_set(&pc->seen, (const char *[]){"world", "profile", "machine", "top"}[i]))
             user_error("plan: --%s goes with --auto, and %s measures the world mpiexec started: drop it",

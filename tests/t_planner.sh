@@ -155,6 +155,13 @@ expect_user_error "planner/--calibrate without --out" "--calibrate writes a prof
     mpiexec -n 2 "$MICROPP" plan --calibrate $TINY
 expect_user_error "planner/--out unwritable" "--out '/nonexistent/p.json'" 30 \
     mpiexec -n 2 "$MICROPP" plan --calibrate $TINY --out /nonexistent/p.json
+# --calibrate measures every layout's costs: the options --auto searches (and --json) would be ignored
+for a in "--tp 2" "--stages 2" "--precision bf16"; do
+    expect_user_error "planner/--calibrate $a" "plan: --calibrate measures the costs of every layout, and --auto searches ${a%% *}: drop it here" 30 \
+        mpiexec -n 2 "$MICROPP" plan --calibrate $TINY $a --out "$TMP/x.json"
+done
+expect_user_error "planner/--calibrate --json" "plan: --calibrate writes its profile as JSON to --out, and prints no table: drop --json" 30 \
+    mpiexec -n 2 "$MICROPP" plan --calibrate $TINY --json --out "$TMP/x.json"
 expect_user_error "planner/--timeout without --calibrate" "plan: --timeout bounds the waits of --calibrate \(under mpiexec\): add --calibrate, or drop it" 10 \
     "$MICROPP" plan --timeout 3
 expect_user_error "planner/--calibrate --timeout below the minimum" "plan: --timeout 0.5 is below the 1 s minimum" 30 \
