@@ -627,13 +627,15 @@ static int plan_calibrate(PlanCmd *pc) {
     calibrate_run(&pc->t, &pf, g_rank == 0);
     if (g_rank == 0) {
         char *text = cost_to_json(&pf);
-        if ((err = out_open(&o, pc->out)) == 0) {
+        if ((err = out_open_now(&o, pc->out)) == 0) {
             fputs(text, o.f);
             fputc('\n', o.f);
             err = out_commit(&o);
         }
         free(text);
-        if (err) snprintf(why, sizeof why, "plan: cannot write --out '%s': %s", pc->out, strerror(err));
+        if (err)
+            snprintf(why, sizeof why, "plan: cannot write --out '%s': %s: %s", pc->out, strerror(err),
+                     out_write_hint(err));
         else printf("# micropp plan --calibrate: %s\nwrote %s\n", pf.source, pc->out);
     }
     agree_on_error(why[0] ? why : NULL);

@@ -18,8 +18,9 @@ typedef struct {
 } OutFile;
 int out_open(OutFile *o, const char *path);  // 0, or errno (missing folder, read-only, a folder...)
 // The same, but a FIFO that no process opens for reading within OUT_FIFO_WAIT_MS is refused (ENXIO)
-// instead of waited on forever: for commands that write at once (bubble); a reader that is there
-// is waited on as it reads. out_open (train's --trace, --timeline) waits for the reader.
+// instead of waited on forever: for commands that write at once (bubble, plot, plan's --out); a
+// reader that is there is waited on as it reads. out_open (train's --trace, --timeline) waits for the
+// reader, under the watchdog's --timeout.
 #define OUT_FIFO_WAIT_MS 2000
 int out_open_now(OutFile *o, const char *path);
 // A log the user follows as it grows (--metrics, `tail -f`): written in place, never through a

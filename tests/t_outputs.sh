@@ -149,9 +149,9 @@ mkdir -p "$TMP/ck"; mkfifo "$TMP/ck/manifest.json"
 expect_user_error "inputs/train --resume DIR whose manifest.json is a FIFO" "--resume $TMP/ck: cannot open $TMP/ck/manifest.json: $FIFO_WHY" 20 \
     mpiexec -n 2 "$MICROPP" train --mode pp --resume "$TMP/ck" --steps 3
 
-# ---- bubble's outputs on a FIFO nobody reads: refused after a short wait, not blocked on forever ----
+# ---- outputs on a FIFO nobody reads: refused after a short wait, not blocked on forever ----
 # (with a reader the picture is written in place: the kinds above; train's --trace and --timeline
-# still wait for their reader, as a slow one must lose nothing)
+# still wait for their reader, as a late one must lose nothing: the watchdog bounds that wait, below)
 mkfifo "$TMP/out.fifo"
 for opt in svg dump-csv; do
     start=$(date +%s)
@@ -160,6 +160,18 @@ for opt in svg dump-csv; do
         "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 2 --$opt "$TMP/out.fifo"
     echo "# bubble --$opt: refused after $(( $(date +%s) - start )) s"
 done
+run 120 "$MICROPP" plan --calibrate --layers 2 --hidden 16 --batch 8 --out "$TMP/out.fifo"  # (its progress on stderr too)
+[ "$RC" -eq 2 ] && [ "$(tail -n 1 <<<"$ERR")" = "micropp: plan: cannot write --out '$TMP/out.fifo': No such device or address: $(
+    echo "it is a FIFO that no process opened for reading within 2 s: start its reader first, or give a file name")" ] \
+    && pass "outputs/plan --calibrate --out FIFO that no process reads: exit 2, one line" \
+    || fail "outputs/plan --calibrate --out FIFO that no process reads" "exit $RC: $(tail -c 300 <<<"$ERR")"
+# ... and a FIFO named as --profile, an input, is refused at once (opening it would wait for a writer)
+expect_user_error "inputs/plan --auto --profile FIFO" "plan: --profile cannot open $TMP/out.fifo: it is a FIFO \(named pipe\), not a regular file" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$TMP/out.fifo"
+expect_user_error "inputs/train --auto --profile FIFO (2 ranks)" "train: --profile cannot open $TMP/out.fifo: it is a FIFO" 30 \
+    mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/out.fifo"
+expect_user_error "inputs/plan --auto --profile a folder" "plan: --profile cannot open $TMP: it is a folder, not a regular file" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$TMP"
 
 # ---- what rank 0 writes last: every rank waits for it (bounded by --timeout alone), and the exit is
 # 0 only when all of it is written; the completion marker ends the output only then ----
