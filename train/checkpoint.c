@@ -82,25 +82,51 @@ static int mkdir_p(const char *dir) {
     return 0;
 }
 
+// Every rank must see the --save folder rank 0 made (the writers of the other stages write there, and
+// a node-local scratch disk would fail the first save hours in): each reads rank 0's probe, which holds
+// the run's id; the ranks that cannot, and their hosts, end the run at start-up with one line, exit 2.
+static void check_shared(const char *dir, uint32_t id, MPI_Comm comm) {
+    typedef struct { int ok; char host[64]; } Saw;
+    int rank, size;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    char probe[PATH_LEN + 32], text[16] = "";
+    snprintf(probe, sizeof probe, "%s/.micropp-probe", dir);
+    Saw me = {0, ""}, *all = xcalloc((size_t)size, sizeof(Saw));
+    FILE *f = fopen(probe, "r");
+    if (f) { me.ok = fgets(text, sizeof text, f) && strtoul(text, NULL, 16) == id; fclose(f); }
+    launch_host_name(me.host, sizeof me.host);
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, comm, &q));
+    wd_wait(&q, NULL, -1, "checking that every rank sees the --save folder");
+    if (rank == 0) unlink(probe);  // (every rank has read it: the gather is complete)
+    char ranks[160] = "", hosts[200] = "";
+    int bad = 0;
+    for (int r = 0; r < size; r++) {
+        if (all[r].ok) continue;
+        size_t k = strlen(ranks), h = strlen(hosts);
+        if (bad++ < 8) snprintf(ranks + k, sizeof ranks - k, "%s%d", k ? ", " : "", r);
+        if (!strstr(hosts, all[r].host) && h < 120)
+            snprintf(hosts + h, sizeof hosts - h, "%s%s", h ? ", " : "", all[r].host);
+    }
+    if (bad)
+        user_error("train: --save %s: rank%s %s%s (host%s %s) do%s not see the folder rank 0 made on %s: give --save a "
+                   "folder every host shares (a network file system), not one on a node's own disk",
+                   dir, bad > 1 ? "s" : "", ranks, bad > 8 ? ", ..." : "", strchr(hosts, ',') ? "s" : "", hosts,
+                   bad > 1 ? "" : "es", all[0].host);
+    free(all);
+}
+
 void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
     int rank;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     char err[ERR_LEN] = "";
     uint32_t id = 0;
     if (rank == 0) {
-        if (c->ckpt.save[0]) {
-            char probe[PATH_LEN + 32];
-            snprintf(probe, sizeof probe, "%s/.micropp-probe", c->ckpt.save);
-            FILE *f = NULL;
-            if (mkdir_p(c->ckpt.save) != 0)
-                snprintf(err, sizeof err, "train: --save %s: cannot create that folder: %s (choose a writable path)",
-                         c->ckpt.save, strerror(errno));
-            else if (!(f = fopen(probe, "w")))
-                snprintf(err, sizeof err, "train: --save %s: cannot write there: %s (choose a writable folder)",
-                         c->ckpt.save, strerror(errno));
-            if (f) { fclose(f); unlink(probe); }
-        }
-        if (!err[0] && c->ckpt.resume[0]) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = (uint32_t)mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 48));
+        if (c->ckpt.resume[0]) {
             char path[PATH_LEN + 32];
             snprintf(path, sizeof path, "%s/" MANIFEST, c->ckpt.resume);
             if (access(path, R_OK) != 0)
@@ -108,12 +134,25 @@ void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
                          "train: --resume %s: no readable %s there (%s): give a folder written by --save",
                          c->ckpt.resume, MANIFEST, strerror(errno));
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        id = (uint32_t)mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 48));
+        if (!err[0] && c->ckpt.save[0]) {
+            char probe[PATH_LEN + 32];
+            snprintf(probe, sizeof probe, "%s/.micropp-probe", c->ckpt.save);
+            FILE *f = NULL;
+            if (mkdir_p(c->ckpt.save) != 0)
+                snprintf(err, sizeof err, "train: --save %s: cannot create that folder: %s (choose a writable path)",
+                         c->ckpt.save, strerror(errno));
+            else if (!(f = fopen(probe, "w")) || fprintf(f, "%08x\n", id) < 0)
+                snprintf(err, sizeof err, "train: --save %s: cannot write there: %s (choose a writable folder)",
+                         c->ckpt.save, strerror(errno));
+            if (f && fclose(f) != 0 && !err[0])
+                snprintf(err, sizeof err, "train: --save %s: cannot write there: %s (choose a writable folder)",
+                         c->ckpt.save, strerror(errno));
+            if (err[0]) unlink(probe);
+        }
     }
     comm_agree(comm, err);
     MPI_CHECK(MPI_Bcast(&id, 1, MPI_UINT32_T, 0, comm));
+    if (c->ckpt.save[0]) check_shared(c->ckpt.save, id, comm);
     g_run_id = id;
     g_last_saved = -1;
 }
