@@ -53,7 +53,7 @@ static TrainConfig with_auto(TrainConfig c, const OptionsSeen *seen, Candidate *
     if (c.auto_layout) comm_allreduce_max_double(least, 1, MPI_COMM_WORLD);
     memset(pick, 0, sizeof *pick);
     int rc = auto_pick(&c, seen, world, -least[0] / world, pick, err, sizeof err);
-    agree_on_error(rc ? err : NULL);  // (a profile one node cannot read)
+    agree_on_read_error(rc ? err : NULL);  // (a profile one node cannot read)
     return c;
 }
 
@@ -543,7 +543,7 @@ static const SchedFile *load_schedule_file(const TrainConfig *c, const Degrees *
         schedule_file_parse(text, c->pipe.schedule_file, file, why, sizeof why);
     free(text);
     if (why[0]) snprintf(err, sizeof err, "train: %s", why);
-    agree_on_error(err[0] ? err : NULL);
+    agree_on_read_error(err[0] ? err : NULL);
     return file;
 }
 

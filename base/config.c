@@ -240,7 +240,7 @@ void options_load_json(const char *cmd, const Option *opts, void *base, OptionsS
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (fd >= 0 && !f) { snprintf(what, sizeof what, "%s", strerror(errno)); close(fd); }
     if (!f) snprintf(why, sizeof why, "%s: cannot read config '%s': %s", cmd, path, what);
-    agree_on_error(why);  // a node that cannot see the file ends every rank, not just itself
+    agree_on_read_error(why);  // a node that cannot see the file ends every rank, not just itself
     if (!f) return;       // (not reached: agree_on_error ended every rank)
     fseek(f, 0, SEEK_END);
     long len = ftell(f);

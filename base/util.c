@@ -153,6 +153,11 @@ void agree_on_error(const char *err) {
     else if (err && *err) user_error("%s", err);
 }
 
+void agree_on_read_error(const char *err) {
+    if (others_running()) hooks.agree(err ? err : "", 2 | AGREE_NAME_WHERE);
+    else if (err && *err) user_error("%s", err);
+}
+
 void agree_on_failure(const char *err) {
     if (others_running()) hooks.agree(err ? err : "", 1);
     else if (err && *err) run_failed("%s", err);

@@ -49,6 +49,10 @@ void agree_on_failure(const char *err);
 // it at the same point with its error or NULL; if any rank has one, all end with the lowest
 // failing rank's message and exit 2. Without MPI it is user_error(err) when err is set.
 void agree_on_error(const char *err);
+// The same for a file some ranks may not see (--data, --config, --resume, a schedule file): when some
+// ranks could read it and others not, the line says which rank and host could not, and how many.
+#define AGREE_NAME_WHERE 16  // (or'ed into the hook's code)
+void agree_on_read_error(const char *err);
 
 // Ends this rank normally with an exit code (MPI finalized first when it is running); 1 instead
 // when standard output could not be written (stdout_closed_ok).

@@ -565,7 +565,7 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
                  n_loaded, n_needed);
     free(refs);
     free(m.files);
-    comm_agree(l->comm, err);
+    comm_agree_code(l->comm, err, 2 | AGREE_NAME_WHERE);
     *next_sample = m.next_sample;
     snprintf(desc, desc_len, "step %lld (written by %s, %d stage%s%s)", (long long)m.step, m.mode, m.stages,
              m.stages == 1 ? "" : "s", m.dp > 1 ? ", data-parallel" : "");
