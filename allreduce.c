@@ -102,7 +102,8 @@ int cmd_allreduce(int argc, char **argv) {
                D, (long long)cfg.iters, (long long)cfg.warmup);
         printf("# algbw = size / time, busbw = algbw * 2(D-1)/D (what each rank's link carries); GB = 1e9 bytes\n");
         if (skip_shm)
-            printf("# shm left out: the ranks are not on one node, or its /dev/shm lacks room (--algo shm says which)\n");
+            printf("# shm left out: the ranks are not on one node, or its /dev/shm lacks room "
+                   "(--algo shm says which)\n");
         printf("# %12s %12s %6s %12s %12s %12s %7s\n", "size(B)", "count", "algo", "time(us)", "algbw(GB/s)",
                "busbw(GB/s)", "#wrong");
     }

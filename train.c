@@ -509,7 +509,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         TpGroup before = r->wire.tp;
         step_compute(p, &r->wire, &r->model, &r->exec, &r->m);
         if (r->wire.tp.trace) tp_step_spans(&r->wire.tp, &r->m, step);
-        r->m.tp_s += r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
+        r->m.tp_s[step] = r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
         r->m.tp_floats += r->wire.tp.floats - before.floats;
         r->m.tp_calls += r->wire.tp.calls - before.calls;
         double loss = step_loss(p, &r->model, g, &r->m, step);

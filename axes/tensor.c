@@ -358,7 +358,7 @@ void tensor_report_fill(TensorReport *r, const Plan *p, const TpGroup *g, double
     r->full_ms = g->full_ms;
     r->slice_ms = g->slice_ms;
     if (p->T == 1) return;
-    double n = (double)n_run, v[3] = {calls / n, floats * sizeof(float) / n, seconds / n};
+    double n = (double)n_run, v[3] = {calls / n, floats * sizeof(float) / n, seconds};
     comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
     r->calls = v[0] / p->world;
     r->bytes = v[1] / p->world;

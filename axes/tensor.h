@@ -111,7 +111,9 @@ typedef struct {
 } TensorReport;
 void tensor_report_header(const Plan *p);
 void tensor_report_messages(const Plan *p, const TpGroup *g);
-// calls, floats, seconds: this rank's all-reduces over the n_run steps measured (train/measure.h's)
+// calls, floats: this rank's all-reduces over the n_run steps measured (train/measure.h's); seconds: the
+// median step's time in them (as step_ms is the median step's: a mean over the first step's set-up
+// against a median step reported 685% of the step on short runs)
 void tensor_report_fill(TensorReport *r, const Plan *p, const TpGroup *g, double calls, double floats, double seconds,
                         int n_run, double step_ms);
 void tensor_report_text(const Plan *p, const TensorReport *r);

@@ -59,6 +59,13 @@ if [ "$RC" -eq 0 ] && [ "$nodes" = 2 ] && [ "$ar" = mpi ] && [ "$ok" = True ] &&
     pass "tp/--tp 2 across two fake hosts: the group sums over MPI (TCP), verify + losses = monolith"
 else fail "tp/--tp 2 across two fake hosts" "exit $RC, nodes $nodes, all-reduce $ar, verify $ok ${why:-}: $(printf '%s' "$ERR" | tail -c 300)"; fi
 tp_case "tp/--tp 2 alone, --allreduce ring" 2 --tp 2 --allreduce ring
+# The all-reduces' share of the step is the median step's, as the step time is: rank 1 starting step 1
+# 2 s late (MICROPP_FAULT late) made rank 0's mean all-reduce time over 5 steps 278% of the median step
+run 120 env MICROPP_FAULT=1:1:late mpiexec -n 2 "$MICROPP" train "${M[@]}" --steps 5 --tp 2
+share=$(json_get '["tp_allreduce_share"]' 2>/dev/null)
+[ "$RC" -eq 0 ] && python3 -c "import sys; sys.exit(not 0 <= float(sys.argv[1]) <= 1)" "$share" 2>/dev/null \
+    && pass "tp/the all-reduces' share of the step is the median step's (a slow first step: $share)" \
+    || fail "tp/the all-reduces' share of the step is the median step's" "exit $RC, share '$share': $ERR"
 # The group's shm window needs /dev/shm room as data parallelism's do (a tmpfs too small, as Docker's
 # 64 MB default, ended the run with SIGBUS): auto sums over MPI, an explicit shm is refused with the room
 # it needs. MICROPP_SHM_FREE stands in for /dev/shm's free bytes; 105 kB hold dp 2 x tp 2's data windows
