@@ -179,6 +179,16 @@ python3 -c "import sys; sys.exit(not float(sys.argv[1]) < 10)" "$cpu" && [ -s "$
     && pass "plot/a log of 300,000 steps in $cpu s of CPU (under 10)" || fail "plot/a log of 300,000 steps in under 10 s of CPU" "$cpu s"
 rm -f "$TMP/long.jsonl" "$TMP/long.svg"
 
+# --- a title with control characters and bytes that are not UTF-8 still makes well-formed XML (U+FFFD
+# stands in for them; an accent and <, & stay as they were) ---
+run 30 "$MICROPP" plot "$TMP/a.jsonl" --title "$(printf 'a\001b\377c \303\251 <&>')" --svg "$TMP/ctl.svg"
+why=$(python3 -c "
+import sys, xml.dom.minidom as m
+m.parse(sys.argv[1]); t = open(sys.argv[1], encoding='utf-8').read()
+sys.exit(0 if 'a\ufffdb\ufffdc \u00e9 &lt;&amp;&gt;' in t else 'title not found')" "$TMP/ctl.svg" 2>&1)
+[ "$RC" -eq 0 ] && [ -z "$why" ] && pass "plot/a title with control characters and invalid UTF-8: well-formed, U+FFFD for them" \
+    || fail "plot/a title with control characters and invalid UTF-8" "exit $RC: $why $ERR"
+
 # --- the pictures the pages show (drawn by bubble and plot, committed) keep every text inside too ---
 bad="" n=0
 for f in "$ROOT"/docs/*.svg "$ROOT"/bench/*.svg; do
