@@ -66,9 +66,11 @@ static int utf8_len(const unsigned char *s) {
     int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
     for (int i = 1; i < n; i++)
         if ((s[i] & 0xC0) != 0x80) return 0;
-    if ((n == 2 && s[0] < 0xC2) || (n == 3 && s[0] == 0xE0 && s[1] < 0xA0) || (n == 3 && s[0] == 0xED && s[1] >= 0xA0) ||
-        (n == 4 && s[0] == 0xF0 && s[1] < 0x90) || (n == 4 && (s[0] > 0xF4 || (s[0] == 0xF4 && s[1] >= 0x90))))
-        return 0;
+    int overlong = (n == 2 && s[0] < 0xC2) || (n == 3 && s[0] == 0xE0 && s[1] < 0xA0) ||
+                   (n == 4 && s[0] == 0xF0 && s[1] < 0x90);
+    int surrogate = n == 3 && s[0] == 0xED && s[1] >= 0xA0;
+    int beyond = n == 4 && (s[0] > 0xF4 || (s[0] == 0xF4 && s[1] >= 0x90));
+    if (overlong || surrogate || beyond) return 0;
     return n;
 }
 

@@ -48,9 +48,10 @@ void comm_agree_code(MPI_Comm comm, const char *mine, int code) {
     if (first[0] == INT_MAX) return;
     MPI_CHECK(MPI_Iallreduce(&me[1], &first[1], 1, MPI_INT, MPI_SUM, comm, &q));
     wd_wait_all(&q, comm, "agreeing on a verdict");
-    char msg[2048] = "", host[64];
+    char msg[2048] = "";
     if (rank == first[0]) snprintf(msg, sizeof msg, "%s", mine);
     if (rank == first[0] && where && first[1] < size) {  // some ranks could: a file missing on some nodes
+        char host[64];
         launch_host_name(host, sizeof host);
         size_t k = strlen(msg);
         snprintf(msg + k, sizeof msg - k, " [on rank %d (host %s)%s, while %d rank%s could: is it on every host?]",

@@ -90,11 +90,15 @@ static void check_shared(const char *dir, uint32_t id, MPI_Comm comm) {
     int rank, size;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     MPI_CHECK(MPI_Comm_size(comm, &size));
-    char probe[PATH_LEN + 32], text[16] = "";
+    char probe[PATH_LEN + 32];
     snprintf(probe, sizeof probe, "%s/.micropp-probe", dir);
     Saw me = {0, ""}, *all = xcalloc((size_t)size, sizeof(Saw));
     FILE *f = fopen(probe, "r");
-    if (f) { me.ok = fgets(text, sizeof text, f) && strtoul(text, NULL, 16) == id; fclose(f); }
+    if (f) {
+        char text[16] = "";
+        me.ok = fgets(text, sizeof text, f) && strtoul(text, NULL, 16) == id;
+        fclose(f);
+    }
     launch_host_name(me.host, sizeof me.host);
     MPI_Request q;
     MPI_CHECK(MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, comm, &q));
