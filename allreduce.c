@@ -86,8 +86,11 @@ int cmd_allreduce(int argc, char **argv) {
     // With shm among the algorithms (a row whose buffers are windows), one buffer for all of them in a
     // window the ranks share (shm reads the others' in place; for mpi and ring it is ordinary memory):
     // one node only.
-    int shm = 0;
+    // all (the default) leaves shm out where it cannot run (ranks on several nodes, /dev/shm too
+    // small), and says so; --algo shm asks for it and is refused with the reason.
+    int shm = 0, skip_shm = 0;
     for (int a = first; a <= last; a++) shm |= comm_algos[a].windows;
+    if (shm && cfg.algo == ALGO_ALL && !comm_shared_possible(&c, nmax * sizeof(float))) shm = 0, skip_shm = 1;
     if (shm) comm_shared_require(&c, nmax * sizeof(float), "allreduce");
     // hier asked for must run as meant (ranks on 2+ nodes, node after node: else one line); in all, only there.
     char hier_why[300] = "";
@@ -103,12 +106,16 @@ int cmd_allreduce(int argc, char **argv) {
                "collectives.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
                D, (long long)cfg.iters, (long long)cfg.warmup);
         printf("# algbw = size / time, busbw = algbw * 2(D-1)/D (what each rank's link carries); GB = 1e9 bytes\n");
+        if (skip_shm)
+            printf("# shm left out: the ranks are not on one node, or its /dev/shm lacks room "
+                   "(--algo shm says which)\n");
         printf("# %12s %12s %6s %12s %12s %12s %7s\n", "size(B)", "count", "algo", "time(us)", "algbw(GB/s)",
                "busbw(GB/s)", "#wrong");
     }
     for (size_t n = cfg.sweep ? 1 : nmax; n <= nmax; n = n * 2 > nmax && n < nmax ? nmax : n * 2) {
         for (int a = first; a <= last; a++) {
             if (a == ALLREDUCE_HIER && hier_why[0]) continue;
+            if (skip_shm && comm_algos[a].windows) continue;
             double t = time_allreduce(&c, x, n, a, (int)cfg.iters, (int)cfg.warmup);
             long wrong = count_wrong(&c, x, n, a);
             for (size_t i = 0; i < n; i++) x[i] = 1e-3f;

@@ -137,37 +137,6 @@ static int is_model_option(const char *name) {
     return 0;
 }
 
-// "10B", "350M", "1.5T", "7e9": a count with an optional decimal suffix K, M, B (or G), T; -1 when malformed.
-static double parse_count(const char *s) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v) || v <= 0 || isspace((unsigned char)*s)) return -1;
-    if (*end) {
-        const char *suf = "KMBGT";
-        const double mult[] = {1e3, 1e6, 1e9, 1e9, 1e12};
-        const char *q = strchr(suf, toupper((unsigned char)*end));
-        if (!q || end[1]) return -1;
-        v *= mult[q - suf];
-    }
-    return v;
-}
-
-// "24G", "24GiB", "512M", "1T", "25769803776": bytes (binary units); -1 when malformed.
-static double parse_bytes(const char *s) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v) || v <= 0 || isspace((unsigned char)*s)) return -1;
-    if (!*end) return v == floor(v) ? v : -1;
-    const char *suf = "KMGT", *q = strchr(suf, toupper((unsigned char)*end));
-    if (!q) return -1;
-    end++;
-    if (!strcmp(end, "i") || !strcmp(end, "iB") || !strcmp(end, "B") || !*end)
-        return v * pow(1024, (double)(q - suf + 1));
-    return -1;
-}
-
 // A comma list of positive integers (no ranges) into out; refuses anything else.
 static int parse_list(const char *flag, const char *text, int max, int *out) {
     int n = parse_int_list(text, out, MAX_LIST);
@@ -205,9 +174,8 @@ static void parse_tp(PlanCmd *pc) {
         for (int T = 1; T <= 8; T *= 2) if (c->hidden % T == 0) pc->ts[pc->n_tp++] = T;
     } else pc->n_tp = parse_list("tp", pc->tp, 4096, pc->ts);
     c->grid.tp = pc->ts[0];
-    if (pc->n_tp > 1 && (pc->auto_ || pc->calibrate))
-        user_error("plan: --tp %s lists several degrees for plan's table: give one with --%s", pc->tp,
-                   pc->auto_ ? "auto" : "calibrate");
+    if (pc->n_tp > 1 && pc->auto_)  // (--calibrate takes none: check_auto)
+        user_error("plan: --tp %s lists several degrees for plan's table: give one with --auto", pc->tp);
 }
 
 // --params: the layers (and, unless --hidden is given, the hidden size) of a model about that big.
@@ -572,10 +540,13 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
             finish(0);
         }
     options_parse("plan", all_options, pc, &pc->seen, argc, argv, usage, examples);
+    if (!pc->calibrate && seen_typed(&pc->seen, "timeout"))
+        user_error("plan: --timeout bounds the waits of --calibrate (under mpiexec): add --calibrate, or drop it");
     int pricing = !pc->auto_ && !pc->calibrate && (pc->profile[0] || pc->machine[0]);
     for (int i = 0; all_options[i].name; i++)
         if (!is_model_option(all_options[i].name) && !(pricing && is_layout_option(all_options[i].name)) &&
-            seen_typed(&pc->seen, all_options[i].name))
+            seen_typed(&pc->seen, all_options[i].name) &&
+            !(pc->calibrate && !strcmp(all_options[i].name, "timeout")))  // (--calibrate's waits: its watchdog)
             user_error("plan: --%s changes neither memory nor the bubble: drop it (see 'micropp plan --help')",
                        all_options[i].name);
     TrainConfig *c = &pc->t;
@@ -602,10 +573,19 @@ static void check_auto(const PlanCmd *pc) {
     for (size_t i = 0; pc->auto_ && i < sizeof searched / sizeof *searched; i++)
         if (seen_typed(&pc->seen, searched[i]))
             user_error("plan: --auto searches --%s itself: drop it (or drop --auto to plan that layout)", searched[i]);
+    for (size_t i = 0; pc->calibrate && i < sizeof searched / sizeof *searched; i++)  // (measured for every one)
+        if (seen_typed(&pc->seen, searched[i]))
+            user_error("plan: --calibrate measures the costs of every layout, and --auto searches --%s: drop it here",
+                       searched[i]);
+    if (pc->calibrate && seen_typed(&pc->seen, "json"))
+        user_error("plan: --calibrate writes its profile as JSON to --out, and prints no table: drop --json");
     for (size_t i = 0; pc->calibrate && i < 4; i++)
         if (seen_set(&pc->seen, (const char *[]){"world", "profile", "machine", "top"}[i]))
             user_error("plan: --%s goes with --auto, and %s measures the world mpiexec started: drop it",
                        (const char *[]){"world", "profile", "machine", "top"}[i], mode);
+    if (pc->calibrate && pc->t.timeout > 0 && pc->t.timeout < WD_MIN_TIMEOUT)
+        user_error("plan: --timeout %g is below the %g s minimum: use %g or more, or 0 to wait forever", pc->t.timeout,
+                   WD_MIN_TIMEOUT, WD_MIN_TIMEOUT);
     if (pc->calibrate && !pc->out[0])
         user_error("plan: --calibrate writes a profile: name it with --out FILE (e.g. --out profile.json)");
     if (pc->auto_ && !pc->world)
@@ -622,17 +602,20 @@ static int plan_calibrate(PlanCmd *pc) {
     char why[PATH_LEN + 200] = "";
     if (err) snprintf(why, sizeof why, "plan: --out '%s': %s: %s", pc->out, strerror(err), out_hint(err));
     agree_on_error(why[0] ? why : NULL);
+    wd_set_timeout(pc->t.timeout);  // (every wait of the measurements: a rank stopped ends the job, not a hang)
     Profile pf;
     calibrate_run(&pc->t, &pf, g_rank == 0);
     if (g_rank == 0) {
         char *text = cost_to_json(&pf);
-        if ((err = out_open(&o, pc->out)) == 0) {
+        if ((err = out_open_now(&o, pc->out)) == 0) {
             fputs(text, o.f);
             fputc('\n', o.f);
             err = out_commit(&o);
         }
         free(text);
-        if (err) snprintf(why, sizeof why, "plan: cannot write --out '%s': %s", pc->out, strerror(err));
+        if (err)
+            snprintf(why, sizeof why, "plan: cannot write --out '%s': %s: %s", pc->out, strerror(err),
+                     out_write_hint(err));
         else printf("# micropp plan --calibrate: %s\nwrote %s\n", pf.source, pc->out);
     }
     agree_on_error(why[0] ? why : NULL);

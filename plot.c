@@ -101,8 +101,10 @@ static void read_run(const char *path, Curves *r) {
     text[len] = 0;
     free(buf);
     int line_no = 0, lines = 0;
-    for (char *line = text, *nl; *line && (nl = strchr(line, '\n')); line = nl + 1, line_no++) {
+    for (char *line = text, *nl; (nl = memchr(line, '\n', len - (size_t)(line - text))); line = nl + 1, line_no++) {
         *nl = 0;
+        if (strlen(line) < (size_t)(nl - line))
+            user_error("plot: %s: line %d holds a NUL byte: give the files train --metrics wrote", path, line_no + 1);
         if (!*line) continue;
         if (read_line(r, line))
             user_error("plot: %s: line %d is no metrics line (a JSON object with a \"step\"): give the files "
@@ -145,12 +147,16 @@ static double px_y(const Frame *f, double y) {
     return f->y0 + f->h - (v - f->ylo) / (f->yhi - f->ylo) * f->h;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static double median_of(const Series *s) {
     if (!s->n) return NAN;
     double *v = xmalloc(sizeof(double) * (size_t)s->n);
     memcpy(v, s->y, sizeof(double) * (size_t)s->n);
-    for (int i = 1; i < s->n; i++)  // (insertion sort: a plot's few thousand points)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) { double t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
+    qsort(v, (size_t)s->n, sizeof(double), cmp_double);  // (a log of a million steps: n log n)
     double m = v[s->n / 2];
     free(v);
     return m;
@@ -196,11 +202,20 @@ static int panel_range(const Curves *runs, int n, const Panel *pn, Frame *fr, in
         return 1;
     }
     if (pn->series == S_LR || pn->series == S_STEP_MS) fr->ylo = fmin(fr->ylo, 0);  // rates and times from 0
-    if (fr->yhi <= fr->ylo) fr->yhi = fr->ylo + (fr->ylo ? fabs(fr->ylo) * 0.1 : 1);
+    // values equal, or a few ulps apart (1 and 1.0000000000000002): a range the ticks can step through
+    double mag = fmax(fabs(fr->ylo), fabs(fr->yhi));
+    if (fr->yhi - fr->ylo <= mag * 1e-9) fr->yhi = fr->ylo + (mag > 1e-300 ? mag * 0.1 : 1);
     double pad = (fr->yhi - fr->ylo) * 0.05;
     fr->yhi += pad;
     if (fr->ylo != 0) fr->ylo -= pad;
     return 1;
+}
+
+// How many ticks of `step` fall in [lo, hi] (0 when they cannot be told apart), at most PLOT_MAX_TICKS.
+#define PLOT_MAX_TICKS 50
+static int ticks(double lo, double hi, double step) {
+    double first = ceil(lo / step) * step, n = floor((hi - first) / step + 1e-9) + 1;
+    return isfinite(n) && n > 0 && first + step != first ? (int)fmin(n, PLOT_MAX_TICKS) : 0;
 }
 
 // Ticks and their labels on both axes, the frame and the grid.
@@ -209,7 +224,9 @@ static void draw_axes(FILE *f, const Frame *fr, const char *xname) {
             fr->y0, fr->w, fr->h);
     double ys = fr->log ? 1 : svg_nice_step((fr->yhi - fr->ylo) / 5), xs = svg_nice_step((fr->xhi - fr->xlo) / 6);
     char lab[64];
-    for (double y = ceil(fr->ylo / ys) * ys; y <= fr->yhi + ys * 1e-9; y += ys) {
+    // (counted, not summed: a step too small to move y would never end the loop; PLOT_MAX_TICKS bounds it)
+    for (int i = 0, n = ticks(fr->ylo, fr->yhi, ys); i < n; i++) {
+        double y = ceil(fr->ylo / ys) * ys + i * ys;
         double py = fr->log ? px_y(fr, pow(10, y)) : px_y(fr, y);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", fr->x0, py,
                 fr->x0 + fr->w, py);
@@ -217,7 +234,8 @@ static void draw_axes(FILE *f, const Frame *fr, const char *xname) {
         else snprintf(lab, sizeof lab, "%.4g", fabs(y) < ys * 1e-9 ? 0.0 : y);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", fr->x0 - 4, py + 4, lab);
     }
-    for (double x = ceil(fr->xlo / xs) * xs; x <= fr->xhi + xs * 1e-9; x += xs) {
+    for (int i = 0, n = ticks(fr->xlo, fr->xhi, xs); i < n; i++) {
+        double x = ceil(fr->xlo / xs) * xs + i * xs;
         double px = px_x(fr, x);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\"/>\n", px, fr->y0 + fr->h,
                 px, fr->y0 + fr->h + 4);
@@ -387,6 +405,10 @@ int cmd_plot(int argc, char **argv) {
                   "  micropp plot run.jsonl --smooth 20 --svg run.svg\n");
     if (!n) user_error("plot: no metrics file given: micropp plot RUN.jsonl [RUN2.jsonl ...] --svg OUT.svg");
     if (!c->svg[0]) user_error("plot: --svg OUT.svg is missing: name the picture to write");
+    OutName in[PLOT_MAX_RUNS], out = {"--svg", c->svg};
+    char why[3 * PATH_LEN];
+    for (int r = 0; r < n; r++) in[r] = (OutName){"the metrics log", files[r]};
+    if (out_clash("plot", &out, 1, in, n, why, sizeof why)) user_error("%s", why);
     Curves *runs = xcalloc((size_t)n, sizeof(Curves));
     for (int r = 0; r < n; r++) {
         read_run(files[r], &runs[r]);

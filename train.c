@@ -54,17 +54,39 @@ static TrainConfig with_auto(TrainConfig c, const OptionsSeen *seen, Candidate *
     if (c.auto_layout) comm_allreduce_max_double(least, 1, MPI_COMM_WORLD);
     memset(pick, 0, sizeof *pick);
     int rc = auto_pick(&c, seen, world, -least[0] / world, pick, err, sizeof err);
-    agree_on_error(rc ? err : NULL);  // (a profile one node cannot read)
+    agree_on_read_error(rc ? err : NULL);  // (a profile one node cannot read)
     return c;
 }
 
 // ---- set up: what the plan decided, the same on every rank before any rank waits on another ----
 
+// No output may be an input or another output of the run, nor a file of a checkpoint folder
+// (out_clash, ckpt_owns): why, or "".
+static void outputs_clash(const TrainConfig *c, char *why, size_t n) {
+    const OutName out[] = {{"--metrics", c->observe.metrics}, {"--trace", c->observe.trace},
+                           {"--timeline", c->observe.timeline}};
+    const OutName in[] = {{"--config", c->config},           {"--data", c->data},
+                          {"--labels", c->labels},           {"--test-data", c->test_data},
+                          {"--test-labels", c->test_labels}, {"--schedule-file", c->pipe.schedule_file},
+                          {"--profile", c->profile}};
+    const OutName ckpt[] = {{"--save", c->ckpt.save}, {"--resume", c->ckpt.resume}};
+    if (out_clash("train", out, 3, in, 7, why, n)) return;
+    char name[PATH_LEN];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2 && !why[0]; j++)
+            if (out[i].path[0] && ckpt[j].path[0] && out_in_folder(out[i].path, ckpt[j].path, name, sizeof name) &&
+                ckpt_owns(name))
+                snprintf(why, n, "train: %s '%s' is a file of the checkpoint folder %s '%s': give %s a path outside "
+                         "it, or another name", out[i].flag, out[i].path, ckpt[j].flag, ckpt[j].path, out[i].flag);
+}
+
 // The trace and timeline files are written by rank 0 at the end; it tries them before the first
-// step, and every rank learns the verdict, so a bad path ends every rank at once with exit 2.
+// step, and every rank learns the verdict, so a bad path ends every rank at once with exit 2. Rank 0
+// writes every output, so its verdict on their clashes (outputs_clash) is every rank's too.
 static void check_outputs(const TrainConfig *c, int rank) {
     const char *flag[2] = {"trace", "timeline"}, *path[2] = {c->observe.trace, c->observe.timeline};
-    char why[2 * PATH_LEN] = "";  // rank 0 writes the files, so its check is every rank's verdict
+    char why[3 * PATH_LEN] = "";
+    if (rank == 0) outputs_clash(c, why, sizeof why);
     for (int i = 0; i < 2 && rank == 0 && !why[0]; i++) {
         int e = path[i][0] ? out_check(path[i]) : 0;
         if (e)
@@ -559,7 +581,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         step_compute(p, &r->wire, &r->model, &r->exec, &r->m);
         tp_step_end(&r->wire.tp);
         if (r->wire.tp.trace) tp_step_spans(&r->wire.tp, &r->m, step);
-        r->m.tp_s += r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
+        r->m.tp_s[step] = r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
         r->m.tp_floats += r->wire.tp.floats - before.floats;
         r->m.tp_calls += r->wire.tp.calls - before.calls;
         double sumsq = c->guard.clip_grad > 0 ? grad_sumsq(&r->wire, &r->model) : 0;
@@ -595,7 +617,7 @@ static const SchedFile *load_schedule_file(const TrainConfig *c, const Degrees *
         schedule_file_parse(text, c->pipe.schedule_file, file, why, sizeof why);
     free(text);
     if (why[0]) snprintf(err, sizeof err, "train: %s", why);
-    agree_on_error(err[0] ? err : NULL);
+    agree_on_read_error(err[0] ? err : NULL);
     return file;
 }
 

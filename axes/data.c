@@ -313,14 +313,17 @@ int data_rules(const TrainConfig *c, const Degrees *d, Plan *p, Err *e) {
 
 // Why shm windows cannot hold this plan's parameters and gradients ("" when they can), from the
 // facts of every rank, as comms.c's comm_shared_require would find it on the lowest rank that cannot:
-// each stage's replicas on one node, /dev/shm room for every rank of a node. what: "train", or ""
+// each stage's replicas on one node, /dev/shm room for every rank of a node (the tensor-parallel
+// group's windows included: tensor_rules_facts decides them first). what: "train", or ""
 // (auto asks only whether).
 static void shm_unfit(const TrainConfig *c, const Facts *f, const Plan *p, const char *what, char *why, size_t n) {
     const Hardware *d = f->devices;
     double *bytes = xcalloc((size_t)p->world, sizeof(double));  // each rank's windows (params and grads, or ZeRO's)
-    for (int r = 0; r < p->world; r++)
+    for (int r = 0; r < p->world; r++) {
+        bytes[r] = tensor_shm_bytes(c, p);  // the tensor-parallel group's window, when in shm too
         for (int k = 0, stage = p->pipelined ? plan_rank_stage(p, r) : 0; k < p->V; k++)
             bytes[r] += data_shm_floats(c, p, plan_vstage(p, stage, k)) * sizeof(float);
+    }
     why[0] = 0;
     for (int r = 0; r < p->world && !why[0]; r++) {
         int local = 0, node_ranks = 0;

@@ -239,6 +239,25 @@ int tensor_rules(const TrainConfig *c, Plan *p, Err *e) {
     return 0;
 }
 
+double tensor_shm_bytes(const TrainConfig *c, const Plan *p) {
+    if (p->T == 1 || p->tensor.algo != ALLREDUCE_SHM || p->tensor.nccl) return 0;
+    return (double)p->rows * (double)(c->hidden > p->inputs ? c->hidden : p->inputs) * sizeof(float);
+}
+
+// Why the nodes' /dev/shm cannot hold the groups' windows ("" when they can): every rank's (a tmpfs too
+// small, as Docker's 64 MB default, ends the job with SIGBUS on first touch), summed over each node's
+// ranks, against that node's free bytes. what: "train", or "" (auto asks only whether).
+static void shm_room(const TrainConfig *c, const Facts *f, const Plan *p, const char *what, char *why, size_t n) {
+    const Hardware *d = f->devices;
+    why[0] = 0;
+    for (int r = 0; r < p->world && !why[0]; r++) {
+        int node_ranks = 0;
+        for (int q = 0; q < p->world; q++) node_ranks += d->node_of[q] == d->node_of[r];
+        // (every group is on one node: only the room can be short)
+        comm_shm_unfit(what, p->T, p->T, node_ranks * tensor_shm_bytes(c, p), node_ranks, d->shm_free[r], why, n);
+    }
+}
+
 int tensor_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     p->tensor.algo = c->ddp.allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->ddp.allreduce;
     if (p->T == 1 || !f->devices) return 0;
@@ -258,7 +277,11 @@ int tensor_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
                       "train: --allreduce shm needs each tensor-parallel group of %d ranks on one node, and rank %d is "
                       "not on rank %d's: use --allreduce mpi or ring",
                       p->T, apart, apart - apart % p->T);
-    return 0;
+    if (p->tensor.algo != ALLREDUCE_SHM) return 0;
+    char why[300];
+    shm_room(c, f, p, c->ddp.allreduce == ALLREDUCE_AUTO ? "" : "train", why, sizeof why);
+    if (why[0] && c->ddp.allreduce == ALLREDUCE_AUTO) p->tensor.algo = ALLREDUCE_MPI;
+    return why[0] && c->ddp.allreduce == ALLREDUCE_SHM ? refuse(e, "%s", why) : 0;
 }
 
 // ---- sizes ----
@@ -347,7 +370,7 @@ void tensor_report_fill(TensorReport *r, const Plan *p, const TpGroup *g, double
     r->full_ms = g->full_ms;
     r->slice_ms = g->slice_ms;
     if (p->T == 1) return;
-    double n = (double)n_run, v[3] = {calls / n, floats * sizeof(float) / n, seconds / n};
+    double n = (double)n_run, v[3] = {calls / n, floats * sizeof(float) / n, seconds};
     comm_allreduce_sum_double(v, 3, MPI_COMM_WORLD);
     r->calls = v[0] / p->world;
     r->bytes = v[1] / p->world;

@@ -81,6 +81,9 @@ void stage_unshard(const Stage *s, int t, const float *local, float *full);
 // --allreduce's, or auto's (shm when every group sits on one node and the buffers are on the host, else
 // mpi), or NCCL's with --transport nccl (p->tensor). 0, or -1 with one line (refuse).
 int tensor_rules(const TrainConfig *c, Plan *p, Err *e);
+// The bytes of /dev/shm each rank's group window takes (tp_setup's: rows x the widest layer input), 0
+// unless the plan sums the group in shm (p->tensor.algo, decided by tensor_rules_facts).
+double tensor_shm_bytes(const TrainConfig *c, const Plan *p);
 int tensor_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e);
 
 // sizes: the floats one rank holds of local layer i of virtual stage vs (i == its layers: the head, whole on
@@ -111,7 +114,9 @@ typedef struct {
 } TensorReport;
 void tensor_report_header(const Plan *p);
 void tensor_report_messages(const Plan *p, const TpGroup *g);
-// calls, floats, seconds: this rank's all-reduces over the n_run steps measured (train/measure.h's)
+// calls, floats: this rank's all-reduces over the n_run steps measured (train/measure.h's); seconds: the
+// median step's time in them (as step_ms is the median step's: a mean over the first step's set-up
+// against a median step reported 685% of the step on short runs)
 void tensor_report_fill(TensorReport *r, const Plan *p, const TpGroup *g, double calls, double floats, double seconds,
                         int n_run, double step_ms);
 void tensor_report_text(const Plan *p, const TensorReport *r);

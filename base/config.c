@@ -240,7 +240,7 @@ void options_load_json(const char *cmd, const Option *opts, void *base, OptionsS
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (fd >= 0 && !f) { snprintf(what, sizeof what, "%s", strerror(errno)); close(fd); }
     if (!f) snprintf(why, sizeof why, "%s: cannot read config '%s': %s", cmd, path, what);
-    agree_on_error(why);  // a node that cannot see the file ends every rank, not just itself
+    agree_on_read_error(why);  // a node that cannot see the file ends every rank, not just itself
     if (!f) return;       // (not reached: agree_on_error ended every rank)
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
@@ -421,8 +421,10 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
         optind = 1;
         int c;
         while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
-            if (c >= 1000 && &opts[c - 1000] == cfg) options_load_json(cmd, opts, base, seen, optarg);
-            if (c == cfg->short_name) options_load_json(cmd, opts, base, seen, optarg);
+            if ((c >= 1000 && &opts[c - 1000] == cfg) || c == cfg->short_name) {
+                options_load_json(cmd, opts, base, seen, optarg);
+                snprintf((char *)base + cfg->offset, PATH_LEN, "%s", optarg);  // (which file it was: an input)
+            }
         }
     }
     opterr = 0;

@@ -56,7 +56,7 @@ static void table_open_all(Table *t) {
     t->is_npy = is_npy_file(t->path);
     int bad = t->is_npy ? npy_open(t->path, &t->npy, err, sizeof err) : idx_open(t->path, &t->idx, err, sizeof err);
     if (bad) snprintf(why, sizeof why, "train: %s %s: %s", t->flag, t->path, err);
-    agree_on_error(why);
+    agree_on_read_error(why);  // (a file missing on some nodes: which)
     char what[64];
     snprintf(what, sizeof what, "train: %s", t->flag);
     agree_on_contents(what, t->path, 1, t->is_npy ? t->npy.hash : t->idx.hash, table_shape(t, shape, sizeof shape));
@@ -67,7 +67,7 @@ static void table_load_all(Table *t) {
     char err[512], why[NAME_LEN + 640] = "", shape[96], what[64];
     int bad = t->is_npy ? npy_load(&t->npy, err, sizeof err) : idx_load(&t->idx, err, sizeof err);
     if (bad) snprintf(why, sizeof why, "train: %s %s: %s", t->flag, t->path, err);
-    agree_on_error(why);
+    agree_on_read_error(why);
     snprintf(what, sizeof what, "train: %s", t->flag);
     agree_on_contents(what, t->path, 1, t->is_npy ? t->npy.hash : t->idx.hash, table_shape(t, shape, sizeof shape));
 }
@@ -205,7 +205,7 @@ static void folder_files(const char *dir, const char *flag, char files[4][NAME_L
                      "(.gz or plain)",
                      dir, base[i]);
     }
-    agree_on_error(why);  // once on every rank: a node without the files ends them all
+    agree_on_read_error(why);  // once on every rank: a node without the files ends them all
 }
 
 // Scale to [0,1] and standardise with the training pixels' mean and standard deviation (one pair for

@@ -10,7 +10,8 @@
 
 static int fault_rank = -1, fault_kind = FAULT_NONE;
 static int64_t fault_at = -1;
-static const char *const fault_names[] = {"none", "abort", "nan", "io", "kill", "alloc", "grad", "nangrad", "stall"};
+static const char *const fault_names[] = {"none", "abort", "nan", "io", "kill", "alloc", "grad", "nangrad", "stall",
+                                          "late"};
 
 void fault_init(void) {
     const char *v = getenv("MICROPP_FAULT");
@@ -22,11 +23,12 @@ void fault_init(void) {
         user_error("MICROPP_FAULT='%s' is not RANK:STEP:KIND (e.g. 1:3:abort; kinds abort, nan, io, kill, alloc, grad, "
                    "nangrad, stall)",
                    v);
-    for (int k = FAULT_ABORT; k <= FAULT_STALL; k++)
+    for (int k = FAULT_ABORT; k <= FAULT_LATE; k++)
         if (!strcmp(kind, fault_names[k])) fault_kind = k;
     if (fault_kind == FAULT_NONE)
-        user_error("MICROPP_FAULT='%s': unknown kind '%s' (use abort, nan, io, kill, alloc, grad, nangrad or stall)", v,
-                   kind);
+        user_error("MICROPP_FAULT='%s': unknown kind '%s' (use abort, nan, io, kill, alloc, grad, nangrad, stall or "
+                   "late)",
+                   v, kind);
     if (step == 0 && fault_kind != FAULT_STALL)
         user_error("MICROPP_FAULT='%s': step 0 (the set-up) takes only the kind stall: use a step from 1", v);
     fault_rank = rank;
@@ -47,6 +49,7 @@ void fault_stall(int64_t step, const char *where) {
 }
 
 void fault_step(int64_t step) {
+    if (fault_due(FAULT_LATE, step)) sleep(2);
     if (fault_due(FAULT_ABORT, step)) fatal("injected fault (MICROPP_FAULT): abort at step %lld", (long long)step);
     if (fault_due(FAULT_KILL, step)) {
         fprintf(stderr, "[rank %d] injected fault (MICROPP_FAULT): SIGKILL at step %lld\n", g_rank, (long long)step);

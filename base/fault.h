@@ -5,8 +5,12 @@
 
 // nangrad: one gradient of the rank's first stage becomes NaN before the update (the loss stays finite);
 // stall: the rank stops for good halfway through its action list (the watchdog must end the job);
-// at step 0, in the set-up, before the first agreement of the run.
-enum { FAULT_NONE, FAULT_ABORT, FAULT_NAN, FAULT_IO, FAULT_KILL, FAULT_ALLOC, FAULT_GRAD, FAULT_NANGRAD, FAULT_STALL };
+// at step 0, in the set-up, before the first agreement of the run; late: the rank starts the step 2 s
+// late, once (a slow first step on one rank: the others wait for it in their first collective).
+enum {
+    FAULT_NONE, FAULT_ABORT, FAULT_NAN, FAULT_IO, FAULT_KILL, FAULT_ALLOC, FAULT_GRAD, FAULT_NANGRAD, FAULT_STALL,
+    FAULT_LATE
+};
 void fault_init(void);                   // reads the variable; a malformed value is a user error
 int fault_due(int kind, int64_t step);   // 1 when that fault is due on this rank at this step
 void fault_step(int64_t step);           // at the start of a step: fires abort, kill or alloc

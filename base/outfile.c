@@ -155,3 +155,64 @@ int out_check(const char *path) {
     if (!err) out_abandon(&o);
     return err;
 }
+
+// Where path's file is, by name: its symlinks followed, its folder's real path and its base name
+// ("a/b/../c" -> "/abs/a/c"); "" when it cannot be told.
+static void where(const char *path, char *out, size_t n) {
+    char target[PATH_LEN], dir[PATH_LEN], real[PATH_MAX];
+    out[0] = 0;
+    if (follow_links(path, target, sizeof target)) return;
+    const char *slash = strrchr(target, '/'), *base = slash ? slash + 1 : target;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - target) + (slash == target) : 1, slash ? target : ".");
+    if (realpath(dir, real)) snprintf(out, n, "%s/%s", real, base);
+}
+
+int out_same(const char *a, const char *b) {
+    if (!strcmp(a, "-") || !strcmp(b, "-")) return !strcmp(a, b);
+    struct stat sa, sb;
+    int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea || eb) return ea && eb && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char wa[PATH_MAX + PATH_LEN], wb[PATH_MAX + PATH_LEN];  // neither is there yet: the same name?
+    where(a, wa, sizeof wa);
+    where(b, wb, sizeof wb);
+    return wa[0] && !strcmp(wa, wb);
+}
+
+int out_in_folder(const char *path, const char *dir, char *name, size_t n) {
+    char w[PATH_MAX + PATH_LEN], real[PATH_MAX];
+    if (!strcmp(path, "-")) return 0;
+    if (!realpath(dir, real)) {  // a folder not made yet: by name ("d/" and "d" alike)
+        const char *slash = strrchr(path, '/');
+        size_t k = strlen(dir);
+        while (k > 1 && dir[k - 1] == '/') k--;
+        if (!slash || (size_t)(slash - path) != k || strncmp(path, dir, k)) return 0;
+        snprintf(name, n, "%s", slash + 1);
+        return 1;
+    }
+    where(path, w, sizeof w);
+    const char *slash = strrchr(w, '/');
+    if (!slash || (size_t)(slash - w) != strlen(real) || strncmp(w, real, strlen(real))) return 0;
+    snprintf(name, n, "%s", slash + 1);
+    return 1;
+}
+
+int out_clash(const char *cmd, const OutName *out, int n_out, const OutName *in, int n_in, char *why, size_t n) {
+    struct stat st;
+    why[0] = 0;
+    for (int i = 0; i < n_out && !why[0]; i++) {
+        if (!out[i].path[0]) continue;
+        for (int j = i + 1; j < n_out && !why[0]; j++)
+            if (out[j].path[0] && out_same(out[i].path, out[j].path))
+                snprintf(why, n, "%s: %s '%s' and %s '%s' name the same file, and each would replace the other: give "
+                         "them different names", cmd, out[i].flag, out[i].path, out[j].flag, out[j].path);
+        for (int j = 0; j < n_in && !why[0]; j++) {  // (an input that is not there, or a folder, cannot be lost)
+            int there = in[j].path[0] && stat(in[j].path, &st) == 0 && !S_ISDIR(st.st_mode);
+            if (there && out_same(out[i].path, in[j].path))
+                snprintf(why, n, "%s: %s '%s' is also %s '%s', which %s reads, and writing it would destroy it: "
+                         "give %s another file", cmd, out[i].flag, out[i].path, in[j].flag, in[j].path, cmd,
+                         out[i].flag);
+        }
+    }
+    return why[0] != 0;
+}
+

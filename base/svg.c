@@ -60,13 +60,32 @@ void svg_begin(FILE *f, double width, double height) {
 
 void svg_end(FILE *f) { fprintf(f, "</svg>\n"); }
 
+// The length of the well-formed UTF-8 character at s (1 to 4), or 0: a stray byte, a cut or overlong
+// sequence, a surrogate, past U+10FFFF.
+static int utf8_len(const unsigned char *s) {
+    int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    int overlong = (n == 2 && s[0] < 0xC2) || (n == 3 && s[0] == 0xE0 && s[1] < 0xA0) ||
+                   (n == 4 && s[0] == 0xF0 && s[1] < 0x90);
+    int surrogate = n == 3 && s[0] == 0xED && s[1] >= 0xA0;
+    int beyond = n == 4 && (s[0] > 0xF4 || (s[0] == 0xF4 && s[1] >= 0x90));
+    if (overlong || surrogate || beyond) return 0;
+    return n;
+}
+
 void svg_escape(FILE *f, const char *s) {
-    for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else if (*s == '"') fputs("&quot;", f);
-        else fputc(*s, f);
+    const unsigned char *u = (const unsigned char *)s;
+    while (*u) {
+        int n = utf8_len(u);
+        if (*u == '<') fputs("&lt;", f);
+        else if (*u == '>') fputs("&gt;", f);
+        else if (*u == '&') fputs("&amp;", f);
+        else if (*u == '"') fputs("&quot;", f);
+        // XML has no place for control characters or bytes that are not UTF-8: U+FFFD stands in
+        else if (!n || (*u < 0x20 && *u != '\t' && *u != '\n' && *u != '\r')) fputs("\xEF\xBF\xBD", f);
+        else fwrite(u, 1, (size_t)n, f);
+        u += n ? n : 1;
     }
 }
 
@@ -93,6 +112,7 @@ double svg_title(FILE *f, double x, double top, double width, double font_px, co
 }
 
 double svg_nice_step(double want) {
+    if (!(want > 0 && want < INFINITY)) return 1;  // (0, NaN, infinite: no power of ten would end the loop)
     double p = pow(10, floor(log10(want)));
     for (;; p *= 10) {
         if (p >= want) return p;

@@ -1,6 +1,9 @@
 // base/util.c: the two ways a run ends early (fatal: a bug or a failing call; user_error: bad input)
 // and the clock. It knows nothing of MPI: comms.c installs the hooks that reach the other ranks,
-// so ops, data and config, which report errors through here, sit below the wire.
+// so ops, data and config, which report errors through here, sit below the wire. Also the parsers of
+// counts ("10B") and byte sizes ("24GiB") every command shares.
+#include <stdlib.h>
+#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 #include <time.h>
@@ -153,6 +156,11 @@ void agree_on_error(const char *err) {
     else if (err && *err) user_error("%s", err);
 }
 
+void agree_on_read_error(const char *err) {
+    if (others_running()) hooks.agree(err ? err : "", 2 | AGREE_NAME_WHERE);
+    else if (err && *err) user_error("%s", err);
+}
+
 void agree_on_failure(const char *err) {
     if (others_running()) hooks.agree(err ? err : "", 1);
     else if (err && *err) run_failed("%s", err);
@@ -170,4 +178,35 @@ double median(const double *v, int n) {
     double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
     free(t);
     return m;
+}
+
+// "10B", "350M", "1.5T", "7e9": a count with an optional decimal suffix K, M, B (or G), T; -1 when malformed.
+double parse_count(const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v <= 0 || isspace((unsigned char)*s)) return -1;
+    if (*end) {
+        const char *suf = "KMBGT";
+        const double mult[] = {1e3, 1e6, 1e9, 1e9, 1e12};
+        const char *q = strchr(suf, toupper((unsigned char)*end));
+        if (!q || end[1]) return -1;
+        v *= mult[q - suf];
+    }
+    return v;
+}
+
+// "24G", "24GiB", "512M", "1T", "25769803776": bytes (binary units); -1 when malformed.
+double parse_bytes(const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v <= 0 || isspace((unsigned char)*s)) return -1;
+    if (!*end) return v == floor(v) ? v : -1;
+    const char *suf = "KMGT", *q = strchr(suf, toupper((unsigned char)*end));
+    if (!q) return -1;
+    end++;
+    if (!strcmp(end, "i") || !strcmp(end, "iB") || !strcmp(end, "B") || !*end)
+        return v * pow(1024, (double)(q - suf + 1));
+    return -1;
 }

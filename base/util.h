@@ -49,6 +49,10 @@ void agree_on_failure(const char *err);
 // it at the same point with its error or NULL; if any rank has one, all end with the lowest
 // failing rank's message and exit 2. Without MPI it is user_error(err) when err is set.
 void agree_on_error(const char *err);
+// The same for a file some ranks may not see (--data, --config, --resume, a schedule file): when some
+// ranks could read it and others not, the line says which rank and host could not, and how many.
+#define AGREE_NAME_WHERE 16  // (or'ed into the hook's code)
+void agree_on_read_error(const char *err);
 
 // Ends this rank normally with an exit code (MPI finalized first when it is running); 1 instead
 // when standard output could not be written (stdout_closed_ok).
@@ -138,3 +142,7 @@ void agree_on_contents(const char *what, const char *path, int ok, uint64_t hash
 // For commands that use no MPI (bubble, selftest): under `mpiexec -n N` (N > 1) every process would
 // do the whole work and print it; refuse, once, on every process alike.
 void single_process(const char *cmd);
+// "10B", "350M", "1.5T", "7e9": a count with an optional decimal suffix K, M, B (or G), T; -1 when malformed.
+double parse_count(const char *s);
+// "24G", "24GiB", "512M", "1T", "25769803776": bytes (binary units); -1 when malformed.
+double parse_bytes(const char *s);

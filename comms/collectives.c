@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <string.h>
 #include "comms/collectives.h"
+#include "comms/launch.h"  // launch_host_name
 #include "comms/messages.h"
 #include "comms/hier.h"
 #include "comms/ring.h"
@@ -36,17 +37,29 @@ int comm_same_u64(uint64_t value, MPI_Comm comm) {
 void comm_agree(MPI_Comm comm, const char *mine) { comm_agree_code(comm, mine, 2); }
 
 void comm_agree_code(MPI_Comm comm, const char *mine, int code) {
-    int rank, me, first;
+    int rank, size, me[2], first[2], where = code & AGREE_NAME_WHERE;
+    code &= ~AGREE_NAME_WHERE;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    me = mine[0] ? rank : INT_MAX;
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    me[0] = mine[0] ? rank : INT_MAX;
+    me[1] = mine[0] ? 1 : 0;  // (summed: how many ranks failed)
     MPI_Request q;
-    MPI_CHECK(MPI_Iallreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm, &q));
+    MPI_CHECK(MPI_Iallreduce(&me[0], &first[0], 1, MPI_INT, MPI_MIN, comm, &q));
     wd_wait_all(&q, comm, "agreeing on a verdict");
-    if (first == INT_MAX) return;
+    if (first[0] == INT_MAX) return;
+    MPI_CHECK(MPI_Iallreduce(&me[1], &first[1], 1, MPI_INT, MPI_SUM, comm, &q));
+    wd_wait_all(&q, comm, "agreeing on a verdict");
     char msg[2048] = "";
-    if (rank == first) snprintf(msg, sizeof msg, "%s", mine);
-    MPI_CHECK(MPI_Ibcast(msg, sizeof msg, MPI_CHAR, first, comm, &q));
-    wd_wait(&q, NULL, first, "a verdict");
+    if (rank == first[0]) snprintf(msg, sizeof msg, "%s", mine);
+    if (rank == first[0] && where && first[1] < size) {  // some ranks could: a file missing on some nodes
+        char host[64];
+        launch_host_name(host, sizeof host);
+        size_t k = strlen(msg);
+        snprintf(msg + k, sizeof msg - k, " [on rank %d (host %s)%s, while %d rank%s could: is it on every host?]",
+                 rank, host, first[1] > 1 ? " and others" : "", size - first[1], size - first[1] > 1 ? "s" : "");
+    }
+    MPI_CHECK(MPI_Ibcast(msg, sizeof msg, MPI_CHAR, first[0], comm, &q));
+    wd_wait(&q, NULL, first[0], "a verdict");
     if (code == 1) run_failed("%s", msg);
     user_error("%s", msg);
 }

@@ -350,9 +350,11 @@ void calibrate_run(const TrainConfig *c, Profile *pf, int verbose) {
     blas_describe(blas, sizeof blas);
     snprintf(pf->source, sizeof pf->source, "measured by `micropp plan --calibrate` on %d rank%s at once, %s", world,
              world == 1 ? "" : "s", blas);
+    wd_phase("plan --calibrate's layer timings", 0);  // (what the watchdog's line names: --timeout bounds each wait)
     calibrate_layers(c, be, pf, verbose);
     calibrate_data_and_optimizer(c, be, pf);
     if (world > 1) {
+        wd_phase("plan --calibrate's link and collective timings", 0);
         Comm cm;
         comm_grid(&cm, be, world, 1, PLACEMENT_STAGES);
         calibrate_p2p(&cm, be, pf);
@@ -364,4 +366,5 @@ void calibrate_run(const TrainConfig *c, Profile *pf, int verbose) {
     }
     calibrate_fixed(pf);
     if (verbose) fprintf(stderr, "# calibrate: done\n");
+    wd_phase(NULL, 0);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "base/ops.h"
+#include "base/safetensors.h"  // read_file
 #include "base/util.h"
 #include "comms.h"
 #include "model.h"
@@ -307,23 +308,17 @@ int cost_parse(const char *text, const char *file, Profile *pf, char *why, size_
 }
 
 int cost_load(const char *path, Profile *pf, char *why, size_t n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(why, n, "cannot read '%s': %s", path, strerror(errno));
+    uint8_t *buf;
+    size_t len;
+    char err[PATH_LEN + 256];  // (a FIFO or a folder refused at once, not waited on or measured as LONG_MAX bytes)
+    if (read_file(path, (size_t)64 << 20, &buf, &len, err, sizeof err)) {
+        snprintf(why, n, "%s", err);
         return -1;
     }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (size < 0 || size > (64L << 20)) {
-        fclose(f);
-        snprintf(why, n, "'%s' is not a profile (%ld bytes)", path, size);
-        return -1;
-    }
-    char *text = xmalloc((size_t)size + 1);
-    size_t got = fread(text, 1, (size_t)size, f);
-    fclose(f);
-    text[got] = 0;
+    char *text = xmalloc(len + 1);
+    memcpy(text, buf, len);
+    text[len] = 0;
+    free(buf);
     int rc = cost_parse(text, path, pf, why, n);
     free(text);
     return rc;

@@ -120,6 +120,18 @@ fresh; $TOOL reshape "$TMP/bad" 1 layers.3.bias
 expect_user_error "ckpt/wrong tensor shape -> one line, exit 2" "tensor 'layers.3.bias' has shape \[16,2\], expected \[32\]" 60 mpiexec -n 2 "$MICROPP" train --mode pp $A --steps 8 --resume "$TMP/bad"
 fresh; rm "$TMP/bad/$(python3 -c "import json; print(json.load(open('$TMP/bad/manifest.json'))['files'][0]['file'])")"
 expect_user_error "ckpt/missing file -> one line, exit 2" "cannot open .*stage-00-of-04.safetensors" 60 "$MICROPP" train $M --steps 8 --resume "$TMP/bad"
+# --save to a folder some rank does not see (a node's own scratch disk): refused at start-up naming the
+# rank and its host, not at the first save hours in. Rank 1 runs in a mount namespace of its own where
+# the folder is another tmpfs (root only), as a node of a cluster whose disks are not shared.
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+    mkdir -p "$TMP/local"
+    expect_user_error "ckpt/--save a folder rank 1 does not see -> one line, exit 2, at start-up" \
+        "train: --save $TMP/local: rank 1 \(host [^)]*\) does not see the folder rank 0 made on .*: give --save a folder every host shares" 60 \
+        mpiexec -n 1 "$MICROPP" train --mode pp $A --steps 4 --save "$TMP/local" : \
+        -n 1 unshare -m sh -c "mount -t tmpfs tmpfs '$TMP/local' && exec '$MICROPP' train --mode pp $A --steps 4 --save '$TMP/local'"
+    [ -z "$(ls -A "$TMP/local")" ] && [ "$(printf '%s' "$OUT" | grep -c '^step ')" = 0 ] \
+        && pass "ckpt/... before any step, leaving nothing in the folder" || fail "ckpt/... before any step" "$(ls -A "$TMP/local"): $OUT"
+else skip "ckpt/--save a folder rank 1 does not see" "needs root and unshare -m"; fi
 expect_user_error "ckpt/wrong --hidden -> one line, exit 2" "checkpoint has --hidden 32 but this run has --hidden 64" 60 mpiexec -n 2 "$MICROPP" train --mode pp ${A/--hidden 32/--hidden 64} --steps 8 --resume "$TMP/pp4"
 expect_user_error "ckpt/wrong --layers -> one line, exit 2" "checkpoint has --layers 8 but this run has --layers 6" 60 "$MICROPP" train ${M/--layers 8/--layers 6} --steps 8 --resume "$TMP/pp4"
 expect_user_error "ckpt/wrong --classes -> one line, exit 2" "checkpoint has --classes 4 but this run has --classes 3" 60 "$MICROPP" train ${M/--classes 4/--classes 3} --steps 8 --resume "$TMP/pp4"

@@ -81,6 +81,14 @@ expect_user_error "ddp/bad --allreduce shm without /dev/shm room" 'allreduce shm
     env MICROPP_SHM_FREE=1000 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --allreduce shm
 expect_user_error "allreduce/bad --algo shm without /dev/shm room" 'algo shm needs [0-9.]+ [kMGTP]?B of /dev/shm.*, and 1 kB are free.*--algo mpi' 60 \
     env MICROPP_SHM_FREE=1000 mpiexec -n 2 "$MICROPP" allreduce --size 1M --algo shm
+# the default (--algo all) leaves shm out where it cannot run instead of refusing (issue 37): a small
+# /dev/shm, and ranks on two (fake) hosts
+for how in "env MICROPP_SHM_FREE=1000 mpiexec -n 2" "mpiexec -launcher fork -hosts nodeA:1,nodeB:1 -n 2"; do
+    run 120 $how "$MICROPP" allreduce --size 1K --iters 2 --json
+    algos=$(json_get '["results"]' 2>/dev/null | python3 -c "import json,sys; print(' '.join(r['algo'] for r in json.load(sys.stdin)))" 2>/dev/null)
+    [ "$RC" -eq 0 ] && [ "$algos" = "mpi ring" ] && pass "allreduce/the default leaves shm out where it cannot run (${how%% mpiexec*})" \
+        || fail "allreduce/the default leaves shm out where it cannot run (${how%% mpiexec*})" "exit $RC, algos '$algos': $ERR"
+done
 run 120 env MICROPP_SHM_FREE=1000 mpiexec -n 2 "$MICROPP" allreduce --size 1K --algo ring --iters 2 --json
 if [ "$RC" -eq 0 ]; then pass "allreduce/--algo ring needs no /dev/shm"; else fail "allreduce/--algo ring needs no /dev/shm" "exit $RC: $ERR"; fi
 # ZeRO-1 with plain SGD (no moments) and one collective per tensor, against an SGD monolith

@@ -148,6 +148,33 @@ echo "my notes" > "$TMP/notes.txt"
 expect_user_error "metrics/--resume refuses a file that is no metrics log" "notes.txt': line 1 is no metrics line" 60 \
     "$MICROPP" train --steps 20 --resume "$TMP/ck" --metrics "$TMP/notes.txt"
 [ "$(cat "$TMP/notes.txt")" = "my notes" ] && pass "metrics/the user's file is left as it was" || fail "metrics/the user's file is left" "$(head -c 100 "$TMP/notes.txt")"
+# ... nor by a fresh run, whatever it holds: no newline at all, a NUL byte (a binary), through a symlink;
+# a NUL inside a real log names its line instead of dropping every later one; the checkpoint's own
+# files, --data and --labels are the run's inputs (the file is the run's, so it resumes after)
+printf 'my notes' > "$TMP/nonl.txt"; ln -s nonl.txt "$TMP/nonl-link"
+printf '{"step":1}\n\177ELF\0\0\0' > "$TMP/bin"
+python3 -c "import sys; t=open(sys.argv[1],'rb').read(); open(sys.argv[2],'wb').write(t.replace(b'\"step\":4', b'\"step\"\0:4', 1))" "$TMP/r.jsonl" "$TMP/nul.jsonl"
+cp "$TMP/nul.jsonl" "$TMP/nul.keep"; stf=$(ls "$TMP"/ck/*.safetensors | head -1); cp "$stf" "$TMP/st.keep"
+python3 -c "import struct,sys; open(sys.argv[1],'wb').write(struct.pack('>IIII', 0x803, 64, 4, 4) + bytes(64 * 16)); open(sys.argv[2],'wb').write(struct.pack('>II', 0x801, 64) + bytes(64))" "$TMP/x.idx" "$TMP/y.idx"
+cp "$TMP/x.idx" "$TMP/x.keep"
+expect_user_error "metrics/a fresh run refuses a file with no newline" "nonl.txt': line 1 is no metrics line" 60 \
+    "$MICROPP" train --steps 2 --metrics "$TMP/nonl.txt"
+expect_user_error "metrics/... through a symlink" "nonl-link': line 1 is no metrics line" 60 "$MICROPP" train --steps 2 --metrics "$TMP/nonl-link"
+expect_user_error "metrics/--resume refuses a file with no newline" "nonl.txt': line 1 is no metrics line" 60 \
+    "$MICROPP" train --steps 20 --resume "$TMP/ck" --metrics "$TMP/nonl.txt"
+expect_user_error "metrics/--resume refuses a binary (a NUL byte)" "bin': line 2 holds a NUL byte, so it is no metrics log" 60 \
+    "$MICROPP" train --steps 20 --resume "$TMP/ck" --metrics "$TMP/bin"
+expect_user_error "metrics/a NUL inside a metrics log names its line" "nul.jsonl': line 2 holds a NUL byte" 60 \
+    "$MICROPP" train --steps 20 --resume "$TMP/ck" --metrics "$TMP/nul.jsonl"
+expect_user_error "metrics/--resume refuses its checkpoint's own stage file" "is a file of the checkpoint folder --resume" 60 \
+    "$MICROPP" train --steps 20 --resume "$TMP/ck" --metrics "$stf"
+expect_user_error "metrics/--data is an input" "--metrics '$TMP/x.idx' is also --data '$TMP/x.idx', which train reads" 60 \
+    "$MICROPP" train --steps 2 --data "$TMP/x.idx" --labels "$TMP/y.idx" --inputs 16 --classes 2 --metrics "$TMP/x.idx"
+[ "$(cat "$TMP/nonl.txt")" = "my notes" ] && [ "$(head -c 10 "$TMP/bin")" = '{"step":1}' ] && cmp -s "$TMP/nul.jsonl" "$TMP/nul.keep" \
+    && cmp -s "$stf" "$TMP/st.keep" && cmp -s "$TMP/x.idx" "$TMP/x.keep" && pass "metrics/each refused file is left as it was" \
+    || fail "metrics/each refused file is left as it was" "$(ls -l "$TMP")"
+run 60 "$MICROPP" train --steps 12 --resume "$TMP/ck" --json
+[ "$RC" -eq 0 ] && pass "metrics/the checkpoint still resumes" || fail "metrics/the checkpoint still resumes" "exit $RC: $ERR"
 
 # --- bad paths end every rank at once: a folder, a FIFO nobody reads (2 s), a missing folder ---
 expect_user_error "metrics/a folder: exit 2 on every rank" "cannot write --metrics '$TMP': Is a directory \\(it is a folder" 60 \

@@ -18,6 +18,9 @@ printf '{"step":1,"loss":0.7,"lr":0.001,"step_ms":1,"samples_s":3200}\n' > "$TMP
 plot() { timeout -k 5 60 $WHO "${BIN:-$MICROPP}" plot "$TMP/run.jsonl" --svg "$1" > "$TMP/stdout" 2>"$TMP/stderr"; }
 first_bytes() { head -c 40 "$1" 2>/dev/null; }
 expect_start() { case "$1" in svg|timeline|plot) echo "<?xml" ;; trace|metrics) echo "{" ;; esac; }
+# What a writer may replace: --metrics only an earlier metrics log (a file that is not one is refused
+# and left as it was, below), the others any regular file.
+old_of() { case "$1" in metrics) echo '{"step":1,"loss":0.7}' ;; *) echo old ;; esac; }
 
 # Each kind of path for one writer, in folder D (world-writable when run as nobody).
 kinds() {
@@ -26,10 +29,10 @@ kinds() {
     rm -rf "$D"/*
     "$w" "$D/new.out" && [[ "$(first_bytes "$D/new.out")" == "$want"* ]] && [ -z "$(ls "$D" | grep tmp)" ] \
         && pass "$tag: a new file is written whole, no temporary left" || fail "$tag: new file" "rc $? $(cat "$TMP/stderr")"
-    echo old > "$D/reg.out"
+    old_of "$w" > "$D/reg.out"
     "$w" "$D/reg.out" && [[ "$(first_bytes "$D/reg.out")" == "$want"* ]] \
         && pass "$tag: a regular file is replaced" || fail "$tag: regular file" "$(cat "$TMP/stderr")"
-    echo old > "$D/target.out"; ln -s target.out "$D/link.out"
+    old_of "$w" > "$D/target.out"; ln -s target.out "$D/link.out"
     "$w" "$D/link.out" && [ -L "$D/link.out" ] && [[ "$(first_bytes "$D/target.out")" == "$want"* ]] \
         && pass "$tag: a symlink is followed: its target is written, the link stays" || fail "$tag: symlink" "$(ls -l "$D") $(cat "$TMP/stderr")"
     ln -s made.out "$D/dangling.out"
@@ -69,6 +72,36 @@ svg - && [[ "$(head -c 5 "$TMP/stdout")" == "<?xml" ]] && pass "outputs/bubble -
 expect_user_error "outputs/bubble --svg - with --json" "--svg - writes the picture on standard output, and --json prints there too" 10 "$MICROPP" bubble --svg - --json
 expect_user_error "outputs/train --trace -" "--trace - would mix the file into the summary" 60 mpiexec -n 2 "$MICROPP" train --mode pp --trace -
 expect_user_error "outputs/train --timeline -" "--timeline - would mix" 60 mpiexec -n 2 "$MICROPP" train --mode pp --timeline -
+
+# ---- no output is an input or another output of the same command: refused, every file left as it was ----
+# (by the file named: through a symlink, "./" or "x/.." alike; the checkpoint folder's own names)
+mkdir -p "$TMP/clash/sub" && cd "$TMP/clash"
+printf '{"steps": 2}' > cfg.json; cp "$TMP/run.jsonl" log.jsonl; ln -s cfg.json cfg-link
+clash() {  # NAME PATTERN CMD...: refused with exit 2 and one line; cfg.json and log.jsonl untouched
+    local name=$1 pat=$2; shift 2
+    expect_user_error "clash/$name" "$pat" 60 "$@"
+    [ "$(cat cfg.json)" = '{"steps": 2}' ] && cmp -s log.jsonl "$TMP/run.jsonl" \
+        || fail "clash/$name: the files left as they were" "$(ls -l; head -c 100 cfg.json log.jsonl)"
+}
+clash "plot --svg is its own metrics log" "plot: --svg 'sub/../log.jsonl' is also the metrics log 'log.jsonl', which plot reads.*give --svg another file" \
+    "$MICROPP" plot log.jsonl --svg sub/../log.jsonl
+clash "train --metrics is its --config (through a symlink)" "train: --metrics 'cfg-link' is also --config 'cfg.json', which train reads.*give --metrics another file" \
+    "$MICROPP" train --config cfg.json --metrics cfg-link
+clash "train --metrics X --trace X" "train: --metrics 'x.json' and --trace './x.json' name the same file, and each would replace the other: give them different names" \
+    mpiexec -n 2 "$MICROPP" train --mode pp --steps 2 --metrics x.json --trace ./x.json
+clash "train --trace X --timeline X" "train: --trace 'x.svg' and --timeline 'x.svg' name the same file" \
+    mpiexec -n 2 "$MICROPP" train --mode pp --steps 2 --trace x.svg --timeline x.svg
+clash "train --save D --metrics D/manifest.json" "train: --metrics 'ck/manifest.json' is a file of the checkpoint folder --save 'ck/': give --metrics a path outside it" \
+    "$MICROPP" train --steps 2 --save ck/ --metrics ck/manifest.json
+[ ! -e x.json ] && [ ! -e x.svg ] && [ ! -e ck ] && pass "clash/nothing was written by the refused runs" || fail "clash/nothing written" "$(ls)"
+run 60 "$MICROPP" train --steps 2 --save ck --metrics ck/metrics.jsonl
+[ "$RC" -eq 0 ] && [ -s ck/manifest.json ] && [ -s ck/metrics.jsonl ] && pass "clash/a log of another name inside --save's folder is fine" \
+    || fail "clash/a log of another name inside --save's folder" "exit $RC: $ERR"
+s0=$(cksum < ck/manifest.json)
+clash "train --resume D --metrics D/manifest.json" "train: --metrics 'ck/manifest.json' is a file of the checkpoint folder --resume 'ck'" \
+    "$MICROPP" train --steps 4 --resume ck --metrics ck/manifest.json
+[ "$(cksum < ck/manifest.json)" = "$s0" ] && pass "clash/the checkpoint's manifest is left as it was" || fail "clash/the manifest is left" "changed"
+cd "$TMP"
 
 # ---- an empty value is an error, never "not given" ----
 for opt in config resume save trace timeline metrics partition data labels; do
@@ -116,9 +149,9 @@ mkdir -p "$TMP/ck"; mkfifo "$TMP/ck/manifest.json"
 expect_user_error "inputs/train --resume DIR whose manifest.json is a FIFO" "--resume $TMP/ck: cannot open $TMP/ck/manifest.json: $FIFO_WHY" 20 \
     mpiexec -n 2 "$MICROPP" train --mode pp --resume "$TMP/ck" --steps 3
 
-# ---- bubble's outputs on a FIFO nobody reads: refused after a short wait, not blocked on forever ----
+# ---- outputs on a FIFO nobody reads: refused after a short wait, not blocked on forever ----
 # (with a reader the picture is written in place: the kinds above; train's --trace and --timeline
-# still wait for their reader, as a slow one must lose nothing)
+# still wait for their reader, as a late one must lose nothing: the watchdog bounds that wait, below)
 mkfifo "$TMP/out.fifo"
 for opt in svg dump-csv; do
     start=$(date +%s)
@@ -127,6 +160,18 @@ for opt in svg dump-csv; do
         "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 2 --$opt "$TMP/out.fifo"
     echo "# bubble --$opt: refused after $(( $(date +%s) - start )) s"
 done
+run 120 "$MICROPP" plan --calibrate --layers 2 --hidden 16 --batch 8 --out "$TMP/out.fifo"  # (its progress on stderr too)
+[ "$RC" -eq 2 ] && [ "$(tail -n 1 <<<"$ERR")" = "micropp: plan: cannot write --out '$TMP/out.fifo': No such device or address: $(
+    echo "it is a FIFO that no process opened for reading within 2 s: start its reader first, or give a file name")" ] \
+    && pass "outputs/plan --calibrate --out FIFO that no process reads: exit 2, one line" \
+    || fail "outputs/plan --calibrate --out FIFO that no process reads" "exit $RC: $(tail -c 300 <<<"$ERR")"
+# ... and a FIFO named as --profile, an input, is refused at once (opening it would wait for a writer)
+expect_user_error "inputs/plan --auto --profile FIFO" "plan: --profile cannot open $TMP/out.fifo: it is a FIFO \(named pipe\), not a regular file" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$TMP/out.fifo"
+expect_user_error "inputs/train --auto --profile FIFO (2 ranks)" "train: --profile cannot open $TMP/out.fifo: it is a FIFO" 30 \
+    mpiexec -n 2 "$MICROPP" train --auto --profile "$TMP/out.fifo"
+expect_user_error "inputs/plan --auto --profile a folder" "plan: --profile cannot open $TMP: it is a folder, not a regular file" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$TMP"
 
 # ---- what rank 0 writes last: every rank waits for it (bounded by --timeout alone), and the exit is
 # 0 only when all of it is written; the completion marker ends the output only then ----

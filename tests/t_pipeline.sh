@@ -118,5 +118,13 @@ PY
 mkdir -p "$TMP/node1"
 printf '#!/bin/bash\ncd "%s"; if [ "$PMI_RANK" = 1 ]; then cd node1; fi\nexec "%s" train --mode pp --layers 4 --hidden 16 --batch 8 "$@"\n' "$TMP" "$MICROPP" > "$TMP/rank1-differs.sh"
 chmod +x "$TMP/rank1-differs.sh"
-expect_user_error "pp-bad/config readable on rank 0 only: every rank ends at once" "cannot read config 'ok.json'" 8 mpiexec -n 2 "$TMP/rank1-differs.sh" --config ok.json
-expect_user_error "pp-bad/data readable on rank 0 only: every rank ends at once" "--data x.npy: cannot open" 8 mpiexec -n 2 "$TMP/rank1-differs.sh" --data x.npy --labels y.npy
+# The line names the rank and host that could not read it, and how many could (a file missing on some nodes).
+WHERE="\[on rank 1 \(host [^)]*\), while 1 rank could: is it on every host\?\]"
+expect_user_error "pp-bad/config readable on rank 0 only: every rank ends at once, naming rank 1 and its host" "cannot read config 'ok.json'.* $WHERE" 8 mpiexec -n 2 "$TMP/rank1-differs.sh" --config ok.json
+expect_user_error "pp-bad/data readable on rank 0 only: every rank ends at once, naming rank 1 and its host" "--data x.npy: cannot open.* $WHERE" 8 mpiexec -n 2 "$TMP/rank1-differs.sh" --data x.npy --labels y.npy
+(cd "$TMP" && timeout 60 mpiexec -n 2 "$MICROPP" train --mode pp --layers 4 --hidden 16 --batch 8 --steps 2 --save ck >/dev/null 2>&1)
+expect_user_error "pp-bad/--resume readable on rank 0 only: naming rank 1 and its host" "--resume ck: .*cannot open.* $WHERE" 30 mpiexec -n 2 "$TMP/rank1-differs.sh" --resume ck --steps 4
+expect_user_error "pp-bad/no line names a rank when none could read it" "cannot read config 'none.json': No such file or directory \(check the path\)$" 8 mpiexec -n 2 "$TMP/rank1-differs.sh" --config none.json
+# --save to a folder rank 1 does not see (its own "node" makes another): refused at start-up (issue 37)
+expect_user_error "pp-bad/--save a folder rank 1 does not see: at start-up, naming rank 1 and its host" "train: --save sv: rank 1 \(host [^)]*\) does not see the folder rank 0 made on" 30 \
+    mpiexec -n 2 "$TMP/rank1-differs.sh" --save sv --steps 2

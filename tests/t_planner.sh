@@ -194,6 +194,42 @@ expect_user_error "planner/--calibrate without --out" "--calibrate writes a prof
     mpiexec -n 2 "$MICROPP" plan --calibrate $TINY
 expect_user_error "planner/--out unwritable" "--out '/nonexistent/p.json'" 30 \
     mpiexec -n 2 "$MICROPP" plan --calibrate $TINY --out /nonexistent/p.json
+# --calibrate measures every layout's costs: the options --auto searches (and --json) would be ignored
+for a in "--tp 2" "--stages 2" "--precision bf16"; do
+    expect_user_error "planner/--calibrate $a" "plan: --calibrate measures the costs of every layout, and --auto searches ${a%% *}: drop it here" 30 \
+        mpiexec -n 2 "$MICROPP" plan --calibrate $TINY $a --out "$TMP/x.json"
+done
+expect_user_error "planner/--calibrate --json" "plan: --calibrate writes its profile as JSON to --out, and prints no table: drop --json" 30 \
+    mpiexec -n 2 "$MICROPP" plan --calibrate $TINY --json --out "$TMP/x.json"
+expect_user_error "planner/--timeout without --calibrate" "plan: --timeout bounds the waits of --calibrate \(under mpiexec\): add --calibrate, or drop it" 10 \
+    "$MICROPP" plan --timeout 3
+expect_user_error "planner/--calibrate --timeout below the minimum" "plan: --timeout 0.5 is below the 1 s minimum" 30 \
+    mpiexec -n 2 "$MICROPP" plan --calibrate $TINY --timeout 0.5 --out "$TMP/x.json"
+# --calibrate under the watchdog: a rank stopped (SIGSTOP, as a swapped-out node) ends the job within
+# --timeout with the line naming the phase, instead of a hang
+rank_pid() {  # MPIEXEC-PID RANK: that rank's pid (Hydra gives each its PMI_RANK), or nothing
+    local proxy p
+    for proxy in $(procs_children "$1"); do
+        for p in $(procs_children "$proxy"); do
+            if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "PMI_RANK=$2"; then echo "$p"; return; fi
+        done
+    done
+}
+mpiexec -n 2 "$MICROPP" plan --calibrate $TINY --timeout 3 --out "$TMP/stop.json" >/dev/null 2>"$TMP/stop.err" &
+job=$! stopped=""
+for _ in $(seq 600); do grep -q "calibrate: fp32" "$TMP/stop.err" && break; sleep 0.1; done
+for _ in $(seq 50); do stopped=$(rank_pid "$job" 1); [ -n "$stopped" ] && break; sleep 0.1; done
+if [ -z "$stopped" ]; then fail "planner/--calibrate: a stopped rank" "could not find rank 1: $(procs_readable)"; kill -KILL "$job"
+else
+    t0=$(date +%s); kill -STOP "$stopped"
+    for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$job" 2>/dev/null && kill -KILL "$job"
+    wait "$job"; rc=$? secs=$(( $(date +%s) - t0 )); kill -CONT "$stopped"; kill -KILL "$stopped" 2>/dev/null
+    [ "$rc" -eq 1 ] && grep -qE "watchdog: waited 3\.[0-9] s \(--timeout 3\) .* in plan --calibrate's (layer|link)" "$TMP/stop.err" \
+        && pass "planner/--calibrate: a stopped rank ends the job in ${secs} s (--timeout 3), the watchdog's line naming the phase" \
+        || fail "planner/--calibrate: a stopped rank" "exit $rc after ${secs} s: $(head -c 400 "$TMP/stop.err")"
+fi
+wait "$job" 2>/dev/null
 printf '{"micropp_machine": 1, "name": "x", "gemm_flops": {"fp32": 1e12}}' > "$TMP/nosrc.json"
 expect_user_error "planner/machine file without sources" "every figure of a machine file names where it comes from" \
     10 "$MICROPP" plan --auto --world 2 --machine "$TMP/nosrc.json"

@@ -176,6 +176,9 @@ PY
 echo '{"step":1,"loss":1}' > "$TMP/bad.jsonl"; echo 'not json' >> "$TMP/bad.jsonl"
 expect_user_error "plot/a line that is no metrics line: named, exit 2" "bad.jsonl: line 2 is no metrics line" 30 \
     "$MICROPP" plot "$TMP/a.jsonl" "$TMP/bad.jsonl" --svg "$TMP/no1.svg"
+printf '{"step":1,"loss":1}\n{"step":2,\0"loss":1}\n{"step":3,"loss":1}\n' > "$TMP/nul.jsonl"  # (not the later lines dropped)
+expect_user_error "plot/a NUL byte inside a log: its line named" "nul.jsonl: line 2 holds a NUL byte" 30 \
+    "$MICROPP" plot "$TMP/nul.jsonl" --svg "$TMP/no1.svg"
 : > "$TMP/empty.jsonl"
 expect_user_error "plot/an empty log" "empty.jsonl has no metrics lines" 30 "$MICROPP" plot "$TMP/empty.jsonl" --svg "$TMP/no2.svg"
 expect_user_error "plot/a missing file" "plot: cannot open .*nothere.jsonl" 30 "$MICROPP" plot "$TMP/nothere.jsonl" --svg "$TMP/no3.svg"
@@ -190,6 +193,36 @@ ls "$TMP"/no*.svg 2>/dev/null | grep -q . && fail "plot/no picture left behind b
 ls "$TMP" | grep -q '\.tmp' && fail "plot/no temporary file left" "$(ls "$TMP")" || pass "plot/no temporary file left"
 expect_failure "plot/a full disk: exit 1" "writing --svg '/dev/full' failed: No space left on device" 30 \
     "$MICROPP" plot "$TMP/a.jsonl" --svg /dev/full
+
+# --- values one ulp apart end (they once drew ticks without end: 562 MB in 8 s, a temporary left); a
+# long log is drawn in n log n (the step time's median was an insertion sort: 100,000 steps took 10 s) ---
+printf '{"step":1,"loss":1.0}\n{"step":2,"loss":1.0000000000000002}\n' > "$TMP/ulp.jsonl"
+mkdir "$TMP/ulp"
+run 30 "$MICROPP" plot "$TMP/ulp.jsonl" --svg "$TMP/ulp/ulp.svg"
+size=$(stat -c %s "$TMP/ulp/ulp.svg" 2>/dev/null || echo 0)
+[ "$RC" -eq 0 ] && [ "$size" -gt 0 ] && [ "$size" -lt 100000 ] && [ "$(ls "$TMP/ulp")" = ulp.svg ] \
+    && python3 "$ROOT/tests/svg_check.py" "$TMP/ulp/ulp.svg" >/dev/null \
+    && pass "plot/losses one ulp apart: a picture of $size bytes, no temporary left" \
+    || fail "plot/losses one ulp apart" "exit $RC, $size bytes, $(ls "$TMP/ulp"): $ERR"
+python3 -c "
+import sys
+with open(sys.argv[1], 'w') as f:
+    for i in range(1, 300001): f.write('{\"step\":%d,\"loss\":%.7g,\"lr\":0.001,\"step_ms\":%.4f,\"samples_s\":3000}\n' % (i, 1 / i, 1 + (i * 7919 % 1000) / 1000))
+" "$TMP/long.jsonl"
+cpu=$( { TIMEFORMAT=%U; time timeout -k 5 120 "$MICROPP" plot "$TMP/long.jsonl" --svg "$TMP/long.svg" >/dev/null 2>&1; } 2>&1 )
+python3 -c "import sys; sys.exit(not float(sys.argv[1]) < 10)" "$cpu" && [ -s "$TMP/long.svg" ] \
+    && pass "plot/a log of 300,000 steps in $cpu s of CPU (under 10)" || fail "plot/a log of 300,000 steps in under 10 s of CPU" "$cpu s"
+rm -f "$TMP/long.jsonl" "$TMP/long.svg"
+
+# --- a title with control characters and bytes that are not UTF-8 still makes well-formed XML (U+FFFD
+# stands in for them; an accent and <, & stay as they were) ---
+run 30 "$MICROPP" plot "$TMP/a.jsonl" --title "$(printf 'a\001b\377c \303\251 <&>')" --svg "$TMP/ctl.svg"
+why=$(python3 -c "
+import sys, xml.dom.minidom as m
+m.parse(sys.argv[1]); t = open(sys.argv[1], encoding='utf-8').read()
+sys.exit(0 if 'a\ufffdb\ufffdc \u00e9 &lt;&amp;&gt;' in t else 'title not found')" "$TMP/ctl.svg" 2>&1)
+[ "$RC" -eq 0 ] && [ -z "$why" ] && pass "plot/a title with control characters and invalid UTF-8: well-formed, U+FFFD for them" \
+    || fail "plot/a title with control characters and invalid UTF-8" "exit $RC: $why $ERR"
 
 # --- the pictures the pages show (drawn by bubble and plot, committed) keep every text inside too ---
 bad="" n=0

@@ -82,25 +82,55 @@ static int mkdir_p(const char *dir) {
     return 0;
 }
 
+// Every rank must see the --save folder rank 0 made (the writers of the other stages write there, and
+// a node-local scratch disk would fail the first save hours in): each reads rank 0's probe, which holds
+// the run's id; the ranks that cannot, and their hosts, end the run at start-up with one line, exit 2.
+static void check_shared(const char *dir, uint32_t id, MPI_Comm comm) {
+    typedef struct { int ok; char host[64]; } Saw;
+    int rank, size;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    char probe[PATH_LEN + 32];
+    snprintf(probe, sizeof probe, "%s/.micropp-probe", dir);
+    Saw me = {0, ""}, *all = xcalloc((size_t)size, sizeof(Saw));
+    FILE *f = fopen(probe, "r");
+    if (f) {
+        char text[16] = "";
+        me.ok = fgets(text, sizeof text, f) && strtoul(text, NULL, 16) == id;
+        fclose(f);
+    }
+    launch_host_name(me.host, sizeof me.host);
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, comm, &q));
+    wd_wait(&q, NULL, -1, "checking that every rank sees the --save folder");
+    if (rank == 0) unlink(probe);  // (every rank has read it: the gather is complete)
+    char ranks[160] = "", hosts[200] = "";
+    int bad = 0;
+    for (int r = 0; r < size; r++) {
+        if (all[r].ok) continue;
+        size_t k = strlen(ranks), h = strlen(hosts);
+        if (bad++ < 8) snprintf(ranks + k, sizeof ranks - k, "%s%d", k ? ", " : "", r);
+        if (!strstr(hosts, all[r].host) && h < 120)
+            snprintf(hosts + h, sizeof hosts - h, "%s%s", h ? ", " : "", all[r].host);
+    }
+    if (bad)
+        user_error("train: --save %s: rank%s %s%s (host%s %s) do%s not see the folder rank 0 made on %s: give --save a "
+                   "folder every host shares (a network file system), not one on a node's own disk",
+                   dir, bad > 1 ? "s" : "", ranks, bad > 8 ? ", ..." : "", strchr(hosts, ',') ? "s" : "", hosts,
+                   bad > 1 ? "" : "es", all[0].host);
+    free(all);
+}
+
 void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
     int rank;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     char err[ERR_LEN] = "";
     uint32_t id = 0;
     if (rank == 0) {
-        if (c->ckpt.save[0]) {
-            char probe[PATH_LEN + 32];
-            snprintf(probe, sizeof probe, "%s/.micropp-probe", c->ckpt.save);
-            FILE *f = NULL;
-            if (mkdir_p(c->ckpt.save) != 0)
-                snprintf(err, sizeof err, "train: --save %s: cannot create that folder: %s (choose a writable path)",
-                         c->ckpt.save, strerror(errno));
-            else if (!(f = fopen(probe, "w")))
-                snprintf(err, sizeof err, "train: --save %s: cannot write there: %s (choose a writable folder)",
-                         c->ckpt.save, strerror(errno));
-            if (f) { fclose(f); unlink(probe); }
-        }
-        if (!err[0] && c->ckpt.resume[0]) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = (uint32_t)mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 48));
+        if (c->ckpt.resume[0]) {
             char path[PATH_LEN + 32];
             snprintf(path, sizeof path, "%s/" MANIFEST, c->ckpt.resume);
             if (access(path, R_OK) != 0)
@@ -108,12 +138,25 @@ void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
                          "train: --resume %s: no readable %s there (%s): give a folder written by --save",
                          c->ckpt.resume, MANIFEST, strerror(errno));
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        id = (uint32_t)mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 48));
+        if (!err[0] && c->ckpt.save[0]) {
+            char probe[PATH_LEN + 32];
+            snprintf(probe, sizeof probe, "%s/.micropp-probe", c->ckpt.save);
+            FILE *f = NULL;
+            if (mkdir_p(c->ckpt.save) != 0)
+                snprintf(err, sizeof err, "train: --save %s: cannot create that folder: %s (choose a writable path)",
+                         c->ckpt.save, strerror(errno));
+            else if (!(f = fopen(probe, "w")) || fprintf(f, "%08x\n", id) < 0)
+                snprintf(err, sizeof err, "train: --save %s: cannot write there: %s (choose a writable folder)",
+                         c->ckpt.save, strerror(errno));
+            if (f && fclose(f) != 0 && !err[0])
+                snprintf(err, sizeof err, "train: --save %s: cannot write there: %s (choose a writable folder)",
+                         c->ckpt.save, strerror(errno));
+            if (err[0]) unlink(probe);
+        }
     }
     comm_agree(comm, err);
     MPI_CHECK(MPI_Bcast(&id, 1, MPI_UINT32_T, 0, comm));
+    if (c->ckpt.save[0]) check_shared(c->ckpt.save, id, comm);
     g_run_id = id;
     g_last_saved = -1;
 }
@@ -526,7 +569,7 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
                  n_loaded, n_needed);
     free(refs);
     free(m.files);
-    comm_agree(l->comm, err);
+    comm_agree_code(l->comm, err, 2 | AGREE_NAME_WHERE);
     *next_sample = m.next_sample;
     snprintf(desc, desc_len, "step %lld (written by %s, %d stage%s%s)", (long long)m.step, m.mode, m.stages,
              m.stages == 1 ? "" : "s", m.dp > 1 ? ", data-parallel" : "");
@@ -664,6 +707,18 @@ static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_samp
     free(text);
 }
 
+// A stage file's name, or one of an interrupted save: "step-...safetensors[.tmp]".
+static int stage_file_name(const char *nm) {
+    size_t len = strlen(nm);
+    return !strncmp(nm, "step-", 5) && ((len > 12 && !strcmp(nm + len - 12, ".safetensors")) ||
+                                        (len > 16 && !strcmp(nm + len - 16, ".safetensors.tmp")));
+}
+
+int ckpt_owns(const char *name) {
+    return stage_file_name(name) || !strcmp(name, MANIFEST) || !strncmp(name, MANIFEST ".", strlen(MANIFEST) + 1) ||
+           !strcmp(name, ".micropp-probe");
+}
+
 // After the manifest is committed: remove the stage files (and leftovers of interrupted saves)
 // that it does not name. Only our own names ("step-...safetensors[.tmp]") are touched.
 static void remove_stale(const char *dir, const FileRec *recs, int n) {
@@ -672,10 +727,7 @@ static void remove_stale(const char *dir, const FileRec *recs, int n) {
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *nm = e->d_name;
-        size_t len = strlen(nm);
-        int ours = !strncmp(nm, "step-", 5) && ((len > 12 && !strcmp(nm + len - 12, ".safetensors")) ||
-                                                (len > 16 && !strcmp(nm + len - 16, ".safetensors.tmp")));
-        if (!ours) continue;
+        if (!stage_file_name(nm)) continue;
         int live = 0;
         for (int i = 0; i < n && !live; i++) live = !strcmp(recs[i].file, nm);
         if (live) continue;

@@ -37,6 +37,9 @@ typedef struct {
 // training: bad input ends every rank with one line and exit 2 (the flags' own rules are the
 // plan's). Creates the --save folder. Collective over comm.
 void ckpt_setup(const TrainConfig *c, MPI_Comm comm);
+// Is `name` one a checkpoint folder's writer makes there (the manifest, a stage file, their temporaries)?
+// An output of the run under that name inside --save or --resume would be lost or destroy the checkpoint.
+int ckpt_owns(const char *name);
 
 // The step of the checkpoint in dir (its manifest's), for the plan, before anything is set up; 0
 // when rank 0 cannot read or parse it (ckpt_setup and ckpt_resume then say why). Collective over comm.

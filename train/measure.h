@@ -29,7 +29,8 @@ typedef struct {
     EpochStat *epoch;    // --epochs: [epochs], n_epoch of them run
     int n_epoch;
     double epoch_t0;     // now_sec() when the current epoch's first step began
-    double tp_s, tp_floats;  // --tp: this rank's tensor-parallel all-reduces during the steps: seconds, floats
+    double *tp_s;        // --tp: this rank's tensor-parallel all-reduces in the step: seconds
+    double tp_floats;    // --tp: this rank's tensor-parallel all-reduces during the steps: floats
     long tp_calls;       //   and how many (evaluation's not counted)
 } Measure;
 

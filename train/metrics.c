@@ -1,6 +1,7 @@
 // train/metrics.c: --metrics FILE (metrics.h): rank 0 writes a JSON line per step (--metrics-every), per
-// evaluation and per epoch, flushed as it goes; a resumed run keeps the lines up to its step (read back with cJSON) and
-// appends after them, so resuming never duplicates a step. Write failures are kept for the end (exit 1).
+// evaluation and per epoch, flushed as it goes; a resumed run keeps the lines up to its step (read back with cJSON)
+// and appends after them, so resuming never duplicates a step; a file that is no metrics log is never
+// replaced. Write failures are kept for the end (exit 1).
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -23,10 +24,26 @@ static int line_step(const char *line, long long *step) {
     return ok ? 0 : -1;
 }
 
-// A resumed run: the lines of the earlier log up to step `start` (malloc'd, "" when the file is new or
-// no regular file), or NULL with why filled. A last line without its newline was cut short by the
-// earlier run's end and is dropped; any other line that is no metrics line stops the run, so that a
-// file of the user's is never overwritten by mistake.
+// Why line line_no (len bytes, not ended by a newline when `cut`) stops the run ("" when it is a metrics
+// line): a NUL byte, or no JSON object with a "step" (a file of the user's is never overwritten). A last
+// line cut short by the earlier run's end (`cut`, after a whole metrics line, opening as one does) is no
+// reason: it is dropped.
+static void bad_line(const char *path, char *line, size_t len, int line_no, int cut, char *why, size_t n) {
+    if (memchr(line, 0, len))
+        snprintf(why, n,
+                 "train: --metrics '%s': line %d holds a NUL byte, so it is no metrics log: give another file to "
+                 "--metrics, or move that one away",
+                 path, line_no);
+    else if (cut ? line_no == 1 || line[0] != '{' : line_step(line, &(long long){0}) != 0)
+        snprintf(why, n,
+                 "train: --metrics '%s': line %d is no metrics line (a JSON object with a \"step\"): give "
+                 "another file to --metrics, or move that one away",
+                 path, line_no);
+}
+
+// The lines of the earlier log up to step `start` (malloc'd; none when start is 0, a fresh run; "" when
+// the file is new or no regular file), or NULL with why filled: a file that is not a metrics log (every
+// line one, but a last one cut short; empty is one) is never replaced, fresh run or resumed.
 static char *kept_lines(const char *path, int start, int *kept, char *why, size_t n) {
     struct stat st;
     *kept = 0;
@@ -38,31 +55,27 @@ static char *kept_lines(const char *path, int start, int *kept, char *why, size_
         snprintf(why, n, "train: --metrics: %s (give another file)", err);
         return NULL;
     }
-    char *text = xmalloc(len + 1), *out = xmalloc(len + 1), *o = out;
+    char *text = xmalloc(len + 1), *out = xmalloc(len + 1), *o = out, *end = text + len;
     memcpy(text, buf, len);
     text[len] = 0;
     free(buf);
     int line_no = 0;
-    for (char *line = text, *nl; *line && (nl = strchr(line, '\n')); line = nl + 1) {
+    for (char *line = text, *nl; line < end && !why[0]; line = nl + 1) {
+        nl = memchr(line, '\n', (size_t)(end - line));
+        int cut = nl == NULL;
+        if (cut) nl = end;
         *nl = 0;
-        line_no++;
+        bad_line(path, line, (size_t)(nl - line), ++line_no, cut, why, n);
         long long step;
-        if (line_step(line, &step)) {
-            snprintf(why, n,
-                     "train: --metrics '%s': line %d is no metrics line (a JSON object with a \"step\"): give "
-                     "another file to --metrics, or move that one away",
-                     path, line_no);
-            free(text);
-            free(out);
-            return NULL;
-        }
-        if (step > start) continue;
+        if (why[0] || cut || start <= 0 || line_step(line, &step) || step > start) continue;
         o += sprintf(o, "%s\n", line);
         (*kept)++;
     }
     *o = 0;
     free(text);
-    return out;
+    if (!why[0]) return out;
+    free(out);
+    return NULL;
 }
 
 void metrics_open(Metrics *mx, const char *path, int rank, int start) {
@@ -71,7 +84,7 @@ void metrics_open(Metrics *mx, const char *path, int rank, int start) {
     snprintf(mx->path, sizeof mx->path, "%s", path);
     char why[3 * PATH_LEN] = "";
     if (rank == 0) {  // rank 0 writes the file, so its verdict is every rank's
-        char *keep = start > 0 ? kept_lines(path, start, &mx->kept, why, sizeof why) : calloc(1, 1);
+        char *keep = kept_lines(path, start, &mx->kept, why, sizeof why);
         int err = keep ? out_open_log(&mx->out, path, keep) : 0;
         if (err)
             snprintf(why, sizeof why, "train: cannot write --metrics '%s': %s (%s)", path, strerror(err),

@@ -15,7 +15,8 @@ typedef struct {
 
 // Every rank calls it at the same point (with --metrics): rank 0 opens the file, keeping, when the run
 // resumes at step `start` (> 0), the earlier run's lines up to that step; a file it cannot write, or
-// one that holds other lines than metrics, ends every rank with exit 2.
+// one that holds other lines than metrics (a NUL byte, a file with no newline: fresh run or resumed),
+// ends every rank with exit 2 and is left as it was.
 void metrics_open(Metrics *mx, const char *path, int rank, int start);
 // A step (1-based `step`; every --metrics-every): its loss, learning rate, wall time, samples/s, the bubble of a
 // pipeline (NAN: none, the key is left out), and with --clip-grad the gradients' global norm and whether
