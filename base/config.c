@@ -7,6 +7,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "base/config.h"
+#include "base/suggest.h"
 #include "base/util.h"
 
 const char *choice_name(const char *choices, int index, char *buf, size_t n) {
@@ -24,7 +25,7 @@ static int choice_index(const char *choices, const char *value) {
     const char *p = choices;
     for (int i = 0; p; i++) {
         size_t len = strcspn(p, "|");
-        if (strlen(value) == len && strncmp(p, value, len) == 0) return i;
+        if (strlen(value) == len && strncasecmp(p, value, len) == 0) return i;  // 1F1B is 1f1b
         p = strchr(p, '|');
         if (p) p++;
     }
@@ -105,12 +106,50 @@ static const Option *find_option(const Option *opts, const char *name) {
     return NULL;
 }
 
+// The one line for a name that is no row of opts: another tool's flag answered with micropp's,
+// else the nearest row's name (an abbreviation names its row), else where to look. typed: the name
+// without dashes; where: "" or "f.json:1:2: "; kind: "option" or "key"; shown: typed as echoed.
+static _Noreturn void refuse_name(const char *cmd, const Option *opts, const char *typed, const char *where,
+                                  const char *kind, const char *shown) {
+    const char *dash = strcmp(kind, "key") ? "--" : "";
+    const ForeignFlag *f = foreign_flag(typed);
+    if (f && (!f->target || find_option(opts, f->target))) {
+        if (f->tool) user_error("%s: %s'%s' is %s's name; micropp's is %s", cmd, where, shown, f->tool, f->how);
+        user_error("%s: %sunknown %s '%s' (names are not abbreviated): did you mean %s", cmd, where, kind, shown,
+                   f->how);
+    }
+    const char *names[OPTIONS_MAX];
+    int n = 0;
+    for (const Option *o = opts; o->name && n < OPTIONS_MAX; o++) if (strcmp(o->name, "config")) names[n++] = o->name;
+    const char *best = nearest_name(typed, names, n);
+    if (best && edit_distance(typed, best) > 3)  // a prefix: getopt_long would have taken it for the row
+        user_error("%s: %sunknown %s '%s' (names are not abbreviated): did you mean %s%s?", cmd, where, kind, shown,
+                   dash, best);
+    if (best) user_error("%s: %sunknown %s '%s': did you mean %s%s? (see '%s --help')", cmd, where, kind, shown, dash,
+                         best, cmd);
+    user_error("%s: %sunknown %s '%s' (see '%s --help')", cmd, where, kind, shown, cmd);
+}
+
 // A user's value as echoed in a message: at most 64 characters ("..." and its length beyond).
 #define CLIP_LEN 64
 static const char *clip(const char *v, char *buf, size_t n) {
     size_t len = strlen(v);
     if (len <= CLIP_LEN) return v;
     snprintf(buf, n, "%.*s... (%zu characters)", CLIP_LEN, v, len);
+    return buf;
+}
+
+// ": did you mean X?" when a choice of "a|b|c" is near value, else "".
+static const char *nearest_choice(const char *choices, const char *value, char *buf, size_t n) {
+    const char *names[64];
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", choices);
+    int k = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(copy, "|", &save); t && k < 64; t = strtok_r(NULL, "|", &save)) names[k++] = t;
+    const char *best = nearest_name(value, names, k);
+    if (best) snprintf(buf, n, ": did you mean %s?", best);
+    else snprintf(buf, n, "%s", "");
     return buf;
 }
 
@@ -159,7 +198,11 @@ static void set_from_text(const char *cmd, const Option *o, void *base, const ch
         break;
     case OPT_CHOICE: {
         int i = choice_index(o->choices, text);
-        if (i < 0) user_error("%s: %s = '%s' is not one of %s", cmd, where, shown, o->choices);
+        if (i < 0) {
+            char near[64];
+            user_error("%s: %s = '%s' is not one of %s%s", cmd, where, shown, o->choices,
+                       nearest_choice(o->choices, text, near, sizeof near));
+        }
         *(int *)dst = i;
         break;
     }
@@ -217,9 +260,11 @@ static void check_keys(const char *cmd, const Option *opts, const char *path, co
         int line = 0, col = 0;
         if (i < n_at) line_col(text, at[i], &line, &col);
         const Option *o = find_option(opts, it->string);
-        if (!o || !strcmp(o->name, "config"))
-            user_error("%s: %s:%d:%d: unknown key '%s' (see '%s --help' for the keys)", cmd, path, line, col,
-                       clip(it->string, cb, sizeof cb), cmd);
+        if (!o || !strcmp(o->name, "config")) {
+            char where[PATH_LEN + 40];
+            snprintf(where, sizeof where, "%s:%d:%d: ", path, line, col);
+            refuse_name(cmd, opts, it->string, where, "key", clip(it->string, cb, sizeof cb));
+        }
         int j = 0;
         for (const cJSON *e = root->child; e != it; e = e->next, j++) {
             if (find_option(opts, e->string) != o) continue;
@@ -359,6 +404,32 @@ static void options_agree(const char *cmd, const Option *opts, const void *base)
     free(t);
 }
 
+// Every long option typed names a row exactly (or in its underscore spelling): getopt_long takes a
+// unique prefix for its option, and --micro-batch 8 (a size to a Megatron user) became
+// --micro-batches 8 (a count). Refused before any is read, with the row meant or the tool's name.
+static void refuse_unknown_names(const char *cmd, const Option *opts, int argc, char **argv) {
+    char cb[CLIP_LEN + 40];
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || !a[1]) continue;  // a value, an argument, or "-"
+        if (a[1] != '-') {  // short options, bundled or not: skip the value of the one that takes it
+            for (const char *q = a + 1; *q; q++) {
+                const Option *o = NULL;
+                for (const Option *r = opts; r->name; r++) if (r->short_name == *q) o = r;
+                if (!o) break;  // getopt_long names it
+                if (o->type != OPT_BOOL) { i += !q[1]; break; }
+            }
+            continue;
+        }
+        size_t len = strcspn(a + 2, "=");
+        char *name = xmalloc(len + 3);
+        snprintf(name, len + 3, "%.*s", (int)len + 2, a);  // "--name"
+        const Option *o = find_option(opts, name + 2);
+        if (o) { free(name); i += o->type != OPT_BOOL && !a[2 + len]; continue; }
+        refuse_name(cmd, opts, name + 2, "", "option", clip(name, cb, sizeof cb));
+    }
+}
+
 // A flag given twice on the command line (--steps 2 --steps 3, or -n 2 --steps 3) is a mistake: which
 // was meant? Refused before anything is read, as a key given twice in a config is. (An option in the
 // --config file and again on the command line is the documented override, not a repeat.)
@@ -411,6 +482,7 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
             if (has_arg == required_argument) strcat(shortopts, ":");
         }
     }
+    refuse_unknown_names(cmd, opts, argc, argv);
     refuse_repeats(cmd, opts, n, lo, shortopts, argc, argv);
     CHECK(n <= OPTIONS_MAX, "%s: %d options, more than OPTIONS_MAX", cmd, n);
     if (seen) *seen = (OptionsSeen){.opts = opts};

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# tests/t_cli.sh: a command line that fits the habits people bring (issue 38): no option is taken
+# from an abbreviation, a mistyped flag, choice or config key gets the name meant, other tools'
+# flags (Megatron-LM, DeepSpeed, torchrun) are answered with micropp's, and choices take any case.
+source "$(dirname "$0")/lib.sh"
+cd "$TMP"
+e() { expect_user_error "$@"; }
+
+# No abbreviations: getopt_long took --micro-batch 8 for --micro-batches 8 (a count, not a size).
+e "cli/--micro-batch is refused and micro-batches explained as a count" \
+    "unknown option '--micro-batch' \(names are not abbreviated\): did you mean --micro-batches M, a count, not a size: M = --batch / micro-batch size" \
+    10 "$MICROPP" train --micro-batch 8 --steps 1
+e "cli/a prefix of one option is refused (--ste for --steps)" "unknown option '--ste': did you mean --steps\?" 10 \
+    "$MICROPP" train --ste 2
+e "cli/a long prefix is refused with its row (--checkpoint for --checkpoint-activations)" \
+    "unknown option '--checkpoint' \(names are not abbreviated\): did you mean --checkpoint-activations\?" 10 \
+    "$MICROPP" train --checkpoint
+e "cli/bubble: a prefix is refused (--micro 4)" "unknown option '--micro'.*did you mean --micro-batches\?" 10 \
+    "$MICROPP" bubble --micro 4
+run 10 "$MICROPP" train --steps=2 --log_every 1 -L2 -H8 --json
+[ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q '"steps":2' && pass "cli/exact names, --name=value, underscores and -L2 still work" \
+    || fail "cli/exact names" "rc $RC: ${ERR:0:200}"
+
+# Did you mean: flags, choices, config keys; one line, exit 2.
+e "cli/did you mean a flag" "train: unknown option '--microbatches': did you mean --micro-batches\? \(see 'train --help'\)" 10 \
+    "$MICROPP" train --microbatches 8
+e "cli/did you mean a flag (bubble)" "bubble: unknown option '--stagse': did you mean --stages\?" 10 "$MICROPP" bubble --stagse 4
+e "cli/did you mean a choice" "--schedule = 'zbh1' is not one of .*: did you mean zb-h1\?" 10 "$MICROPP" train --schedule zbh1
+e "cli/did you mean a schedule in a list (bubble)" "--schedule 'gpipe,1fb1' is not .*: did you mean 1f1b\?" 10 \
+    "$MICROPP" bubble --schedule gpipe,1fb1
+printf '{\n  "layers": 2,\n    "hiden": 8}' > unknown.json
+e "cli/did you mean a config key" "unknown.json:3:5: unknown key 'hiden': did you mean hidden\?" 10 "$MICROPP" train -c unknown.json
+e "cli/nothing near: no guess" "train: unknown option '--zzzzzz' \(see 'train --help'\)$" 10 "$MICROPP" train --zzzzzz
+
+# Other tools' names, answered with micropp's and the arithmetic.
+e "cli/Megatron --micro-batch-size" "'--micro-batch-size' is Megatron-LM's name; micropp's is --micro-batches M, a count, not a size: M = --batch / micro-batch size" \
+    10 "$MICROPP" train --micro-batch-size 8
+e "cli/Megatron --global-batch-size" "'--global-batch-size' is Megatron-LM's name; micropp's is --batch B, the global batch" 10 \
+    "$MICROPP" train --global-batch-size 64
+e "cli/Megatron --tensor-model-parallel-size" "'--tensor-model-parallel-size' is Megatron-LM's name; micropp's is --tp T" 10 \
+    "$MICROPP" train --tensor-model-parallel-size 2
+e "cli/Megatron --pipeline-model-parallel-size" "'--pipeline-model-parallel-size' is Megatron-LM's name; micropp's is --pp P" 10 \
+    "$MICROPP" train --pipeline-model-parallel-size 4
+e "cli/torchrun --nproc-per-node (underscores too)" "'--nproc_per_node' is torchrun's name; micropp's is mpiexec -n N micropp" 10 \
+    "$MICROPP" train --nproc_per_node 4
+e "cli/DeepSpeed --zero-stage" "'--zero-stage' is DeepSpeed's name; micropp's is --zero Z" 10 "$MICROPP" train --zero-stage 1
+printf '{"micro_batch_size": 2}' > mbs.json
+e "cli/a foreign config key" "mbs.json:1:2: 'micro_batch_size' is Megatron-LM's name; micropp's is --micro-batches M" 10 \
+    "$MICROPP" train -c mbs.json
+
+# Choices in any case: 1F1B is 1f1b.
+run 10 "$MICROPP" bubble --schedule 1F1B,GPipe --stages 4 --micro-batches 8
+[ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q "^1f1b " && printf '%s' "$OUT" | grep -q "^gpipe " \
+    && pass "cli/bubble --schedule 1F1B,GPipe" || fail "cli/bubble 1F1B" "rc $RC: ${ERR:0:200}"
+run 30 mpiexec -n 2 "$MICROPP" train --pp 2 --schedule 1F1B --steps 2 -L4 -H16 --json
+[ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q '"schedule":"1f1b"' && pass "cli/train --schedule 1F1B" \
+    || fail "cli/train 1F1B" "rc $RC: ${ERR:0:200} ${OUT:0:200}"
