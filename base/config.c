@@ -73,6 +73,43 @@ int parse_int_list(const char *s, int *out, int max) {
     return n;
 }
 
+int parse_counts(const char *cmd, const char *flag, const char *text, int lo, int max, int *out, int cap) {
+    int n = 0;
+    const char *p = text;
+    if (!*p) user_error("%s: --%s is empty: give a number like 4 or a range like 2:8", cmd, flag);
+    while (*p) {
+        char *end;
+        errno = 0;
+        long a = strtol(p, &end, 10), b;
+        if (end == p || errno)
+            user_error("%s: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", cmd, flag, text);
+        b = a;
+        if (*end == ':') {
+            const char *q = end + 1;
+            b = strtol(q, &end, 10);
+            if (end == q || errno) user_error("%s: --%s '%s': a range needs two numbers, like 2:8", cmd, flag, text);
+            if (b < a)
+                user_error("%s: --%s '%s' is a reversed range (empty): write the smaller number first, like %ld:%ld",
+                           cmd, flag, text, b, a);
+        }
+        if (a < lo) user_error("%s: --%s '%s': %ld is below %d, the least", cmd, flag, text, a, lo);
+        if (b > max) user_error("%s: --%s '%s': %ld is above the %d supported", cmd, flag, text, b, max);
+        for (long v = a; v <= b; v++) {
+            if (n == cap)
+                user_error("%s: --%s '%s' has more than %d values: use a smaller range", cmd, flag, text, cap);
+            out[n++] = (int)v;
+        }
+        if (*end == ',') {
+            end++;
+            if (!*end) user_error("%s: --%s '%s' ends with a comma: drop it", cmd, flag, text);
+        } else if (*end) {
+            user_error("%s: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", cmd, flag, text);
+        }
+        p = end;
+    }
+    return n;
+}
+
 // Where an option was set: the parse's record (NULL: none kept), and whether on the command line.
 typedef struct { OptionsSeen *seen; int typed; } Marks;
 static void mark_set(const Marks *m, const Option *o) {
@@ -98,11 +135,33 @@ int seen_typed(const OptionsSeen *s, const char *name) {
     return i >= 0 && s->typed[i];
 }
 
+// Old spellings kept when one name became a concept's across commands: typed or as a config key,
+// each still reaches its option where the table has that option, and --help names it once.
+static const struct { const char *alias, *name; } kept_aliases[] = {
+    {"stages", "pp"},  // bubble's and plan's --stages: the pipeline degree, --pp as train spells it
+    {0},
+};
+
+static const Option *find_row(const Option *opts, const char *norm) {
+    for (const Option *o = opts; o->name; o++) if (strcmp(o->name, norm) == 0) return o;
+    return NULL;
+}
+
 static const Option *find_option(const Option *opts, const char *name) {
     char norm[128];
     snprintf(norm, sizeof norm, "%s", name);
     for (char *q = norm; *q; q++) if (*q == '_') *q = '-';
-    for (const Option *o = opts; o->name; o++) if (strcmp(o->name, norm) == 0) return o;
+    const Option *o = find_row(opts, norm);
+    for (int i = 0; !o && kept_aliases[i].alias; i++)
+        if (!strcmp(norm, kept_aliases[i].alias)) o = find_row(opts, kept_aliases[i].name);
+    return o;
+}
+
+// The kept alias of a row of opts, or NULL.
+static const char *alias_of(const Option *opts, const Option *o) {
+    for (int i = 0; kept_aliases[i].alias; i++)
+        if (!strcmp(o->name, kept_aliases[i].name) && !find_row(opts, kept_aliases[i].alias))
+            return kept_aliases[i].alias;
     return NULL;
 }
 
@@ -118,9 +177,12 @@ static _Noreturn void refuse_name(const char *cmd, const Option *opts, const cha
         user_error("%s: %sunknown %s '%s' (names are not abbreviated): did you mean %s", cmd, where, kind, shown,
                    f->how);
     }
-    const char *names[OPTIONS_MAX];
+    const char *names[OPTIONS_MAX + 2];
     int n = 0;
-    for (const Option *o = opts; o->name && n < OPTIONS_MAX; o++) if (strcmp(o->name, "config")) names[n++] = o->name;
+    for (const Option *o = opts; o->name && n < OPTIONS_MAX; o++) {
+        if (strcmp(o->name, "config")) names[n++] = o->name;
+        if (alias_of(opts, o)) names[n++] = alias_of(opts, o);
+    }
     const char *best = nearest_name(typed, names, n);
     if (best && edit_distance(typed, best) > 3)  // a prefix: getopt_long would have taken it for the row
         user_error("%s: %sunknown %s '%s' (names are not abbreviated): did you mean %s%s?", cmd, where, kind, shown,
@@ -463,7 +525,7 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
     }
     int n = 0;
     while (opts[n].name) n++;
-    struct option *lo = xcalloc((size_t)n * 2 + 1, sizeof *lo);
+    struct option *lo = xcalloc((size_t)n * 3 + 1, sizeof *lo);
     char shortopts[256] = ":";
     int k = 0;
     for (int i = 0; i < n; i++) {
@@ -475,6 +537,8 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
             for (char *q = alias; *q; q++) if (*q == '-') *q = '_';
             lo[k++] = (struct option){alias, has_arg, NULL, 1000 + i};
         }
+        const char *kept = alias_of(opts, &opts[i]);
+        if (kept) lo[k++] = (struct option){kept, has_arg, NULL, 1000 + i};  // --stages for --pp
         if (opts[i].short_name) {
             size_t l = strlen(shortopts);
             shortopts[l] = opts[i].short_name;
@@ -524,7 +588,7 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
     if (optind < argc)
         user_error("%s: unexpected argument '%s' (options start with --; see '%s --help')", cmd,
                    clip(argv[optind], cb, sizeof cb), cmd);
-    for (int i = 0; i < k; i++) if (strchr(lo[i].name, '_')) free((char *)lo[i].name);  // the aliases
+    for (int i = 0; i < k; i++) if (strchr(lo[i].name, '_')) free((char *)lo[i].name);  // the underscore spellings
     free(lo);
     if (agree_hook) options_agree(cmd, opts, base);
 }
@@ -553,7 +617,10 @@ void options_help(FILE *f, const char *cmd, const char *usage, const Option *opt
             break;
         case OPT_BOOL: break;
         }
-        fprintf(f, "%-36s %s%s\n", left, o->help, def);
+        const char *kept = alias_of(opts, o);
+        char also[64] = "";
+        if (kept) snprintf(also, sizeof also, " (also --%s)", kept);
+        fprintf(f, "%-36s %s%s%s\n", left, o->help, also, def);
     }
     fprintf(f, "%-36s %s\n", "  -h, --help", "print this help and exit");
     if (examples) fprintf(f, "\nExamples:\n%s", examples);

@@ -51,6 +51,10 @@ void options_help(FILE *f, const char *cmd, const char *usage, const Option *opt
                   const void *defaults, const char *examples);
 int parse_size(const char *s, int64_t *out);  // "64K" -> 65536; returns 0 on success
 int parse_int_list(const char *s, int *out, int max);  // "5,4,4,3" -> count, or -1 when malformed
+// One grammar for the counts a command sweeps (bubble's and plan's --pp, --micro-batches, --dp, --tp,
+// --zero): "4", a range "2:8" (inclusive), a list "2,4,8", or a mix ("1,4:6"); each in lo..max, at
+// most cap in all. Returns the count; a malformed text ends the run (user_error, naming --flag).
+int parse_counts(const char *cmd, const char *flag, const char *text, int lo, int max, int *out, int cap);
 // Called at the end of every options_parse with the resolved options, "name=value\n" per option in
 // table order: the launch agreement (launch.c) compares them across ranks. NULL: none (no MPI).
 void options_set_agree_hook(void (*hook)(const char *cmd, const char *resolved));

@@ -24,7 +24,6 @@ run 10 "$MICROPP" train --steps=2 --log_every 1 -L2 -H8 --json
 # Did you mean: flags, choices, config keys; one line, exit 2.
 e "cli/did you mean a flag" "train: unknown option '--microbatches': did you mean --micro-batches\? \(see 'train --help'\)" 10 \
     "$MICROPP" train --microbatches 8
-e "cli/did you mean a flag (bubble)" "bubble: unknown option '--stagse': did you mean --stages\?" 10 "$MICROPP" bubble --stagse 4
 e "cli/did you mean a choice" "--schedule = 'zbh1' is not one of .*: did you mean zb-h1\?" 10 "$MICROPP" train --schedule zbh1
 e "cli/did you mean a schedule in a list (bubble)" "--schedule 'gpipe,1fb1' is not .*: did you mean 1f1b\?" 10 \
     "$MICROPP" bubble --schedule gpipe,1fb1
@@ -55,3 +54,24 @@ run 10 "$MICROPP" bubble --schedule 1F1B,GPipe --stages 4 --micro-batches 8
 run 30 mpiexec -n 2 "$MICROPP" train --pp 2 --schedule 1F1B --steps 2 -L4 -H16 --json
 [ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q '"schedule":"1f1b"' && pass "cli/train --schedule 1F1B" \
     || fail "cli/train 1F1B" "rc $RC: ${ERR:0:200} ${OUT:0:200}"
+
+# One name and one grammar per concept: --pp (the pipeline degree, as train spells it) in bubble and
+# plan, --stages kept as an alias (help names it once); plan's lists take bubble's ranges.
+run 10 "$MICROPP" bubble --pp 2:3 --micro-batches 4 --schedule gpipe --json
+a=$OUT; run 10 "$MICROPP" bubble --stages 2,3 --micro-batches 4 --schedule gpipe --json
+[ "$a" = "$OUT" ] && [ -n "$a" ] && pass "cli/bubble --pp 2:3 = --stages 2,3" || fail "cli/bubble --pp" "${ERR:0:200}"
+run 10 "$MICROPP" plan --pp 1:4 --dp 1:2 --zero 0:1 --device-memory 1G --json
+a=$OUT; run 10 "$MICROPP" plan --stages 1,2,3,4 --dp 1,2 --zero 0,1 --device-memory 1G --json
+[ "$a" = "$OUT" ] && [ -n "$a" ] && pass "cli/plan takes ranges: --pp 1:4 --dp 1:2 --zero 0:1 = the lists" \
+    || fail "cli/plan ranges" "${ERR:0:200}"
+for cmd in bubble plan train; do
+    run 10 "$MICROPP" $cmd --help
+    n=$(printf '%s\n' "$OUT" | grep -c -- "--stages")
+    printf '%s\n' "$OUT" | grep -qE -- "--pp .*\(also --stages\)" && [ "$n" -eq 1 ] \
+        && pass "cli/$cmd --help: --pp, --stages named once as its alias" || fail "cli/$cmd --help alias" "$n lines name --stages"
+done
+e "cli/--pp and --stages together are one option given twice" "bubble: --pp given twice \(4 and 2\)" 10 \
+    "$MICROPP" bubble --pp 4 --stages 2
+printf '{"stages": 2, "pp": 4}' > both.json
+e "cli/config keys stages and pp are one key" "both.json:1:15: key 'pp' is given twice" 10 "$MICROPP" bubble -c both.json
+e "cli/did you mean names the alias too" "unknown option '--stagse': did you mean --stages\?" 10 "$MICROPP" bubble --stagse 4
