@@ -117,7 +117,8 @@ static void build_tables(void) {
             all_options[k++] = train_options[i];  // (offsets: t is PlanCmd's first member)
     for (size_t j = 0; j < N_MODEL; j++)
         for (int i = 0; i < k; i++)
-            if (!strcmp(all_options[i].name, model_names[j])) help_options[h++] = all_options[i];
+            if (!strcmp(all_options[i].name, model_names[j]) && !is_extra(model_names[j]))
+                help_options[h++] = all_options[i];  // (plan's own --zero and --tp LIST come with the extras)
     for (int i = 0; i < n_extra; i++) help_options[h++] = extra_options[i];
 }
 

@@ -75,3 +75,10 @@ e "cli/--pp and --stages together are one option given twice" "bubble: --pp give
 printf '{"stages": 2, "pp": 4}' > both.json
 e "cli/config keys stages and pp are one key" "both.json:1:15: key 'pp' is given twice" 10 "$MICROPP" bubble -c both.json
 e "cli/did you mean names the alias too" "unknown option '--stagse': did you mean --stages\?" 10 "$MICROPP" bubble --stagse 4
+
+# plan --help: each option once (--zero and --tp were listed twice), and no train mode it lacks.
+run 10 "$MICROPP" plan --help
+d=$(printf '%s\n' "$OUT" | grep -oE '^ +(-., )?--[a-z-]+' | sed 's/.*--//' | sort | uniq -d | tr '\n' ' ')
+[ $RC -eq 0 ] && [ -z "$d" ] && pass "cli/plan --help names each option once" || fail "cli/plan --help duplicates" "rc $RC, twice: $d"
+! printf '%s\n' "$OUT" | grep -q "pp/hybrid" && pass "cli/plan --help speaks of --pp, not of train's modes" \
+    || fail "cli/plan --help modes" "$(printf '%s\n' "$OUT" | grep "pp/hybrid" | head -2)"
