@@ -82,3 +82,25 @@ d=$(printf '%s\n' "$OUT" | grep -oE '^ +(-., )?--[a-z-]+' | sed 's/.*--//' | sor
 [ $RC -eq 0 ] && [ -z "$d" ] && pass "cli/plan --help names each option once" || fail "cli/plan --help duplicates" "rc $RC, twice: $d"
 ! printf '%s\n' "$OUT" | grep -q "pp/hybrid" && pass "cli/plan --help speaks of --pp, not of train's modes" \
     || fail "cli/plan --help modes" "$(printf '%s\n' "$OUT" | grep "pp/hybrid" | head -2)"
+
+# allreduce: auto as train's --allreduce, nccl-tests' -b/-e/-f, refused on one rank, a winner line.
+sizes() { printf '%s' "$OUT" | python3 -c "import json,sys; d=json.load(sys.stdin); print(sorted({int(r['bytes']) for r in d['results']}), sorted({r['algo'] for r in d['results']}))" 2>/dev/null; }
+run 60 mpiexec -n 2 "$MICROPP" allreduce -b 4 -e 64 -f 4 --algo mpi --iters 2 --warmup 0 --json
+[ $RC -eq 0 ] && [ "$(sizes)" = "[4, 16, 64] ['mpi']" ] && pass "cli/allreduce -b 4 -e 64 -f 4: 4, 16, 64 bytes" \
+    || fail "cli/allreduce -b -e -f" "rc $RC: $(sizes) ${ERR:0:200}"
+run 60 mpiexec -n 2 "$MICROPP" allreduce -b 1K --algo ring --iters 2 --warmup 0 --json
+[ $RC -eq 0 ] && [ "$(sizes)" = "[1024] ['ring']" ] && pass "cli/allreduce -b alone is one size, as --size was" \
+    || fail "cli/allreduce -b alone" "rc $RC: $(sizes) ${ERR:0:200}"
+run 60 mpiexec -n 2 "$MICROPP" allreduce --algo AUTO --size 1K --iters 2 --warmup 0 --json
+[ $RC -eq 0 ] && [ "$(sizes)" = "[1024] ['shm']" ] && pass "cli/allreduce --algo auto takes shm on one node" \
+    || fail "cli/allreduce --algo auto" "rc $RC: $(sizes) ${ERR:0:200}"
+run 60 env MICROPP_SHM_FREE=1000 mpiexec -n 2 "$MICROPP" allreduce --algo auto --size 1M --iters 2 --warmup 0 --json
+[ $RC -eq 0 ] && [ "$(sizes)" = "[1048576] ['mpi']" ] && pass "cli/allreduce --algo auto takes mpi without /dev/shm room" \
+    || fail "cli/allreduce --algo auto without room" "rc $RC: $(sizes) ${ERR:0:200}"
+e "cli/allreduce on one rank is refused like pingpong" "allreduce: needs 2 ranks or more, got 1.*mpiexec -n 2" 20 "$MICROPP" allreduce
+e "cli/allreduce --size with -e" "allreduce: --size is one size and -b/-e a range" 20 mpiexec -n 2 "$MICROPP" allreduce --size 1K -e 4K
+e "cli/allreduce -b above -e" "allreduce: --min-bytes 1024 is above --max-bytes 4: swap them" 20 mpiexec -n 2 "$MICROPP" allreduce -b 1K -e 4
+run 60 mpiexec -n 2 "$MICROPP" allreduce -b 4 -e 16 -f 4 --iters 2 --warmup 0
+w=$(printf '%s\n' "$OUT" | tail -1)
+[ $RC -eq 0 ] && printf '%s' "$w" | grep -qE "^# fastest: (mpi|ring|shm) at 4( \.\. 16)? B" && pass "cli/allreduce ends its table with the fastest per size" \
+    || fail "cli/allreduce winner line" "rc $RC: last line '$w'"
