@@ -104,3 +104,12 @@ run 60 mpiexec -n 2 "$MICROPP" allreduce -b 4 -e 16 -f 4 --iters 2 --warmup 0
 w=$(printf '%s\n' "$OUT" | tail -1)
 [ $RC -eq 0 ] && printf '%s' "$w" | grep -qE "^# fastest: (mpi|ring|shm) at 4( \.\. 16)? B" && pass "cli/allreduce ends its table with the fastest per size" \
     || fail "cli/allreduce winner line" "rc $RC: last line '$w'"
+
+# micropp help CMD is micropp CMD --help (it printed the general help); a mistyped command is named.
+for cmd in train bubble plan plot pingpong allreduce selftest; do
+    run 20 "$MICROPP" help $cmd; a=$OUT; ra=$RC
+    run 20 "$MICROPP" $cmd --help
+    [ $ra -eq 0 ] && [ "$a" = "$OUT" ] && printf '%s' "$a" | grep -q "^Usage: .*micropp $cmd" && pass "cli/micropp help $cmd = $cmd --help" \
+        || fail "cli/help $cmd" "rc $ra, differs from $cmd --help"
+done
+e "cli/a mistyped command" "unknown command 'trian' \(did you mean train\?\)" 10 "$MICROPP" trian
