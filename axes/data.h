@@ -27,7 +27,7 @@ struct GradSync;
 typedef struct {
     void (*begin_step)(struct GradSync *g);
     void (*finish)(struct GradSync *g);
-    long (*optimizer_step)(struct GradSync *g, int optimizer, float lr, float wd, int t);
+    long (*optimizer_step)(struct GradSync *g, const OptimStep *o);
     void (*gather_grads)(struct GradSync *g);
     void (*free)(struct GradSync *g);
     void (*unshard)(struct GradSync *g);  // the whole moments (ZeRO-3: and parameters) into the stage, and back
@@ -72,7 +72,7 @@ void gradsync_finish(GradSync *g);
 // The optimizer step: the whole stage, or (ZeRO) this rank's shards, then the all-gather of the
 // parameters. Returns the index (in the stage's flat buffer) of the first parameter this rank updated
 // that is not finite afterwards, or -1.
-long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t);
+long gradsync_optimizer_step(GradSync *g, const OptimStep *o);
 // ZeRO only, for --verify: the averaged gradient made whole in the stage's buffer.
 void gradsync_gather_grads(GradSync *g);
 // Checkpoints of sharded runs are the unsharded files: before a save (and around a resume) the

@@ -593,36 +593,94 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
     if (agree_hook) options_agree(cmd, opts, base);
 }
 
+// The sections of a table's --help (options_sections): a title before each named row.
+enum { MAX_SECTIONED = 8 };
+static struct { const Option *opts; const OptionSection *sections; } sectioned[MAX_SECTIONED];
+void options_sections(const Option *opts, const OptionSection *sections) {
+    for (int i = 0; i < MAX_SECTIONED; i++)
+        if (!sectioned[i].opts || sectioned[i].opts == opts) {
+            sectioned[i].opts = opts;
+            sectioned[i].sections = sections;
+            return;
+        }
+}
+static const char *section_at(const Option *opts, const Option *o) {
+    for (int i = 0; i < MAX_SECTIONED && sectioned[i].opts; i++)
+        for (const OptionSection *s = sectioned[i].opts == opts ? sectioned[i].sections : NULL; s && s->first; s++)
+            if (!strcmp(s->first, o->name)) return s->title;
+    return NULL;
+}
+
+// The width help wraps to: $COLUMNS (a terminal's, when the shell exports it), else 80; 60 .. 100.
+static int help_width(void) {
+    const char *e = getenv("COLUMNS");
+    int w = e && *e ? atoi(e) : 80;
+    return w < 60 ? 60 : w > 100 ? 100 : w;
+}
+
+// text from column `indent` on, wrapped to `width` columns at spaces and after the '|' of a list of
+// choices; the first line continues whatever is already printed at column `at`.
+static void print_wrapped(FILE *f, const char *text, int at, int indent, int width) {
+    const char *p = text;
+    int col = at, glued = 0;  // glued: the piece before ended in '|' (no space between)
+    while (*p) {
+        size_t word = strcspn(p, " |");
+        if (p[word] == '|') word++;
+        int gap = col > indent && !glued;
+        if (col > indent && col + gap + (int)word > width) { fprintf(f, "\n%*s", indent, ""); col = indent; gap = 0; }
+        else if (col < indent) { fprintf(f, "%*s", indent - col, ""); col = indent; gap = 0; }
+        if (gap) { fputc(' ', f); col++; }
+        fprintf(f, "%.*s", (int)word, p);
+        col += (int)word;
+        glued = p[word - 1] == '|';
+        p += word;
+        while (*p == ' ') { p++; glued = 0; }
+    }
+    fputc('\n', f);
+}
+
+// One row's text: its help, its kept alias, its choices and its default.
+static void row_text(const Option *opts, const Option *o, const void *defaults, char *out, size_t n) {
+    const char *v = (const char *)defaults + o->offset, *kept = alias_of(opts, o);
+    char def[PATH_LEN + 32] = "", buf[64];
+    switch (o->type) {
+    case OPT_INT: case OPT_SIZE: snprintf(def, sizeof def, " (%lld)", (long long)*(const int64_t *)v); break;
+    // cppcheck-suppress invalidPointerCast ; v is the option's field, a double (OPT_FLOAT)
+    case OPT_FLOAT: snprintf(def, sizeof def, " (%g)", *(const double *)v); break;
+    case OPT_STR: if (*v) snprintf(def, sizeof def, " (%s)", v); break;
+    case OPT_CHOICE:
+        snprintf(def, sizeof def, " [%s] (%s)", o->choices, choice_name(o->choices, *(const int *)v, buf, sizeof buf));
+        break;
+    case OPT_BOOL: break;
+    }
+    snprintf(out, n, "%s%s%s%s", o->help, kept ? " (also --" : "", kept ? kept : "", kept ? ")" : "");
+    size_t l = strlen(out);
+    snprintf(out + l, n - l, "%s", def);
+}
+
 void options_help(FILE *f, const char *cmd, const char *usage, const Option *opts,
                   const void *defaults, const char *examples) {
-    fprintf(f, "Usage: %s\n\nOptions%s:\n", usage,
-            find_option(opts, "config") ? " (each is also a JSON config key; underscores work for dashes)" : "");
+    enum { COL = 30 };  // the help text's column; a longer flag puts it on the next line
+    int width = help_width();
+    fprintf(f, "Usage: %s\n\n", usage);
+    const char *head = "Options (each is also a JSON config key; underscores work for dashes):";
+    print_wrapped(f, find_option(opts, "config") ? head : "Options:", 0, 0, width);
     for (const Option *o = opts; o->name; o++) {
-        char left[96], def[PATH_LEN + 32] = "";
+        const char *title = section_at(opts, o);
+        if (title) fprintf(f, "\n%s:\n", title);
+        char left[96], text[2 * PATH_LEN + 1024];
         if (o->short_name)
             snprintf(left, sizeof left, "  -%c, --%s%s%s", o->short_name, o->name, o->metavar ? " " : "",
                      o->metavar ? o->metavar : "");
         else
             snprintf(left, sizeof left, "      --%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
-        const char *v = (const char *)defaults + o->offset;
-        char buf[64];
-        switch (o->type) {
-        case OPT_INT: case OPT_SIZE: snprintf(def, sizeof def, " (%lld)", (long long)*(const int64_t *)v); break;
-        // cppcheck-suppress invalidPointerCast ; v is the option's field, a double (OPT_FLOAT)
-        case OPT_FLOAT: snprintf(def, sizeof def, " (%g)", *(const double *)v); break;
-        case OPT_STR: if (*v) snprintf(def, sizeof def, " (%s)", v); break;
-        case OPT_CHOICE:
-            snprintf(def, sizeof def, " [%s] (%s)", o->choices,
-                     choice_name(o->choices, *(const int *)v, buf, sizeof buf));
-            break;
-        case OPT_BOOL: break;
-        }
-        const char *kept = alias_of(opts, o);
-        char also[64] = "";
-        if (kept) snprintf(also, sizeof also, " (also --%s)", kept);
-        fprintf(f, "%-36s %s%s%s\n", left, o->help, also, def);
+        row_text(opts, o, defaults, text, sizeof text);
+        fputs(left, f);
+        int at = (int)strlen(left);
+        if (at >= COL - 1) { fputc('\n', f); at = 0; }
+        print_wrapped(f, text, at, COL, width);
     }
-    fprintf(f, "%-36s %s\n", "  -h, --help", "print this help and exit");
+    fprintf(f, "%-*s%s\n", COL, "  -h, --help", "print this help and exit");
     if (examples) fprintf(f, "\nExamples:\n%s", examples);
     (void)cmd;
 }

@@ -67,7 +67,7 @@ a=$OUT; run 10 "$MICROPP" plan --stages 1,2,3,4 --dp 1,2 --zero 0,1 --device-mem
 for cmd in bubble plan train; do
     run 10 "$MICROPP" $cmd --help
     n=$(printf '%s\n' "$OUT" | grep -c -- "--stages")
-    printf '%s\n' "$OUT" | grep -qE -- "--pp .*\(also --stages\)" && [ "$n" -eq 1 ] \
+    printf '%s\n' "$OUT" | tr '\n' ' ' | tr -s ' ' | grep -qE -- "--pp [A-Z]+ .*\(also --stages\)" && [ "$n" -eq 1 ] \
         && pass "cli/$cmd --help: --pp, --stages named once as its alias" || fail "cli/$cmd --help alias" "$n lines name --stages"
 done
 e "cli/--pp and --stages together are one option given twice" "bubble: --pp given twice \(4 and 2\)" 10 \
@@ -78,7 +78,7 @@ e "cli/did you mean names the alias too" "unknown option '--stagse': did you mea
 
 # plan --help: each option once (--zero and --tp were listed twice), and no train mode it lacks.
 run 10 "$MICROPP" plan --help
-d=$(printf '%s\n' "$OUT" | grep -oE '^ +(-., )?--[a-z-]+' | sed 's/.*--//' | sort | uniq -d | tr '\n' ' ')
+d=$(printf '%s\n' "$OUT" | grep -oE '^( {2}-., | {6})--[a-z-]+' | sed 's/.*--//' | sort | uniq -d | tr '\n' ' ')
 [ $RC -eq 0 ] && [ -z "$d" ] && pass "cli/plan --help names each option once" || fail "cli/plan --help duplicates" "rc $RC, twice: $d"
 ! printf '%s\n' "$OUT" | grep -q "pp/hybrid" && pass "cli/plan --help speaks of --pp, not of train's modes" \
     || fail "cli/plan --help modes" "$(printf '%s\n' "$OUT" | grep "pp/hybrid" | head -2)"
@@ -113,3 +113,33 @@ for cmd in train bubble plan plot pingpong allreduce selftest; do
         || fail "cli/help $cmd" "rc $ra, differs from $cmd --help"
 done
 e "cli/a mistyped command" "unknown command 'trian' \(did you mean train\?\)" 10 "$MICROPP" trian
+
+# Adam's betas and eps, and the cosine's floor, as flags: the defaults are the constants they replace.
+losses() { printf '%s' "$OUT" | python3 -c "import json,sys; print(json.load(sys.stdin)['losses'])" 2>/dev/null; }
+run 60 "$MICROPP" train -L3 -H16 --steps 4 --json; l0=$(losses)
+run 60 "$MICROPP" train -L3 -H16 --steps 4 --json --adam-beta1 0.9 --adam-beta2 0.999 --adam-eps 1e-8; l1=$(losses)
+run 60 "$MICROPP" train -L3 -H16 --steps 4 --json --adam-beta2 0.9; l2=$(losses)
+[ -n "$l0" ] && [ "$l0" = "$l1" ] && [ "$l0" != "$l2" ] && pass "cli/--adam-beta1/2/--adam-eps: the defaults are bit for bit today's, another beta2 changes the run" \
+    || fail "cli/adam flags" "default $l0, given $l1, beta2 0.9 $l2"
+run 60 "$MICROPP" train -L3 -H16 --steps 5 --lr-schedule cosine --min-lr 1e-4 --log-every 1 --metrics m.jsonl
+last=$(python3 -c "import json; print([json.loads(l) for l in open('m.jsonl') if '\"step\"' in l][-1]['lr'])" 2>/dev/null)
+[ $RC -eq 0 ] && python3 -c "import sys; sys.exit(abs(float('$last') - 1e-4) > 1e-12)" 2>/dev/null \
+    && pass "cli/--min-lr: the cosine ends there ($last)" || fail "cli/--min-lr" "rc $RC, last lr '$last': ${ERR:0:200}"
+e "cli/--min-lr without cosine" "min-lr 0.0001 is where --lr-schedule cosine ends: add --lr-schedule cosine" 10 \
+    "$MICROPP" train --min-lr 1e-4
+e "cli/--min-lr above --lr" "min-lr 0.1 is above --lr 0.001" 10 "$MICROPP" train --min-lr 0.1 --lr-schedule cosine
+
+# --help in sections, wrapped to the terminal ($COLUMNS, 80 without it, 100 at most; examples verbatim).
+for cmd in train bubble plan pingpong allreduce selftest plot; do
+    for cols in "" 100 300; do
+        run 10 env COLUMNS=$cols "$MICROPP" $cmd --help
+        want=${cols:-80}; [ "$want" -gt 100 ] && want=100
+        long=$(printf '%s\n' "$OUT" | sed '/^Examples:/,$d' | awk -v w="$want" 'length > w' | head -1)
+        [ $RC -eq 0 ] && [ -z "$long" ] || { fail "cli/$cmd --help fits ${cols:-80} columns" "rc $RC: '$long'"; continue 2; }
+    done
+    pass "cli/$cmd --help fits 80 columns, \$COLUMNS up to 100"
+done
+run 10 "$MICROPP" train --help
+for t in "The run and the model:" "Optimizer:" "Pipeline (--pp):" "Data parallelism (--dp):" "Degrees: ranks = P x D x T:"; do
+    printf '%s\n' "$OUT" | grep -qxF "$t" || { fail "cli/train --help sections" "no '$t'"; break; }
+done && pass "cli/train --help is in sections"

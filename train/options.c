@@ -32,13 +32,20 @@ const Option train_options[] = {
      "real data: N shuffled passes over the training set instead of --steps (last partial batch dropped)", 0},
     {"lr", 0, OPT_FLOAT, T(lr), 0, 1e-12, 1e3, "LR",
      "learning rate (the peak, with --lr-schedule cosine or --warmup-steps)", 0},
-    {"lr-schedule", 0, OPT_CHOICE, T(lr_schedule), LR_CHOICES, 0, 0, "SCHED",
-     "learning rate over the run: constant, or cosine from --lr down to 0 at the last step", 0},
+    {"lr-schedule", 0, OPT_CHOICE, T(optim.lr_schedule), LR_CHOICES, 0, 0, "SCHED",
+     "learning rate over the run: constant, or cosine from --lr down to --min-lr at the last step", 0},
+    {"min-lr", 0, OPT_FLOAT, T(optim.min_lr), 0, 0, 1e3, "LR",
+     "--lr-schedule cosine: the learning rate at the last step (Megatron's --min-lr; at most --lr)", 0},
     {"diverge-factor", 0, OPT_FLOAT, T(diverge_factor), 0, 0, 1e30, "F",
      "end the run (exit 1) when the loss stays above F x the first step's for 3 steps in a row (0: never)", 0},
-    {"warmup-steps", 0, OPT_INT, T(warmup_steps), 0, 0, 1 << 30, "N",
+    {"warmup-steps", 0, OPT_INT, T(optim.warmup_steps), 0, 0, 1 << 30, "N",
      "linear warm-up of the learning rate over the first N steps (at most the run's steps)", 0},
     {"optimizer", 0, OPT_CHOICE, T(optimizer), OPTIM_CHOICES, 0, 0, "OPT", "adam (PyTorch semantics) or plain sgd", 0},
+    {"adam-beta1", 0, OPT_FLOAT, T(optim.adam_beta1), 0, 0, 0.999999, "B1",
+     "adam: decay of the gradient's running mean (PyTorch's betas[0])", 0},
+    {"adam-beta2", 0, OPT_FLOAT, T(optim.adam_beta2), 0, 0, 0.999999, "B2",
+     "adam: decay of the squared gradient's running mean (PyTorch's betas[1])", 0},
+    {"adam-eps", 0, OPT_FLOAT, T(optim.adam_eps), 0, 1e-30, 1, "EPS", "adam: added to the denominator's root", 0},
     {"weight-decay", 0, OPT_FLOAT, T(weight_decay), 0, 0, 1e3, "WD",
      "decoupled weight decay (adam: AdamW, PyTorch semantics): p *= 1 - lr x WD each step", 0},
     {"seed", 's', OPT_INT, T(seed), 0, 0, 9.0e15, "S", "seed of weights and synthetic data", 0},
@@ -167,6 +174,24 @@ const Option train_options[] = {
 };
 #undef T
 
+const OptionSection train_sections[] = {
+    {"config", "The run and the model"},
+    {"lr", "Optimizer"},
+    {"seed", "Seed and threads"},
+    {"data", "Data"},
+    {"log-every", "Output"},
+    {"samples", "Synthetic data"},
+    {"schedule", "Pipeline (--pp)"},
+    {"verify", "Checking and observing"},
+    {"device", "Device"},
+    {"auto", "Planner"},
+    {"pp", "Degrees: ranks = P x D x T"},
+    {"tp-message", "Tensor parallelism (--tp)"},
+    {"placement", "Data parallelism (--dp)"},
+    {"save", "Checkpoints and the watchdog"},
+    {0},
+};
+
 void train_config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof *c);
     c->grid.mode = MODE_MONOLITH;
@@ -177,6 +202,9 @@ void train_config_defaults(TrainConfig *c) {
     c->batch = 32;
     c->steps = 50;
     c->lr = 1e-3;
+    c->optim.adam_beta1 = ADAM_BETA1;
+    c->optim.adam_beta2 = ADAM_BETA2;
+    c->optim.adam_eps = ADAM_EPS;
     c->optimizer = OPTIM_ADAM;
     c->seed = 42;
     c->threads = 1;
