@@ -53,7 +53,7 @@ for c in $cmds; do
         grep -qE -- "$o([^a-z0-9-]|$)" README.md || missing="$missing $c$o"
     done
 done
-scheds=$("$MICROPP" train --help | tr '\n' ' ' | tr -s ' ' | grep -oE -- '--schedule SCHED [^[]*\[[a-z0-9|-]+\]' | grep -oE '\[[a-z0-9|-]+\]$' | tr -d '[]' | tr '|' ' ')
+scheds=$("$MICROPP" train --help | tr '\n' ' ' | sed -E 's/\| +/|/g; s/ +/ /g' | grep -oE -- '--schedule SCHED [^[]*\[[a-z0-9|-]+\]' | grep -oE '\[[a-z0-9|-]+\]$' | tr -d '[]' | tr '|' ' ')
 for sc in $scheds; do grep -qF "\`$sc\`" README.md || missing="$missing schedule:$sc"; done
 n=$(wc -w <<<"$cmds") k=$(wc -w <<<"$scheds")
 [ "$n" -ge 6 ] && [ "$k" -ge 8 ] && [ -z "$missing" ] && pass "docs/README.md names every command ($n), each one's options and every schedule ($k)" \
