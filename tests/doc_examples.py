@@ -80,6 +80,7 @@ DROP = [
     r"\d\s*(ms|us|µs|ns|s|k?\s*samples/s|GFLOP/s|GB/s|MB/s)\b",  # a time or a rate
     r"\b(19|20)\d\d-\d\d-\d\d\b",                                 # a date
     r"/tmp/",                                                      # a temporary path
+    r"^note: \d+ ranks? x \d+ threads? on this node share \d+ cores?",  # more threads than this machine's cores
 ]
 # Text matching one of these is replaced by its placeholder, on both sides.
 MASK = [

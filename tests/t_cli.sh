@@ -143,3 +143,11 @@ run 10 "$MICROPP" train --help
 for t in "The run and the model:" "Optimizer:" "Pipeline (--pp):" "Data parallelism (--dp):" "Degrees: ranks = P x D x T:"; do
     printf '%s\n' "$OUT" | grep -qxF "$t" || { fail "cli/train --help sections" "no '$t'"; break; }
 done && pass "cli/train --help is in sections"
+
+# More ranks x threads than cores: one line says the times measure the contention.
+cores=$(getconf _NPROCESSORS_ONLN)
+run 60 "$MICROPP" train -L2 -H8 --steps 1 --threads $((cores + 1))
+printf '%s\n' "$OUT" | grep -qE "^note: 1 rank x $((cores + 1)) threads on this node share $cores cores?: the ranks take turns" \
+    && pass "cli/a note when ranks x threads exceed the cores" || fail "cli/cores note" "rc $RC: $(printf '%s' "$OUT" | head -4)"
+run 60 "$MICROPP" train -L2 -H8 --steps 1 --threads 1
+! printf '%s\n' "$OUT" | grep -q "^note: .* cores" && pass "cli/no note when they fit" || fail "cli/cores note when fitting" "$OUT"
