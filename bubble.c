@@ -39,6 +39,7 @@ typedef struct {
     double cost_f, cost_b, cost_w, cost_comm;
     int64_t virtual_stages;
     int json, gantt;
+    int64_t width;                 // --gantt: the most columns a chart takes (0: a terminal's $COLUMNS, else no limit)
     char svg[PATH_LEN];
     char schedule_file[PATH_LEN];  // a CSV schedule to simulate instead of --schedule
     char dump_csv[PATH_LEN];       // write the one schedule asked for as a CSV schedule
@@ -70,6 +71,10 @@ static const Option bubble_options[] = {
     {"json", 0, OPT_BOOL, O(json), 0, 0, 0, 0, "print one JSON object instead of the table", 0},
     {"gantt", 'g', OPT_BOOL, O(gantt), 0, 0, 0, 0,
      "draw each schedule in the terminal: a row per stage, a column per time unit", 0},
+    {"width", 0, OPT_INT, O(width), 0, 0, 100000, "N",
+     "--gantt: each chart at most N columns wide, the time squeezed to fit (0: $COLUMNS on a terminal, else as wide "
+     "as its labels need)",
+     0},
     {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "FILE", "write the same charts as an SVG picture", 0},
     {"schedule-file", 0, OPT_STR, O(schedule_file), 0, 0, 0, "FILE.csv",
      "simulate the schedule in FILE (a row per rank of actions like 0F0,0I0,0W0; it fixes the stages and "
@@ -434,6 +439,12 @@ static void chart_of(const BubbleConfig *c, const Grid *g, long i, Gantt *out) {
         out->cell = fmin(k ? out->cell : INFINITY, fmin(c->stage_f[k], fmin(c->stage_i[k], c->stage_w[k])) / s->v);
     out->axis_scale = 1;
     out->axis_unit = "time units";
+    const char *cols = isatty(STDOUT_FILENO) ? getenv("COLUMNS") : NULL;  // a terminal's width; a pipe keeps all
+    long width = c->width ? (long)c->width : cols && *cols ? atol(cols) : 0;
+    char lab[32];
+    // the row's label before the chart, the axis's unit and its last number's overhang after it
+    int lw = snprintf(lab, sizeof lab, "stage %d ", s->K - 1) + (int)strlen(out->axis_unit) + 6;
+    if (width > 0) out->width = width - lw > 10 ? (int)(width - lw) : 10;
 }
 
 // --gantt in the terminal, --svg into the file opened (and so checked) before simulating.

@@ -151,3 +151,12 @@ printf '%s\n' "$OUT" | grep -qE "^note: 1 rank x $((cores + 1)) threads on this 
     && pass "cli/a note when ranks x threads exceed the cores" || fail "cli/cores note" "rc $RC: $(printf '%s' "$OUT" | head -4)"
 run 60 "$MICROPP" train -L2 -H8 --steps 1 --threads 1
 ! printf '%s\n' "$OUT" | grep -q "^note: .* cores" && pass "cli/no note when they fit" || fail "cli/cores note when fitting" "$OUT"
+
+# bubble --gantt --width N: each chart's rows fit N columns (they took 150 and more).
+run 10 "$MICROPP" bubble --schedule 1f1b,gpipe --pp 4 --micro-batches 8 --gantt --width 60
+long=$(printf '%s\n' "$OUT" | grep -E '^(stage|time)' | awk 'length > 60' | head -1)
+[ $RC -eq 0 ] && [ -z "$long" ] && [ "$(printf '%s\n' "$OUT" | grep -c '^stage 3 ')" -eq 2 ] \
+    && pass "cli/bubble --gantt --width 60: every row fits" || fail "cli/bubble --width" "rc $RC: '$long'"
+run 10 "$MICROPP" bubble --schedule 1f1b --pp 4 --micro-batches 8 --gantt
+w=$(printf '%s\n' "$OUT" | grep '^stage 0 ' | awk '{ print length }')
+[ "${w:-0}" -gt 60 ] && pass "cli/bubble --gantt without --width on a pipe keeps its full width ($w)" || fail "cli/bubble width default" "$w"
