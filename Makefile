@@ -20,7 +20,8 @@ TRAIN_SRCS := $(addprefix train/,plan.c options.c measure.c executor.c verify.c 
                                  trace.c metrics.c live.c)
 AXES_SRCS := $(addprefix axes/,degrees.c pipeline.c data.c zero.c tensor.c)
 PLANNER_SRCS := $(addprefix planner/,memory.c cost.c calibrate.c predict.c auto.c price.c cache.c)
-BASE_SRCS := $(addprefix base/,util.c config.c data.c idx.c safetensors.c fault.c outfile.c ops_cpu.c ops_onednn.c svg.c det.c)
+BASE_SRCS := $(addprefix base/,util.c config.c suggest.c data.c idx.c safetensors.c fault.c outfile.c ops_cpu.c ops_onednn.c svg.c \
+                               det.c)
 SRCS := $(CMD_SRCS) $(CORE_SRCS) $(COMMS_SRCS) $(TRAIN_SRCS) $(AXES_SRCS) $(PLANNER_SRCS) $(BASE_SRCS)
 BUILD ?= build
 
@@ -181,7 +182,7 @@ $(UNIT_DIR)/%: tests/%.c tests/unit.h tests/sim_helpers.h $(LIB_OBJS) | deps
 # Fuzz targets (tests/fuzz/fuzz_*.c) replayed over their seeds and kept crash inputs by a plain
 # driver, so `make test` needs no clang; built with ASan+UBSan when the compiler has them.
 FUZZ_TARGETS := config npy safetensors
-FUZZ_SRCS_config := base/config.c train/options.c
+FUZZ_SRCS_config := base/config.c base/suggest.c train/options.c
 # train/options.c names the choices' enums, declared in headers that include mpi.h (nothing is called)
 MPI_INC = $(shell mpicc -show 2>/dev/null | grep -o -- '-I[^ ]*')
 FUZZ_SRCS_npy := base/data.c base/idx.c

@@ -11,26 +11,35 @@
 #include "commands.h"
 #include "base/util.h"
 
-// "all" among this command's --algo choices (the table's names, then all): every algorithm in turn.
-enum { ALGO_ALL = ALLREDUCE_ALGOS };
+// This command's --algo choices beyond the table's names: all (every algorithm in turn) and auto
+// (train's default: shm where every rank's windows are possible, else mpi).
+enum { ALGO_ALL = ALLREDUCE_ALGOS, ALGO_AUTO };
 
 typedef struct {
-    int64_t size;     // bytes
-    int sweep;        // all powers of two from 4 B to size
+    int64_t size;                // bytes: one size (= -b SIZE -e SIZE)
+    int64_t min_bytes, max_bytes, factor;  // nccl-tests' -b, -e, -f: sizes min, min x f, ... up to max
+    int sweep;                   // every power of two from 4 B to --size
     int64_t iters, warmup;
-    int algo;         // a row of comm_algos (ALLREDUCE_*), or ALGO_ALL
+    int algo;                    // a row of comm_algos (ALLREDUCE_*), ALGO_ALL or ALGO_AUTO
     int json;
 } AllreduceConfig;
 
 #define A(field) offsetof(AllreduceConfig, field)
+#define MAX_SIZE (4.0 * (1LL << 30))
 static const Option allreduce_options[] = {
-    {"size", 'b', OPT_SIZE, A(size), 0, 4, 4.0 * (1LL << 30), "BYTES",
-     "buffer size (K/M/G suffixes: 64M = 64 MiB), a multiple of 4", 0},
-    {"sweep", 0, OPT_BOOL, A(sweep), 0, 0, 0, 0, "every power of two from 4 B up to --size", 0},
+    {"size", 0, OPT_SIZE, A(size), 0, 4, MAX_SIZE, "BYTES",
+     "one buffer size (K/M/G suffixes: 64M = 64 MiB), a multiple of 4", 0},
+    {"min-bytes", 'b', OPT_SIZE, A(min_bytes), 0, 4, MAX_SIZE, "SIZE",
+     "smallest size, as nccl-tests' -b (alone: the one size)", 0},
+    {"max-bytes", 'e', OPT_SIZE, A(max_bytes), 0, 4, MAX_SIZE, "SIZE", "largest size, as nccl-tests' -e", 0},
+    {"step-factor", 'f', OPT_INT, A(factor), 0, 2, 1024, "F", "multiply the size by F each row, as nccl-tests' -f", 0},
+    {"sweep", 0, OPT_BOOL, A(sweep), 0, 0, 0, 0, "every power of two from 4 B up to --size (= -b 4 -e SIZE -f 2)", 0},
     {"iters", 'n', OPT_INT, A(iters), 0, 1, 1 << 20, "N", "timed iterations per size", 0},
     {"warmup", 'w', OPT_INT, A(warmup), 0, 0, 1 << 20, "N", "untimed iterations first", 0},
-    {"algo", 0, OPT_CHOICE, A(algo), ALLREDUCE_ALGO_NAMES "|all", 0, 0, "ALG",
-     "MPI_Allreduce, the ring, the shared-memory path, the rings inside and across nodes (hier), or all", 0},
+    {"algo", 0, OPT_CHOICE, A(algo), ALLREDUCE_ALGO_NAMES "|all|auto", 0, 0, "ALG",
+     "MPI_Allreduce, the ring, the shared-memory path, the rings inside and across nodes (hier), all of them, or "
+     "auto as train's --allreduce",
+     0},
     {"json", 0, OPT_BOOL, A(json), 0, 0, 0, 0, "print one JSON object instead of the table", 0},
     {0},
 };
@@ -70,18 +79,59 @@ static long count_wrong(Comm *c, float *x, size_t n, int algo) {
     return (long)w[0];
 }
 
+// The sizes to time, from --size, nccl-tests' -b/-e/-f or --sweep, into c->min_bytes..max_bytes by
+// c->factor. Every rank parses the same line: one verdict.
+static void resolve_sizes(AllreduceConfig *c, const OptionsSeen *seen) {
+    int b = seen_typed(seen, "min-bytes"), e = seen_typed(seen, "max-bytes"), sz = seen_typed(seen, "size");
+    if (c->sweep && (b || e)) user_error("allreduce: --sweep is -b 4 -e SIZE -f 2: give --sweep or -b/-e, not both");
+    if (sz && (b || e)) user_error("allreduce: --size is one size and -b/-e a range of them: give one or the other");
+    if (c->sweep) c->min_bytes = 4, c->max_bytes = c->size;
+    else if (!b && !e) c->min_bytes = c->max_bytes = c->size;
+    else if (!e) c->max_bytes = c->min_bytes;  // -b alone: that one size (as --size was)
+    else if (!b) c->min_bytes = c->max_bytes;
+    if (c->min_bytes > c->max_bytes)
+        user_error("allreduce: --min-bytes %lld is above --max-bytes %lld: swap them", (long long)c->min_bytes,
+                   (long long)c->max_bytes);
+    for (int i = 0; i < 2; i++) {
+        long long v = i ? c->max_bytes : c->min_bytes;
+        const char *flag = sz || (!b && !e) ? "size" : i ? "max-bytes" : "min-bytes";
+        if (v % 4)
+            user_error("allreduce: --%s %lld is not a whole number of floats: use a multiple of 4 bytes", flag, v);
+    }
+}
+
+// The line under the table: for each size, the algorithm that took the least time ("mpi at 4 .. 2048 B,
+// shm at 4096 .. 67108864 B"), sizes in a row with the same winner as one range.
+static void print_winners(const double *bytes, const int *best, int n) {
+    printf("# fastest:");
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && best[j + 1] == best[i]) j++;
+        if (i == j) printf("%s %s at %.0f B", i ? "," : "", comm_algos[best[i]].name, bytes[i]);
+        else printf("%s %s at %.0f .. %.0f B", i ? "," : "", comm_algos[best[i]].name, bytes[i], bytes[j]);
+        i = j + 1;
+    }
+    printf("\n");
+}
+
 int cmd_allreduce(int argc, char **argv) {
     comm_init(&argc, &argv);
-    AllreduceConfig cfg = {.size = 64LL << 20, .iters = 20, .warmup = 3, .algo = ALGO_ALL};
-    options_parse("allreduce", allreduce_options, &cfg, NULL, argc, argv, "mpiexec -n D micropp allreduce [options]",
+    AllreduceConfig cfg = {.size = 64LL << 20, .factor = 2, .iters = 20, .warmup = 3, .algo = ALGO_ALL};
+    OptionsSeen seen;
+    options_parse("allreduce", allreduce_options, &cfg, &seen, argc, argv, "mpiexec -n D micropp allreduce [options]",
                   "  mpiexec -n 2 micropp allreduce                      # 64 MiB, MPI vs ring vs shm\n"
-                  "  mpiexec -n 4 micropp allreduce --sweep --size 16M   # 4 B .. 16 MiB\n");
-    if (cfg.size % 4)
-        user_error("allreduce: --size %lld is not a whole number of floats: use a multiple of 4 bytes",
-                   (long long)cfg.size);
+                  "  mpiexec -n 4 micropp allreduce --sweep --size 16M   # 4 B .. 16 MiB\n"
+                  "  mpiexec -n 4 micropp allreduce -b 8 -e 128M -f 2    # as nccl-tests' all_reduce_perf\n");
+    if (comm_world_size() < 2)
+        user_error("allreduce: needs 2 ranks or more, got 1 (one rank sums nothing): run it as "
+                   "'mpiexec -n 2 ./micropp allreduce'");
+    resolve_sizes(&cfg, &seen);
     Comm c;
     comm_grid(&c, &backend_cpu, 1, comm_world_size(), PLACEMENT_STAGES);  // dp = every rank
-    size_t nmax = (size_t)cfg.size / 4;
+    size_t nmax = (size_t)cfg.max_bytes / 4, nmin = (size_t)cfg.min_bytes / 4;
+    int chose = cfg.algo == ALGO_AUTO;
+    if (chose)  // train's rule (axes/data.c): shm where every rank's windows fit, else mpi
+        cfg.algo = comm_shared_possible(&c, nmax * sizeof(float)) ? ALLREDUCE_SHM : ALLREDUCE_MPI;
     int first = cfg.algo == ALGO_ALL ? 0 : cfg.algo, last = cfg.algo == ALGO_ALL ? ALLREDUCE_ALGOS - 1 : cfg.algo;
     // With shm among the algorithms (a row whose buffers are windows), one buffer for all of them in a
     // window the ranks share (shm reads the others' in place; for mpi and ring it is ordinary memory):
@@ -101,10 +151,15 @@ int cmd_allreduce(int argc, char **argv) {
     int D = c.replicas;
     cJSON *rows = cJSON_CreateArray();
     long total_wrong = 0;
+    enum { MAX_SIZES = 64 };
+    double sizes[MAX_SIZES];
+    int best[MAX_SIZES], n_sizes = 0;
     if (c.rank == 0 && !cfg.json) {
         printf("# micropp allreduce: %d ranks, float sum in place (mpi = MPI_Allreduce, ring and shm = "
                "collectives.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
                D, (long long)cfg.iters, (long long)cfg.warmup);
+        if (chose) printf("# --algo auto: %s (train's rule: shm where every rank's windows fit, else mpi)\n",
+                          comm_algos[cfg.algo].name);
         printf("# algbw = size / time, busbw = algbw * 2(D-1)/D (what each rank's link carries); GB = 1e9 bytes\n");
         if (skip_shm)
             printf("# shm left out: the ranks are not on one node, or its /dev/shm lacks room "
@@ -112,7 +167,9 @@ int cmd_allreduce(int argc, char **argv) {
         printf("# %12s %12s %6s %12s %12s %12s %7s\n", "size(B)", "count", "algo", "time(us)", "algbw(GB/s)",
                "busbw(GB/s)", "#wrong");
     }
-    for (size_t n = cfg.sweep ? 1 : nmax; n <= nmax; n = n * 2 > nmax && n < nmax ? nmax : n * 2) {
+    size_t f = (size_t)cfg.factor;
+    for (size_t n = nmin; n <= nmax; n = n * f > nmax && n < nmax ? nmax : n * f) {
+        double least = INFINITY;
         for (int a = first; a <= last; a++) {
             if (a == ALLREDUCE_HIER && hier_why[0]) continue;
             if (skip_shm && comm_algos[a].windows) continue;
@@ -121,6 +178,7 @@ int cmd_allreduce(int argc, char **argv) {
             for (size_t i = 0; i < n; i++) x[i] = 1e-3f;
             total_wrong += wrong;
             double bytes = 4.0 * (double)n, algbw = bytes / t / 1e9, busbw = algbw * 2.0 * (D - 1) / D;
+            if (t < least && n_sizes < MAX_SIZES) { least = t; best[n_sizes] = a; sizes[n_sizes] = bytes; }
             if (c.rank == 0 && !cfg.json)
                 printf("  %12.0f %12zu %6s %12.1f %12.3f %12.3f %7ld\n", bytes, n, comm_algos[a].name, t * 1e6, algbw,
                        busbw, wrong);
@@ -133,8 +191,10 @@ int cmd_allreduce(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "wrong", (double)wrong);
             cJSON_AddItemToArray(rows, o);
         }
+        n_sizes += n_sizes < MAX_SIZES;
         if (n == nmax) break;
     }
+    if (c.rank == 0 && !cfg.json && last > first) print_winners(sizes, best, n_sizes);
     if (c.rank == 0 && cfg.json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "ranks", D);

@@ -39,6 +39,7 @@ typedef struct {
     double cost_f, cost_b, cost_w, cost_comm;
     int64_t virtual_stages;
     int json, gantt;
+    int64_t width;                 // --gantt: the most columns a chart takes (0: a terminal's $COLUMNS, else no limit)
     char svg[PATH_LEN];
     char schedule_file[PATH_LEN];  // a CSV schedule to simulate instead of --schedule
     char dump_csv[PATH_LEN];       // write the one schedule asked for as a CSV schedule
@@ -54,7 +55,7 @@ typedef struct {
 static const Option bubble_options[] = {
     {"config", 'c', OPT_STR, O(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)", 0},
     {"schedule", 'S', OPT_STR, O(schedule), 0, 0, 0, "SCHED", "'all', one of " SCHED_CHOICES ", or a comma list", 0},
-    {"stages", 'K', OPT_STR, O(stages), 0, 0, 0, "K", "pipeline stages: 4, a range 2:8, or a list 2,4,8", 0},
+    {"pp", 'K', OPT_STR, O(stages), 0, 0, 0, "K", "pipeline stages: 4, a range 2:8, or a list 2,4,8", 0},
     {"micro-batches", 'M', OPT_STR, O(micro_batches), 0, 0, 0, "M",
      "micro-batches per step: 8, a range 1:32, or a list", 0},
     {"cost-f", 0, OPT_FLOAT, O(cost_f), 0, -1e300, 1e300, "T", "time of one forward of one micro-batch on one stage",
@@ -70,6 +71,10 @@ static const Option bubble_options[] = {
     {"json", 0, OPT_BOOL, O(json), 0, 0, 0, 0, "print one JSON object instead of the table", 0},
     {"gantt", 'g', OPT_BOOL, O(gantt), 0, 0, 0, 0,
      "draw each schedule in the terminal: a row per stage, a column per time unit", 0},
+    {"width", 0, OPT_INT, O(width), 0, 0, 100000, "N",
+     "--gantt: each chart at most N columns wide, the time squeezed to fit (0: $COLUMNS on a terminal, else as wide "
+     "as its labels need)",
+     0},
     {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "FILE", "write the same charts as an SVG picture", 0},
     {"schedule-file", 0, OPT_STR, O(schedule_file), 0, 0, 0, "FILE.csv",
      "simulate the schedule in FILE (a row per rank of actions like 0F0,0I0,0W0; it fixes the stages and "
@@ -82,52 +87,12 @@ static const Option bubble_options[] = {
     {"max-inflight", 0, OPT_INT, O(max_inflight), 0, 1, 1 << 20, "N",
      "zb-auto: its memory limit, micro-batches in flight on a stage (from F to I; default: 2 x stages)", 0},
     {"costs-from", 0, OPT_STR, O(costs_from), 0, 0, 0, "FILE.json",
-     "each stage's F, I and W: the medians a 'micropp train --json' pipeline run measured (it fixes --stages)", 0},
+     "each stage's F, I and W: the medians a 'micropp train --json' pipeline run measured (it fixes --pp)", 0},
     {"w-memory", 0, OPT_FLOAT, O(w_memory), 0, 0, 1, "R",
      "zb-auto: how much of a micro-batch's memory counts from its I to its W (micropp's layers: 1)", 0},
     {0},
 };
 #undef O
-
-// A list of positive integers: items N or A:B (inclusive), comma-separated, at most `max` each.
-static int parse_counts(const char *flag, const char *text, int max, int *out, int cap) {
-    int n = 0;
-    const char *p = text;
-    if (!*p) user_error("bubble: --%s is empty: give a number like 4 or a range like 2:8", flag);
-    while (*p) {
-        char *end;
-        errno = 0;
-        long a = strtol(p, &end, 10), b;
-        if (end == p || errno)
-            user_error("bubble: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", flag, text);
-        b = a;
-        if (*end == ':') {
-            const char *q = end + 1;
-            b = strtol(q, &end, 10);
-            if (end == q || errno) user_error("bubble: --%s '%s': a range needs two numbers, like 2:8", flag, text);
-            if (b < a)
-                user_error(
-                    "bubble: --%s '%s' is a reversed range (empty): write the smaller number first, like %ld:%ld", flag,
-                    text, b, a);
-        }
-        if (a < 1)
-            user_error("bubble: --%s '%s': %ld is below 1; %s start at 1", flag, text, a,
-                       strcmp(flag, "stages") ? "micro-batches" : "stages");
-        if (b > max) user_error("bubble: --%s '%s': %ld is above the %d supported", flag, text, b, max);
-        for (long v = a; v <= b; v++) {
-            if (n == cap) user_error("bubble: --%s '%s' has more than %d values: use a smaller range", flag, text, cap);
-            out[n++] = (int)v;
-        }
-        if (*end == ',') {
-            end++;
-            if (!*end) user_error("bubble: --%s '%s' ends with a comma: drop it", flag, text);
-        } else if (*end) {
-            user_error("bubble: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", flag, text);
-        }
-        p = end;
-    }
-    return n;
-}
 
 // The seed cheat sheet's memory law, in units of the standard O(B*L) activations (= 1): GPipe keeps
 // O(B*L/K + (B/M)*L), i.e. 1/K + 1/M of it; B and L cancel.
@@ -474,6 +439,12 @@ static void chart_of(const BubbleConfig *c, const Grid *g, long i, Gantt *out) {
         out->cell = fmin(k ? out->cell : INFINITY, fmin(c->stage_f[k], fmin(c->stage_i[k], c->stage_w[k])) / s->v);
     out->axis_scale = 1;
     out->axis_unit = "time units";
+    const char *cols = isatty(STDOUT_FILENO) ? getenv("COLUMNS") : NULL;  // a terminal's width; a pipe keeps all
+    long width = c->width ? (long)c->width : cols && *cols ? atol(cols) : 0;
+    char lab[32];
+    // the row's label before the chart, the axis's unit and its last number's overhang after it
+    int lw = snprintf(lab, sizeof lab, "stage %d ", s->K - 1) + (int)strlen(out->axis_unit) + 6;
+    if (width > 0) out->width = width - lw > 10 ? (int)(width - lw) : 10;
 }
 
 // --gantt in the terminal, --svg into the file opened (and so checked) before simulating.
@@ -495,7 +466,7 @@ static void draw_charts(const BubbleConfig *c, const Grid *g, OutFile *svg) {
 
 // --schedule-file: the file's schedule is the one row (it fixes the stages and micro-batches).
 static void load_file(const BubbleConfig *c, const OptionsSeen *seen, SchedFile *file, int *kinds, int *ks, int *ms) {
-    static const char *const fixed[] = {"schedule", "stages", "micro-batches", "virtual-stages", "costs-from"};
+    static const char *const fixed[] = {"schedule", "pp", "micro-batches", "virtual-stages", "costs-from"};
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
         if (seen_set(seen, fixed[i]))
             user_error("bubble: --schedule-file fixes the schedule, its stages and micro-batches: drop --%s", fixed[i]);
@@ -528,7 +499,7 @@ static double *stage_array(const cJSON *root, const char *key, int K, const doub
 // --costs-from: each stage's median F, I and W of a `micropp train --json` pipeline run (ms). It
 // fixes the stages, and its micro-batches are the default.
 static void load_costs(BubbleConfig *c, const OptionsSeen *seen, int *ks, int *n_k, int *ms, int *n_m) {
-    static const char *const given[] = {"cost-f", "cost-b", "cost-w", "stages", "schedule-file"};
+    static const char *const given[] = {"cost-f", "cost-b", "cost-w", "pp", "schedule-file"};
     for (size_t i = 0; i < sizeof given / sizeof *given; i++)
         if (seen_set(seen, given[i]))
             user_error("bubble: --costs-from gives each stage's costs and the stages: drop --%s", given[i]);
@@ -590,13 +561,13 @@ static void parse_options(int argc, char **argv, BubbleConfig *c, OptionsSeen *s
     options_parse(
         "bubble", bubble_options, c, seen, argc, argv, "micropp bubble [options]        (no mpiexec needed)",
         "  micropp bubble                                         # every schedule, K=4, M=1..32\n"
-        "  micropp bubble --schedule gpipe --stages 4 --micro-batches 4 --gantt\n"
-        "  micropp bubble --schedule all --stages 2:8 --micro-batches 1:32 --json > grid.json\n"
-        "  micropp bubble --stages 4 --micro-batches 8 --cost-b 3 --cost-comm 0.2 --svg cmp.svg\n"
-        "  micropp bubble --schedule 1f1b,interleaved,zb-h1 --stages 4 --micro-batches 8 --virtual-stages 2 --gantt\n"
-        "  micropp bubble --schedule zb-h2 --stages 4 --micro-batches 8 --dump-csv zbh2.csv   # then train "
+        "  micropp bubble --schedule gpipe --pp 4 --micro-batches 4 --gantt\n"
+        "  micropp bubble --schedule all --pp 2:8 --micro-batches 1:32 --json > grid.json\n"
+        "  micropp bubble --pp 4 --micro-batches 8 --cost-b 3 --cost-comm 0.2 --svg cmp.svg\n"
+        "  micropp bubble --schedule 1f1b,interleaved,zb-h1 --pp 4 --micro-batches 8 --virtual-stages 2 --gantt\n"
+        "  micropp bubble --schedule zb-h2 --pp 4 --micro-batches 8 --dump-csv zbh2.csv   # then train "
         "--schedule-file zbh2.csv\n"
-        "  micropp bubble --stages 2 --micro-batches 8 --model configs/pipeline.json   # and each stage's activation "
+        "  micropp bubble --pp 2 --micro-batches 8 --model configs/pipeline.json   # and each stage's activation "
         "bytes\n");
 }
 
@@ -605,7 +576,7 @@ static void no_rows(const int *kinds, int n_kind) {
     const ScheduleKind *k = schedule_kind(kinds[0]);
     for (int a = n_kind - 1; a >= 0; a--)
         if (schedule_kind(kinds[a])->least_m > 1) k = schedule_kind(kinds[a]);
-    user_error("bubble: --schedule %s needs --micro-batches >= %d x --stages (%s): no (K, M) given qualifies", k->name,
+    user_error("bubble: --schedule %s needs --micro-batches >= %d x --pp (%s): no (K, M) given qualifies", k->name,
                k->least_m, k->least_m_rule);
 }
 
@@ -625,8 +596,8 @@ int cmd_bubble(int argc, char **argv) {
         char why[PATH_LEN + 160];
         n_kind = schedule_parse_list(c->schedule, kinds, 64, why, sizeof why);
         if (n_kind < 0) user_error("bubble: %s", why);
-        n_k = parse_counts("stages", c->stages, MAX_K, ks, MAX_ROWS);
-        n_m = parse_counts("micro-batches", c->micro_batches, MAX_M, ms, MAX_ROWS);
+        n_k = parse_counts("bubble", "pp", c->stages, 1, MAX_K, ks, MAX_ROWS);
+        n_m = parse_counts("bubble", "micro-batches", c->micro_batches, 1, MAX_M, ms, MAX_ROWS);
         if (c->costs_from[0]) load_costs(c, &seen, ks, &n_k, ms, &n_m);
     }
     check_costs(c, &seen, kinds, n_kind, &g);
@@ -645,7 +616,7 @@ int cmd_bubble(int argc, char **argv) {
             c->gantt ? "gantt" : "json");
     if (c->dump_csv[0] && g.n != 1)
         user_error("bubble: --dump-csv writes one schedule, and this asks for %ld rows: give one --schedule, one "
-                   "--stages and one --micro-batches",
+                   "--pp and one --micro-batches",
                    g.n);
     if (!strcmp(c->dump_csv, "-") && (c->gantt || c->json || !strcmp(c->svg, "-")))
         user_error("bubble: --dump-csv - writes the schedule on standard output, and --%s prints there too: give "

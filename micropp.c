@@ -4,6 +4,7 @@
 #include <string.h>
 #include "base/config.h"
 #include "base/ops.h"
+#include "base/suggest.h"
 #include "commands.h"
 #include "base/util.h"
 
@@ -31,7 +32,8 @@ static void usage(FILE *f) {
                "Usage: micropp COMMAND [options]       (under mpiexec -n N for several ranks)\n\nCommands:\n",
             MICROPP_VERSION);
     for (const Command *c = commands; c->name; c++) fprintf(f, "  %-10s %s\n", c->name, c->summary);
-    fprintf(f, "\nmicropp COMMAND --help shows a command's options; micropp --version its version.\n\n"
+    fprintf(f, "\nmicropp help COMMAND (or micropp COMMAND --help) shows a command's options; micropp --version its "
+               "version.\n\n"
                "Examples:\n  micropp train\n  mpiexec -n 4 micropp train --mode pp --schedule 1f1b --micro-batches 8\n"
                "  micropp bubble --schedule gpipe --stages 4 --micro-batches 4 --gantt\n"
                "  micropp plan --params 10B --device-memory 24G\n"
@@ -41,6 +43,13 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
+    char *help_argv[] = {argv[0], argc > 2 ? argv[2] : NULL, "--help", NULL};
+    if (!strcmp(argv[1], "help") && argc == 3) {  // micropp help CMD = micropp CMD --help
+        argc = 3;
+        argv = help_argv;
+    } else if (!strcmp(argv[1], "help") && argc > 3) {
+        user_error("help takes one command: micropp help %s (or micropp %s --help)", argv[2], argv[2]);
+    }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return stdout_closed_ok() ? 0 : 1;
@@ -55,7 +64,11 @@ int main(int argc, char **argv) {
         int code = c->run(argc - 1, argv + 1);
         return stdout_closed_ok() ? code : 1;
     }
-    user_error("unknown command '%s': use one of train, bubble, plan, plot, pingpong, allreduce, selftest "
+    const char *names[16];
+    int n = 0;
+    for (const Command *c = commands; c->name && n < 16; c++) names[n++] = c->name;
+    const char *near = nearest_name(argv[1], names, n);
+    user_error("unknown command '%s'%s%s%s: use one of train, bubble, plan, plot, pingpong, allreduce, selftest "
                "(see micropp --help)",
-               argv[1]);
+               argv[1], near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
 }

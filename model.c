@@ -545,20 +545,20 @@ void stage_det_finish(Stage *s) {
         det_tree_finish(&s->det->tree[j], j == s->n_layers ? s->dWh : s->dW[j]);  // [W, b] lie together
 }
 
-double lr_at(int schedule, double lr, long long warmup, long long step, long long total) {
+double lr_at(int schedule, double lr, double min_lr, long long warmup, long long step, long long total) {
     if (step < warmup) return lr * (double)(step + 1) / (double)warmup;
     if (schedule != LR_COSINE || total - warmup <= 1) return lr;
     double progress = (double)(step - warmup) / (double)(total - warmup - 1);  // 0 .. 1 over the rest
-    return 0.5 * lr * (1.0 + cos(3.14159265358979323846 * progress));
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + cos(3.14159265358979323846 * progress));  // (min_lr 0: as before)
 }
 
-long optimizer_update(const Backend *be, int optimizer, float *p, const float *g, float *m, float *v,
-                      size_t n, float lr, float wd, int t) {
-    if (wd > 0) be->scale(p, 1.0f - lr * wd, n);  // torch.optim.AdamW: param.mul_(1 - lr * weight_decay) first
-    if (optimizer == OPTIM_SGD) return be->sgd(p, g, n, lr);
-    AdamArgs a = {.lr = lr, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                  .bias_correction1 = (float)(1.0 - pow(0.9, t)),
-                  .bias_correction2_sqrt = (float)sqrt(1.0 - pow(0.999, t))};
+long optimizer_update(const Backend *be, const OptimStep *o, float *p, const float *g, float *m, float *v, size_t n) {
+    float lr = o->lr;
+    if (o->wd > 0) be->scale(p, 1.0f - lr * o->wd, n);  // torch.optim.AdamW: param.mul_(1 - lr * weight_decay) first
+    if (o->optimizer == OPTIM_SGD) return be->sgd(p, g, n, lr);
+    AdamArgs a = {.lr = lr, .beta1 = (float)o->beta1, .beta2 = (float)o->beta2, .eps = (float)o->eps,
+                  .bias_correction1 = (float)(1.0 - pow(o->beta1, o->t)),
+                  .bias_correction2_sqrt = (float)sqrt(1.0 - pow(o->beta2, o->t))};
     return be->adam(p, g, m, v, n, a);
 }
 
@@ -577,10 +577,10 @@ double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, i
     return sum;
 }
 
-long stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t) {
-    if (optimizer != OPTIM_SGD && !s->adam_m) {
+long stage_optimizer_step(Stage *s, const OptimStep *o) {
+    if (o->optimizer != OPTIM_SGD && !s->adam_m) {
         s->adam_m = s->be->alloc(s->n_params * sizeof(float));
         s->adam_v = s->be->alloc(s->n_params * sizeof(float));
     }
-    return optimizer_update(s->be, optimizer, s->params, s->grads, s->adam_m, s->adam_v, s->n_params, lr, wd, t);
+    return optimizer_update(s->be, o, s->params, s->grads, s->adam_m, s->adam_v, s->n_params);
 }

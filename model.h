@@ -215,9 +215,22 @@ void stage_zero_grads(Stage *s);
 // The head: adds the loss and hits its forwards tallied since the last take to loss_sum and correct
 // (one host wait on a GPU; nothing when no forward ran). Call before reading them.
 void stage_take_loss(Stage *s);
+// Adam's betas and eps as PyTorch's defaults (--adam-beta1, --adam-beta2, --adam-eps): doubles, so the
+// bias corrections 1 - beta^t are reckoned as they always were.
+#define ADAM_BETA1 0.9
+#define ADAM_BETA2 0.999
+#define ADAM_EPS 1e-8
+// One optimizer step: the kind (OPTIM_*), this step's learning rate and decoupled weight decay, Adam's
+// betas and eps, and t, the 1-based step count.
+typedef struct {
+    int optimizer;
+    float lr, wd;
+    double beta1, beta2, eps;
+    int t;
+} OptimStep;
 // t: 1-based step count. Returns the index (in the flat buffer) of the first parameter that is not
 // finite after the update, or -1 (ops.h: the check rides on the update's own pass).
-long stage_optimizer_step(Stage *s, int optimizer, float lr, float wd, int t);
+long stage_optimizer_step(Stage *s, const OptimStep *o);
 // The sum of the squares of g[0, n), the values of the stage's flat gradient at [from, from + n), in
 // double (--clip-grad's norm). Without replicated_too the parts every rank of a tensor-parallel group
 // holds whole (an odd last layer, a row-parallel layer's bias, the head) are left out: the group's rank 0
@@ -229,9 +242,8 @@ double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, i
 void stage_shard_layer(const Stage *s, int i, int t, const float *Wf, const float *bf, float *W, float *b);
 void stage_unshard_layer(const Stage *s, int i, int t, const float *W, const float *b, float *Wf, float *bf);
 // The learning rate of 0-based step `step` of `total`: a linear warm-up over the first `warmup`
-// steps (lr x (step+1)/warmup), then constant, or cosine from lr down to 0 at the last step.
-double lr_at(int schedule, double lr, long long warmup, long long step, long long total);
+// steps (lr x (step+1)/warmup), then constant, or cosine from lr down to min_lr at the last step.
+double lr_at(int schedule, double lr, double min_lr, long long warmup, long long step, long long total);
 // Decoupled weight decay (AdamW, PyTorch semantics): p *= 1 - lr x wd, before the update.
 // The same update on n elements (p, g, and for Adam its moments m, v): ZeRO-1 updates a shard.
-long optimizer_update(const Backend *be, int optimizer, float *p, const float *g, float *m, float *v,
-                      size_t n, float lr, float wd, int t);
+long optimizer_update(const Backend *be, const OptimStep *o, float *p, const float *g, float *m, float *v, size_t n);

@@ -53,14 +53,15 @@ static const Option extra_options[] = {
      "model size instead of --layers (and --hidden): 350M, 10B, 1.5T; the shape chosen is printed", 0},
     {"device-memory", 0, OPT_STR, P(device_memory), 0, 0, 0, "BYTES",
      "memory of one device: 24G, 80G, 512M (binary units; default: this machine's MemAvailable)", 0},
-    {"stages", 'K', OPT_STR, P(stages), 0, 0, 0, "LIST",
-     "numbers of pipeline stages, e.g. 1,2,4,8 (default: powers of two up to the layers, 64 at most)", 0},
+    {"pp", 'K', OPT_STR, P(stages), 0, 0, 0, "LIST",
+     "pipeline stages, e.g. 4, 1,2,4,8 or 2:8 (default: powers of two up to the layers, 64 at most)", 0},
     {"schedule", 'S', OPT_STR, P(schedule), 0, 0, 0, "LIST",
      "'all', one of " SCHED_CHOICES ", or a comma list (default: gpipe,1f1b,interleaved,zb-h1)", 0},
-    {"dp", 0, OPT_STR, P(dp), 0, 0, 0, "LIST", "data-parallel degrees, e.g. 1,2,4 (--zero shards over them)", 0},
+    {"dp", 0, OPT_STR, P(dp), 0, 0, 0, "LIST", "data-parallel degrees, e.g. 1,2,4 or 1:4 (--zero shards over them)",
+     0},
     {"zero", 0, OPT_STR, P(zero), 0, 0, 0, "LIST",
-     "ZeRO levels over the --dp replicas, e.g. 0,1,2,3: 1 shards the optimizer state, 2 the gradients too, 3 the "
-     "weights too",
+     "ZeRO levels over the --dp replicas, e.g. 0,1,2,3 or 0:3: 1 shards the optimizer state, 2 the gradients too, "
+     "3 the weights too",
      0},
     {"tp", 0, OPT_STR, P(tp), 0, 0, 0, "LIST",
      "tensor-parallel degrees, e.g. 2 or 1,2,4,8 ('all': the powers of two up to 8 that divide --hidden); several: "
@@ -120,7 +121,8 @@ static void build_tables(void) {
             all_options[k++] = train_options[i];  // (offsets: t is PlanCmd's first member)
     for (size_t j = 0; j < N_MODEL; j++)
         for (int i = 0; i < k; i++)
-            if (!strcmp(all_options[i].name, model_names[j])) help_options[h++] = all_options[i];
+            if (!strcmp(all_options[i].name, model_names[j]) && !is_extra(model_names[j]))
+                help_options[h++] = all_options[i];  // (plan's own --zero and --tp LIST come with the extras)
     for (int i = 0; i < n_extra; i++) help_options[h++] = extra_options[i];
 }
 
@@ -137,28 +139,12 @@ static int is_model_option(const char *name) {
     return 0;
 }
 
-// A comma list of positive integers (no ranges) into out; refuses anything else.
-static int parse_list(const char *flag, const char *text, int max, int *out) {
-    int n = parse_int_list(text, out, MAX_LIST);
-    if (n <= 0) user_error("plan: --%s '%s' is not a comma list of numbers: try 1,2,4,8", flag, text);
-    for (int i = 0; i < n; i++) {
-        if (out[i] < 1 || out[i] > max) user_error("plan: --%s '%s': %d is outside 1..%d", flag, text, out[i], max);
+// A list of counts (4, 1,2,4,8, 2:8: bubble's grammar, parse_counts) into out, each in lo..max and once.
+static int parse_list(const char *flag, const char *text, int lo, int max, int *out) {
+    int n = parse_counts("plan", flag, text, lo, max, out, MAX_LIST);
+    for (int i = 0; i < n; i++)
         for (int j = 0; j < i; j++)
             if (out[j] == out[i]) user_error("plan: --%s '%s' lists %d twice: list each once", flag, text, out[i]);
-    }
-    return n;
-}
-
-// --zero 0,1,2,3: each level once, of 0..3.
-static int parse_zero(const char *text, int *out) {
-    int got[MAX_LIST], n = parse_int_list(text, got, MAX_LIST);
-    if (n <= 0 || n > 4) user_error("plan: --zero '%s' is not a comma list of ZeRO levels: try 0,1,2,3", text);
-    for (int i = 0; i < n; i++) {
-        if (got[i] < 0 || got[i] > 3) user_error("plan: --zero '%s': %d is outside 0..3", text, got[i]);
-        for (int j = 0; j < i; j++)
-            if (got[j] == got[i]) user_error("plan: --zero '%s' lists %d twice: list each once", text, got[i]);
-        out[i] = got[i];
-    }
     return n;
 }
 
@@ -172,7 +158,7 @@ static void parse_tp(PlanCmd *pc) {
     if (!strcmp(pc->tp, "all")) {
         pc->n_tp = 0;
         for (int T = 1; T <= 8; T *= 2) if (c->hidden % T == 0) pc->ts[pc->n_tp++] = T;
-    } else pc->n_tp = parse_list("tp", pc->tp, 4096, pc->ts);
+    } else pc->n_tp = parse_list("tp", pc->tp, 1, 4096, pc->ts);
     c->grid.tp = pc->ts[0];
     if (pc->n_tp > 1 && pc->auto_)  // (--calibrate takes none: check_auto)
         user_error("plan: --tp %s lists several degrees for plan's table: give one with --auto", pc->tp);
@@ -346,13 +332,13 @@ static void cheapest_fix(const TrainConfig *c, const Table *t, char *buf, size_t
     else if (K <= most)
         snprintf(buf, n,
                  "the model state (weights, gradients, optimizer) alone needs at least %.0f stages of this device: try "
-                 "--stages %.0f%s",
+                 "--pp %.0f%s",
                  K, K, c->optimizer != OPTIM_SGD ? ", or --optimizer sgd (no moments)" : "");
     else if (c->optimizer != OPTIM_SGD && K_sgd <= most)
         snprintf(buf, n,
                  "the model state (weights, gradients, optimizer) alone needs at least %.0f stages of this device, "
                  "more than %s: "
-                 "try --optimizer sgd (no moments) with --stages %.0f, or a device with more memory",
+                 "try --optimizer sgd (no moments) with --pp %.0f, or a device with more memory",
                  K, why, K_sgd);
     else
         snprintf(
@@ -526,7 +512,7 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
     static const char usage[] = "micropp plan [options]        (no mpiexec needed)";
     static const char examples[] =
         "  micropp plan --params 10B --device-memory 24G         # the memory wall: how many stages a 10B model needs\n"
-        "  micropp plan --config configs/pipeline.json --stages 2,4,8 --device-memory 1G\n"
+        "  micropp plan --config configs/pipeline.json --pp 2,4,8 --device-memory 1G\n"
         "  micropp plan --layers 32 --hidden 4096 --dp 1,4 --zero 1 --schedule 1f1b,zb-h1 --json\n"
         "  mpiexec -n 2 micropp plan --calibrate --config configs/pipeline.json --out profile.json\n"
         "  micropp plan --auto --world 2 --profile profile.json --config configs/pipeline.json\n"
@@ -565,7 +551,7 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
 
 // --auto's and --calibrate's rules: what each needs, and the options they replace.
 static void check_auto(const PlanCmd *pc) {
-    static const char *const searched[] = {"stages", "schedule", "dp", "tp", "micro-batches", "virtual-stages",
+    static const char *const searched[] = {"pp", "schedule", "dp", "tp", "micro-batches", "virtual-stages",
                                            "zero", "checkpoint-activations", "precision"};
     const char *mode = pc->auto_ ? "--auto" : "--calibrate";
     if (pc->auto_ && pc->calibrate)
@@ -750,16 +736,16 @@ int cmd_plan(int argc, char **argv) {
     if (pc->auto_) return plan_auto(pc, shape);
     if (pc->profile[0] || pc->machine[0]) return plan_price(pc, argc, argv);
     TrainConfig *c = &pc->t;
-    int kinds[MAX_LIST], ks[MAX_LIST], ds[MAX_LIST], zs[4] = {0}, n_kind, n_k = 0, n_d = 1, n_z = 1;
+    int kinds[MAX_LIST], ks[MAX_LIST], ds[MAX_LIST], zs[MAX_LIST] = {0}, n_kind, n_k = 0, n_d = 1, n_z = 1;
     char why[PATH_LEN + 160];
     n_kind = schedule_parse_list(pc->schedule[0] ? pc->schedule : "gpipe,1f1b,interleaved,zb-h1", kinds, MAX_LIST, why,
                                  sizeof why);
     if (n_kind < 0) user_error("plan: %s", why);
-    if (pc->stages[0]) n_k = parse_list("stages", pc->stages, MAX_STAGES, ks);
+    if (pc->stages[0]) n_k = parse_list("pp", pc->stages, 1, MAX_STAGES, ks);
     else for (int k = 1; k <= c->layers && k <= 64; k *= 2) ks[n_k++] = k;
-    if (pc->dp[0]) n_d = parse_list("dp", pc->dp, 1 << 20, ds);
+    if (pc->dp[0]) n_d = parse_list("dp", pc->dp, 1, 1 << 20, ds);
     else ds[0] = 1;
-    if (pc->zero[0]) n_z = parse_zero(pc->zero, zs);
+    if (pc->zero[0]) n_z = parse_list("zero", pc->zero, 0, 3, zs);
     c->ddp.zero = n_z == 1 ? zs[0] : 0;  // one level: the header names it; several: the column does
     c->pipe.partition[0] = 0;  // (the table's rows are even partitions of every K)
     Table t = {0};
@@ -775,8 +761,9 @@ int cmd_plan(int argc, char **argv) {
                    pc->device_memory);
     if (t.device < 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
     fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, zs, n_z, pc->ts, pc->n_tp, &t);
-    if (!t.n) user_error("plan: no layout given can run (first: %s): change --stages, --micro-batches or --batch",
-                         t.skipped[0]);
+    if (!t.n)
+        user_error("plan: no layout given can run (first: %s): change --pp, --micro-batches or --batch",
+                   t.skipped[0]);
     if (c->json) print_json(pc, &t); else print_table(pc, &t, shape);
     table_free(&t);
     return 0;

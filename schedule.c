@@ -5,7 +5,9 @@
 // schedule_v.c's), and the discrete-event simulator that runs those very lists against each other.
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 #include "base/config.h"  // choice_name
+#include "base/suggest.h"
 #include "schedule.h"
 #include "schedule_v.h"
 #include "base/util.h"
@@ -74,7 +76,7 @@ int schedule_parse_list(const char *text, int *out, int max, char *why, size_t n
     int total = 1, count = 0;
     char name[32];
     for (const char *q = SCHED_CHOICES; *q; q++) total += *q == '|';
-    if (!strcmp(text, "all")) {
+    if (!strcasecmp(text, "all")) {
         for (int i = 0; i < SCHED_KINDS && count < max; i++)  // the kinds with a generator, in order
             if (schedule_kind(i)->generate) out[count++] = i;
         return count;
@@ -84,9 +86,16 @@ int schedule_parse_list(const char *text, int *out, int max, char *why, size_t n
         size_t len = strcspn(p, ",");
         int found = -1;
         for (int i = 0; i < total; i++)
-            if (strlen(choice_name(SCHED_CHOICES, i, name, sizeof name)) == len && !strncmp(name, p, len)) found = i;
-        if (found < 0 || count == max) {
-            snprintf(why, n, "--schedule '%s' is not 'all' or a list of %s", text, SCHED_CHOICES);
+            if (strlen(choice_name(SCHED_CHOICES, i, name, sizeof name)) == len && !strncasecmp(name, p, len))
+                found = i;
+        if (found < 0 || count == max) {  // the nearest name to the item that is none
+            char item[32], names[SCHED_KINDS][32];
+            const char *list[SCHED_KINDS];
+            snprintf(item, sizeof item, "%.*s", (int)(len < sizeof item ? len : sizeof item - 1), p);
+            for (int i = 0; i < total && i < SCHED_KINDS; i++) list[i] = choice_name(SCHED_CHOICES, i, names[i], 32);
+            const char *best = found < 0 ? nearest_name(item, list, total < SCHED_KINDS ? total : SCHED_KINDS) : NULL;
+            snprintf(why, n, "--schedule '%s' is not 'all' or a list of %s%s%s%s", text, SCHED_CHOICES,
+                     best ? ": did you mean " : "", best ? best : "", best ? "?" : "");
             return -1;
         }
         for (int i = 0; i < count; i++)

@@ -531,7 +531,8 @@ static void test_train_step(Test *t, double gemm_tol, double loss_tol) {
         loss[k] = (float)(s.loss.sum / rows);
         np = s.n_params;
         grads[k] = down(be, s.grads, np);
-        stage_optimizer_step(&s, OPTIM_SGD, 0.1f, 0.0f, 1);
+        OptimStep o = {OPTIM_SGD, 0.1f, 0.0f, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, 1};
+        stage_optimizer_step(&s, &o);
         params[k] = down(be, s.params, np);
         stage_free(&s);
     }

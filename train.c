@@ -27,6 +27,7 @@
 static TrainConfig parse_options(int argc, char **argv, OptionsSeen *seen) {
     TrainConfig cfg, *c = &cfg;
     train_config_defaults(c);
+    options_sections(train_options, train_sections);
     options_parse(
         "train", train_options, c, seen, argc, argv, "micropp train [options]",
         "  micropp train                                  # the monolith, default config\n"
@@ -378,12 +379,14 @@ static void step_update(Run *r, int step) {
     Model *model = &r->model;
     double t0 = r->m.step_start[step], to = now_sec();
     wd_phase("the optimizer step", step + 1);
-    float lr = (float)lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, r->p.steps), wd = (float)c->weight_decay;
+    float lr = (float)lr_at(c->optim.lr_schedule, c->lr, c->optim.min_lr, c->optim.warmup_steps, step, r->p.steps);
+    OptimStep o = {c->optimizer,      lr, (float)c->weight_decay, c->optim.adam_beta1, c->optim.adam_beta2,
+                   c->optim.adam_eps, step + 1};
     if (fault_due(FAULT_NANGRAD, step + 1)) inject_nan_gradient(model);
     if (c->guard.clip_grad > 0) clip_gradients(r, step);
     for (int k = 0; k < model->n_local; k++) {  // data parallelism: the stage's sync steps it (ZeRO-1: its shards)
-        long bad = model->n_sync ? gradsync_optimizer_step(&model->sync[k], c->optimizer, lr, wd, step + 1)
-                                 : stage_optimizer_step(&model->local[k], c->optimizer, lr, wd, step + 1);
+        long bad =
+            model->n_sync ? gradsync_optimizer_step(&model->sync[k], &o) : stage_optimizer_step(&model->local[k], &o);
         note_nonfinite(r, step, k, bad);
     }
     r->wire.be->sync();
@@ -456,7 +459,7 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
     int every = (int)c->observe.metrics_every;  // --metrics: every step unless thinned, whatever the console shows
     int metered = every && ((step + 1) % every == 0 || step == r->progress.start || step == steps - 1);
     if (metered && c->observe.metrics[0]) {  // (the same decision on every rank: step_bubble is collective)
-        double lr = lr_at(c->lr_schedule, c->lr, c->warmup_steps, step, r->p.steps);
+        double lr = lr_at(c->optim.lr_schedule, c->lr, c->optim.min_lr, c->optim.warmup_steps, step, r->p.steps);
         double bubble = r->p.pipelined ? step_bubble(&r->p, &r->m, step) : NAN;
         double norm = c->guard.clip_grad > 0 ? r->m.grad_norm[step] : NAN;
         metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble, norm,

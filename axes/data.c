@@ -194,9 +194,9 @@ void gradsync_finish(GradSync *g) {
     for (int i = 0; i < g->nb; i++) g->spans[i].t1 = comm_wait(g->b[i].req);  // started in bucket order
 }
 
-long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t) {
-    if (g->sharded) return g->sharded->optimizer_step(g, optimizer, lr, wd, t);  // ZeRO: this rank's shards
-    return stage_optimizer_step(g->s, optimizer, lr, wd, t);
+long gradsync_optimizer_step(GradSync *g, const OptimStep *o) {
+    if (g->sharded) return g->sharded->optimizer_step(g, o);  // ZeRO: this rank's shards
+    return stage_optimizer_step(g->s, o);
 }
 
 double gradsync_grad_sumsq(GradSync *g, int replicated_too) {

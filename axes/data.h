@@ -27,7 +27,7 @@ struct GradSync;
 typedef struct {
     void (*begin_step)(struct GradSync *g);
     void (*finish)(struct GradSync *g);
-    long (*optimizer_step)(struct GradSync *g, int optimizer, float lr, float wd, int t);
+    long (*optimizer_step)(struct GradSync *g, const OptimStep *o);
     void (*gather_grads)(struct GradSync *g);
     float *(*grad_shard)(struct GradSync *g, int bucket);  // where this rank's shard of the bucket's gradient lies
     void (*free)(struct GradSync *g);
@@ -73,7 +73,7 @@ void gradsync_finish(GradSync *g);
 // The optimizer step: the whole stage, or (ZeRO) this rank's shards, then the all-gather of the
 // parameters. Returns the index (in the stage's flat buffer) of the first parameter this rank updated
 // that is not finite afterwards, or -1.
-long gradsync_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t);
+long gradsync_optimizer_step(GradSync *g, const OptimStep *o);
 // ZeRO only, for --verify: the averaged gradient made whole in the stage's buffer.
 void gradsync_gather_grads(GradSync *g);
 // --clip-grad, after gradsync_finish: the sum of the squares of the gradient this rank holds for the stage

@@ -268,11 +268,11 @@ static void gather_weights(Zero *z) {
 // parameter shard (3), the gradients in the stage's buffer (1, summed there by the reduce-scatter) or in
 // the gradient shard (2, 3); then the weights gathered for the next step (1, 2; 3 gathers them around
 // every pass).
-static long zero_optimizer_step(GradSync *g, int optimizer, float lr, float wd, int t) {
+static long zero_optimizer_step(GradSync *g, const OptimStep *step) {
     Zero *z = zero_of(g);
     Stage *s = g->s;
     long bad = -1;
-    if (optimizer != OPTIM_SGD && !g->m) {
+    if (step->optimizer != OPTIM_SGD && !g->m) {
         g->m = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
         g->v = s->be->alloc((g->shard_total ? g->shard_total : 1) * sizeof(float));
     }
@@ -281,8 +281,8 @@ static long zero_optimizer_step(GradSync *g, int optimizer, float lr, float wd, 
         size_t o = b->off + b->shard_off;
         float *p = z->level >= 3 ? z->pshard + b->moment_off : s->params + o;
         const float *grad = zero_grad_shard(g, i);
-        long at = optimizer_update(s->be, optimizer, p, grad, g->m ? g->m + b->moment_off : NULL,
-                                   g->v ? g->v + b->moment_off : NULL, b->shard_n, lr, wd, t);
+        long at = optimizer_update(s->be, step, p, grad, g->m ? g->m + b->moment_off : NULL,
+                                   g->v ? g->v + b->moment_off : NULL, b->shard_n);
         if (at >= 0 && bad < 0) bad = (long)o + at;
     }
     if (z->level < 3) gather_weights(z);  // (ZeRO-3: the weights stay sharded: the next forward gathers them)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "base/config.h"
+#include "base/suggest.h"
 #include "base/util.h"
 
 const char *choice_name(const char *choices, int index, char *buf, size_t n) {
@@ -24,7 +25,7 @@ static int choice_index(const char *choices, const char *value) {
     const char *p = choices;
     for (int i = 0; p; i++) {
         size_t len = strcspn(p, "|");
-        if (strlen(value) == len && strncmp(p, value, len) == 0) return i;
+        if (strlen(value) == len && strncasecmp(p, value, len) == 0) return i;  // 1F1B is 1f1b
         p = strchr(p, '|');
         if (p) p++;
     }
@@ -72,6 +73,43 @@ int parse_int_list(const char *s, int *out, int max) {
     return n;
 }
 
+int parse_counts(const char *cmd, const char *flag, const char *text, int lo, int max, int *out, int cap) {
+    int n = 0;
+    const char *p = text;
+    if (!*p) user_error("%s: --%s is empty: give a number like 4 or a range like 2:8", cmd, flag);
+    while (*p) {
+        char *end;
+        errno = 0;
+        long a = strtol(p, &end, 10), b;
+        if (end == p || errno)
+            user_error("%s: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", cmd, flag, text);
+        b = a;
+        if (*end == ':') {
+            const char *q = end + 1;
+            b = strtol(q, &end, 10);
+            if (end == q || errno) user_error("%s: --%s '%s': a range needs two numbers, like 2:8", cmd, flag, text);
+            if (b < a)
+                user_error("%s: --%s '%s' is a reversed range (empty): write the smaller number first, like %ld:%ld",
+                           cmd, flag, text, b, a);
+        }
+        if (a < lo) user_error("%s: --%s '%s': %ld is below %d, the least", cmd, flag, text, a, lo);
+        if (b > max) user_error("%s: --%s '%s': %ld is above the %d supported", cmd, flag, text, b, max);
+        for (long v = a; v <= b; v++) {
+            if (n == cap)
+                user_error("%s: --%s '%s' has more than %d values: use a smaller range", cmd, flag, text, cap);
+            out[n++] = (int)v;
+        }
+        if (*end == ',') {
+            end++;
+            if (!*end) user_error("%s: --%s '%s' ends with a comma: drop it", cmd, flag, text);
+        } else if (*end) {
+            user_error("%s: --%s '%s' is not a number, a range A:B or a list: try 4, 2:8 or 2,4,8", cmd, flag, text);
+        }
+        p = end;
+    }
+    return n;
+}
+
 // Where an option was set: the parse's record (NULL: none kept), and whether on the command line.
 typedef struct { OptionsSeen *seen; int typed; } Marks;
 static void mark_set(const Marks *m, const Option *o) {
@@ -97,12 +135,61 @@ int seen_typed(const OptionsSeen *s, const char *name) {
     return i >= 0 && s->typed[i];
 }
 
+// Old spellings kept when one name became a concept's across commands: typed or as a config key,
+// each still reaches its option where the table has that option, and --help names it once.
+static const struct { const char *alias, *name; } kept_aliases[] = {
+    {"stages", "pp"},  // bubble's and plan's --stages: the pipeline degree, --pp as train spells it
+    {0},
+};
+
+static const Option *find_row(const Option *opts, const char *norm) {
+    for (const Option *o = opts; o->name; o++) if (strcmp(o->name, norm) == 0) return o;
+    return NULL;
+}
+
 static const Option *find_option(const Option *opts, const char *name) {
     char norm[128];
     snprintf(norm, sizeof norm, "%s", name);
     for (char *q = norm; *q; q++) if (*q == '_') *q = '-';
-    for (const Option *o = opts; o->name; o++) if (strcmp(o->name, norm) == 0) return o;
+    const Option *o = find_row(opts, norm);
+    for (int i = 0; !o && kept_aliases[i].alias; i++)
+        if (!strcmp(norm, kept_aliases[i].alias)) o = find_row(opts, kept_aliases[i].name);
+    return o;
+}
+
+// The kept alias of a row of opts, or NULL.
+static const char *alias_of(const Option *opts, const Option *o) {
+    for (int i = 0; kept_aliases[i].alias; i++)
+        if (!strcmp(o->name, kept_aliases[i].name) && !find_row(opts, kept_aliases[i].alias))
+            return kept_aliases[i].alias;
     return NULL;
+}
+
+// The one line for a name that is no row of opts: another tool's flag answered with micropp's,
+// else the nearest row's name (an abbreviation names its row), else where to look. typed: the name
+// without dashes; where: "" or "f.json:1:2: "; kind: "option" or "key"; shown: typed as echoed.
+static _Noreturn void refuse_name(const char *cmd, const Option *opts, const char *typed, const char *where,
+                                  const char *kind, const char *shown) {
+    const char *dash = strcmp(kind, "key") ? "--" : "";
+    const ForeignFlag *f = foreign_flag(typed);
+    if (f && (!f->target || find_option(opts, f->target))) {
+        if (f->tool) user_error("%s: %s'%s' is %s's name; micropp's is %s", cmd, where, shown, f->tool, f->how);
+        user_error("%s: %sunknown %s '%s' (names are not abbreviated): did you mean %s", cmd, where, kind, shown,
+                   f->how);
+    }
+    const char *names[OPTIONS_MAX + 2];
+    int n = 0;
+    for (const Option *o = opts; o->name && n < OPTIONS_MAX; o++) {
+        if (strcmp(o->name, "config")) names[n++] = o->name;
+        if (alias_of(opts, o)) names[n++] = alias_of(opts, o);
+    }
+    const char *best = nearest_name(typed, names, n);
+    if (best && edit_distance(typed, best) > 3)  // a prefix: getopt_long would have taken it for the row
+        user_error("%s: %sunknown %s '%s' (names are not abbreviated): did you mean %s%s?", cmd, where, kind, shown,
+                   dash, best);
+    if (best) user_error("%s: %sunknown %s '%s': did you mean %s%s? (see '%s --help')", cmd, where, kind, shown, dash,
+                         best, cmd);
+    user_error("%s: %sunknown %s '%s' (see '%s --help')", cmd, where, kind, shown, cmd);
 }
 
 // A user's value as echoed in a message: at most 64 characters ("..." and its length beyond).
@@ -111,6 +198,20 @@ static const char *clip(const char *v, char *buf, size_t n) {
     size_t len = strlen(v);
     if (len <= CLIP_LEN) return v;
     snprintf(buf, n, "%.*s... (%zu characters)", CLIP_LEN, v, len);
+    return buf;
+}
+
+// ": did you mean X?" when a choice of "a|b|c" is near value, else "".
+static const char *nearest_choice(const char *choices, const char *value, char *buf, size_t n) {
+    const char *names[64];
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", choices);
+    int k = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(copy, "|", &save); t && k < 64; t = strtok_r(NULL, "|", &save)) names[k++] = t;
+    const char *best = nearest_name(value, names, k);
+    if (best) snprintf(buf, n, ": did you mean %s?", best);
+    else snprintf(buf, n, "%s", "");
     return buf;
 }
 
@@ -159,7 +260,11 @@ static void set_from_text(const char *cmd, const Option *o, void *base, const ch
         break;
     case OPT_CHOICE: {
         int i = choice_index(o->choices, text);
-        if (i < 0) user_error("%s: %s = '%s' is not one of %s", cmd, where, shown, o->choices);
+        if (i < 0) {
+            char near[64];
+            user_error("%s: %s = '%s' is not one of %s%s", cmd, where, shown, o->choices,
+                       nearest_choice(o->choices, text, near, sizeof near));
+        }
         *(int *)dst = i;
         break;
     }
@@ -217,9 +322,11 @@ static void check_keys(const char *cmd, const Option *opts, const char *path, co
         int line = 0, col = 0;
         if (i < n_at) line_col(text, at[i], &line, &col);
         const Option *o = find_option(opts, it->string);
-        if (!o || !strcmp(o->name, "config"))
-            user_error("%s: %s:%d:%d: unknown key '%s' (see '%s --help' for the keys)", cmd, path, line, col,
-                       clip(it->string, cb, sizeof cb), cmd);
+        if (!o || !strcmp(o->name, "config")) {
+            char where[PATH_LEN + 40];
+            snprintf(where, sizeof where, "%s:%d:%d: ", path, line, col);
+            refuse_name(cmd, opts, it->string, where, "key", clip(it->string, cb, sizeof cb));
+        }
         int j = 0;
         for (const cJSON *e = root->child; e != it; e = e->next, j++) {
             if (find_option(opts, e->string) != o) continue;
@@ -359,6 +466,32 @@ static void options_agree(const char *cmd, const Option *opts, const void *base)
     free(t);
 }
 
+// Every long option typed names a row exactly (or in its underscore spelling): getopt_long takes a
+// unique prefix for its option, and --micro-batch 8 (a size to a Megatron user) became
+// --micro-batches 8 (a count). Refused before any is read, with the row meant or the tool's name.
+static void refuse_unknown_names(const char *cmd, const Option *opts, int argc, char **argv) {
+    char cb[CLIP_LEN + 40];
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || !a[1]) continue;  // a value, an argument, or "-"
+        if (a[1] != '-') {  // short options, bundled or not: skip the value of the one that takes it
+            for (const char *q = a + 1; *q; q++) {
+                const Option *o = NULL;
+                for (const Option *r = opts; r->name; r++) if (r->short_name == *q) o = r;
+                if (!o) break;  // getopt_long names it
+                if (o->type != OPT_BOOL) { i += !q[1]; break; }
+            }
+            continue;
+        }
+        size_t len = strcspn(a + 2, "=");
+        char *name = xmalloc(len + 3);
+        snprintf(name, len + 3, "%.*s", (int)len + 2, a);  // "--name"
+        const Option *o = find_option(opts, name + 2);
+        if (o) { free(name); i += o->type != OPT_BOOL && !a[2 + len]; continue; }
+        refuse_name(cmd, opts, name + 2, "", "option", clip(name, cb, sizeof cb));
+    }
+}
+
 // A flag given twice on the command line (--steps 2 --steps 3, or -n 2 --steps 3) is a mistake: which
 // was meant? Refused before anything is read, as a key given twice in a config is. (An option in the
 // --config file and again on the command line is the documented override, not a repeat.)
@@ -392,7 +525,7 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
     }
     int n = 0;
     while (opts[n].name) n++;
-    struct option *lo = xcalloc((size_t)n * 2 + 1, sizeof *lo);
+    struct option *lo = xcalloc((size_t)n * 3 + 1, sizeof *lo);
     char shortopts[256] = ":";
     int k = 0;
     for (int i = 0; i < n; i++) {
@@ -404,6 +537,8 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
             for (char *q = alias; *q; q++) if (*q == '-') *q = '_';
             lo[k++] = (struct option){alias, has_arg, NULL, 1000 + i};
         }
+        const char *kept = alias_of(opts, &opts[i]);
+        if (kept) lo[k++] = (struct option){kept, has_arg, NULL, 1000 + i};  // --stages for --pp
         if (opts[i].short_name) {
             size_t l = strlen(shortopts);
             shortopts[l] = opts[i].short_name;
@@ -411,6 +546,7 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
             if (has_arg == required_argument) strcat(shortopts, ":");
         }
     }
+    refuse_unknown_names(cmd, opts, argc, argv);
     refuse_repeats(cmd, opts, n, lo, shortopts, argc, argv);
     CHECK(n <= OPTIONS_MAX, "%s: %d options, more than OPTIONS_MAX", cmd, n);
     if (seen) *seen = (OptionsSeen){.opts = opts};
@@ -454,38 +590,99 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
     if (optind < argc)
         user_error("%s: unexpected argument '%s' (options start with --; see '%s --help')", cmd,
                    clip(argv[optind], cb, sizeof cb), cmd);
-    for (int i = 0; i < k; i++) if (strchr(lo[i].name, '_')) free((char *)lo[i].name);  // the aliases
+    for (int i = 0; i < k; i++) if (strchr(lo[i].name, '_')) free((char *)lo[i].name);  // the underscore spellings
     free(lo);
     if (agree_hook) options_agree(cmd, opts, base);
 }
 
+// The sections of a table's --help (options_sections): a title before each named row.
+enum { MAX_SECTIONED = 8 };
+static struct { const Option *opts; const OptionSection *sections; } sectioned[MAX_SECTIONED];
+void options_sections(const Option *opts, const OptionSection *sections) {
+    for (int i = 0; i < MAX_SECTIONED; i++)
+        if (!sectioned[i].opts || sectioned[i].opts == opts) {
+            sectioned[i].opts = opts;
+            sectioned[i].sections = sections;
+            return;
+        }
+}
+static const char *section_at(const Option *opts, const Option *o) {
+    for (int i = 0; i < MAX_SECTIONED && sectioned[i].opts; i++)
+        for (const OptionSection *s = sectioned[i].opts == opts ? sectioned[i].sections : NULL; s && s->first; s++)
+            if (!strcmp(s->first, o->name)) return s->title;
+    return NULL;
+}
+
+// The width help wraps to: $COLUMNS (a terminal's, when the shell exports it), else 80; 60 .. 100.
+static int help_width(void) {
+    const char *e = getenv("COLUMNS");
+    int w = e && *e ? atoi(e) : 80;
+    return w < 60 ? 60 : w > 100 ? 100 : w;
+}
+
+// text from column `indent` on, wrapped to `width` columns at spaces and after the '|' of a list of
+// choices; the first line continues whatever is already printed at column `at`.
+static void print_wrapped(FILE *f, const char *text, int at, int indent, int width) {
+    const char *p = text;
+    int col = at, glued = 0;  // glued: the piece before ended in '|' (no space between)
+    while (*p) {
+        size_t word = strcspn(p, " |");
+        if (p[word] == '|') word++;
+        int gap = col > indent && !glued;
+        if (col > indent && col + gap + (int)word > width) { fprintf(f, "\n%*s", indent, ""); col = indent; gap = 0; }
+        else if (col < indent) { fprintf(f, "%*s", indent - col, ""); col = indent; gap = 0; }
+        if (gap) { fputc(' ', f); col++; }
+        fprintf(f, "%.*s", (int)word, p);
+        col += (int)word;
+        glued = p[word - 1] == '|';
+        p += word;
+        while (*p == ' ') { p++; glued = 0; }
+    }
+    fputc('\n', f);
+}
+
+// One row's text: its help, its kept alias, its choices and its default.
+static void row_text(const Option *opts, const Option *o, const void *defaults, char *out, size_t n) {
+    const char *v = (const char *)defaults + o->offset, *kept = alias_of(opts, o);
+    char def[PATH_LEN + 32] = "", buf[64];
+    switch (o->type) {
+    case OPT_INT: case OPT_SIZE: snprintf(def, sizeof def, " (%lld)", (long long)*(const int64_t *)v); break;
+    // cppcheck-suppress invalidPointerCast ; v is the option's field, a double (OPT_FLOAT)
+    case OPT_FLOAT: snprintf(def, sizeof def, " (%g)", *(const double *)v); break;
+    case OPT_STR: if (*v) snprintf(def, sizeof def, " (%s)", v); break;
+    case OPT_CHOICE:
+        snprintf(def, sizeof def, " [%s] (%s)", o->choices, choice_name(o->choices, *(const int *)v, buf, sizeof buf));
+        break;
+    case OPT_BOOL: break;
+    }
+    snprintf(out, n, "%s%s%s%s", o->help, kept ? " (also --" : "", kept ? kept : "", kept ? ")" : "");
+    size_t l = strlen(out);
+    snprintf(out + l, n - l, "%s", def);
+}
+
 void options_help(FILE *f, const char *cmd, const char *usage, const Option *opts,
                   const void *defaults, const char *examples) {
-    fprintf(f, "Usage: %s\n\nOptions%s:\n", usage,
-            find_option(opts, "config") ? " (each is also a JSON config key; underscores work for dashes)" : "");
+    enum { COL = 30 };  // the help text's column; a longer flag puts it on the next line
+    int width = help_width();
+    fprintf(f, "Usage: %s\n\n", usage);
+    const char *head = "Options (each is also a JSON config key; underscores work for dashes):";
+    print_wrapped(f, find_option(opts, "config") ? head : "Options:", 0, 0, width);
     for (const Option *o = opts; o->name; o++) {
-        char left[96], def[PATH_LEN + 32] = "";
+        const char *title = section_at(opts, o);
+        if (title) fprintf(f, "\n%s:\n", title);
+        char left[96], text[2 * PATH_LEN + 1024];
         if (o->short_name)
             snprintf(left, sizeof left, "  -%c, --%s%s%s", o->short_name, o->name, o->metavar ? " " : "",
                      o->metavar ? o->metavar : "");
         else
             snprintf(left, sizeof left, "      --%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
-        const char *v = (const char *)defaults + o->offset;
-        char buf[64];
-        switch (o->type) {
-        case OPT_INT: case OPT_SIZE: snprintf(def, sizeof def, " (%lld)", (long long)*(const int64_t *)v); break;
-        // cppcheck-suppress invalidPointerCast ; v is the option's field, a double (OPT_FLOAT)
-        case OPT_FLOAT: snprintf(def, sizeof def, " (%g)", *(const double *)v); break;
-        case OPT_STR: if (*v) snprintf(def, sizeof def, " (%s)", v); break;
-        case OPT_CHOICE:
-            snprintf(def, sizeof def, " [%s] (%s)", o->choices,
-                     choice_name(o->choices, *(const int *)v, buf, sizeof buf));
-            break;
-        case OPT_BOOL: break;
-        }
-        fprintf(f, "%-36s %s%s\n", left, o->help, def);
+        row_text(opts, o, defaults, text, sizeof text);
+        fputs(left, f);
+        int at = (int)strlen(left);
+        if (at >= COL - 1) { fputc('\n', f); at = 0; }
+        print_wrapped(f, text, at, COL, width);
     }
-    fprintf(f, "%-36s %s\n", "  -h, --help", "print this help and exit");
+    fprintf(f, "%-*s%s\n", COL, "  -h, --help", "print this help and exit");
     if (examples) fprintf(f, "\nExamples:\n%s", examples);
     (void)cmd;
 }

@@ -47,10 +47,19 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
                    const char *usage, const char *examples);
 // One JSON config file into base; its keys are recorded in seen->in_config (seen may be NULL).
 void options_load_json(const char *cmd, const Option *opts, void *base, OptionsSeen *seen, const char *path);
+// The help: a line per row (wrapped to $COLUMNS, 80 without it, 100 at most), under its section's
+// title where options_sections gave the table some.
 void options_help(FILE *f, const char *cmd, const char *usage, const Option *opts,
                   const void *defaults, const char *examples);
+// Titles for a table's --help: each before the row it names (first), in table order; {0} ends them.
+typedef struct { const char *first, *title; } OptionSection;
+void options_sections(const Option *opts, const OptionSection *sections);
 int parse_size(const char *s, int64_t *out);  // "64K" -> 65536; returns 0 on success
 int parse_int_list(const char *s, int *out, int max);  // "5,4,4,3" -> count, or -1 when malformed
+// One grammar for the counts a command sweeps (bubble's and plan's --pp, --micro-batches, --dp, --tp,
+// --zero): "4", a range "2:8" (inclusive), a list "2,4,8", or a mix ("1,4:6"); each in lo..max, at
+// most cap in all. Returns the count; a malformed text ends the run (user_error, naming --flag).
+int parse_counts(const char *cmd, const char *flag, const char *text, int lo, int max, int *out, int cap);
 // Called at the end of every options_parse with the resolved options, "name=value\n" per option in
 // table order: the launch agreement (launch.c) compares them across ranks. NULL: none (no MPI).
 void options_set_agree_hook(void (*hook)(const char *cmd, const char *resolved));
@@ -77,8 +86,12 @@ typedef struct {
         double diverge_factor;  // end the run when the loss stays above this x the first loss (0: never)
         double clip_grad;       // --clip-grad: the gradients' global L2 norm clipped to this (0: no clipping)
     } guard;
-    int lr_schedule;         // LR_* (model.h): constant or cosine
-    int64_t warmup_steps;    // linear warm-up from lr/warmup to lr
+    struct {                 // the optimizer's numbers besides --lr (model.c's lr_at and optimizer_update)
+        int lr_schedule;         // LR_* (model.h): constant or cosine
+        int64_t warmup_steps;    // linear warm-up from lr/warmup to lr
+        double min_lr;           // cosine: the learning rate at the last step
+        double adam_beta1, adam_beta2, adam_eps;
+    } optim;
     int optimizer;           // OPTIM_* (model.h)
     int64_t seed;
     int64_t threads;

@@ -182,11 +182,13 @@ static void calibrate_data_and_optimizer(const TrainConfig *c, const Backend *be
     size_t N = (size_t)1 << 22;  // 4M parameters: 64 MB of state, well past the caches
     float *p = be->alloc(N * 4), *g = be->alloc(N * 4), *m = be->alloc(N * 4), *w = be->alloc(N * 4);
     for (int opt = 0; opt < 2; opt++) {
-        optimizer_update(be, opt ? OPTIM_SGD : OPTIM_ADAM, p, g, m, w, N, 1e-3f, 0, 1);  // warm-up
+        OptimStep o = {opt ? OPTIM_SGD : OPTIM_ADAM, 1e-3f, 0, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, 1};
+        optimizer_update(be, &o, p, g, m, w, N);  // warm-up
         comm_barrier(MPI_COMM_WORLD);
         for (int r = 0; r < n; r++) {
             double t0 = now_sec();
-            optimizer_update(be, opt ? OPTIM_SGD : OPTIM_ADAM, p, g, m, w, N, 1e-3f, 0, r + 2);
+            o.t = r + 2;
+            optimizer_update(be, &o, p, g, m, w, N);
             v[r] = now_sec() - t0;
         }
         double per = over_ranks(mean_of(v, n), 0) / (double)N;

@@ -80,6 +80,7 @@ DROP = [
     r"\d\s*(ms|us|µs|ns|s|k?\s*samples/s|GFLOP/s|GB/s|MB/s)\b",  # a time or a rate
     r"\b(19|20)\d\d-\d\d-\d\d\b",                                 # a date
     r"/tmp/",                                                      # a temporary path
+    r"^note: \d+ ranks? x \d+ threads? on this node share \d+ cores?",  # more threads than this machine's cores
 ]
 # Text matching one of these is replaced by its placeholder, on both sides.
 MASK = [
@@ -216,7 +217,10 @@ def matches(shown, got):
     return m(0, 0)
 
 
-HELP_LINE = re.compile(r"^\s+(?:(-\w), )?(--[\w-]+)(?: ([\w.]+))?\s{2,}(.*)$")
+# An option's line of --help (2 or 6 spaces in; its text may start on the next line), and the lines
+# its text wraps onto (further in).
+HELP_LINE = re.compile(r"^(?: {2}| {6})(?:(-\w), )?(--[\w-]+)(?: ([\w.]+))?(?:\s{2,}(.*))?$")
+HELP_MORE = re.compile(r"^ {8,}(\S.*)$")
 
 
 def check_table(b, micropp, out):
@@ -231,11 +235,17 @@ def check_table(b, micropp, out):
     name += " against `%s`" % cmds[0]
     cmd = cmds[0].replace("./micropp", shlex.quote(micropp), 1)
     p = subprocess.run(["bash", "-c", cmd], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
-    helps = {}
+    helps, last = {}, None
     for l in p.stdout.decode("utf-8", "replace").split("\n"):
-        m = HELP_LINE.match(l)
+        m, more = HELP_LINE.match(l), HELP_MORE.match(l)
         if m:
-            helps[m.group(2)] = m.groups()
+            last = m.group(2)
+            helps[last] = list(m.groups()[:3]) + [m.group(4) or ""]
+        elif more and last:
+            sep = "" if helps[last][3].endswith("|") else " "  # a list of choices broken after a '|'
+            helps[last][3] = (helps[last][3] + sep + more.group(1)).strip()
+        else:
+            last = None
     bad, n = [] if b.table else ["the table has no rows"], 0
     for ln, cells in b.table:
         opts = re.findall(r"`(-[^`]*)`", cells[0])

@@ -171,14 +171,14 @@ run 60 "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 1048576 --js
 
 # --- bad input: one line, exit 2, and no file written ---
 e() { expect_user_error "$@"; }
-e "bad/--stages reversed range" "stages '8:2' is a reversed range" 10 "$MICROPP" bubble --stages 8:2
+e "bad/--stages reversed range" "--pp '8:2' is a reversed range" 10 "$MICROPP" bubble --stages 8:2
 e "bad/--micro-batches reversed range" "micro-batches '32:1' is a reversed range" 10 "$MICROPP" bubble --micro-batches 32:1
-e "bad/--stages empty" "stages is empty" 10 "$MICROPP" bubble --stages ""
-e "bad/--stages 0" "stages '0': 0 is below 1" 10 "$MICROPP" bubble --stages 0
+e "bad/--stages empty" "--pp is empty" 10 "$MICROPP" bubble --stages ""
+e "bad/--stages 0" "--pp '0': 0 is below 1" 10 "$MICROPP" bubble --stages 0
 e "bad/--stages 0:4" "below 1" 10 "$MICROPP" bubble --stages 0:4
 e "bad/--micro-batches 0" "micro-batches '0': 0 is below 1" 10 "$MICROPP" bubble --micro-batches 0
 e "bad/--micro-batches -3" "below 1" 10 "$MICROPP" bubble --micro-batches -3
-e "bad/--stages not a number" "stages 'four' is not a number" 10 "$MICROPP" bubble --stages four
+e "bad/--stages not a number" "--pp 'four' is not a number" 10 "$MICROPP" bubble --stages four
 e "bad/--stages half range" "a range needs two numbers" 10 "$MICROPP" bubble --stages 2:
 e "bad/--stages too large" "above the 1024 supported" 10 "$MICROPP" bubble --stages 5000
 e "bad/a row past the simulator's limit, refused before any runs" \

@@ -107,7 +107,7 @@ if [ "$RC" -eq 0 ] && python3 -c "import sys; sys.exit(not float('$OUT') < 1e-4)
 else fail "ckpt/format: pp 4-stage files hold the monolith's tensors under the same names" "rc $RC diff '$OUT' $ERR"; fi
 
 run 10 "$MICROPP" train --help
-if printf '%s' "$OUT" | grep -q -- '--resume DIR' && printf '%s' "$OUT" | grep -q 'with --resume: train up to step N'; then pass "ckpt/--help documents --save, --resume and the total --steps"
+if printf '%s' "$OUT" | grep -q -- '--resume DIR' && printf '%s' "$OUT" | tr '\n' ' ' | tr -s ' ' | grep -q 'with --resume: train up to step N'; then pass "ckpt/--help documents --save, --resume and the total --steps"
 else fail "ckpt/--help documents --save, --resume and the total --steps" "help lacks them"; fi
 
 # ---- bad checkpoints and bad flags: one line, exit 2, every rank ----

@@ -101,7 +101,7 @@ e "config/train --log_every and --log-every" "train: --log-every given twice \(2
 e "config/train a switch twice" "train: --verify given twice: give it once" 10 "$MICROPP" train --verify --steps 2 --verify
 e "config/train --config twice" "train: --config given twice \(a.json and b.json\): give it once" 10 "$MICROPP" train --config a.json --config b.json
 e "config/train twice under mpiexec: one line, every rank exits 2" "train: --mode given twice \(pp and ddp\)" 30 mpiexec -n 2 "$MICROPP" train --mode pp --mode ddp
-e "config/bubble twice" "bubble: --stages given twice \(2 and 4\): give it once" 10 "$MICROPP" bubble --stages 2 --stages 4
+e "config/bubble twice" "bubble: --pp given twice \(2 and 4\): give it once" 10 "$MICROPP" bubble --stages 2 --stages 4
 e "config/plan twice" "plan: --params given twice \(1B and 2B\): give it once" 10 "$MICROPP" plan --params 1B --params 2B
 e "config/selftest twice" "selftest: --device given twice \(cpu and cpu\): give it once" 10 "$MICROPP" selftest --device cpu --device cpu
 e "config/pingpong twice" "pingpong: --sweep given twice: give it once" 30 mpiexec -n 2 "$MICROPP" pingpong --sweep --sweep

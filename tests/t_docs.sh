@@ -49,11 +49,11 @@ cmds=$("$MICROPP" --help | sed -n '/^Commands:/,/^$/p' | grep -oE '^  [a-z]+ ' |
 missing=""
 for c in $cmds; do
     grep -qE "micropp $c\b" README.md || missing="$missing $c"
-    for o in $("$MICROPP" "$c" --help | grep -oE '^ +(-[a-zA-Z], )?--[a-z0-9-]+' | grep -oE -- '--[a-z0-9-]+' | grep -vx -- --help); do
+    for o in $("$MICROPP" "$c" --help | grep -oE '^( {2}-[a-zA-Z], | {6})--[a-z0-9-]+' | grep -oE -- '--[a-z0-9-]+' | grep -vx -- --help); do
         grep -qE -- "$o([^a-z0-9-]|$)" README.md || missing="$missing $c$o"
     done
 done
-scheds=$("$MICROPP" train --help | grep -oE -- '--schedule SCHED .*\[[a-z0-9|-]+\]' | grep -oE '\[[a-z0-9|-]+\]$' | tr -d '[]' | tr '|' ' ')
+scheds=$("$MICROPP" train --help | tr '\n' ' ' | sed -E 's/\| +/|/g; s/ +/ /g' | grep -oE -- '--schedule SCHED [^[]*\[[a-z0-9|-]+\]' | grep -oE '\[[a-z0-9|-]+\]$' | tr -d '[]' | tr '|' ' ')
 for sc in $scheds; do grep -qF "\`$sc\`" README.md || missing="$missing schedule:$sc"; done
 n=$(wc -w <<<"$cmds") k=$(wc -w <<<"$scheds")
 [ "$n" -ge 6 ] && [ "$k" -ge 8 ] && [ -z "$missing" ] && pass "docs/README.md names every command ($n), each one's options and every schedule ($k)" \

@@ -135,7 +135,7 @@ for dev in 16M 1G 24G; do
     why=$(printf '%s' "$OUT" | python3 -c '
 import json, re, sys
 d = json.load(sys.stdin); fix = d.get("fix") or ""; most = min(d["layers"], 4096)
-want = {"16M": "it does not fit even so", "1G": "try --optimizer sgd (no moments) with --stages 75", "24G": "try --stages 7"}[sys.argv[1]]
+want = {"16M": "it does not fit even so", "1G": "try --optimizer sgd (no moments) with --pp 75", "24G": "try --pp 7"}[sys.argv[1]]
 bad = [n for n in map(int, re.findall(r"--stages (\d+)", fix)) if n > most]
 print("advises --stages %s past %d: %s" % (bad, most, fix) if bad else "" if want in fix else "no %r in %r" % (want, fix))' $dev 2>&1)
     [ "$RC" -eq 0 ] && [ -z "$why" ] && pass "plan/10B on $dev: the fix is one plan and train accept" || fail "plan/10B on $dev: the fix" "rc $RC $why"
@@ -166,7 +166,7 @@ expect_user_error "plan/--params below one layer" "--params 0.5 is less than the
 expect_user_error "plan/--params below one layer of --hidden" "--params 50 is less than one layer at --hidden 8 \(90 parameters\): use a smaller --hidden, or --params 90 or more" 10 "$MICROPP" plan --params 50 --hidden 8
 expect_user_error "plan/--params past the largest model" "--params 20T is more than the largest model plan shapes \(4096 layers x hidden 65536 = 1.759e\+13 parameters\)" 10 "$MICROPP" plan --params 20T
 expect_user_error "plan/--params too deep at --hidden" "--params 1B at --hidden 16 makes 3676470 layers, more than the 4096 a model can have: use a larger --hidden" 10 "$MICROPP" plan --params 1B --hidden 16
-expect_user_error "plan/bad --stages" "--stages '0,2'" 10 "$MICROPP" plan --stages 0,2
+expect_user_error "plan/bad --stages" "--pp '0,2'" 10 "$MICROPP" plan --stages 0,2
 # --schedule takes the list bubble's --schedule takes (one parser, schedule_parse_list): the rows
 # follow it, 'all' is every schedule; the old --schedules spelling is gone
 run 30 "$MICROPP" plan --schedule zb-h1,gpipe --stages 2 --json

@@ -597,12 +597,17 @@ static void test_schedule_file(void) {
 
 // The learning rate schedule (model.c's lr_at): warm-up, constant, cosine to 0 at the last step.
 static void test_lr_schedule(void) {
-    EXPECT("lr/constant", lr_at(LR_CONSTANT, 0.1, 0, 5, 10) == 0.1, "%g", lr_at(LR_CONSTANT, 0.1, 0, 5, 10));
-    EXPECT("lr/warm-up is linear from lr/warmup", fabs(lr_at(LR_CONSTANT, 0.1, 4, 0, 10) - 0.025) < 1e-15 && fabs(lr_at(LR_COSINE, 0.1, 4, 3, 10) - 0.1) < 1e-15,
-           "%g %g", lr_at(LR_CONSTANT, 0.1, 4, 0, 10), lr_at(LR_COSINE, 0.1, 4, 3, 10));
+    EXPECT("lr/cosine ends at --min-lr, starts at --lr, halfway between at the middle",
+           fabs(lr_at(LR_COSINE, 0.1, 0.01, 0, 10, 11) - 0.01) < 1e-15 && lr_at(LR_COSINE, 0.1, 0.01, 0, 0, 11) == 0.1 &&
+               fabs(lr_at(LR_COSINE, 0.1, 0.01, 0, 5, 11) - 0.055) < 1e-12,
+           "%g %g %g", lr_at(LR_COSINE, 0.1, 0.01, 0, 10, 11), lr_at(LR_COSINE, 0.1, 0.01, 0, 0, 11),
+           lr_at(LR_COSINE, 0.1, 0.01, 0, 5, 11));
+    EXPECT("lr/constant", lr_at(LR_CONSTANT, 0.1, 0, 0, 5, 10) == 0.1, "%g", lr_at(LR_CONSTANT, 0.1, 0, 0, 5, 10));
+    EXPECT("lr/warm-up is linear from lr/warmup", fabs(lr_at(LR_CONSTANT, 0.1, 0, 4, 0, 10) - 0.025) < 1e-15 && fabs(lr_at(LR_COSINE, 0.1, 0, 4, 3, 10) - 0.1) < 1e-15,
+           "%g %g", lr_at(LR_CONSTANT, 0.1, 0, 4, 0, 10), lr_at(LR_COSINE, 0.1, 0, 4, 3, 10));
     EXPECT("lr/cosine: lr after warm-up, half way lr/2, 0 at the last step",
-           fabs(lr_at(LR_COSINE, 0.1, 0, 0, 11) - 0.1) < 1e-15 && fabs(lr_at(LR_COSINE, 0.1, 0, 5, 11) - 0.05) < 1e-12 && fabs(lr_at(LR_COSINE, 0.1, 0, 10, 11)) < 1e-12,
-           "%g %g %g", lr_at(LR_COSINE, 0.1, 0, 0, 11), lr_at(LR_COSINE, 0.1, 0, 5, 11), lr_at(LR_COSINE, 0.1, 0, 10, 11));
+           fabs(lr_at(LR_COSINE, 0.1, 0, 0, 0, 11) - 0.1) < 1e-15 && fabs(lr_at(LR_COSINE, 0.1, 0, 0, 5, 11) - 0.05) < 1e-12 && fabs(lr_at(LR_COSINE, 0.1, 0, 0, 10, 11)) < 1e-12,
+           "%g %g %g", lr_at(LR_COSINE, 0.1, 0, 0, 0, 11), lr_at(LR_COSINE, 0.1, 0, 0, 5, 11), lr_at(LR_COSINE, 0.1, 0, 0, 10, 11));
 }
 
 // plan_layout (micropp plan): any K x D without a world or typed flags, by plan_make's rules.

@@ -32,13 +32,20 @@ const Option train_options[] = {
      "real data: N shuffled passes over the training set instead of --steps (last partial batch dropped)", 0},
     {"lr", 0, OPT_FLOAT, T(lr), 0, 1e-12, 1e3, "LR",
      "learning rate (the peak, with --lr-schedule cosine or --warmup-steps)", 0},
-    {"lr-schedule", 0, OPT_CHOICE, T(lr_schedule), LR_CHOICES, 0, 0, "SCHED",
-     "learning rate over the run: constant, or cosine from --lr down to 0 at the last step", 0},
+    {"lr-schedule", 0, OPT_CHOICE, T(optim.lr_schedule), LR_CHOICES, 0, 0, "SCHED",
+     "learning rate over the run: constant, or cosine from --lr down to --min-lr at the last step", 0},
+    {"min-lr", 0, OPT_FLOAT, T(optim.min_lr), 0, 0, 1e3, "LR",
+     "--lr-schedule cosine: the learning rate at the last step (Megatron's --min-lr; at most --lr)", 0},
     {"diverge-factor", 0, OPT_FLOAT, T(guard.diverge_factor), 0, 0, 1e30, "F",
      "end the run (exit 1) when the loss stays above F x the first step's for 3 steps in a row (0: never)", 0},
-    {"warmup-steps", 0, OPT_INT, T(warmup_steps), 0, 0, 1 << 30, "N",
+    {"warmup-steps", 0, OPT_INT, T(optim.warmup_steps), 0, 0, 1 << 30, "N",
      "linear warm-up of the learning rate over the first N steps (at most the run's steps)", 0},
     {"optimizer", 0, OPT_CHOICE, T(optimizer), OPTIM_CHOICES, 0, 0, "OPT", "adam (PyTorch semantics) or plain sgd", 0},
+    {"adam-beta1", 0, OPT_FLOAT, T(optim.adam_beta1), 0, 0, 0.999999, "B1",
+     "adam: decay of the gradient's running mean (PyTorch's betas[0])", 0},
+    {"adam-beta2", 0, OPT_FLOAT, T(optim.adam_beta2), 0, 0, 0.999999, "B2",
+     "adam: decay of the squared gradient's running mean (PyTorch's betas[1])", 0},
+    {"adam-eps", 0, OPT_FLOAT, T(optim.adam_eps), 0, 1e-30, 1, "EPS", "adam: added to the denominator's root", 0},
     {"weight-decay", 0, OPT_FLOAT, T(weight_decay), 0, 0, 1e3, "WD",
      "decoupled weight decay (adam: AdamW, PyTorch semantics): p *= 1 - lr x WD each step", 0},
     {"clip-grad", 0, OPT_FLOAT, T(guard.clip_grad), 0, 1e-30, 1e30, "NORM",
@@ -76,24 +83,28 @@ const Option train_options[] = {
      "synthetic: training set of N samples, cycled (0: one fixed batch, as the course)", 0},
     {"eval-samples", 0, OPT_INT, T(eval_samples), 0, 0, 1 << 24, "N",
      "held-out samples for the accuracy (synthetic data; with a test split: the whole split unless given)", 0},
-    {"schedule", 'S', OPT_CHOICE, T(pipe.schedule), SCHED_CHOICES, 0, 0, "SCHED", "pp/hybrid: pipeline schedule",
+    {"schedule", 'S', OPT_CHOICE, T(pipe.schedule), SCHED_CHOICES, 0, 0, "SCHED", "pipeline (--pp): its schedule",
      AXIS_PIPELINE},
     {"schedule-file", 0, OPT_STR, T(pipe.schedule_file), 0, 0, 0, "FILE.csv",
-     "pp/hybrid: run the schedule in FILE: a row per rank of actions like 0F0,0I0,0W0 (PyTorch's notation; 'micropp "
-     "bubble --dump-csv' writes one)",
+     "pipeline (--pp): run the schedule in FILE: a row per rank of actions like 0F0,0I0,0W0 (PyTorch's notation; "
+     "'micropp bubble --dump-csv' writes one)",
      AXIS_PIPELINE},
     {"micro-batches", 'M', OPT_INT, T(pipe.micro_batches), 0, 1, 1 << 20, "M",
-     "pp/hybrid: micro-batches per step (per replica in hybrid)", AXIS_PIPELINE},
+     "pipeline (--pp): micro-batches per step (per replica with --dp), a count: each holds --batch / M rows",
+     AXIS_PIPELINE},
     {"virtual-stages", 0, OPT_INT, T(pipe.virtual_stages), 0, 1, 64, "V",
-     "pp/hybrid, interleaved and looped-bfs: model chunks per rank (rank r holds chunks r, r+K, ...)", AXIS_PIPELINE},
+     "pipeline (--pp), interleaved and looped-bfs: model chunks per rank (rank r holds chunks r, r+K, ...)",
+     AXIS_PIPELINE},
     {"max-inflight", 0, OPT_INT, T(pipe.max_inflight), 0, 1, 1 << 20, "N",
-     "pp/hybrid, zb-auto: the most micro-batches a stage may hold from F to W, its search's limit (0: 2 x stages)",
+     "pipeline (--pp), zb-auto: the most micro-batches a stage may hold from F to W, its search's limit (0: 2 x "
+     "stages)",
      AXIS_PIPELINE},
     {"partition", 0, OPT_STR, T(pipe.partition), 0, 0, 0, "LIST",
-     "pp/hybrid: layers per stage (interleaved: per chunk, in pipeline order), e.g. 5,4,4,3 (default: even split)",
+     "pipeline (--pp): layers per stage (interleaved: per chunk, in pipeline order), e.g. 5,4,4,3 (default: even "
+     "split)",
      AXIS_PIPELINE},
     {"checkpoint-activations", 0, OPT_BOOL, T(pipe.checkpoint_activations), 0, 0, 0, 0,
-     "pp/hybrid: keep only stage inputs, recompute in backward", AXIS_PIPELINE},
+     "pipeline (--pp): keep only stage inputs, recompute in backward", AXIS_PIPELINE},
     {"verify", 0, OPT_BOOL, T(verify), 0, 0, 0, 0,
      "after step 1 compare loss and gradients with a monolith reference computed on the CPU", 0},
     {"trace", 0, OPT_STR, T(observe.trace), 0, 0, 0, "FILE.json",
@@ -148,7 +159,8 @@ const Option train_options[] = {
      "data-parallel group; auto = the side with more traffic per step",
      AXIS_PIPELINE | AXIS_DATA | AXES_ALL},
     {"ddp-sync", 0, OPT_CHOICE, T(ddp.ddp_sync), SYNC_CHOICES, 0, 0, "SYNC",
-     "ddp/hybrid: naive = one all-reduce per tensor after backward; bucketed = overlapped with backward", AXIS_DATA},
+     "data parallel (--dp): naive = one all-reduce per tensor after backward; bucketed = overlapped with backward",
+     AXIS_DATA},
     {"allreduce", 0, OPT_CHOICE, T(ddp.allreduce), ALLREDUCE_CHOICES, 0, 0, "ALG",
      "ddp/hybrid and --tp's group: MPI's own collectives, the from-scratch ring, shared memory (one node), rings "
      "inside and across nodes (hier), or auto: shm where it can, hier across nodes of 2+ replicas each, else mpi",
@@ -158,7 +170,8 @@ const Option train_options[] = {
     {"grad-accum", 0, OPT_INT, T(grad_accum), 0, 1, 1 << 20, "N",
      "monolith/ddp: N micro-steps of --batch rows per optimizer step", 0},
     {"zero", 0, OPT_INT, T(ddp.zero), 0, 0, 3, "Z",
-     "ddp/hybrid: ZeRO stage, sharded over the replicas: 1 = optimizer state, 2 = + gradients, 3 = + parameters",
+     "data parallel (--dp): ZeRO stage, sharded over the replicas: 1 = optimizer state, 2 = + gradients, 3 = + "
+     "parameters",
      AXIS_DATA},
     {"save", 0, OPT_STR, T(ckpt.save), 0, 0, 0, "DIR",
      "write checkpoints (safetensors per stage + manifest.json) to DIR, at the end and every --save-every", 0},
@@ -178,6 +191,24 @@ const Option train_options[] = {
 };
 #undef T
 
+const OptionSection train_sections[] = {
+    {"config", "The run and the model"},
+    {"lr", "Optimizer"},
+    {"seed", "Seed and threads"},
+    {"data", "Data"},
+    {"log-every", "Output"},
+    {"samples", "Synthetic data"},
+    {"schedule", "Pipeline (--pp)"},
+    {"verify", "Checking and observing"},
+    {"device", "Device"},
+    {"auto", "Planner"},
+    {"pp", "Degrees: ranks = P x D x T"},
+    {"tp-message", "Tensor parallelism (--tp)"},
+    {"placement", "Data parallelism (--dp)"},
+    {"save", "Checkpoints and the watchdog"},
+    {0},
+};
+
 void train_config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof *c);
     c->grid.mode = MODE_MONOLITH;
@@ -188,6 +219,9 @@ void train_config_defaults(TrainConfig *c) {
     c->batch = 32;
     c->steps = 50;
     c->lr = 1e-3;
+    c->optim.adam_beta1 = ADAM_BETA1;
+    c->optim.adam_beta2 = ADAM_BETA2;
+    c->optim.adam_eps = ADAM_EPS;
     c->optimizer = OPTIM_ADAM;
     c->seed = 42;
     c->threads = 1;

@@ -5,4 +5,5 @@
 #include "base/config.h"
 
 extern const Option train_options[];
+extern const OptionSection train_sections[];  // --help's titles over the table's rows
 void train_config_defaults(TrainConfig *c);

@@ -112,13 +112,26 @@ static void rule_placement(const TrainConfig *c, Plan *p) {
 // as asked; the command line wins, as for epochs and steps).
 static int warmup_too_long(const TrainConfig *c, const OptionsSeen *seen, long long steps) {
     int cut = !seen_typed(seen, "warmup-steps") && (seen_typed(seen, "steps") || seen_typed(seen, "epochs"));
-    return c->warmup_steps > steps && !cut;
+    return c->optim.warmup_steps > steps && !cut;
+}
+
+// --min-lr is where cosine ends: without cosine it would change nothing, above --lr the schedule would climb.
+static int rule_min_lr(const TrainConfig *c, Err *e) {
+    if (c->optim.min_lr > 0 && c->optim.lr_schedule != LR_COSINE)
+        return refuse(e, "train: --min-lr %g is where --lr-schedule cosine ends: add --lr-schedule cosine, or drop it",
+                      c->optim.min_lr);
+    if (c->optim.min_lr > c->lr)
+        return refuse(e, "train: --min-lr %g is above --lr %g: the cosine would climb; give a --min-lr below --lr",
+                      c->optim.min_lr, c->lr);
+    return 0;
 }
 
 // How long the run is (--epochs or --steps), and what goes with epochs: a data set to pass over,
 // --save-best (its evaluation per epoch, a folder to keep the best in).
 static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
     int ep_cli = seen_typed(e->seen, "epochs"), st_cli = seen_typed(e->seen, "steps");
+    int bad_lr = rule_min_lr(c, e);
+    if (bad_lr) return bad_lr;
     if (ep_cli && st_cli && c->epochs)
         return refuse(e, "train: --epochs %lld and --steps %lld both set the run's length: give one of them",
                       (long long)c->epochs, (long long)c->steps);
@@ -134,7 +147,7 @@ static int rule_length(const TrainConfig *c, Plan *p, Err *e) {
                       "train: --warmup-steps %lld is longer than the run's %lld steps, so the learning rate would "
                       "never reach --lr %g: "
                       "use --warmup-steps %lld or fewer, or more --steps",
-                      (long long)c->warmup_steps, (long long)c->steps, c->lr, (long long)c->steps);
+                      (long long)c->optim.warmup_steps, (long long)c->steps, c->lr, (long long)c->steps);
     if (p->epochs && !strcmp(c->data, "synthetic"))
         return refuse(e, "train: --epochs passes over a data set, and --data is synthetic: give --data fashion-mnist "
                          "(or DIR, or files), or use --steps");
@@ -176,8 +189,8 @@ static int rule_epochs(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
                       "train: --warmup-steps %lld is longer than the run's %lld steps (%d epoch%s of %lld), so the "
                       "learning rate would never reach --lr %g: "
                       "use --warmup-steps %lld or fewer, or more --epochs",
-                      (long long)c->warmup_steps, p->steps, p->epochs, p->epochs == 1 ? "" : "s", p->steps_per_epoch,
-                      c->lr, p->steps);
+                      (long long)c->optim.warmup_steps, p->steps, p->epochs, p->epochs == 1 ? "" : "s",
+                      p->steps_per_epoch, c->lr, p->steps);
     return 0;
 }
 

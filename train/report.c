@@ -98,6 +98,17 @@ static void header_placement(const Plan *p, const Hardware *hw) {
     printf("\n");
 }
 
+// More BLAS threads on rank 0's node than it has cores: the ranks take turns, and every time printed
+// measures that more than the run (a machine's fact: tests/doc_examples.py leaves the line out).
+static void header_cores(const TrainConfig *c, const Hardware *hw) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), ranks = hw->local_size > 0 ? hw->local_size : 1;
+    if (cores > 0 && ranks * c->threads > cores)
+        printf("note: %ld rank%s x %lld thread%s on this node share %ld core%s: the ranks take turns, so the times "
+               "below measure that more than the run\n",
+               ranks, ranks == 1 ? "" : "s", (long long)c->threads, c->threads == 1 ? "" : "s", cores,
+               cores == 1 ? "" : "s");
+}
+
 void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Data *data) {
     const Backend *be = w->be;
     Summary s = {0};
@@ -142,6 +153,7 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     header_data(c, p, data);
     if (p->K > 1) header_stages(p);
     header_placement(p, &w->hardware);
+    if (be->on_host) header_cores(c, &w->hardware);
     tensor_report_header(p);
     fflush(stdout);
 }
