@@ -31,6 +31,7 @@ void fatal_at(const char *file, int line, const char *fmt, ...) {
 }
 void finish(int code) { (void)code; abort(); }
 void agree_on_error(const char *err) { if (err && *err) user_error("%s", err); }
+void agree_on_read_error(const char *err) { agree_on_error(err); }
 double now_sec(void) { return 0; }
 // One process: nothing to compare the bytes with, and no memory budget (the readers' own checks run).
 uint64_t hash64(uint64_t seed, const void *p, size_t n) { (void)p; return seed ^ n; }
