@@ -689,7 +689,11 @@ static int plan_price(PlanCmd *pc, int argc, char **argv) {
     char extra[2 * PATH_LEN] = "", err[PATH_LEN + 600];
     if (!pc->world) user_error("plan: one layout priced needs its ranks: give --world N, e.g. --world 2");
     if (pc->profile[0] && pc->machine[0]) user_error("plan: --profile and --machine are two costs: give one");
-    if (pc->stages[0]) user_error("plan: --stages lists stages for plan's table: one layout takes --pp P");
+    if (pc->stages[0]) {  // plan's --pp is the table's list: one layout takes one value
+        int ks[MAX_LIST], n = parse_list("pp", pc->stages, 1, MAX_STAGES, ks);
+        if (n != 1) user_error("plan: --pp %s lists several stage counts: one layout priced takes one", pc->stages);
+        c->grid.pp = ks[0];
+    }
     if (pc->n_tp > 1) user_error("plan: --tp %s lists several degrees: one layout takes one", pc->tp);
     const char *lists[3] = {pc->dp, pc->zero, pc->schedule};  // (one value each)
     if (price_degrees(c, &pc->seen, (int)pc->world, lists, &d, err, sizeof err)) user_error("plan: %s", err);

@@ -357,6 +357,11 @@ static void inject_nan_gradient(Model *model) {
         s->be->to_device(model->sync[0].zs->gshard + model->sync[0].shard_total / 2, &nan, sizeof nan);
         return;
     }
+    if (model->n_sync && model->sync[0].zero == 1) {  // ZeRO-1: where this rank updates (its part of bucket 0)
+        const Bucket *b = &model->sync[0].b[0];
+        s->be->to_device(s->grads + b->off + b->shard_off + b->shard_n / 2, &nan, sizeof nan);
+        return;
+    }
     s->be->to_device(s->grads + s->n_params / 2, &nan, sizeof nan);
 }
 

@@ -107,7 +107,7 @@ cd "$TMP"
 for opt in config resume save trace timeline metrics partition data labels; do
     expect_user_error "empty/--$opt ''" "train: --$opt is empty: give a value, or leave the option out" 10 "$MICROPP" train --$opt ""
 done
-for opt in schedule stages micro-batches svg; do
+for opt in schedule pp micro-batches svg; do  # (--stages is --pp's alias: the message names --pp)
     expect_user_error "empty/bubble --$opt ''" "bubble: --$opt is empty" 10 "$MICROPP" bubble --$opt ""
 done
 expect_user_error "empty/plot --svg ''" "plot: --svg is empty" 10 "$MICROPP" plot "$TMP/run.jsonl" --svg ""

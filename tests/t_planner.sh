@@ -185,7 +185,7 @@ expect_user_error "planner/--machine given a profile" "is a measured profile: gi
     "$MICROPP" plan --auto --world 2 --machine "$P" --config configs/pipeline.json
 expect_user_error "planner/profile of other widths" "measured layers of hidden 1024.*--calibrate" 10 \
     "$MICROPP" plan --auto --world 2 --profile "$P" --hidden 512
-expect_user_error "planner/--auto with --stages" "--auto searches --stages itself" 10 \
+expect_user_error "planner/--auto with --stages" "--auto searches --pp itself" 10 \
     "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --stages 2
 expect_user_error "planner/--auto with --tp" "--auto searches --tp itself" 10 \
     "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --tp 2
@@ -195,7 +195,7 @@ expect_user_error "planner/--calibrate without --out" "--calibrate writes a prof
 expect_user_error "planner/--out unwritable" "--out '/nonexistent/p.json'" 30 \
     mpiexec -n 2 "$MICROPP" plan --calibrate $TINY --out /nonexistent/p.json
 # --calibrate measures every layout's costs: the options --auto searches (and --json) would be ignored
-for a in "--tp 2" "--stages 2" "--precision bf16"; do
+for a in "--tp 2" "--pp 2" "--precision bf16"; do
     expect_user_error "planner/--calibrate $a" "plan: --calibrate measures the costs of every layout, and --auto searches ${a%% *}: drop it here" 30 \
         mpiexec -n 2 "$MICROPP" plan --calibrate $TINY $a --out "$TMP/x.json"
 done

@@ -91,7 +91,7 @@ expect_user_error "bad/binary: 1 KB of zeros" "zeros.bin is not a text schedule 
 bad "binary: a control byte" "bad.csv is not a text schedule file \(byte 0x01 at offset 12\)" '0F0,0B0\n1F0,\x01B0\n'
 bad "binary: not UTF-8" "bad.csv is not a text schedule file \(byte 0xFF at offset 15\)" '0F0,0B0\n1F0,1B0\xff\n'
 expect_user_error "bad/missing file" "cannot read --schedule-file '$TMP/none.csv': No such file or directory" 10 "$MICROPP" bubble --schedule-file "$TMP/none.csv"
-expect_user_error "bad/--schedule-file with --stages" "--schedule-file fixes the schedule, its stages and micro-batches: drop --stages" 10 "$MICROPP" bubble --schedule-file "$TMP/hand.csv" --stages 2
+expect_user_error "bad/--schedule-file with --stages" "--schedule-file fixes the schedule, its stages and micro-batches: drop --pp" 10 "$MICROPP" bubble --schedule-file "$TMP/hand.csv" --stages 2
 expect_user_error "bad/--dump-csv of many rows" "--dump-csv writes one schedule, and this asks for 2 rows" 10 "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 4,8 --dump-csv "$TMP/x.csv"
 
 # train: the same checks on every rank, exit 2 and no hang; the file's shape against the run's

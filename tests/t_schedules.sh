@@ -210,7 +210,7 @@ B="$MICROPP bubble --stages 4 --micro-batches 8"
 expect_user_error "bubble-bad/--virtual-stages without interleaved" "--virtual-stages applies to --schedule interleaved" 10 $B --schedule 1f1b --virtual-stages 3
 expect_user_error "bubble-bad/interleaved with 1 chunk" "interleaved needs --virtual-stages >= 2" 10 $B --schedule interleaved --virtual-stages 1
 expect_user_error "bubble-bad/looped-bfs with 1 chunk" "looped-bfs needs --virtual-stages >= 2 \(with 1 chunk per rank it is gpipe\)" 10 $B --schedule looped-bfs --virtual-stages 1
-expect_user_error "bubble-bad/dualpipev, no M >= 2K" "dualpipev needs --micro-batches >= 2 x --stages .*no \(K, M\) given qualifies" 10 ${B/--micro-batches 8/--micro-batches 6} --schedule dualpipev
+expect_user_error "bubble-bad/dualpipev, no M >= 2K" "dualpipev needs --micro-batches >= 2 x --pp .*no \(K, M\) given qualifies" 10 ${B/--micro-batches 8/--micro-batches 6} --schedule dualpipev
 expect_user_error "bubble-bad/--cost-w not below --cost-b" "--cost-w 2 is the weight part of the backward: use a value above 0 and below --cost-b 2" 10 $B --schedule zb-h1 --cost-w 2
 
 # train shows them: the trace names chunks, the summary the I and W medians

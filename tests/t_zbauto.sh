@@ -102,7 +102,7 @@ expect_user_error "bad/--costs-from missing" "cannot read --costs-from '.*nope.j
 printf '{"stages": 2, "forward_ms_median": [1, 2]}' > "$TMP/half.json"
 expect_user_error "bad/--costs-from without the backward medians" "has no backward_ms_median of 2 positive numbers" 30 \
     "$MICROPP" bubble --costs-from "$TMP/half.json" --schedule zb-auto
-expect_user_error "bad/--costs-from with --stages" "--costs-from gives each stage's costs and the stages: drop --stages" 30 \
+expect_user_error "bad/--costs-from with --stages" "--costs-from gives each stage's costs and the stages: drop --pp" 30 \
     "$MICROPP" bubble --costs-from "$TMP/run.json" --stages 4
 expect_user_error "bad/--costs-from with --schedule-file" "drop --costs-from" 30 \
     "$MICROPP" bubble --costs-from "$TMP/run.json" --schedule-file "$TMP/measured.csv"
