@@ -243,8 +243,8 @@ expect_user_error "planner/train --profile, what it does not price" "drop --grad
     "$MICROPP" train --profile "$TMP/tiny.json" $TINY --grad-accum 2
 expect_user_error "planner/plan --profile needs --world" "one layout priced needs its ranks: give --world" 10 \
     "$MICROPP" plan --profile "$P" --config configs/medium.json --mode pp
-expect_user_error "planner/plan --profile with --stages" "one layout takes --pp P" 10 \
-    "$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --stages 2
+expect_user_error "planner/plan --profile with a list of stages" "lists several stage counts: one layout priced takes one" 10 \
+    "$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --stages 1,2
 expect_user_error "planner/plan --profile with a list" "--dp '1,2': one layout takes one" 10 \
     "$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --dp 1,2
 expect_user_error "planner/plan --profile, degrees off the world" "--pp 2 x --dp 2 = 4 ranks, but 2" 10 \
