@@ -166,7 +166,8 @@ static void setup_pipeline(const TrainConfig *c, const Plan *p, Wire *w, Model *
         model->vs_of[k] = vs;
         stage_init(s, w->be, spec_of(c, p, w, vs, last, st->sim.peak_slots[vs], p->pipe.ckpt));
         if (p->split) stage_enable_split(s);
-        s->grad_scale = 1.0f / (float)c->batch;  // the global batch's mean (replicas' gradients are summed)
+        // the global batch's mean (replicas' gradients are summed); local SGD: the replica's own batch's
+        s->grad_scale = 1.0f / (float)(p->data.sync_every ? (int64_t)p->rows * p->M : c->batch);
         s->mem.tally = &model->tally;
         s->hooks.progress = comm_poll_sends;
         if (last) model->head = s;
@@ -189,8 +190,9 @@ static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *mod
         stage_init(&model->local[k], w->be, spec_of(c, p, w, k, k == K - 1, 1, 0));
     }
     model->head = &model->local[K - 1];
-    // the mean over the whole step: ddp's replicas' gradients are summed, so 1/(global batch x N)
-    model->head->grad_scale = 1.0f / (float)(p->data_parallel ? c->batch * p->N : (int64_t)p->rows * p->N);
+    // the mean over the whole step: ddp's replicas' gradients are summed, so 1/(global batch x N); local SGD's not
+    model->head->grad_scale =
+        1.0f / (float)(p->data_parallel && !p->data.sync_every ? c->batch * p->N : (int64_t)p->rows * p->N);
 }
 
 // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads;
@@ -226,8 +228,17 @@ static void setup_checkpoints(Run *r, int verbose) {
         printf("resumed from %s: %s; training steps %d-%lld\n", c->ckpt.resume, desc, r->progress.start + 1, p->steps);
 }
 
+// --sync-every: local SGD's outer loop, its anchor the parameters as set up or resumed (with its state).
+static void setup_localsgd(Run *r) {
+    LocalSgd *l = r->model.outer = xcalloc(1, sizeof *l);
+    localsgd_setup(l, &r->p, &r->wire.comm, r->model.local, r->model.n_local);
+    if (r->c->ckpt.resume[0]) localsgd_resume(l, r->c->ckpt.resume, r->progress.start, r->c->optimizer);
+}
+
 static void run_free(Run *r) {
     Model *model = &r->model;
+    if (model->outer) localsgd_free(model->outer);
+    free(model->outer);
     StepState *st = &r->exec;
     const Backend *be = r->wire.be;
     for (int k = 0; k < model->n_sync; k++) gradsync_free(&model->sync[k]);
@@ -394,6 +405,7 @@ static void step_update(Run *r, int step) {
             model->n_sync ? gradsync_optimizer_step(&model->sync[k], &o) : stage_optimizer_step(&model->local[k], &o);
         note_nonfinite(r, step, k, bad);
     }
+    if (model->outer && localsgd_due(model->outer, step, r->p.steps)) localsgd_sync(model->outer);
     r->wire.be->sync();
     measure_record(&r->m, step, EV_OPTIMIZER, -1, 0, to - t0, now_sec() - t0);
     r->m.step_s[step] = now_sec() - t0;
@@ -429,6 +441,7 @@ static double save_checkpoint(Run *r, int step) {
     const Progress *g = &r->progress;
     // ZeRO: the files are unsharded; every rank makes its stages whole for the writer, then cuts them again
     for (int k = 0; k < r->model.n_sync; k++) gradsync_unshard(&r->model.sync[k]);
+    if (r->model.outer) localsgd_save(r->model.outer, r->c->ckpt.save, step + 1, r->c->optimizer);
     double bytes = ckpt_save(&r->ck, step + 1, plan_step_sample(&r->p, g->sample0, g->start, step + 1));
     for (int k = 0; k < r->model.n_sync; k++) gradsync_reshard(&r->model.sync[k]);
     r->progress.saved_step = step + 1;
@@ -544,7 +557,7 @@ static void eval_step(Run *r, int step, int verbose) {
 
 // The replicas of every stage must end with the same parameters (ZeRO-3: each holds other shards).
 static void check_replicas_end_alike(const Wire *w, const Model *model) {
-    for (int k = 0; k < model->n_sync; k++)
+    for (int k = 0; k < (model->n_sync || model->outer ? model->n_local : 0); k++)
         if (model->local[k].params && !comm_same_u64(stage_param_checksum(&model->local[k]), w->comm.dp))
             fatal("the replicas of stage %d (chunk %d) ended with different parameters: the ranks were started with "
                   "different "
@@ -594,7 +607,12 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         r->m.tp_calls += r->wire.tp.calls - before.calls;
         double sumsq = c->guard.clip_grad > 0 ? grad_sumsq(&r->wire, &r->model) : 0;
         double loss = step_loss(p, &r->model, g, &r->m, step, sumsq);
-        if (step == 0 && c->verify) *v = verify_step(c, p, &r->model, &r->exec, loss);
+        if (step == 0 && c->verify) {  // (local SGD: ddp's averaged gradients are the monolith's; its own kept)
+            float **own = NULL;
+            if (r->model.outer) localsgd_average_grads(r->model.outer, &own);
+            *v = verify_step(c, p, &r->model, &r->exec, loss);
+            if (own) localsgd_restore_grads(r->model.outer, own);
+        }
         if (!isfinite(loss))
             run_failed("train: the loss became %s at step %d: lower --lr (now %g) and check the data",
                        isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
@@ -732,13 +750,15 @@ int cmd_train(int argc, char **argv) {
     setup_buffers(&cfg, p, r->wire.be, &r->exec);
     r->exec.data = &r->data;
     measure_init(&r->m, p->steps, p->epochs);
-    if (p->data_parallel) {
+    if (p->data_parallel && !p->data.sync_every) {
         data_setup(p, &r->wire.comm, r->model.local, r->model.n_local, &r->model.sync);
         r->model.n_sync = r->model.n_local;
         zero_setup(p, r->model.sync, r->model.n_sync, (uint64_t)cfg.seed, (int)cfg.layers);
         if (verbose) data_report_header(p, r->model.sync, r->model.n_sync);
     }
+    if (p->data.sync_every && verbose) data_report_header(p, NULL, 0);
     setup_checkpoints(r, verbose);
+    if (p->data.sync_every) setup_localsgd(r);
     metrics_open(&r->metrics, cfg.observe.metrics, r->wire.rank, r->progress.start);  // (after --resume: its step)
     live_init(&r->live,
               verbose && (cfg.observe.live == LIVE_ON || (cfg.observe.live == LIVE_AUTO && isatty(STDOUT_FILENO))),

@@ -291,6 +291,36 @@ void data_part(const TrainConfig *c, const Degrees *d, Plan *p) {
     p->data = (DataPlan){
         .zero = d->zero, .sync = c->ddp.ddp_sync, .algo = c->ddp.allreduce, .bucket_mb = data_bucket_mb(c, d)};
     p->data.bucket_layers = c->ddp.bucket_mb <= 0 && p->data.bucket_mb < 25 ? DATA_BUCKET_LAYERS : 0;
+    p->data.sync_every = p->data_parallel ? (int)c->ddp.sync_every : 0;
+    p->data.outer_lr = c->ddp.outer_lr;
+    p->data.outer_momentum = c->ddp.outer_momentum;
+}
+
+// --sync-every's rules: what local SGD leaves out (ZeRO's shards, --deterministic's one sum order, a
+// checkpoint between two outer steps), and its outer optimizer's flags only with it.
+static int localsgd_rules(const TrainConfig *c, const Plan *p, Err *e) {
+    long long h = c->ddp.sync_every;
+    if (!h && (seen_typed(e->seen, "outer-lr") || seen_typed(e->seen, "outer-momentum")))
+        return refuse(e, "train: --outer-lr and --outer-momentum set local SGD's outer optimizer: add --sync-every H, "
+                         "or drop them");
+    if (!h || !p->data_parallel) return 0;
+    if (c->ddp.zero)
+        return refuse(e, "train: --sync-every %lld keeps a whole model on every replica, and --zero %lld shards it: "
+                         "drop one of them", h, (long long)c->ddp.zero);
+    if (c->guard.clip_grad > 0)
+        return refuse(e, "train: --clip-grad clips the norm of the replicas' summed gradients, and --sync-every %lld "
+                         "sums none: drop one of them", h);
+    if (c->gemm.deterministic)
+        return refuse(e, "train: --deterministic sums the replicas' gradients in one order, and --sync-every %lld sums "
+                         "none: drop one of them", h);
+    if (c->ckpt.save_every % h)
+        return refuse(e, "train: --save-every %lld is no multiple of --sync-every %lld: a checkpoint is taken at an "
+                         "outer step (every replica at the anchor); use --save-every %lld",
+                      (long long)c->ckpt.save_every, h, ((long long)c->ckpt.save_every / h + 1) * h);
+    if (c->ckpt.save_best)
+        return refuse(e, "train: --save-best saves at an epoch's end, between --sync-every %lld's outer steps: drop "
+                         "--save-best", h);
+    return 0;
 }
 
 int data_rules(const TrainConfig *c, const Degrees *d, Plan *p, Err *e) {
@@ -308,7 +338,7 @@ int data_rules(const TrainConfig *c, const Degrees *d, Plan *p, Err *e) {
     if (c->ddp.ddp_sync == SYNC_NAIVE && seen_typed(e->seen, "bucket-mb"))
         return refuse(e, "train: --bucket-mb applies to --ddp-sync bucketed (naive all-reduces one tensor at a time): "
                          "drop one of them");
-    return 0;
+    return localsgd_rules(c, p, e);
 }
 
 // Why shm windows cannot hold this plan's parameters and gradients ("" when they can), from the
@@ -463,6 +493,14 @@ void data_report_header(const Plan *p, const GradSync *sync, int n_sync) {
         shards += sync[k].shard_total;
         params += sync[k].s->n_params;
     }
+    if (p->data.sync_every) {  // local SGD: no buckets, an outer all-reduce of the whole model every H steps
+        printf("data parallel: %d replicas | local SGD: an outer step every %d steps (Nesterov, lr %g, momentum %g) "
+               "| all-reduce %s\n",
+               p->D, p->data.sync_every, p->data.outer_lr, p->data.outer_momentum,
+               p->data.algo == ALLREDUCE_SHM ? "mpi" : r.algo);
+        fflush(stdout);
+        return;
+    }
     printf("data parallel: %d replicas | %s sync, %d %s%s", p->D, r.sync, nb,
            p->data.sync == SYNC_BUCKETED ? "bucket" : "tensor", nb == 1 ? "" : "s");
     char layers[32] = "";  // the default capacity says what it holds
@@ -529,8 +567,27 @@ void data_report_fill(DataReport *r, const Plan *p, const Comm *comm, const Grad
     r->shm_collectives = comm_shared_count(comm);
 }
 
+void data_report_fill_outer(DataReport *r, const Plan *p, int optimizer, double optimizer_floats, int syncs,
+                            double seconds, double floats) {
+    memset(r, 0, sizeof *r);
+    names(p, r);
+    double v[3] = {syncs ? seconds / syncs * 1e3 : 0, syncs ? floats / syncs * sizeof(float) : 0,
+                   optimizer == OPTIM_ADAM ? 2.0 * sizeof(float) * optimizer_floats : 0};
+    comm_allreduce_max_double(v, 3, MPI_COMM_WORLD);
+    r->outer_syncs = syncs;
+    r->outer_ms = v[0];
+    r->outer_bytes = v[1];
+    r->optimizer_bytes = v[2];
+}
+
 void data_report_text(const Plan *p, const DataReport *r, double weights, double grads, double optimizer) {
     if (!p->data_parallel) return;
+    if (p->data.sync_every) {
+        printf("local SGD: %.0f outer steps (every %d steps) | %.2f ms each | %.2f MB all-reduced per rank each | "
+               "optimizer state %.2f MB per rank\n",
+               r->outer_syncs, p->data.sync_every, r->outer_ms, r->outer_bytes / 1e6, r->optimizer_bytes / 1e6);
+        return;
+    }
     printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | "
            "optimizer state %.2f MB per rank\n",
            r->collectives, r->comm_ms, 100 * r->comm_hidden, r->optimizer_bytes / 1e6);
@@ -552,6 +609,14 @@ void data_report_json(cJSON *o, cJSON *mem, const Plan *p, const DataReport *r) 
     cJSON_AddStringToObject(o, "ddp_sync", r->sync);
     cJSON_AddStringToObject(o, "allreduce", r->algo);
     cJSON_AddNumberToObject(o, "zero", p->data.zero);
+    if (p->data.sync_every) {
+        cJSON_AddNumberToObject(o, "sync_every", p->data.sync_every);
+        cJSON_AddNumberToObject(o, "outer_lr", p->data.outer_lr);
+        cJSON_AddNumberToObject(o, "outer_momentum", p->data.outer_momentum);
+        cJSON_AddNumberToObject(o, "outer_steps", r->outer_syncs);
+        cJSON_AddNumberToObject(o, "outer_ms", r->outer_ms);
+        cJSON_AddNumberToObject(o, "outer_bytes", r->outer_bytes);
+    }
     if (p->data.sync == SYNC_BUCKETED) cJSON_AddNumberToObject(o, "bucket_mb", p->data.bucket_mb);
     cJSON_AddNumberToObject(o, "bucket_count", r->buckets);
     cJSON_AddNumberToObject(o, "collectives_per_step", r->collectives);

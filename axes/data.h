@@ -137,12 +137,17 @@ typedef struct {
     double shm_collectives;       // --allreduce shm: rank 0's collectives run in its windows, the whole run
     double allgather_bytes, reduce_scatter_bytes, prefetches;  // ZeRO: one step's, per rank (the largest)
     double working_bytes, gathered_peak_bytes;                 // ZeRO-2, 3: working buckets; gathered weights at once
+    double outer_syncs, outer_ms, outer_bytes;  // --sync-every: outer steps, the slowest rank's mean time and
+                                                // the bytes a rank all-reduces in one (the largest)
 } DataReport;
 void data_report_header(const Plan *p, const GradSync *sync, int n_sync);
 // comm_s, exposed_s: this rank's in-flight and exposed seconds of steps [start, start + n) (reduced in place);
 // the first skip are a warm-up left out of the medians.
 void data_report_fill(DataReport *r, const Plan *p, const Comm *comm, const GradSync *sync, int n_sync, int optimizer,
                       double *comm_s, double *exposed_s, int start, int n, int skip);
+// --sync-every (no buckets): the outer steps' figures, in place of data_report_fill. Collective over the world.
+void data_report_fill_outer(DataReport *r, const Plan *p, int optimizer, double optimizer_floats, int syncs,
+                            double seconds, double floats);
 void data_report_text(const Plan *p, const DataReport *r, double weights, double grads, double optimizer);
 struct cJSON;
 void data_report_json(struct cJSON *o, struct cJSON *mem, const Plan *p, const DataReport *r);

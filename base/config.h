@@ -117,6 +117,8 @@ typedef struct {
         int allreduce;     // ALLREDUCE_* (comms.h): the replicas' collectives, and the tensor-parallel group's
         double bucket_mb;  // bucket capacity, MiB
         int64_t zero;      // ZeRO stage: 0 (none), 1, 2 or 3
+        int64_t sync_every;     // local SGD / DiLoCo (axes/localsgd.c): an outer step every H steps (0: ddp)
+        double outer_lr, outer_momentum;  // its outer optimizer's (Nesterov SGD)
     } ddp;
     struct {             // tensor parallelism's options (axes/tensor.c)
         int tp_message;  // TP_MESSAGE_* (axes/tensor.h): how a pipeline message crosses between two groups

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include "train/checkpoint.h"
 #include "axes/tensor.h"  // the whole tensors of a stage and a rank's shards
+#include "axes/localsgd.h"  // its files in the folder
 #include "comms.h"
 #include "base/data.h"
 #include "base/fault.h"
@@ -716,7 +717,7 @@ static int stage_file_name(const char *nm) {
 
 int ckpt_owns(const char *name) {
     return stage_file_name(name) || !strcmp(name, MANIFEST) || !strncmp(name, MANIFEST ".", strlen(MANIFEST) + 1) ||
-           !strcmp(name, ".micropp-probe");
+           !strcmp(name, ".micropp-probe") || localsgd_owns(name);
 }
 
 // After the manifest is committed: remove the stage files (and leftovers of interrupted saves)

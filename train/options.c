@@ -173,6 +173,15 @@ const Option train_options[] = {
      "data parallel (--dp): ZeRO stage, sharded over the replicas: 1 = optimizer state, 2 = + gradients, 3 = + "
      "parameters",
      AXIS_DATA},
+    {"sync-every", 0, OPT_INT, T(ddp.sync_every), 0, 1, 1 << 30, "H",
+     "data parallel (--dp): local SGD / DiLoCo: each replica steps alone H steps, then their mean move from the "
+     "anchor is all-reduced and an outer optimizer moves the anchor (and the run's last step); ZeRO 0 only",
+     AXIS_DATA},
+    {"outer-lr", 0, OPT_FLOAT, T(ddp.outer_lr), 0, 1e-12, 1e3, "LR",
+     "--sync-every: the outer optimizer's learning rate (DiLoCo's 0.7; 1 with --outer-momentum 0: the mean)",
+     AXIS_DATA},
+    {"outer-momentum", 0, OPT_FLOAT, T(ddp.outer_momentum), 0, 0, 0.999999, "MU",
+     "--sync-every: the outer optimizer's Nesterov momentum (DiLoCo's 0.9; 0: none)", AXIS_DATA},
     {"save", 0, OPT_STR, T(ckpt.save), 0, 0, 0, "DIR",
      "write checkpoints (safetensors per stage + manifest.json) to DIR, at the end and every --save-every", 0},
     {"save-every", 0, OPT_INT, T(ckpt.save_every), 0, 0, 1 << 30, "N",
@@ -238,6 +247,8 @@ void train_config_defaults(TrainConfig *c) {
     c->grid.tp = 1;
     c->tensor.tp_message = TP_MESSAGE_AUTO;
     c->grad_accum = 1;
+    c->ddp.outer_lr = 0.7;
+    c->ddp.outer_momentum = 0.9;
     c->guard.diverge_factor = 100;
     c->timeout = WD_DEFAULT_TIMEOUT;
 }

@@ -439,6 +439,12 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
                          m->exposed_s, s->start, s->n_run, s->skip);
         if (p->data.zero) zero_report_fill(&s->data, p, r->model.sync, r->model.n_sync);
     }
+    const LocalSgd *outer = r->model.outer;
+    if (outer) {
+        double held = 0;  // Adam's moments: every parameter of the rank's stages
+        for (int k = 0; k < outer->n; k++) held += (double)outer->local[k].n_params;
+        data_report_fill_outer(&s->data, p, c->optimizer, held, outer->syncs, outer->seconds, outer->floats);
+    }
     if (c->gemm.timing) fill_gemm(c, p, m, s);
     double tp_med = s->n_run > s->skip ? median(m->tp_s + s->start + s->skip, s->n_run - s->skip) : 0;
     tensor_report_fill(&s->tensor, p, &r->wire.tp, (double)m->tp_calls, m->tp_floats, tp_med, s->n_run, s->step_ms);

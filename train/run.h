@@ -8,6 +8,7 @@
 #include "comms.h"
 #include "base/data.h"
 #include "axes/data.h"
+#include "axes/localsgd.h"
 #include "train/measure.h"
 #include "train/live.h"
 #include "train/metrics.h"
@@ -35,7 +36,8 @@ typedef struct {
     Stage *head;              // the local stage holding the head (and the loss), or NULL
     MemTally tally;           // pp/hybrid: activation memory of this rank's chunks together
     GradSync *sync;           // ddp/hybrid: the gradient sync of each local stage
-    int n_sync;               // 0 without data parallelism
+    int n_sync;               // 0 without data parallelism, and with --sync-every
+    LocalSgd *outer;          // --sync-every: local SGD's outer loop over the local stages (else NULL)
 } Model;
 
 // The training path's input rows and labels on their way to the device (train/executor.c's
