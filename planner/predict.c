@@ -196,6 +196,12 @@ static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int
     t->comm = 0;
     t->opt = cost_optimizer(pf, c->optimizer, data_price_optimizer_params(p, &d.t));
     if (p->D == 1) return 0;
+    if (p->data.sync_every) {  // local SGD: the whole model's moves all-reduced once every H steps, after the update
+        double once = coll(pf, COLL_ALLREDUCE, d.algo == ALLREDUCE_SHM ? ALLREDUCE_MPI : d.algo, p->D, d.t.bytes, 1,
+                           d.local);
+        t->comm = once / p->data.sync_every;
+        return once < 0 ? -1 : 0;
+    }
     double pieces = d.t.per_backward ? d.t.zpieces : d.t.pieces, window = d.t.per_backward ? all : last;
     double sync =
         coll(pf, d.t.scatter ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, d.algo, p->D, d.t.bytes, pieces, d.local);
