@@ -18,17 +18,19 @@
 
 typedef struct {
     char svg[PATH_LEN];
-    int x;                   // X_STEPS or X_EPOCHS
+    int x;                   // X_STEPS, X_EPOCHS or X_TIME
     char title[PATH_LEN];
     int64_t smooth;          // the training loss also as the mean of its last N points (0, 1: raw only)
 } PlotConfig;
-enum { X_STEPS, X_EPOCHS };
+enum { X_STEPS, X_EPOCHS, X_TIME };
 
 #define O(field) offsetof(PlotConfig, field)
 static const Option plot_options[] = {
     {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "OUT.svg", "the picture to write ('-': standard output)", 0},
-    {"x", 0, OPT_CHOICE, O(x), "steps|epochs", 0, 0, "AXIS",
-     "the horizontal axis: optimizer steps, or epochs (the runs need epoch lines: train --epochs)", 0},
+    {"x", 0, OPT_CHOICE, O(x), "steps|epochs|time", 0, 0, "AXIS",
+     "the horizontal axis: optimizer steps, epochs (the runs need epoch lines: train --epochs), or the seconds "
+     "the steps took (the sum of their step_ms: evaluations left out; a line per step, --metrics-every 1)",
+     0},
     {"title", 0, OPT_STR, O(title), 0, 0, 0, "TEXT", "the picture's title (default: the files' names)", 0},
     {"smooth", 0, OPT_INT, O(smooth), 0, 0, 1 << 20, "N",
      "draw the training loss also as the mean of its last N points, over the raw curve drawn faint (0: raw only)",
@@ -118,6 +120,26 @@ static void read_run(const char *path, Curves *r) {
     snprintf(r->name, sizeof r->name, "%s", base ? base + 1 : path);
     size_t n = strlen(r->name);
     if (n > 6 && !strcmp(r->name + n - 6, ".jsonl")) r->name[n - 6] = 0;
+}
+
+// --x time: every point moved from its step to the seconds the run's steps took up to it (the sum of their
+// step_ms, from the first step line on); the run needs a line for every step.
+static void to_seconds(Curves *r, const char *path) {
+    const Series *ms = &r->s[S_STEP_MS];
+    if (!ms->n) user_error("plot: --x time: %s has no step lines: train with --metrics-every 1", path);
+    double *sum = xmalloc(sizeof(double) * (size_t)(ms->n + 1)), first = ms->x[0];
+    sum[0] = 0;
+    for (int i = 0; i < ms->n; i++) {
+        if (ms->x[i] != first + i)
+            user_error("plot: --x time: %s has no line for step %.0f: train with --metrics-every 1", path, first + i);
+        sum[i + 1] = sum[i] + ms->y[i] / 1e3;
+    }
+    for (int k = 0; k < N_SERIES; k++)
+        for (int i = 0; i < r->s[k].n; i++) {
+            double at = fmin(fmax(r->s[k].x[i] - first + 1, 0), ms->n);  // steps done at the point
+            r->s[k].x[i] = sum[(int)at];
+        }
+    free(sum);
 }
 
 // ---- the picture ----
@@ -310,7 +332,7 @@ static void draw_panel(FILE *f, const PlotConfig *c, const Curves *runs, int n, 
         fprintf(f, "</text>\n</g>\n");
         return;
     }
-    draw_axes(f, &fr, c->x == X_EPOCHS ? "epoch" : "step");
+    draw_axes(f, &fr, c->x == X_EPOCHS ? "epoch" : c->x == X_TIME ? "seconds of steps" : "step");
     for (int r = 0; r < n; r++) draw_run(f, c, &fr, &runs[r], r, pn);
     fprintf(f, "</g>\n");
 }
@@ -414,6 +436,7 @@ int cmd_plot(int argc, char **argv) {
         read_run(files[r], &runs[r]);
         if (c->x == X_EPOCHS && !runs[r].steps_per_epoch)
             user_error("plot: --x epochs: %s has no epoch lines (train with --epochs): use --x steps", files[r]);
+        if (c->x == X_TIME) to_seconds(&runs[r], files[r]);
     }
     OutFile o;  // opened after reading, so that a bad file leaves no picture behind
     int err = out_open_now(&o, c->svg);

@@ -224,6 +224,28 @@ sys.exit(0 if 'a\ufffdb\ufffdc \u00e9 &lt;&amp;&gt;' in t else 'title not found'
 [ "$RC" -eq 0 ] && [ -z "$why" ] && pass "plot/a title with control characters and invalid UTF-8: well-formed, U+FFFD for them" \
     || fail "plot/a title with control characters and invalid UTF-8" "exit $RC: $why $ERR"
 
+# --- --x time: a point at the seconds its run's steps took up to it (500, 500, 1000, 2000 ms: evaluations
+# after steps 2 and 4 at 1 s and 4 s); a log without a line per step is refused ---
+printf '%s\n' '{"step":1,"loss":1,"lr":0.1,"step_ms":500}' '{"step":2,"loss":0.9,"lr":0.1,"step_ms":500}' \
+    '{"step":2,"test_loss":1,"accuracy":0.5}' '{"step":3,"loss":0.8,"lr":0.1,"step_ms":1000}' \
+    '{"step":4,"loss":0.7,"lr":0.1,"step_ms":2000}' '{"step":4,"test_loss":0.9,"accuracy":0.6}' >"$TMP/time.jsonl"
+run 30 "$MICROPP" plot "$TMP/time.jsonl" --x time --svg "$TMP/time.svg"
+why=$(python3 - "$TMP/time.svg" 2>&1 <<'PY'
+import sys, xml.etree.ElementTree as ET
+NS = "{http://www.w3.org/2000/svg}"
+acc = [g for g in ET.parse(sys.argv[1]).getroot().iter(NS + "g") if g.get("data-panel") == "test accuracy (%)"][0]
+x0 = [float(t.get("x")) for t in acc.iter(NS + "text") if t.text == "0"][0]
+pts = [float(p.split(",")[0]) for p in next(acc.iter(NS + "polyline")).get("points").split()]
+texts = [t.text for t in acc.iter(NS + "text")]
+print("" if len(pts) == 2 and abs((pts[0] - x0) / (pts[1] - x0) - 0.25) < 0.01 and "seconds of steps" in texts
+      else "points %s, 0 at %s, texts %s" % (pts, x0, texts))
+PY
+) || why="the check itself failed: ${why:-no output}"
+[ "$RC" -eq 0 ] && [ -z "$why" ] && pass "plot/--x time: the evaluations at 1 s and 4 s of steps" || fail "plot/--x time" "exit $RC: $why $ERR"
+grep -v '"step":3,' "$TMP/time.jsonl" >"$TMP/gap.jsonl"
+expect_user_error "plot/--x time needs a line per step" "gap.jsonl has no line for step 3: train with --metrics-every 1" 30 \
+    "$MICROPP" plot "$TMP/gap.jsonl" --x time --svg "$TMP/gap.svg"
+
 # --- the pictures the pages show (drawn by bubble and plot, committed) keep every text inside too ---
 bad="" n=0
 for f in "$ROOT"/docs/*.svg "$ROOT"/bench/*.svg; do
