@@ -307,6 +307,9 @@ static int localsgd_rules(const TrainConfig *c, const Plan *p, Err *e) {
     if (c->ddp.zero)
         return refuse(e, "train: --sync-every %lld keeps a whole model on every replica, and --zero %lld shards it: "
                          "drop one of them", h, (long long)c->ddp.zero);
+    if (seen_typed(e->seen, "bucket-mb") || seen_typed(e->seen, "ddp-sync"))
+        return refuse(e, "train: --sync-every %lld sums the whole model once every H steps, in no buckets: drop "
+                         "--bucket-mb and --ddp-sync", h);
     if (c->guard.clip_grad > 0)
         return refuse(e, "train: --clip-grad clips the norm of the replicas' summed gradients, and --sync-every %lld "
                          "sums none: drop one of them", h);

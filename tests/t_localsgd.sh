@@ -80,6 +80,8 @@ expect_user_error "a checkpoint without local SGD's state" "holds no local SGD s
 expect_user_error "H 0" "--sync-every = 0 is out of range" 60 mpiexec -n 2 "$MICROPP" train "${B[@]}" --sync-every 0
 expect_user_error "outer flags without H" "add --sync-every H" 60 mpiexec -n 2 "$MICROPP" train "${B[@]}" --outer-lr 0.5
 expect_user_error "with ZeRO" "--zero 1 shards it" 60 mpiexec -n 2 "$MICROPP" train "${B[@]}" --sync-every 2 --zero 1
+expect_user_error "with --bucket-mb" "in no buckets: drop --bucket-mb and --ddp-sync" 60 \
+    mpiexec -n 2 "$MICROPP" train "${B[@]}" --sync-every 2 --bucket-mb 4
 expect_user_error "with --clip-grad" "--clip-grad" 60 mpiexec -n 2 "$MICROPP" train "${B[@]}" --sync-every 2 --clip-grad 1
 expect_user_error "save-every off the outer steps" "use --save-every 8" 60 \
     mpiexec -n 2 "$MICROPP" train "${B[@]}" --sync-every 4 --save "$TMP/x" --save-every 6
