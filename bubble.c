@@ -338,6 +338,7 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
         cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(s->peak_inflight, s->K));
         if (schedule_splits_backward(g->kind[i], g->file))
             cJSON_AddItemToObject(r, "peak_deferred_w", cJSON_CreateIntArray(s->peak_deferred, s->K));
+        cJSON_AddItemToObject(r, "peak_held_chunk_passes", cJSON_CreateIntArray(s->peak_held, s->K));
         cJSON_AddNumberToObject(r, "memory_standard", 1);
         cJSON_AddItemToObject(r, "memory_gpipe", exact(gpipe_memory(K, M)));
         cJSON_AddItemToObject(r, "memory_reduction", exact(1 / gpipe_memory(K, M)));

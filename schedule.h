@@ -164,6 +164,8 @@ typedef struct {
                           //     rank's chunks: the activation stash that 1F1B's memory bound counts
     int *peak_deferred;   // [K] most micro-batches between I and W (waiting for their weight gradient)
     int *peak_slots;      // [K*v] per virtual stage: most micro-batches holding memory (F .. B or W)
+    int *peak_held;       // [K] most chunk passes a rank holds memory for at once, over its chunks (F .. B or W):
+                          //     the activation memory of Qi et al.'s V schedules, in chunk passes (1/v of a stage)
     Interval **slices;    // [K] busy slices in time order, n_slices[K] each (only when spec->slices; else NULL)
     int *n_slices;        // [K] compute actions of each rank (counted either way)
     int deadlock;         // 1 when some rank could not finish
