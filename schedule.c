@@ -388,6 +388,8 @@ static const ScheduleKind schedule_kinds[SCHED_KINDS] = {
     [SCHED_VMIN] = {.name = "v-min", .chunks = 2, .chunk_order = CHUNKS_V, .split = 1, .generate = v_min},
     // zb-auto: the lists of its search (schedule_auto.c), one chunk, split backwards; no formula.
     [SCHED_ZBAUTO] = {.name = "zb-auto", .chunks = 1, .split = 1},
+    // zb-auto-v: the lists of its search over the V's placement (schedule_auto.c), two chunks; no formula.
+    [SCHED_ZBAUTOV] = {.name = "zb-auto-v", .chunks = 2, .chunk_order = CHUNKS_V, .split = 1},
     // a schedule file: its chunks, chunk order and split are the file's; no formula.
     [SCHED_FILE] = {.name = "file", .chunks = CHUNKS_OF_LISTS},
 };
