@@ -4,7 +4,7 @@
 # measures is the memory reckoning's (bubble --model) to the byte; on a deep model that reckoning puts
 # V-Min below 1F1B from 4 stages and V-Half from 8, nearer a half and a third as the stages grow, each below
 # ZB-V's; in their authors' unit (chunk passes held from F to W) their peaks are the published (p+2)//2 and
-# (p+4)//3 against 1F1B's p, so the ratios 0.55 and 0.40 hold from p = 24 and p = 16; bubble prints them; the V's one limit (two chunks per rank, so layers >= 2 x stages) is one line
+# (p+4)//3 against 1F1B's p (0.55 and 0.40 are reached at every p from 19 and 18); bubble prints them; the V's one limit (two chunks per rank, so layers >= 2 x stages) is one line
 # and exit 2.
 source "$(dirname "$0")/lib.sh"
 echo '{"mode": "pp", "layers": 8, "hidden": 32, "batch": 32, "micro_batches": 8}' > "$TMP/small.json"
