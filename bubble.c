@@ -139,16 +139,20 @@ typedef struct {
     double **act;             // [n][K] with --model: peak activation bytes per stage (NULL: that layout cannot run)
     const SchedFile *file;    // --schedule-file: its schedule (kind SCHED_FILE), else NULL
     SchedFile *autos;         // [n] zb-auto rows: the lists its search built for the row's K, M and costs
+    double *bound;            // [n] zb-auto rows: the lower bound on their longest rank span (0: another kind)
 } Grid;
+
+static int is_auto(int kind) { return kind == SCHED_ZBAUTO || kind == SCHED_ZBAUTOV; }
 
 // The lists row i runs: its search's (zb-auto), the file's (--schedule-file), else none (built-in).
 static const SchedFile *row_file(const Grid *g, long i) {
-    return g->kind[i] == SCHED_ZBAUTO ? &g->autos[i] : g->file;
+    return is_auto(g->kind[i]) ? &g->autos[i] : g->file;
 }
 
-// zb-auto for (K, M): the search over the simulator with the costs given, every stage alike, and
-// --max-inflight (else 2K) micro-batches of room.
-static void build_auto(const BubbleConfig *c, int K, int M, SchedFile *out) {
+// zb-auto (zb-auto-v: kind SCHED_ZBAUTOV, the V's placement) for (K, M): the search over the simulator
+// with the costs given, every stage alike, and --max-inflight (else 2K) micro-batches of room; *bound:
+// its lower bound on the longest rank span.
+static void build_auto(const BubbleConfig *c, int kind, int K, int M, SchedFile *out, double *bound) {
     double *cost = xmalloc(sizeof(double) * 3 * (size_t)K);
     for (int s = 0; s < K; s++) {
         cost[s] = c->stage_f ? c->stage_f[s] : c->cost_f;
@@ -156,8 +160,9 @@ static void build_auto(const BubbleConfig *c, int K, int M, SchedFile *out) {
         cost[2 * K + s] = c->stage_w ? c->stage_w[s] : c->cost_w;
     }
     AutoSpec a = {K, M, cost, cost + K, cost + 2 * K, c->cost_comm, c->max_inflight ? (int)c->max_inflight : 2 * K,
-                 c->w_memory};
+                 c->w_memory, kind == SCHED_ZBAUTOV ? 2 : 1};
     schedule_auto(&a, out, NULL);
+    *bound = schedule_auto_bound(&a);
     free(cost);
 }
 
@@ -188,7 +193,7 @@ static void check_costs(BubbleConfig *c, const OptionsSeen *seen, const int *kin
         user_error("bubble: --schedule %s needs --virtual-stages >= %d (with 1 chunk per rank it is %s)",
                    schedule_kind(takes)->name, schedule_kind(takes)->least_chunks, schedule_kind(takes)->one_chunk);
     int has_auto = 0;
-    for (int a = 0; a < n_kind; a++) has_auto |= kinds[a] == SCHED_ZBAUTO;
+    for (int a = 0; a < n_kind; a++) has_auto |= is_auto(kinds[a]);
     if ((seen_set(seen, "max-inflight") || seen_set(seen, "w-memory")) && !has_auto)
         user_error("bubble: --%s is zb-auto's memory limit: add zb-auto to --schedule or drop it",
                    seen_set(seen, "max-inflight") ? "max-inflight" : "w-memory");
@@ -219,6 +224,7 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
     g->k = xmalloc(sizeof(int) * (size_t)rows);
     g->m = xmalloc(sizeof(int) * (size_t)rows);
     g->autos = xcalloc((size_t)rows, sizeof(SchedFile));
+    g->bound = xcalloc((size_t)rows, sizeof(double));
     for (int a = 0; a < n_kind; a++)
         for (int b = 0; b < n_k; b++)
             for (int d = 0; d < n_m; d++) {
@@ -226,7 +232,7 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
                 if (schedule_check(kinds[a], ks[b], ms[d], v)) { g->skipped++; continue; }
                 long i = g->n++;
                 g->kind[i] = kinds[a]; g->k[i] = ks[b]; g->m[i] = ms[d];
-                if (kinds[a] == SCHED_ZBAUTO) build_auto(c, ks[b], ms[d], &g->autos[i]);
+                if (is_auto(kinds[a])) build_auto(c, kinds[a], ks[b], ms[d], &g->autos[i], &g->bound[i]);
                 SimSpec spec = {.kind = kinds[a],
                                 .file = row_file(g, i),
                                 .K = ks[b],
@@ -287,6 +293,7 @@ static void grid_free(Grid *g) {
         if (g->act) free(g->act[i]);
     }
     free(g->autos);
+    free(g->bound);
     free(g->sims); free(g->kind); free(g->k); free(g->m); free(g->act);
 }
 
@@ -338,9 +345,14 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
         cJSON_AddItemToObject(r, "peak_inflight", cJSON_CreateIntArray(s->peak_inflight, s->K));
         if (schedule_splits_backward(g->kind[i], g->file))
             cJSON_AddItemToObject(r, "peak_deferred_w", cJSON_CreateIntArray(s->peak_deferred, s->K));
+        cJSON_AddItemToObject(r, "peak_held_chunk_passes", cJSON_CreateIntArray(s->peak_held, s->K));
         cJSON_AddNumberToObject(r, "memory_standard", 1);
         cJSON_AddItemToObject(r, "memory_gpipe", exact(gpipe_memory(K, M)));
         cJSON_AddItemToObject(r, "memory_reduction", exact(1 / gpipe_memory(K, M)));
+        if (g->bound[i] > 0) {  // zb-auto: its lower bound on the longest rank span, and the gap to it
+            cJSON_AddItemToObject(r, "span_lower_bound", exact(g->bound[i]));
+            cJSON_AddItemToObject(r, "gap", exact(s->span / g->bound[i] - 1));
+        }
         if (g->act && g->act[i]) cJSON_AddItemToObject(r, "peak_activation_bytes", exact_array(g->act[i], K));
         else if (g->act) cJSON_AddNullToObject(r, "peak_activation_bytes");
         cJSON_AddItemToArray(arr, r);
@@ -411,6 +423,11 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
                s->bubble_overlap, s->makespan, peaks, gpipe_memory(g->k[i], g->m[i]),
                1 / gpipe_memory(g->k[i], g->m[i]), mib);
     }
+    for (long i = 0; i < g->n; i++)
+        if (g->bound[i] > 0)
+            printf("# %s K=%d M=%d: longest rank span %g, lower bound %g (its placement's), gap %.2f%%\n",
+                   choice_name(SCHED_NAMES, g->kind[i], name, sizeof name), g->k[i], g->m[i], g->sims[i].span,
+                   g->bound[i], 100 * (g->sims[i].span / g->bound[i] - 1));
 }
 
 // Row i drawn as a Gantt chart: its title, its slices, one label as wide as the shortest action

@@ -388,6 +388,8 @@ static const ScheduleKind schedule_kinds[SCHED_KINDS] = {
     [SCHED_VMIN] = {.name = "v-min", .chunks = 2, .chunk_order = CHUNKS_V, .split = 1, .generate = v_min},
     // zb-auto: the lists of its search (schedule_auto.c), one chunk, split backwards; no formula.
     [SCHED_ZBAUTO] = {.name = "zb-auto", .chunks = 1, .split = 1},
+    // zb-auto-v: the lists of its search over the V's placement (schedule_auto.c), two chunks; no formula.
+    [SCHED_ZBAUTOV] = {.name = "zb-auto-v", .chunks = 2, .chunk_order = CHUNKS_V, .split = 1},
     // a schedule file: its chunks, chunk order and split are the file's; no formula.
     [SCHED_FILE] = {.name = "file", .chunks = CHUNKS_OF_LISTS},
 };
@@ -477,7 +479,7 @@ typedef struct {
     SimResult *r;
     int K, M, v, V, chunk_order;
     double *arrival;
-    int *inflight, *deferred, *slots;
+    int *inflight, *deferred, *slots, *held;
     double *first;  // [K] when each rank's first pass started (< 0: none yet)
 } Sim;
 static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, double *t) {
@@ -500,10 +502,11 @@ static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, doubl
         r->n_slices[s]++;
         *t += c;
         r->busy[s] += c;
-        if (fwd) { m->inflight[s]++; m->slots[vs]++; }
-        if (a.kind == ACT_BACKWARD) { m->inflight[s]--; m->slots[vs]--; }
+        if (fwd) { m->inflight[s]++; m->slots[vs]++; m->held[s]++; }
+        if (a.kind == ACT_BACKWARD) { m->inflight[s]--; m->slots[vs]--; m->held[s]--; }
         if (a.kind == ACT_BACKWARD_INPUT) { m->inflight[s]--; m->deferred[s]++; }
-        if (a.kind == ACT_BACKWARD_WEIGHT) { m->deferred[s]--; m->slots[vs]--; }
+        if (a.kind == ACT_BACKWARD_WEIGHT) { m->deferred[s]--; m->slots[vs]--; m->held[s]--; }
+        if (m->held[s] > r->peak_held[s]) r->peak_held[s] = m->held[s];
         if (m->inflight[s] > r->peak_inflight[s]) r->peak_inflight[s] = m->inflight[s];
         if (m->deferred[s] > r->peak_deferred[s]) r->peak_deferred[s] = m->deferred[s];
         if (m->slots[vs] > r->peak_slots[vs]) r->peak_slots[vs] = m->slots[vs];
@@ -529,6 +532,7 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
     r->peak_inflight = xcalloc((size_t)K, sizeof(int));
     r->peak_deferred = xcalloc((size_t)K, sizeof(int));
     r->peak_slots = xcalloc((size_t)V, sizeof(int));
+    r->peak_held = xcalloc((size_t)K, sizeof(int));
     r->slices = sp->slices ? xcalloc((size_t)K, sizeof(Interval *)) : NULL;
     r->n_slices = xcalloc((size_t)K, sizeof(int));
     Pass **passes = xcalloc((size_t)K, sizeof(Pass *));
@@ -541,7 +545,7 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
     // sent. dir 0: activation from vs-1, dir 1: gradient from vs+1.
     Sim m = {sp, r, K, M, v, V, chunk_order, xmalloc(sizeof(double) * (size_t)V * 2 * (size_t)M),
              xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)V, sizeof(int)),
-             xmalloc(sizeof(double) * (size_t)K)};
+             xcalloc((size_t)K, sizeof(int)), xmalloc(sizeof(double) * (size_t)K)};
     for (size_t i = 0; i < (size_t)V * 2 * M; i++) m.arrival[i] = -1;
     for (int s = 0; s < K; s++) m.first[s] = -1;
     ActionList l = {0};  // one rank's list at a time, kept as passes
@@ -597,12 +601,13 @@ void schedule_sim(const SimSpec *sp, SimResult *r) {
     free(m.inflight);
     free(m.deferred);
     free(m.slots);
+    free(m.held);
     free(m.first);
 }
 
 void sim_result_free(SimResult *r) {
     for (int s = 0; r->slices && s < r->K; s++) free(r->slices[s]);
     free(r->slices); free(r->n_slices); free(r->busy); free(r->bubble); free(r->peak_inflight);
-    free(r->peak_deferred); free(r->peak_slots);
+    free(r->peak_deferred); free(r->peak_slots); free(r->peak_held);
     memset(r, 0, sizeof *r);
 }

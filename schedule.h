@@ -14,7 +14,8 @@
 
 // The schedule kinds, in the order of SCHED_NAMES; each has its row in the table (ScheduleKind,
 // below; the rows in schedule.c). SCHED_ZBAUTO: zb-auto, the lists a search builds from the
-// stages' costs and a memory limit (schedule_auto.c). SCHED_FILE: the schedule of a file
+// stages' costs and a memory limit (schedule_auto.c); SCHED_ZBAUTOV: zb-auto-v, its search over the V's
+// placement (two chunks per rank). SCHED_FILE: the schedule of a file
 // (--schedule-file, schedule_file.c): no --schedule choice, and SCHED_NAMES names it "file". The
 // lists of both travel with the kind (SchedFile, below). A new kind: its value here, its name in
 // SCHED_CHOICES, its row and its generator.
@@ -31,11 +32,13 @@ enum {
     SCHED_VHALF,
     SCHED_VMIN,
     SCHED_ZBAUTO,
+    SCHED_ZBAUTOV,
     SCHED_FILE,
     SCHED_KINDS
 };
 // The option's choice list (tests/unit_schedules.c checks it against the table's names).
-#define SCHED_CHOICES "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2|looped-bfs|v-half|v-min|zb-auto"
+#define SCHED_CHOICES \
+    "naive|gpipe|1f1b|interleaved|zb-h1|zb-v|dualpipev|zb-h2|looped-bfs|v-half|v-min|zb-auto|zb-auto-v"
 #define SCHED_NAMES SCHED_CHOICES "|file"
 
 // The chunk order. CHUNKS_LOOP: chunk c of rank s is vs = c*K + s. CHUNKS_V: even chunks
@@ -115,7 +118,7 @@ void sched_file_free(SchedFile *f);
 int schedule_splits_backward(int kind, const SchedFile *file);
 // The action list of rank `stage` (0-based) for schedule kind (SCHED_*), K ranks, M micro-batches
 // and v chunks per rank (schedule_chunks(kind, ...); schedule_check says in words what runs);
-// SCHED_FILE and SCHED_ZBAUTO: a copy of file's list (its K, M and v, or it is a bug).
+// SCHED_FILE, SCHED_ZBAUTO and SCHED_ZBAUTOV: a copy of file's list (its K, M and v, or it is a bug).
 void schedule_build(int kind, const SchedFile *file, int K, int M, int v, int stage, ActionList *out);
 // Evaluation: every batch forward through every chunk in pipeline order (no backward): rank s of K
 // with v chunks placed by `chunk_order`. The pipeline runs it over the wire; one process holding all
@@ -164,6 +167,8 @@ typedef struct {
                           //     rank's chunks: the activation stash that 1F1B's memory bound counts
     int *peak_deferred;   // [K] most micro-batches between I and W (waiting for their weight gradient)
     int *peak_slots;      // [K*v] per virtual stage: most micro-batches holding memory (F .. B or W)
+    int *peak_held;       // [K] most chunk passes a rank holds memory for at once, over its chunks (F .. B or W):
+                          //     the activation memory of Qi et al.'s V schedules, in chunk passes (1/v of a stage)
     Interval **slices;    // [K] busy slices in time order, n_slices[K] each (only when spec->slices; else NULL)
     int *n_slices;        // [K] compute actions of each rank (counted either way)
     int deadlock;         // 1 when some rank could not finish

@@ -96,6 +96,92 @@ static int greedy(const AutoSpec *a, Policy pol, SchedFile *out) {
     return rc;
 }
 
+// The greedy in the V (zb-auto-v): rank s holds chunk 0 (virtual stage s, down) and chunk 1 (2K-1-s,
+// back up); a chunk pass costs half the stage's. Its passes: F0 after F0 of s-1, F1 after F1 of s+1 (on
+// the last rank after its own F0), I1 after I1 of s-1 (on rank 0 after its own F1), I0 after I0 of s+1
+// (on the last rank after its own I1); each kind of each chunk in micro-batch order. Memory in chunk
+// passes against 2 x the cap: a chunk-0 F keeps room for its micro-batch's chunk-1 F, so the V's way
+// back never waits for room.
+typedef struct {
+    const AutoSpec *a;
+    Policy pol;
+    double *e, *t;  // e[K]: each rank's clock; t[4][K][M]: when F0, F1, I1, I0 of (s, mb) ended (< 0: not yet)
+    int *n;         // [K][6] passes placed of F0, F1, I1, I0, W1, W0
+    ActionList *lists;
+} VGreedy;
+enum { V_F0, V_F1, V_I1, V_I0, V_W1, V_W0 };
+
+static double *vg_t(const VGreedy *g, int type, int s, int mb) {
+    return &g->t[((size_t)type * g->a->K + s) * g->a->M + mb];
+}
+// When pass `type` of rank s's next micro-batch of it can start: its input's arrival, INFINITY if not yet known.
+static double vg_arrive(const VGreedy *g, int s, int type) {
+    int K = g->a->K, mb = g->n[s * 6 + type], local = 0, from = s, dep = type;
+    if (mb >= g->a->M) return INFINITY;
+    if (type == V_F0 && s == 0) return 0;
+    if (type == V_F0) from = s - 1;
+    if (type == V_F1) { if (s == K - 1) { local = 1; dep = V_F0; } else from = s + 1; }
+    if (type == V_I1) { if (s == 0) { local = 1; dep = V_F1; } else from = s - 1; }
+    if (type == V_I0) { if (s == K - 1) { local = 1; dep = V_I1; } else from = s + 1; }
+    double t = *vg_t(g, dep, from, mb);
+    return t < 0 ? INFINITY : t + (local ? 0 : g->a->comm);
+}
+
+static void vg_place(VGreedy *g, int s, int type, double start) {
+    static const int kind[6] = {ACT_FORWARD, ACT_FORWARD, ACT_BACKWARD_INPUT, ACT_BACKWARD_INPUT,
+                                ACT_BACKWARD_WEIGHT, ACT_BACKWARD_WEIGHT};
+    static const int chunk[6] = {0, 1, 1, 0, 1, 0};
+    const AutoSpec *a = g->a;
+    int mb = g->n[s * 6 + type]++;
+    double cost = (type <= V_F1 ? a->f[s] : type <= V_I0 ? a->b[s] : a->w[s]) / 2;
+    g->e[s] = start + cost;
+    if (type <= V_I0) *vg_t(g, type, s, mb) = g->e[s];
+    schedule_push_pass(&g->lists[s], CHUNKS_V, a->K, 2, s, kind[type], chunk[type], mb);
+}
+
+// One decision of rank s at its clock, as step's: an I first (chunk 0's, the older), an F while there is
+// room (f_first: before the I), a W, or a wait. 0, or -1 when s can never go on.
+static int vg_step(VGreedy *g, int s) {
+    const AutoSpec *a = g->a;
+    int *n = &g->n[s * 6];
+    double t = g->e[s], cap = 2 * g->pol.cap + 1e-9;
+    double hold = n[V_F0] + n[V_F1] - n[V_I1] - n[V_I0] + a->w_share * (n[V_I1] + n[V_I0] - n[V_W1] - n[V_W0]);
+    double at[4];
+    for (int k = 0; k < 4; k++) at[k] = vg_arrive(g, s, k);
+    int room0 = hold + 2 + (n[V_F0] - n[V_F1]) <= cap, room1 = hold + 1 <= cap;
+    int f = at[V_F1] <= t && room1 ? V_F1 : at[V_F0] <= t && room0 ? V_F0 : -1;
+    int i = at[V_I0] <= t ? V_I0 : at[V_I1] <= t ? V_I1 : -1;
+    int w = n[V_W0] < n[V_I0] ? V_W0 : n[V_W1] < n[V_I1] ? V_W1 : -1;
+    if (f >= 0 && (g->pol.f_first || i < 0)) { vg_place(g, s, f, t); return 0; }
+    if (i >= 0) { vg_place(g, s, i, t); return 0; }
+    double next = fmin(fmin(room0 ? at[V_F0] : INFINITY, room1 ? at[V_F1] : INFINITY), fmin(at[V_I0], at[V_I1]));
+    if (w >= 0 && (!g->pol.w_fits || t + a->w[s] / 2 <= next)) { vg_place(g, s, w, t); return 0; }
+    for (int j = s - 1; j <= s + 1; j += 2)  // the earliest a message not yet known can come
+        if (j >= 0 && j < a->K && g->e[j] >= 0)
+            next = fmin(next, g->e[j] + fmin(a->f[j], fmin(a->b[j], a->w[j])) / 2 + a->comm);
+    if (!(next > t) || isinf(next)) return -1;
+    g->e[s] = next;
+    return 0;
+}
+
+static int vgreedy(const AutoSpec *a, Policy pol, SchedFile *out) {
+    int K = a->K, M = a->M, rc = 0;
+    size_t KM = (size_t)K * M;
+    VGreedy g = {a, pol, xcalloc((size_t)K, sizeof(double)), xmalloc(sizeof(double) * 4 * KM),
+                 xcalloc((size_t)K * 6, sizeof(int)), xcalloc((size_t)K + 1, sizeof(ActionList))};
+    for (size_t i = 0; i < 4 * KM; i++) g.t[i] = -1;
+    for (;;) {
+        int s = -1;  // the unfinished rank with the earliest clock
+        for (int j = 0; j < K; j++)
+            if (g.n[j * 6 + V_W0] + g.n[j * 6 + V_W1] < 2 * M && (s < 0 || g.e[j] < g.e[s])) s = j;
+        if (s < 0 || (rc = vg_step(&g, s))) break;
+    }
+    *out = (SchedFile){g.lists, K, M, 2, CHUNKS_V, 1};
+    if (rc) sched_file_free(out);
+    free(g.e); free(g.t); free(g.n);
+    return rc;
+}
+
 // The authors' heuristic (auto_schedule.py's manual_order in sail-sg/zero-bubble-pipeline-
 // parallelism, written again here): micro-batch by micro-batch, every stage places the forwards it
 // can afford and then the I of micro-batch i, bottom stage first, and fills the wait before each
@@ -233,13 +319,32 @@ static int hand(const AutoSpec *a, Switches sw, SchedFile *out) {
 // A candidate through the simulator with the spec's costs: 0 and *r, or -1 (deadlock, or a stage
 // over the memory limit: never kept).
 static int judge(const AutoSpec *a, int kind, const SchedFile *f, SimResult *r) {
-    SimSpec sp = {.kind = kind, .file = f, .K = a->K, .M = a->M, .v = 1, .comm = a->comm,
+    SimSpec sp = {.kind = kind, .file = f, .K = a->K, .M = a->M, .v = f->v, .comm = a->comm,
                   .stage_f = a->f, .stage_b = a->b, .stage_w = a->w};
     schedule_sim(&sp, r);
     int ok = !r->deadlock;
-    for (int s = 0; s < a->K && ok; s++) ok = schedule_auto_peak(&f->lists[s], a->w_share) <= a->limit + 1e-9;
+    for (int s = 0; s < a->K && ok; s++) ok = schedule_auto_peak(&f->lists[s], a->w_share) / f->v <= a->limit + 1e-9;
     if (!ok) sim_result_free(r);
     return ok ? 0 : -1;
+}
+
+// Rank s: from its first pass to its first I, only forwards can run, and no sooner than the chain of its
+// first micro-batch: the forwards from s on (one chunk: down to the last rank; the V: down and back up to
+// the last virtual stage, rank 0) and the I back to s, a message at each change of rank. After it, every
+// I and W of the rank. So its span >= max(chain, M F) + M (I + W).
+double schedule_auto_bound(const AutoSpec *a) {
+    double most = 0, c = a->comm;
+    int K = a->K, V = a->v == 2;
+    for (int s = 0; s < K; s++) {
+        double chain = 0;
+        for (int j = 0; j < K; j++) {
+            if (!V) chain += (j >= s ? a->f[j] : 0) + (j > s ? a->b[j] : 0);
+            else chain += (j >= s ? a->f[j] / 2 : 0) + a->f[j] / 2 + (j < s ? a->b[j] / 2 : 0);
+        }
+        chain += (V ? 2 * K - 2 : 2 * (K - 1 - s)) * c;
+        most = fmax(most, fmax(chain, a->M * a->f[s]) + a->M * (a->b[s] + a->w[s]));
+    }
+    return most;
 }
 
 double schedule_auto_peak(const ActionList *l, double w_share) {
@@ -259,10 +364,12 @@ static int better(const SimResult *x, const SimResult *best) {
     return x->span <= best->span + eps && x->makespan < best->makespan - eps;
 }
 
-// A built-in kind's lists as a SchedFile (zb-h1 and zb-h2 compete where they fit the limit).
+// A built-in kind's lists as a SchedFile (zb-h1 and zb-h2 compete where they fit the limit; zb-v,
+// v-half and v-min in the V).
 static void builtin(int kind, int K, int M, SchedFile *f) {
-    *f = (SchedFile){xcalloc((size_t)K + 1, sizeof(ActionList)), K, M, 1, CHUNKS_LOOP, 1};
-    for (int s = 0; s < K; s++) schedule_build(kind, NULL, K, M, 1, s, &f->lists[s]);
+    int v = schedule_chunks(kind, 1, NULL);
+    *f = (SchedFile){xcalloc((size_t)K + 1, sizeof(ActionList)), K, M, v, schedule_chunk_order(kind, NULL), 1};
+    for (int s = 0; s < K; s++) schedule_build(kind, NULL, K, M, v, s, &f->lists[s]);
 }
 
 // The search's state: the best candidate so far (have: one is kept) and how many were simulated.
@@ -273,7 +380,7 @@ static void consider(Search *q, int built, SchedFile *cand) {
     if (built != 0) return;
     SimResult r;
     q->tried++;
-    if (judge(q->a, SCHED_ZBAUTO, cand, &r)) { sched_file_free(cand); return; }
+    if (judge(q->a, cand->v == 2 ? SCHED_ZBAUTOV : SCHED_ZBAUTO, cand, &r)) { sched_file_free(cand); return; }
     if (q->have && !better(&r, &q->best)) {
         sim_result_free(&r);
         sched_file_free(cand);
@@ -290,6 +397,32 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
           "schedule_auto: K %d M %d limit %d share %g", a->K, a->M, a->limit, a->w_share);
     Search q = {.a = a, .out = out};
     SchedFile cand;
+    if (a->v == 2) {  // the V's placement: its three orders, the one holding least kept if none fits
+        static const int v_kinds[3] = {SCHED_ZBV, SCHED_VHALF, SCHED_VMIN};
+        for (int k = 0; k < 3; k++) {
+            if (schedule_check(v_kinds[k], a->K, a->M, 2)) continue;
+            builtin(v_kinds[k], a->K, a->M, &cand);
+            consider(&q, 0, &cand);
+        }
+        for (int i = 0, last = 0; i < 8; i++) {  // the greedy in the V, as below
+            int lo = a->limit > a->K ? a->limit - a->K : 1, cap = a->limit - (int)((long)(a->limit - lo) * i / 7);
+            if (i && cap == last) continue;
+            last = cap;
+            for (int p = 0; p < 4; p++) consider(&q, vgreedy(a, (Policy){p % 2, p / 2, cap}, &cand), &cand);
+        }
+        if (!q.have) {
+            builtin(SCHED_VMIN, a->K, a->M, &cand);
+            AutoSpec any = *a;
+            any.limit = 4 * a->K * a->M;
+            q.a = &any;
+            consider(&q, 0, &cand);
+            q.a = a;
+        }
+        CHECK(q.have, "schedule_auto: no V candidate for K %d M %d", a->K, a->M);
+        sim_result_free(&q.best);
+        if (tried) *tried = q.tried;
+        return;
+    }
     if (a->M >= a->K) {  // zb-h1 (as its own figures hold), zb-h2
         builtin(SCHED_ZBH1, a->K, a->M, &cand);
         consider(&q, 0, &cand);

@@ -17,6 +17,7 @@ typedef struct {
     double comm;
     int limit;
     double w_share;  // 0..1
+    int v;           // 2: the V's placement (two chunks per rank, zb-auto-v); 0 or 1: one chunk (zb-auto)
 } AutoSpec;
 
 // The most memory a stage's list holds at once, in micro-batches in flight counted as above (it
@@ -33,5 +34,13 @@ double schedule_auto_peak(const ActionList *l, double w_share);
 // of those within the limit. Every candidate kept is proven
 // deadlock-free by the simulator and holds at most `limit` on every stage (schedule_auto_peak).
 // *tried: how many candidates were simulated (NULL: not wanted).
+// With v = 2 (zb-auto-v) the candidates are the V's: zb-v, v-half and v-min, each with the stages' costs,
+// a chunk pass counting half a micro-batch against the limit; the best of those within it is kept (v-min
+// fits any limit of at least (K+4)/3 micro-batches; below, the one that holds least is kept).
 void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried);
+
+// A lower bound on the longest rank span (the overlapped step) of any schedule of the spec's placement
+// (one chunk, or the V), memory aside: each rank's wait for its first gradient, then all its I and W.
+// The gap of a schedule: its span / this - 1.
+double schedule_auto_bound(const AutoSpec *a);
 

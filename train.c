@@ -726,7 +726,7 @@ int cmd_train(int argc, char **argv) {
     if (plan_make(&cfg, &deg, &seen, &facts, &r->p, err, sizeof err)) user_error("%s", err);
     // zb-auto: its search builds the lists from the plan, alike on every rank (no message needed)
     SchedFile auto_lists = {0};
-    if (p->pipelined && p->schedule == SCHED_ZBAUTO) {
+    if (p->pipelined && (p->schedule == SCHED_ZBAUTO || p->schedule == SCHED_ZBAUTOV)) {
         memory_zbauto(&cfg, p, &auto_lists);
         r->p.file = &auto_lists;
     }

@@ -65,7 +65,8 @@ static int rule_schedule(const TrainConfig *c, long long tag_ub, Plan *p, Err *e
     if (p->pipelined && schedule_kind(p->schedule)->chunks != CHUNKS_OPTION && seen_typed(e->seen, "virtual-stages"))
         return refuse(e, "train: --virtual-stages applies to --schedule %s, not %s: drop it or add --schedule %.*s",
                       takers, sched, (int)strcspn(takers, " ,"), takers);
-    if (p->pipelined && p->schedule != SCHED_ZBAUTO && seen_typed(e->seen, "max-inflight"))
+    int searched = p->schedule == SCHED_ZBAUTO || p->schedule == SCHED_ZBAUTOV;
+    if (p->pipelined && !searched && seen_typed(e->seen, "max-inflight"))
         return refuse(e, "train: --max-inflight is zb-auto's memory limit, not %s's: drop it or add --schedule zb-auto",
                       sched);
     return rule_chunks(c, tag_ub, p, e);

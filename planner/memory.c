@@ -77,8 +77,11 @@ void memory_rank(const TrainConfig *c, const Plan *p, const SimResult *sim, int 
 
 void memory_zbauto(const TrainConfig *c, const Plan *p, SchedFile *out) {
     double *work = xmalloc(sizeof(double) * (size_t)p->K);
-    for (int s = 0; s < p->K; s++) work[s] = tensor_params(c, p, s);
-    AutoSpec a = {p->K, p->M, work, work, work, 0, p->pipe.max_inflight, 1};
+    for (int s = 0; s < p->K; s++) {  // a rank's work: its chunks' (zb-auto-v: the two of its V)
+        work[s] = 0;
+        for (int k = 0; k < p->V; k++) work[s] += tensor_params(c, p, plan_vstage(p, s, k));
+    }
+    AutoSpec a = {p->K, p->M, work, work, work, 0, p->pipe.max_inflight, 1, p->V};
     schedule_auto(&a, out, NULL);
     free(work);
 }
@@ -105,8 +108,9 @@ int memory_layout(const TrainConfig *c, int kind, const Degrees *d, MemLayout *o
                        .tp_bytes = xcalloc((size_t)K, sizeof(double))};
     SimResult sim = {0};
     SchedFile lists = {0};  // zb-auto: the lists train builds for this plan
-    if (p->pipelined && kind == SCHED_ZBAUTO) memory_zbauto(&t, p, &lists);
-    const SchedFile *file = kind == SCHED_ZBAUTO ? &lists : NULL;
+    int searched = kind == SCHED_ZBAUTO || kind == SCHED_ZBAUTOV;
+    if (p->pipelined && searched) memory_zbauto(&t, p, &lists);
+    const SchedFile *file = searched ? &lists : NULL;
     if (p->pipelined) {  // as train sizes its stashes: the schedule simulated with F = I = W = 1
         SimSpec spec = {.kind = kind, .file = file, .K = K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
         schedule_sim(&spec, &sim);

@@ -3,7 +3,8 @@
 # tests/unit_schedules.c's): train --verify equals the monolith on 2 and 4 ranks; the activation peak train
 # measures is the memory reckoning's (bubble --model) to the byte; on a deep model that reckoning puts
 # V-Min below 1F1B from 4 stages and V-Half from 8, nearer a half and a third as the stages grow, each below
-# ZB-V's; bubble prints them; the V's one limit (two chunks per rank, so layers >= 2 x stages) is one line
+# ZB-V's; in their authors' unit (chunk passes held from F to W) their peaks are the published (p+2)//2 and
+# (p+4)//3 against 1F1B's p (0.55 and 0.40 are reached at every p from 19 and 18); bubble prints them; the V's one limit (two chunks per rank, so layers >= 2 x stages) is one line
 # and exit 2.
 source "$(dirname "$0")/lib.sh"
 echo '{"mode": "pp", "layers": 8, "hidden": 32, "batch": 32, "micro_batches": 8}' > "$TMP/small.json"
@@ -36,6 +37,18 @@ lim = {4: (1.25, 0.80), 8: (0.90, 0.70), 16: (0.75, 0.52)}[K]
 sys.exit(0 if vmin < half < zbv and half <= lim[0] and vmin <= lim[1] else 1)' "$K" $r 2>/dev/null; then
         pass "vsched/K=$K M=$((3 * K)): activation peak of 1F1B's: v-half ${half}x, v-min ${min}x (zb-v ${zbv}x)"
     else fail "vsched/K=$K: v-min < v-half < zb-v, within the bounds" "ratios zb-v v-half v-min: [$r]"; fi
+done
+
+# the authors' unit (bubble --json's peak_held_chunk_passes: chunk passes held from F to W, two a stage's
+# micro-batch): the published ratios to 1F1B's p hold where (p+2)//2 <= 0.55p and (p+4)//3 <= 0.40p
+for K in 8 16 24 32; do
+    run 120 "$MICROPP" bubble --schedule 1f1b,v-half,v-min --stages "$K" --micro-batches $((3 * K)) --json
+    r=$(python3 -c 'import json,sys; r={x["schedule"]: max(x["peak_held_chunk_passes"]) / x["virtual_stages"] for x in json.load(sys.stdin)["rows"]}
+print("%.4f %.4f" % (r["v-half"] / r["1f1b"], r["v-min"] / r["1f1b"]))' <<<"$OUT" 2>/dev/null)
+    want=$(python3 -c 'import sys; p = int(sys.argv[1]); print("%.4f %.4f" % ((p + 2) // 2 / p, (p + 4) // 3 / p))' "$K")
+    if [ -n "$r" ] && [ "$r" = "$want" ]; then
+        pass "vsched/K=$K M=$((3 * K)): held of 1F1B's, v-half and v-min $r, the published (p+2)//2/p and (p+4)//3/p"
+    else fail "vsched/K=$K: held of 1F1B's the published" "got [$r], want [$want]"; fi
 done
 
 run 60 "$MICROPP" bubble --schedule v-half,v-min --stages 4 --micro-batches 8

@@ -706,6 +706,24 @@ static void test_v_half_min(void) {
         sim_result_free(&r);
     }
     EXPECT("v-half, v-min/their authors' span and memory (chunk passes) for 12 (K, M) up to K=8 M=24", !bad, "%s", why);
+    bad = 0;  // the published memory (their README's table, in micro-batches of a stage): 1F1B p, V-Half
+    // (p+2)//2, V-Min (p+4)//3, from M = 2p on (below, no schedule holds more than M)
+    for (int K = 2; K <= 32; K++)
+        for (int M = 2 * K; M <= 4 * K; M += K)
+            for (int c = 0; c < 3; c++) {
+                int kind = c == 0 ? SCHED_1F1B : c == 1 ? SCHED_VHALF : SCHED_VMIN, v = c ? 2 : 1, most = 0;
+                int want = c == 0 ? K : c == 1 ? (K + 2) / 2 : (K + 4) / 3;
+                SimSpec sp = {.kind = kind, .K = K, .M = M, .v = v, .f = 1, .b = 1, .w = 1};
+                SimResult r;
+                schedule_sim(&sp, &r);
+                for (int s = 0; s < K; s++) most = r.peak_held[s] > most ? r.peak_held[s] : most;
+                if (most != want * v && !bad++)
+                    snprintf(why, sizeof why, "%s K=%d M=%d: %d chunk passes held, published %d micro-batches",
+                             NAME(kind), K, M, most, want);
+                sim_result_free(&r);
+            }
+    EXPECT("v-half, v-min/their peak memory is the published (p+2)//2 and (p+4)//3 against 1F1B's p, p = 2..32",
+           !bad, "%s", why);
     EXPECT("v-half, v-min/two chunks in a V, split backwards, any M",
            schedule_chunks(SCHED_VHALF, 3, NULL) == 2 && schedule_chunk_order(SCHED_VMIN, NULL) == CHUNKS_V &&
                schedule_splits_backward(SCHED_VHALF, NULL) && !schedule_check(SCHED_VMIN, 4, 1, 2) &&

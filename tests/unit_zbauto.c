@@ -12,7 +12,7 @@
 static void auto_share(int K, int M, int limit, double share, const double *x, SchedFile *sf, SimResult *r) {
     double f = x[0], i = x[1], w = x[2], c = x[3], *cost = malloc(sizeof(double) * 3 * (size_t)K);
     for (int s = 0; s < K; s++) { cost[s] = f; cost[K + s] = i; cost[2 * K + s] = w; }
-    AutoSpec a = {K, M, cost, cost + K, cost + 2 * K, c, limit, share};
+    AutoSpec a = {K, M, cost, cost + K, cost + 2 * K, c, limit, share, 1};
     schedule_auto(&a, sf, NULL);
     SimSpec sp = {.kind = SCHED_ZBAUTO, .file = sf, .K = K, .M = M, .v = 1, .f = f, .b = i, .w = w, .comm = c};
     schedule_sim(&sp, r);

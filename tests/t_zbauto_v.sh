@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tests/t_zbauto_v.sh: --schedule zb-auto-v, zb-auto's search over the V's placement (schedule_auto.c):
+# bubble: at the zero-bubble paper's costs (6.2B, p <= 8, m <= 4p) and at F = I = W it is no worse than
+# the best of zb-v, v-half and v-min that fits its memory limit, its lower bound holds under every schedule it and
+# zb-auto build (gap >= 0) and is met at F = I = W from m = 2p; train: --verify on 2 and 4 ranks, and
+# --max-inflight picks the V that fits.
+source "$(dirname "$0")/lib.sh"
+PAPER="--cost-f 29.718 --cost-b 49.371 --cost-w 19.927 --cost-comm 0.527"
+T="--mode pp --layers 8 --hidden 32 --batch 24 --steps 3 --log-every 0 --json"
+
+# the best of the V's within the limit (2p by default: every V fits; 5 at p = 8: v-half's (p+2)//2 and
+# v-min's, not zb-v's); the bound below every span, the gap printed
+for costs in "$PAPER" "--cost-f 1 --cost-b 2"; do
+    for room in "" "--max-inflight 5"; do
+        run 120 "$MICROPP" bubble --schedule zb-auto-v,zb-v,v-half,v-min --stages 8 --micro-batches 16,24,32 \
+            $costs $room --json
+        got=$(python3 - "$OUT" "$room" <<'PY' 2>&1
+import json, sys
+rows, room = json.loads(sys.argv[1])["rows"], sys.argv[2]
+for m in (16, 24, 32):
+    r = {x["schedule"]: x for x in rows if x["micro_batches"] == m}
+    a, held = r["zb-auto-v"], lambda s: max(r[s]["peak_held_chunk_passes"]) / 2
+    fits = [s for s in ("zb-v", "v-half", "v-min") if not room or held(s) <= 5]
+    best = min(r[s]["longest_rank_span"] for s in fits)
+    assert a["longest_rank_span"] <= best * (1 + 1e-9), (m, a["longest_rank_span"], best)
+    assert a["gap"] >= 0 and abs(a["longest_rank_span"] / a["span_lower_bound"] - 1 - a["gap"]) < 1e-12, a
+    assert not room or held("zb-auto-v") <= 5, held("zb-auto-v")
+    print("m=%d gap %.4f" % (m, a["gap"]), end="; ")
+PY
+)
+        if [ "$RC" = 0 ] && ! grep -q Error <<<"$got"; then
+            pass "zbautov/p=8 ${costs:0:11} ${room:-2p of room}: no worse than the V's within the limit: $got"
+        else fail "zbautov/p=8 ${costs:0:11} ${room:-2p}: the best V within the limit" "rc $RC $got"; fi
+    done
+done
+
+# the bound is a bound: no span of zb-auto or zb-auto-v below it, p = 2..8, m = p..4p; met at F = I = W, m >= 2p
+bad=""
+for K in 2 3 4 6 8; do
+    for costs in "$PAPER" "--cost-f 1 --cost-b 2"; do
+        run 120 "$MICROPP" bubble --schedule zb-auto,zb-auto-v --stages "$K" --micro-batches "$K:$((4 * K))" $costs --json
+        bad+=$(python3 - "$OUT" "$K" "$costs" <<'PY' 2>&1
+import json, sys
+K, uniform = int(sys.argv[2]), "29.718" not in sys.argv[3]
+for r in json.loads(sys.argv[1])["rows"]:
+    if r["gap"] < -1e-12 or (uniform and r["micro_batches"] >= 2 * K and r["gap"] > 1e-12):
+        print("%s K=%d M=%d gap %g; " % (r["schedule"], K, r["micro_batches"], r["gap"]), end="")
+PY
+)
+    done
+done
+[ -z "$bad" ] && pass "zbautov/the lower bound holds for zb-auto and zb-auto-v at p = 2..8, m = p..4p, and is met at F = I = W from m = 2p" \
+    || fail "zbautov/the lower bound" "$bad"
+
+# the text table names the bound and the gap
+run 60 "$MICROPP" bubble --schedule zb-auto-v --stages 4 --micro-batches 8
+grep -qE '^# zb-auto-v K=4 M=8: longest rank span 24, lower bound 24 \(its placement.s\), gap 0\.00%$' <<<"$OUT" \
+    && pass "zbautov/bubble prints the span, the bound and the gap" || fail "zbautov/bubble prints the gap" "rc $RC $OUT"
+
+# train: --verify on 2 and 4 ranks; --max-inflight 2 on 4 ranks (v-half's (4+2)//2 = 3 does not fit: v-min)
+for n in 2 4; do
+    run 240 mpiexec -n "$n" "$MICROPP" train $T --schedule zb-auto-v --micro-batches 8 --verify
+    [ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ] && [ "$(json_get '["schedule"]')" = zb-auto-v ] \
+        && pass "train/zb-auto-v on $n ranks, M=8: --verify" || fail "train/zb-auto-v on $n ranks" "rc $RC $(tail -2 <<<"$ERR")"
+done
+run 240 mpiexec -n 4 "$MICROPP" train $T --schedule zb-auto-v --micro-batches 8; wide=$OUT
+run 240 mpiexec -n 4 "$MICROPP" train $T --schedule zb-auto-v --micro-batches 8 --max-inflight 2 --verify
+python3 - "$wide" "$OUT" <<'PY' && pass "train/zb-auto-v --max-inflight 2: --verify, less activation memory than with 2K" \
+    || fail "train/zb-auto-v --max-inflight 2" "rc $RC $(tail -2 <<<"$ERR")"
+import json, sys
+wide, tight = (json.loads(a) for a in sys.argv[1:3])
+assert tight["verify_ok"] is True
+assert max(tight["peak_activation_bytes"]) < max(wide["peak_activation_bytes"])
+PY
