@@ -84,7 +84,7 @@ static const Option bubble_options[] = {
      "write the one schedule asked for as such a file ('-': standard output), for train --schedule-file", 0},
     {"model", 0, OPT_STR, O(model), 0, 0, 0, "FILE.json",
      "a train config: also give each stage's peak activation bytes for its model (what train measures)", 0},
-    {"max-inflight", 0, OPT_INT, O(max_inflight), 0, 1, 1 << 20, "N",
+    {"max-inflight", 0, OPT_INT, O(max_inflight), 0, 0, 1 << 20, "N",
      "zb-auto: its memory limit, micro-batches in flight on a stage (from F to I; default: 2 x stages)", 0},
     {"costs-from", 0, OPT_STR, O(costs_from), 0, 0, 0, "FILE.json",
      "each stage's F, I and W: the medians a 'micropp train --json' pipeline run measured (it fixes --pp)", 0},
