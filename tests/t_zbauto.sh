@@ -108,6 +108,11 @@ run 120 mpiexec -n 4 "$MICROPP" train $T --schedule-file "$TMP/measured.csv" --p
     && pass "train/zb-auto from measured costs, as a file: --verify" || fail "train/measured zb-auto" "rc $RC $(printf '%s' "$ERR" | tail -2)"
 expect_user_error "bad/--costs-from missing" "cannot read --costs-from '.*nope.json': No such file" 30 \
     "$MICROPP" bubble --costs-from "$TMP/nope.json" --schedule zb-auto
+# a run whose schedule does not split the backward (1f1b here) has no I and W: each is half its B (issue 37)
+printf '{"stages": 2, "micro_batches": 4, "forward_ms_median": [1, 2], "backward_ms_median": [2, 6]}' > "$TMP/whole.json"
+run 30 "$MICROPP" bubble --costs-from "$TMP/whole.json" --schedule 1f1b,zb-auto --json
+[ "$RC" -eq 0 ] && [ "$(json_get '["stage_i"]')" = "[1, 3]" ] && [ "$(json_get '["stage_w"]')" = "[1, 3]" ] \
+    && pass "bubble/--costs-from a 1f1b run (no I, W medians): I = W = B/2" || fail "bubble/--costs-from a 1f1b run" "rc $RC $ERR"
 printf '{"stages": 2, "forward_ms_median": [1, 2]}' > "$TMP/half.json"
 expect_user_error "bad/--costs-from without the backward medians" "has no backward_ms_median of 2 positive numbers" 30 \
     "$MICROPP" bubble --costs-from "$TMP/half.json" --schedule zb-auto
