@@ -84,7 +84,7 @@ static const Option bubble_options[] = {
      "write the one schedule asked for as such a file ('-': standard output), for train --schedule-file", 0},
     {"model", 0, OPT_STR, O(model), 0, 0, 0, "FILE.json",
      "a train config: also give each stage's peak activation bytes for its model (what train measures)", 0},
-    {"max-inflight", 0, OPT_INT, O(max_inflight), 0, 1, 1 << 20, "N",
+    {"max-inflight", 0, OPT_INT, O(max_inflight), 0, 0, 1 << 20, "N",
      "zb-auto: its memory limit, micro-batches in flight on a stage (from F to I; default: 2 x stages)", 0},
     {"costs-from", 0, OPT_STR, O(costs_from), 0, 0, 0, "FILE.json",
      "each stage's F, I and W: the medians a 'micropp train --json' pipeline run measured (it fixes --pp)", 0},
@@ -496,13 +496,16 @@ static void load_file(const BubbleConfig *c, const OptionsSeen *seen, SchedFile 
 }
 
 // One array of --costs-from's summary: K positive numbers (null entries, where allowed: half of
-// `half`'s, as a rank that ran only full backwards; train's simulated column takes them so).
+// `half`'s, as a rank that ran only full backwards; train's simulated column takes them so). Where
+// allowed the array may be missing: a run whose schedule does not split the backward (1f1b, gpipe,
+// interleaved, --tp) has no I and W, so each is half its B, as for a null entry.
 static double *stage_array(const cJSON *root, const char *key, int K, const double *half, const char *path) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, key);
     double *v = xmalloc(sizeof(double) * (size_t)K);
-    int ok = cJSON_IsArray(a) && cJSON_GetArraySize(a) == K;
+    int ok = (cJSON_IsArray(a) && cJSON_GetArraySize(a) == K) || (!a && half);
     for (int s = 0; ok && s < K; s++) {
-        const cJSON *x = cJSON_GetArrayItem(a, s);
+        const cJSON *x = a ? cJSON_GetArrayItem(a, s) : NULL;
+        if (!a) { v[s] = half[s] / 2; continue; }
         v[s] = cJSON_IsNumber(x) ? x->valuedouble : half && cJSON_IsNull(x) ? half[s] / 2 : NAN;
         ok = v[s] > 0 && isfinite(v[s]);
     }

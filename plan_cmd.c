@@ -766,8 +766,7 @@ int cmd_plan(int argc, char **argv) {
     if (t.device < 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
     fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, zs, n_z, pc->ts, pc->n_tp, &t);
     if (!t.n)
-        user_error("plan: no layout given can run (first: %s): change --pp, --micro-batches or --batch",
-                   t.skipped[0]);
+        user_error("plan: no layout given can run (first: %s)", t.skipped[0]);  // (the reason names its own fix)
     if (c->json) print_json(pc, &t); else print_table(pc, &t, shape);
     table_free(&t);
     return 0;

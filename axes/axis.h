@@ -29,6 +29,7 @@
 #include "axes/degrees.h"  // Degrees: the plan's input, and MODE_* (--mode, a spelling of them)
 
 #define MAX_STAGES 4096
+enum { APART_PIPELINE = 1, APART_ALLREDUCE = 2 };  // Plan.placement_apart's bits
 #define MAX_LAYERS 4096  // --layers' range (train/options.c)
 
 // What the run found out before the plan, the same on every rank: the plan's inputs besides the
@@ -88,6 +89,7 @@ typedef struct {
     int inputs;        // the input layer's width: --inputs, or --hidden when 0
     int placement;     // PLACEMENT_STAGES or PLACEMENT_REPLICAS (comms.h; --placement auto resolved)
     int placement_auto;  // 1 when --placement auto chose it from the two traffics below
+    int placement_apart;  // on several nodes: the traffics that cross nodes (APART_PIPELINE | APART_ALLREDUCE)
     double pp_bytes;   // a step's pipeline traffic, all replicas: activations and their gradients
                        // at each boundary between ranks, x M micro-batches x D replicas
     double dp_bytes;   // a step's all-reduce traffic, all stages: 2 (D-1)/D x gradient bytes per rank

@@ -59,11 +59,16 @@ static int from_degrees(const TrainConfig *c, const OptionsSeen *seen, int world
                         size_t n) {
     int has_p = seen_set(seen, "pp"), has_d = seen_set(seen, "dp"), T = d->tp, G = world / T;
     long long P = c->grid.pp, D = c->grid.dp;
-    if (hybrid && !has_p && !has_d)
+    if (hybrid && !has_p && !has_d && T == 1)
         return refuse(err, n,
                       "train: --mode hybrid needs --pp P (stages) and --dp D (replicas) with P x D = %d, the number "
                       "of ranks",
                       world);
+    if (hybrid && !has_p && !has_d)  // (P x D is the groups of --tp ranks, not the ranks: issue 37)
+        return refuse(err, n,
+                      "train: --mode hybrid needs --pp P (stages) and --dp D (replicas) with P x D x --tp %d = %d, "
+                      "the number of ranks (P x D = %d)",
+                      T, world, G);
     if (has_p && has_d && P * D * T != world) {
         if (T == 1)
             return refuse(err, n,

@@ -230,11 +230,16 @@ int tensor_rules(const TrainConfig *c, Plan *p, Err *e) {
     p->tensor.algo =
         c->ddp.allreduce == ALLREDUCE_AUTO ? ALLREDUCE_MPI : c->ddp.allreduce;  // (the facts may change it)
     if (T == 1) return 0;
+    if (H % T && H < T)  // (no multiple of T below H: one to offer, not "4 or 4")
+        return refuse(e,
+                      "train: --hidden %lld is not divisible by --tp %lld (each rank holds H/T features of every "
+                      "split layer): use --hidden %lld, or a --tp that divides %lld",
+                      H, T, T, H);
     if (H % T)
         return refuse(e,
                       "train: --hidden %lld is not divisible by --tp %lld (each rank holds H/T features of every "
                       "split layer): use --hidden %lld or %lld, or a --tp that divides %lld",
-                      H, T, H > T ? H / T * T : T, H / T * T + T, H);
+                      H, T, H / T * T, H / T * T + T, H);
     p->tensor.message = p->pipelined ? c->tensor.tp_message : 0;  // (0: TP_MESSAGE_FULL, no messages)
     return 0;
 }

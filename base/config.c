@@ -243,9 +243,12 @@ static void set_from_text(const char *cmd, const Option *o, void *base, const ch
     case OPT_FLOAT: {
         errno = 0;
         double v = strtod(text, &end);
-        if (end == text || *end || errno || !isfinite(v))
+        // ERANGE: past double's range (1e400: out of range, said so) or below its normal numbers (1e-320:
+        // the tiny value strtod gives, checked as any other)
+        int past = errno == ERANGE && fabs(v) > 1, tiny = errno == ERANGE && !past;
+        if (end == text || *end || (errno && !past && !tiny) || (!isfinite(v) && !past))
             user_error("%s: %s expects a number, got '%s'", cmd, where, shown);
-        if (v < o->lo || v > o->hi)
+        if (past || v < o->lo || v > o->hi)
             user_error("%s: %s = %s is out of range: use a value in [%g, %g]", cmd, where, shown, o->lo, o->hi);
         // cppcheck-suppress invalidPointerCast ; dst is the option's field, a double (OPT_FLOAT)
         *(double *)dst = v;

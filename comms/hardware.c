@@ -1,8 +1,10 @@
 // hardware.c: what every rank's hardware allows, gathered alike on every rank before any other
-// message: the nodes the ranks sit on, /dev/shm's room on each, and whether every rank has a GPU of
-// its own (by the GPUs' UUIDs; NCCL needs it). It decides nothing: the plan (train/plan.c's plan_device) does.
+// message: the nodes the ranks sit on (and their host names), /dev/shm's room on each, and whether
+// every rank has a GPU of its own (by the GPUs' UUIDs; NCCL needs it). It decides nothing: the plan
+// (train/plan.c's plan_device) does.
 #include <string.h>
 #include "comms/hardware.h"
+#include "comms/launch.h"
 #include "comms/shm.h"
 #include "comms/watchdog.h"
 #include "base/util.h"
@@ -14,6 +16,7 @@ static void gather_nodes(Hardware *p, int rank, int size) {
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_rank(node, &p->local_rank));
     MPI_CHECK(MPI_Comm_size(node, &p->local_size));
+    wd_share_cores(p->local_size);
     int lowest = rank;
     MPI_Request q[2];
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, node, &q[0]));
@@ -27,6 +30,16 @@ static void gather_nodes(Hardware *p, int rank, int size) {
     MPI_CHECK(MPI_Iallgather(&room, 1, MPI_DOUBLE, p->shm_free, 1, MPI_DOUBLE, MPI_COMM_WORLD, &q[1]));
     wd_wait_all(&q[1], MPI_COMM_WORLD, "placing the ranks");
     for (int r = 0; r < size; r++) p->node_of[r] = p->node_of[r] == r ? p->nodes++ : p->node_of[p->node_of[r]];
+    // each node's host name, as its ranks' messages name it (Hydra's -hosts name, else gethostname)
+    char (*hosts)[64] = xcalloc((size_t)size, sizeof *hosts), mine[64];
+    launch_host_name(mine, sizeof mine);
+    int len = (int)sizeof mine;
+    MPI_CHECK(MPI_Iallgather(mine, len, MPI_CHAR, hosts, len, MPI_CHAR, MPI_COMM_WORLD, &q[0]));
+    wd_wait_all(&q[0], MPI_COMM_WORLD, "placing the ranks");
+    p->host = xcalloc((size_t)p->nodes, sizeof *p->host);
+    for (int r = size - 1; r >= 0; r--) memcpy(p->host[p->node_of[r]], hosts[r], sizeof *hosts);
+    for (int n = 0; n < p->nodes; n++) p->host[n][sizeof *hosts - 1] = 0;
+    free(hosts);
 }
 
 void comm_choose_hardware(int probe_gpus, Hardware *p) {
@@ -83,4 +96,9 @@ void comm_gpu_sharing(int size, int rank, const int *node_of, const uint64_t *ke
     free(gpus);
 }
 
-void comm_hardware_free(Hardware *p) { free(p->node_of); free(p->shm_free); memset(p, 0, sizeof *p); }
+void comm_hardware_free(Hardware *p) {
+    free(p->node_of);
+    free(p->shm_free);
+    free(p->host);
+    memset(p, 0, sizeof *p);
+}

@@ -24,6 +24,7 @@ typedef struct {
     int local_rank, local_size;  // among the ranks of this node (MPI_COMM_TYPE_SHARED)
     int nodes;                   // nodes of the world, numbered in the order of their lowest rank
     int *node_of;                // [world size] the node of every rank (the same on every rank)
+    char (*host)[64];            // [nodes] each node's host name (launch_host_name of its lowest rank)
     double *shm_free;            // [world size] the free bytes of /dev/shm each rank sees (-1: unknown;
                                  // MICROPP_SHM_FREE=BYTES stands in for it, for tests)
 } Hardware;

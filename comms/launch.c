@@ -207,8 +207,9 @@ static void explain_argv(const char *a, size_t na, const char *b, size_t nb, con
 typedef struct { uint64_t ok, hash; char detail[64], host[64]; } Seen;
 
 void launch_host_name(char *b, size_t n) {
-    const char *h = getenv("MPIR_CVAR_CH3_INTERFACE_HOSTNAME");
+    const char *h = getenv("MPIR_CVAR_CH3_INTERFACE_HOSTNAME"), *slurm = getenv("SLURMD_NODENAME");
     if (h && *h) snprintf(b, n, "%s", h);
+    else if (slurm && *slurm) snprintf(b, n, "%s", slurm);  // (srun: Slurm's name for the node)
     else if (gethostname(b, n) != 0) snprintf(b, n, "?");
     b[n - 1] = 0;
 }

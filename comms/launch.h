@@ -12,5 +12,6 @@ void launch_agree_argv(int argc, char **argv);
 // resolved: "name=value\n" for every option of cmd's table (options_parse makes it).
 void launch_agree_options(const char *cmd, const char *resolved);
 const char *launch_build_id(void);
-// The host this rank runs on as mpiexec (Hydra) named it from its -hosts list, else the machine's name.
+// The host this rank runs on as mpiexec (Hydra) named it from its -hosts list, else as Slurm names the
+// node (SLURMD_NODENAME), else the machine's name.
 void launch_host_name(char *b, size_t n);  // the binary's GNU build id in hex, "unknown" without one

@@ -1,7 +1,10 @@
 // slurm.c: micropp under Slurm (slurm.h): read from the environment srun and the job give every task;
 // the refusal of a launch whose tasks MPI sees as singletons; the guard process that ends a job step
 // whose rank died without a word; the job's line in the header and its JSON object.
+#include <errno.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -19,9 +22,12 @@ static const char *env_or(const char *name, const char *dflt) {
     const char *v = getenv(name);
     return v && *v ? v : dflt;
 }
-static int env_int(const char *name, int dflt) {
-    int v = atoi(env_or(name, ""));
-    return v > 0 ? v : dflt;
+static int env_int(const char *name, int dflt) {  // a positive int, else dflt (atoi's overflow was undefined)
+    const char *s = env_or(name, "");
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return end != s && !*end && !errno && v > 0 && v <= INT_MAX ? (int)v : dflt;
 }
 
 // mpiexec (MPICH's Hydra) started this process: its proxy sets these (inside a job too, where Hydra

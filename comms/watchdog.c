@@ -4,7 +4,9 @@
 // the job; a thread backs up the MPI calls no poll loop wraps,
 // ends the job on SIGINT/SIGTERM sent to one rank, and bounds MPI_Finalize.
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -254,7 +256,26 @@ static void check(const WdSpin *s) {
     if (timeout_s > 0 && waited > timeout_s) fire(waited, s);
 }
 
+static int spin_yields;  // wd_share_cores: more ranks than cores here (or MICROPP_WAIT=yield)
+
+int wd_waits_yield(const char *setting, long ranks_here, long cores) {
+    if (!setting || !*setting) return cores > 0 && ranks_here > cores;
+    if (strcmp(setting, "yield") == 0) return 1;
+    return strcmp(setting, "spin") == 0 ? 0 : -1;
+}
+
+void wd_share_cores(long ranks_here) {
+    const char *setting = getenv("MICROPP_WAIT");
+    cpu_set_t set;
+    long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+    spin_yields = wd_waits_yield(setting, ranks_here, cores);
+    if (spin_yields < 0)
+        user_error("MICROPP_WAIT=%s: expected spin or yield (or leave it unset: yield when a node has more ranks "
+                   "than cores)", setting);
+}
+
 void wd_spin(WdSpin *s) {
+    if (spin_yields) sched_yield();
     if (s->turns++ == 0) { s->t0 = now_sec(); return; }
     if ((s->turns & 63) == 0) check(s);  // a clock read and a test per 64 turns
 }
@@ -277,8 +298,9 @@ static void wait_for(MPI_Request *req, MPI_Status *st, WdSpin s) {
             fatal("waiting for %s: %s", what, msg);
         }
         if (done) return;
-        // Spins as MPI_Wait does, without yielding: a yield on a loaded machine can cost a whole
-        // time slice per message (measured: a 0.9 ms pipeline step became 8 ms).
+        // Spins as MPI_Wait does, yielding only where wd_share_cores says: with a core per rank, a yield
+        // on a loaded machine can cost a whole time slice per message (measured: a 0.9 ms pipeline step
+        // became 8 ms).
         wd_spin(&s);
     }
 }
@@ -321,6 +343,15 @@ static void finalize_overdue(double now) {
 
 // ---- the backstop thread: single MPI calls that block, signals to one rank, MPI_Finalize ----
 
+// A signal's ending, should MPI_Abort not return within its 3 s (a requeue's SIGTERM reaches every task
+// of a Slurm step, which is torn down meanwhile): the rank leaves with the signal's own status, where
+// SIGALRM's default left "task 0: Alarm clock" in the job's log for an ending that was asked for.
+static void exit_as_pending(int sig) {
+    (void)sig;
+    slurm_guard_release();
+    _exit(128 + sig_pending);
+}
+
 static void *watch(void *arg) {
     (void)arg;
     sigset_t all;
@@ -331,7 +362,12 @@ static void *watch(void *arg) {
     for (;;) {
         usleep(100 * 1000);
         double now = now_sec();
-        if (sig_pending) { slurm_guard_aborting(); alarm(3); MPI_Abort(MPI_COMM_WORLD, 128 + sig_pending); }
+        if (sig_pending) {
+            slurm_guard_aborting();
+            signal(SIGALRM, exit_as_pending);
+            alarm(3);
+            MPI_Abort(MPI_COMM_WORLD, 128 + sig_pending);
+        }
         if (finalize_deadline > 0 && now > finalize_deadline) finalize_overdue(now);
         unsigned calls = __atomic_load_n(&wd_calls, __ATOMIC_RELAXED);
         const char *call = __atomic_load_n(&wd_call, __ATOMIC_RELAXED);
@@ -408,6 +444,8 @@ void wd_init(void) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     start_backstop();
+    const char *here = getenv("MPI_LOCALNRANKS");  // Hydra's count of this node's ranks, until comm_choose_hardware's
+    wd_share_cores(here ? atol(here) : 1);
 }
 
 void wd_finalize_bound(int code) {

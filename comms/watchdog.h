@@ -40,6 +40,14 @@ void wd_wait_all(MPI_Request *req, MPI_Comm comm, const char *what);
 // collective's communicator (NULL: the world), as for wd_wait_all.
 typedef struct { double t0; int peer; const char *what; unsigned turns; const MPI_Comm *comm; } WdSpin;
 void wd_spin(WdSpin *s);
+// How a waiting rank spins: with more ranks on a node than it has cores, the rank waited for may need
+// this very core, so every turn yields it (measured: 4 ranks on 2 cores ran a 20-step pipeline in a
+// quarter of the time and a fifth of the CPU); else it spins as MPI_Wait does. MICROPP_WAIT=spin or
+// yield overrides (the tests run files side by side: yield). wd_waits_yield: 1 yield, 0 spin, -1 when
+// setting (NULL or "": unset) is none of those; wd_share_cores applies it for ranks_here ranks on this
+// node, a bad MICROPP_WAIT refused (exit 2, alike on every rank: mpiexec passes one environment).
+int wd_waits_yield(const char *setting, long ranks_here, long cores);
+void wd_share_cores(long ranks_here);
 // The spin loop itself, for a wait on something MPI does not see (a collective in flight, the GPU's
 // queue, an NCCL event): calls ready(ctx) until it returns nonzero, under --timeout as wd_wait, the
 // line naming s.what, s.peer (WD_LOCAL: this rank's own device, no peer) and the action it is in.

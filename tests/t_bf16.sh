@@ -5,6 +5,7 @@
 # bf16 <-> fp32 across precisions, stashed activations take half the bytes (peak_activation_bytes)
 # and so does each pipeline message (p2p_message_bytes).
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 S="--layers 6 --hidden 32 --classes 4 --batch 16 --log-every 0"
 
 if ! run 60 "$MICROPP" train $S --steps 1 --precision bf16 || [ "$RC" -ne 0 ]; then

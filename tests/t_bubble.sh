@@ -2,6 +2,7 @@
 # the peak in-flight counts, the text table, the Gantt chart against a checked-in one, colour only on
 # a terminal, the SVG picture, and every bad input ends with one line and exit 2.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 
 # --- simulated == formula, exactly, for integer costs on a grid; peak in-flight per schedule ---
 for costs in "1 2" "1 1" "2 3"; do

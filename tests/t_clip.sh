@@ -7,6 +7,7 @@
 # tensor-parallel group; a clipping run differs from an unclipped one, a NORM that never bites changes
 # nothing; --json, --metrics and the summary report it; a bad NORM is one line and exit 2 on every rank.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 M=(--layers 8 --hidden 32 --batch 32 --steps 4 --log-every 0 --json)
 
 # field N JSONKEY ARGS...: the run's JSON key (17 digits a number: every bit), or "exit RC: why"

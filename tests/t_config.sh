@@ -72,6 +72,9 @@ done
 python3 -c "print('{\"layers\":' * 2000 + '1' + '}' * 2000)" > deep.json
 e "config/deep nesting is named as such, not a syntax error" "deep.json: nested 2000 levels deep" 10 "$MICROPP" train -c deep.json
 e "config/--bucket-mb's range is what it accepts" "--bucket-mb = -1 is out of range: use a value in \[0, 1e\+12\]" 10 "$MICROPP" train --mode ddp --bucket-mb -1
+# numbers past double's range are numbers (issue 37: 'expects a number'): 1e400 out of range, 1e-320 a tiny value
+e "config/--lr 1e400 is out of range, not 'not a number'" "--lr = 1e400 is out of range: use a value in" 10 "$MICROPP" train --lr 1e400
+e "config/--bucket-mb -1e-320 is a (tiny negative) number, out of range" "--bucket-mb = -1e-320 is out of range" 10 "$MICROPP" train --mode ddp --bucket-mb -1e-320
 run 30 "$MICROPP" train --steps 1 --save ckbig
 python3 "$ROOT/tests/ckpt_tool.py" manifest ckbig "m['step']=10**15" >/dev/null
 e "config/a checkpoint past --steps' range says it cannot continue" "checkpoint is at step 1000000000000000, past the most --steps accepts \(1073741824\)" 30 "$MICROPP" train --resume ckbig

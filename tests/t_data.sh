@@ -6,6 +6,7 @@
 # bad input (IDX wrong magic, truncated, counts that disagree, labels out of range, corrupt gzip,
 # the data set not installed) refused with one line and exit 2 on every rank.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 FM=/usr/share/datasets/fashion-mnist
 D="$TMP/fm"
 # mkset DIR NTRAIN NTEST: an MNIST-layout folder of gzip IDX files

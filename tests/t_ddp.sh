@@ -5,6 +5,7 @@
 # optimizer state; grad-accum 4 equals a 4x batch with no more collectives; hybrid 2x2 for each
 # schedule passes --verify and matches the monolith; bad inputs exit 2 with one line.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 
 RING=$ROOT/tests/bin/mpi_ring
 MODEL=(--layers 4 --hidden 32 --batch 32 --steps 20 --log-every 0 --json)

@@ -5,6 +5,7 @@
 # divide the world, or a flag whose axes the degrees leave inactive, is refused in one line naming the
 # numbers or the degree to set; --mode and the degrees agree when both are given.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 T=(--layers 8 --hidden 32 --batch 32 --steps 3 --log-every 0)
 M=("${T[@]}" --json)
 

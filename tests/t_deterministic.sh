@@ -5,6 +5,7 @@
 # bf16 monolith. Without --deterministic two of them differ (so the comparison can fail), and the
 # layouts not in the canonical order yet are refused in one line.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 M=(--layers 6 --hidden 32 --seed 7 --deterministic --log-every 0)
 TOOL="python3 $ROOT/tests/ckpt_tool.py"
 "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 4 --dump-csv "$TMP/s.csv" >/dev/null 2>&1

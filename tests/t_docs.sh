@@ -5,6 +5,7 @@
 # every option and schedule, every relative link must lead somewhere, every page of docs/ is linked
 # from the README, docs/code.md maps every source file, and the README stays a front page.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh; the outputs are the same)
 cd "$ROOT" || exit 1
 PAGES=(README.md docs/*.md)
 

@@ -5,6 +5,7 @@
 # (resuming it repeats the uninterrupted losses bit for bit). Faults come from the test-only
 # MICROPP_FAULT=rank:step:kind.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --micro-batches 4 --json --log-every 0"
 M="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --json --log-every 0"
 slice() { python3 -c "import json,sys; print(json.dumps(json.loads(sys.argv[1])[int(sys.argv[2]):int(sys.argv[3])]))" "$1" "$2" "$3"; }

@@ -6,6 +6,7 @@
 # auto takes hier there; `micropp allreduce
 # --algo hier` sums right; and one line, exit 2, where hier cannot run as meant.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 A=(--layers 6 --hidden 32 --classes 4 --batch 32 --samples 128 --steps 8 --log-every 0 --json)
 TWO=(-launcher fork -hosts nodeA:2,nodeB:2)
 

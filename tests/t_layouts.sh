@@ -6,6 +6,7 @@
 #   bash tests/t_layouts.sh --update
 # Each layout differs from the monolith in the last bits (its own order of sums); that is recorded too.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 EXPECTED=$ROOT/tests/expected/layouts.txt
 UPDATE=0
 [ "${1:-}" = --update ] && UPDATE=1

@@ -8,6 +8,7 @@
 # with one line. Then the live line (train/live.c): on a terminal (a pty from script(1)) a line
 # rewritten in place that leaves the screen as the log without it; a pipe, a file or --json unchanged.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 
 # lines FILE KEY: the values of KEY in the file's lines, space-separated ("-" where a line lacks it)
 lines() { python3 -c 'import json,sys; print(" ".join(str(json.loads(l).get(sys.argv[2], "-")) for l in open(sys.argv[1])))' "$1" "$2"; }

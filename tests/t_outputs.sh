@@ -3,6 +3,7 @@
 # regular file, symlink, dangling symlink, FIFO, character device, "-", folder), as root and as an
 # ordinary user; an empty value for any option; standard output that cannot be written.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$TMP"
 # As root, the writers also run as user nobody, from a copy of micropp that nobody can reach.
 as_nobody=0

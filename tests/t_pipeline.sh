@@ -2,6 +2,7 @@
 # passes --verify on 2 and 4 ranks, losses match the monolith, memory counters follow the theory,
 # every (K, M) runs (M < K too), pingpong validates its data, and bad inputs end every rank with 2.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 SMALL="--layers 8 --hidden 32 --batch 24 --steps 2 --log-every 0"
 
 for n in 2 4; do
@@ -128,3 +129,18 @@ expect_user_error "pp-bad/no line names a rank when none could read it" "cannot 
 # --save to a folder rank 1 does not see (its own "node" makes another): refused at start-up (issue 37)
 expect_user_error "pp-bad/--save a folder rank 1 does not see: at start-up, naming rank 1 and its host" "train: --save sv: rank 1 \(host [^)]*\) does not see the folder rank 0 made on" 30 \
     mpiexec -n 2 "$TMP/rank1-differs.sh" --save sv --steps 2
+
+# Waiting ranks yield their core when a node has more ranks than cores (comms/watchdog.c's
+# wd_share_cores; MICROPP_WAIT overrides): 4 ranks on 2 cores, a waiting rank that spins burns the core
+# the rank it waits for needs, so the same run takes several times the CPU (measured: 3.5 s against 0.7).
+cpu_of() {  # CMD...: the user + system CPU seconds of CMD and its children
+    ( "$@" > /dev/null 2>&1; times ) | awk 'NR == 2 { split($1, u, /[ms]/); split($2, y, /[ms]/); print u[1] * 60 + u[2] + y[1] * 60 + y[2] }'
+}
+WAITRUN=(mpiexec -n 4 "$MICROPP" train --mode pp --layers 8 --hidden 32 --batch 24 --steps 30 --log-every 0 --schedule zb-h1 --micro-batches 6)
+if [ "$(nproc)" -lt 4 ]; then
+    spin=$(MICROPP_WAIT=spin cpu_of timeout 60 "${WAITRUN[@]}") yield=$(MICROPP_WAIT=yield cpu_of timeout 60 "${WAITRUN[@]}")
+    if awk -v s="$spin" -v y="$yield" 'BEGIN { exit !(y < 0.6 * s) }'; then pass "pp/waits yield on $(nproc) cores: 4 ranks' CPU ${yield} s, spinning ${spin} s"
+    else fail "pp/waits yield on $(nproc) cores" "4 ranks' CPU ${yield} s yielding, ${spin} s spinning: expected under 60%"; fi
+else skip "pp/waits yield" "$(nproc) cores: 4 ranks do not outnumber them"; fi
+expect_user_error "pp-bad/MICROPP_WAIT=sleep: one line, exit 2" "MICROPP_WAIT=sleep: expected spin or yield" 30 \
+    env MICROPP_WAIT=sleep mpiexec -n 2 "$MICROPP" train --mode pp --layers 4 --hidden 16 --batch 8 --steps 1

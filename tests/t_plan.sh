@@ -181,4 +181,5 @@ expect_user_error "plan/--params with --layers" "--params picks --layers" 10 "$M
 expect_user_error "plan/--zero without --dp" "--zero 1 shards" 10 "$MICROPP" plan --zero 1
 expect_user_error "plan/a train-only flag" "--steps changes neither memory nor the bubble" 10 "$MICROPP" plan --steps 5
 expect_user_error "plan/no layout runs" "no layout given can run" 10 "$MICROPP" plan --layers 2 --stages 4
+expect_user_error "plan/--tp 4096: the reason names --tp, no blame on --pp (issue 37)" "no layout given can run \(first: .*--hidden 128 is not divisible by --tp 4096.*, or a --tp that divides 128\)$" 10 "$MICROPP" plan --tp 4096
 expect_user_error "plan/under mpiexec" "plan" 30 mpiexec -n 2 "$MICROPP" plan

@@ -4,6 +4,7 @@
 # bad token, wrong rank count, chunk order, an action missing, repeated, out of order, a deadlock) is
 # refused before anything runs, with one line naming rank, column and action, and exit 2.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 T="--mode pp --layers 8 --hidden 32 --batch 24 --steps 3 --log-every 0 --json"
 
 # round trips: K=2 (and K=4 for the V and the loop), the losses bit for bit

@@ -3,6 +3,7 @@
 # like the monolith, report the memory the theory says, run every (K, M) they accept, and refuse
 # what they cannot run with one line and exit 2 on every rank.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 SMALL="--hidden 32 --batch 24 --steps 2 --log-every 0"
 
 # MPI progress while computing (the executor polls its sends between layers). Timed by the clock:

@@ -281,6 +281,8 @@ elif [ "$(json_get '["start_step"]')" != 4 ] || [ "$(json_get '["slurm"]["restar
     fail "slurm/one node: a requeued job resumes from its last checkpoint" "start_step $(json_get '["start_step"]'), slurm $(json_get '["slurm"]'): $(head -c 400 "$JD/job.out")"
 elif grep -qE 'ended without a word|called MPI_Abort, which had not' "$JD/job.out"; then
     fail "slurm/one node: a requeued job resumes from its last checkpoint" "a guard spoke while Slurm itself ended the step: $(grep -E 'ended without|which had not' "$JD/job.out")"
+elif grep -q "Alarm clock" "$JD/job.out"; then  # (issue 37: the requeue's SIGTERM ends a rank with its own status)
+    fail "slurm/one node: a requeued job resumes from its last checkpoint" "a rank ended by SIGALRM: $(grep "Alarm clock" "$JD/job.out")"
 else pass "slurm/one node: configs/slurm-job.sh requeued in step 5 resumes from step 4 (restart_count 1); steps 5-8 repeat the uninterrupted losses exactly"; fi
 
 # pp, ddp and hybrid under srun with --verify, srun --mpi=none, a killed rank, sbatch with srun.

@@ -6,6 +6,7 @@
 # --json show the grid and the group's all-reduces; checkpoints keep the unsharded layout: T=2 -> monolith, monolith -> T=2 and one grid -> another
 # resume with the uninterrupted losses; a group across two fake hosts sums over MPI (TCP).
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 
 # 6 layers (column/row pairs; 2 chunks of a V hold an odd layer whole), an input layer of another width
 M=(--layers 6 --hidden 32 --inputs 24 --classes 4 --batch 16 --log-every 0 --json)
@@ -15,6 +16,10 @@ close() { losses_close "$1" "$2" "$3" monolith; }  # (tests/lib.sh)
 # ---- bad inputs: one line, exit 2, every rank ----
 expect_user_error "tp/--hidden not divisible by --tp" "--hidden 30 is not divisible by --tp 4.*use --hidden 28 or 32" 60 \
     mpiexec -n 4 "$MICROPP" train --hidden 30 --tp 4
+expect_user_error "tp/--hidden below --tp: one width offered, not '4 or 4' (issue 37)" "--hidden 3 is not divisible by --tp 4.*: use --hidden 4, or a --tp that divides 3$" 60 \
+    mpiexec -n 4 "$MICROPP" train --hidden 3 --tp 4
+expect_user_error "tp/--mode hybrid without --pp, --dp: P x D is the groups, not the ranks (issue 37)" "with P x D x --tp 2 = 6, the number of ranks \(P x D = 3\)" 60 \
+    mpiexec -n 6 "$MICROPP" train --mode hybrid --tp 2
 expect_user_error "tp/ranks not in whole groups" "--tp 2 makes groups of 2 adjacent ranks, and 3 ranks were started: use --tp 1 or 3 \(the divisors of 3\), or run 'mpiexec -n 4'" 60 \
     mpiexec -n 3 "$MICROPP" train --mode ddp --tp 2
 expect_user_error "tp/monolith --tp on more ranks than a group" "--mode monolith --tp 2 runs one tensor-parallel group of 2 ranks, but 4" 60 \

@@ -5,6 +5,7 @@
 # GPU run hands to NCCL (axes/tensor.c records each before dispatching it: MICROPP_COLLECTIVE_LOG), so
 # runs of --tp 2 alone and pp 2 x tp 2 under several schedules prove it here, with no GPU.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 
 M=(--layers 6 --hidden 32 --inputs 24 --classes 4 --batch 16 --log-every 0 --json --steps 3)
 

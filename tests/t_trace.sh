@@ -3,6 +3,7 @@
 # summary's measured / theory / simulated bubble, and the bad inputs of these flags; with --tp and in
 # hybrid, a track per rank named by its place, and the group's all-reduces on its collectives track.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 SMALL="--layers 4 --hidden 32 --batch 16 --steps 3 --log-every 0"
 
 # --- 2 ranks, 1F1B, 4 micro-batches, 3 of the 4 layers on stage 0, 3 steps: trace + timeline + JSON ---

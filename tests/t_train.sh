@@ -1,6 +1,7 @@
 # tests/t_train.sh: the monolith learns, the manual split equals it, .npy data, JSON/flags, and
 # every bad input of `micropp train` gives one line and exit 2.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 
 # --- the default run learns (the course's monolith: 0.69 -> 0.23) ---
 run 60 "$MICROPP" train --json

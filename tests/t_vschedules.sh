@@ -7,6 +7,7 @@
 # (p+4)//3 against 1F1B's p (0.55 and 0.40 are reached at every p from 19 and 18); bubble prints them; the V's one limit (two chunks per rank, so layers >= 2 x stages) is one line
 # and exit 2.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 echo '{"mode": "pp", "layers": 8, "hidden": 32, "batch": 32, "micro_batches": 8}' > "$TMP/small.json"
 echo '{"mode": "pp", "layers": 64, "hidden": 512, "batch": 1536, "micro_batches": 8}' > "$TMP/deep.json"
 

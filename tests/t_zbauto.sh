@@ -3,6 +3,7 @@
 # (0.0029) with 2K of room and its memory model, at most 0.01 at F = I = W, --max-inflight obeyed, --dump-csv; train: zb-auto passes --verify on 2 and
 # 4 ranks, and its dumped file runs back with the same losses; misuse is one line and exit 2.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 T="--mode pp --layers 8 --hidden 32 --batch 24 --steps 3 --log-every 0 --json"
 PAPER="--cost-f 29.718 --cost-b 49.371 --cost-w 19.927 --cost-comm 0.527"
 
@@ -49,6 +50,14 @@ run 30 "$MICROPP" bubble --schedule zb-auto --stages 3 --micro-batches 4 --max-i
 [ "$RC" -eq 0 ] && [ "$(head -1 <<<"$OUT")" = "0F0,0I0,0W0,0F1,0I1,0W1,0F2,0I2,0W2,0F3,0I3,0W3" ] \
     && pass "bubble/zb-auto --max-inflight 1 --dump-csv: rank 0 runs F I W of one micro-batch at a time" \
     || fail "bubble/zb-auto --max-inflight 1" "rc $RC $OUT $ERR"
+# --max-inflight 0 is the default its help names (2 x stages), given or not (issue 37: it was refused)
+run 30 "$MICROPP" bubble --schedule zb-auto --stages 3 --micro-batches 8 --dump-csv -
+dflt=$OUT
+run 30 "$MICROPP" bubble --schedule zb-auto --stages 3 --micro-batches 8 --max-inflight 0 --dump-csv -
+[ "$RC" -eq 0 ] && [ -n "$dflt" ] && [ "$OUT" = "$dflt" ] && pass "bubble/zb-auto --max-inflight 0: the default, 2 x stages" \
+    || fail "bubble/zb-auto --max-inflight 0" "rc $RC $ERR"
+run 60 mpiexec -n 2 "$MICROPP" train --mode pp --schedule zb-auto --micro-batches 4 --max-inflight 0 --steps 1 --layers 4 --hidden 16 --batch 8 --log-every 0
+[ "$RC" -eq 0 ] && pass "train/--max-inflight 0 (the default) accepted" || fail "train/--max-inflight 0 (the default) accepted" "rc $RC $ERR"
 
 # train runs it: --verify on 2 and 4 ranks (uneven on 4)
 run 120 mpiexec -n 2 "$MICROPP" train $T --schedule zb-auto --micro-batches 4 --verify
@@ -99,6 +108,11 @@ run 120 mpiexec -n 4 "$MICROPP" train $T --schedule-file "$TMP/measured.csv" --p
     && pass "train/zb-auto from measured costs, as a file: --verify" || fail "train/measured zb-auto" "rc $RC $(printf '%s' "$ERR" | tail -2)"
 expect_user_error "bad/--costs-from missing" "cannot read --costs-from '.*nope.json': No such file" 30 \
     "$MICROPP" bubble --costs-from "$TMP/nope.json" --schedule zb-auto
+# a run whose schedule does not split the backward (1f1b here) has no I and W: each is half its B (issue 37)
+printf '{"stages": 2, "micro_batches": 4, "forward_ms_median": [1, 2], "backward_ms_median": [2, 6]}' > "$TMP/whole.json"
+run 30 "$MICROPP" bubble --costs-from "$TMP/whole.json" --schedule 1f1b,zb-auto --json
+[ "$RC" -eq 0 ] && [ "$(json_get '["stage_i"]')" = "[1, 3]" ] && [ "$(json_get '["stage_w"]')" = "[1, 3]" ] \
+    && pass "bubble/--costs-from a 1f1b run (no I, W medians): I = W = B/2" || fail "bubble/--costs-from a 1f1b run" "rc $RC $ERR"
 printf '{"stages": 2, "forward_ms_median": [1, 2]}' > "$TMP/half.json"
 expect_user_error "bad/--costs-from without the backward medians" "has no backward_ms_median of 2 positive numbers" 30 \
     "$MICROPP" bubble --costs-from "$TMP/half.json" --schedule zb-auto

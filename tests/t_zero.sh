@@ -3,6 +3,7 @@
 # passes and 20 losses equal ddp's to 1e-6, in ddp and hybrid (1f1b, zb-h1's split backward,
 # interleaved, checkpointing), with --tp, fp32 and bf16, shm, mpi and ring; bad combinations exit 2 with one line.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 
 MODEL=(--layers 4 --hidden 32 --batch 32 --steps 20 --log-every 0 --json)
 SMALL=(--bucket-mb 0.004)  # 4 KiB ~ one layer per bucket: several buckets, so several gathers per pass

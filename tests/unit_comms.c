@@ -1,11 +1,13 @@
 // tests/unit_comms.c: the collectives' table of algorithms (comms/algo.h, collectives.c's comm_algos)
 // against what names its rows elsewhere: the option's choices (--allreduce, allreduce's --algo) list
 // the rows' names in the table's order, auto comes after the last row, every row has the operations
-// a request calls, and the planner's profile keys are the rows' names (a profile read back by name).
+// a request calls, and the planner's profile keys are the rows' names (a profile read back by name);
+// and when a waiting rank yields its core (comms/watchdog.c).
 #include <stdlib.h>
 #include "unit.h"
 #include "comms.h"
 #include "comms/hier.h"
+#include "comms/watchdog.h"
 #include "planner/cost.h"
 
 // The i-th '|'-separated field of choices into out ("" past the last).
@@ -99,7 +101,22 @@ static void test_hier_layout(void) {
            ok, "%s", why);
 }
 
+// How a waiting rank spins (comms/watchdog.c's wd_waits_yield): it yields only where the node has more
+// ranks than cores, unless MICROPP_WAIT says spin or yield; anything else is refused (-1).
+static void test_waits(void) {
+    EXPECT("watchdog/waits spin with a core per rank", wd_waits_yield(NULL, 2, 2) == 0 && wd_waits_yield("", 1, 8) == 0,
+           "yield with 2 ranks on 2 cores or 1 on 8");
+    EXPECT("watchdog/waits yield with more ranks than cores", wd_waits_yield(NULL, 4, 2) == 1,
+           "spins with 4 ranks on 2 cores");
+    int y = wd_waits_yield("yield", 1, 8), s = wd_waits_yield("spin", 8, 2);
+    EXPECT("watchdog/MICROPP_WAIT overrides", y == 1 && s == 0, "yield with 1 rank on 8 cores: %d, spin with 8 on 2: %d",
+           y, s);
+    EXPECT("watchdog/MICROPP_WAIT refuses other words",
+           wd_waits_yield("sleep", 4, 2) == -1 && wd_waits_yield("Yield", 1, 1) == -1, "sleep or Yield accepted");
+}
+
 int main(void) {
+    test_waits();
     test_choices();
     test_hier_layout();
     test_rows();

@@ -46,6 +46,9 @@ static void test_describe(void) {
     setenv("SLURM_RESTART_COUNT", "1", 1);
     expect_line("slurm/describe: a requeued job says so",
                 "slurm job 12 (pp) step 0 by srun | 4 tasks on 2 nodes n[1-2] | restart 1 (requeued)");
+    setenv("SLURM_RESTART_COUNT", "4294967297", 1);  // past int: no restart count (issue 37: atoi made it 1)
+    expect_line("slurm/describe: a restart count past int's range is left out",
+                "slurm job 12 (pp) step 0 by srun | 4 tasks on 2 nodes n[1-2]");
     setenv("HYDI_CONTROL_FD", "7", 1);  // mpiexec in a job: its proxies' step holds the ranks
     unsetenv("SLURM_RESTART_COUNT");
     expect_line("slurm/describe: ranks of mpiexec inside a job",

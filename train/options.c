@@ -95,7 +95,7 @@ const Option train_options[] = {
     {"virtual-stages", 0, OPT_INT, T(pipe.virtual_stages), 0, 1, 64, "V",
      "pipeline (--pp), interleaved and looped-bfs: model chunks per rank (rank r holds chunks r, r+K, ...)",
      AXIS_PIPELINE},
-    {"max-inflight", 0, OPT_INT, T(pipe.max_inflight), 0, 1, 1 << 20, "N",
+    {"max-inflight", 0, OPT_INT, T(pipe.max_inflight), 0, 0, 1 << 20, "N",
      "pipeline (--pp), zb-auto: the most micro-batches a stage may hold from F to W, its search's limit (0: 2 x "
      "stages)",
      AXIS_PIPELINE},

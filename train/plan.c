@@ -87,11 +87,33 @@ static int rule_batch(const TrainConfig *c, Plan *p, Err *e) {
     return 0;
 }
 
+// A step's traffic that crosses nodes under placement pl, from the node map: each pipeline link (a
+// stage and the next, in every replica and tensor-parallel rank) and each ring link (a replica and the
+// next, in every stage) that joins two nodes carries its share of pp_bytes or dp_bytes. *apart: the
+// traffics that cross (APART_*).
+static double crossing(const Plan *p, const int *node_of, int pl, int *apart) {
+    int pp = 0, pp_cross = 0, dp = 0, dp_cross = 0;
+    for (int r = 0; r < p->world; r++) {
+        int g = comm_rank_group(p->T, r), t = comm_rank_tp(p->T, r);
+        int k = comm_grid_stage(pl, p->K, p->D, g), d = comm_grid_replica(pl, p->K, p->D, g);
+        if (k + 1 < p->K) {
+            pp++;
+            pp_cross += node_of[r] != node_of[comm_grid_rank(pl, p->K, p->D, k + 1, d) * p->T + t];
+        }
+        dp++;
+        dp_cross += node_of[r] != node_of[comm_grid_rank(pl, p->K, p->D, k, (d + 1) % p->D) * p->T + t];
+    }
+    *apart = (pp_cross ? APART_PIPELINE : 0) | (dp_cross ? APART_ALLREDUCE : 0);
+    return (pp ? p->pp_bytes * pp_cross / pp : 0) + p->dp_bytes * dp_cross / dp;
+}
+
 // --placement: which neighbours of the grid share a node. auto puts the heavier traffic of a step
 // inside a node: the pipeline's (rows x H floats forward and back at every boundary between ranks,
 // per micro-batch and replica) or the all-reduce's (a ring moves 2 (D-1)/D of a stage's gradients
-// per rank, so 2 (D-1) x the model's gradients in all). A tie keeps the pipeline on a node.
-static void rule_placement(const TrainConfig *c, Plan *p) {
+// per rank, so 2 (D-1) x the model's gradients in all). A tie keeps the pipeline on a node. Once the
+// node map is known (hw: several nodes), auto takes the placement whose traffic crosses nodes least
+// where the ranks really are (srun -m cyclic deals them out node by node, not in blocks).
+static void rule_placement(const TrainConfig *c, const Hardware *hw, Plan *p) {
     int crossings = 0;
     for (int vs = 0; vs + 1 < p->S; vs++) crossings += plan_stage_of(p, vs) != plan_stage_of(p, vs + 1);
     double params = (double)model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes);
@@ -100,9 +122,16 @@ static void rule_placement(const TrainConfig *c, Plan *p) {
                       : 0;  // (each rank of a tensor-parallel group sends the whole activation)
     p->dp_bytes = p->data_parallel ? 2.0 * (p->D - 1) * params * sizeof(float) : 0;
     p->placement_auto = c->ddp.placement == PLACEMENT_AUTO;
+    p->placement_apart = 0;
     if (!p->pipelined || !p->data_parallel) p->placement = PLACEMENT_STAGES;  // one replica, or one stage
     else if (p->placement_auto) p->placement = p->dp_bytes > p->pp_bytes ? PLACEMENT_REPLICAS : PLACEMENT_STAGES;
     else p->placement = c->ddp.placement;
+    if (!hw || hw->nodes < 2 || !p->pipelined || !p->data_parallel) return;
+    int apart_st, apart_re;
+    double st = crossing(p, hw->node_of, PLACEMENT_STAGES, &apart_st),
+           re = crossing(p, hw->node_of, PLACEMENT_REPLICAS, &apart_re);
+    if (p->placement_auto && st != re) p->placement = st < re ? PLACEMENT_STAGES : PLACEMENT_REPLICAS;
+    p->placement_apart = p->placement == PLACEMENT_STAGES ? apart_st : apart_re;
 }
 
 // ---- the run: its length, observers and checkpoints, and what the facts of the world bear on ----
@@ -378,7 +407,7 @@ int plan_make(const TrainConfig *c, const Degrees *d, const OptionsSeen *seen, c
     if (plan_early(c, err, errlen) || degrees_check_flags(d, seen, err, errlen) || rule_samples(c, &e) ||
         tensor_rules(c, p, &e) || data_rules(c, d, p, &e) || rule_grid(c, d, f->tag_ub, p, &e) || rule_batch(c, p, &e))
         return -1;
-    rule_placement(c, p);
+    rule_placement(c, f->devices, p);
     return rules_run(c, f, p, &e);
 }
 
@@ -401,6 +430,6 @@ int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);
     p->transport_why = "";
     if (tensor_rules(c, p, &e) || pipeline_rules(c, d, 2147483647LL, p, &e) || rule_batch(c, p, &e)) return -1;
-    rule_placement(c, p);  // (the planner prices the links of the placement train will choose)
+    rule_placement(c, NULL, p);  // (the planner prices the links of the placement train will choose)
     return 0;
 }

@@ -70,8 +70,30 @@ static void header_data(const TrainConfig *c, const Plan *p, const Data *d) {
         printf(" | the last partial batch (%lld rows of each epoch's shuffle) is dropped\n", p->dropped);
 }
 
+// On several nodes, why auto placed as it did where the ranks really are: what crosses nodes.
+static const char *placement_why(const Plan *p, const Hardware *hw) {
+    int st = p->placement == PLACEMENT_STAGES;
+    if (!p->placement_auto) return " (--placement)";
+    if (hw->nodes < 2 || !(p->placement_apart & (st ? APART_PIPELINE : APART_ALLREDUCE)))
+        return st ? " -> auto keeps the pipeline on a node" : " -> auto keeps the all-reduce on a node";
+    if (!(p->placement_apart & (st ? APART_ALLREDUCE : APART_PIPELINE)))
+        return st ? " -> auto keeps the all-reduce on a node" : " -> auto keeps the pipeline on a node";
+    return " -> auto: both cross nodes, the least traffic this way";
+}
+
+// Ranks not in node blocks (a node's ranks not one run of rank numbers, as srun -m cyclic deals them):
+// said in one line, since each rank's neighbours are then on other nodes.
+static void header_blocks(const Hardware *hw, int world) {
+    int blocks = 1;
+    for (int r = 1; r < world; r++) blocks &= hw->node_of[r] >= hw->node_of[r - 1];
+    if (blocks) return;
+    printf("note: the ranks are not in node blocks (");
+    for (int r = 0; r < world && r < 4; r++) printf("%srank %d on %s", r ? ", " : "", r, hw->host[hw->node_of[r]]);
+    printf("%s, as srun -m cyclic places them): adjacent ranks are on different nodes\n", world > 4 ? ", ..." : "");
+}
+
 // Hybrid: how the grid sits on the ranks and why; several nodes: which stage and replica each rank
-// holds on each.
+// holds on each, the nodes named by host.
 static void header_placement(const Plan *p, const Hardware *hw) {
     if (p->pipelined && p->data_parallel) {
         int st = p->placement == PLACEMENT_STAGES;
@@ -79,14 +101,12 @@ static void header_placement(const Plan *p, const Hardware *hw) {
         printf("placement %s: %s on adjacent ranks (rank = %s x %d + %s) | per step: pipeline %s, all-reduce %s%s\n",
                st ? "stages" : "replicas", st ? "each replica's stages" : "each stage's replicas",
                st ? "replica" : "stage", st ? p->K : p->D, st ? "stage" : "replica",
-               fmt_bytes(p->pp_bytes, pp, sizeof pp), fmt_bytes(p->dp_bytes, dp, sizeof dp),
-               !p->placement_auto ? " (--placement)"
-               : st               ? " -> auto keeps the pipeline on a node"
-                                  : " -> auto keeps the all-reduce on a node");
+               fmt_bytes(p->pp_bytes, pp, sizeof pp), fmt_bytes(p->dp_bytes, dp, sizeof dp), placement_why(p, hw));
     }
     if (hw->nodes < 2) return;
+    header_blocks(hw, p->world);
     for (int n = 0; n < hw->nodes; n++) {
-        printf("%s node %d:", n ? " |" : "placement:", n);
+        printf("%s host %s:", n ? " |" : "placement:", hw->host[n]);
         for (int k = 0, first = 1; k < p->world; k++) {
             if (hw->node_of[k] != n) continue;
             printf("%s rank %d", first ? "" : ",", k);
