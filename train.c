@@ -246,13 +246,15 @@ static void run_free(Run *r) {
     comm_hardware_free(&r->wire.hardware);
 }
 
-// --deterministic: the backend's products summed index by index, each stage's gradients in the rows'
-// tree (base/det.h). (The plan allowed it on the CPU only.)
+// --deterministic: the backend's products on fixed chunks of --det-rows rows, each stage's gradients in
+// the rows' tree over those chunks (base/det.h). (The plan allowed it on the CPU only.)
 static void setup_deterministic(Run *r) {
     char err[256] = "this backend has no canonical products";
     const Backend *be = r->wire.be;
-    if (!be->set_deterministic || be->set_deterministic(1, err, sizeof err)) fatal("train: --deterministic: %s", err);
-    for (int k = 0; k < r->model.n_local; k++) stage_enable_det(&r->model.local[k]);
+    int chunk = r->c->gemm.det_rows;
+    if (!be->set_deterministic || be->set_deterministic(chunk, err, sizeof err))
+        fatal("train: --deterministic: %s", err);
+    for (int k = 0; k < r->model.n_local; k++) stage_enable_det(&r->model.local[k], chunk);
 }
 
 // ---- the step loop ----

@@ -3,9 +3,9 @@
 # layout below holds the same weights and Adam moments as the monolith, every tensor, every bit (the
 # checkpoints' tensors compared exactly, as tests/ckpt_tool.py dumps them); bf16 layouts against the
 # bf16 monolith. Without --deterministic two of them differ (so the comparison can fail), and the
-# layouts not in the canonical order yet are refused in one line.
+# layouts not in the canonical order yet, and micro-batches finer than its chunk, are refused in one line.
 source "$(dirname "$0")/lib.sh"
-M=(--layers 6 --hidden 32 --seed 7 --deterministic --log-every 0)
+M=(--layers 6 --hidden 32 --seed 7 --deterministic --det-rows 8 --log-every 0)
 TOOL="python3 $ROOT/tests/ckpt_tool.py"
 "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 4 --dump-csv "$TMP/s.csv" >/dev/null 2>&1
 # trained NAME NRANKS ARGS...: trains 3 steps, saves, dumps the tensors to $TMP/NAME.json; "" or why not
@@ -95,3 +95,6 @@ refused() {  # refused NAME NRANKS EXPECT ARGS...
 }
 refused "--tp 2" 2 "tensor-parallel sums are not in the canonical order yet" --tp 2
 refused "--zero 2" 2 "ZeRO-2's gradient shards" --dp 2 --zero 2
+refused "a micro-batch finer than the chunk" 2 "a micro-batch of 8 rows is finer than the canonical chunk of 32 rows" \
+    --pp 2 --micro-batches 8 --batch 64 --layers 4 --hidden 32
+refused "--det-rows 12" 1 "the canonical chunk is a power of two" --det-rows 12
