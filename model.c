@@ -541,9 +541,12 @@ void stage_enable_det(Stage *s, int chunk) {
     for (int j = 0; j < s->n_layers + s->has_head; j++) det_tree_init(&s->det->tree[j], stage_layer_len(s, j));
 }
 
+void stage_det_finish_layer(Stage *s, int j) {
+    if (s->det->tree[j].n) det_tree_finish(&s->det->tree[j], j == s->n_layers ? s->dWh : s->dW[j]);  // [W, b] together
+}
+
 void stage_det_finish(Stage *s) {
-    for (int j = 0; j < s->n_layers + s->has_head; j++)
-        det_tree_finish(&s->det->tree[j], j == s->n_layers ? s->dWh : s->dW[j]);  // [W, b] lie together
+    for (int j = 0; j < s->n_layers + s->has_head; j++) stage_det_finish_layer(s, j);
 }
 
 double lr_at(int schedule, double lr, double min_lr, long long warmup, long long step, long long total) {
