@@ -638,7 +638,10 @@ static const SchedFile *load_schedule_file(const TrainConfig *c, const Degrees *
 static int outputs_written(const TrainConfig *c, int rank, const Summary *s, const VerifyResult *v) {
     int code = v->failed ? 1 : 0;
     if (rank == 0) {
-        if (v->failed)
+        if (v->failed && v->det_ulps > 0)
+            fprintf(stderr, "micropp: --verify failed: --deterministic's gradients lie up to %.0f ulp from the "
+                            "monolith reference's, which they must equal bit for bit\n", v->det_ulps);
+        else if (v->failed)
             fprintf(stderr,
                     "micropp: --verify failed: worst relative error %.3g exceeds %.0e and %dx the reference's own "
                     "float noise\n",

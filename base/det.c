@@ -91,9 +91,21 @@ static int find(const DetTree *t, int level, long start) {
     return -1;
 }
 
+// Testing (tests/t_deterministic.sh): MICROPP_DET_REORDER=1 sums every tree's subtrees one after the
+// other, left to right, instead of pairwise: a reduction in another order, which comparing the weights
+// of two layouts must catch.
+static int reordered(void) {
+    static int r = -1;
+    if (r < 0) {
+        const char *e = getenv("MICROPP_DET_REORDER");
+        r = e && strcmp(e, "1") == 0;
+    }
+    return r;
+}
+
 void det_tree_add(DetTree *t, int level, long start, float *v) {
     CHECK(start % (1L << level) == 0, "det: subtree at row %ld is not aligned to 2^%d", start, level);
-    for (;;) {
+    while (!reordered()) {
         int s = find(t, level, start ^ (1L << level));
         if (s < 0) break;
         float *w = t->nodes[s].v;
@@ -143,8 +155,9 @@ void det_tree_finish(DetTree *t, float *out) {
         return;
     }
     qsort(t->nodes, (size_t)t->n, sizeof(DetNode), by_start);
-    float *acc = t->nodes[t->n - 1].v;
-    for (int i = t->n - 2; i >= 0; i--) {
+    int last = reordered() ? 0 : t->n - 1, step = reordered() ? 1 : -1;  // (reordered: left to right)
+    float *acc = t->nodes[last].v;
+    for (int i = last + step; i >= 0 && i < t->n; i += step) {
         const float *v = t->nodes[i].v;
         for (size_t j = 0; j < t->len; j++) acc[j] += v[j];
         give_back(t, t->nodes[i].v);
