@@ -91,9 +91,9 @@ static int find(const DetTree *t, int level, long start) {
     return -1;
 }
 
-// Testing (tests/t_deterministic.sh): MICROPP_DET_REORDER=1 sums every tree's subtrees one after the
-// other, left to right, instead of pairwise: a reduction in another order, which comparing the weights
-// of two layouts must catch.
+// Testing (tests/t_deterministic.sh): MICROPP_DET_REORDER=1 sums every tree's subtrees (each chunk a
+// leaf of its own) one after the other, left to right, instead of pairwise: a reduction in another
+// order, which comparing the weights of two layouts must catch.
 static int reordered(void) {
     static int r = -1;
     if (r < 0) {
@@ -124,24 +124,39 @@ void det_tree_add(DetTree *t, int level, long start, float *v) {
     t->nodes[t->n++] = (DetNode){level, start, v};
 }
 
+// One chunk's leaf added into v (beta 0: written; 1: added, one rounding per float, as v + leaf would be)
+// and its bias part, the chunk's rows of dz summed row by row, into db.
+static void leaf(const float *dz, const float *x, int h, int k, int chunk, int bf16, float beta, float *v, float *db) {
+    float *dr = bf16 ? plain(0, chunk, h, dz, h, 0, 1) : NULL, *xr = bf16 ? plain(0, chunk, k, x, k, 0, 1) : NULL;
+    const float *d = dr ? dr : dz;
+    sgemm(1, 0, h, k, chunk, 1.0f, d, h, xr ? xr : x, k, beta, v, k);
+    for (int o = 0; o < h; o++) db[o] = 0.0f;
+    for (int r = 0; r < chunk; r++)
+        for (int o = 0; o < h; o++) db[o] += d[(size_t)r * h + o];
+    free(xr);
+    free(dr);
+}
+
 void det_tree_chunks(DetTree *t, const float *dz, const float *x, int rows, int h, int k, long row0, int chunk,
                      int bf16) {
     CHECK(rows % chunk == 0 && row0 % chunk == 0, "det: rows %ld.. (%d) are not whole chunks of %d", row0, rows, chunk);
     int level = 0;
     while (1 << level < chunk) level++;
-    for (int c = 0; c < rows; c += chunk) {
-        float *dr = bf16 ? plain(0, chunk, h, dz + (size_t)c * h, h, 0, 1) : NULL;
-        float *xr = bf16 ? plain(0, chunk, k, x + (size_t)c * k, k, 0, 1) : NULL;
-        const float *d = dr ? dr : dz + (size_t)c * h;
+    float *right = xmalloc(sizeof(float) * (size_t)h);  // a right sibling's bias part
+    for (int c = 0; c < rows;) {
         float *v = det_tree_buffer(t), *db = v + (size_t)h * k;
-        sgemm(1, 0, h, k, chunk, 1.0f, d, h, xr ? xr : x + (size_t)c * k, k, 0.0f, v, k);
-        for (int o = 0; o < h; o++) db[o] = 0.0f;
-        for (int r = 0; r < chunk; r++)
-            for (int o = 0; o < h; o++) db[o] += d[(size_t)r * h + o];
-        det_tree_add(t, level, row0 + c, v);
-        free(xr);
-        free(dr);
+        leaf(dz + (size_t)c * h, x + (size_t)c * k, h, k, chunk, bf16, 0.0f, v, db);
+        // Two sibling chunks in this call: the right one's product added by its sgemm (beta 1: v + leaf
+        // rounded once, the same bits as the tree's add; tests/unit_det.c checks it), a pass over v saved.
+        int pair = (row0 + c) % (2L * chunk) == 0 && c + chunk < rows && chunk <= DET_FUSE_MAX && !reordered();
+        if (pair) {
+            leaf(dz + (size_t)(c + chunk) * h, x + (size_t)(c + chunk) * k, h, k, chunk, bf16, 1.0f, v, right);
+            for (int o = 0; o < h; o++) db[o] += right[o];
+        }
+        det_tree_add(t, level + pair, row0 + c, v);
+        c += chunk << pair;
     }
+    free(right);
 }
 
 static int by_start(const void *a, const void *b) {

@@ -8,6 +8,10 @@
 // the bits a chunk-sized call gives it: OpenBLAS's small-matrix kernels, whose order of sums depends on M,
 // stop at 1e6 (tests/unit_det.c checks it on the library it links).
 #define DET_BIG (1 << 21)
+// Up to this many rows in a chunk, sgemm's beta = 1 adds its product into C with one rounding per float
+// (the sum over a chunk is one block of OpenBLAS's inner dimension): det_tree_chunks adds a right
+// sibling's leaf that way (tests/unit_det.c checks it).
+#define DET_FUSE_MAX 256
 
 // C[M,N] = alpha * op(A) op(B) + beta * C as Backend.gemm, computed on chunks of `chunk` rows of C: each
 // chunk one sgemm of shape [chunk, N, K] (the last rows padded to a whole chunk), or, for shapes of

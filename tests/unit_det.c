@@ -109,25 +109,39 @@ static void test_gemm(void) {
            bad == 0, "%d of %d cases differ", bad, n);
 }
 
-// det_tree_chunks: a layer's gradient over 64 rows is the same whether its chunks come in one call or in
-// micro-batches of 16 rows in any order, and it is not the left-to-right sum of the rows.
-static void test_chunks(void) {
-    enum { R = 64, H = 24, K = 40, CH = 8 };
-    float *dz = xmalloc(sizeof(float) * R * H), *x = xmalloc(sizeof(float) * R * K);
-    float one[H * K + H], many[H * K + H];
-    fill(dz, R * H, 3); fill(x, R * K, 4);
+// det_tree_chunks: a layer's gradient over R rows is the same whether its chunks come in one call (two
+// siblings at a time: the right one added by sgemm's beta 1), in micro-batches of two chunks or of one
+// (siblings added by the tree), the micro-batches in any order; small and large shapes, bf16 too.
+static int chunks_case(int R, int H, int K, int CH, int bf16) {
+    size_t len = (size_t)H * K + H;
+    float *dz = xmalloc(sizeof(float) * (size_t)R * H), *x = xmalloc(sizeof(float) * (size_t)R * K);
+    float *one = xmalloc(sizeof(float) * len), *many = xmalloc(sizeof(float) * len);
+    fill(dz, (size_t)R * H, 3); fill(x, (size_t)R * K, 4);
     DetTree t;
-    det_tree_init(&t, H * K + H);
-    det_tree_chunks(&t, dz, x, R, H, K, 0, CH, 0);
+    det_tree_init(&t, len);
+    det_tree_chunks(&t, dz, x, R, H, K, 0, CH, bf16);
     det_tree_finish(&t, one);
-    int order[4] = {2, 0, 3, 1};
-    for (int i = 0; i < 4; i++)
-        det_tree_chunks(&t, dz + (size_t)order[i] * 16 * H, x + (size_t)order[i] * 16 * K, 16, H, K, order[i] * 16, CH, 0);
-    det_tree_finish(&t, many);
+    int bad = 0;
+    for (int per = 1; per <= 2; per++) {
+        int n = R / (per * CH), rows = per * CH;
+        for (int i = 0; i < n; i++) {
+            int mb = (i * 5 + 3) % n;  // (n a power of two: every micro-batch once, out of order)
+            det_tree_chunks(&t, dz + (size_t)mb * rows * H, x + (size_t)mb * rows * K, rows, H, K, (long)mb * rows, CH,
+                            bf16);
+        }
+        det_tree_finish(&t, many);
+        bad += memcmp(one, many, sizeof(float) * len) != 0;
+    }
     det_tree_free(&t);
-    EXPECT("det/det_tree_chunks: micro-batches in any order give the one call's bits", !memcmp(one, many, sizeof one),
-           "they differ");
-    free(dz); free(x);
+    free(dz); free(x); free(one); free(many);
+    return bad;
+}
+
+static void test_chunks(void) {
+    int bad = chunks_case(64, 24, 40, 8, 0) + chunks_case(64, 24, 40, 8, 1) + chunks_case(256, 256, 192, 32, 0) +
+              chunks_case(256, 64, 64, 64, 0);
+    EXPECT("det/det_tree_chunks: micro-batches of 1 or 2 chunks, in any order, give the one call's bits", bad == 0,
+           "%d of 8 cases differ", bad);
 }
 
 int main(void) {
