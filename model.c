@@ -368,7 +368,7 @@ static float grad_beta(Stage *s, int j, float *db, int n) {
 static void weight_grad(Stage *s, int j, const Slot *sl, const float *dz, const float *x, int h, int k) {
     if (s->det) {
         long row0 = s->det->row0 + (long)sl->mb * s->rows;
-        det_tree_rows(&s->det->tree[j], dz, x, s->rows, h, k, row0, s->bf16);
+        det_tree_chunks(&s->det->tree[j], dz, x, s->rows, h, k, row0, s->det->chunk, s->bf16);
         return;
     }
     float *dW = j == s->n_layers ? s->dWh : s->dW[j], *db = j == s->n_layers ? s->dbh : s->db[j];
@@ -533,16 +533,20 @@ void stage_zero_grads(Stage *s) {
     s->loss.rows = 0;
 }
 
-void stage_enable_det(Stage *s) {
+void stage_enable_det(Stage *s, int chunk) {
     if (s->det) return;
     s->det = xcalloc(1, sizeof *s->det);
+    s->det->chunk = chunk;
     s->det->tree = xcalloc((size_t)s->n_layers + 1, sizeof(DetTree));
     for (int j = 0; j < s->n_layers + s->has_head; j++) det_tree_init(&s->det->tree[j], stage_layer_len(s, j));
 }
 
+void stage_det_finish_layer(Stage *s, int j) {
+    if (s->det->tree[j].n) det_tree_finish(&s->det->tree[j], j == s->n_layers ? s->dWh : s->dW[j]);  // [W, b] together
+}
+
 void stage_det_finish(Stage *s) {
-    for (int j = 0; j < s->n_layers + s->has_head; j++)
-        det_tree_finish(&s->det->tree[j], j == s->n_layers ? s->dWh : s->dW[j]);  // [W, b] lie together
+    for (int j = 0; j < s->n_layers + s->has_head; j++) stage_det_finish_layer(s, j);
 }
 
 double lr_at(int schedule, double lr, double min_lr, long long warmup, long long step, long long total) {

@@ -96,6 +96,7 @@ typedef struct {
 typedef struct {
     DetTree *tree;  // [n_layers + 1]: the head's last
     long row0;
+    int chunk;      // the canonical chunk's rows (--det-rows): the tree's leaves
 } StageDet;
 
 typedef struct {
@@ -206,8 +207,9 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din);
 void stage_backward_weight(Stage *s, int slot);
 // --deterministic: the weight gradients summed in the rows' canonical tree (base/det.h) rather than
 // added per micro-batch; stage_det_finish writes the step's sums into dW/db (after the last backward).
-void stage_enable_det(Stage *s);
+void stage_enable_det(Stage *s, int chunk);
 void stage_det_finish(Stage *s);
+void stage_det_finish_layer(Stage *s, int j);  // layer j's (the head: n_layers) alone, if rows arrived
 // Forward only, no stash, for evaluation: x[rows,D] in, logits or output written to out.
 void stage_forward_eval(Stage *s, const float *x, int rows, float *out);
 // Starts a new gradient: marks every layer so its next backward overwrites dW/db instead of adding.

@@ -257,13 +257,15 @@ static void run_free(Run *r) {
     comm_hardware_free(&r->wire.hardware);
 }
 
-// --deterministic: the backend's products summed index by index, each stage's gradients in the rows'
-// tree (base/det.h). (The plan allowed it on the CPU only.)
+// --deterministic: the backend's products on fixed chunks of --det-rows rows, each stage's gradients in
+// the rows' tree over those chunks (base/det.h). (The plan allowed it on the CPU only.)
 static void setup_deterministic(Run *r) {
     char err[256] = "this backend has no canonical products";
     const Backend *be = r->wire.be;
-    if (!be->set_deterministic || be->set_deterministic(1, err, sizeof err)) fatal("train: --deterministic: %s", err);
-    for (int k = 0; k < r->model.n_local; k++) stage_enable_det(&r->model.local[k]);
+    int chunk = r->c->gemm.det_rows;
+    if (!be->set_deterministic || be->set_deterministic(chunk, err, sizeof err))
+        fatal("train: --deterministic: %s", err);
+    for (int k = 0; k < r->model.n_local; k++) stage_enable_det(&r->model.local[k], chunk);
 }
 
 // ---- the step loop ----
@@ -654,7 +656,10 @@ static const SchedFile *load_schedule_file(const TrainConfig *c, const Degrees *
 static int outputs_written(const TrainConfig *c, int rank, const Summary *s, const VerifyResult *v) {
     int code = v->failed ? 1 : 0;
     if (rank == 0) {
-        if (v->failed)
+        if (v->failed && v->det_ulps > 0)
+            fprintf(stderr, "micropp: --verify failed: --deterministic's gradients lie up to %.0f ulp from the "
+                            "monolith reference's, which they must equal bit for bit\n", v->det_ulps);
+        else if (v->failed)
             fprintf(stderr,
                     "micropp: --verify failed: worst relative error %.3g exceeds %.0e and %dx the reference's own "
                     "float noise\n",

@@ -58,7 +58,8 @@ static void start(GradSync *g, Bucket *b) {
 // The gradient hook: called by stage_backward after each layer's dW/db (head first, then down).
 static void on_layer_grad(void *ctx, int layer) {
     GradSync *g = ctx;
-    if (g->s->det) return;  // --deterministic: no gradient is whole before the step's end (det_sum)
+    if (g->s->det && !g->det_pair) return;  // --deterministic: no gradient is whole before the step's end (det_sum)
+    if (g->s->det && g->final) stage_det_finish_layer(g->s, layer);  // this replica's rows: its half of the tree
     if (g->final && g->next < g->nb && layer == g->b[g->next].lo) start(g, &g->b[g->next++]);
     comm_progress();  // move every bucket in flight along before the next layer's gemms
 }
@@ -177,10 +178,11 @@ void gradsync_set_final(GradSync *g, int final) { g->final = final; }
 void gradsync_finish(GradSync *g) {
     g->s->be->sync();  // the compute's end on the device (a GPU's queue drained), not when the host queued it
     g->t_compute_end = now_sec();
-    if (g->s->det) {
+    if (g->s->det && !g->det_pair) {
         det_sum(g);
         return;
     }
+    if (g->s->det) stage_det_finish(g->s);  // (the layers no hook folded: naive sync's)
     if (g->sharded && g->sharded->finish) {
         g->sharded->finish(g);
         return;
@@ -475,8 +477,16 @@ void data_setup(const Plan *p, Comm *comm, Stage *local, int n_local, GradSync *
     }
     if (dp->algo == ALLREDUCE_HIER) comm_hier_prepare(comm);  // its groups now, not at a bucket's start
     *sync = xcalloc((size_t)n_local, sizeof(GradSync));
-    for (int k = 0; k < n_local; k++)
+    long R = (long)p->rows * p->M;  // a replica's rows in a micro-step
+    for (int k = 0; k < n_local; k++) {
         gradsync_init(&(*sync)[k], comm, &local[k], dp->sync, dp->algo, dp->bucket_mb * 1024 * 1024);
+        // --deterministic: with 2 replicas, one micro-step and a power of two of rows each, replica 0 holds
+        // rows [0, R) and replica 1 [R, 2R): sibling subtrees, whose canonical sum is one add, a + b, which
+        // every collective computes for 2 ranks (ring, shm, hier and MPI: IEEE's a + b == b + a). So each
+        // layer's tree is folded as its last backward ends, and the buckets sum it as they would without the
+        // option, overlapping the backward. Otherwise det_sum all-gathers the subtrees at the step's end.
+        (*sync)[k].det_pair = p->D == 2 && p->N == 1 && (R & (R - 1)) == 0;
+    }
 }
 
 // ---- report ----

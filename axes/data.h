@@ -40,6 +40,7 @@ typedef struct GradSync {
     Stage *s;
     int sync, algo, zero, D;
     int scatter;  // 1: a bucket's collective is a reduce-scatter, each rank keeping its shard (ZeRO-1)
+    int det_pair;  // --deterministic: 2 replicas whose rows are sibling subtrees (data_setup): buckets as usual
     Bucket *b;
     int nb;
     int next;              // bucketed: the next bucket to start (they start in order)

@@ -132,6 +132,7 @@ typedef struct {
         int tf32;            // cuBLAS may round fp32 inputs to TF32
         int timing;          // time every gemm, report the share of step time in BLAS
         int deterministic;   // every sum in one canonical order, the same bits on every layout (base/det.h)
+        int det_rows;        // --deterministic's chunk: the rows each product and each gradient leaf is taken over
     } gemm;
     struct {                 // observing the run (train/trace.c, train/metrics.c, train/live.c)
         char trace[PATH_LEN];     // Chrome trace JSON of every step, "" = none

@@ -1,61 +1,77 @@
-// base/det.c: --deterministic's arithmetic (base/det.h): products summed index by index, and the rows'
-// pairwise tree. Compiled without contraction into fused multiply-adds (-std=c11 sets -ffp-contract=off),
-// so a product and a sum round the same on every call.
+// base/det.c: --deterministic's arithmetic (base/det.h): OpenBLAS products on fixed row chunks, and the
+// rows' pairwise tree over the chunks. Compiled without contraction into fused multiply-adds (-std=c11
+// sets -ffp-contract=off), so the tree's sums round the same on every call.
 #include <string.h>
+#include <cblas.h>
 #include "base/det.h"
 #include "base/ops_math.h"
 #include "base/util.h"
 
 static float operand(float x, int bf16) { return bf16 ? bf16_round(x) : x; }
 
-// op(B) as a plain [K, N] matrix (rounded to bf16 when asked), so the products below read its rows.
-static float *b_rows(int tb, int N, int K, const float *B, int ldb, int bf16) {
-    float *b = xmalloc(sizeof(float) * (size_t)K * (size_t)N + sizeof(float));
-    for (int k = 0; k < K; k++)
-        for (int n = 0; n < N; n++)
-            b[(size_t)k * N + n] = operand(tb ? B[(size_t)n * ldb + k] : B[(size_t)k * ldb + n], bf16);
-    return b;
+static void sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                  float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+                B, ldb, beta, C, ldc);
 }
 
-// Rows m0 .. m0+R-1 (R <= DET_RB) of the product: acc[r][n] = sum over k in order of A(m0+r, k) b[k][n].
-// The loop over n inside the loop over k keeps each value's sum in k's order (and vectorises over n);
-// the R rows share each row of b while it is in cache.
-enum { DET_RB = 4 };
-static void det_rows(int ta, int m0, int R, int N, int K, const float *A, int lda, const float *b, float *acc,
-                     int bf16) {
-    for (size_t i = 0; i < (size_t)R * N; i++) acc[i] = 0.0f;
-    for (int k = 0; k < K; k++) {
-        const float *bk = b + (size_t)k * N;
-        for (int r = 0; r < R; r++) {
-            int m = m0 + r;
-            float a = operand(ta ? A[(size_t)k * lda + m] : A[(size_t)m * lda + k], bf16), *o = acc + (size_t)r * N;
-            for (int n = 0; n < N; n++) o[n] += a * bk[n];
-        }
-    }
+// op(X) of R rows and K columns as a plain [R, K] matrix, rounded to bf16 when asked (rows R.. of out,
+// up to pad_rows, zero): the padded last chunk, and bf16's operands.
+static float *plain(int tx, int R, int K, const float *X, int ldx, int pad_rows, int bf16) {
+    float *out = xcalloc((size_t)(pad_rows > R ? pad_rows : R) * (size_t)K + 1, sizeof(float));
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < K; k++)
+            out[(size_t)r * K + k] = operand(tx ? X[(size_t)k * ldx + r] : X[(size_t)r * ldx + k], bf16);
+    return out;
+}
+
+// The last r (< chunk) rows: padded with zero rows to a whole chunk, so the product keeps the chunk's shape
+// and transposes (OpenBLAS's small kernels differ by both).
+static void last_rows(int ta, int tb, int r, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float beta, float *C, int ldc, int chunk) {
+    float *a = xcalloc((size_t)chunk * (size_t)K + 1, sizeof(float)),
+          *c = xcalloc((size_t)chunk * (size_t)N + 1, sizeof(float));
+    for (int i = 0; i < r; i++)
+        for (int k = 0; k < K; k++)
+            a[ta ? (size_t)k * chunk + i : (size_t)i * K + k] = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+    for (int i = 0; i < r; i++) memcpy(c + (size_t)i * N, C + (size_t)i * ldc, sizeof(float) * (size_t)N);
+    sgemm(ta, tb, chunk, N, K, alpha, a, ta ? chunk : K, B, ldb, beta, c, N);
+    for (int i = 0; i < r; i++) memcpy(C + (size_t)i * ldc, c + (size_t)i * N, sizeof(float) * (size_t)N);
+    free(c);
+    free(a);
 }
 
 void det_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-              float beta, float *C, int ldc, int bf16) {
-    float *b = b_rows(tb, N, K, B, ldb, bf16), *acc = xmalloc(sizeof(float) * DET_RB * (size_t)(N > 0 ? N : 1));
-    for (int m0 = 0; m0 < M; m0 += DET_RB) {
-        int R = M - m0 < DET_RB ? M - m0 : DET_RB;
-        det_rows(ta, m0, R, N, K, A, lda, b, acc, bf16);
-        for (int r = 0; r < R; r++) {
-            float *c = C + (size_t)(m0 + r) * ldc;
-            const float *x = acc + (size_t)r * N;
-            if (beta == 0.0f) for (int n = 0; n < N; n++) c[n] = alpha * x[n];
-            else for (int n = 0; n < N; n++) c[n] = alpha * x[n] + beta * c[n];
-        }
+              float beta, float *C, int ldc, int chunk, int bf16) {
+    if (bf16) {  // the operands rounded first, then the fp32 products of bf16 values (exact) summed in fp32
+        float *a = plain(ta, M, K, A, lda, 0, 1), *b = plain(!tb, N, K, B, ldb, 0, 1);  // b: op(B)^T, [N, K]
+        det_gemm(0, 1, M, N, K, alpha, a, K, b, K, beta, C, ldc, chunk, 0);
+        free(b);
+        free(a);
+        return;
     }
-    free(acc); free(b);
+    int full = M / chunk * chunk;
+    if (full && (double)chunk * N * K >= DET_BIG)  // one call: a row's bits do not depend on M at this size
+        sgemm(ta, tb, full, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        for (int m0 = 0; m0 < full; m0 += chunk)
+            sgemm(ta, tb, chunk, N, K, alpha, ta ? A + m0 : A + (size_t)m0 * lda, lda, B, ldb, beta,
+                  C + (size_t)m0 * ldc, ldc);
+    if (M > full)
+        last_rows(ta, tb, M - full, N, K, alpha, ta ? A + full : A + (size_t)full * lda, lda, B, ldb, beta,
+                  C + (size_t)full * ldc, ldc, chunk);
 }
 
-void det_tree_init(DetTree *t, size_t len) { memset(t, 0, sizeof *t); t->len = len; }
+void det_tree_init(DetTree *t, size_t len) {
+    memset(t, 0, sizeof *t);
+    t->len = len;
+}
 
 void det_tree_free(DetTree *t) {
     for (int i = 0; i < t->n; i++) free(t->nodes[i].v);
     for (int i = 0; i < t->n_spare; i++) free(t->spare[i]);
-    free(t->nodes); free(t->spare);
+    free(t->nodes);
+    free(t->spare);
     memset(t, 0, sizeof *t);
 }
 
@@ -70,13 +86,26 @@ static void give_back(DetTree *t, float *v) {
 }
 
 static int find(const DetTree *t, int level, long start) {
-    for (int i = 0; i < t->n; i++) if (t->nodes[i].level == level && t->nodes[i].start == start) return i;
+    for (int i = 0; i < t->n; i++)
+        if (t->nodes[i].level == level && t->nodes[i].start == start) return i;
     return -1;
+}
+
+// Testing (tests/t_deterministic.sh): MICROPP_DET_REORDER=1 sums every tree's subtrees (each chunk a
+// leaf of its own) one after the other, left to right, instead of pairwise: a reduction in another
+// order, which comparing the weights of two layouts must catch.
+static int reordered(void) {
+    static int r = -1;
+    if (r < 0) {
+        const char *e = getenv("MICROPP_DET_REORDER");
+        r = e && strcmp(e, "1") == 0;
+    }
+    return r;
 }
 
 void det_tree_add(DetTree *t, int level, long start, float *v) {
     CHECK(start % (1L << level) == 0, "det: subtree at row %ld is not aligned to 2^%d", start, level);
-    for (;;) {
+    while (!reordered()) {
         int s = find(t, level, start ^ (1L << level));
         if (s < 0) break;
         float *w = t->nodes[s].v;
@@ -95,18 +124,39 @@ void det_tree_add(DetTree *t, int level, long start, float *v) {
     t->nodes[t->n++] = (DetNode){level, start, v};
 }
 
-void det_tree_rows(DetTree *t, const float *dz, const float *x, int rows, int h, int k, long row0, int bf16) {
-    for (int i = 0; i < rows; i++) {
-        const float *d = dz + (size_t)i * h, *xi = x + (size_t)i * k;
-        float *v = det_tree_buffer(t);
-        for (int o = 0; o < h; o++) {
-            float g = operand(d[o], bf16);
-            float *w = v + (size_t)o * k;
-            for (int c = 0; c < k; c++) w[c] = g * operand(xi[c], bf16);
-            v[(size_t)h * k + o] = g;
+// One chunk's leaf added into v (beta 0: written; 1: added, one rounding per float, as v + leaf would be)
+// and its bias part, the chunk's rows of dz summed row by row, into db.
+static void leaf(const float *dz, const float *x, int h, int k, int chunk, int bf16, float beta, float *v, float *db) {
+    float *dr = bf16 ? plain(0, chunk, h, dz, h, 0, 1) : NULL, *xr = bf16 ? plain(0, chunk, k, x, k, 0, 1) : NULL;
+    const float *d = dr ? dr : dz;
+    sgemm(1, 0, h, k, chunk, 1.0f, d, h, xr ? xr : x, k, beta, v, k);
+    for (int o = 0; o < h; o++) db[o] = 0.0f;
+    for (int r = 0; r < chunk; r++)
+        for (int o = 0; o < h; o++) db[o] += d[(size_t)r * h + o];
+    free(xr);
+    free(dr);
+}
+
+void det_tree_chunks(DetTree *t, const float *dz, const float *x, int rows, int h, int k, long row0, int chunk,
+                     int bf16) {
+    CHECK(rows % chunk == 0 && row0 % chunk == 0, "det: rows %ld.. (%d) are not whole chunks of %d", row0, rows, chunk);
+    int level = 0;
+    while (1 << level < chunk) level++;
+    float *right = xmalloc(sizeof(float) * (size_t)h);  // a right sibling's bias part
+    for (int c = 0; c < rows;) {
+        float *v = det_tree_buffer(t), *db = v + (size_t)h * k;
+        leaf(dz + (size_t)c * h, x + (size_t)c * k, h, k, chunk, bf16, 0.0f, v, db);
+        // Two sibling chunks in this call: the right one's product added by its sgemm (beta 1: v + leaf
+        // rounded once, the same bits as the tree's add; tests/unit_det.c checks it), a pass over v saved.
+        int pair = (row0 + c) % (2L * chunk) == 0 && c + chunk < rows && chunk <= DET_FUSE_MAX && !reordered();
+        if (pair) {
+            leaf(dz + (size_t)(c + chunk) * h, x + (size_t)(c + chunk) * k, h, k, chunk, bf16, 1.0f, v, right);
+            for (int o = 0; o < h; o++) db[o] += right[o];
         }
-        det_tree_add(t, 0, row0 + i, v);
+        det_tree_add(t, level + pair, row0 + c, v);
+        c += chunk << pair;
     }
+    free(right);
 }
 
 static int by_start(const void *a, const void *b) {
@@ -115,10 +165,14 @@ static int by_start(const void *a, const void *b) {
 }
 
 void det_tree_finish(DetTree *t, float *out) {
-    if (!t->n) { memset(out, 0, sizeof(float) * t->len); return; }
+    if (!t->n) {
+        memset(out, 0, sizeof(float) * t->len);
+        return;
+    }
     qsort(t->nodes, (size_t)t->n, sizeof(DetNode), by_start);
-    float *acc = t->nodes[t->n - 1].v;
-    for (int i = t->n - 2; i >= 0; i--) {
+    int last = reordered() ? 0 : t->n - 1, step = reordered() ? 1 : -1;  // (reordered: left to right)
+    float *acc = t->nodes[last].v;
+    for (int i = last + step; i >= 0 && i < t->n; i += step) {
         const float *v = t->nodes[i].v;
         for (size_t j = 0; j < t->len; j++) acc[j] += v[j];
         give_back(t, t->nodes[i].v);

@@ -1,13 +1,25 @@
-// base/det.h: --deterministic's arithmetic: products whose every value is its inner sum taken index by
-// index, whatever the call's shape, and the rows' pairwise tree that a weight's gradient is summed in,
-// kept as subtrees until their siblings arrive, so no layout changes a bit (docs/deterministic.md).
+// base/det.h: --deterministic's arithmetic: products computed on fixed chunks of rows, so a row's bits do
+// not depend on how many rows a call carries, and the rows' pairwise tree that a weight's gradient is
+// summed in, kept as subtrees until their siblings arrive, so no layout changes a bit (docs/determinism.md).
 #pragma once
 #include <stddef.h>
 
-// C[M,N] = alpha * op(A) op(B) + beta * C as Backend.gemm, each value's sum over K taken in order,
-// k = 0, 1, ..., K-1 (bf16: the operands rounded to bf16 first, as the bf16 gemm does).
+// From this many multiply-adds per chunk (chunk x N x K) on, one sgemm over many whole chunks gives each row
+// the bits a chunk-sized call gives it: OpenBLAS's small-matrix kernels, whose order of sums depends on M,
+// stop at 1e6 (tests/unit_det.c checks it on the library it links).
+#define DET_BIG (1 << 21)
+// Up to this many rows in a chunk, sgemm's beta = 1 adds its product into C with one rounding per float
+// (the sum over a chunk is one block of OpenBLAS's inner dimension): det_tree_chunks adds a right
+// sibling's leaf that way (tests/unit_det.c checks it).
+#define DET_FUSE_MAX 256
+
+// C[M,N] = alpha * op(A) op(B) + beta * C as Backend.gemm, computed on chunks of `chunk` rows of C: each
+// chunk one sgemm of shape [chunk, N, K] (the last rows padded to a whole chunk), or, for shapes of
+// DET_BIG and more, the whole chunks in one call. A row starting a chunk in one call starts one in any
+// call whose first row is a multiple of chunk. bf16: the operands rounded to bf16 first, as the bf16
+// gemm does (their products are exact in fp32).
 void det_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-              float beta, float *C, int ldc, int bf16);
+              float beta, float *C, int ldc, int chunk, int bf16);
 
 // A subtree of the rows' tree: rows [start, start + 2^level) summed pairwise, len floats.
 typedef struct {
@@ -32,9 +44,12 @@ void det_tree_free(DetTree *t);
 float *det_tree_buffer(DetTree *t);  // len floats (contents undefined) for det_tree_add
 // Adds the subtree (level, start) whose sum is v (from det_tree_buffer; the tree owns it now).
 void det_tree_add(DetTree *t, int level, long start, float *v);
-// The leaves of one layer's gradient for rows row0.. of a micro-batch: leaf i is [dz_i x_i^T, dz_i],
-// the layer's weight [h, k] then its bias [h] (bf16: dz and x rounded first, as the bf16 gemm reads them).
-void det_tree_rows(DetTree *t, const float *dz, const float *x, int rows, int h, int k, long row0, int bf16);
+// The leaves of one layer's gradient for rows row0 .. row0 + rows - 1 of the step (whole chunks): leaf c
+// is the chunk's [dz^T x, the sum of dz's rows], the layer's weight [h, k] then its bias [h]: one sgemm
+// [h, k, chunk] and the bias summed row by row (bf16: dz and x rounded first, as the bf16 gemm reads them).
+// Each leaf is the subtree (log2 chunk, its first row): the tree's bottom levels are the sgemm's sum.
+void det_tree_chunks(DetTree *t, const float *dz, const float *x, int rows, int h, int k, long row0, int chunk,
+                     int bf16);
 // The sum of every row that arrived, folded in the canonical order (the subtrees left, right to left:
 // the pairwise tree over the rows padded to a power of two), written to out[len]; the tree is emptied.
 // Nothing arrived: out is zeroed.

@@ -81,9 +81,10 @@ typedef struct Backend {
     // PRECISION_*: what gemm computes from now on. Returns 0, or -1 with one line in err saying
     // why this backend or build cannot (the package to install, or the device that lacks it).
     int (*set_precision)(int precision, char *err, size_t errlen);
-    // --deterministic: 1 makes every gemm from now on sum each value over K index by index (base/det.h),
-    // whatever its shape. Returns 0, or -1 with one line in err when this backend cannot (cuda).
-    int (*set_deterministic)(int on, char *err, size_t errlen);
+    // --deterministic: chunk > 0 makes every gemm from now on run on fixed chunks of that many rows
+    // (base/det.h's det_gemm), so a row's bits do not depend on the call's rows; 0: off. Returns 0, or -1
+    // with one line in err when this backend cannot (cuda).
+    int (*set_deterministic)(int chunk, char *err, size_t errlen);
     // Gemm timing, for the share of step time spent in BLAS: once on, every gemm is timed (device
     // time: cudaEvents on cuda, a clock on cpu); gemm_seconds() waits for queued work and returns
     // the time summed since its last call.

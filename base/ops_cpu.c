@@ -32,12 +32,12 @@ static void cpu_fill(float *x, float v, size_t n) { for (size_t i = 0; i < n; i+
 static int gemm_timing_on;
 static double gemm_s;  // seconds inside the gemm since the last cpu_gemm_seconds()
 static int precision;  // PRECISION_*: fp32 on OpenBLAS, bf16 on oneDNN
-static int deterministic;  // --deterministic: base/det.c's products instead
+static int det_rows;  // --deterministic: base/det.c's products on chunks of det_rows rows instead (0: off)
 
 static void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc) {
     double t0 = gemm_timing_on ? now_sec() : 0;
-    if (deterministic) det_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, precision == PRECISION_BF16);
+    if (det_rows) det_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, det_rows, precision == PRECISION_BF16);
     else if (precision == PRECISION_BF16) onednn_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                      M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -48,9 +48,9 @@ static int cpu_set_precision(int p, char *err, size_t errlen) {
     precision = p;
     return 0;
 }
-static int cpu_set_deterministic(int on, char *err, size_t errlen) {
+static int cpu_set_deterministic(int chunk, char *err, size_t errlen) {
     (void)err; (void)errlen;
-    deterministic = on;
+    det_rows = chunk;
     return 0;
 }
 static void cpu_gemm_timing(int on) { gemm_timing_on = on; gemm_s = 0; }

@@ -3,10 +3,10 @@
 # layout below holds the same weights and Adam moments as the monolith, every tensor, every bit (the
 # checkpoints' tensors compared exactly, as tests/ckpt_tool.py dumps them); bf16 layouts against the
 # bf16 monolith. Without --deterministic two of them differ (so the comparison can fail), and the
-# layouts not in the canonical order yet are refused in one line.
+# layouts not in the canonical order yet, and micro-batches finer than its chunk, are refused in one line.
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
-M=(--layers 6 --hidden 32 --seed 7 --deterministic --log-every 0)
+M=(--layers 6 --hidden 32 --seed 7 --deterministic --det-rows 8 --log-every 0)
 TOOL="python3 $ROOT/tests/ckpt_tool.py"
 "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 4 --dump-csv "$TMP/s.csv" >/dev/null 2>&1
 # trained NAME NRANKS ARGS...: trains 3 steps, saves, dumps the tensors to $TMP/NAME.json; "" or why not
@@ -73,6 +73,22 @@ why=$(trained "monolith bf16" 1 --steps 3 --precision bf16)
 same "pp 1f1b 2 bf16" 2 --steps 3 --pp 2 --micro-batches 4 --precision bf16
 same "pp zb-v 2 bf16 checkpointing" 2 --steps 3 --pp 2 --schedule zb-v --micro-batches 4 --precision bf16 --checkpoint-activations
 same "ddp 2 bf16" 2 --steps 3 --dp 2 --precision bf16
+# one reduction in another order is caught: MICROPP_DET_REORDER=1 (base/det.c) sums each tree's subtrees
+# left to right instead of pairwise; ddp 2's weights then differ from the (pairwise) monolith's
+why=$(MICROPP_DET_REORDER=1 trained "reordered ddp 2" 2 --steps 3 --dp 2)
+[ -z "$why" ] && why=$(differs monolith "reordered ddp 2")
+[ -n "$why" ] && [[ "$why" != exit* ]] && pass "deterministic/one reduction reordered: ddp 2 differs from the monolith ($why)" \
+    || fail "deterministic/one reduction reordered is caught" "${why:-identical: the comparison cannot fail}"
+# --verify is exact under --deterministic, and says so
+run 120 mpiexec -n 2 "$MICROPP" train "${M[@]}" --batch 64 --steps 1 --pp 2 --micro-batches 4 --verify
+[ "$RC" -eq 0 ] && grep -q "deterministic: exact, every gradient the reference's bit for bit (0 ulp)" <<<"$OUT" \
+    && grep -q "worst relative error per stage: 0.00e+00 0.00e+00 -> ok" <<<"$OUT" \
+    && pass "deterministic/--verify: 0 ulp from the monolith reference, and says so" \
+    || fail "deterministic/--verify exact" "rc $RC: $(grep -A4 '^verify' <<<"$OUT$ERR" | tr '\n' ' ')"
+run 120 env MICROPP_DET_REORDER=1 mpiexec -n 2 "$MICROPP" train "${M[@]}" --batch 64 --steps 1 --dp 2 --verify
+[ "$RC" -ne 0 ] && grep -q "deterministic: a gradient lies [0-9]* ulp from the reference's" <<<"$OUT" \
+    && pass "deterministic/--verify: a reordered sum fails it, naming the ulps" \
+    || fail "deterministic/--verify catches a reordered sum" "rc $RC: $(grep -A4 '^verify' <<<"$OUT$ERR" | tr '\n' ' ')"
 # the claim is the option's: without it the same layouts differ from the monolith
 M=(--layers 6 --hidden 32 --seed 7 --log-every 0)
 REF="plain monolith"
@@ -96,3 +112,6 @@ refused() {  # refused NAME NRANKS EXPECT ARGS...
 }
 refused "--tp 2" 2 "tensor-parallel sums are not in the canonical order yet" --tp 2
 refused "--zero 2" 2 "ZeRO-2's gradient shards" --dp 2 --zero 2
+refused "a micro-batch finer than the chunk" 2 "a micro-batch of 8 rows is finer than the canonical chunk of 32 rows" \
+    --pp 2 --micro-batches 8 --batch 64 --layers 4 --hidden 32
+refused "--det-rows 12" 1 "the canonical chunk is a power of two" --det-rows 12

@@ -1,8 +1,8 @@
 // tests/unit_det.c: --deterministic's arithmetic (base/det.c): the rows' tree gives the same bits
 // whatever the order and grouping its subtrees arrive in (micro-batches, replicas, one row at a time),
 // equals a plain recursive pairwise sum over the rows padded to a power of two, and differs from the
-// rows summed left to right (so the tree is what decides); det_gemm's values do not depend on how many
-// rows or columns a call carries.
+// rows summed left to right (so the tree is what decides); det_gemm's rows do not depend on how many
+// rows a call carries, and det_tree_chunks's leaves not on how the micro-batches group them.
 #include <stdlib.h>
 #include <string.h>
 #include "unit.h"
@@ -69,35 +69,84 @@ static void test_tree(void) {
            "they agree: the test data cannot tell the orders apart");
 }
 
-// det_gemm: the rows of a product computed in one call equal those computed a row or a column block at
-// a time, for every transpose (the sums over K in one order).
-static void test_gemm(void) {
-    enum { M = 7, N = 9, K = 33 };
-    float A[M * K], At[K * M], B[K * N], Bt[N * K], C[M * N], D[M * N] = {0};
-    for (int i = 0; i < M * K; i++) A[i] = (float)((i * 37) % 101 - 50) / 7.0f;
-    for (int i = 0; i < K * N; i++) B[i] = (float)((i * 53) % 97 - 48) / 11.0f;
-    for (int m = 0; m < M; m++) for (int k = 0; k < K; k++) At[k * M + m] = A[m * K + k];
-    for (int k = 0; k < K; k++) for (int n = 0; n < N; n++) Bt[n * K + k] = B[k * N + n];
-    int bad = 0;
-    for (int t = 0; t < 4; t++) {
-        int ta = t & 1, tb = t >> 1;
-        const float *a = ta ? At : A, *b = tb ? Bt : B;
-        int lda = ta ? M : K, ldb = tb ? K : N;
-        det_gemm(ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, C, N, 0);
-        for (int m = 0; m < M; m++)  // a row at a time, and its columns in two calls
-            for (int half = 0; half < 2; half++) {
-                int n0 = half ? 4 : 0, nn = half ? N - 4 : 4;
-                det_gemm(ta, tb, 1, nn, K, 1.0f, ta ? a + m : a + (size_t)m * K, lda, tb ? b + (size_t)n0 * K : b + n0,
-                         ldb, 0.0f, D + m * N + n0, N, 0);
-            }
-        bad += memcmp(C, D, sizeof C) != 0;
+static void fill(float *x, size_t n, int seed) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)((int)((i * 37 + (size_t)seed * 101) % 211) - 105) / 13.0f;
+}
+
+// det_gemm: the rows of a product computed in one call equal those computed a chunk or two at a time
+// (from any chunk's first row), for every transpose, bf16 too; a small shape (chunk by chunk) and one of
+// DET_BIG (one sgemm over the chunks: this checks that OpenBLAS gives a row the same bits whatever M is
+// at that size); the last rows of a call, padded to a chunk, equal the same rows inside a longer call.
+static int gemm_case(int ta, int tb, int M, int N, int K, int chunk, int bf16) {
+    float *A = xmalloc(sizeof(float) * (size_t)M * K), *B = xmalloc(sizeof(float) * (size_t)K * N);
+    float *C = xcalloc((size_t)M * N, sizeof(float)), *D = xcalloc((size_t)M * N, sizeof(float));
+    fill(A, (size_t)M * K, 1); fill(B, (size_t)K * N, 2);
+    int lda = ta ? M : K, ldb = tb ? K : N;
+    det_gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, chunk, bf16);
+    for (int m0 = 0, step = chunk; m0 < M; m0 += step, step = step == chunk ? 2 * chunk : chunk) {
+        int r = M - m0 < step ? M - m0 : step;
+        det_gemm(ta, tb, r, N, K, 1.0f, ta ? A + m0 : A + (size_t)m0 * K, lda, B, ldb, 0.0f, D + (size_t)m0 * N, N, chunk,
+                 bf16);
     }
-    EXPECT("det/det_gemm: a row or a column block at a time gives the whole call's bits (4 transposes)", bad == 0,
-           "%d of 4 differ", bad);
+    int bad = memcmp(C, D, sizeof(float) * (size_t)M * N) != 0;
+    int tail = M - chunk / 2;  // a call of the first `tail` rows: its last chunk padded
+    memset(D, 0, sizeof(float) * (size_t)M * N);
+    det_gemm(ta, tb, tail, N, K, 1.0f, A, lda, B, ldb, 0.0f, D, N, chunk, bf16);
+    bad += memcmp(C, D, sizeof(float) * (size_t)tail * N) != 0;
+    if (bad) fprintf(stderr, "case ta %d tb %d M %d bf16 %d: %d\n", ta, tb, M, bf16, bad);
+    free(A); free(B); free(C); free(D);
+    return bad;
+}
+
+static void test_gemm(void) {
+    int bad = 0, n = 0;
+    for (int t = 0; t < 4; t++)
+        for (int big = 0; big < 2; big++)
+            for (int bf16 = 0; bf16 < 2; bf16++, n++)
+                bad += big ? gemm_case(t & 1, t >> 1, 160, 256, 256, 32, bf16) : gemm_case(t & 1, t >> 1, 56, 9, 33, 8, bf16);
+
+    EXPECT("det/det_gemm: a chunk or two at a time, or padded, gives the whole call's bits (transposes, sizes, bf16)",
+           bad == 0, "%d of %d cases differ", bad, n);
+}
+
+// det_tree_chunks: a layer's gradient over R rows is the same whether its chunks come in one call (two
+// siblings at a time: the right one added by sgemm's beta 1), in micro-batches of two chunks or of one
+// (siblings added by the tree), the micro-batches in any order; small and large shapes, bf16 too.
+static int chunks_case(int R, int H, int K, int CH, int bf16) {
+    size_t len = (size_t)H * K + H;
+    float *dz = xmalloc(sizeof(float) * (size_t)R * H), *x = xmalloc(sizeof(float) * (size_t)R * K);
+    float *one = xmalloc(sizeof(float) * len), *many = xmalloc(sizeof(float) * len);
+    fill(dz, (size_t)R * H, 3); fill(x, (size_t)R * K, 4);
+    DetTree t;
+    det_tree_init(&t, len);
+    det_tree_chunks(&t, dz, x, R, H, K, 0, CH, bf16);
+    det_tree_finish(&t, one);
+    int bad = 0;
+    for (int per = 1; per <= 2; per++) {
+        int n = R / (per * CH), rows = per * CH;
+        for (int i = 0; i < n; i++) {
+            int mb = (i * 5 + 3) % n;  // (n a power of two: every micro-batch once, out of order)
+            det_tree_chunks(&t, dz + (size_t)mb * rows * H, x + (size_t)mb * rows * K, rows, H, K, (long)mb * rows, CH,
+                            bf16);
+        }
+        det_tree_finish(&t, many);
+        bad += memcmp(one, many, sizeof(float) * len) != 0;
+    }
+    det_tree_free(&t);
+    free(dz); free(x); free(one); free(many);
+    return bad;
+}
+
+static void test_chunks(void) {
+    int bad = chunks_case(64, 24, 40, 8, 0) + chunks_case(64, 24, 40, 8, 1) + chunks_case(256, 256, 192, 32, 0) +
+              chunks_case(256, 64, 64, 64, 0);
+    EXPECT("det/det_tree_chunks: micro-batches of 1 or 2 chunks, in any order, give the one call's bits", bad == 0,
+           "%d of 8 cases differ", bad);
 }
 
 int main(void) {
     test_tree();
     test_gemm();
+    test_chunks();
     return unit_failures ? 1 : 0;
 }

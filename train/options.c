@@ -134,7 +134,11 @@ const Option train_options[] = {
     {"gemm-timing", 0, OPT_BOOL, T(gemm.timing), 0, 0, 0, 0,
      "time every gemm and report the share of step time in BLAS and its GFLOP/s", 0},
     {"deterministic", 0, OPT_BOOL, T(gemm.deterministic), 0, 0, 0, 0,
-     "every sum in one canonical order: the same weights, bit for bit, on every layout (cpu; docs/deterministic.md)",
+     "every sum in one canonical order: the same weights, bit for bit, on every layout (cpu; docs/determinism.md)",
+     0},
+    {"det-rows", 0, OPT_INT, T(gemm.det_rows), 0, 1, 4096, "N",
+     "--deterministic: the canonical chunk, a power of two: every product and gradient leaf over N rows (a "
+     "micro-batch holds whole chunks)",
      0},
     {"auto", 0, OPT_BOOL, T(auto_layout), 0, 0, 0, 0,
      "run the layout micropp plan --auto ranks first for these ranks (with --profile); prints its prediction", 0},
@@ -240,6 +244,7 @@ void train_config_defaults(TrainConfig *c) {
     c->eval_samples = 1024;
     c->pipe.schedule = SCHED_1F1B;
     c->pipe.micro_batches = 4;
+    c->gemm.det_rows = 32;
     c->pipe.virtual_stages = 2;
     c->ddp.ddp_sync = SYNC_BUCKETED;
     c->ddp.allreduce = ALLREDUCE_AUTO;

@@ -372,6 +372,15 @@ static int rule_deterministic(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->data.zero >= 2)
         return refuse(e, "train: --deterministic with --zero %d: ZeRO-%d's gradient shards are not summed in the "
                          "canonical order yet: use --zero 1 or 0, or drop --deterministic", p->data.zero, p->data.zero);
+    int n = c->gemm.det_rows, below = 1;
+    while (below * 2 <= n) below *= 2;
+    if (n != below)
+        return refuse(e, "train: --det-rows %d: the canonical chunk is a power of two (the rows' tree pairs "
+                         "chunks): use --det-rows %d", n, below);
+    if (p->rows % n)
+        return refuse(e, "train: --deterministic: a micro-batch of %d rows is finer than the canonical chunk of "
+                         "%d rows: use --det-rows %d (on every layout you compare), or fewer micro-batches or "
+                         "replicas", p->rows, n, p->rows & -p->rows);
     return 0;
 }
 

@@ -507,6 +507,11 @@ static void text_verify(const TrainConfig *c, const Plan *p, const VerifyResult 
            v->failed ? "FAILED" : "ok", v->tol, bf16 ? " (bf16: 2^-8)" : "", VERIFY_NOISE_FACTOR, per);
     for (int k = 0; k < v->S; k++) printf(" %.2e", v->noise[k]);
     printf(")\n");
+    if (v->det && v->det_ulps == 0)
+        printf("  --deterministic: exact, every gradient the reference's bit for bit (0 ulp)\n");
+    else if (v->det)
+        printf("  --deterministic: a gradient lies %.0f ulp from the reference's: not the canonical order (a bug)\n",
+               v->det_ulps);
     int tied = 0;
     for (int k = 0; k < v->S; k++) tied |= v->tied[k] > 0;
     if (tied)

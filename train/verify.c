@@ -160,6 +160,7 @@ static float *reference_grads(const TrainConfig *c, const Plan *p, const StepSta
                            .slots = 1,
                            .bf16 = c->precision == PRECISION_BF16,
                            .seed = (uint64_t)c->seed});
+    if (c->gemm.deterministic) stage_enable_det(&ref, c->gemm.det_rows);  // the canonical order (rows from 0)
     int slot = stage_slot_acquire(&ref, 0);
     float *x = xmalloc(sizeof(float) * (size_t)rows * D);
     int32_t *y = xmalloc(sizeof(int32_t) * (size_t)rows);
@@ -176,6 +177,7 @@ static float *reference_grads(const TrainConfig *c, const Plan *p, const StepSta
         *ties = ref.bf16 ? 0 : ties_bound(&ref, slot, rows, *bnd);
     }
     stage_backward(&ref, slot, NULL, NULL);
+    if (ref.det) stage_det_finish(&ref);
     stage_take_loss(&ref);
     float *g = xmalloc(sizeof(float) * ref.n_params);
     rb->to_host(g, ref.grads, sizeof(float) * ref.n_params);
@@ -279,6 +281,23 @@ static Verdict verify_stage(const Stage *s, double loss, double tol, const Refer
     return v;
 }
 
+// --deterministic: the most ulps (units in the last place, counted along the floats' order) between a
+// gradient of stage s and the reference's.
+static double stage_ulps(const Stage *s, const Reference *whole) {
+    float *mine = xmalloc(sizeof(float) * s->n_params), *ref = reference_shard(s, whole, whole->ga);
+    s->be->to_host(mine, s->grads, sizeof(float) * s->n_params);
+    double most = 0;
+    for (size_t i = 0; i < s->n_params; i++) {
+        int32_t a, b;
+        memcpy(&a, &mine[i], sizeof a);
+        memcpy(&b, &ref[i], sizeof b);
+        int64_t x = a < 0 ? (int64_t)INT32_MIN - a : a, y = b < 0 ? (int64_t)INT32_MIN - b : b;  // ordered as floats
+        most = fmax(most, (double)llabs(x - y));
+    }
+    free(mine); free(ref);
+    return most;
+}
+
 // MICROPP_FAULT kind 'grad' (testing): the largest gradient of the first local stage off by 0.1%,
 // as a bug would leave it.
 static void inject_wrong_gradient(Stage *s) {
@@ -315,7 +334,9 @@ VerifyResult verify_step(const TrainConfig *c, const Plan *p, Model *model, cons
         Verdict one = verify_stage(&model->local[k], loss, v.tol, &ref);
         v.err[at] = one.err; v.noise[at] = one.noise; v.excess[at] = one.excess; v.tied[at] = one.tied;
         v.where[at] = one.worst; v.where_err[at] = one.worst_err; v.where_noise[at] = one.worst_noise;
+        if (c->gemm.deterministic) v.det_ulps = fmax(v.det_ulps, stage_ulps(&model->local[k], &ref));
     }
+    v.det = c->gemm.deterministic;
     free(ref.ga); free(ref.gb); free(ref.bnd);
     if (p->distributed) {
         double *mine = xmalloc(sizeof(double) * S);
@@ -324,13 +345,14 @@ VerifyResult verify_step(const TrainConfig *c, const Plan *p, Model *model, cons
         for (int k = 0; k < S; k++)  // only a rank that holds the stage's worst excess speaks for it
             if (mine[k] < v.excess[k] || v.where[k] < 0) v.where[k] = v.where_err[k] = v.where_noise[k] = -1;
         comm_allreduce_max_double(v.where, 3 * S, MPI_COMM_WORLD);
+        comm_allreduce_max_double(&v.det_ulps, 1, MPI_COMM_WORLD);
         free(mine);
     }
     for (int k = 0; k < S; k++) {
         v.worst_err = fmax(v.worst_err, v.err[k]);
         v.worst_excess = fmax(v.worst_excess, v.excess[k]);
     }
-    v.failed = !(v.worst_excess <= 1.0);
+    v.failed = !(v.worst_excess <= 1.0) || v.det_ulps > 0;  // --deterministic: any bit off is a bug
     return v;
 }
 

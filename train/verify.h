@@ -23,6 +23,8 @@ typedef struct {
     long relu_ties;    // hidden units of the reference within fp32's rounding bound of zero (flipped)
     double worst_err, worst_excess, tol;
     int failed;
+    int det;           // --deterministic: the gradients must equal the reference's bit for bit ...
+    double det_ulps;   // ... and the most ulps any of them lies from it (0: exact)
 } VerifyResult;
 
 // Called on every rank after step 1's gradients are final (averaged over the replicas) and its
