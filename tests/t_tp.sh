@@ -15,7 +15,7 @@ close() { losses_close "$1" "$2" "$3" monolith; }  # (tests/lib.sh)
 # ---- bad inputs: one line, exit 2, every rank ----
 expect_user_error "tp/--hidden not divisible by --tp" "--hidden 30 is not divisible by --tp 4.*use --hidden 28 or 32" 60 \
     mpiexec -n 4 "$MICROPP" train --hidden 30 --tp 4
-expect_user_error "tp/ranks not in whole groups" "--tp 2 makes groups of 2 adjacent ranks, and 3 ranks were started: use --tp 1 or 3 \(the divisors of 3\), or run 'mpiexec -n 4'" 60 \
+expect_user_error "tp/ranks not in whole groups" "--tp 2 makes groups of 2 adjacent ranks, and 3 ranks were started: use --tp 1 or 3 \(the divisors of 3\), or run 'mpiexec -n 4 [^ ]*micropp train --mode ddp --tp 2'" 60 \
     mpiexec -n 3 "$MICROPP" train --mode ddp --tp 2
 expect_user_error "tp/monolith --tp on more ranks than a group" "--mode monolith --tp 2 runs one tensor-parallel group of 2 ranks, but 4" 60 \
     mpiexec -n 4 "$MICROPP" train --mode monolith --tp 2
