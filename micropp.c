@@ -43,6 +43,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
+    util_set_command(argc, argv);  // (fix hints echo it whole)
     char *help_argv[] = {argv[0], argc > 2 ? argv[2] : NULL, "--help", NULL};
     if (!strcmp(argv[1], "help") && argc == 3) {  // micropp help CMD = micropp CMD --help
         argc = 3;

@@ -470,8 +470,9 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
                  ((c->ckpt.save_every && (step + 1) % c->ckpt.save_every == 0) || step + 1 == steps);
     if (logged || saving) live_clear(&r->live);  // (before any line of this step)
     if (verbose && logged) {
-        printf("step %d/%d | loss %.4f | %.2f ms | %.0fk samples/s", step + 1, steps, loss, r->m.step_s[step] * 1e3,
-               samples_s / 1e3);
+        char rate[32];
+        printf("step %d/%d | loss %.4f | %.2f ms | %s samples/s", step + 1, steps, loss, r->m.step_s[step] * 1e3,
+               fmt_si(samples_s, rate, sizeof rate));
         if (c->guard.clip_grad > 0)
             printf(" | grad norm %.4g%s", r->m.grad_norm[step], r->m.clip_scale[step] < 1 ? " (clipped)" : "");
         printf("\n");

@@ -179,7 +179,7 @@ typedef struct { double weights, grads, optimizer, activations, buffers, total; 
 // its all-gather); --tp: the group's all-reduces (and --tp-message slice's all-gathers), inside the forwards
 // and backwards: on a track of their own (train/trace.h draws them).
 enum {
-    EV_ALLREDUCE = ACT_KINDS,
+    EV_ALLREDUCE = ACT_KINDS,  // the step's loss all-reduce (drawn as "loss wait": ranks wait for the last stage)
     EV_OPTIMIZER,
     EV_GATHER,
     EV_REDUCE_SCATTER,

@@ -595,20 +595,22 @@ void data_report_fill_outer(DataReport *r, const Plan *p, int optimizer, double 
 
 void data_report_text(const Plan *p, const DataReport *r, double weights, double grads, double optimizer) {
     if (!p->data_parallel) return;
+    char b[6][32];  // memory in binary units, as `micropp plan` prints it; traffic in decimal (GB/s is 1e9)
     if (p->data.sync_every) {
-        printf("local SGD: %.0f outer steps (every %d steps) | %.2f ms each | %.2f MB all-reduced per rank each | "
-               "optimizer state %.2f MB per rank\n",
-               r->outer_syncs, p->data.sync_every, r->outer_ms, r->outer_bytes / 1e6, r->optimizer_bytes / 1e6);
+        printf("local SGD: %.0f outer steps (every %d steps) | %.2f ms each | %s all-reduced per rank each | "
+               "optimizer state %s per rank\n", r->outer_syncs, p->data.sync_every, r->outer_ms,
+               fmt_bytes(r->outer_bytes, b[0], 32), fmt_bytes_binary(r->optimizer_bytes, b[1], 32));
         return;
     }
     printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | "
-           "optimizer state %.2f MB per rank\n",
-           r->collectives, r->comm_ms, 100 * r->comm_hidden, r->optimizer_bytes / 1e6);
+           "optimizer state %s per rank\n",
+           r->collectives, r->comm_ms, 100 * r->comm_hidden, fmt_bytes_binary(r->optimizer_bytes, b[0], 32));
     if (!p->data.zero) return;
-    printf("ZeRO-%d per rank: all-gather %.3f MB + reduce-scatter %.3f MB per step | weights %.2f MB, gradients "
-           "%.2f MB, optimizer %.2f MB (+ %.2f MB working buckets)\n",
-           p->data.zero, r->allgather_bytes / 1e6, r->reduce_scatter_bytes / 1e6, weights / 1e6, grads / 1e6,
-           optimizer / 1e6, r->working_bytes / 1e6);
+    printf("ZeRO-%d per rank: all-gather %s + reduce-scatter %s per step | weights %s, gradients %s, optimizer %s "
+           "(+ %s working buckets)\n",
+           p->data.zero, fmt_bytes(r->allgather_bytes, b[0], 32), fmt_bytes(r->reduce_scatter_bytes, b[1], 32),
+           fmt_bytes_binary(weights, b[2], 32), fmt_bytes_binary(grads, b[3], 32),
+           fmt_bytes_binary(optimizer, b[4], 32), fmt_bytes_binary(r->working_bytes, b[5], 32));
 }
 
 void data_report_json(cJSON *o, cJSON *mem, const Plan *p, const DataReport *r) {

@@ -344,7 +344,7 @@ void pipeline_report_text(const Plan *p, const PipelineReport *s) {
         char peak[32];
         printf("%-6d %-10s %9.3f %9.3f %9.3f   %9.3f %9s%s %14.0f  %s%s\n", k, lay, s->bubble[k], s->bubble_theory,
                s->msim.bubble[k], s->med.f[k] * 1e3, bcol, wcol, s->peak_inflight[k], def,
-               fmt_bytes(s->peak_bytes[k], peak, sizeof peak));
+               fmt_bytes_binary(s->peak_bytes[k], peak, sizeof peak));
     }
     printf("(simulated: the %s schedule run by the simulator with these %s times%s, transfers free)\n", s->schedule,
            split ? "F, I and W" : "F and B", p->V > 1 ? " of one chunk pass each" : "");

@@ -385,8 +385,9 @@ void tensor_report_fill(TensorReport *r, const Plan *p, const TpGroup *g, double
 
 void tensor_report_text(const Plan *p, const TensorReport *r) {
     if (p->T == 1) return;
-    printf("tensor parallel: %.0f all-reduces/step per rank | %.3g MB | %.2f ms/step = %.0f%% of the step (%s)\n",
-           r->calls, r->bytes / 1e6, r->ms, 100 * r->share, r->algo);
+    char b[32];  // traffic, in decimal units
+    printf("tensor parallel: %.0f all-reduces/step per rank | %s | %.2f ms/step = %.0f%% of the step (%s)\n",
+           r->calls, fmt_bytes(r->bytes, b, sizeof b), r->ms, 100 * r->share, r->algo);
 }
 
 void tensor_report_json(cJSON *o, const Plan *p, const TensorReport *r) {

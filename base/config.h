@@ -139,6 +139,7 @@ typedef struct {
         char timeline[PATH_LEN];  // SVG of one step's measured Gantt chart, "" = none
         int64_t timeline_step;    // 1-based step drawn by --timeline / --gantt; 0 = the median-time step
         int gantt;                // print that step's Gantt chart at the end
+        int64_t gantt_width;      // --width: the chart's columns at most (0: $COLUMNS on a terminal, else 160)
         char metrics[PATH_LEN];   // a JSON line per step (metrics_every), evaluation and epoch, "" = none
         int64_t metrics_every;    // --metrics: a step's line every N steps (1: all; 0: none)
         int64_t eval_every;       // evaluate on the held-out rows every N steps (0: at the end, and per epoch)

@@ -43,6 +43,26 @@ const char *fmt_bytes_binary(double bytes, char *buf, size_t n) {
     return buf;
 }
 
+const char *fmt_sig3(double v, char *buf, size_t n) {
+    double a = fabs(v);
+    int decimals = 0;
+    if (a > 0 && a < 999.5) {
+        decimals = 2 - (int)floor(log10(a));
+        if (a * pow(10, decimals) >= 999.5) decimals--;  // 9.996 rounds to 10.0, not 10.00
+        if (decimals < 0) decimals = 0;
+    }
+    snprintf(buf, n, "%.*f", decimals, v);
+    return buf;
+}
+const char *fmt_si(double v, char *buf, size_t n) {
+    static const char *prefix[] = {"", "k", "M", "G", "T", "P"};
+    int u = 0;
+    while ((v >= 999.5 || v <= -999.5) && u < 5) { v /= 1000; u++; }
+    char num[48];
+    snprintf(buf, n, "%s%s", fmt_sig3(v, num, sizeof num), prefix[u]);
+    return buf;
+}
+
 void fatal_at(const char *file, int line, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
@@ -73,12 +93,54 @@ static _Noreturn void end_together(int code, const char *msg) {
     exit(code);
 }
 
+// ---- fix hints that echo the user's whole command ----
+static int cmd_argc;
+static char **cmd_argv;
+void util_set_command(int argc, char **argv) {
+    cmd_argc = argc;
+    cmd_argv = argv;
+}
+
+// The command as typed, every word (shell-quoted where it needs it): "./micropp train --pp 3 --hidden 64".
+static void typed_command(char *out, size_t n) {
+    out[0] = 0;
+    for (int i = 0; i < cmd_argc; i++) {
+        const char *a = cmd_argv[i];
+        int plain = a[0] != 0;
+        for (const char *q = a; *q; q++) plain &= isalnum((unsigned char)*q) || strchr("-_./=:,+@%", *q) != NULL;
+        size_t k = strlen(out);
+        snprintf(out + k, n - k, plain ? "%s%s" : "%s\"%s\"", i ? " " : "", a);  // (inside the hint's '...')
+    }
+}
+
+// A hint that names a launch ("run 'mpiexec -n 3'", "run it as 'mpiexec -n 2 ./micropp pingpong'",
+// "drop 'mpiexec -n 4'") becomes the user's whole command with that fix applied, every other flag
+// kept: "run 'mpiexec -n 3 ./micropp train --pp 3 --hidden 64'", "run './micropp train --mode manual'".
+// Only the first such hint of msg is rewritten; msg is left as it is when the command is not known.
+static void hint_whole_command(char *msg, size_t n) {
+    const char *at = strstr(msg, "'mpiexec -n ");
+    if (!cmd_argc || !at) return;
+    char *end;
+    long ranks = strtol(at + 12, &end, 10);
+    const char *close = strchr(end, '\'');
+    if (end == at + 12 || ranks < 1 || !close) return;
+    int drop = at - msg >= 5 && !strncmp(at - 5, "drop ", 5);
+    char typed[1024], fixed[1200], rest[4096];
+    typed_command(typed, sizeof typed);
+    snprintf(rest, sizeof rest, "%s", close + 1);
+    if (drop) snprintf(fixed, sizeof fixed, "run '%s' (without mpiexec)", typed);
+    else snprintf(fixed, sizeof fixed, "'mpiexec -n %ld %s'", ranks, typed);
+    size_t head = (size_t)(at - msg) - (drop ? 5 : 0);
+    snprintf(msg + head, n - head, "%s%s", fixed, rest);
+}
+
 void user_error(const char *fmt, ...) {
     char msg[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    hint_whole_command(msg, sizeof msg);
     end_together(2, msg);
 }
 

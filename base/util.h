@@ -19,6 +19,9 @@
 
 extern int g_rank;  // this process's world rank (0 before MPI starts), set by comm_init
 extern int g_quiet_errors;  // when set, user_error on rank != 0 prints nothing (rank 0 speaks for all)
+// The command line as the user typed it (main's argc, argv): user_error echoes it whole in a hint that
+// names a launch ("run 'mpiexec -n 3 ./micropp train --pp 3 --hidden 64'"), every other flag kept.
+void util_set_command(int argc, char **argv);
 
 // How an early end reaches the other ranks: installed by comm_init (util.c itself knows no MPI).
 typedef struct {
@@ -89,6 +92,12 @@ double now_sec(void);  // monotonic clock, seconds
 // Both return buf.
 const char *fmt_bytes(double bytes, char *buf, size_t n);
 const char *fmt_bytes_binary(double bytes, char *buf, size_t n);
+// Rates and other measured figures, three significant digits and never an exponent: fmt_sig3 gives
+// "59.2", "3.60", "0.0102", "1250" (every integer digit from 1000 up); fmt_si adds a decimal prefix so
+// that three digits carry any size: "640", "15.2k", "1.25M" (the caller writes the unit after it:
+// "15.2k samples/s"). Both return buf.
+const char *fmt_sig3(double v, char *buf, size_t n);
+const char *fmt_si(double v, char *buf, size_t n);
 double meminfo_available(void);  // MemAvailable from /proc/meminfo, bytes; -1 when it cannot be read
 
 // ---- files a user names for reading ----

@@ -184,10 +184,12 @@ void memory_check(const TrainConfig *c, const Plan *p, const Wire *w, const SimR
         snprintf(why, sizeof why,
                  "train: rank %d needs about %s (weights %s, gradients %s, optimizer %s, activations %s, buffers %s), "
                  "%.0f rank%s on its %s %s, and the %s has %s %s: use %s",
-                 w->rank, fmt_bytes(m.total, b[0], 32), fmt_bytes(m.weights, b[1], 32), fmt_bytes(m.grads, b[2], 32),
-                 fmt_bytes(m.optimizer, b[3], 32), fmt_bytes(m.activations, b[4], 32), fmt_bytes(m.buffers, b[5], 32),
-                 ranks, ranks == 1 ? "" : "s", device ? "GPU" : "node", fmt_bytes(need, b[6], 32),
-                 device ? "GPU" : "node", fmt_bytes(have, b[7], 32), device ? "free" : "available", fix_for(p, &m));
+                 w->rank, fmt_bytes_binary(m.total, b[0], 32), fmt_bytes_binary(m.weights, b[1], 32),
+                 fmt_bytes_binary(m.grads, b[2], 32), fmt_bytes_binary(m.optimizer, b[3], 32),
+                 fmt_bytes_binary(m.activations, b[4], 32), fmt_bytes_binary(m.buffers, b[5], 32), ranks,
+                 ranks == 1 ? "" : "s", device ? "GPU" : "node", fmt_bytes_binary(need, b[6], 32),
+                 device ? "GPU" : "node", fmt_bytes_binary(have, b[7], 32), device ? "free" : "available",
+                 fix_for(p, &m));
     }
     agree_on_error(why);
 }

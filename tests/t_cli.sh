@@ -160,3 +160,26 @@ long=$(printf '%s\n' "$OUT" | grep -E '^(stage|time)' | awk 'length > 60' | head
 run 10 "$MICROPP" bubble --schedule 1f1b --pp 4 --micro-batches 8 --gantt
 w=$(printf '%s\n' "$OUT" | grep '^stage 0 ' | awk '{ print length }')
 [ "${w:-0}" -gt 60 ] && pass "cli/bubble --gantt without --width on a pipe keeps its full width ($w)" || fail "cli/bubble width default" "$w"
+
+# A hint that names a launch echoes the user's whole command with the fix applied, every other flag
+# kept (it once said only 'mpiexec -n 3', and the user had to retype the rest).
+expect_user_error "cli/a launch hint echoes the whole command, the ranks fixed" \
+    "use --pp 1, 2 or 4, or 'mpiexec -n 3 [^ ]*micropp train --pp 3 --hidden 64 --data \"a b\\.npy\"'$" 60 \
+    mpiexec -n 4 "$MICROPP" train --pp 3 --hidden 64 --data "a b.npy"
+expect_user_error "cli/a hint to drop mpiexec echoes the command without it" \
+    "but 2 were started: run '[^ ]*micropp train --mode manual -L 2' \(without mpiexec\), or run the parts" 60 \
+    mpiexec -n 2 "$MICROPP" train --mode manual -L 2
+expect_user_error "cli/pingpong's launch hint keeps its flags" \
+    "run it as 'mpiexec -n 2 [^ ]*micropp pingpong --sweep'$" 10 "$MICROPP" pingpong --sweep
+
+# train --gantt --width N: each chart's rows fit N columns (they took 306-365); a slice too short for its
+# label is drawn as its kind's letter, never a label cut to "F2]"; the step's loss all-reduce at the end
+# of a pipeline's step is named for what it is, a loss wait (it was drawn as "all-reduce").
+run 120 mpiexec -n 2 "$MICROPP" train --pp 2 --micro-batches 4 --layers 8 --hidden 256 --batch 128 --steps 4 --log-every 0 --gantt --width 72
+rows=$(printf '%s\n' "$OUT" | grep -E '^(rank [0-9]|stage [0-9]|time) ')
+long=$(awk 'length > 72' <<<"$rows" | head -1)
+cut=$(grep -E '^(rank|stage) [0-9]' <<<"$rows" | grep -oE '(^|[^[A-Za-z0-9])[FBIW][0-9]+\]' | head -1)
+if [ "$RC" -eq 0 ] && [ "$(grep -c . <<<"$rows")" -ge 6 ] && [ -z "$long" ] && [ -z "$cut" ] \
+   && printf '%s\n' "$OUT" | grep -q '_ loss wait' && ! printf '%s\n' "$OUT" | grep -q '= all-reduce'; then
+    pass "cli/train --gantt --width 72: every row fits, no cut labels, the loss wait named"
+else fail "cli/train --gantt --width" "rc $RC, long '$long', cut '$cut': $(printf '%s' "$OUT" | tail -14)"; fi

@@ -87,10 +87,11 @@ PY
 e "config/a feature file of another width says the width found" "w9.npy: its rows have 9 features but --inputs is 128: set --inputs 9" 10 "$MICROPP" train --data w9.npy --labels w9.npy
 
 # A run that cannot fit is refused before it allocates (not after climbing toward the OOM killer).
-e "memory/a model too large for the node is refused at once, with the figures" "needs about 68.8 GB \(weights 17.2 GB, gradients 17.2 GB, optimizer 34.4 GB,.*and the node has [0-9.]+ [kMGT]?B available: use more pipeline stages" \
+e "memory/a model too large for the node is refused at once, with the figures" "needs about 64\.06 GiB \(weights 16\.00 GiB, gradients 16\.00 GiB, optimizer 32\.00 GiB,.*and the node has [0-9.]+ [KMGT]?i?B available: use more pipeline stages" \
     20 "$MICROPP" train --hidden 65536 --layers 1
-# Sizes in the unit that fits: 2.75 TB, never 2.75e+03 GB (what the memory check once printed).
-e "memory/sizes in the unit that fits (TB), no exponent" "needs about 2\.75 TB \(weights 687 GB, gradients 687 GB, optimizer 1\.37 TB, activations [0-9.]+ MB, buffers [0-9.]+ MB\), 1 rank on its node 2\.75 TB, and the node has [0-9.]+ [kMGT]?B available" \
+# Memory in the binary unit that fits (as `micropp plan` prints it): 2.50 TiB, never 2.75e+03 GB (what
+# the memory check once printed).
+e "memory/sizes in the binary unit that fits (TiB), no exponent" "needs about 2\.50 TiB \(weights 640\.01 GiB, gradients 640\.01 GiB, optimizer 1\.25 TiB, activations [0-9.]+ MiB, buffers [0-9.]+ MiB\), 1 rank on its node 2\.50 TiB, and the node has [0-9.]+ [KMGT]?i?B available" \
     20 "$MICROPP" train --hidden 65536 --layers 40 --batch 8 --steps 1
 e "memory/ddp suggests sharding the optimizer" "2 ranks on its node .* use --zero 1" 60 mpiexec -n 2 "$MICROPP" train --mode ddp --hidden 30000 --layers 4
 e "memory/huge micro-batches suggest checkpointing or more micro-batches" "activations .* use --checkpoint-activations, more --micro-batches" \

@@ -93,7 +93,7 @@ run 120 "$MICROPP" train ${A/--epochs 1/--epochs 2}
 [ "$RC" -eq 0 ] && [ "$(json_get '["steps"]')" = 16 ] && [ "$(json_get '["epochs"]' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 2 ] \
     && pass "data/--epochs 2: 16 steps, two epoch records" || fail "data/--epochs 2: 16 steps, two epoch records" "exit $RC"
 run 120 "$MICROPP" train ${A/--json/}
-printf '%s' "$OUT" | grep -q "the last partial batch (8 rows of each epoch's shuffle) is dropped" && printf '%s' "$OUT" | grep -qE '^epoch 1/1 \| train loss [0-9.]+ \| test loss [0-9.]+ \| test accuracy [0-9.]+% \| [0-9.]+ s \| [0-9]+ samples/s$' \
+printf '%s' "$OUT" | grep -q "the last partial batch (8 rows of each epoch's shuffle) is dropped" && printf '%s' "$OUT" | grep -qE '^epoch 1/1 \| train loss [0-9.]+ \| test loss [0-9.]+ \| test accuracy [0-9.]+% \| [0-9.]+ s \| [0-9.]+[kM]? samples/s$' \
     && printf '%s' "$OUT" | grep -q "standardised with the training set's mean" \
     && pass "data/text: standardisation, dropped rows and the epoch line" || fail "data/text: standardisation, dropped rows and the epoch line" "$(printf '%s' "$OUT" | head -c 600)"
 

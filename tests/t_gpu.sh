@@ -261,7 +261,7 @@ fi
 # The memory check on a GPU compares the reckoning with the device's free memory (cudaMemGetInfo):
 # a model far over any GPU's memory is refused before allocating, with both figures.
 if gpu_only "gpu/a model too large for the GPU is refused with its free memory"; then
-    e_line='needs about 2\.75 TB \(weights 687 GB, .*and the GPU has [0-9.]+ [kMGT]?B free: use '
+    e_line='needs about 2\.50 TiB \(weights 640\.01 GiB, .*and the GPU has [0-9.]+ [KMGT]?i?B free: use '
     expect_user_error "gpu/a model too large for the GPU is refused with its free memory" "$e_line" 60 \
         "$MICROPP" train --device cuda --hidden 65536 --layers 40 --batch 8 --steps 1
 fi

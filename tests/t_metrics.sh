@@ -212,7 +212,7 @@ L="--hidden 256 --batch 128 --steps 100 --log-every 50"
 screen() { python3 -c 'import sys; t=open(sys.argv[1], encoding="utf-8", errors="replace", newline="").read().replace("\x1b[K", "").replace("\r\n", "\n"); print("\n".join(l.split("\r")[-1] for l in t.split("\n")))' "$1"; }
 if command -v script >/dev/null; then
     timeout -k 5 120 script -qfec "$MICROPP train $L" /dev/null > "$TMP/tty.out" 2>&1; RC=$?
-    n=$(tr '\r' '\n' < "$TMP/tty.out" | grep -cE '^step [0-9]+/100 \| [0-9.]+k samples/s \| [0-9:]+( s)? left.\[K$')
+    n=$(tr '\r' '\n' < "$TMP/tty.out" | grep -cE '^step [0-9]+/100 \| [0-9.]+[kM]? samples/s \| [0-9:]+( s)? left.\[K$')
     left=$(tr '\r' '\n' < "$TMP/tty.out" | grep -oE '[0-9]+ s left' | sed -n '1p;$p' | cut -d' ' -f1 | paste -sd' ')
     if [ "$RC" -eq 0 ] && [ "$n" -ge 1 ]; then pass "live/on a terminal: $n live lines (steps done, samples/s, time left, first and last: $left s)"
     else fail "live/on a terminal" "exit $RC, $n live lines: $(head -c 400 "$TMP/tty.out" | cat -v)"; fi

@@ -17,10 +17,11 @@ t = json.load(open(sys.argv[1])); s = json.load(open(sys.argv[2]))
 K, M, steps = 2, 4, 3
 bad = []
 x = [e for e in t["traceEvents"] if e["ph"] == "X"]
-# per rank per step: M forwards, M backwards, M sends, M receives, the loss all-reduce, the optimizer step
+# per rank per step: M forwards, M backwards, M sends, M receives, the loss wait (its all-reduce, named for
+# what a pipeline's ranks do in it: wait for the last stage's loss), the optimizer step
 if len(x) != K * steps * (4 * M + 2): bad.append("%d slices, expected %d" % (len(x), K * steps * (4 * M + 2)))
 names = {e["name"] for e in x}
-for n in ["F0", "F3", "B0", "B3", "SEND_ACT 0", "RECV_ACT 3 (recv wait)", "SEND_GRAD 1", "RECV_GRAD 2 (recv wait)", "optimizer step", "all-reduce"]:
+for n in ["F0", "F3", "B0", "B3", "SEND_ACT 0", "RECV_ACT 3 (recv wait)", "SEND_GRAD 1", "RECV_GRAD 2 (recv wait)", "optimizer step", "loss wait"]:
     if n not in names: bad.append("no slice named %r" % n)
 if {e["pid"] for e in x} != {0, 1} or any(e["pid"] != e["tid"] for e in x): bad.append("pid/tid are not the ranks")
 meta = {(e["pid"], e["name"]): e["args"] for e in t["traceEvents"] if e["ph"] == "M"}
@@ -218,7 +219,7 @@ for r in tps:
     if not float(r.get("y")) >= cells[row] + 18: bad.append("row %d: a tp all-reduce at y %s over the cells (y %s)" % (row, r.get("y"), cells[row])); break
 # the bubble in the title: per rank 1 - its F and B / its pipeline's span (the slowest of the stages, tp rank alike)
 busy = {r: sum(e["dur"] for e in x if e["pid"] == r and e["cat"] in ("forward", "backward")) for r in range(4)}
-end = {r: max(e["ts"] + e["dur"] for e in x if e["pid"] == r and e["tid"] == r and e["cat"] not in ("all-reduce", "optimizer step")) for r in range(4)}
+end = {r: max(e["ts"] + e["dur"] for e in x if e["pid"] == r and e["tid"] == r and e["cat"] not in ("loss wait", "optimizer step")) for r in range(4)}
 start = {r: min(e["ts"] for e in t["traceEvents"] if e["ph"] == "X" and e["pid"] == r and e["args"]["step"] == step) for r in range(4)}
 span = {r: max(end[q] - start[q] for q in (r % 2, 2 + r % 2)) for r in range(4)}
 want = sum(1 - busy[r] / span[r] for r in range(4)) / 4

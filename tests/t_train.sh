@@ -20,9 +20,24 @@ fi
 # --- text output: header with BLAS, step lines, summary ---
 run 60 "$MICROPP" train --steps 10 --log-every 5
 if [ "$RC" -eq 0 ] && grep -qE '^batch 32 .*openblas [0-9.]+ core=[A-Za-z0-9]+ threads=1' <<<"$OUT" \
-   && grep -qE '^step 5/10 \| loss [0-9.]+ \| [0-9.]+ ms \| [0-9]+k samples/s' <<<"$OUT" \
+   && grep -qE '^step 5/10 \| loss [0-9.]+ \| [0-9.]+ ms \| [0-9.]+k? samples/s' <<<"$OUT" \
    && grep -qE 'samples/s \| [0-9.]+ GFLOP/s' <<<"$OUT"; then pass "train/text header, step lines, summary"
 else fail "train/text header, step lines, summary" "$OUT $ERR"; fi
+
+# --- memory per rank in every mode, with plan's columns in plan's binary units: the monolith holds
+# the whole model, a 2-stage pipeline about half (the last stage also the head), ZeRO-1 over 2 replicas
+# half the optimizer state and the whole weights ---
+mem_re='weights [0-9.]+ [KM]iB \| gradients [0-9.]+ [KM]iB \| optimizer [0-9.]+ [KM]iB \| activations [0-9.]+ KiB \(peak\)$'
+mem_line=$(grep -E "^memory per process: $mem_re" <<<"$OUT")
+run 60 mpiexec -n 2 "$MICROPP" train --pp 2 --steps 3
+mem_pp=$(grep -E "^memory per rank: $mem_re" <<<"$OUT")
+run 60 mpiexec -n 2 "$MICROPP" train --dp 2 --zero 1 --steps 3
+mem_z1=$(grep -E "^memory per rank: $mem_re" <<<"$OUT")
+if grep -q 'weights 1.01 MiB | gradients 1.01 MiB | optimizer 2.02 MiB' <<<"$mem_line" \
+   && grep -q 'weights 517.01 KiB | gradients 517.01 KiB | optimizer 1.01 MiB' <<<"$mem_pp" \
+   && grep -q 'weights 1.01 MiB | gradients 1.01 MiB | optimizer 1.01 MiB' <<<"$mem_z1"; then
+    pass "train/memory per rank in the text summary: monolith, --pp 2 halves it, --zero 1 halves the optimizer"
+else fail "train/memory per rank in the text summary" "monolith '$mem_line' | pp 2 '$mem_pp' | zero 1 '$mem_z1'"; fi
 
 # --- the BLAS kernel: never the generic fallback when the CPU has AVX2; OPENBLAS_CORETYPE respected ---
 core=$(grep -oE 'core=[A-Za-z0-9]+' <<<"$OUT" | cut -d= -f2)

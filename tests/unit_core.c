@@ -393,8 +393,27 @@ static void test_fmt_bytes(void) {
     EXPECT("util/fmt_bytes_binary: plan's binary units", !strcmp(g, "1.50 GiB") && !strcmp(k, "1000 B"), "'%s' '%s'", g, k);
 }
 
+// fmt_sig3 / fmt_si: rates with three significant digits, never "0k samples/s" or "0.0 GFLOP/s"
+// (what the step lines and the summary once printed for small runs), never an exponent.
+static void test_fmt_rates(void) {
+    static const struct { double v; const char *sig3, *si; } cases[] = {
+        {0, "0", "0"}, {0.0102, "0.0102", "0.0102"}, {0.949, "0.949", "0.949"}, {3.6, "3.60", "3.60"},
+        {9.996, "10.0", "10.0"}, {59.24, "59.2", "59.2"}, {640, "640", "640"}, {999.4, "999", "999"},
+        {1250, "1250", "1.25k"}, {37117, "37117", "37.1k"}, {999600, "999600", "1.00M"}, {2.5e9, "2500000000", "2.50G"}};
+    char a[48], b[48], bad[600] = "";
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fmt_sig3(cases[i].v, a, sizeof a);
+        fmt_si(cases[i].v, b, sizeof b);
+        if (strcmp(a, cases[i].sig3) || strcmp(b, cases[i].si))
+            snprintf(bad + strlen(bad), sizeof bad - strlen(bad), "%g -> '%s' '%s' (want '%s' '%s') ", cases[i].v, a, b,
+                     cases[i].sig3, cases[i].si);
+    }
+    EXPECT("util/fmt_sig3 and fmt_si: three significant digits, a decimal prefix, no exponent", !bad[0], "%s", bad);
+}
+
 int main(void) {
     test_fmt_bytes();
+    test_fmt_rates();
     test_gemm();
     test_elementwise();
     test_optimizers();

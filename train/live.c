@@ -28,7 +28,8 @@ void live_step(Live *l, int step, long long steps, int epochs, long long steps_p
                  epochs, (step + 1) % steps_per_epoch, steps_per_epoch);
     else snprintf(where, sizeof where, "step %d/%lld", step + 1, steps);
     duration(per_step * (double)(steps - step - 1), left, sizeof left);
-    printf("\r%s | %.1fk samples/s | %s left\033[K", where, rows_per_step / per_step / 1e3, left);
+    char rate[32];
+    printf("\r%s | %s samples/s | %s left\033[K", where, fmt_si(rows_per_step / per_step, rate, sizeof rate), left);
     fflush(stdout);
     l->shown = 1;
     l->t_last = now;

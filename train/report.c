@@ -148,13 +148,13 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     if (p->inputs == c->hidden)
         printf("\nmodel %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters (%s fp32)\n",
                (long long)c->layers, (long long)c->hidden, (long long)c->hidden, (long long)c->hidden,
-               (long long)c->classes, s.params, fmt_bytes(s.params * 4.0, size, sizeof size));
+               (long long)c->classes, s.params, fmt_bytes_binary(s.params * 4.0, size, sizeof size));
     else
         printf("\nmodel Linear(%lld,%lld)+ReLU -> %lld x Linear(%lld,%lld)+ReLU -> Linear(%lld,%lld) | %zu parameters "
                "(%s fp32)\n",
                (long long)p->inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden,
                (long long)c->hidden, (long long)c->hidden, (long long)c->classes, s.params,
-               fmt_bytes(s.params * 4.0, size, sizeof size));
+               fmt_bytes_binary(s.params * 4.0, size, sizeof size));
     printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
            p->steps, s.optimizer, c->lr, (long long)c->seed, c->data);
     if (be->on_host) printf("%s | device %s", s.blas, s.device);
@@ -179,8 +179,10 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
 }
 
 void report_epoch(const Plan *p, const EpochStat *e) {
-    printf("epoch %d/%d | train loss %.4f | test loss %.4f | test accuracy %.2f%% | %.2f s | %.0f samples/s\n",
-           e->epoch, p->epochs, e->train_loss, e->test_loss, 100 * e->test_accuracy, e->time_s, e->samples_s);
+    char rate[32];
+    printf("epoch %d/%d | train loss %.4f | test loss %.4f | test accuracy %.2f%% | %.2f s | %s samples/s\n",
+           e->epoch, p->epochs, e->train_loss, e->test_loss, 100 * e->test_accuracy, e->time_s,
+           fmt_si(e->samples_s, rate, sizeof rate));
     fflush(stdout);
 }
 
@@ -208,11 +210,12 @@ static void fill_time(const TrainConfig *c, const Plan *p, Measure *m, Summary *
 // after the steps: the moments are allocated at the first update), the largest of each over the ranks:
 // what `micropp plan` reckons beforehand.
 static void fill_model_state(const Plan *p, const Model *model, Summary *s) {
-    double v[4] = {0};  // weights, grads, optimizer, max RSS
+    double v[5] = {0};  // weights, grads, optimizer, max RSS, activations at their peaks
     struct rusage ru;
     if (!getrusage(RUSAGE_SELF, &ru)) v[3] = (double)ru.ru_maxrss * 1024;  // (Linux: KiB)
     for (int k = 0; k < model->n_local; k++) {
         const Stage *st = &model->local[k];
+        v[4] += (double)st->mem.peak_act_bytes;  // the manual split's parts stash all at once: their sum
         const GradSync *g = k < model->n_sync ? &model->sync[k] : NULL;
         double whole = (double)st->n_params * sizeof(float), shard = g ? (double)g->shard_total * sizeof(float) : 0;
         const Zero *z = g ? g->zs : NULL;  // ZeRO-2 and 3: shards of the gradients (and weights)
@@ -221,8 +224,11 @@ static void fill_model_state(const Plan *p, const Model *model, Summary *s) {
         if (st->adam_m) v[2] += 2.0 * whole;
         if (g && g->m) v[2] += 2.0 * shard;
     }
-    if (p->distributed) comm_allreduce_max_double(v, 4, MPI_COMM_WORLD);
+    const MemTally *t = model->n_local ? model->local[0].mem.tally : NULL;
+    if (t) v[4] = (double)t->peak_bytes;  // a pipeline rank's chunks: the peak of their sum, as the rank held it
+    if (p->distributed) comm_allreduce_max_double(v, 5, MPI_COMM_WORLD);
     s->weight_bytes = v[0];
+    s->act_bytes = v[4];
     s->grad_bytes = v[1];
     s->optimizer_state_bytes = v[2];
     s->max_rss = v[3];
@@ -359,14 +365,21 @@ static void observe(const TrainConfig *c, const Plan *p, const Measure *m, Summa
     if (c->observe.trace[0]) write_trace(c, p, s, tl);
     measured_chart(p, m, s, tl, &g[0]);
     simulated_chart(p, s, &g[1]);
-    // text: the shortest forward or backward one label wide, the chart at most 160 characters
+    // text: the shortest forward or backward one label wide, the chart at most --width (or the terminal's
+    // $COLUMNS, else 160) characters with its row labels ("rank 3 (s1 t1) ") and the axis' "ms" after it
+    const char *cols = isatty(STDOUT_FILENO) ? getenv("COLUMNS") : NULL;
+    long width = c->observe.gantt_width ? (long)c->observe.gantt_width : cols && *cols ? atol(cols) : 0;
+    int label = 0;
+    for (int r = 0; r < g[0].rows && g[0].row_name; r++)
+        if ((int)strlen(g[0].row_name[r]) > label) label = (int)strlen(g[0].row_name[r]);
+    int room = width > 0 ? (int)width - (label + 1) - 6 : 160;
     double shortest = INFINITY;
     for (int k = 0; k < p->K; k++)
         shortest = fmin(shortest, fmin(s->pipe.med.f[k],
                                        s->pipe.split ? fmin(s->pipe.med.i[k], s->pipe.med.w[k]) : s->pipe.med.b[k]));
     for (int i = 0; i < 2; i++) {
         g[i].cell = shortest;
-        g[i].width = 160;
+        g[i].width = room > 10 ? room : 10;
         g[i].axis_scale = 1e3;
         g[i].axis_unit = "ms";
     }
@@ -539,6 +552,16 @@ static void text_gantt(const Summary *s) {
     gantt_text(stdout, &s->charts[1], colour);
 }
 
+// Memory per rank, the columns of `micropp plan` (binary units, as plan prints them): what the rank
+// that holds most allocated for each part, and the activations live at its stages' peaks.
+static void memory_text(const Plan *p, const Summary *s) {
+    char b[4][32];
+    printf("memory per %s: weights %s | gradients %s | optimizer %s | activations %s (peak)\n",
+           p->distributed ? "rank" : "process", fmt_bytes_binary(s->weight_bytes, b[0], 32),
+           fmt_bytes_binary(s->grad_bytes, b[1], 32), fmt_bytes_binary(s->optimizer_state_bytes, b[2], 32),
+           fmt_bytes_binary(s->act_bytes, b[3], 32));
+}
+
 static void summary_text(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
@@ -557,14 +580,17 @@ static void summary_text(const Run *r, const Summary *s) {
     if (g->best_epoch)
         printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * g->best_accuracy, g->best_epoch,
                c->ckpt.save);
-    printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
+    char rate[32], flops[32];
+    printf("step %.3f ms (median) | %s samples/s | %s GFLOP/s\n", s->step_ms, fmt_si(s->samples_s, rate, sizeof rate),
+           fmt_sig3(s->gflops, flops, sizeof flops));
+    memory_text(p, s);
     if (s->predicted.step_ms > 0)
         printf("%s %s: predicted %.3f ms a step, measured %.3f ms (%+.0f%%)\n",
                s->predicted.picked ? "--auto picked" : "--profile priced", s->predicted.layout,
                s->predicted.step_ms, s->step_ms, 100 * (s->predicted.step_ms - s->step_ms) / s->step_ms);
     if (c->gemm.timing)
-        printf("gemm %.3f ms per step%s = %.1f%% of the step | %.1f GFLOP/s inside gemm\n", s->gemm_ms,
-               p->distributed ? " per rank" : "", 100 * s->gemm_share, s->gemm_gflops);
+        printf("gemm %.3f ms per step%s = %.1f%% of the step | %s GFLOP/s inside gemm\n", s->gemm_ms,
+               p->distributed ? " per rank" : "", 100 * s->gemm_share, fmt_sig3(s->gemm_gflops, flops, sizeof flops));
     data_report_text(p, &s->data, s->weight_bytes, s->grad_bytes, s->optimizer_state_bytes);
     tensor_report_text(p, &s->tensor);
     pipeline_report_text(p, &s->pipe);

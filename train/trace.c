@@ -22,7 +22,7 @@ static const KindStyle kind_styles[EV_KINDS] = {
     [ACT_RECV_GRAD] = {"r", "recv wait", "#8f8f8f", 0, '-'},
     [ACT_BACKWARD_INPUT] = {"I", "backward input", "#f28e2b", 33, 0},
     [ACT_BACKWARD_WEIGHT] = {"W", "backward weight", "#b07aa1", 35, 0},
-    [EV_ALLREDUCE] = {"A", "all-reduce", "#76b7b2", 36, '='},
+    [EV_ALLREDUCE] = {"L", "loss wait", "#76b7b2", 36, '_'},  // the step's loss all-reduce: waiting for the last stage
     [EV_OPTIMIZER] = {"O", "optimizer step", "#59a14f", 32, 0},
     [EV_GATHER] = {"G", "all-gather", "#edc948", 33, '~'},
     [EV_REDUCE_SCATTER] = {"R", "reduce-scatter", "#ff9da7", 35, '~'},
@@ -78,7 +78,8 @@ static int cell_width(const Gantt *g) {  // the widest cell label, with its brac
     return w;
 }
 
-// A labelled cell over d characters: "[F3]", "[B3    ]"; shorter: as much of the label as fits.
+// A labelled cell over d characters: "[F3]", "[B3    ]"; one or two short of that, the label alone
+// ("F3", "F3 "); shorter still, the kind's letter in every column ("FF"): never a label cut to "F3]".
 static void draw_cell(char *line, int d, const char *lab) {
     int L = (int)strlen(lab);
     if (d >= L + 2) {
@@ -86,11 +87,11 @@ static void draw_cell(char *line, int d, const char *lab) {
         line[0] = '[';
         memcpy(line + 1, lab, (size_t)L);
         line[d - 1] = ']';
-    } else if (d == L + 1) {
+    } else if (d >= L) {
+        memset(line, ' ', (size_t)d);
         memcpy(line, lab, (size_t)L);
-        line[L] = ']';
     } else {
-        memcpy(line, lab, (size_t)d);
+        memset(line, lab[0], (size_t)d);
     }
 }
 
