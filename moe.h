@@ -43,8 +43,9 @@ typedef struct {
     // owner r's slice is send[r*E/size ...]); recv[size * E/size]: rows each rank sends to each of my experts
     void (*exchange_counts)(void *ctx, const int *send, int *recv);
     // then rows of w floats: send holds rows grouped by global expert (owner order), recv the rows for
-    // my experts grouped by source rank then expert; back = 1 runs the same exchange in reverse
-    // (send_counts and recv_counts keep their meaning: the counts of the forward exchange)
+    // my experts grouped by source rank then expert; back = 1 runs the same exchange in reverse:
+    // `send` then holds rows in the recv layout and `recv` gets them in the send layout (send_counts and
+    // recv_counts keep their meaning: the counts of the forward exchange)
     void (*exchange_rows)(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
                           int w, int back);
     void *ctx;
