@@ -2,10 +2,10 @@
 // product on the backend, softmax, top-k, capacity on the host) -> pack rows per expert -> [exchange] ->
 // experts (backend products) -> [exchange back] -> combine; the backward the same way round.
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include "base/data.h"
 #include "base/util.h"
-#include "model.h"
 #include "moe.h"
 
 // One layer's stash for one slot: the routing (host) and the expert side's rows (device, expert order).
@@ -32,16 +32,31 @@ int moe_capacity(const MoeSpec *m, int rows) {
     return (int)ceil((double)m->capacity * rows * m->top_k / m->experts);
 }
 
-void moe_init_host(uint64_t seed, int l, int H, int E, float *p) {
-    init_layer_host(seed, l, H, E, p, p + (size_t)E * H);
+// n values of U(-1/sqrt(H), 1/sqrt(H)) (nn.Linear's range for fan-in H) from key k.
+static void uniform(uint64_t k, float *v, size_t n, int H) {
     float bound = 1.0f / sqrtf((float)H);
+    for (size_t i = 0; i < n; i++) v[i] = (2.0f * rng_uniform(k, i) - 1.0f) * bound;
+}
+
+void moe_init_host(uint64_t seed, int l, int H, int E, float *p) {
+    // the router: model.c's init_layer_host(seed, l, H, E) (the keys of a dense layer l)
+    uniform(rng_key(seed, RNG_PARAM, 2 * (uint64_t)l), p, (size_t)E * H, H);
+    uniform(rng_key(seed, RNG_PARAM, 2 * (uint64_t)l + 1), p + (size_t)E * H, (size_t)E, H);
     for (int e = 0; e < E; e++) {
-        float *w = p + moe_expert_off(H, E, e), *b = w + (size_t)H * H;
-        uint64_t kw = rng_key(seed, RNG_EXPERT, ((uint64_t)l << 32) + 2 * (uint64_t)e),
-                 kb = rng_key(seed, RNG_EXPERT, ((uint64_t)l << 32) + 2 * (uint64_t)e + 1);
-        for (size_t i = 0; i < (size_t)H * H; i++) w[i] = (2.0f * rng_uniform(kw, i) - 1.0f) * bound;
-        for (int i = 0; i < H; i++) b[i] = (2.0f * rng_uniform(kb, (uint64_t)i) - 1.0f) * bound;
+        float *w = p + moe_expert_off(H, E, e);
+        uniform(rng_key(seed, RNG_EXPERT, ((uint64_t)l << 32) + 2 * (uint64_t)e), w, (size_t)H * H, H);
+        uniform(rng_key(seed, RNG_EXPERT, ((uint64_t)l << 32) + 2 * (uint64_t)e + 1), w + (size_t)H * H, (size_t)H, H);
     }
+}
+
+int moe_tensor(int H, int E, int l, int j, char *name, size_t n, int64_t shape[2], size_t *off) {
+    int e = (j - 2) / 2, bias = j % 2;
+    if (j < 2) snprintf(name, n, "layers.%d.router.%s", l, bias ? "bias" : "weight");
+    else snprintf(name, n, "layers.%d.experts.%d.%s", l, e, bias ? "bias" : "weight");
+    shape[0] = j < 2 ? E : H;
+    shape[1] = bias ? 0 : H;
+    *off += j < 2 ? (bias ? (size_t)E * H : 0) : moe_expert_off(H, E, e) + (bias ? (size_t)H * H : 0);
+    return bias ? 1 : 2;
 }
 
 static int ex_size(const Moe *m) { return m->ex ? m->ex->size : 1; }

@@ -31,6 +31,10 @@ static inline size_t moe_expert_off(int H, int E, int e) {
     return moe_router_len(H, E) + (size_t)e * moe_expert_len(H);
 }
 static inline size_t moe_layer_len(int H, int E) { return moe_expert_off(H, E, E); }
+// Checkpoints' tensor j (0 .. 2 + 2E - 1) of MoE layer l: layers.l.router.weight [E, H], .router.bias [E],
+// then per expert e layers.l.experts.e.weight [H, H] and .bias [H]: its name, shape, and its offset in the
+// layer's range added to *off; returns its dimensions (1 or 2).
+int moe_tensor(int H, int E, int l, int j, char *name, size_t n, int64_t shape[2], size_t *off);
 // The initial parameters of global layer l (host, moe_layer_len floats): the router as a dense layer's
 // init_layer_host(seed, l, H, E) (nn.Linear's ranges), expert e from (seed, l, e) in the same ranges.
 void moe_init_host(uint64_t seed, int l, int H, int E, float *p);

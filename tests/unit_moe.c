@@ -72,7 +72,7 @@ typedef struct {
 } Fake;
 typedef struct { Fake *f; int rank; } FakeCtx;
 
-static int sum(const int *c, int from, int to) {
+static int count_sum(const int *c, int from, int to) {
     int s = 0;
     for (int i = from; i < to; i++) s += c[i];
     return s;
@@ -96,12 +96,12 @@ static void fake_rows(void *ctx, const float *send, const int *send_counts, floa
     pthread_barrier_wait(&f->bar);
     for (int r = 0, at = 0; r < 2; r++) {
         if (!back) {  // source r's rows for my experts, from its send order
-            int off = sum(f->cnt[r], 0, me * El), n = sum(f->cnt[r], me * El, (me + 1) * El);
+            int off = count_sum(f->cnt[r], 0, me * El), n = count_sum(f->cnt[r], me * El, (me + 1) * El);
             memcpy(recv + (size_t)at * w, f->buf[r] + (size_t)off * w, sizeof(float) * (size_t)n * w);
             at += n;
         } else {  // owner r's rows of mine (its recv layout: source-major) back to my send order
-            int off = sum(f->cnt[r], 0, me * El), n = sum(f->cnt[r], me * El, (me + 1) * El);
-            int to = sum(send_counts, 0, r * El);
+            int off = count_sum(f->cnt[r], 0, me * El), n = count_sum(f->cnt[r], me * El, (me + 1) * El);
+            int to = count_sum(send_counts, 0, r * El);
             memcpy(recv + (size_t)to * w, f->buf[r] + (size_t)off * w, sizeof(float) * (size_t)n * w);
         }
     }
@@ -122,7 +122,8 @@ static void *run_rank(void *arg) {
 
 static void test_exchange_hook(void) {
     size_t n = moe_layer_len(H, E);
-    float *P = xmalloc(n * sizeof(float)), x[2][ROWS * H], dy[2][ROWS * H], y[2][ROWS * H], dx[2][ROWS * H];
+    float *P = xmalloc(n * sizeof(float)), x[2][ROWS * H], dy[2][ROWS * H];
+    float y[2][ROWS * H] = {{0}}, dx[2][ROWS * H] = {{0}};
     float yl[2][ROWS * H], dxl[2][ROWS * H], *dPl = xcalloc(n, sizeof(float)), *dP[2];
     moe_init_host(3, 2, H, E, P);
     for (int r = 0; r < 2; r++) {

@@ -41,32 +41,18 @@ typedef struct {
 } TensorRef;
 
 // The parameter tensors of a stage in file order, with their global names and [out, in] shapes, at
-// their offsets in the whole stage (with --tp a rank holds a shard of it: saves gather, resumes cut).
-// An MoE layer (moe.h) is layers.L.router.weight [E, H], .router.bias [E], then per expert e
-// layers.L.experts.e.weight [H, H] and .bias [H].
-static int moe_tensors(const Stage *s, int i, TensorRef *t) {
-    int n = 0, H = s->H, E = s->moe->spec.experts, l = s->lo + i;
-    size_t off = stage_full_off(s, i);
-    t[n] = (TensorRef){"", 2, {E, H}, off, l};
-    snprintf(t[n++].name, sizeof t->name, "layers.%d.router.weight", l);
-    t[n] = (TensorRef){"", 1, {E, 0}, off + (size_t)E * H, l};
-    snprintf(t[n++].name, sizeof t->name, "layers.%d.router.bias", l);
-    for (int e = 0; e < E; e++) {
-        size_t at = off + moe_expert_off(H, E, e);
-        t[n] = (TensorRef){"", 2, {H, H}, at, l};
-        snprintf(t[n++].name, sizeof t->name, "layers.%d.experts.%d.weight", l, e);
-        t[n] = (TensorRef){"", 1, {H, 0}, at + (size_t)H * H, l};
-        snprintf(t[n++].name, sizeof t->name, "layers.%d.experts.%d.bias", l, e);
-    }
-    return n;
-}
-// The most tensors a stage of a model of L layers and E experts has.
+// their offsets in the whole stage (with --tp a rank holds a shard of it: saves gather, resumes cut);
+// tensors_max: the most a stage of the model has (an MoE layer's 2 + 2E: moe_tensor).
 static size_t tensors_max(const TrainConfig *c) { return (size_t)(2 + 2 * c->moe.experts) * (size_t)c->layers + 2; }
-
 static int stage_tensors(const Stage *s, TensorRef *t) {
     int n = 0;
     for (int i = 0; i < s->n_layers; i++) {
-        if (moe_is(s->moe, i)) { n += moe_tensors(s, i, t + n); continue; }
+        int E = s->moe ? s->moe->spec.experts : 0, l = s->lo + i;
+        for (int j = 0; moe_is(s->moe, i) && j < 2 + 2 * E; j++, n++) {  // an MoE layer's (moe.h)
+            t[n] = (TensorRef){.layer = l, .offset = stage_full_off(s, i)};
+            t[n].ndim = moe_tensor(s->H, E, l, j, t[n].name, sizeof t->name, t[n].shape, &t[n].offset);
+        }
+        if (moe_is(s->moe, i)) continue;
         size_t off = stage_full_off(s, i), wlen = (size_t)s->H * stage_fan_in(s, i);
         TensorRef w = {"", 2, {s->H, stage_fan_in(s, i)}, off, s->lo + i};
         TensorRef b = {"", 1, {s->H, 0}, off + wlen, s->lo + i};
@@ -195,8 +181,7 @@ typedef struct {
 typedef struct {
     int64_t step;
     uint64_t next_sample;
-    int layers, hidden, classes, optimizer, inputs;
-    int experts, moe_every;  // MoE layers (absent: 0, a dense model, and 1)
+    int layers, hidden, classes, optimizer, inputs, experts;  // (experts: absent, 0: a dense model)
     double lr, batch, seed, samples;  // how it was trained (-1 when absent): notes, not refusals
     char data[PATH_LEN];
     char mode[32];
@@ -252,7 +237,6 @@ static int manifest_parse(const char *text, Manifest *m, char *err, size_t errle
     if (get_int(cfg, "classes", 2, 65536, &v)) BAD("%s: config.classes is missing or out of range", MANIFEST);
     m->classes = (int)v;
     m->experts = get_int(cfg, "experts", 0, 4096, &v) ? 0 : (int)v;
-    m->moe_every = get_int(cfg, "moe_every", 1, 4096, &v) ? 1 : (int)v;
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(cfg, "optimizer");
     if (!cJSON_IsString(opt) || (strcmp(opt->valuestring, "adam") && strcmp(opt->valuestring, "sgd")))
         BAD("%s: config.optimizer is not adam or sgd", MANIFEST);
@@ -455,9 +439,6 @@ static void resume_manifest(const CkptLayout *l, int rank, Manifest *m) {
     else if (m->inputs != l->inputs) { what = "inputs"; mine = l->inputs; theirs = m->inputs; }
     else if (m->classes != c->classes) { what = "classes"; mine = c->classes; theirs = m->classes; }
     else if (m->experts != c->moe.experts) { what = "experts"; mine = c->moe.experts; theirs = m->experts; }
-    else if (m->experts && m->moe_every != c->moe.every) {
-        what = "moe-every"; mine = c->moe.every; theirs = m->moe_every;
-    }
     if (what) {
         free(m->files);
         user_error("train: --resume %s: the checkpoint has --%s %lld but this run has --%s %lld: use --%s %lld or "
@@ -692,10 +673,7 @@ static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_samp
     cJSON_AddNumberToObject(cfg, "hidden", (double)c->hidden);
     cJSON_AddNumberToObject(cfg, "inputs", (double)l->inputs);
     cJSON_AddNumberToObject(cfg, "classes", (double)c->classes);
-    if (c->moe.experts) {
-        cJSON_AddNumberToObject(cfg, "experts", (double)c->moe.experts);
-        cJSON_AddNumberToObject(cfg, "moe_every", (double)c->moe.every);
-    }
+    if (c->moe.experts) cJSON_AddNumberToObject(cfg, "experts", (double)c->moe.experts);
     cJSON_AddStringToObject(cfg, "optimizer", optim_name(c->optimizer));
     cJSON_AddNumberToObject(cfg, "lr", c->lr);
     cJSON_AddNumberToObject(cfg, "batch", (double)c->batch);
