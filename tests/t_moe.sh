@@ -99,3 +99,23 @@ expect_user_error "moe/--moe-every 4 with 4 layers: no MoE layer" "--moe-every 4
     --mode ddp --moe-every 4
 expect_user_error "moe/--aux-loss -1" "--aux-loss = -1 is out of range" 60 "${R[@]}" --experts 4 --mode ddp --aux-loss -1
 expect_user_error "moe/--aux-loss nan" "--aux-loss expects a number" 60 "${R[@]}" --experts 4 --mode ddp --aux-loss nan
+
+# ---- the report: --json's moe part, the summary's line, --metrics' keys ----
+moe_json_ok() {  # every step: the rows kept plus the dropped are the assignments, rows x k x MoE layers
+    python3 -c 'import json,sys; m=json.loads(sys.stdin.read().strip().splitlines()[-1])["moe"]
+ok = all(sum(l) + d == a == 32 * 2 * 3 for l, d, a in zip(m["rows_per_expert"], m["dropped"], m["assigned"]))
+ok = ok and len(m["aux_loss"]) == 3 and all(0 < x < 1 for x in m["aux_loss"]) and len(m["mean_rows_per_expert"]) == 4
+sys.exit(0 if ok else 1)' <<<"$OUT"
+}
+run 120 "$MICROPP" train "${M[@]}" --json
+moe_json_ok && pass "moe/--json: rows per expert + dropped = rows x k x layers every step; aux loss per step" ||
+    fail "moe/--json's moe part" "$(head -c 600 <<<"$OUT")"
+run 120 mpiexec -n 2 "$MICROPP" train "${M[@]}" --json --mode pp --micro-batches 4
+moe_json_ok && pass "moe/--json on a pipeline: the stages' MoE layers summed" ||
+    fail "moe/--json on a pipeline" "$(head -c 600 <<<"$OUT")"
+run 120 "$MICROPP" train "${M[@]}" --metrics "$TMP/moe.jsonl"
+if grep -qE '^moe: 4 experts, top-2 \| rows per expert per step .*\| dropped .*% \| aux loss' <<<"$OUT" &&
+    python3 -c 'import json,sys; s=[json.loads(l) for l in open(sys.argv[1]) if "\"loss\"" in l]
+sys.exit(0 if len(s) == 3 and all(len(x["moe_load"]) == 4 and "moe_dropped" in x and x["moe_aux"] > 0 for x in s) else 1)' \
+        "$TMP/moe.jsonl"; then pass "moe/the summary's line, and --metrics' moe_load, moe_dropped, moe_aux per step"
+else fail "moe/the summary's line and --metrics" "$(grep moe <<<"$OUT") $(head -c 300 "$TMP/moe.jsonl")"; fi

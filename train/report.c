@@ -526,6 +526,16 @@ static void summary_text(const Run *r, const Summary *s) {
     if (g->best_epoch)
         printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * g->best_accuracy, g->best_epoch,
                c->ckpt.save);
+    if (r->m.moe.E) {  // --experts: one line
+        double *load = xcalloc((size_t)r->m.moe.E, sizeof(double));
+        MoeMeans mm = measure_moe_means(&r->m, s->start, s->n_run, load);
+        printf("moe: %d experts, top-%lld | rows per expert per step (all MoE layers)", r->m.moe.E,
+               (long long)c->moe.top_k);
+        for (int e = 0; e < r->m.moe.E; e++) printf(" %.1f", load[e]);
+        printf(" (busiest %.2fx even) | dropped %.2f%% | aux loss %.4g (mean per step)\n", mm.busiest,
+               100 * mm.dropped_share, mm.aux);
+        free(load);
+    }
     printf("step %.3f ms (median) | %.0f samples/s | %.1f GFLOP/s\n", s->step_ms, s->samples_s, s->gflops);
     if (s->predicted.step_ms > 0)
         printf("%s %s: predicted %.3f ms a step, measured %.3f ms (%+.0f%%)\n",
