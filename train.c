@@ -147,7 +147,8 @@ static StageSpec spec_of(const TrainConfig *c, const Plan *p, const Wire *w, int
                        .tp = p->T,
                        .tp_rank = w->comm.tp_rank,
                        .grads_elsewhere = p->data.zero >= 2,
-                       .params_elsewhere = p->data.zero >= 3};
+                       .params_elsewhere = p->data.zero >= 3,
+                       .moe = plan_moe(c, p)};
 }
 
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
@@ -191,8 +192,10 @@ static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *mod
     }
     model->head = &model->local[K - 1];
     // the mean over the whole step: ddp's replicas' gradients are summed, so 1/(global batch x N); local SGD's not
-    model->head->grad_scale =
-        1.0f / (float)(p->data_parallel && !p->data.sync_every ? c->batch * p->N : (int64_t)p->rows * p->N);
+    // (every local stage: an MoE layer's auxiliary loss weighs its rows alike)
+    for (int k = 0; k < K; k++)
+        model->local[k].grad_scale =
+            1.0f / (float)(p->data_parallel && !p->data.sync_every ? c->batch * p->N : (int64_t)p->rows * p->N);
 }
 
 // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads;
@@ -297,8 +300,25 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
 // The same all-reduce carries how many ranks' last update left a parameter non-finite (note_nonfinite):
 // if any, every rank ends with the lowest such rank's message (exit 1); and with --clip-grad each rank's
 // sum of the squares of its gradients (grad_sumsq), whose total is the global norm's square.
+// --experts: the MoE layers' counters of the step ride on it too (E + 3 more: load, dropped, assigned, aux).
+static void moe_step_local(const Model *model, double *v, int E) {
+    for (int k = 0; k < model->n_local; k++) {
+        Moe *moe = model->local[k].moe;
+        if (!moe) continue;
+        for (int e = 0; e < E; e++) v[e] += (double)moe->stats.load[e];
+        v[E] += (double)moe->stats.dropped;
+        v[E + 1] += (double)moe->stats.assigned;
+        v[E + 2] += moe->stats.aux_wsum * model->local[k].grad_scale;  // (a group's rows' share of the step)
+        moe_stats_reset(moe);
+    }
+}
+
 static double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *m, int step, double sumsq) {
-    double v[5] = {0, 0, 0, g->bad_update[0] ? 1 : 0, sumsq}, t0 = m->step_start[step];
+    int E = m->moe.E, n = 5 + (E ? E + 3 : 0);
+    double *v = xcalloc((size_t)n, sizeof(double)), t0 = m->step_start[step];
+    v[3] = g->bad_update[0] ? 1 : 0;
+    v[4] = sumsq;
+    if (E) moe_step_local(model, v + 5, E);
     if (model->head) {
         v[0] = model->head->loss.sum;
         v[1] = model->head->loss.rows;
@@ -308,12 +328,15 @@ static double step_loss(const Plan *p, const Model *model, const Progress *g, Me
     if (p->distributed) {
         wd_phase("the loss all-reduce", step + 1);
         double ta = now_sec();
-        comm_allreduce_sum_double(v, 5, MPI_COMM_WORLD);
+        comm_allreduce_sum_double(v, n, MPI_COMM_WORLD);
         measure_record(m, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
         if (v[3] > 0) agree_on_failure(g->bad_update);
     }
     m->grad_norm[step] = sqrt(v[4]);
-    return m->loss[step] = v[0] / v[1];
+    if (E) measure_moe_keep(m, v + 5, step);
+    m->loss[step] = v[0] / v[1];
+    free(v);
+    return m->loss[step];
 }
 
 // --clip-grad: the squares of the gradients this rank holds, every parameter counted once over the
@@ -484,7 +507,7 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
         double bubble = r->p.pipelined ? step_bubble(&r->p, &r->m, step) : NAN;
         double norm = c->guard.clip_grad > 0 ? r->m.grad_norm[step] : NAN;
         metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble, norm,
-                     r->m.clip_scale[step] < 1);
+                     r->m.clip_scale[step] < 1, &r->m.moe);
     }
     if (!saving) return;
     if (r->p.distributed) agree_on_failure(r->progress.bad_update);  // never save a state that went non-finite
@@ -756,6 +779,7 @@ int cmd_train(int argc, char **argv) {
     setup_buffers(&cfg, p, r->wire.be, &r->exec);
     r->exec.data = &r->data;
     measure_init(&r->m, p->steps, p->epochs);
+    if (cfg.moe.experts) measure_moe(&r->m, p->steps, (int)cfg.moe.experts);
     if (p->data_parallel && !p->data.sync_every) {
         data_setup(p, &r->wire.comm, r->model.local, r->model.n_local, &r->model.sync);
         r->model.n_sync = r->model.n_local;

@@ -12,6 +12,14 @@ typedef struct {
     double time_s, samples_s;  // the epoch's steps (its evaluation after it not included)
 } EpochStat;
 
+// --experts: per step, summed over every MoE layer of every rank (moe.h's MoeStats): the rows each expert
+// got (load, [steps x E]), the assignments dropped and made, the auxiliary loss (each group's weighted by
+// its share of the step's rows: what the step's loss gained).
+typedef struct {
+    int E;
+    double *load, *dropped, *assigned, *aux;
+} MoeSteps;
+
 // Per step (indexed by the 0-based step, [steps] each), and every action as it ran.
 typedef struct {
     double *step_s;      // the step's wall time (the slowest rank's, after the summary's reduction)
@@ -32,9 +40,17 @@ typedef struct {
     double *tp_s;        // --tp: this rank's tensor-parallel all-reduces in the step: seconds
     double tp_floats;    // --tp: this rank's tensor-parallel all-reduces during the steps: floats
     long tp_calls;       //   and how many (evaluation's not counted)
+    MoeSteps moe;        // --experts (E 0: none)
 } Measure;
 
 void measure_init(Measure *m, long long steps, int epochs);
+void measure_moe(Measure *m, long long steps, int E);  // --experts: m->moe's arrays
+void measure_moe_keep(Measure *m, const double *v, int step);  // a step's E + 3 values, the order of MoeSteps
+// Steps [start, start + n) of m->moe: the mean rows per expert per step into load[E], and returns the mean
+// dropped per step, the share of assignments dropped, the mean auxiliary loss and the busiest expert's
+// load over an even split's.
+typedef struct { double dropped, dropped_share, aux, busiest; } MoeMeans;
+MoeMeans measure_moe_means(const Measure *m, int start, int n, double *load);
 void measure_free(Measure *m);
 // Appends an action of `step` that ran from t0 to t1 (seconds from the step's start); the caller may
 // set the event's bytes.

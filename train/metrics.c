@@ -114,9 +114,9 @@ static int put_num(char *s, size_t n, const char *key, const char *fmt, double v
 }
 
 void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, double samples_s, double bubble,
-                  double grad_norm, int clipped) {
+                  double grad_norm, int clipped, const MoeSteps *moe) {
     if (!mx->on) return;
-    char s[512];
+    char s[512 + 24 * 4096];  // (a load per expert)
     int k = snprintf(s, sizeof s, "{\"step\":%d", step);
     k += put_num(s + k, sizeof s - (size_t)k, "loss", "%.7g", loss);
     k += put_num(s + k, sizeof s - (size_t)k, "lr", "%.7g", lr);
@@ -126,6 +126,14 @@ void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, 
     if (!isnan(grad_norm)) {
         k += put_num(s + k, sizeof s - (size_t)k, "grad_norm", "%.7g", grad_norm);
         k += snprintf(s + k, sizeof s - (size_t)k, ",\"clipped\":%s", clipped ? "true" : "false");
+    }
+    for (int e = 0; moe && e < moe->E; e++)
+        k += snprintf(s + k, sizeof s - (size_t)k, "%s%.0f", e ? "," : ",\"moe_load\":[",
+                      moe->load[(size_t)(step - 1) * moe->E + e]);
+    if (moe && moe->E) {
+        k += snprintf(s + k, sizeof s - (size_t)k, "]");
+        k += put_num(s + k, sizeof s - (size_t)k, "moe_dropped", "%.0f", moe->dropped[step - 1]);
+        k += put_num(s + k, sizeof s - (size_t)k, "moe_aux", "%.7g", moe->aux[step - 1]);
     }
     snprintf(s + k, sizeof s - (size_t)k, "}\n");
     put_line(mx, s);

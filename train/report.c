@@ -23,6 +23,16 @@ static void choice_names(const TrainConfig *c, const Plan *p, Summary *s) {
     choice_name(PRECISION_CHOICES, c->precision, s->precision, sizeof s->precision);
 }
 
+// --experts: what the MoE layers add to the dense model's parameters: all of them (every expert), or
+// those one row goes through (the router and k experts: the FLOPs of a step).
+static double moe_params(const TrainConfig *c, const Plan *p, int active) {
+    MoeSpec m = plan_moe(c, p);
+    double H = (double)c->hidden, E = m.experts, dense = H * H + H, sum = 0;
+    for (int l = 1; l < c->layers; l++)
+        if (moe_layer(&m, l)) sum += E * H + E + (active ? m.top_k : E) * dense - dense;
+    return sum;
+}
+
 // ... and with the device: what runs the products, and the model's size.
 static void names(const TrainConfig *c, const Plan *p, const Backend *be, Summary *s) {
     choice_names(c, p, s);
@@ -31,6 +41,7 @@ static void names(const TrainConfig *c, const Plan *p, const Backend *be, Summar
         onednn_describe(p->rows, (int)c->hidden, (int)c->hidden, s->onednn, sizeof s->onednn);
     be->describe(s->device, sizeof s->device);
     s->params = model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes);
+    s->params += (size_t)moe_params(c, p, 0);
 }
 
 // ---- the header ----
@@ -155,6 +166,11 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
                (long long)p->inputs, (long long)c->hidden, (long long)c->layers - 1, (long long)c->hidden,
                (long long)c->hidden, (long long)c->hidden, (long long)c->classes, s.params,
                fmt_bytes_binary(s.params * 4.0, size, sizeof size));
+    if (c->moe.experts)
+        printf("moe: every hidden layer l >= 1 with l %% %lld == 0 is a router Linear(%lld,%lld) and %lld experts "
+               "Linear(%lld,%lld)+ReLU, top-%lld, capacity factor %g, aux loss %g\n",
+               (long long)c->moe.every, (long long)c->hidden, (long long)c->moe.experts, (long long)c->moe.experts,
+               (long long)c->hidden, (long long)c->hidden, (long long)c->moe.top_k, c->moe.capacity, c->moe.aux);
     printf("batch %lld | steps %lld | %s lr %g | seed %lld | data %s | ", (long long)c->batch,
            p->steps, s.optimizer, c->lr, (long long)c->seed, c->data);
     if (be->on_host) printf("%s | device %s", s.blas, s.device);
@@ -198,7 +214,7 @@ static void fill_time(const TrainConfig *c, const Plan *p, Measure *m, Summary *
     double step_med = median(m->step_s + start + s->skip, s->n_run - s->skip);
     // A resumed run has no steps before start: the timeline counts time from its first step.
     for (int t = 0; t < start; t++) m->step_start[t] = m->step_start[start];
-    double rows_per_step = (double)c->batch * p->N, P = (double)s->params;
+    double rows_per_step = (double)c->batch * p->N, P = (double)s->params - moe_params(c, p, 0) + moe_params(c, p, 1);
     double flops = 6.0 * P * rows_per_step;
     if (p->pipe.ckpt) flops += 2.0 * (P - ((double)c->classes * c->hidden + c->classes)) * rows_per_step;
     s->step_ms = step_med * 1e3;
@@ -580,6 +596,16 @@ static void summary_text(const Run *r, const Summary *s) {
     if (g->best_epoch)
         printf("best test accuracy %.2f%% after epoch %d (kept in %s)\n", 100 * g->best_accuracy, g->best_epoch,
                c->ckpt.save);
+    if (r->m.moe.E) {  // --experts: one line
+        double *load = xcalloc((size_t)r->m.moe.E, sizeof(double));
+        MoeMeans mm = measure_moe_means(&r->m, s->start, s->n_run, load);
+        printf("moe: %d experts, top-%lld | rows per expert per step (all MoE layers)", r->m.moe.E,
+               (long long)c->moe.top_k);
+        for (int e = 0; e < r->m.moe.E; e++) printf(" %.1f", load[e]);
+        printf(" (busiest %.2fx even) | dropped %.2f%% | aux loss %.4g (mean per step)\n", mm.busiest,
+               100 * mm.dropped_share, mm.aux);
+        free(load);
+    }
     char rate[32], flops[32];
     printf("step %.3f ms (median) | %s samples/s | %s GFLOP/s\n", s->step_ms, fmt_si(s->samples_s, rate, sizeof rate),
            fmt_sig3(s->gflops, flops, sizeof flops));

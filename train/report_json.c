@@ -73,6 +73,31 @@ static void json_clip(cJSON *o, const TrainConfig *c, const Measure *m, int star
     cJSON_AddNumberToObject(o, "steps_clipped", count);
 }
 
+// --experts: the layer's options, the rows each expert got, the drops and the auxiliary loss, per step
+// run (summed over the MoE layers and ranks) and as means.
+static void json_moe(cJSON *o, const TrainConfig *c, const Measure *m, int start, int n) {
+    int E = m->moe.E;
+    cJSON *x = cJSON_AddObjectToObject(o, "moe");
+    cJSON_AddNumberToObject(x, "experts", E);
+    cJSON_AddNumberToObject(x, "top_k", (double)c->moe.top_k);
+    cJSON_AddNumberToObject(x, "moe_every", (double)c->moe.every);
+    cJSON_AddNumberToObject(x, "capacity_factor", c->moe.capacity);
+    cJSON_AddNumberToObject(x, "aux_loss_coef", c->moe.aux);
+    cJSON *rows = cJSON_AddArrayToObject(x, "rows_per_expert");  // [step][expert]
+    for (int i = start; i < start + n; i++)
+        cJSON_AddItemToArray(rows, cJSON_CreateDoubleArray(m->moe.load + (size_t)i * E, E));
+    cJSON_AddItemToObject(x, "dropped", cJSON_CreateDoubleArray(m->moe.dropped + start, n));
+    cJSON_AddItemToObject(x, "assigned", cJSON_CreateDoubleArray(m->moe.assigned + start, n));
+    cJSON_AddItemToObject(x, "aux_loss", cJSON_CreateDoubleArray(m->moe.aux + start, n));
+    double *load = xcalloc((size_t)E, sizeof(double));
+    MoeMeans mm = measure_moe_means(m, start, n, load);
+    cJSON_AddItemToObject(x, "mean_rows_per_expert", cJSON_CreateDoubleArray(load, E));
+    cJSON_AddNumberToObject(x, "busiest_over_even", mm.busiest);
+    cJSON_AddNumberToObject(x, "dropped_share", mm.dropped_share);
+    cJSON_AddNumberToObject(x, "mean_aux_loss", mm.aux);
+    free(load);
+}
+
 void summary_json(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
@@ -126,6 +151,7 @@ void summary_json(const Run *r, const Summary *s) {
     }
     cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(m->loss + start, s->n_run));  // steps start+1..steps
     if (c->guard.clip_grad > 0) json_clip(o, c, m, start, s->n_run);
+    if (m->moe.E) json_moe(o, c, m, start, s->n_run);
     if (c->ckpt.resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->ckpt.resume);
     if (r->progress.saved_step >= 0) {
         cJSON_AddStringToObject(o, "saved_to", c->ckpt.save);
