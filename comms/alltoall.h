@@ -9,8 +9,8 @@
 
 struct DevComm;
 
-// The algorithms, in the order of the option's choices (ALLTOALL_ALGO_NAMES; tests/unit_alltoall.c
-// checks both against alltoall_algos):
+// The algorithms, in the order of the option's choices (ALLTOALL_ALGO_NAMES; tests/mpi_alltoall.c
+// checks both against alltoall_algos:
 //   mpi   MPI_Alltoallv, waited for under the watchdog;
 //   pair  R-1 rounds of point-to-point messages: in round s rank r sends to r+s and receives from r-s
 //         (each pair of ranks exchanges once, no rank waits on two at a time);
