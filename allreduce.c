@@ -217,7 +217,8 @@ int cmd_allreduce(int argc, char **argv) {
             total_wrong += wrong;
             double bytes = 4.0 * (double)n;
             if (t < least && n_sizes < MAX_SIZES) { least = t; best[n_sizes] = a; sizes[n_sizes] = bytes; }
-            table_row(rows, c.rank == 0 && !cfg.json, bytes, (double)n, comm_algos[a].name, t, 2.0 * (D - 1) / D, wrong);
+            table_row(rows, c.rank == 0 && !cfg.json, bytes, (double)n, comm_algos[a].name, t, 2.0 * (D - 1) / D,
+                      wrong);
         }
         n_sizes += n_sizes < MAX_SIZES;
         if (n == nmax) break;
