@@ -14,7 +14,7 @@ LDLIBS := -lopenblas -lcjson -lz -lm
 # parallelism in axes/, the planner in planner/, the communication layer in comms/ and the
 # foundations (no MPI, no model, no schedule) in base/. tests/shape.py holds the floors.
 CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftest.c plot.c
-CORE_SRCS := comms.c model.c schedule.c schedule_v.c schedule_file.c schedule_auto.c p2p.c
+CORE_SRCS := comms.c model.c moe.c schedule.c schedule_v.c schedule_file.c schedule_auto.c p2p.c
 COMMS_SRCS := $(addprefix comms/,hardware.c messages.c collectives.c alltoall.c ring.c hier.c shm.c launch.c slurm.c watchdog.c finalize.c)
 TRAIN_SRCS := $(addprefix train/,plan.c options.c measure.c executor.c verify.c report.c report_json.c checkpoint.c \
                                  trace.c metrics.c live.c)

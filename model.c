@@ -25,12 +25,12 @@ void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, fl
 // Every reader rounds to bf16 anyway (ops.h), so a bf16 stash changes no result.
 static size_t esz(const Stage *s) { return s->bf16 ? sizeof(uint16_t) : sizeof(float); }
 static void *stash_alloc(const Stage *s, size_t n) { return s->be->alloc((n * esz(s) + 3) / 4 * 4); }  // whole floats
-static float *work_for(const Stage *s, void *dst, int w) { return s->bf16 ? s->work[w] : dst; }
+static float *work_for(const Stage *s, void *dst, int w) { return s->bf16 ? s->buf.work[w] : dst; }
 static void put(const Stage *s, void *dst, const float *src, size_t n) { if (s->bf16) s->be->to_bf16(dst, src, n); }
 static const float *get(const Stage *s, const void *src, int w, size_t n) {
     if (!s->bf16) return src;
-    s->be->from_bf16(s->work[w], src, n);
-    return s->work[w];
+    s->be->from_bf16(s->buf.work[w], src, n);
+    return s->buf.work[w];
 }
 size_t stage_wire_floats(const Stage *s, size_t n) { return s->bf16 ? (n + 1) / 2 : n; }
 
@@ -118,6 +118,7 @@ static void init_params(Stage *s, const StageSpec *spec, int L, uint64_t seed) {
         be->fill(s->grads, 0.0f, s->n_params);  // (read before any backward only by tests and --verify)
     }
     size_t full = (size_t)H * (s->D > H ? s->D : H) + H, head = (size_t)C * H + C;  // a whole layer, the largest
+    if (s->moe && moe_layer_len(H, s->moe->spec.experts) > full) full = moe_layer_len(H, s->moe->spec.experts);
     float *host = xmalloc((full > head ? full : head) * sizeof(float)), *shard = xmalloc(full * sizeof(float));
     for (int j = 0; j < n + s->has_head; j++) {  // j == n: the head
         size_t off = stage_layer_off(s, j), w = stage_weight_len(s, j);
@@ -128,6 +129,11 @@ static void init_params(Stage *s, const StageSpec *spec, int L, uint64_t seed) {
         *W = s->params + off; *b = s->params + off + w;
         if (j == n) {  // the head, whole on every rank
             init_layer_host(seed, L, H, C, host, host + w);
+            be->to_device(*W, host, stage_layer_len(s, j) * sizeof(float));
+            continue;
+        }
+        if (moe_is(s->moe, j)) {  // router and experts (moe.h), whole: no tensor parallelism
+            moe_init_host(seed, s->lo + j, H, s->moe->spec.experts, host);
             be->to_device(*W, host, stage_layer_len(s, j) * sizeof(float));
             continue;
         }
@@ -154,6 +160,8 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     CHECK(H % s->tp == 0 && s->tp_rank < s->tp, "a stage of hidden %d split %d ways (rank %d)", H, s->tp, s->tp_rank);
     s->kind = xcalloc((size_t)s->n_layers + 1, 1);
     for (int i = 0; i < s->n_layers; i++) s->kind[i] = (unsigned char)tp_layer_kind(s->tp, s->n_layers, i);
+    s->moe = moe_new(be, spec.moe, H, lo, s->n_layers, rows, n_slots);
+    CHECK(!s->moe || s->tp == 1, "a stage with MoE layers split %d ways", s->tp);
     s->n_params = has_head ? (size_t)C * H + C : 0;
     for (int i = 0; i < s->n_layers; i++) s->n_params += stage_layer_len(s, i);
     int n = s->n_layers;
@@ -181,9 +189,9 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
         s->scratch = xcalloc((size_t)n, sizeof(void *));
         for (int i = 0; i < n; i++) s->scratch[i] = stash_alloc(s, (size_t)rows * stage_out_w(s, i));
     }
-    s->gbuf[0] = be->alloc(one_act * sizeof(float));
-    s->gbuf[1] = be->alloc(one_act * sizeof(float));
-    for (int w = 0; w < 3 && s->bf16; w++) s->work[w] = be->alloc(wide * sizeof(float));
+    s->buf.gbuf[0] = be->alloc(one_act * sizeof(float));
+    s->buf.gbuf[1] = be->alloc(one_act * sizeof(float));
+    for (int w = 0; w < 3 && s->bf16; w++) s->buf.work[w] = be->alloc(wide * sizeof(float));
     if (has_head) s->loss.tally = be->alloc(2 * sizeof(double));  // zero-filled
 }
 
@@ -221,8 +229,9 @@ void stage_free(Stage *s) {
     }
     if (s->scratch) { for (int i = 0; i < s->n_layers; i++) be->free(s->scratch[i]); free(s->scratch); }
     if (s->loss.tally) be->free(s->loss.tally);
-    be->free(s->gbuf[0]); be->free(s->gbuf[1]);
-    for (int w = 0; w < 3; w++) if (s->work[w]) be->free(s->work[w]);
+    moe_free(s->moe);
+    be->free(s->buf.gbuf[0]); be->free(s->buf.gbuf[1]);
+    for (int w = 0; w < 3; w++) if (s->buf.work[w]) be->free(s->buf.work[w]);
     if (!s->shared) be->free(s->params);
     if (s->shared != 1) be->free(s->grads);  // (2: only the params are shared)
     if (s->adam_m) { be->free(s->adam_m); be->free(s->adam_v); }
@@ -305,13 +314,15 @@ static int below(int i, const float *din) { return i - 1 > 0 || (i - 1 == 0 && d
 // The layers of this stage: x[rows,D] -> out[i] = ReLU(in W_i^T + b_i) for each local layer i,
 // stashed. Returns the last output (x when there are no layers) in fp32: itself, or a work buffer
 // (bf16 stashes: the outputs are computed in work 0 and 1 by turns, the input widened into work 2).
-// then: the layer whose weights are read after these (the head: n_layers), or -1.
-static const float *layers_forward(Stage *s, const void *x, void **out, int rows, int then) {
+// then: the layer whose weights are read after these (the head: n_layers), or -1. An MoE layer stashes
+// its routing in the slot's state (count: a training forward, counted in its stats; not a recompute).
+static const float *layers_forward(Stage *s, const void *x, void **out, int rows, int then, int slot, int count) {
     const float *in = get(s, x, 2, (size_t)rows * s->D);
     for (int i = 0; i < s->n_layers; i++) {
         float *o = work_for(s, out[i], i & 1);
         weights(s, i, i + 1 < s->n_layers ? i + 1 : then);
-        layer_product(s, i, in, o, rows);
+        if (moe_is(s->moe, i)) moe_forward(s->moe, i, slot, s->W[i], in, o, rows, count);
+        else layer_product(s, i, in, o, rows);
         put(s, out[i], o, (size_t)rows * stage_out_w(s, i));
         in = o;
         if (s->hooks.progress) s->hooks.progress();
@@ -325,7 +336,7 @@ void stage_forward(Stage *s, int slot) {
     // must survive until it is sent (the executor sends it right after), and the head stage needs
     // only its dlogits.
     const float *last =
-        layers_forward(s, sl->in, s->ckpt ? s->scratch : sl->act, s->rows, s->has_head ? s->n_layers : -1);
+        layers_forward(s, sl->in, s->ckpt ? s->scratch : sl->act, s->rows, s->has_head ? s->n_layers : -1, slot, 1);
     if (s->has_head) {
         float *lg = work_for(s, sl->logits, s->n_layers & 1);  // (not the work buffer holding last)
         weights(s, s->n_layers, -1);
@@ -347,7 +358,7 @@ const void *stage_output(const Stage *s, int slot) {
 // Checkpointing: recomputes the layer outputs from the stashed input into out (counted as live).
 static void recompute(Stage *s, Slot *sl, void **out) {
     slot_bytes(s, sl, all_bytes(s));
-    layers_forward(s, sl->in, out, s->rows, -1);
+    layers_forward(s, sl->in, out, s->rows, -1, (int)(sl - s->slots), 0);
     weights(s, -1, -1);
 }
 
@@ -377,6 +388,27 @@ static void weight_grad(Stage *s, int j, const Slot *sl, const float *dz, const 
     s->be->bias_grad(db, dz, s->rows, h);
 }
 
+// MoE layer i's backward (moe.c): g, the gradient of its output, copied into the ping-pong buffer pp
+// (dx, the other one, may be where g lies); its gradients added into its range of the flat gradient (zeroed
+// first when fresh). Returns dx.
+static float *moe_layer_backward(Stage *s, Slot *sl, int i, const float *g, float *dx, int pp, void **act,
+                                 const float *din) {
+    size_t rH = (size_t)s->rows * s->H;
+    float *dy = s->buf.gbuf[pp];
+    if (g != dy) s->be->copy(dy, g, rH * sizeof(float));
+    const float *in = get(s, i == 0 ? sl->in : act[i - 1], 1, rH);
+    if (dx) weights(s, i, below(i, din));
+    grad_target(s, i);
+    if (s->grad_fresh[i]) {
+        s->be->fill(s->dW[i], 0.0f, stage_layer_len(s, i));
+        s->grad_fresh[i] = 0;
+    }
+    moe_backward(s->moe, i, (int)(sl - s->slots), s->W[i], s->dW[i], in, dy, dx, s->grad_scale);
+    if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, i);
+    if (s->hooks.progress) s->hooks.progress();
+    return dx;
+}
+
 void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     const Backend *be = s->be;
     Slot *sl = &s->slots[slot];
@@ -392,7 +424,7 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     if (s->has_head) {
         const float *last = s->n_layers ? get(s, act[s->n_layers - 1], 0, rH) : get(s, sl->in, 0, (size_t)rows * s->D);
         const float *dl = get(s, sl->logits, 1, (size_t)rows * s->C);  // already dlogits
-        float *dx = s->n_layers ? s->gbuf[pp] : din;
+        float *dx = s->n_layers ? s->buf.gbuf[pp] : din;
         if (dx) weights(s, s->n_layers, s->n_layers ? below(s->n_layers, din) : -1);
         grad_target(s, s->n_layers);
         weight_grad(s, s->n_layers, sl, dl, last, s->C, H);
@@ -402,12 +434,17 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
         pp ^= 1;
     }
     for (int i = s->n_layers - 1; i >= 0; i--) {
-        float *dz = s->gbuf[pp];
+        if (moe_is(s->moe, i)) {
+            g = moe_layer_backward(s, sl, i, g, i == 0 ? din : s->buf.gbuf[pp ^ 1], pp, act, din);
+            pp ^= 1;
+            continue;
+        }
+        float *dz = s->buf.gbuf[pp];
         int h = stage_out_w(s, i), k = stage_in_w(s, i);
         size_t rh = (size_t)rows * h;
         be->relu_backward(dz, g, get(s, act[i], 0, rh), rh);  // may alias g (in place) when g == dz
         const float *in = get(s, i == 0 ? sl->in : act[i - 1], 1, (size_t)rows * k);
-        float *dx = i == 0 ? din : s->gbuf[pp ^ 1];
+        float *dx = i == 0 ? din : s->buf.gbuf[pp ^ 1];
         if (dx) weights(s, i, below(i, din));
         grad_target(s, i);
         weight_grad(s, i, sl, dz, in, h, k);
@@ -424,6 +461,7 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
 
 void stage_enable_split(Stage *s) {
     if (s->split) return;
+    CHECK(!s->moe, "a split backward on a stage with MoE layers (train/plan.c refuses it)");
     s->split = 1;
     for (int k = 0; k < s->n_slots; k++) {
         Slot *sl = &s->slots[k];
@@ -445,7 +483,7 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
     slot_bytes(s, sl, all_bytes(s) + outputs(s, 0, n));  // every output and, by the end, every dz
     const float *g = dout;  // gradient w.r.t. the current layer's output
     if (s->has_head) {  // dx of the head = dlogits W_h; its dW waits for W
-        float *dx = n ? s->gbuf[0] : din;
+        float *dx = n ? s->buf.gbuf[0] : din;
         if (dx) {
             weights(s, n, n ? below(n, din) : -1);
             be->gemm(0, 0, rows, H, s->C, 1.0f, get(s, sl->logits, 1, (size_t)rows * s->C), s->C, s->Wh, H, 0.0f, dx,
@@ -458,7 +496,7 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
         size_t rh = (size_t)rows * stage_out_w(s, i);
         be->relu_backward(dz, g, get(s, sl->act[i], 0, rh), rh);
         put(s, sl->dz[i], dz, rh);
-        float *dx = i == 0 ? din : s->gbuf[(n - i) & 1];
+        float *dx = i == 0 ? din : s->buf.gbuf[(n - i) & 1];
         if (dx) {  // (a column-parallel layer's all-reduce belongs to I)
             weights(s, i, below(i, din));
             layer_input_grad(s, i, dz, dx, rows);
@@ -501,9 +539,10 @@ void stage_forward_eval(Stage *s, const float *x, int rows, float *out) {
     int H = s->H;
     const float *in = x;
     for (int i = 0; i < s->n_layers; i++) {
-        float *o = (!s->has_head && i == s->n_layers - 1) ? out : s->gbuf[i & 1];
+        float *o = (!s->has_head && i == s->n_layers - 1) ? out : s->buf.gbuf[i & 1];
         weights(s, i, i + 1 < s->n_layers ? i + 1 : s->has_head ? s->n_layers : -1);
-        layer_product(s, i, in, o, rows);
+        if (moe_is(s->moe, i)) moe_forward(s->moe, i, -1, s->W[i], in, o, rows, 0);
+        else layer_product(s, i, in, o, rows);
         in = o;
     }
     if (s->has_head) {
@@ -535,6 +574,7 @@ void stage_zero_grads(Stage *s) {
 
 void stage_enable_det(Stage *s) {
     if (s->det) return;
+    CHECK(!s->moe, "--deterministic on a stage with MoE layers (train/plan.c refuses it)");
     s->det = xcalloc(1, sizeof *s->det);
     s->det->tree = xcalloc((size_t)s->n_layers + 1, sizeof(DetTree));
     for (int j = 0; j < s->n_layers + s->has_head; j++) det_tree_init(&s->det->tree[j], stage_layer_len(s, j));

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include "base/det.h"
 #include "base/ops.h"
+#include "moe.h"
 
 enum { OPTIM_ADAM, OPTIM_SGD };
 #define OPTIM_CHOICES "adam|sgd"
@@ -105,7 +106,10 @@ typedef struct {
     int rows;        // rows per micro-batch
     int ckpt;        // activation checkpointing
     int bf16;        // stashes (and the activations this stage sends and receives) hold bf16
-    float *work[3];  // bf16 stashes: fp32 [rows, max(D,H,C)] each, where values are computed and read
+    struct {
+        float *work[3];  // bf16 stashes: fp32 [rows, max(D,H,C)] each, where values are computed and read
+        float *gbuf[2];  // backward ping-pong [rows, H]
+    } buf;
     size_t n_params;
     float *params, *grads, *adam_m, *adam_v;  // flat, n_params each (moments lazily allocated)
     int shared;               // params and grads (2: params only) live in a shared window (stage_share)
@@ -116,7 +120,6 @@ typedef struct {
     int n_slots;
     Slot *slots;
     void **scratch;           // checkpointing: one recompute set of [rows,H] x n_layers (stash precision)
-    float *gbuf[2];           // backward ping-pong [rows, H]
     // dlogits scale: 1 / rows of the whole optimizer step (all micro-batches, accumulation micro-steps and replicas)
     float grad_scale;
     StageLoss loss;   // the head's loss (below)
@@ -128,6 +131,7 @@ typedef struct {
     unsigned char *kind;
     StageHooks hooks;  // what its owners hook into its passes (below)
     StageDet *det;     // --deterministic, else NULL
+    Moe *moe;          // its mixture-of-experts layers (moe.h), NULL when it has none
 } Stage;
 
 // Parameter count of the whole model (L layers, D inputs, H hidden, C classes): FLOPs of one step
@@ -140,7 +144,9 @@ static inline int stage_fan_in(const Stage *s, int i) { return i == 0 ? s->D : s
 static inline int stage_out_w(const Stage *s, int i) { return s->kind[i] == TP_COL ? s->H / s->tp : s->H; }
 static inline int stage_in_w(const Stage *s, int i) { return s->kind[i] == TP_ROW ? s->H / s->tp : stage_fan_in(s, i); }
 // Floats of local layer j's weight in this rank's flat buffer (j == n_layers: the head's, C x H).
+// An MoE layer's range (moe.h) is cut the same way: all but its last H floats, then H.
 static inline size_t stage_weight_len(const Stage *s, int j) {
+    if (j < s->n_layers && moe_is(s->moe, j)) return moe_layer_len(s->H, s->moe->spec.experts) - (size_t)s->H;
     return j == s->n_layers ? (size_t)s->C * s->H : (size_t)stage_out_w(s, j) * stage_in_w(s, j);
 }
 // Offset (floats, in params/grads) and length of local layer j's weight and bias; j == n_layers: the head.
@@ -167,6 +173,7 @@ typedef struct {
     int grads_elsewhere;          // no flat grads: on_grad points dW/db at the owner's buffers (ZeRO-2, 3)
     int params_elsewhere;         // no flat params either: on_weights points W/b at gathered layers,
                                   // and the owner initialises its shards (ZeRO-3; init_layer_host)
+    MoeSpec moe;                  // mixture-of-experts layers (experts 0: none)
 } StageSpec;
 void stage_init(Stage *s, const Backend *be, StageSpec spec);
 // Moves params and grads (values and views) into the given buffers of n_params floats each, e.g.

@@ -147,7 +147,8 @@ static StageSpec spec_of(const TrainConfig *c, const Plan *p, const Wire *w, int
                        .tp = p->T,
                        .tp_rank = w->comm.tp_rank,
                        .grads_elsewhere = p->data.zero >= 2,
-                       .params_elsewhere = p->data.zero >= 3};
+                       .params_elsewhere = p->data.zero >= 3,
+                       .moe = plan_moe(c, p)};
 }
 
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
@@ -190,7 +191,9 @@ static void setup_local(const TrainConfig *c, const Plan *p, Wire *w, Model *mod
     }
     model->head = &model->local[K - 1];
     // the mean over the whole step: ddp's replicas' gradients are summed, so 1/(global batch x N)
-    model->head->grad_scale = 1.0f / (float)(p->data_parallel ? c->batch * p->N : (int64_t)p->rows * p->N);
+    // (every local stage: an MoE layer's auxiliary loss weighs its rows alike)
+    for (int k = 0; k < K; k++)
+        model->local[k].grad_scale = 1.0f / (float)(p->data_parallel ? c->batch * p->N : (int64_t)p->rows * p->N);
 }
 
 // Checkpoints: which stages this process holds and writes (replica 0 writes; every replica reads;

@@ -173,6 +173,7 @@ void tp_free(TpGroup *g) {
 // ---- the layout of a stage cut T ways: the whole tensors and a rank's shards (model.c cuts one layer) ----
 
 size_t stage_full_len(const Stage *s, int j) {
+    if (j < s->n_layers && moe_is(s->moe, j)) return stage_layer_len(s, j);  // (never split: train/plan.c)
     return j == s->n_layers ? (size_t)s->C * s->H + s->C : (size_t)s->H * stage_fan_in(s, j) + s->H;
 }
 size_t stage_full_off(const Stage *s, int j) {
@@ -187,6 +188,10 @@ size_t stage_full_params(const Stage *s) {
 // Every layer of the flat buffers (local: rank t's, as stage_layer_off lays them out; full: the
 // whole stage, stage_full_off), and the head, which every rank holds whole.
 static void stage_copy(const Stage *s, int t, float *full, float *local, int to_shard) {
+    if (s->tp <= 1) {  // the whole stage is the shard (MoE layers included)
+        memcpy(to_shard ? local : full, to_shard ? full : local, sizeof(float) * stage_full_params(s));
+        return;
+    }
     for (int i = 0; i < s->n_layers; i++) {
         float *Wf = full + stage_full_off(s, i), *W = local + stage_layer_off(s, i),
               *bf = Wf + (size_t)s->H * stage_fan_in(s, i);

@@ -93,6 +93,13 @@ typedef struct {
         double adam_beta1, adam_beta2, adam_eps;
     } optim;
     int optimizer;           // OPTIM_* (model.h)
+    struct {                 // mixture-of-experts layers (moe.h; docs/experts.md)
+        int64_t experts;     // E experts per MoE layer (0: a dense model)
+        int64_t every;       // every Nth hidden layer (global l >= 1, l % N == 0) is one
+        int64_t top_k;       // experts per row
+        double capacity;     // capacity factor: an expert takes ceil(cf x rows x k / E) rows of a micro-batch
+        double aux;          // coefficient of Switch's load-balancing loss
+    } moe;
     int64_t seed;
     int64_t threads;
     char data[PATH_LEN];     // "synthetic", "fashion-mnist", a folder of IDX files, FILE.npy or FILE (IDX)

@@ -22,7 +22,7 @@ static inline float rng_uniform(uint64_t key, uint64_t i) {
 }
 float rng_normal(uint64_t key, uint64_t i);  // standard normal, Box-Muller over two counters
 
-enum { RNG_PARAM = 1, RNG_FEATURES = 2, RNG_TEACHER = 3, RNG_SHUFFLE = 4 };
+enum { RNG_PARAM = 1, RNG_FEATURES = 2, RNG_TEACHER = 3, RNG_SHUFFLE = 4, RNG_EXPERT = 5 };
 
 #define FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"  // (MICROPP_DATASETS=DIR: DIR/fashion-mnist)
 #define FASHION_MNIST_PACKAGE "dataset-fashion-mnist"

@@ -41,10 +41,18 @@ typedef struct {
 } TensorRef;
 
 // The parameter tensors of a stage in file order, with their global names and [out, in] shapes, at
-// their offsets in the whole stage (with --tp a rank holds a shard of it: saves gather, resumes cut).
+// their offsets in the whole stage (with --tp a rank holds a shard of it: saves gather, resumes cut);
+// tensors_max: the most a stage of the model has (an MoE layer's 2 + 2E: moe_tensor).
+static size_t tensors_max(const TrainConfig *c) { return (size_t)(2 + 2 * c->moe.experts) * (size_t)c->layers + 2; }
 static int stage_tensors(const Stage *s, TensorRef *t) {
     int n = 0;
     for (int i = 0; i < s->n_layers; i++) {
+        int E = s->moe ? s->moe->spec.experts : 0, l = s->lo + i;
+        for (int j = 0; moe_is(s->moe, i) && j < 2 + 2 * E; j++, n++) {  // an MoE layer's (moe.h)
+            t[n] = (TensorRef){.layer = l, .offset = stage_full_off(s, i)};
+            t[n].ndim = moe_tensor(s->H, E, l, j, t[n].name, sizeof t->name, t[n].shape, &t[n].offset);
+        }
+        if (moe_is(s->moe, i)) continue;
         size_t off = stage_full_off(s, i), wlen = (size_t)s->H * stage_fan_in(s, i);
         TensorRef w = {"", 2, {s->H, stage_fan_in(s, i)}, off, s->lo + i};
         TensorRef b = {"", 1, {s->H, 0}, off + wlen, s->lo + i};
@@ -173,7 +181,7 @@ typedef struct {
 typedef struct {
     int64_t step;
     uint64_t next_sample;
-    int layers, hidden, classes, optimizer, inputs;
+    int layers, hidden, classes, optimizer, inputs, experts;  // (experts: absent, 0: a dense model)
     double lr, batch, seed, samples;  // how it was trained (-1 when absent): notes, not refusals
     char data[PATH_LEN];
     char mode[32];
@@ -228,6 +236,7 @@ static int manifest_parse(const char *text, Manifest *m, char *err, size_t errle
     m->inputs = get_int(cfg, "inputs", 1, 1 << 24, &v) ? m->hidden : (int)v;  // absent before --inputs: = hidden
     if (get_int(cfg, "classes", 2, 65536, &v)) BAD("%s: config.classes is missing or out of range", MANIFEST);
     m->classes = (int)v;
+    m->experts = get_int(cfg, "experts", 0, 4096, &v) ? 0 : (int)v;
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(cfg, "optimizer");
     if (!cJSON_IsString(opt) || (strcmp(opt->valuestring, "adam") && strcmp(opt->valuestring, "sgd")))
         BAD("%s: config.optimizer is not adam or sgd", MANIFEST);
@@ -429,6 +438,7 @@ static void resume_manifest(const CkptLayout *l, int rank, Manifest *m) {
     else if (m->hidden != c->hidden) { what = "hidden"; mine = c->hidden; theirs = m->hidden; }
     else if (m->inputs != l->inputs) { what = "inputs"; mine = l->inputs; theirs = m->inputs; }
     else if (m->classes != c->classes) { what = "classes"; mine = c->classes; theirs = m->classes; }
+    else if (m->experts != c->moe.experts) { what = "experts"; mine = c->moe.experts; theirs = m->experts; }
     if (what) {
         free(m->files);
         user_error("train: --resume %s: the checkpoint has --%s %lld but this run has --%s %lld: use --%s %lld or "
@@ -539,7 +549,7 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
     resume_manifest(l, rank, &m);
     char err[ERR_LEN] = "";
     int n_loaded = 0, n_needed = 0;
-    TensorRef *refs = xmalloc(sizeof(TensorRef) * (size_t)(2 * c->layers + 2));
+    TensorRef *refs = xmalloc(sizeof(TensorRef) * tensors_max(c));
     for (int k = 0; k < l->n_local; k++) n_needed += stage_tensors(&l->local[k], refs);
     for (int k = 0; k < l->n_local && c->optimizer == OPTIM_ADAM; k++)
         if (!l->local[k].adam_m) {  // the moments exist from step 1 on; allocate them to load into
@@ -604,7 +614,7 @@ static void write_stage(const CkptLayout *l, const Stage *s, const float *const 
                         uint64_t next_sample, FileRec *rec) {
     const TrainConfig *c = l->c;
     int adam = c->optimizer == OPTIM_ADAM;
-    TensorRef *refs = xmalloc(sizeof(TensorRef) * (size_t)(2 * s->n_layers + 2));
+    TensorRef *refs = xmalloc(sizeof(TensorRef) * tensors_max(c));
     int nt = stage_tensors(s, refs), n = nt * (adam ? 3 : 1);
     StSpec *specs = xmalloc(sizeof(StSpec) * (size_t)n);
     char (*names)[96] = xmalloc(sizeof(*names) * (size_t)n);
@@ -663,6 +673,7 @@ static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_samp
     cJSON_AddNumberToObject(cfg, "hidden", (double)c->hidden);
     cJSON_AddNumberToObject(cfg, "inputs", (double)l->inputs);
     cJSON_AddNumberToObject(cfg, "classes", (double)c->classes);
+    if (c->moe.experts) cJSON_AddNumberToObject(cfg, "experts", (double)c->moe.experts);
     cJSON_AddStringToObject(cfg, "optimizer", optim_name(c->optimizer));
     cJSON_AddNumberToObject(cfg, "lr", c->lr);
     cJSON_AddNumberToObject(cfg, "batch", (double)c->batch);

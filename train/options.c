@@ -52,6 +52,19 @@ const Option train_options[] = {
      "scale every gradient by min(1, NORM / (norm + 1e-6)) before the optimizer step, norm the global L2 norm of all "
      "of them (PyTorch's clip_grad_norm_)",
      0},
+    {"experts", 0, OPT_INT, T(moe.experts), 0, 0, 4096, "E",
+     "mixture of experts: hidden layers after layer 0 (--moe-every) become a router and E experts Linear(H,H)+ReLU "
+     "(0: dense; docs/experts.md)",
+     0},
+    {"moe-every", 0, OPT_INT, T(moe.every), 0, 1, MAX_LAYERS, "N",
+     "--experts: every Nth hidden layer is an MoE layer (global layers l >= 1 with l % N == 0)", 0},
+    {"top-k", 0, OPT_INT, T(moe.top_k), 0, 1, 4096, "K", "--experts: experts per row, their gates renormalised", 0},
+    {"capacity-factor", 0, OPT_FLOAT, T(moe.capacity), 0, 1e-3, 4096, "CF",
+     "--experts: an expert takes at most ceil(CF x rows x K / E) rows of a micro-batch (at most E); the rest are "
+     "dropped",
+     0},
+    {"aux-loss", 0, OPT_FLOAT, T(moe.aux), 0, 0, 1e3, "A",
+     "--experts: coefficient of the load-balancing loss A x E x sum_e f_e P_e (Switch), added per MoE layer", 0},
     {"seed", 's', OPT_INT, T(seed), 0, 0, 9.0e15, "S", "seed of weights and synthetic data", 0},
     {"threads", 't', OPT_INT, T(threads), 0, 1, 1024, "T", "BLAS threads per rank", 0},
     {"data", 0, OPT_STR, T(data), 0, 0, 0, "SRC",
@@ -238,6 +251,10 @@ void train_config_defaults(TrainConfig *c) {
     c->grid.tp = 1;
     c->tensor.tp_message = TP_MESSAGE_AUTO;
     c->grad_accum = 1;
+    c->moe.every = 1;
+    c->moe.top_k = 2;
+    c->moe.capacity = 1.25;
+    c->moe.aux = 0.01;
     c->guard.diverge_factor = 100;
     c->timeout = WD_DEFAULT_TIMEOUT;
 }

@@ -346,10 +346,49 @@ static int rule_deterministic(const TrainConfig *c, const Plan *p, Err *e) {
     return 0;
 }
 
+// --experts (moe.h): the layer's own values, then the layouts its layer does not run on yet.
+static int rule_moe(const TrainConfig *c, const Plan *p, Err *e) {
+    long long E = c->moe.experts, k = c->moe.top_k, every = c->moe.every;
+    if (!E) return 0;
+    if (E < 2)
+        return refuse(e, "train: --experts 1: top-k routing over one expert is a dense layer with a router: use "
+                         "--experts 0 (dense) or 2 or more");
+    if (k > E)
+        return refuse(e, "train: --top-k %lld with --experts %lld: a row picks at most E experts: use --top-k %lld or "
+                         "fewer", k, E, E);
+    if (c->moe.capacity > (double)E)
+        return refuse(e, "train: --capacity-factor %g with --experts %lld: at E every expert has room for every row, "
+                         "more is absurd: use a value in (0, %lld] (1.25 is Switch's)", c->moe.capacity, E, E);
+    if (every >= c->layers)
+        return refuse(e, "train: --moe-every %lld with --layers %lld: no hidden layer l >= 1 with l %% %lld == 0 is an "
+                         "MoE layer: use --moe-every %lld or less, or more --layers", every, (long long)c->layers,
+                      every, c->layers > 1 ? (long long)c->layers - 1 : 1LL);
+    if (p->T > 1)
+        return refuse(e, "train: --experts with --tp %d: MoE layers are not split over a tensor-parallel group: drop "
+                         "--tp", p->T);
+    if (p->data.zero >= 2)
+        return refuse(e, "train: --experts with --zero %d: ZeRO-%d's per-layer gathers and gradient shards do not "
+                         "handle MoE layers yet: use --zero 1 or 0", p->data.zero, p->data.zero);
+    if (p->split)
+        return refuse(e, "train: --experts with --schedule %s: its split backward (I and W halves) does not run MoE "
+                         "layers yet: use 1f1b, gpipe, interleaved or looped-bfs",
+                      p->file ? "file" : schedule_kind(p->schedule)->name);
+    if (c->gemm.deterministic)
+        return refuse(e, "train: --experts with --deterministic: the MoE layers' gradients are not summed in the "
+                         "canonical order yet: drop --deterministic");
+    return 0;
+}
+
+MoeSpec plan_moe(const TrainConfig *c, const Plan *p) {
+    return (MoeSpec){.experts = (int)c->moe.experts, .every = (int)c->moe.every, .top_k = (int)c->moe.top_k,
+                     .capacity = (float)c->moe.capacity, .aux = (float)c->moe.aux, .group = p->rows};
+}
+
 static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     if (rule_length(c, p, e) || pipeline_rules_run(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, e) ||
         rule_checkpoints(c, e) || rule_devices(c, f, p, e) || tensor_rules_facts(c, f, p, e) ||
-        data_rules_facts(c, f, p, e) || rule_resumed(c, f, p, e) || rule_deterministic(c, p, e))
+        data_rules_facts(c, f, p, e) || rule_resumed(c, f, p, e) || rule_deterministic(c, p, e) ||
+        rule_moe(c, p, e))
         return -1;
     rule_eval(c, f, p, e);
     p->synthetic_samples = f->train_rows ? 0 : c->samples ? c->samples : c->batch * p->N;

@@ -6,6 +6,7 @@
 #pragma once
 #include <stddef.h>
 #include "base/config.h"
+#include "moe.h"        // MoeSpec
 #include "axes/axis.h"  // the Plan's type, the Facts, Degrees (the plan's input) and MODE_*
 
 // Fills p from the options c, the degrees d (degrees_resolve: once, from the options and the world),
@@ -13,6 +14,9 @@
 // Returns 0, or -1 with one line in err that names the value and the fix ("train: --batch 30 is not ...").
 int plan_make(const TrainConfig *c, const Degrees *d, const OptionsSeen *seen, const Facts *f, Plan *p, char *err,
               size_t errlen);
+
+// The MoE layers' options (moe.h) of a run: its micro-batch is the routing group.
+MoeSpec plan_moe(const TrainConfig *c, const Plan *p);
 
 // The rules that hold before any rank waits on another (--timeout bounds those waits): 0, or -1
 // with one line in err. plan_make checks them too.

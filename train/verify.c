@@ -57,9 +57,23 @@ static void reverse(float *v, size_t n, size_t stride) {
 // In exact arithmetic the same function; in floats every product's inner sum runs the other way, as
 // another BLAS or a GPU would take it, so the forward's rounding moves too. (The rows' features are
 // reversed by reverse() on each row of x.)
-static void reverse_units(float *v, int L, size_t H, size_t D, size_t C) {
+// An MoE layer (moe.h): the router's weight in its inputs only (the experts keep their order), its
+// bias as is, and each expert as a hidden layer.
+static size_t reverse_moe(float *v, size_t H, size_t E) {
+    for (size_t e = 0; e < E; e++) reverse(v + e * H, H, 1);
+    size_t at = E * H + E;
+    for (size_t e = 0; e < E; e++, at += H * H + H) {
+        for (size_t r = 0; r < H; r++) reverse(v + at + r * H, H, 1);
+        for (size_t i = 0; i < H; i++) reverse(v + at + i, H, H);
+        reverse(v + at + H * H, H, 1);
+    }
+    return at;
+}
+
+static void reverse_units(float *v, int L, size_t H, size_t D, size_t C, const MoeSpec *moe) {
     size_t at = 0;
     for (int l = 0; l <= L; l++) {
+        if (l < L && moe_layer(moe, l)) { at += reverse_moe(v + at, H, (size_t)moe->experts); continue; }
         size_t out = l == L ? C : H, in = l == 0 ? D : H;
         for (size_t r = 0; r < out; r++) reverse(v + at + r * in, in, 1);  // the inputs
         if (l < L) {
@@ -147,6 +161,7 @@ static float *reference_grads(const TrainConfig *c, const Plan *p, const StepSta
 
     const Backend *rb = &backend_cpu;
     int rows = (int)c->batch * p->N, H = (int)c->hidden, L = (int)c->layers, D = p->inputs;
+    MoeSpec moe = plan_moe(c, p);  // routed in groups of a micro-batch's rows, as the run routes them
     Stage ref;
     stage_init(&ref, rb,
                (StageSpec){.layers = L,
@@ -159,27 +174,28 @@ static float *reference_grads(const TrainConfig *c, const Plan *p, const StepSta
                            .rows = rows,
                            .slots = 1,
                            .bf16 = c->precision == PRECISION_BF16,
-                           .seed = (uint64_t)c->seed});
+                           .seed = (uint64_t)c->seed,
+                           .moe = moe});
     int slot = stage_slot_acquire(&ref, 0);
     float *x = xmalloc(sizeof(float) * (size_t)rows * D);
     int32_t *y = xmalloc(sizeof(int32_t) * (size_t)rows);
-    reference_rows(p, st, reversed, x, y);
+    reference_rows(p, st, reversed && !moe.experts, x, y);  // (MoE: capacity fills in row order)
     if (reversed) {
         for (int r = 0; r < rows; r++) reverse(x + (size_t)r * D, (size_t)D, 1);
-        reverse_units(ref.params, L, (size_t)H, (size_t)D, (size_t)c->classes);  // the cpu backend: host memory
+        reverse_units(ref.params, L, (size_t)H, (size_t)D, (size_t)c->classes, &moe);  // the cpu backend: host memory
     }
     stage_load_input(&ref, slot, x);
     stage_set_labels(&ref, slot, y);
     stage_forward(&ref, slot);
     if (bnd) {  // from the forward's stashes and dlogits, before the backward reuses anything
         *bnd = xcalloc(ref.n_params, sizeof(float));
-        *ties = ref.bf16 ? 0 : ties_bound(&ref, slot, rows, *bnd);
+        *ties = ref.bf16 || ref.moe ? 0 : ties_bound(&ref, slot, rows, *bnd);  // (dense layers only)
     }
     stage_backward(&ref, slot, NULL, NULL);
     stage_take_loss(&ref);
     float *g = xmalloc(sizeof(float) * ref.n_params);
     rb->to_host(g, ref.grads, sizeof(float) * ref.n_params);
-    if (reversed) reverse_units(g, L, (size_t)H, (size_t)D, (size_t)c->classes);
+    if (reversed) reverse_units(g, L, (size_t)H, (size_t)D, (size_t)c->classes, &moe);
     *loss = ref.loss.sum / (double)rows;
     free(x); free(y);
     stage_free(&ref);
@@ -194,6 +210,7 @@ typedef struct {
     long ties;             // ReLU ties behind bnd
     size_t H, D, C;
     int layers;
+    MoeSpec moe;
 } Reference;
 
 // A stage's worst errors, and the tensor furthest past what it is allowed (its code: 2g for global
@@ -232,10 +249,12 @@ static void compare(Verdict *v, int code, const float *mine, const Reference *re
 }
 
 // Where the reference (the whole model) keeps global layer l (l == layers: the head): after layer
-// 0's H x D + H and l - 1 layers of H x H + H.
+// 0's H x D + H and the layers between, each H x H + H or an MoE layer's moe_layer_len.
 static size_t ref_off(const Reference *ref, int l) {
-    size_t H = ref->H, D = ref->D;
-    return l == 0 ? 0 : H * D + H + (size_t)(l - 1) * (H * H + H);
+    size_t H = ref->H, D = ref->D, off = 0;
+    for (int j = 0; j < l; j++)
+        off += j == 0 ? H * D + H : moe_layer(&ref->moe, j) ? moe_layer_len((int)H, ref->moe.experts) : H * H + H;
+    return off;
 }
 
 // The reference's gradients g of stage s's tensors, in s's own layout: the whole stage's part of the
@@ -306,7 +325,8 @@ VerifyResult verify_step(const TrainConfig *c, const Plan *p, Model *model, cons
     for (int k = 0; k < S; k++) v.where[k] = -1;
     for (int k = 0; k < model->n_sync; k++) gradsync_gather_grads(&model->sync[k]);  // ZeRO-1 holds only its shards
     if (fault_due(FAULT_GRAD, 1)) inject_wrong_gradient(&model->local[0]);
-    Reference ref = {.H = (size_t)c->hidden, .D = (size_t)p->inputs, .C = (size_t)c->classes, .layers = (int)c->layers};
+    Reference ref = {.H = (size_t)c->hidden, .D = (size_t)p->inputs, .C = (size_t)c->classes, .layers = (int)c->layers,
+                     .moe = plan_moe(c, p)};
     ref.ga = reference_grads(c, p, st, 0, &ref.loss_a, &ref.bnd, &ref.ties);
     ref.gb = reference_grads(c, p, st, 1, &ref.loss_b, NULL, NULL);
     v.relu_ties = ref.ties;  // the same on every rank: each computes the whole reference

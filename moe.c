@@ -1,0 +1,397 @@
+// moe.c: the mixture-of-experts layer (moe.h) in the order expert parallelism needs it: route (router
+// product on the backend, softmax, top-k, capacity on the host) -> pack rows per expert -> [exchange] ->
+// experts (backend products) -> [exchange back] -> combine; the backward the same way round.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "base/data.h"
+#include "base/util.h"
+#include "moe.h"
+
+// One layer's stash for one slot: the routing (host) and the expert side's rows (device, expert order).
+struct MoeState {
+    int rows, nsend, nrecv, cap_recv;
+    float *p;       // [rows, E] router probabilities
+    int *idx;       // [rows, k] the chosen experts, best first
+    float *gate;    // [rows, k] their gates (renormalised over the k)
+    int *pos;       // [rows, k] the assignment's row in the send order, -1: dropped
+    int *send;      // [E] rows sent to each global expert
+    int *recv;      // [size x E/size] rows each source sends to each of my experts
+    float *hs;      // [rows x k, H] the experts' outputs for the sent rows, send order
+    float *xe, *he; // device [cap_recv, H]: my experts' input and output rows, expert order
+};
+
+// Host and device work buffers shared by the layers (one pass at a time).
+typedef struct {
+    size_t cap_rows, cap_recv;
+    float *xh, *yh, *lg, *dp, *xs, *xr, *xo;  // host
+    float *dl, *dz, *dh;                        // device
+} Scratch;
+
+int moe_capacity(const MoeSpec *m, int rows) {
+    return (int)ceil((double)m->capacity * rows * m->top_k / m->experts);
+}
+
+// n values of U(-1/sqrt(H), 1/sqrt(H)) (nn.Linear's range for fan-in H) from key k.
+static void uniform(uint64_t k, float *v, size_t n, int H) {
+    float bound = 1.0f / sqrtf((float)H);
+    for (size_t i = 0; i < n; i++) v[i] = (2.0f * rng_uniform(k, i) - 1.0f) * bound;
+}
+
+void moe_init_host(uint64_t seed, int l, int H, int E, float *p) {
+    // the router: model.c's init_layer_host(seed, l, H, E) (the keys of a dense layer l)
+    uniform(rng_key(seed, RNG_PARAM, 2 * (uint64_t)l), p, (size_t)E * H, H);
+    uniform(rng_key(seed, RNG_PARAM, 2 * (uint64_t)l + 1), p + (size_t)E * H, (size_t)E, H);
+    for (int e = 0; e < E; e++) {
+        float *w = p + moe_expert_off(H, E, e);
+        uniform(rng_key(seed, RNG_EXPERT, ((uint64_t)l << 32) + 2 * (uint64_t)e), w, (size_t)H * H, H);
+        uniform(rng_key(seed, RNG_EXPERT, ((uint64_t)l << 32) + 2 * (uint64_t)e + 1), w + (size_t)H * H, (size_t)H, H);
+    }
+}
+
+int moe_tensor(int H, int E, int l, int j, char *name, size_t n, int64_t shape[2], size_t *off) {
+    int e = (j - 2) / 2, bias = j % 2;
+    if (j < 2) snprintf(name, n, "layers.%d.router.%s", l, bias ? "bias" : "weight");
+    else snprintf(name, n, "layers.%d.experts.%d.%s", l, e, bias ? "bias" : "weight");
+    shape[0] = j < 2 ? E : H;
+    shape[1] = bias ? 0 : H;
+    *off += j < 2 ? (bias ? (size_t)E * H : 0) : moe_expert_off(H, E, e) + (bias ? (size_t)H * H : 0);
+    return bias ? 1 : 2;
+}
+
+static int ex_size(const Moe *m) { return m->ex ? m->ex->size : 1; }
+static int local_experts(const Moe *m) { return m->spec.experts / ex_size(m); }
+static int first_expert(const Moe *m) { return m->ex ? m->ex->rank * local_experts(m) : 0; }
+
+Moe *moe_new(const Backend *be, MoeSpec spec, int H, int lo, int n_layers, int rows, int n_slots) {
+    int any = 0;
+    for (int i = 0; i < n_layers; i++) any |= moe_layer(&spec, lo + i);
+    if (!any) return NULL;
+    Moe *m = xcalloc(1, sizeof *m);
+    *m = (Moe){.be = be, .spec = spec, .H = H, .n_layers = n_layers, .rows = rows, .n_slots = n_slots};
+    m->is = xcalloc((size_t)n_layers, 1);
+    for (int i = 0; i < n_layers; i++) m->is[i] = (unsigned char)moe_layer(&spec, lo + i);
+    m->st = xcalloc((size_t)(n_slots + 1) * n_layers, sizeof(MoeState));
+    int E = spec.experts, k = spec.top_k;
+    for (int j = 0; j < (n_slots + 1) * n_layers; j++) {
+        MoeState *s = &m->st[j];
+        if (!m->is[j % n_layers]) continue;
+        s->p = xcalloc((size_t)rows * E, sizeof(float));
+        s->idx = xcalloc((size_t)rows * k, sizeof(int));
+        s->gate = xcalloc((size_t)rows * k, sizeof(float));
+        s->pos = xcalloc((size_t)rows * k, sizeof(int));
+        s->send = xcalloc((size_t)E, sizeof(int));
+        s->recv = xcalloc((size_t)E, sizeof(int));
+        s->hs = xcalloc((size_t)rows * k * H, sizeof(float));
+    }
+    Scratch *w = xcalloc(1, sizeof *w);
+    size_t rH = (size_t)rows * H, rE = (size_t)rows * E, rk = (size_t)rows * k * H;
+    w->xh = xmalloc(rH * sizeof(float)); w->yh = xmalloc(rH * sizeof(float));
+    w->lg = xmalloc(rE * sizeof(float)); w->dp = xmalloc(rE * sizeof(float));
+    w->xs = xmalloc(rk * sizeof(float));
+    w->dl = be->alloc(rE * sizeof(float));
+    w->cap_rows = (size_t)rows;
+    m->scratch = w;
+    m->stats.load = xcalloc((size_t)E, sizeof(long));
+    return m;
+}
+
+void moe_free(Moe *m) {
+    if (!m) return;
+    Scratch *w = m->scratch;
+    for (int j = 0; j < (m->n_slots + 1) * m->n_layers; j++) {
+        MoeState *s = &m->st[j];
+        free(s->p); free(s->idx); free(s->gate); free(s->pos); free(s->send); free(s->recv); free(s->hs);
+        if (s->xe) { m->be->free(s->xe); m->be->free(s->he); }
+    }
+    free(w->xh); free(w->yh); free(w->lg); free(w->dp); free(w->xs); free(w->xr); free(w->xo);
+    m->be->free(w->dl);
+    if (w->dz) { m->be->free(w->dz); m->be->free(w->dh); }
+    free(w); free(m->st); free(m->is); free(m->stats.load);
+    free(m);
+}
+
+void moe_stats_reset(Moe *m) {
+    if (!m) return;
+    memset(m->stats.load, 0, sizeof(long) * (size_t)m->spec.experts);
+    m->stats.assigned = m->stats.dropped = 0;
+    m->stats.aux_wsum = m->stats.aux_rows = 0;
+}
+
+// The expert side's buffers for n rows (state and scratch), grown when a forward receives more.
+static void expert_room(Moe *m, MoeState *s, int n) {
+    Scratch *w = m->scratch;
+    size_t H = (size_t)m->H, need = n > 0 ? (size_t)n : 1;
+    if ((size_t)s->cap_recv < need) {
+        if (s->xe) { m->be->free(s->xe); m->be->free(s->he); }
+        s->xe = m->be->alloc(need * H * sizeof(float));
+        s->he = m->be->alloc(need * H * sizeof(float));
+        s->cap_recv = (int)need;
+    }
+    if (w->cap_recv < need) {
+        if (w->dz) { m->be->free(w->dz); m->be->free(w->dh); }
+        w->dz = m->be->alloc(need * H * sizeof(float));
+        w->dh = m->be->alloc(need * H * sizeof(float));
+        w->xr = xrealloc(w->xr, need * H * sizeof(float));
+        w->xo = xrealloc(w->xo, need * H * sizeof(float));
+        w->cap_recv = need;
+    }
+}
+
+static MoeState *state(Moe *m, int i, int slot) { return &m->st[(slot < 0 ? m->n_slots : slot) * m->n_layers + i]; }
+
+// ---- routing (host) ----
+
+// Row r's softmax over its E logits into p, and its top k (larger first, the lower index on a tie)
+// with gates renormalised over them.
+static void route_row(const MoeSpec *ms, const float *lg, float *p, int *idx, float *gate) {
+    int E = ms->experts, k = ms->top_k;
+    float mx = lg[0];
+    for (int e = 1; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
+    double z = 0;
+    for (int e = 0; e < E; e++) { p[e] = expf(lg[e] - mx); z += p[e]; }
+    for (int e = 0; e < E; e++) p[e] = (float)(p[e] / z);
+    float sum = 0;
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            int taken = 0;
+            for (int t = 0; t < j; t++) taken |= idx[t] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+        }
+        idx[j] = best;
+        sum += p[best];
+    }
+    for (int j = 0; j < k; j++) gate[j] = p[idx[j]] / sum;
+}
+
+// Every row's experts, then the capacity per group in row order (an assignment over it dropped: pos
+// -1), then each kept assignment's place in the send order (by expert, then row). Returns the
+// groups' auxiliary loss, each x its rows; counts into the stats when count is set.
+static double route(Moe *m, MoeState *s, const float *lg, int rows, int count) {
+    const MoeSpec *ms = &m->spec;
+    int E = ms->experts, k = ms->top_k, G = ms->group > 0 && ms->group < rows ? ms->group : rows;
+    int *fill = xcalloc((size_t)E, sizeof(int)), *off = xcalloc((size_t)E, sizeof(int));
+    double *P = xcalloc((size_t)E, sizeof(double)), aux = 0;
+    memset(s->send, 0, sizeof(int) * (size_t)E);
+    for (int g0 = 0; g0 < rows; g0 += G) {
+        int n = rows - g0 < G ? rows - g0 : G, cap = moe_capacity(ms, n);
+        memset(fill, 0, sizeof(int) * (size_t)E);  // (assignments per expert, capacity or not: f_e)
+        memset(P, 0, sizeof(double) * (size_t)E);
+        for (int r = g0; r < g0 + n; r++) {
+            route_row(ms, lg + (size_t)r * E, s->p + (size_t)r * E, s->idx + (size_t)r * k, s->gate + (size_t)r * k);
+            for (int e = 0; e < E; e++) P[e] += s->p[(size_t)r * E + e];
+            for (int j = 0; j < k; j++) {
+                int e = s->idx[(size_t)r * k + j];
+                s->pos[(size_t)r * k + j] = fill[e] < cap ? 0 : -1;
+                if (fill[e]++ < cap) s->send[e]++;
+            }
+        }
+        double sum = 0;
+        for (int e = 0; e < E; e++) sum += (double)fill[e] / ((double)n * k) * (P[e] / n);
+        aux += (double)n * ms->aux * E * sum;
+    }
+    for (int e = 1; e < E; e++) off[e] = off[e - 1] + s->send[e - 1];
+    s->nsend = 0;
+    long dropped = 0;
+    for (int a = 0; a < rows * k; a++) {
+        if (s->pos[a] < 0) { dropped++; continue; }
+        s->pos[a] = off[s->idx[a]]++;
+        s->nsend++;
+    }
+    if (count) {
+        for (int e = 0; e < E; e++) m->stats.load[e] += s->send[e];
+        m->stats.assigned += (long)rows * k;
+        m->stats.dropped += dropped;
+        m->stats.aux_wsum += aux;
+        m->stats.aux_rows += rows;
+    }
+    free(fill); free(off); free(P);
+    return aux;
+}
+
+// ---- the exchange and the expert order ----
+
+// Rows in (source, expert) order <-> (expert, source) order; cnt[src x El + e]. to_expert: src is in
+// source order.
+static void regroup(const float *src, float *dst, const int *cnt, int size, int El, int H, int to_expert) {
+    size_t so = 0;
+    for (int r = 0; r < size; r++)
+        for (int e = 0; e < El; e++) {
+            size_t eo = 0;  // rows before (e, r) in expert order
+            for (int e2 = 0; e2 < e; e2++) for (int r2 = 0; r2 < size; r2++) eo += (size_t)cnt[r2 * El + e2];
+            for (int r2 = 0; r2 < r; r2++) eo += (size_t)cnt[r2 * El + e];
+            size_t n = (size_t)cnt[r * El + e] * H;
+            memcpy(to_expert ? dst + eo * H : dst + so * H, to_expert ? src + so * H : src + eo * H, n * sizeof(float));
+            so += (size_t)cnt[r * El + e];
+        }
+}
+
+// The sent rows (send order) to my experts: their rows in expert order, into host xr (which may be
+// send itself when every expert is local). Counts first (forward only: counts set).
+static const float *dispatch(Moe *m, MoeState *s, const float *send, int counts) {
+    Scratch *w = m->scratch;
+    if (!m->ex) {
+        if (counts) { memcpy(s->recv, s->send, sizeof(int) * (size_t)m->spec.experts); s->nrecv = s->nsend; }
+        return send;
+    }
+    const MoeExchange *x = m->ex;
+    if (counts) {
+        x->exchange_counts(x->ctx, s->send, s->recv);
+        s->nrecv = 0;
+        for (int j = 0; j < x->size * local_experts(m); j++) s->nrecv += s->recv[j];
+        expert_room(m, s, s->nrecv);
+    }
+    x->exchange_rows(x->ctx, send, s->send, w->xo, s->recv, m->H, 0);
+    regroup(w->xo, w->xr, s->recv, x->size, local_experts(m), m->H, 1);
+    return w->xr;
+}
+
+// My experts' rows (expert order, host) back to their senders: out receives them in send order.
+static void combine_back(Moe *m, MoeState *s, const float *rows, float *out) {
+    Scratch *w = m->scratch;
+    if (!m->ex) { memcpy(out, rows, sizeof(float) * (size_t)s->nsend * m->H); return; }
+    regroup(rows, w->xo, s->recv, m->ex->size, local_experts(m), m->H, 0);
+    m->ex->exchange_rows(m->ex->ctx, w->xo, s->send, out, s->recv, m->H, 1);
+}
+
+// Rows of my local expert e (0-based here) start at *at in expert order; returns their count.
+static int expert_rows(const Moe *m, const MoeState *s, int e) {
+    int n = 0;
+    for (int r = 0; r < ex_size(m); r++) n += s->recv[r * local_experts(m) + e];
+    return n;
+}
+
+// ---- forward ----
+
+void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float *y, int rows, int count) {
+    const Backend *be = m->be;
+    Scratch *w = m->scratch;
+    MoeState *s = state(m, i, slot);
+    int E = m->spec.experts, k = m->spec.top_k, H = m->H;
+    CHECK(rows <= m->rows, "an MoE layer of %d rows called with %d", m->rows, rows);
+    s->rows = rows;
+    be->gemm(0, 1, rows, E, H, 1.0f, x, H, P, H, 0.0f, w->dl, E);  // router logits
+    be->bias_act(w->dl, P + (size_t)E * H, rows, E, 0);
+    be->to_host(w->lg, w->dl, sizeof(float) * (size_t)rows * E);
+    be->to_host(w->xh, x, sizeof(float) * (size_t)rows * H);
+    route(m, s, w->lg, rows, count);
+    for (int a = 0; a < rows * k; a++)  // pack: each kept assignment's row at its place
+        if (s->pos[a] >= 0) memcpy(w->xs + (size_t)s->pos[a] * H, w->xh + (size_t)(a / k) * H, sizeof(float) * H);
+    if (!m->ex) expert_room(m, s, s->nsend);
+    const float *xr = dispatch(m, s, w->xs, 1);
+    be->to_device(s->xe, xr, sizeof(float) * (size_t)s->nrecv * H);
+    for (int e = 0, at = 0; e < local_experts(m); e++) {
+        int n = expert_rows(m, s, e);
+        const float *We = P + moe_expert_off(H, E, first_expert(m) + e);
+        if (n) {
+            be->gemm(0, 1, n, H, H, 1.0f, s->xe + (size_t)at * H, H, We, H, 0.0f, s->he + (size_t)at * H, H);
+            be->bias_act(s->he + (size_t)at * H, We + (size_t)H * H, n, H, 1);
+        }
+        at += n;
+    }
+    float *he = m->ex ? w->xr : s->hs;  // (local: the expert order is the send order)
+    be->to_host(he, s->he, sizeof(float) * (size_t)s->nrecv * H);
+    if (m->ex) combine_back(m, s, he, s->hs);
+    for (int r = 0; r < rows; r++) {  // combine: the gate-weighted sum; a row with nothing kept passes through
+        float *o = w->yh + (size_t)r * H;
+        int kept = 0;
+        memset(o, 0, sizeof(float) * H);
+        for (int j = 0; j < k; j++) {
+            int p = s->pos[(size_t)r * k + j];
+            if (p < 0) continue;
+            kept = 1;
+            float g = s->gate[(size_t)r * k + j];
+            const float *h = s->hs + (size_t)p * H;
+            for (int c = 0; c < H; c++) o[c] += g * h[c];
+        }
+        if (!kept) memcpy(o, w->xh + (size_t)r * H, sizeof(float) * H);
+    }
+    be->to_device(y, w->yh, sizeof(float) * (size_t)rows * H);
+}
+
+// ---- backward ----
+
+// The router's probabilities' gradient dp [rows, E] from the gates' (dg, [rows, k], 0 where dropped)
+// and the auxiliary loss, then the logits' (softmax's backward) in place.
+static void router_grad(Moe *m, MoeState *s, const float *dg, float *dp, float grad_scale) {
+    const MoeSpec *ms = &m->spec;
+    int E = ms->experts, k = ms->top_k, rows = s->rows, G = ms->group > 0 && ms->group < rows ? ms->group : rows;
+    int *fill = xcalloc((size_t)E, sizeof(int));
+    for (int g0 = 0; g0 < rows; g0 += G) {
+        int n = rows - g0 < G ? rows - g0 : G;
+        memset(fill, 0, sizeof(int) * (size_t)E);
+        for (int a = g0 * k; a < (g0 + n) * k; a++) fill[s->idx[a]]++;
+        for (int r = g0; r < g0 + n; r++) {
+            float *d = dp + (size_t)r * E;
+            const float *p = s->p + (size_t)r * E;
+            const int *idx = s->idx + (size_t)r * k;
+            for (int e = 0; e < E; e++)  // Switch: coef E sum_e f_e P_e, f_e = fill/(n k), P_e = mean p
+                d[e] = ms->aux * E * ((float)fill[e] / ((float)n * k)) * grad_scale;
+            float sum = 0, c = 0;
+            for (int j = 0; j < k; j++) sum += p[idx[j]];
+            for (int j = 0; j < k; j++) c += dg[(size_t)r * k + j] * s->gate[(size_t)r * k + j];
+            for (int j = 0; j < k; j++) d[idx[j]] += (dg[(size_t)r * k + j] - c) / sum;  // g_j = p_j / sum
+            float dot = 0;
+            for (int e = 0; e < E; e++) dot += p[e] * d[e];
+            for (int e = 0; e < E; e++) d[e] = p[e] * (d[e] - dot);
+        }
+    }
+    free(fill);
+}
+
+void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const float *x, const float *dy, float *dx,
+                  float grad_scale) {
+    const Backend *be = m->be;
+    Scratch *w = m->scratch;
+    MoeState *s = state(m, i, slot);
+    int E = m->spec.experts, k = m->spec.top_k, H = m->H, rows = s->rows;
+    float *dg = xcalloc((size_t)rows * k, sizeof(float));
+    be->to_host(w->yh, dy, sizeof(float) * (size_t)rows * H);
+    for (int a = 0; a < rows * k; a++) {  // each kept assignment: dh = gate x dy, dgate = dy . h
+        int p = s->pos[a];
+        if (p < 0) continue;
+        const float *d = w->yh + (size_t)(a / k) * H, *h = s->hs + (size_t)p * H;
+        float *o = w->xs + (size_t)p * H, g = s->gate[a], dot = 0;
+        for (int c = 0; c < H; c++) { o[c] = g * d[c]; dot += d[c] * h[c]; }
+        dg[a] = dot;
+    }
+    const float *dhr = dispatch(m, s, w->xs, 0);
+    be->to_device(w->dh, dhr, sizeof(float) * (size_t)s->nrecv * H);
+    be->relu_backward(w->dz, w->dh, s->he, (size_t)s->nrecv * H);
+    for (int e = 0, at = 0; e < local_experts(m); e++) {
+        int n = expert_rows(m, s, e);
+        size_t o = moe_expert_off(H, E, first_expert(m) + e);
+        if (n) {
+            const float *dz = w->dz + (size_t)at * H;
+            be->gemm(1, 0, H, H, n, 1.0f, dz, H, s->xe + (size_t)at * H, H, 1.0f, dP + o, H);
+            be->bias_grad(dP + o + (size_t)H * H, dz, n, H);
+            be->gemm(0, 0, n, H, H, 1.0f, dz, H, P + o, H, 0.0f, w->dh + (size_t)at * H, H);  // dx of the rows
+        }
+        at += n;
+    }
+    float *dxr = m->ex ? w->xr : w->xs;
+    be->to_host(dxr, w->dh, sizeof(float) * (size_t)s->nrecv * H);
+    if (m->ex) combine_back(m, s, dxr, w->xs);  // (local: already in send order, in xs)
+    for (int r = 0; r < rows && dx; r++) {  // the rows' gradient: their experts', or dy where all were dropped
+        float *o = w->xh + (size_t)r * H;
+        int kept = 0;
+        memset(o, 0, sizeof(float) * H);
+        for (int j = 0; j < k; j++) {
+            int p = s->pos[(size_t)r * k + j];
+            if (p < 0) continue;
+            kept = 1;
+            for (int c = 0; c < H; c++) o[c] += w->xs[(size_t)p * H + c];
+        }
+        if (!kept) memcpy(o, w->yh + (size_t)r * H, sizeof(float) * H);
+    }
+    router_grad(m, s, dg, w->dp, grad_scale);
+    be->to_device(w->dl, w->dp, sizeof(float) * (size_t)rows * E);
+    be->gemm(1, 0, E, H, rows, 1.0f, w->dl, E, x, H, 1.0f, dP, H);
+    be->bias_grad(dP + (size_t)E * H, w->dl, rows, E);
+    if (dx) {
+        be->to_device(dx, w->xh, sizeof(float) * (size_t)rows * H);
+        be->gemm(0, 0, rows, H, E, 1.0f, w->dl, E, P, H, 1.0f, dx, H);
+    }
+    free(dg);
+}

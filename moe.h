@@ -1,0 +1,96 @@
+// moe.h: the mixture-of-experts layer (--experts): a router Linear(H,E) with softmax picks the top k
+// experts of each row, each expert a Linear(H,H)+ReLU, the output their gate-weighted sum; a capacity per
+// expert and Switch's load-balancing loss. model.c runs it in place of a hidden layer's Linear+ReLU.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "base/ops.h"
+
+// The layer's options: E experts (0: a dense model), every `every`th hidden layer (global layers l >= 1
+// with l % every == 0; layer 0, whose fan-in is the input width D, is never one), top_k experts per row,
+// capacity factor and the auxiliary loss's coefficient. Routing runs over groups of `group` rows (a
+// micro-batch's; 0: the whole call): capacity, drops and the auxiliary loss are per group.
+typedef struct {
+    int experts, every, top_k;
+    float capacity, aux;
+    int group;
+} MoeSpec;
+
+static inline int moe_layer(const MoeSpec *m, int l) { return m->experts > 0 && l >= 1 && l % m->every == 0; }
+// Capacity of one expert in a group of `rows` rows: ceil(capacity x rows x k / E).
+int moe_capacity(const MoeSpec *m, int rows);
+
+// Parameters of an MoE layer, where a dense layer's W and b would be in the stage's flat buffer (one
+// contiguous range, model.h's stage_layer_off/len): the router's weight [E, H] and bias [E], then per
+// expert e (0..E-1) its weight [H, H] (out, in) and bias [H]. Expert e's floats are the range
+// [moe_expert_off(H, E, e), + moe_expert_len(H)) of the layer: expert parallelism treats them apart
+// (their gradients are summed over a different group), the router's [0, moe_router_len) like a dense layer.
+static inline size_t moe_router_len(int H, int E) { return (size_t)E * H + (size_t)E; }
+static inline size_t moe_expert_len(int H) { return (size_t)H * H + (size_t)H; }
+static inline size_t moe_expert_off(int H, int E, int e) {
+    return moe_router_len(H, E) + (size_t)e * moe_expert_len(H);
+}
+static inline size_t moe_layer_len(int H, int E) { return moe_expert_off(H, E, E); }
+// Checkpoints' tensor j (0 .. 2 + 2E - 1) of MoE layer l: layers.l.router.weight [E, H], .router.bias [E],
+// then per expert e layers.l.experts.e.weight [H, H] and .bias [H]: its name, shape, and its offset in the
+// layer's range added to *off; returns its dimensions (1 or 2).
+int moe_tensor(int H, int E, int l, int j, char *name, size_t n, int64_t shape[2], size_t *off);
+// The initial parameters of global layer l (host, moe_layer_len floats): the router as a dense layer's
+// init_layer_host(seed, l, H, E) (nn.Linear's ranges), expert e from (seed, l, e) in the same ranges.
+void moe_init_host(uint64_t seed, int l, int H, int E, float *p);
+
+// The hook expert parallelism sets (NULL: every expert is local). The group has `size` ranks; this rank
+// holds experts [rank*E/size, (rank+1)*E/size). Host buffers.
+typedef struct {
+    int size, rank;  // the expert group; this rank holds experts [rank*E/size, (rank+1)*E/size)
+    // counts first: send[E] rows this rank routes to each global expert (experts grouped by owner, so
+    // owner r's slice is send[r*E/size ...]); recv[size * E/size]: rows each rank sends to each of my experts
+    void (*exchange_counts)(void *ctx, const int *send, int *recv);
+    // then rows of w floats: send holds rows grouped by global expert (owner order), recv the rows for
+    // my experts grouped by source rank then expert; back = 1 runs the same exchange in reverse:
+    // `send` then holds rows in the recv layout and `recv` gets them in the send layout (send_counts and
+    // recv_counts keep their meaning: the counts of the forward exchange)
+    void (*exchange_rows)(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
+                          int w, int back);
+    void *ctx;
+} MoeExchange;
+
+// What the layers' training forwards counted since moe_stats_reset: rows each global expert got
+// (kept assignments, summed over the stage's MoE layers), assignments made and dropped, and the
+// auxiliary loss as each group's value x its rows (aux_rows: rows x MoE layers routed).
+typedef struct {
+    long *load;  // [E]
+    long assigned, dropped;
+    double aux_wsum, aux_rows;
+} MoeStats;
+
+typedef struct MoeState MoeState;
+// The MoE layers of one stage: which local layers they are, what each stashes per micro-batch slot
+// (n_slots states, and one more for evaluation), scratch, the counters.
+typedef struct {
+    const Backend *be;
+    MoeSpec spec;
+    int H, n_layers, rows, n_slots;
+    unsigned char *is;        // [n_layers]: local layer i is an MoE layer
+    MoeState *st;             // [(n_slots + 1) x n_layers]
+    const MoeExchange *ex;    // NULL: every expert local
+    MoeStats stats;
+    void *scratch;            // moe.c's host and device work buffers
+} Moe;
+
+// The MoE layers of a stage of global layers [lo, lo + n_layers) with micro-batches of at most `rows`
+// rows and n_slots slots; NULL when none of its layers is one.
+Moe *moe_new(const Backend *be, MoeSpec spec, int H, int lo, int n_layers, int rows, int n_slots);
+void moe_free(Moe *m);
+static inline int moe_is(const Moe *m, int i) { return m && m->is[i]; }
+void moe_stats_reset(Moe *m);
+
+// Local layer i on x [rows, H] (device) -> y [rows, H], its parameters P (device, the layer's range);
+// slot: the slot whose state it stashes for the backward (-1: evaluation, nothing kept); count: add to
+// the counters (a training forward, not a recompute).
+void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float *y, int rows, int count);
+// The backward of slot's last forward of layer i: adds the parameters' gradients into dP (the layer's
+// range) and writes dx (NULL: none) from dy. grad_scale: the weight of one row in the step's loss (the
+// auxiliary loss of a group of G rows weighs G x grad_scale).
+void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const float *x, const float *dy, float *dx,
+                  float grad_scale);

@@ -1,0 +1,192 @@
+// tests/unit_moe.c: the mixture-of-experts layer (moe.c): its gradients against finite differences
+// (drops and pass-through rows included), and its exchange hook's contract: two "ranks" in one process
+// (threads, a fake all-to-all), each holding half the experts, give what the all-local layer gives.
+#include <pthread.h>
+#include <stdlib.h>
+#include "unit.h"
+#include "base/data.h"
+#include "base/util.h"
+#include "moe.h"
+
+static const Backend *be = &backend_cpu;
+enum { H = 6, E = 4, K = 2, ROWS = 10 };
+
+static void fill_rand(float *x, long n, uint64_t key, float lo) {
+    for (long i = 0; i < n; i++) x[i] = lo + (1.0f - lo) * rng_uniform(key, (uint64_t)i);
+}
+static MoeSpec spec(float cf) {
+    return (MoeSpec){.experts = E, .every = 1, .top_k = K, .capacity = cf, .aux = 0.05f, .group = 5};
+}
+
+// The loss sum(y .* w) + grad_scale x the auxiliary loss (its stats' weighted sum) of one forward.
+static double loss_of(Moe *m, const float *P, const float *x, const float *w, float gs) {
+    float y[ROWS * H];
+    moe_stats_reset(m);
+    moe_forward(m, 0, 0, P, x, y, ROWS, 1);
+    double l = 0;
+    for (int i = 0; i < ROWS * H; i++) l += (double)y[i] * w[i];
+    return l + gs * m->stats.aux_wsum;
+}
+
+static void test_finite_differences(void) {
+    size_t n = moe_layer_len(H, E);
+    float *P = xmalloc(n * sizeof(float)), *dP = xcalloc(n, sizeof(float)), x[ROWS * H], dx[ROWS * H], w[ROWS * H];
+    moe_init_host(7, 1, H, E, P);
+    fill_rand(x, ROWS * H, 11, 0.0f);  // (a ReLU layer's output: non-negative)
+    fill_rand(w, ROWS * H, 12, -1.0f);
+    float gs = 0.25f;
+    Moe *m = moe_new(be, spec(0.75f), H, 1, 1, ROWS, 1);
+    loss_of(m, P, x, w, gs);
+    EXPECT("moe: capacity 0.75 drops assignments (the test covers drops)", m->stats.dropped > 0, "none dropped");
+    moe_backward(m, 0, 0, P, dP, x, w, dx, gs);
+    double worst = 0, eps = 1e-2;
+    for (size_t i = 0; i < n; i += 3) {  // every third parameter
+        float keep = P[i];
+        P[i] = keep + (float)eps; double up = loss_of(m, P, x, w, gs);
+        P[i] = keep - (float)eps; double dn = loss_of(m, P, x, w, gs);
+        P[i] = keep;
+        double fd = (up - dn) / (2 * eps), err = fabs(fd - dP[i]) / (fabs(fd) + 1e-2);
+        worst = err > worst ? err : worst;
+    }
+    EXPECT("moe: parameter gradients match finite differences", worst < 2e-2, "worst relative error %g", worst);
+    worst = 0;
+    for (int i = 0; i < ROWS * H; i++) {
+        float keep = x[i];
+        x[i] = keep + (float)eps; double up = loss_of(m, P, x, w, gs);
+        x[i] = keep - (float)eps; double dn = loss_of(m, P, x, w, gs);
+        x[i] = keep;
+        double fd = (up - dn) / (2 * eps), err = fabs(fd - dx[i]) / (fabs(fd) + 1e-2);
+        worst = err > worst ? err : worst;
+    }
+    EXPECT("moe: input gradients match finite differences (pass-through rows included)", worst < 2e-2,
+           "worst relative error %g", worst);
+    moe_free(m); free(P); free(dP);
+}
+
+// ---- the fake all-to-all: two threads meet at a barrier and copy from each other's buffers ----
+
+typedef struct {
+    pthread_barrier_t bar;
+    const float *buf[2];
+    const int *cnt[2];
+} Fake;
+typedef struct { Fake *f; int rank; } FakeCtx;
+
+static int count_sum(const int *c, int from, int to) {
+    int s = 0;
+    for (int i = from; i < to; i++) s += c[i];
+    return s;
+}
+static void fake_counts(void *ctx, const int *send, int *recv) {
+    FakeCtx *c = ctx;
+    int El = E / 2;
+    c->f->cnt[c->rank] = send;
+    pthread_barrier_wait(&c->f->bar);
+    for (int s = 0; s < 2; s++)
+        for (int e = 0; e < El; e++) recv[s * El + e] = c->f->cnt[s][c->rank * El + e];
+    pthread_barrier_wait(&c->f->bar);
+}
+static void fake_rows(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts, int w,
+                      int back) {
+    FakeCtx *c = ctx;
+    Fake *f = c->f;
+    int El = E / 2, me = c->rank;
+    f->buf[me] = send;
+    f->cnt[me] = back ? recv_counts : send_counts;
+    pthread_barrier_wait(&f->bar);
+    for (int r = 0, at = 0; r < 2; r++) {
+        if (!back) {  // source r's rows for my experts, from its send order
+            int off = count_sum(f->cnt[r], 0, me * El), n = count_sum(f->cnt[r], me * El, (me + 1) * El);
+            memcpy(recv + (size_t)at * w, f->buf[r] + (size_t)off * w, sizeof(float) * (size_t)n * w);
+            at += n;
+        } else {  // owner r's rows of mine (its recv layout: source-major) back to my send order
+            int off = count_sum(f->cnt[r], 0, me * El), n = count_sum(f->cnt[r], me * El, (me + 1) * El);
+            int to = count_sum(send_counts, 0, r * El);
+            memcpy(recv + (size_t)to * w, f->buf[r] + (size_t)off * w, sizeof(float) * (size_t)n * w);
+        }
+    }
+    pthread_barrier_wait(&f->bar);
+}
+
+typedef struct {
+    Moe *m;
+    const float *P, *x, *dy;
+    float *y, *dx, *dP;
+} Job;
+static void *run_rank(void *arg) {
+    Job *j = arg;
+    moe_forward(j->m, 0, 0, j->P, j->x, j->y, ROWS, 1);
+    moe_backward(j->m, 0, 0, j->P, j->dP, j->x, j->dy, j->dx, 0.1f);
+    return NULL;
+}
+
+static void test_exchange_hook(void) {
+    size_t n = moe_layer_len(H, E);
+    float *P = xmalloc(n * sizeof(float)), x[2][ROWS * H], dy[2][ROWS * H];
+    float y[2][ROWS * H] = {{0}}, dx[2][ROWS * H] = {{0}};
+    float yl[2][ROWS * H], dxl[2][ROWS * H], *dPl = xcalloc(n, sizeof(float)), *dP[2];
+    moe_init_host(3, 2, H, E, P);
+    for (int r = 0; r < 2; r++) {
+        fill_rand(x[r], ROWS * H, 20 + r, 0.0f);
+        fill_rand(dy[r], ROWS * H, 30 + r, -1.0f);
+        dP[r] = xcalloc(n, sizeof(float));
+    }
+    Moe *local = moe_new(be, spec(1.0f), H, 1, 1, ROWS, 1);  // each rank's rows through the all-local layer
+    for (int r = 0; r < 2; r++) {
+        moe_forward(local, 0, 0, P, x[r], yl[r], ROWS, 1);
+        moe_backward(local, 0, 0, P, dPl, x[r], dy[r], dxl[r], 0.1f);
+    }
+    Fake f;
+    pthread_barrier_init(&f.bar, NULL, 2);
+    FakeCtx ctx[2] = {{&f, 0}, {&f, 1}};
+    MoeExchange ex[2];
+    Moe *m[2];
+    pthread_t t[2];
+    Job job[2];
+    for (int r = 0; r < 2; r++) {
+        ex[r] = (MoeExchange){.size = 2, .rank = r, .exchange_counts = fake_counts, .exchange_rows = fake_rows,
+                              .ctx = &ctx[r]};
+        m[r] = moe_new(be, spec(1.0f), H, 1, 1, ROWS, 1);
+        m[r]->ex = &ex[r];
+        job[r] = (Job){m[r], P, x[r], dy[r], y[r], dx[r], dP[r]};
+        pthread_create(&t[r], NULL, run_rank, &job[r]);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
+    long miss = -1;
+    for (int r = 0; r < 2 && miss < 0; r++) miss = close_all(y[r], yl[r], ROWS * H, 1e-6, 1e-5);
+    EXPECT("moe exchange: outputs equal the all-local layer's", miss < 0, "first miss at %ld", miss);
+    miss = -1;
+    for (int r = 0; r < 2 && miss < 0; r++) miss = close_all(dx[r], dxl[r], ROWS * H, 1e-6, 1e-5);
+    EXPECT("moe exchange: input gradients equal the all-local layer's", miss < 0, "first miss at %ld", miss);
+    float *both = xmalloc(n * sizeof(float));  // rank r: its rows' router part, its experts' whole gradient
+    for (size_t i = 0; i < n; i++) both[i] = dP[0][i] + dP[1][i];
+    miss = close_all(both, dPl, (long)n, 1e-6, 1e-5);
+    EXPECT("moe exchange: parameter gradients (router summed over ranks, experts on their owner) equal the "
+           "all-local layer's", miss < 0, "first miss at %ld", miss);
+    int off = (int)moe_expert_off(H, E, E / 2), zero = 1;
+    for (size_t i = (size_t)off; i < n; i++) zero &= dP[0][i] == 0.0f;
+    EXPECT("moe exchange: rank 0 writes no gradient into rank 1's experts", zero, "it did");
+    long load = 0;
+    for (int e = 0; e < E; e++) load += m[0]->stats.load[e] + m[1]->stats.load[e] - local->stats.load[e];
+    EXPECT("moe exchange: the rows each expert got are counted alike", load == 0, "differ by %ld", load);
+    for (int r = 0; r < 2; r++) { moe_free(m[r]); free(dP[r]); }
+    moe_free(local); free(P); free(dPl); free(both);
+    pthread_barrier_destroy(&f.bar);
+}
+
+static void test_capacity(void) {
+    MoeSpec s = spec(1.25f);
+    EXPECT("moe: capacity ceil(1.25 x 10 x 2 / 4) = 7", moe_capacity(&s, 10) == 7, "got %d", moe_capacity(&s, 10));
+    EXPECT("moe: layer 0 is never an MoE layer, every layer after it with --moe-every 1",
+           !moe_layer(&s, 0) && moe_layer(&s, 1) && moe_layer(&s, 5), "wrong");
+    s.every = 2;
+    EXPECT("moe: --moe-every 2 makes layers 2, 4, ...", !moe_layer(&s, 1) && moe_layer(&s, 2) && !moe_layer(&s, 3),
+           "wrong");
+}
+
+int main(void) {
+    test_capacity();
+    test_finite_differences();
+    test_exchange_hook();
+    return unit_failures != 0;
+}
