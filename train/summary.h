@@ -19,6 +19,7 @@ typedef struct {
     double weight_bytes, grad_bytes, optimizer_state_bytes;  // allocated per rank, the largest over the ranks
     TensorReport tensor;                                     // --tp: the axis' part (axes/tensor.h)
     DataReport data;                                         // data parallelism's part (axes/data.h)
+    ExpertReport expert;                                     // --ep: the axis' part (axes/expert.h)
     double max_rss;  // the largest peak resident set of the ranks' processes (getrusage), bytes
     PipelineReport pipe;          // the pipeline's part (axes/pipeline.h)
     Gantt charts[2];              // measured and simulated (rank 0, when drawn)
