@@ -1,6 +1,6 @@
 // micropp.c: the entry point: picks the fastest BLAS kernel the CPU supports, then dispatches to a
-// subcommand (the table below: train, bubble, plan, plot, pingpong, allreduce, selftest). Each subcommand's
-// options live in one table that also prints its --help.
+// subcommand (the table below: train, bubble, plan, plot, pingpong, allreduce, alltoall, selftest). Each
+// subcommand's options live in one table that also prints its --help.
 #include <string.h>
 #include "base/config.h"
 #include "base/ops.h"
@@ -23,6 +23,7 @@ static const Command commands[] = {
     {"plot", cmd_plot, "draw train --metrics logs as curves: loss, accuracy, learning rate, step time (SVG, no MPI)"},
     {"pingpong", cmd_pingpong, "send a tensor between 2 ranks; --sweep measures latency and bandwidth"},
     {"allreduce", cmd_allreduce, "time the data-parallel all-reduce over all ranks: MPI's own, the ring, shm"},
+    {"alltoall", cmd_alltoall, "time expert parallelism's all-to-all over all ranks: MPI's own, pairwise, shm"},
     {"selftest", cmd_selftest, "check every backend operation and a training step (GPU vs CPU, or CPU vs naive loops)"},
     {0},
 };
@@ -69,7 +70,7 @@ int main(int argc, char **argv) {
     int n = 0;
     for (const Command *c = commands; c->name && n < 16; c++) names[n++] = c->name;
     const char *near = nearest_name(argv[1], names, n);
-    user_error("unknown command '%s'%s%s%s: use one of train, bubble, plan, plot, pingpong, allreduce, selftest "
-               "(see micropp --help)",
+    user_error("unknown command '%s'%s%s%s: use one of train, bubble, plan, plot, pingpong, allreduce, alltoall, "
+               "selftest (see micropp --help)",
                argv[1], near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
 }

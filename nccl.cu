@@ -229,6 +229,24 @@ extern "C" void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n) {
     d->coll_pending = 1;
 }
 
+extern "C" void devcomm_alltoallv(DevComm *d, const float *send, const int *sc, const int *sd, float *recv,
+                                  const int *rc, const int *rd) {
+    CHECK(d->group, "an all-to-all on the pipeline's NCCL transport (its channels are point-to-point)");
+    int R;
+    NCCL_CHECK(ncclCommCount(d->world, &R));
+    CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->coll, d->ready, 0));
+    NCCL_CHECK(ncclGroupStart());
+    for (int p = 0; p < R; p++) {
+        if (sc[p]) NCCL_CHECK(ncclSend(send + sd[p], (size_t)sc[p], ncclFloat, p, d->world, d->coll));
+        if (rc[p]) NCCL_CHECK(ncclRecv(recv + rd[p], (size_t)rc[p], ncclFloat, p, d->world, d->coll));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    CUDA_CHECK(cudaEventRecord(d->got, d->coll));
+    CUDA_CHECK(cudaStreamWaitEvent(g_stream, d->got, 0));
+    d->coll_pending = 1;
+}
+
 extern "C" double devcomm_allreduce_seconds(DevComm *d) {
     if (!d->n_timed) return 0;
     wait_event(d, d->timed[d->n_timed - 1], -1, "the group's NCCL all-reduces (their times)");

@@ -256,6 +256,7 @@ static void run_free(Run *r) {
     measure_free(&r->m);
     data_close(&r->data);
     if (r->p.T > 1) tp_free(&r->wire.tp);
+    expert_free(&r->wire.ep);
     if (r->p.distributed) comm_free(&r->wire.comm);
     comm_hardware_free(&r->wire.hardware);
 }
@@ -285,10 +286,12 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
         if (model->local[k].det) model->local[k].det->row0 = plan_row(p, 0, w->replica, 0);
     double t0 = now_sec();
     m->step_start[step] = t0;
+    expert_step_begin(&w->ep);
     if (p->pipelined) m->span_s[step] = exec_pipeline_step(p, w, model, st, m);
     else if (p->mode == MODE_MANUAL) exec_manual_step(p, w, model, st, m);
     else exec_monolith_step(p, w, model, st, m);
     if (!p->pipelined) m->span_s[step] = now_sec() - t0;
+    expert_step_end(&w->ep);
     wd_phase("the gradient all-reduce", step + 1);
     for (int k = 0; k < model->n_local && !model->n_sync; k++)  // (with replicas, gradsync_finish sums them)
         if (model->local[k].det) stage_det_finish(&model->local[k]);  // --deterministic: the rows' tree summed
@@ -772,6 +775,7 @@ int cmd_train(int argc, char **argv) {
     if (p->pipelined) setup_pipeline(&cfg, p, &r->wire, &r->model, &r->exec);  // (each checks the memory first)
     else setup_local(&cfg, p, &r->wire, &r->model);
     if (cfg.gemm.deterministic) setup_deterministic(r);
+    expert_setup(p, &r->wire.ep, &r->wire.comm, r->model.local, r->model.n_local);  // (--ep 1: nothing)
     if (p->T > 1) tensor_setup(p, &r->wire.tp, &r->wire.comm, r->wire.be, r->model.local, r->model.n_local);
     r->wire.tp.trace =
         cfg.observe.trace[0] || cfg.observe.timeline[0] || cfg.observe.gantt;  // (the observers draw the collectives)

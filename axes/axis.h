@@ -3,9 +3,9 @@
 // axis reckons, and the kinds of events an axis records for the observers: the types an axis needs,
 // below train/ (which makes the Plan, train/plan.c) so that an axis includes nothing above it.
 //
-// THE CONTRACT OF AN AXIS (the pipeline, data parallelism with ZeRO, tensor parallelism; issue 33's
-// expert parallelism next). An axis is one file (a second only where the 800-line limit forces it) and
-// its header, which exports under its own prefix, the same five parts:
+// THE CONTRACT OF AN AXIS (the pipeline, data parallelism with ZeRO, tensor parallelism, expert
+// parallelism). An axis is one file (a second only where the 800-line limit forces it) and its header,
+// which exports under its own prefix, the same five parts:
 //   rules   <axis>_rules: the checks of the options that concern it (one line and -1 on a mistake, the
 //           same on every rank) and its part of the Plan (Plan.<part>); train/plan.c calls them in turn.
 //           Its option rows name it (Option.axes, base/config.h): the one rule of axes/degrees.c refuses
@@ -67,6 +67,10 @@ typedef struct {
                   // with --tp and a pipeline)
 } TensorPlan;
 typedef struct {
+    int N;     // expert parallelism: the expert group's ranks, N consecutive replicas of a stage (1: none)
+    int algo;  // ALLTOALL_* (comms/alltoall.h) or ALLTOALL_AUTO (axes/expert.h): the group's all-to-all
+} ExpertPlan;
+typedef struct {
     int ckpt;          // activation checkpointing: a stage keeps its inputs and recomputes in the backward
     int max_inflight;  // zb-auto: its search's limit of micro-batches a stage holds from F to W (default 2 x K)
 } PipelinePlan;
@@ -112,12 +116,14 @@ typedef struct {
     DataPlan data;              // the axes' parts (above)
     TensorPlan tensor;
     PipelinePlan pipe;
+    ExpertPlan expert;
     int grad_accum_given;  // --grad-accum was set (the report shows it even at 1)
 } Plan;
 
 // The degrees the plan runs.
 static inline Degrees plan_degrees(const Plan *p) {
-    return (Degrees){.pp = p->K, .dp = p->D, .tp = p->T, .zero = p->data.zero, .manual = p->mode == MODE_MANUAL};
+    return (Degrees){.pp = p->K, .dp = p->D, .tp = p->T, .zero = p->data.zero, .ep = p->expert.N,
+                     .manual = p->mode == MODE_MANUAL};
 }
 // The chunk order (which rank holds which virtual stage) is the schedule's (p->chunk_order, schedule.h). The
 // executor, checkpoints, verify, the report and the trace all ask these, never vs % K.

@@ -205,6 +205,7 @@ int degrees_resolve(const TrainConfig *c, const OptionsSeen *seen, int world, De
              : c->grid.mode == MODE_DDP              ? spelled_ddp(c, seen, world, d, err, n)
                                                      : spelled_one(c, seen, world, d, err, n);
     d->zero = d->dp > 1 ? (int)c->ddp.zero : 0;
+    d->ep = c->grid.ep > 1 ? (int)c->grid.ep : 1;
     return rc;
 }
 

@@ -17,7 +17,8 @@ typedef struct {
     int dp;    // data-parallel replicas
     int tp;    // tensor-parallel ranks per group (adjacent world ranks)
     int zero;  // ZeRO stage over the replicas: 0 (none), 1, 2 or 3 (0 whenever dp is 1)
-    // (issue 33: expert parallelism's degree, ep, comes here; the world is then pp x dp x tp x ep)
+    int ep;    // expert parallelism: replicas sharing each MoE layer's experts, a divisor of dp (1: none); it
+               // takes no ranks of its own (the world stays pp x dp x tp), as Megatron's expert groups inside dp
     int manual;  // --mode manual: the pp parts run in one process, not on ranks
 } Degrees;
 

@@ -76,6 +76,7 @@ typedef struct {
         int64_t parts;   // --mode manual: number of parts
         int64_t pp, dp;  // pipeline stages, data-parallel replicas (0: not given)
         int64_t tp;      // tensor parallelism: ranks sharing each stage's layers (1: none)
+        int64_t ep;      // expert parallelism: replicas sharing each MoE layer's experts (1: none; axes/expert.c)
     } grid;
     int64_t layers, hidden, classes, batch, steps;
     int64_t inputs;          // D, the input layer's width: Linear(D, H) (0 until resolved: = hidden)
@@ -99,6 +100,7 @@ typedef struct {
         int64_t top_k;       // experts per row
         double capacity;     // capacity factor: an expert takes ceil(cf x rows x k / E) rows of a micro-batch
         double aux;          // coefficient of Switch's load-balancing loss
+        int alltoall;        // --alltoall: the expert group's all-to-all (ALLTOALL_*, axes/expert.h)
     } moe;
     int64_t seed;
     int64_t threads;

@@ -65,6 +65,12 @@ void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n);
 // counts, as in an MPI collective); waits for the last under the wire's bound.
 double devcomm_allreduce_seconds(DevComm *d);
 double devcomm_allreduce_smoke(size_t n);
+// A group's all-to-all (comms/alltoall.c's nccl row): to every rank p of the group sc[p] floats from
+// send + sd[p], from every rank rc[p] floats into recv + rd[p], as ncclSend and ncclRecv inside one
+// ncclGroupStart/End on the group's stream, after the compute queued so far; the compute queued after
+// it waits for it (the host does not). Compiled, never run on a GPU yet.
+void devcomm_alltoallv(DevComm *d, const float *send, const int *sc, const int *sd, float *recv, const int *rc,
+                       const int *rd);
 
 // The communicator (and stream) a message from rank `from` to rank `to` travels on under p2p.h's
 // rule: one per direction (toward a higher rank or a lower one) and kind (activation or gradient).

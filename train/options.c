@@ -9,6 +9,7 @@
 #include "model.h"
 #include "train/plan.h"
 #include "axes/tensor.h"
+#include "axes/expert.h"
 #include "schedule.h"
 #include "train/options.h"
 
@@ -169,6 +170,14 @@ const Option train_options[] = {
      "tensor parallelism: T adjacent ranks share each stage's layers (Megatron's column/row pairs; --hidden divisible "
      "by T), a degree: ranks = P x D x T",
      0},
+    {"ep", 0, OPT_INT, T(grid.ep), 0, 1, 4096, "N",
+     "expert parallelism: N replicas of a stage share each MoE layer's experts, E/N each, their rows exchanged by an "
+     "all-to-all (N divides dp and --experts; docs/experts.md)",
+     AXIS_DATA},
+    {"alltoall", 0, OPT_CHOICE, T(moe.alltoall), ALLTOALL_CHOICES, 0, 0, "ALG",
+     "--ep's all-to-all: MPI_Alltoallv, pairwise messages, shared memory (one node), or auto: shm where the group "
+     "sits on one node, else mpi",
+     AXIS_DATA},
     {"tp-message", 0, OPT_CHOICE, T(tensor.tp_message), TP_MESSAGE_CHOICES, 0, 0, "M",
      "--tp with a pipeline: a message between two groups as the whole activation from every rank (full), or each "
      "rank's 1/T slice and an all-gather on the receiving side (slice); auto: both timed at start-up, the faster "
@@ -266,6 +275,8 @@ void train_config_defaults(TrainConfig *c) {
     c->ddp.allreduce = ALLREDUCE_AUTO;
     c->ddp.placement = PLACEMENT_AUTO;
     c->grid.tp = 1;
+    c->grid.ep = 1;
+    c->moe.alltoall = ALLTOALL_AUTO;
     c->tensor.tp_message = TP_MESSAGE_AUTO;
     c->grad_accum = 1;
     c->ddp.outer_lr = 0.7;

@@ -497,6 +497,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     if (c->gemm.timing) fill_gemm(c, p, m, s);
     double tp_med = s->n_run > s->skip ? median(m->tp_s + s->start + s->skip, s->n_run - s->skip) : 0;
     tensor_report_fill(&s->tensor, p, &r->wire.tp, (double)m->tp_calls, m->tp_floats, tp_med, s->n_run, s->step_ms);
+    expert_report_fill(&s->expert, p, &r->wire.ep, s->step_ms);
     if (!p->pipelined && (c->observe.trace[0] || c->observe.timeline[0])) {  // ddp, --tp: every rank's forward,
         Timeline tl;                                                           // backward and collectives
         timeline_gather(&tl, m->ev, m->n_ev, m->step_start, NULL, (int)p->steps, track_pos(p, &r->wire),
@@ -619,6 +620,7 @@ static void summary_text(const Run *r, const Summary *s) {
                p->distributed ? " per rank" : "", 100 * s->gemm_share, fmt_sig3(s->gemm_gflops, flops, sizeof flops));
     data_report_text(p, &s->data, s->weight_bytes, s->grad_bytes, s->optimizer_state_bytes);
     tensor_report_text(p, &s->tensor);
+    expert_report_text(&s->expert);
     pipeline_report_text(p, &s->pipe);
     if (s->verify) text_verify(c, p, s->verify);
     if (c->observe.gantt) text_gantt(s);

@@ -15,6 +15,7 @@ static void json_grid(cJSON *o, const Plan *p, const Summary *s) {
     cJSON_AddNumberToObject(g, "dp", p->D);
     cJSON_AddNumberToObject(g, "tp", p->T);
     tensor_report_json(o, p, &s->tensor);
+    expert_report_json(o, &s->expert);
 }
 
 static void json_verify(cJSON *o, const VerifyResult *v) {

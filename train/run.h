@@ -16,6 +16,7 @@
 #include "train/plan.h"
 #include "schedule.h"
 #include "axes/tensor.h"
+#include "axes/expert.h"
 #include "axes/pipeline.h"
 
 // The wire: this rank's device, its place in the job and how it reaches the other ranks.
@@ -26,6 +27,7 @@ typedef struct {
     Hardware hardware;        // every rank's GPU, node and /dev/shm, gathered alike on every rank
     Comm comm;                // the grid's communicators and the pipeline's transport (pp, ddp, hybrid, --tp)
     TpGroup tp;               // --tp: the tensor-parallel group's all-reduce, which the local stages call
+    ExpertGroup ep;           // --ep: the expert group's all-to-all, which the local stages' MoE layers call
 } Wire;
 
 // The model this process holds, and the gradient syncs of data parallelism over it.

@@ -20,6 +20,7 @@ typedef struct {
     TensorReport tensor;                                     // --tp: the axis' part (axes/tensor.h)
     DataReport data;                                         // data parallelism's part (axes/data.h)
     double act_bytes;  // the activations live at each stage's peak, summed over the rank's stages, the largest rank
+    ExpertReport expert;                                     // --ep: the axis' part (axes/expert.h)
     double max_rss;  // the largest peak resident set of the ranks' processes (getrusage), bytes
     PipelineReport pipe;          // the pipeline's part (axes/pipeline.h)
     Gantt charts[2];              // measured and simulated (rank 0, when drawn)

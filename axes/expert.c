@@ -1,0 +1,194 @@
+// axes/expert.c: expert parallelism (--ep N), the fourth axis (axes/expert.h): the rules of --ep, what a
+// rank computes with, the expert group and its all-to-all behind the MoE layers' hook, the report's part
+// (the all-to-all's bytes and time per step) and the price of a step's exchanges.
+//
+// The group is N consecutive replicas of one stage: replica d is rank d % N of group d / N. Each rank routes
+// its own rows (the same routing, capacity and drops as without --ep: moe.c decides them on the sending
+// rank), sends each row to the rank holding its expert, runs its E/N experts on the rows it got from the N
+// ranks, and sends the results back; the backward runs the same exchanges. The gradient sync needs nothing
+// of its own: a rank's gradients of the experts it does not hold are zero, so data parallelism's all-reduce
+// over all D replicas (scaled 1/D) gives each expert the sum over the D/N replicas that ran it, the same
+// mean over the global batch as without --ep, and every replica keeps the whole model alike.
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "axes/expert.h"
+#include "comms/collectives.h"
+#include "base/util.h"
+
+// The values of --ep that work: the divisors of D that also divide E (at least 2), as "2, 4".
+static const char *ep_fits(int D, int E, char *buf, size_t n) {
+    buf[0] = 0;
+    for (int v = 2; v <= D; v++)
+        if (D % v == 0 && E % v == 0) snprintf(buf + strlen(buf), n - strlen(buf), "%s%d", buf[0] ? ", " : "", v);
+    if (!buf[0]) snprintf(buf, n, "1 (none)");
+    return buf;
+}
+
+int expert_rules(const TrainConfig *c, Plan *p, Err *e) {
+    int N = c->grid.ep > 1 ? (int)c->grid.ep : 1, E = (int)c->moe.experts, D = p->D;
+    p->expert = (ExpertPlan){.N = 1, .algo = c->moe.alltoall};
+    if (N == 1) return 0;
+    char fits[96];
+    if (!E)
+        return refuse(e, "train: --ep %d shards the experts of MoE layers, and this model has none: add --experts E "
+                         "(a multiple of %d) or drop --ep", N, N);
+    if (p->T > 1)
+        return refuse(e, "train: --ep with --tp %d: an MoE layer's experts are not split over a tensor-parallel group "
+                         "(its rows would have to be exchanged twice): drop --tp or --ep", p->T);
+    if (D % N)
+        return refuse(e, "train: --ep %d with dp %d: the expert group is --ep replicas of one stage, so N must divide "
+                         "dp: use --ep %s", N, D, ep_fits(D, E, fits, sizeof fits));
+    if (E % N)
+        return refuse(e, "train: --experts %d over --ep %d: each rank of the group runs E/N experts, and %d is not a "
+                         "multiple of %d: use --ep %s, or --experts %d or %d",
+                      E, N, E, N, ep_fits(D, E, fits, sizeof fits), E / N * N > 0 ? E / N * N : N, (E / N + 1) * N);
+    p->expert.N = N;
+    return 0;
+}
+
+double expert_floats_local(const TrainConfig *c, const Plan *p, int vs) {
+    int E = (int)c->moe.experts, H = (int)c->hidden;
+    double n = 0;
+    MoeSpec spec = {.experts = E, .every = (int)c->moe.every};
+    for (int l = p->lo[vs]; l < p->lo[vs + 1]; l++)
+        if (moe_layer(&spec, l)) n += (double)moe_router_len(H, E) + (double)(E / p->expert.N) * moe_expert_len(H);
+    return n;
+}
+
+// ---- the hook the MoE layers call ----
+
+// counts: send[E] rows to each global expert (owner r's E/N in a row), recv[N x E/N].
+static void ex_counts(void *ctx, const int *send, int *recv) {
+    ExpertGroup *g = ctx;
+    alltoall_counts(g->a2a, send, recv, g->per);
+}
+
+// rows: the forward's counts say how many rows go to each rank (send: by global expert, owner after owner)
+// and come from each (recv: by source rank, then my expert); back = 1 swaps the two.
+static void ex_rows(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
+                    int w, int back) {
+    ExpertGroup *g = ctx;
+    int El = g->per;
+    for (int r = 0; r < g->N; r++) {
+        int s = 0, q = 0;
+        for (int e = 0; e < El; e++) s += send_counts[r * El + e], q += recv_counts[r * El + e];
+        g->scount[r] = back ? q : s;
+        g->rcount[r] = back ? s : q;
+    }
+    alltoall_rows(g->a2a, send, g->scount, recv, g->rcount, w);
+}
+
+void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n_local) {
+    memset(g, 0, sizeof *g);
+    g->comm = MPI_COMM_NULL;
+    g->N = p->expert.N;
+    if (g->N <= 1) return;
+    int replica = grid->replica;
+    MPI_CHECK(MPI_Comm_split(grid->dp, replica / g->N, replica, &g->comm));
+    MPI_CHECK(MPI_Comm_rank(g->comm, &g->rank));
+    int algo = p->expert.algo;
+    if (algo == ALLTOALL_AUTO) algo = alltoall_shm_possible(g->comm) ? ALLTOALL_SHM : ALLTOALL_MPI;
+    else if (algo == ALLTOALL_SHM && !alltoall_shm_possible(g->comm)) algo = -1;
+    comm_agree(grid->world, algo < 0 ? "train: --alltoall shm needs every expert group on one node: use --alltoall "
+                                       "mpi, pair or auto" : "");
+    g->algo = algo;
+    size_t cap = 0;  // the most floats a rank sends in one exchange: every row to every expert it routes to
+    for (int k = 0; k < n_local; k++)
+        if (local[k].moe) {
+            const Moe *m = local[k].moe;
+            size_t c = (size_t)m->rows * (size_t)m->spec.top_k * (size_t)m->H * (size_t)g->N;
+            cap = c > cap ? c : cap;
+            g->per = m->spec.experts / g->N;
+        }
+    g->a2a = alltoall_open(g->comm, algo, &backend_cpu, cap, NULL);  // (the hook's buffers are on the host)
+    g->scount = xcalloc((size_t)g->N, sizeof(int));
+    g->rcount = xcalloc((size_t)g->N, sizeof(int));
+    g->ex = (MoeExchange){.size = g->N, .rank = g->rank, .exchange_counts = ex_counts, .exchange_rows = ex_rows,
+                          .ctx = g};
+    for (int k = 0; k < n_local; k++)
+        if (local[k].moe) local[k].moe->ex = &g->ex;
+}
+
+void expert_free(ExpertGroup *g) {
+    if (g->N <= 1 || g->comm == MPI_COMM_NULL) return;
+    alltoall_close(g->a2a);
+    MPI_Comm_free(&g->comm);
+    free(g->scount); free(g->rcount); free(g->step_bytes); free(g->step_seconds);
+    g->N = 0;
+}
+
+void expert_step_begin(ExpertGroup *g) {
+    double b, s;
+    if (g->a2a) alltoall_take_stats(g->a2a, &b, &s);
+}
+
+void expert_step_end(ExpertGroup *g) {
+    double b, s;
+    if (!g->a2a) return;
+    alltoall_take_stats(g->a2a, &b, &s);
+    if (g->steps == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 64;
+        g->step_bytes = realloc(g->step_bytes, sizeof(double) * (size_t)g->cap);
+        g->step_seconds = realloc(g->step_seconds, sizeof(double) * (size_t)g->cap);
+        CHECK(g->step_bytes && g->step_seconds, "out of memory for the all-to-all's step times");
+    }
+    g->step_bytes[g->steps] = b;
+    g->step_seconds[g->steps++] = s;
+}
+
+// ---- report ----
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median_of(const double *x, int n) {  // (a copy sorted)
+    if (n <= 0) return 0;
+    double *t = xmalloc(sizeof(double) * (size_t)n);
+    memcpy(t, x, sizeof(double) * (size_t)n);
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
+}
+
+void expert_report_fill(ExpertReport *r, const Plan *p, const ExpertGroup *g, double step_ms) {
+    memset(r, 0, sizeof *r);
+    r->N = p->expert.N;
+    double v[2] = {median_of(g->step_bytes, g->steps), 1e3 * median_of(g->step_seconds, g->steps)};
+    comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);  // (every rank calls it: the means over the world)
+    r->bytes = v[0] / p->world;
+    r->ms = v[1] / p->world;
+    r->share = step_ms > 0 ? r->ms / step_ms : 0;
+    snprintf(r->algo, sizeof r->algo, "%s", g->a2a ? alltoall_algos[g->algo].name : "");
+}
+
+void expert_report_text(const ExpertReport *r) {
+    if (r->N <= 1) return;
+    char b[32];
+    printf("expert parallelism: groups of %d replicas (--ep %d), all-to-all %s: %s sent and %.2f ms per step and rank "
+           "(%.1f%% of the step)\n",
+           r->N, r->N, r->algo, fmt_bytes(r->bytes, b, sizeof b), r->ms, 100 * r->share);
+}
+
+void expert_report_json(cJSON *o, const ExpertReport *r) {
+    if (r->N <= 1) return;  // (a run without --ep keeps its keys as they were)
+    cJSON_AddNumberToObject(o, "ep", r->N);
+    cJSON_AddStringToObject(o, "alltoall", r->algo);
+    cJSON_AddNumberToObject(o, "alltoall_bytes_per_step", r->bytes);
+    cJSON_AddNumberToObject(o, "alltoall_ms_per_step", r->ms);
+    cJSON_AddNumberToObject(o, "alltoall_share", r->share);
+}
+
+// ---- price ----
+
+double expert_price_bytes(const TrainConfig *c, const Plan *p, int vs) {
+    int N = p->expert.N;
+    if (N <= 1) return 0;
+    MoeSpec spec = {.experts = (int)c->moe.experts, .every = (int)c->moe.every};
+    int layers = 0;
+    for (int l = p->lo[vs]; l < p->lo[vs + 1]; l++) layers += moe_layer(&spec, l);
+    double rows = (double)p->rows * p->M * p->N;
+    return 4.0 * layers * rows * (double)c->moe.top_k * (double)(N - 1) / N * (double)c->hidden * sizeof(float);
+}

@@ -1,0 +1,60 @@
+// axes/expert.h: expert parallelism (--ep N), the fourth axis: its rules, sizes, set-up, report part and
+// price (axes/axis.h's contract). The expert group is N replicas of one stage (a divisor of dp); each of its
+// ranks runs E/N experts of every MoE layer (moe.h), and rows reach their expert's rank and come back by
+// comms/alltoall.c's all-to-all, through the hook the layer calls (MoeExchange).
+#pragma once
+#include <stdio.h>
+#include "comms/alltoall.h"
+#include "model.h"
+#include "axes/axis.h"
+
+// --alltoall: the expert group's algorithm (alltoall_algos' host rows), or auto (shm where the group sits
+// on one node, else mpi).
+#define ALLTOALL_CHOICES "mpi|pair|shm|auto"
+enum { ALLTOALL_AUTO = ALLTOALL_ALGOS };
+
+// rules: --ep N with --experts E: E divisible by N, N divides dp, not with --tp (MoE layers are not split
+// over a tensor-parallel group); sets p->expert. One line and -1 on a mistake, the same on every rank.
+int expert_rules(const TrainConfig *c, Plan *p, Err *e);
+
+// sizes: the expert floats a rank computes with, of stage vs's MoE layers (E/N experts of each); every
+// rank still holds all E experts' weights, gradients and optimizer state (moe.h's layout, kept whole so
+// that checkpoints and the data-parallel all-reduce see one model): what --ep saves is compute, not memory.
+double expert_floats_local(const TrainConfig *c, const Plan *p, int vs);
+
+// set-up: the group (the grid's dp split into blocks of N consecutive replicas), its all-to-all, and the
+// hook of every local stage's MoE layers. Collective over the grid's dp.
+typedef struct {
+    int N, rank;            // the group's ranks, and this one's place in it (its experts: [rank E/N, ...))
+    int per, algo;          // E/N experts per rank; the all-to-all's row of alltoall_algos
+    MPI_Comm comm;          // the group (MPI_COMM_NULL: no expert parallelism)
+    AllToAll *a2a;
+    MoeExchange ex;         // what the MoE layers call
+    int *scount, *rcount;   // per rank of the group: rows sent, received (scratch)
+    double *step_bytes, *step_seconds;  // [cap]: each step's (expert_step_end)
+    int steps, cap;
+} ExpertGroup;
+// The MoE layers exchange host buffers (moe.h), so the group's all-to-all runs on the host whatever the device.
+void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n_local);
+void expert_free(ExpertGroup *g);
+// Around a training step's compute: what the all-to-alls moved in between counts to the step (an
+// evaluation's forwards between steps do not).
+void expert_step_begin(ExpertGroup *g);
+void expert_step_end(ExpertGroup *g);
+
+// report: its part of the Summary: the all-to-all's bytes this rank sent and its time per step (the median
+// step's, as step_ms is the median step's; then the mean over the ranks), the share of the step.
+typedef struct {
+    int N;
+    char algo[16];
+    double bytes, ms, share;
+} ExpertReport;
+void expert_report_fill(ExpertReport *r, const Plan *p, const ExpertGroup *g, double step_ms);
+void expert_report_text(const ExpertReport *r);
+struct cJSON;
+void expert_report_json(struct cJSON *o, const ExpertReport *r);
+
+// price: a step's all-to-all bytes per rank for the planner: rows x top_k assignments of every MoE layer of
+// stage vs, of which (N-1)/N leave the rank (an even router), H floats each, there and back, forward and
+// backward (4 exchanges per layer and micro-batch).
+double expert_price_bytes(const TrainConfig *c, const Plan *p, int vs);

@@ -1,0 +1,47 @@
+// comms/alltoall.h: the all-to-all of a group (alltoall.c), expert parallelism's exchange: counts first
+// (a few ints to every rank), then rows of w floats, a different number to every rank (all-to-all-v),
+// by one of the algorithms of the table alltoall_algos: MPI's MPI_Alltoallv, a pairwise exchange of
+// point-to-point messages, shared-memory windows on one node, NCCL's grouped send and receive on GPUs.
+#pragma once
+#include <stddef.h>
+#include <mpi.h>
+#include "base/ops.h"
+
+struct DevComm;
+
+// The algorithms, in the order of the option's choices (ALLTOALL_ALGO_NAMES; tests/mpi_alltoall.c
+// checks both against alltoall_algos:
+//   mpi   MPI_Alltoallv, waited for under the watchdog;
+//   pair  R-1 rounds of point-to-point messages: in round s rank r sends to r+s and receives from r-s
+//         (each pair of ranks exchanges once, no rank waits on two at a time);
+//   shm   the ranks of the group on one node: each copies its rows into a window of its own and every
+//         rank copies its part out of the others' windows (one copy each way, no message);
+//   nccl  ncclSend and ncclRecv to every rank in one group (device buffers; --transport nccl).
+enum { ALLTOALL_MPI, ALLTOALL_PAIR, ALLTOALL_SHM, ALLTOALL_NCCL, ALLTOALL_ALGOS };
+#define ALLTOALL_ALGO_NAMES "mpi|pair|shm|nccl"
+typedef struct { const char *name; int windows, device; } AllToAllAlgo;  // needs windows / device buffers
+extern const AllToAllAlgo alltoall_algos[ALLTOALL_ALGOS];
+
+typedef struct AllToAll AllToAll;
+// The all-to-all of the ranks of group (collective over group: every rank calls it at once, with the
+// same algo and cap). be: the device of the row buffers (a buffer not on the host is staged through
+// the host, except for nccl). cap: the most floats one rank sends in one exchange (shm's window;
+// the others ignore it). nccl: the group's communicator (devcomm_open_group; NULL for the others).
+AllToAll *alltoall_open(MPI_Comm group, int algo, const Backend *be, size_t cap, struct DevComm *nccl);
+void alltoall_close(AllToAll *a);  // collective over the group (shm frees its windows)
+// 1 when every rank of group shares one node (shm is possible), the same on every rank. Collective.
+int alltoall_shm_possible(MPI_Comm group);
+int alltoall_size(const AllToAll *a);
+int alltoall_rank(const AllToAll *a);
+
+// Counts: send[p * per .. (p + 1) * per) go to rank p, recv[p * per ..] come from rank p. Host ints,
+// over MPI whatever the algorithm (a few bytes).
+void alltoall_counts(AllToAll *a, const int *send, int *recv, int per);
+// Rows: scount[p] rows of w floats to rank p, packed in rank order in send; rcount[p] rows from rank p
+// into recv, packed in rank order. Every rank's scount[q] must equal rank q's rcount[me] (the counts'
+// exchange gives them). Blocks until recv holds every row.
+void alltoall_rows(AllToAll *a, const float *send, const int *scount, float *recv, const int *rcount, int w);
+
+// What the exchanges since the last call moved and took: bytes this rank sent to other ranks (rows
+// to itself are a copy and do not count), and seconds in alltoall_counts and alltoall_rows.
+void alltoall_take_stats(AllToAll *a, double *bytes, double *seconds);
