@@ -426,8 +426,8 @@ MoeSpec plan_moe(const TrainConfig *c, const Plan *p) {
 static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     if (rule_length(c, p, e) || pipeline_rules_run(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, e) ||
         rule_checkpoints(c, e) || rule_devices(c, f, p, e) || tensor_rules_facts(c, f, p, e) ||
-        data_rules_facts(c, f, p, e) || rule_resumed(c, f, p, e) || rule_deterministic(c, p, e) ||
-        rule_moe(c, p, e) || expert_rules(c, p, e))
+        data_rules_facts(c, f, p, e) || rule_resumed(c, f, p, e) || rule_moe(c, p, e) ||
+        rule_deterministic(c, p, e) || expert_rules(c, p, e))
         return -1;
     rule_eval(c, f, p, e);
     p->synthetic_samples = f->train_rows ? 0 : c->samples ? c->samples : c->batch * p->N;
