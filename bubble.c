@@ -143,6 +143,11 @@ typedef struct {
 } Grid;
 
 static int is_auto(int kind) { return kind == SCHED_ZBAUTO || kind == SCHED_ZBAUTOV; }
+// Row i's gap to its bound (a zb-auto row): span / bound - 1, 0 within rounding.
+static double gap_of(const Grid *g, long i) {
+    double gap = g->sims[i].span / g->bound[i] - 1;
+    return fabs(gap) < 1e-9 ? 0 : gap;
+}
 
 // The lists row i runs: its search's (zb-auto), the file's (--schedule-file), else none (built-in).
 static const SchedFile *row_file(const Grid *g, long i) {
@@ -351,7 +356,7 @@ static void print_json(const BubbleConfig *c, const Grid *g) {
         cJSON_AddItemToObject(r, "memory_reduction", exact(1 / gpipe_memory(K, M)));
         if (g->bound[i] > 0) {  // zb-auto: its lower bound on the longest rank span, and the gap to it
             cJSON_AddItemToObject(r, "span_lower_bound", exact(g->bound[i]));
-            cJSON_AddItemToObject(r, "gap", exact(s->span / g->bound[i] - 1));
+            cJSON_AddItemToObject(r, "gap", exact(gap_of(g, i)));
         }
         if (g->act && g->act[i]) cJSON_AddItemToObject(r, "peak_activation_bytes", exact_array(g->act[i], K));
         else if (g->act) cJSON_AddNullToObject(r, "peak_activation_bytes");
@@ -427,7 +432,7 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
         if (g->bound[i] > 0)
             printf("# %s K=%d M=%d: longest rank span %g, lower bound %g (its placement's), gap %.2f%%\n",
                    choice_name(SCHED_NAMES, g->kind[i], name, sizeof name), g->k[i], g->m[i], g->sims[i].span,
-                   g->bound[i], 100 * (g->sims[i].span / g->bound[i] - 1));
+                   g->bound[i], 100 * gap_of(g, i));
 }
 
 // Row i drawn as a Gantt chart: its title, its slices, one label as wide as the shortest action

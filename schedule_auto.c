@@ -156,8 +156,8 @@ static int vg_step(VGreedy *g, int s) {
     if (i >= 0) { vg_place(g, s, i, t); return 0; }
     double next = fmin(fmin(room0 ? at[V_F0] : INFINITY, room1 ? at[V_F1] : INFINITY), fmin(at[V_I0], at[V_I1]));
     if (w >= 0 && (!g->pol.w_fits || t + a->w[s] / 2 <= next)) { vg_place(g, s, w, t); return 0; }
-    for (int j = s - 1; j <= s + 1; j += 2)  // the earliest a message not yet known can come
-        if (j >= 0 && j < a->K && g->e[j] >= 0)
+    for (int j = s - 1; j <= s + 1; j += 2)  // the earliest a message not yet known can come (from a rank not done)
+        if (j >= 0 && j < a->K && g->n[j * 6 + V_W0] + g->n[j * 6 + V_W1] < 2 * a->M)
             next = fmin(next, g->e[j] + fmin(a->f[j], fmin(a->b[j], a->w[j])) / 2 + a->comm);
     if (!(next > t) || isinf(next)) return -1;
     g->e[s] = next;

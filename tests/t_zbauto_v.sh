@@ -23,7 +23,7 @@ for m in (16, 24, 32):
     fits = [s for s in ("zb-v", "v-half", "v-min") if not room or held(s) <= 5]
     best = min(r[s]["longest_rank_span"] for s in fits)
     assert a["longest_rank_span"] <= best * (1 + 1e-9), (m, a["longest_rank_span"], best)
-    assert a["gap"] >= 0 and abs(a["longest_rank_span"] / a["span_lower_bound"] - 1 - a["gap"]) < 1e-12, a
+    assert a["gap"] >= 0 and abs(a["longest_rank_span"] / a["span_lower_bound"] - 1 - a["gap"]) < 1e-9, a
     assert not room or held("zb-auto-v") <= 5, held("zb-auto-v")
     print("m=%d gap %.4f" % (m, a["gap"]), end="; ")
 PY
