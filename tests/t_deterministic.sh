@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/t_deterministic.sh: --deterministic's claim (docs/deterministic.md): after the same steps, every
+# tests/t_deterministic.sh: --deterministic's claim (docs/determinism.md): after the same steps, every
 # layout below holds the same weights and Adam moments as the monolith, every tensor, every bit (the
 # checkpoints' tensors compared exactly, as tests/ckpt_tool.py dumps them); bf16 layouts against the
 # bf16 monolith. Without --deterministic two of them differ (so the comparison can fail), and the
