@@ -21,6 +21,7 @@
 #include "planner/price.h"
 #include "axes/zero.h"
 #include "train/options.h"
+#include "train/guard.h"
 
 // ---- parse ----
 
@@ -300,9 +301,9 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
 }
 
 // The loss lives on the head's stage; every rank learns the global batch's (and so decides alike on NaN).
-// The same all-reduce carries how many ranks' last update left a parameter non-finite (note_nonfinite):
+// The same all-reduce carries how many ranks' last update left a parameter non-finite (guard_note_nonfinite):
 // if any, every rank ends with the lowest such rank's message (exit 1); and with --clip-grad each rank's
-// sum of the squares of its gradients (grad_sumsq), whose total is the global norm's square.
+// sum of the squares of its gradients (guard_grad_sumsq), whose total is the global norm's square.
 // --experts: the MoE layers' counters of the step ride on it too (E + 3 more: load, dropped, assigned, aux).
 static void moe_step_local(const Model *model, double *v, int E) {
     for (int k = 0; k < model->n_local; k++) {
@@ -342,82 +343,6 @@ static double step_loss(const Plan *p, const Model *model, const Progress *g, Me
     return m->loss[step];
 }
 
-// --clip-grad: the squares of the gradients this rank holds, every parameter counted once over the
-// world: each local stage's (data parallelism: replica 0's whole copy, or this rank's ZeRO shards;
-// tensor parallelism: the parts its group holds whole counted on the group's rank 0 alone).
-static double grad_sumsq(const Wire *w, Model *model) {
-    int replicated_too = w->comm.tp_rank == 0;
-    double sum = 0;
-    for (int k = 0; k < model->n_local; k++) {
-        Stage *s = &model->local[k];
-        sum += model->n_sync ? gradsync_grad_sumsq(&model->sync[k], replicated_too)
-                             : stage_grad_sumsq(s, s->grads, 0, s->n_params, replicated_too);
-    }
-    return sum;
-}
-
-// --clip-grad NORM: every gradient scaled by NORM / (norm + 1e-6) when that is below 1, as PyTorch's
-// clip_grad_norm_ does (a non-finite norm scales nothing: the update then reports the non-finite values).
-static void clip_gradients(Run *r, int step) {
-    Model *model = &r->model;
-    double coef = r->c->guard.clip_grad / (r->m.grad_norm[step] + 1e-6);
-    r->m.clip_scale[step] = 1;
-    if (!(coef < 1)) return;
-    float a = (float)coef;
-    r->m.clip_scale[step] = a;
-    for (int k = 0; k < model->n_local; k++) {
-        Stage *s = &model->local[k];
-        if (model->n_sync) gradsync_grad_scale(&model->sync[k], a);
-        else s->be->scale(s->grads, a, s->n_params);
-    }
-}
-
-// A diverged run ends (exit 1) instead of saving and reporting garbage: the loss has stayed above
-// --diverge-factor x the run's first loss for DIVERGE_STEPS steps in a row (0 turns the rule off).
-// Every rank knows the global loss, so every rank decides alike.
-#define DIVERGE_STEPS 3
-static void check_divergence(const TrainConfig *c, Progress *g, const Measure *m, int step, double loss) {
-    double f = c->guard.diverge_factor, first = m->loss[g->start];
-    if (f <= 0 || !(first > 0)) return;
-    g->diverged_steps = loss > f * first ? g->diverged_steps + 1 : 0;
-    if (g->diverged_steps >= DIVERGE_STEPS)
-        run_failed("train: the loss diverged: %.4g at step %d, above %g x the first step's %.4g for %d steps in a row: "
-                   "lower --lr "
-                   "(now %g), or change the rule with --diverge-factor (0: off)",
-                   loss, step + 1, f, first, DIVERGE_STEPS, c->lr);
-}
-
-// MICROPP_FAULT kind 'nangrad' (testing): one gradient of the first local stage becomes NaN, as an
-// overflow would leave it; the loss of this step stays finite.
-static void inject_nan_gradient(Model *model) {
-    Stage *s = &model->local[0];
-    float nan = NAN;
-    if (!s->grads) {  // ZeRO-2, 3: this rank's gradient shards
-        s->be->to_device(model->sync[0].zs->gshard + model->sync[0].shard_total / 2, &nan, sizeof nan);
-        return;
-    }
-    if (model->n_sync && model->sync[0].zero == 1) {  // ZeRO-1: where this rank updates (its part of bucket 0)
-        const Bucket *b = &model->sync[0].b[0];
-        s->be->to_device(s->grads + b->off + b->shard_off + b->shard_n / 2, &nan, sizeof nan);
-        return;
-    }
-    s->be->to_device(s->grads + s->n_params / 2, &nan, sizeof nan);
-}
-
-// The updates report the first parameter they left non-finite; remember this rank's first, in words.
-// One process ends at once; ranks learn it in the next step's loss all-reduce (step_loss), or at the end.
-static void note_nonfinite(Run *r, int step, int k, long at) {
-    Progress *g = &r->progress;
-    if (at < 0 || g->bad_update[0]) return;
-    char name[96];
-    stage_tensor_name(&r->model.local[k], (size_t)at, name, sizeof name);
-    snprintf(g->bad_update, sizeof g->bad_update,
-             "train: step %d's update left %s of %s %d not finite (NaN or Inf): the gradients "
-             "overflowed or the data holds non-finite values; lower --lr (now %g) or check the data",
-             step + 1, name, r->p.pipelined ? "stage" : "part", r->model.vs_of[k], r->c->lr);
-    if (!r->p.distributed) run_failed("%s", g->bad_update);
-}
-
 static void step_update(Run *r, int step) {
     const TrainConfig *c = r->c;
     Model *model = &r->model;
@@ -426,12 +351,12 @@ static void step_update(Run *r, int step) {
     float lr = (float)lr_at(c->optim.lr_schedule, c->lr, c->optim.min_lr, c->optim.warmup_steps, step, r->p.steps);
     OptimStep o = {c->optimizer,      lr, (float)c->weight_decay, c->optim.adam_beta1, c->optim.adam_beta2,
                    c->optim.adam_eps, step + 1};
-    if (fault_due(FAULT_NANGRAD, step + 1)) inject_nan_gradient(model);
-    if (c->guard.clip_grad > 0) clip_gradients(r, step);
+    if (fault_due(FAULT_NANGRAD, step + 1)) guard_inject_nan(model);
+    if (c->guard.clip_grad > 0) guard_clip(r, step);
     for (int k = 0; k < model->n_local; k++) {  // data parallelism: the stage's sync steps it (ZeRO-1: its shards)
         long bad =
             model->n_sync ? gradsync_optimizer_step(&model->sync[k], &o) : stage_optimizer_step(&model->local[k], &o);
-        note_nonfinite(r, step, k, bad);
+        guard_note_nonfinite(r, step, k, bad);
     }
     if (model->outer && localsgd_due(model->outer, step, r->p.steps)) localsgd_sync(model->outer);
     r->wire.be->sync();
@@ -634,7 +559,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         r->m.tp_s[step] = r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
         r->m.tp_floats += r->wire.tp.floats - before.floats;
         r->m.tp_calls += r->wire.tp.calls - before.calls;
-        double sumsq = c->guard.clip_grad > 0 ? grad_sumsq(&r->wire, &r->model) : 0;
+        double sumsq = c->guard.clip_grad > 0 ? guard_grad_sumsq(&r->wire, &r->model) : 0;
         double loss = step_loss(p, &r->model, g, &r->m, step, sumsq);
         if (step == 0 && c->verify) {  // (local SGD: ddp's averaged gradients are the monolith's; its own kept)
             float **own = NULL;
@@ -645,7 +570,7 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         if (!isfinite(loss))
             run_failed("train: the loss became %s at step %d: lower --lr (now %g) and check the data",
                        isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
-        check_divergence(c, g, &r->m, step, loss);
+        guard_divergence(c, g, &r->m, step, loss);
         step_update(r, step);
         if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step, observed);
         if (c->gemm.timing) r->m.gemm_s[step] = be->gemm_seconds();

@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
