@@ -642,6 +642,23 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
 }
 
 // --auto: the costs, the device's bytes, the search, the table and the best layout's command.
+// --device-memory as given (0: not given), in the range every form of plan takes (plan --auto and a
+// priced layout took 1 byte or 1e30, which the table refuses; issue 37).
+static double given_device(const PlanCmd *pc) {
+    if (!pc->device_memory[0]) return 0;
+    double device = parse_bytes(pc->device_memory);
+    if (device < 0)
+        user_error("plan: --device-memory '%s' is not a size: write it like 24G, 80GiB or 512M", pc->device_memory);
+    if (device < MIN_DEVICE)
+        user_error("plan: --device-memory '%s' is %.0f byte%s, and a device holds at least 1 MiB: give the unit, like "
+                   "24G or 512M",
+                   pc->device_memory, device, device == 1 ? "" : "s");
+    if (device > MAX_DEVICE)
+        user_error("plan: --device-memory '%s' is more than 1 PiB: give the memory of one device, like 24G or 80G",
+                   pc->device_memory);
+    return device;
+}
+
 static int plan_auto(PlanCmd *pc, const char *shape) {
     TrainConfig *c = &pc->t;
     Profile *pf = xmalloc(sizeof *pf);
@@ -656,10 +673,8 @@ static int plan_auto(PlanCmd *pc, const char *shape) {
         user_error("plan: --machine '%s' is a measured profile: give it as --profile", pc->machine);
     if (cost_fits_model(pf, c, why, sizeof why)) user_error("plan: %s", why);
     int world = (int)pc->world;
-    double device = pc->device_memory[0] ? parse_bytes(pc->device_memory)
+    double device = pc->device_memory[0] ? given_device(pc)
                     : pf->device_memory > 0 ? pf->device_memory : memory_available() / world;
-    if (device <= 0 && pc->device_memory[0])
-        user_error("plan: --device-memory '%s' is not a size: write it like 24G", pc->device_memory);
     if (device <= 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
     Search s;
     auto_search(pf, c, world, device, &s);
@@ -697,8 +712,7 @@ static int plan_price(PlanCmd *pc, int argc, char **argv) {
     if (pc->n_tp > 1) user_error("plan: --tp %s lists several degrees: one layout takes one", pc->tp);
     const char *lists[3] = {pc->dp, pc->zero, pc->schedule};  // (one value each)
     if (price_degrees(c, &pc->seen, (int)pc->world, lists, &d, err, sizeof err)) user_error("plan: %s", err);
-    double device = pc->device_memory[0] ? parse_bytes(pc->device_memory) : 0;
-    if (pc->device_memory[0] && device <= 0) user_error("plan: --device-memory '%s' is not a size", pc->device_memory);
+    double device = given_device(pc);
     for (int i = 1; i + 1 < argc && strcmp(argv[i], "--"); i++)
         for (size_t j = 0; j < sizeof typed / sizeof *typed; j++)
             if (!strcmp(argv[i], typed[j]))
@@ -753,16 +767,7 @@ int cmd_plan(int argc, char **argv) {
     c->ddp.zero = n_z == 1 ? zs[0] : 0;  // one level: the header names it; several: the column does
     c->pipe.partition[0] = 0;  // (the table's rows are even partitions of every K)
     Table t = {0};
-    t.device = pc->device_memory[0] ? parse_bytes(pc->device_memory) : memory_available();
-    if (pc->device_memory[0] && t.device < 0)
-        user_error("plan: --device-memory '%s' is not a size: write it like 24G, 80GiB or 512M", pc->device_memory);
-    if (pc->device_memory[0] && t.device < MIN_DEVICE)
-        user_error("plan: --device-memory '%s' is %.0f byte%s, and a device holds at least 1 MiB: give the unit, like "
-                   "24G or 512M",
-                   pc->device_memory, t.device, t.device == 1 ? "" : "s");
-    if (pc->device_memory[0] && t.device > MAX_DEVICE)
-        user_error("plan: --device-memory '%s' is more than 1 PiB: give the memory of one device, like 24G or 80G",
-                   pc->device_memory);
+    t.device = pc->device_memory[0] ? given_device(pc) : memory_available();
     if (t.device < 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
     fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, zs, n_z, pc->ts, pc->n_tp, &t);
     if (!t.n)

@@ -170,6 +170,33 @@ static int num(Rd *r, const cJSON *o, const char *key, double lo, double *out) {
     *out = v->valuedouble;
     return 0;
 }
+// A time in seconds: a number in [0, 1e6] (a figure past 11 days a step is a damaged file: it priced
+// layouts at inf and still named a best one).
+#define MAX_SECONDS 1e6
+static int secs(Rd *r, const cJSON *o, const char *key, double *out) {
+    char what[160];
+    snprintf(what, sizeof what, "\"%s\" must be a time in seconds, in [0, %g]", key, MAX_SECONDS);
+    if (num(r, o, key, 0, out)) return -1;
+    return *out > MAX_SECONDS ? bad(r, what) : 0;
+}
+// A whole number in [lo, hi] under key (the casts to int took 1e30 for 0 and 1e12 for -2147483648).
+static int whole(Rd *r, const cJSON *o, const char *key, int lo, int hi, int *out) {
+    const cJSON *v = cJSON_GetObjectItem(o, key);
+    char what[160];
+    snprintf(what, sizeof what, "\"%s\" must be a whole number in [%d, %d]", key, lo, hi);
+    double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    if (!(x >= lo && x <= hi) || x != floor(x)) return bad(r, what);
+    *out = (int)v->valuedouble;
+    return 0;
+}
+// The format's version: this micropp reads 1.
+static int version(Rd *r, const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItem(o, key);
+    char what[200];
+    snprintf(what, sizeof what, "\"%s\" is %g, and this micropp reads format 1: write it again with this micropp", key,
+             cJSON_IsNumber(v) ? v->valuedouble : NAN);
+    return cJSON_IsNumber(v) && v->valuedouble == 1 ? 0 : bad(r, what);
+}
 // n numbers of an array into out (n <= COST_GRID), increasing when `rising`; -1 when malformed.
 static int arr(Rd *r, const cJSON *a, const char *key, double *out, int rising) {
     char what[160];
@@ -231,20 +258,20 @@ static int read_comm(Rd *r, const cJSON *o, Profile *pf) {
 }
 
 static int read_profile(Rd *r, const cJSON *o, Profile *pf) {
-    double w, t, h, in, cl;
     pf->calibrated = 1;
     const cJSON *src = cJSON_GetObjectItem(o, "source");
     if (cJSON_IsString(src)) snprintf(pf->source, sizeof pf->source, "%s", src->valuestring);
-    if (num(r, o, "world", 1, &w) || num(r, o, "threads", 1, &t) || num(r, o, "hidden", 1, &h) ||
-        num(r, o, "inputs", 1, &in) || num(r, o, "classes", 2, &cl) || read_layers(r, o, pf) ||
-        num(r, o, "data_s_per_value", 0, &pf->data_s_per_value) || num(r, o, "adam_s_per_param", 0, &pf->adam_s) ||
-        num(r, o, "sgd_s_per_param", 0, &pf->sgd_s) || num(r, o, "step_fixed_s", 0, &pf->step_fixed_s) ||
-        read_comm(r, o, pf))
+    // (the ranges are train's: --hidden, --inputs, --classes, --threads; a world of up to 2^20 ranks)
+    if (version(r, o, "micropp_profile") || whole(r, o, "world", 1, 1 << 20, &pf->world) ||
+        whole(r, o, "threads", 1, 1024, &pf->threads) || whole(r, o, "hidden", 1, 65536, &pf->hidden) ||
+        whole(r, o, "inputs", 1, 1 << 24, &pf->inputs) || whole(r, o, "classes", 2, 65536, &pf->classes) ||
+        read_layers(r, o, pf) || secs(r, o, "data_s_per_value", &pf->data_s_per_value) ||
+        secs(r, o, "adam_s_per_param", &pf->adam_s) || secs(r, o, "sgd_s_per_param", &pf->sgd_s) ||
+        secs(r, o, "step_fixed_s", &pf->step_fixed_s) || read_comm(r, o, pf))
         return -1;
-    pf->world = (int)w; pf->threads = (int)t; pf->hidden = (int)h; pf->inputs = (int)in; pf->classes = (int)cl;
     if (!cJSON_GetObjectItem(o, "label_s_per_value"))  // (older profiles timed the rows and labels together)
         pf->label_s_per_value = pf->data_s_per_value /= 2;
-    else if (num(r, o, "label_s_per_value", 0, &pf->label_s_per_value)) return -1;
+    else if (secs(r, o, "label_s_per_value", &pf->label_s_per_value)) return -1;
     if (pf->world > 1 && !pf->p2p.n) return bad(r, "a profile of several ranks needs \"p2p\"");
     return 0;
 }
@@ -254,13 +281,13 @@ static int read_link(Rd *r, const cJSON *o, const char *key, double *bw, double 
     char what[96];
     snprintf(what, sizeof what, "no \"%s\" object (bandwidth_bytes_per_s, latency_s)", key);
     if (!cJSON_IsObject(l)) return bad(r, what);
-    return num(r, l, "bandwidth_bytes_per_s", 1, bw) || num(r, l, "latency_s", 0, lat) ? -1 : 0;
+    return num(r, l, "bandwidth_bytes_per_s", 1, bw) || secs(r, l, "latency_s", lat) ? -1 : 0;
 }
 
 static int read_machine(Rd *r, const cJSON *o, Profile *pf) {
     const cJSON *name = cJSON_GetObjectItem(o, "name"), *fl = cJSON_GetObjectItem(o, "gemm_flops"),
                 *src = cJSON_GetObjectItem(o, "sources");
-    double dpn;
+    if (version(r, o, "micropp_machine")) return -1;
     if (!cJSON_IsString(name)) return bad(r, "no \"name\" string");
     if (!cJSON_IsArray(src) || cJSON_GetArraySize(src) < 1)
         return bad(r, "no \"sources\": every figure of a machine file names where it comes from");
@@ -272,20 +299,20 @@ static int read_machine(Rd *r, const cJSON *o, Profile *pf) {
             pf->has_precision[p] = 1;
         }
     if (!pf->has_precision[PRECISION_FP32]) return bad(r, "\"gemm_flops\" has no fp32 figure");
-    if (num(r, o, "devices_per_node", 1, &dpn) || num(r, o, "device_memory_bytes", 1, &pf->device_memory) ||
+    if (whole(r, o, "devices_per_node", 1, 1 << 16, &pf->devices_per_node) ||
+        num(r, o, "device_memory_bytes", 1, &pf->device_memory) ||
         num(r, o, "gemm_efficiency", 0.01, &pf->gemm_efficiency) ||
-        num(r, o, "memory_bandwidth_bytes_per_s", 1, &pf->mem_bw) || num(r, o, "kernel_launch_s", 0, &pf->launch_s) ||
-        num(r, o, "collective_overlap", -1, &pf->machine_overlap) || num(r, o, "step_fixed_s", 0, &pf->step_fixed_s) ||
+        num(r, o, "memory_bandwidth_bytes_per_s", 1, &pf->mem_bw) || secs(r, o, "kernel_launch_s", &pf->launch_s) ||
+        num(r, o, "collective_overlap", -1, &pf->machine_overlap) || secs(r, o, "step_fixed_s", &pf->step_fixed_s) ||
         read_link(r, o, "intra_node", &pf->intra_bw, &pf->intra_lat) ||
         read_link(r, o, "inter_node", &pf->inter_bw, &pf->inter_lat))
         return -1;
     // the host's synthetic rows and labels (optional: 0 when a file leaves them out)
-    if ((cJSON_GetObjectItem(o, "data_s_per_value") && num(r, o, "data_s_per_value", 0, &pf->data_s_per_value)) ||
-        (cJSON_GetObjectItem(o, "label_s_per_value") && num(r, o, "label_s_per_value", 0, &pf->label_s_per_value)))
+    if ((cJSON_GetObjectItem(o, "data_s_per_value") && secs(r, o, "data_s_per_value", &pf->data_s_per_value)) ||
+        (cJSON_GetObjectItem(o, "label_s_per_value") && secs(r, o, "label_s_per_value", &pf->label_s_per_value)))
         return -1;
     if (pf->gemm_efficiency > 1 || pf->machine_overlap > 1)
         return bad(r, "\"gemm_efficiency\" and \"collective_overlap\" are shares: at most 1");
-    pf->devices_per_node = (int)dpn;
     return 0;
 }
 

@@ -175,6 +175,13 @@ else fail "planner/predictions as recorded" "$(head -c 600 "$TMP/diff")"; fi
 
 # --- misuse: one line, exit 2 ---
 expect_user_error "planner/--auto needs --world" "--auto lays a run out on --world N" 10 "$MICROPP" plan --auto --profile "$P"
+# --device-memory in the table's range under --auto and a priced layout too (issue 37: 1 byte or 1e30 taken)
+expect_user_error "planner/--auto --device-memory of 1 byte" "--device-memory '1' is 1 byte, and a device holds at least 1 MiB" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --device-memory 1
+expect_user_error "planner/--auto --device-memory 1e30" "--device-memory '1e30' is more than 1 PiB" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --device-memory 1e30
+expect_user_error "planner/a priced layout's --device-memory 1e30" "--device-memory '1e30' is more than 1 PiB" 10 \
+    "$MICROPP" plan --profile "$P" --config configs/pipeline.json --pp 2 --world 2 --device-memory 1e30
 expect_user_error "planner/--auto without costs, a world larger than here" "would measure this machine, which has" \
     10 "$MICROPP" plan --auto --world 100000
 expect_user_error "planner/--profile and --machine" "one of --profile FILE" 10 \

@@ -128,8 +128,8 @@ expect_user_error "bad/--w-memory without zb-auto" "--w-memory is zb-auto's memo
     "$MICROPP" bubble --schedule 1f1b --stages 4 --micro-batches 8 --w-memory 0.5
 expect_user_error "bad/--w-memory 2" "w-memory" 30 \
     "$MICROPP" bubble --schedule zb-auto --stages 4 --micro-batches 8 --w-memory 2
-expect_user_error "bad/--max-inflight 0" "max-inflight" 30 \
-    "$MICROPP" bubble --schedule zb-auto --stages 4 --micro-batches 8 --max-inflight 0
+expect_user_error "bad/--max-inflight -1 (0 is the default, 2 x stages)" "--max-inflight = -1 is out of range: use a value in \[0," 30 \
+    "$MICROPP" bubble --schedule zb-auto --stages 4 --micro-batches 8 --max-inflight -1
 run 30 "$MICROPP" bubble --stages 4 --micro-batches 8 --json
 [ "$RC" -eq 0 ] && ! grep -q zb-auto <<<"$OUT" && pass "bubble/--schedule all leaves zb-auto out (a search, asked by name)" \
     || fail "bubble/all without zb-auto" "rc $RC"

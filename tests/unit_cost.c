@@ -5,6 +5,7 @@
 // hidden, ZeRO-1's reduce-scatter, optimizer shard and all-gather; --tp's slices and all-reduces;
 // ZeRO-2's reduce-scatter per backward, ZeRO-3's gathers around each pass); and the search's ranking,
 // memory rule and axes (tp within a node, ZeRO 0-3). A change to the model that moves a prediction fails here first.
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include "unit.h"
 #include "base/ops.h"
@@ -107,6 +108,42 @@ static void test_machine(void) {
     EXPECT("machine_needs_sources", rc < 0 && strstr(why, "sources") && strstr(why, "m.json"), "%d %s", rc, why);
     rc = cost_parse("{\"x\": 1}", "y.json", &pf, why, sizeof why);
     EXPECT("neither_profile_nor_machine", rc < 0 && strstr(why, "micropp_profile"), "%s", why);
+}
+
+// A written profile with one key changed to value, read back: its error line (empty when read).
+static void reread(const char *key, double value, char *why, size_t n) {
+    Profile pf, back;
+    fixed_profile(&pf);
+    pf.p2p = (Curve){.n = 2, .x = {8, 4096}, .s = {1e-6, 3e-6}};
+    char *text = cost_to_json(&pf);
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    cJSON_ReplaceItemInObject(o, key, cJSON_CreateNumber(value));
+    text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    why[0] = 0;
+    cost_parse(text, "p.json", &back, why, n);
+    free(text);
+}
+
+// Issue 37: a profile's numbers were cast unchecked ("world": 1e30 tried 0 layouts, a hidden of 1e12
+// became -2147483648), huge times priced layouts at inf and named a best one, and no version was read.
+static void test_profile_numbers(void) {
+    char why[512];
+    reread("world", 1e30, why, sizeof why);
+    EXPECT("profile_world_1e30_refused", strstr(why, "\"world\" must be a whole number in [1, 1048576]"), "'%s'", why);
+    reread("hidden", 1e12, why, sizeof why);
+    EXPECT("profile_hidden_1e12_refused", strstr(why, "\"hidden\" must be a whole number in [1, 65536]"), "'%s'", why);
+    reread("hidden", 8.5, why, sizeof why);
+    EXPECT("profile_hidden_fraction_refused", strstr(why, "\"hidden\" must be a whole number"), "'%s'", why);
+    reread("step_fixed_s", 1e300, why, sizeof why);
+    EXPECT("profile_huge_time_refused", strstr(why, "\"step_fixed_s\" must be a time in seconds, in [0, 1e+06]"),
+           "'%s'", why);
+    reread("micropp_profile", 2, why, sizeof why);
+    EXPECT("profile_other_version_refused", strstr(why, "\"micropp_profile\" is 2, and this micropp reads format 1"),
+           "'%s'", why);
+    reread("world", 2, why, sizeof why);
+    EXPECT("profile_reread_ok", !why[0], "'%s'", why);
 }
 
 static void test_roundtrip(void) {
@@ -438,6 +475,7 @@ int main(void) {
     test_curves();
     test_machine();
     test_roundtrip();
+    test_profile_numbers();
     test_predictions();
     test_search();
     test_tp_zero();
