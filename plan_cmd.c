@@ -41,6 +41,8 @@ typedef struct {
     char profile[PATH_LEN];        // --auto: a profile --calibrate wrote ...
     char machine[PATH_LEN];        // ... or a machine file (configs/machines/)
     char out[PATH_LEN];            // --calibrate: where the profile goes
+    char by[PATH_LEN];             // --auto --by family: the best of each family
+    char explain[PATH_LEN];        // --auto --explain A,B: two ranks' parts side by side
     char zero[PATH_LEN];           // ZeRO levels "0,1,2,3" (a column when given)
     char tp[PATH_LEN];             // tensor-parallel degrees "1,2,4" or "all" (a column when several)
     int ts[MAX_LIST], n_tp;        // --tp parsed (1 value: train's tp, no column)
@@ -76,6 +78,10 @@ static const Option extra_options[] = {
     {"machine", 0, OPT_STR, P(machine), 0, 0, 0, "FILE",
      "a machine file's costs instead (configs/machines/h100-node.json), with --auto or for one layout", 0},
     {"top", 0, OPT_INT, P(top), 0, 1, 1 << 20, "N", "--auto: rows of the ranked table shown", 0},
+    {"by", 0, OPT_STR, P(by), 0, 0, 0, "family", "--auto: the best pipeline, ddp, hybrid and tp layouts side by side",
+     0},
+    {"explain", 0, OPT_STR, P(explain), 0, 0, 0, "RANKS",
+     "--auto: two ranks of the table, A,B (e.g. 1,3): their steps split into their parts, and each difference", 0},
     {"calibrate", 0, OPT_BOOL, P(calibrate), 0, 0, 0, 0,
      "under mpiexec: time this model's layers, messages and collectives on this world; write --out", 0},
     {"out", 'o', OPT_STR, P(out), 0, 0, 0, "FILE", "--calibrate: the profile's JSON file", 0},
@@ -83,22 +89,9 @@ static const Option extra_options[] = {
 };
 #undef P
 // The train options that change memory or the bubble; any other typed on the command line is refused.
-static const char *const model_names[] = {"config",
-                                          "layers",
-                                          "hidden",
-                                          "inputs",
-                                          "classes",
-                                          "batch",
-                                          "micro-batches",
-                                          "virtual-stages",
-                                          "precision",
-                                          "optimizer",
-                                          "checkpoint-activations",
-                                          "zero",
-                                          "tp",
-                                          "threads",
-                                          "bucket-mb",
-                                          "json"};
+static const char *const model_names[] = {"config", "layers", "hidden", "inputs", "classes", "batch", "micro-batches",
+                                          "virtual-stages", "precision", "optimizer", "checkpoint-activations",
+                                          "zero", "tp", "threads", "bucket-mb", "json"};
 #define N_MODEL (sizeof model_names / sizeof *model_names)
 
 static Option *all_options;   // train's (for --config) and the extras, in one table
@@ -160,8 +153,6 @@ static void parse_tp(PlanCmd *pc) {
         for (int T = 1; T <= 8; T *= 2) if (c->hidden % T == 0) pc->ts[pc->n_tp++] = T;
     } else pc->n_tp = parse_list("tp", pc->tp, 1, 4096, pc->ts);
     c->grid.tp = pc->ts[0];
-    if (pc->n_tp > 1 && pc->auto_)  // (--calibrate takes none: check_auto)
-        user_error("plan: --tp %s lists several degrees for plan's table: give one with --auto", pc->tp);
 }
 
 // --params: the layers (and, unless --hidden is given, the hidden size) of a model about that big.
@@ -197,12 +188,12 @@ static void shape_from_params(PlanCmd *pc, char *said, size_t n) {
         user_error("plan: --params %s is more than the largest model plan shapes (%d layers x hidden %lld = %.4g "
                    "parameters): give --params %.4g or less",
                    pc->params, MAX_LAYERS, (long long)c->hidden, most, most);
-    c->layers = (int64_t)L;
+    char moved[200] = "";  // --auto: a shape its pipelines divide
+    c->layers = pc->auto_ && pc->world ? auto_layers_divisible((int)L, (int)pc->world, moved, sizeof moved) : (int)L;
     if (!seen_set(&pc->seen, "inputs")) c->inputs = c->hidden;
-    snprintf(said, n, "# --params %s: %lld layers x hidden %lld%s\n", pc->params, (long long)c->layers,
-             (long long)c->hidden,
-             given ? " (--hidden given; layers = N / (hidden^2 + hidden))"
-                   : " (hidden = the power of two nearest sqrt(N/128); layers = N / (hidden^2 + hidden))");
+    snprintf(said, n, "# --params %s: %lld layers x hidden %lld (%slayers = N / (hidden^2 + hidden)%s)\n", pc->params,
+             (long long)c->layers, (long long)c->hidden,
+             given ? "--hidden given; " : "hidden = the power of two nearest sqrt(N/128); ", moved);
 }
 
 // One row of the table: a schedule (or none, K = 1), K stages, D replicas.
@@ -551,14 +542,20 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
 
 // --auto's and --calibrate's rules: what each needs, and the options they replace.
 static void check_auto(const PlanCmd *pc) {
-    static const char *const searched[] = {"pp", "schedule", "dp", "tp", "micro-batches", "virtual-stages",
-                                           "zero", "checkpoint-activations", "precision"};
+    static const char *const searched[] = {"dp", "virtual-stages", "checkpoint-activations", "pp", "schedule", "tp",
+                                           "micro-batches", "zero", "precision"};  // (from "pp": --auto's constraints)
     const char *mode = pc->auto_ ? "--auto" : "--calibrate";
     if (pc->auto_ && pc->calibrate)
         user_error("plan: --calibrate measures a profile and --auto reads one: run them one after the other");
-    for (size_t i = 0; pc->auto_ && i < sizeof searched / sizeof *searched; i++)
+    for (size_t i = 0; pc->auto_ && i < 3; i++)
         if (seen_typed(&pc->seen, searched[i]))
             user_error("plan: --auto searches --%s itself: drop it (or drop --auto to plan that layout)", searched[i]);
+    if (pc->by[0] && (!pc->auto_ || strcmp(pc->by, "family")))
+        user_error("plan: --by '%s': --auto --by family shows the best of each family: give it so", pc->by);
+    int ab[3], n_ab = pc->explain[0] ? parse_int_list(pc->explain, ab, 3) : 0;
+    if (pc->explain[0] && (!pc->auto_ || pc->t.json || n_ab != 2 || ab[0] < 1 || ab[1] < 1))
+        user_error("plan: --explain '%s': --auto --explain A,B (two ranks of its table, e.g. 1,2; no --json) splits "
+                   "their steps", pc->explain);
     for (size_t i = 0; pc->calibrate && i < sizeof searched / sizeof *searched; i++)  // (measured for every one)
         if (seen_typed(&pc->seen, searched[i]))
             user_error("plan: --calibrate measures the costs of every layout, and --auto searches --%s: drop it here",
@@ -614,8 +611,11 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
     const Search *sp = s0;  // (ranked by auto_search)
     int world = (int)pc->world;
     double device = sp->device;
-    char why[64];
-    char b[32];
+    char why[64], b[32];
+    int ab[2] = {0};  // (--explain's ranks: rows that fit)
+    if (pc->explain[0] && parse_int_list(pc->explain, ab, 2) == 2 && (ab[0] > sp->n_fit || ab[1] > sp->n_fit))
+        user_error("plan: --explain %s: the table has %d layouts that fit: give two ranks of 1..%d", pc->explain,
+                   sp->n_fit, sp->n_fit);
     printf("# micropp plan --auto | %lld layers, hidden %lld, inputs %lld, classes %lld = %s parameters | batch %lld "
            "| %d ranks\n",
            (long long)c->layers, (long long)c->hidden, (long long)c->inputs, (long long)c->classes,
@@ -630,15 +630,34 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
            fmt_bytes_binary(device, b, sizeof b), sp->seconds);
     printf("# step: predicted (simulated pipeline + messages + exposed collectives + optimizer); comm: its share "
            "not hidden\n");
-    auto_print(stdout, sp, (int)pc->top);
+    auto_print(stdout, sp, (int)pc->top, pc->by[0] != 0);
     if (sp->n_fit) {
-        char cmd[2 * PATH_LEN + 400];
+        char cmd[2 * PATH_LEN + 400], note[200];
         layout_command(&sp->c[0].l, c, c->config, model_flags, cmd, sizeof cmd);
-        printf("best: %s\n", cmd);
+        printf("best: %s%s\n", cmd, auto_numerics(&sp->c[0].l, c, note, sizeof note));
+        if (pc->explain[0]) price_explain(stdout, sp, ab[0], ab[1]);
     } else if (sp->n) {
         printf("nothing fits in %s per rank: the smallest needs %s\n", fmt_bytes_binary(device, b, sizeof b),
                fmt_bytes_binary(sp->c[0].pr.memory, why, 32));
     }
+}
+
+// What was typed beside --auto, as the search's constraints: --pp, --tp and --zero lists, --schedule's
+// kinds, --micro-batches, --precision.
+static void auto_constraint(const PlanCmd *pc, Constraint *k) {
+    char why[PATH_LEN + 160];
+    int kinds[MAX_LIST], n;
+    memset(k, 0, sizeof *k);
+    const OptionsSeen *t = &pc->seen;  // (typed: a config file's values are the model's, not constraints)
+    if (seen_typed(t, "pp")) k->n_pp = parse_list("pp", pc->stages, 1, MAX_STAGES, k->pp);
+    if (seen_typed(t, "tp")) memcpy(k->tp, pc->ts, sizeof(int) * (size_t)(k->n_tp = pc->n_tp));
+    if (seen_typed(t, "zero")) k->n_zero = parse_list("zero", pc->zero, 0, 3, k->zero);
+    int sched = seen_typed(t, "schedule");
+    if (sched && (n = schedule_parse_list(pc->schedule, kinds, MAX_LIST, why, sizeof why)) < 0)
+        user_error("plan: %s", why);
+    for (int i = 0; sched && i < n; i++) k->schedules |= 1u << kinds[i];
+    if (seen_typed(&pc->seen, "micro-batches")) k->M = (int)pc->t.pipe.micro_batches;
+    if (seen_typed(&pc->seen, "precision")) k->precision = pc->t.precision + 1;
 }
 
 // --auto: the costs, the device's bytes, the search, the table and the best layout's command.
@@ -677,10 +696,14 @@ static int plan_auto(PlanCmd *pc, const char *shape) {
                     : pf->device_memory > 0 ? pf->device_memory : memory_available() / world;
     if (device <= 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
     Search s;
-    auto_search(pf, c, world, device, &s);
+    Constraint k;
+    auto_constraint(pc, &k);
+    auto_search_in(pf, c, world, device, &k, &s);
     if (!s.n)
-        user_error("plan: no layout of %d ranks can run this model (%d tried): give a --batch the replicas divide, or "
-                   "a --world with fewer ranks", world, s.n_tried);
+        user_error("plan: no layout of %d ranks can run this model (%d tried)%s", world, s.n_tried,
+                   memcmp(&k, &(Constraint){0}, sizeof k) ? " within the --pp, --tp, --zero, --schedule, "
+                   "--micro-batches or --precision given: widen them"
+                   : ": give a --batch the replicas divide, or a --world with fewer ranks");
     int model_flags = !c->config[0] || pc->params[0];
     for (size_t i = 1; i < 6; i++) model_flags |= seen_typed(&pc->seen, model_names[i]);  // layers .. batch
     model_flags |= seen_typed(&pc->seen, "optimizer");

@@ -655,7 +655,7 @@ DataTraffic data_price(const TrainConfig *c, const Plan *p, int stage) {
     t.bytes = t.params * 4;
     double bucket = p->data.bucket_mb * 1024 * 1024, layers = (double)p->lo[p->S] / p->K + 1;  // (+1: the head's)
     t.pieces = p->data.sync == SYNC_NAIVE ? 2 * layers : ceil(t.bytes / fmax(bucket, 4));
-    t.zpieces = ceil(t.bytes / fmax(bucket, t.bytes / layers));
+    t.zpieces = ceil(layers / fmax(1, floor(bucket / (t.bytes / layers))));  // (whole layers a bucket)
     t.scatter = zero > 0;
     t.per_backward = zero >= 2;
     t.gather_after = zero == 1 || zero == 2;
@@ -675,8 +675,9 @@ double data_price_optimizer_params(const Plan *p, const DataTraffic *t) {
 
 double data_price_exposed(const DataTraffic *t, double sync_s, double gather_s, double overlap, double window,
                           int backwards) {
-    if (t->per_backward) sync_s *= backwards;
-    return sync_s - overlap * fmin(sync_s, window) + gather_s;
+    double last = sync_s / fmax(t->per_backward ? t->zpieces : t->pieces, 1);  // the last bucket waits for the
+    if (t->per_backward) sync_s *= backwards;                                    // backward's end: never hidden
+    return sync_s - overlap * fmin(sync_s - last, window) + gather_s;
 }
 
 double data_price_gathers(const DataTraffic *t, double all_s, double overlap, double compute) {

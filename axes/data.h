@@ -174,7 +174,7 @@ int data_price_algo(const Plan *p, int shm_measured);
 double data_price_optimizer_params(const Plan *p, const DataTraffic *t);
 // The sync's seconds a rank waits for after its action list: sync_s (its collectives of a step; ZeRO-2, 3:
 // of one backward, times backwards) less the share overlap (0..1) of what hides behind `window` seconds of
-// compute, plus the gather after (gather_s).
+// compute (all but the last bucket, which starts when the backward ends), plus the gather after (gather_s).
 double data_price_exposed(const DataTraffic *t, double sync_s, double gather_s, double overlap, double window,
                           int backwards);
 // ZeRO-3's all-gathers around one pass of `compute` seconds (all_s: all of its pieces): the first bucket

@@ -12,7 +12,9 @@
 #include "planner/auto.h"
 #include "train/plan.h"
 
+#define SHAPE_SLACK 0.05  // --params under --auto: layers moved by at most this share to suit the pipelines
 #define MAX_M_STEPS 4  // micro-batches tried per pipeline: K, 2K, 4K, 8K (and the config's)
+#define REFINED 16     // the fastest layouts the second pass varies (auto_refine)
 
 const char *layout_name(const Layout *l, char *buf, size_t n) {
     const char *mode = l->pp > 1 ? (l->dp > 1 ? "hybrid" : "pp") : (l->dp > 1 ? "ddp" : "monolith");
@@ -25,7 +27,13 @@ const char *layout_name(const Layout *l, char *buf, size_t n) {
     if (l->tp > 1 && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " tp%d", l->tp);
     if (l->zero && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " zero%d", l->zero);
     if (l->ckpt && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " ckpt");
-    if (k < (int)n) snprintf(buf + k, n - (size_t)k, " %s", l->precision == PRECISION_BF16 ? "bf16" : "fp32");
+    if (k < (int)n) k += snprintf(buf + k, n - (size_t)k, " %s", l->precision == PRECISION_BF16 ? "bf16" : "fp32");
+    if (l->pp > 1 && l->partition[0] && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " balanced");
+    if (l->placement && k < (int)n) {  // (the second pass's choices: auto_refine)
+        char p[32];
+        k += snprintf(buf + k, n - (size_t)k, " @%s", choice_name(PLACEMENT_CHOICES, l->placement, p, sizeof p));
+    }
+    if (l->bucket_mb > 0 && k < (int)n) snprintf(buf + k, n - (size_t)k, " bucket %gM", l->bucket_mb);
     return buf;
 }
 
@@ -39,6 +47,14 @@ static void push(Search *s, int *cap, const Candidate *c) {
 }
 
 // One layout: priced, and tried again with checkpointing when a pipeline's does not fit.
+static int listed(const int *v, int n, int x) {
+    if (!n) return 1;
+    for (int i = 0; i < n; i++) if (v[i] == x) return 1;
+    return 0;
+}
+
+static const Constraint *want;  // the search's constraint (auto_search_in), NULL: none
+
 static void try_layout(const Profile *pf, const TrainConfig *c, Layout l, Search *s, int *cap) {
     Candidate k = {.l = l};
     char why[PATH_LEN + 200];
@@ -59,6 +75,7 @@ static void try_layout(const Profile *pf, const TrainConfig *c, Layout l, Search
 static void try_zeros(const Profile *pf, const TrainConfig *c, Layout l, Search *s, int *cap) {
     for (int z = 0; z <= 3; z++) {
         if (z && (l.dp == 1 || (z == 1 && c->optimizer == OPTIM_SGD))) continue;
+        if (want && !listed(want->zero, want->n_zero, z)) continue;
         l.zero = z;
         try_layout(pf, c, l, s, cap);
     }
@@ -67,14 +84,15 @@ static void try_zeros(const Profile *pf, const TrainConfig *c, Layout l, Search 
 static void try_pipeline(const Profile *pf, const TrainConfig *c, Layout l, Search *s, int *cap) {
     long long per_replica = c->batch / l.dp;
     int ms[MAX_M_STEPS + 1], n_m = 0;
-    for (int i = 0; i < MAX_M_STEPS; i++) ms[n_m++] = l.pp << i;
-    if (c->pipe.micro_batches >= 1) ms[n_m++] = (int)c->pipe.micro_batches;
+    for (int i = 0; i < MAX_M_STEPS && !(want && want->M); i++) ms[n_m++] = l.pp << i;
+    if (want && want->M) ms[n_m++] = want->M;
+    else if (c->pipe.micro_batches >= 1) ms[n_m++] = (int)c->pipe.micro_batches;
     for (int a = 0; a < n_m; a++) {
         int M = ms[a], dup = 0;
         for (int b = 0; b < a; b++) dup |= ms[b] == M;
         if (dup || M < 1 || per_replica % M) continue;
         for (int k = 0; k < SCHED_KINDS; k++) {  // the kinds the table marks searched (and their chunks)
-            if (!schedule_kind(k)->searched) continue;
+            if (want && want->schedules ? !(want->schedules >> k & 1) : !schedule_kind(k)->searched) continue;
             l.schedule = k;
             l.M = M;
             l.v = schedule_chunks(k, 2, NULL);
@@ -96,23 +114,69 @@ static int by_step(const void *a, const void *b) {
 static int tp_widths(const Profile *pf, const TrainConfig *c, int world, int *ts) {
     int node = pf->calibrated ? pf->world : pf->devices_per_node, n = 0;
     for (int T = 1; T <= world && T <= node && n < 16; T++)
-        if (world % T == 0 && c->hidden % T == 0) ts[n++] = T;
+        if (world % T == 0 && c->hidden % T == 0 && (!want || listed(want->tp, want->n_tp, T))) ts[n++] = T;
     return n;
 }
 
+// Layout v priced into k when it fits and is faster than k (the refinement kept): 1, else 0.
+static int better(const Profile *pf, const TrainConfig *c, const Layout *v, Search *s, Candidate *k) {
+    Candidate t = {.l = *v};
+    char why[PATH_LEN + 200];
+    s->n_tried++;
+    if (predict_step(pf, c, v, &t.pr, why, sizeof why) || t.pr.memory > s->device || t.pr.step_s >= k->pr.step_s)
+        return 0;
+    t.fits = 1;
+    *k = t;
+    return 1;
+}
+
+// The second pass: what the first leaves at train's defaults, varied on each of the REFINED fastest
+// layouts that fit, one choice after another, each kept where it is faster: the partition balanced by
+// cost (predict_balance), the placement of a hybrid's groups on a machine file's nodes, the bucket size
+// of a data-parallel sync. A refined layout joins the ranking beside the one it came from.
+static void auto_refine(const Profile *pf, const TrainConfig *c, Search *s, int *cap) {
+    static const double bucket_mb[] = {4, 25, 100, 400, 1600};
+    int n = s->n;
+    for (int i = 0, done = 0; i < n && done < REFINED; i++) {
+        if (!s->c[i].fits) continue;
+        done++;
+        Candidate k = s->c[i];
+        Layout v = k.l;
+        int kept = 0;
+        if (v.pp > 1 && !predict_balance(pf, c, &v, v.partition, sizeof v.partition)) kept |= better(pf, c, &v, s, &k);
+        for (int pl = PLACEMENT_STAGES; !pf->calibrated && k.l.pp > 1 && k.l.dp > 1 && pl <= PLACEMENT_REPLICAS; pl++) {
+            v = k.l;
+            v.placement = pl;
+            kept |= better(pf, c, &v, s, &k);
+        }
+        for (size_t b = 0; k.l.dp > 1 && b < sizeof bucket_mb / sizeof *bucket_mb; b++) {
+            v = k.l;
+            v.bucket_mb = bucket_mb[b];
+            kept |= better(pf, c, &v, s, &k);
+        }
+        if (kept) push(s, cap, &k);
+    }
+}
+
 void auto_search(const Profile *pf, const TrainConfig *c, int world, double device, Search *s) {
+    auto_search_in(pf, c, world, device, NULL, s);
+}
+
+void auto_search_in(const Profile *pf, const TrainConfig *c, int world, double device, const Constraint *k,
+                    Search *s) {
     double t0 = now_sec();
+    want = k;
     int cap = 0, ts[16], n_t = tp_widths(pf, c, world, ts);
     memset(s, 0, sizeof *s);
     s->device = device;
     for (int it = 0; it < n_t; it++) {
         int T = ts[it], groups = world / T;
         for (int pp = 1; pp <= groups && pp <= MAX_STAGES && pp <= c->layers; pp++) {
-            if (groups % pp) continue;
+            if (groups % pp || (want && !listed(want->pp, want->n_pp, pp))) continue;
             int dp = groups / pp;
             if (c->batch % dp) continue;
             for (int prec = 0; prec < COST_PRECISIONS; prec++) {
-                if (!pf->has_precision[prec]) continue;
+                if (!pf->has_precision[prec] || (want && want->precision && want->precision != prec + 1)) continue;
                 Layout l = {.pp = pp, .dp = dp, .tp = T, .v = 1, .M = 1, .precision = prec, .schedule = SCHED_1F1B};
                 if (pp == 1) try_zeros(pf, c, l, s, &cap);
                 else try_pipeline(pf, c, l, s, &cap);
@@ -120,8 +184,27 @@ void auto_search(const Profile *pf, const TrainConfig *c, int world, double devi
         }
     }
     qsort(s->c, (size_t)s->n, sizeof(Candidate), by_step);
+    auto_refine(pf, c, s, &cap);
+    qsort(s->c, (size_t)s->n, sizeof(Candidate), by_step);
     for (int i = 0; i < s->n; i++) s->n_fit += s->c[i].fits;
     s->seconds = now_sec() - t0;
+    want = NULL;
+}
+
+int auto_layers_divisible(int layers, int world, char *said, size_t n) {
+    int best = 1, most = layers < MAX_STAGES ? layers : MAX_STAGES;
+    said[0] = 0;
+    for (int d = 2; d <= world && d <= most; d++) {  // (the pipeline degrees of this world: its divisors)
+        if (world % d) continue;
+        int L = (int)lround((double)layers / d) * d;
+        if (L >= d && abs(L - layers) <= SHAPE_SLACK * layers) best = d;
+    }
+    int L = (int)lround((double)layers / best) * best;
+    if (L != layers)
+        snprintf(said, n, "; rounded from %d to %d layers, a multiple of %d that the pipelines of this world divide: "
+                 "%.1f%% %s parameters", layers, L, best, 100.0 * abs(L - layers) / layers,
+                 L < layers ? "fewer" : "more");
+    return L;
 }
 
 void auto_free(Search *s) { free(s->c); memset(s, 0, sizeof *s); }
@@ -132,17 +215,28 @@ static const char *gib(double b, char *buf, size_t n) {
     return buf;
 }
 
-void auto_print(FILE *f, const Search *s, int top) {
+const char *auto_family(const Layout *l) {
+    if (l->pp > 1) return l->dp > 1 ? "hybrid" : "pipeline";
+    return l->dp > 1 ? "ddp" : l->tp > 1 ? "tp" : "monolith";
+}
+
+void auto_print(FILE *f, const Search *s, int top, int by_family) {
     char name[96], mem[32];
-    fprintf(f, "%4s  %-36s %5s %5s %3s %10s %10s %12s %7s %6s\n", "rank", "layout", "pp", "dp", "tp", "step(ms)",
-            "samples/s", "mem/rank", "bubble", "comm");
+    const char *seen[8];
+    int n_seen = 0;
+    fprintf(f, "%4s  %-36s %5s %5s %3s %10s %10s %12s %7s %6s %6s\n", "rank", "layout", "pp", "dp", "tp", "step(ms)",
+            "samples/s", "mem/rank", "bubble", "comm", "MFU");
     int shown = 0;
     for (int i = 0; i < s->n && shown < top; i++) {
         const Candidate *k = &s->c[i];
         if (!k->fits && s->n_fit) break;
-        fprintf(f, "%4d  %-36s %5d %5d %3d %10.2f %10.1f %12s %7.3f %5.0f%%%s\n", i + 1,
+        int dup = 0;  // (--by family: the first of each)
+        for (int j = 0; by_family && j < n_seen; j++) dup |= !strcmp(seen[j], auto_family(&k->l));
+        if (dup) continue;
+        if (by_family && n_seen < 8) seen[n_seen++] = auto_family(&k->l);
+        fprintf(f, "%4d  %-36s %5d %5d %3d %10.2f %10.1f %12s %7.3f %5.0f%% %5.1f%%%s\n", i + 1,
                 layout_name(&k->l, name, sizeof name), k->l.pp, k->l.dp, k->l.tp, k->pr.step_s * 1e3, k->pr.samples_s,
-                gib(k->pr.memory, mem, sizeof mem), k->pr.bubble, 100 * k->pr.comm_s / k->pr.step_s,
+                gib(k->pr.memory, mem, sizeof mem), k->pr.bubble, 100 * k->pr.comm_s / k->pr.step_s, 100 * k->pr.mfu,
                 k->fits ? "" : "  (does not fit)");
         shown++;
     }
@@ -197,6 +291,16 @@ int auto_pick(TrainConfig *c, const OptionsSeen *seen, int world, double device,
     return rc;
 }
 
+const char *auto_numerics(const Layout *l, const TrainConfig *c, char *out, size_t n) {
+    out[0] = 0;
+    if (l->precision == c->precision) return out;
+    char a[16], b[16];
+    snprintf(out, n, "  # %s changes the numerics from the model's %s: --precision %s keeps them",
+             choice_name(PRECISION_CHOICES, l->precision, a, sizeof a),
+             choice_name(PRECISION_CHOICES, c->precision, b, sizeof b), b);
+    return out;
+}
+
 struct cJSON *auto_row_json(const Candidate *k, const char *command) {
     cJSON *r = cJSON_CreateObject();
     char name[96], sched[32];
@@ -215,6 +319,8 @@ struct cJSON *auto_row_json(const Candidate *k, const char *command) {
     cJSON_AddNumberToObject(r, "memory_bytes", k->pr.memory);
     cJSON_AddNumberToObject(r, "bubble", k->pr.bubble);
     cJSON_AddNumberToObject(r, "comm_share", k->pr.comm_s / k->pr.step_s);
+    cJSON_AddNumberToObject(r, "mfu", k->pr.mfu);
+    cJSON_AddStringToObject(r, "family", auto_family(&k->l));
     cJSON_AddBoolToObject(r, "fits", k->fits);
     cJSON_AddStringToObject(r, "command", command);
     return r;

@@ -19,13 +19,34 @@ typedef struct {
     double seconds;  // the search's own time
 } Search;
 
+// What the user gave beside --auto, each narrowing the search to its values (0 of them: any).
+#define AUTO_LIST 64
+typedef struct {
+    int pp[AUTO_LIST], n_pp;  // stages
+    int tp[AUTO_LIST], n_tp;  // tensor-parallel widths
+    int zero[4], n_zero;      // ZeRO levels
+    int M;                    // micro-batches of a pipeline (0: any)
+    int precision;            // PRECISION_* + 1 (0: any)
+    unsigned schedules;       // bit k: schedule kind k (0: the kinds the table marks searched)
+} Constraint;
 // Every layout of `world` ranks for the model c on the profile; device: the bytes of one rank.
 void auto_search(const Profile *pf, const TrainConfig *c, int world, double device, Search *out);
+// The same within what k allows (NULL: everything).
+void auto_search_in(const Profile *pf, const TrainConfig *c, int world, double device, const Constraint *k,
+                    Search *out);
 void auto_free(Search *s);
+// --params under --auto: `layers` moved (by at most 5% of them) to the nearest multiple of the largest
+// pipeline degree of `world` (a divisor of it) that allows it, so that the pipelines divide the shape;
+// said: what moved, in words ("" when nothing did).
+int auto_layers_divisible(int layers, int world, char *said, size_t n);
 // One layout in words: "hybrid zb-h1 M=8 tp2 zero1 ckpt bf16".
 const char *layout_name(const Layout *l, char *buf, size_t n);
-// The ranked table: the first `top` fitting rows (and the best that does not fit, when none does).
-void auto_print(FILE *f, const Search *s, int top);
+// The ranked table: the first `top` fitting rows (and the best that does not fit, when none does);
+// by_family: only the first of each family (auto_family), with its rank.
+void auto_print(FILE *f, const Search *s, int top, int by_family);
+// A layout's family: "pipeline" (stages, one replica), "ddp" (replicas), "hybrid" (both), "tp" (one
+// tensor-parallel group alone), "monolith".
+const char *auto_family(const Layout *l);
 // train --auto: the rules (--profile given, none of the options the search chooses typed), the
 // profile read, the search for `world` ranks of `device` bytes each, and the best layout's options applied
 // to c (layout_apply; its degrees are layout_degrees(&best->l)). 0 with *best filled, or -1 with one line
@@ -35,5 +56,8 @@ int auto_pick(TrainConfig *c, const OptionsSeen *seen, int world, double device,
 // The search as JSON (`plan --auto --json`): every layout that can run, ranked, with its command.
 struct cJSON;
 struct cJSON *auto_json(const Search *s, const TrainConfig *c, const char *config, int model_flags);
+// What the pick changes in the numerics of the model as configured: "" or "  # bf16 changes the numerics
+// from the model's fp32: --precision fp32 keeps them" (a shell comment after the best's command).
+const char *auto_numerics(const Layout *l, const TrainConfig *c, char *out, size_t n);
 // One row of it: the layout, its prediction and memory, and the command that runs it.
 struct cJSON *auto_row_json(const Candidate *k, const char *command);

@@ -10,6 +10,7 @@
 #include "base/config.h"
 #include "comms.h"  // ALLREDUCE_ALGOS: the collectives' algorithms, rows of comm_algos
 
+#define LAYOUT_PARTITION 200  // a balanced --partition's text ("17,16,16,15")
 // A layout: one point of `plan --auto`'s search, every axis a training run is laid out by.
 typedef struct {
     int pp, dp, tp;       // pipeline stages, data-parallel replicas, tensor-parallel width: world = pp x dp x tp
@@ -17,6 +18,10 @@ typedef struct {
     int schedule, v, M;   // pp > 1: the schedule (SCHED_*), chunks per rank, micro-batches per replica
     int ckpt;             // activation checkpointing (pipelines)
     int precision;        // PRECISION_*
+    // what the search's second pass varies on its leaders (auto_search): 0 or "" = train's default
+    int placement;        // PLACEMENT_* (--placement)
+    double bucket_mb;     // --bucket-mb
+    char partition[LAYOUT_PARTITION];  // --partition: layers per (virtual) stage, balanced by cost
 } Layout;
 
 enum { PASS_F, PASS_B, PASS_I, PASS_W, PASSES };                 // a layer's passes

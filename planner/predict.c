@@ -32,8 +32,10 @@ void layout_apply(const Layout *l, TrainConfig *c, Degrees *d) {
     c->precision = l->precision;
     c->ddp.zero = d->zero;
     c->grad_accum = 1;
-    c->pipe.partition[0] = 0;
+    snprintf(c->pipe.partition, sizeof c->pipe.partition, "%s", l->pp > 1 ? l->partition : "");
     c->pipe.schedule_file[0] = 0;
+    if (l->placement) c->ddp.placement = l->placement;
+    if (l->bucket_mb > 0) c->ddp.bucket_mb = l->bucket_mb;
 }
 
 static void add(char *out, size_t n, const char *fmt, long long v) {
@@ -71,6 +73,11 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
     if (l->dp > 1 && l->zero) add(out, n, " --zero %lld", l->zero);
     snprintf(out + strlen(out), n - strlen(out), " --precision %s",
              choice_name(PRECISION_CHOICES, l->precision, name, sizeof name));
+    if (l->pp > 1 && l->partition[0]) snprintf(out + strlen(out), n - strlen(out), " --partition %s", l->partition);
+    if (l->placement)
+        snprintf(out + strlen(out), n - strlen(out), " --placement %s",
+                 choice_name(PLACEMENT_CHOICES, l->placement, name, sizeof name));
+    if (l->bucket_mb > 0) snprintf(out + strlen(out), n - strlen(out), " --bucket-mb %g", l->bucket_mb);
 }
 
 // One virtual stage's passes at `rows` rows: F (with the first stage's input rows, the head's labels), I, W, and the
@@ -295,6 +302,88 @@ static int predict_pipeline(const Profile *pf, const TrainConfig *c, const Plan 
     return rc;
 }
 
+// One layer's forward and backward at the plan's rows (its tensor-parallel slice, the recompute with
+// checkpointing, the input rows the first layer's stage makes): what predict_balance weighs layers by.
+static double layer_weight(const Profile *pf, const TrainConfig *c, const Plan *p, int g) {
+    double H = (double)c->hidden, in = g == 0 ? (double)p->inputs : H, rows = p->rows, T = p->T;
+    int kind = g == 0 ? LAYER_FIRST : LAYER_MID, prec = c->precision;
+    double r = pf->calibrated ? rows / T : rows, out = pf->calibrated ? H : H / T;
+    double f = cost_layer(pf, kind, PASS_F, prec, r, in, out), b = cost_layer(pf, kind, PASS_B, prec, r, in, out);
+    return f * (p->pipe.ckpt ? 2 : 1) + b + (g == 0 ? pf->data_s_per_value * rows * in : 0);
+}
+
+// Layers cut greedily into S contiguous parts of at most `most` seconds each, from the last stage back
+// (a pipeline's later stages stash fewer micro-batches: they take the extra layers), every part one layer
+// or more, the last carrying `head` too; 0 with the counts in part, or -1 when they do not fit.
+static int pack(const double *w, int L, int S, double head, double most, int *part) {
+    int g = L - 1;
+    for (int s = S - 1; s >= 0; s--) {
+        double acc = w[g--] + (s == S - 1 ? head : 0);
+        part[s] = 1;
+        while (g >= 0 && (s == 0 || (g + 1 > s && acc + w[g] <= most))) acc += w[g--], part[s]++;
+        if (acc > most * (1 + 1e-12)) return -1;
+    }
+    return 0;
+}
+
+// The least bottleneck a contiguous cut reaches (bisected), the last stage given the most layers that
+// keep it; then the same for the stages before it over the layers left, so the others share them evenly.
+static int balance(const double *w, int L, int S, double head, int *part) {
+    for (; S > 0; S--, head = 0) {
+        double lo = 0, hi = head;
+        for (int g = 0; g < L; g++) hi += w[g], lo = fmax(lo, w[g]);
+        for (int it = 0; it < 60; it++) {
+            double mid = 0.5 * (lo + hi);
+            if (pack(w, L, S, head, mid, part)) lo = mid; else hi = mid;
+        }
+        if (pack(w, L, S, head, hi, part)) return -1;
+        L -= part[S - 1];
+    }
+    return 0;
+}
+
+int predict_balance(const Profile *pf, const TrainConfig *c0, const Layout *l, char *out, size_t n) {
+    TrainConfig c = *c0;
+    Degrees d;
+    Layout even = *l;
+    even.partition[0] = 0;
+    layout_apply(&even, &c, &d);
+    Plan *p = xmalloc(sizeof *p);
+    char why[PATH_LEN + 200];
+    int rc = d.pp > 1 ? plan_layout(&c, &d, p, why, sizeof why) : -1, L = (int)c.layers, changed = 0;
+    if (!rc && p->V > 1) rc = -1;  // (a rank's chunks sit apart in the pipeline: balanced per stage only)
+    int S = rc ? 0 : p->S;
+    double *w = rc ? NULL : xcalloc((size_t)L, sizeof(double));
+    int *part = rc ? NULL : xcalloc((size_t)S, sizeof(int));
+    if (!rc) {
+        double H = (double)c.hidden, C = (double)c.classes;
+        double head = cost_layer(pf, LAYER_HEAD, PASS_F, c.precision, p->rows, H, C) +
+                      cost_layer(pf, LAYER_HEAD, PASS_B, c.precision, p->rows, H, C) +
+                      pf->label_s_per_value * p->rows * p->inputs;  // (the head makes the labels)
+        for (int g = 0; g < L; g++) w[g] = layer_weight(pf, &c, p, g);
+        rc = balance(w, L, S, head, part);
+    }
+    size_t k = 0;
+    out[0] = 0;
+    for (int s = 0; !rc && s < S && k < n; s++) {
+        changed |= part[s] != p->lo[s + 1] - p->lo[s];
+        k += (size_t)snprintf(out + k, n - k, "%s%d", s ? "," : "", part[s]);
+    }
+    if (rc || !changed || k >= n) out[0] = 0, rc = -1;
+    free(w);
+    free(part);
+    free(p);
+    return rc;
+}
+
+double predict_peak(const Profile *pf, int precision) {
+    if (!pf->calibrated) return pf->flops[precision];
+    const Curve *f = &pf->layer[precision][LAYER_MID][PASS_F];
+    double H = pf->hidden, best = 0;
+    for (int i = 0; i < f->n; i++) if (f->s[i] > 0) best = fmax(best, 2 * f->x[i] * H * H / f->s[i]);
+    return best;
+}
+
 // The group size a calibration lacks a collective of: the tensor-parallel group's, else the replicas'.
 static int missing_group(const Profile *pf, const Degrees *d) {
     int T = d->tp;
@@ -334,8 +423,12 @@ int predict_config(const Profile *pf, const TrainConfig *c0, const Degrees *d0, 
         snprintf(why, n, "the profile '%s' has no collectives of %d ranks: calibrate on a world of %d or more "
                  "(mpiexec -n %d micropp plan --calibrate)", pf->file, missing_group(pf, &d), degrees_world(&d),
                  degrees_world(&d));
-    else if (rc == 0)
+    else if (rc == 0) {
+        double P = (double)model_param_count((int)c.layers, p->inputs, (int)c.hidden, (int)c.classes),
+               peak = predict_peak(pf, c.precision);
         out->samples_s = (double)c.batch / out->step_s;
+        out->mfu = peak > 0 ? 6 * P * (double)c.batch / (out->step_s * degrees_world(&d) * peak) : 0;
+    }
     free(p);
     return rc;
 }

@@ -19,6 +19,8 @@ typedef struct {
     double bubble;             // the schedule's idle share with the profile's costs, messages free
     double memory;             // bytes of the rank that needs most (memory_rank)
     int worst_stage;           // ... its stage
+    double mfu;                // model FLOPs utilisation: 6 x parameters x the batch's rows (a forward's 2 and a
+                               // backward's 4, recompute not counted) over step x ranks x predict_peak
 } Prediction;
 
 // The layout's degrees (pp, dp, tp, zero), and its options on a copy of c besides them: schedule,
@@ -41,3 +43,11 @@ int predict_step(const Profile *pf, const TrainConfig *c, const Layout *l, Predi
 // the degrees d and every option of c as given (schedule, virtual stages, micro-batches, checkpointing,
 // precision, ZeRO, --partition, --placement, --bucket-mb, --allreduce); as predict_step.
 int predict_config(const Profile *pf, const TrainConfig *c, const Degrees *d, Prediction *out, char *why, size_t n);
+// A partition of l's layers over its stages balanced by cost: each layer's forward and backward
+// at its micro-batch's rows (the first stage's input rows, the head and its labels on the last), cut so
+// that the costliest stage costs least, the later stages filled first. 0 with "15,16,16,17" in out, or -1
+// when l has no pipeline, holds several chunks a rank, or the balanced cut is the even one.
+int predict_balance(const Profile *pf, const TrainConfig *c, const Layout *l, char *out, size_t n);
+// One rank's peak FLOP/s at a precision: a machine file's datasheet gemm rate; a profile's fastest measured
+// hidden layer (a forward at the rows it ran fastest), this machine's gemm peak with its ranks busy at once.
+double predict_peak(const Profile *pf, int precision);

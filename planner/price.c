@@ -81,6 +81,30 @@ static void print_parts(const Candidate *k, double device) {
            fmt_bytes_binary(device, b, sizeof b));
 }
 
+// The parts of a predicted step, in ms: compute (of it data, optimizer), idle, messages, collectives, fixed.
+#define PARTS 7
+static void parts_ms(const Prediction *p, double *v) {
+    double idle = p->step_s - p->compute_s - p->msgs_s - p->coll_s - p->fixed_s;
+    const double s[PARTS] = {p->compute_s, p->data_s, p->opt_s, idle > 0 ? idle : 0, p->msgs_s, p->coll_s, p->fixed_s};
+    for (int i = 0; i < PARTS; i++) v[i] = s[i] * 1e3;
+}
+
+void price_explain(FILE *f, const Search *s, int a, int b) {
+    static const char *const name[PARTS] = {"compute", "  of it data", "  of it optimizer", "idle (bubble, waits)",
+                                             "messages", "collectives", "fixed"};
+    const Candidate *x = &s->c[a - 1], *y = &s->c[b - 1];
+    double u[PARTS], v[PARTS];
+    char n1[96], n2[96];
+    parts_ms(&x->pr, u);
+    parts_ms(&y->pr, v);
+    fprintf(f, "explain: rank %d (%s) against rank %d (%s), ms a step:\n", a, layout_name(&x->l, n1, sizeof n1), b,
+            layout_name(&y->l, n2, sizeof n2));
+    fprintf(f, "%-22s %10s %10s %10s\n", "part", "rank A", "rank B", "B - A");
+    for (int i = 0; i < PARTS; i++) fprintf(f, "%-22s %10.2f %10.2f %+10.2f\n", name[i], u[i], v[i], v[i] - u[i]);
+    fprintf(f, "%-22s %10.2f %10.2f %+10.2f\n", "step", x->pr.step_s * 1e3, y->pr.step_s * 1e3,
+            (y->pr.step_s - x->pr.step_s) * 1e3);
+}
+
 static cJSON *parts_json(const Candidate *k, double device, const char *command) {
     cJSON *o = auto_row_json(k, command), *parts = cJSON_AddObjectToObject(o, "parts_ms");
     const Prediction *p = &k->pr;
@@ -118,7 +142,7 @@ int price_plan(const TrainConfig *c, const Degrees *d, const PriceAsk *ask, char
            (long long)c->layers, (long long)c->hidden, (long long)(c->inputs ? c->inputs : c->hidden),
            (long long)c->classes, (long long)c->batch, ask->world);
     printf("# costs: %s\n", source);
-    auto_print(stdout, &s, 1);
+    auto_print(stdout, &s, 1, 0);
     print_parts(&k, device);
     printf("run: %s\n", cmd);
     return 0;

@@ -30,3 +30,7 @@ typedef struct {
 // The layout of c and d priced and printed (c->json: as JSON): the header, auto_print's row, its parts,
 // whether it fits, and the command that runs it. 0, or -1 with one line in err.
 int price_plan(const TrainConfig *c, const Degrees *d, const PriceAsk *ask, char *err, size_t n);
+// `plan --auto --explain A,B`: ranks A and B of the ranked search (1-based, each a row of it) side by side,
+// their steps split into the parts (compute, of it data and optimizer; idle; messages; collectives; fixed)
+// and the difference of each.
+void price_explain(FILE *f, const Search *s, int a, int b);

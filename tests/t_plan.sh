@@ -126,8 +126,6 @@ run 60 "$MICROPP" plan --params 10B --device-memory 24G --stages 8 --schedule 1f
 if [ "$RC" -ne 0 ] || ! printf '%s' "$OUT" | grep -q '^# left out: 1f1b K=8 dp=1 tp=3: --hidden 8192 is not divisible by --tp 3'; then fail "plan/--tp 1,3" "rc $RC: $OUT"
 else pass "plan/--tp 1,3: T = 3 left out with the reason"; fi
 expect_user_error "plan/--tp lists a T twice" "--tp '2,2' lists 2 twice" 10 "$MICROPP" plan --params 10B --tp 2,2
-expect_user_error "plan/--tp list with --auto" "--tp 1,2 lists several degrees for plan's table" 10 \
-    "$MICROPP" plan --auto --world 2 --machine configs/machines/h100-node.json --params 1B --tp 1,2
 
 # --- advice plan would refuse is never given: the stages it names fit the model's layers (and 4096) ---
 for dev in 16M 1G 24G; do

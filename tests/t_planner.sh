@@ -121,6 +121,60 @@ parted=$("$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json -
 if python3 -c "import sys; a, b, c, d = map(float, sys.argv[1:]); assert b > a and d > c" $placed $parted 2>/dev/null
 then pass "planner/placement and partition priced"
 else fail "planner/placement and partition priced" "70B replicas/stages: '$placed' s; even/10,6: '$parted' s"; fi
+# --- the search, widened: --params takes a shape the pipelines divide (and says so); the second pass
+# balances a pipeline's partition by cost, and tries placements and bucket sizes on the leaders, each kept
+# where it is faster, and a refined row is priced alone as --auto priced it ---
+run 60 "$MICROPP" plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B --batch 1048576 --top 3
+if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -q "^# --params 70B: 64 layers x hidden 32768 (.*; rounded from 65 to 64 \
+layers, a multiple of 64 that the pipelines of this world divide: 1.5% fewer parameters)$" &&
+    printf '%s' "$OUT" | grep -q "^# micropp plan --auto | 64 layers, hidden 32768"
+then pass "planner/--params under --auto: a shape the pipelines divide"
+else fail "planner/--params under --auto: a shape the pipelines divide" "exit $RC: $(printf '%s' "$OUT$ERR" | head -3)"; fi
+W65="--world 64 --machine configs/machines/h100-node.json --layers 65 --hidden 32768 --batch 65536"
+# shellcheck disable=SC2086
+"$MICROPP" plan --auto $W65 --json > "$TMP/w65.json" 2>/dev/null
+why=$(python3 - "$TMP/w65.json" <<'PY'
+import json, sys
+try: L = json.load(open(sys.argv[1]))["layouts"]
+except Exception as e: print("no JSON: %s" % e); sys.exit()
+by = {r["layout"]: r for r in L}
+bal = [r for r in L if r["layout"].endswith(" balanced") and " --partition " in r["command"]]
+if not bal: print("no balanced row"); sys.exit()
+b = bal[0]; even = by.get(b["layout"][:-len(" balanced")])
+part = [int(x) for x in b["command"].split(" --partition ")[1].split()[0].split(",")]
+if not even or not b["step_s"] < even["step_s"]: print("balanced %s not faster than even %s" % (b, even))
+elif sum(part) != 65 or len(part) != b["pp"] or part[-1] >= part[0]: print("partition %s" % part)
+print("OK", b["step_s"], b["command"].split(" --optimizer adam ")[1])
+PY
+)
+# the 7B search's first row with a --bucket-mb of the second pass, beside the same layout at train's default
+buck=$(python3 - "$TMP/a64.json" <<'PY'
+import json, sys
+L = json.load(open(sys.argv[1]))["layouts"]
+by = {r["layout"]: r for r in L}
+b = next((r for r in L if " --bucket-mb " in r["command"]), None)
+if not b: print("no bucket row"); sys.exit()
+d = by.get(b["layout"].rsplit(" bucket ", 1)[0])
+if not d or not b["step_s"] < d["step_s"]: print("bucket row %s not faster than %s" % (b["layout"], d)); sys.exit()
+print("OK", b["step_s"], b["command"].split(" --optimizer adam ")[1])
+PY
+)
+case $why$buck in
+OK*OK*)
+    read -r _ want flags <<<"$why"
+    read -r _ want7 flags7 <<<"$buck"
+    # shellcheck disable=SC2086
+    got=$("$MICROPP" plan $W65 $flags --json 2>&1 | json_get_text '["step_s"]')
+    # shellcheck disable=SC2086
+    got7=$("$MICROPP" plan --world 64 --machine configs/machines/h100-node.json --params 7B --batch 65536 $flags7 \
+        --json 2>&1 | json_get_text '["step_s"]')
+    if python3 -c "import sys; a, b, c, d = map(float, sys.argv[1:]); assert abs(a / b - 1) < 1e-9 and abs(c / d - 1) < 1e-9" \
+        "$got" "$want" "$got7" "$want7" 2>/dev/null
+    then pass "planner/second pass: a balanced partition and a bucket size, each faster, priced alone alike"
+    else fail "planner/second pass: a balanced partition and a bucket size, each faster, priced alone alike" \
+        "$flags: --auto $want, alone '$got'; $flags7: --auto $want7, alone '$got7'"; fi ;;
+*) fail "planner/second pass: a balanced partition and a bucket size, each faster, priced alone alike" "$why $buck" ;;
+esac
 run 60 "$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --dp 2 --zero 1 --bucket-mb 4
 if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qE "^parts \(ms\): compute [0-9.]+ \(of it data [0-9.]+, optimizer" &&
     printf '%s' "$OUT" | grep -q "^run: mpiexec -n 2 ./micropp train --config configs/medium.json --mode ddp .* --bucket-mb 4$"
@@ -192,10 +246,80 @@ expect_user_error "planner/--machine given a profile" "is a measured profile: gi
     "$MICROPP" plan --auto --world 2 --machine "$P" --config configs/pipeline.json
 expect_user_error "planner/profile of other widths" "measured layers of hidden 1024.*--calibrate" 10 \
     "$MICROPP" plan --auto --world 2 --profile "$P" --hidden 512
-expect_user_error "planner/--auto with --stages" "--auto searches --pp itself" 10 \
-    "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --stages 2
-expect_user_error "planner/--auto with --tp" "--auto searches --tp itself" 10 \
-    "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --tp 2
+expect_user_error "planner/--auto with --dp" "--auto searches --dp itself" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --dp 2
+expect_user_error "planner/--auto with --virtual-stages" "--auto searches --virtual-stages itself" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --virtual-stages 2
+expect_user_error "planner/--auto constrained to nothing" "no layout of 2 ranks can run this model [(][0-9]+ tried[)] within the \
+--pp, --tp, --zero, --schedule, --micro-batches or --precision given: widen them" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --pp 2 --zero 1
+expect_user_error "planner/--by without --auto" "--by 'family': --auto --by family" 10 \
+    "$MICROPP" plan --config configs/pipeline.json --by family
+expect_user_error "planner/--by other" "--by 'rank': --auto --by family" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --by rank
+# --- constraints, not all or nothing: what is typed beside --auto narrows the search to it; a pick that
+# changes the numerics says so after its command; --by family; the predicted MFU of every row ---
+A4="--world 4 --profile configs/profiles/cpu-4ranks.json --config configs/medium.json --device-memory 8G"
+# shellcheck disable=SC2086
+"$MICROPP" plan --auto $A4 --pp 2 --tp 1,2 --schedule 1f1b,gpipe --zero 0,1 --micro-batches 8 --precision fp32 \
+    --json > "$TMP/c4.json" 2>/dev/null
+# shellcheck disable=SC2086
+"$MICROPP" plan --auto $A4 --json > "$TMP/u4.json" 2>/dev/null
+why=$(python3 - "$TMP/c4.json" "$TMP/u4.json" <<'PY'
+import json, sys
+try: C, U = (json.load(open(f))["layouts"] for f in sys.argv[1:])
+except Exception as e: print("no JSON: %s" % e); sys.exit()
+bad = [r["layout"] for r in C if r["pp"] != 2 or r["tp"] not in (1, 2) or r["schedule"] not in ("1f1b", "gpipe")
+       or r["zero"] not in (0, 1) or r["micro_batches"] != 8 or r["precision"] != "fp32"]
+if bad or not C: print("outside the constraints: %s (%d rows)" % (bad[:3], len(C)))
+# every constrained row is a row of the whole search, priced alike
+by = {r["command"]: r["step_s"] for r in U}
+miss = [r["layout"] for r in C if r["command"] in by and abs(by[r["command"]] / r["step_s"] - 1) > 1e-9]
+if miss: print("priced otherwise: %s" % miss)
+if {r["family"] for r in U} != {"pipeline", "ddp", "hybrid", "tp"}: print("families %s" % {r["family"] for r in U})
+if not all(0 < r["mfu"] < 1 for r in U): print("mfu %s" % [r["mfu"] for r in U][:5])
+PY
+)
+if [ -z "$why" ]; then pass "planner/--auto constrained by --pp, --tp, --schedule, --zero, --micro-batches, --precision"
+else fail "planner/--auto constrained by --pp, --tp, --schedule, --zero, --micro-batches, --precision" "$why"; fi
+# shellcheck disable=SC2086
+run 60 "$MICROPP" plan --auto $A4 --by family --top 100
+fams=$(printf '%s' "$OUT" | grep -cE "^ +[0-9]+  ")
+if [ "$RC" -eq 0 ] && [ "$fams" = 4 ] && printf '%s' "$OUT" | grep -qE "^ +1  pp .*%$" &&
+    printf '%s' "$OUT" | grep -qE "^ +[0-9]+  ddp .* +[0-9.]+%$" && printf '%s' "$OUT" | grep -q "MFU$" &&
+    printf '%s' "$OUT" | grep -q "^best: mpiexec -n 4 .* --precision bf16  # bf16 changes the numerics from the \
+model's fp32: --precision fp32 keeps them$"
+then pass "planner/--by family: the best of each, MFU, the numerics the pick changes"
+else fail "planner/--by family: the best of each, MFU, the numerics the pick changes" "exit $RC, $fams rows: $OUT$ERR"; fi
+# --explain A,B: two ranks' steps split into their parts; the parts add up to each step, the last column
+# to the difference
+# shellcheck disable=SC2086
+run 60 "$MICROPP" plan --auto $A4 --explain 1,104 --top 2
+why=$(printf '%s' "$OUT" | python3 -c '
+import re, sys
+t = sys.stdin.read()
+if not re.search(r"^explain: rank 1 \(pp zb-v M=4 bf16\) against rank 104 \([^)]+\), ms a step:$", t, re.M):
+    print("no explain line"); sys.exit()
+rows = {m[0].strip(): list(map(float, m[1:])) for m in re.findall(r"^(\S[^\d+-]*?) +([\d.]+) +([\d.]+) +([+-][\d.]+)$", t, re.M)}
+need = ["compute", "idle (bubble, waits)", "messages", "collectives", "fixed", "step"]
+if any(k not in rows for k in need): print("rows %s" % sorted(rows)); sys.exit()
+for c in range(2):
+    total = sum(rows[k][c] for k in need[:-1])
+    if abs(total - rows["step"][c]) > 0.05: print("column %d: parts %.2f, step %.2f" % (c, total, rows["step"][c]))
+if abs(rows["step"][1] - rows["step"][0] - rows["step"][2]) > 0.02: print("difference %s" % rows["step"])
+')
+if [ "$RC" -eq 0 ] && [ -z "$why" ]; then pass "planner/--explain A,B: the parts of two ranks' steps"
+else fail "planner/--explain A,B: the parts of two ranks' steps" "exit $RC: $why: $OUT$ERR"; fi
+# shellcheck disable=SC2086
+expect_user_error "planner/--explain past the table" "--explain 1,9999: the table has [0-9]+ layouts that fit" 10 \
+    "$MICROPP" plan --auto $A4 --explain 1,9999
+expect_user_error "planner/--explain one rank" "--explain '3': --auto --explain A,B" 10 \
+    "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --explain 3
+# shellcheck disable=SC2086
+run 60 "$MICROPP" plan --auto $A4 --precision fp32 --top 3
+if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qE "^best: mpiexec -n 4 .* --precision fp32$" &&
+    ! printf '%s' "$OUT" | grep -q " bf16 "; then pass "planner/--auto --precision fp32 keeps the numerics"
+else fail "planner/--auto --precision fp32 keeps the numerics" "exit $RC: $OUT$ERR"; fi
 expect_user_error "planner/--world without --auto" "--world goes with --auto" 10 "$MICROPP" plan --world 2
 expect_user_error "planner/--calibrate without --out" "--calibrate writes a profile: name it with --out" 30 \
     mpiexec -n 2 "$MICROPP" plan --calibrate $TINY

@@ -6,17 +6,17 @@
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-# --- scale on paper: 70B on 1024 GPUs in seconds (of CPU: a load of 40 stretches the 2.5 s of this
+# --- scale on paper: 70B on 1024 GPUs under 5 s (of CPU: a load of 40 stretches the 3 s of this
 # search past a minute of wall clock) ---
 TIMEFORMAT='%U %S'
 { time run 300 "$MICROPP" plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B \
     --batch 1048576; } 2> "$TMP/cpu"
 unset TIMEFORMAT
 dt=$(python3 -c "import sys; print('%.1f' % sum(map(float, open(sys.argv[1]).read().split()[-2:])))" "$TMP/cpu")
-if [ "$RC" -eq 0 ] && python3 -c "import sys; assert float(sys.argv[1]) < 20" "$dt" &&
-    printf '%s' "$OUT" | grep -q "^best: mpiexec -n 1024 ./micropp train --layers 65 --hidden 32768"
-then pass "planner/70B on 1024 GPUs in ${dt}s of CPU"
-else fail "planner/70B on 1024 GPUs in seconds" "exit $RC in ${dt}s: $(printf '%s' "$OUT$ERR" | tail -c 300)"; fi
+if [ "$RC" -eq 0 ] && python3 -c "import sys; assert float(sys.argv[1]) < 5" "$dt" &&
+    printf '%s' "$OUT" | grep -q "^best: mpiexec -n 1024 ./micropp train --layers 64 --hidden 32768"
+then pass "planner/70B on 1024 GPUs in ${dt}s of CPU (under 5)"
+else fail "planner/70B on 1024 GPUs under 5 s of CPU" "exit $RC in ${dt}s: $(printf '%s' "$OUT$ERR" | tail -c 300)"; fi
 
 # --- on this machine: one rank, compute-bound, predicted within 2x of the measured step ---
 # The suite runs this file with nothing beside it, but the machine may be shared: a calibration and

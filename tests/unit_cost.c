@@ -191,16 +191,17 @@ static void test_predictions(void) {
            fabs(slow.comm_s - (slow.step_s - pr.step_s)) < 1e-9, "%g -> %g, comm %g", pr.step_s, slow.step_s,
            slow.comm_s);
     pf.p2p = flat(0);
-    // ddp on 2 replicas: 32 rows each; the all-reduce (0.010) half hidden behind the backward; Adam.
+    // ddp on 2 replicas: 32 rows each; the all-reduce (0.010) of the model's one bucket starts when the
+    // backward ends: none of it hidden (the last bucket never is); Adam.
     pf.adam_s = 1e-9;
     l = (Layout){.pp = 1, .dp = 2, .tp = 1, .v = 1, .M = 1};
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
-    double want = 4 * 3 * A * 32 + 0.005 + P * 1e-9;
+    double want = 4 * 3 * A * 32 + 0.010 + P * 1e-9;
     EXPECT("predict_ddp", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
-    EXPECT("predict_ddp_comm", fabs(pr.comm_s - 0.005) < 1e-12, "%g", pr.comm_s);
-    l.zero = 1;  // reduce-scatter half hidden, the optimizer on half the parameters, the all-gather exposed
+    EXPECT("predict_ddp_comm", fabs(pr.comm_s - 0.010) < 1e-12, "%g", pr.comm_s);
+    l.zero = 1;  // the reduce-scatter (one bucket) exposed, the optimizer on half the parameters, the all-gather
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
-    want = 4 * 3 * A * 32 + 0.002 + P / 2 * 1e-9 + 0.003;
+    want = 4 * 3 * A * 32 + 0.004 + P / 2 * 1e-9 + 0.003;
     EXPECT("predict_zero1", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
     l = (Layout){.pp = 1, .dp = 4, .tp = 1, .v = 1, .M = 1};
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
@@ -282,44 +283,49 @@ static void test_tp_zero(void) {
     l.tp = 4;  // no all-reduce of 4 measured
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
     EXPECT("predict_tp4_unmeasured", rc < 0 && strstr(why, "collectives of 4 ranks"), "%d %s", rc, why);
-    // ddp 2 x 32 rows: ZeRO-2 as ZeRO-1 (one backward: its reduce-scatter half hidden, the all-gather after)
+    // ddp 2 x 32 rows: ZeRO-2 as ZeRO-1 (one backward: its reduce-scatter of one bucket exposed, the
+    // all-gather after)
     pf.adam_s = 1e-9;
     double P = (double)model_param_count(4, 8, 8, 2), flat_step = 4 * 3 * A * 32;
     l = (Layout){.pp = 1, .dp = 2, .tp = 1, .zero = 2, .v = 1, .M = 1};
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
-    want = flat_step + 0.002 + P / 2 * 1e-9 + 0.003;
+    want = flat_step + 0.004 + P / 2 * 1e-9 + 0.003;
     EXPECT("predict_zero2", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
     // ZeRO-3, one bucket: no all-gather after the step; one gather before the forward and one before the
     // backward, neither prefetched (the first bucket is waited for)
     l.zero = 3;
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
-    want = flat_step + 0.002 + P / 2 * 1e-9 + 2 * 0.003;
+    want = flat_step + 0.004 + P / 2 * 1e-9 + 2 * 0.003;
     EXPECT("predict_zero3", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
     layout_command(&l, &c, "", 1, cmd, sizeof cmd);
     EXPECT("zero3_command", strstr(cmd, " --mode ddp --zero 3 ") && strstr(layout_name(&l, name, 96), "zero3"), "%s",
            cmd);
-    // two buckets (of 612 bytes, the model's 1224): each pass waits for the first gather, the second is
-    // prefetched and half hidden; two reduce-scatters, half hidden
+    // buckets of 612 bytes, whole layers each (the model's 1224 in 5 layers, the head's among them: 2 a
+    // bucket, 3 buckets): each pass waits for the first gather, the other two are prefetched and half
+    // hidden; three reduce-scatters (0.004 each), the first two half hidden, the last exposed
     c.ddp.bucket_mb = 612.0 / (1024 * 1024);
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
-    want = flat_step + 0.004 + P / 2 * 1e-9 + 2 * (0.003 + 0.0015);
+    want = flat_step + 0.008 + P / 2 * 1e-9 + 2 * (0.003 + 0.003);
     EXPECT("predict_zero3_prefetch", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s,
            want);
     c = small_model();
     // hybrid 2 x 2, 1F1B, 4 micro-batches of 8 rows, ZeRO-2: 5 x (F + B) = 5 x 48A, then four
-    // reduce-scatters (one per backward), half hidden behind the step's backward, and the all-gather
+    // reduce-scatters of one bucket (one per backward), all but the last's bucket half hidden behind the
+    // step's backward, and the all-gather
     pf.adam_s = 0;
     l = (Layout){.pp = 2, .dp = 2, .tp = 1, .zero = 2, .schedule = SCHED_1F1B, .v = 1, .M = 4};
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
-    want = 5 * 48 * A + 4 * 0.004 / 2 + 0.003;
+    want = 5 * 48 * A + 4 * 0.004 - 0.5 * 3 * 0.004 + 0.003;
     EXPECT("predict_hybrid_zero2", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
-    // hybrid 2 x 2 without ZeRO: the all-reduce (10 ms) hides, by the overlap share (half), behind the last
-    // micro-batch's backward, one micro-batch's B = 2 layers x 8 rows x 2A = 32 ms: 5 ms exposed (not
-    // behind B / M = 8 ms, which would leave 6 ms)
+    // hybrid 2 x 2 without ZeRO, a stage's gradients in 2 buckets of 0.1 s each: all but the last bucket
+    // hides, by the overlap share (half), behind the last micro-batch's backward, one micro-batch's
+    // B = 2 layers x 8 rows x 2A = 32 ms: 0.2 - 16 ms exposed (not behind B / M = 8 ms, which would leave 0.2 - 4 ms)
     l.zero = 0;
     pf.coll[ALLREDUCE_SHM][COLL_ALLREDUCE][2] = (Curve){0};  // (MPI's all-reduce, as ddp's auto picks without shm)
+    pf.coll[ALLREDUCE_MPI][COLL_ALLREDUCE][2] = flat(0.1);
+    c.ddp.bucket_mb = 330.0 / (1024 * 1024);  // (each stage's 576 and 648 bytes in 2 buckets)
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
-    want = 5 * 48 * A + 0.010 - 0.5 * fmin(0.010, 32 * A);
+    want = 5 * 48 * A + 0.2 - 0.5 * fmin(0.1, 32 * A);
     EXPECT("predict_hybrid_ddp_window", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s,
            want);
 }
