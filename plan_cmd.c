@@ -4,7 +4,6 @@
 // rank's bytes as train checks itself (memory_rank); plan marks what fits a device's memory.
 // --auto ranks every layout of a world by its predicted step (planner/auto.c) from a profile that
 // --calibrate, plan's one form under mpiexec, measures (planner/calibrate.c), or from a machine file.
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
