@@ -84,6 +84,25 @@ run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2
 [ "$RC" = 0 ] && ! grep -q '"ep"\|alltoall' <<<"$OUT" && pass "ep/a run without --ep keeps its --json keys" \
     || fail "ep/without --ep" "rc $RC: $(grep -o '"ep[^,]*\|"alltoall[^,]*' <<<"$OUT" | head -3)"
 
+# Checkpoints: every replica holds the whole model, so a checkpoint of --ep 2 resumes on the monolith and one
+# of plain ddp resumes under --ep 2, each continuing as the run that never stopped (no drops and no auxiliary
+# loss, so that the routing groups, a replica's rows or the whole batch, do not matter).
+C=(--layers 4 --hidden 16 --batch 32 --log-every 0 --experts 4 --capacity-factor 4 --aux-loss 0)
+last4() { python3 -c "import json,sys; l=json.loads(sys.argv[1])['losses']; print(json.dumps({'losses': l[-4:]}))" "$1"; }
+run 120 mpiexec -n 2 "$MICROPP" train "${C[@]}" --dp 2 --ep 2 --steps 8 --json; WHOLE=$(last4 "$OUT")
+for way in "ep 2 -> monolith|mpiexec -n 2 $MICROPP train --dp 2 --ep 2|$MICROPP train" \
+           "ddp -> ep 2|mpiexec -n 2 $MICROPP train --dp 2|mpiexec -n 2 $MICROPP train --dp 2 --ep 2"; do
+    IFS='|' read -r name save resume <<<"$way"
+    rm -rf "$TMP/ck"
+    # shellcheck disable=SC2086
+    run 120 $save "${C[@]}" --steps 4 --save "$TMP/ck"; rc1=$RC
+    # shellcheck disable=SC2086
+    run 120 $resume "${C[@]}" --steps 8 --resume "$TMP/ck" --json
+    why=$(losses_close "$(last4 "$OUT")" "$WHOLE" 1e-6 "--ep 2 without a stop")
+    [ "$rc1" = 0 ] && [ "$RC" = 0 ] && [ -z "$why" ] && pass "ep/checkpoint $name: steps 5-8 as the run that never stopped" \
+        || fail "ep/checkpoint $name" "rc $rc1/$RC: $why ${ERR:0:200}"
+done
+
 # ---- the rules: one line each, exit 2 ----
 T=(--layers 4 --hidden 16 --batch 32 --steps 1 --log-every 0)
 e "ep/--ep without --experts" "train: --ep 2 shards the experts of MoE layers, and this model has none: add --experts E" \
