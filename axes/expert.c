@@ -1,6 +1,6 @@
-// axes/expert.c: expert parallelism (--ep N), the fourth axis (axes/expert.h): the rules of --ep, what a
-// rank computes with, the expert group and its all-to-all behind the MoE layers' hook, the report's part
-// (the all-to-all's bytes and time per step) and the price of a step's exchanges.
+// axes/expert.c: expert parallelism (--ep N), the fourth axis (axes/expert.h): the rules of --ep, the expert
+// group and its all-to-all behind the MoE layers' hook, and the report's part (the all-to-all's bytes and
+// time per step).
 //
 // The group is N consecutive replicas of one stage: replica d is rank d % N of group d / N. Each rank routes
 // its own rows (the same routing, capacity and drops as without --ep: moe.c decides them on the sending
@@ -45,15 +45,6 @@ int expert_rules(const TrainConfig *c, Plan *p, Err *e) {
                       E, N, E, N, ep_fits(D, E, fits, sizeof fits), E / N * N > 0 ? E / N * N : N, (E / N + 1) * N);
     p->expert.N = N;
     return 0;
-}
-
-double expert_floats_local(const TrainConfig *c, const Plan *p, int vs) {
-    int E = (int)c->moe.experts, H = (int)c->hidden;
-    double n = 0;
-    MoeSpec spec = {.experts = E, .every = (int)c->moe.every};
-    for (int l = p->lo[vs]; l < p->lo[vs + 1]; l++)
-        if (moe_layer(&spec, l)) n += (double)moe_router_len(H, E) + (double)(E / p->expert.N) * moe_expert_len(H);
-    return n;
 }
 
 // ---- the hook the MoE layers call ----
@@ -179,16 +170,4 @@ void expert_report_json(cJSON *o, const ExpertReport *r) {
     cJSON_AddNumberToObject(o, "alltoall_bytes_per_step", r->bytes);
     cJSON_AddNumberToObject(o, "alltoall_ms_per_step", r->ms);
     cJSON_AddNumberToObject(o, "alltoall_share", r->share);
-}
-
-// ---- price ----
-
-double expert_price_bytes(const TrainConfig *c, const Plan *p, int vs) {
-    int N = p->expert.N;
-    if (N <= 1) return 0;
-    MoeSpec spec = {.experts = (int)c->moe.experts, .every = (int)c->moe.every};
-    int layers = 0;
-    for (int l = p->lo[vs]; l < p->lo[vs + 1]; l++) layers += moe_layer(&spec, l);
-    double rows = (double)p->rows * p->M * p->N;
-    return 4.0 * layers * rows * (double)c->moe.top_k * (double)(N - 1) / N * (double)c->hidden * sizeof(float);
 }

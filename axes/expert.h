@@ -1,7 +1,8 @@
-// axes/expert.h: expert parallelism (--ep N), the fourth axis: its rules, sizes, set-up, report part and
-// price (axes/axis.h's contract). The expert group is N replicas of one stage (a divisor of dp); each of its
-// ranks runs E/N experts of every MoE layer (moe.h), and rows reach their expert's rank and come back by
-// comms/alltoall.c's all-to-all, through the hook the layer calls (MoeExchange).
+// axes/expert.h: expert parallelism (--ep N), the fourth axis: its rules, set-up and report part (of
+// axes/axis.h's contract; sizes and price are not its own yet, below). The expert group is N replicas of
+// one stage (a divisor of dp); each of its ranks runs E/N experts of every MoE layer (moe.h), and rows
+// reach their expert's rank and come back by comms/alltoall.c's all-to-all, through the hook the layer
+// calls (MoeExchange).
 #pragma once
 #include <stdio.h>
 #include "comms/alltoall.h"
@@ -17,11 +18,9 @@ enum { ALLTOALL_AUTO = ALLTOALL_ALGOS };
 // over a tensor-parallel group); sets p->expert. One line and -1 on a mistake, the same on every rank.
 int expert_rules(const TrainConfig *c, Plan *p, Err *e);
 
-// sizes: the expert floats a rank computes with, of stage vs's MoE layers (E/N experts of each); every
-// rank still holds all E experts' weights, gradients and optimizer state (moe.h's layout, kept whole so
-// that checkpoints and the data-parallel all-reduce see one model): what --ep saves is compute, not memory.
-double expert_floats_local(const TrainConfig *c, const Plan *p, int vs);
-
+// sizes: none of its own yet. Every rank holds all E experts' weights, gradients and optimizer state (moe.h's
+// layout, kept whole so that checkpoints and the data-parallel all-reduce see one model): --ep saves the
+// experts' compute (E/N per rank), not memory, and planner/memory.c's reckoning stays the model's.
 // set-up: the group (the grid's dp split into blocks of N consecutive replicas), its all-to-all, and the
 // hook of every local stage's MoE layers. Collective over the grid's dp.
 typedef struct {
@@ -54,7 +53,4 @@ void expert_report_text(const ExpertReport *r);
 struct cJSON;
 void expert_report_json(struct cJSON *o, const ExpertReport *r);
 
-// price: a step's all-to-all bytes per rank for the planner: rows x top_k assignments of every MoE layer of
-// stage vs, of which (N-1)/N leave the rank (an even router), H floats each, there and back, forward and
-// backward (4 exchanges per layer and micro-batch).
-double expert_price_bytes(const TrainConfig *c, const Plan *p, int vs);
+// price: not yet (the planner does not model MoE layers; docs/experts.md says what is left).

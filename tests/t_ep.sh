@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# tests/t_ep.sh: expert parallelism's exchange. The all-to-all of comms/alltoall.c (tests/bin/mpi_alltoall
-# under 1 to 4 ranks: counts, then rows by mpi, pair and shm with uneven counts and zeros, staged, in
-# half-world groups); micropp alltoall's table, its checks and its refusals.
+# tests/t_ep.sh: expert parallelism (--ep, axes/expert.c; docs/experts.md). The all-to-all of comms/alltoall.c
+# (tests/bin/mpi_alltoall under 1 to 4 ranks: counts, then rows by mpi, pair and shm with uneven counts and
+# zeros, staged, in half-world groups); micropp alltoall's table, its checks and its refusals; train --ep:
+# --verify on 2 and 4 ranks (ep alone by each all-to-all, drops, ddp x ep, ZeRO-1, pp x ep under 1f1b and
+# gpipe, bf16), the same losses as data parallelism alone, --json's keys, checkpoints across expert layouts,
+# and every rule's one line (exit 2).
 source "$(dirname "$0")/lib.sh"
 
 A2A=$ROOT/tests/bin/mpi_alltoall
@@ -83,6 +86,25 @@ done
 run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2
 [ "$RC" = 0 ] && ! grep -q '"ep"\|alltoall' <<<"$OUT" && pass "ep/a run without --ep keeps its --json keys" \
     || fail "ep/without --ep" "rc $RC: $(grep -o '"ep[^,]*\|"alltoall[^,]*' <<<"$OUT" | head -3)"
+
+# Checkpoints: every replica holds the whole model, so a checkpoint of --ep 2 resumes on the monolith and one
+# of plain ddp resumes under --ep 2, each continuing as the run that never stopped (no drops and no auxiliary
+# loss, so that the routing groups, a replica's rows or the whole batch, do not matter).
+C=(--layers 4 --hidden 16 --batch 32 --log-every 0 --experts 4 --capacity-factor 4 --aux-loss 0)
+last4() { python3 -c "import json,sys; l=json.loads(sys.argv[1])['losses']; print(json.dumps({'losses': l[-4:]}))" "$1"; }
+run 120 mpiexec -n 2 "$MICROPP" train "${C[@]}" --dp 2 --ep 2 --steps 8 --json; WHOLE=$(last4 "$OUT")
+for way in "ep 2 -> monolith|mpiexec -n 2 $MICROPP train --dp 2 --ep 2|$MICROPP train" \
+           "ddp -> ep 2|mpiexec -n 2 $MICROPP train --dp 2|mpiexec -n 2 $MICROPP train --dp 2 --ep 2"; do
+    IFS='|' read -r name save resume <<<"$way"
+    rm -rf "$TMP/ck"
+    # shellcheck disable=SC2086
+    run 120 $save "${C[@]}" --steps 4 --save "$TMP/ck"; rc1=$RC
+    # shellcheck disable=SC2086
+    run 120 $resume "${C[@]}" --steps 8 --resume "$TMP/ck" --json
+    why=$(losses_close "$(last4 "$OUT")" "$WHOLE" 1e-6 "--ep 2 without a stop")
+    [ "$rc1" = 0 ] && [ "$RC" = 0 ] && [ -z "$why" ] && pass "ep/checkpoint $name: steps 5-8 as the run that never stopped" \
+        || fail "ep/checkpoint $name" "rc $rc1/$RC: $why ${ERR:0:200}"
+done
 
 # ---- the rules: one line each, exit 2 ----
 T=(--layers 4 --hidden 16 --batch 32 --steps 1 --log-every 0)
