@@ -133,6 +133,7 @@ static void format_formula(double v, char *buf, size_t n) {
 // The rows to simulate: every (schedule, K, M) given that the schedule can run.
 typedef struct {
     long n, skipped;          // rows kept; rows skipped (M below a kind's least, e.g. dualpipev's 2K)
+    char left_out[4][256];    // the first skipped rows and why, for the note under the table
     int has_option_chunks, has_v;  // a kind of --virtual-stages chunks (interleaved), of the V (zb-v)
     SimResult *sims;
     int *kind, *k, *m;        // [n]
@@ -234,7 +235,16 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
         for (int b = 0; b < n_k; b++)
             for (int d = 0; d < n_m; d++) {
                 int v = chunks_of(c, g, kinds[a]);
-                if (schedule_check(kinds[a], ks[b], ms[d], v)) { g->skipped++; continue; }
+                const char *why = schedule_check(kinds[a], ks[b], ms[d], v);
+                if (why) {
+                    if (g->skipped < 4) {
+                        char name[32];
+                        snprintf(g->left_out[g->skipped], sizeof g->left_out[0], "%s %d stages x %d micro-batches: %s",
+                                 choice_name(SCHED_NAMES, kinds[a], name, sizeof name), ks[b], ms[d], why);
+                    }
+                    g->skipped++;
+                    continue;
+                }
                 long i = g->n++;
                 g->kind[i] = kinds[a]; g->k[i] = ks[b]; g->m[i] = ms[d];
                 if (is_auto(kinds[a])) build_auto(c, kinds[a], ks[b], ms[d], &g->autos[i], &g->bound[i]);
@@ -400,6 +410,8 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
             "W %g), transfer %g (time units)\n",
             c->cost_f, c->cost_b, c->cost_b - c->cost_w, c->cost_w, c->cost_comm);
     printf("# memory: %s\n", mem_units);
+    printf("# bubble formula: the schedule's closed form where one holds ('-': none); bubble simulated: idle time / "
+           "(stages x makespan) of one step, the bubble train's table calls simulated\n");
     printf("# overlapped: the bubble if steps ran back to back without a barrier (idle / the longest rank span; the "
            "zero-bubble paper's measure)\n");
     if (g->has_option_chunks)
@@ -433,6 +445,9 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
             printf("# %s K=%d M=%d: longest rank span %g, lower bound %g (its placement's), gap %.2f%%\n",
                    choice_name(SCHED_NAMES, g->kind[i], name, sizeof name), g->k[i], g->m[i], g->sims[i].span,
                    g->bound[i], 100 * gap_of(g, i));
+    for (long i = 0; i < g->skipped && i < 4; i++)  // a row asked for and not shown says why
+        printf("# left out: %s\n", g->left_out[i]);
+    if (g->skipped > 4) printf("# left out: %ld more rows of the same kinds (--json's skipped_rows)\n", g->skipped - 4);
 }
 
 // Row i drawn as a Gantt chart: its title, its slices, one label as wide as the shortest action

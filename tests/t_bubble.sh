@@ -227,3 +227,9 @@ run 30 "$MICROPP" bubble --schedule 1f1b --stages 16 --micro-batches 4 --model "
 e "bad/--model missing" "model.missing" 10 "$MICROPP" bubble --model "$TMP/model.missing"
 "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 4 --dump-csv "$TMP/s.csv" >/dev/null 2>&1
 e "bad/--model with --schedule-file" "not --schedule-file's" 10 "$MICROPP" bubble --schedule-file "$TMP/s.csv" --model "$MODEL"
+# A row asked for and not shown says why under the table (dualpipev at M < 2K was dropped without a word).
+run 10 "$MICROPP" bubble --schedule 1f1b,dualpipev --pp 4 --micro-batches 4
+if [ "$RC" -eq 0 ] && grep -qE '^1f1b +4 +4 ' <<<"$OUT" && ! grep -qE '^dualpipev ' <<<"$OUT" \
+   && grep -qE '^# left out: dualpipev 4 stages x 4 micro-batches: .*[0-9]' <<<"$OUT"; then
+    pass "table/a row left out is named under the table, with why"
+else fail "table/a row left out is named" "rc $RC: $(tail -3 <<<"$OUT")"; fi
