@@ -44,13 +44,13 @@ manual 2 parts|1|--mode manual --parts 2
 pp 1f1b 2 M=4|2|--mode pp --micro-batches 4
 pp gpipe 2 M=4|2|--mode pp --schedule gpipe --micro-batches 4
 pp 1f1b 2 checkpoint-activations|2|--mode pp --micro-batches 4 --checkpoint-activations
-pp interleaved 2 x 2|2|--mode pp --schedule interleaved --micro-batches 4 --layers 8
+pp interleaved 2 x 2|2|--mode pp --schedule interleaved --micro-batches 4
 ddp 2|2|--mode ddp
 ddp 2 ZeRO-1|2|--mode ddp --zero 1
 hybrid pp 2 x dp 2|4|--pp 2 --dp 2 --micro-batches 2
 pp zb-h1 2 M=4 (split backward)|2|--mode pp --schedule zb-h1 --micro-batches 4
-pp zb-v 2 M=4|2|--mode pp --schedule zb-v --micro-batches 4 --layers 8
-pp dualpipev 2 M=4|2|--mode pp --schedule dualpipev --micro-batches 4 --layers 8
+pp zb-v 2 M=4|2|--mode pp --schedule zb-v --micro-batches 4
+pp dualpipev 2 M=4|2|--mode pp --schedule dualpipev --micro-batches 4
 hybrid pp 2 x dp 2 zb-h1 (buckets fire at W)|4|--pp 2 --dp 2 --schedule zb-h1 --micro-batches 2
 EOF
 
