@@ -388,15 +388,10 @@ static void weight_grad(Stage *s, int j, const Slot *sl, const float *dz, const 
     s->be->bias_grad(db, dz, s->rows, h);
 }
 
-// MoE layer i's backward (moe.c): g, the gradient of its output, copied into the ping-pong buffer pp
-// (dx, the other one, may be where g lies); its gradients added into its range of the flat gradient (zeroed
-// first when fresh). Returns dx.
-static float *moe_layer_backward(Stage *s, Slot *sl, int i, const float *g, float *dx, int pp, void **act,
-                                 const float *din) {
-    size_t rH = (size_t)s->rows * s->H;
-    float *dy = s->buf.gbuf[pp];
-    if (g != dy) s->be->copy(dy, g, rH * sizeof(float));
-    const float *in = get(s, i == 0 ? sl->in : act[i - 1], 1, rH);
+// MoE layer i's backward (moe.c) from dy, the gradient of its output (not where dx is): dx, and its
+// gradients added into its range of the flat gradient (zeroed first when fresh).
+static void moe_layer_grads(Stage *s, Slot *sl, int i, const float *dy, float *dx, void **act, const float *din) {
+    const float *in = get(s, i == 0 ? sl->in : act[i - 1], 1, (size_t)s->rows * s->H);
     if (dx) weights(s, i, below(i, din));
     grad_target(s, i);
     if (s->grad_fresh[i]) {
@@ -404,8 +399,16 @@ static float *moe_layer_backward(Stage *s, Slot *sl, int i, const float *g, floa
         s->grad_fresh[i] = 0;
     }
     moe_backward(s->moe, i, (int)(sl - s->slots), s->W[i], s->dW[i], in, dy, dx, s->grad_scale);
-    if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, i);
     if (s->hooks.progress) s->hooks.progress();
+}
+// stage_backward's: g copied into the ping-pong buffer pp first (dx, the other one, may be where g lies),
+// the gradient hook called after. Returns dx.
+static float *moe_layer_backward(Stage *s, Slot *sl, int i, const float *g, float *dx, int pp, void **act,
+                                 const float *din) {
+    float *dy = s->buf.gbuf[pp];
+    if (g != dy) s->be->copy(dy, g, (size_t)s->rows * s->H * sizeof(float));
+    moe_layer_grads(s, sl, i, dy, dx, act, din);
+    if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, i);
     return dx;
 }
 
@@ -461,7 +464,6 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
 
 void stage_enable_split(Stage *s) {
     if (s->split) return;
-    CHECK(!s->moe, "a split backward on a stage with MoE layers (train/plan.c refuses it)");
     s->split = 1;
     for (int k = 0; k < s->n_slots; k++) {
         Slot *sl = &s->slots[k];
@@ -492,6 +494,12 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
         g = dx;
     }
     for (int i = n - 1; i >= 0; i--) {
+        if (moe_is(s->moe, i)) {  // an MoE layer's whole backward, its weights' gradients too (W has none left)
+            float *dx = i == 0 ? din : s->buf.gbuf[(n - i) & 1];
+            moe_layer_grads(s, sl, i, g, dx, sl->act, din);
+            g = dx;
+            continue;
+        }
         float *dz = work_for(s, sl->dz[i], 2);
         size_t rh = (size_t)rows * stage_out_w(s, i);
         be->relu_backward(dz, g, get(s, sl->act[i], 0, rh), rh);
@@ -522,10 +530,12 @@ void stage_backward_weight(Stage *s, int slot) {
     }
     for (int i = n - 1; i >= 0; i--) {  // the order of stage_backward, so the gradient hooks fire alike
         int h = stage_out_w(s, i), k = stage_in_w(s, i);
-        const float *in = get(s, i == 0 ? sl->in : sl->act[i - 1], 1, (size_t)rows * k);
-        const float *dz = get(s, sl->dz[i], 0, (size_t)rows * h);
-        grad_target(s, i);
-        weight_grad(s, i, sl, dz, in, h, k);
+        if (!moe_is(s->moe, i)) {  // (an MoE layer's were added at I)
+            const float *in = get(s, i == 0 ? sl->in : sl->act[i - 1], 1, (size_t)rows * k);
+            const float *dz = get(s, sl->dz[i], 0, (size_t)rows * h);
+            grad_target(s, i);
+            weight_grad(s, i, sl, dz, in, h, k);
+        }
         if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, i);
         if (s->hooks.progress) s->hooks.progress();
     }

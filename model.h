@@ -209,6 +209,7 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din);
 // waits for) and keeps each layer's input and dz; stage_backward_weight then adds
 // dW += dz^T x and db += sum(dz) for every layer (and the head), calling the gradient hook as
 // stage_backward does, and releases the slot.
+// An MoE layer (moe.c) runs its whole backward, its weights' gradients too, at I (W calls only its hook).
 void stage_enable_split(Stage *s);
 void stage_backward_input(Stage *s, int slot, const float *dout, float *din);
 void stage_backward_weight(Stage *s, int slot);

@@ -2,37 +2,39 @@
 # tests/t_moe.sh: mixture-of-experts layers (--experts, moe.c; docs/experts.md). The same model in PyTorch
 # (tests/moe_torch.py: micropp's weights, the same rows and routing rule) trains to the same losses and
 # weights on the monolith, a pipeline and ddp; --verify passes on the layouts whose every expert is local
-# (pp 1f1b, gpipe, interleaved, checkpointing, ddp, ZeRO-1, grad-accum, manual parts, bf16, --moe-every 2);
+# (pp 1f1b, gpipe, interleaved, zb-h1, zb-v, dualpipev, checkpointing, ddp, ZeRO-1, grad-accum, manual
+# parts, hybrids, bf16, --moe-every 2);
 # checkpoints save and resume MoE layers across layouts and refuse another expert count; the layouts
-# it does not run (--tp, ZeRO-2/3, split backward, --deterministic) and bad values are one line, exit 2.
+# it does not run (--tp, ZeRO-2/3, --deterministic) and bad values are one line, exit 2.
 source "$(dirname "$0")/lib.sh"
 B=(--layers 4 --hidden 16 --batch 32 --log-every 0)  # the model; M: it with 4 experts, 3 steps
 M=("${B[@]}" --experts 4 --steps 3)
 
 # ---- PyTorch: the same model, routing and losses ----
 if /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
-    while IFS='|' read -r name args; do
+    while IFS='|' read -r name args <&3; do  # (fd 3: mpiexec reads stdin)
         # shellcheck disable=SC2086  # (args: words)
         r=$(/usr/bin/python3 "$ROOT/tests/moe_torch.py" "$MICROPP" "$TMP" $args 2>&1)
         if python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r["loss_rel"] < 2e-6 and
 r["weights_rel"] < 5e-5 and r["tensors"] == r["expected"] else 1)' "$r" 2>/dev/null; then
             pass "moe/$name: PyTorch's losses (within 2e-6) and weights after 6 Adam steps (within 5e-5 of each tensor's largest)"
         else fail "moe/$name: equals PyTorch" "$r"; fi
-    done <<'EOF'
+    done 3<<'EOF'
 monolith|
 pp 1f1b 2 M=4 (groups of 16 rows)|-n 2 --group 16 --mode pp --micro-batches 4
 ddp 2 (groups of 32 rows)|-n 2 --group 32 --mode ddp
+pp zb-v 2 M=4 (split backward: an MoE layer's whole backward at I)|-n 2 --group 16 --mode pp --schedule zb-v --micro-batches 4
 EOF
 else skip "moe/equals PyTorch" "no torch for /usr/bin/python3 (apt-get install python3-torch)"; fi
 
 # ---- --verify on every layout whose experts are all local ----
-while IFS='|' read -r name n args; do
+while IFS='|' read -r name n args <&3; do  # (fd 3: mpiexec reads stdin)
     # shellcheck disable=SC2086
     if [ "$n" -gt 1 ]; then run 240 mpiexec -n "$n" "$MICROPP" train "${M[@]}" --verify $args
     else run 240 "$MICROPP" train "${M[@]}" --verify $args; fi
     if [ "$RC" = 0 ] && grep -q -- "-> ok" <<<"$OUT"; then pass "moe/--verify $name"
     else fail "moe/--verify $name" "rc $RC: $(tail -c 400 <<<"$OUT$ERR")"; fi
-done <<'EOF'
+done 3<<'EOF'
 monolith|1|
 monolith capacity 0.5 (drops)|1|--capacity-factor 0.5
 monolith --moe-every 2 --top-k 1|1|--moe-every 2 --top-k 1
@@ -42,10 +44,14 @@ manual 2 parts|1|--mode manual --parts 2
 pp 1f1b 2 M=4|2|--mode pp --micro-batches 4
 pp gpipe 2 M=4|2|--mode pp --schedule gpipe --micro-batches 4
 pp 1f1b 2 checkpoint-activations|2|--mode pp --micro-batches 4 --checkpoint-activations
-pp interleaved 2 x 2|2|--mode pp --schedule interleaved --micro-batches 4 --layers 8
+pp interleaved 2 x 2|2|--mode pp --schedule interleaved --micro-batches 4
 ddp 2|2|--mode ddp
 ddp 2 ZeRO-1|2|--mode ddp --zero 1
 hybrid pp 2 x dp 2|4|--pp 2 --dp 2 --micro-batches 2
+pp zb-h1 2 M=4 (split backward)|2|--mode pp --schedule zb-h1 --micro-batches 4
+pp zb-v 2 M=4|2|--mode pp --schedule zb-v --micro-batches 4
+pp dualpipev 2 M=4|2|--mode pp --schedule dualpipev --micro-batches 4
+hybrid pp 2 x dp 2 zb-h1 (buckets fire at W)|4|--pp 2 --dp 2 --schedule zb-h1 --micro-batches 2
 EOF
 
 # ---- the layer trains: an MoE model's losses differ from the dense one's, and fall ----
@@ -82,8 +88,6 @@ R=(mpiexec -n 2 "$MICROPP" train "${B[@]}" --steps 3)
 expect_user_error "moe/--tp 2 refused" "--experts with --tp 2" 60 "${R[@]}" --experts 4 --tp 2
 expect_user_error "moe/--zero 2 refused" "--experts with --zero 2" 60 "${R[@]}" --experts 4 --mode ddp --zero 2
 expect_user_error "moe/--zero 3 refused" "--experts with --zero 3" 60 "${R[@]}" --experts 4 --mode ddp --zero 3
-expect_user_error "moe/zb-h1 (split backward) refused" "--experts with --schedule zb-h1" 60 "${R[@]}" --experts 4 --mode pp \
-    --schedule zb-h1
 expect_user_error "moe/--deterministic refused" "--experts with --deterministic" 60 "${R[@]}" --experts 4 --mode ddp \
     --deterministic
 expect_user_error "moe/--experts 1" "--experts 1: top-k routing over one expert" 60 "${R[@]}" --mode ddp --experts 1

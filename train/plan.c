@@ -408,10 +408,6 @@ static int rule_moe(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->data.zero >= 2)
         return refuse(e, "train: --experts with --zero %d: ZeRO-%d's per-layer gathers and gradient shards do not "
                          "handle MoE layers yet: use --zero 1 or 0", p->data.zero, p->data.zero);
-    if (p->split)
-        return refuse(e, "train: --experts with --schedule %s: its split backward (I and W halves) does not run MoE "
-                         "layers yet: use 1f1b, gpipe, interleaved or looped-bfs",
-                      p->file ? "file" : schedule_kind(p->schedule)->name);
     if (c->gemm.deterministic)
         return refuse(e, "train: --experts with --deterministic: the MoE layers' gradients are not summed in the "
                          "canonical order yet: drop --deterministic");
