@@ -75,7 +75,8 @@ static const Option bubble_options[] = {
      "--gantt: each chart at most N columns wide, the time squeezed to fit (0: $COLUMNS on a terminal, else as wide "
      "as its labels need)",
      0},
-    {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "FILE", "write the same charts as an SVG picture", 0},
+    {"svg", 0, OPT_STR, O(svg), 0, 0, 0, "FILE",
+     "write the same charts as an SVG picture, each on its own time axis (its span the whole width)", 0},
     {"schedule-file", 0, OPT_STR, O(schedule_file), 0, 0, 0, "FILE.csv",
      "simulate the schedule in FILE (a row per rank of actions like 0F0,0I0,0W0; it fixes the stages and "
      "micro-batches)",
@@ -494,7 +495,7 @@ static void draw_charts(const BubbleConfig *c, const Grid *g, OutFile *svg) {
         for (long i = 0; i < g->n; i++) { if (i) printf("\n"); gantt_text(stdout, &charts[i], colour); }
     }
     if (c->svg[0]) {
-        gantt_svg(svg->f, charts, (int)g->n);
+        gantt_svg(svg->f, charts, (int)g->n, 1);  // naive's long span squeezes no other
         int err = out_commit(svg);
         if (err) fatal("writing --svg '%s': %s", c->svg, strerror(err));
     }

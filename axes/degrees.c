@@ -80,6 +80,11 @@ static int from_degrees(const TrainConfig *c, const OptionsSeen *seen, int world
                       "or choose P x D x T = %d",
                       P, D, T, P * D * T, world, P * D * T, world);
     }
+    if (has_p && !has_d && world == 1 && P > 1)  // (--parts K without --mode manual is --pp K: the same)
+        return refuse(err, n,
+                      "train: --pp %lld runs a stage per rank, and 1 rank was started: run 'mpiexec -n %lld', or add "
+                      "--mode manual (the %lld stages as parts in one process)",
+                      P, P, P);
     const char *flag = has_p ? "pp" : "dp";
     long long x = has_p ? P : D;
     if (has_p != has_d && G % x) {
@@ -141,28 +146,29 @@ static int spelled_ddp(const TrainConfig *c, const OptionsSeen *seen, int world,
     return 0;
 }
 
-// --mode monolith (pp 1 x dp 1) and --mode manual (--parts parts in one process).
+// --mode monolith (pp 1 x dp 1) and --mode manual (--pp P stages as parts in one process, 2 when not
+// given; --parts is its old spelling).
 static int spelled_one(const TrainConfig *c, const OptionsSeen *seen, int world, Degrees *d, char *err, size_t n) {
-    int T = d->tp;
-    const char *extra = seen_typed(seen, "pp") && c->grid.pp != 1   ? "pp"
-                        : seen_typed(seen, "dp") && c->grid.dp != 1 ? "dp"
-                                                                    : 0;
-    if (c->grid.mode == MODE_MANUAL) {
+    int T = d->tp, manual = c->grid.mode == MODE_MANUAL;
+    const char *extra = seen_typed(seen, "pp") && c->grid.pp != 1 && !manual ? "pp"
+                        : seen_typed(seen, "dp") && c->grid.dp != 1          ? "dp"
+                                                                             : 0;
+    if (manual) {
         if (T > 1)
             return refuse(err, n,
                           "train: --tp splits layers over ranks, and --mode manual runs in one process: drop "
                           "--tp, or drop --mode manual (--pp runs the stages on ranks)");
         if (extra)
             return refuse(err, n,
-                          "train: --%s is a degree over ranks, and --mode manual runs its parts in one process: drop "
-                          "it, or drop --mode manual",
+                          "train: --%s is a degree over ranks, and --mode manual runs its --pp parts in one process: "
+                          "drop it, or drop --mode manual",
                           extra);
         if (world != 1)
             return refuse(err, n,
                           "train: --mode manual runs in one process but %d were started: drop 'mpiexec -n %d', or run "
                           "the parts as stages on ranks: --pp %d without --mode manual",
                           world, world, world);
-        *d = (Degrees){.pp = (int)c->grid.parts, .dp = 1, .tp = 1, .manual = 1};
+        *d = (Degrees){.pp = seen_set(seen, "pp") ? (int)c->grid.pp : 2, .dp = 1, .tp = 1, .manual = 1};
         return 0;
     }
     if (extra)
@@ -188,10 +194,6 @@ int degrees_resolve(const TrainConfig *c, const OptionsSeen *seen, int world, De
     *d = (Degrees){.pp = 1, .dp = 1, .tp = (int)c->grid.tp};
     int spelled = seen_set(seen, "mode"), T = d->tp;
     err[0] = 0;
-    if (seen_typed(seen, "parts") && !(spelled && c->grid.mode == MODE_MANUAL))
-        return refuse(err, n,
-                      "train: --parts applies to --mode manual (the parts of one process): drop it or add "
-                      "--mode manual");
     if (spelled && c->grid.mode == MODE_MANUAL) return spelled_one(c, seen, world, d, err, n);
     if (world % T) {
         char fits[96];

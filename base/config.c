@@ -139,6 +139,7 @@ int seen_typed(const OptionsSeen *s, const char *name) {
 // each still reaches its option where the table has that option, and --help names it once.
 static const struct { const char *alias, *name; } kept_aliases[] = {
     {"stages", "pp"},  // bubble's and plan's --stages: the pipeline degree, --pp as train spells it
+    {"parts", "pp"},   // train's --mode manual --parts K: the pipeline's stages, in one process
     {0},
 };
 
@@ -157,10 +158,31 @@ static const Option *find_option(const Option *opts, const char *name) {
     return o;
 }
 
-// The kept alias of a row of opts, or NULL.
-static const char *alias_of(const Option *opts, const Option *o) {
+// Old short letters kept where the letter reads as something else: -n for train's --steps, right
+// after mpiexec -n (the ranks). Typed, each still reaches its option, with a one-line note on stderr
+// (rank 0) naming the long one; --help names only the long one. A table whose own row has the letter
+// (pingpong's -n, nccl-tests' iterations) keeps it.
+static const struct { char letter; const char *name, *why; } kept_shorts[] = {
+    {'n', "steps", "after mpiexec -n N (the ranks) it reads as a count of ranks"},
+    {0},
+};
+
+// The row a short letter names (its own, else a kept short's), or NULL; *kept: the kept short's index, or -1.
+static const Option *short_row(const Option *opts, char letter, int *kept) {
+    *kept = -1;
+    for (const Option *r = opts; r->name; r++) if (r->short_name == letter) return r;
+    for (int i = 0; kept_shorts[i].letter; i++)
+        if (kept_shorts[i].letter == letter && find_row(opts, kept_shorts[i].name)) {
+            *kept = i;
+            return find_row(opts, kept_shorts[i].name);
+        }
+    return NULL;
+}
+
+// The k-th kept alias (from 0) of a row of opts, or NULL after the last.
+static const char *alias_of(const Option *opts, const Option *o, int k) {
     for (int i = 0; kept_aliases[i].alias; i++)
-        if (!strcmp(o->name, kept_aliases[i].name) && !find_row(opts, kept_aliases[i].alias))
+        if (!strcmp(o->name, kept_aliases[i].name) && !find_row(opts, kept_aliases[i].alias) && k-- == 0)
             return kept_aliases[i].alias;
     return NULL;
 }
@@ -177,11 +199,11 @@ static _Noreturn void refuse_name(const char *cmd, const Option *opts, const cha
         user_error("%s: %sunknown %s '%s' (names are not abbreviated): did you mean %s", cmd, where, kind, shown,
                    f->how);
     }
-    const char *names[OPTIONS_MAX + 2];
+    const char *names[OPTIONS_MAX + 4];
     int n = 0;
     for (const Option *o = opts; o->name && n < OPTIONS_MAX; o++) {
         if (strcmp(o->name, "config")) names[n++] = o->name;
-        if (alias_of(opts, o)) names[n++] = alias_of(opts, o);
+        for (int k = 0; alias_of(opts, o, k) && n < OPTIONS_MAX + 4; k++) names[n++] = alias_of(opts, o, k);
     }
     const char *best = nearest_name(typed, names, n);
     if (best && edit_distance(typed, best) > 3)  // a prefix: getopt_long would have taken it for the row
@@ -479,8 +501,8 @@ static void refuse_unknown_names(const char *cmd, const Option *opts, int argc, 
         if (a[0] != '-' || !a[1]) continue;  // a value, an argument, or "-"
         if (a[1] != '-') {  // short options, bundled or not: skip the value of the one that takes it
             for (const char *q = a + 1; *q; q++) {
-                const Option *o = NULL;
-                for (const Option *r = opts; r->name; r++) if (r->short_name == *q) o = r;
+                int kept;
+                const Option *o = short_row(opts, *q, &kept);
                 if (!o) break;  // getopt_long names it
                 if (o->type != OPT_BOOL) { i += !q[1]; break; }
             }
@@ -506,8 +528,9 @@ static void refuse_repeats(const char *cmd, const Option *opts, int n, const str
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
-        int i = c >= 1000 ? c - 1000 : -1;
-        for (int j = 0; j < n && i < 0 && c != '?' && c != ':'; j++) if (opts[j].short_name == c) i = j;
+        int i = c >= 1000 ? c - 1000 : -1, kept;
+        const Option *r = i < 0 && c != '?' && c != ':' ? short_row(opts, (char)c, &kept) : NULL;
+        if (r) i = (int)(r - opts);
         if (i < 0) continue;  // an unknown option, or one missing its value: the parse says so
         const char *v = opts[i].type == OPT_BOOL ? "" : optarg;
         if (first[i] && opts[i].type == OPT_BOOL) user_error("%s: --%s given twice: give it once", cmd, opts[i].name);
@@ -528,7 +551,9 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
     }
     int n = 0;
     while (opts[n].name) n++;
-    struct option *lo = xcalloc((size_t)n * 3 + 1, sizeof *lo);
+    int n_alias = 0;
+    while (kept_aliases[n_alias].alias) n_alias++;
+    struct option *lo = xcalloc((size_t)(n * 2 + n_alias + 1), sizeof *lo);
     char shortopts[256] = ":";
     int k = 0;
     for (int i = 0; i < n; i++) {
@@ -540,13 +565,22 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
             for (char *q = alias; *q; q++) if (*q == '-') *q = '_';
             lo[k++] = (struct option){alias, has_arg, NULL, 1000 + i};
         }
-        const char *kept = alias_of(opts, &opts[i]);
-        if (kept) lo[k++] = (struct option){kept, has_arg, NULL, 1000 + i};  // --stages for --pp
+        for (int a = 0; alias_of(opts, &opts[i], a); a++)  // --stages and --parts for --pp
+            lo[k++] = (struct option){alias_of(opts, &opts[i], a), has_arg, NULL, 1000 + i};
         if (opts[i].short_name) {
             size_t l = strlen(shortopts);
             shortopts[l] = opts[i].short_name;
             shortopts[l + 1] = 0;
             if (has_arg == required_argument) strcat(shortopts, ":");
+        }
+    }
+    for (int i = 0; kept_shorts[i].letter; i++) {  // -n for --steps, where no row has the letter
+        int kept;
+        const Option *o = short_row(opts, kept_shorts[i].letter, &kept);
+        if (o && kept == i) {
+            size_t l = strlen(shortopts);
+            snprintf(shortopts + l, sizeof shortopts - l, "%c%s", kept_shorts[i].letter,
+                     o->type == OPT_BOOL ? "" : ":");
         }
     }
     refuse_unknown_names(cmd, opts, argc, argv);
@@ -581,7 +615,11 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
             user_error("%s: option '%s' needs a value (see '%s --help')", cmd, clip(argv[optind - 1], cb, sizeof cb),
                        cmd);
         } else {
-            for (int i = 0; i < n; i++) if (opts[i].short_name == c) o = &opts[i];
+            int kept;
+            o = short_row(opts, (char)c, &kept);
+            if (o && kept >= 0 && g_rank == 0)
+                fprintf(stderr, "%s: note: -%c is --%s, and %s: spell it --%s (-%c still works)\n", cmd,
+                        kept_shorts[kept].letter, o->name, kept_shorts[kept].why, o->name, kept_shorts[kept].letter);
         }
         if (!o) user_error("%s: unknown option '%s'", cmd, clip(argv[optind - 1], cb, sizeof cb));
         if (!strcmp(o->name, "config")) continue;
@@ -646,7 +684,11 @@ static void print_wrapped(FILE *f, const char *text, int at, int indent, int wid
 
 // One row's text: its help, its kept alias, its choices and its default.
 static void row_text(const Option *opts, const Option *o, const void *defaults, char *out, size_t n) {
-    const char *v = (const char *)defaults + o->offset, *kept = alias_of(opts, o);
+    const char *v = (const char *)defaults + o->offset;
+    char kept[64] = "";
+    for (int k = 0; alias_of(opts, o, k); k++)
+        snprintf(kept + strlen(kept), sizeof kept - strlen(kept), "%s--%s", k ? ", " : " (also ", alias_of(opts, o, k));
+    if (kept[0]) snprintf(kept + strlen(kept), sizeof kept - strlen(kept), ")");
     char def[PATH_LEN + 32] = "", buf[64];
     switch (o->type) {
     case OPT_INT: case OPT_SIZE: snprintf(def, sizeof def, " (%lld)", (long long)*(const int64_t *)v); break;
@@ -658,7 +700,7 @@ static void row_text(const Option *opts, const Option *o, const void *defaults, 
         break;
     case OPT_BOOL: break;
     }
-    snprintf(out, n, "%s%s%s%s", o->help, kept ? " (also --" : "", kept ? kept : "", kept ? ")" : "");
+    snprintf(out, n, "%s%s", o->help, kept);
     size_t l = strlen(out);
     snprintf(out + l, n - l, "%s", def);
 }

@@ -73,7 +73,6 @@ typedef struct {
     // the degrees as given (axes/degrees.c resolves them once with the world)
     struct {
         int mode;        // MODE_* (axes/degrees.h): a spelling of the degrees
-        int64_t parts;   // --mode manual: number of parts
         int64_t pp, dp;  // pipeline stages, data-parallel replicas (0: not given)
         int64_t tp;      // tensor parallelism: ranks sharing each stage's layers (1: none)
         int64_t ep;      // expert parallelism: replicas sharing each MoE layer's experts (1: none; axes/expert.c)

@@ -165,6 +165,28 @@ if [ "$RC" -eq 0 ]; then
     [ "$t" -gt 9 ] && pass "svg/long titles wrapped: $t title lines for 9 charts" || fail "svg/long titles wrapped" "$t title lines for 9 charts"
 else fail "svg/every text inside the picture" "exit $RC: $ERR"; fi
 
+# --- each chart on its own time axis: naive's span (the longest) squeezes no other chart; every chart's
+# idle background spans the plot's whole width, and its axis ends at its own makespan ---
+if [ -f "$TMP/all.svg" ]; then
+    why=$(python3 - "$TMP/all.svg" <<'PY'
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+charts = [g for g in ET.parse(sys.argv[1]).getroot().iter(ns + "g") if g.get("class") == "chart"]
+bad, widths, ends = [], [], []
+for g in charts:
+    bg = [float(r.get("width")) for r in g.iter(ns + "rect") if r.get("fill") == "#eeeeee"]
+    widths.append(max(bg))
+    ends.append(max(float(r.get("x")) + float(r.get("width")) for r in g.iter(ns + "rect") if r.get("class") == "slice"))
+if len(charts) < 9: bad.append("%d charts" % len(charts))
+if max(widths) - min(widths) > 0.5: bad.append("backgrounds %r px wide" % sorted(set(widths)))
+if max(ends) - min(ends) > 1.0: bad.append("last slices end at %r px" % sorted(set(ends)))
+print("; ".join(bad))
+PY
+)
+    [ -z "$why" ] && pass "svg/each schedule on its own time axis: every chart as wide as naive's" \
+        || fail "svg/each schedule on its own time axis" "$why"
+fi
+
 # --- M up to train's 1048576 within the simulator's limit (K x v x M <= 4194304 passes) ---
 run 60 "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 1048576 --json
 [ "$RC" -eq 0 ] && [ "$(json_get '["rows"][0]["micro_batches"]')" = 1048576 ] && [ "$(json_get '["rows"][0]["makespan"]')" = 3145731 ] \

@@ -67,7 +67,7 @@ a=$OUT; run 10 "$MICROPP" plan --stages 1,2,3,4 --dp 1,2 --zero 0,1 --device-mem
 for cmd in bubble plan train; do
     run 10 "$MICROPP" $cmd --help
     n=$(printf '%s\n' "$OUT" | grep -c -- "--stages")
-    printf '%s\n' "$OUT" | tr '\n' ' ' | tr -s ' ' | grep -qE -- "--pp [A-Z]+ .*\(also --stages\)" && [ "$n" -eq 1 ] \
+    printf '%s\n' "$OUT" | tr '\n' ' ' | tr -s ' ' | grep -qE -- "--pp [A-Z]+ .*\(also --stages, --parts\)" && [ "$n" -eq 1 ] \
         && pass "cli/$cmd --help: --pp, --stages named once as its alias" || fail "cli/$cmd --help alias" "$n lines name --stages"
 done
 e "cli/--pp and --stages together are one option given twice" "bubble: --pp given twice \(4 and 2\)" 10 \
@@ -75,6 +75,33 @@ e "cli/--pp and --stages together are one option given twice" "bubble: --pp give
 printf '{"stages": 2, "pp": 4}' > both.json
 e "cli/config keys stages and pp are one key" "both.json:1:15: key 'pp' is given twice" 10 "$MICROPP" bubble -c both.json
 e "cli/did you mean names the alias too" "unknown option '--stagse': did you mean --stages\?" 10 "$MICROPP" bubble --stagse 4
+
+# One name for the pipeline's stages in train too: --mode manual's parts are --pp (--parts is its old
+# spelling, the same option); -n, which after 'mpiexec -n N' reads as ranks, is --steps with a note.
+pick() { printf '%s' "$OUT" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['mode'], d['degrees']['pp'], d['parts'], d['steps'], d['losses'])" 2>/dev/null; }
+run 30 "$MICROPP" train --mode manual --pp 3 --steps 2 -L6 -H8 --json
+a=$(pick); run 30 "$MICROPP" train --mode manual --parts 3 --steps 2 -L6 -H8 --json
+[ -n "$a" ] && [ "$a" = "$(pick)" ] && [ "${a#manual 3 3 2 }" != "$a" ] \
+    && pass "cli/train --mode manual --pp 3 = --parts 3 (3 parts in one process, the same losses)" \
+    || fail "cli/manual --pp" "'$a' vs '$(pick)' ${ERR:0:200}"
+run 30 "$MICROPP" train --mode manual --steps 2 -L6 -H8 --json
+[ "$(pick | cut -d' ' -f1-3)" = "manual 2 2" ] && pass "cli/train --mode manual without --pp: 2 parts" \
+    || fail "cli/manual default parts" "$(pick) ${ERR:0:200}"
+e "cli/--parts and --pp are one option" "train: --pp given twice \(3 and 2\)" 10 "$MICROPP" train --mode manual --pp 3 --parts 2
+e "cli/--parts without --mode manual is --pp on ranks, and names manual" \
+    "train: --pp 2 runs a stage per rank, and 1 rank was started: run 'mpiexec -n 2 .*', or add --mode manual" 10 \
+    "$MICROPP" train --parts 2
+run 30 mpiexec -n 2 "$MICROPP" train -n 2 -L2 -H8 --json
+[ $RC -eq 0 ] && printf '%s' "$OUT" | grep -q '"steps":2,' \
+    && [ "$ERR" = "train: note: -n is --steps, and after mpiexec -n N (the ranks) it reads as a count of ranks: spell it --steps (-n still works)" ] \
+    && pass "cli/train -n 2 still runs 2 steps, with one note (rank 0's) naming --steps" \
+    || fail "cli/train -n" "rc $RC: $(pick) stderr '${ERR:0:300}'"
+run 10 "$MICROPP" train --help
+! printf '%s\n' "$OUT" | grep -qE -- "-n, --steps" && printf '%s\n' "$OUT" | grep -qE -- "^ +--steps N" \
+    && pass "cli/train --help names --steps alone" || fail "cli/train --help -n" "$(printf '%s\n' "$OUT" | grep -- "--steps" | head -2)"
+run 30 mpiexec -n 2 "$MICROPP" pingpong -n 3 -b 4 -e 4 --json
+[ $RC -eq 0 ] && [ -z "$ERR" ] && pass "cli/pingpong -n (nccl-tests' iterations) keeps its letter, no note" \
+    || fail "cli/pingpong -n" "rc $RC: ${ERR:0:200}"
 
 # plan --help: each option once (--zero and --tp were listed twice), and no train mode it lacks.
 run 10 "$MICROPP" plan --help

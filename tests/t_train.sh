@@ -130,7 +130,9 @@ expect_user_error "bad/wrong JSON type" "key 'hidden' must be a number, not a st
 echo '{"hidden": 6.5}' > "$TMP/frac.json"
 expect_user_error "bad/fractional integer" "must be an integer" 10 "$MICROPP" train --config "$TMP/frac.json"
 expect_user_error "bad/layers < parts" "5 parts but only 4 layers" 10 "$MICROPP" train --mode manual --parts 5 --layers 4
-expect_user_error "bad/--parts without manual" "--parts applies to --mode manual" 10 "$MICROPP" train --parts 2
+expect_user_error "bad/--parts without manual is --pp on one rank" \
+    "--pp 2 runs a stage per rank, and 1 rank was started: run 'mpiexec -n 2 .*', or add --mode manual" 10 \
+    "$MICROPP" train --parts 2
 expect_user_error "bad/pp flag in monolith" "--micro-batches applies to a pipeline \(--pp > 1\), and this run is pp 1 x dp 1 x tp 1: drop it or set --pp" 10 "$MICROPP" train --micro-batches 4
 expect_failure "bad/NaN loss names the step (exit 1)" "loss became (NaN|Inf) at step [0-9]+: lower --lr" 30 "$MICROPP" train --optimizer sgd --lr 1000 --steps 50
 expect_user_error "bad/stray argument" "unexpected argument 'extra'" 10 "$MICROPP" train extra

@@ -83,6 +83,10 @@ static void test_layouts(void) {
            "D %d N %d rows %d", p.D, p.N, p.rows);
     p = plan_ok("plan/manual", 1, "--mode manual --parts 4 --layers 8");
     EXPECT("plan/manual: 4 parts of 2 layers in one process", p.K == 4 && p.S == 4 && plan_layers(&p, 3) == 2 && !p.distributed, "K %d", p.K);
+    p = plan_ok("plan/manual --pp 3 (--parts' one name)", 1, "--mode manual --pp 3 --layers 6");
+    EXPECT("plan/manual --pp 3: 3 parts in one process", p.K == 3 && p.S == 3 && !p.distributed, "K %d", p.K);
+    p = plan_ok("plan/manual without --pp", 1, "--mode manual --layers 6");
+    EXPECT("plan/manual without --pp: 2 parts", p.K == 2 && !p.distributed, "K %d", p.K);
 }
 
 // Degrees alone describe a run (no --mode): each degree given is kept, dp is the ranks left; --mode is a
@@ -147,7 +151,9 @@ static void test_flags_apply(void) {
             "--timeline t.svg --gantt");
     refused("plan/refuse: --schedule outside a pipeline", 2, "--mode ddp --schedule gpipe",
             "--schedule applies to a pipeline (--pp > 1), and this run is pp 1 x dp 2 x tp 1: drop it or set --pp");
-    refused("plan/refuse: --parts outside manual", 1, "--parts 3", "--parts applies to --mode manual");
+    refused("plan/refuse: --parts outside manual is --pp on ranks", 1, "--parts 3",
+            "train: --pp 3 runs a stage per rank, and 1 rank was started: run 'mpiexec -n 3', or add --mode manual");
+
     refused("plan/refuse: --samples with a data file", 1, "--data x.npy --samples 5", "--samples sizes the synthetic data set, and --data 'x.npy' is a file");
     refused("plan/refuse: --zero outside data parallelism", 2, "--mode pp --zero 1",
             "--zero applies to data parallelism (--dp > 1), and this run is pp 2 x dp 1 x tp 1: drop it or set --dp");
@@ -160,8 +166,8 @@ static void test_flags_apply(void) {
             "train: --mode ddp is one stage (pp 1), and --pp 2 asks for 2");
     refused("plan/refuse: --pp beside --mode monolith", 1, "--mode monolith --pp 2",
             "train: --mode monolith is pp 1 x dp 1, and --pp asks for more");
-    refused("plan/refuse: --pp beside --mode manual", 1, "--mode manual --pp 2",
-            "train: --pp is a degree over ranks, and --mode manual runs its parts in one process");
+    refused("plan/refuse: --dp beside --mode manual", 1, "--mode manual --dp 2",
+            "train: --dp is a degree over ranks, and --mode manual runs its --pp parts in one process");
     refused("plan/refuse: --grad-accum in a pipeline", 2, "--mode pp --grad-accum 2",
             "train: --grad-accum applies to a run without a pipeline (--pp 1), and this run is pp 2 x dp 1 x tp 1: a "
             "pipeline already accumulates over --micro-batches");

@@ -17,17 +17,16 @@
 const Option train_options[] = {
     {"config", 'c', OPT_STR, T(config), 0, 0, 0, "FILE", "JSON file of options (keys = flag names)", 0},
     {"mode", 'm', OPT_CHOICE, T(grid.mode), MODE_CHOICES, 0, 0, "MODE",
-     "a spelling of the degrees: monolith (pp 1 x dp 1), manual (K parts in one process), pp (a stage per rank), "
+     "a spelling of the degrees: monolith (pp 1 x dp 1), manual (--pp P parts in one process), pp (a stage per rank), "
      "ddp (a replica per rank), hybrid (--pp x --dp); without it the degrees alone describe the run",
      0},
-    {"parts", 0, OPT_INT, T(grid.parts), 0, 1, 4096, "K", "manual mode: cut the model into K parts", 0},
     {"layers", 'L', OPT_INT, T(layers), 0, 1, MAX_LAYERS, "L", "hidden layers, each Linear(H,H)+ReLU", 0},
     {"hidden", 'H', OPT_INT, T(hidden), 0, 1, 65536, "H", "hidden size", 0},
     {"inputs", 0, OPT_INT, T(inputs), 0, 0, 1 << 24, "D", "input features: layer 0 is Linear(D,H) (0: D = --hidden)",
      0},
     {"classes", 'C', OPT_INT, T(classes), 0, 2, 65536, "C", "output classes", 0},
     {"batch", 'B', OPT_INT, T(batch), 0, 1, 1 << 24, "B", "global batch size (rows per step)", 0},
-    {"steps", 'n', OPT_INT, T(steps), 0, 1, 1 << 30, "N",
+    {"steps", 0, OPT_INT, T(steps), 0, 1, 1 << 30, "N",
      "optimizer steps in total (with --resume: train up to step N)", 0},
     {"epochs", 0, OPT_INT, T(epochs), 0, 0, 1 << 20, "N",
      "real data: N shuffled passes over the training set instead of --steps (last partial batch dropped)", 0},
@@ -163,7 +162,9 @@ const Option train_options[] = {
      "the costs measured by micropp plan --calibrate: --auto picks by them; without --auto the summary prints the "
      "layout's prediction beside its measured step", 0},
     {"pp", 0, OPT_INT, T(grid.pp), 0, 1, 4096, "P",
-     "pipeline stages, a degree: ranks = P x D x T (0: not given, 1; --mode pp: the ranks)", 0},
+     "pipeline stages, a degree: ranks = P x D x T (0: not given, 1; --mode pp: the ranks; --mode manual: the parts "
+     "in one process, 2)",
+     0},
     {"dp", 0, OPT_INT, T(grid.dp), 0, 1, 1 << 20, "D",
      "data-parallel replicas, a degree: ranks = P x D x T (0: not given, the ranks left, ranks / (P x T))", 0},
     {"tp", 0, OPT_INT, T(grid.tp), 0, 1, 4096, "T",
@@ -250,7 +251,6 @@ const OptionSection train_sections[] = {
 void train_config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof *c);
     c->grid.mode = MODE_MONOLITH;
-    c->grid.parts = 2;
     c->layers = 16;
     c->hidden = 128;
     c->classes = 2;

@@ -402,7 +402,7 @@ static void observe(const TrainConfig *c, const Plan *p, const Measure *m, Summa
     if (c->observe.timeline[0]) {
         OutFile o;
         int err = out_open(&o, c->observe.timeline);
-        if (!err) { gantt_svg(o.f, g, 2); err = out_commit(&o); }
+        if (!err) { gantt_svg(o.f, g, 2, 0); err = out_commit(&o); }
         if (err) write_failed(s, "timeline", c->observe.timeline, err);
     }
 }
@@ -423,7 +423,7 @@ static void write_replicas_timeline(const TrainConfig *c, const Plan *p, const M
     g.axis_unit = "ms";
     OutFile o;
     int err = out_open(&o, c->observe.timeline);
-    if (!err) { gantt_svg(o.f, &g, 1); err = out_commit(&o); }
+    if (!err) { gantt_svg(o.f, &g, 1, 0); err = out_commit(&o); }
     if (err) write_failed(s, "timeline", c->observe.timeline, err);
     gantt_free_slices(&g);
 }

@@ -276,7 +276,7 @@ static double gantt_svg_chart(FILE *f, const GanttPage *pg, const Gantt *g, int 
     return y + pg->axis_h;
 }
 
-void gantt_svg(FILE *f, const Gantt *charts, int n) {
+void gantt_svg(FILE *f, const Gantt *charts, int n, int own_spans) {
     GanttPage pg = {.left = 78, .plot_w = 960, .row_h = 24, .cell_h = 18, .bar_h = 6, .axis_h = 34, .pad = 14};
     double t_max = 0, unit_w = 0;
     int present[EV_KINDS] = {0};
@@ -299,7 +299,11 @@ void gantt_svg(FILE *f, const Gantt *charts, int n) {
     height += 18 * gantt_legend(NULL, &pg, present, y_legend) + 12;
     svg_begin(f, pg.width, height);
     double y = pg.pad;
-    for (int c = 0; c < n; c++) y = gantt_svg_chart(f, &pg, &charts[c], c, y);
+    for (int c = 0; c < n; c++) {
+        GanttPage one = pg;  // own_spans: the chart's span across the whole plot width
+        if (own_spans && charts[c].t_end > 0) one.px = pg.plot_w / charts[c].t_end;
+        y = gantt_svg_chart(f, &one, &charts[c], c, y);
+    }
     gantt_legend(f, &pg, present, y);
     svg_end(f);
 }

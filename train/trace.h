@@ -53,8 +53,9 @@ typedef struct {
 } Gantt;
 // Text: "stage 0 [F0][F1]....[B0    ]", '.' = idle; ANSI colours when colour is set.
 void gantt_text(FILE *f, const Gantt *g, int colour);
-// SVG of n charts stacked on one time scale; every slice is a <rect class="slice" data-kind data-mb>.
-void gantt_svg(FILE *f, const Gantt *charts, int n);
+// SVG of n charts stacked on one time scale (own_spans: each chart's span fills the plot's width, on
+// an axis of its own); every slice is a <rect class="slice" data-kind data-mb>.
+void gantt_svg(FILE *f, const Gantt *charts, int n, int own_spans);
 void gantt_free_slices(Gantt *g);  // for charts whose slices were allocated (timeline_step_gantt)
 
 // Where a rank sits in the grid, for its track's name: its stage, replica and tp rank, and which of
