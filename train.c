@@ -33,7 +33,7 @@ static TrainConfig parse_options(int argc, char **argv, OptionsSeen *seen) {
         "train", train_options, c, seen, argc, argv, "micropp train [options]",
         "  micropp train                                  # the monolith, default config\n"
         "  micropp train --config configs/medium.json --steps 20\n"
-        "  micropp train --mode manual --parts 4 --verify # the manual split, checked\n"
+        "  micropp train --mode manual --pp 4 --verify    # the manual split, checked\n"
         "  mpiexec -n 2 micropp train --mode pp --schedule 1f1b --micro-batches 8\n"
         "  mpiexec -n 4 micropp train --mode pp --schedule gpipe --partition 5,4,4,3 --checkpoint-activations\n"
         "  mpiexec -n 4 micropp train --mode pp --schedule interleaved --virtual-stages 2 --micro-batches 8 --verify\n"

@@ -25,7 +25,7 @@ static int rule_depth(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->K > MAX_STAGES) return refuse(e, "train: %d stages is more than the %d supported", p->K, MAX_STAGES);
     if (p->K > c->layers) {
         const char *what = p->pipelined ? "stages (--pp)" : "parts",
-                   *fewer = p->pipelined ? "a smaller --pp" : "fewer parts";
+                   *fewer = p->pipelined ? "a smaller --pp" : "fewer parts (a smaller --pp)";
         return refuse(e, "train: %d %s but only %lld layers: every stage needs a layer, so use --layers >= %d or %s",
                       p->K, what, (long long)c->layers, p->K, fewer);
     }
