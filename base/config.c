@@ -179,6 +179,17 @@ static const Option *short_row(const Option *opts, char letter, int *kept) {
     return NULL;
 }
 
+// getopt's letters (shortopts, n bytes) get the kept shorts: -n for --steps, where no row has the letter.
+static void add_kept_shorts(const Option *opts, char *shortopts, size_t n) {
+    for (int i = 0; kept_shorts[i].letter; i++) {
+        int kept;
+        const Option *o = short_row(opts, kept_shorts[i].letter, &kept);
+        size_t l = strlen(shortopts);
+        if (o && kept == i)
+            snprintf(shortopts + l, n - l, "%c%s", kept_shorts[i].letter, o->type == OPT_BOOL ? "" : ":");
+    }
+}
+
 // The k-th kept alias (from 0) of a row of opts, or NULL after the last.
 static const char *alias_of(const Option *opts, const Option *o, int k) {
     for (int i = 0; kept_aliases[i].alias; i++)
@@ -574,15 +585,7 @@ void options_parse(const char *cmd, const Option *opts, void *base, OptionsSeen 
             if (has_arg == required_argument) strcat(shortopts, ":");
         }
     }
-    for (int i = 0; kept_shorts[i].letter; i++) {  // -n for --steps, where no row has the letter
-        int kept;
-        const Option *o = short_row(opts, kept_shorts[i].letter, &kept);
-        if (o && kept == i) {
-            size_t l = strlen(shortopts);
-            snprintf(shortopts + l, sizeof shortopts - l, "%c%s", kept_shorts[i].letter,
-                     o->type == OPT_BOOL ? "" : ":");
-        }
-    }
+    add_kept_shorts(opts, shortopts, sizeof shortopts);
     refuse_unknown_names(cmd, opts, argc, argv);
     refuse_repeats(cmd, opts, n, lo, shortopts, argc, argv);
     CHECK(n <= OPTIONS_MAX, "%s: %d options, more than OPTIONS_MAX", cmd, n);
