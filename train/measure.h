@@ -9,7 +9,8 @@
 typedef struct {
     double gflops;        // this rank's peak GFLOP/s (0: unknown, a GPU not in the datasheet table)
     double total_gflops;  // summed over the ranks (0 when any rank's is unknown); set by the caller
-    double seconds;       // how long the measurement took (0: the table's or MICROPP_PEAK_GFLOPS' figure)
+    double seconds;       // how long the measurement took (0: the table's or MICROPP_PEAK_GFLOPS' figure) ...
+    double cpu_seconds;   // ... and the CPU time it used (every thread's)
     char source[64];      // "measured sgemm", "measured bf16 gemm", "datasheet H100 SXM tf32", "unknown", ...
 } Peak;
 
@@ -63,8 +64,8 @@ void measure_moe_keep(Measure *m, const double *v, int step);  // a step's E + 3
 typedef struct { double dropped, dropped_share, aux, busiest; } MoeMeans;
 MoeMeans measure_moe_means(const Measure *m, int start, int n, double *load);
 void measure_free(Measure *m);
-// This rank's peak gemm rate at the run's precision: on the host a short measured gemm (512^3, a warm-up
-// and the fastest of 3 to 9 timed, about 60 ms; the BLAS threads and precision as set), on a GPU its
+// This rank's peak gemm rate at the run's precision: on the host a short measured gemm (256^3, a warm-up
+// and the fastest of 5 to 40 timed, about 30 ms; the BLAS threads and precision as set), on a GPU its
 // datasheet's dense figure by the device's name (tf32: fp32 on tensor cores). MICROPP_PEAK_GFLOPS (tests)
 // gives the figure instead.
 void measure_peak(Peak *pk, const Backend *be, int precision, int tf32);

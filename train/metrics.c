@@ -122,8 +122,8 @@ void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, 
     k += put_num(s + k, sizeof s - (size_t)k, "lr", "%.7g", lr);
     k += put_num(s + k, sizeof s - (size_t)k, "step_ms", "%.4f", step_s * 1e3);
     k += put_num(s + k, sizeof s - (size_t)k, "samples_s", "%.1f", samples_s);
-    if (!isnan(bubble)) k += put_num(s + k, sizeof s - (size_t)k, "bubble", "%.4f", bubble);
     k += put_num(s + k, sizeof s - (size_t)k, "mfu", "%.6g", mfu);
+    if (!isnan(bubble)) k += put_num(s + k, sizeof s - (size_t)k, "bubble", "%.4f", bubble);
     if (!isnan(grad_norm)) {
         k += put_num(s + k, sizeof s - (size_t)k, "grad_norm", "%.7g", grad_norm);
         k += snprintf(s + k, sizeof s - (size_t)k, ",\"clipped\":%s", clipped ? "true" : "false");
