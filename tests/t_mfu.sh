@@ -64,3 +64,19 @@ line=$(grep '^step .* (median)' <<<"$OUT")
 if [ "$RC" -eq 0 ] && grep -Eq '\| MFU [0-9]+\.[0-9]% \(of 200 GFLOP/s peak of the ranks together, MICROPP_PEAK_GFLOPS\)$' <<<"$line"; then
     pass "mfu/summary on 2 ranks: the peak of the ranks together, its source named"
 else fail "mfu/summary on 2 ranks" "exit $RC: ${line:-no step line} $ERR"; fi
+
+# --- model FLOPs: checkpointing's recompute counts in GFLOP/s, not in MFU (as the planner's); an MoE row's
+# FLOPs are its router's and top-k experts' (as GFLOP/s counts them) ---
+MICROPP_PEAK_GFLOPS=100 run 120 mpiexec -n 2 "$MICROPP" train --pp 2 --steps 4 --checkpoint-activations --json
+check "mfu/--checkpoint-activations: GFLOP/s / (mfu x peak) = 1 + the recompute's 2 (P - head) / 6P" '
+P, head = d["params"], 128 * 2 + 2
+want = 1 + 2 * (P - head) / (6 * P)
+got = d["gflops"] / (d["mfu"] * d["peak_gflops"])
+print("" if abs(got - want) < 1e-9 else "ratio %s, want %s" % (got, want))'
+MICROPP_PEAK_GFLOPS=100 run 60 "$MICROPP" train --steps 4 --experts 4 --top-k 1 --json
+check "mfu/--experts 4 --top-k 1: mfu x peak = GFLOP/s, its FLOPs a step under 6 x all parameters x rows" '
+flops = d["mfu"] * d["peak_gflops"] * 1e9 * d["step_ms_median"] / 1e3
+bad = []
+if not (d["mfu"] > 0 and abs(d["mfu"] * d["peak_gflops"] - d["gflops"]) < 1e-9 * d["gflops"]): bad.append("mfu %s, gflops %s" % (d["mfu"], d["gflops"]))
+if not flops < 0.9 * 6 * d["params"] * 32: bad.append("%s FLOPs a step, all parameters %s" % (flops, 6 * d["params"] * 32))
+print("; ".join(bad))'

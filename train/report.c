@@ -205,7 +205,8 @@ void report_epoch(const Plan *p, const EpochStat *e) {
 // ---- summary figures ----
 
 // Step time: the slowest rank's, median over the steps (the first is a warm-up when there are
-// more); throughput and MFU from it (the FLOPs: report_step_flops).
+// more); throughput and MFU from it (the FLOPs: report_step_flops; GFLOP/s adds checkpointing's recompute,
+// MFU does not).
 static void fill_time(const TrainConfig *c, const Plan *p, Measure *m, Summary *s) {
     int start = s->start;
     s->n_run = (int)p->steps - start;
@@ -217,17 +218,16 @@ static void fill_time(const TrainConfig *c, const Plan *p, Measure *m, Summary *
     double rows_per_step = (double)c->batch * p->N;
     s->step_ms = step_med * 1e3;
     s->samples_s = rows_per_step / step_med;
-    s->gflops = m->flops / step_med / 1e9;
-    s->mfu = measure_mfu(&m->peak, m->flops, step_med);
+    double P = m->flops / 6.0 / rows_per_step, recompute = 0;  // a forward again, the head's not
+    if (p->pipe.ckpt) recompute = 2.0 * (P - ((double)c->classes * c->hidden + c->classes)) * rows_per_step;
+    s->gflops = (m->flops + recompute) / step_med / 1e9;
+    s->mfu = measure_mfu(&m->peak, m->flops, step_med);  // model FLOPs: recompute not counted
 }
 
 double report_step_flops(const TrainConfig *c, const Plan *p) {
-    double rows_per_step = (double)c->batch * p->N;
     double P = (double)model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes) +
                moe_params(c, p, 1);  // MoE: what a row goes through (router and its top-k experts)
-    double flops = 6.0 * P * rows_per_step;
-    if (p->pipe.ckpt) flops += 2.0 * (P - ((double)c->classes * c->hidden + c->classes)) * rows_per_step;
-    return flops;
+    return 6.0 * P * (double)c->batch * p->N;
 }
 
 // The model state each rank allocated (weights, gradients, the optimizer's moments, as they are
