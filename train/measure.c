@@ -90,7 +90,7 @@ static const struct {
 static void peak_of_datasheet(Peak *pk, const Backend *be, int precision, int tf32) {
     char dev[256];
     be->describe(dev, sizeof dev);
-    snprintf(pk->source, sizeof pk->source, "unknown (no datasheet peak for this device)");
+    snprintf(pk->source, sizeof pk->source, "no datasheet peak for this device");
     for (size_t i = 0; i < sizeof datasheet / sizeof *datasheet; i++) {
         if (!strstr(dev, datasheet[i].gpu) || !strstr(dev, datasheet[i].variant)) continue;
         const char *kind = precision == PRECISION_BF16 ? "bf16" : tf32 ? "tf32" : "fp32";
