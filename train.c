@@ -121,7 +121,7 @@ static void setup_device(const TrainConfig *c, const Plan *p, Wire *w) {
 // over the ranks (unknown on any: unknown), and the FLOPs of a step.
 static void setup_peak(const TrainConfig *c, const Plan *p, Run *r) {
     Peak *pk = &r->m.peak;
-    measure_peak(pk, r->wire.be, c->precision, c->gemm.tf32);
+    measure_peak(pk, r->wire.be, c->precision, c->gemm.tf32, r->predicted.peak_flops / 1e9);
     double v[2] = {pk->gflops, pk->gflops > 0 ? 0 : 1};  // the peak, ranks without one
     if (p->distributed) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
     pk->total_gflops = v[1] > 0 ? 0 : v[0];
@@ -681,6 +681,7 @@ int cmd_train(int argc, char **argv) {
     if (cfg.auto_layout || cfg.profile[0]) {  // (the summary reports the prediction beside the measured step)
         r->predicted.step_ms = pick.pr.step_s * 1e3;
         r->predicted.picked = cfg.auto_layout;
+        r->predicted.peak_flops = cfg.profile[0] ? pick.pr.peak : 0;
         layout_name(&pick.l, r->predicted.layout, sizeof r->predicted.layout);
     }
     const Plan *p = &r->p;

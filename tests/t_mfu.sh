@@ -2,7 +2,8 @@
 # tests/t_mfu.sh: model FLOPs utilisation (train/measure.c's measure_peak, issue 32): the summary's step line,
 # --json's mfu, peak_gflops, peak_source and peak_measure_s (and _cpu_s), --metrics' per-step mfu; on a monolith and a
 # 2-rank pipeline, against the measured sgemm peak (in (0, 100%], measured in < 0.2 s) and a given one
-# (MICROPP_PEAK_GFLOPS: the ratio exact, the ranks' peaks summed).
+# (MICROPP_PEAK_GFLOPS: the ratio exact, the ranks' peaks summed), checkpointing's recompute left out, an MoE
+# row's FLOPs, and --profile's peak.
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
 
@@ -79,4 +80,19 @@ flops = d["mfu"] * d["peak_gflops"] * 1e9 * d["step_ms_median"] / 1e3
 bad = []
 if not (d["mfu"] > 0 and abs(d["mfu"] * d["peak_gflops"] - d["gflops"]) < 1e-9 * d["gflops"]): bad.append("mfu %s, gflops %s" % (d["mfu"], d["gflops"]))
 if not flops < 0.9 * 6 * d["params"] * 32: bad.append("%s FLOPs a step, all parameters %s" % (flops, 6 * d["params"] * 32))
+print("; ".join(bad))'
+
+# --- --profile: its peak (the fastest hidden layer it measured, as the planner's MFU), not measured: the
+# same figure on every run, the ranks' summed ---
+prof() {
+    run 240 mpiexec -n 2 "$MICROPP" train --profile "$ROOT/configs/profiles/cpu-2ranks.json" --config "$ROOT/configs/medium.json" \
+        --dp 2 --steps 1 --eval-samples 64 --log-every 0 --json
+}
+prof; cp "$TMP/out" "$TMP/prof1.json"; prof
+check "mfu/--profile: the profile's peak (its source named, nothing measured, the same on a second run)" '
+first = json.load(open(sys.argv[1].replace("out", "prof1.json")))
+bad = []
+if d["peak_source"] != "--profile'"'"'s fastest hidden layer" or d["peak_measure_s"] != 0: bad.append("source %r in %s s" % (d["peak_source"], d["peak_measure_s"]))
+if not (d["peak_gflops"] > 0 and d["peak_gflops"] == first["peak_gflops"]): bad.append("peaks %s, %s" % (first["peak_gflops"], d["peak_gflops"]))
+if abs(d["mfu"] * d["peak_gflops"] - d["gflops"]) > 1e-9 * d["gflops"]: bad.append("mfu %s" % d["mfu"])
 print("; ".join(bad))'

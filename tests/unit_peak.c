@@ -29,7 +29,7 @@ static void test_datasheet(void) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         Peak pk;
         gpu_name = cases[i].name;
-        measure_peak(&pk, &gpu, cases[i].precision, cases[i].tf32);
+        measure_peak(&pk, &gpu, cases[i].precision, cases[i].tf32, 0);
         if (pk.gflops != cases[i].want || strcmp(pk.source, cases[i].source) || pk.seconds != 0) {
             printf("  %s: %g GFLOP/s '%s'\n", cases[i].name, pk.gflops, pk.source);
             bad++;
@@ -41,14 +41,18 @@ static void test_datasheet(void) {
 
 static void test_measured(void) {
     Peak pk;
-    measure_peak(&pk, &backend_cpu, PRECISION_FP32, 0);
+    measure_peak(&pk, &backend_cpu, PRECISION_FP32, 0, 0);
     EXPECT("peak/the host's gemm: a rate, 'measured sgemm', under 0.2 s of CPU",
            pk.gflops > 0.1 && !strcmp(pk.source, "measured sgemm") && pk.cpu_seconds > 0 && pk.cpu_seconds < 0.2 &&
                pk.seconds > 0,
            "%g GFLOP/s '%s' in %g s (CPU %g s)", pk.gflops, pk.source, pk.seconds, pk.cpu_seconds);
     setenv("MICROPP_PEAK_GFLOPS", "250", 1);
-    measure_peak(&pk, &backend_cpu, PRECISION_FP32, 0);
+    measure_peak(&pk, &backend_cpu, PRECISION_FP32, 0, 0);
     unsetenv("MICROPP_PEAK_GFLOPS");
+    Peak pf;
+    measure_peak(&pf, &backend_cpu, PRECISION_FP32, 0, 42);
+    EXPECT("peak/a profile's peak is taken, not measured", pf.gflops == 42 && pf.seconds == 0 &&
+           !strcmp(pf.source, "--profile's fastest hidden layer"), "%g '%s'", pf.gflops, pf.source);
     EXPECT("peak/MICROPP_PEAK_GFLOPS gives the figure", pk.gflops == 250 && !strcmp(pk.source, "MICROPP_PEAK_GFLOPS"),
            "%g '%s'", pk.gflops, pk.source);
     pk.total_gflops = 500;

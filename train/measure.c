@@ -123,13 +123,16 @@ static void peak_of_gemm(Peak *pk, const Backend *be, int precision) {
     free(a);
 }
 
-void measure_peak(Peak *pk, const Backend *be, int precision, int tf32) {
+void measure_peak(Peak *pk, const Backend *be, int precision, int tf32, double profile_gflops) {
     memset(pk, 0, sizeof *pk);
     const char *env = getenv("MICROPP_PEAK_GFLOPS");  // tests: a known peak, so the ratio is known
     double fake = env ? strtod(env, NULL) : 0;
     if (fake > 0) {
         pk->gflops = fake;
         snprintf(pk->source, sizeof pk->source, "MICROPP_PEAK_GFLOPS");
+    } else if (profile_gflops > 0) {
+        pk->gflops = profile_gflops;
+        snprintf(pk->source, sizeof pk->source, "--profile's fastest hidden layer");
     } else if (be->on_host) peak_of_gemm(pk, be, precision);
     else peak_of_datasheet(pk, be, precision, tf32);
 }
