@@ -117,6 +117,17 @@ static void setup_device(const TrainConfig *c, const Plan *p, Wire *w) {
     setup_precision(w->be, c);
 }
 
+// MFU's peak, measured on every rank at once (the ranks' gemms share the machine as the steps' do), summed
+// over the ranks (unknown on any: unknown), and the FLOPs of a step.
+static void setup_peak(const TrainConfig *c, const Plan *p, Run *r) {
+    Peak *pk = &r->m.peak;
+    measure_peak(pk, r->wire.be, c->precision, c->gemm.tf32, r->predicted.peak_flops / 1e9);
+    double v[2] = {pk->gflops, pk->gflops > 0 ? 0 : 1};  // the peak, ranks without one
+    if (p->distributed) comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);
+    pk->total_gflops = v[1] > 0 ? 0 : v[0];
+    r->m.flops = report_step_flops(c, p);
+}
+
 // The executor's buffers: host rows and labels (pinned on a GPU, so each micro-batch's copy to it is
 // a DMA from page-locked memory): the training rows' ring, whose copies nothing waits for but the
 // buffer's refill (exec_load_inputs), and the held-out rows' one buffer; and the gradients a backward
@@ -434,7 +445,8 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
         double lr = lr_at(c->optim.lr_schedule, c->lr, c->optim.min_lr, c->optim.warmup_steps, step, r->p.steps);
         double bubble = r->p.pipelined ? step_bubble(&r->p, &r->m, step) : NAN;
         double norm = c->guard.clip_grad > 0 ? r->m.grad_norm[step] : NAN;
-        metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble, norm,
+        double mfu = measure_mfu(&r->m.peak, r->m.flops, r->m.step_s[step]);
+        metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble, mfu, norm,
                      r->m.clip_scale[step] < 1, &r->m.moe);
     }
     if (!saving) return;
@@ -669,6 +681,7 @@ int cmd_train(int argc, char **argv) {
     if (cfg.auto_layout || cfg.profile[0]) {  // (the summary reports the prediction beside the measured step)
         r->predicted.step_ms = pick.pr.step_s * 1e3;
         r->predicted.picked = cfg.auto_layout;
+        r->predicted.peak_flops = cfg.profile[0] ? pick.pr.peak : 0;
         layout_name(&pick.l, r->predicted.layout, sizeof r->predicted.layout);
     }
     const Plan *p = &r->p;
@@ -709,6 +722,7 @@ int cmd_train(int argc, char **argv) {
     r->exec.data = &r->data;
     measure_init(&r->m, p->steps, p->epochs);
     if (cfg.moe.experts) measure_moe(&r->m, p->steps, (int)cfg.moe.experts);
+    setup_peak(&cfg, p, r);
     if (p->data_parallel && !p->data.sync_every) {
         data_setup(p, &r->wire.comm, r->model.local, r->model.n_local, &r->model.sync);
         r->model.n_sync = r->model.n_local;

@@ -427,6 +427,7 @@ int predict_config(const Profile *pf, const TrainConfig *c0, const Degrees *d0, 
         double P = (double)model_param_count((int)c.layers, p->inputs, (int)c.hidden, (int)c.classes),
                peak = predict_peak(pf, c.precision);
         out->samples_s = (double)c.batch / out->step_s;
+        out->peak = peak;
         out->mfu = peak > 0 ? 6 * P * (double)c.batch / (out->step_s * degrees_world(&d) * peak) : 0;
     }
     free(p);

@@ -21,6 +21,7 @@ typedef struct {
     int worst_stage;           // ... its stage
     double mfu;                // model FLOPs utilisation: 6 x parameters x the batch's rows (a forward's 2 and a
                                // backward's 4, recompute not counted) over step x ranks x predict_peak
+    double peak;               // ... that peak, one rank's FLOP/s (0: the profile has none)
 } Prediction;
 
 // The layout's degrees (pp, dp, tp, zero), and its options on a copy of c besides them: schedule,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/t_metrics.sh: --metrics FILE (train/metrics.c): a JSON line per step whatever the console prints
-# (step, loss, lr, step_ms, samples_s, and a pipeline's bubble; --metrics-every N thins them), per
+# (step, loss, lr, step_ms, samples_s, mfu, and a pipeline's bubble; --metrics-every N thins them), per
 # evaluation (--eval-every N, and the final one: test loss, accuracy) and per epoch (train and test loss,
 # accuracy, time), the same figures as --json's; flushed as the run goes (read while a rank is stalled); rank 0 writes
 # it; --resume keeps the lines up to its step and appends after them; every bad path (a folder, a
@@ -26,7 +26,7 @@ final = rows.pop()
 if final != {"step": 20, "test_loss": final.get("test_loss"), "accuracy": round(summary["accuracy"], 5)}: bad.append("last line %s" % final)
 if [r["step"] for r in rows] != list(range(1, 21)): bad.append("steps %s" % [r["step"] for r in rows])
 for r in rows:
-    if sorted(r) != sorted(["step", "loss", "lr", "step_ms", "samples_s"]): bad.append("keys %s" % sorted(r))
+    if sorted(r) != sorted(["step", "loss", "lr", "step_ms", "samples_s", "mfu"]): bad.append("keys %s" % sorted(r))
     elif abs(r["loss"] - summary["losses"][r["step"] - 1]) > 1e-6 * abs(r["loss"]): bad.append("loss at %d" % r["step"])
     elif not (r["step_ms"] > 0 and abs(r["samples_s"] - 32 / (r["step_ms"] / 1e3)) < 0.01 * r["samples_s"]): bad.append("time %s" % r)
 lr = [rows[i]["lr"] for i in (0, 4, 9, 14, 19)]
@@ -218,8 +218,8 @@ if command -v script >/dev/null; then
     else fail "live/on a terminal" "exit $RC, $n live lines: $(head -c 400 "$TMP/tty.out" | cat -v)"; fi
     "$MICROPP" train $L > "$TMP/pipe.out" 2>&1
     # the screen holds the same lines as the log without a terminal (times aside): no live text left over
-    if diff <(screen "$TMP/tty.out" | sed -E 's/[0-9.]+ ?k? ?(ms|samples\/s|GFLOP\/s)//g' | grep .) \
-            <(sed -E 's/[0-9.]+ ?k? ?(ms|samples\/s|GFLOP\/s)//g' "$TMP/pipe.out" | grep .) > "$TMP/screen.diff"; then
+    if diff <(screen "$TMP/tty.out" | sed -E 's/[0-9.]+ ?k? ?(ms|samples\/s|GFLOP\/s)//g; s/MFU [0-9.]+%//' | grep .) \
+            <(sed -E 's/[0-9.]+ ?k? ?(ms|samples\/s|GFLOP\/s)//g; s/MFU [0-9.]+%//' "$TMP/pipe.out" | grep .) > "$TMP/screen.diff"; then
         pass "live/cleared before every other line: the screen ends as the log without it"
     else fail "live/cleared before every other line" "$(head -c 400 "$TMP/screen.diff" | cat -v)"; fi
     grep -q $'[\r\x1b]' "$TMP/pipe.out" && fail "live/a pipe: nothing changes" "$(grep -c $'\r' "$TMP/pipe.out") carriage returns" \

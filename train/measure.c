@@ -1,7 +1,11 @@
 // train/measure.c: the table of what a run's steps measured (measure.h): per-step arrays sized by the
-// plan's steps, the events appended as the actions run, the epochs' figures.
+// plan's steps, the events appended as the actions run, the epochs' figures; and the peak gemm rate MFU is
+// measured against (a short gemm on the host, a datasheet table for GPUs).
 #include <stdlib.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "train/measure.h"
 #include "base/util.h"
 
@@ -62,4 +66,77 @@ Event *measure_record(Measure *m, int step, int kind, int mb, int chunk, double 
     }
     m->ev[m->n_ev] = (Event){.step = step, .kind = kind, .mb = mb, .t0 = t0, .t1 = t1, .chunk = chunk};
     return &m->ev[m->n_ev++];
+}
+
+// CPU seconds of the process, every thread's.
+static double cpu_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Dense (no sparsity) peaks from NVIDIA's datasheets, GFLOP/s, the first whose names the device's contains.
+static const struct {
+    const char *gpu, *variant, *name;
+    double fp32, tf32, bf16;
+} datasheet[] = {
+    {"H200", "", "H200", 67e3, 494.7e3, 989.5e3},
+    {"H100", "PCIe", "H100 PCIe", 51.2e3, 378e3, 756e3},
+    {"H100", "NVL", "H100 NVL", 60e3, 417.5e3, 835.5e3},
+    {"H100", "", "H100 SXM", 67e3, 494.7e3, 989.5e3},
+    {"A100", "", "A100", 19.5e3, 156e3, 312e3},
+};
+
+static void peak_of_datasheet(Peak *pk, const Backend *be, int precision, int tf32) {
+    char dev[256];
+    be->describe(dev, sizeof dev);
+    snprintf(pk->source, sizeof pk->source, "no datasheet peak for this device");
+    for (size_t i = 0; i < sizeof datasheet / sizeof *datasheet; i++) {
+        if (!strstr(dev, datasheet[i].gpu) || !strstr(dev, datasheet[i].variant)) continue;
+        const char *kind = precision == PRECISION_BF16 ? "bf16" : tf32 ? "tf32" : "fp32";
+        pk->gflops = precision == PRECISION_BF16 ? datasheet[i].bf16 : tf32 ? datasheet[i].tf32 : datasheet[i].fp32;
+        snprintf(pk->source, sizeof pk->source, "datasheet %s %s", datasheet[i].name, kind);
+        return;
+    }
+}
+
+// The host's gemm at 256^3: a warm-up (threads, pages), then the fastest of up to 40 timed, stopping after
+// 5 once 30 ms have gone. The fastest: on a shared machine the one no other process interrupted (a short
+// gemm fits between them), the planner's choice too.
+static void peak_of_gemm(Peak *pk, const Backend *be, int precision) {
+    enum { N = 256, REPS = 40, MIN_REPS = 5 };
+    size_t n = (size_t)N * N;
+    float *a = xmalloc(3 * n * sizeof(float)), *b = a + n, *c = b + n;
+    for (size_t i = 0; i < 2 * n; i++) a[i] = 0.25f + (float)(i % 7) * 0.125f;
+    double t_all = now_sec(), cpu0 = cpu_sec(), best = 0;
+    be->gemm(0, 0, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+    for (int r = 0; r < REPS && (r < MIN_REPS || now_sec() - t_all < 0.03); r++) {
+        double t0 = now_sec();
+        be->gemm(0, 0, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+        double rate = 2.0 * N * N * N / (now_sec() - t0) / 1e9;
+        best = rate > best ? rate : best;
+    }
+    pk->cpu_seconds = cpu_sec() - cpu0;
+    pk->seconds = now_sec() - t_all;
+    pk->gflops = best;
+    snprintf(pk->source, sizeof pk->source, precision == PRECISION_BF16 ? "measured bf16 gemm" : "measured sgemm");
+    free(a);
+}
+
+void measure_peak(Peak *pk, const Backend *be, int precision, int tf32, double profile_gflops) {
+    memset(pk, 0, sizeof *pk);
+    const char *env = getenv("MICROPP_PEAK_GFLOPS");  // tests: a known peak, so the ratio is known
+    double fake = env ? strtod(env, NULL) : 0;
+    if (fake > 0) {
+        pk->gflops = fake;
+        snprintf(pk->source, sizeof pk->source, "MICROPP_PEAK_GFLOPS");
+    } else if (profile_gflops > 0) {
+        pk->gflops = profile_gflops;
+        snprintf(pk->source, sizeof pk->source, "--profile's fastest hidden layer");
+    } else if (be->on_host) peak_of_gemm(pk, be, precision);
+    else peak_of_datasheet(pk, be, precision, tf32);
+}
+
+double measure_mfu(const Peak *pk, double flops, double step_s) {
+    return pk->total_gflops > 0 && step_s > 0 ? flops / step_s / 1e9 / pk->total_gflops : NAN;
 }

@@ -3,6 +3,16 @@
 // loop append to it, report.c summarises it, trace.c draws its events.
 #pragma once
 #include "train/trace.h"
+#include "base/ops.h"
+
+// MFU's denominator (measure_peak): the gemm rate one rank can reach, and all of the run's ranks together.
+typedef struct {
+    double gflops;        // this rank's peak GFLOP/s (0: unknown, a GPU not in the datasheet table)
+    double total_gflops;  // summed over the ranks (0 when any rank's is unknown); set by the caller
+    double seconds;       // how long the measurement took (0: the table's or MICROPP_PEAK_GFLOPS' figure) ...
+    double cpu_seconds;   // ... and the CPU time it used (every thread's)
+    char source[64];      // "measured sgemm", "measured bf16 gemm", "datasheet H100 SXM tf32", ...
+} Peak;
 
 // --epochs: what each epoch measured (rank 0's clock; the ranks finish a step together).
 typedef struct {
@@ -41,6 +51,8 @@ typedef struct {
     double tp_floats;    // --tp: this rank's tensor-parallel all-reduces during the steps: floats
     long tp_calls;       //   and how many (evaluation's not counted)
     MoeSteps moe;        // --experts (E 0: none)
+    Peak peak;           // the peak the steps' MFU is measured against
+    double flops;        // the model FLOPs of one step (report_step_flops), MFU's numerator
 } Measure;
 
 void measure_init(Measure *m, long long steps, int epochs);
@@ -52,6 +64,13 @@ void measure_moe_keep(Measure *m, const double *v, int step);  // a step's E + 3
 typedef struct { double dropped, dropped_share, aux, busiest; } MoeMeans;
 MoeMeans measure_moe_means(const Measure *m, int start, int n, double *load);
 void measure_free(Measure *m);
+// This rank's peak gemm rate at the run's precision: on the host a short measured gemm (256^3, a warm-up
+// and the fastest of 5 to 40 timed, about 30 ms; the BLAS threads and precision as set), on a GPU its
+// datasheet's dense figure by the device's name (tf32: fp32 on tensor cores). MICROPP_PEAK_GFLOPS (tests)
+// gives the figure instead, and then a profile's (profile_gflops > 0: --profile's fastest hidden layer).
+void measure_peak(Peak *pk, const Backend *be, int precision, int tf32, double profile_gflops);
+// The model FLOPs utilisation of a step of `flops` that took step_s: NAN when the peak is unknown.
+double measure_mfu(const Peak *pk, double flops, double step_s);
 // Appends an action of `step` that ran from t0 to t1 (seconds from the step's start); the caller may
 // set the event's bytes.
 Event *measure_record(Measure *m, int step, int kind, int mb, int chunk, double t0, double t1);

@@ -114,7 +114,7 @@ static int put_num(char *s, size_t n, const char *key, const char *fmt, double v
 }
 
 void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, double samples_s, double bubble,
-                  double grad_norm, int clipped, const MoeSteps *moe) {
+                  double mfu, double grad_norm, int clipped, const MoeSteps *moe) {
     if (!mx->on) return;
     char s[512 + 24 * 4096];  // (a load per expert)
     int k = snprintf(s, sizeof s, "{\"step\":%d", step);
@@ -122,6 +122,7 @@ void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, 
     k += put_num(s + k, sizeof s - (size_t)k, "lr", "%.7g", lr);
     k += put_num(s + k, sizeof s - (size_t)k, "step_ms", "%.4f", step_s * 1e3);
     k += put_num(s + k, sizeof s - (size_t)k, "samples_s", "%.1f", samples_s);
+    k += put_num(s + k, sizeof s - (size_t)k, "mfu", "%.6g", mfu);
     if (!isnan(bubble)) k += put_num(s + k, sizeof s - (size_t)k, "bubble", "%.4f", bubble);
     if (!isnan(grad_norm)) {
         k += put_num(s + k, sizeof s - (size_t)k, "grad_norm", "%.7g", grad_norm);

@@ -205,7 +205,8 @@ void report_epoch(const Plan *p, const EpochStat *e) {
 // ---- summary figures ----
 
 // Step time: the slowest rank's, median over the steps (the first is a warm-up when there are
-// more); throughput from it. FLOPs per step = 6 x parameters x rows, plus a forward with recompute.
+// more); throughput and MFU from it (the FLOPs: report_step_flops; GFLOP/s adds checkpointing's recompute,
+// MFU does not).
 static void fill_time(const TrainConfig *c, const Plan *p, Measure *m, Summary *s) {
     int start = s->start;
     s->n_run = (int)p->steps - start;
@@ -214,12 +215,19 @@ static void fill_time(const TrainConfig *c, const Plan *p, Measure *m, Summary *
     double step_med = median(m->step_s + start + s->skip, s->n_run - s->skip);
     // A resumed run has no steps before start: the timeline counts time from its first step.
     for (int t = 0; t < start; t++) m->step_start[t] = m->step_start[start];
-    double rows_per_step = (double)c->batch * p->N, P = (double)s->params - moe_params(c, p, 0) + moe_params(c, p, 1);
-    double flops = 6.0 * P * rows_per_step;
-    if (p->pipe.ckpt) flops += 2.0 * (P - ((double)c->classes * c->hidden + c->classes)) * rows_per_step;
+    double rows_per_step = (double)c->batch * p->N;
     s->step_ms = step_med * 1e3;
     s->samples_s = rows_per_step / step_med;
-    s->gflops = flops / step_med / 1e9;
+    double P = m->flops / 6.0 / rows_per_step, recompute = 0;  // a forward again, the head's not
+    if (p->pipe.ckpt) recompute = 2.0 * (P - ((double)c->classes * c->hidden + c->classes)) * rows_per_step;
+    s->gflops = (m->flops + recompute) / step_med / 1e9;
+    s->mfu = measure_mfu(&m->peak, m->flops, step_med);  // model FLOPs: recompute not counted
+}
+
+double report_step_flops(const TrainConfig *c, const Plan *p) {
+    double P = (double)model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes) +
+               moe_params(c, p, 1);  // MoE: what a row goes through (router and its top-k experts)
+    return 6.0 * P * (double)c->batch * p->N;
 }
 
 // The model state each rank allocated (weights, gradients, the optimizer's moments, as they are
@@ -481,6 +489,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     s->predicted = r->predicted;
     s->pipe.shown = -1;
     s->gemm_ms = s->gemm_share = s->gemm_gflops = NAN;
+    s->peak = m->peak;
     fill_time(c, p, m, s);
     fill_model_state(p, &r->model, s);
     if (r->model.n_sync) {
@@ -579,6 +588,18 @@ static void memory_text(const Plan *p, const Summary *s) {
            fmt_bytes_binary(s->act_bytes, b[3], 32));
 }
 
+// The step line's end: MFU against the ranks' summed peak, and where the peak came from.
+static void mfu_text(const Plan *p, const Summary *s) {
+    int ranks = p->distributed ? p->world : 1;
+    if (!isfinite(s->mfu)) {
+        printf("MFU unknown (%s)\n", s->peak.source);
+        return;
+    }
+    char peak[32];
+    printf("MFU %.1f%% (of %s GFLOP/s peak%s, %s)\n", 100 * s->mfu, fmt_sig3(s->peak.total_gflops, peak, sizeof peak),
+           ranks > 1 ? " of the ranks together" : "", s->peak.source);
+}
+
 static void summary_text(const Run *r, const Summary *s) {
     const TrainConfig *c = r->c;
     const Plan *p = &r->p;
@@ -608,8 +629,9 @@ static void summary_text(const Run *r, const Summary *s) {
         free(load);
     }
     char rate[32], flops[32];
-    printf("step %.3f ms (median) | %s samples/s | %s GFLOP/s\n", s->step_ms, fmt_si(s->samples_s, rate, sizeof rate),
+    printf("step %.3f ms (median) | %s samples/s | %s GFLOP/s | ", s->step_ms, fmt_si(s->samples_s, rate, sizeof rate),
            fmt_sig3(s->gflops, flops, sizeof flops));
+    mfu_text(p, s);
     memory_text(p, s);
     if (s->predicted.step_ms > 0)
         printf("%s %s: predicted %.3f ms a step, measured %.3f ms (%+.0f%%)\n",

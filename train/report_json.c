@@ -135,6 +135,12 @@ void summary_json(const Run *r, const Summary *s) {
     }
     cJSON_AddNumberToObject(o, "samples_per_s", s->samples_s);
     cJSON_AddNumberToObject(o, "gflops", s->gflops);
+    if (isfinite(s->mfu)) cJSON_AddNumberToObject(o, "mfu", s->mfu);  // a fraction of the ranks' summed peak
+    else cJSON_AddNullToObject(o, "mfu");
+    cJSON_AddNumberToObject(o, "peak_gflops", s->peak.total_gflops);
+    cJSON_AddStringToObject(o, "peak_source", s->peak.source);
+    cJSON_AddNumberToObject(o, "peak_measure_s", s->peak.seconds);  // rank 0's measurement: wall time ...
+    cJSON_AddNumberToObject(o, "peak_measure_cpu_s", s->peak.cpu_seconds);  // ... and CPU time
     cJSON_AddStringToObject(o, "blas", s->blas);
     cJSON_AddStringToObject(o, "device", r->wire.be->name);
     cJSON_AddStringToObject(o, "device_info", s->device);

@@ -87,6 +87,7 @@ typedef struct {
     double step_ms;
     char layout[96];
     int picked;
+    double peak_flops;  // --profile: one rank's peak FLOP/s by it (predict_peak), MFU's denominator (0: none)
 } AutoPick;
 
 // The run as cmd_train keeps it.

@@ -15,6 +15,8 @@ typedef struct {
     double accuracy;              // NAN when nothing was evaluated
     long long eval_rows;
     double step_ms, samples_s, gflops;
+    double mfu;                   // model FLOPs over the step's time and the ranks' summed peak (NAN: unknown)
+    Peak peak;                    // ... that peak (train/measure.h)
     double gemm_ms, gemm_share, gemm_gflops;                 // --gemm-timing
     double weight_bytes, grad_bytes, optimizer_state_bytes;  // allocated per rank, the largest over the ranks
     TensorReport tensor;                                     // --tp: the axis' part (axes/tensor.h)
