@@ -20,7 +20,7 @@ expect_user_error "tp/--hidden below --tp: one width offered, not '4 or 4' (issu
     mpiexec -n 4 "$MICROPP" train --hidden 3 --tp 4
 expect_user_error "tp/--mode hybrid without --pp, --dp: P x D is the groups, not the ranks (issue 37)" "with P x D x --tp 2 = 6, the number of ranks \(P x D = 3\)" 60 \
     mpiexec -n 6 "$MICROPP" train --mode hybrid --tp 2
-expect_user_error "tp/ranks not in whole groups" "--tp 2 makes groups of 2 adjacent ranks, and 3 ranks were started: use --tp 1 or 3 \(the divisors of 3\), or run 'mpiexec -n 4 [^ ]*micropp train --mode ddp --tp 2'" 60 \
+expect_user_error "tp/ranks not in whole groups" "--tp 2 makes groups of 2 adjacent ranks, and 3 ranks were started: use --tp 1 or 3 \(the divisors of 3\), or run 'mpiexec -n 4 [^ ]*micropp[^ ]* train --mode ddp --tp 2'" 60 \
     mpiexec -n 3 "$MICROPP" train --mode ddp --tp 2
 expect_user_error "tp/monolith --tp on more ranks than a group" "--mode monolith --tp 2 runs one tensor-parallel group of 2 ranks, but 4" 60 \
     mpiexec -n 4 "$MICROPP" train --mode monolith --tp 2

@@ -64,7 +64,7 @@ static void test_names(void) {
 }
 
 static void test_gantt_text(void) {
-    // two rows; row 1 waits (a bar), then a backward cut short, then an optimizer step
+    // two rows; row 1 waits (a bar), then a backward too short for its brackets (its label alone), then an optimizer step
     Interval r0[] = {{ACT_FORWARD, 0, 0, 1, 0}, {ACT_FORWARD, 1, 1, 2, 0}, {ACT_BACKWARD, 0, 4, 6, 0}};
     Interval r1[] = {{ACT_RECV_ACT, 0, 0, 1, 0}, {ACT_FORWARD, 0, 1, 2, 0}, {ACT_BACKWARD, 0, 2, 2.75, 0}, {EV_OPTIMIZER, -1, 5, 6, 0}};
     Interval *rows[2] = {r0, r1};
@@ -79,7 +79,7 @@ static void test_gantt_text(void) {
     const char *want =
         "hand-made\n"
         "stage 0 [F0][F1]........[B0    ]\n"
-        "stage 1 ----[F0]B0].........[O ]\n"
+        "stage 1 ----[F0]B0 .........[O ]\n"
         "time    0   1   2   3   4   5   6 time units\n"
         "        F forward, B backward, - recv wait, O optimizer step, . idle; a number is the micro-batch\n";
     EXPECT("gantt/text of a hand-made chart", !strcmp(buf, want), "got:\n%s", buf);
