@@ -240,6 +240,13 @@ static void setup_localsgd(Run *r) {
     if (r->c->ckpt.resume[0]) localsgd_resume(l, r->c->ckpt.resume, r->progress.start, r->c->optimizer);
 }
 
+// --compress: each stage's compressor, its error buffers zero or resumed (--verify: step 1's exact sum kept).
+static void setup_compress(Run *r) {
+    Model *m = &r->model;
+    compress_setup(&r->p, m->sync, m->n_sync, r->c->verify);
+    if (r->c->ckpt.resume[0]) compress_resume(m->sync, m->n_sync, r->c->ckpt.resume, r->progress.start);
+}
+
 static void run_free(Run *r) {
     Model *model = &r->model;
     if (model->outer) localsgd_free(model->outer);
@@ -722,10 +729,7 @@ int cmd_train(int argc, char **argv) {
     }
     if (p->data.sync_every && verbose) data_report_header(p, NULL, 0);
     setup_checkpoints(r, verbose);
-    if (p->data.topk > 0) {  // --compress: the error buffers, zero or resumed
-        compress_setup(p, r->model.sync, r->model.n_sync, cfg.verify);
-        if (cfg.ckpt.resume[0]) compress_resume(r->model.sync, r->model.n_sync, cfg.ckpt.resume, r->progress.start);
-    }
+    if (p->data.topk > 0) setup_compress(r);
     if (p->data.sync_every) setup_localsgd(r);
     metrics_open(&r->metrics, cfg.observe.metrics, r->wire.rank, r->progress.start);  // (after --resume: its step)
     live_init(&r->live,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "base/util.h"
 #include "base/safetensors.h"
+#include "comms/watchdog.h"
 #include "axes/compress.h"
 
 #define FILE_PREFIX "compress-rank-"
@@ -130,8 +131,11 @@ static void bucket_exchange(GradSync *g, const Bucket *b) {
     s->be->to_host(x->work, s->grads + b->off, sizeof(float) * n);
     for (size_t i = 0; i < n; i++) x->work[i] += e[i];
     select_top(x, x->work, n, k, e, x->idx + (size_t)me * k, x->val + (size_t)me * k);
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->idx, (int)k, MPI_INT, g->comm->dp);
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->val, (int)k, MPI_FLOAT, g->comm->dp);
+    MPI_Request q[2];  // (waited under --timeout, yielding the core where ranks share one: comms/watchdog.h)
+    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->idx, (int)k, MPI_INT, g->comm->dp, &q[0]));
+    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x->val, (int)k, MPI_FLOAT, g->comm->dp, &q[1]));
+    wd_wait_all(&q[0], g->comm->dp, "the indices of a compressed bucket");
+    wd_wait_all(&q[1], g->comm->dp, "the values of a compressed bucket");
     memset(x->work, 0, sizeof(float) * n);
     for (int r = 0; r < D; r++)
         for (size_t j = 0; j < k; j++) x->work[x->idx[(size_t)r * k + j]] += x->val[(size_t)r * k + j];
