@@ -147,11 +147,12 @@ static void bucket_exchange(GradSync *g, const Bucket *b) {
 void compress_finish(GradSync *g) {
     Compress *x = g->cx;
     Stage *s = g->s;
-    if (x->plain) {  // --verify: step 1's exact sum, kept aside (the run itself takes the compressed one)
+    if (x->plain && x->steps == 0) {  // --verify: step 1's exact sum, kept aside (the run takes the compressed)
         s->be->to_host(x->plain, s->grads, sizeof(float) * s->n_params);
         comm_allreduce(g->comm, x->plain, s->n_params, 1.0f, ALLREDUCE_MPI);
     }
     x->sent = x->exact = 0;
+    x->steps++;
     for (int i = 0; i < g->nb; i++) {
         double t0 = now_sec();
         bucket_exchange(g, &g->b[i]);

@@ -14,6 +14,7 @@ typedef struct Compress {
     int *idx;            // [D * most]: the replicas' indices ...
     float *val;          // ... and values, rank after rank (most: the largest bucket's k)
     float *plain;        // [n_params] or NULL: --verify's exact sum of step 1 (compress_swap_plain)
+    long long steps;     // the steps summed so far in this run (the exact sum: the first one's alone)
     double sent, exact;  // this step's bytes a rank sends: the ring all-gather's of the pairs, and a ring
                          // all-reduce's of the whole buckets (what the exact sum would send)
 } Compress;
