@@ -20,6 +20,7 @@
 #include "planner/auto.h"
 #include "planner/price.h"
 #include "axes/zero.h"
+#include "axes/compress.h"
 #include "train/options.h"
 #include "train/guard.h"
 
@@ -250,12 +251,20 @@ static void setup_localsgd(Run *r) {
     if (r->c->ckpt.resume[0]) localsgd_resume(l, r->c->ckpt.resume, r->progress.start, r->c->optimizer);
 }
 
+// --compress: each stage's compressor, its error buffers zero or resumed (--verify: step 1's exact sum kept).
+static void setup_compress(Run *r) {
+    Model *m = &r->model;
+    compress_setup(&r->p, m->sync, m->n_sync, r->c->verify);
+    if (r->c->ckpt.resume[0]) compress_resume(m->sync, m->n_sync, r->c->ckpt.resume, r->progress.start);
+}
+
 static void run_free(Run *r) {
     Model *model = &r->model;
     if (model->outer) localsgd_free(model->outer);
     free(model->outer);
     StepState *st = &r->exec;
     const Backend *be = r->wire.be;
+    compress_free(model->sync, model->n_sync);
     for (int k = 0; k < model->n_sync; k++) gradsync_free(&model->sync[k]);
     free(model->sync);
     for (int k = 0; k < model->n_local; k++) stage_free(&model->local[k]);
@@ -406,6 +415,7 @@ static double save_checkpoint(Run *r, int step) {
     // ZeRO: the files are unsharded; every rank makes its stages whole for the writer, then cuts them again
     for (int k = 0; k < r->model.n_sync; k++) gradsync_unshard(&r->model.sync[k]);
     if (r->model.outer) localsgd_save(r->model.outer, r->c->ckpt.save, step + 1, r->c->optimizer);
+    if (r->p.data.topk > 0) compress_save(r->model.sync, r->model.n_sync, r->c->ckpt.save, step + 1);
     double bytes = ckpt_save(&r->ck, step + 1, plan_step_sample(&r->p, g->sample0, g->start, step + 1));
     for (int k = 0; k < r->model.n_sync; k++) gradsync_reshard(&r->model.sync[k]);
     r->progress.saved_step = step + 1;
@@ -576,7 +586,9 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         if (step == 0 && c->verify) {  // (local SGD: ddp's averaged gradients are the monolith's; its own kept)
             float **own = NULL;
             if (r->model.outer) localsgd_average_grads(r->model.outer, &own);
+            compress_swap_plain(r->model.sync, r->model.n_sync);  // (--compress: the exact sum, then back)
             *v = verify_step(c, p, &r->model, &r->exec, loss);
+            compress_swap_plain(r->model.sync, r->model.n_sync);
             if (own) localsgd_restore_grads(r->model.outer, own);
         }
         if (!isfinite(loss))
@@ -731,6 +743,7 @@ int cmd_train(int argc, char **argv) {
     }
     if (p->data.sync_every && verbose) data_report_header(p, NULL, 0);
     setup_checkpoints(r, verbose);
+    if (p->data.topk > 0) setup_compress(r);
     if (p->data.sync_every) setup_localsgd(r);
     metrics_open(&r->metrics, cfg.observe.metrics, r->wire.rank, r->progress.start);  // (after --resume: its step)
     live_init(&r->live,

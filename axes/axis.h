@@ -58,6 +58,7 @@ typedef struct {
     int bucket_layers;  // the capacity is --bucket-mb's default: this many layers' gradients (0: given, or 25 MiB)
     int sync_every;     // local SGD (axes/localsgd.c): the replicas step alone, an outer step every H (0: ddp)
     double outer_lr, outer_momentum;  // its outer optimizer's (Nesterov SGD)
+    double topk;        // --compress topk:F (axes/compress.c): the share of each bucket sent (0: the exact sum)
 } DataPlan;
 typedef struct {
     int algo;     // ALLREDUCE_*: the group's all-reduce (auto: shm when every group sits on one node and the

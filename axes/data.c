@@ -58,6 +58,7 @@ static void start(GradSync *g, Bucket *b) {
 // The gradient hook: called by stage_backward after each layer's dW/db (head first, then down).
 static void on_layer_grad(void *ctx, int layer) {
     GradSync *g = ctx;
+    if (g->compressed) return;               // --compress: every bucket after the backward (compress_finish)
     if (g->s->det && !g->det_pair) return;  // --deterministic: no gradient is whole before the step's end (det_sum)
     if (g->s->det && g->final) stage_det_finish_layer(g->s, layer);  // this replica's rows: its half of the tree
     if (g->final && g->next < g->nb && layer == g->b[g->next].lo) start(g, &g->b[g->next++]);
@@ -187,6 +188,10 @@ void gradsync_finish(GradSync *g) {
         g->sharded->finish(g);
         return;
     }
+    if (g->compressed) {  // --compress (axes/compress.c)
+        g->compressed(g);
+        return;
+    }
     if (g->sync == SYNC_NAIVE) {  // the lesson's baseline: one blocking collective per tensor
         for (int i = 0; i < g->nb; i++) run_blocking(g, &g->b[i]);
         return;
@@ -289,6 +294,13 @@ double data_bucket_mb(const TrainConfig *c, const Degrees *d) {
     return fmin(DATA_BUCKET_LAYERS * layer * sizeof(float) / (1024 * 1024), 25);
 }
 
+double data_compress_fraction(const char *text) {
+    if (strncmp(text, "topk:", 5)) return -1;
+    char *end;
+    double f = strtod(text + 5, &end);
+    return end == text + 5 || *end || !isfinite(f) ? -1 : f;
+}
+
 void data_part(const TrainConfig *c, const Degrees *d, Plan *p) {
     p->data = (DataPlan){
         .zero = d->zero, .sync = c->ddp.ddp_sync, .algo = c->ddp.allreduce, .bucket_mb = data_bucket_mb(c, d)};
@@ -296,6 +308,7 @@ void data_part(const TrainConfig *c, const Degrees *d, Plan *p) {
     p->data.sync_every = p->data_parallel ? (int)c->ddp.sync_every : 0;
     p->data.outer_lr = c->ddp.outer_lr;
     p->data.outer_momentum = c->ddp.outer_momentum;
+    p->data.topk = p->data_parallel && c->ddp.compress[0] ? data_compress_fraction(c->ddp.compress) : 0;
 }
 
 // --sync-every's rules: what local SGD leaves out (ZeRO's shards, --deterministic's one sum order, a
@@ -523,6 +536,7 @@ void data_report_header(const Plan *p, const GradSync *sync, int n_sync) {
                p->pipelined ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
     printf(" | %s %s", p->data.zero ? "reduce-scatter + all-gather" : "all-reduce", r.algo);
     if (p->data.zero) printf(" | ZeRO-%d: this rank updates %zu of %zu parameters", p->data.zero, shards, params);
+    if (p->data.topk > 0) printf(" | compressed: top-k %g, all-gathered, error feedback", p->data.topk);
     printf("\n");
     fflush(stdout);
 }
@@ -605,6 +619,9 @@ void data_report_text(const Plan *p, const DataReport *r, double weights, double
     printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | "
            "optimizer state %s per rank\n",
            r->collectives, r->comm_ms, 100 * r->comm_hidden, fmt_bytes_binary(r->optimizer_bytes, b[0], 32));
+    if (p->data.topk > 0)
+        printf("compressed: top-k %g of each bucket | %s sent per rank per step, against %s for the exact sum\n",
+               p->data.topk, fmt_bytes(r->compress_sent, b[0], 32), fmt_bytes(r->compress_exact, b[1], 32));
     if (!p->data.zero) return;
     printf("ZeRO-%d per rank: all-gather %s + reduce-scatter %s per step | weights %s, gradients %s, optimizer %s "
            "(+ %s working buckets)\n",
@@ -644,6 +661,11 @@ void data_report_json(cJSON *o, cJSON *mem, const Plan *p, const DataReport *r) 
         cJSON_AddNumberToObject(o, "reduce_scatter_bytes_per_step", r->reduce_scatter_bytes);
     }
     if (p->data.zero >= 3) cJSON_AddNumberToObject(o, "prefetched_gathers_per_step", r->prefetches);
+    if (p->data.topk > 0) {  // the last step's bytes a rank sent, and what the exact sum's ring would send
+        cJSON_AddNumberToObject(o, "compress_topk", p->data.topk);
+        cJSON_AddNumberToObject(o, "compressed_bytes_per_step", r->compress_sent);
+        cJSON_AddNumberToObject(o, "uncompressed_bytes_per_step", r->compress_exact);
+    }
 }
 
 // ---- price ----

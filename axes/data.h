@@ -56,6 +56,8 @@ typedef struct GradSync {
     int step_calls;             // the last completed step's collectives (an evaluation's gathers come after)
     struct Zero *zs;            // ZeRO (axes/zero.h): the shards' state ...
     const ShardOps *sharded;    // ... and what runs their step (NULL: no ZeRO)
+    struct Compress *cx;        // --compress (axes/compress.h): its state, and what sums the buckets after the
+    void (*compressed)(struct GradSync *g);  // backward instead (compress_setup sets both; NULL: no --compress)
 } GradSync;
 
 // Buckets of whole layers, each closed once it reaches bucket_bytes (bucketed: so a bucket exceeds
@@ -107,6 +109,8 @@ int data_rules(const TrainConfig *c, const Degrees *d, Plan *p, Err *e);
 #define DATA_BUCKET_LAYERS 2  // --bucket-mb's default: a bucket per 2 layers' gradients (at most 25 MiB)
 double data_bucket_mb(const TrainConfig *c, const Degrees *d);    // --bucket-mb, or its default for this model
 void data_part(const TrainConfig *c, const Degrees *d, Plan *p);  // (the part alone: plan_layout's)
+// --compress's fraction: F of "topk:F", or -1 when the text is none with a finite F (compress_rules refuses it).
+double data_compress_fraction(const char *text);
 int data_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e);
 
 // sizes: floats of virtual stage vs's largest gradient bucket on one rank, cut as gradsync_init cuts
@@ -140,6 +144,8 @@ typedef struct {
     double working_bytes, gathered_peak_bytes;                 // ZeRO-2, 3: working buckets; gathered weights at once
     double outer_syncs, outer_ms, outer_bytes;  // --sync-every: outer steps, the slowest rank's mean time and
                                                 // the bytes a rank all-reduces in one (the largest)
+    double compress_sent, compress_exact;  // --compress: the last step's bytes a rank sent (ring all-gather of
+                                           // the pairs), and a ring all-reduce's of the same buckets (the largest)
 } DataReport;
 void data_report_header(const Plan *p, const GradSync *sync, int n_sync);
 // comm_s, exposed_s: this rank's in-flight and exposed seconds of steps [start, start + n) (reduced in place);

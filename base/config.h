@@ -127,6 +127,7 @@ typedef struct {
         int64_t zero;      // ZeRO stage: 0 (none), 1, 2 or 3
         int64_t sync_every;     // local SGD / DiLoCo (axes/localsgd.c): an outer step every H steps (0: ddp)
         double outer_lr, outer_momentum;  // its outer optimizer's (Nesterov SGD)
+        char compress[PATH_LEN];  // --compress topk:F (axes/compress.c): "" = the exact sum
     } ddp;
     struct {             // tensor parallelism's options (axes/tensor.c)
         int tp_message;  // TP_MESSAGE_* (axes/tensor.h): how a pipeline message crosses between two groups

@@ -12,6 +12,7 @@
 #include "train/checkpoint.h"
 #include "axes/tensor.h"  // the whole tensors of a stage and a rank's shards
 #include "axes/localsgd.h"  // its files in the folder
+#include "axes/compress.h"  // its files in the folder
 #include "comms.h"
 #include "base/data.h"
 #include "base/fault.h"
@@ -389,8 +390,7 @@ static int load_tensor(const StFile *f, const char *file, const char *name, cons
                      "checkpoint",
                      file, name, isnan(v) ? "NaN" : "Inf", i);
         else
-            snprintf(
-                err, errlen,
+            snprintf(err, errlen,
                 "%s: tensor '%s' holds %g at index %zu, but Adam's second moment is a mean of squares and cannot be "
                 "negative: the file was altered or damaged; resume an earlier checkpoint",
                 file, name, v, i);
@@ -727,7 +727,7 @@ static int stage_file_name(const char *nm) {
 
 int ckpt_owns(const char *name) {
     return stage_file_name(name) || !strcmp(name, MANIFEST) || !strncmp(name, MANIFEST ".", strlen(MANIFEST) + 1) ||
-           !strcmp(name, ".micropp-probe") || localsgd_owns(name);
+           !strcmp(name, ".micropp-probe") || localsgd_owns(name) || compress_owns(name);
 }
 
 // After the manifest is committed: remove the stage files (and leftovers of interrupted saves)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "axes/data.h"
+#include "axes/compress.h"
 #include "train/live.h"  // LIVE_*
 #include "model.h"  // model_param_count
 #include "train/plan.h"
@@ -450,7 +451,8 @@ int plan_make(const TrainConfig *c, const Degrees *d, const OptionsSeen *seen, c
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);  // the default: Linear(H, H) first, as before --inputs
     p->transport_why = "";
     if (plan_early(c, err, errlen) || degrees_check_flags(d, seen, err, errlen) || rule_samples(c, &e) ||
-        tensor_rules(c, p, &e) || data_rules(c, d, p, &e) || rule_grid(c, d, f->tag_ub, p, &e) || rule_batch(c, p, &e))
+        tensor_rules(c, p, &e) || data_rules(c, d, p, &e) || compress_rules(c, p, &e) ||
+        rule_grid(c, d, f->tag_ub, p, &e) || rule_batch(c, p, &e))
         return -1;
     rule_placement(c, f->devices, p);
     return rules_run(c, f, p, &e);
