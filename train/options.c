@@ -213,8 +213,8 @@ const Option train_options[] = {
     {"outer-momentum", 0, OPT_FLOAT, T(ddp.outer_momentum), 0, 0, 0.999999, "MU",
      "--sync-every: the outer optimizer's Nesterov momentum (DiLoCo's 0.9; 0: none)", AXIS_DATA},
     {"compress", 0, OPT_STR, T(ddp.compress), 0, 0, 0, "SPEC",
-     "data parallel (--dp): topk:F, each bucket sends its F largest-magnitude gradients (index, value), the rest kept in "
-     "an error buffer added to the next step's (error feedback); ZeRO 0 only",
+     "data parallel (--dp): topk:F, each bucket sends its F largest-magnitude gradients (index, value), the rest "
+     "kept in an error buffer added to the next step's (error feedback); ZeRO 0 only",
      AXIS_DATA},
     {"save", 0, OPT_STR, T(ckpt.save), 0, 0, 0, "DIR",
      "write checkpoints (safetensors per stage + manifest.json) to DIR, at the end and every --save-every", 0},
