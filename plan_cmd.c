@@ -89,8 +89,9 @@ static const Option extra_options[] = {
 #undef P
 // The train options that change memory or the bubble; any other typed on the command line is refused.
 static const char *const model_names[] = {"config", "layers", "hidden", "inputs", "classes", "batch", "micro-batches",
-                                          "virtual-stages", "precision", "optimizer", "checkpoint-activations",
-                                          "zero", "tp", "threads", "bucket-mb", "json"};
+                                          "virtual-stages", "precision", "optimizer", "checkpoint-activations", "zero",
+                                          "tp", "threads", "bucket-mb", "json", "experts", "moe-every", "top-k",
+                                          "capacity-factor"};
 #define N_MODEL (sizeof model_names / sizeof *model_names)
 
 static Option *all_options;   // train's (for --config) and the extras, in one table
@@ -144,8 +145,7 @@ static int parse_list(const char *flag, const char *text, int lo, int max, int *
 // up to 8 that divide --hidden (a T that does not divide it would only be left out). One value is train's.
 static void parse_tp(PlanCmd *pc) {
     TrainConfig *c = &pc->t;
-    pc->n_tp = 1;
-    pc->ts[0] = (int)c->grid.tp;
+    pc->n_tp = 1; pc->ts[0] = (int)c->grid.tp;
     if (!pc->tp[0]) return;
     if (!strcmp(pc->tp, "all")) {
         pc->n_tp = 0;

@@ -18,9 +18,13 @@ enum { ALLTOALL_AUTO = ALLTOALL_ALGOS };
 // over a tensor-parallel group); sets p->expert. One line and -1 on a mistake, the same on every rank.
 int expert_rules(const TrainConfig *c, Plan *p, Err *e);
 
-// sizes: none of its own yet. Every rank holds all E experts' weights, gradients and optimizer state (moe.h's
-// layout, kept whole so that checkpoints and the data-parallel all-reduce see one model): --ep saves the
-// experts' compute (E/N per rank), not memory, and planner/memory.c's reckoning stays the model's.
+// sizes: every rank holds all E experts' weights, gradients and optimizer state (moe.h's layout, kept whole
+// so that checkpoints and the data-parallel all-reduce see one model; axes/tensor.c's tensor_layer_floats
+// counts them): --ep saves the experts' compute (E/N per rank), not memory. Its own: the buffers moe_new
+// and moe.c's expert_room allocate for virtual stage vs's MoE layers with `slots` stashed micro-batches
+// (each layer's routing state per slot and one for evaluation, the scratch), the rows an expert side
+// receives taken at their most (every kept assignment, capacity-bounded): added to m->buffers.
+void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNeed *m);
 // set-up: the group (the grid's dp split into blocks of N consecutive replicas), its all-to-all, and the
 // hook of every local stage's MoE layers. Collective over the grid's dp.
 typedef struct {
