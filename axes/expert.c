@@ -44,6 +44,15 @@ void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNee
     m->buffers += (slots + 1) * layers * state + scratch;
 }
 
+double expert_model_params(const TrainConfig *c, int inputs) {
+    MoeSpec s = {.experts = (int)c->moe.experts, .every = (int)c->moe.every};
+    int H = (int)c->hidden;
+    double n = (double)model_param_count((int)c->layers, inputs, H, (int)c->classes);
+    for (int l = 1; l < c->layers; l++)
+        if (moe_layer(&s, l)) n += (double)moe_layer_len(H, s.experts) - ((double)H * H + H);
+    return n;
+}
+
 // ---- rules ----
 
 int expert_rules(const TrainConfig *c, Plan *p, Err *e) {

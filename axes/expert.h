@@ -25,6 +25,9 @@ int expert_rules(const TrainConfig *c, Plan *p, Err *e);
 // (each layer's routing state per slot and one for evaluation, the scratch), the rows an expert side
 // receives taken at their most (every kept assignment, capacity-bounded): added to m->buffers.
 void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNeed *m);
+// The model's parameters (model_param_count with D = inputs) with each MoE layer's router and E experts in
+// place of its Linear(H,H).
+double expert_model_params(const TrainConfig *c, int inputs);
 // set-up: the group (the grid's dp split into blocks of N consecutive replicas), its all-to-all, and the
 // hook of every local stage's MoE layers. Collective over the grid's dp.
 typedef struct {

@@ -78,6 +78,13 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
         snprintf(out + strlen(out), n - strlen(out), " --placement %s",
                  choice_name(PLACEMENT_CHOICES, l->placement, name, sizeof name));
     if (l->bucket_mb > 0) snprintf(out + strlen(out), n - strlen(out), " --bucket-mb %g", l->bucket_mb);
+    if (c->moe.experts) {  // the MoE layers (moe.h), whether typed or from the config
+        add(out, n, " --experts %lld", (long long)c->moe.experts);
+        add(out, n, " --moe-every %lld", (long long)c->moe.every);
+        add(out, n, " --top-k %lld", (long long)c->moe.top_k);
+        snprintf(out + strlen(out), n - strlen(out), " --capacity-factor %g", c->moe.capacity);
+    }
+    if (c->grid.ep > 1) add(out, n, " --ep %lld", (long long)c->grid.ep);
 }
 
 // One virtual stage's passes at `rows` rows: F (with the first stage's input rows, the head's labels), I, W, and the

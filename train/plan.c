@@ -117,7 +117,7 @@ static double crossing(const Plan *p, const int *node_of, int pl, int *apart) {
 static void rule_placement(const TrainConfig *c, const Hardware *hw, Plan *p) {
     int crossings = 0;
     for (int vs = 0; vs + 1 < p->S; vs++) crossings += plan_stage_of(p, vs) != plan_stage_of(p, vs + 1);
-    double params = (double)model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes);
+    double params = expert_model_params(c, p->inputs);  // (an MoE layer's all-reduce carries every expert)
     p->pp_bytes = p->pipelined
                       ? 2.0 * crossings * p->M * p->D * p->T * (double)p->rows * (double)c->hidden * sizeof(float)
                       : 0;  // (each rank of a tensor-parallel group sends the whole activation)
