@@ -1,5 +1,5 @@
-// axes/expert.h: expert parallelism (--ep N), the fourth axis: its rules, set-up and report part (of
-// axes/axis.h's contract; sizes and price are not its own yet, below). The expert group is N replicas of
+// axes/expert.h: expert parallelism (--ep N), the fourth axis: its rules, sizes, set-up and report part (of
+// axes/axis.h's contract; its price is the planner's, below). The expert group is N replicas of
 // one stage (a divisor of dp); each of its ranks runs E/N experts of every MoE layer (moe.h), and rows
 // reach their expert's rank and come back by comms/alltoall.c's all-to-all, through the hook the layer
 // calls (MoeExchange).
@@ -60,4 +60,5 @@ void expert_report_text(const ExpertReport *r);
 struct cJSON;
 void expert_report_json(struct cJSON *o, const ExpertReport *r);
 
-// price: not yet (the planner does not model MoE layers; docs/experts.md says what is left).
+// price: planner/cost.c's cost_moe and cost_alltoall (an MoE layer's passes and its all-to-alls), which
+// planner/predict.c adds per MoE layer; plan --auto does not search --ep yet (docs/experts.md).
