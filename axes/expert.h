@@ -20,7 +20,8 @@ int expert_rules(const TrainConfig *c, Plan *p, Err *e);
 
 // sizes: every rank holds all E experts' weights, gradients and optimizer state (moe.h's layout, kept whole
 // so that checkpoints and the data-parallel all-reduce see one model; axes/tensor.c's tensor_layer_floats
-// counts them): --ep saves the experts' compute (E/N per rank), not memory. Its own: the buffers moe_new
+// counts them): a rank runs E/N experts on the rows of N replicas, as many rows as without --ep (on average), so
+// --ep saves neither memory nor FLOPs. Its own: the buffers moe_new
 // and moe.c's expert_room allocate for virtual stage vs's MoE layers with `slots` stashed micro-batches
 // (each layer's routing state per slot and one for evaluation, the scratch), the rows an expert side
 // receives taken at their most (every kept assignment, capacity-bounded): added to m->buffers.
@@ -61,4 +62,4 @@ struct cJSON;
 void expert_report_json(struct cJSON *o, const ExpertReport *r);
 
 // price: planner/cost.c's cost_moe and cost_alltoall (an MoE layer's passes and its all-to-alls), which
-// planner/predict.c adds per MoE layer; plan --auto does not search --ep yet (docs/experts.md).
+// planner/predict.c adds per MoE layer; plan --auto tries every --ep dividing dp and E (planner/auto.c).

@@ -16,6 +16,7 @@
 typedef struct {
     int pp, dp, tp;       // pipeline stages, data-parallel replicas, tensor-parallel width: world = pp x dp x tp
     int zero;             // ZeRO stage over dp (0: none; 1: optimizer state, 2: and gradients, 3: and weights)
+    int ep;               // --ep: replicas sharing each MoE layer's experts (0 or 1: none; axes/expert.c)
     int schedule, v, M;   // pp > 1: the schedule (SCHED_*), chunks per rank, micro-batches per replica
     int ckpt;             // activation checkpointing (pipelines)
     int precision;        // PRECISION_*

@@ -20,7 +20,8 @@ Degrees layout_degrees(const Layout *l) {
     return (Degrees){.pp = l->pp > 1 ? l->pp : 1,
                      .dp = l->dp > 1 ? l->dp : 1,
                      .tp = l->tp > 1 ? l->tp : 1,
-                     .zero = l->dp > 1 ? l->zero : 0};
+                     .zero = l->dp > 1 ? l->zero : 0,
+                     .ep = l->ep > 1 ? l->ep : 1};
 }
 
 void layout_apply(const Layout *l, TrainConfig *c, Degrees *d) {
@@ -31,6 +32,7 @@ void layout_apply(const Layout *l, TrainConfig *c, Degrees *d) {
     c->pipe.checkpoint_activations = l->pp > 1 && l->ckpt;
     c->precision = l->precision;
     c->ddp.zero = d->zero;
+    c->grid.ep = d->ep;
     c->grad_accum = 1;
     snprintf(c->pipe.partition, sizeof c->pipe.partition, "%s", l->pp > 1 ? l->partition : "");
     c->pipe.schedule_file[0] = 0;
@@ -84,7 +86,7 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
         add(out, n, " --top-k %lld", (long long)c->moe.top_k);
         snprintf(out + strlen(out), n - strlen(out), " --capacity-factor %g", c->moe.capacity);
     }
-    if (c->grid.ep > 1) add(out, n, " --ep %lld", (long long)c->grid.ep);
+    if (l->ep > 1) add(out, n, " --ep %lld", (long long)l->ep);
 }
 
 // One virtual stage's passes at `rows` rows: F (with the first stage's input rows, the head's labels), I, W, and the
