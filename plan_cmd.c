@@ -21,6 +21,7 @@
 #include "base/outfile.h"
 #include "base/util.h"
 #include "train/options.h"
+#include "axes/expert.h"  // expert_model_params
 
 #define MAX_LIST 64
 #define DEPTH 128  // --params without --hidden: a shape about this many layers deep
@@ -89,8 +90,9 @@ static const Option extra_options[] = {
 #undef P
 // The train options that change memory or the bubble; any other typed on the command line is refused.
 static const char *const model_names[] = {"config", "layers", "hidden", "inputs", "classes", "batch", "micro-batches",
-                                          "virtual-stages", "precision", "optimizer", "checkpoint-activations",
-                                          "zero", "tp", "threads", "bucket-mb", "json"};
+                                          "virtual-stages", "precision", "optimizer", "checkpoint-activations", "zero",
+                                          "tp", "threads", "bucket-mb", "json", "experts", "moe-every", "top-k",
+                                          "capacity-factor"};
 #define N_MODEL (sizeof model_names / sizeof *model_names)
 
 static Option *all_options;   // train's (for --config) and the extras, in one table
@@ -120,7 +122,7 @@ static void build_tables(void) {
 
 // The options of a layout that change its price, not its memory: accepted when plan prices one layout.
 static int is_layout_option(const char *name) {
-    static const char *const names[] = {"mode", "pp", "partition", "placement", "allreduce", "ddp-sync"};
+    static const char *const names[] = {"mode", "pp", "partition", "placement", "allreduce", "ddp-sync", "ep"};
     for (size_t j = 0; j < sizeof names / sizeof *names; j++) if (!strcmp(name, names[j])) return 1;
     return 0;
 }
@@ -144,8 +146,7 @@ static int parse_list(const char *flag, const char *text, int lo, int max, int *
 // up to 8 that divide --hidden (a T that does not divide it would only be left out). One value is train's.
 static void parse_tp(PlanCmd *pc) {
     TrainConfig *c = &pc->t;
-    pc->n_tp = 1;
-    pc->ts[0] = (int)c->grid.tp;
+    pc->n_tp = 1; pc->ts[0] = (int)c->grid.tp;
     if (!pc->tp[0]) return;
     if (!strcmp(pc->tp, "all")) {
         pc->n_tp = 0;
@@ -305,7 +306,7 @@ static void cheapest_fix(const TrainConfig *c, const Table *t, char *buf, size_t
     const Row *lo = &t->row[0];
     for (int i = 1; i < t->n; i++) if (t->row[i].need.total < lo->need.total) lo = &t->row[i];
     const MemNeed *m = &lo->need;
-    double P = (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes),
+    double P = expert_model_params(c, (int)c->inputs),
            state = P * sizeof(float);
     // weights, gradients, 2 moments
     double K = ceil(state * (c->optimizer != OPTIM_SGD ? 4 : 2) / t->device), K_sgd = ceil(state * 2 / t->device);
@@ -352,7 +353,7 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
         "# micropp plan | %lld layers, hidden %lld, inputs %lld, classes %lld = %s parameters | batch %lld, %lld "
         "micro-batches | %s%s%s\n",
         (long long)c->layers, (long long)c->hidden, (long long)c->inputs, (long long)c->classes,
-        fmt_count((double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), b[0], 32),
+        fmt_count(expert_model_params(c, (int)c->inputs), b[0], 32),
         (long long)c->batch, (long long)c->pipe.micro_batches,
         choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name), zero_name(c),
         c->pipe.checkpoint_activations ? ", checkpointed activations" : "");
@@ -461,8 +462,7 @@ static void print_json(const PlanCmd *pc, const Table *t) {
     cJSON_AddNumberToObject(o, "inputs", (double)c->inputs);
     cJSON_AddNumberToObject(o, "classes", (double)c->classes);
     cJSON_AddNumberToObject(o, "batch", (double)c->batch);
-    cJSON_AddNumberToObject(o, "params",
-                            (double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes));
+    cJSON_AddNumberToObject(o, "params", expert_model_params(c, (int)c->inputs));
     cJSON_AddStringToObject(o, "precision", choice_name(PRECISION_CHOICES, c->precision, name, sizeof name));
     cJSON_AddNumberToObject(o, "activation_bytes_per_element", pipeline_activation_elem(c->precision));
     cJSON_AddStringToObject(o, "optimizer", choice_name(OPTIM_CHOICES, c->optimizer, name, sizeof name));
@@ -618,7 +618,7 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
     printf("# micropp plan --auto | %lld layers, hidden %lld, inputs %lld, classes %lld = %s parameters | batch %lld "
            "| %d ranks\n",
            (long long)c->layers, (long long)c->hidden, (long long)c->inputs, (long long)c->classes,
-           fmt_count((double)model_param_count((int)c->layers, (int)c->inputs, (int)c->hidden, (int)c->classes), b, 32),
+           fmt_count(expert_model_params(c, (int)c->inputs), b, 32),
            (long long)c->batch, world);
     if (shape[0]) fputs(shape, stdout);
     printf("# costs: %s\n", pf->source);

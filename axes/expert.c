@@ -1,6 +1,6 @@
 // axes/expert.c: expert parallelism (--ep N), the fourth axis (axes/expert.h): the rules of --ep, the expert
-// group and its all-to-all behind the MoE layers' hook, and the report's part (the all-to-all's bytes and
-// time per step).
+// group and its all-to-all behind the MoE layers' hook, the MoE layers' buffers (sizes), and the report's
+// part (the all-to-all's bytes and time per step).
 //
 // The group is N consecutive replicas of one stage: replica d is rank d % N of group d / N. Each rank routes
 // its own rows (the same routing, capacity and drops as without --ep: moe.c decides them on the sending
@@ -24,6 +24,36 @@ static const char *ep_fits(int D, int E, char *buf, size_t n) {
     if (!buf[0]) snprintf(buf, n, "1 (none)");
     return buf;
 }
+
+// ---- sizes ----
+
+void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNeed *m) {
+    MoeSpec s = {.experts = (int)c->moe.experts, .every = (int)c->moe.every, .top_k = (int)c->moe.top_k,
+                 .capacity = (float)c->moe.capacity};
+    int layers = 0, n = plan_layers(p, vs), N = p->expert.N > 1 ? p->expert.N : 1;
+    for (int i = 0; i < n; i++) layers += moe_layer(&s, p->lo[vs] + i);
+    if (!layers) return;
+    double H = (double)c->hidden, E = s.experts, k = s.top_k, rows = p->rows, f = sizeof(float), w = sizeof(int);
+    double mine = E / N, cap = moe_capacity(&s, p->rows), most = rows * (k < mine ? k : mine);
+    double got = N * (most < mine * cap ? most : mine * cap);  // rows my experts receive at most
+    // a state (moe.h's MoeState): p [rows, E], gate [rows, k], idx and pos (ints), send and recv [E] (ints),
+    // hs [rows, k, H]; xe and he [got, H]
+    double state = rows * E * f + rows * k * (f + 2 * w) + 2 * E * w + rows * k * H * f + 2 * got * H * f;
+    // the scratch: xh, yh [rows, H]; lg, dp, dl [rows, E]; xs [rows, k, H]; dz, dh, xr, xo [got, H]; the load
+    double scratch = 2 * rows * H * f + 3 * rows * E * f + rows * k * H * f + 4 * got * H * f + E * sizeof(long);
+    m->buffers += (slots + 1) * layers * state + scratch;
+}
+
+double expert_model_params(const TrainConfig *c, int inputs) {
+    MoeSpec s = {.experts = (int)c->moe.experts, .every = (int)c->moe.every};
+    int H = (int)c->hidden;
+    double n = (double)model_param_count((int)c->layers, inputs, H, (int)c->classes);
+    for (int l = 1; l < c->layers; l++)
+        if (moe_layer(&s, l)) n += (double)moe_layer_len(H, s.experts) - ((double)H * H + H);
+    return n;
+}
+
+// ---- rules ----
 
 int expert_rules(const TrainConfig *c, Plan *p, Err *e) {
     int N = c->grid.ep > 1 ? (int)c->grid.ep : 1, E = (int)c->moe.experts, D = p->D;

@@ -1,5 +1,5 @@
-// axes/expert.h: expert parallelism (--ep N), the fourth axis: its rules, set-up and report part (of
-// axes/axis.h's contract; sizes and price are not its own yet, below). The expert group is N replicas of
+// axes/expert.h: expert parallelism (--ep N), the fourth axis: its rules, sizes, set-up and report part (of
+// axes/axis.h's contract; its price is the planner's, below). The expert group is N replicas of
 // one stage (a divisor of dp); each of its ranks runs E/N experts of every MoE layer (moe.h), and rows
 // reach their expert's rank and come back by comms/alltoall.c's all-to-all, through the hook the layer
 // calls (MoeExchange).
@@ -18,9 +18,17 @@ enum { ALLTOALL_AUTO = ALLTOALL_ALGOS };
 // over a tensor-parallel group); sets p->expert. One line and -1 on a mistake, the same on every rank.
 int expert_rules(const TrainConfig *c, Plan *p, Err *e);
 
-// sizes: none of its own yet. Every rank holds all E experts' weights, gradients and optimizer state (moe.h's
-// layout, kept whole so that checkpoints and the data-parallel all-reduce see one model): --ep saves the
-// experts' compute (E/N per rank), not memory, and planner/memory.c's reckoning stays the model's.
+// sizes: every rank holds all E experts' weights, gradients and optimizer state (moe.h's layout, kept whole
+// so that checkpoints and the data-parallel all-reduce see one model; axes/tensor.c's tensor_layer_floats
+// counts them): a rank runs E/N experts on the rows of N replicas, as many rows as without --ep (on average), so
+// --ep saves neither memory nor FLOPs. Its own: the buffers moe_new
+// and moe.c's expert_room allocate for virtual stage vs's MoE layers with `slots` stashed micro-batches
+// (each layer's routing state per slot and one for evaluation, the scratch), the rows an expert side
+// receives taken at their most (every kept assignment, capacity-bounded): added to m->buffers.
+void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNeed *m);
+// The model's parameters (model_param_count with D = inputs) with each MoE layer's router and E experts in
+// place of its Linear(H,H).
+double expert_model_params(const TrainConfig *c, int inputs);
 // set-up: the group (the grid's dp split into blocks of N consecutive replicas), its all-to-all, and the
 // hook of every local stage's MoE layers. Collective over the grid's dp.
 typedef struct {
@@ -53,4 +61,5 @@ void expert_report_text(const ExpertReport *r);
 struct cJSON;
 void expert_report_json(struct cJSON *o, const ExpertReport *r);
 
-// price: not yet (the planner does not model MoE layers; docs/experts.md says what is left).
+// price: planner/cost.c's cost_moe and cost_alltoall (an MoE layer's passes and its all-to-alls), which
+// planner/predict.c adds per MoE layer; plan --auto tries every --ep dividing dp and E (planner/auto.c).

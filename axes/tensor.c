@@ -301,6 +301,8 @@ double tensor_layer_floats(const TrainConfig *c, const Plan *p, int vs, int i) {
     int layers = plan_layers(p, vs), T = p->T > 1 ? p->T : 1, kind = i < layers ? tp_layer_kind(T, layers, i) : -1;
     double h = H / T;
     if (i == layers) return C * H + C;
+    MoeSpec moe = {.experts = (int)c->moe.experts, .every = (int)c->moe.every};
+    if (moe_layer(&moe, p->lo[vs] + i)) return (double)moe_layer_len((int)H, moe.experts);  // every expert (moe.h)
     // model.h's pairs: column H/T outputs, row H/T inputs (bias whole), or whole
     return kind == TP_COL ? h * fan + h : kind == TP_ROW ? H * h + H : H * fan + H;
 }

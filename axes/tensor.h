@@ -88,10 +88,11 @@ int tensor_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e);
 
 // sizes: the floats one rank holds of local layer i of virtual stage vs (i == its layers: the head, whole on
 // every rank; a column layer's H/T outputs, a row layer's H/T inputs with the bias whole, else the whole
-// layer), of the whole virtual stage (what stage_init allocates); the output widths of its local layers
-// [from, to) summed (a column layer's output is H/T wide); and the floats its group's all-reduces move per
-// micro-batch (its row layers' outputs forward, recomputes included; its column layers' input gradients
-// backward, but the model's first layer's), each all-reduced over T ranks; 0 without --tp.
+// layer; an MoE layer's router and all E experts, moe_layer_len), of the whole virtual stage (what stage_init
+// allocates); the output widths of its local layers [from, to) summed (a column layer's output is H/T
+// wide); and the floats its group's all-reduces move per micro-batch (its row layers' outputs forward,
+// recomputes included; its column layers' input gradients backward, but the model's first layer's), each
+// all-reduced over T ranks; 0 without --tp.
 double tensor_layer_floats(const TrainConfig *c, const Plan *p, int vs, int i);
 double tensor_params(const TrainConfig *c, const Plan *p, int vs);
 double tensor_out_widths(const TrainConfig *c, const Plan *p, int vs, int from, int to);

@@ -26,6 +26,7 @@ const char *layout_name(const Layout *l, char *buf, size_t n) {
     }
     if (l->tp > 1 && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " tp%d", l->tp);
     if (l->zero && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " zero%d", l->zero);
+    if (l->ep > 1 && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " ep%d", l->ep);
     if (l->ckpt && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " ckpt");
     if (k < (int)n) k += snprintf(buf + k, n - (size_t)k, " %s", l->precision == PRECISION_BF16 ? "bf16" : "fp32");
     if (l->pp > 1 && l->partition[0] && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " balanced");
@@ -69,6 +70,15 @@ static void try_layout(const Profile *pf, const TrainConfig *c, Layout l, Search
     push(s, cap, &k);
 }
 
+// The expert degrees tried (MoE models): none, and every N >= 2 dividing both dp and the experts.
+static void try_experts(const Profile *pf, const TrainConfig *c, Layout l, Search *s, int *cap) {
+    for (int N = 1; N <= l.dp; N++) {
+        if (N > 1 && (l.dp % N || !c->moe.experts || c->moe.experts % N)) continue;
+        l.ep = N;
+        try_layout(pf, c, l, s, cap);
+    }
+}
+
 // The ZeRO levels tried with dp replicas of width T: none without replicas; 1 where there are
 // optimizer moments to shard; 2 and 3 wherever there are replicas (with --tp too). One after another:
 // the levels' pipelines simulate alike (predict.c keeps the last simulations).
@@ -77,7 +87,7 @@ static void try_zeros(const Profile *pf, const TrainConfig *c, Layout l, Search 
         if (z && (l.dp == 1 || (z == 1 && c->optimizer == OPTIM_SGD))) continue;
         if (want && !listed(want->zero, want->n_zero, z)) continue;
         l.zero = z;
-        try_layout(pf, c, l, s, cap);
+        try_experts(pf, c, l, s, cap);
     }
 }
 
@@ -312,6 +322,7 @@ struct cJSON *auto_row_json(const Candidate *k, const char *command) {
     cJSON_AddNumberToObject(r, "micro_batches", k->l.M);
     cJSON_AddNumberToObject(r, "virtual_stages", k->l.v);
     cJSON_AddNumberToObject(r, "zero", k->l.zero);
+    if (k->l.ep > 1) cJSON_AddNumberToObject(r, "ep", k->l.ep);
     cJSON_AddBoolToObject(r, "checkpoint_activations", k->l.ckpt);
     cJSON_AddStringToObject(r, "precision", k->l.precision == PRECISION_BF16 ? "bf16" : "fp32");
     cJSON_AddNumberToObject(r, "step_s", k->pr.step_s);

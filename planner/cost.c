@@ -61,6 +61,19 @@ double cost_p2p(const Profile *pf, double bytes, int intra) {
     return intra ? pf->intra_lat + bytes / pf->intra_bw : pf->inter_lat + bytes / pf->inter_bw;
 }
 
+double cost_moe(const Profile *pf, int pass, int precision, int rows, int H, const MoeSpec *m, int ep) {
+    if (pass == PASS_W) return 0;
+    int ps = pass == PASS_I ? PASS_B : pass, N = ep > 1 ? ep : 1, cap = moe_capacity(m, rows);
+    double E = m->experts, most = N * (double)(cap < rows ? cap : rows);  // rows one of my experts takes at most
+    double router = pf->calibrated ? cost_layer(pf, LAYER_MID, ps, precision, (double)rows * E / H, H, H)
+                                   : cost_layer(pf, LAYER_MID, ps, precision, rows, H, E);
+    return router + E / N * cost_layer(pf, LAYER_MID, ps, precision, most, H, H);
+}
+
+double cost_alltoall(const Profile *pf, int N, double bytes, int intra) {
+    return N > 1 ? (N - 1) * cost_p2p(pf, bytes / N, intra) : 0;
+}
+
 // A machine file's collectives are rings over the slowest link: an all-reduce moves 2(D-1)/D of the
 // buffer through every rank's link in 2(D-1) steps, a reduce-scatter or all-gather half of that. Across
 // nodes the ring's slowest link is a node's way out: `local` rings side by side, each leaving by its own

@@ -9,12 +9,14 @@
 #include <stddef.h>
 #include "base/config.h"
 #include "comms.h"  // ALLREDUCE_ALGOS: the collectives' algorithms, rows of comm_algos
+#include "moe.h"    // MoeSpec
 
 #define LAYOUT_PARTITION 200  // a balanced --partition's text ("17,16,16,15")
 // A layout: one point of `plan --auto`'s search, every axis a training run is laid out by.
 typedef struct {
     int pp, dp, tp;       // pipeline stages, data-parallel replicas, tensor-parallel width: world = pp x dp x tp
     int zero;             // ZeRO stage over dp (0: none; 1: optimizer state, 2: and gradients, 3: and weights)
+    int ep;               // --ep: replicas sharing each MoE layer's experts (0 or 1: none; axes/expert.c)
     int schedule, v, M;   // pp > 1: the schedule (SCHED_*), chunks per rank, micro-batches per replica
     int ckpt;             // activation checkpointing (pipelines)
     int precision;        // PRECISION_*
@@ -82,6 +84,15 @@ int cost_parse(const char *text, const char *file, Profile *pf, char *why, size_
 double cost_layer(const Profile *pf, int kind, int pass, int precision, double rows, double in, double out);
 // A message of `bytes` between two ranks; intra: on one node (a machine file's links differ).
 double cost_p2p(const Profile *pf, double bytes, int intra);
+// One pass of an MoE layer (moe.h) of hidden H at `rows` rows, its experts shared by ep ranks (1: all
+// local), priced from the hidden layer's curves by rows: the router Linear(H,E) as rows x E / H rows of a
+// hidden layer (the same FLOPs; a machine file takes its widths), then this rank's E/ep experts, each at
+// the most rows the capacity lets it take from the ep ranks, ep x min(capacity, rows): the capacity is the
+// imbalance the price allows for. W is 0 (moe.c runs the layer's whole backward in I, priced as B).
+double cost_moe(const Profile *pf, int pass, int precision, int rows, int H, const MoeSpec *m, int ep);
+// One all-to-all among N ranks, each sending `bytes` spread evenly over them (comms/alltoall.c's pair
+// algorithm): N - 1 rounds of a message of bytes / N. 0 for N <= 1.
+double cost_alltoall(const Profile *pf, int N, double bytes, int intra);
 // A collective (COLL_*) of `bytes` (the whole buffer) among D ranks by algo (ALLREDUCE_*); local: how many
 // of the D share each node (D or more: the group is on one node). A machine file's ring across nodes runs
 // over every NIC the group has on a node (one per device, as NCCL drives a DGX's eight), up to NVLink's rate.

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "planner/memory.h"
 #include "axes/data.h"
+#include "axes/expert.h"
 #include "axes/pipeline.h"
 #include "axes/tensor.h"
 #include "schedule_auto.h"
@@ -20,6 +21,7 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
         double params = tensor_params(c, p, vs);
         data_sizes(c, p, vs, params, m);  // the weights, gradients and optimizer state, as ZeRO shards them
         pipeline_sizes(c, p, vs, slots[k], m);  // the activations it stashes
+        expert_sizes(c, p, vs, slots[k], m);    // its MoE layers' routing state and scratch
         m->buffers += 2 * rows * H * f;  // the backward's ping-pong
         double wide = in > H ? (in > C ? in : C) : (H > C ? H : C);
         if (c->precision == PRECISION_BF16) m->buffers += 3 * rows * wide * f;  // the fp32 work buffers of bf16 stashes

@@ -20,7 +20,8 @@ Degrees layout_degrees(const Layout *l) {
     return (Degrees){.pp = l->pp > 1 ? l->pp : 1,
                      .dp = l->dp > 1 ? l->dp : 1,
                      .tp = l->tp > 1 ? l->tp : 1,
-                     .zero = l->dp > 1 ? l->zero : 0};
+                     .zero = l->dp > 1 ? l->zero : 0,
+                     .ep = l->ep > 1 ? l->ep : 1};
 }
 
 void layout_apply(const Layout *l, TrainConfig *c, Degrees *d) {
@@ -31,6 +32,7 @@ void layout_apply(const Layout *l, TrainConfig *c, Degrees *d) {
     c->pipe.checkpoint_activations = l->pp > 1 && l->ckpt;
     c->precision = l->precision;
     c->ddp.zero = d->zero;
+    c->grid.ep = d->ep;
     c->grad_accum = 1;
     snprintf(c->pipe.partition, sizeof c->pipe.partition, "%s", l->pp > 1 ? l->partition : "");
     c->pipe.schedule_file[0] = 0;
@@ -78,6 +80,13 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
         snprintf(out + strlen(out), n - strlen(out), " --placement %s",
                  choice_name(PLACEMENT_CHOICES, l->placement, name, sizeof name));
     if (l->bucket_mb > 0) snprintf(out + strlen(out), n - strlen(out), " --bucket-mb %g", l->bucket_mb);
+    if (c->moe.experts) {  // the MoE layers (moe.h), whether typed or from the config
+        add(out, n, " --experts %lld", (long long)c->moe.experts);
+        add(out, n, " --moe-every %lld", (long long)c->moe.every);
+        add(out, n, " --top-k %lld", (long long)c->moe.top_k);
+        snprintf(out + strlen(out), n - strlen(out), " --capacity-factor %g", c->moe.capacity);
+    }
+    if (l->ep > 1) add(out, n, " --ep %lld", (long long)l->ep);
 }
 
 // One virtual stage's passes at `rows` rows: F (with the first stage's input rows, the head's labels), I, W, and the
@@ -85,7 +94,7 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
 // of a split layer is its slice (tp_layer) and the group's all-reduces are in it: after a pair's row
 // layer in F (and the recompute), after a column layer's input gradient in I and B (not the model's
 // first layer's: it computes none). missing: the profile has no all-reduce of T ranks.
-typedef struct { double f, i, w, b, tp_s, data_s; int missing; } Passes;
+typedef struct { double f, i, w, b, tp_s, a2a_s, data_s; int missing; } Passes;
 
 // The tensor-parallel group's all-reduce algorithm, as its rules pick it (axes/tensor.c's tensor_price_algo):
 // shm where the profile measured it (a calibration: this machine, the group on one node), else MPI's (a
@@ -112,13 +121,33 @@ static double tp_layer(const Profile *pf, int kind, int pass, int prec, double r
     return cost_layer(pf, kind, pass, prec, rows, t->in, t->out);
 }
 
+// MoE layer g's passes (cost_moe) into q, with --ep its all-to-alls (four rows exchanges: dispatch and
+// combine, forward and backward, of every kept assignment's H floats, at most rows x k; and the forward's
+// counts, E ints): the forward's into *a2a_f, the backward's into *a2a_b.
+static void moe_passes(const Profile *pf, const TrainConfig *c, const Plan *p, double rows, Passes *q, double *a2a_f,
+                       double *a2a_b) {
+    MoeSpec m = plan_moe(c, p);
+    int N = p->expert.N > 1 ? p->expert.N : 1, prec = c->precision, H = (int)c->hidden, r = (int)rows;
+    double cap = moe_capacity(&m, r), kept = fmin(rows * m.top_k, m.experts * fmin(cap, rows));
+    int intra = pf->calibrated || predict_links(pf, p).dp_local >= N;  // the group: N consecutive replicas
+    double rows_a2a = cost_alltoall(pf, N, kept * H * 4, intra), counts = cost_alltoall(pf, N, m.experts * 4.0, intra);
+    q->f += cost_moe(pf, PASS_F, prec, r, H, &m, N) + 2 * rows_a2a + counts;
+    q->i += cost_moe(pf, PASS_I, prec, r, H, &m, N) + 2 * rows_a2a;
+    q->b += cost_moe(pf, PASS_B, prec, r, H, &m, N) + 2 * rows_a2a;
+    *a2a_f += 2 * rows_a2a + counts;
+    *a2a_b += 2 * rows_a2a;
+}
+
 static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan *p, int vs, double rows) {
     Passes q = {0};
-    double H = (double)c->hidden, in = (double)p->inputs, C = (double)c->classes, ar_f = 0, ar_b = 0;
+    double H = (double)c->hidden, in = (double)p->inputs, C = (double)c->classes, ar_f = 0, ar_b = 0, a2a_f = 0,
+           a2a_b = 0;
     int prec = c->precision, T = p->T, ckpt = p->pipe.ckpt;
     for (int g = p->lo[vs]; g < p->lo[vs + 1]; g++) {
         int kind = g == 0 ? LAYER_FIRST : LAYER_MID;
         double fan_in = g == 0 ? in : H;
+        MoeSpec m = plan_moe(c, p);
+        if (moe_layer(&m, g)) { moe_passes(pf, c, p, rows, &q, &a2a_f, &a2a_b); continue; }
         TensorPiece t = tensor_price(p, vs, g - p->lo[vs], rows, fan_in, H);
         q.f += tp_layer(pf, kind, PASS_F, prec, rows, fan_in, H, T, &t);
         q.i += tp_layer(pf, kind, PASS_I, prec, rows, fan_in, H, T, &t);
@@ -139,8 +168,9 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
     q.f += ar_f;
     q.i += ar_b;
     q.b += ar_b;
-    if (ckpt) { q.i += q.f; q.b += q.f; }  // (the recompute repeats the forward's all-reduces)
+    if (ckpt) { q.i += q.f; q.b += q.f; }  // (the recompute repeats the forward's all-reduces and all-to-alls)
     q.tp_s = ar_f * (ckpt ? 2 : 1) + ar_b;
+    q.a2a_s = a2a_f * (ckpt ? 2 : 1) + a2a_b;
     if (p->lo[vs] == 0) q.data_s += pf->data_s_per_value * rows * in;  // the first stage makes the input rows,
     if (vs == p->S - 1) q.data_s += pf->label_s_per_value * rows * in;  // the head their labels (exec_load_inputs)
     q.f += q.data_s;
@@ -231,10 +261,10 @@ static int predict_flat(const Profile *pf, const TrainConfig *c, const Plan *p, 
         gather = f < 0 || b < 0 ? -1 : f + b;
     }
     if (q.missing || gather < 0 || rank_tail(pf, c, p, 0, q.b, q.b, 1, &t)) return -1;
-    out->compute_s = q.f + q.b + t.opt - q.tp_s;
-    out->comm_s = t.comm + q.tp_s + gather + pf->step_fixed_s;
+    out->compute_s = q.f + q.b + t.opt - q.tp_s - q.a2a_s;
+    out->comm_s = t.comm + q.tp_s + q.a2a_s + gather + pf->step_fixed_s;
     out->step_s = out->compute_s + out->comm_s;
-    out->coll_s = t.comm + q.tp_s + gather;
+    out->coll_s = t.comm + q.tp_s + q.a2a_s + gather;
     out->opt_s = t.opt;
     out->data_s = q.data_s;
     out->fixed_s = pf->step_fixed_s;
@@ -261,7 +291,7 @@ static int stage_costs(const Profile *pf, const TrainConfig *c, const Plan *p, i
         *f += q.f + gf;  // (a rank's whole: the simulator gives each chunk's action 1/v of it)
         *w += q.w;
         *b += bw + gb;
-        *x += q.tp_s + gf + gb;
+        *x += q.tp_s + q.a2a_s + gf + gb;
         *dt += q.data_s;
     }
     return 0;
@@ -309,6 +339,11 @@ static double layer_weight(const Profile *pf, const TrainConfig *c, const Plan *
     int kind = g == 0 ? LAYER_FIRST : LAYER_MID, prec = c->precision;
     double r = pf->calibrated ? rows / T : rows, out = pf->calibrated ? H : H / T;
     double f = cost_layer(pf, kind, PASS_F, prec, r, in, out), b = cost_layer(pf, kind, PASS_B, prec, r, in, out);
+    MoeSpec m = plan_moe(c, p);
+    if (moe_layer(&m, g)) {  // (its all-to-alls are not weighed: they cost the same on every stage)
+        f = cost_moe(pf, PASS_F, prec, p->rows, (int)H, &m, p->expert.N);
+        b = cost_moe(pf, PASS_B, prec, p->rows, (int)H, &m, p->expert.N);
+    }
     return f * (p->pipe.ckpt ? 2 : 1) + b + (g == 0 ? pf->data_s_per_value * rows * in : 0);
 }
 

@@ -15,6 +15,7 @@ Layout layout_of(const TrainConfig *c, const Degrees *d) {
                     .dp = d->dp,
                     .tp = d->tp,
                     .zero = d->dp > 1 ? d->zero : 0,
+                    .ep = d->ep,
                     .schedule = pipe ? c->pipe.schedule : SCHED_1F1B,
                     .v = pipe ? schedule_chunks(c->pipe.schedule, (int)c->pipe.virtual_stages, NULL) : 1,
                     .M = pipe ? (int)c->pipe.micro_batches : 1,

@@ -3,7 +3,8 @@
 # train --auto runs the pick and prints its prediction beside the measured step; committed profiles (2
 # and 4 ranks) and the DGX H100 machine file give the same predictions as when they were recorded
 # (tests/expected/planner_auto.txt, the accuracy set's --tp and ZeRO-2/3 layouts included: the model
-# cannot drift unnoticed; after an intended change regenerate it with PLANNER_RECORD=1); every misuse
+# cannot drift unnoticed; after an intended change regenerate it with PLANNER_RECORD=1); an MoE model
+# priced with --ep holds the all-to-alls and its run line the MoE flags; every misuse
 # is one line, exit 2. (Its cases timed by the clock are tests/t_planner_timed.sh's.)
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -382,3 +383,22 @@ expect_user_error "planner/plan --profile, degrees off the world" "--pp 2 x --dp
     "$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --pp 2 --dp 2
 expect_user_error "planner/train --auto, a machine file" "is a machine file: --auto runs on this machine" 30 \
     mpiexec -n 2 "$MICROPP" train --auto --profile configs/machines/h100-node.json $TINY
+
+# --experts priced (cost_moe, moe_passes): with --ep 2 the prediction holds the all-to-alls (collectives rise
+# over the same MoE model without --ep), and the run: line carries the MoE flags and --ep
+plan_moe() { run 60 "$MICROPP" plan --profile configs/profiles/cpu-2ranks.json --world 2 --config configs/medium.json \
+    --mode ddp --experts 4 --device-memory 8G --json "$@"; }
+plan_moe; MOE_DP=$OUT; RC_DP=$RC
+plan_moe --ep 2
+why=$(python3 - "$MOE_DP" "$OUT" <<'PY'
+import json, sys
+dp, ep = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+bad = []
+if ep["parts_ms"]["collectives"] <= dp["parts_ms"]["collectives"]:
+    bad.append("collectives: ep %g ms, dp alone %g ms" % (ep["parts_ms"]["collectives"], dp["parts_ms"]["collectives"]))
+if " --experts 4 " not in ep["command"] or not ep["command"].endswith(" --ep 2"): bad.append("command: " + ep["command"])
+print("; ".join(bad))
+PY
+)
+if [ "$RC_DP" -ne 0 ] || [ "$RC" -ne 0 ] || [ -n "$why" ]; then fail "planner/--experts 4 --ep 2 priced" "exit $RC_DP $RC: $why $ERR"
+else pass "planner/--experts 4 --ep 2: the all-to-alls priced, the run line carries the MoE flags and --ep"; fi

@@ -477,6 +477,54 @@ static void test_one_layout(void) {
            b.step_s - b.opt_s, want);
 }
 
+// MoE layers (cost_moe, moe_passes): 4 experts, top-2, capacity factor 1.25 on layers 1-3 of the small model.
+static void test_moe(void) {
+    Profile pf;
+    fixed_profile(&pf);
+    TrainConfig c = small_model();
+    c.moe.experts = 4, c.moe.every = 1, c.moe.top_k = 2, c.moe.capacity = 1.25;
+    Prediction pr;
+    char why[512];
+    // the monolith, 64 rows: layer 0 F = 64A, B = 128A; an MoE layer's router is 64 x 4 / 8 = 32 rows of a hidden
+    // layer, each of its 4 experts at most its capacity ceil(1.25 x 64 x 2 / 4) = 40 rows: F = 32A + 4 x 40A
+    Layout l = {.pp = 1, .dp = 1, .tp = 1, .v = 1, .M = 1};
+    int rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    double F = 64 * A + 3 * (32 + 160) * A, want = 3 * F;  // B = 2F
+    EXPECT("predict_moe_monolith", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+    // --ep 2 over dp 2, 32 rows a replica: capacity ceil(1.25 x 32 x 2 / 4) = 20 rows from each of the 2 ranks, so
+    // each of my 2 experts at 40 rows, the router 16 rows: an MoE layer's F = 16A + 2 x 40A; per MoE layer four
+    // all-to-alls of rows and one of counts, each one round of a message (p2p 1 ms); the all-reduce 10 ms exposed
+    pf.p2p = flat(0.001);
+    l = (Layout){.pp = 1, .dp = 2, .tp = 1, .v = 1, .M = 1, .ep = 2};
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    F = 32 * A + 3 * (16 + 80) * A, want = 3 * F + 3 * 5 * 0.001 + 0.010;
+    EXPECT("predict_moe_ep2", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
+    EXPECT("predict_moe_ep2_comm", fabs(pr.comm_s - (0.015 + 0.010)) < 1e-9, "%.9g", pr.comm_s);
+    // the layer alone: W is 0 (moe.c runs its whole backward in I), I is B
+    MoeSpec m = {.experts = 4, .every = 1, .top_k = 2, .capacity = 1.25f};
+    EXPECT("cost_moe_w_zero_i_is_b", cost_moe(&pf, PASS_W, 0, 64, 8, &m, 1) == 0 &&
+           fabs(cost_moe(&pf, PASS_I, 0, 64, 8, &m, 1) - 2 * 192 * A) < 1e-12, "%g", cost_moe(&pf, PASS_I, 0, 64, 8, &m, 1));
+    // a capacity above the rows: an expert takes each row at most once (top-2 of 2 experts, factor 2: 64 rows)
+    m = (MoeSpec){.experts = 2, .every = 1, .top_k = 2, .capacity = 2};
+    EXPECT("cost_moe_capacity_bounded_by_rows", fabs(cost_moe(&pf, PASS_F, 0, 64, 8, &m, 1) - (16 + 2 * 64) * A) < 1e-12,
+           "%g", cost_moe(&pf, PASS_F, 0, 64, 8, &m, 1));
+    // plan --auto searches --ep: ddp over 2 with the experts shared by the 2 replicas (ep2) is tried beside ddp
+    // alone, priced the same but for its 3 x 5 all-to-alls of 1 ms
+    Search s;
+    auto_search(&pf, &c, 2, 1e12, &s);
+    const Candidate *one = NULL, *two = NULL;
+    for (int i = 0; i < s.n; i++) {
+        const Layout *x = &s.c[i].l;
+        if (x->pp == 1 && x->dp == 2 && x->zero == 0) *(x->ep == 2 ? &two : &one) = &s.c[i];
+    }
+    char name[128];
+    EXPECT("search_moe_ep", one && two && fabs(two->pr.step_s - one->pr.step_s - 0.015) < 1e-9 &&
+           strstr(layout_name(&two->l, name, sizeof name), " ep2"), "%p %p", (const void *)one, (const void *)two);
+    auto_free(&s);
+    EXPECT("cost_alltoall_rounds", fabs(cost_alltoall(&pf, 4, 4096, 1) - 3 * 0.001) < 1e-12 &&
+           cost_alltoall(&pf, 1, 4096, 1) == 0, "%g", cost_alltoall(&pf, 4, 4096, 1));
+}
+
 int main(void) {
     test_curves();
     test_machine();
@@ -490,5 +538,6 @@ int main(void) {
     test_links();
     test_data_costs();
     test_one_layout();
+    test_moe();
     return unit_failures != 0;
 }

@@ -118,7 +118,7 @@ static double crossing(const Plan *p, const int *node_of, int pl, int *apart) {
 static void rule_placement(const TrainConfig *c, const Hardware *hw, Plan *p) {
     int crossings = 0;
     for (int vs = 0; vs + 1 < p->S; vs++) crossings += plan_stage_of(p, vs) != plan_stage_of(p, vs + 1);
-    double params = (double)model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes);
+    double params = expert_model_params(c, p->inputs);  // (an MoE layer's all-reduce carries every expert)
     p->pp_bytes = p->pipelined
                       ? 2.0 * crossings * p->M * p->D * p->T * (double)p->rows * (double)c->hidden * sizeof(float)
                       : 0;  // (each rank of a tensor-parallel group sends the whole activation)
@@ -476,7 +476,9 @@ int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size
     p->schedule = c->pipe.schedule;
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);
     p->transport_why = "";
-    if (tensor_rules(c, p, &e) || pipeline_rules(c, d, 2147483647LL, p, &e) || rule_batch(c, p, &e)) return -1;
+    if (tensor_rules(c, p, &e) || pipeline_rules(c, d, 2147483647LL, p, &e) || rule_batch(c, p, &e) ||
+        rule_moe(c, p, &e) || expert_rules(c, p, &e))  // (the MoE layers' layouts, as train refuses them)
+        return -1;
     rule_placement(c, NULL, p);  // (the planner prices the links of the placement train will choose)
     return 0;
 }
