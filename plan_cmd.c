@@ -15,6 +15,7 @@
 #include "planner/calibrate.h"
 #include "planner/memory.h"
 #include "planner/price.h"
+#include "planner/table.h"
 #include "train/plan.h"
 #include "schedule.h"
 #include "commands.h"
@@ -196,108 +197,12 @@ static void shape_from_params(PlanCmd *pc, char *said, size_t n) {
              given ? "--hidden given; " : "hidden = the power of two nearest sqrt(N/128); ", moved);
 }
 
-// One row of the table: a schedule (or none, K = 1), K stages, D replicas.
-typedef struct {
-    int kind, fits, worst;  // worst: the stage with the largest total
-    int zero;               // --zero of the row
-    MemNeed need;           // the worst stage's rank
-    MemLayout l;            // the layout and each stage's bytes (memory.c's reckoning, train's own)
-} Row;
-
-typedef struct {
-    Row *row;
-    int n;
-    char (*skipped)[320];  // why each layout that cannot run was left out
-    int n_skipped;
-    double device;         // bytes of one device
-} Table;
-
-// The row's layout, schedule and bytes; 0, or -1 with the reason in why.
-static int fill_row(const TrainConfig *c, int kind, int K, int D, Row *w, char *why, size_t n) {
-    memset(w, 0, sizeof *w);
-    w->kind = kind;
-    Degrees d = {.pp = K, .dp = D, .tp = (int)c->grid.tp, .zero = D > 1 ? (int)c->ddp.zero : 0};
-    if (memory_layout(c, kind, &d, &w->l, why, n)) return -1;
-    for (int s = 0; s < K; s++)
-        if (s == 0 || w->l.need[s].total > w->need.total) { w->need = w->l.need[s]; w->worst = s; }
-    return 0;
-}
-
-static void row_free(Row *w) { memory_layout_free(&w->l); }
-
-static const char *sched_name(const Row *w, char *buf, size_t n) {
-    if (w->l.K == 1) { snprintf(buf, n, "-"); return buf; }
-    return choice_name(SCHED_NAMES, w->kind, buf, n);
-}
-
-// Every (schedule, K, D) asked for; K = 1 is no pipeline, one row per D whatever the schedules.
-// ts: the tensor-parallel degrees (the innermost loop: a row's T beside its K).
-static void fill_table(const TrainConfig *c, const int *kinds, int n_kind, const int *ks, int n_k, const int *ds,
-                       int n_d, const int *zs, int n_z, const int *ts, int n_t, Table *t) {
-    int cap = n_kind * n_k * n_d * n_z * n_t;
-    t->row = xcalloc((size_t)cap, sizeof(Row));
-    t->skipped = xcalloc((size_t)cap, sizeof *t->skipped);
-    for (int a = 0; a < n_kind; a++)
-        for (int b = 0; b < n_k; b++)
-            for (int e = 0; e < n_d * n_z * n_t; e++) {
-                int d = e / n_t;
-                if (ks[b] == 1 && a > 0) continue;
-                char why[300], name[32];
-                TrainConfig cz = *c;
-                cz.ddp.zero = zs[d % n_z];
-                cz.grid.tp = ts[e % n_t];
-                if (fill_row(&cz, kinds[a], ks[b], ds[d / n_z], &t->row[t->n], why, sizeof why) == 0) {
-                    t->row[t->n].fits = -1;
-                    t->row[t->n].zero = zs[d % n_z];
-                    t->n++;
-                    continue;
-                }
-                const char *w = strncmp(why, "train: ", 7) ? why : why + 7;
-                char tp[16] = "";
-                if (n_t > 1) snprintf(tp, sizeof tp, " tp=%d", ts[e % n_t]);
-                snprintf(t->skipped[t->n_skipped++], sizeof *t->skipped, "%s K=%d dp=%d%s: %s",
-                         ks[b] == 1 ? "-" : choice_name(SCHED_NAMES, kinds[a], name, sizeof name), ks[b], ds[d / n_z],
-                         tp, w);
-            }
-    for (int i = 0; i < t->n; i++) t->row[i].fits = t->row[i].need.total <= t->device;
-}
-
-static void table_free(Table *t) {
-    for (int i = 0; i < t->n; i++) row_free(&t->row[i]);
-    free(t->row); free(t->skipped);
-}
-
 static const char *fmt_count(double v, char *buf, size_t n) {
     if (v >= 1e12) snprintf(buf, n, "%.2fT", v / 1e12);
     else if (v >= 1e9) snprintf(buf, n, "%.2fB", v / 1e9);
     else if (v >= 1e6) snprintf(buf, n, "%.2fM", v / 1e6);
     else snprintf(buf, n, "%.0f", v);
     return buf;
-}
-
-// The smallest K among the rows that fit (-1: none), and its first row.
-static int smallest_fit(const Table *t, int *at) {
-    int best = -1;
-    for (int i = 0; i < t->n; i++)
-        if (t->row[i].fits && (best < 0 || t->row[i].l.K < t->row[best].l.K)) best = i;
-    *at = best;
-    return best < 0 ? -1 : t->row[best].l.K;
-}
-
-// The row that fits on the fewest ranks K x T (x D), -1: none. A tie goes to the smaller T: tensor
-// parallelism all-reduces inside every pair of layers, a cost plan does not price, so it is taken only
-// where it saves ranks; then to the first row (the schedules in the order asked).
-static int smallest_pt(const Table *t) {
-    int best = -1;
-    for (int i = 0; i < t->n; i++) {
-        const MemLayout *l = &t->row[i].l;
-        if (!t->row[i].fits) continue;
-        if (best < 0) { best = i; continue; }
-        const MemLayout *b = &t->row[best].l;
-        long r = (long)l->K * l->T * l->D, rb = (long)b->K * b->T * b->D;
-        if (r < rb || (r == rb && l->T < b->T)) best = i;
-    }
-    return best;
 }
 
 // Nothing fits: what would. The model state alone over the device, and what dominates; never a
@@ -387,23 +292,24 @@ static void print_table(const PlanCmd *pc, const Table *t, const char *shape) {
         char z[8] = "", tz[8] = "";
         if (col) snprintf(z, sizeof z, " %4d", w->zero);
         if (tcol) snprintf(tz, sizeof tz, " %3d", w->l.T);
-        printf("%-11s %6d %3d%s%s %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n", sched_name(w, name, sizeof name),
-               w->l.K, w->l.D, z, tz, w->l.M, fmt_bytes_binary(m->weights, b[0], 32),
+        printf("%-11s %6d %3d%s%s %13d %12s %12s %12s %12s %11s %12s %7.4f  %s\n",
+               table_row_schedule(w, name, sizeof name), w->l.K, w->l.D, z, tz, w->l.M,
+               fmt_bytes_binary(m->weights, b[0], 32),
                fmt_bytes_binary(m->grads, b[1], 32), fmt_bytes_binary(m->optimizer, b[2], 32),
                fmt_bytes_binary(act, b[3], 32), fmt_bytes_binary(other, b[4], 32), fmt_bytes_binary(m->total, b[5], 32),
                w->l.bubble, w->fits ? "yes" : "no");
     }
     for (int i = 0; i < t->n_skipped; i++) printf("# left out: %s\n", t->skipped[i]);
-    int at, K = smallest_fit(t, &at), pt = smallest_pt(t);
+    int at, K = table_smallest_fit(t, &at), pt = table_smallest_pt(t);
     if (tcol && pt >= 0) {
         const Row *w = &t->row[pt];
         printf("smallest P x T that fits: %d x %d = %d rank%s (%s, dp %d: %s of %s per rank)\n", w->l.K, w->l.T,
-               w->l.K * w->l.T, w->l.K * w->l.T == 1 ? "" : "s", sched_name(w, name, sizeof name), w->l.D,
+               w->l.K * w->l.T, w->l.K * w->l.T == 1 ? "" : "s", table_row_schedule(w, name, sizeof name), w->l.D,
                fmt_bytes_binary(w->need.total, b[0], 32), fmt_bytes_binary(t->device, b[1], 32));
     } else if (K > 0) {
         const Row *w = &t->row[at];
         printf("smallest K that fits: %d stage%s (%s, dp %d: %s of %s per rank)\n", K, K == 1 ? "" : "s",
-               sched_name(w, name, sizeof name), w->l.D, fmt_bytes_binary(w->need.total, b[0], 32),
+               table_row_schedule(w, name, sizeof name), w->l.D, fmt_bytes_binary(w->need.total, b[0], 32),
                fmt_bytes_binary(t->device, b[1], 32));
     } else if (t->n) {
         char fix[400];
@@ -473,10 +379,10 @@ static void print_json(const PlanCmd *pc, const Table *t) {
     for (int i = 0; i < t->n; i++) cJSON_AddItemToArray(arr, json_row(&t->row[i]));
     cJSON *sk = cJSON_AddArrayToObject(o, "left_out");
     for (int i = 0; i < t->n_skipped; i++) cJSON_AddItemToArray(sk, cJSON_CreateString(t->skipped[i]));
-    int at, K = smallest_fit(t, &at);
+    int at, K = table_smallest_fit(t, &at);
     if (K > 0) cJSON_AddNumberToObject(o, "smallest_stages_that_fit", K);
     else cJSON_AddNullToObject(o, "smallest_stages_that_fit");
-    int pt = smallest_pt(t);
+    int pt = table_smallest_pt(t);
     if (pc->n_tp > 1 && pt < 0) cJSON_AddNullToObject(o, "smallest_p_x_t_that_fits");
     else if (pc->n_tp > 1) {
         const MemLayout *l = &t->row[pt].l;
@@ -791,7 +697,7 @@ int cmd_plan(int argc, char **argv) {
     Table t = {0};
     t.device = pc->device_memory[0] ? given_device(pc) : memory_available();
     if (t.device < 0) user_error("plan: cannot read MemAvailable from /proc/meminfo: give --device-memory, e.g. 24G");
-    fill_table(c, kinds, n_kind, ks, n_k, ds, n_d, zs, n_z, pc->ts, pc->n_tp, &t);
+    table_fill(c, kinds, n_kind, ks, n_k, ds, n_d, zs, n_z, pc->ts, pc->n_tp, &t);
     if (!t.n)
         user_error("plan: no layout given can run (first: %s)", t.skipped[0]);  // (the reason names its own fix)
     if (c->json) print_json(pc, &t); else print_table(pc, &t, shape);
