@@ -256,6 +256,26 @@ static void combine_back(Moe *m, MoeState *s, const float *rows, float *out) {
 }
 
 // Rows of my local expert e (0-based here) start at *at in expert order; returns their count.
+// Combine: each row's sum over its kept assignments of gate x that assignment's row of src (gates NULL:
+// 1, exact), or, for a row with every assignment dropped, its row of pass (forward: x; backward: dy).
+static void combine_rows(const MoeState *s, int rows, int k, int H, const float *src, const float *gates,
+                         const float *pass, float *out) {
+    for (int r = 0; r < rows; r++) {
+        float *o = out + (size_t)r * H;
+        int kept = 0;
+        memset(o, 0, sizeof(float) * H);
+        for (int j = 0; j < k; j++) {
+            int p = s->pos[(size_t)r * k + j];
+            if (p < 0) continue;
+            kept = 1;
+            float g = gates ? gates[(size_t)r * k + j] : 1.0f;
+            const float *h = src + (size_t)p * H;
+            for (int c = 0; c < H; c++) o[c] += g * h[c];
+        }
+        if (!kept) memcpy(o, pass + (size_t)r * H, sizeof(float) * H);
+    }
+}
+
 static int expert_rows(const Moe *m, const MoeState *s, int e) {
     int n = 0;
     for (int r = 0; r < ex_size(m); r++) n += s->recv[r * local_experts(m) + e];
@@ -293,20 +313,7 @@ void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float 
     float *he = m->ex ? w->xr : s->hs;  // (local: the expert order is the send order)
     be->to_host(he, s->he, sizeof(float) * (size_t)s->nrecv * H);
     if (m->ex) combine_back(m, s, he, s->hs);
-    for (int r = 0; r < rows; r++) {  // combine: the gate-weighted sum; a row with nothing kept passes through
-        float *o = w->yh + (size_t)r * H;
-        int kept = 0;
-        memset(o, 0, sizeof(float) * H);
-        for (int j = 0; j < k; j++) {
-            int p = s->pos[(size_t)r * k + j];
-            if (p < 0) continue;
-            kept = 1;
-            float g = s->gate[(size_t)r * k + j];
-            const float *h = s->hs + (size_t)p * H;
-            for (int c = 0; c < H; c++) o[c] += g * h[c];
-        }
-        if (!kept) memcpy(o, w->xh + (size_t)r * H, sizeof(float) * H);
-    }
+    combine_rows(s, rows, k, H, s->hs, s->gate, w->xh, w->yh);  // the gate-weighted sum; nothing kept: x
     be->to_device(y, w->yh, sizeof(float) * (size_t)rows * H);
 }
 
@@ -373,18 +380,7 @@ void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const floa
     float *dxr = m->ex ? w->xr : w->xs;
     be->to_host(dxr, w->dh, sizeof(float) * (size_t)s->nrecv * H);
     if (m->ex) combine_back(m, s, dxr, w->xs);  // (local: already in send order, in xs)
-    for (int r = 0; r < rows && dx; r++) {  // the rows' gradient: their experts', or dy where all were dropped
-        float *o = w->xh + (size_t)r * H;
-        int kept = 0;
-        memset(o, 0, sizeof(float) * H);
-        for (int j = 0; j < k; j++) {
-            int p = s->pos[(size_t)r * k + j];
-            if (p < 0) continue;
-            kept = 1;
-            for (int c = 0; c < H; c++) o[c] += w->xs[(size_t)p * H + c];
-        }
-        if (!kept) memcpy(o, w->yh + (size_t)r * H, sizeof(float) * H);
-    }
+    if (dx) combine_rows(s, rows, k, H, w->xs, NULL, w->yh, w->xh);  // the experts' gradients; nothing kept: dy
     router_grad(m, s, dg, w->dp, grad_scale);
     be->to_device(w->dl, w->dp, sizeof(float) * (size_t)rows * E);
     be->gemm(1, 0, E, H, rows, 1.0f, w->dl, E, x, H, 1.0f, dP, H);
