@@ -138,8 +138,9 @@ static void test_group(MPI_Comm group, const Backend *staged) {
         test_algo(group, algo, &backend_cpu, 1, 1, 0);
         test_algo(group, algo, &backend_cpu, 5, 4, 0);
         test_algo(group, algo, &backend_cpu, 3, 4, 1);
-        if (!alltoall_algos[algo].windows) test_algo(group, algo, staged, 3, 2, 0);
-        if (!alltoall_algos[algo].windows) test_algo(group, algo, staged, 3, 2, 1);
+        if (alltoall_algos[algo].windows) continue;  // (a window holds host rows only)
+        test_algo(group, algo, staged, 3, 2, 0);
+        test_algo(group, algo, staged, 3, 2, 1);
     }
 }
 
