@@ -327,7 +327,6 @@ static void block_forward(Moe *m, MoeState *s, const float *P, int e, int r, con
     be->bias_act(s->he + at * H, We + H * H, n, m->H, 1);
 }
 
-
 void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float *y, int rows, int count) {
     const Backend *be = m->be;
     Scratch *w = m->scratch;
