@@ -227,24 +227,54 @@ static void regroup(const float *src, float *dst, const int *cnt, int size, int 
         }
 }
 
-// The sent rows (send order) to my experts: their rows in expert order, into host xr (which may be
-// send itself when every expert is local). Counts first (forward only: counts set).
-static const float *dispatch(Moe *m, MoeState *s, const float *send, int counts) {
-    Scratch *w = m->scratch;
-    if (!m->ex) {
-        if (counts) { memcpy(s->recv, s->send, sizeof(int) * (size_t)m->spec.experts); s->nrecv = s->nsend; }
-        return send;
-    }
+// Where a block of rows lies: (my expert e, source r) in expert order (by expert, then source), (source r, my
+// expert e) in source order (as received: by source, then expert), and my own rows in the send order (after
+// those for the experts of the ranks before me; as many as source me's in the others).
+static size_t expert_at(const Moe *m, const MoeState *s, int e, int r) {
+    int El = local_experts(m), R = ex_size(m);
+    size_t n = 0;
+    for (int e2 = 0; e2 < e; e2++) for (int r2 = 0; r2 < R; r2++) n += (size_t)s->recv[r2 * El + e2];
+    for (int r2 = 0; r2 < r; r2++) n += (size_t)s->recv[r2 * El + e];
+    return n;
+}
+static size_t source_at(const Moe *m, const MoeState *s, int r, int e) {
+    int El = local_experts(m);
+    size_t n = 0;
+    for (int j = 0; j < r * El + e; j++) n += (size_t)s->recv[j];
+    return n;
+}
+static int me(const Moe *m) { return m->ex ? m->ex->rank : 0; }
+static size_t own_at(const Moe *m, const MoeState *s) {
+    size_t n = 0;
+    for (int g = 0; g < me(m) * local_experts(m); g++) n += (size_t)s->send[g];
+    return n;
+}
+
+// The rows' exchange (expert parallelism only), started: forward (back 0) from send order into source order,
+// back (1) the other way; my own rows moved here, the others' on their way until rows_wait.
+static void rows_start(Moe *m, MoeState *s, const float *send, float *recv, int back) {
     const MoeExchange *x = m->ex;
-    if (counts) {
-        x->exchange_counts(x->ctx, s->send, s->recv);
+    size_t H = (size_t)m->H, mine = source_at(m, s, me(m), 0), own = own_at(m, s);
+    size_t n = source_at(m, s, me(m) + 1, 0) - mine;
+    if (!x->start_rows) { x->exchange_rows(x->ctx, send, s->send, recv, s->recv, m->H, back); return; }
+    x->start_rows(x->ctx, send, s->send, recv, s->recv, m->H, back);
+    memcpy(recv + (back ? own : mine) * H, send + (back ? mine : own) * H, n * H * sizeof(float));
+}
+static void rows_wait(Moe *m) {
+    if (m->ex->start_rows) m->ex->wait_rows(m->ex->ctx);
+}
+
+// Counts first (the forward's): what my experts receive from each rank; their buffers made room for.
+static void exchange_counts(Moe *m, MoeState *s) {
+    if (!m->ex) {
+        memcpy(s->recv, s->send, sizeof(int) * (size_t)m->spec.experts);
+        s->nrecv = s->nsend;
+    } else {
+        m->ex->exchange_counts(m->ex->ctx, s->send, s->recv);
         s->nrecv = 0;
-        for (int j = 0; j < x->size * local_experts(m); j++) s->nrecv += s->recv[j];
-        expert_room(m, s, s->nrecv);
+        for (int j = 0; j < m->ex->size * local_experts(m); j++) s->nrecv += s->recv[j];
     }
-    x->exchange_rows(x->ctx, send, s->send, w->xo, s->recv, m->H, 0);
-    regroup(w->xo, w->xr, s->recv, x->size, local_experts(m), m->H, 1);
-    return w->xr;
+    expert_room(m, s, s->nrecv);
 }
 
 // My experts' rows (expert order, host) back to their senders: out receives them in send order.
@@ -252,7 +282,8 @@ static void combine_back(Moe *m, MoeState *s, const float *rows, float *out) {
     Scratch *w = m->scratch;
     if (!m->ex) { memcpy(out, rows, sizeof(float) * (size_t)s->nsend * m->H); return; }
     regroup(rows, w->xo, s->recv, m->ex->size, local_experts(m), m->H, 0);
-    m->ex->exchange_rows(m->ex->ctx, w->xo, s->send, out, s->recv, m->H, 1);
+    rows_start(m, s, w->xo, out, 1);
+    rows_wait(m);
 }
 
 // Rows of my local expert e (0-based here) start at *at in expert order; returns their count.
@@ -284,6 +315,18 @@ static int expert_rows(const Moe *m, const MoeState *s, int e) {
 
 // ---- forward ----
 
+// Block (my expert e, source r) of the rows, host rows (H floats each), onto the device and through expert e.
+static void block_forward(Moe *m, MoeState *s, const float *P, int e, int r, const float *rows) {
+    const Backend *be = m->be;
+    size_t H = (size_t)m->H, at = expert_at(m, s, e, r);
+    int n = s->recv[r * local_experts(m) + e], E = m->spec.experts;
+    if (!n) return;
+    const float *We = P + moe_expert_off(m->H, E, first_expert(m) + e);
+    be->to_device(s->xe + at * H, rows, (size_t)n * H * sizeof(float));
+    be->gemm(0, 1, n, m->H, m->H, 1.0f, s->xe + at * H, m->H, We, m->H, 0.0f, s->he + at * H, m->H);
+    be->bias_act(s->he + at * H, We + H * H, n, m->H, 1);
+}
+
 void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float *y, int rows, int count) {
     const Backend *be = m->be;
     Scratch *w = m->scratch;
@@ -298,17 +341,18 @@ void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float 
     route(m, s, w->lg, rows, count);
     for (int a = 0; a < rows * k; a++)  // pack: each kept assignment's row at its place
         if (s->pos[a] >= 0) memcpy(w->xs + (size_t)s->pos[a] * H, w->xh + (size_t)(a / k) * H, sizeof(float) * H);
-    if (!m->ex) expert_room(m, s, s->nsend);
-    const float *xr = dispatch(m, s, w->xs, 1);
-    be->to_device(s->xe, xr, sizeof(float) * (size_t)s->nrecv * H);
-    for (int e = 0, at = 0; e < local_experts(m); e++) {
-        int n = expert_rows(m, s, e);
-        const float *We = P + moe_expert_off(H, E, first_expert(m) + e);
-        if (n) {
-            be->gemm(0, 1, n, H, H, 1.0f, s->xe + (size_t)at * H, H, We, H, 0.0f, s->he + (size_t)at * H, H);
-            be->bias_act(s->he + (size_t)at * H, We + (size_t)H * H, n, H, 1);
-        }
-        at += n;
+    exchange_counts(m, s);
+    // my experts on my own rows while the others' travel (expert parallelism), then on theirs: one product per
+    // (expert, source) block, the same blocks whenever the rows arrive
+    const float *src = w->xs;  // (every expert local: the send order is the source order)
+    if (m->ex) { rows_start(m, s, w->xs, w->xo, 0); src = w->xo; }
+    for (int e = 0; e < local_experts(m); e++) block_forward(m, s, P, e, me(m), src + source_at(m, s, me(m), e) * H);
+    if (m->ex) {
+        rows_wait(m);
+        regroup(w->xo, w->xr, s->recv, ex_size(m), local_experts(m), H, 1);
+        for (int e = 0; e < local_experts(m); e++)
+            for (int r = 0; r < ex_size(m); r++)
+                if (r != me(m)) block_forward(m, s, P, e, r, w->xr + expert_at(m, s, e, r) * H);
     }
     float *he = m->ex ? w->xr : s->hs;  // (local: the expert order is the send order)
     be->to_host(he, s->he, sizeof(float) * (size_t)s->nrecv * H);
@@ -347,6 +391,20 @@ static void router_grad(Moe *m, MoeState *s, const float *dg, float *dp, float g
     free(fill);
 }
 
+// Block (my expert e, source r) of the rows' output gradients, host rows: onto the device, through the
+// ReLU's backward (dz, kept for the weight gradient) and the expert's input gradient (into dh, in place).
+static void block_backward(Moe *m, MoeState *s, const float *P, int e, int r, const float *rows) {
+    const Backend *be = m->be;
+    Scratch *w = m->scratch;
+    size_t H = (size_t)m->H, at = expert_at(m, s, e, r);
+    int n = s->recv[r * local_experts(m) + e];
+    if (!n) return;
+    const float *We = P + moe_expert_off(m->H, m->spec.experts, first_expert(m) + e);
+    be->to_device(w->dh + at * H, rows, (size_t)n * H * sizeof(float));
+    be->relu_backward(w->dz + at * H, w->dh + at * H, s->he + at * H, (size_t)n * H);
+    be->gemm(0, 0, n, m->H, m->H, 1.0f, w->dz + at * H, m->H, We, m->H, 0.0f, w->dh + at * H, m->H);
+}
+
 void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const float *x, const float *dy, float *dx,
                   float grad_scale) {
     const Backend *be = m->be;
@@ -363,9 +421,18 @@ void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const floa
         for (int c = 0; c < H; c++) { o[c] = g * d[c]; dot += d[c] * h[c]; }
         dg[a] = dot;
     }
-    const float *dhr = dispatch(m, s, w->xs, 0);
-    be->to_device(w->dh, dhr, sizeof(float) * (size_t)s->nrecv * H);
-    be->relu_backward(w->dz, w->dh, s->he, (size_t)s->nrecv * H);
+    // the rows' gradients to my experts: my own rows' dz and dx while the others' travel, then theirs (the
+    // same (expert, source) blocks as the forward's); each expert's weight gradient over all its rows at once
+    const float *src = w->xs;
+    if (m->ex) { rows_start(m, s, w->xs, w->xo, 0); src = w->xo; }
+    for (int e = 0; e < local_experts(m); e++) block_backward(m, s, P, e, me(m), src + source_at(m, s, me(m), e) * H);
+    if (m->ex) {
+        rows_wait(m);
+        regroup(w->xo, w->xr, s->recv, ex_size(m), local_experts(m), H, 1);
+        for (int e = 0; e < local_experts(m); e++)
+            for (int r = 0; r < ex_size(m); r++)
+                if (r != me(m)) block_backward(m, s, P, e, r, w->xr + expert_at(m, s, e, r) * H);
+    }
     for (int e = 0, at = 0; e < local_experts(m); e++) {
         int n = expert_rows(m, s, e);
         size_t o = moe_expert_off(H, E, first_expert(m) + e);
@@ -373,19 +440,22 @@ void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const floa
             const float *dz = w->dz + (size_t)at * H;
             be->gemm(1, 0, H, H, n, 1.0f, dz, H, s->xe + (size_t)at * H, H, 1.0f, dP + o, H);
             be->bias_grad(dP + o + (size_t)H * H, dz, n, H);
-            be->gemm(0, 0, n, H, H, 1.0f, dz, H, P + o, H, 0.0f, w->dh + (size_t)at * H, H);  // dx of the rows
         }
         at += n;
     }
     float *dxr = m->ex ? w->xr : w->xs;
     be->to_host(dxr, w->dh, sizeof(float) * (size_t)s->nrecv * H);
-    if (m->ex) combine_back(m, s, dxr, w->xs);  // (local: already in send order, in xs)
-    if (dx) combine_rows(s, rows, k, H, w->xs, NULL, w->yh, w->xh);  // the experts' gradients; nothing kept: dy
+    if (m->ex) {  // the rows' input gradients back to their senders, while the router's backward runs
+        regroup(dxr, w->xo, s->recv, m->ex->size, local_experts(m), H, 0);
+        rows_start(m, s, w->xo, w->xs, 1);
+    }
     router_grad(m, s, dg, w->dp, grad_scale);
     be->to_device(w->dl, w->dp, sizeof(float) * (size_t)rows * E);
     be->gemm(1, 0, E, H, rows, 1.0f, w->dl, E, x, H, 1.0f, dP, H);
     be->bias_grad(dP + (size_t)E * H, w->dl, rows, E);
+    if (m->ex) rows_wait(m);  // (local: already in send order, in xs)
     if (dx) {
+        combine_rows(s, rows, k, H, w->xs, NULL, w->yh, w->xh);  // the experts' gradients; nothing kept: dy
         be->to_device(dx, w->xh, sizeof(float) * (size_t)rows * H);
         be->gemm(0, 0, rows, H, E, 1.0f, w->dl, E, P, H, 1.0f, dx, H);
     }

@@ -52,6 +52,13 @@ typedef struct {
     // recv_counts keep their meaning: the counts of the forward exchange)
     void (*exchange_rows)(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
                           int w, int back);
+    // the same in two halves, so that the layer computes while the rows travel (NULL: exchange_rows, whole,
+    // at the start): start_rows leaves the rows this rank sends itself to the caller (moe.c moves them; their
+    // place in recv is not written), wait_rows returns once recv holds every other rank's. Between the two
+    // the layer neither writes send nor reads recv's other rows.
+    void (*start_rows)(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
+                       int w, int back);
+    void (*wait_rows)(void *ctx);
     void *ctx;
 } MoeExchange;
 

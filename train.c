@@ -541,22 +541,23 @@ static void check_replicas_end_alike(const Wire *w, const Model *model) {
                   w->stage, k);
 }
 
-// --tp, observed: the step's all-reduces (and --tp-message slice's all-gathers) as events of the rank's
-// collectives track, each named after the action it ran inside (its micro-batch and chunk).
-static void tp_step_spans(const TpGroup *g, Measure *m, int step) {
+// --tp and --ep, observed: the step's collectives inside its actions (--tp's all-reduces and --tp-message
+// slice's all-gathers, --ep's waits in the all-to-alls) as events of the rank's collectives track, each named
+// after the action it ran inside (its micro-batch and chunk).
+static void action_spans(const Span *sp, int n, Measure *m, int step) {
     double t0 = m->step_start[step];
     int first = m->n_ev;  // this step's actions
     while (first > 0 && m->ev[first - 1].step == step) first--;
     int last = m->n_ev;
-    for (int i = 0; i < g->n_spans; i++) {
-        double a = g->spans[i].t0 - t0, b = g->spans[i].t1 - t0;
+    for (int i = 0; i < n; i++) {
+        double a = sp[i].t0 - t0, b = sp[i].t1 - t0;
         int mb = -1, chunk = 0;
         for (int k = first; k < last && mb < 0; k++)
             if (m->ev[k].mb >= 0 && m->ev[k].t0 <= a + 1e-6 && b <= m->ev[k].t1 + 1e-6) {
                 mb = m->ev[k].mb;
                 chunk = m->ev[k].chunk;
             }
-        measure_record(m, step, g->spans[i].kind, mb, chunk, a, b)->bytes = g->spans[i].bytes;
+        measure_record(m, step, sp[i].kind, mb, chunk, a, b)->bytes = sp[i].bytes;
     }
 }
 
@@ -577,7 +578,8 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         TpGroup before = r->wire.tp;
         step_compute(p, &r->wire, &r->model, &r->exec, &r->m);
         tp_step_end(&r->wire.tp);
-        if (r->wire.tp.trace) tp_step_spans(&r->wire.tp, &r->m, step);
+        if (r->wire.tp.trace) action_spans(r->wire.tp.spans, r->wire.tp.n_spans, &r->m, step);
+        if (observed) action_spans(r->wire.ep.spans, r->wire.ep.n_spans, &r->m, step);
         r->m.tp_s[step] = r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
         r->m.tp_floats += r->wire.tp.floats - before.floats;
         r->m.tp_calls += r->wire.tp.calls - before.calls;

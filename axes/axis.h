@@ -70,6 +70,7 @@ typedef struct {
 typedef struct {
     int N;     // expert parallelism: the expert group's ranks, N consecutive replicas of a stage (1: none)
     int algo;  // ALLTOALL_* (comms/alltoall.h) or ALLTOALL_AUTO (axes/expert.h): the group's all-to-all
+    int overlap;  // --ep-overlap: a layer's own rows computed while the others' travel (axes/expert.c)
 } ExpertPlan;
 typedef struct {
     int ckpt;          // activation checkpointing: a stage keeps its inputs and recomputes in the backward
@@ -192,10 +193,12 @@ enum {
     EV_REDUCE_SCATTER,
     EV_TP_ALLREDUCE,
     EV_GRAD_ALLREDUCE,
+    EV_A2A_DISPATCH,  // --ep: a wait in the all-to-all that takes rows to their experts (forward: x, backward: dy)
+    EV_A2A_COMBINE,   // --ep: a wait in the one that brings the experts' rows back (forward: h, backward: dx)
     EV_KINDS
 };
 // One collective as an axis ran it, for the observers: now_sec() times, its kind (EV_GATHER,
-// EV_REDUCE_SCATTER, EV_TP_ALLREDUCE, EV_GRAD_ALLREDUCE; 0: not drawn) and its buffer's bytes.
+// EV_REDUCE_SCATTER, EV_TP_ALLREDUCE, EV_GRAD_ALLREDUCE, EV_A2A_*; 0: not drawn) and its buffer's bytes.
 typedef struct {
     double t0, t1;
     int kind;

@@ -9,6 +9,7 @@
 // of its own: a rank's gradients of the experts it does not hold are zero, so data parallelism's all-reduce
 // over all D replicas (scaled 1/D) gives each expert the sum over the D/N replicas that ran it, the same
 // mean over the global batch as without --ep, and every replica keeps the whole model alike.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
@@ -57,7 +58,7 @@ double expert_model_params(const TrainConfig *c, int inputs) {
 
 int expert_rules(const TrainConfig *c, Plan *p, Err *e) {
     int N = c->grid.ep > 1 ? (int)c->grid.ep : 1, E = (int)c->moe.experts, D = p->D;
-    p->expert = (ExpertPlan){.N = 1, .algo = c->moe.alltoall};
+    p->expert = (ExpertPlan){.N = 1, .algo = c->moe.alltoall, .overlap = c->moe.overlap};
     if (N == 1) return 0;
     char fits[96];
     if (!E)
@@ -79,25 +80,73 @@ int expert_rules(const TrainConfig *c, Plan *p, Err *e) {
 
 // ---- the hook the MoE layers call ----
 
+// A wait in an exchange, kept for the observers (one slice with the wait just before it of the same kind).
+static void keep_wait(ExpertGroup *g, int kind, double t0, double bytes) {
+    double t1 = now_sec();
+    Span *last = g->n_spans ? &g->spans[g->n_spans - 1] : NULL;
+    if (last && last->kind == kind && t0 - last->t1 < 1e-6) { last->t1 = t1; last->bytes += bytes; return; }
+    if (g->n_spans == g->cap_spans) {
+        g->cap_spans = g->cap_spans ? 2 * g->cap_spans : 64;
+        g->spans = realloc(g->spans, sizeof(Span) * (size_t)g->cap_spans);
+        CHECK(g->spans, "out of memory recording the all-to-alls");
+    }
+    g->spans[g->n_spans++] = (Span){t0, t1, kind, bytes};
+}
+
 // counts: send[E] rows to each global expert (owner r's E/N in a row), recv[N x E/N].
 static void ex_counts(void *ctx, const int *send, int *recv) {
     ExpertGroup *g = ctx;
+    double t0 = now_sec();
     alltoall_counts(g->a2a, send, recv, g->per);
+    g->flight += now_sec() - t0;
+    keep_wait(g, EV_A2A_DISPATCH, t0, (double)g->N * g->per * sizeof(int));
 }
 
 // rows: the forward's counts say how many rows go to each rank (send: by global expert, owner after owner)
-// and come from each (recv: by source rank, then my expert); back = 1 swaps the two.
-static void ex_rows(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
-                    int w, int back) {
-    ExpertGroup *g = ctx;
+// and come from each (recv: by source rank, then my expert); back = 1 swaps the two. Returns the bytes sent.
+static double ex_counts_per_rank(ExpertGroup *g, const int *send_counts, const int *recv_counts, int w, int back) {
     int El = g->per;
+    double bytes = 0;
     for (int r = 0; r < g->N; r++) {
         int s = 0, q = 0;
         for (int e = 0; e < El; e++) s += send_counts[r * El + e], q += recv_counts[r * El + e];
         g->scount[r] = back ? q : s;
         g->rcount[r] = back ? s : q;
+        if (r != g->rank) bytes += (double)g->scount[r] * w * sizeof(float);
     }
+    return bytes;
+}
+
+// The rows' exchange started (the layer moves its own rows itself); without --ep-overlap waited for at once.
+static void ex_start(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
+                     int w, int back) {
+    ExpertGroup *g = ctx;
+    double t0 = now_sec(), bytes = ex_counts_per_rank(g, send_counts, recv_counts, w, back);
+    g->pending = back ? EV_A2A_COMBINE : EV_A2A_DISPATCH;
+    g->t_start = t0;
+    alltoall_rows_start(g->a2a, send, g->scount, recv, g->rcount, w, 0);
+    if (!g->overlap) alltoall_rows_wait(g->a2a);
+    keep_wait(g, g->pending, t0, bytes);
+    if (!g->overlap) g->flight += now_sec() - t0;
+}
+
+static void ex_wait(void *ctx) {
+    ExpertGroup *g = ctx;
+    if (!g->overlap) return;
+    double t0 = now_sec();
+    alltoall_rows_wait(g->a2a);
+    keep_wait(g, g->pending, t0, 0);
+    g->flight += now_sec() - g->t_start;
+}
+
+// The whole exchange in one call (the hook's exchange_rows; moe.c calls the halves).
+static void ex_rows(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
+                    int w, int back) {
+    ExpertGroup *g = ctx;
+    double t0 = now_sec(), bytes = ex_counts_per_rank(g, send_counts, recv_counts, w, back);
     alltoall_rows(g->a2a, send, g->scount, recv, g->rcount, w);
+    keep_wait(g, back ? EV_A2A_COMBINE : EV_A2A_DISPATCH, t0, bytes);
+    g->flight += now_sec() - t0;
 }
 
 void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n_local) {
@@ -125,8 +174,9 @@ void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n
     g->a2a = alltoall_open(g->comm, algo, &backend_cpu, cap, NULL);  // (the hook's buffers are on the host)
     g->scount = xcalloc((size_t)g->N, sizeof(int));
     g->rcount = xcalloc((size_t)g->N, sizeof(int));
+    g->overlap = p->expert.overlap;
     g->ex = (MoeExchange){.size = g->N, .rank = g->rank, .exchange_counts = ex_counts, .exchange_rows = ex_rows,
-                          .ctx = g};
+                          .start_rows = ex_start, .wait_rows = ex_wait, .ctx = g};
     for (int k = 0; k < n_local; k++)
         if (local[k].moe) local[k].moe->ex = &g->ex;
 }
@@ -135,13 +185,15 @@ void expert_free(ExpertGroup *g) {
     if (g->N <= 1 || g->comm == MPI_COMM_NULL) return;
     alltoall_close(g->a2a);
     MPI_Comm_free(&g->comm);
-    free(g->scount); free(g->rcount); free(g->step_bytes); free(g->step_seconds);
+    free(g->scount); free(g->rcount); free(g->step_bytes); free(g->step_seconds); free(g->step_flight); free(g->spans);
     g->N = 0;
 }
 
 void expert_step_begin(ExpertGroup *g) {
     double b, s;
     if (g->a2a) alltoall_take_stats(g->a2a, &b, &s);
+    g->flight = 0;
+    g->n_spans = 0;
 }
 
 void expert_step_end(ExpertGroup *g) {
@@ -152,9 +204,11 @@ void expert_step_end(ExpertGroup *g) {
         g->cap = g->cap ? 2 * g->cap : 64;
         g->step_bytes = realloc(g->step_bytes, sizeof(double) * (size_t)g->cap);
         g->step_seconds = realloc(g->step_seconds, sizeof(double) * (size_t)g->cap);
-        CHECK(g->step_bytes && g->step_seconds, "out of memory for the all-to-all's step times");
+        g->step_flight = realloc(g->step_flight, sizeof(double) * (size_t)g->cap);
+        CHECK(g->step_bytes && g->step_seconds && g->step_flight, "out of memory for the all-to-all's step times");
     }
     g->step_bytes[g->steps] = b;
+    g->step_flight[g->steps] = g->flight;
     g->step_seconds[g->steps++] = s;
 }
 
@@ -174,30 +228,46 @@ static double median_of(const double *x, int n) {  // (a copy sorted)
     return m;
 }
 
-void expert_report_fill(ExpertReport *r, const Plan *p, const ExpertGroup *g, double step_ms) {
+void expert_report_fill(ExpertReport *r, const Plan *p, const ExpertGroup *g, const double *step_s, int skip) {
     memset(r, 0, sizeof *r);
     r->N = p->expert.N;
-    double v[2] = {median_of(g->step_bytes, g->steps), 1e3 * median_of(g->step_seconds, g->steps)};
-    comm_allreduce_sum_double(v, 2, MPI_COMM_WORLD);  // (every rank calls it: the means over the world)
+    r->overlap = p->expert.overlap;
+    int from = g->steps > skip ? skip : 0, n = g->steps - from;
+    double *share = xcalloc((size_t)(2 * n + 1), sizeof(double));  // each step's shares: in flight, exposed
+    for (int i = 0; i < n; i++) {
+        double t = step_s[from + i] > 0 ? step_s[from + i] : 1;
+        share[i] = fmin(1, g->step_flight[from + i] / t);
+        share[n + i] = fmin(1, g->step_seconds[from + i] / t);
+    }
+    double v[5] = {median_of(g->step_bytes + from, n), 1e3 * median_of(g->step_flight + from, n),
+                   1e3 * median_of(g->step_seconds + from, n), median_of(share, n), median_of(share + n, n)};
+    free(share);
+    comm_allreduce_sum_double(v, 5, MPI_COMM_WORLD);  // (every rank calls it: the means over the world)
     r->bytes = v[0] / p->world;
     r->ms = v[1] / p->world;
-    r->share = step_ms > 0 ? r->ms / step_ms : 0;
+    r->exposed_ms = v[2] / p->world;
+    r->share = v[3] / p->world;
+    r->exposed_share = v[4] / p->world;
     snprintf(r->algo, sizeof r->algo, "%s", g->a2a ? alltoall_algos[g->algo].name : "");
 }
 
 void expert_report_text(const ExpertReport *r) {
     if (r->N <= 1) return;
     char b[32];
-    printf("expert parallelism: groups of %d replicas (--ep %d), all-to-all %s: %s sent and %.2f ms per step and rank "
-           "(%.1f%% of the step)\n",
-           r->N, r->N, r->algo, fmt_bytes(r->bytes, b, sizeof b), r->ms, 100 * r->share);
+    printf("expert parallelism: groups of %d replicas (--ep %d), all-to-all %s%s: %s sent and %.2f ms in flight per "
+           "step and rank (%.1f%% of the step), %.2f ms exposed (%.1f%%)\n",
+           r->N, r->N, r->algo, r->overlap ? ", overlapped" : "", fmt_bytes(r->bytes, b, sizeof b), r->ms,
+           100 * r->share, r->exposed_ms, 100 * r->exposed_share);
 }
 
 void expert_report_json(cJSON *o, const ExpertReport *r) {
     if (r->N <= 1) return;  // (a run without --ep keeps its keys as they were)
     cJSON_AddNumberToObject(o, "ep", r->N);
     cJSON_AddStringToObject(o, "alltoall", r->algo);
+    cJSON_AddBoolToObject(o, "alltoall_overlap", r->overlap);
     cJSON_AddNumberToObject(o, "alltoall_bytes_per_step", r->bytes);
     cJSON_AddNumberToObject(o, "alltoall_ms_per_step", r->ms);
     cJSON_AddNumberToObject(o, "alltoall_share", r->share);
+    cJSON_AddNumberToObject(o, "alltoall_exposed_ms_per_step", r->exposed_ms);
+    cJSON_AddNumberToObject(o, "alltoall_exposed_share", r->exposed_share);
 }

@@ -15,6 +15,8 @@
 // The value of --alltoall auto: its index in ALLTOALL_CHOICES (mpi, pair and shm are also the algorithms'
 // own values; NCCL's is not a choice: the MoE layers exchange host buffers).
 enum { ALLTOALL_AUTO = 3 };
+// --ep-overlap: the value is 1 for on.
+#define EP_OVERLAP_CHOICES "off|on"
 
 // rules: --ep N with --experts E: E divisible by N, N divides dp, not with --tp (MoE layers are not split
 // over a tensor-parallel group); sets p->expert. One line and -1 on a mistake, the same on every rank.
@@ -40,8 +42,14 @@ typedef struct {
     AllToAll *a2a;
     MoeExchange ex;         // what the MoE layers call
     int *scount, *rcount;   // per rank of the group: rows sent, received (scratch)
-    double *step_bytes, *step_seconds;  // [cap]: each step's (expert_step_end)
+    double *step_bytes, *step_seconds;  // [cap]: each step's (expert_step_end): seconds waited in the exchanges
+    double *step_flight;    // [cap]: each step's seconds from the exchanges' starts to their ends (in flight)
     int steps, cap;
+    int overlap;            // the plan's: the rows' exchange started, the layer's own rows computed, then waited
+    int pending;            // the kind (EV_A2A_*) of the exchange in flight, started at t_start
+    double t_start, flight; // flight: this step's so far
+    Span *spans;            // this step's waits in the exchanges (the observers draw them), n_spans of them
+    int n_spans, cap_spans;
 } ExpertGroup;
 // The MoE layers exchange host buffers (moe.h), so the group's all-to-all runs on the host whatever the device.
 void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n_local);
@@ -51,14 +59,18 @@ void expert_free(ExpertGroup *g);
 void expert_step_begin(ExpertGroup *g);
 void expert_step_end(ExpertGroup *g);
 
-// report: its part of the Summary: the all-to-all's bytes this rank sent and its time per step (the median
-// step's, as step_ms is the median step's; then the mean over the ranks), the share of the step.
+// report: its part of the Summary: the all-to-all's bytes this rank sent and its time per step, in flight and
+// exposed (waited in: the part no compute hid), each the median step's (as step_ms is the median step's; then
+// the mean over the ranks), and their shares of the step.
 typedef struct {
-    int N;
+    int N, overlap;
     char algo[16];
-    double bytes, ms, share;
+    double bytes, ms, share;  // ms: in flight (from each exchange's start to its end), share of the step
+    double exposed_ms, exposed_share;  // the time the rank waited in the exchanges: the step's share not hidden
 } ExpertReport;
-void expert_report_fill(ExpertReport *r, const Plan *p, const ExpertGroup *g, double step_ms);
+// step_s: the run's steps' times (the slowest rank's), from its first; skip: the warm-up steps left out.
+// The shares are the median over the steps of each step's (at most 1: the exchanges run inside the step).
+void expert_report_fill(ExpertReport *r, const Plan *p, const ExpertGroup *g, const double *step_s, int skip);
 void expert_report_text(const ExpertReport *r);
 struct cJSON;
 void expert_report_json(struct cJSON *o, const ExpertReport *r);

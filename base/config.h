@@ -100,6 +100,7 @@ typedef struct {
         double capacity;     // capacity factor: an expert takes ceil(cf x rows x k / E) rows of a micro-batch
         double aux;          // coefficient of Switch's load-balancing loss
         int alltoall;        // --alltoall: the expert group's all-to-all (ALLTOALL_*, axes/expert.h)
+        int overlap;         // --ep-overlap: 1 (on) computes a layer's own rows while the others' travel
     } moe;
     int64_t seed;
     int64_t threads;

@@ -21,6 +21,15 @@ const AllToAllAlgo alltoall_algos[ALLTOALL_ALGOS] = {
 // writes its window for exchange k + 1 only once every rank is done with k.
 enum { A2A_READY, A2A_DONE, A2A_COUNTERS = 8 };
 
+typedef struct {
+    int on, self;
+    MPI_Request *q;
+    int nq;
+    int *sc, *sd, *rc, *rd;
+    float *recv, *r;  // the caller's buffer; where the rows land (recv, or the host stage)
+    size_t rt;
+} Pending;
+
 struct AllToAll {
     MPI_Comm comm;            // a duplicate of the group: its messages match nothing else's
     int R, me, algo;
@@ -34,6 +43,9 @@ struct AllToAll {
     float *stage_send, *stage_recv;  // host copies of device buffers (not nccl)
     size_t stage_cap;
     double bytes, seconds;    // since alltoall_take_stats
+    // the rows' exchange in flight (alltoall_rows_start to _wait): its requests (mpi: 1, pair: 2 per peer),
+    // counts and offsets in floats (sc, sd, rc, rd: R each), where its rows land, and whether it moves its own
+    Pending pending;
 };
 
 int alltoall_size(const AllToAll *a) { return a->R; }
@@ -98,6 +110,7 @@ void alltoall_close(AllToAll *a) {
         free(a->peer); free(a->counter);
     }
     if (a->stage_cap) { a->be->free_host(a->stage_send); a->be->free_host(a->stage_recv); }
+    free(a->pending.sc); free(a->pending.q);
     MPI_Comm_free(&a->comm);
     free(a);
 }
@@ -117,25 +130,32 @@ void alltoall_counts(AllToAll *a, const int *send, int *recv, int per) {
     a->bytes += (double)(a->R - 1) * per * sizeof(int);
 }
 
-// ---- the rows, on host buffers; counts and offsets in floats ----
+// ---- the rows, on host buffers; counts and offsets in floats (a->pending's); each algorithm in two halves,
+// start (the rows leave, or are offered) and wait (they have all arrived) ----
 
-static void by_mpi(AllToAll *a, const float *send, const int *sc, const int *sd, float *recv, const int *rc,
-                   const int *rd) {
-    MPI_Request q;
-    MPI_CHECK(MPI_Ialltoallv(send, sc, sd, MPI_FLOAT, recv, rc, rd, MPI_FLOAT, a->comm, &q));
-    wd_wait_all(&q, a->comm, "an all-to-all of the experts' rows");
+static void mpi_start(AllToAll *a, const float *send, float *recv) {
+    Pending *q = &a->pending;
+    MPI_CHECK(MPI_Ialltoallv(send, q->sc, q->sd, MPI_FLOAT, recv, q->rc, q->rd, MPI_FLOAT, a->comm, &q->q[0]));
+    q->nq = 1;
 }
 
-static void by_pairs(AllToAll *a, const float *send, const int *sc, const int *sd, float *recv, const int *rc,
-                     const int *rd) {
-    memcpy(recv + rd[a->me], send + sd[a->me], sizeof(float) * (size_t)sc[a->me]);
+// Every peer's receive and send posted at once, in the rounds' order: in round s, to r+s and from r-s.
+static void pairs_start(AllToAll *a, const float *send, float *recv) {
+    Pending *q = &a->pending;
+    if (q->self) memcpy(recv + q->rd[a->me], send + q->sd[a->me], sizeof(float) * (size_t)q->sc[a->me]);
+    q->nq = 0;
     for (int s = 1; s < a->R; s++) {
         int to = (a->me + s) % a->R, from = (a->me - s + a->R) % a->R;
-        MPI_Request q[2];
-        MPI_CHECK(MPI_Irecv(recv + rd[from], rc[from], MPI_FLOAT, from, 0, a->comm, &q[0]));
-        MPI_CHECK(MPI_Isend(send + sd[to], sc[to], MPI_FLOAT, to, 0, a->comm, &q[1]));
-        wd_wait(&q[0], MPI_STATUS_IGNORE, from, "the rows of an all-to-all");
-        wd_wait(&q[1], MPI_STATUS_IGNORE, to, "the rows of an all-to-all");
+        MPI_CHECK(MPI_Irecv(recv + q->rd[from], q->rc[from], MPI_FLOAT, from, 0, a->comm, &q->q[q->nq++]));
+        MPI_CHECK(MPI_Isend(send + q->sd[to], q->sc[to], MPI_FLOAT, to, 0, a->comm, &q->q[q->nq++]));
+    }
+}
+
+static void pairs_wait(AllToAll *a) {
+    Pending *q = &a->pending;
+    for (int i = 0; i < q->nq; i++) {
+        int s = i / 2 + 1, peer = i % 2 ? (a->me + s) % a->R : (a->me - s + a->R) % a->R;
+        wd_wait(&q->q[i], MPI_STATUS_IGNORE, peer, "the rows of an all-to-all");
     }
 }
 
@@ -154,22 +174,31 @@ static void shm_wait(AllToAll *a, int which, int64_t v) {
     wd_poll(shm_reached, &w, (WdSpin){.peer = -1, .what = "an all-to-all through shared memory", .comm = &a->comm});
 }
 
-static void by_shm(AllToAll *a, const float *send, const int *sc, const int *sd, float *recv, const int *rc,
-                   const int *rd) {
-    size_t total = (size_t)sd[a->R - 1] + (size_t)sc[a->R - 1];
+static size_t shm_head(const AllToAll *a) { return ((size_t)a->R * sizeof(size_t) + 63) / 64 * 64; }
+
+// Start: my rows into my window once every rank has read the last exchange's out of it, then "ready".
+static void shm_start(AllToAll *a, const float *send) {
+    const Pending *q = &a->pending;
+    size_t total = (size_t)q->sd[a->R - 1] + (size_t)q->sc[a->R - 1];
     CHECK(total <= a->cap, "all-to-all of %zu floats into a window of %zu", total, a->cap);
-    size_t head = ((size_t)a->R * sizeof(size_t) + 63) / 64 * 64;
     int64_t k = a->k++;
     shm_wait(a, A2A_DONE, k);  // every rank has copied its rows of exchange k - 1 out of my window
     size_t *offs = (size_t *)(void *)a->peer[a->me];
-    for (int p = 0; p < a->R; p++) offs[p] = (size_t)sd[p];
-    memcpy(a->peer[a->me] + head, send, total * sizeof(float));
+    for (int p = 0; p < a->R; p++) offs[p] = (size_t)q->sd[p];
+    memcpy(a->peer[a->me] + shm_head(a), send, total * sizeof(float));
     __atomic_store_n(&a->counter[a->me][A2A_READY], k + 1, __ATOMIC_RELEASE);
+}
+
+// Wait: every window holds this exchange; my part out of each (mine too, unless the caller moves its own).
+static void shm_finish(AllToAll *a, float *recv) {
+    const Pending *q = &a->pending;
+    int64_t k = a->k - 1;
     shm_wait(a, A2A_READY, k + 1);
     for (int p = 0; p < a->R; p++) {
+        if (p == a->me && !q->self) continue;
         const size_t *theirs = (const size_t *)(const void *)a->peer[p];
-        const float *rows = (const float *)(const void *)(a->peer[p] + head);
-        memcpy(recv + rd[p], rows + theirs[a->me], sizeof(float) * (size_t)rc[p]);
+        const float *rows = (const float *)(const void *)(a->peer[p] + shm_head(a));
+        memcpy(recv + q->rd[p], rows + theirs[a->me], sizeof(float) * (size_t)q->rc[p]);
     }
     __atomic_store_n(&a->counter[a->me][A2A_DONE], k + 1, __ATOMIC_RELEASE);
 }
@@ -182,34 +211,59 @@ static void stage_grow(AllToAll *a, size_t n) {
     a->stage_recv = a->be->alloc_host(n * sizeof(float));
 }
 
-void alltoall_rows(AllToAll *a, const float *send, const int *scount, float *recv, const int *rcount, int w) {
+void alltoall_rows_start(AllToAll *a, const float *send, const int *scount, float *recv, const int *rcount, int w,
+                         int self) {
     double t0 = now_sec();
     int R = a->R;
-    int *sc = xmalloc(sizeof(int) * 4 * (size_t)R), *sd = sc + R, *rc = sc + 2 * R, *rd = sc + 3 * R;
+    Pending *q = &a->pending;
+    CHECK(!q->on, "an all-to-all started while another is in flight");
+    if (!q->sc) {
+        q->sc = xmalloc(sizeof(int) * 4 * (size_t)R), q->sd = q->sc + R, q->rc = q->sc + 2 * R, q->rd = q->sc + 3 * R;
+        q->q = xmalloc(sizeof(MPI_Request) * 2 * (size_t)R);
+    }
     size_t st = 0, rt = 0;
     for (int p = 0; p < R; p++) {
         CHECK(scount[p] >= 0 && rcount[p] >= 0, "all-to-all with a negative count");
-        sc[p] = scount[p] * w, sd[p] = (int)st, rc[p] = rcount[p] * w, rd[p] = (int)rt;
-        st += (size_t)sc[p];
-        rt += (size_t)rc[p];
+        q->sc[p] = scount[p] * w, q->sd[p] = (int)st, q->rc[p] = rcount[p] * w, q->rd[p] = (int)rt;
+        st += (size_t)q->sc[p];
+        rt += (size_t)q->rc[p];
         CHECK(st <= INT32_MAX && rt <= INT32_MAX, "all-to-all of more floats than MPI's int count allows");
-        if (p != a->me) a->bytes += (double)sc[p] * sizeof(float);
+        if (p != a->me) a->bytes += (double)q->sc[p] * sizeof(float);
     }
+    if (!self) q->sc[a->me] = q->rc[a->me] = 0;  // (shm still offers them: its window is laid out whole)
+    if (!self && a->algo == ALLTOALL_SHM) q->sc[a->me] = scount[a->me] * w;
+    *q = (Pending){1, self, q->q, 0, q->sc, q->sd, q->rc, q->rd, recv, recv, rt};
     if (a->algo == ALLTOALL_NCCL) {
-        devcomm_alltoallv(a->nccl, send, sc, sd, recv, rc, rd);
+        devcomm_alltoallv(a->nccl, send, q->sc, q->sd, recv, q->rc, q->rd);  // (queued on the group's stream)
     } else {
         const float *s = send;
-        float *r = recv;
         if (!a->be->on_host) {
             stage_grow(a, st > rt ? st : rt);
             a->be->to_host(a->stage_send, send, st * sizeof(float));
-            s = a->stage_send, r = a->stage_recv;
+            s = a->stage_send, q->r = a->stage_recv;
         }
-        if (a->algo == ALLTOALL_MPI) by_mpi(a, s, sc, sd, r, rc, rd);
-        else if (a->algo == ALLTOALL_PAIR) by_pairs(a, s, sc, sd, r, rc, rd);
-        else by_shm(a, s, sc, sd, r, rc, rd);
-        if (r != recv) a->be->to_device(recv, r, rt * sizeof(float));
+        if (a->algo == ALLTOALL_MPI) mpi_start(a, s, q->r);
+        else if (a->algo == ALLTOALL_PAIR) pairs_start(a, s, q->r);
+        else shm_start(a, s);
     }
-    free(sc);
     a->seconds += now_sec() - t0;
+}
+
+void alltoall_rows_wait(AllToAll *a) {
+    double t0 = now_sec();
+    Pending *q = &a->pending;
+    CHECK(q->on, "an all-to-all waited for without one in flight");
+    if (a->algo == ALLTOALL_MPI) wd_wait_all(&q->q[0], a->comm, "an all-to-all of the experts' rows");
+    else if (a->algo == ALLTOALL_PAIR) pairs_wait(a);
+    else if (a->algo == ALLTOALL_SHM) shm_finish(a, q->r);
+    if (q->r != q->recv)  // staged: each peer's rows to the device (not mine, which the caller moves itself)
+        for (int p = 0; p < a->R; p++)
+            if (q->rc[p]) a->be->to_device(q->recv + q->rd[p], q->r + q->rd[p], (size_t)q->rc[p] * sizeof(float));
+    q->on = 0;
+    a->seconds += now_sec() - t0;
+}
+
+void alltoall_rows(AllToAll *a, const float *send, const int *scount, float *recv, const int *rcount, int w) {
+    alltoall_rows_start(a, send, scount, recv, rcount, w, 1);
+    alltoall_rows_wait(a);
 }

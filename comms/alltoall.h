@@ -41,7 +41,15 @@ void alltoall_counts(AllToAll *a, const int *send, int *recv, int per);
 // into recv, packed in rank order. Every rank's scount[q] must equal rank q's rcount[me] (the counts'
 // exchange gives them). Blocks until recv holds every row.
 void alltoall_rows(AllToAll *a, const float *send, const int *scount, float *recv, const int *rcount, int w);
+// The same in two halves, so that the caller computes while the rows travel: start sends (or offers) them
+// and returns; wait returns once recv holds every row. Between the two, send and recv belong to the
+// exchange (neither read nor written), and no other exchange of a may start. self = 0: the rows this
+// rank sends itself are left to the caller (their place in recv is kept, and not written).
+void alltoall_rows_start(AllToAll *a, const float *send, const int *scount, float *recv, const int *rcount, int w,
+                         int self);
+void alltoall_rows_wait(AllToAll *a);
 
 // What the exchanges since the last call moved and took: bytes this rank sent to other ranks (rows
-// to itself are a copy and do not count), and seconds in alltoall_counts and alltoall_rows.
+// to itself are a copy and do not count), and seconds in alltoall_counts, alltoall_rows and the halves
+// (the time the caller waited in them, not the time the rows were in flight).
 void alltoall_take_stats(AllToAll *a, double *bytes, double *seconds);

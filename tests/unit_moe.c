@@ -1,6 +1,8 @@
 // tests/unit_moe.c: the mixture-of-experts layer (moe.c): its gradients against finite differences
 // (drops and pass-through rows included), and its exchange hook's contract: two "ranks" in one process
-// (threads, a fake all-to-all), each holding half the experts, give what the all-local layer gives.
+// (threads, a fake all-to-all), each holding half the experts, give what the all-local layer gives, with
+// the rows exchanged whole and in halves (started, the layer's own rows moved by it, then waited for).
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include "unit.h"
@@ -70,7 +72,14 @@ typedef struct {
     const float *buf[2];
     const int *cnt[2];
 } Fake;
-typedef struct { Fake *f; int rank; } FakeCtx;
+typedef struct {
+    Fake *f;
+    int rank;
+    const float *send;  // the halves (start_rows, wait_rows): the exchange started, run at the wait
+    const int *send_counts, *recv_counts;
+    float *recv;
+    int w, back;
+} FakeCtx;
 
 static int count_sum(const int *c, int from, int to) {
     int s = 0;
@@ -86,9 +95,9 @@ static void fake_counts(void *ctx, const int *send, int *recv) {
         for (int e = 0; e < El; e++) recv[s * El + e] = c->f->cnt[s][c->rank * El + e];
     pthread_barrier_wait(&c->f->bar);
 }
-static void fake_rows(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts, int w,
-                      int back) {
-    FakeCtx *c = ctx;
+// own = 0: the rows a rank sends itself are not copied (the halves leave them to the layer).
+static void fake_copy(FakeCtx *c, const float *send, const int *send_counts, float *recv, const int *recv_counts,
+                      int w, int back, int own) {
     Fake *f = c->f;
     int El = E / 2, me = c->rank;
     f->buf[me] = send;
@@ -97,15 +106,34 @@ static void fake_rows(void *ctx, const float *send, const int *send_counts, floa
     for (int r = 0, at = 0; r < 2; r++) {
         if (!back) {  // source r's rows for my experts, from its send order
             int off = count_sum(f->cnt[r], 0, me * El), n = count_sum(f->cnt[r], me * El, (me + 1) * El);
-            memcpy(recv + (size_t)at * w, f->buf[r] + (size_t)off * w, sizeof(float) * (size_t)n * w);
+            if (own || r != me)
+                memcpy(recv + (size_t)at * w, f->buf[r] + (size_t)off * w, sizeof(float) * (size_t)n * w);
             at += n;
         } else {  // owner r's rows of mine (its recv layout: source-major) back to my send order
             int off = count_sum(f->cnt[r], 0, me * El), n = count_sum(f->cnt[r], me * El, (me + 1) * El);
             int to = count_sum(send_counts, 0, r * El);
-            memcpy(recv + (size_t)to * w, f->buf[r] + (size_t)off * w, sizeof(float) * (size_t)n * w);
+            if (own || r != me)
+                memcpy(recv + (size_t)to * w, f->buf[r] + (size_t)off * w, sizeof(float) * (size_t)n * w);
         }
     }
     pthread_barrier_wait(&f->bar);
+}
+static void fake_rows(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts, int w,
+                      int back) {
+    fake_copy(ctx, send, send_counts, recv, recv_counts, w, back, 1);
+}
+// The halves, adversarial: the start fills recv with NaN (the layer must move its own rows after it, and read
+// no other rank's before the wait), and the rows arrive only at the wait.
+static void fake_start(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
+                       int w, int back) {
+    FakeCtx *c = ctx;
+    int n = count_sum(back ? send_counts : recv_counts, 0, E);  // (rows for 2 ranks x E/2 experts, or of E)
+    for (long i = 0; i < (long)n * w; i++) recv[i] = NAN;
+    *c = (FakeCtx){c->f, c->rank, send, send_counts, recv_counts, recv, w, back};
+}
+static void fake_wait(void *ctx) {
+    FakeCtx *c = ctx;
+    fake_copy(c, c->send, c->send_counts, c->recv, c->recv_counts, c->w, c->back, 0);
 }
 
 typedef struct {
@@ -120,8 +148,15 @@ static void *run_rank(void *arg) {
     return NULL;
 }
 
-static void test_exchange_hook(void) {
+// halves: the exchange by start_rows and wait_rows (--ep-overlap's), else exchange_rows.
+static const char *hook_name(char *buf, int halves, const char *what) {
+    snprintf(buf, 192, "moe exchange%s: %s", halves ? " in halves (started, then waited for)" : "", what);
+    return buf;
+}
+
+static void test_exchange_hook(int halves) {
     size_t n = moe_layer_len(H, E);
+    char nm[192];
     float *P = xmalloc(n * sizeof(float)), x[2][ROWS * H], dy[2][ROWS * H];
     float y[2][ROWS * H] = {{0}}, dx[2][ROWS * H] = {{0}};
     float yl[2][ROWS * H], dxl[2][ROWS * H], *dPl = xcalloc(n, sizeof(float)), *dP[2];
@@ -138,7 +173,7 @@ static void test_exchange_hook(void) {
     }
     Fake f;
     pthread_barrier_init(&f.bar, NULL, 2);
-    FakeCtx ctx[2] = {{&f, 0}, {&f, 1}};
+    FakeCtx ctx[2] = {{.f = &f, .rank = 0}, {.f = &f, .rank = 1}};
     MoeExchange ex[2];
     Moe *m[2];
     pthread_t t[2];
@@ -146,6 +181,7 @@ static void test_exchange_hook(void) {
     for (int r = 0; r < 2; r++) {
         ex[r] = (MoeExchange){.size = 2, .rank = r, .exchange_counts = fake_counts, .exchange_rows = fake_rows,
                               .ctx = &ctx[r]};
+        if (halves) ex[r].start_rows = fake_start, ex[r].wait_rows = fake_wait;
         m[r] = moe_new(be, spec(1.0f), H, 1, 1, ROWS, 1);
         m[r]->ex = &ex[r];
         job[r] = (Job){m[r], P, x[r], dy[r], y[r], dx[r], dP[r]};
@@ -154,21 +190,21 @@ static void test_exchange_hook(void) {
     for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
     long miss = -1;
     for (int r = 0; r < 2 && miss < 0; r++) miss = close_all(y[r], yl[r], ROWS * H, 1e-6, 1e-5);
-    EXPECT("moe exchange: outputs equal the all-local layer's", miss < 0, "first miss at %ld", miss);
+    EXPECT(hook_name(nm, halves, "outputs equal the all-local layer's"), miss < 0, "first miss at %ld", miss);
     miss = -1;
     for (int r = 0; r < 2 && miss < 0; r++) miss = close_all(dx[r], dxl[r], ROWS * H, 1e-6, 1e-5);
-    EXPECT("moe exchange: input gradients equal the all-local layer's", miss < 0, "first miss at %ld", miss);
+    EXPECT(hook_name(nm, halves, "input gradients equal the all-local layer's"), miss < 0, "first miss at %ld", miss);
     float *both = xmalloc(n * sizeof(float));  // rank r: its rows' router part, its experts' whole gradient
     for (size_t i = 0; i < n; i++) both[i] = dP[0][i] + dP[1][i];
     miss = close_all(both, dPl, (long)n, 1e-6, 1e-5);
-    EXPECT("moe exchange: parameter gradients (router summed over ranks, experts on their owner) equal the "
-           "all-local layer's", miss < 0, "first miss at %ld", miss);
+    EXPECT(hook_name(nm, halves, "parameter gradients (router summed over ranks, experts on their owner) equal "
+                                     "the all-local layer's"), miss < 0, "first miss at %ld", miss);
     int off = (int)moe_expert_off(H, E, E / 2), zero = 1;
     for (size_t i = (size_t)off; i < n; i++) zero &= dP[0][i] == 0.0f;
-    EXPECT("moe exchange: rank 0 writes no gradient into rank 1's experts", zero, "it did");
+    EXPECT(hook_name(nm, halves, "rank 0 writes no gradient into rank 1's experts"), zero, "it did");
     long load = 0;
     for (int e = 0; e < E; e++) load += m[0]->stats.load[e] + m[1]->stats.load[e] - local->stats.load[e];
-    EXPECT("moe exchange: the rows each expert got are counted alike", load == 0, "differ by %ld", load);
+    EXPECT(hook_name(nm, halves, "the rows each expert got are counted alike"), load == 0, "differ by %ld", load);
     for (int r = 0; r < 2; r++) { moe_free(m[r]); free(dP[r]); }
     moe_free(local); free(P); free(dPl); free(both);
     pthread_barrier_destroy(&f.bar);
@@ -187,6 +223,7 @@ static void test_capacity(void) {
 int main(void) {
     test_capacity();
     test_finite_differences();
-    test_exchange_hook();
+    test_exchange_hook(0);
+    test_exchange_hook(1);
     return unit_failures != 0;
 }

@@ -179,6 +179,11 @@ const Option train_options[] = {
      "--ep's all-to-all: MPI_Alltoallv, pairwise messages, shared memory (one node), or auto: shm where the group "
      "sits on one node, else mpi",
      AXIS_DATA},
+    {"ep-overlap", 0, OPT_CHOICE, T(moe.overlap), EP_OVERLAP_CHOICES, 0, 0, "WHEN",
+     "--ep: on (default) starts each all-to-all of rows and runs the layer's own rows through its experts (and, "
+     "backward, the router) while the other ranks' travel; off waits for each exchange as soon as it starts. The "
+     "same bits either way",
+     AXIS_DATA},
     {"tp-message", 0, OPT_CHOICE, T(tensor.tp_message), TP_MESSAGE_CHOICES, 0, 0, "M",
      "--tp with a pipeline: a message between two groups as the whole activation from every rank (full), or each "
      "rank's 1/T slice and an all-gather on the receiving side (slice); auto: both timed at start-up, the faster "
@@ -281,6 +286,7 @@ void train_config_defaults(TrainConfig *c) {
     c->grid.tp = 1;
     c->grid.ep = 1;
     c->moe.alltoall = ALLTOALL_AUTO;
+    c->moe.overlap = 1;
     c->tensor.tp_message = TP_MESSAGE_AUTO;
     c->grad_accum = 1;
     c->ddp.outer_lr = 0.7;

@@ -508,7 +508,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     if (c->gemm.timing) fill_gemm(c, p, m, s);
     double tp_med = s->n_run > s->skip ? median(m->tp_s + s->start + s->skip, s->n_run - s->skip) : 0;
     tensor_report_fill(&s->tensor, p, &r->wire.tp, (double)m->tp_calls, m->tp_floats, tp_med, s->n_run, s->step_ms);
-    expert_report_fill(&s->expert, p, &r->wire.ep, s->step_ms);
+    expert_report_fill(&s->expert, p, &r->wire.ep, m->step_s + s->start, s->skip);
     if (!p->pipelined && (c->observe.trace[0] || c->observe.timeline[0])) {  // ddp, --tp: every rank's forward,
         Timeline tl;                                                           // backward and collectives
         timeline_gather(&tl, m->ev, m->n_ev, m->step_start, NULL, (int)p->steps, track_pos(p, &r->wire),

@@ -28,6 +28,8 @@ static const KindStyle kind_styles[EV_KINDS] = {
     [EV_REDUCE_SCATTER] = {"R", "reduce-scatter", "#ff9da7", 35, '~'},
     [EV_TP_ALLREDUCE] = {"T", "tp all-reduce", "#9c755f", 36, '#'},
     [EV_GRAD_ALLREDUCE] = {"D", "gradient all-reduce", "#499894", 36, '='},
+    [EV_A2A_DISPATCH] = {"A", "all-to-all dispatch", "#17becf", 36, '>'},  // --ep: waits in the exchanges
+    [EV_A2A_COMBINE] = {"C", "all-to-all combine", "#bcbd22", 33, '<'},
 };
 
 const KindStyle *kind_style(int kind) {
