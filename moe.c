@@ -60,8 +60,12 @@ int moe_tensor(int H, int E, int l, int j, char *name, size_t n, int64_t shape[2
 }
 
 static int ex_size(const Moe *m) { return m->ex ? m->ex->size : 1; }
-static int local_experts(const Moe *m) { return m->spec.experts / ex_size(m); }
-static int first_expert(const Moe *m) { return m->ex ? m->ex->rank * local_experts(m) : 0; }
+static int local_experts(const Moe *m) {  // (the exchange's group is the spec's: moe_held)
+    int first, n = moe_held(&m->spec, &first);
+    CHECK(m->ex ? m->ex->size == m->spec.shards && first == m->ex->rank * n : m->spec.shards <= 1,
+          "an MoE layer holding %d experts from expert %d exchanges over %d rank(s)", n, first, ex_size(m));
+    return n;
+}
 
 Moe *moe_new(const Backend *be, MoeSpec spec, int H, int lo, int n_layers, int rows, int n_slots) {
     int any = 0;
@@ -303,7 +307,7 @@ void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float 
     be->to_device(s->xe, xr, sizeof(float) * (size_t)s->nrecv * H);
     for (int e = 0, at = 0; e < local_experts(m); e++) {
         int n = expert_rows(m, s, e);
-        const float *We = P + moe_expert_off(H, E, first_expert(m) + e);
+        const float *We = P + moe_expert_off(H, E, e);  // (local expert e: moe_held)
         if (n) {
             be->gemm(0, 1, n, H, H, 1.0f, s->xe + (size_t)at * H, H, We, H, 0.0f, s->he + (size_t)at * H, H);
             be->bias_act(s->he + (size_t)at * H, We + (size_t)H * H, n, H, 1);
@@ -368,7 +372,7 @@ void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const floa
     be->relu_backward(w->dz, w->dh, s->he, (size_t)s->nrecv * H);
     for (int e = 0, at = 0; e < local_experts(m); e++) {
         int n = expert_rows(m, s, e);
-        size_t o = moe_expert_off(H, E, first_expert(m) + e);
+        size_t o = moe_expert_off(H, E, e);
         if (n) {
             const float *dz = w->dz + (size_t)at * H;
             be->gemm(1, 0, H, H, n, 1.0f, dz, H, s->xe + (size_t)at * H, H, 1.0f, dP + o, H);
