@@ -711,10 +711,17 @@ void data_report_json(cJSON *o, cJSON *mem, const Plan *p, const DataReport *r) 
 DataTraffic data_price(const TrainConfig *c, const Plan *p, int stage) {
     DataTraffic t = {0};
     int zero = p->data.zero;
-    for (int k = 0; k < p->V; k++) t.params += tensor_params(c, p, plan_vstage(p, stage, k));
+    double layer_experts = (double)c->moe.experts / (p->expert.N > 1 ? p->expert.N : 1) * (double)c->hidden *
+                           (double)(c->hidden + 1);  // (--ep: an MoE layer's experts on one rank, moe.h)
+    for (int k = 0; k < p->V; k++) {
+        t.params += tensor_params(c, p, plan_vstage(p, stage, k));
+        t.expert_bytes += 4 * expert_held_floats(c, p, plan_vstage(p, stage, k));
+    }
     t.bytes = t.params * 4;
+    t.epieces = t.expert_bytes > 0 ? t.expert_bytes / (4 * layer_experts) : 0;
+    t.peers = p->expert.N > 1 ? p->D / p->expert.N : p->D;
     double bucket = p->data.bucket_mb * 1024 * 1024, layers = (double)p->lo[p->S] / p->K + 1;  // (+1: the head's)
-    t.pieces = p->data.sync == SYNC_NAIVE ? 2 * layers : ceil(t.bytes / fmax(bucket, 4));
+    t.pieces = p->data.sync == SYNC_NAIVE ? 2 * layers : ceil((t.bytes - t.expert_bytes) / fmax(bucket, 4));
     t.zpieces = ceil(layers / fmax(1, floor(bucket / (t.bytes / layers))));  // (whole layers a bucket)
     t.scatter = zero > 0;
     t.per_backward = zero >= 2;
@@ -730,7 +737,8 @@ int data_price_algo(const Plan *p, int shm_measured) {
 }
 
 double data_price_optimizer_params(const Plan *p, const DataTraffic *t) {
-    return p->data.zero && p->D > 1 ? t->params / p->D : t->params;
+    double experts = t->expert_bytes / 4;  // (--ep: ZeRO-1 shards the experts over their holders)
+    return p->data.zero && p->D > 1 ? (t->params - experts) / p->D + experts / t->peers : t->params;
 }
 
 double data_price_exposed(const DataTraffic *t, double sync_s, double gather_s, double overlap, double window,

@@ -178,6 +178,9 @@ typedef struct {
     int gather_after;      // ZeRO-1, 2: the updated weights all-gathered after the optimizer
     int gathers_around;    // ZeRO-3: the weights gathered around every pass (data_price_gathers)
     int overlapped;        // bucketed: the sync hides behind compute; naive: never
+    double expert_bytes;   // --ep: the part of bytes that is the rank's experts, summed over `peers` replicas
+    double epieces;        // (dp/N, those holding the same experts) in buckets of their own, one per MoE layer
+    int peers;             // (axes/data.c's expert buckets); the rest of bytes goes over all dp in `pieces`
 } DataTraffic;
 DataTraffic data_price(const TrainConfig *c, const Plan *p, int stage);
 // The algorithm train would run: the one asked for, or auto's: shm where the profile measured the
