@@ -91,8 +91,8 @@ run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2
 # state shrink by half the experts' floats at --ep 2 (4 experts of 16 x 16 + 16 floats on each of the 3 MoE
 # layers: 2 x 3 x 272 floats fewer), and ZeRO-1 shards the rest of the optimizer state over dp.
 mem() { python3 -c "import json,sys; m=json.loads(sys.argv[1])['memory_per_rank']; print(m['weights'], m['grads'], m['optimizer'])" "$1"; }
-run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2 --steps 2; ONE=$(mem "$OUT")
-run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2 --ep 2 --steps 2; TWO=$(mem "$OUT")
+run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2; ONE=$(mem "$OUT")
+run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2 --ep 2; TWO=$(mem "$OUT")
 less=$((2 * 3 * 272 * 4))
 read -r w1 g1 o1 <<<"$ONE"; read -r w2 g2 o2 <<<"$TWO"
 [ -n "$w2" ] && [ $((w1 - w2)) = $less ] && [ $((g1 - g2)) = $less ] && [ $((o1 - o2)) = $((2 * less)) ] &&
