@@ -537,16 +537,20 @@ static void eval_step(Run *r, int step, int verbose) {
     metrics_eval(&r->metrics, step + 1, ev.loss, ev.accuracy);
 }
 
-// The replicas of every stage must end with the same parameters (ZeRO-3: each holds other shards; --ep:
-// those holding the same experts).
+// The replicas of every stage must end with the same parameters (ZeRO-3: each holds other shards; --ep: the
+// experts alike among the replicas holding them, the rest among all).
 static void check_replicas_end_alike(Wire *w, const Model *model) {
-    MPI_Comm dp = expert_peers(&w->ep) ? expert_peers(&w->ep)->dp : w->comm.dp;
-    for (int k = 0; k < (model->n_sync || model->outer ? model->n_local : 0); k++)
-        if (model->local[k].params && !comm_same_u64(stage_param_checksum(&model->local[k]), dp))
+    const Comm *peers = expert_peers(&w->ep);
+    for (int k = 0; k < (model->n_sync || model->outer ? model->n_local : 0); k++) {
+        if (!model->local[k].params) continue;
+        int same = comm_same_u64(stage_param_checksum(&model->local[k], 1), w->comm.dp);
+        if (peers) same &= comm_same_u64(stage_param_checksum(&model->local[k], 0), peers->dp);
+        if (!same)
             fatal("the replicas of stage %d (chunk %d) ended with different parameters: the ranks were started with "
                   "different "
                   "options (--lr, --optimizer, ...), or the gradient all-reduce is broken",
                   w->stage, k);
+    }
 }
 
 // --tp, observed: the step's all-reduces (and --tp-message slice's all-gathers) as events of the rank's

@@ -304,14 +304,19 @@ void gradsync_end_step(GradSync *g, double compute_end, double *comm_s, double *
     g->step_calls = g->calls;
 }
 
-uint64_t stage_param_checksum(const Stage *s) {
+uint64_t stage_param_checksum(const Stage *s, int shared_only) {
     float *h = xmalloc(s->n_params * sizeof(float));
     s->be->to_host(h, s->params, s->n_params * sizeof(float));
     uint64_t x = mix64(s->n_params);
-    for (size_t i = 0; i < s->n_params; i++) {
-        uint32_t bits;
-        memcpy(&bits, &h[i], sizeof bits);
-        x = mix64(x ^ bits);
+    int ep = shared_only && s->moe && s->moe->spec.shards > 1;
+    for (int j = 0; j < s->n_layers + s->has_head; j++) {
+        size_t off = stage_layer_off(s, j), n = stage_layer_len(s, j);
+        if (ep && j < s->n_layers && moe_is(s->moe, j)) n = moe_router_len(s->H, s->moe->spec.experts);
+        for (size_t i = off; i < off + n; i++) {
+            uint32_t bits;
+            memcpy(&bits, &h[i], sizeof bits);
+            x = mix64(x ^ bits);
+        }
     }
     free(h);
     return x;
@@ -504,11 +509,13 @@ void data_sizes(const TrainConfig *c, const Plan *p, int vs, double params, MemN
 // Replicas must start from identical parameters: compare checksums within each dp group and let
 // every rank of the world learn the verdict, so all decide alike.
 // (ZeRO-3 holds no whole parameters: each rank draws only its shards, from the same options.)
-// (--ep: among the replicas holding the same experts, peers)
+// (--ep: the experts among the replicas holding them, peers; the rest over dp)
 static void check_replicas_agree(const Stage *local, int n_local, const Comm *comm, const Comm *peers) {
     double differ[1] = {0};
-    for (int k = 0; k < n_local && local[k].params; k++)
-        differ[0] += !comm_same_u64(stage_param_checksum(&local[k]), peers ? peers->dp : comm->dp);
+    for (int k = 0; k < n_local && local[k].params; k++) {
+        differ[0] += !comm_same_u64(stage_param_checksum(&local[k], 1), comm->dp);
+        if (peers) differ[0] += !comm_same_u64(stage_param_checksum(&local[k], 0), peers->dp);
+    }
     comm_allreduce_max_double(differ, 1, MPI_COMM_WORLD);
     if (differ[0])
         user_error("train: the replicas start from different parameters (checksums differ across the dp group): give "

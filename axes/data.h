@@ -101,8 +101,9 @@ void gradsync_reshard(GradSync *g);
 // compute_end: g->t_compute_end (this rank's work), or later in a pipeline (its other stages' work).
 void gradsync_end_step(GradSync *g, double compute_end, double *comm_s, double *exposed_s);
 
-// A checksum of the stage's parameters (bit-exact: equal only when every float is identical).
-uint64_t stage_param_checksum(const Stage *s);
+// A checksum of the stage's parameters (bit-exact: equal only when every float is identical); shared_only:
+// of those every replica holds alike (--ep: all but the MoE layers' experts, which only their peers share).
+uint64_t stage_param_checksum(const Stage *s, int shared_only);
 
 // ---- the axis (axes/axis.h's contract) ----
 
