@@ -239,8 +239,10 @@ double gradsync_grad_sumsq(GradSync *g, int replicated_too) {
     Stage *s = g->s;
     double sum = 0;
     if (!g->sharded && g->peers) {  // --ep: each bucket on the first rank of the group that summed it
-        for (int i = 0; i < g->nb; i++)
-            if (!g->b[i].comm->replica) sum += stage_grad_sumsq(s, s->grads, g->b[i].off, g->b[i].n, replicated_too);
+        for (int i = 0; i < g->nb; i++) {
+            const Bucket *b = &g->b[i];
+            if (!b->comm->replica) sum += stage_grad_sumsq(s, s->grads + b->off, b->off, b->n, replicated_too);
+        }
         return sum;
     }
     if (!g->sharded) return g->comm->replica ? 0 : stage_grad_sumsq(s, s->grads, 0, s->n_params, replicated_too);

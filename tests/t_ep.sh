@@ -87,6 +87,19 @@ run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2
 [ "$RC" = 0 ] && ! grep -q '"ep"\|alltoall' <<<"$OUT" && pass "ep/a run without --ep keeps its --json keys" \
     || fail "ep/without --ep" "rc $RC: $(grep -o '"ep[^,]*\|"alltoall[^,]*' <<<"$OUT" | head -3)"
 
+# --clip-grad's global norm counts every parameter once: the experts on one holder each, the rest on replica 0
+# (without ZeRO; with ZeRO-1 each rank its shards): the norms of --ep equal data parallelism's alone.
+norms() { python3 -c "import json,sys; print(' '.join('%.6e' % v for v in json.loads(sys.argv[1])['grad_norms']))" "$1"; }
+for lay in "2|--dp 2|--ep 2" "4|--dp 4|--ep 4" "4|--dp 4 --zero 1|--ep 2"; do
+    IFS='|' read -r n base ep <<<"$lay"
+    # shellcheck disable=SC2086
+    run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base --clip-grad 0.01; REF=$(norms "$OUT")
+    # shellcheck disable=SC2086
+    run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base $ep --clip-grad 0.01; GOT=$(norms "$OUT")
+    why=$(python3 -c "import sys; a, b = [list(map(float, x.split())) for x in sys.argv[1:]]; print('' if a and len(a) == len(b) and all(abs(x - y) <= 1e-5 * y for x, y in zip(a, b)) else 'norms %s against %s' % (a, b))" "$GOT" "$REF")
+    [ -z "$why" ] && pass "ep/$base $ep --clip-grad: the gradient norms of $base alone" || fail "ep/$base $ep --clip-grad" "$why"
+done
+
 # A rank holds the router and its E/N experts (moe.h's moe_held): --json's weights, gradients and optimizer
 # state shrink by half the experts' floats at --ep 2 (4 experts of 16 x 16 + 16 floats on each of the 3 MoE
 # layers: 2 x 3 x 272 floats fewer), and ZeRO-1 shards the rest of the optimizer state over dp.
