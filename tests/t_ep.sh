@@ -3,8 +3,9 @@
 # (tests/bin/mpi_alltoall under 1 to 4 ranks: counts, then rows by mpi, pair and shm with uneven counts and
 # zeros, staged, in half-world groups); micropp alltoall's table, its checks and its refusals; train --ep:
 # --verify on 2 and 4 ranks (ep alone by each all-to-all, drops, ddp x ep, ZeRO-1, pp x ep under 1f1b and
-# gpipe, bf16), the same losses as data parallelism alone, --json's keys, checkpoints across expert layouts,
-# and every rule's one line (exit 2).
+# gpipe, bf16), the same losses and --clip-grad norms as data parallelism alone, --json's keys, a rank's
+# memory holding E/N experts, checkpoints (every expert whole) across expert layouts, and every rule's one
+# line (exit 2).
 source "$(dirname "$0")/lib.sh"
 
 A2A=$ROOT/tests/bin/mpi_alltoall
