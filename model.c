@@ -132,8 +132,11 @@ static void init_params(Stage *s, const StageSpec *spec, int L, uint64_t seed) {
             be->to_device(*W, host, stage_layer_len(s, j) * sizeof(float));
             continue;
         }
-        if (moe_is(s->moe, j)) {  // router and experts (moe.h), whole: no tensor parallelism
-            moe_init_host(seed, s->lo + j, H, s->moe->spec.experts, host);
+        if (moe_is(s->moe, j)) {  // router and experts (moe.h) drawn whole, then the experts this rank holds
+            int E = s->moe->spec.experts, first, held = moe_held(&s->moe->spec, &first);
+            moe_init_host(seed, s->lo + j, H, E, host);
+            memmove(host + moe_expert_off(H, E, 0), host + moe_expert_off(H, E, first),
+                    moe_expert_len(H) * (size_t)held * sizeof(float));
             be->to_device(*W, host, stage_layer_len(s, j) * sizeof(float));
             continue;
         }

@@ -145,9 +145,10 @@ static inline int stage_fan_in(const Stage *s, int i) { return i == 0 ? s->D : s
 static inline int stage_out_w(const Stage *s, int i) { return s->kind[i] == TP_COL ? s->H / s->tp : s->H; }
 static inline int stage_in_w(const Stage *s, int i) { return s->kind[i] == TP_ROW ? s->H / s->tp : stage_fan_in(s, i); }
 // Floats of local layer j's weight in this rank's flat buffer (j == n_layers: the head's, C x H).
-// An MoE layer's range (moe.h) is cut the same way: all but its last H floats, then H.
+// An MoE layer's range (moe.h: the router and the experts this rank holds, moe_held) is cut the same way:
+// all but its last H floats, then H.
 static inline size_t stage_weight_len(const Stage *s, int j) {
-    if (j < s->n_layers && moe_is(s->moe, j)) return moe_layer_len(s->H, s->moe->spec.experts) - (size_t)s->H;
+    if (j < s->n_layers && moe_is(s->moe, j)) return moe_held_len(&s->moe->spec, s->H) - (size_t)s->H;
     return j == s->n_layers ? (size_t)s->C * s->H : (size_t)stage_out_w(s, j) * stage_in_w(s, j);
 }
 // Offset (floats, in params/grads) and length of local layer j's weight and bias; j == n_layers: the head.

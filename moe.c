@@ -60,8 +60,12 @@ int moe_tensor(int H, int E, int l, int j, char *name, size_t n, int64_t shape[2
 }
 
 static int ex_size(const Moe *m) { return m->ex ? m->ex->size : 1; }
-static int local_experts(const Moe *m) { return m->spec.experts / ex_size(m); }
-static int first_expert(const Moe *m) { return m->ex ? m->ex->rank * local_experts(m) : 0; }
+static int local_experts(const Moe *m) {  // (the exchange's group is the spec's: moe_held)
+    int first, n = moe_held(&m->spec, &first);
+    CHECK(m->ex ? m->ex->size == m->spec.shards && first == m->ex->rank * n : m->spec.shards <= 1,
+          "an MoE layer holding %d experts from expert %d exchanges over %d rank(s)", n, first, ex_size(m));
+    return n;
+}
 
 Moe *moe_new(const Backend *be, MoeSpec spec, int H, int lo, int n_layers, int rows, int n_slots) {
     int any = 0;
@@ -321,7 +325,7 @@ static void block_forward(Moe *m, MoeState *s, const float *P, int e, int r, con
     size_t H = (size_t)m->H, at = expert_at(m, s, e, r);
     int n = s->recv[r * local_experts(m) + e], E = m->spec.experts;
     if (!n) return;
-    const float *We = P + moe_expert_off(m->H, E, first_expert(m) + e);
+    const float *We = P + moe_expert_off(m->H, E, e);
     be->to_device(s->xe + at * H, rows, (size_t)n * H * sizeof(float));
     be->gemm(0, 1, n, m->H, m->H, 1.0f, s->xe + at * H, m->H, We, m->H, 0.0f, s->he + at * H, m->H);
     be->bias_act(s->he + at * H, We + H * H, n, m->H, 1);
@@ -399,7 +403,7 @@ static void block_backward(Moe *m, MoeState *s, const float *P, int e, int r, co
     size_t H = (size_t)m->H, at = expert_at(m, s, e, r);
     int n = s->recv[r * local_experts(m) + e];
     if (!n) return;
-    const float *We = P + moe_expert_off(m->H, m->spec.experts, first_expert(m) + e);
+    const float *We = P + moe_expert_off(m->H, m->spec.experts, e);
     be->to_device(w->dh + at * H, rows, (size_t)n * H * sizeof(float));
     be->relu_backward(w->dz + at * H, w->dh + at * H, s->he + at * H, (size_t)n * H);
     be->gemm(0, 0, n, m->H, m->H, 1.0f, w->dz + at * H, m->H, We, m->H, 0.0f, w->dh + at * H, m->H);
@@ -435,7 +439,7 @@ void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const floa
     }
     for (int e = 0, at = 0; e < local_experts(m); e++) {
         int n = expert_rows(m, s, e);
-        size_t o = moe_expert_off(H, E, first_expert(m) + e);
+        size_t o = moe_expert_off(H, E, e);
         if (n) {
             const float *dz = w->dz + (size_t)at * H;
             be->gemm(1, 0, H, H, n, 1.0f, dz, H, s->xe + (size_t)at * H, H, 1.0f, dP + o, H);

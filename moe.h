@@ -9,11 +9,14 @@
 // The layer's options: E experts (0: a dense model), every `every`th hidden layer (global layers l >= 1
 // with l % every == 0; layer 0, whose fan-in is the input width D, is never one), top_k experts per row,
 // capacity factor and the auxiliary loss's coefficient. Routing runs over groups of `group` rows (a
-// micro-batch's; 0: the whole call): capacity, drops and the auxiliary loss are per group.
+// micro-batch's; 0: the whole call): capacity, drops and the auxiliary loss are per group. Expert
+// parallelism (--ep): this rank is rank `shard` of `shards` (0 or 1: none) and holds only its experts
+// (moe_held), the layer's range then the router and those experts.
 typedef struct {
     int experts, every, top_k;
     float capacity, aux;
     int group;
+    int shards, shard;
 } MoeSpec;
 
 static inline int moe_layer(const MoeSpec *m, int l) { return m->experts > 0 && l >= 1 && l % m->every == 0; }
@@ -31,6 +34,20 @@ static inline size_t moe_expert_off(int H, int E, int e) {
     return moe_router_len(H, E) + (size_t)e * moe_expert_len(H);
 }
 static inline size_t moe_layer_len(int H, int E) { return moe_expert_off(H, E, E); }
+// The experts this rank holds, the one rule every walk of the flat buffer follows (init, the optimizer's
+// buffers, checkpoints, --verify, the gradient sync's groups, the planner's bytes): rank `shard` of
+// `shards` holds E/shards experts in a row, returned, from global expert *first on; its local expert i
+// (global *first + i) lies at moe_expert_off(H, E, i) of its layer's range, whose length is
+// moe_held_len. Without expert parallelism: all E, from 0 (the range is moe_layer_len).
+static inline int moe_held(const MoeSpec *m, int *first) {
+    int n = m->shards > 1 ? m->experts / m->shards : m->experts;
+    *first = m->shards > 1 ? m->shard * n : 0;
+    return n;
+}
+static inline size_t moe_held_len(const MoeSpec *m, int H) {
+    int first, n = moe_held(m, &first);
+    return moe_expert_off(H, m->experts, n);
+}
 // Checkpoints' tensor j (0 .. 2 + 2E - 1) of MoE layer l: layers.l.router.weight [E, H], .router.bias [E],
 // then per expert e layers.l.experts.e.weight [H, H] and .bias [H]: its name, shape, and its offset in the
 // layer's range added to *off; returns its dimensions (1 or 2).
@@ -40,7 +57,7 @@ int moe_tensor(int H, int E, int l, int j, char *name, size_t n, int64_t shape[2
 void moe_init_host(uint64_t seed, int l, int H, int E, float *p);
 
 // The hook expert parallelism sets (NULL: every expert is local). The group has `size` ranks; this rank
-// holds experts [rank*E/size, (rank+1)*E/size). Host buffers.
+// holds experts [rank*E/size, (rank+1)*E/size) (size and rank: the spec's shards and shard). Host buffers.
 typedef struct {
     int size, rank;  // the expert group; this rank holds experts [rank*E/size, (rank+1)*E/size)
     // counts first: send[E] rows this rank routes to each global expert (experts grouped by owner, so

@@ -145,23 +145,26 @@ static void setup_buffers(const TrainConfig *c, const Plan *p, const Backend *be
 
 static StageSpec spec_of(const TrainConfig *c, const Plan *p, const Wire *w, int vs, int has_head, int slots,
                          int ckpt) {
-    return (StageSpec){.layers = (int)c->layers,
-                       .hidden = (int)c->hidden,
-                       .classes = (int)c->classes,
-                       .inputs = p->inputs,
-                       .lo = p->lo[vs],
-                       .hi = p->lo[vs + 1],
-                       .head = has_head,
-                       .rows = p->rows,
-                       .slots = slots,
-                       .ckpt = ckpt,
-                       .bf16 = c->precision == PRECISION_BF16,
-                       .seed = (uint64_t)c->seed,
-                       .tp = p->T,
-                       .tp_rank = w->comm.tp_rank,
-                       .grads_elsewhere = p->data.zero >= 2,
-                       .params_elsewhere = p->data.zero >= 3,
-                       .moe = plan_moe(c, p)};
+    StageSpec s = {.layers = (int)c->layers,
+                   .hidden = (int)c->hidden,
+                   .classes = (int)c->classes,
+                   .inputs = p->inputs,
+                   .lo = p->lo[vs],
+                   .hi = p->lo[vs + 1],
+                   .head = has_head,
+                   .rows = p->rows,
+                   .slots = slots,
+                   .ckpt = ckpt,
+                   .bf16 = c->precision == PRECISION_BF16,
+                   .seed = (uint64_t)c->seed,
+                   .tp = p->T,
+                   .tp_rank = w->comm.tp_rank,
+                   .grads_elsewhere = p->data.zero >= 2,
+                   .params_elsewhere = p->data.zero >= 3,
+                   .moe = plan_moe(c, p)};
+    s.moe.shards = p->expert.N;  // --ep: replica d is rank d % N of its expert group (axes/expert.c)
+    s.moe.shard = p->expert.N > 1 ? w->comm.replica % p->expert.N : 0;
+    return s;
 }
 
 // pp/hybrid: this rank's chunks. The schedule is proven before it runs (uniform costs F = I = W = 1,
@@ -229,10 +232,13 @@ static void setup_checkpoints(Run *r, int verbose) {
                          .n_local = r->model.n_local,
                          .first_stage = p->pipelined ? r->wire.stage : 0,
                          .stage_of = p->pipelined ? r->model.vs_of : NULL,
-                         .writer = r->wire.replica == 0,
+                         .writer = r->wire.replica < p->expert.N,  // (--ep: the first group gathers, its rank 0 writes)
                          .tp = p->T,
                          .tp_rank = r->wire.comm.tp_rank,
                          .tp_comm = r->wire.comm.tp,
+                         .ep = p->expert.N,
+                         .ep_rank = r->wire.ep.rank,
+                         .ep_comm = r->wire.ep.comm,
                          .comm = MPI_COMM_WORLD};
     r->progress.saved_step = -1;
     if (!c->ckpt.resume[0]) return;
@@ -531,14 +537,20 @@ static void eval_step(Run *r, int step, int verbose) {
     metrics_eval(&r->metrics, step + 1, ev.loss, ev.accuracy);
 }
 
-// The replicas of every stage must end with the same parameters (ZeRO-3: each holds other shards).
-static void check_replicas_end_alike(const Wire *w, const Model *model) {
-    for (int k = 0; k < (model->n_sync || model->outer ? model->n_local : 0); k++)
-        if (model->local[k].params && !comm_same_u64(stage_param_checksum(&model->local[k]), w->comm.dp))
+// The replicas of every stage must end with the same parameters (ZeRO-3: each holds other shards; --ep: the
+// experts alike among the replicas holding them, the rest among all).
+static void check_replicas_end_alike(Wire *w, const Model *model) {
+    const Comm *peers = expert_peers(&w->ep);
+    for (int k = 0; k < (model->n_sync || model->outer ? model->n_local : 0); k++) {
+        if (!model->local[k].params) continue;
+        int same = comm_same_u64(stage_param_checksum(&model->local[k], 1), w->comm.dp);
+        if (peers) same &= comm_same_u64(stage_param_checksum(&model->local[k], 0), peers->dp);
+        if (!same)
             fatal("the replicas of stage %d (chunk %d) ended with different parameters: the ranks were started with "
                   "different "
                   "options (--lr, --optimizer, ...), or the gradient all-reduce is broken",
                   w->stage, k);
+    }
 }
 
 // --tp and --ep, observed: the step's collectives inside its actions (--tp's all-reduces and --tp-message
@@ -738,7 +750,7 @@ int cmd_train(int argc, char **argv) {
     if (cfg.moe.experts) measure_moe(&r->m, p->steps, (int)cfg.moe.experts);
     setup_peak(&cfg, p, r);
     if (p->data_parallel && !p->data.sync_every) {
-        data_setup(p, &r->wire.comm, r->model.local, r->model.n_local, &r->model.sync);
+        data_setup(p, &r->wire.comm, expert_peers(&r->wire.ep), r->model.local, r->model.n_local, &r->model.sync);
         r->model.n_sync = r->model.n_local;
         zero_setup(p, r->model.sync, r->model.n_sync, (uint64_t)cfg.seed, (int)cfg.layers);
         if (verbose) data_report_header(p, r->model.sync, r->model.n_sync);

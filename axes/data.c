@@ -10,6 +10,7 @@
 #include "base/data.h"
 #include "axes/data.h"
 #include "axes/tensor.h"  // a rank's shards of each layer (tensor_layer_floats)
+#include "axes/expert.h"  // the experts a rank holds (expert_held_floats)
 #include "comms/hier.h"   // comm_hier_layout: whether the replicas lie node after node
 #include "base/util.h"
 
@@ -25,8 +26,21 @@ static Bucket *add_bucket(GradSync *g, size_t off, size_t n, int lo, int hi) {
     b->n = n;
     b->lo = lo;
     b->hi = hi;
+    b->comm = g->comm;
+    b->algo = g->algo;
     return b;
 }
+
+// --ep: MoE layer j's experts (moe.h: after its router) in a bucket summed over the replicas holding the
+// same experts; by MPI's row where the sync's own needs the dp group's windows or node layout (shm, hier).
+static void add_expert_bucket(GradSync *g, int j) {
+    const Stage *s = g->s;
+    size_t router = moe_router_len(s->H, s->moe->spec.experts);
+    Bucket *b = add_bucket(g, layer_off(s, j) + router, layer_len(s, j) - router, j, j + 1);
+    b->comm = g->peers;
+    b->algo = g->algo == ALLREDUCE_RING ? ALLREDUCE_RING : ALLREDUCE_MPI;
+}
+static int expert_layer(const GradSync *g, int j) { return g->peers && j < g->s->n_layers && moe_is(g->s->moe, j); }
 
 // How --trace and --timeline draw a bucket's collective: an all-reduce, or ZeRO-1's reduce-scatter.
 static int span_kind(const GradSync *g) { return g->scatter ? EV_REDUCE_SCATTER : EV_GRAD_ALLREDUCE; }
@@ -36,21 +50,21 @@ static void run_blocking(GradSync *g, Bucket *b) {
     double t0 = now_sec();
     float *x = g->s->grads + b->off;
     if (g->scatter) g->rs_bytes += (double)b->n * sizeof(float);
-    if (g->scatter) comm_reduce_scatter(g->comm, x, b->n, 1.0f, g->algo);
-    else comm_allreduce(g->comm, x, b->n, 1.0f, g->algo);
+    if (g->scatter) comm_reduce_scatter(b->comm, x, b->n, 1.0f, b->algo);
+    else comm_allreduce(b->comm, x, b->n, 1.0f, b->algo);
     g->spans[g->n_spans++] = (Span){t0, now_sec(), span_kind(g), (double)b->n * sizeof(float)};
     g->calls++;
 }
 
 static void start(GradSync *g, Bucket *b) {
-    Comm *c = g->comm;
+    Comm *c = b->comm;
     float *x = g->s->grads + b->off;
     if (g->scatter) g->rs_bytes += (double)b->n * sizeof(float);
     // A plain sum: each replica's loss gradient is already scaled by 1 / (rows of the whole step
     // over all replicas) (Stage.grad_scale), so the sum IS the average gradient, and the collective
     // saves a pass over the buffer (PyTorch's gradient pre-division does the same).
-    b->req = g->scatter ? comm_reduce_scatter_start(c, x, b->n, 1.0f, g->algo)
-                        : comm_allreduce_start(c, x, b->n, 1.0f, g->algo);
+    b->req = g->scatter ? comm_reduce_scatter_start(c, x, b->n, 1.0f, b->algo)
+                        : comm_allreduce_start(c, x, b->n, 1.0f, b->algo);
     g->spans[g->n_spans++] = (Span){now_sec(), 0, span_kind(g), (double)b->n * sizeof(float)};
     g->calls++;
 }
@@ -61,7 +75,8 @@ static void on_layer_grad(void *ctx, int layer) {
     if (g->compressed) return;               // --compress: every bucket after the backward (compress_finish)
     if (g->s->det && !g->det_pair) return;  // --deterministic: no gradient is whole before the step's end (det_sum)
     if (g->s->det && g->final) stage_det_finish_layer(g->s, layer);  // this replica's rows: its half of the tree
-    if (g->final && g->next < g->nb && layer == g->b[g->next].lo) start(g, &g->b[g->next++]);
+    // (--ep: an MoE layer's router and experts are two buckets of the same layer)
+    while (g->final && g->next < g->nb && layer == g->b[g->next].lo) start(g, &g->b[g->next++]);
     comm_progress();  // move every bucket in flight along before the next layer's gemms
 }
 
@@ -122,9 +137,10 @@ static void det_sum(GradSync *g) {
     free(all); free(hn); free(hdr); free(v);
 }
 
-void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, double bucket_bytes) {
+void gradsync_init(GradSync *g, Comm *c, Comm *peers, Stage *s, int sync, int algo, double bucket_bytes) {
     memset(g, 0, sizeof *g);
     g->comm = c;
+    g->peers = peers;
     g->s = s;
     g->sync = sync;
     g->algo = algo;
@@ -134,6 +150,11 @@ void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, double bu
         for (int j = top - 1; j >= 0; j--) {
             size_t w = stage_weight_len(s, j);
             size_t off = layer_off(s, j), len = layer_len(s, j);
+            if (expert_layer(g, j)) {  // --ep: the experts, then the router
+                add_expert_bucket(g, j);
+                add_bucket(g, off, moe_router_len(s->H, s->moe->spec.experts), j, j + 1);
+                continue;
+            }
             add_bucket(g, off + w, len - w, j, j + 1);  // bias
             add_bucket(g, off, w, j, j + 1);            // weight
         }
@@ -141,6 +162,14 @@ void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, double bu
         int hi = top;
         size_t bytes = 0;
         for (int j = top - 1; j >= 0; j--) {
+            if (expert_layer(g, j)) {  // --ep: the layers above closed, then the router's bucket and the experts'
+                if (hi > j + 1) add_bucket(g, layer_off(s, j + 1), layer_off(s, hi) - layer_off(s, j + 1), j + 1, hi);
+                add_bucket(g, layer_off(s, j), moe_router_len(s->H, s->moe->spec.experts), j, j + 1);
+                add_expert_bucket(g, j);
+                hi = j;
+                bytes = 0;
+                continue;
+            }
             bytes += layer_len(s, j) * sizeof(float);
             if (bytes >= bucket_bytes || j == 0) {
                 add_bucket(g, layer_off(s, j), layer_off(s, hi - 1) + layer_len(s, hi - 1) - layer_off(s, j), j, hi);
@@ -208,8 +237,15 @@ long gradsync_optimizer_step(GradSync *g, const OptimStep *o) {
 
 double gradsync_grad_sumsq(GradSync *g, int replicated_too) {
     Stage *s = g->s;
-    if (!g->sharded) return g->comm->replica ? 0 : stage_grad_sumsq(s, s->grads, 0, s->n_params, replicated_too);
     double sum = 0;
+    if (!g->sharded && g->peers) {  // --ep: each bucket on the first rank of the group that summed it
+        for (int i = 0; i < g->nb; i++) {
+            const Bucket *b = &g->b[i];
+            if (!b->comm->replica) sum += stage_grad_sumsq(s, s->grads + b->off, b->off, b->n, replicated_too);
+        }
+        return sum;
+    }
+    if (!g->sharded) return g->comm->replica ? 0 : stage_grad_sumsq(s, s->grads, 0, s->n_params, replicated_too);
     for (int i = 0; i < g->nb; i++) {
         const Bucket *b = &g->b[i];
         sum += stage_grad_sumsq(s, g->sharded->grad_shard(g, i), b->off + b->shard_off, b->shard_n, replicated_too);
@@ -270,14 +306,19 @@ void gradsync_end_step(GradSync *g, double compute_end, double *comm_s, double *
     g->step_calls = g->calls;
 }
 
-uint64_t stage_param_checksum(const Stage *s) {
+uint64_t stage_param_checksum(const Stage *s, int shared_only) {
     float *h = xmalloc(s->n_params * sizeof(float));
     s->be->to_host(h, s->params, s->n_params * sizeof(float));
     uint64_t x = mix64(s->n_params);
-    for (size_t i = 0; i < s->n_params; i++) {
-        uint32_t bits;
-        memcpy(&bits, &h[i], sizeof bits);
-        x = mix64(x ^ bits);
+    int ep = shared_only && s->moe && s->moe->spec.shards > 1;
+    for (int j = 0; j < s->n_layers + s->has_head; j++) {
+        size_t off = stage_layer_off(s, j), n = stage_layer_len(s, j);
+        if (ep && j < s->n_layers && moe_is(s->moe, j)) n = moe_router_len(s->H, s->moe->spec.experts);
+        for (size_t i = off; i < off + n; i++) {
+            uint32_t bits;
+            memcpy(&bits, &h[i], sizeof bits);
+            x = mix64(x ^ bits);
+        }
     }
     free(h);
     return x;
@@ -457,7 +498,10 @@ void data_sizes(const TrainConfig *c, const Plan *p, int vs, double params, MemN
     int zero = p->data.zero;
     m->weights += params * f / (zero >= 3 ? p->D : 1);
     m->grads += params * f / (zero >= 2 ? p->D : 1);
-    if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * params * f / (zero >= 1 ? p->D : 1);
+    // (--ep: a rank's experts are sharded over their dp/N holders, the rest over all dp)
+    double experts = zero >= 1 ? expert_held_floats(c, p, vs) : 0, holders = (double)p->D / p->expert.N;
+    if (c->optimizer != OPTIM_SGD)
+        m->optimizer += 2 * ((params - experts) * f / (zero >= 1 ? p->D : 1) + experts * f / holders);
     // ZeRO-2, 3: the working buckets (axes/zero.c): ZERO_BUFS of gradients, and of gathered weights at 3
     if (zero >= 2) m->buffers += ZERO_BUFS * data_largest_bucket(c, p, vs) * f * (zero >= 3 ? 2 : 1);
 }
@@ -467,10 +511,13 @@ void data_sizes(const TrainConfig *c, const Plan *p, int vs, double params, MemN
 // Replicas must start from identical parameters: compare checksums within each dp group and let
 // every rank of the world learn the verdict, so all decide alike.
 // (ZeRO-3 holds no whole parameters: each rank draws only its shards, from the same options.)
-static void check_replicas_agree(const Stage *local, int n_local, const Comm *comm) {
+// (--ep: the experts among the replicas holding them, peers; the rest over dp)
+static void check_replicas_agree(const Stage *local, int n_local, const Comm *comm, const Comm *peers) {
     double differ[1] = {0};
-    for (int k = 0; k < n_local && local[k].params; k++)
-        differ[0] += !comm_same_u64(stage_param_checksum(&local[k]), comm->dp);
+    for (int k = 0; k < n_local && local[k].params; k++) {
+        differ[0] += !comm_same_u64(stage_param_checksum(&local[k], 1), comm->dp);
+        if (peers) differ[0] += !comm_same_u64(stage_param_checksum(&local[k], 0), peers->dp);
+    }
     comm_allreduce_max_double(differ, 1, MPI_COMM_WORLD);
     if (differ[0])
         user_error("train: the replicas start from different parameters (checksums differ across the dp group): give "
@@ -481,9 +528,9 @@ static void check_replicas_agree(const Stage *local, int n_local, const Comm *co
 // every rank's node and /dev/shm): the replicas read each other's gradients (and, for ZeRO-1 and 2,
 // parameters) in place, so both move into windows shared by each stage's dp group; ZeRO-2's gradients and
 // ZeRO-3's working buckets are zero.c's windows (zero_init).
-void data_setup(const Plan *p, Comm *comm, Stage *local, int n_local, GradSync **sync) {
+void data_setup(const Plan *p, Comm *comm, Comm *peers, Stage *local, int n_local, GradSync **sync) {
     const DataPlan *dp = &p->data;
-    check_replicas_agree(local, n_local, comm);
+    check_replicas_agree(local, n_local, comm, peers);
     for (int k = 0; k < n_local && comm_algo_windows(dp->algo) && dp->zero < 3; k++) {
         float *params = comm_shared_alloc(comm, local[k].n_params);
         stage_share(&local[k], params, dp->zero >= 2 ? NULL : comm_shared_alloc(comm, local[k].n_params));
@@ -492,7 +539,7 @@ void data_setup(const Plan *p, Comm *comm, Stage *local, int n_local, GradSync *
     *sync = xcalloc((size_t)n_local, sizeof(GradSync));
     long R = (long)p->rows * p->M;  // a replica's rows in a micro-step
     for (int k = 0; k < n_local; k++) {
-        gradsync_init(&(*sync)[k], comm, &local[k], dp->sync, dp->algo, dp->bucket_mb * 1024 * 1024);
+        gradsync_init(&(*sync)[k], comm, peers, &local[k], dp->sync, dp->algo, dp->bucket_mb * 1024 * 1024);
         // --deterministic: with 2 replicas, one micro-step and a power of two of rows each, replica 0 holds
         // rows [0, R) and replica 1 [R, 2R): sibling subtrees, whose canonical sum is one add, a + b, which
         // every collective computes for 2 ranks (ring, shm, hier and MPI: IEEE's a + b == b + a). So each
@@ -673,10 +720,17 @@ void data_report_json(cJSON *o, cJSON *mem, const Plan *p, const DataReport *r) 
 DataTraffic data_price(const TrainConfig *c, const Plan *p, int stage) {
     DataTraffic t = {0};
     int zero = p->data.zero;
-    for (int k = 0; k < p->V; k++) t.params += tensor_params(c, p, plan_vstage(p, stage, k));
+    double layer_experts = (double)c->moe.experts / (p->expert.N > 1 ? p->expert.N : 1) * (double)c->hidden *
+                           (double)(c->hidden + 1);  // (--ep: an MoE layer's experts on one rank, moe.h)
+    for (int k = 0; k < p->V; k++) {
+        t.params += tensor_params(c, p, plan_vstage(p, stage, k));
+        t.expert_bytes += 4 * expert_held_floats(c, p, plan_vstage(p, stage, k));
+    }
     t.bytes = t.params * 4;
+    t.epieces = t.expert_bytes > 0 ? t.expert_bytes / (4 * layer_experts) : 0;
+    t.peers = p->expert.N > 1 ? p->D / p->expert.N : p->D;
     double bucket = p->data.bucket_mb * 1024 * 1024, layers = (double)p->lo[p->S] / p->K + 1;  // (+1: the head's)
-    t.pieces = p->data.sync == SYNC_NAIVE ? 2 * layers : ceil(t.bytes / fmax(bucket, 4));
+    t.pieces = p->data.sync == SYNC_NAIVE ? 2 * layers : ceil((t.bytes - t.expert_bytes) / fmax(bucket, 4));
     t.zpieces = ceil(layers / fmax(1, floor(bucket / (t.bytes / layers))));  // (whole layers a bucket)
     t.scatter = zero > 0;
     t.per_backward = zero >= 2;
@@ -692,7 +746,8 @@ int data_price_algo(const Plan *p, int shm_measured) {
 }
 
 double data_price_optimizer_params(const Plan *p, const DataTraffic *t) {
-    return p->data.zero && p->D > 1 ? t->params / p->D : t->params;
+    double experts = t->expert_bytes / 4;  // (--ep: ZeRO-1 shards the experts over their holders)
+    return p->data.zero && p->D > 1 ? (t->params - experts) / p->D + experts / t->peers : t->params;
 }
 
 double data_price_exposed(const DataTraffic *t, double sync_s, double gather_s, double overlap, double window,

@@ -20,6 +20,8 @@ typedef struct {
     size_t shard_off, shard_n;  // ZeRO: this rank's part, relative to off (axes/zero.c sets them)
     size_t moment_off;          // ZeRO: where that part's Adam moments start in GradSync.m/.v
     CommReq *req;
+    Comm *comm;                 // the group that sums it: the sync's replicas, or (--ep) an MoE layer's experts'
+    int algo;                   // holders, the replicas of the same expert rank (GradSync.peers), and by what
 } Bucket;
 
 struct GradSync;
@@ -37,6 +39,7 @@ typedef struct {
 
 typedef struct GradSync {
     Comm *comm;
+    Comm *peers;  // --ep: the D/N replicas holding this rank's experts (axes/expert.c), NULL: none
     Stage *s;
     int sync, algo, zero, D;
     int scatter;  // 1: a bucket's collective is a reduce-scatter, each rank keeping its shard (ZeRO-1)
@@ -62,8 +65,11 @@ typedef struct GradSync {
 
 // Buckets of whole layers, each closed once it reaches bucket_bytes (bucketed: so a bucket exceeds
 // the cap by less than one layer), or one per parameter tensor (naive). Bucketed installs the
-// stage's gradient hook.
-void gradsync_init(GradSync *g, Comm *c, Stage *s, int sync, int algo, double bucket_bytes);
+// stage's gradient hook. peers (--ep, else NULL): an MoE layer's experts are summed over them, in a
+// bucket of their own after its router's (summed over c like every other range; the same mean over the
+// global batch: a replica's gradient is scaled by 1/the step's rows of all replicas, and an expert's
+// rows reached its holders only).
+void gradsync_init(GradSync *g, Comm *c, Comm *peers, Stage *s, int sync, int algo, double bucket_bytes);
 void gradsync_free(GradSync *g);
 void gradsync_begin_step(GradSync *g);
 // Says whether the next stage_backward is the step's last one on this stage (the last micro-batch
@@ -95,8 +101,9 @@ void gradsync_reshard(GradSync *g);
 // compute_end: g->t_compute_end (this rank's work), or later in a pipeline (its other stages' work).
 void gradsync_end_step(GradSync *g, double compute_end, double *comm_s, double *exposed_s);
 
-// A checksum of the stage's parameters (bit-exact: equal only when every float is identical).
-uint64_t stage_param_checksum(const Stage *s);
+// A checksum of the stage's parameters (bit-exact: equal only when every float is identical); shared_only:
+// of those every replica holds alike (--ep: all but the MoE layers' experts, which only their peers share).
+uint64_t stage_param_checksum(const Stage *s, int shared_only);
 
 // ---- the axis (axes/axis.h's contract) ----
 
@@ -127,7 +134,8 @@ void data_sizes(const TrainConfig *c, const Plan *p, int vs, double params, MemN
 // rank learning the verdict); with shm windows the stages' parameters (and but for ZeRO-2 their
 // gradients) move into windows shared by each stage's dp group; then a gradient sync per local stage
 // (*sync, n_local of them). ZeRO's shards follow (axes/zero.c's zero_setup). Collective over the world.
-void data_setup(const Plan *p, Comm *comm, Stage *local, int n_local, GradSync **sync);
+// peers (--ep, else NULL): the replicas holding the same experts (axes/expert.c), who sum them.
+void data_setup(const Plan *p, Comm *comm, Comm *peers, Stage *local, int n_local, GradSync **sync);
 
 // report: its part of the Summary. The header's line (after the set-up: buckets, the sync, ZeRO's
 // shards); filled after the last step (collective: reductions over the world); its lines of the text
@@ -171,6 +179,9 @@ typedef struct {
     int gather_after;      // ZeRO-1, 2: the updated weights all-gathered after the optimizer
     int gathers_around;    // ZeRO-3: the weights gathered around every pass (data_price_gathers)
     int overlapped;        // bucketed: the sync hides behind compute; naive: never
+    double expert_bytes;   // --ep: the part of bytes that is the rank's experts, summed over `peers` replicas
+    double epieces;        // (dp/N, those holding the same experts) in buckets of their own, one per MoE layer
+    int peers;             // (axes/data.c's expert buckets); the rest of bytes goes over all dp in `pieces`
 } DataTraffic;
 DataTraffic data_price(const TrainConfig *c, const Plan *p, int stage);
 // The algorithm train would run: the one asked for, or auto's: shm where the profile measured the

@@ -5,10 +5,10 @@
 // The group is N consecutive replicas of one stage: replica d is rank d % N of group d / N. Each rank routes
 // its own rows (the same routing, capacity and drops as without --ep: moe.c decides them on the sending
 // rank), sends each row to the rank holding its expert, runs its E/N experts on the rows it got from the N
-// ranks, and sends the results back; the backward runs the same exchanges. The gradient sync needs nothing
-// of its own: a rank's gradients of the experts it does not hold are zero, so data parallelism's all-reduce
-// over all D replicas (scaled 1/D) gives each expert the sum over the D/N replicas that ran it, the same
-// mean over the global batch as without --ep, and every replica keeps the whole model alike.
+// ranks, and sends the results back; the backward runs the same exchanges. A rank holds only its E/N
+// experts (moe.h's moe_held: weights, gradients, optimizer state): their gradients are summed over the
+// peers, the D/N replicas of the same rank in their groups that hold them (axes/data.c's expert buckets),
+// the rest of the model over all D as without --ep.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +45,13 @@ void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNee
     m->buffers += (slots + 1) * layers * state + scratch;
 }
 
+double expert_held_floats(const TrainConfig *c, const Plan *p, int vs) {
+    MoeSpec s = {.experts = (int)c->moe.experts, .every = (int)c->moe.every, .shards = p->expert.N};
+    int first, held = moe_held(&s, &first), layers = 0;
+    for (int i = 0; i < plan_layers(p, vs) && p->expert.N > 1; i++) layers += moe_layer(&s, p->lo[vs] + i);
+    return (double)layers * held * (double)moe_expert_len((int)c->hidden);
+}
+
 double expert_model_params(const TrainConfig *c, int inputs) {
     MoeSpec s = {.experts = (int)c->moe.experts, .every = (int)c->moe.every};
     int H = (int)c->hidden;
@@ -70,6 +77,10 @@ int expert_rules(const TrainConfig *c, Plan *p, Err *e) {
     if (D % N)
         return refuse(e, "train: --ep %d with dp %d: the expert group is --ep replicas of one stage, so N must divide "
                          "dp: use --ep %s", N, D, ep_fits(D, E, fits, sizeof fits));
+    if (p->data.sync_every || p->data.topk > 0)
+        return refuse(e, "train: --ep with %s: its sums take every parameter over all replicas, and each expert lives "
+                         "on dp/--ep of them: drop --ep or %s", p->data.sync_every ? "--sync-every" : "--compress",
+                      p->data.sync_every ? "--sync-every" : "--compress");
     if (E % N)
         return refuse(e, "train: --experts %d over --ep %d: each rank of the group runs E/N experts, and %d is not a "
                          "multiple of %d: use --ep %s, or --experts %d or %d",
@@ -179,12 +190,21 @@ void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n
                           .start_rows = ex_start, .wait_rows = ex_wait, .ctx = g};
     for (int k = 0; k < n_local; k++)
         if (local[k].moe) local[k].moe->ex = &g->ex;
+    g->peers = *grid;  // (the grid's device and transport; its own dp group, no windows, its own collectives' tags)
+    g->peers.shm = NULL;
+    g->peers.seq = 0;
+    MPI_CHECK(MPI_Comm_split(grid->dp, g->rank, replica, &g->peers.dp));
+    MPI_CHECK(MPI_Comm_rank(g->peers.dp, &g->peers.replica));
+    MPI_CHECK(MPI_Comm_size(g->peers.dp, &g->peers.replicas));
 }
+
+Comm *expert_peers(ExpertGroup *g) { return g->N > 1 ? &g->peers : NULL; }
 
 void expert_free(ExpertGroup *g) {
     if (g->N <= 1 || g->comm == MPI_COMM_NULL) return;
     alltoall_close(g->a2a);
     MPI_Comm_free(&g->comm);
+    MPI_Comm_free(&g->peers.dp);
     free(g->scount); free(g->rcount); free(g->step_bytes); free(g->step_seconds); free(g->step_flight); free(g->spans);
     g->N = 0;
 }

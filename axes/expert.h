@@ -19,17 +19,20 @@ enum { ALLTOALL_AUTO = 3 };
 #define EP_OVERLAP_CHOICES "off|on"
 
 // rules: --ep N with --experts E: E divisible by N, N divides dp, not with --tp (MoE layers are not split
-// over a tensor-parallel group); sets p->expert. One line and -1 on a mistake, the same on every rank.
+// over a tensor-parallel group), local SGD or --compress (their sums take every range over all replicas);
+// sets p->expert. One line and -1 on a mistake, the same on every rank.
 int expert_rules(const TrainConfig *c, Plan *p, Err *e);
 
-// sizes: every rank holds all E experts' weights, gradients and optimizer state (moe.h's layout, kept whole
-// so that checkpoints and the data-parallel all-reduce see one model; axes/tensor.c's tensor_layer_floats
-// counts them): a rank runs E/N experts on the rows of N replicas, as many rows as without --ep (on average), so
-// --ep saves neither memory nor FLOPs. Its own: the buffers moe_new
+// sizes: a rank holds the router and its E/N experts' weights, gradients and optimizer state (moe.h's
+// moe_held; axes/tensor.c's tensor_layer_floats counts them) and runs them on the rows of N replicas (as
+// many rows per rank as without --ep, on average). Its own: the buffers moe_new
 // and moe.c's expert_room allocate for virtual stage vs's MoE layers with `slots` stashed micro-batches
 // (each layer's routing state per slot and one for evaluation, the scratch), the rows an expert side
 // receives taken at their most (every kept assignment, capacity-bounded): added to m->buffers.
 void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNeed *m);
+// The floats of the experts one rank holds on virtual stage vs under --ep (0 without): E/N per MoE layer, the
+// part its peers (dp/N replicas) sum and ZeRO-1 shards over them (axes/data.c's data_sizes).
+double expert_held_floats(const TrainConfig *c, const Plan *p, int vs);
 // The model's parameters (model_param_count with D = inputs) with each MoE layer's router and E experts in
 // place of its Linear(H,H).
 double expert_model_params(const TrainConfig *c, int inputs);
@@ -50,7 +53,11 @@ typedef struct {
     double t_start, flight; // flight: this step's so far
     Span *spans;            // this step's waits in the exchanges (the observers draw them), n_spans of them
     int n_spans, cap_spans;
+    Comm peers;             // the replicas of this stage holding the same experts (rank r of every group: D/N of
+                            // them), which sum their gradients (axes/data.c's expert buckets); dp is their MPI group
 } ExpertGroup;
+// The Comm the expert buckets are summed over (NULL without --ep).
+Comm *expert_peers(ExpertGroup *g);
 // The MoE layers exchange host buffers (moe.h), so the group's all-to-all runs on the host whatever the device.
 void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n_local);
 void expert_free(ExpertGroup *g);

@@ -173,7 +173,7 @@ void tp_free(TpGroup *g) {
 // ---- the layout of a stage cut T ways: the whole tensors and a rank's shards (model.c cuts one layer) ----
 
 size_t stage_full_len(const Stage *s, int j) {
-    if (j < s->n_layers && moe_is(s->moe, j)) return stage_layer_len(s, j);  // (never split: train/plan.c)
+    if (j < s->n_layers && moe_is(s->moe, j)) return moe_layer_len(s->H, s->moe->spec.experts);  // all E experts
     return j == s->n_layers ? (size_t)s->C * s->H + s->C : (size_t)s->H * stage_fan_in(s, j) + s->H;
 }
 size_t stage_full_off(const Stage *s, int j) {
@@ -185,14 +185,32 @@ size_t stage_full_params(const Stage *s) {
     return stage_full_off(s, s->n_layers) + (s->has_head ? stage_full_len(s, s->n_layers) : 0);
 }
 
+// --ep: MoE layer i's router and rank t's experts (moe_held) between the whole layer and the shard.
+static void moe_copy(const Stage *s, int i, int t, float *full, float *local, int to_shard) {
+    MoeSpec m = s->moe->spec;
+    int H = s->H, E = m.experts, first, held;
+    m.shard = t;
+    held = moe_held(&m, &first);
+    float *f = full + stage_full_off(s, i), *l = local + stage_layer_off(s, i);
+    size_t router = moe_router_len(H, E), experts = moe_expert_len(H) * (size_t)held;
+    memcpy(to_shard ? l : f, to_shard ? f : l, sizeof(float) * router);
+    f += moe_expert_off(H, E, first), l += router;
+    memcpy(to_shard ? l : f, to_shard ? f : l, sizeof(float) * experts);
+}
+
 // Every layer of the flat buffers (local: rank t's, as stage_layer_off lays them out; full: the
-// whole stage, stage_full_off), and the head, which every rank holds whole.
+// whole stage, stage_full_off), and the head, which every rank holds whole. t: the rank in the group
+// the stage is cut over (stage_shards: --tp's or --ep's).
 static void stage_copy(const Stage *s, int t, float *full, float *local, int to_shard) {
-    if (s->tp <= 1) {  // the whole stage is the shard (MoE layers included)
+    if (stage_shards(s) <= 1) {  // the whole stage is the shard
         memcpy(to_shard ? local : full, to_shard ? full : local, sizeof(float) * stage_full_params(s));
         return;
     }
     for (int i = 0; i < s->n_layers; i++) {
+        if (moe_is(s->moe, i)) {  // (never with --tp: axes/expert.c's rules)
+            moe_copy(s, i, t, full, local, to_shard);
+            continue;
+        }
         float *Wf = full + stage_full_off(s, i), *W = local + stage_layer_off(s, i),
               *bf = Wf + (size_t)s->H * stage_fan_in(s, i);
         if (to_shard) stage_shard_layer(s, i, t, Wf, bf, W, W + stage_weight_len(s, i));
@@ -302,7 +320,8 @@ double tensor_layer_floats(const TrainConfig *c, const Plan *p, int vs, int i) {
     double h = H / T;
     if (i == layers) return C * H + C;
     MoeSpec moe = {.experts = (int)c->moe.experts, .every = (int)c->moe.every};
-    if (moe_layer(&moe, p->lo[vs] + i)) return (double)moe_layer_len((int)H, moe.experts);  // every expert (moe.h)
+    moe.shards = p->expert.N;  // --ep: the router and E/N experts (moe_held)
+    if (moe_layer(&moe, p->lo[vs] + i)) return (double)moe_held_len(&moe, (int)H);
     // model.h's pairs: column H/T outputs, row H/T inputs (bias whole), or whole
     return kind == TP_COL ? h * fan + h : kind == TP_ROW ? H * h + H : H * fan + H;
 }

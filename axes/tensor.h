@@ -69,6 +69,15 @@ void stage_tensor_name(const Stage *s, size_t index, char *out, size_t n);
 size_t stage_full_params(const Stage *s);
 size_t stage_full_off(const Stage *s, int j);
 size_t stage_full_len(const Stage *s, int j);
+// The group a stage's flat buffer is cut over, never both: --tp's (a slice of each split layer) or --ep's
+// (each MoE layer's router and the experts rank t holds, moe.h's moe_held); its size and this rank's
+// place (1 and 0: none, the stage is whole).
+static inline int stage_shards(const Stage *s) {
+    return s->tp > 1 ? s->tp : s->moe && s->moe->spec.shards > 1 ? s->moe->spec.shards : 1;
+}
+static inline int stage_shard_rank(const Stage *s) {
+    return s->tp > 1 ? s->tp_rank : s->moe && s->moe->spec.shards > 1 ? s->moe->spec.shard : 0;
+}
 // A whole flat buffer (host, stage_full_params floats) -> rank t's flat buffer (host, n_params
 // floats: every rank's shards have the same sizes), and back (unshard writes rank t's parts).
 void stage_shard(const Stage *s, int t, const float *full, float *local);
@@ -88,8 +97,8 @@ int tensor_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e);
 
 // sizes: the floats one rank holds of local layer i of virtual stage vs (i == its layers: the head, whole on
 // every rank; a column layer's H/T outputs, a row layer's H/T inputs with the bias whole, else the whole
-// layer; an MoE layer's router and all E experts, moe_layer_len), of the whole virtual stage (what stage_init
-// allocates); the output widths of its local layers [from, to) summed (a column layer's output is H/T
+// layer; an MoE layer's router and its experts, E/N under --ep: moe_held_len), of the whole virtual stage
+// (what stage_init allocates); the output widths of its local layers [from, to) summed (a column layer's output is H/T
 // wide); and the floats its group's all-reduces move per micro-batch (its row layers' outputs forward,
 // recomputes included; its column layers' input gradients backward, but the model's first layer's), each
 // all-reduced over T ranks; 0 without --tp.

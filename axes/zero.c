@@ -253,11 +253,11 @@ static void gather_weights(Zero *z) {
         g->ag_bytes += bytes;
         if (g->sync == SYNC_NAIVE) {
             int at = span_start(z, kind, bytes);
-            comm_allgather(g->comm, s->params + b->off, b->n, g->algo);
+            comm_allgather(b->comm, s->params + b->off, b->n, b->algo);
             g->spans[at].t1 = now_sec();
             continue;
         }
-        b->req = comm_allgather_start(g->comm, s->params + b->off, b->n, g->algo);
+        b->req = comm_allgather_start(b->comm, s->params + b->off, b->n, b->algo);
         span_start(z, kind, bytes);
     }
     if (g->sync != SYNC_NAIVE)
@@ -297,7 +297,7 @@ static void make_whole(GradSync *g, float *dst, const float *src) {
     for (int i = 0; i < g->nb; i++) {
         Bucket *b = &g->b[i];
         g->s->be->copy(dst + b->off + b->shard_off, src + b->moment_off, b->shard_n * sizeof(float));
-        comm_allgather(g->comm, dst + b->off, b->n, g->algo);
+        comm_allgather(b->comm, dst + b->off, b->n, b->algo);
     }
 }
 
@@ -306,7 +306,10 @@ static void make_whole(GradSync *g, float *dst, const float *src) {
 static void zero_gather_grads(GradSync *g) {
     Stage *s = g->s;
     if (zero_of(g)->level == 1) {
-        for (int i = 0; i < g->nb; i++) comm_allgather(g->comm, s->grads + g->b[i].off, g->b[i].n, g->algo);
+        for (int i = 0; i < g->nb; i++) {
+            const Bucket *b = &g->b[i];
+            comm_allgather(b->comm, s->grads + b->off, b->n, b->algo);
+        }
         return;
     }
     if (!s->grads) s->grads = s->be->alloc(s->n_params * sizeof(float));
@@ -368,7 +371,7 @@ static const ShardOps ops = {zero_begin_step, zero_finish,  zero_optimizer_step,
 static void cut_shards(GradSync *g) {
     for (int i = 0; i < g->nb; i++) {
         Bucket *b = &g->b[i];
-        comm_shard(b->n, g->D, g->comm->replica, &b->shard_off, &b->shard_n);
+        comm_shard(b->n, b->comm->replicas, b->comm->replica, &b->shard_off, &b->shard_n);  // (--ep: experts' peers)
         b->moment_off = g->shard_total;
         g->shard_total += b->shard_n;
     }

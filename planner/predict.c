@@ -240,10 +240,17 @@ static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int
         return once < 0 ? -1 : 0;
     }
     double pieces = d.t.per_backward ? d.t.zpieces : d.t.pieces, window = d.t.per_backward ? all : last;
-    double sync =
-        coll(pf, d.t.scatter ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, d.algo, p->D, d.t.bytes, pieces, d.local);
-    double gather = d.t.gather_after ? coll(pf, COLL_ALLGATHER, d.algo, p->D, d.t.bytes, pieces, d.local) : 0;
+    int op = d.t.scatter ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE;
+    double rest = d.t.bytes - d.t.expert_bytes, sync = coll(pf, op, d.algo, p->D, rest, pieces, d.local);
+    double gather = d.t.gather_after ? coll(pf, COLL_ALLGATHER, d.algo, p->D, rest, pieces, d.local) : 0;
     if (sync < 0 || gather < 0) return -1;
+    if (d.t.expert_bytes > 0 && d.t.peers > 1) {  // --ep: the experts' buckets over their holders (MPI's row or ring)
+        int ea = d.algo == ALLREDUCE_RING ? ALLREDUCE_RING : ALLREDUCE_MPI, P = d.t.peers;
+        double es = coll(pf, op, ea, P, d.t.expert_bytes, d.t.epieces, d.local),
+               eg = d.t.gather_after ? coll(pf, COLL_ALLGATHER, ea, P, d.t.expert_bytes, d.t.epieces, d.local) : 0;
+        if (es < 0 || eg < 0) return -1;
+        sync += es, gather += eg;
+    }
     double ov = d.t.overlapped ? overlap(pf, d.algo) : 0;
     t->comm = data_price_exposed(&d.t, sync, gather, ov, window, backwards);
     return 0;

@@ -3,8 +3,9 @@
 # (tests/bin/mpi_alltoall under 1 to 4 ranks: counts, then rows by mpi, pair and shm with uneven counts and
 # zeros, staged, in half-world groups); micropp alltoall's table, its checks and its refusals; train --ep:
 # --verify on 2 and 4 ranks (ep alone by each all-to-all, drops, ddp x ep, ZeRO-1, pp x ep under 1f1b and
-# gpipe, bf16), the same losses as data parallelism alone, --json's keys, checkpoints across expert layouts,
-# and every rule's one line (exit 2).
+# gpipe, bf16), the same losses and --clip-grad norms as data parallelism alone, --json's keys, a rank's
+# memory holding E/N experts, checkpoints (every expert whole) across expert layouts, and every rule's one
+# line (exit 2).
 source "$(dirname "$0")/lib.sh"
 
 A2A=$ROOT/tests/bin/mpi_alltoall
@@ -87,14 +88,42 @@ run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2
 [ "$RC" = 0 ] && ! grep -q '"ep"\|alltoall' <<<"$OUT" && pass "ep/a run without --ep keeps its --json keys" \
     || fail "ep/without --ep" "rc $RC: $(grep -o '"ep[^,]*\|"alltoall[^,]*' <<<"$OUT" | head -3)"
 
-# Checkpoints: every replica holds the whole model, so a checkpoint of --ep 2 resumes on the monolith and one
-# of plain ddp resumes under --ep 2, each continuing as the run that never stopped (no drops and no auxiliary
-# loss, so that the routing groups, a replica's rows or the whole batch, do not matter).
+# --clip-grad's global norm counts every parameter once: the experts on one holder each, the rest on replica 0
+# (without ZeRO; with ZeRO-1 each rank its shards): the norms of --ep equal data parallelism's alone.
+norms() { python3 -c "import json,sys; print(' '.join('%.6e' % v for v in json.loads(sys.argv[1])['grad_norms']))" "$1"; }
+for lay in "2|--dp 2|--ep 2" "4|--dp 4|--ep 4" "4|--dp 4 --zero 1|--ep 2"; do
+    IFS='|' read -r n base ep <<<"$lay"
+    # shellcheck disable=SC2086
+    run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base --clip-grad 0.01; REF=$(norms "$OUT")
+    # shellcheck disable=SC2086
+    run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base $ep --clip-grad 0.01; GOT=$(norms "$OUT")
+    why=$(python3 -c "import sys; a, b = [list(map(float, x.split())) for x in sys.argv[1:]]; print('' if a and len(a) == len(b) and all(abs(x - y) <= 1e-5 * y for x, y in zip(a, b)) else 'norms %s against %s' % (a, b))" "$GOT" "$REF")
+    [ -z "$why" ] && pass "ep/$base $ep --clip-grad: the gradient norms of $base alone" || fail "ep/$base $ep --clip-grad" "$why"
+done
+
+# A rank holds the router and its E/N experts (moe.h's moe_held): --json's weights, gradients and optimizer
+# state shrink by half the experts' floats at --ep 2 (4 experts of 16 x 16 + 16 floats on each of the 3 MoE
+# layers: 2 x 3 x 272 floats fewer), and ZeRO-1 shards the rest of the optimizer state over dp.
+mem() { python3 -c "import json,sys; m=json.loads(sys.argv[1])['memory_per_rank']; print(m['weights'], m['grads'], m['optimizer'])" "$1"; }
+run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2; ONE=$(mem "$OUT")
+run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2 --ep 2; TWO=$(mem "$OUT")
+less=$((2 * 3 * 272 * 4))
+read -r w1 g1 o1 <<<"$ONE"; read -r w2 g2 o2 <<<"$TWO"
+[ -n "$w2" ] && [ $((w1 - w2)) = $less ] && [ $((g1 - g2)) = $less ] && [ $((o1 - o2)) = $((2 * less)) ] &&
+    pass "ep/--ep 2 holds half the experts: weights $w1 -> $w2 bytes, gradients and Adam's moments alike" ||
+    fail "ep/--ep 2 holds half the experts" "ep 1: $ONE, ep 2: $TWO (expected $less bytes fewer)"
+
+# Checkpoints hold every expert whole: a save gathers them from the first expert group (its rank 0 writes),
+# a resume cuts each rank's out, so a checkpoint of --ep 2 resumes on the monolith, one of plain ddp under --ep
+# 2, and one of a hybrid pp 2 x dp 2 --ep 2 with ZeRO-1 on plain ddp, each continuing as the run that never
+# stopped (no drops and no auxiliary loss, so that the routing groups, a replica's rows or the whole batch, do
+# not matter).
 C=(--layers 4 --hidden 16 --batch 32 --log-every 0 --experts 4 --capacity-factor 4 --aux-loss 0)
 last4() { python3 -c "import json,sys; l=json.loads(sys.argv[1])['losses']; print(json.dumps({'losses': l[-4:]}))" "$1"; }
 run 120 mpiexec -n 2 "$MICROPP" train "${C[@]}" --dp 2 --ep 2 --steps 8 --json; WHOLE=$(last4 "$OUT")
 for way in "ep 2 -> monolith|mpiexec -n 2 $MICROPP train --dp 2 --ep 2|$MICROPP train" \
-           "ddp -> ep 2|mpiexec -n 2 $MICROPP train --dp 2|mpiexec -n 2 $MICROPP train --dp 2 --ep 2"; do
+           "ddp -> ep 2|mpiexec -n 2 $MICROPP train --dp 2|mpiexec -n 2 $MICROPP train --dp 2 --ep 2" \
+           "hybrid ep 2 ZeRO-1 -> ddp|mpiexec -n 4 $MICROPP train --pp 2 --dp 2 --ep 2 --zero 1|mpiexec -n 2 $MICROPP train --dp 2"; do
     IFS='|' read -r name save resume <<<"$way"
     rm -rf "$TMP/ck"
     # shellcheck disable=SC2086
@@ -121,6 +150,10 @@ e "ep/--ep with --tp" "train: --experts with --tp 2: MoE layers are not split ov
     60 mpiexec -n 4 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --tp 2 --ep 2
 e "ep/--ep with ZeRO-2" "train: --experts with --zero 2: .* use --zero 1 or 0" \
     60 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --zero 2
+e "ep/--ep with local SGD" "train: --ep with --sync-every: .* each expert lives on dp/--ep of them" \
+    60 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --sync-every 2
+e "ep/--ep with --compress" "train: --ep with --compress: .* drop --ep or --compress" \
+    60 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --compress topk:0.1
 e "ep/--alltoall shm across nodes" "train: --alltoall shm needs every expert group on one node" \
     60 mpiexec -launcher fork -hosts a:1,b:1 -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --alltoall shm
 

@@ -98,13 +98,20 @@ compare "plan/--tp 2 zb-h1 K=2 checkpointed, hybrid dp 2 ZeRO-1 = train" 8 "--co
 compare "plan/--tp 2 ddp 2 ZeRO-3 = train" 4 "--config configs/default.json --tp 2 --stages 1 --dp 2 --zero 3 --schedule gpipe" \
     "--config configs/default.json --mode ddp --dp 2 --tp 2 --zero 3"
 
-# --experts: an MoE layer holds its router and all E experts (every rank, --ep or not): plan's weights,
-# gradients, optimizer state and activations equal train's, on the monolith and on a 2-stage pipeline
+# --experts: an MoE layer holds its router and its experts (all E; with --ep N, E/N): plan's weights,
+# gradients, optimizer state and activations equal train's, on the monolith, a 2-stage pipeline, ddp with
+# --ep 2, and dp 4 with --ep 2 and ZeRO-1 (the experts' moments sharded over their 2 holders, the rest over 4)
 compare "plan/--experts 4 monolith = train" 1 "--experts 4 --layers 4 --hidden 32 --stages 1 --schedule gpipe" \
     "--experts 4 --layers 4 --hidden 32"
 compare "plan/--experts 4 --moe-every 2 --top-k 1 1f1b K=2 = train" 2 \
     "--experts 4 --moe-every 2 --top-k 1 --layers 6 --hidden 32 --stages 2 --schedule 1f1b --micro-batches 4" \
     "--experts 4 --moe-every 2 --top-k 1 --layers 6 --hidden 32 --mode pp --schedule 1f1b --micro-batches 4"
+compare "plan/--experts 4 ddp 2 --ep 2 = train" 2 \
+    "--experts 4 --layers 4 --hidden 32 --stages 1 --dp 2 --ep 2 --schedule gpipe" \
+    "--experts 4 --layers 4 --hidden 32 --dp 2 --ep 2"
+compare "plan/--experts 4 dp 4 --ep 2 ZeRO-1 = train" 4 \
+    "--experts 4 --layers 4 --hidden 32 --stages 1 --dp 4 --ep 2 --zero 1 --schedule gpipe" \
+    "--experts 4 --layers 4 --hidden 32 --dp 4 --ep 2 --zero 1"
 
 # --- the memory wall: a 10B fp32 model with Adam needs 8 stages of a 24 GiB device ---
 run 60 "$MICROPP" plan --params 10B --device-memory 24G

@@ -384,8 +384,9 @@ expect_user_error "planner/plan --profile, degrees off the world" "--pp 2 x --dp
 expect_user_error "planner/train --auto, a machine file" "is a machine file: --auto runs on this machine" 30 \
     mpiexec -n 2 "$MICROPP" train --auto --profile configs/machines/h100-node.json $TINY
 
-# --experts priced (cost_moe, moe_passes): with --ep 2 the prediction holds the all-to-alls (collectives rise
-# over the same MoE model without --ep), and the run: line carries the MoE flags and --ep
+# --experts priced (cost_moe, moe_passes): with --ep 2 over dp 2 a rank holds half the experts (less memory, half
+# their optimizer step) and all-reduces none of their gradients, while the all-to-alls are priced (collectives
+# differ from ddp's alone: unit_cost checks the arithmetic); the run: line carries the MoE flags and --ep
 plan_moe() { run 60 "$MICROPP" plan --profile configs/profiles/cpu-2ranks.json --world 2 --config configs/medium.json \
     --mode ddp --experts 4 --device-memory 8G --json "$@"; }
 plan_moe; MOE_DP=$OUT; RC_DP=$RC
@@ -394,11 +395,14 @@ why=$(python3 - "$MOE_DP" "$OUT" <<'PY'
 import json, sys
 dp, ep = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 bad = []
-if ep["parts_ms"]["collectives"] <= dp["parts_ms"]["collectives"]:
+if ep["parts_ms"]["collectives"] == dp["parts_ms"]["collectives"] or ep["parts_ms"]["collectives"] <= 0:
     bad.append("collectives: ep %g ms, dp alone %g ms" % (ep["parts_ms"]["collectives"], dp["parts_ms"]["collectives"]))
+if not ep["memory_bytes"] < dp["memory_bytes"] or not ep["parts_ms"]["optimizer"] < dp["parts_ms"]["optimizer"]:
+    bad.append("ep 2 holds half the experts: memory %g vs %g, optimizer %g vs %g ms" % (ep["memory_bytes"],
+               dp["memory_bytes"], ep["parts_ms"]["optimizer"], dp["parts_ms"]["optimizer"]))
 if " --experts 4 " not in ep["command"] or not ep["command"].endswith(" --ep 2"): bad.append("command: " + ep["command"])
 print("; ".join(bad))
 PY
 )
 if [ "$RC_DP" -ne 0 ] || [ "$RC" -ne 0 ] || [ -n "$why" ]; then fail "planner/--experts 4 --ep 2 priced" "exit $RC_DP $RC: $why $ERR"
-else pass "planner/--experts 4 --ep 2: the all-to-alls priced, the run line carries the MoE flags and --ep"; fi
+else pass "planner/--experts 4 --ep 2: half the experts' memory and optimizer, the all-to-alls priced, the run line carries the MoE flags and --ep"; fi

@@ -500,6 +500,13 @@ static void test_moe(void) {
     F = 32 * A + 3 * (16 + 80) * A, want = 3 * F + 3 * 5 * 0.001 + 0.010;
     EXPECT("predict_moe_ep2", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
     EXPECT("predict_moe_ep2_comm", fabs(pr.comm_s - (0.015 + 0.010)) < 1e-9, "%.9g", pr.comm_s);
+    // dp 4 with --ep 2: a rank holds 2 experts, summed over their 2 holders in a bucket per MoE layer (3 all-reduces
+    // of 2 ranks, 10 ms each), the rest over all 4 (one bucket, 20 ms); the all-to-alls as above
+    pf.coll[ALLREDUCE_MPI][COLL_ALLREDUCE][4] = flat(0.020);
+    l = (Layout){.pp = 1, .dp = 4, .tp = 1, .v = 1, .M = 1, .ep = 2};
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("predict_moe_ep2_dp4_expert_buckets", rc == 0 && fabs(pr.comm_s - (0.015 + 0.020 + 3 * 0.010)) < 1e-9,
+           "%s %.9g", why, pr.comm_s);
     // the layer alone: W is 0 (moe.c runs its whole backward in I), I is B
     MoeSpec m = {.experts = 4, .every = 1, .top_k = 2, .capacity = 1.25f};
     EXPECT("cost_moe_w_zero_i_is_b", cost_moe(&pf, PASS_W, 0, 64, 8, &m, 1) == 0 &&

@@ -178,13 +178,24 @@ static void test_exchange_hook(int halves) {
     Moe *m[2];
     pthread_t t[2];
     Job job[2];
+    size_t router = moe_router_len(H, E), half = moe_expert_len(H) * (E / 2), mine = router + half;
+    float *Pr[2];  // rank r's own range (moe_held): the router, then its E/2 experts
     for (int r = 0; r < 2; r++) {
         ex[r] = (MoeExchange){.size = 2, .rank = r, .exchange_counts = fake_counts, .exchange_rows = fake_rows,
                               .ctx = &ctx[r]};
         if (halves) ex[r].start_rows = fake_start, ex[r].wait_rows = fake_wait;
-        m[r] = moe_new(be, spec(1.0f), H, 1, 1, ROWS, 1);
+        MoeSpec sr = spec(1.0f);
+        sr.shards = 2, sr.shard = r;
+        m[r] = moe_new(be, sr, H, 1, 1, ROWS, 1);
         m[r]->ex = &ex[r];
-        job[r] = (Job){m[r], P, x[r], dy[r], y[r], dx[r], dP[r]};
+        int first, held = moe_held(&sr, &first);
+        EXPECT("moe_held: rank r of 2 holds E/2 experts from r E/2", held == E / 2 && first == r * E / 2,
+               "rank %d: %d from %d", r, held, first);
+        EXPECT("moe_held_len: the router and E/2 experts", moe_held_len(&sr, H) == mine, "%zu", moe_held_len(&sr, H));
+        Pr[r] = xmalloc(mine * sizeof(float));
+        memcpy(Pr[r], P, router * sizeof(float));
+        memcpy(Pr[r] + router, P + moe_expert_off(H, E, first), half * sizeof(float));
+        job[r] = (Job){m[r], Pr[r], x[r], dy[r], y[r], dx[r], dP[r]};
         pthread_create(&t[r], NULL, run_rank, &job[r]);
     }
     for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
@@ -195,17 +206,18 @@ static void test_exchange_hook(int halves) {
     for (int r = 0; r < 2 && miss < 0; r++) miss = close_all(dx[r], dxl[r], ROWS * H, 1e-6, 1e-5);
     EXPECT(hook_name(nm, halves, "input gradients equal the all-local layer's"), miss < 0, "first miss at %ld", miss);
     float *both = xmalloc(n * sizeof(float));  // rank r: its rows' router part, its experts' whole gradient
-    for (size_t i = 0; i < n; i++) both[i] = dP[0][i] + dP[1][i];
+    for (size_t i = 0; i < router; i++) both[i] = dP[0][i] + dP[1][i];
+    for (int r = 0; r < 2; r++) memcpy(both + router + r * half, dP[r] + router, half * sizeof(float));
     miss = close_all(both, dPl, (long)n, 1e-6, 1e-5);
     EXPECT(hook_name(nm, halves, "parameter gradients (router summed over ranks, experts on their owner) equal "
                                      "the all-local layer's"), miss < 0, "first miss at %ld", miss);
-    int off = (int)moe_expert_off(H, E, E / 2), zero = 1;
-    for (size_t i = (size_t)off; i < n; i++) zero &= dP[0][i] == 0.0f;
-    EXPECT(hook_name(nm, halves, "rank 0 writes no gradient into rank 1's experts"), zero, "it did");
+    int zero = 1;  // (dP is the whole layer's length: past a rank's own range nothing is written)
+    for (size_t i = mine; i < n; i++) zero &= dP[0][i] == 0.0f && dP[1][i] == 0.0f;
+    EXPECT(hook_name(nm, halves, "a rank writes no gradient past its own experts"), zero, "it did");
     long load = 0;
     for (int e = 0; e < E; e++) load += m[0]->stats.load[e] + m[1]->stats.load[e] - local->stats.load[e];
     EXPECT(hook_name(nm, halves, "the rows each expert got are counted alike"), load == 0, "differ by %ld", load);
-    for (int r = 0; r < 2; r++) { moe_free(m[r]); free(dP[r]); }
+    for (int r = 0; r < 2; r++) { moe_free(m[r]); free(dP[r]); free(Pr[r]); }
     moe_free(local); free(P); free(dPl); free(both);
     pthread_barrier_destroy(&f.bar);
 }

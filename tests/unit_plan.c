@@ -651,6 +651,11 @@ static void test_placement(void) {
     EXPECT("plan/placement: auto, dp-heavy -> replicas (a stage's replicas on adjacent ranks)",
            p.placement == PLACEMENT_REPLICAS && p.placement_auto && p.pp_bytes == 32768 && p.dp_bytes == 2115600, "placement %d pp %g dp %g",
            p.placement, p.pp_bytes, p.dp_bytes);
+    // --ep 2 over dp 4 with 4 experts on layers 1-15 (each 4 x (128 x 128 + 128) floats: 990720 of the model's
+    // 1015230): the experts all-reduced among their 2 holders, 2 x (3 x 24510 + 1 x 990720) x 4 bytes in all
+    Plan e = plan_ok("plan/placement --ep", 8, "--mode hybrid --pp 2 --dp 4 --experts 4 --ep 2");
+    EXPECT("plan/placement: --ep's experts travel among their holders only", e.dp_bytes == 8514000, "dp %g",
+           e.dp_bytes);
     EXPECT("plan/placement replicas: rank = stage x D + replica", plan_rank_stage(&p, 1) == 0 && plan_rank_replica(&p, 1) == 1 &&
            plan_rank_stage(&p, 2) == 1 && plan_rank_replica(&p, 2) == 0, "rank 1: stage %d replica %d", plan_rank_stage(&p, 1), plan_rank_replica(&p, 1));
     // pp-heavy: 2 layers 16 wide (578 parameters), micro-batches of 256 rows.

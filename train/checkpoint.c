@@ -399,13 +399,13 @@ static int resume_file(const CkptLayout *l, const FileRec *fr, int rank, TensorR
     return loaded;
 }
 
-// The whole tensors into the stage: its shard (stage_shard: rank tp_rank's part) onto the device.
-static void whole_to_stage(const CkptLayout *l, Stage *s, const Whole *w) {
+// The whole tensors into the stage: its shard (stage_shard: its rank's part, --tp's or --ep's) onto the device.
+static void whole_to_stage(Stage *s, const Whole *w) {
     float *local = xmalloc(sizeof(float) * s->n_params), *src[3] = {w->p, w->m, w->v},
           *dst[3] = {s->params, s->adam_m, s->adam_v};
     for (int j = 0; j < 3; j++) {
         if (!src[j] || !dst[j]) continue;
-        stage_shard(s, l->tp > 1 ? l->tp_rank : 0, src[j], local);
+        stage_shard(s, stage_shard_rank(s), src[j], local);
         s->be->to_device(dst[j], local, sizeof(float) * s->n_params);
     }
     free(local);
@@ -440,7 +440,7 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
         if (need) n_loaded += resume_file(l, fr, rank, refs, whole, err, sizeof err);
     }
     for (int k = 0; k < l->n_local; k++) {  // this rank's shard of every whole tensor (T = 1: all of it)
-        if (!err[0] && n_loaded == n_needed) whole_to_stage(l, &l->local[k], &whole[k]);
+        if (!err[0] && n_loaded == n_needed) whole_to_stage(&l->local[k], &whole[k]);
         free(whole[k].p); free(whole[k].m); free(whole[k].v);
     }
     free(whole);
@@ -458,17 +458,25 @@ int64_t ckpt_resume(const CkptLayout *l, uint64_t *next_sample, char *desc, size
 
 // ---- save ----
 
+// The group a stage's shards are gathered over: --tp's or --ep's (never both), its size and this rank's place.
+static int shard_group(const CkptLayout *l, MPI_Comm *comm, int *me) {
+    *comm = l->tp > 1 ? l->tp_comm : l->ep_comm;
+    *me = l->tp > 1 ? l->tp_rank : l->ep > 1 ? l->ep_rank : 0;
+    return l->tp > 1 ? l->tp : l->ep > 1 ? l->ep : 1;
+}
+
 // One of a local stage's flat buffers (params or a moment; NULL: zeros, Adam before its first step)
-// made whole on the host: with --tp gathered from the group at its rank 0 and unsharded there
+// made whole on the host: with --tp or --ep gathered from the group at its rank 0 and unsharded there
 // (collective over the group; NULL on the other ranks).
 static float *gather_whole(const CkptLayout *l, const Stage *s, const float *src) {
-    size_t n = s->n_params, T = (size_t)(l->tp > 1 ? l->tp : 1);
-    float *mine = xcalloc(n, sizeof(float)), *all = l->tp_rank == 0 ? xmalloc(sizeof(float) * n * T) : NULL,
-          *whole = NULL;
+    MPI_Comm comm;
+    int me;
+    size_t n = s->n_params, T = (size_t)shard_group(l, &comm, &me);
+    float *mine = xcalloc(n, sizeof(float)), *all = me == 0 ? xmalloc(sizeof(float) * n * T) : NULL, *whole = NULL;
     if (src) s->be->to_host(mine, src, sizeof(float) * n);
     if (T > 1) {
         CHECK(n <= INT_MAX, "a stage shard of %zu floats: more than MPI's int count", n);
-        MPI_CHECK(MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, l->tp_comm));
+        MPI_CHECK(MPI_Gather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, comm));
     } else memcpy(all, mine, sizeof(float) * n);
     if (all) {
         whole = xmalloc(sizeof(float) * stage_full_params(s));
@@ -625,9 +633,12 @@ double ckpt_save(const CkptLayout *l, int64_t step, uint64_t next_sample) {
     int rank, size;
     MPI_CHECK(MPI_Comm_rank(l->comm, &rank));
     MPI_CHECK(MPI_Comm_size(l->comm, &size));
-    int mine = l->writer && l->tp_rank == 0 ? l->n_local : 0;
+    MPI_Comm group;
+    int me;
+    shard_group(l, &group, &me);
+    int mine = l->writer && me == 0 ? l->n_local : 0;
     FileRec *recs = xcalloc((size_t)(l->n_local ? l->n_local : 1), sizeof(FileRec));
-    for (int k = 0; k < l->n_local && l->writer; k++) {  // (the writer's group gathers at its tp rank 0)
+    for (int k = 0; k < l->n_local && l->writer; k++) {  // (the writer's group gathers at its rank 0)
         const Stage *s = &l->local[k];
         int adam = l->c->optimizer == OPTIM_ADAM;
         float *whole[3] = {gather_whole(l, s, s->params), adam ? gather_whole(l, s, s->adam_m) : NULL,

@@ -2,8 +2,8 @@
 // pipeline stage with GLOBAL, PyTorch-like tensor names (layers.{i}.weight [out,in], head.bias,
 // optim.exp_avg.layers.{i}.weight, ...) and a manifest.json (config, step, data position, layout,
 // per-file CRC-32) written last. Any layout resumes any checkpoint: each stage reads the layers it
-// now holds from whichever files have them. The tensors are whole whatever --tp wrote them: a
-// tensor-parallel rank reads them whole and keeps its shard (axes/tensor.c).
+// now holds from whichever files have them. The tensors are whole whatever --tp or --ep wrote them: a
+// tensor-parallel rank (or an expert-parallel one) reads them whole and keeps its shard (axes/tensor.c).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -26,10 +26,12 @@ typedef struct {
     int first_stage;    // global stage index of local[0]
     const int *stage_of;  // optional [n_local]: global stage index of local[k] (interleaved: the rank's
                           // chunks are virtual stages stage, stage+K, ...); NULL: first_stage + k
-    int writer;         // 1: this process writes the files of its stages (with --tp: its group does, through
-                        // its tp rank 0, which gathers the shards into the whole tensors)
+    int writer;         // 1: this process writes the files of its stages (with --tp or --ep: its group does,
+                        // through its rank 0, which gathers the shards into the whole tensors)
     int tp, tp_rank;    // --tp: the ranks sharing each local stage, and this one's place among them (1, 0: none)
     MPI_Comm tp_comm;   // their communicator (tp > 1)
+    int ep, ep_rank;    // --ep: the expert group each MoE layer's experts are spread over, this one's place
+    MPI_Comm ep_comm;   // (1, 0: none), and its communicator (ep > 1); checkpoints hold every expert whole
     MPI_Comm comm;      // every rank of the job; a save gathers the file list at its rank 0
 } CkptLayout;
 

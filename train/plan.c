@@ -118,11 +118,18 @@ static double crossing(const Plan *p, const int *node_of, int pl, int *apart) {
 static void rule_placement(const TrainConfig *c, const Hardware *hw, Plan *p) {
     int crossings = 0;
     for (int vs = 0; vs + 1 < p->S; vs++) crossings += plan_stage_of(p, vs) != plan_stage_of(p, vs + 1);
-    double params = expert_model_params(c, p->inputs);  // (an MoE layer's all-reduce carries every expert)
+    // --ep N: each expert's gradients travel only among its D/N holders (axes/data.c's expert buckets), so
+    // the experts' floats move 2 (D/N - 1) times in all, the rest 2 (D - 1) (N: --ep's, checked after this)
+    double params = expert_model_params(c, p->inputs), experts = 0, H = (double)c->hidden;
+    int N = c->moe.experts && c->grid.ep > 1 && p->D % c->grid.ep == 0 ? (int)c->grid.ep : 1;
+    MoeSpec moe = {.experts = (int)c->moe.experts, .every = (int)c->moe.every};
+    for (int l = 1; l < c->layers && N > 1; l++) experts += moe_layer(&moe, l) ? moe.experts * (H * H + H) : 0;
     p->pp_bytes = p->pipelined
                       ? 2.0 * crossings * p->M * p->D * p->T * (double)p->rows * (double)c->hidden * sizeof(float)
                       : 0;  // (each rank of a tensor-parallel group sends the whole activation)
-    p->dp_bytes = p->data_parallel ? 2.0 * (p->D - 1) * params * sizeof(float) : 0;
+    p->dp_bytes = p->data_parallel
+                      ? 2.0 * ((p->D - 1) * (params - experts) + (p->D / N - 1) * experts) * sizeof(float)
+                      : 0;
     p->placement_auto = c->ddp.placement == PLACEMENT_AUTO;
     p->placement_apart = 0;
     if (!p->pipelined || !p->data_parallel) p->placement = PLACEMENT_STAGES;  // one replica, or one stage

@@ -260,14 +260,14 @@ static size_t ref_off(const Reference *ref, int l) {
 }
 
 // The reference's gradients g of stage s's tensors, in s's own layout: the whole stage's part of the
-// monolith's buffer, cut to this rank's shard with --tp (axes/tensor.c; T = 1: a copy).
+// monolith's buffer, cut to this rank's shard with --tp or --ep (axes/tensor.c; none: a copy).
 static float *reference_shard(const Stage *s, const Reference *ref, const float *g) {
     size_t layers = stage_full_off(s, s->n_layers);
     float *full = xmalloc(sizeof(float) * stage_full_params(s)), *local = xmalloc(sizeof(float) * s->n_params);
     memcpy(full, g + ref_off(ref, s->lo), sizeof(float) * layers);
     if (s->has_head)
         memcpy(full + layers, g + ref_off(ref, ref->layers), sizeof(float) * stage_full_len(s, s->n_layers));
-    stage_shard(s, s->tp_rank, full, local);
+    stage_shard(s, stage_shard_rank(s), full, local);
     free(full);
     return local;
 }
