@@ -118,6 +118,7 @@ while IFS='|' read -r name n pat args <&3; do  # (fd 3: mpiexec reads stdin; CK:
     else fail "moe/$name writes nothing" "rc $RC: $(head -c 300 <<<"$ERR") | $(ls -d "$TMP"/new.* 2>&1)"; fi
 done 3<<'EOF'
 a checkpoint of another expert count|1|checkpoint has --experts 4 but this run has --experts 2|--experts 2 --resume CK
+a checkpoint of other MoE layers (--moe-every)|1|checkpoint has --moe-every 1 but this run has --moe-every 2|--experts 4 --moe-every 2 --resume CK
 a checkpoint of experts, a dense run|1|checkpoint has --experts 4 but this run has --experts 0|--resume CK
 the same on 2 ranks (ddp x ep 2)|2|checkpoint has --experts 4 but this run has --experts 2|--experts 2 --dp 2 --ep 2 --resume CK
 E not divisible by N|2|--experts 3 over --ep 2: .* use --ep 1 \(none\), or --experts 2 or 4|--experts 3 --dp 2 --ep 2

@@ -323,6 +323,9 @@ static void resume_manifest(const CkptLayout *l, int rank, Manifest *m) {
     else if (m->inputs != l->inputs) { what = "inputs"; mine = l->inputs; theirs = m->inputs; }
     else if (m->classes != c->classes) { what = "classes"; mine = c->classes; theirs = m->classes; }
     else if (m->experts != c->moe.experts) { what = "experts"; mine = c->moe.experts; theirs = m->experts; }
+    else if (m->experts && m->moe_every != c->moe.every) {  // (which layers are MoE layers)
+        what = "moe-every"; mine = c->moe.every; theirs = m->moe_every;
+    }
     if (what) {
         free(m->files);
         user_error("train: --resume %s: the checkpoint has --%s %lld but this run has --%s %lld: use --%s %lld or "
@@ -558,6 +561,7 @@ static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_samp
     cJSON_AddNumberToObject(cfg, "inputs", (double)l->inputs);
     cJSON_AddNumberToObject(cfg, "classes", (double)c->classes);
     if (c->moe.experts) cJSON_AddNumberToObject(cfg, "experts", (double)c->moe.experts);
+    if (c->moe.experts) cJSON_AddNumberToObject(cfg, "moe_every", (double)c->moe.every);
     cJSON_AddStringToObject(cfg, "optimizer", optim_name(c->optimizer));
     cJSON_AddNumberToObject(cfg, "lr", c->lr);
     cJSON_AddNumberToObject(cfg, "batch", (double)c->batch);
