@@ -45,11 +45,11 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     runs.setdefault(r["label"], []).append(r["result"]["step_ms_median"])
 ms = {k: statistics.median(v) for k, v in runs.items()}
-print("%-44s %12s %12s %8s" % ("setup", "micropp ms", "torch ms", "ratio"))
+print("%-48s %12s %12s %8s" % ("setup", "micropp ms", "torch ms", "ratio"))
 for name, mine, theirs in (("one core (1 process, 1 thread)", "micropp-1", "torch-1"),
                            ("2 ranks: micropp --mode ddp, torch gloo DDP", "micropp-ddp2", "torch-ddp2"),
                            ("2 ranks: micropp --dp 2 --ep 2, torch gloo DDP", "micropp-ep2", "torch-ddp2")):
-    print("%-44s %12.2f %12.2f %7.2fx" % (name, ms[mine], ms[theirs], ms[theirs] / ms[mine]))
+    print("%-48s %12.2f %12.2f %7.2fx" % (name, ms[mine], ms[theirs], ms[theirs] / ms[mine]))
 print("# ratio = PyTorch's step time / micropp's (above 1: micropp faster); medians of %d run(s) each"
       % len(runs["micropp-1"]))
 PY
