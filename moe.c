@@ -171,15 +171,17 @@ static void route_row(const MoeSpec *ms, const float *lg, float *p, int *idx, fl
 
 // Every row's experts, then the capacity per group in row order (an assignment over it dropped: pos
 // -1), then each kept assignment's place in the send order (by expert, then row). Returns the
-// groups' auxiliary loss, each x its rows; counts into the stats when count is set.
-static double route(Moe *m, MoeState *s, const float *lg, int rows, int count) {
+// groups' auxiliary loss, each x its rows; counts into the stats when count is set. Evaluation (train 0)
+// drops nothing: the capacity bounds a training step's work, and a held-out row's answer should not
+// depend on which rows share its batch (GShard and Switch evaluate with a larger capacity for this).
+static double route(Moe *m, MoeState *s, const float *lg, int rows, int count, int train) {
     const MoeSpec *ms = &m->spec;
     int E = ms->experts, k = ms->top_k, G = ms->group > 0 && ms->group < rows ? ms->group : rows;
     int *fill = xcalloc((size_t)E, sizeof(int)), *off = xcalloc((size_t)E, sizeof(int));
     double *P = xcalloc((size_t)E, sizeof(double)), aux = 0;
     memset(s->send, 0, sizeof(int) * (size_t)E);
     for (int g0 = 0; g0 < rows; g0 += G) {
-        int n = rows - g0 < G ? rows - g0 : G, cap = moe_capacity(ms, n);
+        int n = rows - g0 < G ? rows - g0 : G, cap = train ? moe_capacity(ms, n) : n;
         memset(fill, 0, sizeof(int) * (size_t)E);  // (assignments per expert, capacity or not: f_e)
         memset(P, 0, sizeof(double) * (size_t)E);
         for (int r = g0; r < g0 + n; r++) {
@@ -342,7 +344,7 @@ void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float 
     be->bias_act(w->dl, P + (size_t)E * H, rows, E, 0);
     be->to_host(w->lg, w->dl, sizeof(float) * (size_t)rows * E);
     be->to_host(w->xh, x, sizeof(float) * (size_t)rows * H);
-    route(m, s, w->lg, rows, count);
+    route(m, s, w->lg, rows, count, slot >= 0);
     for (int a = 0; a < rows * k; a++)  // pack: each kept assignment's row at its place
         if (s->pos[a] >= 0) memcpy(w->xs + (size_t)s->pos[a] * H, w->xh + (size_t)(a / k) * H, sizeof(float) * H);
     exchange_counts(m, s);

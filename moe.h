@@ -110,8 +110,8 @@ static inline int moe_is(const Moe *m, int i) { return m && m->is[i]; }
 void moe_stats_reset(Moe *m);
 
 // Local layer i on x [rows, H] (device) -> y [rows, H], its parameters P (device, the layer's range);
-// slot: the slot whose state it stashes for the backward (-1: evaluation, nothing kept); count: add to
-// the counters (a training forward, not a recompute).
+// slot: the slot whose state it stashes for the backward (-1: evaluation, nothing kept, and no capacity:
+// nothing dropped); count: add to the counters (a training forward, not a recompute).
 void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float *y, int rows, int count);
 // The backward of slot's last forward of layer i: adds the parameters' gradients into dP (the layer's
 // range) and writes dx (NULL: none) from dy. grad_scale: the weight of one row in the step's loss (the

@@ -37,12 +37,13 @@ void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNee
     double H = (double)c->hidden, E = s.experts, k = s.top_k, rows = p->rows, f = sizeof(float), w = sizeof(int);
     double mine = E / N, cap = moe_capacity(&s, p->rows), most = rows * (k < mine ? k : mine);
     double got = N * (most < mine * cap ? most : mine * cap);  // rows my experts receive at most
+    double all = N * most;  // ... in evaluation, which drops nothing (no capacity)
     // a state (moe.h's MoeState): p [rows, E], gate [rows, k], idx and pos (ints), send and recv [E] (ints),
-    // hs [rows, k, H]; xe and he [got, H]
-    double state = rows * E * f + rows * k * (f + 2 * w) + 2 * E * w + rows * k * H * f + 2 * got * H * f;
-    // the scratch: xh, yh [rows, H]; lg, dp, dl [rows, E]; xs [rows, k, H]; dz, dh, xr, xo [got, H]; the load
-    double scratch = 2 * rows * H * f + 3 * rows * E * f + rows * k * H * f + 4 * got * H * f + E * sizeof(long);
-    m->buffers += (slots + 1) * layers * state + scratch;
+    // hs [rows, k, H]; xe and he [got, H] (the evaluation's state: [all, H])
+    double state = rows * E * f + rows * k * (f + 2 * w) + 2 * E * w + rows * k * H * f;
+    // the scratch: xh, yh [rows, H]; lg, dp, dl [rows, E]; xs [rows, k, H]; dz, dh, xr, xo [all, H]; the load
+    double scratch = 2 * rows * H * f + 3 * rows * E * f + rows * k * H * f + 4 * all * H * f + E * sizeof(long);
+    m->buffers += layers * ((slots + 1) * state + 2 * (slots * got + all) * H * f) + scratch;
 }
 
 double expert_held_floats(const TrainConfig *c, const Plan *p, int vs) {

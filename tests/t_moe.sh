@@ -104,6 +104,31 @@ expect_user_error "moe/--moe-every 4 with 4 layers: no MoE layer" "--moe-every 4
 expect_user_error "moe/--aux-loss -1" "--aux-loss = -1 is out of range" 60 "${R[@]}" --experts 4 --mode ddp --aux-loss -1
 expect_user_error "moe/--aux-loss nan" "--aux-loss expects a number" 60 "${R[@]}" --experts 4 --mode ddp --aux-loss nan
 
+# ---- bad input writes nothing: each refusal above, with a new --save folder and a --metrics file ----
+while IFS='|' read -r name n pat args <&3; do  # (fd 3: mpiexec reads stdin; CK: the 4 experts' checkpoint)
+    rm -rf "$TMP/new.ck" "$TMP/new.jsonl"
+    args=${args//CK/$TMP/ck}
+    # shellcheck disable=SC2086
+    if [ "$n" -gt 1 ]; then run 60 mpiexec -n "$n" "$MICROPP" train "${B[@]}" --steps 6 $args --save "$TMP/new.ck" \
+        --metrics "$TMP/new.jsonl"
+    else run 60 "$MICROPP" train "${B[@]}" --steps 6 $args --save "$TMP/new.ck" --metrics "$TMP/new.jsonl"; fi
+    if [ "$RC" = 2 ] && grep -qE -- "$pat" <<<"$ERR" && [ "$(grep -c . <<<"$ERR")" = 1 ] &&
+        [ ! -e "$TMP/new.ck" ] && [ ! -e "$TMP/new.jsonl" ]; then
+        pass "moe/$name: one line, exit 2, no --save folder and no --metrics file"
+    else fail "moe/$name writes nothing" "rc $RC: $(head -c 300 <<<"$ERR") | $(ls -d "$TMP"/new.* 2>&1)"; fi
+done 3<<'EOF'
+a checkpoint of another expert count|1|checkpoint has --experts 4 but this run has --experts 2|--experts 2 --resume CK
+a checkpoint of other MoE layers (--moe-every)|1|checkpoint has --moe-every 1 but this run has --moe-every 2|--experts 4 --moe-every 2 --resume CK
+a checkpoint of experts, a dense run|1|checkpoint has --experts 4 but this run has --experts 0|--resume CK
+the same on 2 ranks (ddp x ep 2)|2|checkpoint has --experts 4 but this run has --experts 2|--experts 2 --dp 2 --ep 2 --resume CK
+E not divisible by N|2|--experts 3 over --ep 2: .* use --ep 1 \(none\), or --experts 2 or 4|--experts 3 --dp 2 --ep 2
+--top-k above E|1|--top-k 5 with --experts 4: .* use --top-k 4 or fewer|--experts 4 --top-k 5
+--capacity-factor 0|1|--capacity-factor = 0 is out of range|--experts 4 --capacity-factor 0
+--capacity-factor 1e9|1|--capacity-factor = 1e9 is out of range|--experts 4 --capacity-factor 1e9
+--capacity-factor nan|1|--capacity-factor expects a number, got 'nan'|--experts 4 --capacity-factor nan
+top-k routing over one expert|1|--experts 1: top-k routing over one expert|--experts 1 --top-k 1
+EOF
+
 # ---- the report: --json's moe part, the summary's line, --metrics' keys ----
 moe_json_ok() {  # every step: the rows kept plus the dropped are the assignments, rows x k x MoE layers
     python3 -c 'import json,sys; m=json.loads(sys.stdin.read().strip().splitlines()[-1])["moe"]

@@ -232,8 +232,29 @@ static void test_capacity(void) {
            "wrong");
 }
 
+// Evaluation (slot -1) routes without a capacity: with capacity 0.75 it gives what a training forward
+// gives with room for every assignment (capacity E), and a training forward at 0.75 differs (it drops).
+static void test_eval_drops_nothing(void) {
+    size_t n = moe_layer_len(H, E);
+    float *P = xmalloc(n * sizeof(float)), x[ROWS * H], ye[ROWS * H], yall[ROWS * H], ytrain[ROWS * H];
+    moe_init_host(7, 1, H, E, P);
+    fill_rand(x, ROWS * H, 11, 0.0f);
+    Moe *tight = moe_new(be, spec(0.75f), H, 1, 1, ROWS, 1), *room = moe_new(be, spec((float)E), H, 1, 1, ROWS, 1);
+    moe_forward(tight, 0, -1, P, x, ye, ROWS, 0);
+    moe_forward(room, 0, 0, P, x, yall, ROWS, 1);
+    moe_forward(tight, 0, 0, P, x, ytrain, ROWS, 1);
+    int same = 1, differs = 0;
+    for (int i = 0; i < ROWS * H; i++) { same &= ye[i] == yall[i]; differs |= ytrain[i] != yall[i]; }
+    EXPECT("moe: evaluation drops nothing (capacity 0.75: the outputs of a capacity with room for every row)",
+           same && room->stats.dropped == 0, "outputs differ or capacity E dropped %ld", room->stats.dropped);
+    EXPECT("moe: ... while a training forward at capacity 0.75 drops and differs", differs && tight->stats.dropped > 0,
+           "dropped %ld", tight->stats.dropped);
+    moe_free(tight); moe_free(room); free(P);
+}
+
 int main(void) {
     test_capacity();
+    test_eval_drops_nothing();
     test_finite_differences();
     test_exchange_hook(0);
     test_exchange_hook(1);

@@ -130,6 +130,14 @@ static void check_shared(const char *dir, uint32_t id, MPI_Comm comm) {
     free(all);
 }
 
+// The --save folder rank 0 made at start-up ("": it was there before, or none). A run that ends before
+// its first save, a refusal at --resume's checks included, leaves nothing behind: rmdir removes the
+// folder at exit only while it is empty (a folder made by an earlier run, or one with a checkpoint, stays).
+static char g_made_save[PATH_LEN];
+static void drop_unused_save(void) {
+    if (g_made_save[0]) rmdir(g_made_save);
+}
+
 void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
     int rank;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
@@ -151,6 +159,8 @@ void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
             char probe[PATH_LEN + 32];
             snprintf(probe, sizeof probe, "%s/.micropp-probe", c->ckpt.save);
             FILE *f = NULL;
+            struct stat st;
+            int existed = stat(c->ckpt.save, &st) == 0;
             if (mkdir_p(c->ckpt.save) != 0)
                 snprintf(err, sizeof err, "train: --save %s: cannot create that folder: %s (choose a writable path)",
                          c->ckpt.save, strerror(errno));
@@ -161,6 +171,10 @@ void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
                 snprintf(err, sizeof err, "train: --save %s: cannot write there: %s (choose a writable folder)",
                          c->ckpt.save, strerror(errno));
             if (err[0]) unlink(probe);
+            if (!existed && !err[0] && !g_made_save[0]) {
+                snprintf(g_made_save, sizeof g_made_save, "%s", c->ckpt.save);
+                atexit(drop_unused_save);
+            }
         }
     }
     comm_agree(comm, err);
@@ -309,6 +323,9 @@ static void resume_manifest(const CkptLayout *l, int rank, Manifest *m) {
     else if (m->inputs != l->inputs) { what = "inputs"; mine = l->inputs; theirs = m->inputs; }
     else if (m->classes != c->classes) { what = "classes"; mine = c->classes; theirs = m->classes; }
     else if (m->experts != c->moe.experts) { what = "experts"; mine = c->moe.experts; theirs = m->experts; }
+    else if (m->experts && m->moe_every != c->moe.every) {  // (which layers are MoE layers)
+        what = "moe-every"; mine = c->moe.every; theirs = m->moe_every;
+    }
     if (what) {
         free(m->files);
         user_error("train: --resume %s: the checkpoint has --%s %lld but this run has --%s %lld: use --%s %lld or "
@@ -552,6 +569,7 @@ static void write_manifest(const CkptLayout *l, int64_t step, uint64_t next_samp
     cJSON_AddNumberToObject(cfg, "inputs", (double)l->inputs);
     cJSON_AddNumberToObject(cfg, "classes", (double)c->classes);
     if (c->moe.experts) cJSON_AddNumberToObject(cfg, "experts", (double)c->moe.experts);
+    if (c->moe.experts) cJSON_AddNumberToObject(cfg, "moe_every", (double)c->moe.every);
     cJSON_AddStringToObject(cfg, "optimizer", optim_name(c->optimizer));
     cJSON_AddNumberToObject(cfg, "lr", c->lr);
     cJSON_AddNumberToObject(cfg, "batch", (double)c->batch);

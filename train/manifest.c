@@ -55,6 +55,7 @@ int manifest_parse(const char *text, Manifest *m, char *err, size_t errlen) {
     if (get_int(cfg, "classes", 2, 65536, &v)) BAD("%s: config.classes is missing or out of range", MANIFEST);
     m->classes = (int)v;
     m->experts = get_int(cfg, "experts", 0, 4096, &v) ? 0 : (int)v;
+    m->moe_every = get_int(cfg, "moe_every", 1, 4096, &v) ? 1 : (int)v;
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(cfg, "optimizer");
     if (!cJSON_IsString(opt) || (strcmp(opt->valuestring, "adam") && strcmp(opt->valuestring, "sgd")))
         BAD("%s: config.optimizer is not adam or sgd", MANIFEST);

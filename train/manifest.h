@@ -18,6 +18,7 @@ typedef struct {
     int64_t step;
     uint64_t next_sample;
     int layers, hidden, classes, optimizer, inputs, experts;  // (experts: absent, 0: a dense model)
+    int moe_every;  // --moe-every of an MoE model (absent: 1, the default before it was recorded)
     double lr, batch, seed, samples;  // how it was trained (-1 when absent): notes, not refusals
     char data[PATH_LEN];
     char mode[32];
