@@ -220,6 +220,26 @@ void compress_swap_plain(GradSync *sync, int n_sync) {
     }
 }
 
+// ---- price ----
+
+CompressTraffic compress_price(const TrainConfig *c, const Plan *p, int stage, int method, double arg) {
+    CompressTraffic x = {0};
+    double H = (double)c->hidden, floats = 0;
+    for (int k = 0; k < p->V; k++) {
+        int vs = plan_vstage(p, stage, k), n = plan_layers(p, vs), head = vs == p->S - 1;
+        for (int i = 0; i < n + head; i++) {
+            double out = i == n ? (double)c->classes : H, in = i < n && p->lo[vs] + i == 0 ? p->inputs : H;
+            double r = fmin(arg, fmin(out, in));
+            x.params += out * in + out;
+            if (method == COMPRESS_POWERSGD) floats += (out + in) * r + out, x.mults += 3 * out * in * r;
+            if (method == COMPRESS_SIGN) floats += out * in / 32 + 1 + out;
+        }
+    }
+    if (method == COMPRESS_TOPK) floats = 2 * arg * x.params;
+    x.bytes = (p->D - 1) * 4 * floats;
+    return x;
+}
+
 // ---- checkpoints ----
 
 int compress_owns(const char *name) { return !strncmp(name, FILE_PREFIX, strlen(FILE_PREFIX)); }

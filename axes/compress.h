@@ -48,6 +48,18 @@ void compress_save(const struct GradSync *sync, int n_sync, const char *dir, lon
 void compress_resume(struct GradSync *sync, int n_sync, const char *dir, long long step);
 int compress_owns(const char *name);  // is name one of its files (train/checkpoint.c's ckpt_owns)?
 
+// price: what one rank of pipeline stage `stage` sends per step under `method` (COMPRESS_*; arg: topk's F,
+// powersgd's R), the (D-1) copies of its messages a ring all-gather sends (topk: F x the parameters as
+// (index, value) pairs; powersgd: (out + in) min(R, out, in) a matrix; sign: a bit a weight and a scale a
+// matrix; the biases whole), the stage's parameters, and its host work: COMPRESS_PASSES element-wise passes
+// over them and PowerSGD's products (3 out x in r multiply-adds a matrix). Mixture-of-experts layers priced as
+// plain ones.
+#define COMPRESS_PASSES 4  // the bucket copied out, the error added, the error kept, the sum copied back
+typedef struct {
+    double bytes, params, mults;
+} CompressTraffic;
+CompressTraffic compress_price(const TrainConfig *c, const Plan *p, int stage, int method, double arg);
+
 // axes/lowrank.c: powersgd and sign. The floats of a bucket's largest message; PowerSGD's Q allocated and drawn
 // (a standard normal per matrix keyed by its global layer: the same on every replica), its floats returned;
 // one bucket compressed, exchanged and summed into the stage's gradients.
