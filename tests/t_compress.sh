@@ -8,7 +8,8 @@
 # without them is refused; bad input is one line and exit 2. PowerSGD at full rank (R = --hidden: every matrix's
 # min(out, in)) is ddp within float rounding; powersgd:R and sign send what their formulas say, train the loss
 # down, resume bit for bit (the error buffers and Q), refuse another compressor's checkpoint; 4 replicas end
-# alike (train compares their checksums at the end, and fails the run when they differ).
+# alike (train compares their checksums at the end, and fails the run when they differ). plan prices a compressed
+# ddp layout apart from ddp, prints its crossover bandwidth, and refuses a bad R.
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (the compressor runs on the host: tests/lib.sh)
 TEXT=(--layers 4 --hidden 32 --batch 32 --samples 1024 --log-every 0)
@@ -143,3 +144,21 @@ expect_user_error "with --tp" "--tp 2 splits the layer over ranks" 60 \
     mpiexec -n 4 "$MICROPP" train "${B[@]}" --compress topk:0.1 --tp 2
 expect_user_error "without replicas" "--compress applies to data parallelism" 60 \
     "$MICROPP" train --layers 4 --hidden 32 --steps 4 --compress topk:0.1
+
+# ---- the planner: a compressed ddp layout priced, its crossover line; bad input refused there too ----
+PL=(--profile configs/profiles/cpu-2ranks.json --world 2 --config configs/medium.json --mode ddp)
+run 60 "$MICROPP" plan "${PL[@]}" --compress sign
+grep -q "^crossover: --compress sign beats ddp on links below [0-9.]* Gb/s a rank" <<<"$OUT" &&
+    grep -q "run: .* --compress sign$" <<<"$OUT" && pass "plan: sign's crossover, and its command" ||
+    fail "plan: sign's crossover, and its command" "exit $RC: $OUT $ERR"
+run 60 "$MICROPP" plan "${PL[@]}" --sync-every 8
+grep -q "^crossover: --sync-every 8 beats ddp at every link bandwidth" <<<"$OUT" &&
+    pass "plan: local SGD's crossover" || fail "plan: local SGD's crossover" "exit $RC: $OUT $ERR"
+ddp_ms=$("$MICROPP" plan "${PL[@]}" | awk '$1 == 1 {print $7}')
+run 60 "$MICROPP" plan "${PL[@]}" --compress powersgd:4
+psgd_ms=$(awk '$1 == 1 {print $7}' <<<"$OUT")
+[ -n "$ddp_ms" ] && [ "$ddp_ms" != "$psgd_ms" ] && ! grep -q crossover <<<"$("$MICROPP" plan "${PL[@]}")" &&
+    pass "plan: powersgd priced apart from ddp ($psgd_ms ms vs $ddp_ms), no crossover line for ddp" ||
+    fail "plan: powersgd priced apart from ddp" "$ddp_ms vs $psgd_ms"
+expect_user_error "plan: --compress powersgd:0" "--compress powersgd:0: R is each weight matrix's rank" 60 \
+    "$MICROPP" plan "${PL[@]}" --compress powersgd:0
