@@ -185,10 +185,15 @@ static void sign(GradSync *g, const Bucket *b, const float *M, float *out, float
     const Stage *s = g->s;
     float *msg = x->tx;
     size_t n_scales = 0, at = 0, bits = 0;
-    for (int j = b->lo; j < b->hi; j++) n_scales += is_matrix(s, j);
+    for (int j = b->lo; j < b->hi; j++) {
+        n_scales += is_matrix(s, j);
+        bits += is_matrix(s, j) ? rows_of(s, j) * cols_of(s, j) : 0;
+    }
     at = n_scales;
     put_whole(s, b, M, msg, &at);
-    unsigned char *packed = (unsigned char *)(x->tx + at);  // (the bits, in whole floats)
+    unsigned char *packed = (unsigned char *)(x->tx + at);  // (the bits, in whole floats: the padding zero)
+    memset(packed, 0, sizeof(float) * ((bits + 31) / 32));
+    bits = 0;
     size_t k = 0;
     for (int j = b->lo; j < b->hi; j++)
         if (is_matrix(s, j)) {
@@ -199,7 +204,6 @@ static void sign(GradSync *g, const Bucket *b, const float *M, float *out, float
             msg[k++] = scale;
             for (size_t i = 0; i < n; i++, bits++) {
                 int up = M[o + i] >= 0;
-                if (bits % 8 == 0) packed[bits / 8] = 0;
                 packed[bits / 8] |= (unsigned char)(up << (bits % 8));
                 e[o + i] = M[o + i] - (up ? scale : -scale);
             }
