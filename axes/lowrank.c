@@ -109,8 +109,18 @@ static void orthogonalise(float *P, size_t rows, size_t R) {
     free(c);
 }
 
-// out = A B ([m, k] by [k, n]; bt: B given as B^T [n, k]; at: A given as A^T [k, m]), sums in double.
+// out = A B ([m, k] by [k, n]; bt: B given as B^T [n, k]; at: A given as A^T [k, m]), sums in double, each in l's
+// order (A^T's rows in the outer loop, so that both are read in memory order: the same sums).
 static void product(const float *A, const float *B, float *out, size_t m, size_t k, size_t n, int at, int bt) {
+    if (at && !bt) {
+        double *t = xcalloc(m * n, sizeof(double));
+        for (size_t l = 0; l < k; l++)
+            for (size_t i = 0; i < m; i++)
+                for (size_t j = 0; j < n; j++) t[i * n + j] += (double)A[l * m + i] * B[l * n + j];
+        for (size_t i = 0; i < m * n; i++) out[i] = (float)t[i];
+        free(t);
+        return;
+    }
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++) {
             double t = 0;
