@@ -105,6 +105,9 @@ four=$(json 4 --dp 4 --steps 6 --compress powersgd:2)
 [[ $four == "{"* ]] && pass "powersgd: 4 replicas end alike" || fail "powersgd: 4 replicas end alike" "$four"
 four=$(json 4 --pp 2 --dp 2 --steps 6 --compress sign)
 [[ $four == "{"* ]] && pass "sign: pp 2 x dp 2, the replicas end alike" || fail "sign: pp 2 x dp 2, the replicas end alike" "$four"
+moe=$(json 2 --dp 2 --steps 6 --experts 4 --compress powersgd:2)  # (its expert layers sent whole, no error)
+[[ $moe == "{"* ]] && pass "powersgd with --experts: the replicas end alike" ||
+    fail "powersgd with --experts: the replicas end alike" "$moe"
 for c in powersgd:3 sign; do
     whole=$(json 2 --dp 2 --steps 14 --compress $c)
     json 2 --dp 2 --steps 8 --compress $c --save "$TMP/ck-$c" >/dev/null
