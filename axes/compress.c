@@ -35,11 +35,11 @@ int compress_rules(const TrainConfig *c, const Plan *p, Err *e) {
                          "sent (e.g. topk:0.01), powersgd:R with R >= 1 (e.g. powersgd:4), or sign", t);
     if (method == COMPRESS_POWERSGD && powersgd_rules(c, p, arg, e)) return -1;
     if (c->ddp.zero)
-        return refuse(e, "train: --compress %s sums whole buckets from their top entries, and --zero %lld "
+        return refuse(e, "train: --compress %s sums whole buckets compressed, and --zero %lld "
                          "reduce-scatters them into shards: drop one of them", t, (long long)c->ddp.zero);
     if (c->gemm.deterministic)
-        return refuse(e, "train: --deterministic sums every replica's rows in one tree, and --compress %s sums only "
-                         "each replica's top entries: drop one of them", t);
+        return refuse(e, "train: --deterministic sums every replica's rows in one tree, and --compress %s sums "
+                         "each replica's compressed buckets: drop one of them", t);
     if (c->ddp.sync_every)
         return refuse(e, "train: --sync-every %lld sums no gradients (it averages the replicas' moves), so "
                          "--compress %s has none to compress: drop one of them", (long long)c->ddp.sync_every, t);
