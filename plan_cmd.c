@@ -123,7 +123,8 @@ static void build_tables(void) {
 
 // The options of a layout that change its price, not its memory: accepted when plan prices one layout.
 static int is_layout_option(const char *name) {
-    static const char *const names[] = {"mode", "pp", "partition", "placement", "allreduce", "ddp-sync", "ep"};
+    static const char *const names[] = {"mode",     "pp", "partition", "placement",  "allreduce",
+                                        "ddp-sync", "ep", "compress",  "sync-every"};
     for (size_t j = 0; j < sizeof names / sizeof *names; j++) if (!strcmp(name, names[j])) return 1;
     return 0;
 }

@@ -421,7 +421,7 @@ static double save_checkpoint(Run *r, int step) {
     // ZeRO: the files are unsharded; every rank makes its stages whole for the writer, then cuts them again
     for (int k = 0; k < r->model.n_sync; k++) gradsync_unshard(&r->model.sync[k]);
     if (r->model.outer) localsgd_save(r->model.outer, r->c->ckpt.save, step + 1, r->c->optimizer);
-    if (r->p.data.topk > 0) compress_save(r->model.sync, r->model.n_sync, r->c->ckpt.save, step + 1);
+    if (r->p.data.compress) compress_save(r->model.sync, r->model.n_sync, r->c->ckpt.save, step + 1);
     double bytes = ckpt_save(&r->ck, step + 1, plan_step_sample(&r->p, g->sample0, g->start, step + 1));
     for (int k = 0; k < r->model.n_sync; k++) gradsync_reshard(&r->model.sync[k]);
     r->progress.saved_step = step + 1;
@@ -757,7 +757,7 @@ int cmd_train(int argc, char **argv) {
     }
     if (p->data.sync_every && verbose) data_report_header(p, NULL, 0);
     setup_checkpoints(r, verbose);
-    if (p->data.topk > 0) setup_compress(r);
+    if (p->data.compress) setup_compress(r);
     if (p->data.sync_every) setup_localsgd(r);
     metrics_open(&r->metrics, cfg.observe.metrics, r->wire.rank, r->progress.start);  // (after --resume: its step)
     live_init(&r->live,

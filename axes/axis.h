@@ -59,6 +59,8 @@ typedef struct {
     int sync_every;     // local SGD (axes/localsgd.c): the replicas step alone, an outer step every H (0: ddp)
     double outer_lr, outer_momentum;  // its outer optimizer's (Nesterov SGD)
     double topk;        // --compress topk:F (axes/compress.c): the share of each bucket sent (0: the exact sum)
+    int compress;       // COMPRESS_* (axes/data.h): --compress's method (COMPRESS_NONE: the exact sum)
+    int psgd_rank;      // --compress powersgd:R: R, the rank of each weight matrix's approximation
 } DataPlan;
 typedef struct {
     int algo;     // ALLREDUCE_*: the group's all-reduce (auto: shm when every group sits on one node and the

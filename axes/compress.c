@@ -1,6 +1,7 @@
-// axes/compress.c: compressed gradients (--compress topk:F), the data axis' fourth file: its rules, the
-// top-k selection with error feedback of each bucket, the all-gather of the (index, value) pairs and their
-// sum, --verify's exact sum of step 1, and the error buffers a checkpoint keeps of it on every rank.
+// axes/compress.c: compressed gradients (--compress topk:F, powersgd:R, sign), the data axis' fourth file: its
+// rules, the top-k selection with error feedback of each bucket, the all-gather of the (index, value) pairs and
+// their sum (powersgd and sign: axes/lowrank.c), --verify's exact sum of step 1, and the state a checkpoint
+// keeps of it on every rank (error buffers; PowerSGD's Q).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,24 +15,36 @@
 
 // ---- rules ----
 
+// powersgd:R's R against the layers' width, min(H, inputs) (a narrower matrix, the head's [C, H], takes
+// min(R, C) as PyTorch's hook does).
+static int powersgd_rules(const TrainConfig *c, const Plan *p, double r, Err *e) {
+    int H = (int)c->hidden, D = p->inputs, most = H < D ? H : D;
+    if (r >= 1 && r <= most && r == floor(r)) return 0;
+    return refuse(e, "train: --compress powersgd:%g: R is each weight matrix's rank, an integer from 1 to the "
+                     "layers' width %d (%s %d): e.g. --compress powersgd:%d",
+                  r, most, most == H ? "--hidden" : "--inputs", most, most < 4 ? most : 4);
+}
+
 int compress_rules(const TrainConfig *c, const Plan *p, Err *e) {
     const char *t = c->ddp.compress;
     if (!t[0] || !p->data_parallel) return 0;
-    double f = p->data.topk;  // (data_compress_fraction's)
-    if (!(f > 0 && f <= 1))
+    double arg;
+    int method = data_compress_parse(t, &arg);
+    if (method < 0 || (method == COMPRESS_TOPK && !(arg > 0 && arg <= 1)))
         return refuse(e, "train: --compress %s: give topk:F with 0 < F <= 1, the share of each bucket's gradients "
-                         "sent, e.g. --compress topk:0.01", t);
+                         "sent (e.g. topk:0.01), powersgd:R with R >= 1 (e.g. powersgd:4), or sign", t);
+    if (method == COMPRESS_POWERSGD && powersgd_rules(c, p, arg, e)) return -1;
     if (c->ddp.zero)
-        return refuse(e, "train: --compress %s sums whole buckets from their top entries, and --zero %lld "
+        return refuse(e, "train: --compress %s sums whole buckets compressed, and --zero %lld "
                          "reduce-scatters them into shards: drop one of them", t, (long long)c->ddp.zero);
     if (c->gemm.deterministic)
-        return refuse(e, "train: --deterministic sums every replica's rows in one tree, and --compress %s sums only "
-                         "each replica's top entries: drop one of them", t);
+        return refuse(e, "train: --deterministic sums every replica's rows in one tree, and --compress %s sums "
+                         "each replica's compressed buckets: drop one of them", t);
     if (c->ddp.sync_every)
         return refuse(e, "train: --sync-every %lld sums no gradients (it averages the replicas' moves), so "
                          "--compress %s has none to compress: drop one of them", (long long)c->ddp.sync_every, t);
     if (p->T > 1)
-        return refuse(e, "train: --compress %s selects the top entries of a whole layer's gradients, and --tp %d "
+        return refuse(e, "train: --compress %s compresses a whole layer's gradients, and --tp %d "
                          "splits the layer over ranks: drop one of them", t, p->T);
     return 0;
 }
@@ -43,15 +56,34 @@ static size_t bucket_k(const Compress *x, size_t n) {
     return k < 1 ? 1 : k > n ? n : k;
 }
 
+// powersgd, sign: the message buffers of the largest bucket's exchange, and PowerSGD's Q.
+static void lowrank_setup(Compress *x, const GradSync *g) {
+    size_t most = 1;
+    for (int i = 0; i < g->nb; i++) {
+        size_t m = lowrank_message_floats(x, g->s, &g->b[i]);
+        most = m > most ? m : most;
+    }
+    x->tx = xmalloc(sizeof(float) * most);
+    x->rx = xmalloc(sizeof(float) * most * (size_t)g->D);
+    x->sum = xmalloc(sizeof(float) * most);
+    if (x->method == COMPRESS_POWERSGD) x->q_n = lowrank_q_setup(x, g->s);
+}
+
 void compress_setup(const Plan *p, GradSync *sync, int n_sync, int keep_plain) {
     for (int s = 0; s < n_sync; s++) {
         GradSync *g = &sync[s];
         Compress *x = xcalloc(1, sizeof *x);
-        x->fraction = p->data.topk;
+        x->method = p->data.compress;
+        x->fraction = x->method == COMPRESS_TOPK ? p->data.topk : 1;
+        x->rank = p->data.psgd_rank;
         size_t most = 1, most_k = 1, n = g->s->n_params;
         for (int i = 0; i < g->nb; i++) {
             most = g->b[i].n > most ? g->b[i].n : most;
             most_k = bucket_k(x, g->b[i].n) > most_k ? bucket_k(x, g->b[i].n) : most_k;
+        }
+        if (x->method != COMPRESS_TOPK) {
+            lowrank_setup(x, g);
+            most_k = 1;
         }
         x->err = xcalloc(n ? n : 1, sizeof(float));
         x->work = xmalloc(sizeof(float) * most);
@@ -69,6 +101,7 @@ void compress_free(GradSync *sync, int n_sync) {
         Compress *x = sync[s].cx;
         if (!x) continue;
         free(x->err); free(x->work); free(x->mag); free(x->idx); free(x->val); free(x->plain);
+        free(x->q); free(x->q_off); free(x->tx); free(x->rx); free(x->sum);
         free(x);
         sync[s].cx = NULL;
         sync[s].compressed = NULL;
@@ -155,7 +188,8 @@ void compress_finish(GradSync *g) {
     x->steps++;
     for (int i = 0; i < g->nb; i++) {
         double t0 = now_sec();
-        bucket_exchange(g, &g->b[i]);
+        if (x->method == COMPRESS_TOPK) bucket_exchange(g, &g->b[i]);
+        else lowrank_exchange(g, &g->b[i]);
         g->spans[g->n_spans++] = (Span){t0, now_sec(), EV_GRAD_ALLREDUCE, (double)g->b[i].n * sizeof(float)};
         g->calls++;
     }
@@ -186,6 +220,26 @@ void compress_swap_plain(GradSync *sync, int n_sync) {
     }
 }
 
+// ---- price ----
+
+CompressTraffic compress_price(const TrainConfig *c, const Plan *p, int stage, int method, double arg) {
+    CompressTraffic x = {0};
+    double H = (double)c->hidden, floats = 0;
+    for (int k = 0; k < p->V; k++) {
+        int vs = plan_vstage(p, stage, k), n = plan_layers(p, vs), head = vs == p->S - 1;
+        for (int i = 0; i < n + head; i++) {
+            double out = i == n ? (double)c->classes : H, in = i < n && p->lo[vs] + i == 0 ? p->inputs : H;
+            double r = fmin(arg, fmin(out, in));
+            x.params += out * in + out;
+            if (method == COMPRESS_POWERSGD) floats += (out + in) * r + out, x.mults += 3 * out * in * r;
+            if (method == COMPRESS_SIGN) floats += out * in / 32 + 1 + out;
+        }
+    }
+    if (method == COMPRESS_TOPK) floats = 2 * arg * x.params;
+    x.bytes = (p->D - 1) * 4 * floats;
+    return x;
+}
+
 // ---- checkpoints ----
 
 int compress_owns(const char *name) { return !strncmp(name, FILE_PREFIX, strlen(FILE_PREFIX)); }
@@ -194,26 +248,40 @@ static void file_path(const GradSync *sync, const char *dir, char *path, size_t 
     snprintf(path, n, "%s/" FILE_PREFIX "%05d.safetensors", dir, sync[0].comm->rank);
 }
 
+// The method's spelling in a checkpoint's metadata: topk:F, powersgd:R or sign.
+static void method_text(const Compress *x, char *text, size_t n) {
+    if (x->method == COMPRESS_TOPK) snprintf(text, n, "topk:%g", x->fraction);
+    else if (x->method == COMPRESS_POWERSGD) snprintf(text, n, "powersgd:%d", x->rank);
+    else snprintf(text, n, "sign");
+}
+
 void compress_save(const GradSync *sync, int n_sync, const char *dir, long long step) {
-    char(*names)[ST_NAME_LEN] = xcalloc((size_t)n_sync, ST_NAME_LEN);
-    StSpec *specs = xcalloc((size_t)n_sync, sizeof(StSpec));
+    int has_q = sync[0].cx->method == COMPRESS_POWERSGD, per = has_q ? 2 : 1;  // tensors per stage: error (and Q)
+    char(*names)[ST_NAME_LEN] = xcalloc((size_t)(per * n_sync), ST_NAME_LEN);
+    StSpec *specs = xcalloc((size_t)(per * n_sync), sizeof(StSpec));
     for (int k = 0; k < n_sync; k++) {
-        snprintf(names[k], ST_NAME_LEN, "error.%d", k);
-        specs[k] = (StSpec){names[k], 1, {(int64_t)sync[k].s->n_params, 0}};
+        snprintf(names[per * k], ST_NAME_LEN, "error.%d", k);
+        specs[per * k] = (StSpec){names[per * k], 1, {(int64_t)sync[k].s->n_params, 0}};
+        if (!has_q) continue;
+        snprintf(names[per * k + 1], ST_NAME_LEN, "q.%d", k);
+        specs[per * k + 1] = (StSpec){names[per * k + 1], 1, {(int64_t)sync[k].cx->q_n, 0}};
     }
-    char meta[160], path[PATH_LEN + 64];
-    snprintf(meta, sizeof meta, "{\"step\":\"%lld\",\"world\":\"%d\",\"compress\":\"topk:%.17g\"}", step,
-             sync[0].comm->size, sync[0].cx->fraction);
+    char meta[200], method[64], path[PATH_LEN + 64];
+    method_text(sync[0].cx, method, sizeof method);
+    snprintf(meta, sizeof meta, "{\"step\":\"%lld\",\"world\":\"%d\",\"compress\":\"%s\"}", step,
+             sync[0].comm->size, method);
     size_t hlen;
-    char *header = st_header_f32(specs, n_sync, meta, &hlen);
+    char *header = st_header_f32(specs, per * n_sync, meta, &hlen);
     file_path(sync, dir, path, sizeof path);
     StWriter w;
     if (st_writer_open(&w, path)) fatal("checkpoint: %s", w.err);
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
     int bad = st_writer_write(&w, len8, 8) || st_writer_write(&w, header, hlen);
-    for (int k = 0; k < n_sync && !bad; k++)
+    for (int k = 0; k < n_sync && !bad; k++) {
         bad = st_writer_write(&w, sync[k].cx->err, sizeof(float) * sync[k].s->n_params);
+        if (!bad && has_q) bad = st_writer_write(&w, sync[k].cx->q, sizeof(float) * sync[k].cx->q_n);
+    }
     if (!bad) bad = st_writer_commit(&w);
     if (bad) {
         st_writer_abort(&w);
@@ -222,27 +290,42 @@ void compress_save(const GradSync *sync, int n_sync, const char *dir, long long 
     free(header); free(specs); free(names);
 }
 
-// Loads a rank's file into the error buffers; "" or why not.
+// Copies the F32 vector `name` of n floats into to; 0, or -1 with why.
+static int load_vector(const StFile *f, const char *name, size_t n, float *to, char *why, size_t n_why) {
+    const StTensor *t = st_find(f, name);
+    if (!t || strcmp(t->dtype, "F32") || t->ndim != 1 || t->shape[0] != (int64_t)n) {
+        snprintf(why, n_why, "holds no %s of %zu floats", name, n);
+        return -1;
+    }
+    memcpy(to, f->data + t->begin, sizeof(float) * n);  // (F32, little-endian: the machine's)
+    return 0;
+}
+
+// Loads a rank's file into the error buffers (powersgd: and Q); "" or why not.
 static void load_file(GradSync *sync, int n_sync, const StFile *f, long long step, char *why, size_t n_why) {
-    char step_text[32], world_text[32];
+    char step_text[32], world_text[32], method[64];
     snprintf(step_text, sizeof step_text, "%lld", step);
     snprintf(world_text, sizeof world_text, "%d", sync[0].comm->size);
-    const char *s = st_meta(f, "step"), *w = st_meta(f, "world");
+    const char *s = st_meta(f, "step"), *w = st_meta(f, "world"), *m = st_meta(f, "compress");
     if (!s || strcmp(s, step_text) || !w || strcmp(w, world_text)) {
         snprintf(why, n_why, "was written at step %s by %s ranks, not at step %lld by %d", s ? s : "?",
                  w ? w : "?", step, sync[0].comm->size);
         return;
     }
+    method_text(sync[0].cx, method, sizeof method);
+    size_t name_len = strcspn(method, ":");  // (topk: any F; powersgd: the same R, as Q's shape)
+    int same = m && (sync[0].cx->method == COMPRESS_POWERSGD ? !strcmp(m, method) : !strncmp(m, method, name_len) &&
+                                                                                        strcspn(m, ":") == name_len);
+    if (!same) {
+        snprintf(why, n_why, "holds the state of --compress %s, not of %s", m ? m : "?", method);
+        return;
+    }
     for (int k = 0; k < n_sync; k++) {
         char name[ST_NAME_LEN];
         snprintf(name, sizeof name, "error.%d", k);
-        size_t n = sync[k].s->n_params;
-        const StTensor *t = st_find(f, name);
-        if (!t || strcmp(t->dtype, "F32") || t->ndim != 1 || t->shape[0] != (int64_t)n) {
-            snprintf(why, n_why, "holds no %s of %zu floats", name, n);
-            return;
-        }
-        memcpy(sync[k].cx->err, f->data + t->begin, sizeof(float) * n);  // (F32, little-endian: the machine's)
+        if (load_vector(f, name, sync[k].s->n_params, sync[k].cx->err, why, n_why)) return;
+        snprintf(name, sizeof name, "q.%d", k);
+        if (sync[k].cx->q && load_vector(f, name, sync[k].cx->q_n, sync[k].cx->q, why, n_why)) return;
     }
 }
 
@@ -260,8 +343,8 @@ void compress_resume(GradSync *sync, int n_sync, const char *dir, long long step
     free(buf);
     if (why[0])
         snprintf(err, sizeof err,
-                 "train: --resume %s holds no error buffers for --compress on rank %d (%s: %s): resume it with the "
-                 "ranks and layout that saved it with --compress, or without --compress",
+                 "train: --resume %s holds no state for this --compress on rank %d (%s: %s): resume it with the "
+                 "ranks, layout and --compress that saved it, or without --compress",
                  dir, sync[0].comm->rank, path, why);
     agree_on_error(err[0] ? err : NULL);
 }

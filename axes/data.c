@@ -335,11 +335,16 @@ double data_bucket_mb(const TrainConfig *c, const Degrees *d) {
     return fmin(DATA_BUCKET_LAYERS * layer * sizeof(float) / (1024 * 1024), 25);
 }
 
-double data_compress_fraction(const char *text) {
-    if (strncmp(text, "topk:", 5)) return -1;
+int data_compress_parse(const char *text, double *arg) {
+    *arg = 0;
+    if (!text[0]) return COMPRESS_NONE;
+    if (!strcmp(text, "sign")) return COMPRESS_SIGN;
+    int method = !strncmp(text, "topk:", 5) ? COMPRESS_TOPK : !strncmp(text, "powersgd:", 9) ? COMPRESS_POWERSGD : -1;
+    if (method < 0) return -1;
+    const char *num = text + (method == COMPRESS_TOPK ? 5 : 9);
     char *end;
-    double f = strtod(text + 5, &end);
-    return end == text + 5 || *end || !isfinite(f) ? -1 : f;
+    *arg = strtod(num, &end);
+    return end == num || *end || !isfinite(*arg) ? -1 : method;
 }
 
 void data_part(const TrainConfig *c, const Degrees *d, Plan *p) {
@@ -349,7 +354,11 @@ void data_part(const TrainConfig *c, const Degrees *d, Plan *p) {
     p->data.sync_every = p->data_parallel ? (int)c->ddp.sync_every : 0;
     p->data.outer_lr = c->ddp.outer_lr;
     p->data.outer_momentum = c->ddp.outer_momentum;
-    p->data.topk = p->data_parallel && c->ddp.compress[0] ? data_compress_fraction(c->ddp.compress) : 0;
+    double arg;
+    int method = p->data_parallel ? data_compress_parse(c->ddp.compress, &arg) : COMPRESS_NONE;
+    p->data.compress = method < 0 ? COMPRESS_NONE : method;  // (-1: compress_rules refuses the text)
+    p->data.topk = method == COMPRESS_TOPK ? arg : 0;
+    p->data.psgd_rank = method == COMPRESS_POWERSGD && arg >= 1 && arg <= 1 << 20 && arg == floor(arg) ? (int)arg : 0;
 }
 
 // --sync-every's rules: what local SGD leaves out (ZeRO's shards, --deterministic's one sum order, a
@@ -583,7 +592,11 @@ void data_report_header(const Plan *p, const GradSync *sync, int n_sync) {
                p->pipelined ? p->V > 1 ? " on stage 0's chunks" : " on stage 0" : "");
     printf(" | %s %s", p->data.zero ? "reduce-scatter + all-gather" : "all-reduce", r.algo);
     if (p->data.zero) printf(" | ZeRO-%d: this rank updates %zu of %zu parameters", p->data.zero, shards, params);
-    if (p->data.topk > 0) printf(" | compressed: top-k %g, all-gathered, error feedback", p->data.topk);
+    if (p->data.compress == COMPRESS_TOPK)
+        printf(" | compressed: top-k %g, all-gathered, error feedback", p->data.topk);
+    if (p->data.compress == COMPRESS_POWERSGD)
+        printf(" | compressed: PowerSGD rank %d, all-gathered, error feedback", p->data.psgd_rank);
+    if (p->data.compress == COMPRESS_SIGN) printf(" | compressed: sign, all-gathered, error feedback");
     printf("\n");
     fflush(stdout);
 }
@@ -666,9 +679,13 @@ void data_report_text(const Plan *p, const DataReport *r, double weights, double
     printf("gradient sync: %.0f collectives/step | in flight %.2f ms/step | %.0f%% hidden behind compute | "
            "optimizer state %s per rank\n",
            r->collectives, r->comm_ms, 100 * r->comm_hidden, fmt_bytes_binary(r->optimizer_bytes, b[0], 32));
-    if (p->data.topk > 0)
-        printf("compressed: top-k %g of each bucket | %s sent per rank per step, against %s for the exact sum\n",
-               p->data.topk, fmt_bytes(r->compress_sent, b[0], 32), fmt_bytes(r->compress_exact, b[1], 32));
+    char how[64];
+    if (p->data.compress == COMPRESS_TOPK) snprintf(how, sizeof how, "top-k %g of each bucket", p->data.topk);
+    if (p->data.compress == COMPRESS_POWERSGD) snprintf(how, sizeof how, "PowerSGD rank %d", p->data.psgd_rank);
+    if (p->data.compress == COMPRESS_SIGN) snprintf(how, sizeof how, "sign and a scale per matrix");
+    if (p->data.compress)
+        printf("compressed: %s | %s sent per rank per step, against %s for the exact sum\n", how,
+               fmt_bytes(r->compress_sent, b[0], 32), fmt_bytes(r->compress_exact, b[1], 32));
     if (!p->data.zero) return;
     printf("ZeRO-%d per rank: all-gather %s + reduce-scatter %s per step | weights %s, gradients %s, optimizer %s "
            "(+ %s working buckets)\n",
@@ -708,8 +725,10 @@ void data_report_json(cJSON *o, cJSON *mem, const Plan *p, const DataReport *r) 
         cJSON_AddNumberToObject(o, "reduce_scatter_bytes_per_step", r->reduce_scatter_bytes);
     }
     if (p->data.zero >= 3) cJSON_AddNumberToObject(o, "prefetched_gathers_per_step", r->prefetches);
-    if (p->data.topk > 0) {  // the last step's bytes a rank sent, and what the exact sum's ring would send
-        cJSON_AddNumberToObject(o, "compress_topk", p->data.topk);
+    if (p->data.compress) {  // the last step's bytes a rank sent, and what the exact sum's ring would send
+        if (p->data.compress == COMPRESS_TOPK) cJSON_AddNumberToObject(o, "compress_topk", p->data.topk);
+        if (p->data.compress == COMPRESS_POWERSGD) cJSON_AddNumberToObject(o, "compress_powersgd", p->data.psgd_rank);
+        if (p->data.compress == COMPRESS_SIGN) cJSON_AddStringToObject(o, "compress", "sign");
         cJSON_AddNumberToObject(o, "compressed_bytes_per_step", r->compress_sent);
         cJSON_AddNumberToObject(o, "uncompressed_bytes_per_step", r->compress_exact);
     }

@@ -116,8 +116,10 @@ int data_rules(const TrainConfig *c, const Degrees *d, Plan *p, Err *e);
 #define DATA_BUCKET_LAYERS 2  // --bucket-mb's default: a bucket per 2 layers' gradients (at most 25 MiB)
 double data_bucket_mb(const TrainConfig *c, const Degrees *d);    // --bucket-mb, or its default for this model
 void data_part(const TrainConfig *c, const Degrees *d, Plan *p);  // (the part alone: plan_layout's)
-// --compress's fraction: F of "topk:F", or -1 when the text is none with a finite F (compress_rules refuses it).
-double data_compress_fraction(const char *text);
+// --compress's method: topk:F, powersgd:R, sign (COMPRESS_NONE: ""), with its number in *arg (F, R; sign: 0),
+// or -1 when the text is none of them with a finite number (compress_rules refuses it).
+enum { COMPRESS_NONE, COMPRESS_TOPK, COMPRESS_POWERSGD, COMPRESS_SIGN };
+int data_compress_parse(const char *text, double *arg);
 int data_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e);
 
 // sizes: floats of virtual stage vs's largest gradient bucket on one rank, cut as gradsync_init cuts

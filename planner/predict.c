@@ -13,6 +13,7 @@
 #include "train/plan.h"
 #include "planner/predict.h"
 #include "axes/tensor.h"
+#include "axes/compress.h"
 #include "axes/data.h"
 #include "axes/pipeline.h"
 
@@ -220,6 +221,20 @@ static double zero3_gather(const Profile *pf, const Plan *p, const DpSync *d, do
     return all < 0 ? -1 : data_price_gathers(&d->t, all, overlap(pf, d->algo), compute);
 }
 
+// --compress's number (topk's F, powersgd's R; sign: 0).
+static double compress_arg(const Plan *p) {
+    return p->data.compress == COMPRESS_TOPK ? p->data.topk : p->data.psgd_rank;
+}
+
+// The compressor's host work (compress_price): its element-wise passes at the SGD step's rate per parameter
+// (one such pass), PowerSGD's products at a hidden layer's forward of R rows per multiply-add (the profile's
+// BLAS: axes/lowrank.c's plain loops are slower, so this is a floor).
+static double compress_host_s(const Profile *pf, const TrainConfig *c, const CompressTraffic *x, double arg) {
+    double H = (double)c->hidden, R = fmax(1, fmin(arg, H));
+    double mult = x->mults > 0 ? cost_layer(pf, LAYER_MID, PASS_F, PRECISION_FP32, R, H, H) / (R * H * H) : 0;
+    return COMPRESS_PASSES * cost_optimizer(pf, OPTIM_SGD, x->params) + x->mults * mult;
+}
+
 // What rank `stage` does after its action list (comm, opt): the part of its gradient sync not hidden
 // behind the backward and the all-gather after the update (ZeRO-1 and 2), the optimizer over its
 // parameters or its shard. ddp and ZeRO-1 sync once, behind the last backward (`last` seconds);
@@ -233,6 +248,13 @@ static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int
     t->comm = 0;
     t->opt = cost_optimizer(pf, c->optimizer, data_price_optimizer_params(p, &d.t));
     if (p->D == 1) return 0;
+    if (p->data.compress) {  // after the backward, not overlapped: its all-gathers (2 a bucket, sign's 1) and host work
+        CompressTraffic x = compress_price(c, p, stage, p->data.compress, compress_arg(p));
+        double pieces = d.t.pieces * (p->data.compress == COMPRESS_SIGN ? 1 : 2);
+        double gather = coll(pf, COLL_ALLGATHER, ALLREDUCE_MPI, p->D, x.bytes * p->D / (p->D - 1), pieces, d.local);
+        t->comm = gather + compress_host_s(pf, c, &x, compress_arg(p));
+        return gather < 0 ? -1 : 0;
+    }
     if (p->data.sync_every) {  // local SGD: the whole model's moves all-reduced once every H steps, after the update
         double once = coll(pf, COLL_ALLREDUCE, d.algo == ALLREDUCE_SHM ? ALLREDUCE_MPI : d.algo, p->D, d.t.bytes, 1,
                            d.local);
@@ -471,6 +493,39 @@ int predict_config(const Profile *pf, const TrainConfig *c0, const Degrees *d0, 
         out->samples_s = (double)c.batch / out->step_s;
         out->peak = peak;
         out->mfu = peak > 0 ? 6 * P * (double)c.batch / (out->step_s * degrees_world(&d) * peak) : 0;
+    }
+    free(p);
+    return rc;
+}
+
+// ---- crossover ----
+
+double crossover_bandwidth(double a, double m, double host, double window, double ov, double pieces) {
+    if (!(a > m)) return 0;
+    double fast = a * (1 - ov * (1 - 1 / pieces)) - m;  // E - M's slope in 1/B while ddp hides all it can
+    double bend = window / (a * (1 - 1 / pieces));      // 1/B where ddp's sync outgrows the backward window
+    double u = fast > 0 && (pieces <= 1 || host / fast <= bend) ? host / fast : (ov * window + host) / (a - m);
+    return u > 0 ? 1 / u : INFINITY;
+}
+
+int predict_crossover(const Profile *pf, const TrainConfig *c0, const Degrees *d, int method, double arg,
+                      double *bw, char *why, size_t n) {
+    TrainConfig c = *c0;
+    c.ddp.compress[0] = 0, c.ddp.sync_every = 0;  // (ddp's plan: the buckets, their overlap)
+    Plan *p = xmalloc(sizeof *p);
+    int rc = plan_layout(&c, d, p, why, n);
+    if (rc == 0 && (p->pipelined || p->D < 2 || p->data.zero))
+        rc = -1, snprintf(why, n, "a crossover is priced for ddp without a pipeline or ZeRO");
+    if (rc == 0) {
+        DpSync s = dp_sync(pf, &c, p, 0);
+        Passes q = vstage_passes(pf, &c, p, 0, p->rows);
+        double a = s.t.bytes * 2 * (p->D - 1) / p->D, ov = s.t.overlapped ? overlap(pf, s.algo) : 0, m = a / arg,
+               host = 0;
+        if (method != COMPRESS_NONE) {  // (COMPRESS_NONE: local SGD, --sync-every arg)
+            CompressTraffic x = compress_price(&c, p, 0, method, arg);
+            m = x.bytes, host = compress_host_s(pf, &c, &x, arg);
+        }
+        *bw = crossover_bandwidth(a, m, host, q.b, ov, s.t.pieces);
     }
     free(p);
     return rc;

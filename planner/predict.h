@@ -52,3 +52,15 @@ int predict_balance(const Profile *pf, const TrainConfig *c, const Layout *l, ch
 // One rank's peak FLOP/s at a precision: a machine file's datasheet gemm rate; a profile's fastest measured
 // hidden layer (a forward at the rows it ran fastest), this machine's gemm peak with its ranks busy at once.
 double predict_peak(const Profile *pf, int precision);
+
+// The crossover: the link bandwidth B (bytes/s a rank sends) below which a method's step beats ddp's. ddp
+// sends a bytes a step, its sum (a / B) hidden behind the backward's `window` seconds by `ov` but for the last
+// of its `pieces` buckets (axes/data.c's data_price_exposed); the method sends m bytes after the backward,
+// unhidden, and adds `host` seconds of work. Both steps are linear in 1/B, ddp's bending where its sum
+// outgrows the window: the smallest 1/B where the method is the faster; INFINITY: at every bandwidth, 0: at none.
+double crossover_bandwidth(double a, double m, double host, double window, double ov, double pieces);
+// That bandwidth for a ddp layout (no pipeline, no ZeRO) of c and d against method (COMPRESS_*, arg its F or R;
+// COMPRESS_NONE: local SGD, arg its H) from the profile's backward, overlap and host rates, accuracy not priced.
+// 0, or -1 with why.
+int predict_crossover(const Profile *pf, const TrainConfig *c, const Degrees *d, int method, double arg, double *bw,
+                      char *why, size_t n);

@@ -8,6 +8,7 @@
 #include "base/util.h"
 #include "planner/memory.h"
 #include "planner/price.h"
+#include "axes/data.h"  // COMPRESS_*
 
 Layout layout_of(const TrainConfig *c, const Degrees *d) {
     int pipe = d->pp > 1;
@@ -122,6 +123,24 @@ static cJSON *parts_json(const Candidate *k, double device, const char *command)
     return o;
 }
 
+// A ddp layout's crossover (predict_crossover) for the method it runs (--compress, --sync-every): the link below
+// which the method's step beats the same layout's ddp step. Nothing for other layouts.
+static void print_crossover(const char *path, const TrainConfig *c, const Degrees *d) {
+    if (d->pp > 1 || d->dp < 2 || d->zero || (!c->ddp.compress[0] && !c->ddp.sync_every)) return;
+    double arg = (double)c->ddp.sync_every, bw;
+    int method = c->ddp.sync_every ? COMPRESS_NONE : data_compress_parse(c->ddp.compress, &arg);
+    char why[PATH_LEN + 400];
+    Profile *pf = xmalloc(sizeof *pf);
+    int rc = cost_load(path, pf, why, sizeof why) || predict_crossover(pf, c, d, method, arg, &bw, why, sizeof why);
+    free(pf);
+    if (c->ddp.sync_every) printf("crossover: --sync-every %lld beats ddp ", (long long)c->ddp.sync_every);
+    else printf("crossover: --compress %s beats ddp ", c->ddp.compress);
+    if (rc) printf("nowhere priced (%s)\n", why);
+    else if (isinf(bw)) printf("at every link bandwidth (its accuracy not priced)\n");
+    else if (bw <= 0) printf("at no link bandwidth\n");
+    else printf("on links below %.3g Gb/s a rank (its host work priced, its accuracy not)\n", bw * 8 / 1e9);
+}
+
 int price_plan(const TrainConfig *c, const Degrees *d, const PriceAsk *ask, char *err, size_t n) {
     Candidate k;
     char source[sizeof ((Profile *)0)->source], cmd[3 * PATH_LEN + 400];
@@ -131,6 +150,10 @@ int price_plan(const TrainConfig *c, const Degrees *d, const PriceAsk *ask, char
     k.fits = k.pr.memory <= device;
     layout_command(&k.l, c, c->config, ask->model_flags, cmd, sizeof cmd);
     snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), "%s", ask->extra);
+    if (c->ddp.compress[0])
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " --compress %.*s", 64, c->ddp.compress);
+    if (c->ddp.sync_every)
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " --sync-every %lld", (long long)c->ddp.sync_every);
     if (c->json) {
         cJSON *o = parts_json(&k, device, cmd);
         cJSON_AddNumberToObject(o, "world", ask->world);
@@ -145,6 +168,7 @@ int price_plan(const TrainConfig *c, const Degrees *d, const PriceAsk *ask, char
     printf("# costs: %s\n", source);
     auto_print(stdout, &s, 1, 0);
     print_parts(&k, device);
+    print_crossover(ask->path, c, d);
     printf("run: %s\n", cmd);
     return 0;
 }

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# tests/t_compress.sh: --compress topk:F, compressed gradients with error feedback (axes/compress.c). topk:1
+# tests/t_compress.sh: --compress topk:F, powersgd:R and sign, compressed gradients with error feedback
+# (axes/compress.c, axes/lowrank.c). topk:1
 # sends every entry: ddp's losses bit for bit (2 replicas: one addition either way), on ddp and pp x dp;
 # topk:0.1 sends a tenth (its JSON bytes: the pairs' ring all-gather against the exact sum's ring all-reduce)
 # and trains another way; --verify checks step 1's exact sum and says so; a resumed run repeats the
 # uninterrupted losses bit for bit (each rank's error buffers in its file), and reads its own; a checkpoint
-# without them is refused; bad input is one line and exit 2.
+# without them is refused; bad input is one line and exit 2. PowerSGD at full rank (R = --hidden: every matrix's
+# min(out, in)) is ddp within float rounding; powersgd:R and sign send what their formulas say, train the loss
+# down, resume bit for bit (the error buffers and Q), refuse another compressor's checkpoint; 4 replicas end
+# alike (train compares their checksums at the end, and fails the run when they differ). plan prices a compressed
+# ddp layout apart from ddp, prints its crossover bandwidth, and refuses a bad R.
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (the compressor runs on the host: tests/lib.sh)
 TEXT=(--layers 4 --hidden 32 --batch 32 --samples 1024 --log-every 0)
@@ -63,15 +68,75 @@ sys.exit(0 if a[8:] != b else 1)' "$whole" "$other" 2>/dev/null &&
 run 120 mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --resume "$TMP/ck"
 [ "$RC" -eq 0 ] && pass "ddp resumes a compressed run's checkpoint" || fail "ddp resumes a compressed run's checkpoint" "$ERR"
 json 2 --dp 2 --steps 8 --save "$TMP/plain" >/dev/null
-expect_user_error "a checkpoint without error buffers" "holds no error buffers for --compress on rank" 120 \
+expect_user_error "a checkpoint without error buffers" "holds no state for this --compress on rank 0 .*cannot open" 120 \
     mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --compress topk:0.1 --resume "$TMP/plain"
+
+# ---- PowerSGD and sign ----
+full=$(json 2 --dp 2 --steps 12 --compress powersgd:32)  # (the head [2, 32] takes rank 2: its min(out, in))
+if why=$(losses_close "$full" "$ddp" 1e-5 ddp); then pass "powersgd at full rank is ddp within float rounding"
+else fail "powersgd at full rank is ddp within float rounding" "$why ($full)"; fi
+for c in powersgd:2 sign; do
+    low=$(json 2 --dp 2 --steps 40 --compress $c)
+    python3 -c 'import json,sys; l = json.loads(sys.argv[1])["losses"]
+sys.exit(0 if sum(l[-5:]) / 5 < sum(l[:5]) / 5 - 0.005 else 1)' "$low" 2>/dev/null &&
+        pass "$c: the loss goes down" || fail "$c: the loss goes down" "$low"
+    ! losses_close "$low" "$(json 2 --dp 2 --steps 40)" 1e-6 ddp >/dev/null && pass "$c: trains otherwise than ddp" ||
+        fail "$c: trains otherwise than ddp" "$low"
+done
+# bytes a rank sends per step (D = 2: the other replica gets each float once). Bucket A holds layers 2, 3 and the
+# head ([32, 32], [32, 32], [2, 32] and biases 32 + 32 + 2), bucket B layers 0 and 1 (two [32, 32], biases 64).
+# powersgd:4: P (32 x 4 + 32 x 4 + 2 x 2) + biases 66, then Q (32 x 4 + 32 x 4 + 32 x 2); B: 256 + 64, then
+# 256: 1222 floats, 4888 bytes. sign: A: 3 scales + 66 + 2112 bits (66 floats); B: 2 + 64 + 2048 bits (64):
+# 265 floats, 1060 bytes.
+for want in "powersgd:4 4888" "sign 1060"; do
+    set -- $want
+    got=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["compressed_bytes_per_step"], d["uncompressed_bytes_per_step"])' \
+        "$(json 2 --dp 2 --steps 2 --compress $1)" 2>&1)
+    [ "$got" = "$2 17160" ] && pass "json: $1 sends $2 bytes per step against 17160" ||
+        fail "json: $1 sends $2 bytes per step against 17160" "$got"
+done
+run 120 mpiexec -n 2 "$MICROPP" train "${TEXT[@]}" --dp 2 --steps 4 --compress powersgd:4
+grep -q "compressed: PowerSGD rank 4 | 4.89 kB sent per rank per step, against 17.2 kB" <<<"$OUT" &&
+    pass "powersgd: the summary's line" || fail "powersgd: the summary's line" "$(grep compress <<<"$OUT")"
+run 120 mpiexec -n 2 "$MICROPP" train "${TEXT[@]}" --dp 2 --steps 2 --compress sign --verify
+[ "$RC" -eq 0 ] && grep -q "stepped with (sign), and the error buffers, it does not check" <<<"$OUT" &&
+    pass "sign: verify says what it checks" || fail "sign: verify says what it checks" "exit $RC: $ERR"
+four=$(json 4 --dp 4 --steps 6 --compress powersgd:2)
+[[ $four == "{"* ]] && pass "powersgd: 4 replicas end alike" || fail "powersgd: 4 replicas end alike" "$four"
+four=$(json 4 --pp 2 --dp 2 --steps 6 --compress sign)
+[[ $four == "{"* ]] && pass "sign: pp 2 x dp 2, the replicas end alike" || fail "sign: pp 2 x dp 2, the replicas end alike" "$four"
+moe=$(json 2 --dp 2 --steps 6 --experts 4 --compress powersgd:2)  # (its expert layers sent whole, no error)
+[[ $moe == "{"* ]] && pass "powersgd with --experts: the replicas end alike" ||
+    fail "powersgd with --experts: the replicas end alike" "$moe"
+for c in powersgd:3 sign; do
+    whole=$(json 2 --dp 2 --steps 14 --compress $c)
+    json 2 --dp 2 --steps 8 --compress $c --save "$TMP/ck-$c" >/dev/null
+    rest=$(json 2 --dp 2 --steps 14 --compress $c --resume "$TMP/ck-$c")
+    python3 -c 'import json,sys; a, b = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"]
+sys.exit(0 if a[8:] == b and len(b) == 6 else 1)' "$whole" "$rest" 2>/dev/null &&
+        pass "$c: resume, steps 9-14 bit for bit" || fail "$c: resume, steps 9-14 bit for bit" "$whole vs $rest"
+done
+expect_user_error "powersgd:2 resumes no powersgd:3 checkpoint" \
+    "holds the state of --compress powersgd:3, not of powersgd:2\): resume it with the ranks, layout and --compress" 120 \
+    mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --compress powersgd:2 --resume "$TMP/ck-powersgd:3"
+expect_user_error "sign resumes no powersgd checkpoint" "holds the state of --compress powersgd:3, not of sign" 120 \
+    mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --compress sign --resume "$TMP/ck-powersgd:3"
+expect_user_error "powersgd resumes no topk checkpoint" "holds the state of --compress topk:0.05, not of powersgd:3" 120 \
+    mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --compress powersgd:3 --resume "$TMP/ck"
 
 # ---- bad input: one line, exit 2 ----
 B=(--dp 2 --layers 4 --hidden 32 --batch 32 --steps 4 --log-every 0)
-for f in topk:0 topk:1.5 topk:nan topk:-0.1 topk: sign powersgd:2; do
-    expect_user_error "--compress $f" "--compress $f: give topk:F with 0 < F <= 1" 60 \
+for f in topk:0 topk:1.5 topk:nan topk:-0.1 topk: sign:2 powersgd powersgd: powersgd:x signs; do
+    expect_user_error "--compress $f" "--compress $f: give topk:F with 0 < F <= 1.*powersgd:R with R >= 1.*or sign" 60 \
         mpiexec -n 2 "$MICROPP" train "${B[@]}" --compress "$f"
 done
+for r in 0 33 1.5 -2; do
+    expect_user_error "--compress powersgd:$r" \
+        "--compress powersgd:$r: R is each weight matrix's rank, an integer from 1 to the layers' width 32 \(--hidden 32\)" \
+        60 mpiexec -n 2 "$MICROPP" train "${B[@]}" --compress "powersgd:$r"
+done
+expect_user_error "--compress powersgd:9 with --inputs 8" "from 1 to the layers' width 8 \(--inputs 8\)" 60 \
+    mpiexec -n 2 "$MICROPP" train "${B[@]}" --inputs 8 --compress powersgd:9
 expect_user_error "with ZeRO" "--zero 1 reduce-scatters them into shards" 60 \
     mpiexec -n 2 "$MICROPP" train "${B[@]}" --compress topk:0.1 --zero 1
 expect_user_error "with --deterministic" "--deterministic sums every replica's rows in one tree" 60 \
@@ -82,3 +147,21 @@ expect_user_error "with --tp" "--tp 2 splits the layer over ranks" 60 \
     mpiexec -n 4 "$MICROPP" train "${B[@]}" --compress topk:0.1 --tp 2
 expect_user_error "without replicas" "--compress applies to data parallelism" 60 \
     "$MICROPP" train --layers 4 --hidden 32 --steps 4 --compress topk:0.1
+
+# ---- the planner: a compressed ddp layout priced, its crossover line; bad input refused there too ----
+PL=(--profile configs/profiles/cpu-2ranks.json --world 2 --config configs/medium.json --mode ddp)
+run 60 "$MICROPP" plan "${PL[@]}" --compress sign
+grep -q "^crossover: --compress sign beats ddp on links below [0-9.]* Gb/s a rank" <<<"$OUT" &&
+    grep -q "run: .* --compress sign$" <<<"$OUT" && pass "plan: sign's crossover, and its command" ||
+    fail "plan: sign's crossover, and its command" "exit $RC: $OUT $ERR"
+run 60 "$MICROPP" plan "${PL[@]}" --sync-every 8
+grep -q "^crossover: --sync-every 8 beats ddp at every link bandwidth" <<<"$OUT" &&
+    pass "plan: local SGD's crossover" || fail "plan: local SGD's crossover" "exit $RC: $OUT $ERR"
+ddp_ms=$("$MICROPP" plan "${PL[@]}" | awk '$1 == 1 {print $7}')
+run 60 "$MICROPP" plan "${PL[@]}" --compress powersgd:4
+psgd_ms=$(awk '$1 == 1 {print $7}' <<<"$OUT")
+[ -n "$ddp_ms" ] && [ "$ddp_ms" != "$psgd_ms" ] && ! grep -q crossover <<<"$("$MICROPP" plan "${PL[@]}")" &&
+    pass "plan: powersgd priced apart from ddp ($psgd_ms ms vs $ddp_ms), no crossover line for ddp" ||
+    fail "plan: powersgd priced apart from ddp" "$ddp_ms vs $psgd_ms"
+expect_user_error "plan: --compress powersgd:0" "--compress powersgd:0: R is each weight matrix's rank" 60 \
+    "$MICROPP" plan "${PL[@]}" --compress powersgd:0

@@ -9,8 +9,11 @@
 #include <stdlib.h>
 #include "unit.h"
 #include "base/ops.h"
+#include "base/util.h"
 #include "model.h"
 #include "planner/auto.h"
+#include "planner/predict.h"
+#include "axes/compress.h"
 #include "planner/price.h"
 #include "train/executor.h"
 #include "train/plan.h"
@@ -532,6 +535,47 @@ static void test_moe(void) {
            cost_alltoall(&pf, 1, 4096, 1) == 0, "%g", cost_alltoall(&pf, 4, 4096, 1));
 }
 
+// --compress and local SGD priced (issue 36): each method's bytes by hand on the small model, a compressed ddp
+// step's exposed all-gathers and host work, and the crossover bandwidth's two regimes.
+static void test_compress_price(void) {
+    TrainConfig c = small_model();
+    Degrees d = {.pp = 1, .dp = 2, .tp = 1, .ep = 1};
+    Plan *p = xmalloc(sizeof *p);
+    char why[512];
+    int rc = plan_layout(&c, &d, p, why, sizeof why);
+    EXPECT("compress_plan", rc == 0, "%s", why);
+    // 4 matrices [8, 8] and the head [2, 8], biases 8 and 2: 306 parameters. powersgd:4: (8 + 8) 4 + 8 = 72
+    // floats a layer, the head at r = 2: (2 + 8) 2 + 2 = 22: 310 floats to the other replica, 1240 bytes
+    CompressTraffic x = compress_price(&c, p, 0, COMPRESS_POWERSGD, 4);
+    EXPECT("compress_powersgd_bytes", x.bytes == 1240 && x.params == 306 && x.mults == 3 * (4 * 64 * 4 + 16 * 2),
+           "%g %g %g", x.bytes, x.params, x.mults);
+    x = compress_price(&c, p, 0, COMPRESS_SIGN, 0);  // 64 bits = 2 floats, a scale, 8 biases; the head 0.5 + 1 + 2
+    EXPECT("compress_sign_bytes", x.bytes == 4 * (4 * 11 + 3.5), "%g", x.bytes);
+    x = compress_price(&c, p, 0, COMPRESS_TOPK, 0.1);  // 30.6 (index, value) pairs
+    EXPECT("compress_topk_bytes", fabs(x.bytes - 8 * 30.6) < 1e-9, "%g", x.bytes);
+    // ddp + powersgd:4 on the fixed profile: one bucket, 2 all-gathers of 0.003 s (flat), 4 passes of SGD's
+    // 1e-9 a parameter, 3168 multiply-adds at a forward of 4 rows' 4A over 4 x 8 x 8: 49.5 A
+    Profile pf;
+    fixed_profile(&pf);
+    pf.sgd_s = 1e-9;
+    snprintf(c.ddp.compress, sizeof c.ddp.compress, "powersgd:4");
+    Prediction pr;
+    rc = predict_config(&pf, &c, &d, &pr, why, sizeof why);
+    double want = 2 * 0.003 + 4 * 306 * 1e-9 + 3168 * A / 64;
+    EXPECT("compress_priced_exposed", rc == 0 && fabs(pr.coll_s - want) < 1e-12, "%s %.12g vs %.12g", why, pr.coll_s,
+           want);
+    // ddp sends a = 1e6 bytes in 4 buckets, half its sum hidden behind a 0.1 s backward, a method m = 1e5 plus
+    // host seconds: fast links, 1/B = host / (a (1 - 0.5 x 3/4) - m) = 0.01 / 525000; slow ones (where ddp's
+    // sum outgrows the window, 1/B > 0.1 / 750000), 1/B = (0.05 + host) / (a - m)
+    double bw = crossover_bandwidth(1e6, 1e5, 0.01, 0.1, 0.5, 4);
+    EXPECT("crossover_fast_regime", fabs(bw - 52.5e6) < 1e-3, "%.9g", bw);
+    bw = crossover_bandwidth(1e6, 1e5, 0.1, 0.1, 0.5, 4);
+    EXPECT("crossover_slow_regime", fabs(bw - 6e6) < 1e-6, "%.9g", bw);
+    EXPECT("crossover_no_host_every_link", isinf(crossover_bandwidth(1e6, 1e5, 0, 0.1, 0.5, 4)), "finite");
+    EXPECT("crossover_more_bytes_never", crossover_bandwidth(1e6, 2e6, 0, 0.1, 0.5, 4) == 0, "not 0");
+    free(p);
+}
+
 int main(void) {
     test_curves();
     test_machine();
@@ -546,5 +590,6 @@ int main(void) {
     test_data_costs();
     test_one_layout();
     test_moe();
+    test_compress_price();
     return unit_failures != 0;
 }

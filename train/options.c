@@ -219,7 +219,8 @@ const Option train_options[] = {
      "--sync-every: the outer optimizer's Nesterov momentum (DiLoCo's 0.9; 0: none)", AXIS_DATA},
     {"compress", 0, OPT_STR, T(ddp.compress), 0, 0, 0, "SPEC",
      "data parallel (--dp): topk:F, each bucket sends its F largest-magnitude gradients (index, value), the rest "
-     "kept in an error buffer added to the next step's (error feedback); ZeRO 0 only",
+     "kept in an error buffer added to the next step's (error feedback); powersgd:R, each weight matrix a rank-R "
+     "product (PowerSGD); sign, each weight matrix's signs and mean magnitude; ZeRO 0 only",
      AXIS_DATA},
     {"save", 0, OPT_STR, T(ckpt.save), 0, 0, 0, "DIR",
      "write checkpoints (safetensors per stage + manifest.json) to DIR, at the end and every --save-every", 0},

@@ -484,7 +484,8 @@ int plan_layout(const TrainConfig *c, const Degrees *d, Plan *p, char *err, size
     p->inputs = (int)(c->inputs ? c->inputs : c->hidden);
     p->transport_why = "";
     if (tensor_rules(c, p, &e) || pipeline_rules(c, d, 2147483647LL, p, &e) || rule_batch(c, p, &e) ||
-        rule_moe(c, p, &e) || expert_rules(c, p, &e))  // (the MoE layers' layouts, as train refuses them)
+        rule_moe(c, p, &e) || expert_rules(c, p, &e) ||  // (the MoE layers' layouts, as train refuses them)
+        compress_rules(c, p, &e))
         return -1;
     rule_placement(c, NULL, p);  // (the planner prices the links of the placement train will choose)
     return 0;

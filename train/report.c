@@ -497,7 +497,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
         data_report_fill(&s->data, p, &r->wire.comm, r->model.sync, r->model.n_sync, c->optimizer, m->comm_s,
                          m->exposed_s, s->start, s->n_run, s->skip);
         if (p->data.zero) zero_report_fill(&s->data, p, r->model.sync, r->model.n_sync);
-        if (p->data.topk > 0) compress_report_fill(&s->data, r->model.sync, r->model.n_sync);
+        if (p->data.compress) compress_report_fill(&s->data, r->model.sync, r->model.n_sync);
     }
     const LocalSgd *outer = r->model.outer;
     if (outer) {
@@ -553,9 +553,12 @@ static void text_verify(const TrainConfig *c, const Plan *p, const VerifyResult 
     else if (v->det)
         printf("  --deterministic: a gradient lies %.0f ulp from the reference's: not the canonical order (a bug)\n",
                v->det_ulps);
-    if (p->data.topk > 0)
-        printf("  --compress: it checks step 1's exact sum of the replicas' gradients; the top-k sum the run stepped\n"
-               "  with, and the error buffers, it does not check\n");
+    const char *method = p->data.compress == COMPRESS_TOPK   ? "top-k"
+                         : p->data.compress == COMPRESS_SIGN ? "sign"
+                                                             : "PowerSGD";
+    if (p->data.compress)
+        printf("  --compress: it checks step 1's exact sum of the replicas' gradients; the compressed sum the run\n"
+               "  stepped with (%s), and the error buffers, it does not check\n", method);
     int tied = 0;
     for (int k = 0; k < v->S; k++) tied |= v->tied[k] > 0;
     if (tied)
