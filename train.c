@@ -323,63 +323,6 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
     if (model->head) stage_take_loss(model->head);  // the step's one read of the loss
 }
 
-// The loss lives on the head's stage; every rank learns the global batch's (and so decides alike on NaN).
-// The same all-reduce carries how many ranks' last update left a parameter non-finite (guard_note_nonfinite):
-// if any, every rank ends with the lowest such rank's message (exit 1); and with --clip-grad each rank's
-// sum of the squares of its gradients (guard_grad_sumsq), whose total is the global norm's square.
-// --experts: the MoE layers' counters of the step ride on it too (E + 3 more: load, dropped, assigned, aux).
-static void moe_step_local(const Model *model, double *v, int E) {
-    for (int k = 0; k < model->n_local; k++) {
-        Moe *moe = model->local[k].moe;
-        if (!moe) continue;
-        for (int e = 0; e < E; e++) v[e] += (double)moe->stats.load[e];
-        v[E] += (double)moe->stats.dropped;
-        v[E + 1] += (double)moe->stats.assigned;
-        v[E + 2] += moe->stats.aux_wsum * model->local[k].grad_scale;  // (a group's rows' share of the step)
-        moe_stats_reset(moe);
-    }
-}
-
-// This rank's part of the step's values, n of them and one more (--post-validate's flag, last).
-static double *loss_values(const Model *model, const Progress *g, Measure *m, int step, double sumsq, int *n_out) {
-    int E = m->moe.E, n = 5 + (E ? E + 3 : 0);
-    double *v = xcalloc((size_t)n + 1, sizeof(double));
-    *n_out = n;
-    v[3] = g->bad_update[0] ? 1 : 0;
-    v[4] = sumsq;
-    if (E) moe_step_local(model, v + 5, E);
-    if (model->head) {
-        v[0] = model->head->loss.sum;
-        v[1] = model->head->loss.rows;
-        v[2] = model->head->loss.correct;
-    }
-    if (fault_due(FAULT_NAN, step + 1)) v[0] = NAN;  // testing: this rank's contribution goes bad
-    return v;
-}
-
-// The step's loss (and norm, MoE counters) from the values summed over the ranks.
-static double loss_taken(Measure *m, int step, const double *v) {
-    m->grad_norm[step] = sqrt(v[4]);
-    if (m->moe.E) measure_moe_keep(m, v + 5, step);
-    m->loss[step] = v[0] / v[1];
-    return m->loss[step];
-}
-
-static double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *m, int step, double sumsq) {
-    int n;
-    double *v = loss_values(model, g, m, step, sumsq, &n), t0 = m->step_start[step];
-    if (p->distributed) {
-        wd_phase("the loss all-reduce", step + 1);
-        double ta = now_sec();
-        comm_allreduce_sum_double(v, n, MPI_COMM_WORLD);
-        measure_record(m, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
-        if (v[3] > 0) agree_on_failure(g->bad_update);
-    }
-    double loss = loss_taken(m, step, v);
-    free(v);
-    return loss;
-}
-
 static void step_update(Run *r, int step) {
     const TrainConfig *c = r->c;
     Model *model = &r->model;
@@ -392,12 +335,12 @@ static void step_update(Run *r, int step) {
     int undone = 0;  // --post-validate: the check and the loss set off, the copy taken; 1: this rank's gradients
     if (c->guard.post_validate) {  // are not finite, so every rank will undo the step (no note of its update)
         int n;
-        double *v = loss_values(model, &r->progress, &r->m, step, 0, &n);
+        double *v = step_values(model, &r->progress, &r->m, step, 0, &n);
         undone = postval_begin(r, step, v, n + 1);
     }
     if (c->guard.clip_grad > 0) guard_clip(r, step);
     int skip = fault_due_any(FAULT_SKIP, step + 1);  // testing: the synchronous run that leaves the step out
-    for (int k = 0; k < model->n_local && !skip; k++) {  // data parallelism: the stage's sync steps it (ZeRO-1: its shards)
+    for (int k = 0; k < model->n_local && !skip; k++) {  // ddp: the stage's sync steps it (ZeRO-1: its shards)
         long bad =
             model->n_sync ? gradsync_optimizer_step(&model->sync[k], &o) : stage_optimizer_step(&model->local[k], &o);
         if (!undone) guard_note_nonfinite(r, step, k, bad);
@@ -617,18 +560,10 @@ static void step_after(Run *r, int step, double loss, int verbose) {
     live_step(&r->live, step, p->steps, p->epochs, p->steps_per_epoch, (double)r->c->batch * p->N);
 }
 
-// The next step's forward and backward again, the first run's events and MoE counters dropped.
-static void step_rerun(Run *r, int step) {
-    Measure *m = &r->m;
-    while (m->n_ev > 0 && m->ev[m->n_ev - 1].step == step) m->n_ev--;
-    for (int k = 0; k < r->model.n_local; k++)
-        if (r->model.local[k].moe) moe_stats_reset(r->model.local[k].moe);
-    step_run(r, step);
-}
-
 // --post-validate: step `step`'s check and loss, waited for after the next step's forward and backward
 // (`redo`: a next step ran). When a rank held a non-finite gradient, every rank undoes the step's update
-// (the step is skipped) and runs the next step again from the parameters before it. Then the step's
+// (the step is skipped) and runs the next step again from the parameters before it (its first run's events
+// and MoE counters dropped). Then the step's
 // checks, line and checkpoint, as the synchronous steps have them before and after their update.
 static void step_settle(Run *r, int step, int redo, int verbose) {
     Measure *m = &r->m;
@@ -638,14 +573,18 @@ static void step_settle(Run *r, int step, int redo, int verbose) {
     const double *v = postval_wait(r);
     double tb = now_sec(), bad = v[r->pv.n - 1];
     if (v[3] > 0) agree_on_failure(r->progress.bad_update);
-    double loss = loss_taken(m, step, v);
+    double loss = step_loss_taken(m, step, v);
     step_checks(r->c, &r->progress, m, step, loss);
     if (bad > 0) {
         postval_restore(r);
         if (verbose)
             printf("step %d: %.0f rank%s held a non-finite gradient: its update is undone on every rank and the step "
-                   "skipped (--post-validate)%s\n", step + 1, bad, bad > 1 ? "s" : "", redo ? "; the next step runs again" : "");
-        if (redo) step_rerun(r, step + 1);
+                   "skipped (--post-validate)%s\n",
+                   step + 1, bad, bad > 1 ? "s" : "", redo ? "; the next step runs again" : "");
+        while (redo && m->n_ev > 0 && m->ev[m->n_ev - 1].step == step + 1) m->n_ev--;
+        for (int k = 0; redo && k < r->model.n_local; k++)
+            if (r->model.local[k].moe) moe_stats_reset(r->model.local[k].moe);
+        if (redo) step_run(r, step + 1);
     } else if (r->p.distributed)
         measure_record(m, at, EV_ALLREDUCE, -1, 0, ta - m->step_start[at], tb - m->step_start[at]);
     step_after(r, step, loss, verbose);
