@@ -327,24 +327,16 @@ static void step_update(Run *r, int step) {
     const TrainConfig *c = r->c;
     Model *model = &r->model;
     double t0 = r->m.step_start[step], to = now_sec();
+    int pv = c->guard.post_validate, clip = c->guard.clip_grad > 0;
     wd_phase("the optimizer step", step + 1);
-    float lr = (float)lr_at(c->optim.lr_schedule, c->lr, c->optim.min_lr, c->optim.warmup_steps, step, r->p.steps);
-    OptimStep o = {c->optimizer,      lr, (float)c->weight_decay, c->optim.adam_beta1, c->optim.adam_beta2,
-                   c->optim.adam_eps, step + 1};
     if (fault_due(FAULT_NANGRAD, step + 1)) guard_inject_nan(model);
-    int undone = 0;  // --post-validate: the check and the loss set off, the copy taken; 1: this rank's gradients
-    if (c->guard.post_validate) {  // are not finite, so every rank will undo the step (no note of its update)
+    int undone = 0;  // --post-validate: the check, the loss and the norm set off, the copy taken; 1: this rank's
+    if (pv) {        // gradients are not finite, so every rank will undo the step (no note of its update)
         int n;
-        double *v = step_values(model, &r->progress, &r->m, step, 0, &n);
+        double *v = step_values(model, &r->progress, &r->m, step, clip ? guard_grad_sumsq(&r->wire, model) : 0, &n);
         undone = postval_begin(r, step, v, n + 1);
     }
-    if (c->guard.clip_grad > 0) guard_clip(r, step);
-    int skip = fault_due_any(FAULT_SKIP, step + 1);  // testing: the synchronous run that leaves the step out
-    for (int k = 0; k < model->n_local && !skip; k++) {  // ddp: the stage's sync steps it (ZeRO-1: its shards)
-        long bad =
-            model->n_sync ? gradsync_optimizer_step(&model->sync[k], &o) : stage_optimizer_step(&model->local[k], &o);
-        if (!undone) guard_note_nonfinite(r, step, k, bad);
-    }
+    guard_optimizer_step(r, step, clip && !pv, !undone);  // (--post-validate clips once the norm has arrived)
     if (model->outer && localsgd_due(model->outer, step, r->p.steps)) localsgd_sync(model->outer);
     r->wire.be->sync();
     measure_record(&r->m, step, EV_OPTIMIZER, -1, 0, to - t0, now_sec() - t0);
@@ -562,8 +554,9 @@ static void step_after(Run *r, int step, double loss, int verbose) {
 
 // --post-validate: step `step`'s check and loss, waited for after the next step's forward and backward
 // (`redo`: a next step ran). When a rank held a non-finite gradient, every rank undoes the step's update
-// (the step is skipped) and runs the next step again from the parameters before it (its first run's events
-// and MoE counters dropped). Then the step's
+// (the step is skipped); when --clip-grad's global norm says the step clips, every rank redoes the update
+// from the step's gradients, clipped (the paper's redo). Either way it runs the next step again from the
+// parameters now in place (its first run's events and MoE counters dropped). Then the step's
 // checks, line and checkpoint, as the synchronous steps have them before and after their update.
 static void step_settle(Run *r, int step, int redo, int verbose) {
     Measure *m = &r->m;
@@ -573,11 +566,13 @@ static void step_settle(Run *r, int step, int redo, int verbose) {
     const double *v = postval_wait(r);
     double tb = now_sec(), bad = v[r->pv.n - 1];
     if (v[3] > 0) agree_on_failure(r->progress.bad_update);
-    double loss = step_loss_taken(m, step, v);
+    double loss = step_loss_taken(m, step, v), clip = r->c->guard.clip_grad;
     step_checks(r->c, &r->progress, m, step, loss);
-    if (bad > 0) {
-        postval_restore(r);
-        if (verbose)
+    m->clip_scale[step] = 1;
+    if (bad > 0 || (clip > 0 && clip / (m->grad_norm[step] + 1e-6) < 1)) {
+        postval_restore(r, bad == 0);  // (clipped: the step's gradients back too, and the update redone)
+        if (bad == 0) guard_optimizer_step(r, step, 1, 1);
+        else if (verbose)
             printf("step %d: %.0f rank%s held a non-finite gradient: its update is undone on every rank and the step "
                    "skipped (--post-validate)%s\n",
                    step + 1, bad, bad > 1 ? "s" : "", redo ? "; the next step runs again" : "");

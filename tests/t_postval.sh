@@ -2,9 +2,10 @@
 # tests/t_postval.sh: --post-validate, steps that overlap. A non-finite gradient injected at step k on one
 # rank (MICROPP_FAULT nangrad) is undone on every rank, and the run ends with the weights, byte for byte,
 # of the synchronous run that leaves step k out (MICROPP_FAULT skip), on 1, 2 and 4 ranks, 1f1b, zb-h2 and
-# zb-v; without a failure it trains the synchronous run's weights; the step after the barrier-free one
-# starts at once (a late rank: the others wait no barrier); its undo copy counts in the memory; the runs it
-# cannot undo are refused, one line, exit 2, on every rank.
+# zb-v; --clip-grad's steps that clip are redone and end as the synchronous clipping run's; without a failure
+# it trains the synchronous run's weights; a step starts at once (a late rank: the others wait at no
+# barrier); its undo copy counts in the memory (train's and plan's); the runs it cannot undo are refused,
+# one line, exit 2, on every rank.
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$TMP" || exit 1
@@ -64,6 +65,25 @@ if [ "$rc" -eq 0 ] && [ "$RC" -eq 0 ] && same ok-pv ok-sync; then
     pass "postval/no failure: pp 2 zb-h2 trains the synchronous run's weights, byte for byte"
 else fail "postval/no failure: the synchronous run's weights" "exit $rc, $RC"; fi
 
+# --clip-grad: the norm arrives a step late; a step that clips is redone from its gradients, clipped: the
+# synchronous clipping run's weights (3 of 6 steps clip at 0.012), byte for byte
+clipped() {  # NAME N ARGS...
+    local name=$1 n=$2; shift 2
+    local C=(--clip-grad 0.012 --json)
+    train "$n" "$name-cpv" "" --post-validate "${C[@]}" "$@"
+    local rc=$RC steps
+    steps=$(python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["steps_clipped"])' <<<"$OUT" 2>/dev/null)
+    train "$n" "$name-csync" "" "${C[@]}" "$@"
+    if [ "$rc" -ne 0 ] || [ "$RC" -ne 0 ]; then fail "postval/--clip-grad $name" "exit $rc, $RC: $(head -c 300 <<<"$ERR")"
+    elif [ "$steps" != 3 ]; then fail "postval/--clip-grad $name" "steps clipped: '$steps', expected 3"
+    elif ! same "$name-cpv" "$name-csync"; then fail "postval/--clip-grad $name" "the weights differ from the synchronous clipping run's"
+    else pass "postval/--clip-grad $name: 3 of 6 steps clip, redone once the norm arrives; the synchronous run's weights, byte for byte"; fi
+}
+clipped "monolith" 1
+clipped "pp 2 zb-h2" 2 "${PP[@]}" --schedule zb-h2
+clipped "pp 4 1f1b" 4 "${PP[@]}" --schedule 1f1b
+clipped "ddp 2" 2 --mode ddp
+
 # no barrier between steps: rank 1 starts step 3 two seconds late (MICROPP_FAULT late); synchronous, rank 0
 # waits for it at the barrier before its step 3; with --post-validate it starts step 3 at once (and waits
 # inside it, for rank 1's gradients)
@@ -90,10 +110,20 @@ mem() {  # ARGS...: "weights optimizer" of memory_per_rank
 print(m["weights"], m["optimizer"])' <<<"$OUT"
 }
 read -r w o <<<"$(mem)"
-read -r w2 o2 <<<"$(mem --post-validate)"
-if [ -n "${o2:-}" ] && python3 -c 'import sys; w,o,o2=map(float,sys.argv[1:]); sys.exit(0 if o2 == o + 3 * w else 1)' "$w" "$o" "$o2"; then
-    pass "postval/memory: the undo copy counts as optimizer state (${o} + 3 x ${w} bytes = ${o2})"
-else fail "postval/memory: the undo copy counted" "weights ${w:-?}, optimizer ${o:-?} -> ${o2:-?}"; fi
+for x in "3 --post-validate" "4 --post-validate --clip-grad 1"; do  # (--clip-grad: the step's gradients too)
+    read -r w2 o2 <<<"$(mem ${x#* })"
+    if [ -n "${o2:-}" ] && python3 -c 'import sys; k,w,o,o2=map(float,sys.argv[1:]); sys.exit(0 if o2 == o + k * w else 1)' "${x%% *}" "$w" "$o" "$o2"; then
+        pass "postval/memory: the undo copy counts as optimizer state (${x#* }: ${o} + ${x%% *} x ${w} bytes = ${o2})"
+    else fail "postval/memory: the undo copy counted (${x#* })" "weights ${w:-?}, optimizer ${o:-?} -> ${o2:-?}"; fi
+done
+# micropp plan reckons the same copy
+plan_opt() { "$MICROPP" plan --pp 2 --layers 8 --hidden 32 --schedule 1f1b --json "$@" | python3 -c 'import json,sys
+d=json.load(sys.stdin); print(d["rows"][0]["optimizer_bytes"], d["rows"][0]["weight_bytes"])' 2>/dev/null; }
+read -r po pw <<<"$(plan_opt)"
+read -r po2 pw2 <<<"$(plan_opt --post-validate)"
+if [ -n "${po2:-}" ] && python3 -c 'import sys; o,w,o2=map(float,sys.argv[1:]); sys.exit(0 if o2 == o + 3 * w else 1)' "$po" "$pw" "$po2"; then
+    pass "postval/memory: micropp plan --post-validate reckons the copy (${po} + 3 x ${pw} bytes = ${po2})"
+else fail "postval/memory: micropp plan reckons the copy" "optimizer ${po:-?} -> ${po2:-?}, weights ${pw:-?}"; fi
 
 # what cannot be undone: one line, exit 2, on every rank
 refused() {  # WHAT PATTERN ARGS...
@@ -104,5 +134,4 @@ refused "--zero 1" "post-validate with --zero 1: ZeRO keeps the optimizer's stat
 refused "--zero 3" "post-validate with --zero 3" --mode ddp --zero 3
 refused "--compress" "post-validate with --compress: a step's error-feedback buffers" --mode ddp --compress topk:0.1
 refused "--sync-every" "post-validate with --sync-every 2: local SGD's outer step" --mode ddp --sync-every 2
-refused "--clip-grad" "post-validate with --clip-grad: a clipped step must be redone" --mode pp --clip-grad 1
 refused "--verify" "post-validate with --verify" --mode pp --verify

@@ -276,10 +276,6 @@ static int rule_post_validate(const TrainConfig *c, const Plan *p, Err *e) {
         return refuse(e, "train: --post-validate with --verify: --verify compares step 1's loss before its update, "
                          "which --post-validate learns a step later: verify the layout without --post-validate (its "
                          "steps compute the same)");
-    if (c->guard.clip_grad > 0)
-        return refuse(e, "train: --post-validate with --clip-grad: a clipped step must be redone from its gradients, "
-                         "which the next step has overwritten by the time the global norm arrives (they are not "
-                         "kept): drop one of them");
     return 0;
 }
 

@@ -75,11 +75,13 @@ static int grads_nonfinite(const Model *model) {
     return 0;
 }
 
-// The copy: each local stage's parameters and (Adam) both moments, allocated once, where they live.
+// The copy: each local stage's parameters, (Adam) both moments and (--clip-grad) the step's gradients,
+// allocated once, where they live.
 static void keep_state(Run *r) {
     PostVal *pv = &r->pv;
     const TrainConfig *c = r->c;
-    int adam = c->optimizer != OPTIM_SGD;
+    int adam = c->optimizer != OPTIM_SGD, grads = c->guard.clip_grad > 0;
+    pv->copies = 1 + 2 * adam + grads;
     if (!pv->keep) pv->keep = xcalloc((size_t)r->model.n_local, sizeof(float *));
     for (int k = 0; k < r->model.n_local; k++) {
         Stage *s = &r->model.local[k];
@@ -88,12 +90,13 @@ static void keep_state(Run *r) {
             s->adam_m = s->be->alloc(bytes);
             s->adam_v = s->be->alloc(bytes);
         }
-        if (!pv->keep[k]) pv->keep[k] = s->be->alloc(bytes * (adam ? 3 : 1));
+        if (!pv->keep[k]) pv->keep[k] = s->be->alloc(bytes * (size_t)pv->copies);
         s->be->copy(pv->keep[k], s->params, bytes);
         if (adam) {
             s->be->copy(pv->keep[k] + s->n_params, s->adam_m, bytes);
             s->be->copy(pv->keep[k] + 2 * s->n_params, s->adam_v, bytes);
         }
+        if (grads) s->be->copy(pv->keep[k] + (size_t)(pv->copies - 1) * s->n_params, s->grads, bytes);
     }
 }
 
@@ -115,14 +118,12 @@ int postval_begin(Run *r, int step, double *v, int n) {
 const double *postval_wait(Run *r) {
     PostVal *pv = &r->pv;
     CHECK(pv->step >= 0, "post-validation: no check in flight");
-    double t = now_sec();
     MPI_CHECK(MPI_Wait(&pv->req, MPI_STATUS_IGNORE));
-    pv->wait_s += now_sec() - t;
     pv->step = -1;
     return pv->v;
 }
 
-void postval_restore(Run *r) {
+void postval_restore(Run *r, int grads) {
     PostVal *pv = &r->pv;
     int adam = r->c->optimizer != OPTIM_SGD;
     for (int k = 0; k < r->model.n_local; k++) {
@@ -133,9 +134,9 @@ void postval_restore(Run *r) {
             s->be->copy(s->adam_m, pv->keep[k] + s->n_params, bytes);
             s->be->copy(s->adam_v, pv->keep[k] + 2 * s->n_params, bytes);
         }
+        if (grads) s->be->copy(s->grads, pv->keep[k] + (size_t)(pv->copies - 1) * s->n_params, bytes);
     }
     r->wire.be->sync();
-    pv->rolled_back++;
 }
 
 void postval_free(Run *r) {

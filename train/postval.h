@@ -18,6 +18,7 @@ double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *
 int postval_begin(Run *r, int step, double *v, int n);
 // The values of the check in flight, summed over the ranks (waited for; the flag last).
 const double *postval_wait(Run *r);
-// Every local stage's parameters and moments back as they were before the checked step's update.
-void postval_restore(Run *r);
+// Every local stage's parameters and moments back as they were before the checked step's update, and with
+// `grads` (--clip-grad: the update is redone, clipped) the step's gradients too.
+void postval_restore(Run *r, int grads);
 void postval_free(Run *r);

@@ -248,7 +248,7 @@ static void fill_model_state(const Plan *p, const Model *model, const PostVal *p
         v[1] += (st->grads ? whole : 0) + (z && z->gshard ? shard : 0);
         if (st->adam_m) v[2] += 2.0 * whole;
         if (g && g->m) v[2] += 2.0 * shard;
-        if (pv->keep && pv->keep[k]) v[2] += (st->adam_m ? 3.0 : 1.0) * whole;  // --post-validate's undo copy
+        if (pv->keep && pv->keep[k]) v[2] += pv->copies * whole;  // --post-validate's undo copy
     }
     const MemTally *t = model->n_local ? model->local[0].mem.tally : NULL;
     if (t) v[4] = (double)t->peak_bytes;  // a pipeline rank's chunks: the peak of their sum, as the rank held it

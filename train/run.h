@@ -91,16 +91,15 @@ typedef struct {
 } AutoPick;
 
 // --post-validate (train/postval.c): the step whose global check is in flight, and the copy that undoes
-// its update. The check rides on the step's loss all-reduce, started at the update and waited for after
-// the next step's forward and backward.
+// (or, clipped, redoes) its update. The check and --clip-grad's norm ride on the step's loss all-reduce,
+// started at the update and waited for after the next step's forward and backward.
 typedef struct {
     int step;                 // the step whose check is in flight (-1: none)
     MPI_Request req;          // its all-reduce (MPI_REQUEST_NULL on one process)
     double *v;                // the values all-reduced: step_loss's, then the ranks holding a non-finite gradient
     int n;                    // values in v (the flag last)
-    float **keep;             // [n_local]: each local stage's parameters, then Adam's moments, before the update
-    int rolled_back;          // steps undone so far
-    double wait_s;            // seconds waited for the checks
+    float **keep;             // [n_local]: each local stage's parameters, Adam's moments (--clip-grad: and the
+    int copies;               // step's gradients) before the update: `copies` x its parameters
 } PostVal;
 
 // The run as cmd_train keeps it.
