@@ -54,7 +54,8 @@ const Option train_options[] = {
      0},
     {"post-validate", 0, OPT_BOOL, T(guard.post_validate), 0, 0, 0, 0,
      "steps overlap: no barrier between steps, each rank updates at once and the global check (a non-finite "
-     "gradient anywhere) and the loss arrive a step later; a failed step is undone and skipped on every rank",
+     "gradient anywhere, --clip-grad's norm) and the loss arrive a step later; a failed step is undone and skipped "
+     "on every rank, a clipped one redone",
      0},
     {"experts", 0, OPT_INT, T(moe.experts), 0, 0, 4096, "E",
      "mixture of experts: hidden layers after layer 0 (--moe-every) become a router and E experts Linear(H,H)+ReLU "
