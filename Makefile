@@ -17,7 +17,7 @@ CMD_SRCS := micropp.c train.c bubble.c plan_cmd.c pingpong.c allreduce.c selftes
 CORE_SRCS := comms.c model.c moe.c schedule.c schedule_v.c schedule_file.c schedule_auto.c p2p.c
 COMMS_SRCS := $(addprefix comms/,hardware.c messages.c collectives.c alltoall.c ring.c hier.c shm.c launch.c slurm.c watchdog.c finalize.c)
 TRAIN_SRCS := $(addprefix train/,plan.c options.c measure.c executor.c verify.c report.c report_json.c checkpoint.c \
-                                 trace.c metrics.c live.c guard.c manifest.c)
+                                 trace.c metrics.c live.c guard.c manifest.c postval.c)
 AXES_SRCS := $(addprefix axes/,degrees.c pipeline.c data.c zero.c tensor.c localsgd.c expert.c compress.c lowrank.c)
 PLANNER_SRCS := $(addprefix planner/,memory.c cost.c calibrate.c predict.c auto.c price.c cache.c table.c)
 BASE_SRCS := $(addprefix base/,util.c config.c suggest.c data.c idx.c safetensors.c fault.c outfile.c ops_cpu.c ops_onednn.c svg.c \

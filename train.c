@@ -23,6 +23,7 @@
 #include "axes/compress.h"
 #include "train/options.h"
 #include "train/guard.h"
+#include "train/postval.h"
 
 // ---- parse ----
 
@@ -266,6 +267,7 @@ static void setup_compress(Run *r) {
 
 static void run_free(Run *r) {
     Model *model = &r->model;
+    postval_free(r);
     if (model->outer) localsgd_free(model->outer);
     free(model->outer);
     StepState *st = &r->exec;
@@ -302,13 +304,14 @@ static void setup_deterministic(Run *r) {
 // ---- the step loop ----
 
 // The forward and backward of every micro-batch (and its communication), then the gradients
-// averaged over the replicas. st->step and st->step_sample name the step.
-static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m) {
+// averaged over the replicas. st->step and st->step_sample name the step. A pipeline's ranks start it
+// together (the barrier), but for --post-validate's steps after the first, which follow at once.
+static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m, int barrier) {
     int step = st->step;
     for (int k = 0; k < model->n_local; k++) stage_zero_grads(&model->local[k]);
     for (int k = 0; k < model->n_sync; k++) gradsync_begin_step(&model->sync[k]);
     wd_phase("the step's barrier", step + 1);
-    if (p->pipelined) comm_barrier(MPI_COMM_WORLD);
+    if (p->pipelined && barrier) comm_barrier(MPI_COMM_WORLD);
     for (int k = 0; k < model->n_local; k++)
         if (model->local[k].det) model->local[k].det->row0 = plan_row(p, 0, w->replica, 0);
     double t0 = now_sec();
@@ -326,64 +329,20 @@ static void step_compute(const Plan *p, Wire *w, Model *model, StepState *st, Me
     if (model->head) stage_take_loss(model->head);  // the step's one read of the loss
 }
 
-// The loss lives on the head's stage; every rank learns the global batch's (and so decides alike on NaN).
-// The same all-reduce carries how many ranks' last update left a parameter non-finite (guard_note_nonfinite):
-// if any, every rank ends with the lowest such rank's message (exit 1); and with --clip-grad each rank's
-// sum of the squares of its gradients (guard_grad_sumsq), whose total is the global norm's square.
-// --experts: the MoE layers' counters of the step ride on it too (E + 3 more: load, dropped, assigned, aux).
-static void moe_step_local(const Model *model, double *v, int E) {
-    for (int k = 0; k < model->n_local; k++) {
-        Moe *moe = model->local[k].moe;
-        if (!moe) continue;
-        for (int e = 0; e < E; e++) v[e] += (double)moe->stats.load[e];
-        v[E] += (double)moe->stats.dropped;
-        v[E + 1] += (double)moe->stats.assigned;
-        v[E + 2] += moe->stats.aux_wsum * model->local[k].grad_scale;  // (a group's rows' share of the step)
-        moe_stats_reset(moe);
-    }
-}
-
-static double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *m, int step, double sumsq) {
-    int E = m->moe.E, n = 5 + (E ? E + 3 : 0);
-    double *v = xcalloc((size_t)n, sizeof(double)), t0 = m->step_start[step];
-    v[3] = g->bad_update[0] ? 1 : 0;
-    v[4] = sumsq;
-    if (E) moe_step_local(model, v + 5, E);
-    if (model->head) {
-        v[0] = model->head->loss.sum;
-        v[1] = model->head->loss.rows;
-        v[2] = model->head->loss.correct;
-    }
-    if (fault_due(FAULT_NAN, step + 1)) v[0] = NAN;  // testing: this rank's contribution goes bad
-    if (p->distributed) {
-        wd_phase("the loss all-reduce", step + 1);
-        double ta = now_sec();
-        comm_allreduce_sum_double(v, n, MPI_COMM_WORLD);
-        measure_record(m, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
-        if (v[3] > 0) agree_on_failure(g->bad_update);
-    }
-    m->grad_norm[step] = sqrt(v[4]);
-    if (E) measure_moe_keep(m, v + 5, step);
-    m->loss[step] = v[0] / v[1];
-    free(v);
-    return m->loss[step];
-}
-
 static void step_update(Run *r, int step) {
     const TrainConfig *c = r->c;
     Model *model = &r->model;
     double t0 = r->m.step_start[step], to = now_sec();
+    int pv = c->guard.post_validate, clip = c->guard.clip_grad > 0;
     wd_phase("the optimizer step", step + 1);
-    float lr = (float)lr_at(c->optim.lr_schedule, c->lr, c->optim.min_lr, c->optim.warmup_steps, step, r->p.steps);
-    OptimStep o = {c->optimizer,      lr, (float)c->weight_decay, c->optim.adam_beta1, c->optim.adam_beta2,
-                   c->optim.adam_eps, step + 1};
     if (fault_due(FAULT_NANGRAD, step + 1)) guard_inject_nan(model);
-    if (c->guard.clip_grad > 0) guard_clip(r, step);
-    for (int k = 0; k < model->n_local; k++) {  // data parallelism: the stage's sync steps it (ZeRO-1: its shards)
-        long bad =
-            model->n_sync ? gradsync_optimizer_step(&model->sync[k], &o) : stage_optimizer_step(&model->local[k], &o);
-        guard_note_nonfinite(r, step, k, bad);
+    int undone = 0;  // --post-validate: the check, the loss and the norm set off, the copy taken; 1: this rank's
+    if (pv) {        // gradients are not finite, so every rank will undo the step (no note of its update)
+        int n;
+        double *v = step_values(model, &r->progress, &r->m, step, clip ? guard_grad_sumsq(&r->wire, model) : 0, &n);
+        undone = postval_begin(r, step, v, n + 1);
     }
+    guard_optimizer_step(r, step, clip && !pv, !undone);  // (--post-validate clips once the norm has arrived)
     if (model->outer && localsgd_due(model->outer, step, r->p.steps)) localsgd_sync(model->outer);
     r->wire.be->sync();
     measure_record(&r->m, step, EV_OPTIMIZER, -1, 0, to - t0, now_sec() - t0);
@@ -553,24 +512,72 @@ static void check_replicas_end_alike(Wire *w, const Model *model) {
     }
 }
 
-// --tp and --ep, observed: the step's collectives inside its actions (--tp's all-reduces and --tp-message
-// slice's all-gathers, --ep's waits in the all-to-alls) as events of the rank's collectives track, each named
-// after the action it ran inside (its micro-batch and chunk).
-static void action_spans(const Span *sp, int n, Measure *m, int step) {
-    double t0 = m->step_start[step];
-    int first = m->n_ev;  // this step's actions
-    while (first > 0 && m->ev[first - 1].step == step) first--;
-    int last = m->n_ev;
-    for (int i = 0; i < n; i++) {
-        double a = sp[i].t0 - t0, b = sp[i].t1 - t0;
-        int mb = -1, chunk = 0;
-        for (int k = first; k < last && mb < 0; k++)
-            if (m->ev[k].mb >= 0 && m->ev[k].t0 <= a + 1e-6 && b <= m->ev[k].t1 + 1e-6) {
-                mb = m->ev[k].mb;
-                chunk = m->ev[k].chunk;
-            }
-        measure_record(m, step, sp[i].kind, mb, chunk, a, b)->bytes = sp[i].bytes;
-    }
+// One step's forward and backward, and the tensor-parallel group's tallies of it.
+static void step_run(Run *r, int step) {
+    const Plan *p = &r->p;
+    int observed = r->c->observe.trace[0] || r->c->observe.timeline[0] || r->c->observe.gantt;
+    int barrier = !r->c->guard.post_validate || step == r->progress.start;  // (--post-validate: the first alone)
+    r->exec.step = step;
+    r->exec.step_sample = plan_step_sample(p, r->progress.sample0, r->progress.start, step);
+    tp_spans_clear(&r->wire.tp);
+    TpGroup before = r->wire.tp;
+    step_compute(p, &r->wire, &r->model, &r->exec, &r->m, barrier);
+    tp_step_end(&r->wire.tp);
+    if (r->wire.tp.trace) measure_spans(r->wire.tp.spans, r->wire.tp.n_spans, &r->m, step);
+    if (observed) measure_spans(r->wire.ep.spans, r->wire.ep.n_spans, &r->m, step);
+    r->m.tp_s[step] = r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
+    r->m.tp_floats += r->wire.tp.floats - before.floats;
+    r->m.tp_calls += r->wire.tp.calls - before.calls;
+}
+
+// The step's loss checked: a non-finite one ends the run, and so does a diverged one.
+static void step_checks(const TrainConfig *c, Progress *g, const Measure *m, int step, double loss) {
+    if (!isfinite(loss))
+        run_failed("train: the loss became %s at step %d: lower --lr (now %g) and check the data",
+                   isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
+    guard_divergence(c, g, m, step, loss);
+}
+
+// After the update: the step's line and checkpoint, the epoch's end, the evaluation.
+static void step_after(Run *r, int step, double loss, int verbose) {
+    const Plan *p = &r->p;
+    step_log_and_save(r, step, loss, verbose);
+    if (p->epochs && (step + 1) % p->steps_per_epoch == 0) end_epoch(r, step, verbose);
+    eval_step(r, step, verbose);
+    live_step(&r->live, step, p->steps, p->epochs, p->steps_per_epoch, (double)r->c->batch * p->N);
+}
+
+// --post-validate: step `step`'s check and loss, waited for after the next step's forward and backward
+// (`redo`: a next step ran). When a rank held a non-finite gradient, every rank undoes the step's update
+// (the step is skipped); when --clip-grad's global norm says the step clips, every rank redoes the update
+// from the step's gradients, clipped (the paper's redo). Either way it runs the next step again from the
+// parameters now in place (its first run's events and MoE counters dropped). Then the step's
+// checks, line and checkpoint, as the synchronous steps have them before and after their update.
+static void step_settle(Run *r, int step, int redo, int verbose) {
+    Measure *m = &r->m;
+    int at = redo ? step + 1 : step;  // the step the wait falls in
+    wd_phase("the post-validation", step + 1);
+    double ta = now_sec();
+    const double *v = postval_wait(r);
+    double tb = now_sec(), bad = v[r->pv.n - 1];
+    if (v[3] > 0) agree_on_failure(r->progress.bad_update);
+    double loss = step_loss_taken(m, step, v), clip = r->c->guard.clip_grad;
+    step_checks(r->c, &r->progress, m, step, loss);
+    m->clip_scale[step] = 1;
+    if (bad > 0 || (clip > 0 && clip / (m->grad_norm[step] + 1e-6) < 1)) {
+        postval_restore(r, bad == 0);  // (clipped: the step's gradients back too, and the update redone)
+        if (bad == 0) guard_optimizer_step(r, step, 1, 1);
+        else if (verbose)
+            printf("step %d: %.0f rank%s held a non-finite gradient: its update is undone on every rank and the step "
+                   "skipped (--post-validate)%s\n",
+                   step + 1, bad, bad > 1 ? "s" : "", redo ? "; the next step runs again" : "");
+        while (redo && m->n_ev > 0 && m->ev[m->n_ev - 1].step == step + 1) m->n_ev--;
+        for (int k = 0; redo && k < r->model.n_local; k++)
+            if (r->model.local[k].moe) moe_stats_reset(r->model.local[k].moe);
+        if (redo) step_run(r, step + 1);
+    } else if (r->p.distributed)
+        measure_record(m, at, EV_ALLREDUCE, -1, 0, ta - m->step_start[at], tb - m->step_start[at]);
+    step_after(r, step, loss, verbose);
 }
 
 static void train_steps(Run *r, VerifyResult *v, int verbose) {
@@ -578,25 +585,20 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
     const Plan *p = &r->p;
     const Backend *be = r->wire.be;
     Progress *g = &r->progress;
+    int pv = c->guard.post_validate;
     if (c->gemm.timing) be->gemm_timing(1);
     int observed = c->observe.trace[0] || c->observe.timeline[0] || c->observe.gantt;  // (they draw the collectives)
     r->m.epoch_t0 = now_sec();
     for (int step = g->start; step < (int)p->steps; step++) {
         fault_step(step + 1);
         if (!p->pipelined) fault_stall(step + 1, "at its start");
-        r->exec.step = step;
-        r->exec.step_sample = plan_step_sample(p, g->sample0, g->start, step);
-        tp_spans_clear(&r->wire.tp);
-        TpGroup before = r->wire.tp;
-        step_compute(p, &r->wire, &r->model, &r->exec, &r->m);
-        tp_step_end(&r->wire.tp);
-        if (r->wire.tp.trace) action_spans(r->wire.tp.spans, r->wire.tp.n_spans, &r->m, step);
-        if (observed) action_spans(r->wire.ep.spans, r->wire.ep.n_spans, &r->m, step);
-        r->m.tp_s[step] = r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
-        r->m.tp_floats += r->wire.tp.floats - before.floats;
-        r->m.tp_calls += r->wire.tp.calls - before.calls;
-        double sumsq = c->guard.clip_grad > 0 ? guard_grad_sumsq(&r->wire, &r->model) : 0;
-        double loss = step_loss(p, &r->model, g, &r->m, step, sumsq);
+        step_run(r, step);
+        if (pv && step > g->start) step_settle(r, step - 1, 1, verbose);  // the last step's check, arrived
+        double loss = NAN;
+        if (!pv) {
+            double sumsq = c->guard.clip_grad > 0 ? guard_grad_sumsq(&r->wire, &r->model) : 0;
+            loss = step_loss(p, &r->model, g, &r->m, step, sumsq);
+        }
         if (step == 0 && c->verify) {  // (local SGD: ddp's averaged gradients are the monolith's; its own kept)
             float **own = NULL;
             if (r->model.outer) localsgd_average_grads(r->model.outer, &own);
@@ -605,18 +607,13 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
             compress_swap_plain(r->model.sync, r->model.n_sync);
             if (own) localsgd_restore_grads(r->model.outer, own);
         }
-        if (!isfinite(loss))
-            run_failed("train: the loss became %s at step %d: lower --lr (now %g) and check the data",
-                       isnan(loss) ? "NaN" : "Inf", step + 1, c->lr);
-        guard_divergence(c, g, &r->m, step, loss);
+        if (!pv) step_checks(c, g, &r->m, step, loss);
         step_update(r, step);
         if (r->model.n_sync) step_comm_times(p, &r->wire.comm, &r->model, &r->m, step, observed);
         if (c->gemm.timing) r->m.gemm_s[step] = be->gemm_seconds();
-        step_log_and_save(r, step, loss, verbose);
-        if (p->epochs && (step + 1) % p->steps_per_epoch == 0) end_epoch(r, step, verbose);
-        eval_step(r, step, verbose);
-        live_step(&r->live, step, p->steps, p->epochs, p->steps_per_epoch, (double)c->batch * p->N);
+        if (!pv) step_after(r, step, loss, verbose);
     }
+    if (pv && g->start < (int)p->steps) step_settle(r, (int)p->steps - 1, 0, verbose);
     live_clear(&r->live);
     if (p->distributed) agree_on_failure(g->bad_update);  // the last update has no next step to report it
     check_replicas_end_alike(&r->wire, &r->model);
@@ -765,6 +762,7 @@ int cmd_train(int argc, char **argv) {
               r->progress.start);
 
     VerifyResult verify = {0};
+    r->pv.step = -1;  // (--post-validate: no check in flight yet)
     train_steps(r, &verify, verbose);
     // the last epoch's evaluation is the final one
     const Measure *m = &r->m;

@@ -85,6 +85,8 @@ typedef struct {
     struct {                 // what guards the steps (train.c)
         double diverge_factor;  // end the run when the loss stays above this x the first loss (0: never)
         double clip_grad;       // --clip-grad: the gradients' global L2 norm clipped to this (0: no clipping)
+        int post_validate;      // --post-validate: no barrier between steps; a step's global check arrives late and
+                                // a failed step is rolled back (train/postval.c)
     } guard;
     struct {                 // the optimizer's numbers besides --lr (model.c's lr_at and optimizer_update)
         int lr_schedule;         // LR_* (model.h): constant or cosine

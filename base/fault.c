@@ -11,7 +11,7 @@
 static int fault_rank = -1, fault_kind = FAULT_NONE;
 static int64_t fault_at = -1;
 static const char *const fault_names[] = {"none", "abort", "nan", "io", "kill", "alloc", "grad", "nangrad", "stall",
-                                          "late"};
+                                          "late", "skip"};
 
 void fault_init(void) {
     const char *v = getenv("MICROPP_FAULT");
@@ -23,11 +23,11 @@ void fault_init(void) {
         user_error("MICROPP_FAULT='%s' is not RANK:STEP:KIND (e.g. 1:3:abort; kinds abort, nan, io, kill, alloc, grad, "
                    "nangrad, stall)",
                    v);
-    for (int k = FAULT_ABORT; k <= FAULT_LATE; k++)
+    for (int k = FAULT_ABORT; k <= FAULT_SKIP; k++)
         if (!strcmp(kind, fault_names[k])) fault_kind = k;
     if (fault_kind == FAULT_NONE)
-        user_error("MICROPP_FAULT='%s': unknown kind '%s' (use abort, nan, io, kill, alloc, grad, nangrad, stall or "
-                   "late)",
+        user_error("MICROPP_FAULT='%s': unknown kind '%s' (use abort, nan, io, kill, alloc, grad, nangrad, stall, "
+                   "late or skip)",
                    v, kind);
     if (step == 0 && fault_kind != FAULT_STALL)
         user_error("MICROPP_FAULT='%s': step 0 (the set-up) takes only the kind stall: use a step from 1", v);
@@ -36,6 +36,7 @@ void fault_init(void) {
 }
 
 int fault_due(int kind, int64_t step) { return fault_kind == kind && fault_rank == g_rank && fault_at == step; }
+int fault_due_any(int kind, int64_t step) { return fault_kind == kind && fault_at == step; }
 
 void fault_stall(int64_t step, const char *where) {
     if (!fault_due(FAULT_STALL, step)) return;

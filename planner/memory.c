@@ -20,6 +20,8 @@ void memory_reckon(const TrainConfig *c, const Plan *p, const int *vs_of, const 
         double in = p->lo[vs] == 0 ? (double)p->inputs : H;  // layer 0 reads --inputs features
         double params = tensor_params(c, p, vs);
         data_sizes(c, p, vs, params, m);  // the weights, gradients and optimizer state, as ZeRO shards them
+        if (c->guard.post_validate)  // the copy that undoes an update (train/postval.c; never with ZeRO)
+            m->optimizer += params * f * ((c->optimizer == OPTIM_SGD ? 1 : 3) + (c->guard.clip_grad > 0));
         pipeline_sizes(c, p, vs, slots[k], m);  // the activations it stashes
         expert_sizes(c, p, vs, slots[k], m);    // its MoE layers' routing state and scratch
         m->buffers += 2 * rows * H * f;  // the backward's ping-pong

@@ -1,10 +1,12 @@
 // train/guard.c: the guards of a training step, between the backward and the optimizer: --clip-grad's
-// global norm (each rank's share of the squares) and its scaling, the divergence rule, the note of an
-// update that left a parameter non-finite, and the 'nangrad' fault (base/fault.h) that tests them.
+// global norm (each rank's share of the squares) and its scaling, the divergence rule, the optimizer step
+// with the note of an update that left a parameter non-finite, and the 'nangrad' fault (base/fault.h)
+// that tests them.
 #include <math.h>
 #include <stdio.h>
 #include "train/guard.h"
 #include "axes/zero.h"
+#include "base/fault.h"
 #include "base/util.h"
 
 // --clip-grad: the squares of the gradients this rank holds, every parameter counted once over the
@@ -67,6 +69,23 @@ void guard_inject_nan(Model *model) {
         return;
     }
     s->be->to_device(s->grads + s->n_params / 2, &nan, sizeof nan);
+}
+
+// The optimizer's step on every local stage, --clip-grad's scaling first when `clip`; `noted`: an update
+// that leaves a parameter non-finite is remembered (guard_note_nonfinite).
+void guard_optimizer_step(Run *r, int step, int clip, int noted) {
+    const TrainConfig *c = r->c;
+    Model *model = &r->model;
+    float lr = (float)lr_at(c->optim.lr_schedule, c->lr, c->optim.min_lr, c->optim.warmup_steps, step, r->p.steps);
+    OptimStep o = {c->optimizer,      lr, (float)c->weight_decay, c->optim.adam_beta1, c->optim.adam_beta2,
+                   c->optim.adam_eps, step + 1};
+    if (clip) guard_clip(r, step);
+    int skip = fault_due_any(FAULT_SKIP, step + 1);  // testing: the synchronous run that leaves the step out
+    for (int k = 0; k < model->n_local && !skip; k++) {  // ddp: the stage's sync steps it (ZeRO-1: its shards)
+        long bad =
+            model->n_sync ? gradsync_optimizer_step(&model->sync[k], &o) : stage_optimizer_step(&model->local[k], &o);
+        if (noted) guard_note_nonfinite(r, step, k, bad);
+    }
 }
 
 // The updates report the first parameter they left non-finite; remember this rank's first, in words.

@@ -11,5 +11,8 @@ void guard_clip(Run *r, int step);
 void guard_divergence(const TrainConfig *c, Progress *g, const Measure *m, int step, double loss);
 // MICROPP_FAULT kind 'nangrad' (testing): one gradient of the first local stage becomes NaN.
 void guard_inject_nan(Model *model);
+// The optimizer's step on every local stage (--clip-grad's scaling first when `clip`); `noted`: an update that
+// leaves a parameter non-finite is remembered (guard_note_nonfinite). MICROPP_FAULT skip leaves it out.
+void guard_optimizer_step(Run *r, int step, int clip, int noted);
 // Local stage k's update left its parameter `at` non-finite (at < 0: none): remembered in words.
 void guard_note_nonfinite(Run *r, int step, int k, long at);

@@ -140,3 +140,23 @@ void measure_peak(Peak *pk, const Backend *be, int precision, int tf32, double p
 double measure_mfu(const Peak *pk, double flops, double step_s) {
     return pk->total_gflops > 0 && step_s > 0 ? flops / step_s / 1e9 / pk->total_gflops : NAN;
 }
+
+// --tp and --ep, observed: the step's collectives inside its actions (--tp's all-reduces and --tp-message
+// slice's all-gathers, --ep's waits in the all-to-alls) as events of the rank's collectives track, each named
+// after the action it ran inside (its micro-batch and chunk).
+void measure_spans(const Span *sp, int n, Measure *m, int step) {
+    double t0 = m->step_start[step];
+    int first = m->n_ev;  // this step's actions
+    while (first > 0 && m->ev[first - 1].step == step) first--;
+    int last = m->n_ev;
+    for (int i = 0; i < n; i++) {
+        double a = sp[i].t0 - t0, b = sp[i].t1 - t0;
+        int mb = -1, chunk = 0;
+        for (int k = first; k < last && mb < 0; k++)
+            if (m->ev[k].mb >= 0 && m->ev[k].t0 <= a + 1e-6 && b <= m->ev[k].t1 + 1e-6) {
+                mb = m->ev[k].mb;
+                chunk = m->ev[k].chunk;
+            }
+        measure_record(m, step, sp[i].kind, mb, chunk, a, b)->bytes = sp[i].bytes;
+    }
+}

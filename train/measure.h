@@ -74,3 +74,6 @@ double measure_mfu(const Peak *pk, double flops, double step_s);
 // Appends an action of `step` that ran from t0 to t1 (seconds from the step's start); the caller may
 // set the event's bytes.
 Event *measure_record(Measure *m, int step, int kind, int mb, int chunk, double t0, double t1);
+// --tp and --ep, observed: the step's collectives (sp[0..n)) recorded as events of the rank's collectives
+// track, each named after the action of `step` it ran inside (its micro-batch and chunk).
+void measure_spans(const Span *sp, int n, Measure *m, int step);

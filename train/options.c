@@ -52,6 +52,11 @@ const Option train_options[] = {
      "scale every gradient by min(1, NORM / (norm + 1e-6)) before the optimizer step, norm the global L2 norm of all "
      "of them (PyTorch's clip_grad_norm_)",
      0},
+    {"post-validate", 0, OPT_BOOL, T(guard.post_validate), 0, 0, 0, 0,
+     "steps overlap: no barrier between steps, each rank updates at once and the global check (a non-finite "
+     "gradient anywhere, --clip-grad's norm) and the loss arrive a step later; a failed step is undone and skipped "
+     "on every rank, a clipped one redone",
+     0},
     {"experts", 0, OPT_INT, T(moe.experts), 0, 0, 4096, "E",
      "mixture of experts: hidden layers after layer 0 (--moe-every) become a router and E experts Linear(H,H)+ReLU "
      "(0: dense; docs/experts.md)",

@@ -265,6 +265,27 @@ static int rule_checkpoints(const TrainConfig *c, Err *e) {
     return 0;
 }
 
+// --post-validate (train/postval.c): the runs whose update a copy of the parameters and Adam's moments undoes.
+static int rule_post_validate(const TrainConfig *c, const Plan *p, Err *e) {
+    if (!c->guard.post_validate) return 0;
+    if (p->data.zero)
+        return refuse(e, "train: --post-validate with --zero %d: ZeRO keeps the optimizer's state (ZeRO-2, 3: the "
+                         "gradients and parameters too) in shards the rollback does not copy: use --zero 0, or drop "
+                         "--post-validate", p->data.zero);
+    if (p->data.topk > 0)
+        return refuse(e, "train: --post-validate with --compress: a step's error-feedback buffers change before its "
+                         "update and are not copied, so a failed step cannot be undone: drop one of them");
+    if (p->data.sync_every)
+        return refuse(e, "train: --post-validate with --sync-every %lld: local SGD's outer step changes the anchor "
+                         "and its momentum, which the rollback does not copy: drop one of them",
+                      (long long)p->data.sync_every);
+    if (c->verify)
+        return refuse(e, "train: --post-validate with --verify: --verify compares step 1's loss before its update, "
+                         "which --post-validate learns a step later: verify the layout without --post-validate (its "
+                         "steps compute the same)");
+    return 0;
+}
+
 // --timeline-step of a resumed run: a step it trains. (A checkpoint at or past the run's last step
 // is ckpt_resume's to refuse, with its own words.)
 static int rule_resumed(const TrainConfig *c, const Facts *f, const Plan *p, Err *e) {
@@ -431,7 +452,7 @@ static int rules_run(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
     if (rule_length(c, p, e) || pipeline_rules_run(c, p, e) || rule_epochs(c, f, p, e) || rule_outputs(c, e) ||
         rule_checkpoints(c, e) || rule_devices(c, f, p, e) || tensor_rules_facts(c, f, p, e) ||
         data_rules_facts(c, f, p, e) || rule_resumed(c, f, p, e) || rule_moe(c, p, e) ||
-        rule_deterministic(c, p, e) || expert_rules(c, p, e))
+        rule_deterministic(c, p, e) || expert_rules(c, p, e) || rule_post_validate(c, p, e))
         return -1;
     rule_eval(c, f, p, e);
     p->synthetic_samples = f->train_rows ? 0 : c->samples ? c->samples : c->batch * p->N;

@@ -231,10 +231,10 @@ double report_step_flops(const TrainConfig *c, const Plan *p) {
     return 6.0 * P * (double)c->batch * p->N;
 }
 
-// The model state each rank allocated (weights, gradients, the optimizer's moments, as they are
-// after the steps: the moments are allocated at the first update), the largest of each over the ranks:
-// what `micropp plan` reckons beforehand.
-static void fill_model_state(const Plan *p, const Model *model, Summary *s) {
+// The model state each rank allocated (weights, gradients, the optimizer's moments and --post-validate's
+// copy, as they are after the steps: the moments are allocated at the first update), the largest of each
+// over the ranks: what `micropp plan` reckons beforehand.
+static void fill_model_state(const Plan *p, const Model *model, const PostVal *pv, Summary *s) {
     double v[5] = {0};  // weights, grads, optimizer, max RSS, activations at their peaks
     struct rusage ru;
     if (!getrusage(RUSAGE_SELF, &ru)) v[3] = (double)ru.ru_maxrss * 1024;  // (Linux: KiB)
@@ -248,6 +248,7 @@ static void fill_model_state(const Plan *p, const Model *model, Summary *s) {
         v[1] += (st->grads ? whole : 0) + (z && z->gshard ? shard : 0);
         if (st->adam_m) v[2] += 2.0 * whole;
         if (g && g->m) v[2] += 2.0 * shard;
+        if (pv->keep && pv->keep[k]) v[2] += pv->copies * whole;  // --post-validate's undo copy
     }
     const MemTally *t = model->n_local ? model->local[0].mem.tally : NULL;
     if (t) v[4] = (double)t->peak_bytes;  // a pipeline rank's chunks: the peak of their sum, as the rank held it
@@ -492,7 +493,7 @@ void summary_fill(Run *r, double accuracy, const VerifyResult *v, Summary *s) {
     s->gemm_ms = s->gemm_share = s->gemm_gflops = NAN;
     s->peak = m->peak;
     fill_time(c, p, m, s);
-    fill_model_state(p, &r->model, s);
+    fill_model_state(p, &r->model, &r->pv, s);
     if (r->model.n_sync) {
         data_report_fill(&s->data, p, &r->wire.comm, r->model.sync, r->model.n_sync, c->optimizer, m->comm_s,
                          m->exposed_s, s->start, s->n_run, s->skip);

@@ -90,6 +90,18 @@ typedef struct {
     double peak_flops;  // --profile: one rank's peak FLOP/s by it (predict_peak), MFU's denominator (0: none)
 } AutoPick;
 
+// --post-validate (train/postval.c): the step whose global check is in flight, and the copy that undoes
+// (or, clipped, redoes) its update. The check and --clip-grad's norm ride on the step's loss all-reduce,
+// started at the update and waited for after the next step's forward and backward.
+typedef struct {
+    int step;                 // the step whose check is in flight (-1: none)
+    MPI_Request req;          // its all-reduce (MPI_REQUEST_NULL on one process)
+    double *v;                // the values all-reduced: step_loss's, then the ranks holding a non-finite gradient
+    int n;                    // values in v (the flag last)
+    float **keep;             // [n_local]: each local stage's parameters, Adam's moments (--clip-grad: and the
+    int copies;               // step's gradients) before the update: `copies` x its parameters
+} PostVal;
+
 // The run as cmd_train keeps it.
 typedef struct {
     const TrainConfig *c;     // the options (const once parsed)
@@ -104,4 +116,5 @@ typedef struct {
     Metrics metrics;          // --metrics: rank 0's JSON lines
     Live live;                // rank 0's live line on a terminal
     AutoPick predicted;       // --auto: what the planner predicted (the summary reports it)
+    PostVal pv;               // --post-validate: the check in flight and its undo copy
 } Run;
