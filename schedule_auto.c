@@ -202,6 +202,7 @@ static int vlazy_step(VGreedy *g, int s, const ActionList *order, int *at) {
         if (order->a[*at].mb != n[type]) return -1;  // each kind in micro-batch order, as vg_arrive takes it
         double hold = n[V_F0] + n[V_F1] - n[V_I1] - n[V_I0] + a->w_share * (n[V_I1] + n[V_I0] - n[V_W1] - n[V_W0]);
         room = type == V_F0 ? hold + 2 + (n[V_F0] - n[V_F1]) <= cap : type == V_F1 ? hold + 1 <= cap : 1;
+        if (!room && w < 0) return -1;  // only this rank's W frees room, and its I passes come later in the order
         next = room ? vg_arrive(g, s, type) : INFINITY;
         if (next <= t) { vg_place(g, s, type, t); (*at)++; return 0; }
     }
@@ -224,11 +225,12 @@ static int vlazy(const AutoSpec *a, Policy pol, const SchedFile *order, SchedFil
                  xcalloc((size_t)K * 6, sizeof(int)), xcalloc((size_t)K + 1, sizeof(ActionList))};
     int *at = xcalloc((size_t)K, sizeof(int));
     for (size_t i = 0; i < 4 * KM; i++) g.t[i] = -1;
-    for (;;) {
+    for (long steps = 0;; steps++) {  // a wait that never ends (the order stuck) is dropped, not looped
         int s = -1;  // the unfinished rank with the earliest clock
         for (int j = 0; j < K; j++)
             if (g.n[j * 6 + V_W0] + g.n[j * 6 + V_W1] < 2 * M && (s < 0 || g.e[j] < g.e[s])) s = j;
-        if (s < 0 || (rc = vlazy_step(&g, s, &order->lists[s], &at[s]))) break;
+        if (steps > 64L * 6 * (long)KM) rc = -1;
+        if (rc || s < 0 || (rc = vlazy_step(&g, s, &order->lists[s], &at[s]))) break;
     }
     *out = (SchedFile){g.lists, K, M, 2, CHUNKS_V, 1};
     if (rc) sched_file_free(out);
