@@ -457,10 +457,12 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
         static const int v_kinds[3] = {SCHED_ZBV, SCHED_VHALF, SCHED_VMIN};
         for (int k = 0; k < 3; k++) {
             if (schedule_check(v_kinds[k], a->K, a->M, 2)) continue;
-            SchedFile order;
+            SchedFile order;  // the order itself first: a late-W copy that only ties it (holding more) is not kept
+            builtin(v_kinds[k], a->K, a->M, &cand);
+            consider(&q, 0, &cand);
             builtin(v_kinds[k], a->K, a->M, &order);
             for (int p = 0; p < 2; p++) consider(&q, vlazy(a, (Policy){p, 0, a->limit}, &order, &cand), &cand);
-            consider(&q, 0, &order);
+            sched_file_free(&order);
         }
         for (int i = 0, last = 0; i < 8; i++) {  // the greedy in the V, as below
             int lo = a->limit > a->K ? a->limit - a->K : 1, cap = a->limit - (int)((long)(a->limit - lo) * i / 7);
