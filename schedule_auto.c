@@ -182,6 +182,62 @@ static int vgreedy(const AutoSpec *a, Policy pol, SchedFile *out) {
     return rc;
 }
 
+// A built-in V's order of F and I passes kept, its W passes placed again as late as they can go: a W
+// runs when the next F or I of the order has not arrived (w_fits: only when it ends before that
+// arrival) or has no room, so W passes pile up and fill the end, where the last micro-batch's
+// gradient goes down and up the V and the order's own W passes leave gaps. t: the order's lists.
+static int vg_type(const Action *x) {
+    if (x->kind == ACT_FORWARD) return x->chunk ? V_F1 : V_F0;
+    if (x->kind == ACT_BACKWARD_INPUT) return x->chunk ? V_I1 : V_I0;
+    return -1;
+}
+static int vlazy_step(VGreedy *g, int s, const ActionList *order, int *at) {
+    const AutoSpec *a = g->a;
+    int *n = &g->n[s * 6];
+    double t = g->e[s], cap = 2 * g->pol.cap + 1e-9, next = INFINITY;
+    while (*at < order->n && vg_type(&order->a[*at]) < 0) (*at)++;
+    int w = n[V_W0] < n[V_I0] ? V_W0 : n[V_W1] < n[V_I1] ? V_W1 : -1, room = 1;
+    if (*at < order->n) {
+        int type = vg_type(&order->a[*at]);
+        if (order->a[*at].mb != n[type]) return -1;  // each kind in micro-batch order, as vg_arrive takes it
+        double hold = n[V_F0] + n[V_F1] - n[V_I1] - n[V_I0] + a->w_share * (n[V_I1] + n[V_I0] - n[V_W1] - n[V_W0]);
+        room = type == V_F0 ? hold + 2 + (n[V_F0] - n[V_F1]) <= cap : type == V_F1 ? hold + 1 <= cap : 1;
+        if (!room && w < 0) return -1;  // only this rank's W frees room, and its I passes come later in the order
+        next = room ? vg_arrive(g, s, type) : INFINITY;
+        if (next <= t) { vg_place(g, s, type, t); (*at)++; return 0; }
+    }
+    if (w >= 0 && (!room || !g->pol.w_fits || t + a->w[s] / 2 <= next || *at >= order->n)) {
+        vg_place(g, s, w, t);
+        return 0;
+    }
+    for (int j = s - 1; j <= s + 1; j += 2)  // as vg_step: the earliest a message not yet known can come
+        if (j >= 0 && j < a->K && g->n[j * 6 + V_W0] + g->n[j * 6 + V_W1] < 2 * a->M)
+            next = fmin(next, g->e[j] + fmin(a->f[j], fmin(a->b[j], a->w[j])) / 2 + a->comm);
+    if (!(next > t) || isinf(next)) return -1;
+    g->e[s] = next;
+    return 0;
+}
+
+static int vlazy(const AutoSpec *a, Policy pol, const SchedFile *order, SchedFile *out) {
+    int K = a->K, M = a->M, rc = 0;
+    size_t KM = (size_t)K * M;
+    VGreedy g = {a, pol, xcalloc((size_t)K, sizeof(double)), xmalloc(sizeof(double) * 4 * KM),
+                 xcalloc((size_t)K * 6, sizeof(int)), xcalloc((size_t)K + 1, sizeof(ActionList))};
+    int *at = xcalloc((size_t)K, sizeof(int));
+    for (size_t i = 0; i < 4 * KM; i++) g.t[i] = -1;
+    for (long steps = 0;; steps++) {  // a wait that never ends (the order stuck) is dropped, not looped
+        int s = -1;  // the unfinished rank with the earliest clock
+        for (int j = 0; j < K; j++)
+            if (g.n[j * 6 + V_W0] + g.n[j * 6 + V_W1] < 2 * M && (s < 0 || g.e[j] < g.e[s])) s = j;
+        if (steps > 64L * 6 * (long)KM) rc = -1;
+        if (rc || s < 0 || (rc = vlazy_step(&g, s, &order->lists[s], &at[s]))) break;
+    }
+    *out = (SchedFile){g.lists, K, M, 2, CHUNKS_V, 1};
+    if (rc) sched_file_free(out);
+    free(g.e); free(g.t); free(g.n); free(at);
+    return rc;
+}
+
 // The authors' heuristic (auto_schedule.py's manual_order in sail-sg/zero-bubble-pipeline-
 // parallelism, written again here): micro-batch by micro-batch, every stage places the forwards it
 // can afford and then the I of micro-batch i, bottom stage first, and fills the wait before each
@@ -401,8 +457,12 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
         static const int v_kinds[3] = {SCHED_ZBV, SCHED_VHALF, SCHED_VMIN};
         for (int k = 0; k < 3; k++) {
             if (schedule_check(v_kinds[k], a->K, a->M, 2)) continue;
+            SchedFile order;  // the order itself first: a late-W copy that only ties it (holding more) is not kept
             builtin(v_kinds[k], a->K, a->M, &cand);
             consider(&q, 0, &cand);
+            builtin(v_kinds[k], a->K, a->M, &order);
+            for (int p = 0; p < 2; p++) consider(&q, vlazy(a, (Policy){p, 0, a->limit}, &order, &cand), &cand);
+            sched_file_free(&order);
         }
         for (int i = 0, last = 0; i < 8; i++) {  // the greedy in the V, as below
             int lo = a->limit > a->K ? a->limit - a->K : 1, cap = a->limit - (int)((long)(a->limit - lo) * i / 7);

@@ -34,6 +34,20 @@ PY
     done
 done
 
+# the late-W copies of the V's orders (vlazy): at the paper's costs with 2p of room the gap is at most 2% from
+# m = 3p at p = 8 (zb-v alone: 4.66% at m = 24, 3.50% at m = 32) and at most 1.7% at p = 6 from m = 2p
+run 120 "$MICROPP" bubble --schedule zb-auto-v --stages 6,8 --micro-batches 12,18,24,32 $PAPER --json
+got=$(python3 - "$OUT" <<'PY' 2>&1
+import json, sys
+for r in json.loads(sys.argv[1])["rows"]:
+    K, m, gap = r["stages"], r["micro_batches"], r["gap"]
+    if (K == 8 and m >= 24 and gap > 0.02) or (K == 6 and m <= 24 and gap > 0.017):
+        print("K=%d M=%d gap %.4f; " % (K, m, gap), end="")
+PY
+)
+[ "$RC" = 0 ] && [ -z "$got" ] && pass "zbautov/late W passes: gap <= 2% at p = 8 from m = 3p, <= 1.7% at p = 6, paper's costs" \
+    || fail "zbautov/late W passes fill the V's end" "rc $RC $got"
+
 # the bound is a bound: no span of zb-auto or zb-auto-v below it, p = 2..8, m = p..4p; met at F = I = W, m >= 2p
 bad=""
 for K in 2 3 4 6 8; do
