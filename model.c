@@ -616,8 +616,15 @@ long optimizer_update(const Backend *be, const OptimStep *o, float *p, const flo
     return be->adam(p, g, m, v, n, a);
 }
 
-double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, int replicated_too) {
-    if (replicated_too || s->tp <= 1) return s->be->sumsq(g, n);
+// --deterministic (exact): the squares added into it exactly, in no order that matters; 0 returned.
+static double sumsq(const Stage *s, const float *g, size_t n, DetSum *exact) {
+    if (!exact) return s->be->sumsq(g, n);
+    det_sum_sumsq(exact, g, n);
+    return 0;
+}
+
+double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, int replicated_too, DetSum *exact) {
+    if (replicated_too || s->tp <= 1) return sumsq(s, g, n, exact);
     double sum = 0;
     size_t off = 0, to = from + n;
     for (int j = 0; j <= s->n_layers; j++) {  // [off, own): the part of layer j this rank alone holds
@@ -625,7 +632,7 @@ double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, i
         size_t len = stage_layer_len(s, j);
         size_t own = off + (kind == TP_COL ? len : kind == TP_ROW ? stage_weight_len(s, j) : 0);
         size_t a = off > from ? off : from, b = own < to ? own : to;
-        if (a < b) sum += s->be->sumsq(g + (a - from), b - a);
+        if (a < b) sum += sumsq(s, g + (a - from), b - a, exact);
         off += len;
     }
     return sum;

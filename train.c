@@ -337,12 +337,16 @@ static void moe_step_local(const Model *model, double *v, int E) {
     }
 }
 
-static double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *m, int step, double sumsq) {
-    int E = m->moe.E, n = 5 + (E ? E + 3 : 0);
+// --deterministic (exact): the squares' exact sum rides at the end (det_sum_export), and the loss's rows are
+// multiples of 2^-32 (det_loss_row): the all-reduce adds them exactly, in no order that matters.
+static double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *m, int step, double sumsq,
+                        DetSum *exact) {
+    int E = m->moe.E, at = 5 + (E ? E + 3 : 0), n = at + (exact ? DET_SUM_LIMBS + 1 : 0);
     double *v = xcalloc((size_t)n, sizeof(double)), t0 = m->step_start[step];
     v[3] = g->bad_update[0] ? 1 : 0;
     v[4] = sumsq;
     if (E) moe_step_local(model, v + 5, E);
+    if (exact) det_sum_export(exact, v + at);
     if (model->head) {
         v[0] = model->head->loss.sum;
         v[1] = model->head->loss.rows;
@@ -356,7 +360,7 @@ static double step_loss(const Plan *p, const Model *model, const Progress *g, Me
         measure_record(m, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
         if (v[3] > 0) agree_on_failure(g->bad_update);
     }
-    m->grad_norm[step] = sqrt(v[4]);
+    m->grad_norm[step] = sqrt(exact ? det_sum_value(v + at) : v[4]);
     if (E) measure_moe_keep(m, v + 5, step);
     m->loss[step] = v[0] / v[1];
     free(v);
@@ -581,8 +585,9 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         r->m.tp_s[step] = r->wire.tp.seconds - before.seconds;  // (--verify's reference makes no all-reduce)
         r->m.tp_floats += r->wire.tp.floats - before.floats;
         r->m.tp_calls += r->wire.tp.calls - before.calls;
-        double sumsq = c->guard.clip_grad > 0 ? guard_grad_sumsq(&r->wire, &r->model) : 0;
-        double loss = step_loss(p, &r->model, g, &r->m, step, sumsq);
+        DetSum exact = {0}, *det = c->gemm.deterministic && c->guard.clip_grad > 0 ? &exact : NULL;
+        double sumsq = c->guard.clip_grad > 0 ? guard_grad_sumsq(&r->wire, &r->model, det) : 0;
+        double loss = step_loss(p, &r->model, g, &r->m, step, sumsq, det);
         if (step == 0 && c->verify) {  // (local SGD: ddp's averaged gradients are the monolith's; its own kept)
             float **own = NULL;
             if (r->model.outer) localsgd_average_grads(r->model.outer, &own);

@@ -2,7 +2,9 @@
 // whatever the order and grouping its subtrees arrive in (micro-batches, replicas, one row at a time),
 // equals a plain recursive pairwise sum over the rows padded to a power of two, and differs from the
 // rows summed left to right (so the tree is what decides); det_gemm's rows do not depend on how many
-// rows a call carries, and det_tree_chunks's leaves not on how the micro-batches group them.
+// rows a call carries, and det_tree_chunks's leaves not on how the micro-batches group them; the exact sum
+// of squares (DetSum) and the loss's rows (det_loss_row) give the same bits in any order and grouping.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "unit.h"
@@ -10,6 +12,11 @@
 #include "base/util.h"
 
 #define LEN 5
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static float leaf[200][LEN];
 
 // The canonical sum of rows [a, a + n) of a padded tree: its left half, plus its right half where rows are.
@@ -144,7 +151,62 @@ static void test_chunks(void) {
            "%d of 8 cases differ", bad);
 }
 
+// DetSum: squares of floats from 1e-30 to 1e30, summed whole, in three shuffled shards exported and added as
+// an all-reduce would (in two orders), give one value, bit for bit; that value is within 1e-15 of the sum
+// in long double (sorted, smallest first), and differs from a plain double sum in some order (so the
+// order would matter without it); a non-finite square makes it Inf.
+static void test_sum(void) {
+    enum { N = 3000 };
+    static float x[N];
+    srand(11);
+    for (int i = 0; i < N; i++) x[i] = (float)((rand() % 2 ? 1 : -1) * (rand() + 1.0) / RAND_MAX *
+                                                pow(10.0, rand() % 61 - 30));
+    DetSum whole, part[3];
+    memset(&whole, 0, sizeof whole);
+    memset(part, 0, sizeof part);
+    det_sum_sumsq(&whole, x, N);
+    double w[DET_SUM_LIMBS + 1], a[DET_SUM_LIMBS + 1] = {0}, b[DET_SUM_LIMBS + 1] = {0}, p[3][DET_SUM_LIMBS + 1];
+    int perm[N];
+    for (int i = 0; i < N; i++) perm[i] = i;
+    for (int i = N - 1; i > 0; i--) { int k = rand() % (i + 1), t = perm[i]; perm[i] = perm[k]; perm[k] = t; }
+    for (int i = 0; i < N; i++) det_sum_sumsq(&part[i % 3], &x[perm[i]], 1);
+    det_sum_export(&whole, w);
+    for (int r = 0; r < 3; r++) det_sum_export(&part[r], p[r]);
+    for (int i = 0; i <= DET_SUM_LIMBS; i++) { a[i] = (p[0][i] + p[1][i]) + p[2][i]; b[i] = p[2][i] + (p[1][i] + p[0][i]); }
+    double v = det_sum_value(w), va = det_sum_value(a), vb = det_sum_value(b), fwd = 0, bwd = 0;
+    long double ref = 0;
+    static double sq[N];
+    for (int i = 0; i < N; i++) sq[i] = (double)x[i] * x[i];
+    for (int i = 0; i < N; i++) fwd += sq[i];
+    for (int i = N - 1; i >= 0; i--) bwd += sq[perm[i]];
+    qsort(sq, N, sizeof(double), cmp_double);
+    for (int i = 0; i < N; i++) ref += sq[i];
+    EXPECT("det/DetSum: whole, or three shuffled shards added in two orders, one value bit for bit",
+           memcmp(&v, &va, sizeof v) == 0 && memcmp(&v, &vb, sizeof v) == 0, "%a %a %a", v, va, vb);
+    EXPECT("det/DetSum: within 1e-15 of the long double sum", fabsl((long double)v - ref) <= 1e-15L * ref,
+           "%a vs %La", v, ref);
+    EXPECT("det/DetSum: plain double sums in two orders differ (the order matters without it)", fwd != bwd,
+           "%a == %a", fwd, bwd);
+    float inf = INFINITY;
+    det_sum_sumsq(&whole, &inf, 1);
+    det_sum_export(&whole, w);
+    EXPECT("det/DetSum: a non-finite square makes the sum Inf", isinf(det_sum_value(w)), "%a", det_sum_value(w));
+    // the loss: rows (floats, every other one about 6, the rest from 1e-12 to 1e-3) rounded to 2^-32 add
+    // exactly, so one by one or in micro-batches of 3 rows backwards give one sum; unrounded, they differ
+    static double l[60];
+    for (int i = 0; i < 60; i++)
+        l[i] = (float)((rand() + 1.0) / RAND_MAX * (i % 2 ? 6.0 : pow(10.0, rand() % 10 - 12)));
+    double l1 = 0, l2 = 0, m1 = 0, m2 = 0;
+    for (int i = 0; i < 60; i++) l1 += det_loss_row(l[i]);
+    for (int g = 19; g >= 0; g--) l2 += det_loss_row(l[3 * g]) + det_loss_row(l[3 * g + 1]) + det_loss_row(l[3 * g + 2]);
+    for (int i = 0; i < 60; i++) m1 += l[i];
+    for (int g = 19; g >= 0; g--) m2 += l[3 * g] + l[3 * g + 1] + l[3 * g + 2];
+    EXPECT("det/det_loss_row: rows one by one or in micro-batches backwards, one sum (unrounded: two)",
+           l1 == l2 && m1 != m2, "%a %a (unrounded: %a %a)", l1, l2, m1, m2);
+}
+
 int main(void) {
+    test_sum();
     test_tree();
     test_gemm();
     test_chunks();

@@ -371,9 +371,6 @@ static int rule_deterministic(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->T > 1)
         return refuse(e, "train: --deterministic with --tp %d: the tensor-parallel sums are not in the canonical "
                          "order yet: drop --tp or --deterministic", p->T);
-    if (p->data.zero >= 2)
-        return refuse(e, "train: --deterministic with --zero %d: ZeRO-%d's gradient shards are not summed in the "
-                         "canonical order yet: use --zero 1 or 0, or drop --deterministic", p->data.zero, p->data.zero);
     int n = c->gemm.det_rows, below = 1;
     while (below * 2 <= n) below *= 2;
     if (n != below)
