@@ -217,6 +217,7 @@ void stage_free(Stage *s) {
     if (s->det) {
         for (int j = 0; j <= s->n_layers; j++) det_tree_free(&s->det->tree[j]);
         free(s->det->tree);
+        free(s->det->half);
         free(s->det);
     }
     const Backend *be = s->be;
@@ -283,12 +284,33 @@ void stage_queue_labels(Stage *s, int slot, const int32_t *labels_host) {
     s->be->to_device_queued(s->slots[slot].labels, labels_host, (size_t)s->rows * sizeof(int32_t));
 }
 
+// --deterministic: a hidden layer's product C[M, N] = A B over its inner dimension K (forward: the inputs;
+// input gradient: the outputs) in the canonical split: two products over the halves [0, K/2) and
+// [K/2, K), added, o = a + b. --tp 2 holds one half each of the inner dimension that it splits, computes
+// that half alone, and the group's all-reduce of two ranks adds the two (a + b == b + a); an inner
+// dimension it does not split it computes in halves as here (a column's bits do not depend on how many
+// columns a product carries: tests/unit_det.c). tb: B is [N, K] (the forward's W), else [K, N].
+static void det_halves(Stage *s, int tb, int M, int N, int K, const float *A, const float *B, float *C) {
+    int K0 = K / 2;
+    if (s->det->half_n < (size_t)M * N) {
+        free(s->det->half);
+        s->det->half_n = (size_t)M * N;
+        s->det->half = xmalloc(sizeof(float) * s->det->half_n);
+    }
+    float *t = s->det->half;
+    int ldb = tb ? K : N;
+    s->be->gemm(0, tb, M, N, K0, 1.0f, A, K, B, ldb, 0.0f, C, N);
+    s->be->gemm(0, tb, M, N, K - K0, 1.0f, A + K0, K, tb ? B + K0 : B + (size_t)K0 * N, ldb, 0.0f, t, N);
+    for (size_t j = 0; j < (size_t)M * N; j++) C[j] += t[j];
+}
+
 // One layer's product o[rows, h] = in[rows, k] W^T (this rank's widths). A row-parallel layer's is
 // a partial sum over its H/T inputs: the group's all-reduce (Megatron's g; fp32 partials, in bf16
 // too) makes it the whole layer's before the bias, which every rank holds whole, is added once.
 static void layer_product(Stage *s, int i, const float *in, float *o, int rows) {
     int h = stage_out_w(s, i), k = stage_in_w(s, i);
-    s->be->gemm(0, 1, rows, h, k, 1.0f, in, k, s->W[i], k, 0.0f, o, h);
+    if (s->det && s->kind[i] != TP_ROW && k > 1) det_halves(s, 1, rows, h, k, in, s->W[i], o);
+    else s->be->gemm(0, 1, rows, h, k, 1.0f, in, k, s->W[i], k, 0.0f, o, h);
     if (s->kind[i] == TP_ROW) s->hooks.tp_allreduce(s->hooks.tp_ctx, o, (size_t)rows * h);
     s->be->bias_act(o, s->b[i], rows, h, 1);
 }
@@ -297,7 +319,8 @@ static void layer_product(Stage *s, int i, const float *in, float *o, int rows) 
 // layer's is a partial sum over its H/T outputs: the all-reduce (f's conjugate) makes it whole.
 static void layer_input_grad(Stage *s, int i, const float *dz, float *dx, int rows) {
     int h = stage_out_w(s, i), k = stage_in_w(s, i);
-    s->be->gemm(0, 0, rows, k, h, 1.0f, dz, h, s->W[i], k, 0.0f, dx, k);
+    if (s->det && s->kind[i] != TP_COL && h > 1) det_halves(s, 0, rows, k, h, dz, s->W[i], dx);
+    else s->be->gemm(0, 0, rows, k, h, 1.0f, dz, h, s->W[i], k, 0.0f, dx, k);
     if (s->kind[i] == TP_COL) s->hooks.tp_allreduce(s->hooks.tp_ctx, dx, (size_t)rows * k);
 }
 // ZeRO's hooks (Stage.on_weights, on_grad): nothing when the stage holds its whole state.

@@ -80,6 +80,10 @@ same "zero 2, 2 replicas" 2 --steps 3 --dp 2 --zero 2
 same "zero 3, 2 replicas shm" 2 --steps 3 --dp 2 --zero 3 --allreduce shm
 same "zero 2, 4 replicas mpi" 4 --steps 3 --dp 4 --zero 2 --allreduce mpi
 same "zero 3, 4 replicas ring" 4 --steps 3 --dp 4 --zero 3 --allreduce ring
+same "tp 2" 2 --steps 3 --tp 2
+same "tp 2 x pp 2 1f1b" 4 --steps 3 --tp 2 --pp 2 --micro-batches 4
+same "tp 2 x dp 2 zero 2" 4 --steps 3 --tp 2 --dp 2 --zero 2
+same "pp 2 x dp 2 x tp 2 (3D)" 8 --steps 3 --pp 2 --dp 2 --tp 2 --micro-batches 2
 same "pp 2 x dp 2 1f1b" 4 --steps 3 --pp 2 --dp 2 --micro-batches 2
 same "pp 2 x dp 2 zb-v zero 1" 4 --steps 3 --pp 2 --dp 2 --zero 1 --schedule zb-v --micro-batches 4
 same "pp 2 x dp 2 1f1b zero 3" 4 --steps 3 --pp 2 --dp 2 --zero 3 --micro-batches 2
@@ -89,6 +93,10 @@ why=$(trained "resume part 1" 2 --steps 2 --pp 2 --micro-batches 4)
 [ -z "$why" ] && same "resume pp 2 -> ddp 2" 2 --steps 3 --dp 2 --resume "$TMP/resume part 1" \
     || fail "deterministic/resume pp 2 -> ddp 2" "$why"
 same "resume pp 2 -> monolith" 1 --steps 3 --resume "$TMP/resume part 1"
+# and from ZeRO-3's shards (2 steps on 2 replicas) onto a pipeline
+why=$(trained "resume part zero" 2 --steps 2 --dp 2 --zero 3)
+[ -z "$why" ] && same "resume zero 3 dp 2 -> pp 2" 2 --steps 3 --pp 2 --micro-batches 4 --resume "$TMP/resume part zero" \
+    || fail "deterministic/resume zero 3 dp 2 -> pp 2" "$why"
 # bf16: against its own bf16 monolith
 REF="monolith bf16"
 why=$(trained "monolith bf16" 1 --steps 3 --precision bf16)
@@ -96,6 +104,8 @@ why=$(trained "monolith bf16" 1 --steps 3 --precision bf16)
 same "pp 1f1b 2 bf16" 2 --steps 3 --pp 2 --micro-batches 4 --precision bf16
 same "pp zb-v 2 bf16 checkpointing" 2 --steps 3 --pp 2 --schedule zb-v --micro-batches 4 --precision bf16 --checkpoint-activations
 same "ddp 2 bf16" 2 --steps 3 --dp 2 --precision bf16
+same "tp 2 bf16" 2 --steps 3 --tp 2 --precision bf16
+same "zero 2, 4 replicas bf16" 4 --steps 3 --dp 4 --zero 2 --precision bf16
 # one reduction in another order is caught: MICROPP_DET_REORDER=1 (base/det.c) sums each tree's subtrees
 # left to right instead of pairwise; ddp 2's weights then differ from the (pairwise) monolith's
 why=$(MICROPP_DET_REORDER=1 trained "reordered ddp 2" 2 --steps 3 --dp 2)
@@ -133,7 +143,7 @@ refused() {  # refused NAME NRANKS EXPECT ARGS...
         && [ "$(grep -c . <<<"$ERR")" -eq 1 ] && pass "deterministic/$name: refused in one line, exit 2" \
         || fail "deterministic/$name" "rc $RC: $ERR"
 }
-refused "--tp 2" 2 "tensor-parallel sums are not in the canonical order yet" --tp 2
+refused "--tp 4" 4 "splits a product's inner dimension in 2 halves, which --tp 2 holds one each" --tp 4
 refused "a micro-batch finer than the chunk" 2 "a micro-batch of 8 rows is finer than the canonical chunk of 32 rows" \
     --pp 2 --micro-batches 8 --batch 64 --layers 4 --hidden 32
 refused "--det-rows 12" 1 "the canonical chunk is a power of two" --det-rows 12

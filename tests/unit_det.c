@@ -172,7 +172,10 @@ static void test_sum(void) {
     for (int i = 0; i < N; i++) det_sum_sumsq(&part[i % 3], &x[perm[i]], 1);
     det_sum_export(&whole, w);
     for (int r = 0; r < 3; r++) det_sum_export(&part[r], p[r]);
-    for (int i = 0; i <= DET_SUM_LIMBS; i++) { a[i] = (p[0][i] + p[1][i]) + p[2][i]; b[i] = p[2][i] + (p[1][i] + p[0][i]); }
+    for (int i = 0; i <= DET_SUM_LIMBS; i++) {
+        a[i] = (p[0][i] + p[1][i]) + p[2][i];
+        b[i] = p[2][i] + (p[1][i] + p[0][i]);
+    }
     double v = det_sum_value(w), va = det_sum_value(a), vb = det_sum_value(b), fwd = 0, bwd = 0;
     long double ref = 0;
     static double sq[N];
@@ -198,14 +201,82 @@ static void test_sum(void) {
         l[i] = (float)((rand() + 1.0) / RAND_MAX * (i % 2 ? 6.0 : pow(10.0, rand() % 10 - 12)));
     double l1 = 0, l2 = 0, m1 = 0, m2 = 0;
     for (int i = 0; i < 60; i++) l1 += det_loss_row(l[i]);
-    for (int g = 19; g >= 0; g--) l2 += det_loss_row(l[3 * g]) + det_loss_row(l[3 * g + 1]) + det_loss_row(l[3 * g + 2]);
+    for (int g = 19; g >= 0; g--)
+        l2 += det_loss_row(l[3 * g]) + det_loss_row(l[3 * g + 1]) + det_loss_row(l[3 * g + 2]);
     for (int i = 0; i < 60; i++) m1 += l[i];
     for (int g = 19; g >= 0; g--) m2 += l[3 * g] + l[3 * g + 1] + l[3 * g + 2];
     EXPECT("det/det_loss_row: rows one by one or in micro-batches backwards, one sum (unrounded: two)",
            l1 == l2 && m1 != m2, "%a %a (unrounded: %a %a)", l1, l2, m1, m2);
 }
 
+// --tp 2 under --deterministic (model.c's det_halves): a rank computes half the columns of a product, or
+// half the rows or columns of a weight gradient's leaves, of the shapes the whole layer's call has; those
+// must carry the whole call's bits. Checked for the forward (B transposed) and the input gradient, each
+// column half against the whole product, and for det_tree_chunks's tree, each row and column half of
+// [dz^T x, the bias] against the whole layer's: a small shape and a medium.json one.
+static int halves_case(int M, int N, int K, int chunk) {
+    float *A = xmalloc(sizeof(float) * (size_t)M * K), *B = xmalloc(sizeof(float) * (size_t)N * K),
+          *C = xmalloc(sizeof(float) * (size_t)M * N), *D = xmalloc(sizeof(float) * (size_t)M * N);
+    fill(A, (size_t)M * K, 3);
+    fill(B, (size_t)N * K, 5);
+    int bad = 0, n = N / 2;
+    for (int tb = 0; tb <= 1; tb++) {
+        det_gemm(0, tb, M, N, K, 1.0f, A, K, B, tb ? K : N, 0.0f, C, N, chunk, 0);
+        for (int half = 0; half < 2; half++) {
+            const float *Bh = tb ? B + (size_t)half * n * K : B + (size_t)half * n;
+            det_gemm(0, tb, M, n, K, 1.0f, A, K, Bh, tb ? K : N, 0.0f, D, n, chunk, 0);
+            for (int i = 0; i < M; i++)
+                bad += memcmp(C + (size_t)i * N + half * n, D + (size_t)i * n, sizeof(float) * n) != 0;
+        }
+    }
+    free(A); free(B); free(C); free(D);
+    return bad;
+}
+
+// The tree of a [h, k] layer over rows, and of its halves: rows [0, h/2) (a column-parallel rank) and
+// columns [0, k/2) of every row (a row-parallel rank: x's first k/2 columns; the bias whole).
+static int tree_halves_case(int R, int h, int k, int chunk) {
+    float *dz = xmalloc(sizeof(float) * (size_t)R * h), *x = xmalloc(sizeof(float) * (size_t)R * k),
+          *xs = xmalloc(sizeof(float) * (size_t)R * k), *whole = xmalloc(sizeof(float) * ((size_t)h * k + h)),
+          *part = xmalloc(sizeof(float) * ((size_t)h * k + h)), *dzs = xmalloc(sizeof(float) * (size_t)R * h);
+    fill(dz, (size_t)R * h, 7);
+    fill(x, (size_t)R * k, 9);
+    DetTree t;
+    det_tree_init(&t, (size_t)h * k + h);
+    det_tree_chunks(&t, dz, x, R, h, k, 0, chunk, 0);
+    det_tree_finish(&t, whole);
+    det_tree_free(&t);
+    int bad = 0, hh = h / 2, kh = k / 2;
+    for (int r = 0; r < R; r++) memcpy(dzs + (size_t)r * hh, dz + (size_t)r * h, sizeof(float) * hh);
+    det_tree_init(&t, (size_t)hh * k + hh);  // rows [0, h/2): W's first rows, then their bias
+    det_tree_chunks(&t, dzs, x, R, hh, k, 0, chunk, 0);
+    det_tree_finish(&t, part);
+    det_tree_free(&t);
+    bad += memcmp(part, whole, sizeof(float) * (size_t)hh * k) != 0;
+    bad += memcmp(part + (size_t)hh * k, whole + (size_t)h * k, sizeof(float) * hh) != 0;
+    for (int r = 0; r < R; r++) memcpy(xs + (size_t)r * kh, x + (size_t)r * k, sizeof(float) * kh);
+    det_tree_init(&t, (size_t)h * kh + h);  // columns [0, k/2) of every row, the bias whole
+    det_tree_chunks(&t, dz, xs, R, h, kh, 0, chunk, 0);
+    det_tree_finish(&t, part);
+    det_tree_free(&t);
+    for (int o = 0; o < h; o++) bad += memcmp(part + (size_t)o * kh, whole + (size_t)o * k, sizeof(float) * kh) != 0;
+    bad += memcmp(part + (size_t)h * kh, whole + (size_t)h * k, sizeof(float) * h) != 0;
+    free(dz); free(x); free(xs); free(whole); free(part); free(dzs);
+    return bad;
+}
+
+static void test_halves(void) {
+    int bad = halves_case(16, 32, 16, 8) + halves_case(16, 32, 32, 8) + halves_case(64, 1024, 512, 32) +
+              halves_case(64, 512, 1024, 32);
+    EXPECT("det/--tp 2's half of a product's columns: the whole product's bits (forward and input gradient)", bad == 0,
+           "%d rows differ", bad);
+    bad = tree_halves_case(16, 32, 32, 8) + tree_halves_case(64, 1024, 1024, 32);
+    EXPECT("det/--tp 2's half of a weight gradient's rows or columns: the whole layer's tree's bits", bad == 0,
+           "%d rows differ", bad);
+}
+
 int main(void) {
+    test_halves();
     test_sum();
     test_tree();
     test_gemm();

@@ -368,9 +368,10 @@ static int rule_deterministic(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->device == DEVICE_CUDA)
         return refuse(e, "train: --deterministic runs on the CPU (cuBLAS chooses its kernels, and so its order of "
                          "sums, by shape): add --device cpu, or drop --deterministic");
-    if (p->T > 1)
-        return refuse(e, "train: --deterministic with --tp %d: the tensor-parallel sums are not in the canonical "
-                         "order yet: drop --tp or --deterministic", p->T);
+    if (p->T > 2)
+        return refuse(e, "train: --deterministic with --tp %d: the canonical order splits a product's inner "
+                         "dimension in 2 halves, which --tp 2 holds one each; a finer split is not in it yet: use "
+                         "--tp 2, or drop --deterministic", p->T);
     int n = c->gemm.det_rows, below = 1;
     while (below * 2 <= n) below *= 2;
     if (n != below)
