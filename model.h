@@ -98,8 +98,8 @@ typedef struct {
     DetTree *tree;  // [n_layers + 1]: the head's last
     long row0;
     int chunk;      // the canonical chunk's rows (--det-rows): the tree's leaves
-    float *half;    // the second half's product (det_halves), half_n floats
-    size_t half_n;
+    float *part[2];  // det_slices' partial products, part_n floats each
+    size_t part_n;
 } StageDet;
 
 typedef struct {

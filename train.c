@@ -732,6 +732,7 @@ int cmd_train(int argc, char **argv) {
     if (cfg.gemm.deterministic) setup_deterministic(r);
     expert_setup(p, &r->wire.ep, &r->wire.comm, r->model.local, r->model.n_local);  // (--ep 1: nothing)
     if (p->T > 1) tensor_setup(p, &r->wire.tp, &r->wire.comm, r->wire.be, r->model.local, r->model.n_local);
+    r->wire.tp.det = cfg.gemm.deterministic && p->T > 2;  // (2 ranks: their all-reduce is a + b, the slices' tree)
     r->wire.tp.trace =
         cfg.observe.trace[0] || cfg.observe.timeline[0] || cfg.observe.gantt;  // (the observers draw the collectives)
     if (verbose) tensor_report_messages(p, &r->wire.tp);

@@ -23,6 +23,9 @@
 void det_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc, int chunk, int bf16);
 
+// The canonical split of a hidden layer's inner dimension (model.c's det_slices): --tp 2 and 4 divide it.
+#define DET_SLICES 4
+
 // A subtree of the rows' tree: rows [start, start + 2^level) summed pairwise, len floats.
 typedef struct {
     int level;

@@ -42,7 +42,8 @@ for row in "${LAYOUTS[@]}"; do
     IFS='|' read -r name n args <<<"$row"
     read -ra a <<<"$args"
     plain=() det=() why=""
-    for ((r = 0; r < REPS && -z "$why"; r++)); do
+    for ((r = 0; r < REPS; r++)); do
+        [ -n "$why" ] && break
         for turn in $((r % 2)) $((1 - r % 2)); do
             if [ "$turn" -eq 0 ]; then x=$(one "$n" "${a[@]}"); else x=$(one "$n" "${a[@]}" "${DET[@]}"); fi
             [[ $x =~ ^[0-9.]+$ ]] || { why=$x; break; }

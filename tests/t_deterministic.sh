@@ -81,6 +81,8 @@ same "zero 3, 2 replicas shm" 2 --steps 3 --dp 2 --zero 3 --allreduce shm
 same "zero 2, 4 replicas mpi" 4 --steps 3 --dp 4 --zero 2 --allreduce mpi
 same "zero 3, 4 replicas ring" 4 --steps 3 --dp 4 --zero 3 --allreduce ring
 same "tp 2" 2 --steps 3 --tp 2
+same "tp 4" 4 --steps 3 --tp 4
+same "tp 4 ring" 4 --steps 3 --tp 4 --allreduce ring
 same "tp 2 x pp 2 1f1b" 4 --steps 3 --tp 2 --pp 2 --micro-batches 4
 same "tp 2 x dp 2 zero 2" 4 --steps 3 --tp 2 --dp 2 --zero 2
 same "pp 2 x dp 2 x tp 2 (3D)" 8 --steps 3 --pp 2 --dp 2 --tp 2 --micro-batches 2
@@ -105,6 +107,7 @@ same "pp 1f1b 2 bf16" 2 --steps 3 --pp 2 --micro-batches 4 --precision bf16
 same "pp zb-v 2 bf16 checkpointing" 2 --steps 3 --pp 2 --schedule zb-v --micro-batches 4 --precision bf16 --checkpoint-activations
 same "ddp 2 bf16" 2 --steps 3 --dp 2 --precision bf16
 same "tp 2 bf16" 2 --steps 3 --tp 2 --precision bf16
+same "tp 4 bf16" 4 --steps 3 --tp 4 --precision bf16
 same "zero 2, 4 replicas bf16" 4 --steps 3 --dp 4 --zero 2 --precision bf16
 # one reduction in another order is caught: MICROPP_DET_REORDER=1 (base/det.c) sums each tree's subtrees
 # left to right instead of pairwise; ddp 2's weights then differ from the (pairwise) monolith's
@@ -143,7 +146,7 @@ refused() {  # refused NAME NRANKS EXPECT ARGS...
         && [ "$(grep -c . <<<"$ERR")" -eq 1 ] && pass "deterministic/$name: refused in one line, exit 2" \
         || fail "deterministic/$name" "rc $RC: $ERR"
 }
-refused "--tp 4" 4 "splits a product's inner dimension in 2 halves, which --tp 2 holds one each" --tp 4
+refused "--tp 8" 8 "inner dimension in 4 slices, which --tp 8 cannot hold whole" --tp 8 --hidden 32 --layers 4
 refused "a micro-batch finer than the chunk" 2 "a micro-batch of 8 rows is finer than the canonical chunk of 32 rows" \
     --pp 2 --micro-batches 8 --batch 64 --layers 4 --hidden 32
 refused "--det-rows 12" 1 "the canonical chunk is a power of two" --det-rows 12

@@ -209,20 +209,20 @@ static void test_sum(void) {
            l1 == l2 && m1 != m2, "%a %a (unrounded: %a %a)", l1, l2, m1, m2);
 }
 
-// --tp 2 under --deterministic (model.c's det_halves): a rank computes half the columns of a product, or
-// half the rows or columns of a weight gradient's leaves, of the shapes the whole layer's call has; those
-// must carry the whole call's bits. Checked for the forward (B transposed) and the input gradient, each
-// column half against the whole product, and for det_tree_chunks's tree, each row and column half of
-// [dz^T x, the bias] against the whole layer's: a small shape and a medium.json one.
-static int halves_case(int M, int N, int K, int chunk) {
+// --tp 2 and 4 under --deterministic (model.c's det_slices): a rank computes a half or a quarter of the
+// columns of a product, or of the rows or columns of a weight gradient's leaves, of the shapes the whole
+// layer's call has; those must carry the whole call's bits. Checked for the forward (B transposed) and
+// the input gradient, each column part against the whole product, and for det_tree_chunks's tree, the
+// first row and column part of [dz^T x, the bias] against the whole layer's: small and medium.json shapes.
+static int halves_case(int M, int N, int K, int chunk, int parts) {
     float *A = xmalloc(sizeof(float) * (size_t)M * K), *B = xmalloc(sizeof(float) * (size_t)N * K),
           *C = xmalloc(sizeof(float) * (size_t)M * N), *D = xmalloc(sizeof(float) * (size_t)M * N);
     fill(A, (size_t)M * K, 3);
     fill(B, (size_t)N * K, 5);
-    int bad = 0, n = N / 2;
+    int bad = 0, n = N / parts;
     for (int tb = 0; tb <= 1; tb++) {
         det_gemm(0, tb, M, N, K, 1.0f, A, K, B, tb ? K : N, 0.0f, C, N, chunk, 0);
-        for (int half = 0; half < 2; half++) {
+        for (int half = 0; half < parts; half++) {
             const float *Bh = tb ? B + (size_t)half * n * K : B + (size_t)half * n;
             det_gemm(0, tb, M, n, K, 1.0f, A, K, Bh, tb ? K : N, 0.0f, D, n, chunk, 0);
             for (int i = 0; i < M; i++)
@@ -235,7 +235,7 @@ static int halves_case(int M, int N, int K, int chunk) {
 
 // The tree of a [h, k] layer over rows, and of its halves: rows [0, h/2) (a column-parallel rank) and
 // columns [0, k/2) of every row (a row-parallel rank: x's first k/2 columns; the bias whole).
-static int tree_halves_case(int R, int h, int k, int chunk) {
+static int tree_halves_case(int R, int h, int k, int chunk, int parts) {
     float *dz = xmalloc(sizeof(float) * (size_t)R * h), *x = xmalloc(sizeof(float) * (size_t)R * k),
           *xs = xmalloc(sizeof(float) * (size_t)R * k), *whole = xmalloc(sizeof(float) * ((size_t)h * k + h)),
           *part = xmalloc(sizeof(float) * ((size_t)h * k + h)), *dzs = xmalloc(sizeof(float) * (size_t)R * h);
@@ -246,7 +246,7 @@ static int tree_halves_case(int R, int h, int k, int chunk) {
     det_tree_chunks(&t, dz, x, R, h, k, 0, chunk, 0);
     det_tree_finish(&t, whole);
     det_tree_free(&t);
-    int bad = 0, hh = h / 2, kh = k / 2;
+    int bad = 0, hh = h / parts, kh = k / parts;
     for (int r = 0; r < R; r++) memcpy(dzs + (size_t)r * hh, dz + (size_t)r * h, sizeof(float) * hh);
     det_tree_init(&t, (size_t)hh * k + hh);  // rows [0, h/2): W's first rows, then their bias
     det_tree_chunks(&t, dzs, x, R, hh, k, 0, chunk, 0);
@@ -266,12 +266,16 @@ static int tree_halves_case(int R, int h, int k, int chunk) {
 }
 
 static void test_halves(void) {
-    int bad = halves_case(16, 32, 16, 8) + halves_case(16, 32, 32, 8) + halves_case(64, 1024, 512, 32) +
-              halves_case(64, 512, 1024, 32);
-    EXPECT("det/--tp 2's half of a product's columns: the whole product's bits (forward and input gradient)", bad == 0,
-           "%d rows differ", bad);
-    bad = tree_halves_case(16, 32, 32, 8) + tree_halves_case(64, 1024, 1024, 32);
-    EXPECT("det/--tp 2's half of a weight gradient's rows or columns: the whole layer's tree's bits", bad == 0,
+    int bad = 0;
+    for (int parts = 2; parts <= 4; parts += 2)
+        bad += halves_case(16, 32, 8, 8, parts) + halves_case(16, 32, 16, 8, parts) +
+               halves_case(64, 1024, 256, 32, parts) + halves_case(64, 512, 1024, 32, parts);
+    EXPECT("det/--tp 2 and 4's part of a product's columns: the whole product's bits (forward and input gradient)",
+           bad == 0, "%d rows differ", bad);
+    bad = 0;
+    for (int parts = 2; parts <= 4; parts += 2)
+        bad += tree_halves_case(16, 32, 32, 8, parts) + tree_halves_case(64, 1024, 1024, 32, parts);
+    EXPECT("det/--tp 2 and 4's part of a weight gradient's rows or columns: the whole layer's tree's bits", bad == 0,
            "%d rows differ", bad);
 }
 

@@ -368,10 +368,10 @@ static int rule_deterministic(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->device == DEVICE_CUDA)
         return refuse(e, "train: --deterministic runs on the CPU (cuBLAS chooses its kernels, and so its order of "
                          "sums, by shape): add --device cpu, or drop --deterministic");
-    if (p->T > 2)
+    if (p->T > 1 && DET_SLICES % p->T)
         return refuse(e, "train: --deterministic with --tp %d: the canonical order splits a product's inner "
-                         "dimension in 2 halves, which --tp 2 holds one each; a finer split is not in it yet: use "
-                         "--tp 2, or drop --deterministic", p->T);
+                         "dimension in %d slices, which --tp %d cannot hold whole: use --tp 2 or 4, or drop "
+                         "--deterministic", p->T, DET_SLICES, p->T);
     int n = c->gemm.det_rows, below = 1;
     while (below * 2 <= n) below *= 2;
     if (n != below)
