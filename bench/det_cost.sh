@@ -9,15 +9,18 @@
 # Lines that are not data start with '#'. Needs a quiet machine for figures worth quoting.
 #   bash bench/det_cost.sh                 # 5 rounds, 10 steps a run, the default --det-rows
 #   DET_ROWS=64 REPS=7 bash bench/det_cost.sh
-# Env: REPS (5), STEPS (10), DET_ROWS (empty: micropp's default), MICROPP (./micropp).
+# Env: REPS (5), STEPS (10), DET_ROWS (empty: micropp's default), MICROPP (./micropp), CONFIG
+# (configs/medium.json; tests/t_benches.sh runs a small one).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MICROPP=${MICROPP:-$ROOT/micropp} REPS=${REPS:-5} STEPS=${STEPS:-10} DET_ROWS=${DET_ROWS:-}
+CONFIG=${CONFIG:-$ROOT/configs/medium.json}
 for v in REPS STEPS; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "det_cost: $v must be a positive integer, not '${!v}'" >&2; exit 2; }
 done
 [ -x "$MICROPP" ] || { echo "det_cost: no micropp at $MICROPP: run make, or set MICROPP" >&2; exit 2; }
-BASE=(train --config "$ROOT/configs/medium.json" --steps "$STEPS" --log-every 0 --json)
+[ -r "$CONFIG" ] || { echo "det_cost: CONFIG '$CONFIG' is not a readable file" >&2; exit 2; }
+BASE=(train --config "$CONFIG" --steps "$STEPS" --log-every 0 --json)
 DET=(--deterministic ${DET_ROWS:+--det-rows "$DET_ROWS"})
 LAYOUTS=("monolith|1|" "1f1b 2 ranks|2|--pp 2 --micro-batches 4" "ddp 2 ranks|2|--dp 2" "tp 2|2|--tp 2")
 
@@ -36,7 +39,7 @@ one() {
 median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
 echo "# $("$MICROPP" --version 2>/dev/null | head -1) | $(nproc) cores | load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# medium.json, $STEPS steps a run, $REPS rounds, --det-rows ${DET_ROWS:-default}; step ms medians (min-max)"
+echo "# $(basename "$CONFIG"), $STEPS steps a run, $REPS rounds, --det-rows ${DET_ROWS:-default}; step ms medians (min-max)"
 printf "%-14s %22s %22s %7s\n" layout without with ratio
 for row in "${LAYOUTS[@]}"; do
     IFS='|' read -r name n args <<<"$row"
