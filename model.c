@@ -220,6 +220,8 @@ void stage_free(Stage *s) {
     if (s->det) {
         for (int j = 0; j <= s->n_layers; j++) det_tree_free(&s->det->tree[j]);
         free(s->det->tree);
+        free(s->det->part[0]);
+        free(s->det->part[1]);
         free(s->det);
     }
     const Backend *be = s->be;
@@ -286,12 +288,49 @@ void stage_queue_labels(Stage *s, int slot, const int32_t *labels_host) {
     s->be->to_device_queued(s->slots[slot].labels, labels_host, (size_t)s->rows * sizeof(int32_t));
 }
 
+// --deterministic: a hidden layer's product C[M, N] = A B over its inner dimension K (forward: the inputs;
+// input gradient: the outputs) in the canonical split (docs/determinism.md): DET_SLICES products over
+// the slices [K j / DET_SLICES, K (j + 1) / DET_SLICES) of K, added in a pairwise tree, (a0 + a1) +
+// (a2 + a3). --tp T holds DET_SLICES / T of those slices of the inner dimension it splits: a rank sums its
+// own in the tree's lower levels here (L = DET_SLICES / T), and the group adds the ranks' sums above them
+// (tp_allreduce: a + b for 2, the tree for 4). An inner dimension the rank does not split it computes in
+// all the slices (a column's bits do not depend on how many columns a product carries: tests/unit_det.c).
+// tb: B is [N, K] (the forward's W), else [K, N]. Slices j0 .. j0 + n of L, into C.
+static void det_slices(Stage *s, int tb, int M, int N, int K, const float *A, const float *B, float *C, int j0, int n,
+                       int L) {
+    int ldb = tb ? K : N;
+    if (n == 1) {
+        int k0 = (int)((long)K * j0 / L), k1 = (int)((long)K * (j0 + 1) / L);
+        s->be->gemm(0, tb, M, N, k1 - k0, 1.0f, A + k0, K, tb ? B + k0 : B + (size_t)k0 * N, ldb, 0.0f, C, N);
+        return;
+    }
+    float *t = s->det->part[n == L ? 0 : 1];  // (L <= 4: the top level's right half, then the level below's)
+    det_slices(s, tb, M, N, K, A, B, C, j0, n / 2, L);
+    det_slices(s, tb, M, N, K, A, B, t, j0 + n / 2, n / 2, L);
+    for (size_t j = 0; j < (size_t)M * N; j++) C[j] += t[j];
+}
+
+// split: how many ways this rank's group splits the inner dimension K (1: K is the layer's whole).
+static void det_product(Stage *s, int tb, int M, int N, int K, const float *A, const float *B, float *C, int split) {
+    int L = DET_SLICES / split;
+    if ((long)K * split < DET_SLICES) L = 1;  // (a layer narrower than the slices: one product, never split)
+    if (s->det->part_n < (size_t)M * N) {
+        for (int i = 0; i < 2; i++) {
+            free(s->det->part[i]);
+            s->det->part[i] = xmalloc(sizeof(float) * (size_t)M * N);
+        }
+        s->det->part_n = (size_t)M * N;
+    }
+    det_slices(s, tb, M, N, K, A, B, C, 0, L, L);
+}
+
 // One layer's product o[rows, h] = in[rows, k] W^T (this rank's widths). A row-parallel layer's is
 // a partial sum over its H/T inputs: the group's all-reduce (Megatron's g; fp32 partials, in bf16
 // too) makes it the whole layer's before the bias, which every rank holds whole, is added once.
 static void layer_product(Stage *s, int i, const float *in, float *o, int rows) {
     int h = stage_out_w(s, i), k = stage_in_w(s, i);
-    s->be->gemm(0, 1, rows, h, k, 1.0f, in, k, s->W[i], k, 0.0f, o, h);
+    if (s->det) det_product(s, 1, rows, h, k, in, s->W[i], o, s->kind[i] == TP_ROW ? s->tp : 1);
+    else s->be->gemm(0, 1, rows, h, k, 1.0f, in, k, s->W[i], k, 0.0f, o, h);
     if (s->kind[i] == TP_ROW) s->hooks.tp_allreduce(s->hooks.tp_ctx, o, (size_t)rows * h);
     s->be->bias_act(o, s->b[i], rows, h, 1);
 }
@@ -300,7 +339,8 @@ static void layer_product(Stage *s, int i, const float *in, float *o, int rows) 
 // layer's is a partial sum over its H/T outputs: the all-reduce (f's conjugate) makes it whole.
 static void layer_input_grad(Stage *s, int i, const float *dz, float *dx, int rows) {
     int h = stage_out_w(s, i), k = stage_in_w(s, i);
-    s->be->gemm(0, 0, rows, k, h, 1.0f, dz, h, s->W[i], k, 0.0f, dx, k);
+    if (s->det) det_product(s, 0, rows, k, h, dz, s->W[i], dx, s->kind[i] == TP_COL ? s->tp : 1);
+    else s->be->gemm(0, 0, rows, k, h, 1.0f, dz, h, s->W[i], k, 0.0f, dx, k);
     if (s->kind[i] == TP_COL) s->hooks.tp_allreduce(s->hooks.tp_ctx, dx, (size_t)rows * k);
 }
 // ZeRO's hooks (Stage.on_weights, on_grad): nothing when the stage holds its whole state.
@@ -619,8 +659,15 @@ long optimizer_update(const Backend *be, const OptimStep *o, float *p, const flo
     return be->adam(p, g, m, v, n, a);
 }
 
-double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, int replicated_too) {
-    if (replicated_too || s->tp <= 1) return s->be->sumsq(g, n);
+// --deterministic (exact): the squares added into it exactly, in no order that matters; 0 returned.
+static double sumsq(const Stage *s, const float *g, size_t n, DetSum *exact) {
+    if (!exact) return s->be->sumsq(g, n);
+    det_sum_sumsq(exact, g, n);
+    return 0;
+}
+
+double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, int replicated_too, DetSum *exact) {
+    if (replicated_too || s->tp <= 1) return sumsq(s, g, n, exact);
     double sum = 0;
     size_t off = 0, to = from + n;
     for (int j = 0; j <= s->n_layers; j++) {  // [off, own): the part of layer j this rank alone holds
@@ -628,7 +675,7 @@ double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, i
         size_t len = stage_layer_len(s, j);
         size_t own = off + (kind == TP_COL ? len : kind == TP_ROW ? stage_weight_len(s, j) : 0);
         size_t a = off > from ? off : from, b = own < to ? own : to;
-        if (a < b) sum += s->be->sumsq(g + (a - from), b - a);
+        if (a < b) sum += sumsq(s, g + (a - from), b - a, exact);
         off += len;
     }
     return sum;

@@ -98,6 +98,8 @@ typedef struct {
     DetTree *tree;  // [n_layers + 1]: the head's last
     long row0;
     int chunk;      // the canonical chunk's rows (--det-rows): the tree's leaves
+    float *part[2];  // det_slices' partial products, part_n floats each
+    size_t part_n;
 } StageDet;
 
 typedef struct {
@@ -246,7 +248,8 @@ long stage_optimizer_step(Stage *s, const OptimStep *o);
 // double (--clip-grad's norm). Without replicated_too the parts every rank of a tensor-parallel group
 // holds whole (an odd last layer, a row-parallel layer's bias, the head) are left out: the group's rank 0
 // counts them, the others only their own shards, so that the group counts every parameter once.
-double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, int replicated_too);
+// --deterministic: exact (base/det.h) takes the squares, exactly, and 0 is returned.
+double stage_grad_sumsq(const Stage *s, const float *g, size_t from, size_t n, int replicated_too, DetSum *exact);
 // A rank's part of local layer i: the whole tensors Wf [H, fan_in] and bf [H] (host) -> rank t's shard
 // W [out_w, in_w] and b [out_w] (host); unshard writes rank t's part of the whole tensors (replicated parts
 // whole). (The whole stage's tensors and shards are tensor parallelism's: axes/tensor.h.)

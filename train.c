@@ -339,7 +339,9 @@ static void step_update(Run *r, int step) {
     int undone = 0;  // --post-validate: the check, the loss and the norm set off, the copy taken; 1: this rank's
     if (pv) {        // gradients are not finite, so every rank will undo the step (no note of its update)
         int n;
-        double *v = step_values(model, &r->progress, &r->m, step, clip ? guard_grad_sumsq(&r->wire, model) : 0, &n);
+        DetSum exact = {0}, *det = c->gemm.deterministic && clip ? &exact : NULL;
+        double sumsq = clip ? guard_grad_sumsq(&r->wire, model, det) : 0;
+        double *v = step_values(model, &r->progress, &r->m, step, sumsq, det, &n);
         undone = postval_begin(r, step, v, n + 1);
     }
     guard_optimizer_step(r, step, clip && !pv, !undone);  // (--post-validate clips once the norm has arrived)
@@ -561,7 +563,7 @@ static void step_settle(Run *r, int step, int redo, int verbose) {
     const double *v = postval_wait(r);
     double tb = now_sec(), bad = v[r->pv.n - 1];
     if (v[3] > 0) agree_on_failure(r->progress.bad_update);
-    double loss = step_loss_taken(m, step, v), clip = r->c->guard.clip_grad;
+    double clip = r->c->guard.clip_grad, loss = step_loss_taken(m, step, v, r->c->gemm.deterministic && clip > 0);
     step_checks(r->c, &r->progress, m, step, loss);
     m->clip_scale[step] = 1;
     if (bad > 0 || (clip > 0 && clip / (m->grad_norm[step] + 1e-6) < 1)) {
@@ -596,8 +598,9 @@ static void train_steps(Run *r, VerifyResult *v, int verbose) {
         if (pv && step > g->start) step_settle(r, step - 1, 1, verbose);  // the last step's check, arrived
         double loss = NAN;
         if (!pv) {
-            double sumsq = c->guard.clip_grad > 0 ? guard_grad_sumsq(&r->wire, &r->model) : 0;
-            loss = step_loss(p, &r->model, g, &r->m, step, sumsq);
+            DetSum exact = {0}, *det = c->gemm.deterministic && c->guard.clip_grad > 0 ? &exact : NULL;
+            double sumsq = c->guard.clip_grad > 0 ? guard_grad_sumsq(&r->wire, &r->model, det) : 0;
+            loss = step_loss(p, &r->model, g, &r->m, step, sumsq, det);
         }
         if (step == 0 && c->verify) {  // (local SGD: ddp's averaged gradients are the monolith's; its own kept)
             float **own = NULL;
@@ -738,6 +741,7 @@ int cmd_train(int argc, char **argv) {
     if (cfg.gemm.deterministic) setup_deterministic(r);
     expert_setup(p, &r->wire.ep, &r->wire.comm, r->model.local, r->model.n_local);  // (--ep 1: nothing)
     if (p->T > 1) tensor_setup(p, &r->wire.tp, &r->wire.comm, r->wire.be, r->model.local, r->model.n_local);
+    r->wire.tp.det = cfg.gemm.deterministic && p->T > 2;  // (2 ranks: their all-reduce is a + b, the slices' tree)
     r->wire.tp.trace =
         cfg.observe.trace[0] || cfg.observe.timeline[0] || cfg.observe.gantt;  // (the observers draw the collectives)
     if (verbose) tensor_report_messages(p, &r->wire.tp);

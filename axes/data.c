@@ -96,9 +96,9 @@ static void det_pack(const Stage *s, long *hdr, float *v) {
 // --deterministic: the replicas' sum as the rows' tree (base/det.h). Every replica's subtrees go to
 // every replica (an all-gather) and each adds the others' into its own tree, whose shape the rows
 // alone decide: every replica ends with the bits one process summing all the rows would have. (ZeRO-1
-// then updates its shard of the whole gradient, which every rank holds.)
-static void det_sum(GradSync *g) {
-    double t0 = now_sec();
+// then updates its shard of the whole gradient, which every rank holds; ZeRO-2 and 3 fold the trees into
+// their shards, zero.c.)
+void gradsync_det_gather(GradSync *g) {
     Stage *s = g->s;
     int D = g->comm->replicas, me = g->comm->replica;
     long mine[2] = {0, 0};  // subtrees, floats
@@ -131,10 +131,15 @@ static void det_sum(GradSync *g) {
             det_tree_add(t, (int)h[1], h[2], buf);
         }
     }
-    stage_det_finish(s);
+    free(all); free(hn); free(hdr); free(v);
+}
+
+static void det_sum(GradSync *g) {
+    double t0 = now_sec();
+    gradsync_det_gather(g);
+    stage_det_finish(g->s);
     g->spans[g->n_spans++] = (Span){t0, now_sec(), 0, 0};  // one collective: the all-gathers and the tree
     g->calls++;
-    free(all); free(hn); free(hdr); free(v);
 }
 
 void gradsync_init(GradSync *g, Comm *c, Comm *peers, Stage *s, int sync, int algo, double bucket_bytes) {
@@ -208,6 +213,10 @@ void gradsync_set_final(GradSync *g, int final) { g->final = final; }
 void gradsync_finish(GradSync *g) {
     g->s->be->sync();  // the compute's end on the device (a GPU's queue drained), not when the host queued it
     g->t_compute_end = now_sec();
+    if (g->s->det && g->sharded && g->sharded->finish) {  // ZeRO-2, 3: the trees folded into the shards (zero.c)
+        g->sharded->finish(g);
+        return;
+    }
     if (g->s->det && !g->det_pair) {
         det_sum(g);
         return;
@@ -235,20 +244,21 @@ long gradsync_optimizer_step(GradSync *g, const OptimStep *o) {
     return stage_optimizer_step(g->s, o);
 }
 
-double gradsync_grad_sumsq(GradSync *g, int replicated_too) {
+double gradsync_grad_sumsq(GradSync *g, int replicated_too, DetSum *exact) {
     Stage *s = g->s;
     double sum = 0;
     if (!g->sharded && g->peers) {  // --ep: each bucket on the first rank of the group that summed it
         for (int i = 0; i < g->nb; i++) {
             const Bucket *b = &g->b[i];
-            if (!b->comm->replica) sum += stage_grad_sumsq(s, s->grads + b->off, b->off, b->n, replicated_too);
+            if (!b->comm->replica) sum += stage_grad_sumsq(s, s->grads + b->off, b->off, b->n, replicated_too, exact);
         }
         return sum;
     }
-    if (!g->sharded) return g->comm->replica ? 0 : stage_grad_sumsq(s, s->grads, 0, s->n_params, replicated_too);
+    if (!g->sharded) return g->comm->replica ? 0 : stage_grad_sumsq(s, s->grads, 0, s->n_params, replicated_too, exact);
     for (int i = 0; i < g->nb; i++) {
         const Bucket *b = &g->b[i];
-        sum += stage_grad_sumsq(s, g->sharded->grad_shard(g, i), b->off + b->shard_off, b->shard_n, replicated_too);
+        sum += stage_grad_sumsq(s, g->sharded->grad_shard(g, i), b->off + b->shard_off, b->shard_n, replicated_too,
+                                exact);
     }
     return sum;
 }

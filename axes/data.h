@@ -89,7 +89,10 @@ void gradsync_gather_grads(GradSync *g);
 // (the whole of it on replica 0 alone, every replica holding the same; with ZeRO this rank's shards), the
 // parts a tensor-parallel group holds whole on every rank counted only when replicated_too (stage_grad_sumsq);
 // and that gradient scaled by a (every replica scales its own copy, ZeRO its shards).
-double gradsync_grad_sumsq(GradSync *g, int replicated_too);
+double gradsync_grad_sumsq(GradSync *g, int replicated_too, DetSum *exact);
+// --deterministic, replicas other than det_pair's: every replica's subtrees of the stage's gradients added
+// into every replica's trees (an all-gather over dp), so each holds the whole step's tree; not folded yet.
+void gradsync_det_gather(GradSync *g);
 void gradsync_grad_scale(GradSync *g, float a);
 // Checkpoints of sharded runs are the unsharded files: before a save (and around a resume) the
 // sharded state is made whole in the stage (s->adam_m, s->adam_v; ZeRO-3: s->params), and afterwards

@@ -70,12 +70,26 @@ void tp_spans_clear(TpGroup *g) { g->n_spans = 0; }
 // device's own time is added at the step's end (tp_step_end: CUDA events around each); over MPI or
 // shm, the host's time once the compute queued before it has run (a GPU's queue drained first, as the
 // staging copy would anyway), so the compute is not counted as communication.
+// --deterministic on more than 2 ranks: rank t holds the sum of slice t of the inner dimension (model.c's
+// det_slices); the sums are all-gathered and added in the slices' pairwise tree, (p0 + p1) + (p2 + p3),
+// as one process adds them (2 ranks: one addition, a + b, which every collective computes alike).
+static void det_combine(TpGroup *g, float *x, size_t n) {
+    int T;
+    MPI_Comm_size(g->comm.dp, &T);
+    CHECK(T == 4 && n < (1u << 28), "--deterministic: a tensor-parallel sum over %d ranks of %zu floats", T, n);
+    float *all = xmalloc(sizeof(float) * n * 4);
+    MPI_Allgather(x, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, g->comm.dp);
+    for (size_t j = 0; j < n; j++) x[j] = (all[j] + all[n + j]) + (all[2 * n + j] + all[3 * n + j]);
+    free(all);
+}
+
 static void tp_allreduce(void *ctx, float *x, size_t n) {
     TpGroup *g = ctx;
     if (!g->dev) g->comm.be->sync();
     double t0 = now_sec();
     record(g, "allreduce", n);
-    if (g->dev) devcomm_allreduce_sum(g->dev, x, n);
+    if (g->det) det_combine(g, x, n);
+    else if (g->dev) devcomm_allreduce_sum(g->dev, x, n);
     else if (comm_algo_windows(g->algo)) {  // through the window: the group's ranks sum it in place
         CHECK(n <= g->window_n, "a tensor-parallel all-reduce of %zu floats, the window holds %zu", n, g->window_n);
         memcpy(g->window, x, n * sizeof(float));

@@ -35,6 +35,7 @@ typedef struct {
     int trace;    // 1: keep each collective's span in spans (the observers draw them)
     Span *spans;  // since tp_spans_clear, n_spans of them: EV_TP_ALLREDUCE or EV_GATHER
     int n_spans, cap_spans;
+    int det;  // --deterministic: more than 2 ranks add their partial sums in the slices' tree (tp_allreduce)
 } TpGroup;
 
 // The group of this rank's grid (grid->tp), summing with algo, or over NCCL when nccl (the plan's

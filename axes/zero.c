@@ -72,6 +72,7 @@ static ZeroBuf *grad_buf(Zero *z, int k) {
 static void on_grad(void *ctx, int j) {
     Zero *z = ctx;
     Stage *s = z->g->s;
+    if (s->det) return;  // --deterministic: the rows go into the stage's trees (zero_det_finish)
     Bucket *b = &z->g->b[z->bucket_of[j]];
     ZeroBuf *x = grad_buf(z, z->bucket_of[j]);
     set_views(s, j, x->buf + (stage_layer_off(s, j) - b->off), 1);
@@ -83,7 +84,7 @@ static void on_layer_grad(void *ctx, int j) {
     Zero *z = ctx;
     GradSync *g = z->g;
     int k = z->bucket_of[j];
-    if (j == g->b[k].lo) {
+    if (j == g->b[k].lo && !g->s->det) {
         ZeroBuf *x = grad_buf(z, k);
         // the step's first of the bucket lands in the shard itself (no copy), the others are added in
         x->direct = z->gfresh[k];
@@ -224,8 +225,39 @@ static void zero_begin_step(GradSync *g) {
     z->prefetch_mark = z->prefetches;
 }
 
+// --deterministic: no hook reduce-scattered a bucket; the stage's trees hold this replica's rows. Bucket by
+// bucket, its layers' trees are folded into a working buffer and this rank's shard taken from it: with 2
+// replicas (det_pair) each holds its half of the canonical tree and the reduce-scatter adds the two (a + b,
+// the same in either order); otherwise the trees were completed first by gradsync_det_gather, and the
+// shard is the whole sum's slice. So the shard holds the monolith's bits.
+static void zero_det_finish(GradSync *g) {
+    Zero *z = zero_of(g);
+    Stage *s = g->s;
+    int span = span_start(z, g->det_pair ? EV_REDUCE_SCATTER : 0, 0);
+    if (!g->det_pair) gradsync_det_gather(g);
+    ZeroBuf *x = &z->gb[0];
+    for (int k = 0; k < g->nb; k++) {
+        Bucket *b = &g->b[k];
+        for (int j = b->lo; j < b->hi; j++) {
+            set_views(s, j, x->buf + (stage_layer_off(s, j) - b->off), 1);
+            stage_det_finish_layer(s, j);
+            set_views(s, j, NULL, 1);
+        }
+        float *shard = z->gshard + b->moment_off;
+        if (g->det_pair) {
+            comm_wait(comm_reduce_scatter_to(g->comm, x->buf, b->n, 1.0f, g->algo, shard));
+            g->rs_bytes += (double)b->n * sizeof(float);
+        } else s->be->copy(shard, x->buf + b->shard_off, b->shard_n * sizeof(float));
+    }
+    g->spans[span].t1 = now_sec();  // (one span: the gather, the folds and the reduce-scatters)
+}
+
 static void zero_finish(GradSync *g) {
     Zero *z = zero_of(g);
+    if (g->s->det) {
+        zero_det_finish(g);
+        return;
+    }
     for (ZeroBuf *o; (o = oldest(z->gb));) grad_fold(z, o);
     for (int i = 0; i < ZERO_BUFS; i++) z->gb[i].bucket = -1;
     for (int k = 0; k < g->nb; k++)

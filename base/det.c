@@ -1,6 +1,8 @@
-// base/det.c: --deterministic's arithmetic (base/det.h): OpenBLAS products on fixed row chunks, and the
-// rows' pairwise tree over the chunks. Compiled without contraction into fused multiply-adds (-std=c11
-// sets -ffp-contract=off), so the tree's sums round the same on every call.
+// base/det.c: --deterministic's arithmetic (base/det.h): OpenBLAS products on fixed row chunks, the rows'
+// pairwise tree over the chunks, and the exact sum of squares. Compiled without contraction into fused
+// multiply-adds (-std=c11 sets -ffp-contract=off), so the tree's sums round the same on every call.
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 #include <cblas.h>
 #include "base/det.h"
@@ -180,4 +182,63 @@ void det_tree_finish(DetTree *t, float *out) {
     memcpy(out, acc, sizeof(float) * t->len);
     give_back(t, acc);
     t->n = 0;
+}
+
+// Limbs back to [0, 2^32) each, the carries moved up (the top limb keeps what is above it).
+static void carry(long long *limb) {
+    for (int i = 0; i + 1 < DET_SUM_LIMBS; i++) {
+        limb[i + 1] += limb[i] >> 32;
+        limb[i] &= 0xffffffffLL;
+    }
+}
+
+// t = m x 2^(e - 1075) exactly (a double's fields), its bits from 2^-DET_SUM_LOW up added into the limbs.
+static void add_square(DetSum *s, double t) {
+    if (!isfinite(t)) {
+        s->nonfinite += t;
+        return;
+    }
+    uint64_t u;
+    memcpy(&u, &t, sizeof u);
+    int e = (int)(u >> 52 & 0x7ff);
+    uint64_t m = u & ((1ULL << 52) - 1);
+    if (e) m |= 1ULL << 52;
+    else e = 1;  // subnormal
+    int p = e - 1075 + DET_SUM_LOW;  // the bit position of m's lowest bit
+    if (p < 0) {
+        m = p > -64 ? m >> -p : 0;
+        p = 0;
+    }
+    if (!m) return;
+    int i = p / 32;
+    CHECK(i + 2 < DET_SUM_LIMBS, "det: a square of 2^%d is past the sum's limbs", p - DET_SUM_LOW);
+    unsigned __int128 v = (unsigned __int128)m << (p % 32);
+    s->limb[i] += (long long)(v & 0xffffffffU);
+    s->limb[i + 1] += (long long)(v >> 32 & 0xffffffffU);
+    s->limb[i + 2] += (long long)(v >> 64);
+    if (++s->adds == 1L << 30) {
+        carry(s->limb);
+        s->adds = 0;
+    }
+}
+
+void det_sum_sumsq(DetSum *s, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) add_square(s, (double)x[i] * x[i]);  // exact: 24 bits squared fit in 53
+}
+
+void det_sum_export(DetSum *s, double *out) {
+    carry(s->limb);
+    s->adds = 0;
+    for (int i = 0; i < DET_SUM_LIMBS; i++) out[i] = (double)s->limb[i];
+    out[DET_SUM_LIMBS] = s->nonfinite;
+}
+
+double det_sum_value(const double *in) {
+    if (in[DET_SUM_LIMBS] != 0) return in[DET_SUM_LIMBS];  // Inf or NaN
+    long long limb[DET_SUM_LIMBS];
+    for (int i = 0; i < DET_SUM_LIMBS; i++) limb[i] = (long long)in[i];
+    carry(limb);  // one form for one sum, whatever the ranks' parts were: then one fixed order of adds
+    double v = 0;
+    for (int i = DET_SUM_LIMBS - 1; i >= 0; i--) v += ldexp((double)limb[i], 32 * i - DET_SUM_LOW);
+    return v;
 }

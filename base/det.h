@@ -1,7 +1,9 @@
 // base/det.h: --deterministic's arithmetic: products computed on fixed chunks of rows, so a row's bits do
 // not depend on how many rows a call carries, and the rows' pairwise tree that a weight's gradient is
-// summed in, kept as subtrees until their siblings arrive, so no layout changes a bit (docs/determinism.md).
+// summed in, kept as subtrees until their siblings arrive, so no layout changes a bit; and the scalar sums
+// (the loss, the gradient norm) made exact, so no order changes them (docs/determinism.md).
 #pragma once
+#include <math.h>
 #include <stddef.h>
 
 // From this many multiply-adds per chunk (chunk x N x K) on, one sgemm over many whole chunks gives each row
@@ -20,6 +22,9 @@
 // gemm does (their products are exact in fp32).
 void det_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc, int chunk, int bf16);
+
+// The canonical split of a hidden layer's inner dimension (model.c's det_slices): --tp 2 and 4 divide it.
+#define DET_SLICES 4
 
 // A subtree of the rows' tree: rows [start, start + 2^level) summed pairwise, len floats.
 typedef struct {
@@ -54,5 +59,26 @@ void det_tree_chunks(DetTree *t, const float *dz, const float *x, int rows, int 
 // the pairwise tree over the rows padded to a power of two), written to out[len]; the tree is emptied.
 // Nothing arrived: out is zeroed.
 void det_tree_finish(DetTree *t, float *out);
+// --deterministic's scalar sums. The loss: each row's loss (a float) rounded to a multiple of 2^-32, so every
+// sum of rows (a micro-batch's, a step's, the ranks' all-reduce, in double) is exact, and so the same in any
+// order, while the step's summed loss stays below 2^21 (65536 rows at a loss of 32 each).
+static inline double det_loss_row(double loss) { return nearbyint(loss * 0x1p32) * 0x1p-32; }
+
+// The gradient norm's square (--clip-grad): the squares of floats summed exactly in fixed point, 32 bits a
+// limb from 2^-DET_SUM_LOW (a square's bits below it dropped, term by term) up past a float's largest
+// square, so no order of the terms, the shards or the ranks changes a bit. The exported form is
+// DET_SUM_LIMBS + 1 doubles (limbs below 2^32, then the sum of any non-finite squares): one process's
+// arrays added by an all-reduce in any order stay exact, and det_sum_value reads the sum back.
+#define DET_SUM_LIMBS 20
+#define DET_SUM_LOW 320
+typedef struct {
+    long long limb[DET_SUM_LIMBS];
+    double nonfinite;  // the non-finite squares' sum (Inf or NaN), else 0
+    long adds;         // since the last carry (a limb takes 2^31 adds of 2^32)
+} DetSum;
+void det_sum_sumsq(DetSum *s, const float *x, size_t n);  // adds x[i]^2, i < n
+void det_sum_export(DetSum *s, double *out);                // out[DET_SUM_LIMBS + 1]
+double det_sum_value(const double *in);                     // the sum an exported (or summed) array holds
+
 // The subtrees held, in order of start (for an exchange between replicas): count, and node i.
 static inline int det_tree_count(const DetTree *t) { return t->n; }

@@ -86,7 +86,8 @@ static double cpu_softmax_xent(const float *logits, const int32_t *labels, int r
     double sum = 0.0;
     for (int r = 0; r < rows; r++) {
         int hit = 0;
-        sum += softmax_xent_row(logits + (size_t)r * C, C, labels[r], scale, dlogits + (size_t)r * C, &hit);
+        double loss = softmax_xent_row(logits + (size_t)r * C, C, labels[r], scale, dlogits + (size_t)r * C, &hit);
+        sum += det_rows ? det_loss_row(loss) : loss;  // --deterministic: sums of rows exact in any order
         *correct += hit;
     }
     return sum;

@@ -38,3 +38,15 @@ grep -qE "zero-2 / zero-1: [0-9.]+x \(target >= 0.95\); zero-3 / ddp: [0-9.]+x \
 [ "$(wc -l < "$TMP/zero.jsonl")" -eq 4 ] || miss="$miss [4 raw runs in RESULTS]"
 if [ "$RC" -eq 0 ] && [ -z "$miss" ]; then pass "benches/zero.sh: four jobs and both ratios"
 else fail "benches/zero.sh: four jobs and both ratios" "exit $RC, missing$miss: $(tail -c 300 "$TMP/err") $(tail -3 "$TMP/out" | tr '\n' ' ')"; fi
+
+# bench/det_cost.sh: the four layouts' lines, each with its two medians and their ratio (--det-rows 8: the
+# small model's micro-batches of 8 rows)
+run 600 env REPS=1 STEPS=2 DET_ROWS=8 CONFIG="$SMALL" MICROPP="$MICROPP" bash "$ROOT/bench/det_cost.sh"
+miss=""
+for w in "monolith" "1f1b 2 ranks" "ddp 2 ranks" "tp 2"; do
+    grep -qE "^$w +[0-9.]+ \([0-9.-]+\) +[0-9.]+ \([0-9.-]+\) +[0-9.]+$" "$TMP/out" || miss="$miss [$w]"
+done
+if [ "$RC" -eq 0 ] && [ -z "$miss" ]; then pass "benches/det_cost.sh: four layouts, each a ratio"
+else fail "benches/det_cost.sh: four layouts, each a ratio" "exit $RC, missing$miss: $(tail -c 300 "$TMP/err") $(tail -5 "$TMP/out" | tr '\n' ' ')"; fi
+expect_user_error "benches/det_cost.sh: REPS must be a number" "REPS must be a positive integer, not 'x'" 20 \
+    env REPS=x bash "$ROOT/bench/det_cost.sh"

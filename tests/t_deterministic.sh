@@ -4,19 +4,35 @@
 # checkpoints' tensors compared exactly, as tests/ckpt_tool.py dumps them); bf16 layouts against the
 # bf16 monolith. Without --deterministic two of them differ (so the comparison can fail), and the
 # layouts not in the canonical order yet, and micro-batches finer than its chunk, are refused in one line.
+# Every layout trains with --clip-grad clipping each step, and its --json losses, gradient norms, which
+# steps clipped and the held-out accuracy must equal the reference's too, every bit (as hex).
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
 M=(--layers 6 --hidden 32 --seed 7 --deterministic --det-rows 8 --log-every 0)
+C=(--clip-grad 0.05 --json)  # (clips every step of these runs)
 TOOL="python3 $ROOT/tests/ckpt_tool.py"
 "$MICROPP" bubble --schedule 1f1b --stages 2 --micro-batches 4 --dump-csv "$TMP/s.csv" >/dev/null 2>&1
-# trained NAME NRANKS ARGS...: trains 3 steps, saves, dumps the tensors to $TMP/NAME.json; "" or why not
+# trained NAME NRANKS ARGS...: trains 3 steps, saves, dumps the tensors to $TMP/NAME.json and the --json
+# report's sums to $TMP/NAME.sums (a line per step: its loss, gradient norm, clipped; then the accuracy); ""
+# or why not
 trained() {
     local name=$1 n=$2 b=(--batch 64); shift 2
     [[ " $* " == *" --batch "* ]] && b=()  # (64 rows a step, unless the layout says how: grad-accum)
-    if [ "$n" -gt 1 ]; then run 240 mpiexec -n "$n" "$MICROPP" train "${M[@]}" "${b[@]}" --save "$TMP/$name" "$@"
-    else run 240 "$MICROPP" train "${M[@]}" "${b[@]}" --save "$TMP/$name" "$@"; fi
+    if [ "$n" -gt 1 ]; then run 240 mpiexec -n "$n" "$MICROPP" train "${M[@]}" "${C[@]}" "${b[@]}" --save "$TMP/$name" "$@"
+    else run 240 "$MICROPP" train "${M[@]}" "${C[@]}" "${b[@]}" --save "$TMP/$name" "$@"; fi
     [ "$RC" -ne 0 ] && { echo "exit $RC: $(head -c 300 <<<"$ERR$OUT" | tr '\n' ' ')"; return; }
     $TOOL dump "$TMP/$name" "$TMP/$name.json" >/dev/null 2>&1 || echo "no dump of $TMP/$name"
+    python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for i, (l, g, c) in enumerate(zip(d["losses"], d["grad_norms"], d["clipped"])):
+    print("step %d loss %s norm %s clipped %s" % (d["start_step"] + i + 1, l.hex(), g.hex(), c))
+print("accuracy %s" % d["accuracy"].hex())' <<<"$OUT" >"$TMP/$name.sums" 2>/dev/null || echo "no --json report: $(head -c 200 <<<"$OUT")"
+}
+# sums_differ A B: B's report lines (a resume: its steps) that A's lacks; and whether any step clipped
+sums_differ() {
+    grep -q "clipped True" "$TMP/$1.sums" || { echo "no step of $1 clipped"; return; }
+    grep -vxF -f "$TMP/$1.sums" "$TMP/$2.sums" | head -2 | tr '\n' ' ' | sed 's/^./report differs: &/'
 }
 # differs A B: the names of the tensors whose bits differ (empty: identical, every tensor)
 differs() {
@@ -32,7 +48,9 @@ same() {  # same NAME NRANKS ARGS...: NAME's weights equal the reference's ($REF
     local name=$1 why
     why=$(trained "$@")
     [ -z "$why" ] && why=$(differs "$REF" "$name" | sed 's/^./differs: &/')
-    [ -z "$why" ] && pass "deterministic/$name: the $REF's weights, bit for bit" || fail "deterministic/$name" "$why"
+    [ -z "$why" ] && why=$(sums_differ "$REF" "$name")
+    [ -z "$why" ] && pass "deterministic/$name: the $REF's weights, losses and clipped norms, bit for bit" \
+        || fail "deterministic/$name" "$why"
 }
 REF=monolith
 why=$(trained monolith 1 --steps 3)
@@ -58,14 +76,29 @@ same "ddp 2 shm" 2 --steps 3 --dp 2 --allreduce shm
 same "ddp 2 naive sync" 2 --steps 3 --dp 2 --ddp-sync naive
 same "ddp 2 grad-accum 2" 2 --steps 3 --dp 2 --batch 32 --grad-accum 2
 same "zero 1, 2 replicas" 2 --steps 3 --dp 2 --zero 1
+same "zero 2, 2 replicas" 2 --steps 3 --dp 2 --zero 2
+same "zero 3, 2 replicas shm" 2 --steps 3 --dp 2 --zero 3 --allreduce shm
+same "zero 2, 4 replicas mpi" 4 --steps 3 --dp 4 --zero 2 --allreduce mpi
+same "zero 3, 4 replicas ring" 4 --steps 3 --dp 4 --zero 3 --allreduce ring
+same "tp 2" 2 --steps 3 --tp 2
+same "tp 4" 4 --steps 3 --tp 4
+same "tp 4 ring" 4 --steps 3 --tp 4 --allreduce ring
+same "tp 2 x pp 2 1f1b" 4 --steps 3 --tp 2 --pp 2 --micro-batches 4
+same "tp 2 x dp 2 zero 2" 4 --steps 3 --tp 2 --dp 2 --zero 2
+same "pp 2 x dp 2 x tp 2 (3D)" 8 --steps 3 --pp 2 --dp 2 --tp 2 --micro-batches 2
 same "pp 2 x dp 2 1f1b" 4 --steps 3 --pp 2 --dp 2 --micro-batches 2
 same "pp 2 x dp 2 zb-v zero 1" 4 --steps 3 --pp 2 --dp 2 --zero 1 --schedule zb-v --micro-batches 4
+same "pp 2 x dp 2 1f1b zero 3" 4 --steps 3 --pp 2 --dp 2 --zero 3 --micro-batches 2
 same "pp 2 x dp 2 placement replicas, checkpointing" 4 --steps 3 --pp 2 --dp 2 --placement replicas --checkpoint-activations
 # a resume that re-partitions: 2 steps on a pipeline, the third on 2 replicas
 why=$(trained "resume part 1" 2 --steps 2 --pp 2 --micro-batches 4)
 [ -z "$why" ] && same "resume pp 2 -> ddp 2" 2 --steps 3 --dp 2 --resume "$TMP/resume part 1" \
     || fail "deterministic/resume pp 2 -> ddp 2" "$why"
 same "resume pp 2 -> monolith" 1 --steps 3 --resume "$TMP/resume part 1"
+# and from ZeRO-3's shards (2 steps on 2 replicas) onto a pipeline
+why=$(trained "resume part zero" 2 --steps 2 --dp 2 --zero 3)
+[ -z "$why" ] && same "resume zero 3 dp 2 -> pp 2" 2 --steps 3 --pp 2 --micro-batches 4 --resume "$TMP/resume part zero" \
+    || fail "deterministic/resume zero 3 dp 2 -> pp 2" "$why"
 # bf16: against its own bf16 monolith
 REF="monolith bf16"
 why=$(trained "monolith bf16" 1 --steps 3 --precision bf16)
@@ -73,6 +106,9 @@ why=$(trained "monolith bf16" 1 --steps 3 --precision bf16)
 same "pp 1f1b 2 bf16" 2 --steps 3 --pp 2 --micro-batches 4 --precision bf16
 same "pp zb-v 2 bf16 checkpointing" 2 --steps 3 --pp 2 --schedule zb-v --micro-batches 4 --precision bf16 --checkpoint-activations
 same "ddp 2 bf16" 2 --steps 3 --dp 2 --precision bf16
+same "tp 2 bf16" 2 --steps 3 --tp 2 --precision bf16
+same "tp 4 bf16" 4 --steps 3 --tp 4 --precision bf16
+same "zero 2, 4 replicas bf16" 4 --steps 3 --dp 4 --zero 2 --precision bf16
 # one reduction in another order is caught: MICROPP_DET_REORDER=1 (base/det.c) sums each tree's subtrees
 # left to right instead of pairwise; ddp 2's weights then differ from the (pairwise) monolith's
 why=$(MICROPP_DET_REORDER=1 trained "reordered ddp 2" 2 --steps 3 --dp 2)
@@ -110,8 +146,7 @@ refused() {  # refused NAME NRANKS EXPECT ARGS...
         && [ "$(grep -c . <<<"$ERR")" -eq 1 ] && pass "deterministic/$name: refused in one line, exit 2" \
         || fail "deterministic/$name" "rc $RC: $ERR"
 }
-refused "--tp 2" 2 "tensor-parallel sums are not in the canonical order yet" --tp 2
-refused "--zero 2" 2 "ZeRO-2's gradient shards" --dp 2 --zero 2
+refused "--tp 8" 8 "inner dimension in 4 slices, which --tp 8 cannot hold whole" --tp 8 --hidden 32 --layers 4
 refused "a micro-batch finer than the chunk" 2 "a micro-batch of 8 rows is finer than the canonical chunk of 32 rows" \
     --pp 2 --micro-batches 8 --batch 64 --layers 4 --hidden 32
 refused "--det-rows 12" 1 "the canonical chunk is a power of two" --det-rows 12

@@ -2,7 +2,9 @@
 // whatever the order and grouping its subtrees arrive in (micro-batches, replicas, one row at a time),
 // equals a plain recursive pairwise sum over the rows padded to a power of two, and differs from the
 // rows summed left to right (so the tree is what decides); det_gemm's rows do not depend on how many
-// rows a call carries, and det_tree_chunks's leaves not on how the micro-batches group them.
+// rows a call carries, and det_tree_chunks's leaves not on how the micro-batches group them; the exact sum
+// of squares (DetSum) and the loss's rows (det_loss_row) give the same bits in any order and grouping.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "unit.h"
@@ -10,6 +12,11 @@
 #include "base/util.h"
 
 #define LEN 5
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static float leaf[200][LEN];
 
 // The canonical sum of rows [a, a + n) of a padded tree: its left half, plus its right half where rows are.
@@ -144,7 +151,137 @@ static void test_chunks(void) {
            "%d of 8 cases differ", bad);
 }
 
+// DetSum: squares of floats from 1e-30 to 1e30, summed whole, in three shuffled shards exported and added as
+// an all-reduce would (in two orders), give one value, bit for bit; that value is within 1e-15 of the sum
+// in long double (sorted, smallest first), and differs from a plain double sum in some order (so the
+// order would matter without it); a non-finite square makes it Inf.
+static void test_sum(void) {
+    enum { N = 3000 };
+    static float x[N];
+    srand(11);
+    for (int i = 0; i < N; i++) x[i] = (float)((rand() % 2 ? 1 : -1) * (rand() + 1.0) / RAND_MAX *
+                                                pow(10.0, rand() % 61 - 30));
+    DetSum whole, part[3];
+    memset(&whole, 0, sizeof whole);
+    memset(part, 0, sizeof part);
+    det_sum_sumsq(&whole, x, N);
+    double w[DET_SUM_LIMBS + 1], a[DET_SUM_LIMBS + 1] = {0}, b[DET_SUM_LIMBS + 1] = {0}, p[3][DET_SUM_LIMBS + 1];
+    int perm[N];
+    for (int i = 0; i < N; i++) perm[i] = i;
+    for (int i = N - 1; i > 0; i--) { int k = rand() % (i + 1), t = perm[i]; perm[i] = perm[k]; perm[k] = t; }
+    for (int i = 0; i < N; i++) det_sum_sumsq(&part[i % 3], &x[perm[i]], 1);
+    det_sum_export(&whole, w);
+    for (int r = 0; r < 3; r++) det_sum_export(&part[r], p[r]);
+    for (int i = 0; i <= DET_SUM_LIMBS; i++) {
+        a[i] = (p[0][i] + p[1][i]) + p[2][i];
+        b[i] = p[2][i] + (p[1][i] + p[0][i]);
+    }
+    double v = det_sum_value(w), va = det_sum_value(a), vb = det_sum_value(b), fwd = 0, bwd = 0;
+    long double ref = 0;
+    static double sq[N];
+    for (int i = 0; i < N; i++) sq[i] = (double)x[i] * x[i];
+    for (int i = 0; i < N; i++) fwd += sq[i];
+    for (int i = N - 1; i >= 0; i--) bwd += sq[perm[i]];
+    qsort(sq, N, sizeof(double), cmp_double);
+    for (int i = 0; i < N; i++) ref += sq[i];
+    EXPECT("det/DetSum: whole, or three shuffled shards added in two orders, one value bit for bit",
+           memcmp(&v, &va, sizeof v) == 0 && memcmp(&v, &vb, sizeof v) == 0, "%a %a %a", v, va, vb);
+    EXPECT("det/DetSum: within 1e-15 of the long double sum", fabsl((long double)v - ref) <= 1e-15L * ref,
+           "%a vs %La", v, ref);
+    EXPECT("det/DetSum: plain double sums in two orders differ (the order matters without it)", fwd != bwd,
+           "%a == %a", fwd, bwd);
+    float inf = INFINITY;
+    det_sum_sumsq(&whole, &inf, 1);
+    det_sum_export(&whole, w);
+    EXPECT("det/DetSum: a non-finite square makes the sum Inf", isinf(det_sum_value(w)), "%a", det_sum_value(w));
+    // the loss: rows (floats, every other one about 6, the rest from 1e-12 to 1e-3) rounded to 2^-32 add
+    // exactly, so one by one or in micro-batches of 3 rows backwards give one sum; unrounded, they differ
+    static double l[60];
+    for (int i = 0; i < 60; i++)
+        l[i] = (float)((rand() + 1.0) / RAND_MAX * (i % 2 ? 6.0 : pow(10.0, rand() % 10 - 12)));
+    double l1 = 0, l2 = 0, m1 = 0, m2 = 0;
+    for (int i = 0; i < 60; i++) l1 += det_loss_row(l[i]);
+    for (int g = 19; g >= 0; g--)
+        l2 += det_loss_row(l[3 * g]) + det_loss_row(l[3 * g + 1]) + det_loss_row(l[3 * g + 2]);
+    for (int i = 0; i < 60; i++) m1 += l[i];
+    for (int g = 19; g >= 0; g--) m2 += l[3 * g] + l[3 * g + 1] + l[3 * g + 2];
+    EXPECT("det/det_loss_row: rows one by one or in micro-batches backwards, one sum (unrounded: two)",
+           l1 == l2 && m1 != m2, "%a %a (unrounded: %a %a)", l1, l2, m1, m2);
+}
+
+// --tp 2 and 4 under --deterministic (model.c's det_slices): a rank computes a half or a quarter of the
+// columns of a product, or of the rows or columns of a weight gradient's leaves, of the shapes the whole
+// layer's call has; those must carry the whole call's bits. Checked for the forward (B transposed) and
+// the input gradient, each column part against the whole product, and for det_tree_chunks's tree, the
+// first row and column part of [dz^T x, the bias] against the whole layer's: small and medium.json shapes.
+static int halves_case(int M, int N, int K, int chunk, int parts) {
+    float *A = xmalloc(sizeof(float) * (size_t)M * K), *B = xmalloc(sizeof(float) * (size_t)N * K),
+          *C = xmalloc(sizeof(float) * (size_t)M * N), *D = xmalloc(sizeof(float) * (size_t)M * N);
+    fill(A, (size_t)M * K, 3);
+    fill(B, (size_t)N * K, 5);
+    int bad = 0, n = N / parts;
+    for (int tb = 0; tb <= 1; tb++) {
+        det_gemm(0, tb, M, N, K, 1.0f, A, K, B, tb ? K : N, 0.0f, C, N, chunk, 0);
+        for (int half = 0; half < parts; half++) {
+            const float *Bh = tb ? B + (size_t)half * n * K : B + (size_t)half * n;
+            det_gemm(0, tb, M, n, K, 1.0f, A, K, Bh, tb ? K : N, 0.0f, D, n, chunk, 0);
+            for (int i = 0; i < M; i++)
+                bad += memcmp(C + (size_t)i * N + half * n, D + (size_t)i * n, sizeof(float) * n) != 0;
+        }
+    }
+    free(A); free(B); free(C); free(D);
+    return bad;
+}
+
+// The tree of a [h, k] layer over rows, and of its halves: rows [0, h/2) (a column-parallel rank) and
+// columns [0, k/2) of every row (a row-parallel rank: x's first k/2 columns; the bias whole).
+static int tree_halves_case(int R, int h, int k, int chunk, int parts) {
+    float *dz = xmalloc(sizeof(float) * (size_t)R * h), *x = xmalloc(sizeof(float) * (size_t)R * k),
+          *xs = xmalloc(sizeof(float) * (size_t)R * k), *whole = xmalloc(sizeof(float) * ((size_t)h * k + h)),
+          *part = xmalloc(sizeof(float) * ((size_t)h * k + h)), *dzs = xmalloc(sizeof(float) * (size_t)R * h);
+    fill(dz, (size_t)R * h, 7);
+    fill(x, (size_t)R * k, 9);
+    DetTree t;
+    det_tree_init(&t, (size_t)h * k + h);
+    det_tree_chunks(&t, dz, x, R, h, k, 0, chunk, 0);
+    det_tree_finish(&t, whole);
+    det_tree_free(&t);
+    int bad = 0, hh = h / parts, kh = k / parts;
+    for (int r = 0; r < R; r++) memcpy(dzs + (size_t)r * hh, dz + (size_t)r * h, sizeof(float) * hh);
+    det_tree_init(&t, (size_t)hh * k + hh);  // rows [0, h/2): W's first rows, then their bias
+    det_tree_chunks(&t, dzs, x, R, hh, k, 0, chunk, 0);
+    det_tree_finish(&t, part);
+    det_tree_free(&t);
+    bad += memcmp(part, whole, sizeof(float) * (size_t)hh * k) != 0;
+    bad += memcmp(part + (size_t)hh * k, whole + (size_t)h * k, sizeof(float) * hh) != 0;
+    for (int r = 0; r < R; r++) memcpy(xs + (size_t)r * kh, x + (size_t)r * k, sizeof(float) * kh);
+    det_tree_init(&t, (size_t)h * kh + h);  // columns [0, k/2) of every row, the bias whole
+    det_tree_chunks(&t, dz, xs, R, h, kh, 0, chunk, 0);
+    det_tree_finish(&t, part);
+    det_tree_free(&t);
+    for (int o = 0; o < h; o++) bad += memcmp(part + (size_t)o * kh, whole + (size_t)o * k, sizeof(float) * kh) != 0;
+    bad += memcmp(part + (size_t)h * kh, whole + (size_t)h * k, sizeof(float) * h) != 0;
+    free(dz); free(x); free(xs); free(whole); free(part); free(dzs);
+    return bad;
+}
+
+static void test_halves(void) {
+    int bad = 0;
+    for (int parts = 2; parts <= 4; parts += 2)
+        bad += halves_case(16, 32, 8, 8, parts) + halves_case(16, 32, 16, 8, parts) +
+               halves_case(64, 1024, 256, 32, parts) + halves_case(64, 512, 1024, 32, parts);
+    EXPECT("det/--tp 2 and 4's part of a product's columns: the whole product's bits (forward and input gradient)",
+           bad == 0, "%d rows differ", bad);
+    bad = 0;
+    for (int parts = 2; parts <= 4; parts += 2)
+        bad += tree_halves_case(16, 32, 32, 8, parts) + tree_halves_case(64, 1024, 1024, 32, parts);
+    EXPECT("det/--tp 2 and 4's part of a weight gradient's rows or columns: the whole layer's tree's bits", bad == 0,
+           "%d rows differ", bad);
+}
+
 int main(void) {
+    test_halves();
+    test_sum();
     test_tree();
     test_gemm();
     test_chunks();

@@ -12,13 +12,13 @@
 // --clip-grad: the squares of the gradients this rank holds, every parameter counted once over the
 // world: each local stage's (data parallelism: replica 0's whole copy, or this rank's ZeRO shards;
 // tensor parallelism: the parts its group holds whole counted on the group's rank 0 alone).
-double guard_grad_sumsq(const Wire *w, Model *model) {
+double guard_grad_sumsq(const Wire *w, Model *model, DetSum *exact) {
     int replicated_too = w->comm.tp_rank == 0;
     double sum = 0;
     for (int k = 0; k < model->n_local; k++) {
         Stage *s = &model->local[k];
-        sum += model->n_sync ? gradsync_grad_sumsq(&model->sync[k], replicated_too)
-                             : stage_grad_sumsq(s, s->grads, 0, s->n_params, replicated_too);
+        sum += model->n_sync ? gradsync_grad_sumsq(&model->sync[k], replicated_too, exact)
+                             : stage_grad_sumsq(s, s->grads, 0, s->n_params, replicated_too, exact);
     }
     return sum;
 }

@@ -3,8 +3,9 @@
 #pragma once
 #include "train/run.h"
 
-// --clip-grad: the squares of the gradients this rank holds, every parameter counted once over the world.
-double guard_grad_sumsq(const Wire *w, Model *model);
+// --clip-grad: the squares of the gradients this rank holds, every parameter counted once over the world
+// (--deterministic: added into exact instead, and 0 returned).
+double guard_grad_sumsq(const Wire *w, Model *model, DetSum *exact);
 // --clip-grad NORM: every gradient scaled by NORM / (norm + 1e-6) when that is below 1 (r->m.grad_norm[step]).
 void guard_clip(Run *r, int step);
 // The loss above --diverge-factor x the first step's for DIVERGE_STEPS steps in a row ends the run (exit 1).

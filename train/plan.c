@@ -396,12 +396,10 @@ static int rule_deterministic(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->device == DEVICE_CUDA)
         return refuse(e, "train: --deterministic runs on the CPU (cuBLAS chooses its kernels, and so its order of "
                          "sums, by shape): add --device cpu, or drop --deterministic");
-    if (p->T > 1)
-        return refuse(e, "train: --deterministic with --tp %d: the tensor-parallel sums are not in the canonical "
-                         "order yet: drop --tp or --deterministic", p->T);
-    if (p->data.zero >= 2)
-        return refuse(e, "train: --deterministic with --zero %d: ZeRO-%d's gradient shards are not summed in the "
-                         "canonical order yet: use --zero 1 or 0, or drop --deterministic", p->data.zero, p->data.zero);
+    if (p->T > 1 && DET_SLICES % p->T)
+        return refuse(e, "train: --deterministic with --tp %d: the canonical order splits a product's inner "
+                         "dimension in %d slices, which --tp %d cannot hold whole: use --tp 2 or 4, or drop "
+                         "--deterministic", p->T, DET_SLICES, p->T);
     int n = c->gemm.det_rows, below = 1;
     while (below * 2 <= n) below *= 2;
     if (n != below)

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 #include "train/postval.h"
+#include "base/det.h"
 #include "base/fault.h"
 #include "base/util.h"
 
@@ -25,14 +26,20 @@ static void moe_step_local(const Model *model, double *v, int E) {
     }
 }
 
-// This rank's part of the step's values, n of them and one more (--post-validate's flag, last).
-double *step_values(const Model *model, const Progress *g, Measure *m, int step, double sumsq, int *n_out) {
-    int E = m->moe.E, n = 5 + (E ? E + 3 : 0);
+// This rank's part of the step's values, n of them and one more (--post-validate's flag, last). --deterministic
+// (exact, --clip-grad): the squares' exact sum rides at the end (det_sum_export), and the loss's rows are
+// multiples of 2^-32 (det_loss_row): the all-reduce adds them exactly, in no order that matters.
+static int exact_at(const Measure *m) { return 5 + (m->moe.E ? m->moe.E + 3 : 0); }
+
+double *step_values(const Model *model, const Progress *g, Measure *m, int step, double sumsq, DetSum *exact,
+                    int *n_out) {
+    int E = m->moe.E, at = exact_at(m), n = at + (exact ? DET_SUM_LIMBS + 1 : 0);
     double *v = xcalloc((size_t)n + 1, sizeof(double));
     *n_out = n;
     v[3] = g->bad_update[0] ? 1 : 0;
     v[4] = sumsq;
     if (E) moe_step_local(model, v + 5, E);
+    if (exact) det_sum_export(exact, v + at);
     if (model->head) {
         v[0] = model->head->loss.sum;
         v[1] = model->head->loss.rows;
@@ -43,16 +50,17 @@ double *step_values(const Model *model, const Progress *g, Measure *m, int step,
 }
 
 // The step's loss (and norm, MoE counters) from the values summed over the ranks.
-double step_loss_taken(Measure *m, int step, const double *v) {
-    m->grad_norm[step] = sqrt(v[4]);
+double step_loss_taken(Measure *m, int step, const double *v, int exact) {
+    m->grad_norm[step] = sqrt(exact ? det_sum_value(v + exact_at(m)) : v[4]);
     if (m->moe.E) measure_moe_keep(m, v + 5, step);
     m->loss[step] = v[0] / v[1];
     return m->loss[step];
 }
 
-double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *m, int step, double sumsq) {
+double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *m, int step, double sumsq,
+                 DetSum *exact) {
     int n;
-    double *v = step_values(model, g, m, step, sumsq, &n), t0 = m->step_start[step];
+    double *v = step_values(model, g, m, step, sumsq, exact, &n), t0 = m->step_start[step];
     if (p->distributed) {
         wd_phase("the loss all-reduce", step + 1);
         double ta = now_sec();
@@ -60,7 +68,7 @@ double step_loss(const Plan *p, const Model *model, const Progress *g, Measure *
         measure_record(m, step, EV_ALLREDUCE, -1, 0, ta - t0, now_sec() - t0);
         if (v[3] > 0) agree_on_failure(g->bad_update);
     }
-    double loss = step_loss_taken(m, step, v);
+    double loss = step_loss_taken(m, step, v, exact != NULL);
     free(v);
     return loss;
 }
