@@ -88,7 +88,8 @@ expect_user_error "save-every off the outer steps" "use --save-every 8" 60 \
 expect_user_error "without replicas" "--sync-every applies to data parallelism" 60 \
     "$MICROPP" train --layers 4 --hidden 32 --steps 4 --sync-every 2
 
-# ---- the price (planner/predict.c): the whole model all-reduced once every H steps, exposed ----
+# ---- the price (planner/predict.c): the whole model all-reduced once every H steps, exposed (so H 1 costs
+# more than ddp, whose buckets hide behind the backward; whether H 4 beats ddp depends on the profile's link) ----
 pred() {
     run 240 mpiexec -n 2 "$MICROPP" train --profile "$ROOT/configs/profiles/cpu-2ranks.json" --config "$ROOT/configs/medium.json" \
         --dp 2 --steps 1 --eval-samples 64 --log-every 0 --json "$@"
@@ -96,6 +97,6 @@ pred() {
 }
 p_ddp=$(pred) p1=$(pred --sync-every 1) p2=$(pred --sync-every 2) p4=$(pred --sync-every 4)
 python3 -c 'import sys; d, a, b, c = map(float, sys.argv[1:5])
-sys.exit(0 if c < b < a and abs((a - b) - 2 * (b - c)) < 1e-6 * a and c < d else 1)' "$p_ddp" "$p1" "$p2" "$p4" 2>/dev/null &&
+sys.exit(0 if c < b < a and abs((a - b) - 2 * (b - c)) < 1e-6 * a and a > d else 1)' "$p_ddp" "$p1" "$p2" "$p4" 2>/dev/null &&
     pass "price: the outer all-reduce / H (H 1, 2, 4: $p1 $p2 $p4 ms; ddp $p_ddp)" ||
     fail "price: the outer all-reduce / H" "ddp $p_ddp, H 1 $p1, 2 $p2, 4 $p4"
