@@ -557,7 +557,10 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
            fmt_count(expert_model_params(c, (int)c->inputs), b, 32),
            (long long)c->batch, world);
     if (shape[0]) fputs(shape, stdout);
+    char foreign[PATH_LEN + 600];
     printf("# costs: %s\n", pf->source);
+    cache_foreign(pf->source, c, world, foreign, sizeof foreign);
+    fputs(foreign, stdout);
     if (pf->calibrated && pf->world != world)
         printf("# note: the profile was measured with %d rank%s running at once, this world has %d: its compute "
                "figures carry that contention\n", pf->world, pf->world == 1 ? "" : "s", world);
