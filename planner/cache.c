@@ -55,8 +55,8 @@ void cache_foreign(const char *source, const TrainConfig *c, int world, char *ou
     else snprintf(model, sizeof model, "--hidden %lld --inputs %lld --classes %lld --batch %lld", (long long)c->hidden,
                   (long long)(c->inputs ? c->inputs : c->hidden), (long long)c->classes, (long long)c->batch);
     snprintf(out, n, "# warning: the profile was measured with %s, and this machine runs %s: its figures are another "
-             "machine's; measure this one: mpiexec -n %d micropp plan --calibrate %s --threads %lld --out profile.json\n",
-             there, here, world, model, (long long)c->threads);
+             "machine's; measure this one: mpiexec -n %d micropp plan --calibrate %s --threads %lld "
+             "--out profile.json\n", there, here, world, model, (long long)c->threads);
 }
 
 // The cache's folder, made when missing; -1 with why in err.
