@@ -117,7 +117,10 @@ static double tp_allreduce_s(const Profile *pf, int T, double floats) {
 static double tp_layer(const Profile *pf, int kind, int pass, int prec, double rows, double in, double out, int T,
                        const TensorPiece *t) {
     if (T == 1 || t->kind == TP_FULL) return cost_layer(pf, kind, pass, prec, rows, in, out);
-    if (pf->calibrated) return cost_layer(pf, kind, pass, prec, rows / T, in, out);
+    if (pf->calibrated) {  // (less the weights' share the slice does not touch: a pass at one row is theirs)
+        double whole = cost_layer(pf, kind, pass, prec, rows / T, in, out);
+        return fmax(whole - (1 - 1.0 / T) * cost_layer(pf, kind, pass, prec, 1, in, out), whole / T);
+    }
     return cost_layer(pf, kind, pass, prec, rows, t->in, t->out);
 }
 
