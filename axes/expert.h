@@ -12,7 +12,9 @@
 // --alltoall: the expert group's algorithm (alltoall_algos' host rows), or auto (shm where the group sits
 // on one node, else mpi).
 #define ALLTOALL_CHOICES "mpi|pair|shm|auto"
-enum { ALLTOALL_AUTO = ALLTOALL_ALGOS };
+// The value of --alltoall auto: its index in ALLTOALL_CHOICES (mpi, pair and shm are also the algorithms'
+// own values; NCCL's is not a choice: the MoE layers exchange host buffers).
+enum { ALLTOALL_AUTO = 3 };
 
 // rules: --ep N with --experts E: E divisible by N, N divides dp, not with --tp (MoE layers are not split
 // over a tensor-parallel group); sets p->expert. One line and -1 on a mistake, the same on every rank.

@@ -123,3 +123,11 @@ e "ep/--ep with ZeRO-2" "train: --experts with --zero 2: .* use --zero 1 or 0" \
     60 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --zero 2
 e "ep/--alltoall shm across nodes" "train: --alltoall shm needs every expert group on one node" \
     60 mpiexec -launcher fork -hosts a:1,b:1 -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --alltoall shm
+
+# --alltoall auto typed out is the default: shm on one node (it was the index of nccl, and aborted), and
+# train --help names the default.
+run 60 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --alltoall auto
+if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -q "all-to-all shm"; then pass "ep/--alltoall auto typed out picks shm on one node"
+else fail "ep/--alltoall auto typed out" "rc $RC: $(printf '%s' "$OUT$ERR" | tail -3)"; fi
+"$MICROPP" train --help | tr -s ' \n' ' ' | grep -q "pair|shm|auto\] (auto)" && pass "ep/--help names --alltoall's default" ||
+    fail "ep/--help names --alltoall's default" "$("$MICROPP" train --help | grep -A4 -- --alltoall)"
