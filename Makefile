@@ -19,7 +19,7 @@ COMMS_SRCS := $(addprefix comms/,hardware.c messages.c collectives.c alltoall.c 
 TRAIN_SRCS := $(addprefix train/,plan.c options.c measure.c executor.c verify.c report.c report_json.c checkpoint.c \
                                  trace.c metrics.c live.c guard.c manifest.c postval.c)
 AXES_SRCS := $(addprefix axes/,degrees.c pipeline.c data.c zero.c tensor.c localsgd.c expert.c compress.c lowrank.c)
-PLANNER_SRCS := $(addprefix planner/,memory.c cost.c calibrate.c predict.c auto.c price.c cache.c table.c)
+PLANNER_SRCS := $(addprefix planner/,memory.c cost.c calibrate.c predict.c auto.c price.c cache.c table.c validate.c)
 BASE_SRCS := $(addprefix base/,util.c config.c suggest.c data.c idx.c safetensors.c fault.c outfile.c ops_cpu.c ops_onednn.c svg.c \
                                det.c)
 SRCS := $(CMD_SRCS) $(CORE_SRCS) $(COMMS_SRCS) $(TRAIN_SRCS) $(AXES_SRCS) $(PLANNER_SRCS) $(BASE_SRCS)

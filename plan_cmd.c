@@ -13,6 +13,7 @@
 #include "planner/auto.h"
 #include "planner/cache.h"
 #include "planner/calibrate.h"
+#include "planner/validate.h"
 #include "planner/memory.h"
 #include "planner/price.h"
 #include "planner/table.h"
@@ -44,6 +45,7 @@ typedef struct {
     char out[PATH_LEN];            // --calibrate: where the profile goes
     char by[PATH_LEN];             // --auto --by family: the best of each family
     char explain[PATH_LEN];        // --auto --explain A,B: two ranks' parts side by side
+    int64_t validate;              // --auto --validate K (under mpiexec): run the top K and each family's best
     char zero[PATH_LEN];           // ZeRO levels "0,1,2,3" (a column when given)
     char tp[PATH_LEN];             // tensor-parallel degrees "1,2,4" or "all" (a column when several)
     int ts[MAX_LIST], n_tp;        // --tp parsed (1 value: train's tp, no column)
@@ -85,7 +87,12 @@ static const Option extra_options[] = {
      "--auto: two ranks of the table, A,B (e.g. 1,3): their steps split into their parts, and each difference", 0},
     {"calibrate", 0, OPT_BOOL, P(calibrate), 0, 0, 0, 0,
      "under mpiexec: time this model's layers, messages and collectives on this world; write --out", 0},
-    {"out", 'o', OPT_STR, P(out), 0, 0, 0, "FILE", "--calibrate: the profile's JSON file", 0},
+    {"out", 'o', OPT_STR, P(out), 0, 0, 0, "FILE",
+     "--calibrate: the profile's JSON file; --validate: the refit profile's (default: the profile's name .refit.json)",
+     0},
+    {"validate", 0, OPT_INT, P(validate), 0, 1, 1 << 20, "K",
+     "--auto under mpiexec: run the top K layouts and the best of each family a few steps here (--steps, default 5), "
+     "print predicted against measured and the regret, and write the profile refit by family (--out)", 0},
     {0},
 };
 #undef P
@@ -423,13 +430,14 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
             finish(0);
         }
     options_parse("plan", all_options, pc, &pc->seen, argc, argv, usage, examples);
-    if (!pc->calibrate && seen_typed(&pc->seen, "timeout"))
+    if (!pc->calibrate && !pc->validate && seen_typed(&pc->seen, "timeout"))
         user_error("plan: --timeout bounds the waits of --calibrate (under mpiexec): add --calibrate, or drop it");
     int pricing = !pc->auto_ && !pc->calibrate && (pc->profile[0] || pc->machine[0]);
     for (int i = 0; all_options[i].name; i++)
         if (!is_model_option(all_options[i].name) && !(pricing && is_layout_option(all_options[i].name)) &&
             seen_typed(&pc->seen, all_options[i].name) &&
-            !(pc->calibrate && !strcmp(all_options[i].name, "timeout")))  // (--calibrate's waits: its watchdog)
+            !((pc->calibrate || pc->validate) && !strcmp(all_options[i].name, "timeout")) &&  // (their waits)
+            !(pc->validate && !strcmp(all_options[i].name, "steps")))  // (--validate's runs)
             user_error("plan: --%s changes neither memory nor the bubble: drop it (see 'micropp plan --help')",
                        all_options[i].name);
     TrainConfig *c = &pc->t;
@@ -444,6 +452,28 @@ static void parse_options(int argc, char **argv, PlanCmd *pc, char *shape, size_
     if (seen_set(&pc->seen, "out")) user_error("plan: --out names --calibrate's profile: add --calibrate, or drop it");
     if (pc->zero[0] && !pc->dp[0] && !pricing)
         user_error("plan: --zero %s shards over data-parallel replicas: add --dp, e.g. --dp 2,4", pc->zero);
+}
+
+// --validate's rules (every rank alike): --auto's rows, run on the one-node world mpiexec started (--world, when
+// given, is its size), with a profile (given, or this machine's cached), not a machine file; --out only with it.
+static void check_validate(PlanCmd *pc) {
+    int ranks = comm_world_size();
+    if (!pc->validate) {
+        if (pc->auto_ && seen_set(&pc->seen, "out"))
+            user_error("plan: --out names --calibrate's profile or --validate's refit: add one, or drop --out");
+        return;
+    }
+    if (!pc->auto_) user_error("plan: --validate %lld runs --auto's top layouts: add --auto", (long long)pc->validate);
+    if (pc->machine[0])
+        user_error("plan: --validate measures this machine: give --profile FILE (or neither), not --machine");
+    if (pc->t.json) user_error("plan: --validate prints its table, not JSON: drop --json");
+    if (pc->world && pc->world != ranks)
+        user_error("plan: --validate runs the layouts on the world mpiexec started (%d rank%s), and --world is %lld: "
+                   "start it with mpiexec -n %lld, or drop --world", ranks, ranks == 1 ? "" : "s",
+                   (long long)pc->world, (long long)pc->world);
+    pc->world = ranks;
+    if (!validate_one_node())
+        user_error("plan: --validate starts its runs on one node, and this world spans several: run it on one node");
 }
 
 // --auto's and --calibrate's rules: what each needs, and the options they replace.
@@ -528,7 +558,10 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
            fmt_count(expert_model_params(c, (int)c->inputs), b, 32),
            (long long)c->batch, world);
     if (shape[0]) fputs(shape, stdout);
+    char foreign[PATH_LEN + 600];
     printf("# costs: %s\n", pf->source);
+    cache_foreign(pf->source, c, world, foreign, sizeof foreign);
+    fputs(foreign, stdout);
     if (pf->calibrated && pf->world != world)
         printf("# note: the profile was measured with %d rank%s running at once, this world has %d: its compute "
                "figures carry that contention\n", pf->world, pf->world == 1 ? "" : "s", world);
@@ -584,12 +617,45 @@ static double given_device(const PlanCmd *pc) {
     return device;
 }
 
+// No --profile: this machine's, cached (measured once). Under --validate rank 0 measures it (a child job of
+// its own) while the others wait, then each reads the cached file.
+static void cached_costs(PlanCmd *pc, char *why, size_t n) {
+    int rc = 0;
+    if (pc->validate && g_rank == 0) validate_child_env();
+    if (!pc->validate || g_rank == 0) rc = cache_profile(&pc->t, (int)pc->world, pc->profile, PATH_LEN, why, n);
+    if (pc->validate) {
+        agree_on_error(rc ? why : NULL);
+        if (g_rank != 0) rc = cache_profile(&pc->t, (int)pc->world, pc->profile, PATH_LEN, why, n);
+    }
+    if (rc) user_error("plan: --auto: %s", why);
+}
+
+// --validate K: rank 0 runs the rows (planner/validate.c) while the others sleep; every rank ends with its code.
+static void plan_validate(const PlanCmd *pc, const Profile *pf, const Search *s, int model_flags) {
+    char out[PATH_LEN + 16], err[PATH_LEN + 200] = "";
+    if (pc->validate > s->n_fit)
+        user_error("plan: --validate %lld: the table has %d layout%s that fit: give 1..%d", (long long)pc->validate,
+                   s->n_fit, s->n_fit == 1 ? "" : "s", s->n_fit);
+    size_t stem = strlen(pc->profile);
+    if (stem > 5 && !strcmp(pc->profile + stem - 5, ".json")) stem -= 5;
+    if (pc->out[0]) snprintf(out, sizeof out, "%s", pc->out);
+    else snprintf(out, sizeof out, "%.*s.refit.json", (int)stem, pc->profile);
+    int bad = g_rank == 0 ? out_check(out) : 0;
+    if (bad) snprintf(err, sizeof err, "plan: --validate's refit '%s': %s: %s", out, strerror(bad), out_hint(bad));
+    agree_on_error(err[0] ? err : NULL);
+    ValidateAsk ask = {.K = (int)pc->validate, .steps = seen_typed(&pc->seen, "steps") ? (int)pc->t.steps : 5,
+                       .world = (int)pc->world, .config = pc->t.config, .model_flags = model_flags, .out = out,
+                       .timeout = seen_typed(&pc->seen, "timeout") ? pc->t.timeout : 0};
+    int code = g_rank == 0 && validate_run(pf, s, &pc->t, &ask, err, sizeof err) ? 1 : 0;
+    if (code) fprintf(stderr, "micropp: %s\n", err);
+    finish(validate_agree(code));
+}
+
 static int plan_auto(PlanCmd *pc, const char *shape) {
     TrainConfig *c = &pc->t;
     Profile *pf = xmalloc(sizeof *pf);
     char why[PATH_LEN + 800];  // (neither --profile nor --machine: this machine's profile, measured once and cached)
-    if (!pc->profile[0] && !pc->machine[0] && cache_profile(c, (int)pc->world, pc->profile, PATH_LEN, why, sizeof why))
-        user_error("plan: --auto: %s", why);
+    if (!pc->profile[0] && !pc->machine[0]) cached_costs(pc, why, sizeof why);
     if (cost_load(pc->profile[0] ? pc->profile : pc->machine, pf, why, sizeof why))
         user_error("plan: --%s %s", pc->profile[0] ? "profile" : "machine", why);
     if (pc->profile[0] && !pf->calibrated)
@@ -619,6 +685,7 @@ static int plan_auto(PlanCmd *pc, const char *shape) {
         cJSON_AddStringToObject(o, "costs", pf->source);
         json_print(o);
     } else print_auto(pc, pf, &s, shape, model_flags);
+    if (pc->validate) plan_validate(pc, pf, &s, model_flags);
     auto_free(&s);
     free(pf);
     return 0;
@@ -665,18 +732,23 @@ static void config_path(int argc, char **argv, char *out, size_t n) {
 }
 
 static int has_flag(int argc, char **argv, const char *flag) {
-    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) if (!strcmp(argv[i], flag)) return 1;
+    size_t n = strlen(flag);
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strncmp(argv[i], flag, n) && (!argv[i][n] || argv[i][n] == '=')) return 1;
     return 0;
 }
 
 int cmd_plan(int argc, char **argv) {
     static PlanCmd cmd;
     PlanCmd *pc = &cmd;
-    int calibrate = has_flag(argc, argv, "--calibrate");
-    if (calibrate) comm_init(&argc, &argv);
+    int calibrate = has_flag(argc, argv, "--calibrate"), validate = has_flag(argc, argv, "--validate");
+    if (calibrate || validate) comm_init(&argc, &argv);
     else single_process("plan");
+    FILE *quiet = validate && g_rank != 0 ? freopen("/dev/null", "w", stdout) : NULL;  // (rank 0 prints)
+    (void)quiet;
     char shape[PATH_LEN + 400];
     parse_options(argc, argv, pc, shape, sizeof shape);
+    check_validate(pc);
     check_auto(pc);
     config_path(argc, argv, pc->t.config, sizeof pc->t.config);
     if (pc->calibrate) return plan_calibrate(pc);

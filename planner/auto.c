@@ -225,10 +225,7 @@ static const char *gib(double b, char *buf, size_t n) {
     return buf;
 }
 
-const char *auto_family(const Layout *l) {
-    if (l->pp > 1) return l->dp > 1 ? "hybrid" : "pipeline";
-    return l->dp > 1 ? "ddp" : l->tp > 1 ? "tp" : "monolith";
-}
+const char *auto_family(const Layout *l) { return family_names[layout_family(l->pp, l->dp, l->tp)]; }
 
 void auto_print(FILE *f, const Search *s, int top, int by_family) {
     char name[96], mem[32];

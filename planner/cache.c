@@ -41,6 +41,24 @@ void cache_key(const TrainConfig *c, int world, char *out, size_t n) {
              (long long)c->classes, (long long)c->batch, world);
 }
 
+void cache_foreign(const char *source, const TrainConfig *c, int world, char *out, size_t n) {
+    char here[160], there[160], model[PATH_LEN + 200];
+    const char *at = strstr(source, "openblas ");
+    out[0] = 0;
+    if (!at) return;
+    snprintf(there, sizeof there, "%.*s", (int)strcspn(at, ",|)"), at);
+    while (there[0] && there[strlen(there) - 1] == ' ') there[strlen(there) - 1] = 0;
+    blas_set_threads((int)c->threads);
+    blas_describe(here, sizeof here);
+    if (!strcmp(here, there)) return;
+    if (c->config[0]) snprintf(model, sizeof model, "--config %s", c->config);
+    else snprintf(model, sizeof model, "--hidden %lld --inputs %lld --classes %lld --batch %lld", (long long)c->hidden,
+                  (long long)(c->inputs ? c->inputs : c->hidden), (long long)c->classes, (long long)c->batch);
+    snprintf(out, n, "# warning: the profile was measured with %s, and this machine runs %s: its figures are another "
+             "machine's; measure this one: mpiexec -n %d micropp plan --calibrate %s --threads %lld "
+             "--out profile.json\n", there, here, world, model, (long long)c->threads);
+}
+
 // The cache's folder, made when missing; -1 with why in err.
 static int cache_dir(char *dir, size_t dn, char *err, size_t n) {
     const char *mine = getenv("MICROPP_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");

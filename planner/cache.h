@@ -12,3 +12,8 @@ void cache_key(const TrainConfig *c, int world, char *out, size_t n);
 // none, or when the one there was measured for another key); what it did goes to stdout as "# costs:"
 // lines. 0, or -1 with one line in err (no mpiexec, a world larger than this machine, the calibration failed).
 int cache_profile(const TrainConfig *c, int world, char *path, size_t pn, char *err, size_t n);
+// A profile measured with another BLAS, BLAS core or thread count than this machine runs c with (its source,
+// e.g. "... openblas 0.3.21 core=SkylakeX threads=1", against blas_describe's here): one warning line in out
+// ("# warning: ...", with the command that measures this machine for a world of `world`); "" when they are
+// alike or the source names no BLAS (a machine file).
+void cache_foreign(const char *source, const TrainConfig *c, int world, char *out, size_t n);

@@ -16,6 +16,7 @@
 static const char *const pass_key[PASSES] = {"F", "B", "I", "W"};
 static const char *const kind_key[LAYER_KINDS] = {"mid", "first", "head"};
 static const char *const prec_key[COST_PRECISIONS] = {"fp32", "bf16"};
+const char *const family_names[FAMILIES] = {"pipeline", "hybrid", "ddp", "tp", "monolith"};
 static const char *const coll_key[COLLS] = {"allreduce", "reduce_scatter", "allgather"};
 
 double cost_curve_at(const Curve *c, double x) {
@@ -146,6 +147,12 @@ char *cost_to_json(const Profile *pf) {
     cJSON_AddNumberToObject(o, "adam_s_per_param", pf->adam_s);
     cJSON_AddNumberToObject(o, "sgd_s_per_param", pf->sgd_s);
     cJSON_AddNumberToObject(o, "step_fixed_s", pf->step_fixed_s);
+    cJSON *refit = NULL;
+    for (int f = 0; f < FAMILIES; f++) {
+        if (!(pf->refit[f] > 0)) continue;
+        if (!refit) refit = cJSON_AddObjectToObject(o, "refit");
+        cJSON_AddNumberToObject(refit, family_names[f], pf->refit[f]);
+    }
     if (pf->p2p.n) cJSON_AddItemToObject(o, "p2p", curve_json(&pf->p2p, "bytes"));
     cJSON *colls = cJSON_AddObjectToObject(o, "collectives"), *ov = cJSON_AddObjectToObject(o, "overlap");
     for (int a = 0; a < ALLREDUCE_ALGOS; a++) {
@@ -270,6 +277,21 @@ static int read_comm(Rd *r, const cJSON *o, Profile *pf) {
     return 0;
 }
 
+// `plan --validate`'s scale factors, when there: {"ddp": 1.08, ...}, each a family's, in (0, 100].
+static int read_refit(Rd *r, const cJSON *o, Profile *pf) {
+    const cJSON *refit = cJSON_GetObjectItem(o, "refit"), *v;
+    if (!refit) return 0;
+    if (!cJSON_IsObject(refit)) return bad(r, "\"refit\" must be an object of a scale factor per family");
+    cJSON_ArrayForEach(v, refit) {
+        int f = 0;
+        while (f < FAMILIES && strcmp(v->string, family_names[f])) f++;
+        if (f == FAMILIES || !cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble <= 100))
+            return bad(r, "\"refit\" holds pipeline, hybrid, ddp, tp or monolith, each a factor in (0, 100]");
+        pf->refit[f] = v->valuedouble;
+    }
+    return 0;
+}
+
 static int read_profile(Rd *r, const cJSON *o, Profile *pf) {
     pf->calibrated = 1;
     const cJSON *src = cJSON_GetObjectItem(o, "source");
@@ -286,7 +308,7 @@ static int read_profile(Rd *r, const cJSON *o, Profile *pf) {
         pf->label_s_per_value = pf->data_s_per_value /= 2;
     else if (secs(r, o, "label_s_per_value", &pf->label_s_per_value)) return -1;
     if (pf->world > 1 && !pf->p2p.n) return bad(r, "a profile of several ranks needs \"p2p\"");
-    return 0;
+    return read_refit(r, o, pf);
 }
 
 static int read_link(Rd *r, const cJSON *o, const char *key, double *bw, double *lat) {

@@ -32,6 +32,9 @@ enum { LAYER_MID, LAYER_FIRST, LAYER_HEAD, LAYER_KINDS };         // hidden H->H
 #define COST_PRECISIONS 2  // PRECISION_FP32, PRECISION_BF16 (base/ops.h)
 #define COST_GRID 32       // points of a measured curve
 #define COST_MAX_D 16      // data-parallel group sizes a calibration measures (D = 2 .. world)
+// A layout's family (auto_family's words): what `plan --auto --validate` refits a scale factor for.
+enum { FAMILY_PIPELINE, FAMILY_HYBRID, FAMILY_DDP, FAMILY_TP, FAMILY_MONOLITH, FAMILIES };
+extern const char *const family_names[FAMILIES];
 
 // Seconds at each of n points x[] (rows, or bytes), interpolated linearly between them and beyond the
 // last along its last segment's slope; below the first, the first's time.
@@ -54,6 +57,7 @@ typedef struct {
     Curve coll[ALLREDUCE_ALGOS][COLLS][COST_MAX_D + 1];  // (a machine file's links stand for every algorithm)
     double overlap[ALLREDUCE_ALGOS];  // how much of a collective in flight during compute is hidden (1 all, 0 none)
     double step_fixed_s;         // every step: the loss all-reduce over the world, the barrier
+    double refit[FAMILIES];      // `plan --validate`'s measured over predicted step per family (0: none, as 1)
     // a machine file: devices and links
     int devices_per_node;
     double device_memory;         // bytes of one device (0: not given)

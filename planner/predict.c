@@ -118,7 +118,10 @@ static double tp_allreduce_s(const Profile *pf, int T, double floats) {
 static double tp_layer(const Profile *pf, int kind, int pass, int prec, double rows, double in, double out, int T,
                        const TensorPiece *t) {
     if (T == 1 || t->kind == TP_FULL) return cost_layer(pf, kind, pass, prec, rows, in, out);
-    if (pf->calibrated) return cost_layer(pf, kind, pass, prec, rows / T, in, out);
+    if (pf->calibrated) {  // (less the weights' share the slice does not touch: a pass at one row is theirs)
+        double whole = cost_layer(pf, kind, pass, prec, rows / T, in, out);
+        return fmax(whole - (1 - 1.0 / T) * cost_layer(pf, kind, pass, prec, 1, in, out), whole / T);
+    }
     return cost_layer(pf, kind, pass, prec, rows, t->in, t->out);
 }
 
@@ -455,6 +458,20 @@ static int missing_group(const Profile *pf, const Degrees *d) {
     return d->dp;
 }
 
+int layout_family(int pp, int dp, int tp) {
+    if (pp > 1) return dp > 1 ? FAMILY_HYBRID : FAMILY_PIPELINE;
+    return dp > 1 ? FAMILY_DDP : tp > 1 ? FAMILY_TP : FAMILY_MONOLITH;
+}
+
+// `plan --validate`'s factor for the layout's family scales the step and each of its parts alike.
+static void refit(const Profile *pf, const Degrees *d, Prediction *out) {
+    double k = pf->refit[layout_family(d->pp, d->dp, d->tp)];
+    if (!(k > 0) || k == 1) return;
+    double *part[] = {&out->step_s, &out->compute_s, &out->comm_s, &out->msgs_s, &out->coll_s, &out->opt_s,
+                      &out->data_s, &out->fixed_s};
+    for (size_t i = 0; i < sizeof part / sizeof *part; i++) *part[i] *= k;
+}
+
 int predict_step(const Profile *pf, const TrainConfig *c0, const Layout *l, Prediction *out, char *why, size_t n) {
     TrainConfig c = *c0;
     Degrees d;
@@ -490,6 +507,7 @@ int predict_config(const Profile *pf, const TrainConfig *c0, const Degrees *d0, 
     else if (rc == 0) {
         double P = (double)model_param_count((int)c.layers, p->inputs, (int)c.hidden, (int)c.classes),
                peak = predict_peak(pf, c.precision);
+        refit(pf, &d, out);
         out->samples_s = (double)c.batch / out->step_s;
         out->peak = peak;
         out->mfu = peak > 0 ? 6 * P * (double)c.batch / (out->step_s * degrees_world(&d) * peak) : 0;

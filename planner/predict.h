@@ -1,7 +1,8 @@
 // planner/predict.h: a layout's step predicted without running it: the schedule simulator run with the
 // profile's per-rank costs (planner/cost.h), the pipeline's messages, the data-parallel collectives and
-// the part of them hidden behind the backward, the optimizer, a step's fixed cost; and the memory per
-// rank from planner/memory.c's one reckoning. `plan --auto` ranks layouts by it (planner/auto.c).
+// the part of them hidden behind the backward, the optimizer, a step's fixed cost (scaled by the profile's
+// refit factor of the layout's family, `plan --validate`'s); and the memory per rank from
+// planner/memory.c's one reckoning. `plan --auto` ranks layouts by it (planner/auto.c).
 #pragma once
 #include "planner/cost.h"
 #include "axes/axis.h"
@@ -37,6 +38,9 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
 // calibration's world is one node: everything local.
 typedef struct { int dp_local, pp_intra; } Links;
 Links predict_links(const Profile *pf, const Plan *p);
+// A layout's family (FAMILY_*): pipeline (stages, one replica), hybrid (both), ddp (replicas), tp (one
+// tensor-parallel group alone), monolith.
+int layout_family(int pp, int dp, int tp);
 // Predicts the step of layout l for the model c (its layers, widths, batch, optimizer) on the profile;
 // 0, or -1 with why the layout cannot run (plan_layout's or the schedule's reason) in why.
 int predict_step(const Profile *pf, const TrainConfig *c, const Layout *l, Prediction *out, char *why, size_t n);

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include "base/ops.h"
 #include "base/util.h"
+#include "planner/cache.h"
 #include "planner/memory.h"
 #include "planner/price.h"
 #include "axes/data.h"  // COMPRESS_*
@@ -166,6 +167,9 @@ int price_plan(const TrainConfig *c, const Degrees *d, const PriceAsk *ask, char
            (long long)c->layers, (long long)c->hidden, (long long)(c->inputs ? c->inputs : c->hidden),
            (long long)c->classes, (long long)c->batch, ask->world);
     printf("# costs: %s\n", source);
+    char foreign[PATH_LEN + 600];
+    cache_foreign(source, c, ask->world, foreign, sizeof foreign);
+    fputs(foreign, stdout);
     auto_print(stdout, &s, 1, 0);
     print_parts(&k, device);
     print_crossover(ask->path, c, d);

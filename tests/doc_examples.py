@@ -81,6 +81,7 @@ DROP = [
     r"\b(19|20)\d\d-\d\d-\d\d\b",                                 # a date
     r"/tmp/",                                                      # a temporary path
     r"^note: \d+ ranks? x \d+ threads? on this node share \d+ cores?",  # more threads than this machine's cores
+    r"^# warning: the profile was measured with ",  # a committed profile measured on another CPU or BLAS than here
 ]
 # Text matching one of these is replaced by its placeholder, on both sides.
 MASK = [

@@ -273,13 +273,19 @@ static void test_tp_zero(void) {
     TrainConfig c = small_model();
     Prediction pr;
     char why[512], cmd[1024], name[96];
-    // monolith --tp 2, 4 layers of 8 in two column/row pairs, 64 rows: each layer's passes at 32 rows;
-    // two forward all-reduces (the row layers) and one backward (layer 2's: layer 0 computes no input gradient)
+    // monolith --tp 2, 4 layers of 8 in two column/row pairs, 64 rows: each layer's passes at 32 rows less
+    // the half of the weights' share (a pass at one row: F A, B 2A) the slice does not touch; two forward
+    // all-reduces (the row layers) and one backward (layer 2's: layer 0 computes no input gradient)
     Layout l = {.pp = 1, .dp = 1, .tp = 2, .v = 1, .M = 1};
     int rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
-    double want = 4 * 32 * A + 4 * 64 * A + 3 * 0.001;
+    double want = 4 * (32 * A - A / 2) + 4 * (64 * A - A) + 3 * 0.001;
     EXPECT("predict_tp2", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
     EXPECT("predict_tp2_comm", fabs(pr.comm_s - 0.003) < 1e-12, "%g", pr.comm_s);
+    pf.refit[FAMILY_TP] = 1.5;  // --validate's factor of the family scales the step and its parts alike
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("predict_refit", rc == 0 && fabs(pr.step_s - 1.5 * want) < 1e-9 && fabs(pr.comm_s - 0.0045) < 1e-12,
+           "%s %.9g vs %.9g", why, pr.step_s, 1.5 * want);
+    pf.refit[FAMILY_TP] = 0;
     layout_command(&l, &c, "", 1, cmd, sizeof cmd);
     EXPECT("tp_command", strstr(cmd, "mpiexec -n 2 ") && strstr(cmd, " --mode monolith --tp 2 ") &&
            !strcmp(layout_name(&l, name, sizeof name), "monolith tp2 fp32"), "%s | %s", cmd, name);
