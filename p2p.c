@@ -1,6 +1,7 @@
 // p2p.c: the NCCL transport's posting rule as pure C (see p2p.h): the warm-up neighbours, each
 // rank's ordered calls from its action list, the crossing pairs read off both ranks' calls, and the
-// check that every call finds its matching half under NCCL's in-order execution per communicator. No CUDA here: tests/unit_p2p.c runs it anywhere.
+// check that every call finds its matching half under NCCL's in-order execution per communicator.
+// No CUDA here: tests/unit_p2p.c runs it anywhere.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
