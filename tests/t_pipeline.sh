@@ -140,5 +140,11 @@ if [ "$(nproc)" -lt 4 ]; then
     if awk -v s="$spin" -v y="$yield" 'BEGIN { exit !(y < 0.6 * s) }'; then pass "pp/waits yield on $(nproc) cores: 4 ranks' CPU ${yield} s, spinning ${spin} s"
     else fail "pp/waits yield on $(nproc) cores" "4 ranks' CPU ${yield} s yielding, ${spin} s spinning: expected under 60%"; fi
 else skip "pp/waits yield" "$(nproc) cores: 4 ranks do not outnumber them"; fi
-expect_user_error "pp-bad/MICROPP_WAIT=sleep: one line, exit 2" "MICROPP_WAIT=sleep: expected spin or yield" 30 \
-    env MICROPP_WAIT=sleep mpiexec -n 2 "$MICROPP" train --mode pp --layers 4 --hidden 16 --batch 8 --steps 1
+# MICROPP_WAIT=sleep (run.sh's, for files side by side): a rank that waits 2 s for a late peer
+# (MICROPP_FAULT late) sleeps through it, where a spinning one burns its core
+LATERUN=(env MICROPP_FAULT=1:1:late timeout 60 mpiexec -n 2 "$MICROPP" train --mode pp --layers 4 --hidden 32 --batch 24 --steps 2 --log-every 0)
+spin=$(MICROPP_WAIT=spin cpu_of "${LATERUN[@]}") sleep=$(MICROPP_WAIT=sleep cpu_of "${LATERUN[@]}")
+if awk -v s="$spin" -v z="$sleep" 'BEGIN { exit !(z < 0.6 * s) }'; then pass "pp/MICROPP_WAIT=sleep: a 2 s wait costs ${sleep} CPU s, spinning ${spin} s"
+else fail "pp/MICROPP_WAIT=sleep sleeps through a wait" "${sleep} CPU s sleeping, ${spin} s spinning: expected under 60%"; fi
+expect_user_error "pp-bad/MICROPP_WAIT=nap: one line, exit 2" "MICROPP_WAIT=nap: expected spin, yield or sleep" 30 \
+    env MICROPP_WAIT=nap mpiexec -n 2 "$MICROPP" train --mode pp --layers 4 --hidden 16 --batch 8 --steps 1
