@@ -1,6 +1,7 @@
 // p2p.c: the NCCL transport's posting rule as pure C (see p2p.h): the warm-up neighbours, each
-// rank's ordered calls from its action list, and the check that every call finds its matching half
-// under NCCL's in-order execution per communicator. No CUDA here: tests/unit_p2p.c runs it anywhere.
+// rank's ordered calls from its action list, the crossing pairs read off both ranks' calls, and the
+// check that every call finds its matching half under NCCL's in-order execution per communicator.
+// No CUDA here: tests/unit_p2p.c runs it anywhere.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,15 +50,77 @@ void p2p_calls(int K, int chunk_order, int s, const ActionList *l, P2pCalls *out
                                  .peer = peer,
                                  .msg = act ? ACT_SEND_ACT : ACT_SEND_GRAD,
                                  .mb = a.mb,
-                                 .to_vs = send ? other : vs});
+                                 .to_vs = send ? other : vs,
+                                 .with = -1});
     }
 }
 
 void p2p_calls_free(P2pCalls *c) { free(c->c); memset(c, 0, sizeof *c); }
 
-// The warm-up and the pairing of messages: symmetric neighbours, and the k-th activation (or
-// gradient) from a to b is the k-th that b receives from a (NCCL matches in posting order per
-// communicator, and each kind has its own).
+// The index in rank b's calls of the other half of rank a's call x (the same message, the other way), or -1.
+static int other_half(const P2pCalls *b, int a, const P2pCall *x) {
+    for (int i = 0; i < b->n; i++) {
+        const P2pCall *y = &b->c[i];
+        if (y->peer == a && y->kind != x->kind && y->msg == x->msg && y->mb == x->mb && y->to_vs == x->to_vs) return i;
+    }
+    return -1;
+}
+
+// The receive that rank s's send i pairs with by (a) and (b) of p2p.h's rule on s's calls alone, or -1.
+static int pair_on_one_side(const P2pCalls *c, int i) {
+    if (c->c[i].kind != P2P_SEND) return -1;
+    for (int j = i + 1; j < c->n; j++) {
+        if (c->c[j].peer == c->c[i].peer) return c->c[j].kind == P2P_RECV ? j : -1;  // (a)
+        if (c->c[j].kind == P2P_RECV) return -1;                                        // (b)
+    }
+    return -1;
+}
+
+void p2p_pair(int K, P2pCalls *calls) {
+    for (int s = 0; s < K; s++)
+        for (int i = 0; i < calls[s].n; i++) {
+            int j = pair_on_one_side(&calls[s], i);
+            if (j < 0) continue;
+            int p = calls[s].c[i].peer;
+            int i2 = other_half(&calls[p], s, &calls[s].c[j]), j2 = other_half(&calls[p], s, &calls[s].c[i]);
+            if (i2 < 0 || j2 < 0 || pair_on_one_side(&calls[p], i2) != j2) continue;  // (c)
+            calls[s].c[i].with = j;
+            calls[s].c[j].with = i;
+        }
+}
+
+int p2p_channel(int s, const P2pCalls *calls_s, int i) {
+    const P2pCall *c = &calls_s->c[i];
+    if (c->with >= 0) {  // the pair's: the channel of the lower rank's send (this rank's, or the one it receives)
+        const P2pCall *other = &calls_s->c[c->with];
+        const P2pCall *send = c->kind == P2P_SEND ? c : other, *recv = c->kind == P2P_SEND ? other : c;
+        const P2pCall *low = s < c->peer ? send : recv;
+        return devcomm_channel(s < c->peer ? s : c->peer, s < c->peer ? c->peer : s, low->msg == ACT_SEND_GRAD);
+    }
+    int grad = c->msg == ACT_SEND_GRAD;
+    return c->kind == P2P_SEND ? devcomm_channel(s, c->peer, grad) : devcomm_channel(c->peer, s, grad);
+}
+
+// Pairs (4) the same on both ranks: a call's other half on the peer is paired with the other half
+// of its own partner.
+static const char *check_same_pairs(int K, const P2pCalls *calls, char *why, size_t wn) {
+    for (int a = 0; a < K; a++)
+        for (int i = 0; i < calls[a].n; i++) {
+            const P2pCall *x = &calls[a].c[i];
+            if (x->with < 0) continue;
+            int b = x->peer, y = other_half(&calls[b], a, x), z = other_half(&calls[b], a, &calls[a].c[x->with]);
+            if (y < 0 || z < 0 || calls[b].c[y].with != z) {
+                snprintf(why, wn, "rank %d pairs its calls %d and %d with rank %d, which does not pair them", a, i,
+                         x->with, b);
+                return why;
+            }
+        }
+    return NULL;
+}
+
+// The warm-up and the pairing of messages: symmetric neighbours, and on every communicator the k-th
+// message from a to b is the k-th that b receives from a there (NCCL matches in posting order per
+// communicator).
 static const char *check_pairs(int K, int v, int chunk_order, const P2pCalls *calls, char *why, size_t wn) {
     int nb[2 * COMM_MAX_CHUNKS], nb2[2 * COMM_MAX_CHUNKS];
     for (int a = 0; a < K; a++) {
@@ -78,69 +141,99 @@ static const char *check_pairs(int K, int v, int chunk_order, const P2pCalls *ca
                 return why;
             }
         }
-        for (int b = 0, msg = ACT_SEND_ACT; b < K; msg = msg == ACT_SEND_ACT ? ACT_SEND_GRAD : (b++, ACT_SEND_ACT)) {
-            int i = 0, j = 0;  // a's sends of one kind to b against b's receives of it from a
-            for (;;) {
-                while (i < calls[a].n &&
-                       !(calls[a].c[i].kind == P2P_SEND && calls[a].c[i].peer == b && calls[a].c[i].msg == msg))
-                    i++;
-                while (j < calls[b].n &&
-                       !(calls[b].c[j].kind == P2P_RECV && calls[b].c[j].peer == a && calls[b].c[j].msg == msg))
-                    j++;
-                if (i == calls[a].n && j == calls[b].n) break;
-                const P2pCall *x = i < calls[a].n ? &calls[a].c[i] : NULL, *y = j < calls[b].n ? &calls[b].c[j] : NULL;
-                if (!x || !y || x->msg != y->msg || x->mb != y->mb || x->to_vs != y->to_vs) {
-                    snprintf(why, wn,
-                             "rank %d's send (call %d) to rank %d does not meet rank %d's receive (call %d) from rank "
-                             "%d in order",
-                             a, i, b, b, j, a);
-                    return why;
+        for (int b = 0; b < K; b++)
+            for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
+                int i = 0, j = 0;  // a's sends to b on ch against b's receives from a on ch
+                for (;;) {
+                    while (i < calls[a].n && !(calls[a].c[i].kind == P2P_SEND && calls[a].c[i].peer == b &&
+                                               p2p_channel(a, &calls[a], i) == ch))
+                        i++;
+                    while (j < calls[b].n && !(calls[b].c[j].kind == P2P_RECV && calls[b].c[j].peer == a &&
+                                               p2p_channel(b, &calls[b], j) == ch))
+                        j++;
+                    if (i == calls[a].n && j == calls[b].n) break;
+                    const P2pCall *x = i < calls[a].n ? &calls[a].c[i] : NULL;
+                    const P2pCall *y = j < calls[b].n ? &calls[b].c[j] : NULL;
+                    if (!x || !y || x->msg != y->msg || x->mb != y->mb || x->to_vs != y->to_vs) {
+                        snprintf(why, wn,
+                                 "rank %d's send (call %d) to rank %d does not meet rank %d's receive (call %d) from "
+                                 "rank %d in order",
+                                 a, i, b, b, j, a);
+                        return why;
+                    }
+                    i++, j++;
                 }
-                i++, j++;
             }
-        }
     }
-    return NULL;
+    return check_same_pairs(K, calls, why, wn);
 }
 
-// The execution model of p2p.h on two queues (channels) per rank.
+// The execution model of p2p.h: per rank and channel a queue of kernels, each named by its lead call
+// (a lone call, or a pair's receive, whose `with` is its send).
 typedef struct {
     const P2pCalls *calls;
     int K, stride;
     int *host, *blocked;
+    char **done;  // per rank and call: completed
     int *q[DEVCOMM_CHANNELS], *head[DEVCOMM_CHANNELS], *tail[DEVCOMM_CHANNELS];
 } Model;
 
-static int channel_of(int s, const P2pCall *c) {
-    int grad = c->msg == ACT_SEND_GRAD;
-    return c->kind == P2P_SEND ? devcomm_channel(s, c->peer, grad) : devcomm_channel(c->peer, s, grad);
+// The call of a's kernel at the head of channel ch that is `kind` with `peer`, not yet done, or -1.
+static int head_call(const Model *m, int a, int ch, int kind, int peer) {
+    if (m->head[ch][a] == m->tail[ch][a]) return -1;
+    const int lead = m->q[ch][(size_t)a * m->stride + m->head[ch][a]], part[2] = {lead, m->calls[a].c[lead].with};
+    for (int k = 0; k < 2; k++) {
+        int i = part[k];
+        if (i >= 0 && !m->done[a][i] && m->calls[a].c[i].kind == kind && m->calls[a].c[i].peer == peer) return i;
+    }
+    return -1;
 }
 
-// Matches the heads of every channel's queues; 1 when something completed.
+// Matches the sends and receives of every channel's head kernels, pops the kernels done; 1 when
+// something moved.
 static int model_match(Model *m) {
     int moved = 0;
     for (int a = 0; a < m->K; a++)
+        for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++)
+            for (int b = 0; b < m->K; b++) {
+                int x = head_call(m, a, ch, P2P_SEND, b), y = x < 0 ? -1 : head_call(m, b, ch, P2P_RECV, a);
+                if (y < 0) continue;
+                m->done[a][x] = m->done[b][y] = 1, moved = 1;
+            }
+    for (int a = 0; a < m->K; a++)
         for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
             if (m->head[ch][a] == m->tail[ch][a]) continue;
-            const P2pCall *x = &m->calls[a].c[m->q[ch][(size_t)a * m->stride + m->head[ch][a]]];
-            if (x->kind != P2P_SEND) continue;
-            int b = x->peer;
-            if (m->head[ch][b] == m->tail[ch][b]) continue;
-            int yi = m->q[ch][(size_t)b * m->stride + m->head[ch][b]];
-            const P2pCall *y = &m->calls[b].c[yi];
-            if (y->kind != P2P_RECV || y->peer != a) continue;
-            m->head[ch][a]++, m->head[ch][b]++, moved = 1;
-            if (m->blocked[b] == yi) m->blocked[b] = -1;
+            int lead = m->q[ch][(size_t)a * m->stride + m->head[ch][a]], with = m->calls[a].c[lead].with;
+            if (!m->done[a][lead] || (with >= 0 && !m->done[a][with])) continue;
+            m->head[ch][a]++, moved = 1;
+            if (m->blocked[a] == lead) m->blocked[a] = -1;  // (a receive's wait ends with its kernel)
         }
     return moved;
 }
 
-const char *p2p_check(int K, int v, int chunk_order, const ActionList *lists, char *why, size_t wn) {
-    P2pCalls *calls = xcalloc((size_t)K, sizeof(P2pCalls));
+// Each host posts until it waits for a receive; a paired send waits for its receive. 1 when something moved.
+static int model_post(Model *m) {
+    int moved = 0;
+    for (int s = 0; s < m->K; s++)
+        while (m->blocked[s] < 0 && m->host[s] < m->calls[s].n) {
+            int i = m->host[s]++;
+            const P2pCall *c = &m->calls[s].c[i];
+            moved = 1;
+            if (c->kind == P2P_SEND && c->with >= 0) continue;  // held back: posted with its receive
+            int ch = p2p_channel(s, &m->calls[s], i);
+            m->q[ch][(size_t)s * m->stride + m->tail[ch][s]++] = i;
+            if (c->kind == P2P_RECV) m->blocked[s] = i;
+        }
+    return moved;
+}
+
+const char *p2p_check_calls(int K, int v, int chunk_order, const P2pCalls *calls, char *why, size_t wn) {
     int total = 0;
-    for (int s = 0; s < K; s++) { p2p_calls(K, chunk_order, s, &lists[s], &calls[s]); total += calls[s].n; }
+    for (int s = 0; s < K; s++) total += calls[s].n;
     const char *bad = check_pairs(K, v, chunk_order, calls, why, wn);
-    Model m = {calls, K, total + 1, xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int)), {0}, {0}, {0}};
+    Model m = {calls, K, total + 1, xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(int)),
+               xcalloc((size_t)K, sizeof(char *)), {0}, {0}, {0}};
+    for (int s = 0; s < K; s++) m.done[s] = xcalloc((size_t)calls[s].n + 1, 1);
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) {
         m.q[ch] = xcalloc((size_t)m.stride, sizeof(int) * (size_t)K);
         m.head[ch] = xcalloc((size_t)K, sizeof(int));
@@ -148,27 +241,29 @@ const char *p2p_check(int K, int v, int chunk_order, const ActionList *lists, ch
     }
     for (int s = 0; s < K; s++) m.blocked[s] = -1;
     for (int moved = 1; !bad && moved;) {
-        moved = 0;
-        for (int s = 0; s < K; s++)  // each host posts until it waits for a receive
-            while (m.blocked[s] < 0 && m.host[s] < calls[s].n) {
-                int i = m.host[s]++, ch = channel_of(s, &calls[s].c[i]);
-                m.q[ch][(size_t)s * m.stride + m.tail[ch][s]++] = i;
-                if (calls[s].c[i].kind == P2P_RECV) m.blocked[s] = i;
-                moved = 1;
-            }
+        moved = model_post(&m);
         moved |= model_match(&m);
     }
     for (int s = 0; s < K && !bad; s++)
         for (int ch = 0; ch < DEVCOMM_CHANNELS && !bad; ch++) {
             if (m.blocked[s] < 0 && m.head[ch][s] == m.tail[ch][s]) continue;
             int i = m.blocked[s] >= 0 ? m.blocked[s] : m.q[ch][(size_t)s * m.stride + m.head[ch][s]];
-            snprintf(why, wn, "deadlock: rank %d stays at call %d (%s rank %d, micro-batch %d) of %d", s, i,
+            snprintf(why, wn, "deadlock: rank %d stays at call %d (%s rank %d, micro-batch %d%s) of %d", s, i,
                      calls[s].c[i].kind == P2P_SEND ? "a send to" : "a receive from", calls[s].c[i].peer,
-                     calls[s].c[i].mb, calls[s].n);
+                     calls[s].c[i].mb, calls[s].c[i].with >= 0 ? ", paired" : "", calls[s].n);
             bad = why;
         }
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++) { free(m.q[ch]); free(m.head[ch]); free(m.tail[ch]); }
-    free(m.host); free(m.blocked);
+    for (int s = 0; s < K; s++) free(m.done[s]);
+    free(m.host); free(m.blocked); free(m.done);
+    return bad;
+}
+
+const char *p2p_check(int K, int v, int chunk_order, const ActionList *lists, char *why, size_t wn) {
+    P2pCalls *calls = xcalloc((size_t)K, sizeof(P2pCalls));
+    for (int s = 0; s < K; s++) p2p_calls(K, chunk_order, s, &lists[s], &calls[s]);
+    p2p_pair(K, calls);
+    const char *bad = p2p_check_calls(K, v, chunk_order, calls, why, wn);
     for (int s = 0; s < K; s++) p2p_calls_free(&calls[s]);
     free(calls);
     return bad;

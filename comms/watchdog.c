@@ -256,11 +256,12 @@ static void check(const WdSpin *s) {
     if (timeout_s > 0 && waited > timeout_s) fire(waited, s);
 }
 
-static int spin_yields;  // wd_share_cores: more ranks than cores here (or MICROPP_WAIT=yield)
+static int spin_yields;  // wd_share_cores: 1 more ranks than cores here (or MICROPP_WAIT=yield), 2 MICROPP_WAIT=sleep
 
 int wd_waits_yield(const char *setting, long ranks_here, long cores) {
     if (!setting || !*setting) return cores > 0 && ranks_here > cores;
     if (strcmp(setting, "yield") == 0) return 1;
+    if (strcmp(setting, "sleep") == 0) return 2;
     return strcmp(setting, "spin") == 0 ? 0 : -1;
 }
 
@@ -270,12 +271,13 @@ void wd_share_cores(long ranks_here) {
     long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
     spin_yields = wd_waits_yield(setting, ranks_here, cores);
     if (spin_yields < 0)
-        user_error("MICROPP_WAIT=%s: expected spin or yield (or leave it unset: yield when a node has more ranks "
-                   "than cores)", setting);
+        user_error("MICROPP_WAIT=%s: expected spin, yield or sleep (or leave it unset: yield when a node has more "
+                   "ranks than cores)", setting);
 }
 
 void wd_spin(WdSpin *s) {
-    if (spin_yields) sched_yield();
+    if (spin_yields == 2 && s->turns >= 16) usleep(50);  // sleep: a wait past its first turns leaves the core
+    else if (spin_yields) sched_yield();
     if (s->turns++ == 0) { s->t0 = now_sec(); return; }
     if ((s->turns & 63) == 0) check(s);  // a clock read and a test per 64 turns
 }

@@ -43,9 +43,12 @@ void wd_spin(WdSpin *s);
 // How a waiting rank spins: with more ranks on a node than it has cores, the rank waited for may need
 // this very core, so every turn yields it (measured: 4 ranks on 2 cores ran a 20-step pipeline in a
 // quarter of the time and a fifth of the CPU); else it spins as MPI_Wait does. MICROPP_WAIT=spin or
-// yield overrides (the tests run files side by side: yield). wd_waits_yield: 1 yield, 0 spin, -1 when
-// setting (NULL or "": unset) is none of those; wd_share_cores applies it for ranks_here ranks on this
-// node, a bad MICROPP_WAIT refused (exit 2, alike on every rank: mpiexec passes one environment).
+// yield overrides; MICROPP_WAIT=sleep yields for 16 turns, then sleeps 50 us a turn, for a machine
+// whose cores other jobs want too (the tests run files side by side with it: a yielding rank still
+// takes its share of a core every turn; measured under a load of 27 on 2 cores, a 4-rank ZeRO-3 run
+// took a quarter of the CPU and of the time). wd_waits_yield: 1 yield, 2 sleep, 0 spin, -1 when setting
+// (NULL or "": unset) is none of those; wd_share_cores applies it for ranks_here ranks on this node, a
+// bad MICROPP_WAIT refused (exit 2, alike on every rank: mpiexec passes one environment).
 int wd_waits_yield(const char *setting, long ranks_here, long cores);
 void wd_share_cores(long ranks_here);
 // The spin loop itself, for a wait on something MPI does not see (a collective in flight, the GPU's

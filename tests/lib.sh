@@ -23,11 +23,34 @@ pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
 skip() { echo "SKIP $1: $2"; }
 
+# cpu_children: CPU_CHILDREN becomes the user + system seconds of this shell's ended children so far.
+cpu_children() {
+    local u s
+    times > "$TMP/times"  # (in this shell: a $(times) would be a subshell's, with no children yet)
+    { read -r _ _; read -r u s; } < "$TMP/times"
+    CPU_CHILDREN=$(awk -v u="$u" -v s="$s" 'BEGIN { split(u, a, /[ms]/); split(s, b, /[ms]/); printf "%.2f", a[1] * 60 + a[2] + b[1] * 60 + b[2] }')
+}
+# MICROPP_TEST_PROFILE=1: every run() appends "CPU WALL FILE COMMAND" (the CPU seconds of the command's
+# process tree, its wall seconds, the test file) to $MICROPP_TEST_PROFILE_LOG (default
+# tests/bin/profile.txt), to find where a file's time goes:
+#   sort -rn tests/bin/profile.txt | head      awk '{ c[$3] += $1 } END { for (f in c) print c[f], f }'
+PROFILE_LOG=${MICROPP_TEST_PROFILE_LOG:-$ROOT/tests/bin/profile.txt}
+profile_case() {  # profile_case CPU0 WALL0 CMD...: the line for a command started at CPU0, WALL0
+    local c0=$1 w0=$2; shift 2
+    local c1 w1
+    cpu_children; c1=$CPU_CHILDREN; w1=${EPOCHREALTIME/./}
+    mkdir -p "$(dirname "$PROFILE_LOG")"
+    printf '%.2f %.2f %s %s\n' "$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" "$(((w1 - w0) / 10000))e-2" \
+        "$(basename "${BASH_SOURCE[-1]}")" "${*//$'\n'/ }" >> "$PROFILE_LOG"
+}
+
 # run T CMD...: runs CMD with a T-second timeout; stdout in $OUT, stderr in $ERR, exit code in $RC.
 run() {
-    local t=$1; shift
+    local t=$1 c0 w0; shift
+    [ "${MICROPP_TEST_PROFILE:-0}" = 1 ] && { cpu_children; c0=$CPU_CHILDREN; w0=${EPOCHREALTIME/./}; }
     timeout -k 5 "$t" "$@" >"$TMP/out" 2>"$TMP/err"
     RC=$?
+    [ "${MICROPP_TEST_PROFILE:-0}" = 1 ] && profile_case "$c0" "$w0" "$@"
     OUT=$(cat "$TMP/out")
     ERR=$(cat "$TMP/err")
 }

@@ -83,11 +83,12 @@ for i in "${!files[@]}"; do
     else pool+=("$(recorded "${files[$i]}") $i"); fi
 done
 t0=${EPOCHREALTIME/./}
-# Files side by side outnumber the cores with their ranks: a waiting rank yields its core rather than
-# spin in it (comms/watchdog.c, MICROPP_WAIT; measured: a 4-rank pipeline on 2 cores took a fifth of the
-# CPU). The files run alone keep micropp's own choice, as a user's run would.
+# Files side by side outnumber the cores with their ranks: a waiting rank sleeps rather than spin or
+# yield (comms/watchdog.c, MICROPP_WAIT=sleep; measured under a load of 27 on 2 cores against yield: a
+# 4-rank ZeRO-3 run took a quarter of the CPU and of the time, a 4-rank pipeline half; yield itself took
+# a fifth of spinning's CPU). The files run alone keep micropp's own choice, as a user's run would.
 given_wait=${MICROPP_WAIT-unset}
-export MICROPP_WAIT=${MICROPP_WAIT:-yield}
+export MICROPP_WAIT=${MICROPP_WAIT:-sleep}
 while read -r _ i; do
     [ -n "$i" ] || continue  # (no file matched)
     while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; show; done

@@ -41,12 +41,14 @@ ddp_case() {  # NAME RANKS ARGS...: --verify passes and the losses match the mon
     pass "$name"
 }
 
+declare -A CASE  # "RANKS SYNC ALLREDUCE": the case's JSON, for the checks further down
 for n in 2 4; do
     for sync in naive bucketed; do
         for ar in mpi ring shm; do
             extra=()
             [ $sync = bucketed ] && extra=(--bucket-mb 0.004)  # 4 KiB ~ one layer (4.2 KB) per bucket: 4 buckets
             if ddp_case "ddp/$n ranks $sync $ar: verify + 20 losses = monolith" $n --ddp-sync $sync --allreduce $ar "${extra[@]}"; then
+                CASE["$n $sync $ar"]=$OUT
                 nb=$(json_get '["bucket_count"]')
                 if [ $sync = naive ]; then  # one per tensor: (4 layers + head) x (W, b)
                     [ "$nb" = 10 ] || fail "ddp/$n ranks naive $ar buckets" "bucket_count $nb, expected 10 (one per tensor)"
@@ -57,18 +59,17 @@ for n in 2 4; do
         done
     done
     for ar in mpi ring shm; do
-        ddp_case "ddp/$n ranks zero-1 $ar: verify + 20 losses = monolith" $n --zero 1 --allreduce $ar --bucket-mb 0.004
+        ddp_case "ddp/$n ranks zero-1 $ar: verify + 20 losses = monolith" $n --zero 1 --allreduce $ar --bucket-mb 0.004 &&
+            CASE["$n zero-1 $ar"]=$OUT
     done
 done
-# shm and MPI's all-reduce give the same bits on 2 ranks (a + b == b + a): identical losses
-run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --allreduce mpi
-l_mpi=$(json_get '["losses"]')
-run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --allreduce shm
-l_shm=$(json_get '["losses"]')
+# shm and MPI's all-reduce give the same bits on 2 ranks (a + b == b + a): identical losses (the cases above)
+l_mpi=$(OUT=${CASE["2 bucketed mpi"]-} json_get '["losses"]' 2>/dev/null)
+l_shm=$(OUT=${CASE["2 bucketed shm"]-} json_get '["losses"]' 2>/dev/null)
 if [ -n "$l_mpi" ] && [ "$l_mpi" = "$l_shm" ]; then pass "ddp/2 ranks shm losses = mpi losses bit for bit"
 else fail "ddp/2 ranks shm losses = mpi losses bit for bit" "mpi $l_mpi vs shm $l_shm"; fi
 # --allreduce auto (the default): every replica on this one node, buffers on the host -> shm
-run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp
+run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --verify --bucket-mb 0.004
 if [ "$RC" -eq 0 ] && [ "$(json_get '["allreduce"]')" = shm ] && [ "$(json_get '["losses"]')" = "$l_shm" ]; then
     pass "ddp/the default all-reduce on one node is shm (same losses as --allreduce shm)"
 else fail "ddp/the default all-reduce on one node is shm" "exit $RC, allreduce $(json_get '["allreduce"]' 2>/dev/null)"; fi
@@ -99,11 +100,9 @@ REF_SGD=$OUT
 run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --zero 1 --ddp-sync naive --optimizer sgd --lr 0.05
 if why=$(close "$OUT" "$REF_SGD" 1e-5); then pass "ddp/zero-1 sgd = monolith sgd"; else fail "ddp/zero-1 sgd = monolith sgd" "$why"; fi
 
-# ---- ZeRO-1 holds 1/D of the optimizer state ----
-run 240 mpiexec -n 4 "$MICROPP" train "${MODEL[@]}" --mode ddp
-full=$(json_get '["optimizer_bytes_per_rank"]')
-run 240 mpiexec -n 4 "$MICROPP" train "${MODEL[@]}" --mode ddp --zero 1
-sharded=$(json_get '["optimizer_bytes_per_rank"]')
+# ---- ZeRO-1 holds 1/D of the optimizer state (the 4-rank cases above) ----
+full=$(OUT=${CASE["4 bucketed shm"]-} json_get '["optimizer_bytes_per_rank"]' 2>/dev/null)
+sharded=$(OUT=${CASE["4 zero-1 shm"]-} json_get '["optimizer_bytes_per_rank"]' 2>/dev/null)
 if python3 -c "import sys; f, s = $full, $sharded; sys.exit(0 if f > 0 and abs(f / s - 4) < 0.1 else 1)"; then
     pass "ddp/zero-1 optimizer state per rank / 4 ($full -> $sharded bytes)"
 else

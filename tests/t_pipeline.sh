@@ -5,30 +5,28 @@ source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
 SMALL="--layers 8 --hidden 32 --batch 24 --steps 2 --log-every 0"
 
+# losses over 20 steps: every schedule equals the monolith (the even, unrecomputed --verify runs train 20 steps)
+run 60 "$MICROPP" train --layers 8 --hidden 32 --batch 24 --steps 20 --json; mono="$OUT"
 for n in 2 4; do
     for sched in naive gpipe 1f1b; do
         for ck in "" "--checkpoint-activations"; do
             for part in even uneven; do
                 p=""; [ $part = uneven ] && { [ $n = 2 ] && p="--partition 5,3" || p="--partition 3,2,2,1"; }
                 name="pp/verify K=$n $sched ${ck:+ckpt }$part"
-                run 60 mpiexec -n $n "$MICROPP" train --mode pp --schedule $sched --micro-batches 4 $SMALL $ck $p --verify --json
+                steps=2; [ -z "$ck" ] && [ $part = even ] && steps=20
+                run 90 mpiexec -n $n "$MICROPP" train --mode pp --schedule $sched --micro-batches 4 ${SMALL/--steps 2/--steps $steps} $ck $p --verify --json
                 if [ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ]; then pass "$name (err $(json_get '["verify_max_rel_err"]'))"
                 else fail "$name" "exit $RC $(printf '%s' "$ERR" | tail -2)"; fi
-            done
-        done
-    done
-done
-
-# losses over 20 steps: every schedule equals the monolith
-run 60 "$MICROPP" train --layers 8 --hidden 32 --batch 24 --steps 20 --json; mono="$OUT"
-for n in 2 4; do for sched in naive gpipe 1f1b; do
-    run 90 mpiexec -n $n "$MICROPP" train --mode pp --schedule $sched --micro-batches 3 --layers 8 --hidden 32 --batch 24 --steps 20 --json
-    python3 - "$mono" "$OUT" <<'PY' && pass "pp/losses K=$n $sched match monolith over 20 steps" || fail "pp/losses K=$n $sched match monolith" "rc $RC $ERR"
+                [ $steps = 20 ] || continue
+                python3 - "$mono" "$OUT" <<'PY' && pass "pp/losses K=$n $sched match monolith over 20 steps" || fail "pp/losses K=$n $sched match monolith" "rc $RC $ERR"
 import json, sys
 a = json.loads(sys.argv[1])["losses"]; b = json.loads(sys.argv[2])["losses"]
 sys.exit(0 if len(a) == len(b) == 20 and all(abs(x - y) <= 1e-4 * abs(x) + 1e-6 for x, y in zip(a, b)) else 1)
 PY
-done; done
+            done
+        done
+    done
+done
 
 # memory counters: gpipe stashes M, 1f1b min(K-s, M); checkpointing keeps less
 peak() { json_get "[\"$1\"]"; }
@@ -142,5 +140,11 @@ if [ "$(nproc)" -lt 4 ]; then
     if awk -v s="$spin" -v y="$yield" 'BEGIN { exit !(y < 0.6 * s) }'; then pass "pp/waits yield on $(nproc) cores: 4 ranks' CPU ${yield} s, spinning ${spin} s"
     else fail "pp/waits yield on $(nproc) cores" "4 ranks' CPU ${yield} s yielding, ${spin} s spinning: expected under 60%"; fi
 else skip "pp/waits yield" "$(nproc) cores: 4 ranks do not outnumber them"; fi
-expect_user_error "pp-bad/MICROPP_WAIT=sleep: one line, exit 2" "MICROPP_WAIT=sleep: expected spin or yield" 30 \
-    env MICROPP_WAIT=sleep mpiexec -n 2 "$MICROPP" train --mode pp --layers 4 --hidden 16 --batch 8 --steps 1
+# MICROPP_WAIT=sleep (run.sh's, for files side by side): a rank that waits 2 s for a late peer
+# (MICROPP_FAULT late) sleeps through it, where a spinning one burns its core
+LATERUN=(env MICROPP_FAULT=1:1:late timeout 60 mpiexec -n 2 "$MICROPP" train --mode pp --layers 4 --hidden 32 --batch 24 --steps 2 --log-every 0)
+spin=$(MICROPP_WAIT=spin cpu_of "${LATERUN[@]}") sleep=$(MICROPP_WAIT=sleep cpu_of "${LATERUN[@]}")
+if awk -v s="$spin" -v z="$sleep" 'BEGIN { exit !(z < 0.6 * s) }'; then pass "pp/MICROPP_WAIT=sleep: a 2 s wait costs ${sleep} CPU s, spinning ${spin} s"
+else fail "pp/MICROPP_WAIT=sleep sleeps through a wait" "${sleep} CPU s sleeping, ${spin} s spinning: expected under 60%"; fi
+expect_user_error "pp-bad/MICROPP_WAIT=nap: one line, exit 2" "MICROPP_WAIT=nap: expected spin, yield or sleep" 30 \
+    env MICROPP_WAIT=nap mpiexec -n 2 "$MICROPP" train --mode pp --layers 4 --hidden 16 --batch 8 --steps 1

@@ -59,3 +59,17 @@ run 60 bash "$R/tests/run.sh" t_d
 if [ "$RC" -eq 1 ] && [ "$(tail -n 1 <<<"$OUT")" = "0 passed, 1 failed, 0 skipped" ] && [ "$(tr '\n' ' ' < "$LOG")" = "start t_d end t_d " ]; then
     pass "run/NAME runs only the files whose name holds it"
 else fail "run/NAME runs only the files whose name holds it" "exit $RC: $(tail -n 1 <<<"$OUT"), log: $(tr '\n' ' ' < "$LOG")"; fi
+
+# MICROPP_TEST_PROFILE=1: tests/lib.sh's run() logs each command's CPU seconds (its whole process tree),
+# its wall seconds and its file; without it, nothing is logged
+cat > "$TMP/t_prof.sh" <<PROF
+source "$ROOT/tests/lib.sh"
+run 20 bash -c 'x=0; while [ \$x -lt 300000 ]; do x=\$((x + 1)); done'
+run 20 bash -c 'sleep 0.3 & wait'
+PROF
+run 60 env MICROPP_TEST_PROFILE=1 MICROPP_TEST_PROFILE_LOG="$TMP/prof.txt" bash "$TMP/t_prof.sh"
+run 60 env MICROPP_TEST_PROFILE_LOG="$TMP/noprof.txt" bash "$TMP/t_prof.sh"
+why=$(awk 'NR == 1 && !($1 >= 0.1 && $3 == "t_prof.sh" && $4 == "bash" && $5 == "-c") { print "busy: " $0 }
+           NR == 2 && !($1 < 0.1 && $2 >= 0.3) { print "sleep: " $0 } END { if (NR != 2) print NR " lines" }' "$TMP/prof.txt" 2>&1)
+[ -z "$why" ] && [ ! -e "$TMP/noprof.txt" ] && pass "run/MICROPP_TEST_PROFILE=1 logs each command's CPU and wall seconds, its file and command" ||
+    fail "run/MICROPP_TEST_PROFILE=1 logs each command's CPU and wall seconds" "$why; log: $(tr '\n' '|' < "$TMP/prof.txt" 2>&1)"

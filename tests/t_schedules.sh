@@ -19,38 +19,57 @@ if [ -x "$UNIT" ]; then
     else fail "comms/progress while computing" "rc $RC: $OUT $(printf '%s' "$ERR" | tail -2)"; fi
 else fail "comms/progress while computing" "$UNIT not built (make test builds it)"; fi
 
+# 20 steps of training: the losses are the monolith's (checked on the --verify runs below of 8 layers
+# of 32, batch 24, and on two runs of their own)
+run 60 "$MICROPP" train --layers 8 --hidden 32 --batch 24 --steps 20 --json; mono="$OUT"
+mono_close() {  # LABEL: $OUT's 20 losses are the monolith's
+    python3 - "$mono" "$OUT" <<'PY' && pass "$1" || fail "$1" "rc $RC $(printf '%s' "$ERR" | tail -2)"
+import json, sys
+a = json.loads(sys.argv[1])["losses"]; b = json.loads(sys.argv[2])["losses"]
+sys.exit(0 if len(a) == len(b) == 20 and all(abs(x - y) <= 1e-4 * abs(x) + 1e-6 for x, y in zip(a, b)) else 1)
+PY
+}
+
 # --verify: every chunk's gradients against the monolith reference
-verify() {  # NAME RANKS ARGS...
+verify() {  # [-l LABEL] NAME RANKS ARGS...: with -l, 20 steps, whose losses must be the monolith's (LABEL: that check)
+    local label="" steps=2
+    [ "$1" = -l ] && { label=$2 steps=20; shift 2; }
     local name=$1 n=$2; shift 2
-    run 90 mpiexec -n "$n" "$MICROPP" train --mode pp $SMALL "$@" --verify --json
+    run 90 mpiexec -n "$n" "$MICROPP" train --mode pp ${SMALL/--steps 2/--steps $steps} "$@" --verify --json
     if [ "$RC" -eq 0 ] && [ "$(json_get '["verify_ok"]')" = True ]; then
         pass "$name (err $(json_get '["verify_max_rel_err"]'), $(json_get '["verify_stage_rel_err"]' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') chunks checked)"
     else fail "$name" "exit $RC $(printf '%s' "$ERR" | tail -2)"; fi
+    [ -z "$label" ] || mono_close "$label"
 }
+vl() {  # LABEL NAME RANKS ARGS...: verify; on the first pass (no $ck) also the losses of 20 steps, as LABEL
+    local label=$1; shift
+    if [ -z "$ck" ]; then verify -l "$label" "$@"; else verify "$@"; fi
+}
+L="matches the monolith over 20 steps"
 for ck in "" "--checkpoint-activations"; do
     c=${ck:+ckpt }
-    verify "interleaved/verify K=2 v=2 ${c}even" 2 --schedule interleaved --virtual-stages 2 --micro-batches 4 --layers 8 $ck
+    vl "losses/K=2 interleaved $L" "interleaved/verify K=2 v=2 ${c}even" 2 --schedule interleaved --virtual-stages 2 --micro-batches 4 --layers 8 $ck
     verify "interleaved/verify K=2 v=2 ${c}uneven 3,2,2,1" 2 --schedule interleaved --virtual-stages 2 --micro-batches 4 --layers 8 --partition 3,2,2,1 $ck
     verify "interleaved/verify K=2 v=3 ${c}remainder (7 layers over 6 chunks)" 2 --schedule interleaved --virtual-stages 3 --micro-batches 2 --layers 7 $ck
     verify "interleaved/verify K=4 v=2 ${c}uneven 2,1,2,1,1,2,1,2" 4 --schedule interleaved --virtual-stages 2 --micro-batches 4 --layers 12 --partition 2,1,2,1,1,2,1,2 $ck
-    verify "zb-h1/verify K=2 ${c}even" 2 --schedule zb-h1 --micro-batches 4 --layers 8 $ck
+    vl "losses/K=2 zb-h1 $L" "zb-h1/verify K=2 ${c}even" 2 --schedule zb-h1 --micro-batches 4 --layers 8 $ck
     verify "zb-h1/verify K=2 ${c}uneven 5,3" 2 --schedule zb-h1 --micro-batches 4 --layers 8 --partition 5,3 $ck
-    verify "zb-h1/verify K=4 ${c}uneven 3,2,2,1" 4 --schedule zb-h1 --micro-batches 6 --layers 8 --partition 3,2,2,1 $ck
+    vl "losses/K=4 zb-h1 $L" "zb-h1/verify K=4 ${c}uneven 3,2,2,1" 4 --schedule zb-h1 --micro-batches 6 --layers 8 --partition 3,2,2,1 $ck
     verify "zb-h1/verify K=4 M=2 < K ${c}" 4 --schedule zb-h1 --micro-batches 2 --layers 8 $ck
-    verify "interleaved/verify K=4 M=6 (M % K != 0) ${c}" 4 --schedule interleaved --virtual-stages 2 --micro-batches 6 --layers 8 $ck
+    vl "losses/K=4 interleaved $L" "interleaved/verify K=4 M=6 (M % K != 0) ${c}" 4 --schedule interleaved --virtual-stages 2 --micro-batches 6 --layers 8 $ck
     verify "interleaved/verify K=2 M=3 v=3 (M % K != 0) ${c}uneven" 2 --schedule interleaved --virtual-stages 3 --micro-batches 3 --layers 8 --partition 2,1,1,2,1,1 $ck
-    verify "zb-v/verify K=2 ${c}even" 2 --schedule zb-v --micro-batches 4 --layers 8 $ck
+    vl "losses/K=2 zb-v $L" "zb-v/verify K=2 ${c}even" 2 --schedule zb-v --micro-batches 4 --layers 8 $ck
     verify "zb-v/verify K=2 ${c}uneven 3,1,2,2" 2 --schedule zb-v --micro-batches 3 --layers 8 --partition 3,1,2,2 $ck
     verify "zb-v/verify K=4 ${c}uneven 2,1,2,1,1,2,1,2" 4 --schedule zb-v --micro-batches 6 --layers 12 --partition 2,1,2,1,1,2,1,2 $ck
-    verify "dualpipev/verify K=2 ${c}uneven 3,2,2,1" 2 --schedule dualpipev --micro-batches 4 --layers 8 --partition 3,2,2,1 $ck
+    vl "losses/K=2 dualpipev $L" "dualpipev/verify K=2 ${c}uneven 3,2,2,1" 2 --schedule dualpipev --micro-batches 4 --layers 8 --partition 3,2,2,1 $ck
     verify "dualpipev/verify K=4 M=8 ${c}uneven" 4 --schedule dualpipev --micro-batches 8 --layers 12 --partition 1,2,1,2,2,1,2,1 $ck
-    verify "zb-h2/verify K=2 ${c}uneven 5,3" 2 --schedule zb-h2 --micro-batches 4 --layers 8 --partition 5,3 $ck
-    verify "zb-h2/verify K=4 M=8 ${c}uneven 3,2,2,1" 4 --schedule zb-h2 --micro-batches 8 --layers 8 --partition 3,2,2,1 $ck
+    vl "losses/K=2 zb-h2 $L" "zb-h2/verify K=2 ${c}uneven 5,3" 2 --schedule zb-h2 --micro-batches 4 --layers 8 --partition 5,3 $ck
+    vl "losses/K=4 zb-h2 $L" "zb-h2/verify K=4 M=8 ${c}uneven 3,2,2,1" 4 --schedule zb-h2 --micro-batches 8 --layers 8 --partition 3,2,2,1 $ck
     verify "zb-h2/verify K=4 M=3 < 2K-1 ${c}" 4 --schedule zb-h2 --micro-batches 3 --layers 8 $ck
-    verify "looped-bfs/verify K=2 v=2 ${c}uneven 3,2,2,1" 2 --schedule looped-bfs --virtual-stages 2 --micro-batches 4 --layers 8 --partition 3,2,2,1 $ck
+    vl "losses/K=2 looped-bfs $L" "looped-bfs/verify K=2 v=2 ${c}uneven 3,2,2,1" 2 --schedule looped-bfs --virtual-stages 2 --micro-batches 4 --layers 8 --partition 3,2,2,1 $ck
     verify "looped-bfs/verify K=2 v=3 ${c}remainder (7 layers over 6 chunks)" 2 --schedule looped-bfs --virtual-stages 3 --micro-batches 3 --layers 7 $ck
     verify "looped-bfs/verify K=4 v=2 ${c}uneven 2,1,2,1,1,2,1,2" 4 --schedule looped-bfs --virtual-stages 2 --micro-batches 6 --layers 12 --partition 2,1,2,1,1,2,1,2 $ck
-    verify "looped-bfs/verify K=4 v=2 M=3 < K ${c}" 4 --schedule looped-bfs --virtual-stages 2 --micro-batches 3 --layers 8 $ck
+    vl "losses/K=4 looped-bfs $L" "looped-bfs/verify K=4 v=2 M=3 < K ${c}" 4 --schedule looped-bfs --virtual-stages 2 --micro-batches 3 --layers 8 $ck
 done
 
 # hybrid PP x DP
@@ -63,17 +82,12 @@ for sched in "interleaved --virtual-stages 2" zb-h1; do
     done
 done
 
-# 20 steps of training: the losses are the monolith's
-run 60 "$MICROPP" train --layers 8 --hidden 32 --batch 24 --steps 20 --json; mono="$OUT"
-for n in 2 4; do for sched in "interleaved --virtual-stages 2" zb-h1 zb-h2 zb-v dualpipev "looped-bfs --virtual-stages 2"; do
-    m=4; [ "$n" = 4 ] && [ "$sched" = dualpipev ] && m=8
-    run 120 mpiexec -n $n "$MICROPP" train --mode pp --schedule $sched --micro-batches $m --layers 8 --hidden 32 --batch 24 --steps 20 --json
-    python3 - "$mono" "$OUT" <<'PY' && pass "losses/K=$n ${sched%% *} matches the monolith over 20 steps" || fail "losses/K=$n ${sched%% *}" "rc $RC $(printf '%s' "$ERR" | tail -2)"
-import json, sys
-a = json.loads(sys.argv[1])["losses"]; b = json.loads(sys.argv[2])["losses"]
-sys.exit(0 if len(a) == len(b) == 20 and all(abs(x - y) <= 1e-4 * abs(x) + 1e-6 for x, y in zip(a, b)) else 1)
-PY
-done; done
+# the two schedules whose K=4 --verify runs above have 12 layers: 20 steps of their own
+for sched in zb-v dualpipev; do
+    m=4; [ "$sched" = dualpipev ] && m=8
+    run 120 mpiexec -n 4 "$MICROPP" train --mode pp --schedule $sched --micro-batches $m --layers 8 --hidden 32 --batch 24 --steps 20 --json
+    mono_close "losses/K=4 $sched $L"
+done
 
 # memory and theory, K=4, M=8: zb-h1 stashes what 1f1b does (K-s between F and I), defers s+1
 # weight passes, and pays for them in bytes; interleaved stashes Megatron's warm-up + 1 chunk passes
@@ -249,13 +263,13 @@ sys.exit(0 if ok else 1)
 PY
 
 # zb-v: the summary shows the V (rank 0 holds the first and the last chunk, and the head), and a
-# checkpoint written under zb-v (a file per chunk, named by virtual stage) resumes under 1f1b and back
+# checkpoint written under zb-v (a file per chunk, named by virtual stage) resumes under 1f1b and back,
+# continuing the uninterrupted run (interleaved's, above)
 run 60 mpiexec -n 2 "$MICROPP" train --mode pp --schedule zb-v --micro-batches 4 --layers 8 --hidden 32 --batch 24 --steps 2
 if [ "$RC" -eq 0 ] && grep -qE '^  stage 0: layers 0-1 \| 6-7 \(virtual stages 0, 3\) \+ head$' <<<"$OUT" && grep -qE '^  stage 1: layers 2-3 \| 4-5 \(virtual stages 1, 2\)$' <<<"$OUT" \
    && grep -qE '^0 +0-1,6-7 +[0-9.]+ +0\.040 ' <<<"$OUT"; then pass "summary/zb-v: the V on the ranks, head on rank 0, theory 1/25"
 else fail "summary/zb-v" "$OUT $ERR"; fi
-CK2="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --micro-batches 4 --json --log-every 0"
-run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule 1f1b $CK2 --steps 6; ref=$(json_get '["losses"]')
+CK2=$CK  # (the uninterrupted run: interleaved's above, which 1f1b's equals to 1e-5)
 run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule zb-v $CK2 --steps 3 --save "$TMP/zbv"
 files=$(ls "$TMP/zbv" | grep -c 'safetensors$')
 run 90 mpiexec -n 2 "$MICROPP" train --mode pp --schedule 1f1b $CK2 --steps 6 --resume "$TMP/zbv"; to1=$(json_get '["losses"]')

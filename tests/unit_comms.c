@@ -102,7 +102,7 @@ static void test_hier_layout(void) {
 }
 
 // How a waiting rank spins (comms/watchdog.c's wd_waits_yield): it yields only where the node has more
-// ranks than cores, unless MICROPP_WAIT says spin or yield; anything else is refused (-1).
+// ranks than cores, unless MICROPP_WAIT says spin, yield or sleep (2); anything else is refused (-1).
 static void test_waits(void) {
     EXPECT("watchdog/waits spin with a core per rank", wd_waits_yield(NULL, 2, 2) == 0 && wd_waits_yield("", 1, 8) == 0,
            "yield with 2 ranks on 2 cores or 1 on 8");
@@ -111,8 +111,10 @@ static void test_waits(void) {
     int y = wd_waits_yield("yield", 1, 8), s = wd_waits_yield("spin", 8, 2);
     EXPECT("watchdog/MICROPP_WAIT overrides", y == 1 && s == 0, "yield with 1 rank on 8 cores: %d, spin with 8 on 2: %d",
            y, s);
+    EXPECT("watchdog/MICROPP_WAIT=sleep sleeps whatever the count", wd_waits_yield("sleep", 1, 8) == 2 &&
+           wd_waits_yield("sleep", 4, 2) == 2, "%d, %d", wd_waits_yield("sleep", 1, 8), wd_waits_yield("sleep", 4, 2));
     EXPECT("watchdog/MICROPP_WAIT refuses other words",
-           wd_waits_yield("sleep", 4, 2) == -1 && wd_waits_yield("Yield", 1, 1) == -1, "sleep or Yield accepted");
+           wd_waits_yield("nap", 4, 2) == -1 && wd_waits_yield("Yield", 1, 1) == -1, "nap or Yield accepted");
 }
 
 int main(void) {

@@ -20,6 +20,17 @@ static const char *check_lists(int kind, int K, int M, int v, char *why, size_t 
     return bad;
 }
 
+// The schedule takes (K, M, v), and the simulator runs it (it refuses the others before any message).
+static int runnable(int kind, int K, int M, int v) {
+    if (schedule_check(kind, K, M, v)) return 0;
+    SimSpec sp = {.kind = kind, .K = K, .M = M, .v = v, .f = 1, .b = 1, .w = 1};
+    SimResult r;
+    schedule_sim(&sp, &r);
+    int ok = !r.deadlock;
+    sim_result_free(&r);
+    return ok;
+}
+
 static void test_every_schedule(void) {
     for (int kind = 0; kind < SCHED_KINDS; kind++) {  // every kind with a generator (schedule.c's table)
         const ScheduleKind *k = schedule_kind(kind);
@@ -30,13 +41,7 @@ static void test_every_schedule(void) {
             for (int M = 1; M <= 13; M++)
                 for (int v = 1; v <= (k->chunks == CHUNKS_OPTION ? 3 : 1); v++) {
                     int vv = k->chunks == CHUNKS_OPTION ? v + 1 : schedule_chunks(kind, 1, NULL);
-                    if (schedule_check(kind, K, M, vv)) continue;
-                    SimSpec sp = {.kind = kind, .K = K, .M = M, .v = vv, .f = 1, .b = 1, .w = 1};
-                    SimResult r;
-                    schedule_sim(&sp, &r);
-                    int runnable = !r.deadlock;
-                    sim_result_free(&r);
-                    if (!runnable) continue;  // the simulator refuses it before any message
+                    if (!runnable(kind, K, M, vv)) continue;
                     runs++;
                     if (check_lists(kind, K, M, vv, why, sizeof why) && !bad++)
                         snprintf(first, sizeof first, "K=%d M=%d v=%d: %s", K, M, vv, why);
@@ -100,10 +105,81 @@ static void test_nccl_env(void) {
            "n %d msg '%s'", n, msg);
 }
 
+// (4) crossing pairs: 1F1B's steady state pairs each send of an activation with the receive of a
+// gradient after it, the same two messages on both ranks (M - 1 pairs between 2 ranks: every forward
+// after the first is sent just before the next gradient comes back); a pair read off one rank's list
+// alone is caught; and so is a send held back across a receive from a third rank, which deadlocks.
+static int pairs_of(const P2pCalls *c) {
+    int n = 0;
+    for (int i = 0; i < c->n; i++) n += c->c[i].kind == P2P_SEND && c->c[i].with >= 0;
+    return n;
+}
+static void test_pairs(void) {
+    ActionList l[2] = {{0}, {0}};
+    P2pCalls c[2];
+    for (int s = 0; s < 2; s++) {
+        schedule_build(SCHED_1F1B, NULL, 2, 4, 1, s, &l[s]);
+        p2p_calls(2, CHUNKS_LOOP, s, &l[s], &c[s]);
+    }
+    p2p_pair(2, c);
+    int ok = pairs_of(&c[0]) == 3 && pairs_of(&c[1]) == 3, same_channel = 1;
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < c[s].n; i++)
+            if (c[s].c[i].with >= 0) same_channel &= p2p_channel(s, &c[s], i) == p2p_channel(s, &c[s], c[s].c[i].with);
+    char why[256];
+    const char *bad = p2p_check_calls(2, 1, CHUNKS_LOOP, c, why, sizeof why);
+    EXPECT("p2p/pairs: 1f1b K=2 M=4 pairs 3 crossings on each rank, both halves on one channel, and passes the check",
+           ok && same_channel && !bad, "pairs %d %d, same channel %d: %s", pairs_of(&c[0]), pairs_of(&c[1]), same_channel,
+           bad ? bad : "");
+    for (int i = 0; i < c[1].n; i++) c[1].c[i].with = -1;  // rank 0 pairs, rank 1 does not
+    bad = p2p_check_calls(2, 1, CHUNKS_LOOP, c, why, sizeof why);
+    EXPECT("p2p/pairs: a pair read off one rank's list alone is caught (its halves on two channels)", bad != NULL, "%s",
+           "(passed)");
+    for (int s = 0; s < 2; s++) { p2p_calls_free(&c[s]); action_list_free(&l[s]); }
+    char counts[400] = "";  // every schedule's pairs at K=4, M=8 (rank 1: a middle stage)
+    int n1f1b = 0;
+    for (int kind = 0; kind < SCHED_KINDS; kind++) {
+        const ScheduleKind *k = schedule_kind(kind);
+        if (!k->generate) continue;
+        int v = k->chunks == CHUNKS_OPTION ? 2 : schedule_chunks(kind, 1, NULL);
+        if (!runnable(kind, 4, 8, v)) continue;
+        ActionList l4[4] = {{0}};
+        P2pCalls c4[4];
+        for (int s = 0; s < 4; s++) {
+            schedule_build(kind, NULL, 4, 8, v, s, &l4[s]);
+            p2p_calls(4, schedule_chunk_order(kind, NULL), s, &l4[s], &c4[s]);
+        }
+        p2p_pair(4, c4);
+        if (kind == SCHED_1F1B) n1f1b = pairs_of(&c4[1]);
+        snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%s %d", counts[0] ? ", " : "", k->name,
+                 pairs_of(&c4[1]));
+        for (int s = 0; s < 4; s++) { p2p_calls_free(&c4[s]); action_list_free(&l4[s]); }
+    }
+    char name[480];
+    snprintf(name, sizeof name, "p2p/pairs at K=4 M=8, rank 1's: %s", counts);
+    EXPECT(name, n1f1b > 0, "1f1b has none");
+
+    // 3 ranks (interleaved's neighbours, v = 2): rank 0 holds its send X to rank 1 back across a receive
+    // Z from rank 2, which first waits for W, which rank 1 sends only after its pair {Y, X}
+    P2pCall r0[] = {{P2P_SEND, 1, ACT_SEND_ACT, 0, 1, 2}, {P2P_RECV, 2, ACT_SEND_ACT, 1, 3, -1},
+                    {P2P_RECV, 1, ACT_SEND_GRAD, 0, 0, 0}};
+    P2pCall r1[] = {{P2P_SEND, 0, ACT_SEND_GRAD, 0, 0, 1}, {P2P_RECV, 0, ACT_SEND_ACT, 0, 1, 0},
+                    {P2P_SEND, 2, ACT_SEND_ACT, 1, 2, -1}};
+    P2pCall r2[] = {{P2P_RECV, 1, ACT_SEND_ACT, 1, 2, -1}, {P2P_SEND, 0, ACT_SEND_ACT, 1, 3, -1}};
+    P2pCalls held[3] = {{r0, 3, 3}, {r1, 3, 3}, {r2, 2, 2}};
+    bad = p2p_check_calls(3, 2, CHUNKS_LOOP, held, why, sizeof why);
+    EXPECT("p2p/pairs: a send held back across a receive from a third rank deadlocks, and is caught",
+           bad && strstr(bad, "deadlock"), "%s", bad ? bad : "(passed)");
+    held[0].c[0].with = held[0].c[2].with = held[1].c[0].with = held[1].c[1].with = -1;
+    bad = p2p_check_calls(3, 2, CHUNKS_LOOP, held, why, sizeof why);
+    EXPECT("p2p/pairs: the same calls unpaired (the send posted at once) finish", !bad, "%s", bad ? bad : "");
+}
+
 int main(void) {
     test_nccl_env();
     test_neighbours();
     test_every_schedule();
     test_catches();
+    test_pairs();
     return unit_failures != 0;
 }
