@@ -333,6 +333,24 @@ static void block_forward(Moe *m, MoeState *s, const float *P, int e, int r, con
     be->bias_act(s->he + at * H, We + H * H, n, m->H, 1);
 }
 
+// The rows packed in w->xs dispatched to my experts, and `block` run on each (expert, source) block: my own
+// rows while the others' travel (expert parallelism), then theirs, the same blocks whenever the rows arrive
+// (the forward's products, the backward's dz and dx; every expert local: the send order is the source order).
+typedef void BlockFn(Moe *m, MoeState *s, const float *P, int e, int r, const float *rows);
+static void dispatch_blocks(Moe *m, MoeState *s, const float *P, BlockFn *block) {
+    Scratch *w = m->scratch;
+    int H = m->H;
+    const float *src = w->xs;
+    if (m->ex) { rows_start(m, s, w->xs, w->xo, 0); src = w->xo; }
+    for (int e = 0; e < local_experts(m); e++) block(m, s, P, e, me(m), src + source_at(m, s, me(m), e) * H);
+    if (!m->ex) return;
+    rows_wait(m);
+    regroup(w->xo, w->xr, s->recv, ex_size(m), local_experts(m), H, 1);
+    for (int e = 0; e < local_experts(m); e++)
+        for (int r = 0; r < ex_size(m); r++)
+            if (r != me(m)) block(m, s, P, e, r, w->xr + expert_at(m, s, e, r) * H);
+}
+
 void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float *y, int rows, int count) {
     const Backend *be = m->be;
     Scratch *w = m->scratch;
@@ -348,18 +366,7 @@ void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float 
     for (int a = 0; a < rows * k; a++)  // pack: each kept assignment's row at its place
         if (s->pos[a] >= 0) memcpy(w->xs + (size_t)s->pos[a] * H, w->xh + (size_t)(a / k) * H, sizeof(float) * H);
     exchange_counts(m, s);
-    // my experts on my own rows while the others' travel (expert parallelism), then on theirs: one product per
-    // (expert, source) block, the same blocks whenever the rows arrive
-    const float *src = w->xs;  // (every expert local: the send order is the source order)
-    if (m->ex) { rows_start(m, s, w->xs, w->xo, 0); src = w->xo; }
-    for (int e = 0; e < local_experts(m); e++) block_forward(m, s, P, e, me(m), src + source_at(m, s, me(m), e) * H);
-    if (m->ex) {
-        rows_wait(m);
-        regroup(w->xo, w->xr, s->recv, ex_size(m), local_experts(m), H, 1);
-        for (int e = 0; e < local_experts(m); e++)
-            for (int r = 0; r < ex_size(m); r++)
-                if (r != me(m)) block_forward(m, s, P, e, r, w->xr + expert_at(m, s, e, r) * H);
-    }
+    dispatch_blocks(m, s, P, block_forward);  // my experts on the rows routed to them
     float *he = m->ex ? w->xr : s->hs;  // (local: the expert order is the send order)
     be->to_host(he, s->he, sizeof(float) * (size_t)s->nrecv * H);
     if (m->ex) combine_back(m, s, he, s->hs);
@@ -427,18 +434,9 @@ void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const floa
         for (int c = 0; c < H; c++) { o[c] = g * d[c]; dot += d[c] * h[c]; }
         dg[a] = dot;
     }
-    // the rows' gradients to my experts: my own rows' dz and dx while the others' travel, then theirs (the
-    // same (expert, source) blocks as the forward's); each expert's weight gradient over all its rows at once
-    const float *src = w->xs;
-    if (m->ex) { rows_start(m, s, w->xs, w->xo, 0); src = w->xo; }
-    for (int e = 0; e < local_experts(m); e++) block_backward(m, s, P, e, me(m), src + source_at(m, s, me(m), e) * H);
-    if (m->ex) {
-        rows_wait(m);
-        regroup(w->xo, w->xr, s->recv, ex_size(m), local_experts(m), H, 1);
-        for (int e = 0; e < local_experts(m); e++)
-            for (int r = 0; r < ex_size(m); r++)
-                if (r != me(m)) block_backward(m, s, P, e, r, w->xr + expert_at(m, s, e, r) * H);
-    }
+    // the rows' gradients to my experts (the forward's (expert, source) blocks); each expert's weight gradient
+    // over all its rows at once, below
+    dispatch_blocks(m, s, P, block_backward);
     for (int e = 0, at = 0; e < local_experts(m); e++) {
         int n = expert_rows(m, s, e);
         size_t o = moe_expert_off(H, E, e);
