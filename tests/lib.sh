@@ -114,6 +114,14 @@ nobody_micropp() {
 }
 
 # json_get KEY: prints a field of the JSON object in $OUT (python3 is installed by make deps).
+# train_json N ARGS...: `mpiexec -n N micropp train "${M[@]}" ARGS` (M: the calling file's common options,
+# --json among them): the run's JSON object (its last line), or "exit RC: stderr"
+train_json() {
+    local n=$1; shift
+    run 240 mpiexec -n "$n" "$MICROPP" train "${M[@]}" "$@"
+    if [ "$RC" -ne 0 ]; then echo "exit $RC: $(head -c 300 <<<"$ERR" | tr '\n' ' ')"; return; fi
+    tail -n 1 <<<"$OUT"
+}
 json_get() { printf '%s' "$OUT" | python3 -c "import json,sys; v=json.load(sys.stdin)$1; print(v if not isinstance(v,(list,dict)) else json.dumps(v))"; }
 
 # expect_user_error NAME PATTERN T CMD...: CMD must exit 2 within T seconds with one stderr line

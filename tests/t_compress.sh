@@ -15,24 +15,16 @@ use_cpu_build  # (the compressor runs on the host: tests/lib.sh)
 TEXT=(--layers 4 --hidden 32 --batch 32 --samples 1024 --log-every 0)
 M=("${TEXT[@]}" --json)
 
-# json N ARGS...: the run's JSON object (its last line), or "exit RC: stderr"
-json() {
-    local n=$1; shift
-    run 240 mpiexec -n "$n" "$MICROPP" train "${M[@]}" "$@"
-    if [ "$RC" -ne 0 ]; then echo "exit $RC: $(head -c 300 <<<"$ERR" | tr '\n' ' ')"; return; fi
-    tail -n 1 <<<"$OUT"
-}
-
 # ---- topk:1 is ddp; topk:0.1 is not ----
 for layout in "--dp 2" "--pp 2 --dp 2"; do
     n=2; [[ $layout == *pp* ]] && n=4
-    ddp=$(json $n $layout --steps 12)
-    all=$(json $n $layout --steps 12 --compress topk:1)
+    ddp=$(train_json $n $layout --steps 12)
+    all=$(train_json $n $layout --steps 12 --compress topk:1)
     if why=$(losses_close "$all" "$ddp" 0 ddp); then pass "topk:1 is ddp bit for bit ($layout)"
     else fail "topk:1 is ddp bit for bit ($layout)" "$why ($all)"; fi
 done
-ddp=$(json 2 --dp 2 --steps 12)
-tenth=$(json 2 --dp 2 --steps 12 --compress topk:0.1)
+ddp=$(train_json 2 --dp 2 --steps 12)
+tenth=$(train_json 2 --dp 2 --steps 12 --compress topk:0.1)
 if ! losses_close "$tenth" "$ddp" 1e-6 ddp >/dev/null && [[ $tenth == "{"* ]]; then pass "topk:0.1 sends less, trains otherwise"
 else fail "topk:0.1 sends less, trains otherwise" "$tenth"; fi
 
@@ -51,36 +43,36 @@ run 120 mpiexec -n 2 "$MICROPP" train "${TEXT[@]}" --dp 2 --steps 2 --compress t
     pass "verify checks the exact sum, and says so" || fail "verify checks the exact sum, and says so" "exit $RC: $ERR"
 
 # ---- checkpoints: the error buffers resume bit for bit ----
-whole=$(json 2 --dp 2 --steps 14 --compress topk:0.05)
-json 2 --dp 2 --steps 8 --compress topk:0.05 --save "$TMP/ck" >/dev/null
+whole=$(train_json 2 --dp 2 --steps 14 --compress topk:0.05)
+train_json 2 --dp 2 --steps 8 --compress topk:0.05 --save "$TMP/ck" >/dev/null
 ls "$TMP/ck"/compress-rank-00000.safetensors "$TMP/ck"/compress-rank-00001.safetensors >/dev/null 2>&1 &&
     pass "a file per rank" || fail "a file per rank" "$(ls "$TMP/ck")"
-rest=$(json 2 --dp 2 --steps 14 --compress topk:0.05 --resume "$TMP/ck")
+rest=$(train_json 2 --dp 2 --steps 14 --compress topk:0.05 --resume "$TMP/ck")
 python3 -c 'import json,sys; a, b = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"]
 sys.exit(0 if a[8:] == b and len(b) == 6 else 1)' "$whole" "$rest" 2>/dev/null &&
     pass "resume: steps 9-14 bit for bit" || fail "resume: steps 9-14 bit for bit" "$whole vs $rest"
 # with replica 0's error buffers on replica 1 too, the resumed run is another
 cp -r "$TMP/ck" "$TMP/ck1" && cp "$TMP/ck1/compress-rank-00000.safetensors" "$TMP/ck1/compress-rank-00001.safetensors"
-other=$(json 2 --dp 2 --steps 14 --compress topk:0.05 --resume "$TMP/ck1")
+other=$(train_json 2 --dp 2 --steps 14 --compress topk:0.05 --resume "$TMP/ck1")
 python3 -c 'import json,sys; a, b = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"]
 sys.exit(0 if a[8:] != b else 1)' "$whole" "$other" 2>/dev/null &&
     pass "resume: replica 1 reads its own error buffer" || fail "resume: replica 1 reads its own error buffer" "$other"
 run 120 mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --resume "$TMP/ck"
 [ "$RC" -eq 0 ] && pass "ddp resumes a compressed run's checkpoint" || fail "ddp resumes a compressed run's checkpoint" "$ERR"
-json 2 --dp 2 --steps 8 --save "$TMP/plain" >/dev/null
+train_json 2 --dp 2 --steps 8 --save "$TMP/plain" >/dev/null
 expect_user_error "a checkpoint without error buffers" "holds no state for this --compress on rank 0 .*cannot open" 120 \
     mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --compress topk:0.1 --resume "$TMP/plain"
 
 # ---- PowerSGD and sign ----
-full=$(json 2 --dp 2 --steps 12 --compress powersgd:32)  # (the head [2, 32] takes rank 2: its min(out, in))
+full=$(train_json 2 --dp 2 --steps 12 --compress powersgd:32)  # (the head [2, 32] takes rank 2: its min(out, in))
 if why=$(losses_close "$full" "$ddp" 1e-5 ddp); then pass "powersgd at full rank is ddp within float rounding"
 else fail "powersgd at full rank is ddp within float rounding" "$why ($full)"; fi
 for c in powersgd:2 sign; do
-    low=$(json 2 --dp 2 --steps 40 --compress $c)
+    low=$(train_json 2 --dp 2 --steps 40 --compress $c)
     python3 -c 'import json,sys; l = json.loads(sys.argv[1])["losses"]
 sys.exit(0 if sum(l[-5:]) / 5 < sum(l[:5]) / 5 - 0.005 else 1)' "$low" 2>/dev/null &&
         pass "$c: the loss goes down" || fail "$c: the loss goes down" "$low"
-    ! losses_close "$low" "$(json 2 --dp 2 --steps 40)" 1e-6 ddp >/dev/null && pass "$c: trains otherwise than ddp" ||
+    ! losses_close "$low" "$(train_json 2 --dp 2 --steps 40)" 1e-6 ddp >/dev/null && pass "$c: trains otherwise than ddp" ||
         fail "$c: trains otherwise than ddp" "$low"
 done
 # bytes a rank sends per step (D = 2: the other replica gets each float once). Bucket A holds layers 2, 3 and the
@@ -91,7 +83,7 @@ done
 for want in "powersgd:4 4888" "sign 1060"; do
     set -- $want
     got=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["compressed_bytes_per_step"], d["uncompressed_bytes_per_step"])' \
-        "$(json 2 --dp 2 --steps 2 --compress $1)" 2>&1)
+        "$(train_json 2 --dp 2 --steps 2 --compress $1)" 2>&1)
     [ "$got" = "$2 17160" ] && pass "json: $1 sends $2 bytes per step against 17160" ||
         fail "json: $1 sends $2 bytes per step against 17160" "$got"
 done
@@ -101,17 +93,17 @@ grep -q "compressed: PowerSGD rank 4 | 4.89 kB sent per rank per step, against 1
 run 120 mpiexec -n 2 "$MICROPP" train "${TEXT[@]}" --dp 2 --steps 2 --compress sign --verify
 [ "$RC" -eq 0 ] && grep -q "stepped with (sign), and the error buffers, it does not check" <<<"$OUT" &&
     pass "sign: verify says what it checks" || fail "sign: verify says what it checks" "exit $RC: $ERR"
-four=$(json 4 --dp 4 --steps 6 --compress powersgd:2)
+four=$(train_json 4 --dp 4 --steps 6 --compress powersgd:2)
 [[ $four == "{"* ]] && pass "powersgd: 4 replicas end alike" || fail "powersgd: 4 replicas end alike" "$four"
-four=$(json 4 --pp 2 --dp 2 --steps 6 --compress sign)
+four=$(train_json 4 --pp 2 --dp 2 --steps 6 --compress sign)
 [[ $four == "{"* ]] && pass "sign: pp 2 x dp 2, the replicas end alike" || fail "sign: pp 2 x dp 2, the replicas end alike" "$four"
-moe=$(json 2 --dp 2 --steps 6 --experts 4 --compress powersgd:2)  # (its expert layers sent whole, no error)
+moe=$(train_json 2 --dp 2 --steps 6 --experts 4 --compress powersgd:2)  # (its expert layers sent whole, no error)
 [[ $moe == "{"* ]] && pass "powersgd with --experts: the replicas end alike" ||
     fail "powersgd with --experts: the replicas end alike" "$moe"
 for c in powersgd:3 sign; do
-    whole=$(json 2 --dp 2 --steps 14 --compress $c)
-    json 2 --dp 2 --steps 8 --compress $c --save "$TMP/ck-$c" >/dev/null
-    rest=$(json 2 --dp 2 --steps 14 --compress $c --resume "$TMP/ck-$c")
+    whole=$(train_json 2 --dp 2 --steps 14 --compress $c)
+    train_json 2 --dp 2 --steps 8 --compress $c --save "$TMP/ck-$c" >/dev/null
+    rest=$(train_json 2 --dp 2 --steps 14 --compress $c --resume "$TMP/ck-$c")
     python3 -c 'import json,sys; a, b = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"]
 sys.exit(0 if a[8:] == b and len(b) == 6 else 1)' "$whole" "$rest" 2>/dev/null &&
         pass "$c: resume, steps 9-14 bit for bit" || fail "$c: resume, steps 9-14 bit for bit" "$whole vs $rest"

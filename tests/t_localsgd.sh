@@ -10,32 +10,24 @@ M=(--layers 4 --hidden 32 --batch 32 --samples 1024 --log-every 0 --json)
 SGD=(--optimizer sgd --lr 0.1)
 MEAN=(--outer-lr 1 --outer-momentum 0)
 
-# json N ARGS...: the run's JSON object (its last line), or "exit RC: stderr"
-json() {
-    local n=$1; shift
-    run 240 mpiexec -n "$n" "$MICROPP" train "${M[@]}" "$@"
-    if [ "$RC" -ne 0 ]; then echo "exit $RC: $(head -c 300 <<<"$ERR" | tr '\n' ' ')"; return; fi
-    tail -n 1 <<<"$OUT"
-}
-
 # ---- H = 1, outer lr 1, momentum 0, plain SGD: ddp ----
 for layout in "--dp 2" "--dp 2 --tp 2"; do
     n=2; [[ $layout == *tp* ]] && n=4
-    ddp=$(json $n $layout "${SGD[@]}" --steps 8)
-    one=$(json $n $layout "${SGD[@]}" --steps 8 --sync-every 1 "${MEAN[@]}")
+    ddp=$(train_json $n $layout "${SGD[@]}" --steps 8)
+    one=$(train_json $n $layout "${SGD[@]}" --steps 8 --sync-every 1 "${MEAN[@]}")
     if why=$(losses_close "$one" "$ddp" 1e-6 ddp); then pass "sync-every 1 is ddp ($layout)"
     else fail "sync-every 1 is ddp ($layout)" "$why ($one)"; fi
 done
-ddp=$(json 2 --dp 2 "${SGD[@]}" --steps 8)
-nest=$(json 2 --dp 2 "${SGD[@]}" --steps 8 --sync-every 1)
+ddp=$(train_json 2 --dp 2 "${SGD[@]}" --steps 8)
+nest=$(train_json 2 --dp 2 "${SGD[@]}" --steps 8 --sync-every 1)
 if ! losses_close "$nest" "$ddp" 1e-4 ddp >/dev/null; then pass "the outer Nesterov step is no mean"
 else fail "the outer Nesterov step is no mean" "its losses are ddp's"; fi
-four=$(json 2 --dp 2 "${SGD[@]}" --steps 8 --sync-every 4 "${MEAN[@]}")
+four=$(train_json 2 --dp 2 "${SGD[@]}" --steps 8 --sync-every 4 "${MEAN[@]}")
 if ! losses_close "$four" "$ddp" 1e-4 ddp >/dev/null; then pass "H 4 steps alone"
 else fail "H 4 steps alone" "its losses are ddp's"; fi
 
 # ---- the report: outer steps every H, and the run's last ----
-OUT=$(json 2 --dp 2 --steps 10 --sync-every 4)
+OUT=$(train_json 2 --dp 2 --steps 10 --sync-every 4)
 got=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["sync_every"], d["outer_steps"], d["outer_lr"], d["outer_momentum"], d["outer_bytes"])' "$OUT" 2>&1)
 [ "$got" = "4 3 0.7 0.9 17160" ] && pass "json: sync_every 4, outer steps at 4, 8 and the last, 4290 floats each" \
     || fail "json: outer steps" "got '$got'"
@@ -55,17 +47,17 @@ run 120 env MICROPP_FAULT=0:1:grad mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 
 [ "$RC" -eq 1 ] && pass "verify fails on a wrong gradient" || fail "verify fails on a wrong gradient" "exit $RC"
 
 # ---- checkpoints: an outer step's resumes bit for bit ----
-whole=$(json 2 --dp 2 --steps 14 --sync-every 4)
-json 2 --dp 2 --steps 8 --sync-every 4 --save "$TMP/ck" >/dev/null
+whole=$(train_json 2 --dp 2 --steps 14 --sync-every 4)
+train_json 2 --dp 2 --steps 8 --sync-every 4 --save "$TMP/ck" >/dev/null
 ls "$TMP/ck"/localsgd-rank-00000.safetensors "$TMP/ck"/localsgd-rank-00001.safetensors >/dev/null 2>&1 &&
     pass "a file per rank" || fail "a file per rank" "$(ls "$TMP/ck")"
-rest=$(json 2 --dp 2 --steps 14 --sync-every 4 --resume "$TMP/ck")
+rest=$(train_json 2 --dp 2 --steps 14 --sync-every 4 --resume "$TMP/ck")
 python3 -c 'import json,sys; a, b = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"]
 sys.exit(0 if a[8:] == b and len(b) == 6 else 1)' "$whole" "$rest" 2>/dev/null &&
     pass "resume: steps 9-14 bit for bit" || fail "resume: steps 9-14 bit for bit" "$whole vs $rest"
 # without the moments each replica kept, the resumed run is another
 cp -r "$TMP/ck" "$TMP/ck1" && cp "$TMP/ck1/localsgd-rank-00000.safetensors" "$TMP/ck1/localsgd-rank-00001.safetensors"
-other=$(json 2 --dp 2 --steps 14 --sync-every 4 --resume "$TMP/ck1")
+other=$(train_json 2 --dp 2 --steps 14 --sync-every 4 --resume "$TMP/ck1")
 python3 -c 'import json,sys; a, b = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"]
 sys.exit(0 if a[8:] != b else 1)' "$whole" "$other" 2>/dev/null &&
     pass "resume: replica 1 reads its own moments" || fail "resume: replica 1 reads its own moments" "$other"
@@ -74,7 +66,7 @@ run 120 mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --resume "$TMP
 
 # ---- bad input: one line, exit 2 ----
 B=(--dp 2 --layers 4 --hidden 32 --batch 32 --steps 4 --log-every 0)
-json 2 --dp 2 --steps 8 --save "$TMP/plain" >/dev/null
+train_json 2 --dp 2 --steps 8 --save "$TMP/plain" >/dev/null
 expect_user_error "a checkpoint without local SGD's state" "holds no local SGD state.*rank" 120 \
     mpiexec -n 2 "$MICROPP" train --dp 2 --layers 4 --hidden 32 --batch 32 --samples 1024 --steps 10 --sync-every 2 --resume "$TMP/plain"
 expect_user_error "H 0" "--sync-every = 0 is out of range" 60 mpiexec -n 2 "$MICROPP" train "${B[@]}" --sync-every 0
