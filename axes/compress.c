@@ -275,9 +275,7 @@ void compress_save(const GradSync *sync, int n_sync, const char *dir, long long 
     file_path(sync, dir, path, sizeof path);
     StWriter w;
     if (st_writer_open(&w, path)) fatal("checkpoint: %s", w.err);
-    uint8_t len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-    int bad = st_writer_write(&w, len8, 8) || st_writer_write(&w, header, hlen);
+    int bad = st_writer_header(&w, header, hlen);
     for (int k = 0; k < n_sync && !bad; k++) {
         bad = st_writer_write(&w, sync[k].cx->err, sizeof(float) * sync[k].s->n_params);
         if (!bad && has_q) bad = st_writer_write(&w, sync[k].cx->q, sizeof(float) * sync[k].cx->q_n);

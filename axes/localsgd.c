@@ -137,9 +137,7 @@ void localsgd_save(const LocalSgd *l, const char *dir, long long step, int optim
     file_path(l, dir, path, sizeof path);
     StWriter w;
     if (st_writer_open(&w, path)) fatal("checkpoint: %s", w.err);
-    uint8_t len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-    int bad = st_writer_write(&w, len8, 8) || st_writer_write(&w, header, hlen);
+    int bad = st_writer_header(&w, header, hlen);
     for (int j = 0; j < n && !bad; j++) {
         const Stage *s = &l->local[j / per];
         size_t bytes = sizeof(float) * s->n_params;

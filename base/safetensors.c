@@ -274,6 +274,12 @@ int fsync_dir(const char *dir) {
     return rc;
 }
 
+int st_writer_header(StWriter *w, const char *header, size_t hlen) {
+    uint8_t len8[8];  // the file's first 8 bytes: the header's length, little-endian
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+    return st_writer_write(w, len8, 8) || st_writer_write(w, header, hlen);
+}
+
 int st_writer_commit(StWriter *w) {
     if (fsync(w->fd) != 0) { snprintf(w->err, sizeof w->err, "fsync %s: %s", w->tmp, strerror(errno)); return -1; }
     if (close(w->fd) != 0) {

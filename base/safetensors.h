@@ -55,6 +55,8 @@ typedef struct {
 } StWriter;
 int st_writer_open(StWriter *w, const char *path);
 int st_writer_write(StWriter *w, const void *buf, size_t n);
+// The file's start: the header's length (8 bytes, little-endian), then the header (st_header_f32's).
+int st_writer_header(StWriter *w, const char *header, size_t hlen);
 int st_writer_commit(StWriter *w);
 void st_writer_abort(StWriter *w);  // closes and removes the temporary file
 int fsync_dir(const char *dir);

@@ -538,10 +538,8 @@ static void write_stage(const CkptLayout *l, const Stage *s, const float *const 
     if (st_writer_open(&w, path)) fatal("checkpoint: %s", w.err);
     // dies halfway through the data
     if (fault_due(FAULT_IO, step)) w.fail_after = 8 + hlen + (uint64_t)s->n_params * 2;
-    uint8_t len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
     float *host = xmalloc(sizeof(float) * (most ? most : 1));
-    int bad = st_writer_write(&w, len8, 8) || st_writer_write(&w, header, hlen);
+    int bad = st_writer_header(&w, header, hlen);
     for (int j = 0; j < n && !bad; j++) {
         const TensorRef *t = &refs[j % nt];
         const float *src = whole[j / nt];
