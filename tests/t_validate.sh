@@ -35,7 +35,7 @@ if not re.search(r"^regret: the pick \(.*\) measured [\d.]+ ms, the best measure
     bad.append("no regret line")
 med = re.search(r"^median \|error\| ([\d.]+)% over (\d+) layouts$", text, re.M)
 if not med or int(med.group(2)) != len(rows): bad.append("no median line over %d rows" % len(rows))
-if not re.search(r"^refit: pipeline x[\d.]+ \(\d\), ddp x[\d.]+ \(\d\), tp x[\d.]+ \(1\) .*wrote ", text, re.M):
+if not re.search(r"^refit: pipeline x[\d.]+ \(\d\), ddp x[\d.]+ \(\d\), tp x[\d.]+ \(\d\) .*wrote ", text, re.M):
     bad.append("no refit line")
 print("; ".join(bad) if bad else "ok %s" % med.group(1))
 PY
