@@ -49,3 +49,8 @@ void devcomm_alltoallv(DevComm *d, const float *send, const int *sc, const int *
     (void)d; (void)send; (void)sc; (void)sd; (void)recv; (void)rc; (void)rd;
     fatal("NCCL transport in a build without CUDA");
 }
+void devcomm_plan(DevComm *d, const DevCall *calls, int n) {
+    (void)d; (void)calls; (void)n;
+    fatal("NCCL transport in a build without CUDA");
+}
+void devcomm_step(DevComm *d) { (void)d; fatal("NCCL transport in a build without CUDA"); }

@@ -12,6 +12,7 @@
 extern "C" {
 #include "comms/devcomm.h"
 #include "base/util.h"
+#include "p2p.h"
 }
 
 // "[rank r] nccl.cu:LINE: ncclXxx(...) failed: <the library's message>" (CUDA_CHECK: kernels.h)
@@ -27,7 +28,18 @@ static_assert(sizeof(ncclUniqueId) == DEVCOMM_ID_BYTES, "DEVCOMM_ID_BYTES must m
 
 // A staging buffer: free once `done` (recorded after its ncclSend) has completed; a hand-off to
 // this rank itself (the V's turn) holds it until the matching receive copies it out.
-typedef struct { float *buf; size_t cap, n; cudaEvent_t done; int busy, self; } Staged;
+// A paired send held back for its receive (devcomm_step) holds its buffer until the group is posted.
+typedef struct { float *buf; size_t cap, n; cudaEvent_t done; int busy, self, held; } Staged;
+
+// devcomm_plan's calls and devcomm_step's walk through them (p2p.c's p2p_next): on while a step runs;
+// the send held for its receive is buf (len floats), staging buffer st's or the caller's (st -1).
+typedef struct {
+    DevCall *c;
+    int n, on, st;
+    P2pCursor at;
+    const float *buf;
+    size_t len;
+} StepPlan;
 
 struct DevComm {
     ncclComm_t world;                   // made by ncclCommInitRank; the channels are split from it
@@ -46,6 +58,7 @@ struct DevComm {
     cudaStream_t coll;
     cudaEvent_t *timed;  // start/stop pairs around each all-reduce since devcomm_allreduce_seconds
     int n_timed, cap_timed;
+    StepPlan sp;
 };
 
 extern "C" void devcomm_unique_id(void *id) {
@@ -142,6 +155,7 @@ static void free_own(DevComm *d) {
     }
     stream_wait("GPU (its queued work, then the NCCL staging buffers freed)");
     free(d->st);
+    free(d->sp.c);
     CUDA_CHECK(cudaEventDestroy(d->ready));
     CUDA_CHECK(cudaEventDestroy(d->got));
     free(d);
@@ -265,7 +279,7 @@ static Staged *take_staging(DevComm *d, size_t n) {
     Staged *fit = NULL, *small = NULL;
     for (int i = 0; i < d->n_st && !fit; i++) {
         Staged *s = &d->st[i];
-        if (s->self) continue;
+        if (s->self || s->held) continue;
         if (s->busy) {
             cudaError_t e = cudaEventQuery(s->done);
             if (e == cudaErrorNotReady) continue;
@@ -302,12 +316,43 @@ static void post_send(DevComm *d, const float *buf, size_t n, int peer, int ch) 
     d->pending[ch] = 1;
 }
 
+extern "C" void devcomm_plan(DevComm *d, const DevCall *calls, int n) {
+    free(d->sp.c);
+    d->sp.c = n ? (DevCall *)xmalloc(sizeof(DevCall) * (size_t)n) : NULL;
+    if (n) memcpy(d->sp.c, calls, sizeof(DevCall) * (size_t)n);
+    d->sp.n = n;
+    d->sp.on = 0;
+}
+
+extern "C" void devcomm_step(DevComm *d) {
+    if (!d->sp.n) return;
+    d->sp.at = P2pCursor{d->sp.c, d->sp.n, 0, -1};
+    d->sp.on = 1;
+    d->sp.st = -1;
+}
+
+// The channel of this step's next call by the plan (-1: a paired send, to hold back), and in *held the
+// plan's index of the send to post in one group with it (-1: none). A call the plan does not expect
+// ends the run, naming it, rather than pairing differently from the peer (a hang).
+static int plan_channel(DevComm *d, int send, int peer, int grad, int *held) {
+    char why[240];
+    int i = p2p_next(&d->sp.at, send, peer, grad, held, why, sizeof why);
+    CHECK(i != -2, "the NCCL transport's plan of crossing send/receive pairs: %s", why);
+    return i < 0 ? -1 : d->sp.c[i].channel;
+}
+
 // A send is posted at once, alone, on its channel's stream after the compute queued so far: from buf
 // itself when the caller keeps it (devcomm.h), else from a staging copy whose event says when it
-// may be reused.
+// may be reused. Under devcomm_step the plan gives the channel, and a paired send is held: its copy
+// is queued now, its ncclSend goes in one group with its receive (devcomm_recv).
 extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad, int kept) {
-    int ch = devcomm_channel(d->rank, peer, grad);
-    if (kept && peer != d->rank) { post_send(d, buf, n, peer, ch); return; }
+    int ch = devcomm_channel(d->rank, peer, grad), unused;
+    if (d->sp.on && peer != d->rank) ch = plan_channel(d, 1, peer, grad, &unused);
+    if (kept && peer != d->rank) {
+        if (ch >= 0) post_send(d, buf, n, peer, ch);
+        else d->sp.buf = buf, d->sp.len = n, d->sp.st = -1;
+        return;
+    }
     Staged *s = take_staging(d, n);
     s->n = n;
     if (n) CUDA_CHECK(cudaMemcpyAsync(s->buf, buf, n * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
@@ -318,13 +363,32 @@ extern "C" void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, i
         d->self_q[k][d->self_tail[k]++ % 64] = (int)(s - d->st);
         return;
     }
+    if (ch < 0) {
+        s->held = 1;
+        d->sp.buf = s->buf, d->sp.len = n, d->sp.st = (int)(s - d->st);
+        return;
+    }
     post_send(d, s->buf, n, peer, ch);
     CUDA_CHECK(cudaEventRecord(s->done, d->stream[ch]));
     s->busy = 1;
 }
 
+// After the group of a crossing pair (devcomm_recv) on channel ch: the held send is the channel's last,
+// and its staging buffer (if any) is free once the group has completed.
+static void end_held(DevComm *d, int ch) {
+    CUDA_CHECK(cudaEventRecord(d->sent[ch], d->stream[ch]));
+    d->pending[ch] = 1;
+    if (d->sp.st < 0) return;
+    Staged *s = &d->st[d->sp.st];
+    CUDA_CHECK(cudaEventRecord(s->done, d->stream[ch]));
+    s->held = 0;
+    s->busy = 1;
+    d->sp.st = -1;
+}
+
 // A receive is posted on its channel's stream after the compute queued so far (earlier readers of
-// buf) and waited for: buf holds the data when it returns.
+// buf) and waited for: buf holds the data when it returns. Under devcomm_step the plan gives the
+// channel, and a receive paired with a held send posts both as one ncclGroupStart/End.
 extern "C" void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int grad) {
     if (peer == d->rank) {
         int k = grad != 0;
@@ -335,10 +399,19 @@ extern "C" void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int gra
         s->self = 0;  // later copies into it queue on g_stream, after this one
         return;
     }
-    int ch = devcomm_channel(peer, d->rank, grad);
+    int ch = devcomm_channel(peer, d->rank, grad), held = -1;
+    if (d->sp.on) ch = plan_channel(d, 0, peer, grad, &held);
     CUDA_CHECK(cudaEventRecord(d->ready, g_stream));
     CUDA_CHECK(cudaStreamWaitEvent(d->stream[ch], d->ready, 0));
+    if (held >= 0) {  // one group: the held send and this receive, on one communicator
+        NCCL_CHECK(ncclGroupStart());
+        NCCL_CHECK(ncclSend(d->sp.buf, d->sp.len, ncclFloat, peer, d->comm[ch], d->stream[ch]));
+    }
     NCCL_CHECK(ncclRecv(buf, n, ncclFloat, peer, d->comm[ch], d->stream[ch]));
+    if (held >= 0) {
+        NCCL_CHECK(ncclGroupEnd());
+        end_held(d, ch);
+    }
     CUDA_CHECK(cudaEventRecord(d->got, d->stream[ch]));
     wait_event(d, d->got, peer, grad ? "an NCCL receive of a gradient" : "an NCCL receive of an activation");
 }
@@ -348,6 +421,12 @@ extern "C" void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int gra
 extern "C" void devcomm_flush(DevComm *d) {
     for (int k = 0; k < 2; k++)
         CHECK(d->self_head[k] == d->self_tail[k], "a hand-off to this rank itself never received");
+    if (d->sp.on) {  // the step's plan was walked to its end, nothing held
+        char why[240];
+        const char *bad = p2p_done(&d->sp.at, why, sizeof why);
+        CHECK(!bad, "the NCCL transport's plan of crossing send/receive pairs: %s", bad);
+        d->sp.on = 0;
+    }
     for (int ch = 0; ch < DEVCOMM_CHANNELS; ch++)
         if (d->pending[ch]) {
             wait_event(d, d->sent[ch], -1, "the step's last NCCL sends");

@@ -101,6 +101,53 @@ int p2p_channel(int s, const P2pCalls *calls_s, int i) {
     return c->kind == P2P_SEND ? devcomm_channel(s, c->peer, grad) : devcomm_channel(c->peer, s, grad);
 }
 
+void p2p_plan(int s, const P2pCalls *calls_s, DevCall *out) {
+    for (int i = 0; i < calls_s->n; i++) {
+        const P2pCall *c = &calls_s->c[i];
+        out[i] = (DevCall){.send = c->kind == P2P_SEND,
+                           .peer = c->peer,
+                           .grad = c->msg == ACT_SEND_GRAD,
+                           .with = c->with,
+                           .channel = p2p_channel(s, calls_s, i)};
+    }
+}
+
+int p2p_next(P2pCursor *k, int send, int peer, int grad, int *held, char *why, size_t wn) {
+    *held = -1;
+    const DevCall *c = k->at < k->n ? &k->c[k->at] : NULL;
+    if (!c || c->send != send || c->peer != peer || c->grad != grad) {
+        snprintf(why, wn, "call %d of the step, a %s of %s with rank %d, is not the plan's (%s)", k->at,
+                 send ? "send" : "receive", grad ? "a gradient" : "an activation", peer,
+                 c ? "another call" : "no more");
+        return -2;
+    }
+    int i = k->at++;
+    if (c->with < 0) return i;
+    if (send) {
+        if (k->held >= 0) {
+            snprintf(why, wn, "call %d of the step, a paired send, while call %d is still held", i, k->held);
+            return -2;
+        }
+        k->held = i;
+        return -1;
+    }
+    if (k->held != c->with) {
+        snprintf(why, wn, "call %d of the step, a paired receive, finds call %d held, not its send %d", i, k->held,
+                 c->with);
+        return -2;
+    }
+    *held = k->held;
+    k->held = -1;
+    return i;
+}
+
+const char *p2p_done(const P2pCursor *k, char *why, size_t wn) {
+    if (k->at == k->n && k->held < 0) return NULL;
+    snprintf(why, wn, "the step ended after %d of the plan's %d calls%s", k->at, k->n,
+             k->held >= 0 ? ", a send held" : "");
+    return why;
+}
+
 // Pairs (4) the same on both ranks: a call's other half on the peer is paired with the other half
 // of its own partner.
 static const char *check_same_pairs(int K, const P2pCalls *calls, char *why, size_t wn) {

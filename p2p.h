@@ -5,6 +5,7 @@
 #pragma once
 #include <stddef.h>
 #include "schedule.h"
+#include "comms/devcomm.h"
 
 // The rule. (1) Right after ncclCommInitRank every rank runs ONE group {ncclSend 1 float to and
 // ncclRecv 1 float from each neighbour} (p2p_neighbours): both ranks of every pair then open both
@@ -44,6 +45,17 @@ void p2p_pair(int K, P2pCalls *calls);
 // The communicator a call is posted on: its own channel (devcomm_channel), or for a pair's two calls
 // the channel of the lower rank's send in it (the same on both ranks).
 int p2p_channel(int s, const P2pCalls *calls_s, int i);
+// (5) What the NCCL transport posts (nccl.cu, devcomm.h's devcomm_plan): rank s's calls as DevCalls
+// (peer: a pipeline stage; the caller maps it to a rank of the transport), channel by p2p_channel.
+void p2p_plan(int s, const P2pCalls *calls_s, DevCall *out);
+// The transport's walk through a plan, one call at a time as the executor makes it: p2p_next
+// returns the index of the call to post now, with *held the index of the send held back to go in one
+// group with it (-1: alone), or -1 when this call is a paired send to hold; -2 when the call is not the
+// plan's next (or a second send would be held), and why in `why`. p2p_done: NULL when every call was
+// made and nothing is held, else why.
+typedef struct { const DevCall *c; int n, at, held; } P2pCursor;
+int p2p_next(P2pCursor *k, int send, int peer, int grad, int *held, char *why, size_t wn);
+const char *p2p_done(const P2pCursor *k, char *why, size_t wn);
 // Checks the rule on every rank's list (lists[K]), paired by p2p_pair: the warm-up's neighbours are
 // symmetric and every call's peer is one of them; on every communicator the k-th message from a to b
 // is the k-th that b receives from a there (same kind, micro-batch and virtual stage); every pair is

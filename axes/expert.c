@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include "axes/expert.h"
 #include "comms/collectives.h"
+#include "comms/hardware.h"  // TRANSPORT_NCCL
 #include "base/util.h"
 
 // The values of --ep that work: the divisors of D that also divide E (at least 2), as "2, 4".
@@ -86,6 +87,9 @@ int expert_rules(const TrainConfig *c, Plan *p, Err *e) {
         return refuse(e, "train: --experts %d over --ep %d: each rank of the group runs E/N experts, and %d is not a "
                          "multiple of %d: use --ep %s, or --experts %d or %d",
                       E, N, E, N, ep_fits(D, E, fits, sizeof fits), E / N * N > 0 ? E / N * N : N, (E / N + 1) * N);
+    if (p->device == DEVICE_CUDA && p->transport == TRANSPORT_NCCL)  // (issue 33: not a silent fall-back to MPI)
+        return refuse(e, "train: --ep over --transport nccl: the MoE layer routes its rows on the host (moe.c), so its "
+                         "all-to-all cannot run over NCCL yet (docs/experts.md): use --transport mpi or drop --ep");
     p->expert.N = N;
     return 0;
 }

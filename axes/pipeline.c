@@ -9,7 +9,8 @@
 #include "axes/pipeline.h"
 #include "axes/tensor.h"  // a rank's layer widths (tensor_out_widths)
 #include "comms/tags.h"   // comm_tag_chunk_max: the largest tag a schedule needs
-#include "p2p.h"          // p2p_neighbours
+#include "p2p.h"          // p2p_neighbours, p2p_pair, p2p_plan
+#include "comms/messages.h"  // comm_plan_calls
 #include "base/util.h"
 
 // ---- rules ----
@@ -217,11 +218,35 @@ void pipeline_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemN
 
 // ---- set-up ----
 
+// On the NCCL transport, this rank's step as posted (p2p.h (5), issue 37 item 11): every stage's
+// action list (each rank builds them all: the schedules are deterministic), their crossing pairs, and
+// this stage's calls with their peers as ranks of the transport.
+static void plan_nccl_calls(const Plan *p, Comm *comm) {
+    if (!comm->dev) return;
+    ActionList *l = xcalloc((size_t)p->K, sizeof(ActionList));
+    P2pCalls *c = xcalloc((size_t)p->K, sizeof(P2pCalls));
+    for (int s = 0; s < p->K; s++) {
+        schedule_build(p->schedule, p->file, p->K, p->M, p->V, s, &l[s]);
+        p2p_calls(p->K, p->chunk_order, s, &l[s], &c[s]);
+    }
+    p2p_pair(p->K, c);
+    const P2pCalls *mine = &c[comm->stage];
+    DevCall *plan = xmalloc(sizeof(DevCall) * (size_t)(mine->n ? mine->n : 1));
+    p2p_plan(comm->stage, mine, plan);
+    for (int i = 0; i < mine->n; i++) plan[i].peer = comm_stage_rank(comm, plan[i].peer);
+    comm_plan_calls(comm, plan, mine->n);
+    free(plan);
+    for (int s = 0; s < p->K; s++) { p2p_calls_free(&c[s]); action_list_free(&l[s]); }
+    free(c);
+    free(l);
+}
+
 void pipeline_setup(const Plan *p, Comm *comm, const Backend *be, SimResult *sim, ActionList *list) {
     comm_grid_tp(comm, be, p->K, p->D, p->T, p->placement);
     int nb[2 * COMM_MAX_CHUNKS], n_nb = p2p_neighbours(p->K, p->V, p->chunk_order, comm->stage, nb);
     for (int i = 0; i < n_nb; i++) nb[i] = comm_stage_rank(comm, nb[i]);  // the NCCL warm-up's peers
     comm_use_transport(comm, p->transport, nb, n_nb);
+    plan_nccl_calls(p, comm);
     SimSpec spec = {.kind = p->schedule, .file = p->file, .K = p->K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
     schedule_sim(&spec, sim);
     if (sim->deadlock) fatal("schedule would deadlock: %s", sim->why);

@@ -36,6 +36,18 @@ void devcomm_abort_all(DevComm *const *d, int n);
 void devcomm_send(DevComm *d, const float *buf, size_t n, int peer, int grad, int kept);
 void devcomm_recv(DevComm *d, float *buf, size_t n, int peer, int grad);
 void devcomm_flush(DevComm *d);  // waits until every send has completed (the step's end)
+// A pipeline step's calls as posted (issue 37 item 11): each crossing send/receive pair that p2p.c's
+// p2p_pair finds on both ranks' action lists goes out as ONE ncclGroupStart/End on one communicator.
+// One DevCall per call of this rank's step, in the order the executor makes them (p2p.c's p2p_plan
+// fills them; peer is a rank of this transport): a send, its peer, its kind, `with` the index of its
+// pair's other call (-1: none) and the channel it is posted on. devcomm_plan copies them (n = 0
+// removes the plan); devcomm_step makes the calls until the next devcomm_flush follow the plan: a
+// paired send is held (staged first unless kept) and posted in one group with its receive, every
+// call on the plan's channel, and a call the plan does not expect ends the run naming it (never a
+// hang). Without devcomm_step (evaluation, pingpong) each call is posted alone, as above.
+typedef struct { int send, peer, grad, with, channel; } DevCall;
+void devcomm_plan(DevComm *d, const DevCall *calls, int n);
+void devcomm_step(DevComm *d);
 // selftest's check of the NCCL calls on one GPU (NCCL refuses two ranks on one GPU, so no pairing):
 // devcomm_open on a world of one rank (init, the four splits), a grouped ncclSend and ncclRecv of n
 // floats to itself on every channel, devcomm_close. Returns the largest difference received.

@@ -53,6 +53,13 @@ void comm_send(Comm *c, const float *buf, size_t n, int dst, int tag) {
     MPI_CHECK(MPI_Isend(p->buf, (int)n, MPI_FLOAT, dst, tag, c->world, &p->req));
 }
 
+void comm_plan_calls(Comm *c, const DevCall *calls, int n) {
+    if (c->dev) devcomm_plan(c->dev, calls, n);
+}
+void comm_step_calls(Comm *c) {
+    if (c->dev) devcomm_step(c->dev);
+}
+
 void comm_wait_sends(Comm *c) {
     if (c->dev) { devcomm_flush(c->dev); return; }
     for (int i = 0; i < pool_n; i++)

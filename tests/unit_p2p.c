@@ -175,11 +175,123 @@ static void test_pairs(void) {
     EXPECT("p2p/pairs: the same calls unpaired (the send posted at once) finish", !bad, "%s", bad ? bad : "");
 }
 
+// (5) What the transport posts: each rank's cursor (p2p_next) walked through its calls in the order the
+// executor makes them. A post is one NCCL call, or one group of a held send and its receive, on one
+// channel; a message is named by its sender, kind, micro-batch and receiving virtual stage.
+typedef struct { int ch, peer, n, m[2][4]; } Post;
+static void message_of(int s, const P2pCall *c, int *m) {
+    m[0] = c->kind == P2P_SEND ? s : c->peer, m[1] = c->msg, m[2] = c->mb, m[3] = c->to_vs;
+}
+// Rank s's posts into out (room for calls->n); returns how many, or -1 with why.
+static int posts_of(int s, const P2pCalls *calls, Post *out, char *why, size_t wn) {
+    DevCall *plan = malloc(sizeof(DevCall) * (size_t)(calls->n ? calls->n : 1));
+    p2p_plan(s, calls, plan);
+    P2pCursor k = {plan, calls->n, 0, -1};
+    int n = 0, held;
+    for (int i = 0; i < calls->n && n >= 0; i++) {
+        const P2pCall *c = &calls->c[i];
+        int at = p2p_next(&k, c->kind == P2P_SEND, c->peer, c->msg == ACT_SEND_GRAD, &held, why, wn);
+        if (at == -2) n = -1;
+        if (at < 0) continue;
+        Post *p = &out[n++];
+        *p = (Post){.ch = plan[at].channel, .peer = c->peer, .n = held >= 0 ? 2 : 1};
+        message_of(s, &calls->c[at], p->m[0]);
+        if (held >= 0) {
+            message_of(s, &calls->c[held], p->m[1]);
+            if (plan[held].channel != p->ch) { snprintf(why, wn, "rank %d's group %d spans two channels", s, at); n = -1; }
+        }
+    }
+    if (n >= 0 && p2p_done(&k, why, wn)) n = -1;
+    free(plan);
+    return n;
+}
+// The same messages in a post on both sides (a group's two in either order).
+static int same_post(const Post *a, const Post *b) {
+    if (a->n != b->n || a->ch != b->ch) return 0;
+    int direct = !memcmp(a->m[0], b->m[0], sizeof a->m[0]) && (a->n == 1 || !memcmp(a->m[1], b->m[1], sizeof a->m[1]));
+    int swapped = a->n == 2 && !memcmp(a->m[0], b->m[1], sizeof a->m[0]) && !memcmp(a->m[1], b->m[0], sizeof a->m[1]);
+    return direct || swapped;
+}
+// Every rank's posts; between every two ranks, on every channel, both post the same groups and lone
+// calls in the same order. Returns the groups rank 1 posts, or -1 with why.
+static int check_posts(int kind, int K, int M, int v, char *why, size_t wn) {
+    ActionList *l = calloc((size_t)K, sizeof(ActionList));
+    P2pCalls *c = calloc((size_t)K, sizeof(P2pCalls));
+    Post **post = calloc((size_t)K, sizeof(Post *));
+    int *np = calloc((size_t)K, sizeof(int)), groups = 0, bad = 0;
+    for (int s = 0; s < K; s++) {
+        schedule_build(kind, NULL, K, M, v, s, &l[s]);
+        p2p_calls(K, schedule_chunk_order(kind, NULL), s, &l[s], &c[s]);
+    }
+    p2p_pair(K, c);
+    for (int s = 0; s < K && !bad; s++) {
+        post[s] = malloc(sizeof(Post) * (size_t)(c[s].n ? c[s].n : 1));
+        np[s] = posts_of(s, &c[s], post[s], why, wn);
+        bad = np[s] < 0;
+    }
+    for (int a = 0; a < K && !bad; a++)
+        for (int b = a + 1; b < K && !bad; b++)
+            for (int ch = 0; ch < DEVCOMM_CHANNELS && !bad; ch++) {
+                int i = 0, j = 0;
+                for (;; i++, j++) {
+                    while (i < np[a] && (post[a][i].peer != b || post[a][i].ch != ch)) i++;
+                    while (j < np[b] && (post[b][j].peer != a || post[b][j].ch != ch)) j++;
+                    if (i == np[a] || j == np[b]) break;
+                    if (!same_post(&post[a][i], &post[b][j])) break;
+                }
+                if (i < np[a] || j < np[b]) {
+                    snprintf(why, wn, "ranks %d and %d post different calls on channel %d (rank %d's post %d)", a, b, ch, a, i);
+                    bad = 1;
+                }
+            }
+    for (int i = 0; !bad && K > 1 && i < np[1]; i++) groups += post[1][i].n == 2;
+    for (int s = 0; s < K; s++) { free(post[s]); p2p_calls_free(&c[s]); action_list_free(&l[s]); }
+    free(post); free(np); free(c); free(l);
+    return bad ? -1 : groups;
+}
+
+static void test_posts(void) {
+    int shapes = 0, fails = 0, groups_1f1b = -1;
+    char why[256] = "", first[320] = "";
+    for (int kind = 0; kind < SCHED_KINDS; kind++) {
+        const ScheduleKind *k = schedule_kind(kind);
+        if (!k->generate) continue;
+        for (int K = 2; K <= 6; K++)
+            for (int M = 1; M <= 13; M++)
+                for (int v = 1; v <= (k->chunks == CHUNKS_OPTION ? 3 : 1); v++) {
+                    int vv = k->chunks == CHUNKS_OPTION ? v + 1 : schedule_chunks(kind, 1, NULL);
+                    if (!runnable(kind, K, M, vv)) continue;
+                    shapes++;
+                    int g = check_posts(kind, K, M, vv, why, sizeof why);
+                    if (g < 0 && !fails++) snprintf(first, sizeof first, "%s K=%d M=%d v=%d: %s", k->name, K, M, vv, why);
+                    if (kind == SCHED_1F1B && K == 4 && M == 8) groups_1f1b = g;
+                }
+    }
+    char name[200];
+    snprintf(name, sizeof name, "p2p/posts: every schedule (%d shapes), both ranks post the same groups in the same order "
+             "on every channel; 1f1b K=4 M=8 rank 1 posts %d groups", shapes, groups_1f1b);
+    EXPECT(name, shapes > 0 && !fails && groups_1f1b == 11, "%d fail; first %s", fails, first);
+    // the walk refuses a call the plan does not expect, and a step that ends early
+    DevCall plan[2] = {{1, 1, 0, 1, 0}, {0, 1, 1, 0, 0}};
+    P2pCursor k = {plan, 2, 0, -1};
+    int held, at = p2p_next(&k, 1, 1, 0, &held, why, sizeof why);
+    const char *early = p2p_done(&k, why, sizeof why);
+    EXPECT("p2p/posts: a paired send is held, and a step ending while it is held is refused",
+           at == -1 && early && strstr(early, "held"), "at %d: %s", at, early ? early : "(done)");
+    at = p2p_next(&k, 0, 1, 0, &held, why, sizeof why);
+    EXPECT("p2p/posts: a receive the plan does not expect (an activation for a gradient) is refused by name",
+           at == -2 && strstr(why, "not the plan's"), "at %d: %s", at, why);
+    at = p2p_next(&k, 0, 1, 1, &held, why, sizeof why);
+    EXPECT("p2p/posts: the paired receive posts with its held send, and the walk is done",
+           at == 1 && held == 0 && !p2p_done(&k, why, sizeof why), "at %d held %d", at, held);
+}
+
 int main(void) {
     test_nccl_env();
     test_neighbours();
     test_every_schedule();
     test_catches();
     test_pairs();
+    test_posts();
     return unit_failures != 0;
 }

@@ -411,6 +411,16 @@ static void test_devices(void) {
     p = facts_ok("plan/devices: two ranks on one GPU", &fc, "--mode pp");
     EXPECT("plan/devices: a crowded node: cuda over mpi (NCCL could not run: nothing to say)",
            p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI && !p.transport_why[0], "transport %d why '%s'", p.transport, p.transport_why);
+    Hardware g4 = gpus(4, 0);
+    Facts f4 = {.world = 4, .tag_ub = TAG_UB, .devices = &g4};
+    facts_refused("plan/refuse: --ep over --transport nccl (the MoE rows live on the host: no silent MPI fall-back)", &f4,
+                  "--pp 2 --dp 2 --experts 4 --ep 2 --transport nccl",
+                  "train: --ep over --transport nccl: the MoE layer routes its rows on the host (moe.c), so its all-to-all "
+                  "cannot run over NCCL yet (docs/experts.md): use --transport mpi or drop --ep");
+    p = facts_ok("plan/devices: --ep on GPUs over --transport auto", &f4, "--pp 2 --dp 2 --experts 4 --ep 2");
+    EXPECT("plan/devices: --ep on GPUs takes mpi (the all-to-all staged through the host)",
+           p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI && p.expert.N == 2, "device %d transport %d N %d",
+           p.device, p.transport, p.expert.N);
     facts_refused("plan/refuse: --transport nccl on a crowded node", &fc, "--mode pp --transport nccl",
                   "train: --transport nccl needs one GPU per rank, but a node runs 2 ranks on 1 GPU: use --transport mpi");
     p = facts_ok("plan/devices: a rank without a GPU", &fn, "--mode pp");

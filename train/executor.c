@@ -204,6 +204,7 @@ double exec_pipeline_step(const Plan *p, Wire *w, Model *model, StepState *st, M
     // the CPU), read once at the step's end. Mark 0 anchors them: taken with the queue empty.
     w->be->sync();
     double anchor = w->be->stamp(marks++) - base;
+    comm_step_calls(&w->comm);  // NCCL: the step's crossing pairs go as groups (until comm_wait_sends)
     for (int i = 0; i < st->list.n; i++) {
         Action a = st->list.a[i];
         double t0 = now_sec();
