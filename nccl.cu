@@ -163,6 +163,7 @@ static void free_own(DevComm *d) {
 
 extern "C" void devcomm_close(DevComm *d) {
     if (!d) return;
+    d->sp.on = 0;  // (a run ending mid-step: its plan's walk is moot)
     devcomm_flush(d);
     if (d->coll_pending) wait_event(d, d->got, -1, "the last NCCL all-reduce of the group");
     host_call("ncclCommDestroy");  // (children before their parent; the backstop bounds them)
