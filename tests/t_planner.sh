@@ -283,6 +283,27 @@ PY
 )
 if [ -z "$why" ]; then pass "planner/--auto constrained by --pp, --tp, --schedule, --zero, --micro-batches, --precision"
 else fail "planner/--auto constrained by --pp, --tp, --schedule, --zero, --micro-batches, --precision" "$why"; fi
+# MFU of every row in (0, 100%]: the peak is the profile's fastest gemm of any pass (a backward can outrun the
+# forward: pipeline.json's fp32 rows on the 2-rank profile passed 100% against the forward's), a machine file's
+# datasheet rate of the row's precision; fashion's widths, a calibration of this run, and the 70B shape at scale
+for q in "--world 2 --profile configs/profiles/cpu-2ranks.json --config configs/pipeline.json --device-memory 8G" \
+         "--world 4 --profile configs/profiles/cpu-4ranks.json --config configs/medium.json --device-memory 8G" \
+         "--world 2 --profile $TMP/tiny.json $TINY --device-memory 8G" \
+         "--world 8 --machine configs/machines/a100-node.json --config configs/fashion.json" \
+         "--world 1024 --machine configs/machines/h100-node.json --params 70B --batch 1048576"; do
+    # shellcheck disable=SC2086
+    "$MICROPP" plan --auto $q --top 100000 --json > "$TMP/m.json" 2>/dev/null
+    why=$(python3 - "$TMP/m.json" <<'PY'
+import json, sys
+try: R = json.load(open(sys.argv[1]))["layouts"]
+except Exception as e: print("no JSON: %s" % e); sys.exit()
+bad = ["%s %.4f" % (r["layout"], r["mfu"]) for r in R if not 0 < r["mfu"] <= 1]
+if bad or not R: print("%d rows, outside (0, 1]: %s" % (len(R), bad[:4]))
+PY
+)
+    if [ -z "$why" ]; then pass "planner/MFU of every row in (0, 100%]: ${q//$TMP\//}"
+    else fail "planner/MFU of every row in (0, 100%]: ${q//$TMP\//}" "$why"; fi
+done
 # shellcheck disable=SC2086
 run 60 "$MICROPP" plan --auto $A4 --by family --top 100
 fams=$(printf '%s' "$OUT" | grep -cE "^ +[0-9]+  ")
