@@ -180,6 +180,21 @@ run 60 "$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --d
 if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qE "^parts \(ms\): compute [0-9.]+ \(of it data [0-9.]+, optimizer" &&
     printf '%s' "$OUT" | grep -q "^run: mpiexec -n 2 ./micropp train --config configs/medium.json --mode ddp .* --bucket-mb 4$"
 then pass "planner/one layout: parts and command"; else fail "planner/one layout: parts and command" "exit $RC: $OUT$ERR"; fi
+# The host's data on a machine file (issue 32, pricing bug 4): at hidden 32768 each replica of ddp on 8 H100s
+# makes its 8 rows (data_s_per_value a value) and their labels (label_s_per_value a value of the rows) on
+# the host each step: the priced layout's data part is that arithmetic from the file's rates, and not 0.
+run 60 "$MICROPP" plan --machine configs/machines/h100-node.json --world 8 --hidden 32768 --layers 8 --batch 64 \
+    --mode ddp --precision bf16 --json
+why=$(printf '%s' "$OUT" | python3 -c '
+import json, sys
+try: d = json.load(sys.stdin)
+except Exception as e: print("no JSON: %s" % e); sys.exit()
+m = json.load(open("configs/machines/h100-node.json"))
+want = 8 * 32768 * (m["data_s_per_value"] + m["label_s_per_value"]) * 1e3
+got = d["parts_ms"]["data"]
+if not (got > 0 and abs(got / want - 1) < 1e-9): print("data %s ms, want %s" % (got, want))' 2>&1)
+if [ "$RC" -eq 0 ] && [ -z "$why" ]; then pass "planner/one layout on a machine file: the host's rows and labels priced"
+else fail "planner/one layout on a machine file: the host's rows and labels priced" "exit $RC: $why $ERR"; fi
 run 120 mpiexec -n 2 "$MICROPP" train --profile "$TMP/tiny.json" $TINY --mode pp --micro-batches 4 --steps 3 --log-every 0
 if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qE "^--profile priced pp 1f1b M=4 fp32: predicted [0-9.]+ ms a step, measured"
 then pass "planner/train --profile prices its layout"
