@@ -443,11 +443,21 @@ int predict_balance(const Profile *pf, const TrainConfig *c0, const Layout *l, c
     return rc;
 }
 
+// A calibration's fastest gemm: every pass it timed of the hidden and first layers, at each row count, by its
+// FLOPs a row (2 a weight for a forward, an input or a weight gradient; 4 for the hidden layer's whole backward,
+// which the first's lacks the input gradient of): a backward runs its gemms faster than the forward does on
+// some machines, and the prices a layout sums are interpolated between these points, so no row outruns it.
 double predict_peak(const Profile *pf, int precision) {
     if (!pf->calibrated) return pf->flops[precision];
-    const Curve *f = &pf->layer[precision][LAYER_MID][PASS_F];
-    double H = pf->hidden, best = 0;
-    for (int i = 0; i < f->n; i++) if (f->s[i] > 0) best = fmax(best, 2 * f->x[i] * H * H / f->s[i]);
+    double best = 0;
+    for (int kind = LAYER_MID; kind <= LAYER_FIRST; kind++)
+        for (int q = 0; q < PASSES; q++) {
+            const Curve *f = &pf->layer[precision][kind][q];
+            double in = kind == LAYER_FIRST ? pf->inputs : pf->hidden, per_row = 2 * in * pf->hidden;
+            if (kind == LAYER_FIRST && q == PASS_I) continue;  // (the first layer computes no input gradient)
+            if (kind == LAYER_MID && q == PASS_B) per_row *= 2;
+            for (int i = 0; i < f->n; i++) if (f->s[i] > 0) best = fmax(best, per_row * f->x[i] / f->s[i]);
+        }
     return best;
 }
 

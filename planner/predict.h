@@ -53,8 +53,8 @@ int predict_config(const Profile *pf, const TrainConfig *c, const Degrees *d, Pr
 // that the costliest stage costs least, the later stages filled first. 0 with "15,16,16,17" in out, or -1
 // when l has no pipeline, holds several chunks a rank, or the balanced cut is the even one.
 int predict_balance(const Profile *pf, const TrainConfig *c, const Layout *l, char *out, size_t n);
-// One rank's peak FLOP/s at a precision: a machine file's datasheet gemm rate; a profile's fastest measured
-// hidden layer (a forward at the rows it ran fastest), this machine's gemm peak with its ranks busy at once.
+// One rank's peak FLOP/s at a precision: a machine file's datasheet gemm rate; a profile's fastest gemm (any
+// pass it timed of the hidden and first layers, at any rows), this machine's gemm peak with its ranks busy at once.
 double predict_peak(const Profile *pf, int precision);
 
 // The crossover: the link bandwidth B (bytes/s a rank sends) below which a method's step beats ddp's. ddp

@@ -72,6 +72,14 @@ int price_layout(const char *path, int measured_only, const TrainConfig *c, cons
     return rc;
 }
 
+void price_foreign(FILE *f, const char *path, const TrainConfig *c, int world) {
+    Profile *pf = xmalloc(sizeof *pf);
+    char why[PATH_LEN + 400], out[PATH_LEN + 600] = "";
+    if (!cost_load(path, pf, why, sizeof why)) cache_foreign(pf->source, c, world, out, sizeof out);
+    fputs(out, f);
+    free(pf);
+}
+
 static void print_parts(const Candidate *k, double device) {
     const Prediction *p = &k->pr;
     char b[32], m[32];

@@ -18,6 +18,9 @@ Layout layout_of(const TrainConfig *c, const Degrees *d);
 // costs' origin in words, when not NULL. 0, or -1 with one line in err naming the file or the layout.
 int price_layout(const char *path, int measured_only, const TrainConfig *c, const Degrees *d, double *device,
                  Candidate *k, char *source, char *err, size_t n);
+// `train --profile`: the profile at path measured with another BLAS, BLAS core or thread count than this
+// machine runs c with is named on f in the one warning line plan prints (cache_foreign); nothing otherwise.
+void price_foreign(FILE *f, const char *path, const TrainConfig *c, int world);
 // `plan --profile/--machine` without --auto: what to price and how to show it.
 typedef struct {
     const char *path;  // the profile or machine file

@@ -82,7 +82,7 @@ if not (d["mfu"] > 0 and abs(d["mfu"] * d["peak_gflops"] - d["gflops"]) < 1e-9 *
 if not flops < 0.9 * 6 * d["params"] * 32: bad.append("%s FLOPs a step, all parameters %s" % (flops, 6 * d["params"] * 32))
 print("; ".join(bad))'
 
-# --- --profile: its peak (the fastest hidden layer it measured, as the planner's MFU), not measured: the
+# --- --profile: its peak (the fastest gemm it measured, as the planner's MFU), not measured: the
 # same figure on every run, the ranks' summed ---
 prof() {
     run 240 mpiexec -n 2 "$MICROPP" train --profile "$ROOT/configs/profiles/cpu-2ranks.json" --config "$ROOT/configs/medium.json" \
@@ -92,7 +92,7 @@ prof; cp "$TMP/out" "$TMP/prof1.json"; prof
 check "mfu/--profile: the profile's peak (its source named, nothing measured, the same on a second run)" '
 first = json.load(open(sys.argv[1].replace("out", "prof1.json")))
 bad = []
-if d["peak_source"] != "--profile'"'"'s fastest hidden layer" or d["peak_measure_s"] != 0: bad.append("source %r in %s s" % (d["peak_source"], d["peak_measure_s"]))
+if d["peak_source"] != "--profile'"'"'s fastest gemm" or d["peak_measure_s"] != 0: bad.append("source %r in %s s" % (d["peak_source"], d["peak_measure_s"]))
 if not (d["peak_gflops"] > 0 and d["peak_gflops"] == first["peak_gflops"]): bad.append("peaks %s, %s" % (first["peak_gflops"], d["peak_gflops"]))
 if abs(d["mfu"] * d["peak_gflops"] - d["gflops"]) > 1e-9 * d["gflops"]: bad.append("mfu %s" % d["mfu"])
 print("; ".join(bad))'

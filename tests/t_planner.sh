@@ -180,6 +180,21 @@ run 60 "$MICROPP" plan --profile "$P" --world 2 --config configs/medium.json --d
 if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qE "^parts \(ms\): compute [0-9.]+ \(of it data [0-9.]+, optimizer" &&
     printf '%s' "$OUT" | grep -q "^run: mpiexec -n 2 ./micropp train --config configs/medium.json --mode ddp .* --bucket-mb 4$"
 then pass "planner/one layout: parts and command"; else fail "planner/one layout: parts and command" "exit $RC: $OUT$ERR"; fi
+# The host's data on a machine file (issue 32, pricing bug 4): at hidden 32768 each replica of ddp on 8 H100s
+# makes its 8 rows (data_s_per_value a value) and their labels (label_s_per_value a value of the rows) on
+# the host each step: the priced layout's data part is that arithmetic from the file's rates, and not 0.
+run 60 "$MICROPP" plan --machine configs/machines/h100-node.json --world 8 --hidden 32768 --layers 8 --batch 64 \
+    --mode ddp --precision bf16 --json
+why=$(printf '%s' "$OUT" | python3 -c '
+import json, sys
+try: d = json.load(sys.stdin)
+except Exception as e: print("no JSON: %s" % e); sys.exit()
+m = json.load(open("configs/machines/h100-node.json"))
+want = 8 * 32768 * (m["data_s_per_value"] + m["label_s_per_value"]) * 1e3
+got = d["parts_ms"]["data"]
+if not (got > 0 and abs(got / want - 1) < 1e-9): print("data %s ms, want %s" % (got, want))' 2>&1)
+if [ "$RC" -eq 0 ] && [ -z "$why" ]; then pass "planner/one layout on a machine file: the host's rows and labels priced"
+else fail "planner/one layout on a machine file: the host's rows and labels priced" "exit $RC: $why $ERR"; fi
 run 120 mpiexec -n 2 "$MICROPP" train --profile "$TMP/tiny.json" $TINY --mode pp --micro-batches 4 --steps 3 --log-every 0
 if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -qE "^--profile priced pp 1f1b M=4 fp32: predicted [0-9.]+ ms a step, measured"
 then pass "planner/train --profile prices its layout"
@@ -283,6 +298,27 @@ PY
 )
 if [ -z "$why" ]; then pass "planner/--auto constrained by --pp, --tp, --schedule, --zero, --micro-batches, --precision"
 else fail "planner/--auto constrained by --pp, --tp, --schedule, --zero, --micro-batches, --precision" "$why"; fi
+# MFU of every row in (0, 100%]: the peak is the profile's fastest gemm of any pass (a backward can outrun the
+# forward: pipeline.json's fp32 rows on the 2-rank profile passed 100% against the forward's), a machine file's
+# datasheet rate of the row's precision; fashion's widths, a calibration of this run, and the 70B shape at scale
+for q in "--world 2 --profile configs/profiles/cpu-2ranks.json --config configs/pipeline.json --device-memory 8G" \
+         "--world 4 --profile configs/profiles/cpu-4ranks.json --config configs/medium.json --device-memory 8G" \
+         "--world 2 --profile $TMP/tiny.json $TINY --device-memory 8G" \
+         "--world 8 --machine configs/machines/a100-node.json --config configs/fashion.json" \
+         "--world 1024 --machine configs/machines/h100-node.json --params 70B --batch 1048576"; do
+    # shellcheck disable=SC2086
+    "$MICROPP" plan --auto $q --top 100000 --json > "$TMP/m.json" 2>/dev/null
+    why=$(python3 - "$TMP/m.json" <<'PY'
+import json, sys
+try: R = json.load(open(sys.argv[1]))["layouts"]
+except Exception as e: print("no JSON: %s" % e); sys.exit()
+bad = ["%s %.4f" % (r["layout"], r["mfu"]) for r in R if not 0 < r["mfu"] <= 1]
+if bad or not R: print("%d rows, outside (0, 1]: %s" % (len(R), bad[:4]))
+PY
+)
+    if [ -z "$why" ]; then pass "planner/MFU of every row in (0, 100%]: ${q//$TMP\//}"
+    else fail "planner/MFU of every row in (0, 100%]: ${q//$TMP\//}" "$why"; fi
+done
 # shellcheck disable=SC2086
 run 60 "$MICROPP" plan --auto $A4 --by family --top 100
 fams=$(printf '%s' "$OUT" | grep -cE "^ +[0-9]+  ")

@@ -1,6 +1,7 @@
 # tests/t_profile_foreign.sh: a profile measured with another BLAS core or thread count than this machine runs
-# is named in one warning line (plan --auto and one layout priced) with the command that measures this
-# machine; a profile of this machine's own BLAS, core and threads gets none.
+# is named in one warning line (plan --auto and one layout priced; train --profile, its layout priced or
+# --auto's pick) with the command that measures this machine; a profile of this machine's own BLAS, core and
+# threads gets none.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 A="--world 2 --config configs/medium.json --device-memory 8G"
@@ -33,3 +34,15 @@ run 30 "$MICROPP" plan --auto $A --profile "$TMP/here.json" --top 1
 if [ "$RC" -ne 0 ] || printf '%s' "$OUT" | grep -q '^# warning'; then
     fail "foreign/this machine's profile: no warning" "exit $RC: $OUT $ERR"
 else pass "foreign/this machine's profile: no warning"; fi
+
+# train --profile: the same line, once, from rank 0 (the layout as given priced, and --auto's pick); none with
+# this machine's profile.
+T="--config configs/medium.json --steps 1 --log-every 0"
+why=$(warns "$TMP/other.json" mpiexec -n 2 "$MICROPP" train $T --profile "$TMP/other.json" --mode ddp)
+if [ -n "$why" ]; then fail "foreign/train --profile, one layout" "$why"; else pass "foreign/train --profile, one layout"; fi
+why=$(warns "$TMP/other.json" mpiexec -n 2 "$MICROPP" train $T --profile "$TMP/other.json" --auto)
+if [ -n "$why" ]; then fail "foreign/train --profile --auto" "$why"; else pass "foreign/train --profile --auto"; fi
+run 60 mpiexec -n 2 "$MICROPP" train $T --profile "$TMP/here.json" --mode ddp
+if [ "$RC" -ne 0 ] || printf '%s' "$OUT" | grep -q '^# warning'; then
+    fail "foreign/train with this machine's profile: no warning" "exit $RC: $OUT $ERR"
+else pass "foreign/train with this machine's profile: no warning"; fi

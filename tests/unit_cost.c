@@ -459,6 +459,31 @@ static void test_data_costs(void) {
            why);
 }
 
+// MFU's peak of a calibration (predict_peak): the fastest gemm of every pass it timed, by each pass's FLOPs (a
+// hidden layer's backward 4 a weight a row, the rest 2), so that a backward faster than the forward, or a
+// first layer faster than the hidden ones, cannot carry a predicted row past 100%.
+static void test_peak(void) {
+    Profile pf;
+    fixed_profile(&pf);
+    TrainConfig c = small_model();
+    Prediction pr;
+    char why[512];
+    double F = 2 * 8 * 8 / A;  // the hidden layer's forward: 128 FLOPs a row in A seconds
+    EXPECT("peak_of_the_forward", fabs(predict_peak(&pf, PRECISION_FP32) / F - 1) < 1e-12, "%g vs %g",
+           predict_peak(&pf, PRECISION_FP32), F);
+    for (int q = 0; q < PASSES; q++)  // the head (8 -> 2) at the forward's rate: its FLOPs are the model's too
+        pf.layer[0][LAYER_HEAD][q] = line(q == PASS_B ? A / 2 : A / 4);
+    pf.layer[0][LAYER_MID][PASS_B] = line(1.5 * A);  // the backward's 256 FLOPs a row in 1.5A: 4/3 the forward's rate
+    Layout l = {.pp = 1, .dp = 1, .tp = 1, .v = 1, .M = 1};
+    int rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("peak_of_a_faster_backward", rc == 0 && fabs(pr.peak / (F * 4 / 3) - 1) < 1e-12 && pr.mfu > 0 &&
+           pr.mfu <= 1, "%s peak %g, mfu %g", why, pr.peak, pr.mfu);
+    pf.layer[0][LAYER_FIRST][PASS_W] = line(A / 4);  // the first layer's weight gradient at 4x the forward's rate
+    rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
+    EXPECT("peak_of_the_first_layer", rc == 0 && fabs(pr.peak / (4 * F) - 1) < 1e-12 && pr.mfu > 0 && pr.mfu <= 1,
+           "%s peak %g, mfu %g", why, pr.peak, pr.mfu);
+}
+
 // One layout as its options give it (predict_config, `plan --profile` without --auto): the same step as
 // the search's layout, --partition honoured, and the parts adding up to the step.
 static void test_one_layout(void) {
@@ -595,6 +620,7 @@ int main(void) {
     test_links();
     test_data_costs();
     test_one_layout();
+    test_peak();
     test_moe();
     test_compress_price();
     return unit_failures != 0;

@@ -52,7 +52,7 @@ static void test_measured(void) {
     Peak pf;
     measure_peak(&pf, &backend_cpu, PRECISION_FP32, 0, 42);
     EXPECT("peak/a profile's peak is taken, not measured", pf.gflops == 42 && pf.seconds == 0 &&
-           !strcmp(pf.source, "--profile's fastest hidden layer"), "%g '%s'", pf.gflops, pf.source);
+           !strcmp(pf.source, "--profile's fastest gemm"), "%g '%s'", pf.gflops, pf.source);
     EXPECT("peak/MICROPP_PEAK_GFLOPS gives the figure", pk.gflops == 250 && !strcmp(pk.source, "MICROPP_PEAK_GFLOPS"),
            "%g '%s'", pk.gflops, pk.source);
     pk.total_gflops = 500;

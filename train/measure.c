@@ -132,7 +132,7 @@ void measure_peak(Peak *pk, const Backend *be, int precision, int tf32, double p
         snprintf(pk->source, sizeof pk->source, "MICROPP_PEAK_GFLOPS");
     } else if (profile_gflops > 0) {
         pk->gflops = profile_gflops;
-        snprintf(pk->source, sizeof pk->source, "--profile's fastest hidden layer");
+        snprintf(pk->source, sizeof pk->source, "--profile's fastest gemm");
     } else if (be->on_host) peak_of_gemm(pk, be, precision);
     else peak_of_datasheet(pk, be, precision, tf32);
 }

@@ -67,7 +67,7 @@ void measure_free(Measure *m);
 // This rank's peak gemm rate at the run's precision: on the host a short measured gemm (256^3, a warm-up
 // and the fastest of 5 to 40 timed, about 30 ms; the BLAS threads and precision as set), on a GPU its
 // datasheet's dense figure by the device's name (tf32: fp32 on tensor cores). MICROPP_PEAK_GFLOPS (tests)
-// gives the figure instead, and then a profile's (profile_gflops > 0: --profile's fastest hidden layer).
+// gives the figure instead, and then a profile's (profile_gflops > 0: --profile's fastest gemm).
 void measure_peak(Peak *pk, const Backend *be, int precision, int tf32, double profile_gflops);
 // The model FLOPs utilisation of a step of `flops` that took step_s: NAN when the peak is unknown.
 double measure_mfu(const Peak *pk, double flops, double step_s);
