@@ -2,7 +2,9 @@
 # tests/t_zbauto_v.sh: --schedule zb-auto-v, zb-auto's search over the V's placement (schedule_auto.c):
 # bubble: at the zero-bubble paper's costs (6.2B, p <= 8, m <= 4p) and at F = I = W it is no worse than
 # the best of zb-v, v-half and v-min that fits its memory limit, its lower bound holds under every schedule it and
-# zb-auto build (gap >= 0) and is met at F = I = W from m = 2p; train: --verify on 2 and 4 ranks, and
+# zb-auto build (gap >= 0) and is met at F = I = W from m = 2p; at the paper's 1.5B and 6.2B costs (p 2, 4, 8,
+# m p..4p) it is within 0.5% of the best of zb-v, v-half, v-min, zb-h2 and ZB-2p at equal memory, its gap at
+# m = p at most 6.5%; train: --verify on 2 and 4 ranks, and
 # --max-inflight picks the V that fits.
 source "$(dirname "$0")/lib.sh"
 PAPER="--cost-f 29.718 --cost-b 49.371 --cost-w 19.927 --cost-comm 0.527"
