@@ -10,7 +10,9 @@
 // already on its way (else the stage waits for it); 0: whenever nothing else is ready. f_first: a
 // ready F goes before a ready I (the warm-up runs longer); 0: I first (the gradient's critical
 // path). cap: the most a stage holds in this candidate (<= the limit, in micro-batches in flight).
-typedef struct { int w_fits, f_first; double cap; } Policy;
+// f1_wait (the V's greedy only): a chunk-0 forward is held back when the chunk-1 forward arrives before it
+// would end, so the V's way back up does not wait behind the ranks' chunk-0 forwards.
+typedef struct { int w_fits, f_first; double cap; int f1_wait; } Policy;
 
 typedef struct {
     const AutoSpec *a;
@@ -149,6 +151,7 @@ static int vg_step(VGreedy *g, int s) {
     double at[4];
     for (int k = 0; k < 4; k++) at[k] = vg_arrive(g, s, k);
     int room0 = hold + 2 + (n[V_F0] - n[V_F1]) <= cap, room1 = hold + 1 <= cap;
+    if (g->pol.f1_wait && room1 && at[V_F1] > t && at[V_F1] < t + a->f[s] / 2) room0 = 0;  // (an F1 on its way)
     int f = at[V_F1] <= t && room1 ? V_F1 : at[V_F0] <= t && room0 ? V_F0 : -1;
     int i = at[V_I0] <= t ? V_I0 : at[V_I1] <= t ? V_I1 : -1;
     int w = n[V_W0] < n[V_I0] ? V_W0 : n[V_W1] < n[V_I1] ? V_W1 : -1;
@@ -499,14 +502,14 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
             builtin(v_kinds[k], a->K, a->M, &cand);
             consider(&q, 0, &cand);
             builtin(v_kinds[k], a->K, a->M, &order);
-            for (int p = 0; p < 2; p++) consider(&q, vlazy(a, (Policy){p, 0, a->limit}, &order, &cand), &cand);
+            for (int p = 0; p < 2; p++) consider(&q, vlazy(a, (Policy){p, 0, a->limit, 0}, &order, &cand), &cand);
             sched_file_free(&order);
         }
         for (int i = 0, last = 0; i < 8; i++) {  // the greedy in the V, as below
             int lo = a->limit > a->K ? a->limit - a->K : 1, cap = a->limit - (int)((long)(a->limit - lo) * i / 7);
             if (i && cap == last) continue;
             last = cap;
-            for (int p = 0; p < 4; p++) consider(&q, vgreedy(a, (Policy){p % 2, p / 2, cap}, &cand), &cand);
+            for (int p = 0; p < 8; p++) consider(&q, vgreedy(a, (Policy){p % 2, p / 2 % 2, cap, p / 4}, &cand), &cand);
         }
         if (!q.have) {
             builtin(SCHED_VMIN, a->K, a->M, &cand);
@@ -537,7 +540,7 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
         if (i && cap == last) continue;
         last = cap;
         for (int p = 0; p < 4; p++) {
-            Policy pol = {p % 2, p / 2, cap};
+            Policy pol = {p % 2, p / 2, cap, 0};
             consider(&q, greedy(a, pol, &cand), &cand);
         }
     }

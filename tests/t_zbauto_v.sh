@@ -4,7 +4,7 @@
 # the best of zb-v, v-half and v-min that fits its memory limit, its lower bound holds under every schedule it and
 # zb-auto build (gap >= 0) and is met at F = I = W from m = 2p; at the paper's 1.5B and 6.2B costs (p 2, 4, 8,
 # m p..4p) it is within 0.5% of the best of zb-v, v-half, v-min, zb-h2 and ZB-2p at equal memory, its gap at
-# m = p at most 6.5%; train: --verify on 2 and 4 ranks, and
+# m = p at most 6.5%, at m = 2p 1.5%; train: --verify on 2 and 4 ranks, and
 # --max-inflight picks the V that fits.
 source "$(dirname "$0")/lib.sh"
 PAPER="--cost-f 29.718 --cost-b 49.371 --cost-w 19.927 --cost-comm 0.527"
@@ -53,7 +53,7 @@ PY
 # the table of docs/schedules-zero-bubble.md: at the paper's costs (1.5B and 6.2B), p = 2, 4, 8 and m = p..4p,
 # zb-auto-v with --max-inflight L (L: the peak of zb-v, v-half, v-min, zb-h2 and zb-auto, ZB-2p) is within
 # 0.5% of the best of those whose peak fits L; with 2p of room its printed gap at m = p is at most 6.5% (the
-# V's waits counted)
+# V's waits counted) and at m = 2p at most 1.5% (the greedy that holds a chunk-0 forward back for a chunk-1 one)
 PAPER15="--cost-f 18.522 --cost-b 27.423 --cost-w 9.337 --cost-comm 0.601"
 bad="" worst=0
 for costs in "$PAPER15" "$PAPER"; do
@@ -63,7 +63,8 @@ for costs in "$PAPER15" "$PAPER"; do
         base=$OUT
         bad+=$(python3 -c 'import json,sys
 for a in json.loads(sys.argv[1])["rows"]:
-    if a["schedule"] == "zb-auto-v" and a["micro_batches"] == a["stages"] and a["gap"] > 0.065:
+    lim = {1: 0.065, 2: 0.015}.get(a["micro_batches"] // a["stages"], 1)
+    if a["schedule"] == "zb-auto-v" and a["gap"] > lim:
         print("K=%d M=%d (2p of room): gap %.2f%%; " % (a["stages"], a["micro_batches"], 100 * a["gap"]), end="")' "$base" 2>&1)
         for L in $(python3 - "$base" <<'PY'
 import json, math, sys
@@ -92,7 +93,7 @@ PY
         done
     done
 done
-[ -z "$bad" ] && pass "zbautov/the paper's 1.5B and 6.2B costs, p = 2, 4, 8, m = p..4p: within 0.5% of the best V, zb-h2 or ZB-2p at equal memory (worst $(python3 -c "print('%.3f%%' % (100 * $worst))")), gap at m = p <= 6.5%" \
+[ -z "$bad" ] && pass "zbautov/the paper's 1.5B and 6.2B costs, p = 2, 4, 8, m = p..4p: within 0.5% of the best V, zb-h2 or ZB-2p at equal memory (worst $(python3 -c "print('%.3f%%' % (100 * $worst))")), gap at m = p <= 6.5%, at m = 2p <= 1.5%" \
     || fail "zbautov/the best at equal memory on the paper's costs" "$bad"
 
 # the bound is a bound: no span of zb-auto or zb-auto-v below it, p = 2..8, m = p..4p; met at F = I = W, m >= 2p
