@@ -10,7 +10,9 @@
 // already on its way (else the stage waits for it); 0: whenever nothing else is ready. f_first: a
 // ready F goes before a ready I (the warm-up runs longer); 0: I first (the gradient's critical
 // path). cap: the most a stage holds in this candidate (<= the limit, in micro-batches in flight).
-typedef struct { int w_fits, f_first; double cap; } Policy;
+// f1_wait (the V's greedy only): a chunk-0 forward is held back when the chunk-1 forward arrives before it
+// would end, so the V's way back up does not wait behind the ranks' chunk-0 forwards.
+typedef struct { int w_fits, f_first; double cap; int f1_wait; } Policy;
 
 typedef struct {
     const AutoSpec *a;
@@ -149,6 +151,7 @@ static int vg_step(VGreedy *g, int s) {
     double at[4];
     for (int k = 0; k < 4; k++) at[k] = vg_arrive(g, s, k);
     int room0 = hold + 2 + (n[V_F0] - n[V_F1]) <= cap, room1 = hold + 1 <= cap;
+    if (g->pol.f1_wait && room1 && at[V_F1] > t && at[V_F1] < t + a->f[s] / 2) room0 = 0;  // (an F1 on its way)
     int f = at[V_F1] <= t && room1 ? V_F1 : at[V_F0] <= t && room0 ? V_F0 : -1;
     int i = at[V_I0] <= t ? V_I0 : at[V_I1] <= t ? V_I1 : -1;
     int w = n[V_W0] < n[V_I0] ? V_W0 : n[V_W1] < n[V_I1] ? V_W1 : -1;
@@ -384,21 +387,59 @@ static int judge(const AutoSpec *a, int kind, const SchedFile *f, SimResult *r) 
     return ok ? 0 : -1;
 }
 
-// Rank s: from its first pass to its first I, only forwards can run, and no sooner than the chain of its
-// first micro-batch: the forwards from s on (one chunk: down to the last rank; the V: down and back up to
-// the last virtual stage, rank 0) and the I back to s, a message at each change of rank. After it, every
-// I and W of the rank. So its span >= max(chain, M F) + M (I + W).
+// Rank s's passes of micro-batch 0 as one chain, times from the start of its first pass (the forward of
+// virtual stage s): the forwards from s to the last virtual stage, then the I back to s, a message at each
+// change of rank, every other rank free. Each of the rank's pass kinds (one chunk: F, I, W; the V: F0, F1,
+// I0, W0, F1, I1, W1) gets its head (the earliest start) and its tail (from its end to the end of the rank's
+// last pass of the same micro-batch, W0 or W); *n: how many kinds. Any micro-batch's chain starts no sooner
+// than the rank's first pass, so its passes' heads and tails are at least these.
+typedef struct { double head, cost, tail; } PassKind;
+static int rank_of(int K, int v) { return v < K ? v : 2 * K - 1 - v; }
+static int bound_kinds(const AutoSpec *a, int s, PassKind *k) {
+    int K = a->K, V = a->v == 2, n = V ? 2 * K : K, last = V ? 2 * K - 1 - s : s;
+    double div = V ? 2 : 1, t = 0, *fs = xmalloc(sizeof(double) * 2 * (size_t)n);
+    double *is = fs + n;
+    for (int v = s; v < n; v++) {  // forwards: fs[v] the start of virtual stage v's
+        if (v > s && rank_of(K, v) != rank_of(K, v - 1)) t += a->comm;
+        fs[v] = t;
+        t += a->f[rank_of(K, v)] / div;
+    }
+    for (int v = n - 1; v >= s; v--) {  // the I passes back down: is[v] the start of v's
+        if (v < n - 1 && rank_of(K, v) != rank_of(K, v + 1)) t += a->comm;
+        is[v] = t;
+        t += a->b[rank_of(K, v)] / div;
+    }
+    double fc = a->f[s] / div, ic = a->b[s] / div, wc = a->w[s] / div, end = is[s] + ic + wc;
+    k[0] = (PassKind){0, fc, end - fc};  // F (the V: F0)
+    k[1] = (PassKind){is[s], ic, wc};    // I (I0)
+    k[2] = (PassKind){is[s] + ic, wc, 0};  // W (W0)
+    if (V) {
+        k[3] = (PassKind){fs[last], fc, end - fs[last] - fc};  // F1
+        k[4] = (PassKind){is[last], ic, end - is[last] - ic};  // I1
+        k[5] = (PassKind){is[last] + ic, wc, 0};               // W1
+    }
+    free(fs);
+    return V ? 6 : 3;
+}
+
+// Rank s runs M passes of each kind on one worker: for any set of them, its span is at least the least head
+// in the set, their costs, and the least tail (the one-machine bound with heads and tails, the passes of
+// micro-batch 0 standing for every micro-batch's). With the whole set from the rank's first pass: its
+// work, and the first I's wait for the chain where the forwards cannot fill it; with the passes that come
+// after a later head (the V's F1, I1, I0): the waits the V cannot fill at small M.
 double schedule_auto_bound(const AutoSpec *a) {
-    double most = 0, c = a->comm;
-    int K = a->K, V = a->v == 2;
-    for (int s = 0; s < K; s++) {
-        double chain = 0;
-        for (int j = 0; j < K; j++) {
-            if (!V) chain += (j >= s ? a->f[j] : 0) + (j > s ? a->b[j] : 0);
-            else chain += (j >= s ? a->f[j] / 2 : 0) + a->f[j] / 2 + (j < s ? a->b[j] / 2 : 0);
-        }
-        chain += (V ? 2 * K - 2 : 2 * (K - 1 - s)) * c;
-        most = fmax(most, fmax(chain, a->M * a->f[s]) + a->M * (a->b[s] + a->w[s]));
+    double most = 0;
+    for (int s = 0; s < a->K; s++) {
+        PassKind k[6];
+        int n = bound_kinds(a, s, k);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) {  // the set: the kinds with head >= k[i]'s and tail >= k[j]'s
+                double work = 0;
+                int any = 0;
+                for (int x = 0; x < n; x++)
+                    if (k[x].head >= k[i].head && k[x].tail >= k[j].tail) work += a->M * k[x].cost, any = 1;
+                if (any) most = fmax(most, k[i].head + work + k[j].tail);
+            }
     }
     return most;
 }
@@ -461,14 +502,14 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
             builtin(v_kinds[k], a->K, a->M, &cand);
             consider(&q, 0, &cand);
             builtin(v_kinds[k], a->K, a->M, &order);
-            for (int p = 0; p < 2; p++) consider(&q, vlazy(a, (Policy){p, 0, a->limit}, &order, &cand), &cand);
+            for (int p = 0; p < 2; p++) consider(&q, vlazy(a, (Policy){p, 0, a->limit, 0}, &order, &cand), &cand);
             sched_file_free(&order);
         }
         for (int i = 0, last = 0; i < 8; i++) {  // the greedy in the V, as below
             int lo = a->limit > a->K ? a->limit - a->K : 1, cap = a->limit - (int)((long)(a->limit - lo) * i / 7);
             if (i && cap == last) continue;
             last = cap;
-            for (int p = 0; p < 4; p++) consider(&q, vgreedy(a, (Policy){p % 2, p / 2, cap}, &cand), &cand);
+            for (int p = 0; p < 8; p++) consider(&q, vgreedy(a, (Policy){p % 2, p / 2 % 2, cap, p / 4}, &cand), &cand);
         }
         if (!q.have) {
             builtin(SCHED_VMIN, a->K, a->M, &cand);
@@ -499,7 +540,7 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
         if (i && cap == last) continue;
         last = cap;
         for (int p = 0; p < 4; p++) {
-            Policy pol = {p % 2, p / 2, cap};
+            Policy pol = {p % 2, p / 2, cap, 0};
             consider(&q, greedy(a, pol, &cand), &cand);
         }
     }

@@ -423,8 +423,9 @@ static void step_log_and_save(Run *r, int step, double loss, int verbose) {
         double bubble = r->p.pipelined ? step_bubble(&r->p, &r->m, step) : NAN;
         double norm = c->guard.clip_grad > 0 ? r->m.grad_norm[step] : NAN;
         double mfu = measure_mfu(&r->m.peak, r->m.flops, r->m.step_s[step]);
+        int pv = c->guard.post_validate ? (int)r->m.postval[step] : -1;
         metrics_step(&r->metrics, step + 1, loss, lr, r->m.step_s[step], samples_s, bubble, mfu, norm,
-                     r->m.clip_scale[step] < 1, &r->m.moe);
+                     r->m.clip_scale[step] < 1, pv, &r->m.moe);
     }
     if (!saving) return;
     if (r->p.distributed) agree_on_failure(r->progress.bad_update);  // never save a state that went non-finite
@@ -568,6 +569,7 @@ static void step_settle(Run *r, int step, int redo, int verbose) {
     m->clip_scale[step] = 1;
     if (bad > 0 || (clip > 0 && clip / (m->grad_norm[step] + 1e-6) < 1)) {
         postval_restore(r, bad == 0);  // (clipped: the step's gradients back too, and the update redone)
+        m->postval[step] = bad > 0 ? 1 : 2;
         if (bad == 0) guard_optimizer_step(r, step, 1, 1);
         else if (verbose)
             printf("step %d: %.0f rank%s held a non-finite gradient: its update is undone on every rank and the step "

@@ -4,8 +4,9 @@
 # of the synchronous run that leaves step k out (MICROPP_FAULT skip), on 1, 2 and 4 ranks, 1f1b, zb-h2 and
 # zb-v; --clip-grad's steps that clip are redone and end as the synchronous clipping run's; without a failure
 # it trains the synchronous run's weights; a step starts at once (a late rank: the others wait at no
-# barrier); its undo copy counts in the memory (train's and plan's); the runs it cannot undo are refused,
-# one line, exit 2, on every rank.
+# barrier); its undo copy counts in the memory (train's and plan's); --json and --metrics say per step whether
+# its update stood, was undone or redone, and --json counts them; the runs it cannot undo are refused, one
+# line, exit 2, on every rank.
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$TMP" || exit 1
@@ -65,19 +66,58 @@ if [ "$rc" -eq 0 ] && [ "$RC" -eq 0 ] && same ok-pv ok-sync; then
     pass "postval/no failure: pp 2 zb-h2 trains the synchronous run's weights, byte for byte"
 else fail "postval/no failure: the synchronous run's weights" "exit $rc, $RC"; fi
 
+# what became of each step, in --json (per step and counted) and --metrics (per step line): a non-finite
+# gradient at step 3 on rank 1 undoes step 3 (and runs step 4 again); a synchronous run has no such keys
+# outcomes JSON METRICS: "post_validation of the JSON | undone redone rerun | the metrics lines' post_validation"
+outcomes() {
+    python3 - "$1" "$2" <<'PY' 2>&1
+import json, sys
+d = json.loads(sys.argv[1].strip().splitlines()[-1])
+lines = [json.loads(x) for x in open(sys.argv[2])] if sys.argv[2] else []
+print(",".join(d.get("post_validation", ["-"])), "|", d.get("steps_undone", "-"), d.get("steps_redone", "-"),
+      d.get("steps_rerun", "-"), "|", ",".join(x.get("post_validation", "-") for x in lines if "loss" in x))
+PY
+}
+run 240 env MICROPP_FAULT=1:3:nangrad mpiexec -n 2 "$MICROPP" train "${S[@]}" "${PP[@]}" --schedule zb-h2 \
+    --post-validate --json --metrics pv-undo.jsonl
+got=$(outcomes "$OUT" pv-undo.jsonl)
+want="stood,stood,undone,stood,stood,stood | 1 0 1 | stood,stood,undone,stood,stood,stood"
+[ "$RC" -eq 0 ] && [ "$got" = "$want" ] && pass "postval/--json and --metrics: step 3 undone (nangrad on rank 1), step 4 run again: $got" \
+    || fail "postval/--json and --metrics count the undone step" "rc $RC, got '$got', want '$want'"
+run 240 env MICROPP_FAULT=1:6:nangrad mpiexec -n 2 "$MICROPP" train "${S[@]}" "${PP[@]}" --schedule zb-h2 --post-validate --json
+got=$(outcomes "$OUT" "")
+want="stood,stood,stood,stood,stood,undone | 1 0 0 | "
+[ "$RC" -eq 0 ] && [ "$got" = "$want" ] && pass "postval/--json: the last step undone, no next step to run again: $got" \
+    || fail "postval/--json: the last step undone" "rc $RC, got '$got', want '$want'"
+run 240 env MICROPP_FAULT=0:3:skip mpiexec -n 2 "$MICROPP" train "${S[@]}" "${PP[@]}" --schedule zb-h2 --json --metrics sync.jsonl
+got=$(outcomes "$OUT" sync.jsonl)
+want="- | - - - | -,-,-,-,-,-"
+[ "$RC" -eq 0 ] && [ "$got" = "$want" ] && pass "postval/--json and --metrics: a synchronous run (skip at step 3) has no post-validation keys" \
+    || fail "postval/a synchronous run has no post-validation keys" "rc $RC, got '$got', want '$want'"
+
 # --clip-grad: the norm arrives a step late; a step that clips is redone from its gradients, clipped: the
 # synchronous clipping run's weights (3 of 6 steps clip at 0.012), byte for byte
 clipped() {  # NAME N ARGS...
     local name=$1 n=$2; shift 2
     local C=(--clip-grad 0.012 --json)
-    train "$n" "$name-cpv" "" --post-validate "${C[@]}" "$@"
-    local rc=$RC steps
+    train "$n" "$name-cpv" "" --post-validate "${C[@]}" --metrics "$name.jsonl" "$@"
+    local rc=$RC steps redone
     steps=$(python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["steps_clipped"])' <<<"$OUT" 2>/dev/null)
+    redone=$(python3 - "$OUT" "$name.jsonl" <<'PY' 2>&1
+import json, sys
+d = json.loads(sys.argv[1].strip().splitlines()[-1])
+lines = [json.loads(x)["post_validation"] for x in open(sys.argv[2]) if '"loss"' in x]
+want = ["redone" if c else "stood" for c in d["clipped"]]
+ok = d["post_validation"] == want == lines and d["steps_undone"] == 0
+print(d["steps_redone"] if ok else "per step %s, metrics %s, clipped %s" % (d["post_validation"], lines, d["clipped"]))
+PY
+)
     train "$n" "$name-csync" "" "${C[@]}" "$@"
     if [ "$rc" -ne 0 ] || [ "$RC" -ne 0 ]; then fail "postval/--clip-grad $name" "exit $rc, $RC: $(head -c 300 <<<"$ERR")"
     elif [ "$steps" != 3 ]; then fail "postval/--clip-grad $name" "steps clipped: '$steps', expected 3"
+    elif [ "$redone" != 3 ]; then fail "postval/--clip-grad $name" "--json steps_redone / post_validation, --metrics: $redone"
     elif ! same "$name-cpv" "$name-csync"; then fail "postval/--clip-grad $name" "the weights differ from the synchronous clipping run's"
-    else pass "postval/--clip-grad $name: 3 of 6 steps clip, redone once the norm arrives; the synchronous run's weights, byte for byte"; fi
+    else pass "postval/--clip-grad $name: 3 of 6 steps clip, redone once the norm arrives (--json steps_redone 3, per step in --json and --metrics); the synchronous run's weights, byte for byte"; fi
 }
 clipped "monolith" 1
 clipped "pp 2 zb-h2" 2 "${PP[@]}" --schedule zb-h2

@@ -2,7 +2,8 @@
 // limits and cost ratios its lists are complete (every F, I and W once per rank, in dependency
 // order), deadlock-free, within the limit on every stage, no worse than zb-h2 (at zb-h2's 2K-1) and
 // zb-h1 (at K) in the overlapped measure, and at most 0.01 of bubble with room for 2K micro-batches
-// at F = I = W.
+// at F = I = W; schedule_auto_bound is at most the longest rank span of every schedule of its placement
+// (zb-h1, zb-h2, zb-auto; zb-v, v-half, v-min, zb-auto-v) on random costs, each stage its own.
 #include <stdlib.h>
 #include "unit.h"
 #include "schedule.h"
@@ -143,7 +144,54 @@ static void test_paper(void) {
            "%s", why);
 }
 
+// The bound is a bound: on 300 random cost sets (each stage its own F, I, W in 0.2..3, transfer 0..0.5),
+// K 1..8, M K..4K, no schedule of the placement has a longest rank span below it: the one-chunk built-ins
+// and zb-auto (room 2K and K), the V's built-ins and zb-auto-v (room 2K and its least).
+static double lcg(unsigned long long *x) {
+    *x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(*x >> 11) / 9007199254740992.0;
+}
+static double span_of(const AutoSpec *a, int kind, const SchedFile *file) {
+    SimSpec sp = {.kind = kind, .file = file, .K = a->K, .M = a->M, .v = a->v == 2 ? 2 : 1, .comm = a->comm,
+                  .stage_f = a->f, .stage_b = a->b, .stage_w = a->w};
+    SimResult r;
+    schedule_sim(&sp, &r);
+    double span = r.deadlock ? INFINITY : r.span;
+    sim_result_free(&r);
+    return span;
+}
+static void test_bound_random(void) {
+    static const int one[] = {SCHED_ZBH1, SCHED_ZBH2}, vee[] = {SCHED_ZBV, SCHED_VHALF, SCHED_VMIN};
+    unsigned long long seed = 35;
+    int cases = 0, bad = 0;
+    char why[300] = "";
+    for (int t = 0; t < 300; t++) {
+        int K = 1 + t % 8, M = K + (int)(lcg(&seed) * 3 * K + 0.5), V = t / 8 % 2 ? 2 : 1;
+        double cost[24];
+        for (int i = 0; i < 3 * K; i++) cost[i] = 0.2 + 2.8 * lcg(&seed);
+        AutoSpec a = {K, M, cost, cost + K, cost + 2 * K, 0.5 * lcg(&seed), 2 * K, 1, V};
+        double bound = schedule_auto_bound(&a), span[6];
+        int n = 0;
+        for (int k = 0; k < (V == 2 ? 3 : 2); k++)
+            if (!schedule_check(V == 2 ? vee[k] : one[k], K, M, V)) span[n++] = span_of(&a, V == 2 ? vee[k] : one[k], NULL);
+        for (int room = 0; room < 2; room++) {
+            SchedFile sf;
+            a.limit = room ? K : 2 * K;
+            schedule_auto(&a, &sf, NULL);
+            span[n++] = span_of(&a, V == 2 ? SCHED_ZBAUTOV : SCHED_ZBAUTO, &sf);
+            sched_file_free(&sf);
+        }
+        for (int i = 0; i < n; i++, cases++)
+            if (!(bound <= span[i] * (1 + 1e-12)) && !bad++)
+                snprintf(why, sizeof why, "K=%d M=%d v=%d candidate %d: span %.6f below the bound %.6f", K, M, V, i,
+                         span[i], bound);
+    }
+    EXPECT("zb-auto/bound: no span below schedule_auto_bound (300 random cost sets, K 1..8, M K..4K, one chunk and "
+           "the V, the built-ins and the searches)", !bad && cases > 900, "%s (%d cases)", why, cases);
+}
+
 int main(void) {
+    test_bound_random();
     test_paper();
     test_grid();
     test_tight();

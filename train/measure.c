@@ -12,10 +12,16 @@
 void measure_init(Measure *m, long long steps, int epochs) {
     memset(m, 0, sizeof *m);
     double **per_step[] = {&m->step_s, &m->busy_s, &m->span_s, &m->step_start,
-                           &m->loss, &m->gemm_s, &m->comm_s, &m->exposed_s, &m->grad_norm, &m->clip_scale, &m->tp_s};
+                           &m->loss, &m->gemm_s, &m->comm_s, &m->exposed_s, &m->grad_norm, &m->clip_scale, &m->tp_s,
+                           &m->postval};
     for (size_t i = 0; i < sizeof per_step / sizeof *per_step; i++)
         *per_step[i] = xcalloc((size_t)steps, sizeof(double));
     if (epochs) m->epoch = xcalloc((size_t)epochs, sizeof(EpochStat));
+}
+
+const char *measure_postval_name(int postval) {
+    static const char *names[3] = {"stood", "undone", "redone"};
+    return postval >= 1 && postval <= 2 ? names[postval] : names[0];
 }
 
 void measure_moe(Measure *m, long long steps, int E) {
@@ -54,7 +60,7 @@ void measure_free(Measure *m) {
     free(m->moe.load); free(m->moe.dropped); free(m->moe.assigned); free(m->moe.aux);
     free(m->step_s); free(m->busy_s); free(m->span_s); free(m->loss); free(m->gemm_s); free(m->ev);
     free(m->step_start); free(m->comm_s); free(m->exposed_s); free(m->epoch);
-    free(m->grad_norm); free(m->clip_scale); free(m->tp_s);
+    free(m->grad_norm); free(m->clip_scale); free(m->tp_s); free(m->postval);
     memset(m, 0, sizeof *m);
 }
 

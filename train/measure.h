@@ -42,6 +42,8 @@ typedef struct {
     double *step_start;  // now_sec() at the step's start (after the step barrier in a pipeline)
     double *grad_norm;   // --clip-grad: the global L2 norm of the step's gradients, before clipping ...
     double *clip_scale;  // ... and the factor they were scaled by (1: not clipped)
+    double *postval;     // --post-validate: the step's update 0 stood, 1 undone (a rank's non-finite gradient:
+                         // the step skipped), 2 redone (--clip-grad: clipped once the norm arrived)
     Event *ev;           // every action (trace.h), times from its step's start
     int n_ev, cap_ev;
     EpochStat *epoch;    // --epochs: [epochs], n_epoch of them run
@@ -64,6 +66,8 @@ void measure_moe_keep(Measure *m, const double *v, int step);  // a step's E + 3
 typedef struct { double dropped, dropped_share, aux, busiest; } MoeMeans;
 MoeMeans measure_moe_means(const Measure *m, int start, int n, double *load);
 void measure_free(Measure *m);
+// --post-validate: the name of a step's outcome (Measure's postval 0, 1, 2): "stood", "undone", "redone".
+const char *measure_postval_name(int postval);
 // This rank's peak gemm rate at the run's precision: on the host a short measured gemm (256^3, a warm-up
 // and the fastest of 5 to 40 timed, about 30 ms; the BLAS threads and precision as set), on a GPU its
 // datasheet's dense figure by the device's name (tf32: fp32 on tensor cores). MICROPP_PEAK_GFLOPS (tests)

@@ -114,7 +114,7 @@ static int put_num(char *s, size_t n, const char *key, const char *fmt, double v
 }
 
 void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, double samples_s, double bubble,
-                  double mfu, double grad_norm, int clipped, const MoeSteps *moe) {
+                  double mfu, double grad_norm, int clipped, int postval, const MoeSteps *moe) {
     if (!mx->on) return;
     char s[512 + 24 * 4096];  // (a load per expert)
     int k = snprintf(s, sizeof s, "{\"step\":%d", step);
@@ -128,6 +128,8 @@ void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, 
         k += put_num(s + k, sizeof s - (size_t)k, "grad_norm", "%.7g", grad_norm);
         k += snprintf(s + k, sizeof s - (size_t)k, ",\"clipped\":%s", clipped ? "true" : "false");
     }
+    if (postval >= 0)
+        k += snprintf(s + k, sizeof s - (size_t)k, ",\"post_validation\":\"%s\"", measure_postval_name(postval));
     for (int e = 0; moe && e < moe->E; e++)
         k += snprintf(s + k, sizeof s - (size_t)k, "%s%.0f", e ? "," : ",\"moe_load\":[",
                       moe->load[(size_t)(step - 1) * moe->E + e]);

@@ -22,10 +22,11 @@ void metrics_open(Metrics *mx, const char *path, int rank, int start);
 // of the ranks' summed peak; null when the peak is unknown), the bubble of a pipeline (NAN: none, the key is
 // left out), and with
 // --clip-grad the gradients' global norm and whether they were clipped (grad_norm NAN: no clipping, both keys
-// left out); with --experts (moe->E) the step's rows per expert, dropped assignments and auxiliary loss
-// (moe_load, moe_dropped, moe_aux).
+// left out); with --post-validate (postval >= 0, Measure's postval) what became of the step's update
+// (post_validation: "stood", "undone" or "redone"; postval -1: the key left out); with --experts (moe->E) the
+// step's rows per expert, dropped assignments and auxiliary loss (moe_load, moe_dropped, moe_aux).
 void metrics_step(Metrics *mx, int step, double loss, double lr, double step_s, double samples_s, double bubble,
-                  double mfu, double grad_norm, int clipped, const MoeSteps *moe);
+                  double mfu, double grad_norm, int clipped, int postval, const MoeSteps *moe);
 // An evaluation on the held-out rows after `step` (1-based) of a run that counts steps (--eval-every, and
 // its final one): a test point of micropp plot's loss and accuracy curves.
 void metrics_eval(Metrics *mx, int step, double test_loss, double accuracy);

@@ -74,6 +74,23 @@ static void json_clip(cJSON *o, const TrainConfig *c, const Measure *m, int star
     cJSON_AddNumberToObject(o, "steps_clipped", count);
 }
 
+// --post-validate: per step run what became of its optimistic update ("stood", "undone": a rank's non-finite
+// gradient, the step skipped; "redone": --clip-grad's norm said it clips), the counts of each, and how many
+// times the next step ran again from the parameters put back (every undone or redone step but the run's last).
+static void json_postval(cJSON *o, const Measure *m, int start, int n) {
+    cJSON *a = cJSON_AddArrayToObject(o, "post_validation");
+    int count[3] = {0, 0, 0}, rerun = 0;
+    for (int i = start; i < start + n; i++) {
+        int k = (int)m->postval[i];
+        cJSON_AddItemToArray(a, cJSON_CreateString(measure_postval_name(k)));
+        count[k]++;
+        rerun += k > 0 && i < start + n - 1;
+    }
+    cJSON_AddNumberToObject(o, "steps_undone", count[1]);
+    cJSON_AddNumberToObject(o, "steps_redone", count[2]);
+    cJSON_AddNumberToObject(o, "steps_rerun", rerun);
+}
+
 // --experts: the layer's options, the rows each expert got, the drops and the auxiliary loss, per step
 // run (summed over the MoE layers and ranks) and as means.
 static void json_moe(cJSON *o, const TrainConfig *c, const Measure *m, int start, int n) {
@@ -158,6 +175,7 @@ void summary_json(const Run *r, const Summary *s) {
     }
     cJSON_AddItemToObject(o, "losses", cJSON_CreateDoubleArray(m->loss + start, s->n_run));  // steps start+1..steps
     if (c->guard.clip_grad > 0) json_clip(o, c, m, start, s->n_run);
+    if (c->guard.post_validate) json_postval(o, m, start, s->n_run);
     if (m->moe.E) json_moe(o, c, m, start, s->n_run);
     if (c->ckpt.resume[0]) cJSON_AddStringToObject(o, "resumed_from", c->ckpt.resume);
     if (r->progress.saved_step >= 0) {
