@@ -686,26 +686,6 @@ static void gather_facts(const TrainConfig *c, const Plan *p, Data *data, Hardwa
     f->resume_step = c->ckpt.resume[0] ? ckpt_resume_step(c->ckpt.resume, MPI_COMM_WORLD) : 0;
 }
 
-// The prediction of the run's layout for the summary: --auto's pick, or --profile's price of the layout as given
-// (one it cannot price ends every rank); a profile of another machine named in plan's warning line.
-static void predict_run(const TrainConfig *cfg, const Degrees *deg, Candidate *pick, AutoPick *out) {
-    if (!cfg->auto_layout && cfg->profile[0]) {  // the layout as given, priced by the profile
-        double device = 0;
-        char why[PATH_LEN + 600], msg[PATH_LEN + 640];
-        int rc = price_layout(cfg->profile, 1, cfg, deg, &device, pick, NULL, why, sizeof why);
-        snprintf(msg, sizeof msg, "train: --profile %s", why);
-        agree_on_error(rc ? msg : NULL);
-    }
-    if (cfg->auto_layout || cfg->profile[0]) {  // (the summary reports the prediction beside the measured step)
-        out->step_ms = pick->pr.step_s * 1e3;
-        out->picked = cfg->auto_layout;
-        out->peak_flops = cfg->profile[0] ? pick->pr.peak : 0;
-        layout_name(&pick->l, out->layout, sizeof out->layout);
-    }
-    if (cfg->profile[0] && !cfg->json && comm_world_rank() == 0)
-        price_foreign(stdout, cfg->profile, cfg, comm_world_size());
-}
-
 int cmd_train(int argc, char **argv) {
     comm_init(&argc, &argv);
     OptionsSeen seen;
@@ -719,7 +699,7 @@ int cmd_train(int argc, char **argv) {
         user_error("%s", err);
     wd_set_timeout(cfg.timeout);
     Run run = {.c = &cfg, .wire.rank = comm_world_rank()}, *r = &run;
-    predict_run(&cfg, &deg, &pick, &r->predicted);
+    price_train_run(&cfg, &deg, &pick, &r->predicted);
     const Plan *p = &r->p;
     SchedFile sched_file = {0};
     Facts facts = {.world = comm_world_size(),

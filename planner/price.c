@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include "base/ops.h"
 #include "base/util.h"
+#include "comms.h"
 #include "planner/cache.h"
 #include "planner/memory.h"
 #include "planner/price.h"
@@ -72,7 +73,7 @@ int price_layout(const char *path, int measured_only, const TrainConfig *c, cons
     return rc;
 }
 
-void price_foreign(FILE *f, const char *path, const TrainConfig *c, int world) {
+static void price_foreign(FILE *f, const char *path, const TrainConfig *c, int world) {
     Profile *pf = xmalloc(sizeof *pf);
     char why[PATH_LEN + 400], out[PATH_LEN + 600] = "";
     if (!cost_load(path, pf, why, sizeof why)) cache_foreign(pf->source, c, world, out, sizeof out);
@@ -183,4 +184,24 @@ int price_plan(const TrainConfig *c, const Degrees *d, const PriceAsk *ask, char
     print_crossover(ask->path, c, d);
     printf("run: %s\n", cmd);
     return 0;
+}
+
+// The prediction of the run's layout for the summary: --auto's pick, or --profile's price of the layout as given
+// (one it cannot price ends every rank); a profile of another machine named in plan's warning line.
+void price_train_run(const TrainConfig *cfg, const Degrees *deg, Candidate *pick, AutoPick *out) {
+    if (!cfg->auto_layout && cfg->profile[0]) {  // the layout as given, priced by the profile
+        double device = 0;
+        char why[PATH_LEN + 600], msg[PATH_LEN + 640];
+        int rc = price_layout(cfg->profile, 1, cfg, deg, &device, pick, NULL, why, sizeof why);
+        snprintf(msg, sizeof msg, "train: --profile %s", why);
+        agree_on_error(rc ? msg : NULL);
+    }
+    if (cfg->auto_layout || cfg->profile[0]) {  // (the summary reports the prediction beside the measured step)
+        out->step_ms = pick->pr.step_s * 1e3;
+        out->picked = cfg->auto_layout;
+        out->peak_flops = cfg->profile[0] ? pick->pr.peak : 0;
+        layout_name(&pick->l, out->layout, sizeof out->layout);
+    }
+    if (cfg->profile[0] && !cfg->json && comm_world_rank() == 0)
+        price_foreign(stdout, cfg->profile, cfg, comm_world_size());
 }

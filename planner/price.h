@@ -4,6 +4,7 @@
 #pragma once
 #include <stdio.h>
 #include "planner/auto.h"
+#include "train/run.h"  // AutoPick
 
 // One layout's degrees for `plan --profile/--machine`: plan's lists (lists[0] --dp, [1] --zero, [2]
 // --schedule; "" when not given) must give one value each, set into c's options, then the degrees resolved
@@ -18,9 +19,10 @@ Layout layout_of(const TrainConfig *c, const Degrees *d);
 // costs' origin in words, when not NULL. 0, or -1 with one line in err naming the file or the layout.
 int price_layout(const char *path, int measured_only, const TrainConfig *c, const Degrees *d, double *device,
                  Candidate *k, char *source, char *err, size_t n);
-// `train --profile`: the profile at path measured with another BLAS, BLAS core or thread count than this
-// machine runs c with is named on f in the one warning line plan prints (cache_foreign); nothing otherwise.
-void price_foreign(FILE *f, const char *path, const TrainConfig *c, int world);
+// `train`'s prediction of its layout for the summary, into out: --auto's pick (in pick), or --profile's price of
+// the layout as given (one it cannot price ends every rank); a profile measured with another BLAS, BLAS core or
+// thread count than this machine runs cfg with is named in the one warning line plan prints (cache_foreign).
+void price_train_run(const TrainConfig *cfg, const Degrees *deg, Candidate *pick, AutoPick *out);
 // `plan --profile/--machine` without --auto: what to price and how to show it.
 typedef struct {
     const char *path;  // the profile or machine file
