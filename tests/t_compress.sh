@@ -5,8 +5,8 @@
 # topk:0.1 sends a tenth (its JSON bytes: the pairs' ring all-gather against the exact sum's ring all-reduce)
 # and trains another way; --verify checks step 1's exact sum and says so; a resumed run repeats the
 # uninterrupted losses bit for bit (each rank's error buffers in its file), and reads its own; a checkpoint
-# without them is refused; bad input is one line and exit 2. PowerSGD at full rank (R = --hidden: every matrix's
-# min(out, in)) is ddp within float rounding; powersgd:R and sign send what their formulas say, train the loss
+# without them is refused (or resumed with --fresh-state: the buffers from zero); bad input is one line and
+# exit 2. PowerSGD at full rank (R = --hidden: every matrix's min(out, in)) is ddp within float rounding; powersgd:R and sign send what their formulas say, train the loss
 # down, resume bit for bit (the error buffers and Q), refuse another compressor's checkpoint; 4 replicas end
 # alike (train compares their checksums at the end, and fails the run when they differ). plan prices a compressed
 # ddp layout apart from ddp, prints its crossover bandwidth, and refuses a bad R.
@@ -60,8 +60,20 @@ sys.exit(0 if a[8:] != b else 1)' "$whole" "$other" 2>/dev/null &&
 run 120 mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --resume "$TMP/ck"
 [ "$RC" -eq 0 ] && pass "ddp resumes a compressed run's checkpoint" || fail "ddp resumes a compressed run's checkpoint" "$ERR"
 train_json 2 --dp 2 --steps 8 --save "$TMP/plain" >/dev/null
-expect_user_error "a checkpoint without error buffers" "holds no state for this --compress on rank 0 .*cannot open" 120 \
+expect_user_error "a checkpoint without error buffers" \
+    "holds no state for this --compress on rank 0 .*cannot open.*or with --fresh-state" 120 \
     mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --compress topk:0.1 --resume "$TMP/plain"
+# --fresh-state: the error buffers start at zero, so the plain checkpoint resumes, and the compressed one trains
+# otherwise than when its buffers are read
+fresh=$(train_json 2 --dp 2 --steps 10 --compress topk:0.1 --resume "$TMP/plain" --fresh-state)
+[[ $fresh == "{"* ]] && pass "--fresh-state resumes a checkpoint without error buffers" ||
+    fail "--fresh-state resumes a checkpoint without error buffers" "$fresh"
+fresh=$(train_json 2 --dp 2 --steps 14 --compress topk:0.05 --resume "$TMP/ck" --fresh-state)
+python3 -c 'import json,sys; a, b = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"]
+sys.exit(0 if a[8:] != b and len(b) == 6 else 1)' "$whole" "$fresh" 2>/dev/null &&
+    pass "--fresh-state reads no error buffers" || fail "--fresh-state reads no error buffers" "$fresh"
+expect_user_error "--fresh-state without --compress" "--fresh-state starts the state of --compress or --sync-every" 60 \
+    mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --resume "$TMP/plain" --fresh-state
 
 # ---- PowerSGD and sign ----
 full=$(train_json 2 --dp 2 --steps 12 --compress powersgd:32)  # (the head [2, 32] takes rank 2: its min(out, in))
