@@ -1,8 +1,8 @@
 // planner/auto.c: the planner's search (planner/auto.h): the layouts of a world enumerated axis by axis,
 // each priced by predict_step and checked against the device's memory, then ranked. Checkpointing is
 // tried only where a layout does not fit without it (it can only cost time); bf16 where the profile
-// priced it; --tp widths within a node; ZeRO levels where there are replicas (tp_widths, try_zeros); for plan
-// --auto, the data-parallel methods on the ddp rows where they pay (try_methods).
+// priced it; --tp widths within a node; ZeRO levels where there are replicas (tp_widths, try_zeros); the
+// data-parallel methods on the ddp rows where they pay, or as --methods says (try_methods).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +79,7 @@ static void try_layout(const Profile *pf, const TrainConfig *c, Layout l, Search
     push(s, cap, &k);
 }
 
-// The methods plan --auto tries on a ddp row (one replica per rank, no ZeRO): a few of each, priced from the
+// The methods --auto tries on a ddp row (one replica per rank, no ZeRO, tp or ep): a few of each, priced from the
 // profile's links as the crossover line prices them (planner/predict.c rank_tail).
 static const struct { int compress; double arg; int H; } methods[] = {
     {COMPRESS_POWERSGD, 1, 0}, {COMPRESS_POWERSGD, 4, 0}, {COMPRESS_POWERSGD, 16, 0}, {COMPRESS_SIGN, 0, 0},
@@ -87,7 +87,7 @@ static const struct { int compress; double arg; int H; } methods[] = {
 
 static int method_row(const Layout *l) { return l->pp == 1 && l->tp == 1 && l->zero == 0 && l->dp > 1 && l->ep <= 1; }
 
-// Layout l (a ddp row) with each method: those --methods lists, else (plan --auto's default) each whose step is at
+// Layout l (a ddp row) with each method: those --methods lists, else (--auto's default) each whose step is at
 // least METHOD_GAIN below exact_s, the same layout's with the exact sum (0: none priced).
 static void try_methods(const Profile *pf, const TrainConfig *c, Layout l, double exact_s, Search *s, int *cap) {
     if (!want || !(want->methods || want->try_methods) || !method_row(&l)) return;

@@ -29,7 +29,7 @@ typedef struct {
     int precision;            // PRECISION_* + 1 (0: any)
     unsigned schedules;       // bit k: schedule kind k (0: the kinds the table marks searched)
     unsigned methods;         // --methods: bit m, METHOD_* m on the ddp rows (0: not given)
-    int try_methods;          // plan --auto without --methods: each method where it pays (0: the exact sum alone)
+    int try_methods;          // --auto without --methods: each method where it pays (0: the exact sum alone)
 } Constraint;
 // The data-parallel methods of --methods (plan --auto): the exact sum, then COMPRESS_TOPK, _POWERSGD, _SIGN
 // (axes/data.h) at their own numbers, and local SGD.
