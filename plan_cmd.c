@@ -45,6 +45,7 @@ typedef struct {
     char out[PATH_LEN];            // --calibrate: where the profile goes
     char by[PATH_LEN];             // --auto --by family: the best of each family
     char explain[PATH_LEN];        // --auto --explain A,B: two ranks' parts side by side
+    char methods[PATH_LEN];        // --auto --methods LIST: the data-parallel methods the ddp rows may use
     int64_t validate;              // --auto --validate K (under mpiexec): run the top K and each family's best
     char zero[PATH_LEN];           // ZeRO levels "0,1,2,3" (a column when given)
     char tp[PATH_LEN];             // tensor-parallel degrees "1,2,4" or "all" (a column when several)
@@ -85,6 +86,9 @@ static const Option extra_options[] = {
      0},
     {"explain", 0, OPT_STR, P(explain), 0, 0, 0, "RANKS",
      "--auto: two ranks of the table, A,B (e.g. 1,3): their steps split into their parts, and each difference", 0},
+    {"methods", 0, OPT_STR, P(methods), 0, 0, 0, "LIST",
+     "--auto: the data-parallel methods its ddp rows may use, a comma list of " METHOD_NAMES " (default: the exact "
+     "sum, and each method where it cuts the step by 10% or more; a method changes the numerics)", 0},
     {"calibrate", 0, OPT_BOOL, P(calibrate), 0, 0, 0, 0,
      "under mpiexec: time this model's layers, messages and collectives on this world; write --out", 0},
     {"out", 'o', OPT_STR, P(out), 0, 0, 0, "FILE",
@@ -486,6 +490,9 @@ static void check_auto(const PlanCmd *pc) {
     for (size_t i = 0; pc->auto_ && i < 3; i++)
         if (seen_typed(&pc->seen, searched[i]))
             user_error("plan: --auto searches --%s itself: drop it (or drop --auto to plan that layout)", searched[i]);
+    if (pc->methods[0] && !pc->auto_)
+        user_error("plan: --methods '%s' narrows --auto's search: add --auto (one layout takes --compress or "
+                   "--sync-every)", pc->methods);
     if (pc->by[0] && (!pc->auto_ || strcmp(pc->by, "family")))
         user_error("plan: --by '%s': --auto --by family shows the best of each family: give it so", pc->by);
     int ab[3], n_ab = pc->explain[0] ? parse_int_list(pc->explain, ab, 3) : 0;
@@ -582,7 +589,7 @@ static void print_auto(const PlanCmd *pc, const Profile *pf, const Search *s0, c
 }
 
 // What was typed beside --auto, as the search's constraints: --pp, --tp and --zero lists, --schedule's
-// kinds, --micro-batches, --precision.
+// kinds, --micro-batches, --precision, --methods (without it, each method where it pays).
 static void auto_constraint(const PlanCmd *pc, Constraint *k) {
     char why[PATH_LEN + 160];
     int kinds[MAX_LIST], n;
@@ -597,6 +604,9 @@ static void auto_constraint(const PlanCmd *pc, Constraint *k) {
     for (int i = 0; sched && i < n; i++) k->schedules |= 1u << kinds[i];
     if (seen_typed(&pc->seen, "micro-batches")) k->M = (int)pc->t.pipe.micro_batches;
     if (seen_typed(&pc->seen, "precision")) k->precision = pc->t.precision + 1;
+    if (seen_typed(&pc->seen, "methods") && !(k->methods = auto_parse_methods(pc->methods, why, sizeof why)))
+        user_error("plan: %s", why);
+    k->try_methods = !k->methods;
 }
 
 // --auto: the costs, the device's bytes, the search, the table and the best layout's command.
@@ -673,8 +683,9 @@ static int plan_auto(PlanCmd *pc, const char *shape) {
     auto_search_in(pf, c, world, device, &k, &s);
     if (!s.n)
         user_error("plan: no layout of %d ranks can run this model (%d tried)%s", world, s.n_tried,
-                   memcmp(&k, &(Constraint){0}, sizeof k) ? " within the --pp, --tp, --zero, --schedule, "
-                   "--micro-batches or --precision given: widen them"
+                   memcmp(&k, &(Constraint){.try_methods = k.try_methods}, sizeof k)
+                       ? " within the --pp, --tp, --zero, --schedule, --micro-batches, --precision or --methods given: "
+                         "widen them"
                    : ": give a --batch the replicas divide, or a --world with fewer ranks");
     int model_flags = !c->config[0] || pc->params[0];
     for (size_t i = 1; i < 6; i++) model_flags |= seen_typed(&pc->seen, model_names[i]);  // layers .. batch

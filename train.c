@@ -251,18 +251,22 @@ static void setup_checkpoints(Run *r, int verbose) {
         printf("resumed from %s: %s; training steps %d-%lld\n", c->ckpt.resume, desc, r->progress.start + 1, p->steps);
 }
 
-// --sync-every: local SGD's outer loop, its anchor the parameters as set up or resumed (with its state).
+// --sync-every: local SGD's outer loop, its anchor the parameters as set up or resumed (with its state, unless
+// --fresh-state).
 static void setup_localsgd(Run *r) {
     LocalSgd *l = r->model.outer = xcalloc(1, sizeof *l);
     localsgd_setup(l, &r->p, &r->wire.comm, r->model.local, r->model.n_local);
-    if (r->c->ckpt.resume[0]) localsgd_resume(l, r->c->ckpt.resume, r->progress.start, r->c->optimizer);
+    if (r->c->ckpt.resume[0] && !r->c->ckpt.fresh_state)
+        localsgd_resume(l, r->c->ckpt.resume, r->progress.start, r->c->optimizer);
 }
 
-// --compress: each stage's compressor, its error buffers zero or resumed (--verify: step 1's exact sum kept).
+// --compress: each stage's compressor, its error buffers zero (no --resume, or --fresh-state) or resumed (--verify:
+// step 1's exact sum kept).
 static void setup_compress(Run *r) {
     Model *m = &r->model;
     compress_setup(&r->p, m->sync, m->n_sync, r->c->verify);
-    if (r->c->ckpt.resume[0]) compress_resume(m->sync, m->n_sync, r->c->ckpt.resume, r->progress.start);
+    if (r->c->ckpt.resume[0] && !r->c->ckpt.fresh_state)
+        compress_resume(m->sync, m->n_sync, r->c->ckpt.resume, r->progress.start);
 }
 
 static void run_free(Run *r) {

@@ -342,7 +342,8 @@ void compress_resume(GradSync *sync, int n_sync, const char *dir, long long step
     if (why[0])
         snprintf(err, sizeof err,
                  "train: --resume %s holds no state for this --compress on rank %d (%s: %s): resume it with the "
-                 "ranks, layout and --compress that saved it, or without --compress",
+                 "ranks, layout and --compress that saved it, without --compress, or with --fresh-state (error buffers "
+                 "from zero)",
                  dir, sync[0].comm->rank, path, why);
     agree_on_error(err[0] ? err : NULL);
 }

@@ -195,7 +195,8 @@ void localsgd_resume(LocalSgd *l, const char *dir, long long step, int optimizer
     if (why[0])
         snprintf(err, sizeof err,
                  "train: --resume %s holds no local SGD state for --sync-every on rank %d (%s: %s): resume it with "
-                 "the ranks and layout that saved it with --sync-every, or without --sync-every",
+                 "the ranks and layout that saved it with --sync-every, without --sync-every, or with --fresh-state "
+                 "(the outer state from zero)",
                  dir, l->comm->rank, path, why);
     agree_on_error(err[0] ? err : NULL);
 }

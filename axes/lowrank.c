@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/data.h"  // rng_normal, rng_key
+#include "base/ops.h"   // backend_cpu.gemm
 #include "base/util.h"
 #include "comms/watchdog.h"
 #include "axes/compress.h"
@@ -109,24 +110,20 @@ static void orthogonalise(float *P, size_t rows, size_t R) {
     free(c);
 }
 
-// out = A B ([m, k] by [k, n]; bt: B given as B^T [n, k]; at: A given as A^T [k, m]), sums in double, each in l's
-// order (A^T's rows in the outer loop, so that both are read in memory order: the same sums).
-static void product(const float *A, const float *B, float *out, size_t m, size_t k, size_t n, int at, int bt) {
-    if (at && !bt) {
-        double *t = xcalloc(m * n, sizeof(double));
-        for (size_t l = 0; l < k; l++)
-            for (size_t i = 0; i < m; i++)
-                for (size_t j = 0; j < n; j++) t[i * n + j] += (double)A[l * m + i] * B[l * n + j];
-        for (size_t i = 0; i < m * n; i++) out[i] = (float)t[i];
-        free(t);
-        return;
-    }
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < n; j++) {
-            double t = 0;
-            for (size_t l = 0; l < k; l++) t += (double)A[at ? l * m + i : i * k + l] * B[bt ? j * k + l : l * n + j];
-            out[i * n + j] = (float)t;
-        }
+// PowerSGD's three products, on host memory, through the CPU backend's gemm (base/ops.h: OpenBLAS, the model's
+// path on the CPU; at --precision bf16 there, oneDNN's). Every replica makes the same calls on the same shapes,
+// and the two that must agree bit for bit (the orthogonalised P and the summed Q) read the same floats everywhere.
+// P [rows, R] = M [rows, cols] Q [cols, R].
+static void m_times_q(const float *M, const float *Q, float *P, size_t rows, size_t cols, size_t R) {
+    backend_cpu.gemm(0, 0, (int)rows, (int)R, (int)cols, 1.0f, M, (int)cols, Q, (int)R, 0.0f, P, (int)R);
+}
+// Q [cols, R] = M^T P.
+static void mt_times_p(const float *M, const float *P, float *Q, size_t rows, size_t cols, size_t R) {
+    backend_cpu.gemm(1, 0, (int)cols, (int)R, (int)rows, 1.0f, M, (int)cols, P, (int)R, 0.0f, Q, (int)R);
+}
+// out [rows, cols] = P Q^T.
+static void p_times_qt(const float *P, const float *Q, float *out, size_t rows, size_t cols, size_t R) {
+    backend_cpu.gemm(0, 1, (int)rows, (int)cols, (int)R, 1.0f, P, (int)R, Q, (int)R, 0.0f, out, (int)cols);
 }
 
 // The layers' whole floats (biases, mixture-of-experts layers) of M into the message at *at, floats.
@@ -155,8 +152,8 @@ static void powersgd(GradSync *g, const Bucket *b, const float *M, float *out, f
     size_t at = 0;
     for (int j = b->lo; j < b->hi; j++)
         if (is_matrix(s, j)) {
-            product(M + stage_layer_off(s, j) - b->off, x->q + x->q_off[j], msg + at, rows_of(s, j), cols_of(s, j),
-                    rank_of(x, s, j), 0, 0);
+            m_times_q(M + stage_layer_off(s, j) - b->off, x->q + x->q_off[j], msg + at, rows_of(s, j), cols_of(s, j),
+                      rank_of(x, s, j));
             at += rows_of(s, j) * rank_of(x, s, j);
         }
     size_t p_n = at;
@@ -170,7 +167,7 @@ static void powersgd(GradSync *g, const Bucket *b, const float *M, float *out, f
         if (is_matrix(s, j)) {
             size_t R = rank_of(x, s, j);
             orthogonalise(x->sum + at, rows_of(s, j), R);
-            product(M + stage_layer_off(s, j) - b->off, x->sum + at, msg + q_n, cols_of(s, j), rows_of(s, j), R, 1, 0);
+            mt_times_p(M + stage_layer_off(s, j) - b->off, x->sum + at, msg + q_n, rows_of(s, j), cols_of(s, j), R);
             at += rows_of(s, j) * R;
             q_n += cols_of(s, j) * R;
         }
@@ -181,7 +178,7 @@ static void powersgd(GradSync *g, const Bucket *b, const float *M, float *out, f
         if (is_matrix(s, j)) {
             size_t rows = rows_of(s, j), cols = cols_of(s, j), R = rank_of(x, s, j), o = stage_layer_off(s, j) - b->off;
             sum_floats(g, q_len, q_n, cols * R, x->q + x->q_off[j]);
-            product(x->sum + at, x->q + x->q_off[j], out + o, rows, R, cols, 0, 1);
+            p_times_qt(x->sum + at, x->q + x->q_off[j], out + o, rows, cols, R);
             for (size_t i = 0; i < rows * cols; i++) e[o + i] = M[o + i] - out[o + i] / (float)g->D;
             at += rows * R;
             q_n += cols * R;

@@ -163,6 +163,7 @@ typedef struct {
         int64_t save_every;     // 0 = only at the end
         char resume[PATH_LEN];  // "" = start from the initial weights
         int save_best;          // with --save and --epochs: keep only the checkpoint of the best test accuracy
+        int fresh_state;        // --resume: --compress's error buffers, --sync-every's outer state start at zero
     } ckpt;
     double timeout;          // watchdog (watchdog.c): the longest wait in seconds, 0 = unbounded
     // the planner (planner/auto.c)

@@ -1,7 +1,8 @@
 // planner/auto.c: the planner's search (planner/auto.h): the layouts of a world enumerated axis by axis,
 // each priced by predict_step and checked against the device's memory, then ranked. Checkpointing is
 // tried only where a layout does not fit without it (it can only cost time); bf16 where the profile
-// priced it; --tp widths within a node; ZeRO levels where there are replicas (tp_widths, try_zeros).
+// priced it; --tp widths within a node; ZeRO levels where there are replicas (tp_widths, try_zeros); the
+// data-parallel methods on the ddp rows where they pay, or as --methods says (try_methods).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +12,14 @@
 #include "model.h"
 #include "planner/auto.h"
 #include "train/plan.h"
+#include "axes/data.h"  // COMPRESS_*
 
 #define SHAPE_SLACK 0.05  // --params under --auto: layers moved by at most this share to suit the pipelines
 #define MAX_M_STEPS 4  // micro-batches tried per pipeline: K, 2K, 4K, 8K (and the config's)
 #define REFINED 16     // the fastest layouts the second pass varies (auto_refine)
+// A method changes the numerics: unasked, it joins the table only where it cuts its layout's step by this share,
+// beyond the prediction's error (plan --auto --validate's regrets run to a few per cent).
+#define METHOD_GAIN 0.10
 
 const char *layout_name(const Layout *l, char *buf, size_t n) {
     const char *mode = l->pp > 1 ? (l->dp > 1 ? "hybrid" : "pp") : (l->dp > 1 ? "ddp" : "monolith");
@@ -34,7 +39,11 @@ const char *layout_name(const Layout *l, char *buf, size_t n) {
         char p[32];
         k += snprintf(buf + k, n - (size_t)k, " @%s", choice_name(PLACEMENT_CHOICES, l->placement, p, sizeof p));
     }
-    if (l->bucket_mb > 0 && k < (int)n) snprintf(buf + k, n - (size_t)k, " bucket %gM", l->bucket_mb);
+    if (l->bucket_mb > 0 && k < (int)n) k += snprintf(buf + k, n - (size_t)k, " bucket %gM", l->bucket_mb);
+    if ((l->compress || l->sync_every) && k < (int)n) {
+        char m[48];
+        snprintf(buf + k, n - (size_t)k, " %s", layout_method(l, m, sizeof m));
+    }
     return buf;
 }
 
@@ -70,12 +79,59 @@ static void try_layout(const Profile *pf, const TrainConfig *c, Layout l, Search
     push(s, cap, &k);
 }
 
-// The expert degrees tried (MoE models): none, and every N >= 2 dividing both dp and the experts.
+// The methods --auto tries on a ddp row (one replica per rank, no ZeRO, tp or ep): a few of each, priced from the
+// profile's links as the crossover line prices them (planner/predict.c rank_tail).
+static const struct { int compress; double arg; int H; } methods[] = {
+    {COMPRESS_POWERSGD, 1, 0}, {COMPRESS_POWERSGD, 4, 0}, {COMPRESS_POWERSGD, 16, 0}, {COMPRESS_SIGN, 0, 0},
+    {COMPRESS_TOPK, 0.01, 0},  {COMPRESS_TOPK, 0.1, 0},   {COMPRESS_NONE, 0, 4},      {COMPRESS_NONE, 0, 16}};
+
+static int method_row(const Layout *l) { return l->pp == 1 && l->tp == 1 && l->zero == 0 && l->dp > 1 && l->ep <= 1; }
+
+// Layout l (a ddp row) with each method: those --methods lists, else (--auto's default) each whose step is at
+// least METHOD_GAIN below exact_s, the same layout's with the exact sum (0: none priced).
+static void try_methods(const Profile *pf, const TrainConfig *c, Layout l, double exact_s, Search *s, int *cap) {
+    if (!want || !(want->methods || want->try_methods) || !method_row(&l)) return;
+    for (size_t i = 0; i < sizeof methods / sizeof *methods; i++) {
+        int kind = methods[i].H ? METHOD_SYNC_EVERY : methods[i].compress;
+        if (want->methods && !(want->methods >> kind & 1)) continue;
+        l.compress = methods[i].compress, l.compress_arg = methods[i].arg, l.sync_every = methods[i].H;
+        Candidate k = {.l = l};
+        char why[PATH_LEN + 200];
+        s->n_tried++;
+        if (predict_step(pf, c, &l, &k.pr, why, sizeof why)) continue;  // (R above the width, --sync-every's rules)
+        k.fits = k.pr.memory <= s->device;
+        if (!want->methods && !(exact_s > 0 && k.pr.step_s <= (1 - METHOD_GAIN) * exact_s)) continue;
+        push(s, cap, &k);
+    }
+}
+
+unsigned auto_parse_methods(const char *list, char *why, size_t n) {
+    char copy[PATH_LEN], name[32], *save = NULL;
+    unsigned bits = 0;
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        int m = 0;
+        while (m <= METHOD_SYNC_EVERY && strcmp(w, choice_name(METHOD_NAMES, m, name, sizeof name))) m++;
+        if (m > METHOD_SYNC_EVERY) {
+            snprintf(why, n, "--methods '%s': '%s' is no method: give a comma list of " METHOD_NAMES, list, w);
+            return 0;
+        }
+        bits |= 1u << m;
+    }
+    if (!bits) snprintf(why, n, "--methods '%s' names none: give a comma list of " METHOD_NAMES, list);
+    return bits;
+}
+
+// The expert degrees tried (MoE models): none, and every N >= 2 dividing both dp and the experts; on a ddp row
+// the exact sum (unless --methods leaves it out), then the methods.
 static void try_experts(const Profile *pf, const TrainConfig *c, Layout l, Search *s, int *cap) {
     for (int N = 1; N <= l.dp; N++) {
         if (N > 1 && (l.dp % N || !c->moe.experts || c->moe.experts % N)) continue;
         l.ep = N;
-        try_layout(pf, c, l, s, cap);
+        int before = s->n;
+        if (!(want && want->methods && !(want->methods & 1 << METHOD_EXACT) && method_row(&l)))
+            try_layout(pf, c, l, s, cap);
+        try_methods(pf, c, l, s->n > before ? s->c[s->n - 1].pr.step_s : 0, s, cap);
     }
 }
 
@@ -281,8 +337,9 @@ int auto_pick(TrainConfig *c, const OptionsSeen *seen, int world, double device,
         free(pf);
         return -1;
     }
-    Search s;
-    auto_search(pf, c, world, device, &s);
+    Search s;  // (the methods as plan --auto tries them, unless the user chose one: the same pick as its best)
+    Constraint k = {.try_methods = !c->ddp.compress[0] && !c->ddp.sync_every};
+    auto_search_in(pf, c, world, device, &k, &s);
     if (!s.n_fit) {
         snprintf(err, n, "train: --auto found no layout of %d ranks that %s: %s", world,
                  s.n ? "fits this machine's memory" : "this model's --batch divides",
@@ -300,11 +357,17 @@ int auto_pick(TrainConfig *c, const OptionsSeen *seen, int world, double device,
 
 const char *auto_numerics(const Layout *l, const TrainConfig *c, char *out, size_t n) {
     out[0] = 0;
-    if (l->precision == c->precision) return out;
-    char a[16], b[16];
-    snprintf(out, n, "  # %s changes the numerics from the model's %s: --precision %s keeps them",
-             choice_name(PRECISION_CHOICES, l->precision, a, sizeof a),
-             choice_name(PRECISION_CHOICES, c->precision, b, sizeof b), b);
+    char a[48];
+    if (l->precision != c->precision) {
+        char b[16];
+        snprintf(out, n, "  # %s changes the numerics from the model's %s: --precision %s keeps them",
+                 choice_name(PRECISION_CHOICES, l->precision, a, sizeof a),
+                 choice_name(PRECISION_CHOICES, c->precision, b, sizeof b), b);
+    }
+    size_t k = strlen(out);
+    if ((l->compress || l->sync_every) && k < n)
+        snprintf(out + k, n - k, "%s --%s%s changes the numerics from ddp's exact sum: --methods exact keeps it out",
+                 k ? ";" : "  #", l->compress ? "compress " : "", layout_method(l, a, sizeof a));
     return out;
 }
 
@@ -322,6 +385,11 @@ struct cJSON *auto_row_json(const Candidate *k, const char *command) {
     if (k->l.ep > 1) cJSON_AddNumberToObject(r, "ep", k->l.ep);
     cJSON_AddBoolToObject(r, "checkpoint_activations", k->l.ckpt);
     cJSON_AddStringToObject(r, "precision", k->l.precision == PRECISION_BF16 ? "bf16" : "fp32");
+    if (k->l.compress) {  // (the ddp rows' method)
+        char m[48];
+        cJSON_AddStringToObject(r, "compress", layout_method(&k->l, m, sizeof m));
+    }
+    if (k->l.sync_every) cJSON_AddNumberToObject(r, "sync_every", k->l.sync_every);
     cJSON_AddNumberToObject(r, "step_s", k->pr.step_s);
     cJSON_AddNumberToObject(r, "samples_s", k->pr.samples_s);
     cJSON_AddNumberToObject(r, "memory_bytes", k->pr.memory);

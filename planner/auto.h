@@ -28,7 +28,13 @@ typedef struct {
     int M;                    // micro-batches of a pipeline (0: any)
     int precision;            // PRECISION_* + 1 (0: any)
     unsigned schedules;       // bit k: schedule kind k (0: the kinds the table marks searched)
+    unsigned methods;         // --methods: bit m, METHOD_* m on the ddp rows (0: not given)
+    int try_methods;          // --auto without --methods: each method where it pays (0: the exact sum alone)
 } Constraint;
+// The data-parallel methods of --methods (plan --auto): the exact sum, then COMPRESS_TOPK, _POWERSGD, _SIGN
+// (axes/data.h) at their own numbers, and local SGD.
+enum { METHOD_EXACT, METHOD_SYNC_EVERY = 4 };
+#define METHOD_NAMES "exact|topk|powersgd|sign|sync-every"
 // Every layout of `world` ranks for the model c on the profile; device: the bytes of one rank.
 void auto_search(const Profile *pf, const TrainConfig *c, int world, double device, Search *out);
 // The same within what k allows (NULL: everything).
@@ -39,6 +45,8 @@ void auto_free(Search *s);
 // pipeline degree of `world` (a divisor of it) that allows it, so that the pipelines divide the shape;
 // said: what moved, in words ("" when nothing did).
 int auto_layers_divisible(int layers, int world, char *said, size_t n);
+// --methods LIST: a bit per METHOD_* it names, or 0 with one line in why.
+unsigned auto_parse_methods(const char *list, char *why, size_t n);
 // One layout in words: "hybrid zb-h1 M=8 tp2 zero1 ckpt bf16".
 const char *layout_name(const Layout *l, char *buf, size_t n);
 // The ranked table: the first `top` fitting rows (and the best that does not fit, when none does);

@@ -20,6 +20,10 @@ typedef struct {
     int schedule, v, M;   // pp > 1: the schedule (SCHED_*), chunks per rank, micro-batches per replica
     int ckpt;             // activation checkpointing (pipelines)
     int precision;        // PRECISION_*
+    // plan --auto's ddp rows (auto.c try_methods): the data-parallel method, which changes the numerics
+    int compress;         // --compress's method (COMPRESS_*, axes/data.h; 0: the exact sum)
+    double compress_arg;  // ... its number: topk's F, powersgd's R
+    int sync_every;       // --sync-every H (0: none)
     // what the search's second pass varies on its leaders (auto_search): 0 or "" = train's default
     int placement;        // PLACEMENT_* (--placement)
     double bucket_mb;     // --bucket-mb

@@ -39,6 +39,17 @@ void layout_apply(const Layout *l, TrainConfig *c, Degrees *d) {
     c->pipe.schedule_file[0] = 0;
     if (l->placement) c->ddp.placement = l->placement;
     if (l->bucket_mb > 0) c->ddp.bucket_mb = l->bucket_mb;
+    if (l->compress) layout_method(l, c->ddp.compress, sizeof c->ddp.compress);
+    if (l->sync_every) c->ddp.sync_every = l->sync_every;
+}
+
+const char *layout_method(const Layout *l, char *out, size_t n) {
+    if (l->sync_every) snprintf(out, n, "sync-every %d", l->sync_every);
+    else if (l->compress == COMPRESS_SIGN) snprintf(out, n, "sign");
+    else if (l->compress)
+        snprintf(out, n, "%s:%g", l->compress == COMPRESS_TOPK ? "topk" : "powersgd", l->compress_arg);
+    else out[0] = 0;
+    return out;
 }
 
 static void add(char *out, size_t n, const char *fmt, long long v) {
@@ -88,6 +99,9 @@ void layout_command(const Layout *l, const TrainConfig *c, const char *config, i
         snprintf(out + strlen(out), n - strlen(out), " --capacity-factor %g", c->moe.capacity);
     }
     if (l->ep > 1) add(out, n, " --ep %lld", (long long)l->ep);
+    if (l->compress)
+        snprintf(out + strlen(out), n - strlen(out), " --compress %s", layout_method(l, name, sizeof name));
+    if (l->sync_every) add(out, n, " --sync-every %lld", l->sync_every);
 }
 
 // One virtual stage's passes at `rows` rows: F (with the first stage's input rows, the head's labels), I, W, and the
@@ -231,7 +245,7 @@ static double compress_arg(const Plan *p) {
 
 // The compressor's host work (compress_price): its element-wise passes at the SGD step's rate per parameter
 // (one such pass), PowerSGD's products at a hidden layer's forward of R rows per multiply-add (the profile's
-// BLAS: axes/lowrank.c's plain loops are slower, so this is a floor).
+// BLAS, which axes/lowrank.c's products run on).
 static double compress_host_s(const Profile *pf, const TrainConfig *c, const CompressTraffic *x, double arg) {
     double H = (double)c->hidden, R = fmax(1, fmin(arg, H));
     double mult = x->mults > 0 ? cost_layer(pf, LAYER_MID, PASS_F, PRECISION_FP32, R, H, H) / (R * H * H) : 0;

@@ -29,6 +29,9 @@ typedef struct {
 // virtual stages, micro-batches, checkpointing, precision.
 Degrees layout_degrees(const Layout *l);
 void layout_apply(const Layout *l, TrainConfig *c, Degrees *d);
+// The layout's data-parallel method in words, as its option's value: "powersgd:4", "sign", "topk:0.1", "sync-every
+// 8" (--sync-every's), or "" for the exact sum.
+const char *layout_method(const Layout *l, char *out, size_t n);
 // The exact command that runs the layout: mpiexec -n N ./micropp train [--config FILE] <the model's
 // options when typed or no config> <the layout's>. model_flags: the model's options written out.
 void layout_command(const Layout *l, const TrainConfig *c, const char *config, int model_flags, char *out, size_t n);

@@ -5,11 +5,12 @@
 # topk:0.1 sends a tenth (its JSON bytes: the pairs' ring all-gather against the exact sum's ring all-reduce)
 # and trains another way; --verify checks step 1's exact sum and says so; a resumed run repeats the
 # uninterrupted losses bit for bit (each rank's error buffers in its file), and reads its own; a checkpoint
-# without them is refused; bad input is one line and exit 2. PowerSGD at full rank (R = --hidden: every matrix's
-# min(out, in)) is ddp within float rounding; powersgd:R and sign send what their formulas say, train the loss
+# without them is refused (or resumed with --fresh-state: the buffers from zero); bad input is one line and
+# exit 2. PowerSGD at full rank (R = --hidden: every matrix's min(out, in)) is ddp within float rounding; powersgd:R and sign send what their formulas say, train the loss
 # down, resume bit for bit (the error buffers and Q), refuse another compressor's checkpoint; 4 replicas end
 # alike (train compares their checksums at the end, and fails the run when they differ). plan prices a compressed
-# ddp layout apart from ddp, prints its crossover bandwidth, and refuses a bad R.
+# ddp layout apart from ddp, prints its crossover bandwidth, and refuses a bad R; plan --auto ranks the methods on
+# its ddp rows where they pay (a slow link), not on a fast one, and --methods narrows them.
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (the compressor runs on the host: tests/lib.sh)
 TEXT=(--layers 4 --hidden 32 --batch 32 --samples 1024 --log-every 0)
@@ -60,8 +61,20 @@ sys.exit(0 if a[8:] != b else 1)' "$whole" "$other" 2>/dev/null &&
 run 120 mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --resume "$TMP/ck"
 [ "$RC" -eq 0 ] && pass "ddp resumes a compressed run's checkpoint" || fail "ddp resumes a compressed run's checkpoint" "$ERR"
 train_json 2 --dp 2 --steps 8 --save "$TMP/plain" >/dev/null
-expect_user_error "a checkpoint without error buffers" "holds no state for this --compress on rank 0 .*cannot open" 120 \
+expect_user_error "a checkpoint without error buffers" \
+    "holds no state for this --compress on rank 0 .*cannot open.*or with --fresh-state" 120 \
     mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --compress topk:0.1 --resume "$TMP/plain"
+# --fresh-state: the error buffers start at zero, so the plain checkpoint resumes, and the compressed one trains
+# otherwise than when its buffers are read
+fresh=$(train_json 2 --dp 2 --steps 10 --compress topk:0.1 --resume "$TMP/plain" --fresh-state)
+[[ $fresh == "{"* ]] && pass "--fresh-state resumes a checkpoint without error buffers" ||
+    fail "--fresh-state resumes a checkpoint without error buffers" "$fresh"
+fresh=$(train_json 2 --dp 2 --steps 14 --compress topk:0.05 --resume "$TMP/ck" --fresh-state)
+python3 -c 'import json,sys; a, b = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"]
+sys.exit(0 if a[8:] != b and len(b) == 6 else 1)' "$whole" "$fresh" 2>/dev/null &&
+    pass "--fresh-state reads no error buffers" || fail "--fresh-state reads no error buffers" "$fresh"
+expect_user_error "--fresh-state without --compress" "--fresh-state starts the state of --compress or --sync-every" 60 \
+    mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --resume "$TMP/plain" --fresh-state
 
 # ---- PowerSGD and sign ----
 full=$(train_json 2 --dp 2 --steps 12 --compress powersgd:32)  # (the head [2, 32] takes rank 2: its min(out, in))
@@ -157,3 +170,40 @@ psgd_ms=$(awk '$1 == 1 {print $7}' <<<"$OUT")
     fail "plan: powersgd priced apart from ddp" "$ddp_ms vs $psgd_ms"
 expect_user_error "plan: --compress powersgd:0" "--compress powersgd:0: R is each weight matrix's rank" 60 \
     "$MICROPP" plan "${PL[@]}" --compress powersgd:0
+
+# ---- plan --auto searches the methods on its ddp rows: on links of 100 Mb/s they rank above the exact sum, on
+# NVLink none pays 10% and none is listed; --methods keeps them out, or keeps only those it names (a machine file:
+# the same figures on every machine) ----
+python3 -c 'import json,sys; m = json.load(open(sys.argv[1])); m["intra_node"] = m["inter_node"] = {
+    "bandwidth_bytes_per_s": 1.25e7, "latency_s": 1e-4}; json.dump(m, open(sys.argv[2], "w"))' \
+    configs/machines/h100-node.json "$TMP/slow.json"
+AU=(--world 2 --config configs/medium.json --auto --json)
+# the ranked rows: the fastest with a method, the fastest ddp row without one, how many have a method, and whether
+# every ddp row of one replica per rank without ZeRO runs a method of the kinds in $1 (a comma list)
+rows() { python3 -c 'import json,sys; r = json.load(sys.stdin)["layouts"]; kinds = sys.argv[1].split(",")
+def method(x): return ("sync-every" if "sync_every" in x else x["compress"].split(":")[0]) if "sync_every" in x or "compress" in x else ""
+m = [x["step_s"] for x in r if method(x)]; e = [x["step_s"] for x in r if x["family"] == "ddp" and not method(x)]
+plain = [x for x in r if x["pp"] == 1 and x["tp"] == 1 and x["dp"] > 1 and x["zero"] == 0 and "ep" not in x]
+print(min(m) if m else "none", min(e) if e else "none", len(m), all(method(x) in kinds for x in plain) and len(plain) > 0)' "$1"; }
+read -r meth exact n ok <<<"$("$MICROPP" plan --machine "$TMP/slow.json" "${AU[@]}" | rows x)"
+python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)' "$meth" "$exact" 2>/dev/null &&
+    pass "plan --auto on 100 Mb/s: a method ranks above the exact sum ($meth s < $exact s, $n rows)" ||
+    fail "plan --auto on 100 Mb/s: a method ranks above the exact sum" "$meth $exact $n"
+read -r meth exact n ok <<<"$("$MICROPP" plan --machine configs/machines/h100-node.json "${AU[@]}" | rows x)"
+[ "$meth" = none ] && [ "$exact" != none ] && pass "plan --auto on NVLink: no method listed" ||
+    fail "plan --auto on NVLink: no method listed" "$meth $exact $n"
+read -r meth exact n ok <<<"$("$MICROPP" plan --machine "$TMP/slow.json" "${AU[@]}" --methods exact | rows x)"
+[ "$meth" = none ] && [ "$exact" != none ] && pass "--methods exact keeps them out" ||
+    fail "--methods exact keeps them out" "$meth $exact $n"
+read -r meth exact n ok <<<"$("$MICROPP" plan --machine configs/machines/h100-node.json "${AU[@]}" --methods sign,sync-every |
+    rows sign,sync-every)"
+[ "$ok" = True ] && [ "$n" -gt 0 ] && pass "--methods sign,sync-every: the ddp rows run those alone, even on NVLink" ||
+    fail "--methods sign,sync-every: the ddp rows run those alone, even on NVLink" "$meth $exact $n $ok"
+run 60 "$MICROPP" plan --machine "$TMP/slow.json" --world 2 --config configs/medium.json --auto --methods powersgd --pp 1 \
+    --precision fp32
+grep -Eq "^best: .* --compress (powersgd:[0-9]+)  # --compress \1 changes the numerics from ddp's exact sum: --methods exact" \
+    <<<"$OUT" && pass "plan --auto: the best's method, and its note" || fail "plan --auto: the best's method, and its note" "$OUT"
+expect_user_error "--methods bogus" "--methods 'exact,bogus': 'bogus' is no method: give a comma list of exact" 60 \
+    "$MICROPP" plan --machine "$TMP/slow.json" --world 2 --config configs/medium.json --auto --methods exact,bogus
+expect_user_error "--methods without --auto" "--methods 'exact' narrows --auto's search: add --auto" 60 \
+    "$MICROPP" plan --machine "$TMP/slow.json" --world 2 --config configs/medium.json --methods exact

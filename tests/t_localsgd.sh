@@ -4,7 +4,8 @@
 # the default outer optimizer (Nesterov 0.7, 0.9) and H > 1 train otherwise; --verify checks step 1's loss
 # and the replicas' averaged gradients against the monolith, and a wrong gradient fails it; a run resumed
 # from an outer step's checkpoint repeats the uninterrupted losses bit for bit (the outer momentum and every
-# replica's Adam moments in the rank's file); bad input is one line and exit 2.
+# replica's Adam moments in the rank's file); a checkpoint without them is refused, or resumed with
+# --fresh-state (the momentum from zero); bad input is one line and exit 2.
 source "$(dirname "$0")/lib.sh"
 M=(--layers 4 --hidden 32 --batch 32 --samples 1024 --log-every 0 --json)
 SGD=(--optimizer sgd --lr 0.1)
@@ -67,8 +68,19 @@ run 120 mpiexec -n 2 "$MICROPP" train "${M[@]}" --dp 2 --steps 10 --resume "$TMP
 # ---- bad input: one line, exit 2 ----
 B=(--dp 2 --layers 4 --hidden 32 --batch 32 --steps 4 --log-every 0)
 train_json 2 --dp 2 --steps 8 --save "$TMP/plain" >/dev/null
-expect_user_error "a checkpoint without local SGD's state" "holds no local SGD state.*rank" 120 \
+expect_user_error "a checkpoint without local SGD's state" "holds no local SGD state.*rank.*or with --fresh-state" 120 \
     mpiexec -n 2 "$MICROPP" train --dp 2 --layers 4 --hidden 32 --batch 32 --samples 1024 --steps 10 --sync-every 2 --resume "$TMP/plain"
+# --fresh-state: the outer momentum starts at zero, so the plain checkpoint resumes, and the local SGD one trains
+# otherwise than when its momentum is read
+fresh=$(train_json 2 --dp 2 --steps 10 --sync-every 2 --resume "$TMP/plain" --fresh-state)
+[[ $fresh == "{"* ]] && pass "--fresh-state resumes a checkpoint without local SGD's state" ||
+    fail "--fresh-state resumes a checkpoint without local SGD's state" "$fresh"
+fresh=$(train_json 2 --dp 2 --steps 14 --sync-every 4 --resume "$TMP/ck" --fresh-state)
+python3 -c 'import json,sys; a, b = json.loads(sys.argv[1])["losses"], json.loads(sys.argv[2])["losses"]
+sys.exit(0 if a[8:] != b and len(b) == 6 else 1)' "$whole" "$fresh" 2>/dev/null &&
+    pass "--fresh-state reads no outer momentum" || fail "--fresh-state reads no outer momentum" "$fresh"
+expect_user_error "--fresh-state without --resume" "--fresh-state starts the state of --compress or --sync-every afresh" \
+    60 mpiexec -n 2 "$MICROPP" train "${B[@]}" --sync-every 2 --fresh-state
 expect_user_error "H 0" "--sync-every = 0 is out of range" 60 mpiexec -n 2 "$MICROPP" train "${B[@]}" --sync-every 0
 expect_user_error "outer flags without H" "add --sync-every H" 60 mpiexec -n 2 "$MICROPP" train "${B[@]}" --outer-lr 0.5
 expect_user_error "with ZeRO" "--zero 1 shards it" 60 mpiexec -n 2 "$MICROPP" train "${B[@]}" --sync-every 2 --zero 1

@@ -267,7 +267,7 @@ expect_user_error "planner/--auto with --dp" "--auto searches --dp itself" 10 \
 expect_user_error "planner/--auto with --virtual-stages" "--auto searches --virtual-stages itself" 10 \
     "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --virtual-stages 2
 expect_user_error "planner/--auto constrained to nothing" "no layout of 2 ranks can run this model [(][0-9]+ tried[)] within the \
---pp, --tp, --zero, --schedule, --micro-batches or --precision given: widen them" 10 \
+--pp, --tp, --zero, --schedule, --micro-batches, --precision or --methods given: widen them" 10 \
     "$MICROPP" plan --auto --world 2 --profile "$P" --config configs/pipeline.json --pp 2 --zero 1
 expect_user_error "planner/--by without --auto" "--by 'family': --auto --by family" 10 \
     "$MICROPP" plan --config configs/pipeline.json --by family

@@ -334,6 +334,11 @@ static void test_epochs(void) {
     refused("plan/refuse: --save-best without --epochs", 1, "--data x.npy --save /tmp/x --save-best", "--save-best evaluates after every epoch");
     refused("plan/refuse: --save-best with --save-every", 1, "--data x.npy --epochs 2 --save /tmp/x --save-best --save-every 5",
             "--save-best keeps only the best epoch's checkpoint");
+    refused("plan/refuse: --fresh-state without --resume", 2, "--mode ddp --compress sign --fresh-state",
+            "--fresh-state starts the state of --compress or --sync-every afresh on --resume");
+    refused("plan/refuse: --fresh-state without a method", 2, "--mode ddp --resume ck --fresh-state",
+            "add --resume DIR and one of them, or drop --fresh-state");
+    plan_ok("plan/--fresh-state with --resume and --sync-every", 2, "--mode ddp --sync-every 2 --resume ck --fresh-state");
 }
 
 // The rows the accuracy is measured on, from the data's rows: a test split whole unless

@@ -241,6 +241,11 @@ const Option train_options[] = {
      "with --save DIR and --epochs: after each epoch's evaluation, save when the test accuracy is the best so far (DIR "
      "keeps the best)",
      0},
+    {"fresh-state", 0, OPT_BOOL, T(ckpt.fresh_state), 0, 0, 0, 0,
+     "with --resume and --compress or --sync-every: start the error buffers (--compress) or the outer momentum "
+     "(--sync-every; each replica's Adam moments: the checkpoint's) at zero instead of reading them from DIR (a "
+     "checkpoint saved without them)",
+     AXIS_DATA},
     {0},
 };
 #undef T

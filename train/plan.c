@@ -262,6 +262,9 @@ static int rule_checkpoints(const TrainConfig *c, Err *e) {
     if (c->ckpt.resume[0] && c->verify)
         return refuse(e, "train: --verify compares step 1 from the initial weights, so it cannot be combined with "
                          "--resume: drop one");
+    if (c->ckpt.fresh_state && (!c->ckpt.resume[0] || (!c->ddp.compress[0] && !c->ddp.sync_every)))
+        return refuse(e, "train: --fresh-state starts the state of --compress or --sync-every afresh on --resume: "
+                         "add --resume DIR and one of them, or drop --fresh-state");
     return 0;
 }
 
