@@ -147,7 +147,8 @@ static void pack(float *p, const float *src, int rows, int w, int ld, int tile, 
     for (int b = 0; b < nb; b++)
         for (int r = 0; r < rows; r++) {
             float *d = p + ((size_t)b * rows + r) * tile;
-            for (int t = 0; t < tile; t++) d[t] = b * tile + t < w ? operand(src[(size_t)r * ld + b * tile + t], bf16) : 0;
+            const float *row = src + (size_t)r * ld + (size_t)b * tile;
+            for (int t = 0; t < tile; t++) d[t] = b * tile + t < w ? operand(row[t], bf16) : 0;
         }
 }
 
@@ -190,25 +191,25 @@ static int climb(float *stack, size_t len, long c, float *v) {
 
 // The sum of n (a power of two) leaves of chunks starting at packed row r0, into v: W's [h, k] then the bias [h]
 // (a chunk's rows of dz added one by one, then the same tree).
-static void run_sum(const float *pd, const float *px, const float *dz, int rows, int h, int k, int r0, int n,
-                    int chunk, int bf16, float *v) {
+static void run_sum(const float *pd, const float *px, const float *dz, int rows, int h, int k, int r0, int n, int chunk,
+                    int bf16, float *v) {
     int L = 0;
     while (1 << L < n) L++;
     float *stack = xmalloc(sizeof(float) * (size_t)(L + 1) * ((size_t)WG_O * WG_J + h)), acc[WG_O * WG_J];
     for (int og = 0; og * WG_O < h; og += WG_G)
         for (int jb = 0; jb * WG_J < k; jb++)
             for (int ob = og; ob < og + WG_G && ob * WG_O < h; ob++) {
-            const float *d = pd + ((size_t)ob * rows + r0) * WG_O, *x = px + ((size_t)jb * rows + r0) * WG_J;
-            int lv = 0;
-            for (int c = 0; c < n; c++) {
-                tile_leaf(d + (size_t)c * chunk * WG_O, x + (size_t)c * chunk * WG_J, chunk, acc);
-                lv = climb(stack, WG_O * WG_J, c, acc);
+                const float *d = pd + ((size_t)ob * rows + r0) * WG_O, *x = px + ((size_t)jb * rows + r0) * WG_J;
+                int lv = 0;
+                for (int c = 0; c < n; c++) {
+                    tile_leaf(d + (size_t)c * chunk * WG_O, x + (size_t)c * chunk * WG_J, chunk, acc);
+                    lv = climb(stack, WG_O * WG_J, c, acc);
+                }
+                const float *s = stack + (size_t)lv * WG_O * WG_J;
+                for (int o = 0; o < WG_O && ob * WG_O + o < h; o++)
+                    for (int j = 0; j < WG_J && jb * WG_J + j < k; j++)
+                        v[(size_t)(ob * WG_O + o) * k + jb * WG_J + j] = s[o * WG_J + j];
             }
-            const float *s = stack + (size_t)lv * WG_O * WG_J;
-            for (int o = 0; o < WG_O && ob * WG_O + o < h; o++)
-                for (int j = 0; j < WG_J && jb * WG_J + j < k; j++)
-                    v[(size_t)(ob * WG_O + o) * k + jb * WG_J + j] = s[o * WG_J + j];
-        }
     float *db = v + (size_t)h * k;
     int lv = 0;
     for (int c = 0; c < n; c++) {
