@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cblas.h>
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__FMA__)
 #include <immintrin.h>
 #endif
 #include "base/det.h"
@@ -170,6 +170,26 @@ static void tile_leaf(const float *pd, const float *px, int chunk, float *acc) {
     }
     for (int o = 0; o < WG_O; o++)
         for (int u = 0; u < WG_V; u++) _mm512_storeu_ps(acc + o * WG_J + 16 * u, c[o][u]);
+#elif defined(__FMA__)  // AVX2: 16 registers, so the tile in quarters of 4 x 16, each over the chunk's rows
+    for (int q = 0; q < 4; q++) {
+        const int o0 = q / 2 * 4, j0 = q % 2 * 16;
+        __m256 c[4][2];
+        for (int o = 0; o < 4; o++) c[o][0] = c[o][1] = _mm256_setzero_ps();
+        for (int r = 0; r < chunk; r++) {
+            const float *row = px + (size_t)r * WG_J + j0;
+            __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
+#pragma GCC unroll 4
+            for (int o = 0; o < 4; o++) {
+                __m256 a = _mm256_broadcast_ss(pd + (size_t)r * WG_O + o0 + o);
+                c[o][0] = _mm256_fmadd_ps(a, b0, c[o][0]);
+                c[o][1] = _mm256_fmadd_ps(a, b1, c[o][1]);
+            }
+        }
+        for (int o = 0; o < 4; o++) {
+            _mm256_storeu_ps(acc + (o0 + o) * WG_J + j0, c[o][0]);
+            _mm256_storeu_ps(acc + (o0 + o) * WG_J + j0 + 8, c[o][1]);
+        }
+    }
 #else
     for (int i = 0; i < WG_O * WG_J; i++) acc[i] = 0.0f;
     for (int r = 0; r < chunk; r++)
