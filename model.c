@@ -296,12 +296,22 @@ void stage_queue_labels(Stage *s, int slot, const int32_t *labels_host) {
 // (tp_allreduce: a + b for 2, the tree for 4). An inner dimension the rank does not split it computes in
 // all the slices (a column's bits do not depend on how many columns a product carries: tests/unit_det.c).
 // tb: B is [N, K] (the forward's W), else [K, N]. Slices j0 .. j0 + n of L, into C.
+// One slice j of L: C = its product (beta 0), or C + its product (beta 1).
+static void det_slice(Stage *s, int tb, int M, int N, int K, const float *A, const float *B, float *C, int j, int L,
+                      float beta) {
+    int k0 = (int)((long)K * j / L), k1 = (int)((long)K * (j + 1) / L);
+    s->be->gemm(0, tb, M, N, k1 - k0, 1.0f, A + k0, K, tb ? B + k0 : B + (size_t)k0 * N, tb ? K : N, beta, C, N);
+}
+
 static void det_slices(Stage *s, int tb, int M, int N, int K, const float *A, const float *B, float *C, int j0, int n,
                        int L) {
-    int ldb = tb ? K : N;
     if (n == 1) {
-        int k0 = (int)((long)K * j0 / L), k1 = (int)((long)K * (j0 + 1) / L);
-        s->be->gemm(0, tb, M, N, k1 - k0, 1.0f, A + k0, K, tb ? B + k0 : B + (size_t)k0 * N, ldb, 0.0f, C, N);
+        det_slice(s, tb, M, N, K, A, B, C, j0, L, 0.0f);
+        return;
+    }
+    if (n == 2 && ((long)K + L - 1) / L <= DET_FUSE_MAX) {  // two sibling slices: the right one added by its gemm
+        det_slice(s, tb, M, N, K, A, B, C, j0, L, 0.0f);       // (beta 1: C + product rounded once, the
+        det_slice(s, tb, M, N, K, A, B, C, j0 + 1, L, 1.0f);   // tree's add; tests/unit_det.c checks it)
         return;
     }
     float *t = s->det->part[n == L ? 0 : 1];  // (L <= 4: the top level's right half, then the level below's)

@@ -1,10 +1,14 @@
-// base/det.c: --deterministic's arithmetic (base/det.h): OpenBLAS products on fixed row chunks, the rows'
-// pairwise tree over the chunks, and the exact sum of squares. Compiled without contraction into fused
-// multiply-adds (-std=c11 sets -ffp-contract=off), so the tree's sums round the same on every call.
+// base/det.c: --deterministic's arithmetic (base/det.h): OpenBLAS products on fixed row chunks, the weight
+// gradients' leaves (an own fmaf kernel) and the rows' pairwise tree over the chunks, and the exact sum of
+// squares. Compiled without contraction into fused multiply-adds (-std=c11 sets -ffp-contract=off): the
+// only fused ones are the kernel's, named, so the tree's sums round the same on every call.
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <cblas.h>
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>
+#endif
 #include "base/det.h"
 #include "base/ops_math.h"
 #include "base/util.h"
@@ -126,17 +130,116 @@ void det_tree_add(DetTree *t, int level, long start, float *v) {
     t->nodes[t->n++] = (DetNode){level, start, v};
 }
 
-// One chunk's leaf added into v (beta 0: written; 1: added, one rounding per float, as v + leaf would be)
-// and its bias part, the chunk's rows of dz summed row by row, into db.
-static void leaf(const float *dz, const float *x, int h, int k, int chunk, int bf16, float beta, float *v, float *db) {
-    float *dr = bf16 ? plain(0, chunk, h, dz, h, 0, 1) : NULL, *xr = bf16 ? plain(0, chunk, k, x, k, 0, 1) : NULL;
-    const float *d = dr ? dr : dz;
-    sgemm(1, 0, h, k, chunk, 1.0f, d, h, xr ? xr : x, k, beta, v, k);
-    for (int o = 0; o < h; o++) db[o] = 0.0f;
+// The weight gradient's leaves, our own kernel: a chunk's leaf is, for every (o, j), the sum over the
+// chunk's rows in row order, each step one fused multiply-add (fmaf: rounded once), from +0. Its bits are
+// the arithmetic's, not a library's choice of kernel: no tile, width or vector path changes them. The
+// leaves of an aligned run of 2^L chunks are added in their pairwise tree tile by tile while the tile is
+// in registers and cache: one pass over the inputs and one write of the run's sum, no sgemm per chunk.
+#define WG_O 8            // a tile's rows of W (outputs): dz's columns
+#define WG_V 2            // a tile's 16-float vectors a row
+#define WG_J (16 * WG_V)  // a tile's columns of W (inputs): x's columns
+#define WG_G 4            // tiles of outputs whose dz panels a pass over x's panels reuses from cache
+
+// src[rows, w] (row stride ld) packed as panels of `tile` columns, panel b's row r at (b rows + r) tile,
+// columns past w zero (every (o, j) then goes through the same code), rounded to bf16 when asked.
+static void pack(float *p, const float *src, int rows, int w, int ld, int tile, int bf16) {
+    int nb = (w + tile - 1) / tile;
+    for (int b = 0; b < nb; b++)
+        for (int r = 0; r < rows; r++) {
+            float *d = p + ((size_t)b * rows + r) * tile;
+            const float *row = src + (size_t)r * ld + (size_t)b * tile;
+            for (int t = 0; t < tile; t++) d[t] = b * tile + t < w ? operand(row[t], bf16) : 0;
+        }
+}
+
+// One chunk's leaf for one tile: acc[o][j] = the fmaf chain over the chunk's rows (pd, px: the panels at
+// the chunk's first row).
+static void tile_leaf(const float *pd, const float *px, int chunk, float *acc) {
+#ifdef __AVX512F__
+    __m512 c[WG_O][WG_V], b[WG_V];
+    for (int o = 0; o < WG_O; o++)
+        for (int u = 0; u < WG_V; u++) c[o][u] = _mm512_setzero_ps();
+    for (int r = 0; r < chunk; r++) {
+        for (int u = 0; u < WG_V; u++) b[u] = _mm512_loadu_ps(px + (size_t)r * WG_J + 16 * u);
+#pragma GCC unroll 16
+        for (int o = 0; o < WG_O; o++) {
+            __m512 a = _mm512_set1_ps(pd[(size_t)r * WG_O + o]);
+#pragma GCC unroll 4
+            for (int u = 0; u < WG_V; u++) c[o][u] = _mm512_fmadd_ps(a, b[u], c[o][u]);
+        }
+    }
+    for (int o = 0; o < WG_O; o++)
+        for (int u = 0; u < WG_V; u++) _mm512_storeu_ps(acc + o * WG_J + 16 * u, c[o][u]);
+#elif defined(__FMA__)  // AVX2: 16 registers, so the tile in quarters of 4 x 16, each over the chunk's rows
+    for (int q = 0; q < 4; q++) {
+        const int o0 = q / 2 * 4, j0 = q % 2 * 16;
+        __m256 c[4][2];
+        for (int o = 0; o < 4; o++) c[o][0] = c[o][1] = _mm256_setzero_ps();
+        for (int r = 0; r < chunk; r++) {
+            const float *row = px + (size_t)r * WG_J + j0;
+            __m256 b0 = _mm256_loadu_ps(row), b1 = _mm256_loadu_ps(row + 8);
+#pragma GCC unroll 4
+            for (int o = 0; o < 4; o++) {
+                __m256 a = _mm256_broadcast_ss(pd + (size_t)r * WG_O + o0 + o);
+                c[o][0] = _mm256_fmadd_ps(a, b0, c[o][0]);
+                c[o][1] = _mm256_fmadd_ps(a, b1, c[o][1]);
+            }
+        }
+        for (int o = 0; o < 4; o++) {
+            _mm256_storeu_ps(acc + (o0 + o) * WG_J + j0, c[o][0]);
+            _mm256_storeu_ps(acc + (o0 + o) * WG_J + j0 + 8, c[o][1]);
+        }
+    }
+#else
+    for (int i = 0; i < WG_O * WG_J; i++) acc[i] = 0.0f;
     for (int r = 0; r < chunk; r++)
-        for (int o = 0; o < h; o++) db[o] += d[(size_t)r * h + o];
-    free(xr);
-    free(dr);
+        for (int o = 0; o < WG_O; o++)
+            for (int j = 0; j < WG_J; j++)
+                acc[o * WG_J + j] = fmaf(pd[(size_t)r * WG_O + o], px[(size_t)r * WG_J + j], acc[o * WG_J + j]);
+#endif
+}
+
+// Adds leaf c (0, 1, ...) of a run, v, into the pairwise tree whose open left siblings are stack[level]
+// (len floats each): v climbs while it is a right child; returns the level it is left at.
+static int climb(float *stack, size_t len, long c, float *v) {
+    int lv = 0;
+    for (; c >> lv & 1; lv++)
+        for (size_t i = 0; i < len; i++) v[i] = stack[(size_t)lv * len + i] + v[i];
+    memcpy(stack + (size_t)lv * len, v, sizeof(float) * len);
+    return lv;
+}
+
+// The sum of n (a power of two) leaves of chunks starting at packed row r0, into v: W's [h, k] then the bias [h]
+// (a chunk's rows of dz added one by one, then the same tree).
+static void run_sum(const float *pd, const float *px, const float *dz, int rows, int h, int k, int r0, int n, int chunk,
+                    int bf16, float *v) {
+    int L = 0;
+    while (1 << L < n) L++;
+    float *stack = xmalloc(sizeof(float) * (size_t)(L + 1) * ((size_t)WG_O * WG_J + h)), acc[WG_O * WG_J];
+    for (int og = 0; og * WG_O < h; og += WG_G)
+        for (int jb = 0; jb * WG_J < k; jb++)
+            for (int ob = og; ob < og + WG_G && ob * WG_O < h; ob++) {
+                const float *d = pd + ((size_t)ob * rows + r0) * WG_O, *x = px + ((size_t)jb * rows + r0) * WG_J;
+                int lv = 0;
+                for (int c = 0; c < n; c++) {
+                    tile_leaf(d + (size_t)c * chunk * WG_O, x + (size_t)c * chunk * WG_J, chunk, acc);
+                    lv = climb(stack, WG_O * WG_J, c, acc);
+                }
+                const float *s = stack + (size_t)lv * WG_O * WG_J;
+                for (int o = 0; o < WG_O && ob * WG_O + o < h; o++)
+                    for (int j = 0; j < WG_J && jb * WG_J + j < k; j++)
+                        v[(size_t)(ob * WG_O + o) * k + jb * WG_J + j] = s[o * WG_J + j];
+            }
+    float *db = v + (size_t)h * k;
+    int lv = 0;
+    for (int c = 0; c < n; c++) {
+        for (int o = 0; o < h; o++) db[o] = 0.0f;
+        for (int r = r0 + c * chunk; r < r0 + (c + 1) * chunk; r++)
+            for (int o = 0; o < h; o++) db[o] += operand(dz[(size_t)r * h + o], bf16);
+        lv = climb(stack, (size_t)h, c, db);
+    }
+    memcpy(db, stack + (size_t)lv * h, sizeof(float) * (size_t)h);
+    free(stack);
 }
 
 void det_tree_chunks(DetTree *t, const float *dz, const float *x, int rows, int h, int k, long row0, int chunk,
@@ -144,21 +247,30 @@ void det_tree_chunks(DetTree *t, const float *dz, const float *x, int rows, int 
     CHECK(rows % chunk == 0 && row0 % chunk == 0, "det: rows %ld.. (%d) are not whole chunks of %d", row0, rows, chunk);
     int level = 0;
     while (1 << level < chunk) level++;
-    float *right = xmalloc(sizeof(float) * (size_t)h);  // a right sibling's bias part
-    for (int c = 0; c < rows;) {
-        float *v = det_tree_buffer(t), *db = v + (size_t)h * k;
-        leaf(dz + (size_t)c * h, x + (size_t)c * k, h, k, chunk, bf16, 0.0f, v, db);
-        // Two sibling chunks in this call: the right one's product added by its sgemm (beta 1: v + leaf
-        // rounded once, the same bits as the tree's add; tests/unit_det.c checks it), a pass over v saved.
-        int pair = (row0 + c) % (2L * chunk) == 0 && c + chunk < rows && chunk <= DET_FUSE_MAX && !reordered();
-        if (pair) {
-            leaf(dz + (size_t)(c + chunk) * h, x + (size_t)(c + chunk) * k, h, k, chunk, bf16, 1.0f, v, right);
-            for (int o = 0; o < h; o++) db[o] += right[o];
-        }
-        det_tree_add(t, level + pair, row0 + c, v);
-        c += chunk << pair;
+    size_t nd = (size_t)(h + WG_O - 1) / WG_O * WG_O * rows, need = nd + (size_t)(k + WG_J - 1) / WG_J * WG_J * rows;
+    static _Thread_local float *packed;  // kept for the next call: no fresh pages each layer (one per thread)
+    static _Thread_local size_t packed_n;
+    if (packed_n < need) {
+        free(packed);
+        packed = xmalloc(sizeof(float) * need);
+        packed_n = need;
     }
-    free(right);
+    float *pd = packed, *px = packed + nd;
+    pack(pd, dz, rows, h, h, WG_O, bf16);
+    pack(px, x, rows, k, k, WG_J, bf16);
+    for (int c = 0; c < rows;) {
+        // The largest aligned run of chunks from here (its first chunk's index a multiple of its length),
+        // summed as one subtree (reordered: each chunk a leaf of its own).
+        long at = (row0 + c) / chunk;
+        int n = 1, left = (rows - c) / chunk;
+        while (!reordered() && at % (2L * n) == 0 && 2 * n <= left) n *= 2;
+        float *v = det_tree_buffer(t);
+        run_sum(pd, px, dz, rows, h, k, c, n, chunk, bf16, v);
+        int L = 0;
+        while (1 << L < n) L++;
+        det_tree_add(t, level + L, row0 + c, v);
+        c += n * chunk;
+    }
 }
 
 static int by_start(const void *a, const void *b) {

@@ -10,10 +10,6 @@
 // the bits a chunk-sized call gives it: OpenBLAS's small-matrix kernels, whose order of sums depends on M,
 // stop at 1e6 (tests/unit_det.c checks it on the library it links).
 #define DET_BIG (1 << 21)
-// Up to this many rows in a chunk, sgemm's beta = 1 adds its product into C with one rounding per float
-// (the sum over a chunk is one block of OpenBLAS's inner dimension): det_tree_chunks adds a right
-// sibling's leaf that way (tests/unit_det.c checks it).
-#define DET_FUSE_MAX 256
 
 // C[M,N] = alpha * op(A) op(B) + beta * C as Backend.gemm, computed on chunks of `chunk` rows of C: each
 // chunk one sgemm of shape [chunk, N, K] (the last rows padded to a whole chunk), or, for shapes of
@@ -25,6 +21,10 @@ void det_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, 
 
 // The canonical split of a hidden layer's inner dimension (model.c's det_slices): --tp 2 and 4 divide it.
 #define DET_SLICES 4
+// Up to this inner dimension a product's sgemm with beta = 1 adds it into C with one rounding per float
+// (the slice is one block of OpenBLAS's inner dimension): det_slices adds a right sibling slice that way,
+// a pass over C saved (tests/unit_det.c checks it at medium.json's shapes).
+#define DET_FUSE_MAX 256
 
 // A subtree of the rows' tree: rows [start, start + 2^level) summed pairwise, len floats.
 typedef struct {
@@ -50,9 +50,10 @@ float *det_tree_buffer(DetTree *t);  // len floats (contents undefined) for det_
 // Adds the subtree (level, start) whose sum is v (from det_tree_buffer; the tree owns it now).
 void det_tree_add(DetTree *t, int level, long start, float *v);
 // The leaves of one layer's gradient for rows row0 .. row0 + rows - 1 of the step (whole chunks): leaf c
-// is the chunk's [dz^T x, the sum of dz's rows], the layer's weight [h, k] then its bias [h]: one sgemm
-// [h, k, chunk] and the bias summed row by row (bf16: dz and x rounded first, as the bf16 gemm reads them).
-// Each leaf is the subtree (log2 chunk, its first row): the tree's bottom levels are the sgemm's sum.
+// is the chunk's [dz^T x, the sum of dz's rows], the layer's weight [h, k] then its bias [h]: each weight
+// element the chunk's rows in order, one fmaf each from +0 (det.c's own kernel, not a library's), the bias
+// its rows added one by one (bf16: dz and x rounded first, as the bf16 gemm reads them). Each aligned run of
+// 2^L chunks in the call is summed in its pairwise tree in one pass and added as one subtree.
 void det_tree_chunks(DetTree *t, const float *dz, const float *x, int rows, int h, int k, long row0, int chunk,
                      int bf16);
 // The sum of every row that arrived, folded in the canonical order (the subtrees left, right to left:

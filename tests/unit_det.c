@@ -144,7 +144,37 @@ static int chunks_case(int R, int H, int K, int CH, int bf16) {
     return bad;
 }
 
+// The leaves' arithmetic (base/det.c's own kernel) as docs/determinism.md defines it: a weight element of a
+// chunk is its rows' fmaf chain in row order from +0, the chunks added in their pairwise tree; the bias
+// its rows added one by one, then the same tree. Widths that are not whole tiles (h 13, k 37) and 8 chunks.
+static int leaf_case(void) {
+    enum { R = 64, H = 13, K = 37, CH = 8 };
+    static float dz[R * H], x[R * K], got[H * K + H], want[H * K + H], c[R / CH][H * K + H];
+    fill(dz, R * H, 11); fill(x, R * K, 12);
+    for (int i = 0; i < R * K; i++) x[i] *= 1.0f + (float)(i % 5) / 32.0f;
+    DetTree t;
+    det_tree_init(&t, H * K + H);
+    det_tree_chunks(&t, dz, x, R, H, K, 0, CH, 0);
+    det_tree_finish(&t, got);
+    det_tree_free(&t);
+    for (int q = 0; q < R / CH; q++)
+        for (int o = 0; o < H; o++) {
+            float w = 0.0f, b = 0.0f;
+            for (int j = 0; j < K; j++, w = 0.0f) {
+                for (int r = q * CH; r < (q + 1) * CH; r++) w = fmaf(dz[r * H + o], x[r * K + j], w);
+                c[q][o * K + j] = w;
+            }
+            for (int r = q * CH; r < (q + 1) * CH; r++) b += dz[r * H + o];
+            c[q][H * K + o] = b;
+        }
+    for (int i = 0; i < H * K + H; i++)
+        want[i] = ((c[0][i] + c[1][i]) + (c[2][i] + c[3][i])) + ((c[4][i] + c[5][i]) + (c[6][i] + c[7][i]));
+    return memcmp(got, want, sizeof want) != 0;
+}
+
 static void test_chunks(void) {
+    EXPECT("det/det_tree_chunks: the leaves are the rows' fmaf chains, summed in the chunks' pairwise tree",
+           leaf_case() == 0, "the kernel's bits are not the definition's");
     int bad = chunks_case(64, 24, 40, 8, 0) + chunks_case(64, 24, 40, 8, 1) + chunks_case(256, 256, 192, 32, 0) +
               chunks_case(256, 64, 64, 64, 0);
     EXPECT("det/det_tree_chunks: micro-batches of 1 or 2 chunks, in any order, give the one call's bits", bad == 0,
@@ -279,7 +309,41 @@ static void test_halves(void) {
            "%d rows differ", bad);
 }
 
+// model.c's det_slices: two sibling slices of the inner dimension (up to DET_FUSE_MAX wide), the right one
+// added into C by det_gemm's beta 1, give the bits of the two products added after (a + b), forward (B is
+// [N, K]) and input gradient (B is [K, N]); small shapes chunk by chunk, medium.json's in one call, bf16 too.
+static int fuse_case(int tb, int M, int N, int K, int chunk, int bf16) {
+    int w = K / 4;
+    float *A = xmalloc(sizeof(float) * (size_t)M * K), *B = xmalloc(sizeof(float) * (size_t)K * N),
+          *C = xmalloc(sizeof(float) * (size_t)M * N), *D = xmalloc(sizeof(float) * (size_t)M * N),
+          *T = xmalloc(sizeof(float) * (size_t)M * N);
+    fill(A, (size_t)M * K, 5); fill(B, (size_t)K * N, 6);
+    for (size_t i = 0; i < (size_t)K * N; i++) B[i] *= 1.0f + (float)(i % 7) / 64.0f;  // (less regular)
+    int ldb = tb ? K : N, bad = 0;
+    for (int j = 0; j < 4; j += 2) {
+        const float *B0 = tb ? B + j * w : B + (size_t)j * w * N, *B1 = tb ? B + (j + 1) * w : B + (size_t)(j + 1) * w * N;
+        det_gemm(0, tb, M, N, w, 1.0f, A + j * w, K, B0, ldb, 0.0f, C, N, chunk, bf16);
+        det_gemm(0, tb, M, N, w, 1.0f, A + (j + 1) * w, K, B1, ldb, 1.0f, C, N, chunk, bf16);
+        det_gemm(0, tb, M, N, w, 1.0f, A + j * w, K, B0, ldb, 0.0f, D, N, chunk, bf16);
+        det_gemm(0, tb, M, N, w, 1.0f, A + (j + 1) * w, K, B1, ldb, 0.0f, T, N, chunk, bf16);
+        for (size_t i = 0; i < (size_t)M * N; i++) D[i] += T[i];
+        bad += memcmp(C, D, sizeof(float) * (size_t)M * N) != 0;
+    }
+    free(A); free(B); free(C); free(D); free(T);
+    return bad;
+}
+
+static void test_fuse(void) {
+    int bad = 0;
+    for (int tb = 0; tb < 2; tb++)
+        bad += fuse_case(tb, 40, 24, 32, 8, 0) + fuse_case(tb, 40, 24, 32, 8, 1) +
+               fuse_case(tb, 64, 1024, 4 * DET_FUSE_MAX, 32, 0) + fuse_case(tb, 64, 512, 1024, 32, 1);
+    EXPECT("det/det_slices: a sibling slice added by the gemm's beta 1 gives the bits of the add after it", bad == 0,
+           "%d of 16 pairs differ", bad);
+}
+
 int main(void) {
+    test_fuse();
     test_halves();
     test_sum();
     test_tree();
