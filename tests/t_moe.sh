@@ -104,10 +104,11 @@ expect_user_error "moe/--moe-every 4 with 4 layers: no MoE layer" "--moe-every 4
 expect_user_error "moe/--aux-loss -1" "--aux-loss = -1 is out of range" 60 "${R[@]}" --experts 4 --mode ddp --aux-loss -1
 expect_user_error "moe/--aux-loss nan" "--aux-loss expects a number" 60 "${R[@]}" --experts 4 --mode ddp --aux-loss nan
 
+echo '{"top-k": 1}' >"$TMP/topk.json"  # (a config key, as the flag: refused without --experts)
 # ---- bad input writes nothing: each refusal above, with a new --save folder and a --metrics file ----
 while IFS='|' read -r name n pat args <&3; do  # (fd 3: mpiexec reads stdin; CK: the 4 experts' checkpoint)
     rm -rf "$TMP/new.ck" "$TMP/new.jsonl"
-    args=${args//CK/$TMP/ck}
+    args=${args//CK/$TMP/ck}; args=${args//CFG/$TMP/topk.json}
     # shellcheck disable=SC2086
     if [ "$n" -gt 1 ]; then run 60 mpiexec -n "$n" "$MICROPP" train "${B[@]}" --steps 6 $args --save "$TMP/new.ck" \
         --metrics "$TMP/new.jsonl"
@@ -127,6 +128,15 @@ E not divisible by N|2|--experts 3 over --ep 2: .* use --ep 1 \(none\), or --exp
 --capacity-factor 1e9|1|--capacity-factor = 1e9 is out of range|--experts 4 --capacity-factor 1e9
 --capacity-factor nan|1|--capacity-factor expects a number, got 'nan'|--experts 4 --capacity-factor nan
 top-k routing over one expert|1|--experts 1: top-k routing over one expert|--experts 1 --top-k 1
+--top-k without --experts|1|--top-k without --experts: .* add --experts E \(2 or more\) or drop --top-k|--top-k 1
+--moe-every without --experts|1|--moe-every without --experts: .* drop --moe-every|--moe-every 2
+--capacity-factor without --experts|1|--capacity-factor without --experts: .* drop --capacity-factor|--capacity-factor 2
+--aux-loss without --experts|1|--aux-loss without --experts: .* drop --aux-loss|--aux-loss 0
+--alltoall without --experts (ddp)|2|--alltoall without --experts: .* drop --alltoall|--dp 2 --alltoall mpi
+--ep-overlap without --experts (ddp)|2|--ep-overlap without --experts: .* drop --ep-overlap|--dp 2 --ep-overlap off
+--ep 1 without --experts (ddp)|2|--ep without --experts: .* drop --ep|--dp 2 --ep 1
+--ep 2 without --experts (ddp)|2|--ep 2 shards the experts of MoE layers, and this model has none|--dp 2 --ep 2
+a config key top-k without experts|1|--top-k without --experts: .* drop --top-k|--config CFG
 EOF
 
 # ---- the report: --json's moe part, the summary's line, --metrics' keys ----
