@@ -47,6 +47,8 @@ pp 1f1b 2 checkpoint-activations|2|--mode pp --micro-batches 4 --checkpoint-acti
 pp interleaved 2 x 2|2|--mode pp --schedule interleaved --micro-batches 4
 ddp 2|2|--mode ddp
 ddp 2 ZeRO-1|2|--mode ddp --zero 1
+ddp 2 ZeRO-2|2|--mode ddp --zero 2
+ddp 2 ZeRO-3|2|--mode ddp --zero 3
 hybrid pp 2 x dp 2|4|--pp 2 --dp 2 --micro-batches 2
 pp zb-h1 2 M=4 (split backward)|2|--mode pp --schedule zb-h1 --micro-batches 4
 pp zb-v 2 M=4|2|--mode pp --schedule zb-v --micro-batches 4
@@ -86,8 +88,10 @@ expect_user_error "moe/a checkpoint of another expert count: one line, exit 2" \
 # ---- what it does not run, and bad values: one line, exit 2, on every rank ----
 R=(mpiexec -n 2 "$MICROPP" train "${B[@]}" --steps 3)
 expect_user_error "moe/--tp 2 refused" "--experts with --tp 2" 60 "${R[@]}" --experts 4 --tp 2
-expect_user_error "moe/--zero 2 refused" "--experts with --zero 2" 60 "${R[@]}" --experts 4 --mode ddp --zero 2
-expect_user_error "moe/--zero 3 refused" "--experts with --zero 3" 60 "${R[@]}" --experts 4 --mode ddp --zero 3
+expect_user_error "moe/--zero 2 under zb-h1 (gradients at I) refused" "--experts with --zero 2 under --schedule zb-h1: .* use --zero 1" \
+    60 mpiexec -n 4 "$MICROPP" train "${B[@]}" --steps 3 --experts 4 --pp 2 --dp 2 --schedule zb-h1 --zero 2
+expect_user_error "moe/--zero 3 under zb-v with --ep 2 refused" "--experts with --zero 3 under --schedule zb-v" 60 \
+    mpiexec -n 4 "$MICROPP" train "${B[@]}" --steps 3 --experts 4 --pp 2 --dp 2 --ep 2 --schedule zb-v --zero 3
 expect_user_error "moe/--deterministic refused" "--experts with --deterministic" 60 "${R[@]}" --experts 4 --mode ddp \
     --deterministic
 expect_user_error "moe/--experts 1" "--experts 1: top-k routing over one expert" 60 "${R[@]}" --mode ddp --experts 1

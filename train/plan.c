@@ -439,9 +439,14 @@ static int rule_moe(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->T > 1)
         return refuse(e, "train: --experts with --tp %d: MoE layers are not split over a tensor-parallel group: drop "
                          "--tp", p->T);
-    if (p->data.zero >= 2)
-        return refuse(e, "train: --experts with --zero %d: ZeRO-%d's per-layer gathers and gradient shards do not "
-                         "handle MoE layers yet: use --zero 1 or 0", p->data.zero, p->data.zero);
+    if (p->data.zero >= 2 && p->split) {
+        char sched[32];
+        return refuse(e, "train: --experts with --zero %d under --schedule %s: an MoE layer's weight gradients are "
+                         "made at I (the input's backward), and ZeRO-%d's working buckets are filled and reduce-"
+                         "scattered at W: use --zero 1, or a schedule without split backwards (1f1b, gpipe, "
+                         "interleaved)", p->data.zero, choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched),
+                      p->data.zero);
+    }
     if (c->gemm.deterministic)
         return refuse(e, "train: --experts with --deterministic: the MoE layers' gradients are not summed in the "
                          "canonical order yet: drop --deterministic");
