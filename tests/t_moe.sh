@@ -108,11 +108,10 @@ expect_user_error "moe/--moe-every 4 with 4 layers: no MoE layer" "--moe-every 4
 expect_user_error "moe/--aux-loss -1" "--aux-loss = -1 is out of range" 60 "${R[@]}" --experts 4 --mode ddp --aux-loss -1
 expect_user_error "moe/--aux-loss nan" "--aux-loss expects a number" 60 "${R[@]}" --experts 4 --mode ddp --aux-loss nan
 
-echo '{"top-k": 1}' >"$TMP/topk.json"  # (a config key, as the flag: refused without --experts)
 # ---- bad input writes nothing: each refusal above, with a new --save folder and a --metrics file ----
 while IFS='|' read -r name n pat args <&3; do  # (fd 3: mpiexec reads stdin; CK: the 4 experts' checkpoint)
     rm -rf "$TMP/new.ck" "$TMP/new.jsonl"
-    args=${args//CK/$TMP/ck}; args=${args//CFG/$TMP/topk.json}
+    args=${args//CK/$TMP/ck}
     # shellcheck disable=SC2086
     if [ "$n" -gt 1 ]; then run 60 mpiexec -n "$n" "$MICROPP" train "${B[@]}" --steps 6 $args --save "$TMP/new.ck" \
         --metrics "$TMP/new.jsonl"
@@ -140,8 +139,16 @@ top-k routing over one expert|1|--experts 1: top-k routing over one expert|--exp
 --ep-overlap without --experts (ddp)|2|--ep-overlap without --experts: .* drop --ep-overlap|--dp 2 --ep-overlap off
 --ep 1 without --experts (ddp)|2|--ep without --experts: .* drop --ep|--dp 2 --ep 1
 --ep 2 without --experts (ddp)|2|--ep 2 shards the experts of MoE layers, and this model has none|--dp 2 --ep 2
-a config key top-k without experts|1|--top-k without --experts: .* drop --top-k|--config CFG
 EOF
+
+# ... but as config keys they are a shared base's, as any option that does not apply to the run: a dense run of
+# configs/fashion.json's keys (its capacity factor serves its MoE run) trains as without them
+echo '{"top-k": 1, "capacity-factor": 2, "moe-every": 2}' >"$TMP/moe-keys.json"
+run 60 "$MICROPP" train "${B[@]}" --steps 3 --json; plain=$(json_get '["losses"]')
+run 60 "$MICROPP" train --config "$TMP/moe-keys.json" "${B[@]}" --steps 3 --json
+[ "$RC" = 0 ] && [ "$(json_get '["losses"]')" = "$plain" ] &&
+    pass "moe/MoE options as config keys of a dense run: accepted, the losses of the run without them" ||
+    fail "moe/MoE options as config keys of a dense run" "rc $RC: ${ERR:0:200}"
 
 # ---- the report: --json's moe part, the summary's line, --metrics' keys ----
 moe_json_ok() {  # every step: the rows kept plus the dropped are the assignments, rows x k x MoE layers

@@ -415,11 +415,13 @@ static int rule_deterministic(const TrainConfig *c, const Plan *p, Err *e) {
 // --experts (moe.h): the layer's own values, then the layouts its layer does not run on yet.
 static int rule_moe(const TrainConfig *c, const Plan *p, Err *e) {
     long long E = c->moe.experts, k = c->moe.top_k, every = c->moe.every;
-    // the options of MoE layers, given (typed or as a config key) to a model without any (--ep N > 1: expert_rules')
+    // the options of MoE layers typed for a model without any (--ep N > 1: expert_rules'). As a config key each
+    // is a shared base's, as any option that does not apply (degrees_check_flags): configs/fashion.json's
+    // capacity factor serves its dense and its MoE runs.
     static const char *const moe_only[] = {"moe-every", "top-k", "capacity-factor", "aux-loss", "alltoall",
                                            "ep-overlap", "ep"};
     for (size_t i = 0; i < sizeof moe_only / sizeof *moe_only && !E; i++)
-        if (seen_set(e->seen, moe_only[i]) && !(!strcmp(moe_only[i], "ep") && c->grid.ep > 1))
+        if (seen_typed(e->seen, moe_only[i]) && !(!strcmp(moe_only[i], "ep") && c->grid.ep > 1))
             return refuse(e, "train: --%s without --experts: it is an option of MoE layers, and this model has none: "
                              "add --experts E (2 or more) or drop --%s", moe_only[i], moe_only[i]);
     if (!E) return 0;
