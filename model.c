@@ -111,15 +111,14 @@ void stage_unshard_layer(const Stage *s, int i, int t, const float *W, const flo
 // views stay NULL until its owner sets them.
 static void init_params(Stage *s, const StageSpec *spec, int L, uint64_t seed) {
     const Backend *be = s->be;
-    int n = s->n_layers, H = s->H, C = s->C;
+    int n = s->n_layers;
     if (!spec->params_elsewhere) s->params = be->alloc(s->n_params * sizeof(float));
     if (!spec->grads_elsewhere) {
         s->grads = be->alloc(s->n_params * sizeof(float));
         be->fill(s->grads, 0.0f, s->n_params);  // (read before any backward only by tests and --verify)
     }
-    size_t full = (size_t)H * (s->D > H ? s->D : H) + H, head = (size_t)C * H + C;  // a whole layer, the largest
-    if (s->moe && moe_layer_len(H, s->moe->spec.experts) > full) full = moe_layer_len(H, s->moe->spec.experts);
-    float *host = xmalloc((full > head ? full : head) * sizeof(float)), *shard = xmalloc(full * sizeof(float));
+    float *host = xmalloc(stage_whole_layer_len(s) * sizeof(float));
+    float *work = xmalloc(stage_whole_layer_len(s) * sizeof(float));
     for (int j = 0; j < n + s->has_head; j++) {  // j == n: the head
         size_t off = stage_layer_off(s, j), w = stage_weight_len(s, j);
         float **W = j == n ? &s->Wh : &s->W[j], **b = j == n ? &s->bh : &s->b[j];
@@ -127,26 +126,38 @@ static void init_params(Stage *s, const StageSpec *spec, int L, uint64_t seed) {
         if (s->grads) { *dW = s->grads + off; *db = s->grads + off + w; }
         if (!s->params) continue;
         *W = s->params + off; *b = s->params + off + w;
-        if (j == n) {  // the head, whole on every rank
-            init_layer_host(seed, L, H, C, host, host + w);
-            be->to_device(*W, host, stage_layer_len(s, j) * sizeof(float));
-            continue;
-        }
-        if (moe_is(s->moe, j)) {  // router and experts (moe.h) drawn whole, then the experts this rank holds
-            int E = s->moe->spec.experts, first, held = moe_held(&s->moe->spec, &first);
-            moe_init_host(seed, s->lo + j, H, E, host);
-            memmove(host + moe_expert_off(H, E, 0), host + moe_expert_off(H, E, first),
-                    moe_expert_len(H) * (size_t)held * sizeof(float));
-            be->to_device(*W, host, stage_layer_len(s, j) * sizeof(float));
-            continue;
-        }
-        // the whole layer from (seed, global layer), then this rank's shard of it
-        size_t in = (size_t)stage_fan_in(s, j);
-        init_layer_host(seed, s->lo + j, (int)in, H, host, host + (size_t)H * in);
-        stage_shard_layer(s, j, s->tp_rank, host, host + (size_t)H * in, shard, shard + w);
-        be->to_device(*W, shard, stage_layer_len(s, j) * sizeof(float));
+        stage_layer_host(s, j, L, seed, host, work);
+        be->to_device(*W, host, stage_layer_len(s, j) * sizeof(float));
     }
-    free(host); free(shard);
+    free(host); free(work);
+}
+
+size_t stage_whole_layer_len(const Stage *s) {
+    int H = s->H;
+    size_t full = (size_t)H * (s->D > H ? s->D : H) + H, head = (size_t)s->C * H + s->C;  // a whole layer, the largest
+    if (s->moe && moe_layer_len(H, s->moe->spec.experts) > full) full = moe_layer_len(H, s->moe->spec.experts);
+    return full > head ? full : head;
+}
+
+void stage_layer_host(const Stage *s, int j, int L, uint64_t seed, float *at, float *work) {
+    int H = s->H;
+    size_t w = stage_weight_len(s, j);
+    if (j == s->n_layers) {  // the head, whole on every rank
+        init_layer_host(seed, L, H, s->C, at, at + w);
+        return;
+    }
+    if (moe_is(s->moe, j)) {  // router and experts (moe.h) drawn whole, then the experts this rank holds
+        int E = s->moe->spec.experts, first, held = moe_held(&s->moe->spec, &first);
+        moe_init_host(seed, s->lo + j, H, E, work);
+        memcpy(at, work, moe_router_len(H, E) * sizeof(float));
+        memcpy(at + moe_expert_off(H, E, 0), work + moe_expert_off(H, E, first),
+               moe_expert_len(H) * (size_t)held * sizeof(float));
+        return;
+    }
+    // the whole layer from (seed, global layer), then this rank's shard of it
+    size_t in = (size_t)stage_fan_in(s, j);
+    init_layer_host(seed, s->lo + j, (int)in, H, work, work + (size_t)H * in);
+    stage_shard_layer(s, j, s->tp_rank, work, work + (size_t)H * in, at, at + w);
 }
 
 void stage_init(Stage *s, const Backend *be, StageSpec spec) {

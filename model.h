@@ -187,6 +187,11 @@ void stage_share(Stage *s, float *params, float *grads);
 void stage_free(Stage *s);
 // Parameters of global layer l (or the head when l == L) from (seed, l): PyTorch nn.Linear ranges.
 void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, float *b);
+// This rank's part of local layer j (j == n_layers: the head) as stage_init draws it, on the host: at gets
+// stage_layer_len(s, j) floats (--tp: its shard; an MoE layer: the router and the experts it holds), work is
+// scratch of stage_whole_layer_len floats (the largest whole layer).
+void stage_layer_host(const Stage *s, int j, int L, uint64_t seed, float *at, float *work);
+size_t stage_whole_layer_len(const Stage *s);
 
 int stage_slot_acquire(Stage *s, int mb);   // returns slot index holding mb
 int stage_slot_of(const Stage *s, int mb);  // -1 when mb is not in flight

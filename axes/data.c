@@ -495,7 +495,13 @@ int data_rules_facts(const TrainConfig *c, const Facts *f, Plan *p, Err *e) {
 double data_largest_bucket(const TrainConfig *c, const Plan *p, int vs) {
     double cap = p->data.bucket_mb * 1024 * 1024, most = 0, floats = 0;
     int n = plan_layers(p, vs), head = vs == p->S - 1;
+    MoeSpec moe = {.experts = (int)c->moe.experts, .every = (int)c->moe.every};
     for (int j = n + head - 1; j >= 0; j--) {
+        if (p->expert.N > 1 && j < n && moe_layer(&moe, p->lo[vs] + j)) {  // --ep: the layers above closed, then
+            most = fmax(most, fmax(floats, tensor_layer_floats(c, p, vs, j)));  // the MoE layer alone (gradsync_init)
+            floats = 0;
+            continue;
+        }
         floats += tensor_layer_floats(c, p, vs, j);
         if (floats * sizeof(float) >= cap || j == 0) {
             most = floats > most ? floats : most;
@@ -515,12 +521,12 @@ void data_sizes(const TrainConfig *c, const Plan *p, int vs, double params, MemN
     double f = sizeof(float);
     // ZeRO shards over the replicas: 1 Adam's moments, 2 the gradients too, 3 the weights too
     int zero = p->data.zero;
-    m->weights += params * f / (zero >= 3 ? p->D : 1);
-    m->grads += params * f / (zero >= 2 ? p->D : 1);
     // (--ep: a rank's experts are sharded over their dp/N holders, the rest over all dp)
     double experts = zero >= 1 ? expert_held_floats(c, p, vs) : 0, holders = (double)p->D / p->expert.N;
-    if (c->optimizer != OPTIM_SGD)
-        m->optimizer += 2 * ((params - experts) * f / (zero >= 1 ? p->D : 1) + experts * f / holders);
+    double sharded = (params - experts) * f / p->D + experts * f / holders;
+    m->weights += zero >= 3 ? sharded : params * f;
+    m->grads += zero >= 2 ? sharded : params * f;
+    if (c->optimizer != OPTIM_SGD) m->optimizer += 2 * (zero >= 1 ? sharded : params * f);
     // ZeRO-2, 3: the working buckets (axes/zero.c): ZERO_BUFS of gradients, and of gathered weights at 3
     if (zero >= 2) m->buffers += ZERO_BUFS * data_largest_bucket(c, p, vs) * f * (zero >= 3 ? 2 : 1);
 }

@@ -33,121 +33,138 @@ static void set_views(Stage *s, int j, float *base, int grads) {
     *b = base ? base + w : NULL;
 }
 
-// ---- gradients: a working bucket per backward, reduce-scattered into the shard ----
+// ---- gradients: a working unit per backward, each bucket reduce-scattered into its shard ----
 
-// Waits for the reduce-scatter of buffer x and adds its shard in (the step's first of the bucket wrote it
-// there itself). The oldest is waited for first, so a bucket's first lands before a later one is added.
+// Waits for the reduce-scatters of buffer x and adds their shards in (the step's first of the unit wrote
+// them there itself). The oldest is waited for first, so a unit's first lands before a later one is added.
 static void grad_fold(Zero *z, ZeroBuf *x) {
     GradSync *g = z->g;
-    const Backend *be = g->s->be;
-    Bucket *b = &g->b[x->bucket];
-    g->spans[x->span].t1 = comm_wait(x->req);
-    x->req = NULL;
-    if (!x->direct) be->axpy(z->gshard + b->moment_off, 1.0f, x->buf + b->shard_off, b->shard_n);
-    x->bucket = -1;
+    const ZeroUnit *u = &z->units[x->unit];
+    for (int i = 0; i < u->n; i++) {
+        Bucket *b = &g->b[u->first + i];
+        g->spans[x->span[i]].t1 = comm_wait(x->req[i]);
+        x->req[i] = NULL;
+        if (!x->direct)
+            g->s->be->axpy(z->gshard + b->moment_off, 1.0f, x->buf + (b->off - u->off) + b->shard_off, b->shard_n);
+    }
+    x->unit = -1;
 }
 
 // The oldest collective in flight among bufs (NULL: none).
 static ZeroBuf *oldest(ZeroBuf *bufs) {
     ZeroBuf *o = NULL;
     for (int i = 0; i < ZERO_BUFS; i++)
-        if (bufs[i].req && (!o || bufs[i].seq < o->seq)) o = &bufs[i];
+        if (bufs[i].req[0] && (!o || bufs[i].seq < o->seq)) o = &bufs[i];
     return o;
 }
 
-// The working buffer bucket k's gradient is written into in this backward.
+// The working buffer unit k's gradient is written into in this backward.
 static ZeroBuf *grad_buf(Zero *z, int k) {
     for (int i = 0; i < ZERO_BUFS; i++)
-        if (z->gb[i].bucket == k && !z->gb[i].req) return &z->gb[i];
+        if (z->gb[i].unit == k && !z->gb[i].req[0]) return &z->gb[i];
     for (;;) {
         for (int i = 0; i < ZERO_BUFS; i++)
-            if (z->gb[i].bucket < 0) { z->gb[i].bucket = k; return &z->gb[i]; }
+            if (z->gb[i].unit < 0) { z->gb[i].unit = k; return &z->gb[i]; }
         ZeroBuf *o = oldest(z->gb);
         CHECK(o, "ZeRO: no gradient buffer is free and none is in flight");
         grad_fold(z, o);
     }
 }
 
-// Stage.on_grad: layer j's dW and db are about to be written: into its bucket's working buffer, fresh.
+// Stage.on_grad: layer j's dW and db are about to be written: into its unit's working buffer, fresh.
 static void on_grad(void *ctx, int j) {
     Zero *z = ctx;
     Stage *s = z->g->s;
     if (s->det) return;  // --deterministic: the rows go into the stage's trees (zero_det_finish)
-    Bucket *b = &z->g->b[z->bucket_of[j]];
-    ZeroBuf *x = grad_buf(z, z->bucket_of[j]);
-    set_views(s, j, x->buf + (stage_layer_off(s, j) - b->off), 1);
+    ZeroBuf *x = grad_buf(z, z->unit_of[j]);
+    set_views(s, j, x->buf + (stage_layer_off(s, j) - z->units[z->unit_of[j]].off), 1);
     s->grad_fresh[j] = 1;
 }
 
-// Stage.on_layer_grad: once the bucket's last layer (its lowest) is done, its reduce-scatter starts.
+// Stage.on_layer_grad: once the unit's last layer (its lowest) is done, its buckets' reduce-scatters start,
+// each over the group that sums it.
 static void on_layer_grad(void *ctx, int j) {
     Zero *z = ctx;
     GradSync *g = z->g;
-    int k = z->bucket_of[j];
-    if (j == g->b[k].lo && !g->s->det) {
+    int k = z->unit_of[j];
+    const ZeroUnit *u = &z->units[k];
+    if (j == g->b[u->first].lo && !g->s->det) {
         ZeroBuf *x = grad_buf(z, k);
-        // the step's first of the bucket lands in the shard itself (no copy), the others are added in
+        // the step's first of the unit lands in the shards themselves (no copy), the others are added in
         x->direct = z->gfresh[k];
         z->gfresh[k] = 0;
-        float *to = x->direct ? z->gshard + g->b[k].moment_off : NULL;
-        x->req = comm_reduce_scatter_to(g->comm, x->buf, g->b[k].n, 1.0f, g->algo, to);
-        x->span = span_start(z, EV_REDUCE_SCATTER, (double)g->b[k].n * sizeof(float));
+        for (int i = 0; i < u->n; i++) {
+            const Bucket *b = &g->b[u->first + i];
+            float *to = x->direct ? z->gshard + b->moment_off : NULL;
+            x->req[i] = comm_reduce_scatter_to(b->comm, x->buf + (b->off - u->off), b->n, 1.0f, b->algo, to);
+            x->span[i] = span_start(z, EV_REDUCE_SCATTER, (double)b->n * sizeof(float));
+            g->rs_bytes += (double)b->n * sizeof(float);
+        }
         x->seq = z->seq++;
-        g->rs_bytes += (double)g->b[k].n * sizeof(float);
     }
     comm_progress();
 }
 
-// ---- ZeRO-3's weights: gathered bucket by bucket, the next one prefetched ----
+// ---- ZeRO-3's weights: gathered unit by unit, the next one prefetched ----
+
+// Waits for the gathers of x's unit (each bucket's over its group).
+static void weights_wait(Zero *z, ZeroBuf *x) {
+    for (int i = 0; i < z->units[x->unit].n; i++) {
+        if (x->req[i]) z->g->spans[x->span[i]].t1 = comm_wait(x->req[i]);
+        x->req[i] = NULL;
+    }
+}
 
 static void weights_release(Zero *z, ZeroBuf *x) {
-    GradSync *g = z->g;
-    if (x->req) g->spans[x->span].t1 = comm_wait(x->req);
-    x->req = NULL;
-    Bucket *b = &g->b[x->bucket];
-    for (int j = b->lo; j < b->hi; j++) set_views(g->s, j, NULL, 0);
-    z->gathered -= (double)b->n * sizeof(float);
-    x->bucket = -1;
+    const ZeroUnit *u = &z->units[x->unit];
+    weights_wait(z, x);
+    for (int j = z->g->b[u->first].lo; j < z->g->b[u->first].hi; j++) set_views(z->g->s, j, NULL, 0);
+    z->gathered -= (double)u->len * sizeof(float);
+    x->unit = -1;
 }
 
 static ZeroBuf *weights_start(Zero *z, int k) {
     GradSync *g = z->g;
-    Bucket *b = &g->b[k];
+    const ZeroUnit *u = &z->units[k];
     ZeroBuf *x = NULL;
-    for (int i = 0; i < ZERO_BUFS && !x; i++) if (z->pb[i].bucket < 0) x = &z->pb[i];
-    CHECK(x, "ZeRO-3: no free buffer to gather bucket %d into", k);
-    g->s->be->copy(x->buf + b->shard_off, z->pshard + b->moment_off, b->shard_n * sizeof(float));
-    x->bucket = k;
-    x->req = comm_allgather_start(g->comm, x->buf, b->n, g->algo);
-    x->span = span_start(z, EV_GATHER, (double)b->n * sizeof(float));
+    for (int i = 0; i < ZERO_BUFS && !x; i++) if (z->pb[i].unit < 0) x = &z->pb[i];
+    CHECK(x, "ZeRO-3: no free buffer to gather unit %d into", k);
+    x->unit = k;
+    for (int i = 0; i < u->n; i++) {
+        const Bucket *b = &g->b[u->first + i];
+        float *at = x->buf + (b->off - u->off);
+        g->s->be->copy(at + b->shard_off, z->pshard + b->moment_off, b->shard_n * sizeof(float));
+        x->req[i] = comm_allgather_start(b->comm, at, b->n, b->algo);
+        x->span[i] = span_start(z, EV_GATHER, (double)b->n * sizeof(float));
+        g->ag_bytes += (double)b->n * sizeof(float);
+    }
     x->seq = z->seq++;
-    g->ag_bytes += (double)b->n * sizeof(float);
-    z->gathered += (double)b->n * sizeof(float);
+    z->gathered += (double)u->len * sizeof(float);
     if (z->gathered > z->peak_gathered) z->peak_gathered = z->gathered;
     return x;
 }
 
 static ZeroBuf *weights_held(Zero *z, int k) {
-    for (int i = 0; i < ZERO_BUFS; i++) if (z->pb[i].bucket == k) return &z->pb[i];
+    for (int i = 0; i < ZERO_BUFS; i++) if (z->pb[i].unit == k) return &z->pb[i];
     return NULL;
 }
 
-// Stage.on_weights: layer j is read now and layer next after it. Buckets no longer read are given back,
+// Stage.on_weights: layer j is read now and layer next after it. Units no longer read are given back,
 // j's is waited for (gathered now if no prefetch started it), next's is started before j computes.
 static void on_weights(void *ctx, int j, int next) {
     Zero *z = ctx;
     GradSync *g = z->g;
-    int k = j < 0 ? -1 : z->bucket_of[j], kn = next < 0 ? -1 : z->bucket_of[next];
+    int k = j < 0 ? -1 : z->unit_of[j], kn = next < 0 ? -1 : z->unit_of[next];
     for (int i = 0; i < ZERO_BUFS; i++)
-        if (z->pb[i].bucket >= 0 && z->pb[i].bucket != k && z->pb[i].bucket != kn) weights_release(z, &z->pb[i]);
+        if (z->pb[i].unit >= 0 && z->pb[i].unit != k && z->pb[i].unit != kn) weights_release(z, &z->pb[i]);
     if (k < 0) return;
     ZeroBuf *x = weights_held(z, k);
     if (!x) x = weights_start(z, k);
-    if (x->req) {
-        g->spans[x->span].t1 = comm_wait(x->req);
-        x->req = NULL;
-        Bucket *b = &g->b[k];
-        for (int l = b->lo; l < b->hi; l++) set_views(g->s, l, x->buf + (stage_layer_off(g->s, l) - b->off), 0);
+    if (x->req[0]) {
+        weights_wait(z, x);
+        const ZeroUnit *u = &z->units[k];
+        for (int l = g->b[u->first].lo; l < g->b[u->first].hi; l++)
+            set_views(g->s, l, x->buf + (stage_layer_off(g->s, l) - u->off), 0);
     }
     if (kn >= 0 && kn != k && !weights_held(z, kn)) {  // the prefetch: in flight while layer j computes
         weights_start(z, kn);
@@ -158,27 +175,23 @@ static void on_weights(void *ctx, int j, int next) {
 
 // ---- set-up ----
 
-// ZeRO-3: this rank's parameter shards from (seed, global layer), a bucket at a time on the host: each
-// layer drawn whole, then (--tp) this rank's part of it (as stage_init would), then this rank's shard.
+// ZeRO-3: this rank's parameter shards from (seed, global layer), a unit at a time on the host: each
+// layer as stage_init draws it (stage_layer_host: --tp's part, --ep's experts), then each bucket's shard.
 static void init_shards(Zero *z, uint64_t seed, int L) {
     GradSync *g = z->g;
     Stage *s = g->s;
-    float *host = xmalloc(z->most * sizeof(float));
-    float *whole = xmalloc(((size_t)s->H * (s->D > s->H ? s->D : s->H) + s->H) * sizeof(float));
-    for (int k = 0; k < g->nb; k++) {
-        Bucket *b = &g->b[k];
-        for (int j = b->lo; j < b->hi; j++) {
-            float *at = host + (stage_layer_off(s, j) - b->off);
-            size_t w = stage_weight_len(s, j), in = (size_t)stage_fan_in(s, j);
-            if (j == s->n_layers) init_layer_host(seed, L, s->H, s->C, at, at + w);  // the head, whole on every rank
-            else {
-                init_layer_host(seed, s->lo + j, (int)in, s->H, whole, whole + (size_t)s->H * in);
-                stage_shard_layer(s, j, s->tp_rank, whole, whole + (size_t)s->H * in, at, at + w);
-            }
+    float *host = xmalloc(z->most * sizeof(float)), *work = xmalloc(stage_whole_layer_len(s) * sizeof(float));
+    for (int k = 0; k < z->n_units; k++) {
+        const ZeroUnit *u = &z->units[k];
+        for (int j = g->b[u->first].lo; j < g->b[u->first].hi; j++)
+            stage_layer_host(s, j, L, seed, host + (stage_layer_off(s, j) - u->off), work);
+        for (int i = 0; i < u->n; i++) {
+            const Bucket *b = &g->b[u->first + i];
+            s->be->to_device(z->pshard + b->moment_off, host + (b->off - u->off) + b->shard_off,
+                             b->shard_n * sizeof(float));
         }
-        s->be->to_device(z->pshard + b->moment_off, host + b->shard_off, b->shard_n * sizeof(float));
     }
-    free(host); free(whole);
+    free(host); free(work);
 }
 
 // A working bucket of n floats: with --allreduce shm in a window shared by the dp group (collective: every
@@ -211,7 +224,7 @@ static void zero_free(GradSync *g) {
         s->hooks.on_layer_grad = NULL;
         s->hooks.hook_ctx = NULL;
     }
-    free(z->bucket_of); free(z->gfresh); free(z);
+    free(z->unit_of); free(z->units); free(z->gfresh); free(z);
     g->zs = NULL;
     g->sharded = NULL;
 }
@@ -220,7 +233,7 @@ static void zero_begin_step(GradSync *g) {
     Zero *z = zero_of(g);
     Stage *s = g->s;
     if (s->grads) { s->be->free(s->grads); s->grads = NULL; }  // (zero_gather_grads' whole copy, for --verify)
-    for (int k = 0; k < g->nb; k++) z->gfresh[k] = 1;
+    for (int k = 0; k < z->n_units; k++) z->gfresh[k] = 1;
     z->step_prefetches = z->prefetches - z->prefetch_mark;
     z->prefetch_mark = z->prefetches;
 }
@@ -259,9 +272,9 @@ static void zero_finish(GradSync *g) {
         return;
     }
     for (ZeroBuf *o; (o = oldest(z->gb));) grad_fold(z, o);
-    for (int i = 0; i < ZERO_BUFS; i++) z->gb[i].bucket = -1;
-    for (int k = 0; k < g->nb; k++)
-        CHECK(!z->gfresh[k], "ZeRO: bucket %d got no gradient this step (the backward skipped its layers)", k);
+    for (int i = 0; i < ZERO_BUFS; i++) z->gb[i].unit = -1;
+    for (int k = 0; k < z->n_units; k++)
+        CHECK(!z->gfresh[k], "ZeRO: unit %d got no gradient this step (the backward skipped its layers)", k);
 }
 
 // ---- the optimizer step of this rank's shards, every level ----
@@ -409,6 +422,31 @@ static void cut_shards(GradSync *g) {
     }
 }
 
+// The units: consecutive buckets of the same layers (--ep: an MoE layer's router and experts, in either
+// order), and the unit holding each layer; z->most, the largest unit's floats.
+static void make_units(Zero *z) {
+    GradSync *g = z->g;
+    z->units = xcalloc((size_t)g->nb, sizeof(ZeroUnit));
+    z->unit_of = xcalloc((size_t)g->s->n_layers + 1, sizeof(int));
+    for (int k = 0; k < g->nb; k++) {
+        const Bucket *b = &g->b[k];
+        ZeroUnit *u = z->n_units ? &z->units[z->n_units - 1] : NULL;
+        if (u && u->n < ZERO_UNIT && g->b[u->first].lo == b->lo && g->b[u->first].hi == b->hi) {
+            size_t end = u->off + u->len > b->off + b->n ? u->off + u->len : b->off + b->n;
+            u->off = u->off < b->off ? u->off : b->off;
+            u->len = end - u->off;
+            u->n++;
+        } else z->units[z->n_units++] = (ZeroUnit){k, 1, b->off, b->n};
+        for (int j = b->lo; j < b->hi; j++) z->unit_of[j] = z->n_units - 1;
+    }
+    for (int k = 0; k < z->n_units; k++) {
+        if (z->units[k].len > z->most) z->most = z->units[k].len;
+        CHECK(z->units[k].len == stage_layer_off(g->s, g->b[z->units[k].first].hi) -
+                                    stage_layer_off(g->s, g->b[z->units[k].first].lo),
+              "ZeRO: unit %d's buckets do not cover its layers whole", k);
+    }
+}
+
 void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
     Stage *s = g->s;
     const Backend *be = s->be;
@@ -426,17 +464,13 @@ void zero_init(GradSync *g, int level, uint64_t seed, int layers) {
         g->sharded = &ops1;
         return;
     }
-    z->bucket_of = xcalloc((size_t)s->n_layers + 1, sizeof(int));
-    for (int k = 0; k < g->nb; k++) {
-        for (int j = g->b[k].lo; j < g->b[k].hi; j++) z->bucket_of[j] = k;
-        if (g->b[k].n > z->most) z->most = g->b[k].n;
-    }
+    make_units(z);
     size_t shard = g->shard_total ? g->shard_total : 1;
     z->gshard = be->alloc(shard * sizeof(float));
-    z->gfresh = xcalloc((size_t)g->nb, sizeof(int));
+    z->gfresh = xcalloc((size_t)z->n_units, sizeof(int));
     for (int i = 0; i < ZERO_BUFS; i++) {
-        z->gb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0, 0};
-        if (level >= 3) z->pb[i] = (ZeroBuf){work_alloc(g, z->most), -1, NULL, 0, 0, 0};
+        z->gb[i] = (ZeroBuf){.buf = work_alloc(g, z->most), .unit = -1};
+        if (level >= 3) z->pb[i] = (ZeroBuf){.buf = work_alloc(g, z->most), .unit = -1};
     }
     g->sharded = &ops;
     s->hooks.on_grad = on_grad;

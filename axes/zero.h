@@ -2,29 +2,41 @@
 // file): each rank updates only its shard of every bucket (1: of the optimizer state; 2: and gradients
 // reduce-scattered bucket by bucket as each backward produces them, into this rank's shard; 3: and
 // parameters held only as this rank's shard, gathered bucket by bucket, one ahead, around every pass that
-// reads them). The working buffers of 2 and 3 are a small pool: ZERO_BUFS buckets of each (axes/data.h).
+// reads them). The working buffers of 2 and 3 are a small pool: ZERO_BUFS units of each (axes/data.h).
 #pragma once
 #include "axes/data.h"
 
+#define ZERO_UNIT 2  // the most buckets of one unit (--ep: an MoE layer's router and its experts)
+
+// A unit: the buckets of the same local layers [lo, hi), adjacent in the flat buffer, whose gradients (or
+// weights) a working buffer holds together: one bucket, or (--ep) an MoE layer's router and experts, each
+// bucket summed (and sharded) over its own group (Bucket.comm).
 typedef struct {
-    float *buf;     // [largest bucket] floats
-    int bucket;     // the bucket it holds, -1: free
-    CommReq *req;   // its collective in flight (NULL: none)
-    int span;       // that collective's span in GradSync.spans
-    long seq;       // when it was started (the oldest in flight is waited for first)
-    int direct;     // its reduce-scatter writes this rank's chunk straight into the gradient shard
+    int first, n;       // its buckets: GradSync.b[first .. first + n)
+    size_t off, len;    // the range of the flat buffer they cover together
+} ZeroUnit;
+
+typedef struct {
+    float *buf;                 // [largest unit] floats
+    int unit;                   // the unit it holds, -1: free
+    CommReq *req[ZERO_UNIT];    // its buckets' collectives in flight (req[0] NULL: none)
+    int span[ZERO_UNIT];        // those collectives' spans in GradSync.spans
+    long seq;                   // when they were started (the oldest in flight is waited for first)
+    int direct;     // its reduce-scatters write this rank's chunks straight into the gradient shard
 } ZeroBuf;
 
 typedef struct Zero {
     GradSync *g;
     int level;               // 2: gradients sharded; 3: parameters too
-    int *bucket_of;          // [n_layers + 1] the bucket holding local layer j (the head: n_layers)
-    size_t most;             // floats of the largest bucket
+    ZeroUnit *units;         // [n_units] the units, in the buckets' order
+    int n_units;
+    int *unit_of;            // [n_layers + 1] the unit holding local layer j (the head: n_layers)
+    size_t most;             // floats of the largest unit
     float *gshard;           // [shard_total] this rank's gradient shards, summed over the step's backwards
-    int *gfresh;             // [nb] the bucket's first reduce-scatter of the step (it overwrites the shard) is to come
+    int *gfresh;  // [n_units] the unit's first reduce-scatter of the step (overwriting the shard) is to come
     float *pshard;           // ZeRO-3: [shard_total] this rank's parameter shards (the parameters at rest)
-    ZeroBuf gb[ZERO_BUFS];   // a bucket's whole gradient while a backward writes it and it is reduce-scattered
-    ZeroBuf pb[ZERO_BUFS];   // ZeRO-3: a bucket's gathered weights while a pass reads them (or prefetched)
+    ZeroBuf gb[ZERO_BUFS];   // a unit's whole gradient while a backward writes it and it is reduce-scattered
+    ZeroBuf pb[ZERO_BUFS];   // ZeRO-3: a unit's gathered weights while a pass reads them (or prefetched)
     long seq;
     int span_cap;            // GradSync.spans' capacity
     double gathered, peak_gathered;  // bytes of gathered weights held now, and the most at once

@@ -68,11 +68,22 @@ ddp x ep with ZeRO-1|4|--dp 4 --ep 2 --zero 1
 pp 2 x ep 2 under 1f1b|4|--pp 2 --dp 2 --ep 2 --schedule 1f1b --micro-batches 4
 pp 2 x ep 2 under gpipe, --moe-every 2|4|--pp 2 --dp 2 --ep 2 --schedule gpipe --micro-batches 2 --moe-every 2
 ep 2, bf16|2|--dp 2 --ep 2 --precision bf16
+ep 2 with ZeRO-2 (dp 2)|2|--dp 2 --ep 2 --zero 2
+ep 2 with ZeRO-2, --ep-overlap off|2|--dp 2 --ep 2 --zero 2 --ep-overlap off
+ddp x ep with ZeRO-2: dp 4, ep 2|4|--dp 4 --ep 2 --zero 2
+ddp x ep with ZeRO-2, --ep-overlap off|4|--dp 4 --ep 2 --zero 2 --ep-overlap off
+ddp x ep with ZeRO-2, a bucket per tensor's layer (--bucket-mb 0.001)|4|--dp 4 --ep 2 --zero 2 --bucket-mb 0.001
+ddp x ep with ZeRO-3: dp 4, ep 2|4|--dp 4 --ep 2 --zero 3
+ep 2 with ZeRO-3 (dp 2), --ep-overlap off|2|--dp 2 --ep 2 --zero 3 --ep-overlap off
+pp 2 x ep 2 with ZeRO-3 under 1f1b|4|--pp 2 --dp 2 --ep 2 --zero 3 --schedule 1f1b --micro-batches 4
 EOF2
 
 # The exchange changes where an expert runs, not what it computes: --ep's losses are data parallelism's.
 L=(--layers 4 --hidden 16 --batch 32 --log-every 0 --experts 4 --steps 8 --json)
-for lay in "4|--dp 4|--ep 2" "4|--dp 4|--ep 4" "4|--pp 2 --dp 2 --micro-batches 4|--ep 2"; do
+# ZeRO-2 and 3 reduce-scatter each bucket over the group that sums it (the experts' over their holders):
+# their losses are ZeRO-2's and 3's alone.
+for lay in "4|--dp 4|--ep 2" "4|--dp 4|--ep 4" "4|--pp 2 --dp 2 --micro-batches 4|--ep 2" "4|--dp 4 --zero 2|--ep 2" \
+    "4|--dp 4 --zero 3|--ep 4" "4|--pp 2 --dp 2 --micro-batches 4 --zero 2|--ep 2"; do
     IFS='|' read -r n base ep <<<"$lay"
     # shellcheck disable=SC2086
     run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base; REF=$OUT
@@ -91,7 +102,7 @@ run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2
 # --clip-grad's global norm counts every parameter once: the experts on one holder each, the rest on replica 0
 # (without ZeRO; with ZeRO-1 each rank its shards): the norms of --ep equal data parallelism's alone.
 norms() { python3 -c "import json,sys; print(' '.join('%.6e' % v for v in json.loads(sys.argv[1])['grad_norms']))" "$1"; }
-for lay in "2|--dp 2|--ep 2" "4|--dp 4|--ep 4" "4|--dp 4 --zero 1|--ep 2"; do
+for lay in "2|--dp 2|--ep 2" "4|--dp 4|--ep 4" "4|--dp 4 --zero 1|--ep 2" "4|--dp 4 --zero 2|--ep 2" "4|--dp 4 --zero 3|--ep 2"; do
     IFS='|' read -r n base ep <<<"$lay"
     # shellcheck disable=SC2086
     run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base --clip-grad 0.01; REF=$(norms "$OUT")
@@ -112,6 +123,19 @@ read -r w1 g1 o1 <<<"$ONE"; read -r w2 g2 o2 <<<"$TWO"
 [ -n "$w2" ] && [ $((w1 - w2)) = $less ] && [ $((g1 - g2)) = $less ] && [ $((o1 - o2)) = $((2 * less)) ] &&
     pass "ep/--ep 2 holds half the experts: weights $w1 -> $w2 bytes, gradients and Adam's moments alike" ||
     fail "ep/--ep 2 holds half the experts" "ep 1: $ONE, ep 2: $TWO (expected $less bytes fewer)"
+# ZeRO-2 shards the gradients, 3 the weights too, each bucket over the group that sums it: on dp 4 with --ep 2
+# a rank holds a quarter of the router and dense layers and half of its experts (each bucket's shard rounded
+# up to whole floats: within 16 bytes a bucket)
+run 120 mpiexec -n 4 "$MICROPP" train "${L[@]}" --dp 4 --ep 2 --zero 1; Z1=$(mem "$OUT")
+run 120 mpiexec -n 4 "$MICROPP" train "${L[@]}" --dp 4 --ep 2 --zero 2; Z2=$(mem "$OUT")
+run 120 mpiexec -n 4 "$MICROPP" train "${L[@]}" --dp 4 --ep 2 --zero 3; Z3=$(mem "$OUT")
+read -r w1 g1 o1 <<<"$Z1"; read -r w2 g2 o2 <<<"$Z2"; read -r w3 g3 o3 <<<"$Z3"
+experts=$((3 * 2 * 272 * 4))  # bytes of a rank's experts (3 MoE layers, 2 experts each)
+want=$(((w1 - experts) / 4 + experts / 2))
+near() { [ -n "$1" ] && [ "$1" -ge "$2" ] && [ "$1" -le $(($2 + 16 * 12)) ]; }
+near "$g2" "$want" && [ "$w2" = "$w1" ] && near "$g3" "$want" && near "$w3" "$want" && [ "$o2" = "$o1" ] && [ "$o3" = "$o1" ] &&
+    pass "ep/--ep 2 on dp 4: ZeRO-2's gradients $g1 -> $g2 bytes (dense / 4 + experts / 2), ZeRO-3's weights $w1 -> $w3" ||
+    fail "ep/--ep 2 with ZeRO-2, 3: the shards" "zero 1: $Z1, zero 2: $Z2, zero 3: $Z3 (expected about $want)"
 
 # Checkpoints hold every expert whole: a save gathers them from the first expert group (its rank 0 writes),
 # a resume cuts each rank's out, so a checkpoint of --ep 2 resumes on the monolith, one of plain ddp under --ep
@@ -123,7 +147,10 @@ last4() { python3 -c "import json,sys; l=json.loads(sys.argv[1])['losses']; prin
 run 120 mpiexec -n 2 "$MICROPP" train "${C[@]}" --dp 2 --ep 2 --steps 8 --json; WHOLE=$(last4 "$OUT")
 for way in "ep 2 -> monolith|mpiexec -n 2 $MICROPP train --dp 2 --ep 2|$MICROPP train" \
            "ddp -> ep 2|mpiexec -n 2 $MICROPP train --dp 2|mpiexec -n 2 $MICROPP train --dp 2 --ep 2" \
-           "hybrid ep 2 ZeRO-1 -> ddp|mpiexec -n 4 $MICROPP train --pp 2 --dp 2 --ep 2 --zero 1|mpiexec -n 2 $MICROPP train --dp 2"; do
+           "hybrid ep 2 ZeRO-1 -> ddp|mpiexec -n 4 $MICROPP train --pp 2 --dp 2 --ep 2 --zero 1|mpiexec -n 2 $MICROPP train --dp 2" \
+           "ep 2 ZeRO-2 -> monolith|mpiexec -n 2 $MICROPP train --dp 2 --ep 2 --zero 2|$MICROPP train" \
+           "dp 4 ep 2 ZeRO-3 -> monolith|mpiexec -n 4 $MICROPP train --dp 4 --ep 2 --zero 3|$MICROPP train" \
+           "monolith -> dp 4 ep 2 ZeRO-3|$MICROPP train|mpiexec -n 4 $MICROPP train --dp 4 --ep 2 --zero 3"; do
     IFS='|' read -r name save resume <<<"$way"
     rm -rf "$TMP/ck"
     # shellcheck disable=SC2086
@@ -148,8 +175,6 @@ e "ep/--ep without data parallelism" "train: --ep applies to data parallelism \(
     60 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --pp 2 --ep 2
 e "ep/--ep with --tp" "train: --experts with --tp 2: MoE layers are not split over a tensor-parallel group" \
     60 mpiexec -n 4 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --tp 2 --ep 2
-e "ep/--ep with ZeRO-2" "train: --experts with --zero 2: .* use --zero 1 or 0" \
-    60 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --zero 2
 e "ep/--ep with local SGD" "train: --ep with --sync-every: .* each expert lives on dp/--ep of them" \
     60 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --sync-every 2
 e "ep/--ep with --compress" "train: --ep with --compress: .* drop --ep or --compress" \

@@ -47,6 +47,8 @@ pp 1f1b 2 checkpoint-activations|2|--mode pp --micro-batches 4 --checkpoint-acti
 pp interleaved 2 x 2|2|--mode pp --schedule interleaved --micro-batches 4
 ddp 2|2|--mode ddp
 ddp 2 ZeRO-1|2|--mode ddp --zero 1
+ddp 2 ZeRO-2|2|--mode ddp --zero 2
+ddp 2 ZeRO-3|2|--mode ddp --zero 3
 hybrid pp 2 x dp 2|4|--pp 2 --dp 2 --micro-batches 2
 pp zb-h1 2 M=4 (split backward)|2|--mode pp --schedule zb-h1 --micro-batches 4
 pp zb-v 2 M=4|2|--mode pp --schedule zb-v --micro-batches 4
@@ -86,8 +88,10 @@ expect_user_error "moe/a checkpoint of another expert count: one line, exit 2" \
 # ---- what it does not run, and bad values: one line, exit 2, on every rank ----
 R=(mpiexec -n 2 "$MICROPP" train "${B[@]}" --steps 3)
 expect_user_error "moe/--tp 2 refused" "--experts with --tp 2" 60 "${R[@]}" --experts 4 --tp 2
-expect_user_error "moe/--zero 2 refused" "--experts with --zero 2" 60 "${R[@]}" --experts 4 --mode ddp --zero 2
-expect_user_error "moe/--zero 3 refused" "--experts with --zero 3" 60 "${R[@]}" --experts 4 --mode ddp --zero 3
+expect_user_error "moe/--zero 2 under zb-h1 (gradients at I) refused" "--experts with --zero 2 under --schedule zb-h1: .* use --zero 1" \
+    60 mpiexec -n 4 "$MICROPP" train "${B[@]}" --steps 3 --experts 4 --pp 2 --dp 2 --schedule zb-h1 --zero 2
+expect_user_error "moe/--zero 3 under zb-v with --ep 2 refused" "--experts with --zero 3 under --schedule zb-v" 60 \
+    mpiexec -n 4 "$MICROPP" train "${B[@]}" --steps 3 --experts 4 --pp 2 --dp 2 --ep 2 --schedule zb-v --zero 3
 expect_user_error "moe/--deterministic refused" "--experts with --deterministic" 60 "${R[@]}" --experts 4 --mode ddp \
     --deterministic
 expect_user_error "moe/--experts 1" "--experts 1: top-k routing over one expert" 60 "${R[@]}" --mode ddp --experts 1
@@ -127,7 +131,24 @@ E not divisible by N|2|--experts 3 over --ep 2: .* use --ep 1 \(none\), or --exp
 --capacity-factor 1e9|1|--capacity-factor = 1e9 is out of range|--experts 4 --capacity-factor 1e9
 --capacity-factor nan|1|--capacity-factor expects a number, got 'nan'|--experts 4 --capacity-factor nan
 top-k routing over one expert|1|--experts 1: top-k routing over one expert|--experts 1 --top-k 1
+--top-k without --experts|1|--top-k without --experts: .* add --experts E \(2 or more\) or drop --top-k|--top-k 1
+--moe-every without --experts|1|--moe-every without --experts: .* drop --moe-every|--moe-every 2
+--capacity-factor without --experts|1|--capacity-factor without --experts: .* drop --capacity-factor|--capacity-factor 2
+--aux-loss without --experts|1|--aux-loss without --experts: .* drop --aux-loss|--aux-loss 0
+--alltoall without --experts (ddp)|2|--alltoall without --experts: .* drop --alltoall|--dp 2 --alltoall mpi
+--ep-overlap without --experts (ddp)|2|--ep-overlap without --experts: .* drop --ep-overlap|--dp 2 --ep-overlap off
+--ep 1 without --experts (ddp)|2|--ep without --experts: .* drop --ep|--dp 2 --ep 1
+--ep 2 without --experts (ddp)|2|--ep 2 shards the experts of MoE layers, and this model has none|--dp 2 --ep 2
 EOF
+
+# ... but as config keys they are a shared base's, as any option that does not apply to the run: a dense run of
+# configs/fashion.json's keys (its capacity factor serves its MoE run) trains as without them
+echo '{"top-k": 1, "capacity-factor": 2, "moe-every": 2}' >"$TMP/moe-keys.json"
+run 60 "$MICROPP" train "${B[@]}" --steps 3 --json; plain=$(json_get '["losses"]')
+run 60 "$MICROPP" train --config "$TMP/moe-keys.json" "${B[@]}" --steps 3 --json
+[ "$RC" = 0 ] && [ "$(json_get '["losses"]')" = "$plain" ] &&
+    pass "moe/MoE options as config keys of a dense run: accepted, the losses of the run without them" ||
+    fail "moe/MoE options as config keys of a dense run" "rc $RC: ${ERR:0:200}"
 
 # ---- the report: --json's moe part, the summary's line, --metrics' keys ----
 moe_json_ok() {  # every step: the rows kept plus the dropped are the assignments, rows x k x MoE layers

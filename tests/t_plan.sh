@@ -112,6 +112,13 @@ compare "plan/--experts 4 ddp 2 --ep 2 = train" 2 \
 compare "plan/--experts 4 dp 4 --ep 2 ZeRO-1 = train" 4 \
     "--experts 4 --layers 4 --hidden 32 --stages 1 --dp 4 --ep 2 --zero 1 --schedule gpipe" \
     "--experts 4 --layers 4 --hidden 32 --dp 4 --ep 2 --zero 1"
+# ZeRO-2 and 3: the gradients (and weights) sharded the same way, each bucket over the group that sums it
+compare "plan/--experts 4 dp 4 --ep 2 ZeRO-2 = train" 4 \
+    "--experts 4 --layers 4 --hidden 32 --stages 1 --dp 4 --ep 2 --zero 2 --schedule gpipe" \
+    "--experts 4 --layers 4 --hidden 32 --dp 4 --ep 2 --zero 2"
+compare "plan/--experts 4 dp 4 --ep 2 ZeRO-3 = train" 4 \
+    "--experts 4 --layers 4 --hidden 32 --stages 1 --dp 4 --ep 2 --zero 3 --schedule gpipe" \
+    "--experts 4 --layers 4 --hidden 32 --dp 4 --ep 2 --zero 3"
 
 # --- the memory wall: a 10B fp32 model with Adam needs 8 stages of a 24 GiB device ---
 run 60 "$MICROPP" plan --params 10B --device-memory 24G

@@ -418,6 +418,15 @@ static int rule_deterministic(const TrainConfig *c, const Plan *p, Err *e) {
 // --experts (moe.h): the layer's own values, then the layouts its layer does not run on yet.
 static int rule_moe(const TrainConfig *c, const Plan *p, Err *e) {
     long long E = c->moe.experts, k = c->moe.top_k, every = c->moe.every;
+    // the options of MoE layers typed for a model without any (--ep N > 1: expert_rules'). As a config key each
+    // is a shared base's, as any option that does not apply (degrees_check_flags): configs/fashion.json's
+    // capacity factor serves its dense and its MoE runs.
+    static const char *const moe_only[] = {"moe-every", "top-k", "capacity-factor", "aux-loss", "alltoall",
+                                           "ep-overlap", "ep"};
+    for (size_t i = 0; i < sizeof moe_only / sizeof *moe_only && !E; i++)
+        if (seen_typed(e->seen, moe_only[i]) && !(!strcmp(moe_only[i], "ep") && c->grid.ep > 1))
+            return refuse(e, "train: --%s without --experts: it is an option of MoE layers, and this model has none: "
+                             "add --experts E (2 or more) or drop --%s", moe_only[i], moe_only[i]);
     if (!E) return 0;
     if (E < 2)
         return refuse(e, "train: --experts 1: top-k routing over one expert is a dense layer with a router: use "
@@ -435,9 +444,14 @@ static int rule_moe(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->T > 1)
         return refuse(e, "train: --experts with --tp %d: MoE layers are not split over a tensor-parallel group: drop "
                          "--tp", p->T);
-    if (p->data.zero >= 2)
-        return refuse(e, "train: --experts with --zero %d: ZeRO-%d's per-layer gathers and gradient shards do not "
-                         "handle MoE layers yet: use --zero 1 or 0", p->data.zero, p->data.zero);
+    if (p->data.zero >= 2 && p->split) {
+        char sched[32];
+        return refuse(e, "train: --experts with --zero %d under --schedule %s: an MoE layer's weight gradients are "
+                         "made at I (the input's backward), and ZeRO-%d's working buckets are filled and reduce-"
+                         "scattered at W: use --zero 1, or a schedule without split backwards (1f1b, gpipe, "
+                         "interleaved)", p->data.zero, choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched),
+                      p->data.zero);
+    }
     if (c->gemm.deterministic)
         return refuse(e, "train: --experts with --deterministic: the MoE layers' gradients are not summed in the "
                          "canonical order yet: drop --deterministic");
