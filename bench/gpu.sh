@@ -11,7 +11,7 @@
 # and bf16 and configs/pipeline.json (2 ranks sharing the GPU over MPI), each against the same model
 # in PyTorch (bench/torch_mlp.py, same precision, same machine); pingpong; the whole suite (FULL=0
 # skips it). Then one table: every step's verdict and every measurement beside PyTorch's.
-#   --dry-run: the same script on a machine without a GPU (DEVICE=cpu, 2 steps a run, no suite):
+#   --dry-run: the same script on a machine without a GPU (DEVICE=cpu, 2 steps a run, layers of 256, no suite):
 #   builds and checks every step it can, and says which it skipped; tests/t_bench_gpu.sh runs it.
 # Output in $OUT (the device tool's folder) or bench/results: gpu.log (everything), gpu.jsonl (one
 # JSON line per measurement), table.md, tests_gpu.log, tests_full.log. Exit 1 when a step failed.
@@ -131,19 +131,21 @@ print("%-44s step %8.3f ms | %9.0f samples/s | %8.1f GFLOP/s | %s" % (sys.argv[1
 }
 
 section "configs/medium.json and configs/pipeline.json against PyTorch ($STEPS steps; median step)"
-MB=256; [ "$DRY" = 1 ] && MB=64  # a dry run checks the logic, not the speed: smaller batches
-MED="--layers 16 --hidden 1024 --classes 2 --batch $MB --lr 0.001"
-M=(--config configs/medium.json --steps "$STEPS" --batch "$MB" --device "$DEVICE")
+# a dry run checks the logic, not the speed: smaller batches, and layers of 256 (a sixteenth of the work)
+MB=256 MH=1024; [ "$DRY" = 1 ] && MB=64 MH=256
+MED="--layers 16 --hidden $MH --classes 2 --batch $MB --lr 0.001"
+M=(--config configs/medium.json --hidden "$MH" --steps "$STEPS" --batch "$MB" --device "$DEVICE")
 measure "medium fp32" 1 "$MED --precision fp32" "${M[@]}"
 measure "medium fp32 --gemm-timing" 1 "" "${M[@]}" --gemm-timing
 if [ "$DRY" = 1 ]; then dry_skip "medium tf32"; else measure "medium tf32" 1 "$MED --precision tf32" "${M[@]}" --tf32; fi
 measure "medium bf16" 1 "$MED --precision bf16" "${M[@]}" --precision bf16
-measure "medium fp32 --verify (vs CPU)" 1 "" --config configs/medium.json --steps 3 --batch "$MB" --device "$DEVICE" --verify
+measure "medium fp32 --verify (vs CPU)" 1 "" --config configs/medium.json --hidden "$MH" --steps 3 --batch "$MB" \
+    --device "$DEVICE" --verify
 # configs/pipeline.json: 2 ranks share the one GPU over the MPI transport (NCCL needs a GPU per rank);
 # the yardstick trains the same model whole
 PB=2048; [ "$DRY" = 1 ] && PB=64
-measure "pipeline 1f1b M=8, 2 ranks, 1 GPU, mpi" 2 "--layers 16 --hidden 1024 --classes 2 --batch $PB --precision fp32" \
-    --config configs/pipeline.json --steps "$STEPS" --batch "$PB" --device "$DEVICE" --transport mpi
+measure "pipeline 1f1b M=8, 2 ranks, 1 GPU, mpi" 2 "--layers 16 --hidden $MH --classes 2 --batch $PB --precision fp32" \
+    --config configs/pipeline.json --hidden "$MH" --steps "$STEPS" --batch "$PB" --device "$DEVICE" --transport mpi
 
 section "pingpong between GPU buffers (MPI through pinned host memory)"
 if [ "$DRY" = 1 ]; then dry_skip "pingpong --device cuda"

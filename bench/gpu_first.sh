@@ -152,9 +152,9 @@ else step "CUDA_DEVICE_MAX_CONNECTIONS=1 -> 32, one line" 60 bash -c 'CUDA_DEVIC
     tee /dev/stderr | grep -qx "micropp: CUDA_DEVICE_MAX_CONNECTIONS was .1., now 32: .*"' _ "${SMALL[@]}"; fi
 
 # ---- 2. real training: gradients against the CPU, then step times beside PyTorch's ----
-MB=256; [ "$DRY" = 1 ] && MB=32
-MED="--layers 16 --hidden 1024 --classes 2 --batch $MB --lr 0.001"
-M=(--config configs/medium.json --batch "$MB" --device "$DEVICE")
+MB=256 MH=1024; [ "$DRY" = 1 ] && MB=32 MH=256  # (a dry run checks the logic: layers of 256, a sixteenth of the work)
+MED="--layers 16 --hidden $MH --classes 2 --batch $MB --lr 0.001"
+M=(--config configs/medium.json --hidden "$MH" --batch "$MB" --device "$DEVICE")
 step "medium --verify against the CPU (3 steps)" 120 ./micropp train "${M[@]}" --steps 3 --verify --log-every 0
 step "medium fp32" 90 bash -c 'train_run "$@"' _ "medium fp32" 1 "$MED --precision fp32" -- "${M[@]}" --steps "$STEPS"
 if [ "$DRY" = 1 ]; then dry_skip "medium tf32"
@@ -182,8 +182,8 @@ fi
 
 PB=2048; [ "$DRY" = 1 ] && PB=32
 step "pipeline.json 1f1b M=8, 2 ranks on 1 GPU over mpi" 120 bash -c 'train_run "$@"' _ "pipeline 1f1b M=8, 2 ranks, 1 GPU, mpi" 2 \
-    "--layers 16 --hidden 1024 --classes 2 --batch $PB --precision fp32" -- \
-    --config configs/pipeline.json --steps "$STEPS" --batch "$PB" --device "$DEVICE" --transport mpi
+    "--layers 16 --hidden $MH --classes 2 --batch $PB --precision fp32" -- \
+    --config configs/pipeline.json --hidden "$MH" --steps "$STEPS" --batch "$PB" --device "$DEVICE" --transport mpi
 
 # ---- 4. the GPU test file with what is left ----
 if [ "$DRY" = 1 ]; then dry_skip "tests/t_gpu.sh" "its GPU rows skip without one; make test runs it"

@@ -130,7 +130,7 @@ nb=$(json_get '["bucket_count"]'); mb=$(json_get '["bucket_mb"]'); h=$(json_get 
 python3 -c "import sys; sys.exit(0 if $nb == 8 and abs($mb - 2 * 129 * 128 * 4 / 2**20) < 1e-9 and $h > 0 else 1)" \
     && pass "ddp/the default bucket is 2 layers: 8 buckets, the all-reduce $h hidden behind the backward" \
     || fail "ddp/the default bucket is 2 layers" "exit $RC: $nb buckets of $mb MiB, hidden $h (want 8, 0.126, > 0)"
-run 240 mpiexec -n 2 "$MICROPP" train --mode ddp --steps 2 --hidden 4096 --layers 2 --batch 2 --log-every 0
+run 240 mpiexec -n 2 "$MICROPP" train --mode ddp --steps 2 --hidden 4096 --layers 2 --batch 2 --eval-samples 8 --log-every 0
 printf '%s\n' "$OUT" | grep -q 'bucketed sync, 2 buckets (cap 25 MiB) |' \
     && pass "ddp/the default bucket is at most 25 MiB (PyTorch's cap) on big layers" \
     || fail "ddp/the default bucket is at most 25 MiB" "exit $RC: $(printf '%s' "$OUT$ERR" | grep -m1 'data parallel')"
