@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/data.h"  // rng_normal, rng_key
-#include "base/ops.h"   // backend_cpu.gemm
+#include "base/ops.h"   // cpu_sgemm_fp32
 #include "base/util.h"
 #include "comms/watchdog.h"
 #include "axes/compress.h"
@@ -110,20 +110,20 @@ static void orthogonalise(float *P, size_t rows, size_t R) {
     free(c);
 }
 
-// PowerSGD's three products, on host memory, through the CPU backend's gemm (base/ops.h: OpenBLAS, the model's
-// path on the CPU; at --precision bf16 there, oneDNN's). Every replica makes the same calls on the same shapes,
+// PowerSGD's three products, on host memory, through OpenBLAS in fp32 (cpu_sgemm_fp32: never the model's bf16
+// path, whose rounding of M would land in the error feedback). Every replica makes the same calls on the same shapes,
 // and the two that must agree bit for bit (the orthogonalised P and the summed Q) read the same floats everywhere.
 // P [rows, R] = M [rows, cols] Q [cols, R].
 static void m_times_q(const float *M, const float *Q, float *P, size_t rows, size_t cols, size_t R) {
-    backend_cpu.gemm(0, 0, (int)rows, (int)R, (int)cols, 1.0f, M, (int)cols, Q, (int)R, 0.0f, P, (int)R);
+    cpu_sgemm_fp32(0, 0, (int)rows, (int)R, (int)cols, 1.0f, M, (int)cols, Q, (int)R, 0.0f, P, (int)R);
 }
 // Q [cols, R] = M^T P.
 static void mt_times_p(const float *M, const float *P, float *Q, size_t rows, size_t cols, size_t R) {
-    backend_cpu.gemm(1, 0, (int)cols, (int)R, (int)rows, 1.0f, M, (int)cols, P, (int)R, 0.0f, Q, (int)R);
+    cpu_sgemm_fp32(1, 0, (int)cols, (int)R, (int)rows, 1.0f, M, (int)cols, P, (int)R, 0.0f, Q, (int)R);
 }
 // out [rows, cols] = P Q^T.
 static void p_times_qt(const float *P, const float *Q, float *out, size_t rows, size_t cols, size_t R) {
-    backend_cpu.gemm(0, 1, (int)rows, (int)cols, (int)R, 1.0f, P, (int)R, Q, (int)R, 0.0f, out, (int)cols);
+    cpu_sgemm_fp32(0, 1, (int)rows, (int)cols, (int)R, 1.0f, P, (int)R, Q, (int)R, 0.0f, out, (int)cols);
 }
 
 // The layers' whole floats (biases, mixture-of-experts layers) of M into the message at *at, floats.

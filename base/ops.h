@@ -133,6 +133,11 @@ int blas_max_threads(void);  // the most threads this BLAS was built for (more a
 // CPU supports (and the user set none); returns when nothing needs changing.
 void blas_pick_kernel(char **argv);
 
+// OpenBLAS's sgemm in fp32 on host memory, whatever --precision and --deterministic set for the model's
+// products (Backend.gemm's arguments): host-side maths that must not round to bf16 (PowerSGD's factors).
+void cpu_sgemm_fp32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                    float beta, float *C, int ldc);
+
 // oneDNN (ops_onednn.c), the CPU backend's bf16 gemm: the same arguments as Backend.gemm, inputs
 // rounded to bf16, fp32 accumulation and output; one primitive per shape, created once.
 int onednn_available(char *err, size_t n);  // 1, or 0 with the reason (built without libdnnl-dev)

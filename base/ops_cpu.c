@@ -43,6 +43,11 @@ static void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const flo
                      M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (gemm_timing_on) gemm_s += now_sec() - t0;
 }
+void cpu_sgemm_fp32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                    float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+                B, ldb, beta, C, ldc);
+}
 static int cpu_set_precision(int p, char *err, size_t errlen) {
     if (p == PRECISION_BF16 && !onednn_available(err, errlen)) return -1;
     precision = p;

@@ -80,6 +80,12 @@ expect_user_error "--fresh-state without --compress" "--fresh-state starts the s
 full=$(train_json 2 --dp 2 --steps 12 --compress powersgd:32)  # (the head [2, 32] takes rank 2: its min(out, in))
 if why=$(losses_close "$full" "$ddp" 1e-5 ddp); then pass "powersgd at full rank is ddp within float rounding"
 else fail "powersgd at full rank is ddp within float rounding" "$why ($full)"; fi
+# at --precision bf16 its products stay fp32 (cpu_sgemm_fp32): full rank takes ddp's first update to float rounding,
+# where the model's bf16 gemm took it 3.7e-5 away (its rounding of M lands in the error feedback)
+b16=$(train_json 2 --dp 2 --steps 2 --precision bf16)
+if why=$(losses_close "$(train_json 2 --dp 2 --steps 2 --precision bf16 --compress powersgd:32)" "$b16" 5e-6 ddp)
+then pass "powersgd at bf16 multiplies in fp32: full rank is bf16 ddp's step"
+else fail "powersgd at bf16 multiplies in fp32: full rank is bf16 ddp's step" "$why"; fi
 for c in powersgd:2 sign; do
     low=$(train_json 2 --dp 2 --steps 40 --compress $c)
     python3 -c 'import json,sys; l = json.loads(sys.argv[1])["losses"]
