@@ -4,8 +4,9 @@
 # SIGSTOP) ends the job within --timeout + 10 s with the watchdog's line and every waiting rank's
 # position; SIGINT/SIGTERM to mpiexec or to one rank end every rank with one line and 130/143, and
 # the checkpoint being written stays loadable.
-# run.sh: alone (jobs signalled 2 s in and ended within seconds: beside other files on 2 cores, a
-# SIGTERM landed before the ranks were up and mpiexec exited 15)
+# It runs beside other files (tests/run.sh): every signal waits for the ranks to be past a step (step 2's
+# line, or the --json runs' first checkpoint), not for a fixed time, and the bounds (--timeout + 10 s,
+# 5 s for a signal) leave seconds of margin over the watchdog's and handlers' own waits.
 source "$(dirname "$0")/lib.sh"
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --log-every 0"
 P="--mode pp $A --micro-batches 4"
@@ -242,9 +243,13 @@ zeros=0 bad=""
 for i in 1 2 3; do
     for s in INT TERM; do
         if [ "$s" = INT ]; then start_job 3 $P --steps 1000000  # text: killed after step 2
-        else  # --json: killed 2 s in (no step lines to wait for)
-            mpiexec -n 3 "$MICROPP" train $P --steps 1000000 --json >"$TMP/job.out" 2>"$TMP/job.err" &
-            JOB=$!; sleep 2
+        else  # --json: no step lines to wait for, so killed once step 1's checkpoint is written (the ranks are
+            # up: a fixed 2 s, beside other files on 2 cores, once landed before them and mpiexec exited 15)
+            rm -rf "$TMP/json-ck"
+            mpiexec -n 3 "$MICROPP" train $P --steps 1000000 --json --save "$TMP/json-ck" --save-every 1 \
+                >"$TMP/job.out" 2>"$TMP/job.err" &
+            JOB=$!
+            for _ in $(seq 600); do [ -e "$TMP/json-ck/manifest.json" ] && break; kill -0 "$JOB" 2>/dev/null || break; sleep 0.1; done
         fi
         T0=$(date +%s.%N); kill -"$s" "$JOB"; end_job
         [ "$JRC" -eq 0 ] && zeros=$((zeros + 1))

@@ -7,7 +7,9 @@
 # namespaces joined by a veth pair, Hydra launching into them through tests/netns-launcher.sh; pp,
 # ddp and hybrid --verify over TCP, traffic seen on the veth; a link taken down mid-run is ended by
 # the watchdog.
-# run.sh: alone (six 4-rank runs must each end within 4.5 s, under the finalize backstop's 5 s)
+# It runs beside other files (tests/run.sh): a run's end is judged by the finalize backstop's own line
+# (comms/watchdog.c finalize_overdue always prints it), not by the clock, and the link-down bound is
+# --timeout 3 + 10 s.
 source "$(dirname "$0")/lib.sh"
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --log-every 0"
 TWO="-launcher fork -hosts nodeA:2,nodeB:2"
@@ -59,18 +61,20 @@ HOSTS="-launcher fork -hosts nodeA,nodeB" hybrid_placed \
     'placement: host nodeA: rank 0 stage 0 replica 0, rank 2 stage 1 replica 0 | host nodeB: rank 1 stage 0 replica 1, rank 3 stage 1 replica 1' \
     "-> auto keeps the pipeline on a node" --micro-batches 8 --layers 2 --hidden 16 --classes 4 --batch 4096 --samples 8192 --log-every 0
 # Over UCX's TCP transport MPICH 4.0.2's MPI_Finalize deadlocked in most runs (finalize.c): every run
-# must end at once, not at the watchdog's finalize backstop 5 s later.
+# must end by itself, not at the watchdog's finalize backstop 5 s later, which says so on stderr ("MPI_Finalize
+# had not returned"; a backstop that failed too leaves the run to its 60 s timeout). No bound by the clock:
+# beside other files on 2 cores a 4-rank run may take more than the backstop's 5 s and still end by itself.
 slow=""
 for i in 1 2 3 4 5 6; do
     t0=$(date +%s.%N)
     run 60 env UCX_TLS=tcp,self mpiexec $TWO -n 4 "$MICROPP" train --mode hybrid --pp 2 --dp 2 --micro-batches 4 $A --steps 2
     secs=$(python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)")
-    if [ "$RC" -ne 0 ] || printf '%s' "$ERR" | grep -q 'MPI_Finalize had not returned' || python3 -c "import sys; sys.exit(float(sys.argv[1]) < 4.5)" "$secs"; then
+    if [ "$RC" -ne 0 ] || printf '%s' "$ERR" | grep -q 'MPI_Finalize had not returned'; then
         slow="$slow run $i: exit $RC in ${secs}s $(printf '%s' "$ERR" | grep -m1 -v '^$' | head -c 200);"
     fi
 done
-if [ -z "$slow" ]; then pass "hosts/fake: 6 runs of 4 ranks over TCP each end at once (MPI_Finalize does not hang)"
-else fail "hosts/fake: 6 runs of 4 ranks over TCP each end at once (MPI_Finalize does not hang)" "$slow"; fi
+if [ -z "$slow" ]; then pass "hosts/fake: 6 runs of 4 ranks over TCP each end by themselves (MPI_Finalize does not hang, the backstop never fires)"
+else fail "hosts/fake: 6 runs of 4 ranks over TCP each end by themselves (MPI_Finalize does not hang, the backstop never fires)" "$slow"; fi
 expect_user_error "hosts/fake: --allreduce shm across nodes -> one line, exit 2" "shm needs the 4 replicas of each stage on one node, and only 2 share" 60 \
     mpiexec $TWO -n 4 "$MICROPP" train --mode ddp $A --steps 2 --allreduce shm
 

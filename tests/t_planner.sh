@@ -5,7 +5,8 @@
 # (tests/expected/planner_auto.txt, the accuracy set's --tp and ZeRO-2/3 layouts included: the model
 # cannot drift unnoticed; after an intended change regenerate it with PLANNER_RECORD=1); an MoE model
 # priced with --ep holds the all-to-alls and its run line the MoE flags; every misuse
-# is one line, exit 2. (Its cases timed by the clock are tests/t_planner_timed.sh's.)
+# is one line, exit 2; the 70B plan of 1024 GPUs answers within 5 s of CPU (CPU, not wall: it holds beside
+# other files). (Its case timed by the clock is tests/t_planner_timed.sh's.)
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 TINY="--layers 4 --hidden 64 --batch 64"
@@ -442,3 +443,15 @@ PY
 )
 if [ "$RC_DP" -ne 0 ] || [ "$RC" -ne 0 ] || [ -n "$why" ]; then fail "planner/--experts 4 --ep 2 priced" "exit $RC_DP $RC: $why $ERR"
 else pass "planner/--experts 4 --ep 2: half the experts' memory and optimizer, the all-to-alls priced, the run line carries the MoE flags and --ep"; fi
+
+# --- scale on paper: 70B on 1024 GPUs under 5 s (of CPU: a load of 40 stretches the 3 s of this
+# search past a minute of wall clock; moved here from tests/t_planner_timed.sh, as it holds beside other files) ---
+TIMEFORMAT='%U %S'
+{ time run 300 "$MICROPP" plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B \
+    --batch 1048576; } 2> "$TMP/cpu"
+unset TIMEFORMAT
+dt=$(python3 -c "import sys; print('%.1f' % sum(map(float, open(sys.argv[1]).read().split()[-2:])))" "$TMP/cpu")
+if [ "$RC" -eq 0 ] && python3 -c "import sys; assert float(sys.argv[1]) < 5" "$dt" &&
+    printf '%s' "$OUT" | grep -q "^best: mpiexec -n 1024 ./micropp train --layers 64 --hidden 32768"
+then pass "planner/70B on 1024 GPUs in ${dt}s of CPU (under 5)"
+else fail "planner/70B on 1024 GPUs under 5 s of CPU" "exit $RC in ${dt}s: $(printf '%s' "$OUT$ERR" | tail -c 300)"; fi

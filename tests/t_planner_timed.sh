@@ -1,22 +1,10 @@
 #!/usr/bin/env bash
-# tests/t_planner_timed.sh: the planner's cases timed by the clock (the rest is tests/t_planner.sh's):
-# the 70B plan of 1024 GPUs answers within seconds; on this machine a one-rank prediction of a
-# compute-bound model is within 2x of the step it measures.
+# tests/t_planner_timed.sh: the planner's case timed by the clock (the rest is tests/t_planner.sh's,
+# the 70B plan's CPU seconds among them): on this machine a one-rank prediction of a compute-bound
+# model is within 2x of the step it measures.
 # run.sh: alone (a calibration and a run compared by the clock: nothing of the suite may run beside them)
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-
-# --- scale on paper: 70B on 1024 GPUs under 5 s (of CPU: a load of 40 stretches the 3 s of this
-# search past a minute of wall clock) ---
-TIMEFORMAT='%U %S'
-{ time run 300 "$MICROPP" plan --auto --world 1024 --machine configs/machines/h100-node.json --params 70B \
-    --batch 1048576; } 2> "$TMP/cpu"
-unset TIMEFORMAT
-dt=$(python3 -c "import sys; print('%.1f' % sum(map(float, open(sys.argv[1]).read().split()[-2:])))" "$TMP/cpu")
-if [ "$RC" -eq 0 ] && python3 -c "import sys; assert float(sys.argv[1]) < 5" "$dt" &&
-    printf '%s' "$OUT" | grep -q "^best: mpiexec -n 1024 ./micropp train --layers 64 --hidden 32768"
-then pass "planner/70B on 1024 GPUs in ${dt}s of CPU (under 5)"
-else fail "planner/70B on 1024 GPUs under 5 s of CPU" "exit $RC in ${dt}s: $(printf '%s' "$OUT$ERR" | tail -c 300)"; fi
 
 # --- on this machine: one rank, compute-bound, predicted within 2x of the measured step ---
 # The suite runs this file with nothing beside it, but the machine may be shared: a calibration and

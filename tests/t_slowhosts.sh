@@ -5,7 +5,9 @@
 # (where the kernel has netem), hier's all-reduce sends 2/3 of the flat ring's bytes across 2 hosts of
 # 2 ranks, bad options end in one line, and no namespace is left behind.
 # Root, ip and tc needed, else SKIP with the reason.
-# run.sh: alone (it compares measured bandwidths: the unshaped link must carry clearly more than the throttled one)
+# It runs beside other files (tests/run.sh): the throttled link is the bottleneck whatever the load (its
+# bandwidth within 0.5-1.1x of the rate), the unshaped one carries far over 1.5x that even on a loaded
+# machine, the delay is a lower bound and hier's bytes are counted, not timed.
 source "$(dirname "$0")/lib.sh"
 SLOW=$ROOT/tests/slowhosts.sh
 PING="$MICROPP pingpong -b 4M -e 4M -n 40 -w 2 --window 4 --json"
