@@ -293,6 +293,7 @@ static void run_sum(const float *pd, const float *px, const float *dz, int rows,
 // The chain of subtrees a run at (level, start) would be added to by det_tree_add (none when reordered):
 // taken out of the tree (all but the last given back once the run is written: the caller's job).
 static int take_chain(DetTree *t, int level, long start, RunOut *out) {
+    CHECK(find(t, level, start) < 0, "det: rows %ld.. (2^%d) arrived twice", start, level);
     out->m = 0;
     while (!reordered() && out->m < DET_CHAIN) {
         int s = find(t, level, start ^ (1L << level));
