@@ -200,37 +200,85 @@ static void tile_leaf(const float *pd, const float *px, int chunk, float *acc) {
 }
 
 // Adds leaf c (0, 1, ...) of a run, v, into the pairwise tree whose open left siblings are stack[level]
-// (len floats each): v climbs while it is a right child; returns the level it is left at.
-static int climb(float *stack, size_t len, long c, float *v) {
-    int lv = 0;
-    for (; c >> lv & 1; lv++)
-        for (size_t i = 0; i < len; i++) v[i] = stack[(size_t)lv * len + i] + v[i];
-    memcpy(stack + (size_t)lv * len, v, sizeof(float) * len);
-    return lv;
+// (len floats each): v climbs while it is a right child, its sums written straight into the slot of the
+// level it is left at (free: its last occupant was added into a lower one); returns that level.
+static int climb(float *stack, size_t len, long c, const float *v) {
+    int top = 0;
+    while (c >> top & 1) top++;
+    float *d = stack + (size_t)top * len;
+    if (!top) {
+        memcpy(d, v, sizeof(float) * len);
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) d[i] = stack[i] + v[i];
+    for (int lv = 1; lv < top; lv++)
+        for (size_t i = 0; i < len; i++) d[i] = stack[(size_t)lv * len + i] + d[i];
+    return top;
 }
 
-// The sum of n (a power of two) leaves of chunks starting at packed row r0, into v: W's [h, k] then the bias [h]
-// (a chunk's rows of dz added one by one, then the same tree).
+// Where a run's sum goes: the subtrees already in the tree it climbs past (sib[0] its sibling, sib[1] the
+// sibling of their sum, ...: what det_tree_add would add it to, one after the other), and dst (sib[m - 1],
+// or a fresh buffer when m is 0). Writing sib[m-1] + (... + (sib[0] + s)) while s is in cache spares a
+// micro-batch's run a pass over its sum and one over each sibling (a pipeline's 64 rows: 3 a step).
+#define DET_CHAIN 16  // (more levels are added by det_tree_add, as before)
+typedef struct {
+    float *dst;
+    float *sib[DET_CHAIN];
+    int m;
+} RunOut;
+
+// n sums s[0..n) at offset i of the run's sum, through the chain into out->dst.
+static inline void put_sums(const RunOut *out, size_t i, const float *s, int n) {
+    for (int c0 = 0; c0 < n; c0 += WG_J) {
+        int w = n - c0 < WG_J ? n - c0 : WG_J;
+        float v[WG_J], *d = out->dst + i + c0;
+        const float *in = s + c0;
+        if (!out->m) {
+            for (int j = 0; j < w; j++) d[j] = in[j];
+            continue;
+        }
+        for (int j = 0; j < w; j++) v[j] = out->sib[0][i + c0 + j] + in[j];  // a + b == b + a
+        for (int q = 1; q < out->m; q++)
+            for (int j = 0; j < w; j++) v[j] = out->sib[q][i + c0 + j] + v[j];
+        for (int j = 0; j < w; j++) d[j] = v[j];
+    }
+}
+
+// The sum of n (a power of two) leaves of chunks starting at packed row r0, through out: W's [h, k] then the
+// bias [h] (a chunk's rows of dz added one by one, then the same tree). A leaf that is a left child is
+// computed in its stack slot (no copy).
 static void run_sum(const float *pd, const float *px, const float *dz, int rows, int h, int k, int r0, int n, int chunk,
-                    int bf16, float *v) {
+                    int bf16, const RunOut *out) {
     int L = 0;
     while (1 << L < n) L++;
-    float *stack = xmalloc(sizeof(float) * (size_t)(L + 1) * ((size_t)WG_O * WG_J + h)), acc[WG_O * WG_J];
+    size_t slot = (size_t)WG_O * WG_J + (size_t)h;
+    float *stack = xmalloc(sizeof(float) * ((size_t)(L + 1) * slot + (size_t)h)), acc[WG_O * WG_J];
     for (int og = 0; og * WG_O < h; og += WG_G)
         for (int jb = 0; jb * WG_J < k; jb++)
             for (int ob = og; ob < og + WG_G && ob * WG_O < h; ob++) {
                 const float *d = pd + ((size_t)ob * rows + r0) * WG_O, *x = px + ((size_t)jb * rows + r0) * WG_J;
+                // The tile's lines of the siblings and of dst, asked for while its leaves are computed: a few
+                // micro-batch rows give the leaves too little time to hide the misses of the stride's pages
+                // otherwise (perf: the siblings' adds took a third of run_sum's samples on 1F1B's 64 rows).
+                // (Here, not in a function of its own: GCC drops a call to one that only prefetches.)
+                for (int o = 0; o < WG_O && ob * WG_O + o < h; o++)
+                    for (int j = 0; j < WG_J; j += 16) {
+                        size_t at = (size_t)(ob * WG_O + o) * k + (size_t)jb * WG_J + j;
+                        for (int q = 0; q + 1 < out->m; q++) __builtin_prefetch(out->sib[q] + at, 0, 3);
+                        __builtin_prefetch(out->dst + at, 1, 3);  // (sib[m - 1] when m > 0)
+                    }
                 int lv = 0;
                 for (int c = 0; c < n; c++) {
-                    tile_leaf(d + (size_t)c * chunk * WG_O, x + (size_t)c * chunk * WG_J, chunk, acc);
-                    lv = climb(stack, WG_O * WG_J, c, acc);
+                    float *leaf = c & 1 ? acc : stack;
+                    tile_leaf(d + (size_t)c * chunk * WG_O, x + (size_t)c * chunk * WG_J, chunk, leaf);
+                    lv = c & 1 ? climb(stack, WG_O * WG_J, c, acc) : 0;
                 }
                 const float *s = stack + (size_t)lv * WG_O * WG_J;
+                int jn = k - jb * WG_J < WG_J ? k - jb * WG_J : WG_J;
                 for (int o = 0; o < WG_O && ob * WG_O + o < h; o++)
-                    for (int j = 0; j < WG_J && jb * WG_J + j < k; j++)
-                        v[(size_t)(ob * WG_O + o) * k + jb * WG_J + j] = s[o * WG_J + j];
+                    put_sums(out, (size_t)(ob * WG_O + o) * k + (size_t)jb * WG_J, s + o * WG_J, jn);
             }
-    float *db = v + (size_t)h * k;
+    float *db = stack + (size_t)(L + 1) * slot;
     int lv = 0;
     for (int c = 0; c < n; c++) {
         for (int o = 0; o < h; o++) db[o] = 0.0f;
@@ -238,8 +286,25 @@ static void run_sum(const float *pd, const float *px, const float *dz, int rows,
             for (int o = 0; o < h; o++) db[o] += operand(dz[(size_t)r * h + o], bf16);
         lv = climb(stack, (size_t)h, c, db);
     }
-    memcpy(db, stack + (size_t)lv * h, sizeof(float) * (size_t)h);
+    put_sums(out, (size_t)h * k, stack + (size_t)lv * h, h);
     free(stack);
+}
+
+// The chain of subtrees a run at (level, start) would be added to by det_tree_add (none when reordered):
+// taken out of the tree (all but the last given back once the run is written: the caller's job).
+static int take_chain(DetTree *t, int level, long start, RunOut *out) {
+    CHECK(find(t, level, start) < 0, "det: rows %ld.. (2^%d) arrived twice", start, level);
+    out->m = 0;
+    while (!reordered() && out->m < DET_CHAIN) {
+        int s = find(t, level, start ^ (1L << level));
+        if (s < 0) break;
+        out->sib[out->m++] = t->nodes[s].v;
+        t->nodes[s] = t->nodes[--t->n];
+        start &= ~(1L << level);
+        level++;
+    }
+    out->dst = out->m ? out->sib[out->m - 1] : det_tree_buffer(t);
+    return level;
 }
 
 void det_tree_chunks(DetTree *t, const float *dz, const float *x, int rows, int h, int k, long row0, int chunk,
@@ -264,11 +329,13 @@ void det_tree_chunks(DetTree *t, const float *dz, const float *x, int rows, int 
         long at = (row0 + c) / chunk;
         int n = 1, left = (rows - c) / chunk;
         while (!reordered() && at % (2L * n) == 0 && 2 * n <= left) n *= 2;
-        float *v = det_tree_buffer(t);
-        run_sum(pd, px, dz, rows, h, k, c, n, chunk, bf16, v);
         int L = 0;
         while (1 << L < n) L++;
-        det_tree_add(t, level + L, row0 + c, v);
+        RunOut out;
+        int top = take_chain(t, level + L, row0 + c, &out);
+        run_sum(pd, px, dz, rows, h, k, c, n, chunk, bf16, &out);
+        for (int q = 0; q + 1 < out.m; q++) give_back(t, out.sib[q]);
+        det_tree_add(t, top, (row0 + c) & ~((1L << top) - 1), out.dst);
         c += n * chunk;
     }
 }
