@@ -175,6 +175,7 @@ void stage_init(Stage *s, const Backend *be, StageSpec spec) {
     s->kind = xcalloc((size_t)s->n_layers + 1, 1);
     for (int i = 0; i < s->n_layers; i++) s->kind[i] = (unsigned char)tp_layer_kind(s->tp, s->n_layers, i);
     s->moe = moe_new(be, spec.moe, H, lo, s->n_layers, rows, n_slots);
+    if (s->moe) s->moe->bf16 = spec.bf16;
     CHECK(!s->moe || s->tp == 1, "a stage with MoE layers split %d ways", s->tp);
     s->n_params = has_head ? (size_t)C * H + C : 0;
     for (int i = 0; i < s->n_layers; i++) s->n_params += stage_layer_len(s, i);

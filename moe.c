@@ -351,6 +351,15 @@ static void dispatch_blocks(Moe *m, MoeState *s, const float *P, BlockFn *block)
             if (r != me(m)) block(m, s, P, e, r, w->xr + expert_at(m, s, e, r) * H);
 }
 
+// n floats of a layer input (x) or output gradient (dy) from the device into host h. bf16: rounded to bf16,
+// as every other reader of a stash or message rounds it (base/ops.h): the host maths below (a dropped row's
+// pass-through, gate x dy, dy . h) then see the same values whether the producer's fp32 result came
+// straight from the layer before (the monolith) or rounded through a stash or a pipeline message.
+static void read_rows(const Moe *m, float *h, const float *dev, size_t n) {
+    m->be->to_host(h, dev, sizeof(float) * n);
+    if (m->bf16) for (size_t j = 0; j < n; j++) h[j] = bf16_round(h[j]);
+}
+
 void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float *y, int rows, int count) {
     const Backend *be = m->be;
     Scratch *w = m->scratch;
@@ -361,7 +370,7 @@ void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float 
     be->gemm(0, 1, rows, E, H, 1.0f, x, H, P, H, 0.0f, w->dl, E);  // router logits
     be->bias_act(w->dl, P + (size_t)E * H, rows, E, 0);
     be->to_host(w->lg, w->dl, sizeof(float) * (size_t)rows * E);
-    be->to_host(w->xh, x, sizeof(float) * (size_t)rows * H);
+    read_rows(m, w->xh, x, (size_t)rows * H);
     route(m, s, w->lg, rows, count, slot >= 0);
     for (int a = 0; a < rows * k; a++)  // pack: each kept assignment's row at its place
         if (s->pos[a] >= 0) memcpy(w->xs + (size_t)s->pos[a] * H, w->xh + (size_t)(a / k) * H, sizeof(float) * H);
@@ -425,7 +434,7 @@ void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const floa
     MoeState *s = state(m, i, slot);
     int E = m->spec.experts, k = m->spec.top_k, H = m->H, rows = s->rows;
     float *dg = xcalloc((size_t)rows * k, sizeof(float));
-    be->to_host(w->yh, dy, sizeof(float) * (size_t)rows * H);
+    read_rows(m, w->yh, dy, (size_t)rows * H);
     for (int a = 0; a < rows * k; a++) {  // each kept assignment: dh = gate x dy, dgate = dy . h
         int p = s->pos[a];
         if (p < 0) continue;

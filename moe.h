@@ -100,6 +100,7 @@ typedef struct {
     const MoeExchange *ex;    // NULL: every expert local
     MoeStats stats;
     void *scratch;            // moe.c's host and device work buffers
+    int bf16;                 // --precision bf16: x and dy rounded to bf16 where read (moe.c read_rows)
 } Moe;
 
 // The MoE layers of a stage of global layers [lo, lo + n_layers) with micro-batches of at most `rows`
