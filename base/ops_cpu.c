@@ -34,19 +34,18 @@ static double gemm_s;  // seconds inside the gemm since the last cpu_gemm_second
 static int precision;  // PRECISION_*: fp32 on OpenBLAS, bf16 on oneDNN
 static int det_rows;  // --deterministic: base/det.c's products on chunks of det_rows rows instead (0: off)
 
+void cpu_sgemm_fp32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                    float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+                B, ldb, beta, C, ldc);
+}
 static void cpu_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc) {
     double t0 = gemm_timing_on ? now_sec() : 0;
     if (det_rows) det_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, det_rows, precision == PRECISION_BF16);
     else if (precision == PRECISION_BF16) onednn_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                     M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else cpu_sgemm_fp32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (gemm_timing_on) gemm_s += now_sec() - t0;
-}
-void cpu_sgemm_fp32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-                    float beta, float *C, int ldc) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
-                B, ldb, beta, C, ldc);
 }
 static int cpu_set_precision(int p, char *err, size_t errlen) {
     if (p == PRECISION_BF16 && !onednn_available(err, errlen)) return -1;
