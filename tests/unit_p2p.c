@@ -31,21 +31,33 @@ static int runnable(int kind, int K, int M, int v) {
     return ok;
 }
 
+// The shapes the walks below cover for a schedule kind: K 2-6 stages, M 1-13 micro-batches, and 2-4 chunks
+// where the kind takes --chunks (else its own count), those it can run; their count.
+typedef struct { int K, M, v; } Shape;
+enum { MAX_SHAPES = 5 * 13 * 3 };
+static int kind_shapes(int kind, Shape *out) {
+    const ScheduleKind *k = schedule_kind(kind);
+    int n = 0, option = k->chunks == CHUNKS_OPTION;
+    for (int K = 2; K <= 6; K++)
+        for (int M = 1; M <= 13; M++)
+            for (int v = 1; v <= (option ? 3 : 1); v++) {
+                int vv = option ? v + 1 : schedule_chunks(kind, 1, NULL);
+                if (runnable(kind, K, M, vv)) out[n++] = (Shape){K, M, vv};
+            }
+    return n;
+}
+
 static void test_every_schedule(void) {
     for (int kind = 0; kind < SCHED_KINDS; kind++) {  // every kind with a generator (schedule.c's table)
         const ScheduleKind *k = schedule_kind(kind);
         if (!k->generate) continue;
-        int runs = 0, bad = 0;
+        int bad = 0;
         char why[256] = "", first[320] = "";
-        for (int K = 2; K <= 6; K++)
-            for (int M = 1; M <= 13; M++)
-                for (int v = 1; v <= (k->chunks == CHUNKS_OPTION ? 3 : 1); v++) {
-                    int vv = k->chunks == CHUNKS_OPTION ? v + 1 : schedule_chunks(kind, 1, NULL);
-                    if (!runnable(kind, K, M, vv)) continue;
-                    runs++;
-                    if (check_lists(kind, K, M, vv, why, sizeof why) && !bad++)
-                        snprintf(first, sizeof first, "K=%d M=%d v=%d: %s", K, M, vv, why);
-                }
+        Shape sh[MAX_SHAPES];
+        int runs = kind_shapes(kind, sh);
+        for (int i = 0; i < runs; i++)
+            if (check_lists(kind, sh[i].K, sh[i].M, sh[i].v, why, sizeof why) && !bad++)
+                snprintf(first, sizeof first, "K=%d M=%d v=%d: %s", sh[i].K, sh[i].M, sh[i].v, why);
         char name[160];
         snprintf(name, sizeof name, "p2p/%s: every call meets its peer's half, warm-up covers every pair, no deadlock (%d shapes)", k->name, runs);
         EXPECT(name, runs > 0 && !bad, "%d of %d shapes fail; first %s", bad, runs, first);
@@ -256,16 +268,13 @@ static void test_posts(void) {
     for (int kind = 0; kind < SCHED_KINDS; kind++) {
         const ScheduleKind *k = schedule_kind(kind);
         if (!k->generate) continue;
-        for (int K = 2; K <= 6; K++)
-            for (int M = 1; M <= 13; M++)
-                for (int v = 1; v <= (k->chunks == CHUNKS_OPTION ? 3 : 1); v++) {
-                    int vv = k->chunks == CHUNKS_OPTION ? v + 1 : schedule_chunks(kind, 1, NULL);
-                    if (!runnable(kind, K, M, vv)) continue;
-                    shapes++;
-                    int g = check_posts(kind, K, M, vv, why, sizeof why);
-                    if (g < 0 && !fails++) snprintf(first, sizeof first, "%s K=%d M=%d v=%d: %s", k->name, K, M, vv, why);
-                    if (kind == SCHED_1F1B && K == 4 && M == 8) groups_1f1b = g;
-                }
+        Shape sh[MAX_SHAPES];
+        int n = kind_shapes(kind, sh);
+        for (int i = 0; i < n; i++, shapes++) {
+            int K = sh[i].K, M = sh[i].M, v = sh[i].v, g = check_posts(kind, K, M, v, why, sizeof why);
+            if (g < 0 && !fails++) snprintf(first, sizeof first, "%s K=%d M=%d v=%d: %s", k->name, K, M, v, why);
+            if (kind == SCHED_1F1B && K == 4 && M == 8) groups_1f1b = g;
+        }
     }
     char name[200];
     snprintf(name, sizeof name, "p2p/posts: every schedule (%d shapes), both ranks post the same groups in the same order "
