@@ -12,6 +12,8 @@ size_t model_param_count(int L, int D, int H, int C) {
     return ((size_t)H * D + H) + (size_t)(L - 1) * ((size_t)H * H + H) + (size_t)C * H + C;
 }
 
+double model_row_flops(double params, int D, int H) { return 6 * params - 2 * (double)D * H; }
+
 
 void init_layer_host(uint64_t seed, int l, int fan_in, int fan_out, float *W, float *b) {
     float bound = 1.0f / sqrtf((float)fan_in);  // nn.Linear: kaiming_uniform(a=sqrt(5)) == U(-1/sqrt(in), 1/sqrt(in))

@@ -137,9 +137,12 @@ typedef struct {
     Moe *moe;          // its mixture-of-experts layers (moe.h), NULL when it has none
 } Stage;
 
-// Parameter count of the whole model (L layers, D inputs, H hidden, C classes): FLOPs of one step
-// are 6 per parameter per row.
+// Parameter count of the whole model (L layers, D inputs, H hidden, C classes).
 size_t model_param_count(int L, int D, int H, int C);
+// The FLOPs one row costs a step through `params` parameters (model_param_count's, or an MoE row's): 2 a
+// parameter forward, 4 backward (input and weight gradients), less the input gradient of the first layer (D ->
+// H), which no pass computes: 6 x params - 2 x D x H.
+double model_row_flops(double params, int D, int H);
 // Input width of local layer i: D for the model's layer 0, else H.
 static inline int stage_fan_in(const Stage *s, int i) { return i == 0 ? s->D : s->H; }
 // This rank's part of local layer i: W [out_w, in_w] and b [out_w]. Column-parallel: H/T outputs;

@@ -534,7 +534,8 @@ int predict_config(const Profile *pf, const TrainConfig *c0, const Degrees *d0, 
         refit(pf, &d, out);
         out->samples_s = (double)c.batch / out->step_s;
         out->peak = peak;
-        out->mfu = peak > 0 ? 6 * P * (double)c.batch / (out->step_s * degrees_world(&d) * peak) : 0;
+        double flops = model_row_flops(P, p->inputs, (int)c.hidden) * (double)c.batch;
+        out->mfu = peak > 0 ? flops / (out->step_s * degrees_world(&d) * peak) : 0;
     }
     free(p);
     return rc;

@@ -20,8 +20,9 @@ typedef struct {
     double bubble;             // the schedule's idle share with the profile's costs, messages free
     double memory;             // bytes of the rank that needs most (memory_rank)
     int worst_stage;           // ... its stage
-    double mfu;                // model FLOPs utilisation: 6 x parameters x the batch's rows (a forward's 2 and a
-                               // backward's 4, recompute not counted) over step x ranks x predict_peak
+    double mfu;                // model FLOPs utilisation: model_row_flops x the batch's rows (a forward's 2 and a
+                               // backward's 4 a parameter, less the first layer's input gradient; recompute not
+                               // counted) over step x ranks x predict_peak
     double peak;               // ... that peak, one rank's FLOP/s (0: the profile has none)
 } Prediction;
 

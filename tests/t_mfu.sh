@@ -69,9 +69,9 @@ else fail "mfu/summary on 2 ranks" "exit $RC: ${line:-no step line} $ERR"; fi
 # --- model FLOPs: checkpointing's recompute counts in GFLOP/s, not in MFU (as the planner's); an MoE row's
 # FLOPs are its router's and top-k experts' (as GFLOP/s counts them) ---
 MICROPP_PEAK_GFLOPS=100 run 120 mpiexec -n 2 "$MICROPP" train --pp 2 --steps 4 --checkpoint-activations --json
-check "mfu/--checkpoint-activations: GFLOP/s / (mfu x peak) = 1 + the recompute's 2 (P - head) / 6P" '
+check "mfu/--checkpoint-activations: GFLOP/s / (mfu x peak) = 1 + the recompute's 2 (P - head) / (6P - 2 D H)" '
 P, head = d["params"], 128 * 2 + 2
-want = 1 + 2 * (P - head) / (6 * P)
+want = 1 + 2 * (P - head) / (6 * P - 2 * d["inputs"] * d["hidden"])
 got = d["gflops"] / (d["mfu"] * d["peak_gflops"])
 print("" if abs(got - want) < 1e-9 else "ratio %s, want %s" % (got, want))'
 MICROPP_PEAK_GFLOPS=100 run 60 "$MICROPP" train --steps 4 --experts 4 --top-k 1 --json

@@ -202,6 +202,10 @@ static void test_predictions(void) {
     double want = 4 * 3 * A * 32 + 0.010 + P * 1e-9;
     EXPECT("predict_ddp", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
     EXPECT("predict_ddp_comm", fabs(pr.comm_s - 0.010) < 1e-12, "%g", pr.comm_s);
+    // MFU counts the FLOPs done: 6 a parameter a row, less the first layer's input gradient (8 x 8, 2 each)
+    double done = (6 * P - 2 * 8 * 8) * 64;
+    EXPECT("predict_mfu_flops_done", pr.peak > 0 && fabs(pr.mfu * pr.step_s * 2 * pr.peak / done - 1) < 1e-12 &&
+           model_row_flops(P, 8, 8) == 6 * P - 128, "mfu %g, peak %g", pr.mfu, pr.peak);
     l.zero = 1;  // the reduce-scatter (one bucket) exposed, the optimizer on half the parameters, the all-gather
     rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
     want = 4 * 3 * A * 32 + 0.004 + P / 2 * 1e-9 + 0.003;

@@ -219,7 +219,7 @@ static void fill_time(const TrainConfig *c, const Plan *p, Measure *m, Summary *
     double rows_per_step = (double)c->batch * p->N;
     s->step_ms = step_med * 1e3;
     s->samples_s = rows_per_step / step_med;
-    double P = m->flops / 6.0 / rows_per_step, recompute = 0;  // a forward again, the head's not
+    double P = (m->flops / rows_per_step + 2.0 * p->inputs * c->hidden) / 6, recompute = 0;  // (model_row_flops')
     if (p->pipe.ckpt) recompute = 2.0 * (P - ((double)c->classes * c->hidden + c->classes)) * rows_per_step;
     s->gflops = (m->flops + recompute) / step_med / 1e9;
     s->mfu = measure_mfu(&m->peak, m->flops, step_med);  // model FLOPs: recompute not counted
@@ -228,7 +228,7 @@ static void fill_time(const TrainConfig *c, const Plan *p, Measure *m, Summary *
 double report_step_flops(const TrainConfig *c, const Plan *p) {
     double P = (double)model_param_count((int)c->layers, p->inputs, (int)c->hidden, (int)c->classes) +
                moe_params(c, p, 1);  // MoE: what a row goes through (router and its top-k experts)
-    return 6.0 * P * (double)c->batch * p->N;
+    return model_row_flops(P, p->inputs, (int)c->hidden) * (double)c->batch * p->N;
 }
 
 // The model state each rank allocated (weights, gradients, the optimizer's moments and --post-validate's

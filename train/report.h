@@ -9,8 +9,9 @@
 // gradsync_init); an epoch's line.
 void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Data *data);
 void report_epoch(const Plan *p, const EpochStat *e);
-// The model FLOPs of one step: 6 x parameters x rows (MoE: the parameters a row goes through); a
-// checkpointed forward's recompute not counted (MFU's numerator, as the planner's).
+// The model FLOPs of one step: model_row_flops (6 x parameters less the first layer's input gradient, never
+// computed; MoE: the parameters a row goes through) x rows; a checkpointed forward's recompute not counted (MFU's
+// numerator, as the planner's).
 double report_step_flops(const TrainConfig *c, const Plan *p);
 // Collective over the world: every rank calls it after the last step. It reads every part of the run
 // (and reduces the step times across ranks in r->m).
