@@ -45,24 +45,27 @@ for n in 2 4; do
         MICROPP=$MICROPP python3 - "${LAYOUTS[$cfg:$n]}" "$n" "$profile" "$ROOT/configs/$cfg" > "$OUT/plan_rows.tsv" <<'PY'
 import json, os, shlex, subprocess, sys
 want, n, profile, config = sys.argv[1].split("|"), sys.argv[2], sys.argv[3], sys.argv[4]
-def plan(*args):
-    return json.loads(subprocess.run([os.environ["MICROPP"], "plan", "--world", n, "--profile", profile, "--config",
-                                      config, "--json"] + list(args), check=True, capture_output=True, text=True).stdout)
+def plan(*args, config=config):
+    return json.loads(subprocess.run([os.environ["MICROPP"], "plan", "--world", n, "--profile", profile] +
+                                     (["--config", config] if config else []) + ["--json"] + list(args), check=True,
+                                     capture_output=True, text=True).stdout)
 rows = [r for r in plan("--auto")["layouts"] if r["fits"]]
 out = [rows[0]]
 for w in want:
     r = plan(*shlex.split(w[1:])) if w.startswith("=") else next((r for r in rows if r["layout"] == w), None)
     if r is None: sys.exit("plan --auto has no layout '%s'" % w)
     if r["layout"] not in [o["layout"] for o in out]: out.append(r)
-for i, r in enumerate(out):
-    print("%s\t%d\t%.6f\t%s" % (r["layout"], i == 0, r["step_s"], r["command"]))
+for i, r in enumerate(out):  # (its predicted collectives not hidden: the layout priced alone, its parts)
+    parts = r.get("parts_ms") or plan(*shlex.split(r["command"])[5:], config=None)["parts_ms"]
+    print("%s\t%d\t%.6f\t%.6f\t%s" % (r["layout"], i == 0, r["step_s"], parts["collectives"], r["command"]))
 PY
         for ((rep = 0; rep < REPS; rep++)); do
-            while IFS=$'\t' read -r name pick pred cmd; do
+            while IFS=$'\t' read -r name pick pred coll cmd; do
                 args=${cmd#mpiexec -n $n ./micropp train }
                 out=$(mpiexec -n "$n" "$MICROPP" train $args --steps "$STEPS" --log-every 0 --json < /dev/null)
                 printf '{"config": "%s", "ranks": %d, "layout": "%s", "pick": %d, "predicted_s": %s, ' \
                     "$cfg" "$n" "$name" "$pick" "$pred" >> "$RESULTS"
+                printf '"predicted_coll_ms": %s, ' "$coll" >> "$RESULTS"
                 printf '"rep": %d, "result": %s}\n' "$rep" "$out" >> "$RESULTS"
             done < "$OUT/plan_rows.tsv"
         done
@@ -97,5 +100,18 @@ for key in sorted({(r["config"], r["ranks"]) for r in rows}):
 print()
 print("median |error| over %d layouts: %.1f%% (%s steps per run, the first skipped; %d runs per layout)" % (
     len(errs), 100 * statistics.median(errs), sys.argv[2], rows[0]["n"]))
+# The replicas' and slices' collectives: what a run waited for (data parallelism's sync not hidden, comm_ms x (1 -
+# comm_hidden_fraction); the tensor-parallel all-reduces, which a pass waits for whole) against the prediction's
+# collectives not hidden, from the first run of each layout.
+sync = [(r, x) for r in rows for x in [next(y["result"] for y in runs if (y["config"], y["ranks"], y["layout"]) ==
+        (r["config"], r["ranks"], r["layout"]))] if "comm_ms" in x or "tp_allreduce_ms_per_step" in x]
+if sync and all("predicted_coll_ms" in r for r, _ in sync):
+    print()
+    print("| config | ranks | layout | step: measured - predicted ms | collectives waited for, measured ms | predicted ms |")
+    print("|---|---|---|---|---|---|")
+    for r, x in sync:
+        waited = x.get("comm_ms", 0) * (1 - x.get("comm_hidden_fraction", 0)) + x.get("tp_allreduce_ms_per_step", 0)
+        print("| %s | %d | %s | %+.1f | %.1f | %.2f |" % (r["config"], r["ranks"], r["layout"],
+              x["step_ms_median"] - r["predicted_s"] * 1e3, waited, r["predicted_coll_ms"]))
 PY
 echo "bench/plan_accuracy.sh: ${SECONDS}s (REPS=$REPS, STEPS=$STEPS)" >&2
