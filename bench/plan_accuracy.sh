@@ -11,7 +11,8 @@
 # (config, ranks) run round-robin REPS times, so that a drift of the machine's load hits them alike;
 # a layout's figure is the median of its runs' median steps. Prints a markdown table (also
 # bench/results/plan_accuracy.md): per layout predicted and measured ms and the error; per (config,
-# ranks) the regret (the pick's measured step over the best measured, within 3% or not); the median error.
+# ranks) the regret (the pick's measured step over the best measured, within 3% or not); the median error; then, for
+# the rows with replicas or slices, the collectives a run waited for against the prediction's (issue 32).
 #   bash bench/plan_accuracy.sh                  # about 12 minutes on a quiet 2-core machine (not yet timed)
 #   REPS=1 STEPS=3 bash bench/plan_accuracy.sh   # a quicker, noisier pass
 # The table goes to stdout as docs/planner.md shows it; how long the pass took, to stderr.
