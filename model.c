@@ -442,14 +442,16 @@ static float grad_beta(Stage *s, int j, float *db, int n) {
 // Layer j's weight and bias gradients from a micro-batch: dW += dz^T x, db += the sum of dz's rows
 // (beta 0: overwritten, the first since stage_zero_grads). --deterministic: the rows go into the
 // layer's pairwise tree instead (base/det.h), as the leaves of the step's rows they are; stage_det_finish
-// writes the sums.
+// writes the sums. The tree keeps its first subtree in [dW, db] itself (det_tree_home: no copy at the
+// finish when the rows end as one) unless ZeRO-2/3's hook places the gradients, in buffers the layers share.
 static void weight_grad(Stage *s, int j, const Slot *sl, const float *dz, const float *x, int h, int k) {
+    float *dW = j == s->n_layers ? s->dWh : s->dW[j], *db = j == s->n_layers ? s->dbh : s->db[j];
     if (s->det) {
         long row0 = s->det->row0 + (long)sl->mb * s->rows;
+        det_tree_home(&s->det->tree[j], s->hooks.on_grad ? NULL : dW);
         det_tree_chunks(&s->det->tree[j], dz, x, s->rows, h, k, row0, s->det->chunk, s->bf16);
         return;
     }
-    float *dW = j == s->n_layers ? s->dWh : s->dW[j], *db = j == s->n_layers ? s->dbh : s->db[j];
     float beta = grad_beta(s, j, db, h);
     s->be->gemm(1, 0, h, k, s->rows, 1.0f, dz, h, x, k, beta, dW, k);
     s->be->bias_grad(db, dz, s->rows, h);

@@ -74,19 +74,34 @@ void det_tree_init(DetTree *t, size_t len) {
 }
 
 void det_tree_free(DetTree *t) {
-    for (int i = 0; i < t->n; i++) free(t->nodes[i].v);
+    for (int i = 0; i < t->n; i++)
+        if (t->nodes[i].v != t->home) free(t->nodes[i].v);
     for (int i = 0; i < t->n_spare; i++) free(t->spare[i]);
     free(t->nodes);
     free(t->spare);
     memset(t, 0, sizeof *t);
 }
 
+void det_tree_home(DetTree *t, float *home) {
+    if (t->n) return;
+    t->home = home;
+    t->home_held = 0;
+}
+
 float *det_tree_buffer(DetTree *t) {
+    if (t->home && !t->home_held) {
+        t->home_held = 1;
+        return t->home;
+    }
     if (t->n_spare) return t->spare[--t->n_spare];
     return xmalloc(sizeof(float) * (t->len ? t->len : 1));
 }
 
 static void give_back(DetTree *t, float *v) {
+    if (v == t->home) {  // (free again: not a spare, and not ours to free)
+        t->home_held = 0;
+        return;
+    }
     t->spare = xrealloc(t->spare, sizeof(float *) * (size_t)(t->n_spare + 1));
     t->spare[t->n_spare++] = v;
 }
@@ -348,6 +363,7 @@ static int by_start(const void *a, const void *b) {
 void det_tree_finish(DetTree *t, float *out) {
     if (!t->n) {
         memset(out, 0, sizeof(float) * t->len);
+        t->home = NULL;
         return;
     }
     qsort(t->nodes, (size_t)t->n, sizeof(DetNode), by_start);
@@ -358,9 +374,10 @@ void det_tree_finish(DetTree *t, float *out) {
         for (size_t j = 0; j < t->len; j++) acc[j] += v[j];
         give_back(t, t->nodes[i].v);
     }
-    memcpy(out, acc, sizeof(float) * t->len);
+    if (acc != out) memcpy(out, acc, sizeof(float) * t->len);  // (out == acc: home held the last subtree)
     give_back(t, acc);
     t->n = 0;
+    t->home = NULL;
 }
 
 // Limbs back to [0, 2^32) each, the carries moved up (the top limb keeps what is above it).

@@ -42,11 +42,17 @@ typedef struct {
     DetNode *nodes;
     float **spare;  // freed buffers, reused
     int n_spare;
+    float *home;    // det_tree_home's: the caller's buffer, handed out first (never freed or kept as a spare)
+    int home_held;  // whether a subtree is in home now
 } DetTree;
 
 void det_tree_init(DetTree *t, size_t len);
 void det_tree_free(DetTree *t);
 float *det_tree_buffer(DetTree *t);  // len floats (contents undefined) for det_tree_add
+// While the tree is empty: home (len floats, or NULL: none) is where det_tree_finish will be asked to write,
+// and the tree's first buffer until then, so a step whose rows end as one subtree is summed there and
+// finished without a copy. Nothing else may read or write home until that det_tree_finish, which forgets it.
+void det_tree_home(DetTree *t, float *home);
 // Adds the subtree (level, start) whose sum is v (from det_tree_buffer; the tree owns it now).
 void det_tree_add(DetTree *t, int level, long start, float *v);
 // The leaves of one layer's gradient for rows row0 .. row0 + rows - 1 of the step (whole chunks): leaf c

@@ -144,6 +144,39 @@ static int chunks_case(int R, int H, int K, int CH, int bf16) {
     return bad;
 }
 
+// det_tree_home: the caller's buffer holds the first subtree and det_tree_finish writes there without a copy:
+// one call or micro-batches out of order, finished into home or elsewhere, give the bits of a tree without
+// it, and the tree never keeps home as a spare or frees it (home is an interior pointer: freeing it aborts).
+static int home_case(int R, int H, int K, int CH) {
+    size_t len = (size_t)H * K + H;
+    float *dz = xmalloc(sizeof(float) * (size_t)R * H), *x = xmalloc(sizeof(float) * (size_t)R * K);
+    float *want = xmalloc(sizeof(float) * len), *other = xmalloc(sizeof(float) * len);
+    float *block = xmalloc(sizeof(float) * (len + 1)), *home = block + 1;
+    fill(dz, (size_t)R * H, 5); fill(x, (size_t)R * K, 6);
+    DetTree t;
+    det_tree_init(&t, len);
+    det_tree_chunks(&t, dz, x, R, H, K, 0, CH, 0);
+    det_tree_finish(&t, want);
+    int bad = 0, n = R / CH;
+    for (int form = 0; form < 3; form++) {  // one call into home; micro-batches into home; into another buffer
+        det_tree_home(&t, home);
+        int spares = t.n_spare;
+        if (form == 0) det_tree_chunks(&t, dz, x, R, H, K, 0, CH, 0);
+        bad += form == 0 && (t.n != 1 || t.nodes[0].v != home || t.n_spare != spares);  // (summed in home itself)
+        for (int i = 0; form && i < n; i++) {
+            int mb = (i * 5 + 3) % n;
+            det_tree_chunks(&t, dz + (size_t)mb * CH * H, x + (size_t)mb * CH * K, CH, H, K, (long)mb * CH, CH, 0);
+        }
+        float *out = form == 2 ? other : home;
+        det_tree_finish(&t, out);
+        bad += memcmp(want, out, sizeof(float) * len) != 0;
+        bad += t.home != NULL;  // (forgotten)
+    }
+    det_tree_free(&t);
+    free(dz); free(x); free(want); free(other); free(block);
+    return bad;
+}
+
 // The leaves' arithmetic (base/det.c's own kernel) as docs/determinism.md defines it: a weight element of a
 // chunk is its rows' fmaf chain in row order from +0, the chunks added in their pairwise tree; the bias
 // its rows added one by one, then the same tree. Widths that are not whole tiles (h 13, k 37) and 8 chunks.
@@ -179,6 +212,9 @@ static void test_chunks(void) {
               chunks_case(256, 64, 64, 64, 0);
     EXPECT("det/det_tree_chunks: micro-batches of 1 or 2 chunks, in any order, give the one call's bits", bad == 0,
            "%d of 8 cases differ", bad);
+    bad = home_case(64, 24, 40, 8) + home_case(256, 64, 64, 32);
+    EXPECT("det/det_tree_home: the sum kept in the caller's buffer gives the same bits, with no copy and no free",
+           bad == 0, "%d checks failed", bad);
 }
 
 // DetSum: squares of floats from 1e-30 to 1e30, summed whole, in three shuffled shards exported and added as
