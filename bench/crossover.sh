@@ -9,6 +9,7 @@
 #
 #   bench/crossover.sh [--dry-run] [OUT]   (bench/results/crossover)
 #   RATES="100 150 200 300 400 550" METHOD=powersgd:128 STEPS=12 MODEL="--config configs/medium.json --layers 2"
+#   (RATES: whole Mb/s, 2 or more; a bad RATES or STEPS: one line, exit 2)
 #   PROFILE=FILE (default: calibrated here first, OUT/profile.json: mpiexec -n 2 micropp plan --calibrate)
 #
 # --dry-run prints the runs it would make and the plan's line (PROFILE default then
@@ -25,6 +26,13 @@ METHOD=${METHOD:-powersgd:128}
 STEPS=${STEPS:-12}
 read -r -a M <<<"${MODEL:---config $ROOT/configs/medium.json --layers 2}"
 PROFILE=${PROFILE:-}
+case $STEPS in ''|*[!0-9]*|0) echo "bench/crossover.sh: STEPS must be a positive integer, not '$STEPS'" >&2; exit 2 ;; esac
+n_rates=0
+for rate in $RATES; do
+    case $rate in ''|*[!0-9]*|0) echo "bench/crossover.sh: RATES must be whole Mb/s above 0 (as 100 150 200), not '$rate'" >&2; exit 2 ;; esac
+    n_rates=$((n_rates + 1))
+done
+[ $n_rates -ge 2 ] || { echo "bench/crossover.sh: RATES must name 2 rates or more, not '$RATES'" >&2; exit 2; }
 [ $dry = 1 ] && [ -z "$PROFILE" ] && PROFILE=$ROOT/configs/profiles/cpu-2ranks.json
 [ $dry = 1 ] || [ "$(id -u)" = 0 ] || { echo "bench/crossover.sh: unavailable: not root (the hosts are network namespaces)" >&2; exit 3; }
 mkdir -p "$OUT" || exit 1

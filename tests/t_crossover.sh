@@ -42,6 +42,13 @@ run 20 "$SH" --rates 100
 if [ "$RC" -eq 2 ] && grep -q "unknown argument '--rates'" <<<"$ERR"; then pass "crossover.sh: an unknown argument -> exit 2"
 else fail "crossover.sh: an unknown argument -> exit 2" "exit $RC: $ERR"; fi
 
+for bad in "STEPS=x|STEPS must be a positive integer, not 'x'" "RATES=100 1g|RATES must be whole Mb/s above 0 (as 100 150 200), not '1g'" \
+           "RATES=100|RATES must name 2 rates or more, not '100'"; do
+    run 20 env "${bad%%|*}" "$SH" --dry-run "$TMP/bad"
+    if [ "$RC" -eq 2 ] && [ "$ERR" = "bench/crossover.sh: ${bad#*|}" ] && [ -z "$OUT" ]; then pass "crossover.sh: ${bad%%|*} -> one line, exit 2"
+    else fail "crossover.sh: ${bad%%|*} -> one line, exit 2" "exit $RC: $ERR $OUT"; fi
+done
+
 # A tiny real run on the hosts (root): 2 rates, 3 steps each, a small model calibrated first.
 if [ "$(id -u)" != 0 ]; then skip "crossover.sh: a tiny run on 2 throttled hosts" "not root (the hosts are network namespaces)"; exit 0; fi
 run 300 env RATES="50 400" STEPS=3 MODEL="--layers 1 --hidden 64 --inputs 64 --batch 32" METHOD=powersgd:8 "$SH" "$TMP/real"
