@@ -4,7 +4,8 @@
 # linear in the link's seconds a byte), the planner's predicted one read off `plan`'s crossover line, and the
 # summary that puts them side by side.
 #
-#   bench/crossover.py summary ROWS PLAN_OUTPUT   ROWS: "RATE_MBIT RUN MEDIAN_MS" lines, RUN ddp or the method
+#   bench/crossover.py summary ROWS PLAN_OUTPUT [PLAN_AFTER]   ROWS: "RATE_MBIT RUN MEDIAN_MS" lines, RUN ddp or
+#       the method; PLAN_AFTER: the plan's output from a profile calibrated after the runs (a second prediction)
 #   bench/crossover.py median TRAIN_OUTPUT        the "step X ms (median)" of a train run's output
 import re
 import sys
@@ -52,7 +53,7 @@ def read_rows(path):
     return rows
 
 
-def summary(rows, plan_text):
+def summary(rows, plan_text, after_text=None):
     methods = [k for k in rows if k != 'ddp']
     if 'ddp' not in rows or len(methods) != 1:
         return 'crossover: the rows need ddp and one method, not %s' % sorted(rows), 1
@@ -74,12 +75,16 @@ def summary(rows, plan_text):
     out.append('predicted crossover: %s (%s)' % ('%.0f Mb/s' % pred if pred else 'none', line))
     if b is not None and pred:
         out.append('predicted / measured: %.2f' % (pred / b))
+    if after_text is not None:
+        late, line = predicted_mbit(after_text)
+        out.append('predicted, calibrated after the runs: %s%s' % ('%.0f Mb/s' % late if late else 'none (%s)' % line,
+                                                                  ' (/ measured: %.2f)' % (late / b) if b and late else ''))
     return '\n'.join(out), 0
 
 
 def main(argv):
-    if len(argv) == 3 and argv[0] == 'summary':
-        text, rc = summary(read_rows(argv[1]), open(argv[2]).read())
+    if len(argv) in (3, 4) and argv[0] == 'summary':
+        text, rc = summary(read_rows(argv[1]), open(argv[2]).read(), open(argv[3]).read() if len(argv) == 4 else None)
         print(text)
         return rc
     if len(argv) == 2 and argv[0] == 'median':
@@ -89,7 +94,7 @@ def main(argv):
             return 1
         print(m)
         return 0
-    print('usage: bench/crossover.py summary ROWS PLAN_OUTPUT | median TRAIN_OUTPUT', file=sys.stderr)
+    print('usage: bench/crossover.py summary ROWS PLAN_OUTPUT [PLAN_AFTER] | median TRAIN_OUTPUT', file=sys.stderr)
     return 2
 
 

@@ -4,8 +4,10 @@
 # at each rate ddp (bucketed, MPI's all-reduce) and --compress METHOD take turns, STEPS steps each, and
 # their step medians give the measured crossover (interpolated in 1/rate where the difference changes sign:
 # bench/crossover.py); beside it the crossover line of `plan --profile PROFILE ... --compress METHOD` on the
-# same model, and the ratio. OUT/rows.txt has "RATE RUN MEDIAN_MS" lines, OUT/RATE-RUN.log each run's
-# output, OUT/plan.txt the plan's, OUT/summary.txt the table and the three lines.
+# same model, and the ratio; where it calibrated the profile itself, a second calibration after the runs and its
+# prediction (the load of a shared machine moves both). OUT/rows.txt has "RATE RUN MEDIAN_MS" lines,
+# OUT/RATE-RUN.log each run's output, OUT/plan.txt (plan-after.txt) the plan's, OUT/summary.txt the table and
+# the lines.
 #
 #   bench/crossover.sh [--dry-run] [OUT]   (bench/results/crossover)
 #   RATES="100 150 200 300 400 550" METHOD=powersgd:128 STEPS=12 MODEL="--config configs/medium.json --layers 2"
@@ -38,15 +40,19 @@ done
 mkdir -p "$OUT" || exit 1
 : > "$OUT/rows.txt"
 
-if [ -z "$PROFILE" ]; then
-    PROFILE=$OUT/profile.json
+calibrated=0
+calibrate() {  # calibrate FILE: a profile of this model on 2 ranks here
     echo "== calibrate $(date -u +%T)"
-    mpiexec -n 2 "$MICROPP" plan --calibrate "${M[@]}" --out "$PROFILE" > "$OUT/calibrate.log" 2>&1 ||
-        { echo "bench/crossover.sh: the calibration failed: $(tail -n 3 "$OUT/calibrate.log")" >&2; exit 1; }
-fi
-"$MICROPP" plan --profile "$PROFILE" --world 2 "${M[@]}" --mode ddp --compress "$METHOD" --device-memory 8G \
-    > "$OUT/plan.txt" 2>&1 || { echo "bench/crossover.sh: the plan failed: $(tail -n 3 "$OUT/plan.txt")" >&2; exit 1; }
-grep '^crossover:' "$OUT/plan.txt"
+    mpiexec -n 2 "$MICROPP" plan --calibrate "${M[@]}" --out "$1" > "$1.log" 2>&1 ||
+        { echo "bench/crossover.sh: the calibration failed: $(tail -n 3 "$1.log")" >&2; exit 1; }
+}
+predict() {  # predict PROFILE FILE: the plan's output on the profile, its crossover line shown
+    "$MICROPP" plan --profile "$1" --world 2 "${M[@]}" --mode ddp --compress "$METHOD" --device-memory 8G \
+        > "$2" 2>&1 || { echo "bench/crossover.sh: the plan failed: $(tail -n 3 "$2")" >&2; exit 1; }
+    grep '^crossover:' "$2"
+}
+[ -z "$PROFILE" ] && { PROFILE=$OUT/profile.json; calibrated=1; calibrate "$PROFILE"; }
+predict "$PROFILE" "$OUT/plan.txt"
 
 T=(train "${M[@]}" --dp 2 --allreduce mpi --steps "$STEPS" --log-every 0)
 one() {  # one RATE NAME ARGS...: a run on the hosts at RATE Mb/s, its median in rows.txt
@@ -65,5 +71,11 @@ for rate in $RATES; do
     one "$rate" "$METHOD" --compress "$METHOD"
 done
 [ $dry = 1 ] && exit 0
-python3 "$ROOT/bench/crossover.py" summary "$OUT/rows.txt" "$OUT/plan.txt" | tee "$OUT/summary.txt"
+after=()
+if [ $calibrated = 1 ]; then
+    calibrate "$OUT/profile-after.json"
+    predict "$OUT/profile-after.json" "$OUT/plan-after.txt"
+    after=("$OUT/plan-after.txt")
+fi
+python3 "$ROOT/bench/crossover.py" summary "$OUT/rows.txt" "$OUT/plan.txt" "${after[@]}" | tee "$OUT/summary.txt"
 exit "${PIPESTATUS[0]}"

@@ -14,9 +14,14 @@ echo "crossover: --compress powersgd:128 beats ddp on links below 0.33 Gb/s a ra
 run 20 python3 "$PY" summary "$TMP/rows" "$TMP/plan"
 if [ "$RC" -eq 0 ] && grep -qx 'measured crossover: 300 Mb/s (between 200 and 400 Mb/s)' <<<"$OUT" &&
    grep -q '^predicted crossover: 330 Mb/s (crossover: --compress powersgd:128' <<<"$OUT" &&
-   grep -qx 'predicted / measured: 1.10' <<<"$OUT" && [ "$(grep -c '^[0-9]' <<<"$OUT")" = 4 ]; then
+   grep -qx 'predicted / measured: 1.10' <<<"$OUT" && [ "$(grep -c '^[0-9]' <<<"$OUT")" = 4 ] && ! grep -q after <<<"$OUT"; then
     pass "crossover.py: two lines in 1/rate crossing at 300 Mb/s -> 300 (between 200 and 400), ratio 1.10, 4 rows"
 else fail "crossover.py: the interpolation in 1/rate" "exit $RC: $OUT $ERR"; fi
+sed 's/0.33 Gb/0.24 Gb/' "$TMP/plan" > "$TMP/after"
+run 20 python3 "$PY" summary "$TMP/rows" "$TMP/plan" "$TMP/after"
+if [ "$RC" -eq 0 ] && [ "$(tail -n 1 <<<"$OUT")" = 'predicted, calibrated after the runs: 240 Mb/s (/ measured: 0.80)' ]; then
+    pass "crossover.py: a second plan (calibrated after the runs) -> its own line and ratio"
+else fail "crossover.py: a second plan's line" "exit $RC: $OUT $ERR"; fi
 
 python3 -c "
 for b in (100, 200): print(b, 'ddp', 900); print(b, 'sign', 100)" > "$TMP/rows2"
@@ -55,6 +60,7 @@ run 300 env RATES="50 400" STEPS=3 MODEL="--layers 1 --hidden 64 --inputs 64 --b
 if [ "$RC" -eq 3 ]; then skip "crossover.sh: a tiny run on 2 throttled hosts" "$(grep -m1 unavailable <<<"$ERR")"
 elif [ "$RC" -eq 0 ] && [ "$(wc -l < "$TMP/real/rows.txt")" = 4 ] && [ "$(grep -c '^[0-9]' "$TMP/real/summary.txt")" = 2 ] &&
      grep -q '^measured crossover: ' "$TMP/real/summary.txt" && grep -q '^predicted crossover: ' "$TMP/real/summary.txt" &&
+     grep -q '^predicted, calibrated after the runs: ' "$TMP/real/summary.txt" &&
      grep -q '"ortho_s_per_op"' "$TMP/real/profile.json"; then
     pass "crossover.sh: a tiny run on 2 throttled hosts: 4 medians, the table, measured and predicted lines ($(grep '^measured' "$TMP/real/summary.txt"))"
 else fail "crossover.sh: a tiny run on 2 throttled hosts" "exit $RC: $(tail -c 600 <<<"$ERR$OUT")"; fi
