@@ -231,7 +231,8 @@ CompressTraffic compress_price(const TrainConfig *c, const Plan *p, int stage, i
             double out = i == n ? (double)c->classes : H, in = i < n && p->lo[vs] + i == 0 ? p->inputs : H;
             double r = fmin(arg, fmin(out, in));
             x.params += out * in + out;
-            if (method == COMPRESS_POWERSGD) floats += (out + in) * r + out, x.mults += 3 * out * in * r;
+            if (method == COMPRESS_POWERSGD)
+                floats += (out + in) * r + out, x.mults += 3 * out * in * r, x.ortho += out * r * (2 * r + 3);
             if (method == COMPRESS_SIGN) floats += out * in / 32 + 1 + out;
         }
     }

@@ -52,11 +52,12 @@ int compress_owns(const char *name);  // is name one of its files (train/checkpo
 // powersgd's R), the (D-1) copies of its messages a ring all-gather sends (topk: F x the parameters as
 // (index, value) pairs; powersgd: (out + in) min(R, out, in) a matrix; sign: a bit a weight and a scale a
 // matrix; the biases whole), the stage's parameters, and its host work: COMPRESS_PASSES element-wise passes
-// over them and PowerSGD's products (3 out x in r multiply-adds a matrix). Mixture-of-experts layers priced as
-// plain ones.
+// over them, PowerSGD's products (3 out x in r multiply-adds a matrix) and its Gram-Schmidt of P (out r (2 r + 3)
+// element operations a matrix: two passes of a dot and an update against each earlier column, in double, in
+// plain loops). Mixture-of-experts layers priced as plain ones.
 #define COMPRESS_PASSES 4  // the bucket copied out, the error added, the error kept, the sum copied back
 typedef struct {
-    double bytes, params, mults;
+    double bytes, params, mults, ortho;
 } CompressTraffic;
 CompressTraffic compress_price(const TrainConfig *c, const Plan *p, int stage, int method, double arg);
 
@@ -66,3 +67,6 @@ CompressTraffic compress_price(const TrainConfig *c, const Plan *p, int stage, i
 size_t lowrank_message_floats(const Compress *x, const Stage *s, const Bucket *b);
 size_t lowrank_q_setup(Compress *x, const Stage *s);
 void lowrank_exchange(struct GradSync *g, const Bucket *b);
+// PowerSGD's Gram-Schmidt on the R columns of P [rows, R] in place (exported for plan --calibrate's timing):
+// rows R (2 R + 3) element operations, compress_price's `ortho`.
+void lowrank_orthogonalise(float *P, size_t rows, size_t R);

@@ -87,7 +87,7 @@ static void sum_floats(const GradSync *g, size_t len, size_t at, size_t n, float
 // rounding (P = M Q: a rank-deficient M, e.g. a dead unit's zero row): it becomes zero, not normalised noise,
 // so P P^T projects onto P's span and R = min(out, in) gives P P^T M = M. The same bits on every replica.
 #define DEPENDENT 1e-5
-static void orthogonalise(float *P, size_t rows, size_t R) {
+void lowrank_orthogonalise(float *P, size_t rows, size_t R) {
     double *c = xmalloc(sizeof(double) * rows * R);  // column-major
     for (size_t o = 0; o < rows; o++)
         for (size_t k = 0; k < R; k++) c[k * rows + o] = P[o * R + k];
@@ -166,7 +166,7 @@ static void powersgd(GradSync *g, const Bucket *b, const float *M, float *out, f
     for (int j = b->lo; j < b->hi; j++)
         if (is_matrix(s, j)) {
             size_t R = rank_of(x, s, j);
-            orthogonalise(x->sum + at, rows_of(s, j), R);
+            lowrank_orthogonalise(x->sum + at, rows_of(s, j), R);
             mt_times_p(M + stage_layer_off(s, j) - b->off, x->sum + at, msg + q_n, rows_of(s, j), cols_of(s, j), R);
             at += rows_of(s, j) * R;
             q_n += cols_of(s, j) * R;

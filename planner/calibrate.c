@@ -12,6 +12,7 @@
 #include "model.h"
 #include "planner/calibrate.h"
 #include "axes/data.h"
+#include "axes/compress.h"
 
 #define BUDGET_S 0.12        // time spent on one measured point, at least 3 repetitions
 #define LAYER_BUDGET_S 0.3   // ... on one layer's passes: dozens of scheduler slices on a shared machine
@@ -198,6 +199,23 @@ static void calibrate_data_and_optimizer(const TrainConfig *c, const Backend *be
     be->free(p); be->free(g); be->free(m); be->free(w);
 }
 
+// PowerSGD's Gram-Schmidt (lowrank_orthogonalise) on [hidden, R] columns, R = min(64, hidden): its seconds per
+// element operation, rows R (2 R + 3) a call (compress_price's ortho), plain loops in double, not BLAS.
+static void calibrate_ortho(const TrainConfig *c, Profile *pf) {
+    size_t rows = (size_t)c->hidden, R = rows < 64 ? rows : 64;
+    float *P = xmalloc(sizeof(float) * rows * R);
+    double v[5] = {0};
+    int n = 5;
+    for (int r = -1; r < n; r++) {
+        for (size_t i = 0; i < rows * R; i++) P[i] = (float)((i * 2654435761u) % 1000) / 1000 - 0.5f;
+        double t0 = now_sec();
+        lowrank_orthogonalise(P, rows, R);
+        if (r >= 0) v[r] = now_sec() - t0;
+    }
+    pf->ortho_s = over_ranks(mean_of(v, n), 0) / ((double)rows * (double)R * (2 * (double)R + 3));
+    free(P);
+}
+
 // ---- communication ----
 
 // Half the round trip of a message between rank pairs (0,1), (2,3), ... all at once, through the
@@ -355,6 +373,7 @@ void calibrate_run(const TrainConfig *c, Profile *pf, int verbose) {
     wd_phase("plan --calibrate's layer timings", 0);  // (what the watchdog's line names: --timeout bounds each wait)
     calibrate_layers(c, be, pf, verbose);
     calibrate_data_and_optimizer(c, be, pf);
+    calibrate_ortho(c, pf);
     if (world > 1) {
         wd_phase("plan --calibrate's link and collective timings", 0);
         Comm cm;

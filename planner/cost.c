@@ -146,6 +146,7 @@ char *cost_to_json(const Profile *pf) {
     cJSON_AddNumberToObject(o, "label_s_per_value", pf->label_s_per_value);
     cJSON_AddNumberToObject(o, "adam_s_per_param", pf->adam_s);
     cJSON_AddNumberToObject(o, "sgd_s_per_param", pf->sgd_s);
+    if (pf->ortho_s > 0) cJSON_AddNumberToObject(o, "ortho_s_per_op", pf->ortho_s);
     cJSON_AddNumberToObject(o, "step_fixed_s", pf->step_fixed_s);
     cJSON *refit = NULL;
     for (int f = 0; f < FAMILIES; f++) {
@@ -307,6 +308,8 @@ static int read_profile(Rd *r, const cJSON *o, Profile *pf) {
     if (!cJSON_GetObjectItem(o, "label_s_per_value"))  // (older profiles timed the rows and labels together)
         pf->label_s_per_value = pf->data_s_per_value /= 2;
     else if (secs(r, o, "label_s_per_value", &pf->label_s_per_value)) return -1;
+    if (cJSON_GetObjectItem(o, "ortho_s_per_op") && secs(r, o, "ortho_s_per_op", &pf->ortho_s))  // (older: none)
+        return -1;
     if (pf->world > 1 && !pf->p2p.n) return bad(r, "a profile of several ranks needs \"p2p\"");
     return read_refit(r, o, pf);
 }

@@ -56,6 +56,7 @@ typedef struct {
     double data_s_per_value;   // the first stage's input rows (synthetic data), per value (rows x inputs)
     double label_s_per_value;  // the head's labels, per value of the rows they are made from (rows x inputs)
     double adam_s, sgd_s;      // the optimizer step, per parameter
+    double ortho_s;            // PowerSGD's Gram-Schmidt (lowrank_orthogonalise), per element operation (0: unmeasured)
     // communication, calibrated: seconds by bytes; coll[algo][op][D]
     Curve p2p;
     Curve coll[ALLREDUCE_ALGOS][COLLS][COST_MAX_D + 1];  // (a machine file's links stand for every algorithm)

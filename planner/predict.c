@@ -245,11 +245,13 @@ static double compress_arg(const Plan *p) {
 
 // The compressor's host work (compress_price): its element-wise passes at the SGD step's rate per parameter
 // (one such pass), PowerSGD's products at a hidden layer's forward of R rows per multiply-add (the profile's
-// BLAS, which axes/lowrank.c's products run on).
+// BLAS, which axes/lowrank.c's products run on) and its Gram-Schmidt at the calibration's rate per element
+// operation (a profile without one, or a machine file: an SGD step's per parameter, which is faster).
 static double compress_host_s(const Profile *pf, const TrainConfig *c, const CompressTraffic *x, double arg) {
     double H = (double)c->hidden, R = fmax(1, fmin(arg, H));
     double mult = x->mults > 0 ? cost_layer(pf, LAYER_MID, PASS_F, PRECISION_FP32, R, H, H) / (R * H * H) : 0;
-    return COMPRESS_PASSES * cost_optimizer(pf, OPTIM_SGD, x->params) + x->mults * mult;
+    double ortho = pf->calibrated && pf->ortho_s > 0 ? x->ortho * pf->ortho_s : cost_optimizer(pf, OPTIM_SGD, x->ortho);
+    return COMPRESS_PASSES * cost_optimizer(pf, OPTIM_SGD, x->params) + x->mults * mult + (x->ortho > 0 ? ortho : 0);
 }
 
 // What rank `stage` does after its action list (comm, opt): the part of its gradient sync not hidden

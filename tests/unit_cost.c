@@ -584,21 +584,36 @@ static void test_compress_price(void) {
     CompressTraffic x = compress_price(&c, p, 0, COMPRESS_POWERSGD, 4);
     EXPECT("compress_powersgd_bytes", x.bytes == 1240 && x.params == 306 && x.mults == 3 * (4 * 64 * 4 + 16 * 2),
            "%g %g %g", x.bytes, x.params, x.mults);
+    // its Gram-Schmidt: out r (2 r + 3) a matrix, 8 x 4 x 11 a layer and the head's 2 x 2 x 7: 1436 operations
+    EXPECT("compress_powersgd_ortho", x.ortho == 4 * 8 * 4 * 11 + 2 * 2 * 7, "%g", x.ortho);
     x = compress_price(&c, p, 0, COMPRESS_SIGN, 0);  // 64 bits = 2 floats, a scale, 8 biases; the head 0.5 + 1 + 2
     EXPECT("compress_sign_bytes", x.bytes == 4 * (4 * 11 + 3.5), "%g", x.bytes);
     x = compress_price(&c, p, 0, COMPRESS_TOPK, 0.1);  // 30.6 (index, value) pairs
     EXPECT("compress_topk_bytes", fabs(x.bytes - 8 * 30.6) < 1e-9, "%g", x.bytes);
     // ddp + powersgd:4 on the fixed profile: one bucket, 2 all-gathers of 0.003 s (flat), 4 passes of SGD's
-    // 1e-9 a parameter, 3168 multiply-adds at a forward of 4 rows' 4A over 4 x 8 x 8: 49.5 A
+    // 1e-9 a parameter, 3168 multiply-adds at a forward of 4 rows' 4A over 4 x 8 x 8: 49.5 A, and the 1436
+    // Gram-Schmidt operations at the calibration's 3e-9 each (a profile without that rate: SGD's 1e-9)
     Profile pf;
     fixed_profile(&pf);
-    pf.sgd_s = 1e-9;
+    pf.sgd_s = 1e-9, pf.ortho_s = 3e-9;
     snprintf(c.ddp.compress, sizeof c.ddp.compress, "powersgd:4");
     Prediction pr;
     rc = predict_config(&pf, &c, &d, &pr, why, sizeof why);
-    double want = 2 * 0.003 + 4 * 306 * 1e-9 + 3168 * A / 64;
+    double want = 2 * 0.003 + 4 * 306 * 1e-9 + 3168 * A / 64 + 1436 * 3e-9;
     EXPECT("compress_priced_exposed", rc == 0 && fabs(pr.coll_s - want) < 1e-12, "%s %.12g vs %.12g", why, pr.coll_s,
            want);
+    pf.ortho_s = 0;
+    rc = predict_config(&pf, &c, &d, &pr, why, sizeof why);
+    want -= 1436 * 2e-9;
+    EXPECT("compress_ortho_unmeasured", rc == 0 && fabs(pr.coll_s - want) < 1e-12, "%s %.12g vs %.12g", why, pr.coll_s,
+           want);
+    // a profile's rate survives its JSON (an older profile's absence: 0, unmeasured)
+    pf.ortho_s = 3e-9;
+    char *text = cost_to_json(&pf);
+    Profile back;
+    rc = cost_parse(text, "p.json", &back, why, sizeof why);
+    free(text);
+    EXPECT("compress_ortho_roundtrip", rc == 0 && back.ortho_s == 3e-9, "%s %g", why, back.ortho_s);
     // ddp sends a = 1e6 bytes in 4 buckets, half its sum hidden behind a 0.1 s backward, a method m = 1e5 plus
     // host seconds: fast links, 1/B = host / (a (1 - 0.5 x 3/4) - m) = 0.01 / 525000; slow ones (where ddp's
     // sum outgrows the window, 1/B > 0.1 / 750000), 1/B = (0.05 + host) / (a - m)
