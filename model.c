@@ -391,6 +391,7 @@ static int layers_forward_step(StagePass *p) {
             weights(s, i, i + 1 < s->n_layers ? i + 1 : p->then);
             if (!moe_is(s->moe, i)) layer_product(s, i, p->in, o, p->rows);
             else moe_forward_begin(&p->moe, s->moe, i, p->slot, s->W[i], p->in, o, p->rows, p->count);
+            p->moe.lane = p->lane;
             p->in_moe = moe_is(s->moe, i);
         }
         if (p->in_moe && moe_pass_step(&p->moe)) return 1;
@@ -507,6 +508,7 @@ static int moe_layer_backward(StagePass *p) {
         float *dy = s->buf.gbuf[p->pp];
         if (p->in != dy) s->be->copy(dy, p->in, (size_t)s->rows * s->H * sizeof(float));
         moe_grads_begin(s, &p->moe, &s->slots[p->slot], i, dy, dx, p->out, p->din);
+        p->moe.lane = p->lane;
         p->in_moe = 1;
     }
     if (moe_pass_step(&p->moe)) return 1;
@@ -577,6 +579,9 @@ void stage_backward(Stage *s, int slot, const float *dout, float *din) {
     while (stage_pass_step(&p)) {}
 }
 int stage_pass_step(StagePass *p) { return p->back ? backward_step(p) : forward_step(p); }
+int stage_can_pair(const Stage *s) {
+    return s->moe && s->moe->ex && !s->bf16 && !s->ckpt && !s->hooks.on_weights && !s->det;
+}
 
 void stage_enable_split(Stage *s) {
     if (s->split) return;

@@ -216,6 +216,7 @@ void stage_forward(Stage *s, int slot);              // fills activations; head:
 typedef struct {
     Stage *s;
     int slot, back, layer, pp, in_moe, rows, then, count;
+    int lane;  // its MoE layers' exchange lane (moe.h's MoePass.lane): 1 for the second of two passes in turn
     MoePass moe;
     const float *in;
     void **out;
@@ -224,6 +225,10 @@ typedef struct {
 void stage_pass_forward(StagePass *p, Stage *s, int slot);
 void stage_pass_backward(StagePass *p, Stage *s, int slot, const float *dout, float *din);
 int stage_pass_step(StagePass *p);
+// Whether a pass of this stage can run in turn with another one's (of another micro-batch, or of another
+// stage of this rank): its MoE layers exchange rows, and the two touch no buffer in common (fp32 stashes,
+// no checkpointing's shared scratch, no ZeRO-3 gather of each layer's weights, no --deterministic trees).
+int stage_can_pair(const Stage *s);
 const void *stage_output(const Stage *s, int slot);  // [rows, H] last layer output (non-head), stashed
 // dout: gradient of the stage output [rows,H] (ignored on the head stage); din: where to write the
 // gradient of the stage input (NULL on the first stage). Releases the slot.

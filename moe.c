@@ -475,6 +475,7 @@ static int backward_step(MoePass *q) {
     MoeState *s = state(m, q->i, q->slot);
     int E = m->spec.experts, k = m->spec.top_k, H = m->H, rows = s->rows;
     if (q->phase == 0) {
+        expert_room(m, s, s->nrecv);  // (this lane's scratch: the forward grew its own lane's)
         q->dg = xcalloc((size_t)rows * k, sizeof(float));
         read_rows(m, w->yh, q->dy, (size_t)rows * H);
         for (int a = 0; a < rows * k; a++) {  // each kept assignment: dh = gate x dy, dgate = dy . h
