@@ -233,10 +233,14 @@ static void run_action(StepRun *r, int i) {
 // --ep-overlap pair: the index of the full backward that runs in turn with forward i (exec_pair), or -1. It
 // is the next compute action, of another micro-batch or chunk, both stages able to interleave
 // (stage_can_pair), with between the two only the forward's own send and at most one receive, of that
-// backward's output gradient.
+// backward's output gradient. Only 1F1B and DualPipeV: receiving that gradient before sending the forward's
+// output cannot deadlock there (the gradient's sender never waits for that output: in 1F1B it comes from
+// the next stage's backward of an earlier micro-batch; in DualPipeV's pairs the two go to different
+// neighbours, or to this rank itself); other schedules run every pass whole, as `on`.
 static int pair_of(const Plan *p, const Model *model, const ActionList *l, int i) {
     Action f = l->a[i];
     if (p->expert.overlap != EP_OVERLAP_PAIR || p->expert.N <= 1 || f.kind != ACT_FORWARD) return -1;
+    if (p->schedule != SCHED_1F1B && p->schedule != SCHED_DUALPIPEV) return -1;
     int recv = -1;
     for (int j = i + 1; j < l->n; j++) {
         Action b = l->a[j];
