@@ -42,9 +42,10 @@ void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNee
     // a state (moe.h's MoeState): p [rows, E], gate [rows, k], idx and pos (ints), send and recv [E] (ints),
     // hs [rows, k, H]; xe and he [got, H] (the evaluation's state: [all, H])
     double state = rows * E * f + rows * k * (f + 2 * w) + 2 * E * w + rows * k * H * f;
-    // the scratch: xh, yh [rows, H]; lg, dp, dl [rows, E]; xs [rows, k, H]; dz, dh, xr, xo [all, H]; the load
-    double scratch = 2 * rows * H * f + 3 * rows * E * f + rows * k * H * f + 4 * all * H * f + E * sizeof(long);
-    m->buffers += layers * ((slots + 1) * state + 2 * (slots * got + all) * H * f) + scratch;
+    // the scratch: xh, yh [rows, H]; lg, dp, dl [rows, E]; xs [rows, k, H]; dz, dh, xr, xo [all, H]; then the load
+    double scratch = 2 * rows * H * f + 3 * rows * E * f + rows * k * H * f + 4 * all * H * f;
+    int lanes = c->moe.overlap == EP_OVERLAP_PAIR && N > 1 ? 2 : 1;  // pair: a second scratch, at its first pass
+    m->buffers += layers * ((slots + 1) * state + 2 * (slots * got + all) * H * f) + lanes * scratch + E * sizeof(long);
 }
 
 double expert_held_floats(const TrainConfig *c, const Plan *p, int vs) {

@@ -31,7 +31,8 @@ int expert_rules(const TrainConfig *c, Plan *p, Err *e);
 // many rows per rank as without --ep, on average). Its own: the buffers moe_new
 // and moe.c's expert_room allocate for virtual stage vs's MoE layers with `slots` stashed micro-batches
 // (each layer's routing state per slot and one for evaluation, the scratch), the rows an expert side
-// receives taken at their most (every kept assignment, capacity-bounded): added to m->buffers.
+// receives taken at their most (every kept assignment, capacity-bounded), the scratch twice under
+// --ep-overlap pair (each lane's): added to m->buffers.
 void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNeed *m);
 // The floats of the experts one rank holds on virtual stage vs under --ep (0 without): E/N per MoE layer, the
 // part its peers (dp/N replicas) sum and ZeRO-1 shards over them (axes/data.c's data_sizes).
