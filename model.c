@@ -378,36 +378,55 @@ static void grad_target(Stage *s, int layer) {
 // local layer 0 computes one only when there is a previous stage (din).
 static int below(int i, const float *din) { return i - 1 > 0 || (i - 1 == 0 && din) ? i - 1 : -1; }
 
-// The layers of this stage: x[rows,D] -> out[i] = ReLU(in W_i^T + b_i) for each local layer i,
-// stashed. Returns the last output (x when there are no layers) in fp32: itself, or a work buffer
-// (bf16 stashes: the outputs are computed in work 0 and 1 by turns, the input widened into work 2).
+// The layers of this stage from p->layer on: x[rows,D] -> out[i] = ReLU(in W_i^T + b_i) for each local
+// layer i, stashed; p->in ends as the last output (x when there are no layers) in fp32: itself, or a work
+// buffer (bf16 stashes: the outputs are computed in work 0 and 1 by turns, the input widened into work 2).
 // then: the layer whose weights are read after these (the head: n_layers), or -1. An MoE layer stashes
 // its routing in the slot's state (count: a training forward, counted in its stats; not a recompute).
-static const float *layers_forward(Stage *s, const void *x, void **out, int rows, int then, int slot, int count) {
-    const float *in = get(s, x, 2, (size_t)rows * s->D);
-    for (int i = 0; i < s->n_layers; i++) {
-        float *o = work_for(s, out[i], i & 1);
-        weights(s, i, i + 1 < s->n_layers ? i + 1 : then);
-        if (moe_is(s->moe, i)) moe_forward(s->moe, i, slot, s->W[i], in, o, rows, count);
-        else layer_product(s, i, in, o, rows);
-        put(s, out[i], o, (size_t)rows * stage_out_w(s, i));
-        in = o;
+// Returns 1 when an MoE layer's exchange is in flight (call again to go on), 0 at the end.
+static int layers_forward_step(StagePass *p) {
+    Stage *s = p->s;
+    for (; p->layer < s->n_layers; p->layer++) {
+        int i = p->layer;
+        float *o = work_for(s, p->out[i], i & 1);
+        if (!p->in_moe) {
+            weights(s, i, i + 1 < s->n_layers ? i + 1 : p->then);
+            if (!moe_is(s->moe, i)) layer_product(s, i, p->in, o, p->rows);
+            else moe_forward_begin(&p->moe, s->moe, i, p->slot, s->W[i], p->in, o, p->rows, p->count);
+            p->moe.lane = p->lane;
+            p->in_moe = moe_is(s->moe, i);
+        }
+        if (p->in_moe && moe_pass_step(&p->moe)) return 1;
+        p->in_moe = 0;
+        put(s, p->out[i], o, (size_t)p->rows * stage_out_w(s, i));
+        p->in = o;
         if (s->hooks.progress) s->hooks.progress();
     }
-    return in;
+    return 0;
+}
+static const float *layers_forward(Stage *s, const void *x, void **out, int rows, int then, int slot, int count) {
+    StagePass p = {.s = s, .slot = slot, .rows = rows, .then = then, .count = count, .out = out,
+                   .in = get(s, x, 2, (size_t)rows * s->D)};
+    while (layers_forward_step(&p)) {}
+    return p.in;
 }
 
-void stage_forward(Stage *s, int slot) {
-    Slot *sl = &s->slots[slot];
+void stage_pass_forward(StagePass *p, Stage *s, int slot) {
     // Checkpointing: run the layers in the shared scratch; only sl->in stays stashed. The output
     // must survive until it is sent (the executor sends it right after), and the head stage needs
     // only its dlogits.
-    const float *last =
-        layers_forward(s, sl->in, s->ckpt ? s->scratch : sl->act, s->rows, s->has_head ? s->n_layers : -1, slot, 1);
+    *p = (StagePass){.s = s, .slot = slot, .rows = s->rows, .then = s->has_head ? s->n_layers : -1, .count = 1,
+                     .out = s->ckpt ? s->scratch : s->slots[slot].act,
+                     .in = get(s, s->slots[slot].in, 2, (size_t)s->rows * s->D)};
+}
+static int forward_step(StagePass *p) {
+    Stage *s = p->s;
+    Slot *sl = &s->slots[p->slot];
+    if (layers_forward_step(p)) return 1;
     if (s->has_head) {
-        float *lg = work_for(s, sl->logits, s->n_layers & 1);  // (not the work buffer holding last)
+        float *lg = work_for(s, sl->logits, s->n_layers & 1);  // (not the work buffer holding the last output)
         weights(s, s->n_layers, -1);
-        s->be->gemm(0, 1, s->rows, s->C, s->H, 1.0f, last, s->H, s->Wh, s->H, 0.0f, lg, s->C);
+        s->be->gemm(0, 1, s->rows, s->C, s->H, 1.0f, p->in, s->H, s->Wh, s->H, 0.0f, lg, s->C);
         s->be->bias_act(lg, s->bh, s->rows, s->C, 0);
         // the loss and hits stay on the device until stage_take_loss: no host wait per micro-batch
         s->be->softmax_xent_tally(lg, sl->labels, s->rows, s->C, s->grad_scale, lg, s->loss.tally);
@@ -416,6 +435,12 @@ void stage_forward(Stage *s, int slot) {
         s->loss.rows += s->rows;
     }
     weights(s, -1, -1);
+    return 0;
+}
+void stage_forward(Stage *s, int slot) {
+    StagePass p;
+    stage_pass_forward(&p, s, slot);
+    while (stage_pass_step(&p)) {}
 }
 
 const void *stage_output(const Stage *s, int slot) {
@@ -458,8 +483,9 @@ static void weight_grad(Stage *s, int j, const Slot *sl, const float *dz, const 
 }
 
 // MoE layer i's backward (moe.c) from dy, the gradient of its output (not where dx is): dx, and its
-// gradients added into its range of the flat gradient (zeroed first when fresh).
-static void moe_layer_grads(Stage *s, Slot *sl, int i, const float *dy, float *dx, void **act, const float *din) {
+// gradients added into its range of the flat gradient (zeroed first when fresh); begun into q.
+static void moe_grads_begin(Stage *s, MoePass *q, Slot *sl, int i, const float *dy, float *dx, void **act,
+                            const float *din) {
     const float *in = get(s, i == 0 ? sl->in : act[i - 1], 1, (size_t)s->rows * s->H);
     if (dx) weights(s, i, below(i, din));
     grad_target(s, i);
@@ -467,68 +493,98 @@ static void moe_layer_grads(Stage *s, Slot *sl, int i, const float *dy, float *d
         s->be->fill(s->dW[i], 0.0f, stage_layer_len(s, i));
         s->grad_fresh[i] = 0;
     }
-    moe_backward(s->moe, i, (int)(sl - s->slots), s->W[i], s->dW[i], in, dy, dx, s->grad_scale);
+    moe_backward_begin(q, s->moe, i, (int)(sl - s->slots), s->W[i], s->dW[i], in, dy, dx, s->grad_scale);
+}
+static void moe_layer_grads(Stage *s, Slot *sl, int i, const float *dy, float *dx, void **act, const float *din) {
+    MoePass q;
+    moe_grads_begin(s, &q, sl, i, dy, dx, act, din);
+    while (moe_pass_step(&q)) {}
     if (s->hooks.progress) s->hooks.progress();
 }
-// stage_backward's: g copied into the ping-pong buffer pp first (dx, the other one, may be where g lies),
-// the gradient hook called after. Returns dx.
-static float *moe_layer_backward(Stage *s, Slot *sl, int i, const float *g, float *dx, int pp, void **act,
-                                 const float *din) {
-    float *dy = s->buf.gbuf[pp];
-    if (g != dy) s->be->copy(dy, g, (size_t)s->rows * s->H * sizeof(float));
-    moe_layer_grads(s, sl, i, dy, dx, act, din);
+// The backward's MoE layer p->layer from g (p->in): g copied into the ping-pong buffer pp first (dx, the
+// other one, may be where g lies), the gradient hook called after; p->in becomes dx. Returns 1 while an
+// exchange is in flight.
+static int moe_layer_backward(StagePass *p) {
+    Stage *s = p->s;
+    int i = p->layer;
+    float *dx = i == 0 ? p->din : s->buf.gbuf[p->pp ^ 1];
+    if (!p->in_moe) {
+        float *dy = s->buf.gbuf[p->pp];
+        if (p->in != dy) s->be->copy(dy, p->in, (size_t)s->rows * s->H * sizeof(float));
+        moe_grads_begin(s, &p->moe, &s->slots[p->slot], i, dy, dx, p->out, p->din);
+        p->moe.lane = p->lane;
+        p->in_moe = 1;
+    }
+    if (moe_pass_step(&p->moe)) return 1;
+    p->in_moe = 0;
+    if (s->hooks.progress) s->hooks.progress();
     if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, i);
-    return dx;
+    p->in = dx;
+    return 0;
 }
 
-void stage_backward(Stage *s, int slot, const float *dout, float *din) {
+void stage_pass_backward(StagePass *p, Stage *s, int slot, const float *dout, float *din) {
     const Backend *be = s->be;
     Slot *sl = &s->slots[slot];
     int H = s->H, rows = s->rows;
-    void **act = sl->act;
+    *p = (StagePass){.s = s, .slot = slot, .back = 1, .layer = s->n_layers - 1, .rows = rows, .out = sl->act,
+                     .in = dout, .din = din};  // in: the gradient w.r.t. the current layer's output
     if (s->ckpt) {  // recompute the inside from the stashed input
         recompute(s, sl, s->scratch);
-        act = s->scratch;
+        p->out = s->scratch;
     }
-    const float *g = dout;  // gradient w.r.t. the current layer's output
-    int pp = 0;
-    size_t rH = (size_t)rows * H;
     if (s->has_head) {
-        const float *last = s->n_layers ? get(s, act[s->n_layers - 1], 0, rH) : get(s, sl->in, 0, (size_t)rows * s->D);
+        size_t rH = (size_t)rows * H;
+        const float *last =
+            s->n_layers ? get(s, p->out[s->n_layers - 1], 0, rH) : get(s, sl->in, 0, (size_t)rows * s->D);
         const float *dl = get(s, sl->logits, 1, (size_t)rows * s->C);  // already dlogits
-        float *dx = s->n_layers ? s->buf.gbuf[pp] : din;
+        float *dx = s->n_layers ? s->buf.gbuf[0] : din;
         if (dx) weights(s, s->n_layers, s->n_layers ? below(s->n_layers, din) : -1);
         grad_target(s, s->n_layers);
         weight_grad(s, s->n_layers, sl, dl, last, s->C, H);
         if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, s->n_layers);
         if (dx) be->gemm(0, 0, rows, H, s->C, 1.0f, dl, s->C, s->Wh, H, 0.0f, dx, H);
-        g = dx;
-        pp ^= 1;
+        p->in = dx;
+        p->pp = 1;
     }
-    for (int i = s->n_layers - 1; i >= 0; i--) {
+}
+static int backward_step(StagePass *p) {
+    Stage *s = p->s;
+    Slot *sl = &s->slots[p->slot];
+    int rows = s->rows;
+    for (; p->layer >= 0; p->layer--, p->pp ^= 1) {
+        int i = p->layer;
         if (moe_is(s->moe, i)) {
-            g = moe_layer_backward(s, sl, i, g, i == 0 ? din : s->buf.gbuf[pp ^ 1], pp, act, din);
-            pp ^= 1;
+            if (moe_layer_backward(p)) return 1;
             continue;
         }
-        float *dz = s->buf.gbuf[pp];
+        float *dz = s->buf.gbuf[p->pp];
         int h = stage_out_w(s, i), k = stage_in_w(s, i);
         size_t rh = (size_t)rows * h;
-        be->relu_backward(dz, g, get(s, act[i], 0, rh), rh);  // may alias g (in place) when g == dz
-        const float *in = get(s, i == 0 ? sl->in : act[i - 1], 1, (size_t)rows * k);
-        float *dx = i == 0 ? din : s->buf.gbuf[pp ^ 1];
-        if (dx) weights(s, i, below(i, din));
+        s->be->relu_backward(dz, p->in, get(s, p->out[i], 0, rh), rh);  // may alias g (in place) when g == dz
+        const float *in = get(s, i == 0 ? sl->in : p->out[i - 1], 1, (size_t)rows * k);
+        float *dx = i == 0 ? p->din : s->buf.gbuf[p->pp ^ 1];
+        if (dx) weights(s, i, below(i, p->din));
         grad_target(s, i);
         weight_grad(s, i, sl, dz, in, h, k);
         if (s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, i);
         if (dx) layer_input_grad(s, i, dz, dx, rows);
-        g = dx;
-        pp ^= 1;
+        p->in = dx;
         if (s->hooks.progress) s->hooks.progress();
     }
     weights(s, -1, -1);
     count(s, -1, 0);
-    slot_release(s, slot);
+    slot_release(s, p->slot);
+    return 0;
+}
+void stage_backward(Stage *s, int slot, const float *dout, float *din) {
+    StagePass p;
+    stage_pass_backward(&p, s, slot, dout, din);
+    while (stage_pass_step(&p)) {}
+}
+int stage_pass_step(StagePass *p) { return p->back ? backward_step(p) : forward_step(p); }
+int stage_can_pair(const Stage *s) {
+    return s->moe && s->moe->ex && !s->bf16 && !s->ckpt && !s->hooks.on_weights && !s->det;
 }
 
 void stage_enable_split(Stage *s) {

@@ -210,6 +210,28 @@ void stage_queue_labels(Stage *s, int slot, const int32_t *labels_host);
 size_t stage_wire_floats(const Stage *s, size_t n);
 void stage_set_labels(Stage *s, int slot, const int32_t *labels_host);
 void stage_forward(Stage *s, int slot);              // fills activations; head: loss + dlogits
+// A forward (stage_pass_forward) or backward (stage_pass_backward, stage_backward's arguments) of one
+// micro-batch in pieces, so that two can advance in turn: stage_pass_step runs it layer by layer up to the
+// start of an MoE layer's next exchange of rows (moe.h's MoePass) and returns 1 (the rows in flight: call it
+// again to wait for them and go on), or to its end and returns 0. stage_forward and stage_backward are one
+// run to the end. out: the forward's layer outputs (the backward's: the ones it reads); in: the current
+// layer's input (the backward's: the gradient of its output).
+typedef struct {
+    Stage *s;
+    int slot, back, layer, pp, in_moe, rows, then, count;
+    int lane;  // its MoE layers' exchange lane (moe.h's MoePass.lane): 1 for the second of two passes in turn
+    MoePass moe;
+    const float *in;
+    void **out;
+    float *din;
+} StagePass;
+void stage_pass_forward(StagePass *p, Stage *s, int slot);
+void stage_pass_backward(StagePass *p, Stage *s, int slot, const float *dout, float *din);
+int stage_pass_step(StagePass *p);
+// Whether a pass of this stage can run in turn with another one's (of another micro-batch, or of another
+// stage of this rank): its MoE layers exchange rows, and the two touch no buffer in common (fp32 stashes,
+// no checkpointing's shared scratch, no ZeRO-3 gather of each layer's weights, no --deterministic trees).
+int stage_can_pair(const Stage *s);
 const void *stage_output(const Stage *s, int slot);  // [rows, H] last layer output (non-head), stashed
 // dout: gradient of the stage output [rows,H] (ignored on the head stage); din: where to write the
 // gradient of the stage input (NULL on the first stage). Releases the slot.

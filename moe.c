@@ -67,6 +67,24 @@ static int local_experts(const Moe *m) {  // (the exchange's group is the spec's
     return n;
 }
 
+static Scratch *scratch_new(const Backend *be, int rows, int H, int E, int k) {
+    Scratch *w = xcalloc(1, sizeof *w);
+    size_t rH = (size_t)rows * H, rE = (size_t)rows * E, rk = (size_t)rows * k * H;
+    w->xh = xmalloc(rH * sizeof(float)); w->yh = xmalloc(rH * sizeof(float));
+    w->lg = xmalloc(rE * sizeof(float)); w->dp = xmalloc(rE * sizeof(float));
+    w->xs = xmalloc(rk * sizeof(float));
+    w->dl = be->alloc(rE * sizeof(float));
+    w->cap_rows = (size_t)rows;
+    return w;
+}
+static void scratch_free(const Backend *be, Scratch *w) {
+    if (!w) return;
+    free(w->xh); free(w->yh); free(w->lg); free(w->dp); free(w->xs); free(w->xr); free(w->xo);
+    be->free(w->dl);
+    if (w->dz) { be->free(w->dz); be->free(w->dh); }
+    free(w);
+}
+
 Moe *moe_new(const Backend *be, MoeSpec spec, int H, int lo, int n_layers, int rows, int n_slots) {
     int any = 0;
     for (int i = 0; i < n_layers; i++) any |= moe_layer(&spec, lo + i);
@@ -88,30 +106,21 @@ Moe *moe_new(const Backend *be, MoeSpec spec, int H, int lo, int n_layers, int r
         s->recv = xcalloc((size_t)E, sizeof(int));
         s->hs = xcalloc((size_t)rows * k * H, sizeof(float));
     }
-    Scratch *w = xcalloc(1, sizeof *w);
-    size_t rH = (size_t)rows * H, rE = (size_t)rows * E, rk = (size_t)rows * k * H;
-    w->xh = xmalloc(rH * sizeof(float)); w->yh = xmalloc(rH * sizeof(float));
-    w->lg = xmalloc(rE * sizeof(float)); w->dp = xmalloc(rE * sizeof(float));
-    w->xs = xmalloc(rk * sizeof(float));
-    w->dl = be->alloc(rE * sizeof(float));
-    w->cap_rows = (size_t)rows;
-    m->scratch = w;
+    m->scratch = m->lane_scratch[0] = scratch_new(be, rows, H, E, k);
     m->stats.load = xcalloc((size_t)E, sizeof(long));
     return m;
 }
 
 void moe_free(Moe *m) {
     if (!m) return;
-    Scratch *w = m->scratch;
     for (int j = 0; j < (m->n_slots + 1) * m->n_layers; j++) {
         MoeState *s = &m->st[j];
         free(s->p); free(s->idx); free(s->gate); free(s->pos); free(s->send); free(s->recv); free(s->hs);
         if (s->xe) { m->be->free(s->xe); m->be->free(s->he); }
     }
-    free(w->xh); free(w->yh); free(w->lg); free(w->dp); free(w->xs); free(w->xr); free(w->xo);
-    m->be->free(w->dl);
-    if (w->dz) { m->be->free(w->dz); m->be->free(w->dh); }
-    free(w); free(m->st); free(m->is); free(m->stats.load);
+    scratch_free(m->be, m->lane_scratch[0]);
+    scratch_free(m->be, m->lane_scratch[1]);
+    free(m->st); free(m->is); free(m->stats.load);
     free(m);
 }
 
@@ -283,15 +292,6 @@ static void exchange_counts(Moe *m, MoeState *s) {
     expert_room(m, s, s->nrecv);
 }
 
-// My experts' rows (expert order, host) back to their senders: out receives them in send order.
-static void combine_back(Moe *m, MoeState *s, const float *rows, float *out) {
-    Scratch *w = m->scratch;
-    if (!m->ex) { memcpy(out, rows, sizeof(float) * (size_t)s->nsend * m->H); return; }
-    regroup(rows, w->xo, s->recv, m->ex->size, local_experts(m), m->H, 0);
-    rows_start(m, s, w->xo, out, 1);
-    rows_wait(m);
-}
-
 // Rows of my local expert e (0-based here) start at *at in expert order; returns their count.
 // Combine: each row's sum over its kept assignments of gate x that assignment's row of src (gates NULL:
 // 1, exact), or, for a row with every assignment dropped, its row of pass (forward: x; backward: dy).
@@ -334,21 +334,24 @@ static void block_forward(Moe *m, MoeState *s, const float *P, int e, int r, con
 }
 
 // The rows packed in w->xs dispatched to my experts, and `block` run on each (expert, source) block: my own
-// rows while the others' travel (expert parallelism), then theirs, the same blocks whenever the rows arrive
-// (the forward's products, the backward's dz and dx; every expert local: the send order is the source order).
+// rows while the others' travel (expert parallelism; dispatch_start), then theirs (dispatch_finish), the
+// same blocks whenever the rows arrive (the forward's products, the backward's dz and dx; every expert
+// local: the send order is the source order, and dispatch_start runs every block).
 typedef void BlockFn(Moe *m, MoeState *s, const float *P, int e, int r, const float *rows);
-static void dispatch_blocks(Moe *m, MoeState *s, const float *P, BlockFn *block) {
+static void dispatch_start(Moe *m, MoeState *s, const float *P, BlockFn *block) {
     Scratch *w = m->scratch;
-    int H = m->H;
     const float *src = w->xs;
     if (m->ex) { rows_start(m, s, w->xs, w->xo, 0); src = w->xo; }
-    for (int e = 0; e < local_experts(m); e++) block(m, s, P, e, me(m), src + source_at(m, s, me(m), e) * H);
+    for (int e = 0; e < local_experts(m); e++) block(m, s, P, e, me(m), src + source_at(m, s, me(m), e) * m->H);
+}
+static void dispatch_finish(Moe *m, MoeState *s, const float *P, BlockFn *block) {
+    Scratch *w = m->scratch;
     if (!m->ex) return;
     rows_wait(m);
-    regroup(w->xo, w->xr, s->recv, ex_size(m), local_experts(m), H, 1);
+    regroup(w->xo, w->xr, s->recv, ex_size(m), local_experts(m), m->H, 1);
     for (int e = 0; e < local_experts(m); e++)
         for (int r = 0; r < ex_size(m); r++)
-            if (r != me(m)) block(m, s, P, e, r, w->xr + expert_at(m, s, e, r) * H);
+            if (r != me(m)) block(m, s, P, e, r, w->xr + expert_at(m, s, e, r) * m->H);
 }
 
 // n floats of a layer input (x) or output gradient (dy) from the device into host h. bf16: rounded to bf16,
@@ -360,27 +363,56 @@ static void read_rows(const Moe *m, float *h, const float *dev, size_t n) {
     if (m->bf16) for (size_t j = 0; j < n; j++) h[j] = bf16_round(h[j]);
 }
 
-void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float *y, int rows, int count) {
+void moe_forward_begin(MoePass *q, Moe *m, int i, int slot, const float *P, const float *x, float *y, int rows,
+                       int count) {
+    CHECK(rows <= m->rows, "an MoE layer of %d rows called with %d", m->rows, rows);
+    *q = (MoePass){.m = m, .i = i, .slot = slot, .rows = rows, .count = count, .P = P, .x = x, .y = y};
+}
+
+// The forward's pieces: route, pack, the counts, the rows dispatched and my experts on my own rows (1) |
+// the others' rows through my experts, their outputs sent back (2) | the gate-weighted sum.
+static int forward_step(MoePass *q) {
+    Moe *m = q->m;
     const Backend *be = m->be;
     Scratch *w = m->scratch;
-    MoeState *s = state(m, i, slot);
-    int E = m->spec.experts, k = m->spec.top_k, H = m->H;
-    CHECK(rows <= m->rows, "an MoE layer of %d rows called with %d", m->rows, rows);
-    s->rows = rows;
-    be->gemm(0, 1, rows, E, H, 1.0f, x, H, P, H, 0.0f, w->dl, E);  // router logits
-    be->bias_act(w->dl, P + (size_t)E * H, rows, E, 0);
-    be->to_host(w->lg, w->dl, sizeof(float) * (size_t)rows * E);
-    read_rows(m, w->xh, x, (size_t)rows * H);
-    route(m, s, w->lg, rows, count, slot >= 0);
-    for (int a = 0; a < rows * k; a++)  // pack: each kept assignment's row at its place
-        if (s->pos[a] >= 0) memcpy(w->xs + (size_t)s->pos[a] * H, w->xh + (size_t)(a / k) * H, sizeof(float) * H);
-    exchange_counts(m, s);
-    dispatch_blocks(m, s, P, block_forward);  // my experts on the rows routed to them
+    MoeState *s = state(m, q->i, q->slot);
+    int E = m->spec.experts, k = m->spec.top_k, H = m->H, rows = q->rows;
+    const float *P = q->P, *x = q->x;
+    if (q->phase == 0) {
+        s->rows = rows;
+        be->gemm(0, 1, rows, E, H, 1.0f, x, H, P, H, 0.0f, w->dl, E);  // router logits
+        be->bias_act(w->dl, P + (size_t)E * H, rows, E, 0);
+        be->to_host(w->lg, w->dl, sizeof(float) * (size_t)rows * E);
+        read_rows(m, w->xh, x, (size_t)rows * H);
+        route(m, s, w->lg, rows, q->count, q->slot >= 0);
+        for (int a = 0; a < rows * k; a++)  // pack: each kept assignment's row at its place
+            if (s->pos[a] >= 0) memcpy(w->xs + (size_t)s->pos[a] * H, w->xh + (size_t)(a / k) * H, sizeof(float) * H);
+        exchange_counts(m, s);
+        dispatch_start(m, s, P, block_forward);  // my experts on the rows routed to them
+        q->phase = 1;
+        if (m->ex) return 1;
+    }
     float *he = m->ex ? w->xr : s->hs;  // (local: the expert order is the send order)
-    be->to_host(he, s->he, sizeof(float) * (size_t)s->nrecv * H);
-    if (m->ex) combine_back(m, s, he, s->hs);
+    if (q->phase == 1) {
+        dispatch_finish(m, s, P, block_forward);
+        be->to_host(he, s->he, sizeof(float) * (size_t)s->nrecv * H);
+        q->phase = 2;
+        if (m->ex) {
+            regroup(he, w->xo, s->recv, m->ex->size, local_experts(m), H, 0);
+            rows_start(m, s, w->xo, s->hs, 1);
+            return 1;
+        }
+    }
+    if (m->ex) rows_wait(m);
     combine_rows(s, rows, k, H, s->hs, s->gate, w->xh, w->yh);  // the gate-weighted sum; nothing kept: x
-    be->to_device(y, w->yh, sizeof(float) * (size_t)rows * H);
+    be->to_device(q->y, w->yh, sizeof(float) * (size_t)rows * H);
+    return 0;
+}
+
+void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float *y, int rows, int count) {
+    MoePass q;
+    moe_forward_begin(&q, m, i, slot, P, x, y, rows, count);
+    while (moe_pass_step(&q)) {}
 }
 
 // ---- backward ----
@@ -427,50 +459,90 @@ static void block_backward(Moe *m, MoeState *s, const float *P, int e, int r, co
     be->gemm(0, 0, n, m->H, m->H, 1.0f, w->dz + at * H, m->H, We, m->H, 0.0f, w->dh + at * H, m->H);
 }
 
-void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const float *x, const float *dy, float *dx,
-                  float grad_scale) {
+void moe_backward_begin(MoePass *q, Moe *m, int i, int slot, const float *P, float *dP, const float *x,
+                        const float *dy, float *dx, float grad_scale) {
+    *q = (MoePass){.m = m, .i = i, .slot = slot, .back = 1, .P = P, .x = x, .dy = dy, .dP = dP, .dx = dx,
+                   .grad_scale = grad_scale};
+}
+
+// The backward's pieces: gate x dy and the gates' gradients, dispatched, my experts' backward on my own
+// rows (1) | the others' rows, each expert's weight gradient over all its rows at once, the rows' input
+// gradients sent back while the router's backward runs (2) | dx.
+static int backward_step(MoePass *q) {
+    Moe *m = q->m;
     const Backend *be = m->be;
     Scratch *w = m->scratch;
-    MoeState *s = state(m, i, slot);
+    MoeState *s = state(m, q->i, q->slot);
     int E = m->spec.experts, k = m->spec.top_k, H = m->H, rows = s->rows;
-    float *dg = xcalloc((size_t)rows * k, sizeof(float));
-    read_rows(m, w->yh, dy, (size_t)rows * H);
-    for (int a = 0; a < rows * k; a++) {  // each kept assignment: dh = gate x dy, dgate = dy . h
-        int p = s->pos[a];
-        if (p < 0) continue;
-        const float *d = w->yh + (size_t)(a / k) * H, *h = s->hs + (size_t)p * H;
-        float *o = w->xs + (size_t)p * H, g = s->gate[a], dot = 0;
-        for (int c = 0; c < H; c++) { o[c] = g * d[c]; dot += d[c] * h[c]; }
-        dg[a] = dot;
-    }
-    // the rows' gradients to my experts (the forward's (expert, source) blocks); each expert's weight gradient
-    // over all its rows at once, below
-    dispatch_blocks(m, s, P, block_backward);
-    for (int e = 0, at = 0; e < local_experts(m); e++) {
-        int n = expert_rows(m, s, e);
-        size_t o = moe_expert_off(H, E, e);
-        if (n) {
-            const float *dz = w->dz + (size_t)at * H;
-            be->gemm(1, 0, H, H, n, 1.0f, dz, H, s->xe + (size_t)at * H, H, 1.0f, dP + o, H);
-            be->bias_grad(dP + o + (size_t)H * H, dz, n, H);
+    if (q->phase == 0) {
+        expert_room(m, s, s->nrecv);  // (this lane's scratch: the forward grew its own lane's)
+        q->dg = xcalloc((size_t)rows * k, sizeof(float));
+        read_rows(m, w->yh, q->dy, (size_t)rows * H);
+        for (int a = 0; a < rows * k; a++) {  // each kept assignment: dh = gate x dy, dgate = dy . h
+            int p = s->pos[a];
+            if (p < 0) continue;
+            const float *d = w->yh + (size_t)(a / k) * H, *h = s->hs + (size_t)p * H;
+            float *o = w->xs + (size_t)p * H, g = s->gate[a], dot = 0;
+            for (int c = 0; c < H; c++) { o[c] = g * d[c]; dot += d[c] * h[c]; }
+            q->dg[a] = dot;
         }
-        at += n;
+        dispatch_start(m, s, q->P, block_backward);  // the rows' gradients to my experts (the forward's blocks)
+        q->phase = 1;
+        if (m->ex) return 1;
     }
-    float *dxr = m->ex ? w->xr : w->xs;
-    be->to_host(dxr, w->dh, sizeof(float) * (size_t)s->nrecv * H);
-    if (m->ex) {  // the rows' input gradients back to their senders, while the router's backward runs
-        regroup(dxr, w->xo, s->recv, m->ex->size, local_experts(m), H, 0);
-        rows_start(m, s, w->xo, w->xs, 1);
+    if (q->phase == 1) {
+        dispatch_finish(m, s, q->P, block_backward);
+        for (int e = 0, at = 0; e < local_experts(m); e++) {
+            int n = expert_rows(m, s, e);
+            size_t o = moe_expert_off(H, E, e);
+            if (n) {
+                const float *dz = w->dz + (size_t)at * H;
+                be->gemm(1, 0, H, H, n, 1.0f, dz, H, s->xe + (size_t)at * H, H, 1.0f, q->dP + o, H);
+                be->bias_grad(q->dP + o + (size_t)H * H, dz, n, H);
+            }
+            at += n;
+        }
+        float *dxr = m->ex ? w->xr : w->xs;
+        be->to_host(dxr, w->dh, sizeof(float) * (size_t)s->nrecv * H);
+        if (m->ex) {  // the rows' input gradients back to their senders, while the router's backward runs
+            regroup(dxr, w->xo, s->recv, m->ex->size, local_experts(m), H, 0);
+            rows_start(m, s, w->xo, w->xs, 1);
+        }
+        router_grad(m, s, q->dg, w->dp, q->grad_scale);
+        be->to_device(w->dl, w->dp, sizeof(float) * (size_t)rows * E);
+        be->gemm(1, 0, E, H, rows, 1.0f, w->dl, E, q->x, H, 1.0f, q->dP, H);
+        be->bias_grad(q->dP + (size_t)E * H, w->dl, rows, E);
+        q->phase = 2;
+        if (m->ex) return 1;
     }
-    router_grad(m, s, dg, w->dp, grad_scale);
-    be->to_device(w->dl, w->dp, sizeof(float) * (size_t)rows * E);
-    be->gemm(1, 0, E, H, rows, 1.0f, w->dl, E, x, H, 1.0f, dP, H);
-    be->bias_grad(dP + (size_t)E * H, w->dl, rows, E);
     if (m->ex) rows_wait(m);  // (local: already in send order, in xs)
-    if (dx) {
+    if (q->dx) {
         combine_rows(s, rows, k, H, w->xs, NULL, w->yh, w->xh);  // the experts' gradients; nothing kept: dy
-        be->to_device(dx, w->xh, sizeof(float) * (size_t)rows * H);
-        be->gemm(0, 0, rows, H, E, 1.0f, w->dl, E, P, H, 1.0f, dx, H);
+        be->to_device(q->dx, w->xh, sizeof(float) * (size_t)rows * H);
+        be->gemm(0, 0, rows, H, E, 1.0f, w->dl, E, q->P, H, 1.0f, q->dx, H);
     }
-    free(dg);
+    free(q->dg);
+    q->dg = NULL;
+    return 0;
+}
+
+void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const float *x, const float *dy, float *dx,
+                  float grad_scale) {
+    MoePass q;
+    moe_backward_begin(&q, m, i, slot, P, dP, x, dy, dx, grad_scale);
+    while (moe_pass_step(&q)) {}
+}
+
+void moe_set_exchange(Moe *m, int lane, const MoeExchange *ex) {
+    m->lane_ex[lane] = ex;
+    if (lane == 0) m->ex = ex;
+}
+
+int moe_pass_step(MoePass *q) {
+    Moe *m = q->m;
+    if (q->lane && !m->lane_scratch[1])
+        m->lane_scratch[1] = scratch_new(m->be, m->rows, m->H, m->spec.experts, m->spec.top_k);
+    m->scratch = m->lane_scratch[q->lane];
+    m->ex = m->lane_ex[q->lane] ? m->lane_ex[q->lane] : m->lane_ex[0];
+    return q->back ? backward_step(q) : forward_step(q);
 }

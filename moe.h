@@ -97,9 +97,11 @@ typedef struct {
     int H, n_layers, rows, n_slots;
     unsigned char *is;        // [n_layers]: local layer i is an MoE layer
     MoeState *st;             // [(n_slots + 1) x n_layers]
-    const MoeExchange *ex;    // NULL: every expert local
+    const MoeExchange *ex;    // NULL: every expert local (the running pass's lane's, set by moe_pass_step)
+    const MoeExchange *lane_ex[2];  // each lane's (moe_set_exchange); lane 1: a pass running in turn with another
     MoeStats stats;
-    void *scratch;            // moe.c's host and device work buffers
+    void *scratch;            // moe.c's host and device work buffers (the running pass's lane's)
+    void *lane_scratch[2];    // each lane's (lane 1's made at its first pass)
     int bf16;                 // --precision bf16: x and dy rounded to bf16 where read (moe.c read_rows)
 } Moe;
 
@@ -119,3 +121,23 @@ void moe_forward(Moe *m, int i, int slot, const float *P, const float *x, float 
 // auxiliary loss of a group of G rows weighs G x grad_scale).
 void moe_backward(Moe *m, int i, int slot, const float *P, float *dP, const float *x, const float *dy, float *dx,
                   float grad_scale);
+// The same passes in pieces, for a stage whose forward of one micro-batch and backward of another advance in
+// turn: moe_forward_begin / moe_backward_begin take moe_forward's / moe_backward's arguments, then each
+// moe_pass_step runs the pass up to the start of its next exchange of rows and returns 1 (the rows in flight:
+// call it again to wait for them and go on), or to its end and returns 0. Every expert local: one step, 0.
+// Run to its end a pass is moe_forward's or moe_backward's, bit for bit (they are these steps in a loop).
+typedef struct {
+    Moe *m;
+    int i, slot, back, phase, rows, count;
+    const float *P, *x, *dy;
+    float *y, *dP, *dx, *dg, grad_scale;  // dg: the backward's gates' gradients, [rows, k]
+    int lane;  // 0, or 1 for the second of two passes in turn: its own scratch and exchange (moe_set_exchange)
+} MoePass;
+void moe_forward_begin(MoePass *q, Moe *m, int i, int slot, const float *P, const float *x, float *y, int rows,
+                       int count);
+void moe_backward_begin(MoePass *q, Moe *m, int i, int slot, const float *P, float *dP, const float *x,
+                        const float *dy, float *dx, float grad_scale);
+int moe_pass_step(MoePass *q);
+// The exchange lane (0 or 1) of m's passes calls: two passes in turn, each with its exchange in flight, need
+// two (the group's rows exchanges are matched in order, one in flight each). Lane 0's is also m->ex.
+void moe_set_exchange(Moe *m, int lane, const MoeExchange *ex);

@@ -42,9 +42,10 @@ void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNee
     // a state (moe.h's MoeState): p [rows, E], gate [rows, k], idx and pos (ints), send and recv [E] (ints),
     // hs [rows, k, H]; xe and he [got, H] (the evaluation's state: [all, H])
     double state = rows * E * f + rows * k * (f + 2 * w) + 2 * E * w + rows * k * H * f;
-    // the scratch: xh, yh [rows, H]; lg, dp, dl [rows, E]; xs [rows, k, H]; dz, dh, xr, xo [all, H]; the load
-    double scratch = 2 * rows * H * f + 3 * rows * E * f + rows * k * H * f + 4 * all * H * f + E * sizeof(long);
-    m->buffers += layers * ((slots + 1) * state + 2 * (slots * got + all) * H * f) + scratch;
+    // the scratch: xh, yh [rows, H]; lg, dp, dl [rows, E]; xs [rows, k, H]; dz, dh, xr, xo [all, H]; then the load
+    double scratch = 2 * rows * H * f + 3 * rows * E * f + rows * k * H * f + 4 * all * H * f;
+    int lanes = c->moe.overlap == EP_OVERLAP_PAIR && N > 1 ? 2 : 1;  // pair: a second scratch, at its first pass
+    m->buffers += layers * ((slots + 1) * state + 2 * (slots * got + all) * H * f) + lanes * scratch + E * sizeof(long);
 }
 
 double expert_held_floats(const TrainConfig *c, const Plan *p, int vs) {
@@ -111,9 +112,10 @@ static void keep_wait(ExpertGroup *g, int kind, double t0, double bytes) {
 
 // counts: send[E] rows to each global expert (owner r's E/N in a row), recv[N x E/N].
 static void ex_counts(void *ctx, const int *send, int *recv) {
-    ExpertGroup *g = ctx;
+    ExpertLane *l = ctx;
+    ExpertGroup *g = l->g;
     double t0 = now_sec();
-    alltoall_counts(g->a2a, send, recv, g->per);
+    alltoall_counts(l->a2a, send, recv, g->per);
     g->flight += now_sec() - t0;
     keep_wait(g, EV_A2A_DISPATCH, t0, (double)g->N * g->per * sizeof(int));
 }
@@ -134,35 +136,53 @@ static double ex_counts_per_rank(ExpertGroup *g, const int *send_counts, const i
 }
 
 // The rows' exchange started (the layer moves its own rows itself); without --ep-overlap waited for at once.
+// Counted as paired when the other lane has its own in flight (--ep-overlap pair: another pass's).
 static void ex_start(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
                      int w, int back) {
-    ExpertGroup *g = ctx;
+    ExpertLane *l = ctx;
+    ExpertGroup *g = l->g;
     double t0 = now_sec(), bytes = ex_counts_per_rank(g, send_counts, recv_counts, w, back);
-    g->pending = back ? EV_A2A_COMBINE : EV_A2A_DISPATCH;
-    g->t_start = t0;
-    alltoall_rows_start(g->a2a, send, g->scount, recv, g->rcount, w, 0);
-    if (!g->overlap) alltoall_rows_wait(g->a2a);
-    keep_wait(g, g->pending, t0, bytes);
+    l->pending = back ? EV_A2A_COMBINE : EV_A2A_DISPATCH;
+    l->t_start = t0;
+    g->paired += g->lane[l == &g->lane[0]].on;
+    alltoall_rows_start(l->a2a, send, g->scount, recv, g->rcount, w, 0);
+    if (!g->overlap) alltoall_rows_wait(l->a2a);
+    l->on = g->overlap != 0;
+    keep_wait(g, l->pending, t0, bytes);
     if (!g->overlap) g->flight += now_sec() - t0;
 }
 
 static void ex_wait(void *ctx) {
-    ExpertGroup *g = ctx;
+    ExpertLane *l = ctx;
+    ExpertGroup *g = l->g;
     if (!g->overlap) return;
     double t0 = now_sec();
-    alltoall_rows_wait(g->a2a);
-    keep_wait(g, g->pending, t0, 0);
-    g->flight += now_sec() - g->t_start;
+    alltoall_rows_wait(l->a2a);
+    l->on = 0;
+    keep_wait(g, l->pending, t0, 0);
+    g->flight += now_sec() - l->t_start;
 }
 
 // The whole exchange in one call (the hook's exchange_rows; moe.c calls the halves).
 static void ex_rows(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
                     int w, int back) {
-    ExpertGroup *g = ctx;
+    ExpertLane *l = ctx;
+    ExpertGroup *g = l->g;
     double t0 = now_sec(), bytes = ex_counts_per_rank(g, send_counts, recv_counts, w, back);
-    alltoall_rows(g->a2a, send, g->scount, recv, g->rcount, w);
+    alltoall_rows(l->a2a, send, g->scount, recv, g->rcount, w);
     keep_wait(g, back ? EV_A2A_COMBINE : EV_A2A_DISPATCH, t0, bytes);
     g->flight += now_sec() - t0;
+}
+
+// Lane j: its all-to-all over the group and the hook every local MoE layer calls for it.
+static void lane_open(ExpertGroup *g, int j, size_t cap, Stage *local, int n_local) {
+    ExpertLane *l = &g->lane[j];
+    l->g = g;
+    l->a2a = alltoall_open(g->comm, g->algo, &backend_cpu, cap, NULL);  // (the hook's buffers are on the host)
+    l->ex = (MoeExchange){.size = g->N, .rank = g->rank, .exchange_counts = ex_counts, .exchange_rows = ex_rows,
+                          .start_rows = ex_start, .wait_rows = ex_wait, .ctx = l};
+    for (int k = 0; k < n_local; k++)
+        if (local[k].moe) moe_set_exchange(local[k].moe, j, &l->ex);
 }
 
 void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n_local) {
@@ -187,14 +207,10 @@ void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n
             cap = c > cap ? c : cap;
             g->per = m->spec.experts / g->N;
         }
-    g->a2a = alltoall_open(g->comm, algo, &backend_cpu, cap, NULL);  // (the hook's buffers are on the host)
     g->scount = xcalloc((size_t)g->N, sizeof(int));
     g->rcount = xcalloc((size_t)g->N, sizeof(int));
     g->overlap = p->expert.overlap;
-    g->ex = (MoeExchange){.size = g->N, .rank = g->rank, .exchange_counts = ex_counts, .exchange_rows = ex_rows,
-                          .start_rows = ex_start, .wait_rows = ex_wait, .ctx = g};
-    for (int k = 0; k < n_local; k++)
-        if (local[k].moe) local[k].moe->ex = &g->ex;
+    for (int j = 0; j < (g->overlap == EP_OVERLAP_PAIR ? 2 : 1); j++) lane_open(g, j, cap, local, n_local);
     g->peers = *grid;  // (the grid's device and transport; its own dp group, no windows, its own collectives' tags)
     g->peers.shm = NULL;
     g->peers.seq = 0;
@@ -207,24 +223,36 @@ Comm *expert_peers(ExpertGroup *g) { return g->N > 1 ? &g->peers : NULL; }
 
 void expert_free(ExpertGroup *g) {
     if (g->N <= 1 || g->comm == MPI_COMM_NULL) return;
-    alltoall_close(g->a2a);
+    alltoall_close(g->lane[0].a2a);
+    alltoall_close(g->lane[1].a2a);
     MPI_Comm_free(&g->comm);
     MPI_Comm_free(&g->peers.dp);
     free(g->scount); free(g->rcount); free(g->step_bytes); free(g->step_seconds); free(g->step_flight); free(g->spans);
     g->N = 0;
 }
 
+// The bytes and seconds both lanes' all-to-alls counted since the last take.
+static void take_stats(ExpertGroup *g, double *bytes, double *seconds) {
+    *bytes = *seconds = 0;
+    for (int j = 0; j < 2; j++) {
+        double b, s;
+        if (!g->lane[j].a2a) continue;
+        alltoall_take_stats(g->lane[j].a2a, &b, &s);
+        *bytes += b, *seconds += s;
+    }
+}
+
 void expert_step_begin(ExpertGroup *g) {
     double b, s;
-    if (g->a2a) alltoall_take_stats(g->a2a, &b, &s);
+    take_stats(g, &b, &s);
     g->flight = 0;
     g->n_spans = 0;
 }
 
 void expert_step_end(ExpertGroup *g) {
     double b, s;
-    if (!g->a2a) return;
-    alltoall_take_stats(g->a2a, &b, &s);
+    if (!g->lane[0].a2a) return;
+    take_stats(g, &b, &s);
     if (g->steps == g->cap) {
         g->cap = g->cap ? 2 * g->cap : 64;
         g->step_bytes = realloc(g->step_bytes, sizeof(double) * (size_t)g->cap);
@@ -264,24 +292,27 @@ void expert_report_fill(ExpertReport *r, const Plan *p, const ExpertGroup *g, co
         share[i] = fmin(1, g->step_flight[from + i] / t);
         share[n + i] = fmin(1, g->step_seconds[from + i] / t);
     }
-    double v[5] = {median_of(g->step_bytes + from, n), 1e3 * median_of(g->step_flight + from, n),
-                   1e3 * median_of(g->step_seconds + from, n), median_of(share, n), median_of(share + n, n)};
+    double v[6] = {median_of(g->step_bytes + from, n), 1e3 * median_of(g->step_flight + from, n),
+                   1e3 * median_of(g->step_seconds + from, n), median_of(share, n), median_of(share + n, n),
+                   (double)g->paired};
     free(share);
-    comm_allreduce_sum_double(v, 5, MPI_COMM_WORLD);  // (every rank calls it: the means over the world)
+    comm_allreduce_sum_double(v, 6, MPI_COMM_WORLD);  // (every rank calls it: the means over the world)
+    r->paired = v[5];
     r->bytes = v[0] / p->world;
     r->ms = v[1] / p->world;
     r->exposed_ms = v[2] / p->world;
     r->share = v[3] / p->world;
     r->exposed_share = v[4] / p->world;
-    snprintf(r->algo, sizeof r->algo, "%s", g->a2a ? alltoall_algos[g->algo].name : "");
+    snprintf(r->algo, sizeof r->algo, "%s", g->lane[0].a2a ? alltoall_algos[g->algo].name : "");
 }
 
 void expert_report_text(const ExpertReport *r) {
     if (r->N <= 1) return;
     char b[32];
+    const char *how = r->overlap == EP_OVERLAP_PAIR ? ", overlapped in pairs" : r->overlap ? ", overlapped" : "";
     printf("expert parallelism: groups of %d replicas (--ep %d), all-to-all %s%s: %s sent and %.2f ms in flight per "
            "step and rank (%.1f%% of the step), %.2f ms exposed (%.1f%%)\n",
-           r->N, r->N, r->algo, r->overlap ? ", overlapped" : "", fmt_bytes(r->bytes, b, sizeof b), r->ms,
+           r->N, r->N, r->algo, how, fmt_bytes(r->bytes, b, sizeof b), r->ms,
            100 * r->share, r->exposed_ms, 100 * r->exposed_share);
 }
 
@@ -290,6 +321,8 @@ void expert_report_json(cJSON *o, const ExpertReport *r) {
     cJSON_AddNumberToObject(o, "ep", r->N);
     cJSON_AddStringToObject(o, "alltoall", r->algo);
     cJSON_AddBoolToObject(o, "alltoall_overlap", r->overlap);
+    cJSON_AddBoolToObject(o, "alltoall_pair", r->overlap == EP_OVERLAP_PAIR);
+    cJSON_AddNumberToObject(o, "alltoall_paired", r->paired);
     cJSON_AddNumberToObject(o, "alltoall_bytes_per_step", r->bytes);
     cJSON_AddNumberToObject(o, "alltoall_ms_per_step", r->ms);
     cJSON_AddNumberToObject(o, "alltoall_share", r->share);

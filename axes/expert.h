@@ -15,8 +15,11 @@
 // The value of --alltoall auto: its index in ALLTOALL_CHOICES (mpi, pair and shm are also the algorithms'
 // own values; NCCL's is not a choice: the MoE layers exchange host buffers).
 enum { ALLTOALL_AUTO = 3 };
-// --ep-overlap: the value is 1 for on.
-#define EP_OVERLAP_CHOICES "off|on"
+// --ep-overlap: the value is 1 for on; 2 (pair) is on, and a stage's forward of one micro-batch and its
+// backward of another that the schedule runs back to back advance in turn, each one's exchanges in flight
+// while the other computes (train/executor.c's exec_pair).
+#define EP_OVERLAP_CHOICES "off|on|pair"
+enum { EP_OVERLAP_PAIR = 2 };
 
 // rules: --ep N with --experts E: E divisible by N, N divides dp, not with --tp (MoE layers are not split
 // over a tensor-parallel group), local SGD or --compress (their sums take every range over all replicas);
@@ -28,7 +31,8 @@ int expert_rules(const TrainConfig *c, Plan *p, Err *e);
 // many rows per rank as without --ep, on average). Its own: the buffers moe_new
 // and moe.c's expert_room allocate for virtual stage vs's MoE layers with `slots` stashed micro-batches
 // (each layer's routing state per slot and one for evaluation, the scratch), the rows an expert side
-// receives taken at their most (every kept assignment, capacity-bounded): added to m->buffers.
+// receives taken at their most (every kept assignment, capacity-bounded), the scratch twice under
+// --ep-overlap pair (each lane's): added to m->buffers.
 void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNeed *m);
 // The floats of the experts one rank holds on virtual stage vs under --ep (0 without): E/N per MoE layer, the
 // part its peers (dp/N replicas) sum and ZeRO-1 shards over them (axes/data.c's data_sizes).
@@ -38,19 +42,29 @@ double expert_held_floats(const TrainConfig *c, const Plan *p, int vs);
 double expert_model_params(const TrainConfig *c, int inputs);
 // set-up: the group (the grid's dp split into blocks of N consecutive replicas), its all-to-all, and the
 // hook of every local stage's MoE layers. Collective over the grid's dp.
+// A lane: one all-to-all of the group (its own duplicate of the group's communicator, its own shm windows)
+// and the hook over it, with the rows' exchange it has in flight. Lane 1 (--ep-overlap pair only) is the
+// second pass's of a pair, so that two passes' exchanges, each matched in order, never meet.
+struct ExpertGroup;
 typedef struct {
+    struct ExpertGroup *g;
+    AllToAll *a2a;          // NULL: the lane is not open
+    MoeExchange ex;         // what the MoE layers call (moe_set_exchange)
+    int pending, on;        // on: an exchange is in flight, of kind pending (EV_A2A_*), started at t_start
+    double t_start;
+} ExpertLane;
+typedef struct ExpertGroup {
     int N, rank;            // the group's ranks, and this one's place in it (its experts: [rank E/N, ...))
     int per, algo;          // E/N experts per rank; the all-to-all's row of alltoall_algos
     MPI_Comm comm;          // the group (MPI_COMM_NULL: no expert parallelism)
-    AllToAll *a2a;
-    MoeExchange ex;         // what the MoE layers call
+    ExpertLane lane[2];
     int *scount, *rcount;   // per rank of the group: rows sent, received (scratch)
     double *step_bytes, *step_seconds;  // [cap]: each step's (expert_step_end): seconds waited in the exchanges
     double *step_flight;    // [cap]: each step's seconds from the exchanges' starts to their ends (in flight)
     int steps, cap;
     int overlap;            // the plan's: the rows' exchange started, the layer's own rows computed, then waited
-    int pending;            // the kind (EV_A2A_*) of the exchange in flight, started at t_start
-    double t_start, flight; // flight: this step's so far
+    long paired;            // rows' exchanges started while the other lane had one in flight (all steps)
+    double flight;          // this step's so far
     Span *spans;            // this step's waits in the exchanges (the observers draw them), n_spans of them
     int n_spans, cap_spans;
     Comm peers;             // the replicas of this stage holding the same experts (rank r of every group: D/N of
@@ -70,7 +84,8 @@ void expert_step_end(ExpertGroup *g);
 // exposed (waited in: the part no compute hid), each the median step's (as step_ms is the median step's; then
 // the mean over the ranks), and their shares of the step.
 typedef struct {
-    int N, overlap;
+    int N, overlap;         // overlap: --ep-overlap's value
+    double paired;          // the rows' exchanges started while another pass had one in flight, all ranks and steps
     char algo[16];
     double bytes, ms, share;  // ms: in flight (from each exchange's start to its end), share of the step
     double exposed_ms, exposed_share;  // the time the rank waited in the exchanges: the step's share not hidden

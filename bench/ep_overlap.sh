@@ -5,30 +5,41 @@
 # machine's load falls on both alike. A run's figures are its --json's: step_ms_median, and the all-to-all's
 # in flight and exposed (waited in) ms per step and exposed share of the step (axes/expert.c: medians over
 # the steps, then means over the ranks); a row is the median of its REPS runs. Lines that are not data start
-# with '#'. Exit 1 when a run fails.
+# with '#'. Exit 1 when a run fails. With `pair` as its second argument: 4 ranks, a 2-stage 1F1B pipeline of
+# 2 replicas with --ep 2 (8 micro-batches of 32 rows), --ep-overlap on against pair (a stage's forward and
+# another micro-batch's backward in turn: train/executor.c's exec_pair).
 #   bash bench/ep_overlap.sh          # 3 reps: ~6 runs of 20 steps
 #   bash bench/ep_overlap.sh 5
+#   bash bench/ep_overlap.sh 3 pair
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MICROPP=${MICROPP:-$ROOT/micropp}
 REPS=${1:-3}
 case $REPS in '' | *[!0-9]*) echo "bench/ep_overlap.sh: REPS '$REPS' is not a count: give a number like 3" >&2; exit 2 ;; esac
+MODE=${2:-off}
+case $MODE in off | pair) ;; *) echo "bench/ep_overlap.sh: '$MODE' is not a mode: give pair, or nothing" >&2; exit 2 ;; esac
 ARGS=(train --layers 4 --hidden 512 --batch 256 --experts 4 --dp 2 --ep 2 --steps 20 --log-every 0 --json)
+N=2
+if [ "$MODE" = pair ]; then
+    ARGS=(train --layers 4 --hidden 512 --batch 256 --experts 4 --pp 2 --dp 2 --ep 2 --schedule 1f1b --micro-batches 8
+          --steps 20 --log-every 0 --json)
+    N=4
+fi
 OUT=$(mktemp -d /tmp/ep_overlap.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
-echo "# mpiexec -n 2 micropp ${ARGS[*]} --ep-overlap on|off, $REPS runs each"
+echo "# mpiexec -n $N micropp ${ARGS[*]} --ep-overlap on|$MODE, $REPS runs each"
 for ((r = 0; r < REPS; r++)); do
-    order="on off"; [ $((r % 2)) = 1 ] && order="off on"
+    order="on $MODE"; [ $((r % 2)) = 1 ] && order="$MODE on"
     for o in $order; do
-        mpiexec -n 2 "$MICROPP" "${ARGS[@]}" --ep-overlap "$o" > "$OUT/$o.$r.json" ||
+        mpiexec -n "$N" "$MICROPP" "${ARGS[@]}" --ep-overlap "$o" > "$OUT/$o.$r.json" ||
             { echo "bench/ep_overlap.sh: the run with --ep-overlap $o failed" >&2; exit 1; }
     done
 done
-python3 - "$OUT" "$REPS" <<'EOF'
+python3 - "$OUT" "$REPS" "$MODE" <<'EOF'
 import json, statistics, sys
-out, reps = sys.argv[1], int(sys.argv[2])
+out, reps, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 print("# overlap  step(ms)  all-to-all in flight(ms)  exposed(ms)  exposed share  share in flight")
-for o in ("on", "off"):
+for o in ("on", mode):
     runs = [json.load(open(f"{out}/{o}.{r}.json")) for r in range(reps)]
     med = lambda k: statistics.median(d[k] for d in runs)
     print(f"{o:>9} {med('step_ms_median'):9.2f} {med('alltoall_ms_per_step'):25.2f} "

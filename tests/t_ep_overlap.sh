@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/t_ep_overlap.sh: --ep's all-to-all shown and overlapped (docs/experts.md, axes/expert.c, moe.c).
 # --ep-overlap on and off give the same losses bit for bit (by each algorithm, and on a 1F1B pipeline) and
-# pass --verify; --json's all-to-all in flight and exposed (shares in [0, 1], exposed at most in flight), the
+# pass --verify; so does pair (1F1B and DualPipeV, each algorithm, with drops), whose passes ran in turn; --json's all-to-all in flight and exposed (shares in [0, 1], exposed at most in flight), the
 # rows each expert got (plus the dropped: every assignment) and --metrics' load under --ep; the waits in the
 # exchanges in --trace (dispatch and combine, on every rank's collectives track, in a forward or backward)
 # and in --gantt's legend; a bad --ep-overlap refused in one line.
@@ -25,6 +25,32 @@ for lay in "2|--dp 2 --ep 2 --alltoall shm" "2|--dp 2 --ep 2 --alltoall mpi" "2|
         pass "ep_overlap/$args: --ep-overlap on and off, 6 steps' losses bit for bit"
     else fail "ep_overlap/$args: on vs off" "rc $rc1/$RC, flags '$flags': $(bits "$OFF") vs $(bits "$ON") ${ERR:0:200}"; fi
 done
+
+# ---- --ep-overlap pair: a stage's forward and another micro-batch's backward in turn, the same bits ----
+# (pairs happen on stage 0 of 1F1B, on both ranks of DualPipeV's V; alltoall_paired counts the rows' exchanges
+# started while the other pass had one in flight, over all ranks and steps: 0 when nothing ran in turn)
+paired() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d['alltoall_pair'], d['alltoall_paired'] > 0)" "$1" 2>/dev/null; }
+for lay in "--schedule 1f1b --alltoall shm" "--schedule 1f1b --alltoall mpi" "--schedule 1f1b --alltoall pair" \
+           "--schedule dualpipev --alltoall shm" "--schedule dualpipev --alltoall mpi --capacity-factor 0.5 --top-k 1"; do
+    P=(--pp 2 --dp 2 --ep 2 --micro-batches 4)
+    # shellcheck disable=SC2086
+    run 240 mpiexec -n 4 "$MICROPP" train "${L[@]}" "${P[@]}" $lay --ep-overlap on; ON=$OUT; rc1=$RC
+    # shellcheck disable=SC2086
+    run 240 mpiexec -n 4 "$MICROPP" train "${L[@]}" "${P[@]}" $lay --ep-overlap pair; PAIR=$OUT
+    if [ "$rc1" = 0 ] && [ "$RC" = 0 ] && [ -n "$(bits "$PAIR")" ] && [ "$(bits "$PAIR")" = "$(bits "$ON")" ] &&
+        [ "$(paired "$PAIR")" = "True True" ] && [ "$(paired "$ON")" = "False False" ]; then
+        pass "ep_overlap/pair $lay: the forward and backward in turn (exchanges paired), 6 steps' losses as on's"
+    else fail "ep_overlap/pair $lay" "rc $rc1/$RC, paired '$(paired "$PAIR")': $(bits "$ON") vs $(bits "$PAIR") ${ERR:0:200}"; fi
+done
+# another schedule runs every pass whole under pair (receiving a gradient early could deadlock it): nothing paired
+run 240 mpiexec -n 4 "$MICROPP" train "${L[@]}" --pp 2 --dp 2 --ep 2 --micro-batches 4 --schedule gpipe --ep-overlap pair
+[ "$RC" = 0 ] && [ "$(paired "$OUT")" = "True False" ] && pass "ep_overlap/pair under gpipe: nothing run in turn" \
+    || fail "ep_overlap/pair under gpipe" "rc $RC, paired '$(paired "$OUT")' ${ERR:0:200}"
+run 240 mpiexec -n 4 "$MICROPP" train --layers 4 --hidden 32 --batch 32 --log-every 0 --experts 4 --steps 2 --verify \
+    --pp 2 --dp 2 --ep 2 --micro-batches 4 --schedule dualpipev --ep-overlap pair
+[ "$RC" = 0 ] && grep -q -- "-> ok" <<<"$OUT" && grep -qE "^expert parallelism: .*, overlapped in pairs: " <<<"$OUT" \
+    && pass "ep_overlap/--verify with --ep-overlap pair (dualpipev), and the summary's line" \
+    || fail "ep_overlap/--verify with --ep-overlap pair" "rc $RC: $(grep -E 'verify|expert' <<<"$OUT") ${ERR:0:200}"
 
 V=(--layers 4 --hidden 32 --batch 32 --log-every 0 --experts 4 --steps 2 --verify)
 for o in on off; do

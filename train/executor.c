@@ -6,6 +6,7 @@
 #include "train/executor.h"
 #include "base/util.h"
 #include "comms/watchdog.h"
+#include "axes/expert.h"  // EP_OVERLAP_PAIR
 
 void exec_ring_alloc(InputRing *r, const Backend *be, int rows, int inputs) {
     for (int k = 0; k < INPUT_RING; k++) {
@@ -195,42 +196,133 @@ static double place_marks(const Wire *w, Measure *m, const int *at, int n, int m
     return busy;
 }
 
+// One step's run of the action list: what each action needs besides itself.
+typedef struct {
+    const Plan *p;
+    Wire *w;
+    Model *model;
+    StepState *st;
+    Measure *m;
+    Held h;
+    int *at, marks;
+    double base;
+} StepRun;
+
+// Action i of the list, timed and recorded.
+static void run_action(StepRun *r, int i) {
+    Action a = r->st->list.a[i];
+    double t0 = now_sec();
+    // hybrid: a chunk's last B (or W) of the step makes its gradients final; its layer hooks
+    // start the buckets' all-reduces, which then overlap the rest of the pipeline's work.
+    if (r->model->n_sync && (a.kind == ACT_BACKWARD || a.kind == ACT_BACKWARD_WEIGHT))
+        gradsync_set_final(&r->model->sync[a.chunk], ++r->h.weights[a.chunk] == r->p->M);
+    wd_begin((WdAction){action_names[a.kind], r->w->stage, r->model->vs_of[a.chunk], a.mb, a.chunk, r->st->step + 1});
+    int compute = action_is_compute(a.kind);
+    if (compute) r->w->be->stamp(r->marks++);
+    pipe_action(r->p, r->w, r->model, r->st, &r->h, a);
+    if (compute) r->w->be->stamp(r->marks++);
+    if (r->model->n_sync) comm_progress();
+    double t1 = now_sec();
+    Event *e = measure_record(r->m, r->st->step, a.kind, a.mb, a.chunk, t0 - r->base, t1 - r->base);
+    r->at[i] = compute ? r->m->n_ev - 1 : -1;  // its times come from the marks
+    if (a.kind >= ACT_SEND_ACT && a.kind <= ACT_RECV_GRAD)  // what crossed the wire: the trace shows it
+        e->bytes = pipe_message_bytes(r->p, &r->model->local[0]);
+    wd_end();
+}
+
+// --ep-overlap pair: the index of the full backward that runs in turn with forward i (exec_pair), or -1. It
+// is the next compute action, of another micro-batch or chunk, both stages able to interleave
+// (stage_can_pair), with between the two only the forward's own send and at most one receive, of that
+// backward's output gradient. Only 1F1B and DualPipeV: receiving that gradient before sending the forward's
+// output cannot deadlock there (the gradient's sender never waits for that output: in 1F1B it comes from
+// the next stage's backward of an earlier micro-batch; in DualPipeV's pairs the two go to different
+// neighbours, or to this rank itself); other schedules run every pass whole, as `on`.
+static int pair_of(const Plan *p, const Model *model, const ActionList *l, int i) {
+    Action f = l->a[i];
+    if (p->expert.overlap != EP_OVERLAP_PAIR || p->expert.N <= 1 || f.kind != ACT_FORWARD) return -1;
+    if (p->schedule != SCHED_1F1B && p->schedule != SCHED_DUALPIPEV) return -1;
+    int recv = -1;
+    for (int j = i + 1; j < l->n; j++) {
+        Action b = l->a[j];
+        if (b.kind == ACT_SEND_ACT && b.mb == f.mb && b.chunk == f.chunk) continue;
+        if (b.kind == ACT_RECV_GRAD && recv < 0) { recv = j; continue; }
+        if (b.kind != ACT_BACKWARD || (b.mb == f.mb && b.chunk == f.chunk)) return -1;
+        if (recv >= 0 && (l->a[recv].mb != b.mb || l->a[recv].chunk != b.chunk)) return -1;
+        return stage_can_pair(&model->local[f.chunk]) && stage_can_pair(&model->local[b.chunk]) ? j : -1;
+    }
+    return -1;
+}
+
+// The pair: forward i and backward j (pair_of) advance in turn, the backward's MoE layers in lane 1: one
+// runs until it starts an exchange of rows, then the other until it starts one, then the first waits for
+// its rows and goes on: each one's all-to-all in flight during the other's compute. The gradient the
+// backward needs is received first, the forward's output sent after. Every rank of an expert group runs
+// the same list, so each lane's exchanges are matched in the same order on every rank (none can deadlock:
+// each lane has at most one in flight, waited for before its next starts).
+static void exec_pair(StepRun *r, int i, int j) {
+    const ActionList *l = &r->st->list;
+    Action f = l->a[i], b = l->a[j];
+    for (int k = i + 1; k < j; k++)
+        if (l->a[k].kind == ACT_RECV_GRAD) run_action(r, k);
+    if (r->model->n_sync) gradsync_set_final(&r->model->sync[b.chunk], ++r->h.weights[b.chunk] == r->p->M);
+    Stage *sf = &r->model->local[f.chunk], *sb = &r->model->local[b.chunk];
+    int vf = r->model->vs_of[f.chunk], vb = r->model->vs_of[b.chunk], mf = r->marks, mb = r->marks + 2;
+    wd_begin((WdAction){action_names[ACT_FORWARD], r->w->stage, vf, f.mb, f.chunk, r->st->step + 1});
+    double t0 = now_sec();
+    int slot = stage_slot_acquire(sf, f.mb), back = stage_slot_of(sb, b.mb);
+    CHECK(back >= 0 && (vb == r->p->S - 1 || (r->h.dout_mb == b.mb && r->h.dout_c == b.chunk)),
+          "backward of micro-batch %d (chunk %d) paired without its forward or output gradient", b.mb, b.chunk);
+    exec_load_inputs(r->st, sf, slot, plan_sample(r->p, r->st->step_sample, 0, r->w->replica, f.mb), vf == 0,
+                     vf == r->p->S - 1);
+    StagePass F, B;
+    stage_pass_forward(&F, sf, slot);
+    r->w->be->stamp(mf);
+    int fon = stage_pass_step(&F), bon;
+    if (!fon) r->w->be->stamp(mf + 1);
+    r->w->be->stamp(mb);
+    stage_pass_backward(&B, sb, back, r->st->dout, vb > 0 ? r->st->din : NULL);
+    B.lane = 1;
+    if (!(bon = stage_pass_step(&B))) r->w->be->stamp(mb + 1);
+    while (fon || bon) {
+        if (fon && !(fon = stage_pass_step(&F))) r->w->be->stamp(mf + 1);
+        if (bon && !(bon = stage_pass_step(&B))) r->w->be->stamp(mb + 1);
+        if (r->model->n_sync) comm_progress();
+    }
+    r->marks += 4;
+    double t1 = now_sec();
+    measure_record(r->m, r->st->step, ACT_FORWARD, f.mb, f.chunk, t0 - r->base, t1 - r->base);
+    r->at[i] = r->m->n_ev - 1;
+    measure_record(r->m, r->st->step, ACT_BACKWARD, b.mb, b.chunk, t0 - r->base, t1 - r->base);
+    r->at[j] = r->m->n_ev - 1;
+    wd_end();
+    r->h.din_mb = b.mb, r->h.din_c = b.chunk, r->h.dout_mb = -1;
+    r->h.fwd_mb = f.mb, r->h.fwd_c = f.chunk;  // (its send comes next)
+    for (int k = i + 1; k < j; k++)
+        if (l->a[k].kind == ACT_SEND_ACT) run_action(r, k);
+}
+
 double exec_pipeline_step(const Plan *p, Wire *w, Model *model, StepState *st, Measure *m) {
-    Held h = {.dout_mb = -1, .dout_c = -1, .din_mb = -1, .din_c = -1, .fwd_mb = -1, .fwd_c = -1};
-    int step = st->step, marks = 0, *at = xmalloc(sizeof(int) * (size_t)(st->list.n ? st->list.n : 1));
-    double base = m->step_start[step];
+    StepRun r = {.p = p, .w = w, .model = model, .st = st, .m = m, .base = m->step_start[st->step],
+                 .h = {.dout_mb = -1, .dout_c = -1, .din_mb = -1, .din_c = -1, .fwd_mb = -1, .fwd_c = -1},
+                 .at = xmalloc(sizeof(int) * (size_t)(st->list.n ? st->list.n : 1))};
     // The host queues the step's work without waiting after each action (on a GPU the calls only queue
     // it): marks on the device's queue around each compute action time it (events on a GPU, the clock on
     // the CPU), read once at the step's end. Mark 0 anchors them: taken with the queue empty.
     w->be->sync();
-    double anchor = w->be->stamp(marks++) - base;
+    double anchor = w->be->stamp(r.marks++) - r.base;
     comm_step_calls(&w->comm);  // NCCL: the step's crossing pairs go as groups (until comm_wait_sends)
     for (int i = 0; i < st->list.n; i++) {
-        Action a = st->list.a[i];
-        double t0 = now_sec();
-        // hybrid: a chunk's last B (or W) of the step makes its gradients final; its layer hooks
-        // start the buckets' all-reduces, which then overlap the rest of the pipeline's work.
-        if (model->n_sync && (a.kind == ACT_BACKWARD || a.kind == ACT_BACKWARD_WEIGHT))
-            gradsync_set_final(&model->sync[a.chunk], ++h.weights[a.chunk] == p->M);
-        wd_begin((WdAction){action_names[a.kind], w->stage, model->vs_of[a.chunk], a.mb, a.chunk, step + 1});
-        int compute = action_is_compute(a.kind);
-        if (compute) w->be->stamp(marks++);
-        pipe_action(p, w, model, st, &h, a);
-        if (compute) w->be->stamp(marks++);
-        if (model->n_sync) comm_progress();
-        double t1 = now_sec();
-        Event *e = measure_record(m, step, a.kind, a.mb, a.chunk, t0 - base, t1 - base);
-        at[i] = compute ? m->n_ev - 1 : -1;  // its times come from the marks
-        if (a.kind >= ACT_SEND_ACT && a.kind <= ACT_RECV_GRAD)  // what crossed the wire: the trace shows it
-            e->bytes = pipe_message_bytes(p, &model->local[0]);
-        wd_end();
-        if (i == st->list.n / 2) fault_stall(step + 1, "halfway through its action list");
+        int j = pair_of(p, model, &st->list, i), last = j >= 0 ? j : i;
+        if (j >= 0) exec_pair(&r, i, j);
+        else run_action(&r, i);
+        if (i <= st->list.n / 2 && st->list.n / 2 <= last) fault_stall(st->step + 1, "halfway through its action list");
+        i = last;
     }
-    wd_phase("the step's last sends", step + 1);
+    wd_phase("the step's last sends", st->step + 1);
     comm_wait_sends(&w->comm);
-    m->busy_s[step] = place_marks(w, m, at, st->list.n, marks, anchor);
-    free(at);
-    return now_sec() - base;
+    m->busy_s[st->step] = place_marks(w, m, r.at, st->list.n, r.marks, anchor);
+    free(r.at);
+    return now_sec() - r.base;
 }
 
 // ---- monolith and manual split: one process ----

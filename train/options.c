@@ -186,8 +186,9 @@ const Option train_options[] = {
      AXIS_DATA},
     {"ep-overlap", 0, OPT_CHOICE, T(moe.overlap), EP_OVERLAP_CHOICES, 0, 0, "WHEN",
      "--ep: on (default) starts each all-to-all of rows and runs the layer's own rows through its experts (and, "
-     "backward, the router) while the other ranks' travel; off waits for each exchange as soon as it starts. The "
-     "same bits either way",
+     "backward, the router) while the other ranks' travel; off waits for each exchange as soon as it starts; pair "
+     "(pipelines) also runs a stage's forward of one micro-batch and the backward of another that follows it in "
+     "turn, each one's all-to-all in flight during the other's compute. The same bits every way",
      AXIS_DATA},
     {"tp-message", 0, OPT_CHOICE, T(tensor.tp_message), TP_MESSAGE_CHOICES, 0, 0, "M",
      "--tp with a pipeline: a message between two groups as the whole activation from every rank (full), or each "
