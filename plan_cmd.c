@@ -104,7 +104,7 @@ static const Option extra_options[] = {
 static const char *const model_names[] = {"config", "layers", "hidden", "inputs", "classes", "batch", "micro-batches",
                                           "virtual-stages", "precision", "optimizer", "checkpoint-activations", "zero",
                                           "tp", "threads", "bucket-mb", "json", "experts", "moe-every", "top-k",
-                                          "capacity-factor", "ep", "post-validate"};
+                                          "capacity-factor", "ep", "ep-overlap", "post-validate"};
 #define N_MODEL (sizeof model_names / sizeof *model_names)
 
 static Option *all_options;   // train's (for --config) and the extras, in one table

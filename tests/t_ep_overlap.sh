@@ -52,6 +52,15 @@ run 240 mpiexec -n 4 "$MICROPP" train --layers 4 --hidden 32 --batch 32 --log-ev
     && pass "ep_overlap/--verify with --ep-overlap pair (dualpipev), and the summary's line" \
     || fail "ep_overlap/--verify with --ep-overlap pair" "rc $RC: $(grep -E 'verify|expert' <<<"$OUT") ${ERR:0:200}"
 
+# plan counts pair's second scratch (expert_sizes): its per-rank total above on's, on for off's
+P=(plan --layers 4 --hidden 512 --batch 256 --experts 4 --dp 2 --ep 2 --pp 2 --schedule 1f1b --device-memory 1G)
+total() { awk '/^1f1b /{print $(NF-3)}' <<<"$1"; }
+run 30 "$MICROPP" "${P[@]}" --ep-overlap on; on=$(total "$OUT"); rc_on=$RC
+run 30 "$MICROPP" "${P[@]}" --ep-overlap pair; pair=$(total "$OUT")
+[ "$rc_on" = 0 ] && [ "$RC" = 0 ] && [ -n "$on" ] && awk -v a="$on" -v b="$pair" 'BEGIN{exit !(b > a)}' \
+    && pass "ep_overlap/plan --ep-overlap pair: the second scratch counted ($on -> $pair MiB a rank)" \
+    || fail "ep_overlap/plan --ep-overlap pair" "rc $rc_on/$RC, on '$on' pair '$pair' ${ERR:0:200}"
+
 V=(--layers 4 --hidden 32 --batch 32 --log-every 0 --experts 4 --steps 2 --verify)
 for o in on off; do
     run 120 mpiexec -n 2 "$MICROPP" train "${V[@]}" --dp 2 --ep 2 --ep-overlap $o
