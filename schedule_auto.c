@@ -1,6 +1,7 @@
 // schedule_auto.c: zb-auto, the schedule the zero-bubble paper's ZB-1p/ZB-2p search builds: the
 // authors' heuristic (8 variants) and a greedy list scheduler (several policies) place F, I and W
-// under a memory limit; every candidate runs through the simulator (schedule.c) and the best is kept.
+// under a memory limit; every candidate runs through the simulator (schedule.c) and the best is kept
+// (zb-auto-v: then polished, its passes moved a few places on their rank while the span gets shorter).
 #include <math.h>
 #include <string.h>
 #include "schedule_auto.h"
@@ -306,8 +307,8 @@ static void polish_move(int *o, int from, int to) {
 static void polish_sweeps(Polish *x, int reach, long budget) {
     int K = x->a->K, P = 6 * x->a->M;
     double sum, best = polish_run(x, &sum), best_sum = sum;
-    for (int better = 1; better && x->runs < budget;) {
-        better = 0;
+    for (int gained = 1; gained && x->runs < budget;) {
+        gained = 0;
         for (int s = 0; s < K; s++)
             for (int i = 0; i < P && x->runs < budget; i++)
                 for (int d = -reach; d <= reach; d++) {
@@ -316,7 +317,7 @@ static void polish_sweeps(Polish *x, int reach, long budget) {
                     polish_move(o, i, j);
                     double span = polish_fits(x, s) ? polish_run(x, &sum) : INFINITY;
                     if (span < best * (1 - 1e-12) || (span <= best * (1 + 1e-12) && sum < best_sum * (1 - 1e-12))) {
-                        best = span, best_sum = sum, better = 1;
+                        best = span, best_sum = sum, gained = 1;
                         continue;
                     }
                     polish_move(o, j, i);
