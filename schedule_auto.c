@@ -1,6 +1,7 @@
 // schedule_auto.c: zb-auto, the schedule the zero-bubble paper's ZB-1p/ZB-2p search builds: the
 // authors' heuristic (8 variants) and a greedy list scheduler (several policies) place F, I and W
-// under a memory limit; every candidate runs through the simulator (schedule.c) and the best is kept.
+// under a memory limit; every candidate runs through the simulator (schedule.c) and the best is kept
+// (zb-auto-v: then polished, its passes moved a few places on their rank while the span gets shorter).
 #include <math.h>
 #include <string.h>
 #include "schedule_auto.h"
@@ -138,7 +139,7 @@ static void vg_place(VGreedy *g, int s, int type, double start) {
     double cost = (type <= V_F1 ? a->f[s] : type <= V_I0 ? a->b[s] : a->w[s]) / 2;
     g->e[s] = start + cost;
     if (type <= V_I0) *vg_t(g, type, s, mb) = g->e[s];
-    schedule_push_pass(&g->lists[s], CHUNKS_V, a->K, 2, s, kind[type], chunk[type], mb);
+    if (g->lists) schedule_push_pass(&g->lists[s], CHUNKS_V, a->K, 2, s, kind[type], chunk[type], mb);
 }
 
 // One decision of rank s at its clock, as step's: an I first (chunk 0's, the older), an F while there is
@@ -238,6 +239,117 @@ static int vlazy(const AutoSpec *a, Policy pol, const SchedFile *order, SchedFil
     *out = (SchedFile){g.lists, K, M, 2, CHUNKS_V, 1};
     if (rc) sched_file_free(out);
     free(g.e); free(g.t); free(g.n); free(at);
+    return rc;
+}
+
+// The local improvement pass (zb-auto-v): a V candidate's passes as each rank's order of pass types
+// (each type's micro-batches in order), run with every pass as early as its rank's previous pass and its
+// input allow. Moving one pass of a rank a few places earlier or later is kept when the longest rank span
+// gets shorter (or, as long, the spans' sum), the order stays complete (a W after its I) and the rank stays
+// within the limit; the sweeps repeat until none helps or the budget of runs is spent.
+typedef struct { const AutoSpec *a; VGreedy g; int *order, *first; double *begin; long runs; } Polish;
+
+// Rank s's order in *x within the limit, every W after its I: 1, else 0.
+static int polish_fits(const Polish *x, int s) {
+    const AutoSpec *a = x->a;
+    int P = 6 * a->M, c[6] = {0};
+    double held = 0, peak = 0;
+    for (int k = 0; k < P; k++) {
+        int ty = x->order[s * P + k];
+        if (ty >= V_W1 && c[ty] >= c[ty - 2]) return 0;  // (W1 follows I1, W0 follows I0)
+        c[ty]++;
+        held += ty <= V_F1 ? 1 : ty <= V_I0 ? a->w_share - 1 : -a->w_share;
+        peak = fmax(peak, held);
+    }
+    return peak / 2 <= a->limit + 1e-9;
+}
+
+// The orders run (with lists, when x->g.lists is set): the longest rank span, INFINITY when a rank waits
+// for ever; *sum: the spans' sum.
+static double polish_run(Polish *x, double *sum) {
+    const AutoSpec *a = x->a;
+    int K = a->K, P = 6 * a->M, left = K * P;
+    VGreedy *g = &x->g;
+    x->runs++;
+    for (size_t i = 0; i < 4 * (size_t)K * a->M; i++) g->t[i] = -1;
+    memset(g->n, 0, sizeof(int) * 6 * (size_t)K);
+    memset(x->first, 0, sizeof(int) * (size_t)K);
+    for (int s = 0; s < K; s++) g->e[s] = 0;
+    for (int moved = 1; moved && left;) {
+        moved = 0;
+        for (int s = 0; s < K; s++)
+            for (int *k = &x->first[s]; *k < P; ++*k, left--, moved = 1) {
+                int ty = x->order[s * P + *k];
+                double at = ty <= V_I0 ? vg_arrive(g, s, ty) : 0;
+                if (isinf(at)) break;
+                if (*k == 0) x->begin[s] = fmax(g->e[s], at);
+                vg_place(g, s, ty, fmax(g->e[s], at));
+            }
+    }
+    double most = 0;
+    *sum = 0;
+    for (int s = 0; s < K; s++) {
+        most = fmax(most, g->e[s] - x->begin[s]);
+        *sum += g->e[s] - x->begin[s];
+    }
+    return left ? INFINITY : most;
+}
+
+// Moves pass `from` of rank s's order to place `to` (the passes between shift by one).
+static void polish_move(int *o, int from, int to) {
+    int ty = o[from];
+    for (; from < to; from++) o[from] = o[from + 1];
+    for (; from > to; from--) o[from] = o[from - 1];
+    o[to] = ty;
+}
+
+// The sweeps over every rank's passes, each tried up to `reach` places either way.
+static void polish_sweeps(Polish *x, int reach, long budget) {
+    int K = x->a->K, P = 6 * x->a->M;
+    double sum, best = polish_run(x, &sum), best_sum = sum;
+    for (int gained = 1; gained && x->runs < budget;) {
+        gained = 0;
+        for (int s = 0; s < K; s++)
+            for (int i = 0; i < P && x->runs < budget; i++)
+                for (int d = -reach; d <= reach; d++) {
+                    int *o = &x->order[s * P], j = i + d;
+                    if (!d || j < 0 || j >= P || o[i] == o[j]) continue;
+                    polish_move(o, i, j);
+                    double span = polish_fits(x, s) ? polish_run(x, &sum) : INFINITY;
+                    if (span < best * (1 - 1e-12) || (span <= best * (1 + 1e-12) && sum < best_sum * (1 - 1e-12))) {
+                        best = span, best_sum = sum, gained = 1;
+                        continue;
+                    }
+                    polish_move(o, j, i);
+                }
+    }
+}
+
+// The candidate `from` polished into *out: 0, or -1 when `from` is not a complete V within the limit.
+static int polish(const AutoSpec *a, const SchedFile *from, SchedFile *out) {
+    int K = a->K, M = a->M, P = 6 * M;
+    size_t KM = (size_t)K * M;
+    Polish x = {a, {a, {0}, xcalloc((size_t)K, sizeof(double)), xmalloc(sizeof(double) * 4 * KM),
+                    xcalloc((size_t)K * 6, sizeof(int)), NULL},
+                xmalloc(sizeof(int) * 6 * KM), xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(double)), 0};
+    int rc = 0;
+    for (int s = 0; s < K && !rc; s++) {
+        int n = 0;
+        for (int i = 0; i < from->lists[s].n && n <= P; i++) {
+            const Action *y = &from->lists[s].a[i];
+            int ty = y->kind == ACT_BACKWARD_WEIGHT ? (y->chunk ? V_W1 : V_W0) : vg_type(y);
+            if (action_is_compute(y->kind) && n < P) x.order[s * P + n] = ty;
+            n += action_is_compute(y->kind);
+        }
+        rc = n == P && polish_fits(&x, s) ? 0 : -1;
+    }
+    double sum;
+    if (!rc) polish_sweeps(&x, 12, 20000000L / P / K);  // (a budget of passes placed: about 0.2 s of CPU)
+    x.g.lists = xcalloc((size_t)K + 1, sizeof(ActionList));
+    if (!rc && isinf(polish_run(&x, &sum))) rc = -1;
+    *out = (SchedFile){x.g.lists, K, M, 2, CHUNKS_V, 1};
+    if (rc) sched_file_free(out);
+    free(x.g.e); free(x.g.t); free(x.g.n); free(x.order); free(x.first); free(x.begin);
     return rc;
 }
 
@@ -510,6 +622,10 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
             if (i && cap == last) continue;
             last = cap;
             for (int p = 0; p < 8; p++) consider(&q, vgreedy(a, (Policy){p % 2, p / 2 % 2, cap, p / 4}, &cand), &cand);
+        }
+        if (q.have) {  // the best polished
+            SchedFile best = *q.out;
+            consider(&q, polish(a, &best, &cand), &cand);
         }
         if (!q.have) {
             builtin(SCHED_VMIN, a->K, a->M, &cand);

@@ -38,7 +38,8 @@ double schedule_auto_peak(const ActionList *l, double w_share);
 // a copy of each with its W passes placed late (its F and I order kept), and a greedy in the V (8 policies:
 // the 4 above, each also holding a chunk-0 forward back for a chunk-1 forward on its way), a chunk pass
 // counting half a micro-batch against the limit; the best of those within it is kept (v-min
-// fits any limit of at least (K+4)/3 micro-batches; below, the one that holds least is kept).
+// fits any limit of at least (K+4)/3 micro-batches; below, the one that holds least is kept), then
+// polished (passes moved a few places on their rank while the longest span gets shorter, within the limit).
 void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried);
 
 // A lower bound on the longest rank span (the overlapped step) of any schedule of the spec's placement

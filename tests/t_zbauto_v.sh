@@ -4,7 +4,7 @@
 # the best of zb-v, v-half and v-min that fits its memory limit, its lower bound holds under every schedule it and
 # zb-auto build (gap >= 0) and is met at F = I = W from m = 2p; at the paper's 1.5B and 6.2B costs (p 2, 4, 8,
 # m p..4p) it is within 0.5% of the best of zb-v, v-half, v-min, zb-h2 and ZB-2p at equal memory, its gap at
-# m = p at most 6.5%, at m = 2p 1.5%; train: --verify on 2 and 4 ranks, and
+# m = p at most 2%, at m = 2p 1.5%, from m = 3p 2% (6.2B) and 4.5% (1.5B); train: --verify on 2 and 4 ranks, and
 # --max-inflight picks the V that fits.
 source "$(dirname "$0")/lib.sh"
 PAPER="--cost-f 29.718 --cost-b 49.371 --cost-w 19.927 --cost-comm 0.527"
@@ -52,8 +52,9 @@ PY
 
 # the table of docs/schedules-zero-bubble.md: at the paper's costs (1.5B and 6.2B), p = 2, 4, 8 and m = p..4p,
 # zb-auto-v with --max-inflight L (L: the peak of zb-v, v-half, v-min, zb-h2 and zb-auto, ZB-2p) is within
-# 0.5% of the best of those whose peak fits L; with 2p of room its printed gap at m = p is at most 6.5% (the
-# V's waits counted) and at m = 2p at most 1.5% (the greedy that holds a chunk-0 forward back for a chunk-1 one)
+# 0.5% of the best of those whose peak fits L; with 2p of room its printed gap at m = p is at most 2% (the
+# polish: 3.3% to 6.3% without it at 6.2B's costs), at m = 2p at most 1.5% (the greedy that holds a chunk-0
+# forward back for a chunk-1 one), from m = 3p at most 2% at 6.2B's costs and 4.5% at 1.5B's (the memory's)
 PAPER15="--cost-f 18.522 --cost-b 27.423 --cost-w 9.337 --cost-comm 0.601"
 bad="" worst=0
 for costs in "$PAPER15" "$PAPER"; do
@@ -63,9 +64,10 @@ for costs in "$PAPER15" "$PAPER"; do
         base=$OUT
         bad+=$(python3 -c 'import json,sys
 for a in json.loads(sys.argv[1])["rows"]:
-    lim = {1: 0.065, 2: 0.015}.get(a["micro_batches"] // a["stages"], 1)
+    lim = {1: 0.02, 2: 0.015}.get(a["micro_batches"] // a["stages"], 0.045 if sys.argv[2] == "1.5B" else 0.02)
     if a["schedule"] == "zb-auto-v" and a["gap"] > lim:
-        print("K=%d M=%d (2p of room): gap %.2f%%; " % (a["stages"], a["micro_batches"], 100 * a["gap"]), end="")' "$base" 2>&1)
+        print("K=%d M=%d (2p of room): gap %.2f%%; " % (a["stages"], a["micro_batches"], 100 * a["gap"]), end="")' "$base" \
+            "$([ "$costs" = "$PAPER15" ] && echo 1.5B || echo 6.2B)" 2>&1)
         for L in $(python3 - "$base" <<'PY'
 import json, math, sys
 rows = json.loads(sys.argv[1])["rows"]
@@ -93,7 +95,7 @@ PY
         done
     done
 done
-[ -z "$bad" ] && pass "zbautov/the paper's 1.5B and 6.2B costs, p = 2, 4, 8, m = p..4p: within 0.5% of the best V, zb-h2 or ZB-2p at equal memory (worst $(python3 -c "print('%.3f%%' % (100 * $worst))")), gap at m = p <= 6.5%, at m = 2p <= 1.5%" \
+[ -z "$bad" ] && pass "zbautov/the paper's 1.5B and 6.2B costs, p = 2, 4, 8, m = p..4p: within 0.5% of the best V, zb-h2 or ZB-2p at equal memory (worst $(python3 -c "print('%.3f%%' % (100 * $worst))")), gap at m = p <= 2%, at m = 2p <= 1.5%, from m = 3p <= 2% (6.2B), 4.5% (1.5B)" \
     || fail "zbautov/the best at equal memory on the paper's costs" "$bad"
 
 # the bound is a bound: no span of zb-auto or zb-auto-v below it, p = 2..8, m = p..4p; met at F = I = W, m >= 2p

@@ -190,7 +190,41 @@ static void test_bound_random(void) {
            "the V, the built-ins and the searches)", !bad && cases > 900, "%s (%d cases)", why, cases);
 }
 
+// zb-auto-v's polish (schedule_auto.c's local improvement pass): at m = p with 2p of room, the paper's
+// 6.2B costs, the V search within 2% of schedule_auto_bound for p 2..8 (5.4% to 6.3% before the pass
+// at p 4..8), each rank's list holding every chunk's F, I and W once and within the limit.
+static void test_polish(void) {
+    int bad = 0;
+    char why[300] = "";
+    for (int K = 2; K <= 8; K += 2) {
+        double cost[24];
+        for (int s = 0; s < K; s++) { cost[s] = 29.718; cost[K + s] = 29.444; cost[2 * K + s] = 19.927; }
+        AutoSpec a = {K, K, cost, cost + K, cost + 2 * K, 0.527, 2 * K, 1, 2};
+        SchedFile sf;
+        schedule_auto(&a, &sf, NULL);
+        double span = span_of(&a, SCHED_ZBAUTOV, &sf), bound = schedule_auto_bound(&a);
+        for (int s = 0; s < K; s++) {
+            int n[3] = {0, 0, 0};
+            for (int i = 0; i < sf.lists[s].n; i++) {
+                int k = sf.lists[s].a[i].kind;
+                n[0] += k == ACT_FORWARD, n[1] += k == ACT_BACKWARD_INPUT, n[2] += k == ACT_BACKWARD_WEIGHT;
+            }
+            if ((n[0] != 2 * K || n[1] != 2 * K || n[2] != 2 * K || schedule_auto_peak(&sf.lists[s], 1) / 2 > a.limit) &&
+                !bad++)
+                snprintf(why, sizeof why, "K=%d rank %d: %d F, %d I, %d W, peak %g", K, s, n[0], n[1], n[2],
+                         schedule_auto_peak(&sf.lists[s], 1) / 2);
+        }
+        if (!(span <= bound * 1.02) && !bad++)
+            snprintf(why, sizeof why, "K=%d M=%d: span %.3f, bound %.3f, gap %.2f%%", K, K, span, bound,
+                     100 * (span / bound - 1));
+        sched_file_free(&sf);
+    }
+    EXPECT("zb-auto-v/polish: gap at most 2% at m = p (6.2B costs, p 2..8, room 2p), lists complete and within it",
+           !bad, "%s", why);
+}
+
 int main(void) {
+    test_polish();
     test_bound_random();
     test_paper();
     test_grid();
