@@ -3,6 +3,7 @@
 # equal train's peak_activation_bytes and its weights and optimizer state train's memory_per_rank
 # (within 5%); the memory wall's verdict; and every bad input ends with one line and exit 2.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$ROOT"
 
 # compare NAME RANKS "PLAN ARGS" "TRAIN ARGS": plan's one row against a 2-step train run.
