@@ -124,8 +124,12 @@ if [ -n "${AUTO_OUT:-}" ]; then
     pass "tp/pp 2 x tp 2, 1f1b, --tp-message auto (the default: the grid's 1f1b run)"
     way_is "tp/--tp-message auto on pp 2 x tp 2" "full|slice" True
 else fail "tp/pp 2 x tp 2, 1f1b, --tp-message auto" "the grid's 1f1b run failed"; fi
-tp_case "tp/hybrid 2 x 2 x 2, 1f1b, auto (the default)" 8 --mode hybrid --pp 2 --dp 2 --tp 2 --micro-batches 2 &&
+# (one 8-rank run for two cases: --tp-message left to its default, --placement stages given)
+if tp_case "tp/hybrid 2 x 2 x 2, 1f1b, auto (the default)" 8 --mode hybrid --pp 2 --dp 2 --tp 2 --micro-batches 2 \
+        --placement stages; then
     way_is "tp/--tp-message auto is the default, hybrid 2 x 2 x 2" "full|slice" True
+    pass "tp/hybrid 2 x 2 x 2, 1f1b, placement stages (the run above)"
+else fail "tp/hybrid 2 x 2 x 2, 1f1b, placement stages" "the run above failed"; fi
 # every rank keeps the same way: ranks 0 and 1 (one group) each measure a second more on opposite ways;
 # alone each would keep its own, and the group's collectives would mismatch
 export MICROPP_TP_MESSAGE_SKEW=0:full,1:slice
@@ -134,7 +138,6 @@ tp_case "tp/auto: one group's ranks leaning opposite ways agree" 4 --mode pp --t
 unset MICROPP_TP_MESSAGE_SKEW
 tp_case "tp/ddp 2 x tp 2, bucketed" 4 --mode ddp --tp 2
 tp_case "tp/ddp 2 x tp 2, ZeRO-1, mpi" 4 --mode ddp --tp 2 --zero 1 --allreduce mpi
-tp_case "tp/hybrid 2 x 2 x 2, 1f1b, placement stages" 8 --mode hybrid --pp 2 --dp 2 --tp 2 --micro-batches 2 --placement stages
 if tp_case "tp/hybrid 2 x 2 x 2, zb-h1, placement replicas, checkpointing" 8 --mode hybrid --pp 2 --dp 2 --tp 2 \
         --micro-batches 2 --placement replicas --schedule zb-h1 --checkpoint-activations; then
     grid=$(json_get '["grid"]')
