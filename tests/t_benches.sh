@@ -3,6 +3,7 @@
 # bench/zero.sh) run end to end on a small model and print every way and every ratio the docs show;
 # bad input is exit 2 with one line. Figures are not judged here (the docs say where they were measured).
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 SMALL=$TMP/small.json
 echo '{"layers": 4, "hidden": 64, "inputs": 64, "classes": 4, "batch": 32, "optimizer": "adam"}' > "$SMALL"
 

@@ -4,6 +4,7 @@
 # message, numbers are taken for string options, and --help speaks of JSON keys only where a
 # command reads a --config file.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$TMP"
 e() { expect_user_error "$@"; }
 

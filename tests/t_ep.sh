@@ -7,6 +7,7 @@
 # and --clip-grad norms as data parallelism alone, --json's keys, a rank's memory holding E/N experts,
 # checkpoints (every expert whole) across expert layouts, and every rule's one line (exit 2).
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 
 A2A=$ROOT/tests/bin/mpi_alltoall
 
@@ -94,45 +95,46 @@ for sched in 1f1b zb-v; do
 done
 
 # The exchange changes where an expert runs, not what it computes: --ep's losses are data parallelism's.
-L=(--layers 4 --hidden 16 --batch 32 --log-every 0 --experts 4 --steps 8 --json)
 # ZeRO-2 and 3 reduce-scatter each bucket over the group that sums it (the experts' over their holders):
-# their losses are ZeRO-2's and 3's alone.
-for lay in "4|--dp 4|--ep 2" "4|--dp 4|--ep 4" "4|--pp 2 --dp 2 --micro-batches 4|--ep 2" "4|--dp 4 --zero 2|--ep 2" \
-    "4|--dp 4 --zero 3|--ep 4" "4|--pp 2 --dp 2 --micro-batches 4 --zero 2|--ep 2"; do
-    IFS='|' read -r n base ep <<<"$lay"
-    # shellcheck disable=SC2086
-    run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base; REF=$OUT
-    # shellcheck disable=SC2086
-    run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base $ep; GOT=$OUT
-    why=$(losses_close "$GOT" "$REF" 1e-5 "$base")
-    keys=$(printf '%s' "$GOT" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['ep'], d['alltoall'], d['alltoall_bytes_per_step'] > 0, d['alltoall_ms_per_step'] >= 0)" 2>/dev/null)
-    if [ "$RC" = 0 ] && [ -z "$why" ] && [ "$keys" = "${ep#--ep } shm True True" ]; then
-        pass "ep/$base $ep: 8 steps of losses within 1e-5 of $base alone; --json's ep, alltoall, bytes and ms"
-    else fail "ep/$base $ep: losses" "rc $RC: $why; keys '$keys' ${ERR:0:200}"; fi
-done
-run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2
-[ "$RC" = 0 ] && ! grep -q '"ep"\|alltoall' <<<"$OUT" && pass "ep/a run without --ep keeps its --json keys" \
-    || fail "ep/without --ep" "rc $RC: $(grep -o '"ep[^,]*\|"alltoall[^,]*' <<<"$OUT" | head -3)"
-
-# --clip-grad's global norm counts every parameter once: the experts on one holder each, the rest on replica 0
-# (without ZeRO; with ZeRO-1 each rank its shards): the norms of --ep equal data parallelism's alone.
+# their losses are ZeRO-2's and 3's alone. --clip-grad's global norm counts every parameter once: the
+# experts on one holder each, the rest on replica 0 (without ZeRO; with ZeRO-1 each rank its shards): the
+# norms of --ep equal data parallelism's alone. A row checks the losses, the norms (under --clip-grad 0.01,
+# the same run checked both ways), or both; its two runs' --json stay in RUNS for the memory checks below.
+L=(--layers 4 --hidden 16 --batch 32 --log-every 0 --experts 4 --steps 8 --json)
 norms() { python3 -c "import json,sys; print(' '.join('%.6e' % v for v in json.loads(sys.argv[1])['grad_norms']))" "$1"; }
-for lay in "2|--dp 2|--ep 2" "4|--dp 4|--ep 4" "4|--dp 4 --zero 1|--ep 2" "4|--dp 4 --zero 2|--ep 2" "4|--dp 4 --zero 3|--ep 2"; do
-    IFS='|' read -r n base ep <<<"$lay"
+declare -A RUNS
+for lay in "4|--dp 4|--ep 2|losses" "4|--dp 4|--ep 4|losses norms" \
+    "4|--pp 2 --dp 2 --micro-batches 4|--ep 2|losses" "4|--dp 4 --zero 2|--ep 2|losses norms" \
+    "4|--dp 4 --zero 3|--ep 4|losses" "4|--pp 2 --dp 2 --micro-batches 4 --zero 2|--ep 2|losses" \
+    "2|--dp 2|--ep 2|norms" "4|--dp 4 --zero 1|--ep 2|norms" "4|--dp 4 --zero 3|--ep 2|norms"; do
+    IFS='|' read -r n base ep checks <<<"$lay"
+    clip=(); [[ $checks == *norms* ]] && clip=(--clip-grad 0.01)
     # shellcheck disable=SC2086
-    run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base --clip-grad 0.01; REF=$(norms "$OUT")
+    run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base "${clip[@]}"; REF=$OUT RUNS[$base]=$OUT
     # shellcheck disable=SC2086
-    run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base $ep --clip-grad 0.01; GOT=$(norms "$OUT")
-    why=$(python3 -c "import sys; a, b = [list(map(float, x.split())) for x in sys.argv[1:]]; print('' if a and len(a) == len(b) and all(abs(x - y) <= 1e-5 * y for x, y in zip(a, b)) else 'norms %s against %s' % (a, b))" "$GOT" "$REF")
-    [ -z "$why" ] && pass "ep/$base $ep --clip-grad: the gradient norms of $base alone" || fail "ep/$base $ep --clip-grad" "$why"
+    run 240 mpiexec -n "$n" "$MICROPP" train "${L[@]}" $base $ep "${clip[@]}"; GOT=$OUT RUNS[$base $ep]=$OUT
+    if [[ $checks == *losses* ]]; then
+        why=$(losses_close "$GOT" "$REF" 1e-5 "$base")
+        keys=$(printf '%s' "$GOT" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['ep'], d['alltoall'], d['alltoall_bytes_per_step'] > 0, d['alltoall_ms_per_step'] >= 0)" 2>/dev/null)
+        if [ "$RC" = 0 ] && [ -z "$why" ] && [ "$keys" = "${ep#--ep } shm True True" ]; then
+            pass "ep/$base $ep: 8 steps of losses within 1e-5 of $base alone; --json's ep, alltoall, bytes and ms"
+        else fail "ep/$base $ep: losses" "rc $RC: $why; keys '$keys' ${ERR:0:200}"; fi
+    fi
+    if [[ $checks == *norms* ]]; then
+        why=$(python3 -c "import sys; a, b = [list(map(float, x.split())) for x in sys.argv[1:]]; print('' if a and len(a) == len(b) and all(abs(x - y) <= 1e-5 * y for x, y in zip(a, b)) else 'norms %s against %s' % (a, b))" "$(norms "$GOT")" "$(norms "$REF")")
+        [ -z "$why" ] && pass "ep/$base $ep --clip-grad: the gradient norms of $base alone" || fail "ep/$base $ep --clip-grad" "$why"
+    fi
 done
+OUT=${RUNS[--dp 2]}
+[ -n "$OUT" ] && ! grep -q '"ep"\|alltoall' <<<"$OUT" && pass "ep/a run without --ep keeps its --json keys" \
+    || fail "ep/without --ep" "$(grep -o '"ep[^,]*\|"alltoall[^,]*' <<<"$OUT" | head -3)"
 
 # A rank holds the router and its E/N experts (moe.h's moe_held): --json's weights, gradients and optimizer
 # state shrink by half the experts' floats at --ep 2 (4 experts of 16 x 16 + 16 floats on each of the 3 MoE
 # layers: 2 x 3 x 272 floats fewer), and ZeRO-1 shards the rest of the optimizer state over dp.
-mem() { python3 -c "import json,sys; m=json.loads(sys.argv[1])['memory_per_rank']; print(m['weights'], m['grads'], m['optimizer'])" "$1"; }
-run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2; ONE=$(mem "$OUT")
-run 120 mpiexec -n 2 "$MICROPP" train "${L[@]}" --dp 2 --ep 2; TWO=$(mem "$OUT")
+# (The runs of the table above, their --clip-grad aside.)
+mem() { python3 -c "import json,sys; m=json.loads(sys.argv[1])['memory_per_rank']; print(m['weights'], m['grads'], m['optimizer'])" "$1" 2>/dev/null; }
+ONE=$(mem "${RUNS[--dp 2]}") TWO=$(mem "${RUNS[--dp 2 --ep 2]}")
 less=$((2 * 3 * 272 * 4))
 read -r w1 g1 o1 <<<"$ONE"; read -r w2 g2 o2 <<<"$TWO"
 [ -n "$w2" ] && [ $((w1 - w2)) = $less ] && [ $((g1 - g2)) = $less ] && [ $((o1 - o2)) = $((2 * less)) ] &&
@@ -141,9 +143,8 @@ read -r w1 g1 o1 <<<"$ONE"; read -r w2 g2 o2 <<<"$TWO"
 # ZeRO-2 shards the gradients, 3 the weights too, each bucket over the group that sums it: on dp 4 with --ep 2
 # a rank holds a quarter of the router and dense layers and half of its experts (each bucket's shard rounded
 # up to whole floats: within 16 bytes a bucket)
-run 120 mpiexec -n 4 "$MICROPP" train "${L[@]}" --dp 4 --ep 2 --zero 1; Z1=$(mem "$OUT")
-run 120 mpiexec -n 4 "$MICROPP" train "${L[@]}" --dp 4 --ep 2 --zero 2; Z2=$(mem "$OUT")
-run 120 mpiexec -n 4 "$MICROPP" train "${L[@]}" --dp 4 --ep 2 --zero 3; Z3=$(mem "$OUT")
+Z1=$(mem "${RUNS[--dp 4 --zero 1 --ep 2]}") Z2=$(mem "${RUNS[--dp 4 --zero 2 --ep 2]}")
+Z3=$(mem "${RUNS[--dp 4 --zero 3 --ep 2]}")
 read -r w1 g1 o1 <<<"$Z1"; read -r w2 g2 o2 <<<"$Z2"; read -r w3 g3 o3 <<<"$Z3"
 experts=$((3 * 2 * 272 * 4))  # bytes of a rank's experts (3 MoE layers, 2 experts each)
 want=$(((w1 - experts) / 4 + experts / 2))

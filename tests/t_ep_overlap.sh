@@ -6,6 +6,7 @@
 # exchanges in --trace (dispatch and combine, on every rank's collectives track, in a forward or backward)
 # and in --gantt's legend; a bad --ep-overlap refused in one line.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 
 L=(--layers 4 --hidden 16 --batch 32 --log-every 0 --experts 4 --steps 6 --json)
 bits() { python3 -c "import json,sys; print([x.hex() for x in json.loads(sys.argv[1])['losses']])" "$1" 2>/dev/null; }

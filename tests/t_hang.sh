@@ -8,6 +8,7 @@
 # line, or the --json runs' first checkpoint), not for a fixed time, and the bounds (--timeout + 10 s,
 # 5 s for a signal) leave seconds of margin over the watchdog's and handlers' own waits.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --log-every 0"
 P="--mode pp $A --micro-batches 4"
 elapsed() { python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(date +%s.%N)"; }

@@ -11,6 +11,7 @@
 # (comms/watchdog.c finalize_overdue always prints it), not by the clock, and the link-down bound is
 # --timeout 3 + 10 s.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --log-every 0"
 TWO="-launcher fork -hosts nodeA:2,nodeB:2"
 

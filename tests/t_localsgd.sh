@@ -7,6 +7,7 @@
 # replica's Adam moments in the rank's file); a checkpoint without them is refused, or resumed with
 # --fresh-state (the momentum from zero); bad input is one line and exit 2.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 M=(--layers 4 --hidden 32 --batch 32 --samples 1024 --log-every 0 --json)
 SGD=(--optimizer sgd --lr 0.1)
 MEAN=(--outer-lr 1 --outer-momentum 0)

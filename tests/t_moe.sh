@@ -7,6 +7,7 @@
 # checkpoints save and resume MoE layers across layouts and refuse another expert count; the layouts
 # it does not run (--tp, ZeRO-2/3, --deterministic) and bad values are one line, exit 2.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 B=(--layers 4 --hidden 16 --batch 32 --log-every 0)  # the model; M: it with 4 experts, 3 steps
 M=("${B[@]}" --experts 4 --steps 3)
 

@@ -4,6 +4,7 @@
 # leaves a parameter non-finite ends every rank (exit 1) naming the step, the tensor and the stage, in
 # every mode; a diverged loss ends the run by a stated rule that --diverge-factor changes.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$TMP"
 S="--layers 4 --hidden 16 --classes 3 --batch 16 --log-every 0"
 

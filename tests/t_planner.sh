@@ -8,6 +8,7 @@
 # is one line, exit 2; the 70B plan of 1024 GPUs answers within 5 s of CPU (CPU, not wall: it holds beside
 # other files). (Its case timed by the clock is tests/t_planner_timed.sh's.)
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$ROOT"
 TINY="--layers 4 --hidden 64 --batch 64"
 

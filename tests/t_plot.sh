@@ -6,6 +6,7 @@
 # bad input (no file, a line that is no metrics line, --x epochs without epochs, a folder) is one
 # line and exit 2 with no picture left behind, a failed write exit 1.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 
 # two runs written here, so that every figure is known: a falls linearly, b more slowly; 2 epochs of 10 steps
 python3 - "$TMP" <<'PY'

@@ -3,6 +3,7 @@
 # --auto's pick) with the command that measures this machine; a profile of this machine's own BLAS, core and
 # threads gets none.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$ROOT"
 A="--world 2 --config configs/medium.json --device-memory 8G"
 # This machine's BLAS as train's header names it ("openblas 0.3.21 core=Cooperlake threads=1").

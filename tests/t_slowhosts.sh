@@ -9,6 +9,7 @@
 # bandwidth within 0.5-1.1x of the rate), the unshaped one carries far over 1.5x that even on a loaded
 # machine, the delay is a lower bound and hier's bytes are counted, not timed.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 SLOW=$ROOT/tests/slowhosts.sh
 PING="$MICROPP pingpong -b 4M -e 4M -n 40 -w 2 --window 4 --json"
 ours() { ip netns list 2>/dev/null | grep -c '^sl[0-9]*\(h[0-9]*\|sw\)\b'; }

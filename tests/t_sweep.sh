@@ -1,6 +1,7 @@
 # tests/t_sweep.sh: bench/sweep.sh runs its experiments on a tiny config: one JSONL line per run with
 # its parameters, the four summary tables, plots when gnuplot is installed; bad settings exit 2.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 
 run 600 bash "$ROOT/bench/sweep.sh" --tiny --out "$TMP/sw"
 if [ "$RC" -ne 0 ]; then fail "sweep/--tiny runs" "exit $RC: $(tail -c 800 <<<"$OUT") $ERR"

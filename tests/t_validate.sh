@@ -3,6 +3,7 @@
 # written beside the profile; a second run with the refit reports a lower median error; a world whose
 # every run fails ends every rank with the rows marked failed; every misuse is one line, exit 2.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$ROOT"
 MODEL="--config configs/medium.json --layers 4 --batch 128 --device-memory 8G"
 # A profile that prices every layer's passes at a quarter of what this machine measured: the first run's

@@ -7,6 +7,7 @@
 # m = p at most 2%, at m = 2p 1.5%, from m = 3p 2% (6.2B) and 4.5% (1.5B); train: --verify on 2 and 4 ranks, and
 # --max-inflight picks the V that fits.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 PAPER="--cost-f 29.718 --cost-b 49.371 --cost-w 19.927 --cost-comm 0.527"
 T="--mode pp --layers 8 --hidden 32 --batch 24 --steps 3 --log-every 0 --json"
 
