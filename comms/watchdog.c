@@ -319,8 +319,9 @@ int wd_waits(WdWaits *w) {
 }
 
 void wd_spin(WdSpin *s) {
-    if (spin_yields == WAIT_SLEEP && s->turns >= 16) usleep(50);  // sleep: a wait past its first turns leaves the core
-    else if (spin_yields) sched_yield();
+    int mode = s->device && spin_yields == WAIT_SLEEP ? (crowded ? WAIT_YIELD : WAIT_SPIN) : spin_yields;
+    if (mode == WAIT_SLEEP && s->turns >= 16) usleep(50);  // sleep: a wait past its first turns leaves the core
+    else if (mode) sched_yield();
     if (s->turns++ == 0) { s->t0 = now_sec(); return; }
     if ((s->turns & 63) == 0) check(s);  // a clock read and a test per 64 turns
 }

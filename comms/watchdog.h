@@ -38,7 +38,8 @@ void wd_wait_all(MPI_Request *req, MPI_Comm comm, const char *what);
 // A spin loop of our own (the shm all-reduce, comm_wait): call wd_spin once per turn; it fires as
 // wd_wait does once the loop has lasted --timeout. Start each wait with a zeroed WdSpin; comm: the
 // collective's communicator (NULL: the world), as for wd_wait_all.
-typedef struct { double t0; int peer; const char *what; unsigned turns; const MPI_Comm *comm; } WdSpin;
+// device: a wait on the GPU (comm_device_wait), which keeps the active policy's waits under any policy.
+typedef struct { double t0; int peer; const char *what; unsigned turns; const MPI_Comm *comm; int device; } WdSpin;
 void wd_spin(WdSpin *s);
 // How a waiting rank waits, the wait policy (--wait-policy, else MICROPP_WAIT_POLICY, else active):
 // active spins as MPI_Wait does, yielding the core every turn where a node has more ranks than cores
