@@ -260,6 +260,7 @@ static int spin_yields;  // wd_share_cores: WAIT_SPIN, WAIT_YIELD or WAIT_SLEEP
 static int wait_policy = WAIT_ACTIVE;  // --wait-policy, else MICROPP_WAIT_POLICY, else active
 static int wait_policy_set;            // wd_set_wait_policy ran (--wait-policy or its config key)
 static int crowded;                    // wd_share_cores: some node has more ranks than cores
+static int forced;                     // MICROPP_WAIT is set: its word over any policy
 static long ranks_seen, cores_seen;    // this rank's node: its ranks, the cores this process may run on
 
 int wd_wait_mode(const char *setting, int policy, int crowded_node) {
@@ -295,6 +296,7 @@ void wd_set_wait_policy(int policy) {
 void wd_share_cores(int crowded_node) {
     const char *setting = getenv("MICROPP_WAIT"), *given = getenv("MICROPP_WAIT_POLICY");
     crowded = crowded_node;
+    forced = setting && *setting;
     if (!wait_policy_set && given && *given) {
         wait_policy = wd_wait_policy_parse(given);
         if (wait_policy < 0)
@@ -319,7 +321,8 @@ int wd_waits(WdWaits *w) {
 }
 
 void wd_spin(WdSpin *s) {
-    int mode = s->device && spin_yields == WAIT_SLEEP ? (crowded ? WAIT_YIELD : WAIT_SPIN) : spin_yields;
+    // a GPU's wait keeps the active policy's waits (it sleeps only where MICROPP_WAIT says so)
+    int mode = s->device && spin_yields == WAIT_SLEEP && !forced ? (crowded ? WAIT_YIELD : WAIT_SPIN) : spin_yields;
     if (mode == WAIT_SLEEP && s->turns >= 16) usleep(50);  // sleep: a wait past its first turns leaves the core
     else if (mode) sched_yield();
     if (s->turns++ == 0) { s->t0 = now_sec(); return; }
