@@ -25,7 +25,7 @@ static void finalize_mpi(void) { wd_close(); wd_finalize_bound(2); MPI_Finalize(
 static void agree_world(const char *err, int code) { comm_agree_code(MPI_COMM_WORLD, err, code); }
 
 void comm_device_wait(int (*ready)(void *ctx), void *ctx, int peer, const char *what) {
-    wd_poll(ready, ctx, (WdSpin){.peer = peer, .what = what});
+    wd_poll(ready, ctx, (WdSpin){.peer = peer, .what = what, .device = 1});  // (the GPU's: the active policy's)
 }
 
 void comm_init(int *argc, char ***argv) {

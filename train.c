@@ -702,6 +702,7 @@ int cmd_train(int argc, char **argv) {
     if (!cfg.auto_layout && degrees_resolve(&cfg, &seen, comm_world_size(), &deg, err, sizeof err))
         user_error("%s", err);
     wd_set_timeout(cfg.timeout);
+    if (seen_set(&seen, "wait-policy")) wd_set_wait_policy(cfg.wait_policy);  // (else MICROPP_WAIT_POLICY's)
     Run run = {.c = &cfg, .wire.rank = comm_world_rank()}, *r = &run;
     price_train_run(&cfg, &deg, &pick, &r->predicted);
     const Plan *p = &r->p;

@@ -93,11 +93,10 @@ static void det_pack(const Stage *s, long *hdr, float *v) {
     }
 }
 
-// --deterministic: the replicas' sum as the rows' tree (base/det.h). Every replica's subtrees go to
-// every replica (an all-gather) and each adds the others' into its own tree, whose shape the rows
-// alone decide: every replica ends with the bits one process summing all the rows would have. (ZeRO-1
-// then updates its shard of the whole gradient, which every rank holds; ZeRO-2 and 3 fold the trees into
-// their shards, zero.c.)
+// --deterministic: the replicas' sum as the rows' tree (base/det.h). Every replica's subtrees go to every replica (an
+// all-gather) and each adds the others' into its own tree, whose shape the rows alone decide: every replica ends with
+// the bits one process summing all the rows would have. (ZeRO-1 then updates its shard of the whole gradient, which
+// every rank holds; ZeRO-2 and 3 fold the trees into their shards, zero.c.)
 void gradsync_det_gather(GradSync *g) {
     Stage *s = g->s;
     int D = g->comm->replicas, me = g->comm->replica;
@@ -106,8 +105,9 @@ void gradsync_det_gather(GradSync *g) {
         mine[0] += s->det->tree[j].n;
         mine[1] += (long)s->det->tree[j].n * (long)s->det->tree[j].len;
     }
-    long *all = xmalloc(sizeof(long) * 2 * (size_t)D);
-    MPI_Allgather(mine, 2, MPI_LONG, all, 2, MPI_LONG, g->comm->dp);
+    long *all = xmalloc(sizeof(long) * 2 * (size_t)D); MPI_Request q;
+    MPI_CHECK(MPI_Iallgather(mine, 2, MPI_LONG, all, 2, MPI_LONG, g->comm->dp, &q));
+    wd_wait_all(&q, g->comm->dp, "an all-gather");
     int *hn = xmalloc(sizeof(int) * 4 * (size_t)D), *hd = hn + D, *fn = hn + 2 * D, *fd = hn + 3 * D;
     long nh = 0, nf = 0;
     for (int r = 0; r < D; r++) {
@@ -118,8 +118,10 @@ void gradsync_det_gather(GradSync *g) {
     long *hdr = xmalloc(sizeof(long) * (size_t)(nh + 1));
     float *v = xmalloc(sizeof(float) * (size_t)(nf + 1));
     det_pack(s, hdr + hd[me], v + fd[me]);
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, hdr, hn, hd, MPI_LONG, g->comm->dp);
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, v, fn, fd, MPI_FLOAT, g->comm->dp);
+    MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, hdr, hn, hd, MPI_LONG, g->comm->dp, &q));
+    wd_wait_all(&q, g->comm->dp, "an all-gather");
+    MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, v, fn, fd, MPI_FLOAT, g->comm->dp, &q));
+    wd_wait_all(&q, g->comm->dp, "an all-gather");
     for (int r = 0; r < D; r++) {
         const float *x = v + fd[r];
         for (int i = 0; r != me && i < hn[r]; i += 3) {

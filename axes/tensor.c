@@ -78,7 +78,9 @@ static void det_combine(TpGroup *g, float *x, size_t n) {
     MPI_Comm_size(g->comm.dp, &T);
     CHECK(T == 4 && n < (1u << 28), "--deterministic: a tensor-parallel sum over %d ranks of %zu floats", T, n);
     float *all = xmalloc(sizeof(float) * n * 4);
-    MPI_Allgather(x, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, g->comm.dp);
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallgather(x, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, g->comm.dp, &q));
+    wd_wait_all(&q, g->comm.dp, "an all-gather");
     for (size_t j = 0; j < n; j++) x[j] = (all[j] + all[n + j]) + (all[2 * n + j] + all[3 * n + j]);
     free(all);
 }

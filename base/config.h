@@ -166,6 +166,7 @@ typedef struct {
         int fresh_state;        // --resume: --compress's error buffers, --sync-every's outer state start at zero
     } ckpt;
     double timeout;          // watchdog (watchdog.c): the longest wait in seconds, 0 = unbounded
+    int wait_policy;         // WAIT_* (comms/watchdog.h): how a waiting rank spends its core
     // the planner (planner/auto.c)
     int auto_layout;         // --auto: run the layout plan --auto ranks first for this world
     char profile[PATH_LEN];  // --auto: the costs (a profile written by plan --calibrate)

@@ -51,6 +51,12 @@ struct AllToAll {
 int alltoall_size(const AllToAll *a) { return a->R; }
 int alltoall_rank(const AllToAll *a) { return a->me; }
 
+static void barrier(MPI_Comm comm) {  // (under the watchdog, waiting as the wait policy says)
+    MPI_Request q;
+    MPI_CHECK(MPI_Ibarrier(comm, &q));
+    wd_wait_all(&q, comm, "a barrier");
+}
+
 int alltoall_shm_possible(MPI_Comm group) {
     MPI_Comm node;
     int local, R, ok;
@@ -82,7 +88,7 @@ static void shm_open(AllToAll *a) {
         // cppcheck-suppress invalidPointerCast ; the control window's bytes hold int64 counters
         a->counter[p] = (int64_t *)c;
     }
-    MPI_CHECK(MPI_Barrier(a->comm));  // every counter is zero before anyone reads one
+    barrier(a->comm);  // every counter is zero before anyone reads one
 }
 
 AllToAll *alltoall_open(MPI_Comm group, int algo, const Backend *be, size_t cap, struct DevComm *nccl) {
@@ -104,7 +110,7 @@ AllToAll *alltoall_open(MPI_Comm group, int algo, const Backend *be, size_t cap,
 void alltoall_close(AllToAll *a) {
     if (!a) return;
     if (a->algo == ALLTOALL_SHM) {
-        MPI_CHECK(MPI_Barrier(a->comm));  // nobody still reads a window
+        barrier(a->comm);  // nobody still reads a window
         MPI_Win_free(&a->win);
         MPI_Win_free(&a->ctl);
         free(a->peer); free(a->counter);

@@ -16,9 +16,12 @@ static void gather_nodes(Hardware *p, int rank, int size) {
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_rank(node, &p->local_rank));
     MPI_CHECK(MPI_Comm_size(node, &p->local_size));
-    wd_share_cores(p->local_size);
-    int lowest = rank;
+    int lowest = rank, crowded = wd_crowded(p->local_size);
     MPI_Request q[2];
+    // how waiting ranks spend their core: decided alike on every rank (some node has more ranks than cores)
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q[0]));
+    wd_wait_all(&q[0], MPI_COMM_WORLD, "an all-reduce");
+    wd_share_cores(crowded);
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, node, &q[0]));
     wd_wait_all(&q[0], node, "an all-reduce");
     MPI_CHECK(MPI_Comm_free(&node));

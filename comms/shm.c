@@ -134,7 +134,9 @@ float *comm_shared_alloc(Comm *c, size_t n) {
         MPI_CHECK(MPI_Comm_rank(c->dp, &m->me));
         shm_win_open(&m->ctl, c->dp, SHM_COUNTERS * sizeof(int64_t), D);
         memset(m->ctl.base, 0, SHM_COUNTERS * sizeof(int64_t));
-        MPI_CHECK(MPI_Barrier(c->dp));  // every rank's counters are zero before anyone reads them
+        MPI_Request q;  // every rank's counters are zero before anyone reads them
+        MPI_CHECK(MPI_Ibarrier(c->dp, &q));
+        wd_wait_all(&q, c->dp, "a barrier");
         c->shm = m;
     }
     ShmWin *w = xcalloc(1, sizeof *w);

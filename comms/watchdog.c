@@ -256,28 +256,75 @@ static void check(const WdSpin *s) {
     if (timeout_s > 0 && waited > timeout_s) fire(waited, s);
 }
 
-static int spin_yields;  // wd_share_cores: 1 more ranks than cores here (or MICROPP_WAIT=yield), 2 MICROPP_WAIT=sleep
+static int spin_yields;  // wd_share_cores: WAIT_SPIN, WAIT_YIELD or WAIT_SLEEP
+static int wait_policy = WAIT_ACTIVE;  // --wait-policy, else MICROPP_WAIT_POLICY, else active
+static int wait_policy_set;            // wd_set_wait_policy ran (--wait-policy or its config key)
+static int crowded;                    // wd_share_cores: some node has more ranks than cores
+static int forced;                     // MICROPP_WAIT is set: its word over any policy
+static long ranks_seen, cores_seen;    // this rank's node: its ranks, the cores this process may run on
 
-int wd_waits_yield(const char *setting, long ranks_here, long cores) {
-    if (!setting || !*setting) return cores > 0 && ranks_here > cores;
-    if (strcmp(setting, "yield") == 0) return 1;
-    if (strcmp(setting, "sleep") == 0) return 2;
-    return strcmp(setting, "spin") == 0 ? 0 : -1;
+int wd_wait_mode(const char *setting, int policy, int crowded_node) {
+    if (!setting || !*setting) {
+        if (policy == WAIT_PASSIVE || (policy == WAIT_AUTO && crowded_node)) return WAIT_SLEEP;
+        return crowded_node ? WAIT_YIELD : WAIT_SPIN;  // active: today's choice
+    }
+    if (strcmp(setting, "yield") == 0) return WAIT_YIELD;
+    if (strcmp(setting, "sleep") == 0) return WAIT_SLEEP;
+    return strcmp(setting, "spin") == 0 ? WAIT_SPIN : -1;
 }
 
-void wd_share_cores(long ranks_here) {
-    const char *setting = getenv("MICROPP_WAIT");
+int wd_wait_policy_parse(const char *word) {
+    const char *names[] = {"active", "passive", "auto"};
+    for (int i = 0; word && i < 3; i++)
+        if (strcmp(word, names[i]) == 0) return i;
+    return -1;
+}
+
+int wd_crowded(long ranks_here) {
     cpu_set_t set;
     long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-    spin_yields = wd_waits_yield(setting, ranks_here, cores);
+    ranks_seen = ranks_here, cores_seen = cores;
+    return cores > 0 && ranks_here > cores;
+}
+
+void wd_set_wait_policy(int policy) {
+    wait_policy = policy;
+    wait_policy_set = 1;
+    wd_share_cores(crowded);
+}
+
+void wd_share_cores(int crowded_node) {
+    const char *setting = getenv("MICROPP_WAIT"), *given = getenv("MICROPP_WAIT_POLICY");
+    crowded = crowded_node;
+    forced = setting && *setting;
+    if (!wait_policy_set && given && *given) {
+        wait_policy = wd_wait_policy_parse(given);
+        if (wait_policy < 0)
+            user_error("MICROPP_WAIT_POLICY=%s: expected active, passive or auto (or leave it unset: active)", given);
+    }
+    spin_yields = wd_wait_mode(setting, wait_policy, crowded_node);
     if (spin_yields < 0)
         user_error("MICROPP_WAIT=%s: expected spin, yield or sleep (or leave it unset: yield when a node has more "
                    "ranks than cores)", setting);
 }
 
+int wd_waits(WdWaits *w) {
+    w->policy = wait_policy;
+    w->mode = spin_yields;
+    w->crowded = crowded;
+    w->ranks = ranks_seen;
+    w->cores = cores_seen;
+    const char *env = getenv("MICROPP_WAIT"), *env_policy = getenv("MICROPP_WAIT_POLICY");
+    w->override = env && *env ? env : NULL;
+    w->from = wait_policy_set ? WAITS_FROM_OPTION : env_policy && *env_policy ? WAITS_FROM_ENV : WAITS_DEFAULT;
+    return w->from != WAITS_DEFAULT || w->override;
+}
+
 void wd_spin(WdSpin *s) {
-    if (spin_yields == 2 && s->turns >= 16) usleep(50);  // sleep: a wait past its first turns leaves the core
-    else if (spin_yields) sched_yield();
+    // a GPU's wait keeps the active policy's waits (it sleeps only where MICROPP_WAIT says so)
+    int mode = s->device && spin_yields == WAIT_SLEEP && !forced ? (crowded ? WAIT_YIELD : WAIT_SPIN) : spin_yields;
+    if (mode == WAIT_SLEEP && s->turns >= 16) usleep(50);  // sleep: a wait past its first turns leaves the core
+    else if (mode) sched_yield();
     if (s->turns++ == 0) { s->t0 = now_sec(); return; }
     if ((s->turns & 63) == 0) check(s);  // a clock read and a test per 64 turns
 }
@@ -447,7 +494,7 @@ void wd_init(void) {
     sigaction(SIGTERM, &sa, NULL);
     start_backstop();
     const char *here = getenv("MPI_LOCALNRANKS");  // Hydra's count of this node's ranks, until comm_choose_hardware's
-    wd_share_cores(here ? atol(here) : 1);
+    wd_share_cores(wd_crowded(here ? atol(here) : 1));
 }
 
 void wd_finalize_bound(int code) {

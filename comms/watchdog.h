@@ -38,19 +38,38 @@ void wd_wait_all(MPI_Request *req, MPI_Comm comm, const char *what);
 // A spin loop of our own (the shm all-reduce, comm_wait): call wd_spin once per turn; it fires as
 // wd_wait does once the loop has lasted --timeout. Start each wait with a zeroed WdSpin; comm: the
 // collective's communicator (NULL: the world), as for wd_wait_all.
-typedef struct { double t0; int peer; const char *what; unsigned turns; const MPI_Comm *comm; } WdSpin;
+// device: a wait on the GPU (comm_device_wait), which keeps the active policy's waits under any policy.
+typedef struct { double t0; int peer; const char *what; unsigned turns; const MPI_Comm *comm; int device; } WdSpin;
 void wd_spin(WdSpin *s);
-// How a waiting rank spins: with more ranks on a node than it has cores, the rank waited for may need
-// this very core, so every turn yields it (measured: 4 ranks on 2 cores ran a 20-step pipeline in a
-// quarter of the time and a fifth of the CPU); else it spins as MPI_Wait does. MICROPP_WAIT=spin or
-// yield overrides; MICROPP_WAIT=sleep yields for 16 turns, then sleeps 50 us a turn, for a machine
-// whose cores other jobs want too (the tests run files side by side with it: a yielding rank still
-// takes its share of a core every turn; measured under a load of 27 on 2 cores, a 4-rank ZeRO-3 run
-// took a quarter of the CPU and of the time). wd_waits_yield: 1 yield, 2 sleep, 0 spin, -1 when setting
-// (NULL or "": unset) is none of those; wd_share_cores applies it for ranks_here ranks on this node, a
-// bad MICROPP_WAIT refused (exit 2, alike on every rank: mpiexec passes one environment).
-int wd_waits_yield(const char *setting, long ranks_here, long cores);
-void wd_share_cores(long ranks_here);
+// How a waiting rank waits, the wait policy (--wait-policy, else MICROPP_WAIT_POLICY, else active):
+// active spins as MPI_Wait does, yielding the core every turn where a node has more ranks than cores
+// (the rank waited for may need this very core; measured: 4 ranks on 2 cores ran a 20-step pipeline in
+// a quarter of the time and a fifth of the CPU); passive yields for 16 turns, then sleeps 50 us a turn,
+// for a machine whose cores other jobs want too (a yielding rank still takes its share of a core every
+// turn; measured under a load of 27 on 2 cores, a 4-rank ZeRO-3 run took a quarter of the CPU and of
+// the time); auto is passive where a node has more ranks than cores, else active. What is computed
+// does not change, only how the core is spent while nothing arrives. MICROPP_WAIT=spin, yield or sleep
+// overrides any policy (the tests' timings). wd_wait_mode: WAIT_SPIN, WAIT_YIELD or WAIT_SLEEP, -1 when
+// setting (MICROPP_WAIT; NULL or "": unset) is none of those. wd_wait_policy_parse: WAIT_ACTIVE,
+// WAIT_PASSIVE or WAIT_AUTO for the word, else -1. wd_crowded: whether ranks_here outnumber the cores
+// this process may run on (sched_getaffinity). wd_share_cores applies the policy, crowded_node saying
+// whether some node has more ranks than cores (comm_choose_hardware's, alike on every rank); a bad
+// MICROPP_WAIT or MICROPP_WAIT_POLICY is refused (exit 2, alike on every rank: mpiexec passes one
+// environment). wd_set_wait_policy: the option's policy, over the environment's.
+#define WAIT_POLICY_CHOICES "active|passive|auto"
+enum { WAIT_ACTIVE, WAIT_PASSIVE, WAIT_AUTO };
+enum { WAIT_SPIN, WAIT_YIELD, WAIT_SLEEP };
+int wd_wait_mode(const char *setting, int policy, int crowded_node);
+int wd_wait_policy_parse(const char *word);
+int wd_crowded(long ranks_here);
+void wd_share_cores(int crowded_node);
+void wd_set_wait_policy(int policy);
+// The waits decided (for the summary): the policy, the mode, whether a node is crowded, this rank's
+// node's ranks and cores, what chose the policy, MICROPP_WAIT's word (NULL: unset). Returns whether
+// anything chose them (the option or an environment variable).
+enum { WAITS_DEFAULT, WAITS_FROM_OPTION, WAITS_FROM_ENV };
+typedef struct { int policy, mode, crowded, from; long ranks, cores; const char *override; } WdWaits;
+int wd_waits(WdWaits *w);
 // The spin loop itself, for a wait on something MPI does not see (a collective in flight, the GPU's
 // queue, an NCCL event): calls ready(ctx) until it returns nonzero, under --timeout as wd_wait, the
 // line naming s.what, s.peer (WD_LOCAL: this rank's own device, no peer) and the action it is in.

@@ -83,19 +83,14 @@ for i in "${!files[@]}"; do
     else pool+=("$(recorded "${files[$i]}") $i"); fi
 done
 t0=${EPOCHREALTIME/./}
-# Files side by side outnumber the cores with their ranks: a waiting rank sleeps rather than spin or
-# yield (comms/watchdog.c, MICROPP_WAIT=sleep; measured under a load of 27 on 2 cores against yield: a
-# 4-rank ZeRO-3 run took a quarter of the CPU and of the time, a 4-rank pipeline half; yield itself took
-# a fifth of spinning's CPU). The files run alone keep micropp's own choice, as a user's run would.
-given_wait=${MICROPP_WAIT-unset}
-export MICROPP_WAIT=${MICROPP_WAIT:-sleep}
+# Files side by side outnumber the cores with their ranks: their waiting ranks sleep (tests/lib.sh's
+# MICROPP_WAIT_POLICY=passive); the files run alone set active where they time by the clock.
 while read -r _ i; do
     [ -n "$i" ] || continue  # (no file matched)
     while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; show; done
     start "$i"
 done < <(printf '%s\n' "${pool[@]+"${pool[@]}"}" | sort -rn)
 wait; show
-if [ "$given_wait" = unset ]; then unset MICROPP_WAIT; else MICROPP_WAIT=$given_wait; fi
 for i in "${alone[@]+"${alone[@]}"}"; do start "$i"; wait; show; done
 wall=$(( (${EPOCHREALTIME/./} - t0) / 1000000 ))
 

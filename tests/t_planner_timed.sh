@@ -5,6 +5,7 @@
 # run.sh: alone (a calibration and a run compared by the clock: nothing of the suite may run beside them)
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
+export MICROPP_WAIT_POLICY=active  # (timed by the clock: a user's run's waits, not the suite's passive ones)
 cd "$ROOT"
 
 # --- on this machine: one rank, compute-bound, predicted within 2x of the measured step ---

@@ -101,20 +101,30 @@ static void test_hier_layout(void) {
            ok, "%s", why);
 }
 
-// How a waiting rank spins (comms/watchdog.c's wd_waits_yield): it yields only where the node has more
-// ranks than cores, unless MICROPP_WAIT says spin, yield or sleep (2); anything else is refused (-1).
+// How a waiting rank waits (comms/watchdog.c's wd_wait_mode): active spins, yielding only where a node has
+// more ranks than cores (crowded); passive sleeps; auto sleeps where a node is crowded, else spins;
+// MICROPP_WAIT says spin, yield or sleep over any policy; anything else is refused (-1).
 static void test_waits(void) {
-    EXPECT("watchdog/waits spin with a core per rank", wd_waits_yield(NULL, 2, 2) == 0 && wd_waits_yield("", 1, 8) == 0,
-           "yield with 2 ranks on 2 cores or 1 on 8");
-    EXPECT("watchdog/waits yield with more ranks than cores", wd_waits_yield(NULL, 4, 2) == 1,
-           "spins with 4 ranks on 2 cores");
-    int y = wd_waits_yield("yield", 1, 8), s = wd_waits_yield("spin", 8, 2);
-    EXPECT("watchdog/MICROPP_WAIT overrides", y == 1 && s == 0, "yield with 1 rank on 8 cores: %d, spin with 8 on 2: %d",
-           y, s);
-    EXPECT("watchdog/MICROPP_WAIT=sleep sleeps whatever the count", wd_waits_yield("sleep", 1, 8) == 2 &&
-           wd_waits_yield("sleep", 4, 2) == 2, "%d, %d", wd_waits_yield("sleep", 1, 8), wd_waits_yield("sleep", 4, 2));
+    EXPECT("watchdog/active waits spin with a core per rank",
+           wd_wait_mode(NULL, WAIT_ACTIVE, 0) == WAIT_SPIN && wd_wait_mode("", WAIT_ACTIVE, 0) == WAIT_SPIN,
+           "not spin with a core per rank");
+    EXPECT("watchdog/active waits yield with more ranks than cores", wd_wait_mode(NULL, WAIT_ACTIVE, 1) == WAIT_YIELD,
+           "does not yield on a crowded node");
+    EXPECT("watchdog/passive waits sleep whatever the count",
+           wd_wait_mode(NULL, WAIT_PASSIVE, 0) == WAIT_SLEEP && wd_wait_mode(NULL, WAIT_PASSIVE, 1) == WAIT_SLEEP,
+           "%d, %d", wd_wait_mode(NULL, WAIT_PASSIVE, 0), wd_wait_mode(NULL, WAIT_PASSIVE, 1));
+    EXPECT("watchdog/auto sleeps on a crowded node, else spins",
+           wd_wait_mode(NULL, WAIT_AUTO, 1) == WAIT_SLEEP && wd_wait_mode(NULL, WAIT_AUTO, 0) == WAIT_SPIN, "%d, %d",
+           wd_wait_mode(NULL, WAIT_AUTO, 1), wd_wait_mode(NULL, WAIT_AUTO, 0));
+    int y = wd_wait_mode("yield", WAIT_PASSIVE, 0), s = wd_wait_mode("spin", WAIT_AUTO, 1);
+    EXPECT("watchdog/MICROPP_WAIT overrides the policy", y == WAIT_YIELD && s == WAIT_SPIN && wd_wait_mode("sleep", WAIT_ACTIVE, 0) == WAIT_SLEEP,
+           "yield under passive: %d, spin under auto on a crowded node: %d", y, s);
     EXPECT("watchdog/MICROPP_WAIT refuses other words",
-           wd_waits_yield("nap", 4, 2) == -1 && wd_waits_yield("Yield", 1, 1) == -1, "nap or Yield accepted");
+           wd_wait_mode("nap", WAIT_ACTIVE, 1) == -1 && wd_wait_mode("Yield", WAIT_ACTIVE, 1) == -1, "nap or Yield accepted");
+    EXPECT("watchdog/the policy's words", wd_wait_policy_parse("active") == WAIT_ACTIVE &&
+           wd_wait_policy_parse("passive") == WAIT_PASSIVE && wd_wait_policy_parse("auto") == WAIT_AUTO &&
+           wd_wait_policy_parse("Passive") == -1 && wd_wait_policy_parse("") == -1 && wd_wait_policy_parse(NULL) == -1,
+           "a word misread");
 }
 
 int main(void) {

@@ -692,6 +692,6 @@ double ckpt_save(const CkptLayout *l, int64_t step, uint64_t next_sample) {
     free(recs); free(counts); free(displs); free(all);
     // Nobody goes on before the manifest is committed: once ckpt_save returns on any rank, the
     // checkpoint of this step is the one a resume finds, whatever happens next.
-    MPI_CHECK(MPI_Barrier(l->comm));
+    comm_barrier(l->comm);
     return bytes;
 }

@@ -236,6 +236,11 @@ const Option train_options[] = {
      "watchdog: a rank waiting this many seconds for another ends the job, naming the action and the peer (0: wait "
      "forever; else at least 1: a healthy run waits that long at times)",
      0},
+    {"wait-policy", 0, OPT_CHOICE, T(wait_policy), WAIT_POLICY_CHOICES, 0, 0, "W",
+     "how a rank waiting for another spends its core: active spins (yielding it where a node has more ranks than "
+     "cores), passive sleeps after a short spin, auto is passive where a node has more ranks than cores; the same "
+     "numbers either way (default: MICROPP_WAIT_POLICY, else active)",
+     0},
     {"resume", 0, OPT_STR, T(ckpt.resume), 0, 0, 0, "DIR",
      "continue from the checkpoint in DIR (any mode or partition); --steps stays the total", 0},
     {"save-best", 0, OPT_BOOL, T(ckpt.save_best), 0, 0, 0, 0,

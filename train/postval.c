@@ -126,7 +126,7 @@ int postval_begin(Run *r, int step, double *v, int n) {
 const double *postval_wait(Run *r) {
     PostVal *pv = &r->pv;
     CHECK(pv->step >= 0, "post-validation: no check in flight");
-    MPI_CHECK(MPI_Wait(&pv->req, MPI_STATUS_IGNORE));
+    wd_wait_all(&pv->req, MPI_COMM_WORLD, "the post-validation all-reduce");
     pv->step = -1;
     return pv->v;
 }

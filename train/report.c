@@ -141,6 +141,20 @@ static void header_cores(const TrainConfig *c, const Hardware *hw) {
                cores == 1 ? "" : "s");
 }
 
+// How waiting ranks spend their core, when --wait-policy or its config key chose it (comms/watchdog.h;
+// --json says it always: the environment's MICROPP_WAIT_POLICY, as the tests set it, changes no line).
+static void header_waits(const Plan *p) {
+    WdWaits w;
+    if (p->world < 2 || !wd_waits(&w) || w.from != WAITS_FROM_OPTION) return;
+    const char *policy[] = {"active", "passive", "auto"};
+    const char *mode[] = {"spin", "yield their core every turn", "sleep after a short spin"};
+    char over[64] = "";
+    if (w.override) snprintf(over, sizeof over, " (MICROPP_WAIT=%.20s over the policy)", w.override);
+    printf("waits: --wait-policy %s: waiting ranks %s%s (%ld rank%s on this node, %ld core%s%s)\n", policy[w.policy],
+           mode[w.mode], over, w.ranks, w.ranks == 1 ? "" : "s", w.cores, w.cores == 1 ? "" : "s",
+           w.crowded ? ": a node has more ranks than cores" : "");
+}
+
 void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Data *data) {
     const Backend *be = w->be;
     Summary s = {0};
@@ -191,6 +205,7 @@ void report_header(const TrainConfig *c, const Plan *p, const Wire *w, const Dat
     if (p->K > 1) header_stages(p);
     header_placement(p, &w->hardware);
     if (be->on_host) header_cores(c, &w->hardware);
+    header_waits(p);
     tensor_report_header(p);
     fflush(stdout);
 }

@@ -8,6 +8,15 @@
 #include "comms/slurm.h"
 #include "base/util.h"
 
+// How waiting ranks spent their core (comms/watchdog.h): the policy and what it decided on this rank.
+static void json_waits(cJSON *o) {
+    WdWaits w;
+    wd_waits(&w);
+    const char *policy[] = {"active", "passive", "auto"}, *mode[] = {"spin", "yield", "sleep"};
+    cJSON_AddStringToObject(o, "wait_policy", policy[w.policy]);
+    cJSON_AddStringToObject(o, "waits", mode[w.mode]);
+}
+
 // The 3D grid (ranks = pp x dp x tp, tp innermost), then tensor parallelism's part.
 static void json_grid(cJSON *o, const Plan *p, const Summary *s) {
     cJSON *g = cJSON_AddObjectToObject(o, "grid");
@@ -164,6 +173,7 @@ void summary_json(const Run *r, const Summary *s) {
     cJSON_AddBoolToObject(o, "tf32", c->gemm.tf32);
     // (MPI_COMM_TYPE_SHARED groups)
     if (r->wire.hardware.nodes) cJSON_AddNumberToObject(o, "nodes", r->wire.hardware.nodes);
+    if (p->world > 1) json_waits(o);
     cJSON *job = slurm_json();  // under Slurm: the job, its step and nodes
     if (job) cJSON_AddItemToObject(o, "slurm", job);
     cJSON_AddStringToObject(o, "precision", s->precision);
