@@ -2,7 +2,7 @@
 # tests/t_ep_overlap.sh: --ep's all-to-all shown and overlapped (docs/experts.md, axes/expert.c, moe.c).
 # --ep-overlap on and off give the same losses bit for bit (by each algorithm, and on a 1F1B pipeline) and
 # pass --verify; so does pair (1F1B and DualPipeV, each algorithm, with drops), whose passes ran in turn (its
-# measured bubble counting a pair's overlap once); --json's all-to-all in flight and exposed (shares in [0, 1], exposed at most in flight), the
+# measured bubble counting a pair's overlap once, --gantt's block naming both, --trace's backward on a track of its own); --json's all-to-all in flight and exposed (shares in [0, 1], exposed at most in flight), the
 # rows each expert got (plus the dropped: every assignment) and --metrics' load under --ep; the waits in the
 # exchanges in --trace (dispatch and combine, on every rank's collectives track, in a forward or backward)
 # and in --gantt's legend; a bad --ep-overlap refused in one line.
@@ -80,6 +80,26 @@ EOF
 )
 [ "$RC" = 0 ] && [ -z "$why" ] && pass "ep_overlap/pair's measured bubble: in [0, 1], a pair's overlap counted once (the passes' union)" \
     || fail "ep_overlap/pair's measured bubble" "rc $RC: $why ${ERR:0:200}"
+
+# pair drawn: --gantt's block of both passes in the legend (drawn only when one was: its label "[F3/B2]", or its
+# letter where narrow, tests/unit_trace.c); --trace keeps both events, a pair's backward on a track of its own
+run 240 mpiexec -n 4 "$MICROPP" train --layers 4 --hidden 16 --batch 32 --log-every 0 --experts 4 --steps 2 --pp 2 \
+    --dp 2 --ep 2 --micro-batches 4 --schedule 1f1b --ep-overlap pair --gantt --width 100 --trace "$TMP/pair2.json"
+why=$(python3 - "$TMP/pair2.json" 2>&1 <<'EOF'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+named = [e for e in ev if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"].endswith("backwards in pairs")]
+own = [e for e in ev if e["ph"] == "X" and e["tid"] in {n["tid"] for n in named} and e["pid"] == 0]
+if not named or not own or any(e["cat"] != "backward" for e in own): sys.exit(f"{len(named)} tracks, {len(own)} events")
+for b in own:  # each overlaps a forward of its rank and step on the rank's own track
+    if not any(f["cat"] == "forward" and f["pid"] == 0 and f["tid"] == 0 and f["args"]["step"] == b["args"]["step"]
+               and f["ts"] < b["ts"] + b["dur"] and b["ts"] < f["ts"] + f["dur"] for f in ev if f["ph"] == "X"):
+        sys.exit(f"{b['name']} of step {b['args']['step']} overlaps no forward")
+EOF
+)
+[ "$RC" = 0 ] && [ -z "$why" ] && grep -q "F/B a forward and a backward in turn (--ep-overlap pair)" <<<"$OUT" \
+    && pass "ep_overlap/pair drawn: --gantt's block of both passes (F3/B2), in the legend; --trace's backward on its own track" \
+    || fail "ep_overlap/pair drawn" "rc $RC: $why $(grep -E '^rank 0|F/B' <<<"$OUT" | head -2) ${ERR:0:200}"
 
 # plan counts pair's second scratch (expert_sizes): its per-rank total above on's, on for off's
 P=(plan --layers 4 --hidden 512 --batch 256 --experts 4 --dp 2 --ep 2 --pp 2 --schedule 1f1b --device-memory 1G)
