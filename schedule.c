@@ -498,7 +498,7 @@ static int run_rank(Sim *m, int s, const Pass *p, int n, int *pc, int *at, doubl
         }
         double c = fwd ? f : a.kind == ACT_BACKWARD ? b + w : a.kind == ACT_BACKWARD_INPUT ? b : w;
         if (m->first[s] < 0) m->first[s] = *t;
-        if (r->slices) r->slices[s][r->n_slices[s]] = (Interval){a.kind, a.mb, *t, *t + c, a.chunk};
+        if (r->slices) r->slices[s][r->n_slices[s]] = (Interval){a.kind, a.mb, *t, *t + c, a.chunk, 0, 0};
         r->n_slices[s]++;
         *t += c;
         r->busy[s] += c;

@@ -137,7 +137,9 @@ int schedule_parse_list(const char *text, int *out, int max, char *why, size_t n
 // (a file is proven when it is read, for its own K, M and v).
 const char *schedule_check(int kind, int K, int M, int v);
 
-typedef struct { int kind, mb; double t0, t1; int chunk; } Interval;  // a busy slice (F, B, I or W)
+// A busy slice (F, B, I or W). A forward run in turn with a backward (--ep-overlap pair) is one slice of both:
+// pair_mb 1 + the backward's micro-batch, pair_chunk its chunk (0: a slice of one pass).
+typedef struct { int kind, mb; double t0, t1; int chunk, pair_mb, pair_chunk; } Interval;
 
 // What to simulate. Costs are those of a whole stage (all of a rank's layers); an interleaved
 // chunk action costs 1/v of them, so makespans compare across schedules. A full backward (B)

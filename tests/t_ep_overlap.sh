@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/t_ep_overlap.sh: --ep's all-to-all shown and overlapped (docs/experts.md, axes/expert.c, moe.c).
 # --ep-overlap on and off give the same losses bit for bit (by each algorithm, and on a 1F1B pipeline) and
-# pass --verify; so does pair (1F1B and DualPipeV, each algorithm, with drops), whose passes ran in turn; --json's all-to-all in flight and exposed (shares in [0, 1], exposed at most in flight), the
+# pass --verify; so does pair (1F1B and DualPipeV, each algorithm, with drops), whose passes ran in turn (its
+# measured bubble counting a pair's overlap once, --gantt's block naming both, --trace's backward on a track of its own); --json's all-to-all in flight and exposed (shares in [0, 1], exposed at most in flight), the
 # rows each expert got (plus the dropped: every assignment) and --metrics' load under --ep; the waits in the
 # exchanges in --trace (dispatch and combine, on every rank's collectives track, in a forward or backward)
 # and in --gantt's legend; a bad --ep-overlap refused in one line.
@@ -52,6 +53,53 @@ run 240 mpiexec -n 4 "$MICROPP" train --layers 4 --hidden 32 --batch 32 --log-ev
 [ "$RC" = 0 ] && grep -q -- "-> ok" <<<"$OUT" && grep -qE "^expert parallelism: .*, overlapped in pairs: " <<<"$OUT" \
     && pass "ep_overlap/--verify with --ep-overlap pair (dualpipev), and the summary's line" \
     || fail "ep_overlap/--verify with --ep-overlap pair" "rc $RC: $(grep -E 'verify|expert' <<<"$OUT") ${ERR:0:200}"
+
+# the measured bubble under pair: a rank's busy time is the union of its passes (a pair's two overlap: counted
+# once), so each step's bubble (--metrics) is in [0, 1] and not below the one the passes' union in --trace gives
+# with the least span they allow (a sum of the passes would count a pair's overlap twice: the bubble fell below)
+run 240 mpiexec -n 4 "$MICROPP" train --layers 4 --hidden 16 --batch 32 --log-every 1 --experts 4 --steps 6 --pp 2 \
+    --dp 2 --ep 2 --micro-batches 4 --schedule 1f1b --ep-overlap pair --json --trace "$TMP/pair.json" \
+    --metrics "$TMP/pair.jsonl"
+why=$(python3 - "$TMP/pair.json" "$TMP/pair.jsonl" "$(tail -n 1 <<<"$OUT")" 2>&1 <<'EOF'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X" and e["cat"] in ("forward", "backward")]
+ranks = sorted({e["pid"] for e in ev})
+for m in [json.loads(l) for l in open(sys.argv[2]) if '"bubble"' in l]:
+    union = extent = 0
+    for r in ranks:
+        iv, end = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e["pid"] == r and e["args"]["step"] == m["step"]), -1e300
+        for a, b in iv:
+            union += b - a if a >= end else max(0, b - end)
+            end = max(end, b)
+        extent = max(extent, iv[-1][1] - iv[0][0])
+    low = 1 - union / (len(ranks) * extent)
+    if not 0 <= m["bubble"] <= 1 or m["bubble"] < low - 2e-3: sys.exit(f"step {m['step']}: bubble {m['bubble']}, union's {low:.4f}")
+b = json.loads(sys.argv[3])["bubble_measured"]
+if not all(0 <= x <= 1 for x in b): sys.exit(f"--json's bubble_measured {b}")
+EOF
+)
+[ "$RC" = 0 ] && [ -z "$why" ] && pass "ep_overlap/pair's measured bubble: in [0, 1], a pair's overlap counted once (the passes' union)" \
+    || fail "ep_overlap/pair's measured bubble" "rc $RC: $why ${ERR:0:200}"
+
+# pair drawn: --gantt's block of both passes in the legend (drawn only when one was: its label "[F3/B2]", or its
+# letter where narrow, tests/unit_trace.c); --trace keeps both events, a pair's backward on a track of its own
+run 240 mpiexec -n 4 "$MICROPP" train --layers 4 --hidden 16 --batch 32 --log-every 0 --experts 4 --steps 2 --pp 2 \
+    --dp 2 --ep 2 --micro-batches 4 --schedule 1f1b --ep-overlap pair --gantt --width 100 --trace "$TMP/pair2.json"
+why=$(python3 - "$TMP/pair2.json" 2>&1 <<'EOF'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+named = [e for e in ev if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"].endswith("backwards in pairs")]
+own = [e for e in ev if e["ph"] == "X" and e["tid"] in {n["tid"] for n in named} and e["pid"] == 0]
+if not named or not own or any(e["cat"] != "backward" for e in own): sys.exit(f"{len(named)} tracks, {len(own)} events")
+for b in own:  # each overlaps a forward of its rank and step on the rank's own track
+    if not any(f["cat"] == "forward" and f["pid"] == 0 and f["tid"] == 0 and f["args"]["step"] == b["args"]["step"]
+               and f["ts"] < b["ts"] + b["dur"] and b["ts"] < f["ts"] + f["dur"] for f in ev if f["ph"] == "X"):
+        sys.exit(f"{b['name']} of step {b['args']['step']} overlaps no forward")
+EOF
+)
+[ "$RC" = 0 ] && [ -z "$why" ] && grep -q "F/B a forward and a backward in turn (--ep-overlap pair)" <<<"$OUT" \
+    && pass "ep_overlap/pair drawn: --gantt's block of both passes (F3/B2), in the legend; --trace's backward on its own track" \
+    || fail "ep_overlap/pair drawn" "rc $RC: $why $(grep -E '^rank 0|F/B' <<<"$OUT" | head -2) ${ERR:0:200}"
 
 # plan counts pair's second scratch (expert_sizes): its per-rank total above on's, on for off's
 P=(plan --layers 4 --hidden 512 --batch 256 --experts 4 --dp 2 --ep 2 --pp 2 --schedule 1f1b --device-memory 1G)

@@ -65,8 +65,9 @@ static void test_names(void) {
 
 static void test_gantt_text(void) {
     // two rows; row 1 waits (a bar), then a backward too short for its brackets (its label alone), then an optimizer step
-    Interval r0[] = {{ACT_FORWARD, 0, 0, 1, 0}, {ACT_FORWARD, 1, 1, 2, 0}, {ACT_BACKWARD, 0, 4, 6, 0}};
-    Interval r1[] = {{ACT_RECV_ACT, 0, 0, 1, 0}, {ACT_FORWARD, 0, 1, 2, 0}, {ACT_BACKWARD, 0, 2, 2.75, 0}, {EV_OPTIMIZER, -1, 5, 6, 0}};
+    Interval r0[] = {{ACT_FORWARD, 0, 0, 1, 0, 0, 0}, {ACT_FORWARD, 1, 1, 2, 0, 0, 0}, {ACT_BACKWARD, 0, 4, 6, 0, 0, 0}};
+    Interval r1[] = {{ACT_RECV_ACT, 0, 0, 1, 0, 0, 0}, {ACT_FORWARD, 0, 1, 2, 0, 0, 0}, {ACT_BACKWARD, 0, 2, 2.75, 0, 0, 0},
+                     {EV_OPTIMIZER, -1, 5, 6, 0, 0, 0}};
     Interval *rows[2] = {r0, r1};
     int n[2] = {3, 4};
     Gantt g = {.row_label = "stage", .rows = 2, .slices = rows, .n = n, .t_end = 6, .cell = 1, .axis_scale = 1, .axis_unit = "time units"};
@@ -84,6 +85,33 @@ static void test_gantt_text(void) {
         "        F forward, B backward, - recv wait, O optimizer step, . idle; a number is the micro-batch\n";
     EXPECT("gantt/text of a hand-made chart", !strcmp(buf, want), "got:\n%s", buf);
     free(buf);
+}
+
+// --ep-overlap pair: a forward and a backward whose times overlap on a rank (exec_pair) are one block naming
+// both, "[F3/B1]" (timeline_step_gantt), with the legend's note; passes one after another stay two blocks
+static void test_gantt_pair(void) {
+    Event ev[] = {{0, ACT_FORWARD, 2, 0, 1, 0, 0}, {0, ACT_FORWARD, 3, 1, 4, 0, 0}, {0, ACT_BACKWARD, 1, 2, 5, 0, 0},
+                  {0, ACT_BACKWARD, 2, 5, 6, 0, 0}};
+    Event *evs[1] = {ev};
+    int n_ev[1] = {4};
+    double start[1] = {0}, span[1] = {6}, *starts[1] = {start}, *spans[1] = {span};
+    Timeline t = {.ranks = 1, .steps = 1, .ev = evs, .n = n_ev, .start = starts, .span = spans};
+    Gantt g = {.axis_scale = 1, .axis_unit = "time units", .cell = 1};
+    timeline_step_gantt(&t, 0, &g);
+    snprintf(g.title, sizeof g.title, "pair");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    gantt_text(f, &g, 0);
+    fclose(f);
+    const Interval *s = &g.slices[0][1];
+    EXPECT("gantt/a pair: one slice of both passes", g.n[0] == 3 && s->mb == 3 && s->pair_mb == 2 && s->t0 == 1 && s->t1 == 5,
+           "%d slices, [1]: mb %d pair_mb %d %g..%g", g.n[0], s->mb, s->pair_mb, s->t0, s->t1);
+    EXPECT("gantt/a pair drawn as one block naming both, in the legend",
+           strstr(buf, "rank 0 [F2   ][F3/B1                     ][B2   ]\n") && strstr(buf, "F/B a forward and a backward in turn"),
+           "got:\n%s", buf);
+    free(buf);
+    gantt_free_slices(&g);
 }
 
 static void test_out_files(void) {
@@ -119,6 +147,7 @@ int main(void) {
     test_simulate_stages();
     test_names();
     test_gantt_text();
+    test_gantt_pair();
     test_out_files();
     return unit_failures ? 1 : 0;
 }

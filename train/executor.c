@@ -180,16 +180,19 @@ static void pipe_action(const Plan *p, Wire *w, Model *model, StepState *st, Hel
 
 // The compute actions' times, from the marks on the device's queue around each (a[i]: the event of
 // action i, -1 for a message; marks from 1, two per compute action), placed on the host's clock by
-// mark 0 at anchor. Returns the step's compute time.
+// mark 0 at anchor. Returns the step's compute time: how long some pass ran (the union of their intervals).
 static double place_marks(const Wire *w, Measure *m, const int *at, int n, int marks, double anchor) {
-    double *t = xmalloc(sizeof(double) * (size_t)marks), busy = 0;
+    double *t = xmalloc(sizeof(double) * (size_t)marks), busy = 0, end = -INFINITY;
     w->be->stamps(marks, t);  // the one wait for the GPU's queue in the step
     for (int i = 0, k = 1; i < n; i++) {
         if (at[i] < 0) continue;
         Event *e = &m->ev[at[i]];
         e->t0 = anchor + t[k];
         e->t1 = anchor + t[k + 1];
-        busy += e->t1 - e->t0;
+        // the union of the passes (their starts come in time order): a pair's two (exec_pair) overlap and
+        // count once; passes one after another add t1 - t0 each, as a plain sum would
+        busy += e->t0 >= end ? e->t1 - e->t0 : fmax(0, e->t1 - end);
+        end = fmax(end, e->t1);
         k += 2;
     }
     free(t);

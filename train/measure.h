@@ -33,7 +33,7 @@ typedef struct {
 // Per step (indexed by the 0-based step, [steps] each), and every action as it ran.
 typedef struct {
     double *step_s;      // the step's wall time (the slowest rank's, after the summary's reduction)
-    double *busy_s;      // compute inside the step's action list
+    double *busy_s;      // compute inside the step's action list: the union of its passes (a pair once)
     double *span_s;      // the forward/backward part of the step (pipeline: its action list)
     double *loss;        // the global batch's mean loss
     double *gemm_s;      // --gemm-timing: seconds inside gemm

@@ -48,6 +48,15 @@ void slice_label(int kind, int mb, int chunk, char *buf, size_t n) {
     else snprintf(buf, n, "%s%d", k->letter, mb);
 }
 
+void interval_label(const Interval *s, char *buf, size_t n) {
+    slice_label(s->kind, s->mb, s->chunk, buf, n);
+    size_t len = strlen(buf);
+    if (s->pair_mb > 0 && len + 1 < n) {
+        buf[len] = '/';
+        slice_label(ACT_BACKWARD, s->pair_mb - 1, s->pair_chunk, buf + len + 1, n - len - 1);
+    }
+}
+
 void slice_name(int kind, int mb, int chunk, char *buf, size_t n) {
     const KindStyle *k = kind_style(kind);
     if (!k->bar) { if (mb < 0) snprintf(buf, n, "%s", k->name); else slice_label(kind, mb, chunk, buf, n); return; }
@@ -74,7 +83,7 @@ static int cell_width(const Gantt *g) {  // the widest cell label, with its brac
     for (int r = 0; r < g->rows; r++)
         for (int i = 0; i < g->n[r]; i++) {
             if (kind_style(g->slices[r][i].kind)->bar) continue;
-            slice_label(g->slices[r][i].kind, g->slices[r][i].mb, g->slices[r][i].chunk, lab, sizeof lab);
+            interval_label(&g->slices[r][i], lab, sizeof lab);
             if ((int)strlen(lab) + 2 > w) w = (int)strlen(lab) + 2;
         }
     return w;
@@ -108,7 +117,7 @@ void gantt_text(FILE *f, const Gantt *g, int colour) {
     if (cols < 1) cols = 1;
     char *line = xmalloc((size_t)cols + 1);
     int *kinds = xmalloc(sizeof(int) * (size_t)cols);
-    int present[EV_KINDS] = {0}, chunks = 0;
+    int present[EV_KINDS] = {0}, chunks = 0, pairs = 0;
     char lab[64];
     snprintf(lab, sizeof lab, "%s %d", g->row_label, g->rows - 1);
     int lw = (int)strlen(lab);
@@ -136,8 +145,9 @@ void gantt_text(FILE *f, const Gantt *g, int colour) {
                 if (c1 <= c0) continue;
                 present[s->kind] = 1;
                 chunks |= s->chunk > 0;
+                pairs |= s->pair_mb > 0;
                 if (k->bar) memset(line + c0, k->bar, (size_t)(c1 - c0));
-                else { slice_label(s->kind, s->mb, s->chunk, lab, sizeof lab); draw_cell(line + c0, c1 - c0, lab); }
+                else { interval_label(s, lab, sizeof lab); draw_cell(line + c0, c1 - c0, lab); }
                 for (int c = c0; c < c1; c++) kinds[c] = s->kind;
             }
         if (comm) fprintf(f, "%*s ", lw, "");
@@ -185,6 +195,7 @@ void gantt_text(FILE *f, const Gantt *g, int colour) {
         else fprintf(f, "%s%s %s", first ? "" : ", ", s->letter, s->name);
         first = 0;
     }
+    if (pairs) fprintf(f, "%sF/B a forward and a backward in turn (--ep-overlap pair)", first ? "" : ", "), first = 0;
     fprintf(f, "%s. idle; a number is the micro-batch%s\n", first ? "" : ", ",
             chunks ? " (.c: on the rank's chunk c)" : "");
     free(line); free(kinds); free(ruler);
@@ -232,6 +243,7 @@ static void gantt_svg_slices(FILE *f, const GanttPage *pg, const Gantt *g, int r
         double h = k->bar ? pg->bar_h : pg->cell_h, sy = k->bar ? ry + pg->cell_h - pg->bar_h : ry;
         if (kind_on_comm_track(s->kind)) { h = pg->row_h - pg->cell_h - 1; sy = ry + pg->cell_h + 0.5; }  // under it
         slice_name(s->kind, s->mb, s->chunk, name, sizeof name);
+        if (s->pair_mb > 0) interval_label(s, name, sizeof name);  // both passes: "F3/B1"
         // later chunks of an interleaved rank: the same colour, lighter
         double opacity = s->chunk > 0 ? fmax(0.25, 1.0 - 0.45 * s->chunk) : 1.0;
         fprintf(f,
@@ -240,7 +252,7 @@ static void gantt_svg_slices(FILE *f, const GanttPage *pg, const Gantt *g, int r
                 "stroke=\"white\" stroke-width=\"%s\"><title>%s, %s %d: %g to %g %s</title></rect>\n",
                 k->letter, s->mb, s->chunk, r, x, sy, wd < 0.3 ? 0.3 : wd, h, k->fill, opacity, k->bar ? "0" : "0.8",
                 name, g->row_label, r, s->t0 * g->axis_scale, s->t1 * g->axis_scale, g->axis_unit);
-        slice_label(s->kind, s->mb, s->chunk, lab, sizeof lab);
+        interval_label(s, lab, sizeof lab);
         if (!k->bar && wd >= svg_text_width(lab, SVG_FONT) + 4)
             fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\">%s</text>\n", x + wd / 2,
                     ry + 13, lab);
@@ -394,8 +406,16 @@ void track_name(const Timeline *t, int rank, int short_form, char *buf, size_t n
     if (!first && len < (int)n) snprintf(buf + len, n - (size_t)len, ")");
 }
 
-// Collectives that overlap the rank's compute (ZeRO's) or run inside it (--tp's): a second track.
+// Whether event e is a backward run in turn with the forward before it (kind, ending at end) on its rank:
+// --ep-overlap pair's two passes (exec_pair), whose times overlap; passes one after another never do.
+static int paired_with(int kind, double end, const Event *e) {
+    return kind == ACT_FORWARD && e->kind == ACT_BACKWARD && e->t0 < end;
+}
+
+// Collectives that overlap the rank's compute (ZeRO's) or run inside it (--tp's): a second track; a pair's
+// backward (--ep-overlap pair: in its forward's time) a third, so the viewer shows both passes.
 #define TRACE_COMM_TID 1000000
+#define TRACE_PAIR_TID 2000000
 
 void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta) {
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":%s,\"traceEvents\":[\n", meta ? meta : "{}");
@@ -414,15 +434,20 @@ void timeline_write_chrome(FILE *f, const Timeline *t, const char *meta) {
             fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s "
                     "collectives\"}}", r, TRACE_COMM_TID + r, track);
         first = 0;
-        for (int i = 0; i < t->n[r]; i++) {
-            const Event *e = &t->ev[r][i];
+        for (int i = 0, pairs = 0; i < t->n[r]; i++) {
+            const Event *e = &t->ev[r][i], *prev = i ? &t->ev[r][i - 1] : NULL;
             CHECK(e->step >= 0 && e->step < t->steps, "event of step %d outside 0..%d", e->step, t->steps - 1);
+            int pair = prev && prev->step == e->step && paired_with(prev->kind, prev->t1, e);
+            if (pair && !pairs++)
+                fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s "
+                        "backwards in pairs\"}}", r, TRACE_PAIR_TID + r, track);
             slice_name(e->kind, e->mb, e->chunk, name, sizeof name);
             double ts = (t->start[r][e->step] + e->t0) * 1e6, dur = (e->t1 - e->t0) * 1e6;
             fprintf(f,
                     ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,"
                     "\"args\":{",
-                    name, kind_style(e->kind)->name, ts, dur, r, kind_on_comm_track(e->kind) ? TRACE_COMM_TID + r : r);
+                    name, kind_style(e->kind)->name, ts, dur, r,
+                    kind_on_comm_track(e->kind) ? TRACE_COMM_TID + r : pair ? TRACE_PAIR_TID + r : r);
             if (e->mb >= 0) fprintf(f, "\"micro_batch\":%d,", e->mb);
             if (e->chunk > 0) fprintf(f, "\"chunk\":%d,", e->chunk);
             if (e->bytes > 0) fprintf(f, "\"bytes\":%.0f,", e->bytes);
@@ -448,8 +473,15 @@ void timeline_step_gantt(const Timeline *t, int step, Gantt *g) {
         for (int i = 0; i < t->n[r]; i++) {
             const Event *e = &t->ev[r][i];
             if (e->step != step) continue;
-            g->slices[r][g->n[r]++] = (Interval){e->kind, e->mb, e->t0, e->t1, e->chunk};
             if (e->t1 > g->t_end) g->t_end = e->t1;
+            Interval *prev = g->n[r] ? &g->slices[r][g->n[r] - 1] : NULL;
+            if (prev && !prev->pair_mb && paired_with(prev->kind, prev->t1, e)) {  // a pair: one block of both
+                prev->t1 = fmax(prev->t1, e->t1);
+                prev->pair_mb = e->mb + 1;
+                prev->pair_chunk = e->chunk;
+                continue;
+            }
+            g->slices[r][g->n[r]++] = (Interval){e->kind, e->mb, e->t0, e->t1, e->chunk, 0, 0};
         }
     }
 }

@@ -35,6 +35,8 @@ const KindStyle *kind_style(int kind);
 void slice_label(int kind, int mb, int chunk, char *buf, size_t n);
 // "F3", "SEND_ACT 3", "RECV_ACT 3 (recv wait)", "optimizer step"
 void slice_name(int kind, int mb, int chunk, char *buf, size_t n);
+// A slice's cell label: slice_label's, a pair's both passes' "F3/B1" (--ep-overlap pair).
+void interval_label(const Interval *s, char *buf, size_t n);
 
 // A Gantt chart: a row per stage (simulated) or per rank (measured), slices of any kinds. Slices of
 // kind_on_comm_track are drawn under their row's (text: a line of their own), the rest on it.
