@@ -83,6 +83,9 @@ static void on_grad(void *ctx, int j) {
     Zero *z = ctx;
     Stage *s = z->g->s;
     if (s->det) return;  // --deterministic: the rows go into the stage's trees (zero_det_finish)
+    const Bucket *b = &z->g->b[z->units[z->unit_of[j]].first];
+    CHECK(!s->split || !moe_is(s->moe, j) || (b->lo == j && b->hi == j + 1),
+          "ZeRO: MoE layer %d shares its unit with dense layers under split backwards (train/plan.c refuses it)", j);
     ZeroBuf *x = grad_buf(z, z->unit_of[j]);
     set_views(s, j, x->buf + (stage_layer_off(s, j) - z->units[z->unit_of[j]].off), 1);
     s->grad_fresh[j] = 1;
