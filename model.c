@@ -622,6 +622,10 @@ void stage_backward_input(Stage *s, int slot, const float *dout, float *din) {
         if (moe_is(s->moe, i)) {  // an MoE layer's whole backward, its weights' gradients too (W has none left)
             float *dx = i == 0 ? din : s->buf.gbuf[(n - i) & 1];
             moe_layer_grads(s, sl, i, g, dx, sl->act, din);
+            // ZeRO-2, 3 (on_grad placed them in a working bucket, --ep: the layer's own): reduce-scattered now,
+            // whole for this micro-batch (zero.c on_layer_grad; W's call finds nothing left). The ddp sync's
+            // hook waits for W's call.
+            if (s->hooks.on_grad && s->hooks.on_layer_grad) s->hooks.on_layer_grad(s->hooks.hook_ctx, i);
             g = dx;
             continue;
         }

@@ -58,10 +58,17 @@ static ZeroBuf *oldest(ZeroBuf *bufs) {
     return o;
 }
 
-// The working buffer unit k's gradient is written into in this backward.
-static ZeroBuf *grad_buf(Zero *z, int k) {
+// The working buffer holding unit k's gradients written since its last reduce-scatter (NULL: none).
+static ZeroBuf *written(Zero *z, int k) {
     for (int i = 0; i < ZERO_BUFS; i++)
         if (z->gb[i].unit == k && !z->gb[i].req[0]) return &z->gb[i];
+    return NULL;
+}
+
+// The working buffer unit k's gradient is written into in this backward.
+static ZeroBuf *grad_buf(Zero *z, int k) {
+    ZeroBuf *w = written(z, k);
+    if (w) return w;
     for (;;) {
         for (int i = 0; i < ZERO_BUFS; i++)
             if (z->gb[i].unit < 0) { z->gb[i].unit = k; return &z->gb[i]; }
@@ -76,20 +83,24 @@ static void on_grad(void *ctx, int j) {
     Zero *z = ctx;
     Stage *s = z->g->s;
     if (s->det) return;  // --deterministic: the rows go into the stage's trees (zero_det_finish)
+    const Bucket *b = &z->g->b[z->units[z->unit_of[j]].first];
+    CHECK(!s->split || !moe_is(s->moe, j) || (b->lo == j && b->hi == j + 1),
+          "ZeRO: MoE layer %d shares its unit with dense layers under split backwards (train/plan.c refuses it)", j);
     ZeroBuf *x = grad_buf(z, z->unit_of[j]);
     set_views(s, j, x->buf + (stage_layer_off(s, j) - z->units[z->unit_of[j]].off), 1);
     s->grad_fresh[j] = 1;
 }
 
 // Stage.on_layer_grad: once the unit's last layer (its lowest) is done, its buckets' reduce-scatters start,
-// each over the group that sums it.
+// each over the group that sums it. Under split backwards an MoE layer (--ep: a unit of its own) is called
+// at the end of its I, which makes its gradients, and again at W, when nothing is written since: no-op.
 static void on_layer_grad(void *ctx, int j) {
     Zero *z = ctx;
     GradSync *g = z->g;
     int k = z->unit_of[j];
     const ZeroUnit *u = &z->units[k];
-    if (j == g->b[u->first].lo && !g->s->det) {
-        ZeroBuf *x = grad_buf(z, k);
+    ZeroBuf *x = g->s->det ? NULL : written(z, k);
+    if (j == g->b[u->first].lo && x) {
         // the step's first of the unit lands in the shards themselves (no copy), the others are added in
         x->direct = z->gfresh[k];
         z->gfresh[k] = 0;

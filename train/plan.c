@@ -444,13 +444,13 @@ static int rule_moe(const TrainConfig *c, const Plan *p, Err *e) {
     if (p->T > 1)
         return refuse(e, "train: --experts with --tp %d: MoE layers are not split over a tensor-parallel group: drop "
                          "--tp", p->T);
-    if (p->data.zero >= 2 && p->split) {
+    if (p->data.zero >= 2 && p->split && c->grid.ep < 2) {  // (--ep: the layer's own buckets, sent at its I)
         char sched[32];
-        return refuse(e, "train: --experts with --zero %d under --schedule %s: an MoE layer's weight gradients are "
-                         "made at I (the input's backward), and ZeRO-%d's working buckets are filled and reduce-"
-                         "scattered at W: use --zero 1, or a schedule without split backwards (1f1b, gpipe, "
-                         "interleaved)", p->data.zero, choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched),
-                      p->data.zero);
+        return refuse(e, "train: --experts with --zero %d under --schedule %s without --ep: an MoE layer's weight "
+                         "gradients are made at I (the input's backward), and ZeRO-%d's working bucket holding it "
+                         "holds dense layers whose gradients are made at W: add --ep N (its own buckets), use --zero "
+                         "1, or a schedule without split backwards (1f1b, gpipe, interleaved)", p->data.zero,
+                      choice_name(SCHED_NAMES, p->schedule, sched, sizeof sched), p->data.zero);
     }
     if (c->gemm.deterministic)
         return refuse(e, "train: --experts with --deterministic: the MoE layers' gradients are not summed in the "
