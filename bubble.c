@@ -252,7 +252,8 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
                 }
                 long i = g->n++;
                 g->kind[i] = kinds[a]; g->k[i] = ks[b]; g->m[i] = ms[d];
-                if (is_auto(kinds[a])) build_auto(c, kinds[a], ks[b], ms[d], &g->autos[i], &g->bound[i], &g->by_memory[i]);
+                if (is_auto(kinds[a]))
+                    build_auto(c, kinds[a], ks[b], ms[d], &g->autos[i], &g->bound[i], &g->by_memory[i]);
                 SimSpec spec = {.kind = kinds[a],
                                 .file = row_file(g, i),
                                 .K = ks[b],
