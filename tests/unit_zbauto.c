@@ -3,7 +3,8 @@
 // order), deadlock-free, within the limit on every stage, no worse than zb-h2 (at zb-h2's 2K-1) and
 // zb-h1 (at K) in the overlapped measure, and at most 0.01 of bubble with room for 2K micro-batches
 // at F = I = W; schedule_auto_bound is at most the longest rank span of every schedule of its placement
-// (zb-h1, zb-h2, zb-auto; zb-v, v-half, v-min, zb-auto-v) on random costs, each stage its own.
+// (zb-h1, zb-h2, zb-auto; zb-v, v-half, v-min, zb-auto-v) on random costs, each stage its own, and
+// schedule_auto_bound_memory at most that of every one within its memory limit.
 #include <stdlib.h>
 #include "unit.h"
 #include "schedule.h"
