@@ -142,6 +142,7 @@ typedef struct {
     const SchedFile *file;    // --schedule-file: its schedule (kind SCHED_FILE), else NULL
     SchedFile *autos;         // [n] zb-auto rows: the lists its search built for the row's K, M and costs
     double *bound;            // [n] zb-auto rows: the lower bound on their longest rank span (0: another kind)
+    int *by_memory;           // [n] 1: that bound is the one that counts the memory limit (higher than the work's)
 } Grid;
 
 static int is_auto(int kind) { return kind == SCHED_ZBAUTO || kind == SCHED_ZBAUTOV; }
@@ -158,8 +159,8 @@ static const SchedFile *row_file(const Grid *g, long i) {
 
 // zb-auto (zb-auto-v: kind SCHED_ZBAUTOV, the V's placement) for (K, M): the search over the simulator
 // with the costs given, every stage alike, and --max-inflight (else 2K) micro-batches of room; *bound:
-// its lower bound on the longest rank span.
-static void build_auto(const BubbleConfig *c, int kind, int K, int M, SchedFile *out, double *bound) {
+// its lower bound on the longest rank span, the higher of the work's and the memory limit's (*by_memory: 1).
+static void build_auto(const BubbleConfig *c, int kind, int K, int M, SchedFile *out, double *bound, int *by_memory) {
     double *cost = xmalloc(sizeof(double) * 3 * (size_t)K);
     for (int s = 0; s < K; s++) {
         cost[s] = c->stage_f ? c->stage_f[s] : c->cost_f;
@@ -169,7 +170,9 @@ static void build_auto(const BubbleConfig *c, int kind, int K, int M, SchedFile 
     AutoSpec a = {K, M, cost, cost + K, cost + 2 * K, c->cost_comm, c->max_inflight ? (int)c->max_inflight : 2 * K,
                  c->w_memory, kind == SCHED_ZBAUTOV ? 2 : 1};
     schedule_auto(&a, out, NULL);
-    *bound = schedule_auto_bound(&a);
+    double work = schedule_auto_bound(&a), memory = schedule_auto_bound_memory(&a);
+    *by_memory = memory > work * (1 + 1e-12);
+    *bound = *by_memory ? memory : work;
     free(cost);
 }
 
@@ -232,6 +235,7 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
     g->m = xmalloc(sizeof(int) * (size_t)rows);
     g->autos = xcalloc((size_t)rows, sizeof(SchedFile));
     g->bound = xcalloc((size_t)rows, sizeof(double));
+    g->by_memory = xcalloc((size_t)rows, sizeof(int));
     for (int a = 0; a < n_kind; a++)
         for (int b = 0; b < n_k; b++)
             for (int d = 0; d < n_m; d++) {
@@ -248,7 +252,8 @@ static void simulate_grid(const BubbleConfig *c, const int *kinds, int n_kind, c
                 }
                 long i = g->n++;
                 g->kind[i] = kinds[a]; g->k[i] = ks[b]; g->m[i] = ms[d];
-                if (is_auto(kinds[a])) build_auto(c, kinds[a], ks[b], ms[d], &g->autos[i], &g->bound[i]);
+                if (is_auto(kinds[a]))
+                    build_auto(c, kinds[a], ks[b], ms[d], &g->autos[i], &g->bound[i], &g->by_memory[i]);
                 SimSpec spec = {.kind = kinds[a],
                                 .file = row_file(g, i),
                                 .K = ks[b],
@@ -310,6 +315,7 @@ static void grid_free(Grid *g) {
     }
     free(g->autos);
     free(g->bound);
+    free(g->by_memory);
     free(g->sims); free(g->kind); free(g->k); free(g->m); free(g->act);
 }
 
@@ -443,9 +449,10 @@ static void print_table(const BubbleConfig *c, const Grid *g) {
     }
     for (long i = 0; i < g->n; i++)
         if (g->bound[i] > 0)
-            printf("# %s K=%d M=%d: longest rank span %g, lower bound %g (its placement's), gap %.2f%%\n",
+            printf("# %s K=%d M=%d: longest rank span %g, lower bound %g (%s), gap %.2f%%\n",
                    choice_name(SCHED_NAMES, g->kind[i], name, sizeof name), g->k[i], g->m[i], g->sims[i].span,
-                   g->bound[i], 100 * gap_of(g, i));
+                   g->bound[i], g->by_memory[i] ? "its placement's within its memory limit" : "its placement's",
+                   100 * gap_of(g, i));
     for (long i = 0; i < g->skipped && i < 4; i++)  // a row asked for and not shown says why
         printf("# left out: %s\n", g->left_out[i]);
     if (g->skipped > 4) printf("# left out: %ld more rows of the same kinds (--json's skipped_rows)\n", g->skipped - 4);

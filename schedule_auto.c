@@ -556,6 +556,40 @@ double schedule_auto_bound(const AutoSpec *a) {
     return most;
 }
 
+// The memory's bound on rank s (see schedule_auto_bound_memory). n counts the rank's forwards in the order they
+// run (any chunk, any micro-batch), S the least start of the n-th, E the least end of the n-th freeing pass
+// (W where w_share is 1, else I). chain: the least time from a forward's start to its own freeing pass's end.
+static double memory_rank(const AutoSpec *a, int s) {
+    PassKind k[6];
+    int V = bound_kinds(a, s, k) == 6, N = V ? 2 * a->M : a->M, cap = a->limit * (V ? 2 : 1);
+    int by_w = a->w_share >= 1 - 1e-12;
+    double fc = k[0].cost, ic = k[1].cost, wc = k[2].cost, fr = by_w ? wc : ic, per = by_w ? ic + wc : ic;
+    double chain = by_w ? fc + k[0].tail : k[1].head + ic;  // F -> W (or I); the V: F0 -> W0 (I0), F1 -> W1 (I1)
+    if (V) chain = fmin(chain, (by_w ? k[5].head + wc : k[4].head + ic) - k[3].head);
+    double *S = xmalloc(sizeof(double) * 2 * (size_t)(N + 1)), *E = S + N + 1;
+    S[0] = -fc, E[0] = -fr;
+    for (int i = 1; i <= N; i++) {
+        S[i] = fmax(S[i - 1] + fc, (i - 1) * fc + (i > cap ? (i - cap) * per : 0));
+        if (i > cap) S[i] = fmax(S[i], E[i - cap]);
+        E[i] = fmax(fmax(E[i - 1] + fr, S[i] + chain), i * (fc + per));
+    }
+    double span = E[N] + (by_w ? 0 : wc);
+    free(S);
+    return span;
+}
+
+// With room for a->limit micro-batches (a forward takes 1 from its start, held as schedule_auto_peak counts it,
+// a chunk pass 1/2), on each rank: the n-th forward to run starts only when held - 1 <= cap - 1, so after the
+// (n - cap)-th freeing pass has ended (held >= forwards - I's run, since each W follows its I on the rank; with
+// w_share 1 held = forwards - W's run); the n-th freeing pass to end is one of n distinct micro-batch chunks, so
+// one of their forwards is the n-th or later to start and its pass ends >= that start + chain; and the rank runs
+// one pass at a time. The largest over the ranks of the last freeing pass's least end (plus a W after an I).
+double schedule_auto_bound_memory(const AutoSpec *a) {
+    double most = 0;
+    for (int s = 0; s < a->K; s++) most = fmax(most, memory_rank(a, s));
+    return most;
+}
+
 double schedule_auto_peak(const ActionList *l, double w_share) {
     double held = 0, peak = 0;
     for (int i = 0; i < l->n; i++) {

@@ -47,3 +47,8 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried);
 // The gap of a schedule: its span / this - 1.
 double schedule_auto_bound(const AutoSpec *a);
 
+// A lower bound on the longest rank span of any schedule of the placement that holds at most a->limit (as
+// schedule_auto_peak counts it, a chunk pass 1/2): each rank's forwards past the limit wait for a freeing
+// pass (W with w_share 1, else I), which waits for its own forward's chain through the other ranks and back.
+double schedule_auto_bound_memory(const AutoSpec *a);
+

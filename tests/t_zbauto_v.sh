@@ -4,8 +4,8 @@
 # the best of zb-v, v-half and v-min that fits its memory limit, its lower bound holds under every schedule it and
 # zb-auto build (gap >= 0) and is met at F = I = W from m = 2p; at the paper's 1.5B and 6.2B costs (p 2, 4, 8,
 # m p..4p) it is within 0.5% of the best of zb-v, v-half, v-min, zb-h2 and ZB-2p at equal memory, its gap at
-# m = p at most 2%, at m = 2p 1.5%, from m = 3p 2% (6.2B) and 4.5% (1.5B); train: --verify on 2 and 4 ranks, and
-# --max-inflight picks the V that fits.
+# m = p at most 2%, at m = 2p 1.5%, from m = 3p 2% (6.2B) and 4.5% (1.5B), the memory's bound named where it
+# is the higher; train: --verify on 2 and 4 ranks, and --max-inflight picks the V that fits.
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
 PAPER="--cost-f 29.718 --cost-b 49.371 --cost-w 19.927 --cost-comm 0.527"
@@ -121,6 +121,11 @@ done
 run 60 "$MICROPP" bubble --schedule zb-auto-v --stages 4 --micro-batches 8
 grep -qE '^# zb-auto-v K=4 M=8: longest rank span 24, lower bound 24 \(its placement.s\), gap 0\.00%$' <<<"$OUT" \
     && pass "zbautov/bubble prints the span, the bound and the gap" || fail "zbautov/bubble prints the gap" "rc $RC $OUT"
+# with room for 1 the memory's bound is the higher (schedule_auto_bound_memory: F I W of one micro-batch, 8 times)
+run 60 "$MICROPP" bubble --schedule zb-auto --stages 4 --micro-batches 8 --max-inflight 1
+grep -qE '^# zb-auto K=4 M=8: longest rank span 72, lower bound 72 \(its placement.s within its memory limit\), gap 0\.00%$' \
+    <<<"$OUT" && pass "zbautov/bubble names the memory's bound where it is the higher (room for 1: met)" \
+    || fail "zbautov/bubble names the memory's bound" "rc $RC $OUT"
 
 # train: --verify on 2 and 4 ranks; --max-inflight 2 on 4 ranks (v-half's (4+2)//2 = 3 does not fit: v-min)
 for n in 2 4; do

@@ -3,7 +3,8 @@
 // order), deadlock-free, within the limit on every stage, no worse than zb-h2 (at zb-h2's 2K-1) and
 // zb-h1 (at K) in the overlapped measure, and at most 0.01 of bubble with room for 2K micro-batches
 // at F = I = W; schedule_auto_bound is at most the longest rank span of every schedule of its placement
-// (zb-h1, zb-h2, zb-auto; zb-v, v-half, v-min, zb-auto-v) on random costs, each stage its own.
+// (zb-h1, zb-h2, zb-auto; zb-v, v-half, v-min, zb-auto-v) on random costs, each stage its own, and
+// schedule_auto_bound_memory at most that of every one within its memory limit.
 #include <stdlib.h>
 #include "unit.h"
 #include "schedule.h"
@@ -190,6 +191,66 @@ static void test_bound_random(void) {
            "the V, the built-ins and the searches)", !bad && cases > 900, "%s (%d cases)", why, cases);
 }
 
+// The memory's bound is a bound within its limit: on 48 random cost sets (as above, w_share 1 or 0.43) and
+// limits 1, K/2, K and 2K, no schedule that holds at most the limit (schedule_auto_peak, as the search judges
+// it) has a longest rank span below schedule_auto_bound_memory: zb-auto and zb-auto-v at that limit (polished),
+// at 2K where they fit, and the built-ins that fit. It is above the work's bound somewhere, and met at room 1.
+static double peak_of(const AutoSpec *a, const SchedFile *file, int kind) {
+    int v = a->v == 2 ? 2 : 1;
+    double most = 0;
+    for (int s = 0; s < a->K; s++) {
+        ActionList l = {0};
+        const ActionList *x = &l;
+        if (file) x = &file->lists[s];
+        else schedule_build(kind, NULL, a->K, a->M, v, s, &l);
+        most = fmax(most, schedule_auto_peak(x, a->w_share) / v);
+        free(l.a);
+    }
+    return most;
+}
+static void test_bound_memory(void) {
+    static const int one[] = {SCHED_ZBH1, SCHED_ZBH2}, vee[] = {SCHED_ZBV, SCHED_VHALF, SCHED_VMIN};
+    unsigned long long seed = 350;
+    int cases = 0, bad = 0, above = 0, tight = 1;
+    char why[300] = "";
+    for (int t = 0; t < 48; t++) {
+        int K = 1 + t % 8, M = K + (int)(lcg(&seed) * 3 * K + 0.5), V = t / 8 % 2 ? 2 : 1;
+        double cost[24];
+        for (int i = 0; i < 3 * K; i++) cost[i] = 0.2 + 2.8 * lcg(&seed);
+        int limits[4] = {1, (K + 1) / 2, K, 2 * K};
+        AutoSpec a = {K, M, cost, cost + K, cost + 2 * K, 0.5 * lcg(&seed), 1, t % 3 ? 1 : 0.43, V};
+        for (int li = 0; li < 4; li++) {
+            a.limit = limits[li];
+            double bound = schedule_auto_bound_memory(&a), span[8];
+            above += bound > schedule_auto_bound(&a) * (1 + 1e-9);
+            int n = 0;
+            for (int k = 0; k < (V == 2 ? 3 : 2); k++) {
+                int kind = V == 2 ? vee[k] : one[k];
+                if (!schedule_check(kind, K, M, V) && peak_of(&a, NULL, kind) <= a.limit + 1e-9)
+                    span[n++] = span_of(&a, kind, NULL);
+            }
+            for (int room = 0; room < 2; room++) {
+                SchedFile sf;
+                a.limit = room ? 2 * K : limits[li];
+                schedule_auto(&a, &sf, NULL);
+                a.limit = limits[li];
+                if (peak_of(&a, &sf, 0) <= a.limit + 1e-9) span[n++] = span_of(&a, V == 2 ? SCHED_ZBAUTOV : SCHED_ZBAUTO, &sf);
+                if (li == 0 && room == 0 && V == 1 && K > 1 && a.w_share == 1 && fabs(span[n - 1] / bound - 1) > 1e-9)
+                    tight = 0;
+                sched_file_free(&sf);
+            }
+            for (int i = 0; i < n; i++, cases++)
+                if (!(bound <= span[i] * (1 + 1e-12)) && !bad++)
+                    snprintf(why, sizeof why, "K=%d M=%d v=%d limit %d share %g candidate %d: span %.6f below %.6f", K,
+                             M, V, a.limit, a.w_share, i, span[i], bound);
+        }
+    }
+    EXPECT("zb-auto/memory bound: no span within the limit below schedule_auto_bound_memory (48 random cost sets, "
+           "limits 1, K/2, K, 2K, the built-ins and the searches that fit)", !bad && cases > 200 && above > 20,
+           "%s (%d cases, %d above the work's bound)", why, cases, above);
+    EXPECT("zb-auto/memory bound: met by zb-auto with room for 1 micro-batch (one chunk, w_share 1)", tight, "%s", "a span off the bound");
+}
+
 // zb-auto-v's polish (schedule_auto.c's local improvement pass): at m = p with 2p of room, the paper's
 // 6.2B costs, the V search within 2% of schedule_auto_bound for p 2..8 (5.4% to 6.3% before the pass
 // at p 4..8), each rank's list holding every chunk's F, I and W once and within the limit.
@@ -226,6 +287,7 @@ static void test_polish(void) {
 int main(void) {
     test_polish();
     test_bound_random();
+    test_bound_memory();
     test_paper();
     test_grid();
     test_tight();
