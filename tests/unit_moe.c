@@ -187,7 +187,7 @@ static void test_exchange_hook(int halves) {
         MoeSpec sr = spec(1.0f);
         sr.shards = 2, sr.shard = r;
         m[r] = moe_new(be, sr, H, 1, 1, ROWS, 1);
-        m[r]->ex = &ex[r];
+        moe_set_exchange(m[r], 0, &ex[r]);
         int first, held = moe_held(&sr, &first);
         EXPECT("moe_held: rank r of 2 holds E/2 experts from r E/2", held == E / 2 && first == r * E / 2,
                "rank %d: %d from %d", r, held, first);
