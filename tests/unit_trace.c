@@ -63,6 +63,16 @@ static void test_names(void) {
            && strcmp(kind_style(ACT_BACKWARD_WEIGHT)->fill, kind_style(ACT_BACKWARD)->fill), "%s|%s|%s|%s", a, b, c, d);
 }
 
+// The chart as gantt_text draws it (no colour), in a string the caller frees.
+static char *gantt_string(const Gantt *g) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    gantt_text(f, g, 0);
+    fclose(f);
+    return buf;
+}
+
 static void test_gantt_text(void) {
     // two rows; row 1 waits (a bar), then a backward too short for its brackets (its label alone), then an optimizer step
     Interval r0[] = {{ACT_FORWARD, 0, 0, 1, 0, 0, 0}, {ACT_FORWARD, 1, 1, 2, 0, 0, 0}, {ACT_BACKWARD, 0, 4, 6, 0, 0, 0}};
@@ -72,11 +82,7 @@ static void test_gantt_text(void) {
     int n[2] = {3, 4};
     Gantt g = {.row_label = "stage", .rows = 2, .slices = rows, .n = n, .t_end = 6, .cell = 1, .axis_scale = 1, .axis_unit = "time units"};
     snprintf(g.title, sizeof g.title, "hand-made");
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    gantt_text(f, &g, 0);
-    fclose(f);
+    char *buf = gantt_string(&g);
     const char *want =
         "hand-made\n"
         "stage 0 [F0][F1]........[B0    ]\n"
@@ -99,11 +105,7 @@ static void test_gantt_pair(void) {
     Gantt g = {.axis_scale = 1, .axis_unit = "time units", .cell = 1};
     timeline_step_gantt(&t, 0, &g);
     snprintf(g.title, sizeof g.title, "pair");
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    gantt_text(f, &g, 0);
-    fclose(f);
+    char *buf = gantt_string(&g);
     const Interval *s = &g.slices[0][1];
     EXPECT("gantt/a pair: one slice of both passes", g.n[0] == 3 && s->mb == 3 && s->pair_mb == 2 && s->t0 == 1 && s->t1 == 5,
            "%d slices, [1]: mb %d pair_mb %d %g..%g", g.n[0], s->mb, s->pair_mb, s->t0, s->t1);
