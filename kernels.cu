@@ -339,9 +339,9 @@ __global__ void k_softmax_xent(const float *logits, const int32_t *labels, int r
     row_hit[r] = hit;
 }
 
-// One block sums the rows' losses (in double, as the CPU does) and hits: into *out, or, with tally,
-// added to tally[0] and tally[1] (softmax_xent_tally: read by the host once a step).
-__global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, Result *out, double *tally) {
+// One block sums the rows' losses (in double, as the CPU does) and hits, added to tally[0] and tally[1]
+// (softmax_xent_tally: read by the host once a step).
+__global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, double *tally) {
     __shared__ double ls[THREADS];
     __shared__ int hs[THREADS];
     double s = 0.0;
@@ -354,8 +354,20 @@ __global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, 
         if ((int)threadIdx.x < k) { ls[threadIdx.x] += ls[threadIdx.x + k]; hs[threadIdx.x] += hs[threadIdx.x + k]; }
         __syncthreads();
     }
-    if (threadIdx.x == 0 && tally) { tally[0] += ls[0]; tally[1] += hs[0]; }
-    else if (threadIdx.x == 0) { out->loss_sum = ls[0]; out->hits = hs[0]; }
+    if (threadIdx.x == 0) { tally[0] += ls[0]; tally[1] += hs[0]; }
+}
+
+// Synthetic rows (base/data.h's functions, the host's bits): one thread per feature, or per row for the
+// labels (each feature made again as the dot products use it: a thread holds no row).
+__global__ void k_synthetic_x(float *x, SyntheticBatch b) {
+    GRID_STRIDE(i, (size_t)b.rows * b.inputs) {
+        uint64_t row = b.first + i / (size_t)b.inputs;
+        x[i] = synthetic_feature(rng_key(b.seed, RNG_FEATURES, row), (int)(i % (size_t)b.inputs));
+    }
+}
+__global__ void k_synthetic_y(int32_t *y, SyntheticBatch b) {
+    GRID_STRIDE(r, (size_t)b.rows)
+        y[r] = synthetic_argmax(rng_key(b.seed, RNG_FEATURES, b.first + r), NULL, b.teacher, b.inputs, b.classes);
 }
 
 // ---- the Backend functions that launch them ----
@@ -398,7 +410,7 @@ static void cu_from_bf16(float *dst, const uint16_t *src, size_t n) {
     k_unpack_bf16<<<blocks_for(n), THREADS, 0, g_stream>>>(dst, src, n);
     LAUNCH_CHECK(k_unpack_bf16);
 }
-// The rows' losses and hits summed on the device, into g_result_dev or added to tally (then nothing waits).
+// The rows' losses and hits summed on the device, added to tally (nothing waits).
 static void xent_rows(const float *logits, const int32_t *labels, int rows, int C, float scale, float *dlogits,
                       double *tally) {
     if (rows > g_row_cap) {  // stream-ordered, as to_bf16's scratch
@@ -411,21 +423,23 @@ static void xent_rows(const float *logits, const int32_t *labels, int rows, int 
     k_softmax_xent<<<(unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, g_stream>>>(
         logits, labels, rows, C, scale, dlogits, g_row_loss, g_row_hit);
     LAUNCH_CHECK(k_softmax_xent);
-    k_sum_rows<<<1, THREADS, 0, g_stream>>>(g_row_loss, g_row_hit, rows, g_result_dev, tally);
+    k_sum_rows<<<1, THREADS, 0, g_stream>>>(g_row_loss, g_row_hit, rows, tally);
     LAUNCH_CHECK(k_sum_rows);
-}
-static double cu_softmax_xent(const float *logits, const int32_t *labels, int rows, int C, float scale,
-                              float *dlogits, int *correct) {
-    if (rows <= 0) return 0.0;
-    xent_rows(logits, labels, rows, C, scale, dlogits, NULL);
-    CUDA_CHECK(cudaMemcpyAsync(g_result_host, g_result_dev, sizeof(Result), cudaMemcpyDeviceToHost, g_stream));
-    stream_wait("GPU (its queued work, then the loss)");
-    *correct += g_result_host->hits;
-    return g_result_host->loss_sum;
 }
 static void cu_softmax_xent_tally(const float *logits, const int32_t *labels, int rows, int C, float scale,
                                   float *dlogits, double *tally) {
     if (rows > 0) xent_rows(logits, labels, rows, C, scale, dlogits, tally);
+}
+static void cu_synthetic(float *x, int32_t *y, const SyntheticBatch *b) {
+    if (b->rows <= 0) return;
+    if (x) {
+        k_synthetic_x<<<blocks_for((size_t)b->rows * b->inputs), THREADS, 0, g_stream>>>(x, *b);
+        LAUNCH_CHECK(k_synthetic_x);
+    }
+    if (y) {
+        k_synthetic_y<<<blocks_for((size_t)b->rows), THREADS, 0, g_stream>>>(y, *b);
+        LAUNCH_CHECK(k_synthetic_y);
+    }
 }
 // After an update: the flag the kernel raised; when set, the parameters come to the host to find
 // the first bad one (the rare path).
@@ -506,7 +520,7 @@ static int check_kernel_image(char *err, size_t errlen) {
                              (const void *)k_axpy,      (const void *)k_scale,        (const void *)k_sumsq,
                              (const void *)k_bias_grad,
                              (const void *)k_softmax_xent, (const void *)k_sum_rows, (const void *)k_pack_bf16,
-                             (const void *)k_unpack_bf16};
+                             (const void *)k_unpack_bf16, (const void *)k_synthetic_x, (const void *)k_synthetic_y};
     cudaFuncAttributes fa;
     cudaError_t e = cudaSuccess;
     for (size_t i = 0; i < sizeof kernels / sizeof *kernels && e == cudaSuccess; i++)
@@ -599,7 +613,7 @@ extern "C" const Backend *backend_cuda_open(int local_rank, char *err, size_t er
     b.to_device_queued = cu_to_device_queued; b.fence_new = cu_fence_new; b.fence_record = cu_fence_record;
     b.fence_wait = cu_fence_wait; b.fence_free = cu_fence_free;
     b.fill = cu_fill; b.gemm = cu_gemm; b.bias_act = cu_bias_act; b.relu_backward = cu_relu_backward;
-    b.bias_grad = cu_bias_grad; b.softmax_xent = cu_softmax_xent;
+    b.bias_grad = cu_bias_grad; b.synthetic = cu_synthetic;
     b.softmax_xent_tally = cu_softmax_xent_tally; b.adam = cu_adam; b.sgd = cu_sgd;
     b.axpy = cu_axpy; b.scale = cu_scale; b.sumsq = cu_sumsq;
     b.sync = cu_sync; b.stamp = cu_stamp; b.stamps = cu_stamps;

@@ -295,6 +295,14 @@ void stage_queue_input(Stage *s, int slot, const float *x_host) {
     load_input(s, slot, x_host, s->be->to_device_queued);
 }
 
+// Synthetic rows made in place by the backend (its synthetic): the input when x, the labels when y.
+void stage_make_synthetic(Stage *s, int slot, int x, int y, const SyntheticBatch *b) {
+    size_t n = (size_t)s->rows * s->D;
+    float *in = x ? work_for(s, s->slots[slot].in, 2) : NULL;
+    s->be->synthetic(in, y ? s->slots[slot].labels : NULL, b);
+    if (x) put(s, s->slots[slot].in, in, n);
+}
+
 void stage_set_labels(Stage *s, int slot, const int32_t *labels_host) {
     s->be->to_device(s->slots[slot].labels, labels_host, (size_t)s->rows * sizeof(int32_t));
 }

@@ -206,6 +206,8 @@ void stage_load_input(Stage *s, int slot, const float *x_host);
 // labels_host stay unchanged until a fence recorded after the call has passed (train/executor.c's ring).
 void stage_queue_input(Stage *s, int slot, const float *x_host);
 void stage_queue_labels(Stage *s, int slot, const int32_t *labels_host);
+// The slot's input (when x) and labels (when y) as synthetic rows b made by the backend on its device.
+void stage_make_synthetic(Stage *s, int slot, int x, int y, const SyntheticBatch *b);
 // Floats of a message carrying n stashed values: n, or with bf16 stashes (n + 1) / 2 (bf16 pairs).
 size_t stage_wire_floats(const Stage *s, size_t n);
 void stage_set_labels(Stage *s, int slot, const int32_t *labels_host);

@@ -342,22 +342,31 @@ static void split_row(const Data *d, const Split *sp, int64_t row, float *x) {
     for (size_t j = 0; j < D; j++) x[j] = (float)p[j] * d->scale + d->shift;
 }
 
-// Synthetic sample i: uniform on [-sqrt(3), sqrt(3)): zero mean, unit variance, one hash per feature.
+// Synthetic sample i (base/data.h's synthetic_feature and synthetic_argmax).
 static void synthetic_row(const Data *d, uint64_t i, float *x) {
     uint64_t key = rng_key(d->seed, RNG_FEATURES, i);
-    for (int j = 0; j < d->inputs; j++) x[j] = (2.0f * rng_uniform(key, (uint64_t)j) - 1.0f) * 1.7320508f;
+    for (int j = 0; j < d->inputs; j++) x[j] = synthetic_feature(key, j);
 }
 
 static int32_t synthetic_label(const Data *d, uint64_t i, float *x) {
-    int D = d->inputs, best = 0;
-    float best_v = -INFINITY;
     synthetic_row(d, i, x);
-    for (int c = 0; c < d->classes; c++) {
-        float s = 0;
-        for (int j = 0; j < D; j++) s += d->teacher[(size_t)c * D + j] * x[j];
-        if (s > best_v) { best_v = s; best = c; }
+    return synthetic_argmax(0, x, d->teacher, d->inputs, d->classes);
+}
+
+void data_synthetic_rows(float *x, int32_t *y, const SyntheticBatch *b) {
+    float *row = x ? NULL : xmalloc(sizeof(float) * (size_t)b->inputs);
+    for (int r = 0; r < b->rows; r++) {
+        uint64_t key = rng_key(b->seed, RNG_FEATURES, b->first + (uint64_t)r);
+        float *xr = x ? x + (size_t)r * b->inputs : row;
+        for (int j = 0; j < b->inputs; j++) xr[j] = synthetic_feature(key, j);
+        if (y) y[r] = synthetic_argmax(key, xr, b->teacher, b->inputs, b->classes);
     }
-    return best;
+    free(row);
+}
+
+SyntheticBatch data_synthetic_batch(const Data *d, uint64_t first, int rows, const float *teacher) {
+    return (SyntheticBatch){.seed = d->seed, .first = first, .rows = rows, .inputs = d->inputs,
+                            .classes = d->classes, .teacher = teacher};
 }
 
 void data_features(const Data *d, uint64_t first, int rows, float *x) {

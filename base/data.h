@@ -3,26 +3,63 @@
 // a real data set (IDX: Fashion-MNIST, a folder, files; or .npy), shuffled per epoch from (seed,
 // epoch) alike on every rank. Also the counter-based RNG the weight init uses.
 #pragma once
+#include <math.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <stdio.h>
 
+// DATA_HD: these inline functions compile for the GPU too (kernels.cu makes synthetic rows there), so
+// host and device compute the same bits from the same code.
+#ifdef __CUDACC__
+#define DATA_HD __host__ __device__
+#else
+#define DATA_HD
+#endif
+
 // splitmix64 finaliser: a strong 64-bit mix, the core of the counter-based generator.
-static inline uint64_t mix64(uint64_t x) {
+static inline DATA_HD uint64_t mix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ULL;
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
     return x ^ (x >> 31);
 }
 // A stream key from up to three words (seed, purpose, index).
-static inline uint64_t rng_key(uint64_t a, uint64_t b, uint64_t c) { return mix64(mix64(mix64(a) ^ b) ^ c); }
+static inline DATA_HD uint64_t rng_key(uint64_t a, uint64_t b, uint64_t c) { return mix64(mix64(mix64(a) ^ b) ^ c); }
 // Uniform in [0, 1) for element i of stream key.
-static inline float rng_uniform(uint64_t key, uint64_t i) {
+static inline DATA_HD float rng_uniform(uint64_t key, uint64_t i) {
     return (float)((mix64(key ^ mix64(i)) >> 40) * (1.0 / 16777216.0));
 }
 float rng_normal(uint64_t key, uint64_t i);  // standard normal, Box-Muller over two counters
 
 enum { RNG_PARAM = 1, RNG_FEATURES = 2, RNG_TEACHER = 3, RNG_SHUFFLE = 4, RNG_EXPERT = 5 };
+
+// The synthetic task, row by row (base/data.c on the host, kernels.cu on a GPU): feature j of the row
+// whose stream key is row_key = rng_key(seed, RNG_FEATURES, i), uniform on [-sqrt(3), sqrt(3)) (zero
+// mean, unit variance) ...
+static inline DATA_HD float synthetic_feature(uint64_t row_key, int j) {
+    return (2.0f * rng_uniform(row_key, (uint64_t)j) - 1.0f) * 1.7320508f;
+}
+// ... and its label: the argmax over classes of teacher[c, :] . x (the first on a tie), each product
+// summed in order with fused multiply-adds (fmaf: the same bits whatever the compiler contracts). x:
+// the row's features, or NULL to make each as it is used (a GPU thread holds no row).
+static inline DATA_HD int32_t synthetic_argmax(uint64_t row_key, const float *x, const float *teacher, int D,
+                                               int C) {
+    int32_t best = 0;
+    float best_v = -INFINITY;
+    for (int c = 0; c < C; c++) {
+        float s = 0.0f;
+        for (int j = 0; j < D; j++) s = fmaf(teacher[(size_t)c * D + j], x ? x[j] : synthetic_feature(row_key, j), s);
+        if (s > best_v) { best_v = s; best = c; }
+    }
+    return best;
+}
+// A batch of synthetic rows for a backend that makes them on its device (base/ops.h's synthetic):
+// rows first .. first + rows - 1 of the stream of seed; teacher [classes, inputs] in the device's memory.
+typedef struct {
+    uint64_t seed, first;
+    int rows, inputs, classes;
+    const float *teacher;
+} SyntheticBatch;
 
 #define FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"  // (MICROPP_DATASETS=DIR: DIR/fashion-mnist)
 #define FASHION_MNIST_PACKAGE "dataset-fashion-mnist"
@@ -81,6 +118,11 @@ void data_set_epochs(Data *d, uint64_t epoch_rows);
 // Rows [first, first + rows) of the training stream: features x[rows, inputs] and labels y[rows].
 void data_features(const Data *d, uint64_t first, int rows, float *x);
 void data_labels(const Data *d, uint64_t first, int rows, int32_t *y);
+// Synthetic data (d->train.n == 0): rows b->first .. + b->rows of the training stream made on the host, x
+// and y as a backend's synthetic writes them (either NULL to skip; the labels from the features made for
+// x when both are asked for); data_synthetic_batch describes them, teacher wherever the maker reads it.
+void data_synthetic_rows(float *x, int32_t *y, const SyntheticBatch *b);
+SyntheticBatch data_synthetic_batch(const Data *d, uint64_t first, int rows, const float *teacher);
 // Held-out rows [first, first + rows): the test split, or synthetic samples from EVAL_BASE on, or
 // (a .npy file without a test split) the training rows in order (how many: the plan's eval_rows).
 void data_eval_features(const Data *d, uint64_t first, int rows, float *x);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "base/ops_math.h"
+#include "base/data.h"  // SyntheticBatch
 
 // Precision of the matrix products (--precision). bf16: gemm rounds its inputs A and B to bf16
 // (bf16_from_f32: nearest, ties to even) and accumulates and writes C in fp32, and bias_grad (a
@@ -47,15 +48,16 @@ typedef struct Backend {
     void (*relu_backward)(float *dz, const float *dy, const float *y, size_t n);
     // db[cols] += sum over rows of dz[rows,cols] (in bf16 precision: of dz rounded to bf16).
     void (*bias_grad)(float *db, const float *dz, int rows, int cols);
-    // Softmax cross-entropy over rows: returns the SUM of the rows' losses, writes
-    // dlogits = (softmax - onehot) * scale, and adds the count of argmax hits to *correct.
-    double (*softmax_xent)(const float *logits, const int32_t *labels, int rows, int C,
-                           float scale, float *dlogits, int *correct);
-    // The same, but the rows' loss sum and hits are ADDED to tally[0] and tally[1] (two doubles from
-    // alloc, in the backend's memory) instead of returned: on a GPU nothing waits for it, and the
-    // step reads the tally once (model.c's stage_take_loss).
+    // Softmax cross-entropy over rows: dlogits = (softmax - onehot) * scale (dlogits may alias logits),
+    // and the rows' loss sum and count of argmax hits ADDED to tally[0] and tally[1] (two doubles from
+    // alloc, in the backend's memory): on a GPU nothing waits for it, and the step reads the tally once
+    // (model.c's stage_take_loss).
     void (*softmax_xent_tally)(const float *logits, const int32_t *labels, int rows, int C, float scale,
                                float *dlogits, double *tally);
+    // Synthetic rows made where they are used (base/data.h's SyntheticBatch, b->teacher in this backend's
+    // memory): b's features into x [rows, inputs] and labels into y [rows], either NULL to skip; the same
+    // bits as data_features/data_labels (cpu: data_synthetic_rows; cuda: a kernel, no host work or copy).
+    void (*synthetic)(float *x, int32_t *y, const SyntheticBatch *b);
     // The updates return the index of the first parameter that is not finite afterwards (a NaN or
     // Inf gradient, or a parameter already gone), or -1: the check rides on the pass that writes them.
     long (*adam)(float *p, const float *g, float *m, float *v, size_t n, AdamArgs a);

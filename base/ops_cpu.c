@@ -157,7 +157,7 @@ const Backend backend_cpu = {
     .fill = cpu_fill, .gemm = cpu_gemm, .bias_act = cpu_bias_act,
     .relu_backward = cpu_relu_backward, .bias_grad = cpu_bias_grad,
     .to_bf16 = cpu_to_bf16, .from_bf16 = cpu_from_bf16,
-    .softmax_xent = cpu_softmax_xent, .softmax_xent_tally = cpu_softmax_xent_tally,
+    .softmax_xent_tally = cpu_softmax_xent_tally, .synthetic = data_synthetic_rows,
     .adam = cpu_adam, .sgd = cpu_sgd,
     .axpy = cpu_axpy, .scale = cpu_scale, .sumsq = cpu_sumsq,
     .sync = cpu_sync, .stamp = cpu_stamp, .stamps = cpu_stamps,

@@ -15,6 +15,7 @@ void exec_ring_alloc(InputRing *r, const Backend *be, int rows, int inputs) {
         r->copied[k] = be->fence_new();
     }
     r->next = 0;
+    r->teacher = NULL;
 }
 
 void exec_ring_free(InputRing *r, const Backend *be) {
@@ -25,6 +26,23 @@ void exec_ring_free(InputRing *r, const Backend *be) {
         be->free_host(r->x[k]); be->free_host(r->y[k]);
         r->copied[k] = NULL;
     }
+    if (r->teacher && !be->on_host) be->free(r->teacher);  // (on the host: the data's own)
+    r->teacher = NULL;
+}
+
+// Synthetic rows are made where they are used, by the backend (on a GPU: no host work, no copy), from the
+// teacher copied to the device at the first load.
+static void load_synthetic(StepState *st, Stage *s, int slot, uint64_t first, int load_x, int load_y) {
+    const Data *d = st->data;
+    InputRing *r = &st->ring;
+    if (s->be->on_host) r->teacher = d->teacher;
+    if (!r->teacher) {
+        size_t bytes = sizeof(float) * (size_t)d->classes * (size_t)d->inputs;
+        r->teacher = s->be->alloc(bytes);
+        s->be->to_device(r->teacher, d->teacher, bytes);
+    }
+    SyntheticBatch b = data_synthetic_batch(d, first, s->rows, r->teacher);
+    stage_make_synthetic(s, slot, load_x, load_y, &b);
 }
 
 // Loads the rows from sample `first` on: inputs (first stage) and labels (head) into a slot, through
@@ -33,6 +51,7 @@ void exec_ring_free(InputRing *r, const Backend *be) {
 // another buffer).
 void exec_load_inputs(StepState *st, Stage *s, int slot, uint64_t first, int load_x, int load_y) {
     if (!load_x && !load_y) return;  // (a middle stage: its input comes over the wire)
+    if (!st->data->train.n && s->be->synthetic) { load_synthetic(st, s, slot, first, load_x, load_y); return; }
     InputRing *r = &st->ring;
     int k = r->next;
     r->next = (k + 1) % INPUT_RING;

@@ -52,6 +52,7 @@ typedef struct {
     int32_t *y[INPUT_RING];   // host labels [rows]
     Fence *copied[INPUT_RING];
     int next;                 // the buffer the next load fills
+    float *teacher;           // synthetic data on a device: the teacher there (made at the first load)
 } InputRing;
 
 // What the executor works with besides the model: the step it runs, this rank's action list, the
