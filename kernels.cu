@@ -37,6 +37,8 @@ static struct Result { double loss_sum; int hits; } *g_result_host, *g_result_de
 static int *g_bad_host, *g_bad_dev;  // the optimizer updates' non-finite flag
 static float *g_row_loss;  // softmax_xent: per-row losses and hits, grown as needed
 static int *g_row_hit, g_row_cap;
+static float *g_synth_x;  // synthetic: the features a head makes its labels from, grown as needed
+static size_t g_synth_cap;
 static uint64_t g_key;  // device_key: a hash of the GPU's UUID
 
 constexpr int THREADS = 256;
@@ -357,17 +359,29 @@ __global__ void k_sum_rows(const float *row_loss, const int *row_hit, int rows, 
     if (threadIdx.x == 0) { tally[0] += ls[0]; tally[1] += hs[0]; }
 }
 
-// Synthetic rows (base/data.h's functions, the host's bits): one thread per feature, or per row for the
-// labels (each feature made again as the dot products use it: a thread holds no row).
+// Synthetic rows (base/data.h's functions, the host's bits): one thread a feature; a warp a row's label,
+// its lanes summing the parts of each dot product (synthetic_part) and adding them in the host's tree.
 __global__ void k_synthetic_x(float *x, SyntheticBatch b) {
     GRID_STRIDE(i, (size_t)b.rows * b.inputs) {
         uint64_t row = b.first + i / (size_t)b.inputs;
         x[i] = synthetic_feature(rng_key(b.seed, RNG_FEATURES, row), (int)(i % (size_t)b.inputs));
     }
 }
-__global__ void k_synthetic_y(int32_t *y, SyntheticBatch b) {
-    GRID_STRIDE(r, (size_t)b.rows)
-        y[r] = synthetic_argmax(rng_key(b.seed, RNG_FEATURES, b.first + r), NULL, b.teacher, b.inputs, b.classes);
+__global__ void k_synthetic_y(int32_t *y, const float *x, SyntheticBatch b) {
+    int lane = (int)(threadIdx.x % SYNTHETIC_LANES);
+    size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / SYNTHETIC_LANES;
+    size_t warps = (size_t)gridDim.x * blockDim.x / SYNTHETIC_LANES;
+    for (size_t r = warp; r < (size_t)b.rows; r += warps) {  // (a whole warp takes each row)
+        int32_t best = 0;
+        float best_v = -INFINITY;
+        for (int c = 0; c < b.classes; c++) {
+            float s = synthetic_part(x + r * b.inputs, b.teacher + (size_t)c * b.inputs, b.inputs, lane);
+            for (int h = SYNTHETIC_LANES / 2; h > 0; h /= 2) s += __shfl_down_sync(0xffffffffu, s, h);
+            s = __shfl_sync(0xffffffffu, s, 0);
+            if (s > best_v) { best_v = s; best = c; }
+        }
+        if (lane == 0) y[r] = best;
+    }
 }
 
 // ---- the Backend functions that launch them ----
@@ -430,14 +444,22 @@ static void cu_softmax_xent_tally(const float *logits, const int32_t *labels, in
                                   float *dlogits, double *tally) {
     if (rows > 0) xent_rows(logits, labels, rows, C, scale, dlogits, tally);
 }
+// The labels read the features: x's when made beside them, else a scratch of them (grown as needed).
 static void cu_synthetic(float *x, int32_t *y, const SyntheticBatch *b) {
-    if (b->rows <= 0) return;
-    if (x) {
-        k_synthetic_x<<<blocks_for((size_t)b->rows * b->inputs), THREADS, 0, g_stream>>>(x, *b);
+    size_t n = (size_t)b->rows * b->inputs;
+    if (!n) return;
+    if (!x && y && n > g_synth_cap) {  // stream-ordered, as xent_rows' scratch
+        if (g_synth_x) CUDA_CHECK(cudaFreeAsync(g_synth_x, g_stream));
+        CUDA_CHECK(cudaMallocAsync((void **)&g_synth_x, sizeof(float) * n, g_stream));
+        g_synth_cap = n;
+    }
+    float *rows = x ? x : g_synth_x;
+    if (x || y) {
+        k_synthetic_x<<<blocks_for(n), THREADS, 0, g_stream>>>(rows, *b);
         LAUNCH_CHECK(k_synthetic_x);
     }
     if (y) {
-        k_synthetic_y<<<blocks_for((size_t)b->rows), THREADS, 0, g_stream>>>(y, *b);
+        k_synthetic_y<<<blocks_for((size_t)b->rows * SYNTHETIC_LANES), THREADS, 0, g_stream>>>(y, rows, *b);
         LAUNCH_CHECK(k_synthetic_y);
     }
 }
@@ -637,6 +659,7 @@ extern "C" void backend_cuda_close(void) {
         if (g_bf16[i]) CUDA_CHECK(cudaFreeAsync(g_bf16[i], g_stream));
     if (g_row_loss) CUDA_CHECK(cudaFreeAsync(g_row_loss, g_stream));
     if (g_row_hit) CUDA_CHECK(cudaFreeAsync(g_row_hit, g_stream));
+    if (g_synth_x) CUDA_CHECK(cudaFreeAsync(g_synth_x, g_stream));
     stream_wait("GPU (its queued work, then the backend's scratch freed)");
     cu_free(g_result_dev);
     cu_free(g_bad_dev);
@@ -659,6 +682,8 @@ extern "C" void backend_cuda_close(void) {
     g_row_loss = NULL;
     g_row_hit = NULL;
     g_row_cap = 0;
+    g_synth_x = NULL;
+    g_synth_cap = 0;
     g_result_host = g_result_dev = NULL;
     g_bad_host = g_bad_dev = NULL;
     g_bounce = NULL;

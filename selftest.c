@@ -428,6 +428,35 @@ static void test_synthetic(Test *t) {
     free(teacher);
 }
 
+// The device's time to make synthetic rows at the --params 70B shape's width (32768 inputs): the features
+// alone (the first stage's) and the labels alone (the head's, its features made again), seconds a value:
+// the rates a machine file's data_s_per_value and label_s_per_value take (configs/machines/).
+static void time_synthetic(Test *t) {
+    const Backend *be = t->dut;
+    const int rows = 64, D = 32768, C = 2, reps = 3;
+    float *dT = be->alloc(sizeof(float) * (size_t)C * D), *dX = be->alloc(sizeof(float) * (size_t)rows * D);
+    int32_t *dY = be->alloc(sizeof(int32_t) * rows);
+    SyntheticBatch b = {.seed = t->seed, .first = 0, .rows = rows, .inputs = D, .classes = C, .teacher = dT};
+    double per_value[2];
+    for (int which = 0; which < 2; which++) {
+        be->synthetic(which ? NULL : dX, which ? dY : NULL, &b);  // (warm: the kernels, the scratch)
+        be->sync();
+        double t0 = now_sec();
+        for (int r = 0; r < reps; r++) be->synthetic(which ? NULL : dX, which ? dY : NULL, &b);
+        be->sync();
+        per_value[which] = (now_sec() - t0) / reps / ((double)rows * D);
+    }
+    const char *name[2] = {"synthetic rows timing (s/value)", "synthetic labels timing (s/value)"};
+    for (int which = 0; which < 2; which++) {
+        int ok = per_value[which] > 0 && per_value[which] < 1e-3;
+        t->checks++;
+        t->failed += !ok;
+        printf("%-34s %-16s %11.3g %11s %10s  %s\n", name[which], "64x32768 C2", per_value[which], "", "> 0",
+               ok ? "ok" : "FAIL");
+    }
+    be->free(dT); be->free(dX); be->free(dY);
+}
+
 static void test_optimizers(Test *t) {
     size_t n = 5003;
     float *p = rnd(t, 100, n, -1, 1), *g1 = rnd(t, 101, n, -1, 1), *g2 = rnd(t, 102, n, -0.01f, 0.01f);
@@ -660,6 +689,7 @@ int cmd_selftest(int argc, char **argv) {
     test_elementwise(&t);
     test_softmax(&t);
     test_synthetic(&t);
+    time_synthetic(&t);
     test_optimizers(&t);
     wd_phase("selftest's bf16 rows", 0);
     test_bf16(&t);

@@ -350,7 +350,7 @@ static void synthetic_row(const Data *d, uint64_t i, float *x) {
 
 static int32_t synthetic_label(const Data *d, uint64_t i, float *x) {
     synthetic_row(d, i, x);
-    return synthetic_argmax(0, x, d->teacher, d->inputs, d->classes);
+    return synthetic_argmax(x, d->teacher, d->inputs, d->classes);
 }
 
 void data_synthetic_rows(float *x, int32_t *y, const SyntheticBatch *b) {
@@ -359,7 +359,7 @@ void data_synthetic_rows(float *x, int32_t *y, const SyntheticBatch *b) {
         uint64_t key = rng_key(b->seed, RNG_FEATURES, b->first + (uint64_t)r);
         float *xr = x ? x + (size_t)r * b->inputs : row;
         for (int j = 0; j < b->inputs; j++) xr[j] = synthetic_feature(key, j);
-        if (y) y[r] = synthetic_argmax(key, xr, b->teacher, b->inputs, b->classes);
+        if (y) y[r] = synthetic_argmax(xr, b->teacher, b->inputs, b->classes);
     }
     free(row);
 }

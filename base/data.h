@@ -39,17 +39,26 @@ enum { RNG_PARAM = 1, RNG_FEATURES = 2, RNG_TEACHER = 3, RNG_SHUFFLE = 4, RNG_EX
 static inline DATA_HD float synthetic_feature(uint64_t row_key, int j) {
     return (2.0f * rng_uniform(row_key, (uint64_t)j) - 1.0f) * 1.7320508f;
 }
-// ... and its label: the argmax over classes of teacher[c, :] . x (the first on a tie), each product
-// summed in order with fused multiply-adds (fmaf: the same bits whatever the compiler contracts). x:
-// the row's features, or NULL to make each as it is used (a GPU thread holds no row).
-static inline DATA_HD int32_t synthetic_argmax(uint64_t row_key, const float *x, const float *teacher, int D,
-                                               int C) {
+// ... and its label: the argmax over classes of teacher[c, :] . x (the first on a tie). Each dot product
+// is summed in SYNTHETIC_LANES strided parts (part k: x[j] t[j] for j = k, k + LANES, ... in order, with
+// fused multiply-adds: the same bits whatever a compiler contracts), then the parts added in a fixed
+// tree (part k += part k + h, for h = 16, 8, 4, 2, 1): a GPU warp's 32 lanes sum a row that way (kernels.cu), and the
+// host in the same order, so both give the same bits.
+#define SYNTHETIC_LANES 32
+static inline DATA_HD float synthetic_part(const float *x, const float *t, int D, int k) {
+    float s = 0.0f;
+    for (int j = k; j < D; j += SYNTHETIC_LANES) s = fmaf(t[j], x[j], s);
+    return s;
+}
+static inline int32_t synthetic_argmax(const float *x, const float *teacher, int D, int C) {
     int32_t best = 0;
     float best_v = -INFINITY;
     for (int c = 0; c < C; c++) {
-        float s = 0.0f;
-        for (int j = 0; j < D; j++) s = fmaf(teacher[(size_t)c * D + j], x ? x[j] : synthetic_feature(row_key, j), s);
-        if (s > best_v) { best_v = s; best = c; }
+        float part[SYNTHETIC_LANES];
+        for (int k = 0; k < SYNTHETIC_LANES; k++) part[k] = synthetic_part(x, teacher + (size_t)c * D, D, k);
+        for (int h = SYNTHETIC_LANES / 2; h > 0; h /= 2)
+            for (int k = 0; k < h; k++) part[k] += part[k + h];
+        if (part[0] > best_v) { best_v = part[0]; best = c; }
     }
     return best;
 }

@@ -189,8 +189,10 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
     if (ckpt) { q.i += q.f; q.b += q.f; }  // (the recompute repeats the forward's all-reduces and all-to-alls)
     q.tp_s = ar_f * (ckpt ? 2 : 1) + ar_b;
     q.a2a_s = a2a_f * (ckpt ? 2 : 1) + a2a_b;
-    if (p->lo[vs] == 0) q.data_s += pf->data_s_per_value * rows * in;  // the first stage makes the input rows,
-    if (vs == p->S - 1) q.data_s += pf->label_s_per_value * rows * in;  // the head their labels (exec_load_inputs)
+    // the first stage makes the input rows, the head their labels (exec_load_inputs); a stage doing both makes
+    // the labels from the rows it made (data_synthetic_rows): the labels' time, which holds the rows'
+    int first = p->lo[vs] == 0, head = vs == p->S - 1;
+    if (first || head) q.data_s += (head ? pf->label_s_per_value : pf->data_s_per_value) * rows * in;
     q.f += q.data_s;
     return q;
 }

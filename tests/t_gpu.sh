@@ -101,6 +101,12 @@ run 120 "$MICROPP" selftest --device cpu
 checks=$(sed -n 's/^selftest: \([0-9]*\) checks, 0 failed: ok$/\1/p' <<<"$OUT")
 if [ "$RC" -eq 0 ] && [ -n "$checks" ] && [ "$checks" -ge 30 ]; then pass "gpu/selftest --device cpu passes ($checks checks)"
 else fail "gpu/selftest --device cpu passes" "exit $RC: $(tail -n 3 <<<"$OUT") $(head -c 200 <<<"$ERR")"; fi
+# the backend's synthetic rows against the host's, bit for bit (features, labels, labels alone), and their
+# time a value (what a machine file's data rates take)
+if [ "$(grep -cE '^synthetic rows: (features|labels|labels alone) +300x77 C5 +0 +0 +0 +ok$' <<<"$OUT")" = 3 ] &&
+    grep -qE '^synthetic labels timing \(s/value\) +64x32768 C2 +[0-9.e+-]+ +> 0 +ok$' <<<"$OUT"; then
+    pass "gpu/selftest's synthetic rows: the host's bits, and their time a value"
+else fail "gpu/selftest's synthetic rows: the host's bits, and their time a value" "$(grep synthetic <<<"$OUT")"; fi
 run 120 "$MICROPP" selftest --device cpu --tol-scale 0
 if [ "$RC" -eq 1 ] && grep -qE '^gemm NT \(layer forward\).*FAIL$' <<<"$OUT" && grep -q 'FAILED$' <<<"$OUT"; then
     pass "gpu/selftest fails (exit 1) when an error exceeds its tolerance"

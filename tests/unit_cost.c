@@ -422,7 +422,8 @@ static void test_links(void) {
 }
 
 // The synthetic data where train makes it (exec_load_inputs): the input rows on the first stage, their
-// labels on the head; a profile written before the two were timed apart splits its one figure in half;
+// labels on the head (a stage doing both: the labels' time alone, made from its rows); a profile written
+// before the two were timed apart splits its one figure in half;
 // a machine file carries the host's rates.
 static void test_data_costs(void) {
     Profile pf;
@@ -433,7 +434,7 @@ static void test_data_costs(void) {
     Layout l = {.pp = 1, .dp = 1, .tp = 1, .v = 1, .M = 1};
     pf.data_s_per_value = A / 16, pf.label_s_per_value = A / 8;  // 64 rows x 8 inputs: 32A and 64A
     int rc = predict_step(&pf, &c, &l, &pr, why, sizeof why);
-    double want = 4 * 3 * A * 64 + 32 * A + 64 * A;
+    double want = 4 * 3 * A * 64 + 64 * A;
     EXPECT("predict_data_monolith", rc == 0 && fabs(pr.step_s - want) < 1e-9, "%s %.9g vs %.9g", why, pr.step_s, want);
     // 1F1B on 2 stages, 4 micro-batches of 16 rows (F = 32A, B = 64A a stage): stage 0 ends the step, and
     // its busy time has the rows (16 x 8 x A/16 = 8A a micro-batch) and none of the labels
