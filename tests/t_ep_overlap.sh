@@ -81,10 +81,11 @@ EOF
 [ "$RC" = 0 ] && [ -z "$why" ] && pass "ep_overlap/pair's measured bubble: in [0, 1], a pair's overlap counted once (the passes' union)" \
     || fail "ep_overlap/pair's measured bubble" "rc $RC: $why ${ERR:0:200}"
 
-# pair drawn: --gantt's block of both passes in the legend (drawn only when one was: its label "[F3/B2]", or its
+# pair drawn: --gantt's (and --timeline's SVG's) block of both passes in the legend (drawn only when one was: its label "[F3/B2]", or its
 # letter where narrow, tests/unit_trace.c); --trace keeps both events, a pair's backward on a track of its own
 run 240 mpiexec -n 4 "$MICROPP" train --layers 4 --hidden 16 --batch 32 --log-every 0 --experts 4 --steps 2 --pp 2 \
-    --dp 2 --ep 2 --micro-batches 4 --schedule 1f1b --ep-overlap pair --gantt --width 100 --trace "$TMP/pair2.json"
+    --dp 2 --ep 2 --micro-batches 4 --schedule 1f1b --ep-overlap pair --gantt --width 100 --trace "$TMP/pair2.json" \
+    --timeline "$TMP/pair2.svg"
 why=$(python3 - "$TMP/pair2.json" 2>&1 <<'EOF'
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
@@ -98,7 +99,8 @@ for b in own:  # each overlaps a forward of its rank and step on the rank's own 
 EOF
 )
 [ "$RC" = 0 ] && [ -z "$why" ] && grep -q "F/B a forward and a backward in turn (--ep-overlap pair)" <<<"$OUT" \
-    && pass "ep_overlap/pair drawn: --gantt's block of both passes (F3/B2), in the legend; --trace's backward on its own track" \
+    && grep -q "F3/B1: a forward and a backward in turn (--ep-overlap pair)</text>" "$TMP/pair2.svg" \
+    && pass "ep_overlap/pair drawn: --gantt's and --timeline's block of both passes (F3/B2), in their legends; --trace's backward on its own track" \
     || fail "ep_overlap/pair drawn" "rc $RC: $why $(grep -E '^rank 0|F/B' <<<"$OUT" | head -2) ${ERR:0:200}"
 
 # plan counts pair's second scratch (expert_sizes): its per-rank total above on's, on for off's

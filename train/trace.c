@@ -207,19 +207,22 @@ void gantt_text(FILE *f, const Gantt *g, int colour) {
 // and the legend are reckoned from their text, so nothing runs past the right edge.
 typedef struct {
     double left, plot_w, row_h, cell_h, bar_h, axis_h, pad, width, px;
+    int pairs;  // some slice is a --ep-overlap pair (its legend note)
 } GanttPage;
 
-// The legend's items (the kinds drawn, then the idle note) laid out in lines inside the picture:
+// The legend's items (the kinds drawn, then the idle note, then the pairs') laid out in lines inside the picture:
 // with f NULL it only counts the lines; each item's swatch at (x, y + 2).
 static int gantt_legend(FILE *f, const GanttPage *g, const int *present, double y) {
     double x = g->left, right = g->width - 8;
     int lines = 1;
     char text[128];
-    for (int k = 0; k <= EV_KINDS; k++) {
+    for (int k = 0; k <= EV_KINDS + 1; k++) {  // (then the idle note, and the pairs' when drawn)
         const KindStyle *s = k < EV_KINDS ? kind_style(k) : NULL;
         if (s && (!present[k] || seen_before(present, k))) continue;
+        if (k == EV_KINDS + 1 && !g->pairs) continue;
         if (s) snprintf(text, sizeof text, "%s %s", s->letter, s->name);
-        else snprintf(text, sizeof text, "light grey: idle (bubble)");
+        else if (k == EV_KINDS) snprintf(text, sizeof text, "light grey: idle (bubble)");
+        else snprintf(text, sizeof text, "F3/B1: a forward and a backward in turn (--ep-overlap pair)");
         double w = (s ? 16 : 0) + svg_text_width(text, SVG_FONT);
         if (x > g->left && x + w > right) { x = g->left; y += 18; lines++; }
         if (f && s)
@@ -300,7 +303,10 @@ void gantt_svg(FILE *f, const Gantt *charts, int n, int own_spans) {
         for (int r = 0; r < charts[c].rows && charts[c].row_name; r++)  // the row names left of the plot
             pg.left = fmax(pg.left, 4 + svg_text_width(charts[c].row_name[r], SVG_FONT) + 8);
         for (int r = 0; r < charts[c].rows; r++)
-            for (int i = 0; i < charts[c].n[r]; i++) present[charts[c].slices[r][i].kind] = 1;
+            for (int i = 0; i < charts[c].n[r]; i++) {
+                present[charts[c].slices[r][i].kind] = 1;
+                pg.pairs |= charts[c].slices[r][i].pair_mb > 0;
+            }
     }
     if (t_max <= 0) t_max = 1;
     pg.px = pg.plot_w / t_max;
