@@ -138,6 +138,7 @@ void alltoall_take_stats(AllToAll *a, double *bytes, double *seconds) {
 static void nccl_counts(AllToAll *a, const int *send, int *recv, int per) {
     size_t n = (size_t)a->R * (size_t)per;
     CHECK(n <= (a->cap ? a->cap : 1), "all-to-all of %zu counts through device buffers of %zu", n, a->cap);
+    CHECK(!a->pending.on, "an NCCL all-to-all of counts while its rows' exchange is in flight (one per communicator)");
     int *c = xmalloc(sizeof(int) * 2 * (size_t)a->R);
     for (int p = 0; p < a->R; p++) c[p] = per, c[a->R + p] = p * per;
     a->be->to_device(a->dev_send, send, n * sizeof(int));
