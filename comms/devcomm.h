@@ -86,7 +86,7 @@ double devcomm_allreduce_smoke(size_t n);
 // --timeout names `what`), and the compute queued after it waits too. One in flight per DevComm: every
 // rank of the group posts them in the same order (NCCL pairs by order). devcomm_alltoall_smoke:
 // selftest --nccl's row on one GPU (a group of one rank, floats then ints to itself); returns the
-// largest difference. The two-rank exchange has never run on a GPU (tests/t_gpu.sh's --ep 2 row).
+// largest difference. Compiled, never run on a GPU yet (selftest --nccl's row on one, t_gpu.sh's --ep 2 on two).
 void devcomm_alltoallv(DevComm *d, const void *send, const int *sc, const int *sd, void *recv, const int *rc,
                        const int *rd, int ints);
 void devcomm_alltoall_wait(DevComm *d, const char *what);
