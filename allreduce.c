@@ -1,13 +1,15 @@
 // allreduce.c: `micropp allreduce` and `micropp alltoall`: time the data-parallel all-reduce over every rank
 // by each algorithm of the collectives' table (comm_algos: MPI's own MPI_Allreduce, the from-scratch ring,
 // shm), and expert parallelism's all-to-all by each of alltoall_algos' host rows (MPI_Alltoallv, pairwise
-// messages, shm), the way nccl-tests' all_reduce_perf and alltoall_perf report them (time, algorithm and
-// bus bandwidth, the fastest per size), and check the result (#wrong; exit 1 when wrong).
+// messages, shm) or, --algo nccl, as train runs it under --transport nccl (one GPU per rank), the way
+// nccl-tests' all_reduce_perf and alltoall_perf report them (time, algorithm and bus bandwidth, the fastest
+// per size), and check the result (#wrong; exit 1 when wrong).
 #include <math.h>
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "comms.h"
 #include "comms/alltoall.h"
+#include "comms/hardware.h"  // comm_choose_hardware
 #include "comms/hier.h"
 #include "base/config.h"
 #include "commands.h"
@@ -52,7 +54,8 @@ static const Option allreduce_options[] = {
 static const Option alltoall_options[] = {
     SIZE_OPTIONS,
     {"algo", 0, OPT_CHOICE, A(algo), ALLTOALL_ALGO_NAMES "|all", 0, 0, "ALG",
-     "MPI_Alltoallv, the pairwise exchange, the shared-memory windows, (nccl: GPUs only, train's), or all of them", 0},
+     "MPI_Alltoallv, the pairwise exchange, the shared-memory windows, nccl (train's under --transport nccl: host rows "
+     "through GPU buffers, one GPU per rank), or all of them (but nccl)", 0},
     JSON_OPTION,
     {0},
 };
@@ -271,12 +274,31 @@ static long alltoall_wrong(AllToAll *a, float *send, float *recv, const int *one
     return (long)w[0];
 }
 
+// --algo nccl: this rank's GPU (the CUDA backend) and an NCCL communicator over every rank (comms.c's
+// comm_nccl_group, closed at the end), or one line and exit 2, the same on every rank (the hardware agreed).
+static const Backend *nccl_open(struct DevComm **dev) {
+    Hardware hw;
+    comm_choose_hardware(1, &hw);
+    if (hw.no_gpu_rank >= 0)
+        user_error("alltoall: --algo nccl runs train's all-to-all over NCCL between GPUs, and rank %d has no CUDA "
+                   "device (%s): use --algo mpi, pair, shm or all", hw.no_gpu_rank, hw.no_gpu_why);
+    if (hw.crowded)
+        user_error("alltoall: --algo nccl needs one GPU per rank, but a node runs %d ranks on %d GPU%s: use --algo "
+                   "mpi, pair, shm or all, or at most %d ranks per node", hw.crowded_ranks, hw.crowded_gpus,
+                   hw.crowded_gpus == 1 ? "" : "s", hw.crowded_gpus);
+    *dev = comm_nccl_group(MPI_COMM_WORLD);
+    return hw.cuda;
+}
+
 static void alltoall_header(const AllreduceConfig *cfg, int R, int skip_shm) {
     printf("# micropp alltoall: %d ranks, each sends size/%d to every rank (mpi = MPI_Alltoallv, pair and shm = "
            "comms/alltoall.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
            R, R, (long long)cfg->iters, (long long)cfg->warmup);
     printf("# algbw = size / time, busbw = algbw * (R-1)/R (what leaves each rank); GB = 1e9 bytes\n");
     if (skip_shm) printf("# shm left out: the ranks are not on one node (--algo shm says so)\n");
+    if (cfg->algo == ALLTOALL_NCCL)
+        printf("# nccl = train's under --transport nccl: the host's rows onto the GPU, ncclSend/ncclRecv to every rank "
+               "in one group, back to the host (the time includes both copies)\n");
     printf("# %12s %12s %6s %12s %12s %12s %7s\n", "size(B)", "count", "algo", "time(us)", "algbw(GB/s)",
            "busbw(GB/s)", "#wrong");
 }
@@ -293,10 +315,9 @@ int cmd_alltoall(int argc, char **argv) {
     if (R < 2)
         user_error("alltoall: needs 2 ranks or more, got 1 (one rank exchanges nothing): run it as "
                    "'mpiexec -n 2 ./micropp alltoall'");
-    if (cfg.algo == ALLTOALL_NCCL)
-        user_error("alltoall: --algo nccl exchanges GPU buffers (train --transport nccl --ep); this command times "
-                   "host buffers: use --algo mpi, pair, shm or all");
     resolve_sizes("alltoall", &cfg, &seen);
+    struct DevComm *nccl = NULL;
+    const Backend *gpu = cfg.algo == ALLTOALL_NCCL ? nccl_open(&nccl) : NULL;
     int all = cfg.algo == ALLTOALL_ALGOS, shm_ok = alltoall_shm_possible(MPI_COMM_WORLD);
     if (cfg.algo == ALLTOALL_SHM && !shm_ok)
         user_error("alltoall: --algo shm needs every rank on one node, and they are not: use --algo mpi or pair");
@@ -307,9 +328,10 @@ int cmd_alltoall(int argc, char **argv) {
     int *ones = xmalloc(sizeof(int) * (size_t)R);
     for (int p = 0; p < R; p++) ones[p] = 1;  // one row of `per` floats to every rank
     AllToAll *algos[ALLTOALL_ALGOS] = {0};
-    for (int a = 0; a < ALLTOALL_ALGOS; a++)
-        if ((all || a == cfg.algo) && !alltoall_algos[a].device && (shm_ok || !alltoall_algos[a].windows))
-            algos[a] = alltoall_open(MPI_COMM_WORLD, a, &backend_cpu, (size_t)pmax * R, NULL);
+    for (int a = 0; a < ALLTOALL_ALGOS; a++)  // (all: the host's algorithms; nccl only when asked for)
+        if ((all ? !alltoall_algos[a].device : a == cfg.algo) && (shm_ok || !alltoall_algos[a].windows))
+            algos[a] = alltoall_open(MPI_COMM_WORLD, a, alltoall_algos[a].device ? gpu : &backend_cpu, (size_t)pmax * R,
+                                     alltoall_algos[a].device ? nccl : NULL);
     int rank = comm_world_rank();
     if (rank == 0 && !cfg.json) alltoall_header(&cfg, R, all && !shm_ok);
     cJSON *rows = cJSON_CreateArray();

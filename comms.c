@@ -51,13 +51,14 @@ void comm_init(int *argc, char ***argv) {
 }
 
 // NCCL communicators, closed by comm_finalize (in this order on every rank): the pipeline's
-// transport and the tensor-parallel group's.
-enum { DEVCOMM_PIPELINE, DEVCOMM_GROUP };
-static DevComm *opened_devcomm[2];
-static void abort_devcomm(void) { devcomm_abort_all(opened_devcomm, 2); }  // the watchdog ends the job
+// transport, then the groups' in the order opened (the tensor-parallel group's, or the expert lanes').
+enum { DEVCOMM_PIPELINE, DEVCOMM_GROUP, DEVCOMM_SLOTS = 4 };
+static DevComm *opened_devcomm[DEVCOMM_SLOTS];
+static void abort_devcomm(void) { devcomm_abort_all(opened_devcomm, DEVCOMM_SLOTS); }  // the watchdog ends the job
 static void keep_devcomm(int which, DevComm *d) {
-    CHECK(!opened_devcomm[which], "a second NCCL communicator for the %s",
-          which ? "tensor-parallel group" : "pipeline");
+    while (which > DEVCOMM_PIPELINE && which < DEVCOMM_SLOTS && opened_devcomm[which]) which++;  // a group's: the next
+    CHECK(which < DEVCOMM_SLOTS && !opened_devcomm[which], "%s",
+          which ? "more NCCL groups than comms.c keeps" : "a second NCCL communicator for the pipeline");
     opened_devcomm[which] = d;
     wd_at_end(abort_devcomm);  // a rank that times out leaves no NCCL kernel spinning on a peer
 }
@@ -74,7 +75,7 @@ int comm_outputs_written(int code, const char *what) {
 }
 
 void comm_finalize_with(int code) {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < DEVCOMM_SLOTS; i++)
         if (opened_devcomm[i]) { devcomm_close(opened_devcomm[i]); opened_devcomm[i] = NULL; }
     comm_messages_free();  // the wire's pinned staging, then the CUDA backend itself (no-op if not opened)
     comm_collectives_free();

@@ -65,6 +65,7 @@ void comm_use_transport(Comm *c, int transport, const int *peers, int npeers);
 // An NCCL transport over any MPI communicator: its rank 0 makes the id (ncclGetUniqueId), MPI_Bcast
 // hands it to the others, each calls devcomm_open (peers: ranks of comm). Collective over comm.
 struct DevComm *comm_nccl_open(MPI_Comm comm, const int *peers, int npeers);
-// The tensor-parallel group's NCCL communicator over comm (devcomm_open_group, the id as above),
-// closed by comm_finalize after the pipeline's, and aborted with it by the watchdog. Collective over comm.
+// A group's NCCL communicator over comm (devcomm_open_group, the id as above): the tensor-parallel
+// group's, or an expert group lane's (axes/expert.c; at most 3 groups), closed by comm_finalize after the
+// pipeline's in the order opened, and aborted with it by the watchdog. Collective over comm.
 struct DevComm *comm_nccl_group(MPI_Comm comm);

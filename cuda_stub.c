@@ -44,11 +44,16 @@ void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n) {
 double devcomm_abort_smoke(void) { fatal("NCCL transport in a build without CUDA"); }
 double devcomm_allreduce_seconds(DevComm *d) { (void)d; fatal("NCCL transport in a build without CUDA"); }
 double devcomm_allreduce_smoke(size_t n) { (void)n; fatal("NCCL transport in a build without CUDA"); }
-void devcomm_alltoallv(DevComm *d, const float *send, const int *sc, const int *sd, float *recv, const int *rc,
-                       const int *rd) {
-    (void)d; (void)send; (void)sc; (void)sd; (void)recv; (void)rc; (void)rd;
+void devcomm_alltoallv(DevComm *d, const void *send, const int *sc, const int *sd, void *recv, const int *rc,
+                       const int *rd, int ints) {
+    (void)d; (void)send; (void)sc; (void)sd; (void)recv; (void)rc; (void)rd; (void)ints;
     fatal("NCCL transport in a build without CUDA");
 }
+void devcomm_alltoall_wait(DevComm *d, const char *what) {
+    (void)d; (void)what;
+    fatal("NCCL transport in a build without CUDA");
+}
+double devcomm_alltoall_smoke(size_t n) { (void)n; fatal("NCCL transport in a build without CUDA"); }
 void devcomm_plan(DevComm *d, const DevCall *calls, int n) {
     (void)d; (void)calls; (void)n;
     fatal("NCCL transport in a build without CUDA");

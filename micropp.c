@@ -23,7 +23,7 @@ static const Command commands[] = {
     {"plot", cmd_plot, "draw train --metrics logs as curves: loss, accuracy, learning rate, step time (SVG, no MPI)"},
     {"pingpong", cmd_pingpong, "send a tensor between 2 ranks; --sweep measures latency and bandwidth"},
     {"allreduce", cmd_allreduce, "time the data-parallel all-reduce over all ranks: MPI's own, the ring, shm"},
-    {"alltoall", cmd_alltoall, "time expert parallelism's all-to-all over all ranks: MPI's own, pairwise, shm"},
+    {"alltoall", cmd_alltoall, "time expert parallelism's all-to-all over all ranks: MPI's own, pairwise, shm, nccl"},
     {"selftest", cmd_selftest, "check every backend operation and a training step (GPU vs CPU, or CPU vs naive loops)"},
     {0},
 };

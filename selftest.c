@@ -604,7 +604,8 @@ static void test_train_step(Test *t, double gemm_tol, double loss_tol) {
 // --nccl: the NCCL calls of the transport on this one GPU (NCCL refuses two ranks on one GPU, so the
 // pairing of ranks is p2p.c's to prove): devcomm_open on a world of one rank, on each of the four
 // channels a grouped ncclSend and ncclRecv of 1M floats to itself, devcomm_close; then the tensor-
-// parallel group's all-reduce on a group of one rank (the sum is the input). Exact, or it fails. Last,
+// parallel group's all-reduce on a group of one rank (the sum is the input), and the expert group's
+// all-to-all on one (a grouped send and receive to itself). Exact, or it fails. Last,
 // the watchdog's abort of both kinds of transport together (devcomm_abort_all) must return.
 static void test_nccl(Test *t) {
     char why[400];
@@ -613,6 +614,8 @@ static void test_nccl(Test *t) {
     report(t, "nccl: 1 rank, 4 splits, self send", "1048576", &diff, &zero, 1, 0);
     diff = (float)devcomm_allreduce_smoke((size_t)1 << 20);
     report(t, "nccl: 1 rank, all-reduce, timed", "1048576", &diff, &zero, 1, 0);
+    diff = (float)devcomm_alltoall_smoke((size_t)1 << 20);  // (expert parallelism's: floats, then ints)
+    report(t, "nccl: 1 rank, all-to-all, floats and ints", "1048576", &diff, &zero, 1, 0);
     // the watchdog's hook (devcomm_abort_all): both transports' communicators aborted in one group,
     // within 10 s (0 when it did, else the seconds it took)
     double took = devcomm_abort_smoke();

@@ -73,6 +73,7 @@ typedef struct {
     int N;     // expert parallelism: the expert group's ranks, N consecutive replicas of a stage (1: none)
     int algo;  // ALLTOALL_* (comms/alltoall.h) or ALLTOALL_AUTO (axes/expert.h): the group's all-to-all
     int overlap;  // --ep-overlap: a layer's own rows computed while the others' travel (axes/expert.c)
+    int nccl;     // 1: the all-to-all over NCCL (--transport nccl with --alltoall auto; algo is then unused)
 } ExpertPlan;
 typedef struct {
     int ckpt;          // activation checkpointing: a stage keeps its inputs and recomputes in the backward

@@ -16,6 +16,7 @@
 #include "axes/expert.h"
 #include "comms/collectives.h"
 #include "comms/hardware.h"  // TRANSPORT_NCCL
+#include "comms.h"           // comm_nccl_group
 #include "base/util.h"
 
 // The values of --ep that work: the divisors of D that also divide E (at least 2), as "2, 4".
@@ -46,6 +47,8 @@ void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNee
     double scratch = 2 * rows * H * f + 3 * rows * E * f + rows * k * H * f + 4 * all * H * f;
     int lanes = c->moe.overlap == EP_OVERLAP_PAIR && N > 1 ? 2 : 1;  // pair: a second scratch, at its first pass
     m->buffers += layers * ((slots + 1) * state + 2 * (slots * got + all) * H * f) + lanes * scratch + E * sizeof(long);
+    if (p->expert.nccl && N > 1)  // each lane's device buffers, both ways (comms/alltoall.c; expert_setup's cap)
+        m->buffers += lanes * 2 * fmax(rows * k * H * N, E) * f;
 }
 
 double expert_held_floats(const TrainConfig *c, const Plan *p, int vs) {
@@ -88,9 +91,9 @@ int expert_rules(const TrainConfig *c, Plan *p, Err *e) {
         return refuse(e, "train: --experts %d over --ep %d: each rank of the group runs E/N experts, and %d is not a "
                          "multiple of %d: use --ep %s, or --experts %d or %d",
                       E, N, E, N, ep_fits(D, E, fits, sizeof fits), E / N * N > 0 ? E / N * N : N, (E / N + 1) * N);
-    if (p->device == DEVICE_CUDA && p->transport == TRANSPORT_NCCL)  // (issue 33: not a silent fall-back to MPI)
-        return refuse(e, "train: --ep over --transport nccl: the MoE layer routes its rows on the host (moe.c), so its "
-                         "all-to-all cannot run over NCCL yet (docs/experts.md): use --transport mpi or drop --ep");
+    // --transport nccl: the all-to-all over NCCL too (the host's rows through device buffers), unless --alltoall
+    // names a host algorithm
+    p->expert.nccl = p->device == DEVICE_CUDA && p->transport == TRANSPORT_NCCL && p->expert.algo == ALLTOALL_AUTO;
     p->expert.N = N;
     return 0;
 }
@@ -174,11 +177,14 @@ static void ex_rows(void *ctx, const float *send, const int *send_counts, float 
     g->flight += now_sec() - t0;
 }
 
-// Lane j: its all-to-all over the group and the hook every local MoE layer calls for it.
-static void lane_open(ExpertGroup *g, int j, size_t cap, Stage *local, int n_local) {
+// Lane j: its all-to-all over the group and the hook every local MoE layer calls for it. The hook's buffers
+// are on the host; nccl's go through device buffers of gpu (the lane's own NCCL communicator: two lanes'
+// exchanges in flight at once never share one's order).
+static void lane_open(ExpertGroup *g, int j, size_t cap, const Backend *gpu, Stage *local, int n_local) {
     ExpertLane *l = &g->lane[j];
     l->g = g;
-    l->a2a = alltoall_open(g->comm, g->algo, &backend_cpu, cap, NULL);  // (the hook's buffers are on the host)
+    struct DevComm *dev = g->algo == ALLTOALL_NCCL ? comm_nccl_group(g->comm) : NULL;  // (comms.c closes it)
+    l->a2a = alltoall_open(g->comm, g->algo, dev ? gpu : &backend_cpu, cap, dev);
     l->ex = (MoeExchange){.size = g->N, .rank = g->rank, .exchange_counts = ex_counts, .exchange_rows = ex_rows,
                           .start_rows = ex_start, .wait_rows = ex_wait, .ctx = l};
     for (int k = 0; k < n_local; k++)
@@ -193,12 +199,12 @@ void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n
     int replica = grid->replica;
     MPI_CHECK(MPI_Comm_split(grid->dp, replica / g->N, replica, &g->comm));
     MPI_CHECK(MPI_Comm_rank(g->comm, &g->rank));
-    int algo = p->expert.algo;
+    int algo = p->expert.algo;  // (ALLTOALL_AUTO's value is ALLTOALL_NCCL's: nccl is the plan's flag)
     if (algo == ALLTOALL_AUTO) algo = alltoall_shm_possible(g->comm) ? ALLTOALL_SHM : ALLTOALL_MPI;
     else if (algo == ALLTOALL_SHM && !alltoall_shm_possible(g->comm)) algo = -1;
     comm_agree(grid->world, algo < 0 ? "train: --alltoall shm needs every expert group on one node: use --alltoall "
                                        "mpi, pair or auto" : "");
-    g->algo = algo;
+    g->algo = p->expert.nccl ? ALLTOALL_NCCL : algo;
     size_t cap = 0;  // the most floats a rank sends in one exchange: every row to every expert it routes to
     for (int k = 0; k < n_local; k++)
         if (local[k].moe) {
@@ -207,10 +213,11 @@ void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n
             cap = c > cap ? c : cap;
             g->per = m->spec.experts / g->N;
         }
+    if (g->algo == ALLTOALL_NCCL && cap < (size_t)g->N * g->per) cap = (size_t)g->N * g->per;  // (the counts too)
     g->scount = xcalloc((size_t)g->N, sizeof(int));
     g->rcount = xcalloc((size_t)g->N, sizeof(int));
     g->overlap = p->expert.overlap;
-    for (int j = 0; j < (g->overlap == EP_OVERLAP_PAIR ? 2 : 1); j++) lane_open(g, j, cap, local, n_local);
+    for (int j = 0; j < (g->overlap == EP_OVERLAP_PAIR ? 2 : 1); j++) lane_open(g, j, cap, grid->be, local, n_local);
     g->peers = *grid;  // (the grid's device and transport; its own dp group, no windows, its own collectives' tags)
     g->peers.shm = NULL;
     g->peers.seq = 0;

@@ -9,11 +9,11 @@
 #include "model.h"
 #include "axes/axis.h"
 
-// --alltoall: the expert group's algorithm (alltoall_algos' host rows), or auto (shm where the group sits
-// on one node, else mpi).
+// --alltoall: the expert group's algorithm (alltoall_algos' host rows), or auto (nccl with --transport nccl,
+// else shm where the group sits on one node, else mpi).
 #define ALLTOALL_CHOICES "mpi|pair|shm|auto"
 // The value of --alltoall auto: its index in ALLTOALL_CHOICES (mpi, pair and shm are also the algorithms'
-// own values; NCCL's is not a choice: the MoE layers exchange host buffers).
+// own values; NCCL's is not a choice: auto takes it with --transport nccl, the plan's expert.nccl).
 enum { ALLTOALL_AUTO = 3 };
 // --ep-overlap: the value is 1 for on; 2 (pair) is on, and a stage's forward of one micro-batch and its
 // backward of another that the schedule runs back to back advance in turn, each one's exchanges in flight
@@ -23,7 +23,8 @@ enum { EP_OVERLAP_PAIR = 2 };
 
 // rules: --ep N with --experts E: E divisible by N, N divides dp, not with --tp (MoE layers are not split
 // over a tensor-parallel group), local SGD or --compress (their sums take every range over all replicas);
-// sets p->expert. One line and -1 on a mistake, the same on every rank.
+// sets p->expert (nccl: --transport nccl on GPUs and --alltoall auto). One line and -1 on a mistake, the same
+// on every rank.
 int expert_rules(const TrainConfig *c, Plan *p, Err *e);
 
 // sizes: a rank holds the router and its E/N experts' weights, gradients and optimizer state (moe.h's
@@ -72,7 +73,8 @@ typedef struct ExpertGroup {
 } ExpertGroup;
 // The Comm the expert buckets are summed over (NULL without --ep).
 Comm *expert_peers(ExpertGroup *g);
-// The MoE layers exchange host buffers (moe.h), so the group's all-to-all runs on the host whatever the device.
+// The MoE layers exchange host buffers (moe.h): the group's all-to-all runs on them, over NCCL (expert.nccl:
+// each lane opens an NCCL communicator of the group, comm_nccl_group) through device buffers of grid->be.
 void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n_local);
 void expert_free(ExpertGroup *g);
 // Around a training step's compute: what the all-to-alls moved in between counts to the step (an

@@ -1,6 +1,7 @@
 // alltoall.c: the all-to-all of a group (alltoall.h): the table of algorithms (alltoall_algos), the
 // counts' exchange, and the rows' exchange by MPI_Alltoallv, by pairwise messages, through windows
-// shared on one node, or by NCCL; a device buffer staged through the host for the ones on the host.
+// shared on one node, or by NCCL (the host's rows staged through device buffers); a device buffer staged
+// through the host for the ones on the host.
 #include <sched.h>
 #include <string.h>
 #include "comms/alltoall.h"
@@ -42,6 +43,7 @@ struct AllToAll {
     int64_t k;                // shm: exchanges so far
     float *stage_send, *stage_recv;  // host copies of device buffers (not nccl)
     size_t stage_cap;
+    float *dev_send, *dev_recv;  // nccl: the device buffers the host's rows and counts go through (cap floats)
     double bytes, seconds;    // since alltoall_take_stats
     // the rows' exchange in flight (alltoall_rows_start to _wait): its requests (mpi: 1, pair: 2 per peer),
     // counts and offsets in floats (sc, sd, rc, rd: R each), where its rows land, and whether it moves its own
@@ -93,7 +95,7 @@ static void shm_open(AllToAll *a) {
 
 AllToAll *alltoall_open(MPI_Comm group, int algo, const Backend *be, size_t cap, struct DevComm *nccl) {
     CHECK(algo >= 0 && algo < ALLTOALL_ALGOS, "unknown all-to-all algorithm %d", algo);
-    CHECK(algo != ALLTOALL_NCCL || (nccl && !be->on_host), "all-to-all nccl without a group's NCCL communicator");
+    CHECK(algo != ALLTOALL_NCCL || (nccl && !be->on_host), "all-to-all nccl without a GPU and the group's NCCL");
     CHECK(algo != ALLTOALL_SHM || be->on_host, "all-to-all shm on device buffers");
     AllToAll *a = xcalloc(1, sizeof *a);
     MPI_CHECK(MPI_Comm_dup(group, &a->comm));
@@ -104,6 +106,10 @@ AllToAll *alltoall_open(MPI_Comm group, int algo, const Backend *be, size_t cap,
     a->nccl = nccl;
     a->cap = cap;
     if (algo == ALLTOALL_SHM) shm_open(a);
+    if (algo == ALLTOALL_NCCL) {  // (made before the first step: no allocation while NCCL kernels are in flight)
+        a->dev_send = be->alloc((cap ? cap : 1) * sizeof(float));
+        a->dev_recv = be->alloc((cap ? cap : 1) * sizeof(float));
+    }
     return a;
 }
 
@@ -116,6 +122,7 @@ void alltoall_close(AllToAll *a) {
         free(a->peer); free(a->counter);
     }
     if (a->stage_cap) { a->be->free_host(a->stage_send); a->be->free_host(a->stage_recv); }
+    if (a->dev_send) { a->be->free(a->dev_send); a->be->free(a->dev_recv); }
     free(a->pending.sc); free(a->pending.q);
     MPI_Comm_free(&a->comm);
     free(a);
@@ -127,11 +134,29 @@ void alltoall_take_stats(AllToAll *a, double *bytes, double *seconds) {
     a->bytes = a->seconds = 0;
 }
 
+// nccl's counts: per ints to and from every rank through the device buffers, in one group, waited for.
+static void nccl_counts(AllToAll *a, const int *send, int *recv, int per) {
+    size_t n = (size_t)a->R * (size_t)per;
+    CHECK(n <= (a->cap ? a->cap : 1), "all-to-all of %zu counts through device buffers of %zu", n, a->cap);
+    CHECK(!a->pending.on, "an NCCL all-to-all of counts while its rows' exchange is in flight (one per communicator)");
+    int *c = xmalloc(sizeof(int) * 2 * (size_t)a->R);
+    for (int p = 0; p < a->R; p++) c[p] = per, c[a->R + p] = p * per;
+    a->be->to_device(a->dev_send, send, n * sizeof(int));
+    devcomm_alltoallv(a->nccl, a->dev_send, c, c + a->R, a->dev_recv, c, c + a->R, 1);
+    devcomm_alltoall_wait(a->nccl, "the NCCL all-to-all of the experts' counts");
+    a->be->to_host(recv, a->dev_recv, n * sizeof(int));
+    free(c);
+}
+
 void alltoall_counts(AllToAll *a, const int *send, int *recv, int per) {
     double t0 = now_sec();
-    MPI_Request q;
-    MPI_CHECK(MPI_Ialltoall(send, per, MPI_INT, recv, per, MPI_INT, a->comm, &q));
-    wd_wait_all(&q, a->comm, "the all-to-all of the experts' counts");
+    if (a->algo == ALLTOALL_NCCL) {
+        nccl_counts(a, send, recv, per);
+    } else {
+        MPI_Request q;
+        MPI_CHECK(MPI_Ialltoall(send, per, MPI_INT, recv, per, MPI_INT, a->comm, &q));
+        wd_wait_all(&q, a->comm, "the all-to-all of the experts' counts");
+    }
     a->seconds += now_sec() - t0;
     a->bytes += (double)(a->R - 1) * per * sizeof(int);
 }
@@ -217,6 +242,15 @@ static void stage_grow(AllToAll *a, size_t n) {
     a->stage_recv = a->be->alloc_host(n * sizeof(float));
 }
 
+// nccl's wait: the group's exchange seen done by the host, then each peer's rows out of the device buffer
+// (not mine unless the exchange moves them: the caller moves its own).
+static void nccl_finish(AllToAll *a) {
+    const Pending *q = &a->pending;
+    devcomm_alltoall_wait(a->nccl, "the NCCL all-to-all of the experts' rows");
+    for (int p = 0; p < a->R; p++)
+        if (q->rc[p]) a->be->to_host(q->recv + q->rd[p], a->dev_recv + q->rd[p], (size_t)q->rc[p] * sizeof(float));
+}
+
 void alltoall_rows_start(AllToAll *a, const float *send, const int *scount, float *recv, const int *rcount, int w,
                          int self) {
     double t0 = now_sec();
@@ -239,8 +273,11 @@ void alltoall_rows_start(AllToAll *a, const float *send, const int *scount, floa
     if (!self) q->sc[a->me] = q->rc[a->me] = 0;  // (shm still offers them: its window is laid out whole)
     if (!self && a->algo == ALLTOALL_SHM) q->sc[a->me] = scount[a->me] * w;
     *q = (Pending){1, self, q->q, 0, q->sc, q->sd, q->rc, q->rd, recv, recv, rt};
-    if (a->algo == ALLTOALL_NCCL) {
-        devcomm_alltoallv(a->nccl, send, q->sc, q->sd, recv, q->rc, q->rd);  // (queued on the group's stream)
+    if (a->algo == ALLTOALL_NCCL) {  // the rows onto the device, the group's sends and receives queued
+        CHECK(st <= a->cap && rt <= a->cap, "all-to-all of %zu and %zu floats through device buffers of %zu", st, rt,
+              a->cap);
+        a->be->to_device(a->dev_send, send, st * sizeof(float));
+        devcomm_alltoallv(a->nccl, a->dev_send, q->sc, q->sd, a->dev_recv, q->rc, q->rd, 0);
     } else {
         const float *s = send;
         if (!a->be->on_host) {
@@ -262,6 +299,7 @@ void alltoall_rows_wait(AllToAll *a) {
     if (a->algo == ALLTOALL_MPI) wd_wait_all(&q->q[0], a->comm, "an all-to-all of the experts' rows");
     else if (a->algo == ALLTOALL_PAIR) pairs_wait(a);
     else if (a->algo == ALLTOALL_SHM) shm_finish(a, q->r);
+    else nccl_finish(a);
     if (q->r != q->recv)  // staged: each peer's rows to the device (not mine, which the caller moves itself)
         for (int p = 0; p < a->R; p++)
             if (q->rc[p]) a->be->to_device(q->recv + q->rd[p], q->r + q->rd[p], (size_t)q->rc[p] * sizeof(float));

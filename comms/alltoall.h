@@ -1,7 +1,8 @@
 // comms/alltoall.h: the all-to-all of a group (alltoall.c), expert parallelism's exchange: counts first
 // (a few ints to every rank), then rows of w floats, a different number to every rank (all-to-all-v),
 // by one of the algorithms of the table alltoall_algos: MPI's MPI_Alltoallv, a pairwise exchange of
-// point-to-point messages, shared-memory windows on one node, NCCL's grouped send and receive on GPUs.
+// point-to-point messages, shared-memory windows on one node, NCCL's grouped send and receive on GPUs
+// (the host's rows staged through device buffers).
 #pragma once
 #include <stddef.h>
 #include <mpi.h>
@@ -16,17 +17,20 @@ struct DevComm;
 //         (each pair of ranks exchanges once, no rank waits on two at a time);
 //   shm   the ranks of the group on one node: each copies its rows into a window of its own and every
 //         rank copies its part out of the others' windows (one copy each way, no message);
-//   nccl  ncclSend and ncclRecv to every rank in one group (device buffers; --transport nccl).
+//   nccl  ncclSend and ncclRecv to every rank in one ncclGroupStart/End (devcomm_alltoallv), the counts and
+//         the rows alike, through device buffers of cap floats each way (--transport nccl).
 enum { ALLTOALL_MPI, ALLTOALL_PAIR, ALLTOALL_SHM, ALLTOALL_NCCL, ALLTOALL_ALGOS };
 #define ALLTOALL_ALGO_NAMES "mpi|pair|shm|nccl"
-typedef struct { const char *name; int windows, device; } AllToAllAlgo;  // needs windows / device buffers
+typedef struct { const char *name; int windows, device; } AllToAllAlgo;  // needs windows / a GPU
 extern const AllToAllAlgo alltoall_algos[ALLTOALL_ALGOS];
 
 typedef struct AllToAll AllToAll;
 // The all-to-all of the ranks of group (collective over group: every rank calls it at once, with the
-// same algo and cap). be: the device of the row buffers (a buffer not on the host is staged through
-// the host, except for nccl). cap: the most floats one rank sends in one exchange (shm's window;
-// the others ignore it). nccl: the group's communicator (devcomm_open_group; NULL for the others).
+// same algo and cap). be: mpi, pair and shm: the device of the row buffers (a buffer not on the host is
+// staged through the host); nccl: the GPU's backend, whose buffers (cap floats each way, made here) the
+// caller's host rows and counts go through. cap: the most floats one rank sends or receives in one
+// exchange (shm's window, nccl's device buffers; the others ignore it). nccl: the group's communicator
+// (comms.c's comm_nccl_group; NULL for the others).
 AllToAll *alltoall_open(MPI_Comm group, int algo, const Backend *be, size_t cap, struct DevComm *nccl);
 void alltoall_close(AllToAll *a);  // collective over the group (shm frees its windows)
 // 1 when every rank of group shares one node (shm is possible), the same on every rank. Collective.
@@ -35,7 +39,7 @@ int alltoall_size(const AllToAll *a);
 int alltoall_rank(const AllToAll *a);
 
 // Counts: send[p * per .. (p + 1) * per) go to rank p, recv[p * per ..] come from rank p. Host ints,
-// over MPI whatever the algorithm (a few bytes).
+// over MPI (a few bytes), or for nccl over NCCL through the device buffers, waited for.
 void alltoall_counts(AllToAll *a, const int *send, int *recv, int per);
 // Rows: scount[p] rows of w floats to rank p, packed in rank order in send; rcount[p] rows from rank p
 // into recv, packed in rank order. Every rank's scount[q] must equal rank q's rcount[me] (the counts'

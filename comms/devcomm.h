@@ -77,12 +77,20 @@ void devcomm_allreduce_sum(DevComm *d, float *buf, size_t n);
 // counts, as in an MPI collective); waits for the last under the wire's bound.
 double devcomm_allreduce_seconds(DevComm *d);
 double devcomm_allreduce_smoke(size_t n);
-// A group's all-to-all (comms/alltoall.c's nccl row): to every rank p of the group sc[p] floats from
-// send + sd[p], from every rank rc[p] floats into recv + rd[p], as ncclSend and ncclRecv inside one
-// ncclGroupStart/End on the group's stream, after the compute queued so far; the compute queued after
-// it waits for it (the host does not). Compiled, never run on a GPU yet.
-void devcomm_alltoallv(DevComm *d, const float *send, const int *sc, const int *sd, float *recv, const int *rc,
-                       const int *rd);
+// A group's all-to-all (comms/alltoall.c's nccl row: expert parallelism's counts, then rows, under
+// --transport nccl): to every rank p of the group sc[p] elements from send + sd[p], from every rank rc[p]
+// elements into recv + rd[p] (device buffers; 4-byte elements, floats or, ints = 1, ints; the offsets
+// count elements), as ncclSend and ncclRecv inside ONE ncclGroupStart/End on the group's stream, after
+// the compute queued so far. devcomm_alltoall_wait: the host waits for it as for every NCCL wait
+// (nccl_ready's poll of the event and the communicator's error state, under the wire's bound:
+// --timeout names `what`), and the compute queued after it waits too. One in flight per DevComm: every
+// rank of the group posts them in the same order (NCCL pairs by order). devcomm_alltoall_smoke:
+// selftest --nccl's row on one GPU (a group of one rank, floats then ints to itself); returns the
+// largest difference. Compiled, never run on a GPU yet (selftest --nccl's row on one, t_gpu.sh's --ep 2 on two).
+void devcomm_alltoallv(DevComm *d, const void *send, const int *sc, const int *sd, void *recv, const int *rc,
+                       const int *rd, int ints);
+void devcomm_alltoall_wait(DevComm *d, const char *what);
+double devcomm_alltoall_smoke(size_t n);
 
 // The communicator (and stream) a message from rank `from` to rank `to` travels on under p2p.h's
 // rule: one per direction (toward a higher rank or a lower one) and kind (activation or gradient).

@@ -45,7 +45,8 @@ nrows=$(printf '%s\n' "$OUT" | grep -cE '^ +[0-9]+ +[0-9]+ +(mpi|pair|shm) +[0-9
     || fail "ep/alltoall table" "rc $RC, $nrows rows: last line '$w'"
 
 e "ep/alltoall on one rank is refused like pingpong" "alltoall: needs 2 ranks or more, got 1.*mpiexec -n 2" 20 "$MICROPP" alltoall
-e "ep/alltoall --algo nccl is train's" "alltoall: --algo nccl exchanges GPU buffers.*use --algo mpi, pair, shm or all" 20 \
+# (here no rank has a GPU: --algo nccl is refused in one line; tests/t_gpu.sh runs it on 2 GPUs)
+e "ep/alltoall --algo nccl without a GPU" "alltoall: --algo nccl runs train's all-to-all over NCCL between GPUs, and rank 0 has no CUDA device.*use --algo mpi, pair, shm or all" 20 \
     mpiexec -n 2 "$MICROPP" alltoall --algo nccl
 e "ep/alltoall -b above -e" "alltoall: --min-bytes 1024 is above --max-bytes 4: swap them" 20 mpiexec -n 2 "$MICROPP" alltoall -b 1K -e 4
 e "ep/alltoall --size not whole floats" "alltoall: --size 6 is not a whole number of floats" 20 mpiexec -n 2 "$MICROPP" alltoall --size 6

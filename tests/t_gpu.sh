@@ -3,7 +3,8 @@
 # cuda without a GPU (GPU-enabled and CPU-only binaries), auto falling back to the CPU, refused
 # flag combinations, selftest on the CPU (and that it fails when it should), gemm timing. With a
 # GPU: selftest on cuda, and CPU-vs-GPU loss and gradients (--verify computes its reference on the
-# CPU) for 1 rank and for 2 ranks on one GPU over the MPI transport, each schedule; NCCL's rules.
+# CPU) for 1 rank and for 2 ranks on one GPU over the MPI transport, each schedule; NCCL's rules; with 2
+# GPUs the NCCL transport, the tensor group's all-reduce and the experts' all-to-all (--ep) over NCCL.
 source "$(dirname "$0")/lib.sh"
 TINY=(--layers 4 --hidden 32 --batch 16 --steps 3 --log-every 0)
 # tiny_but OPTIONS...: TINY without the flags OPTIONS give again (micropp refuses a flag given twice).
@@ -127,7 +128,8 @@ expect_user_error "gpu/selftest --nccl on the CPU is refused" 'selftest: --nccl 
 if gpu_only "gpu/selftest --nccl: NCCL on one rank (init, 4 splits, self send, teardown)"; then
     run 300 "$MICROPP" selftest --device cuda --nccl
     if [ "$RC" -eq 0 ] && grep -qE '^nccl: 1 rank, 4 splits, self send .* ok$' <<<"$OUT" &&
-        grep -qE '^nccl: 1 rank, all-reduce, timed .* ok$' <<<"$OUT" && grep -qE '^nccl: 2 transports aborted together .* ok$' <<<"$OUT"; then
+        grep -qE '^nccl: 1 rank, all-reduce, timed .* ok$' <<<"$OUT" && grep -qE '^nccl: 1 rank, all-to-all, floats and ints .* ok$' <<<"$OUT" &&
+        grep -qE '^nccl: 2 transports aborted together .* ok$' <<<"$OUT"; then
         pass "gpu/selftest --nccl: NCCL on one rank"
     else fail "gpu/selftest --nccl: NCCL on one rank" "exit $RC: $(grep -E 'nccl|FAIL' <<<"$OUT" | head -n 3) $(head -c 300 <<<"$ERR")"; fi
 fi
@@ -190,6 +192,15 @@ gpu_vs_cpu() {
     else pass "$name"; fi
 }
 
+# ep_nccl NAME NRANKS ARGS...: gpu_vs_cpu, then the cuda run's --json says the experts' all-to-all ran over nccl.
+ep_nccl() {
+    local name=$1
+    gpu_vs_cpu "$@"
+    [ "$RC" -eq 0 ] || return 0  # (gpu_vs_cpu said why)
+    if [ "$(json_get '["alltoall"]')" = nccl ]; then pass "$name: --json's alltoall is nccl"
+    else fail "$name: --json's alltoall is nccl" "alltoall '$(json_get '["alltoall"]')'"; fi
+}
+
 if gpu_only "gpu/selftest --device cuda"; then
     run 300 "$MICROPP" selftest --device cuda
     if [ "$RC" -eq 0 ] && grep -q '0 failed: ok$' <<<"$OUT"; then pass "gpu/selftest --device cuda"
@@ -243,8 +254,26 @@ if gpu_only "gpu/nccl rules"; then
         if [ "$GPUS" -ge 4 ]; then
             gpu_vs_cpu "gpu/cuda vs cpu: pp 2 x tp 2, 1f1b over nccl" 4 --mode pp --tp 2 --schedule 1f1b --micro-batches 4 --transport nccl
         else skip "gpu/cuda vs cpu: pp 2 x tp 2, 1f1b over nccl" "needs 4 GPUs, $GPUS visible"; fi
+        # the expert group's all-to-all over NCCL (comms/alltoall.c's nccl row: the host's rows through GPU
+        # buffers, counts then rows): never run between GPUs yet. --verify against the monolith, the losses as
+        # the CPU's --ep 2 (shm there), and --json saying nccl; overlapped, not, and (4 GPUs) in pairs on 1F1B's
+        # stage 0 (two lanes, two communicators; dualpipev's chunks need tags, so it runs over mpi only).
+        for ov in on off; do
+            ep_nccl "gpu/cuda vs cpu: --dp 2 --ep 2, --ep-overlap $ov, the experts' all-to-all over nccl" 2 \
+                --dp 2 --experts 4 --ep 2 --ep-overlap "$ov" --transport nccl
+        done
+        if [ "$GPUS" -ge 4 ]; then
+            ep_nccl "gpu/cuda vs cpu: pp 2 x ep 2, 1f1b, --ep-overlap pair over nccl" 4 --pp 2 --dp 2 --experts 4 --ep 2 \
+                --schedule 1f1b --micro-batches 4 --ep-overlap pair --transport nccl
+        else skip "gpu/cuda vs cpu: pp 2 x ep 2, 1f1b, --ep-overlap pair over nccl" "needs 4 GPUs, $GPUS visible"; fi
+        run 300 mpiexec -n 2 "$MICROPP" alltoall --algo nccl -b 1K -e 16M -f 16 --iters 5 --warmup 1 --json
+        got=$(python3 -c "import json,sys; d=json.loads(sys.argv[1]); r=d['results']; print(len(r), sorted({x['algo'] for x in r}), sum(x['wrong'] for x in r))" "$OUT" 2>/dev/null)
+        if [ "$RC" -eq 0 ] && [ "$got" = "4 ['nccl'] 0" ]; then pass "gpu/alltoall --algo nccl on 2 GPUs: 1K .. 16M, nothing wrong"
+        else fail "gpu/alltoall --algo nccl on 2 GPUs: 1K .. 16M, nothing wrong" "exit $RC, '$got': $(head -c 300 <<<"$ERR")"; fi
     fi
 fi
+[ "$GPUS" -lt 2 ] && skip "gpu/--ep 2 over nccl (the experts' all-to-all): --verify vs the monolith, alltoall --algo nccl" \
+    "needs 2 GPUs, $GPUS visible"
 # pingpong between GPU buffers: every byte arrives (over mpi always; over nccl with 2 GPUs)
 ping_gpu() {
     local name=$1; shift

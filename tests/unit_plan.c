@@ -10,6 +10,7 @@
 #include "train/plan.h"
 #include "planner/memory.h"
 #include "axes/tensor.h"
+#include "axes/expert.h"  // expert_sizes
 #include "train/options.h"
 
 #define TAG_UB 2147483647LL
@@ -418,14 +419,32 @@ static void test_devices(void) {
            p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI && !p.transport_why[0], "transport %d why '%s'", p.transport, p.transport_why);
     Hardware g4 = gpus(4, 0);
     Facts f4 = {.world = 4, .tag_ub = TAG_UB, .devices = &g4};
-    facts_refused("plan/refuse: --ep over --transport nccl (the MoE rows live on the host: no silent MPI fall-back)", &f4,
-                  "--pp 2 --dp 2 --experts 4 --ep 2 --transport nccl",
-                  "train: --ep over --transport nccl: the MoE layer routes its rows on the host (moe.c), so its all-to-all "
-                  "cannot run over NCCL yet (docs/experts.md): use --transport mpi or drop --ep");
+    p = facts_ok("plan/devices: --ep over --transport nccl", &f4, "--pp 2 --dp 2 --experts 4 --ep 2 --transport nccl");
+    EXPECT("plan/devices: --ep over --transport nccl takes the all-to-all over NCCL too (no silent MPI fall-back)",
+           p.device == DEVICE_CUDA && p.transport == TRANSPORT_NCCL && p.expert.N == 2 && p.expert.nccl,
+           "device %d transport %d N %d nccl %d", p.device, p.transport, p.expert.N, p.expert.nccl);
+    p = facts_ok("plan/devices: --ep over --transport nccl, --alltoall mpi", &f4,
+                 "--pp 2 --dp 2 --experts 4 --ep 2 --transport nccl --alltoall mpi");
+    EXPECT("plan/devices: --alltoall mpi keeps the all-to-all on MPI under --transport nccl",
+           p.transport == TRANSPORT_NCCL && p.expert.N == 2 && !p.expert.nccl && p.expert.algo == ALLTOALL_MPI,
+           "transport %d N %d nccl %d algo %d", p.transport, p.expert.N, p.expert.nccl, p.expert.algo);
+    // ... and its device buffers, both ways, counted with the MoE layers' (expert_sizes; comms/alltoall.c's cap:
+    // rows x k x H x N floats each, per lane): the two plans' reckonings differ by them alone
+    TrainConfig c;
+    train_config_defaults(&c);
+    c.moe.experts = 4, c.moe.top_k = 2;
+    MemNeed over_nccl = {0}, over_mpi = {0};
+    Plan pn = facts_ok("plan/devices: --ep over nccl's plan", &f4, "--pp 2 --dp 2 --experts 4 --ep 2 --transport nccl");
+    expert_sizes(&c, &pn, 0, 2, &over_nccl);
+    expert_sizes(&c, &p, 0, 2, &over_mpi);
+    double cap = (double)pn.rows * 2 * (double)c.hidden * 2;
+    EXPECT("memory/--ep over nccl: 2 device buffers of rows x k x H x N floats beside the MoE layers' own",
+           over_mpi.buffers > 0 && over_nccl.buffers - over_mpi.buffers == 2 * cap * sizeof(float),
+           "nccl %.0f mpi %.0f cap %.0f", over_nccl.buffers, over_mpi.buffers, cap);
     p = facts_ok("plan/devices: --ep on GPUs over --transport auto", &f4, "--pp 2 --dp 2 --experts 4 --ep 2");
     EXPECT("plan/devices: --ep on GPUs takes mpi (the all-to-all staged through the host)",
-           p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI && p.expert.N == 2, "device %d transport %d N %d",
-           p.device, p.transport, p.expert.N);
+           p.device == DEVICE_CUDA && p.transport == TRANSPORT_MPI && p.expert.N == 2 && !p.expert.nccl,
+           "device %d transport %d N %d nccl %d", p.device, p.transport, p.expert.N, p.expert.nccl);
     facts_refused("plan/refuse: --transport nccl on a crowded node", &fc, "--mode pp --transport nccl",
                   "train: --transport nccl needs one GPU per rank, but a node runs 2 ranks on 1 GPU: use --transport mpi");
     p = facts_ok("plan/devices: a rank without a GPU", &fn, "--mode pp");

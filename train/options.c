@@ -181,8 +181,8 @@ const Option train_options[] = {
      "all-to-all (N divides dp and --experts; docs/experts.md)",
      AXIS_DATA},
     {"alltoall", 0, OPT_CHOICE, T(moe.alltoall), ALLTOALL_CHOICES, 0, 0, "ALG",
-     "--ep's all-to-all: MPI_Alltoallv, pairwise messages, shared memory (one node), or auto: shm where the group "
-     "sits on one node, else mpi",
+     "--ep's all-to-all: MPI_Alltoallv, pairwise messages, shared memory (one node), or auto: nccl under --transport "
+     "nccl, else shm where the group sits on one node, else mpi",
      AXIS_DATA},
     {"ep-overlap", 0, OPT_CHOICE, T(moe.overlap), EP_OVERLAP_CHOICES, 0, 0, "WHEN",
      "--ep: on (default) starts each all-to-all of rows and runs the layer's own rows through its experts (and, "
