@@ -642,21 +642,25 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
     SchedFile cand;
     if (a->v == 2) {  // the V's placement: its three orders, the one holding least kept if none fits
         static const int v_kinds[3] = {SCHED_ZBV, SCHED_VHALF, SCHED_VMIN};
-        for (int k = 0; k < 3; k++) {
+        SchedFile order[3];
+        for (int k = 0; k < 3; k++) {  // the V's three orders
+            order[k].lists = NULL;
             if (schedule_check(v_kinds[k], a->K, a->M, 2)) continue;
-            SchedFile order;  // the order itself first: a late-W copy that only ties it (holding more) is not kept
             builtin(v_kinds[k], a->K, a->M, &cand);
             consider(&q, 0, &cand);
-            builtin(v_kinds[k], a->K, a->M, &order);
-            for (int p = 0; p < 2; p++) consider(&q, vlazy(a, (Policy){p, 0, a->limit, 0}, &order, &cand), &cand);
-            sched_file_free(&order);
+            builtin(v_kinds[k], a->K, a->M, &order[k]);
         }
-        for (int i = 0, last = 0; i < 8; i++) {  // the greedy in the V, as below
+        for (int i = 0, last = 0; i < 8; i++) {  // the late-W copies and the greedy at each cap (as below)
             int lo = a->limit > a->K ? a->limit - a->K : 1, cap = a->limit - (int)((long)(a->limit - lo) * i / 7);
             if (i && cap == last) continue;
             last = cap;
+            for (int k = 0; k < 3; k++)  // (a late-W copy that only ties its order, holding more, is not kept)
+                for (int p = 0; p < 2 && order[k].lists; p++)
+                    consider(&q, vlazy(a, (Policy){p, 0, cap, 0}, &order[k], &cand), &cand);
             for (int p = 0; p < 8; p++) consider(&q, vgreedy(a, (Policy){p % 2, p / 2 % 2, cap, p / 4}, &cand), &cand);
         }
+        for (int k = 0; k < 3; k++)
+            if (order[k].lists) sched_file_free(&order[k]);
         if (q.have) {  // the best polished
             SchedFile best = *q.out;
             consider(&q, polish(a, &best, &cand), &cand);

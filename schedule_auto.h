@@ -35,7 +35,8 @@ double schedule_auto_peak(const ActionList *l, double w_share);
 // deadlock-free by the simulator and holds at most `limit` on every stage (schedule_auto_peak).
 // *tried: how many candidates were simulated (NULL: not wanted).
 // With v = 2 (zb-auto-v) the candidates are the V's: zb-v, v-half and v-min, each with the stages' costs,
-// a copy of each with its W passes placed late (its F and I order kept), and a greedy in the V (8 policies:
+// copies of each with its W passes placed late (its F and I order kept; at each cap the greedy takes, since
+// a smaller cap can end shorter), and a greedy in the V (8 policies:
 // the 4 above, each also holding a chunk-0 forward back for a chunk-1 forward on its way), a chunk pass
 // counting half a micro-batch against the limit; the best of those within it is kept (v-min
 // fits any limit of at least (K+4)/3 micro-batches; below, the one that holds least is kept), then
