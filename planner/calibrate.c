@@ -351,16 +351,18 @@ static void fit_line(const double *x, const double *e, int n, double *a, double 
     *a = fmax(me - *b * mx, 0);
 }
 
-#define WAIT_POINTS 4  // gemms between two all-reduces: 0, 1, 2, 4
+#define WAIT_POINTS 4  // gemms between two all-reduces: 1, 2, 3, 4 times a unit (in a step, compute precedes each)
+#define WAIT_SPAN_S 0.02   // ... the unit the fewest gemms whose 4 times take this long (at most 16): the drift is
+                           // fitted over the compute between a step's meetings, not a few scheduler slices'
 #define WAIT_BUDGET_S 3.0  // the rounds of all the points together: the ranks' drift is noise to average
 
 // One round of each point: g gemms, then the all-reduce; x[i] += the gemms' seconds, e[i] += the all-reduce's
 // (on this rank: from the end of its own gemms, so the wait for the group's last rank is in it).
 static void wait_round(Comm *cm, const Backend *be, int algo, float *a, float *w, float *o, int rows, int H,
-                       double *x, double *e) {
+                       int unit, double *x, double *e) {
     for (int i = 0; i < WAIT_POINTS; i++) {
         double t0 = now_sec();
-        for (int k = 0; k < (i ? 1 << (i - 1) : 0); k++) be->gemm(0, 1, rows, H, H, 1.0f, a, H, w, H, 0.0f, o, H);
+        for (int k = 0; k < unit * (i + 1); k++) be->gemm(0, 1, rows, H, H, 1.0f, a, H, w, H, 0.0f, o, H);
         double t1 = now_sec();
         comm_allreduce(cm, o, (size_t)rows * H, 1.0f, algo);
         x[i] += t1 - t0;
@@ -368,7 +370,7 @@ static void wait_round(Comm *cm, const Backend *be, int algo, float *a, float *w
     }
 }
 
-// The all-reduce as a step meets it (issue 32): each rank runs g gemms of a hidden layer's shape (the rows
+// The all-reduce as a step meets it (issue 32): each rank runs 1 to 4 units of gemms of a hidden layer's shape (the rows
 // the all-reduce then sums: --tp's pattern) and the all-reduce over the world, round after round with no
 // barrier (the points interleaved, so a change of the machine's load hits them alike), on buffers the gemms
 // have moved through the caches. A round's step is the last rank's compute and the all-reduce; the mean over
@@ -387,11 +389,16 @@ static void calibrate_wait(const TrainConfig *c, const Backend *be, Profile *pf,
     be->fill(a, 1e-3f, n);
     be->fill(w, 1e-3f, (size_t)H * H);
     double x[WAIT_POINTS] = {0}, e[WAIT_POINTS] = {0}, once = now_sec();
-    wait_round(&cm, be, algo, a, w, o, rows, H, x, e);  // (warm-up: its figures dropped below)
+    be->gemm(0, 1, rows, H, H, 1.0f, a, H, w, H, 0.0f, o, H);  // (warm-up, and the gemm's time: the same unit everywhere)
+    double gemm_s = over_ranks(now_sec() - once, 1);
+    int unit = gemm_s > 0 ? (int)ceil(WAIT_SPAN_S / 4 / gemm_s) : 1;
+    unit = unit < 1 ? 1 : unit > 16 ? 16 : unit;
+    once = now_sec();
+    wait_round(&cm, be, algo, a, w, o, rows, H, unit, x, e);  // (warm-up: its figures dropped below)
     int reps = reps_for(now_sec() - once, WAIT_BUDGET_S, 100);
     memset(x, 0, sizeof x), memset(e, 0, sizeof e);
     comm_barrier(MPI_COMM_WORLD);
-    for (int r = 0; r < reps; r++) wait_round(&cm, be, algo, a, w, o, rows, H, x, e);
+    for (int r = 0; r < reps; r++) wait_round(&cm, be, algo, a, w, o, rows, H, unit, x, e);
     double curve = cost_curve_at(&pf->coll[algo][COLL_ALLREDUCE][world], (double)n * 4);
     for (int i = 0; i < WAIT_POINTS; i++) {
         x[i] = over_ranks(x[i] / reps, 0);
