@@ -370,12 +370,12 @@ static void wait_round(Comm *cm, const Backend *be, int algo, float *a, float *w
     }
 }
 
-// The all-reduce as a step meets it (issue 32): each rank runs 1 to 4 units of gemms of a hidden layer's shape (the rows
-// the all-reduce then sums: --tp's pattern) and the all-reduce over the world, round after round with no
-// barrier (the points interleaved, so a change of the machine's load hits them alike), on buffers the gemms
-// have moved through the caches. A round's step is the last rank's compute and the all-reduce; the mean over
-// the ranks of what each waited in the all-reduce less the calibrated all-reduce is that round's excess over
-// the mean compute. The excess against the compute, a line: entry_s a collective, the drift a share of the
+// The all-reduce as a step meets it (issue 32): each rank runs 1 to 4 units of gemms of a hidden layer's
+// shape (the rows the all-reduce then sums: --tp's pattern) and the all-reduce over the world, round after round
+// with no barrier (the points interleaved, so a change of the machine's load hits them alike), on buffers the
+// gemms have moved through the caches. A round's step is the last rank's compute and the all-reduce; the mean
+// over the ranks of what each waited in the all-reduce less the calibrated all-reduce is that round's excess
+// over the mean compute. The excess against the compute, a line: entry_s a collective, the drift a share of the
 // compute. Needs the world's all-reduce curve (calibrate_collectives).
 static void calibrate_wait(const TrainConfig *c, const Backend *be, Profile *pf, int verbose) {
     int world = comm_world_size(), H = (int)c->hidden, rows = c->batch < 256 ? (int)c->batch : 256;
@@ -389,7 +389,7 @@ static void calibrate_wait(const TrainConfig *c, const Backend *be, Profile *pf,
     be->fill(a, 1e-3f, n);
     be->fill(w, 1e-3f, (size_t)H * H);
     double x[WAIT_POINTS] = {0}, e[WAIT_POINTS] = {0}, once = now_sec();
-    be->gemm(0, 1, rows, H, H, 1.0f, a, H, w, H, 0.0f, o, H);  // (warm-up, and the gemm's time: the same unit everywhere)
+    be->gemm(0, 1, rows, H, H, 1.0f, a, H, w, H, 0.0f, o, H);  // (warm-up, and the gemm's time: one unit everywhere)
     double gemm_s = over_ranks(now_sec() - once, 1);
     int unit = gemm_s > 0 ? (int)ceil(WAIT_SPAN_S / 4 / gemm_s) : 1;
     unit = unit < 1 ? 1 : unit > 16 ? 16 : unit;
