@@ -298,9 +298,9 @@ static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int
     }
     double ov = d.t.overlapped ? overlap(pf, d.algo) : 0;
     t->comm = data_price_exposed(&d.t, sync, gather, ov, window, backwards);
-    // the collectives waited for (each sync's last bucket, the all-gathers after the update) and the replicas'
-    // drift over the rank's compute of the step (cost_coll_wait)
-    double waited = (d.t.per_backward ? backwards : 1) + (d.t.gather_after ? pieces : 0);
+    // the meetings a rank waits at (each sync's last bucket; the all-gathers after the update, in flight together:
+    // one) and the replicas' drift over the rank's compute of the step (cost_coll_wait)
+    double waited = (d.t.per_backward ? backwards : 1) + (d.t.gather_after ? 1 : 0);
     t->comm += cost_coll_wait(pf, waited, compute);
     return 0;
 }

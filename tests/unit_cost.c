@@ -656,6 +656,10 @@ static void test_coll_wait(void) {
     ddp.zero = 1;
     got = step_of(&waits, &c, ddp) - step_of(&pf, &c, ddp), want += 0.0005;
     EXPECT("coll_wait_zero1", fabs(got - want) < 1e-12, "%.12g vs %.12g", got, want);
+    TrainConfig three = c;  // 3 buckets (test_tp_zero's): their all-gathers after the update in flight together, one wait
+    three.ddp.bucket_mb = 612.0 / (1024 * 1024);
+    got = step_of(&waits, &three, ddp) - step_of(&pf, &three, ddp);
+    EXPECT("coll_wait_zero1_buckets", fabs(got - want) < 1e-12, "%.12g vs %.12g", got, want);
     // hybrid 2 x 2, 1F1B, 4 micro-batches of 8 rows: each stage's busy 4 x (2 layers x 8 rows x 3A)
     Layout hybrid = {.pp = 2, .dp = 2, .tp = 1, .schedule = SCHED_1F1B, .v = 1, .M = 4};
     got = step_of(&waits, &c, hybrid) - step_of(&pf, &c, hybrid), want = 0.0005 + 0.1 * 4 * 48 * A;
