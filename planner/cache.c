@@ -13,7 +13,7 @@
 #include "base/util.h"
 #include "planner/cache.h"
 
-#define CACHE_FORMAT 2  // profiles with the head's labels timed apart (label_s_per_value)
+#define CACHE_FORMAT 3  // profiles with the collectives' wait measured (collective_wait; 2: the labels timed apart)
 
 static void cpu_model(char *out, size_t n) {
     FILE *f = fopen("/proc/cpuinfo", "r");

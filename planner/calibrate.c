@@ -3,7 +3,8 @@
 // a real run (ranks sharing cores and memory bandwidth) is in the numbers: one layer's F, B, I and W
 // passes through model.c's own Stage at every power of two of rows up to the batch, per precision;
 // the input rows, the optimizer per parameter; messages between rank pairs; the dp collectives of
-// every group size and algorithm; how much of a collective hides behind compute; a step's fixed cost.
+// every group size and algorithm; how much of a collective hides behind compute; what a collective waits
+// for in a step beyond that (calibrate_wait); a step's fixed cost.
 #include <math.h>
 #include <string.h>
 #include "base/data.h"
@@ -342,6 +343,76 @@ static void calibrate_collectives(const Backend *be, Profile *pf, size_t most_by
     }
 }
 
+// A least-squares line e = a + b x through n points, b clamped to [0, 1] and a to >= 0 (noise, not a gain).
+static void fit_line(const double *x, const double *e, int n, double *a, double *b) {
+    double mx = mean_of(x, n), me = mean_of(e, n), sxy = 0, sxx = 0;
+    for (int i = 0; i < n; i++) sxy += (x[i] - mx) * (e[i] - me), sxx += (x[i] - mx) * (x[i] - mx);
+    *b = sxx > 0 ? fmin(fmax(sxy / sxx, 0), 1) : 0;
+    *a = fmax(me - *b * mx, 0);
+}
+
+#define WAIT_POINTS 4  // gemms between two all-reduces: 1, 2, 3, 4 times a unit (in a step, compute precedes each)
+#define WAIT_SPAN_S 0.02   // ... the unit the fewest gemms whose 4 times take this long (at most 16): the drift is
+                           // fitted over the compute between a step's meetings, not a few scheduler slices'
+#define WAIT_BUDGET_S 3.0  // the rounds of all the points together: the ranks' drift is noise to average
+
+// One round of each point: g gemms, then the all-reduce; x[i] += the gemms' seconds, e[i] += the all-reduce's
+// (on this rank: from the end of its own gemms, so the wait for the group's last rank is in it).
+static void wait_round(Comm *cm, const Backend *be, int algo, float *a, float *w, float *o, int rows, int H,
+                       int unit, double *x, double *e) {
+    for (int i = 0; i < WAIT_POINTS; i++) {
+        double t0 = now_sec();
+        for (int k = 0; k < unit * (i + 1); k++) be->gemm(0, 1, rows, H, H, 1.0f, a, H, w, H, 0.0f, o, H);
+        double t1 = now_sec();
+        comm_allreduce(cm, o, (size_t)rows * H, 1.0f, algo);
+        x[i] += t1 - t0;
+        e[i] += now_sec() - t1;
+    }
+}
+
+// The all-reduce as a step meets it (issue 32): each rank runs 1 to 4 units of gemms of a hidden layer's
+// shape (the rows the all-reduce then sums: --tp's pattern) and the all-reduce over the world, round after round
+// with no barrier (the points interleaved, so a change of the machine's load hits them alike), on buffers the
+// gemms have moved through the caches. A round's step is the last rank's compute and the all-reduce; the mean
+// over the ranks of what each waited in the all-reduce less the calibrated all-reduce is that round's excess
+// over the mean compute. The excess against the compute, a line: entry_s a collective, the drift a share of the
+// compute. Needs the world's all-reduce curve (calibrate_collectives).
+static void calibrate_wait(const TrainConfig *c, const Backend *be, Profile *pf, int verbose) {
+    int world = comm_world_size(), H = (int)c->hidden, rows = c->batch < 256 ? (int)c->batch : 256;
+    if (world > COST_MAX_D) return;
+    Comm cm;
+    comm_grid(&cm, be, 1, world, PLACEMENT_REPLICAS);
+    size_t n = (size_t)rows * H;
+    int shm = comm_shared_possible(&cm, n * sizeof(float)), algo = shm ? ALLREDUCE_SHM : ALLREDUCE_MPI;
+    float *o = shm ? comm_shared_alloc(&cm, n) : be->alloc(n * sizeof(float));
+    float *a = be->alloc(n * sizeof(float)), *w = be->alloc(sizeof(float) * (size_t)H * H);
+    be->fill(a, 1e-3f, n);
+    be->fill(w, 1e-3f, (size_t)H * H);
+    double x[WAIT_POINTS] = {0}, e[WAIT_POINTS] = {0}, once = now_sec();
+    be->gemm(0, 1, rows, H, H, 1.0f, a, H, w, H, 0.0f, o, H);  // (warm-up, and the gemm's time: one unit everywhere)
+    double gemm_s = over_ranks(now_sec() - once, 1);
+    int unit = gemm_s > 0 ? (int)ceil(WAIT_SPAN_S / 4 / gemm_s) : 1;
+    unit = unit < 1 ? 1 : unit > 16 ? 16 : unit;
+    once = now_sec();
+    wait_round(&cm, be, algo, a, w, o, rows, H, unit, x, e);  // (warm-up: its figures dropped below)
+    int reps = reps_for(now_sec() - once, WAIT_BUDGET_S, 100);
+    memset(x, 0, sizeof x), memset(e, 0, sizeof e);
+    comm_barrier(MPI_COMM_WORLD);
+    for (int r = 0; r < reps; r++) wait_round(&cm, be, algo, a, w, o, rows, H, unit, x, e);
+    double curve = cost_curve_at(&pf->coll[algo][COLL_ALLREDUCE][world], (double)n * 4);
+    for (int i = 0; i < WAIT_POINTS; i++) {
+        x[i] = over_ranks(x[i] / reps, 0);
+        e[i] = over_ranks(e[i] / reps, 0) - curve;
+    }
+    fit_line(x, e, WAIT_POINTS, &pf->wait.entry_s, &pf->wait.drift);
+    be->free(a); be->free(w);
+    if (!shm) be->free(o);
+    comm_free(&cm);
+    if (verbose)
+        fprintf(stderr, "# calibrate: collectives as a step meets them: %.3f ms more each, drift %.1f%% of the "
+                "compute\n", pf->wait.entry_s * 1e3, 100 * pf->wait.drift);
+}
+
 // A step's fixed cost: the barrier and the loss's all-reduce over the world.
 static void calibrate_fixed(Profile *pf) {
     double v[41] = {0}, x[4] = {0};
@@ -384,6 +455,7 @@ void calibrate_run(const TrainConfig *c, Profile *pf, int verbose) {
         size_t most = 4096;
         while ((double)most < params && most < ((size_t)64 << 20)) most *= 4;
         calibrate_collectives(be, pf, most, verbose);
+        calibrate_wait(c, be, pf, verbose);
     }
     calibrate_fixed(pf);
     if (verbose) fprintf(stderr, "# calibrate: done\n");

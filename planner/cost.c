@@ -89,6 +89,10 @@ double cost_collective(const Profile *pf, int op, int algo, int D, double bytes,
     return steps * (lat + bytes / D / bw);
 }
 
+double cost_coll_wait(const Profile *pf, double n, double compute) {
+    return n > 0 ? n * pf->wait.entry_s + pf->wait.drift * compute : 0;
+}
+
 double cost_overlap(const Profile *pf, int algo) { return pf->calibrated ? pf->overlap[algo] : pf->machine_overlap; }
 
 // Adam reads a parameter, its gradient and two moments and writes three of them (28 bytes); SGD 12.
@@ -148,6 +152,11 @@ char *cost_to_json(const Profile *pf) {
     cJSON_AddNumberToObject(o, "sgd_s_per_param", pf->sgd_s);
     if (pf->ortho_s > 0) cJSON_AddNumberToObject(o, "ortho_s_per_op", pf->ortho_s);
     cJSON_AddNumberToObject(o, "step_fixed_s", pf->step_fixed_s);
+    if (pf->wait.entry_s > 0 || pf->wait.drift > 0) {
+        cJSON *w = cJSON_AddObjectToObject(o, "collective_wait");
+        cJSON_AddNumberToObject(w, "entry_s", pf->wait.entry_s);
+        cJSON_AddNumberToObject(w, "drift", pf->wait.drift);
+    }
     cJSON *refit = NULL;
     for (int f = 0; f < FAMILIES; f++) {
         if (!(pf->refit[f] > 0)) continue;
@@ -293,6 +302,15 @@ static int read_refit(Rd *r, const cJSON *o, Profile *pf) {
     return 0;
 }
 
+// The collectives' wait beyond their curves, when there (older profiles: none, both 0).
+static int read_wait(Rd *r, const cJSON *o, Profile *pf) {
+    const cJSON *w = cJSON_GetObjectItem(o, "collective_wait");
+    if (!w) return 0;
+    if (!cJSON_IsObject(w)) return bad(r, "\"collective_wait\" must be an object (entry_s, drift)");
+    if (secs(r, w, "entry_s", &pf->wait.entry_s) || num(r, w, "drift", 0, &pf->wait.drift)) return -1;
+    return pf->wait.drift > 1 ? bad(r, "\"drift\" is a share of the compute: at most 1") : 0;
+}
+
 static int read_profile(Rd *r, const cJSON *o, Profile *pf) {
     pf->calibrated = 1;
     const cJSON *src = cJSON_GetObjectItem(o, "source");
@@ -311,7 +329,7 @@ static int read_profile(Rd *r, const cJSON *o, Profile *pf) {
     if (cJSON_GetObjectItem(o, "ortho_s_per_op") && secs(r, o, "ortho_s_per_op", &pf->ortho_s))  // (older: none)
         return -1;
     if (pf->world > 1 && !pf->p2p.n) return bad(r, "a profile of several ranks needs \"p2p\"");
-    return read_refit(r, o, pf);
+    return read_wait(r, o, pf) || read_refit(r, o, pf) ? -1 : 0;
 }
 
 static int read_link(Rd *r, const cJSON *o, const char *key, double *bw, double *lat) {

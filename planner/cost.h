@@ -40,6 +40,11 @@ enum { LAYER_MID, LAYER_FIRST, LAYER_HEAD, LAYER_KINDS };         // hidden H->H
 enum { FAMILY_PIPELINE, FAMILY_HYBRID, FAMILY_DDP, FAMILY_TP, FAMILY_MONOLITH, FAMILIES };
 extern const char *const family_names[FAMILIES];
 
+// A collective as a training step meets it (issue 32), beyond the curve a barrier-started calibration timed:
+// entry_s more for each one a rank waits for, and the ranks' drift: a share of the compute since they last
+// met (the rank that arrives last keeps the others waiting). Both 0: a profile without the term.
+typedef struct { double entry_s, drift; } CollWait;
+
 // Seconds at each of n points x[] (rows, or bytes), interpolated linearly between them and beyond the
 // last along its last segment's slope; below the first, the first's time.
 typedef struct { int n; double x[COST_GRID], s[COST_GRID]; } Curve;
@@ -62,6 +67,7 @@ typedef struct {
     Curve coll[ALLREDUCE_ALGOS][COLLS][COST_MAX_D + 1];  // (a machine file's links stand for every algorithm)
     double overlap[ALLREDUCE_ALGOS];  // how much of a collective in flight during compute is hidden (1 all, 0 none)
     double step_fixed_s;         // every step: the loss all-reduce over the world, the barrier
+    CollWait wait;               // calibrated: what a collective waits for beyond its curve (calibrate_wait)
     double refit[FAMILIES];      // `plan --validate`'s measured over predicted step per family (0: none, as 1)
     // a machine file: devices and links
     int devices_per_node;
@@ -107,5 +113,8 @@ double cost_alltoall(const Profile *pf, int N, double bytes, int intra);
 // over every NIC the group has on a node (one per device, as NCCL drives a DGX's eight), up to NVLink's rate.
 double cost_collective(const Profile *pf, int op, int algo, int D, double bytes, int local);
 double cost_overlap(const Profile *pf, int algo);
+// The wait beyond the curves of n collectives a rank meets after `compute` seconds of its own work since the
+// ranks last met: n x entry_s + drift x compute (0 when n is 0, or for a profile without the term).
+double cost_coll_wait(const Profile *pf, double n, double compute);
 // The optimizer step over `params` parameters (OPTIM_*).
 double cost_optimizer(const Profile *pf, int optimizer, double params);

@@ -160,7 +160,7 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
     Passes q = {0};
     double H = (double)c->hidden, in = (double)p->inputs, C = (double)c->classes, ar_f = 0, ar_b = 0, a2a_f = 0,
            a2a_b = 0;
-    int prec = c->precision, T = p->T, ckpt = p->pipe.ckpt;
+    int prec = c->precision, T = p->T, ckpt = p->pipe.ckpt, n_f = 0, n_b = 0;
     for (int g = p->lo[vs]; g < p->lo[vs + 1]; g++) {
         int kind = g == 0 ? LAYER_FIRST : LAYER_MID;
         double fan_in = g == 0 ? in : H;
@@ -174,6 +174,7 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
         double af = t.fwd_floats ? tp_allreduce_s(pf, T, t.fwd_floats) : 0;
         double ab = t.bwd_floats ? tp_allreduce_s(pf, T, t.bwd_floats) : 0;
         q.missing |= af < 0 || ab < 0;
+        n_f += t.fwd_floats > 0, n_b += t.bwd_floats > 0;
         ar_f += af;
         ar_b += ab;
     }
@@ -183,6 +184,9 @@ static Passes vstage_passes(const Profile *pf, const TrainConfig *c, const Plan 
         q.w += cost_layer(pf, LAYER_HEAD, PASS_W, prec, rows, H, C);
         q.b += cost_layer(pf, LAYER_HEAD, PASS_B, prec, rows, H, C);
     }
+    // each all-reduce waits for the group's last rank: the ranks drift apart over the pass's compute (cost_coll_wait)
+    ar_f += cost_coll_wait(pf, n_f, q.f);
+    ar_b += cost_coll_wait(pf, n_b, q.b);
     q.f += ar_f;
     q.i += ar_b;
     q.b += ar_b;
@@ -264,7 +268,7 @@ static double compress_host_s(const Profile *pf, const TrainConfig *c, const Com
 typedef struct { double comm, opt; } Tail;
 
 static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int stage, double last, double all,
-                     int backwards, Tail *t) {
+                     int backwards, double compute, Tail *t) {
     DpSync d = dp_sync(pf, c, p, stage);
     t->comm = 0;
     t->opt = cost_optimizer(pf, c->optimizer, data_price_optimizer_params(p, &d.t));
@@ -296,6 +300,10 @@ static int rank_tail(const Profile *pf, const TrainConfig *c, const Plan *p, int
     }
     double ov = d.t.overlapped ? overlap(pf, d.algo) : 0;
     t->comm = data_price_exposed(&d.t, sync, gather, ov, window, backwards);
+    // the meetings a rank waits at (each sync's last bucket; the all-gathers after the update, in flight together:
+    // one) and the replicas' drift over the rank's compute of the step (cost_coll_wait)
+    double waited = (d.t.per_backward ? backwards : 1) + (d.t.gather_after ? 1 : 0);
+    t->comm += cost_coll_wait(pf, waited, compute);
     return 0;
 }
 
@@ -310,7 +318,7 @@ static int predict_flat(const Profile *pf, const TrainConfig *c, const Plan *p, 
         double f = zero3_gather(pf, p, &d, q.f), b = zero3_gather(pf, p, &d, q.b);
         gather = f < 0 || b < 0 ? -1 : f + b;
     }
-    if (q.missing || gather < 0 || rank_tail(pf, c, p, 0, q.b, q.b, 1, &t)) return -1;
+    if (q.missing || gather < 0 || rank_tail(pf, c, p, 0, q.b, q.b, 1, q.f + q.b - q.tp_s - q.a2a_s, &t)) return -1;
     out->compute_s = q.f + q.b + t.opt - q.tp_s - q.a2a_s;
     out->comm_s = t.comm + q.tp_s + q.a2a_s + gather + pf->step_fixed_s;
     out->step_s = out->compute_s + out->comm_s;
@@ -364,7 +372,7 @@ static int predict_pipeline(const Profile *pf, const TrainConfig *c, const Plan 
     for (int s = 0; s < K && !rc; s++) {
         double last_bw = b[s] + w[s];  // the rank's last micro-batch's backward, all chunks (b, w: one micro-batch's)
         Tail t;
-        if (rank_tail(pf, c, p, s, last_bw, p->M * (b[s] + w[s]), p->M, &t)) rc = -1;
+        if (rank_tail(pf, c, p, s, last_bw, p->M * (b[s] + w[s]), p->M, r->busy[s] - p->M * x[s], &t)) rc = -1;
         else if (r->end[s] + t.comm + t.opt >= step) {
             step = r->end[s] + t.comm + t.opt;
             out->compute_s = r->busy[s] + t.opt - p->M * x[s];

@@ -4,7 +4,8 @@
 // the schedule's arithmetic gives by hand (1F1B's (M+K-1)(F+B), a ddp step with half its all-reduce
 // hidden, ZeRO-1's reduce-scatter, optimizer shard and all-gather; --tp's slices and all-reduces;
 // ZeRO-2's reduce-scatter per backward, ZeRO-3's gathers around each pass); and the search's ranking,
-// memory rule and axes (tp within a node, ZeRO 0-3). A change to the model that moves a prediction fails here first.
+// memory rule and axes (tp within a node, ZeRO 0-3); the collectives' wait beyond their curves (issue 32). A change
+// to the model that moves a prediction fails here first.
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include "unit.h"
@@ -627,6 +628,68 @@ static void test_compress_price(void) {
     free(p);
 }
 
+// Issue 32: a profile's collective wait (cost_coll_wait) adds, to each layout with collectives, entry_s a
+// collective waited for and the drift's share of the compute since the ranks last met; layouts without
+// collectives keep their step, and a profile without the term (an older one) reads as none.
+static double step_of(const Profile *pf, const TrainConfig *c, Layout l) {
+    Prediction pr;
+    char why[512];
+    return predict_step(pf, c, &l, &pr, why, sizeof why) ? -1 : pr.step_s;
+}
+static void test_coll_wait(void) {
+    Profile pf, waits;
+    fixed_profile(&pf);
+    pf.coll[ALLREDUCE_SHM][COLL_ALLREDUCE][2] = flat(0.001);
+    waits = pf;
+    waits.wait = (CollWait){.entry_s = 0.0005, .drift = 0.1};
+    TrainConfig c = small_model();
+    // monolith --tp 2 (test_tp_zero's): two forward all-reduces after the forward's 4 (32A - A/2), one backward
+    // after the backward's 4 (64A - A)
+    Layout tp = {.pp = 1, .dp = 1, .tp = 2, .v = 1, .M = 1};
+    double got = step_of(&waits, &c, tp) - step_of(&pf, &c, tp),
+           want = 3 * 0.0005 + 0.1 * (4 * (32 * A - A / 2) + 4 * (64 * A - A));
+    EXPECT("coll_wait_tp2", fabs(got - want) < 1e-12, "%.12g vs %.12g", got, want);
+    // ddp on 2 replicas: the sync's one bucket waited for after the step's compute, 4 layers x 32 rows x 3A;
+    // ZeRO-1: and its all-gather after the update
+    Layout ddp = {.pp = 1, .dp = 2, .tp = 1, .v = 1, .M = 1};
+    got = step_of(&waits, &c, ddp) - step_of(&pf, &c, ddp), want = 0.0005 + 0.1 * 4 * 32 * 3 * A;
+    EXPECT("coll_wait_ddp", fabs(got - want) < 1e-12, "%.12g vs %.12g", got, want);
+    ddp.zero = 1;
+    got = step_of(&waits, &c, ddp) - step_of(&pf, &c, ddp), want += 0.0005;
+    EXPECT("coll_wait_zero1", fabs(got - want) < 1e-12, "%.12g vs %.12g", got, want);
+    TrainConfig three = c;  // 3 buckets (test_tp_zero's): their all-gathers after the update in flight together, one wait
+    three.ddp.bucket_mb = 612.0 / (1024 * 1024);
+    got = step_of(&waits, &three, ddp) - step_of(&pf, &three, ddp);
+    EXPECT("coll_wait_zero1_buckets", fabs(got - want) < 1e-12, "%.12g vs %.12g", got, want);
+    // hybrid 2 x 2, 1F1B, 4 micro-batches of 8 rows: each stage's busy 4 x (2 layers x 8 rows x 3A)
+    Layout hybrid = {.pp = 2, .dp = 2, .tp = 1, .schedule = SCHED_1F1B, .v = 1, .M = 4};
+    got = step_of(&waits, &c, hybrid) - step_of(&pf, &c, hybrid), want = 0.0005 + 0.1 * 4 * 48 * A;
+    EXPECT("coll_wait_hybrid", fabs(got - want) < 1e-12, "%.12g vs %.12g", got, want);
+    // no collectives: the pipeline and the monolith priced as before
+    Layout pp = {.pp = 2, .dp = 1, .tp = 1, .schedule = SCHED_1F1B, .v = 1, .M = 4}, mono = {.pp = 1, .dp = 1, .tp = 1,
+                                                                                          .v = 1, .M = 1};
+    EXPECT("coll_wait_not_pipeline_monolith", step_of(&waits, &c, pp) == step_of(&pf, &c, pp) &&
+           step_of(&waits, &c, mono) == step_of(&pf, &c, mono) && step_of(&pf, &c, mono) > 0, "changed");
+    // the term survives its JSON; a profile without it reads as none; a drift past the compute is refused
+    waits.p2p = pf.p2p = (Curve){.n = 2, .x = {8, 4096}, .s = {1e-6, 3e-6}};
+    char *text = cost_to_json(&waits), why[512];
+    Profile back;
+    int rc = cost_parse(text, "p.json", &back, why, sizeof why);
+    free(text);
+    EXPECT("coll_wait_roundtrip", rc == 0 && back.wait.entry_s == 0.0005 && back.wait.drift == 0.1, "%s", why);
+    text = cost_to_json(&pf);
+    rc = cost_parse(text, "p.json", &back, why, sizeof why);
+    EXPECT("coll_wait_old_profile", rc == 0 && !strstr(text, "collective_wait") && back.wait.entry_s == 0 &&
+           back.wait.drift == 0, "%s", why);
+    free(text);
+    waits.wait.drift = 2;
+    text = cost_to_json(&waits);
+    rc = cost_parse(text, "p.json", &back, why, sizeof why);
+    free(text);
+    EXPECT("coll_wait_drift_refused", rc < 0 && strstr(why, "\"drift\" is a share of the compute: at most 1"), "%s",
+           why);
+}
+
 int main(void) {
     test_curves();
     test_machine();
@@ -643,5 +706,6 @@ int main(void) {
     test_peak();
     test_moe();
     test_compress_price();
+    test_coll_wait();
     return unit_failures != 0;
 }
