@@ -5,6 +5,7 @@
 #include <string.h>
 #include "comms/alltoall.h"
 #include "comms/devcomm.h"
+#include "comms/launch.h"  // launch_world_one_node
 #include "comms/shm.h"  // shm_segment_open
 #include "comms/watchdog.h"
 #include "base/util.h"
@@ -62,6 +63,7 @@ int alltoall_shm_possible(MPI_Comm group) {
     MPI_Comm node;
     int local, R, ok;
     MPI_CHECK(MPI_Comm_size(group, &R));
+    if (launch_world_one_node()) return 1;  // (the same on every rank)
     MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_size(node, &local));
     MPI_CHECK(MPI_Comm_free(&node));

@@ -2,7 +2,6 @@
 // message: the nodes the ranks sit on (and their host names), /dev/shm's room on each, and whether
 // every rank has a GPU of its own (by the GPUs' UUIDs; NCCL needs it). It decides nothing: the plan
 // (train/plan.c's plan_device) does.
-#include <stdlib.h>
 #include <string.h>
 #include "comms/hardware.h"
 #include "comms/launch.h"
@@ -10,23 +9,11 @@
 #include "comms/watchdog.h"
 #include "base/util.h"
 
-// Whether every rank is on one node as the launcher says (Hydra's MPI_LOCALNRANKS, this node's ranks, is
-// the world's size), agreed by all: then the node is the world without MPI_Comm_split_type, a split over the
-// world whose collectives spin (measured: 0.04 s of CPU per rank, 4 ranks on 2 cores). Else MPI's own map.
-static int one_node_said(int size) {
-    const char *here = getenv("MPI_LOCALNRANKS");
-    int said = here && atol(here) == size;
-    MPI_Request q;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &said, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &q));
-    wd_wait_all(&q, MPI_COMM_WORLD, "an all-reduce");
-    return said;
-}
-
 // The nodes: a node is named by its lowest rank, then numbered in that order; and each rank's
 // /dev/shm room (comm_shm_room), all-gathered.
 static void gather_nodes(Hardware *p, int rank, int size) {
     MPI_Comm node = MPI_COMM_NULL;
-    int one = one_node_said(size);
+    int one = launch_one_node(size);
     p->local_rank = rank, p->local_size = size;
     if (!one) {
         MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));

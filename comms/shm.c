@@ -8,6 +8,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include "comms/shm.h"
+#include "comms/launch.h"  // launch_world_one_node
 #include "comms/watchdog.h"
 #include "base/util.h"
 
@@ -113,6 +114,10 @@ static void shm_win_open(ShmWin *w, MPI_Comm comm, size_t bytes) {
 static int dp_on_node(Comm *c) {
     MPI_Comm node;
     int local;
+    if (launch_world_one_node()) {  // every rank on this node, by the launcher's word (comms/hardware.c)
+        MPI_CHECK(MPI_Comm_size(c->dp, &local));
+        return local;
+    }
     MPI_CHECK(MPI_Comm_split_type(c->dp, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_size(node, &local));
     MPI_CHECK(MPI_Comm_free(&node));
