@@ -64,9 +64,12 @@ void comm_choose_hardware(int probe_gpus, Hardware *p) {
     char err[sizeof p->no_gpu_why] = "";
     p->cuda = backend_cuda_open(p->local_rank, err, sizeof err);
     int first = p->cuda ? size : rank;  // the lowest rank without a GPU speaks for all
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &q));
+    wd_wait_all(&q, MPI_COMM_WORLD, "an all-reduce");
     if (first < size) {
-        MPI_CHECK(MPI_Bcast(err, (int)sizeof err, MPI_CHAR, first, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Ibcast(err, (int)sizeof err, MPI_CHAR, first, MPI_COMM_WORLD, &q));
+        wd_wait_all(&q, MPI_COMM_WORLD, "placing the ranks");
         err[sizeof err - 1] = 0;
         p->no_gpu_rank = first;
         snprintf(p->no_gpu_why, sizeof p->no_gpu_why, "%s", err);
@@ -77,7 +80,6 @@ void comm_choose_hardware(int probe_gpus, Hardware *p) {
     // rank sees one GPU, its own).
     uint64_t key = p->cuda->device_key ? p->cuda->device_key() : (uint64_t)(p->local_rank % p->cuda->device_count),
              *keys = xmalloc(sizeof(uint64_t) * (size_t)size);
-    MPI_Request q;
     MPI_CHECK(MPI_Iallgather(&key, 1, MPI_UINT64_T, keys, 1, MPI_UINT64_T, MPI_COMM_WORLD, &q));
     wd_wait_all(&q, MPI_COMM_WORLD, "placing the ranks");
     comm_gpu_sharing(size, rank, p->node_of, keys, p);
