@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 #include "comms/shm.h"
 #include "comms/launch.h"  // launch_world_one_node
@@ -69,8 +70,10 @@ void shm_segment_open(ShmSegment *s, MPI_Comm comm, size_t bytes) {
     s->bytes = stride * (size_t)n;
     char name[64] = "";
     if (me == 0) {
-        static unsigned made;  // this process's segments so far: the name's own part
-        snprintf(name, sizeof name, "/micropp-%ld-%u", (long)getpid(), made++);
+        static unsigned made;  // this process's segments so far; and the clock, as containers that share
+        struct timespec ts;    // /dev/shm may reuse a pid
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(name, sizeof name, "/micropp-%ld-%u-%lx", (long)getpid(), made++, (unsigned long)ts.tv_nsec);
         int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
         CHECK(fd >= 0, "cannot create shared memory %s in /dev/shm: %s", name, strerror(errno));
         int sized = ftruncate(fd, (off_t)s->bytes) == 0;
