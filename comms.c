@@ -93,6 +93,33 @@ int comm_world_size(void) { int n = 1; if (mpi_up()) MPI_Comm_size(MPI_COMM_WORL
 
 void comm_grid(Comm *c, const Backend *be, int P, int D, int placement) { comm_grid_tp(c, be, P, D, 1, placement); }
 
+// The communicator of MPI_Comm_split(parent, color[me], key[me]) (comms.h), by MPI_Comm_create_group among the
+// ranks of that color alone. A split's collectives span the whole parent and spin there (measured, 4 ranks on
+// 2 cores: a grid's three splits 0.15 s of CPU in all, the groups' own 0.02 s).
+MPI_Comm comm_split_known(MPI_Comm parent, const int *color, const int *key, int tag) {
+    int size, me, n = 0;
+    MPI_CHECK(MPI_Comm_size(parent, &size));
+    MPI_CHECK(MPI_Comm_rank(parent, &me));
+    int *member = xmalloc(sizeof(int) * (size_t)size);
+    for (int r = 0; r < size; r++)
+        if (color[r] == color[me]) member[n++] = r;
+    for (int i = 1; i < n; i++)  // by key, stable (insertion)
+        for (int j = i; j > 0 && key[member[j - 1]] > key[member[j]]; j--) {
+            int t = member[j];
+            member[j] = member[j - 1];
+            member[j - 1] = t;
+        }
+    MPI_Group all, group;
+    MPI_Comm out;
+    MPI_CHECK(MPI_Comm_group(parent, &all));
+    MPI_CHECK(MPI_Group_incl(all, n, member, &group));
+    MPI_CHECK(MPI_Comm_create_group(parent, group, tag, &out));
+    MPI_CHECK(MPI_Group_free(&group));
+    MPI_CHECK(MPI_Group_free(&all));
+    free(member);
+    return out;
+}
+
 void comm_grid_tp(Comm *c, const Backend *be, int P, int D, int T, int placement) {
     memset(c, 0, sizeof *c);
     c->be = be;
@@ -111,9 +138,20 @@ void comm_grid_tp(Comm *c, const Backend *be, int P, int D, int T, int placement
     c->replica = comm_grid_replica(c->placement, P, D, g);
     // split(color, key): pp gathers one replica's stages in stage order, dp one stage's replicas (each
     // of the same tp_rank), tp one group's ranks.
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->replica * T + c->tp_rank, c->stage, &c->pp));
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, c->stage * T + c->tp_rank, c->replica, &c->dp));
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, g, c->tp_rank, &c->tp));
+    int n = c->size, *at = xmalloc(sizeof(int) * 6 * (size_t)n), *stage = at, *replica = at + n, *tp = at + 2 * n;
+    int *pp_color = at + 3 * n, *dp_color = at + 4 * n, *group = at + 5 * n;
+    for (int r = 0; r < n; r++) {
+        group[r] = comm_rank_group(T, r);
+        tp[r] = comm_rank_tp(T, r);
+        stage[r] = comm_grid_stage(c->placement, P, D, group[r]);
+        replica[r] = comm_grid_replica(c->placement, P, D, group[r]);
+        pp_color[r] = replica[r] * T + tp[r];
+        dp_color[r] = stage[r] * T + tp[r];
+    }
+    c->pp = comm_split_known(MPI_COMM_WORLD, pp_color, stage, 1);
+    c->dp = comm_split_known(MPI_COMM_WORLD, dp_color, replica, 2);
+    c->tp = comm_split_known(MPI_COMM_WORLD, group, tp, 3);
+    free(at);
     MPI_Comm_set_errhandler(c->pp, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(c->dp, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(c->tp, MPI_ERRORS_RETURN);

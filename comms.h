@@ -57,6 +57,10 @@ void comm_grid(Comm *c, const Backend *be, int P, int D, int placement);
 // tp_rank; tp the T ranks of one group. T = 1 is comm_grid.
 void comm_grid_tp(Comm *c, const Backend *be, int P, int D, int T, int placement);
 void comm_pipeline(Comm *c, const Backend *be);  // every rank one stage of a single pipeline
+// MPI_Comm_split(parent, color[me], key[me]) where every rank knows every rank's color and key ([parent's
+// size]): the same communicator (ranks in key order, ties in parent order), made among that color's ranks
+// alone (MPI_Comm_create_group, tag: the call's, alike on all). Collective over those ranks.
+MPI_Comm comm_split_known(MPI_Comm parent, const int *color, const int *key, int tag);
 void comm_free(Comm *c);
 // How c moves buffers from now on; TRANSPORT_NCCL opens one NCCL transport (devcomm.h) over
 // c->world, warmed up with `peers` (npeers world ranks: the ones this rank will exchange with,

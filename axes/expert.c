@@ -14,6 +14,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "axes/expert.h"
+#include "comms.h"  // comm_split_known
 #include "comms/collectives.h"
 #include "comms/hardware.h"  // TRANSPORT_NCCL
 #include "comms.h"           // comm_nccl_group
@@ -196,8 +197,10 @@ void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n
     g->comm = MPI_COMM_NULL;
     g->N = p->expert.N;
     if (g->N <= 1) return;
-    int replica = grid->replica;
-    MPI_CHECK(MPI_Comm_split(grid->dp, replica / g->N, replica, &g->comm));
+    int D = grid->replicas, *at = xmalloc(sizeof(int) * 3 * (size_t)D);
+    int *group = at, *place = at + D, *order = at + 2 * D;  // of every dp rank (its replica): split(group, replica)
+    for (int r = 0; r < D; r++) group[r] = r / g->N, place[r] = r % g->N, order[r] = r;
+    g->comm = comm_split_known(grid->dp, group, order, 1);
     MPI_CHECK(MPI_Comm_rank(g->comm, &g->rank));
     int algo = p->expert.algo;  // (ALLTOALL_AUTO's value is ALLTOALL_NCCL's: nccl is the plan's flag)
     if (algo == ALLTOALL_AUTO) algo = alltoall_shm_possible(g->comm) ? ALLTOALL_SHM : ALLTOALL_MPI;
@@ -221,7 +224,8 @@ void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n
     g->peers = *grid;  // (the grid's device and transport; its own dp group, no windows, its own collectives' tags)
     g->peers.shm = NULL;
     g->peers.seq = 0;
-    MPI_CHECK(MPI_Comm_split(grid->dp, g->rank, replica, &g->peers.dp));
+    g->peers.dp = comm_split_known(grid->dp, place, order, 2);  // split(g->rank, replica)
+    free(at);
     MPI_CHECK(MPI_Comm_rank(g->peers.dp, &g->peers.replica));
     MPI_CHECK(MPI_Comm_size(g->peers.dp, &g->peers.replicas));
 }

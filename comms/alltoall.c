@@ -6,6 +6,8 @@
 #include <string.h>
 #include "comms/alltoall.h"
 #include "comms/devcomm.h"
+#include "comms/launch.h"  // launch_world_one_node
+#include "comms/shm.h"  // shm_segment_open
 #include "comms/watchdog.h"
 #include "base/util.h"
 
@@ -37,8 +39,8 @@ struct AllToAll {
     const Backend *be;
     struct DevComm *nccl;
     size_t cap;               // shm: floats in each rank's window
-    MPI_Win win, ctl;         // shm: the rows' window and the counters'
-    char **peer;              // shm: every rank's window
+    ShmSegment win, ctl;      // shm: the rows' window and the counters'
+    char **peer;              // shm: every rank's window (win.peer)
     int64_t **counter;        // shm: every rank's counters
     int64_t k;                // shm: exchanges so far
     float *stage_send, *stage_recv;  // host copies of device buffers (not nccl)
@@ -63,6 +65,7 @@ int alltoall_shm_possible(MPI_Comm group) {
     MPI_Comm node;
     int local, R, ok;
     MPI_CHECK(MPI_Comm_size(group, &R));
+    if (launch_world_one_node()) return 1;  // (the same on every rank)
     MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_size(node, &local));
     MPI_CHECK(MPI_Comm_free(&node));
@@ -71,26 +74,15 @@ int alltoall_shm_possible(MPI_Comm group) {
     return ok;
 }
 
-static void shm_open(AllToAll *a) {
+static void shm_windows_open(AllToAll *a) {
     CHECK(alltoall_shm_possible(a->comm), "all-to-all shm over a group of %d ranks on several nodes", a->R);
     size_t head = ((size_t)a->R * sizeof(size_t) + 63) / 64 * 64;
-    char *base;
-    MPI_CHECK(MPI_Win_allocate_shared((MPI_Aint)(head + (a->cap ? a->cap : 1) * sizeof(float)), 1, MPI_INFO_NULL,
-                                      a->comm, &base, &a->win));
-    MPI_CHECK(MPI_Win_allocate_shared(A2A_COUNTERS * sizeof(int64_t), 1, MPI_INFO_NULL, a->comm, &base, &a->ctl));
-    memset(base, 0, A2A_COUNTERS * sizeof(int64_t));
-    a->peer = xcalloc((size_t)a->R, sizeof(char *));
+    shm_segment_open(&a->win, a->comm, head + (a->cap ? a->cap : 1) * sizeof(float));
+    shm_segment_open(&a->ctl, a->comm, A2A_COUNTERS * sizeof(int64_t));  // every counter zero (a new segment)
+    a->peer = a->win.peer;
     a->counter = xcalloc((size_t)a->R, sizeof(int64_t *));
-    for (int p = 0; p < a->R; p++) {
-        MPI_Aint size;
-        int unit;
-        char *c;
-        MPI_CHECK(MPI_Win_shared_query(a->win, p, &size, &unit, &a->peer[p]));
-        MPI_CHECK(MPI_Win_shared_query(a->ctl, p, &size, &unit, &c));
-        // cppcheck-suppress invalidPointerCast ; the control window's bytes hold int64 counters
-        a->counter[p] = (int64_t *)c;
-    }
-    barrier(a->comm);  // every counter is zero before anyone reads one
+    // cppcheck-suppress invalidPointerCast ; the control window's bytes hold int64 counters
+    for (int p = 0; p < a->R; p++) a->counter[p] = (int64_t *)(void *)a->ctl.peer[p];
 }
 
 AllToAll *alltoall_open(MPI_Comm group, int algo, const Backend *be, size_t cap, struct DevComm *nccl) {
@@ -105,7 +97,7 @@ AllToAll *alltoall_open(MPI_Comm group, int algo, const Backend *be, size_t cap,
     a->be = be;
     a->nccl = nccl;
     a->cap = cap;
-    if (algo == ALLTOALL_SHM) shm_open(a);
+    if (algo == ALLTOALL_SHM) shm_windows_open(a);
     if (algo == ALLTOALL_NCCL) {  // (made before the first step: no allocation while NCCL kernels are in flight)
         a->dev_send = be->alloc((cap ? cap : 1) * sizeof(float));
         a->dev_recv = be->alloc((cap ? cap : 1) * sizeof(float));
@@ -117,9 +109,9 @@ void alltoall_close(AllToAll *a) {
     if (!a) return;
     if (a->algo == ALLTOALL_SHM) {
         barrier(a->comm);  // nobody still reads a window
-        MPI_Win_free(&a->win);
-        MPI_Win_free(&a->ctl);
-        free(a->peer); free(a->counter);
+        shm_segment_close(&a->win);
+        shm_segment_close(&a->ctl);
+        free(a->counter);
     }
     if (a->stage_cap) { a->be->free_host(a->stage_send); a->be->free_host(a->stage_recv); }
     if (a->dev_send) { a->be->free(a->dev_send); a->be->free(a->dev_recv); }

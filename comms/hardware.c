@@ -12,19 +12,25 @@
 // The nodes: a node is named by its lowest rank, then numbered in that order; and each rank's
 // /dev/shm room (comm_shm_room), all-gathered.
 static void gather_nodes(Hardware *p, int rank, int size) {
-    MPI_Comm node;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_rank(node, &p->local_rank));
-    MPI_CHECK(MPI_Comm_size(node, &p->local_size));
-    int lowest = rank, crowded = wd_crowded(p->local_size);
+    MPI_Comm node = MPI_COMM_NULL;
+    int one = launch_one_node(size);
+    p->local_rank = rank, p->local_size = size;
+    if (!one) {
+        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+        MPI_CHECK(MPI_Comm_rank(node, &p->local_rank));
+        MPI_CHECK(MPI_Comm_size(node, &p->local_size));
+    }
+    int lowest = one ? 0 : rank, crowded = wd_crowded(p->local_size);
     MPI_Request q[2];
     // how waiting ranks spend their core: decided alike on every rank (some node has more ranks than cores)
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q[0]));
     wd_wait_all(&q[0], MPI_COMM_WORLD, "an all-reduce");
     wd_share_cores(crowded);
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, node, &q[0]));
-    wd_wait_all(&q[0], node, "an all-reduce");
-    MPI_CHECK(MPI_Comm_free(&node));
+    if (!one) {
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, node, &q[0]));
+        wd_wait_all(&q[0], node, "an all-reduce");
+        MPI_CHECK(MPI_Comm_free(&node));
+    }
     p->node_of = xmalloc(sizeof(int) * (size_t)size);
     p->shm_free = xmalloc(sizeof(double) * (size_t)size);
     double room = comm_shm_room();
@@ -58,9 +64,12 @@ void comm_choose_hardware(int probe_gpus, Hardware *p) {
     char err[sizeof p->no_gpu_why] = "";
     p->cuda = backend_cuda_open(p->local_rank, err, sizeof err);
     int first = p->cuda ? size : rank;  // the lowest rank without a GPU speaks for all
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &q));
+    wd_wait_all(&q, MPI_COMM_WORLD, "an all-reduce");
     if (first < size) {
-        MPI_CHECK(MPI_Bcast(err, (int)sizeof err, MPI_CHAR, first, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Ibcast(err, (int)sizeof err, MPI_CHAR, first, MPI_COMM_WORLD, &q));
+        wd_wait_all(&q, MPI_COMM_WORLD, "placing the ranks");
         err[sizeof err - 1] = 0;
         p->no_gpu_rank = first;
         snprintf(p->no_gpu_why, sizeof p->no_gpu_why, "%s", err);
@@ -71,7 +80,6 @@ void comm_choose_hardware(int probe_gpus, Hardware *p) {
     // rank sees one GPU, its own).
     uint64_t key = p->cuda->device_key ? p->cuda->device_key() : (uint64_t)(p->local_rank % p->cuda->device_count),
              *keys = xmalloc(sizeof(uint64_t) * (size_t)size);
-    MPI_Request q;
     MPI_CHECK(MPI_Iallgather(&key, 1, MPI_UINT64_T, keys, 1, MPI_UINT64_T, MPI_COMM_WORLD, &q));
     wd_wait_all(&q, MPI_COMM_WORLD, "placing the ranks");
     comm_gpu_sharing(size, rank, p->node_of, keys, p);

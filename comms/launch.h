@@ -15,3 +15,8 @@ const char *launch_build_id(void);
 // The host this rank runs on as mpiexec (Hydra) named it from its -hosts list, else as Slurm names the
 // node (SLURMD_NODENAME), else the machine's name.
 void launch_host_name(char *b, size_t n);  // the binary's GNU build id in hex, "unknown" without one
+// Whether every rank runs on one node by the launcher's word (Hydra's MPI_LOCALNRANKS), agreed by all (1 or
+// 0 alike on every rank; comm_choose_hardware asks, collective over the world). launch_world_one_node: its
+// last answer (0 before), so that any group of ranks knows it shares a node without asking MPI.
+int launch_one_node(int size);
+int launch_world_one_node(void);

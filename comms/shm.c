@@ -1,14 +1,20 @@
 // shm.c: collectives through shared memory (shm.h), a row of the collectives' table for the ranks of
 // one node: the windows the ranks share (made, found, freed), whether they are possible here (one
 // node, /dev/shm's room), and the all-reduce, reduce-scatter and all-gather that sum in place in them.
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
 #include "comms/shm.h"
+#include "comms/launch.h"  // launch_world_one_node
 #include "comms/watchdog.h"
 #include "base/util.h"
 
-// MPI-3 lets the ranks of a node allocate one window (MPI_Win_allocate_shared) and read and write
-// each other's part of it with plain loads and stores. With the gradients (and for ZeRO-1 the
+// The ranks of a node map one segment of /dev/shm (shm_segment_open) and read and write each
+// other's part of it with plain loads and stores. With the gradients (and for ZeRO-1 the
 // parameters) in such a window, a collective sends no message at all: each rank sums its own
 // chunk straight out of every rank's buffer, in rank order (so every chunk is summed alike and all
 // ranks end bit-equal), and writes each finished block of it back into every rank's buffer while
@@ -23,9 +29,8 @@
 enum { SHM_READY, SHM_DONE, SHM_COUNTERS = 8 };  // 8 int64: a cache line per rank
 
 typedef struct ShmWin {
-    MPI_Win win;
-    char *base;               // mine
-    char **peer;              // every dp rank's part (peer[me] == base)
+    ShmSegment seg;           // seg.peer[p]: dp rank p's part
+    char *base;               // mine (seg.peer[me])
     size_t bytes;
     struct ShmWin *next;
 } ShmWin;
@@ -38,7 +43,7 @@ struct Shm {
 };
 
 static int64_t *shm_counter(struct Shm *m, int rank, int which) {
-    return (int64_t *)m->ctl.peer[rank] + which;
+    return (int64_t *)m->ctl.seg.peer[rank] + which;
 }
 static int64_t shm_get(struct Shm *m, int rank, int which) {
     return __atomic_load_n(shm_counter(m, rank, which), __ATOMIC_ACQUIRE);
@@ -52,21 +57,70 @@ static int shm_all_reached(struct Shm *m, int which, int64_t v) {
     return 1;
 }
 
-static void shm_win_open(ShmWin *w, MPI_Comm comm, size_t bytes, int D) {
-    MPI_CHECK(MPI_Win_allocate_shared((MPI_Aint)bytes, 1, MPI_INFO_NULL, comm, &w->base, &w->win));
-    w->bytes = bytes;
-    w->peer = xcalloc((size_t)D, sizeof(char *));
-    for (int p = 0; p < D; p++) {
-        MPI_Aint size;
-        int unit;
-        MPI_CHECK(MPI_Win_shared_query(w->win, p, &size, &unit, &w->peer[p]));
+// A segment: rank 0 of comm creates a file in /dev/shm, sized for every rank's part, and passes its
+// name on; every rank maps it; once all have, rank 0 unlinks it (the mappings keep it until the last
+// munmap). MPI_Win_allocate_shared did this too, in about ten blocking collectives that, on a node
+// with more ranks than cores, spin through scheduler slices (measured: 35 ms of CPU per rank per
+// window, 4 ranks on 2 cores); here two waits under the watchdog, as the wait policy says.
+void shm_segment_open(ShmSegment *s, MPI_Comm comm, size_t bytes) {
+    int me, n;
+    MPI_CHECK(MPI_Comm_rank(comm, &me));
+    MPI_CHECK(MPI_Comm_size(comm, &n));
+    size_t stride = ((bytes ? bytes : 1) + 4095) / 4096 * 4096;  // each part on pages of its own
+    s->bytes = stride * (size_t)n;
+    char name[64] = "";
+    if (me == 0) {
+        static unsigned made;  // this process's segments so far; and the clock, as containers that share
+        struct timespec ts;    // /dev/shm may reuse a pid
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(name, sizeof name, "/micropp-%ld-%u-%lx", (long)getpid(), made++, (unsigned long)ts.tv_nsec);
+        int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        CHECK(fd >= 0, "cannot create shared memory %s in /dev/shm: %s", name, strerror(errno));
+        int sized = ftruncate(fd, (off_t)s->bytes) == 0;
+        int err = errno;
+        close(fd);
+        if (!sized) shm_unlink(name);
+        CHECK(sized, "cannot size shared memory %s to %zu bytes: %s", name, s->bytes, strerror(err));
     }
+    MPI_Request q;
+    MPI_CHECK(MPI_Ibcast(name, (int)sizeof name, MPI_CHAR, 0, comm, &q));
+    wd_wait_all(&q, comm, "sharing memory");
+    int fd = shm_open(name, O_RDWR, 0);
+    CHECK(fd >= 0, "cannot open shared memory %s (made by rank 0 of the group): %s", name, strerror(errno));
+    void *base = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int err = errno;
+    close(fd);
+    CHECK(base != MAP_FAILED, "cannot map %zu bytes of shared memory %s: %s", s->bytes, name, strerror(err));
+    MPI_CHECK(MPI_Ibarrier(comm, &q));  // every rank has it mapped
+    wd_wait_all(&q, comm, "sharing memory");
+    if (me == 0) shm_unlink(name);
+    s->peer = xcalloc((size_t)n, sizeof(char *));
+    for (int p = 0; p < n; p++) s->peer[p] = (char *)base + (size_t)p * stride;  // (zeroed: a new file)
+}
+
+void shm_segment_close(ShmSegment *s) {
+    if (!s->peer) return;
+    munmap(s->peer[0], s->bytes);  // (this rank's view: the others' stay until their own munmap)
+    free(s->peer);
+    s->peer = NULL;
+}
+
+static void shm_win_open(ShmWin *w, MPI_Comm comm, size_t bytes) {
+    int me;
+    MPI_CHECK(MPI_Comm_rank(comm, &me));
+    shm_segment_open(&w->seg, comm, bytes);
+    w->base = w->seg.peer[me];
+    w->bytes = bytes;
 }
 
 // How many ranks of this rank's dp group share its node.
 static int dp_on_node(Comm *c) {
     MPI_Comm node;
     int local;
+    if (launch_world_one_node()) {  // every rank on this node, by the launcher's word (comms/hardware.c)
+        MPI_CHECK(MPI_Comm_size(c->dp, &local));
+        return local;
+    }
     MPI_CHECK(MPI_Comm_split_type(c->dp, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_size(node, &local));
     MPI_CHECK(MPI_Comm_free(&node));
@@ -132,15 +186,11 @@ float *comm_shared_alloc(Comm *c, size_t n) {
         struct Shm *m = xcalloc(1, sizeof *m);
         m->D = D;
         MPI_CHECK(MPI_Comm_rank(c->dp, &m->me));
-        shm_win_open(&m->ctl, c->dp, SHM_COUNTERS * sizeof(int64_t), D);
-        memset(m->ctl.base, 0, SHM_COUNTERS * sizeof(int64_t));
-        MPI_Request q;  // every rank's counters are zero before anyone reads them
-        MPI_CHECK(MPI_Ibarrier(c->dp, &q));
-        wd_wait_all(&q, c->dp, "a barrier");
+        shm_win_open(&m->ctl, c->dp, SHM_COUNTERS * sizeof(int64_t));  // every counter zero (a new segment)
         c->shm = m;
     }
     ShmWin *w = xcalloc(1, sizeof *w);
-    shm_win_open(w, c->dp, (n ? n : 1) * sizeof(float), D);
+    shm_win_open(w, c->dp, (n ? n : 1) * sizeof(float));
     w->next = c->shm->wins;
     c->shm->wins = w;
     // cppcheck-suppress invalidPointerCast ; the window's bytes are allocated to hold floats
@@ -154,11 +204,11 @@ void comm_shared_free(Comm *c) {
     if (!m) return;
     for (ShmWin *w = m->wins, *next; w; w = next) {
         next = w->next;
-        MPI_Win_free(&w->win);
-        free(w->peer); free(w);
+        shm_segment_close(&w->seg);
+        free(w);
     }
-    MPI_Win_free(&m->ctl.win);
-    free(m->ctl.peer); free(m);
+    shm_segment_close(&m->ctl.seg);
+    free(m);
     c->shm = NULL;
 }
 
@@ -190,7 +240,7 @@ int comm_shm_advance(CommReq *q) {
         comm_shard(q->n, q->D, q->me, &off, &len);
         float *at[COMM_MAX_SHM];  // my chunk in every rank's buffer
         // cppcheck-suppress invalidPointerCast ; the window's bytes hold floats (comm_shared_alloc)
-        for (int p = 0; p < q->D; p++) at[p] = (float *)(r->win->peer[p] + r->off) + off;
+        for (int p = 0; p < q->D; p++) at[p] = (float *)(r->win->seg.peer[p] + r->off) + off;
         if (q->op == OP_ALLGATHER) {  // push my chunk to the others
             for (int p = 0; p < q->D; p++)
                 if (p != q->me) memcpy(at[p], at[q->me], len * sizeof(float));

@@ -19,7 +19,16 @@ void comm_shm_why(Comm *c, size_t bytes, const char *what, char *why, size_t wn)
 void comm_shm_unfit(const char *what, int D, int local, double need, int node_ranks, double room, char *why, size_t n);
 // /dev/shm's free bytes as this rank sees them (-1: unknown); MICROPP_SHM_FREE=BYTES stands in.
 double comm_shm_room(void);
-// n floats of host memory in a window shared by the ranks of c->dp (MPI_Win_allocate_shared), at
+// A segment of /dev/shm that the ranks of comm (all on one node) map: `bytes` per rank, rank p's part at
+// peer[p] (page-aligned, zeroed). Collective over comm, its waits under the watchdog; close is this rank's
+// alone (the others' mappings stay).
+typedef struct ShmSegment {
+    char **peer;
+    size_t bytes;             // mapped, all parts
+} ShmSegment;
+void shm_segment_open(ShmSegment *s, MPI_Comm comm, size_t bytes);
+void shm_segment_close(ShmSegment *s);
+// n floats of host memory in a segment shared by the ranks of c->dp (shm_segment_open), at
 // the same offset on every rank. Collective over the world (every rank calls it, in the same
 // order). Freed by comm_free.
 float *comm_shared_alloc(Comm *c, size_t n);

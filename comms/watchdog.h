@@ -82,7 +82,7 @@ void wd_poll(int (*ready)(void *ctx), void *ctx, WdSpin s);
 void wd_at_end(void (*fn)(void));
 
 // MPI_CHECK marks every MPI call, so the backstop thread sees one that blocks past --timeout (a
-// blocking call that no poll loop wraps: MPI_Comm_split, MPI_Win_allocate_shared, ...): it then
+// blocking call that no poll loop wraps: MPI_Comm_split, MPI_Comm_split_type, ...): it then
 // prints the call and ends the job. Two relaxed stores per call.
 extern unsigned wd_calls;
 extern const char *wd_call;

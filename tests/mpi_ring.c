@@ -211,6 +211,37 @@ static void test_grid_replicas(int P) {
     comm_free(&g);
 }
 
+// comm_split_known against MPI_Comm_split: the same ranks in the same order (MPI_Group_compare says
+// MPI_IDENT) for colors interleaved with keys reversed, colors in blocks with every key tied, and one color
+// with keys shuffled.
+static void test_split_known(void) {
+    int *color = xmalloc(sizeof(int) * 2 * (size_t)world), *key = color + world, ok = 1;
+    char why[128] = "";
+    for (int pattern = 0; pattern < 3; pattern++) {
+        for (int r = 0; r < world; r++) {
+            color[r] = pattern == 0 ? r % 2 : pattern == 1 ? r / 2 : 7;
+            key[r] = pattern == 0 ? world - r : pattern == 1 ? 0 : (r * 5 + 3) % (world + 1);
+        }
+        MPI_Comm known = comm_split_known(MPI_COMM_WORLD, color, key, 10 + pattern), split;
+        MPI_Comm_split(MPI_COMM_WORLD, color[me], key[me], &split);
+        MPI_Group a, b;
+        int same;
+        MPI_Comm_group(known, &a);
+        MPI_Comm_group(split, &b);
+        MPI_Group_compare(a, b, &same);
+        if (same != MPI_IDENT && ok) {
+            ok = 0;
+            snprintf(why, sizeof why, "pattern %d: rank %d's group is not MPI_Comm_split's (compare %d)", pattern, me, same);
+        }
+        MPI_Group_free(&a);
+        MPI_Group_free(&b);
+        MPI_Comm_free(&known);
+        MPI_Comm_free(&split);
+    }
+    report("collective/comm_split_known = MPI_Comm_split (interleaved and reversed, tied, shuffled)", ok, why);
+    free(color);
+}
+
 // The staged backend's host buffers: the collectives stage through alloc_host (pinned on a GPU) and
 // keep them, so a step's collectives, run again, allocate none.
 static int host_allocs;
@@ -225,6 +256,7 @@ int main(int argc, char **argv) {
     staged.on_host = 0;
     staged.alloc_host = counting_alloc_host;
     test_shards();
+    test_split_known();
     for (int P = 1; P <= 2; P++) {
         if (world % P) continue;
         comm_grid(&grid, &backend_cpu, P, world / P, PLACEMENT_STAGES);

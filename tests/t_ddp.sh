@@ -69,7 +69,16 @@ l_shm=$(OUT=${CASE["2 bucketed shm"]-} json_get '["losses"]' 2>/dev/null)
 if [ -n "$l_mpi" ] && [ "$l_mpi" = "$l_shm" ]; then pass "ddp/2 ranks shm losses = mpi losses bit for bit"
 else fail "ddp/2 ranks shm losses = mpi losses bit for bit" "mpi $l_mpi vs shm $l_shm"; fi
 # --allreduce auto (the default): every replica on this one node, buffers on the host -> shm
+shm_before=$(ls /dev/shm 2>/dev/null | grep '^micropp-')
 run 240 mpiexec -n 2 "$MICROPP" train "${MODEL[@]}" --mode ddp --verify --bucket-mb 0.004
+# its segments (comms/shm.c's shm_segment_open) are gone once the run is: new names whose maker has ended
+left=""
+for f in $(ls /dev/shm 2>/dev/null | grep '^micropp-'); do
+    pid=${f#micropp-}; pid=${pid%%-*}
+    grep -qx "$f" <<< "$shm_before" || [ -e "/proc/$pid" ] || left="$left $f"
+done
+if [ "$RC" -eq 0 ] && [ -z "$left" ]; then pass "ddp/shm segments are removed from /dev/shm"
+else fail "ddp/shm segments are removed from /dev/shm" "exit $RC, left:$left"; fi
 if [ "$RC" -eq 0 ] && [ "$(json_get '["allreduce"]')" = shm ] && [ "$(json_get '["losses"]')" = "$l_shm" ]; then
     pass "ddp/the default all-reduce on one node is shm (same losses as --allreduce shm)"
 else fail "ddp/the default all-reduce on one node is shm" "exit $RC, allreduce $(json_get '["allreduce"]' 2>/dev/null)"; fi

@@ -77,13 +77,13 @@ expect_user_error "pp-bad/monolith under mpiexec" "runs in one process but 2 wer
 run 30 mpiexec -n 2 "$MICROPP" pingpong
 [ "$RC" -eq 0 ] && grep -q 'rank 1: received tensor \[0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4\] from rank 0' <<<"$OUT" \
   && grep -q 'got it back doubled \[1, 2, 3, 4, 5, 6, 7, 8\]' <<<"$OUT" && pass "pingpong/lab" || fail "pingpong/lab" "$RC $OUT $ERR"
-run 60 mpiexec -n 2 "$MICROPP" pingpong -b 1 -e 1M -f 4 -n 20 -w 2 --json
+run 60 mpiexec -n 2 "$MICROPP" pingpong -b 1 -e 1M -f 4 -n 2 -w 1 --json  # (every size checked: few iterations)
 python3 - "$OUT" <<'PY' && pass "pingpong/sweep: sizes 1 B..1 MiB by 4, no wrong bytes" || fail "pingpong/sweep" "rc $RC $OUT $ERR"
 import json, sys
 d = json.loads(sys.argv[1]); rows = d["rows"]
 sys.exit(0 if [r["size_bytes"] for r in rows] == [4 ** i for i in range(11)] and all(r["wrong"] == 0 and r["latency_us"] > 0 and r["bandwidth_gbs"] > 0 for r in rows) else 1)
 PY
-run 60 env MICROPP_WAIT=spin mpiexec -n 2 "$MICROPP" pingpong --sweep -e 64K -n 10  # (a latency: run.sh's yield would time the scheduler)
+run 60 env MICROPP_WAIT=spin mpiexec -n 2 "$MICROPP" pingpong --sweep -e 64K -n 2 -w 1  # (the header: few iterations)
 [ "$RC" -eq 0 ] && grep -qE '^# +size\(B\) +iters +latency\(us\) +bandwidth\(GB/s\) +#wrong' <<<"$OUT" && pass "pingpong/table header with units" || fail "pingpong/table header" "$OUT"
 expect_user_error "pingpong/3 ranks" "needs exactly 2 ranks, got 3" 20 mpiexec -n 3 "$MICROPP" pingpong
 expect_user_error "pingpong/reversed range" "--min-bytes 1024 is above --max-bytes 16" 20 mpiexec -n 2 "$MICROPP" pingpong -b 1K -e 16

@@ -18,6 +18,7 @@
 #include "base/data.h"
 #include "base/fault.h"
 #include "comms/launch.h"
+#include "comms/watchdog.h"  // wd_wait_all
 #include "base/safetensors.h"
 #include "base/util.h"
 
@@ -178,7 +179,9 @@ void ckpt_setup(const TrainConfig *c, MPI_Comm comm) {
         }
     }
     comm_agree(comm, err);
-    MPI_CHECK(MPI_Bcast(&id, 1, MPI_UINT32_T, 0, comm));
+    MPI_Request q;  // (not MPI_Bcast: a blocking collective spins where ranks outnumber cores)
+    MPI_CHECK(MPI_Ibcast(&id, 1, MPI_UINT32_T, 0, comm, &q));
+    wd_wait_all(&q, comm, "sharing the run's id");
     if (c->ckpt.save[0]) check_shared(c->ckpt.save, id, comm);
     g_run_id = id;
     g_last_saved = -1;
