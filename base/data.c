@@ -342,17 +342,7 @@ static void split_row(const Data *d, const Split *sp, int64_t row, float *x) {
     for (size_t j = 0; j < D; j++) x[j] = (float)p[j] * d->scale + d->shift;
 }
 
-// Synthetic sample i (base/data.h's synthetic_feature and synthetic_argmax).
-static void synthetic_row(const Data *d, uint64_t i, float *x) {
-    uint64_t key = rng_key(d->seed, RNG_FEATURES, i);
-    for (int j = 0; j < d->inputs; j++) x[j] = synthetic_feature(key, j);
-}
-
-static int32_t synthetic_label(const Data *d, uint64_t i, float *x) {
-    synthetic_row(d, i, x);
-    return synthetic_argmax(x, d->teacher, d->inputs, d->classes);
-}
-
+// Synthetic samples (base/data.h's synthetic_feature and synthetic_argmax), the host's maker.
 void data_synthetic_rows(float *x, int32_t *y, const SyntheticBatch *b) {
     float *row = x ? NULL : xmalloc(sizeof(float) * (size_t)b->inputs);
     for (int r = 0; r < b->rows; r++) {
@@ -370,38 +360,30 @@ SyntheticBatch data_synthetic_batch(const Data *d, uint64_t first, int rows, con
 }
 
 void data_features(const Data *d, uint64_t first, int rows, float *x) {
-    for (int r = 0; r < rows; r++) {
-        float *row = x + (size_t)r * d->inputs;
-        if (d->train.n) split_row(d, &d->train, train_row(d, first + (uint64_t)r), row);
-        else synthetic_row(d, first + (uint64_t)r, row);
-    }
+    SyntheticBatch b = data_synthetic_batch(d, first, rows, d->teacher);
+    if (!d->train.n) { data_synthetic_rows(x, NULL, &b); return; }
+    for (int r = 0; r < rows; r++)
+        split_row(d, &d->train, train_row(d, first + (uint64_t)r), x + (size_t)r * d->inputs);
 }
 
 void data_labels(const Data *d, uint64_t first, int rows, int32_t *y) {
-    float *x = d->train.n ? NULL : xmalloc(sizeof(float) * (size_t)d->inputs);
-    for (int r = 0; r < rows; r++) {
-        uint64_t i = first + (uint64_t)r;
-        y[r] = d->train.n ? d->train.labels[train_row(d, i)] : synthetic_label(d, i, x);
-    }
-    free(x);
+    SyntheticBatch b = data_synthetic_batch(d, first, rows, d->teacher);
+    if (!d->train.n) { data_synthetic_rows(NULL, y, &b); return; }
+    for (int r = 0; r < rows; r++) y[r] = d->train.labels[train_row(d, first + (uint64_t)r)];
 }
-
 
 void data_eval_features(const Data *d, uint64_t first, int rows, float *x) {
     const Split *sp = d->test.n ? &d->test : &d->train;
-    for (int r = 0; r < rows; r++) {
-        float *row = x + (size_t)r * d->inputs;
-        if (sp->n) split_row(d, sp, (int64_t)(first + (uint64_t)r), row);
-        else synthetic_row(d, EVAL_BASE + first + (uint64_t)r, row);
-    }
+    SyntheticBatch b = data_synthetic_batch(d, EVAL_BASE + first, rows, d->teacher);
+    if (!sp->n) { data_synthetic_rows(x, NULL, &b); return; }
+    for (int r = 0; r < rows; r++) split_row(d, sp, (int64_t)(first + (uint64_t)r), x + (size_t)r * d->inputs);
 }
 
 void data_eval_labels(const Data *d, uint64_t first, int rows, int32_t *y) {
     const Split *sp = d->test.n ? &d->test : &d->train;
-    float *x = sp->n ? NULL : xmalloc(sizeof(float) * (size_t)d->inputs);
-    for (int r = 0; r < rows; r++)
-        y[r] = sp->n ? sp->labels[first + (uint64_t)r] : synthetic_label(d, EVAL_BASE + first + (uint64_t)r, x);
-    free(x);
+    SyntheticBatch b = data_synthetic_batch(d, EVAL_BASE + first, rows, d->teacher);
+    if (!sp->n) { data_synthetic_rows(NULL, y, &b); return; }
+    for (int r = 0; r < rows; r++) y[r] = sp->labels[first + (uint64_t)r];
 }
 
 // ---- .npy: magic "\x93NUMPY", version, header length, a Python-dict header, raw data ----
