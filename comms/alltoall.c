@@ -62,14 +62,10 @@ static void barrier(MPI_Comm comm) {  // (under the watchdog, waiting as the wai
 }
 
 int alltoall_shm_possible(MPI_Comm group) {
-    MPI_Comm node;
-    int local, R, ok;
+    int R;
     MPI_CHECK(MPI_Comm_size(group, &R));
     if (launch_world_one_node()) return 1;  // (the same on every rank)
-    MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_size(node, &local));
-    MPI_CHECK(MPI_Comm_free(&node));
-    ok = local == R;
+    int ok = shm_group_on_node(group) == R;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, group));
     return ok;
 }

@@ -113,15 +113,14 @@ static void shm_win_open(ShmWin *w, MPI_Comm comm, size_t bytes) {
     w->bytes = bytes;
 }
 
-// How many ranks of this rank's dp group share its node.
-static int dp_on_node(Comm *c) {
+int shm_group_on_node(MPI_Comm group) {
     MPI_Comm node;
     int local;
     if (launch_world_one_node()) {  // every rank on this node, by the launcher's word (comms/hardware.c)
-        MPI_CHECK(MPI_Comm_size(c->dp, &local));
+        MPI_CHECK(MPI_Comm_size(group, &local));
         return local;
     }
-    MPI_CHECK(MPI_Comm_split_type(c->dp, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_size(node, &local));
     MPI_CHECK(MPI_Comm_free(&node));
     return local;
@@ -141,7 +140,7 @@ double comm_shm_room(void) {
 void comm_shm_why(Comm *c, size_t bytes, const char *what, char *why, size_t wn) {
     int D, local, node_ranks;
     MPI_CHECK(MPI_Comm_size(c->dp, &D));
-    local = dp_on_node(c);
+    local = shm_group_on_node(c->dp);
     MPI_Comm node;
     double need = (double)bytes;  // summed over the ranks of this node
     MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));

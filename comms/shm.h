@@ -17,6 +17,9 @@ void comm_shm_why(Comm *c, size_t bytes, const char *what, char *why, size_t wn)
 // bytes of windows for the node's node_ranks ranks, `room` bytes free in /dev/shm (-1: unknown).
 // why: "" when it fits, else one line ("train: --allreduce shm needs ..."; what: the command).
 void comm_shm_unfit(const char *what, int D, int local, double need, int node_ranks, double room, char *why, size_t n);
+// How many ranks of group share this rank's node (the launcher's word when every rank is on one node, else
+// MPI_Comm_split_type: collective over group).
+int shm_group_on_node(MPI_Comm group);
 // /dev/shm's free bytes as this rank sees them (-1: unknown); MICROPP_SHM_FREE=BYTES stands in.
 double comm_shm_room(void);
 // A segment of /dev/shm that the ranks of comm (all on one node) map: `bytes` per rank, rank p's part at
