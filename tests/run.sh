@@ -3,8 +3,10 @@
 # side, the slowest first; prints each file's output whole, in name order, then the per-file timings
 # and last the line "N passed, N failed, N skipped". Exit status is nonzero when any test failed.
 # A file whose first lines hold "# run.sh: alone (WHY)" (its timing checks or a daemon need the machine
-# to itself) runs after the others, with nothing beside it. `bash tests/run.sh NAME` runs the files
-# whose name contains NAME.
+# to itself) runs after the others, with nothing beside it; one that holds "# run.sh: waits (WHY)" (it
+# spends most of its time waiting: watchdog timeouts, daemons) runs in a lane of its own beside the
+# TEST_JOBS, so its waits do not hold a core idle. `bash tests/run.sh NAME` runs the files whose name
+# contains NAME.
 set -u
 shopt -s nullglob
 cd "$(dirname "$0")/.."
@@ -77,17 +79,25 @@ recorded() {  # recorded FILE: its last duration in seconds; a file never timed 
     done
     echo 100000
 }
-pool=() alone=()
+pool=() alone=() waits=()
 for i in "${!files[@]}"; do
     if [[ ${files[$i]} == *.sh ]] && head -n 20 "${files[$i]}" | grep -q '^# run\.sh: alone'; then alone+=("$i")
+    elif [[ ${files[$i]} == *.sh ]] && head -n 20 "${files[$i]}" | grep -q '^# run\.sh: waits'; then waits+=("$i")
     else pool+=("$(recorded "${files[$i]}") $i"); fi
 done
 t0=${EPOCHREALTIME/./}
+# The waiting files' lane: one after another, beside the pool (counted as one of its jobs while it runs).
+lane=0
+if [ ${#waits[@]} -gt 0 ]; then
+    ( for i in "${waits[@]}"; do start "$i"; wait; done ) &
+    lane=$!
+fi
+lanes() { [ "$lane" -gt 0 ] && kill -0 "$lane" 2>/dev/null && echo 1 || echo 0; }
 # Files side by side outnumber the cores with their ranks: their waiting ranks sleep (tests/lib.sh's
 # MICROPP_WAIT_POLICY=passive); the files run alone set active where they time by the clock.
 while read -r _ i; do
     [ -n "$i" ] || continue  # (no file matched)
-    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; show; done
+    while [ "$(jobs -rp | wc -l)" -ge $((JOBS + $(lanes))) ]; do wait -n; show; done
     start "$i"
 done < <(printf '%s\n' "${pool[@]+"${pool[@]}"}" | sort -rn)
 wait; show
@@ -97,7 +107,8 @@ wall=$(( (${EPOCHREALTIME/./} - t0) / 1000000 ))
 # The per-file timings, slowest first, so that growth is seen; then kept for the next run's order.
 {
     for i in "${!files[@]}"; do echo "$(cat "$RUN/$i.done") ${files[$i]}"; done | sort -rn > "$RUN/timings"
-    echo "# timings: wall and CPU seconds of each file (${#pool[@]} files $JOBS at a time, ${#alone[@]} alone)," \
+    echo "# timings: wall and CPU seconds of each file (${#pool[@]} files $JOBS at a time, ${#waits[@]} in the" \
+        "waiting lane, ${#alone[@]} alone)," \
         "and its wall in the last whole run:"
     last=/dev/null
     for f in "$TIMINGS" "$RECORDED"; do [ -r "$f" ] && { last=$f; break; }; done

@@ -3,6 +3,7 @@
 # from an abbreviation, a mistyped flag, choice or config key gets the name meant, other tools'
 # flags (Megatron-LM, DeepSpeed, torchrun) are answered with micropp's, and choices take any case.
 source "$(dirname "$0")/lib.sh"
+use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$TMP"
 e() { expect_user_error "$@"; }
 
@@ -191,13 +192,13 @@ w=$(printf '%s\n' "$OUT" | grep '^stage 0 ' | awk '{ print length }')
 # A hint that names a launch echoes the user's whole command with the fix applied, every other flag
 # kept (it once said only 'mpiexec -n 3', and the user had to retype the rest).
 expect_user_error "cli/a launch hint echoes the whole command, the ranks fixed" \
-    "use --pp 1, 2 or 4, or 'mpiexec -n 3 [^ ]*micropp train --pp 3 --hidden 64 --data \"a b\\.npy\"'$" 60 \
+    "use --pp 1, 2 or 4, or 'mpiexec -n 3 [^ ]*micropp(-cpu)? train --pp 3 --hidden 64 --data \"a b\\.npy\"'$" 60 \
     mpiexec -n 4 "$MICROPP" train --pp 3 --hidden 64 --data "a b.npy"
 expect_user_error "cli/a hint to drop mpiexec echoes the command without it" \
-    "but 2 were started: run '[^ ]*micropp train --mode manual -L 2' \(without mpiexec\), or run the parts" 60 \
+    "but 2 were started: run '[^ ]*micropp(-cpu)? train --mode manual -L 2' \(without mpiexec\), or run the parts" 60 \
     mpiexec -n 2 "$MICROPP" train --mode manual -L 2
 expect_user_error "cli/pingpong's launch hint keeps its flags" \
-    "run it as 'mpiexec -n 2 [^ ]*micropp pingpong --sweep'$" 10 "$MICROPP" pingpong --sweep
+    "run it as 'mpiexec -n 2 [^ ]*micropp(-cpu)? pingpong --sweep'$" 10 "$MICROPP" pingpong --sweep
 
 # train --gantt --width N: each chart's rows fit N columns (they took 306-365); a slice too short for its
 # label is drawn as its kind's letter, never a label cut to "F2]"; the step's loss all-reduce at the end

@@ -6,6 +6,7 @@
 # row's FLOPs, and --profile's peak.
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
+unset MICROPP_PEAK_GFLOPS  # (the peak measured, as a user's run has it: tests/lib.sh gives one)
 
 # check NAME PY: runs the Python check PY on --json's object (d) of the last run; PASS, or FAIL with its words.
 check() {

@@ -2,6 +2,7 @@
 # tests/t_outputs.sh: every file micropp writes for a user, by the kind of path it is given (new or
 # regular file, symlink, dangling symlink, FIFO, character device, "-", folder), as root and as an
 # ordinary user; an empty value for any option; standard output that cannot be written.
+# run.sh: waits (most of its time is outputs refused after their readers' timeouts: about 16 CPU s in 53)
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$TMP"

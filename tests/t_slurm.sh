@@ -11,6 +11,7 @@
 # $TMP and private ports, and are stopped by their PIDs on exit, even a failing one; nothing started
 # under the cluster may be left (read from /proc). Slurm's packages: `make test` installs them as root
 # (make deps-slurm).
+# run.sh: waits (most of its time is the daemons starting and jobs queued: about 6 CPU s in 49)
 source "$(dirname "$0")/lib.sh"
 PATH=$PATH:/usr/sbin:/sbin  # (the daemons live there; a root shell without them on PATH is no reason to skip)
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --log-every 0"
