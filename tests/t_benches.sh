@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/t_benches.sh: the CPU benchmark scripts that docs quote (bench/tp.sh, its --tcp mode, and
-# bench/zero.sh) run end to end on a small model and print every way and every ratio the docs show;
+# tests/t_benches.sh: the CPU benchmark scripts that docs quote (bench/tp.sh, its --tcp mode, bench/overlap.sh
+# and bench/zero.sh) run end to end on a small model and print every way and every ratio the docs show;
 # bad input is exit 2 with one line. Figures are not judged here (the docs say where they were measured).
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
@@ -51,3 +51,19 @@ if [ "$RC" -eq 0 ] && [ -z "$miss" ]; then pass "benches/det_cost.sh: four layou
 else fail "benches/det_cost.sh: four layouts, each a ratio" "exit $RC, missing$miss: $(tail -c 300 "$TMP/err") $(tail -5 "$TMP/out" | tr '\n' ' ')"; fi
 expect_user_error "benches/det_cost.sh: REPS must be a number" "REPS must be a positive integer, not 'x'" 20 \
     env REPS=x bash "$ROOT/bench/det_cost.sh"
+
+# bench/overlap.sh: per schedule, a synchronous and a --post-validate run, each row its measured bubble across
+# steps, the simulator's overlapped figure for that run's costs, and their difference
+PIPE=$TMP/pipe.json
+echo '{"layers": 4, "hidden": 32, "inputs": 32, "classes": 4, "batch": 32, "micro_batches": 4}' > "$PIPE"
+run 600 env STEPS=4 CONFIG="$PIPE" MICROPP="$MICROPP" bash "$ROOT/bench/overlap.sh" 2 "zb-h2 zb-v"
+miss=""
+for s in zb-h2 zb-v; do for m in synchronous post-validate; do
+    grep -qE "^$s +$m +[0-9.]+ +[01]\.[0-9]{4} +0\.[0-9]{4} +[-+][01]\.[0-9]{4}$" "$TMP/out" || miss="$miss [$s $m]"
+done; done
+if [ "$RC" -eq 0 ] && [ -z "$miss" ]; then pass "benches/overlap.sh: measured and theory for each schedule, both ways"
+else fail "benches/overlap.sh: measured and theory for each schedule, both ways" "exit $RC, missing$miss: $(tail -c 300 "$TMP/err") $(tail -3 "$TMP/out" | tr '\n' ' ')"; fi
+expect_user_error "benches/overlap.sh: STEPS must be 4 or more" "STEPS '3' must be 4 or more" 20 \
+    env STEPS=3 bash "$ROOT/bench/overlap.sh"
+expect_user_error "benches/overlap.sh: CONFIG must be readable" "CONFIG '$TMP/none.json' is not a readable file" 20 \
+    env CONFIG="$TMP/none.json" bash "$ROOT/bench/overlap.sh"
