@@ -90,6 +90,29 @@ void memory_zbauto(const TrainConfig *c, const Plan *p, SchedFile *out) {
     free(work);
 }
 
+// The schedule simulated with F = I = W = 1, as train sizes its stashes. A search reckons hundreds of layouts on
+// a few pipelines, so the last UNIT_SIMS of a kind, stages, micro-batches and chunks are kept, each valid until
+// the next call; a searched schedule's lists (file) are simulated into *own.
+#define UNIT_SIMS 16
+static struct { int kind, K, M, v; SimResult sim; } unit_sims[UNIT_SIMS];
+static int unit_next;
+static const SimResult *unit_sim(int kind, const SchedFile *file, int K, int M, int v, SimResult *own) {
+    SimSpec spec = {.kind = kind, .file = file, .K = K, .M = M, .v = v, .f = 1, .b = 1, .w = 1};
+    if (file) {
+        schedule_sim(&spec, own);
+        return own;
+    }
+    for (int i = 0; i < UNIT_SIMS; i++)
+        if (unit_sims[i].K == K && unit_sims[i].kind == kind && unit_sims[i].M == M && unit_sims[i].v == v)
+            return &unit_sims[i].sim;
+    int i = unit_next;
+    unit_next = (unit_next + 1) % UNIT_SIMS;
+    if (unit_sims[i].K) sim_result_free(&unit_sims[i].sim);
+    unit_sims[i].kind = kind, unit_sims[i].K = K, unit_sims[i].M = M, unit_sims[i].v = v;
+    schedule_sim(&spec, &unit_sims[i].sim);
+    return &unit_sims[i].sim;
+}
+
 int memory_layout(const TrainConfig *c, int kind, const Degrees *d, MemLayout *out, char *why, size_t n) {
     TrainConfig t = *c;
     Plan *p = xmalloc(sizeof *p);  // (a Plan holds the partition of up to MAX_STAGES stages)
@@ -110,21 +133,21 @@ int memory_layout(const TrainConfig *c, int kind, const Degrees *d, MemLayout *o
                        .inflight = xcalloc((size_t)K, sizeof(int)),
                        .T = p->T,
                        .tp_bytes = xcalloc((size_t)K, sizeof(double))};
-    SimResult sim = {0};
+    SimResult own = {0};
+    const SimResult *sim = NULL;
     SchedFile lists = {0};  // zb-auto: the lists train builds for this plan
     int searched = kind == SCHED_ZBAUTO || kind == SCHED_ZBAUTOV;
     if (p->pipelined && searched) memory_zbauto(&t, p, &lists);
     const SchedFile *file = searched ? &lists : NULL;
-    if (p->pipelined) {  // as train sizes its stashes: the schedule simulated with F = I = W = 1
-        SimSpec spec = {.kind = kind, .file = file, .K = K, .M = p->M, .v = p->V, .f = 1, .b = 1, .w = 1};
-        schedule_sim(&spec, &sim);
-        if (sim.deadlock) fatal("schedule deadlocks at K=%d M=%d: %s", K, p->M, sim.why);
-        out->bubble = sim.bubble_mean;
+    if (p->pipelined) {
+        sim = unit_sim(kind, file, K, p->M, p->V, &own);
+        if (sim->deadlock) fatal("schedule deadlocks at K=%d M=%d: %s", K, p->M, sim->why);
+        out->bubble = sim->bubble_mean;
     }
     for (int s = 0; s < K; s++) {
-        memory_rank(&t, p, p->pipelined ? &sim : NULL, s, &out->need[s]);
+        memory_rank(&t, p, sim, s, &out->need[s]);
         out->act[s] = out->need[s].activations;  // no pipeline: the one slot
-        out->inflight[s] = p->pipelined ? sim.peak_inflight[s] : 1;
+        out->inflight[s] = p->pipelined ? sim->peak_inflight[s] : 1;
         for (int k = 0; k < p->V; k++)  // every micro-batch through each of the stage's chunks
             out->tp_bytes[s] += p->M * tensor_allreduce_floats(&t, p, p->pipelined ? plan_vstage(p, s, k) : s) * 4;
         if (!p->pipelined) continue;
@@ -133,7 +156,7 @@ int memory_layout(const TrainConfig *c, int kind, const Degrees *d, MemLayout *o
         out->act[s] = memory_live_peak(&t, p, &l, s);
         action_list_free(&l);
     }
-    if (p->pipelined) sim_result_free(&sim);
+    if (sim == &own) sim_result_free(&own);
     sched_file_free(&lists);
     free(p);
     return 0;
