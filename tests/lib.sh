@@ -29,6 +29,11 @@ export MICROPP_WAIT_POLICY=${MICROPP_WAIT_POLICY:-passive}
 # hwloc's scan of the PCI devices' config space in MPI_Init (the I/O devices: MPICH here needs the cores).
 # The peak given is above any CPU's, so an MFU stays a fraction.
 export MICROPP_PEAK_GFLOPS=${MICROPP_PEAK_GFLOPS-10000} HWLOC_COMPONENTS=${HWLOC_COMPONENTS--linuxio}
+# The checks' python reads JSON and text with the standard library alone, so it starts without site (-S): a
+# site-packages .pth (on this project's machines a CA bundle's, importing certifi, typing and pathlib) costs
+# each start about 50 ms of CPU, and a file makes up to 200 of them. What needs numpy or torch calls
+# `command python3` (or /usr/bin/python3) and gets site; scripts the tests start keep the plain python3.
+python3() { command python3 -S "$@"; }
 
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }

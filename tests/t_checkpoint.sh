@@ -4,7 +4,7 @@
 # (numpy when installed), and every kind of bad checkpoint refused with one line and exit 2.
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
-TOOL="python3 $ROOT/tests/ckpt_tool.py"
+TOOL="$(type -P python3) $ROOT/tests/ckpt_tool.py"  # (with site, not lib.sh's python3 -S: its format check reads with numpy)
 A="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --micro-batches 4 --json --log-every 0"
 M="--layers 8 --hidden 32 --classes 4 --batch 16 --samples 64 --json --log-every 0"  # one-process modes
 
