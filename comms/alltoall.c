@@ -43,6 +43,7 @@ struct AllToAll {
     char **peer;              // shm: every rank's window (win.peer)
     int64_t **counter;        // shm: every rank's counters
     int64_t k;                // shm: exchanges so far
+    int placed;               // shm: alltoall_send_buffer gave out my window for exchange k (read by every rank)
     float *stage_send, *stage_recv;  // host copies of device buffers (not nccl)
     size_t stage_cap;
     float *dev_send, *dev_recv;  // nccl: the device buffers the host's rows and counts go through (cap floats)
@@ -195,16 +196,35 @@ static void shm_wait(AllToAll *a, int which, int64_t v) {
 
 static size_t shm_head(const AllToAll *a) { return ((size_t)a->R * sizeof(size_t) + 63) / 64 * 64; }
 
-// Start: my rows into my window once every rank has read the last exchange's out of it, then "ready".
+static float *shm_rows(const AllToAll *a) { return (float *)(void *)(a->peer[a->me] + shm_head(a)); }
+
+float *alltoall_send_buffer(AllToAll *a, size_t floats) {
+    if (a->algo != ALLTOALL_SHM) return NULL;
+    double t0 = now_sec();
+    CHECK(!a->pending.on, "an all-to-all's send buffer asked for while its last exchange is in flight");
+    CHECK(floats <= a->cap, "all-to-all of %zu floats into a window of %zu", floats, a->cap);
+    if (!a->placed) shm_wait(a, A2A_DONE, a->k);  // every rank has copied its rows of the last exchange out
+    a->placed = 1;
+    a->seconds += now_sec() - t0;
+    return shm_rows(a);
+}
+
+// Start: my rows into my window once every rank has read the last exchange's out of it (unless the caller
+// packed them there: alltoall_send_buffer), then "ready". Rows I send myself and move myself (self 0) stay out.
 static void shm_start(AllToAll *a, const float *send) {
     const Pending *q = &a->pending;
     size_t total = (size_t)q->sd[a->R - 1] + (size_t)q->sc[a->R - 1];
     CHECK(total <= a->cap, "all-to-all of %zu floats into a window of %zu", total, a->cap);
+    CHECK(send != shm_rows(a) || a->placed, "all-to-all rows in the window without alltoall_send_buffer");
     int64_t k = a->k++;
-    shm_wait(a, A2A_DONE, k);  // every rank has copied its rows of exchange k - 1 out of my window
+    if (!a->placed) shm_wait(a, A2A_DONE, k);  // every rank has copied its rows of exchange k - 1 out of my window
     size_t *offs = (size_t *)(void *)a->peer[a->me];
     for (int p = 0; p < a->R; p++) offs[p] = (size_t)q->sd[p];
-    memcpy(a->peer[a->me] + shm_head(a), send, total * sizeof(float));
+    if (send != shm_rows(a))
+        for (int p = 0; p < a->R; p++)
+            if (p != a->me || q->self)
+                memcpy(shm_rows(a) + q->sd[p], send + q->sd[p], sizeof(float) * (size_t)q->sc[p]);
+    a->placed = 0;
     __atomic_store_n(&a->counter[a->me][A2A_READY], k + 1, __ATOMIC_RELEASE);
 }
 
