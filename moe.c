@@ -460,6 +460,23 @@ static void block_backward(Moe *m, MoeState *s, const float *P, int e, int r, co
     be->gemm(0, 0, n, m->H, m->H, 1.0f, w->dz + at * H, m->H, We, m->H, 0.0f, w->dh + at * H, m->H);
 }
 
+// Each of my experts' weight and bias gradients over all its rows at once (dz and the inputs xe, expert order).
+static void expert_weight_grads(Moe *m, const MoeState *s, float *dP) {
+    const Backend *be = m->be;
+    const Scratch *w = m->scratch;
+    int H = m->H;
+    for (int e = 0, at = 0; e < local_experts(m); e++) {
+        int n = expert_rows(m, s, e);
+        size_t o = moe_expert_off(H, m->spec.experts, e);
+        if (n) {
+            const float *dz = w->dz + (size_t)at * H;
+            be->gemm(1, 0, H, H, n, 1.0f, dz, H, s->xe + (size_t)at * H, H, 1.0f, dP + o, H);
+            be->bias_grad(dP + o + (size_t)H * H, dz, n, H);
+        }
+        at += n;
+    }
+}
+
 void moe_backward_begin(MoePass *q, Moe *m, int i, int slot, const float *P, float *dP, const float *x,
                         const float *dy, float *dx, float grad_scale) {
     *q = (MoePass){.m = m, .i = i, .slot = slot, .back = 1, .P = P, .x = x, .dy = dy, .dP = dP, .dx = dx,
@@ -467,8 +484,8 @@ void moe_backward_begin(MoePass *q, Moe *m, int i, int slot, const float *P, flo
 }
 
 // The backward's pieces: gate x dy and the gates' gradients, dispatched, my experts' backward on my own
-// rows (1) | the others' rows, each expert's weight gradient over all its rows at once, the rows' input
-// gradients sent back while the router's backward runs (2) | dx.
+// rows (1) | the others' rows, the rows' input gradients sent back while each expert's weight gradient (over
+// all its rows at once) and the router's backward run (2) | dx.
 static int backward_step(MoePass *q) {
     Moe *m = q->m;
     const Backend *be = m->be;
@@ -494,22 +511,13 @@ static int backward_step(MoePass *q) {
     }
     if (q->phase == 1) {
         dispatch_finish(m, s, q->P, block_backward);
-        for (int e = 0, at = 0; e < local_experts(m); e++) {
-            int n = expert_rows(m, s, e);
-            size_t o = moe_expert_off(H, E, e);
-            if (n) {
-                const float *dz = w->dz + (size_t)at * H;
-                be->gemm(1, 0, H, H, n, 1.0f, dz, H, s->xe + (size_t)at * H, H, 1.0f, q->dP + o, H);
-                be->bias_grad(q->dP + o + (size_t)H * H, dz, n, H);
-            }
-            at += n;
-        }
         if (!m->ex) be->to_host(w->xs, w->dh, sizeof(float) * (size_t)s->nrecv * H);  // (the send order)
-        if (m->ex) {  // the rows' input gradients back to their senders, while the router's backward runs
+        if (m->ex) {  // the rows' input gradients back to their senders, while the weights' gradients are made
             float *xo = send_rows(m, w->xo, (size_t)s->nrecv, 1);
             to_sources(m, s, w->dh, xo);
             rows_start(m, s, xo, w->xs, 1);
         }
+        expert_weight_grads(m, s, q->dP);  // each expert's over all its rows at once
         router_grad(m, s, q->dg, w->dp, q->grad_scale);
         be->to_device(w->dl, w->dp, sizeof(float) * (size_t)rows * E);
         be->gemm(1, 0, E, H, rows, 1.0f, w->dl, E, q->x, H, 1.0f, q->dP, H);
