@@ -267,7 +267,7 @@ static void rows_start(Moe *m, MoeState *s, const float *send, float *recv, int 
     size_t n = source_at(m, s, me(m) + 1, 0) - mine;
     if (!x->start_rows) { x->exchange_rows(x->ctx, send, s->send, recv, s->recv, m->H, back); return; }
     x->start_rows(x->ctx, send, s->send, recv, s->recv, m->H, back);
-    memcpy(recv + (back ? own : mine) * H, send + (back ? mine : own) * H, n * H * sizeof(float));
+    if (back) memcpy(recv + own * H, send + mine * H, n * H * sizeof(float));  // (a dispatch's: read from send)
 }
 static void rows_wait(Moe *m) {
     if (m->ex->start_rows) m->ex->wait_rows(m->ex->ctx);
@@ -322,36 +322,51 @@ static int expert_rows(const Moe *m, const MoeState *s, int e) {
 
 // ---- forward ----
 
-// Block (my expert e, source r) of the rows, host rows (H floats each), onto the device and through expert e.
+// Block (my expert e, source r) of the rows, host rows (H floats each), onto the device (NULL: already there,
+// dispatch_finish's) and through expert e.
 static void block_forward(Moe *m, MoeState *s, const float *P, int e, int r, const float *rows) {
     const Backend *be = m->be;
     size_t H = (size_t)m->H, at = expert_at(m, s, e, r);
     int n = s->recv[r * local_experts(m) + e], E = m->spec.experts;
     if (!n) return;
     const float *We = P + moe_expert_off(m->H, E, e);
-    be->to_device(s->xe + at * H, rows, (size_t)n * H * sizeof(float));
+    if (rows) be->to_device(s->xe + at * H, rows, (size_t)n * H * sizeof(float));
     be->gemm(0, 1, n, m->H, m->H, 1.0f, s->xe + at * H, m->H, We, m->H, 0.0f, s->he + at * H, m->H);
     be->bias_act(s->he + at * H, We + H * H, n, m->H, 1);
 }
 
 // The rows packed in xs (send_rows's) dispatched to my experts, and `block` run on each (expert, source) block:
-// my own rows while the others' travel (expert parallelism; dispatch_start), then theirs (dispatch_finish), the
-// same blocks whenever the rows arrive (the forward's products, the backward's dz and dx; every expert
-// local: the send order is the source order, and dispatch_start runs every block).
+// my own rows, read where I packed them, while the others' travel (expert parallelism; dispatch_start), then
+// theirs (dispatch_finish), the same blocks whenever the rows arrive (the forward's products, the backward's dz
+// and dx; every expert local: the send order is the source order, and dispatch_start runs every block).
 typedef void BlockFn(Moe *m, MoeState *s, const float *P, int e, int r, const float *rows);
 static void dispatch_start(Moe *m, MoeState *s, const float *P, const float *xs, BlockFn *block) {
-    Scratch *w = m->scratch;
-    const float *src = xs;
-    if (m->ex) { rows_start(m, s, xs, w->xo, 0); src = w->xo; }
-    for (int e = 0; e < local_experts(m); e++) block(m, s, P, e, me(m), src + source_at(m, s, me(m), e) * m->H);
+    const MoeExchange *x = m->ex;
+    if (x) rows_start(m, s, xs, x->rows_at ? NULL : ((Scratch *)m->scratch)->xo, 0);  // (NULL: read in place)
+    size_t mine = source_at(m, s, me(m), 0), own = own_at(m, s);
+    for (int e = 0; e < local_experts(m); e++)
+        block(m, s, P, e, me(m), xs + (own + source_at(m, s, me(m), e) - mine) * m->H);
 }
-static void dispatch_finish(Moe *m, MoeState *s, const float *P, BlockFn *block) {
-    Scratch *w = m->scratch;
-    if (!m->ex) return;
+// The others' rows, each block onto the device at `into` (s->xe or dh, expert order) straight from where it
+// arrived (in the sender's window where the exchange offers it: the window is then let go before the products)
+// or the source order of xo, then `block` on each.
+static void dispatch_finish(Moe *m, MoeState *s, const float *P, BlockFn *block, float *into) {
+    const MoeExchange *x = m->ex;
+    const Scratch *w = m->scratch;
+    size_t H = (size_t)m->H;
+    if (!x) return;
     rows_wait(m);
-    for (int e = 0; e < local_experts(m); e++)  // (each block read where it arrived: the source order)
+    for (int e = 0; e < local_experts(m); e++)
+        for (int r = 0; r < ex_size(m); r++) {
+            size_t n = (size_t)s->recv[r * local_experts(m) + e] * H, at = source_at(m, s, r, e);
+            if (r == me(m) || !n) continue;
+            const float *rows = x->rows_at ? x->rows_at(x->ctx, r) + (at - source_at(m, s, r, 0)) * H : w->xo + at * H;
+            m->be->to_device(into + expert_at(m, s, e, r) * H, rows, n * sizeof(float));
+        }
+    if (x->rows_at) x->release_rows(x->ctx);
+    for (int e = 0; e < local_experts(m); e++)
         for (int r = 0; r < ex_size(m); r++)
-            if (r != me(m)) block(m, s, P, e, r, w->xo + source_at(m, s, r, e) * m->H);
+            if (r != me(m)) block(m, s, P, e, r, NULL);
 }
 
 // n floats of a layer input (x) or output gradient (dy) from the device into host h. bf16: rounded to bf16,
@@ -394,7 +409,7 @@ static int forward_step(MoePass *q) {
         if (m->ex) return 1;
     }
     if (q->phase == 1) {
-        dispatch_finish(m, s, P, block_forward);
+        dispatch_finish(m, s, P, block_forward, s->xe);
         q->phase = 2;
         if (!m->ex) be->to_host(s->hs, s->he, sizeof(float) * (size_t)s->nrecv * H);  // (the send order)
         if (m->ex) {
@@ -446,8 +461,9 @@ static void router_grad(Moe *m, MoeState *s, const float *dg, float *dp, float g
     free(fill);
 }
 
-// Block (my expert e, source r) of the rows' output gradients, host rows: onto the device, through the
-// ReLU's backward (dz, kept for the weight gradient) and the expert's input gradient (into dh, in place).
+// Block (my expert e, source r) of the rows' output gradients, host rows: onto the device (NULL: already in dh,
+// dispatch_finish's), through the ReLU's backward (dz, kept for the weight gradient) and the expert's input
+// gradient (into dh, in place).
 static void block_backward(Moe *m, MoeState *s, const float *P, int e, int r, const float *rows) {
     const Backend *be = m->be;
     Scratch *w = m->scratch;
@@ -455,7 +471,7 @@ static void block_backward(Moe *m, MoeState *s, const float *P, int e, int r, co
     int n = s->recv[r * local_experts(m) + e];
     if (!n) return;
     const float *We = P + moe_expert_off(m->H, m->spec.experts, e);
-    be->to_device(w->dh + at * H, rows, (size_t)n * H * sizeof(float));
+    if (rows) be->to_device(w->dh + at * H, rows, (size_t)n * H * sizeof(float));
     be->relu_backward(w->dz + at * H, w->dh + at * H, s->he + at * H, (size_t)n * H);
     be->gemm(0, 0, n, m->H, m->H, 1.0f, w->dz + at * H, m->H, We, m->H, 0.0f, w->dh + at * H, m->H);
 }
@@ -510,7 +526,7 @@ static int backward_step(MoePass *q) {
         if (m->ex) return 1;
     }
     if (q->phase == 1) {
-        dispatch_finish(m, s, q->P, block_backward);
+        dispatch_finish(m, s, q->P, block_backward, w->dh);
         if (!m->ex) be->to_host(w->xs, w->dh, sizeof(float) * (size_t)s->nrecv * H);  // (the send order)
         if (m->ex) {  // the rows' input gradients back to their senders, while the weights' gradients are made
             float *xo = send_rows(m, w->xo, (size_t)s->nrecv, 1);

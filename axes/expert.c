@@ -179,6 +179,10 @@ static float *ex_send_buffer(void *ctx, size_t floats, int back) {
     return b;
 }
 
+// In place (shm): where rank r's rows of the exchange just waited for lie, and letting them go.
+static const float *ex_rows_at(void *ctx, int r) { return alltoall_rows_at(((ExpertLane *)ctx)->a2a, r); }
+static void ex_release(void *ctx) { alltoall_rows_release(((ExpertLane *)ctx)->a2a); }
+
 // The whole exchange in one call (the hook's exchange_rows; moe.c calls the halves).
 static void ex_rows(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
                     int w, int back) {
@@ -200,6 +204,7 @@ static void lane_open(ExpertGroup *g, int j, size_t cap, const Backend *gpu, Sta
     l->a2a = alltoall_open(g->comm, g->algo, dev ? gpu : &backend_cpu, cap, dev);
     l->ex = (MoeExchange){.size = g->N, .rank = g->rank, .exchange_counts = ex_counts, .exchange_rows = ex_rows,
                           .start_rows = ex_start, .wait_rows = ex_wait, .send_buffer = ex_send_buffer, .ctx = l};
+    if (alltoall_in_place(l->a2a)) l->ex.rows_at = ex_rows_at, l->ex.release_rows = ex_release;
     for (int k = 0; k < n_local; k++)
         if (local[k].moe) moe_set_exchange(local[k].moe, j, &l->ex);
 }

@@ -35,7 +35,8 @@ static int rows_of(int s, int d, int R, int round) {
 static float value(int s, int d, int i, int j) { return (float)(s * 1000000 + d * 10000 + i * 100 + j); }
 
 // halves: by alltoall_rows_start (own rows left to the caller) and _wait, recv's own place must stay as it was;
-// 2: the rows written into alltoall_send_buffer's buffer where the algorithm has one (host rows), sent from there.
+// 2: the rows written into alltoall_send_buffer's buffer where the algorithm has one (host rows), sent from there;
+// 3: received in place (recv NULL) where the algorithm offers it (alltoall_in_place), read by alltoall_rows_at.
 static void test_algo(MPI_Comm group, int algo, const Backend *be, int w, int rounds, int halves) {
     int R, r;
     MPI_Comm_size(group, &R);
@@ -72,11 +73,19 @@ static void test_algo(MPI_Comm group, int algo, const Backend *be, int w, int ro
         for (int s = 0; s < R; s++) n += (size_t)rc[s] * (size_t)w;
         for (size_t i = 0; i < n; i++) recv[i] = -1;
         be->to_device(drecv, recv, n * sizeof(float));
+        int in_place = halves == 3 && alltoall_in_place(a);
+        if (halves == 3 && alltoall_in_place(a) != alltoall_algos[algo].windows) {
+            ok = 0;
+            snprintf(why, sizeof why, "rank %d: in place is %d, windows %d", r, in_place, alltoall_algos[algo].windows);
+        }
         if (halves) {
-            alltoall_rows_start(a, placed ? placed : dsend, sc, drecv, rc, w, 0);
+            alltoall_rows_start(a, placed ? placed : dsend, sc, in_place ? NULL : drecv, rc, w, 0);
             alltoall_rows_wait(a);
         } else alltoall_rows(a, dsend, sc, drecv, rc, w);
         be->to_host(recv, drecv, n * sizeof(float));
+        for (int s = 0, at = 0; in_place && s < R; at += rc[s++] * w)  // each peer's rows where they lie
+            if (s != r) memcpy(recv + at, alltoall_rows_at(a, s), sizeof(float) * (size_t)rc[s] * (size_t)w);
+        if (in_place) alltoall_rows_release(a);
         k = 0;
         for (int s = 0; s < R && ok; s++)
             for (int i = 0; i < rc[s] && ok; i++)
@@ -97,7 +106,7 @@ static void test_algo(MPI_Comm group, int algo, const Backend *be, int w, int ro
     char name[160];
     snprintf(name, sizeof name, "alltoall/%s rows of %d, %d exchanges%s%s%s", alltoall_algos[algo].name, w, rounds,
              be->on_host ? "" : ", staged", halves ? ", started and waited for, own rows left to the caller" : "",
-             halves == 2 ? ", packed where alltoall_send_buffer says" : "");
+             halves == 2 ? ", packed where alltoall_send_buffer says" : halves == 3 ? ", read in place where offered" : "");
     report(name, ok, why, R);
     alltoall_close(a);
     be->free(dsend); be->free(drecv);
@@ -147,6 +156,7 @@ static void test_group(MPI_Comm group, const Backend *staged) {
         test_algo(group, algo, &backend_cpu, 5, 4, 0);
         test_algo(group, algo, &backend_cpu, 3, 4, 1);
         test_algo(group, algo, &backend_cpu, 3, 4, 2);
+        test_algo(group, algo, &backend_cpu, 3, 4, 3);
         if (alltoall_algos[algo].windows) continue;  // (a window holds host rows only)
         test_algo(group, algo, staged, 3, 2, 0);
         test_algo(group, algo, staged, 3, 2, 1);
