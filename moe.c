@@ -24,7 +24,7 @@ struct MoeState {
 // Host and device work buffers shared by the layers (one pass at a time).
 typedef struct {
     size_t cap_rows, cap_recv;
-    float *xh, *yh, *lg, *dp, *xs, *xr, *xo;  // host
+    float *xh, *yh, *lg, *dp, *xs, *xo;  // host
     float *dl, *dz, *dh;                        // device
 } Scratch;
 
@@ -79,7 +79,7 @@ static Scratch *scratch_new(const Backend *be, int rows, int H, int E, int k) {
 }
 static void scratch_free(const Backend *be, Scratch *w) {
     if (!w) return;
-    free(w->xh); free(w->yh); free(w->lg); free(w->dp); free(w->xs); free(w->xr); free(w->xo);
+    free(w->xh); free(w->yh); free(w->lg); free(w->dp); free(w->xs); free(w->xo);
     be->free(w->dl);
     if (w->dz) { be->free(w->dz); be->free(w->dh); }
     free(w);
@@ -145,7 +145,6 @@ static void expert_room(Moe *m, MoeState *s, int n) {
         if (w->dz) { m->be->free(w->dz); m->be->free(w->dh); }
         w->dz = m->be->alloc(need * H * sizeof(float));
         w->dh = m->be->alloc(need * H * sizeof(float));
-        w->xr = xrealloc(w->xr, need * H * sizeof(float));
         w->xo = xrealloc(w->xo, need * H * sizeof(float));
         w->cap_recv = need;
     }
@@ -227,21 +226,6 @@ static double route(Moe *m, MoeState *s, const float *lg, int rows, int count, i
 
 // ---- the exchange and the expert order ----
 
-// Rows in (source, expert) order <-> (expert, source) order; cnt[src x El + e]. to_expert: src is in
-// source order.
-static void regroup(const float *src, float *dst, const int *cnt, int size, int El, int H, int to_expert) {
-    size_t so = 0;
-    for (int r = 0; r < size; r++)
-        for (int e = 0; e < El; e++) {
-            size_t eo = 0;  // rows before (e, r) in expert order
-            for (int e2 = 0; e2 < e; e2++) for (int r2 = 0; r2 < size; r2++) eo += (size_t)cnt[r2 * El + e2];
-            for (int r2 = 0; r2 < r; r2++) eo += (size_t)cnt[r2 * El + e];
-            size_t n = (size_t)cnt[r * El + e] * H;
-            memcpy(to_expert ? dst + eo * H : dst + so * H, to_expert ? src + so * H : src + eo * H, n * sizeof(float));
-            so += (size_t)cnt[r * El + e];
-        }
-}
-
 // Where a block of rows lies: (my expert e, source r) in expert order (by expert, then source), (source r, my
 // expert e) in source order (as received: by source, then expert), and my own rows in the send order (after
 // those for the experts of the ranks before me; as many as source me's in the others).
@@ -259,6 +243,16 @@ static size_t source_at(const Moe *m, const MoeState *s, int r, int e) {
     return n;
 }
 static int me(const Moe *m) { return m->ex ? m->ex->rank : 0; }
+// My experts' output rows (device, expert order) to the host in source order, the order they go back in: block
+// by block, straight where they are sent from (no copy in expert order between).
+static void to_sources(const Moe *m, const MoeState *s, const float *dev, float *host) {
+    size_t H = (size_t)m->H;
+    for (int r = 0; r < ex_size(m); r++)
+        for (int e = 0; e < local_experts(m); e++) {
+            size_t n = (size_t)s->recv[r * local_experts(m) + e] * H;
+            if (n) m->be->to_host(host + source_at(m, s, r, e) * H, dev + expert_at(m, s, e, r) * H, n * sizeof(float));
+        }
+}
 static size_t own_at(const Moe *m, const MoeState *s) {
     size_t n = 0;
     for (int g = 0; g < me(m) * local_experts(m); g++) n += (size_t)s->send[g];
@@ -273,10 +267,17 @@ static void rows_start(Moe *m, MoeState *s, const float *send, float *recv, int 
     size_t n = source_at(m, s, me(m) + 1, 0) - mine;
     if (!x->start_rows) { x->exchange_rows(x->ctx, send, s->send, recv, s->recv, m->H, back); return; }
     x->start_rows(x->ctx, send, s->send, recv, s->recv, m->H, back);
-    memcpy(recv + (back ? own : mine) * H, send + (back ? mine : own) * H, n * H * sizeof(float));
+    if (back) memcpy(recv + own * H, send + mine * H, n * H * sizeof(float));  // (a dispatch's: read from send)
 }
 static void rows_wait(Moe *m) {
     if (m->ex->start_rows) m->ex->wait_rows(m->ex->ctx);
+}
+// Where the layer writes n rows it is about to send (back: as rows_start's): the exchange's own buffer where
+// it offers one (shm's window: the rows packed straight into place, no copy at the start), else mine.
+static float *send_rows(Moe *m, float *mine, size_t n, int back) {
+    const MoeExchange *x = m->ex;
+    float *b = x && x->start_rows && x->send_buffer ? x->send_buffer(x->ctx, n * (size_t)m->H, back) : NULL;
+    return b ? b : mine;
 }
 
 // Counts first (the forward's): what my experts receive from each rank; their buffers made room for.
@@ -321,37 +322,51 @@ static int expert_rows(const Moe *m, const MoeState *s, int e) {
 
 // ---- forward ----
 
-// Block (my expert e, source r) of the rows, host rows (H floats each), onto the device and through expert e.
+// Block (my expert e, source r) of the rows, host rows (H floats each), onto the device (NULL: already there,
+// dispatch_finish's) and through expert e.
 static void block_forward(Moe *m, MoeState *s, const float *P, int e, int r, const float *rows) {
     const Backend *be = m->be;
     size_t H = (size_t)m->H, at = expert_at(m, s, e, r);
     int n = s->recv[r * local_experts(m) + e], E = m->spec.experts;
     if (!n) return;
     const float *We = P + moe_expert_off(m->H, E, e);
-    be->to_device(s->xe + at * H, rows, (size_t)n * H * sizeof(float));
+    if (rows) be->to_device(s->xe + at * H, rows, (size_t)n * H * sizeof(float));
     be->gemm(0, 1, n, m->H, m->H, 1.0f, s->xe + at * H, m->H, We, m->H, 0.0f, s->he + at * H, m->H);
     be->bias_act(s->he + at * H, We + H * H, n, m->H, 1);
 }
 
-// The rows packed in w->xs dispatched to my experts, and `block` run on each (expert, source) block: my own
-// rows while the others' travel (expert parallelism; dispatch_start), then theirs (dispatch_finish), the
-// same blocks whenever the rows arrive (the forward's products, the backward's dz and dx; every expert
-// local: the send order is the source order, and dispatch_start runs every block).
+// The rows packed in xs (send_rows's) dispatched to my experts, and `block` run on each (expert, source) block:
+// my own rows, read where I packed them, while the others' travel (expert parallelism; dispatch_start), then
+// theirs (dispatch_finish), the same blocks whenever the rows arrive (the forward's products, the backward's dz
+// and dx; every expert local: the send order is the source order, and dispatch_start runs every block).
 typedef void BlockFn(Moe *m, MoeState *s, const float *P, int e, int r, const float *rows);
-static void dispatch_start(Moe *m, MoeState *s, const float *P, BlockFn *block) {
-    Scratch *w = m->scratch;
-    const float *src = w->xs;
-    if (m->ex) { rows_start(m, s, w->xs, w->xo, 0); src = w->xo; }
-    for (int e = 0; e < local_experts(m); e++) block(m, s, P, e, me(m), src + source_at(m, s, me(m), e) * m->H);
+static void dispatch_start(Moe *m, MoeState *s, const float *P, const float *xs, BlockFn *block) {
+    const MoeExchange *x = m->ex;
+    if (x) rows_start(m, s, xs, x->rows_at ? NULL : ((Scratch *)m->scratch)->xo, 0);  // (NULL: read in place)
+    size_t mine = source_at(m, s, me(m), 0), own = own_at(m, s);
+    for (int e = 0; e < local_experts(m); e++)
+        block(m, s, P, e, me(m), xs + (own + source_at(m, s, me(m), e) - mine) * m->H);
 }
-static void dispatch_finish(Moe *m, MoeState *s, const float *P, BlockFn *block) {
-    Scratch *w = m->scratch;
-    if (!m->ex) return;
+// The others' rows, each block onto the device at `into` (s->xe or dh, expert order) straight from where it
+// arrived (in the sender's window where the exchange offers it: the window is then let go before the products)
+// or the source order of xo, then `block` on each.
+static void dispatch_finish(Moe *m, MoeState *s, const float *P, BlockFn *block, float *into) {
+    const MoeExchange *x = m->ex;
+    const Scratch *w = m->scratch;
+    size_t H = (size_t)m->H;
+    if (!x) return;
     rows_wait(m);
-    regroup(w->xo, w->xr, s->recv, ex_size(m), local_experts(m), m->H, 1);
+    for (int e = 0; e < local_experts(m); e++)
+        for (int r = 0; r < ex_size(m); r++) {
+            size_t n = (size_t)s->recv[r * local_experts(m) + e] * H, at = source_at(m, s, r, e);
+            if (r == me(m) || !n) continue;
+            const float *rows = x->rows_at ? x->rows_at(x->ctx, r) + (at - source_at(m, s, r, 0)) * H : w->xo + at * H;
+            m->be->to_device(into + expert_at(m, s, e, r) * H, rows, n * sizeof(float));
+        }
+    if (x->rows_at) x->release_rows(x->ctx);
     for (int e = 0; e < local_experts(m); e++)
         for (int r = 0; r < ex_size(m); r++)
-            if (r != me(m)) block(m, s, P, e, r, w->xr + expert_at(m, s, e, r) * m->H);
+            if (r != me(m)) block(m, s, P, e, r, NULL);
 }
 
 // n floats of a layer input (x) or output gradient (dy) from the device into host h. bf16: rounded to bf16,
@@ -385,21 +400,22 @@ static int forward_step(MoePass *q) {
         be->to_host(w->lg, w->dl, sizeof(float) * (size_t)rows * E);
         read_rows(m, w->xh, x, (size_t)rows * H);
         route(m, s, w->lg, rows, q->count, q->slot >= 0);
+        float *xs = send_rows(m, w->xs, (size_t)s->nsend, 0);
         for (int a = 0; a < rows * k; a++)  // pack: each kept assignment's row at its place
-            if (s->pos[a] >= 0) memcpy(w->xs + (size_t)s->pos[a] * H, w->xh + (size_t)(a / k) * H, sizeof(float) * H);
+            if (s->pos[a] >= 0) memcpy(xs + (size_t)s->pos[a] * H, w->xh + (size_t)(a / k) * H, sizeof(float) * H);
         exchange_counts(m, s);
-        dispatch_start(m, s, P, block_forward);  // my experts on the rows routed to them
+        dispatch_start(m, s, P, xs, block_forward);  // my experts on the rows routed to them
         q->phase = 1;
         if (m->ex) return 1;
     }
-    float *he = m->ex ? w->xr : s->hs;  // (local: the expert order is the send order)
     if (q->phase == 1) {
-        dispatch_finish(m, s, P, block_forward);
-        be->to_host(he, s->he, sizeof(float) * (size_t)s->nrecv * H);
+        dispatch_finish(m, s, P, block_forward, s->xe);
         q->phase = 2;
+        if (!m->ex) be->to_host(s->hs, s->he, sizeof(float) * (size_t)s->nrecv * H);  // (the send order)
         if (m->ex) {
-            regroup(he, w->xo, s->recv, m->ex->size, local_experts(m), H, 0);
-            rows_start(m, s, w->xo, s->hs, 1);
+            float *xo = send_rows(m, w->xo, (size_t)s->nrecv, 1);
+            to_sources(m, s, s->he, xo);
+            rows_start(m, s, xo, s->hs, 1);
             return 1;
         }
     }
@@ -445,8 +461,9 @@ static void router_grad(Moe *m, MoeState *s, const float *dg, float *dp, float g
     free(fill);
 }
 
-// Block (my expert e, source r) of the rows' output gradients, host rows: onto the device, through the
-// ReLU's backward (dz, kept for the weight gradient) and the expert's input gradient (into dh, in place).
+// Block (my expert e, source r) of the rows' output gradients, host rows: onto the device (NULL: already in dh,
+// dispatch_finish's), through the ReLU's backward (dz, kept for the weight gradient) and the expert's input
+// gradient (into dh, in place).
 static void block_backward(Moe *m, MoeState *s, const float *P, int e, int r, const float *rows) {
     const Backend *be = m->be;
     Scratch *w = m->scratch;
@@ -454,9 +471,26 @@ static void block_backward(Moe *m, MoeState *s, const float *P, int e, int r, co
     int n = s->recv[r * local_experts(m) + e];
     if (!n) return;
     const float *We = P + moe_expert_off(m->H, m->spec.experts, e);
-    be->to_device(w->dh + at * H, rows, (size_t)n * H * sizeof(float));
+    if (rows) be->to_device(w->dh + at * H, rows, (size_t)n * H * sizeof(float));
     be->relu_backward(w->dz + at * H, w->dh + at * H, s->he + at * H, (size_t)n * H);
     be->gemm(0, 0, n, m->H, m->H, 1.0f, w->dz + at * H, m->H, We, m->H, 0.0f, w->dh + at * H, m->H);
+}
+
+// Each of my experts' weight and bias gradients over all its rows at once (dz and the inputs xe, expert order).
+static void expert_weight_grads(Moe *m, const MoeState *s, float *dP) {
+    const Backend *be = m->be;
+    const Scratch *w = m->scratch;
+    int H = m->H;
+    for (int e = 0, at = 0; e < local_experts(m); e++) {
+        int n = expert_rows(m, s, e);
+        size_t o = moe_expert_off(H, m->spec.experts, e);
+        if (n) {
+            const float *dz = w->dz + (size_t)at * H;
+            be->gemm(1, 0, H, H, n, 1.0f, dz, H, s->xe + (size_t)at * H, H, 1.0f, dP + o, H);
+            be->bias_grad(dP + o + (size_t)H * H, dz, n, H);
+        }
+        at += n;
+    }
 }
 
 void moe_backward_begin(MoePass *q, Moe *m, int i, int slot, const float *P, float *dP, const float *x,
@@ -466,8 +500,8 @@ void moe_backward_begin(MoePass *q, Moe *m, int i, int slot, const float *P, flo
 }
 
 // The backward's pieces: gate x dy and the gates' gradients, dispatched, my experts' backward on my own
-// rows (1) | the others' rows, each expert's weight gradient over all its rows at once, the rows' input
-// gradients sent back while the router's backward runs (2) | dx.
+// rows (1) | the others' rows, the rows' input gradients sent back while each expert's weight gradient (over
+// all its rows at once) and the router's backward run (2) | dx.
 static int backward_step(MoePass *q) {
     Moe *m = q->m;
     const Backend *be = m->be;
@@ -478,36 +512,28 @@ static int backward_step(MoePass *q) {
         expert_room(m, s, s->nrecv);  // (this lane's scratch: the forward grew its own lane's)
         q->dg = xcalloc((size_t)rows * k, sizeof(float));
         read_rows(m, w->yh, q->dy, (size_t)rows * H);
+        float *xs = send_rows(m, w->xs, (size_t)s->nsend, 0);
         for (int a = 0; a < rows * k; a++) {  // each kept assignment: dh = gate x dy, dgate = dy . h
             int p = s->pos[a];
             if (p < 0) continue;
             const float *d = w->yh + (size_t)(a / k) * H, *h = s->hs + (size_t)p * H;
-            float *o = w->xs + (size_t)p * H, g = s->gate[a], dot = 0;
+            float *o = xs + (size_t)p * H, g = s->gate[a], dot = 0;
             for (int c = 0; c < H; c++) { o[c] = g * d[c]; dot += d[c] * h[c]; }
             q->dg[a] = dot;
         }
-        dispatch_start(m, s, q->P, block_backward);  // the rows' gradients to my experts (the forward's blocks)
+        dispatch_start(m, s, q->P, xs, block_backward);  // the rows' gradients to my experts (the forward's blocks)
         q->phase = 1;
         if (m->ex) return 1;
     }
     if (q->phase == 1) {
-        dispatch_finish(m, s, q->P, block_backward);
-        for (int e = 0, at = 0; e < local_experts(m); e++) {
-            int n = expert_rows(m, s, e);
-            size_t o = moe_expert_off(H, E, e);
-            if (n) {
-                const float *dz = w->dz + (size_t)at * H;
-                be->gemm(1, 0, H, H, n, 1.0f, dz, H, s->xe + (size_t)at * H, H, 1.0f, q->dP + o, H);
-                be->bias_grad(q->dP + o + (size_t)H * H, dz, n, H);
-            }
-            at += n;
+        dispatch_finish(m, s, q->P, block_backward, w->dh);
+        if (!m->ex) be->to_host(w->xs, w->dh, sizeof(float) * (size_t)s->nrecv * H);  // (the send order)
+        if (m->ex) {  // the rows' input gradients back to their senders, while the weights' gradients are made
+            float *xo = send_rows(m, w->xo, (size_t)s->nrecv, 1);
+            to_sources(m, s, w->dh, xo);
+            rows_start(m, s, xo, w->xs, 1);
         }
-        float *dxr = m->ex ? w->xr : w->xs;
-        be->to_host(dxr, w->dh, sizeof(float) * (size_t)s->nrecv * H);
-        if (m->ex) {  // the rows' input gradients back to their senders, while the router's backward runs
-            regroup(dxr, w->xo, s->recv, m->ex->size, local_experts(m), H, 0);
-            rows_start(m, s, w->xo, w->xs, 1);
-        }
+        expert_weight_grads(m, s, q->dP);  // each expert's over all its rows at once
         router_grad(m, s, q->dg, w->dp, q->grad_scale);
         be->to_device(w->dl, w->dp, sizeof(float) * (size_t)rows * E);
         be->gemm(1, 0, E, H, rows, 1.0f, w->dl, E, q->x, H, 1.0f, q->dP, H);

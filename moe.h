@@ -76,6 +76,15 @@ typedef struct {
     void (*start_rows)(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
                        int w, int back);
     void (*wait_rows)(void *ctx);
+    // where the layer writes the rows of its next start_rows (floats of them, packed as start_rows takes
+    // them; back as start_rows's), so that the start copies nothing (shm's window); NULL, or NULL returned:
+    // the layer's own buffer. The rows stay there until that start, which is given the same pointer as send.
+    float *(*send_buffer)(void *ctx, size_t floats, int back);
+    // in place (shm's windows; NULL: not offered): a dispatch's start_rows is given recv NULL and copies no rows
+    // in; once wait_rows returns, rows_at(ctx, r) is where rank r's rows for my experts lie (read-only, packed
+    // as in recv), until release_rows, which the layer calls before its next exchange
+    const float *(*rows_at)(void *ctx, int r);
+    void (*release_rows)(void *ctx);
     void *ctx;
 } MoeExchange;
 

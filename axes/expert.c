@@ -44,8 +44,8 @@ void expert_sizes(const TrainConfig *c, const Plan *p, int vs, int slots, MemNee
     // a state (moe.h's MoeState): p [rows, E], gate [rows, k], idx and pos (ints), send and recv [E] (ints),
     // hs [rows, k, H]; xe and he [got, H] (the evaluation's state: [all, H])
     double state = rows * E * f + rows * k * (f + 2 * w) + 2 * E * w + rows * k * H * f;
-    // the scratch: xh, yh [rows, H]; lg, dp, dl [rows, E]; xs [rows, k, H]; dz, dh, xr, xo [all, H]; then the load
-    double scratch = 2 * rows * H * f + 3 * rows * E * f + rows * k * H * f + 4 * all * H * f;
+    // the scratch: xh, yh [rows, H]; lg, dp, dl [rows, E]; xs [rows, k, H]; dz, dh, xo [all, H]; then the load
+    double scratch = 2 * rows * H * f + 3 * rows * E * f + rows * k * H * f + 3 * all * H * f;
     int lanes = c->moe.overlap == EP_OVERLAP_PAIR && N > 1 ? 2 : 1;  // pair: a second scratch, at its first pass
     m->buffers += layers * ((slots + 1) * state + 2 * (slots * got + all) * H * f) + lanes * scratch + E * sizeof(long);
     if (p->expert.nccl && N > 1)  // each lane's device buffers, both ways (comms/alltoall.c; expert_setup's cap)
@@ -167,6 +167,22 @@ static void ex_wait(void *ctx) {
     g->flight += now_sec() - l->t_start;
 }
 
+// Where the layer packs the rows of its next start (the hook's send_buffer): shm's window, so that the start
+// copies nothing. The wait for the window (every rank done reading its last exchange) is the exchange's.
+static float *ex_send_buffer(void *ctx, size_t floats, int back) {
+    ExpertLane *l = ctx;
+    ExpertGroup *g = l->g;
+    double t0 = now_sec();
+    float *b = alltoall_send_buffer(l->a2a, floats);
+    g->flight += now_sec() - t0;
+    keep_wait(g, back ? EV_A2A_COMBINE : EV_A2A_DISPATCH, t0, 0);
+    return b;
+}
+
+// In place (shm): where rank r's rows of the exchange just waited for lie, and letting them go.
+static const float *ex_rows_at(void *ctx, int r) { return alltoall_rows_at(((ExpertLane *)ctx)->a2a, r); }
+static void ex_release(void *ctx) { alltoall_rows_release(((ExpertLane *)ctx)->a2a); }
+
 // The whole exchange in one call (the hook's exchange_rows; moe.c calls the halves).
 static void ex_rows(void *ctx, const float *send, const int *send_counts, float *recv, const int *recv_counts,
                     int w, int back) {
@@ -187,7 +203,8 @@ static void lane_open(ExpertGroup *g, int j, size_t cap, const Backend *gpu, Sta
     struct DevComm *dev = g->algo == ALLTOALL_NCCL ? comm_nccl_group(g->comm) : NULL;  // (comms.c closes it)
     l->a2a = alltoall_open(g->comm, g->algo, dev ? gpu : &backend_cpu, cap, dev);
     l->ex = (MoeExchange){.size = g->N, .rank = g->rank, .exchange_counts = ex_counts, .exchange_rows = ex_rows,
-                          .start_rows = ex_start, .wait_rows = ex_wait, .ctx = l};
+                          .start_rows = ex_start, .wait_rows = ex_wait, .send_buffer = ex_send_buffer, .ctx = l};
+    if (alltoall_in_place(l->a2a)) l->ex.rows_at = ex_rows_at, l->ex.release_rows = ex_release;
     for (int k = 0; k < n_local; k++)
         if (local[k].moe) moe_set_exchange(local[k].moe, j, &l->ex);
 }

@@ -18,10 +18,11 @@ const AllToAllAlgo alltoall_algos[ALLTOALL_ALGOS] = {
     [ALLTOALL_NCCL] = {"nccl", 0, 1},
 };
 
-// shm: every rank's window holds the offsets (in floats) of each receiver's rows, then its rows; a small
-// control window holds two counters per rank (a cache line each): ready = k + 1 once its window holds
-// exchange k, done = k + 1 once it has copied its rows of exchange k out of every window. A rank
-// writes its window for exchange k + 1 only once every rank is done with k.
+// shm: every rank's window has two halves, exchange k in half k % 2, each the offsets (in floats) of each
+// receiver's rows, then its rows; a small control window holds two counters per rank (a cache line each):
+// ready = k + 1 once its window holds exchange k, done = k + 1 once it has read its rows of exchange k out of
+// every window. A rank writes exchange k + 1 (into the half of k - 1) only once every rank is done with k - 1:
+// a rank one exchange behind holds up no one.
 enum { A2A_READY, A2A_DONE, A2A_COUNTERS = 8 };
 
 typedef struct {
@@ -43,6 +44,8 @@ struct AllToAll {
     char **peer;              // shm: every rank's window (win.peer)
     int64_t **counter;        // shm: every rank's counters
     int64_t k;                // shm: exchanges so far
+    int placed;               // shm: alltoall_send_buffer gave out my window for exchange k (read by every rank)
+    int held;                 // shm: the last exchange's rows are read in place (until alltoall_rows_release)
     float *stage_send, *stage_recv;  // host copies of device buffers (not nccl)
     size_t stage_cap;
     float *dev_send, *dev_recv;  // nccl: the device buffers the host's rows and counts go through (cap floats)
@@ -73,7 +76,7 @@ int alltoall_shm_possible(MPI_Comm group) {
 static void shm_windows_open(AllToAll *a) {
     CHECK(alltoall_shm_possible(a->comm), "all-to-all shm over a group of %d ranks on several nodes", a->R);
     size_t head = ((size_t)a->R * sizeof(size_t) + 63) / 64 * 64;
-    shm_segment_open(&a->win, a->comm, head + (a->cap ? a->cap : 1) * sizeof(float));
+    shm_segment_open(&a->win, a->comm, 2 * ((head + (a->cap ? a->cap : 1) * sizeof(float) + 63) / 64 * 64));
     shm_segment_open(&a->ctl, a->comm, A2A_COUNTERS * sizeof(int64_t));  // every counter zero (a new segment)
     a->peer = a->win.peer;
     a->counter = xcalloc((size_t)a->R, sizeof(int64_t *));
@@ -195,28 +198,55 @@ static void shm_wait(AllToAll *a, int which, int64_t v) {
 
 static size_t shm_head(const AllToAll *a) { return ((size_t)a->R * sizeof(size_t) + 63) / 64 * 64; }
 
-// Start: my rows into my window once every rank has read the last exchange's out of it, then "ready".
+// Rank p's half for exchange k: its offsets, then (shm_head bytes in) its rows.
+static char *shm_half(const AllToAll *a, int p, int64_t k) {
+    size_t half = (shm_head(a) + (a->cap ? a->cap : 1) * sizeof(float) + 63) / 64 * 64;
+    return a->peer[p] + (size_t)(k & 1) * half;
+}
+static float *shm_rows(const AllToAll *a) { return (float *)(void *)(shm_half(a, a->me, a->k) + shm_head(a)); }
+
+float *alltoall_send_buffer(AllToAll *a, size_t floats) {
+    if (a->algo != ALLTOALL_SHM) return NULL;
+    double t0 = now_sec();
+    CHECK(!a->pending.on, "an all-to-all's send buffer asked for while its last exchange is in flight");
+    CHECK(!a->held, "an all-to-all's send buffer asked for while the last exchange's rows are read in place");
+    CHECK(floats <= a->cap, "all-to-all of %zu floats into a window of %zu", floats, a->cap);
+    if (!a->placed) shm_wait(a, A2A_DONE, a->k - 1);  // every rank has read its rows of the one before the last
+    a->placed = 1;
+    a->seconds += now_sec() - t0;
+    return shm_rows(a);
+}
+
+// Start: my rows into my window once every rank has read the last exchange's out of it (unless the caller
+// packed them there: alltoall_send_buffer), then "ready". Rows I send myself and move myself (self 0) stay out.
 static void shm_start(AllToAll *a, const float *send) {
     const Pending *q = &a->pending;
     size_t total = (size_t)q->sd[a->R - 1] + (size_t)q->sc[a->R - 1];
     CHECK(total <= a->cap, "all-to-all of %zu floats into a window of %zu", total, a->cap);
+    float *rows = shm_rows(a);
+    CHECK(send != rows || a->placed, "all-to-all rows in the window without alltoall_send_buffer");
     int64_t k = a->k++;
-    shm_wait(a, A2A_DONE, k);  // every rank has copied its rows of exchange k - 1 out of my window
-    size_t *offs = (size_t *)(void *)a->peer[a->me];
+    if (!a->placed) shm_wait(a, A2A_DONE, k - 1);  // every rank has read its rows of exchange k - 2 (this half)
+    size_t *offs = (size_t *)(void *)shm_half(a, a->me, k);
     for (int p = 0; p < a->R; p++) offs[p] = (size_t)q->sd[p];
-    memcpy(a->peer[a->me] + shm_head(a), send, total * sizeof(float));
+    if (send != rows)
+        for (int p = 0; p < a->R; p++)
+            if (p != a->me || q->self) memcpy(rows + q->sd[p], send + q->sd[p], sizeof(float) * (size_t)q->sc[p]);
+    a->placed = 0;
     __atomic_store_n(&a->counter[a->me][A2A_READY], k + 1, __ATOMIC_RELEASE);
 }
 
-// Wait: every window holds this exchange; my part out of each (mine too, unless the caller moves its own).
+// Wait: every window holds this exchange; my part out of each (mine too, unless the caller moves its own), or,
+// in place (recv NULL), nothing copied: the windows are read until alltoall_rows_release says done.
 static void shm_finish(AllToAll *a, float *recv) {
     const Pending *q = &a->pending;
     int64_t k = a->k - 1;
     shm_wait(a, A2A_READY, k + 1);
+    if (!recv) { a->held = 1; return; }
     for (int p = 0; p < a->R; p++) {
         if (p == a->me && !q->self) continue;
-        const size_t *theirs = (const size_t *)(const void *)a->peer[p];
-        const float *rows = (const float *)(const void *)(a->peer[p] + shm_head(a));
+        const size_t *theirs = (const size_t *)(const void *)shm_half(a, p, k);
+        const float *rows = (const float *)(const void *)(shm_half(a, p, k) + shm_head(a));
         memcpy(recv + q->rd[p], rows + theirs[a->me], sizeof(float) * (size_t)q->rc[p]);
     }
     __atomic_store_n(&a->counter[a->me][A2A_DONE], k + 1, __ATOMIC_RELEASE);
@@ -245,6 +275,9 @@ void alltoall_rows_start(AllToAll *a, const float *send, const int *scount, floa
     int R = a->R;
     Pending *q = &a->pending;
     CHECK(!q->on, "an all-to-all started while another is in flight");
+    CHECK(!a->held, "an all-to-all started while the last one's rows are read in place: alltoall_rows_release");
+    CHECK(recv || (a->algo == ALLTOALL_SHM && !self), "an all-to-all in place by %s (shm only, own rows left out)",
+          alltoall_algos[a->algo].name);
     if (!q->sc) {
         q->sc = xmalloc(sizeof(int) * 4 * (size_t)R), q->sd = q->sc + R, q->rc = q->sc + 2 * R, q->rd = q->sc + 3 * R;
         q->q = xmalloc(sizeof(MPI_Request) * 2 * (size_t)R);
@@ -293,6 +326,20 @@ void alltoall_rows_wait(AllToAll *a) {
             if (q->rc[p]) a->be->to_device(q->recv + q->rd[p], q->r + q->rd[p], (size_t)q->rc[p] * sizeof(float));
     q->on = 0;
     a->seconds += now_sec() - t0;
+}
+
+int alltoall_in_place(const AllToAll *a) { return a->algo == ALLTOALL_SHM; }
+
+const float *alltoall_rows_at(const AllToAll *a, int p) {
+    CHECK(a->held && p >= 0 && p < a->R, "all-to-all rows read in place without an exchange in place waited for");
+    const size_t *theirs = (const size_t *)(const void *)shm_half(a, p, a->k - 1);
+    return (const float *)(const void *)(shm_half(a, p, a->k - 1) + shm_head(a)) + theirs[a->me];
+}
+
+void alltoall_rows_release(AllToAll *a) {
+    if (!a->held) return;
+    a->held = 0;
+    __atomic_store_n(&a->counter[a->me][A2A_DONE], a->k, __ATOMIC_RELEASE);  // (done with exchange k - 1)
 }
 
 void alltoall_rows(AllToAll *a, const float *send, const int *scount, float *recv, const int *rcount, int w) {

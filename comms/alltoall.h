@@ -15,8 +15,10 @@ struct DevComm;
 //   mpi   MPI_Alltoallv, waited for under the watchdog;
 //   pair  R-1 rounds of point-to-point messages: in round s rank r sends to r+s and receives from r-s
 //         (each pair of ranks exchanges once, no rank waits on two at a time);
-//   shm   the ranks of the group on one node: each copies its rows into a window of its own and every
-//         rank copies its part out of the others' windows (one copy each way, no message);
+//   shm   the ranks of the group on one node: each copies its rows into a window of its own (none where the
+//         caller packed them there: alltoall_send_buffer) and every rank copies its part out of the others'
+//         windows (none where it reads them in place: alltoall_rows_at), at most one copy each way, no message;
+//         two halves per window (exchange k in half k % 2), so a rank one exchange behind holds up no one;
 //   nccl  ncclSend and ncclRecv to every rank in one ncclGroupStart/End (devcomm_alltoallv), the counts and
 //         the rows alike, through device buffers of cap floats each way (--transport nccl).
 enum { ALLTOALL_MPI, ALLTOALL_PAIR, ALLTOALL_SHM, ALLTOALL_NCCL, ALLTOALL_ALGOS };
@@ -52,6 +54,18 @@ void alltoall_rows(AllToAll *a, const float *send, const int *scount, float *rec
 void alltoall_rows_start(AllToAll *a, const float *send, const int *scount, float *recv, const int *rcount, int w,
                          int self);
 void alltoall_rows_wait(AllToAll *a);
+// Where the caller may write the rows of its next exchange, packed as alltoall_rows_start takes them (at most
+// floats, at most the cap): shm's window, once every rank has read the last exchange out of it, so that the
+// start copies nothing (the rows are packed straight into place); NULL for the others (the caller packs into
+// its own buffer). The buffer holds the rows until the next start (pass it as send); the time waited for
+// the window counts as the exchange's (alltoall_take_stats).
+float *alltoall_send_buffer(AllToAll *a, size_t floats);
+// In place: where the algorithm has windows (alltoall_in_place: shm), alltoall_rows_start with recv NULL (and self
+// 0) copies no rows in at the wait: once waited for, alltoall_rows_at(a, p) is where rank p's rows for me lie
+// (in p's window, read-only), until alltoall_rows_release, which the caller must call before a's next exchange.
+int alltoall_in_place(const AllToAll *a);
+const float *alltoall_rows_at(const AllToAll *a, int p);
+void alltoall_rows_release(AllToAll *a);
 
 // What the exchanges since the last call moved and took: bytes this rank sent to other ranks (rows
 // to itself are a copy and do not count), and seconds in alltoall_counts, alltoall_rows and the halves

@@ -3,7 +3,8 @@
 // among them (a rank sending nothing at all, a rank receiving nothing from one peer), rows of several
 // widths, several exchanges in a row through one window, a device-like backend staged through the
 // host, a group that is half the world (the expert groups of a hybrid layout), and the exchange in two
-// halves (alltoall_rows_start/_wait, --ep-overlap's) leaving a rank's own rows to it. Rank 0 prints
+// halves (alltoall_rows_start/_wait, --ep-overlap's) leaving a rank's own rows to it, the rows packed straight
+// into the exchange's send buffer (alltoall_send_buffer: shm's window, no copy at the start). Rank 0 prints
 // PASS/FAIL lines; exit 1 on a failure.
 #include <stdlib.h>
 #include "unit.h"
@@ -33,7 +34,9 @@ static int rows_of(int s, int d, int R, int round) {
 // Element j of row i that rank s sends to rank d: says where it came from.
 static float value(int s, int d, int i, int j) { return (float)(s * 1000000 + d * 10000 + i * 100 + j); }
 
-// halves: by alltoall_rows_start (own rows left to the caller) and _wait, recv's own place must stay as it was.
+// halves: by alltoall_rows_start (own rows left to the caller) and _wait, recv's own place must stay as it was;
+// 2: the rows written into alltoall_send_buffer's buffer where the algorithm has one (host rows), sent from there;
+// 3: received in place (recv NULL) where the algorithm offers it (alltoall_in_place), read by alltoall_rows_at.
 static void test_algo(MPI_Comm group, int algo, const Backend *be, int w, int rounds, int halves) {
     int R, r;
     MPI_Comm_size(group, &R);
@@ -48,10 +51,15 @@ static void test_algo(MPI_Comm group, int algo, const Backend *be, int w, int ro
     double sent = 0;
     for (int round = 0; round < rounds; round++) {  // (every round on every rank, failed or not: no hang)
         size_t k = 0;
+        float *placed = halves == 2 ? alltoall_send_buffer(a, cap) : NULL, *to = placed ? placed : send;
+        if (halves == 2 && !placed && alltoall_algos[algo].windows) {
+            ok = 0;
+            snprintf(why, sizeof why, "rank %d: no send buffer from shm's window", r);
+        }
         for (int d = 0; d < R; d++) {
             sc[d] = rows_of(r, d, R, round);
             for (int i = 0; i < sc[d]; i++)
-                for (int j = 0; j < w; j++) send[k++] = value(r, d, i, j);
+                for (int j = 0; j < w; j++) to[k++] = value(r, d, i, j);
             if (d != r) sent += (double)sc[d] * w * sizeof(float);
         }
         alltoall_counts(a, sc, rc, 1);
@@ -60,16 +68,24 @@ static void test_algo(MPI_Comm group, int algo, const Backend *be, int w, int ro
                 ok = 0;
                 snprintf(why, sizeof why, "rank %d: count from %d is %d, not %d", r, s, rc[s], rows_of(s, r, R, round));
             }
-        be->to_device(dsend, send, k * sizeof(float));
+        if (!placed) be->to_device(dsend, send, k * sizeof(float));
         size_t n = 0;
         for (int s = 0; s < R; s++) n += (size_t)rc[s] * (size_t)w;
         for (size_t i = 0; i < n; i++) recv[i] = -1;
         be->to_device(drecv, recv, n * sizeof(float));
+        int in_place = halves == 3 && alltoall_in_place(a);
+        if (halves == 3 && alltoall_in_place(a) != alltoall_algos[algo].windows) {
+            ok = 0;
+            snprintf(why, sizeof why, "rank %d: in place is %d, windows %d", r, in_place, alltoall_algos[algo].windows);
+        }
         if (halves) {
-            alltoall_rows_start(a, dsend, sc, drecv, rc, w, 0);
+            alltoall_rows_start(a, placed ? placed : dsend, sc, in_place ? NULL : drecv, rc, w, 0);
             alltoall_rows_wait(a);
         } else alltoall_rows(a, dsend, sc, drecv, rc, w);
         be->to_host(recv, drecv, n * sizeof(float));
+        for (int s = 0, at = 0; in_place && s < R; at += rc[s++] * w)  // each peer's rows where they lie
+            if (s != r) memcpy(recv + at, alltoall_rows_at(a, s), sizeof(float) * (size_t)rc[s] * (size_t)w);
+        if (in_place) alltoall_rows_release(a);
         k = 0;
         for (int s = 0; s < R && ok; s++)
             for (int i = 0; i < rc[s] && ok; i++)
@@ -88,8 +104,9 @@ static void test_algo(MPI_Comm group, int algo, const Backend *be, int w, int ro
         snprintf(why, sizeof why, "rank %d: stats say %.0f bytes, sent %.0f", r, bytes, sent + counts_bytes);
     }
     char name[160];
-    snprintf(name, sizeof name, "alltoall/%s rows of %d, %d exchanges%s%s", alltoall_algos[algo].name, w, rounds,
-             be->on_host ? "" : ", staged", halves ? ", started and waited for, own rows left to the caller" : "");
+    snprintf(name, sizeof name, "alltoall/%s rows of %d, %d exchanges%s%s%s", alltoall_algos[algo].name, w, rounds,
+             be->on_host ? "" : ", staged", halves ? ", started and waited for, own rows left to the caller" : "",
+             halves == 2 ? ", packed where alltoall_send_buffer says" : halves == 3 ? ", read in place where offered" : "");
     report(name, ok, why, R);
     alltoall_close(a);
     be->free(dsend); be->free(drecv);
@@ -138,6 +155,8 @@ static void test_group(MPI_Comm group, const Backend *staged) {
         test_algo(group, algo, &backend_cpu, 1, 1, 0);
         test_algo(group, algo, &backend_cpu, 5, 4, 0);
         test_algo(group, algo, &backend_cpu, 3, 4, 1);
+        test_algo(group, algo, &backend_cpu, 3, 4, 2);
+        test_algo(group, algo, &backend_cpu, 3, 4, 3);
         if (alltoall_algos[algo].windows) continue;  // (a window holds host rows only)
         test_algo(group, algo, staged, 3, 2, 0);
         test_algo(group, algo, staged, 3, 2, 1);

@@ -19,7 +19,7 @@ else
         run 120 mpiexec -n $n "$A2A"
         printf '%s\n' "$OUT" | grep -E '^(PASS|FAIL|SKIP) '
         npass=$(printf '%s\n' "$OUT" | grep -c '^PASS ')
-        want=11; [ $n = 4 ] && want=21
+        want=15; [ $n = 4 ] && want=29
         if [ "$RC" -ne 0 ] || [ "$npass" -lt $want ]; then
             fail "ep/mpi_alltoall -n $n" "exit $RC, $npass PASS lines (want $want): $(printf '%s' "$ERR" | head -c 300)"
         fi

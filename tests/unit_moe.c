@@ -1,7 +1,8 @@
 // tests/unit_moe.c: the mixture-of-experts layer (moe.c): its gradients against finite differences
 // (drops and pass-through rows included), and its exchange hook's contract: two "ranks" in one process
 // (threads, a fake all-to-all), each holding half the experts, give what the all-local layer gives, with
-// the rows exchanged whole and in halves (started, the layer's own rows moved by it, then waited for).
+// the rows exchanged whole and in halves (started, the layer's own rows moved by it, then waited for), and in
+// halves through the exchange's own buffers (packed into its send buffer, a dispatch read in place).
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -71,6 +72,7 @@ typedef struct {
     pthread_barrier_t bar;
     const float *buf[2];
     const int *cnt[2];
+    float win[2][ROWS * K * H * 2];  // each rank's send buffer (send_buffer, the in-place halves)
 } Fake;
 typedef struct {
     Fake *f;
@@ -128,12 +130,36 @@ static void fake_start(void *ctx, const float *send, const int *send_counts, flo
                        int w, int back) {
     FakeCtx *c = ctx;
     int n = count_sum(back ? send_counts : recv_counts, 0, E);  // (rows for 2 ranks x E/2 experts, or of E)
-    for (long i = 0; i < (long)n * w; i++) recv[i] = NAN;
+    for (long i = 0; recv && i < (long)n * w; i++) recv[i] = NAN;
     *c = (FakeCtx){c->f, c->rank, send, send_counts, recv_counts, recv, w, back};
 }
 static void fake_wait(void *ctx) {
     FakeCtx *c = ctx;
+    if (!c->recv) {  // in place: the senders' buffers are read where they are (fake_rows_at) until the release
+        c->f->buf[c->rank] = c->send, c->f->cnt[c->rank] = c->send_counts;
+        pthread_barrier_wait(&c->f->bar);
+        return;
+    }
     fake_copy(c, c->send, c->send_counts, c->recv, c->recv_counts, c->w, c->back, 0);
+}
+// The exchange's own buffers, adversarial: the send buffer starts as NaN (the layer writes every row it sends),
+// and once both ranks have let a dispatch read in place go, each fills its buffer with NaN (a row read after
+// the release, or read from a stale buffer, spoils the outputs).
+static float *fake_send_buffer(void *ctx, size_t floats, int back) {
+    FakeCtx *c = ctx;
+    (void)back;
+    CHECK(floats <= sizeof c->f->win[0] / sizeof(float), "fake send buffer of %zu floats", floats);
+    for (size_t i = 0; i < floats; i++) c->f->win[c->rank][i] = NAN;
+    return c->f->win[c->rank];
+}
+static const float *fake_rows_at(void *ctx, int r) {
+    FakeCtx *c = ctx;
+    return c->f->buf[r] + (size_t)count_sum(c->f->cnt[r], 0, c->rank * (E / 2)) * (size_t)c->w;
+}
+static void fake_release(void *ctx) {
+    FakeCtx *c = ctx;
+    pthread_barrier_wait(&c->f->bar);
+    for (size_t i = 0; i < sizeof c->f->win[0] / sizeof(float); i++) c->f->win[c->rank][i] = NAN;
 }
 
 typedef struct {
@@ -148,15 +174,17 @@ static void *run_rank(void *arg) {
     return NULL;
 }
 
-// halves: the exchange by start_rows and wait_rows (--ep-overlap's), else exchange_rows.
+// halves: the exchange by start_rows and wait_rows (--ep-overlap's), else exchange_rows; 2: through the exchange's
+// own buffers too (send_buffer, rows_at and release_rows: shm's).
 static const char *hook_name(char *buf, int halves, const char *what) {
-    snprintf(buf, 192, "moe exchange%s: %s", halves ? " in halves (started, then waited for)" : "", what);
+    snprintf(buf, 320, "moe exchange%s%s: %s", halves ? " in halves (started, then waited for)" : "",
+             halves == 2 ? ", packed into its send buffer, a dispatch read in place" : "", what);
     return buf;
 }
 
 static void test_exchange_hook(int halves) {
     size_t n = moe_layer_len(H, E);
-    char nm[192];
+    char nm[320];
     float *P = xmalloc(n * sizeof(float)), x[2][ROWS * H], dy[2][ROWS * H];
     float y[2][ROWS * H] = {{0}}, dx[2][ROWS * H] = {{0}};
     float yl[2][ROWS * H], dxl[2][ROWS * H], *dPl = xcalloc(n, sizeof(float)), *dP[2];
@@ -184,6 +212,8 @@ static void test_exchange_hook(int halves) {
         ex[r] = (MoeExchange){.size = 2, .rank = r, .exchange_counts = fake_counts, .exchange_rows = fake_rows,
                               .ctx = &ctx[r]};
         if (halves) ex[r].start_rows = fake_start, ex[r].wait_rows = fake_wait;
+        if (halves == 2)
+            ex[r].send_buffer = fake_send_buffer, ex[r].rows_at = fake_rows_at, ex[r].release_rows = fake_release;
         MoeSpec sr = spec(1.0f);
         sr.shards = 2, sr.shard = r;
         m[r] = moe_new(be, sr, H, 1, 1, ROWS, 1);
@@ -258,5 +288,6 @@ int main(void) {
     test_finite_differences();
     test_exchange_hook(0);
     test_exchange_hook(1);
+    test_exchange_hook(2);
     return unit_failures != 0;
 }
