@@ -8,7 +8,8 @@ Per rank, the window of steps FIRST..LAST (1-based; default the second to the la
 rank's first event of step FIRST to its first event of step LAST + 1; the bubble across those steps is
 1 - (the ranks' forward, backward, backward input and backward weight time) / (the ranks' windows summed):
 the barrier, the waits, the loss all-reduce and the optimizer count as idle. It is the measured side of
-`micropp bubble`'s overlapped figure (idle / the longest rank span, steps back to back). `overlap_ms`: the
+`micropp bubble`'s overlapped figure (idle / the longest rank span, steps back to back);
+`bubble_less_optimizer` takes the optimizer steps' time out of the windows, as the simulator has none. `overlap_ms`: the
 mean over the window's steps s of how long before step s's last event on any rank step s + 1 began on
 another (about 0, the ranks' clock skew at step 1's barrier, when a barrier parts the steps). One JSON line.
 --gantt: steps STEP and STEP + 1 as text, a row per rank, WIDTH columns from the first of their events to the
@@ -60,9 +61,11 @@ def main():
            for r in ranks for s in range(first, last + 1)}
     window = sum(start[r, last + 1] - start[r, first] for r in ranks)
     busy = sum(e["dur"] for e in ev if e["cat"] in COMPUTE and first <= e["args"]["step"] <= last)
+    opt = sum(e["dur"] for e in ev if e["cat"] == "optimizer step" and first <= e["args"]["step"] <= last)
     lap = [max(end[r, s] for r in ranks) - min(start[r, s + 1] for r in ranks) for s in range(first, last + 1)]
     period = window / len(ranks) / (last + 1 - first)
     print(json.dumps({"ranks": len(ranks), "steps": [first, last], "bubble": round(1 - busy / window, 4),
+                      "bubble_less_optimizer": round(1 - busy / (window - opt), 4),
                       "step_ms": round(period / 1e3, 3),
                       "overlap_ms": round(sum(lap) / len(lap) / 1e3, 3)}))
 
