@@ -17,6 +17,7 @@
 #include "comms.h"  // comm_split_known
 #include "comms/collectives.h"
 #include "comms/hardware.h"  // TRANSPORT_NCCL
+#include "comms/shm.h"       // comm_shm_room, shm_group_on_node
 #include "comms.h"           // comm_nccl_group
 #include "base/util.h"
 
@@ -209,6 +210,32 @@ static void lane_open(ExpertGroup *g, int j, size_t cap, const Backend *gpu, Sta
         if (local[k].moe) moe_set_exchange(local[k].moe, j, &l->ex);
 }
 
+// The host algorithm of the group's all-to-all, the same on every rank (collective over world): auto takes shm
+// where every group sits on one node and every node's /dev/shm holds its ranks' windows (a tmpfs too small, as
+// Docker's 64 MB default, would end the job with SIGBUS on first touch), else mpi; --alltoall shm where either
+// fails is refused in one line.
+static int choose_algo(const Plan *p, const ExpertGroup *g, MPI_Comm world, size_t cap) {
+    int algo = p->expert.algo;  // (ALLTOALL_AUTO's value is ALLTOALL_NCCL's: nccl is the plan's flag)
+    if (p->expert.nccl || (algo != ALLTOALL_AUTO && algo != ALLTOALL_SHM)) return algo;
+    int apart = !alltoall_shm_possible(g->comm);
+    comm_agree(world, algo == ALLTOALL_SHM && apart ? "train: --alltoall shm needs every expert group on one node: "
+                                                     "use --alltoall mpi, pair or auto" : "");
+    if (apart) return ALLTOALL_MPI;
+    int lanes = p->expert.overlap == EP_OVERLAP_PAIR ? 2 : 1, here = shm_group_on_node(world);
+    double need = (double)lanes * (double)alltoall_shm_bytes(cap, g->N) * here, room = comm_shm_room();
+    double short_of[1] = {room >= 0 && room < need};
+    char why[300] = "";
+    if (algo == ALLTOALL_SHM && short_of[0]) {
+        char nb[32], rb[32];
+        snprintf(why, sizeof why, "train: --alltoall shm needs %s of /dev/shm for the experts' windows of the %d "
+                 "ranks of this node, and %s are free: enlarge it (docker run --shm-size) or use --alltoall mpi",
+                 fmt_bytes(need, nb, sizeof nb), here, fmt_bytes(room, rb, sizeof rb));
+    }
+    comm_agree(world, why);
+    comm_allreduce_sum_double(short_of, 1, world);  // (auto: mpi on every rank where a node lacks the room)
+    return short_of[0] > 0 ? ALLTOALL_MPI : ALLTOALL_SHM;
+}
+
 void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n_local) {
     memset(g, 0, sizeof *g);
     g->comm = MPI_COMM_NULL;
@@ -219,12 +246,6 @@ void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n
     for (int r = 0; r < D; r++) group[r] = r / g->N, place[r] = r % g->N, order[r] = r;
     g->comm = comm_split_known(grid->dp, group, order, 1);
     MPI_CHECK(MPI_Comm_rank(g->comm, &g->rank));
-    int algo = p->expert.algo;  // (ALLTOALL_AUTO's value is ALLTOALL_NCCL's: nccl is the plan's flag)
-    if (algo == ALLTOALL_AUTO) algo = alltoall_shm_possible(g->comm) ? ALLTOALL_SHM : ALLTOALL_MPI;
-    else if (algo == ALLTOALL_SHM && !alltoall_shm_possible(g->comm)) algo = -1;
-    comm_agree(grid->world, algo < 0 ? "train: --alltoall shm needs every expert group on one node: use --alltoall "
-                                       "mpi, pair or auto" : "");
-    g->algo = p->expert.nccl ? ALLTOALL_NCCL : algo;
     size_t cap = 0;  // the most floats a rank sends in one exchange: every row to every expert it routes to
     for (int k = 0; k < n_local; k++)
         if (local[k].moe) {
@@ -233,6 +254,7 @@ void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n
             cap = c > cap ? c : cap;
             g->per = m->spec.experts / g->N;
         }
+    g->algo = p->expert.nccl ? ALLTOALL_NCCL : choose_algo(p, g, grid->world, cap);
     if (g->algo == ALLTOALL_NCCL && cap < (size_t)g->N * g->per) cap = (size_t)g->N * g->per;  // (the counts too)
     g->scount = xcalloc((size_t)g->N, sizeof(int));
     g->rcount = xcalloc((size_t)g->N, sizeof(int));

@@ -73,10 +73,18 @@ int alltoall_shm_possible(MPI_Comm group) {
     return ok;
 }
 
+static size_t window_bytes(size_t cap, int R) {  // one rank's part of the rows' window: two halves
+    size_t head = ((size_t)R * sizeof(size_t) + 63) / 64 * 64;
+    return 2 * ((head + (cap ? cap : 1) * sizeof(float) + 63) / 64 * 64);
+}
+
+size_t alltoall_shm_bytes(size_t cap, int R) {  // (shm_segment_open puts each rank's part on pages of its own)
+    return (window_bytes(cap, R) + 4095) / 4096 * 4096 + (A2A_COUNTERS * sizeof(int64_t) + 4095) / 4096 * 4096;
+}
+
 static void shm_windows_open(AllToAll *a) {
     CHECK(alltoall_shm_possible(a->comm), "all-to-all shm over a group of %d ranks on several nodes", a->R);
-    size_t head = ((size_t)a->R * sizeof(size_t) + 63) / 64 * 64;
-    shm_segment_open(&a->win, a->comm, 2 * ((head + (a->cap ? a->cap : 1) * sizeof(float) + 63) / 64 * 64));
+    shm_segment_open(&a->win, a->comm, window_bytes(a->cap, a->R));
     shm_segment_open(&a->ctl, a->comm, A2A_COUNTERS * sizeof(int64_t));  // every counter zero (a new segment)
     a->peer = a->win.peer;
     a->counter = xcalloc((size_t)a->R, sizeof(int64_t *));

@@ -37,6 +37,9 @@ AllToAll *alltoall_open(MPI_Comm group, int algo, const Backend *be, size_t cap,
 void alltoall_close(AllToAll *a);  // collective over the group (shm frees its windows)
 // 1 when every rank of group shares one node (shm is possible), the same on every rank. Collective.
 int alltoall_shm_possible(MPI_Comm group);
+// The bytes of /dev/shm one rank's shm windows take in a group of R ranks with this cap (the rows' window in
+// two halves and the counters, each on pages of its own): what the node's room must hold for each rank.
+size_t alltoall_shm_bytes(size_t cap, int R);
 int alltoall_size(const AllToAll *a);
 int alltoall_rank(const AllToAll *a);
 

@@ -204,5 +204,13 @@ e "ep/--alltoall shm across nodes" "train: --alltoall shm needs every expert gro
 run 60 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --alltoall auto
 if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -q "all-to-all shm"; then pass "ep/--alltoall auto typed out picks shm on one node"
 else fail "ep/--alltoall auto typed out" "rc $RC: $(printf '%s' "$OUT$ERR" | tail -3)"; fi
+# /dev/shm too small for the experts' windows (MICROPP_SHM_FREE stands in for its free bytes; a 64 MB tmpfs, Docker's
+# default, ended such a job with SIGBUS): --alltoall shm refused in one line with the room it needs, auto takes mpi
+e "ep/--alltoall shm on a /dev/shm too small" \
+    "train: --alltoall shm needs [0-9.]+ [kMG]?B of /dev/shm for the experts' windows of the 2 ranks of this node, and 10 kB are free: enlarge it \(docker run --shm-size\) or use --alltoall mpi$" \
+    60 env MICROPP_SHM_FREE=10000 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --alltoall shm
+run 60 env MICROPP_SHM_FREE=10000 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2
+if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -q "all-to-all mpi"; then pass "ep/auto on a /dev/shm too small takes mpi"
+else fail "ep/auto on a /dev/shm too small takes mpi" "rc $RC: $(printf '%s' "$OUT$ERR" | tail -3)"; fi
 "$MICROPP" train --help | tr -s ' \n' ' ' | grep -q "pair|shm|auto\] (auto)" && pass "ep/--help names --alltoall's default" ||
     fail "ep/--help names --alltoall's default" "$("$MICROPP" train --help | grep -A4 -- --alltoall)"
