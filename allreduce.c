@@ -11,6 +11,7 @@
 #include "comms/alltoall.h"
 #include "comms/hardware.h"  // comm_choose_hardware
 #include "comms/hier.h"
+#include "comms/shm.h"  // comm_shm_room, shm_group_on_node
 #include "base/config.h"
 #include "commands.h"
 #include "base/util.h"
@@ -290,12 +291,32 @@ static const Backend *nccl_open(struct DevComm **dev) {
     return hw.cuda;
 }
 
-static void alltoall_header(const AllreduceConfig *cfg, int R, int skip_shm) {
+// 1 when some node's /dev/shm cannot hold the shm windows of cap floats a rank, agreed by every rank; --algo shm
+// asked for where it cannot is refused in one line (a small tmpfs, as Docker's 64 MB default, would end the job
+// with SIGBUS on first touch).
+static int shm_short(const AllreduceConfig *cfg, size_t cap, int R) {
+    int here = shm_group_on_node(MPI_COMM_WORLD);
+    double need = (double)alltoall_shm_bytes(cap, R) * here, room = comm_shm_room(), v[1] = {room >= 0 && room < need};
+    char why[300] = "";
+    if (v[0] && cfg->algo == ALLTOALL_SHM) {
+        char nb[32], sb[32], rb[32];
+        snprintf(why, sizeof why, "alltoall: --algo shm needs %s of /dev/shm for the windows of the %d ranks of this "
+                 "node at --size %s, and %s are free: a smaller --size (or -e), a larger /dev/shm, or --algo mpi",
+                 fmt_bytes(need, nb, sizeof nb), here, fmt_bytes_binary((double)cfg->max_bytes, sb, sizeof sb),
+                 fmt_bytes(room, rb, sizeof rb));
+    }
+    comm_agree(MPI_COMM_WORLD, why);
+    comm_allreduce_sum_double(v, 1, MPI_COMM_WORLD);
+    return v[0] > 0;
+}
+
+static void alltoall_header(const AllreduceConfig *cfg, int R, int skip_shm, int room_short) {
     printf("# micropp alltoall: %d ranks, each sends size/%d to every rank (mpi = MPI_Alltoallv, pair and shm = "
            "comms/alltoall.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
            R, R, (long long)cfg->iters, (long long)cfg->warmup);
     printf("# algbw = size / time, busbw = algbw * (R-1)/R (what leaves each rank); GB = 1e9 bytes\n");
-    if (skip_shm) printf("# shm left out: the ranks are not on one node (--algo shm says so)\n");
+    if (skip_shm && room_short) printf("# shm left out: a node's /dev/shm is too small for its windows at this --size\n");
+    else if (skip_shm) printf("# shm left out: the ranks are not on one node (--algo shm says so)\n");
     if (cfg->algo == ALLTOALL_NCCL)
         printf("# nccl = train's under --transport nccl: the host's rows onto the GPU, ncclSend/ncclRecv to every rank "
                "in one group, back to the host (the time includes both copies)\n");
@@ -323,6 +344,8 @@ int cmd_alltoall(int argc, char **argv) {
         user_error("alltoall: --algo shm needs every rank on one node, and they are not: use --algo mpi or pair");
     size_t nmax = (size_t)cfg.max_bytes / 4, nmin = (size_t)cfg.min_bytes / 4;
     int pmax = (int)(nmax / (size_t)R > 0 ? nmax / (size_t)R : 1);
+    int room_short = shm_ok && (all || cfg.algo == ALLTOALL_SHM) && shm_short(&cfg, (size_t)pmax * R, R);
+    if (room_short) shm_ok = 0;  // (all: shm left out, and the header says why)
     float *send = xmalloc(sizeof(float) * (size_t)pmax * R), *recv = xmalloc(sizeof(float) * (size_t)pmax * R);
     for (size_t i = 0; i < (size_t)pmax * R; i++) send[i] = 1e-3f;
     int *ones = xmalloc(sizeof(int) * (size_t)R);
@@ -333,7 +356,7 @@ int cmd_alltoall(int argc, char **argv) {
             algos[a] = alltoall_open(MPI_COMM_WORLD, a, alltoall_algos[a].device ? gpu : &backend_cpu, (size_t)pmax * R,
                                      alltoall_algos[a].device ? nccl : NULL);
     int rank = comm_world_rank();
-    if (rank == 0 && !cfg.json) alltoall_header(&cfg, R, all && !shm_ok);
+    if (rank == 0 && !cfg.json) alltoall_header(&cfg, R, all && !shm_ok, room_short);
     cJSON *rows = cJSON_CreateArray();
     long total_wrong = 0;
     enum { MAX_SIZES = 64 };

@@ -44,6 +44,14 @@ nrows=$(printf '%s\n' "$OUT" | grep -cE '^ +[0-9]+ +[0-9]+ +(mpi|pair|shm) +[0-9
     && pass "ep/alltoall on 4 ranks: 9 rows, each right, the fastest per size last" \
     || fail "ep/alltoall table" "rc $RC, $nrows rows: last line '$w'"
 
+# a /dev/shm too small for shm's windows (MICROPP_SHM_FREE: its free bytes; the default 64 MiB per rank needs 256 MB,
+# which Docker's 64 MB tmpfs met with SIGBUS): all leaves shm out and says why, --algo shm is refused in one line
+run 60 env MICROPP_SHM_FREE=100000 mpiexec -n 2 "$MICROPP" alltoall -e 1M --iters 2 --warmup 0
+[ $RC -eq 0 ] && grep -q "^# shm left out: a node's /dev/shm is too small for its windows at this --size$" <<<"$OUT" &&
+    ! grep -qE '^ +[0-9]+ +[0-9]+ +shm ' <<<"$OUT" && grep -qE '^ +[0-9]+ +[0-9]+ +pair ' <<<"$OUT" \
+    && pass "ep/alltoall on a small /dev/shm: shm left out, said why" || fail "ep/alltoall on a small /dev/shm" "rc $RC: $(tail -3 <<<"$OUT$ERR")"
+e "ep/alltoall --algo shm on a small /dev/shm" "alltoall: --algo shm needs 4.21 MB of /dev/shm for the windows of the 2 ranks of this node at --size 1.00 MiB, and 100 kB are free: a smaller --size \(or -e\), a larger /dev/shm, or --algo mpi$" 20 \
+    env MICROPP_SHM_FREE=100000 mpiexec -n 2 "$MICROPP" alltoall -e 1M --algo shm
 e "ep/alltoall on one rank is refused like pingpong" "alltoall: needs 2 ranks or more, got 1.*mpiexec -n 2" 20 "$MICROPP" alltoall
 # (here no rank has a GPU: --algo nccl is refused in one line; tests/t_gpu.sh runs it on 2 GPUs)
 e "ep/alltoall --algo nccl without a GPU" "alltoall: --algo nccl runs train's all-to-all over NCCL between GPUs, and rank 0 has no CUDA device.*use --algo mpi, pair, shm or all" 20 \
