@@ -296,7 +296,8 @@ static const Backend *nccl_open(struct DevComm **dev) {
 // with SIGBUS on first touch).
 static int shm_short(const AllreduceConfig *cfg, size_t cap, int R) {
     int here = shm_group_on_node(MPI_COMM_WORLD);
-    double need = (double)alltoall_shm_bytes(cap, R) * here, room = comm_shm_room(), v[1] = {room >= 0 && room < need};
+    double need = (double)alltoall_shm_bytes(cap, R) * here, room = comm_shm_room();
+    double v[1] = {room >= 0 && room < need};
     char why[300] = "";
     if (v[0] && cfg->algo == ALLTOALL_SHM) {
         char nb[32], sb[32], rb[32];
