@@ -42,6 +42,9 @@ double schedule_auto_peak(const ActionList *l, double w_share);
 // fits any limit of at least (K+4)/3 micro-batches; below, the one that holds least is kept), then
 // polished (passes moved a few places on their rank while the longest span gets shorter, within the limit).
 void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried);
+// schedule_auto with the polish's reach (places a pass moves either way) and budget (runs: an order timed, whole or
+// in part) given; schedule_auto's are 12 and 2 x 10^7 passes' worth (K x 6M passes a whole run).
+void schedule_auto_polish(const AutoSpec *a, int reach, long budget, SchedFile *out, int *tried);
 
 // A lower bound on the longest rank span (the overlapped step) of any schedule of the spec's placement
 // (one chunk, or the V), memory aside: each rank's wait for its first gradient, then all its I and W.
