@@ -221,8 +221,8 @@ void schedule_v_order(int half, int K, int M, int s, int *pass, int *mb) {
 // Each rank's passes as an order of types (each type's micro-batches in order: a place's micro-batch is how many
 // of its type come before it), timed as the longest path through the orders: a pass starts when its rank's
 // previous pass has ended and its input has come (the pass it waits for, plus a message between ranks). A trial
-// move of rank s's stretch lo..hi re-times only what it can change: every rank's passes from the first that starts
-// no sooner than E, the end of the pass before the stretch (a pass that starts before E waits on nothing that
+// move of rank s's stretch lo..hi re-times only what it can change: every rank's passes from the first that ends
+// no sooner than E, the end of the pass before the stretch (a pass that ends before E waits on nothing that
 // starts after it). It stops early once every time that leaves the re-timed passes for one not yet re-timed is as
 // it was (the rest is then as it was), or once a rank's span must pass the best (its end is at least a pass's end
 // and the work after it). The times it overwrites are logged and put back when the move is not kept. The same
@@ -233,12 +233,12 @@ typedef struct {
     int *ty, *mb, *pos;      // [K*P] each place's type and micro-batch; pos [6][K][M]: where (type, rank, mb) runs
     int *dk, *dr;            // [K*P] the place each place's pass waits for (-1: none) and its rank
     int *ha, *hb;            // [K*P] F - I and I - W run up to each place (its end)
-    double *st, *en, *rem;   // [K*P] each place's start, end, and the work after it on its rank
+    double *en, *rem;        // [K*P] each place's end, and the work after it on its rank
     double *cost;            // [K][6] a pass's
     double *begin, *begin_old;  // [K] each rank's first start (and before the trial)
     int *ptr, *todo;            // [K] the next place to time; the ranks to look at (todo[K]: how many)
     int *logq;                  // [K*P] the places a trial re-timed, in order
-    double *log_st, *log_en;    // [K*P] their times before
+    double *log_en;             // [K*P] their ends before
     long *out_c, *out_d;  // [K*P] the trial in which a place's end changed for its next place (c) or its dependant (d)
     long trial, runs;
     int nlog, left, pending;  // places re-timed; left to time; changed hand-offs (and stretch places) not yet taken
@@ -290,13 +290,13 @@ static int vrun_rank(VRun *x, int r, double thr, int s, int lo, int hi) {
         e = start + x->cost[r * 6 + x->ty[q]];
         if (trial) {
             int t = x->ty[q], stretch = r == s && k >= lo && k <= hi;
-            x->logq[x->nlog] = (int)q, x->log_st[x->nlog] = x->st[q], x->log_en[x->nlog++] = old;
+            x->logq[x->nlog] = (int)q, x->log_en[x->nlog++] = old;
             x->pending -= (k > 0 && x->out_c[q - 1] == x->trial) + stretch;
             x->pending -= d >= 0 && x->out_d[(size_t)dr * P + d] == x->trial;
             if (k + 1 < P && e != old) x->out_c[q] = x->trial, x->pending++;
             if ((e != old || stretch) && (t <= TI1 || (t == TI0 && r > 0))) x->out_d[q] = x->trial, x->pending++;
         }
-        x->st[q] = start, en[q] = e;
+        en[q] = e;
         if (k == 0) x->begin[r] = start;
         double rem = x->rem[q];  // (the rank's end is at least e + rem: 1e-9 of it for the rounding)
         if (e - x->begin[r] + rem - 1e-9 * (rem + e) > thr) { ptr[r] = k + 1; return -1; }
@@ -381,11 +381,11 @@ static double vrun_trial(VRun *x, double thr, int s, int lo, int hi, double *sum
     double E = lo > 0 ? x->en[(size_t)s * P + lo - 1] : 0;
     x->trial++, x->nlog = 0, x->left = 0, x->pending = hi - lo + 1;
     memcpy(x->begin_old, x->begin, sizeof(double) * (size_t)K);
-    for (int r = 0; r < K; r++) {  // the first place that starts no sooner than E (starts grow along a rank)
+    for (int r = 0; r < K; r++) {  // the first place that ends no sooner than E (ends grow along a rank)
         int a = 0, b = r == s ? lo : P;
         while (a < b && !x->p->full) {
             int c = (a + b) / 2;
-            if (x->st[(size_t)r * P + c] >= E) b = c;
+            if (x->en[(size_t)r * P + c] >= E) b = c;
             else a = c + 1;
         }
         x->ptr[r] = x->p->full ? 0 : a;
@@ -395,7 +395,7 @@ static double vrun_trial(VRun *x, double thr, int s, int lo, int hi, double *sum
     return vrun(x, thr, s, lo, hi, sum);
 }
 static void vrun_undo(VRun *x) {
-    for (int i = x->nlog - 1; i >= 0; i--) x->st[x->logq[i]] = x->log_st[i], x->en[x->logq[i]] = x->log_en[i];
+    for (int i = x->nlog - 1; i >= 0; i--) x->en[x->logq[i]] = x->log_en[i];
     memcpy(x->begin, x->begin_old, sizeof(double) * (size_t)x->K);
 }
 
@@ -430,12 +430,11 @@ long schedule_v_polish(const VPolish *p, int *order) {
     size_t N = (size_t)K * P;
     VRun x = {p, K, M, P, order, xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)),
               xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)), xcalloc(N, sizeof(double)),
-              xcalloc(N, sizeof(double)), xcalloc(N, sizeof(double)),
+              xcalloc(N, sizeof(double)),
               xcalloc((size_t)K * 6, sizeof(double)), xcalloc((size_t)K, sizeof(double)),
               xcalloc((size_t)K, sizeof(double)),
               xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K + 1, sizeof(int)), xcalloc(N, sizeof(int)),
-              xcalloc(N, sizeof(double)), xcalloc(N, sizeof(double)), xcalloc(N, sizeof(long)),
-              xcalloc(N, sizeof(long)),
+              xcalloc(N, sizeof(double)), xcalloc(N, sizeof(long)), xcalloc(N, sizeof(long)),
               0, 0, 0, 0, 0};
     for (int s = 0; s < K && !rc; s++) {  // each pass's cost (a chunk pass: half a stage's), each place's micro-batch
         const double c[3] = {p->f[s] / 2, p->b[s] / 2, p->w[s] / 2};
@@ -457,9 +456,9 @@ long schedule_v_polish(const VPolish *p, int *order) {
     if (!rc) span = vrun(&x, INFINITY, 0, 0, -1, &sum);
     if (!rc && !isinf(span)) vrun_sweeps(&x, span, sum);
     long runs = rc || isinf(span) ? -1 : x.runs;
-    free(x.mb); free(x.pos); free(x.dk); free(x.dr); free(x.ha); free(x.hb); free(x.st); free(x.en); free(x.rem);
+    free(x.mb); free(x.pos); free(x.dk); free(x.dr); free(x.ha); free(x.hb); free(x.en); free(x.rem);
     free(x.cost); free(x.begin);
-    free(x.begin_old); free(x.ptr); free(x.todo); free(x.logq); free(x.log_st); free(x.log_en); free(x.out_c);
+    free(x.begin_old); free(x.ptr); free(x.todo); free(x.logq); free(x.log_en); free(x.out_c);
     free(x.out_d);
     return runs;
 }
