@@ -423,17 +423,6 @@ static int judge(const AutoSpec *a, int kind, const SchedFile *f, SimResult *r) 
     return ok ? 0 : -1;
 }
 
-// A V candidate's longest rank span (the simulator's), INFINITY when it waits for ever.
-static double span_of(const AutoSpec *a, const SchedFile *f) {
-    SimSpec sp = {.kind = SCHED_ZBAUTOV, .file = f, .K = a->K, .M = a->M, .v = 2, .comm = a->comm,
-                  .stage_f = a->f, .stage_b = a->b, .stage_w = a->w};
-    SimResult r;
-    schedule_sim(&sp, &r);
-    double span = r.deadlock ? INFINITY : r.span;
-    sim_result_free(&r);
-    return span;
-}
-
 // Rank s's passes of micro-batch 0 as one chain, times from the start of its first pass (the forward of
 // virtual stage s): the forwards from s to the last virtual stage, then the I back to s, a message at each
 // change of rank, every other rank free. Each of the rank's pass kinds (one chunk: F, I, W; the V: F0, F1,
@@ -535,6 +524,15 @@ double schedule_auto_peak(const ActionList *l, double w_share) {
     return peak;
 }
 
+// 1 when V candidate f leaves a gap to schedule_auto_bound (or is not one the search keeps), else 0.
+static int gap_left(const AutoSpec *a, const SchedFile *f) {
+    SimResult r;
+    if (judge(a, SCHED_ZBAUTOV, f, &r)) return 1;
+    int left = r.span > schedule_auto_bound(a) * (1 + 1e-12);
+    sim_result_free(&r);
+    return left;
+}
+
 // Better: a shorter longest span (the overlapped step), then a shorter makespan (the synchronous step).
 static int better(const SimResult *x, const SimResult *best) {
     double eps = 1e-12 * best->makespan;
@@ -601,7 +599,7 @@ void schedule_auto_polish(const AutoSpec *a, int reach, long budget, SchedFile *
         if (q.have) {
             SchedFile best = *q.out, wide;
             int near = polish(a, 12, 20000000L / (6L * a->M) / a->K, &best, &cand), far = -1;
-            if (budget > 0 && (near || span_of(a, &cand) > schedule_auto_bound(a) * (1 + 1e-12)))
+            if (budget > 0 && (near || gap_left(a, &cand)))
                 far = polish(a, reach, budget, &best, &wide);
             consider(&q, near, &cand);
             consider(&q, far, &wide);
