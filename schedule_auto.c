@@ -594,12 +594,13 @@ void schedule_auto_polish(const AutoSpec *a, int reach, long budget, SchedFile *
         }
         for (int k = 0; k < 3; k++)
             if (order[k].lists) sched_file_free(&order[k]);
-        // The best polished with the reach of 12 places and 2 x 10^7 passes' worth of runs and, where that leaves a
-        // gap to the bound, with reach and budget; the better kept (a local search: each ends where the other may not).
+        // The best polished with the reach of 12 places and 2 x 10^7 passes' worth of runs and, with room for 2K
+        // (ZB-2p's) or more where that leaves a gap to the bound, with reach and budget; the better kept (a local
+        // search: each ends where the other may not).
         if (q.have) {
             SchedFile best = *q.out, wide;
             int near = polish(a, 12, 20000000L / (6L * a->M) / a->K, &best, &cand), far = -1;
-            if (budget > 0 && (near || gap_left(a, &cand)))
+            if (budget > 0 && a->limit >= 2 * a->K && (near || gap_left(a, &cand)))
                 far = polish(a, reach, budget, &best, &wide);
             consider(&q, near, &cand);
             consider(&q, far, &wide);

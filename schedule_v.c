@@ -227,21 +227,27 @@ void schedule_v_order(int half, int K, int M, int s, int *pass, int *mb) {
 // it was (the rest is then as it was), or once a rank's span must pass the best (its end is at least a pass's end
 // and the work after it). The times it overwrites are logged and put back when the move is not kept. The same
 // times, bit for bit, as a whole run.
+// A trial's state: where each rank is, what it re-timed, which hand-offs changed.
+typedef struct {
+    int *ptr, *todo;      // [K] the next place to time; the ranks to look at (todo[K]: how many)
+    int *logq;            // [K*P] the places a trial re-timed, in order
+    double *log_en;       // [K*P] their ends before
+    double *begin_old;    // [K] each rank's first start before the trial
+    long *out_c, *out_d;  // [K*P] the trial in which a place's end changed for its next place (c) or its dependant (d)
+    long trial;
+    int nlog, left, pending;  // places re-timed; left to time; changed hand-offs (and stretch places) not yet taken
+} VTrial;
 typedef struct {
     const VPolish *p;
     int K, M, P;
-    int *ty, *mb, *pos;      // [K*P] each place's type and micro-batch; pos [6][K][M]: where (type, rank, mb) runs
-    int *dk, *dr;            // [K*P] the place each place's pass waits for (-1: none) and its rank
-    int *ha, *hb;            // [K*P] F - I and I - W run up to each place (its end)
-    double *en, *rem;        // [K*P] each place's end, and the work after it on its rank
-    double *cost;            // [K][6] a pass's
-    double *begin, *begin_old;  // [K] each rank's first start (and before the trial)
-    int *ptr, *todo;            // [K] the next place to time; the ranks to look at (todo[K]: how many)
-    int *logq;                  // [K*P] the places a trial re-timed, in order
-    double *log_en;             // [K*P] their ends before
-    long *out_c, *out_d;  // [K*P] the trial in which a place's end changed for its next place (c) or its dependant (d)
-    long trial, runs;
-    int nlog, left, pending;  // places re-timed; left to time; changed hand-offs (and stretch places) not yet taken
+    int *ty, *mb, *pos;  // [K*P] each place's type and micro-batch; pos [6][K][M]: where (type, rank, mb) runs
+    int *dk, *dr;        // [K*P] the place each place's pass waits for (-1: none) and its rank
+    int *ha, *hb;        // [K*P] F - I and I - W run up to each place (its end)
+    double *en, *rem;    // [K*P] each place's end, and the work after it on its rank
+    double *cost;        // [K][6] a pass's
+    double *begin;       // [K] each rank's first start
+    long runs;
+    VTrial t;
 } VRun;
 
 // The place (rank *r) whose end the pass of `type` and micro-batch mb on rank s waits for, -1 for none; dir 1:
@@ -274,11 +280,11 @@ static void vrun_links(VRun *x, int s, int k) {
 // The later of two times (no NaN here): fmax without libm's call in the inner loop.
 static inline double later(double t, double u) { return t > u ? t : u; }
 
-// Times rank r's places from x->ptr[r] on while their inputs are timed (the loop's body: vrun). In a trial, logs
+// Times rank r's places from x->t.ptr[r] on while their inputs are timed (the loop's body: vrun). In a trial, logs
 // the times each had and counts the hand-offs it takes and makes, and the stretch's places (s, lo..hi). Returns
 // 1 when the rank moved, -1 when a span must pass thr.
 static int vrun_rank(VRun *x, int r, double thr, int s, int lo, int hi) {
-    int P = x->P, *ptr = x->ptr, k = ptr[r], k0 = k, trial = x->trial > 0;
+    int P = x->P, *ptr = x->t.ptr, k = ptr[r], k0 = k, trial = x->t.trial > 0;
     size_t base = (size_t)r * P;
     double *en = x->en, e = k ? en[base + k - 1] : 0, comm = x->p->comm;
     for (; k < P; k++) {
@@ -290,43 +296,43 @@ static int vrun_rank(VRun *x, int r, double thr, int s, int lo, int hi) {
         e = start + x->cost[r * 6 + x->ty[q]];
         if (trial) {
             int t = x->ty[q], stretch = r == s && k >= lo && k <= hi;
-            x->logq[x->nlog] = (int)q, x->log_en[x->nlog++] = old;
-            x->pending -= (k > 0 && x->out_c[q - 1] == x->trial) + stretch;
-            x->pending -= d >= 0 && x->out_d[(size_t)dr * P + d] == x->trial;
-            if (k + 1 < P && e != old) x->out_c[q] = x->trial, x->pending++;
-            if ((e != old || stretch) && (t <= TI1 || (t == TI0 && r > 0))) x->out_d[q] = x->trial, x->pending++;
+            x->t.logq[x->t.nlog] = (int)q, x->t.log_en[x->t.nlog++] = old;
+            x->t.pending -= (k > 0 && x->t.out_c[q - 1] == x->t.trial) + stretch;
+            x->t.pending -= d >= 0 && x->t.out_d[(size_t)dr * P + d] == x->t.trial;
+            if (k + 1 < P && e != old) x->t.out_c[q] = x->t.trial, x->t.pending++;
+            if ((e != old || stretch) && (t <= TI1 || (t == TI0 && r > 0))) x->t.out_d[q] = x->t.trial, x->t.pending++;
         }
         en[q] = e;
         if (k == 0) x->begin[r] = start;
         double rem = x->rem[q];  // (the rank's end is at least e + rem: 1e-9 of it for the rounding)
         if (e - x->begin[r] + rem - 1e-9 * (rem + e) > thr) { ptr[r] = k + 1; return -1; }
-        if (trial && x->pending == 0) { k++; break; }
+        if (trial && x->t.pending == 0) { k++; break; }
     }
     ptr[r] = k;
-    x->left -= k - k0;
+    x->t.left -= k - k0;
     return k > k0;
 }
 
-// Times every rank's places from x->ptr[r] on (the places before keep theirs), a rank looked at again when a
+// Times every rank's places from x->t.ptr[r] on (the places before keep theirs), a rank looked at again when a
 // neighbour (whose passes it waits for) has moved: the longest rank span, INFINITY when a rank waits for ever or
 // (a trial) a rank's span must pass thr; *sum the spans' sum. A trial stops early when no changed hand-off is left
-// (x->pending 0): the places not timed keep their times, which are the run's.
+// (x->t.pending 0): the places not timed keep their times, which are the run's.
 static double vrun(VRun *x, double thr, int s, int lo, int hi, double *sum) {
-    int K = x->K, P = x->P, *todo = x->todo, *n = &x->todo[K];
+    int K = x->K, P = x->P, *todo = x->t.todo, *n = &x->t.todo[K];
     x->runs++;
     *n = 0;
     for (int r = K - 1; r >= 0; r--)
-        if (x->ptr[r] < P) todo[(*n)++] = r;
-    while (*n && !(x->trial && x->pending == 0)) {
+        if (x->t.ptr[r] < P) todo[(*n)++] = r;
+    while (*n && !(x->t.trial && x->t.pending == 0)) {
         int r = todo[--*n], moved = vrun_rank(x, r, thr, s, lo, hi);
         if (moved < 0) return INFINITY;
         for (int j = r + 1; j >= r - 1 && moved; j -= 2) {  // (its neighbours, if not already to look at)
-            int there = j < 0 || j >= K || x->ptr[j] == P;
+            int there = j < 0 || j >= K || x->t.ptr[j] == P;
             for (int i = 0; i < *n && !there; i++) there = todo[i] == j;
             if (!there) todo[(*n)++] = j;
         }
     }
-    if (x->left && !(x->trial && x->pending == 0)) return INFINITY;
+    if (x->t.left && !(x->t.trial && x->t.pending == 0)) return INFINITY;
     double most = 0;
     *sum = 0;
     for (int r = 0; r < K; r++) {
@@ -379,8 +385,8 @@ static int vrun_fits(const VRun *x, int s, int lo, int hi) {
 static double vrun_trial(VRun *x, double thr, int s, int lo, int hi, double *sum) {
     int K = x->K, P = x->P;
     double E = lo > 0 ? x->en[(size_t)s * P + lo - 1] : 0;
-    x->trial++, x->nlog = 0, x->left = 0, x->pending = hi - lo + 1;
-    memcpy(x->begin_old, x->begin, sizeof(double) * (size_t)K);
+    x->t.trial++, x->t.nlog = 0, x->t.left = 0, x->t.pending = hi - lo + 1;
+    memcpy(x->t.begin_old, x->begin, sizeof(double) * (size_t)K);
     for (int r = 0; r < K; r++) {  // the first place that ends no sooner than E (ends grow along a rank)
         int a = 0, b = r == s ? lo : P;
         while (a < b && !x->p->full) {
@@ -388,15 +394,15 @@ static double vrun_trial(VRun *x, double thr, int s, int lo, int hi, double *sum
             if (x->en[(size_t)r * P + c] >= E) b = c;
             else a = c + 1;
         }
-        x->ptr[r] = x->p->full ? 0 : a;
-        x->left += P - x->ptr[r];
+        x->t.ptr[r] = x->p->full ? 0 : a;
+        x->t.left += P - x->t.ptr[r];
     }
-    if (x->p->full) x->pending = K * P + 1, thr = INFINITY;  // (never 0 and no early end: the whole run)
+    if (x->p->full) x->t.pending = K * P + 1, thr = INFINITY;  // (never 0 and no early end: the whole run)
     return vrun(x, thr, s, lo, hi, sum);
 }
 static void vrun_undo(VRun *x) {
-    for (int i = x->nlog - 1; i >= 0; i--) x->en[x->logq[i]] = x->log_en[i];
-    memcpy(x->begin, x->begin_old, sizeof(double) * (size_t)x->K);
+    for (int i = x->t.nlog - 1; i >= 0; i--) x->en[x->t.logq[i]] = x->t.log_en[i];
+    memcpy(x->begin, x->t.begin_old, sizeof(double) * (size_t)x->K);
 }
 
 // The sweeps over every rank's passes, each tried up to p->reach places either way, until none helps or the
@@ -430,12 +436,11 @@ long schedule_v_polish(const VPolish *p, int *order) {
     size_t N = (size_t)K * P;
     VRun x = {p, K, M, P, order, xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)),
               xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)), xcalloc(N, sizeof(double)),
-              xcalloc(N, sizeof(double)),
-              xcalloc((size_t)K * 6, sizeof(double)), xcalloc((size_t)K, sizeof(double)),
-              xcalloc((size_t)K, sizeof(double)),
-              xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K + 1, sizeof(int)), xcalloc(N, sizeof(int)),
-              xcalloc(N, sizeof(double)), xcalloc(N, sizeof(long)), xcalloc(N, sizeof(long)),
-              0, 0, 0, 0, 0};
+              xcalloc(N, sizeof(double)), xcalloc((size_t)K * 6, sizeof(double)), xcalloc((size_t)K, sizeof(double)),
+              0,
+              {xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K + 1, sizeof(int)), xcalloc(N, sizeof(int)),
+               xcalloc(N, sizeof(double)), xcalloc((size_t)K, sizeof(double)), xcalloc(N, sizeof(long)),
+               xcalloc(N, sizeof(long)), 0, 0, 0, 0}};
     for (int s = 0; s < K && !rc; s++) {  // each pass's cost (a chunk pass: half a stage's), each place's micro-batch
         const double c[3] = {p->f[s] / 2, p->b[s] / 2, p->w[s] / 2};
         for (int t = 0; t < TYPES; t++) x.cost[s * 6 + t] = c[t <= TF1 ? 0 : t <= TI0 ? 1 : 2];
@@ -452,13 +457,13 @@ long schedule_v_polish(const VPolish *p, int *order) {
         if (!vrun_fits(&x, s, 0, P - 1)) rc = -1;
     }
     double sum = 0, span = INFINITY;
-    x.left = (int)N;
+    x.t.left = (int)N;
     if (!rc) span = vrun(&x, INFINITY, 0, 0, -1, &sum);
     if (!rc && !isinf(span)) vrun_sweeps(&x, span, sum);
     long runs = rc || isinf(span) ? -1 : x.runs;
     free(x.mb); free(x.pos); free(x.dk); free(x.dr); free(x.ha); free(x.hb); free(x.en); free(x.rem);
     free(x.cost); free(x.begin);
-    free(x.begin_old); free(x.ptr); free(x.todo); free(x.logq); free(x.log_en); free(x.out_c);
-    free(x.out_d);
+    free(x.t.begin_old); free(x.t.ptr); free(x.t.todo); free(x.t.logq); free(x.t.log_en); free(x.t.out_c);
+    free(x.t.out_d);
     return runs;
 }
