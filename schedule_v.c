@@ -222,11 +222,12 @@ void schedule_v_order(int half, int K, int M, int s, int *pass, int *mb) {
 // of its type come before it), timed as the longest path through the orders: a pass starts when its rank's
 // previous pass has ended and its input has come (the pass it waits for, plus a message between ranks). A trial
 // move of rank s's stretch lo..hi re-times only what it can change: every rank's passes from the first that ends
-// no sooner than E, the end of the pass before the stretch (a pass that ends before E waits on nothing that
-// starts after it). It stops early once every time that leaves the re-timed passes for one not yet re-timed is as
+// no sooner than E, the end of the pass before the stretch (a pass that ends before E waits on nothing the move
+// touches). It stops early once every time that leaves the re-timed passes for one not yet re-timed is as
 // it was (the rest is then as it was), or once a rank's span must pass the best (its end is at least a pass's end
 // and the work after it). The times it overwrites are logged and put back when the move is not kept. The same
 // times, bit for bit, as a whole run.
+
 // A trial's state: where each rank is, what it re-timed, which hand-offs changed.
 typedef struct {
     int *ptr, *todo;      // [K] the next place to time; the ranks to look at (todo[K]: how many)
