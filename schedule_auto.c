@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 #include "schedule_auto.h"
+#include "schedule_v.h"
 #include "base/util.h"
 
 // One greedy policy. w_fits: a W goes into idle time only when it ends before the next message
@@ -242,117 +243,37 @@ static int vlazy(const AutoSpec *a, Policy pol, const SchedFile *order, SchedFil
     return rc;
 }
 
-// The local improvement pass (zb-auto-v): a V candidate's passes as each rank's order of pass types
-// (each type's micro-batches in order), run with every pass as early as its rank's previous pass and its
-// input allow. Moving one pass of a rank a few places earlier or later is kept when the longest rank span
-// gets shorter (or, as long, the spans' sum), the order stays complete (a W after its I) and the rank stays
-// within the limit; the sweeps repeat until none helps or the budget of runs is spent.
-typedef struct { const AutoSpec *a; VGreedy g; int *order, *first; double *begin; long runs; } Polish;
-
-// The later of two times (no NaN here): fmax, without libm's call in the polish's inner loops (11% of their CPU).
-static inline double later(double t, double u) { return t > u ? t : u; }
-
-// Rank s's order in *x within the limit, every W after its I: 1, else 0.
-static int polish_fits(const Polish *x, int s) {
-    const AutoSpec *a = x->a;
-    int P = 6 * a->M, c[6] = {0};
-    double held = 0, peak = 0;
-    for (int k = 0; k < P; k++) {
-        int ty = x->order[s * P + k];
-        if (ty >= V_W1 && c[ty] >= c[ty - 2]) return 0;  // (W1 follows I1, W0 follows I0)
-        c[ty]++;
-        held += ty <= V_F1 ? 1 : ty <= V_I0 ? a->w_share - 1 : -a->w_share;
-        peak = later(peak, held);
-    }
-    return peak / 2 <= a->limit + 1e-9;
-}
-
-// The orders run (with lists, when x->g.lists is set): the longest rank span, INFINITY when a rank waits
-// for ever; *sum: the spans' sum.
-static double polish_run(Polish *x, double *sum) {
-    const AutoSpec *a = x->a;
-    int K = a->K, P = 6 * a->M, left = K * P;
-    VGreedy *g = &x->g;
-    x->runs++;
-    for (size_t i = 0; i < 4 * (size_t)K * a->M; i++) g->t[i] = -1;
-    memset(g->n, 0, sizeof(int) * 6 * (size_t)K);
-    memset(x->first, 0, sizeof(int) * (size_t)K);
-    for (int s = 0; s < K; s++) g->e[s] = 0;
-    for (int moved = 1; moved && left;) {
-        moved = 0;
-        for (int s = 0; s < K; s++)
-            for (int *k = &x->first[s]; *k < P; ++*k, left--, moved = 1) {
-                int ty = x->order[s * P + *k];
-                double at = ty <= V_I0 ? vg_arrive(g, s, ty) : 0;
-                if (isinf(at)) break;
-                if (*k == 0) x->begin[s] = later(g->e[s], at);
-                vg_place(g, s, ty, later(g->e[s], at));
-            }
-    }
-    double most = 0;
-    *sum = 0;
-    for (int s = 0; s < K; s++) {
-        most = later(most, g->e[s] - x->begin[s]);
-        *sum += g->e[s] - x->begin[s];
-    }
-    return left ? INFINITY : most;
-}
-
-// Moves pass `from` of rank s's order to place `to` (the passes between shift by one).
-static void polish_move(int *o, int from, int to) {
-    int ty = o[from];
-    for (; from < to; from++) o[from] = o[from + 1];
-    for (; from > to; from--) o[from] = o[from - 1];
-    o[to] = ty;
-}
-
-// The sweeps over every rank's passes, each tried up to `reach` places either way.
-static void polish_sweeps(Polish *x, int reach, long budget) {
-    int K = x->a->K, P = 6 * x->a->M;
-    double sum, best = polish_run(x, &sum), best_sum = sum;
-    for (int gained = 1; gained && x->runs < budget;) {
-        gained = 0;
-        for (int s = 0; s < K; s++)
-            for (int i = 0; i < P && x->runs < budget; i++)
-                for (int d = -reach; d <= reach; d++) {
-                    int *o = &x->order[s * P], j = i + d;
-                    if (!d || j < 0 || j >= P || o[i] == o[j]) continue;
-                    polish_move(o, i, j);
-                    double span = polish_fits(x, s) ? polish_run(x, &sum) : INFINITY;
-                    if (span < best * (1 - 1e-12) || (span <= best * (1 + 1e-12) && sum < best_sum * (1 - 1e-12))) {
-                        best = span, best_sum = sum, gained = 1;
-                        continue;
-                    }
-                    polish_move(o, j, i);
-                }
-    }
-}
-
-// The candidate `from` polished into *out: 0, or -1 when `from` is not a complete V within the limit.
-static int polish(const AutoSpec *a, const SchedFile *from, SchedFile *out) {
-    int K = a->K, M = a->M, P = 6 * M;
-    size_t KM = (size_t)K * M;
-    Polish x = {a, {a, {0}, xcalloc((size_t)K, sizeof(double)), xmalloc(sizeof(double) * 4 * KM),
-                    xcalloc((size_t)K * 6, sizeof(int)), NULL},
-                xmalloc(sizeof(int) * 6 * KM), xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K, sizeof(double)), 0};
-    int rc = 0;
+// The local improvement pass (zb-auto-v): the candidate's passes as each rank's order of pass types, polished
+// (schedule_v_polish: one pass at a time moved up to `reach` places on its rank while the longest rank span gets
+// shorter, within the limit, until none helps or `budget` runs are spent), then as lists again.
+// Into *out: 0, or -1 when `from` is not a complete V within the limit.
+static int polish(const AutoSpec *a, int reach, long budget, const SchedFile *from, SchedFile *out) {
+    static const int kind[6] = {ACT_FORWARD, ACT_FORWARD, ACT_BACKWARD_INPUT, ACT_BACKWARD_INPUT,
+                                ACT_BACKWARD_WEIGHT, ACT_BACKWARD_WEIGHT};
+    static const int chunk[6] = {0, 1, 1, 0, 1, 0};
+    int K = a->K, M = a->M, P = 6 * M, *order = xmalloc(sizeof(int) * (size_t)K * P), rc = 0;
     for (int s = 0; s < K && !rc; s++) {
         int n = 0;
         for (int i = 0; i < from->lists[s].n && n <= P; i++) {
             const Action *y = &from->lists[s].a[i];
             int ty = y->kind == ACT_BACKWARD_WEIGHT ? (y->chunk ? V_W1 : V_W0) : vg_type(y);
-            if (action_is_compute(y->kind) && n < P) x.order[s * P + n] = ty;
+            if (action_is_compute(y->kind) && n < P) order[(size_t)s * P + n] = ty;
             n += action_is_compute(y->kind);
         }
-        rc = n == P && polish_fits(&x, s) ? 0 : -1;
+        rc = n == P ? 0 : -1;
     }
-    double sum;
-    if (!rc) polish_sweeps(&x, 12, 20000000L / P / K);  // (a budget of passes placed: about 0.2 s of CPU)
-    x.g.lists = xcalloc((size_t)K + 1, sizeof(ActionList));
-    if (!rc && isinf(polish_run(&x, &sum))) rc = -1;
-    *out = (SchedFile){x.g.lists, K, M, 2, CHUNKS_V, 1};
+    VPolish p = {K, M, a->f, a->b, a->w, a->comm, a->limit, a->w_share, reach, budget, 0};
+    if (!rc && schedule_v_polish(&p, order) < 0) rc = -1;
+    *out = (SchedFile){xcalloc((size_t)K + 1, sizeof(ActionList)), K, M, 2, CHUNKS_V, 1};
+    for (int s = 0; s < K && !rc; s++) {
+        int n[6] = {0};
+        for (int k = 0; k < P; k++) {
+            int ty = order[(size_t)s * P + k];
+            schedule_push_pass(&out->lists[s], CHUNKS_V, K, 2, s, kind[ty], chunk[ty], n[ty]++);
+        }
+    }
     if (rc) sched_file_free(out);
-    free(x.g.e); free(x.g.t); free(x.g.n); free(x.order); free(x.first); free(x.begin);
+    free(order);
     return rc;
 }
 
@@ -603,6 +524,15 @@ double schedule_auto_peak(const ActionList *l, double w_share) {
     return peak;
 }
 
+// 1 when V candidate f leaves a gap to schedule_auto_bound (or is not one the search keeps), else 0.
+static int gap_left(const AutoSpec *a, const SchedFile *f) {
+    SimResult r;
+    if (judge(a, SCHED_ZBAUTOV, f, &r)) return 1;
+    int left = r.span > schedule_auto_bound(a) * (1 + 1e-12);
+    sim_result_free(&r);
+    return left;
+}
+
 // Better: a shorter longest span (the overlapped step), then a shorter makespan (the synchronous step).
 static int better(const SimResult *x, const SimResult *best) {
     double eps = 1e-12 * best->makespan;
@@ -638,7 +568,7 @@ static void consider(Search *q, int built, SchedFile *cand) {
     q->have = 1;
 }
 
-void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
+void schedule_auto_polish(const AutoSpec *a, int reach, long budget, SchedFile *out, int *tried) {
     CHECK(a->K >= 1 && a->M >= 1 && a->limit >= 1 && a->w_share >= 0 && a->w_share <= 1,
           "schedule_auto: K %d M %d limit %d share %g", a->K, a->M, a->limit, a->w_share);
     Search q = {.a = a, .out = out};
@@ -664,9 +594,16 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
         }
         for (int k = 0; k < 3; k++)
             if (order[k].lists) sched_file_free(&order[k]);
-        if (q.have) {  // the best polished
-            SchedFile best = *q.out;
-            consider(&q, polish(a, &best, &cand), &cand);
+        // The best polished with the reach of 12 places and 2 x 10^7 passes' worth of runs and, with room for 2K
+        // (ZB-2p's) or more where that leaves a gap to the bound, with reach and budget; the better kept (a local
+        // search: each ends where the other may not).
+        if (q.have) {
+            SchedFile best = *q.out, wide;
+            int near = polish(a, 12, 20000000L / (6L * a->M) / a->K, &best, &cand), far = -1;
+            if (budget > 0 && a->limit >= 2 * a->K && (near || gap_left(a, &cand)))
+                far = polish(a, reach, budget, &best, &wide);
+            consider(&q, near, &cand);
+            consider(&q, far, &wide);
         }
         if (!q.have) {
             builtin(SCHED_VMIN, a->K, a->M, &cand);
@@ -705,4 +642,8 @@ void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
     CHECK(q.have, "schedule_auto: no candidate for K %d M %d limit %d", a->K, a->M, a->limit);
     sim_result_free(&q.best);
     if (tried) *tried = q.tried;
+}
+
+void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried) {
+    schedule_auto_polish(a, 20, 220000000L / (6L * a->M) / a->K, out, tried);  // (about 0.3 s of CPU at p 8, m 32)
 }

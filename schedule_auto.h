@@ -42,6 +42,11 @@ double schedule_auto_peak(const ActionList *l, double w_share);
 // fits any limit of at least (K+4)/3 micro-batches; below, the one that holds least is kept), then
 // polished (passes moved a few places on their rank while the longest span gets shorter, within the limit).
 void schedule_auto(const AutoSpec *a, SchedFile *out, int *tried);
+// schedule_auto with zb-auto-v's second polish given: its reach (places a pass moves either way) and budget (runs:
+// an order timed, whole or in part; 0: none). Both polish the best candidate, the first with a reach of 12 and 2 x
+// 10^7 passes' worth of runs (K x 6M passes a whole run), the second only with room for 2K or more where the first
+// ends above schedule_auto_bound, and the better is kept; schedule_auto's second: 20 and 2.2 x 10^8 passes' worth.
+void schedule_auto_polish(const AutoSpec *a, int reach, long budget, SchedFile *out, int *tried);
 
 // A lower bound on the longest rank span (the overlapped step) of any schedule of the spec's placement
 // (one chunk, or the V), memory aside: each rank's wait for its first gradient, then all its I and W.

@@ -2,8 +2,12 @@
 // with Controllable Memory", arXiv:2405.15362; their zbv_greedy.py in sail-sg/zero-bubble-pipeline-
 // parallelism): V-Half, about half of 1F1B's activation memory, and V-Min, about a third, on the V
 // chunk order of zb-v, built as its authors build them: a repeating pattern, the weight passes put in
-// its idle slots, then the warm-up and cool-down squeezed without raising the pattern's memory.
+// its idle slots, then the warm-up and cool-down squeezed without raising the pattern's memory. And the
+// polish of any V's orders (zb-auto-v's last step), whose trial moves re-time only what a move can change.
+#include <math.h>
 #include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include "schedule_v.h"
 #include "base/util.h"
 
@@ -211,4 +215,256 @@ void schedule_v_order(int half, int K, int M, int s, int *pass, int *mb) {
         pass[n] = t;
         mb[n++] = p[t]++;
     }
+}
+
+// ---- The polish of V orders (schedule_v_polish) ----
+// Each rank's passes as an order of types (each type's micro-batches in order: a place's micro-batch is how many
+// of its type come before it), timed as the longest path through the orders: a pass starts when its rank's
+// previous pass has ended and its input has come (the pass it waits for, plus a message between ranks). A trial
+// move of rank s's stretch lo..hi re-times only what it can change: every rank's passes from the first that ends
+// no sooner than E, the end of the pass before the stretch (a pass that ends before E waits on nothing the move
+// touches). It stops early once every time that leaves the re-timed passes for one not yet re-timed is as
+// it was (the rest is then as it was), or once a rank's span must pass the best (its end is at least a pass's end
+// and the work after it). The times it overwrites are logged and put back when the move is not kept. The same
+// times, bit for bit, as a whole run.
+
+// A trial's state: where each rank is, what it re-timed, which hand-offs changed.
+typedef struct {
+    int *ptr, *todo;      // [K] the next place to time; the ranks to look at (todo[K]: how many)
+    int *logq;            // [K*P] the places a trial re-timed, in order
+    double *log_en;       // [K*P] their ends before
+    double *begin_old;    // [K] each rank's first start before the trial
+    long *out_c, *out_d;  // [K*P] the trial in which a place's end changed for its next place (c) or its dependant (d)
+    long trial;
+    int nlog, left, pending;  // places re-timed; left to time; changed hand-offs (and stretch places) not yet taken
+} VTrial;
+typedef struct {
+    const VPolish *p;
+    int K, M, P;
+    int *ty, *mb, *pos;  // [K*P] each place's type and micro-batch; pos [6][K][M]: where (type, rank, mb) runs
+    int *dk, *dr;        // [K*P] the place each place's pass waits for (-1: none) and its rank
+    int *ha, *hb;        // [K*P] F - I and I - W run up to each place (its end)
+    double *en, *rem;    // [K*P] each place's end, and the work after it on its rank
+    double *cost;        // [K][6] a pass's
+    double *begin;       // [K] each rank's first start
+    long runs;
+    VTrial t;
+} VRun;
+
+// The place (rank *r) whose end the pass of `type` and micro-batch mb on rank s waits for, -1 for none; dir 1:
+// instead, the place that waits for this pass's end (its dependant).
+static int vrun_link(const VRun *x, int s, int type, int mb, int dir, int *r) {
+    int K = x->K, t = -1, from = s;
+    if (dir == 0) {  // F0 after F0 of s-1, F1 after F1 of s+1 (the last rank: its F0), I1 after I1 of s-1
+        if (type == TF0 && s > 0) t = TF0, from = s - 1;  // (rank 0: its F1), I0 after I0 of s+1 (the last: its I1)
+        if (type == TF1) t = s == K - 1 ? TF0 : TF1, from = s == K - 1 ? s : s + 1;
+        if (type == TI1) t = s == 0 ? TF1 : TI1, from = s == 0 ? s : s - 1;
+        if (type == TI0) t = s == K - 1 ? TI1 : TI0, from = s == K - 1 ? s : s + 1;
+    } else {
+        if (type == TF0) t = s == K - 1 ? TF1 : TF0, from = s == K - 1 ? s : s + 1;
+        if (type == TF1) t = s == 0 ? TI1 : TF1, from = s == 0 ? s : s - 1;
+        if (type == TI1) t = s == K - 1 ? TI0 : TI1, from = s == K - 1 ? s : s + 1;
+        if (type == TI0 && s > 0) t = TI0, from = s - 1;
+    }
+    *r = from;
+    return t < 0 ? -1 : x->pos[((size_t)t * K + from) * x->M + mb];
+}
+// Place k of rank s: what it waits for (x->dk, x->dr), and, as the place its dependant waits for, the dependant's.
+static void vrun_links(VRun *x, int s, int k) {
+    size_t q = (size_t)s * x->P + k;
+    int r, y;
+    x->dk[q] = vrun_link(x, s, x->ty[q], x->mb[q], 0, &x->dr[q]);
+    if ((y = vrun_link(x, s, x->ty[q], x->mb[q], 1, &r)) >= 0)
+        x->dk[(size_t)r * x->P + y] = k, x->dr[(size_t)r * x->P + y] = s;
+}
+
+// The later of two times (no NaN here): fmax without libm's call in the inner loop.
+static inline double later(double t, double u) { return t > u ? t : u; }
+
+// Times rank r's places from x->t.ptr[r] on while their inputs are timed (the loop's body: vrun). In a trial, logs
+// the times each had and counts the hand-offs it takes and makes, and the stretch's places (s, lo..hi). Returns
+// 1 when the rank moved, -1 when a span must pass thr.
+static int vrun_rank(VRun *x, int r, double thr, int s, int lo, int hi) {
+    int P = x->P, *ptr = x->t.ptr, k = ptr[r], k0 = k, trial = x->t.trial > 0;
+    size_t base = (size_t)r * P;
+    double *en = x->en, e = k ? en[base + k - 1] : 0, comm = x->p->comm;
+    for (; k < P; k++) {
+        size_t q = base + k;
+        int d = x->dk[q], dr = x->dr[q];
+        if (d >= 0 && d >= (dr == r ? k : ptr[dr])) break;  // (its input not timed yet)
+        double in = d < 0 ? 0 : en[(size_t)dr * P + d] + (dr != r ? comm : 0), old = en[q];
+        double start = later(e, in);
+        e = start + x->cost[r * 6 + x->ty[q]];
+        if (trial) {
+            int t = x->ty[q], stretch = r == s && k >= lo && k <= hi;
+            x->t.logq[x->t.nlog] = (int)q, x->t.log_en[x->t.nlog++] = old;
+            x->t.pending -= (k > 0 && x->t.out_c[q - 1] == x->t.trial) + stretch;
+            x->t.pending -= d >= 0 && x->t.out_d[(size_t)dr * P + d] == x->t.trial;
+            if (k + 1 < P && e != old) x->t.out_c[q] = x->t.trial, x->t.pending++;
+            if ((e != old || stretch) && (t <= TI1 || (t == TI0 && r > 0))) x->t.out_d[q] = x->t.trial, x->t.pending++;
+        }
+        en[q] = e;
+        if (k == 0) x->begin[r] = start;
+        double rem = x->rem[q];  // (the rank's end is at least e + rem: 1e-9 of it for the rounding)
+        if (e - x->begin[r] + rem - 1e-9 * (rem + e) > thr) { ptr[r] = k + 1; return -1; }
+        if (trial && x->t.pending == 0) { k++; break; }
+    }
+    ptr[r] = k;
+    x->t.left -= k - k0;
+    return k > k0;
+}
+
+// Times every rank's places from x->t.ptr[r] on (the places before keep theirs), a rank looked at again when a
+// neighbour (whose passes it waits for) has moved: the longest rank span, INFINITY when a rank waits for ever or
+// (a trial) a rank's span must pass thr; *sum the spans' sum. A trial stops early when no changed hand-off is left
+// (x->t.pending 0): the places not timed keep their times, which are the run's.
+static double vrun(VRun *x, double thr, int s, int lo, int hi, double *sum) {
+    int K = x->K, P = x->P, *todo = x->t.todo, *n = &x->t.todo[K];
+    x->runs++;
+    *n = 0;
+    for (int r = K - 1; r >= 0; r--)
+        if (x->t.ptr[r] < P) todo[(*n)++] = r;
+    while (*n && !(x->t.trial && x->t.pending == 0)) {
+        int r = todo[--*n], moved = vrun_rank(x, r, thr, s, lo, hi);
+        if (moved < 0) return INFINITY;
+        for (int j = r + 1; j >= r - 1 && moved; j -= 2) {  // (its neighbours, if not already to look at)
+            int there = j < 0 || j >= K || x->t.ptr[j] == P;
+            for (int i = 0; i < *n && !there; i++) there = todo[i] == j;
+            if (!there) todo[(*n)++] = j;
+        }
+    }
+    if (x->t.left && !(x->t.trial && x->t.pending == 0)) return INFINITY;
+    double most = 0;
+    *sum = 0;
+    for (int r = 0; r < K; r++) {
+        most = later(most, x->en[(size_t)r * P + P - 1] - x->begin[r]);
+        *sum += x->en[(size_t)r * P + P - 1] - x->begin[r];
+    }
+    return most;
+}
+
+// Moves the pass at place `from` of rank s to place `to` (the passes between shift by one), names the stretch's
+// micro-batches again (each type's first in the stretch keeps its number), and its links and work after.
+static void vrun_move(VRun *x, int s, int from, int to) {
+    size_t q = (size_t)s * x->P;
+    int lo = from < to ? from : to, hi = from < to ? to : from, next[TYPES], *o = &x->ty[(size_t)s * x->P];
+    int *mb = &x->mb[(size_t)s * x->P];
+    double *rem = &x->rem[(size_t)s * x->P];
+    for (int t = 0; t < TYPES; t++) next[t] = -1;
+    for (int k = hi; k >= lo; k--) next[o[k]] = mb[k];
+    int ty = o[from];
+    for (; from < to; from++) o[from] = o[from + 1];
+    for (; from > to; from--) o[from] = o[from - 1];
+    o[to] = ty;
+    for (int k = lo; k <= hi; k++) {
+        mb[k] = next[o[k]]++;
+        x->pos[((size_t)o[k] * x->K + s) * x->M + mb[k]] = k;
+    }
+    for (int k = lo; k <= hi; k++) {
+        vrun_links(x, s, k);
+        x->ha[q + k] = (k ? x->ha[q + k - 1] : 0) + (o[k] <= TF1) - (o[k] == TI1 || o[k] == TI0);
+        x->hb[q + k] = (k ? x->hb[q + k - 1] : 0) + (o[k] == TI1 || o[k] == TI0) - (o[k] >= TW1);
+    }
+    for (int k = hi - 1; k >= lo - 1 && k >= 0; k--) rem[k] = rem[k + 1] + x->cost[s * 6 + o[k + 1]];
+}
+
+// Rank s's places lo..hi within the limit (a chunk pass's stash: 1 from F to I, w_share from I to W, held as
+// a + w_share b with a = F - I and b = I - W run so far: x->ha, x->hb), every W after its I: 1, else 0.
+static int vrun_fits(const VRun *x, int s, int lo, int hi) {
+    size_t q = (size_t)s * x->P;
+    for (int k = lo; k <= hi; k++) {
+        int t = x->ty[q + k], m = x->mb[q + k];
+        int partner = t >= TW1 ? t - 2 : t + 2;  // (an I's W, a W's I)
+        if (t >= TI1 && (x->pos[((size_t)partner * x->K + s) * x->M + m] < k) == (t < TW1)) return 0;
+        if ((x->ha[q + k] + x->p->w_share * x->hb[q + k]) / 2 > x->p->limit + 1e-9) return 0;
+    }
+    return 1;
+}
+
+// A trial of the order as it stands after a move of rank s's stretch lo..hi (all of it re-timed with p->full): the
+// longest span (INFINITY once above thr) and *sum; the times stay as they came out (vrun_undo puts them back).
+static double vrun_trial(VRun *x, double thr, int s, int lo, int hi, double *sum) {
+    int K = x->K, P = x->P;
+    double E = lo > 0 ? x->en[(size_t)s * P + lo - 1] : 0;
+    x->t.trial++, x->t.nlog = 0, x->t.left = 0, x->t.pending = hi - lo + 1;
+    memcpy(x->t.begin_old, x->begin, sizeof(double) * (size_t)K);
+    for (int r = 0; r < K; r++) {  // the first place that ends no sooner than E (ends grow along a rank)
+        int a = 0, b = r == s ? lo : P;
+        while (a < b && !x->p->full) {
+            int c = (a + b) / 2;
+            if (x->en[(size_t)r * P + c] >= E) b = c;
+            else a = c + 1;
+        }
+        x->t.ptr[r] = x->p->full ? 0 : a;
+        x->t.left += P - x->t.ptr[r];
+    }
+    if (x->p->full) x->t.pending = K * P + 1, thr = INFINITY;  // (never 0 and no early end: the whole run)
+    return vrun(x, thr, s, lo, hi, sum);
+}
+static void vrun_undo(VRun *x) {
+    for (int i = x->t.nlog - 1; i >= 0; i--) x->en[x->t.logq[i]] = x->t.log_en[i];
+    memcpy(x->begin, x->t.begin_old, sizeof(double) * (size_t)x->K);
+}
+
+// The sweeps over every rank's passes, each tried up to p->reach places either way, until none helps or the
+// budget of runs is spent.
+static void vrun_sweeps(VRun *x, double best, double best_sum) {
+    int K = x->K, P = x->P, reach = x->p->reach;
+    for (int gained = 1; gained && x->runs < x->p->budget;) {
+        gained = 0;
+        for (int s = 0; s < K; s++)
+            for (int i = 0; i < P && x->runs < x->p->budget; i++)
+                for (int d = -reach; d <= reach; d++) {
+                    int *o = &x->ty[(size_t)s * P], j = i + d;
+                    if (!d || j < 0 || j >= P || o[i] == o[j]) continue;
+                    int lo = i < j ? i : j, hi = i < j ? j : i;
+                    vrun_move(x, s, i, j);
+                    if (vrun_fits(x, s, lo, hi)) {
+                        double sum, span = vrun_trial(x, best * (1 + 1e-12), s, lo, hi, &sum);
+                        if (span < best * (1 - 1e-12) || (span <= best * (1 + 1e-12) && sum < best_sum * (1 - 1e-12))) {
+                            best = span, best_sum = sum, gained = 1;
+                            continue;
+                        }
+                        vrun_undo(x);
+                    }
+                    vrun_move(x, s, j, i);
+                }
+    }
+}
+
+long schedule_v_polish(const VPolish *p, int *order) {
+    int K = p->K, M = p->M, P = 6 * M, rc = 0;
+    size_t N = (size_t)K * P;
+    VRun x = {p, K, M, P, order, xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)),
+              xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)), xcalloc(N, sizeof(int)), xcalloc(N, sizeof(double)),
+              xcalloc(N, sizeof(double)), xcalloc((size_t)K * 6, sizeof(double)), xcalloc((size_t)K, sizeof(double)),
+              0,
+              {xcalloc((size_t)K, sizeof(int)), xcalloc((size_t)K + 1, sizeof(int)), xcalloc(N, sizeof(int)),
+               xcalloc(N, sizeof(double)), xcalloc((size_t)K, sizeof(double)), xcalloc(N, sizeof(long)),
+               xcalloc(N, sizeof(long)), 0, 0, 0, 0}};
+    for (int s = 0; s < K && !rc; s++) {  // each pass's cost (a chunk pass: half a stage's), each place's micro-batch
+        const double c[3] = {p->f[s] / 2, p->b[s] / 2, p->w[s] / 2};
+        for (int t = 0; t < TYPES; t++) x.cost[s * 6 + t] = c[t <= TF1 ? 0 : t <= TI0 ? 1 : 2];
+        int n[TYPES] = {0};
+        for (int k = 0; k < P && !rc; k++) {
+            int t = order[(size_t)s * P + k];
+            rc = t < 0 || t >= TYPES || n[t] >= M ? -1 : 0;
+            if (!rc) x.mb[(size_t)s * P + k] = n[t], x.pos[((size_t)t * K + s) * M + n[t]++] = k;
+        }
+    }
+    for (int s = 0; s < K && !rc; s++) {  // (a move of nothing: the links and counts of every place)
+        vrun_move(&x, s, 0, P - 1);
+        vrun_move(&x, s, P - 1, 0);
+        if (!vrun_fits(&x, s, 0, P - 1)) rc = -1;
+    }
+    double sum = 0, span = INFINITY;
+    x.t.left = (int)N;
+    if (!rc) span = vrun(&x, INFINITY, 0, 0, -1, &sum);
+    if (!rc && !isinf(span)) vrun_sweeps(&x, span, sum);
+    long runs = rc || isinf(span) ? -1 : x.runs;
+    free(x.mb); free(x.pos); free(x.dk); free(x.dr); free(x.ha); free(x.hb); free(x.en); free(x.rem);
+    free(x.cost); free(x.begin);
+    free(x.t.begin_old); free(x.t.ptr); free(x.t.todo); free(x.t.logq); free(x.t.log_en); free(x.t.out_c);
+    free(x.t.out_d);
+    return runs;
 }

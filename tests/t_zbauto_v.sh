@@ -4,7 +4,7 @@
 # the best of zb-v, v-half and v-min that fits its memory limit, its lower bound holds under every schedule it and
 # zb-auto build (gap >= 0) and is met at F = I = W from m = 2p; at the paper's 1.5B and 6.2B costs (p 2, 4, 8,
 # m p..4p) it is within 0.5% of the best of zb-v, v-half, v-min, zb-h2 and ZB-2p at equal memory, its gap at
-# m = p at most 2%, at m = 2p 1.1%, from m = 3p 1.6% (6.2B), 1.2% at p <= 4 and 4% at p = 8 (1.5B), the
+# m = p at most 1.7%, at m = 2p 0.8%, from m = 3p 1% (6.2B) and 2% (1.5B), the
 # memory's bound named where it is the higher; train: --verify on 2 and 4 ranks, and --max-inflight picks the V
 # that fits.
 source "$(dirname "$0")/lib.sh"
@@ -38,26 +38,26 @@ PY
     done
 done
 
-# the late-W copies of the V's orders (vlazy): at the paper's costs with 2p of room the gap is at most 1.6% from
+# the late-W copies of the V's orders (vlazy), polished: at the paper's costs with 2p of room the gap is at most 1% from
 # m = 3p at p = 8 (zb-v alone: 4.66% at m = 24, 3.50% at m = 32) and at most 0.7% at p = 6 from m = 2p
 run 120 "$MICROPP" bubble --schedule zb-auto-v --stages 6,8 --micro-batches 12,18,24,32 $PAPER --json
 got=$(python3 - "$OUT" <<'PY' 2>&1
 import json, sys
 for r in json.loads(sys.argv[1])["rows"]:
     K, m, gap = r["stages"], r["micro_batches"], r["gap"]
-    if (K == 8 and m >= 24 and gap > 0.016) or (K == 6 and m <= 24 and gap > 0.007):
+    if (K == 8 and m >= 24 and gap > 0.01) or (K == 6 and m <= 24 and gap > 0.007):
         print("K=%d M=%d gap %.4f; " % (K, m, gap), end="")
 PY
 )
-[ "$RC" = 0 ] && [ -z "$got" ] && pass "zbautov/late W passes: gap <= 1.6% at p = 8 from m = 3p, <= 0.7% at p = 6, paper's costs" \
+[ "$RC" = 0 ] && [ -z "$got" ] && pass "zbautov/late W passes: gap <= 1% at p = 8 from m = 3p, <= 0.7% at p = 6, paper's costs" \
     || fail "zbautov/late W passes fill the V's end" "rc $RC $got"
 
 # the table of docs/schedules-zero-bubble.md: at the paper's costs (1.5B and 6.2B), p = 2, 4, 8 and m = p..4p,
 # zb-auto-v with --max-inflight L (L: the peak of zb-v, v-half, v-min, zb-h2 and zb-auto, ZB-2p) is within
-# 0.5% of the best of those whose peak fits L; with 2p of room its printed gap at m = p is at most 2% (the
-# polish: 3.3% to 6.3% without it at 6.2B's costs), at m = 2p at most 1.1% (the greedy that holds a chunk-0
-# forward back for a chunk-1 one), from m = 3p at most 1.6% at 6.2B's costs, and at 1.5B's 1.2% at p <= 4 (the
-# late-W copies at every cap: 2.23% before) and 4% at p = 8 (the polish's reach: docs/schedules-zero-bubble.md)
+# 0.5% of the best of those whose peak fits L; with 2p of room its printed gap at m = p is at most 1.7% (the
+# polish: 3.3% to 6.3% without it at 6.2B's costs), at m = 2p at most 0.8% (the greedy that holds a chunk-0
+# forward back for a chunk-1 one), from m = 3p at most 1% at 6.2B's costs and 2% at 1.5B's (the polish's second
+# reach, 20 places: 4.18% and 3.52% at p = 8 before any polish reached that far, docs/schedules-zero-bubble.md)
 PAPER15="--cost-f 18.522 --cost-b 27.423 --cost-w 9.337 --cost-comm 0.601"
 bad="" worst=0
 for costs in "$PAPER15" "$PAPER"; do
@@ -67,8 +67,7 @@ for costs in "$PAPER15" "$PAPER"; do
         base=$OUT
         bad+=$(python3 -c 'import json,sys
 for a in json.loads(sys.argv[1])["rows"]:
-    lim = {1: 0.02, 2: 0.011}.get(a["micro_batches"] // a["stages"],
-                                  (0.012 if a["stages"] <= 4 else 0.04) if sys.argv[2] == "1.5B" else 0.016)
+    lim = {1: 0.017, 2: 0.008}.get(a["micro_batches"] // a["stages"], 0.02 if sys.argv[2] == "1.5B" else 0.01)
     if a["schedule"] == "zb-auto-v" and a["gap"] > lim:
         print("K=%d M=%d (2p of room): gap %.2f%%; " % (a["stages"], a["micro_batches"], 100 * a["gap"]), end="")' "$base" \
             "$([ "$costs" = "$PAPER15" ] && echo 1.5B || echo 6.2B)" 2>&1)
@@ -99,7 +98,7 @@ PY
         done
     done
 done
-[ -z "$bad" ] && pass "zbautov/the paper's 1.5B and 6.2B costs, p = 2, 4, 8, m = p..4p: within 0.5% of the best V, zb-h2 or ZB-2p at equal memory (worst $(python3 -c "print('%.3f%%' % (100 * $worst))")), gap at m = p <= 2%, at m = 2p <= 1.1%, from m = 3p <= 1.6% (6.2B), 1.2% at p <= 4 and 4% at p = 8 (1.5B)" \
+[ -z "$bad" ] && pass "zbautov/the paper's 1.5B and 6.2B costs, p = 2, 4, 8, m = p..4p: within 0.5% of the best V, zb-h2 or ZB-2p at equal memory (worst $(python3 -c "print('%.3f%%' % (100 * $worst))")), gap at m = p <= 1.7%, at m = 2p <= 0.8%, from m = 3p <= 1% (6.2B) and 2% (1.5B)" \
     || fail "zbautov/the best at equal memory on the paper's costs" "$bad"
 
 # the bound is a bound: no span of zb-auto or zb-auto-v below it, p = 2..8, m = p..4p; met at F = I = W, m >= 2p

@@ -5,11 +5,14 @@
 // at F = I = W; schedule_auto_bound is at most the longest rank span of every schedule of its placement
 // (zb-h1, zb-h2, zb-auto; zb-v, v-half, v-min, zb-auto-v) on random costs, each stage its own, and
 // schedule_auto_bound_memory at most that of every one within its memory limit; zb-auto-v no longer with
-// 2K of room than with 2K - 1 where the late-W copies at a smaller cap win.
+// 2K of room than with 2K - 1 where the late-W copies at a smaller cap win; the polish whose trial moves re-time
+// only what they change ends as the one that times every trial whole, and as the polish before it.
 #include <stdlib.h>
+#include <string.h>
 #include "unit.h"
 #include "schedule.h"
 #include "schedule_auto.h"
+#include "schedule_v.h"
 
 // The search's lists for (K, M, limit) and the costs f, i, w (every stage alike), simulated.
 static void auto_share(int K, int M, int limit, double share, const double *x, SchedFile *sf, SimResult *r) {
@@ -179,7 +182,7 @@ static void test_bound_random(void) {
         for (int room = 0; room < 2; room++) {
             SchedFile sf;
             a.limit = room ? K : 2 * K;
-            schedule_auto(&a, &sf, NULL);
+            schedule_auto_polish(&a, 12, 0, &sf, NULL);  // (the first polish alone: any schedule serves)
             span[n++] = span_of(&a, V == 2 ? SCHED_ZBAUTOV : SCHED_ZBAUTO, &sf);
             sched_file_free(&sf);
         }
@@ -233,7 +236,7 @@ static void test_bound_memory(void) {
             for (int room = 0; room < 2; room++) {
                 SchedFile sf;
                 a.limit = room ? 2 * K : limits[li];
-                schedule_auto(&a, &sf, NULL);
+                schedule_auto_polish(&a, 12, 0, &sf, NULL);  // (as above)
                 a.limit = limits[li];
                 if (peak_of(&a, &sf, 0) <= a.limit + 1e-9) span[n++] = span_of(&a, V == 2 ? SCHED_ZBAUTOV : SCHED_ZBAUTO, &sf);
                 if (li == 0 && room == 0 && V == 1 && K > 1 && a.w_share == 1 && fabs(span[n - 1] / bound - 1) > 1e-9)
@@ -313,7 +316,78 @@ static void test_room(void) {
            !bad, "%s", why);
 }
 
+// The polish's trial moves re-time only what a move can change (schedule_v.c): on 40 random cost sets (each stage its
+// own F, I, W in 0.2..3, a transfer 0..0.5), K 1..6, M K..3K, from V-Half's and V-Min's orders, at a limit of 2K and
+// of the order's own peak, w_share 1 and 0.43, it ends with the same orders after the same runs as the polish that
+// times every trial whole (p->full), and it moved passes in most of them.
+static void test_polish_incremental(void) {
+    unsigned long long seed = 37;
+    int bad = 0, cases = 0, moved = 0;
+    char why[300] = "";
+    for (int t = 0; t < 40; t++) {
+        int K = 1 + t % 6, M = K + (int)(lcg(&seed) * 2 * K + 0.5), half = t / 6 % 2, P = 6 * M;
+        double cost[18], share = t % 3 ? 1 : 0.43, held = 0, peak = 0;
+        for (int i = 0; i < 3 * K; i++) cost[i] = 0.2 + 2.8 * lcg(&seed);
+        if (schedule_check(half ? SCHED_VHALF : SCHED_VMIN, K, M, 2)) continue;
+        int *order = malloc(sizeof(int) * 3 * (size_t)K * P), *mb = malloc(sizeof(int) * (size_t)P);
+        for (int s = 0; s < K; s++) schedule_v_order(half, K, M, s, &order[s * P], mb);
+        for (int s = 0; s < K; s++, held = 0)  // (the order's peak, as the polish counts it)
+            for (int k = 0; k < P; k++) {
+                int ty = order[s * P + k];
+                held += ty <= VPASS_F1 ? 1 : ty <= VPASS_I0 ? share - 1 : -share;
+                peak = fmax(peak, held);
+            }
+        memcpy(order + K * P, order, sizeof(int) * K * P);
+        memcpy(order + 2 * K * P, order, sizeof(int) * K * P);
+        VPolish p = {K, M, cost, cost + K, cost + 2 * K, 0.5 * lcg(&seed), t % 4 < 2 ? 2 * K : peak / 2, share, 8, 3000, 0};
+        long runs[2];
+        for (int full = 0; full < 2; full++) {
+            p.full = full;
+            runs[full] = schedule_v_polish(&p, order + full * K * P);
+        }
+        cases++;
+        moved += memcmp(order, order + 2 * K * P, sizeof(int) * K * P) != 0;
+        if ((runs[0] != runs[1] || runs[0] < 1 || memcmp(order, order + K * P, sizeof(int) * K * P)) && !bad++)
+            snprintf(why, sizeof why, "K=%d M=%d %s limit %g share %g: runs %ld and %ld (whole), orders %s", K, M,
+                     half ? "v-half" : "v-min", p.limit, share, runs[0], runs[1],
+                     memcmp(order, order + K * P, sizeof(int) * K * P) ? "differ" : "alike");
+        free(order);
+        free(mb);
+    }
+    EXPECT("zb-auto-v/polish: trial moves that re-time only what they change end as whole runs (40 random cost sets, "
+           "K 1..6, two limits and shares)", !bad && cases >= 30 && moved >= cases / 2, "%s (%d cases, %d moved)", why,
+           cases, moved);
+}
+
+// The faster polish is the same polish: with the reach and budget it had before its trial moves were made cheap (12
+// places, 2 x 10^7 passes' worth of runs), zb-auto-v at the 1.5B costs with 2p of room ends with the spans it had
+// then, to the bit (p 6, m 18 and 24; p 8, m 24 and 32).
+static void test_polish_same(void) {
+    static const struct { int K, M; double span; } cell[] = {
+        {6, 18, 0x1.a7ec28f5c28f5p+9}, {6, 24, 0x1.1a06e147ae144p+10},
+        {8, 24, 0x1.1e089ba5e353cp+10}, {8, 32, 0x1.7b515810624d5p+10}};
+    int bad = 0;
+    char why[300] = "";
+    for (int c = 0; c < 4; c++) {
+        int K = cell[c].K, M = cell[c].M;
+        double cost[24];
+        for (int s = 0; s < K; s++) { cost[s] = 18.522; cost[K + s] = 18.086; cost[2 * K + s] = 9.337; }
+        AutoSpec a = {K, M, cost, cost + K, cost + 2 * K, 0.601, 2 * K, 1, 2};
+        SchedFile sf;
+        schedule_auto_polish(&a, 12, 0, &sf, NULL);
+        double span = span_of(&a, SCHED_ZBAUTOV, &sf);
+        if (span != cell[c].span && !bad++)
+            snprintf(why, sizeof why, "K=%d M=%d: span %a (%.4f), before %a (%.4f)", K, M, span, span, cell[c].span,
+                     cell[c].span);
+        sched_file_free(&sf);
+    }
+    EXPECT("zb-auto-v/polish: reach 12 and the budget of before give the spans of before, to the bit (1.5B costs, "
+           "p 6 and 8, m 3p and 4p)", !bad, "%s", why);
+}
+
 int main(void) {
+    test_polish_incremental();
+    test_polish_same();
     test_polish();
     test_room();
     test_bound_random();
