@@ -296,8 +296,7 @@ static const Backend *nccl_open(struct DevComm **dev) {
 // with SIGBUS on first touch).
 static int shm_short(const AllreduceConfig *cfg, size_t cap, int R) {
     int here = shm_group_on_node(MPI_COMM_WORLD);
-    double need = (double)alltoall_shm_bytes(cap, R) * here, room = comm_shm_room();
-    double v[1] = {room >= 0 && room < need};
+    double need = (double)alltoall_shm_bytes(cap, R) * here, room = comm_shm_room(), v[1] = {room >= 0 && room < need};
     char why[300] = "";
     if (v[0] && cfg->algo == ALLTOALL_SHM) {
         char nb[32], sb[32], rb[32];
@@ -316,7 +315,8 @@ static void alltoall_header(const AllreduceConfig *cfg, int R, int skip_shm, int
            "comms/alltoall.c's); time = median over %lld iterations (after %lld warm-up) of the slowest rank\n",
            R, R, (long long)cfg->iters, (long long)cfg->warmup);
     printf("# algbw = size / time, busbw = algbw * (R-1)/R (what leaves each rank); GB = 1e9 bytes\n");
-    if (skip_shm && room_short) printf("# shm left out: a node's /dev/shm is too small for its windows at this --size\n");
+    if (skip_shm && room_short)
+        printf("# shm left out: a node's /dev/shm is too small for its windows at this --size\n");
     else if (skip_shm) printf("# shm left out: the ranks are not on one node (--algo shm says so)\n");
     if (cfg->algo == ALLTOALL_NCCL)
         printf("# nccl = train's under --transport nccl: the host's rows onto the GPU, ncclSend/ncclRecv to every rank "
