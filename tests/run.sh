@@ -27,6 +27,7 @@ done
 RUN=$(mktemp -d /tmp/micropp-run.XXXXXX)
 stop() {  # on the way out, a file still running is ended (its timeout passes the signal on)
     local p
+    [ "${lane:-0}" -gt 0 ] && kill -TERM "$lane" 2>/dev/null  # (the waiting lane starts no more files)
     for p in "$RUN"/*.pid; do [ -e "${p%.pid}.done" ] || kill -TERM "$(cat "$p")" 2>/dev/null; done
     rm -rf "$RUN"
 }
