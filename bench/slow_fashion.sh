@@ -7,28 +7,42 @@
 # of steps (the sum of step_ms) to 0.89 test accuracy and the final accuracy; OUT/curves.svg draws them
 # against those seconds (micropp plot --x time).
 #
-#   bench/slow_fashion.sh [OUT] (bench/results/slow_fashion; RATE=100mbit, EPOCHS=10, MICROPP=./micropp)
+#   bench/slow_fashion.sh [OUT] (bench/results/slow_fashion; RATE=100mbit, EPOCHS=10, MICROPP=./micropp,
+#   HOSTS=2: the hosts, a rank on each; RUNS="ddp h8 h8mean h32": which of the runs)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$ROOT/bench/results/slow_fashion}
 MICROPP=${MICROPP:-$ROOT/micropp}
 RATE=${RATE:-100mbit}
 EPOCHS=${EPOCHS:-10}
+HOSTS=${HOSTS:-2}
+RUNS=${RUNS:-ddp h8 h8mean h32}
+case $HOSTS in [2-8]) ;; *) echo "bench/slow_fashion.sh: HOSTS '$HOSTS' must be 2 to 8" >&2; exit 2 ;; esac
+for r in $RUNS; do
+    case $r in ddp | h8 | h8mean | h32) ;;
+        *) echo "bench/slow_fashion.sh: RUNS names '$r': the runs are ddp, h8, h8mean and h32" >&2; exit 2 ;; esac
+done
 mkdir -p "$OUT" || exit 1
-C=(train --config "$ROOT/configs/fashion.json" --layers 2 --hidden 256 --dp 2 --epochs "$EPOCHS" --log-every 0
+C=(train --config "$ROOT/configs/fashion.json" --layers 2 --hidden 256 --dp "$HOSTS" --epochs "$EPOCHS" --log-every 0
    --eval-every 117)
 one() {
     local name=$1; shift
     echo "== $name $(date -u +%T)"
-    "$ROOT/tests/slowhosts.sh" --hosts 2 --ppn 1 --rate "$RATE" -- -n 2 "$MICROPP" "${C[@]}" \
+    "$ROOT/tests/slowhosts.sh" --hosts "$HOSTS" --ppn 1 --rate "$RATE" -- -n "$HOSTS" "$MICROPP" "${C[@]}" \
         --metrics "$OUT/$name.jsonl" "$@" 2>&1 | grep -E "^epoch|^final|median|^local SGD|^gradient sync|slowhosts"
     [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "bench/slow_fashion.sh: the $name run failed" >&2; exit 1; }
 }
-one ddp
-one h8 --sync-every 8
-one h8mean --sync-every 8 --outer-lr 1 --outer-momentum 0
-one h32 --sync-every 32
-python3 - "$OUT"/ddp.jsonl "$OUT"/h8.jsonl "$OUT"/h8mean.jsonl "$OUT"/h32.jsonl <<'EOF' | tee "$OUT/summary.txt"
+logs=()
+for r in $RUNS; do
+    case $r in
+        ddp) one ddp ;;
+        h8) one h8 --sync-every 8 ;;
+        h8mean) one h8mean --sync-every 8 --outer-lr 1 --outer-momentum 0 ;;
+        h32) one h32 --sync-every 32 ;;
+    esac
+    logs+=("$OUT/$r.jsonl")
+done
+python3 - "${logs[@]}" <<'EOF' | tee "$OUT/summary.txt"
 import json, sys
 for path in sys.argv[1:]:
     ms, evals = {}, []
@@ -43,4 +57,4 @@ for path in sys.argv[1:]:
     print("%-7s 0.89 after %s | all steps %.1f s | final accuracy %.4f" % (path.split("/")[-1][:-6], at, s,
                                                                          evals[-1][1]))
 EOF
-"$MICROPP" plot "$OUT"/ddp.jsonl "$OUT"/h8.jsonl "$OUT"/h8mean.jsonl "$OUT"/h32.jsonl --x time --svg "$OUT/curves.svg"
+"$MICROPP" plot "${logs[@]}" --x time --svg "$OUT/curves.svg"
