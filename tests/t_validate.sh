@@ -2,6 +2,7 @@
 # run here as child jobs, predicted against measured, the regret, the refit profile (a factor per family)
 # written beside the profile; a second run with the refit reports a lower median error; a world whose
 # every run fails ends every rank with the rows marked failed; every misuse is one line, exit 2.
+# run.sh: alone (two --validate runs compared by the clock: a file beside one of them skews the refit)
 source "$(dirname "$0")/lib.sh"
 use_cpu_build  # (not about the GPU: tests/lib.sh)
 cd "$ROOT"
