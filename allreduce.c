@@ -11,7 +11,6 @@
 #include "comms/alltoall.h"
 #include "comms/hardware.h"  // comm_choose_hardware
 #include "comms/hier.h"
-#include "comms/shm.h"  // comm_shm_room, shm_group_on_node
 #include "base/config.h"
 #include "commands.h"
 #include "base/util.h"
@@ -295,8 +294,9 @@ static const Backend *nccl_open(struct DevComm **dev) {
 // asked for where it cannot is refused in one line (a small tmpfs, as Docker's 64 MB default, would end the job
 // with SIGBUS on first touch).
 static int shm_short(const AllreduceConfig *cfg, size_t cap, int R) {
-    int here = shm_group_on_node(MPI_COMM_WORLD);
-    double need = (double)alltoall_shm_bytes(cap, R) * here, room = comm_shm_room(), v[1] = {room >= 0 && room < need};
+    int here;
+    double need, room, v[1];
+    v[0] = alltoall_shm_short(MPI_COMM_WORLD, (double)alltoall_shm_bytes(cap, R), &need, &room, &here);
     char why[300] = "";
     if (v[0] && cfg->algo == ALLTOALL_SHM) {
         char nb[32], sb[32], rb[32];

@@ -17,7 +17,6 @@
 #include "comms.h"  // comm_split_known
 #include "comms/collectives.h"
 #include "comms/hardware.h"  // TRANSPORT_NCCL
-#include "comms/shm.h"       // comm_shm_room, shm_group_on_node
 #include "comms.h"           // comm_nccl_group
 #include "base/util.h"
 
@@ -217,23 +216,22 @@ static void lane_open(ExpertGroup *g, int j, size_t cap, const Backend *gpu, Sta
 static int choose_algo(const Plan *p, const ExpertGroup *g, MPI_Comm world, size_t cap) {
     int algo = p->expert.algo;  // (ALLTOALL_AUTO's value is ALLTOALL_NCCL's: nccl is the plan's flag)
     if (p->expert.nccl || (algo != ALLTOALL_AUTO && algo != ALLTOALL_SHM)) return algo;
-    int apart = !alltoall_shm_possible(g->comm);
+    int apart = !alltoall_shm_possible(g->comm);  // (this group's: every rank goes on to the collectives below)
     comm_agree(world, algo == ALLTOALL_SHM && apart ? "train: --alltoall shm needs every expert group on one node: "
-                                                     "use --alltoall mpi, pair or auto" : "");
-    if (apart) return ALLTOALL_MPI;
-    int lanes = p->expert.overlap == EP_OVERLAP_PAIR ? 2 : 1, here = shm_group_on_node(world);
-    double need = (double)lanes * (double)alltoall_shm_bytes(cap, g->N) * here, room = comm_shm_room();
-    double short_of[1] = {room >= 0 && room < need};
+                                                      "use --alltoall mpi, pair or auto" : "");
+    int lanes = p->expert.overlap == EP_OVERLAP_PAIR ? 2 : 1, here;
+    double need, room, v[1];
+    v[0] = alltoall_shm_short(world, (double)lanes * (double)alltoall_shm_bytes(cap, g->N), &need, &room, &here);
     char why[300] = "";
-    if (algo == ALLTOALL_SHM && short_of[0]) {
+    if (algo == ALLTOALL_SHM && v[0]) {
         char nb[32], rb[32];
         snprintf(why, sizeof why, "train: --alltoall shm needs %s of /dev/shm for the experts' windows of the %d "
                  "ranks of this node, and %s are free: enlarge it (docker run --shm-size) or use --alltoall mpi",
                  fmt_bytes(need, nb, sizeof nb), here, fmt_bytes(room, rb, sizeof rb));
     }
     comm_agree(world, why);
-    comm_allreduce_sum_double(short_of, 1, world);  // (auto: mpi on every rank where a node lacks the room)
-    return short_of[0] > 0 ? ALLTOALL_MPI : ALLTOALL_SHM;
+    comm_allreduce_sum_double(v, 1, world);  // (auto: mpi on every rank where a node lacks the room)
+    return apart || v[0] > 0 ? ALLTOALL_MPI : ALLTOALL_SHM;
 }
 
 void expert_setup(const Plan *p, ExpertGroup *g, Comm *grid, Stage *local, int n_local) {

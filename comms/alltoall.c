@@ -73,18 +73,24 @@ int alltoall_shm_possible(MPI_Comm group) {
     return ok;
 }
 
-static size_t window_bytes(size_t cap, int R) {  // one rank's part of the rows' window: two halves
-    size_t head = ((size_t)R * sizeof(size_t) + 63) / 64 * 64;
-    return 2 * ((head + (cap ? cap : 1) * sizeof(float) + 63) / 64 * 64);
+// A rank's part of the rows' window: two halves (exchange k in half k % 2), each its R offsets, then its rows.
+static size_t head_bytes(int R) { return ((size_t)R * sizeof(size_t) + 63) / 64 * 64; }
+static size_t half_bytes(size_t cap, int R) { return (head_bytes(R) + (cap ? cap : 1) * sizeof(float) + 63) / 64 * 64; }
+
+size_t alltoall_shm_bytes(size_t cap, int R) {
+    return shm_segment_stride(2 * half_bytes(cap, R)) + shm_segment_stride(A2A_COUNTERS * sizeof(int64_t));
 }
 
-size_t alltoall_shm_bytes(size_t cap, int R) {  // (shm_segment_open puts each rank's part on pages of its own)
-    return (window_bytes(cap, R) + 4095) / 4096 * 4096 + (A2A_COUNTERS * sizeof(int64_t) + 4095) / 4096 * 4096;
+int alltoall_shm_short(MPI_Comm world, double bytes, double *need, double *room, int *here) {
+    *here = shm_group_on_node(world);
+    *need = bytes * *here;
+    *room = comm_shm_room();
+    return *room >= 0 && *room < *need;
 }
 
 static void shm_windows_open(AllToAll *a) {
     CHECK(alltoall_shm_possible(a->comm), "all-to-all shm over a group of %d ranks on several nodes", a->R);
-    shm_segment_open(&a->win, a->comm, window_bytes(a->cap, a->R));
+    shm_segment_open(&a->win, a->comm, 2 * half_bytes(a->cap, a->R));
     shm_segment_open(&a->ctl, a->comm, A2A_COUNTERS * sizeof(int64_t));  // every counter zero (a new segment)
     a->peer = a->win.peer;
     a->counter = xcalloc((size_t)a->R, sizeof(int64_t *));
@@ -204,14 +210,11 @@ static void shm_wait(AllToAll *a, int which, int64_t v) {
     wd_poll(shm_reached, &w, (WdSpin){.peer = -1, .what = "an all-to-all through shared memory", .comm = &a->comm});
 }
 
-static size_t shm_head(const AllToAll *a) { return ((size_t)a->R * sizeof(size_t) + 63) / 64 * 64; }
-
-// Rank p's half for exchange k: its offsets, then (shm_head bytes in) its rows.
+// Rank p's half for exchange k: its offsets, then (head_bytes in) its rows.
 static char *shm_half(const AllToAll *a, int p, int64_t k) {
-    size_t half = (shm_head(a) + (a->cap ? a->cap : 1) * sizeof(float) + 63) / 64 * 64;
-    return a->peer[p] + (size_t)(k & 1) * half;
+    return a->peer[p] + (size_t)(k & 1) * half_bytes(a->cap, a->R);
 }
-static float *shm_rows(const AllToAll *a) { return (float *)(void *)(shm_half(a, a->me, a->k) + shm_head(a)); }
+static float *shm_rows(const AllToAll *a) { return (float *)(void *)(shm_half(a, a->me, a->k) + head_bytes(a->R)); }
 
 float *alltoall_send_buffer(AllToAll *a, size_t floats) {
     if (a->algo != ALLTOALL_SHM) return NULL;
@@ -254,7 +257,7 @@ static void shm_finish(AllToAll *a, float *recv) {
     for (int p = 0; p < a->R; p++) {
         if (p == a->me && !q->self) continue;
         const size_t *theirs = (const size_t *)(const void *)shm_half(a, p, k);
-        const float *rows = (const float *)(const void *)(shm_half(a, p, k) + shm_head(a));
+        const float *rows = (const float *)(const void *)(shm_half(a, p, k) + head_bytes(a->R));
         memcpy(recv + q->rd[p], rows + theirs[a->me], sizeof(float) * (size_t)q->rc[p]);
     }
     __atomic_store_n(&a->counter[a->me][A2A_DONE], k + 1, __ATOMIC_RELEASE);
@@ -341,7 +344,7 @@ int alltoall_in_place(const AllToAll *a) { return a->algo == ALLTOALL_SHM; }
 const float *alltoall_rows_at(const AllToAll *a, int p) {
     CHECK(a->held && p >= 0 && p < a->R, "all-to-all rows read in place without an exchange in place waited for");
     const size_t *theirs = (const size_t *)(const void *)shm_half(a, p, a->k - 1);
-    return (const float *)(const void *)(shm_half(a, p, a->k - 1) + shm_head(a)) + theirs[a->me];
+    return (const float *)(const void *)(shm_half(a, p, a->k - 1) + head_bytes(a->R)) + theirs[a->me];
 }
 
 void alltoall_rows_release(AllToAll *a) {

@@ -40,6 +40,10 @@ int alltoall_shm_possible(MPI_Comm group);
 // The bytes of /dev/shm one rank's shm windows take in a group of R ranks with this cap (the rows' window in
 // two halves and the counters, each on pages of its own): what the node's room must hold for each rank.
 size_t alltoall_shm_bytes(size_t cap, int R);
+// 1 when this rank's node lacks the /dev/shm room for shm windows of `bytes` on each of its ranks (a tmpfs too
+// small, as Docker's 64 MB default, ends a job with SIGBUS on first touch); *need, *room: the node's bytes, *here:
+// its ranks. Not agreed: the caller says it and agrees. Collective over world: every rank calls it.
+int alltoall_shm_short(MPI_Comm world, double bytes, double *need, double *room, int *here);
 int alltoall_size(const AllToAll *a);
 int alltoall_rank(const AllToAll *a);
 

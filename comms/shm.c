@@ -62,11 +62,13 @@ static int shm_all_reached(struct Shm *m, int which, int64_t v) {
 // munmap). MPI_Win_allocate_shared did this too, in about ten blocking collectives that, on a node
 // with more ranks than cores, spin through scheduler slices (measured: 35 ms of CPU per rank per
 // window, 4 ranks on 2 cores); here two waits under the watchdog, as the wait policy says.
+size_t shm_segment_stride(size_t bytes) { return ((bytes ? bytes : 1) + 4095) / 4096 * 4096; }
+
 void shm_segment_open(ShmSegment *s, MPI_Comm comm, size_t bytes) {
     int me, n;
     MPI_CHECK(MPI_Comm_rank(comm, &me));
     MPI_CHECK(MPI_Comm_size(comm, &n));
-    size_t stride = ((bytes ? bytes : 1) + 4095) / 4096 * 4096;  // each part on pages of its own
+    size_t stride = shm_segment_stride(bytes);  // each part on pages of its own
     s->bytes = stride * (size_t)n;
     char name[64] = "";
     if (me == 0) {

@@ -30,6 +30,7 @@ typedef struct ShmSegment {
     size_t bytes;             // mapped, all parts
 } ShmSegment;
 void shm_segment_open(ShmSegment *s, MPI_Comm comm, size_t bytes);
+size_t shm_segment_stride(size_t bytes);  // the /dev/shm bytes a rank's part of `bytes` takes: whole pages
 void shm_segment_close(ShmSegment *s);
 // n floats of host memory in a segment shared by the ranks of c->dp (shm_segment_open), at
 // the same offset on every rank. Collective over the world (every rank calls it, in the same

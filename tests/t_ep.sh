@@ -207,6 +207,13 @@ e "ep/--ep with --compress" "train: --ep with --compress: .* drop --ep or --comp
 e "ep/--alltoall shm across nodes" "train: --alltoall shm needs every expert group on one node" \
     60 mpiexec -launcher fork -hosts a:1,b:1 -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --alltoall shm
 
+# auto where one group sits on a node and another spans two (ranks 0-2 on a, 3 on b): each group its own
+# algorithm, and every rank through the same set-up collectives (a rank of the spanning group left them early
+# and the job hung)
+run 60 mpiexec -launcher fork -hosts a:3,b:1 -n 4 "$MICROPP" train "${T[@]}" --experts 4 --dp 4 --ep 2
+if [ "$RC" -eq 0 ] && printf '%s' "$OUT" | grep -q "all-to-all shm"; then pass "ep/auto with one group on a node, one across two"
+else fail "ep/auto with one group on a node, one across two" "rc $RC: $(printf '%s' "$OUT$ERR" | tail -3)"; fi
+
 # --alltoall auto typed out is the default: shm on one node (it was the index of nccl, and aborted), and
 # train --help names the default.
 run 60 mpiexec -n 2 "$MICROPP" train "${T[@]}" --experts 4 --dp 2 --ep 2 --alltoall auto
